@@ -1,0 +1,5 @@
+"""`python -m lockgen` runs the command-line interface."""
+
+from lockgen.cli import main
+
+main()

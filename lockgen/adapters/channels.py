@@ -1,0 +1,144 @@
+"""Channels: where a channel named in a stack really is, and the digest of each index read.
+
+A channel is written as a name (`conda-forge`), a URL, or a local folder / `file://` URL. An alias
+(`conda-forge=PATH_OR_URL`, from `--channel-alias` or `LOCKGEN_CHANNEL_ALIAS`) points a name at a
+mirror or snapshot; the lock still names the channel as the stack does, and its package URLs are
+those the index states for each record (`url` field, as mirrors and snapshots carry), else the
+channel's canonical URL, so a lock made against a snapshot installs from the real channel.
+Credentials (`user:pass@`, `/t/<token>/`) never reach a lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from lockgen.errors import ChannelError, UserError
+
+DEFAULT_CHANNEL_BASE = "https://conda.anaconda.org"
+ALIAS_ENV = "LOCKGEN_CHANNEL_ALIAS"
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without user info or a `/t/<token>` segment."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    path = re.sub(r"/t/[^/]+", "", parts.path)
+    return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
+
+
+def parse_aliases(items: list[str], env: str | None = None) -> dict[str, str]:
+    """`NAME=PATH_OR_URL` items (flags first, then the environment variable, `;`-separated)."""
+    aliases: dict[str, str] = {}
+    env_items = [i for i in (env or "").split(";") if i.strip()]
+    for item in env_items + list(items):
+        name, sep, location = item.partition("=")
+        if not sep or not name.strip() or not location.strip():
+            raise UserError(f"channel alias `{item}` is not NAME=PATH_OR_URL",
+                            "write e.g. --channel-alias conda-forge=../shared/snapshots/public-locks")
+        aliases[name.strip()] = location.strip()
+    return aliases
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A channel of the stack, located: local folder or remote URL."""
+
+    name: str
+    location: str
+    local_path: Path | None
+    canonical_base: str
+
+    @property
+    def is_local(self) -> bool:
+        return self.local_path is not None
+
+    @property
+    def url(self) -> str:
+        return self.local_path.resolve().as_uri() if self.local_path else self.location
+
+
+def locate_channel(name: str, aliases: dict[str, str], base_dir: Path) -> Channel:
+    """Where `name` (as written in the stack) is, after aliases; relative folders are from `base_dir`."""
+    written = name
+    location = aliases.get(name, name)
+    canonical = _canonical_base(written)
+    if location.startswith(("http://", "https://")):
+        return Channel(written, location.rstrip("/"), None, canonical)
+    if location.startswith("file://"):
+        path = Path(unquote(urlsplit(location).path))
+    elif "/" in location or location.startswith(".") or name in aliases:
+        path = Path(location).expanduser()
+        if not path.is_absolute():
+            path = (base_dir if name not in aliases else Path.cwd()) / path
+    else:
+        return Channel(written, f"{DEFAULT_CHANNEL_BASE}/{location}", None, canonical)
+    if not path.is_dir():
+        raise ChannelError(f"channel `{written}`: folder `{path}` does not exist",
+                           "check the path, or point the name elsewhere with --channel-alias NAME=PATH_OR_URL")
+    return Channel(written, str(path), path, canonical)
+
+
+def _canonical_base(written: str) -> str:
+    if written.startswith(("http://", "https://")):
+        return strip_credentials(written.rstrip("/"))
+    if written.startswith("file://") or "/" in written or written.startswith("."):
+        return ""
+    return f"{DEFAULT_CHANNEL_BASE}/{written}"
+
+
+@dataclass
+class LocalIndex:
+    """One local `repodata.json`: its path, digest, and the URLs its records state."""
+
+    channel: Channel
+    subdir: str
+    path: Path
+    sha256: str
+    stated_urls: dict[str, str] = field(default_factory=dict)
+
+    def lock_url(self, file_name: str) -> str:
+        """The URL a lock records for a package of this index."""
+        if file_name in self.stated_urls:
+            return strip_credentials(self.stated_urls[file_name])
+        if self.channel.canonical_base:
+            return f"{self.channel.canonical_base}/{self.subdir}/{file_name}"
+        return f"{self.channel.url.rstrip('/')}/{self.subdir}/{file_name}"
+
+
+def read_local_index(channel: Channel, subdir: str) -> LocalIndex | None:
+    """The index of one subdir of a local channel, or None when the channel has no such subdir."""
+    assert channel.local_path is not None
+    path = channel.local_path / subdir / "repodata.json"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ChannelError(f"channel `{channel.name}`: cannot read {path}: {exc}", "check the channel folder") from None
+    index = LocalIndex(channel, subdir, path, "sha256:" + hashlib.sha256(raw).hexdigest())
+    if b'"url"' in raw:
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise ChannelError(f"channel `{channel.name}`: {path} is not valid JSON ({exc})",
+                               "re-create the channel index") from None
+        for key in ("packages", "packages.conda"):
+            for file_name, record in (data.get(key) or {}).items():
+                if isinstance(record, dict) and isinstance(record.get("url"), str):
+                    index.stated_urls[file_name] = record["url"]
+    return index
+
+
+def index_key(channel: Channel, subdir: str) -> str:
+    return f"{channel.name}/{subdir}"
+
+
+def cache_dir() -> Path:
+    """Where lockgen keeps downloaded indexes: `$LOCKGEN_CACHE_DIR`, else `~/.cache/lockgen`."""
+    return Path(os.environ.get("LOCKGEN_CACHE_DIR") or Path.home() / ".cache" / "lockgen")

@@ -1,0 +1,180 @@
+"""The rattler adapter: reads channel indexes and solves one `SolveRequest` with py-rattler.
+
+Local channels are read as `SparseRepoData` straight from their `repodata.json` (fast, and the
+file's sha256 is the index digest); remote channels go through rattler's `Gateway` (HTTP, caching,
+sharded repodata), and their digest is the sha256 of the records the solve could reach
+(`closure-sha256:`), since a live channel's whole index changes hourly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import rattler
+from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, SparseRepoData, Version
+
+from lockgen.adapters.channels import Channel, LocalIndex, cache_dir, index_key, read_local_index, strip_credentials
+from lockgen.errors import ChannelError, UnsatisfiableError, UserError
+from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.plan import CandidateBuild, SolveRequest
+
+
+@dataclass
+class ChannelSet:
+    """The channels of a stack, with their indexes loaded lazily per subdir."""
+
+    channels: list[Channel]
+    exclude_newer: dt.datetime | None = None
+    _local: dict[tuple[int, str], LocalIndex | None] = field(default_factory=dict)
+    _sparse: dict[tuple[int, str], SparseRepoData] = field(default_factory=dict)
+    _gateway: Any = None
+
+    @property
+    def all_local(self) -> bool:
+        return all(c.is_local for c in self.channels)
+
+    def _index(self, position: int, subdir: str) -> LocalIndex | None:
+        key = (position, subdir)
+        if key not in self._local:
+            self._local[key] = read_local_index(self.channels[position], subdir)
+        return self._local[key]
+
+    def _sparse_for(self, platform: str) -> list[SparseRepoData]:
+        sources = []
+        for position, channel in enumerate(self.channels):
+            for subdir in (platform, "noarch"):
+                index = self._index(position, subdir)
+                if index is None:
+                    continue
+                key = (position, subdir)
+                if key not in self._sparse:
+                    self._sparse[key] = SparseRepoData(rattler.Channel(channel.url), subdir, str(index.path))
+                sources.append(self._sparse[key])
+        if not sources:
+            names = ", ".join(c.name for c in self.channels)
+            raise ChannelError(f"no index for {platform} or noarch in channels {names}",
+                               "a channel folder needs <subdir>/repodata.json (noarch at least)")
+        return sources
+
+    def gateway(self) -> Any:
+        if self._gateway is None:
+            self._gateway = rattler.Gateway(cache_dir=cache_dir() / "rattler")
+        return self._gateway
+
+    def candidates(self, platform: str, names: tuple[str, ...]) -> list[CandidateBuild]:
+        """Every build of the named packages the channels offer for a platform."""
+        if self.all_local:
+            records = [r for source in self._sparse_for(platform) for name in names for r in source.load_records(name)]
+        else:
+            records = [r for group in _run(self.gateway().query(
+                [rattler.Channel(c.url) for c in self.channels], [platform, "noarch"], list(names), recursive=False),
+                "reading channels") for r in group]
+        return [CandidateBuild(name=r.name.normalized, version=str(r.version), build=str(r.build),
+                               channel=self._lock_url(r), depends=tuple(r.depends)) for r in records]
+
+    def index_digests(self, platform: str, specs: tuple[str, ...]) -> dict[str, str]:
+        """The digest of every index a solve for `platform` reads, keyed `channel/subdir`."""
+        digests: dict[str, str] = {}
+        for position, channel in enumerate(self.channels):
+            if channel.is_local:
+                for subdir in (platform, "noarch"):
+                    index = self._index(position, subdir)
+                    if index is not None:
+                        digests[index_key(channel, subdir)] = index.sha256
+        remote = [c for c in self.channels if not c.is_local]
+        if remote:
+            groups = _run(self.gateway().query([rattler.Channel(c.url) for c in remote], [platform, "noarch"],
+                                               list(specs), recursive=True), "reading channels")
+            for channel, records in zip(remote, groups):
+                for subdir in (platform, "noarch"):
+                    lines = sorted(f"{r.file_name} {r.sha256.hex() if r.sha256 else r.md5.hex() if r.md5 else ''}"
+                                   for r in records if r.subdir == subdir)
+                    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+                    digests[index_key(channel, subdir)] = "closure-sha256:" + digest
+        return digests
+
+    def solve(self, request: SolveRequest, pinned: list[tuple[str, str, str]] | None = None) -> list[LockedPackage]:
+        """Solves one request; an unsatisfiable one raises with rattler's explanation."""
+        virtual = [GenericVirtualPackage(PackageName(v.name), Version(v.version), BuildString(v.build))
+                   for v in request.virtual_packages]
+        try:
+            specs = [MatchSpec(s) for s in request.specs]
+            constraints = [MatchSpec(s) for s in request.constraints]
+        except Exception as exc:  # rattler raises its own parse error types
+            raise UserError(f"{request.label}: invalid match spec: {exc}",
+                            "check [dependencies] in stack.toml (conda match-spec syntax)") from None
+        pinned_records = self._pinned_records(request.platform, pinned or [])
+        if self.all_local:
+            coroutine = rattler.solve_with_sparse_repodata(
+                specs, self._sparse_for(request.platform), virtual_packages=virtual, constraints=constraints,
+                pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
+        else:
+            coroutine = rattler.solve(
+                [rattler.Channel(c.url) for c in self.channels], specs, gateway=self.gateway(),
+                platforms=[request.platform, "noarch"], virtual_packages=virtual, constraints=constraints,
+                pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
+        records = _run(coroutine, f"solving {request.label}")
+        return [self._locked(r, request.platform) for r in records]
+
+    def _pinned_records(self, platform: str, pinned: list[tuple[str, str, str]]) -> list[Any]:
+        if not pinned:
+            return []
+        wanted = {(n, v, b) for n, v, b in pinned}
+        names = tuple(sorted({n for n, _, _ in pinned}))
+        if self.all_local:
+            records = [r for s in self._sparse_for(platform) for n in names for r in s.load_records(n)]
+        else:
+            records = [r for g in _run(self.gateway().query([rattler.Channel(c.url) for c in self.channels],
+                                                            [platform, "noarch"], list(names), recursive=False),
+                                       "reading channels") for r in g]
+        return [r for r in records if (r.name.normalized, str(r.version), str(r.build)) in wanted]
+
+    def _locked(self, record: Any, platform: str) -> LockedPackage:
+        return LockedPackage(
+            name=record.name.normalized,
+            version=str(record.version),
+            manager="conda",
+            platform=platform,
+            dependencies=_dependency_map(record.depends),
+            url=self._lock_url(record),
+            hash=PackageHash(md5=record.md5.hex() if record.md5 else None,
+                             sha256=record.sha256.hex() if record.sha256 else None),
+            build=str(record.build),
+        )
+
+    def _lock_url(self, record: Any) -> str:
+        url = str(record.url)
+        for position, channel in enumerate(self.channels):
+            if channel.is_local and url.startswith(channel.url.rstrip("/") + "/"):
+                index = self._index(position, record.subdir)
+                if index is not None:
+                    return index.lock_url(record.file_name)
+        return strip_credentials(url)
+
+
+def _dependency_map(depends: list[str]) -> dict[str, str]:
+    """conda-lock's `dependencies` map: name -> the rest of the match spec (`*` when there is none)."""
+    result: dict[str, str] = {}
+    for dep in depends:
+        name, _, rest = dep.strip().partition(" ")
+        result.setdefault(name, rest.strip() or "*")
+    return result
+
+
+def _run(coroutine: Any, context: str) -> Any:
+    try:
+        return asyncio.run(coroutine)
+    except Exception as exc:
+        text = str(exc).strip()
+        kind = type(exc).__name__
+        if "Solver" in kind or "Unsolvable" in kind or "cannot be installed" in text or "no candidates" in text:
+            raise UnsatisfiableError(f"{context}: no solution", text) from None
+        if "Fetch" in kind or "Gateway" in kind or "connect" in text.lower() or "io error" in text.lower():
+            raise ChannelError(f"{context}: cannot read channel: {text.splitlines()[0] if text else kind}",
+                               "check the channel URL and the network, or use --channel-alias NAME=PATH for a local mirror") from None
+        raise ChannelError(f"{context}: {kind}: {text.splitlines()[0] if text else ''}",
+                           "run with -v for details") from exc

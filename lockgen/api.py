@@ -1,0 +1,202 @@
+"""Use cases, wiring the pure core to the adapters: resolve, check, diff, render.
+
+Each use case takes plain values (paths, names, aliases) and returns plain results; progress is
+reported through a callback so that the CLI decides how to show it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases, strip_credentials
+from lockgen.adapters.lockfile_yaml import dump_lock, load_lock, write_atomic
+from lockgen.adapters.rattler_solver import ChannelSet
+from lockgen.core import lock_meta
+from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
+from lockgen.core.facts import arch_fact, load_facts
+from lockgen.core.freshness import Staleness, stale_reasons
+from lockgen.core.lock_diff import LockDiff, diff_locks
+from lockgen.core.plan import explain_exclusions, plan_request
+from lockgen.core.render import render_explicit
+from lockgen.core.spec_parse import parse_stack_file
+from lockgen.errors import UnsatisfiableError, UserError
+from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata
+from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
+from lockgen.model.spec import StackSpec, Target
+
+Progress = Callable[[str], None]
+HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl")
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """What resolving one target produced."""
+
+    target: str
+    arch: str
+    path: Path
+    written: bool
+    unchanged: bool
+    packages: dict[str, int]
+    highlights: dict[str, dict[str, str]]
+
+
+@dataclass
+class _Context:
+    spec: StackSpec
+    stack_path: Path
+    channels: ChannelSet
+    facts: object = field(default_factory=load_facts)
+    _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
+
+    def candidates(self, platform: str) -> list[CandidateBuild]:
+        if platform not in self._candidates:
+            self._candidates[platform] = self.channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
+        return self._candidates[platform]
+
+    def lock_path(self, target: Target) -> Path:
+        return self.stack_path.parent / "locks" / f"{target.name}.conda-lock.yml"
+
+    def plan(self, target: Target) -> tuple[CudaWindow | None, list[SolveRequest]]:
+        window = None
+        if target.is_gpu:
+            arch_fact(self.facts, target.arch)
+            window = cuda_window(self.facts, target)
+        requests = [plan_request(self.facts, self.spec, target, platform, window, self.candidates(platform))
+                    for platform in self.spec.platforms_of(target)]
+        return window, requests
+
+    def metadata(self, target: Target, window: CudaWindow | None, requests: list[SolveRequest]) -> LockMetadata:
+        digests: dict[str, str] = {}
+        hashes: dict[str, str] = {}
+        for request in requests:
+            platform_digests = self.channels.index_digests(request.platform, request.specs)
+            digests.update(platform_digests)
+            hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, platform_digests)
+        return LockMetadata(
+            content_hash=hashes,
+            channels=tuple(LockChannel(url=strip_credentials(c)) for c in self.spec.channels),
+            platforms=tuple(r.platform for r in requests),
+            sources=(self.stack_path.name,),
+            custom_metadata=lock_meta.custom_metadata(self.spec, target, window, requests, digests),
+        )
+
+
+def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
+    spec = parse_stack_file(stack_path)
+    alias_map = parse_aliases(list(aliases), os.environ.get(ALIAS_ENV))
+    channels = [locate_channel(c, alias_map, stack_path.parent) for c in spec.channels]
+    cutoff = spec.exclude_newer
+    if isinstance(cutoff, dt.date) and not isinstance(cutoff, dt.datetime):
+        cutoff = dt.datetime.combine(cutoff, dt.time(), tzinfo=dt.timezone.utc)
+    elif isinstance(cutoff, dt.datetime) and cutoff.tzinfo is None:
+        cutoff = cutoff.replace(tzinfo=dt.timezone.utc)
+    return _Context(spec, stack_path, ChannelSet(channels, exclude_newer=cutoff))
+
+
+def _selected(spec: StackSpec, names: Sequence[str]) -> list[Target]:
+    known = {t.name for t in spec.targets}
+    for name in names:
+        if name not in known:
+            raise UserError(f"no target `{name}` in stack `{spec.name}`", f"targets: {', '.join(sorted(known))}")
+    return [t for t in spec.targets if not names or t.name in names]
+
+
+def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str] = (), aliases: Sequence[str] = (),
+            dry_run: bool = False, progress: Progress = lambda _: None) -> list[TargetResult]:
+    """Solves every selected target and writes its lock; nothing is written unless all succeed."""
+    context = _context(stack_path, aliases)
+    planned = []
+    for target in _selected(context.spec, targets):
+        window, requests = context.plan(target)
+        pinned = _pins(context, target, updates) if updates else {}
+        packages: list[LockedPackage] = []
+        for request in requests:
+            started = time.perf_counter()
+            progress(f"resolving {target.name} ({target.arch}) for {request.platform}")
+            try:
+                solved = context.channels.solve(request, pinned.get(request.platform))
+            except UnsatisfiableError as exc:
+                raise _unsatisfiable(exc, request, bool(pinned)) from None
+            packages.extend(solved)
+            progress(f"resolved {target.name} for {request.platform}: {len(solved)} packages "
+                     f"in {time.perf_counter() - started:.2f}s")
+        lock = Lock(metadata=context.metadata(target, window, requests),
+                    package=tuple(sorted(packages, key=lambda p: p.sort_key())))
+        planned.append((target, lock))
+    results = []
+    for target, lock in planned:
+        path = context.lock_path(target)
+        text = dump_lock(lock)
+        unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
+        if not dry_run and not unchanged:
+            write_atomic(path, text)
+        results.append(TargetResult(target.name, target.arch, path, written=not dry_run and not unchanged,
+                                    unchanged=unchanged, packages=_counts(lock), highlights=_highlights(lock)))
+    return results
+
+
+def _pins(context: _Context, target: Target, updates: Sequence[str]) -> dict[str, list[tuple[str, str, str]]]:
+    path = context.lock_path(target)
+    if not path.is_file():
+        raise UserError(f"--update needs the existing lock of target `{target.name}` ({path})",
+                        "resolve without --update first")
+    lock = load_lock(path)
+    names = {p.name for p in lock.package}
+    for update in updates:
+        if update.lower() not in names:
+            raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
+                            "--update takes names of locked packages; add new ones to [dependencies]")
+    held = {u.lower() for u in updates}
+    pins: dict[str, list[tuple[str, str, str]]] = {}
+    for package in lock.package:
+        if package.manager == "conda" and package.name not in held:
+            pins.setdefault(package.platform, []).append((package.name, package.version, package.build or ""))
+    return pins
+
+
+def _unsatisfiable(exc: UnsatisfiableError, request: SolveRequest, pinned: bool) -> UnsatisfiableError:
+    detail = " ".join(exc.hint.split())
+    hint_parts = [explain_exclusions(request)] if request.excluded_builds else []
+    if pinned:
+        hint_parts.append("the update needs other locked packages to change: resolve without --update")
+    hint_parts.append("loosen [dependencies] or change the target's driver/cuda")
+    return UnsatisfiableError(f"{request.label} is unsatisfiable: {detail}", "; ".join(p for p in hint_parts if p))
+
+
+def _counts(lock: Lock) -> dict[str, int]:
+    return {p: len(lock.packages_for(p)) for p in lock.metadata.platforms}
+
+
+def _highlights(lock: Lock) -> dict[str, dict[str, str]]:
+    return {platform: {p.name: f"{p.version} {p.build or ''}".strip()
+                       for p in lock.packages_for(platform) if p.name in HIGHLIGHTS}
+            for platform in lock.metadata.platforms}
+
+
+def check(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = ()) -> list[Staleness]:
+    """Why each selected target's lock is stale (empty when all are fresh)."""
+    context = _context(stack_path, aliases)
+    reasons: list[Staleness] = []
+    for target in _selected(context.spec, targets):
+        path = context.lock_path(target)
+        if not path.is_file():
+            reasons.append(Staleness(target.name, "target-missing", f"no lock at {path}"))
+            continue
+        window, requests = context.plan(target)
+        expected = context.metadata(target, window, requests)
+        reasons.extend(stale_reasons(target.name, load_lock(path), expected))
+    return reasons
+
+
+def diff(a: Path, b: Path) -> LockDiff:
+    return diff_locks(load_lock(a), load_lock(b))
+
+
+def render(lock_path: Path, platform: str | None) -> str:
+    return render_explicit(load_lock(lock_path), platform)

@@ -1,0 +1,32 @@
+"""The `lockgen` command line (typer). Commands live in small modules; heavy imports stay inside them."""
+
+from __future__ import annotations
+
+import typer
+
+from lockgen.cli import arch_cmd, lock_cmds, resolve_cmd
+from lockgen.cli.ui import state
+
+app = typer.Typer(
+    name="lockgen",
+    help="Reproducible GPU software-stack lockfiles: resolve per GPU target, materialize, export, verify.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.callback()
+def _global(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks and debug detail.")) -> None:
+    state.verbose = verbose
+
+
+app.command("resolve")(resolve_cmd.resolve)
+app.command("arch")(arch_cmd.arch)
+app.command("diff")(lock_cmds.diff)
+app.command("render")(lock_cmds.render)
+
+
+def main() -> None:
+    app()

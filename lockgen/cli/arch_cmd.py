@@ -1,0 +1,41 @@
+"""`lockgen arch [ARCH]`: what lockgen knows about GPU architectures, drivers and PyTorch builds."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from lockgen.cli.ui import handles_errors
+
+
+@handles_errors
+def arch(
+    name: Optional[str] = typer.Argument(None, help="An arch such as sm90; without it, list them all."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """List known GPU architectures, or show one: GPUs, CUDA range, driver floor, PyTorch kernels."""
+    from lockgen.core.arch_info import arch_report, arch_table
+
+    if name is None:
+        rows = arch_table()
+        if as_json:
+            print(json.dumps(rows, indent=2))
+            return
+        print(f"{'arch':<7}{'cc':<6}{'cuda':<13}{'family':<24}gpus")
+        for row in rows:
+            cuda = f"{row['first_cuda']}-{row['last_cuda'] or ''}"
+            print(f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family'][:23]:<24}{', '.join(row['gpus'][:3])}")
+        return
+    report = arch_report(name.lower().replace("_", ""))
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    for key, value in report.items():
+        if isinstance(value, list):
+            print(f"{key}:")
+            for item in value:
+                print(f"  - {item}")
+        else:
+            print(f"{key}: {value}")

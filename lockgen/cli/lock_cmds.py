@@ -1,0 +1,52 @@
+"""`lockgen diff` and `lockgen render`: read-only commands over lock files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lockgen.cli.ui import handles_errors
+
+
+@handles_errors
+def diff(
+    a: Path = typer.Argument(..., help="The old lock."),
+    b: Path = typer.Argument(..., help="The new lock."),
+    as_json: bool = typer.Option(False, "--json", help="Print changes as JSON."),
+) -> None:
+    """Compare two locks per platform: added (+), removed (-), changed (~); CUDA stack first."""
+    from lockgen import api
+
+    result = api.diff(a, b)
+    if as_json:
+        print(json.dumps({"changes": [c.__dict__ for c in result.changes],
+                          "platforms_only_in_a": result.platforms_only_in_a,
+                          "platforms_only_in_b": result.platforms_only_in_b}, indent=2))
+        return
+    for platform in result.platforms_only_in_a:
+        print(f"- platform {platform}")
+    for platform in result.platforms_only_in_b:
+        print(f"+ platform {platform}")
+    for change in result.changes:
+        print(change.line())
+
+
+@handles_errors
+def render(
+    lock: Path = typer.Argument(..., help="A lock written by lockgen resolve."),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform (needed when the lock has several)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
+) -> None:
+    """Write an @EXPLICIT file (URL#hash lines) for `conda create --file`."""
+    from lockgen import api
+    from lockgen.adapters.lockfile_yaml import write_atomic
+
+    text = api.render(lock, platform)
+    if out is None:
+        print(text, end="")
+    else:
+        write_atomic(out, text)
+        print(out)

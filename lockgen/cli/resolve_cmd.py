@@ -1,0 +1,48 @@
+"""`lockgen resolve`: stack.toml to one lock per target; `--check` reports stale locks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lockgen.cli.ui import handles_errors, progress
+
+
+@handles_errors
+def resolve(
+    stack: Path = typer.Argument(..., help="The stack.toml to resolve."),
+    target: list[str] = typer.Option([], "--target", "-t", help="Only this target (repeatable)."),
+    update: list[str] = typer.Option([], "--update", "-u", help="Re-solve PKG, holding every other package at its locked version."),
+    check: bool = typer.Option(False, "--check", help="Solve nothing; exit 1 and print typed reasons if a lock is missing or stale."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Solve but write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print results as JSON on stdout."),
+    channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
+) -> None:
+    """Resolve a stack into one conda lockfile per GPU target (locks/<target>.conda-lock.yml)."""
+    from lockgen import api
+
+    if check:
+        reasons = api.check(stack, target, channel_alias)
+        if as_json:
+            print(json.dumps([r.__dict__ for r in reasons], indent=2))
+        else:
+            for reason in reasons:
+                print(reason.line())
+        if reasons:
+            raise typer.Exit(1)
+        progress("all locks are fresh")
+        return
+    results = api.resolve(stack, target, update, channel_alias, dry_run=dry_run, progress=progress)
+    if as_json:
+        print(json.dumps([{**r.__dict__, "path": str(r.path)} for r in results], indent=2, sort_keys=True))
+        return
+    for result in results:
+        for platform, picks in result.highlights.items():
+            shown = ", ".join(f"{k} {v}" for k, v in picks.items() if k in ("python", "pytorch", "cuda-version"))
+            progress(f"  {result.target} {platform}: {result.packages[platform]} packages; {shown}")
+        state = "unchanged" if result.unchanged else ("would write" if dry_run else "wrote")
+        progress(f"{state} {result.path}")
+        if not dry_run:
+            print(result.path)

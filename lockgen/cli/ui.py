@@ -1,0 +1,69 @@
+"""Terminal output: data on stdout, progress and errors on stderr, `error:` / `hint:` without tracebacks.
+
+Exit codes: 0 ok, 1 a user-level failure (a `LockgenError`), 2 usage (typer), 3 unexpected.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+from lockgen.errors import LockgenError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _State:
+    verbose = False
+
+
+state = _State()
+
+
+def _styled(text: str, code: str) -> str:
+    if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
+        return text
+    return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr."""
+    print(_styled(message, "2"), file=sys.stderr, flush=True)
+
+
+def warn(message: str) -> None:
+    print(_styled("warning:", "33") + f" {message}", file=sys.stderr, flush=True)
+
+
+def fail(message: str, hint: str = "", code: int = 1) -> None:
+    print(_styled("error:", "31;1") + f" {message}", file=sys.stderr)
+    if hint:
+        print(_styled("hint:", "36") + f" {hint}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def handles_errors(command: F) -> F:
+    """Turns lockgen's errors into `error:`/`hint:` lines and exit codes (tracebacks only with -v)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except LockgenError as exc:
+            if state.verbose:
+                traceback.print_exc()
+            fail(exc.message, exc.hint, exc.exit_code)
+        except Exception as exc:  # the last line of defence: no traceback unless -v
+            if state.verbose:
+                traceback.print_exc()
+            fail(f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,45 @@
+"""Reports about archs for `lockgen arch`: the facts and what the rules derive from them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockgen.core.arch_rules import coverage
+from lockgen.core.facts import arch_fact, load_facts, sorted_archs
+
+
+def arch_table() -> list[dict[str, Any]]:
+    """One row per known arch, oldest first."""
+    facts = load_facts()
+    return [{"arch": a.name, "compute_capability": a.compute_capability, "family": a.family, "gpus": list(a.gpus),
+             "first_cuda": a.first_cuda, "last_cuda": a.last_cuda} for a in sorted_archs(facts)]
+
+
+def arch_report(name: str) -> dict[str, Any]:
+    """Everything lockgen knows and derives about one arch."""
+    facts = load_facts()
+    arch = arch_fact(facts, name)
+    first = facts.cuda_toolkits.get(arch.first_cuda)
+    conda_forge = []
+    for entry in facts.conda_forge_pytorch_arch_lists:
+        covered = coverage(entry.arch_list, arch.compute_capability)
+        where = f" ({entry.platform})" if entry.platform else ""
+        conda_forge.append(f"CUDA {entry.cuda}{where}: {covered or 'no kernels'}")
+    official = []
+    for entry in facts.pytorch_official_arch_lists:
+        covered = coverage(entry.arch_list, arch.compute_capability)
+        official.append(f"torch {entry.torch} {entry.cuda_tag}: {covered or 'no kernels'}")
+    return {
+        "arch": arch.name,
+        "compute_capability": arch.compute_capability,
+        "family": arch.family,
+        "gpus": list(arch.gpus),
+        "first_cuda": arch.first_cuda,
+        "last_cuda": arch.last_cuda or "still supported by the newest CUDA known",
+        "min_driver": f"{first.min_driver} (CUDA {arch.first_cuda})" if first else "unknown",
+        "tensor_cores": ", ".join(k for k, v in sorted(arch.tensor_cores.items()) if v) or "none",
+        "conda_forge_pytorch": conda_forge,
+        "official_pytorch": official,
+        "inferred": arch.inferred,
+        "sources": list(arch.sources),
+    }

@@ -1,0 +1,172 @@
+"""Arch and driver rules: which CUDA a target may use and which arch-specific builds have its kernels.
+
+A target names its arch and its fleet's driver. From the facts:
+- the CUDA window: at least the first toolkit that targets the arch, at most the last that still
+  does, and at most what the driver runs (natively in `strict` mode, through minor-version
+  compatibility in `minor` mode); a `cuda` pin narrows it to one release;
+- for packages whose kernels are compiled per arch (pytorch, libtorch), a build is admitted only if
+  its CUDA lies in the window and its arch list has native kernels (SASS) for the target; a build
+  that reaches the arch only through PTX JIT is admitted when the target says `allow-ptx-jit`.
+  The arch list comes from the build's origin: official PyTorch lists for the `pytorch` channel,
+  conda-forge's lists otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lockgen.core.facts import arch_fact, minor_compat_ceiling, native_cuda
+from lockgen.core.versions import major_minor, mm_text
+from lockgen.errors import TargetError
+from lockgen.model.facts import GpuFacts
+from lockgen.model.plan import BuildVerdict, CandidateBuild, CudaWindow
+from lockgen.model.spec import Target
+
+ARCH_SPECIFIC_PACKAGES = ("pytorch", "libtorch")
+CUDA_VERSION_PACKAGES = ("cuda-version", "cudatoolkit", "pytorch-cuda")
+
+_BUILD_CUDA = re.compile(r"cuda(\d+)\.(\d+)|cuda(\d{2,3})(?![\d.])")  # cuda12.1 | cuda129 (last digit: minor)
+_DEPENDS_CUDA = re.compile(r"^(?:cuda-version|cudatoolkit|pytorch-cuda)\s+>=?\s*(\d+\.\d+)")
+
+
+def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
+    """The CUDA releases a GPU target may use, or a TargetError saying why there are none."""
+    arch = arch_fact(facts, target.arch)
+    assert target.driver is not None
+    native = native_cuda(facts, target.driver)
+    if native is None:
+        oldest = min(facts.cuda_toolkits.values(), key=lambda t: major_minor(t.version))
+        raise TargetError(
+            f"target `{target.name}`: driver {target.driver} runs no CUDA release lockgen knows "
+            f"({arch.name} needs CUDA >= {arch.first_cuda})",
+            f"CUDA {oldest.version} needs driver >= {oldest.min_driver}; raise `driver`",
+        )
+    ceiling = native if target.cuda_compat == "strict" else (minor_compat_ceiling(facts, target.driver) or native)
+    low = major_minor(arch.first_cuda)
+    high = major_minor(ceiling)
+    reason = f"{arch.name} needs CUDA >= {arch.first_cuda}; driver {target.driver} runs {native} natively"
+    if target.cuda_compat == "minor":
+        reason += f", up to {ceiling} with minor-version compatibility"
+    if arch.last_cuda is not None and major_minor(arch.last_cuda) < high:
+        high = major_minor(arch.last_cuda)
+        reason += f"; CUDA {arch.last_cuda} is the last release that targets {arch.name}"
+    if low > high:
+        raise TargetError(
+            f"target `{target.name}`: driver {target.driver} runs CUDA <= {mm_text(major_minor(ceiling))} "
+            f"but {arch.name} needs CUDA >= {arch.first_cuda}",
+            _driver_hint(facts, arch.first_cuda, target),
+        )
+    if target.cuda is not None:
+        pin = major_minor(target.cuda)
+        if not low <= pin <= high:
+            raise TargetError(
+                f"target `{target.name}`: cuda = {target.cuda} is outside what it can use "
+                f"(CUDA {mm_text(low)} to {mm_text(high)}: {reason})",
+                "change `cuda`, or `driver` / `cuda-compat` if the fleet allows it",
+            )
+        low = high = pin
+        reason += f"; pinned to CUDA {target.cuda}"
+    return CudaWindow(low=mm_text(low), high=mm_text(high), native=native, reason=reason)
+
+
+def _driver_hint(facts: GpuFacts, needed: str, target: Target) -> str:
+    toolkit = facts.cuda_toolkits.get(needed)
+    if toolkit is None:
+        return f"use a driver that runs CUDA {needed} or newer"
+    hint = f"CUDA {needed} needs driver >= {toolkit.min_driver}"
+    if target.cuda_compat == "strict":
+        hint += "; or set `cuda-compat = \"minor\"` if the fleet may use minor-version compatibility"
+    return hint
+
+
+def window_constraints(window: CudaWindow) -> tuple[str, ...]:
+    """Match specs that keep every CUDA-versioned package inside the window (constraints, not requirements)."""
+    upper = f"{major_minor(window.high)[0]}.{major_minor(window.high)[1] + 1}"
+    return tuple(f"{name} >={window.low},<{upper}" for name in CUDA_VERSION_PACKAGES)
+
+
+def build_cuda(candidate: CandidateBuild) -> str | None:
+    """The CUDA release a build was compiled with, from its build string or its CUDA dependencies."""
+    found = _BUILD_CUDA.search(candidate.build)
+    if found:
+        if found.group(1):
+            return f"{int(found.group(1))}.{int(found.group(2))}"
+        digits = found.group(3)
+        return f"{int(digits[:-1])}.{digits[-1]}"
+    if candidate.build.startswith("cpu") or "cpu" in candidate.build.split("_"):
+        return None
+    for dep in candidate.depends:
+        match = _DEPENDS_CUDA.match(dep)
+        if match:
+            return mm_text(major_minor(match.group(1)))
+    return None
+
+
+def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platform: str) -> str | None:
+    """The TORCH_CUDA_ARCH_LIST this build was made with, by its origin, or None when unknown."""
+    if "/pytorch/" in candidate.channel or candidate.channel.rstrip("/").endswith("/pytorch"):
+        torch_mm = mm_text(major_minor(candidate.version))
+        tag = "cu" + cuda.replace(".", "")
+        for entry in facts.pytorch_official_arch_lists:
+            if entry.torch == torch_mm and entry.cuda_tag == tag:
+                return entry.arch_list
+        return None
+    exact = [e for e in facts.conda_forge_pytorch_arch_lists if e.cuda == cuda and e.platform == platform]
+    generic = [e for e in facts.conda_forge_pytorch_arch_lists if e.cuda == cuda and e.platform is None]
+    chosen = exact or generic
+    return chosen[0].arch_list if chosen else None
+
+
+def coverage(arch_list: str, compute_capability: str) -> str | None:
+    """`"sass"` when the list has a cubin that runs on the CC, `"ptx"` when only PTX JIT reaches it, else None."""
+    major, minor = major_minor(compute_capability)
+    ptx = False
+    for item in arch_list.replace(" ", ";").split(";"):
+        if not item:
+            continue
+        has_ptx = item.endswith("+PTX")
+        entry = major_minor(item.removesuffix("+PTX"))
+        if entry[0] == major and entry[1] <= minor:
+            return "sass"
+        if has_ptx and entry <= (major, minor):
+            ptx = True
+    return "ptx" if ptx else None
+
+
+def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, platform: str,
+                candidate: CandidateBuild) -> BuildVerdict:
+    """Whether an arch-specific build may be locked for the target, with the reason."""
+    cuda = build_cuda(candidate)
+    label = f"{candidate.name} {candidate.version} {candidate.build}"
+
+    def verdict(allowed: bool, reason: str) -> BuildVerdict:
+        return BuildVerdict(candidate=candidate, allowed=allowed, reason=f"{label}: {reason}")
+
+    if not target.is_gpu:
+        return verdict(cuda is None, "CPU build" if cuda is None else f"CUDA {cuda} build on a cpu target")
+    if cuda is None:
+        return verdict(False, f"CPU-only build on GPU target `{target.name}`")
+    assert window is not None
+    if not major_minor(window.low) <= major_minor(cuda) <= major_minor(window.high):
+        return verdict(False, f"built with CUDA {cuda}, outside {window.low}..{window.high}")
+    arch_list = arch_list_for(facts, candidate, cuda, platform)
+    if arch_list is None:
+        return verdict(False, f"no arch list known for this build (CUDA {cuda}), so its {target.arch} kernels are unproven")
+    cc = arch_fact(facts, target.arch).compute_capability
+    covered = coverage(arch_list, cc)
+    if covered == "sass":
+        return verdict(True, f"native {target.arch} kernels (CUDA {cuda}: {arch_list})")
+    if covered == "ptx":
+        if target.allow_ptx_jit:
+            return verdict(True, f"reaches {target.arch} through PTX JIT (allowed)")
+        return verdict(False, f"reaches {target.arch} only through PTX JIT (CUDA {cuda}: {arch_list})")
+    return verdict(False, f"no {target.arch} kernels (CUDA {cuda}: {arch_list})")
+
+
+def build_constraint(name: str, verdicts: list[BuildVerdict]) -> str:
+    """A match spec admitting exactly the allowed builds of one package (a build string seen on a
+    refused build is refused everywhere: conservative when two versions share a build string)."""
+    refused = {v.candidate.build for v in verdicts if not v.allowed}
+    allowed = sorted({v.candidate.build for v in verdicts if v.allowed} - refused)
+    pattern = "|".join(re.escape(b) for b in allowed)  # empty: matches no real build
+    return f"{name}[build='^({pattern})$']"

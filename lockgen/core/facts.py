@@ -1,0 +1,77 @@
+"""Loads the packaged GPU facts and answers questions about drivers and archs.
+
+The facts file is package data, read once per process; nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+from lockgen.core.versions import as_tuple, major_minor
+from lockgen.errors import TargetError
+from lockgen.model.facts import (
+    ArchFact,
+    CondaForgeArchList,
+    CudaToolkitFact,
+    GpuFacts,
+    MinorCompatFact,
+    OfficialArchList,
+)
+
+
+@lru_cache(maxsize=1)
+def load_facts() -> GpuFacts:
+    """The facts shipped in `lockgen/data/gpu_facts.json`."""
+    raw = json.loads(resources.files("lockgen.data").joinpath("gpu_facts.json").read_text())
+    return GpuFacts(
+        archs={name: ArchFact(name=name, **entry) for name, entry in raw["archs"].items()},
+        cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
+        minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
+        conda_forge_pytorch_arch_lists=tuple(CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]),
+        pytorch_official_arch_lists=tuple(
+            OfficialArchList(torch=torch, cuda_tag=tag, **entry)
+            for torch, by_tag in raw["pytorch_official_arch_lists"].items()
+            for tag, entry in by_tag.items()
+        ),
+    )
+
+
+def sorted_archs(facts: GpuFacts) -> list[ArchFact]:
+    return sorted(facts.archs.values(), key=lambda a: as_tuple(a.compute_capability))
+
+
+def arch_fact(facts: GpuFacts, arch: str) -> ArchFact:
+    """The facts for `arch`, or a TargetError listing the known ones."""
+    try:
+        return facts.archs[arch]
+    except KeyError:
+        known = ", ".join(a.name for a in sorted_archs(facts))
+        raise TargetError(f"unknown arch `{arch}`", f"known archs: cpu, {known} (see `lockgen arch`)") from None
+
+
+def toolkits_ascending(facts: GpuFacts) -> list[CudaToolkitFact]:
+    return sorted(facts.cuda_toolkits.values(), key=lambda t: major_minor(t.version))
+
+
+def native_cuda(facts: GpuFacts, driver: str) -> str | None:
+    """The newest CUDA toolkit the driver runs natively, or None when it runs none we know."""
+    best = None
+    for toolkit in toolkits_ascending(facts):
+        if as_tuple(driver) >= as_tuple(toolkit.min_driver):
+            best = toolkit.version
+    return best
+
+
+def minor_compat_ceiling(facts: GpuFacts, driver: str) -> str | None:
+    """The newest CUDA the driver may run through minor-version compatibility (same major as native)."""
+    native = native_cuda(facts, driver)
+    if native is None:
+        return None
+    major = str(major_minor(native)[0])
+    compat = facts.minor_version_compat.get(major)
+    if compat is None or as_tuple(driver) < as_tuple(compat.min_driver):
+        return native
+    same_major = [t.version for t in toolkits_ascending(facts) if major_minor(t.version)[0] == int(major)]
+    return same_major[-1]

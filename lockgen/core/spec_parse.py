@@ -1,0 +1,168 @@
+"""Parses `stack.toml` (tomlkit) into a frozen `StackSpec`, with file and line in every error.
+
+tomlkit keeps no positions on values, so errors are located by scanning the text for the table
+header and the key: good enough to point at the offending line of a hand-written file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from pydantic import ValidationError
+from tomlkit.exceptions import ParseError
+
+from lockgen.errors import SpecError
+from lockgen.model.spec import Dependency, StackSpec, Target
+
+_TOP_TABLES = ("stack", "dependencies", "targets")
+_STACK_KEYS = ("name", "channels", "platforms", "exclude-newer")
+_DEP_TABLE_KEYS = ("version", "build")
+_HINT_KEYS = {
+    "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
+    "target": "keys of a target: arch, driver, platforms, glibc, cuda, cuda-compat, allow-ptx-jit",
+    "dependency": "a dependency is a match spec string (\"2.6.*\") or a table { version = \"2.6.*\", build = \"cuda*\" }",
+}
+
+
+def parse_stack_file(path: Path) -> StackSpec:
+    """Reads and parses a stack file; every problem is a SpecError naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"stack file `{path}` does not exist", "pass the path of a stack.toml") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read stack file `{path}`: {exc}", "check the file's permissions and encoding") from None
+    return parse_stack_text(text, str(path))
+
+
+def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
+    """Parses the text of a stack file (see `parse_stack_file`)."""
+    try:
+        document = tomlkit.parse(text).unwrap()
+    except ParseError as exc:
+        raise SpecError(f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0],
+                        "fix the TOML syntax at that line", source, exc.line) from None
+    locator = _Locator(text, source)
+    for key in document:
+        if key not in _TOP_TABLES:
+            raise locator.error(f"unknown table `{key}`", f"top-level tables: {', '.join(_TOP_TABLES)}", (key,))
+    stack = _table(document, "stack", locator)
+    for key in stack:
+        if key not in _STACK_KEYS:
+            raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
+    dependencies = tuple(_dependency(n, v, locator) for n, v in _table(document, "dependencies", locator).items())
+    targets_table = _table(document, "targets", locator)
+    if not targets_table:
+        raise locator.error("no targets", "add at least one [targets.NAME] table with `arch`", ("targets",))
+    targets = tuple(_target(n, v, locator) for n, v in targets_table.items())
+    fields: dict[str, Any] = {k.replace("-", "_"): v for k, v in stack.items()}
+    fields["exclude_newer"] = _exclude_newer(stack.get("exclude-newer"), locator)
+    try:
+        return StackSpec(dependencies=dependencies, targets=targets, **fields)
+    except ValidationError as exc:
+        raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
+
+
+def _table(document: dict[str, Any], key: str, locator: "_Locator") -> dict[str, Any]:
+    value = document.get(key)
+    if value is None:
+        raise locator.error(f"missing [{key}] table", f"add a [{key}] table (see the README's spec reference)", ())
+    if not isinstance(value, dict):
+        raise locator.error(f"`{key}` must be a table", f"write it as [{key}]", (key,))
+    return value
+
+
+def _dependency(name: str, value: Any, locator: "_Locator") -> Dependency:
+    where = ("dependencies", name)
+    if isinstance(value, str):
+        spec = value.strip()
+        spec = "" if spec == "*" else spec
+    elif isinstance(value, dict):
+        unknown = [k for k in value if k not in _DEP_TABLE_KEYS]
+        if unknown:
+            raise locator.error(f"unknown key `{unknown[0]}` in dependency `{name}`", _HINT_KEYS["dependency"], where)
+        version = str(value.get("version", "*")).strip() or "*"
+        build = str(value.get("build", "")).strip()
+        spec = f"{version} {build}".strip() if build else ("" if version == "*" else version)
+    else:
+        raise locator.error(f"dependency `{name}` must be a string or a table", _HINT_KEYS["dependency"], where)
+    if re.search(r"[\[\]\"';]", spec):
+        raise locator.error(f"dependency `{name}` has an unsupported match spec `{spec}`", _HINT_KEYS["dependency"], where)
+    try:
+        return Dependency(name=name, spec=spec)
+    except ValidationError as exc:
+        raise locator.from_validation(exc, where, _HINT_KEYS["dependency"]) from None
+
+
+def _target(name: str, value: Any, locator: "_Locator") -> Target:
+    if not isinstance(value, dict):
+        raise locator.error(f"target `{name}` must be a table", "write it as [targets.NAME] with `arch = ...`", ("targets", name))
+    known = set(Target.model_fields) | {f.alias for f in Target.model_fields.values() if f.alias}
+    for key in value:
+        if key not in known or key == "name" or "_" in key and key.replace("_", "-") in known:
+            raise locator.error(f"unknown key `{key}` in target `{name}`", _HINT_KEYS["target"], ("targets", name, key))
+    if "arch" not in value:
+        raise locator.error(f"target `{name}` has no `arch`", "set `arch = \"sm90\"` (or \"cpu\"); `lockgen arch` lists them", ("targets", name))
+    try:
+        return Target(name=name, **value)
+    except ValidationError as exc:
+        raise locator.from_validation(exc, ("targets", name), _HINT_KEYS["target"]) from None
+
+
+def _exclude_newer(value: Any, locator: "_Locator") -> dt.date | dt.datetime | None:
+    if value is None or isinstance(value, (dt.date, dt.datetime)):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value) if "T" in value else dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise locator.error(f"exclude-newer `{value}` is not a date", "write a date like \"2026-06-01\" or an RFC 3339 time",
+                        ("stack", "exclude-newer"))
+
+
+class _Locator:
+    """Finds the line of a table or key in the stack text, to put in error messages."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.lines = text.splitlines()
+        self.source = source
+
+    def line_of(self, path: tuple[str, ...]) -> int | None:
+        if not path:
+            return None
+        header_line, key_path = self._header(path)
+        if not key_path:
+            return header_line
+        start = header_line or 0
+        key = key_path[0]
+        pattern = re.compile(rf"^\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*[=.]")
+        for index in range(start, len(self.lines)):
+            if index > start and header_line and self.lines[index].lstrip().startswith("["):
+                break
+            if pattern.match(self.lines[index]):
+                return index + 1
+        return header_line
+
+    def _header(self, path: tuple[str, ...]) -> tuple[int | None, tuple[str, ...]]:
+        for depth in range(len(path), 0, -1):
+            dotted = ".".join(path[:depth])
+            for index, line in enumerate(self.lines):
+                if re.match(rf"^\s*\[\s*{re.escape(dotted)}\s*\]", line):
+                    return index + 1, path[depth:]
+        return None, path
+
+    def error(self, message: str, hint: str, path: tuple[str, ...]) -> SpecError:
+        return SpecError(message, hint, self.source, self.line_of(path))
+
+    def from_validation(self, exc: ValidationError, path: tuple[str, ...], hint: str) -> SpecError:
+        first = exc.errors()[0]
+        loc = tuple(str(p) for p in first["loc"] if isinstance(p, str))
+        field = loc[0].replace("_", "-") if loc else None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        prefix = f"`{field}` in {'.'.join(path)}: " if field else f"{'.'.join(path)}: "
+        return self.error(prefix + message, hint, path + ((field,) if field else ()))

@@ -1,0 +1,1 @@
+"""Package data: `gpu_facts.json`, the GPU/CUDA/driver/PyTorch facts with their sources."""

@@ -1,0 +1,1 @@
+"""Frozen pydantic models: the values that flow between lockgen's layers."""

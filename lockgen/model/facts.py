@@ -1,0 +1,69 @@
+"""GPU facts as data: compute capabilities, CUDA toolkits, drivers and PyTorch arch lists.
+
+Loaded from `lockgen/data/gpu_facts.json`, which re-expresses the sourced matrix in
+`shared/reference/gpu-matrix.json`; every entry keeps the sources it came from.
+"""
+
+from __future__ import annotations
+
+from lockgen.model.base import Frozen
+
+
+class ArchFact(Frozen):
+    """What lockgen knows about one compute capability (e.g. sm90)."""
+
+    name: str
+    compute_capability: str
+    family: str
+    gpus: tuple[str, ...]
+    first_cuda: str
+    last_cuda: str | None
+    tensor_cores: dict[str, bool | str | None]  # str: a qualified answer such as "partial"
+    inferred: bool
+    sources: tuple[str, ...]
+
+
+class CudaToolkitFact(Frozen):
+    """A CUDA toolkit release and the oldest Linux driver that runs it natively."""
+
+    version: str
+    min_driver: str
+    sources: tuple[str, ...]
+
+
+class MinorCompatFact(Frozen):
+    """The oldest driver that runs every minor release of one CUDA major (minor-version compatibility)."""
+
+    major: str
+    min_driver: str
+    note: str
+    sources: tuple[str, ...]
+
+
+class CondaForgeArchList(Frozen):
+    """The arch list of conda-forge's pytorch builds for one CUDA version (and platform, when it differs)."""
+
+    cuda: str
+    platform: str | None
+    arch_list: str
+    sources: tuple[str, ...]
+
+
+class OfficialArchList(Frozen):
+    """The arch list of the official PyTorch builds (pytorch channel, PyPI) for a release and CUDA variant."""
+
+    torch: str
+    cuda_tag: str
+    arch_list: str
+    inferred: bool
+    sources: tuple[str, ...]
+
+
+class GpuFacts(Frozen):
+    """All facts, indexed by name."""
+
+    archs: dict[str, ArchFact]
+    cuda_toolkits: dict[str, CudaToolkitFact]
+    minor_version_compat: dict[str, MinorCompatFact]
+    conda_forge_pytorch_arch_lists: tuple[CondaForgeArchList, ...]
+    pytorch_official_arch_lists: tuple[OfficialArchList, ...]

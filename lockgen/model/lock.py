@@ -1,0 +1,66 @@
+"""The lockfile: conda-lock's unified v1 format as lockgen's own frozen models.
+
+conda-lock's own parser (`parse_conda_lock_file`) reads every lock written from these models
+(a test proves it); conda-lock itself is kept off the resolve path because importing it is slow.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from lockgen.model.base import Frozen
+
+LOCK_VERSION = 1
+LOCKGEN_META_FORMAT = "1"
+
+
+class PackageHash(Frozen):
+    md5: str | None = None
+    sha256: str | None = None
+
+
+class LockedPackage(Frozen):
+    """One package of one platform, as conda-lock's v1 `package` entries."""
+
+    name: str
+    version: str
+    manager: Literal["conda", "pip"]
+    platform: str
+    dependencies: dict[str, str] = {}
+    url: str
+    hash: PackageHash
+    build: str | None = None
+    category: str = "main"
+    optional: bool = False
+
+    def sort_key(self) -> tuple[str, str, str, str, str]:
+        return (self.platform, self.manager, self.name, self.version, self.build or "")
+
+
+class LockChannel(Frozen):
+    url: str
+    used_env_vars: tuple[str, ...] = ()
+
+
+class LockMetadata(Frozen):
+    """conda-lock's metadata block; lockgen's own facts live in `custom_metadata` (string values)."""
+
+    content_hash: dict[str, str]
+    channels: tuple[LockChannel, ...]
+    platforms: tuple[str, ...]
+    sources: tuple[str, ...]
+    custom_metadata: dict[str, str]
+
+
+class Lock(Frozen):
+    """A whole lock for one target."""
+
+    version: int = LOCK_VERSION
+    metadata: LockMetadata
+    package: tuple[LockedPackage, ...]
+
+    def packages_for(self, platform: str) -> tuple[LockedPackage, ...]:
+        return tuple(p for p in self.package if p.platform == platform)
+
+    def meta(self, key: str, default: str = "") -> str:
+        return self.metadata.custom_metadata.get(f"lockgen.{key}", default)

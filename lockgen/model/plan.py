@@ -1,0 +1,58 @@
+"""Plans: what one solve (target x platform) is asked to do, stated explicitly."""
+
+from __future__ import annotations
+
+from lockgen.model.base import Frozen
+
+
+class VirtualPackage(Frozen):
+    """A virtual package stated for a target, never detected from the host."""
+
+    name: str
+    version: str
+    build: str = "0"
+
+    def text(self) -> str:
+        return f"{self.name}={self.version}={self.build}"
+
+
+class CudaWindow(Frozen):
+    """The CUDA toolkit versions a target may use: at least `low`, at most `high` (major.minor)."""
+
+    low: str
+    high: str
+    native: str
+    reason: str
+
+
+class CandidateBuild(Frozen):
+    """A build of an arch-specific package (pytorch, libtorch) as the channel lists it."""
+
+    name: str
+    version: str
+    build: str
+    channel: str  # the package URL the lock would record: tells the build's origin
+    depends: tuple[str, ...]
+
+
+class BuildVerdict(Frozen):
+    """Whether an arch-specific build may be used on a target, and why."""
+
+    candidate: CandidateBuild
+    allowed: bool
+    reason: str
+
+
+class SolveRequest(Frozen):
+    """Everything a solver needs for one target on one platform."""
+
+    target: str
+    platform: str
+    specs: tuple[str, ...]
+    constraints: tuple[str, ...]
+    virtual_packages: tuple[VirtualPackage, ...]
+    excluded_builds: tuple[BuildVerdict, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"target `{self.target}` on {self.platform}"

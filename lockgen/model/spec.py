@@ -1,0 +1,155 @@
+"""The stack specification (`stack.toml`) as frozen models."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from lockgen.model.base import Frozen
+
+SUPPORTED_PLATFORMS = ("linux-64", "linux-aarch64")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_DRIVER = re.compile(r"^\d+(\.\d+){1,2}$")
+_MAJOR_MINOR = re.compile(r"^\d+\.\d+$")
+_GLIBC = re.compile(r"^\d+\.\d+$")
+
+
+class Dependency(Frozen):
+    """One conda dependency: a package name and a match-spec text without the name."""
+
+    name: str
+    spec: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"`{value}` is not a valid conda package name")
+        return value.lower()
+
+    def match_spec(self) -> str:
+        """The full match spec, e.g. `pytorch 2.6.* cuda*`."""
+        return f"{self.name} {self.spec}".strip()
+
+
+class Target(Frozen):
+    """One GPU target of the fleet: what hardware and driver the lock is for."""
+
+    name: str
+    arch: str
+    driver: str | None = None
+    platforms: tuple[str, ...] | None = None
+    glibc: str = "2.28"
+    cuda: str | None = None
+    cuda_compat: Literal["strict", "minor"] = Field("strict", alias="cuda-compat")
+    allow_ptx_jit: bool = Field(False, alias="allow-ptx-jit")
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"target name `{value}` must be letters, digits, `.`, `_` or `-`")
+        return value
+
+    @field_validator("arch")
+    @classmethod
+    def _valid_arch(cls, value: str) -> str:
+        value = value.lower().replace("_", "")
+        if value != "cpu" and not re.match(r"^sm\d{2,3}$", value):
+            raise ValueError(f"arch `{value}` must look like `sm90` or be `cpu`")
+        return value
+
+    @field_validator("driver")
+    @classmethod
+    def _valid_driver(cls, value: str | None) -> str | None:
+        if value is not None and not _DRIVER.match(value):
+            raise ValueError(f"driver `{value}` must be a Linux driver version like `550.54.15`")
+        return value
+
+    @field_validator("cuda")
+    @classmethod
+    def _valid_cuda(cls, value: str | None) -> str | None:
+        if value is not None and not _MAJOR_MINOR.match(value):
+            raise ValueError(f"cuda `{value}` must be a CUDA major.minor like `12.4`")
+        return value
+
+    @field_validator("glibc")
+    @classmethod
+    def _valid_glibc(cls, value: str) -> str:
+        if not _GLIBC.match(value):
+            raise ValueError(f"glibc `{value}` must be a major.minor like `2.28`")
+        return value
+
+    @field_validator("platforms")
+    @classmethod
+    def _valid_platforms(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None:
+            _check_platforms(value)
+        return value
+
+    @model_validator(mode="after")
+    def _gpu_needs_driver(self) -> "Target":
+        if self.arch == "cpu":
+            if self.driver or self.cuda or self.allow_ptx_jit:
+                raise ValueError("a `cpu` target takes no `driver`, `cuda` or `allow-ptx-jit`")
+        elif self.driver is None:
+            raise ValueError(f"GPU target `{self.name}` needs `driver`, the fleet's NVIDIA driver version")
+        return self
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.arch != "cpu"
+
+
+def _check_platforms(value: tuple[str, ...]) -> None:
+    if not value:
+        raise ValueError("platforms must name at least one platform")
+    for platform in value:
+        if platform not in SUPPORTED_PLATFORMS:
+            raise ValueError(f"platform `{platform}` is not supported; use one of {', '.join(SUPPORTED_PLATFORMS)}")
+    if len(set(value)) != len(value):
+        raise ValueError("platforms are listed twice")
+
+
+class StackSpec(Frozen):
+    """A whole `stack.toml`: channels, dependencies and the fleet's targets."""
+
+    name: str
+    channels: tuple[str, ...]
+    platforms: tuple[str, ...] = ("linux-64",)
+    exclude_newer: dt.date | dt.datetime | None = Field(None, alias="exclude-newer")
+    dependencies: tuple[Dependency, ...]
+    targets: tuple[Target, ...]
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"stack name `{value}` must be letters, digits, `.`, `_` or `-`")
+        return value
+
+    @field_validator("channels")
+    @classmethod
+    def _valid_channels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("channels must name at least one channel")
+        return value
+
+    @field_validator("platforms")
+    @classmethod
+    def _valid_platforms(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        _check_platforms(value)
+        return value
+
+    def platforms_of(self, target: Target) -> tuple[str, ...]:
+        """The platforms a target is locked for: its own, else the stack's."""
+        return target.platforms or self.platforms
+
+    def target(self, name: str) -> Target:
+        for target in self.targets:
+            if target.name == name:
+                return target
+        raise KeyError(name)
