@@ -152,12 +152,30 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]) -> dict[str
         if update.lower() not in names:
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
                             "--update takes names of locked packages; add new ones to [dependencies]")
-    held = {u.lower() for u in updates}
+    released = _update_family(lock, {u.lower() for u in updates})
     pins: dict[str, list[tuple[str, str, str]]] = {}
     for package in lock.package:
-        if package.manager == "conda" and package.name not in held:
+        if package.manager == "conda" and package.name not in released:
             pins.setdefault(package.platform, []).append((package.name, package.version, package.build or ""))
     return pins
+
+
+def _update_family(lock: Lock, names: set[str]) -> set[str]:
+    """The packages `--update` releases: the named ones and those pinned to them build for build
+    (pytorch and libtorch, say), which can only move together."""
+    versions = {(p.platform, p.name): p.version for p in lock.package}
+
+    def exact(platform: str, name: str, spec: str) -> bool:
+        return spec.split(" ")[0] in (versions.get((platform, name)), f"=={versions.get((platform, name))}")
+
+    released = set(names)
+    for package in lock.package:
+        for dep, spec in package.dependencies.items():
+            if package.name in names and exact(package.platform, dep, spec):
+                released.add(dep)
+            if dep in names and exact(package.platform, dep, spec):
+                released.add(package.name)
+    return released
 
 
 def _unsatisfiable(exc: UnsatisfiableError, request: SolveRequest, pinned: bool) -> UnsatisfiableError:

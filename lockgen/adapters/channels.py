@@ -3,8 +3,9 @@
 A channel is written as a name (`conda-forge`), a URL, or a local folder / `file://` URL. An alias
 (`conda-forge=PATH_OR_URL`, from `--channel-alias` or `LOCKGEN_CHANNEL_ALIAS`) points a name at a
 mirror or snapshot; the lock still names the channel as the stack does, and its package URLs are
-those the index states for each record (`url` field, as mirrors and snapshots carry), else the
-channel's canonical URL, so a lock made against a snapshot installs from the real channel.
+those the index states for each record (`url` field, as snapshots carry; read for local indexes
+only, since rattler's gateway does not pass it on), else the channel's canonical URL, so a lock
+made against a mirror or snapshot installs from the real channel.
 Credentials (`user:pass@`, `/t/<token>/`) never reach a lock.
 """
 

@@ -153,6 +153,9 @@ class ChannelSet:
                 index = self._index(position, record.subdir)
                 if index is not None:
                     return index.lock_url(record.file_name)
+            mirror = channel.location.rstrip("/") + "/"
+            if not channel.is_local and channel.canonical_base and url.startswith(mirror):
+                return channel.canonical_base + "/" + url[len(mirror):]
         return strip_credentials(url)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from lockgen.core.facts import arch_fact, minor_compat_ceiling, native_cuda
-from lockgen.core.versions import major_minor, mm_text
+from lockgen.core.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.plan import BuildVerdict, CandidateBuild, CudaWindow
@@ -45,6 +45,9 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
     low = major_minor(arch.first_cuda)
     high = major_minor(ceiling)
     reason = f"{arch.name} needs CUDA >= {arch.first_cuda}; driver {target.driver} runs {native} natively"
+    if target.allow_ptx_jit:
+        low = min(major_minor(v) for v in facts.cuda_toolkits)
+        reason = f"allow-ptx-jit: older CUDA reaches {arch.name} through PTX; driver {target.driver} runs {native} natively"
     if target.cuda_compat == "minor":
         reason += f", up to {ceiling} with minor-version compatibility"
     if arch.last_cuda is not None and major_minor(arch.last_cuda) < high:
@@ -139,28 +142,60 @@ def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, plat
     cuda = build_cuda(candidate)
     label = f"{candidate.name} {candidate.version} {candidate.build}"
 
-    def verdict(allowed: bool, reason: str) -> BuildVerdict:
-        return BuildVerdict(candidate=candidate, allowed=allowed, reason=f"{label}: {reason}")
+    def verdict(allowed: bool, kind: str, reason: str) -> BuildVerdict:
+        return BuildVerdict(candidate=candidate, allowed=allowed, kind=kind, cuda=cuda, reason=f"{label}: {reason}")
 
     if not target.is_gpu:
-        return verdict(cuda is None, "CPU build" if cuda is None else f"CUDA {cuda} build on a cpu target")
+        if cuda is None:
+            return verdict(True, "cpu-build", "CPU build")
+        return verdict(False, "cuda-build", f"CUDA {cuda} build on a cpu target")
     if cuda is None:
-        return verdict(False, f"CPU-only build on GPU target `{target.name}`")
-    assert window is not None
-    if not major_minor(window.low) <= major_minor(cuda) <= major_minor(window.high):
-        return verdict(False, f"built with CUDA {cuda}, outside {window.low}..{window.high}")
+        return verdict(False, "cpu-build", f"CPU-only build on GPU target `{target.name}`")
+    assert window is not None and target.driver is not None
+    if major_minor(cuda) > major_minor(window.high):
+        needs = facts.cuda_toolkits.get(cuda)
+        driver = f" (needs driver >= {needs.min_driver})" if needs else ""
+        return verdict(False, "newer-cuda", f"built with CUDA {cuda}{driver}, newer than the CUDA {window.high} "
+                       f"driver {target.driver} allows ({target.cuda_compat})")
+    if target.cuda is not None and major_minor(cuda) != major_minor(target.cuda):
+        return verdict(False, "not-pinned", f"built with CUDA {cuda}, not the pinned {target.cuda}")
     arch_list = arch_list_for(facts, candidate, cuda, platform)
     if arch_list is None:
-        return verdict(False, f"no arch list known for this build (CUDA {cuda}), so its {target.arch} kernels are unproven")
+        return verdict(False, "unknown-arch-list", f"no arch list known for this build (CUDA {cuda}), so its {target.arch} kernels are unproven")
     cc = arch_fact(facts, target.arch).compute_capability
     covered = coverage(arch_list, cc)
     if covered == "sass":
-        return verdict(True, f"native {target.arch} kernels (CUDA {cuda}: {arch_list})")
+        return verdict(True, "native", f"native {target.arch} kernels (CUDA {cuda}: {arch_list})")
     if covered == "ptx":
         if target.allow_ptx_jit:
-            return verdict(True, f"reaches {target.arch} through PTX JIT (allowed)")
-        return verdict(False, f"reaches {target.arch} only through PTX JIT (CUDA {cuda}: {arch_list})")
-    return verdict(False, f"no {target.arch} kernels (CUDA {cuda}: {arch_list})")
+            return verdict(True, "ptx", f"reaches {target.arch} through PTX JIT (allowed)")
+        return verdict(False, "ptx", f"reaches {target.arch} only through PTX JIT (CUDA {cuda}: {arch_list})")
+    return verdict(False, "no-kernels", f"no {target.arch} kernels (CUDA {cuda}: {arch_list})")
+
+
+def no_build_error(target: Target, window: CudaWindow | None, name: str, verdicts: list[BuildVerdict]) -> TargetError:
+    """The error for a requested arch-specific package none of whose builds fits the target."""
+    kinds = {v.kind for v in verdicts}
+    where = f"CUDA {window.low}..{window.high}" if window else "a CPU build"
+    hints = []
+    newer = [v for v in verdicts if v.kind == "newer-cuda"]
+    if newer:
+        best = max(newer, key=lambda v: (major_minor(v.cuda or "0"), as_tuple(v.candidate.version)))
+        hints.append(best.reason.split(": ", 1)[1].split(", newer")[0].replace("built with", f"{best.candidate.name} {best.candidate.version} is built with"))
+        if target.cuda_compat == "strict":
+            hints.append("or set `cuda-compat = \"minor\"` if the fleet may use minor-version compatibility")
+    if "ptx" in kinds:
+        hints.append(f"builds that reach {target.arch} only through PTX JIT exist: set `allow-ptx-jit = true` to accept them")
+    if kinds <= {"cpu-build"} and target.is_gpu:
+        hints.append("the channels offer only CPU builds: add a channel with CUDA builds")
+    if not hints:
+        hints.append("use channels or versions with builds for this target")
+    arch = f"native {target.arch} kernels" if target.is_gpu else "a CPU build"
+    return TargetError(
+        f"target `{target.name}`: no {name} build in the channels has {arch} with {where} "
+        f"({len(verdicts)} builds considered)",
+        "; ".join(hints),
+    )
 
 
 def build_constraint(name: str, verdicts: list[BuildVerdict]) -> str:

@@ -8,7 +8,7 @@ as proposed for conda in CEP 46; build string is the arch name).
 
 from __future__ import annotations
 
-from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, build_constraint, judge_build, window_constraints
+from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, build_constraint, judge_build, no_build_error, window_constraints
 from lockgen.core.facts import arch_fact
 from lockgen.model.facts import GpuFacts
 from lockgen.model.plan import BuildVerdict, CandidateBuild, CudaWindow, SolveRequest, VirtualPackage
@@ -39,11 +39,14 @@ def plan_request(facts: GpuFacts, spec: StackSpec, target: Target, platform: str
     """The solve for one target on one platform: specs, arch constraints and stated virtual packages."""
     constraints: list[str] = list(window_constraints(window)) if window else []
     excluded: list[BuildVerdict] = []
+    requested = {d.name for d in spec.dependencies}
     for name in ARCH_SPECIFIC_PACKAGES:
         builds = [c for c in candidates if c.name == name]
         if not builds:
             continue
         verdicts = [judge_build(facts, target, window, platform, c) for c in builds]
+        if name in requested and not any(v.allowed for v in verdicts):
+            raise no_build_error(target, window, name, verdicts)
         constraints.append(build_constraint(name, verdicts))
         excluded.extend(v for v in verdicts if not v.allowed)
     return SolveRequest(
@@ -56,11 +59,12 @@ def plan_request(facts: GpuFacts, spec: StackSpec, target: Target, platform: str
     )
 
 
-def explain_exclusions(request: SolveRequest, limit: int = 6) -> str:
-    """Why arch-specific builds were kept out of a solve, for an unsatisfiable error's hint."""
+def explain_exclusions(request: SolveRequest) -> str:
+    """Why arch-specific builds were kept out of a solve, grouped by reason, for an unsatisfiable error's hint."""
     if not request.excluded_builds:
         return ""
-    reasons = [v.reason for v in request.excluded_builds]
-    shown = "; ".join(reasons[:limit])
-    more = f"; and {len(reasons) - limit} more" if len(reasons) > limit else ""
-    return f"builds kept out by the arch rules: {shown}{more}"
+    groups: dict[str, list[str]] = {}
+    for verdict in request.excluded_builds:
+        groups.setdefault(verdict.kind, []).append(verdict.reason)
+    parts = [f"{len(reasons)} {kind} (e.g. {reasons[-1]})" for kind, reasons in sorted(groups.items())]
+    return f"the arch rules kept out {len(request.excluded_builds)} builds: " + "; ".join(parts)

@@ -40,6 +40,8 @@ class BuildVerdict(Frozen):
 
     candidate: CandidateBuild
     allowed: bool
+    kind: str  # native | ptx | newer-cuda | not-pinned | no-kernels | unknown-arch-list | cpu-build | cuda-build
+    cuda: str | None
     reason: str
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from lockgen.model.base import Frozen
 
@@ -62,6 +62,13 @@ class Target(Frozen):
             raise ValueError(f"arch `{value}` must look like `sm90` or be `cpu`")
         return value
 
+    @field_validator("driver", "cuda", "allow_ptx_jit")
+    @classmethod
+    def _gpu_only(cls, value: object, info: ValidationInfo) -> object:
+        if info.data.get("arch") == "cpu" and value:
+            raise ValueError(f"a `cpu` target takes no `{info.field_name.replace('_', '-')}`")
+        return value
+
     @field_validator("driver")
     @classmethod
     def _valid_driver(cls, value: str | None) -> str | None:
@@ -92,10 +99,7 @@ class Target(Frozen):
 
     @model_validator(mode="after")
     def _gpu_needs_driver(self) -> "Target":
-        if self.arch == "cpu":
-            if self.driver or self.cuda or self.allow_ptx_jit:
-                raise ValueError("a `cpu` target takes no `driver`, `cuda` or `allow-ptx-jit`")
-        elif self.driver is None:
+        if self.arch != "cpu" and self.driver is None:
             raise ValueError(f"GPU target `{self.name}` needs `driver`, the fleet's NVIDIA driver version")
         return self
 

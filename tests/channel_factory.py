@@ -1,0 +1,123 @@
+"""Builds small conda channels of real packages for tests: real `.conda` and `.tar.bz2` archives,
+indexed by rattler's own indexer into a real `repodata.json`."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import rattler.index
+import zstandard
+
+PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
+
+
+@dataclass(frozen=True)
+class Pkg:
+    name: str
+    version: str
+    build: str = "h0_0"
+    build_number: int = 0
+    depends: tuple[str, ...] = ()
+    constrains: tuple[str, ...] = ()
+    subdir: str = "linux-64"
+    archive: str = ".conda"
+    timestamp: int = 1_700_000_000_000
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def stem(self) -> str:
+        return f"{self.name}-{self.version}-{self.build}"
+
+
+def _tar(entries: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(entries):
+            info = tarfile.TarInfo(name)
+            info.size = len(entries[name])
+            info.mtime = 0
+            info.mode = 0o755 if name.startswith("bin/") else 0o644
+            tar.addfile(info, io.BytesIO(entries[name]))
+    return buffer.getvalue()
+
+
+def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    files = {k: v.encode() for k, v in (pkg.files or {f"share/{pkg.name}/README": f"{pkg.name} {pkg.version}\n"}).items()}
+    files[f"etc/{pkg.name}/prefix.txt"] = f"installed at {PLACEHOLDER}\n".encode()
+    index = {
+        "name": pkg.name, "version": pkg.version, "build": pkg.build, "build_number": pkg.build_number,
+        "depends": list(pkg.depends), "constrains": list(pkg.constrains), "license": "MIT",
+        "subdir": pkg.subdir, "timestamp": pkg.timestamp,
+    }
+    if pkg.subdir == "noarch":
+        index["noarch"] = "generic"
+    else:
+        index["platform"], index["arch"] = pkg.subdir.split("-", 1)[0], pkg.subdir.split("-", 1)[1].replace("64", "x86_64")
+    paths = {"paths_version": 1, "paths": [
+        {"_path": p, "path_type": "hardlink", "size_in_bytes": len(d),
+         **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {})}
+        for p, d in sorted(files.items())]}
+    info = {
+        "info/index.json": json.dumps(index, indent=2).encode(),
+        "info/paths.json": json.dumps(paths, indent=2).encode(),
+        "info/files": "\n".join(sorted(files)).encode() + b"\n",
+        "info/has_prefix": f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n".encode(),
+    }
+    return info, files
+
+
+def write_package(pkg: Pkg, folder: Path) -> Path:
+    """Writes one real package archive into `folder` (its subdir) and returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    info, files = _contents(pkg)
+    if pkg.archive == ".tar.bz2":
+        path = folder / f"{pkg.stem}.tar.bz2"
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:bz2", format=tarfile.PAX_FORMAT) as tar:
+            for name, data in sorted({**info, **files}.items()):
+                entry = tarfile.TarInfo(name)
+                entry.size, entry.mtime, entry.mode = len(data), 0, 0o644
+                tar.addfile(entry, io.BytesIO(data))
+        path.write_bytes(buffer.getvalue())
+        return path
+    path = folder / f"{pkg.stem}.conda"
+    compressor = zstandard.ZstdCompressor(level=3)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
+        archive.writestr(f"pkg-{pkg.stem}.tar.zst", compressor.compress(_tar(files)))
+        archive.writestr(f"info-{pkg.stem}.tar.zst", compressor.compress(_tar(info)))
+    return path
+
+
+def build_channel(root: Path, packages: list[Pkg]) -> Path:
+    """A channel folder with every package archived and indexed (noarch always present)."""
+    (root / "noarch").mkdir(parents=True, exist_ok=True)
+    for pkg in packages:
+        write_package(pkg, root / pkg.subdir)
+    asyncio.run(rattler.index.index_fs(root, write_zst=False, write_shards=False, force=True))
+    return root
+
+
+def gpu_channel_packages() -> list[Pkg]:
+    """A tiny CUDA world: cuda-version gating on __cuda, pytorch in CUDA and CPU builds, a GPU-only tool."""
+    cuda_versions = [
+        Pkg("cuda-version", v, build="h0_3", subdir="noarch", constrains=(f"__cuda >={v.split('.')[0]}", f"cudatoolkit {v}|{v}.*"))
+        for v in ("11.8", "12.4", "12.9")
+    ]
+    torch = [
+        Pkg("pytorch", "2.5.0", build="cuda118_h1_0", depends=("__cuda", "cuda-version >=11.8,<12")),
+        Pkg("pytorch", "2.5.0", build="cuda124_h1_0", depends=("__cuda", "cuda-version >=12.4,<13")),
+        Pkg("pytorch", "2.6.0", build="cuda129_h1_0", depends=("__cuda", "cuda-version >=12.9,<13")),
+        Pkg("pytorch", "2.6.0", build="cpu_h1_0", archive=".tar.bz2"),
+    ]
+    tools = [
+        Pkg("gpu-tool", "1.0", depends=("__cuda >=12",)),
+        Pkg("plain-lib", "1.0", subdir="noarch", archive=".tar.bz2"),
+    ]
+    return cuda_versions + torch + tools

@@ -1,0 +1,79 @@
+"""Shared fixtures: the shared folder (snapshot, corpus, facts), tiny real channels, CLI runners."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.channel_factory import build_channel, gpu_channel_packages
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_STACK = REPO / "envs" / "examples" / "pytorch-cuda" / "stack.toml"
+
+
+def shared_dir() -> Path:
+    """`$LOCKGEN_SHARED`, else `../shared` beside the repository; a test that needs it fails loudly without it."""
+    path = Path(os.environ.get("LOCKGEN_SHARED") or REPO.parent / "shared")
+    if not (path / "snapshots" / "public-locks").is_dir():
+        pytest.fail(f"the shared folder is missing at {path}: set LOCKGEN_SHARED to its location")
+    return path
+
+
+@pytest.fixture(scope="session")
+def snapshot() -> Path:
+    return shared_dir() / "snapshots" / "public-locks"
+
+
+@pytest.fixture(scope="session")
+def gpu_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_channel(tmp_path_factory.mktemp("gpu-channel"), gpu_channel_packages())
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKGEN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.delenv("LOCKGEN_CHANNEL_ALIAS", raising=False)
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs the real `lockgen` entry point in a subprocess (exit codes and stderr as users see them)."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "lockgen", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+@pytest.fixture
+def example_copy(tmp_path: Path) -> Path:
+    """A copy of the example stack folder without its locks."""
+    target = tmp_path / "pytorch-cuda"
+    shutil.copytree(EXAMPLE_STACK.parent, target, ignore=shutil.ignore_patterns("locks"))
+    return target / "stack.toml"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_channel():
+    """Serves folders over HTTP on loopback (a stand-in for a live channel); returns a function folder -> URL."""
+    servers = []
+
+    def serve(folder: Path) -> str:
+        handler = functools.partial(_QuietHandler, directory=str(folder))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield serve
+    for server in servers:
+        server.shutdown()

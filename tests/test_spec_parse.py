@@ -1,0 +1,118 @@
+"""The stack parser: valid specs, every kind of bad input with file and line, and a property test."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lockgen.core.spec_parse import parse_stack_text
+from lockgen.errors import SpecError
+
+GOOD = """\
+[stack]
+name = "llm-train"
+channels = ["conda-forge"]
+platforms = ["linux-64"]
+exclude-newer = "2026-06-01"
+
+[dependencies]
+python = "3.11.*"
+pytorch = { version = "2.6.*", build = "cuda*" }
+numpy = "*"
+
+[targets.a100]
+arch = "sm80"
+driver = "550.54.15"
+
+[targets.gh200]
+arch = "SM_90"
+driver = "570.86.10"
+platforms = ["linux-aarch64"]
+cuda-compat = "minor"
+
+[targets.cpu]
+arch = "cpu"
+"""
+
+
+def test_parses_the_documented_example() -> None:
+    spec = parse_stack_text(GOOD)
+    assert spec.name == "llm-train"
+    assert spec.exclude_newer == dt.date(2026, 6, 1)
+    assert [d.match_spec() for d in spec.dependencies] == ["python 3.11.*", "pytorch 2.6.* cuda*", "numpy"]
+    gh200 = spec.target("gh200")
+    assert gh200.arch == "sm90" and gh200.cuda_compat == "minor" and gh200.glibc == "2.28"
+    assert spec.platforms_of(gh200) == ("linux-aarch64",)
+    assert spec.platforms_of(spec.target("a100")) == ("linux-64",)
+    assert not spec.target("cpu").is_gpu
+
+
+def _error(text: str) -> SpecError:
+    with pytest.raises(SpecError) as caught:
+        parse_stack_text(text, "stack.toml")
+    return caught.value
+
+
+@pytest.mark.parametrize(("mutation", "line", "fragment"), [
+    (lambda t: t.replace('name = "llm-train"', 'name = "llm-train'), 2, "malformed TOML"),
+    (lambda t: t.replace('driver = "550.54.15"', 'driver = "550.54.15"\ndrivr = "1"'), 15, "unknown key `drivr`"),
+    (lambda t: t.replace('arch = "sm80"', 'arch = "volta"'), 13, "arch"),
+    (lambda t: t.replace('driver = "550.54.15"', 'driver = "latest"'), 14, "driver"),
+    (lambda t: t.replace('cuda-compat = "minor"', 'cuda-compat = "loose"'), 20, "cuda-compat"),
+    (lambda t: t.replace('platforms = ["linux-aarch64"]', 'platforms = ["osx-arm64"]'), 19, "osx-arm64"),
+    (lambda t: t.replace("[stack]", "[stack]\nchanel = 1"), 2, "unknown key `chanel`"),
+    (lambda t: t + "\n[extras]\nx = 1\n", 25, "unknown table `extras`"),
+    (lambda t: t.replace('build = "cuda*"', 'bild = "cuda*"'), 9, "unknown key `bild`"),
+    (lambda t: t.replace('exclude-newer = "2026-06-01"', 'exclude-newer = "soon"'), 5, "exclude-newer"),
+    (lambda t: t.replace('arch = "cpu"', 'arch = "cpu"\ndriver = "550.1"'), 24, "cpu"),
+])
+def test_bad_input_names_file_and_line(mutation, line: int, fragment: str) -> None:
+    error = _error(mutation(GOOD))
+    assert error.path == "stack.toml"
+    assert error.line == line, error.message
+    assert fragment in error.message
+    assert error.hint
+
+
+def test_gpu_target_without_driver_is_an_error() -> None:
+    error = _error(GOOD.replace('driver = "550.54.15"\n', ""))
+    assert "needs `driver`" in error.message and error.line == 12
+
+
+def test_missing_tables_are_errors() -> None:
+    assert "missing [dependencies]" in _error('[stack]\nname="x"\nchannels=["c"]\n[targets.cpu]\narch="cpu"\n').message
+    assert "no targets" in _error('[stack]\nname="x"\nchannels=["c"]\n[dependencies]\n[targets]\n').message
+
+
+_key = st.text(alphabet=st.sampled_from("abcdefghijklmnopqrstuvwxyz-_0123456789"), min_size=1, max_size=12)
+_value = st.one_of(st.text(max_size=20), st.integers(), st.booleans(), st.lists(st.text(max_size=8), max_size=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(section=st.sampled_from(["stack", "targets.a100", "targets.cpu", "dependencies"]), key=_key, value=_value)
+def test_any_added_key_parses_or_fails_cleanly(section: str, key: str, value: object) -> None:
+    """Adding any key with any value never crashes the parser: it parses or raises a located SpecError."""
+    import tomlkit
+
+    document = tomlkit.parse(GOOD)
+    table = document
+    for part in section.split("."):
+        table = table[part]
+    table[key] = value
+    try:
+        parse_stack_text(tomlkit.dumps(document), "stack.toml")
+    except SpecError as error:
+        assert error.message and error.hint
+        assert error.path == "stack.toml"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_text_never_crashes(text: str) -> None:
+    try:
+        parse_stack_text(text, "stack.toml")
+    except SpecError as error:
+        assert error.message
