@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases, strip_credentials
 from lockgen.adapters.lockfile_yaml import dump_lock, load_lock, write_atomic
@@ -19,15 +20,16 @@ from lockgen.adapters.rattler_solver import ChannelSet
 from lockgen.core import lock_meta
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
-from lockgen.core.freshness import Staleness, stale_reasons
-from lockgen.core.lock_diff import LockDiff, diff_locks
 from lockgen.core.plan import explain_exclusions, plan_request
-from lockgen.core.render import render_explicit
 from lockgen.core.spec_parse import parse_stack_file
 from lockgen.errors import UnsatisfiableError, UserError
 from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
+
+if TYPE_CHECKING:  # check, diff and render are imported when used: resolve's start-up stays small
+    from lockgen.core.freshness import Staleness
+    from lockgen.core.lock_diff import LockDiff
 
 Progress = Callable[[str], None]
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl")
@@ -111,21 +113,27 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
             dry_run: bool = False, progress: Progress = lambda _: None) -> list[TargetResult]:
     """Solves every selected target and writes its lock; nothing is written unless all succeed."""
     context = _context(stack_path, aliases)
-    planned = []
+    plans = []
+    jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
     for target in _selected(context.spec, targets):
         window, requests = context.plan(target)
         pinned = _pins(context, target, updates) if updates else {}
-        packages: list[LockedPackage] = []
+        plans.append((target, window, requests))
+        jobs.extend((request, pinned.get(request.platform)) for request in requests)
         for request in requests:
-            started = time.perf_counter()
             progress(f"resolving {target.name} ({target.arch}) for {request.platform}")
-            try:
-                solved = context.channels.solve(request, pinned.get(request.platform))
-            except UnsatisfiableError as exc:
-                raise _unsatisfiable(exc, request, bool(pinned)) from None
-            packages.extend(solved)
-            progress(f"resolved {target.name} for {request.platform}: {len(solved)} packages "
-                     f"in {time.perf_counter() - started:.2f}s")
+
+    def done(request: SolveRequest, count: int, seconds: float) -> None:
+        progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")
+
+    try:
+        solved = iter(context.channels.solve_all(jobs, done))
+    except UnsatisfiableError as exc:
+        failing = next(r for r, _ in jobs if exc.message.startswith(f"solving {r.label}"))
+        raise _unsatisfiable(exc, failing, bool(updates)) from None
+    planned = []
+    for target, window, requests in plans:
+        packages = [p for _ in requests for p in next(solved)]
         lock = Lock(metadata=context.metadata(target, window, requests),
                     package=tuple(sorted(packages, key=lambda p: p.sort_key())))
         planned.append((target, lock))
@@ -199,6 +207,8 @@ def _highlights(lock: Lock) -> dict[str, dict[str, str]]:
 
 def check(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = ()) -> list[Staleness]:
     """Why each selected target's lock is stale (empty when all are fresh)."""
+    from lockgen.core.freshness import Staleness, stale_reasons
+
     context = _context(stack_path, aliases)
     reasons: list[Staleness] = []
     for target in _selected(context.spec, targets):
@@ -213,8 +223,12 @@ def check(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
 
 
 def diff(a: Path, b: Path) -> LockDiff:
+    from lockgen.core.lock_diff import diff_locks
+
     return diff_locks(load_lock(a), load_lock(b))
 
 
 def render(lock_path: Path, platform: str | None) -> str:
+    from lockgen.core.render import render_explicit
+
     return render_explicit(load_lock(lock_path), platform)

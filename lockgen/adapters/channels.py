@@ -11,6 +11,7 @@ Credentials (`user:pass@`, `/t/<token>/`) never reach a lock.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -47,7 +48,7 @@ def parse_aliases(items: list[str], env: str | None = None) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Channel:
+class Channel:  # not slotted: `url` is cached on the instance
     """A channel of the stack, located: local folder or remote URL."""
 
     name: str
@@ -59,7 +60,7 @@ class Channel:
     def is_local(self) -> bool:
         return self.local_path is not None
 
-    @property
+    @functools.cached_property
     def url(self) -> str:
         return self.local_path.resolve().as_uri() if self.local_path else self.location
 
@@ -113,13 +114,40 @@ class LocalIndex:
 
 
 def read_local_index(channel: Channel, subdir: str) -> LocalIndex | None:
-    """The index of one subdir of a local channel, or None when the channel has no such subdir."""
+    """The index of one subdir of a local channel, or None when the channel has no such subdir.
+
+    Its digest and stated URLs are cached by the file's (size, mtime, inode), as git's index does,
+    so an unchanged multi-megabyte index is neither re-hashed nor re-parsed."""
     assert channel.local_path is not None
     path = channel.local_path / subdir / "repodata.json"
     try:
-        raw = path.read_bytes()
+        stat = path.stat()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise ChannelError(f"channel `{channel.name}`: cannot read {path}: {exc}", "check the channel folder") from None
+    fingerprint = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    memo = cache_dir() / "index" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32] + ".json")
+    try:
+        cached = json.loads(memo.read_text())
+        if cached["stat"] == fingerprint:
+            return LocalIndex(channel, subdir, path, cached["sha256"], cached["urls"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    index = _scan_index(channel, subdir, path)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        temp = memo.with_suffix(f".{os.getpid()}.tmp")
+        temp.write_text(json.dumps({"stat": fingerprint, "sha256": index.sha256, "urls": index.stated_urls}))
+        os.replace(temp, memo)
+    except OSError:
+        pass  # a read-only cache only costs speed
+    return index
+
+
+def _scan_index(channel: Channel, subdir: str, path: Path) -> LocalIndex:
+    try:
+        raw = path.read_bytes()
     except OSError as exc:
         raise ChannelError(f"channel `{channel.name}`: cannot read {path}: {exc}", "check the channel folder") from None
     index = LocalIndex(channel, subdir, path, "sha256:" + hashlib.sha256(raw).hexdigest())

@@ -1,18 +1,21 @@
 """Reads and writes lock files as YAML in conda-lock's unified v1 layout, byte-stable.
 
 Writing: fixed key order (conda-lock's), packages sorted by platform, manager and name,
-metadata maps sorted, no timestamps. Reading: the `version` field is checked, and the content is
-validated against lockgen's frozen models.
+metadata maps sorted, no timestamps. The emitter is lockgen's own, for this one fixed shape of
+data: pyyaml's pure-Python representer took a third of a five-target resolve, and owning the
+emitter also pins the bytes against pyyaml/libyaml differences. Strings are plain when they
+cannot be read as anything else, JSON-quoted (valid YAML) otherwise. Reading uses pyyaml;
+the `version` field is checked and the content validated against lockgen's frozen models.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from lockgen.errors import LockFormatError
@@ -66,9 +69,87 @@ def _package(package: Any) -> dict[str, Any]:
 
 def dump_lock(lock: Lock) -> str:
     """The exact text of a lock file."""
-    body = yaml.dump(lock_to_data(lock), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=10_000)
-    return HEADER + body
+    lines: list[str] = []
+    _emit_mapping(lock_to_data(lock), 0, lines)
+    return HEADER + "\n".join(lines) + "\n"
+
+
+_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./:+-]*$")
+# a leading digit is plain only when no YAML 1.1/1.2 resolver could read a number or date:
+# a letter other than e/E inside (hashes, `2026c`), or three or more dot-separated parts (`12.9.79`)
+_PLAIN_DIGIT = re.compile(r"^[0-9](?=[A-Za-z0-9_.+-]*[A-DF-Za-df-z_])[A-Za-z0-9_.+-]*$|^[0-9]+(\.[0-9]+){2,}$")
+_RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
+
+
+_SCALARS: dict[str, str] = {}
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        cached = _SCALARS.get(value)
+        if cached is None:
+            cached = _SCALARS[value] = _string(value)
+        return cached
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _string(text: str) -> str:
+    if (_PLAIN.match(text) or _PLAIN_DIGIT.match(text)) and text.lower() not in _RESERVED and not text.endswith(":"):
+        return text
+    return _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    """A YAML double-quoted scalar in pure ASCII: everything outside printable ASCII is escaped."""
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 0x20 <= code < 0x7F:
+            out.append(char)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def _emit_mapping(mapping: dict[str, Any], indent: int, lines: list[str], first_prefix: str | None = None) -> None:
+    pad = " " * indent
+    for index, (key, value) in enumerate(mapping.items()):
+        prefix = first_prefix if (index == 0 and first_prefix is not None) else pad
+        head = f"{prefix}{_scalar(key)}:"
+        if isinstance(value, dict):
+            if value:
+                lines.append(head)
+                _emit_mapping(value, indent + 2, lines)
+            else:
+                lines.append(f"{head} {{}}")
+        elif isinstance(value, list):
+            if value:
+                lines.append(head)
+                _emit_sequence(value, indent, lines)
+            else:
+                lines.append(f"{head} []")
+        else:
+            lines.append(f"{head} {_scalar(value)}")
+
+
+def _emit_sequence(items: list[Any], indent: int, lines: list[str]) -> None:
+    pad = " " * indent
+    for item in items:
+        if isinstance(item, dict) and item:
+            _emit_mapping(item, indent + 2, lines, first_prefix=f"{pad}- ")
+        else:
+            lines.append(f"{pad}- {_scalar(item)}")
 
 
 def load_lock(path: Path) -> Lock:
@@ -81,8 +162,11 @@ def load_lock(path: Path) -> Lock:
 
 
 def parse_lock(text: str, source: str) -> Lock:
+    import yaml  # only reading needs it; resolve writes without it
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(text, Loader=_Loader)
+        data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         raise LockFormatError(f"lock `{source}` is not valid YAML: {str(exc).splitlines()[0]}",
                               "re-create it with `lockgen resolve`") from None
@@ -116,5 +200,3 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,8 +99,29 @@ class ChannelSet:
                     digests[index_key(channel, subdir)] = "closure-sha256:" + digest
         return digests
 
-    def solve(self, request: SolveRequest, pinned: list[tuple[str, str, str]] | None = None) -> list[LockedPackage]:
-        """Solves one request; an unsatisfiable one raises with rattler's explanation."""
+    def solve_all(self, jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]],
+                  on_done: Callable[[SolveRequest, int, float], None] = lambda *_: None) -> list[list[LockedPackage]]:
+        """Solves every request concurrently (rattler solves off the event loop, so targets share the
+        cores); results come back in request order, and the first failing request in that order raises."""
+        coroutines = [self._timed(request, self._coroutine(request, pinned), on_done) for request, pinned in jobs]
+
+        async def gather() -> list[Any]:
+            return await asyncio.gather(*coroutines, return_exceptions=True)
+
+        outcomes = asyncio.run(gather())
+        for (request, _), outcome in zip(jobs, outcomes):
+            if isinstance(outcome, BaseException):
+                raise _classify(outcome, f"solving {request.label}")
+        return [[self._locked(r, request.platform) for r in records] for (request, _), records in zip(jobs, outcomes)]
+
+    @staticmethod
+    async def _timed(request: SolveRequest, coroutine: Any, on_done: Callable[[SolveRequest, int, float], None]) -> Any:
+        started = time.perf_counter()
+        records = await coroutine
+        on_done(request, len(records), time.perf_counter() - started)
+        return records
+
+    def _coroutine(self, request: SolveRequest, pinned: list[tuple[str, str, str]] | None) -> Any:
         virtual = [GenericVirtualPackage(PackageName(v.name), Version(v.version), BuildString(v.build))
                    for v in request.virtual_packages]
         try:
@@ -109,16 +132,13 @@ class ChannelSet:
                             "check [dependencies] in stack.toml (conda match-spec syntax)") from None
         pinned_records = self._pinned_records(request.platform, pinned or [])
         if self.all_local:
-            coroutine = rattler.solve_with_sparse_repodata(
+            return rattler.solve_with_sparse_repodata(
                 specs, self._sparse_for(request.platform), virtual_packages=virtual, constraints=constraints,
                 pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
-        else:
-            coroutine = rattler.solve(
-                [rattler.Channel(c.url) for c in self.channels], specs, gateway=self.gateway(),
-                platforms=[request.platform, "noarch"], virtual_packages=virtual, constraints=constraints,
-                pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
-        records = _run(coroutine, f"solving {request.label}")
-        return [self._locked(r, request.platform) for r in records]
+        return rattler.solve(
+            [rattler.Channel(c.url) for c in self.channels], specs, gateway=self.gateway(),
+            platforms=[request.platform, "noarch"], virtual_packages=virtual, constraints=constraints,
+            pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
 
     def _pinned_records(self, platform: str, pinned: list[tuple[str, str, str]]) -> list[Any]:
         if not pinned:
@@ -134,16 +154,19 @@ class ChannelSet:
         return [r for r in records if (r.name.normalized, str(r.version), str(r.build)) in wanted]
 
     def _locked(self, record: Any, platform: str) -> LockedPackage:
-        return LockedPackage(
+        # rattler's records are already validated: construct without re-validating (hot path)
+        return LockedPackage.model_construct(
             name=record.name.normalized,
             version=str(record.version),
             manager="conda",
             platform=platform,
             dependencies=_dependency_map(record.depends),
             url=self._lock_url(record),
-            hash=PackageHash(md5=record.md5.hex() if record.md5 else None,
-                             sha256=record.sha256.hex() if record.sha256 else None),
+            hash=PackageHash.model_construct(md5=record.md5.hex() if record.md5 else None,
+                                             sha256=record.sha256.hex() if record.sha256 else None),
             build=str(record.build),
+            category="main",
+            optional=False,
         )
 
     def _lock_url(self, record: Any) -> str:
@@ -172,12 +195,19 @@ def _run(coroutine: Any, context: str) -> Any:
     try:
         return asyncio.run(coroutine)
     except Exception as exc:
-        text = str(exc).strip()
-        kind = type(exc).__name__
-        if "Solver" in kind or "Unsolvable" in kind or "cannot be installed" in text or "no candidates" in text:
-            raise UnsatisfiableError(f"{context}: no solution", text) from None
-        if "Fetch" in kind or "Gateway" in kind or "connect" in text.lower() or "io error" in text.lower():
-            raise ChannelError(f"{context}: cannot read channel: {text.splitlines()[0] if text else kind}",
-                               "check the channel URL and the network, or use --channel-alias NAME=PATH for a local mirror") from None
-        raise ChannelError(f"{context}: {kind}: {text.splitlines()[0] if text else ''}",
-                           "run with -v for details") from exc
+        raise _classify(exc, context) from None
+
+
+def _classify(exc: BaseException, context: str) -> Exception:
+    """A rattler exception as lockgen's error, with one line of context."""
+    if isinstance(exc, (UserError, ChannelError)):
+        return exc
+    text = str(exc).strip()
+    kind = type(exc).__name__
+    if "Solver" in kind or "Unsolvable" in kind or "cannot be installed" in text or "no candidates" in text.lower():
+        return UnsatisfiableError(f"{context}: no solution", text)
+    first = text.splitlines()[0] if text else kind
+    if "Fetch" in kind or "Gateway" in kind or "connect" in text.lower() or "io error" in text.lower():
+        return ChannelError(f"{context}: cannot read channel: {first}",
+                            "check the channel URL and the network, or use --channel-alias NAME=PATH for a local mirror")
+    return ChannelError(f"{context}: {kind}: {first}", "run with -v for details")

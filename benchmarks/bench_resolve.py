@@ -1,0 +1,117 @@
+"""Benchmark: `lockgen resolve` (the CLI, end to end) against a minimal raw rattler script doing the same
+solves (same channels, specs, constraints and virtual packages), as whole processes, alternating.
+
+Also times `lockgen --help` against `python -c "import typer"` (start-up cost of the CLI).
+
+    python benchmarks/bench_resolve.py [--runs 9] [--snapshot ../shared/snapshots/public-locks]
+
+Prints medians and ratios; the targets are ratio <= 2.0 for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STACK = REPO / "envs" / "examples" / "pytorch-cuda" / "stack.toml"
+
+RAW_SCRIPT = '''
+import asyncio, json, sys
+import rattler
+from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, SparseRepoData, Version
+snapshot, plan = sys.argv[1], json.loads(sys.argv[2])
+channel = Channel("file://" + snapshot)
+async def main():
+    sources = {}
+    for job in plan:
+        repos = [sources.setdefault(s, SparseRepoData(channel, s, f"{snapshot}/{s}/repodata.json"))
+                 for s in (job["platform"], "noarch")]
+        vps = [GenericVirtualPackage(PackageName(n), Version(v), BuildString(b)) for n, v, b in job["virtual"]]
+        records = await rattler.solve_with_sparse_repodata(
+            [MatchSpec(s) for s in job["specs"]], repos, virtual_packages=vps,
+            constraints=[MatchSpec(c) for c in job["constraints"]])
+        print(job["target"], len(records))
+asyncio.run(main())
+'''
+
+
+def plan_jobs(snapshot: Path) -> list[dict]:
+    """The exact solves lockgen makes for the example stack, taken from its planner."""
+    from lockgen import api
+
+    context = api._context(STACK, [f"conda-forge={snapshot}"])
+    jobs = []
+    for target in context.spec.targets:
+        for request in context.plan(target)[1]:
+            jobs.append({"target": target.name, "platform": request.platform, "specs": list(request.specs),
+                         "constraints": list(request.constraints),
+                         "virtual": [[v.name, v.version, v.build] for v in request.virtual_packages]})
+    return jobs
+
+
+CRASHES: dict[str, int] = {}
+
+
+def timed(command: list[str], env: dict[str, str]) -> float:
+    """Wall time of one successful run; a crashed run is counted, reported and run again."""
+    for _ in range(3):
+        started = time.perf_counter()
+        result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        if result.returncode == 0:
+            return time.perf_counter() - started
+        key = f"{Path(command[1]).name if command[1] != '-m' else command[2]} exit {result.returncode}"
+        CRASHES[key] = CRASHES.get(key, 0) + 1
+    raise SystemExit(f"{command[:3]} failed three times: {result.stderr.decode()[-500:]}")
+
+
+def compare(name: str, ours: list[str], baseline: list[str], runs: int, env: dict[str, str]) -> float:
+    timed(ours, env), timed(baseline, env)  # warm the page cache and the import caches
+    mine, base = [], []
+    for _ in range(runs):
+        mine.append(timed(ours, env))
+        base.append(timed(baseline, env))
+    ratio = statistics.median(mine) / statistics.median(base)
+    print(f"{name}: lockgen median {statistics.median(mine) * 1000:.0f} ms, baseline median "
+          f"{statistics.median(base) * 1000:.0f} ms, ratio {ratio:.2f} ({runs} runs each, alternating)")
+    return ratio
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--snapshot", type=Path, default=Path(os.environ.get("LOCKGEN_SHARED", REPO.parent / "shared"))
+                        / "snapshots" / "public-locks")
+    args = parser.parse_args()
+    snapshot = args.snapshot.resolve()
+    env = {**os.environ, "NO_COLOR": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        stack_dir = Path(tmp) / "stack"
+        shutil.copytree(STACK.parent, stack_dir, ignore=shutil.ignore_patterns("locks"))
+        raw = Path(tmp) / "raw_solve.py"
+        raw.write_text(RAW_SCRIPT)
+        jobs = plan_jobs(snapshot)
+        lockgen = [sys.executable, "-m", "lockgen", "resolve", str(stack_dir / "stack.toml"),
+                   "--channel-alias", f"conda-forge={snapshot}"]
+        baseline = [sys.executable, str(raw), str(snapshot), json.dumps(jobs)]
+        print(f"{len(jobs)} solves (targets x platforms) of {STACK.relative_to(REPO)} on {snapshot}")
+        resolve_ratio = compare("resolve", lockgen, baseline, args.runs, env)
+        help_ratio = compare("--help", [sys.executable, "-m", "lockgen", "--help"],
+                             [sys.executable, "-c", "import typer"], args.runs, env)
+    if CRASHES:
+        print(f"crashed runs (re-run): {CRASHES}")
+    verdict = "within" if resolve_ratio <= 2 and help_ratio <= 2 else "OVER"
+    print(f"targets (ratio <= 2.0): {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

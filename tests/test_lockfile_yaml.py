@@ -1,0 +1,55 @@
+"""The lock file format: golden round trips, the own YAML emitter against a real YAML parser, version checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lockgen.adapters.lockfile_yaml import dump_lock, load_lock, parse_lock
+from lockgen.errors import LockFormatError
+from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata, PackageHash
+from tests.conftest import EXAMPLE_STACK
+
+LOCKS = sorted((EXAMPLE_STACK.parent / "locks").glob("*.conda-lock.yml"))
+
+
+@pytest.mark.parametrize("path", LOCKS, ids=lambda p: p.name)
+def test_render_of_parse_is_identity(path: Path) -> None:
+    assert dump_lock(load_lock(path)) == path.read_text()
+
+
+def _lock(meta_value: str, dep_spec: str, version: str) -> Lock:
+    package = LockedPackage(name="pkg", version=version, manager="conda", platform="linux-64",
+                            dependencies={"dep": dep_spec}, url="https://example.invalid/pkg.conda",
+                            hash=PackageHash(md5="0" * 32, sha256="1" * 64), build="h0_0")
+    meta = LockMetadata(content_hash={"linux-64": "ab" * 32}, channels=(LockChannel(url="conda-forge"),),
+                        platforms=("linux-64",), sources=("stack.toml",), custom_metadata={"lockgen.x": meta_value})
+    return Lock(metadata=meta, package=(package,))
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(meta_value=_text, dep_spec=_text, version=st.one_of(_text.filter(bool), st.from_regex(r"\A[0-9]{1,3}(\.[0-9]{1,3}){0,3}[a-z]?\Z")))
+def test_any_string_survives_a_real_yaml_parser(meta_value: str, dep_spec: str, version: str) -> None:
+    text = dump_lock(_lock(meta_value, dep_spec, version))
+    data = yaml.safe_load(text)
+    assert data["metadata"]["custom_metadata"]["lockgen.x"] == meta_value
+    assert data["package"][0]["dependencies"]["dep"] == dep_spec
+    assert data["package"][0]["version"] == version
+    assert parse_lock(text, "x") == _lock(meta_value, dep_spec, version)
+
+
+def test_unknown_version_and_garbage_are_refused(tmp_path: Path) -> None:
+    good = LOCKS[0].read_text()
+    with pytest.raises(LockFormatError, match="version 2"):
+        parse_lock(good.replace("version: 1", "version: 2", 1), "x")
+    with pytest.raises(LockFormatError, match="not valid YAML"):
+        parse_lock("a: [unclosed", "x")
+    with pytest.raises(LockFormatError, match="malformed"):
+        parse_lock(good.replace("manager: conda", "manager: apt", 1), "x")
