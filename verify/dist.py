@@ -1,0 +1,117 @@
+"""Several GPUs: run under `torchrun` (one process per GPU; gloo on CPUs), lockgen launches it.
+
+All-reduce correctness, bus bandwidth at several sizes (nccl-tests' formula: algbw * 2(n-1)/n),
+a DDP training step, and parameters identical on every rank afterwards. Rank 0 writes the JSON.
+
+    torchrun --nproc_per_node 2 -m verify.dist --out dist.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from verify import SCHEMA
+from verify.nvml import Nvml, Telemetry
+from verify.results import Results
+from verify.train import SMALL, Gpt, batch_of
+
+
+def _bus_bandwidth(results: Results, device: torch.device, world: int, sizes_mib: list[int], iterations: int) -> None:
+    for size in sizes_mib:
+        tensor = torch.ones(size * 2**20 // 4, dtype=torch.float32, device=device)
+        for _ in range(3):
+            dist.all_reduce(tensor)
+        _sync(device)
+        dist.barrier()
+        started = time.perf_counter()
+        for _ in range(iterations):
+            dist.all_reduce(tensor)
+        _sync(device)
+        seconds = (time.perf_counter() - started) / iterations
+        algbw = tensor.numel() * 4 / seconds / 1e9
+        results.figure("allreduce", f"{size}MiB", algbw * 2 * (world - 1) / world, "GB/s bus", algbw=round(algbw, 2),
+                       time_us=round(seconds * 1e6, 1))
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _ddp_step(results: Results, device: torch.device, rank: int) -> None:
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = Gpt(SMALL).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+    generator = torch.Generator(device="cpu").manual_seed(100 + rank)  # each rank sees other data
+    losses = []
+    for _ in range(3):
+        inputs, targets = batch_of(SMALL, device, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(ddp(inputs).view(-1, SMALL.vocab), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    high, low = flat.clone(), flat.clone()
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    identical = bool(torch.equal(high, low))
+    results.check("distributed", "ddp_parameters_identical", identical,
+                  f"{flat.numel()} parameters {'identical' if identical else 'DIFFER'} on every rank after 3 DDP steps")
+    results.check("distributed", "ddp_loss_finite", all(x == x and abs(x) != float("inf") for x in losses),
+                  f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verify.dist")
+    parser.add_argument("--out", required=True, help="where rank 0 writes the JSON document")
+    parser.add_argument("--sizes-mib", default="1,16,128,1024", help="all-reduce sizes in MiB")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--timeout-s", type=float, default=120)
+    args = parser.parse_args(argv)
+    use_cuda = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=dt.timedelta(seconds=args.timeout_s),
+                            **({"device_id": device} if use_cuda else {}))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    results = Results()
+    if rank == 0:
+        results.log = lambda line: print(line, file=sys.stderr, flush=True)
+    nvml = Nvml()
+    started = time.perf_counter()
+    with Telemetry(nvml, list(range(nvml.device_count() or 0)) if rank == 0 and use_cuda else []) as telemetry:
+        value = torch.full((4096,), float(rank + 1), device=device)
+        dist.all_reduce(value)
+        expected = world * (world + 1) / 2
+        results.check("distributed", "allreduce_sum", bool(torch.all(value == expected)),
+                      f"sum over {world} ranks: {value[0].item():g} (expected {expected:g})")
+        results.guarded("distributed", "allreduce_bandwidth",
+                        lambda: _bus_bandwidth(results, device, world, [int(s) for s in args.sizes_mib.split(",")], args.iterations))
+        results.guarded("distributed", "ddp_step", lambda: _ddp_step(results, device, rank))
+        dist.barrier()
+    if rank == 0:
+        document = {"schema": SCHEMA, "kind": "distributed", "world_size": world, "backend": dist.get_backend(),
+                    "checks": results.checks, "figures": results.figures, "telemetry": telemetry.summary(),
+                    "duration_s": round(time.perf_counter() - started, 2)}
+        with open(args.out, "w", encoding="utf-8") as stream:
+            json.dump(document, stream, indent=2, sort_keys=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

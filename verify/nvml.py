@@ -1,0 +1,121 @@
+"""NVML through ctypes: driver version and per-GPU telemetry, with no Python binding installed.
+
+`Telemetry` samples utilisation, power, temperature and clocks on a thread while the checks run,
+so that a throttling GPU explains a low figure. Everything degrades to None without a driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+_NVML_SUCCESS = 0
+_TEMPERATURE_GPU = 0
+_CLOCK_SM, _CLOCK_MEM = 1, 2
+
+
+class _Utilization(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class Nvml:
+    """A loaded, initialised libnvidia-ml, or `available = False`."""
+
+    def __init__(self) -> None:
+        self.available = False
+        self.error = ""
+        try:
+            self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if self.lib.nvmlInit_v2() != _NVML_SUCCESS:
+                self.error = "nvmlInit failed"
+                return
+            self.available = True
+        except OSError as exc:
+            self.error = f"libnvidia-ml.so.1 not loadable: {exc}"
+
+    def driver_version(self) -> str | None:
+        if not self.available:
+            return None
+        buffer = ctypes.create_string_buffer(96)
+        if self.lib.nvmlSystemGetDriverVersion(buffer, 96) != _NVML_SUCCESS:
+            return None
+        return buffer.value.decode()
+
+    def device_count(self) -> int | None:
+        if not self.available:
+            return None
+        count = ctypes.c_uint()
+        return count.value if self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == _NVML_SUCCESS else None
+
+    def _handle(self, index: int) -> ctypes.c_void_p | None:
+        handle = ctypes.c_void_p()
+        if self.lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != _NVML_SUCCESS:
+            return None
+        return handle
+
+    def device_name(self, index: int) -> str | None:
+        handle = self._handle(index) if self.available else None
+        if handle is None:
+            return None
+        buffer = ctypes.create_string_buffer(96)
+        return buffer.value.decode() if self.lib.nvmlDeviceGetName(handle, buffer, 96) == _NVML_SUCCESS else None
+
+    def sample(self, index: int) -> dict[str, float | None]:
+        """One reading of one GPU: utilisation %, power W, temperature C, SM and memory clocks MHz."""
+        handle = self._handle(index) if self.available else None
+        reading: dict[str, float | None] = {"util": None, "power_w": None, "temp_c": None, "sm_mhz": None, "mem_mhz": None}
+        if handle is None:
+            return reading
+        util = _Utilization()
+        if self.lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == _NVML_SUCCESS:
+            reading["util"] = float(util.gpu)
+        milliwatts = ctypes.c_uint()
+        if self.lib.nvmlDeviceGetPowerUsage(handle, ctypes.byref(milliwatts)) == _NVML_SUCCESS:
+            reading["power_w"] = milliwatts.value / 1000.0
+        temp = ctypes.c_uint()
+        if self.lib.nvmlDeviceGetTemperature(handle, _TEMPERATURE_GPU, ctypes.byref(temp)) == _NVML_SUCCESS:
+            reading["temp_c"] = float(temp.value)
+        for key, clock in (("sm_mhz", _CLOCK_SM), ("mem_mhz", _CLOCK_MEM)):
+            mhz = ctypes.c_uint()
+            if self.lib.nvmlDeviceGetClockInfo(handle, clock, ctypes.byref(mhz)) == _NVML_SUCCESS:
+                reading[key] = float(mhz.value)
+        return reading
+
+
+class Telemetry:
+    """Samples every GPU on a background thread; `summary()` gives min/max/mean per quantity and GPU."""
+
+    def __init__(self, nvml: Nvml, devices: list[int], interval_s: float = 0.2) -> None:
+        self.nvml, self.devices, self.interval = nvml, devices, interval_s
+        self.samples: dict[int, list[dict[str, float | None]]] = {d: [] for d in devices}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Telemetry":
+        if self.nvml.available and self.devices:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for device in self.devices:
+                self.samples[device].append(self.nvml.sample(device))
+            time.sleep(self.interval)
+
+    def summary(self) -> dict[str, object]:
+        per_gpu = {}
+        for device, samples in self.samples.items():
+            stats = {}
+            for key in ("util", "power_w", "temp_c", "sm_mhz", "mem_mhz"):
+                values = [s[key] for s in samples if s[key] is not None]
+                if values:
+                    stats[key] = {"min": min(values), "max": max(values), "mean": round(sum(values) / len(values), 1)}
+            per_gpu[str(device)] = stats
+        return {"available": self.nvml.available, "error": self.nvml.error, "interval_s": self.interval,
+                "samples": sum(len(s) for s in self.samples.values()), "gpus": per_gpu}

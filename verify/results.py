@@ -1,0 +1,34 @@
+"""The record of one run: checks (pass/fail with a reason) and figures (numbers with units)."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+
+class Results:
+    """Collects checks and figures; a check that raises is recorded as failed with the exception."""
+
+    def __init__(self) -> None:
+        self.checks: list[dict[str, Any]] = []
+        self.figures: dict[str, dict[str, Any]] = {}
+        self.log: Callable[[str], None] = lambda _: None
+
+    def check(self, category: str, name: str, passed: bool, detail: str, value: float | None = None) -> bool:
+        self.checks.append({"category": category, "name": name, "passed": bool(passed), "detail": detail,
+                            "value": value})
+        self.log(f"{'ok  ' if passed else 'FAIL'} {category}/{name}: {detail}")
+        return bool(passed)
+
+    def figure(self, group: str, name: str, value: float | None, unit: str, **extra: Any) -> None:
+        self.figures.setdefault(group, {})[name] = {"value": None if value is None else round(float(value), 4),
+                                                    "unit": unit, **extra}
+
+    def guarded(self, category: str, name: str, function: Callable[[], None]) -> None:
+        """Runs a group of checks; an exception fails it with the error's last line."""
+        try:
+            function()
+        except Exception as exc:  # a crash is a failed check, never a crashed verifier
+            lines = traceback.format_exception_only(type(exc), exc)
+            self.check(category, name, False, f"raised {lines[-1].strip()[:400]}")

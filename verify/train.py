@@ -1,0 +1,158 @@
+"""Training: a small GPT on learnable synthetic data in fp32, TF32, bf16 autocast and fp16 with GradScaler.
+
+Checks that loss falls, stays finite, that memory does not grow across steps, and that two seeded
+runs with deterministic algorithms give identical losses; figures are step time, tokens/s and
+model TFLOP/s (llm.c's 6N + 12·L·d·T FLOPs per token), and the AMP speedups.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from verify.results import Results
+
+
+@dataclass(frozen=True)
+class GptConfig:
+    vocab: int
+    width: int
+    layers: int
+    heads: int
+    sequence: int
+    batch: int
+
+
+FULL = GptConfig(vocab=32768, width=512, layers=12, heads=8, sequence=512, batch=32)  # about 55M parameters
+SMALL = GptConfig(vocab=256, width=64, layers=2, heads=4, sequence=32, batch=8)
+
+
+class Block(nn.Module):
+    def __init__(self, config: GptConfig) -> None:
+        super().__init__()
+        self.heads = config.heads
+        self.norm1, self.norm2 = nn.LayerNorm(config.width), nn.LayerNorm(config.width)
+        self.qkv = nn.Linear(config.width, 3 * config.width)
+        self.proj = nn.Linear(config.width, config.width)
+        self.mlp = nn.Sequential(nn.Linear(config.width, 4 * config.width), nn.GELU(), nn.Linear(4 * config.width, config.width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(width, dim=2)
+        q, k, v = (t.view(batch, length, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
+        return x + self.mlp(self.norm2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, config: GptConfig) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(config.vocab, config.width)
+        self.position = nn.Embedding(config.sequence, config.width)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
+        self.norm = nn.LayerNorm(config.width)
+        self.head = nn.Linear(config.width, config.vocab, bias=False)
+        self.head.weight = self.embed.weight
+        nn.init.normal_(self.embed.weight, std=0.02)  # GPT-2's init: logits start near uniform, loss near ln(vocab)
+        nn.init.normal_(self.position.weight, std=0.02)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1], device=tokens.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+def flops_per_token(model: nn.Module, config: GptConfig) -> float:
+    params = sum(p.numel() for p in model.parameters())
+    return 6 * params + 12 * config.layers * config.width * config.sequence
+
+
+def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Counting sequences from random starts: learnable in a few steps, so loss must fall."""
+    starts = torch.randint(0, config.vocab, (config.batch, 1), generator=generator)
+    tokens = (starts + torch.arange(config.sequence + 1)) % config.vocab
+    tokens = tokens.to(device)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0,
+              compiled: bool = False) -> dict[str, object]:
+    """Trains from a fixed seed; returns losses, step times and memory after each step."""
+    torch.manual_seed(seed)
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    model = Gpt(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3 if config is SMALL else 1e-3, fused=device.type == "cuda")
+    forward = torch.compile(model) if compiled else model
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
+    scaler = torch.amp.GradScaler(device.type, enabled=mode == "fp16")
+    torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+    torch.backends.cudnn.allow_tf32 = mode == "tf32"
+    losses, times, memory = [], [], []
+    inputs, targets = batch_of(config, device, generator)
+    for _ in range(steps):
+        started = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            logits = forward(inputs)
+            loss = F.cross_entropy(logits.float().view(-1, config.vocab), targets.reshape(-1))
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        losses.append(loss.item())  # .item() synchronises: the step time is complete
+        times.append(time.perf_counter() - started)
+        memory.append(torch.cuda.memory_allocated(device) if device.type == "cuda" else 0)
+        inputs, targets = batch_of(config, device, generator)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return {"losses": losses, "times": times, "memory": memory, "flops_per_token": flops_per_token(model, config)}
+
+
+def training(results: Results, device: torch.device, quick: bool, compiled: bool) -> None:
+    """Every precision mode: loss falls, finite, no memory growth; figures for speed and AMP speedups."""
+    config = FULL if device.type == "cuda" else SMALL
+    modes = ["fp32", "tf32", "bf16", "fp16"] if device.type == "cuda" else ["fp32", "bf16"]
+    steps = 10 if quick else 20
+    step_ms: dict[str, float] = {}
+    for mode in modes + (["bf16-compiled"] if compiled else []):
+        run = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"))
+        losses = run["losses"]
+        finite = all(math.isfinite(x) for x in losses)
+        results.check("training", f"{mode}_finite", finite, f"{len(losses)} steps, losses {losses[0]:.3f} -> {losses[-1]:.3f}")
+        tail = statistics.mean(losses[-3:])
+        results.check("training", f"{mode}_loss_falls", finite and tail < losses[0] * 0.8,
+                      f"first {losses[0]:.3f}, mean of last 3 {tail:.3f} (must be < 80% of first)", tail)
+        if device.type == "cuda":
+            growth = run["memory"][-1] - run["memory"][2]
+            results.check("training", f"{mode}_no_memory_growth", growth <= 2**20,
+                          f"allocated memory grew {growth / 2**20:.2f} MiB from step 3 to step {steps}", growth)
+        timed = sorted(run["times"][3:])
+        median = timed[len(timed) // 2]
+        step_ms[mode] = median * 1000
+        tokens = config.batch * config.sequence / median
+        results.figure("training", f"{mode}_step_ms", median * 1000, "ms", batch=config.batch, sequence=config.sequence)
+        results.figure("training", f"{mode}_tokens_per_s", tokens, "tokens/s")
+        results.figure("training", f"{mode}_model_tflops", tokens * run["flops_per_token"] / 1e12, "TFLOP/s",
+                       params_m=round((run["flops_per_token"] - 12 * config.layers * config.width * config.sequence) / 6e6, 1))
+    for fast in ("bf16", "fp16"):
+        for slow in ("fp32", "tf32"):
+            if fast in step_ms and slow in step_ms:
+                results.figure("training", f"speedup_{fast}_over_{slow}", step_ms[slow] / step_ms[fast], "x")
+
+
+def determinism(results: Results, device: torch.device) -> None:
+    """Two seeded runs with deterministic algorithms must give bit-identical losses."""
+    torch.use_deterministic_algorithms(True)
+    try:
+        first = run_steps(SMALL, device, "fp32", 6, seed=3)["losses"]
+        second = run_steps(SMALL, device, "fp32", 6, seed=3)["losses"]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    results.check("training", "deterministic", first == second,
+                  "two seeded runs gave identical losses" if first == second else f"losses differ: {first} vs {second}")
