@@ -73,6 +73,15 @@ def _ddp_step(results: Results, device: torch.device, rank: int) -> None:
                   f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}")
 
 
+def _inject_fault(rank: int) -> None:
+    """Fault injection for testing the launcher's failure handling: VERIFY_FAULT_HANG_RANK=N makes rank N
+    hang before its first collective, VERIFY_FAULT_EXIT_RANK=N makes it die."""
+    if os.environ.get("VERIFY_FAULT_HANG_RANK") == str(rank):
+        time.sleep(10**6)
+    if os.environ.get("VERIFY_FAULT_EXIT_RANK") == str(rank):
+        os._exit(17)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verify.dist")
     parser.add_argument("--out", required=True, help="where rank 0 writes the JSON document")
@@ -93,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         results.log = lambda line: print(line, file=sys.stderr, flush=True)
     nvml = Nvml()
     started = time.perf_counter()
+    _inject_fault(rank)
     with Telemetry(nvml, list(range(nvml.device_count() or 0)) if rank == 0 and use_cuda else []) as telemetry:
         value = torch.full((4096,), float(rank + 1), device=device)
         dist.all_reduce(value)

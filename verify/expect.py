@@ -8,9 +8,9 @@ from verify.results import Results
 from verify.stack import arch_cc
 
 
-def stack_checks(results: Results, arch: str, stack: dict[str, Any], allow_ptx: bool) -> bool:
-    """For a GPU arch: a CUDA build, a visible GPU of that arch, native kernels, every host GPU visible.
-    Returns whether GPU checks can run."""
+def stack_checks(results: Results, arch: str, stack: dict[str, Any], allow_ptx: bool, expected_gpus: int | None) -> bool:
+    """For a GPU arch: a CUDA build, a visible GPU of that arch, native kernels, and every host GPU visible
+    (unless lockgen says how many GPUs to expect). Returns whether GPU checks can run."""
     cc = arch_cc(arch)
     if cc is None:
         return results.check("stack", "cpu_build_runs", True, f"torch {stack['torch']} on {stack['platform']}")
@@ -33,7 +33,7 @@ def stack_checks(results: Results, arch: str, stack: dict[str, Any], allow_ptx: 
                   f"torch arch list {' '.join(stack['arch_list'])}: {arch} covered by "
                   f"{'native cubins' if coverage == 'sass' else 'PTX JIT only' if coverage == 'ptx' else 'nothing'}")
     host = stack["host_gpu_count"]
-    if host is not None:
+    if host is not None and expected_gpus is None:
         visible = len(stack["devices"])
         hint = f" (CUDA_VISIBLE_DEVICES={stack['cuda_visible_devices']!r})" if stack["cuda_visible_devices"] is not None else ""
         results.check("stack", "all_gpus_visible", visible == host, f"{visible} of the host's {host} GPUs visible{hint}")
@@ -67,5 +67,7 @@ def expectations(results: Results, stack: dict[str, Any], expected: dict[str, An
         results.check("expect", "driver_floor", good, f"driver {driver}, lock needs >= {expected['driver_min']}")
     if expected.get("gpu_count"):
         count = len(stack.get("devices") or [])
+        visible = stack.get("cuda_visible_devices")
+        cause = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
         results.check("expect", "gpu_count", count == int(expected["gpu_count"]),
-                      f"{count} GPUs visible, expected {expected['gpu_count']}")
+                      f"{count} GPUs visible{cause}, expected {expected['gpu_count']}")

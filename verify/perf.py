@@ -10,9 +10,9 @@ import torch
 from verify.results import Results
 
 
-def _time(function: Callable[[], object], device: torch.device, repeats: int) -> float:
+def _time(function: Callable[[], object], device: torch.device, repeats: int, warmup: int = 3) -> float:
     """Seconds per call, after warm-up: CUDA events on GPUs, perf_counter on CPUs."""
-    for _ in range(3):
+    for _ in range(warmup):
         function()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -40,15 +40,17 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         a = torch.randn(size, size, device=device, dtype=dtype)
         b = torch.randn(size, size, device=device, dtype=dtype)
         torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-        repeats = (5 if dtype == torch.float32 and name == "fp32" else 20) if device.type == "cuda" else 3
-        seconds = _time(lambda: a @ b, device, repeats if not quick else max(2, repeats // 2))
+        repeats = (5 if name == "fp32" else 20 if name == "tf32" else 50) if device.type == "cuda" else 3
+        seconds = _time(lambda: a @ b, device, repeats if not quick else max(2, repeats // 2),
+                        warmup=10 if device.type == "cuda" else 1)
         torch.backends.cuda.matmul.allow_tf32 = False
         results.figure("gemm", name, flops / seconds / 1e12, "TFLOP/s", size=size)
     if has_fp8:
         a = torch.randn(size, size, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(size, size, device=device).to(torch.float8_e4m3fn).t().contiguous().t()
         scale = torch.tensor(1.0, device=device)
-        seconds = _time(lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16), device, 20)
+        seconds = _time(lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16), device, 50,
+                        warmup=10)
         results.figure("gemm", "fp8", flops / seconds / 1e12, "TFLOP/s", size=size)
 
 

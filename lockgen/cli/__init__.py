@@ -9,7 +9,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from lockgen.cli import arch_cmd, lock_cmds, resolve_cmd  # noqa: E402
+from lockgen.cli import arch_cmd, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
 from lockgen.cli.ui import state  # noqa: E402
 
 app = typer.Typer(
@@ -31,6 +31,10 @@ app.command("resolve")(resolve_cmd.resolve)
 app.command("arch")(arch_cmd.arch)
 app.command("diff")(lock_cmds.diff)
 app.command("render")(lock_cmds.render)
+app.command("verify")(verify_cmds.verify)
+app.command("keygen")(verify_cmds.keygen)
+app.command("certs")(verify_cmds.certs)
+app.add_typer(verify_cmds.cert_app, name="cert")
 
 
 def main() -> None:

@@ -1,0 +1,133 @@
+"""Runs the verification kernel inside the environment under test: `PY -m verify`, and for several GPUs
+`PY -m torch.distributed.run -m verify.dist` (PyTorch's own launcher).
+
+The kernel's stderr is streamed as progress; its JSON comes back through a file. Each run has a
+timeout: on expiry, or when a rank dies, the whole process group is killed, so no rank is left behind.
+NVLink multicast stays off in every launched process (NCCL_NVLS_ENABLE=0 and its two siblings).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lockgen.errors import LockgenError
+
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+class KernelError(LockgenError):
+    """The kernel could not run to completion (missing torch, a crash, a hang)."""
+
+
+def kernel_root() -> Path:
+    """The folder holding the `verify` package, found without importing it (it imports torch)."""
+    spec = importlib.util.find_spec("verify")
+    if spec is None or spec.origin is None:
+        raise KernelError("the `verify` kernel package is not installed with lockgen", "reinstall lockgen")
+    return Path(spec.origin).resolve().parent.parent
+
+
+def _environment(extra: dict[str, str]) -> dict[str, str]:
+    env = {**os.environ, **NO_MULTICAST, **extra, "PYTHONUNBUFFERED": "1"}
+    root = str(kernel_root())
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], None], what: str,
+         extra_env: dict[str, str]) -> None:
+    try:
+        process = subprocess.Popen(list(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   env=_environment(extra_env), start_new_session=True)
+    except FileNotFoundError:
+        raise KernelError(f"{what}: interpreter `{command[0]}` not found", "pass --python PATH of the environment's python") from None
+    tail: list[str] = []
+
+    def pump() -> None:  # forwards the kernel's check lines as they come, keeps the last lines for errors
+        assert process.stderr is not None
+        for raw in process.stderr:
+            line = raw.rstrip("\n")
+            tail.append(line)
+            del tail[:-30]
+            if line.startswith(("ok  ", "FAIL")):
+                progress(f"  {line}")
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise KernelError(f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); "
+                          "every process it started was killed",
+                          "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow") from None
+    reader.join(timeout=5)
+    _kill_group(process)  # ranks a failed launcher left behind
+    if process.returncode != 0:
+        text = "\n".join(tail)
+        ranks = re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", text)
+        if ranks:
+            last = "; ".join(f"rank {rank} exited with code {code}" for rank, code in ranks)
+        else:
+            last = next((line for line in reversed(tail) if line.strip() and not set(line.strip()) <= set("=-*")
+                         and "Traceback" not in line), "").strip()
+        raise KernelError(f"{what} failed (exit {process.returncode}): {last[:300]}",
+                          "re-run with -v, or run the kernel by hand: python -m verify --arch ARCH")
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            continue
+        if sig == signal.SIGTERM:
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                return
+
+
+def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, compiled: bool, allow_ptx: bool,
+               timeout_s: float, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
+    """The single-process kernel; returns its document and the exact bytes it wrote."""
+    with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
+        expect_path, out_path = Path(folder) / "expect.json", Path(folder) / "single.json"
+        expect_path.write_text(json.dumps(expected))
+        command = [python, "-m", "verify", "--arch", arch, "--expect", str(expect_path), "--out", str(out_path)]
+        command += ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
+        _run(command, timeout_s, progress, "the verification kernel", {})
+        return _read(out_path, "the verification kernel")
+
+
+def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, progress: Callable[[str], None],
+                    extra_env: dict[str, str] | None = None) -> tuple[dict[str, Any], bytes]:
+    """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs), on this host."""
+    with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
+        out_path = Path(folder) / "dist.json"
+        command = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
+                   "-m", "verify.dist", "--out", str(out_path), "--sizes-mib", sizes_mib, "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
+        _run(command, timeout_s, progress, f"the {gpus}-process distributed kernel", extra_env or {})
+        return _read(out_path, "the distributed kernel")
+
+
+def _read(path: Path, what: str) -> tuple[dict[str, Any], bytes]:
+    try:
+        raw = path.read_bytes()
+        return json.loads(raw), raw
+    except (OSError, ValueError) as exc:
+        raise KernelError(f"{what} wrote no readable result: {exc}", "re-run with -v") from None

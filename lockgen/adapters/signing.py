@@ -1,0 +1,96 @@
+"""Ed25519 signing of certificates (the `cryptography` library), over canonical JSON.
+
+A certificate file is exactly the canonical rendering of `{certificate, signature}`: verifying
+re-renders it, so any changed byte (content or layout) fails, and checks the signature over the
+canonical JSON of the certificate body.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from lockgen.errors import LockFormatError, UserError
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def render(document: dict[str, Any]) -> str:
+    """The file text of a certificate: sorted keys, two-space indent, ASCII, trailing newline."""
+    return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n"
+
+
+def keygen(path: Path) -> tuple[Path, Path]:
+    """Writes a private key (PEM, mode 0600) at `path` and its public key at `path.pub`."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    if path.exists():
+        raise UserError(f"`{path}` already exists", "choose another --out or remove the old key deliberately")
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_bytes(private)
+    pub = path.with_name(path.name + ".pub")
+    pub.write_bytes(public)
+    return path, pub
+
+
+def _load(path: Path, private: bool) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        data = path.read_bytes()
+        key = serialization.load_pem_private_key(data, None) if private else serialization.load_pem_public_key(data)
+    except (OSError, ValueError, TypeError) as exc:
+        kind = "private" if private else "public"
+        raise UserError(f"cannot read {kind} key `{path}`: {exc}", "make one with `lockgen keygen --out KEY`") from None
+    return key
+
+
+def key_id(public_key: Any) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
+    key = _load(private_key_path, private=True)
+    return {"algorithm": "ed25519", "key_id": key_id(key.public_key()),
+            "value": base64.b64encode(key.sign(canonical(body))).decode()}
+
+
+def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
+    """The parsed certificate document, after checking its bytes and (with a key) its signature."""
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise LockFormatError(f"certificate is not JSON: {exc}", "it was damaged; use the original file") from None
+    if render(document) != text:
+        raise LockFormatError("certificate bytes differ from their canonical form: the file was edited",
+                              "certificates are tamper-evident; re-run lockgen verify")
+    if public_key_path is None:
+        return document
+    signature = document.get("signature")
+    if not signature:
+        raise LockFormatError("certificate is not signed", "sign with `lockgen verify --key KEY`")
+    from cryptography.exceptions import InvalidSignature
+
+    key = _load(public_key_path, private=False)
+    if signature.get("key_id") != key_id(key):
+        raise LockFormatError(f"certificate was signed by key {signature.get('key_id')}, not {key_id(key)}",
+                              "pass the public key that matches the signing key")
+    try:
+        key.verify(base64.b64decode(signature["value"]), canonical(document["certificate"]))
+    except (InvalidSignature, ValueError, KeyError):
+        raise LockFormatError("certificate signature does not verify: its content was changed",
+                              "certificates are tamper-evident; re-run lockgen verify") from None
+    return document

@@ -1,0 +1,178 @@
+"""Use cases of certification: verify (run the kernel, judge, sign, write), check a certificate,
+compare two, list them.
+
+Separate from `api.py` on purpose: this path imports only light dependencies (pydantic, pyyaml,
+cryptography; no rattler, no tomlkit), so `lockgen verify` runs on a GPU box with a few wheels carried.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import platform as host_platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lockgen import __version__
+from lockgen.adapters import gpu_host, kernel, signing
+from lockgen.adapters.lockfile_yaml import load_lock, write_atomic
+from lockgen.core.certify import FigureChange, build_body, compare_figures, expectations_from_lock, refuse_wrong_hardware
+from lockgen.core.facts import arch_fact, load_facts
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.certificate import Certificate, CertificateBody, Check, Hardware, KernelReport, Subject
+
+PLATFORM_OF_MACHINE = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    arch: str
+    python: str | None = None
+    lock: Path | None = None
+    expect: Path | None = None
+    out: Path | None = None
+    key: Path | None = None
+    quick: bool = False
+    compiled: bool = False
+    allow_ptx: bool = False
+    gpus: int | None = None
+    timeout_s: float = 600
+
+
+def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+    """Runs the kernel in the environment, judges it, and writes the (signed) certificate."""
+    started = dt.datetime.now(dt.timezone.utc)
+    arch = options.arch.lower().replace("_", "")
+    if arch != "cpu":
+        arch_fact(load_facts(), arch)
+    lock = load_lock(options.lock) if options.lock else None
+    expected: dict[str, Any] = {}
+    if lock is not None:
+        if lock.meta("arch") and lock.meta("arch") != arch:
+            raise UserError(f"the lock is for {lock.meta('arch')}, not {arch}", f"pass --arch {lock.meta('arch')}")
+        platform = PLATFORM_OF_MACHINE.get(host_platform.machine(), "linux-64")
+        if platform not in lock.metadata.platforms:
+            raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})",
+                            "certify on a host of the lock's platform")
+        expected = expectations_from_lock(lock, platform)
+    if options.expect:
+        try:
+            expected.update(json.loads(options.expect.read_text()))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot read expectations `{options.expect}`: {exc}", "pass a JSON object") from None
+    host = gpu_host.probe() if arch != "cpu" else None
+    if arch != "cpu":
+        refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (),
+                              host.driver if host else None, expected.get("driver_min"))
+        expected.setdefault("gpu_count", options.gpus if options.gpus is not None else (host.count if host else 0))
+    python = options.python or sys.executable
+    progress(f"verifying {arch} with {python}" + (f" against {options.lock}" if options.lock else ""))
+    single_doc, single_raw = kernel.run_single(python, arch, expected, options.quick, options.compiled,
+                                               options.allow_ptx, options.timeout_s, progress)
+    single = _report(single_doc, "single")
+    gpus = options.gpus if options.gpus is not None else (host.count if host else 1)
+    distributed, digests = None, {"single": hashlib.sha256(single_raw).hexdigest()}
+    extra = []
+    visible = len((single.stack or {}).get("devices") or [])
+    if gpus > 1 and arch != "cpu" and visible < gpus:
+        cause = (single.stack or {}).get("cuda_visible_devices")
+        extra.append(Check(category="distributed", name="gpus_visible", passed=False,
+                           detail=f"the environment sees {visible} of the {gpus} GPUs the multi-GPU checks need"
+                                  + (f" (CUDA_VISIBLE_DEVICES={cause!r})" if cause is not None else "")
+                                  + "; the NCCL and DDP checks did not run"))
+    elif gpus > 1:
+        progress(f"running the {gpus}-GPU checks under torchrun")
+        sizes = "1,16" if arch == "cpu" else "1,16,128,1024"  # gloo on CPUs: small sizes say enough
+        dist_doc, dist_raw = kernel.run_distributed(python, gpus, sizes, options.timeout_s, progress)
+        distributed = _report(dist_doc, "distributed")
+        digests["distributed"] = hashlib.sha256(dist_raw).hexdigest()
+    if distributed is not None and distributed.world_size != gpus:
+        extra.append(Check(category="distributed", name="world_size", passed=False,
+                           detail=f"{distributed.world_size} ranks ran, {gpus} expected"))
+    body = build_body(
+        created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
+        mode="quick" if options.quick else "full",
+        subject=Subject(stack=lock.meta("stack") if lock else None, target=lock.meta("target") if lock else None,
+                        lock_path=str(options.lock) if options.lock else None,
+                        lock_sha256=hashlib.sha256(options.lock.read_bytes()).hexdigest() if options.lock else None,
+                        python=python),
+        hardware=_hardware(host, single),
+        single=single, distributed=distributed, kernel_sha256=digests, extra_checks=extra,
+        duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1))
+    path = options.out or _default_path(options.lock, arch, started)
+    data = body.model_dump(mode="json", by_alias=True)
+    document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
+    write_atomic(path, signing.render(document))
+    return path, body
+
+
+def _report(document: dict[str, Any], kind: str) -> KernelReport:
+    try:
+        report = KernelReport.from_json(document)
+    except Exception as exc:  # pydantic's ValidationError: the kernel and lockgen disagree on the schema
+        raise LockFormatError(f"the {kind} kernel's JSON does not match lockgen's model: {str(exc).splitlines()[0]}",
+                              "use the verify/ kernel shipped with this lockgen") from None
+    if report.schema_ != "lockgen.verify/1":
+        raise LockFormatError(f"the kernel wrote schema {report.schema_!r}", "use the verify/ kernel shipped with this lockgen")
+    return report
+
+
+def _hardware(host: gpu_host.HostGpus | None, single: KernelReport) -> Hardware:
+    stack = single.stack or {}
+    devices = stack.get("devices") or []
+    names = host.names if host else tuple(d["name"] for d in devices)
+    return Hardware(gpu_names=tuple(names), gpu_count=len(names),
+                    compute_capability=(host.compute_capabilities[0] if host and host.count else None),
+                    driver=host.driver if host else stack.get("driver"),
+                    interconnect=host.interconnect if host else "none", topology=host.topology if host else "",
+                    host_platform=f"{host_platform.system().lower()}-{host_platform.machine()}")
+
+
+def _default_path(lock: Path | None, arch: str, when: dt.datetime) -> Path:
+    stamp = when.strftime("%Y%m%dT%H%M%SZ")
+    if lock is not None:
+        target = lock.name.removesuffix(".conda-lock.yml")
+        return lock.resolve().parent.parent / "certs" / f"{target}-{arch}-{stamp}.cert.json"
+    return Path.cwd() / f"lockgen-{arch}-{stamp}.cert.json"
+
+
+def check_certificate(path: Path, public_key: Path | None, lock: Path | None) -> Certificate:
+    """Reads a certificate, refusing changed bytes, a bad signature, or a lock it does not cover."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
+    document = signing.verify_file(text, public_key)
+    try:
+        certificate = Certificate.model_validate(document)
+    except Exception as exc:
+        raise LockFormatError(f"`{path}` is not a lockgen certificate: {str(exc).splitlines()[0]}", "") from None
+    if lock is not None:
+        digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+        covered = certificate.certificate.subject.lock_sha256
+        if covered != digest:
+            raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",
+                                  "certify this lock with `lockgen verify --lock`")
+    return certificate
+
+
+def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:
+    first, second = check_certificate(a, None, None), check_certificate(b, None, None)
+    return compare_figures(first.certificate.figures, second.certificate.figures, noise)
+
+
+def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
+    """The certificates under `folder` (a stack folder, its certs/ folder, or any folder), oldest first."""
+    root = folder.parent if folder.is_file() else folder
+    paths = sorted(set(root.rglob("*.cert.json")))
+    found = []
+    for path in paths:
+        try:
+            found.append((path, check_certificate(path, None, None).certificate))
+        except LockFormatError:
+            continue
+    return sorted(found, key=lambda item: item[1].created)

@@ -1,0 +1,103 @@
+"""`lockgen verify`, `lockgen keygen`, `lockgen cert verify|compare` and `lockgen certs`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lockgen.cli.ui import fail, handles_errors, progress
+
+cert_app = typer.Typer(help="Check and compare certificates.", no_args_is_help=True, rich_markup_mode=None)
+
+
+@handles_errors
+def verify(
+    arch: str = typer.Option(..., "--arch", help="The arch to certify (sm80, sm90, sm100 ...) or cpu."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the environment was made from: expectations and digest."),
+    python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter (default: this one)."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help="A materialized environment: uses PREFIX/bin/python."),
+    expect: Optional[Path] = typer.Option(None, "--expect", help="Extra expectations as JSON (torch, cuda, cudnn, nccl, driver_min, gpu_count)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Certificate path (default: next to the lock, in certs/)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="Ed25519 private key to sign with (lockgen keygen)."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer steps and repeats."),
+    compiled: bool = typer.Option(False, "--compile", help="Also train with torch.compile."),
+    allow_ptx: bool = typer.Option(False, "--allow-ptx", help="Accept a torch that reaches the arch only by PTX JIT."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Processes for the multi-GPU checks (default: every GPU of the host)."),
+    timeout: float = typer.Option(600, "--timeout", help="Seconds each kernel run may take before it is killed."),
+) -> None:
+    """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
+    from lockgen.api_verify import VerifyOptions, verify as run
+
+    if prefix is not None:
+        if python is not None:
+            fail("--prefix and --python name two interpreters", "pass one of them")
+        python = str(prefix / "bin" / "python")
+    path, body = run(VerifyOptions(arch=arch, python=python, lock=lock, expect=expect, out=out, key=key, quick=quick,
+                                   compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout), progress)
+    failures = body.failures()
+    progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
+             f"certificate {'PASSED' if body.passed else 'FAILED'}")
+    print(path)
+    if failures:
+        fail(f"{len(failures)} checks failed: " + "; ".join(f"{c.category}/{c.name}: {c.detail}" for c in failures[:3]),
+             "the certificate lists every check; compare it with a passing one: lockgen cert compare A B")
+
+
+@handles_errors
+def keygen(out: Path = typer.Option(..., "--out", help="Private key path; the public key goes to OUT.pub.")) -> None:
+    """Make an Ed25519 key pair for signing certificates."""
+    from lockgen.adapters.signing import keygen as make
+
+    private, public = make(out)
+    print(private)
+    print(public)
+
+
+@cert_app.command("verify")
+@handles_errors
+def cert_verify(
+    cert: Path = typer.Argument(..., help="A certificate file."),
+    key: Optional[Path] = typer.Option(None, "--key", help="The signer's public key (KEY.pub)."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="Also require that the certificate covers this lock."),
+) -> None:
+    """Check a certificate: unchanged bytes, a valid signature, the lock it covers; exit 1 if it failed."""
+    from lockgen.api_verify import check_certificate
+
+    body = check_certificate(cert, key, lock).certificate
+    state = "signature valid" if key else "unsigned check (no --key)"
+    print(f"{cert}: {state}; {body.arch} on {body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names))) or 'CPU'}; "
+          f"{'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
+    if not body.passed:
+        raise typer.Exit(1)
+
+
+@cert_app.command("compare")
+@handles_errors
+def cert_compare(
+    a: Path = typer.Argument(..., help="The baseline certificate."),
+    b: Path = typer.Argument(..., help="The new certificate."),
+    noise: float = typer.Option(0.05, "--noise", help="Relative change treated as noise (0.05 = 5%)."),
+) -> None:
+    """Each figure's change from A to B; exit 1 when one regressed beyond the noise threshold."""
+    from lockgen.api_verify import compare
+
+    rows = compare(a, b, noise)
+    for row in rows:
+        print(row.line())
+    regressions = [r for r in rows if r.regression]
+    if regressions:
+        fail(f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5]),
+             "look at the telemetry in both certificates (clocks, power) before blaming the stack")
+
+
+def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or any folder holding certificates.")) -> None:
+    """List certificates, oldest first: when, arch, GPUs, result, headline figures."""
+    from lockgen.api_verify import list_certificates
+
+    for path, body in list_certificates(folder):
+        gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")
+        bus = body.figures.get("allreduce", {}).get("1024MiB", {}).get("value")
+        extra = (f" bf16 {gemm:.0f} TFLOP/s" if gemm else "") + (f" allreduce {bus:.0f} GB/s" if bus else "")
+        print(f"{body.created} {body.arch:<6} {body.hardware.gpu_count}x {'PASS' if body.passed else 'FAIL'}{extra}  {path}")

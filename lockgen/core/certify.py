@@ -1,0 +1,114 @@
+"""Certification logic, pure: expectations from a lock, the early hardware refusal, the certificate body,
+and the comparison of two certificates' figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lockgen.core.envelopes import envelope_checks
+from lockgen.core.facts import load_facts
+from lockgen.core.versions import as_tuple, major_minor
+from lockgen.errors import TargetError
+from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelReport, Subject
+from lockgen.model.lock import Lock
+
+LOWER_IS_BETTER_UNITS = ("ms", "us", "s")
+
+
+def expectations_from_lock(lock: Lock, platform: str) -> dict[str, Any]:
+    """What the lock promises the environment holds: torch, CUDA, cuDNN and NCCL versions and the driver floor."""
+    packages = {p.name: p for p in lock.packages_for(platform)}
+    expected: dict[str, Any] = {}
+    torch = packages.get("pytorch") or packages.get("torch")
+    if torch is not None:
+        expected["torch"] = torch.version.split("+")[0]
+    cuda = packages.get("cuda-version")
+    if cuda is not None:
+        expected["cuda"] = cuda.version
+    for name in ("cudnn", "nccl"):
+        if name in packages:
+            expected[name] = packages[name].version
+    if cuda is not None:
+        facts = load_facts()
+        key = f"{major_minor(cuda.version)[0]}.{major_minor(cuda.version)[1]}"
+        toolkit = facts.cuda_toolkits.get(key)
+        if lock.meta("cuda-compat") == "minor":
+            compat = facts.minor_version_compat.get(str(major_minor(cuda.version)[0]))
+            expected["driver_min"] = compat.min_driver if compat else (toolkit.min_driver if toolkit else None)
+        elif toolkit is not None:
+            expected["driver_min"] = toolkit.min_driver
+    return {k: v for k, v in expected.items() if v}
+
+
+def refuse_wrong_hardware(arch: str, names: tuple[str, ...], capabilities: tuple[str, ...], driver: str | None,
+                          driver_min: str | None) -> None:
+    """Before running anything: the host's GPUs must be the arch, and its driver at least the lock's floor."""
+    if arch == "cpu":
+        return
+    if not names:
+        raise TargetError(f"no NVIDIA GPU found on this host, but --arch is {arch}",
+                          "run on the target hardware, or use --arch cpu for the CPU checks")
+    wanted = load_facts().archs[arch].compute_capability if arch in load_facts().archs else arch
+    wrong = sorted({f"{n} ({c})" for n, c in zip(names, capabilities) if c != wanted})
+    if wrong:
+        raise TargetError(f"this host's GPUs are {', '.join(wrong)}, not {arch} (compute capability {wanted})",
+                          "certify on the hardware the lock targets, or pass the matching --arch")
+    if driver_min and driver and as_tuple(driver) < as_tuple(driver_min):
+        raise TargetError(f"driver {driver} is older than {driver_min}, the floor of the lock's CUDA",
+                          "upgrade the driver, or certify a lock resolved for this driver")
+
+
+def build_body(*, created: str, tool: str, arch: str, mode: str, subject: Subject, hardware: Hardware,
+               single: KernelReport, distributed: KernelReport | None, kernel_sha256: dict[str, str],
+               extra_checks: list[Check], duration_s: float) -> CertificateBody:
+    """The certificate body: every kernel check, the envelope checks, merged figures and telemetry."""
+    figures: dict[str, dict[str, dict[str, Any]]] = {k: dict(v) for k, v in single.figures.items()}
+    checks = list(extra_checks) + list(single.checks)
+    telemetry: dict[str, Any] = {"single": single.telemetry}
+    if distributed is not None:
+        checks += list(distributed.checks)
+        for group, entries in distributed.figures.items():
+            figures.setdefault(group, {}).update(entries)
+        telemetry["distributed"] = distributed.telemetry
+    stack = single.stack or {}
+    checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count)
+    return CertificateBody(created=created, tool=tool, arch=arch, mode=mode, subject=subject, hardware=hardware,
+                           stack=stack, checks=tuple(checks), figures=figures, telemetry=telemetry,
+                           kernel_sha256=kernel_sha256, passed=all(c.passed for c in checks), duration_s=duration_s)
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    name: str
+    unit: str
+    old: float | None
+    new: float | None
+    change: float | None  # relative, positive = better
+    regression: bool
+
+    def line(self) -> str:
+        def show(value: float | None) -> str:
+            return "-" if value is None else f"{value:.4g}"
+
+        delta = "" if self.change is None else f" ({self.change:+.1%})"
+        flag = "  REGRESSION" if self.regression else ""
+        return f"{self.name:<40} {show(self.old):>10} -> {show(self.new):<10} {self.unit}{delta}{flag}"
+
+
+def compare_figures(old: dict[str, dict[str, dict[str, Any]]], new: dict[str, dict[str, dict[str, Any]]],
+                    noise: float) -> list[FigureChange]:
+    """Each figure's change from `old` to `new`; worse by more than `noise` (a fraction) is a regression."""
+    rows = []
+    names = sorted({(g, n) for g, e in old.items() for n in e} | {(g, n) for g, e in new.items() for n in e})
+    for group, name in names:
+        a, b = old.get(group, {}).get(name, {}), new.get(group, {}).get(name, {})
+        unit = b.get("unit") or a.get("unit") or ""
+        x, y = a.get("value"), b.get("value")
+        change = None
+        if x and y is not None:
+            change = (y - x) / x
+            if unit.split()[0] in LOWER_IS_BETTER_UNITS:
+                change = -change
+        rows.append(FigureChange(f"{group}/{name}", unit, x, y, change, change is not None and change < -noise))
+    return rows

@@ -1,0 +1,65 @@
+"""Performance envelopes: turns measured figures into pass/fail checks against per-arch floors (data).
+
+A stack that runs but is slow fails with the figure, the floor and, where it is recognisable, the
+cause (TF32 GEMMs at FP32 speed: TF32 is disabled, e.g. NVIDIA_TF32_OVERRIDE=0).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from lockgen.model.certificate import Check
+
+
+@lru_cache(maxsize=1)
+def load_envelopes() -> dict[str, Any]:
+    return json.loads((Path(__file__).resolve().parent.parent / "data" / "envelopes.json").read_text())["archs"]
+
+
+def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str) -> float | None:
+    entry = figures.get(group, {}).get(name)
+    return None if entry is None else entry.get("value")
+
+
+def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
+                    interconnect: str, gpu_count: int) -> list[Check]:
+    """One check per floor of the arch; no envelope (cpu, an arch without data) gives no checks."""
+    envelope = load_envelopes().get(arch)
+    if envelope is None:
+        return []
+    peaks, floors = envelope["datasheet"], envelope["floors"]
+    checks = []
+    for dtype, fraction in floors["gemm_fraction"].items():
+        measured = _value(figures, "gemm", dtype)
+        if measured is None:
+            continue
+        floor = fraction * peaks[dtype]
+        detail = f"{measured:.0f} TFLOP/s = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
+        fp32 = _value(figures, "gemm", "fp32")
+        if dtype == "tf32" and measured < floor and fp32 and measured < 1.5 * fp32:
+            override = stack.get("tf32_override")
+            detail += f"; TF32 runs at FP32 speed: TF32 is disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
+        checks.append(Check(category="performance", name=f"gemm_{dtype}_floor", passed=measured >= floor, detail=detail, value=measured))
+    speedup = _value(figures, "training", "speedup_bf16_over_fp32")
+    if speedup is not None:
+        floor = floors["speedup_bf16_over_fp32"]
+        checks.append(Check(category="performance", name="amp_speedup_floor", passed=speedup >= floor,
+                            detail=f"bf16 autocast trains {speedup:.1f}x faster than fp32 (floor {floor:g}x)", value=speedup))
+    model_tflops = _value(figures, "training", "bf16_model_tflops")
+    if model_tflops is not None:
+        mfu = model_tflops / peaks["bf16"]
+        floor = floors["train_bf16_mfu"]
+        checks.append(Check(category="performance", name="train_mfu_floor", passed=mfu >= floor,
+                            detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})",
+                            value=mfu))
+    busbw = _value(figures, "allreduce", "1024MiB")
+    if busbw is not None and gpu_count > 1:
+        link = "nvlink" if interconnect == "nvlink" else "pcie"
+        floor = envelope["allreduce_busbw_gbps"][link]
+        checks.append(Check(category="performance", name="allreduce_busbw_floor", passed=busbw >= floor,
+                            detail=f"1 GiB all-reduce at {busbw:.0f} GB/s bus bandwidth over {link} (floor {floor} GB/s)",
+                            value=busbw))
+    return checks
