@@ -1,0 +1,96 @@
+"""The pure parts of certification, on outputs recorded from real H200 runs (envs/examples/h200-system):
+envelopes, the causes they name, expectations from a lock, hardware refusals, topology parsing, comparison."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.gpu_host import HostGpus
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core.certify import compare_figures, expectations_from_lock, refuse_wrong_hardware
+from lockgen.core.envelopes import envelope_checks
+from lockgen.errors import TargetError
+from tests.conftest import EXAMPLE_STACK, REPO
+
+RECORDED = REPO / "envs" / "examples" / "h200-system"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((RECORDED / f"{name}.cert.json").read_text())["certificate"]
+
+
+def test_healthy_h200_figures_clear_every_floor() -> None:
+    cert = recorded("h200x2-sm90")
+    checks = envelope_checks("sm90", cert["figures"], cert["stack"], "nvlink", 2)
+    assert {c.name for c in checks} >= {"gemm_bf16_floor", "gemm_tf32_floor", "amp_speedup_floor", "train_mfu_floor",
+                                        "allreduce_busbw_floor"}
+    assert all(c.passed for c in checks), [c.line() for c in checks if not c.passed]
+
+
+def test_tf32_off_fails_and_names_the_cause() -> None:
+    cert = recorded("degraded-tf32-off")
+    failing = [c for c in envelope_checks("sm90", cert["figures"], cert["stack"], "none", 1) if not c.passed]
+    assert [c.name for c in failing] == ["gemm_tf32_floor"]
+    assert "TF32 is disabled (NVIDIA_TF32_OVERRIDE=0)" in failing[0].detail
+
+
+def test_hidden_gpu_fails_and_names_the_cause() -> None:
+    cert = recorded("degraded-hidden-gpu")
+    failing = {c["name"]: c["detail"] for c in cert["checks"] if not c["passed"]}
+    assert set(failing) == {"gpus_visible", "gpu_count"}
+    assert "CUDA_VISIBLE_DEVICES='0'" in failing["gpus_visible"]
+
+
+def test_a_slow_allreduce_fails_its_floor() -> None:
+    cert = recorded("h200x2-sm90")
+    figures = json.loads(json.dumps(cert["figures"]))
+    figures["allreduce"]["1024MiB"]["value"] = 40.0
+    failing = [c for c in envelope_checks("sm90", figures, cert["stack"], "nvlink", 2) if not c.passed]
+    assert [c.name for c in failing] == ["allreduce_busbw_floor"] and "40 GB/s" in failing[0].detail
+
+
+def test_no_envelope_for_cpu() -> None:
+    assert envelope_checks("cpu", {"gemm": {"fp32": {"value": 0.1, "unit": "TFLOP/s"}}}, {}, "none", 1) == []
+
+
+def test_expectations_from_the_example_locks() -> None:
+    h100 = expectations_from_lock(load_lock(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"), "linux-64")
+    assert h100["torch"] == "2.8.0" and h100["cuda"] == "12.9" and h100["driver_min"] == "575.51.03"
+    assert "cudnn" in h100 and "nccl" in h100
+    cpu = expectations_from_lock(load_lock(EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"), "linux-64")
+    assert "driver_min" not in cpu and cpu["torch"] == "2.12.0"
+
+
+def test_wrong_hardware_is_refused_before_running() -> None:
+    with pytest.raises(TargetError, match="not sm90"):
+        refuse_wrong_hardware("sm90", ("NVIDIA A100-SXM4-80GB",), ("8.0",), "550.54.15", None)
+    with pytest.raises(TargetError, match="older than 575.51.03"):
+        refuse_wrong_hardware("sm90", ("NVIDIA H200",), ("9.0",), "570.86.10", "575.51.03")
+    with pytest.raises(TargetError, match="no NVIDIA GPU"):
+        refuse_wrong_hardware("sm90", (), (), None, None)
+    refuse_wrong_hardware("sm90", ("NVIDIA H200", "NVIDIA H200"), ("9.0", "9.0"), "580.159.04", "575.51.03")
+
+
+def test_interconnect_from_recorded_topology() -> None:
+    topology = (FIXTURES / "h200x2-topo.txt").read_text()
+    import re
+
+    clean = re.sub(r"\x1b\[[0-9;]*m", "", topology)
+    assert HostGpus(("NVIDIA H200",) * 2, ("9.0",) * 2, "580.159.04", clean).interconnect == "nvlink"
+    pcie = clean.replace("NV18", "SYS")
+    assert HostGpus(("NVIDIA H200",) * 2, ("9.0",) * 2, "580.159.04", pcie).interconnect == "pcie"
+
+
+def test_compare_flags_regressions_beyond_noise() -> None:
+    old = recorded("h200x2-sm90")["figures"]
+    new = json.loads(json.dumps(old))
+    new["gemm"]["bf16"]["value"] *= 0.8
+    new["training"]["bf16_step_ms"]["value"] *= 1.02
+    rows = {r.name: r for r in compare_figures(old, new, 0.05)}
+    assert rows["gemm/bf16"].regression and round(rows["gemm/bf16"].change, 2) == -0.2
+    assert not rows["training/bf16_step_ms"].regression and rows["training/bf16_step_ms"].change < 0
+    assert not any(r.regression for r in compare_figures(old, old, 0.05))

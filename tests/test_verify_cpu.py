@@ -1,0 +1,112 @@
+"""`lockgen verify --arch cpu` end to end, as CI runs it: kernel -> certificate -> signature -> compare,
+the multi-process path under torchrun (gloo), failing and hanging ranks, and tampering."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLE_STACK, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("keys")
+    result = run_cli("keygen", "--out", str(folder / "k"))
+    assert result.returncode == 0, result.stderr
+    return folder / "k", folder / "k.pub"
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path]) -> Path:
+    out = tmp_path_factory.mktemp("cert") / "cpu.cert.json"
+    lock = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--expect", str(_no_versions(out.parent)),
+                     "--key", str(keys[0]), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(out)
+    return out
+
+
+def _no_versions(folder: Path) -> Path:
+    """The CPU torch here is not the lock's conda build: clear the version expectations, keep the rest."""
+    path = folder / "expect.json"
+    path.write_text(json.dumps({"torch": None}))
+    return path
+
+
+def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
+    body = json.loads(certificate.read_text())["certificate"]
+    assert body["passed"] and body["arch"] == "cpu" and body["mode"] == "quick"
+    names = {c["name"] for c in body["checks"]}
+    assert {"gemm_fp32", "conv_forward", "sdpa_math", "fp32_loss_falls", "deterministic"} <= names
+    assert body["figures"]["gemm"]["fp32"]["unit"] == "TFLOP/s"
+    assert body["subject"]["target"] == "cpu" and len(body["subject"]["lock_sha256"]) == 64
+
+
+def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
+    lock = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
+    ok = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]), "--lock", str(lock))
+    assert ok.returncode == 0 and "signature valid" in ok.stdout
+    other_lock = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]),
+                         "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"))
+    assert other_lock.returncode == 1 and "covers lock sha256" in other_lock.stderr
+    other_key = tmp_path / "other"
+    run_cli("keygen", "--out", str(other_key))
+    wrong = run_cli("cert", "verify", str(certificate), "--key", f"{other_key}.pub")
+    assert wrong.returncode == 1 and "signed by key" in wrong.stderr
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.replace('"passed": true', '"passed": false', 1),
+    lambda t: t.replace('"TFLOP/s"', '"TFLOP/S"', 1),
+    lambda t: t + " ",
+])
+def test_any_changed_byte_is_refused(certificate: Path, keys: tuple[Path, Path], tmp_path: Path, edit) -> None:
+    tampered = tmp_path / "tampered.cert.json"
+    tampered.write_text(edit(certificate.read_text()))
+    result = run_cli("cert", "verify", str(tampered), "--key", str(keys[1]))
+    assert result.returncode == 1 and result.stderr.startswith("error:")
+
+
+def test_compare_and_list(certificate: Path, tmp_path: Path) -> None:
+    same = run_cli("cert", "compare", str(certificate), str(certificate))
+    assert same.returncode == 0 and "gemm/fp32" in same.stdout and "REGRESSION" not in same.stdout
+    listing = run_cli("certs", str(certificate.parent))
+    assert listing.returncode == 0 and "cpu" in listing.stdout and "PASS" in listing.stdout
+
+
+def test_two_processes_under_torchrun(tmp_path: Path) -> None:
+    out = tmp_path / "dist.cert.json"
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    body = json.loads(out.read_text())["certificate"]
+    names = {c["name"] for c in body["checks"]}
+    assert {"allreduce_sum", "ddp_parameters_identical"} <= names
+    assert set(body["figures"]["allreduce"]) == {"1MiB", "16MiB"}
+
+
+@pytest.mark.parametrize(("fault", "timeout", "message"), [
+    ("VERIFY_FAULT_EXIT_RANK", "120", "rank 1 exited with code 17"),
+    ("VERIFY_FAULT_HANG_RANK", "25", "did not finish within 25 s"),
+])
+def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, timeout: str, message: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fault, "1")
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--timeout", timeout, "--out", str(tmp_path / "x.json"))
+    assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.json").exists()
+    left = subprocess.run(["pgrep", "-f", "verify.dist"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout
+
+
+def test_gpu_arch_on_a_host_without_gpus_is_refused(tmp_path: Path) -> None:
+    result = run_cli("verify", "--arch", "sm90", "--out", str(tmp_path / "x.json"))
+    assert result.returncode == 1 and "no NVIDIA GPU" in result.stderr
+    mismatch = run_cli("verify", "--arch", "sm80", "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"))
+    assert mismatch.returncode == 1 and "lock is for sm90" in mismatch.stderr

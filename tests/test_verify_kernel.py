@@ -1,0 +1,55 @@
+"""The kernel's own judgements (verify/ runs inside the environment): stack checks on stacks it cannot
+be run on here (a CPU-only torch on a GPU target, a hidden GPU, PTX-only kernels), and version matching."""
+
+from __future__ import annotations
+
+from verify.expect import expectations, stack_checks
+from verify.results import Results
+from verify.stack import coverage
+
+GPU_STACK = {
+    "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0", "nccl": "2.28.9", "cuda_available": True,
+    "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], "arch_coverage": "sass",
+    "devices": [{"name": "NVIDIA H200", "compute_capability": "9.0"}] * 2, "driver": "580.159.04",
+    "host_gpu_count": 2, "cuda_visible_devices": None, "platform": "linux-x86_64",
+}
+
+
+def failures(results: Results) -> dict[str, str]:
+    return {c["name"]: c["detail"] for c in results.checks if not c["passed"]}
+
+
+def test_healthy_stack_passes() -> None:
+    results = Results()
+    assert stack_checks(results, "sm90", GPU_STACK, False, None)
+    expectations(results, GPU_STACK, {"torch": "2.11.0", "cuda": "13.0", "cudnn": "9.19.0.56", "nccl": "2.28.9.1",
+                                      "driver_min": "580.65.06", "gpu_count": 2})
+    assert failures(results) == {}
+
+
+def test_cpu_only_torch_on_a_gpu_target_names_the_cause() -> None:
+    results = Results()
+    cpu_torch = {**GPU_STACK, "torch": "2.13.0+cpu", "cuda": None, "cuda_available": False, "devices": [], "arch_list": []}
+    assert not stack_checks(results, "sm90", cpu_torch, False, None)
+    assert "CPU-only build" in failures(results)["cuda_build"]
+
+
+def test_hidden_gpu_and_wrong_versions_name_the_cause() -> None:
+    results = Results()
+    hidden = {**GPU_STACK, "devices": GPU_STACK["devices"][:1], "cuda_visible_devices": "0"}
+    stack_checks(results, "sm90", hidden, False, None)
+    expectations(results, hidden, {"torch": "2.12.0", "driver_min": "590.44.01"})
+    failed = failures(results)
+    assert "CUDA_VISIBLE_DEVICES='0'" in failed["all_gpus_visible"]
+    assert "expected 2.12.0, found 2.11.0+cu130" in failed["torch_version"]
+    assert "needs >= 590.44.01" in failed["driver_floor"]
+
+
+def test_ptx_only_coverage() -> None:
+    assert coverage(["sm_80", "sm_90", "compute_90"], (10, 0)) == "ptx"
+    assert coverage(["sm_80", "sm_90"], (10, 0)) == "none"
+    assert coverage(["sm_90a"], (9, 0)) == "sass" and coverage(["sm_90a"], (9, 1)) == "none"
+    results = Results()
+    ptx = {**GPU_STACK, "arch_coverage": "ptx", "devices": [{"name": "B200", "compute_capability": "10.0"}] * 2}
+    stack_checks(results, "sm100", ptx, False, None)
+    assert "PTX JIT only" in failures(results)["native_kernels"]
