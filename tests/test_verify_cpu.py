@@ -26,7 +26,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def certificate(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path]) -> Path:
     out = tmp_path_factory.mktemp("cert") / "cpu.cert.json"
     lock = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--expect", str(_no_versions(out.parent)),
+    result = run_cli("verify", "--arch", "cpu", "--lock", str(lock), "--expect", str(_no_versions(out.parent)),
                      "--key", str(keys[0]), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(out)
@@ -42,7 +42,7 @@ def _no_versions(folder: Path) -> Path:
 
 def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     body = json.loads(certificate.read_text())["certificate"]
-    assert body["passed"] and body["arch"] == "cpu" and body["mode"] == "quick"
+    assert body["passed"] and body["arch"] == "cpu" and body["mode"] == "full"
     names = {c["name"] for c in body["checks"]}
     assert {"gemm_fp32", "conv_forward", "sdpa_math", "fp32_loss_falls", "deterministic"} <= names
     assert body["figures"]["gemm"]["fp32"]["unit"] == "TFLOP/s"
