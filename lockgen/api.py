@@ -16,23 +16,26 @@ from typing import TYPE_CHECKING
 
 from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases, strip_credentials
 from lockgen.adapters.lockfile_yaml import dump_lock, load_lock, write_atomic
-from lockgen.adapters.rattler_solver import ChannelSet
 from lockgen.core import lock_meta
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
+from lockgen.core.pypi_plan import PypiPlan
+from lockgen.api_pypi import resolve_pypi
 from lockgen.core.spec_parse import parse_stack_file
 from lockgen.errors import UnsatisfiableError, UserError
 from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
 
-if TYPE_CHECKING:  # check, diff and render are imported when used: resolve's start-up stays small
+if TYPE_CHECKING:  # imported when used: rattler only for conda stacks; check, diff and render on demand
+    from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.freshness import Staleness
     from lockgen.core.lock_diff import LockDiff
 
 Progress = Callable[[str], None]
-HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl")
+HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
+              "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class TargetResult:
 class _Context:
     spec: StackSpec
     stack_path: Path
-    channels: ChannelSet
+    channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
     facts: object = field(default_factory=load_facts)
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
 
@@ -69,23 +72,29 @@ class _Context:
         if target.is_gpu:
             arch_fact(self.facts, target.arch)
             window = cuda_window(self.facts, target)
-        requests = [plan_request(self.facts, self.spec, target, platform, window, self.candidates(platform))
+        requests = [plan_request(self.facts, self.spec, target, platform, window,
+                                 self.candidates(platform) if self.spec.has_conda else [])
                     for platform in self.spec.platforms_of(target)]
         return window, requests
 
-    def metadata(self, target: Target, window: CudaWindow | None, requests: list[SolveRequest]) -> LockMetadata:
+    def metadata(self, target: Target, window: CudaWindow | None, requests: list[SolveRequest],
+                 pypi: dict[str, PypiPlan] | None = None) -> LockMetadata:
+        """What a lock records; without `pypi` (resolve --check, which solves nothing) the per-platform
+        PyPI keys, which depend on the conda solution, are left out and not compared."""
         digests: dict[str, str] = {}
         hashes: dict[str, str] = {}
         for request in requests:
-            platform_digests = self.channels.index_digests(request.platform, request.specs)
+            platform_digests = self.channels.index_digests(request.platform, request.specs) if self.spec.has_conda else {}
             digests.update(platform_digests)
-            hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, platform_digests)
+            plan = (pypi or {}).get(request.platform)
+            extra = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
+            hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
         return LockMetadata(
             content_hash=hashes,
             channels=tuple(LockChannel(url=strip_credentials(c)) for c in self.spec.channels),
             platforms=tuple(r.platform for r in requests),
             sources=(self.stack_path.name,),
-            custom_metadata=lock_meta.custom_metadata(self.spec, target, window, requests, digests),
+            custom_metadata=lock_meta.custom_metadata(self.spec, target, window, requests, digests, pypi),
         )
 
 
@@ -98,6 +107,10 @@ def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
         cutoff = dt.datetime.combine(cutoff, dt.time(), tzinfo=dt.timezone.utc)
     elif isinstance(cutoff, dt.datetime) and cutoff.tzinfo is None:
         cutoff = cutoff.replace(tzinfo=dt.timezone.utc)
+    if not spec.has_conda:  # a pure-PyPI stack reads no conda channel: rattler is not even imported
+        return _Context(spec, stack_path, None)
+    from lockgen.adapters.rattler_solver import ChannelSet
+
     return _Context(spec, stack_path, ChannelSet(channels, exclude_newer=cutoff))
 
 
@@ -127,14 +140,18 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")
 
     try:
-        solved = iter(context.channels.solve_all(jobs, done))
+        solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else [[] for _ in jobs])
     except UnsatisfiableError as exc:
         failing = next(r for r, _ in jobs if exc.message.startswith(f"solving {r.label}"))
         raise _unsatisfiable(exc, failing, bool(updates)) from None
+    conda = [(target, window, request, next(solved)) for target, window, requests in plans for request in requests]
+    pypi = resolve_pypi(context.facts, context.spec, conda, progress) if context.spec.pypi_dependencies else {}
     planned = []
     for target, window, requests in plans:
-        packages = [p for _ in requests for p in next(solved)]
-        lock = Lock(metadata=context.metadata(target, window, requests),
+        packages = [p for t, _, r, found in conda if t is target for p in found]
+        packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
+        plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
+        lock = Lock(metadata=context.metadata(target, window, requests, plans_of_target),
                     package=tuple(sorted(packages, key=lambda p: p.sort_key())))
         planned.append((target, lock))
     results = []

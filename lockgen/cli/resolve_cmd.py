@@ -40,7 +40,7 @@ def resolve(
         return
     for result in results:
         for platform, picks in result.highlights.items():
-            shown = ", ".join(f"{k} {v}" for k, v in picks.items() if k in ("python", "pytorch", "cuda-version"))
+            shown = ", ".join(f"{k} {v}" for k, v in picks.items() if k in ("python", "pytorch", "cuda-version", "torch"))
             progress(f"  {result.target} {platform}: {result.packages[platform]} packages; {shown}")
         state = "unchanged" if result.unchanged else ("would write" if dry_run else "wrote")
         progress(f"{state} {result.path}")

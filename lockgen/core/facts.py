@@ -18,6 +18,7 @@ from lockgen.model.facts import (
     GpuFacts,
     MinorCompatFact,
     OfficialArchList,
+    PypiWheelFact,
 )
 
 
@@ -35,6 +36,7 @@ def load_facts() -> GpuFacts:
             for torch, by_tag in raw["pytorch_official_arch_lists"].items()
             for tag, entry in by_tag.items()
         ),
+        pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
     )
 
 

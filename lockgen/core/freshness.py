@@ -14,7 +14,7 @@ REASONS = {
     "spec-changed": "dependencies or channels changed",
     "target-changed": "the target's arch, driver, platforms or options changed",
     "virtual-packages-changed": "the target's virtual packages changed",
-    "arch-rules-changed": "the arch rules admit other builds (facts or channel builds changed)",
+    "arch-rules-changed": "the arch rules admit other conda builds (facts or channel builds changed)",
     "channel-index-changed": "a channel index changed",
     "exclude-newer-changed": "exclude-newer changed",
 }
@@ -47,13 +47,11 @@ def stale_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Stale
             names = ", ".join(k.removeprefix("lockgen.") for k in keys)
             reasons.append(Staleness(target, kind, f"{REASONS[kind]} ({names})"))
 
-    add("spec-changed", differs("lockgen.spec-digest"))
+    add("spec-changed", differs("lockgen.spec-digest") + differs("lockgen.pypi-digest"))
     add("target-changed", differs("lockgen.target-digest"))
     add("exclude-newer-changed", differs("lockgen.exclude-newer"))
     add("virtual-packages-changed", differs("lockgen.virtual-packages."))
     add("channel-index-changed", differs("lockgen.index."))
     if not reasons:
         add("arch-rules-changed", differs("lockgen.constraints."))
-    if not reasons and lock.metadata.content_hash != expected.content_hash:
-        reasons.append(Staleness(target, "spec-changed", "the inputs' content hash differs"))
     return reasons

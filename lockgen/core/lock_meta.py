@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
+from lockgen.core.pypi_plan import PypiPlan
 from lockgen.model.lock import LOCKGEN_META_FORMAT
 from lockgen.model.plan import CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
@@ -54,8 +56,26 @@ def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_d
     })
 
 
+def pypi_digest(spec: StackSpec) -> str:
+    """The PyPI layer's inputs: requirements and options (index URLs without credentials)."""
+    options = spec.pypi_options
+    return canonical_digest({
+        "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") for d in spec.pypi_dependencies),
+        "index_url": _no_credentials(options.index_url),
+        "extra_index_urls": [_no_credentials(u) for u in options.extra_index_urls],
+        "exclude_newer": options.exclude_newer.isoformat() if options.exclude_newer else "",
+        "no_build": options.no_build,
+        "python": spec.python or "",
+    })
+
+
+def _no_credentials(url: str) -> str:
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
 def custom_metadata(spec: StackSpec, target: Target, window: CudaWindow | None,
-                    requests: list[SolveRequest], index_digests: dict[str, str]) -> dict[str, str]:
+                    requests: list[SolveRequest], index_digests: dict[str, str],
+                    pypi: dict[str, PypiPlan] | None = None) -> dict[str, str]:
     """Everything that decided the result, as `lockgen.*` string entries (sorted when written)."""
     meta = {
         "format": LOCKGEN_META_FORMAT,
@@ -77,4 +97,9 @@ def custom_metadata(spec: StackSpec, target: Target, window: CudaWindow | None,
         meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
     for key, digest in index_digests.items():
         meta[f"index.{key}"] = digest
+    if spec.pypi_dependencies:
+        meta["pypi-digest"] = pypi_digest(spec)
+        for platform, plan in sorted((pypi or {}).items()):
+            meta[f"python.{platform}"] = plan.python
+            meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
     return {f"lockgen.{k}": v for k, v in meta.items()}

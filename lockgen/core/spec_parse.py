@@ -16,15 +16,19 @@ from pydantic import ValidationError
 from tomlkit.exceptions import ParseError
 
 from lockgen.errors import SpecError
-from lockgen.model.spec import Dependency, StackSpec, Target
+from lockgen.model.spec import Dependency, PypiDependency, PypiOptions, StackSpec, Target
 
-_TOP_TABLES = ("stack", "dependencies", "targets")
-_STACK_KEYS = ("name", "channels", "platforms", "exclude-newer")
+_TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "targets")
+_STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python")
 _DEP_TABLE_KEYS = ("version", "build")
+_PYPI_TABLE_KEYS = ("version", "extras", "index")
+_PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build")
 _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
     "target": "keys of a target: arch, driver, platforms, glibc, cuda, cuda-compat, allow-ptx-jit",
     "dependency": "a dependency is a match spec string (\"2.6.*\") or a table { version = \"2.6.*\", build = \"cuda*\" }",
+    "pypi": "a PyPI dependency is a PEP 440 specifier (\">=2.4\") or a table { version = \">=4.40\", extras = [\"torch\"], index = \"URL\" }",
+    "pypi-options": "keys of [pypi-options]: " + ", ".join(_PYPI_OPTION_KEYS),
 }
 
 
@@ -54,15 +58,20 @@ def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
     for key in stack:
         if key not in _STACK_KEYS:
             raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
-    dependencies = tuple(_dependency(n, v, locator) for n, v in _table(document, "dependencies", locator).items())
+    conda = _table(document, "dependencies", locator) if "dependencies" in document or "pypi-dependencies" not in document else {}
+    dependencies = tuple(_dependency(n, v, locator) for n, v in conda.items())
+    pypi = _table(document, "pypi-dependencies", locator) if "pypi-dependencies" in document else {}
+    pypi_dependencies = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
+    pypi_options = _pypi_options(document.get("pypi-options"), locator)
     targets_table = _table(document, "targets", locator)
     if not targets_table:
         raise locator.error("no targets", "add at least one [targets.NAME] table with `arch`", ("targets",))
     targets = tuple(_target(n, v, locator) for n, v in targets_table.items())
     fields: dict[str, Any] = {k.replace("-", "_"): v for k, v in stack.items()}
-    fields["exclude_newer"] = _exclude_newer(stack.get("exclude-newer"), locator)
+    fields["exclude_newer"] = _exclude_newer(stack.get("exclude-newer"), locator, ("stack", "exclude-newer"))
     try:
-        return StackSpec(dependencies=dependencies, targets=targets, **fields)
+        return StackSpec(dependencies=dependencies, pypi_dependencies=pypi_dependencies, pypi_options=pypi_options,
+                         targets=targets, **fields)
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
@@ -98,6 +107,43 @@ def _dependency(name: str, value: Any, locator: "_Locator") -> Dependency:
         raise locator.from_validation(exc, where, _HINT_KEYS["dependency"]) from None
 
 
+def _pypi_dependency(name: str, value: Any, locator: "_Locator") -> PypiDependency:
+    where = ("pypi-dependencies", name)
+    fields: dict[str, Any] = {"name": name}
+    if isinstance(value, str):
+        fields["specifier"] = value
+    elif isinstance(value, dict):
+        unknown = [k for k in value if k not in _PYPI_TABLE_KEYS]
+        if unknown:
+            raise locator.error(f"unknown key `{unknown[0]}` in PyPI dependency `{name}`", _HINT_KEYS["pypi"], where)
+        fields["specifier"] = str(value.get("version", ""))
+        fields["extras"] = tuple(value.get("extras", ()))
+        fields["index"] = value.get("index")
+    else:
+        raise locator.error(f"PyPI dependency `{name}` must be a string or a table", _HINT_KEYS["pypi"], where)
+    try:
+        return PypiDependency(**fields)
+    except ValidationError as exc:
+        raise locator.from_validation(exc, where, _HINT_KEYS["pypi"]) from None
+
+
+def _pypi_options(value: Any, locator: "_Locator") -> PypiOptions:
+    if value is None:
+        return PypiOptions()
+    if not isinstance(value, dict):
+        raise locator.error("`pypi-options` must be a table", "write it as [pypi-options]", ("pypi-options",))
+    for key in value:
+        if key not in _PYPI_OPTION_KEYS:
+            raise locator.error(f"unknown key `{key}` in [pypi-options]", _HINT_KEYS["pypi-options"], ("pypi-options", key))
+    fields = dict(value)
+    if "exclude-newer" in fields:
+        fields["exclude-newer"] = _exclude_newer(fields["exclude-newer"], locator, ("pypi-options", "exclude-newer"))
+    try:
+        return PypiOptions(**fields)
+    except ValidationError as exc:
+        raise locator.from_validation(exc, ("pypi-options",), _HINT_KEYS["pypi-options"]) from None
+
+
 def _target(name: str, value: Any, locator: "_Locator") -> Target:
     if not isinstance(value, dict):
         raise locator.error(f"target `{name}` must be a table", "write it as [targets.NAME] with `arch = ...`", ("targets", name))
@@ -113,7 +159,7 @@ def _target(name: str, value: Any, locator: "_Locator") -> Target:
         raise locator.from_validation(exc, ("targets", name), _HINT_KEYS["target"]) from None
 
 
-def _exclude_newer(value: Any, locator: "_Locator") -> dt.date | dt.datetime | None:
+def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> dt.date | dt.datetime | None:
     if value is None or isinstance(value, (dt.date, dt.datetime)):
         return value
     if isinstance(value, str):
@@ -121,8 +167,7 @@ def _exclude_newer(value: Any, locator: "_Locator") -> dt.date | dt.datetime | N
             return dt.datetime.fromisoformat(value) if "T" in value else dt.date.fromisoformat(value)
         except ValueError:
             pass
-    raise locator.error(f"exclude-newer `{value}` is not a date", "write a date like \"2026-06-01\" or an RFC 3339 time",
-                        ("stack", "exclude-newer"))
+    raise locator.error(f"exclude-newer `{value}` is not a date", "write a date like \"2026-06-01\" or an RFC 3339 time", where)
 
 
 class _Locator:

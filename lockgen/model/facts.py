@@ -59,6 +59,17 @@ class OfficialArchList(Frozen):
     sources: tuple[str, ...]
 
 
+class PypiWheelFact(Frozen):
+    """Which torch build a release publishes on pypi.org for a platform (`cpu` or a CUDA variant) and its arch list."""
+
+    torch: str
+    platform: str
+    variant: str
+    arch_list: str | None
+    inferred: bool
+    sources: tuple[str, ...]
+
+
 class GpuFacts(Frozen):
     """All facts, indexed by name."""
 
@@ -67,3 +78,4 @@ class GpuFacts(Frozen):
     minor_version_compat: dict[str, MinorCompatFact]
     conda_forge_pytorch_arch_lists: tuple[CondaForgeArchList, ...]
     pytorch_official_arch_lists: tuple[OfficialArchList, ...]
+    pytorch_pypi_wheels: tuple[PypiWheelFact, ...]

@@ -35,6 +35,46 @@ class Dependency(Frozen):
         return f"{self.name} {self.spec}".strip()
 
 
+class PypiDependency(Frozen):
+    """One PyPI requirement: a project name, its PEP 508 specifier and extras, optionally its own index."""
+
+    name: str
+    specifier: str = ""
+    extras: tuple[str, ...] = ()
+    index: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$", value):
+            raise ValueError(f"`{value}` is not a valid PyPI project name")
+        return re.sub(r"[-_.]+", "-", value).lower()
+
+    @field_validator("specifier")
+    @classmethod
+    def _valid_specifier(cls, value: str) -> str:
+        value = value.strip()
+        if value in ("", "*"):
+            return ""
+        for clause in value.split(","):
+            if not re.match(r"^\s*(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*$", clause):
+                raise ValueError(f"`{value}` is not a PEP 440 version specifier (e.g. \">=2.4,<2.8\")")
+        return value.replace(" ", "")
+
+    def requirement(self) -> str:
+        extras = f"[{','.join(self.extras)}]" if self.extras else ""
+        return f"{self.name}{extras}{self.specifier}"
+
+
+class PypiOptions(Frozen):
+    """How PyPI packages are resolved: indexes, a date cut-off, wheels only."""
+
+    index_url: str = Field("https://pypi.org/simple", alias="index-url")
+    extra_index_urls: tuple[str, ...] = Field((), alias="extra-index-urls")
+    exclude_newer: dt.date | dt.datetime | None = Field(None, alias="exclude-newer")
+    no_build: bool = Field(True, alias="no-build")
+
+
 class Target(Frozen):
     """One GPU target of the fleet: what hardware and driver the lock is for."""
 
@@ -122,10 +162,13 @@ class StackSpec(Frozen):
     """A whole `stack.toml`: channels, dependencies and the fleet's targets."""
 
     name: str
-    channels: tuple[str, ...]
+    channels: tuple[str, ...] = ()
     platforms: tuple[str, ...] = ("linux-64",)
     exclude_newer: dt.date | dt.datetime | None = Field(None, alias="exclude-newer")
-    dependencies: tuple[Dependency, ...]
+    python: str | None = None
+    dependencies: tuple[Dependency, ...] = ()
+    pypi_dependencies: tuple[PypiDependency, ...] = ()
+    pypi_options: PypiOptions = PypiOptions()
     targets: tuple[Target, ...]
 
     @field_validator("name")
@@ -135,12 +178,26 @@ class StackSpec(Frozen):
             raise ValueError(f"stack name `{value}` must be letters, digits, `.`, `_` or `-`")
         return value
 
-    @field_validator("channels")
+    @field_validator("python")
     @classmethod
-    def _valid_channels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if not value:
-            raise ValueError("channels must name at least one channel")
+    def _valid_python(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^3\.\d+$", value):
+            raise ValueError(f"python `{value}` must be a major.minor such as \"3.11\"")
         return value
+
+    @model_validator(mode="after")
+    def _something_to_lock(self) -> "StackSpec":
+        if not self.dependencies and not self.pypi_dependencies:
+            raise ValueError("the stack has no [dependencies] and no [pypi-dependencies]")
+        if self.dependencies and not self.channels:
+            raise ValueError("channels must name at least one channel for [dependencies]")
+        if not self.dependencies and self.python is None:
+            raise ValueError("a pure-PyPI stack needs `python = \"3.11\"` (no conda python decides it)")
+        return self
+
+    @property
+    def has_conda(self) -> bool:
+        return bool(self.dependencies)
 
     @field_validator("platforms")
     @classmethod

@@ -1,0 +1,111 @@
+"""The uv adapter: resolves PyPI requirements for one target platform with `uv pip compile`.
+
+uv (the `uv` package's binary) runs once per target x platform, from any host: `--python-platform`
+names the target's platform and glibc, `--python-version` the interpreter, `--format pylock.toml`
+gives every wheel's URL and sha256. Wheels only by default (`--only-binary :all:`): a lock must not
+depend on compiling on the target. Runs are independent processes, so several go at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockgen.errors import ChannelError, UnsatisfiableError, UserError
+from lockgen.model.lock import LockedPackage, PackageHash
+
+ARCH_OF_PLATFORM = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+
+
+@dataclass(frozen=True)
+class PypiRequest:
+    """One uv resolution: what to resolve, for which interpreter and platform, from which indexes."""
+
+    label: str
+    platform: str
+    glibc: str
+    python: str
+    requirements: tuple[str, ...]
+    constraints: tuple[str, ...]
+    index_url: str
+    extra_index_urls: tuple[str, ...]
+    exclude_newer: dt.date | dt.datetime | None
+    no_build: bool
+
+    def python_platform(self) -> str:
+        return f"{ARCH_OF_PLATFORM[self.platform]}-manylinux_{self.glibc.replace('.', '_')}"
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        raise ChannelError("the uv binary is not installed", "pip install uv (lockgen depends on it)") from None
+
+
+def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
+    command = [uv, "pip", "compile", str(folder / "requirements.in"), "--output-file", str(folder / "pylock.toml"),
+               "--format", "pylock.toml", "--python-version", request.python,
+               "--python-platform", request.python_platform(), "--index-url", request.index_url,
+               "--no-header", "--quiet", "--color", "never"]
+    if request.constraints:
+        command += ["--constraints", str(folder / "constraints.txt")]
+    for url in request.extra_index_urls:
+        command += ["--extra-index-url", url]
+    if request.exclude_newer is not None:
+        command += ["--exclude-newer", request.exclude_newer.isoformat()]
+    if request.no_build:
+        command += ["--only-binary", ":all:"]
+    return command
+
+
+def resolve(request: PypiRequest) -> list[LockedPackage]:
+    """The packages uv chooses, as lock entries (first listed wheel of each, with its sha256)."""
+    uv = uv_binary()
+    with tempfile.TemporaryDirectory(prefix="lockgen-uv-") as tmp:
+        folder = Path(tmp)
+        (folder / "requirements.in").write_text("\n".join(request.requirements) + "\n")
+        (folder / "constraints.txt").write_text("\n".join(request.constraints) + "\n")
+        done = subprocess.run(_command(uv, request, folder), capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise _error(request, done.stderr)
+        text = (folder / "pylock.toml").read_text()
+    return _packages(request, text)
+
+
+def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
+    import tomllib
+
+    document = tomllib.loads(text)
+    packages = []
+    for entry in document.get("packages", []):
+        wheels = entry.get("wheels") or []
+        if not wheels:
+            raise UserError(f"{request.label}: `{entry['name']}` {entry.get('version')} has no wheel for "
+                            f"{request.python_platform()} / Python {request.python}",
+                            "pin a version with wheels, or allow builds with `no-build = false` in [pypi-options]")
+        wheel = wheels[0]
+        packages.append(LockedPackage(
+            name=entry["name"], version=str(entry["version"]), manager="pip", platform=request.platform,
+            url=wheel["url"], hash=PackageHash(sha256=wheel["hashes"]["sha256"]), dependencies={}))
+    return packages
+
+
+def _error(request: PypiRequest, stderr: str) -> Exception:
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    text = " ".join(lines)
+    if "No solution found" in text or "unsatisfiable" in text:
+        return UnsatisfiableError(f"{request.label}: the PyPI requirements are unsatisfiable", text[:1500])
+    if any(word in text for word in ("Failed to fetch", "error sending request", "dns error", "Connection refused",
+                                     "connection", "timed out")):
+        return ChannelError(f"{request.label}: cannot reach the package index: {lines[-1] if lines else ''}"[:400],
+                            "check [pypi-options] index-url and the network")
+    if "Failed to parse" in text or "Expected" in text:
+        return UserError(f"{request.label}: invalid PyPI requirement: {lines[-1] if lines else ''}"[:400],
+                         "check [pypi-dependencies] (PEP 508 names, PEP 440 specifiers)")
+    return UnsatisfiableError(f"{request.label}: uv failed: {lines[-1] if lines else 'no message'}"[:400], text[:1500])

@@ -1,0 +1,54 @@
+"""Plans the PyPI layer of one target on one platform: the interpreter version, the requirements, and
+the constraints (torch releases the arch rules admit; conda's Python packages held at their versions).
+
+Names are matched after PEP 503 normalisation, with a short table of known renames (conda `pytorch`
+is PyPI `torch`, see `pypi_rules.CONDA_TO_PYPI`). A conda package counts as a Python package when it
+depends on `python`; it is pinned with `==` for uv and dropped from the pip entries, since conda
+already provides it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, normalize, torch_admission
+from lockgen.core.versions import major_minor
+from lockgen.model.facts import GpuFacts
+from lockgen.model.lock import LockedPackage
+from lockgen.model.plan import CudaWindow
+from lockgen.model.spec import StackSpec, Target
+
+_PEP440 = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+
+
+@dataclass(frozen=True)
+class PypiPlan:
+    python: str
+    requirements: tuple[str, ...]
+    constraints: tuple[str, ...]
+    held: frozenset[str]
+
+
+def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, window: CudaWindow | None,
+              conda_packages: list[LockedPackage]) -> PypiPlan:
+    """What uv is asked for one target and platform; a GPU target no PyPI torch fits is an error here."""
+    python = spec.python
+    held: dict[str, str] = {}
+    for package in conda_packages:
+        if package.name == "python":
+            python = "{}.{}".format(*major_minor(package.version))
+        elif "python" in package.dependencies and _PEP440.match(package.version):
+            held[normalize(CONDA_TO_PYPI.get(package.name, package.name))] = package.version
+    assert python is not None, "the spec model guarantees a python for pure-PyPI stacks"
+    constraints = [f"{name}=={version}" for name, version in sorted(held.items())]
+    wants_torch = any(d.name == "torch" for d in spec.pypi_dependencies)
+    if target.is_gpu and "torch" not in held:
+        admission = torch_admission(facts, target, platform, window)
+        if wants_torch and not admission.allowed:
+            raise no_torch_error(target, platform, admission)
+        line = admission.constraint(known_releases(facts, platform))
+        if line:
+            constraints.append(line)
+    return PypiPlan(python=python, requirements=tuple(d.requirement() for d in spec.pypi_dependencies),
+                    constraints=tuple(constraints), held=frozenset(held))

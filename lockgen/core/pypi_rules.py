@@ -1,0 +1,129 @@
+"""Arch and driver rules for torch wheels from PyPI, from the facts.
+
+Before resolving: which torch releases a target may take from pypi.org. Each release publishes one
+build per platform there (a CUDA variant on x86_64, CPU-only on aarch64 before 2.11); a release is
+admitted when that build's CUDA lies in the target's window and its arch list has native kernels
+for the arch (PTX-only with `allow-ptx-jit`). The refused releases become a uv constraint.
+After resolving: the chosen wheel's CUDA is read from what came with it (the `nvidia-cuda-runtime`
+wheel's version, or a `+cuXYZ` local version) and judged again, so an index that serves another
+variant than the facts say cannot slip a CPU-only or kernel-less torch into a GPU lock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lockgen.core.arch_rules import coverage
+from lockgen.core.facts import arch_fact
+from lockgen.core.versions import as_tuple, major_minor
+from lockgen.errors import TargetError
+from lockgen.model.facts import GpuFacts
+from lockgen.model.lock import LockedPackage
+from lockgen.model.plan import CudaWindow
+from lockgen.model.spec import Target
+
+# conda names of Python packages whose PyPI project is named differently (after PEP 503 normalisation)
+CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "libtorch": "torch",
+                 "py-opencv": "opencv-python", "matplotlib-base": "matplotlib", "pyqt": "pyqt5"}
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class TorchAdmission:
+    allowed: tuple[str, ...]
+    refused: tuple[tuple[str, str], ...]  # (release, reason)
+
+    def constraint(self, known: tuple[str, ...]) -> str:
+        """One uv constraint line admitting exactly the allowed releases: every other minor release
+        between the oldest and newest the facts know is excluded, unknown ones included."""
+        if not known:
+            return ""
+        low, high = min((major_minor(k) for k in known)), max((major_minor(k) for k in known))
+        allowed = {major_minor(a) for a in self.allowed}
+        excluded = [f"!={major}.{minor}.*" for major in range(low[0], high[0] + 1)
+                    for minor in range(low[1] if major == low[0] else 0, (high[1] if major == high[0] else 99) + 1)
+                    if (major, minor) not in allowed]
+        return "torch" + ",".join([f">={low[0]}.{low[1]}", f"<{high[0]}.{high[1] + 1}"] + excluded)
+
+
+def torch_admission(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None) -> TorchAdmission:
+    """Which torch releases on pypi.org a target may take on a platform."""
+    allowed, refused = [], []
+    for wheel in sorted((w for w in facts.pytorch_pypi_wheels if w.platform == platform), key=lambda w: as_tuple(w.torch)):
+        ok, reason = _judge(facts, target, window, wheel.variant, wheel.arch_list)
+        (allowed if ok else refused).append(wheel.torch if ok else (wheel.torch, f"torch {wheel.torch} on PyPI ({platform}): {reason}"))
+    return TorchAdmission(tuple(allowed), tuple(refused))
+
+
+def known_releases(facts: GpuFacts, platform: str) -> tuple[str, ...]:
+    return tuple(w.torch for w in facts.pytorch_pypi_wheels if w.platform == platform)
+
+
+def _judge(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None) -> tuple[bool, str]:
+    if not target.is_gpu:
+        return True, "any build runs on a CPU"
+    assert window is not None
+    if variant == "cpu":
+        return False, "a CPU-only build"
+    cuda = f"{variant[2:-1]}.{variant[-1]}"
+    if major_minor(cuda) > major_minor(window.high):
+        toolkit = facts.cuda_toolkits.get(cuda)
+        needs = f" (needs driver >= {toolkit.min_driver})" if toolkit else ""
+        return False, f"built with CUDA {cuda}{needs}, newer than the CUDA {window.high} driver {target.driver} allows"
+    if arch_list is None:
+        return False, f"{variant} build with no known arch list"
+    covered = coverage(arch_list, arch_fact(facts, target.arch).compute_capability)
+    if covered == "sass" or (covered == "ptx" and target.allow_ptx_jit):
+        return True, f"{variant}: {arch_list}"
+    what = "reaches it only through PTX JIT" if covered == "ptx" else "has no kernels for it"
+    return False, f"{variant} ({arch_list}) {what} ({target.arch})"
+
+
+def no_torch_error(target: Target, platform: str, admission: TorchAdmission) -> TargetError:
+    hints = [reason for _, reason in admission.refused[-2:]]
+    if any("newer than" in reason for _, reason in admission.refused):
+        hints.append("raise the target's driver or set `cuda-compat = \"minor\"`")
+    if any("CPU-only" in reason for _, reason in admission.refused) and platform == "linux-aarch64":
+        hints.append("PyPI's torch for linux-aarch64 is CPU-only before 2.11; add the PyTorch index for older CUDA builds")
+    return TargetError(f"target `{target.name}`: no torch release on PyPI fits {target.arch} with driver {target.driver} "
+                       f"on {platform}", "; ".join(hints))
+
+
+def wheel_cuda(packages: list[LockedPackage]) -> tuple[str | None, str | None]:
+    """(torch version, CUDA major.minor of its build or None for a CPU-only build), from a resolution."""
+    by_name = {normalize(p.name): p for p in packages}
+    torch = by_name.get("torch")
+    if torch is None:
+        return None, None
+    local = re.search(r"\+cu(\d+)(\d)$", torch.version)
+    if local:
+        return torch.version, f"{int(local.group(1))}.{local.group(2)}"
+    for name, package in by_name.items():
+        if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", name):
+            return torch.version, "{}.{}".format(*major_minor(package.version))
+    return torch.version, None
+
+
+def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None,
+                         packages: list[LockedPackage]) -> None:
+    """Refuses a resolution whose torch would not use the target's GPU natively."""
+    version, cuda = wheel_cuda(packages)
+    if version is None or not target.is_gpu:
+        return
+    release = "{}.{}".format(*major_minor(version))
+    if cuda is None:
+        raise TargetError(f"target `{target.name}` on {platform} would get torch {version}, a CPU-only build",
+                          "pin a torch release with a CUDA build for this platform, or add the PyTorch wheel index")
+    variant = f"cu{cuda.replace('.', '')}"
+    arch_list = next((w.arch_list for w in facts.pytorch_pypi_wheels
+                      if w.torch == release and w.platform == platform and w.variant == variant), None)
+    if arch_list is None:
+        arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
+    ok, reason = _judge(facts, target, window, variant, arch_list)
+    if not ok:
+        raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}",
+                          "constrain torch in [pypi-dependencies] or change the target's driver")

@@ -1,0 +1,100 @@
+"""Re-expresses shared/reference/gpu-matrix.json as lockgen/data/gpu_facts.json (run by test_facts_data)."""
+import json
+import re
+
+
+def convert(path):
+    """The packaged facts, as derived from the sourced matrix at `path`."""
+    src = json.load(open(path))
+    return _convert(src)
+
+
+def _convert(src):
+    lead = lambda s: re.search(r"\d+\.\d+", s).group(0) if s else None
+    def srcs(*leaves):
+        out = []
+        for l in leaves:
+            s = l.get("source")
+            if s and s not in out: out.append(s)
+        return out
+    archs = {}
+    for key, a in src["archs"].items():
+        if key == "sm101_sm110":
+            entries = [("sm101", "10.1", "12.8", "12.9"), ("sm110", "11.0", "13.0", None)]
+        else:
+            cc = a["compute_capability"]["value"]
+            first = a["first_cuda_sass"]["value"]
+            last = a["last_cuda"]["value"]
+            entries = [(key, cc, lead(first), lead(last) if last else None)]
+        for name, cc, first, last in entries:
+            archs[name] = {
+                "compute_capability": cc,
+                "family": a["family"]["value"],
+                "gpus": a["typical_gpus"]["value"],
+                "first_cuda": first,
+                "last_cuda": last,
+                "tensor_cores": {k.replace("_tensor_core", ""): a[k]["value"] for k in ("tf32_tensor_core", "bf16_tensor_core", "fp8_tensor_core", "fp4_tensor_core") if k in a},
+                "inferred": any(a[k].get("inferred", False) for k in ("first_cuda_sass", "last_cuda", "compute_capability")),
+                "sources": srcs(a["compute_capability"], a["first_cuda_sass"], a["last_cuda"], a["typical_gpus"]),
+            }
+    cuda = {}
+    for ver, t in src["cuda_driver"]["toolkits"].items():
+        if not (t.get("toolkit_driver_linux_x86_64") or {}).get("value"): continue
+        if not re.match(r">=\d", t["toolkit_driver_linux_x86_64"]["value"]): continue
+        cuda[ver] = {"min_driver": t["toolkit_driver_linux_x86_64"]["value"].lstrip(">="),
+                     "sources": srcs(t["toolkit_driver_linux_x86_64"])}
+    compat = {}
+    for major, leaf in src["cuda_driver"]["minor_version_compat_min_driver_linux"].items():
+        m = re.search(r">=\s*(\d+(?:\.\d+)*)", leaf["value"]).group(1)
+        if major == "13.x": m = "580.65.06"
+        compat[major.split(".")[0]] = {"min_driver": m, "note": leaf["value"], "sources": srcs(leaf)}
+    cf = []
+    for k, leaf in src["conda_forge_pytorch"]["arch_list_by_cuda_compiler_version"].items():
+        plat = "linux-aarch64" if "aarch64" in k else None
+        if "tegra" in k: continue  # Jetson-only variant, not a datacenter target
+        versions = re.findall(r"\d+\.\d+", k)
+        if "12.[0-6]" in k: versions = ["12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6"]
+        if "12.[89]" in k: versions = ["12.8", "12.9"]
+        for v in versions:
+            if any(c["cuda"] == v and c["platform"] == plat for c in cf): continue
+            cf.append({"cuda": v, "platform": plat, "arch_list": leaf["value"], "sources": srcs(leaf)})
+    official = {}
+    for tv, p in src["pytorch"].items():
+        lists = p.get("torch_cuda_arch_list", {})
+        for cu, leaf in lists.items():
+            if not isinstance(leaf, dict) or "value" not in leaf: continue
+            official.setdefault(tv, {})[cu] = {"arch_list": leaf["value"], "sources": srcs(leaf), "inferred": leaf.get("inferred", False)}
+    out = {
+        "about": "GPU, CUDA, driver and PyTorch facts used by lockgen's target rules. Re-expressed from the sourced matrix "
+                 "shared/reference/gpu-matrix.json (horizon: " + src["meta"]["snapshot_horizon"]["value"][:120] + "...). Every entry keeps its sources.",
+        "rules": [r["value"] for r in src["rules"][:2]],
+        "archs": archs,
+        "cuda_toolkits": cuda,
+        "minor_version_compat": compat,
+        "conda_forge_pytorch_arch_lists": cf,
+        "pytorch_official_arch_lists": official,
+    }
+
+    # PyPI: the variant each release publishes on pypi.org per platform, with its arch list
+    pypi = []
+    for tv, p in src["pytorch"].items():
+        default = (p.get("pypi_default") or {}).get("value")
+        if default and re.fullmatch(r"cu\d+", default):
+            lists = p.get("torch_cuda_arch_list", {})
+            entry = lists.get(default) if isinstance(lists, dict) else None
+            pypi.append({"torch": tv, "platform": "linux-64", "variant": default,
+                         "arch_list": entry["value"] if isinstance(entry, dict) else None,
+                         "inferred": bool((p.get("pypi_default") or {}).get("inferred")),
+                         "sources": srcs(p["pypi_default"]) + (srcs(entry) if isinstance(entry, dict) else [])})
+        arm = p.get("linux_aarch64") or {}
+        value = (arm.get("pypi") or {}).get("value")
+        if not value:
+            continue
+        variant = "cpu" if value.startswith("CPU") else value
+        lists = (arm.get("torch_cuda_arch_list") or {}).get("value")
+        arch_list = lists.get(variant) if isinstance(lists, dict) else (lists if variant != "cpu" else None)
+        pypi.append({"torch": tv, "platform": "linux-aarch64", "variant": variant, "arch_list": arch_list,
+                     "inferred": bool(arm["pypi"].get("inferred")) or "assumed" in value,
+                     "sources": srcs(arm["pypi"]) + (srcs(arm["torch_cuda_arch_list"]) if arm.get("torch_cuda_arch_list") else [])})
+    out["pytorch_pypi_wheels"] = pypi
+    return out

@@ -1,0 +1,21 @@
+"""The packaged GPU facts are exactly a re-expression of the sourced matrix in the shared folder."""
+
+from __future__ import annotations
+
+import json
+
+from lockgen.core.facts import load_facts
+from tests.conftest import REPO, shared_dir
+from tests.facts_conversion import convert
+
+
+def test_packaged_facts_derive_from_the_shared_matrix() -> None:
+    packaged = json.loads((REPO / "lockgen" / "data" / "gpu_facts.json").read_text())
+    assert convert(shared_dir() / "reference" / "gpu-matrix.json") == packaged
+
+
+def test_every_fact_keeps_its_sources() -> None:
+    facts = load_facts()
+    assert all(a.sources for a in facts.archs.values())
+    assert all(t.sources for t in facts.cuda_toolkits.values())
+    assert all(e.sources for e in facts.conda_forge_pytorch_arch_lists)
