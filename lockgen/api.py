@@ -21,6 +21,7 @@ from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
 from lockgen.core.pypi_plan import PypiPlan
+from lockgen.core.pypi_rules import normalize
 from lockgen.api_pypi import resolve_pypi
 from lockgen.core.spec_parse import parse_stack_file
 from lockgen.errors import UnsatisfiableError, UserError
@@ -128,9 +129,11 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
     context = _context(stack_path, aliases)
     plans = []
     jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
+    pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
     for target in _selected(context.spec, targets):
         window, requests = context.plan(target)
-        pinned = _pins(context, target, updates) if updates else {}
+        pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
+        pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         plans.append((target, window, requests))
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
         for request in requests:
@@ -145,7 +148,7 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         failing = next(r for r, _ in jobs if exc.message.startswith(f"solving {r.label}"))
         raise _unsatisfiable(exc, failing, bool(updates)) from None
     conda = [(target, window, request, next(solved)) for target, window, requests in plans for request in requests]
-    pypi = resolve_pypi(context.facts, context.spec, conda, progress) if context.spec.pypi_dependencies else {}
+    pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins) if context.spec.pypi_dependencies else {}
     planned = []
     for target, window, requests in plans:
         packages = [p for t, _, r, found in conda if t is target for p in found]
@@ -166,23 +169,30 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
     return results
 
 
-def _pins(context: _Context, target: Target, updates: Sequence[str]) -> dict[str, list[tuple[str, str, str]]]:
+def _pins(context: _Context, target: Target, updates: Sequence[str]
+          ) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, tuple[str, ...]]]:
+    """For `--update`: the conda records to hold per platform, and the pip pins (`name==version`)."""
     path = context.lock_path(target)
     if not path.is_file():
         raise UserError(f"--update needs the existing lock of target `{target.name}` ({path})",
                         "resolve without --update first")
     lock = load_lock(path)
-    names = {p.name for p in lock.package}
+    names = {normalize(p.name) for p in lock.package}
     for update in updates:
-        if update.lower() not in names:
+        if normalize(update) not in names:
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
                             "--update takes names of locked packages; add new ones to [dependencies]")
-    released = _update_family(lock, {u.lower() for u in updates})
+    released = _update_family(lock, {normalize(u) for u in updates})
     pins: dict[str, list[tuple[str, str, str]]] = {}
+    pip: dict[str, list[str]] = {}
     for package in lock.package:
-        if package.manager == "conda" and package.name not in released:
+        if normalize(package.name) in released:
+            continue
+        if package.manager == "conda":
             pins.setdefault(package.platform, []).append((package.name, package.version, package.build or ""))
-    return pins
+        else:
+            pip.setdefault(package.platform, []).append(f"{package.name}=={package.version}")
+    return pins, {platform: tuple(sorted(lines)) for platform, lines in pip.items()}
 
 
 def _update_family(lock: Lock, names: set[str]) -> set[str]:

@@ -3,6 +3,7 @@ at once), and judges the torch it got (core)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,14 +33,19 @@ def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target
     return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800])
 
 
-def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved,
-                 progress: Callable[[str], None]) -> dict[tuple[str, str], tuple[PypiPlan, list[LockedPackage]]]:
-    """Pip entries per (target, platform), on top of the conda packages solved for it."""
+def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Callable[[str], None],
+                 held: dict[tuple[str, str], tuple[str, ...]] | None = None
+                 ) -> dict[tuple[str, str], tuple[PypiPlan, list[LockedPackage]]]:
+    """Pip entries per (target, platform), on top of the conda packages solved for it; `held` pins
+    (`--update`: every pip package but the updated ones) are added to uv's constraints."""
     options = spec.pypi_options
     extra_indexes = tuple(dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index)))
     jobs = []
     for target, window, request, conda_packages in solved:
         plan = plan_pypi(facts, spec, target, request.platform, window, conda_packages)
+        pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
+        if pins:
+            plan = dataclasses.replace(plan, constraints=plan.constraints + pins)
         jobs.append((target, window, request.platform, plan, uv_resolver.PypiRequest(
             label=f"target `{target.name}` on {request.platform}", platform=request.platform, glibc=target.glibc,
             python=plan.python, requirements=plan.requirements, constraints=plan.constraints,

@@ -133,3 +133,14 @@ def test_check_reports_a_changed_pypi_spec(tmp_path: Path) -> None:
     assert api.check(stack) == []
     stack.write_text(stack.read_text().replace("==1.16.0", "==1.17.0"))
     assert [r.kind for r in api.check(stack)] == ["spec-changed"]
+
+
+def test_update_one_pip_package_holds_the_others(tmp_path: Path) -> None:
+    stack = write(tmp_path, PURE.format(deps='six = "*"\nidna = "*"', arch="cpu", extra="")
+                  + '[pypi-options]\nexclude-newer = "2021-01-01"\n')
+    api.resolve(stack)
+    old = versions(tmp_path / "locks" / "t.conda-lock.yml")
+    stack.write_text(stack.read_text().replace('exclude-newer = "2021-01-01"', 'exclude-newer = "2025-01-01"'))
+    api.resolve(stack, updates=["idna"])
+    new = versions(tmp_path / "locks" / "t.conda-lock.yml")
+    assert new["six"] == old["six"] and new["idna"] != old["idna"]
