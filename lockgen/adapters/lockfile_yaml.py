@@ -75,9 +75,10 @@ def dump_lock(lock: Lock) -> str:
 
 
 _PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./:+-]*$")
-# a leading digit is plain only when no YAML 1.1/1.2 resolver could read a number or date:
-# a letter other than e/E inside (hashes, `2026c`), or three or more dot-separated parts (`12.9.79`)
-_PLAIN_DIGIT = re.compile(r"^[0-9](?=[A-Za-z0-9_.+-]*[A-DF-Za-df-z_])[A-Za-z0-9_.+-]*$|^[0-9]+(\.[0-9]+){2,}$")
+# a leading digit is plain only when no YAML 1.1/1.2 resolver could read a number or date: a letter
+# other than e/E inside (hashes, `2026c`; not 0x/0o/0b prefixes), or three or more dot-separated parts
+# (`12.9.79`). Underscores never make it plain: YAML 1.1 reads `2_6_6` as the integer 266.
+_PLAIN_DIGIT = re.compile(r"^(?!0[xXoObB])[0-9](?=[A-Za-z0-9_.+-]*[A-DF-Za-df-z])[A-Za-z0-9_.+-]*$|^[0-9]+(\.[0-9]+){2,}$")
 _RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
 
 

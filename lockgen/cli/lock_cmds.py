@@ -35,6 +35,30 @@ def diff(
 
 
 @handles_errors
+def import_(
+    source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock or an @EXPLICIT file."),
+    target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
+    environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
+    python: Optional[str] = typer.Option(None, "--python", help="uv.lock: the Python to pick wheels for (default: its floor)."),
+    glibc: str = typer.Option("2.28", "--glibc", help="uv.lock: the newest manylinux glibc a wheel may need."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
+) -> None:
+    """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
+    from lockgen.api_import import import_lock
+    from lockgen.cli.ui import progress
+
+    path, lock = import_lock(source, target, environment, out, python, glibc)
+    for platform in lock.metadata.platforms:
+        entries = lock.packages_for(platform)
+        pip = sum(1 for p in entries if p.manager == "pip")
+        progress(f"  {platform}: {len(entries) - pip} conda, {pip} pip")
+    skipped = lock.meta("import-skipped")
+    if skipped:
+        progress(f"  left out: {skipped}")
+    print(path)
+
+
+@handles_errors
 def render(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform (needed when the lock has several)."),

@@ -1,0 +1,255 @@
+"""Reads other tools' locks into lockgen's lock entries: pixi.lock (v4-v7), conda-lock.yml (unified v1),
+`@EXPLICIT` files and uv.lock (v1).
+
+Every platform a file holds comes over, with hashes kept. pixi's `default` environment is read
+unless another is named. uv.lock is universal (every platform in one file): for each platform the
+wheel that fits (platform tag, glibc, Python) is chosen; packages with no fitting wheel (Windows-
+or macOS-only ones) are left out, and the local project itself (virtual/editable source) is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.lock import LockedPackage, PackageHash
+
+SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
+MACHINE = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What a foreign lock held: its format, channels, and entries per platform."""
+
+    format: str
+    channels: tuple[str, ...]
+    packages: tuple[LockedPackage, ...]
+    sha256: str
+    skipped: tuple[str, ...] = ()  # what could not come over, one reason each
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        return tuple(sorted({p.platform for p in self.packages}))
+
+
+def read_foreign(path: Path, environment: str | None, python: str | None, glibc: str) -> Imported:
+    """Detects the format from the content and converts it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read `{path}`: {exc}", "pass the path of a lock file") from None
+    text = raw.decode("utf-8", errors="replace")
+    digest = hashlib.sha256(raw).hexdigest()
+    if "@EXPLICIT" in text.splitlines():
+        return Imported("@EXPLICIT", (), tuple(_explicit(text, path)), digest)
+    if path.suffix == ".lock" and text.lstrip().startswith("version = "):
+        return _uv(text, python, glibc, digest)
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise LockFormatError(f"`{path}` is neither a known lock format nor valid YAML: {str(exc).splitlines()[0]}",
+                              "import takes pixi.lock, conda-lock.yml, uv.lock or an @EXPLICIT file") from None
+    if isinstance(data, dict) and "environments" in data and "packages" in data:
+        return _pixi(data, environment, digest)
+    if isinstance(data, dict) and data.get("version") == 1 and "package" in data:
+        return _conda_lock(data, digest)
+    raise LockFormatError(f"`{path}` is not a lock format lockgen imports",
+                          "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1) or an @EXPLICIT file")
+
+
+def _split_conda_file(url: str) -> tuple[str, str, str, str]:
+    """(subdir, name, version, build) from a conda package URL."""
+    parts = url.rstrip("/").split("/")
+    file_name = parts[-1].split("#")[0]
+    stem = re.sub(r"\.(conda|tar\.bz2)$", "", file_name)
+    name, version, build = stem.rsplit("-", 2)
+    return parts[-2], name, version, build
+
+
+def _depends(items: list[str] | None) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for dep in items or []:
+        name, _, rest = dep.strip().partition(" ")
+        result.setdefault(name, rest.strip() or "*")
+    return result
+
+
+def _explicit(text: str, path: Path) -> list[LockedPackage]:
+    platform = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None)
+    if platform is None:
+        raise LockFormatError(f"`{path}` has no `# platform:` line", "explicit files name their platform in a comment")
+    packages = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "@")):
+            continue
+        url, _, digest = line.partition("#")
+        _, name, version, build = _split_conda_file(url)
+        hashes = PackageHash(sha256=digest.removeprefix("sha256:")) if digest.startswith("sha256:") or len(digest) == 64 \
+            else PackageHash(md5=digest or None)
+        packages.append(LockedPackage(name=name, version=version, manager="conda", platform=platform, url=url,
+                                      hash=hashes, build=build))
+    return packages
+
+
+def _conda_lock(data: dict[str, Any], digest: str) -> Imported:
+    packages = []
+    for entry in data["package"]:
+        packages.append(LockedPackage(
+            name=entry["name"], version=str(entry["version"]), manager=entry["manager"], platform=entry["platform"],
+            dependencies={k: str(v) for k, v in (entry.get("dependencies") or {}).items()}, url=entry["url"],
+            hash=PackageHash(**{k: v for k, v in (entry.get("hash") or {}).items() if k in ("md5", "sha256")}),
+            build=entry.get("build"), category=entry.get("category", "main"), optional=bool(entry.get("optional", False))))
+    channels = tuple(c["url"] if isinstance(c, dict) else str(c) for c in (data.get("metadata") or {}).get("channels", []))
+    return Imported("conda-lock.yml v1", channels, tuple(packages), digest)
+
+
+def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Imported:
+    version = data.get("version")
+    if version not in (4, 5, 6, 7):
+        raise LockFormatError(f"pixi.lock version {version!r} is not supported", "lockgen imports pixi.lock v4 to v7")
+    environments = data["environments"]
+    name = environment or "default"
+    if name not in environments:
+        raise UserError(f"pixi.lock has no environment `{name}`", f"environments: {', '.join(environments)}")
+    env = environments[name]
+    records = {}
+    for record in data["packages"]:
+        key = record.get("conda") or record.get("pypi") or record.get("url")
+        records[key] = record
+    if not env.get("packages"):
+        others = [n for n, e in environments.items() if e.get("packages")]
+        raise UserError(f"pixi environment `{name}` holds no packages", f"name one with --environment: {', '.join(others)}")
+    packages, skipped, seen = [], [], set()
+    for platform_name, entries in env["packages"].items():
+        platform = _pixi_platform(platform_name, entries)
+        if platform in seen:
+            skipped.append(f"platform `{platform_name}`: a second variant of {platform} (one lock platform per subdir)")
+            continue
+        seen.add(platform)
+        for entry in entries:
+            kind, url = next(iter(entry.items()))
+            if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)$", url):
+                skipped.append(f"{platform}: `{url}` is built from local source, not a locked archive")
+                continue
+            packages.append(_pixi_entry(kind, url, records.get(url, {}), platform))
+    channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
+    return Imported(f"pixi.lock v{version}", channels, tuple(packages), digest, tuple(skipped))
+
+
+def _pixi_platform(name: str, entries: list[dict[str, str]]) -> str:
+    """pixi v7 names platforms freely (`p1`): the subdir its conda URLs come from decides."""
+    if name in SUBDIRS:
+        return name
+    subdirs = [url.split("/")[-2] for e in entries for k, url in e.items() if k == "conda" and url.count("/") > 2]
+    native = [s for s in subdirs if s != "noarch"]
+    if not native:
+        raise LockFormatError(f"pixi platform `{name}` has no package that tells its subdir", "name the platform")
+    return max(set(native), key=native.count)
+
+
+def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> LockedPackage:
+    hashes = PackageHash(md5=record.get("md5"), sha256=record.get("sha256"))
+    if kind == "pypi":
+        name = record.get("name") or url.split("/")[-1].split("-")[0]
+        return LockedPackage(name=name, version=str(record.get("version", "")), manager="pip", platform=platform,
+                             url=url, hash=hashes)
+    _, name, version, build = _split_conda_file(url)
+    return LockedPackage(name=record.get("name", name), version=str(record.get("version", version)), manager="conda",
+                         platform=platform, dependencies=_depends(record.get("depends")), url=url, hash=hashes,
+                         build=record.get("build", build))
+
+
+def _uv(text: str, python: str | None, glibc: str, digest: str) -> Imported:
+    import tomllib
+
+    data = tomllib.loads(text)
+    if data.get("version") != 1:
+        raise LockFormatError(f"uv.lock version {data.get('version')!r} is not supported", "lockgen imports uv.lock v1")
+    floor = re.search(r">=\s*(3\.\d+)", data.get("requires-python", ""))
+    version = python or (floor.group(1) if floor else None)
+    if version is None:
+        raise UserError("uv.lock states no Python floor", "pass --python 3.11")
+    packages, skipped = [], []
+    for platform in ("linux-64", "linux-aarch64"):
+        environment = {"python_full_version": version + ".0", "python_version": version, "sys_platform": "linux",
+                       "platform_system": "Linux", "platform_machine": MACHINE[platform], "implementation_name": "cpython"}
+        for entry in data.get("package", []):
+            forks = entry.get("resolution-markers")
+            if forks and not any(_marker_true(m, environment) for m in forks):
+                continue  # a fork of this package for another Python or platform
+            source = entry.get("source", {})
+            if "virtual" in source or "editable" in source:
+                skipped.append(f"{platform}: `{entry['name']}` is the local project (no archive to lock)")
+                continue
+            wheel = _best_wheel(entry.get("wheels", []), platform, version, glibc)
+            if wheel is None:
+                continue
+            packages.append(LockedPackage(name=entry["name"], version=str(entry["version"]), manager="pip",
+                                          platform=platform, url=wheel["url"],
+                                          hash=PackageHash(sha256=wheel.get("hash", "").removeprefix("sha256:") or None)))
+    return Imported("uv.lock v1", (), tuple(packages), digest, tuple(skipped))
+
+
+def _marker_true(marker: str, environment: dict[str, str]) -> bool:
+    """A PEP 508 marker of the flat form uv writes in `resolution-markers` (`and` binds before `or`);
+    a clause it cannot read counts as true, so nothing is dropped on a guess."""
+    return any(all(_clause_true(c.strip(), environment) for c in alternative.split(" and "))
+               for alternative in marker.split(" or "))
+
+
+def _clause_true(clause: str, environment: dict[str, str]) -> bool:
+    match = re.fullmatch(r"(\w+)\s*(==|!=|>=|<=|>|<)\s*'([^']*)'", clause.strip("() "))
+    if not match or match.group(1) not in environment:
+        return True
+    key, op, value = match.groups()
+    have = environment[key]
+    if key.startswith("python"):
+        left = tuple(int(x) for x in re.findall(r"\d+", have))
+        right = tuple(int(x) for x in re.findall(r"\d+", value.replace("*", "")))
+        if value.endswith(".*"):
+            left = left[:len(right)]
+        have, value = left, right  # type: ignore[assignment]
+    return {"==": have == value, "!=": have != value, ">=": have >= value, "<=": have <= value,
+            ">": have > value, "<": have < value}[op]
+
+
+def _best_wheel(wheels: list[dict[str, Any]], platform: str, python: str, glibc: str) -> dict[str, Any] | None:
+    """The wheel that installs on `platform` with CPython `python` and `glibc`, best match first."""
+    cp = "cp" + python.replace(".", "")
+    target_glibc = tuple(int(x) for x in glibc.split("."))
+    best, best_score = None, None
+    for wheel in wheels:
+        tags = wheel["url"].rsplit("/", 1)[-1].removesuffix(".whl").split("-")[-3:]
+        py_tags, abi_tags, plat_tags = (t.split(".") for t in tags)
+        if "any" in plat_tags:
+            plat_score = 0
+        else:
+            fitting = [tuple(int(x) for x in re.findall(r"manylinux_(\d+)_(\d+)", p)[0]) for p in plat_tags
+                       if p.endswith(MACHINE[platform]) and re.match(r"manylinux_\d+_\d+_", p)]
+            fitting += [(2, 5) for p in plat_tags if p == f"manylinux1_{MACHINE[platform]}"]
+            fitting += [(2, 12) for p in plat_tags if p == f"manylinux2010_{MACHINE[platform]}"]
+            fitting += [(2, 17) for p in plat_tags if p == f"manylinux2014_{MACHINE[platform]}"]
+            fitting = [f for f in fitting if f <= target_glibc]
+            if not fitting:
+                continue
+            plat_score = 1 + max(fitting)[1] / 100
+        if cp in py_tags and (cp in abi_tags or "none" in abi_tags):
+            py_score = 3
+        elif "abi3" in abi_tags and any(t.startswith("cp3") and int(t[3:]) <= int(cp[3:]) for t in py_tags):
+            py_score = 2
+        elif any(t in ("py3", "py2.py3") or t.startswith("py3") for t in py_tags) and "none" in abi_tags:
+            py_score = 1
+        else:
+            continue
+        score = (py_score, plat_score)
+        if best_score is None or score > best_score:
+            best, best_score = wheel, score
+    return best
