@@ -1,0 +1,83 @@
+"""The PyPI layer against a local index of wheels the tests build, served over HTTP on loopback:
+hashes, environment markers, platform tags and yanked releases, with no network."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from lockgen import api
+from lockgen.adapters.lockfile_yaml import load_lock
+from tests.wheel_index import Wheel, build_index
+
+WHEELS = [
+    Wheel("alpha", "1.0"),
+    Wheel("alpha", "2.0", yanked=True),
+    Wheel("beta", "1.0", tag="cp311-cp311-manylinux_2_17_x86_64"),
+    Wheel("beta", "1.0", tag="cp311-cp311-manylinux_2_17_aarch64"),
+    Wheel("beta", "1.1", tag="cp311-cp311-manylinux_2_34_x86_64"),
+    Wheel("gamma", "1.0", requires=("delta ; platform_machine == 'aarch64'", "alpha")),
+    Wheel("delta", "1.0"),
+    Wheel("macos-only", "1.0", tag="py3-none-macosx_11_0_arm64"),
+]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> tuple[str, Path]:
+    """(index URL, folder) of the local index."""
+    import functools
+    import http.server
+    import threading
+
+    from tests.conftest import _QuietHandler
+
+    root = build_index(tmp_path_factory.mktemp("index"), WHEELS)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    request.addfinalizer(server.shutdown)
+    return f"http://127.0.0.1:{server.server_address[1]}/simple", root
+
+
+@pytest.fixture
+def index_url(served: tuple[str, Path]) -> str:
+    return served[0]
+
+
+def stack(tmp_path: Path, url: str, deps: str) -> Path:
+    path = tmp_path / "stack.toml"
+    path.write_text(f'[stack]\nname = "offline"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n'
+                    f'[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{url}"\n'
+                    '[targets.cpu]\narch = "cpu"\n')
+    return path
+
+
+def test_markers_platform_tags_yanked_and_hashes(tmp_path: Path, index_url: str, served: tuple[str, Path]) -> None:
+    api.resolve(stack(tmp_path, index_url, 'gamma = "*"\nbeta = "*"'))
+    lock = load_lock(tmp_path / "locks" / "cpu.conda-lock.yml")
+    x86 = {p.name: p for p in lock.packages_for("linux-64")}
+    arm = {p.name: p for p in lock.packages_for("linux-aarch64")}
+    assert x86["alpha"].version == "1.0"  # 2.0 is yanked
+    assert "delta" in arm and "delta" not in x86  # the marker holds on aarch64 only
+    assert x86["beta"].version == "1.0" and x86["beta"].url.endswith("manylinux_2_17_x86_64.whl")  # 1.1 needs glibc 2.34
+    assert arm["beta"].url.endswith("manylinux_2_17_aarch64.whl")
+    root = served[1]
+    for package in lock.package:
+        data = (root / "files" / package.url.rsplit("/", 1)[-1]).read_bytes()
+        assert package.hash.sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_newer_glibc_target_gets_the_newer_wheel(tmp_path: Path, index_url: str) -> None:
+    path = stack(tmp_path, index_url, 'beta = "*"')
+    path.write_text(path.read_text().replace('arch = "cpu"', 'arch = "cpu"\nglibc = "2.34"'))
+    api.resolve(path)
+    assert {p.platform: p.version for p in load_lock(tmp_path / "locks" / "cpu.conda-lock.yml").package} == \
+        {"linux-64": "1.1", "linux-aarch64": "1.0"}
+
+
+def test_a_package_without_a_linux_wheel_fails(tmp_path: Path, index_url: str) -> None:
+    with pytest.raises(Exception) as caught:
+        api.resolve(stack(tmp_path, index_url, 'macos-only = "*"'))
+    assert "macos-only" in str(caught.value) or "macos-only" in getattr(caught.value, "hint", "")
+    assert not (tmp_path / "locks").exists()
