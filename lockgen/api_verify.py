@@ -97,6 +97,7 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
         mode="quick" if options.quick else "full",
         subject=Subject(stack=lock.meta("stack") if lock else None, target=lock.meta("target") if lock else None,
+                        environment_digest=_environment_digest(python),
                         lock_path=str(options.lock) if options.lock else None,
                         lock_sha256=hashlib.sha256(options.lock.read_bytes()).hexdigest() if options.lock else None,
                         python=python),
@@ -108,6 +109,14 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
     return path, body
+
+
+def _environment_digest(python: str) -> str | None:
+    """The digest of the materialized environment the interpreter belongs to, when it is one."""
+    manifest = Path(python).absolute().parent.parent / ".lockgen" / "manifest.json"
+    if not manifest.is_file():
+        return None
+    return json.loads(manifest.read_text()).get("environment_digest")
 
 
 def _report(document: dict[str, Any], kind: str) -> KernelReport:

@@ -81,3 +81,19 @@ def test_a_package_without_a_linux_wheel_fails(tmp_path: Path, index_url: str) -
         api.resolve(stack(tmp_path, index_url, 'macos-only = "*"'))
     assert "macos-only" in str(caught.value) or "macos-only" in getattr(caught.value, "hint", "")
     assert not (tmp_path / "locks").exists()
+
+
+def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from lockgen.api_materialize import check, materialize
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    path = stack(tmp_path, index_url, 'gamma = "*"')
+    path.write_text(path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]'))
+    api.resolve(path)
+    prefix, digest = materialize(tmp_path / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"],
+                         capture_output=True, text=True)
+    assert ran.stdout.strip() == "1.0", ran.stderr
+    assert check(prefix, full=True).clean and len(digest) == 64

@@ -9,7 +9,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from lockgen.cli import arch_cmd, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
+from lockgen.cli import arch_cmd, env_cmds, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
 from lockgen.cli.ui import state  # noqa: E402
 
 app = typer.Typer(
@@ -32,6 +32,8 @@ app.command("arch")(arch_cmd.arch)
 app.command("diff")(lock_cmds.diff)
 app.command("render")(lock_cmds.render)
 app.command("import")(lock_cmds.import_)
+app.command("materialize")(env_cmds.materialize)
+app.command("check")(env_cmds.check)
 app.command("verify")(verify_cmds.verify)
 app.command("keygen")(verify_cmds.keygen)
 app.command("certs")(verify_cmds.certs)

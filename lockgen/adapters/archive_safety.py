@@ -1,0 +1,56 @@
+"""Refuses conda archives that would write outside the prefix: absolute paths, `..` components, or links
+that point out of the prefix. rattler skips such members silently; lockgen refuses the whole package.
+`.conda` payloads are zstd-compressed tars: read with `zstandard` (stdlib zstd arrives in Python 3.14)."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import tarfile
+import zipfile
+from pathlib import Path
+
+from lockgen.errors import LockFormatError
+
+
+def _escapes(name: str, link: str | None) -> str | None:
+    if name.startswith("/") or ".." in Path(name).parts:
+        return f"path `{name}` leaves the prefix"
+    if link is not None:
+        target = link if link.startswith("/") else posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
+        if target.startswith("/") or target == ".." or target.startswith("../"):
+            return f"link `{name}` -> `{link}` points outside the prefix"
+    return None
+
+
+def _scan_tar(tar: tarfile.TarFile) -> list[str]:
+    problems = []
+    for member in tar.getmembers():
+        problem = _escapes(member.name, member.linkname if (member.issym() or member.islnk()) else None)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def unsafe_members(path: Path) -> list[str]:
+    """Why the archive at `path` may not be installed (empty when it is safe)."""
+    if path.name.endswith(".tar.bz2"):
+        with tarfile.open(path, "r:bz2") as tar:
+            return _scan_tar(tar)
+    import zstandard
+
+    problems = []
+    with zipfile.ZipFile(path) as archive:
+        for inner in archive.namelist():
+            if inner.endswith(".tar.zst"):
+                data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(archive.read(inner))).read()
+                with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+                    problems += _scan_tar(tar)
+    return problems
+
+
+def check_archive(path: Path, label: str) -> None:
+    problems = unsafe_members(path)
+    if problems:
+        raise LockFormatError(f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                              "the archive tries to write outside the environment; nothing was installed")

@@ -1,0 +1,83 @@
+"""The environment manifest: every file of a prefix (path, size, mode, sha256; links as links), sorted.
+
+Its sha256 is the environment digest. What an install makes machine-specific is normalised so the
+same lock gives the same digest on every machine at the same prefix path: `.pyc` files and
+`__pycache__` are left out (derived caches with timestamps), conda-meta records are hashed without
+the fields that name the local package store (`extracted_package_dir`, `package_tarball_full_path`,
+`url`, `channel`, `files`/`paths_data` order kept), and `.lockgen/` itself is not covered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+MANIFEST = ".lockgen/manifest.json"
+STATS = ".lockgen/stats.json"
+_VOLATILE_META = ("extracted_package_dir", "package_tarball_full_path", "url", "channel", "requested_spec",
+                  "requested_specs", "link")
+
+
+def _covered(relative: str) -> bool:
+    return not (relative.startswith(".lockgen/") or relative.endswith(".pyc") or "/__pycache__/" in f"/{relative}")
+
+
+def _content(path: Path, relative: str) -> bytes:
+    data = path.read_bytes()
+    if relative.startswith("conda-meta/") and relative.endswith(".json"):
+        record = json.loads(data)
+        for key in _VOLATILE_META:
+            record.pop(key, None)
+        data = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    return data
+
+
+def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
+    path = prefix / relative
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        return {"path": relative, "type": "link", "target": os.readlink(path)}
+    data = _content(path, relative)
+    return {"path": relative, "type": "file", "size": len(data), "mode": "755" if info.st_mode & 0o111 else "644",
+            "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def walk(prefix: Path) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(prefix):
+        dirs.sort()
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            relative = os.path.relpath(os.path.join(root, name), prefix).replace(os.sep, "/")
+            if _covered(relative):
+                found.append(relative)
+    return sorted(found)
+
+
+def build(prefix: Path) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """The manifest of a prefix and, kept apart (they differ between machines), each file's size and mtime."""
+    entries, stats = [], {}
+    for relative in walk(prefix):
+        entries.append(entry_of(prefix, relative))
+        info = (prefix / relative).lstat()
+        stats[relative] = [info.st_size, info.st_mtime_ns]
+    return {"format": 1, "files": entries}, stats
+
+
+def digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, list[float]], extra: dict[str, Any]) -> None:
+    (prefix / ".lockgen").mkdir(exist_ok=True)
+    (prefix / MANIFEST).write_text(json.dumps({**manifest, **extra}, sort_keys=True, indent=1) + "\n")
+    (prefix / STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
+
+
+def read(prefix: Path) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    manifest = json.loads((prefix / MANIFEST).read_text())
+    stats = json.loads((prefix / STATS).read_text()) if (prefix / STATS).is_file() else {}
+    return manifest, stats

@@ -1,0 +1,56 @@
+"""Installers: conda archives linked with py-rattler (`rattler.install`, placeholders rewritten for the
+final prefix), pip entries installed with uv into the prefix's interpreter (hash-checked, no deps,
+wheels only), and relocatable venvs for pure-PyPI locks."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import tempfile
+from pathlib import Path
+
+from lockgen.adapters.uv_resolver import uv_binary
+from lockgen.errors import ChannelError, LockFormatError
+from lockgen.model.lock import LockedPackage
+
+
+def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path) -> None:
+    """Links verified archives into `prefix`, with `final_prefix` patched into every placeholder."""
+    import rattler
+
+    async def run() -> None:
+        records = [await rattler.RepoDataRecord.from_package_archive(str(path)) for path in archives]
+        await rattler.install(records, target_prefix=str(prefix), cache_dir=str(cache), installed_packages=[],
+                              platform=rattler.Subdir(platform), execute_link_scripts=False, show_progress=False,
+                              alternative_target_prefix=str(final_prefix))
+
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # rattler's own error types: a bad archive, a path outside the prefix, a clobber
+        raise LockFormatError(f"installing into {prefix} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                              "an archive was refused (bad content or paths outside the prefix); nothing was kept") from None
+
+
+def make_venv(prefix: Path, python: str) -> None:
+    done = subprocess.run([uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ChannelError(f"cannot make a Python {python} environment: {done.stderr.strip().splitlines()[-1:]}",
+                           f"install Python {python} on this host (uv python install {python})")
+
+
+def install_pip(packages: list[LockedPackage], python: Path) -> None:
+    """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:`."""
+    lines = [f"{p.name} @ {p.url} --hash=sha256:{p.hash.sha256}" for p in packages]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as requirements:
+        requirements.write("\n".join(lines) + "\n")
+    try:
+        done = subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes",
+                               "--only-binary", ":all:", "--no-config", "-r", requirements.name],
+                              capture_output=True, text=True)
+    finally:
+        Path(requirements.name).unlink(missing_ok=True)
+    if done.returncode != 0:
+        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
+        raise ChannelError(f"installing the pip entries failed: {last[0][:300]}",
+                           "a wheel that does not match its hash is refused; check the network or the index")

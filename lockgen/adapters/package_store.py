@@ -1,0 +1,73 @@
+"""The package store: conda archives fetched once, hash-checked, kept by sha256 under
+`$LOCKGEN_HOME/pkgs` (default `~/.lockgen/pkgs`), so materializing again or offline needs no network."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from lockgen.errors import ChannelError, LockFormatError
+from lockgen.model.lock import LockedPackage
+
+
+def lockgen_home() -> Path:
+    return Path(os.environ.get("LOCKGEN_HOME") or Path.home() / ".lockgen")
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    hasher = hashlib.new(algorithm)
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+def _expected(package: LockedPackage) -> tuple[str, str]:
+    if package.hash.sha256:
+        return "sha256", package.hash.sha256
+    if package.hash.md5:
+        return "md5", package.hash.md5
+    raise LockFormatError(f"`{package.name}` has no hash in the lock", "a lock entry without a hash cannot be installed safely")
+
+
+def fetch(package: LockedPackage, store: Path | None = None) -> Path:
+    """The verified archive of a conda entry, from the store or downloaded into it (temp file, then rename)."""
+    store = store or lockgen_home() / "pkgs"
+    algorithm, expected = _expected(package)
+    file_name = urlsplit(package.url).path.rsplit("/", 1)[-1]
+    target = store / f"{expected[:16]}-{file_name}"
+    if target.is_file() and _digest(target, algorithm) == expected:
+        return target
+    store.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=".fetch-", dir=store)
+    os.close(handle)
+    temp = Path(temp_name)
+    try:
+        _download(package, temp)
+        got = _digest(temp, algorithm)
+        if got != expected:
+            raise LockFormatError(f"`{package.name}` {package.version} from {package.url} has {algorithm} {got}, "
+                                  f"the lock says {expected}", "the archive was changed or corrupted: refuse it, check the source")
+        os.replace(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+    return target
+
+
+def _download(package: LockedPackage, destination: Path) -> None:
+    parts = urlsplit(package.url)
+    try:
+        if parts.scheme == "file":
+            shutil.copyfile(unquote(parts.path), destination)
+            return
+        with urllib.request.urlopen(package.url, timeout=60) as response, destination.open("wb") as out:
+            shutil.copyfileobj(response, out, 1 << 20)
+    except (OSError, ValueError) as exc:
+        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: {exc}",
+                           "offline? put the archive in a local channel or the package store "
+                           f"({lockgen_home() / 'pkgs'})") from None

@@ -1,0 +1,132 @@
+"""Use cases materialize and check: a lock becomes an environment (content-addressed, atomic, hash-checked,
+one at a time per target path), and an environment is compared with its manifest (drift)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockgen.adapters import archive_safety, env_manifest, installers, package_store
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.errors import UserError
+
+
+def _platform(lock_platforms: tuple[str, ...], wanted: str | None) -> str:
+    if wanted:
+        if wanted not in lock_platforms:
+            raise UserError(f"the lock has no platform `{wanted}`", f"platforms in it: {', '.join(lock_platforms)}")
+        return wanted
+    import platform as host
+
+    native = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(host.machine(), "")
+    if native in lock_platforms:
+        return native
+    raise UserError(f"the lock covers {', '.join(lock_platforms)}, not this host's {native or host.machine()}",
+                    "pass --platform to choose one")
+
+
+def default_prefix(lock_digest: str, name: str) -> Path:
+    return package_store.lockgen_home() / "envs" / f"{lock_digest[:16]}-{name}"
+
+
+def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
+                progress: Callable[[str], None]) -> tuple[Path, str]:
+    """The prefix holding exactly the lock's packages, and its environment digest."""
+    lock = load_lock(lock_path)
+    chosen = _platform(lock.metadata.platforms, platform)
+    lock_digest = hashlib.sha256(lock_path.read_bytes()).hexdigest()
+    name = f"{lock.meta('target') or lock_path.name.split('.')[0]}-{chosen}"
+    final = (prefix or default_prefix(lock_digest, name)).absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".{final.name}.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # two runs of one lock make one environment
+        if (final / env_manifest.MANIFEST).is_file():
+            manifest, _ = env_manifest.read(final)
+            if manifest.get("lock_sha256") == lock_digest:
+                progress(f"{final} is already materialized")
+                return final, manifest["environment_digest"]
+            raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
+        if final.exists():
+            raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
+        temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+        shutil.rmtree(temp, ignore_errors=True)
+        try:
+            digest = _build(lock, lock_digest, chosen, temp, final, progress)
+            os.rename(temp, final)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+        _sweep(final.parent, final.name)
+    return final, digest
+
+
+def _build(lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None]) -> str:
+    conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
+    pip = [p for p in lock.packages_for(platform) if p.manager == "pip"]
+    started = time.perf_counter()
+    if conda:
+        archives = []
+        for index, package in enumerate(conda, 1):
+            archive = package_store.fetch(package)
+            archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
+            archives.append(archive)
+            if index % 25 == 0 or index == len(conda):
+                progress(f"fetched {index}/{len(conda)} conda packages (hash-checked)")
+        installers.install_conda(archives, temp, final, platform, package_store.lockgen_home() / "rattler-cache")
+        progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
+    elif pip:
+        python = lock.meta(f"python.{platform}")
+        if not python:
+            raise UserError("the lock has pip entries but no conda python and no recorded Python version",
+                            "re-resolve it with lockgen resolve")
+        installers.make_venv(temp, python)
+    if pip:
+        installers.install_pip(pip, temp / "bin" / "python")
+        progress(f"installed {len(pip)} wheels (hash-checked)")
+    manifest, stats = env_manifest.build(temp)
+    digest = env_manifest.digest(manifest)
+    env_manifest.write(temp, manifest, stats, {"environment_digest": digest, "lock_sha256": lock_digest,
+                                               "platform": platform, "prefix": str(final)})
+    return digest
+
+
+def _sweep(folder: Path, name: str) -> None:
+    """Removes temporary folders of interrupted runs (their process is gone)."""
+    for leftover in folder.glob(f".{name}.tmp-*"):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Drift:
+    missing: list[str]
+    extra: list[str]
+    modified: list[str]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.extra or self.modified)
+
+
+def check(prefix: Path, full: bool) -> Drift:
+    """Files missing, extra or changed against the manifest; only files whose size or mtime moved are
+    re-hashed unless `full`."""
+    if not (prefix / env_manifest.MANIFEST).is_file():
+        raise UserError(f"{prefix} has no lockgen manifest", "materialize it with lockgen materialize, or freeze it")
+    manifest, stats = env_manifest.read(prefix)
+    recorded = {e["path"]: e for e in manifest["files"]}
+    present = set(env_manifest.walk(prefix))
+    modified = []
+    for relative in sorted(present & recorded.keys()):
+        info = (prefix / relative).lstat()
+        if not full and stats.get(relative) == [info.st_size, info.st_mtime_ns]:
+            continue
+        if env_manifest.entry_of(prefix, relative) != recorded[relative]:
+            modified.append(relative)
+    return Drift(sorted(recorded.keys() - present), sorted(present - recorded.keys()), modified)

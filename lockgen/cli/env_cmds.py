@@ -1,0 +1,42 @@
+"""`lockgen materialize` and `lockgen check`: a lock becomes an environment; an environment is checked for drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lockgen.cli.ui import fail, handles_errors, progress
+
+
+@handles_errors
+def materialize(
+    lock: Path = typer.Argument(..., help="A lock written by lockgen resolve (or import)."),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help="Where (default: $LOCKGEN_HOME/envs/<lock digest>-<name>)."),
+) -> None:
+    """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
+    from lockgen.api_materialize import materialize as run
+
+    path, digest = run(lock, platform, prefix, progress)
+    progress(f"environment digest sha256:{digest}")
+    print(path)
+
+
+@handles_errors
+def check(
+    prefix: Path = typer.Option(..., "--prefix", help="An environment made by lockgen materialize."),
+    full: bool = typer.Option(False, "--full", help="Re-hash every file, not only those whose size or mtime changed."),
+) -> None:
+    """Compare an environment with its manifest: missing, extra and modified files; exit 1 on drift."""
+    from lockgen.api_materialize import check as run
+
+    drift = run(prefix, full)
+    for kind, paths in (("missing", drift.missing), ("extra", drift.extra), ("modified", drift.modified)):
+        for path in paths:
+            print(f"{kind} {path}")
+    if not drift.clean:
+        fail(f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
+             f"{len(drift.modified)} modified files", "materialize the lock again into a fresh prefix")
+    progress(f"{prefix} matches its manifest")

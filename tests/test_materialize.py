@@ -1,0 +1,126 @@
+"""Materialize and check on channels of real archives the tests build: hash-checked, placeholders
+rewritten for the final prefix, content-addressed and instant the second time, the same digest on two
+machines (two stores), atomic under interruption and concurrency, unsafe archives refused, drift found."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lockgen import api
+from lockgen.api_materialize import check, materialize
+from lockgen.errors import LockFormatError
+from tests.channel_factory import PLACEHOLDER, Pkg, build_channel, write_package
+from tests.conftest import REPO
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def tiny_lock(tmp_path: Path) -> tuple[Path, Path]:
+    channel = build_channel(tmp_path / "channel", [
+        Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n"}),
+        Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
+    ])
+    stack = tmp_path / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n'
+                     '[targets.cpu]\narch = "cpu"\n')
+    api.resolve(stack)
+    return stack.parent / "locks" / "cpu.conda-lock.yml", channel
+
+
+def test_materialize_installs_exactly_the_lock(home: Path, tiny_lock: tuple[Path, Path]) -> None:
+    lock, _ = tiny_lock
+    prefix, digest = materialize(lock, None, None, lambda _: None)
+    assert prefix.parent == home / "envs" and prefix.name.endswith("-cpu-linux-64")
+    assert (prefix / "lib" / "libfoo.txt").read_text() == "foo\n"
+    placeholder_file = prefix / "etc" / "libfoo" / "prefix.txt"
+    assert placeholder_file.read_text() == f"installed at {prefix}\n"  # the final path, never the temp one
+    assert PLACEHOLDER not in placeholder_file.read_text()
+    again, same = materialize(lock, None, None, lambda _: None)
+    assert (again, same) == (prefix, digest)
+    assert not list(prefix.parent.glob(".*.tmp-*"))
+
+
+def test_same_digest_from_two_stores_at_one_path(tmp_path: Path, tiny_lock: tuple[Path, Path], monkeypatch) -> None:
+    lock, _ = tiny_lock
+    digests = []
+    for store in ("machine-a", "machine-b"):
+        monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / store))
+        shutil.rmtree(tmp_path / "env", ignore_errors=True)
+        digests.append(materialize(lock, None, tmp_path / "env", lambda _: None)[1])
+    assert digests[0] == digests[1]
+
+
+def test_drift_is_found(home: Path, tiny_lock: tuple[Path, Path]) -> None:
+    prefix, _ = materialize(tiny_lock[0], None, None, lambda _: None)
+    assert check(prefix, full=True).clean
+    (prefix / "lib" / "libfoo.txt").write_text("changed\n")
+    (prefix / "lib" / "extra.txt").write_text("x\n")
+    (prefix / "bin" / "foo").unlink()
+    drift = check(prefix, full=False)
+    assert (drift.missing, drift.extra, drift.modified) == (["bin/foo"], ["lib/extra.txt"], ["lib/libfoo.txt"])
+
+
+def test_a_tampered_archive_is_refused(home: Path, tiny_lock: tuple[Path, Path]) -> None:
+    lock, channel = tiny_lock
+    archive = next((channel / "linux-64").glob("libfoo-*.conda"))
+    archive.write_bytes(archive.read_bytes() + b"tampered")
+    with pytest.raises(LockFormatError, match="the lock says"):
+        materialize(lock, None, None, lambda _: None)
+    assert not (home / "envs").exists() or not [p for p in (home / "envs").iterdir() if not p.name.endswith(".lock")]
+
+
+def test_an_archive_writing_outside_the_prefix_is_refused(home: Path, tmp_path: Path, tiny_lock) -> None:
+    lock, channel = tiny_lock
+    import io
+    import tarfile
+
+    from tests.channel_factory import _contents
+
+    bad = Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",))
+    info, files = _contents(bad)
+    files["../../escaped.txt"] = b"owned\n"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:bz2") as tar:
+        for name, data in sorted({**info, **files}.items()):
+            entry = tarfile.TarInfo(name)
+            entry.size = len(data)
+            tar.addfile(entry, io.BytesIO(data))
+    (channel / "noarch" / f"{bad.stem}.tar.bz2").write_bytes(buffer.getvalue())
+    build_channel(channel, [])  # re-index: the lock must be re-resolved to match the new archive's hash
+    api.resolve(lock.parent.parent / "stack.toml")
+    with pytest.raises(LockFormatError, match="leaves the prefix"):
+        materialize(lock, None, tmp_path / "env", lambda _: None)
+    assert not (tmp_path / "env").exists() and not (tmp_path / "escaped.txt").exists()
+
+
+def test_interrupted_and_concurrent_runs(home: Path, tiny_lock: tuple[Path, Path]) -> None:
+    lock, _ = tiny_lock
+    envs = home / "envs"
+    envs.mkdir(parents=True)
+    command = [sys.executable, "-m", "lockgen", "materialize", str(lock)]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    killed = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    killed.kill()  # kill -9 at an arbitrary moment
+    second = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    out_first, _ = first.communicate(timeout=120)
+    killed.wait()
+    assert second.returncode == 0 and first.returncode == 0
+    assert out_first.strip() == second.stdout.strip()  # one environment for both
+    prefix = Path(second.stdout.strip())
+    assert check(prefix, full=True).clean
+    leftovers = [p for p in envs.iterdir() if ".tmp-" in p.name]
+    (envs / f".{prefix.name}.tmp-999999999").mkdir()  # as a kill -9 mid-build leaves it
+    shutil.rmtree(prefix)
+    materialize(lock, None, None, lambda _: None)
+    assert not [p for p in envs.iterdir() if ".tmp-" in p.name] and not leftovers
