@@ -130,3 +130,37 @@ def check(prefix: Path, full: bool) -> Drift:
         if env_manifest.entry_of(prefix, relative) != recorded[relative]:
             modified.append(relative)
     return Drift(sorted(recorded.keys() - present), sorted(present - recorded.keys()), modified)
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    path: Path
+    lock_sha256: str
+    environment_digest: str
+    platform: str
+
+
+def list_envs() -> list[StoreEntry]:
+    """Every environment in the store, by name."""
+    root = package_store.lockgen_home() / "envs"
+    entries = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if path.is_dir() and not path.name.startswith(".") and (path / env_manifest.MANIFEST).is_file():
+            manifest, _ = env_manifest.read(path)
+            entries.append(StoreEntry(path, manifest["lock_sha256"], manifest["environment_digest"], manifest["platform"]))
+    return entries
+
+
+def gc(roots: list[Path], dry_run: bool) -> list[Path]:
+    """Removes store environments no lock under `roots` refers to (by the lock file's sha256)."""
+    wanted = {hashlib.sha256(p.read_bytes()).hexdigest() for root in roots
+              for p in ([root] if root.is_file() else root.rglob("*.conda-lock.yml"))}
+    removed = []
+    for entry in list_envs():
+        if entry.lock_sha256 not in wanted:
+            removed.append(entry.path)
+            if not dry_run:
+                trash = entry.path.parent / f".{entry.path.name}.tmp-gc"
+                os.rename(entry.path, trash)  # atomic: the entry disappears at once, then is deleted
+                shutil.rmtree(trash)
+    return removed

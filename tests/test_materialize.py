@@ -124,3 +124,17 @@ def test_interrupted_and_concurrent_runs(home: Path, tiny_lock: tuple[Path, Path
     shutil.rmtree(prefix)
     materialize(lock, None, None, lambda _: None)
     assert not [p for p in envs.iterdir() if ".tmp-" in p.name] and not leftovers
+
+
+def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+    from lockgen.api_materialize import gc, list_envs
+
+    lock, _ = tiny_lock
+    prefix, _ = materialize(lock, None, None, lambda _: None)
+    assert [e.path for e in list_envs()] == [prefix]
+    assert gc([lock.parent], dry_run=False) == []
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    assert gc([other], dry_run=True) == [prefix] and prefix.exists()
+    assert gc([other], dry_run=False) == [prefix] and not prefix.exists()
+    assert list_envs() == []

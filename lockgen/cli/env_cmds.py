@@ -40,3 +40,23 @@ def check(
         fail(f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
              f"{len(drift.modified)} modified files", "materialize the lock again into a fresh prefix")
     progress(f"{prefix} matches its manifest")
+
+
+def envs() -> None:
+    """List the environments in the store ($LOCKGEN_HOME/envs)."""
+    from lockgen.api_materialize import list_envs
+
+    for entry in list_envs():
+        print(f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}")
+
+
+@handles_errors
+def gc(
+    roots: list[Path] = typer.Argument(..., help="Locks, or folders searched for *.conda-lock.yml, whose environments stay."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only print what would be removed."),
+) -> None:
+    """Remove store environments that none of the given locks refers to."""
+    from lockgen.api_materialize import gc as run
+
+    for path in run(roots, dry_run):
+        print(path)
