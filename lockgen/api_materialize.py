@@ -46,6 +46,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
     final.parent.mkdir(parents=True, exist_ok=True)
     with open(final.parent / f".{final.name}.lock", "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)  # two runs of one lock make one environment
+        _sweep(final.parent, final.name)
         if (final / env_manifest.MANIFEST).is_file():
             manifest, _ = env_manifest.read(final)
             if manifest.get("lock_sha256") == lock_digest:
@@ -61,7 +62,6 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
             os.rename(temp, final)
         finally:
             shutil.rmtree(temp, ignore_errors=True)
-        _sweep(final.parent, final.name)
     return final, digest
 
 

@@ -119,11 +119,13 @@ def test_interrupted_and_concurrent_runs(home: Path, tiny_lock: tuple[Path, Path
     assert out_first.strip() == second.stdout.strip()  # one environment for both
     prefix = Path(second.stdout.strip())
     assert check(prefix, full=True).clean
-    leftovers = [p for p in envs.iterdir() if ".tmp-" in p.name]
     (envs / f".{prefix.name}.tmp-999999999").mkdir()  # as a kill -9 mid-build leaves it
+    materialize(lock, None, None, lambda _: None)  # already there: returns at once, and sweeps
+    assert not [p for p in envs.iterdir() if ".tmp-" in p.name]
     shutil.rmtree(prefix)
-    materialize(lock, None, None, lambda _: None)
-    assert not [p for p in envs.iterdir() if ".tmp-" in p.name] and not leftovers
+    (envs / f".{prefix.name}.tmp-999999998").mkdir()
+    assert materialize(lock, None, None, lambda _: None)[0] == prefix
+    assert not [p for p in envs.iterdir() if ".tmp-" in p.name]
 
 
 def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
