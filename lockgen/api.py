@@ -20,17 +20,16 @@ from lockgen.core import lock_meta
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
-from lockgen.core.pypi_plan import PypiPlan
 from lockgen.core.pypi_rules import normalize
-from lockgen.api_pypi import resolve_pypi
 from lockgen.core.spec_parse import parse_stack_file
 from lockgen.errors import UnsatisfiableError, UserError
 from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
 
-if TYPE_CHECKING:  # imported when used: rattler only for conda stacks; check, diff and render on demand
+if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only for PyPI ones; check, diff, render
     from lockgen.adapters.rattler_solver import ChannelSet
+    from lockgen.core.pypi_plan import PypiPlan
     from lockgen.core.freshness import Staleness
     from lockgen.core.lock_diff import LockDiff
 
@@ -148,7 +147,11 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         failing = next(r for r, _ in jobs if exc.message.startswith(f"solving {r.label}"))
         raise _unsatisfiable(exc, failing, bool(updates)) from None
     conda = [(target, window, request, next(solved)) for target, window, requests in plans for request in requests]
-    pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins) if context.spec.pypi_dependencies else {}
+    pypi = {}
+    if context.spec.pypi_dependencies:
+        from lockgen.api_pypi import resolve_pypi
+
+        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins)
     planned = []
     for target, window, requests in plans:
         packages = [p for t, _, r, found in conda if t is target for p in found]

@@ -12,10 +12,14 @@ import hashlib
 import json
 import re
 
-from lockgen.core.pypi_plan import PypiPlan
+from typing import TYPE_CHECKING
+
 from lockgen.model.lock import LOCKGEN_META_FORMAT
 from lockgen.model.plan import CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
+
+if TYPE_CHECKING:
+    from lockgen.core.pypi_plan import PypiPlan
 
 
 def canonical_digest(value: object) -> str:
