@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -78,6 +79,7 @@ def _build(lock, lock_digest: str, platform: str, temp: Path, final: Path, progr
             if index % 25 == 0 or index == len(conda):
                 progress(f"fetched {index}/{len(conda)} conda packages (hash-checked)")
         installers.install_conda(archives, temp, final, platform, package_store.lockgen_home() / "rattler-cache")
+        _record_origins(temp, conda)
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
     elif pip:
         python = lock.meta(f"python.{platform}")
@@ -93,6 +95,18 @@ def _build(lock, lock_digest: str, platform: str, temp: Path, final: Path, progr
     env_manifest.write(temp, manifest, stats, {"environment_digest": digest, "lock_sha256": lock_digest,
                                                "platform": platform, "prefix": str(final)})
     return digest
+
+
+def _record_origins(prefix: Path, packages: list) -> None:
+    """conda-meta names where each package came from: the lock's URL, not the local store file rattler read."""
+    by_name = {p.name: p for p in packages}
+    for record_path in (prefix / "conda-meta").glob("*.json"):
+        record = json.loads(record_path.read_text())
+        package = by_name.get(record.get("name"))
+        if package is not None:
+            record["url"] = package.url
+            record["channel"] = package.url.rsplit("/", 2)[0]
+            record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def _sweep(folder: Path, name: str) -> None:

@@ -140,3 +140,29 @@ def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -
     assert gc([other], dry_run=True) == [prefix] and prefix.exists()
     assert gc([other], dry_run=False) == [prefix] and not prefix.exists()
     assert list_envs() == []
+
+
+def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+    from lockgen.adapters.lockfile_yaml import load_lock
+    from lockgen.api_freeze import freeze
+
+    lock, _ = tiny_lock
+    prefix, digest = materialize(lock, None, None, lambda _: None)
+    frozen_path, frozen = freeze(prefix, None, "again", tmp_path / "frozen.conda-lock.yml", False)
+    original = load_lock(lock)
+    assert {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in frozen.package} == \
+        {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in original.package}
+    again, same_digest = materialize(frozen_path, None, tmp_path / "again", lambda _: None)
+    files = {e["path"] for e in __import__("json").loads((again / ".lockgen/manifest.json").read_text())["files"]}
+    assert "lib/libfoo.txt" in files and "etc/libfoo/prefix.txt" in files
+
+
+def test_freeze_refuses_index_installed_distributions(tmp_path: Path) -> None:
+    import sys
+
+    from lockgen.api_freeze import freeze
+    from lockgen.errors import UserError
+
+    with pytest.raises(UserError, match="installed from an index"):
+        freeze(None, sys.executable, "host", tmp_path / "x.yml", False)
+    assert not (tmp_path / "x.yml").exists()

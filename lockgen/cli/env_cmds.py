@@ -60,3 +60,19 @@ def gc(
 
     for path in run(roots, dry_run):
         print(path)
+
+
+@handles_errors
+def freeze(
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help="A conda environment (conda-meta) to pin."),
+    python: Optional[str] = typer.Option(None, "--python", help="An interpreter whose installed distributions to pin."),
+    target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
+    skip_unpinnable: bool = typer.Option(False, "--skip-unpinnable", help="Leave out distributions with no URL and hash."),
+) -> None:
+    """Write a lock from an existing environment (conda-meta records, URL-installed wheels with hashes)."""
+    from lockgen.api_freeze import freeze as run
+
+    path, lock = run(prefix, python, target, out, skip_unpinnable)
+    progress(f"pinned {len(lock.package)} packages")
+    print(path)
