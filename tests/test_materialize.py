@@ -4,6 +4,7 @@ machines (two stores), atomic under interruption and concurrency, unsafe archive
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lockgen import api
+from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api_materialize import check, materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel, write_package
@@ -143,7 +145,6 @@ def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -
 
 
 def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
-    from lockgen.adapters.lockfile_yaml import load_lock
     from lockgen.api_freeze import freeze
 
     lock, _ = tiny_lock
@@ -153,7 +154,7 @@ def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tu
     assert {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in frozen.package} == \
         {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in original.package}
     again, same_digest = materialize(frozen_path, None, tmp_path / "again", lambda _: None)
-    files = {e["path"] for e in __import__("json").loads((again / ".lockgen/manifest.json").read_text())["files"]}
+    files = {e["path"] for e in json.loads((again / ".lockgen/manifest.json").read_text())["files"]}
     assert "lib/libfoo.txt" in files and "etc/libfoo/prefix.txt" in files
 
 
@@ -166,3 +167,17 @@ def test_freeze_refuses_index_installed_distributions(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="installed from an index"):
         freeze(None, sys.executable, "host", tmp_path / "x.yml", False)
     assert not (tmp_path / "x.yml").exists()
+
+
+def test_materialize_from_a_channel_served_over_http(home: Path, tmp_path: Path, http_channel) -> None:
+    channel = build_channel(tmp_path / "channel", [Pkg("libfoo", "1.0"), Pkg("bar", "1.0", subdir="noarch", archive=".tar.bz2")])
+    url = http_channel(channel)
+    stack = tmp_path / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "http"\nchannels = ["{url}"]\n[dependencies]\nlibfoo = "*"\nbar = "*"\n'
+                     '[targets.cpu]\narch = "cpu"\n')
+    api.resolve(stack)
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    prefix, _ = materialize(lock, None, None, lambda _: None)
+    assert (prefix / "share" / "bar" / "README").is_file()
+    assert all(p.url.startswith("http://") for p in load_lock(lock).package)

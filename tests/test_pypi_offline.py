@@ -97,3 +97,20 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
                          capture_output=True, text=True)
     assert ran.stdout.strip() == "1.0", ran.stderr
     assert check(prefix, full=True).clean and len(digest) == 64
+
+
+def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from lockgen.adapters.uv_resolver import uv_binary
+    from lockgen.api_materialize import check, materialize
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    path = stack(tmp_path, index_url, 'alpha = "*"')
+    path.write_text(path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]'))
+    api.resolve(path)
+    prefix, _ = materialize(tmp_path / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
+    subprocess.run([uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", index_url,
+                    "delta"], check=True, capture_output=True)
+    drift = check(prefix, full=False)
+    assert any(p.startswith("lib/python3.11/site-packages/delta") for p in drift.extra)
