@@ -132,7 +132,9 @@ def check(prefix: Path, full: bool) -> Drift:
     """Files missing, extra or changed against the manifest; only files whose size or mtime moved are
     re-hashed unless `full`."""
     if not (prefix / env_manifest.MANIFEST).is_file():
-        raise UserError(f"{prefix} has no lockgen manifest", "materialize it with lockgen materialize, or freeze it")
+        if (prefix / "conda-meta").is_dir():
+            return _check_conda_meta(prefix)
+        raise UserError(f"{prefix} has no lockgen manifest and no conda-meta", "materialize it with lockgen materialize")
     manifest, stats = env_manifest.read(prefix)
     recorded = {e["path"]: e for e in manifest["files"]}
     present = set(env_manifest.walk(prefix))
@@ -178,3 +180,25 @@ def gc(roots: list[Path], dry_run: bool) -> list[Path]:
                 os.rename(entry.path, trash)  # atomic: the entry disappears at once, then is deleted
                 shutil.rmtree(trash)
     return removed
+
+
+def _check_conda_meta(prefix: Path) -> Drift:
+    """Drift of an environment lockgen did not make (say, by `rattler.install` itself), against the
+    paths and hashes its conda-meta records list. Files under conda-meta/ and caches are not judged."""
+    import hashlib as _hashlib
+
+    expected: dict[str, dict] = {}
+    for record_path in (prefix / "conda-meta").glob("*.json"):
+        for entry in json.loads(record_path.read_text()).get("paths_data", {}).get("paths", []):
+            expected[entry["_path"]] = entry
+    present = {p for p in env_manifest.walk(prefix) if not p.startswith("conda-meta/") and p != "CACHEDIR.TAG"}
+    modified = []
+    for relative in sorted(present & expected.keys()):
+        entry, path = expected[relative], prefix / relative
+        digest = entry.get("sha256_in_prefix") or entry.get("sha256")
+        if entry.get("path_type") == "softlink" or path.is_symlink() or digest is None:
+            continue
+        if _hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            modified.append(relative)
+    missing = sorted(p for p in expected.keys() - present if not (prefix / p).is_symlink())
+    return Drift(missing, sorted(present - expected.keys()), modified)

@@ -181,3 +181,18 @@ def test_materialize_from_a_channel_served_over_http(home: Path, tmp_path: Path,
     prefix, _ = materialize(lock, None, None, lambda _: None)
     assert (prefix / "share" / "bar" / "README").is_file()
     assert all(p.url.startswith("http://") for p in load_lock(lock).package)
+
+
+def test_check_an_environment_made_by_rattler_directly(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+    from lockgen.adapters import installers, package_store
+
+    lock, _ = tiny_lock
+    conda = [p for p in load_lock(lock).package if p.manager == "conda"]
+    archives = [package_store.fetch(p) for p in conda]
+    prefix = tmp_path / "by-rattler"
+    installers.install_conda(archives, prefix, prefix, "linux-64", tmp_path / "cache")
+    assert check(prefix, full=True).clean
+    (prefix / "lib" / "libfoo.txt").write_text("changed\n")
+    (prefix / "lib" / "new.txt").write_text("new\n")
+    drift = check(prefix, full=True)
+    assert drift.modified == ["lib/libfoo.txt"] and drift.extra == ["lib/new.txt"]
