@@ -18,7 +18,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import UserError
 
 
-def _platform(lock_platforms: tuple[str, ...], wanted: str | None) -> str:
+def choose_platform(lock_platforms: tuple[str, ...], wanted: str | None) -> str:
     if wanted:
         if wanted not in lock_platforms:
             raise UserError(f"the lock has no platform `{wanted}`", f"platforms in it: {', '.join(lock_platforms)}")
@@ -40,7 +40,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
                 progress: Callable[[str], None]) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest."""
     lock = load_lock(lock_path)
-    chosen = _platform(lock.metadata.platforms, platform)
+    chosen = choose_platform(lock.metadata.platforms, platform)
     lock_digest = hashlib.sha256(lock_path.read_bytes()).hexdigest()
     name = f"{lock.meta('target') or lock_path.name.split('.')[0]}-{chosen}"
     final = (prefix or default_prefix(lock_digest, name)).absolute()
@@ -59,14 +59,14 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
         temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(temp, ignore_errors=True)
         try:
-            digest = _build(lock, lock_digest, chosen, temp, final, progress)
+            digest = build_environment(lock, lock_digest, chosen, temp, final, progress)
             os.rename(temp, final)
         finally:
             shutil.rmtree(temp, ignore_errors=True)
     return final, digest
 
 
-def _build(lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None]) -> str:
+def build_environment(lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None]) -> str:
     conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
     pip = [p for p in lock.packages_for(platform) if p.manager == "pip"]
     started = time.perf_counter()

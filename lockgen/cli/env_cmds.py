@@ -26,10 +26,23 @@ def materialize(
 
 @handles_errors
 def check(
-    prefix: Path = typer.Option(..., "--prefix", help="An environment made by lockgen materialize."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help="An environment made by lockgen materialize."),
+    image: Optional[Path] = typer.Option(None, "--image", help="An OCI layout made by lockgen export."),
     full: bool = typer.Option(False, "--full", help="Re-hash every file, not only those whose size or mtime changed."),
 ) -> None:
-    """Compare an environment with its manifest: missing, extra and modified files; exit 1 on drift."""
+    """Compare an environment (or an image's) with its manifest: missing, extra, modified files; exit 1 on drift."""
+    if (prefix is None) == (image is None):
+        fail("pass exactly one of --prefix and --image", "lockgen check --prefix DIR, or lockgen check --image LAYOUT")
+    if image is not None:
+        from lockgen.api_export import check_image
+
+        recorded, recomputed, drift = check_image(image)
+        print(f"environment digest sha256:{recomputed}")
+        if recorded != recomputed or not drift.clean:
+            fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records "
+                 f"(sha256:{recorded[:16]})", "re-export it from its lock")
+        progress(f"{image}: the environment in the image is the one its lock describes")
+        return
     from lockgen.api_materialize import check as run
 
     drift = run(prefix, full)
@@ -76,3 +89,20 @@ def freeze(
     path, lock = run(prefix, python, target, out, skip_unpinnable)
     progress(f"pinned {len(lock.package)} packages")
     print(path)
+
+
+@handles_errors
+def export(
+    lock: Path = typer.Argument(..., help="A lock written by lockgen resolve."),
+    out: Path = typer.Option(..., "--out", help="The OCI image layout folder to write."),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
+    tag: Optional[str] = typer.Option(None, "--tag", help="The tag in the layout (default: <target>-<platform>)."),
+    layers: int = typer.Option(100, "--layers", help="Layer budget: one per package up to this, then grouped."),
+    level: int = typer.Option(1, "--compression-level", help="gzip level of new layers (1 fast ... 9 small)."),
+) -> None:
+    """Write the lock's environment (at /opt/env) as an OCI image layout; print the manifest digest."""
+    from lockgen.api_export import export as run
+
+    digest, env_digest = run(lock, platform, out, tag, layers, level, progress)
+    progress(f"environment digest sha256:{env_digest}")
+    print(digest)

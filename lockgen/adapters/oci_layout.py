@@ -1,0 +1,144 @@
+"""Writes and reads OCI image layouts: deterministic tar layers, gzip without name or time, blobs by
+sha256, canonical JSON for config, manifest and index.
+
+Layers: entries sorted, mtime 0, uid/gid 0, no user names, modes 0755/0644 (directories and
+executables / everything else), PAX format (conda paths exceed USTAR's limits), hardlinks stored as
+regular files (inode layout differs between machines), symlinks kept. The diff_id (sha256 of the
+uncompressed tar) is the layer's identity; compressed blobs are cached by it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from lockgen.errors import LockFormatError
+
+LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
+CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
+MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
+INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _info(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.size, info.linkname = kind, mode, size, link
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    return info
+
+
+def write_layer_tar(root: Path, relatives: list[str], image_prefix: str, destination: Path) -> str:
+    """A deterministic tar of `root/relative` files under `image_prefix`; returns the diff_id."""
+    prefix = image_prefix.strip("/")
+    directories = {str(p) for rel in relatives for p in PurePosixPath(prefix, rel).parents if str(p) != "."}
+    with destination.open("wb") as raw:
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            entries = sorted([(d, None) for d in directories] + [(f"{prefix}/{rel}", rel) for rel in relatives])
+            for name, relative in entries:
+                if relative is None:
+                    tar.addfile(_info(name + "/", tarfile.DIRTYPE, 0o755))
+                    continue
+                path = root / relative
+                info = path.lstat()
+                if stat.S_ISLNK(info.st_mode):
+                    tar.addfile(_info(name, tarfile.SYMTYPE, 0o777, link=os.readlink(path)))
+                elif stat.S_ISDIR(info.st_mode):
+                    tar.addfile(_info(name + "/", tarfile.DIRTYPE, 0o755))
+                else:
+                    mode = 0o755 if info.st_mode & 0o111 else 0o644
+                    with path.open("rb") as stream:
+                        tar.addfile(_info(name, tarfile.REGTYPE, mode, info.st_size), stream)
+    return "sha256:" + _file_sha256(destination)
+
+
+def _file_sha256(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+def compress(tar_path: Path, destination: Path, level: int) -> None:
+    with tar_path.open("rb") as source, destination.open("wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped:
+            shutil.copyfileobj(source, zipped, 1 << 20)
+
+
+def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
+    digest = hashlib.sha256(data).hexdigest()
+    path = layout / "blobs" / "sha256" / digest
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return {"digest": f"sha256:{digest}", "size": len(data)}
+
+
+def put_blob_file(layout: Path, source: Path) -> dict[str, Any]:
+    hasher = hashlib.sha256()
+    with source.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            hasher.update(block)
+    path = layout / "blobs" / "sha256" / hasher.hexdigest()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, path)
+    return {"digest": f"sha256:{hasher.hexdigest()}", "size": source.stat().st_size}
+
+
+def write_index(layout: Path, manifest: dict[str, Any], tag: str) -> str:
+    """Writes manifest, `index.json` and `oci-layout`; returns the manifest digest."""
+    descriptor = {"mediaType": MANIFEST_MEDIA_TYPE, **put_blob(layout, canonical_json(manifest)),
+                  "annotations": {"org.opencontainers.image.ref.name": tag}}
+    index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
+    (layout / "index.json").write_bytes(canonical_json(index))
+    (layout / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": "1.0.0"}))
+    return descriptor["digest"]
+
+
+def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(manifest, config, manifest digest) of the layout's single image; blobs are checked against their digests."""
+
+    def blob(digest: str) -> bytes:
+        data = (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise LockFormatError(f"blob {digest} of {layout} was changed", "the image was tampered with: re-export it")
+        return data
+
+    try:
+        descriptor = json.loads((layout / "index.json").read_text())["manifests"][0]
+        manifest = json.loads(blob(descriptor["digest"]))
+        config = json.loads(blob(manifest["config"]["digest"]))
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise LockFormatError(f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export") from None
+    return manifest, config, descriptor["digest"]
+
+
+def unpack(layout: Path, destination: Path) -> None:
+    """Applies every layer in order into `destination` (tar filter: no absolute paths or paths leaving it)."""
+    manifest, config, _ = read_image(layout)
+    for layer, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
+        path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
+        if "sha256:" + _file_sha256(path) != layer["digest"]:
+            raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
+        hasher = hashlib.sha256()
+        with gzip.open(path, "rb") as stream, tempfile.TemporaryFile() as plain:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                hasher.update(block)
+                plain.write(block)
+            if "sha256:" + hasher.hexdigest() != diff_id:
+                raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}",
+                                      "the image was tampered with: re-export it")
+            plain.seek(0)
+            with tarfile.open(fileobj=plain, mode="r:") as tar:
+                tar.extractall(destination, filter="tar")

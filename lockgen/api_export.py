@@ -1,0 +1,155 @@
+"""Use case export: a lock becomes an OCI image layout with a reproducible digest, the environment at a
+fixed path (`/opt/env`) so its manifest digest is the one a bare-metal materialize at that path gives.
+
+The environment is built (hash-checked, placeholders patched for the image path) in a temporary
+folder; each conda package becomes one layer (its files and its conda-meta record), grouped past
+the layer budget; whatever no conda record owns (pip wheels, a venv, `.lockgen/`) is the last layer.
+Layers are cached by diff_id under `$LOCKGEN_HOME/layers`: exporting again, or the next target,
+compresses only what is new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import env_manifest, oci_layout, package_store
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api_materialize import build_environment, choose_platform
+from lockgen.core.layers import plan_layers
+from lockgen.errors import UserError
+
+IMAGE_PREFIX = "/opt/env"
+ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}
+
+
+def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
+           level: int, progress: Callable[[str], None]) -> tuple[str, str]:
+    """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest)."""
+    lock = load_lock(lock_path)
+    chosen = choose_platform(lock.metadata.platforms, platform)
+    lock_digest = hashlib.sha256(lock_path.read_bytes()).hexdigest()
+    if out.exists() and not (out / "oci-layout").is_file():
+        raise UserError(f"`{out}` exists and is not an OCI layout", "choose an empty or new --out folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    try:
+        tree = work / "tree"
+        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress)
+        _drop_build_host_traces(tree)
+        layout = work / "layout"
+        layers = _layers(tree, layout, layer_budget, level, progress)
+        config = _config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers])
+        manifest = {"schemaVersion": 2, "mediaType": oci_layout.MANIFEST_MEDIA_TYPE,
+                    "config": {"mediaType": oci_layout.CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, oci_layout.canonical_json(config))},
+                    "layers": [descriptor for descriptor, _ in layers]}
+        digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(layout, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return digest, env_digest
+
+
+def _drop_build_host_traces(tree: Path) -> None:
+    """Removes what names the machine that built the image: conda-meta's local store paths and link
+    sources (the manifest digest never covered them) and the size/mtime cache of `lockgen check`."""
+    for record_path in (tree / "conda-meta").glob("*.json"):
+        record = json.loads(record_path.read_text())
+        for key in ("extracted_package_dir", "package_tarball_full_path", "link", "requested_spec", "requested_specs"):
+            record.pop(key, None)
+        record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    (tree / env_manifest.STATS).unlink(missing_ok=True)
+
+
+def _ownership(tree: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Files per conda package (its record's `files` and the record itself), and the rest."""
+    owned: dict[str, list[str]] = {}
+    claimed: set[str] = set()
+    for record_path in sorted((tree / "conda-meta").glob("*.json")):
+        record = json.loads(record_path.read_text())
+        files = [f for f in record.get("files", []) if (tree / f).exists() or (tree / f).is_symlink()]
+        files.append(f"conda-meta/{record_path.name}")
+        owned[record_path.stem] = sorted(set(files))
+        claimed.update(files)
+    everything = [r for r in _all_files(tree)]
+    return owned, sorted(r for r in everything if r not in claimed)
+
+
+def _all_files(tree: Path) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(tree):
+        dirs.sort()
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            found.append(os.path.relpath(os.path.join(root, name), tree))
+    return found
+
+
+def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:
+    owned, rest = _ownership(tree)
+    sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
+    plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
+    groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
+    cache = package_store.lockgen_home() / "layers"
+    cache.mkdir(parents=True, exist_ok=True)
+    result, reused = [], 0
+    for files in groups:
+        with tempfile.NamedTemporaryFile(dir=cache, suffix=".tar", delete=False) as handle:
+            tar_path = Path(handle.name)
+        try:
+            diff_id = oci_layout.write_layer_tar(tree, sorted(files), IMAGE_PREFIX, tar_path)
+            cached = cache / f"{diff_id.split(':', 1)[1]}-gz{level}"
+            if cached.is_file():
+                reused += 1
+            else:
+                partial = cached.with_suffix(".partial")
+                oci_layout.compress(tar_path, partial, level)
+                os.replace(partial, cached)
+            result.append(({"mediaType": oci_layout.LAYER_MEDIA_TYPE, **oci_layout.put_blob_file(layout, cached)}, diff_id))
+        finally:
+            tar_path.unlink(missing_ok=True)
+    progress(f"{len(result)} layers, {reused} taken from the layer cache")
+    return result
+
+
+def _config(lock: Any, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str]) -> dict[str, Any]:
+    packages = {p.name: p for p in lock.packages_for(platform)}
+    env = [f"PATH={IMAGE_PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           f"CONDA_PREFIX={IMAGE_PREFIX}"]
+    cuda = packages.get("cuda-version") or packages.get("nvidia-cuda-runtime") or packages.get("nvidia-cuda-runtime-cu12")
+    if lock.meta("arch") not in ("", "cpu") and cuda is not None:
+        major_minor = ".".join(cuda.version.split(".")[:2])
+        env += ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+                f"NVIDIA_REQUIRE_CUDA=cuda>={major_minor}"]
+    labels = {
+        "org.opencontainers.image.title": f"{lock.meta('stack') or 'lockgen'} {lock.meta('target')}".strip(),
+        "org.opencontainers.image.description": "made by lockgen export from a lock",
+        "dev.lockgen.lock.sha256": lock_digest,
+        "dev.lockgen.environment.digest": f"sha256:{env_digest}",
+        "dev.lockgen.target": lock.meta("target"),
+        "dev.lockgen.arch": lock.meta("arch"),
+        "dev.lockgen.prefix": IMAGE_PREFIX,
+    }
+    return {"created": "1970-01-01T00:00:00Z", "architecture": ARCHITECTURE[platform], "os": "linux",
+            "config": {"User": "1000:1000", "Env": env, "WorkingDir": "/", "Labels": labels},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+
+
+def check_image(layout: Path) -> tuple[str, str, Any]:
+    """Unpacks the image and recomputes the environment digest at its prefix: (recorded, recomputed, drift)."""
+    from lockgen.api_materialize import check
+
+    _, config, _ = oci_layout.read_image(layout)
+    recorded = config["config"]["Labels"]["dev.lockgen.environment.digest"].removeprefix("sha256:")
+    with tempfile.TemporaryDirectory() as folder:
+        oci_layout.unpack(layout, Path(folder))
+        prefix = Path(folder) / IMAGE_PREFIX.strip("/")
+        manifest, _ = env_manifest.build(prefix)
+        return recorded, env_manifest.digest(manifest), check(prefix, full=True)

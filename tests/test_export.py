@@ -1,0 +1,120 @@
+"""Export on channels of real archives: the same digest from two homes and umasks, layers per package
+(a one-package change moves one package layer), the image checked by lockgen, skopeo and umoci."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lockgen import api
+from lockgen.adapters import oci_layout
+from lockgen.api_export import check_image, export
+from lockgen.errors import LockFormatError, UserError
+from tests.channel_factory import Pkg, build_channel
+
+
+def require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: .ci/run installs it with apt-get (skopeo, umoci)")
+    return path
+
+
+def make_lock(tmp_path: Path, libfoo: str) -> Path:
+    channel = tmp_path / "channel"
+    if not channel.exists():
+        build_channel(channel, [
+            *(Pkg("libfoo", v, files={"lib/libfoo.txt": f"foo {v}\n", "bin/foo": "#!/bin/sh\necho foo\n"},
+                  depends=("cuda-version >=12",)) for v in ("1.0", "1.1")),
+            Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
+            Pkg("cuda-version", "12.4", subdir="noarch", build="h0_3"),
+        ])
+    stack = tmp_path / f"stack-{libfoo}" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n'
+                     f'libfoo = "=={libfoo}"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n')
+    api.resolve(stack)
+    return stack.parent / "locks" / "h100.conda-lock.yml"
+
+
+def run_export(lock: Path, out: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("LOCKGEN_HOME", str(home))
+    return export(lock, None, out, None, 100, 1, lambda _: None)[0]
+
+
+def test_same_bytes_from_two_homes_and_umasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = make_lock(tmp_path, "1.0")
+    first = run_export(lock, tmp_path / "a", tmp_path / "home-a", monkeypatch)
+    old = os.umask(0o077)
+    try:
+        second = run_export(lock, tmp_path / "b", tmp_path / "home-b", monkeypatch)
+    finally:
+        os.umask(old)
+    assert first == second
+    files = lambda root: {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}  # noqa: E731
+    assert files(tmp_path / "a") == files(tmp_path / "b")
+
+
+def test_image_contents_config_and_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = make_lock(tmp_path, "1.0")
+    digest = run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
+    manifest, config, recorded = oci_layout.read_image(tmp_path / "img")
+    assert recorded == digest and len(manifest["layers"]) == 4  # three packages, then the rest
+    assert config["config"]["User"] == "1000:1000" and config["created"] == "1970-01-01T00:00:00Z"
+    assert "NVIDIA_REQUIRE_CUDA=cuda>=12.4" in config["config"]["Env"]
+    assert config["config"]["Labels"]["dev.lockgen.target"] == "h100"
+    expected, got, drift = check_image(tmp_path / "img")
+    assert expected == got and drift.clean
+    raw = subprocess.run([require("skopeo"), "inspect", "--raw", f"oci:{tmp_path / 'img'}:h100-linux-64"],
+                         capture_output=True, check=True).stdout
+    assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == digest
+    bundle = tmp_path / "bundle"
+    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:h100-linux-64", str(bundle)],
+                   check=True, capture_output=True)
+    placeholder = bundle / "rootfs" / "opt" / "env" / "etc" / "libfoo" / "prefix.txt"
+    assert placeholder.read_text() == "installed at /opt/env\n"
+
+
+def test_a_one_package_change_moves_one_package_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = run_export(make_lock(tmp_path, "1.0"), tmp_path / "old", tmp_path / "home", monkeypatch)
+    new = run_export(make_lock(tmp_path, "1.1"), tmp_path / "new", tmp_path / "home", monkeypatch)
+    assert old != new
+    old_ids = oci_layout.read_image(tmp_path / "old")[1]["rootfs"]["diff_ids"]
+    new_ids = oci_layout.read_image(tmp_path / "new")[1]["rootfs"]["diff_ids"]
+    assert len(set(old_ids) & set(new_ids)) == 2  # foo-data and cuda-version are shared
+    assert len(set(new_ids) - set(old_ids)) == 2  # libfoo's layer, and the rest (the manifest names digests)
+
+
+def test_tampered_image_and_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = make_lock(tmp_path, "1.0")
+    run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
+    manifest, _, _ = oci_layout.read_image(tmp_path / "img")
+    blob = tmp_path / "img" / "blobs" / "sha256" / manifest["layers"][0]["digest"].split(":", 1)[1]
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    blob.write_bytes(bytes(data))
+    with pytest.raises(LockFormatError, match="was changed"):
+        check_image(tmp_path / "img")
+    (tmp_path / "not-a-layout").mkdir()
+    (tmp_path / "not-a-layout" / "file").write_text("x")
+    with pytest.raises(UserError, match="not an OCI layout"):
+        run_export(lock, tmp_path / "not-a-layout", tmp_path / "home", monkeypatch)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".lockgen-export-")]
+    with pytest.raises(LockFormatError):
+        run_export(tmp_path / "missing.conda-lock.yml", tmp_path / "x", tmp_path / "home", monkeypatch)
+    assert not (tmp_path / "x").exists()
+
+
+def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = make_lock(tmp_path, "1.0")
+    messages: list[str] = []
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    export(lock, None, tmp_path / "one", None, 100, 1, messages.append)
+    export(lock, None, tmp_path / "two", None, 100, 1, messages.append)
+    assert any("3 taken from the layer cache" in m or "4 taken from the layer cache" in m for m in messages)
+    assert json.loads((tmp_path / "one" / "index.json").read_text()) == json.loads((tmp_path / "two" / "index.json").read_text())
