@@ -118,3 +118,44 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     export(lock, None, tmp_path / "two", None, 100, 1, messages.append)
     assert any("3 taken from the layer cache" in m or "4 taken from the layer cache" in m for m in messages)
     assert json.loads((tmp_path / "one" / "index.json").read_text()) == json.loads((tmp_path / "two" / "index.json").read_text())
+
+
+@pytest.fixture
+def registry_url(tmp_path: Path):
+    """Debian's distribution registry on 127.0.0.1, port picked by the registry, stopped after the test."""
+    import re
+    import time
+
+    binary = require("docker-registry")
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+                      "http:\n  addr: 127.0.0.1:0\n")
+    log = (tmp_path / "registry.log").open("w")
+    process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(100):
+            found = re.search(r"listening on 127\.0\.0\.1:(\d+)", (tmp_path / "registry.log").read_text())
+            if found:
+                yield f"127.0.0.1:{found.group(1)}"
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the registry did not start: " + (tmp_path / "registry.log").read_text()[-500:])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_url: str) -> None:
+    from tests.conftest import run_cli
+
+    lock = make_lock(tmp_path, "1.0")
+    digest = run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
+    pushed = run_cli("push", str(tmp_path / "img"), f"docker://{registry_url}/team/img:sm90", "--insecure")
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.strip() == digest
+    subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{registry_url}/team/img:sm90",
+                    f"oci:{tmp_path / 'pulled'}:back"], check=True, capture_output=True)
+    assert json.loads((tmp_path / "pulled" / "index.json").read_text())["manifests"][0]["digest"] == digest
+    refused = run_cli("push", str(tmp_path / "img"), "docker://127.0.0.1:9/team/img:x", "--insecure")
+    assert refused.returncode == 1 and refused.stderr.startswith("error: pushing to") and "Traceback" not in refused.stderr

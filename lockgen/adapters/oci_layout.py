@@ -124,6 +124,12 @@ def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
     return manifest, config, descriptor["digest"]
 
 
+def tag_of(layout: Path) -> str:
+    """The ref name of the layout's image."""
+    index = json.loads((layout / "index.json").read_text())
+    return index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name", "latest")
+
+
 def unpack(layout: Path, destination: Path) -> None:
     """Applies every layer in order into `destination` (tar filter: no absolute paths or paths leaving it)."""
     manifest, config, _ = read_image(layout)

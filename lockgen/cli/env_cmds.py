@@ -106,3 +106,20 @@ def export(
     digest, env_digest = run(lock, platform, out, tag, layers, level, progress)
     progress(f"environment digest sha256:{env_digest}")
     print(digest)
+
+
+@handles_errors
+def push(
+    layout: Path = typer.Argument(..., help="An OCI layout made by lockgen export."),
+    reference: str = typer.Argument(..., help="Where: docker://HOST[:PORT]/REPO:TAG."),
+    insecure: bool = typer.Option(False, "--insecure", help="Plain HTTP or a self-signed registry (loopback tests)."),
+) -> None:
+    """Push an exported image with skopeo; print the manifest digest, which stays the layout's."""
+    from lockgen.adapters import oci_layout, registry
+
+    _, _, local = oci_layout.read_image(layout)
+    tag = oci_layout.tag_of(layout)
+    pushed = registry.push(layout, tag, reference, insecure)
+    if pushed != local:
+        fail(f"the registry holds {pushed}, not the layout's {local}", "the registry rewrote the manifest; push to another")
+    print(pushed)

@@ -1,0 +1,30 @@
+"""Pushes an OCI layout to a registry through skopeo (its credential handling: `skopeo login`, auth
+files), keeping the manifest digest byte for byte."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from lockgen.errors import ChannelError
+
+
+def push(layout: Path, tag: str, reference: str, insecure: bool) -> str:
+    """Copies `layout:tag` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds."""
+    skopeo = shutil.which("skopeo")
+    if skopeo is None:
+        raise ChannelError("skopeo is not installed", "install it (Debian: apt-get install skopeo) to push images")
+    destination = reference if "://" in reference else f"docker://{reference}"
+    with tempfile.TemporaryDirectory() as folder:
+        digest_file = Path(folder) / "digest"
+        command = [skopeo, "copy", "--digestfile", str(digest_file), f"oci:{layout}:{tag}", destination]
+        if insecure:
+            command.insert(2, "--dest-tls-verify=false")
+        done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
+            raise ChannelError(f"pushing to {destination} failed: {last[0][:300]}",
+                               "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry")
+        return digest_file.read_text().strip()
