@@ -28,7 +28,7 @@ class Pkg:
     subdir: str = "linux-64"
     archive: str = ".conda"
     timestamp: int = 1_700_000_000_000
-    files: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | bytes] = field(default_factory=dict)
 
     @property
     def stem(self) -> str:
@@ -48,7 +48,8 @@ def _tar(entries: dict[str, bytes]) -> bytes:
 
 
 def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    files = {k: v.encode() for k, v in (pkg.files or {f"share/{pkg.name}/README": f"{pkg.name} {pkg.version}\n"}).items()}
+    files = {k: v if isinstance(v, bytes) else v.encode()
+             for k, v in (pkg.files or {f"share/{pkg.name}/README": f"{pkg.name} {pkg.version}\n"}).items()}
     files[f"etc/{pkg.name}/prefix.txt"] = f"installed at {PLACEHOLDER}\n".encode()
     index = {
         "name": pkg.name, "version": pkg.version, "build": pkg.build, "build_number": pkg.build_number,

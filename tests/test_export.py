@@ -159,3 +159,34 @@ def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.
     assert json.loads((tmp_path / "pulled" / "index.json").read_text())["manifests"][0]["digest"] == digest
     refused = run_cli("push", str(tmp_path / "img"), "docker://127.0.0.1:9/team/img:x", "--insecure")
     assert refused.returncode == 1 and refused.stderr.startswith("error: pushing to") and "Traceback" not in refused.stderr
+
+
+def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """umoci unpack + runc run (the daemonless path): a static program from the environment reads a
+    file of another package and prints its user id."""
+    source = tmp_path / "hello.c"
+    source.write_text('#include <stdio.h>\n#include <unistd.h>\nint main(void){char l[256]={0};'
+                      'FILE*f=fopen("/opt/env/share/greeting/message.txt","r");if(f){fgets(l,sizeof l,f);fclose(f);}'
+                      'printf("uid=%d %s",(int)getuid(),l);return 0;}\n')
+    subprocess.run([require("gcc"), "-static", "-O2", "-o", str(tmp_path / "hello"), str(source)], check=True)
+    channel = build_channel(tmp_path / "channel", [
+        Pkg("hello", "1.0", files={"bin/hello": (tmp_path / "hello").read_bytes()}, depends=("greeting",)),
+        Pkg("greeting", "1.0", subdir="noarch", files={"share/greeting/message.txt": "hello from the lock\n"}),
+    ])
+    stack = tmp_path / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n'
+                     '[targets.cpu]\narch = "cpu"\n')
+    api.resolve(stack)
+    run_export(stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "img", tmp_path / "home", monkeypatch)
+    bundle = tmp_path / "bundle"
+    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:cpu-linux-64", str(bundle)],
+                   check=True, capture_output=True)
+    config = json.loads((bundle / "config.json").read_text())
+    config["process"]["terminal"] = False
+    config["process"]["args"] = ["/opt/env/bin/hello"]
+    (bundle / "config.json").write_text(json.dumps(config))
+    ran = subprocess.run([require("runc"), "run", "-b", str(bundle), f"lockgen-test-{os.getpid()}"],
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "uid=1000 hello from the lock\n"
