@@ -19,40 +19,64 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import env_manifest, oci_layout, package_store
+from lockgen.adapters import env_manifest, oci_layout, package_store, registry
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api_materialize import build_environment, choose_platform
 from lockgen.core.layers import plan_layers
+from lockgen.core.sbom import cyclonedx
 from lockgen.errors import UserError
 
 IMAGE_PREFIX = "/opt/env"
+FORMATS = ("oci-layout", "oci-archive", "docker-archive")
 ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 
 
 def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
-           level: int, progress: Callable[[str], None]) -> tuple[str, str]:
-    """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest)."""
+           level: int, progress: Callable[[str], None], base: Path | None = None,
+           fmt: str = "oci-layout") -> tuple[str, str]:
+    """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest).
+    With `base` (an OCI layout of one image) its layers come first and its config is kept, pinned by
+    digest in the manifest's annotations."""
     lock = load_lock(lock_path)
     chosen = choose_platform(lock.metadata.platforms, platform)
     lock_digest = hashlib.sha256(lock_path.read_bytes()).hexdigest()
-    if out.exists() and not (out / "oci-layout").is_file():
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(FORMATS)}")
+    if fmt == "oci-layout" and out.exists() and not (out / "oci-layout").is_file():
         raise UserError(f"`{out}` exists and is not an OCI layout", "choose an empty or new --out folder")
+    if fmt != "oci-layout" and out.is_dir():
+        raise UserError(f"`{out}` is a folder; {fmt} writes one file", "pass a file path to --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
     try:
         tree = work / "tree"
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress)
         _drop_build_host_traces(tree)
+        sbom = oci_layout.canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
+        (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
         layout = work / "layout"
-        layers = _layers(tree, layout, layer_budget, level, progress)
-        config = _config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers])
+        base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
+        layers = base_layers + _layers(tree, layout, layer_budget, level, progress)
+        config = _config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config)
         manifest = {"schemaVersion": 2, "mediaType": oci_layout.MANIFEST_MEDIA_TYPE,
                     "config": {"mediaType": oci_layout.CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, oci_layout.canonical_json(config))},
                     "layers": [descriptor for descriptor, _ in layers]}
+        if annotations:
+            manifest["annotations"] = annotations
         digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(layout, out)
+        (layout / "sbom.cdx.json").write_bytes(sbom)
+        if fmt == "oci-layout":
+            if out.exists():
+                shutil.rmtree(out)
+            os.rename(layout, out)
+        else:
+            archive = work / "archive.tar"
+            if fmt == "oci-archive":
+                oci_layout.write_archive(layout, archive)
+            else:
+                registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
+            os.replace(archive, out)
+            out.with_name(out.name + ".sbom.cdx.json").write_bytes(sbom)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -119,7 +143,22 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
     return result
 
 
-def _config(lock: Any, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str]) -> dict[str, Any]:
+def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:
+    """The base image's layers (blobs copied), its config, and the annotations that pin it."""
+    manifest, config, digest = oci_layout.read_image(base)
+    if config.get("architecture") != ARCHITECTURE[platform]:
+        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
+                        "pass a base image of the lock's architecture")
+    layers = []
+    for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
+        source = base / "blobs" / "sha256" / descriptor["digest"].split(":", 1)[1]
+        layers.append(({**descriptor, **oci_layout.put_blob_file(layout, source)}, diff_id))
+    return layers, config, {"org.opencontainers.image.base.digest": digest,
+                            "org.opencontainers.image.base.name": oci_layout.tag_of(base)}
+
+
+def _config(lock: Any, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str],
+            base: dict[str, Any] | None = None) -> dict[str, Any]:
     packages = {p.name: p for p in lock.packages_for(platform)}
     env = [f"PATH={IMAGE_PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            f"CONDA_PREFIX={IMAGE_PREFIX}"]
@@ -137,8 +176,17 @@ def _config(lock: Any, platform: str, lock_digest: str, env_digest: str, diff_id
         "dev.lockgen.arch": lock.meta("arch"),
         "dev.lockgen.prefix": IMAGE_PREFIX,
     }
+    inherited = (base or {}).get("config", {})
+    for line in inherited.get("Env", []):
+        key = line.split("=", 1)[0]
+        if key == "PATH":
+            env[0] = f"PATH={IMAGE_PREFIX}/bin:{line.split('=', 1)[1]}"
+        elif not any(e.startswith(key + "=") for e in env):
+            env.append(line)
     return {"created": "1970-01-01T00:00:00Z", "architecture": ARCHITECTURE[platform], "os": "linux",
-            "config": {"User": "1000:1000", "Env": env, "WorkingDir": "/", "Labels": labels},
+            "config": {**{k: v for k, v in inherited.items() if k not in ("Env", "Labels", "User")},
+                       "User": "1000:1000", "Env": env, "WorkingDir": inherited.get("WorkingDir", "/"),
+                       "Labels": {**inherited.get("Labels", {}), **labels}},
             "rootfs": {"type": "layers", "diff_ids": diff_ids}}
 
 

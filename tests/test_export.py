@@ -190,3 +190,29 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "uid=1000 hello from the lock\n"
+
+
+def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base_lock = make_lock(tmp_path, "1.1")
+    run_export(base_lock, tmp_path / "base", tmp_path / "home", monkeypatch)
+    base_manifest, _, base_digest = oci_layout.read_image(tmp_path / "base")
+    lock = make_lock(tmp_path, "1.0")
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    export(lock, None, tmp_path / "img", None, 100, 1, lambda _: None, base=tmp_path / "base")
+    manifest, config, _ = oci_layout.read_image(tmp_path / "img")
+    assert manifest["layers"][:len(base_manifest["layers"])] == base_manifest["layers"]
+    assert manifest["annotations"]["org.opencontainers.image.base.digest"] == base_digest
+    sbom = json.loads((tmp_path / "img" / "sbom.cdx.json").read_text())
+    assert sbom["bomFormat"] == "CycloneDX" and {c["name"] for c in sbom["components"]} >= {"libfoo", "foo-data"}
+    assert all(c["purl"].startswith("pkg:conda/") and c["hashes"] for c in sbom["components"])
+    archives = []
+    for run in ("one", "two"):
+        monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / f"home-{run}"))
+        for fmt in ("oci-archive", "docker-archive"):
+            out = tmp_path / f"{run}.{fmt}.tar"
+            export(lock, None, out, None, 100, 1, lambda _: None, fmt=fmt)
+            archives.append(out.read_bytes())
+    assert archives[0] == archives[2] and archives[1] == archives[3]
+    inspected = subprocess.run([require("skopeo"), "inspect", f"oci-archive:{tmp_path / 'one.oci-archive.tar'}"],
+                               capture_output=True, text=True, check=True)
+    assert json.loads(inspected.stdout)["Labels"]["dev.lockgen.target"] == "h100"

@@ -71,6 +71,17 @@ def _file_sha256(path: Path) -> str:
     return hasher.hexdigest()
 
 
+def write_archive(layout: Path, destination: Path) -> None:
+    """An `oci-archive`: the layout folder as one deterministic tar (same rules as layers, no prefix)."""
+    relatives = sorted(str(p.relative_to(layout)) for p in layout.rglob("*") if p.is_file())
+    with destination.open("wb") as raw, tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for directory in sorted({str(PurePosixPath(r).parent) for r in relatives} - {"."}):
+            tar.addfile(_info(directory + "/", tarfile.DIRTYPE, 0o755))
+        for relative in relatives:
+            with (layout / relative).open("rb") as stream:
+                tar.addfile(_info(relative, tarfile.REGTYPE, 0o644, (layout / relative).stat().st_size), stream)
+
+
 def compress(tar_path: Path, destination: Path, level: int) -> None:
     with tar_path.open("rb") as source, destination.open("wb") as raw:
         with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped:

@@ -28,3 +28,14 @@ def push(layout: Path, tag: str, reference: str, insecure: bool) -> str:
             raise ChannelError(f"pushing to {destination} failed: {last[0][:300]}",
                                "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry")
         return digest_file.read_text().strip()
+
+
+def to_docker_archive(layout: Path, tag: str, destination: Path) -> None:
+    """A `docker load`-able archive of the layout, written by skopeo (byte-stable for the same layout)."""
+    skopeo = shutil.which("skopeo")
+    if skopeo is None:
+        raise ChannelError("skopeo is not installed", "docker-archive needs skopeo (Debian: apt-get install skopeo)")
+    done = subprocess.run([skopeo, "copy", f"oci:{layout}:{tag}", f"docker-archive:{destination}:{tag}"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ChannelError(f"writing the docker archive failed: {done.stderr.strip().splitlines()[-1:]}", "")

@@ -99,11 +99,13 @@ def export(
     tag: Optional[str] = typer.Option(None, "--tag", help="The tag in the layout (default: <target>-<platform>)."),
     layers: int = typer.Option(100, "--layers", help="Layer budget: one per package up to this, then grouped."),
     level: int = typer.Option(1, "--compression-level", help="gzip level of new layers (1 fast ... 9 small)."),
+    base: Optional[Path] = typer.Option(None, "--base", help="An OCI layout of a base image (a CUDA runtime, a Debian slim)."),
+    fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
 ) -> None:
     """Write the lock's environment (at /opt/env) as an OCI image layout; print the manifest digest."""
     from lockgen.api_export import export as run
 
-    digest, env_digest = run(lock, platform, out, tag, layers, level, progress)
+    digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt)
     progress(f"environment digest sha256:{env_digest}")
     print(digest)
 
