@@ -190,11 +190,18 @@ def _config(lock: Any, platform: str, lock_digest: str, env_digest: str, diff_id
             "rootfs": {"type": "layers", "diff_ids": diff_ids}}
 
 
-def check_image(layout: Path) -> tuple[str, str, Any]:
-    """Unpacks the image and recomputes the environment digest at its prefix: (recorded, recomputed, drift)."""
+def check_image(layout: Path, lock: Path | None = None) -> tuple[str, str, Any]:
+    """Unpacks the image and recomputes the environment digest at its prefix: (recorded, recomputed, drift).
+    With `lock`, the image must have been exported from exactly that lock."""
     from lockgen.api_materialize import check
 
     _, config, _ = oci_layout.read_image(layout)
+    if lock is not None:
+        wanted = hashlib.sha256(lock.read_bytes()).hexdigest()
+        have = config["config"]["Labels"].get("dev.lockgen.lock.sha256")
+        if have != wanted:
+            raise UserError(f"the image was exported from lock sha256 {str(have)[:16]}…, not `{lock}` ({wanted[:16]}…)",
+                            "export this lock, or check the image against the lock it names")
     recorded = config["config"]["Labels"]["dev.lockgen.environment.digest"].removeprefix("sha256:")
     with tempfile.TemporaryDirectory() as folder:
         oci_layout.unpack(layout, Path(folder))

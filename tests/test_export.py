@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,8 +69,10 @@ def test_image_contents_config_and_tools(tmp_path: Path, monkeypatch: pytest.Mon
     assert config["config"]["User"] == "1000:1000" and config["created"] == "1970-01-01T00:00:00Z"
     assert "NVIDIA_REQUIRE_CUDA=cuda>=12.4" in config["config"]["Env"]
     assert config["config"]["Labels"]["dev.lockgen.target"] == "h100"
-    expected, got, drift = check_image(tmp_path / "img")
+    expected, got, drift = check_image(tmp_path / "img", lock)
     assert expected == got and drift.clean
+    with pytest.raises(UserError, match="exported from lock"):
+        check_image(tmp_path / "img", make_lock(tmp_path, "1.1"))
     raw = subprocess.run([require("skopeo"), "inspect", "--raw", f"oci:{tmp_path / 'img'}:h100-linux-64"],
                          capture_output=True, check=True).stdout
     assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == digest
@@ -190,6 +193,21 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "uid=1000 hello from the lock\n"
+    # and through podman, from a per-test store (vfs), no network, runc and ulimits as these machines need;
+    # podman refuses a runroot path over 50 characters, so the stores live in a short temporary folder
+    short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
+    root_dir, run_dir = short / "r", short / "rr"
+    store = f"[vfs@{root_dir}+{run_dir}]"
+    subprocess.run([require("skopeo"), "copy", f"oci:{tmp_path / 'img'}:cpu-linux-64",
+                    f"containers-storage:{store}localhost/hello:cpu"], check=True, capture_output=True)
+    podman = subprocess.run([require("podman"), "--root", str(root_dir), "--runroot",
+                             str(run_dir), "--storage-driver", "vfs", "--runtime", "runc", "run",
+                             "--rm", "--network", "none", "--ulimit", "nofile=20000:20000", "--ulimit",
+                             "nproc=32768:32768", "localhost/hello:cpu", "/opt/env/bin/hello"],
+                            capture_output=True, text=True, timeout=120)
+    shutil.rmtree(short, ignore_errors=True)
+    assert podman.returncode == 0, podman.stderr
+    assert podman.stdout == "uid=1000 hello from the lock\n"
 
 
 def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

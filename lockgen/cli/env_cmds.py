@@ -28,6 +28,7 @@ def materialize(
 def check(
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="An environment made by lockgen materialize."),
     image: Optional[Path] = typer.Option(None, "--image", help="An OCI layout made by lockgen export."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="With --image: the lock the image must come from."),
     full: bool = typer.Option(False, "--full", help="Re-hash every file, not only those whose size or mtime changed."),
 ) -> None:
     """Compare an environment (or an image's) with its manifest: missing, extra, modified files; exit 1 on drift."""
@@ -36,7 +37,7 @@ def check(
     if image is not None:
         from lockgen.api_export import check_image
 
-        recorded, recomputed, drift = check_image(image)
+        recorded, recomputed, drift = check_image(image, lock)
         print(f"environment digest sha256:{recomputed}")
         if recorded != recomputed or not drift.clean:
             fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records "
