@@ -15,7 +15,9 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -123,24 +125,27 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
     groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
     cache = package_store.lockgen_home() / "layers"
     cache.mkdir(parents=True, exist_ok=True)
-    result, reused = [], 0
-    for files in groups:
+
+    def one_layer(files: list[str]) -> tuple[dict[str, Any], str, bool]:
         with tempfile.NamedTemporaryFile(dir=cache, suffix=".tar", delete=False) as handle:
             tar_path = Path(handle.name)
         try:
             diff_id = oci_layout.write_layer_tar(tree, sorted(files), IMAGE_PREFIX, tar_path)
             cached = cache / f"{diff_id.split(':', 1)[1]}-gz{level}"
-            if cached.is_file():
-                reused += 1
-            else:
-                partial = cached.with_suffix(".partial")
+            hit = cached.is_file()
+            if not hit:
+                partial = cached.with_name(f"{cached.name}.{os.getpid()}.{threading.get_ident()}.partial")
                 oci_layout.compress(tar_path, partial, level)
                 os.replace(partial, cached)
-            result.append(({"mediaType": oci_layout.LAYER_MEDIA_TYPE, **oci_layout.put_blob_file(layout, cached)}, diff_id))
+            return {"mediaType": oci_layout.LAYER_MEDIA_TYPE, **oci_layout.put_blob_file(layout, cached)}, diff_id, hit
         finally:
             tar_path.unlink(missing_ok=True)
-    progress(f"{len(result)} layers, {reused} taken from the layer cache")
-    return result
+
+    # tar, sha256 and zlib release the GIL: layers are built on every core, kept in plan order
+    with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1))) as pool:
+        done = list(pool.map(one_layer, groups))
+    progress(f"{len(done)} layers, {sum(hit for _, _, hit in done)} taken from the layer cache")
+    return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
 
 
 def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:

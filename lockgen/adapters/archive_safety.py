@@ -50,7 +50,13 @@ def unsafe_members(path: Path) -> list[str]:
 
 
 def check_archive(path: Path, label: str) -> None:
+    """Refuses an unsafe archive; a safe one is marked (`<archive>.scanned`), so the scan runs once per
+    archive in the store (whose file names carry the archive's hash, checked on every fetch)."""
+    marker = path.with_name(path.name + ".scanned")
+    if marker.is_file():
+        return
     problems = unsafe_members(path)
     if problems:
         raise LockFormatError(f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                               "the archive tries to write outside the environment; nothing was installed")
+    marker.touch()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 # lockgen's models are internal: skip pydantic's scan of installed plugins (about 12 ms of start-up)
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
@@ -46,4 +47,16 @@ app.add_typer(verify_cmds.cert_app, name="cert")
 
 
 def main() -> None:
-    app()
+    """Runs the app. When rattler was loaded, the process ends with `os._exit` after flushing: its native
+    (tokio) threads can take the GIL while the interpreter finalises, which aborts Python < 3.14 at exit
+    (CPython issue 87135; seen here in about one run in eight under load), after all work is done."""
+    try:
+        app()
+        code: object = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    if "rattler" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+    raise SystemExit(code)
