@@ -77,7 +77,7 @@ def main() -> int:
         lock = stack.parent / "locks" / "cpu.conda-lock.yml"
         prefix = root / "env"
         subprocess.run(lockgen + ["materialize", str(lock), "--prefix", str(prefix)], check=True, env=env, capture_output=True)
-        archives = sorted(str(p) for p in (root / "home" / "pkgs").iterdir())
+        archives = sorted(str(p) for p in (root / "home" / "pkgs").iterdir() if p.name.endswith((".conda", ".tar.bz2")))
         files = sum(1 for _ in prefix.rglob("*") if _.is_file())
         print(f"{args.packages} packages, {files} files in the prefix")
         raw = root / "raw_install.py"
