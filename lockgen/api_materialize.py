@@ -36,8 +36,11 @@ def default_prefix(lock_digest: str, name: str) -> Path:
     return package_store.lockgen_home() / "envs" / f"{lock_digest[:16]}-{name}"
 
 
+Meter = Callable[[str, int, int], None]
+
+
 def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
-                progress: Callable[[str], None]) -> tuple[Path, str]:
+                progress: Callable[[str], None], meter: Meter | None = None) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest."""
     lock = load_lock(lock_path)
     chosen = choose_platform(lock.metadata.platforms, platform)
@@ -59,14 +62,15 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
         temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(temp, ignore_errors=True)
         try:
-            digest = build_environment(lock, lock_digest, chosen, temp, final, progress)
+            digest = build_environment(lock, lock_digest, chosen, temp, final, progress, meter)
             os.rename(temp, final)
         finally:
             shutil.rmtree(temp, ignore_errors=True)
     return final, digest
 
 
-def build_environment(lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None]) -> str:
+def build_environment(lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
+                      meter: Meter | None = None) -> str:
     conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
     pip = [p for p in lock.packages_for(platform) if p.manager == "pip"]
     started = time.perf_counter()
@@ -76,8 +80,10 @@ def build_environment(lock, lock_digest: str, platform: str, temp: Path, final: 
             archive = package_store.fetch(package)
             archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
             archives.append(archive)
-            if index % 25 == 0 or index == len(conda):
-                progress(f"fetched {index}/{len(conda)} conda packages (hash-checked)")
+            if meter is not None:
+                meter("fetch and check conda packages", index, len(conda))
+            elif index == len(conda):
+                progress(f"fetched {index} conda packages (hash-checked)")
         installers.install_conda(archives, temp, final, platform, package_store.lockgen_home() / "rattler-cache")
         _record_origins(temp, conda)
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")

@@ -18,8 +18,13 @@ def materialize(
 ) -> None:
     """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
     from lockgen.api_materialize import materialize as run
+    from lockgen.cli.ui import Meter
 
-    path, digest = run(lock, platform, prefix, progress)
+    meter = Meter()
+    try:
+        path, digest = run(lock, platform, prefix, progress, meter)
+    finally:
+        meter.close()
     progress(f"environment digest sha256:{digest}")
     print(path)
 

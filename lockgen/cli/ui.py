@@ -37,6 +37,33 @@ def progress(message: str) -> None:
     print(_styled(message, "2"), file=sys.stderr, flush=True)
 
 
+class Meter:
+    """Per-phase progress of long work: a rich bar on a terminal, a line per quarter otherwise.
+    Called as `meter(phase, done, total)`; `close()` ends the bar."""
+
+    def __init__(self) -> None:
+        self._bar = None
+        self._tasks: dict[str, object] = {}
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+            if self._bar is None:
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+                self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     transient=True, console=None)
+                self._bar.start()
+            if phase not in self._tasks:
+                self._tasks[phase] = self._bar.add_task(phase, total=total)
+            self._bar.update(self._tasks[phase], completed=done)
+        elif done == total or done % max(1, total // 4) == 0:
+            progress(f"{phase}: {done}/{total}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
 def warn(message: str) -> None:
     print(_styled("warning:", "33") + f" {message}", file=sys.stderr, flush=True)
 
