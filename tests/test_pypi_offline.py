@@ -4,6 +4,7 @@ hashes, environment markers, platform tags and yanked releases, with no network.
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -83,16 +84,21 @@ def test_a_package_without_a_linux_wheel_fails(tmp_path: Path, index_url: str) -
     assert not (tmp_path / "locks").exists()
 
 
-def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
-
-    from lockgen.api_materialize import check, materialize
+def materialized(tmp_path: Path, index_url: str, deps: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """A linux-64 pure-PyPI lock of `deps` from the local index, materialized into a fresh store."""
+    from lockgen.api_materialize import materialize
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    path = stack(tmp_path, index_url, 'gamma = "*"')
+    path = stack(tmp_path, index_url, deps)
     path.write_text(path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]'))
     api.resolve(path)
-    prefix, digest = materialize(tmp_path / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
+    return materialize(tmp_path / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
+
+
+def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockgen.api_materialize import check
+
+    prefix, digest = materialized(tmp_path, index_url, 'gamma = "*"', monkeypatch)
     ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"],
                          capture_output=True, text=True)
     assert ran.stdout.strip() == "1.0", ran.stderr
@@ -100,16 +106,10 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
 
 
 def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
-
     from lockgen.adapters.uv_resolver import uv_binary
-    from lockgen.api_materialize import check, materialize
+    from lockgen.api_materialize import check
 
-    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    path = stack(tmp_path, index_url, 'alpha = "*"')
-    path.write_text(path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]'))
-    api.resolve(path)
-    prefix, _ = materialize(tmp_path / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
+    prefix, _ = materialized(tmp_path, index_url, 'alpha = "*"', monkeypatch)
     subprocess.run([uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", index_url,
                     "delta"], check=True, capture_output=True)
     drift = check(prefix, full=False)
