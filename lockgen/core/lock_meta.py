@@ -98,7 +98,8 @@ def custom_metadata(spec: StackSpec, target: Target, window: CudaWindow | None,
     }
     for request in requests:
         meta[f"virtual-packages.{request.platform}"] = " ".join(v.text() for v in request.virtual_packages)
-        meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
+        if spec.has_conda:  # conda solve constraints mean nothing to a pure-PyPI lock
+            meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
     for key, digest in index_digests.items():
         meta[f"index.{key}"] = digest
     if spec.pypi_dependencies:
