@@ -29,6 +29,7 @@ class Pkg:
     archive: str = ".conda"
     timestamp: int = 1_700_000_000_000
     files: dict[str, str | bytes] = field(default_factory=dict)
+    entry_points: tuple[str, ...] = ()  # makes it a noarch: python package with these console scripts
 
     @property
     def stem(self) -> str:
@@ -56,10 +57,11 @@ def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
         "depends": list(pkg.depends), "constrains": list(pkg.constrains), "license": "MIT",
         "subdir": pkg.subdir, "timestamp": pkg.timestamp,
     }
+    noarch_python = pkg.subdir == "noarch" and any(p.startswith("site-packages/") for p in files)
     if pkg.subdir == "noarch":
-        index["noarch"] = "generic"
+        index["noarch"] = "python" if noarch_python else "generic"
     else:
-        index["platform"], index["arch"] = pkg.subdir.split("-", 1)[0], pkg.subdir.split("-", 1)[1].replace("64", "x86_64")
+        index["platform"], index["arch"] = "linux", {"linux-64": "x86_64", "linux-aarch64": "aarch64"}[pkg.subdir]
     paths = {"paths_version": 1, "paths": [
         {"_path": p, "path_type": "hardlink", "size_in_bytes": len(d),
          **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {})}
@@ -70,6 +72,9 @@ def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
         "info/files": "\n".join(sorted(files)).encode() + b"\n",
         "info/has_prefix": f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n".encode(),
     }
+    if noarch_python:
+        info["info/link.json"] = json.dumps({"noarch": {"type": "python", "entry_points": list(pkg.entry_points)},
+                                             "package_metadata_version": 1}).encode()
     return info, files
 
 

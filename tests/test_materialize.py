@@ -196,3 +196,28 @@ def test_check_an_environment_made_by_rattler_directly(home: Path, tiny_lock: tu
     (prefix / "lib" / "new.txt").write_text("new\n")
     drift = check(prefix, full=True)
     assert drift.modified == ["lib/libfoo.txt"] and drift.extra == ["lib/new.txt"]
+
+
+def test_noarch_python_package_and_entry_points(home: Path, tmp_path: Path) -> None:
+    """A noarch: python package lands in lib/python3.11/site-packages and gets a console script whose
+    shebang names the final prefix. The `python` package here is a stand-in that runs the host's
+    Python 3 with the prefix's site-packages (real CPython packages are not reachable offline)."""
+    stand_in = ('#!/bin/sh\nhere="$(cd "$(dirname "$0")/.." && pwd)"\n'
+                'PYTHONPATH="$here/lib/python3.11/site-packages" exec python3 "$@"\n')
+    channel = build_channel(tmp_path / "channel", [
+        Pkg("python", "3.11.7", files={"bin/python3.11": stand_in}),
+        Pkg("pyfoo", "1.0", subdir="noarch", depends=("python >=3.11",), entry_points=("pyfoo-cli = pyfoo:main",),
+            files={"site-packages/pyfoo/__init__.py": "def main():\n    print('pyfoo says hi')\n"}),
+    ])
+    stack = tmp_path / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "py"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npyfoo = "*"\n'
+                     '[targets.cpu]\narch = "cpu"\n')
+    api.resolve(stack)
+    prefix, _ = materialize(stack.parent / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
+    assert (prefix / "lib" / "python3.11" / "site-packages" / "pyfoo" / "__init__.py").is_file()
+    script = prefix / "bin" / "pyfoo-cli"
+    assert script.read_text().splitlines()[0] == f"#!{prefix}/bin/python3.11"
+    ran = subprocess.run([str(script)], capture_output=True, text=True)
+    assert ran.stdout == "pyfoo says hi\n", ran.stderr
+    assert check(prefix, full=True).clean
