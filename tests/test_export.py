@@ -239,11 +239,11 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
 def test_two_targets_share_the_layers_of_their_common_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     h100 = make_lock(tmp_path, "1.0")
     stack = h100.parent.parent / "stack.toml"
-    stack.write_text(stack.read_text() + '[targets.b200]\narch = "sm100"\ndriver = "575.57.08"\n')
+    stack.write_text(stack.read_text() + '[targets.b200]\narch = "sm90"\ndriver = "580.65.06"\n')
     api.resolve(stack)
-    b200 = h100.parent / "b200.conda-lock.yml"
+    second = h100.parent / "b200.conda-lock.yml"  # an H200 fleet on a newer driver: the same packages
     run_export(h100, tmp_path / "h100", tmp_path / "home", monkeypatch)
-    run_export(b200, tmp_path / "b200", tmp_path / "home", monkeypatch)
+    run_export(second, tmp_path / "b200", tmp_path / "home", monkeypatch)
     ids = [oci_layout.read_image(tmp_path / name)[1]["rootfs"]["diff_ids"] for name in ("h100", "b200")]
     assert ids[0][:-1] == ids[1][:-1]  # every package layer is shared
     assert ids[0][-1] != ids[1][-1]  # the last layer names each target's lock
