@@ -50,20 +50,7 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
     if arch != "cpu":
         arch_fact(load_facts(), arch)
     lock = load_lock(options.lock) if options.lock else None
-    expected: dict[str, Any] = {}
-    if lock is not None:
-        if lock.meta("arch") and lock.meta("arch") != arch:
-            raise UserError(f"the lock is for {lock.meta('arch')}, not {arch}", f"pass --arch {lock.meta('arch')}")
-        platform = PLATFORM_OF_MACHINE.get(host_platform.machine(), "linux-64")
-        if platform not in lock.metadata.platforms:
-            raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})",
-                            "certify on a host of the lock's platform")
-        expected = expectations_from_lock(lock, platform)
-    if options.expect:
-        try:
-            expected.update(json.loads(options.expect.read_text()))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"cannot read expectations `{options.expect}`: {exc}", "pass a JSON object") from None
+    expected = _expectations(options, arch, lock)
     host = gpu_host.probe() if arch != "cpu" else None
     if arch != "cpu":
         refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (),
@@ -109,6 +96,25 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
     return path, body
+
+
+def _expectations(options: VerifyOptions, arch: str, lock: Any) -> dict[str, Any]:
+    """What the environment must hold: from the lock (for this host's platform), then `--expect`."""
+    expected: dict[str, Any] = {}
+    if lock is not None:
+        if lock.meta("arch") and lock.meta("arch") != arch:
+            raise UserError(f"the lock is for {lock.meta('arch')}, not {arch}", f"pass --arch {lock.meta('arch')}")
+        platform = PLATFORM_OF_MACHINE.get(host_platform.machine(), "linux-64")
+        if platform not in lock.metadata.platforms:
+            raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})",
+                            "certify on a host of the lock's platform")
+        expected = expectations_from_lock(lock, platform)
+    if options.expect:
+        try:
+            expected.update(json.loads(options.expect.read_text()))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot read expectations `{options.expect}`: {exc}", "pass a JSON object") from None
+    return expected
 
 
 def _environment_digest(python: str) -> str | None:
