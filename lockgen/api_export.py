@@ -89,7 +89,7 @@ def _drop_build_host_traces(tree: Path) -> None:
     sources (the manifest digest never covered them) and the size/mtime cache of `lockgen check`."""
     for record_path in (tree / "conda-meta").glob("*.json"):
         record = json.loads(record_path.read_text())
-        for key in ("extracted_package_dir", "package_tarball_full_path", "link", "requested_spec", "requested_specs"):
+        for key in env_manifest.BUILD_HOST_META:
             record.pop(key, None)
         record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     (tree / env_manifest.STATS).unlink(missing_ok=True)
@@ -105,17 +105,7 @@ def _ownership(tree: Path) -> tuple[dict[str, list[str]], list[str]]:
         files.append(f"conda-meta/{record_path.name}")
         owned[record_path.stem] = sorted(set(files))
         claimed.update(files)
-    everything = [r for r in _all_files(tree)]
-    return owned, sorted(r for r in everything if r not in claimed)
-
-
-def _all_files(tree: Path) -> list[str]:
-    found = []
-    for root, dirs, files in os.walk(tree):
-        dirs.sort()
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
-            found.append(os.path.relpath(os.path.join(root, name), tree))
-    return found
+    return owned, [r for r in env_manifest.walk(tree, covered_only=False) if r not in claimed]
 
 
 def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:

@@ -18,7 +18,8 @@ from pathlib import Path
 from lockgen.adapters.lockfile_yaml import dump_lock, write_atomic
 from lockgen.core.pypi_rules import normalize
 from lockgen.errors import UserError
-from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockedPackage, LockMetadata, PackageHash
+from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockedPackage, LockMetadata, PackageHash, dependency_map
+from lockgen.model.spec import PLATFORM_OF_MACHINE
 
 _LIST_DISTRIBUTIONS = """
 import json, importlib.metadata as m, sys
@@ -35,7 +36,7 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
            skip_unpinnable: bool) -> tuple[Path, Lock]:
     if prefix is None and python is None:
         raise UserError("freeze needs --prefix or --python", "name the environment to pin")
-    platform = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(host_platform.machine(), "linux-64")
+    platform = PLATFORM_OF_MACHINE.get(host_platform.machine(), "linux-64")
     packages: list[LockedPackage] = []
     if prefix is not None:
         packages += _conda_records(prefix, platform)
@@ -69,12 +70,8 @@ def _conda_records(prefix: Path, platform: str) -> list[LockedPackage]:
         record = json.loads(record_path.read_text())
         if not record.get("url"):
             continue
-        depends = {}
-        for dep in record.get("depends", []):
-            name, _, rest = dep.partition(" ")
-            depends.setdefault(name, rest.strip() or "*")
         packages.append(LockedPackage(name=record["name"], version=str(record["version"]), manager="conda",
-                                      platform=platform, dependencies=depends, url=record["url"],
+                                      platform=platform, dependencies=dependency_map(record.get("depends", [])), url=record["url"],
                                       hash=PackageHash(md5=record.get("md5"), sha256=record.get("sha256")),
                                       build=record.get("build")))
     return packages

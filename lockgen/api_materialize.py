@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, env_manifest, installers, package_store
+from lockgen.adapters.file_digest import file_digest
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import UserError
+from lockgen.model.spec import PLATFORM_OF_MACHINE
 
 
 def choose_platform(lock_platforms: tuple[str, ...], wanted: str | None) -> str:
@@ -25,7 +27,7 @@ def choose_platform(lock_platforms: tuple[str, ...], wanted: str | None) -> str:
         return wanted
     import platform as host
 
-    native = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(host.machine(), "")
+    native = PLATFORM_OF_MACHINE.get(host.machine(), "")
     if native in lock_platforms:
         return native
     raise UserError(f"the lock covers {', '.join(lock_platforms)}, not this host's {native or host.machine()}",
@@ -191,8 +193,6 @@ def gc(roots: list[Path], dry_run: bool) -> list[Path]:
 def _check_conda_meta(prefix: Path) -> Drift:
     """Drift of an environment lockgen did not make (say, by `rattler.install` itself), against the
     paths and hashes its conda-meta records list. Files under conda-meta/ and caches are not judged."""
-    import hashlib as _hashlib
-
     expected: dict[str, dict] = {}
     for record_path in (prefix / "conda-meta").glob("*.json"):
         for entry in json.loads(record_path.read_text()).get("paths_data", {}).get("paths", []):
@@ -204,7 +204,7 @@ def _check_conda_meta(prefix: Path) -> Drift:
         digest = entry.get("sha256_in_prefix") or entry.get("sha256")
         if entry.get("path_type") == "softlink" or path.is_symlink() or digest is None:
             continue
-        if _hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        if file_digest(path) != digest:
             modified.append(relative)
     missing = sorted(p for p in expected.keys() - present if not (prefix / p).is_symlink())
     return Drift(missing, sorted(present - expected.keys()), modified)

@@ -24,8 +24,8 @@ from lockgen.core.certify import FigureChange, build_body, compare_figures, expe
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, Check, Hardware, KernelReport, Subject
+from lockgen.model.spec import PLATFORM_OF_MACHINE
 
-PLATFORM_OF_MACHINE = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}
 
 
 @dataclass(frozen=True)

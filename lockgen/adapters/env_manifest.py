@@ -18,8 +18,9 @@ from typing import Any
 
 MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
-_VOLATILE_META = ("extracted_package_dir", "package_tarball_full_path", "url", "channel", "requested_spec",
-                  "requested_specs", "link")
+# conda-meta fields that name the build host (its package store, how files were linked, the request)
+BUILD_HOST_META = ("extracted_package_dir", "package_tarball_full_path", "link", "requested_spec", "requested_specs")
+_VOLATILE_META = BUILD_HOST_META + ("url", "channel")
 
 
 def _covered(relative: str) -> bool:
@@ -46,13 +47,15 @@ def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
             "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def walk(prefix: Path) -> list[str]:
+def walk(prefix: Path, covered_only: bool = True) -> list[str]:
+    """Every file and symlink under `prefix`, relative and sorted; only those the manifest covers unless
+    `covered_only` is false."""
     found = []
     for root, dirs, files in os.walk(prefix):
         dirs.sort()
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             relative = os.path.relpath(os.path.join(root, name), prefix).replace(os.sep, "/")
-            if _covered(relative):
+            if not covered_only or _covered(relative):
                 found.append(relative)
     return sorted(found)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
+from lockgen.model.spec import MACHINE_OF_PLATFORM as MACHINE
 
 SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
-MACHINE = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 
 
 @dataclass(frozen=True)
@@ -71,14 +71,6 @@ def _split_conda_file(url: str) -> tuple[str, str, str, str]:
     stem = re.sub(r"\.(conda|tar\.bz2)$", "", file_name)
     name, version, build = stem.rsplit("-", 2)
     return parts[-2], name, version, build
-
-
-def _depends(items: list[str] | None) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for dep in items or []:
-        name, _, rest = dep.strip().partition(" ")
-        result.setdefault(name, rest.strip() or "*")
-    return result
 
 
 def _explicit(text: str, path: Path) -> list[LockedPackage]:
@@ -163,7 +155,7 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
                              url=url, hash=hashes)
     _, name, version, build = _split_conda_file(url)
     return LockedPackage(name=record.get("name", name), version=str(record.get("version", version)), manager="conda",
-                         platform=platform, dependencies=_depends(record.get("depends")), url=url, hash=hashes,
+                         platform=platform, dependencies=dependency_map(record.get("depends") or []), url=url, hash=hashes,
                          build=record.get("build", build))
 
 

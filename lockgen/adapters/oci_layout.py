@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from lockgen.adapters.file_digest import file_digest
 from lockgen.errors import LockFormatError
 
 LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -60,15 +61,7 @@ def write_layer_tar(root: Path, relatives: list[str], image_prefix: str, destina
                     mode = 0o755 if info.st_mode & 0o111 else 0o644
                     with path.open("rb") as stream:
                         tar.addfile(_info(name, tarfile.REGTYPE, mode, info.st_size), stream)
-    return "sha256:" + _file_sha256(destination)
-
-
-def _file_sha256(path: Path) -> str:
-    hasher = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            hasher.update(block)
-    return hasher.hexdigest()
+    return "sha256:" + file_digest(destination)
 
 
 def write_archive(layout: Path, destination: Path) -> None:
@@ -97,14 +90,11 @@ def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
 
 
 def put_blob_file(layout: Path, source: Path) -> dict[str, Any]:
-    hasher = hashlib.sha256()
-    with source.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            hasher.update(block)
-    path = layout / "blobs" / "sha256" / hasher.hexdigest()
+    digest = file_digest(source)
+    path = layout / "blobs" / "sha256" / digest
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, path)
-    return {"digest": f"sha256:{hasher.hexdigest()}", "size": source.stat().st_size}
+    return {"digest": f"sha256:{digest}", "size": source.stat().st_size}
 
 
 def write_index(layout: Path, manifest: dict[str, Any], tag: str) -> str:
@@ -146,7 +136,7 @@ def unpack(layout: Path, destination: Path) -> None:
     manifest, config, _ = read_image(layout)
     for layer, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
         path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
-        if "sha256:" + _file_sha256(path) != layer["digest"]:
+        if "sha256:" + file_digest(path) != layer["digest"]:
             raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
         hasher = hashlib.sha256()
         with gzip.open(path, "rb") as stream, tempfile.TemporaryFile() as plain:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -11,20 +10,13 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from lockgen.adapters.file_digest import file_digest
 from lockgen.errors import ChannelError, LockFormatError
 from lockgen.model.lock import LockedPackage
 
 
 def lockgen_home() -> Path:
     return Path(os.environ.get("LOCKGEN_HOME") or Path.home() / ".lockgen")
-
-
-def _digest(path: Path, algorithm: str) -> str:
-    hasher = hashlib.new(algorithm)
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            hasher.update(block)
-    return hasher.hexdigest()
 
 
 def _expected(package: LockedPackage) -> tuple[str, str]:
@@ -41,7 +33,7 @@ def fetch(package: LockedPackage, store: Path | None = None) -> Path:
     algorithm, expected = _expected(package)
     file_name = urlsplit(package.url).path.rsplit("/", 1)[-1]
     target = store / f"{expected[:16]}-{file_name}"
-    if target.is_file() and _digest(target, algorithm) == expected:
+    if target.is_file() and file_digest(target, algorithm) == expected:
         return target
     store.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(prefix=".fetch-", dir=store)
@@ -49,7 +41,7 @@ def fetch(package: LockedPackage, store: Path | None = None) -> Path:
     temp = Path(temp_name)
     try:
         _download(package, temp)
-        got = _digest(temp, algorithm)
+        got = file_digest(temp, algorithm)
         if got != expected:
             raise LockFormatError(f"`{package.name}` {package.version} from {package.url} has {algorithm} {got}, "
                                   f"the lock says {expected}", "the archive was changed or corrupted: refuse it, check the source")

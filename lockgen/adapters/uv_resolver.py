@@ -16,8 +16,8 @@ from pathlib import Path
 
 from lockgen.errors import ChannelError, UnsatisfiableError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.spec import MACHINE_OF_PLATFORM
 
-ARCH_OF_PLATFORM = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class PypiRequest:
     no_build: bool
 
     def python_platform(self) -> str:
-        return f"{ARCH_OF_PLATFORM[self.platform]}-manylinux_{self.glibc.replace('.', '_')}"
+        return f"{MACHINE_OF_PLATFORM[self.platform]}-manylinux_{self.glibc.replace('.', '_')}"
 
 
 def uv_binary() -> str:

@@ -49,7 +49,8 @@ def refuse_wrong_hardware(arch: str, names: tuple[str, ...], capabilities: tuple
     if not names:
         raise TargetError(f"no NVIDIA GPU found on this host, but --arch is {arch}",
                           "run on the target hardware, or use --arch cpu for the CPU checks")
-    wanted = load_facts().archs[arch].compute_capability if arch in load_facts().archs else arch
+    facts = load_facts()
+    wanted = facts.archs[arch].compute_capability if arch in facts.archs else arch
     wrong = sorted({f"{n} ({c})" for n, c in zip(names, capabilities) if c != wanted})
     if wrong:
         raise TargetError(f"this host's GPUs are {', '.join(wrong)}, not {arch} (compute capability {wanted})",

@@ -12,16 +12,15 @@ from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, build_constraint, ju
 from lockgen.core.facts import arch_fact
 from lockgen.model.facts import GpuFacts
 from lockgen.model.plan import BuildVerdict, CandidateBuild, CudaWindow, SolveRequest, VirtualPackage
-from lockgen.model.spec import StackSpec, Target
+from lockgen.model.spec import MACHINE_OF_PLATFORM, StackSpec, Target
 
 LINUX_KERNEL = "4.18"
-ARCHSPEC = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 
 
 def virtual_packages(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None) -> tuple[VirtualPackage, ...]:
     """The virtual packages a target states for one platform, sorted by name."""
     packages = [
-        VirtualPackage(name="__archspec", version="1", build=ARCHSPEC[platform]),
+        VirtualPackage(name="__archspec", version="1", build=MACHINE_OF_PLATFORM[platform]),
         VirtualPackage(name="__glibc", version=target.glibc),
         VirtualPackage(name="__linux", version=LINUX_KERNEL),
         VirtualPackage(name="__unix", version="0"),

@@ -14,6 +14,16 @@ LOCK_VERSION = 1
 LOCKGEN_META_FORMAT = "1"
 
 
+def dependency_map(depends: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """conda-lock's `dependencies` map from conda `depends` strings: name -> the rest of the match spec
+    (`*` when there is none); a name listed twice keeps its first spec."""
+    result: dict[str, str] = {}
+    for dep in depends:
+        name, _, rest = dep.strip().partition(" ")
+        result.setdefault(name, rest.strip() or "*")
+    return result
+
+
 class PackageHash(Frozen):
     md5: str | None = None
     sha256: str | None = None
