@@ -8,6 +8,7 @@ NVLink multicast stays off in every launched process (NCCL_NVLS_ENABLE=0 and its
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -86,20 +87,14 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:
+    """SIGTERM the whole process group, give the launcher 5 s, then SIGKILL whatever of the group is left."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
         except (ProcessLookupError, PermissionError):
-            return
-        try:
+            return  # nothing of the group is left
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            continue
-        if sig == signal.SIGTERM:
-            try:
-                os.killpg(process.pid, 0)
-            except ProcessLookupError:
-                return
 
 
 def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, compiled: bool, allow_ptx: bool,

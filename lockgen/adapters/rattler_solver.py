@@ -21,7 +21,7 @@ from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, 
 
 from lockgen.adapters.channels import Channel, LocalIndex, cache_dir, index_key, read_local_index, strip_credentials
 from lockgen.errors import ChannelError, UnsatisfiableError, UserError
-from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
 from lockgen.model.plan import CandidateBuild, SolveRequest
 
 
@@ -34,6 +34,7 @@ class ChannelSet:
     _local: dict[tuple[int, str], LocalIndex | None] = field(default_factory=dict)
     _sparse: dict[tuple[int, str], SparseRepoData] = field(default_factory=dict)
     _gateway: Any = None
+    _closures: dict[tuple[str, tuple[str, ...]], dict[str, str]] = field(default_factory=dict)
 
     @property
     def all_local(self) -> bool:
@@ -67,14 +68,20 @@ class ChannelSet:
             self._gateway = rattler.Gateway(cache_dir=cache_dir() / "rattler")
         return self._gateway
 
+    def _rattler_channels(self, channels: list[Channel] | None = None) -> list[Any]:
+        return [rattler.Channel(c.url) for c in (self.channels if channels is None else channels)]
+
+    def _records(self, platform: str, names: tuple[str, ...]) -> list[Any]:
+        """Every record of the named packages for a platform (and noarch), from every channel."""
+        if self.all_local:
+            return [r for source in self._sparse_for(platform) for name in names for r in source.load_records(name)]
+        groups = _run(self.gateway().query(self._rattler_channels(), [platform, "noarch"], list(names), recursive=False),
+                      "reading channels")
+        return [r for group in groups for r in group]
+
     def candidates(self, platform: str, names: tuple[str, ...]) -> list[CandidateBuild]:
         """Every build of the named packages the channels offer for a platform."""
-        if self.all_local:
-            records = [r for source in self._sparse_for(platform) for name in names for r in source.load_records(name)]
-        else:
-            records = [r for group in _run(self.gateway().query(
-                [rattler.Channel(c.url) for c in self.channels], [platform, "noarch"], list(names), recursive=False),
-                "reading channels") for r in group]
+        records = self._records(platform, names)
         return [CandidateBuild(name=r.name.normalized, version=str(r.version), build=str(r.build),
                                channel=self._lock_url(r), depends=tuple(r.depends)) for r in records]
 
@@ -89,15 +96,25 @@ class ChannelSet:
                         digests[index_key(channel, subdir)] = index.sha256
         remote = [c for c in self.channels if not c.is_local]
         if remote:
-            groups = _run(self.gateway().query([rattler.Channel(c.url) for c in remote], [platform, "noarch"],
-                                               list(specs), recursive=True), "reading channels")
+            digests.update(self._closure_digests(remote, platform, specs))
+        return digests
+
+    def _closure_digests(self, remote: list[Channel], platform: str, specs: tuple[str, ...]) -> dict[str, str]:
+        """Digests of the records a solve can reach in remote channels; one query per platform and specs,
+        however many targets ask."""
+        key = (platform, specs)
+        if key not in self._closures:
+            groups = _run(self.gateway().query(self._rattler_channels(remote), [platform, "noarch"], list(specs),
+                                               recursive=True), "reading channels")
+            digests = {}
             for channel, records in zip(remote, groups):
                 for subdir in (platform, "noarch"):
                     lines = sorted(f"{r.file_name} {r.sha256.hex() if r.sha256 else r.md5.hex() if r.md5 else ''}"
                                    for r in records if r.subdir == subdir)
                     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
                     digests[index_key(channel, subdir)] = "closure-sha256:" + digest
-        return digests
+            self._closures[key] = digests
+        return self._closures[key]
 
     def solve_all(self, jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]],
                   on_done: Callable[[SolveRequest, int, float], None] = lambda *_: None) -> list[list[LockedPackage]]:
@@ -136,7 +153,7 @@ class ChannelSet:
                 specs, self._sparse_for(request.platform), virtual_packages=virtual, constraints=constraints,
                 pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
         return rattler.solve(
-            [rattler.Channel(c.url) for c in self.channels], specs, gateway=self.gateway(),
+            self._rattler_channels(), specs, gateway=self.gateway(),
             platforms=[request.platform, "noarch"], virtual_packages=virtual, constraints=constraints,
             pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
 
@@ -144,13 +161,7 @@ class ChannelSet:
         if not pinned:
             return []
         wanted = {(n, v, b) for n, v, b in pinned}
-        names = tuple(sorted({n for n, _, _ in pinned}))
-        if self.all_local:
-            records = [r for s in self._sparse_for(platform) for n in names for r in s.load_records(n)]
-        else:
-            records = [r for g in _run(self.gateway().query([rattler.Channel(c.url) for c in self.channels],
-                                                            [platform, "noarch"], list(names), recursive=False),
-                                       "reading channels") for r in g]
+        records = self._records(platform, tuple(sorted({n for n, _, _ in pinned})))
         return [r for r in records if (r.name.normalized, str(r.version), str(r.build)) in wanted]
 
     def _locked(self, record: Any, platform: str) -> LockedPackage:
@@ -160,7 +171,7 @@ class ChannelSet:
             version=str(record.version),
             manager="conda",
             platform=platform,
-            dependencies=_dependency_map(record.depends),
+            dependencies=dependency_map(record.depends),
             url=self._lock_url(record),
             hash=PackageHash.model_construct(md5=record.md5.hex() if record.md5 else None,
                                              sha256=record.sha256.hex() if record.sha256 else None),
@@ -180,15 +191,6 @@ class ChannelSet:
             if not channel.is_local and channel.canonical_base and url.startswith(mirror):
                 return channel.canonical_base + "/" + url[len(mirror):]
         return strip_credentials(url)
-
-
-def _dependency_map(depends: list[str]) -> dict[str, str]:
-    """conda-lock's `dependencies` map: name -> the rest of the match spec (`*` when there is none)."""
-    result: dict[str, str] = {}
-    for dep in depends:
-        name, _, rest = dep.strip().partition(" ")
-        result.setdefault(name, rest.strip() or "*")
-    return result
 
 
 def _run(coroutine: Any, context: str) -> Any:
