@@ -10,10 +10,11 @@ import pytest
 
 from lockgen.adapters.gpu_host import HostGpus
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core.certify import compare_figures, expectations_from_lock, refuse_wrong_hardware
+from lockgen.core.certify import clock_limits_seen, compare_figures, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.envelopes import envelope_checks
 from lockgen.errors import TargetError
 from tests.conftest import EXAMPLE_STACK, REPO
+from verify.nvml import clock_limit_names
 
 RECORDED = REPO / "envs" / "examples" / "h200-system"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -51,6 +52,23 @@ def test_a_slow_allreduce_fails_its_floor() -> None:
     figures["allreduce"]["1024MiB"]["value"] = 40.0
     failing = [c for c in envelope_checks("sm90", figures, cert["stack"], "nvlink", 2) if not c.passed]
     assert [c.name for c in failing] == ["allreduce_busbw_floor"] and "40 GB/s" in failing[0].detail
+
+
+def test_a_failed_floor_names_the_clock_limits_nvml_reported() -> None:
+    cert = recorded("h200x2-sm90")
+    figures = json.loads(json.dumps(cert["figures"]))
+    figures["gemm"]["bf16"]["value"] = 300.0
+    telemetry = {"single": {"gpus": {"0": {"clock_limits_seen": ["software power cap"]}, "1": {}}}, "distributed": {}}
+    checks = envelope_checks("sm90", figures, cert["stack"], "nvlink", 2, clock_limits_seen(telemetry))
+    failing = [c for c in checks if not c.passed]
+    assert [c.name for c in failing] == ["gemm_bf16_floor"]
+    assert failing[0].detail.endswith("held down during the run by: software power cap")
+    assert all("held down" not in c.detail for c in checks if c.passed)
+
+
+def test_clock_limit_bits_are_named_and_idle_is_not_a_limit() -> None:
+    assert clock_limit_names(0x1) == []
+    assert clock_limit_names(0x4 | 0x40 | 0x1) == ["software power cap", "hardware thermal slowdown"]
 
 
 def test_no_envelope_for_cpu() -> None:

@@ -1,7 +1,7 @@
 """NVML through ctypes: driver version and per-GPU telemetry, with no Python binding installed.
 
-`Telemetry` samples utilisation, power, temperature and clocks on a thread while the checks run,
-so that a throttling GPU explains a low figure. Everything degrades to None without a driver.
+`Telemetry` samples utilisation, power, temperature, clocks and what holds the clocks down (power
+cap, thermal slowdown...) on a thread while the checks run, so that a throttling GPU explains a low figure. Everything degrades to None without a driver.
 """
 
 from __future__ import annotations
@@ -13,6 +13,15 @@ import time
 _NVML_SUCCESS = 0
 _TEMPERATURE_GPU = 0
 _CLOCK_SM, _CLOCK_MEM = 1, 2
+# nvmlClocksEventReasons bits (nvml.h); "gpu idle" (0x1) is left out: it is not a limit on a busy GPU
+CLOCK_LIMIT_REASONS = {0x2: "applications clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
+                       0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+                       0x80: "hardware power brake", 0x100: "display clocks setting"}
+
+
+def clock_limit_names(mask: int) -> list[str]:
+    """The named reasons set in an NVML clocks-event bitmask, idle excluded."""
+    return [name for bit, name in CLOCK_LIMIT_REASONS.items() if mask & bit]
 
 
 class _Utilization(ctypes.Structure):
@@ -62,7 +71,7 @@ class Nvml:
         return buffer.value.decode() if self.lib.nvmlDeviceGetName(handle, buffer, 96) == _NVML_SUCCESS else None
 
     def sample(self, index: int) -> dict[str, float | None]:
-        """One reading of one GPU: utilisation %, power W, temperature C, SM and memory clocks MHz."""
+        """One reading of one GPU: utilisation %, power W, temperature C, SM and memory clocks MHz, clock limits."""
         handle = self._handle(index) if self.available else None
         reading: dict[str, float | None] = {"util": None, "power_w": None, "temp_c": None, "sm_mhz": None, "mem_mhz": None}
         if handle is None:
@@ -80,7 +89,17 @@ class Nvml:
             mhz = ctypes.c_uint()
             if self.lib.nvmlDeviceGetClockInfo(handle, clock, ctypes.byref(mhz)) == _NVML_SUCCESS:
                 reading[key] = float(mhz.value)
+        reading["clock_limits"] = self._clock_limits(handle)
         return reading
+
+    def _clock_limits(self, handle: ctypes.c_void_p) -> float | None:
+        """The clocks-event bitmask (named ClocksThrottleReasons before NVML 12.5), or None."""
+        mask = ctypes.c_ulonglong()
+        for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            function = getattr(self.lib, name, None)
+            if function is not None and function(handle, ctypes.byref(mask)) == _NVML_SUCCESS:
+                return float(mask.value)
+        return None
 
 
 class Telemetry:
@@ -116,6 +135,10 @@ class Telemetry:
                 values = [s[key] for s in samples if s[key] is not None]
                 if values:
                     stats[key] = {"min": min(values), "max": max(values), "mean": round(sum(values) / len(values), 1)}
+            masks = {int(s["clock_limits"]) for s in samples if s.get("clock_limits") is not None}
+            limits = sorted({name for mask in masks for name in clock_limit_names(mask)})
+            if limits:
+                stats["clock_limits_seen"] = limits
             per_gpu[str(device)] = stats
         return {"available": self.nvml.available, "error": self.nvml.error, "interval_s": self.interval,
                 "samples": sum(len(s) for s in self.samples.values()), "gpus": per_gpu}

@@ -1,5 +1,7 @@
 """Training: a small GPT on learnable synthetic data in fp32, TF32, bf16 autocast and fp16 with GradScaler.
 
+The model is today's GPT shape (RMSNorm, no biases, tied embedding, causal SDPA), eager by default.
+
 Checks that loss falls, stays finite, that memory does not grow across steps, and that two seeded
 runs with deterministic algorithms give identical losses; figures are step time, tokens/s and
 model TFLOP/s (llm.c's 6N + 12·L·d·T FLOPs per token), and the AMP speedups.
@@ -37,14 +39,21 @@ FULL = GptConfig(vocab=32768, width=512, layers=12, heads=8, sequence=512, batch
 SMALL = GptConfig(vocab=256, width=64, layers=2, heads=4, sequence=32, batch=8)
 
 
+def _norm(width: int) -> nn.Module:
+    """RMSNorm where this torch has it (2.4 on), else a bias-free LayerNorm: the kernel runs on older stacks too."""
+    rms_norm = getattr(nn, "RMSNorm", None)
+    return rms_norm(width) if rms_norm is not None else nn.LayerNorm(width, bias=False)
+
+
 class Block(nn.Module):
     def __init__(self, config: GptConfig) -> None:
         super().__init__()
         self.heads = config.heads
-        self.norm1, self.norm2 = nn.LayerNorm(config.width), nn.LayerNorm(config.width)
-        self.qkv = nn.Linear(config.width, 3 * config.width)
-        self.proj = nn.Linear(config.width, config.width)
-        self.mlp = nn.Sequential(nn.Linear(config.width, 4 * config.width), nn.GELU(), nn.Linear(4 * config.width, config.width))
+        self.norm1, self.norm2 = _norm(config.width), _norm(config.width)
+        self.qkv = nn.Linear(config.width, 3 * config.width, bias=False)
+        self.proj = nn.Linear(config.width, config.width, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(config.width, 4 * config.width, bias=False), nn.GELU(),
+                                 nn.Linear(4 * config.width, config.width, bias=False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
@@ -61,7 +70,7 @@ class Gpt(nn.Module):
         self.embed = nn.Embedding(config.vocab, config.width)
         self.position = nn.Embedding(config.sequence, config.width)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
-        self.norm = nn.LayerNorm(config.width)
+        self.norm = _norm(config.width)
         self.head = nn.Linear(config.width, config.vocab, bias=False)
         self.head.weight = self.embed.weight
         nn.init.normal_(self.embed.weight, std=0.02)  # GPT-2's init: logits start near uniform, loss near ln(vocab)
@@ -110,6 +119,11 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             logits = forward(inputs)
+            if mode != "bf16":
+                loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
+        if mode == "bf16":  # on the bf16 logits, as llm.c does: the softmax accumulates in fp32, and autocast's
+            # fp32 copy of the logits (2 GiB for the full model, each step, both ways) is what this saves;
+            # fp16 keeps autocast's fp32 loss, since its range would underflow the softmax gradients
             loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
         scaler.scale(loss).backward()
         scaler.step(optimizer)

@@ -60,6 +60,13 @@ def refuse_wrong_hardware(arch: str, names: tuple[str, ...], capabilities: tuple
                           "upgrade the driver, or certify a lock resolved for this driver")
 
 
+def clock_limits_seen(telemetry: dict[str, Any]) -> tuple[str, ...]:
+    """Every clock limit (power cap, thermal slowdown...) any GPU reported in any part of the run."""
+    names = {name for part in telemetry.values() if isinstance(part, dict)
+             for gpu in (part.get("gpus") or {}).values() for name in gpu.get("clock_limits_seen", ())}
+    return tuple(sorted(names))
+
+
 def build_body(*, created: str, tool: str, arch: str, mode: str, subject: Subject, hardware: Hardware,
                single: KernelReport, distributed: KernelReport | None, kernel_sha256: dict[str, str],
                extra_checks: list[Check], duration_s: float) -> CertificateBody:
@@ -73,7 +80,7 @@ def build_body(*, created: str, tool: str, arch: str, mode: str, subject: Subjec
             figures.setdefault(group, {}).update(entries)
         telemetry["distributed"] = distributed.telemetry
     stack = single.stack or {}
-    checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count)
+    checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count, clock_limits_seen(telemetry))
     return CertificateBody(created=created, tool=tool, arch=arch, mode=mode, subject=subject, hardware=hardware,
                            stack=stack, checks=tuple(checks), figures=figures, telemetry=telemetry,
                            kernel_sha256=kernel_sha256, passed=all(c.passed for c in checks), duration_s=duration_s)

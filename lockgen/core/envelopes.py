@@ -25,8 +25,18 @@ def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str)
 
 
 def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
-                    interconnect: str, gpu_count: int) -> list[Check]:
-    """One check per floor of the arch; no envelope (cpu, an arch without data) gives no checks."""
+                    interconnect: str, gpu_count: int, clock_limits: tuple[str, ...] = ()) -> list[Check]:
+    """One check per floor of the arch; no envelope (cpu, an arch without data) gives no checks.
+    A failed floor names the clock limits NVML reported during the run (power cap, thermal slowdown)."""
+    checks = _floor_checks(arch, figures, stack, interconnect, gpu_count)
+    if not clock_limits:
+        return checks
+    reason = f"; the GPU's clocks were held down during the run by: {', '.join(clock_limits)}"
+    return [c if c.passed else c.model_copy(update={"detail": c.detail + reason}) for c in checks]
+
+
+def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
+                  interconnect: str, gpu_count: int) -> list[Check]:
     envelope = load_envelopes().get(arch)
     if envelope is None:
         return []
