@@ -21,14 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import env_manifest, oci_layout, package_store, registry
+from lockgen.adapters import env_manifest, image_source, oci_layout, package_store, registry
+from lockgen.adapters.image_source import IMAGE_PREFIX, LOCK_LABEL, ENVIRONMENT_LABEL
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api_materialize import build_environment, choose_platform
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.errors import UserError
 
-IMAGE_PREFIX = "/opt/env"
 FORMATS = ("oci-layout", "oci-archive", "docker-archive")
 ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 
@@ -52,7 +52,10 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
     try:
         tree = work / "tree"
-        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress)
+        pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
+        interpreter = _base_python(base, lock.meta(f"python.{chosen}")) if pure_pypi else None
+        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress,
+                                       venv_interpreter=interpreter)
         _drop_build_host_traces(tree)
         sbom = oci_layout.canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
         (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
@@ -82,6 +85,18 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
+
+
+def _base_python(base: Path | None, version: str | None) -> str:
+    """Where a pure-PyPI image's venv finds Python: the base's `pythonX.Y` (Debian's /usr/bin, or
+    /usr/local/bin of the python:X.Y images), else /usr/bin/pythonX.Y, which the base must then provide."""
+    name = f"python{'.'.join((version or '3').split('.')[:2])}"
+    if base is not None:
+        paths = oci_layout.layer_paths(base)
+        for folder in ("usr/local/bin", "usr/bin"):
+            if f"{folder}/{name}" in paths:
+                return f"/{folder}/{name}"
+    return f"/usr/bin/{name}"
 
 
 def _drop_build_host_traces(tree: Path) -> None:
@@ -165,8 +180,8 @@ def _config(lock: Any, platform: str, lock_digest: str, env_digest: str, diff_id
     labels = {
         "org.opencontainers.image.title": f"{lock.meta('stack') or 'lockgen'} {lock.meta('target')}".strip(),
         "org.opencontainers.image.description": "made by lockgen export from a lock",
-        "dev.lockgen.lock.sha256": lock_digest,
-        "dev.lockgen.environment.digest": f"sha256:{env_digest}",
+        LOCK_LABEL: lock_digest,
+        ENVIRONMENT_LABEL: f"sha256:{env_digest}",
         "dev.lockgen.target": lock.meta("target"),
         "dev.lockgen.arch": lock.meta("arch"),
         "dev.lockgen.prefix": IMAGE_PREFIX,
@@ -185,21 +200,11 @@ def _config(lock: Any, platform: str, lock_digest: str, env_digest: str, diff_id
             "rootfs": {"type": "layers", "diff_ids": diff_ids}}
 
 
-def check_image(layout: Path, lock: Path | None = None) -> tuple[str, str, Any]:
-    """Unpacks the image and recomputes the environment digest at its prefix: (recorded, recomputed, drift).
-    With `lock`, the image must have been exported from exactly that lock."""
+def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False,
+                progress: Callable[[str], None] = lambda _: None) -> tuple[str, str, Any]:
+    """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
+    its prefix: (recorded, recomputed, drift). With `lock`, the image must come from exactly that lock."""
     from lockgen.api_materialize import check
 
-    _, config, _ = oci_layout.read_image(layout)
-    if lock is not None:
-        wanted = hashlib.sha256(lock.read_bytes()).hexdigest()
-        have = config["config"]["Labels"].get("dev.lockgen.lock.sha256")
-        if have != wanted:
-            raise UserError(f"the image was exported from lock sha256 {str(have)[:16]}…, not `{lock}` ({wanted[:16]}…)",
-                            "export this lock, or check the image against the lock it names")
-    recorded = config["config"]["Labels"]["dev.lockgen.environment.digest"].removeprefix("sha256:")
-    with tempfile.TemporaryDirectory() as folder:
-        oci_layout.unpack(layout, Path(folder))
-        prefix = Path(folder) / IMAGE_PREFIX.strip("/")
-        manifest, _ = env_manifest.build(prefix)
-        return recorded, env_manifest.digest(manifest), check(prefix, full=True)
+    with image_source.unpacked(source, progress, insecure, lock) as image:
+        return image.recorded_environment, image.environment, check(image.prefix, full=True)

@@ -72,7 +72,9 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
 
 
 def build_environment(lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
-                      meter: Meter | None = None) -> str:
+                      meter: Meter | None = None, venv_interpreter: str | None = None) -> str:
+    """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
+    with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python)."""
     conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
     pip = [p for p in lock.packages_for(platform) if p.manager == "pip"]
     started = time.perf_counter()
@@ -98,6 +100,8 @@ def build_environment(lock, lock_digest: str, platform: str, temp: Path, final: 
     if pip:
         installers.install_pip(pip, temp / "bin" / "python")
         progress(f"installed {len(pip)} wheels (hash-checked)")
+        if not conda and venv_interpreter:
+            installers.point_venv_at(temp, venv_interpreter)
     manifest, stats = env_manifest.build(temp)
     digest = env_manifest.digest(manifest)
     env_manifest.write(temp, manifest, stats, {"environment_digest": digest, "lock_sha256": lock_digest,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgen import __version__
-from lockgen.adapters import gpu_host, kernel, signing
+from lockgen.adapters import gpu_host, image_source, kernel, signing
 from lockgen.adapters.lockfile_yaml import load_lock, write_atomic
 from lockgen.core.certify import FigureChange, build_body, compare_figures, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.facts import arch_fact, load_facts
@@ -41,10 +41,26 @@ class VerifyOptions:
     allow_ptx: bool = False
     gpus: int | None = None
     timeout_s: float = 600
+    image: str | None = None
+    insecure: bool = False
 
 
 def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
-    """Runs the kernel in the environment, judges it, and writes the (signed) certificate."""
+    """Runs the kernel in the environment, judges it, and writes the (signed) certificate. With an image,
+    the kernel runs in the image's environment, unpacked (every layer checked, the environment digest
+    recomputed), on this host's kernel and driver, as a container runtime would run it."""
+    if options.image is None:
+        return _verify(options, options.python or sys.executable, None, progress)
+    with image_source.unpacked(options.image, progress, options.insecure, options.lock) as image:
+        if image.environment != image.recorded_environment:
+            raise LockFormatError(f"the environment in `{options.image}` (sha256:{image.environment[:16]}…) is not the one "
+                                  f"its labels record (sha256:{image.recorded_environment[:16]}…)",
+                                  "the image was tampered with: re-export it from its lock")
+        return _verify(options, str(image.prefix / "bin" / "python"), image, progress)
+
+
+def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedImage | None,
+            progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
     started = dt.datetime.now(dt.timezone.utc)
     arch = options.arch.lower().replace("_", "")
     if arch != "cpu":
@@ -56,7 +72,6 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (),
                               host.driver if host else None, expected.get("driver_min"))
         expected.setdefault("gpu_count", options.gpus if options.gpus is not None else (host.count if host else 0))
-    python = options.python or sys.executable
     progress(f"verifying {arch} with {python}" + (f" against {options.lock}" if options.lock else ""))
     single_doc, single_raw = kernel.run_single(python, arch, expected, options.quick, options.compiled,
                                                options.allow_ptx, options.timeout_s, progress)
@@ -84,10 +99,12 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
         mode="quick" if options.quick else "full",
         subject=Subject(stack=lock.meta("stack") if lock else None, target=lock.meta("target") if lock else None,
-                        environment_digest=_environment_digest(python),
+                        environment_digest=image.recorded_environment if image else _environment_digest(python),
                         lock_path=str(options.lock) if options.lock else None,
-                        lock_sha256=hashlib.sha256(options.lock.read_bytes()).hexdigest() if options.lock else None,
-                        python=python),
+                        lock_sha256=(hashlib.sha256(options.lock.read_bytes()).hexdigest() if options.lock
+                                     else image.labels.get(image_source.LOCK_LABEL) if image else None),
+                        image_digest=image.digest if image else None,
+                        python=f"{image_source.IMAGE_PREFIX}/bin/python" if image else python),
         hardware=_hardware(host, single),
         single=single, distributed=distributed, kernel_sha256=digests, extra_checks=extra,
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1))

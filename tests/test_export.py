@@ -160,6 +160,10 @@ def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.
     subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{registry_url}/team/img:sm90",
                     f"oci:{tmp_path / 'pulled'}:back"], check=True, capture_output=True)
     assert json.loads((tmp_path / "pulled" / "index.json").read_text())["manifests"][0]["digest"] == digest
+    checked = run_cli("check", "--image", f"docker://{registry_url}/team/img:sm90", "--insecure", "--lock", str(lock))
+    assert checked.returncode == 0, checked.stderr
+    missing = run_cli("check", "--image", f"docker://{registry_url}/team/none:x", "--insecure")
+    assert missing.returncode == 1 and "error: pulling docker://" in missing.stderr and "Traceback" not in missing.stderr
     refused = run_cli("push", str(tmp_path / "img"), "docker://127.0.0.1:9/team/img:x", "--insecure")
     assert refused.returncode == 1 and refused.stderr.startswith("error: pushing to") and "Traceback" not in refused.stderr
 

@@ -39,6 +39,19 @@ def make_venv(prefix: Path, python: str) -> None:
                            f"install Python {python} on this host (uv python install {python})")
 
 
+def point_venv_at(prefix: Path, interpreter: str) -> None:
+    """Makes a venv use `interpreter` (an absolute path where the image's base has Python) in place of
+    the build host's, whose path (a pyenv or uv folder) must not leak into an image. `bin/python` is
+    the one link to the interpreter (uv makes python3 and pythonX.Y links to it)."""
+    link = prefix / "bin" / "python"
+    link.unlink()
+    link.symlink_to(interpreter)
+    config = prefix / "pyvenv.cfg"
+    lines = [f"home = {Path(interpreter).parent}" if line.startswith("home =") else line
+             for line in config.read_text().splitlines()]
+    config.write_text("\n".join(lines) + "\n")
+
+
 def install_pip(packages: list[LockedPackage], python: Path) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:`."""
     lines = [f"{p.name} @ {p.url} --hash=sha256:{p.hash.sha256}" for p in packages]

@@ -131,6 +131,16 @@ def tag_of(layout: Path) -> str:
     return index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name", "latest")
 
 
+def layer_paths(layout: Path) -> set[str]:
+    """Every path the image's layers carry (relative, no leading `./` or `/`), whiteouts not applied."""
+    manifest, _, _ = read_image(layout)
+    paths: set[str] = set()
+    for layer in manifest["layers"]:
+        with tarfile.open(layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1], mode="r:*") as tar:
+            paths.update(member.name.removeprefix("./").lstrip("/") for member in tar)
+    return paths
+
+
 def unpack(layout: Path, destination: Path) -> None:
     """Applies every layer in order into `destination` (tar filter: no absolute paths or paths leaving it)."""
     manifest, config, _ = read_image(layout)

@@ -1,5 +1,5 @@
-"""Pushes an OCI layout to a registry through skopeo (its credential handling: `skopeo login`, auth
-files), keeping the manifest digest byte for byte."""
+"""Pushes an OCI layout to a registry, and pulls one back, through skopeo (its credential handling:
+`skopeo login`, auth files), keeping the manifest digest byte for byte."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ from lockgen.errors import ChannelError
 
 def push(layout: Path, tag: str, reference: str, insecure: bool) -> str:
     """Copies `layout:tag` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds."""
-    skopeo = shutil.which("skopeo")
-    if skopeo is None:
-        raise ChannelError("skopeo is not installed", "install it (Debian: apt-get install skopeo) to push images")
+    skopeo = _skopeo("push images")
     destination = reference if "://" in reference else f"docker://{reference}"
     with tempfile.TemporaryDirectory() as folder:
         digest_file = Path(folder) / "digest"
@@ -30,11 +28,29 @@ def push(layout: Path, tag: str, reference: str, insecure: bool) -> str:
         return digest_file.read_text().strip()
 
 
-def to_docker_archive(layout: Path, tag: str, destination: Path) -> None:
-    """A `docker load`-able archive of the layout, written by skopeo (byte-stable for the same layout)."""
+def pull(reference: str, layout: Path, insecure: bool) -> None:
+    """Copies `reference` (docker://HOST/REPO:TAG, or another skopeo transport) into the OCI layout `layout`."""
+    skopeo = _skopeo("pull images")
+    command = [skopeo, "copy", reference, f"oci:{layout}:pulled"]
+    if insecure:
+        command.insert(2, "--src-tls-verify=false")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
+        raise ChannelError(f"pulling {reference} failed: {last[0][:300]}",
+                           "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry")
+
+
+def _skopeo(purpose: str) -> str:
     skopeo = shutil.which("skopeo")
     if skopeo is None:
-        raise ChannelError("skopeo is not installed", "docker-archive needs skopeo (Debian: apt-get install skopeo)")
+        raise ChannelError("skopeo is not installed", f"install it (Debian: apt-get install skopeo) to {purpose}")
+    return skopeo
+
+
+def to_docker_archive(layout: Path, tag: str, destination: Path) -> None:
+    """A `docker load`-able archive of the layout, written by skopeo (byte-stable for the same layout)."""
+    skopeo = _skopeo("write docker archives")
     done = subprocess.run([skopeo, "copy", f"oci:{layout}:{tag}", f"docker-archive:{destination}:{tag}"],
                           capture_output=True, text=True)
     if done.returncode != 0:

@@ -32,8 +32,9 @@ def materialize(
 @handles_errors
 def check(
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="An environment made by lockgen materialize."),
-    image: Optional[Path] = typer.Option(None, "--image", help="An OCI layout made by lockgen export."),
+    image: Optional[str] = typer.Option(None, "--image", help="An OCI layout made by lockgen export, or docker://REF."),
     lock: Optional[Path] = typer.Option(None, "--lock", help="With --image: the lock the image must come from."),
+    insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     full: bool = typer.Option(False, "--full", help="Re-hash every file, not only those whose size or mtime changed."),
 ) -> None:
     """Compare an environment (or an image's) with its manifest: missing, extra, modified files; exit 1 on drift."""
@@ -42,7 +43,7 @@ def check(
     if image is not None:
         from lockgen.api_export import check_image
 
-        recorded, recomputed, drift = check_image(image, lock)
+        recorded, recomputed, drift = check_image(image, lock, insecure, progress)
         print(f"environment digest sha256:{recomputed}")
         if recorded != recomputed or not drift.clean:
             fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records "

@@ -18,6 +18,8 @@ def verify(
     lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the environment was made from: expectations and digest."),
     python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter (default: this one)."),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="A materialized environment: uses PREFIX/bin/python."),
+    image: Optional[str] = typer.Option(None, "--image", help="An image made by lockgen export (OCI layout folder, or docker://REF): runs its environment."),
+    insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     expect: Optional[Path] = typer.Option(None, "--expect", help="Extra expectations as JSON (torch, cuda, cudnn, nccl, driver_min, gpu_count)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Certificate path (default: next to the lock, in certs/)."),
     key: Optional[Path] = typer.Option(None, "--key", help="Ed25519 private key to sign with (lockgen keygen)."),
@@ -30,12 +32,13 @@ def verify(
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
     from lockgen.api_verify import VerifyOptions, verify as run
 
+    if sum(x is not None for x in (prefix, python, image)) > 1:
+        fail("--prefix, --python and --image each name the environment to verify", "pass one of them")
     if prefix is not None:
-        if python is not None:
-            fail("--prefix and --python name two interpreters", "pass one of them")
         python = str(prefix / "bin" / "python")
     path, body = run(VerifyOptions(arch=arch, python=python, lock=lock, expect=expect, out=out, key=key, quick=quick,
-                                   compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout), progress)
+                                   compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, image=image,
+                                   insecure=insecure), progress)
     failures = body.failures()
     progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
              f"certificate {'PASSED' if body.passed else 'FAILED'}")

@@ -1,0 +1,80 @@
+"""An image to check or certify: an OCI layout folder, or a registry reference (`docker://HOST/REPO:TAG`)
+pulled through skopeo into a temporary layout; unpacked with every blob and layer checked, and the
+environment at its prefix re-digested against the digest the image's labels record."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import env_manifest, oci_layout, registry
+from lockgen.errors import LockFormatError, UserError
+
+IMAGE_PREFIX = "/opt/env"
+LOCK_LABEL = "dev.lockgen.lock.sha256"
+ENVIRONMENT_LABEL = "dev.lockgen.environment.digest"
+
+
+@dataclass(frozen=True)
+class UnpackedImage:
+    digest: str          # the manifest digest, sha256:...
+    labels: dict[str, Any]
+    root: Path           # the unpacked root file system
+    recorded_environment: str   # the environment digest the labels record (hex)
+    environment: str            # the digest recomputed from the unpacked files (hex)
+
+    @property
+    def prefix(self) -> Path:
+        return self.root / IMAGE_PREFIX.strip("/")
+
+
+def is_reference(source: str) -> bool:
+    return "://" in source and not source.startswith("file://")
+
+
+def require_lock(labels: dict[str, Any], lock: Path) -> None:
+    """Refuses an image that was not exported from exactly `lock`."""
+    wanted = hashlib.sha256(lock.read_bytes()).hexdigest()
+    have = labels.get(LOCK_LABEL)
+    if have != wanted:
+        raise UserError(f"the image was exported from lock sha256 {str(have)[:16]}…, not `{lock}` ({wanted[:16]}…)",
+                        "pass the lock the image was exported from, or export this lock")
+
+
+@contextlib.contextmanager
+def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool = False,
+             lock: Path | None = None) -> Iterator[UnpackedImage]:
+    """Yields the image unpacked in a temporary folder (removed afterwards); with `lock`, an image
+    exported from another lock is refused before anything is unpacked."""
+    source = str(source)
+    work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
+    try:
+        layout = Path(source)
+        if is_reference(source):
+            progress(f"pulling {source}")
+            layout = work / "layout"
+            registry.pull(source, layout, insecure)
+        elif not (layout / "index.json").is_file():
+            raise UserError(f"`{source}` is not an OCI image layout", "pass a folder made by lockgen export, or docker://REF")
+        _, config, digest = oci_layout.read_image(layout)
+        labels = config.get("config", {}).get("Labels") or {}
+        if ENVIRONMENT_LABEL not in labels:
+            raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
+                                  "pass an image made by lockgen export")
+        if lock is not None:
+            require_lock(labels, lock)
+        progress(f"unpacking {digest[:19]}…")
+        root = work / "root"
+        oci_layout.unpack(layout, root)
+        manifest, _ = env_manifest.build(root / IMAGE_PREFIX.strip("/"))
+        yield UnpackedImage(digest=digest, labels=labels, root=root,
+                            recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
+                            environment=env_manifest.digest(manifest))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,97 @@
+"""A real torch stack as an image, end to end on a CPU host: a pure-PyPI lock of this host's CPU torch
+wheel (from a PEP 503 index the test writes over pip's local wheels) -> export (the venv pointed at
+the base's /usr/bin/pythonX.Y, no build-host path) -> `check --image` -> `verify --arch cpu --image`,
+whose certificate names the image and environment digests."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _torch_index(folder: Path) -> str:
+    """pip downloads this host's torch and its dependencies as wheels; a simple index lists them by hash."""
+    wheels = folder / "wheels"
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels),
+                           f"torch=={importlib.metadata.version('torch')}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for wheel in sorted(wheels.glob("*.whl")):
+        project = wheel.name.split("-")[0].lower().replace("_", "-")
+        page = folder / "simple" / project
+        page.mkdir(parents=True, exist_ok=True)
+        sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        with (page / "index.html").open("a") as stream:
+            stream.write(f'<a href="{wheel.as_uri()}#sha256={sha}">{wheel.name}</a>\n')
+    return (folder / "simple").as_uri()
+
+
+@pytest.fixture(scope="module")
+def torch_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    if not Path(f"/usr/bin/python{PYTHON}").exists():
+        pytest.fail(f"this test runs the image's venv on /usr/bin/python{PYTHON}, which this host lacks")
+    folder = tmp_path_factory.mktemp("torch-image")
+    (folder / "stack.toml").write_text(f"""[stack]
+name = "torch-cpu"
+python = "{PYTHON}"
+platforms = ["linux-64"]
+
+[pypi-dependencies]
+torch = "=={importlib.metadata.version('torch').split('+')[0]}"
+
+[pypi-options]
+index-url = "{_torch_index(folder)}"
+
+[targets.cpu]
+arch = "cpu"
+""")
+    resolved = run_cli("resolve", str(folder / "stack.toml"))
+    assert resolved.returncode == 0, resolved.stderr
+    lock = folder / "locks" / "cpu.conda-lock.yml"
+    exported = run_cli("export", str(lock), "--out", str(folder / "img"))
+    assert exported.returncode == 0, exported.stderr
+    return lock, folder / "img", exported.stdout.strip().splitlines()[0]
+
+
+def test_the_torch_image_holds_its_lock_and_no_build_host_path(torch_image: tuple[Path, Path, str]) -> None:
+    lock, image, _ = torch_image
+    checked = run_cli("check", "--image", str(image), "--lock", str(lock))
+    assert checked.returncode == 0, checked.stderr
+    unpacked = subprocess.run(["umoci", "raw", "unpack", "--rootless", "--image", f"{image}:cpu-linux-64",
+                               str(image.parent / "rootfs")], capture_output=True, text=True)
+    assert unpacked.returncode == 0, unpacked.stderr
+    venv = image.parent / "rootfs" / "opt" / "env"
+    assert (venv / "bin" / "python").readlink() == Path(f"/usr/bin/python{PYTHON}")
+    assert f"home = /usr/bin\n" in (venv / "pyvenv.cfg").read_text()
+
+
+def test_verify_runs_the_kernel_in_the_image(torch_image: tuple[Path, Path, str], tmp_path: Path) -> None:
+    lock, image, digest = torch_image
+    out = tmp_path / "image.cert.json"
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--image", str(image), "--lock", str(lock), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    body = json.loads(out.read_text())["certificate"]
+    assert body["passed"], [c for c in body["checks"] if not c["passed"]]
+    subject = body["subject"]
+    assert digest.endswith(subject["image_digest"].removeprefix("sha256:"))
+    assert subject["python"] == "/opt/env/bin/python" and subject["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
+    assert body["stack"]["torch"] == importlib.metadata.version("torch")
+
+
+def test_verify_refuses_an_image_of_another_lock(torch_image: tuple[Path, Path, str], tmp_path: Path) -> None:
+    lock, image, _ = torch_image
+    other = tmp_path / "other.conda-lock.yml"
+    other.write_text(lock.read_text() + "\n")
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--image", str(image), "--lock", str(other))
+    assert result.returncode == 1 and result.stderr.startswith("error: the image was exported from lock"), result.stderr
+    assert "Traceback" not in result.stderr
