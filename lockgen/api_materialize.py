@@ -96,7 +96,10 @@ def build_environment(lock, lock_digest: str, platform: str, temp: Path, final: 
         if not python:
             raise UserError("the lock has pip entries but no conda python and no recorded Python version",
                             "re-resolve it with lockgen resolve")
-        installers.make_venv(temp, python)
+        # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
+        # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
+        same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
+        installers.make_venv(temp, venv_interpreter if same_here else python)
     if pip:
         installers.install_pip(pip, temp / "bin" / "python")
         progress(f"installed {len(pip)} wheels (hash-checked)")

@@ -22,7 +22,7 @@ from tests.channel_factory import Pkg, build_channel
 def require(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        pytest.fail(f"{tool} is not installed: .ci/run installs it with apt-get (skopeo, umoci)")
+        pytest.fail(f"{tool} is not installed: .ci/run installs it with apt-get (skopeo, umoci, oci-image-tool)")
     return path
 
 
@@ -76,6 +76,9 @@ def test_image_contents_config_and_tools(tmp_path: Path, monkeypatch: pytest.Mon
     raw = subprocess.run([require("skopeo"), "inspect", "--raw", f"oci:{tmp_path / 'img'}:h100-linux-64"],
                          capture_output=True, check=True).stdout
     assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == digest
+    validated = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64",
+                                str(tmp_path / "img")], capture_output=True, text=True)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
     bundle = tmp_path / "bundle"
     subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:h100-linux-64", str(bundle)],
                    check=True, capture_output=True)
@@ -103,6 +106,9 @@ def test_tampered_image_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     blob.write_bytes(bytes(data))
     with pytest.raises(LockFormatError, match="was changed"):
         check_image(tmp_path / "img")
+    tampered = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64",
+                               str(tmp_path / "img")], capture_output=True, text=True)
+    assert tampered.returncode != 0
     (tmp_path / "not-a-layout").mkdir()
     (tmp_path / "not-a-layout" / "file").write_text("x")
     with pytest.raises(UserError, match="not an OCI layout"):
