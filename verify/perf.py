@@ -34,6 +34,13 @@ def _bursts(function: Callable[[], object], device: torch.device, bursts: int, p
     return [_time(function, device, per_burst, warmup=1) for _ in range(bursts)]
 
 
+def _rest(device: torch.device, seconds: float = 0.4) -> None:
+    """An idle pause on GPUs, so that a figure starts below the power cap."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        time.sleep(seconds)
+
+
 def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick: bool) -> None:
     """TFLOP/s of square matrix products on random data, per dtype (TF32 explicitly on for `tf32`).
 
@@ -44,22 +51,26 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
     """
     size = 8192 if device.type == "cuda" else 1024
     flops = 2 * size**3
-    plans = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}
-    if device.type == "cuda":
-        plans["fp16"] = torch.float16
     cuda = device.type == "cuda"
+    # the headline dtypes first, fp32 (SIMT, 21 ms a product on an H200) last, each from a short rest:
+    # the power cap's running average otherwise carries one dtype's load into the next one's figure
+    plans = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}
+    if not cuda:
+        del plans["fp16"]
     bursts = (2 if quick else 5) if cuda else 2
     for name, dtype in plans.items():
         a = torch.randn(size, size, device=device, dtype=dtype)
         b = torch.randn(size, size, device=device, dtype=dtype)
         torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-        per_burst = (2 if name == "fp32" else 5 if name == "tf32" else 10) if cuda else 2
+        per_burst = (1 if name == "fp32" else 5 if name == "tf32" else 10) if cuda else 2
+        _rest(device)
         _time(lambda: a @ b, device, 1, warmup=2)
         seconds = _bursts(lambda: a @ b, device, bursts, per_burst)
         torch.backends.cuda.matmul.allow_tf32 = False
         results.figure("gemm", name, flops / min(seconds) / 1e12, "TFLOP/s", size=size,
                        bursts=[round(flops / s / 1e12, 1) for s in seconds])
     if has_fp8:
+        _rest(device)
         a = torch.randn(size, size, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(size, size, device=device).to(torch.float8_e4m3fn).t().contiguous().t()
         scale = torch.tensor(1.0, device=device)
@@ -68,6 +79,7 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         results.figure("gemm", "fp8", flops / min(seconds) / 1e12, "TFLOP/s", size=size,
                        bursts=[round(flops / s / 1e12, 1) for s in seconds])
     if cuda and not quick:
+        _rest(device)
         a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         seconds = _time(lambda: a @ b, device, 100, warmup=3)
