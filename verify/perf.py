@@ -34,7 +34,7 @@ def _bursts(function: Callable[[], object], device: torch.device, bursts: int, p
     return [_time(function, device, per_burst, warmup=1) for _ in range(bursts)]
 
 
-def _rest(device: torch.device, seconds: float = 0.4) -> None:
+def rest(device: torch.device, seconds: float = 0.4) -> None:
     """An idle pause on GPUs, so that a figure starts below the power cap."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -63,14 +63,14 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         b = torch.randn(size, size, device=device, dtype=dtype)
         torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
         per_burst = (1 if name == "fp32" else 5 if name == "tf32" else 10) if cuda else 2
-        _rest(device)
+        rest(device)
         _time(lambda: a @ b, device, 1, warmup=2)
         seconds = _bursts(lambda: a @ b, device, bursts, per_burst)
         torch.backends.cuda.matmul.allow_tf32 = False
         results.figure("gemm", name, flops / min(seconds) / 1e12, "TFLOP/s", size=size,
                        bursts=[round(flops / s / 1e12, 1) for s in seconds])
     if has_fp8:
-        _rest(device)
+        rest(device)
         a = torch.randn(size, size, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(size, size, device=device).to(torch.float8_e4m3fn).t().contiguous().t()
         scale = torch.tensor(1.0, device=device)
@@ -79,7 +79,7 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         results.figure("gemm", "fp8", flops / min(seconds) / 1e12, "TFLOP/s", size=size,
                        bursts=[round(flops / s / 1e12, 1) for s in seconds])
     if cuda and not quick:
-        _rest(device)
+        rest(device)
         a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         seconds = _time(lambda: a @ b, device, 100, warmup=3)

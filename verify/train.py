@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from verify.perf import rest
 from verify.results import Results
 
 
@@ -99,8 +100,8 @@ def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator
 
 def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0,
               compiled: bool = False, warmup: int = 3) -> dict[str, object]:
-    """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; the time of
-    the steps after `warmup` is taken with CUDA events (wall clock on CPUs)."""
+    """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
+    `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median."""
     torch.manual_seed(seed)
     generator = torch.Generator(device="cpu").manual_seed(seed)
     model = Gpt(config).to(device)
@@ -115,7 +116,7 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
     clock = _Clock(device)
     for step in range(steps):
         if step == warmup:
-            clock.start()
+            clock.mark()
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             logits = forward(inputs)
@@ -130,29 +131,36 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
         scaler.update()
         losses.append(loss.detach())
         memory.append(torch.cuda.memory_allocated(device) if device.type == "cuda" else 0)
-    seconds = clock.stop() / max(steps - warmup, 1)
+        if step >= warmup:
+            clock.mark()
+    per_step = clock.step_seconds()
+    seconds = statistics.median(per_step) if per_step else float("nan")
     torch.backends.cuda.matmul.allow_tf32 = False
-    return {"losses": [x.item() for x in losses], "step_s": seconds, "memory": memory,
+    return {"losses": [x.item() for x in losses], "step_s": seconds, "steps_ms": [round(x * 1000, 2) for x in per_step],
+            "memory": memory,
             "flops_per_token": flops_per_token(model, config)}
 
 
 class _Clock:
+    """Per-step times without a host sync: a CUDA event after each step (a wall-clock reading on CPUs)."""
+
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
-        if self.cuda:
-            self.begin, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.marks: list = []
 
-    def start(self) -> None:
+    def mark(self) -> None:
         if self.cuda:
-            self.begin.record()
-        self.wall = time.perf_counter()
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
 
-    def stop(self) -> float:
-        if self.cuda:
-            self.end.record()
-            self.end.synchronize()
-            return self.begin.elapsed_time(self.end) / 1000
-        return time.perf_counter() - self.wall
+    def step_seconds(self) -> list[float]:
+        if self.cuda and self.marks:
+            self.marks[-1].synchronize()
+            return [a.elapsed_time(b) / 1000 for a, b in zip(self.marks, self.marks[1:])]
+        return [b - a for a, b in zip(self.marks, self.marks[1:])]
 
 
 def training(results: Results, device: torch.device, quick: bool, compiled: bool) -> None:
@@ -162,6 +170,7 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
     steps = 10 if quick else 20
     step_ms: dict[str, float] = {}
     for mode in modes + (["bf16-compiled"] if compiled else []):
+        rest(device)  # each mode from below the power cap, as the GEMM figures
         run = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"))
         losses = run["losses"]
         finite = all(math.isfinite(x) for x in losses)
@@ -177,7 +186,7 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
         step_ms[mode] = median * 1000
         tokens = config.batch * config.sequence / median
         results.figure("training", f"{mode}_step_ms", median * 1000, "ms", batch=config.batch, sequence=config.sequence,
-                       steps=steps - 3)
+                       steps_ms=run["steps_ms"])
         results.figure("training", f"{mode}_tokens_per_s", tokens, "tokens/s")
         results.figure("training", f"{mode}_model_tflops", tokens * run["flops_per_token"] / 1e12, "TFLOP/s",
                        params_m=round((run["flops_per_token"] - 12 * config.layers * config.width * config.sequence) / 6e6, 1))
