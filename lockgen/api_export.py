@@ -2,17 +2,21 @@
 fixed path (`/opt/env`) so its manifest digest is the one a bare-metal materialize at that path gives.
 
 The environment is built (hash-checked, placeholders patched for the image path) in a temporary
-folder; each conda package becomes one layer (its files and its conda-meta record), grouped past
-the layer budget; whatever no conda record owns (pip wheels, a venv, `.lockgen/`) is the last layer.
+folder; each package becomes one layer (a conda package: its files and its conda-meta record; a pip
+distribution: what its RECORD lists), grouped past the layer budget; the rest (the venv's own
+files, `.lockgen/`) is the last layer.
 Layers are cached by diff_id under `$LOCKGEN_HOME/layers`: exporting again, or the next target,
 compresses only what is new.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
+import posixpath
 import shutil
 import tempfile
 import threading
@@ -111,7 +115,8 @@ def _drop_build_host_traces(tree: Path) -> None:
 
 
 def _ownership(tree: Path) -> tuple[dict[str, list[str]], list[str]]:
-    """Files per conda package (its record's `files` and the record itself), and the rest."""
+    """Files per package, and the rest: a conda package owns its record's `files` and the record; a pip
+    distribution owns what its dist-info `RECORD` lists (not claimed by conda) and its dist-info folder."""
     owned: dict[str, list[str]] = {}
     claimed: set[str] = set()
     for record_path in sorted((tree / "conda-meta").glob("*.json")):
@@ -120,7 +125,26 @@ def _ownership(tree: Path) -> tuple[dict[str, list[str]], list[str]]:
         files.append(f"conda-meta/{record_path.name}")
         owned[record_path.stem] = sorted(set(files))
         claimed.update(files)
-    return owned, [r for r in env_manifest.walk(tree, covered_only=False) if r not in claimed]
+    rest = [r for r in env_manifest.walk(tree, covered_only=False) if r not in claimed]
+    present = set(rest)
+    for dist_info in sorted(tree.glob("lib/python*/site-packages/*.dist-info")):
+        files = {f for f in _record_files(tree, dist_info) if f in present}
+        folder = dist_info.relative_to(tree).as_posix() + "/"
+        files.update(f for f in present if f.startswith(folder))
+        if files:
+            owned[f"pypi-{dist_info.name.removesuffix('.dist-info')}"] = sorted(files)
+            present -= files
+    return owned, [r for r in rest if r in present]
+
+
+def _record_files(tree: Path, dist_info: Path) -> list[str]:
+    """The tree-relative paths a wheel's RECORD lists (relative to site-packages, `../../../bin/x` too)."""
+    try:
+        rows = csv.reader(io.StringIO((dist_info / "RECORD").read_text(encoding="utf-8")))
+    except OSError:
+        return []
+    site = dist_info.parent.relative_to(tree).as_posix()
+    return [posixpath.normpath(posixpath.join(site, row[0])) for row in rows if row and row[0]]
 
 
 def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:

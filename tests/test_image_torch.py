@@ -72,6 +72,10 @@ def test_the_torch_image_holds_its_lock_and_no_build_host_path(torch_image: tupl
     assert unpacked.returncode == 0, unpacked.stderr
     venv = image.parent / "rootfs" / "opt" / "env"
     assert (venv / "bin" / "python").readlink() == Path(f"/usr/bin/python{PYTHON}")
+    distributions = list(venv.glob("lib/python*/site-packages/*.dist-info"))
+    manifest = json.loads((image / "blobs" / "sha256" / json.loads((image / "index.json").read_text())
+                           ["manifests"][0]["digest"].split(":")[1]).read_text())
+    assert len(manifest["layers"]) == len(distributions) + 1  # a layer per wheel, then the venv itself
     assert f"home = /usr/bin\n" in (venv / "pyvenv.cfg").read_text()
 
 
