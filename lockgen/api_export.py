@@ -18,6 +18,7 @@ import json
 import os
 import posixpath
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from typing import Any
 
 from lockgen.adapters import env_manifest, image_source, oci_layout, package_store, registry
 from lockgen.adapters.image_source import IMAGE_PREFIX, LOCK_LABEL, ENVIRONMENT_LABEL
+from lockgen.adapters.file_digest import file_digest
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api_materialize import build_environment, choose_platform
 from lockgen.core.layers import plan_layers
@@ -147,6 +149,37 @@ def _record_files(tree: Path, dist_info: Path) -> list[str]:
     return [posixpath.normpath(posixpath.join(site, row[0])) for row in rows if row and row[0]]
 
 
+def _manifest_digests(tree: Path) -> dict[str, str]:
+    """Content digests the environment manifest already holds (conda-meta records excepted: the manifest
+    digests them without their volatile fields)."""
+    manifest = json.loads((tree / env_manifest.MANIFEST).read_text())
+    return {e["path"]: e["sha256"] for e in manifest["files"]
+            if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
+
+
+def _layer_key(tree: Path, files: list[str], known: dict[str, str]) -> str:
+    """What a layer's tar bytes are a function of: the tar rules, the image prefix, and for each file its
+    path, kind, exec bit and content (or link target)."""
+    hasher = hashlib.sha256(f"lockgen-layer-tar/1 {IMAGE_PREFIX}\n".encode())
+    for relative in sorted(files):
+        path = tree / relative
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            line = f"L {relative} {os.readlink(path)}"
+        elif stat.S_ISDIR(info.st_mode):
+            line = f"D {relative}"
+        else:
+            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path)}"
+        hasher.update(line.encode() + b"\n")
+    return hasher.hexdigest()
+
+
+def _write_entry(path: Path, value: dict[str, str]) -> None:
+    partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    partial.write_text(json.dumps(value))
+    os.replace(partial, path)
+
+
 def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:
     owned, rest = _ownership(tree)
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
@@ -154,8 +187,17 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
     groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
     cache = package_store.lockgen_home() / "layers"
     cache.mkdir(parents=True, exist_ok=True)
+    known = _manifest_digests(tree)
 
     def one_layer(files: list[str]) -> tuple[dict[str, Any], str, bool]:
+        entry = cache / f"{_layer_key(tree, files, known)}-gz{level}.json"
+        if entry.is_file():  # same files, same bytes: the tar need not be written again
+            recorded = json.loads(entry.read_text())
+            cached = cache / f"{recorded['diff_id'].split(':', 1)[1]}-gz{level}"
+            if cached.is_file():
+                descriptor = oci_layout.put_blob_file(layout, cached)
+                if descriptor["digest"] == recorded["digest"]:
+                    return {"mediaType": oci_layout.LAYER_MEDIA_TYPE, **descriptor}, recorded["diff_id"], True
         with tempfile.NamedTemporaryFile(dir=cache, suffix=".tar", delete=False) as handle:
             tar_path = Path(handle.name)
         try:
@@ -166,7 +208,9 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
                 partial = cached.with_name(f"{cached.name}.{os.getpid()}.{threading.get_ident()}.partial")
                 oci_layout.compress(tar_path, partial, level)
                 os.replace(partial, cached)
-            return {"mediaType": oci_layout.LAYER_MEDIA_TYPE, **oci_layout.put_blob_file(layout, cached)}, diff_id, hit
+            descriptor = oci_layout.put_blob_file(layout, cached)
+            _write_entry(entry, {"diff_id": diff_id, "digest": descriptor["digest"]})
+            return {"mediaType": oci_layout.LAYER_MEDIA_TYPE, **descriptor}, diff_id, hit
         finally:
             tar_path.unlink(missing_ok=True)
 

@@ -90,11 +90,17 @@ def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
 
 
 def put_blob_file(layout: Path, source: Path) -> dict[str, Any]:
-    digest = file_digest(source)
-    path = layout / "blobs" / "sha256" / digest
-    path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, path)
-    return {"digest": f"sha256:{digest}", "size": source.stat().st_size}
+    """Copies `source` into the layout's blobs under its digest, hashing as it copies (one read)."""
+    folder = layout / "blobs" / "sha256"
+    folder.mkdir(parents=True, exist_ok=True)
+    hasher, size = hashlib.sha256(), 0
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".partial-", delete=False) as target, source.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            hasher.update(block)
+            target.write(block)
+            size += len(block)
+    os.replace(target.name, folder / hasher.hexdigest())
+    return {"digest": f"sha256:{hasher.hexdigest()}", "size": size}
 
 
 def write_index(layout: Path, manifest: dict[str, Any], tag: str) -> str:
