@@ -13,31 +13,26 @@ from lockgen.errors import ChannelError
 
 def push(layout: Path, tag: str, reference: str, insecure: bool) -> str:
     """Copies `layout:tag` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds."""
-    skopeo = _skopeo("push images")
     destination = reference if "://" in reference else f"docker://{reference}"
     with tempfile.TemporaryDirectory() as folder:
         digest_file = Path(folder) / "digest"
-        command = [skopeo, "copy", "--digestfile", str(digest_file), f"oci:{layout}:{tag}", destination]
-        if insecure:
-            command.insert(2, "--dest-tls-verify=false")
-        done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-        if done.returncode != 0:
-            last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
-            raise ChannelError(f"pushing to {destination} failed: {last[0][:300]}",
-                               "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry")
+        _copy(["--digestfile", str(digest_file)] + ["--dest-tls-verify=false"] * insecure,
+              f"oci:{layout}:{tag}", destination, f"pushing to {destination}", "push images")
         return digest_file.read_text().strip()
 
 
 def pull(reference: str, layout: Path, insecure: bool) -> None:
     """Copies `reference` (docker://HOST/REPO:TAG, or another skopeo transport) into the OCI layout `layout`."""
-    skopeo = _skopeo("pull images")
-    command = [skopeo, "copy", reference, f"oci:{layout}:pulled"]
-    if insecure:
-        command.insert(2, "--src-tls-verify=false")
+    _copy(["--src-tls-verify=false"] * insecure, reference, f"oci:{layout}:pulled", f"pulling {reference}", "pull images")
+
+
+def _copy(options: list[str], source: str, destination: str, what: str, purpose: str) -> None:
+    """`skopeo copy`; a refusal is one clear error with skopeo's last line."""
+    command = [_skopeo(purpose), "copy", *options, source, destination]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
-        raise ChannelError(f"pulling {reference} failed: {last[0][:300]}",
+        raise ChannelError(f"{what} failed: {last[0][:300]}",
                            "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry")
 
 
