@@ -174,6 +174,17 @@ def _layer_key(tree: Path, files: list[str], known: dict[str, str]) -> str:
     return hasher.hexdigest()
 
 
+def _cached(layout: Path, cache: Path, digest: str, verify: bool = True) -> dict[str, Any] | None:
+    """The cached blob of `digest` put into the layout; None when it is gone or its bytes changed."""
+    blob = cache / f"blob-{digest.split(':', 1)[1]}"
+    if not blob.is_file():
+        return None
+    descriptor = oci_layout.link_cached_blob(layout, blob, digest, verify)
+    if descriptor is None:
+        blob.unlink(missing_ok=True)
+    return descriptor
+
+
 def _write_entry(path: Path, value: dict[str, str]) -> None:
     partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
     partial.write_text(json.dumps(value))
@@ -193,22 +204,23 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
         entry = cache / f"{_layer_key(tree, files, known)}-gz{level}.json"
         if entry.is_file():  # same files, same bytes: the tar need not be written again
             recorded = json.loads(entry.read_text())
-            cached = cache / f"{recorded['diff_id'].split(':', 1)[1]}-gz{level}"
-            if cached.is_file():
-                descriptor = oci_layout.put_blob_file(layout, cached)
-                if descriptor["digest"] == recorded["digest"]:
-                    return {"mediaType": oci_layout.LAYER_MEDIA_TYPE, **descriptor}, recorded["diff_id"], True
+            descriptor = _cached(layout, cache, recorded["digest"])
+            if descriptor is not None:
+                return {"mediaType": oci_layout.LAYER_MEDIA_TYPE, **descriptor}, recorded["diff_id"], True
         with tempfile.NamedTemporaryFile(dir=cache, suffix=".tar", delete=False) as handle:
             tar_path = Path(handle.name)
         try:
             diff_id = oci_layout.write_layer_tar(tree, sorted(files), IMAGE_PREFIX, tar_path)
-            cached = cache / f"{diff_id.split(':', 1)[1]}-gz{level}"
-            hit = cached.is_file()
+            by_diff_id = cache / f"{diff_id.split(':', 1)[1]}-gz{level}.json"
+            descriptor = _cached(layout, cache, json.loads(by_diff_id.read_text())["digest"]) if by_diff_id.is_file() else None
+            hit = descriptor is not None
             if not hit:
-                partial = cached.with_name(f"{cached.name}.{os.getpid()}.{threading.get_ident()}.partial")
+                partial = cache / f"compressing.{os.getpid()}.{threading.get_ident()}.partial"
                 oci_layout.compress(tar_path, partial, level)
-                os.replace(partial, cached)
-            descriptor = oci_layout.put_blob_file(layout, cached)
+                digest = "sha256:" + file_digest(partial)
+                os.replace(partial, cache / f"blob-{digest.split(':', 1)[1]}")
+                descriptor = _cached(layout, cache, digest, verify=False)
+                _write_entry(by_diff_id, {"digest": digest})
             _write_entry(entry, {"diff_id": diff_id, "digest": descriptor["digest"]})
             return {"mediaType": oci_layout.LAYER_MEDIA_TYPE, **descriptor}, diff_id, hit
         finally:

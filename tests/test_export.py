@@ -127,6 +127,14 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     export(lock, None, tmp_path / "two", None, 100, 1, messages.append)
     assert any("3 taken from the layer cache" in m or "4 taken from the layer cache" in m for m in messages)
     assert json.loads((tmp_path / "one" / "index.json").read_text()) == json.loads((tmp_path / "two" / "index.json").read_text())
+    # cached blobs are hard-linked into layouts: a blob changed in place in one must not reach the next
+    manifest, _, _ = oci_layout.read_image(tmp_path / "two")
+    blob = tmp_path / "two" / "blobs" / "sha256" / manifest["layers"][0]["digest"].split(":", 1)[1]
+    with blob.open("r+b") as stream:
+        stream.write(b"tampered")
+    export(lock, None, tmp_path / "three", None, 100, 1, messages.append)
+    assert oci_layout.read_image(tmp_path / "three")[2] == oci_layout.read_image(tmp_path / "one")[2]
+    assert check_image(tmp_path / "three", lock)[2].clean
 
 
 @pytest.fixture

@@ -103,6 +103,22 @@ def put_blob_file(layout: Path, source: Path) -> dict[str, Any]:
     return {"digest": f"sha256:{hasher.hexdigest()}", "size": size}
 
 
+def link_cached_blob(layout: Path, source: Path, digest: str, verify: bool = True) -> dict[str, Any] | None:
+    """Puts a layer cache's blob (named by its digest, never written in place by lockgen) into the layout
+    as a hard link, or a copy across file systems; None when `verify` finds its bytes changed."""
+    if verify and "sha256:" + file_digest(source) != digest:
+        return None
+    folder = layout / "blobs" / "sha256"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / digest.split(":", 1)[1]
+    if not target.exists():
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copyfile(source, target)
+    return {"digest": digest, "size": source.stat().st_size}
+
+
 def write_index(layout: Path, manifest: dict[str, Any], tag: str) -> str:
     """Writes manifest, `index.json` and `oci-layout`; returns the manifest digest."""
     descriptor = {"mediaType": MANIFEST_MEDIA_TYPE, **put_blob(layout, canonical_json(manifest)),
