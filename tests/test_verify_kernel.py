@@ -53,3 +53,30 @@ def test_ptx_only_coverage() -> None:
     ptx = {**GPU_STACK, "arch_coverage": "ptx", "devices": [{"name": "B200", "compute_capability": "10.0"}] * 2}
     stack_checks(results, "sm100", ptx, False, None)
     assert "PTX JIT only" in failures(results)["native_kernels"]
+
+
+class _FakeNvml:
+    available, error = True, ""
+
+    def sample(self, index: int) -> dict:
+        return {"util": 100.0, "power_w": 690.0, "temp_c": 60.0, "sm_mhz": 1755.0, "mem_mhz": 3201.0, "clock_limits": 4.0}
+
+
+def test_telemetry_of_one_phase_and_the_nvml_index(monkeypatch) -> None:
+    import time
+
+    from verify.nvml import Telemetry, nvml_index
+
+    with Telemetry(_FakeNvml(), [0], interval_s=0.01) as telemetry:
+        time.sleep(0.05)
+        started = time.monotonic()
+        time.sleep(0.05)
+        ended = time.monotonic()
+    phase = telemetry.during(0, started, ended)
+    assert phase["sm_mhz"]["min"] == 1755.0 and phase["clock_limits_seen"] == ["software power cap"]
+    assert telemetry.during(0, ended + 10, ended + 20) == {}
+    assert telemetry.summary()["gpus"]["0"]["power_w"]["max"] == 690.0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert nvml_index(0) == 1 and nvml_index(1) == 0
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert nvml_index(0) == 0

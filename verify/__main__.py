@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             results.guarded("correctness", "attention", lambda: attention(results, device))
             # GEMM rates first, while the board is below its power cap (see verify.perf.gemm_throughput)
             results.guarded("performance", "gemm_throughput", lambda: gemm_throughput(results, device, has_fp8, args.quick))
-            results.guarded("training", "training", lambda: training(results, device, args.quick, args.compile))
+            results.guarded("training", "training", lambda: training(results, device, args.quick, args.compile, telemetry))
             if not args.quick:  # a second interpreter and CUDA start: the one check --quick leaves out
                 results.guarded("training", "determinism", lambda: determinism(results, device))
             results.guarded("performance", "bandwidth", lambda: bandwidth(results, device))

@@ -7,6 +7,7 @@ cap, thermal slowdown...) on a thread while the checks run, so that a throttling
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 
@@ -102,10 +103,19 @@ class Nvml:
         return None
 
 
+def nvml_index(cuda_index: int) -> int:
+    """NVML numbers every GPU of the host; CUDA only those CUDA_VISIBLE_DEVICES lists (by index here;
+    UUIDs are taken as the identity order)."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if cuda_index < len(visible) and visible[cuda_index].isdigit():
+        return int(visible[cuda_index])
+    return cuda_index
+
+
 class Telemetry:
     """Samples every GPU on a background thread; `summary()` gives min/max/mean per quantity and GPU."""
 
-    def __init__(self, nvml: Nvml, devices: list[int], interval_s: float = 0.2) -> None:
+    def __init__(self, nvml: Nvml, devices: list[int], interval_s: float = 0.1) -> None:
         self.nvml, self.devices, self.interval = nvml, devices, interval_s
         self.samples: dict[int, list[dict[str, float | None]]] = {d: [] for d in devices}
         self._stop = threading.Event()
@@ -124,21 +134,28 @@ class Telemetry:
     def _run(self) -> None:
         while not self._stop.is_set():
             for device in self.devices:
-                self.samples[device].append(self.nvml.sample(device))
+                self.samples[device].append({**self.nvml.sample(device), "t": time.monotonic()})
             time.sleep(self.interval)
 
+    def during(self, device: int, start: float, end: float) -> dict[str, object]:
+        """The statistics of one GPU's samples between two `time.monotonic()` readings (one phase)."""
+        return _statistics([s for s in self.samples.get(device, []) if start <= s["t"] <= end])
+
     def summary(self) -> dict[str, object]:
-        per_gpu = {}
-        for device, samples in self.samples.items():
-            stats = {}
-            for key in ("util", "power_w", "temp_c", "sm_mhz", "mem_mhz"):
-                values = [s[key] for s in samples if s[key] is not None]
-                if values:
-                    stats[key] = {"min": min(values), "max": max(values), "mean": round(sum(values) / len(values), 1)}
-            masks = {int(s["clock_limits"]) for s in samples if s.get("clock_limits") is not None}
-            limits = sorted({name for mask in masks for name in clock_limit_names(mask)})
-            if limits:
-                stats["clock_limits_seen"] = limits
-            per_gpu[str(device)] = stats
         return {"available": self.nvml.available, "error": self.nvml.error, "interval_s": self.interval,
-                "samples": sum(len(s) for s in self.samples.values()), "gpus": per_gpu}
+                "samples": sum(len(s) for s in self.samples.values()),
+                "gpus": {str(device): _statistics(samples) for device, samples in self.samples.items()}}
+
+
+def _statistics(samples: list[dict[str, float | None]]) -> dict[str, object]:
+    """min/max/mean per quantity, and the clock limits seen (by name)."""
+    stats: dict[str, object] = {}
+    for key in ("util", "power_w", "temp_c", "sm_mhz", "mem_mhz"):
+        values = [s[key] for s in samples if s.get(key) is not None]
+        if values:
+            stats[key] = {"min": min(values), "max": max(values), "mean": round(sum(values) / len(values), 1)}
+    masks = {int(s["clock_limits"]) for s in samples if s.get("clock_limits") is not None}
+    limits = sorted({name for mask in masks for name in clock_limit_names(mask)})
+    if limits:
+        stats["clock_limits_seen"] = limits
+    return stats

@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from verify.nvml import Telemetry, nvml_index
 from verify.perf import rest
 from verify.results import Results
 
@@ -163,15 +164,19 @@ class _Clock:
         return [b - a for a, b in zip(self.marks, self.marks[1:])]
 
 
-def training(results: Results, device: torch.device, quick: bool, compiled: bool) -> None:
-    """Every precision mode: loss falls, finite, no memory growth; figures for speed and AMP speedups."""
+def training(results: Results, device: torch.device, quick: bool, compiled: bool, telemetry: Telemetry | None = None) -> None:
+    """Every precision mode: loss falls, finite, no memory growth; figures for speed and AMP speedups.
+    Each step-time figure carries the GPU's clocks, power and clock limits during that mode."""
     config = FULL if device.type == "cuda" else SMALL
     modes = ["fp32", "tf32", "bf16", "fp16"] if device.type == "cuda" and not quick else ["fp32", "bf16"]
     steps = 10 if quick else 20
     step_ms: dict[str, float] = {}
     for mode in modes + (["bf16-compiled"] if compiled else []):
         rest(device)  # each mode from below the power cap, as the GEMM figures
+        started = time.monotonic()
         run = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"))
+        during = (telemetry.during(nvml_index(device.index or 0), started, time.monotonic())
+                  if telemetry and device.type == "cuda" else {})
         losses = run["losses"]
         finite = all(math.isfinite(x) for x in losses)
         results.check("training", f"{mode}_finite", finite, f"{len(losses)} steps, losses {losses[0]:.3f} -> {losses[-1]:.3f}")
@@ -186,7 +191,7 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
         step_ms[mode] = median * 1000
         tokens = config.batch * config.sequence / median
         results.figure("training", f"{mode}_step_ms", median * 1000, "ms", batch=config.batch, sequence=config.sequence,
-                       steps_ms=run["steps_ms"])
+                       steps_ms=run["steps_ms"], **({"gpu": during} if during else {}))
         results.figure("training", f"{mode}_tokens_per_s", tokens, "tokens/s")
         results.figure("training", f"{mode}_model_tflops", tokens * run["flops_per_token"] / 1e12, "TFLOP/s",
                        params_m=round((run["flops_per_token"] - 12 * config.layers * config.width * config.sequence) / 6e6, 1))
