@@ -59,7 +59,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     try:
         tree = work / "tree"
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
-        interpreter = _base_python(base, lock.meta(f"python.{chosen}")) if pure_pypi else None
+        interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi else None
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress,
                                        venv_interpreter=interpreter)
         _drop_build_host_traces(tree)
@@ -93,15 +93,19 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     return digest, env_digest
 
 
-def _base_python(base: Path | None, version: str | None) -> str:
+def _base_python(base: Path | None, version: str | None, progress: Callable[[str], None]) -> str:
     """Where a pure-PyPI image's venv finds Python: the base's `pythonX.Y` (Debian's /usr/bin, or
-    /usr/local/bin of the python:X.Y images), else /usr/bin/pythonX.Y, which the base must then provide."""
+    /usr/local/bin of the python:X.Y images), else /usr/bin/pythonX.Y, which the image then lacks:
+    said in a note, since a later layer or runtime may still bring it."""
     name = f"python{'.'.join((version or '3').split('.')[:2])}"
     if base is not None:
         paths = oci_layout.layer_paths(base)
         for folder in ("usr/local/bin", "usr/bin"):
             if f"{folder}/{name}" in paths:
                 return f"/{folder}/{name}"
+    where = "the base image has no" if base is not None else "no base image brings"
+    progress(f"note: the venv runs on /usr/bin/{name}, and {where} {name}: "
+             f"pass --base with Python {name.removeprefix('python')} for an image that runs on its own")
     return f"/usr/bin/{name}"
 
 

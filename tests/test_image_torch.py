@@ -60,6 +60,7 @@ arch = "cpu"
     lock = folder / "locks" / "cpu.conda-lock.yml"
     exported = run_cli("export", str(lock), "--out", str(folder / "img"))
     assert exported.returncode == 0, exported.stderr
+    assert f"note: the venv runs on /usr/bin/python{PYTHON}, and no base image brings" in exported.stderr
     return lock, folder / "img", exported.stdout.strip().splitlines()[0]
 
 
