@@ -5,8 +5,9 @@ The environment is built (hash-checked, placeholders patched for the image path)
 folder; each package becomes one layer (a conda package: its files and its conda-meta record; a pip
 distribution: what its RECORD lists), grouped past the layer budget; the rest (the venv's own
 files, `.lockgen/`) is the last layer.
-Layers are cached by diff_id under `$LOCKGEN_HOME/layers`: exporting again, or the next target,
-compresses only what is new.
+Layers are cached under `$LOCKGEN_HOME/layers` by content key (`oci_layout.layer_key`), their blobs
+by digest and hard-linked into layouts: exporting again, or the next target, tars and compresses
+only what is new.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import json
 import os
 import posixpath
 import shutil
-import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -161,23 +161,6 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
             if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
-def _layer_key(tree: Path, files: list[str], known: dict[str, str]) -> str:
-    """What a layer's tar bytes are a function of: the tar rules, the image prefix, and for each file its
-    path, kind, exec bit and content (or link target)."""
-    hasher = hashlib.sha256(f"lockgen-layer-tar/1 {IMAGE_PREFIX}\n".encode())
-    for relative in sorted(files):
-        path = tree / relative
-        info = path.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            line = f"L {relative} {os.readlink(path)}"
-        elif stat.S_ISDIR(info.st_mode):
-            line = f"D {relative}"
-        else:
-            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path)}"
-        hasher.update(line.encode() + b"\n")
-    return hasher.hexdigest()
-
-
 def _cached(layout: Path, cache: Path, digest: str, verify: bool = True) -> dict[str, Any] | None:
     """The cached blob of `digest` put into the layout; None when it is gone or its bytes changed."""
     blob = cache / f"blob-{digest.split(':', 1)[1]}"
@@ -205,7 +188,7 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
     known = _manifest_digests(tree)
 
     def one_layer(files: list[str]) -> tuple[dict[str, Any], str, bool]:
-        entry = cache / f"{_layer_key(tree, files, known)}-gz{level}.json"
+        entry = cache / f"{oci_layout.layer_key(tree, files, IMAGE_PREFIX, known)}-gz{level}.json"
         if entry.is_file():  # same files, same bytes: the tar need not be written again
             recorded = json.loads(entry.read_text())
             descriptor = _cached(layout, cache, recorded["digest"])
@@ -288,7 +271,11 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
                 progress: Callable[[str], None] = lambda _: None) -> tuple[str, str, Any]:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix: (recorded, recomputed, drift). With `lock`, the image must come from exactly that lock."""
-    from lockgen.api_materialize import check
+    from lockgen.api_materialize import check, manifest_drift
 
     with image_source.unpacked(source, progress, insecure, lock) as image:
-        return image.recorded_environment, image.environment, check(image.prefix, full=True)
+        if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
+            drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
+        else:
+            drift = check(image.prefix, full=True)
+        return image.recorded_environment, image.environment, drift

@@ -143,6 +143,14 @@ class Drift:
         return not (self.missing or self.extra or self.modified)
 
 
+def manifest_drift(recorded: dict, current: dict) -> Drift:
+    """Files missing, extra or changed between a recorded manifest and one built from the files now."""
+    before = {e["path"]: e for e in recorded["files"]}
+    now = {e["path"]: e for e in current["files"]}
+    return Drift(sorted(before.keys() - now.keys()), sorted(now.keys() - before.keys()),
+                 sorted(p for p in before.keys() & now.keys() if before[p] != now[p]))
+
+
 def check(prefix: Path, full: bool) -> Drift:
     """Files missing, extra or changed against the manifest; only files whose size or mtime moved are
     re-hashed unless `full`."""

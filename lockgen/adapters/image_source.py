@@ -27,7 +27,8 @@ class UnpackedImage:
     labels: dict[str, Any]
     root: Path           # the unpacked root file system
     recorded_environment: str   # the environment digest the labels record (hex)
-    environment: str            # the digest recomputed from the unpacked files (hex)
+    manifest: dict[str, Any]    # the environment manifest built from the unpacked files
+    environment: str            # its digest (hex)
 
     @property
     def prefix(self) -> Path:
@@ -75,6 +76,6 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
         manifest, _ = env_manifest.build(root / IMAGE_PREFIX.strip("/"))
         yield UnpackedImage(digest=digest, labels=labels, root=root,
                             recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
-                            environment=env_manifest.digest(manifest))
+                            manifest=manifest, environment=env_manifest.digest(manifest))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -64,6 +64,24 @@ def write_layer_tar(root: Path, relatives: list[str], image_prefix: str, destina
     return "sha256:" + file_digest(destination)
 
 
+def layer_key(root: Path, relatives: list[str], image_prefix: str, known: dict[str, str]) -> str:
+    """What `write_layer_tar`'s bytes are a function of, without writing them: its rules (versioned here:
+    change the tag when they change), the prefix, and per file its path, kind, exec bit and content
+    digest (taken from `known` where given) or link target."""
+    hasher = hashlib.sha256(f"lockgen-layer-tar/1 {image_prefix}\n".encode())
+    for relative in sorted(relatives):
+        path = root / relative
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            line = f"L {relative} {os.readlink(path)}"
+        elif stat.S_ISDIR(info.st_mode):
+            line = f"D {relative}"
+        else:
+            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path)}"
+        hasher.update(line.encode() + b"\n")
+    return hasher.hexdigest()
+
+
 def write_archive(layout: Path, destination: Path) -> None:
     """An `oci-archive`: the layout folder as one deterministic tar (same rules as layers, no prefix)."""
     relatives = sorted(str(p.relative_to(layout)) for p in layout.rglob("*") if p.is_file())
