@@ -1,7 +1,8 @@
 """NVML through ctypes: driver version and per-GPU telemetry, with no Python binding installed.
 
 `Telemetry` samples utilisation, power, temperature, clocks and what holds the clocks down (power
-cap, thermal slowdown...) on a thread while the checks run, so that a throttling GPU explains a low figure. Everything degrades to None without a driver.
+cap, thermal slowdown...) on a thread while the checks run, so that a throttling GPU explains a low
+figure. Everything degrades to None without a driver.
 """
 
 from __future__ import annotations

@@ -34,6 +34,12 @@ def _bursts(function: Callable[[], object], device: torch.device, bursts: int, p
     return [_time(function, device, per_burst, warmup=1) for _ in range(bursts)]
 
 
+def _burst_figure(results: Results, name: str, flops: int, seconds: list[float], size: int) -> None:
+    """The best burst's TFLOP/s as the figure, every burst's beside it."""
+    results.figure("gemm", name, flops / min(seconds) / 1e12, "TFLOP/s", size=size,
+                   bursts=[round(flops / s / 1e12, 1) for s in seconds])
+
+
 def rest(device: torch.device, seconds: float = 0.4) -> None:
     """An idle pause on GPUs, so that a figure starts below the power cap."""
     if device.type == "cuda":
@@ -67,8 +73,7 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         _time(lambda: a @ b, device, 1, warmup=2)
         seconds = _bursts(lambda: a @ b, device, bursts, per_burst)
         torch.backends.cuda.matmul.allow_tf32 = False
-        results.figure("gemm", name, flops / min(seconds) / 1e12, "TFLOP/s", size=size,
-                       bursts=[round(flops / s / 1e12, 1) for s in seconds])
+        _burst_figure(results, name, flops, seconds, size)
     if has_fp8:
         rest(device)
         a = torch.randn(size, size, device=device).to(torch.float8_e4m3fn)
@@ -76,8 +81,7 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         scale = torch.tensor(1.0, device=device)
         seconds = _bursts(lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16),
                           device, bursts, 10)
-        results.figure("gemm", "fp8", flops / min(seconds) / 1e12, "TFLOP/s", size=size,
-                       bursts=[round(flops / s / 1e12, 1) for s in seconds])
+        _burst_figure(results, "fp8", flops, seconds, size)
     if cuda and not quick:
         rest(device)
         a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
