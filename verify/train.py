@@ -114,7 +114,7 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
     torch.backends.cudnn.allow_tf32 = mode == "tf32"
     inputs, targets = batch_of(config, device, generator)
     losses, memory = [], []
-    clock = _Clock(device)
+    clock = StepClock(device)
     for step in range(steps):
         if step == warmup:
             clock.mark()
@@ -142,7 +142,7 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
             "flops_per_token": flops_per_token(model, config)}
 
 
-class _Clock:
+class StepClock:
     """Per-step times without a host sync: a CUDA event after each step (a wall-clock reading on CPUs)."""
 
     def __init__(self, device: torch.device) -> None:
