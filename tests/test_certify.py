@@ -66,6 +66,19 @@ def test_a_failed_floor_names_the_clock_limits_nvml_reported() -> None:
     assert all("held down" not in c.detail for c in checks if c.passed)
 
 
+@pytest.mark.parametrize("issue_ms, host_bound", [(95.0, True), (40.0, False)])
+def test_a_failed_training_floor_names_a_host_bound_step(issue_ms: float, host_bound: bool) -> None:
+    cert = recorded("h200x2-sm90")
+    figures = json.loads(json.dumps(cert["figures"]))
+    figures["training"]["bf16_model_tflops"]["value"] = 60.0  # as a 100 ms step would give
+    figures["training"]["bf16_step_ms"].update(value=100.0, host_issue_ms=issue_ms)
+    checks = envelope_checks("sm90", figures, cert["stack"], "nvlink", 2)
+    failing = [c for c in checks if not c.passed]
+    assert [c.name for c in failing] == ["train_mfu_floor"]
+    assert ("host-bound" in failing[0].detail) is host_bound
+    assert all("host-bound" not in c.detail for c in checks if c.passed)
+
+
 def test_clock_limit_bits_are_named_and_idle_is_not_a_limit() -> None:
     assert clock_limit_names(0x1) == []
     assert clock_limit_names(0x4 | 0x40 | 0x1) == ["software power cap", "hardware thermal slowdown"]

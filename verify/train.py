@@ -9,6 +9,7 @@ model TFLOP/s (llm.c's 6N + 12·L·d·T FLOPs per token), and the AMP speedups.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -39,6 +40,7 @@ class GptConfig:
 
 FULL = GptConfig(vocab=32768, width=512, layers=12, heads=8, sequence=512, batch=32)  # about 55M parameters
 SMALL = GptConfig(vocab=256, width=64, layers=2, heads=4, sequence=32, batch=8)
+HOST_PROBE_STEPS = 3  # after the timed steps, on GPUs: see run_steps
 
 
 def _norm(width: int) -> nn.Module:
@@ -102,7 +104,9 @@ def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator
 def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0,
               compiled: bool = False, warmup: int = 3) -> dict[str, object]:
     """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
-    `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median."""
+    `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs a few
+    more steps each start from an idle GPU, and the median host time to issue one is `host_issue_ms`:
+    when it comes near the step time, the host, not the GPU, set the pace."""
     torch.manual_seed(seed)
     generator = torch.Generator(device="cpu").manual_seed(seed)
     model = Gpt(config).to(device)
@@ -115,31 +119,52 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
     inputs, targets = batch_of(config, device, generator)
     losses, memory = [], []
     clock = StepClock(device)
-    for step in range(steps):
-        if step == warmup:
-            clock.mark()
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
-            logits = forward(inputs)
-            if mode != "bf16":
+    issue_s = []
+    with _backward_on_this_thread():
+        for step in range(steps + HOST_PROBE_STEPS):
+            if step == warmup:
+                clock.mark()
+            probing = step >= steps and device.type == "cuda"
+            if probing:
+                torch.cuda.synchronize(device)
+                started = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+                logits = forward(inputs)
+                if mode != "bf16":
+                    loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
+            if mode == "bf16":  # on the bf16 logits, as llm.c does: the softmax accumulates in fp32, and autocast's
+                # fp32 copy of the logits (2 GiB for the full model, each step, both ways) is what this saves;
+                # fp16 keeps autocast's fp32 loss, since its range would underflow the softmax gradients
                 loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
-        if mode == "bf16":  # on the bf16 logits, as llm.c does: the softmax accumulates in fp32, and autocast's
-            # fp32 copy of the logits (2 GiB for the full model, each step, both ways) is what this saves;
-            # fp16 keeps autocast's fp32 loss, since its range would underflow the softmax gradients
-            loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        losses.append(loss.detach())
-        memory.append(torch.cuda.memory_allocated(device) if device.type == "cuda" else 0)
-        if step >= warmup:
-            clock.mark()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            losses.append(loss.detach())
+            if probing:
+                issue_s.append(time.perf_counter() - started)
+            memory.append(torch.cuda.memory_allocated(device) if device.type == "cuda" else 0)
+            if warmup <= step < steps:
+                clock.mark()
     per_step = clock.step_seconds()
     seconds = statistics.median(per_step) if per_step else float("nan")
     torch.backends.cuda.matmul.allow_tf32 = False
     return {"losses": [x.item() for x in losses], "step_s": seconds, "steps_ms": [round(x * 1000, 2) for x in per_step],
-            "memory": memory,
+            "memory": memory, "host_issue_ms": round(statistics.median(issue_s) * 1000, 2) if issue_s else None,
             "flops_per_token": flops_per_token(model, config)}
+
+
+def _backward_on_this_thread() -> contextlib.AbstractContextManager:
+    """Backward on the calling thread instead of autograd's per-device worker thread: the same arithmetic
+    with one thread hand-off less each way, so the host issues a step sooner.
+
+    The eager step is queued while the GPU runs the one before it, so it is steady only while the host
+    issues a step faster than the GPU runs it. Measured on H200 VMs (torch 2.11, full model, bf16): the GPU
+    alone needs 20.0-20.2 ms a step (the step replayed from a CUDA graph); the host issued one in 15.9 ms
+    with the worker thread and 11.7 ms without on one machine, 21.7 and 19.9 ms on another
+    (`benchmarks/bench_gpt_step.py`). torch before 1.13 has no switch and keeps the worker thread."""
+    switch = getattr(torch.autograd, "set_multithreading_enabled", None)
+    return switch(False) if switch is not None else contextlib.nullcontext()
 
 
 class StepClock:
@@ -191,7 +216,8 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
         step_ms[mode] = median * 1000
         tokens = config.batch * config.sequence / median
         results.figure("training", f"{mode}_step_ms", median * 1000, "ms", batch=config.batch, sequence=config.sequence,
-                       steps_ms=run["steps_ms"], **({"gpu": during} if during else {}))
+                       steps_ms=run["steps_ms"], **({"gpu": during} if during else {}),
+                       **({"host_issue_ms": run["host_issue_ms"]} if run["host_issue_ms"] is not None else {}))
         results.figure("training", f"{mode}_tokens_per_s", tokens, "tokens/s")
         results.figure("training", f"{mode}_model_tflops", tokens * run["flops_per_token"] / 1e12, "TFLOP/s",
                        params_m=round((run["flops_per_token"] - 12 * config.layers * config.width * config.sequence) / 6e6, 1))

@@ -13,6 +13,8 @@ from typing import Any
 
 from lockgen.model.certificate import Check
 
+HOST_BOUND_SHARE = 0.9  # a step whose host issue time is this share of the step time or more is host-bound
+
 
 @lru_cache(maxsize=1)
 def load_envelopes() -> dict[str, Any]:
@@ -27,12 +29,25 @@ def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str)
 def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
                     interconnect: str, gpu_count: int, clock_limits: tuple[str, ...] = ()) -> list[Check]:
     """One check per floor of the arch; no envelope (cpu, an arch without data) gives no checks.
-    A failed floor names the clock limits NVML reported during the run (power cap, thermal slowdown)."""
+    A failed floor names the clock limits NVML reported during the run (power cap, thermal slowdown), and
+    a failed training floor a host-bound step."""
     checks = _floor_checks(arch, figures, stack, interconnect, gpu_count)
-    if not clock_limits:
-        return checks
-    reason = f"; the GPU's clocks were held down during the run by: {', '.join(clock_limits)}"
-    return [c if c.passed else c.model_copy(update={"detail": c.detail + reason}) for c in checks]
+    host_bound = _host_bound_note(figures)
+    training_floors = {"amp_speedup_floor", "train_mfu_floor"}
+    clocks = f"; the GPU's clocks were held down during the run by: {', '.join(clock_limits)}" if clock_limits else ""
+    return [c if c.passed else c.model_copy(update={"detail": c.detail + (host_bound if c.name in training_floors else "") + clocks})
+            for c in checks]
+
+
+def _host_bound_note(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """Names a bf16 step whose pace the host set: issuing one step took nearly as long as the step itself
+    (verify's `host_issue_ms`), so a slow or contended CPU, not the GPU stack, explains the figure."""
+    step = figures.get("training", {}).get("bf16_step_ms") or {}
+    issue, measured = step.get("host_issue_ms"), step.get("value")
+    if not issue or not measured or issue < HOST_BOUND_SHARE * measured:
+        return ""
+    return (f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound "
+            "(a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host")
 
 
 def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
