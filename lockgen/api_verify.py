@@ -43,24 +43,28 @@ class VerifyOptions:
     timeout_s: float = 600
     image: str | None = None
     insecure: bool = False
+    nodes: int = 1
+    rendezvous_endpoint: str | None = None
+    rendezvous_id: str = "lockgen-verify"
 
 
 def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
     """Runs the kernel in the environment, judges it, and writes the (signed) certificate. With an image,
     the kernel runs in the image's environment, unpacked (every layer checked, the environment digest
     recomputed), on this host's kernel and driver, as a container runtime would run it."""
+    rendezvous = _rendezvous(options)
     if options.image is None:
-        return _verify(options, options.python or sys.executable, None, progress)
+        return _verify(options, options.python or sys.executable, None, rendezvous, progress)
     with image_source.unpacked(options.image, progress, options.insecure, options.lock) as image:
         if image.environment != image.recorded_environment:
             raise LockFormatError(f"the environment in `{options.image}` (sha256:{image.environment[:16]}…) is not the one "
                                   f"its labels record (sha256:{image.recorded_environment[:16]}…)",
                                   "the image was tampered with: re-export it from its lock")
-        return _verify(options, str(image.prefix / "bin" / "python"), image, progress)
+        return _verify(options, str(image.prefix / "bin" / "python"), image, rendezvous, progress)
 
 
 def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedImage | None,
-            progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+            rendezvous: kernel.Rendezvous | None, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
     started = dt.datetime.now(dt.timezone.utc)
     arch = options.arch.lower().replace("_", "")
     if arch != "cpu":
@@ -77,6 +81,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
                                                options.allow_ptx, options.timeout_s, progress)
     single = _report(single_doc, "single")
     gpus = options.gpus if options.gpus is not None else (host.count if host else 1)
+    world = gpus * options.nodes
     distributed, digests = None, {"single": hashlib.sha256(single_raw).hexdigest()}
     extra = []
     visible = len((single.stack or {}).get("devices") or [])
@@ -86,15 +91,17 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
                            detail=f"the environment sees {visible} of the {gpus} GPUs the multi-GPU checks need"
                                   + (f" (CUDA_VISIBLE_DEVICES={cause!r})" if cause is not None else "")
                                   + "; the NCCL and DDP checks did not run"))
-    elif gpus > 1:
-        progress(f"running the {gpus}-GPU checks under torchrun")
+    elif world > 1:
+        progress(f"running the {gpus}-GPU checks under torchrun"
+                 + (f", one node of {options.nodes} meeting at {rendezvous.endpoint}" if rendezvous else ""))
         sizes = "1,16" if arch == "cpu" else "1,16,128,1024"  # gloo on CPUs: small sizes say enough
-        dist_doc, dist_raw = kernel.run_distributed(python, gpus, sizes, options.timeout_s, progress)
+        dist_doc, dist_raw = kernel.run_distributed(python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous)
         distributed = _report(dist_doc, "distributed")
         digests["distributed"] = hashlib.sha256(dist_raw).hexdigest()
-    if distributed is not None and distributed.world_size != gpus:
+    if distributed is not None and distributed.world_size != world:
         extra.append(Check(category="distributed", name="world_size", passed=False,
-                           detail=f"{distributed.world_size} ranks ran, {gpus} expected"))
+                           detail=f"{distributed.world_size} ranks ran, {world} expected"
+                                  + (f" ({options.nodes} nodes of {gpus})" if rendezvous else "")))
     body = build_body(
         created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
         mode="quick" if options.quick else "full",
@@ -107,12 +114,27 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
                         python=f"{image_source.IMAGE_PREFIX}/bin/python" if image else python),
         hardware=_hardware(host, single),
         single=single, distributed=distributed, kernel_sha256=digests, extra_checks=extra,
+        rendezvous=rendezvous.endpoint if rendezvous else None,
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1))
     path = options.out or _default_path(options.lock, arch, started)
     data = body.model_dump(mode="json", by_alias=True)
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
     return path, body
+
+
+def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:
+    """Several nodes need an endpoint every node names alike; one node needs none."""
+    if options.nodes < 1:
+        raise UserError(f"--nodes {options.nodes} is not a node count", "pass --nodes 1 or more")
+    if options.nodes == 1:
+        if options.rendezvous_endpoint:
+            raise UserError("--rendezvous is for several nodes", "pass --nodes N with it, or leave it out")
+        return None
+    if not options.rendezvous_endpoint:
+        raise UserError(f"--nodes {options.nodes} needs a rendezvous endpoint",
+                        "pass --rendezvous HOST:PORT, the same on every node (HOST: one of the nodes)")
+    return kernel.Rendezvous(options.nodes, options.rendezvous_endpoint, options.rendezvous_id)
 
 
 def _expectations(options: VerifyOptions, arch: str, lock: Any) -> dict[str, Any]:

@@ -4,7 +4,10 @@ the multi-process path under torchrun (gloo), failing and hanging ranks, and tam
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,6 +92,35 @@ def test_two_processes_under_torchrun(tmp_path: Path) -> None:
     names = {c["name"] for c in body["checks"]}
     assert {"allreduce_sum", "ddp_parameters_identical"} <= names
     assert set(body["figures"]["allreduce"]) == {"1MiB", "16MiB"}
+
+
+def test_two_nodes_meet_through_the_rendezvous(tmp_path: Path) -> None:
+    """Two `lockgen verify` processes on this host stand in for two nodes of one process each."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "lockgen", "verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2",
+               "--rendezvous", f"127.0.0.1:{port}", "--rendezvous-id", "two-nodes", "--timeout", "240"]
+    nodes = [subprocess.Popen([*command, "--out", str(tmp_path / f"node{i}.cert.json")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"}) for i in range(2)]
+    finished = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err for _, err in finished]
+    bodies = [json.loads((tmp_path / f"node{i}.cert.json").read_text())["certificate"] for i in range(2)]
+    runs = [body["distributed"] for body in bodies]
+    assert [(r["world_size"], r["nodes"], r["rendezvous"]) for r in runs] == [(2, 2, f"127.0.0.1:{port}")] * 2
+    assert sorted(r["node_rank"] for r in runs) == [0, 1]
+    for body in bodies:
+        sums = [c for c in body["checks"] if c["name"] == "allreduce_sum"]
+        assert len(sums) == 1 and sums[0]["passed"] and "sum over 2 ranks" in sums[0]["detail"]
+    assert "one node of 2 meeting at 127.0.0.1" in finished[0][1]
+    listing = run_cli("certs", str(tmp_path))
+    assert listing.stdout.count("on 2 nodes PASS") == 2, listing.stdout
+
+
+def test_several_nodes_need_a_rendezvous(tmp_path: Path) -> None:
+    result = run_cli("verify", "--arch", "cpu", "--nodes", "2", "--out", str(tmp_path / "x.json"))
+    assert result.returncode == 1 and "needs a rendezvous endpoint" in result.stderr and "hint:" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "x.json").exists()
 
 
 @pytest.mark.parametrize(("fault", "timeout", "message"), [

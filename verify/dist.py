@@ -1,9 +1,12 @@
 """Several GPUs: run under `torchrun` (one process per GPU; gloo on CPUs), lockgen launches it.
 
 All-reduce correctness, bus bandwidth at several sizes (nccl-tests' formula: algbw * 2(n-1)/n),
-a DDP training step, and parameters identical on every rank afterwards. Rank 0 writes the JSON.
+a DDP training step, and parameters identical on every rank afterwards. Every check is collective,
+so each node's first process (local rank 0) writes the same checks into its own node's JSON.
 
     torchrun --nproc_per_node 2 -m verify.dist --out dist.json
+    torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29400 --rdzv_id JOB \
+        -m verify.dist --out dist.json                                         (on each node)
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def _inject_fault(rank: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verify.dist")
-    parser.add_argument("--out", required=True, help="where rank 0 writes the JSON document")
+    parser.add_argument("--out", required=True, help="where each node's local rank 0 writes the JSON document")
     parser.add_argument("--sizes-mib", default="1,16,128,1024", help="all-reduce sizes in MiB")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--timeout-s", type=float, default=120)
@@ -97,13 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("nccl" if use_cuda else "gloo", timeout=dt.timedelta(seconds=args.timeout_s),
                             **({"device_id": device} if use_cuda else {}))
     rank, world = dist.get_rank(), dist.get_world_size()
+    node_size = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     results = Results()
-    if rank == 0:
+    if local_rank == 0:
         results.log = lambda line: print(line, file=sys.stderr, flush=True)
     nvml = Nvml()
     started = time.perf_counter()
     _inject_fault(rank)
-    with Telemetry(nvml, list(range(nvml.device_count() or 0)) if rank == 0 and use_cuda else []) as telemetry:
+    with Telemetry(nvml, list(range(nvml.device_count() or 0)) if local_rank == 0 and use_cuda else []) as telemetry:
         value = torch.full((4096,), float(rank + 1), device=device)
         dist.all_reduce(value)
         expected = world * (world + 1) / 2
@@ -113,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                         lambda: _bus_bandwidth(results, device, world, [int(s) for s in args.sizes_mib.split(",")], args.iterations))
         results.guarded("distributed", "ddp_step", lambda: _ddp_step(results, device, rank))
         dist.barrier()
-    if rank == 0:
+    if local_rank == 0:
         document = {"schema": SCHEMA, "kind": "distributed", "world_size": world, "backend": dist.get_backend(),
+                    "nodes": world // node_size, "node_rank": int(os.environ.get("GROUP_RANK", "0")),
                     "checks": results.checks, "figures": results.figures, "telemetry": telemetry.summary(),
                     "duration_s": round(time.perf_counter() - started, 2)}
         with open(args.out, "w", encoding="utf-8") as stream:

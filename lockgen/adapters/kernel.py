@@ -1,5 +1,6 @@
 """Runs the verification kernel inside the environment under test: `PY -m verify`, and for several GPUs
-`PY -m torch.distributed.run -m verify.dist` (PyTorch's own launcher).
+`PY -m torch.distributed.run -m verify.dist` (PyTorch's own launcher; several nodes meet through its
+c10d rendezvous).
 
 The kernel's stderr is streamed as progress; its JSON comes back through a file. Each run has a
 timeout: on expiry, or when a rank dies, the whole process group is killed, so no rank is left behind.
@@ -18,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,14 +111,29 @@ def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, co
         return _read(out_path, "the verification kernel")
 
 
+@dataclass(frozen=True)
+class Rendezvous:
+    """Several nodes: torchrun's c10d rendezvous at `endpoint` (HOST[:PORT]), which every node names alike;
+    the process on the host that `endpoint` names keeps the store."""
+
+    nodes: int
+    endpoint: str
+    run_id: str
+
+
 def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, progress: Callable[[str], None],
-                    extra_env: dict[str, str] | None = None) -> tuple[dict[str, Any], bytes]:
-    """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs), on this host."""
+                    extra_env: dict[str, str] | None = None, rendezvous: Rendezvous | None = None) -> tuple[dict[str, Any], bytes]:
+    """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs), on this host
+    alone or, with `rendezvous`, as one node of several."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
         out_path = Path(folder) / "dist.json"
-        command = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
+        launch = (["--standalone"] if rendezvous is None else
+                  [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}",
+                   f"--rdzv_id={rendezvous.run_id}"])
+        command = [python, "-m", "torch.distributed.run", *launch, f"--nproc_per_node={gpus}",
                    "-m", "verify.dist", "--out", str(out_path), "--sizes-mib", sizes_mib, "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
-        _run(command, timeout_s, progress, f"the {gpus}-process distributed kernel", extra_env or {})
+        what = f"the {gpus}-process distributed kernel" + (f" (one node of {rendezvous.nodes})" if rendezvous else "")
+        _run(command, timeout_s, progress, what, extra_env or {})
         return _read(out_path, "the distributed kernel")
 
 

@@ -28,6 +28,9 @@ def verify(
     allow_ptx: bool = typer.Option(False, "--allow-ptx", help="Accept a torch that reaches the arch only by PTX JIT."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Processes for the multi-GPU checks (default: every GPU of the host)."),
     timeout: float = typer.Option(600, "--timeout", help="Seconds each kernel run may take before it is killed."),
+    nodes: int = typer.Option(1, "--nodes", help="Nodes taking part in the multi-GPU checks; run the same command on each."),
+    rendezvous: Optional[str] = typer.Option(None, "--rendezvous", help="With --nodes: HOST:PORT where the nodes meet (torchrun's c10d rendezvous), the same on every node."),
+    rendezvous_id: str = typer.Option("lockgen-verify", "--rendezvous-id", help="With --nodes: a name for this run, the same on every node."),
 ) -> None:
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
     from lockgen.api_verify import VerifyOptions, verify as run
@@ -38,7 +41,8 @@ def verify(
         python = str(prefix / "bin" / "python")
     path, body = run(VerifyOptions(arch=arch, python=python, lock=lock, expect=expect, out=out, key=key, quick=quick,
                                    compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, image=image,
-                                   insecure=insecure), progress)
+                                   insecure=insecure, nodes=nodes, rendezvous_endpoint=rendezvous,
+                                   rendezvous_id=rendezvous_id), progress)
     failures = body.failures()
     progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
              f"certificate {'PASSED' if body.passed else 'FAILED'}")
@@ -103,4 +107,5 @@ def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or an
         gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")
         bus = body.figures.get("allreduce", {}).get("1024MiB", {}).get("value")
         extra = (f" bf16 {gemm:.0f} TFLOP/s" if gemm else "") + (f" allreduce {bus:.0f} GB/s" if bus else "")
-        print(f"{body.created} {body.arch:<6} {body.hardware.gpu_count}x {'PASS' if body.passed else 'FAIL'}{extra}  {path}")
+        nodes = f" on {body.distributed.nodes} nodes" if body.distributed and body.distributed.nodes > 1 else ""
+        print(f"{body.created} {body.arch:<6} {body.hardware.gpu_count}x{nodes} {'PASS' if body.passed else 'FAIL'}{extra}  {path}")

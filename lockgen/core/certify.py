@@ -10,7 +10,7 @@ from lockgen.core.envelopes import envelope_checks
 from lockgen.core.facts import load_facts
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.errors import TargetError
-from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelReport, Subject
+from lockgen.model.certificate import CertificateBody, Check, DistributedRun, Hardware, KernelReport, Subject
 from lockgen.model.lock import Lock
 
 LOWER_IS_BETTER_UNITS = ("ms", "us", "s")
@@ -69,8 +69,9 @@ def clock_limits_seen(telemetry: dict[str, Any]) -> tuple[str, ...]:
 
 def build_body(*, created: str, tool: str, arch: str, mode: str, subject: Subject, hardware: Hardware,
                single: KernelReport, distributed: KernelReport | None, kernel_sha256: dict[str, str],
-               extra_checks: list[Check], duration_s: float) -> CertificateBody:
-    """The certificate body: every kernel check, the envelope checks, merged figures and telemetry."""
+               extra_checks: list[Check], duration_s: float, rendezvous: str | None = None) -> CertificateBody:
+    """The certificate body: every kernel check, the envelope checks, merged figures and telemetry, and how
+    the multi-GPU checks ran (ranks, nodes, this node's rank, the rendezvous endpoint)."""
     figures: dict[str, dict[str, dict[str, Any]]] = {k: dict(v) for k, v in single.figures.items()}
     checks = list(extra_checks) + list(single.checks)
     telemetry: dict[str, Any] = {"single": single.telemetry}
@@ -83,7 +84,10 @@ def build_body(*, created: str, tool: str, arch: str, mode: str, subject: Subjec
     checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count, clock_limits_seen(telemetry))
     return CertificateBody(created=created, tool=tool, arch=arch, mode=mode, subject=subject, hardware=hardware,
                            stack=stack, checks=tuple(checks), figures=figures, telemetry=telemetry,
-                           kernel_sha256=kernel_sha256, passed=all(c.passed for c in checks), duration_s=duration_s)
+                           kernel_sha256=kernel_sha256, passed=all(c.passed for c in checks), duration_s=duration_s,
+                           distributed=None if distributed is None else DistributedRun(
+                               world_size=distributed.world_size or 0, nodes=distributed.nodes or 1,
+                               node_rank=distributed.node_rank or 0, backend=distributed.backend, rendezvous=rendezvous))
 
 
 @dataclass(frozen=True)

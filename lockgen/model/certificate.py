@@ -40,6 +40,8 @@ class KernelReport(Frozen):
     passed: bool | None = None
     world_size: int | None = None
     backend: str | None = None
+    nodes: int | None = None
+    node_rank: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "KernelReport":
@@ -72,6 +74,16 @@ class Hardware(Frozen):
     host_platform: str
 
 
+class DistributedRun(Frozen):
+    """How the multi-GPU checks ran: ranks in all, nodes, and this node's place among them."""
+
+    world_size: int
+    nodes: int = 1
+    node_rank: int = 0
+    backend: str | None = None
+    rendezvous: str | None = None
+
+
 class CertificateBody(Frozen):
     """Everything a certificate attests; its canonical JSON is what gets signed."""
 
@@ -89,6 +101,7 @@ class CertificateBody(Frozen):
     kernel_sha256: dict[str, str]
     passed: bool
     duration_s: float
+    distributed: DistributedRun | None = None
 
     def failures(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
