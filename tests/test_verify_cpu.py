@@ -117,6 +117,17 @@ def test_two_nodes_meet_through_the_rendezvous(tmp_path: Path) -> None:
     assert listing.stdout.count("on 2 nodes PASS") == 2, listing.stdout
 
 
+def test_a_node_whose_peers_never_come_fails_cleanly(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2", "--rendezvous", f"127.0.0.1:{port}",
+                     "--timeout", "25", "--out", str(tmp_path / "x.json"))
+    assert result.returncode == 1 and f"the other nodes did not join at 127.0.0.1:{port}" in result.stderr
+    assert "hint: start the same command on every node" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_several_nodes_need_a_rendezvous(tmp_path: Path) -> None:
     result = run_cli("verify", "--arch", "cpu", "--nodes", "2", "--out", str(tmp_path / "x.json"))
     assert result.returncode == 1 and "needs a rendezvous endpoint" in result.stderr and "hint:" in result.stderr

@@ -121,10 +121,10 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
     clock = StepClock(device)
     issue_s = []
     with _backward_on_this_thread():
-        for step in range(steps + HOST_PROBE_STEPS):
+        for step in range(steps + (HOST_PROBE_STEPS if device.type == "cuda" else 0)):
             if step == warmup:
                 clock.mark()
-            probing = step >= steps and device.type == "cuda"
+            probing = step >= steps
             if probing:
                 torch.cuda.synchronize(device)
                 started = time.perf_counter()

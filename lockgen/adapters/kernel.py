@@ -129,11 +129,19 @@ def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, pr
         out_path = Path(folder) / "dist.json"
         launch = (["--standalone"] if rendezvous is None else
                   [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}",
-                   f"--rdzv_id={rendezvous.run_id}"])
+                   f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={max(10, int(timeout_s * 0.8))}"])
         command = [python, "-m", "torch.distributed.run", *launch, f"--nproc_per_node={gpus}",
                    "-m", "verify.dist", "--out", str(out_path), "--sizes-mib", sizes_mib, "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
         what = f"the {gpus}-process distributed kernel" + (f" (one node of {rendezvous.nodes})" if rendezvous else "")
-        _run(command, timeout_s, progress, what, extra_env or {})
+        try:
+            _run(command, timeout_s, progress, what, extra_env or {})
+        except KernelError as exc:
+            if rendezvous is None or "RendezvousTimeoutError" not in exc.message:
+                raise
+            raise KernelError(f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) "
+                              f"within {max(10, int(timeout_s * 0.8))} s",
+                              "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) "
+                              "and check that the endpoint's port is reachable from each") from None
         return _read(out_path, "the distributed kernel")
 
 
