@@ -32,11 +32,10 @@ def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], st
     A failed floor names the clock limits NVML reported during the run (power cap, thermal slowdown), and
     a failed training floor a host-bound step."""
     checks = _floor_checks(arch, figures, stack, interconnect, gpu_count)
-    host_bound = _host_bound_note(figures)
-    training_floors = {"amp_speedup_floor", "train_mfu_floor"}
-    clocks = f"; the GPU's clocks were held down during the run by: {', '.join(clock_limits)}" if clock_limits else ""
-    return [c if c.passed else c.model_copy(update={"detail": c.detail + (host_bound if c.name in training_floors else "") + clocks})
-            for c in checks]
+    if not clock_limits:
+        return checks
+    reason = f"; the GPU's clocks were held down during the run by: {', '.join(clock_limits)}"
+    return [c if c.passed else c.model_copy(update={"detail": c.detail + reason}) for c in checks]
 
 
 def _host_bound_note(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
@@ -68,18 +67,20 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
             override = stack.get("tf32_override")
             detail += f"; TF32 runs at FP32 speed: TF32 is disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
         checks.append(Check(category="performance", name=f"gemm_{dtype}_floor", passed=measured >= floor, detail=detail, value=measured))
+    host_bound = _host_bound_note(figures)  # the cause named by a failed training floor
     speedup = _value(figures, "training", "speedup_bf16_over_fp32")
     if speedup is not None:
         floor = floors["speedup_bf16_over_fp32"]
         checks.append(Check(category="performance", name="amp_speedup_floor", passed=speedup >= floor,
-                            detail=f"bf16 autocast trains {speedup:.1f}x faster than fp32 (floor {floor:g}x)", value=speedup))
+                            detail=f"bf16 autocast trains {speedup:.1f}x faster than fp32 (floor {floor:g}x)"
+                                   + ("" if speedup >= floor else host_bound), value=speedup))
     model_tflops = _value(figures, "training", "bf16_model_tflops")
     if model_tflops is not None:
         mfu = model_tflops / peaks["bf16"]
         floor = floors["train_bf16_mfu"]
         checks.append(Check(category="performance", name="train_mfu_floor", passed=mfu >= floor,
-                            detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})",
-                            value=mfu))
+                            detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})"
+                                   + ("" if mfu >= floor else host_bound), value=mfu))
     busbw = _value(figures, "allreduce", "1024MiB")
     if busbw is not None and gpu_count > 1:
         link = "nvlink" if interconnect == "nvlink" else "pcie"
