@@ -94,11 +94,15 @@ def test_two_processes_under_torchrun(tmp_path: Path) -> None:
     assert set(body["figures"]["allreduce"]) == {"1MiB", "16MiB"}
 
 
-def test_two_nodes_meet_through_the_rendezvous(tmp_path: Path) -> None:
-    """Two `lockgen verify` processes on this host stand in for two nodes of one process each."""
+def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def test_two_nodes_meet_through_the_rendezvous(tmp_path: Path) -> None:
+    """Two `lockgen verify` processes on this host stand in for two nodes of one process each."""
+    port = _free_port()
     command = [sys.executable, "-m", "lockgen", "verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2",
                "--rendezvous", f"127.0.0.1:{port}", "--rendezvous-id", "two-nodes", "--timeout", "240"]
     nodes = [subprocess.Popen([*command, "--out", str(tmp_path / f"node{i}.cert.json")], stdout=subprocess.PIPE,
@@ -118,9 +122,7 @@ def test_two_nodes_meet_through_the_rendezvous(tmp_path: Path) -> None:
 
 
 def test_a_node_whose_peers_never_come_fails_cleanly(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2", "--rendezvous", f"127.0.0.1:{port}",
                      "--timeout", "25", "--out", str(tmp_path / "x.json"))
     assert result.returncode == 1 and f"the other nodes did not join at 127.0.0.1:{port}" in result.stderr

@@ -127,9 +127,10 @@ def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, pr
     alone or, with `rendezvous`, as one node of several."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
         out_path = Path(folder) / "dist.json"
+        join_timeout_s = max(10, int(timeout_s * 0.8))  # torchrun gives up on missing nodes before lockgen kills it
         launch = (["--standalone"] if rendezvous is None else
                   [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}",
-                   f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={max(10, int(timeout_s * 0.8))}"])
+                   f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={join_timeout_s}"])
         command = [python, "-m", "torch.distributed.run", *launch, f"--nproc_per_node={gpus}",
                    "-m", "verify.dist", "--out", str(out_path), "--sizes-mib", sizes_mib, "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
         what = f"the {gpus}-process distributed kernel" + (f" (one node of {rendezvous.nodes})" if rendezvous else "")
@@ -139,7 +140,7 @@ def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, pr
             if rendezvous is None or "RendezvousTimeoutError" not in exc.message:
                 raise
             raise KernelError(f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) "
-                              f"within {max(10, int(timeout_s * 0.8))} s",
+                              f"within {join_timeout_s} s",
                               "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) "
                               "and check that the endpoint's port is reachable from each") from None
         return _read(out_path, "the distributed kernel")
