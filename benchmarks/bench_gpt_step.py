@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -23,8 +24,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import time  # noqa: E402
 
 from verify.train import FULL, SMALL, Block, Gpt, GptConfig, StepClock, batch_of, flops_per_token  # noqa: E402
 
@@ -57,28 +56,25 @@ def step_ms(model: nn.Module, config: GptConfig, device: torch.device, steps: in
     for step in range(steps + 5):
         if step == 5:
             clock.mark()
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            logits = model(inputs)
-            if loss_in_autocast:
-                loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
-        if not loss_in_autocast:
-            loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
-        loss.backward()
-        optimizer.step()
+        train_step(model, optimizer, inputs, targets, config, device, loss_in_autocast=loss_in_autocast)
         if step >= 5:
             clock.mark()
     return statistics.median(clock.step_seconds()) * 1000
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor, targets: torch.Tensor,
-               config: GptConfig, device: torch.device, in_graph: bool = False) -> None:
-    """The kernel's bf16 step: autocast forward, loss on the bf16 logits, backward, AdamW (autocast's cast
-    cache off inside a CUDA graph, where cached casts would outlive the capture)."""
+               config: GptConfig, device: torch.device, in_graph: bool = False, loss_in_autocast: bool = False) -> None:
+    """The kernel's bf16 step: autocast forward, loss on the bf16 logits (in autocast's fp32 with
+    `loss_in_autocast`, as before), backward, AdamW (autocast's cast cache off inside a CUDA graph, where
+    cached casts would outlive the capture)."""
     optimizer.zero_grad(set_to_none=True)
     with torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=not in_graph):
         logits = model(inputs)
-    F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1)).backward()
+        if loss_in_autocast:
+            loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
+    if not loss_in_autocast:
+        loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
+    loss.backward()
     optimizer.step()
 
 
