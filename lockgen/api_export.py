@@ -13,7 +13,6 @@ only what is new.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -30,7 +29,7 @@ from lockgen.adapters import env_manifest, image_source, oci_layout, package_sto
 from lockgen.adapters.image_source import IMAGE_PREFIX, LOCK_LABEL, ENVIRONMENT_LABEL
 from lockgen.adapters.file_digest import file_digest
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api_materialize import build_environment, choose_platform
+from lockgen.api_materialize import build_environment, check, choose_platform, manifest_drift
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.errors import UserError
@@ -47,7 +46,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     digest in the manifest's annotations."""
     lock = load_lock(lock_path)
     chosen = choose_platform(lock.metadata.platforms, platform)
-    lock_digest = hashlib.sha256(lock_path.read_bytes()).hexdigest()
+    lock_digest = file_digest(lock_path)
     if fmt not in FORMATS:
         raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(FORMATS)}")
     if fmt == "oci-layout" and out.exists() and not (out / "oci-layout").is_file():
@@ -271,8 +270,6 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
                 progress: Callable[[str], None] = lambda _: None) -> tuple[str, str, Any]:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix: (recorded, recomputed, drift). With `lock`, the image must come from exactly that lock."""
-    from lockgen.api_materialize import check, manifest_drift
-
     with image_source.unpacked(source, progress, insecure, lock) as image:
         if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
             drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)

@@ -4,7 +4,6 @@ one at a time per target path), and an environment is compared with its manifest
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -46,7 +45,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
     """The prefix holding exactly the lock's packages, and its environment digest."""
     lock = load_lock(lock_path)
     chosen = choose_platform(lock.metadata.platforms, platform)
-    lock_digest = hashlib.sha256(lock_path.read_bytes()).hexdigest()
+    lock_digest = file_digest(lock_path)
     name = f"{lock.meta('target') or lock_path.name.split('.')[0]}-{chosen}"
     final = (prefix or default_prefix(lock_digest, name)).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +191,7 @@ def list_envs() -> list[StoreEntry]:
 
 def gc(roots: list[Path], dry_run: bool) -> list[Path]:
     """Removes store environments no lock under `roots` refers to (by the lock file's sha256)."""
-    wanted = {hashlib.sha256(p.read_bytes()).hexdigest() for root in roots
+    wanted = {file_digest(p) for root in roots
               for p in ([root] if root.is_file() else root.rglob("*.conda-lock.yml"))}
     removed = []
     for entry in list_envs():

@@ -19,6 +19,7 @@ from typing import Any
 
 from lockgen import __version__
 from lockgen.adapters import gpu_host, image_source, kernel, signing
+from lockgen.adapters.file_digest import file_digest
 from lockgen.adapters.lockfile_yaml import load_lock, write_atomic
 from lockgen.core.certify import FigureChange, build_body, compare_figures, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.facts import arch_fact, load_facts
@@ -108,7 +109,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
         subject=Subject(stack=lock.meta("stack") if lock else None, target=lock.meta("target") if lock else None,
                         environment_digest=image.recorded_environment if image else _environment_digest(python),
                         lock_path=str(options.lock) if options.lock else None,
-                        lock_sha256=(hashlib.sha256(options.lock.read_bytes()).hexdigest() if options.lock
+                        lock_sha256=(file_digest(options.lock) if options.lock
                                      else image.labels.get(image_source.LOCK_LABEL) if image else None),
                         image_digest=image.digest if image else None,
                         python=f"{image_source.IMAGE_PREFIX}/bin/python" if image else python),
@@ -206,7 +207,7 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
     except Exception as exc:
         raise LockFormatError(f"`{path}` is not a lockgen certificate: {str(exc).splitlines()[0]}", "") from None
     if lock is not None:
-        digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+        digest = file_digest(lock)
         covered = certificate.certificate.subject.lock_sha256
         if covered != digest:
             raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",

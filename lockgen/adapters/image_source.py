@@ -5,7 +5,6 @@ environment at its prefix re-digested against the digest the image's labels reco
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import env_manifest, oci_layout, registry
+from lockgen.adapters.file_digest import file_digest
 from lockgen.errors import LockFormatError, UserError
 
 IMAGE_PREFIX = "/opt/env"
@@ -41,7 +41,7 @@ def is_reference(source: str) -> bool:
 
 def require_lock(labels: dict[str, Any], lock: Path) -> None:
     """Refuses an image that was not exported from exactly `lock`."""
-    wanted = hashlib.sha256(lock.read_bytes()).hexdigest()
+    wanted = file_digest(lock)
     have = labels.get(LOCK_LABEL)
     if have != wanted:
         raise UserError(f"the image was exported from lock sha256 {str(have)[:16]}…, not `{lock}` ({wanted[:16]}…)",
