@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from lockgen.core.plan import explain_exclusions, plan_request
 from lockgen.core.pypi_rules import normalize
 from lockgen.core.spec_parse import parse_stack_file
 from lockgen.errors import UnsatisfiableError, UserError
-from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata
+from lockgen.model.lock import Lock, LockChannel, LockMetadata
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
 
