@@ -41,7 +41,7 @@ with ThreadPoolExecutor(min(8, len(jobs))) as pool:
 
 def jobs_of_example() -> list[dict]:
     """The exact uv inputs lockgen uses for each target, from its own planner."""
-    from lockgen import api
+    from lockgen.api import resolve as api
     from lockgen.adapters.uv_resolver import PypiRequest
     from lockgen.core.pypi_plan import plan_pypi
 

@@ -46,7 +46,7 @@ asyncio.run(main())
 
 def plan_jobs(snapshot: Path) -> list[dict]:
     """The exact solves lockgen makes for the example stack, taken from its planner."""
-    from lockgen import api
+    from lockgen.api import resolve as api
 
     context = api._context(STACK, [f"conda-forge={snapshot}"])
     jobs = []

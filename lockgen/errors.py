@@ -3,6 +3,11 @@
 Every failure a user can cause or fix is a `LockgenError` carrying a one-line message and a hint;
 the CLI prints them as `error:` / `hint:` lines without a traceback. Third-party exceptions are
 wrapped by the adapter that called the third party, with one line of context.
+
+Two branches: `UserError` (the input is wrong: spec, flags, lock, a tampered artifact) and
+`HostError` (this machine or a tool lockgen drives failed: a tool missing or failing, a channel
+unreachable, the verification kernel crashing). Errors carry data (the solve request, the tool,
+its exit code), so no caller ever reads another module's message text.
 """
 
 from __future__ import annotations
@@ -38,16 +43,48 @@ class TargetError(UserError):
 
 
 class UnsatisfiableError(UserError):
-    """The solver found no set of packages for a target and platform."""
+    """The solver found no set of packages for one solve request (`request_label` names it; `packages`
+    are the package names the solver's explanation mentions, when the adapter could tell)."""
 
-
-class StaleLockError(UserError):
-    """A lock no longer matches its inputs."""
+    def __init__(self, message: str, hint: str = "", request_label: str = "",
+                 packages: frozenset[str] = frozenset()) -> None:
+        super().__init__(message, hint)
+        self.request_label = request_label
+        self.packages = packages
 
 
 class LockFormatError(UserError):
     """A lock file is unreadable, of an unknown version, or tampered with."""
 
 
-class ChannelError(LockgenError):
-    """A channel could not be read: missing folder, unreachable server, bad index."""
+class HostError(LockgenError):
+    """This machine or something lockgen drives failed, not the user's input."""
+
+
+class ChannelError(HostError):
+    """A channel or package index could not be read: missing folder, unreachable server, bad index."""
+
+
+class ToolMissingError(HostError):
+    """A program lockgen runs (skopeo, uv, an interpreter) is not installed."""
+
+    def __init__(self, tool: str, hint: str) -> None:
+        super().__init__(f"{tool} is not installed", hint)
+        self.tool = tool
+
+
+class ToolFailedError(HostError):
+    """A program lockgen ran exited non-zero: the tool, its exit code and its last stderr line."""
+
+    def __init__(self, what: str, tool: str, exit_code: int, last_line: str, hint: str = "") -> None:
+        super().__init__(f"{what} failed ({tool} exit {exit_code}): {last_line}", hint)
+        self.tool = tool
+        self.tool_exit_code = exit_code
+        self.last_line = last_line
+
+
+class KernelError(HostError):
+    """The verification kernel could not run or finish in the environment under test;
+    `rendezvous_timed_out` says torchrun gave up waiting for the other nodes."""
+
+    rendezvous_timed_out = False

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from lockgen import api
+from lockgen.api import resolve as api
 from lockgen.adapters import oci_layout
-from lockgen.api_export import check_image, export
+from lockgen.api.check import check_image
+from lockgen.api.export import export
 from lockgen.errors import LockFormatError, UserError
 from tests.channel_factory import Pkg, build_channel
 

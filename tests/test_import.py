@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api_import import import_lock
+from lockgen.api.import_lock import import_lock
 from lockgen.errors import LockgenError
 from tests.conftest import run_cli, shared_dir
 
@@ -53,7 +53,7 @@ def test_uv_lock_picks_the_linux_wheel_for_the_python(tmp_path: Path) -> None:
     assert torch["linux-64"].endswith("cp311-cp311-manylinux_2_28_x86_64.whl")
     assert torch["linux-aarch64"].endswith("cp311-cp311-manylinux_2_28_aarch64.whl")
     assert not any(p.name.startswith("pywin32") for p in lock.package)
-    assert "claymodel" in lock.meta("import-skipped")
+    assert "claymodel" in lock.meta("skipped")
 
 
 def test_unsupported_input_fails_cleanly(tmp_path: Path) -> None:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from lockgen import api
+from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api_materialize import check, materialize
+from lockgen.api.check import check_prefix as check
+from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel, write_package
 from tests.conftest import REPO
@@ -131,7 +132,7 @@ def test_interrupted_and_concurrent_runs(home: Path, tiny_lock: tuple[Path, Path
 
 
 def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
-    from lockgen.api_materialize import gc, list_envs
+    from lockgen.api.store import gc, list_envs
 
     lock, _ = tiny_lock
     prefix, _ = materialize(lock, None, None, lambda _: None)
@@ -145,7 +146,7 @@ def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -
 
 
 def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
-    from lockgen.api_freeze import freeze
+    from lockgen.api.freeze import freeze
 
     lock, _ = tiny_lock
     prefix, digest = materialize(lock, None, None, lambda _: None)
@@ -161,7 +162,7 @@ def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tu
 def test_freeze_refuses_index_installed_distributions(tmp_path: Path) -> None:
     import sys
 
-    from lockgen.api_freeze import freeze
+    from lockgen.api.freeze import freeze
     from lockgen.errors import UserError
 
     with pytest.raises(UserError, match="installed from an index"):

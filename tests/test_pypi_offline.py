@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen import api
+from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
 from tests.wheel_index import Wheel, build_index
 
@@ -86,7 +86,7 @@ def test_a_package_without_a_linux_wheel_fails(tmp_path: Path, index_url: str) -
 
 def materialized(tmp_path: Path, index_url: str, deps: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
     """A linux-64 pure-PyPI lock of `deps` from the local index, materialized into a fresh store."""
-    from lockgen.api_materialize import materialize
+    from lockgen.api.materialize import materialize
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     path = stack(tmp_path, index_url, deps)
@@ -96,7 +96,7 @@ def materialized(tmp_path: Path, index_url: str, deps: str, monkeypatch: pytest.
 
 
 def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lockgen.api_materialize import check
+    from lockgen.api.check import check_prefix as check
 
     prefix, digest = materialized(tmp_path, index_url, 'gamma = "*"', monkeypatch)
     ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"],
@@ -107,7 +107,7 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
 
 def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from lockgen.adapters.uv_resolver import uv_binary
-    from lockgen.api_materialize import check
+    from lockgen.api.check import check_prefix as check
 
     prefix, _ = materialized(tmp_path, index_url, 'alpha = "*"', monkeypatch)
     subprocess.run([uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", index_url,

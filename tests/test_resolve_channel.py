@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen import api
+from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import TargetError, UnsatisfiableError
 

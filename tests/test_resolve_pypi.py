@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen import api
+from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import ChannelError, SpecError, TargetError, UnsatisfiableError
 from tests.conftest import EXAMPLE_STACK, REPO, run_cli
@@ -130,9 +130,9 @@ def test_bad_pypi_input_fails_cleanly(tmp_path: Path) -> None:
 def test_check_reports_a_changed_pypi_spec(tmp_path: Path) -> None:
     stack = write(tmp_path, PURE.format(deps='six = "==1.16.0"', arch="cpu", extra=""))
     api.resolve(stack)
-    assert api.check(stack) == []
+    assert api.stale(stack) == []
     stack.write_text(stack.read_text().replace("==1.16.0", "==1.17.0"))
-    assert [r.kind for r in api.check(stack)] == ["spec-changed"]
+    assert [r.kind for r in api.stale(stack)] == ["spec-changed"]
 
 
 def test_update_one_pip_package_holds_the_others(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen import api
+from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import UserError
 from tests.conftest import EXAMPLE_STACK, run_cli

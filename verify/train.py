@@ -236,7 +236,8 @@ def determinism(results: Results, device: torch.device) -> None:
     command = [sys.executable, "-c", f"import verify.train as t; t._deterministic_child({device.type!r})"]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     if done.returncode != 0:
-        results.check("training", "deterministic", False, f"child failed: {done.stderr.strip().splitlines()[-1:]}")
+        lines = done.stderr.strip().splitlines()
+        results.check("training", "deterministic", False, f"child failed: {lines[-1] if lines else f'exit {done.returncode}'}")
         return
     first, second = json.loads(done.stdout.strip().splitlines()[-1])
     results.check("training", "deterministic", first == second,

@@ -15,23 +15,16 @@ import functools
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
+from lockgen.adapters.home import cache_dir
+from lockgen.core.credentials import scrub_url
 from lockgen.errors import ChannelError, UserError
 
 DEFAULT_CHANNEL_BASE = "https://conda.anaconda.org"
 ALIAS_ENV = "LOCKGEN_CHANNEL_ALIAS"
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without user info or a `/t/<token>` segment."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    path = re.sub(r"/t/[^/]+", "", parts.path)
-    return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
 
 
 def parse_aliases(items: list[str], env: str | None = None) -> dict[str, str]:
@@ -88,7 +81,7 @@ def locate_channel(name: str, aliases: dict[str, str], base_dir: Path) -> Channe
 
 def _canonical_base(written: str) -> str:
     if written.startswith(("http://", "https://")):
-        return strip_credentials(written.rstrip("/"))
+        return scrub_url(written.rstrip("/"))
     if written.startswith("file://") or "/" in written or written.startswith("."):
         return ""
     return f"{DEFAULT_CHANNEL_BASE}/{written}"
@@ -107,7 +100,7 @@ class LocalIndex:
     def lock_url(self, file_name: str) -> str:
         """The URL a lock records for a package of this index."""
         if file_name in self.stated_urls:
-            return strip_credentials(self.stated_urls[file_name])
+            return scrub_url(self.stated_urls[file_name])
         if self.channel.canonical_base:
             return f"{self.channel.canonical_base}/{self.subdir}/{file_name}"
         return f"{self.channel.url.rstrip('/')}/{self.subdir}/{file_name}"
@@ -166,8 +159,3 @@ def _scan_index(channel: Channel, subdir: str, path: Path) -> LocalIndex:
 
 def index_key(channel: Channel, subdir: str) -> str:
     return f"{channel.name}/{subdir}"
-
-
-def cache_dir() -> Path:
-    """Where lockgen keeps downloaded indexes: `$LOCKGEN_CACHE_DIR`, else `~/.cache/lockgen`."""
-    return Path(os.environ.get("LOCKGEN_CACHE_DIR") or Path.home() / ".cache" / "lockgen")

@@ -16,11 +16,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from lockgen.adapters import conda_meta
+from lockgen.digests import canonical_digest
+
 MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
-# conda-meta fields that name the build host (its package store, how files were linked, the request)
-BUILD_HOST_META = ("extracted_package_dir", "package_tarball_full_path", "link", "requested_spec", "requested_specs")
-_VOLATILE_META = BUILD_HOST_META + ("url", "channel")
 
 
 def _covered(relative: str) -> bool:
@@ -29,12 +29,7 @@ def _covered(relative: str) -> bool:
 
 def _content(path: Path, relative: str) -> bytes:
     data = path.read_bytes()
-    if relative.startswith("conda-meta/") and relative.endswith(".json"):
-        record = json.loads(data)
-        for key in _VOLATILE_META:
-            record.pop(key, None)
-        data = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
-    return data
+    return conda_meta.digest_content(data) if conda_meta.is_record(relative) else data
 
 
 def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
@@ -71,7 +66,7 @@ def build(prefix: Path) -> tuple[dict[str, Any], dict[str, list[float]]]:
 
 
 def digest(manifest: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return canonical_digest(manifest)
 
 
 def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, list[float]], extra: dict[str, Any]) -> None:

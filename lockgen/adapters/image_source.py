@@ -13,12 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import env_manifest, oci_layout, registry
-from lockgen.adapters.file_digest import file_digest
+from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL
 
-IMAGE_PREFIX = "/opt/env"
-LOCK_LABEL = "dev.lockgen.lock.sha256"
-ENVIRONMENT_LABEL = "dev.lockgen.environment.digest"
 
 
 @dataclass(frozen=True)

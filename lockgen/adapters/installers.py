@@ -5,12 +5,12 @@ wheels only), and relocatable venvs for pure-PyPI locks."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import tempfile
 from pathlib import Path
 
+from lockgen.adapters.tool_runner import run_tool
 from lockgen.adapters.uv_resolver import uv_binary
-from lockgen.errors import ChannelError, LockFormatError
+from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
 
 
@@ -32,11 +32,8 @@ def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platfo
 
 
 def make_venv(prefix: Path, python: str) -> None:
-    done = subprocess.run([uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ChannelError(f"cannot make a Python {python} environment: {done.stderr.strip().splitlines()[-1:]}",
-                           f"install Python {python} on this host (uv python install {python})")
+    run_tool([uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
+             f"making a Python {python} environment", f"install Python {python} on this host (uv python install {python})")
 
 
 def point_venv_at(prefix: Path, interpreter: str) -> None:
@@ -58,12 +55,8 @@ def install_pip(packages: list[LockedPackage], python: Path) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as requirements:
         requirements.write("\n".join(lines) + "\n")
     try:
-        done = subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes",
-                               "--only-binary", ":all:", "--no-config", "-r", requirements.name],
-                              capture_output=True, text=True)
+        run_tool([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes",
+                  "--only-binary", ":all:", "--no-config", "-r", requirements.name], "installing the pip entries",
+                 "a wheel that does not match its hash is refused; check the network or the index", timeout_s=3600)
     finally:
         Path(requirements.name).unlink(missing_ok=True)
-    if done.returncode != 0:
-        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
-        raise ChannelError(f"installing the pip entries failed: {last[0][:300]}",
-                           "a wheel that does not match its hash is refused; check the network or the index")

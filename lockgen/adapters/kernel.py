@@ -23,13 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockgen.errors import LockgenError
+from lockgen.errors import KernelError
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-
-
-class KernelError(LockgenError):
-    """The kernel could not run to completion (missing torch, a crash, a hang)."""
 
 
 def kernel_root() -> Path:
@@ -84,8 +80,10 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
         else:
             last = next((line for line in reversed(tail) if line.strip() and not set(line.strip()) <= set("=-*")
                          and "Traceback" not in line), "").strip()
-        raise KernelError(f"{what} failed (exit {process.returncode}): {last[:300]}",
-                          "re-run with -v, or run the kernel by hand: python -m verify --arch ARCH")
+        error = KernelError(f"{what} failed (exit {process.returncode}): {last[:300]}",
+                            "re-run with -v, or run the kernel by hand: python -m verify --arch ARCH")
+        error.rendezvous_timed_out = any("RendezvousTimeoutError" in line for line in tail)
+        raise error
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:
@@ -137,7 +135,7 @@ def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, pr
         try:
             _run(command, timeout_s, progress, what, extra_env or {})
         except KernelError as exc:
-            if rendezvous is None or "RendezvousTimeoutError" not in exc.message:
+            if rendezvous is None or not exc.rendezvous_timed_out:
                 raise
             raise KernelError(f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) "
                               f"within {join_timeout_s} s",

@@ -10,9 +10,7 @@ the `version` field is checked and the content validated against lockgen's froze
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -186,18 +184,5 @@ def parse_lock(text: str, source: str) -> Lock:
         where = ".".join(str(p) for p in first["loc"])
         raise LockFormatError(f"lock `{source}` is malformed at {where}: {first['msg']}",
                               "re-create it with `lockgen resolve`") from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Writes through a temporary file in the same folder and renames it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 

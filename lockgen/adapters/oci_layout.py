@@ -20,17 +20,10 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lockgen.adapters.file_digest import file_digest
+from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError
+from lockgen.model.oci import INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
 
-LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
-CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
-MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
-INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
-
-
-def canonical_json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _info(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:

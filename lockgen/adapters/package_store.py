@@ -10,13 +10,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters.file_digest import file_digest
+from lockgen.adapters.home import lockgen_home
+from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, LockFormatError
 from lockgen.model.lock import LockedPackage
-
-
-def lockgen_home() -> Path:
-    return Path(os.environ.get("LOCKGEN_HOME") or Path.home() / ".lockgen")
 
 
 def _expected(package: LockedPackage) -> tuple[str, str]:

@@ -19,7 +19,9 @@ from typing import Any
 import rattler
 from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, SparseRepoData, Version
 
-from lockgen.adapters.channels import Channel, LocalIndex, cache_dir, index_key, read_local_index, strip_credentials
+from lockgen.adapters.channels import Channel, LocalIndex, index_key, read_local_index
+from lockgen.adapters.home import cache_dir
+from lockgen.core.credentials import scrub_url
 from lockgen.errors import ChannelError, UnsatisfiableError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
 from lockgen.model.plan import CandidateBuild, SolveRequest
@@ -128,7 +130,7 @@ class ChannelSet:
         outcomes = asyncio.run(gather())
         for (request, _), outcome in zip(jobs, outcomes):
             if isinstance(outcome, BaseException):
-                raise _classify(outcome, f"solving {request.label}")
+                raise _classify(outcome, f"solving {request.label}", request.label)
         return [[self._locked(r, request.platform) for r in records] for (request, _), records in zip(jobs, outcomes)]
 
     @staticmethod
@@ -190,7 +192,7 @@ class ChannelSet:
             mirror = channel.location.rstrip("/") + "/"
             if not channel.is_local and channel.canonical_base and url.startswith(mirror):
                 return channel.canonical_base + "/" + url[len(mirror):]
-        return strip_credentials(url)
+        return scrub_url(url)
 
 
 def _run(coroutine: Any, context: str) -> Any:
@@ -200,14 +202,14 @@ def _run(coroutine: Any, context: str) -> Any:
         raise _classify(exc, context) from None
 
 
-def _classify(exc: BaseException, context: str) -> Exception:
+def _classify(exc: BaseException, context: str, request_label: str = "") -> Exception:
     """A rattler exception as lockgen's error, with one line of context."""
     if isinstance(exc, (UserError, ChannelError)):
         return exc
     text = str(exc).strip()
     kind = type(exc).__name__
     if "Solver" in kind or "Unsolvable" in kind or "cannot be installed" in text or "no candidates" in text.lower():
-        return UnsatisfiableError(f"{context}: no solution", text)
+        return UnsatisfiableError(f"{context}: no solution", text, request_label)
     first = text.splitlines()[0] if text else kind
     if "Fetch" in kind or "Gateway" in kind or "connect" in text.lower() or "io error" in text.lower():
         return ChannelError(f"{context}: cannot read channel: {first}",

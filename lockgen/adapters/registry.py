@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from lockgen.errors import ChannelError
+from lockgen.adapters.tool_runner import find_tool, run_tool
 
 
 def push(layout: Path, tag: str, reference: str, insecure: bool) -> str:
@@ -28,25 +26,15 @@ def pull(reference: str, layout: Path, insecure: bool) -> None:
 
 def _copy(options: list[str], source: str, destination: str, what: str, purpose: str) -> None:
     """`skopeo copy`; a refusal is one clear error with skopeo's last line."""
-    command = [_skopeo(purpose), "copy", *options, source, destination]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
-        raise ChannelError(f"{what} failed: {last[0][:300]}",
-                           "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry")
+    run_tool([_skopeo(purpose), "copy", *options, source, destination], what,
+             "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry", timeout_s=3600)
 
 
 def _skopeo(purpose: str) -> str:
-    skopeo = shutil.which("skopeo")
-    if skopeo is None:
-        raise ChannelError("skopeo is not installed", f"install it (Debian: apt-get install skopeo) to {purpose}")
-    return skopeo
+    return find_tool("skopeo", f"install it (Debian: apt-get install skopeo) to {purpose}")
 
 
 def to_docker_archive(layout: Path, tag: str, destination: Path) -> None:
     """A `docker load`-able archive of the layout, written by skopeo (byte-stable for the same layout)."""
-    skopeo = _skopeo("write docker archives")
-    done = subprocess.run([skopeo, "copy", f"oci:{layout}:{tag}", f"docker-archive:{destination}:{tag}"],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ChannelError(f"writing the docker archive failed: {done.stderr.strip().splitlines()[-1:]}", "")
+    run_tool([_skopeo("write docker archives"), "copy", f"oci:{layout}:{tag}", f"docker-archive:{destination}:{tag}"],
+             "writing the docker archive", timeout_s=3600)

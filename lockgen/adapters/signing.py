@@ -13,11 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, UserError
-
-
-def canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def render(document: dict[str, Any]) -> str:
@@ -65,7 +62,7 @@ def key_id(public_key: Any) -> str:
 def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
     key = _load(private_key_path, private=True)
     return {"algorithm": "ed25519", "key_id": key_id(key.public_key()),
-            "value": base64.b64encode(key.sign(canonical(body))).decode()}
+            "value": base64.b64encode(key.sign(canonical_json(body))).decode()}
 
 
 def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
@@ -89,7 +86,7 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
         raise LockFormatError(f"certificate was signed by key {signature.get('key_id')}, not {key_id(key)}",
                               "pass the public key that matches the signing key")
     try:
-        key.verify(base64.b64decode(signature["value"]), canonical(document["certificate"]))
+        key.verify(base64.b64decode(signature["value"]), canonical_json(document["certificate"]))
     except (InvalidSignature, ValueError, KeyError):
         raise LockFormatError("certificate signature does not verify: its content was changed",
                               "certificates are tamper-evident; re-run lockgen verify") from None

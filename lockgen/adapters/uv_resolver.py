@@ -9,12 +9,14 @@ depend on compiling on the target. Runs are independent processes, so several go
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.errors import ChannelError, UnsatisfiableError, UserError
+from lockgen.adapters.tool_runner import run_tool
+from lockgen.core.credentials import scrub_text
+from lockgen.errors import ChannelError, ToolMissingError, UnsatisfiableError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.spec import MACHINE_OF_PLATFORM
 
@@ -45,7 +47,7 @@ def uv_binary() -> str:
 
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
-        raise ChannelError("the uv binary is not installed", "pip install uv (lockgen depends on it)") from None
+        raise ToolMissingError("uv", "pip install uv (lockgen depends on it)") from None
 
 
 def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
@@ -71,7 +73,7 @@ def resolve(request: PypiRequest) -> list[LockedPackage]:
         folder = Path(tmp)
         (folder / "requirements.in").write_text("\n".join(request.requirements) + "\n")
         (folder / "constraints.txt").write_text("\n".join(request.constraints) + "\n")
-        done = subprocess.run(_command(uv, request, folder), capture_output=True, text=True, timeout=900)
+        done = run_tool(_command(uv, request, folder), f"resolving {request.label}", timeout_s=900, check=False)
         if done.returncode != 0:
             raise _error(request, done.stderr)
         text = (folder / "pylock.toml").read_text()
@@ -97,10 +99,12 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
 
 
 def _error(request: PypiRequest, stderr: str) -> Exception:
-    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    lines = [scrub_text(line.strip()) for line in stderr.strip().splitlines() if line.strip()]
     text = " ".join(lines)
+    mentioned = frozenset(name for name in _requested_names(request) if re.search(rf"\b{re.escape(name)}\b", text))
     if "No solution found" in text or "unsatisfiable" in text:
-        return UnsatisfiableError(f"{request.label}: the PyPI requirements are unsatisfiable", text[:1500])
+        return UnsatisfiableError(f"{request.label}: the PyPI requirements are unsatisfiable", text[:1500],
+                                  request.label, mentioned)
     if any(word in text for word in ("Failed to fetch", "error sending request", "dns error", "Connection refused",
                                      "connection", "timed out")):
         return ChannelError(f"{request.label}: cannot reach the package index: {lines[-1] if lines else ''}"[:400],
@@ -108,4 +112,11 @@ def _error(request: PypiRequest, stderr: str) -> Exception:
     if "Failed to parse" in text or "Expected" in text:
         return UserError(f"{request.label}: invalid PyPI requirement: {lines[-1] if lines else ''}"[:400],
                          "check [pypi-dependencies] (PEP 508 names, PEP 440 specifiers)")
-    return UnsatisfiableError(f"{request.label}: uv failed: {lines[-1] if lines else 'no message'}"[:400], text[:1500])
+    return UnsatisfiableError(f"{request.label}: uv failed: {lines[-1] if lines else 'no message'}"[:400], text[:1500],
+                              request.label, mentioned)
+
+
+def _requested_names(request: PypiRequest) -> set[str]:
+    """The project names the request's requirements and constraints name (for what a conflict mentions)."""
+    return {re.split(r"[\s\[<>=!~;@(]", line.strip(), maxsplit=1)[0].lower()
+            for line in request.requirements + request.constraints if line.strip()}

@@ -16,10 +16,10 @@ def arch(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """List known GPU architectures, or show one: GPUs, CUDA range, driver floor, PyTorch kernels."""
-    from lockgen.core.arch_info import arch_report, arch_table
+    from lockgen.api.arch import all_archs, one_arch
 
     if name is None:
-        rows = arch_table()
+        rows = all_archs()
         if as_json:
             print(json.dumps(rows, indent=2))
             return
@@ -28,7 +28,7 @@ def arch(
             cuda = f"{row['first_cuda']}-{row['last_cuda'] or ''}"
             print(f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family'][:23]:<24}{', '.join(row['gpus'][:3])}")
         return
-    report = arch_report(name.lower().replace("_", ""))
+    report = one_arch(name)
     if as_json:
         print(json.dumps(report, indent=2))
         return

@@ -17,7 +17,7 @@ def materialize(
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="Where (default: $LOCKGEN_HOME/envs/<lock digest>-<name>)."),
 ) -> None:
     """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
-    from lockgen.api_materialize import materialize as run
+    from lockgen.api.materialize import materialize as run
     from lockgen.cli.ui import Meter
 
     meter = Meter()
@@ -41,7 +41,7 @@ def check(
     if (prefix is None) == (image is None):
         fail("pass exactly one of --prefix and --image", "lockgen check --prefix DIR, or lockgen check --image LAYOUT")
     if image is not None:
-        from lockgen.api_export import check_image
+        from lockgen.api.check import check_image
 
         recorded, recomputed, drift = check_image(image, lock, insecure, progress)
         print(f"environment digest sha256:{recomputed}")
@@ -50,7 +50,7 @@ def check(
                  f"(sha256:{recorded[:16]})", "re-export it from its lock")
         progress(f"{image}: the environment in the image is the one its lock describes")
         return
-    from lockgen.api_materialize import check as run
+    from lockgen.api.check import check_prefix as run
 
     drift = run(prefix, full)
     for kind, paths in (("missing", drift.missing), ("extra", drift.extra), ("modified", drift.modified)):
@@ -64,7 +64,7 @@ def check(
 
 def envs() -> None:
     """List the environments in the store ($LOCKGEN_HOME/envs)."""
-    from lockgen.api_materialize import list_envs
+    from lockgen.api.store import list_envs
 
     for entry in list_envs():
         print(f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}")
@@ -76,7 +76,7 @@ def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only print what would be removed."),
 ) -> None:
     """Remove store environments that none of the given locks refers to."""
-    from lockgen.api_materialize import gc as run
+    from lockgen.api.store import gc as run
 
     for path in run(roots, dry_run):
         print(path)
@@ -91,7 +91,7 @@ def freeze(
     skip_unpinnable: bool = typer.Option(False, "--skip-unpinnable", help="Leave out distributions with no URL and hash."),
 ) -> None:
     """Write a lock from an existing environment (conda-meta records, URL-installed wheels with hashes)."""
-    from lockgen.api_freeze import freeze as run
+    from lockgen.api.freeze import freeze as run
 
     path, lock = run(prefix, python, target, out, skip_unpinnable)
     progress(f"pinned {len(lock.package)} packages")
@@ -110,7 +110,7 @@ def export(
     fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
 ) -> None:
     """Write the lock's environment (at /opt/env) as an OCI image layout; print the manifest digest."""
-    from lockgen.api_export import export as run
+    from lockgen.api.export import export as run
 
     digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt)
     progress(f"environment digest sha256:{env_digest}")
@@ -124,11 +124,6 @@ def push(
     insecure: bool = typer.Option(False, "--insecure", help="Plain HTTP or a self-signed registry (loopback tests)."),
 ) -> None:
     """Push an exported image with skopeo; print the manifest digest, which stays the layout's."""
-    from lockgen.adapters import oci_layout, registry
+    from lockgen.api.publish import push as run
 
-    _, _, local = oci_layout.read_image(layout)
-    tag = oci_layout.tag_of(layout)
-    pushed = registry.push(layout, tag, reference, insecure)
-    if pushed != local:
-        fail(f"the registry holds {pushed}, not the layout's {local}", "the registry rewrote the manifest; push to another")
-    print(pushed)
+    print(run(layout, reference, insecure))

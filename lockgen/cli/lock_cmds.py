@@ -18,9 +18,9 @@ def diff(
     as_json: bool = typer.Option(False, "--json", help="Print changes as JSON."),
 ) -> None:
     """Compare two locks per platform: added (+), removed (-), changed (~); CUDA stack first."""
-    from lockgen import api
+    from lockgen.api.locks import diff as run
 
-    result = api.diff(a, b)
+    result = run(a, b)
     if as_json:
         print(json.dumps({"changes": [c.__dict__ for c in result.changes],
                           "platforms_only_in_a": result.platforms_only_in_a,
@@ -44,7 +44,7 @@ def import_(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
 ) -> None:
     """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
-    from lockgen.api_import import import_lock
+    from lockgen.api.import_lock import import_lock
     from lockgen.cli.ui import progress
 
     path, lock = import_lock(source, target, environment, out, python, glibc)
@@ -52,7 +52,7 @@ def import_(
         entries = lock.packages_for(platform)
         pip = sum(1 for p in entries if p.manager == "pip")
         progress(f"  {platform}: {len(entries) - pip} conda, {pip} pip")
-    skipped = lock.meta("import-skipped")
+    skipped = lock.meta("skipped")
     if skipped:
         progress(f"  left out: {skipped}")
     print(path)
@@ -65,12 +65,10 @@ def render(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
 ) -> None:
     """Write an @EXPLICIT file (URL#hash lines) for `conda create --file`."""
-    from lockgen import api
-    from lockgen.adapters.lockfile_yaml import write_atomic
+    from lockgen.api.locks import render as run
 
-    text = api.render(lock, platform)
+    text = run(lock, platform, out)
     if out is None:
         print(text, end="")
     else:
-        write_atomic(out, text)
         print(out)

@@ -21,10 +21,10 @@ def resolve(
     channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
 ) -> None:
     """Resolve a stack into one conda lockfile per GPU target (locks/<target>.conda-lock.yml)."""
-    from lockgen import api
+    from lockgen.api import resolve as api
 
     if check:
-        reasons = api.check(stack, target, channel_alias)
+        reasons = api.stale(stack, target, channel_alias)
         if as_json:
             print(json.dumps([r.__dict__ for r in reasons], indent=2))
         else:

@@ -64,10 +64,6 @@ class Meter:
             self._bar.stop()
 
 
-def warn(message: str) -> None:
-    print(_styled("warning:", "33") + f" {message}", file=sys.stderr, flush=True)
-
-
 def fail(message: str, hint: str = "", code: int = 1) -> None:
     print(_styled("error:", "31;1") + f" {message}", file=sys.stderr)
     if hint:

@@ -33,7 +33,7 @@ def verify(
     rendezvous_id: str = typer.Option("lockgen-verify", "--rendezvous-id", help="With --nodes: a name for this run, the same on every node."),
 ) -> None:
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
-    from lockgen.api_verify import VerifyOptions, verify as run
+    from lockgen.api.verify import VerifyOptions, verify as run
 
     if sum(x is not None for x in (prefix, python, image)) > 1:
         fail("--prefix, --python and --image each name the environment to verify", "pass one of them")
@@ -55,7 +55,7 @@ def verify(
 @handles_errors
 def keygen(out: Path = typer.Option(..., "--out", help="Private key path; the public key goes to OUT.pub.")) -> None:
     """Make an Ed25519 key pair for signing certificates."""
-    from lockgen.adapters.signing import keygen as make
+    from lockgen.api.certs import keygen as make
 
     private, public = make(out)
     print(private)
@@ -70,7 +70,7 @@ def cert_verify(
     lock: Optional[Path] = typer.Option(None, "--lock", help="Also require that the certificate covers this lock."),
 ) -> None:
     """Check a certificate: unchanged bytes, a valid signature, the lock it covers; exit 1 if it failed."""
-    from lockgen.api_verify import check_certificate
+    from lockgen.api.certs import check_certificate
 
     body = check_certificate(cert, key, lock).certificate
     state = "signature valid" if key else "unsigned check (no --key)"
@@ -88,7 +88,7 @@ def cert_compare(
     noise: float = typer.Option(0.05, "--noise", help="Relative change treated as noise (0.05 = 5%)."),
 ) -> None:
     """Each figure's change from A to B; exit 1 when one regressed beyond the noise threshold."""
-    from lockgen.api_verify import compare
+    from lockgen.api.certs import compare
 
     rows = compare(a, b, noise)
     for row in rows:
@@ -101,7 +101,7 @@ def cert_compare(
 
 def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or any folder holding certificates.")) -> None:
     """List certificates, oldest first: when, arch, GPUs, result, headline figures."""
-    from lockgen.api_verify import list_certificates
+    from lockgen.api.certs import list_certificates
 
     for path, body in list_certificates(folder):
         gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")

@@ -6,11 +6,10 @@ cause (TF32 GEMMs at FP32 speed: TF32 is disabled, e.g. NVIDIA_TF32_OVERRIDE=0).
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from lockgen.core.package_data import load_json
 from lockgen.model.certificate import Check
 
 HOST_BOUND_SHARE = 0.9  # a step whose host issue time is this share of the step time or more is host-bound
@@ -18,7 +17,7 @@ HOST_BOUND_SHARE = 0.9  # a step whose host issue time is this share of the step
 
 @lru_cache(maxsize=1)
 def load_envelopes() -> dict[str, Any]:
-    return json.loads((Path(__file__).resolve().parent.parent / "data" / "envelopes.json").read_text())["archs"]
+    return load_json("envelopes.json")["archs"]
 
 
 def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str) -> float | None:

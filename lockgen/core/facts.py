@@ -5,10 +5,9 @@ The facts file is package data, read once per process; nothing here touches the 
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from importlib import resources
 
+from lockgen.core.package_data import load_json
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.errors import TargetError
 from lockgen.model.facts import (
@@ -25,7 +24,7 @@ from lockgen.model.facts import (
 @lru_cache(maxsize=1)
 def load_facts() -> GpuFacts:
     """The facts shipped in `lockgen/data/gpu_facts.json`."""
-    raw = json.loads(resources.files("lockgen.data").joinpath("gpu_facts.json").read_text())
+    raw = load_json("gpu_facts.json")
     return GpuFacts(
         archs={name: ArchFact(name=name, **entry) for name, entry in raw["archs"].items()},
         cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},

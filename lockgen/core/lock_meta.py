@@ -1,31 +1,13 @@
-"""What a lock records about its inputs, and the digests that make freshness checkable.
-
-Keys live in conda-lock's `custom_metadata` (a string-to-string map) under `lockgen.`:
-format, stack, target, arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window,
-spec-digest, target-digest, exclude-newer, and per platform `virtual-packages.<platform>`,
-`constraints.<platform>` and `index.<channel>/<subdir>` (the digest of each index read).
-"""
+"""The digests of a stack's inputs that make a lock's freshness checkable: the spec, each target,
+the PyPI layer, and one content hash per platform's solve. The keys they are written under belong to
+`core.lock_builder`."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-
-from typing import TYPE_CHECKING
-
-from lockgen.model.lock import LOCKGEN_META_FORMAT
-from lockgen.model.plan import CudaWindow, SolveRequest
+from lockgen.core.credentials import scrub_url
+from lockgen.digests import canonical_digest
+from lockgen.model.plan import SolveRequest
 from lockgen.model.spec import StackSpec, Target
-
-if TYPE_CHECKING:
-    from lockgen.core.pypi_plan import PypiPlan
-
-
-def canonical_digest(value: object) -> str:
-    """sha256 of the canonical JSON of `value`."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def spec_digest(spec: StackSpec) -> str:
@@ -65,46 +47,9 @@ def pypi_digest(spec: StackSpec) -> str:
     options = spec.pypi_options
     return canonical_digest({
         "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") for d in spec.pypi_dependencies),
-        "index_url": _no_credentials(options.index_url),
-        "extra_index_urls": [_no_credentials(u) for u in options.extra_index_urls],
+        "index_url": scrub_url(options.index_url),
+        "extra_index_urls": [scrub_url(u) for u in options.extra_index_urls],
         "exclude_newer": options.exclude_newer.isoformat() if options.exclude_newer else "",
         "no_build": options.no_build,
         "python": spec.python or "",
     })
-
-
-def _no_credentials(url: str) -> str:
-    return re.sub(r"//[^/@]*@", "//", url)
-
-
-def custom_metadata(spec: StackSpec, target: Target, window: CudaWindow | None,
-                    requests: list[SolveRequest], index_digests: dict[str, str],
-                    pypi: dict[str, PypiPlan] | None = None) -> dict[str, str]:
-    """Everything that decided the result, as `lockgen.*` string entries (sorted when written)."""
-    meta = {
-        "format": LOCKGEN_META_FORMAT,
-        "stack": spec.name,
-        "target": target.name,
-        "arch": target.arch,
-        "driver": target.driver or "",
-        "glibc": target.glibc,
-        "cuda": target.cuda or "",
-        "cuda-compat": target.cuda_compat if target.is_gpu else "",
-        "allow-ptx-jit": str(target.allow_ptx_jit).lower(),
-        "cuda-window": f"{window.low}..{window.high} (native {window.native})" if window else "",
-        "spec-digest": spec_digest(spec),
-        "target-digest": target_digest(spec, target),
-        "exclude-newer": exclude_newer_text(spec),
-    }
-    for request in requests:
-        meta[f"virtual-packages.{request.platform}"] = " ".join(v.text() for v in request.virtual_packages)
-        if spec.has_conda:  # conda solve constraints mean nothing to a pure-PyPI lock
-            meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
-    for key, digest in index_digests.items():
-        meta[f"index.{key}"] = digest
-    if spec.pypi_dependencies:
-        meta["pypi-digest"] = pypi_digest(spec)
-        for platform, plan in sorted((pypi or {}).items()):
-            meta[f"python.{platform}"] = plan.python
-            meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
-    return {f"lockgen.{k}": v for k, v in meta.items()}

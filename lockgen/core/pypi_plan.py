@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, normalize, torch_admission
+from lockgen.model.names import normalize
+from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, torch_admission
 from lockgen.core.versions import major_minor
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage

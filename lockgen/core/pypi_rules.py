@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from lockgen.core.arch_rules import coverage
 from lockgen.core.facts import arch_fact
 from lockgen.core.versions import as_tuple, major_minor
+from lockgen.model.names import normalize
 from lockgen.errors import TargetError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
@@ -26,10 +27,6 @@ from lockgen.model.spec import Target
 # conda names of Python packages whose PyPI project is named differently (after PEP 503 normalisation)
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "libtorch": "torch",
                  "py-opencv": "opencv-python", "matplotlib-base": "matplotlib", "pyqt": "pyqt5"}
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from pathlib import Path
 from typing import Any
 
 import tomlkit
@@ -32,19 +31,8 @@ _HINT_KEYS = {
 }
 
 
-def parse_stack_file(path: Path) -> StackSpec:
-    """Reads and parses a stack file; every problem is a SpecError naming file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"stack file `{path}` does not exist", "pass the path of a stack.toml") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read stack file `{path}`: {exc}", "check the file's permissions and encoding") from None
-    return parse_stack_text(text, str(path))
-
-
 def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
-    """Parses the text of a stack file (see `parse_stack_file`)."""
+    """Parses the text of a stack file; every problem is a SpecError naming `source` and the line."""
     try:
         document = tomlkit.parse(text).unwrap()
     except ParseError as exc:

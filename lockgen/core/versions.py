@@ -24,9 +24,3 @@ def major_minor(version: str) -> tuple[int, int]:
 
 def mm_text(value: tuple[int, int]) -> str:
     return f"{value[0]}.{value[1]}"
-
-
-def next_minor(version: str) -> str:
-    """`"12.4"` -> `"12.5"`, `"12.9"` -> `"12.10"` (conda compares components numerically)."""
-    major, minor = major_minor(version)
-    return f"{major}.{minor + 1}"

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from lockgen.model.base import Frozen
+from lockgen.model.names import normalize, normalize_arch
 
 SUPPORTED_PLATFORMS = ("linux-64", "linux-aarch64")
 MACHINE_OF_PLATFORM = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}  # conda subdir -> `uname -m`
@@ -50,7 +51,7 @@ class PypiDependency(Frozen):
     def _valid_name(cls, value: str) -> str:
         if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$", value):
             raise ValueError(f"`{value}` is not a valid PyPI project name")
-        return re.sub(r"[-_.]+", "-", value).lower()
+        return normalize(value)
 
     @field_validator("specifier")
     @classmethod
@@ -99,7 +100,7 @@ class Target(Frozen):
     @field_validator("arch")
     @classmethod
     def _valid_arch(cls, value: str) -> str:
-        value = value.lower().replace("_", "")
+        value = normalize_arch(value)
         if value != "cpu" and not re.match(r"^sm\d{2,3}$", value):
             raise ValueError(f"arch `{value}` must look like `sm90` or be `cpu`")
         return value

@@ -1,8 +1,6 @@
-"""Use cases, wiring the pure core to the adapters: resolve, check, diff, render.
-
-Each use case takes plain values (paths, names, aliases) and returns plain results; progress is
-reported through a callback so that the CLI decides how to show it.
-"""
+"""Use case `lockgen resolve`: a stack becomes one lock per target (conda with rattler, then the PyPI
+layer with uv), written only when every selected target solved; and `resolve --check`, which says
+why each lock is stale without solving anything."""
 
 from __future__ import annotations
 
@@ -13,41 +11,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases, strip_credentials
-from lockgen.adapters.lockfile_yaml import dump_lock, load_lock, write_atomic
-from lockgen.core import lock_meta
+from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases
+from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
+from lockgen.adapters.stack_file import parse_stack_file
+from lockgen.core import lock_builder, lock_meta, stack_layout
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
-from lockgen.core.pypi_rules import normalize
-from lockgen.core.spec_parse import parse_stack_file
 from lockgen.errors import UnsatisfiableError, UserError
-from lockgen.model.lock import Lock, LockChannel, LockMetadata
+from lockgen.model.lock import Lock, LockMetadata
+from lockgen.model.names import normalize
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
+from lockgen.model.results import TargetResult
 from lockgen.model.spec import StackSpec, Target
 
-if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only for PyPI ones; check, diff, render
+if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only for PyPI ones
     from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.pypi_plan import PypiPlan
     from lockgen.core.freshness import Staleness
-    from lockgen.core.lock_diff import LockDiff
 
 Progress = Callable[[str], None]
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
               "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
-
-
-@dataclass(frozen=True)
-class TargetResult:
-    """What resolving one target produced."""
-
-    target: str
-    arch: str
-    path: Path
-    written: bool
-    unchanged: bool
-    packages: dict[str, int]
-    highlights: dict[str, dict[str, str]]
 
 
 @dataclass
@@ -64,7 +50,7 @@ class _Context:
         return self._candidates[platform]
 
     def lock_path(self, target: Target) -> Path:
-        return self.stack_path.parent / "locks" / f"{target.name}.conda-lock.yml"
+        return stack_layout.lock_path(self.stack_path.parent, target.name)
 
     def plan(self, target: Target) -> tuple[CudaWindow | None, list[SolveRequest]]:
         window = None
@@ -88,13 +74,8 @@ class _Context:
             plan = (pypi or {}).get(request.platform)
             extra = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
             hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
-        return LockMetadata(
-            content_hash=hashes,
-            channels=tuple(LockChannel(url=strip_credentials(c)) for c in self.spec.channels),
-            platforms=tuple(r.platform for r in requests),
-            sources=(self.stack_path.name,),
-            custom_metadata=lock_meta.custom_metadata(self.spec, target, window, requests, digests, pypi),
-        )
+        return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes,
+                                              self.stack_path.name, pypi)
 
 
 def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
@@ -143,12 +124,14 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
     try:
         solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else [[] for _ in jobs])
     except UnsatisfiableError as exc:
-        failing = next(r for r, _ in jobs if exc.message.startswith(f"solving {r.label}"))
+        failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
+        if failing is None:
+            raise
         raise _unsatisfiable(exc, failing, bool(updates)) from None
     conda = [(target, window, request, next(solved)) for target, window, requests in plans for request in requests]
     pypi = {}
     if context.spec.pypi_dependencies:
-        from lockgen.api_pypi import resolve_pypi
+        from lockgen.api.pypi import resolve_pypi
 
         pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins)
     planned = []
@@ -156,8 +139,7 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         packages = [p for t, _, r, found in conda if t is target for p in found]
         packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
         plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
-        lock = Lock(metadata=context.metadata(target, window, requests, plans_of_target),
-                    package=tuple(sorted(packages, key=lambda p: p.sort_key())))
+        lock = lock_builder.resolved_lock(context.metadata(target, window, requests, plans_of_target), packages)
         planned.append((target, lock))
     results = []
     for target, lock in planned:
@@ -221,7 +203,8 @@ def _unsatisfiable(exc: UnsatisfiableError, request: SolveRequest, pinned: bool)
     if pinned:
         hint_parts.append("the update needs other locked packages to change: resolve without --update")
     hint_parts.append("loosen [dependencies] or change the target's driver/cuda")
-    return UnsatisfiableError(f"{request.label} is unsatisfiable: {detail}", "; ".join(p for p in hint_parts if p))
+    return UnsatisfiableError(f"{request.label} is unsatisfiable: {detail}", "; ".join(p for p in hint_parts if p),
+                              request.label, exc.packages)
 
 
 def _counts(lock: Lock) -> dict[str, int]:
@@ -234,7 +217,7 @@ def _highlights(lock: Lock) -> dict[str, dict[str, str]]:
             for platform in lock.metadata.platforms}
 
 
-def check(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = ()) -> list[Staleness]:
+def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = ()) -> list[Staleness]:
     """Why each selected target's lock is stale (empty when all are fresh)."""
     from lockgen.core.freshness import Staleness, stale_reasons
 
@@ -249,15 +232,3 @@ def check(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
         expected = context.metadata(target, window, requests)
         reasons.extend(stale_reasons(target.name, load_lock(path), expected))
     return reasons
-
-
-def diff(a: Path, b: Path) -> LockDiff:
-    from lockgen.core.lock_diff import diff_locks
-
-    return diff_locks(load_lock(a), load_lock(b))
-
-
-def render(lock_path: Path, platform: str | None) -> str:
-    from lockgen.core.render import render_explicit
-
-    return render_explicit(load_lock(lock_path), platform)

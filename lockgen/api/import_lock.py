@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.foreign_locks import read_foreign
-from lockgen.adapters.lockfile_yaml import dump_lock, write_atomic
+from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.core.lock_builder import imported_lock
+from lockgen.core.stack_layout import default_lock_path
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockMetadata
+from lockgen.model.lock import Lock
 
 
 def import_lock(source: Path, target: str, environment: str | None = None, out: Path | None = None,
@@ -25,22 +28,8 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
             raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} "
                                   f"({seen[key]} and {package.version})", "pass --python to choose one fork (uv.lock)")
         seen[key] = package.version
-    custom = {
-        "lockgen.format": LOCKGEN_META_FORMAT,
-        "lockgen.target": target,
-        "lockgen.imported-from": source.name,
-        "lockgen.imported-format": imported.format,
-        "lockgen.imported-sha256": imported.sha256,
-    }
-    if environment:
-        custom["lockgen.environment"] = environment
-    if imported.skipped:
-        custom["lockgen.import-skipped"] = "; ".join(imported.skipped)
-    lock = Lock(
-        metadata=LockMetadata(content_hash={p: imported.sha256 for p in imported.platforms},
-                              channels=tuple(LockChannel(url=c) for c in imported.channels),
-                              platforms=imported.platforms, sources=(source.name,), custom_metadata=custom),
-        package=tuple(sorted(imported.packages, key=lambda p: p.sort_key())))
-    path = out or Path("locks") / f"{target}.conda-lock.yml"
+    lock = imported_lock(target, source.name, imported.format, imported.sha256, environment, imported.skipped,
+                         imported.channels, imported.platforms, imported.packages)
+    path = out or default_lock_path(target)
     write_atomic(path, dump_lock(lock))
     return path, lock

@@ -1,8 +1,8 @@
-"""Use cases of certification: verify (run the kernel, judge, sign, write), check a certificate,
-compare two, list them.
+"""Use case `lockgen verify`: run the kernel in an environment (a python, a prefix, an image) on this
+machine's GPUs, judge what it saw, sign and write the certificate.
 
-Separate from `api.py` on purpose: this path imports only light dependencies (pydantic, pyyaml,
-cryptography; no rattler, no tomlkit), so `lockgen verify` runs on a GPU box with a few wheels carried.
+This path imports only light dependencies (pydantic, pyyaml, cryptography; no rattler, no tomlkit), so
+`lockgen verify` runs on a GPU box with a few wheels carried.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import platform as host_platform
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,14 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from lockgen import __version__
-from lockgen.adapters import gpu_host, image_source, kernel, signing
-from lockgen.adapters.file_digest import file_digest
-from lockgen.adapters.lockfile_yaml import load_lock, write_atomic
-from lockgen.core.certify import FigureChange, build_body, compare_figures, expectations_from_lock, refuse_wrong_hardware
+from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, signing
+from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.facts import arch_fact, load_facts
+from lockgen.core.stack_layout import certificate_path
+from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import Certificate, CertificateBody, Check, Hardware, KernelReport, Subject
-from lockgen.model.spec import PLATFORM_OF_MACHINE
+from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Check, Hardware, KernelReport, Subject
+from lockgen.model.names import normalize_arch
+from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL
 
 
 
@@ -67,7 +69,7 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
 def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedImage | None,
             rendezvous: kernel.Rendezvous | None, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
     started = dt.datetime.now(dt.timezone.utc)
-    arch = options.arch.lower().replace("_", "")
+    arch = normalize_arch(options.arch)
     if arch != "cpu":
         arch_fact(load_facts(), arch)
     lock = load_lock(options.lock) if options.lock else None
@@ -110,14 +112,15 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
                         environment_digest=image.recorded_environment if image else _environment_digest(python),
                         lock_path=str(options.lock) if options.lock else None,
                         lock_sha256=(file_digest(options.lock) if options.lock
-                                     else image.labels.get(image_source.LOCK_LABEL) if image else None),
+                                     else image.labels.get(LOCK_LABEL) if image else None),
                         image_digest=image.digest if image else None,
-                        python=f"{image_source.IMAGE_PREFIX}/bin/python" if image else python),
+                        python=f"{IMAGE_PREFIX}/bin/python" if image else python),
         hardware=_hardware(host, single),
         single=single, distributed=distributed, kernel_sha256=digests, extra_checks=extra,
         rendezvous=rendezvous.endpoint if rendezvous else None,
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1))
-    path = options.out or _default_path(options.lock, arch, started)
+    path = options.out or certificate_path(options.lock.resolve() if options.lock else None, arch,
+                                           started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd())
     data = body.model_dump(mode="json", by_alias=True)
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
@@ -144,7 +147,7 @@ def _expectations(options: VerifyOptions, arch: str, lock: Any) -> dict[str, Any
     if lock is not None:
         if lock.meta("arch") and lock.meta("arch") != arch:
             raise UserError(f"the lock is for {lock.meta('arch')}, not {arch}", f"pass --arch {lock.meta('arch')}")
-        platform = PLATFORM_OF_MACHINE.get(host_platform.machine(), "linux-64")
+        platform = home.native_platform("linux-64")
         if platform not in lock.metadata.platforms:
             raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})",
                             "certify on a host of the lock's platform")
@@ -159,10 +162,10 @@ def _expectations(options: VerifyOptions, arch: str, lock: Any) -> dict[str, Any
 
 def _environment_digest(python: str) -> str | None:
     """The digest of the materialized environment the interpreter belongs to, when it is one."""
-    manifest = Path(python).absolute().parent.parent / ".lockgen" / "manifest.json"
-    if not manifest.is_file():
+    prefix = Path(python).absolute().parent.parent
+    if not (prefix / env_manifest.MANIFEST).is_file():
         return None
-    return json.loads(manifest.read_text()).get("environment_digest")
+    return env_manifest.read(prefix)[0].get("environment_digest")
 
 
 def _report(document: dict[str, Any], kind: str) -> KernelReport:
@@ -171,7 +174,7 @@ def _report(document: dict[str, Any], kind: str) -> KernelReport:
     except Exception as exc:  # pydantic's ValidationError: the kernel and lockgen disagree on the schema
         raise LockFormatError(f"the {kind} kernel's JSON does not match lockgen's model: {str(exc).splitlines()[0]}",
                               "use the verify/ kernel shipped with this lockgen") from None
-    if report.schema_ != "lockgen.verify/1":
+    if report.schema_ != KERNEL_SCHEMA:
         raise LockFormatError(f"the kernel wrote schema {report.schema_!r}", "use the verify/ kernel shipped with this lockgen")
     return report
 
@@ -184,50 +187,4 @@ def _hardware(host: gpu_host.HostGpus | None, single: KernelReport) -> Hardware:
                     compute_capability=(host.compute_capabilities[0] if host and host.count else None),
                     driver=host.driver if host else stack.get("driver"),
                     interconnect=host.interconnect if host else "none", topology=host.topology if host else "",
-                    host_platform=f"{host_platform.system().lower()}-{host_platform.machine()}")
-
-
-def _default_path(lock: Path | None, arch: str, when: dt.datetime) -> Path:
-    stamp = when.strftime("%Y%m%dT%H%M%SZ")
-    if lock is not None:
-        target = lock.name.removesuffix(".conda-lock.yml")
-        return lock.resolve().parent.parent / "certs" / f"{target}-{arch}-{stamp}.cert.json"
-    return Path.cwd() / f"lockgen-{arch}-{stamp}.cert.json"
-
-
-def check_certificate(path: Path, public_key: Path | None, lock: Path | None) -> Certificate:
-    """Reads a certificate, refusing changed bytes, a bad signature, or a lock it does not cover."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
-    document = signing.verify_file(text, public_key)
-    try:
-        certificate = Certificate.model_validate(document)
-    except Exception as exc:
-        raise LockFormatError(f"`{path}` is not a lockgen certificate: {str(exc).splitlines()[0]}", "") from None
-    if lock is not None:
-        digest = file_digest(lock)
-        covered = certificate.certificate.subject.lock_sha256
-        if covered != digest:
-            raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",
-                                  "certify this lock with `lockgen verify --lock`")
-    return certificate
-
-
-def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:
-    first, second = check_certificate(a, None, None), check_certificate(b, None, None)
-    return compare_figures(first.certificate.figures, second.certificate.figures, noise)
-
-
-def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
-    """The certificates under `folder` (a stack folder, its certs/ folder, or any folder), oldest first."""
-    root = folder.parent if folder.is_file() else folder
-    paths = sorted(set(root.rglob("*.cert.json")))
-    found = []
-    for path in paths:
-        try:
-            found.append((path, check_certificate(path, None, None).certificate))
-        except LockFormatError:
-            continue
-    return sorted(found, key=lambda item: item[1].created)
+                    host_platform=home.system_and_machine())

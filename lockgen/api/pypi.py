@@ -1,5 +1,5 @@
-"""The PyPI layer of resolve: plans each target x platform (core), resolves it with uv (adapter, several
-at once), and judges the torch it got (core)."""
+"""The PyPI layer of resolve, a step of that use case (not one of its own): plans each target x platform
+(core), resolves it with uv (adapter, several at once), and judges the torch it got (core)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lockgen.adapters import uv_resolver
 from lockgen.core.pypi_plan import PypiPlan, plan_pypi
-from lockgen.core.pypi_rules import check_resolved_torch, normalize, torch_admission
+from lockgen.core.pypi_rules import check_resolved_torch, torch_admission
 from lockgen.errors import UnsatisfiableError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
+from lockgen.model.names import normalize
 from lockgen.model.plan import CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
 
@@ -24,13 +25,14 @@ def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target
                platform: str) -> UnsatisfiableError:
     """Adds the torch releases the arch rules kept out (those the requirement names, else the newest),
     when torch is part of the conflict."""
-    if "torch" not in exc.hint or not target.is_gpu:
+    if "torch" not in exc.packages or not target.is_gpu:
         return exc
     refused = torch_admission(facts, target, platform, window).refused
     asked = " ".join(d.specifier for d in spec.pypi_dependencies if d.name == "torch")
     named = [reason for release, reason in refused if release in asked]
     reasons = "; ".join(named or [reason for _, reason in refused[-3:]])
-    return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800])
+    return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800],
+                              exc.request_label, exc.packages)
 
 
 def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Callable[[str], None],

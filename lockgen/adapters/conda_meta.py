@@ -1,0 +1,95 @@
+"""The one reader and writer of `conda-meta/*.json`, the records conda, micromamba, pixi and rattler
+keep per installed package: what a prefix holds, where each package came from, which files it owns.
+
+Some fields name the machine that linked the prefix (its package store, how files were linked, the
+request); they are dropped from images and left out of environment digests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from lockgen.digests import canonical_json
+from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
+
+FOLDER = "conda-meta"
+# fields that name the build host (its package store, how files were linked, the request)
+BUILD_HOST_FIELDS = ("extracted_package_dir", "package_tarball_full_path", "link", "requested_spec", "requested_specs")
+_VOLATILE_FIELDS = BUILD_HOST_FIELDS + ("url", "channel")
+
+
+def is_record(relative: str) -> bool:
+    """Whether a prefix-relative path is a conda-meta record."""
+    return relative.startswith(f"{FOLDER}/") and relative.endswith(".json")
+
+
+def records(prefix: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Each record file of `prefix` and its content, by file name."""
+    for path in sorted((prefix / FOLDER).glob("*.json")):
+        yield path, json.loads(path.read_text())
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def record_origins(prefix: Path, packages: Iterable[LockedPackage]) -> None:
+    """Each record names where its package came from: the lock's URL, not the local store file rattler read."""
+    by_name = {p.name: p for p in packages}
+    for path, record in records(prefix):
+        package = by_name.get(record.get("name"))
+        if package is not None:
+            record["url"] = package.url
+            record["channel"] = package.url.rsplit("/", 2)[0]
+            _write(path, record)
+
+
+def drop_build_host_fields(prefix: Path) -> None:
+    """Removes the fields that name the machine which linked the prefix (for images)."""
+    for path, record in records(prefix):
+        for key in BUILD_HOST_FIELDS:
+            record.pop(key, None)
+        _write(path, record)
+
+
+def digest_content(data: bytes) -> bytes:
+    """A record's bytes as environment digests cover them: without machine-specific fields, canonical."""
+    record = json.loads(data)
+    for key in _VOLATILE_FIELDS:
+        record.pop(key, None)
+    return canonical_json(record)
+
+
+def owned_files(prefix: Path) -> dict[str, list[str]]:
+    """Per record (its file stem), the files it lists that exist, and the record itself."""
+    owned = {}
+    for path, record in records(prefix):
+        files = [f for f in record.get("files", []) if (prefix / f).exists() or (prefix / f).is_symlink()]
+        files.append(f"{FOLDER}/{path.name}")
+        owned[path.stem] = sorted(set(files))
+    return owned
+
+
+def listed_paths(prefix: Path) -> dict[str, dict[str, Any]]:
+    """Every `paths_data` entry of every record, by prefix-relative path."""
+    expected: dict[str, dict[str, Any]] = {}
+    for _, record in records(prefix):
+        for entry in record.get("paths_data", {}).get("paths", []):
+            expected[entry["_path"]] = entry
+    return expected
+
+
+def locked_packages(prefix: Path, platform: str) -> list[LockedPackage]:
+    """Lock entries for the records that name their origin (URL and hashes)."""
+    packages = []
+    for _, record in records(prefix):
+        if not record.get("url"):
+            continue
+        packages.append(LockedPackage(name=record["name"], version=str(record["version"]), manager="conda",
+                                      platform=platform, dependencies=dependency_map(record.get("depends", [])),
+                                      url=record["url"], hash=PackageHash(md5=record.get("md5"), sha256=record.get("sha256")),
+                                      build=record.get("build")))
+    return packages

@@ -1,0 +1,40 @@
+"""This machine as lockgen sees it: its conda platform, and where lockgen keeps things: its home (`$LOCKGEN_HOME`, default `~/.lockgen`: the
+package store, environments, the layer cache, read manifests) and its download cache
+(`$LOCKGEN_CACHE_DIR`, default `~/.cache/lockgen`: channel indexes, rattler's cache of them)."""
+
+from __future__ import annotations
+
+import os
+import platform as host_platform
+from pathlib import Path
+
+from lockgen.model.spec import PLATFORM_OF_MACHINE
+
+
+def lockgen_home() -> Path:
+    return Path(os.environ.get("LOCKGEN_HOME") or Path.home() / ".lockgen")
+
+
+def cache_dir() -> Path:
+    """Where lockgen keeps downloaded indexes: `$LOCKGEN_CACHE_DIR`, else `~/.cache/lockgen`."""
+    return Path(os.environ.get("LOCKGEN_CACHE_DIR") or Path.home() / ".cache" / "lockgen")
+
+
+def store_envs() -> Path:
+    """The folder of materialized environments in the store."""
+    return lockgen_home() / "envs"
+
+
+def machine() -> str:
+    """This host's `uname -m`."""
+    return host_platform.machine()
+
+
+def native_platform(default: str = "") -> str:
+    """This host's conda platform (`linux-64`, `linux-aarch64`), or `default` when lockgen knows none."""
+    return PLATFORM_OF_MACHINE.get(machine(), default)
+
+
+def system_and_machine() -> str:
+    """This host's OS and machine as certificates name them (`linux-x86_64`)."""
+    return f"{host_platform.system().lower()}-{machine()}"

@@ -1,0 +1,46 @@
+"""The one way lockgen runs another program to completion (skopeo, uv, nvidia-smi, an environment's
+interpreter): bounded by a timeout, output captured, and a failure turned into `ToolMissingError` or
+`ToolFailedError` carrying the tool, its exit code and its last stderr line (credentials scrubbed) as
+text. The verification kernel, which streams its progress, has its own launcher (`kernel`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from lockgen.core.credentials import scrub_text
+from lockgen.errors import ToolFailedError, ToolMissingError
+
+
+def find_tool(name: str, hint: str) -> str:
+    """The path of program `name` on PATH, or `ToolMissingError` with `hint`."""
+    found = shutil.which(name)
+    if found is None:
+        raise ToolMissingError(name, hint)
+    return found
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a tool's output, scrubbed and cut to 300 characters."""
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    return scrub_text(lines[-1])[:300] if lines else "no message"
+
+
+def run_tool(command: Sequence[str], what: str, hint: str = "", timeout_s: float = 600, check: bool = True,
+             env: Mapping[str, str] | None = None, missing_hint: str = "") -> subprocess.CompletedProcess[str]:
+    """Runs `command` and returns its result; with `check`, a non-zero exit raises `ToolFailedError`
+    (`what` names the activity, e.g. "pushing to docker://…"). A program that is not there raises
+    `ToolMissingError`; one that outlives `timeout_s` is killed and reported as failed."""
+    tool = os.path.basename(command[0])
+    try:
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout_s,
+                              env=dict(env) if env is not None else None)
+    except FileNotFoundError:
+        raise ToolMissingError(command[0], missing_hint or f"install {tool}, or put it on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise ToolFailedError(what, tool, -9, f"did not finish within {timeout_s:.0f} s", hint) from None
+    if check and done.returncode != 0:
+        raise ToolFailedError(what, tool, done.returncode, last_line(done.stderr or done.stdout), hint)
+    return done

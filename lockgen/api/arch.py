@@ -1,0 +1,17 @@
+"""Use case `lockgen arch`: what lockgen knows about GPU architectures (the facts and what the rules
+derive from them), for every arch or one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockgen.core.arch_info import arch_report, arch_table
+from lockgen.model.names import normalize_arch
+
+
+def all_archs() -> list[dict[str, Any]]:
+    return arch_table()
+
+
+def one_arch(name: str) -> dict[str, Any]:
+    return arch_report(normalize_arch(name))

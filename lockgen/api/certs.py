@@ -1,0 +1,56 @@
+"""Use cases over certificates: check one (bytes, signature, the lock it covers), compare two, list
+those under a folder, and make a signing key pair. Light imports only, like `verify`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lockgen.adapters import signing
+from lockgen.core.certify import FigureChange, compare_figures
+from lockgen.core.stack_layout import CERT_SUFFIX
+from lockgen.digests import file_digest
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.certificate import Certificate, CertificateBody
+
+
+def keygen(path: Path) -> tuple[Path, Path]:
+    """Writes an Ed25519 key pair: the private key at `path` (mode 0600), the public one at `path.pub`."""
+    return signing.keygen(path)
+
+
+def check_certificate(path: Path, public_key: Path | None, lock: Path | None) -> Certificate:
+    """Reads a certificate, refusing changed bytes, a bad signature, or a lock it does not cover."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
+    document = signing.verify_file(text, public_key)
+    try:
+        certificate = Certificate.model_validate(document)
+    except Exception as exc:
+        raise LockFormatError(f"`{path}` is not a lockgen certificate: {str(exc).splitlines()[0]}", "") from None
+    if lock is not None:
+        digest = file_digest(lock)
+        covered = certificate.certificate.subject.lock_sha256
+        if covered != digest:
+            raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",
+                                  "certify this lock with `lockgen verify --lock`")
+    return certificate
+
+
+def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:
+    first, second = check_certificate(a, None, None), check_certificate(b, None, None)
+    return compare_figures(first.certificate.figures, second.certificate.figures, noise)
+
+
+def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
+    """The certificates under `folder` (a stack folder, its certs/ folder, or any folder), oldest first."""
+    root = folder.parent if folder.is_file() else folder
+    paths = sorted(set(root.rglob(f"*{CERT_SUFFIX}")))
+    found = []
+    for path in paths:
+        try:
+            found.append((path, check_certificate(path, None, None).certificate))
+        except LockFormatError:
+            continue
+    return sorted(found, key=lambda item: item[1].created)

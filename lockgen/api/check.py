@@ -1,0 +1,62 @@
+"""Use case `lockgen check`: an environment (a prefix, or the one inside an image) compared with what
+it should hold: missing, extra and modified files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from lockgen.adapters import conda_meta, env_manifest, image_source
+from lockgen.core.drift import manifest_drift
+from lockgen.digests import file_digest
+from lockgen.errors import UserError
+from lockgen.model.results import Drift
+
+
+def check_prefix(prefix: Path, full: bool) -> Drift:
+    """Files missing, extra or changed against the manifest; only files whose size or mtime moved are
+    re-hashed unless `full`."""
+    if not (prefix / env_manifest.MANIFEST).is_file():
+        if (prefix / conda_meta.FOLDER).is_dir():
+            return _check_conda_meta(prefix)
+        raise UserError(f"{prefix} has no lockgen manifest and no conda-meta", "materialize it with lockgen materialize")
+    manifest, stats = env_manifest.read(prefix)
+    recorded = {e["path"]: e for e in manifest["files"]}
+    present = set(env_manifest.walk(prefix))
+    modified = []
+    for relative in sorted(present & recorded.keys()):
+        info = (prefix / relative).lstat()
+        if not full and stats.get(relative) == [info.st_size, info.st_mtime_ns]:
+            continue
+        if env_manifest.entry_of(prefix, relative) != recorded[relative]:
+            modified.append(relative)
+    return Drift(sorted(recorded.keys() - present), sorted(present - recorded.keys()), modified)
+
+
+def _check_conda_meta(prefix: Path) -> Drift:
+    """Drift of an environment lockgen did not make (say, by `rattler.install` itself), against the
+    paths and hashes its conda-meta records list. Files under conda-meta/ and caches are not judged."""
+    expected = conda_meta.listed_paths(prefix)
+    present = {p for p in env_manifest.walk(prefix) if not p.startswith(f"{conda_meta.FOLDER}/") and p != "CACHEDIR.TAG"}
+    modified = []
+    for relative in sorted(present & expected.keys()):
+        entry, path = expected[relative], prefix / relative
+        digest = entry.get("sha256_in_prefix") or entry.get("sha256")
+        if entry.get("path_type") == "softlink" or path.is_symlink() or digest is None:
+            continue
+        if file_digest(path) != digest:
+            modified.append(relative)
+    missing = sorted(p for p in expected.keys() - present if not (prefix / p).is_symlink())
+    return Drift(missing, sorted(present - expected.keys()), modified)
+
+
+def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False,
+                progress: Callable[[str], None] = lambda _: None) -> tuple[str, str, Drift]:
+    """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
+    its prefix: (recorded, recomputed, drift). With `lock`, the image must come from exactly that lock."""
+    with image_source.unpacked(source, progress, insecure, lock) as image:
+        if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
+            drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
+        else:
+            drift = check_prefix(image.prefix, full=True)
+        return image.recorded_environment, image.environment, drift

@@ -1,0 +1,161 @@
+"""Use case `lockgen export`: a lock becomes an OCI image layout with a reproducible digest, the
+environment at a fixed path (`/opt/env`) so its manifest digest is the one a bare-metal materialize at
+that path gives.
+
+The environment is built (hash-checked, placeholders patched for the image path) in a temporary
+folder; each package becomes one layer (a conda package: its files and its conda-meta record; a pip
+distribution: what its RECORD lists), grouped past the layer budget; the rest (the venv's own
+files, `.lockgen/`) is the last layer. Layers come from the layer cache (`adapters.layer_cache`), so
+exporting again, or the next target, tars and compresses only what is new.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import conda_meta, dist_info, env_manifest, oci_layout, registry
+from lockgen.adapters.layer_cache import LayerCache
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api.shared_steps import build_environment, lock_platform
+from lockgen.core.image_config import image_config
+from lockgen.core.layers import plan_layers
+from lockgen.core.sbom import cyclonedx
+from lockgen.digests import canonical_json, file_digest
+from lockgen.errors import UserError
+from lockgen.model.oci import ARCHITECTURE, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, MANIFEST_MEDIA_TYPE
+
+
+def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
+           level: int, progress: Callable[[str], None], base: Path | None = None,
+           fmt: str = "oci-layout") -> tuple[str, str]:
+    """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest).
+    With `base` (an OCI layout of one image) its layers come first and its config is kept, pinned by
+    digest in the manifest's annotations."""
+    lock = load_lock(lock_path)
+    chosen = lock_platform(lock, platform)
+    lock_digest = file_digest(lock_path)
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(FORMATS)}")
+    if fmt == "oci-layout" and out.exists() and not (out / "oci-layout").is_file():
+        raise UserError(f"`{out}` exists and is not an OCI layout", "choose an empty or new --out folder")
+    if fmt != "oci-layout" and out.is_dir():
+        raise UserError(f"`{out}` is a folder; {fmt} writes one file", "pass a file path to --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    try:
+        tree = work / "tree"
+        pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
+        interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi else None
+        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress,
+                                       venv_interpreter=interpreter)
+        _drop_build_host_traces(tree)
+        sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
+        (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
+        layout = work / "layout"
+        base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
+        layers = base_layers + _layers(tree, layout, layer_budget, level, progress)
+        config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config)
+        manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+                    "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
+                    "layers": [descriptor for descriptor, _ in layers]}
+        if annotations:
+            manifest["annotations"] = annotations
+        digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
+        (layout / "sbom.cdx.json").write_bytes(sbom)
+        if fmt == "oci-layout":
+            if out.exists():
+                shutil.rmtree(out)
+            os.rename(layout, out)
+        else:
+            archive = work / "archive.tar"
+            if fmt == "oci-archive":
+                oci_layout.write_archive(layout, archive)
+            else:
+                registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
+            os.replace(archive, out)
+            out.with_name(out.name + ".sbom.cdx.json").write_bytes(sbom)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return digest, env_digest
+
+
+def _base_python(base: Path | None, version: str | None, progress: Callable[[str], None]) -> str:
+    """Where a pure-PyPI image's venv finds Python: the base's `pythonX.Y` (Debian's /usr/bin, or
+    /usr/local/bin of the python:X.Y images), else /usr/bin/pythonX.Y, which the image then lacks:
+    said in a note, since a later layer or runtime may still bring it."""
+    name = f"python{'.'.join((version or '3').split('.')[:2])}"
+    if base is not None:
+        paths = oci_layout.layer_paths(base)
+        for folder in ("usr/local/bin", "usr/bin"):
+            if f"{folder}/{name}" in paths:
+                return f"/{folder}/{name}"
+    where = "the base image has no" if base is not None else "no base image brings"
+    progress(f"note: the venv runs on /usr/bin/{name}, and {where} {name}: "
+             f"pass --base with Python {name.removeprefix('python')} for an image that runs on its own")
+    return f"/usr/bin/{name}"
+
+
+def _drop_build_host_traces(tree: Path) -> None:
+    """Removes what names the machine that built the image: conda-meta's local store paths and link
+    sources (the manifest digest never covered them) and the size/mtime cache of `lockgen check`."""
+    conda_meta.drop_build_host_fields(tree)
+    (tree / env_manifest.STATS).unlink(missing_ok=True)
+
+
+def _ownership(tree: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Files per package, and the rest: a conda package owns its record's `files` and the record; a pip
+    distribution owns what its dist-info `RECORD` lists (not claimed by conda) and its dist-info folder."""
+    owned = conda_meta.owned_files(tree)
+    claimed = {f for files in owned.values() for f in files}
+    rest = [r for r in env_manifest.walk(tree, covered_only=False) if r not in claimed]
+    present = set(rest)
+    for folder_path in dist_info.dist_info_folders(tree):
+        files = {f for f in dist_info.recorded_files(tree, folder_path) if f in present}
+        folder = folder_path.relative_to(tree).as_posix() + "/"
+        files.update(f for f in present if f.startswith(folder))
+        if files:
+            owned[f"pypi-{folder_path.name.removesuffix('.dist-info')}"] = sorted(files)
+            present -= files
+    return owned, [r for r in rest if r in present]
+
+
+def _manifest_digests(tree: Path) -> dict[str, str]:
+    """Content digests the environment manifest already holds (conda-meta records excepted: the manifest
+    digests them without their volatile fields)."""
+    manifest, _ = env_manifest.read(tree)
+    return {e["path"]: e["sha256"] for e in manifest["files"]
+            if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
+
+
+def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:
+    owned, rest = _ownership(tree)
+    sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
+    plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
+    groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
+    cache = LayerCache(level)
+    known = _manifest_digests(tree)
+    # tar, sha256 and zlib release the GIL: layers are built on every core, kept in plan order
+    with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1))) as pool:
+        done = list(pool.map(lambda files: cache.layer(tree, files, layout, known), groups))
+    progress(f"{len(done)} layers, {sum(hit for _, _, hit in done)} taken from the layer cache")
+    return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
+
+
+def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:
+    """The base image's layers (blobs copied), its config, and the annotations that pin it."""
+    manifest, config, digest = oci_layout.read_image(base)
+    if config.get("architecture") != ARCHITECTURE[platform]:
+        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
+                        "pass a base image of the lock's architecture")
+    layers = []
+    for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
+        source = base / "blobs" / "sha256" / descriptor["digest"].split(":", 1)[1]
+        layers.append(({**descriptor, **oci_layout.put_blob_file(layout, source)}, diff_id))
+    return layers, config, {"org.opencontainers.image.base.digest": digest,
+                            "org.opencontainers.image.base.name": oci_layout.tag_of(base)}

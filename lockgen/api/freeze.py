@@ -1,0 +1,69 @@
+"""Use case `lockgen freeze`: a lock from an existing environment (an NGC image, a hand-made node), so it
+can be pinned, checked and certified like one lockgen made.
+
+conda packages come from `conda-meta/*.json` (URL, md5, sha256, depends); Python distributions that
+conda did not install come from the interpreter's installed metadata: those installed from a URL with
+a recorded archive hash (`direct_url.json`, as uv and pip write for `name @ URL`) become pip entries.
+A distribution installed from an index keeps no wheel URL or hash, so it cannot be locked: it is an
+error listing them, or with `--skip-unpinnable` it is left out and named in the lock's metadata.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import conda_meta, home, python_dists
+from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.core.lock_builder import frozen_lock
+from lockgen.core.stack_layout import default_lock_path
+from lockgen.errors import UserError
+from lockgen.model.lock import Lock, LockedPackage, PackageHash
+from lockgen.model.names import normalize
+
+
+def freeze(prefix: Path | None, python: str | None, target: str, out: Path | None,
+           skip_unpinnable: bool) -> tuple[Path, Lock]:
+    if prefix is None and python is None:
+        raise UserError("freeze needs --prefix or --python", "name the environment to pin")
+    platform = home.native_platform("linux-64")
+    packages: list[LockedPackage] = []
+    if prefix is not None:
+        packages += conda_meta.locked_packages(prefix, platform)
+        candidate = prefix / "bin" / "python"
+        python = python or (str(candidate) if candidate.exists() else None)
+    frozen_from = str(prefix or python)
+    version, unpinnable = None, []
+    if python is not None:
+        listing = python_dists.list_distributions(python)
+        pip, unpinnable = _pip_entries(listing, platform, {normalize(p.name) for p in packages})
+        packages += pip
+        version = listing["python"]
+        if unpinnable and not skip_unpinnable:
+            shown = ", ".join(unpinnable[:6]) + (f" and {len(unpinnable) - 6} more" if len(unpinnable) > 6 else "")
+            raise UserError(f"{len(unpinnable)} distributions were installed from an index and keep no wheel URL "
+                            f"or hash: {shown}", "reinstall them from locked URLs, or pass --skip-unpinnable")
+    if not packages:
+        raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
+    lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
+    path = out or default_lock_path(target)
+    write_atomic(path, dump_lock(lock))
+    return path, lock
+
+
+def _pip_entries(listing: dict[str, Any], platform: str, conda_names: set[str]) -> tuple[list[LockedPackage], list[str]]:
+    entries, unpinnable = [], []
+    for dist in sorted(listing["distributions"], key=lambda d: normalize(d["name"])):
+        name = normalize(dist["name"])
+        if dist["installer"] == "conda" or name in conda_names:
+            continue
+        direct = dist["direct_url"] or {}
+        archive = direct.get("archive_info") or {}
+        sha256 = (archive.get("hashes") or {}).get("sha256") or (archive.get("hash", "").removeprefix("sha256=") or None)
+        if direct.get("url") and sha256 and not direct.get("dir_info"):
+            entries.append(LockedPackage(name=name, version=dist["version"], manager="pip", platform=platform,
+                                         url=direct["url"], hash=PackageHash(sha256=sha256)))
+        else:
+            unpinnable.append(f"{name}=={dist['version']}")
+    return entries, unpinnable

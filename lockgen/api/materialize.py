@@ -1,0 +1,55 @@
+"""Use case `lockgen materialize`: a lock becomes an environment (content-addressed, atomic,
+hash-checked, one at a time per target path)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from lockgen.adapters import env_manifest
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api.shared_steps import Meter, build_environment, default_prefix, lock_platform
+from lockgen.core.stack_layout import target_of_lock
+from lockgen.digests import file_digest
+from lockgen.errors import UserError
+
+
+def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
+                progress: Callable[[str], None], meter: Meter | None = None) -> tuple[Path, str]:
+    """The prefix holding exactly the lock's packages, and its environment digest."""
+    lock = load_lock(lock_path)
+    chosen = lock_platform(lock, platform)
+    lock_digest = file_digest(lock_path)
+    name = f"{lock.meta('target') or target_of_lock(lock_path)}-{chosen}"
+    final = (prefix or default_prefix(lock_digest, name)).absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".{final.name}.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # two runs of one lock make one environment
+        _sweep(final.parent, final.name)
+        if (final / env_manifest.MANIFEST).is_file():
+            manifest, _ = env_manifest.read(final)
+            if manifest.get("lock_sha256") == lock_digest:
+                progress(f"{final} is already materialized")
+                return final, manifest["environment_digest"]
+            raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
+        if final.exists():
+            raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
+        temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+        shutil.rmtree(temp, ignore_errors=True)
+        try:
+            digest = build_environment(lock, lock_digest, chosen, temp, final, progress, meter)
+            os.rename(temp, final)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+    return final, digest
+
+
+def _sweep(folder: Path, name: str) -> None:
+    """Removes temporary folders of interrupted runs (their process is gone)."""
+    for leftover in folder.glob(f".{name}.tmp-*"):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(leftover, ignore_errors=True)

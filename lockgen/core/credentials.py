@@ -1,0 +1,30 @@
+"""Credential scrubbing, the one rule for every URL that reaches a lock, an image, a certificate, an
+SBOM or a log: no user info (`user:pass@`), no anaconda.org-style `/t/<token>` segment, and no
+query values that look like secrets (`token=`, `key=`, `signature=`, ...)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+_TOKEN_SEGMENT = re.compile(r"/t/[^/]+")
+_SECRET_QUERY_KEYS = re.compile(r"(token|key|secret|signature|sig|password|passwd|auth|credential)", re.IGNORECASE)
+
+
+def scrub_url(url: str) -> str:
+    """`url` without credentials; anything that is not a URL with a scheme is returned unchanged."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc and parts.scheme != "file":
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    path = _TOKEN_SEGMENT.sub("", parts.path)
+    query = parts.query
+    if query:
+        kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _SECRET_QUERY_KEYS.search(k)]
+        query = urlencode(kept)
+    return urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
+
+
+def scrub_text(text: str) -> str:
+    """Every URL inside free text (an error line from a tool, a log line) scrubbed."""
+    return re.sub(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+", lambda m: scrub_url(m.group(0)), text)

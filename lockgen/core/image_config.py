@@ -1,0 +1,51 @@
+"""The OCI image config of an exported environment, pure: the environment at `/opt/env` first on PATH,
+NVIDIA runtime variables for CUDA locks, labels naming the lock and environment, a non-root user, and
+a base image's own settings kept where they do not conflict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockgen.model.lock import Lock
+from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL
+
+_CUDA_RUNTIME_PACKAGES = ("cuda-version", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
+
+
+def _environment_variables(lock: Lock, platform: str) -> list[str]:
+    packages = {p.name: p for p in lock.packages_for(platform)}
+    env = [f"PATH={IMAGE_PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           f"CONDA_PREFIX={IMAGE_PREFIX}"]
+    cuda = next((packages[name] for name in _CUDA_RUNTIME_PACKAGES if name in packages), None)
+    if lock.meta("arch") not in ("", "cpu") and cuda is not None:
+        major_minor = ".".join(cuda.version.split(".")[:2])
+        env += ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+                f"NVIDIA_REQUIRE_CUDA=cuda>={major_minor}"]
+    return env
+
+
+def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str],
+                 base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config blob's content for `lock` on `platform` over layers `diff_ids` (base layers first)."""
+    env = _environment_variables(lock, platform)
+    labels = {
+        "org.opencontainers.image.title": f"{lock.meta('stack') or 'lockgen'} {lock.meta('target')}".strip(),
+        "org.opencontainers.image.description": "made by lockgen export from a lock",
+        LOCK_LABEL: lock_digest,
+        ENVIRONMENT_LABEL: f"sha256:{env_digest}",
+        "dev.lockgen.target": lock.meta("target"),
+        "dev.lockgen.arch": lock.meta("arch"),
+        "dev.lockgen.prefix": IMAGE_PREFIX,
+    }
+    inherited = (base or {}).get("config", {})
+    for line in inherited.get("Env", []):
+        key = line.split("=", 1)[0]
+        if key == "PATH":
+            env[0] = f"PATH={IMAGE_PREFIX}/bin:{line.split('=', 1)[1]}"
+        elif not any(e.startswith(key + "=") for e in env):
+            env.append(line)
+    return {"created": "1970-01-01T00:00:00Z", "architecture": ARCHITECTURE[platform], "os": "linux",
+            "config": {**{k: v for k, v in inherited.items() if k not in ("Env", "Labels", "User")},
+                       "User": "1000:1000", "Env": env, "WorkingDir": inherited.get("WorkingDir", "/"),
+                       "Labels": {**inherited.get("Labels", {}), **labels}},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids}}

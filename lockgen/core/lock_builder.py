@@ -1,0 +1,101 @@
+"""The one lock builder: every lock lockgen writes (resolved, frozen from an environment, imported
+from another tool) is assembled here, and here only are its `lockgen.*` metadata keys named.
+
+Keys (conda-lock's `custom_metadata`, a string-to-string map, written sorted): format, stack, target,
+arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window, spec-digest, target-digest,
+exclude-newer, pypi-digest; per platform `virtual-packages.<platform>`, `constraints.<platform>`,
+`python.<platform>`, `pypi-constraints.<platform>`; `index.<channel>/<subdir>` (each index read);
+for frozen locks `frozen-from`; for imported ones `imported-from`, `imported-format`,
+`imported-sha256`, `environment`; and `skipped` (what could not be locked, either way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from lockgen.core import lock_meta
+from lockgen.core.credentials import scrub_url
+from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
+from lockgen.model.plan import CudaWindow, SolveRequest
+from lockgen.model.spec import StackSpec, Target
+
+if TYPE_CHECKING:
+    from lockgen.core.pypi_plan import PypiPlan
+
+SKIPPED = "skipped"
+
+
+def _keys(meta: Mapping[str, str]) -> dict[str, str]:
+    return {f"lockgen.{k}": v for k, v in meta.items()}
+
+
+def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
+    return Lock(metadata=metadata, package=tuple(sorted(packages, key=lambda p: p.sort_key())))
+
+
+def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None, requests: Sequence[SolveRequest],
+                      index_digests: dict[str, str], content_hashes: dict[str, str], source: str,
+                      pypi: dict[str, PypiPlan] | None = None) -> LockMetadata:
+    """What a resolved lock records about its inputs (without `pypi`, as `resolve --check` builds it, the
+    per-platform PyPI keys, which depend on the conda solution, are left out)."""
+    meta = {
+        "format": LOCKGEN_META_FORMAT,
+        "stack": spec.name,
+        "target": target.name,
+        "arch": target.arch,
+        "driver": target.driver or "",
+        "glibc": target.glibc,
+        "cuda": target.cuda or "",
+        "cuda-compat": target.cuda_compat if target.is_gpu else "",
+        "allow-ptx-jit": str(target.allow_ptx_jit).lower(),
+        "cuda-window": f"{window.low}..{window.high} (native {window.native})" if window else "",
+        "spec-digest": lock_meta.spec_digest(spec),
+        "target-digest": lock_meta.target_digest(spec, target),
+        "exclude-newer": lock_meta.exclude_newer_text(spec),
+    }
+    for request in requests:
+        meta[f"virtual-packages.{request.platform}"] = " ".join(v.text() for v in request.virtual_packages)
+        if spec.has_conda:  # conda solve constraints mean nothing to a pure-PyPI lock
+            meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
+    for key, digest in index_digests.items():
+        meta[f"index.{key}"] = digest
+    if spec.pypi_dependencies:
+        meta["pypi-digest"] = lock_meta.pypi_digest(spec)
+        for platform, plan in sorted((pypi or {}).items()):
+            meta[f"python.{platform}"] = plan.python
+            meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
+    return LockMetadata(content_hash=content_hashes,
+                        channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
+                        platforms=tuple(r.platform for r in requests), sources=(source,), custom_metadata=_keys(meta))
+
+
+def resolved_lock(metadata: LockMetadata, packages: Iterable[LockedPackage]) -> Lock:
+    return _lock(packages, metadata)
+
+
+def frozen_lock(target: str, frozen_from: str, platform: str, python: str | None, skipped: Sequence[str],
+                packages: Iterable[LockedPackage]) -> Lock:
+    """A lock pinned from an existing environment (`lockgen freeze`)."""
+    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "frozen-from": frozen_from}
+    if python:
+        meta[f"python.{platform}"] = python
+    if skipped:
+        meta[SKIPPED] = ", ".join(skipped)
+    return _lock(packages, LockMetadata(content_hash={}, channels=(), platforms=(platform,), sources=(frozen_from,),
+                                        custom_metadata=_keys(meta)))
+
+
+def imported_lock(target: str, source_name: str, source_format: str, source_sha256: str, environment: str | None,
+                  skipped: Sequence[str], channels: Sequence[str], platforms: Sequence[str],
+                  packages: Iterable[LockedPackage]) -> Lock:
+    """Another tool's lock as a lockgen lock (`lockgen import`)."""
+    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name,
+            "imported-format": source_format, "imported-sha256": source_sha256}
+    if environment:
+        meta["environment"] = environment
+    if skipped:
+        meta[SKIPPED] = "; ".join(skipped)
+    return _lock(packages, LockMetadata(content_hash={p: source_sha256 for p in platforms},
+                                        channels=tuple(LockChannel(url=scrub_url(c)) for c in channels),
+                                        platforms=tuple(platforms), sources=(source_name,), custom_metadata=_keys(meta)))

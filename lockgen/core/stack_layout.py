@@ -1,0 +1,33 @@
+"""Where a stack's files live, for every command: `<stack folder>/locks/<target>.conda-lock.yml` and
+`<stack folder>/certs/<target>-<arch>-<time>.cert.json`; a lock named outside a stack folder (freeze,
+import) defaults to `locks/<target>.conda-lock.yml` under the working folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LOCK_SUFFIX = ".conda-lock.yml"
+CERT_SUFFIX = ".cert.json"
+
+
+def lock_path(stack_folder: Path, target: str) -> Path:
+    """The lock of `target` in the stack whose `stack.toml` sits in `stack_folder`."""
+    return stack_folder / "locks" / f"{target}{LOCK_SUFFIX}"
+
+
+def default_lock_path(target: str) -> Path:
+    """Where freeze and import write when no --out is given: `locks/<target>.conda-lock.yml`, relative."""
+    return lock_path(Path("."), target).relative_to(".")
+
+
+def target_of_lock(path: Path) -> str:
+    """The target a lock file is named for (`a100.conda-lock.yml` -> `a100`)."""
+    return path.name.removesuffix(LOCK_SUFFIX).split(".")[0]
+
+
+def certificate_path(lock: Path | None, arch: str, stamp: str, working_folder: Path) -> Path:
+    """Where a certificate goes: the `certs/` folder beside the lock's `locks/` folder, named for the target,
+    arch and time; without a lock, the working folder."""
+    if lock is None:
+        return working_folder / f"lockgen-{arch}-{stamp}{CERT_SUFFIX}"
+    return lock.parent.parent / "certs" / f"{target_of_lock(lock)}-{arch}-{stamp}{CERT_SUFFIX}"

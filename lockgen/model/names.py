@@ -1,0 +1,16 @@
+"""Names as lockgen compares them, in the lowest layer so models validate with them too: Python
+projects by PEP 503 (runs of `-`, `_`, `.` are one `-`, case folded) and GPU archs (`SM_90` -> `sm90`)."""
+
+from __future__ import annotations
+
+import re
+
+
+def normalize(name: str) -> str:
+    """The PEP 503 normalised form of a project name (`Foo_Bar.baz` -> `foo-bar-baz`)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def normalize_arch(name: str) -> str:
+    """An arch as lockgen writes it: lower case, no underscore (`SM_90` -> `sm90`)."""
+    return name.lower().replace("_", "")

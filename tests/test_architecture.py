@@ -1,0 +1,149 @@
+"""Keeps the layer table of docs/architecture.md true, by walking every module's imports (ast).
+
+model <- core <- adapters <- api <- cli; `errors` and `digests` are foundations every layer may use;
+`verify/` is the kernel that runs inside the environment under test (stdlib and torch only).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FOUNDATIONS = ("lockgen.errors", "lockgen.digests", "lockgen.model")
+FORBIDDEN_IN_CORE = {"rattler", "subprocess", "socket", "urllib", "http", "torch", "yaml", "typer", "rich",
+                     "conda_lock", "os", "shutil", "tempfile", "importlib", "zipfile", "tarfile"}  # pathlib: pure path arithmetic
+CORE_DATA_LOADER = "lockgen/core/package_data.py"
+API_STEPS = {"lockgen.api.shared_steps", "lockgen.api.pypi"}  # steps below the use cases, not use cases
+CLI_MAY_IMPORT = ("lockgen.api", "lockgen.cli", "lockgen.errors", "lockgen.model")
+READING_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob", "rglob"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every absolute module a file imports, at the top or inside functions."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def lockgen_imports(path: Path) -> set[str]:
+    return {n for n in imports_of(path) if n.split(".")[0] == "lockgen"}
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((REPO / folder).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+
+
+def real_modules(names: set[str]) -> set[str]:
+    """Imported names that are modules of the repository (not functions imported from them)."""
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        candidate = REPO.joinpath(*parts)
+        if candidate.with_suffix(".py").is_file() or (candidate / "__init__.py").is_file():
+            found.add(name)
+    return found
+
+
+def violations_of_cli(path: Path) -> list[str]:
+    return sorted(n for n in real_modules(lockgen_imports(path))
+                  if n != "lockgen" and not n.startswith(CLI_MAY_IMPORT))
+
+
+def test_model_imports_only_stdlib_and_pydantic() -> None:
+    for path in modules("lockgen/model"):
+        for name in imports_of(path):
+            top = name.split(".")[0]
+            assert top in {"pydantic", "lockgen"} or top in sys.stdlib_module_names, f"{path}: {name}"
+            assert top != "lockgen" or name.startswith("lockgen.model"), f"{path}: {name}"
+
+
+def test_core_is_pure() -> None:
+    for path in modules("lockgen/core"):
+        for name in imports_of(path):
+            top = name.split(".")[0]
+            if path.relative_to(REPO).as_posix() != CORE_DATA_LOADER:
+                assert top not in FORBIDDEN_IN_CORE or name.startswith("urllib.parse"), f"{path}: {name}"
+            if top == "lockgen":
+                assert name.startswith(("lockgen.core", *FOUNDATIONS)), f"{path}: {name}"
+                assert "file_digest" not in name, f"{path}: core does not read files ({name})"
+
+
+def test_core_reads_no_files_except_its_data_loader() -> None:
+    for path in modules("lockgen/core"):
+        if path.relative_to(REPO).as_posix() == CORE_DATA_LOADER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                assert called not in READING_CALLS, f"{path}:{node.lineno}: {called}() is I/O"
+
+
+def test_adapters_never_import_api_or_cli() -> None:
+    for path in modules("lockgen/adapters"):
+        for name in lockgen_imports(path):
+            assert not name.startswith(("lockgen.api", "lockgen.cli")), f"{path}: {name}"
+
+
+def test_use_cases_never_import_each_other_or_the_cli() -> None:
+    for path in modules("lockgen/api"):
+        own = module_name(path)
+        for name in real_modules(lockgen_imports(path)):
+            assert not name.startswith("lockgen.cli"), f"{path}: {name}"
+            if name.startswith("lockgen.api.") and name != own:
+                assert name in API_STEPS, f"{path}: a use case imports another ({name})"
+                assert own not in API_STEPS, f"{path}: a step imports an api module ({name})"
+
+
+def test_cli_imports_only_api_cli_errors_model() -> None:
+    for path in modules("lockgen/cli"):
+        assert violations_of_cli(path) == [], f"{path}: {violations_of_cli(path)}"
+
+
+def test_the_cli_rule_catches_an_adapter_import(tmp_path: Path) -> None:
+    """The rule above is not vacuous: a CLI module that reaches an adapter is caught."""
+    bad = REPO / "lockgen" / "cli" / "_architecture_probe.py"
+    try:
+        bad.write_text('"""probe"""\n\ndef push():\n    from lockgen.adapters import registry\n'
+                       '    from lockgen.adapters.oci_layout import read_image\n')
+        assert violations_of_cli(bad) == ["lockgen.adapters", "lockgen.adapters.oci_layout",
+                                          "lockgen.adapters.registry"]
+    finally:
+        bad.unlink(missing_ok=True)
+
+
+def test_verify_needs_only_stdlib_and_torch() -> None:
+    for path in modules("verify"):
+        for name in imports_of(path):
+            top = name.split(".")[0]
+            assert top in sys.stdlib_module_names or top in {"torch", "verify", "__future__"}, f"{path}: {name}"
+
+
+@pytest.mark.parametrize("folder", ["lockgen", "verify"])
+def test_every_module_has_a_docstring_and_stays_small(folder: str) -> None:
+    for path in modules(folder):
+        tree = ast.parse(path.read_text())
+        assert ast.get_docstring(tree), f"{path} has no module docstring"
+        assert len(path.read_text().splitlines()) <= 450, f"{path} is too long"
+
+
+def test_no_error_message_prints_a_python_list() -> None:
+    """`splitlines()[-1:]` and friends inside an f-string print `['...']` to users."""
+    for path in modules("lockgen") + modules("verify"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.Subscript):
+                sliced = node.value.value
+                lines = isinstance(sliced, ast.Call) and getattr(sliced.func, "attr", "") in {"splitlines", "split"}
+                assert not (lines and isinstance(node.value.slice, ast.Slice)), f"{path}:{node.lineno}: a list in an f-string"
