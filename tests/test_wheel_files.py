@@ -98,6 +98,11 @@ def test_wheel_filenames_and_choice():
     assert choose([plain, built], "six", "1.16.0", ("py3-none-any",), build="1") is built
     with pytest.raises(UserError, match="no wheel of six==1.17.0 covers the installed tags py3-none-any"):
         choose([six], "six", "1.17.0", ("py3-none-any",))
+    torch = [parse_wheel_filename(f"torch-2.5.1-cp312-cp312-{p}.whl")
+             for p in ("manylinux1_x86_64", "manylinux2014_aarch64", "win_amd64")]
+    assert choose(torch, "torch", "2.5.1", ("cp312-cp312-linux_x86_64",)) is torch[0]  # renamed, not retagged
+    with pytest.raises(UserError):
+        choose(torch, "torch", "2.5.1", ("cp311-cp311-linux_x86_64",))
     for bad in ("six-1.16.0.tar.gz", "six-py3-none-any.whl", "six-1.0-x1-py3-none-any.whl"):
         with pytest.raises(UserError):
             parse_wheel_filename(bad)

@@ -2,6 +2,11 @@
 `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`, and choosing, among a release's wheels, the one
 an installed distribution came from (its `WHEEL` tags and build tag).
 
+A wheel whose `WHEEL` says `linux_<arch>` may be published under a `manylinux*_<arch>` file name: torch's
+wheels are renamed, not retagged (torch 2.5.1's `manylinux1_x86_64` wheel says `cp312-cp312-linux_x86_64`).
+When no file name covers the installed tags, such a manylinux file of the same python and abi counts; the
+conformance check that follows proves or refutes the choice from the file's own RECORD.
+
 Versions are compared as written (lowercased): installers write the normalised PEP 440 form into both
 METADATA and wheel names, and lockgen takes on no version library for this one comparison.
 """
@@ -52,13 +57,28 @@ def covers(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], bui
             and set(tags) <= wheel.tags and (build is None or wheel.build == build))
 
 
+def _renamed_linux(tag: str, wheel_tags: frozenset[str]) -> bool:
+    python, abi, platform = tag.split("-")
+    if not platform.startswith("linux_"):
+        return False
+    arch = platform.removeprefix("linux_")
+    return any(re.fullmatch(rf"{re.escape(python)}-{re.escape(abi)}-manylinux[0-9_]*_{re.escape(arch)}", t)
+               for t in wheel_tags)
+
+
+def _renamed(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], build: str | None) -> bool:
+    return covers(wheel, name, version, (), build) and all(t in wheel.tags or _renamed_linux(t, wheel.tags)
+                                                           for t in tags)
+
+
 def choose(wheels: list[WheelName], name: str, version: str, tags: tuple[str, ...],
            build: str | None = None) -> WheelName:
     """The one wheel of `name==version` an installed distribution with these tags came from; a wheel whose
     tags equal `tags` is preferred to one that only holds them."""
     fitting = sorted((w for w in wheels if covers(w, name, version, tags, build)), key=lambda w: w.filename)
     exact = [w for w in fitting if w.tags == set(tags)]
-    chosen = exact or fitting
+    chosen = exact or fitting or sorted((w for w in wheels if _renamed(w, name, version, tags, build)),
+                                        key=lambda w: w.filename)
     tag_text = ", ".join(tags) or "no tags"
     if not chosen:
         raise UserError(f"no wheel of {name}=={version} covers the installed tags {tag_text}",
