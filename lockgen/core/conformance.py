@@ -6,10 +6,11 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
 (foreign). The rules, so a report can say why a file is there:
 - `pyc`: `D/__pycache__/X.<tag>[.opt-N].pyc` when `D/X.py` is an expected file (owned by that package); a
   `.pyc` without its source is foreign, since Python imports sourceless byte code.
-- `dist-info`: `INSTALLER`, `REQUESTED`, `direct_url.json`, `RECORD` in an expected pip dist-info folder.
+- `dist-info`: `INSTALLER`, `REQUESTED`, `direct_url.json`, `RECORD` (and uv's `uv_cache.json`) in an
+  expected pip dist-info folder.
 - `entry-points`: `bin/<name>` for the console and gui scripts of a pip distribution.
 - `venv`: `pyvenv.cfg`, `bin/python[X[.Y]]`, `bin/activate*`, `bin/Activate.ps1`, `bin/deactivate.bat`,
-  `bin/pydoc.bat`, `.gitignore` and `CACHEDIR.TAG` (uv writes both), a `lib64` link.
+  `bin/pydoc.bat`, `.gitignore`, `CACHEDIR.TAG` and `.lock` (uv writes them), a `lib64` link.
 - `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: anything under `.lockgen/`.
 Rules accept by name only: the files they cover are derived by the installer, so no package states their
 bytes. setuid, setgid and world-writable files are `mode` drift whatever their content; a path two packages
@@ -24,8 +25,8 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
-_VENV = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|bin/python(\d+(\.\d+)?t?)?|bin/activate[^/]*"
+DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
+_VENV = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/python(\d+(\.\d+)?t?)?|bin/activate[^/]*"
                    r"|bin/Activate\.ps1|bin/deactivate\.bat|bin/pydoc\.bat")
 _CONDA_META = re.compile(r"conda-meta/[^/]+\.json|conda-meta/history")
 _PYC = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^/]+)\.pyc")
