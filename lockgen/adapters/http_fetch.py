@@ -1,0 +1,83 @@
+"""One bounded HTTP GET for the PyPI adapters (index pages, wheel byte ranges), on the stdlib.
+
+Bounded: a timeout per socket operation, a deadline for the whole reply, and a cap on the bytes read.
+Credentials written into a URL as `user:pass@` go out as a Basic `Authorization` header that is not
+repeated on a redirect (urllib keeps unredirected headers to the first host); a `/t/<token>/` path stays
+in the request. Neither ever appears in a message: errors name the URL as `strip_credentials` leaves it.
+Each reply is counted (requests, body bytes) on the `Meter` the caller passes, so a use case can report
+what a check cost.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from lockgen.adapters.channels import strip_credentials
+from lockgen.core.wheel_files import shown
+from lockgen.errors import UserError
+
+_BLOCK = 1 << 16
+
+
+@dataclass
+class Meter:
+    """What a series of GETs cost: replies received and body bytes read (mutable: a running count)."""
+
+    requests: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"`{strip_credentials(url)}` is not an http(s) URL", "give the index or file as https://...")
+    host = parts.netloc.rsplit("@", 1)[-1]
+    request = urllib.request.Request(urlunsplit((parts.scheme, host, parts.path, parts.query, "")), headers=headers)
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(pair).decode())
+    return request
+
+
+def get(url: str, headers: dict[str, str], meter: Meter, timeout_s: float = 30.0, limit: int = 64 << 20) -> Reply:
+    """GET `url`; the reply's body, at most `limit` bytes, read within `timeout_s` (4xx/5xx are UserErrors)."""
+    safe = strip_credentials(url)
+    request = _request(url, headers)
+    deadline = time.monotonic() + timeout_s
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - scheme checked above
+            meter.requests += 1
+            chunks, size = [], 0
+            while block := response.read(_BLOCK):
+                size += len(block)
+                meter.bytes += len(block)
+                if size > limit:
+                    raise UserError(f"GET {safe}: the reply is larger than {limit} bytes",
+                                    "the server sent more than this check reads; is the URL right?")
+                if time.monotonic() > deadline:
+                    raise UserError(f"GET {safe}: no complete reply within {timeout_s:.0f} s", "retry on a faster link")
+                chunks.append(block)
+            return Reply(response.status, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks))
+    except urllib.error.HTTPError as exc:
+        meter.requests += 1
+        raise UserError(f"GET {safe}: HTTP {exc.code} {exc.reason}", "check the URL and the index's credentials") from None
+    except urllib.error.URLError as exc:
+        raise UserError(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise UserError(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}",
+                        "check the network and the index URL") from None
+    except ValueError:
+        raise UserError(f"GET {safe}: not a valid URL", "check the URL") from None

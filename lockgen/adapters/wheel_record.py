@@ -1,0 +1,177 @@
+"""A wheel's own file list (`*.dist-info/RECORD`, `WHEEL`, `entry_points.txt`), read from a local `.whl` or
+from a wheel URL by HTTP range requests on the zip's central directory and those three members only.
+
+The stdlib does it: `zipfile.ZipFile` reads through `_RangeFile`, a seekable file whose reads become
+`Range:` GETs (at least 64 KiB each, cached), so `remotezip` and its `requests` dependency are not needed
+and every request is counted. The first GET asks for the file's last 64 KiB (a suffix range), which holds
+the end-of-central-directory record and, in a small wheel, everything else. A server that ignores `Range`
+(200 instead of 206) sends the whole file: that is read, up to `max_download` bytes.
+
+Trust: a local wheel is checked against the pinned sha256 (`check_sha256`) before its RECORD is read. A
+RECORD read by ranges is as good as the HTTPS origin that serves the pinned file name (PyPI files are
+immutable); proving it against the pin takes the whole file.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from lockgen.adapters.channels import strip_credentials
+from lockgen.adapters.file_digest import file_digest
+from lockgen.adapters.http_fetch import Meter, get
+from lockgen.core.wheel_files import RecordRow, ScriptEntry, WheelInfo, parse_entry_points, parse_record, parse_wheel
+from lockgen.core.wheel_names import normalise_name
+from lockgen.errors import UserError
+
+TAIL = 1 << 16
+MEMBER_LIMIT = 64 << 20  # uncompressed bytes of one metadata member (torch's RECORD is a few MiB)
+_RECORD = re.compile(r"^([^/]+)\.dist-info/RECORD$")
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+
+
+@dataclass(frozen=True)
+class WheelContents:
+    """What a wheel says about itself: its dist-info folder, RECORD rows, WHEEL and scripts."""
+
+    dist_info: str
+    record: tuple[RecordRow, ...]
+    wheel: WheelInfo
+    scripts: tuple[ScriptEntry, ...]
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The cost of one remote read: GETs answered, body bytes received, whether the server sent it all."""
+
+    requests: int
+    bytes: int
+    full_download: bool
+
+
+def check_sha256(path: Path, expected: str) -> None:
+    """Refuses a wheel whose sha256 is not the pinned one."""
+    actual = file_digest(path)
+    if actual != expected.lower():
+        raise UserError(f"{path.name} has sha256 {actual}, the lock pins {expected.lower()}",
+                        "the file was replaced or corrupted; fetch it again from the index")
+
+
+def _member(archive: zipfile.ZipFile, name: str, where: str) -> str:
+    info = archive.getinfo(name)
+    if info.file_size > MEMBER_LIMIT:
+        raise UserError(f"{where}: {name} claims {info.file_size} bytes", "the wheel is malformed")
+    with archive.open(info) as stream:
+        data = stream.read(MEMBER_LIMIT + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{where}: {name} is not UTF-8", "the wheel is malformed") from None
+
+
+def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelContents:
+    stems = sorted({m.group(1) for m in map(_RECORD.match, archive.namelist()) if m})
+    if len(stems) != 1:
+        raise UserError(f"{where} holds {len(stems)} dist-info RECORD files, not one", "the wheel is malformed")
+    dist_info = f"{stems[0]}.dist-info"
+    if normalise_name(stems[0].split("-")[0]) != normalise_name(filename.split("-")[0]):
+        raise UserError(f"{where}: {dist_info} belongs to another distribution than {filename}",
+                        "the wheel is malformed")
+    names = set(archive.namelist())
+    if f"{dist_info}/WHEEL" not in names:
+        raise UserError(f"{where} has no {dist_info}/WHEEL", "the wheel is malformed")
+    entry_points = f"{dist_info}/entry_points.txt"
+    return WheelContents(dist_info, parse_record(_member(archive, f"{dist_info}/RECORD", where)),
+                         parse_wheel(_member(archive, f"{dist_info}/WHEEL", where)),
+                         parse_entry_points(_member(archive, entry_points, where)) if entry_points in names else ())
+
+
+def read_wheel_file(path: Path, expected_sha256: str | None = None) -> WheelContents:
+    """The contents statement of a local `.whl`, after checking its sha256 when one is pinned."""
+    if expected_sha256 is not None:
+        check_sha256(path, expected_sha256)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return _contents(archive, path.name, path.name)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UserError(f"{path.name} is not a readable wheel: {exc}", "fetch it again from the index") from None
+
+
+class _RangeFile(io.RawIOBase):
+    """A read-only, seekable view of a remote file; reads become cached `Range:` GETs."""
+
+    def __init__(self, url: str, size: int, first: tuple[int, bytes], meter: Meter, timeout_s: float) -> None:
+        super().__init__()
+        self.url, self.size, self.meter, self.timeout_s = url, size, meter, timeout_s
+        self.pos = 0
+        self.segments = [first]
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._span(self.pos, min(self.size, self.pos + len(buffer)))
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def _span(self, start: int, end: int) -> bytes:
+        out, pos = bytearray(), start
+        while pos < end:  # each turn either copies from a cached segment or fetches the gap at `pos`
+            held = next(((s, d) for s, d in self.segments if s <= pos < s + len(d)), None)
+            if held is not None:
+                piece = held[1][pos - held[0]: end - held[0]]
+                out += piece
+                pos += len(piece)
+                continue
+            following = min((s for s, _ in self.segments if s > pos), default=self.size)
+            stop = min(following, max(end, pos + TAIL))
+            self.segments.append((pos, self._fetch(pos, stop)))
+        return bytes(out)
+
+    def _fetch(self, start: int, stop: int) -> bytes:
+        reply = get(self.url, {"Range": f"bytes={start}-{stop - 1}"}, self.meter, self.timeout_s, stop - start)
+        if reply.status != 206 or len(reply.body) != stop - start:
+            raise UserError(f"GET {strip_credentials(self.url)}: bytes {start}-{stop - 1} came back as "
+                            f"HTTP {reply.status} with {len(reply.body)} bytes", "the server mishandles range requests")
+        return reply.body
+
+
+def _open_remote(url: str, meter: Meter, timeout_s: float, max_download: int) -> tuple[io.RawIOBase | io.BytesIO, bool]:
+    reply = get(url, {"Range": f"bytes=-{TAIL}", "Accept-Encoding": "identity"}, meter, timeout_s, max_download)
+    if reply.status == 200:
+        return io.BytesIO(reply.body), True
+    found = _CONTENT_RANGE.match(reply.headers.get("content-range", ""))
+    if reply.status != 206 or not found or int(found[2]) - int(found[1]) + 1 != len(reply.body):
+        raise UserError(f"GET {strip_credentials(url)}: HTTP {reply.status} without a usable Content-Range",
+                        "the server mishandles range requests")
+    return _RangeFile(url, int(found[3]), (int(found[1]), reply.body), meter, timeout_s), False
+
+
+def read_wheel_url(url: str, timeout_s: float = 30.0, max_download: int = 256 << 20) -> tuple[WheelContents, Fetched]:
+    """The contents statement of a remote wheel, read by range requests, and what reading it cost."""
+    meter = Meter()
+    filename = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    where = strip_credentials(url)
+    source, full = _open_remote(url, meter, timeout_s, max_download)
+    try:
+        with zipfile.ZipFile(source) as archive:  # type: ignore[arg-type]
+            contents = _contents(archive, filename, where)
+    except zipfile.BadZipFile as exc:
+        raise UserError(f"{where} is not a readable wheel: {exc}", "check the URL") from None
+    return contents, Fetched(meter.requests, meter.bytes, full)

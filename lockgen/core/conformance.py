@@ -1,0 +1,236 @@
+"""Conformance: is an environment its lock? An EXPECTED environment (per locked package, the files its own
+RECORD or `info/paths.json` states) compared with an OBSERVED one (every path of the prefix as found).
+
+Every observed path is accounted for by exactly one of: an expected file of a package (content checked when
+the expectation has a hash, size when it has one, kind always), a named rule that derives it, or nothing
+(foreign). The rules, so a report can say why a file is there:
+- `pyc`: `D/__pycache__/X.<tag>[.opt-N].pyc` when `D/X.py` is an expected file (owned by that package); a
+  `.pyc` without its source is foreign, since Python imports sourceless byte code.
+- `dist-info`: `INSTALLER`, `REQUESTED`, `direct_url.json`, `RECORD` (and uv's `uv_cache.json`) in an
+  expected pip dist-info folder.
+- `entry-points`: `bin/<name>` for the console and gui scripts of a pip distribution.
+- `venv`: `pyvenv.cfg`, `bin/python[X[.Y]]`, `bin/activate*`, `bin/Activate.ps1`, `bin/deactivate.bat`,
+  `bin/pydoc.bat`, `.gitignore`, `CACHEDIR.TAG` and `.lock` (uv writes them), a `lib64` link.
+- `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: anything under `.lockgen/`.
+Rules accept by name only: the files they cover are derived by the installer, so no package states their
+bytes. setuid, setgid and world-writable files are `mode` drift whatever their content; a path two packages
+expect is a clobber. Any of these makes the report unclean.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
+_VENV = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/python(\d+(\.\d+)?t?)?|bin/activate[^/]*"
+                   r"|bin/Activate\.ps1|bin/deactivate\.bat|bin/pydoc\.bat")
+_CONDA_META = re.compile(r"conda-meta/[^/]+\.json|conda-meta/history")
+_PYC = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^/]+)\.pyc")
+_CACHE_TAG = re.compile(r"[a-z]+-?\d+[a-z0-9]*")
+_BAD_MODE = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH
+_SHOWN = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedFile:
+    """A prefix-relative file a package states; `sha256`/`size` None when a trusted rule derives them
+    (a rewritten script shebang, a conda prefix placeholder); `kind` is `file` or `link`."""
+
+    path: str
+    sha256: str | None
+    size: int | None
+    kind: str = "file"
+
+
+@dataclass(frozen=True)
+class ExpectedPackage:
+    """A locked package (`key` like `six 1.16.0`) and its files; a pip distribution also names its
+    dist-info folder (prefix-relative) and its entry-point script names."""
+
+    key: str
+    files: tuple[ExpectedFile, ...]
+    dist_info: str | None = None
+    scripts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedFile:
+    """A prefix-relative path as found: kind `file`, `link` or `dir-link`, size, mode bits, sha256 of a file."""
+
+    path: str
+    kind: str
+    size: int
+    mode: int
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class PackageResult:
+    key: str
+    modified: tuple[str, ...]
+    missing: tuple[str, ...]
+    absent: bool
+
+    @property
+    def status(self) -> str:
+        """`ok`, `missing package` (none of its files present), else `modified` or `missing` (the first that
+        applies; both lists are kept)."""
+        if self.absent:
+            return "missing package"
+        return "modified" if self.modified else ("missing" if self.missing else "ok")
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    path: str
+    rule: str
+    owner: str | None
+
+
+@dataclass(frozen=True)
+class Clobber:
+    path: str
+    owners: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConformanceReport:
+    """What the comparison found; `site_packages` only shortens the human lines."""
+
+    packages: tuple[PackageResult, ...]
+    foreign: tuple[str, ...]
+    mode: tuple[str, ...]
+    clobbered: tuple[Clobber, ...]
+    accepted: tuple[Accepted, ...]
+    files_expected: int
+    files_observed: int
+    site_packages: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return (all(p.status == "ok" for p in self.packages) and not self.foreign and not self.mode
+                and not self.clobbered)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        statuses = [p.status for p in self.packages]
+        return {"packages": len(statuses), "ok": statuses.count("ok"), "modified": statuses.count("modified"),
+                "missing": statuses.count("missing"), "missing_packages": statuses.count("missing package"),
+                "files_expected": self.files_expected, "files_observed": self.files_observed,
+                "accepted": len(self.accepted), "foreign": len(self.foreign), "mode": len(self.mode),
+                "clobbered": len(self.clobbered)}
+
+    def to_dict(self) -> dict[str, object]:
+        """A stable JSON-able form: sorted lists, prefix-relative paths, accepted files counted by rule."""
+        by_rule: dict[str, int] = {}
+        for item in self.accepted:
+            by_rule[item.rule] = by_rule.get(item.rule, 0) + 1
+        return {"clean": self.clean, "counts": self.counts,
+                "packages": [{"package": p.key, "status": p.status, "modified": list(p.modified),
+                              "missing": list(p.missing)} for p in self.packages],
+                "foreign": list(self.foreign), "mode": list(self.mode),
+                "clobbered": [{"path": c.path, "owners": list(c.owners)} for c in self.clobbered],
+                "accepted": dict(sorted(by_rule.items()))}
+
+    def lines(self) -> tuple[str, ...]:
+        """One line per finding: `six 1.16.0: modified six.py`, `missing package idna 3.7`, `foreign: PATH`."""
+        out = []
+        for package in self.packages:
+            if package.absent:
+                out.append(f"missing package {package.key}")
+                continue
+            for word, paths in (("modified", package.modified), ("missing", package.missing)):
+                if paths:
+                    out.append(f"{package.key}: {word} {self._list(paths)}")
+        out += [f"foreign: {path}" for path in self.foreign]
+        out += [f"mode: {path} is setuid, setgid or world-writable" for path in self.mode]
+        out += [f"clobber: {c.path} ({', '.join(c.owners)})" for c in self.clobbered]
+        return tuple(out)
+
+    def _list(self, paths: tuple[str, ...]) -> str:
+        base = self.site_packages.rstrip("/") + "/" if self.site_packages else None
+        shown = [p.removeprefix(base) if base else p for p in paths[:_SHOWN]]
+        more = f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
+        return ", ".join(shown) + more
+
+
+def _differs(expected: ExpectedFile, found: ObservedFile) -> bool:
+    if expected.kind == "link":
+        return found.kind not in ("link", "dir-link")
+    return (found.kind != "file" or (expected.sha256 is not None and found.sha256 != expected.sha256)
+            or (expected.size is not None and found.size != expected.size))
+
+
+def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> PackageResult:
+    modified, missing = [], []
+    for expected in package.files:
+        found = observed.get(expected.path)
+        if found is None:
+            missing.append(expected.path)
+        elif _differs(expected, found):
+            modified.append(expected.path)
+    absent = bool(package.files) and len(missing) == len(package.files)
+    return PackageResult(package.key, tuple(sorted(set(modified))), tuple(sorted(set(missing))), absent)
+
+
+def _pyc_source(path: str) -> str | None:
+    found = _PYC.fullmatch(path)
+    if not found:
+        return None
+    stem, _, tag = re.sub(r"\.opt-\d+$", "", found["name"]).rpartition(".")
+    return f"{found['folder']}{stem}.py" if stem and _CACHE_TAG.fullmatch(tag) else None
+
+
+def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
+    """Paths the `dist-info` and `entry-points` rules derive -> (rule, owner)."""
+    derived: dict[str, tuple[str, str]] = {}
+    for package in packages:
+        if package.dist_info:
+            for name in DERIVED_DIST_INFO:
+                derived[posixpath.join(package.dist_info, name)] = ("dist-info", package.key)
+            for script in package.scripts:
+                derived[f"bin/{script}"] = ("entry-points", package.key)
+    return derived
+
+
+def _rule(found: ObservedFile, owners: dict[str, list[str]], derived: dict[str, tuple[str, str]]) -> Accepted | None:
+    path = found.path
+    source = _pyc_source(path) if found.kind == "file" else None
+    if source is not None and source in owners:
+        return Accepted(path, "pyc", owners[source][0])
+    if path in derived and found.kind == "file":
+        return Accepted(path, *derived[path])
+    if _VENV.fullmatch(path) or (path == "lib64" and found.kind != "file"):
+        return Accepted(path, "venv", None)
+    if _CONDA_META.fullmatch(path):
+        return Accepted(path, "conda-meta", None)
+    if path.startswith(".lockgen/"):
+        return Accepted(path, "lockgen", None)
+    return None
+
+
+def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile],
+            site_packages: str = "") -> ConformanceReport:
+    """The conformance report of an observed environment against the expected one."""
+    found = {item.path: item for item in observed}
+    owners: dict[str, list[str]] = {}
+    for package in expected:
+        for path in dict.fromkeys(f.path for f in package.files):
+            owners.setdefault(path, []).append(package.key)
+    derived = _derived(expected)
+    accepted, foreign = [], []
+    for path in sorted(set(found) - set(owners)):
+        rule = _rule(found[path], owners, derived)
+        if rule is None:
+            foreign.append(path)
+        else:
+            accepted.append(rule)
+    mode = sorted(p for p, f in found.items() if f.kind == "file" and f.mode & _BAD_MODE)
+    clobbered = tuple(Clobber(p, tuple(sorted(keys))) for p, keys in sorted(owners.items()) if len(keys) > 1)
+    results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
+    return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),
+                             len(owners), len(found), site_packages)

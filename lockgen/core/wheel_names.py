@@ -1,0 +1,89 @@
+"""Wheel file names and project names: PEP 503 name normalisation, the binary distribution format's
+`{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`, and choosing, among a release's wheels, the one
+an installed distribution came from (its `WHEEL` tags and build tag).
+
+A wheel whose `WHEEL` says `linux_<arch>` may be published under a `manylinux*_<arch>` file name: torch's
+wheels are renamed, not retagged (torch 2.5.1's `manylinux1_x86_64` wheel says `cp312-cp312-linux_x86_64`).
+When no file name covers the installed tags, such a manylinux file of the same python and abi counts; the
+conformance check that follows proves or refutes the choice from the file's own RECORD.
+
+Versions are compared as written (lowercased): installers write the normalised PEP 440 form into both
+METADATA and wheel names, and lockgen takes on no version library for this one comparison.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lockgen.core.wheel_files import expand_tags, shown
+from lockgen.errors import UserError
+
+_BUILD = re.compile(r"^\d\w*$")
+
+
+def normalise_name(name: str) -> str:
+    """PEP 503: runs of `-`, `_`, `.` become `-`, lowercased."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class WheelName:
+    """A parsed wheel file name; `tags` is the expanded tag set."""
+
+    filename: str
+    name: str
+    version: str
+    build: str | None
+    tags: frozenset[str]
+
+
+def parse_wheel_filename(filename: str) -> WheelName:
+    """The parts of `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`."""
+    if not filename.endswith(".whl") or "/" in filename:
+        raise UserError(f"`{shown(filename)}` is not a wheel file name", "wheel names end in .whl")
+    parts = filename[:-4].split("-")
+    if len(parts) not in (5, 6) or not all(parts[:2]) or (len(parts) == 6 and not _BUILD.match(parts[2])):
+        raise UserError(f"`{shown(filename)}` is not name-version(-build)-python-abi-platform.whl",
+                        "see the binary distribution format specification")
+    tags = frozenset(expand_tags("-".join(parts[-3:])))
+    return WheelName(filename, parts[0], parts[1], parts[2] if len(parts) == 6 else None, tags)
+
+
+def covers(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], build: str | None = None) -> bool:
+    """Whether `wheel` is a file of `name==version` whose tag set holds every tag in `tags` (and the build tag,
+    when one is given)."""
+    return (normalise_name(wheel.name) == normalise_name(name) and wheel.version.lower() == version.lower()
+            and set(tags) <= wheel.tags and (build is None or wheel.build == build))
+
+
+def _renamed_linux(tag: str, wheel_tags: frozenset[str]) -> bool:
+    python, abi, platform = tag.split("-")
+    if not platform.startswith("linux_"):
+        return False
+    arch = platform.removeprefix("linux_")
+    return any(re.fullmatch(rf"{re.escape(python)}-{re.escape(abi)}-manylinux[0-9_]*_{re.escape(arch)}", t)
+               for t in wheel_tags)
+
+
+def _renamed(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], build: str | None) -> bool:
+    return covers(wheel, name, version, (), build) and all(t in wheel.tags or _renamed_linux(t, wheel.tags)
+                                                           for t in tags)
+
+
+def choose(wheels: list[WheelName], name: str, version: str, tags: tuple[str, ...],
+           build: str | None = None) -> WheelName:
+    """The one wheel of `name==version` an installed distribution with these tags came from; a wheel whose
+    tags equal `tags` is preferred to one that only holds them."""
+    fitting = sorted((w for w in wheels if covers(w, name, version, tags, build)), key=lambda w: w.filename)
+    exact = [w for w in fitting if w.tags == set(tags)]
+    chosen = exact or fitting or sorted((w for w in wheels if _renamed(w, name, version, tags, build)),
+                                        key=lambda w: w.filename)
+    tag_text = ", ".join(tags) or "no tags"
+    if not chosen:
+        raise UserError(f"no wheel of {name}=={version} covers the installed tags {tag_text}",
+                        "the index may not hold the file this distribution was installed from (a local build?)")
+    if len(chosen) > 1:
+        raise UserError(f"{len(chosen)} wheels of {name}=={version} cover the tags {tag_text}: "
+                        + ", ".join(w.filename for w in chosen), "name the build tag of the installed WHEEL")
+    return chosen[0]

@@ -1,0 +1,142 @@
+"""The wheel's own file statements: RECORD, WHEEL, entry_points.txt, placement, wheel names."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lockgen.core import wheel_files as wf
+from lockgen.core.wheel_names import choose, normalise_name, parse_wheel_filename
+from lockgen.errors import UserError
+
+SITE = "lib/python3.12/site-packages"
+SCHEME = wf.Scheme(SITE, "3.12", "Demo-Pkg")
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def test_record_rows_hex_and_sizes():
+    text = f"six.py,sha256={b64(b'x')},1\nsix-1.16.0.dist-info/RECORD,,\n"
+    rows = wf.parse_record(text)
+    assert rows == (wf.RecordRow("six.py", hashlib.sha256(b"x").hexdigest(), 1),
+                    wf.RecordRow("six-1.16.0.dist-info/RECORD", None, None))
+    assert wf.render_record(rows) == text
+
+
+@pytest.mark.parametrize("line", [
+    "/etc/passwd,,", "../evil.py,,", "a/../../evil.py,,", "C:/x.py,,", "a.py,md5=abc,1", "a.py,sha256=!!,1",
+    f"a.py,sha256={b64(b'x')}x,1", "a.py,,-1", "a.py", "a.py,,1,extra"])
+def test_record_refusals(line):
+    with pytest.raises(UserError):
+        wf.parse_record(line + "\n")
+
+
+def test_installed_record_climbs_to_bin_but_not_out():
+    rows = wf.parse_record("../../../bin/six-tool,,\n", base=SITE)
+    assert wf.installed_to_prefix(rows[0].path, SITE) == "bin/six-tool"
+    with pytest.raises(UserError, match="leaves the prefix"):
+        wf.parse_record("../../../../etc/x,,\n", base=SITE)
+
+
+def test_wheel_file_tags_expanded():
+    info = wf.parse_wheel("Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py2.py3-none-any\nBuild: 1\n")
+    assert info == wf.WheelInfo("1.0", True, ("py2-none-any", "py3-none-any"), "1")
+    with pytest.raises(UserError):
+        wf.parse_wheel("Wheel-Version: 1.0\nRoot-Is-Purelib: maybe\nTag: py3-none-any\n")
+
+
+def test_entry_points_scripts_only():
+    text = ("[console_scripts]\nsix-tool = six.cli:main [extra]\n[gui_scripts]\nsixw=six:gui\n"
+            "[other.group]\nx = y:z\n")
+    assert wf.parse_entry_points(text) == (wf.ScriptEntry("six-tool", "six.cli:main", "console"),
+                                           wf.ScriptEntry("sixw", "six:gui", "gui"))
+    with pytest.raises(UserError):
+        wf.parse_entry_points("[console_scripts]\n../x = a:b\n")
+
+
+@pytest.mark.parametrize(("member", "placed"), [
+    ("demo/__init__.py", f"{SITE}/demo/__init__.py"),
+    ("demo-1.0.data/scripts/tool", "bin/tool"),
+    ("demo-1.0.data/data/share/demo/a.txt", "share/demo/a.txt"),
+    ("demo-1.0.data/purelib/x.py", f"{SITE}/x.py"),
+    ("demo-1.0.data/platlib/x.so", f"{SITE}/x.so"),
+    ("demo-1.0.data/headers/demo.h", "include/site/python3.12/Demo-Pkg/demo.h"),
+])
+def test_wheel_placement(member, placed):
+    assert wf.wheel_to_prefix(member, SCHEME) == placed
+
+
+@pytest.mark.parametrize("member", ["demo-1.0.data/bogus/x", "demo-1.0.data/data/../../../x", "../x"])
+def test_wheel_placement_refusals(member):
+    with pytest.raises(UserError):
+        wf.wheel_to_prefix(member, SCHEME)
+
+
+def test_expected_files_unhash_scripts():
+    rows = (wf.RecordRow("demo-1.0.data/scripts/tool", "ab" * 32, 9), wf.RecordRow("demo.py", "cd" * 32, 3))
+    assert wf.expected_files(rows, SCHEME) == (wf.RecordRow("bin/tool", None, None),
+                                               wf.RecordRow(f"{SITE}/demo.py", "cd" * 32, 3))
+
+
+def test_wheel_filenames_and_choice():
+    many = parse_wheel_filename("numpy-2.0.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+    assert many.tags == {"cp312-cp312-manylinux_2_17_x86_64", "cp312-cp312-manylinux2014_x86_64"}
+    six = parse_wheel_filename("six-1.16.0-py2.py3-none-any.whl")
+    built = parse_wheel_filename("six-1.16.0-1-py3-none-any.whl")
+    assert built.build == "1" and normalise_name("Zope.Interface_x") == "zope-interface-x"
+    assert choose([six, many], "Six", "1.16.0", ("py2-none-any", "py3-none-any")) is six
+    plain = parse_wheel_filename("six-1.16.0-py3-none-any.whl")
+    assert choose([six, plain], "six", "1.16.0", ("py3-none-any",)) is plain  # equal tags beat a superset
+    with pytest.raises(UserError, match="2 wheels"):
+        choose([plain, built], "six", "1.16.0", ("py3-none-any",))
+    assert choose([plain, built], "six", "1.16.0", ("py3-none-any",), build="1") is built
+    with pytest.raises(UserError, match="no wheel of six==1.17.0 covers the installed tags py3-none-any"):
+        choose([six], "six", "1.17.0", ("py3-none-any",))
+    torch = [parse_wheel_filename(f"torch-2.5.1-cp312-cp312-{p}.whl")
+             for p in ("manylinux1_x86_64", "manylinux2014_aarch64", "win_amd64")]
+    assert choose(torch, "torch", "2.5.1", ("cp312-cp312-linux_x86_64",)) is torch[0]  # renamed, not retagged
+    with pytest.raises(UserError):
+        choose(torch, "torch", "2.5.1", ("cp311-cp311-linux_x86_64",))
+    for bad in ("six-1.16.0.tar.gz", "six-py3-none-any.whl", "six-1.0-x1-py3-none-any.whl"):
+        with pytest.raises(UserError):
+            parse_wheel_filename(bad)
+
+
+# property tests: arbitrary text raises nothing but UserError; rows and tags round-trip
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parsers_raise_only_user_errors(text):
+    for parse in (wf.parse_record, wf.parse_wheel, wf.parse_entry_points, wf.expand_tags, parse_wheel_filename,
+                  lambda t: wf.wheel_to_prefix(t, SCHEME), lambda t: wf.installed_to_prefix(t, SITE)):
+        try:
+            parse(text)
+        except UserError as exc:
+            assert "\n" not in exc.message and "\n" not in exc.hint
+
+
+_segment = st.text(st.characters(codec="utf-8", exclude_characters="/\x00\r\n", exclude_categories=("Cs",)),
+                   min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
+_rows = st.lists(st.builds(wf.RecordRow, st.lists(_segment, min_size=1, max_size=4).map("/".join),
+                           st.none() | st.binary(min_size=32, max_size=32).map(bytes.hex),
+                           st.none() | st.integers(0, 2**40)), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_rows)
+def test_record_round_trips(rows):
+    rows = [r for r in rows if not r.path.startswith("\\") and not (len(r.path) > 1 and r.path[1] == ":")]
+    assert wf.parse_record(wf.render_record(rows)) == tuple(rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.from_regex(r"[a-z0-9_]{1,8}", fullmatch=True), min_size=1, max_size=3), min_size=3,
+                max_size=3))
+def test_compressed_tags_expand_to_the_product(parts):
+    tags = wf.expand_tags("-".join(".".join(p) for p in parts))
+    assert set(tags) == {f"{a}-{b}-{c}" for a in parts[0] for b in parts[1] for c in parts[2]}
