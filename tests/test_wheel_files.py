@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockgen.core import wheel_files as wf
-from lockgen.core.wheel_names import choose, normalise_name, parse_wheel_filename
+from lockgen.core.wheel_names import choose, parse_wheel_filename
+from lockgen.model.names import normalize
 from lockgen.errors import UserError
 
 SITE = "lib/python3.12/site-packages"
@@ -89,7 +90,7 @@ def test_wheel_filenames_and_choice():
     assert many.tags == {"cp312-cp312-manylinux_2_17_x86_64", "cp312-cp312-manylinux2014_x86_64"}
     six = parse_wheel_filename("six-1.16.0-py2.py3-none-any.whl")
     built = parse_wheel_filename("six-1.16.0-1-py3-none-any.whl")
-    assert built.build == "1" and normalise_name("Zope.Interface_x") == "zope-interface-x"
+    assert built.build == "1" and normalize("Zope.Interface_x") == "zope-interface-x"
     assert choose([six, many], "Six", "1.16.0", ("py2-none-any", "py3-none-any")) is six
     plain = parse_wheel_filename("six-1.16.0-py3-none-any.whl")
     assert choose([six, plain], "six", "1.16.0", ("py3-none-any",)) is plain  # equal tags beat a superset

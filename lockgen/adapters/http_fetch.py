@@ -3,7 +3,7 @@
 Bounded: a timeout per socket operation, a deadline for the whole reply, and a cap on the bytes read.
 Credentials written into a URL as `user:pass@` go out as a Basic `Authorization` header that is not
 repeated on a redirect (urllib keeps unredirected headers to the first host); a `/t/<token>/` path stays
-in the request. Neither ever appears in a message: errors name the URL as `strip_credentials` leaves it.
+in the request. Neither ever appears in a message: errors name the URL as `scrub_url` leaves it.
 Each reply is counted (requests, body bytes) on the `Meter` the caller passes, so a use case can report
 what a check cost.
 """
@@ -18,9 +18,9 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from lockgen.adapters.channels import strip_credentials
+from lockgen.core.credentials import scrub_url
 from lockgen.core.wheel_files import shown
-from lockgen.errors import UserError
+from lockgen.errors import ChannelError, UserError
 
 _BLOCK = 1 << 16
 
@@ -43,7 +43,7 @@ class Reply:
 def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserError(f"`{strip_credentials(url)}` is not an http(s) URL", "give the index or file as https://...")
+        raise UserError(f"`{scrub_url(url)}` is not an http(s) URL", "give the index or file as https://...")
     host = parts.netloc.rsplit("@", 1)[-1]
     request = urllib.request.Request(urlunsplit((parts.scheme, host, parts.path, parts.query, "")), headers=headers)
     if parts.username is not None:
@@ -54,7 +54,7 @@ def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
 
 def get(url: str, headers: dict[str, str], meter: Meter, timeout_s: float = 30.0, limit: int = 64 << 20) -> Reply:
     """GET `url`; the reply's body, at most `limit` bytes, read within `timeout_s` (4xx/5xx are UserErrors)."""
-    safe = strip_credentials(url)
+    safe = scrub_url(url)
     request = _request(url, headers)
     deadline = time.monotonic() + timeout_s
     try:
@@ -68,16 +68,16 @@ def get(url: str, headers: dict[str, str], meter: Meter, timeout_s: float = 30.0
                     raise UserError(f"GET {safe}: the reply is larger than {limit} bytes",
                                     "the server sent more than this check reads; is the URL right?")
                 if time.monotonic() > deadline:
-                    raise UserError(f"GET {safe}: no complete reply within {timeout_s:.0f} s", "retry on a faster link")
+                    raise ChannelError(f"GET {safe}: no complete reply within {timeout_s:.0f} s", "retry on a faster link")
                 chunks.append(block)
             return Reply(response.status, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks))
     except urllib.error.HTTPError as exc:
         meter.requests += 1
         raise UserError(f"GET {safe}: HTTP {exc.code} {exc.reason}", "check the URL and the index's credentials") from None
     except urllib.error.URLError as exc:
-        raise UserError(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None
+        raise ChannelError(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None
     except (OSError, http.client.HTTPException) as exc:
-        raise UserError(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}",
+        raise ChannelError(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}",
                         "check the network and the index URL") from None
     except ValueError:
         raise UserError(f"GET {safe}: not a valid URL", "check the URL") from None

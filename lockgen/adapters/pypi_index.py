@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
-from lockgen.adapters.channels import strip_credentials
+from lockgen.core.credentials import scrub_url
 from lockgen.adapters.http_fetch import Meter, get
-from lockgen.core.wheel_names import choose, normalise_name, parse_wheel_filename
+from lockgen.core.wheel_names import choose, parse_wheel_filename
+from lockgen.model.names import normalize
 from lockgen.errors import UserError
 
 PYPI = "https://pypi.org/simple"
@@ -48,17 +49,17 @@ def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
                                                 size if isinstance(size, int) else None, bool(entry.get("yanked")))
         return wheels
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise UserError(f"{strip_credentials(page_url)} is not a PEP 691 project page",
+        raise UserError(f"{scrub_url(page_url)} is not a PEP 691 project page",
                         "the index answered JSON without a `files` list of filename/url/hashes") from None
 
 
 def find_wheel(name: str, version: str, tags: tuple[str, ...], index: str = PYPI, build: str | None = None,
                timeout_s: float = 30.0, meter: Meter | None = None) -> IndexedWheel:
     """The index's wheel of `name==version` whose tags cover `tags` (and the build tag, when given)."""
-    page_url = f"{index.rstrip('/')}/{normalise_name(name)}/"
+    page_url = f"{index.rstrip('/')}/{normalize(name)}/"
     reply = get(page_url, {"Accept": JSON_TYPE}, meter or Meter(), timeout_s, PAGE_LIMIT)
     if not reply.headers.get("content-type", "").startswith(JSON_TYPE):
-        raise UserError(f"{strip_credentials(page_url)} did not answer in PEP 691 JSON",
+        raise UserError(f"{scrub_url(page_url)} did not answer in PEP 691 JSON",
                         "use an index that serves application/vnd.pypi.simple.v1+json (PyPI, devpi, a uv/pip mirror)")
     wheels = _files(reply.body, page_url)
     names = []

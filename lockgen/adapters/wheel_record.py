@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters.channels import strip_credentials
-from lockgen.adapters.file_digest import file_digest
+from lockgen.core.credentials import scrub_url
+from lockgen.digests import file_digest
 from lockgen.adapters.http_fetch import Meter, get
 from lockgen.core.wheel_files import RecordRow, ScriptEntry, WheelInfo, parse_entry_points, parse_record, parse_wheel
-from lockgen.core.wheel_names import normalise_name
+from lockgen.model.names import normalize
 from lockgen.errors import UserError
 
 TAIL = 1 << 16
@@ -78,7 +78,7 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
     if len(stems) != 1:
         raise UserError(f"{where} holds {len(stems)} dist-info RECORD files, not one", "the wheel is malformed")
     dist_info = f"{stems[0]}.dist-info"
-    if normalise_name(stems[0].split("-")[0]) != normalise_name(filename.split("-")[0]):
+    if normalize(stems[0].split("-")[0]) != normalize(filename.split("-")[0]):
         raise UserError(f"{where}: {dist_info} belongs to another distribution than {filename}",
                         "the wheel is malformed")
     names = set(archive.namelist())
@@ -147,7 +147,7 @@ class _RangeFile(io.RawIOBase):
     def _fetch(self, start: int, stop: int) -> bytes:
         reply = get(self.url, {"Range": f"bytes={start}-{stop - 1}"}, self.meter, self.timeout_s, stop - start)
         if reply.status != 206 or len(reply.body) != stop - start:
-            raise UserError(f"GET {strip_credentials(self.url)}: bytes {start}-{stop - 1} came back as "
+            raise UserError(f"GET {scrub_url(self.url)}: bytes {start}-{stop - 1} came back as "
                             f"HTTP {reply.status} with {len(reply.body)} bytes", "the server mishandles range requests")
         return reply.body
 
@@ -158,7 +158,7 @@ def _open_remote(url: str, meter: Meter, timeout_s: float, max_download: int) ->
         return io.BytesIO(reply.body), True
     found = _CONTENT_RANGE.match(reply.headers.get("content-range", ""))
     if reply.status != 206 or not found or int(found[2]) - int(found[1]) + 1 != len(reply.body):
-        raise UserError(f"GET {strip_credentials(url)}: HTTP {reply.status} without a usable Content-Range",
+        raise UserError(f"GET {scrub_url(url)}: HTTP {reply.status} without a usable Content-Range",
                         "the server mishandles range requests")
     return _RangeFile(url, int(found[3]), (int(found[1]), reply.body), meter, timeout_s), False
 
@@ -167,7 +167,7 @@ def read_wheel_url(url: str, timeout_s: float = 30.0, max_download: int = 256 <<
     """The contents statement of a remote wheel, read by range requests, and what reading it cost."""
     meter = Meter()
     filename = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-    where = strip_credentials(url)
+    where = scrub_url(url)
     source, full = _open_remote(url, meter, timeout_s, max_download)
     try:
         with zipfile.ZipFile(source) as archive:  # type: ignore[arg-type]

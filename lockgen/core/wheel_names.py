@@ -18,13 +18,9 @@ from dataclasses import dataclass
 
 from lockgen.core.wheel_files import expand_tags, shown
 from lockgen.errors import UserError
+from lockgen.model.names import normalize
 
 _BUILD = re.compile(r"^\d\w*$")
-
-
-def normalise_name(name: str) -> str:
-    """PEP 503: runs of `-`, `_`, `.` become `-`, lowercased."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -53,7 +49,7 @@ def parse_wheel_filename(filename: str) -> WheelName:
 def covers(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], build: str | None = None) -> bool:
     """Whether `wheel` is a file of `name==version` whose tag set holds every tag in `tags` (and the build tag,
     when one is given)."""
-    return (normalise_name(wheel.name) == normalise_name(name) and wheel.version.lower() == version.lower()
+    return (normalize(wheel.name) == normalize(name) and wheel.version.lower() == version.lower()
             and set(tags) <= wheel.tags and (build is None or wheel.build == build))
 
 
