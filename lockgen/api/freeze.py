@@ -5,20 +5,28 @@ conda packages come from `conda-meta/*.json` (URL, md5, sha256, depends); Python
 conda did not install come from the interpreter's installed metadata: those installed from a URL with
 a recorded archive hash (`direct_url.json`, as uv and pip write for `name @ URL`) become pip entries.
 A distribution installed from an index keeps no wheel URL or hash, so it cannot be locked: it is an
-error listing them, or with `--skip-unpinnable` it is left out and named in the lock's metadata.
+error listing them, or with `--skip-unpinnable` it is left out and named in the lock's metadata;
+`lockgen pin` finds such distributions' wheels on their index instead.
+
+`freeze --inventory OUT` needs no network: it writes what the interpreter can say about its
+distributions (names, versions, WHEEL tags, installed RECORDs) and the re-hash of every file those
+RECORDs list, for `lockgen pin` to turn into a lock on a connected machine.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, home, python_dists
+from lockgen.adapters import conda_meta, home, inventory_probe, python_dists
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import dump_lock
 from lockgen.core.lock_builder import frozen_lock
 from lockgen.core.stack_layout import default_lock_path
 from lockgen.errors import UserError
+from lockgen.model.inventory import NodeInventory
 from lockgen.model.lock import Lock, LockedPackage, PackageHash
 from lockgen.model.names import normalize
 
@@ -67,3 +75,14 @@ def _pip_entries(listing: dict[str, Any], platform: str, conda_names: set[str]) 
         else:
             unpinnable.append(f"{name}=={dist['version']}")
     return entries, unpinnable
+
+
+def write_inventory(python: str, out: Path, progress: Callable[[str], None]) -> NodeInventory:
+    """Probes `python` (its distributions, then every RECORD row re-hashed on disk) and writes the inventory."""
+    found = inventory_probe.probe(Path(python))
+    progress(f"{len(found.distributions)} distributions in {python} (Python {found.python}, {found.platform})")
+    checked = inventory_probe.rehash(Path(python))
+    progress(f"re-hashed {checked.checked} recorded files: {len(checked.mismatches)} differ from their RECORD")
+    document = NodeInventory(inventory=found, rehash=checked)
+    write_atomic(out, json.dumps(document.model_dump(mode="json"), indent=1, sort_keys=True) + "\n")
+    return document

@@ -86,11 +86,23 @@ def gc(
 def freeze(
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="A conda environment (conda-meta) to pin."),
     python: Optional[str] = typer.Option(None, "--python", help="An interpreter whose installed distributions to pin."),
-    target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
     skip_unpinnable: bool = typer.Option(False, "--skip-unpinnable", help="Leave out distributions with no URL and hash."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", help="With --python: write the node's inventory here "
+                                             "(no network) for `lockgen pin` on a connected machine."),
 ) -> None:
-    """Write a lock from an existing environment (conda-meta records, URL-installed wheels with hashes)."""
+    """Write a lock from an existing environment, or (--inventory) what `lockgen pin` needs to write one."""
+    if inventory is not None:
+        from lockgen.api.freeze import write_inventory
+
+        if python is None or prefix is not None or target is not None:
+            fail("--inventory takes --python only", "lockgen freeze --python PY --inventory OUT", 2)
+        write_inventory(python, inventory, progress)
+        print(inventory)
+        return
+    if target is None:
+        fail("freeze needs --target NAME", "lockgen freeze --python PY --target NAME", 2)
     from lockgen.api.freeze import freeze as run
 
     path, lock = run(prefix, python, target, out, skip_unpinnable)

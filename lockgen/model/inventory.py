@@ -61,3 +61,12 @@ class Rehash(Frozen):
 
     checked: int
     mismatches: tuple[RecordMismatch, ...]
+
+
+class NodeInventory(Frozen):
+    """What `lockgen freeze --inventory` writes on a node without network, for `lockgen pin` elsewhere:
+    the interpreter's distributions and the re-hash of every file their RECORDs list."""
+
+    format: int = INVENTORY_FORMAT
+    inventory: Inventory
+    rehash: Rehash
