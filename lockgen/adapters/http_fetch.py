@@ -52,8 +52,27 @@ def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
     return request
 
 
+ATTEMPTS = 3
+
+
+class _Retryable(ChannelError):
+    """A failure worth one more try: the network, or the server's 429/5xx."""
+
+
 def get(url: str, headers: dict[str, str], meter: Meter, timeout_s: float = 30.0, limit: int = 64 << 20) -> Reply:
-    """GET `url`; the reply's body, at most `limit` bytes, read within `timeout_s` (4xx/5xx are UserErrors)."""
+    """GET `url`; the reply's body, at most `limit` bytes, read within `timeout_s` each try. A network failure
+    or a 429/5xx is tried again (three tries, 1 s then 2 s apart); other 4xx replies are UserErrors."""
+    for attempt in range(ATTEMPTS):
+        try:
+            return _get_once(url, headers, meter, timeout_s, limit)
+        except _Retryable as exc:
+            if attempt == ATTEMPTS - 1:
+                raise ChannelError(exc.message, exc.hint) from None
+            time.sleep(1 << attempt)
+    raise AssertionError("unreachable")
+
+
+def _get_once(url: str, headers: dict[str, str], meter: Meter, timeout_s: float, limit: int) -> Reply:
     safe = scrub_url(url)
     request = _request(url, headers)
     deadline = time.monotonic() + timeout_s
@@ -68,16 +87,17 @@ def get(url: str, headers: dict[str, str], meter: Meter, timeout_s: float = 30.0
                     raise UserError(f"GET {safe}: the reply is larger than {limit} bytes",
                                     "the server sent more than this check reads; is the URL right?")
                 if time.monotonic() > deadline:
-                    raise ChannelError(f"GET {safe}: no complete reply within {timeout_s:.0f} s", "retry on a faster link")
+                    raise _Retryable(f"GET {safe}: no complete reply within {timeout_s:.0f} s", "retry on a faster link")
                 chunks.append(block)
             return Reply(response.status, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks))
     except urllib.error.HTTPError as exc:
         meter.requests += 1
-        raise UserError(f"GET {safe}: HTTP {exc.code} {exc.reason}", "check the URL and the index's credentials") from None
+        kind = _Retryable if exc.code == 429 or exc.code >= 500 else UserError
+        raise kind(f"GET {safe}: HTTP {exc.code} {exc.reason}", "check the URL and the index's credentials") from None
     except urllib.error.URLError as exc:
-        raise ChannelError(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None
+        raise _Retryable(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None
     except (OSError, http.client.HTTPException) as exc:
-        raise ChannelError(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}",
+        raise _Retryable(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}",
                         "check the network and the index URL") from None
     except ValueError:
         raise UserError(f"GET {safe}: not a valid URL", "check the URL") from None

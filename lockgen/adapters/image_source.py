@@ -46,31 +46,65 @@ def require_lock(labels: dict[str, Any], lock: Path) -> None:
                         "pass the lock the image was exported from, or export this lock")
 
 
+@dataclass(frozen=True)
+class OpenedImage:
+    """Any image, unpacked: its manifest digest, config and root file system."""
+
+    digest: str
+    config: dict[str, Any]
+    root: Path
+
+    @property
+    def user(self) -> str:
+        return str(self.config.get("config", {}).get("User") or "")
+
+
+@contextlib.contextmanager
+def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecure: bool) -> Iterator[Path]:
+    layout = Path(source)
+    if is_reference(source):
+        progress(f"pulling {source}")
+        layout = work / "layout"
+        registry.pull(source, layout, insecure)
+    elif not (layout / "index.json").is_file():
+        raise UserError(f"`{source}` is not an OCI image layout", "pass an OCI layout folder, or docker://REF")
+    yield layout
+
+
+@contextlib.contextmanager
+def opened(source: str | Path, progress: Callable[[str], None], insecure: bool = False) -> Iterator[OpenedImage]:
+    """Any image (a layout folder or a registry reference, lockgen's or not), every blob and layer checked
+    as it is unpacked into a temporary folder, removed afterwards."""
+    work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
+    try:
+        with _layout_of(str(source), work, progress, insecure) as layout:
+            _, config, digest = oci_layout.read_image(layout)
+            progress(f"unpacking {digest[:19]}…")
+            oci_layout.unpack(layout, work / "root")
+            yield OpenedImage(digest, config, work / "root")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool = False,
              lock: Path | None = None) -> Iterator[UnpackedImage]:
-    """Yields the image unpacked in a temporary folder (removed afterwards); with `lock`, an image
+    """Yields a lockgen image unpacked in a temporary folder (removed afterwards); with `lock`, an image
     exported from another lock is refused before anything is unpacked."""
     source = str(source)
     work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
     try:
-        layout = Path(source)
-        if is_reference(source):
-            progress(f"pulling {source}")
-            layout = work / "layout"
-            registry.pull(source, layout, insecure)
-        elif not (layout / "index.json").is_file():
-            raise UserError(f"`{source}` is not an OCI image layout", "pass a folder made by lockgen export, or docker://REF")
-        _, config, digest = oci_layout.read_image(layout)
-        labels = config.get("config", {}).get("Labels") or {}
-        if ENVIRONMENT_LABEL not in labels:
-            raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
-                                  "pass an image made by lockgen export")
-        if lock is not None:
-            require_lock(labels, lock)
-        progress(f"unpacking {digest[:19]}…")
-        root = work / "root"
-        oci_layout.unpack(layout, root)
+        with _layout_of(source, work, progress, insecure) as layout:
+            _, config, digest = oci_layout.read_image(layout)
+            labels = config.get("config", {}).get("Labels") or {}
+            if ENVIRONMENT_LABEL not in labels:
+                raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
+                                      "pass an image made by lockgen export")
+            if lock is not None:
+                require_lock(labels, lock)
+            progress(f"unpacking {digest[:19]}…")
+            root = work / "root"
+            oci_layout.unpack(layout, root)
         manifest, _ = env_manifest.build(root / IMAGE_PREFIX.strip("/"))
         yield UnpackedImage(digest=digest, labels=labels, root=root,
                             recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),

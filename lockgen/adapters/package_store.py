@@ -24,14 +24,26 @@ def _expected(package: LockedPackage) -> tuple[str, str]:
     raise LockFormatError(f"`{package.name}` has no hash in the lock", "a lock entry without a hash cannot be installed safely")
 
 
+def _stored_path(package: LockedPackage, store: Path) -> Path:
+    file_name = urlsplit(package.url).path.rsplit("/", 1)[-1]
+    return store / f"{_expected(package)[1][:16]}-{file_name}"
+
+
+def in_store(package: LockedPackage, store: Path | None = None) -> Path | None:
+    """The archive of a conda entry when the store holds it with the lock's hash (checked now), else None."""
+    target = _stored_path(package, store or lockgen_home() / "pkgs")
+    algorithm, expected = _expected(package)
+    return target if target.is_file() and file_digest(target, algorithm) == expected else None
+
+
 def fetch(package: LockedPackage, store: Path | None = None) -> Path:
     """The verified archive of a conda entry, from the store or downloaded into it (temp file, then rename)."""
     store = store or lockgen_home() / "pkgs"
+    found = in_store(package, store)
+    if found is not None:
+        return found
     algorithm, expected = _expected(package)
-    file_name = urlsplit(package.url).path.rsplit("/", 1)[-1]
-    target = store / f"{expected[:16]}-{file_name}"
-    if target.is_file() and file_digest(target, algorithm) == expected:
-        return target
+    target = _stored_path(package, store)
     store.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(prefix=".fetch-", dir=store)
     os.close(handle)

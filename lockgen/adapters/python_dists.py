@@ -1,10 +1,11 @@
 """The distributions an interpreter has installed, as that interpreter itself lists them (stdlib
 `importlib.metadata`, run in a child process so any Python can be asked): name, version, installer,
-and `direct_url.json` when the installer recorded one."""
+and `direct_url.json` when the installer recorded one; and the prefix an interpreter belongs to."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from lockgen.adapters.tool_runner import run_tool
@@ -29,3 +30,13 @@ def list_distributions(python: str) -> dict[str, Any]:
     except ToolMissingError:
         raise UserError(f"interpreter `{python}` not found", "pass --python PATH") from None
     return json.loads(done.stdout)
+
+
+def prefix_of(python: str) -> Path:
+    """The environment an interpreter belongs to (its `sys.prefix`)."""
+    try:
+        done = run_tool([python, "-I", "-c", "import sys; print(sys.prefix)"], f"asking `{python}` for its prefix",
+                        "pass the environment's own interpreter", timeout_s=60)
+    except ToolMissingError:
+        raise UserError(f"interpreter `{python}` not found", "pass --python PATH") from None
+    return Path(done.stdout.strip())

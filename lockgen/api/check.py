@@ -1,16 +1,26 @@
-"""Use case `lockgen check`: an environment (a prefix, or the one inside an image) compared with what
-it should hold: missing, extra and modified files."""
+"""Use case `lockgen check`: an environment (a prefix, an interpreter's, or the one inside an image)
+compared with what it should hold.
+
+With `--lock` (`check_lock`) that is conformance: every file accounted for by exactly one locked
+package's own manifest (RECORD, paths.json) or a named rule, content and mode matching; it works on
+environments lockgen did not make, and never trusts a digest stored in the artifact. Without a lock,
+a lockgen environment is compared with the manifest it recorded when it was made (drift)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import conda_meta, env_manifest, image_source
+from lockgen.adapters import conda_meta, env_manifest, image_source, python_dists
+from lockgen.api.conformance_steps import conform
+from lockgen.api.shared_steps import Meter
 from lockgen.core.drift import manifest_drift
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
-from lockgen.model.results import Drift
+from lockgen.model.oci import IMAGE_PREFIX
+from lockgen.model.results import Conformance, Drift
+
+ROOT_USERS = ("", "0", "0:0", "root", "root:root")
 
 
 def check_prefix(prefix: Path, full: bool) -> Drift:
@@ -60,3 +70,22 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
         else:
             drift = check_prefix(image.prefix, full=True)
         return image.recorded_environment, image.environment, drift
+
+
+def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None = None, image: str | None = None,
+               manifests: Path | None = None, platform: str | None = None, insecure: bool = False,
+               image_prefix: str = IMAGE_PREFIX, progress: Callable[[str], None] = lambda _: None,
+               meter: Meter | None = None) -> Conformance:
+    """Conformance of one environment, named by its prefix, its interpreter, or an image holding it."""
+    if sum(x is not None for x in (prefix, python, image)) != 1:
+        raise UserError("check --lock needs exactly one of --prefix, --python and --image",
+                        "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)")
+    if image is None:
+        where = prefix if prefix is not None else python_dists.prefix_of(str(python))
+        return conform(lock_path, where, platform, manifests, progress, meter)
+    with image_source.opened(image, progress, insecure) as opened:
+        inside = opened.root / image_prefix.strip("/")
+        result = conform(lock_path, inside, platform, manifests, progress, meter, final_prefix=image_prefix)
+        problems = (f"image: runs as root (User {opened.user or 'unset'})",) if opened.user in ROOT_USERS else ()
+        return Conformance(result.lock_sha256, result.platform, f"{image}:{image_prefix}", result.expected_digest,
+                           result.report, problems, opened.digest)

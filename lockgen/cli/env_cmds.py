@@ -9,6 +9,8 @@ import typer
 
 from lockgen.cli.ui import fail, handles_errors, progress
 
+DIFFERENCES = ("modified", "missing", "missing_packages", "foreign", "mode", "clobbered")
+
 
 @handles_errors
 def materialize(
@@ -31,24 +33,35 @@ def materialize(
 
 @handles_errors
 def check(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", help="An environment made by lockgen materialize."),
-    image: Optional[str] = typer.Option(None, "--image", help="An OCI layout made by lockgen export, or docker://REF."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="With --image: the lock the image must come from."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help="An environment's folder."),
+    python: Optional[str] = typer.Option(None, "--python", help="With --lock: an interpreter, whose environment is checked."),
+    image: Optional[str] = typer.Option(None, "--image", help="An OCI layout, or docker://REF."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="Prove the environment is this lock, from the packages' own hashes."),
+    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests (no network)."),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="With --lock: which platform of the lock."),
+    image_prefix: str = typer.Option("/opt/env", "--image-prefix", help="With --image --lock: where the environment is."),
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
-    full: bool = typer.Option(False, "--full", help="Re-hash every file, not only those whose size or mtime changed."),
+    full: bool = typer.Option(False, "--full", help="Without --lock: re-hash every file, not only those whose size or mtime changed."),
+    as_json: bool = typer.Option(False, "--json", help="With --lock: print the report as JSON."),
 ) -> None:
-    """Compare an environment (or an image's) with its manifest: missing, extra, modified files; exit 1 on drift."""
+    """Check an environment: with --lock, against the lock's packages (exit 1 on any difference); else
+    against the manifest lockgen recorded."""
+    if lock is not None:
+        _check_lock(lock, prefix, python, image, manifests, platform, image_prefix, insecure, as_json)
+        return
+    if python is not None or manifests is not None or as_json:
+        fail("--python, --manifests and --json need --lock", "lockgen check --lock L --python PY", 2)
     if (prefix is None) == (image is None):
-        fail("pass exactly one of --prefix and --image", "lockgen check --prefix DIR, or lockgen check --image LAYOUT")
+        fail("pass exactly one of --prefix and --image", "lockgen check --prefix DIR, or lockgen check --lock L --image LAYOUT", 2)
     if image is not None:
         from lockgen.api.check import check_image
 
-        recorded, recomputed, drift = check_image(image, lock, insecure, progress)
+        recorded, recomputed, drift = check_image(image, None, insecure, progress)
         print(f"environment digest sha256:{recomputed}")
         if recorded != recomputed or not drift.clean:
             fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records "
                  f"(sha256:{recorded[:16]})", "re-export it from its lock")
-        progress(f"{image}: the environment in the image is the one its lock describes")
+        progress(f"{image}: the environment matches the manifest the image records (pass --lock to prove it is a lock)")
         return
     from lockgen.api.check import check_prefix as run
 
@@ -60,6 +73,45 @@ def check(
         fail(f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
              f"{len(drift.modified)} modified files", "materialize the lock again into a fresh prefix")
     progress(f"{prefix} matches its manifest")
+
+
+def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
+                platform: Optional[str], image_prefix: str, insecure: bool, as_json: bool) -> None:
+    import json
+
+    from lockgen.api.check import check_lock
+    from lockgen.cli.ui import Meter
+
+    meter = Meter()
+    try:
+        result = check_lock(lock, prefix, python, image, manifests, platform, insecure, image_prefix, progress, meter)
+    finally:
+        meter.close()
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=1, sort_keys=True))
+    else:
+        for line in result.lines():
+            print(line)
+    counts = result.report.counts
+    if not result.clean:
+        shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
+        fail(f"{result.where} is not the environment of {lock}: " + (shown or "; ".join(result.problems)),
+             "materialize the lock into a fresh prefix, or re-pin the environment")
+    progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for "
+             f"(expected digest sha256:{result.expected_digest[:16]}…)")
+
+
+@handles_errors
+def manifests(
+    lock: Path = typer.Argument(..., help="A lock."),
+    out: Path = typer.Option(..., "--out", "-o", help="The bundle to write (.json, or .json.gz)."),
+) -> None:
+    """Write the manifests of every package of a lock (RECORDs, paths.json), for check --manifests offline."""
+    from lockgen.api.manifests import write_manifests
+
+    count = write_manifests(lock, out, progress)
+    progress(f"{count} package manifests")
+    print(out)
 
 
 def envs() -> None:
@@ -139,3 +191,21 @@ def push(
     from lockgen.api.publish import push as run
 
     print(run(layout, reference, insecure))
+
+
+@handles_errors
+def pin(
+    inventory: Path = typer.Argument(..., help="The file `lockgen freeze --python PY --inventory OUT` wrote on the node."),
+    target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
+    index: str = typer.Option("https://pypi.org/simple", "--index", help="The index the distributions came from (PEP 691)."),
+    allow_unpublished: bool = typer.Option(False, "--allow-unpublished", help="Keep distributions no index has as check-only entries."),
+    accept_changed: list[str] = typer.Option([], "--accept-changed", help="A file (prefix-relative) that differs from its "
+                                             "package on purpose; the lock records the hash found. Repeatable."),
+) -> None:
+    """Write a lock from a node's inventory: every distribution at its index wheel, checked against its RECORD."""
+    from lockgen.api.pin import pin as run
+
+    path, bundle, lock = run(inventory, target, out, index, allow_unpublished, accept_changed, progress)
+    progress(f"manifests for check --manifests: {bundle}")
+    print(path)

@@ -44,6 +44,8 @@ class Meter:
     def __init__(self) -> None:
         self._bar = None
         self._tasks: dict[str, object] = {}
+        self._quarters: dict[str, int] = {}
+        self._ended: set[str] = set()
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
@@ -56,8 +58,13 @@ class Meter:
             if phase not in self._tasks:
                 self._tasks[phase] = self._bar.add_task(phase, total=total)
             self._bar.update(self._tasks[phase], completed=done)
-        elif done == total or done % max(1, total // 4) == 0:
-            progress(f"{phase}: {done}/{total}")
+        else:
+            quarter = 4 * done // max(1, total)  # a line per quarter reached, each once
+            if quarter > self._quarters.get(phase, 0) or (done == total and phase not in self._ended):
+                self._quarters[phase] = quarter
+                if done == total:
+                    self._ended.add(phase)
+                progress(f"{phase}: {done}/{total}")
 
     def close(self) -> None:
         if self._bar is not None:

@@ -192,8 +192,8 @@ def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
         if package.dist_info:
             for name in DERIVED_DIST_INFO:
                 derived[posixpath.join(package.dist_info, name)] = ("dist-info", package.key)
-            for script in package.scripts:
-                derived[f"bin/{script}"] = ("entry-points", package.key)
+        for script in package.scripts:  # a wheel's console scripts, a noarch-python package's entry points
+            derived[f"bin/{script}"] = ("entry-points", package.key)
     return derived
 
 

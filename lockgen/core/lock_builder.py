@@ -5,7 +5,9 @@ Keys (conda-lock's `custom_metadata`, a string-to-string map, written sorted): f
 arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window, spec-digest, target-digest,
 exclude-newer, pypi-digest; per platform `virtual-packages.<platform>`, `constraints.<platform>`,
 `python.<platform>`, `pypi-constraints.<platform>`; `index.<channel>/<subdir>` (each index read);
-for frozen locks `frozen-from`; for imported ones `imported-from`, `imported-format`,
+for frozen locks `frozen-from`; for pinned ones `pinned-from`, `inventory-sha256`,
+`accepted-changes.<platform>` (files that differ from their package, accepted by name with the hash
+found) and `unpublished` (check-only entries); for imported ones `imported-from`, `imported-format`,
 `imported-sha256`, `environment`; and `skipped` (what could not be locked, either way).
 """
 
@@ -99,3 +101,38 @@ def imported_lock(target: str, source_name: str, source_format: str, source_sha2
     return _lock(packages, LockMetadata(content_hash={p: source_sha256 for p in platforms},
                                         channels=tuple(LockChannel(url=scrub_url(c)) for c in channels),
                                         platforms=tuple(platforms), sources=(source_name,), custom_metadata=_keys(meta)))
+
+
+UNPUBLISHED_SCHEME = "unpublished:"
+
+
+def unpublished_url(name: str, version: str) -> str:
+    """The URL of a check-only entry: a distribution no index publishes, pinned by its RECORD's digest."""
+    return f"{UNPUBLISHED_SCHEME}{name}=={version}"
+
+
+def accepted_changes_text(changes: Mapping[str, str]) -> str:
+    return "; ".join(f"{path} sha256={digest}" for path, digest in sorted(changes.items()))
+
+
+def accepted_changes(lock: Lock, platform: str) -> dict[str, str]:
+    """The files a pinned lock accepts as changed from their package: prefix-relative path -> sha256."""
+    text = lock.meta(f"accepted-changes.{platform}")
+    changes = {}
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        path, _, digest = item.rpartition(" sha256=")
+        changes[path] = digest
+    return changes
+
+
+def pinned_lock(target: str, inventory_name: str, inventory_sha256: str, platform: str, python: str,
+                accepted: Mapping[str, str], unpublished: Sequence[str], packages: Iterable[LockedPackage]) -> Lock:
+    """A lock pinned from a node's inventory (`lockgen pin`): every distribution at its index wheel."""
+    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "pinned-from": inventory_name,
+            "inventory-sha256": inventory_sha256, f"python.{platform}": python}
+    if accepted:
+        meta[f"accepted-changes.{platform}"] = accepted_changes_text(accepted)
+    if unpublished:
+        meta["unpublished"] = ", ".join(unpublished)
+    return _lock(packages, LockMetadata(content_hash={platform: inventory_sha256}, channels=(), platforms=(platform,),
+                                        sources=(inventory_name,), custom_metadata=_keys(meta)))

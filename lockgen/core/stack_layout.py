@@ -8,6 +8,7 @@ from pathlib import Path
 
 LOCK_SUFFIX = ".conda-lock.yml"
 CERT_SUFFIX = ".cert.json"
+MANIFESTS_SUFFIX = ".manifests.json.gz"
 
 
 def lock_path(stack_folder: Path, target: str) -> Path:
@@ -31,3 +32,8 @@ def certificate_path(lock: Path | None, arch: str, stamp: str, working_folder: P
     if lock is None:
         return working_folder / f"lockgen-{arch}-{stamp}{CERT_SUFFIX}"
     return lock.parent.parent / "certs" / f"{target_of_lock(lock)}-{arch}-{stamp}{CERT_SUFFIX}"
+
+
+def manifests_path(lock: Path) -> Path:
+    """The manifests bundle written beside a lock (`h200.conda-lock.yml` -> `h200.manifests.json.gz`)."""
+    return lock.with_name(f"{target_of_lock(lock)}{MANIFESTS_SUFFIX}")

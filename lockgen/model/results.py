@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,30 @@ class StoreEntry:
     lock_sha256: str
     environment_digest: str
     platform: str
+
+
+@dataclass(frozen=True)
+class Conformance:
+    """Whether an environment is its lock, judged from the packages' own manifests: the report (per
+    package, foreign files, modes), the expected environment's digest, and what else was wrong
+    (`problems`, e.g. an image that runs as root)."""
+
+    lock_sha256: str
+    platform: str
+    where: str
+    expected_digest: str
+    report: Any
+    problems: tuple[str, ...] = ()
+    image_digest: str | None = None
+
+    @property
+    def clean(self) -> bool:
+        return self.report.clean and not self.problems
+
+    def lines(self) -> list[str]:
+        return [line for line in self.report.lines() if not line.endswith(": ok")] + list(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"clean": self.clean, "lock_sha256": self.lock_sha256, "platform": self.platform, "where": self.where,
+                "expected_digest": self.expected_digest, "image_digest": self.image_digest,
+                "problems": list(self.problems), "counts": self.report.counts, "report": self.report.to_dict()}

@@ -1,0 +1,93 @@
+"""What a conda package archive (`.conda` or `.tar.bz2`, already verified against the lock's hash) says
+it installs: `info/paths.json` (path, sha256, size, prefix placeholder, text or binary mode, link or
+file), `info/link.json`'s noarch-python entry points, and the bytes a placeholder file has once the
+installer writes a prefix into it (text: every occurrence replaced; binary: inside each NUL-terminated
+string, padded with NULs to the same length, as conda and rattler do)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lockgen.errors import LockFormatError
+from lockgen.model.lock import LockedPackage
+from lockgen.model.manifests import ManifestFile, PackageManifest
+
+
+def _tars(archive: Path, part: str) -> Iterator[tarfile.TarFile]:
+    """The tar streams of `part` (`info` or `pkg`) of an archive."""
+    if archive.name.endswith(".tar.bz2"):
+        with tarfile.open(archive, "r:bz2") as tar:
+            yield tar
+        return
+    import zstandard
+
+    with zipfile.ZipFile(archive) as outer:
+        for inner in outer.namelist():
+            if inner.startswith(f"{part}-") and inner.endswith(".tar.zst"):
+                data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(outer.read(inner))).read()
+                with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+                    yield tar
+
+
+def _members(archive: Path, part: str, wanted: set[str]) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for tar in _tars(archive, part):
+        for member in tar.getmembers():
+            if member.name in wanted and member.isfile():
+                found[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    return found
+
+
+def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
+    """The manifest of a verified archive of `package`."""
+    info = _members(archive, "info", {"info/paths.json", "info/link.json", "info/index.json"})
+    if "info/paths.json" not in info:
+        raise LockFormatError(f"`{package.name}` {package.version} ({archive.name}) has no info/paths.json",
+                              "lockgen checks conda packages against their paths.json (conda-build 3 and later write it)")
+    paths: list[dict[str, Any]] = json.loads(info["info/paths.json"]).get("paths", [])
+    link = json.loads(info.get("info/link.json", b"{}")).get("noarch") or {}
+    index = json.loads(info.get("info/index.json", b"{}"))
+    files = tuple(ManifestFile(path=e["_path"], sha256=e.get("sha256"), size=e.get("size_in_bytes"),
+                               kind="link" if e.get("path_type") == "softlink" else "file",
+                               placeholder=e.get("prefix_placeholder"), text_mode=e.get("file_mode", "text") == "text")
+                  for e in paths)
+    scripts = tuple(sorted(point.split("=", 1)[0].strip() for point in link.get("entry_points", [])))
+    return PackageManifest(sha256=package.hash.sha256 or package.hash.md5 or "", name=package.name,
+                           version=package.version, kind="conda", files=files, scripts=scripts,
+                           noarch_python=link.get("type") == "python" or index.get("noarch") == "python",
+                           source=package.url)
+
+
+def patched_bytes(data: bytes, placeholder: str, prefix: str, text_mode: bool) -> bytes:
+    """`data` with `prefix` written where `placeholder` stands, as the installer writes it."""
+    old, new = placeholder.encode(), prefix.encode()
+    if text_mode:
+        return data.replace(old, new)
+
+    def padded(match: re.Match[bytes]) -> bytes:
+        string = match.group(0)
+        replaced = string.replace(old, new)
+        if len(replaced) > len(string):
+            raise LockFormatError(f"the prefix {prefix} is longer than the package's placeholder",
+                                  "use a shorter prefix for binary files with placeholders")
+        return replaced[:-1] + b"\0" * (len(string) - len(replaced) + 1)
+
+    return re.sub(re.escape(old) + rb"[^\0]*\0", padded, data)
+
+
+def patched_digests(archive: Path, manifest: PackageManifest, prefix: str) -> dict[str, str]:
+    """The sha256 of each placeholder file of the archive once `prefix` is written into it."""
+    wanted = {f.path: f for f in manifest.files if f.placeholder is not None}
+    if not wanted:
+        return {}
+    contents = _members(archive, "pkg", set(wanted))
+    return {path: hashlib.sha256(patched_bytes(data, wanted[path].placeholder or "", prefix, wanted[path].text_mode)).hexdigest()
+            for path, data in contents.items()}

@@ -1,0 +1,60 @@
+"""Package manifests kept on this machine (`$LOCKGEN_HOME/manifests/<sha256>.json`, one per archive
+hash, written whole) and bundles of them (`lockgen manifests --out`, `--manifests FILE`).
+
+A manifest is cached only after it was read from the package itself (a wheel's RECORD, a verified
+archive's paths.json); the cache is keyed by the hash the lock pins, so a lock's package always meets
+the manifest of exactly its archive.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from lockgen.adapters.atomic_files import write_bytes_atomic
+from lockgen.adapters.home import lockgen_home
+from lockgen.errors import UserError
+from lockgen.model.manifests import ManifestBundle, PackageManifest
+
+
+def _folder() -> Path:
+    return lockgen_home() / "manifests"
+
+
+def cached(sha256: str) -> PackageManifest | None:
+    path = _folder() / f"{sha256}.json"
+    if not path.is_file():
+        return None
+    try:
+        manifest = PackageManifest.model_validate_json(path.read_bytes())
+    except ValidationError:
+        path.unlink(missing_ok=True)  # a damaged entry is read again from the package
+        return None
+    return manifest if manifest.sha256 == sha256 else None
+
+
+def keep(manifest: PackageManifest) -> None:
+    write_bytes_atomic(_folder() / f"{manifest.sha256}.json", manifest.model_dump_json().encode())
+
+
+def write_bundle(path: Path, manifests: list[PackageManifest]) -> None:
+    """A bundle file (gzip when `path` ends in `.gz`), manifests sorted by archive hash: byte-stable."""
+    bundle = ManifestBundle(manifests=tuple(sorted({m.sha256: m for m in manifests}.values(), key=lambda m: m.sha256)))
+    data = (json.dumps(bundle.model_dump(mode="json"), sort_keys=True, separators=(",", ":")) + "\n").encode()
+    write_bytes_atomic(path, gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
+
+
+def read_bundle(path: Path) -> dict[str, PackageManifest]:
+    """The manifests of a bundle file, by archive hash."""
+    try:
+        raw = path.read_bytes()
+        document = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        bundle = ManifestBundle.model_validate(document)
+    except OSError as exc:
+        raise UserError(f"cannot read manifests `{path}`: {exc.strerror or exc}", "pass a file written by lockgen manifests") from None
+    except (ValueError, ValidationError):
+        raise UserError(f"`{path}` is not a lockgen manifests bundle", "write one with lockgen manifests LOCK --out FILE") from None
+    return {m.sha256: m for m in bundle.manifests}

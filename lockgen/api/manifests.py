@@ -1,0 +1,20 @@
+"""Use case `lockgen manifests`: the manifests of every package of a lock (wheel RECORDs read by range
+requests, conda paths.json from the verified archives) as one bundle file, written on a connected
+machine for `check --manifests` and `verify --manifests` on one without network."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from lockgen.adapters import manifest_store
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api.conformance_steps import bundle_of
+
+
+def write_manifests(lock_path: Path, out: Path, progress: Callable[[str], None]) -> int:
+    lock = load_lock(lock_path)
+    progress(f"reading the manifests of {len(lock.package)} packages")
+    found = bundle_of(lock, {})
+    manifest_store.write_bundle(out, found)
+    return len({m.sha256 for m in found})

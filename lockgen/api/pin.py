@@ -1,0 +1,160 @@
+"""Use case `lockgen pin`: a node's inventory (`freeze --inventory`, written where there is no network)
+becomes a lock on a connected machine.
+
+Each distribution installed from an index is found on that index (name, version, the tags of its
+`WHEEL` file); only the wheel's RECORD is read (HTTP range requests on its zip directory), and the
+index's own sha256 of the file is the pin. The installed RECORD must state exactly the wheel's files
+(plus what installers derive: byte code of its sources, INSTALLER/REQUESTED/direct_url.json, console
+scripts), and the node's re-hash of every installed file must agree with it. A file changed after the
+install fails the pin, unless `--accept-changed PATH` names it: the lock then records that path with the
+hash found, and `check` accepts exactly those bytes. A distribution no index publishes (a local build)
+is named; with `--allow-unpublished` it becomes a check-only entry pinned by its RECORD's digest, which
+`check` and `verify` accept and `materialize` refuses. The wheels' manifests are written beside the lock
+as a bundle for `check --manifests` on the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from lockgen.adapters import manifest_store, pypi_index, wheel_record
+from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.core import lock_builder
+from lockgen.core.conformance import compare
+from lockgen.core.expected_env import from_installed_record, wheel_expected
+from lockgen.core.wheel_files import hex_of_record_hash
+from lockgen.core.stack_layout import default_lock_path, manifests_path
+from lockgen.digests import file_digest
+from lockgen.errors import UserError
+from lockgen.model.inventory import InstalledDistribution, NodeInventory
+from lockgen.model.lock import Lock, LockedPackage, PackageHash
+from lockgen.model.manifests import ManifestFile, PackageManifest
+from lockgen.model.names import normalize
+from lockgen.model.spec import PLATFORM_OF_MACHINE
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """One distribution's outcome: its lock entry and manifest; or why no index wheel is it (`unpublished`:
+    none found, or the installed RECORD is another build's); or files changed after the install."""
+
+    dist: InstalledDistribution
+    package: LockedPackage | None = None
+    manifest: PackageManifest | None = None
+    unpublished: str = ""
+    problems: tuple[str, ...] = ()
+
+
+def _read_inventory(path: Path) -> NodeInventory:
+    try:
+        return NodeInventory.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise UserError(f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote") from None
+    except ValidationError:
+        raise UserError(f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT") from None
+
+
+def _manifest(dist: InstalledDistribution, wheel: pypi_index.IndexedWheel) -> PackageManifest:
+    known = manifest_store.cached(wheel.sha256)
+    if known is not None:
+        return known
+    contents, _ = wheel_record.read_wheel_url(wheel.url)
+    manifest = PackageManifest(sha256=wheel.sha256, name=normalize(dist.name), version=dist.version, kind="wheel",
+                               files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
+                               dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),
+                               source=wheel.url)
+    manifest_store.keep(manifest)
+    return manifest
+
+
+def _changed_on_disk(dist: InstalledDistribution, document: NodeInventory, accepted: dict[str, str]) -> tuple[str, ...]:
+    stem = dist.dist_info.rsplit("/", 1)[-1].removesuffix(".dist-info")
+    return tuple(f"{m.path} differs from its RECORD on disk" for m in document.rehash.mismatches
+                 if m.distribution == stem and m.path not in accepted)
+
+
+def _pin_one(dist: InstalledDistribution, document: NodeInventory, platform: str, index: str,
+             accepted: dict[str, str]) -> Pinned:
+    inventory = document.inventory
+    changed = _changed_on_disk(dist, document, accepted)
+    try:
+        wheel = pypi_index.find_wheel(dist.name, dist.version, dist.wheel_tags, index)
+    except UserError:
+        return Pinned(dist, unpublished="no wheel with its tags on the index", problems=changed)
+    manifest = _manifest(dist, wheel)
+    expected = wheel_expected(manifest, inventory.python)  # the RECORDs compared; changed files apart
+    report = compare([expected], from_installed_record(dist, inventory.site_packages), inventory.site_packages)
+    if not report.clean:  # the installed RECORD is not the index wheel's: another build of this version
+        first = next(line for line in report.lines() if not line.endswith(": ok"))
+        return Pinned(dist, unpublished=f"not the index's {wheel.filename} ({first})", problems=changed)
+    package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform,
+                            url=wheel.url, hash=PackageHash(sha256=wheel.sha256))
+    return Pinned(dist, package, manifest, problems=changed)
+
+
+def _check_only(dist: InstalledDistribution, platform: str) -> tuple[LockedPackage, PackageManifest]:
+    """A distribution no index publishes, pinned by the digest of its installed RECORD."""
+    digest = dist.record_sha256 or ""
+    manifest = PackageManifest(sha256=digest, name=normalize(dist.name), version=dist.version, kind="wheel",
+                               files=tuple(ManifestFile(path=f.path, sha256=f.sha256, size=f.size) for f in dist.record),
+                               dist_info=dist.dist_info.rsplit("/", 1)[-1], scripts=dist.scripts, source="installed RECORD")
+    package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform,
+                            url=lock_builder.unpublished_url(normalize(dist.name), dist.version), hash=PackageHash(sha256=digest))
+    return package, manifest
+
+
+def _accepted(document: NodeInventory, paths: Sequence[str]) -> dict[str, str]:
+    found = {m.path: m for m in document.rehash.mismatches}
+    accepted = {}
+    for path in paths:
+        mismatch = found.get(path)
+        if mismatch is None or mismatch.found is None:
+            raise UserError(f"--accept-changed {path}: the inventory shows no changed file there",
+                            "name a path the inventory's re-hash lists as differing (prefix-relative)")
+        accepted[path] = hex_of_record_hash(mismatch.found)
+    return accepted
+
+
+def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_unpublished: bool,
+        accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
+    """Writes the lock and its manifests bundle; returns (lock path, bundle path, lock)."""
+    document = _read_inventory(inventory_path)
+    inventory = document.inventory
+    machine = inventory.platform.rsplit("-", 1)[-1]
+    platform = PLATFORM_OF_MACHINE.get(machine)
+    if platform is None:
+        raise UserError(f"the inventory is of a {inventory.platform} interpreter", "lockgen pins linux x86_64 and aarch64")
+    accepted = _accepted(document, accept_changed)
+    progress(f"finding {len(inventory.distributions)} distributions on {index} (RECORDs by range requests)")
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outcomes = list(pool.map(lambda d: _pin_one(d, document, platform, index, accepted), inventory.distributions))
+    unpublished = [o.dist.key for o in outcomes if o.unpublished]
+    if unpublished and not allow_unpublished:
+        first = next(o for o in outcomes if o.unpublished)
+        raise UserError(f"{len(unpublished)} distributions are no wheel {index} publishes ({', '.join(unpublished[:6])}); "
+                        f"{first.dist.key}: {first.unpublished}"[:600],
+                        "install them from published wheels, or pass --allow-unpublished to keep them check-only")
+    failed = [o for o in outcomes if o.problems]
+    if failed:
+        first = failed[0]
+        raise UserError(f"{len(failed)} distributions have files changed since they were installed; {first.dist.key}: "
+                        f"{first.problems[0]}", "reinstall them, or accept a changed file by name with --accept-changed PATH")
+    entries = [(o.package, o.manifest) for o in outcomes if o.package is not None]
+    entries += [_check_only(o.dist, platform) for o in outcomes if o.unpublished]
+    lock = lock_builder.pinned_lock(target, inventory_path.name, file_digest(inventory_path), platform,
+                                    ".".join(inventory.python.split(".")[:2]), accepted, unpublished,
+                                    [package for package, _ in entries])
+    path = out or default_lock_path(target)
+    bundle = manifests_path(path)
+    manifest_store.write_bundle(bundle, [manifest for _, manifest in entries])
+    write_atomic(path, dump_lock(lock))
+    progress(f"pinned {len(entries) - len(unpublished)} distributions to their index wheels"
+             + (f", {len(unpublished)} check-only" if unpublished else "")
+             + (f"; {len(accepted)} changed files accepted by name" if accepted else ""))
+    return path, bundle, lock

@@ -1,0 +1,79 @@
+"""The expected environment of a lock, pure: for each locked package, the files its own manifest (a
+wheel's RECORD, a conda package's paths.json) says it installs into a prefix, with their content hashes.
+
+Placement follows the installers: a wheel's files by its scheme (site-packages, `NAME.data/...`); a
+noarch-python conda package's `site-packages/` and `python-scripts/` under the interpreter's folders.
+A conda file with a prefix placeholder is expected with the hash of its bytes patched for the prefix
+when the caller could compute it (`patched`), else by path only. Changes a lock accepts by name
+(`accepted`: path -> sha256, recorded by `lockgen pin --accept-changed`) replace the stated hash.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping
+
+from lockgen.core.conformance import ExpectedFile, ExpectedPackage, ObservedFile
+from lockgen.core.wheel_files import RecordRow, Scheme, expected_files
+from lockgen.digests import canonical_digest
+from lockgen.model.inventory import InstalledDistribution
+from lockgen.model.manifests import PackageManifest
+
+
+def site_packages_of(python: str) -> str:
+    """`lib/pythonX.Y/site-packages` for a Python version `X.Y[.Z]`."""
+    return f"lib/python{'.'.join(python.split('.')[:2])}/site-packages"
+
+
+def _key(manifest: PackageManifest) -> str:
+    return f"{manifest.name} {manifest.version}"
+
+
+def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str, str] = {}) -> ExpectedPackage:
+    """The files a wheel installs, prefix-relative, for Python `X.Y`."""
+    site = site_packages_of(python)
+    dist_name = (manifest.dist_info or manifest.name).removesuffix(".dist-info").rsplit("-", 1)[0]
+    rows = tuple(RecordRow(f.path, f.sha256, f.size) for f in manifest.files)
+    placed = expected_files(rows, Scheme(site, ".".join(python.split(".")[:2]), dist_name))
+    files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size)
+                  for r in placed)
+    dist_info = posixpath.join(site, manifest.dist_info) if manifest.dist_info else None
+    return ExpectedPackage(_key(manifest), files, dist_info, manifest.scripts)
+
+
+def _conda_path(path: str, noarch_python: bool, python: str) -> str:
+    if noarch_python and path.startswith("site-packages/"):
+        return posixpath.join(site_packages_of(python), path.removeprefix("site-packages/"))
+    if noarch_python and path.startswith("python-scripts/"):
+        return posixpath.join("bin", path.removeprefix("python-scripts/"))
+    return path
+
+
+def conda_expected(manifest: PackageManifest, python: str | None, patched: Mapping[str, str],
+                   accepted: Mapping[str, str] = {}) -> ExpectedPackage:
+    """The files a conda package links into a prefix; `patched` maps its placeholder files (archive paths)
+    to the hash of their bytes with the prefix written in."""
+    files = []
+    for item in manifest.files:
+        path = _conda_path(item.path, manifest.noarch_python, python or "")
+        sha256, size = item.sha256, item.size
+        if item.placeholder is not None:
+            sha256, size = patched.get(item.path), None
+        if path in accepted:
+            sha256, size = accepted[path], None
+        files.append(ExpectedFile(path, sha256, size, item.kind))
+    return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts)
+
+
+def from_installed_record(dist: InstalledDistribution, site_packages: str) -> list[ObservedFile]:
+    """An installed RECORD read as if it were the files on disk (`lockgen pin` compares it with the
+    wheel's: the re-hash of the files themselves is checked apart)."""
+    return [ObservedFile(posixpath.normpath(posixpath.join(site_packages, r.path)), "file", r.size or 0, 0o644, r.sha256)
+            for r in dist.record]
+
+
+def expected_digest(packages: Iterable[ExpectedPackage]) -> str:
+    """One digest of an expected environment: every package's files and stated hashes (prefix-free for
+    pure-PyPI locks, so a venv on bare metal and the same lock in an image share it)."""
+    return canonical_digest(sorted([p.key, sorted([f.path, f.sha256, f.kind] for f in p.files), list(p.scripts)]
+                                   for p in packages))
