@@ -46,9 +46,11 @@ class LayerCache:
         partial.write_text(json.dumps(value))
         os.replace(partial, path)
 
-    def layer(self, tree: Path, files: list[str], layout: Path, known: dict[str, str]) -> tuple[dict[str, Any], str, bool]:
-        """The layer of `files` of `tree` in `layout`: (descriptor, diff_id, taken from the cache)."""
-        entry = self.root / f"{oci_layout.layer_key(tree, files, IMAGE_PREFIX, known)}-gz{self.level}.json"
+    def layer(self, tree: Path, files: list[str], layout: Path, known: dict[str, str],
+              prefix: str = IMAGE_PREFIX) -> tuple[dict[str, Any], str, bool]:
+        """The layer of `files` of `tree` (under `prefix` in the image) in `layout`: (descriptor, diff_id,
+        taken from the cache)."""
+        entry = self.root / f"{oci_layout.layer_key(tree, files, prefix, known)}-gz{self.level}.json"
         if entry.is_file():  # same files, same bytes: the tar need not be written again
             recorded = json.loads(entry.read_text())
             descriptor = self._linked(layout, recorded["digest"])
@@ -57,7 +59,7 @@ class LayerCache:
         with tempfile.NamedTemporaryFile(dir=self.root, suffix=".tar", delete=False) as handle:
             tar_path = Path(handle.name)
         try:
-            diff_id = oci_layout.write_layer_tar(tree, sorted(files), IMAGE_PREFIX, tar_path)
+            diff_id = oci_layout.write_layer_tar(tree, sorted(files), prefix, tar_path)
             by_diff_id = self.root / f"{diff_id.split(':', 1)[1]}-gz{self.level}.json"
             descriptor = self._linked(layout, json.loads(by_diff_id.read_text())["digest"]) if by_diff_id.is_file() else None
             hit = descriptor is not None

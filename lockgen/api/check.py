@@ -17,7 +17,7 @@ from lockgen.api.shared_steps import Meter
 from lockgen.core.drift import manifest_drift
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
-from lockgen.model.oci import IMAGE_PREFIX
+from lockgen.model.oci import IMAGE_PREFIX, PREFIX_LABEL
 from lockgen.model.results import Conformance, Drift
 
 ROOT_USERS = ("", "0", "0:0", "root", "root:root")
@@ -74,7 +74,7 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
 
 def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None = None, image: str | None = None,
                manifests: Path | None = None, platform: str | None = None, insecure: bool = False,
-               image_prefix: str = IMAGE_PREFIX, progress: Callable[[str], None] = lambda _: None,
+               image_prefix: str | None = None, progress: Callable[[str], None] = lambda _: None,
                meter: Meter | None = None) -> Conformance:
     """Conformance of one environment, named by its prefix, its interpreter, or an image holding it."""
     if sum(x is not None for x in (prefix, python, image)) != 1:
@@ -84,6 +84,8 @@ def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None =
         where = prefix if prefix is not None else python_dists.prefix_of(str(python))
         return conform(lock_path, where, platform, manifests, progress, meter)
     with image_source.opened(image, progress, insecure) as opened:
+        labels = opened.config.get("config", {}).get("Labels") or {}
+        image_prefix = image_prefix or labels.get(PREFIX_LABEL) or IMAGE_PREFIX
         inside = opened.root / image_prefix.strip("/")
         result = conform(lock_path, inside, platform, manifests, progress, meter, final_prefix=image_prefix)
         problems = (f"image: runs as root (User {opened.user or 'unset'})",) if opened.user in ROOT_USERS else ()

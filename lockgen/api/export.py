@@ -22,13 +22,25 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import build_environment, lock_platform
 from lockgen.core.image_config import image_config
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
+from lockgen.model.lock import Lock
 from lockgen.model.oci import ARCHITECTURE, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, MANIFEST_MEDIA_TYPE
+
+
+def _checked_out(out: Path, fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(FORMATS)}")
+    if fmt == "oci-layout" and out.exists() and not (out / "oci-layout").is_file():
+        raise UserError(f"`{out}` exists and is not an OCI layout", "choose an empty or new --out folder")
+    if fmt != "oci-layout" and out.is_dir():
+        raise UserError(f"`{out}` is a folder; {fmt} writes one file", "pass a file path to --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
 
 
 def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
@@ -40,13 +52,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
     lock_digest = file_digest(lock_path)
-    if fmt not in FORMATS:
-        raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(FORMATS)}")
-    if fmt == "oci-layout" and out.exists() and not (out / "oci-layout").is_file():
-        raise UserError(f"`{out}` exists and is not an OCI layout", "choose an empty or new --out folder")
-    if fmt != "oci-layout" and out.is_dir():
-        raise UserError(f"`{out}` is a folder; {fmt} writes one file", "pass a file path to --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _checked_out(out, fmt)
     work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
     try:
         tree = work / "tree"
@@ -55,34 +61,82 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress,
                                        venv_interpreter=interpreter)
         _drop_build_host_traces(tree)
-        sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
-        (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
-        layout = work / "layout"
-        base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
-        layers = base_layers + _layers(tree, layout, layer_budget, level, progress)
-        config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config)
-        manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
-                    "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
-                    "layers": [descriptor for descriptor, _ in layers]}
-        if annotations:
-            manifest["annotations"] = annotations
-        digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
-        (layout / "sbom.cdx.json").write_bytes(sbom)
-        if fmt == "oci-layout":
-            if out.exists():
-                shutil.rmtree(out)
-            os.rename(layout, out)
-        else:
-            archive = work / "archive.tar"
-            if fmt == "oci-archive":
-                oci_layout.write_archive(layout, archive)
-            else:
-                registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
-            os.replace(archive, out)
-            out.with_name(out.name + ".sbom.cdx.json").write_bytes(sbom)
+        digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag, (layer_budget, level), progress,
+                              base, fmt, IMAGE_PREFIX)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
+
+
+def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, layer_budget: int, level: int,
+                  progress: Callable[[str], None], base: Path | None = None, fmt: str = "oci-layout",
+                  manifests: Path | None = None, image_prefix: str | None = None) -> tuple[str, str]:
+    """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
+    `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
+    packages, checked against their own hashes). The source is hard-linked, never changed."""
+    conformance = conform(lock_path, source, None, manifests, progress)
+    if not conformance.clean:
+        first = conformance.lines()[0]
+        raise UserError(f"{source} is not the environment of {lock_path}: {first}",
+                        f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
+    lock = load_lock(lock_path)
+    prefix = image_prefix or str(source.absolute())
+    _checked_out(out, fmt)
+    work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    try:
+        tree = work / "tree"
+        progress(f"linking {source} into the image tree")
+        shutil.copytree(source, tree, symlinks=True, copy_function=_link_or_copy)
+        manifest, _ = env_manifest.build(tree)
+        env_digest = env_manifest.digest(manifest)
+        env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
+                                                "platform": conformance.platform, "prefix": prefix,
+                                                "conformance_digest": conformance.expected_digest})
+        digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
+                              (layer_budget, level), progress, base, fmt, prefix)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return digest, env_digest
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # another file system: copied
+        shutil.copy2(source, destination)
+
+
+def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
+                 tag: str | None, layering: tuple[int, int], progress: Callable[[str], None], base: Path | None,
+                 fmt: str, prefix: str) -> str:
+    """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest."""
+    sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
+    (tree / ".lockgen").mkdir(exist_ok=True)
+    (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
+    layout = work / "layout"
+    base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
+    layers = base_layers + _layers(tree, layout, layering[0], layering[1], progress, prefix)
+    config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
+    manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+                "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
+                "layers": [descriptor for descriptor, _ in layers]}
+    if annotations:
+        manifest["annotations"] = annotations
+    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
+    (layout / "sbom.cdx.json").write_bytes(sbom)
+    if fmt == "oci-layout":
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(layout, out)
+    else:
+        archive = work / "archive.tar"
+        if fmt == "oci-archive":
+            oci_layout.write_archive(layout, archive)
+        else:
+            registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
+        os.replace(archive, out)
+        out.with_name(out.name + ".sbom.cdx.json").write_bytes(sbom)
+    return digest
 
 
 def _base_python(base: Path | None, version: str | None, progress: Callable[[str], None]) -> str:
@@ -133,7 +187,8 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
             if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
-def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:
+def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None],
+            prefix: str) -> list[tuple[dict[str, Any], str]]:
     owned, rest = _ownership(tree)
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
     plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
@@ -142,7 +197,7 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
     known = _manifest_digests(tree)
     # tar, sha256 and zlib release the GIL: layers are built on every core, kept in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1))) as pool:
-        done = list(pool.map(lambda files: cache.layer(tree, files, layout, known), groups))
+        done = list(pool.map(lambda files: cache.layer(tree, files, layout, known, prefix), groups))
     progress(f"{len(done)} layers, {sum(hit for _, _, hit in done)} taken from the layer cache")
     return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
 

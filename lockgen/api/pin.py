@@ -15,6 +15,7 @@ as a bundle for `check --manifests` on the node.
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,10 +54,11 @@ class Pinned:
 
 def _read_inventory(path: Path) -> NodeInventory:
     try:
-        return NodeInventory.model_validate_json(path.read_bytes())
+        raw = path.read_bytes()
+        return NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     except OSError as exc:
         raise UserError(f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote") from None
-    except ValidationError:
+    except (ValidationError, OSError, EOFError):
         raise UserError(f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT") from None
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from lockgen import __version__
-from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, signing
+from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api.conformance_steps import conform
 from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.stack_layout import certificate_path
@@ -27,7 +28,8 @@ from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Check, Hardware, KernelReport, Subject
 from lockgen.model.names import normalize_arch
-from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL
+from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
+from lockgen.model.results import Conformance
 
 
 
@@ -49,6 +51,7 @@ class VerifyOptions:
     nodes: int = 1
     rendezvous_endpoint: str | None = None
     rendezvous_id: str = "lockgen-verify"
+    manifests: Path | None = None
 
 
 def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
@@ -57,17 +60,38 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
     recomputed), on this host's kernel and driver, as a container runtime would run it."""
     rendezvous = _rendezvous(options)
     if options.image is None:
-        return _verify(options, options.python or sys.executable, None, rendezvous, progress)
-    with image_source.unpacked(options.image, progress, options.insecure, options.lock) as image:
-        if image.environment != image.recorded_environment:
+        python = options.python or sys.executable
+        conformance = _conformance(options, python_dists.prefix_of(python), None, progress) if options.lock else None
+        return _verify(options, python, None, conformance, rendezvous, progress)
+    with image_source.unpacked(options.image, progress, options.insecure) as image:
+        inside = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)
+        if options.lock:  # the lock's packages decide, not what the image says of itself
+            conformance = _conformance(options, image.root / inside.strip("/"), inside, progress)
+        elif image.environment != image.recorded_environment:
             raise LockFormatError(f"the environment in `{options.image}` (sha256:{image.environment[:16]}…) is not the one "
                                   f"its labels record (sha256:{image.recorded_environment[:16]}…)",
-                                  "the image was tampered with: re-export it from its lock")
-        return _verify(options, str(image.prefix / "bin" / "python"), image, rendezvous, progress)
+                                  "pass --lock to prove the image is a lock's, or re-export it from its lock")
+        else:
+            conformance = None
+        return _verify(options, str(image.root / inside.strip("/") / "bin" / "python"), image, conformance, rendezvous,
+                       progress)
+
+
+def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
+    """The environment must be the lock's before the kernel runs in it."""
+    assert options.lock is not None
+    result = conform(options.lock, prefix, None, options.manifests, progress, final_prefix=final_prefix)
+    if not result.clean:
+        lines = result.lines()
+        raise UserError(f"{final_prefix or prefix} is not the environment of {options.lock}: {lines[0]}"
+                        + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""),
+                        f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
+    progress(f"conforms to {options.lock}: {result.report.counts['ok']} packages, every file accounted for")
+    return result
 
 
 def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedImage | None,
-            rendezvous: kernel.Rendezvous | None, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+            conformance: Conformance | None, rendezvous: kernel.Rendezvous | None, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
     started = dt.datetime.now(dt.timezone.utc)
     arch = normalize_arch(options.arch)
     if arch != "cpu":
@@ -109,12 +133,14 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
         created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
         mode="quick" if options.quick else "full",
         subject=Subject(stack=lock.meta("stack") if lock else None, target=lock.meta("target") if lock else None,
-                        environment_digest=image.recorded_environment if image else _environment_digest(python),
+                        environment_digest=(conformance.expected_digest if conformance else
+                                            image.recorded_environment if image else _environment_digest(python)),
                         lock_path=str(options.lock) if options.lock else None,
                         lock_sha256=(file_digest(options.lock) if options.lock
                                      else image.labels.get(LOCK_LABEL) if image else None),
                         image_digest=image.digest if image else None,
-                        python=f"{IMAGE_PREFIX}/bin/python" if image else python),
+                        python=f"{image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)}/bin/python" if image else python,
+                        conformance=_conformance_record(conformance)),
         hardware=_hardware(host, single),
         single=single, distributed=distributed, kernel_sha256=digests, extra_checks=extra,
         rendezvous=rendezvous.endpoint if rendezvous else None,
@@ -125,6 +151,16 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
     return path, body
+
+
+def _conformance_record(conformance: Conformance | None) -> dict[str, Any] | None:
+    if conformance is None:
+        return None
+    counts = conformance.report.counts
+    return {"clean": conformance.clean, "expected_digest": conformance.expected_digest, "platform": conformance.platform,
+            "packages": counts["packages"], "files_expected": counts["files_expected"],
+            "files_observed": counts["files_observed"], "accepted_by_rule": counts["accepted"],
+            "checked_at": conformance.where}
 
 
 def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:

@@ -39,7 +39,8 @@ def check(
     lock: Optional[Path] = typer.Option(None, "--lock", help="Prove the environment is this lock, from the packages' own hashes."),
     manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests (no network)."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="With --lock: which platform of the lock."),
-    image_prefix: str = typer.Option("/opt/env", "--image-prefix", help="With --image --lock: where the environment is."),
+    image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --image --lock: where the environment is "
+                                               "(default: the image's dev.lockgen.prefix label, else /opt/env)."),
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     full: bool = typer.Option(False, "--full", help="Without --lock: re-hash every file, not only those whose size or mtime changed."),
     as_json: bool = typer.Option(False, "--json", help="With --lock: print the report as JSON."),
@@ -76,7 +77,7 @@ def check(
 
 
 def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
-                platform: Optional[str], image_prefix: str, insecure: bool, as_json: bool) -> None:
+                platform: Optional[str], image_prefix: Optional[str], insecure: bool, as_json: bool) -> None:
     import json
 
     from lockgen.api.check import check_lock
@@ -164,7 +165,7 @@ def freeze(
 
 @handles_errors
 def export(
-    lock: Path = typer.Argument(..., help="A lock written by lockgen resolve."),
+    lock: Path = typer.Argument(..., help="A lock written by lockgen resolve (or pin)."),
     out: Path = typer.Option(..., "--out", help="The OCI image layout folder to write."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
     tag: Optional[str] = typer.Option(None, "--tag", help="The tag in the layout (default: <target>-<platform>)."),
@@ -172,11 +173,24 @@ def export(
     level: int = typer.Option(1, "--compression-level", help="gzip level of new layers (1 fast ... 9 small)."),
     base: Optional[Path] = typer.Option(None, "--base", help="An OCI layout of a base image (a CUDA runtime, a Debian slim)."),
     fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
+    from_prefix: Optional[Path] = typer.Option(None, "--from-prefix", help="Export this existing environment (it must "
+                                               "conform to the lock) instead of building one."),
+    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --from-prefix: a manifests bundle (no network)."),
+    image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --from-prefix: its path in the image "
+                                               "(default: the same path, so its scripts stay right)."),
 ) -> None:
-    """Write the lock's environment (at /opt/env) as an OCI image layout; print the manifest digest."""
-    from lockgen.api.export import export as run
+    """Write the lock's environment (at /opt/env, or an existing one at its path) as an OCI image; print the digest."""
+    if from_prefix is None and (manifests is not None or image_prefix is not None):
+        fail("--manifests and --image-prefix go with --from-prefix", "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
+    if from_prefix is not None:
+        from lockgen.api.export import export_prefix
 
-    digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt)
+        digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base, fmt, manifests,
+                                           image_prefix)
+    else:
+        from lockgen.api.export import export as run
+
+        digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt)
     progress(f"environment digest sha256:{env_digest}")
     print(digest)
 

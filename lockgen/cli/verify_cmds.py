@@ -15,7 +15,9 @@ cert_app = typer.Typer(help="Check and compare certificates.", no_args_is_help=T
 @handles_errors
 def verify(
     arch: str = typer.Option(..., "--arch", help="The arch to certify (sm80, sm90, sm100 ...) or cpu."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the environment was made from: expectations and digest."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the environment must be: checked from its packages' own "
+                                        "hashes before the kernel runs; expectations and digests come from it."),
+    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests or pin (no network)."),
     python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter (default: this one)."),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="A materialized environment: uses PREFIX/bin/python."),
     image: Optional[str] = typer.Option(None, "--image", help="An image made by lockgen export (OCI layout folder, or docker://REF): runs its environment."),
@@ -42,7 +44,7 @@ def verify(
     path, body = run(VerifyOptions(arch=arch, python=python, lock=lock, expect=expect, out=out, key=key, quick=quick,
                                    compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, image=image,
                                    insecure=insecure, nodes=nodes, rendezvous_endpoint=rendezvous,
-                                   rendezvous_id=rendezvous_id), progress)
+                                   rendezvous_id=rendezvous_id, manifests=manifests), progress)
     failures = body.failures()
     progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
              f"certificate {'PASSED' if body.passed else 'FAILED'}")

@@ -7,15 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from lockgen.model.lock import Lock
-from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL
+from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 _CUDA_RUNTIME_PACKAGES = ("cuda-version", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
 
 
-def _environment_variables(lock: Lock, platform: str) -> list[str]:
+def _environment_variables(lock: Lock, platform: str, prefix: str) -> list[str]:
     packages = {p.name: p for p in lock.packages_for(platform)}
-    env = [f"PATH={IMAGE_PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           f"CONDA_PREFIX={IMAGE_PREFIX}"]
+    env = [f"PATH={prefix}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", f"CONDA_PREFIX={prefix}"]
     cuda = next((packages[name] for name in _CUDA_RUNTIME_PACKAGES if name in packages), None)
     if lock.meta("arch") not in ("", "cpu") and cuda is not None:
         major_minor = ".".join(cuda.version.split(".")[:2])
@@ -25,9 +24,10 @@ def _environment_variables(lock: Lock, platform: str) -> list[str]:
 
 
 def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str],
-                 base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The config blob's content for `lock` on `platform` over layers `diff_ids` (base layers first)."""
-    env = _environment_variables(lock, platform)
+                 base: dict[str, Any] | None = None, prefix: str = IMAGE_PREFIX) -> dict[str, Any]:
+    """The config blob's content for `lock` on `platform` over layers `diff_ids` (base layers first), the
+    environment at `prefix`."""
+    env = _environment_variables(lock, platform, prefix)
     labels = {
         "org.opencontainers.image.title": f"{lock.meta('stack') or 'lockgen'} {lock.meta('target')}".strip(),
         "org.opencontainers.image.description": "made by lockgen export from a lock",
@@ -35,13 +35,13 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
         ENVIRONMENT_LABEL: f"sha256:{env_digest}",
         "dev.lockgen.target": lock.meta("target"),
         "dev.lockgen.arch": lock.meta("arch"),
-        "dev.lockgen.prefix": IMAGE_PREFIX,
+        PREFIX_LABEL: prefix,
     }
     inherited = (base or {}).get("config", {})
     for line in inherited.get("Env", []):
         key = line.split("=", 1)[0]
         if key == "PATH":
-            env[0] = f"PATH={IMAGE_PREFIX}/bin:{line.split('=', 1)[1]}"
+            env[0] = f"PATH={prefix}/bin:{line.split('=', 1)[1]}"
         elif not any(e.startswith(key + "=") for e in env):
             env.append(line)
     return {"created": "1970-01-01T00:00:00Z", "architecture": ARCHITECTURE[platform], "os": "linux",

@@ -60,6 +60,7 @@ class Subject(Frozen):
     environment_digest: str | None = None
     image_digest: str | None = None
     python: str
+    conformance: dict[str, Any] | None = None  # with a lock: the environment proven to be it, from its packages
 
 
 class Hardware(Frozen):

@@ -11,5 +11,6 @@ INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
 IMAGE_PREFIX = "/opt/env"
 LOCK_LABEL = "dev.lockgen.lock.sha256"
 ENVIRONMENT_LABEL = "dev.lockgen.environment.digest"
+PREFIX_LABEL = "dev.lockgen.prefix"
 ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 FORMATS = ("oci-layout", "oci-archive", "docker-archive")
