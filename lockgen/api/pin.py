@@ -29,7 +29,7 @@ from lockgen.adapters.lockfile_yaml import dump_lock
 from lockgen.core import lock_builder
 from lockgen.core.conformance import compare
 from lockgen.core.expected_env import from_installed_record, wheel_expected
-from lockgen.core.wheel_files import hex_of_record_hash
+from lockgen.core.wheel_files import hex_of_record_hash, installed_to_prefix
 from lockgen.core.stack_layout import default_lock_path, manifests_path
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
@@ -100,12 +100,13 @@ def _pin_one(dist: InstalledDistribution, document: NodeInventory, platform: str
     return Pinned(dist, package, manifest, problems=changed)
 
 
-def _check_only(dist: InstalledDistribution, platform: str) -> tuple[LockedPackage, PackageManifest]:
+def _check_only(dist: InstalledDistribution, site_packages: str, platform: str) -> tuple[LockedPackage, PackageManifest]:
     """A distribution no index publishes, pinned by the digest of its installed RECORD."""
     digest = dist.record_sha256 or ""
-    manifest = PackageManifest(sha256=digest, name=normalize(dist.name), version=dist.version, kind="wheel",
-                               files=tuple(ManifestFile(path=f.path, sha256=f.sha256, size=f.size) for f in dist.record),
-                               dist_info=dist.dist_info.rsplit("/", 1)[-1], scripts=dist.scripts, source="installed RECORD")
+    files = tuple(ManifestFile(path=installed_to_prefix(f.path, site_packages), sha256=f.sha256, size=f.size)
+                  for f in dist.record)
+    manifest = PackageManifest(sha256=digest, name=normalize(dist.name), version=dist.version, kind="installed",
+                               files=files, dist_info=dist.dist_info, scripts=dist.scripts, source="installed RECORD")
     package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform,
                             url=lock_builder.unpublished_url(normalize(dist.name), dist.version), hash=PackageHash(sha256=digest))
     return package, manifest
@@ -148,7 +149,7 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
         raise UserError(f"{len(failed)} distributions have files changed since they were installed; {first.dist.key}: "
                         f"{first.problems[0]}", "reinstall them, or accept a changed file by name with --accept-changed PATH")
     entries = [(o.package, o.manifest) for o in outcomes if o.package is not None]
-    entries += [_check_only(o.dist, platform) for o in outcomes if o.unpublished]
+    entries += [_check_only(o.dist, inventory.site_packages, platform) for o in outcomes if o.unpublished]
     lock = lock_builder.pinned_lock(target, inventory_path.name, file_digest(inventory_path), platform,
                                     ".".join(inventory.python.split(".")[:2]), accepted, unpublished,
                                     [package for package, _ in entries])

@@ -29,8 +29,17 @@ def _key(manifest: PackageManifest) -> str:
     return f"{manifest.name} {manifest.version}"
 
 
+def installed_expected(manifest: PackageManifest, accepted: Mapping[str, str] = {}) -> ExpectedPackage:
+    """A check-only distribution: the files its installed RECORD states (already prefix-relative)."""
+    files = tuple(ExpectedFile(f.path, accepted.get(f.path, f.sha256), None if f.path in accepted else f.size)
+                  for f in manifest.files if not f.path.endswith(".pyc"))
+    return ExpectedPackage(_key(manifest), files, manifest.dist_info, manifest.scripts)
+
+
 def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str, str] = {}) -> ExpectedPackage:
     """The files a wheel installs, prefix-relative, for Python `X.Y`."""
+    if manifest.kind == "installed":
+        return installed_expected(manifest, accepted)
     site = site_packages_of(python)
     dist_name = (manifest.dist_info or manifest.name).removesuffix(".dist-info").rsplit("-", 1)[0]
     rows = tuple(RecordRow(f.path, f.sha256, f.size) for f in manifest.files)

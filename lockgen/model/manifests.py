@@ -4,7 +4,8 @@ lets a machine without network check an environment against its lock.
 
 Paths are as the archive writes them: wheel-relative for wheels (placed by the installer's scheme at
 check time), prefix-relative for conda packages (`site-packages/...` and `python-scripts/...` placed for
-noarch-python ones).
+noarch-python ones). A distribution no index publishes (`installed`) has the rows of its installed RECORD,
+already prefix-relative, and its dist-info folder likewise.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ class PackageManifest(Frozen):
     sha256: str
     name: str
     version: str
-    kind: Literal["wheel", "conda"]
+    kind: Literal["wheel", "conda", "installed"]
     files: tuple[ManifestFile, ...]
-    dist_info: str | None = None          # wheels: the `NAME-VERSION.dist-info` folder
+    dist_info: str | None = None          # the `NAME-VERSION.dist-info` folder (prefix-relative when installed)
     scripts: tuple[str, ...] = ()          # console/gui scripts (wheels) or entry points (noarch python)
     noarch_python: bool = False
     source: str = ""                       # where it was read: a wheel URL, an archive in the store
