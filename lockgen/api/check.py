@@ -8,7 +8,7 @@ a lockgen environment is compared with the manifest it recorded when it was made
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lockgen.adapters import conda_meta, env_manifest, image_source, python_dists
@@ -75,19 +75,19 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
 def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None = None, image: str | None = None,
                manifests: Path | None = None, platform: str | None = None, insecure: bool = False,
                image_prefix: str | None = None, progress: Callable[[str], None] = lambda _: None,
-               meter: Meter | None = None) -> Conformance:
+               meter: Meter | None = None, allow_foreign: Sequence[str] = ()) -> Conformance:
     """Conformance of one environment, named by its prefix, its interpreter, or an image holding it."""
     if sum(x is not None for x in (prefix, python, image)) != 1:
         raise UserError("check --lock needs exactly one of --prefix, --python and --image",
                         "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)")
     if image is None:
         where = prefix if prefix is not None else python_dists.prefix_of(str(python))
-        return conform(lock_path, where, platform, manifests, progress, meter)
+        return conform(lock_path, where, platform, manifests, progress, meter, allow_foreign=allow_foreign)
     with image_source.opened(image, progress, insecure) as opened:
         labels = opened.config.get("config", {}).get("Labels") or {}
         image_prefix = image_prefix or labels.get(PREFIX_LABEL) or IMAGE_PREFIX
         inside = opened.root / image_prefix.strip("/")
-        result = conform(lock_path, inside, platform, manifests, progress, meter, final_prefix=image_prefix)
+        result = conform(lock_path, inside, platform, manifests, progress, meter, image_prefix, allow_foreign)
         problems = (f"image: runs as root (User {opened.user or 'unset'})",) if opened.user in ROOT_USERS else ()
         return Conformance(result.lock_sha256, result.platform, f"{image}:{image_prefix}", result.expected_digest,
-                           result.report, problems, opened.digest)
+                           result.report, problems, opened.digest, result.allowed)

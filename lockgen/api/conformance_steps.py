@@ -5,7 +5,7 @@ verified against the lock's hash when missing), or, for a wheel, by range reques
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from lockgen.adapters import conda_package, manifest_store, package_store, prefi
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.shared_steps import Meter, lock_platform
 from lockgen.core import lock_builder
-from lockgen.core.conformance import ExpectedPackage, compare
+from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare
 from lockgen.core.expected_env import conda_expected, expected_digest, site_packages_of, wheel_expected
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
@@ -21,6 +21,8 @@ from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
 from lockgen.model.names import normalize
 from lockgen.model.results import Conformance
+
+ALLOWED_FOREIGN = "allowed foreign files"
 
 
 def lock_python(lock: Lock, platform: str) -> str | None:
@@ -94,17 +96,23 @@ def bundle_of(lock: Lock, bundle: dict[str, PackageManifest]) -> list[PackageMan
 
 
 def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None],
-            meter: Meter | None = None, final_prefix: str | None = None) -> Conformance:
-    """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`)."""
+            meter: Meter | None = None, final_prefix: str | None = None, allow_foreign: Sequence[str] = ()) -> Conformance:
+    """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`).
+    `allow_foreign` names files no package states that the caller accepts (a site's CA hook, a venv seed):
+    they are hashed and recorded, and their byte code counts as theirs."""
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
     expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
-    wanted = {f.path for p in expected for f in p.files if f.sha256 is not None}
+    allowed = sorted(set(allow_foreign))
+    wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed)
     progress(f"hashing the {len(wanted)} files the packages state in {prefix}")
     observed = prefix_observer.observe(prefix, wanted, meter)
+    found = {o.path: o.sha256 for o in observed}
+    hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
     python = lock_python(lock, chosen)
-    report = compare(expected, observed, site_packages_of(python) if python else "")
-    return Conformance(file_digest(lock_path), chosen, str(prefix), expected_digest(expected), report)
+    report = compare(expected + hook, observed, site_packages_of(python) if python else "")
+    return Conformance(file_digest(lock_path), chosen, str(prefix), expected_digest(expected), report,
+                       allowed={path: found.get(path) for path in allowed})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -70,11 +70,12 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
 
 def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, layer_budget: int, level: int,
                   progress: Callable[[str], None], base: Path | None = None, fmt: str = "oci-layout",
-                  manifests: Path | None = None, image_prefix: str | None = None) -> tuple[str, str]:
+                  manifests: Path | None = None, image_prefix: str | None = None,
+                  allow_foreign: Sequence[str] = ()) -> tuple[str, str]:
     """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
     `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
-    conformance = conform(lock_path, source, None, manifests, progress)
+    conformance = conform(lock_path, source, None, manifests, progress, allow_foreign=allow_foreign)
     if not conformance.clean:
         first = conformance.lines()[0]
         raise UserError(f"{source} is not the environment of {lock_path}: {first}",

@@ -52,6 +52,7 @@ class VerifyOptions:
     rendezvous_endpoint: str | None = None
     rendezvous_id: str = "lockgen-verify"
     manifests: Path | None = None
+    allow_foreign: tuple[str, ...] = ()
 
 
 def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
@@ -80,7 +81,8 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
 def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
     """The environment must be the lock's before the kernel runs in it."""
     assert options.lock is not None
-    result = conform(options.lock, prefix, None, options.manifests, progress, final_prefix=final_prefix)
+    result = conform(options.lock, prefix, None, options.manifests, progress, final_prefix=final_prefix,
+                     allow_foreign=options.allow_foreign)
     if not result.clean:
         lines = result.lines()
         raise UserError(f"{final_prefix or prefix} is not the environment of {options.lock}: {lines[0]}"
@@ -160,7 +162,7 @@ def _conformance_record(conformance: Conformance | None) -> dict[str, Any] | Non
     return {"clean": conformance.clean, "expected_digest": conformance.expected_digest, "platform": conformance.platform,
             "packages": counts["packages"], "files_expected": counts["files_expected"],
             "files_observed": counts["files_observed"], "accepted_by_rule": counts["accepted"],
-            "checked_at": conformance.where}
+            "checked_at": conformance.where, "allowed_foreign": dict(conformance.allowed)}
 
 
 def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:

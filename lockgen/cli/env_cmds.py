@@ -44,11 +44,13 @@ def check(
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     full: bool = typer.Option(False, "--full", help="Without --lock: re-hash every file, not only those whose size or mtime changed."),
     as_json: bool = typer.Option(False, "--json", help="With --lock: print the report as JSON."),
+    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that you "
+                                            "accept (prefix-relative); hashed and reported. Repeatable."),
 ) -> None:
     """Check an environment: with --lock, against the lock's packages (exit 1 on any difference); else
     against the manifest lockgen recorded."""
     if lock is not None:
-        _check_lock(lock, prefix, python, image, manifests, platform, image_prefix, insecure, as_json)
+        _check_lock(lock, prefix, python, image, manifests, platform, image_prefix, insecure, as_json, allow_foreign)
         return
     if python is not None or manifests is not None or as_json:
         fail("--python, --manifests and --json need --lock", "lockgen check --lock L --python PY", 2)
@@ -77,7 +79,8 @@ def check(
 
 
 def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
-                platform: Optional[str], image_prefix: Optional[str], insecure: bool, as_json: bool) -> None:
+                platform: Optional[str], image_prefix: Optional[str], insecure: bool, as_json: bool,
+                allow_foreign: list[str]) -> None:
     import json
 
     from lockgen.api.check import check_lock
@@ -85,7 +88,8 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
 
     meter = Meter()
     try:
-        result = check_lock(lock, prefix, python, image, manifests, platform, insecure, image_prefix, progress, meter)
+        result = check_lock(lock, prefix, python, image, manifests, platform, insecure, image_prefix, progress, meter,
+                            allow_foreign)
     finally:
         meter.close()
     if as_json:
@@ -98,6 +102,8 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
         shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
         fail(f"{result.where} is not the environment of {lock}: " + (shown or "; ".join(result.problems)),
              "materialize the lock into a fresh prefix, or re-pin the environment")
+    for path, digest in result.allowed.items():
+        progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
     progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for "
              f"(expected digest sha256:{result.expected_digest[:16]}…)")
 
@@ -178,6 +184,8 @@ def export(
     manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --from-prefix: a manifests bundle (no network)."),
     image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --from-prefix: its path in the image "
                                                "(default: the same path, so its scripts stay right)."),
+    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --from-prefix: a file no package states "
+                                            "that you accept in the image. Repeatable."),
 ) -> None:
     """Write the lock's environment (at /opt/env, or an existing one at its path) as an OCI image; print the digest."""
     if from_prefix is None and (manifests is not None or image_prefix is not None):
@@ -186,7 +194,7 @@ def export(
         from lockgen.api.export import export_prefix
 
         digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base, fmt, manifests,
-                                           image_prefix)
+                                           image_prefix, allow_foreign)
     else:
         from lockgen.api.export import export as run
 

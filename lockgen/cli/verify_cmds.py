@@ -18,6 +18,8 @@ def verify(
     lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the environment must be: checked from its packages' own "
                                         "hashes before the kernel runs; expectations and digests come from it."),
     manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests or pin (no network)."),
+    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that you "
+                                            "accept; hashed and recorded in the certificate. Repeatable."),
     python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter (default: this one)."),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="A materialized environment: uses PREFIX/bin/python."),
     image: Optional[str] = typer.Option(None, "--image", help="An image made by lockgen export (OCI layout folder, or docker://REF): runs its environment."),
@@ -44,7 +46,8 @@ def verify(
     path, body = run(VerifyOptions(arch=arch, python=python, lock=lock, expect=expect, out=out, key=key, quick=quick,
                                    compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, image=image,
                                    insecure=insecure, nodes=nodes, rendezvous_endpoint=rendezvous,
-                                   rendezvous_id=rendezvous_id, manifests=manifests), progress)
+                                   rendezvous_id=rendezvous_id, manifests=manifests,
+                                   allow_foreign=tuple(allow_foreign)), progress)
     failures = body.failures()
     progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
              f"certificate {'PASSED' if body.passed else 'FAILED'}")

@@ -13,8 +13,8 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
   `bin/pydoc.bat`, `.gitignore`, `CACHEDIR.TAG` and `.lock` (uv writes them), a `lib64` link.
 - `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: anything under `.lockgen/`.
 Rules accept by name only: the files they cover are derived by the installer, so no package states their
-bytes. setuid, setgid and world-writable files are `mode` drift whatever their content; a path two packages
-expect is a clobber. Any of these makes the report unclean.
+bytes. setuid, setgid and world-writable files are `mode` drift whatever their content (uv's empty root
+`.lock` excepted while it stays empty); a path two packages expect is a clobber. Any of these makes the report unclean.
 """
 
 from __future__ import annotations
@@ -213,6 +213,11 @@ def _rule(found: ObservedFile, owners: dict[str, list[str]], derived: dict[str, 
     return None
 
 
+def _empty_uv_lock(found: ObservedFile) -> bool:
+    """uv leaves an empty, world-writable `.lock` at a venv's root: harmless while it stays empty."""
+    return found.path == ".lock" and found.size == 0 and not found.mode & (stat.S_ISUID | stat.S_ISGID)
+
+
 def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile],
             site_packages: str = "") -> ConformanceReport:
     """The conformance report of an observed environment against the expected one."""
@@ -229,7 +234,7 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
             foreign.append(path)
         else:
             accepted.append(rule)
-    mode = sorted(p for p, f in found.items() if f.kind == "file" and f.mode & _BAD_MODE)
+    mode = sorted(p for p, f in found.items() if f.kind == "file" and f.mode & _BAD_MODE and not _empty_uv_lock(f))
     clobbered = tuple(Clobber(p, tuple(sorted(keys))) for p, keys in sorted(owners.items()) if len(keys) > 1)
     results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
     return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class Conformance:
     report: Any
     problems: tuple[str, ...] = ()
     image_digest: str | None = None
+    allowed: dict[str, str | None] = field(default_factory=dict)  # foreign files accepted by name -> sha256 found
 
     @property
     def clean(self) -> bool:
@@ -67,4 +68,5 @@ class Conformance:
     def to_dict(self) -> dict[str, Any]:
         return {"clean": self.clean, "lock_sha256": self.lock_sha256, "platform": self.platform, "where": self.where,
                 "expected_digest": self.expected_digest, "image_digest": self.image_digest,
-                "problems": list(self.problems), "counts": self.report.counts, "report": self.report.to_dict()}
+                "problems": list(self.problems), "allowed_foreign": dict(self.allowed), "counts": self.report.counts,
+                "report": self.report.to_dict()}
