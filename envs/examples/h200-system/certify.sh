@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The commands that made the certificates in this folder, run on the device machine (nvidia-h200-x2:
 # two H200s, driver 580.159.04) against its system python (torch 2.11.0+cu130), with expectations
-# written by hand in expect.json. There is no lock: `lockgen freeze --python python3` refuses that
-# interpreter, since 197 of its distributions were installed from an index (pip, uv) and keep no wheel URL
-# or hash (checked on nvidia-h200, 2026-11-30).
+# written by hand in expect.json, before that python could be locked. The certificates bound to a lock
+# (h200-lock-*.cert.json, locks/h200.conda-lock.yml pinned from the machine's inventory) come from
+# conformance.sh; the single-GPU ones of this script were replaced by them.
 # lockgen's light dependencies travel as wheels (.whl) and the signing key as .keys/example.key.
 set -euo pipefail
 out="${OUT:-envs/examples/h200-system}"
