@@ -43,10 +43,11 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.delenv("LOCKGEN_CHANNEL_ALIAS", raising=False)
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs the real `lockgen` entry point in a subprocess (exit codes and stderr as users see them)."""
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "lockgen", *args], capture_output=True, text=True, cwd=cwd, env=env)
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs the real `lockgen` entry point in a subprocess (exit codes and stderr as users see them);
+    `env` adds to (or overrides) this process's environment."""
+    full = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "lockgen", *args], capture_output=True, text=True, cwd=cwd, env=full)
 
 
 @pytest.fixture

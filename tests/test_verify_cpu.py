@@ -26,21 +26,27 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path]) -> Path:
+def conforming(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(python, lock): an empty venv on this host's site-packages (its torch), pinned from its inventory, so
+    the environment `verify --lock` runs in really is its lock (no network: nothing to find on an index)."""
+    folder = tmp_path_factory.mktemp("conforming")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder / "venv")], check=True)
+    python = folder / "venv" / "bin" / "python"
+    assert run_cli("freeze", "--python", str(python), "--inventory", str(folder / "inv.json")).returncode == 0
+    pinned = run_cli("pin", str(folder / "inv.json"), "--target", "cpu", "--out", str(folder / "locks" / "cpu.conda-lock.yml"))
+    assert pinned.returncode == 0, pinned.stderr
+    return python, folder / "locks" / "cpu.conda-lock.yml"
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path], conforming: tuple[Path, Path]) -> Path:
     out = tmp_path_factory.mktemp("cert") / "cpu.cert.json"
-    lock = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
-    result = run_cli("verify", "--arch", "cpu", "--lock", str(lock), "--expect", str(_no_versions(out.parent)),
-                     "--key", str(keys[0]), "--out", str(out))
+    python, lock = conforming
+    result = run_cli("verify", "--arch", "cpu", "--lock", str(lock), "--python", str(python), "--key", str(keys[0]),
+                     "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(out)
     return out
-
-
-def _no_versions(folder: Path) -> Path:
-    """The CPU torch here is not the lock's conda build: clear the version expectations, keep the rest."""
-    path = folder / "expect.json"
-    path.write_text(json.dumps({"torch": None}))
-    return path
 
 
 def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
@@ -50,10 +56,20 @@ def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     assert {"gemm_fp32", "conv_forward", "sdpa_math", "fp32_loss_falls", "deterministic"} <= names
     assert body["figures"]["gemm"]["fp32"]["unit"] == "TFLOP/s"
     assert body["subject"]["target"] == "cpu" and len(body["subject"]["lock_sha256"]) == 64
+    assert body["subject"]["conformance"]["clean"] and body["subject"]["environment_digest"]
 
 
-def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_lock_the_environment_is_not_is_refused_before_the_kernel(tmp_path: Path) -> None:
+    """The example's conda cpu lock is not this host's python: nothing is certified."""
     lock = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--out", str(tmp_path / "x.cert.json"))
+    assert result.returncode == 1 and result.stderr.startswith("error:") and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.cert.json").exists()
+
+
+def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], conforming: tuple[Path, Path],
+                                    tmp_path: Path) -> None:
+    lock = conforming[1]
     ok = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]), "--lock", str(lock))
     assert ok.returncode == 0 and "signature valid" in ok.stdout
     other_lock = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]),

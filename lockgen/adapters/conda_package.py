@@ -1,6 +1,6 @@
 """What a conda package archive (`.conda` or `.tar.bz2`, already verified against the lock's hash) says
 it installs: `info/paths.json` (path, sha256, size, prefix placeholder, text or binary mode, link or
-file), `info/link.json`'s noarch-python entry points, and the bytes a placeholder file has once the
+file; a file whose entry states no sha256, as in older packages, is hashed from the archive itself), `info/link.json`'s noarch-python entry points, and the bytes a placeholder file has once the
 installer writes a prefix into it (text: every occurrence replaced; binary: inside each NUL-terminated
 string, padded with NULs to the same length, as conda and rattler do)."""
 
@@ -55,6 +55,11 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
     paths: list[dict[str, Any]] = json.loads(info["info/paths.json"]).get("paths", [])
     link = json.loads(info.get("info/link.json", b"{}")).get("noarch") or {}
     index = json.loads(info.get("info/index.json", b"{}"))
+    unhashed = {e["_path"] for e in paths if not e.get("sha256") and e.get("path_type") != "softlink"}
+    if unhashed:  # older packages state no sha256: taken from the verified archive's own bytes
+        content = _members(archive, "pkg", unhashed)
+        paths = [{**e, "sha256": hashlib.sha256(content[e["_path"]]).hexdigest(), "size_in_bytes": len(content[e["_path"]])}
+                 if e["_path"] in content else e for e in paths]
     files = tuple(ManifestFile(path=e["_path"], sha256=e.get("sha256"), size=e.get("size_in_bytes"),
                                kind="link" if e.get("path_type") == "softlink" else "file",
                                placeholder=e.get("prefix_placeholder"), text_mode=e.get("file_mode", "text") == "text")

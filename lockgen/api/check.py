@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lockgen.adapters import conda_meta, env_manifest, image_source, python_dists
 from lockgen.api.conformance_steps import conform
-from lockgen.api.shared_steps import Meter
+from lockgen.api.shared_steps import Meter, recorded_drift
 from lockgen.core.drift import manifest_drift
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
@@ -30,17 +30,7 @@ def check_prefix(prefix: Path, full: bool) -> Drift:
         if (prefix / conda_meta.FOLDER).is_dir():
             return _check_conda_meta(prefix)
         raise UserError(f"{prefix} has no lockgen manifest and no conda-meta", "materialize it with lockgen materialize")
-    manifest, stats = env_manifest.read(prefix)
-    recorded = {e["path"]: e for e in manifest["files"]}
-    present = set(env_manifest.walk(prefix))
-    modified = []
-    for relative in sorted(present & recorded.keys()):
-        info = (prefix / relative).lstat()
-        if not full and stats.get(relative) == [info.st_size, info.st_mtime_ns]:
-            continue
-        if env_manifest.entry_of(prefix, relative) != recorded[relative]:
-            modified.append(relative)
-    return Drift(sorted(recorded.keys() - present), sorted(present - recorded.keys()), modified)
+    return recorded_drift(prefix, full)
 
 
 def _check_conda_meta(prefix: Path) -> Drift:

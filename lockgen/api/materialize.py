@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lockgen.adapters import env_manifest
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.shared_steps import Meter, build_environment, default_prefix, lock_platform
+from lockgen.api.shared_steps import Meter, build_environment, default_prefix, lock_platform, recorded_drift
 from lockgen.core.stack_layout import target_of_lock
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
@@ -32,7 +32,14 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
         if (final / env_manifest.MANIFEST).is_file():
             manifest, _ = env_manifest.read(final)
             if manifest.get("lock_sha256") == lock_digest:
-                progress(f"{final} is already materialized")
+                drift = recorded_drift(final, full=False)
+                if not drift.clean:
+                    changed = (drift.modified + drift.missing + drift.extra)[0]
+                    raise UserError(f"{final} holds this lock's environment but changed since it was made "
+                                    f"({len(drift.modified)} modified, {len(drift.missing)} missing, "
+                                    f"{len(drift.extra)} extra; first {changed})",
+                                    "remove it and materialize again, or pass another --prefix")
+                progress(f"{final} is already materialized (unchanged since it was made)")
                 return final, manifest["environment_digest"]
             raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
         if final.exists():

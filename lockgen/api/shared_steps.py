@@ -1,7 +1,9 @@
 """Steps several use cases share, below them (never a use case itself, importing none): the platform
-of a lock to work on, where an environment of a lock lives by default, and building one (hash-checked
-packages linked and installed into a temporary folder, patched for its final path, its manifest
-written)."""
+of a lock to work on, where an environment of a lock lives by default, and building one: hash-checked
+packages linked and installed into a temporary folder, patched for its final path, every file proven
+against its package's own manifest (conda: the extracted cache checked against the verified archive's
+paths.json before linking; wheels: the installed files against the wheel's RECORD), and the manifest
+written from those proven hashes, so only what was patched or generated is read again."""
 
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, env_manifest, home, installers, package_store
+from lockgen.adapters import prefix_observer, rattler_cache
+from lockgen.api.manifest_steps import lock_python, manifest_of
+from lockgen.core.expected_env import conda_expected, wheel_expected
 from lockgen.core.platforms import choose_platform
-from lockgen.errors import UserError
-from lockgen.model.lock import Lock
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.lock import Lock, LockedPackage
+from lockgen.model.results import Drift
 
 Meter = Callable[[str, int, int], None]
 
@@ -32,19 +38,14 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python)."""
     conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
     pip = [p for p in lock.packages_for(platform) if p.manager == "pip"]
+    unpublished = [p.name for p in pip if not p.url.startswith(("http://", "https://", "file://"))]
+    if unpublished:
+        raise UserError(f"the lock's {', '.join(unpublished)} is check-only (no published wheel to install)",
+                        "materialize a lock whose every package has a URL; check-only entries serve check and verify")
     started = time.perf_counter()
+    known: dict[str, str] = {}
     if conda:
-        archives = []
-        for index, package in enumerate(conda, 1):
-            archive = package_store.fetch(package)
-            archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
-            archives.append(archive)
-            if meter is not None:
-                meter("fetch and check conda packages", index, len(conda))
-            elif index == len(conda):
-                progress(f"fetched {index} conda packages (hash-checked)")
-        installers.install_conda(archives, temp, final, platform, home.lockgen_home() / "rattler-cache")
-        conda_meta.record_origins(temp, conda)
+        known.update(_link_conda(lock, platform, conda, temp, final, progress, meter))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
     elif pip:
         python = lock.meta(f"python.{platform}")
@@ -57,11 +58,68 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         installers.make_venv(temp, venv_interpreter if same_here else python)
     if pip:
         installers.install_pip(pip, temp / "bin" / "python")
-        progress(f"installed {len(pip)} wheels (hash-checked)")
+        known.update(_proven_wheels(lock, platform, pip, temp, meter))
+        progress(f"installed {len(pip)} wheels (hash-checked, every file against its RECORD)")
         if not conda and venv_interpreter:
             installers.point_venv_at(temp, venv_interpreter)
-    manifest, stats = env_manifest.build(temp)
+    manifest, stats = env_manifest.build(temp, known)
     digest = env_manifest.digest(manifest)
     env_manifest.write(temp, manifest, stats, {"environment_digest": digest, "lock_sha256": lock_digest,
                                                "platform": platform, "prefix": str(final)})
     return digest
+
+
+def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Path, final: Path,
+                progress: Callable[[str], None], meter: Meter | None) -> dict[str, str]:
+    """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked."""
+    archives = []
+    for index, package in enumerate(conda, 1):
+        archive = package_store.fetch(package)
+        archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
+        archives.append(archive)
+        if meter is not None:
+            meter("fetch and check conda packages", index, len(conda))
+        elif index == len(conda):
+            progress(f"fetched {index} conda packages (hash-checked)")
+    manifests = [manifest_of(package, {})[0] for package in conda]
+    cache = home.lockgen_home() / "rattler-cache"
+    rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
+    installers.install_conda(archives, temp, final, platform, cache)
+    conda_meta.record_origins(temp, conda)
+    python = lock_python(lock, platform)
+    known: dict[str, str] = {}
+    for manifest in manifests:  # placeholder files are patched on install: hashed again, not assumed
+        expected = conda_expected(manifest, python, {})
+        known.update({f.path: f.sha256 for f in expected.files if f.sha256 and f.kind == "file"})
+    return known
+
+
+def _proven_wheels(lock: Lock, platform: str, pip: list[LockedPackage], temp: Path, meter: Meter | None) -> dict[str, str]:
+    """Every installed wheel file hashed (on every core) and compared with its wheel's RECORD: an installer
+    cache that was changed cannot slip a file into the environment."""
+    python = lock_python(lock, platform) or ""
+    expected = [wheel_expected(manifest_of(package, {})[0], python) for package in pip]
+    stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
+    observed = prefix_observer.observe(temp, stated.keys(), meter)
+    found = {o.path: o.sha256 for o in observed if o.sha256}
+    wrong = sorted(f"{key}: {path}" for path, (key, digest) in stated.items() if found.get(path) != digest)
+    if wrong:
+        raise LockFormatError(f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0]}",
+                              "the installer's cache was changed: clear it (uv cache clean) and materialize again")
+    return {path: digest for path, (_, digest) in stated.items()}
+
+
+def recorded_drift(prefix: Path, full: bool) -> Drift:
+    """A lockgen environment against the manifest it recorded when it was made: missing, extra and modified
+    files; only files whose size or mtime moved are re-hashed unless `full`."""
+    manifest, stats = env_manifest.read(prefix)
+    recorded = {e["path"]: e for e in manifest["files"]}
+    present = set(env_manifest.walk(prefix))
+    modified = []
+    for relative in sorted(present & recorded.keys()):
+        info = (prefix / relative).lstat()
+        if not full and stats.get(relative) == [info.st_size, info.st_mtime_ns]:
+            continue
+        if env_manifest.entry_of(prefix, relative) != recorded[relative]:
+            modified.append(relative)
+    return Drift(sorted(recorded.keys() - present), sorted(present - recorded.keys()), modified)

@@ -60,6 +60,8 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
     the kernel runs in the image's environment, unpacked (every layer checked, the environment digest
     recomputed), on this host's kernel and driver, as a container runtime would run it."""
     rendezvous = _rendezvous(options)
+    if options.lock is not None:  # the cheap refusals (wrong arch, wrong platform) before any hashing
+        _expectations(options, normalize_arch(options.arch), load_lock(options.lock))
     if options.image is None:
         python = options.python or sys.executable
         conformance = _conformance(options, python_dists.prefix_of(python), None, progress) if options.lock else None

@@ -1,0 +1,83 @@
+"""rattler's package cache (`$LOCKGEN_HOME/rattler-cache/<name>-<version>-<build>/`), checked before each
+install: rattler links environments from the extracted folders it keeps there and never re-reads the
+archive, so a file changed in the cache (or in an environment, since hard links share the cache's
+inode) would reach every later environment. Each extracted file must have the hash its verified
+archive's `paths.json` states; a folder that has been checked keeps a stamp of each file's size, mtime,
+ctime and inode beside it, so the next install re-hashes only what changed. A folder that fails is
+removed, and rattler extracts it again from the verified archive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lockgen.model.lock import LockedPackage
+from lockgen.model.manifests import PackageManifest
+
+STAMPS = ".lockgen-verified"
+
+
+def _folder_name(package: LockedPackage) -> str:
+    return f"{package.name}-{package.version}-{package.build or ''}"
+
+
+def _signature(path: Path) -> list[int] | None:
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        hasher = hashlib.sha256()
+        with path.open("rb") as stream:
+            while block := stream.read(1 << 20):
+                hasher.update(block)
+        return hasher.hexdigest()
+    except OSError:
+        return None
+
+
+def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) -> bool:
+    """Whether the extracted folder of `package` is intact (True also when there is none yet); a folder
+    that is not is removed."""
+    folder = cache / _folder_name(package)
+    if not folder.is_dir():
+        return True
+    stamp_path = cache / STAMPS / f"{folder.name}.json"
+    files = [f for f in manifest.files if f.kind == "file" and f.sha256]
+    signatures = {f.path: _signature(folder / f.path) for f in files}
+    try:
+        stamp = json.loads(stamp_path.read_text())
+    except (OSError, ValueError):
+        stamp = {}
+    if stamp.get("archive") == manifest.sha256 and stamp.get("files") == signatures:
+        return True
+    if all(_sha256(folder / f.path) == f.sha256 for f in files):
+        stamp_path.parent.mkdir(exist_ok=True)
+        partial = stamp_path.with_name(f"{stamp_path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps({"archive": manifest.sha256, "files": signatures}))
+        os.replace(partial, stamp_path)
+        return True
+    shutil.rmtree(folder, ignore_errors=True)
+    stamp_path.unlink(missing_ok=True)
+    return False
+
+
+def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]],
+                     progress: Callable[[str], None]) -> list[str]:
+    """Checks every extracted folder the install will link from; returns the packages whose folder was
+    changed and is now removed (to be extracted again)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:
+        intact = list(pool.map(lambda item: _verify_one(cache, *item), packages))
+    purged = [f"{p.name} {p.version}" for (p, _), ok in zip(packages, intact) if not ok]
+    if purged:
+        progress(f"the package cache held changed files of {', '.join(purged)}: extracting them again")
+    return purged
