@@ -14,7 +14,6 @@ import json
 import os
 import stat
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +47,12 @@ def walk(prefix: Path, covered_only: bool = True) -> list[str]:
     """Every file and symlink under `prefix`, relative and sorted; only those the manifest covers unless
     `covered_only` is false."""
     found = []
-    for root, dirs, files in os.walk(prefix):
+    top = str(prefix)
+    for root, dirs, files in os.walk(top):
         dirs.sort()
+        base = root[len(top) + 1:].replace(os.sep, "/")  # os.walk's roots extend `top`: no relpath per file
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
-            relative = os.path.relpath(os.path.join(root, name), prefix).replace(os.sep, "/")
+            relative = f"{base}/{name}" if base else name
             if not covered_only or _covered(relative):
                 found.append(relative)
     return sorted(found)
@@ -60,10 +61,11 @@ def walk(prefix: Path, covered_only: bool = True) -> list[str]:
 def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, list[float]]]:
     """The manifest of a prefix and, kept apart (they differ between machines), each file's size and mtime.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
-    so they are not read again; the rest is hashed on every core."""
+    so they are not read again."""
     known = known or {}
     relatives = walk(prefix)
-    infos = {relative: (prefix / relative).lstat() for relative in relatives}
+    top = str(prefix)
+    infos = {relative: os.lstat(os.path.join(top, relative)) for relative in relatives}
 
     def entry(relative: str) -> dict[str, Any]:
         info = infos[relative]
@@ -72,8 +74,7 @@ def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[st
                     "mode": "755" if info.st_mode & 0o111 else "644", "sha256": known[relative]}
         return entry_of(prefix, relative)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(32, (os.cpu_count() or 1) * 2))) as pool:
-        entries = list(pool.map(entry, relatives))
+    entries = [entry(relative) for relative in relatives]  # known files cost a stat; the rest are few and small
     stats = {relative: [infos[relative].st_size, infos[relative].st_mtime_ns] for relative in relatives}
     return {"format": 1, "files": entries}, stats
 
@@ -84,7 +85,8 @@ def digest(manifest: dict[str, Any]) -> str:
 
 def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, list[float]], extra: dict[str, Any]) -> None:
     (prefix / ".lockgen").mkdir(exist_ok=True)
-    (prefix / MANIFEST).write_text(json.dumps({**manifest, **extra}, sort_keys=True, indent=1) + "\n")
+    # compact: json's C encoder runs only without indent (a 60,000-file manifest in 0.1 s, not 1 s)
+    (prefix / MANIFEST).write_text(json.dumps({**manifest, **extra}, sort_keys=True, separators=(",", ":")) + "\n")
     (prefix / STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
 
 

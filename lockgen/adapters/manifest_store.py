@@ -9,6 +9,7 @@ the manifest of exactly its archive.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
@@ -38,6 +39,20 @@ def cached(sha256: str) -> PackageManifest | None:
 
 def keep(manifest: PackageManifest) -> None:
     write_bytes_atomic(_folder() / f"{manifest.sha256}.json", manifest.model_dump_json().encode())
+
+
+def cached_patched(sha256: str, prefix: str) -> dict[str, str] | None:
+    """The hashes of a conda package's placeholder files once patched for `prefix`, when computed before."""
+    path = _folder() / "patched" / f"{sha256}-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def keep_patched(sha256: str, prefix: str, digests: dict[str, str]) -> None:
+    path = _folder() / "patched" / f"{sha256}-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json"
+    write_bytes_atomic(path, json.dumps(digests, sort_keys=True).encode())
 
 
 def write_bundle(path: Path, manifests: list[PackageManifest]) -> None:

@@ -2,8 +2,11 @@
 install: rattler links environments from the extracted folders it keeps there and never re-reads the
 archive, so a file changed in the cache (or in an environment, since hard links share the cache's
 inode) would reach every later environment. Each extracted file must have the hash its verified
-archive's `paths.json` states; a folder that has been checked keeps a stamp of each file's size, mtime,
-ctime and inode beside it, so the next install re-hashes only what changed. A folder that fails is
+archive's `paths.json` states; after each install every folder it used is stamped with each file's
+size, mtime and inode, so the next install re-hashes only what changed since. ctime is left out: every
+hard link made or removed (an environment linked or deleted) moves it. The stamps catch accidents (an
+edit through an environment's hard link moves the mtime); someone who can write the cache can also
+write its stamps, which is why `lockgen check --lock` hashes every file against the archive's manifest. A folder that fails is
 removed, and rattler extracts it again from the verified archive."""
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ def _folder_name(package: LockedPackage) -> str:
     return f"{package.name}-{package.version}-{package.build or ''}"
 
 
-def _signature(path: Path) -> list[int] | None:
+def _signature(path: str) -> list[int] | None:
     try:
-        info = path.lstat()
+        info = os.lstat(path)
     except OSError:
         return None
-    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+    return [info.st_size, info.st_mtime_ns, info.st_ino]
 
 
 def _sha256(path: Path) -> str | None:
@@ -45,15 +48,27 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) -> bool:
-    """Whether the extracted folder of `package` is intact (True also when there is none yet); a folder
-    that is not is removed."""
+def _write_stamp(stamp_path: Path, manifest: PackageManifest, signatures: dict[str, list[int] | None]) -> None:
+    stamp_path.parent.mkdir(exist_ok=True)
+    partial = stamp_path.with_name(f"{stamp_path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps({"archive": manifest.sha256, "files": signatures}))
+    os.replace(partial, stamp_path)
+
+
+def _signatures(folder: Path, manifest: PackageManifest) -> dict[str, list[int] | None]:
+    top = str(folder)
+    return {f.path: _signature(os.path.join(top, f.path)) for f in manifest.files if f.kind == "file" and f.sha256}
+
+
+def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) -> bool | None:
+    """Whether the extracted folder of `package` is intact; None when there is none yet. A folder that is
+    not intact is removed."""
     folder = cache / _folder_name(package)
     if not folder.is_dir():
-        return True
+        return None
     stamp_path = cache / STAMPS / f"{folder.name}.json"
     files = [f for f in manifest.files if f.kind == "file" and f.sha256]
-    signatures = {f.path: _signature(folder / f.path) for f in files}
+    signatures = _signatures(folder, manifest)
     try:
         stamp = json.loads(stamp_path.read_text())
     except (OSError, ValueError):
@@ -61,23 +76,28 @@ def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) 
     if stamp.get("archive") == manifest.sha256 and stamp.get("files") == signatures:
         return True
     if all(_sha256(folder / f.path) == f.sha256 for f in files):
-        stamp_path.parent.mkdir(exist_ok=True)
-        partial = stamp_path.with_name(f"{stamp_path.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps({"archive": manifest.sha256, "files": signatures}))
-        os.replace(partial, stamp_path)
-        return True
+        _write_stamp(stamp_path, manifest, signatures)
+        return True  # a hard link made by the install leaves size, mtime and inode as stamped
     shutil.rmtree(folder, ignore_errors=True)
     stamp_path.unlink(missing_ok=True)
     return False
 
 
 def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]],
-                     progress: Callable[[str], None]) -> list[str]:
-    """Checks every extracted folder the install will link from; returns the packages whose folder was
-    changed and is now removed (to be extracted again)."""
+                     progress: Callable[[str], None]) -> list[tuple[LockedPackage, PackageManifest]]:
+    """Checks every extracted folder the install will link from (a changed one is removed, to be extracted
+    again); returns the packages whose folder was changed or absent, for `stamp` once rattler extracted them."""
     with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:
         intact = list(pool.map(lambda item: _verify_one(cache, *item), packages))
-    purged = [f"{p.name} {p.version}" for (p, _), ok in zip(packages, intact) if not ok]
+    purged = [f"{p.name} {p.version}" for (p, _), ok in zip(packages, intact) if ok is False]
     if purged:
         progress(f"the package cache held changed files of {', '.join(purged)}: extracting them again")
-    return purged
+    return [item for item, ok in zip(packages, intact) if not ok]
+
+
+def stamp(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]]) -> None:
+    """Stamps the folders an install just extracted from archives lockgen verified."""
+    for package, manifest in packages:
+        folder = cache / _folder_name(package)
+        if folder.is_dir():
+            _write_stamp(cache / STAMPS / f"{folder.name}.json", manifest, _signatures(folder, manifest))

@@ -50,20 +50,21 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
     return manifest
 
 
-def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest]) -> tuple[PackageManifest, Path | None]:
-    """The manifest of a locked package, and its verified archive when it is a conda package."""
+def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest]) -> tuple[PackageManifest, Callable[[], Path | None]]:
+    """The manifest of a locked package, and a way to its verified archive (conda packages; hashed only when
+    asked for, since a known manifest rarely needs it)."""
     pin = _pin(package)
     known = bundle.get(pin) or manifest_store.cached(pin)
-    if package.manager == "conda":  # the archive, when here, also gives placeholder files their patched hash
-        archive = package_store.in_store(package)
+    if package.manager == "conda":
         if known is None:
-            archive = archive or package_store.fetch(package)
+            archive = package_store.fetch(package)
             known = conda_package.read_manifest(archive, package)
             manifest_store.keep(known)
-        return known, archive
+            return known, lambda: archive
+        return known, lambda: package_store.in_store(package)
     if known is not None:
-        return known, None
-    return _wheel_manifest(package), None
+        return known, lambda: None
+    return _wheel_manifest(package), lambda: None
 
 
 def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, PackageManifest],
@@ -82,9 +83,21 @@ def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, 
                 raise UserError("the lock has wheels but names no Python version", "re-create it with lockgen resolve or pin")
             expected.append(wheel_expected(manifest, python, accepted))
         else:
-            patched = conda_package.patched_digests(archive, manifest, prefix) if archive is not None else {}
+            patched = _patched(manifest, archive, prefix)
             expected.append(conda_expected(manifest, python, patched, accepted))
     return expected
+
+
+def _patched(manifest: PackageManifest, archive_of: Callable[[], Path | None], prefix: str) -> dict[str, str]:
+    """Placeholder files' hashes once patched for `prefix`: computed from the verified archive once, then kept."""
+    if not any(f.placeholder for f in manifest.files):
+        return {}
+    known = manifest_store.cached_patched(manifest.sha256, prefix)
+    archive = archive_of() if known is None else None
+    if known is None and archive is not None:
+        known = conda_package.patched_digests(archive, manifest, prefix)
+        manifest_store.keep_patched(manifest.sha256, prefix, known)
+    return known or {}
 
 
 def bundle_of(lock: Lock, bundle: dict[str, PackageManifest]) -> list[PackageManifest]:

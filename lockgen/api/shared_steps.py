@@ -7,6 +7,7 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,8 +84,9 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
             progress(f"fetched {index} conda packages (hash-checked)")
     manifests = [manifest_of(package, {})[0] for package in conda]
     cache = home.lockgen_home() / "rattler-cache"
-    rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
+    extracted = rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
     installers.install_conda(archives, temp, final, platform, cache)
+    rattler_cache.stamp(cache, extracted)
     conda_meta.record_origins(temp, conda)
     python = lock_python(lock, platform)
     known: dict[str, str] = {}
@@ -116,8 +118,9 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     recorded = {e["path"]: e for e in manifest["files"]}
     present = set(env_manifest.walk(prefix))
     modified = []
+    top = str(prefix)
     for relative in sorted(present & recorded.keys()):
-        info = (prefix / relative).lstat()
+        info = os.lstat(os.path.join(top, relative))
         if not full and stats.get(relative) == [info.st_size, info.st_mtime_ns]:
             continue
         if env_manifest.entry_of(prefix, relative) != recorded[relative]:
