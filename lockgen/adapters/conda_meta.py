@@ -33,7 +33,7 @@ def records(prefix: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
-    path.write_text(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")  # C encoder: no indent
+    path.write_bytes(canonical_json(record) + b"\n")
 
 
 def record_origins(prefix: Path, packages: Iterable[LockedPackage]) -> None:

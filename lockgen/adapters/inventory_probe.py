@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import posixpath
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from lockgen.core.wheel_files import parse_entry_points, parse_record, parse_wheel, shown
-from lockgen.errors import UserError
+from lockgen.core.wheel_files import parse_entry_points, parse_record, parse_wheel
+from lockgen.adapters.tool_runner import run_tool
+from lockgen.errors import ToolMissingError, UserError
 from lockgen.model.inventory import InstalledDistribution, InstalledFile, Inventory, Rehash
 
 SNIPPET = Path(__file__).with_name("inventory_snippet.py")
@@ -26,15 +26,10 @@ SNIPPET = Path(__file__).with_name("inventory_snippet.py")
 def _run(python: Path, mode: str, timeout_s: float) -> Any:
     what = f"the inventory probe ({mode}) in {python}"
     try:
-        done = subprocess.run([str(python), "-I", "-c", SNIPPET.read_text(), mode], capture_output=True, text=True,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
+        done = run_tool([str(python), "-I", "-c", SNIPPET.read_text(), mode], what, "is it a Python 3.8+ interpreter?",
+                        timeout_s=timeout_s)
+    except ToolMissingError:
         raise UserError(f"interpreter {python} not found", "pass the environment's python (PREFIX/bin/python)") from None
-    except subprocess.TimeoutExpired:
-        raise UserError(f"{what} did not finish within {timeout_s:.0f} s", "raise the timeout on a slow disk") from None
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no stderr"])[-1]
-        raise UserError(f"{what} exited {done.returncode}: {shown(last, 200)}", "is it a Python 3.8+ interpreter?")
     try:
         return json.loads(done.stdout)
     except ValueError:

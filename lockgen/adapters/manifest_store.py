@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
+from lockgen.digests import canonical_json
 from lockgen.errors import UserError
 from lockgen.model.manifests import ManifestBundle, PackageManifest
 
@@ -58,7 +59,7 @@ def keep_patched(sha256: str, prefix: str, digests: dict[str, str]) -> None:
 def write_bundle(path: Path, manifests: list[PackageManifest]) -> None:
     """A bundle file (gzip when `path` ends in `.gz`), manifests sorted by archive hash: byte-stable."""
     bundle = ManifestBundle(manifests=tuple(sorted({m.sha256: m for m in manifests}.values(), key=lambda m: m.sha256)))
-    data = (json.dumps(bundle.model_dump(mode="json"), sort_keys=True, separators=(",", ":")) + "\n").encode()
+    data = canonical_json(bundle.model_dump(mode="json")) + b"\n"
     write_bytes_atomic(path, gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
 
 
