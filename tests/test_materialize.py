@@ -14,7 +14,7 @@ import pytest
 
 from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.check import check_prefix as check
+from lockgen.api.check import check_lock, check_prefix as check
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel, write_package
@@ -222,3 +222,8 @@ def test_noarch_python_package_and_entry_points(home: Path, tmp_path: Path) -> N
     ran = subprocess.run([str(script)], capture_output=True, text=True)
     assert ran.stdout == "pyfoo says hi\n", ran.stderr
     assert check(prefix, full=True).clean
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    proven = check_lock(lock, prefix=prefix)  # the launcher rattler wrote is the entry point's, by shape
+    assert proven.clean, proven.lines()
+    script.write_text(script.read_text() + "import os\nos.system('id')\n")
+    assert "foreign: bin/pyfoo-cli" in check_lock(lock, prefix=prefix).lines()

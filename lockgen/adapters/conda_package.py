@@ -64,9 +64,11 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
                                kind="link" if e.get("path_type") == "softlink" else "file",
                                placeholder=e.get("prefix_placeholder"), text_mode=e.get("file_mode", "text") == "text")
                   for e in paths)
-    scripts = tuple(sorted(point.split("=", 1)[0].strip() for point in link.get("entry_points", [])))
+    points = dict(point.split("=", 1) for point in link.get("entry_points", []) if "=" in point)
+    targets = {name.strip(): target.strip() for name, target in points.items()}
+    scripts = tuple(sorted(targets))
     return PackageManifest(sha256=package.hash.sha256 or package.hash.md5 or "", name=package.name,
-                           version=package.version, kind="conda", files=files, scripts=scripts,
+                           version=package.version, kind="conda", files=files, scripts=scripts, entry_points=targets,
                            noarch_python=link.get("type") == "python" or index.get("noarch") == "python",
                            source=package.url)
 

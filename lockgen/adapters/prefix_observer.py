@@ -12,6 +12,8 @@ from pathlib import Path
 from lockgen.adapters.parallel import hash_files
 from lockgen.core.conformance import ObservedFile
 
+SCRIPT_LIMIT = 64 << 10  # a launcher is a few hundred bytes; more than this is not one
+
 def _walk(prefix: Path) -> list[tuple[str, os.stat_result]]:
     found = []
     top = str(prefix)
@@ -30,8 +32,18 @@ def _walk(prefix: Path) -> list[tuple[str, os.stat_result]]:
     return found
 
 
-def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int, int], None] | None = None) -> list[ObservedFile]:
-    """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256."""
+def _text(path: str) -> str | None:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(SCRIPT_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int, int], None] | None = None,
+            read_these: Collection[str] = ()) -> list[ObservedFile]:
+    """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256, small files
+    named in `read_these` (entry-point launchers) their text."""
     entries = _walk(prefix)
     top = str(prefix)
     wanted = {os.path.join(top, relative): relative for relative, info in entries
@@ -46,6 +58,7 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
         kind = "file" if stat.S_ISREG(mode) else ("link" if stat.S_ISLNK(mode) else "other")
         if kind == "link" and os.path.isdir(os.path.join(top, relative)):
             kind = "dir-link"
+        text = _text(os.path.join(top, relative)) if kind == "file" and relative in read_these else None
         observed.append(ObservedFile(relative.replace(os.sep, "/"), kind, info.st_size, stat.S_IMODE(mode),
-                                     digests.get(relative)))
+                                     digests.get(relative), text))
     return observed

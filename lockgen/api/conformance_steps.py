@@ -10,7 +10,7 @@ from lockgen.adapters import manifest_store, prefix_observer
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.manifest_steps import expected_packages, lock_python
 from lockgen.api.shared_steps import Meter, lock_platform
-from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare
+from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets
 from lockgen.core.expected_env import expected_digest, site_packages_of
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
@@ -33,7 +33,7 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     allowed = sorted(set(allow_foreign))
     wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed)
     progress(f"hashing the {len(wanted)} files the packages state in {prefix}")
-    observed = prefix_observer.observe(prefix, wanted, meter)
+    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys())
     found = {o.path: o.sha256 for o in observed}
     hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
     python = lock_python(lock, chosen)

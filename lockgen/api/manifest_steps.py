@@ -45,6 +45,7 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
     manifest = PackageManifest(sha256=_pin(package), name=normalize(package.name), version=package.version, kind="wheel",
                                files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
                                dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),
+                               entry_points={s.name: s.target for s in contents.scripts},
                                source=package.url)
     manifest_store.keep(manifest)
     return manifest

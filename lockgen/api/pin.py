@@ -70,6 +70,7 @@ def _manifest(dist: InstalledDistribution, wheel: pypi_index.IndexedWheel) -> Pa
     manifest = PackageManifest(sha256=wheel.sha256, name=normalize(dist.name), version=dist.version, kind="wheel",
                                files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
                                dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),
+                               entry_points={s.name: s.target for s in contents.scripts},
                                source=wheel.url)
     manifest_store.keep(manifest)
     return manifest

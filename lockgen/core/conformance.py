@@ -8,7 +8,9 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
   `.pyc` without its source is foreign, since Python imports sourceless byte code.
 - `dist-info`: `INSTALLER`, `REQUESTED`, `direct_url.json`, `RECORD` (and uv's `uv_cache.json`) in an
   expected pip dist-info folder.
-- `entry-points`: `bin/<name>` for the console and gui scripts of a pip distribution.
+- `entry-points`: `bin/<name>` for the console and gui scripts of a pip distribution (and a noarch-python
+  package's entry points), when its content is an installer's launcher of that entry point
+  (`core.launchers`) wherever the manifest names the target.
 - `venv`: `pyvenv.cfg`, `bin/python[X[.Y]]`, `bin/activate*`, `bin/Activate.ps1`, `bin/deactivate.bat`,
   `bin/pydoc.bat`, `.gitignore`, `CACHEDIR.TAG` and `.lock` (uv writes them), a `lib64` link.
 - `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: anything under `.lockgen/`.
@@ -24,6 +26,8 @@ import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from lockgen.core.launchers import is_launcher
 
 DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
 _VENV = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/python(\d+(\.\d+)?t?)?|bin/activate[^/]*"
@@ -55,6 +59,7 @@ class ExpectedPackage:
     files: tuple[ExpectedFile, ...]
     dist_info: str | None = None
     scripts: tuple[str, ...] = ()
+    entry_points: tuple[tuple[str, str], ...] = ()  # (script name, `module:attr`): launchers checked by shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,7 @@ class ObservedFile:
     size: int
     mode: int
     sha256: str | None = None
+    text: str | None = None  # a small script's content, read for the entry-point launcher check
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,11 @@ def _pyc_source(path: str) -> str | None:
     return f"{found['folder']}{stem}.py" if stem and _CACHE_TAG.fullmatch(tag) else None
 
 
+def launcher_targets(packages: Sequence[ExpectedPackage]) -> dict[str, str]:
+    """`bin/NAME` -> the `module:attr` its launcher must call."""
+    return {f"bin/{name}": target for package in packages for name, target in package.entry_points}
+
+
 def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
     """Paths the `dist-info` and `entry-points` rules derive -> (rule, owner)."""
     derived: dict[str, tuple[str, str]] = {}
@@ -197,12 +208,16 @@ def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
     return derived
 
 
-def _rule(found: ObservedFile, owners: dict[str, list[str]], derived: dict[str, tuple[str, str]]) -> Accepted | None:
+def _rule(found: ObservedFile, owners: dict[str, list[str]], derived: dict[str, tuple[str, str]],
+          launchers: dict[str, str]) -> Accepted | None:
     path = found.path
     source = _pyc_source(path) if found.kind == "file" else None
     if source is not None and source in owners:
         return Accepted(path, "pyc", owners[source][0])
     if path in derived and found.kind == "file":
+        target = launchers.get(path)
+        if target is not None and not is_launcher(found.text or "", target):
+            return None  # not the launcher its entry point derives: foreign
         return Accepted(path, *derived[path])
     if _VENV.fullmatch(path) or (path == "lib64" and found.kind != "file"):
         return Accepted(path, "venv", None)
@@ -227,9 +242,10 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
         for path in dict.fromkeys(f.path for f in package.files):
             owners.setdefault(path, []).append(package.key)
     derived = _derived(expected)
+    launchers = launcher_targets(expected)
     accepted, foreign = [], []
     for path in sorted(set(found) - set(owners)):
-        rule = _rule(found[path], owners, derived)
+        rule = _rule(found[path], owners, derived, launchers)
         if rule is None:
             foreign.append(path)
         else:

@@ -33,7 +33,11 @@ def installed_expected(manifest: PackageManifest, accepted: Mapping[str, str] = 
     """A check-only distribution: the files its installed RECORD states (already prefix-relative)."""
     files = tuple(ExpectedFile(f.path, accepted.get(f.path, f.sha256), None if f.path in accepted else f.size)
                   for f in manifest.files if not f.path.endswith(".pyc"))
-    return ExpectedPackage(_key(manifest), files, manifest.dist_info, manifest.scripts)
+    return ExpectedPackage(_key(manifest), files, manifest.dist_info, manifest.scripts, _targets(manifest))
+
+
+def _targets(manifest: PackageManifest) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(manifest.entry_points.items()))
 
 
 def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str, str] = {}) -> ExpectedPackage:
@@ -47,7 +51,7 @@ def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str
     files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size)
                   for r in placed)
     dist_info = posixpath.join(site, manifest.dist_info) if manifest.dist_info else None
-    return ExpectedPackage(_key(manifest), files, dist_info, manifest.scripts)
+    return ExpectedPackage(_key(manifest), files, dist_info, manifest.scripts, _targets(manifest))
 
 
 def _conda_path(path: str, noarch_python: bool, python: str) -> str:
@@ -71,7 +75,7 @@ def conda_expected(manifest: PackageManifest, python: str | None, patched: Mappi
         if path in accepted:
             sha256, size = accepted[path], None
         files.append(ExpectedFile(path, sha256, size, item.kind))
-    return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts)
+    return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts, _targets(manifest))
 
 
 def from_installed_record(dist: InstalledDistribution, site_packages: str) -> list[ObservedFile]:

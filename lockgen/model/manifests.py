@@ -39,6 +39,7 @@ class PackageManifest(Frozen):
     files: tuple[ManifestFile, ...]
     dist_info: str | None = None          # the `NAME-VERSION.dist-info` folder (prefix-relative when installed)
     scripts: tuple[str, ...] = ()          # console/gui scripts (wheels) or entry points (noarch python)
+    entry_points: dict[str, str] = {}      # script name -> `module:attr`, what its launcher must call
     noarch_python: bool = False
     source: str = ""                       # where it was read: a wheel URL, an archive in the store
 
