@@ -27,6 +27,7 @@ from lockgen.adapters.http_fetch import Meter, get
 from lockgen.core.wheel_files import RecordRow, ScriptEntry, WheelInfo, parse_entry_points, parse_record, parse_wheel
 from lockgen.model.names import normalize
 from lockgen.errors import UserError
+from lockgen.model.manifests import ManifestFile, PackageManifest
 
 TAIL = 1 << 16
 MEMBER_LIMIT = 64 << 20  # uncompressed bytes of one metadata member (torch's RECORD is a few MiB)
@@ -175,3 +176,11 @@ def read_wheel_url(url: str, timeout_s: float = 30.0, max_download: int = 256 <<
     except zipfile.BadZipFile as exc:
         raise UserError(f"{where} is not a readable wheel: {exc}", "check the URL") from None
     return contents, Fetched(meter.requests, meter.bytes, full)
+
+
+def wheel_manifest(contents: WheelContents, sha256: str, name: str, version: str, source: str) -> PackageManifest:
+    """What a wheel says it installs, as the manifest kept for the wheel file of hash `sha256`."""
+    return PackageManifest(sha256=sha256, name=normalize(name), version=version, kind="wheel",
+                           files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
+                           dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),
+                           entry_points={s.name: s.target for s in contents.scripts}, source=source)

@@ -16,8 +16,7 @@ from lockgen.core.conformance import ExpectedPackage
 from lockgen.core.expected_env import conda_expected, wheel_expected
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
-from lockgen.model.manifests import ManifestFile, PackageManifest
-from lockgen.model.names import normalize
+from lockgen.model.manifests import PackageManifest
 
 
 def lock_python(lock: Lock, platform: str) -> str | None:
@@ -42,11 +41,7 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
     else:
         raise UserError(f"no manifest of {package.name} {package.version} ({package.url})",
                         "pass --manifests FILE, written by lockgen manifests LOCK on a machine that can read it")
-    manifest = PackageManifest(sha256=_pin(package), name=normalize(package.name), version=package.version, kind="wheel",
-                               files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
-                               dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),
-                               entry_points={s.name: s.target for s in contents.scripts},
-                               source=package.url)
+    manifest = wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url)
     manifest_store.keep(manifest)
     return manifest
 

@@ -68,11 +68,7 @@ def _manifest(dist: InstalledDistribution, wheel: pypi_index.IndexedWheel) -> Pa
     if known is not None:
         return known
     contents, _ = wheel_record.read_wheel_url(wheel.url)
-    manifest = PackageManifest(sha256=wheel.sha256, name=normalize(dist.name), version=dist.version, kind="wheel",
-                               files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
-                               dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),
-                               entry_points={s.name: s.target for s in contents.scripts},
-                               source=wheel.url)
+    manifest = wheel_record.wheel_manifest(contents, wheel.sha256, dist.name, dist.version, wheel.url)
     manifest_store.keep(manifest)
     return manifest
 
