@@ -30,6 +30,9 @@ class Pkg:
     timestamp: int = 1_700_000_000_000
     files: dict[str, str | bytes] = field(default_factory=dict)
     entry_points: tuple[str, ...] = ()  # makes it a noarch: python package with these console scripts
+    extra_paths: tuple[str, ...] = ()   # paths.json entries with no file behind them (malicious-package tests;
+                                        # a trailing `@` makes the entry a softlink)
+    has_prefix: str | None = None       # info/has_prefix as written (default: the prefix.txt placeholder line)
 
     @property
     def stem(self) -> str:
@@ -65,12 +68,15 @@ def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
     paths = {"paths_version": 1, "paths": [
         {"_path": p, "path_type": "hardlink", "size_in_bytes": len(d),
          **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {})}
-        for p, d in sorted(files.items())]}
+        for p, d in sorted(files.items())] + [
+        {"_path": p.removesuffix("@"), "path_type": "softlink" if p.endswith("@") else "hardlink", "size_in_bytes": 0}
+        for p in pkg.extra_paths]}
     info = {
         "info/index.json": json.dumps(index, indent=2).encode(),
         "info/paths.json": json.dumps(paths, indent=2).encode(),
         "info/files": "\n".join(sorted(files)).encode() + b"\n",
-        "info/has_prefix": f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n".encode(),
+        "info/has_prefix": (pkg.has_prefix if pkg.has_prefix is not None
+                            else f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n").encode(),
     }
     if noarch_python:
         info["info/link.json"] = json.dumps({"noarch": {"type": "python", "entry_points": list(pkg.entry_points)},

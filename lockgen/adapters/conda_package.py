@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lockgen.errors import LockFormatError
+from lockgen.core.wheel_files import inside, shown
+from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
 
@@ -46,9 +47,33 @@ def _members(archive: Path, part: str, wanted: set[str]) -> dict[str, bytes]:
     return found
 
 
+def _confine(package: LockedPackage, paths: list[dict[str, Any]], has_prefix: bytes, points: dict[str, str]) -> None:
+    """Refuses a package any of whose named paths would leave the prefix or pass through one of its own
+    links: paths.json `_path`s, has_prefix entries, noarch entry-point names (rattler links what they say)."""
+    label = f"`{package.name}` {package.version}"
+    links = {e["_path"] for e in paths if e.get("path_type") == "softlink"}
+    named = [e["_path"] for e in paths] + [line.split()[-1] for line in has_prefix.decode("utf-8", "replace").splitlines()
+                                             if line.strip()]
+    for path in named:
+        try:
+            clean = inside("", path, "path")
+        except UserError:
+            raise LockFormatError(f"{label} is refused: its paths.json or has_prefix names `{shown(path)}`, outside the prefix",
+                                  "the package tries to write outside the environment; nothing was installed") from None
+        parents = [clean[:i] for i, char in enumerate(clean) if char == "/"]
+        through = next((parent for parent in parents if parent in links), None)
+        if through is not None:
+            raise LockFormatError(f"{label} is refused: `{shown(clean)}` goes through its own link `{shown(through)}`",
+                                  "a package may not write through a link; nothing was installed")
+    for name in points:
+        if not name or "/" in name or name in (".", "..") or "\0" in name:
+            raise LockFormatError(f"{label} is refused: entry point name `{shown(name)}` is not a file name in bin/",
+                                  "the package names a script outside bin/; nothing was installed")
+
+
 def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
-    """The manifest of a verified archive of `package`."""
-    info = _members(archive, "info", {"info/paths.json", "info/link.json", "info/index.json"})
+    """The manifest of a verified archive of `package`; a package naming paths outside the prefix is refused."""
+    info = _members(archive, "info", {"info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"})
     if "info/paths.json" not in info:
         raise LockFormatError(f"`{package.name}` {package.version} ({archive.name}) has no info/paths.json",
                               "lockgen checks conda packages against their paths.json (conda-build 3 and later write it)")
@@ -66,6 +91,7 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
                   for e in paths)
     points = dict(point.split("=", 1) for point in link.get("entry_points", []) if "=" in point)
     targets = {name.strip(): target.strip() for name, target in points.items()}
+    _confine(package, paths, info.get("info/has_prefix", b""), targets)
     scripts = tuple(sorted(targets))
     return PackageManifest(sha256=package.hash.sha256 or package.hash.md5 or "", name=package.name,
                            version=package.version, kind="conda", files=files, scripts=scripts, entry_points=targets,
