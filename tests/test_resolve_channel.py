@@ -106,3 +106,24 @@ def test_http_channel_from_a_local_server(tmp_path: Path, gpu_channel: Path, htt
     assert picked(stack, "a100-r550", "pytorch") == "2.5.0 cuda124_h1_0"
     assert all(p.url.startswith(url) for p in lock.package)
     assert lock.meta("index.%s/linux-64" % url).startswith("closure-sha256:")
+
+
+def test_channel_credentials_never_reach_the_lock(tmp_path: Path, gpu_channel: Path, http_channel) -> None:
+    url = http_channel(gpu_channel)
+    stack = write_stack(tmp_path, gpu_channel, 'pytorch = "*"', TARGETS)
+    stack.write_text(stack.read_text().replace(gpu_channel.as_uri(), url.replace("http://", "http://user:s3cr3tPW@")))
+    api.resolve(stack, targets=["a100-r550"])
+    text = (stack.parent / "locks" / "a100-r550.conda-lock.yml").read_text()
+    assert "s3cr3tPW" not in text and "user:" not in text
+    assert f"lockgen.index.{url}/linux-64" in text
+
+
+@pytest.mark.parametrize("written", ["https://user:pw@example.org/chan", "https://example.org/t/tk-123/chan",
+                                     "https://example.org/chan?token=abc&x=1"])
+def test_every_credential_form_is_scrubbed(written: str) -> None:
+    from lockgen.adapters.channels import Channel, index_key
+    from lockgen.core.credentials import scrub_url, scrub_text
+
+    for text in (scrub_url(written), index_key(Channel(written, written, None, ""), "linux-64"),
+                 scrub_text(f"GET {written}/repodata.json failed")):
+        assert "pw" not in text and "tk-123" not in text and "abc" not in text

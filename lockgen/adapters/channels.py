@@ -158,4 +158,5 @@ def _scan_index(channel: Channel, subdir: str, path: Path) -> LocalIndex:
 
 
 def index_key(channel: Channel, subdir: str) -> str:
-    return f"{channel.name}/{subdir}"
+    """The lock metadata key of an index read: the channel as the stack names it, credentials scrubbed."""
+    return f"{scrub_url(channel.name)}/{subdir}"

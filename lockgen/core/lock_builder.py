@@ -61,7 +61,7 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         if spec.has_conda:  # conda solve constraints mean nothing to a pure-PyPI lock
             meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
     for key, digest in index_digests.items():
-        meta[f"index.{key}"] = digest
+        meta[f"index.{scrub_url(key)}"] = digest  # keys name channels: never their credentials
     if spec.pypi_dependencies:
         meta["pypi-digest"] = lock_meta.pypi_digest(spec)
         for platform, plan in sorted((pypi or {}).items()):
