@@ -18,6 +18,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(handle, 0o666 & ~mask)  # as open() would make it: mkstemp's 0600 is for secrets, not locks
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         os.replace(temp, path)

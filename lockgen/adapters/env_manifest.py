@@ -38,6 +38,8 @@ def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
     info = path.lstat()
     if stat.S_ISLNK(info.st_mode):
         return {"path": relative, "type": "link", "target": os.readlink(path)}
+    if not stat.S_ISREG(info.st_mode):  # a FIFO, device or socket is never opened (a FIFO would block)
+        return {"path": relative, "type": "special", "mode": oct(stat.S_IFMT(info.st_mode))}
     data = _content(path, relative)
     return {"path": relative, "type": "file", "size": len(data), "mode": "755" if info.st_mode & 0o111 else "644",
             "sha256": hashlib.sha256(data).hexdigest()}

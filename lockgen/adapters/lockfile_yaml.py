@@ -157,6 +157,10 @@ def load_lock(path: Path) -> Lock:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LockFormatError(f"lock `{path}` does not exist", "run `lockgen resolve STACK` to write it") from None
+    except UnicodeDecodeError as exc:
+        raise LockFormatError(f"lock `{path}` is not UTF-8 text (byte {exc.start})", "re-create it with `lockgen resolve`") from None
+    except OSError as exc:
+        raise LockFormatError(f"cannot read lock `{path}`: {exc.strerror or exc}", "pass the path of a .conda-lock.yml") from None
     return parse_lock(text, str(path))
 
 
@@ -173,16 +177,27 @@ def parse_lock(text: str, source: str) -> Lock:
         found = data.get("version") if isinstance(data, dict) else None
         raise LockFormatError(f"lock `{source}` has version {found!r}; lockgen reads conda-lock v{LOCK_VERSION}",
                               "re-create it with `lockgen resolve`")
+    if not isinstance(data.get("metadata") or {}, dict) or not isinstance(data.get("package") or [], list):
+        raise LockFormatError(f"lock `{source}` has no metadata mapping and package list",
+                              "re-create it with `lockgen resolve`")
     meta = dict(data.get("metadata") or {})
     for dropped in ("time_metadata", "git_metadata", "inputs_metadata"):
         meta.pop(dropped, None)
     meta["custom_metadata"] = meta.get("custom_metadata") or {}
     try:
-        return Lock.model_validate({"version": data["version"], "metadata": meta, "package": data.get("package") or []})
+        lock = Lock.model_validate({"version": data["version"], "metadata": meta, "package": data.get("package") or []})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise LockFormatError(f"lock `{source}` is malformed at {where}: {first['msg']}",
                               "re-create it with `lockgen resolve`") from None
+    seen: set[tuple[str, str, str]] = set()
+    for package in lock.package:  # up front: thousands of repeats would otherwise cost every later step
+        key = (package.platform, package.manager, package.name)
+        if key in seen:
+            raise LockFormatError(f"lock `{source}` holds {package.manager} package `{package.name}` twice for {package.platform}",
+                                  "re-create it with `lockgen resolve`; a lock names each package once per platform")
+        seen.add(key)
+    return lock
 
 

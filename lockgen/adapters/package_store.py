@@ -17,6 +17,9 @@ from lockgen.model.lock import LockedPackage
 
 
 def _expected(package: LockedPackage) -> tuple[str, str]:
+    if package.hash.sha256 == "":
+        raise LockFormatError(f"`{package.name}` has an empty sha256 in the lock",
+                              "an empty hash is no hash: re-create the lock, never edit it by hand")
     if package.hash.sha256:
         return "sha256", package.hash.sha256
     if package.hash.md5:

@@ -74,9 +74,15 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
     if render(document) != text:
         raise LockFormatError("certificate bytes differ from their canonical form: the file was edited",
                               "certificates are tamper-evident; re-run lockgen verify")
+    if not isinstance(document, dict):
+        raise LockFormatError("certificate is not a JSON object", "it was damaged; use the original file")
+    signature = document.get("signature")
+    if signature is not None and (not isinstance(signature, dict) or signature.get("algorithm") != "ed25519"
+                                  or not isinstance(signature.get("value"), str) or not isinstance(signature.get("key_id"), str)):
+        raise LockFormatError("certificate signature is malformed (lockgen signs with ed25519: algorithm, key_id, value)",
+                              "the file was edited; use the original certificate")
     if public_key_path is None:
         return document
-    signature = document.get("signature")
     if not signature:
         raise LockFormatError("certificate is not signed", "sign with `lockgen verify --key KEY`")
     from cryptography.exceptions import InvalidSignature

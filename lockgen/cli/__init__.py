@@ -57,6 +57,9 @@ def main() -> None:
         code: object = 0
     except SystemExit as exit_:
         code = exit_.code
+    except BrokenPipeError:  # `lockgen ... | head`: the reader left; end quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
     if "rattler" in sys.modules:
         sys.stdout.flush()
         sys.stderr.flush()

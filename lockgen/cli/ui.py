@@ -85,7 +85,7 @@ def handles_errors(command: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
             raise
         except LockgenError as exc:
             if state.verbose:

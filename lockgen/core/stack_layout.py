@@ -4,7 +4,12 @@ import) defaults to `locks/<target>.conda-lock.yml` under the working folder."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+from lockgen.errors import UserError
+
+_TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 LOCK_SUFFIX = ".conda-lock.yml"
 CERT_SUFFIX = ".cert.json"
@@ -12,7 +17,11 @@ MANIFESTS_SUFFIX = ".manifests.json.gz"
 
 
 def lock_path(stack_folder: Path, target: str) -> Path:
-    """The lock of `target` in the stack whose `stack.toml` sits in `stack_folder`."""
+    """The lock of `target` in the stack whose `stack.toml` sits in `stack_folder`; a target name is a file
+    name, never a path (`--target ../../x` would write outside `locks/`)."""
+    if not _TARGET_NAME.match(target):
+        raise UserError(f"target name `{target}` is not a name (letters, digits, `.`, `_`, `-`)",
+                        "pass a plain name such as h100 or gh200")
     return stack_folder / "locks" / f"{target}{LOCK_SUFFIX}"
 
 

@@ -1,0 +1,101 @@
+"""Inputs from many hands: a malformed signature, a FIFO in an environment, repeated lock entries, an
+empty hash, a target name that is a path, a closed pipe. Each is one `error:` line (exit 1) or a quiet
+end, never a traceback, a hang or a file written where it should not be."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api.materialize import materialize
+from lockgen.errors import LockFormatError
+from tests.conftest import EXAMPLE_STACK, run_cli
+from tests.test_export import make_lock
+
+CPU_LOCK = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
+
+
+SIGNED = Path(__file__).resolve().parent.parent / "envs" / "examples" / "h200-system" / "h200-lock-quick.cert.json"
+
+
+def _signed_certificate(tmp_path: Path) -> Path:
+    copy = tmp_path / "c.cert.json"
+    shutil.copy(SIGNED, copy)
+    return copy
+
+
+@pytest.mark.parametrize("signature", ['"just a string"', '{"algorithm": "ed25518", "key_id": "x", "value": "y"}', "[1]"])
+def test_a_malformed_signature_is_refused_without_a_key(tmp_path: Path, signature: str) -> None:
+    document = json.loads(_signed_certificate(tmp_path).read_text())
+    document["signature"] = json.loads(signature)
+    edited = tmp_path / "edited.cert.json"
+    edited.write_text(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n")
+    result = run_cli("cert", "verify", str(edited))
+    assert result.returncode == 1 and "signature is malformed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_fifo_in_an_environment_never_blocks_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    (prefix / "lib" / "libfoo.txt").unlink()
+    os.mkfifo(prefix / "lib" / "libfoo.txt")
+    done = subprocess.run([sys.executable, "-m", "lockgen", "check", "--prefix", str(prefix), "--full"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "modified lib/libfoo.txt" in done.stdout
+    proven = subprocess.run([sys.executable, "-m", "lockgen", "check", "--lock", str(lock), "--prefix", str(prefix)],
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")})
+    assert proven.returncode == 1 and "libfoo 1.0: modified lib/libfoo.txt" in proven.stdout
+
+
+def test_repeated_lock_entries_and_empty_hashes_are_refused(tmp_path: Path) -> None:
+    text = CPU_LOCK.read_text()
+    first = text.index("- name:")
+    entry = text[first:text.index("- name:", first + 1)]
+    doubled = tmp_path / "doubled.conda-lock.yml"
+    doubled.write_text(text + entry * 3)
+    with pytest.raises(LockFormatError, match="twice"):
+        load_lock(doubled)
+    name = entry.split()[2]
+    sha = next(p.hash.sha256 for p in load_lock(CPU_LOCK).package if p.name == name)
+    empty = tmp_path / "empty.conda-lock.yml"
+    empty.write_text(text.replace(f"sha256: {sha}", 'sha256: ""'))
+    with pytest.raises(LockFormatError, match="empty sha256"):
+        materialize(empty, "linux-64", tmp_path / "env", lambda _: None)
+
+
+def test_a_target_name_that_is_a_path_writes_nothing(tmp_path: Path) -> None:
+    corpus = Path(os.environ.get("LOCKGEN_SHARED") or Path(__file__).resolve().parent.parent.parent / "shared") / "corpus"
+    source = next(corpus.glob("*conda-lock.yml"))
+    result = run_cli("import", str(source), "--target", "../../escaped", cwd=tmp_path)
+    assert result.returncode == 1 and "is not a name" in result.stderr
+    assert not list(tmp_path.parent.parent.glob("escaped*"))
+
+
+def test_locks_are_written_readable_as_any_file(tmp_path: Path) -> None:
+    corpus = Path(os.environ.get("LOCKGEN_SHARED") or Path(__file__).resolve().parent.parent.parent / "shared") / "corpus"
+    source = next(corpus.glob("*conda-lock.yml"))
+    assert run_cli("import", str(source), "--target", "t", cwd=tmp_path).returncode == 0
+    mode = stat.S_IMODE((tmp_path / "locks" / "t.conda-lock.yml").stat().st_mode)
+    assert mode == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    done = subprocess.run(f"{sys.executable} -m lockgen arch --json | head -c 1 > /dev/null; "
+                          f"{sys.executable} -m lockgen arch sm90 --json | head -1 > /dev/null",
+                          shell=True, capture_output=True, text=True)
+    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr, done.stderr
