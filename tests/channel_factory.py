@@ -33,15 +33,20 @@ class Pkg:
     extra_paths: tuple[str, ...] = ()   # paths.json entries with no file behind them (malicious-package tests;
                                         # a trailing `@` makes the entry a softlink)
     has_prefix: str | None = None       # info/has_prefix as written (default: the prefix.txt placeholder line)
+    links: dict[str, str] = field(default_factory=dict)  # symlink path -> target, in the payload and paths.json
 
     @property
     def stem(self) -> str:
         return f"{self.name}-{self.version}-{self.build}"
 
 
-def _tar(entries: dict[str, bytes]) -> bytes:
+def _tar(entries: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, target in sorted((links or {}).items()):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname, link.mtime = tarfile.SYMTYPE, target, 0
+            tar.addfile(link)
         for name in sorted(entries):
             info = tarfile.TarInfo(name)
             info.size = len(entries[name])
@@ -70,7 +75,7 @@ def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
          **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {})}
         for p, d in sorted(files.items())] + [
         {"_path": p.removesuffix("@"), "path_type": "softlink" if p.endswith("@") else "hardlink", "size_in_bytes": 0}
-        for p in pkg.extra_paths]}
+        for p in pkg.extra_paths] + [{"_path": p, "path_type": "softlink"} for p in sorted(pkg.links)]}
     info = {
         "info/index.json": json.dumps(index, indent=2).encode(),
         "info/paths.json": json.dumps(paths, indent=2).encode(),
@@ -102,7 +107,7 @@ def write_package(pkg: Pkg, folder: Path) -> Path:
     compressor = zstandard.ZstdCompressor(level=3)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
         archive.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
-        archive.writestr(f"pkg-{pkg.stem}.tar.zst", compressor.compress(_tar(files)))
+        archive.writestr(f"pkg-{pkg.stem}.tar.zst", compressor.compress(_tar(files, pkg.links)))
         archive.writestr(f"info-{pkg.stem}.tar.zst", compressor.compress(_tar(info)))
     return path
 

@@ -38,6 +38,16 @@ def _tars(archive: Path, part: str) -> Iterator[tarfile.TarFile]:
                     yield tar
 
 
+def _link_targets(archive: Path, wanted: set[str]) -> dict[str, str]:
+    """The targets of the archive's links named in `wanted`, as its tar holds them."""
+    targets: dict[str, str] = {}
+    for tar in _tars(archive, "pkg"):
+        for member in tar.getmembers():
+            if member.name in wanted and member.issym():
+                targets[member.name] = member.linkname
+    return targets
+
+
 def _members(archive: Path, part: str, wanted: set[str]) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     for tar in _tars(archive, part):
@@ -85,9 +95,12 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
         content = _members(archive, "pkg", unhashed)
         paths = [{**e, "sha256": hashlib.sha256(content[e["_path"]]).hexdigest(), "size_in_bytes": len(content[e["_path"]])}
                  if e["_path"] in content else e for e in paths]
+    links = {e["_path"] for e in paths if e.get("path_type") == "softlink"}
+    targets_of_links = _link_targets(archive, links) if links else {}
     files = tuple(ManifestFile(path=e["_path"], sha256=e.get("sha256"), size=e.get("size_in_bytes"),
-                               kind="link" if e.get("path_type") == "softlink" else "file",
-                               placeholder=e.get("prefix_placeholder"), text_mode=e.get("file_mode", "text") == "text")
+                               kind="link" if e["_path"] in links else "file",
+                               placeholder=e.get("prefix_placeholder"), text_mode=e.get("file_mode", "text") == "text",
+                               target=targets_of_links.get(e["_path"]))
                   for e in paths)
     points = dict(point.split("=", 1) for point in link.get("entry_points", []) if "=" in point)
     targets = {name.strip(): target.strip() for name, target in points.items()}

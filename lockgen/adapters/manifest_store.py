@@ -22,8 +22,13 @@ from lockgen.errors import UserError
 from lockgen.model.manifests import ManifestBundle, PackageManifest
 
 
+# bumped whenever what a manifest holds grows (2: link targets, entry-point targets), so a manifest read by an
+# older lockgen is read again from its package rather than trusted for what it lacks
+CACHE_LAYOUT = 2
+
+
 def _folder() -> Path:
-    return lockgen_home() / "manifests"
+    return lockgen_home() / "manifests" / f"v{CACHE_LAYOUT}"
 
 
 def cached(sha256: str) -> PackageManifest | None:

@@ -59,6 +59,7 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
         if kind == "link" and os.path.isdir(os.path.join(top, relative)):
             kind = "dir-link"
         text = _text(os.path.join(top, relative)) if kind == "file" and relative in read_these else None
+        target = os.readlink(os.path.join(top, relative)) if kind in ("link", "dir-link") else None
         observed.append(ObservedFile(relative.replace(os.sep, "/"), kind, info.st_size, stat.S_IMODE(mode),
-                                     digests.get(relative), text))
+                                     digests.get(relative), text, target))
     return observed

@@ -48,6 +48,7 @@ class ExpectedFile:
     sha256: str | None
     size: int | None
     kind: str = "file"
+    target: str | None = None  # a link's target, when the package states it
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class ObservedFile:
     mode: int
     sha256: str | None = None
     text: str | None = None  # a small script's content, read for the entry-point launcher check
+    target: str | None = None  # a link's target
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ class ConformanceReport:
 
 def _differs(expected: ExpectedFile, found: ObservedFile) -> bool:
     if expected.kind == "link":
-        return found.kind not in ("link", "dir-link")
+        return found.kind not in ("link", "dir-link") or (expected.target is not None and found.target != expected.target)
     return (found.kind != "file" or (expected.sha256 is not None and found.sha256 != expected.sha256)
             or (expected.size is not None and found.size != expected.size))
 

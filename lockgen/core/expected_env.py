@@ -74,7 +74,7 @@ def conda_expected(manifest: PackageManifest, python: str | None, patched: Mappi
             sha256, size = patched.get(item.path), None
         if path in accepted:
             sha256, size = accepted[path], None
-        files.append(ExpectedFile(path, sha256, size, item.kind))
+        files.append(ExpectedFile(path, sha256, size, item.kind, item.target))
     return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts, _targets(manifest))
 
 

@@ -27,6 +27,7 @@ class ManifestFile(Frozen):
     kind: Literal["file", "link"] = "file"
     placeholder: str | None = None
     text_mode: bool = True
+    target: str | None = None  # a link's target, as the archive holds it
 
 
 class PackageManifest(Frozen):
