@@ -35,7 +35,7 @@ def test_clean_environment_with_derived_files():
         ObservedFile(f"{SITE}/six-1.16.0.dist-info/INSTALLER", "file", 3, 0o100644, H1),
         ObservedFile("bin/six-tool", "file", 3, 0o100755, H1),
         ObservedFile("pyvenv.cfg", "file", 3, 0o100644, H1), ObservedFile("bin/python3.12", "link", 3, 0o120777),
-        ObservedFile("lib64", "dir-link", 3, 0o120777), ObservedFile("conda-meta/history", "file", 1, 0o100644, H1),
+        ObservedFile("lib64", "dir-link", 3, 0o120777, target="lib"), ObservedFile("conda-meta/history", "file", 1, 0o100644, H1),
         ObservedFile(".lockgen/manifest.json", "file", 1, 0o100644, H1)]
     report = compare([six()], observed, SITE)
     assert report.clean and report.lines() == ()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from lockgen.adapters.inventory_probe import SNIPPET, probe, rehash
 from lockgen.adapters.wheel_record import read_wheel_file
+from lockgen.adapters import prefix_observer
 from lockgen.core.conformance import ExpectedFile, ExpectedPackage, ObservedFile, compare
 from lockgen.core.wheel_files import Scheme, expected_files
 from lockgen.errors import UserError
@@ -37,20 +37,14 @@ def venv(tmp_path_factory):
     return prefix, wheel
 
 
+class _Everything:
+    def __contains__(self, _: object) -> bool:
+        return True
+
+
 def observe(prefix: Path) -> list[ObservedFile]:
-    found = []
-    for root, dirs, files in os.walk(prefix):
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
-            path = Path(root, name)
-            info = path.lstat()
-            relative = path.relative_to(prefix).as_posix()
-            if stat.S_ISLNK(info.st_mode):
-                kind = "dir-link" if path.is_dir() else "link"
-                found.append(ObservedFile(relative, kind, info.st_size, info.st_mode))
-            else:
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                found.append(ObservedFile(relative, "file", info.st_size, info.st_mode, digest))
-    return found
+    """The prefix as lockgen's own observer sees it, every file hashed."""
+    return prefix_observer.observe(prefix, _Everything())
 
 
 def test_snippet_is_stdlib_only():

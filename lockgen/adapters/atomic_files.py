@@ -7,20 +7,31 @@ import os
 import tempfile
 from pathlib import Path
 
+from lockgen.errors import UserError
+
 
 def write_atomic(path: Path, text: str) -> None:
     """Writes `text` (UTF-8, `\\n` line ends) to `path` through a temporary file and a rename."""
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()  # read once, at import: changing it later would race other threads' mkdir and open
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Writes `data` to `path` through a temporary file in the same folder and a rename."""
+    if path.is_dir():
+        raise UserError(f"`{path}` is a folder", "pass the path of a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.fchmod(handle, 0o666 & ~mask)  # as open() would make it: mkstemp's 0600 is for secrets, not locks
+        os.fchmod(handle, 0o666 & ~UMASK)  # as open() would make it: mkstemp's 0600 is for secrets, not locks
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         os.replace(temp, path)

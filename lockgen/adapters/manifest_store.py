@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -76,6 +77,6 @@ def read_bundle(path: Path) -> dict[str, PackageManifest]:
         bundle = ManifestBundle.model_validate(document)
     except OSError as exc:
         raise UserError(f"cannot read manifests `{path}`: {exc.strerror or exc}", "pass a file written by lockgen manifests") from None
-    except (ValueError, ValidationError):
+    except (ValueError, ValidationError, EOFError, zlib.error):
         raise UserError(f"`{path}` is not a lockgen manifests bundle", "write one with lockgen manifests LOCK --out FILE") from None
     return {m.sha256: m for m in bundle.manifests}

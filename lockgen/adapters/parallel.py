@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,8 +16,10 @@ BIG = 1 << 20
 
 def sha256_of(path: str) -> str:
     """The hex sha256 of the file at `path`."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a link or FIFO swapped in: never followed
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         hasher = hashlib.sha256()
         while block := os.read(fd, BIG):
             hasher.update(block)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from lockgen.adapters.parallel import hash_files
 from lockgen.core.conformance import ObservedFile
+from lockgen.core.launchers import LIMIT
 
-SCRIPT_LIMIT = 64 << 10  # a launcher is a few hundred bytes; more than this is not one
+SCRIPT_LIMIT = LIMIT + 1  # read one byte past a launcher's limit, so a longer file is seen as longer
 
 def _walk(prefix: Path) -> list[tuple[str, os.stat_result]]:
     found = []

@@ -39,6 +39,9 @@ def run_tool(command: Sequence[str], what: str, hint: str = "", timeout_s: float
                               env=dict(env) if env is not None else None)
     except FileNotFoundError:
         raise ToolMissingError(command[0], missing_hint or f"install {tool}, or put it on PATH") from None
+    except OSError as exc:  # a folder, a file without the x bit, a binary for another machine
+        raise ToolFailedError(what, tool, 126, f"cannot run `{command[0]}`: {exc.strerror or exc}",
+                              missing_hint or "pass a program that can run here") from None
     except subprocess.TimeoutExpired:
         raise ToolFailedError(what, tool, -9, f"did not finish within {timeout_s:.0f} s", hint) from None
     if check and done.returncode != 0:

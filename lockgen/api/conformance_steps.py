@@ -37,6 +37,6 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     found = {o.path: o.sha256 for o in observed}
     hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
     python = lock_python(lock, chosen)
-    report = compare(expected + hook, observed, site_packages_of(python) if python else "")
+    report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix))
     return Conformance(file_digest(lock_path), chosen, str(prefix), expected_digest(expected), report,
                        allowed={path: found.get(path) for path in allowed})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ def _read_inventory(path: Path) -> NodeInventory:
         return NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     except OSError as exc:
         raise UserError(f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote") from None
-    except (ValidationError, OSError, EOFError):
+    except (ValidationError, EOFError, zlib.error):
         raise UserError(f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT") from None
 
 
@@ -127,6 +128,9 @@ def _accepted(document: NodeInventory, paths: Sequence[str]) -> dict[str, str]:
 def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_unpublished: bool,
         accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
     """Writes the lock and its manifests bundle; returns (lock path, bundle path, lock)."""
+    path = out or default_lock_path(target)
+    if path.is_dir():
+        raise UserError(f"`{path}` is a folder", "pass the path of the lock file to write (--out locks/NAME.conda-lock.yml)")
     document = _read_inventory(inventory_path)
     inventory = document.inventory
     machine = inventory.platform.rsplit("-", 1)[-1]
@@ -153,7 +157,6 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
     lock = lock_builder.pinned_lock(target, inventory_path.name, file_digest(inventory_path), platform,
                                     ".".join(inventory.python.split(".")[:2]), accepted, unpublished,
                                     [package for package, _ in entries])
-    path = out or default_lock_path(target)
     bundle = manifests_path(path)
     manifest_store.write_bundle(bundle, [manifest for _, manifest in entries])
     write_atomic(path, dump_lock(lock))

@@ -11,9 +11,11 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
 - `entry-points`: `bin/<name>` for the console and gui scripts of a pip distribution (and a noarch-python
   package's entry points), when its content is an installer's launcher of that entry point
   (`core.launchers`) wherever the manifest names the target.
-- `venv`: `pyvenv.cfg`, `bin/python[X[.Y]]`, `bin/activate*`, `bin/Activate.ps1`, `bin/deactivate.bat`,
-  `bin/pydoc.bat`, `.gitignore`, `CACHEDIR.TAG` and `.lock` (uv writes them), a `lib64` link.
-- `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: anything under `.lockgen/`.
+- `venv`: the files `pyvenv.cfg`, `bin/activate` and its `.bat/.csh/.fish/.nu/.ps1/.xsh` forms,
+  `bin/activate_this.py`, `bin/Activate.ps1`, `bin/deactivate.bat`, `bin/pydoc.bat`, `.gitignore`,
+  `CACHEDIR.TAG` and `.lock` (uv writes them); `bin/python[X[.Y]]` as links only; `lib64` as a link to `lib`.
+- `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: the manifest, stats and SBOM
+  lockgen writes under `.lockgen/`.
 Rules accept by name only: the files they cover are derived by the installer, so no package states their
 bytes. setuid, setgid and world-writable files are `mode` drift whatever their content (uv's empty root
 `.lock` excepted while it stays empty); a path two packages expect is a clobber. Any of these makes the report unclean.
@@ -30,8 +32,10 @@ from dataclasses import dataclass
 from lockgen.core.launchers import is_launcher
 
 DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
-_VENV = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/python(\d+(\.\d+)?t?)?|bin/activate[^/]*"
-                   r"|bin/Activate\.ps1|bin/deactivate\.bat|bin/pydoc\.bat")
+_VENV_FILES = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/activate(\.(bat|csh|fish|nu|ps1|xsh))?"
+                         r"|bin/activate_this\.py|bin/Activate\.ps1|bin/deactivate\.bat|bin/pydoc\.bat")
+_VENV_PYTHON = re.compile(r"bin/python(\d+(\.\d+)?t?)?")  # links only: a venv's interpreter is never a file in it
+_LOCKGEN_FILES = (".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json")
 _CONDA_META = re.compile(r"conda-meta/[^/]+\.json|conda-meta/history")
 _PYC = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^/]+)\.pyc")
 _CACHE_TAG = re.compile(r"[a-z]+-?\d+[a-z0-9]*")
@@ -211,21 +215,22 @@ def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
 
 
 def _rule(found: ObservedFile, owners: dict[str, list[str]], derived: dict[str, tuple[str, str]],
-          launchers: dict[str, str]) -> Accepted | None:
+          launchers: dict[str, str], prefix: str | None) -> Accepted | None:
     path = found.path
     source = _pyc_source(path) if found.kind == "file" else None
     if source is not None and source in owners:
         return Accepted(path, "pyc", owners[source][0])
     if path in derived and found.kind == "file":
         target = launchers.get(path)
-        if target is not None and not is_launcher(found.text or "", target):
+        if target is not None and not is_launcher(found.text or "", target, prefix):
             return None  # not the launcher its entry point derives: foreign
         return Accepted(path, *derived[path])
-    if _VENV.fullmatch(path) or (path == "lib64" and found.kind != "file"):
+    if (_VENV_FILES.fullmatch(path) and found.kind == "file") or (_VENV_PYTHON.fullmatch(path) and found.kind == "link") \
+            or (path == "lib64" and found.kind == "dir-link" and found.target == "lib"):
         return Accepted(path, "venv", None)
     if _CONDA_META.fullmatch(path):
         return Accepted(path, "conda-meta", None)
-    if path.startswith(".lockgen/"):
+    if path in _LOCKGEN_FILES and found.kind == "file":
         return Accepted(path, "lockgen", None)
     return None
 
@@ -236,8 +241,9 @@ def _empty_uv_lock(found: ObservedFile) -> bool:
 
 
 def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile],
-            site_packages: str = "") -> ConformanceReport:
-    """The conformance report of an observed environment against the expected one."""
+            site_packages: str = "", prefix: str | None = None) -> ConformanceReport:
+    """The conformance report of an observed environment against the expected one; `prefix` (the path the
+    environment was installed for) is what its launchers' interpreter lines must name."""
     found = {item.path: item for item in observed}
     owners: dict[str, list[str]] = {}
     for package in expected:
@@ -247,7 +253,7 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
     launchers = launcher_targets(expected)
     accepted, foreign = [], []
     for path in sorted(set(found) - set(owners)):
-        rule = _rule(found[path], owners, derived, launchers)
+        rule = _rule(found[path], owners, derived, launchers, prefix)
         if rule is None:
             foreign.append(path)
         else:
