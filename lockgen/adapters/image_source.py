@@ -5,11 +5,12 @@ environment at its prefix re-digested against the digest the image's labels reco
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lockgen.adapters import env_manifest, oci_layout, registry
@@ -111,3 +112,17 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
                             manifest=manifest, environment=env_manifest.digest(manifest))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def environment_in(root: Path, prefix: str) -> Path:
+    """The folder of an unpacked image's root file system holding the environment at `prefix` (an image's
+    own label may name it: refused unless it is an absolute path that stays inside the root, links resolved)."""
+    parts = PurePosixPath(prefix).parts
+    if not prefix.startswith("/") or ".." in parts or len(parts) < 2:
+        raise LockFormatError(f"the image names its environment at `{prefix}`, not a folder inside the image",
+                              "pass --image-prefix with the environment's absolute path inside the image")
+    inside = root / prefix.strip("/")
+    if os.path.commonpath([os.path.realpath(inside), os.path.realpath(root)]) != os.path.realpath(root):
+        raise LockFormatError(f"`{prefix}` in the image leads outside it (through a link)",
+                              "the image was crafted to point a check at the host; refuse it")
+    return inside

@@ -5,6 +5,8 @@ and `direct_url.json` when the installer recorded one; and the prefix an interpr
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -39,4 +41,10 @@ def prefix_of(python: str) -> Path:
                         "pass the environment's own interpreter", timeout_s=60)
     except ToolMissingError:
         raise UserError(f"interpreter `{python}` not found", "pass --python PATH") from None
-    return Path(done.stdout.strip())
+    prefix = done.stdout.strip()
+    # an interpreter answers for itself: believe it only when it lives in the prefix it names
+    where = os.path.abspath(shutil.which(python) or python)
+    if not prefix or not where.startswith(os.path.join(os.path.abspath(prefix), "bin", "")):
+        raise UserError(f"`{python}` says its environment is `{prefix}`, but it is not in that environment's bin/",
+                        "pass the environment's own interpreter (PREFIX/bin/python), or --prefix PREFIX")
+    return Path(prefix)

@@ -76,8 +76,8 @@ def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None =
     with image_source.opened(image, progress, insecure) as opened:
         labels = opened.config.get("config", {}).get("Labels") or {}
         image_prefix = image_prefix or labels.get(PREFIX_LABEL) or IMAGE_PREFIX
-        inside = opened.root / image_prefix.strip("/")
+        inside = image_source.environment_in(opened.root, image_prefix)
         result = conform(lock_path, inside, platform, manifests, progress, meter, image_prefix, allow_foreign)
         problems = (f"image: runs as root (User {opened.user or 'unset'})",) if opened.user in ROOT_USERS else ()
         return Conformance(result.lock_sha256, result.platform, f"{image}:{image_prefix}", result.expected_digest,
-                           result.report, problems, opened.digest, result.allowed)
+                           result.report, problems, opened.digest, result.allowed, result.by_path_only)

@@ -38,5 +38,6 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
     python = lock_python(lock, chosen)
     report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix))
+    by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
     return Conformance(file_digest(lock_path), chosen, str(prefix), expected_digest(expected), report,
-                       allowed={path: found.get(path) for path in allowed})
+                       allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only)

@@ -68,16 +68,16 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         return _verify(options, python, None, conformance, rendezvous, progress)
     with image_source.unpacked(options.image, progress, options.insecure) as image:
         inside = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)
+        folder = image_source.environment_in(image.root, inside)
         if options.lock:  # the lock's packages decide, not what the image says of itself
-            conformance = _conformance(options, image.root / inside.strip("/"), inside, progress)
+            conformance = _conformance(options, folder, inside, progress)
         elif image.environment != image.recorded_environment:
             raise LockFormatError(f"the environment in `{options.image}` (sha256:{image.environment[:16]}…) is not the one "
                                   f"its labels record (sha256:{image.recorded_environment[:16]}…)",
                                   "pass --lock to prove the image is a lock's, or re-export it from its lock")
         else:
             conformance = None
-        return _verify(options, str(image.root / inside.strip("/") / "bin" / "python"), image, conformance, rendezvous,
-                       progress)
+        return _verify(options, str(folder / "bin" / "python"), image, conformance, rendezvous, progress)
 
 
 def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
@@ -164,7 +164,8 @@ def _conformance_record(conformance: Conformance | None) -> dict[str, Any] | Non
     return {"clean": conformance.clean, "expected_digest": conformance.expected_digest, "platform": conformance.platform,
             "packages": counts["packages"], "files_expected": counts["files_expected"],
             "files_observed": counts["files_observed"], "accepted_by_rule": counts["accepted"],
-            "checked_at": conformance.where, "allowed_foreign": dict(conformance.allowed)}
+            "checked_at": conformance.where, "allowed_foreign": dict(conformance.allowed),
+            "by_path_only": conformance.by_path_only}
 
 
 def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:

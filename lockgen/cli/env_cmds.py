@@ -104,6 +104,9 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
              "materialize the lock into a fresh prefix, or re-pin the environment")
     for path, digest in result.allowed.items():
         progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
+    if result.by_path_only:
+        progress(f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on "
+                 "install and no archive here predicts them)")
     progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for "
              f"(expected digest sha256:{result.expected_digest[:16]}…)")
 

@@ -57,6 +57,8 @@ class Conformance:
     problems: tuple[str, ...] = ()
     image_digest: str | None = None
     allowed: dict[str, str | None] = field(default_factory=dict)  # foreign files accepted by name -> sha256 found
+    by_path_only: int = 0  # stated files whose bytes nothing here can predict (a placeholder file without its archive,
+                           # a rewritten wheel script, a RECORD itself): checked present, not by content
 
     @property
     def clean(self) -> bool:
@@ -68,5 +70,6 @@ class Conformance:
     def to_dict(self) -> dict[str, Any]:
         return {"clean": self.clean, "lock_sha256": self.lock_sha256, "platform": self.platform, "where": self.where,
                 "expected_digest": self.expected_digest, "image_digest": self.image_digest,
-                "problems": list(self.problems), "allowed_foreign": dict(self.allowed), "counts": self.report.counts,
+                "problems": list(self.problems), "allowed_foreign": dict(self.allowed), "by_path_only": self.by_path_only,
+                "counts": self.report.counts,
                 "report": self.report.to_dict()}
