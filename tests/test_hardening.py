@@ -99,3 +99,24 @@ def test_a_closed_pipe_ends_quietly() -> None:
                           f"{sys.executable} -m lockgen arch sm90 --json | head -1 > /dev/null",
                           shell=True, capture_output=True, text=True)
     assert "Traceback" not in done.stderr and "unexpected" not in done.stderr, done.stderr
+
+
+def test_an_image_cannot_point_a_check_at_the_host(tmp_path: Path) -> None:
+    from lockgen.adapters.image_source import environment_in
+
+    root = tmp_path / "root"
+    (root / "opt").mkdir(parents=True)
+    (root / "opt" / "up").symlink_to("/")
+    for label in ("../../../../tmp", "relative/env", "/", "/opt/up/tmp"):
+        with pytest.raises(LockFormatError):
+            environment_in(root, label)
+    assert environment_in(root, "/opt/env") == root / "opt" / "env"
+
+
+def test_an_interpreter_lying_about_its_prefix_is_refused(tmp_path: Path) -> None:
+    liar = tmp_path / "python"
+    liar.write_text(f"#!/bin/sh\necho {tmp_path / 'elsewhere'}\n")
+    liar.chmod(0o755)
+    lock = CPU_LOCK
+    result = run_cli("check", "--lock", str(lock), "--python", str(liar))
+    assert result.returncode == 1 and "is not in that environment's bin/" in result.stderr
