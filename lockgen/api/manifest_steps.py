@@ -46,14 +46,15 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
     return manifest
 
 
-def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest]) -> tuple[PackageManifest, Callable[[], Path | None]]:
+def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest],
+                archive: Path | None = None) -> tuple[PackageManifest, Callable[[], Path | None]]:
     """The manifest of a locked package, and a way to its verified archive (conda packages; hashed only when
-    asked for, since a known manifest rarely needs it)."""
+    asked for, since a known manifest rarely needs it). `archive`: one the caller has just verified."""
     pin = _pin(package)
     known = bundle.get(pin) or manifest_store.cached(pin)
     if package.manager == "conda":
         if known is None:
-            archive = package_store.fetch(package)
+            archive = archive or package_store.fetch(package)
             known = conda_package.read_manifest(archive, package)
             manifest_store.keep(known)
             return known, lambda: archive

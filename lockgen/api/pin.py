@@ -137,6 +137,10 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
     platform = PLATFORM_OF_MACHINE.get(machine)
     if platform is None:
         raise UserError(f"the inventory is of a {inventory.platform} interpreter", "lockgen pins linux x86_64 and aarch64")
+    recordless = [d.key for d in inventory.distributions if d.record_sha256 is None]
+    if recordless:
+        raise UserError(f"{len(recordless)} distributions have no RECORD, so nothing can say what they installed: "
+                        f"{', '.join(recordless[:6])}", "reinstall them from wheels (pip or uv writes the RECORD)")
     accepted = _accepted(document, accept_changed)
     progress(f"finding {len(inventory.distributions)} distributions on {index} (RECORDs by range requests)")
     with ThreadPoolExecutor(max_workers=16) as pool:

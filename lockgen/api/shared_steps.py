@@ -82,7 +82,7 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
             meter("fetch and check conda packages", index, len(conda))
         elif index == len(conda):
             progress(f"fetched {index} conda packages (hash-checked)")
-    manifests = [manifest_of(package, {})[0] for package in conda]
+    manifests = [manifest_of(package, {}, archive)[0] for package, archive in zip(conda, archives)]
     cache = home.lockgen_home() / "rattler-cache"
     extracted = rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
     installers.install_conda(archives, temp, final, platform, cache)
