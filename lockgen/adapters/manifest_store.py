@@ -48,9 +48,13 @@ def keep(manifest: PackageManifest) -> None:
     write_bytes_atomic(_folder() / f"{manifest.sha256}.json", manifest.model_dump_json().encode())
 
 
+def _patched_path(sha256: str, prefix: str) -> Path:
+    return _folder() / "patched" / f"{sha256}-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json"
+
+
 def cached_patched(sha256: str, prefix: str) -> dict[str, str] | None:
     """The hashes of a conda package's placeholder files once patched for `prefix`, when computed before."""
-    path = _folder() / "patched" / f"{sha256}-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json"
+    path = _patched_path(sha256, prefix)
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -58,8 +62,7 @@ def cached_patched(sha256: str, prefix: str) -> dict[str, str] | None:
 
 
 def keep_patched(sha256: str, prefix: str, digests: dict[str, str]) -> None:
-    path = _folder() / "patched" / f"{sha256}-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json"
-    write_bytes_atomic(path, json.dumps(digests, sort_keys=True).encode())
+    write_bytes_atomic(_patched_path(sha256, prefix), json.dumps(digests, sort_keys=True).encode())
 
 
 def write_bundle(path: Path, manifests: list[PackageManifest]) -> None:

@@ -11,7 +11,6 @@ removed, and rattler extracts it again from the verified archive."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from lockgen.adapters.parallel import sha256_of
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import PackageManifest
 
@@ -39,12 +39,8 @@ def _signature(path: str) -> list[int] | None:
 
 def _sha256(path: Path) -> str | None:
     try:
-        hasher = hashlib.sha256()
-        with path.open("rb") as stream:
-            while block := stream.read(1 << 20):
-                hasher.update(block)
-        return hasher.hexdigest()
-    except OSError:
+        return sha256_of(str(path))
+    except OSError:  # gone, or no longer a regular file: not intact
         return None
 
 

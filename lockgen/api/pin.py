@@ -25,12 +25,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from lockgen.adapters import manifest_store, pypi_index, wheel_record
+from lockgen.adapters import manifest_store, pypi_index
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.api.manifest_steps import manifest_of
 from lockgen.core import lock_builder
 from lockgen.core.conformance import compare
-from lockgen.core.expected_env import from_installed_record, wheel_expected
+from lockgen.core.expected_env import from_installed_record, python_xy, wheel_expected
 from lockgen.core.wheel_files import hex_of_record_hash, installed_to_prefix
 from lockgen.core.stack_layout import default_lock_path, manifests_path
 from lockgen.digests import file_digest
@@ -64,16 +65,6 @@ def _read_inventory(path: Path) -> NodeInventory:
         raise UserError(f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT") from None
 
 
-def _manifest(dist: InstalledDistribution, wheel: pypi_index.IndexedWheel) -> PackageManifest:
-    known = manifest_store.cached(wheel.sha256)
-    if known is not None:
-        return known
-    contents, _ = wheel_record.read_wheel_url(wheel.url)
-    manifest = wheel_record.wheel_manifest(contents, wheel.sha256, dist.name, dist.version, wheel.url)
-    manifest_store.keep(manifest)
-    return manifest
-
-
 def _changed_on_disk(dist: InstalledDistribution, document: NodeInventory, accepted: dict[str, str]) -> tuple[str, ...]:
     stem = dist.dist_info.rsplit("/", 1)[-1].removesuffix(".dist-info")
     return tuple(f"{m.path} differs from its RECORD on disk" for m in document.rehash.mismatches
@@ -88,16 +79,15 @@ def _pin_one(dist: InstalledDistribution, document: NodeInventory, platform: str
         wheel = pypi_index.find_wheel(dist.name, dist.version, dist.wheel_tags, index)
     except UserError:
         return Pinned(dist, unpublished="no wheel with its tags on the index", problems=changed)
-    manifest = _manifest(dist, wheel)
+    package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform,
+                            url=wheel.url, hash=PackageHash(sha256=wheel.sha256))
+    manifest, _ = manifest_of(package, {})  # kept by the wheel's hash, or its RECORD read by range requests
     # the RECORDs compared (changed files apart); the inventory holds no script text, so launchers are
     # checked where the files are, by check --lock
     expected = dataclasses.replace(wheel_expected(manifest, inventory.python), entry_points=())
     report = compare([expected], from_installed_record(dist, inventory.site_packages), inventory.site_packages)
     if not report.clean:  # the installed RECORD is not the index wheel's: another build of this version
-        first = next(line for line in report.lines() if not line.endswith(": ok"))
-        return Pinned(dist, unpublished=f"not the index's {wheel.filename} ({first})", problems=changed)
-    package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform,
-                            url=wheel.url, hash=PackageHash(sha256=wheel.sha256))
+        return Pinned(dist, unpublished=f"not the index's {wheel.filename} ({report.lines()[0]})", problems=changed)
     return Pinned(dist, package, manifest, problems=changed)
 
 
@@ -159,7 +149,7 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
     entries = [(o.package, o.manifest) for o in outcomes if o.package is not None]
     entries += [_check_only(o.dist, inventory.site_packages, platform) for o in outcomes if o.unpublished]
     lock = lock_builder.pinned_lock(target, inventory_path.name, file_digest(inventory_path), platform,
-                                    ".".join(inventory.python.split(".")[:2]), accepted, unpublished,
+                                    python_xy(inventory.python), accepted, unpublished,
                                     [package for package, _ in entries])
     bundle = manifests_path(path)
     manifest_store.write_bundle(bundle, [manifest for _, manifest in entries])

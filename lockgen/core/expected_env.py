@@ -20,9 +20,14 @@ from lockgen.model.inventory import InstalledDistribution
 from lockgen.model.manifests import PackageManifest
 
 
+def python_xy(version: str) -> str:
+    """`X.Y` of a Python version `X.Y[.Z]`."""
+    return ".".join(version.split(".")[:2])
+
+
 def site_packages_of(python: str) -> str:
     """`lib/pythonX.Y/site-packages` for a Python version `X.Y[.Z]`."""
-    return f"lib/python{'.'.join(python.split('.')[:2])}/site-packages"
+    return f"lib/python{python_xy(python)}/site-packages"
 
 
 def _key(manifest: PackageManifest) -> str:
@@ -47,7 +52,7 @@ def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str
     site = site_packages_of(python)
     dist_name = (manifest.dist_info or manifest.name).removesuffix(".dist-info").rsplit("-", 1)[0]
     rows = tuple(RecordRow(f.path, f.sha256, f.size) for f in manifest.files)
-    placed = expected_files(rows, Scheme(site, ".".join(python.split(".")[:2]), dist_name))
+    placed = expected_files(rows, Scheme(site, python_xy(python), dist_name))
     files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size)
                   for r in placed)
     dist_info = posixpath.join(site, manifest.dist_info) if manifest.dist_info else None

@@ -65,7 +65,7 @@ class Conformance:
         return self.report.clean and not self.problems
 
     def lines(self) -> list[str]:
-        return [line for line in self.report.lines() if not line.endswith(": ok")] + list(self.problems)
+        return list(self.report.lines()) + list(self.problems)
 
     def to_dict(self) -> dict[str, Any]:
         return {"clean": self.clean, "lock_sha256": self.lock_sha256, "platform": self.platform, "where": self.where,
