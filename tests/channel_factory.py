@@ -138,3 +138,15 @@ def gpu_channel_packages() -> list[Pkg]:
         Pkg("plain-lib", "1.0", subdir="noarch", archive=".tar.bz2"),
     ]
     return cuda_versions + torch + tools
+
+
+def cpu_lock(folder: Path, channel: str, names: list[str]) -> Path:
+    """Resolves a one-target (cpu) stack of `names` from `channel` (a URL) in `folder`; returns its lock."""
+    from lockgen.api import resolve as api
+
+    stack = folder / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    deps = "".join(f'{name} = "*"\n' for name in names)
+    stack.write_text(f'[stack]\nname = "t"\nchannels = ["{channel}"]\n[dependencies]\n{deps}[targets.cpu]\narch = "cpu"\n')
+    api.resolve(stack)
+    return stack.parent / "locks" / "cpu.conda-lock.yml"

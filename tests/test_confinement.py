@@ -8,20 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.api import resolve as api
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
-from tests.channel_factory import Pkg, build_channel
+from tests.channel_factory import Pkg, build_channel, cpu_lock
 
 
 def _lock(tmp_path: Path, package: Pkg) -> Path:
-    channel = build_channel(tmp_path / "channel", [package])
-    stack = tmp_path / "stack" / "stack.toml"
-    stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "evil"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{package.name} = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
-    api.resolve(stack)
-    return stack.parent / "locks" / "cpu.conda-lock.yml"
+    return cpu_lock(tmp_path, build_channel(tmp_path / "channel", [package]).as_uri(), [package.name])
 
 
 @pytest.mark.parametrize("package, message", [

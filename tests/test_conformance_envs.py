@@ -159,18 +159,12 @@ def test_a_check_only_entry_is_refused_by_materialize(tmp_path: Path, monkeypatc
 
 def test_a_package_link_pointing_elsewhere_is_modified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A link is checked by its target, as the archive holds it: repointing lib/libfoo.so is drift."""
-    from lockgen.api import resolve as api
-    from tests.channel_factory import Pkg, build_channel
+    from tests.channel_factory import Pkg, build_channel, cpu_lock
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     channel = build_channel(tmp_path / "channel", [
         Pkg("libfoo", "1.0", files={"lib/libfoo.so.1": "elf\n"}, links={"lib/libfoo.so": "libfoo.so.1"})])
-    stack = tmp_path / "stack" / "stack.toml"
-    stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "l"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
-    api.resolve(stack)
-    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["libfoo"])
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     assert os.readlink(prefix / "lib" / "libfoo.so") == "libfoo.so.1"
     assert check_lock(lock, prefix=prefix).clean
