@@ -32,6 +32,48 @@ def test_healthy_h200_figures_clear_every_floor() -> None:
     assert all(c.passed for c in checks), [c.line() for c in checks if not c.passed]
 
 
+def test_the_h200_certificates_of_issue_20_clear_the_new_floors() -> None:
+    for name in ("h200-full", "h200-quick", "h200-lock-full", "degraded-cudnn-untuned"):
+        cert = recorded(name)
+        checks = {c.name: c for c in envelope_checks("sm90", cert["figures"], cert["stack"], "none", 1)}
+        assert checks["conv_bf16_floor"].passed and checks["conv_fp16_floor"].passed, name
+        assert cert["passed"] and cert["figures"]["graphs"]["bf16_replay_step_ms"]["value"] > 0
+    assert recorded("h200-full")["figures"]["phases"]["total"]["value"] <= 25
+
+
+def test_cudnn_off_fails_the_conv_floors_and_names_what_ran() -> None:
+    cert = recorded("degraded-cudnn-off")
+    failing = [c for c in envelope_checks("sm90", cert["figures"], cert["stack"], "none", 1) if not c.passed]
+    assert [c.name for c in failing] == ["conv_bf16_floor", "conv_fp16_floor"]
+    assert "cuDNN 9.19.0, cuDNN disabled (torch's own convolutions ran)" in failing[0].detail
+    assert "most time in void at::native::col2im_kernel" in failing[0].detail
+
+
+@pytest.mark.parametrize("fault, check, cause", [
+    ("sync", "capture", "operation failed due to a previous error during capture"),
+    ("corrupt", "replay_matches_eager", "largest relative difference 4.1e-02 (limit 2e-02)"),
+])
+def test_a_broken_cuda_graph_fails_with_its_cause(fault: str, check: str, cause: str) -> None:
+    cert = recorded(f"degraded-graph-{fault}")
+    failing = {c["name"]: c["detail"] for c in cert["checks"] if not c["passed"]}
+    assert list(failing) == [check] and cause in failing[check]
+
+
+@pytest.mark.parametrize("interconnect, latency, settings, passed", [
+    ("nvlink", 18.0, {}, True), ("nvlink", 140.0, {"NCCL_PROTO": "Simple"}, False), ("pcie", 80.0, {}, True),
+])
+def test_small_allreduce_latency_has_a_ceiling_by_interconnect(interconnect: str, latency: float, settings: dict,
+                                                               passed: bool) -> None:
+    cert = recorded("h200x2-sm90")
+    figures = {**cert["figures"], "allreduce_latency": {"8B": {"value": latency, "unit": "us"}}}
+    checks = {c.name: c for c in envelope_checks("sm90", figures, {**cert["stack"], "nccl_env": settings}, interconnect, 2)}
+    assert checks["allreduce_latency_ceiling"].passed is passed
+    if not passed:
+        assert "NCCL_PROTO=Simple" in checks["allreduce_latency_ceiling"].detail
+    one_gpu = envelope_checks("sm90", figures, cert["stack"], "none", 1)
+    assert "allreduce_latency_ceiling" not in {c.name for c in one_gpu}
+
+
 def test_tf32_off_fails_and_names_the_cause() -> None:
     cert = recorded("degraded-tf32-off")
     failing = [c for c in envelope_checks("sm90", cert["figures"], cert["stack"], "none", 1) if not c.passed]

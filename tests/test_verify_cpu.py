@@ -57,6 +57,13 @@ def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     assert body["figures"]["gemm"]["fp32"]["unit"] == "TFLOP/s"
     assert body["subject"]["target"] == "cpu" and len(body["subject"]["lock_sha256"]) == 64
     assert body["subject"]["conformance"]["clean"] and body["subject"]["environment_digest"]
+    assert body["figures"]["conv"]["fp32"]["cudnn"]["benchmark"] is True
+    assert body["figures"]["graphs"]["bf16_replay_step_ms"]["reason"] == "CUDA graphs need a GPU"
+    assert "need two or more" in body["figures"]["allreduce"]["collectives"]["reason"]
+    phases = body["figures"]["phases"]  # every phase timed; together they are the run (startup included)
+    assert {"startup", "torch_import", "gemm", "training", "determinism_start", "determinism", "total"} <= set(phases)
+    spent = sum(v["value"] for k, v in phases.items() if k not in ("total", "torch_import") and not k.startswith("training_"))
+    assert abs(spent - phases["total"]["value"]) <= 0.5 + 0.05 * phases["total"]["value"]
 
 
 def test_a_lock_the_environment_is_not_is_refused_before_the_kernel(tmp_path: Path) -> None:
@@ -108,6 +115,9 @@ def test_two_processes_under_torchrun(tmp_path: Path) -> None:
     names = {c["name"] for c in body["checks"]}
     assert {"allreduce_sum", "ddp_parameters_identical"} <= names
     assert set(body["figures"]["allreduce"]) == {"1MiB", "16MiB"}
+    latency = body["figures"]["allreduce_latency"]
+    assert set(latency) == {"8B", "64B", "512B", "4KiB", "32KiB", "256KiB"}
+    assert all(entry["unit"] == "us" and entry["value"] > 0 for entry in latency.values())
 
 
 def _free_port() -> int:

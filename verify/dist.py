@@ -1,7 +1,8 @@
 """Several GPUs: run under `torchrun` (one process per GPU; gloo on CPUs), lockgen launches it.
 
 All-reduce correctness, bus bandwidth at several sizes (nccl-tests' formula: algbw * 2(n-1)/n),
-a DDP training step, and parameters identical on every rank afterwards. Every check is collective,
+small-message latency (8 B to 256 KiB, the median of several timed batches: what gradient sync of
+small buckets waits for), a DDP training step, and parameters identical on every rank afterwards. Every check is collective,
 so each node's first process (local rank 0) writes the same checks into its own node's JSON.
 
     torchrun --nproc_per_node 2 -m verify.dist --out dist.json
@@ -15,6 +16,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -42,6 +44,32 @@ def _bus_bandwidth(results: Results, device: torch.device, world: int, sizes_mib
         algbw = tensor.numel() * 4 / seconds / 1e9
         results.figure("allreduce", f"{size}MiB", algbw * 2 * (world - 1) / world, "GB/s bus", algbw=round(algbw, 2),
                        time_us=round(seconds * 1e6, 1))
+
+
+LATENCY_SIZES = (8, 64, 512, 4096, 32768, 262144)  # bytes
+
+
+def _latency(results: Results, device: torch.device, batches: int = 7, per_batch: int = 20) -> None:
+    """Median microseconds per all-reduce at each small size: batches of back-to-back calls, each batch timed."""
+    for size in LATENCY_SIZES:
+        tensor = torch.ones(max(size // 4, 2), dtype=torch.float32, device=device)
+        for _ in range(5):
+            dist.all_reduce(tensor)
+        _sync(device)
+        dist.barrier()
+        times = []
+        for _ in range(batches):
+            started = time.perf_counter()
+            for _ in range(per_batch):
+                dist.all_reduce(tensor)
+            _sync(device)
+            times.append((time.perf_counter() - started) / per_batch)
+        results.figure("allreduce_latency", _size_name(size), statistics.median(times) * 1e6, "us",
+                       batches_us=[round(t * 1e6, 1) for t in times])
+
+
+def _size_name(size: int) -> str:
+    return f"{size // 1024}KiB" if size >= 1024 else f"{size}B"
 
 
 def _sync(device: torch.device) -> None:
@@ -115,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"sum over {world} ranks: {value[0].item():g} (expected {expected:g})")
         results.guarded("distributed", "allreduce_bandwidth",
                         lambda: _bus_bandwidth(results, device, world, [int(s) for s in args.sizes_mib.split(",")], args.iterations))
+        results.guarded("distributed", "allreduce_latency", lambda: _latency(results, device))
         results.guarded("distributed", "ddp_step", lambda: _ddp_step(results, device, rank))
         dist.barrier()
     if local_rank == 0:

@@ -29,8 +29,12 @@ def _time(function: Callable[[], object], device: torch.device, repeats: int, wa
     return (time.perf_counter() - started) / repeats
 
 
-def _bursts(function: Callable[[], object], device: torch.device, bursts: int, per_burst: int) -> list[float]:
-    """Seconds per call in each of several short timed bursts, each after its own warm-up call."""
+def time_bursts(function: Callable[[], object], device: torch.device, bursts: int, per_burst: int,
+                warmup: int = 0) -> list[float]:
+    """Seconds per call in each of several short timed bursts, each after its own warm-up call, after
+    `warmup` calls first (an autotuner's first call, say)."""
+    for _ in range(warmup):
+        function()
     return [_time(function, device, per_burst, warmup=1) for _ in range(bursts)]
 
 
@@ -40,11 +44,13 @@ def _burst_figure(results: Results, name: str, flops: int, seconds: list[float],
                    bursts=[round(flops / s / 1e12, 1) for s in seconds])
 
 
-def rest(device: torch.device, seconds: float = 0.4) -> None:
-    """An idle pause on GPUs, so that a figure starts below the power cap."""
+def rest(device: torch.device, quick: bool) -> None:
+    """An idle pause on GPUs, so that a figure starts below the power cap: 0.25 s, 0.15 s for --quick
+    (figures judged by the same floors, from a board a little nearer its cap; 0.4 s before issue 20,
+    twelve of them a full run)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        time.sleep(seconds)
+        time.sleep(0.15 if quick else 0.25)
 
 
 def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick: bool) -> None:
@@ -69,21 +75,21 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         b = torch.randn(size, size, device=device, dtype=dtype)
         torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
         per_burst = (1 if name == "fp32" else 5 if name == "tf32" else 10) if cuda else 2
-        rest(device)
+        rest(device, quick)
         _time(lambda: a @ b, device, 1, warmup=2)
-        seconds = _bursts(lambda: a @ b, device, bursts, per_burst)
+        seconds = time_bursts(lambda: a @ b, device, bursts, per_burst)
         torch.backends.cuda.matmul.allow_tf32 = False
         _burst_figure(results, name, flops, seconds, size)
     if has_fp8:
-        rest(device)
+        rest(device, quick)
         a = torch.randn(size, size, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(size, size, device=device).to(torch.float8_e4m3fn).t().contiguous().t()
         scale = torch.tensor(1.0, device=device)
-        seconds = _bursts(lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16),
-                          device, bursts, 10)
+        seconds = time_bursts(lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16),
+                              device, bursts, 10)
         _burst_figure(results, "fp8", flops, seconds, size)
     if cuda and not quick:
-        rest(device)
+        rest(device, quick)
         a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         seconds = _time(lambda: a @ b, device, 100, warmup=3)

@@ -1,7 +1,9 @@
-"""The record of one run: checks (pass/fail with a reason) and figures (numbers with units)."""
+"""The record of one run: checks (pass/fail with a reason), figures (numbers with units) and how long
+each phase took (the `phases` figures, in seconds)."""
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -25,10 +27,17 @@ class Results:
         self.figures.setdefault(group, {})[name] = {"value": None if value is None else round(float(value), 4),
                                                     "unit": unit, **extra}
 
+    def phase(self, name: str, seconds: float) -> None:
+        """The wall time one phase of the run took, as a figure of the `phases` group."""
+        self.figure("phases", name, seconds, "s")
+
     def guarded(self, category: str, name: str, function: Callable[[], None]) -> None:
-        """Runs a group of checks; an exception fails it with the error's last line."""
+        """Runs a group of checks, timed as the phase `name`; an exception fails it with the error's last line."""
+        started = time.perf_counter()
         try:
             function()
         except Exception as exc:  # a crash is a failed check, never a crashed verifier
             lines = traceback.format_exception_only(type(exc), exc)
             self.check(category, name, False, f"raised {lines[-1].strip()[:400]}")
+        finally:
+            self.phase(name, time.perf_counter() - started)

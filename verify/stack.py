@@ -75,6 +75,7 @@ def describe(arch: str, nvml: Nvml) -> dict[str, object]:
         "host_gpu_count": nvml.device_count(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+        "nccl_env": {name: value for name, value in sorted(os.environ.items()) if name.startswith("NCCL_")},
         "cpu_threads": torch.get_num_threads(),
     }
 
@@ -91,4 +92,16 @@ def _driver_from_torch() -> str | None:
     try:
         return str(torch._C._cuda_getDriverVersion())  # CUDA driver API version, e.g. 13000
     except Exception:
+        return None
+
+
+def seconds_since_start() -> float | None:
+    """How long this process has run (interpreter start, imports and all), from /proc on Linux; None elsewhere."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stream:
+            started_ticks = int(stream.read().rpartition(")")[2].split()[19])  # field 22: starttime
+        with open("/proc/uptime", encoding="ascii") as stream:
+            uptime = float(stream.read().split()[0])
+        return max(uptime - started_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
         return None

@@ -22,6 +22,7 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.conformance_steps import conform
 from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
+from lockgen.core.envelopes import conv_floors
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.stack_layout import certificate_path
 from lockgen.digests import file_digest
@@ -107,6 +108,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
         refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (),
                               host.driver if host else None, expected.get("driver_min"))
         expected.setdefault("gpu_count", options.gpus if options.gpus is not None else (host.count if host else 0))
+    expected.setdefault("conv_floor_tflops", conv_floors(arch))
     progress(f"verifying {arch} with {python}" + (f" against {options.lock}" if options.lock else ""))
     single_doc, single_raw = kernel.run_single(python, arch, expected, options.quick, options.compiled,
                                                options.allow_ptx, options.timeout_s, progress)
@@ -129,6 +131,9 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
         dist_doc, dist_raw = kernel.run_distributed(python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous)
         distributed = _report(dist_doc, "distributed")
         digests["distributed"] = hashlib.sha256(dist_raw).hexdigest()
+    not_run = None
+    if world == 1:
+        not_run = "one GPU: the all-reduce (bandwidth, small-message latency) and DDP checks need two or more"
     if distributed is not None and distributed.world_size != world:
         extra.append(Check(category="distributed", name="world_size", passed=False,
                            detail=f"{distributed.world_size} ranks ran, {world} expected"
@@ -147,7 +152,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
                         conformance=_conformance_record(conformance)),
         hardware=_hardware(host, single),
         single=single, distributed=distributed, kernel_sha256=digests, extra_checks=extra,
-        rendezvous=rendezvous.endpoint if rendezvous else None,
+        rendezvous=rendezvous.endpoint if rendezvous else None, collectives_not_run=not_run,
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1))
     path = options.out or certificate_path(options.lock.resolve() if options.lock else None, arch,
                                            started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd())

@@ -69,10 +69,13 @@ def clock_limits_seen(telemetry: dict[str, Any]) -> tuple[str, ...]:
 
 def build_body(*, created: str, tool: str, arch: str, mode: str, subject: Subject, hardware: Hardware,
                single: KernelReport, distributed: KernelReport | None, kernel_sha256: dict[str, str],
-               extra_checks: list[Check], duration_s: float, rendezvous: str | None = None) -> CertificateBody:
+               extra_checks: list[Check], duration_s: float, rendezvous: str | None = None,
+               collectives_not_run: str | None = None) -> CertificateBody:
     """The certificate body: every kernel check, the envelope checks, merged figures and telemetry, and how
-    the multi-GPU checks ran (ranks, nodes, this node's rank, the rendezvous endpoint)."""
+    the multi-GPU checks ran (ranks, nodes, this node's rank, the rendezvous endpoint), or why they did not."""
     figures: dict[str, dict[str, dict[str, Any]]] = {k: dict(v) for k, v in single.figures.items()}
+    if collectives_not_run:
+        figures.setdefault("allreduce", {})["collectives"] = {"value": None, "unit": "", "reason": collectives_not_run}
     checks = list(extra_checks) + list(single.checks)
     telemetry: dict[str, Any] = {"single": single.telemetry}
     if distributed is not None:

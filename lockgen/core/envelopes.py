@@ -1,7 +1,9 @@
 """Performance envelopes: turns measured figures into pass/fail checks against per-arch floors (data).
 
 A stack that runs but is slow fails with the figure, the floor and, where it is recognisable, the
-cause (TF32 GEMMs at FP32 speed: TF32 is disabled, e.g. NVIDIA_TF32_OVERRIDE=0).
+cause (TF32 GEMMs at FP32 speed: TF32 is disabled, e.g. NVIDIA_TF32_OVERRIDE=0; slow convolutions name
+cuDNN's version, its switches during the run and the kernels it picked; slow small all-reduces name the
+NCCL settings that were in the environment).
 """
 
 from __future__ import annotations
@@ -18,6 +20,16 @@ HOST_BOUND_SHARE = 0.9  # a step whose host issue time is this share of the step
 @lru_cache(maxsize=1)
 def load_envelopes() -> dict[str, Any]:
     return load_json("envelopes.json")["archs"]
+
+
+def conv_floors(arch: str) -> dict[str, float]:
+    """The convolution floors of an arch in TFLOP/s by dtype, passed to the kernel: a figure below its
+    floor makes the kernel name the cuDNN kernels that took the time (profiling costs seconds otherwise)."""
+    envelope = load_envelopes().get(arch)
+    if envelope is None:
+        return {}
+    peaks = envelope["datasheet"]
+    return {dtype: round(fraction * peaks[dtype], 1) for dtype, fraction in envelope["floors"].get("conv_fraction", {}).items()}
 
 
 def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str) -> float | None:
@@ -80,6 +92,7 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
         checks.append(Check(category="performance", name="train_mfu_floor", passed=mfu >= floor,
                             detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})"
                                    + ("" if mfu >= floor else host_bound), value=mfu))
+    checks += _conv_checks(figures, stack, peaks, floors.get("conv_fraction", {}))
     busbw = _value(figures, "allreduce", "1024MiB")
     if busbw is not None and gpu_count > 1:
         link = "nvlink" if interconnect == "nvlink" else "pcie"
@@ -87,4 +100,60 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
         checks.append(Check(category="performance", name="allreduce_busbw_floor", passed=busbw >= floor,
                             detail=f"1 GiB all-reduce at {busbw:.0f} GB/s bus bandwidth over {link} (floor {floor} GB/s)",
                             value=busbw))
+    latency = _value(figures, "allreduce_latency", "8B")
+    if latency is not None and gpu_count > 1:
+        link = "nvlink" if interconnect == "nvlink" else "pcie"
+        ceiling = envelope["allreduce_latency_us"][link]
+        detail = f"8 B all-reduce in {latency:.1f} us over {link} (ceiling {ceiling} us)"
+        if latency > ceiling:
+            detail += _nccl_settings(stack)
+        checks.append(Check(category="performance", name="allreduce_latency_ceiling", passed=latency <= ceiling,
+                            detail=detail, value=latency))
     return checks
+
+
+def _conv_checks(figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], peaks: dict[str, float],
+                 fractions: dict[str, float]) -> list[Check]:
+    """The convolution block stack's TFLOP/s per dtype against its floor; a miss names what chose the kernels."""
+    checks = []
+    for dtype, fraction in fractions.items():
+        entry = figures.get("conv", {}).get(dtype) or {}
+        measured = entry.get("value")
+        if measured is None:
+            continue
+        passed = measured >= fraction * peaks[dtype]
+        detail = (f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} "
+                  f"datasheet peak (floor {fraction:.0%})")
+        if not passed:
+            detail += _conv_cause(entry, stack)
+        checks.append(Check(category="performance", name=f"conv_{dtype}_floor", passed=passed, detail=detail, value=measured))
+    return checks
+
+
+def _conv_cause(entry: dict[str, Any], stack: dict[str, Any]) -> str:
+    """cuDNN's version, the switches that steer its choice as the run had them, and the kernel that took the time."""
+    settings = entry.get("cudnn") or {}
+    parts = [f"cuDNN {stack.get('cudnn') or 'not loaded'}"]
+    if settings.get("enabled") is False:
+        parts.append("cuDNN disabled (torch's own convolutions ran)")
+    if settings.get("benchmark") is False:
+        parts.append("autotuner off (cudnn.benchmark=False: heuristics chose)")
+    if settings.get("deterministic"):
+        parts.append("deterministic algorithms only")
+    if settings.get("fault"):
+        parts.append(f"VERIFY_FAULT_CUDNN={settings['fault']}")
+    kernels = entry.get("kernels") or []
+    if kernels:
+        top = kernels[0]
+        parts.append(f"most time in {top['kernel']} ({top['share']:.0%})")
+    return "; " + ", ".join(parts)
+
+
+NCCL_LATENCY_SETTINGS = ("NCCL_PROTO", "NCCL_ALGO", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET", "NCCL_IB_DISABLE")
+
+
+def _nccl_settings(stack: dict[str, Any]) -> str:
+    """The NCCL variables the kernel saw that move small-message latency (NCCL_PROTO=Simple drops LL/LL128)."""
+    seen = stack.get("nccl_env") or {}
+    named = [f"{name}={seen[name]}" for name in NCCL_LATENCY_SETTINGS if name in seen]
+    return f"; NCCL {stack.get('nccl') or '?'} with {', '.join(named)}" if named else f"; NCCL {stack.get('nccl') or '?'}, no NCCL_* setting in the environment"

@@ -1,0 +1,102 @@
+"""One kernel run: the stack probe, every check group in order, and the JSON document.
+
+Imported by `python -m verify` after it has started the determinism child, so that the child's own
+interpreter start and torch import overlap this process's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import threading
+import time
+
+import torch
+
+from verify import SCHEMA
+from verify.conv import conv_throughput
+from verify.correctness import attention, convolution, gemm
+from verify.determinism import DeterminismRun
+from verify.expect import expectations, stack_checks
+from verify.graphs import cuda_graphs
+from verify.nvml import Nvml, Telemetry
+from verify.perf import bandwidth, gemm_throughput
+from verify.results import Results
+from verify.stack import arch_cc, describe, seconds_since_start
+from verify.train import training
+
+# torch.optim's first step imports torch._dynamo (and sympy with it: 5.7 s on an H200 VM, more than torch
+# itself); every training job pays it once. It runs on a thread during the correctness checks, which
+# time nothing, and is joined before the first timed figure.
+OPTIMIZER_IMPORT = "torch._dynamo"
+
+
+def run(args: argparse.Namespace, child: DeterminismRun | None, import_s: float) -> int:
+    """Runs the checks (the child judges determinism where one was started) and writes the document."""
+    started = time.perf_counter()
+    arch = args.arch.lower().replace("_", "")
+    results = Results()
+    results.log = lambda line: print(line, file=sys.stderr, flush=True)
+    results.phase("startup", seconds_since_start() or 0.0)  # interpreter start and imports, torch's among them
+    results.phase("torch_import", import_s)
+    nvml = Nvml()
+    stack = describe(arch, nvml)
+    expected = json.loads(open(args.expect, encoding="utf-8").read()) if args.expect else {}
+    gpu_ready = stack_checks(results, arch, stack, args.allow_ptx, expected.get("gpu_count"))
+    expectations(results, stack, expected)
+    device = torch.device("cuda", 0) if arch_cc(arch) and gpu_ready else torch.device("cpu")
+    results.phase("stack", time.perf_counter() - started)  # NVML, CUDA's start, the stack checks
+    telemetry_devices = list(range(nvml.device_count() or 0)) if device.type == "cuda" else []
+    with Telemetry(nvml, telemetry_devices) as telemetry:
+        if arch == "cpu" or gpu_ready:
+            _checks(results, device, args, expected, telemetry, child)
+    total = seconds_since_start()
+    results.phase("total", total if total is not None else time.perf_counter() - started)
+    document = {
+        "schema": SCHEMA,
+        "kind": "single",
+        "arch": arch,
+        "mode": "quick" if args.quick else "full",
+        "device": str(device),
+        "stack": stack,
+        "expected": expected,
+        "checks": results.checks,
+        "figures": results.figures,
+        "telemetry": telemetry.summary(),
+        "passed": all(c["passed"] for c in results.checks),
+        "duration_s": round(time.perf_counter() - started, 2),
+    }
+    text = json.dumps(document, indent=2, sort_keys=True)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as stream:
+            stream.write(text + "\n")
+    print(text)
+    return 0
+
+
+def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry,
+            child: DeterminismRun | None) -> None:
+    """Every check group in order: correctness first, then the timed figures from an idle board (the
+    determinism child ready and idle by then), the child's steps last."""
+    optimizer_import = threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,), daemon=True)
+    optimizer_import.start()
+    has_fp8 = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
+    results.guarded("correctness", "gemm", lambda: gemm(results, device, has_fp8, 1024 if device.type == "cuda" else 256))
+    results.guarded("correctness", "convolution", lambda: convolution(results, device))
+    results.guarded("correctness", "attention", lambda: attention(results, device))
+    if child is not None:
+        results.guarded("training", "determinism_start", child.wait_ready)
+    results.guarded("training", "optimizer_import", optimizer_import.join)
+    # GEMM rates first, while the board is below its power cap (see verify.perf.gemm_throughput)
+    results.guarded("performance", "gemm_throughput", lambda: gemm_throughput(results, device, has_fp8, args.quick))
+    floors = expected.get("conv_floor_tflops") or {}
+    results.guarded("performance", "conv_throughput", lambda: conv_throughput(results, device, args.quick, floors))
+    runs: dict = {}
+    results.guarded("training", "training",
+                    lambda: runs.update(training(results, device, args.quick, args.compile, telemetry)))
+    results.guarded("graphs", "cuda_graphs", lambda: cuda_graphs(results, device, args.quick, runs.get("bf16")))
+    results.guarded("performance", "bandwidth", lambda: bandwidth(results, device))
+    if child is not None:
+        results.guarded("training", "determinism", lambda: child.judge(results))
