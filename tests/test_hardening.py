@@ -42,6 +42,26 @@ def test_a_malformed_signature_is_refused_without_a_key(tmp_path: Path, signatur
     assert result.returncode == 1 and "signature is malformed" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_signed_certificate_never_passes_without_its_key(tmp_path: Path) -> None:
+    result = run_cli("cert", "verify", str(_signed_certificate(tmp_path)))
+    assert result.returncode == 1 and "no --key was given" in result.stderr and "hint: pass --key" in result.stderr
+    signed = run_cli("cert", "verify", str(SIGNED), "--key", str(SIGNED.parent / "h200-signing.pub"))
+    assert signed.returncode == 0 and "signature valid" in signed.stdout
+
+
+def test_an_unsigned_certificate_is_checked_for_form_and_consistency(tmp_path: Path) -> None:
+    document = json.loads(_signed_certificate(tmp_path).read_text())
+    document["signature"] = None
+    unsigned = tmp_path / "unsigned.cert.json"
+    unsigned.write_text(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n")
+    result = run_cli("cert", "verify", str(unsigned))
+    assert result.returncode == 0 and "unsigned: only its form was checked" in result.stdout
+    document["certificate"]["checks"][0]["passed"] = False  # "PASSED (1 failed checks)" is an edit, not a result
+    unsigned.write_text(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n")
+    result = run_cli("cert", "verify", str(unsigned))
+    assert result.returncode == 1 and "says passed=True while 1 of its checks failed" in result.stderr
+
+
 def test_a_fifo_in_an_environment_never_blocks_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")

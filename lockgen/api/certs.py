@@ -29,6 +29,10 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
         certificate = Certificate.model_validate(document)
     except Exception as exc:
         raise LockFormatError(f"`{path}` is not a lockgen certificate: {str(exc).splitlines()[0]}", "") from None
+    body = certificate.certificate
+    if body.passed != all(c.passed for c in body.checks):
+        raise LockFormatError(f"`{path}` says passed={body.passed} while {len(body.failures())} of its checks failed: "
+                              "it was edited", "certificates are tamper-evident; use the original file")
     if lock is not None:
         digest = file_digest(lock)
         covered = certificate.certificate.subject.lock_sha256
@@ -40,6 +44,18 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
             raise LockFormatError(f"the certificate names `{lock}` but records no proof that the environment was it",
                                   "certify again with this lockgen: `lockgen verify --lock` checks conformance first")
     return certificate
+
+
+def require_verified(path: Path, certificate: Certificate, public_key: Path | None) -> str:
+    """What `cert verify` could prove: a signed certificate checked without its key proves nothing of its
+    content (anyone can rewrite a body and keep it canonical), so that is an error, not a pass."""
+    if public_key is not None:
+        return "signature valid"
+    if certificate.signature is not None:
+        raise UserError(f"`{path}` is signed by key {certificate.signature.key_id}, but no --key was given: only its form "
+                        "was checked, not its signature, so its content is unproven",
+                        "pass --key with the signer's public key (KEY.pub)")
+    return "unsigned: only its form was checked (anyone could have written it)"
 
 
 def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:

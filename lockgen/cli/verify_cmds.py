@@ -49,6 +49,10 @@ def verify(
                                    rendezvous_id=rendezvous_id, manifests=manifests,
                                    allow_foreign=tuple(allow_foreign)), progress)
     failures = body.failures()
+    for group, entries in sorted(body.figures.items()):
+        for name, entry in sorted(entries.items()):
+            if entry.get("value") is None and entry.get("reason"):
+                progress(f"  not run {group}/{name}: {entry['reason']}")
     progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
              f"certificate {'PASSED' if body.passed else 'FAILED'}")
     print(path)
@@ -75,10 +79,11 @@ def cert_verify(
     lock: Optional[Path] = typer.Option(None, "--lock", help="Also require that the certificate covers this lock."),
 ) -> None:
     """Check a certificate: unchanged bytes, a valid signature, the lock it covers; exit 1 if it failed."""
-    from lockgen.api.certs import check_certificate
+    from lockgen.api.certs import check_certificate, require_verified
 
-    body = check_certificate(cert, key, lock).certificate
-    state = "signature valid" if key else "unsigned check (no --key)"
+    certificate = check_certificate(cert, key, lock)
+    state = require_verified(cert, certificate, key)
+    body = certificate.certificate
     print(f"{cert}: {state}; {body.arch} on {body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names))) or 'CPU'}; "
           f"{'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
     if not body.passed:
