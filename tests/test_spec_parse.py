@@ -116,3 +116,22 @@ def test_arbitrary_text_never_crashes(text: str) -> None:
         parse_stack_text(text, "stack.toml")
     except SpecError as error:
         assert error.message
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_any_repeated_line_is_a_located_error(data: st.DataObject) -> None:
+    """A key set twice (any assignment line of the example, repeated right after itself) is an error naming
+    the key and the second line, never tomlkit's KeyAlreadyPresent as a crash."""
+    lines = GOOD.splitlines()
+    assignments = [i for i, line in enumerate(lines) if "=" in line and not line.lstrip().startswith(("#", "["))]
+    index = data.draw(st.sampled_from(assignments))
+    text = "\n".join(lines[:index + 1] + [lines[index]] + lines[index + 1:]) + "\n"
+    try:
+        parse_stack_text(text, "stack.toml")
+    except SpecError as error:
+        assert error.hint and error.path == "stack.toml"
+        if "set twice" in error.message:
+            assert error.line == index + 2
+        return
+    raise AssertionError(f"line {index + 1} repeated was accepted")

@@ -12,7 +12,7 @@ from typing import Any
 
 import tomlkit
 from pydantic import ValidationError
-from tomlkit.exceptions import ParseError
+from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
 from lockgen.errors import SpecError
 from lockgen.model.spec import Dependency, PypiDependency, PypiOptions, StackSpec, Target
@@ -31,6 +31,20 @@ _HINT_KEYS = {
 }
 
 
+def _repeated_line(text: str, key: str) -> int | None:
+    """The line where `key = ...` (bare or quoted) is set a second time in one table, or None."""
+    pattern = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
+    table, seen = "", set()
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("["):
+            table = line.strip()
+        elif pattern.match(line):
+            if table in seen:
+                return number
+            seen.add(table)
+    return None
+
+
 def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
     """Parses the text of a stack file; every problem is a SpecError naming `source` and the line."""
     try:
@@ -38,6 +52,10 @@ def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
     except ParseError as exc:
         raise SpecError(f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0],
                         "fix the TOML syntax at that line", source, exc.line) from None
+    except KeyAlreadyPresent as exc:  # tomlkit names the key but not the line
+        key = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
+        raise SpecError(f"key `{key}` is set twice in one table", "keep one of the two lines",
+                        source, _repeated_line(text, key)) from None
     locator = _Locator(text, source)
     for key in document:
         if key not in _TOP_TABLES:
