@@ -103,6 +103,8 @@ def test_arch_command() -> None:
     assert "CUDA 12.0: ptx" in sm100.stdout and "CUDA 12.9: sass" in sm100.stdout
     assert "570.26" in sm100.stdout  # the driver floor of CUDA 12.8
     assert_clean_failure(run_cli("arch", "sm42"), "unknown arch")
+    cpu = run_cli("arch", "cpu")  # the hint of an unknown arch lists cpu: it must answer too
+    assert cpu.returncode == 0 and "gpus: none" in cpu.stdout and "CPU builds of torch" in cpu.stdout
 
 
 def test_usage_errors_exit_2() -> None:

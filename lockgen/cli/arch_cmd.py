@@ -33,9 +33,9 @@ def arch(
         print(json.dumps(report, indent=2))
         return
     for key, value in report.items():
-        if isinstance(value, list):
+        if isinstance(value, list) and value:
             print(f"{key}:")
             for item in value:
                 print(f"  - {item}")
         else:
-            print(f"{key}: {value}")
+            print(f"{key}: {value if value != [] else 'none'}")

@@ -16,8 +16,14 @@ def arch_table() -> list[dict[str, Any]]:
 
 
 def arch_report(name: str) -> dict[str, Any]:
-    """Everything lockgen knows and derives about one arch."""
+    """Everything lockgen knows and derives about one arch (`cpu`: the target without a GPU)."""
     facts = load_facts()
+    if name == "cpu":
+        return {"arch": "cpu", "compute_capability": "none", "family": "no GPU",
+                "gpus": [], "first_cuda": "none", "last_cuda": "none", "min_driver": "none (no NVIDIA driver needed)",
+                "tensor_cores": "none",
+                "resolves_to": "CPU builds of torch (no CUDA, cuDNN or NCCL packages), for any driver or none",
+                "verify": "lockgen verify --arch cpu runs the kernel on the CPU (gloo for several processes)"}
     arch = arch_fact(facts, name)
     first = facts.cuda_toolkits.get(arch.first_cuda)
     conda_forge = []
