@@ -5,6 +5,7 @@ machines (two stores), atomic under interruption and concurrency, unsafe archive
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import resolve as api
+from lockgen.adapters import env_manifest
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.check import check_lock, check_prefix as check
 from lockgen.api.materialize import materialize
@@ -30,7 +32,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def tiny_lock(tmp_path: Path) -> tuple[Path, Path]:
     channel = build_channel(tmp_path / "channel", [
-        Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n"}),
+        Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n", "lib/foo.py": "x = 1\n"}),
         Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
     ])
     stack = tmp_path / "stack" / "stack.toml"
@@ -72,6 +74,54 @@ def test_drift_is_found(home: Path, tiny_lock: tuple[Path, Path]) -> None:
     (prefix / "bin" / "foo").unlink()
     drift = check(prefix, full=False)
     assert (drift.missing, drift.extra, drift.modified) == (["bin/foo"], ["lib/extra.txt"], ["lib/libfoo.txt"])
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_drift_that_keeps_content_is_found_in_both_modes(home: Path, tiny_lock: tuple[Path, Path], full: bool) -> None:
+    """Modes no package installs, a changed exec bit, a same-size edit with the mtime put back, and what the
+    manifest leaves out by design (byte-code caches, .lockgen/, folders) are each drift, fast mode too."""
+    prefix, _ = materialize(tiny_lock[0], None, None, lambda _: None)
+    assert check(prefix, full=False).clean and check(prefix, full=True).clean
+    data, tool = prefix / "lib" / "libfoo.txt", prefix / "bin" / "foo"
+    before = data.stat()
+    data.write_bytes(bytes([data.read_bytes()[0] ^ 1]) + data.read_bytes()[1:])  # same size
+    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime put back: only ctime tells
+    tool.chmod(0o644)  # exec bit dropped
+    (prefix / "lib" / "__pycache__").mkdir()
+    (prefix / "lib" / "__pycache__" / "evil.cpython-312.pyc").write_bytes(b"\x00" * 16)  # no evil.py recorded
+    (prefix / "lib" / "sneaky.pyc").write_bytes(b"\x00" * 16)
+    (prefix / ".lockgen" / "hook.sh").write_text("x\n")
+    (prefix / "empty").mkdir()
+    drift = check(prefix, full=full)
+    assert drift.modified == ["bin/foo", "lib/libfoo.txt"]
+    assert drift.extra == [".lockgen/hook.sh", "empty/", "lib/__pycache__/evil.cpython-312.pyc", "lib/sneaky.pyc"]
+    assert drift.unsafe == []
+
+
+@pytest.mark.parametrize("mode, why", [(0o4755, "setuid"), (0o2755, "setgid"), (0o666, "world-writable")])
+def test_a_mode_no_package_installs_is_drift(home: Path, tiny_lock: tuple[Path, Path], mode: int, why: str) -> None:
+    prefix, _ = materialize(tiny_lock[0], None, None, lambda _: None)
+    (prefix / "bin" / "foo").chmod(mode)
+    for full in (False, True):
+        drift = check(prefix, full=full)
+        assert drift.unsafe == [f"bin/foo ({why})"] and "bin/foo" in drift.modified and not drift.clean
+    (prefix / "bin" / "foo").chmod(0o755)
+    (prefix / "lib").chmod(0o777)
+    assert check(prefix, full=False).unsafe == ["lib (world-writable)"]
+    (prefix / "lib").chmod(0o755)
+    (prefix / "lib" / "libfoo.txt").chmod(0o600)  # a narrower mode is drift too (the file's recorded mode moved)
+    assert check(prefix, full=False).modified == ["lib/libfoo.txt"]
+
+
+def test_caches_of_recorded_sources_are_not_drift(home: Path, tiny_lock: tuple[Path, Path]) -> None:
+    prefix, _ = materialize(tiny_lock[0], None, None, lambda _: None)
+    sources = [e["path"] for e in env_manifest.read(prefix)[0]["files"] if e["path"].endswith(".py")]
+    assert sources
+    for source in sources:  # what running the environment's python leaves behind
+        folder = (prefix / source).parent / "__pycache__"
+        folder.mkdir(exist_ok=True)
+        (folder / f"{Path(source).stem}.cpython-312.pyc").write_bytes(b"\x00" * 16)
+    assert check(prefix, full=False).clean
 
 
 def test_a_tampered_archive_is_refused(home: Path, tiny_lock: tuple[Path, Path]) -> None:
@@ -129,6 +179,11 @@ def test_interrupted_and_concurrent_runs(home: Path, tiny_lock: tuple[Path, Path
     (envs / f".{prefix.name}.tmp-999999998").mkdir()
     assert materialize(lock, None, None, lambda _: None)[0] == prefix
     assert not [p for p in envs.iterdir() if ".tmp-" in p.name]
+    shutil.rmtree(prefix)  # six at once: one builds, the others wait on the guard and find it made
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO) for _ in range(6)]
+    outputs = {run.communicate(timeout=120)[0].strip() for run in runs}
+    assert outputs == {str(prefix)} and all(run.returncode == 0 for run in runs)
+    assert not list(envs.glob(".*.lock")) and check(prefix, full=True).clean
 
 
 def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
 
 
-def _covered(relative: str) -> bool:
+def covered(relative: str) -> bool:
+    """Whether the manifest covers a path (caches and `.lockgen/` it leaves out by design)."""
     return not (relative.startswith(".lockgen/") or relative.endswith(".pyc") or "/__pycache__/" in f"/{relative}")
 
 
@@ -48,24 +49,35 @@ def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
 def walk(prefix: Path, covered_only: bool = True) -> list[str]:
     """Every file and symlink under `prefix`, relative and sorted; only those the manifest covers unless
     `covered_only` is false."""
-    found = []
+    files, _ = walk_tree(prefix)
+    return [relative for relative in files if covered(relative)] if covered_only else files
+
+
+def walk_tree(prefix: Path) -> tuple[list[str], list[str]]:
+    """In one pass: every file and symlink under `prefix`, and every folder (not through links), relative
+    and sorted."""
+    files, folders = [], []
     top = str(prefix)
-    for root, dirs, files in os.walk(top):
+    for root, dirs, names in os.walk(top):
         dirs.sort()
         base = root[len(top) + 1:].replace(os.sep, "/")  # os.walk's roots extend `top`: no relpath per file
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+        for name in names + dirs:
             relative = f"{base}/{name}" if base else name
-            if not covered_only or _covered(relative):
-                found.append(relative)
-    return sorted(found)
+            if name in names or os.path.islink(os.path.join(root, name)):
+                files.append(relative)
+            else:
+                folders.append(relative)
+    return sorted(files), sorted(folders)
 
 
-def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, list[float]]]:
-    """The manifest of a prefix and, kept apart (they differ between machines), each file's size and mtime.
+def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint
+    and the folders.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
     so they are not read again."""
     known = known or {}
-    relatives = walk(prefix)
+    everything, folders = walk_tree(prefix)
+    relatives = [relative for relative in everything if covered(relative)]
     top = str(prefix)
     infos = {relative: os.lstat(os.path.join(top, relative)) for relative in relatives}
 
@@ -77,22 +89,32 @@ def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[st
         return entry_of(prefix, relative)
 
     entries = [entry(relative) for relative in relatives]  # known files cost a stat; the rest are few and small
-    stats = {relative: [infos[relative].st_size, infos[relative].st_mtime_ns] for relative in relatives}
+    stats = {"files": {relative: fingerprint(infos[relative]) for relative in relatives}, "dirs": folders}
     return {"format": 1, "files": entries}, stats
+
+
+def fingerprint(info: os.stat_result) -> list[int]:
+    """What the fast check compares before re-hashing a file: size, mtime, ctime (moved by any write or
+    chmod, and not settable back), inode (a file replaced by another) and the full mode (setuid, o+w)."""
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode]
 
 
 def digest(manifest: dict[str, Any]) -> str:
     return canonical_digest(manifest)
 
 
-def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, list[float]], extra: dict[str, Any]) -> None:
+def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: dict[str, Any]) -> None:
     (prefix / ".lockgen").mkdir(exist_ok=True)
     # canonical, so compact: json's C encoder runs only without indent (60,000 files in 0.1 s, not 1 s)
     (prefix / MANIFEST).write_bytes(canonical_json({**manifest, **extra}) + b"\n")
     (prefix / STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
 
 
-def read(prefix: Path) -> tuple[dict[str, Any], dict[str, list[float]]]:
+def read(prefix: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The manifest and the stats (`files` fingerprints, `dirs`); stats of an older lockgen (size and mtime
+    per path, no folders) read as fingerprints that never match, so every file is re-hashed."""
     manifest = json.loads((prefix / MANIFEST).read_text())
     stats = json.loads((prefix / STATS).read_text()) if (prefix / STATS).is_file() else {}
+    if "files" not in stats:
+        stats = {"files": {}, "dirs": None}
     return manifest, stats

@@ -34,10 +34,10 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
             if manifest.get("lock_sha256") == lock_digest:
                 drift = recorded_drift(final, full=False)
                 if not drift.clean:
-                    changed = (drift.modified + drift.missing + drift.extra)[0]
+                    changed = (drift.modified + drift.missing + drift.extra + drift.unsafe)[0]
                     raise UserError(f"{final} holds this lock's environment but changed since it was made "
                                     f"({len(drift.modified)} modified, {len(drift.missing)} missing, "
-                                    f"{len(drift.extra)} extra; first {changed})",
+                                    f"{len(drift.extra)} extra, {len(drift.unsafe)} with unsafe modes; first {changed})",
                                     "remove it and materialize again, or pass another --prefix")
                 progress(f"{final} is already materialized (unchanged since it was made)")
                 return final, manifest["environment_digest"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from lockgen.adapters import archive_safety, conda_meta, env_manifest, home, installers, package_store
 from lockgen.adapters import prefix_observer, rattler_cache
 from lockgen.api.manifest_steps import lock_python, manifest_of
+from lockgen.core import drift as drift_rules
 from lockgen.core.expected_env import conda_expected, wheel_expected
 from lockgen.core.platforms import choose_platform
 from lockgen.errors import LockFormatError, UserError
@@ -113,16 +114,33 @@ def _proven_wheels(lock: Lock, platform: str, pip: list[LockedPackage], temp: Pa
 
 def recorded_drift(prefix: Path, full: bool) -> Drift:
     """A lockgen environment against the manifest it recorded when it was made: missing, extra and modified
-    files; only files whose size or mtime moved are re-hashed unless `full`."""
+    files (content, link target, exec bit or full mode), files and folders no rule accounts for, and modes no
+    package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
+    unless `full`."""
     manifest, stats = env_manifest.read(prefix)
     recorded = {e["path"]: e for e in manifest["files"]}
-    present = set(env_manifest.walk(prefix))
-    modified = []
+    fingerprints = stats["files"]
+    everything, folders = env_manifest.walk_tree(prefix)
+    present = {relative for relative in everything if env_manifest.covered(relative)}
+    modified, unsafe = [], []
     top = str(prefix)
+    infos = {relative: os.lstat(os.path.join(top, relative)) for relative in everything}
     for relative in sorted(present & recorded.keys()):
-        info = os.lstat(os.path.join(top, relative))
-        if not full and stats.get(relative) == [info.st_size, info.st_mtime_ns]:
+        now = env_manifest.fingerprint(infos[relative])
+        before = fingerprints.get(relative)
+        if not full and before == now:
             continue
-        if env_manifest.entry_of(prefix, relative) != recorded[relative]:
+        mode_moved = before is not None and before[-1] != now[-1]
+        if mode_moved or env_manifest.entry_of(prefix, relative) != recorded[relative]:
             modified.append(relative)
-    return Drift(sorted(recorded.keys() - present), sorted(present - recorded.keys()), modified)
+    infos.update({relative: os.lstat(os.path.join(top, relative)) for relative in folders})
+    for relative in everything + folders:
+        why = drift_rules.unsafe_mode(infos[relative].st_mode)
+        if why:
+            unsafe.append(f"{relative} ({why})")
+    extra = sorted(present - recorded.keys())
+    extra += drift_rules.uncovered_extras((p for p in everything if p not in present), set(recorded))
+    if stats["dirs"] is not None:
+        known = set(stats["dirs"]) | {".lockgen"}
+        extra += [f"{d}/" for d in folders if d not in known and not d.endswith("/__pycache__") and d != "__pycache__"]
+    return Drift(sorted(recorded.keys() - present), sorted(extra), modified, sorted(unsafe))

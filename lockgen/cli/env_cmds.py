@@ -69,12 +69,14 @@ def check(
     from lockgen.api.check import check_prefix as run
 
     drift = run(prefix, full)
-    for kind, paths in (("missing", drift.missing), ("extra", drift.extra), ("modified", drift.modified)):
+    for kind, paths in (("missing", drift.missing), ("extra", drift.extra), ("modified", drift.modified),
+                        ("unsafe", drift.unsafe)):
         for path in paths:
             print(f"{kind} {path}")
     if not drift.clean:
         fail(f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
-             f"{len(drift.modified)} modified files", "materialize the lock again into a fresh prefix")
+             f"{len(drift.modified)} modified files" + (f", {len(drift.unsafe)} with unsafe modes" if drift.unsafe else ""),
+             "materialize the lock again into a fresh prefix")
     progress(f"{prefix} matches its manifest")
 
 

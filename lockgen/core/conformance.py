@@ -29,13 +29,13 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from lockgen.core.drift import LOCKGEN_FILES
 from lockgen.core.launchers import is_launcher
 
 DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
 _VENV_FILES = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/activate(\.(bat|csh|fish|nu|ps1|xsh))?"
                          r"|bin/activate_this\.py|bin/Activate\.ps1|bin/deactivate\.bat|bin/pydoc\.bat")
 _VENV_PYTHON = re.compile(r"bin/python(\d+(\.\d+)?t?)?")  # links only: a venv's interpreter is never a file in it
-_LOCKGEN_FILES = (".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json")
 _CONDA_META = re.compile(r"conda-meta/[^/]+\.json|conda-meta/history")
 _PYC = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^/]+)\.pyc")
 _CACHE_TAG = re.compile(r"[a-z]+-?\d+[a-z0-9]*")
@@ -230,7 +230,7 @@ def _rule(found: ObservedFile, owners: dict[str, list[str]], derived: dict[str, 
         return Accepted(path, "venv", None)
     if _CONDA_META.fullmatch(path):
         return Accepted(path, "conda-meta", None)
-    if path in _LOCKGEN_FILES and found.kind == "file":
+    if path in LOCKGEN_FILES and found.kind == "file":
         return Accepted(path, "lockgen", None)
     return None
 

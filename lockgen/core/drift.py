@@ -1,10 +1,17 @@
-"""Drift between two environment manifests, pure: files missing, extra or changed."""
+"""Drift of an environment, pure: files missing, extra or changed between two manifests, and the rules
+for what no manifest covers (modes no package installs, caches, lockgen's own folder, new folders)."""
 
 from __future__ import annotations
 
+import re
+import stat
+from collections.abc import Iterable
 from typing import Any
 
 from lockgen.model.results import Drift
+
+LOCKGEN_FILES = frozenset({".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json"})
+_CACHED = re.compile(r"^(?P<stem>[^/.][^/]*?)\.(?:cpython|pypy)-?\d+[^/]*?\.pyc$")  # foo.cpython-312.pyc, foo.cpython-312.opt-1.pyc
 
 
 def manifest_drift(recorded: dict[str, Any], current: dict[str, Any]) -> Drift:
@@ -13,3 +20,39 @@ def manifest_drift(recorded: dict[str, Any], current: dict[str, Any]) -> Drift:
     now = {e["path"]: e for e in current["files"]}
     return Drift(sorted(before.keys() - now.keys()), sorted(now.keys() - before.keys()),
                  sorted(p for p in before.keys() & now.keys() if before[p] != now[p]))
+
+
+def unsafe_mode(mode: int) -> str | None:
+    """Why a file or folder's mode is one no package installs: setuid, setgid, or writable by anyone
+    (a world-writable folder with the sticky bit, like /tmp, too); None for an ordinary mode."""
+    if stat.S_ISLNK(mode):
+        return None
+    if mode & stat.S_ISUID:
+        return "setuid"
+    if mode & stat.S_ISGID:
+        return "setgid"
+    if mode & stat.S_IWOTH:
+        return "world-writable"
+    return None
+
+
+def uncovered_extras(paths: Iterable[str], recorded: set[str]) -> list[str]:
+    """Of the files the manifest leaves out by design (`.lockgen/`, byte-code caches), those no rule accounts
+    for: anything in `.lockgen/` lockgen does not write, anything in `__pycache__` that is not the cache of a
+    recorded `.py` beside it, and any `.pyc` outside `__pycache__` (Python imports it without a source)."""
+    extras = []
+    for path in paths:
+        if path.startswith(".lockgen/"):
+            if path not in LOCKGEN_FILES:
+                extras.append(path)
+            continue
+        folder, _, name = path.rpartition("/")
+        parent, _, last = folder.rpartition("/")
+        if last == "__pycache__":
+            match = _CACHED.match(name)
+            source = f"{parent}/{match['stem']}.py".lstrip("/") if match else None
+            if source not in recorded:
+                extras.append(path)
+        elif name.endswith(".pyc"):
+            extras.append(path)
+    return sorted(extras)

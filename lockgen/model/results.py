@@ -27,10 +27,11 @@ class Drift:
     missing: list[str]
     extra: list[str]
     modified: list[str]
+    unsafe: list[str] = field(default_factory=list)  # "PATH (setuid)": a mode no package installs
 
     @property
     def clean(self) -> bool:
-        return not (self.missing or self.extra or self.modified)
+        return not (self.missing or self.extra or self.modified or self.unsafe)
 
 
 @dataclass(frozen=True)
