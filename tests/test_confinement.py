@@ -38,3 +38,5 @@ def test_a_package_naming_paths_outside_is_refused_whole(tmp_path: Path, monkeyp
     assert victim.read_text() == "keep me\n"
     assert {p.name for p in tmp_path.iterdir()} - before <= {"envs", "home"}  # nothing else beside the prefix
     assert not (tmp_path / "envs" / "p").exists() and not list((tmp_path / "envs").glob(".p.tmp-*"))
+    assert not list((tmp_path / "envs").glob(".p.lock"))  # the run's guard file goes with the run
+    assert not [p.name for p in (tmp_path / "home" / "pkgs").iterdir()]  # the refused archive is not kept

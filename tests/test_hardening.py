@@ -140,3 +140,26 @@ def test_an_interpreter_lying_about_its_prefix_is_refused(tmp_path: Path) -> Non
     lock = CPU_LOCK
     result = run_cli("check", "--lock", str(lock), "--python", str(liar))
     assert result.returncode == 1 and "is not in that environment's bin/" in result.stderr
+
+
+def test_a_killed_fetch_leaves_nothing_that_lasts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partial download whose writer is gone (untouched for a minute, held by nobody) is swept by the next
+    fetch; one another live run holds is left alone; a materialize leaves no guard file behind."""
+    import fcntl
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    store = tmp_path / "home" / "pkgs"
+    store.mkdir(parents=True)
+    dead, live = store / ".fetch-dead", store / ".fetch-live"
+    for leftover in (dead, live):
+        leftover.write_bytes(b"\0" * 1024)
+        os.utime(leftover, (1, 1))
+    holder = open(live, "rb")
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another run still downloading
+    try:
+        lock = make_lock(tmp_path, "1.0")
+        prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+        assert not dead.exists() and live.exists()
+        assert not list(prefix.parent.glob(".env.lock"))
+    finally:
+        holder.close()

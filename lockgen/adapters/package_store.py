@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from lockgen.adapters import file_guard
 from lockgen.adapters.home import lockgen_home
 from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, LockFormatError
@@ -48,9 +49,11 @@ def fetch(package: LockedPackage, store: Path | None = None) -> Path:
     algorithm, expected = _expected(package)
     target = _stored_path(package, store)
     store.mkdir(parents=True, exist_ok=True)
+    file_guard.sweep_stale(store, ".fetch-*")  # partial downloads of runs that were killed
     handle, temp_name = tempfile.mkstemp(prefix=".fetch-", dir=store)
     os.close(handle)
     temp = Path(temp_name)
+    guard = file_guard.hold_open(temp)
     try:
         _download(package, temp)
         got = file_digest(temp, algorithm)
@@ -60,7 +63,15 @@ def fetch(package: LockedPackage, store: Path | None = None) -> Path:
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
+        os.close(guard)
     return target
+
+
+def discard(archive: Path) -> None:
+    """Removes a stored archive lockgen refused (and its scan marker): it is the lock's, byte for byte, but
+    unsafe, so keeping it only takes space and a later run fetches and refuses it again."""
+    archive.unlink(missing_ok=True)
+    archive.with_name(archive.name + ".scanned").unlink(missing_ok=True)
 
 
 def _download(package: LockedPackage, destination: Path) -> None:

@@ -3,13 +3,12 @@ hash-checked, one at a time per target path)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import env_manifest
+from lockgen.adapters import env_manifest, file_guard
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.shared_steps import Meter, build_environment, default_prefix, lock_platform, recorded_drift
 from lockgen.core.stack_layout import target_of_lock
@@ -26,8 +25,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
     name = f"{lock.meta('target') or target_of_lock(lock_path)}-{chosen}"
     final = (prefix or default_prefix(lock_digest, name)).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f".{final.name}.lock", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)  # two runs of one lock make one environment
+    with file_guard.held(final.parent / f".{final.name}.lock"):  # two runs of one lock make one environment
         _sweep(final.parent, final.name)
         if (final / env_manifest.MANIFEST).is_file():
             manifest, _ = env_manifest.read(final)

@@ -74,16 +74,20 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
 def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Path, final: Path,
                 progress: Callable[[str], None], meter: Meter | None) -> dict[str, str]:
     """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked."""
-    archives = []
+    archives, manifests = [], []
     for index, package in enumerate(conda, 1):
         archive = package_store.fetch(package)
-        archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
+        try:  # the members, then paths.json's paths, links and placeholders: confined to the prefix
+            archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
+            manifests.append(manifest_of(package, {}, archive)[0])
+        except LockFormatError:
+            package_store.discard(archive)
+            raise
         archives.append(archive)
         if meter is not None:
             meter("fetch and check conda packages", index, len(conda))
         elif index == len(conda):
             progress(f"fetched {index} conda packages (hash-checked)")
-    manifests = [manifest_of(package, {}, archive)[0] for package, archive in zip(conda, archives)]
     cache = home.lockgen_home() / "rattler-cache"
     extracted = rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
     installers.install_conda(archives, temp, final, platform, cache)

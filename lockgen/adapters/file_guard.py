@@ -1,0 +1,70 @@
+"""Exclusive guards on files: a lock file held for one run and removed after it, and the sweep of
+temporary files whose writer is gone. Both rest on flock(2), which the kernel releases when a process
+dies (kill -9 too), so nothing depends on a process cleaning up after itself."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from lockgen.errors import HostError
+
+ATTEMPTS = 100  # a guard file removed and re-made under us this many times running means something is wrong
+STALE_AFTER_S = 60  # a temporary file untouched this long, and held by nobody, belongs to a dead run
+
+
+@contextlib.contextmanager
+def held(path: Path) -> Iterator[None]:
+    """Holds `path` exclusively (waiting for another holder), and removes it on release. The file is
+    re-opened if another holder removed it between our open and our lock, so two runs never both hold."""
+    for _ in range(ATTEMPTS):
+        stream = open(path, "a")
+        fcntl.flock(stream, fcntl.LOCK_EX)
+        try:
+            same = os.fstat(stream.fileno()).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        stream.close()
+    else:
+        raise HostError(f"cannot hold {path}: it was removed and re-made {ATTEMPTS} times while waiting",
+                        "another program is deleting lockgen's lock files; stop it and run again")
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # while still held: a waiter then finds its inode gone and re-opens
+        stream.close()
+
+
+def hold_open(path: Path) -> int:
+    """A descriptor of `path` held exclusively, so `sweep_stale` leaves the file alone while we write it."""
+    descriptor = os.open(path, os.O_RDWR)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    return descriptor
+
+
+def sweep_stale(folder: Path, pattern: str) -> list[Path]:
+    """Removes the files matching `pattern` in `folder` that nobody holds and nobody touched for a minute
+    (a fetch killed mid-way); returns what was removed."""
+    removed = []
+    for candidate in folder.glob(pattern):
+        try:
+            if time.time() - candidate.stat().st_mtime < STALE_AFTER_S:
+                continue
+            descriptor = os.open(candidate, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(descriptor)
+            continue
+        candidate.unlink(missing_ok=True)
+        os.close(descriptor)
+        removed.append(candidate)
+    return removed
