@@ -14,8 +14,11 @@ import pytest
 
 from lockgen.api import resolve as api
 from lockgen.adapters import oci_layout
-from lockgen.api.check import check_image
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api.check import check_image, check_lock
 from lockgen.api.export import export
+from lockgen.core.sbom import cyclonedx
+from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from tests.channel_factory import Pkg, build_channel
 
@@ -227,6 +230,24 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
     shutil.rmtree(short, ignore_errors=True)
     assert podman.returncode == 0, podman.stderr
     assert podman.stdout == "uid=1000 hello from the lock\n"
+
+
+def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = make_lock(tmp_path, "1.0")
+    run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
+    assert check_image(tmp_path / "img")[2].clean and check_lock(lock, image=str(tmp_path / "img")).clean
+    beside = tmp_path / "img" / "sbom.cdx.json"
+    data = beside.read_bytes()
+    beside.write_bytes(data.replace(b"libfoo", b"libfoO", 1))  # one byte, same size
+    drift = check_image(tmp_path / "img")[2]
+    assert drift.modified == [f"{beside} (differs from the image's SBOM)"]
+    result = check_lock(lock, image=str(tmp_path / "img"))
+    assert not result.clean and result.problems == (f"image: {beside} (differs from the image's SBOM and the lock's)",)
+    beside.write_bytes(data)
+    other = make_lock(tmp_path / "other", "1.1")  # an SBOM that is some other lock's, stated for this image
+    image_env = check_image(tmp_path / "img")[0]
+    beside.write_bytes(canonical_json(cyclonedx(load_lock(other), "linux-64", file_digest(other), image_env)))
+    assert not check_lock(lock, image=str(tmp_path / "img")).clean
 
 
 def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,16 +8,19 @@ a lockgen environment is compared with the manifest it recorded when it was made
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lockgen.adapters import conda_meta, env_manifest, image_source, python_dists
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, recorded_drift
+from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.drift import manifest_drift
-from lockgen.digests import file_digest
+from lockgen.core.sbom import cyclonedx
+from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
-from lockgen.model.oci import IMAGE_PREFIX, PREFIX_LABEL
+from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, PREFIX_LABEL
 from lockgen.model.results import Conformance, Drift
 
 ROOT_USERS = ("", "0", "0:0", "root", "root:root")
@@ -59,7 +62,51 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
             drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
         else:
             drift = check_prefix(image.prefix, full=True)
+        inside = image.prefix / SBOM_INSIDE
+        stated = _stated_environment(inside)
+        problems = sbom_problems(source, inside, None)
+        if stated is not None and stated != image.recorded_environment:
+            problems.append(f"{SBOM_INSIDE} (names environment {stated[:16]}…, the image's label {image.recorded_environment[:16]}…)")
+        drift = Drift(drift.missing, drift.extra, sorted(drift.modified + problems), drift.unsafe)
         return image.recorded_environment, image.environment, drift
+
+
+SBOM_INSIDE = ".lockgen/sbom.cdx.json"
+
+
+def _stated_environment(sbom: Path) -> str | None:
+    """The environment digest an SBOM names (its top component's version), or None when unreadable."""
+    try:
+        version = json.loads(sbom.read_bytes())["metadata"]["component"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(version).removeprefix("sha256:")
+
+
+def sbom_problems(source: str | Path, inside: Path, expected: bytes | None) -> list[str]:
+    """The image's SBOMs that are not what they should be: the one inside the image and the one export wrote
+    beside a layout folder (`DIR/sbom.cdx.json`) or an archive (`FILE.sbom.cdx.json`) must be the same bytes,
+    and with a lock (`expected`: the SBOM regenerated from it) exactly the lock's."""
+    reference = expected
+    problems = []
+    if not inside.is_file():
+        problems.append(f"{SBOM_INSIDE} (missing from the image)")
+    else:
+        found = inside.read_bytes()
+        if expected is not None and found != expected:
+            problems.append(f"{SBOM_INSIDE} (not the SBOM of the lock)")
+        reference = reference or found
+    beside = _sbom_beside(source)
+    if beside is not None and beside.is_file() and reference is not None and beside.read_bytes() != reference:
+        problems.append(f"{beside} (differs from the image's SBOM" + (" and the lock's)" if expected else ")"))
+    return problems
+
+
+def _sbom_beside(source: str | Path) -> Path | None:
+    if image_source.is_reference(str(source)):
+        return None
+    path = Path(str(source).removeprefix("file://"))
+    return path / "sbom.cdx.json" if path.is_dir() else path.with_name(path.name + ".sbom.cdx.json")
 
 
 def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None = None, image: str | None = None,
@@ -79,5 +126,14 @@ def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None =
         inside = image_source.environment_in(opened.root, image_prefix)
         result = conform(lock_path, inside, platform, manifests, progress, meter, image_prefix, allow_foreign)
         problems = (f"image: runs as root (User {opened.user or 'unset'})",) if opened.user in ROOT_USERS else ()
+        # the SBOM's packages, lock and platform come from the lock; the environment digest it names must be
+        # the one the image's label records (which `check --image` recomputes from the files)
+        labelled = str(labels.get(ENVIRONMENT_LABEL, "")).removeprefix("sha256:")
+        stated = _stated_environment(inside / SBOM_INSIDE)
+        expected_sbom = canonical_json(cyclonedx(load_lock(lock_path), result.platform, result.lock_sha256, labelled))
+        findings = sbom_problems(image, inside / SBOM_INSIDE, expected_sbom)
+        if stated is not None and stated != labelled:
+            findings.append(f"{SBOM_INSIDE} (names environment {stated[:16]}…, the image's label {labelled[:16]}…)")
+        problems += tuple(f"image: {finding}" for finding in findings)
         return Conformance(result.lock_sha256, result.platform, f"{image}:{image_prefix}", result.expected_digest,
                            result.report, problems, opened.digest, result.allowed, result.by_path_only)
