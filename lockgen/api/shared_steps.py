@@ -139,7 +139,7 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
             modified.append(relative)
     infos.update({relative: os.lstat(os.path.join(top, relative)) for relative in folders})
     for relative in everything + folders:
-        why = drift_rules.unsafe_mode(infos[relative].st_mode)
+        why = drift_rules.unsafe_mode(relative, infos[relative].st_mode, infos[relative].st_size)
         if why:
             unsafe.append(f"{relative} ({why})")
     extra = sorted(present - recorded.keys())

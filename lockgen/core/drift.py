@@ -22,10 +22,12 @@ def manifest_drift(recorded: dict[str, Any], current: dict[str, Any]) -> Drift:
                  sorted(p for p in before.keys() & now.keys() if before[p] != now[p]))
 
 
-def unsafe_mode(mode: int) -> str | None:
+def unsafe_mode(relative: str, mode: int, size: int) -> str | None:
     """Why a file or folder's mode is one no package installs: setuid, setgid, or writable by anyone
-    (a world-writable folder with the sticky bit, like /tmp, too); None for an ordinary mode."""
-    if stat.S_ISLNK(mode):
+    (a world-writable folder with the sticky bit, like /tmp, too); None for an ordinary mode. uv's venv
+    lock (`.lock` at the root, empty, made writable by every user that may run uv there) is the one
+    world-writable file allowed."""
+    if stat.S_ISLNK(mode) or (relative == ".lock" and size == 0 and stat.S_ISREG(mode) and not mode & 0o6000):
         return None
     if mode & stat.S_ISUID:
         return "setuid"
