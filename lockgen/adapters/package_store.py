@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters import file_guard
+from lockgen.adapters import fetch_auth, file_guard
 from lockgen.adapters.home import lockgen_home
+from lockgen.core.credentials import scrub_text
 from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, LockFormatError
 from lockgen.model.lock import LockedPackage
@@ -80,9 +82,17 @@ def _download(package: LockedPackage, destination: Path) -> None:
         if parts.scheme == "file":
             shutil.copyfile(unquote(parts.path), destination)
             return
-        with urllib.request.urlopen(package.url, timeout=60) as response, destination.open("wb") as out:
+        url, headers = fetch_auth.authorized(package.url)
+        request = urllib.request.Request(url)
+        for name, value in headers.items():
+            request.add_unredirected_header(name, value)  # to this host only, never on to a redirect's
+        with urllib.request.urlopen(request, timeout=60) as response, destination.open("wb") as out:
             shutil.copyfileobj(response, out, 1 << 20)
+    except urllib.error.HTTPError as exc:
+        hint = ("the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE "
+                "(never in the lock)" if exc.code in (401, 403) else "check the channel; the lock names this URL")
+        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: HTTP {exc.code}", hint) from None
     except (OSError, ValueError) as exc:
-        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: {exc}",
+        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: {scrub_text(str(exc))}",
                            "offline? put the archive in a local channel or the package store "
                            f"({lockgen_home() / 'pkgs'})") from None

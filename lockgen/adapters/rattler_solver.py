@@ -67,7 +67,12 @@ class ChannelSet:
 
     def gateway(self) -> Any:
         if self._gateway is None:
-            self._gateway = rattler.Gateway(cache_dir=cache_dir() / "rattler")
+            # rattler's authentication middleware: credentials from $RATTLER_AUTH_FILE, the keyring or ~/.netrc
+            # (see lockgen.adapters.fetch_auth), so a private channel needs none in its URL or the lock
+            from rattler.networking import AuthenticationMiddleware, RetryMiddleware
+
+            client = rattler.Client([RetryMiddleware(3), AuthenticationMiddleware()])
+            self._gateway = rattler.Gateway(cache_dir=cache_dir() / "rattler", client=client)
         return self._gateway
 
     def _rattler_channels(self, channels: list[Channel] | None = None) -> list[Any]:
