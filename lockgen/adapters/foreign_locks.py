@@ -38,16 +38,53 @@ class Imported:
 
 
 def read_foreign(path: Path, environment: str | None, python: str | None, glibc: str) -> Imported:
-    """Detects the format from the content and converts it."""
+    """Detects the format from the content and converts it; a file of a known format whose structure is
+    broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read `{path}`: {exc}", "pass the path of a lock file") from None
     text = raw.decode("utf-8", errors="replace")
     digest = hashlib.sha256(raw).hexdigest()
+    form = _format_of(path, text)
+    try:
+        return _read(form, path, text, environment, python, glibc, digest)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
+        # tomllib's errors too; the readers' own errors (LockgenError) pass through
+        raise LockFormatError(f"`{path}` is a malformed {form}: {_what_broke(exc)}",
+                              f"it was edited or cut short: use the file {_producer(form)} wrote") from None
+
+
+def _format_of(path: Path, text: str) -> str:
     if "@EXPLICIT" in text.splitlines():
-        return Imported("@EXPLICIT", (), tuple(_explicit(text, path)), digest)
+        return "@EXPLICIT file"
     if path.suffix == ".lock" and text.lstrip().startswith("version = "):
+        return "uv.lock"
+    return "pixi.lock or conda-lock.yml"
+
+
+def _producer(form: str) -> str:
+    return {"@EXPLICIT file": "conda list --explicit", "uv.lock": "uv lock"}.get(form, "pixi or conda-lock")
+
+
+def _what_broke(exc: Exception) -> str:
+    """One line for what a reader tripped over, without its internals."""
+    if isinstance(exc, KeyError):
+        return f"an entry lacks `{exc.args[0] if exc.args else '?'}`"
+    text = str(exc).strip().splitlines()
+    if type(exc).__name__ == "ValidationError":  # pydantic: the field, then what it wanted
+        return f"a value has the wrong type ({' '.join(text[1:3]).strip()[:160]})"
+    first = text[0] if text else type(exc).__name__
+    if "at end of document" in first:
+        return f"it ends mid-value ({first}): it looks truncated"
+    return first[:200]
+
+
+def _read(form: str, path: Path, text: str, environment: str | None, python: str | None, glibc: str,
+          digest: str) -> Imported:
+    if form == "@EXPLICIT file":
+        return Imported("@EXPLICIT", (), tuple(_explicit(text, path)), digest)
+    if form == "uv.lock":
         return _uv(text, python, glibc, digest)
     import yaml
 

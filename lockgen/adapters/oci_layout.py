@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 import os
 import shutil
 import stat
@@ -140,22 +141,61 @@ def write_index(layout: Path, manifest: dict[str, Any], tag: str) -> str:
     return descriptor["digest"]
 
 
-def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """(manifest, config, manifest digest) of the layout's single image; blobs are checked against their digests."""
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
-    def blob(digest: str) -> bytes:
+
+def _malformed(layout: Path, what: str) -> LockFormatError:
+    return LockFormatError(f"`{layout}` is not a well-formed OCI image: {what}", "pass a folder made by lockgen export")
+
+
+def _digest_at(layout: Path, holder: Any, where: str) -> str:
+    """The digest of a descriptor, refused unless it is `sha256:` and 64 hex digits (it names a file)."""
+    digest = holder.get("digest") if isinstance(holder, dict) else None
+    if not isinstance(digest, str) or not _DIGEST.match(digest):
+        raise _malformed(layout, f"{where} has no sha256 digest")
+    return digest
+
+
+def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(manifest, config, manifest digest) of the layout's single image; blobs are checked against their
+    digests, and the structure every reader relies on (descriptors, layers, diff_ids, labels) is checked once
+    here, so a damaged or hostile layout is one error, never a crash further on."""
+
+    def blob(digest: str, what: str) -> dict[str, Any]:
         data = (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise LockFormatError(f"blob {digest} of {layout} was changed", "the image was tampered with: re-export it")
-        return data
+        document = json.loads(data)
+        if not isinstance(document, dict):
+            raise _malformed(layout, f"its {what} is not a JSON object")
+        return document
 
     try:
-        descriptor = json.loads((layout / "index.json").read_text())["manifests"][0]
-        manifest = json.loads(blob(descriptor["digest"]))
-        config = json.loads(blob(manifest["config"]["digest"]))
-    except (OSError, ValueError, KeyError, IndexError) as exc:
+        index = json.loads((layout / "index.json").read_text())
+        manifests = index.get("manifests") if isinstance(index, dict) else None
+        if not isinstance(manifests, list) or not manifests:
+            raise _malformed(layout, "index.json lists no manifest")
+        digest = _digest_at(layout, manifests[0], "index.json's first manifest")
+        manifest = blob(digest, "manifest")
+        config = blob(_digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
+    except (OSError, ValueError) as exc:
         raise LockFormatError(f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export") from None
-    return manifest, config, descriptor["digest"]
+    layers = manifest.get("layers")
+    if not isinstance(layers, list):
+        raise _malformed(layout, "the manifest has no layers list")
+    for number, layer in enumerate(layers):
+        _digest_at(layout, layer, f"layer {number}")
+    rootfs = config.get("rootfs")
+    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if not isinstance(diff_ids, list) or len(diff_ids) != len(layers) or not all(
+            isinstance(d, str) and _DIGEST.match(d) for d in diff_ids):
+        raise _malformed(layout, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(layers)})")
+    settings = config.get("config", {})
+    labels = settings.get("Labels") if isinstance(settings, dict) else None
+    if not isinstance(settings, dict) or not (labels is None or isinstance(labels, dict)) or \
+            any(not isinstance(v, str) for v in (labels or {}).values()):
+        raise _malformed(layout, "its config's config.Labels is not a mapping of strings")
+    return manifest, config, digest
 
 
 def tag_of(layout: Path) -> str:

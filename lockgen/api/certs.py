@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from lockgen.adapters import signing
 from lockgen.core.certify import FigureChange, compare_figures
 from lockgen.core.stack_layout import CERT_SUFFIX
@@ -27,8 +29,11 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
     document = signing.verify_file(text, public_key)
     try:
         certificate = Certificate.model_validate(document)
-    except Exception as exc:
-        raise LockFormatError(f"`{path}` is not a lockgen certificate: {str(exc).splitlines()[0]}", "") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the top level"
+        raise LockFormatError(f"`{path}` is not a lockgen certificate: at {where}, {first['msg'].lower()}",
+                              "certificates are written by `lockgen verify`; use the original file") from None
     body = certificate.certificate
     if body.passed != all(c.passed for c in body.checks):
         raise LockFormatError(f"`{path}` says passed={body.passed} while {len(body.failures())} of its checks failed: "

@@ -1,0 +1,178 @@
+"""Fuzzing every reader through the use case that reads it (hypothesis, bounded): foreign locks through
+`import`, lockgen locks through `render` and `diff`, certificates through `cert verify`, OCI index,
+manifest and config through `check --image`. The property everywhere: it works, or it fails with a
+LockgenError that has a one-line message and a hint (the CLI's exit 1 or 2), and nothing is written.
+Never another exception (the CLI's exit 3, "report the traceback")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockgen.api.certs import check_certificate
+from lockgen.api.check import check_image
+from lockgen.api.import_lock import import_lock
+from lockgen.api.locks import diff, render
+from lockgen.errors import LockgenError
+from tests.conftest import EXAMPLE_STACK, REPO
+
+FOREIGN = sorted((Path(__file__).parent / "fixtures" / "foreign").iterdir()) + [EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"]
+LOCKS = sorted((EXAMPLE_STACK.parent / "locks").glob("*.conda-lock.yml"))
+CERTIFICATE = REPO / "envs" / "examples" / "h200-system" / "h200-quick.cert.json"
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _mutated(text: str, data: st.DataObject) -> str:
+    """One edit of the kinds damaged files show: cut short, a line dropped or doubled, a value replaced by a
+    list or a mapping, an indent moved, bytes that are not UTF-8 where they are read as text."""
+    lines = text.splitlines(keepends=True)
+    index = data.draw(st.integers(0, max(len(lines) - 1, 0)))
+    kind = data.draw(st.sampled_from(["truncate", "cut", "drop", "double", "list", "mapping", "indent", "garbage"]))
+    if kind == "truncate":
+        return "".join(lines[:index])
+    if kind == "cut":  # mid-line
+        return "".join(lines[:index]) + lines[index][: len(lines[index]) // 2]
+    if kind == "drop":
+        return "".join(lines[:index] + lines[index + 1:])
+    if kind == "double":
+        return "".join(lines[:index + 1] + lines[index:])
+    if kind in ("list", "mapping"):
+        key, sep, _ = lines[index].partition(":" if ":" in lines[index] else "=")
+        replacement = key + (sep or ":") + (" [1, [2]]\n" if kind == "list" else " {a: 1}\n")
+        return "".join(lines[:index] + [replacement] + lines[index + 1:])
+    if kind == "indent":
+        return "".join(lines[:index] + ["   " + lines[index]] + lines[index + 1:])
+    return "".join(lines[:index]) + data.draw(st.text(max_size=20)) + "".join(lines[index:])
+
+
+def _clean_failure(error: LockgenError) -> None:
+    assert error.message and "\n" not in error.message and error.hint, (error.message, error.hint)
+
+
+@FUZZ
+@given(data=st.data(), source=st.sampled_from(FOREIGN))
+def test_import_of_a_damaged_foreign_lock(tmp_path: Path, data: st.DataObject, source: Path) -> None:
+    damaged = tmp_path / source.name
+    damaged.write_text(_mutated(source.read_text(), data))
+    out = tmp_path / "out" / "t.conda-lock.yml"
+    out.unlink(missing_ok=True)
+    try:
+        import_lock(damaged, "t", None, out)
+    except LockgenError as error:
+        _clean_failure(error)
+        assert not out.exists()
+
+
+@FUZZ
+@given(data=st.data(), source=st.sampled_from(LOCKS))
+def test_render_and_diff_of_a_damaged_lock(tmp_path: Path, data: st.DataObject, source: Path) -> None:
+    damaged = tmp_path / "damaged.conda-lock.yml"
+    damaged.write_text(_mutated(source.read_text(), data))
+    for read in (lambda: render(damaged, None), lambda: diff(source, damaged)):
+        try:
+            read()
+        except LockgenError as error:
+            _clean_failure(error)
+
+
+def _edited_value(data: st.DataObject) -> object:
+    return data.draw(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8),
+                               st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
+
+
+def _edit_json(document: object, data: st.DataObject, depth: int = 0) -> object:
+    """One key deleted or one value replaced, somewhere down the tree."""
+    if isinstance(document, dict) and document and depth < 6:
+        key = data.draw(st.sampled_from(sorted(document)))
+        action = data.draw(st.sampled_from(["descend", "delete", "replace"]))
+        edited = dict(document)
+        if action == "delete":
+            del edited[key]
+        elif action == "replace":
+            edited[key] = _edited_value(data)
+        else:
+            edited[key] = _edit_json(document[key], data, depth + 1)
+        return edited
+    if isinstance(document, list) and document and depth < 6:
+        index = data.draw(st.integers(0, len(document) - 1))
+        return document[:index] + [_edit_json(document[index], data, depth + 1)] + document[index + 1:]
+    return _edited_value(data)
+
+
+@FUZZ
+@given(data=st.data())
+def test_cert_verify_of_an_edited_certificate(tmp_path: Path, data: st.DataObject) -> None:
+    """Edited and re-rendered canonically (so the byte check passes and the model is what is tested)."""
+    from lockgen.adapters.signing import render as canonical
+
+    edited = _edit_json(json.loads(CERTIFICATE.read_text()), data)
+    path = tmp_path / "edited.cert.json"
+    path.write_text(canonical(edited) if isinstance(edited, dict) else json.dumps(edited))
+    key = REPO / "envs" / "examples" / "h200-system" / "h200-signing.pub"
+    for public in (None, key):
+        try:
+            check_certificate(path, public, None)
+        except LockgenError as error:
+            _clean_failure(error)
+            continue
+        assert public is None or edited == json.loads(CERTIFICATE.read_text())  # with the key, only the original
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.test_export import make_lock
+
+    folder = tmp_path_factory.mktemp("image")
+    import os
+
+    from lockgen.api.export import export
+
+    os.environ["LOCKGEN_HOME"] = str(folder / "home")
+    try:
+        export(make_lock(folder, "1.0"), None, folder / "img", None, 100, 1, lambda _: None)
+    finally:
+        os.environ.pop("LOCKGEN_HOME")
+    return folder / "img"
+
+
+def _put_blob(layout: Path, content: bytes) -> dict[str, object]:
+    digest = hashlib.sha256(content).hexdigest()
+    (layout / "blobs" / "sha256" / digest).write_bytes(content)
+    return {"digest": f"sha256:{digest}", "size": len(content)}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), part=st.sampled_from(["index", "manifest", "config"]))
+def test_check_image_of_an_edited_layout(tmp_path: Path, image: Path, data: st.DataObject, part: str) -> None:
+    """The index edited in place; a manifest or config edited and stored under its new digest, with the
+    references above it rewritten, so the reader gets past the hash checks to the JSON itself."""
+    layout = Path(tempfile.mkdtemp(dir=tmp_path)) / "img"  # a fresh copy per example
+    shutil.copytree(image, layout)
+    index = json.loads((layout / "index.json").read_text())
+    if part == "index":
+        index = _edit_json(index, data)
+    else:
+        descriptor = index["manifests"][0]
+        manifest_path = layout / "blobs" / "sha256" / descriptor["digest"].split(":", 1)[1]
+        manifest = json.loads(manifest_path.read_text())
+        if part == "config":
+            config_path = layout / "blobs" / "sha256" / manifest["config"]["digest"].split(":", 1)[1]
+            config = _edit_json(json.loads(config_path.read_text()), data)
+            manifest["config"].update(_put_blob(layout, json.dumps(config).encode()))
+        else:
+            manifest = _edit_json(manifest, data)
+        descriptor.update(_put_blob(layout, json.dumps(manifest).encode()))
+    (layout / "index.json").write_text(json.dumps(index))
+    try:
+        check_image(layout)
+    except LockgenError as error:
+        _clean_failure(error)
+    finally:
+        shutil.rmtree(layout.parent)
