@@ -163,3 +163,27 @@ def test_a_killed_fetch_leaves_nothing_that_lasts(tmp_path: Path, monkeypatch: p
         assert not list(prefix.parent.glob(".env.lock"))
     finally:
         holder.close()
+
+
+@pytest.mark.parametrize("arch, driver, hint", [
+    ("H100", "550.54.15", 'hint: H100 is sm90: write arch = "sm90"'),
+    ("a100", "550.54.15", 'hint: a100 is sm80: write arch = "sm80"'),
+    ("sm90", "550", 'hint: write the full version `nvidia-smi` prints, e.g. driver = "550.54.15"'),
+])
+def test_the_hint_fixes_the_case(tmp_path: Path, arch: str, driver: str, hint: str) -> None:
+    stack = tmp_path / "stack.toml"
+    stack.write_text(f'[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\npytorch = "*"\n'
+                     f'[targets.x]\narch = "{arch}"\ndriver = "{driver}"\n')
+    result = run_cli("resolve", str(stack))
+    assert result.returncode == 1 and hint in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name, kind", [("tiny.pixi.lock", "pixi.lock"), ("tiny.uv.lock", "uv.lock"),
+                                        ("tiny.explicit.txt", "@EXPLICIT file")])
+def test_a_foreign_lock_given_where_a_lockgen_lock_belongs_points_at_import(tmp_path: Path, name: str, kind: str) -> None:
+    source = Path(__file__).parent / "fixtures" / "foreign" / name
+    for command in (["materialize", str(source), "--prefix", str(tmp_path / "p")], ["render", str(source)]):
+        result = run_cli(*command)
+        assert result.returncode == 1 and f"is a {kind}, not a lockgen lock" in result.stderr
+        assert f"hint: convert it first: lockgen import {source} --target NAME" in result.stderr
+    assert not (tmp_path / "p").exists()

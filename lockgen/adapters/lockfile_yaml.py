@@ -151,6 +151,17 @@ def _emit_sequence(items: list[Any], indent: int, lines: list[str]) -> None:
             lines.append(f"{pad}- {_scalar(item)}")
 
 
+def _foreign_kind(text: str, data: Any) -> str | None:
+    """The other tool's format a file that is not a lockgen lock looks like, for a hint that converts it."""
+    if isinstance(data, dict) and "environments" in data and "packages" in data:
+        return "pixi.lock"
+    if "@EXPLICIT" in text.splitlines():
+        return "@EXPLICIT file"
+    if text.lstrip().startswith("version = ") and "[[package]]" in text:
+        return "uv.lock"
+    return None
+
+
 def load_lock(path: Path) -> Lock:
     """Reads a lock file written by lockgen (or any conda-lock v1 file with the same fields)."""
     try:
@@ -171,10 +182,18 @@ def parse_lock(text: str, source: str) -> Lock:
     try:
         data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
+        foreign = _foreign_kind(text, None)
+        if foreign:
+            raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock",
+                                  f"convert it first: lockgen import {source} --target NAME") from None
         raise LockFormatError(f"lock `{source}` is not valid YAML: {str(exc).splitlines()[0]}",
                               "re-create it with `lockgen resolve`") from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
         found = data.get("version") if isinstance(data, dict) else None
+        foreign = _foreign_kind(text, data)
+        if foreign:
+            raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock",
+                                  f"convert it first: lockgen import {source} --target NAME")
         raise LockFormatError(f"lock `{source}` has version {found!r}; lockgen reads conda-lock v{LOCK_VERSION}",
                               "re-create it with `lockgen resolve`")
     if not isinstance(data.get("metadata") or {}, dict) or not isinstance(data.get("package") or [], list):

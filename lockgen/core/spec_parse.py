@@ -162,7 +162,21 @@ def _target(name: str, value: Any, locator: "_Locator") -> Target:
     try:
         return Target(name=name, **value)
     except ValidationError as exc:
-        raise locator.from_validation(exc, ("targets", name), _HINT_KEYS["target"]) from None
+        field = next((str(p) for p in exc.errors()[0]["loc"] if isinstance(p, str)), "")
+        hint = {"arch": _arch_hint(value.get("arch")),
+                "driver": "write the full version `nvidia-smi` prints, e.g. driver = \"550.54.15\""}.get(field, _HINT_KEYS["target"])
+        raise locator.from_validation(exc, ("targets", name), hint) from None
+
+
+def _arch_hint(value: Any) -> str:
+    """For an arch written as a GPU's name (`H100`, `a100`), the arch that GPU is."""
+    from lockgen.core.facts import load_facts
+
+    text = str(value).strip().lower()
+    for arch in load_facts().archs.values() if text else ():
+        if any(re.search(rf"(^|[\s(]){re.escape(text)}($|[\s)-])", gpu.lower()) for gpu in arch.gpus):
+            return f"{value} is {arch.name}: write arch = \"{arch.name}\""
+    return "write arch = \"sm90\" (or \"cpu\"); `lockgen arch` lists the archs and their GPUs"
 
 
 def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> dt.date | dt.datetime | None:
