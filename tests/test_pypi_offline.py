@@ -22,6 +22,8 @@ WHEELS = [
     Wheel("gamma", "1.0", requires=("delta ; platform_machine == 'aarch64'", "alpha")),
     Wheel("delta", "1.0"),
     Wheel("macos-only", "1.0", tag="py3-none-macosx_11_0_arm64"),
+    Wheel("climber", "1.0", files={"../../../../climbed.txt": "x\n"}),  # a member and RECORD path that climb out
+    Wheel("scripter", "1.0", files={"scripter-1.0.data/scripts/../../../../../climbed-script": "x\n"}),
 ]
 
 
@@ -114,3 +116,15 @@ def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, 
                     "delta"], check=True, capture_output=True)
     drift = check(prefix, full=False)
     assert any(p.startswith("lib/python3.11/site-packages/delta") for p in drift.extra)
+
+
+@pytest.mark.parametrize("name", ["climber", "scripter"])
+def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path: Path, index_url: str, name: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockgen.errors import LockgenError
+
+    with pytest.raises(LockgenError) as raised:
+        materialized(tmp_path, index_url, f'{name} = "*"', monkeypatch)
+    assert "leaves the prefix" in raised.value.message and raised.value.hint
+    assert not [p for p in tmp_path.rglob("climbed*")]
+    assert not list((tmp_path / "home" / "envs").glob("*-cpu-linux-64"))
