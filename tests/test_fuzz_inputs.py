@@ -23,7 +23,8 @@ from lockgen.api.locks import diff, render
 from lockgen.errors import LockgenError
 from tests.conftest import EXAMPLE_STACK, REPO
 
-FOREIGN = sorted((Path(__file__).parent / "fixtures" / "foreign").iterdir()) + [EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"]
+FOREIGN = sorted(p for p in (Path(__file__).parent / "fixtures" / "foreign").rglob("*") if p.is_file() and p.name != "pyproject.toml") \
+    + [EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"]
 LOCKS = sorted((EXAMPLE_STACK.parent / "locks").glob("*.conda-lock.yml"))
 CERTIFICATE = REPO / "envs" / "examples" / "h200-system" / "h200-quick.cert.json"
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

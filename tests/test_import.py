@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import LockgenError
 from tests.conftest import run_cli, shared_dir
@@ -48,7 +49,7 @@ def test_explicit_import_keeps_urls_and_md5(tmp_path: Path) -> None:
 
 def test_uv_lock_picks_the_linux_wheel_for_the_python(tmp_path: Path) -> None:
     source = next(p for p in CORPUS if p.name == "Clay-foundation__model__uv.lock")
-    _, lock = import_lock(source, "t", None, tmp_path / "x.yml", python="3.11")
+    _, lock = import_lock(source, "t", None, tmp_path / "x.yml", UvChoices(python="3.11"))
     torch = {p.platform: p.url.rsplit("/", 1)[-1] for p in lock.package if p.name == "torch"}
     assert torch["linux-64"].endswith("cp311-cp311-manylinux_2_28_x86_64.whl")
     assert torch["linux-aarch64"].endswith("cp311-cp311-manylinux_2_28_aarch64.whl")

@@ -2,9 +2,8 @@
 `@EXPLICIT` files and uv.lock (v1).
 
 Every platform a file holds comes over, with hashes kept. pixi's `default` environment is read
-unless another is named. uv.lock is universal (every platform in one file): for each platform the
-wheel that fits (platform tag, glibc, Python) is chosen; packages with no fitting wheel (Windows-
-or macOS-only ones) are left out, and the local project itself (virtual/editable source) is skipped.
+unless another is named. uv.lock is read as uv installs it (`adapters.uv_lock`: markers, extras,
+groups, forks), with the wheel that fits each platform (platform tag, glibc, Python) chosen here.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
 from lockgen.model.spec import MACHINE_OF_PLATFORM as MACHINE
@@ -37,7 +37,7 @@ class Imported:
         return tuple(sorted({p.platform for p in self.packages}))
 
 
-def read_foreign(path: Path, environment: str | None, python: str | None, glibc: str) -> Imported:
+def read_foreign(path: Path, environment: str | None, uv: UvChoices) -> Imported:
     """Detects the format from the content and converts it; a file of a known format whose structure is
     broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format."""
     try:
@@ -48,7 +48,7 @@ def read_foreign(path: Path, environment: str | None, python: str | None, glibc:
     digest = hashlib.sha256(raw).hexdigest()
     form = _format_of(path, text)
     try:
-        return _read(form, path, text, environment, python, glibc, digest)
+        return _read(form, path, text, environment, uv, digest)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
         # tomllib's errors too; the readers' own errors (LockgenError) pass through
         raise LockFormatError(f"`{path}` is a malformed {form}: {_what_broke(exc)}",
@@ -80,12 +80,11 @@ def _what_broke(exc: Exception) -> str:
     return first[:200]
 
 
-def _read(form: str, path: Path, text: str, environment: str | None, python: str | None, glibc: str,
-          digest: str) -> Imported:
+def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoices, digest: str) -> Imported:
     if form == "@EXPLICIT file":
         return Imported("@EXPLICIT", (), tuple(_explicit(text, path)), digest)
     if form == "uv.lock":
-        return _uv(text, python, glibc, digest)
+        return _uv(text, uv, digest)
     import yaml
 
     try:
@@ -196,58 +195,11 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
                          build=record.get("build", build))
 
 
-def _uv(text: str, python: str | None, glibc: str, digest: str) -> Imported:
+def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
     import tomllib
 
-    data = tomllib.loads(text)
-    if data.get("version") != 1:
-        raise LockFormatError(f"uv.lock version {data.get('version')!r} is not supported", "lockgen imports uv.lock v1")
-    floor = re.search(r">=\s*(3\.\d+)", data.get("requires-python", ""))
-    version = python or (floor.group(1) if floor else None)
-    if version is None:
-        raise UserError("uv.lock states no Python floor", "pass --python 3.11")
-    packages, skipped = [], []
-    for platform in ("linux-64", "linux-aarch64"):
-        environment = {"python_full_version": version + ".0", "python_version": version, "sys_platform": "linux",
-                       "platform_system": "Linux", "platform_machine": MACHINE[platform], "implementation_name": "cpython"}
-        for entry in data.get("package", []):
-            forks = entry.get("resolution-markers")
-            if forks and not any(_marker_true(m, environment) for m in forks):
-                continue  # a fork of this package for another Python or platform
-            source = entry.get("source", {})
-            if "virtual" in source or "editable" in source:
-                skipped.append(f"{platform}: `{entry['name']}` is the local project (no archive to lock)")
-                continue
-            wheel = _best_wheel(entry.get("wheels", []), platform, version, glibc)
-            if wheel is None:
-                continue
-            packages.append(LockedPackage(name=entry["name"], version=str(entry["version"]), manager="pip",
-                                          platform=platform, url=wheel["url"],
-                                          hash=PackageHash(sha256=wheel.get("hash", "").removeprefix("sha256:") or None)))
-    return Imported("uv.lock v1", (), tuple(packages), digest, tuple(skipped))
-
-
-def _marker_true(marker: str, environment: dict[str, str]) -> bool:
-    """A PEP 508 marker of the flat form uv writes in `resolution-markers` (`and` binds before `or`);
-    a clause it cannot read counts as true, so nothing is dropped on a guess."""
-    return any(all(_clause_true(c.strip(), environment) for c in alternative.split(" and "))
-               for alternative in marker.split(" or "))
-
-
-def _clause_true(clause: str, environment: dict[str, str]) -> bool:
-    match = re.fullmatch(r"(\w+)\s*(==|!=|>=|<=|>|<)\s*'([^']*)'", clause.strip("() "))
-    if not match or match.group(1) not in environment:
-        return True
-    key, op, value = match.groups()
-    have = environment[key]
-    if key.startswith("python"):
-        left = tuple(int(x) for x in re.findall(r"\d+", have))
-        right = tuple(int(x) for x in re.findall(r"\d+", value.replace("*", "")))
-        if value.endswith(".*"):
-            left = left[:len(right)]
-        have, value = left, right  # type: ignore[assignment]
-    return {"==": have == value, "!=": have != value, ">=": have >= value, "<=": have <= value,
-            ">": have > value, "<": have < value}[op]
+    found = read_uv_lock(tomllib.loads(text), choices, _best_wheel)
+    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped)
 
 
 def _best_wheel(wheels: list[dict[str, Any]], platform: str, python: str, glibc: str) -> dict[str, Any] | None:

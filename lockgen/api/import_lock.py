@@ -8,6 +8,7 @@ from pathlib import Path
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.adapters.uv_lock import UvChoices
 from lockgen.core.lock_builder import imported_lock
 from lockgen.core.stack_layout import default_lock_path
 from lockgen.errors import LockFormatError, UserError
@@ -15,18 +16,19 @@ from lockgen.model.lock import Lock
 
 
 def import_lock(source: Path, target: str, environment: str | None = None, out: Path | None = None,
-                python: str | None = None, glibc: str = "2.28") -> tuple[Path, Lock]:
-    """Converts `source` and writes it to `out` (default `locks/<target>.conda-lock.yml`)."""
-    imported = read_foreign(source, environment, python, glibc)
+                uv: UvChoices = UvChoices()) -> tuple[Path, Lock]:
+    """Converts `source` and writes it to `out` (default `locks/<target>.conda-lock.yml`); `uv` says what
+    `uv sync` would be told (Python, extras, groups) for a uv.lock."""
+    imported = read_foreign(source, environment, uv)
     if not imported.packages:
         raise UserError(f"`{source}` holds no package for a Linux platform lockgen locks",
-                        "check --environment (pixi) or --python (uv.lock)")
+                        "check --environment (pixi), or --python, --extra and --group (uv.lock)")
     seen: dict[tuple[str, str, str], str] = {}
     for package in imported.packages:
         key = (package.platform, package.manager, package.name)
         if key in seen and seen[key] != package.version:
             raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} "
-                                  f"({seen[key]} and {package.version})", "pass --python to choose one fork (uv.lock)")
+                                  f"({seen[key]} and {package.version})", "name one with --python, --extra or --group (uv.lock)")
         seen[key] = package.version
     lock = imported_lock(target, source.name, imported.format, imported.sha256, environment, imported.skipped,
                          imported.channels, imported.platforms, imported.packages)

@@ -39,15 +39,21 @@ def import_(
     source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock or an @EXPLICIT file."),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
-    python: Optional[str] = typer.Option(None, "--python", help="uv.lock: the Python to pick wheels for (default: its floor)."),
+    python: Optional[str] = typer.Option(None, "--python", help="uv.lock: the CPython X.Y (default: the oldest its requires-python admits)."),
+    extra: list[str] = typer.Option([], "--extra", help="uv.lock: an extra of the project, as `uv sync --extra` (repeatable)."),
+    all_extras: bool = typer.Option(False, "--all-extras", help="uv.lock: every extra of the project."),
+    group: list[str] = typer.Option([], "--group", help="uv.lock: a dependency group, as `uv sync --group` (repeatable)."),
+    no_dev: bool = typer.Option(False, "--no-dev", help="uv.lock: leave out the dev group (uv includes it by default)."),
     glibc: str = typer.Option("2.28", "--glibc", help="uv.lock: the newest manylinux glibc a wheel may need."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
 ) -> None:
     """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
-    from lockgen.api.import_lock import import_lock
+    from lockgen.api.import_lock import UvChoices, import_lock
     from lockgen.cli.ui import progress
 
-    path, lock = import_lock(source, target, environment, out, python, glibc)
+    choices = UvChoices(python=python, extras=tuple(extra), all_extras=all_extras, groups=tuple(group), dev=not no_dev,
+                        glibc=glibc)
+    path, lock = import_lock(source, target, environment, out, choices)
     for platform in lock.metadata.platforms:
         entries = lock.packages_for(platform)
         pip = sum(1 for p in entries if p.manager == "pip")
