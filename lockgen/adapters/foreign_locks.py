@@ -3,7 +3,7 @@
 
 Every platform a file holds comes over, with hashes kept. pixi's `default` environment is read
 unless another is named. uv.lock is read as uv installs it (`adapters.uv_lock`: markers, extras,
-groups, forks), with the wheel that fits each platform (platform tag, glibc, Python) chosen here.
+groups, forks, and the wheel that fits each platform).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
-from lockgen.model.spec import MACHINE_OF_PLATFORM as MACHINE
 
 SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
 
@@ -198,39 +197,5 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
 def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
     import tomllib
 
-    found = read_uv_lock(tomllib.loads(text), choices, _best_wheel)
+    found = read_uv_lock(tomllib.loads(text), choices)
     return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped)
-
-
-def _best_wheel(wheels: list[dict[str, Any]], platform: str, python: str, glibc: str) -> dict[str, Any] | None:
-    """The wheel that installs on `platform` with CPython `python` and `glibc`, best match first."""
-    cp = "cp" + python.replace(".", "")
-    target_glibc = tuple(int(x) for x in glibc.split("."))
-    best, best_score = None, None
-    for wheel in wheels:
-        tags = wheel["url"].rsplit("/", 1)[-1].removesuffix(".whl").split("-")[-3:]
-        py_tags, abi_tags, plat_tags = (t.split(".") for t in tags)
-        if "any" in plat_tags:
-            plat_score = 0
-        else:
-            fitting = [tuple(int(x) for x in re.findall(r"manylinux_(\d+)_(\d+)", p)[0]) for p in plat_tags
-                       if p.endswith(MACHINE[platform]) and re.match(r"manylinux_\d+_\d+_", p)]
-            fitting += [(2, 5) for p in plat_tags if p == f"manylinux1_{MACHINE[platform]}"]
-            fitting += [(2, 12) for p in plat_tags if p == f"manylinux2010_{MACHINE[platform]}"]
-            fitting += [(2, 17) for p in plat_tags if p == f"manylinux2014_{MACHINE[platform]}"]
-            fitting = [f for f in fitting if f <= target_glibc]
-            if not fitting:
-                continue
-            plat_score = 1 + max(fitting)[1] / 100
-        if cp in py_tags and (cp in abi_tags or "none" in abi_tags):
-            py_score = 3
-        elif "abi3" in abi_tags and any(t.startswith("cp3") and int(t[3:]) <= int(cp[3:]) for t in py_tags):
-            py_score = 2
-        elif any(t in ("py3", "py2.py3") or t.startswith("py3") for t in py_tags) and "none" in abi_tags:
-            py_score = 1
-        else:
-            continue
-        score = (py_score, plat_score)
-        if best_score is None or score > best_score:
-            best, best_score = wheel, score
-    return best

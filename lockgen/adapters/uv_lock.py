@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -49,8 +49,7 @@ class UvImport:
     python: str
 
 
-def read_uv_lock(data: dict[str, Any], choices: UvChoices,
-                 best_wheel: Callable[[list[dict[str, Any]], str, str, str], dict[str, Any] | None]) -> UvImport:
+def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     """The wheels uv would install from `data` (a parsed uv.lock) on each Linux platform, and what it would
     need that cannot come over."""
     if data.get("version") != 1:
@@ -236,3 +235,37 @@ def _target(edge: dict[str, Any], entries: dict[str, list[dict[str, Any]]], envi
         raise LockFormatError(f"uv.lock names {edge['name']} {edge.get('version', '')} as a dependency but holds no such package".replace("  ", " "),
                               "the file was edited or cut short: use the one `uv lock` wrote")
     return candidates[0]
+
+
+def best_wheel(wheels: list[dict[str, Any]], platform: str, python: str, glibc: str) -> dict[str, Any] | None:
+    """The wheel that installs on `platform` with CPython `python` and `glibc`, best match first."""
+    cp = "cp" + python.replace(".", "")
+    target_glibc = tuple(int(x) for x in glibc.split("."))
+    best, best_score = None, None
+    for wheel in wheels:
+        tags = wheel["url"].rsplit("/", 1)[-1].removesuffix(".whl").split("-")[-3:]
+        py_tags, abi_tags, plat_tags = (t.split(".") for t in tags)
+        if "any" in plat_tags:
+            plat_score = 0
+        else:
+            fitting = [tuple(int(x) for x in re.findall(r"manylinux_(\d+)_(\d+)", p)[0]) for p in plat_tags
+                       if p.endswith(MACHINE[platform]) and re.match(r"manylinux_\d+_\d+_", p)]
+            fitting += [(2, 5) for p in plat_tags if p == f"manylinux1_{MACHINE[platform]}"]
+            fitting += [(2, 12) for p in plat_tags if p == f"manylinux2010_{MACHINE[platform]}"]
+            fitting += [(2, 17) for p in plat_tags if p == f"manylinux2014_{MACHINE[platform]}"]
+            fitting = [f for f in fitting if f <= target_glibc]
+            if not fitting:
+                continue
+            plat_score = 1 + max(fitting)[1] / 100
+        if cp in py_tags and (cp in abi_tags or "none" in abi_tags):
+            py_score = 3
+        elif "abi3" in abi_tags and any(t.startswith("cp3") and int(t[3:]) <= int(cp[3:]) for t in py_tags):
+            py_score = 2
+        elif any(t in ("py3", "py2.py3") or t.startswith("py3") for t in py_tags) and "none" in abi_tags:
+            py_score = 1
+        else:
+            continue
+        score = (py_score, plat_score)
+        if best_score is None or score > best_score:
+            best, best_score = wheel, score
+    return best
