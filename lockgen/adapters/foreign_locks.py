@@ -1,5 +1,5 @@
 """Reads other tools' locks into lockgen's lock entries: pixi.lock (v4-v7), conda-lock.yml (unified v1),
-`@EXPLICIT` files and uv.lock (v1).
+`@EXPLICIT` files, uv.lock (v1) and PEP 751 pylock.toml.
 
 Every platform a file holds comes over, with hashes kept. pixi's `default` environment is read
 unless another is named. uv.lock is read as uv installs it (`adapters.uv_lock`: markers, extras,
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
@@ -57,13 +58,15 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices) -> Imported
 def _format_of(path: Path, text: str) -> str:
     if "@EXPLICIT" in text.splitlines():
         return "@EXPLICIT file"
+    if path.name.startswith("pylock.") and path.suffix == ".toml":
+        return "pylock.toml"
     if path.suffix == ".lock" and text.lstrip().startswith("version = "):
         return "uv.lock"
     return "pixi.lock or conda-lock.yml"
 
 
 def _producer(form: str) -> str:
-    return {"@EXPLICIT file": "conda list --explicit", "uv.lock": "uv lock"}.get(form, "pixi or conda-lock")
+    return {"@EXPLICIT file": "conda list --explicit", "uv.lock": "uv lock", "pylock.toml": "its installer"}.get(form, "pixi or conda-lock")
 
 
 def _what_broke(exc: Exception) -> str:
@@ -84,19 +87,24 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
         return Imported("@EXPLICIT", (), tuple(_explicit(text, path)), digest)
     if form == "uv.lock":
         return _uv(text, uv, digest)
+    if form == "pylock.toml":
+        import tomllib
+
+        packages, skipped, python = read_pylock(tomllib.loads(text), uv)
+        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), packages, digest, skipped)
     import yaml
 
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise LockFormatError(f"`{path}` is neither a known lock format nor valid YAML: {str(exc).splitlines()[0]}",
-                              "import takes pixi.lock, conda-lock.yml, uv.lock or an @EXPLICIT file") from None
+                              "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file") from None
     if isinstance(data, dict) and "environments" in data and "packages" in data:
         return _pixi(data, environment, digest)
     if isinstance(data, dict) and data.get("version") == 1 and "package" in data:
         return _conda_lock(data, digest)
     raise LockFormatError(f"`{path}` is not a lock format lockgen imports",
-                          "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1) or an @EXPLICIT file")
+                          "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1), pylock.toml (PEP 751) or an @EXPLICIT file")
 
 
 def _split_conda_file(url: str) -> tuple[str, str, str, str]:

@@ -54,7 +54,7 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     need that cannot come over."""
     if data.get("version") != 1:
         raise LockFormatError(f"uv.lock version {data.get('version')!r} is not supported", "lockgen imports uv.lock v1")
-    python = _python(data.get("requires-python", ""), choices.python)
+    python = python_within(data.get("requires-python", ""), choices.python)
     entries: dict[str, list[dict[str, Any]]] = {}
     for entry in data.get("package", []):
         entries.setdefault(_normal(entry["name"]), []).append(entry)
@@ -62,7 +62,7 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     _refuse_conflicting(data.get("conflicts") or [], choices)
     packages, skipped = [], []
     for platform in PLATFORMS:
-        environment = _environment(platform, python)
+        environment = environment_of(platform, python)
         active = _active_extras(roots, entries, choices)
         reached = _walk(roots, entries, environment, active, choices)
         for key in sorted(reached):
@@ -99,12 +99,12 @@ def _named(table: Any) -> dict[str, list[dict[str, Any]]]:
     return {_normal(key): value for key, value in (table or {}).items()}
 
 
-def _python(requires: str, wanted: str | None) -> str:
+def python_within(requires: str, wanted: str | None) -> str:
     """`--python`, which must lie inside the lock's `requires-python`; else the oldest X.Y inside it."""
     try:
         allowed = SpecifierSet(requires)
     except InvalidSpecifier:
-        raise LockFormatError(f"uv.lock's requires-python `{requires}` is not a version range", "") from None
+        raise LockFormatError(f"the lock's requires-python `{requires}` is not a version range", "use the file its tool wrote") from None
     inside = [version for version in PYTHONS if allowed.contains(f"{version}.0") or allowed.contains(f"{version}.99")]
     if wanted is not None:
         if wanted not in PYTHONS or not (allowed.contains(f"{wanted}.0") or allowed.contains(f"{wanted}.99")):
@@ -112,7 +112,7 @@ def _python(requires: str, wanted: str | None) -> str:
                             f"pass one of: {', '.join(inside) or 'none (the range is empty)'}")
         return wanted
     if not inside:
-        raise UserError(f"uv.lock's requires-python `{requires}` admits no CPython 3.8-3.15", "pass --python X.Y")
+        raise UserError(f"the lock's requires-python `{requires}` admits no CPython 3.8-3.15", "pass --python X.Y")
     return inside[0]
 
 
@@ -129,7 +129,7 @@ def _refuse_conflicting(conflicts: list[list[dict[str, str]]], choices: UvChoice
                             f"choose one, e.g. --{both[0][0]} {both[0][1]}" + (" instead of --all-extras" if choices.all_extras else ""))
 
 
-def _environment(platform: str, python: str) -> dict[str, str]:
+def environment_of(platform: str, python: str) -> dict[str, str]:
     return {"implementation_name": "cpython", "implementation_version": f"{python}.0", "os_name": "posix",
             "platform_machine": MACHINE[platform], "platform_python_implementation": "CPython", "platform_release": "",
             "platform_system": "Linux", "platform_version": "", "python_full_version": f"{python}.0",

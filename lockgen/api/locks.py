@@ -1,5 +1,6 @@
 """Use cases over lock files that change nothing: `lockgen diff` (two locks compared per platform) and
-`lockgen render` (a lock's conda packages as an `@EXPLICIT` file, printed or written)."""
+`lockgen render` (a lock for another tool: an `@EXPLICIT` file, pip requirements with hashes, PEP 751
+pylock.toml, conda's environment.yml; printed or written)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,29 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.lock_diff import LockDiff, diff_locks
 from lockgen.core.render import render_explicit
+from lockgen.core.render_formats import render_environment, render_pylock, render_requirements
+from lockgen.errors import UserError
 
 
 def diff(a: Path, b: Path) -> LockDiff:
     return diff_locks(load_lock(a), load_lock(b))
 
 
-def render(lock_path: Path, platform: str | None, out: Path | None = None) -> str:
-    """The `@EXPLICIT` text; with `out`, also written there (atomically)."""
-    text = render_explicit(load_lock(lock_path), platform)
+RENDERERS = {"explicit": render_explicit, "requirements": render_requirements, "pylock": render_pylock,
+             "environment": render_environment}
+
+
+def render(lock_path: Path, platform: str | None, out: Path | None = None, fmt: str = "explicit") -> str:
+    """The lock in format `fmt`; with `out`, also written there (atomically)."""
+    if fmt not in RENDERERS:
+        raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(RENDERERS)}")
+    text = RENDERERS[fmt](load_lock(lock_path), platform)
     if out is not None:
         write_atomic(out, text)
     return text
+
+
+def pylock_name(lock_path: Path) -> Path:
+    """PEP 751's file name for a named lock: `pylock.<target>.toml` in the current folder."""
+    target = load_lock(lock_path).meta("target") or "lock"
+    return Path(f"pylock.{target}.toml")

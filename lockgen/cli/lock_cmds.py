@@ -36,7 +36,7 @@ def diff(
 
 @handles_errors
 def import_(
-    source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock or an @EXPLICIT file."),
+    source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file."),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
     python: Optional[str] = typer.Option(None, "--python", help="uv.lock: the CPython X.Y (default: the oldest its requires-python admits)."),
@@ -68,12 +68,17 @@ def import_(
 def render(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform (needed when the lock has several)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout (pylock: pylock.<target>.toml)."),
+    fmt: str = typer.Option("explicit", "--format", "-f",
+                            help="explicit (conda create --file), requirements (pip --require-hashes), "
+                                 "pylock (PEP 751 pylock.toml), environment (conda environment.yml)."),
 ) -> None:
-    """Write an @EXPLICIT file (URL#hash lines) for `conda create --file`."""
-    from lockgen.api.locks import render as run
+    """Write the lock for another tool: an @EXPLICIT file, hashed requirements, pylock.toml or environment.yml."""
+    from lockgen.api.locks import pylock_name, render as run
 
-    text = run(lock, platform, out)
+    if fmt == "pylock" and out is None:
+        out = pylock_name(lock)
+    text = run(lock, platform, out, fmt)
     if out is None:
         print(text, end="")
     else:

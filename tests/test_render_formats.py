@@ -1,0 +1,128 @@
+"""`render --format` for the tools other teams use, each checked by the tool that reads it: a pylock.toml
+and a hashed requirements file installed by uv into a fresh venv give exactly the lock's packages, from
+a loopback index; a pylock.toml uv itself exports imports as the same packages as its uv.lock;
+environment.yml pins every conda package; and lockgen -> pylock.toml -> lockgen keeps every URL and hash."""
+
+from __future__ import annotations
+
+import functools
+import json
+import http.server
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.uv_lock import UvChoices
+from lockgen.adapters.uv_resolver import uv_binary
+from lockgen.api import resolve as api
+from lockgen.api.import_lock import import_lock
+from lockgen.api.locks import render
+from lockgen.errors import UserError
+from tests.conftest import EXAMPLE_STACK, _QuietHandler, run_cli
+from tests.test_import_uv import CONFLICTS, _normal, uv_selects
+from tests.wheel_index import Wheel, build_index
+
+
+@pytest.fixture(scope="module")
+def pypi_lock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A lock of three pure wheels resolved from a loopback index (which stays up for the installs)."""
+    root = build_index(tmp_path_factory.mktemp("index"), [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)),
+                                                          Wheel("omega", "2.1")])
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    folder = tmp_path_factory.mktemp("stack")
+    stack = folder / "stack.toml"
+    stack.write_text(f'[stack]\nname = "formats"\npython = "3.11"\nplatforms = ["linux-64"]\n'
+                     f'[pypi-dependencies]\ngamma = "*"\nomega = "*"\n'
+                     f'[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n'
+                     '[targets.cpu]\narch = "cpu"\n')
+    api.resolve(stack)
+    yield folder / "locks" / "cpu.conda-lock.yml"
+    server.shutdown()
+
+
+def _venv(folder: Path) -> Path:
+    subprocess.run([uv_binary(), "venv", "-q", "--python", shutil.which("python3.11") or "3.11", str(folder)], check=True)
+    return folder / "bin" / "python"
+
+
+def _installed(python: Path) -> set[tuple[str, str]]:
+    listed = subprocess.run([uv_binary(), "pip", "list", "--format", "json", "--python", str(python)],
+                            capture_output=True, text=True, check=True)
+    return {(_normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
+
+
+def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path, pypi_lock: Path) -> None:
+    expected = {(_normal(p.name), p.version) for p in load_lock(pypi_lock).package if p.manager == "pip"}
+    assert expected == {("alpha", "1.0"), ("gamma", "1.0"), ("omega", "2.1")}
+    done = run_cli("render", str(pypi_lock), "--format", "pylock", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "pylock.cpu.toml", done.stderr
+    python = _venv(tmp_path / "a")
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "-r", str(tmp_path / "pylock.cpu.toml")],
+                   check=True, capture_output=True)
+    assert _installed(python) == expected
+    requirements = tmp_path / "requirements.txt"
+    render(pypi_lock, None, requirements, "requirements")
+    assert all("--hash=sha256:" in line for line in requirements.read_text().splitlines() if not line.startswith("#"))
+    python = _venv(tmp_path / "b")
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "--require-hashes", "--no-deps",
+                    "-r", str(requirements)], check=True, capture_output=True)
+    assert _installed(python) == expected
+
+
+def test_lockgen_to_pylock_and_back_keeps_every_url_and_hash(tmp_path: Path, pypi_lock: Path) -> None:
+    out = tmp_path / "pylock.cpu.toml"
+    render(pypi_lock, None, out, "pylock")
+    _, back = import_lock(out, "back", None, tmp_path / "back.conda-lock.yml")
+    key = lambda lock: {(p.name, p.version, p.url, p.hash.sha256) for p in lock.packages_for("linux-64")}  # noqa: E731
+    assert key(back) == key(load_lock(pypi_lock))
+    assert "linux-aarch64: the file's environments do not include it" in back.meta("skipped")
+
+
+@pytest.mark.parametrize("flags, choices", [(["--extra", "cu128"], UvChoices(extras=("cu128",))),
+                                            (["--extra", "cpu", "--group", "lint"], UvChoices(extras=("cpu",), groups=("lint",)))])
+def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(CONFLICTS, project)
+    subprocess.run([uv_binary(), "export", "--frozen", "--format", "pylock.toml", "--no-emit-project", *flags,
+                    "-o", "pylock.toml"], cwd=project, check=True, capture_output=True)
+    _, lock = import_lock(project / "pylock.toml", "t", None, tmp_path / "t.yml", UvChoices(python="3.10"))
+    for platform in ("linux-64", "linux-aarch64"):
+        assert {(_normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
+
+
+def test_environment_yml_pins_every_conda_package_and_errors_name_the_way_out(tmp_path: Path) -> None:
+    lock_path = EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"
+    lock = load_lock(lock_path)
+    document = yaml.safe_load(render(lock_path, None, None, "environment"))
+    pins = {d for d in document["dependencies"] if isinstance(d, str)}
+    assert pins == {f"{p.name}={p.version}={p.build}" for p in lock.package if p.manager == "conda"}
+    assert document["channels"][-1] == "nodefaults"
+    with pytest.raises(UserError, match="no pip packages") as raised:
+        render(lock_path, None, None, "pylock")
+    assert "explicit or environment" in raised.value.hint
+    unknown = run_cli("render", str(lock_path), "--format", "wheelhouse")
+    assert unknown.returncode == 1 and "formats: explicit, requirements, pylock, environment" in unknown.stderr
+
+
+@pytest.mark.parametrize("choices, names, reasons", [
+    (UvChoices(), {"six", "iniconfig"}, ["`tool` 0.1 comes from git"]),
+    (UvChoices(extras=("fast",)), {"six", "iniconfig"}, ["`orjson` 3.10.0 has an sdist only", "`tool` 0.1 comes from git"]),
+    (UvChoices(dev=False), {"six"}, ["`tool` 0.1 comes from git"]),
+])
+def test_pylock_markers_extras_groups_and_what_cannot_come_over(tmp_path: Path, choices: UvChoices, names: set[str],
+                                                                reasons: list[str]) -> None:
+    source = Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml"
+    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", choices)
+    for platform in ("linux-64", "linux-aarch64"):
+        assert {p.name for p in lock.packages_for(platform)} == names  # colorama is win32 only
+    skipped = lock.meta("skipped")
+    assert all(f"linux-64: {reason}" in skipped for reason in reasons) and skipped.count("linux-64:") == len(reasons)
+    with pytest.raises(UserError, match="has no extra gpu"):
+        import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(extras=("gpu",)))
