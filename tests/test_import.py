@@ -66,3 +66,22 @@ def test_unsupported_input_fails_cleanly(tmp_path: Path) -> None:
     result = run_cli("import", str(empty_env), "--target", "t", "--out", str(tmp_path / "y.yml"))
     assert result.returncode == 1 and "holds no packages" in result.stderr and "--environment" in result.stderr
     assert not (tmp_path / "x.yml").exists() and not (tmp_path / "y.yml").exists()
+
+
+def test_pixi_v7_platform_virtual_packages_come_over(tmp_path: Path) -> None:
+    source = next(p for p in CORPUS if p.name.startswith("data-apis__array-api-extra"))
+    _, lock = import_lock(source, "t", "tests-cuda", tmp_path / "x.yml")
+    assert "__cuda=12.9" in lock.meta("virtual-packages.linux-64").split()
+    assert "is a local path, built from source" in lock.meta("skipped")
+    _, plain = import_lock(source, "t", None, tmp_path / "y.yml")
+    assert "__cuda" not in plain.meta("virtual-packages.linux-64")
+
+
+@pytest.mark.parametrize("cut", [3000, 60000])
+def test_a_truncated_pixi_lock_is_named_as_such(tmp_path: Path, cut: int) -> None:
+    source = next(p for p in CORPUS if p.name.startswith("data-apis__array-api-extra"))
+    truncated = tmp_path / "pixi.lock"
+    truncated.write_bytes(source.read_bytes()[:cut])
+    result = run_cli("import", str(truncated), "--target", "t", "--out", str(tmp_path / "x.yml"))
+    assert result.returncode == 1 and "truncated" in result.stderr and "hint:" in result.stderr
+    assert not (tmp_path / "x.yml").exists()

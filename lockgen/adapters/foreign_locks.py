@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ class Imported:
     packages: tuple[LockedPackage, ...]
     sha256: str
     skipped: tuple[str, ...] = ()  # what could not come over, one reason each
+    virtual_packages: dict[str, str] = field(default_factory=dict)  # platform -> "__cuda=12.9 __glibc=2.28" (pixi v7)
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -97,10 +98,18 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        if text.lstrip().startswith("version:") and "environments:" in text:
+            raise LockFormatError(f"`{path}` looks like a truncated or damaged pixi.lock"
+                                  + (f" at line {mark.line + 1}" if mark is not None else "")
+                                  + f": {str(exc).splitlines()[0]}", "use the pixi.lock pixi wrote (pixi lock)") from None
         raise LockFormatError(f"`{path}` is neither a known lock format nor valid YAML: {str(exc).splitlines()[0]}",
                               "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file") from None
     if isinstance(data, dict) and "environments" in data and "packages" in data:
         return _pixi(data, environment, digest)
+    if isinstance(data, dict) and "environments" in data and data.get("version") in (4, 5, 6, 7):
+        raise LockFormatError(f"`{path}` looks like a truncated pixi.lock: it has environments but no packages section",
+                              "it was cut short: use the pixi.lock pixi wrote (pixi lock)")
     if isinstance(data, dict) and data.get("version") == 1 and "package" in data:
         return _conda_lock(data, digest)
     raise LockFormatError(f"`{path}` is not a lock format lockgen imports",
@@ -162,21 +171,35 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
     if not env.get("packages"):
         others = [n for n, e in environments.items() if e.get("packages")]
         raise UserError(f"pixi environment `{name}` holds no packages", f"name one with --environment: {', '.join(others)}")
-    packages, skipped, seen = [], [], set()
+    declared = {p["name"]: p for p in data.get("platforms") or [] if isinstance(p, dict) and "name" in p}  # v7
+    packages, skipped, seen, virtual = [], [], set(), {}
     for platform_name, entries in env["packages"].items():
-        platform = _pixi_platform(platform_name, entries)
+        platform = declared.get(platform_name, {}).get("subdir") or _pixi_platform(platform_name, entries)
         if platform in seen:
             skipped.append(f"platform `{platform_name}`: a second variant of {platform} (one lock platform per subdir)")
             continue
         seen.add(platform)
+        if declared.get(platform_name, {}).get("virtual-packages"):
+            virtual[platform] = " ".join(str(v) for v in declared[platform_name]["virtual-packages"])
         for entry in entries:
             kind, url = next(iter(entry.items()))
             if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)$", url):
-                skipped.append(f"{platform}: `{url}` is built from local source, not a locked archive")
+                skipped.append(f"{platform}: `{url}` {_not_an_archive(kind, url)}")
                 continue
             packages.append(_pixi_entry(kind, url, records.get(url, {}), platform))
     channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
-    return Imported(f"pixi.lock v{version}", channels, tuple(packages), digest, tuple(skipped))
+    return Imported(f"pixi.lock v{version}", channels, tuple(packages), digest, tuple(skipped), virtual)
+
+
+def _not_an_archive(kind: str, url: str) -> str:
+    """Why a pixi entry is no locked archive, in the words a user acts on."""
+    if url.startswith("git+") or "://github.com/" in url and url.endswith(".git"):
+        return "comes from git: build a wheel or package and pin it"
+    if kind == "pypi" and re.search(r"\.(tar\.gz|zip|tar\.bz2)$", url):
+        return "is an sdist (it would be built on install), not a wheel"
+    if "://" not in url or url.startswith("file:"):
+        return "is a local path, built from source: build a package and pin it"
+    return "is not a locked archive (.conda, .tar.bz2 or .whl)"
 
 
 def _pixi_platform(name: str, entries: list[dict[str, str]]) -> str:

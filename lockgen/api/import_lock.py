@@ -31,7 +31,7 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
                                   f"({seen[key]} and {package.version})", "name one with --python, --extra or --group (uv.lock)")
         seen[key] = package.version
     lock = imported_lock(target, source.name, imported.format, imported.sha256, environment, imported.skipped,
-                         imported.channels, imported.platforms, imported.packages)
+                         imported.channels, imported.platforms, imported.packages, imported.virtual_packages)
     path = out or default_lock_path(target)
     write_atomic(path, dump_lock(lock))
     return path, lock

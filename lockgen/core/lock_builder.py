@@ -90,10 +90,14 @@ def frozen_lock(target: str, frozen_from: str, platform: str, python: str | None
 
 def imported_lock(target: str, source_name: str, source_format: str, source_sha256: str, environment: str | None,
                   skipped: Sequence[str], channels: Sequence[str], platforms: Sequence[str],
-                  packages: Iterable[LockedPackage]) -> Lock:
-    """Another tool's lock as a lockgen lock (`lockgen import`)."""
+                  packages: Iterable[LockedPackage], virtual_packages: Mapping[str, str] | None = None) -> Lock:
+    """Another tool's lock as a lockgen lock (`lockgen import`), with the virtual packages it states per
+    platform (pixi v7's `__cuda=12.9`) under the key resolve uses."""
     meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name,
             "imported-format": source_format, "imported-sha256": source_sha256}
+    for platform, virtual in sorted((virtual_packages or {}).items()):
+        if platform in platforms:
+            meta[f"virtual-packages.{platform}"] = virtual
     if environment:
         meta["environment"] = environment
     if skipped:
