@@ -126,3 +126,35 @@ def test_each_credential_form(tmp_path: Path, user_home: Path, monkeypatch: pyte
     auth.write_text("{not json")
     with pytest.raises(UserError, match="cannot read RATTLER_AUTH_FILE"):
         fetch_auth.authorized("https://basic.acme.io/x")
+
+
+def test_a_private_pypi_index_resolves_and_materializes_with_netrc(tmp_path: Path, user_home: Path) -> None:
+    from lockgen.api import resolve as api
+    from tests.wheel_index import Wheel, build_index
+
+    root = build_index(tmp_path / "index", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",))])
+    seen: list[str | None] = []
+    handler = type("Handler", (_AuthHandler,), {"seen": seen})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        stack = tmp_path / "stack" / "stack.toml"
+        stack.parent.mkdir()
+        stack.write_text(f'[stack]\nname = "private"\npython = "3.11"\nplatforms = ["linux-64"]\n'
+                         f'[pypi-dependencies]\ngamma = "*"\n[pypi-options]\n'
+                         f'index-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n')
+        from lockgen.errors import LockgenError
+
+        with pytest.raises(LockgenError):  # the index wants a credential nobody gave
+            api.resolve(stack)
+        netrc_file = user_home / ".netrc"
+        netrc_file.write_text(f"machine 127.0.0.1 login {USER} password {PASSWORD}\n")
+        netrc_file.chmod(0o600)
+        api.resolve(stack)
+        lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+        prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+        ran = __import__("subprocess").run([str(prefix / "bin" / "python"), "-c", "import gamma, alpha"])
+        assert ran.returncode == 0 and any(seen)
+        assert PASSWORD not in _everything_written(stack.parent, tmp_path / "lockgen-home", prefix)
+    finally:
+        server.shutdown()

@@ -1,8 +1,8 @@
 """One bounded HTTP GET for the PyPI adapters (index pages, wheel byte ranges), on the stdlib.
 
 Bounded: a timeout per socket operation, a deadline for the whole reply, and a cap on the bytes read.
-Credentials written into a URL as `user:pass@` go out as a Basic `Authorization` header that is not
-repeated on a redirect (urllib keeps unredirected headers to the first host); a `/t/<token>/` path stays
+Credentials written into a URL as `user:pass@`, or found for its host in ~/.netrc or $RATTLER_AUTH_FILE
+(`adapters.fetch_auth`), go out as an `Authorization` header that is not repeated on a redirect (urllib keeps unredirected headers to the first host); a `/t/<token>/` path stays
 in the request. Neither ever appears in a message: errors name the URL as `scrub_url` leaves it.
 Each reply is counted (requests, body bytes) on the `Meter` the caller passes, so a use case can report
 what a check cost.
@@ -18,6 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from lockgen.adapters import fetch_auth
 from lockgen.core.credentials import scrub_url
 from lockgen.core.wheel_files import shown
 from lockgen.errors import ChannelError, UserError
@@ -49,6 +50,12 @@ def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
     if parts.username is not None:
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
         request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(pair).decode())
+        return request
+    authorized, headers = fetch_auth.authorized(url)  # ~/.netrc or $RATTLER_AUTH_FILE, as uv and rattler read
+    if authorized != url:
+        request = _request(authorized, headers)
+    for name, value in headers.items():
+        request.add_unredirected_header(name, value)
     return request
 
 
