@@ -110,3 +110,12 @@ def test_arch_command() -> None:
 def test_usage_errors_exit_2() -> None:
     assert run_cli("resolve").returncode == 2
     assert run_cli("no-such-command").returncode == 2
+
+
+def test_version_and_an_empty_certificate_listing_say_so(tmp_path: Path) -> None:
+    from lockgen import __version__
+
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"lockgen {__version__}"
+    empty = run_cli("certs", str(tmp_path))
+    assert empty.returncode == 0 and f"no certificates under {tmp_path}" in empty.stderr

@@ -23,8 +23,18 @@ app = typer.Typer(
 )
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from lockgen import __version__
+
+        print(f"lockgen {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _global(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks and debug detail.")) -> None:
+def _global(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks and debug detail."),
+            version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                         help="Print lockgen's version and exit.")) -> None:
     state.verbose = verbose
 
 

@@ -16,22 +16,27 @@ def diff(
     a: Path = typer.Argument(..., help="The old lock."),
     b: Path = typer.Argument(..., help="The new lock."),
     as_json: bool = typer.Option(False, "--json", help="Print changes as JSON."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the locks differ."),
 ) -> None:
-    """Compare two locks per platform: added (+), removed (-), changed (~); CUDA stack first."""
+    """Compare two locks per platform: added (+), removed (-), changed (~); CUDA stack first. Exits 1 when
+    they differ (as diff(1) does), 0 when they are the same."""
     from lockgen.api.locks import diff as run
 
     result = run(a, b)
+    differ = bool(result.changes or result.platforms_only_in_a or result.platforms_only_in_b)
     if as_json:
         print(json.dumps({"changes": [c.__dict__ for c in result.changes],
                           "platforms_only_in_a": result.platforms_only_in_a,
                           "platforms_only_in_b": result.platforms_only_in_b}, indent=2))
-        return
-    for platform in result.platforms_only_in_a:
-        print(f"- platform {platform}")
-    for platform in result.platforms_only_in_b:
-        print(f"+ platform {platform}")
-    for change in result.changes:
-        print(change.line())
+    else:
+        for platform in result.platforms_only_in_a:
+            print(f"- platform {platform}")
+        for platform in result.platforms_only_in_b:
+            print(f"+ platform {platform}")
+        for change in result.changes:
+            print(change.line())
+    if differ and not exit_zero:
+        raise typer.Exit(1)
 
 
 @handles_errors

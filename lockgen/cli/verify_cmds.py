@@ -113,7 +113,12 @@ def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or an
     """List certificates, oldest first: when, arch, GPUs, result, headline figures."""
     from lockgen.api.certs import list_certificates
 
-    for path, body in list_certificates(folder):
+    found = list_certificates(folder)
+    if not found:
+        from lockgen.cli.ui import progress
+
+        progress(f"no certificates under {folder} (lockgen verify writes them to certs/ beside the lock, or --out)")
+    for path, body in found:
         gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")
         bus = body.figures.get("allreduce", {}).get("1024MiB", {}).get("value")
         extra = (f" bf16 {gemm:.0f} TFLOP/s" if gemm else "") + (f" allreduce {bus:.0f} GB/s" if bus else "")
