@@ -9,12 +9,23 @@ def convert(path):
     return _convert(src)
 
 
+def citation(source):
+    """A source as a user can follow it: the document, URL and section, without the research tools'
+    own notes (search corpora, lookup ids) the matrix keeps beside them."""
+    source = re.sub(r"; search corpus '[^']*'", "", source)
+    source = re.sub(r" - full transcription read via find_string/read_file id \d+", "", source)
+    source = re.sub(r" \(find_string[^)]*\)", "", source)
+    source = re.sub(r"; read via find_string/read_file id \d+ - a verbatim copy of the upstream table", "", source)
+    return source.replace("https://pypi.example/simple", "PyPI")
+
+
 def _convert(src):
     lead = lambda s: re.search(r"\d+\.\d+", s).group(0) if s else None
     def srcs(*leaves):
         out = []
         for l in leaves:
             s = l.get("source")
+            s = citation(s) if s else s
             if s and s not in out: out.append(s)
         return out
     archs = {}

@@ -119,3 +119,13 @@ def test_version_and_an_empty_certificate_listing_say_so(tmp_path: Path) -> None
     assert version.returncode == 0 and version.stdout.strip() == f"lockgen {__version__}"
     empty = run_cli("certs", str(tmp_path))
     assert empty.returncode == 0 and f"no certificates under {tmp_path}" in empty.stderr
+
+
+def test_arch_output_keeps_names_whole_sorts_versions_as_numbers_and_cites_followable_sources() -> None:
+    listing = run_cli("arch").stdout
+    assert "Blackwell (datacenter, GB100/GB102)" in listing  # was cut to "Blackwell (datace"
+    official = [line.split()[2] for line in run_cli("arch", "sm90").stdout.splitlines() if line.startswith("  - torch ")]
+    numbers = [tuple(int(x) for x in v.split(".")) for v in official]
+    assert numbers == sorted(numbers) and numbers.index((2, 9)) < numbers.index((2, 10))
+    shown = run_cli("arch", "sm90").stdout
+    assert "find_string" not in shown and "read_file" not in shown and "search corpus" not in shown

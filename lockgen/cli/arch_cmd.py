@@ -23,10 +23,11 @@ def arch(
         if as_json:
             print(json.dumps(rows, indent=2))
             return
-        print(f"{'arch':<7}{'cc':<6}{'cuda':<13}{'family':<24}gpus")
+        width = max(len(row["family"]) for row in rows) + 2  # whole family names, never cut mid-word
+        print(f"{'arch':<7}{'cc':<6}{'cuda':<13}{'family':<{width}}gpus")
         for row in rows:
             cuda = f"{row['first_cuda']}-{row['last_cuda'] or ''}"
-            print(f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family'][:23]:<24}{', '.join(row['gpus'][:3])}")
+            print(f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family']:<{width}}{', '.join(row['gpus'][:3])}")
         return
     report = one_arch(name)
     if as_json:

@@ -32,7 +32,7 @@ def arch_report(name: str) -> dict[str, Any]:
         where = f" ({entry.platform})" if entry.platform else ""
         conda_forge.append(f"CUDA {entry.cuda}{where}: {covered or 'no kernels'}")
     official = []
-    for entry in facts.pytorch_official_arch_lists:
+    for entry in sorted(facts.pytorch_official_arch_lists, key=lambda e: (_numeric(e.torch), _numeric(e.cuda_tag))):
         covered = coverage(entry.arch_list, arch.compute_capability)
         official.append(f"torch {entry.torch} {entry.cuda_tag}: {covered or 'no kernels'}")
     return {
@@ -49,3 +49,10 @@ def arch_report(name: str) -> dict[str, Any]:
         "inferred": arch.inferred,
         "sources": list(arch.sources),
     }
+
+
+def _numeric(text: str) -> tuple[int, ...]:
+    """`2.10` after `2.9`, `cu130` after `cu128`: versions compared as numbers, not text."""
+    import re
+
+    return tuple(int(part) for part in re.findall(r"\d+", text))
