@@ -187,3 +187,11 @@ def test_a_foreign_lock_given_where_a_lockgen_lock_belongs_points_at_import(tmp_
         assert result.returncode == 1 and f"is a {kind}, not a lockgen lock" in result.stderr
         assert f"hint: convert it first: lockgen import {source} --target NAME" in result.stderr
     assert not (tmp_path / "p").exists()
+
+
+def test_a_misspelt_channel_alias_is_an_error_not_a_network_resolve(tmp_path: Path) -> None:
+    stack = tmp_path / "stack.toml"
+    stack.write_text('[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\nzlib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    result = run_cli("resolve", str(stack), "--channel-alias", f"conda-frge={tmp_path}")
+    assert result.returncode == 1 and "--channel-alias `conda-frge` names no channel" in result.stderr
+    assert "hint: did you mean `conda-forge`?" in result.stderr and not (tmp_path / "locks").exists()

@@ -5,6 +5,7 @@ why each lock is stale without solving anything."""
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,12 @@ class _Context:
 def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
     spec = parse_stack_file(stack_path)
     alias_map = parse_aliases(list(aliases), os.environ.get(ALIAS_ENV))
+    for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
+        if name not in spec.channels:
+            close = difflib.get_close_matches(name, list(spec.channels), n=1)
+            raise UserError(f"--channel-alias `{name}` names no channel of {stack_path.name} "
+                            f"(its channels: {', '.join(spec.channels) or 'none'})",
+                            f"did you mean `{close[0]}`?" if close else "name one of the stack's channels")
     channels = [locate_channel(c, alias_map, stack_path.parent) for c in spec.channels]
     cutoff = spec.exclude_newer
     if isinstance(cutoff, dt.date) and not isinstance(cutoff, dt.datetime):
