@@ -78,7 +78,7 @@ def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], 
                                     tmp_path: Path) -> None:
     lock = conforming[1]
     ok = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]), "--lock", str(lock))
-    assert ok.returncode == 0 and "signature valid" in ok.stdout
+    assert ok.returncode == 0 and "signature valid" in ok.stdout and "cpu on the CPU" in ok.stdout
     other_lock = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]),
                          "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"))
     assert other_lock.returncode == 1 and "covers lock sha256" in other_lock.stderr
@@ -105,6 +105,7 @@ def test_compare_and_list(certificate: Path, tmp_path: Path) -> None:
     assert same.returncode == 0 and "gemm/fp32" in same.stdout and "REGRESSION" not in same.stdout
     listing = run_cli("certs", str(certificate.parent))
     assert listing.returncode == 0 and "cpu" in listing.stdout and "PASS" in listing.stdout
+    assert " 0x" not in listing.stdout and " CPU " in listing.stdout
 
 
 def test_two_processes_under_torchrun(tmp_path: Path) -> None:

@@ -43,7 +43,8 @@ def require_lock(labels: dict[str, Any], lock: Path) -> None:
     wanted = file_digest(lock)
     have = labels.get(LOCK_LABEL)
     if have != wanted:
-        raise UserError(f"the image was exported from lock sha256 {str(have)[:16]}…, not `{lock}` ({wanted[:16]}…)",
+        came_from = f"lock sha256 {str(have)[:16]}…" if have else "a lock it does not name (no lock label)"
+        raise UserError(f"the image was exported from {came_from}, not `{lock}` ({wanted[:16]}…)",
                         "pass the lock the image was exported from, or export this lock")
 
 

@@ -84,7 +84,8 @@ def cert_verify(
     certificate = check_certificate(cert, key, lock)
     state = require_verified(cert, certificate, key)
     body = certificate.certificate
-    print(f"{cert}: {state}; {body.arch} on {body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names))) or 'CPU'}; "
+    where = f"{body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names)))}" if body.hardware.gpu_count else "the CPU"
+    print(f"{cert}: {state}; {body.arch} on {where}; "
           f"{'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
     if not body.passed:
         raise typer.Exit(1)
@@ -123,4 +124,5 @@ def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or an
         bus = body.figures.get("allreduce", {}).get("1024MiB", {}).get("value")
         extra = (f" bf16 {gemm:.0f} TFLOP/s" if gemm else "") + (f" allreduce {bus:.0f} GB/s" if bus else "")
         nodes = f" on {body.distributed.nodes} nodes" if body.distributed and body.distributed.nodes > 1 else ""
-        print(f"{body.created} {body.arch:<6} {body.hardware.gpu_count}x{nodes} {'PASS' if body.passed else 'FAIL'}{extra}  {path}")
+        gpus = f"{body.hardware.gpu_count}x" if body.hardware.gpu_count else "CPU"
+        print(f"{body.created} {body.arch:<6} {gpus}{nodes} {'PASS' if body.passed else 'FAIL'}{extra}  {path}")
