@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import fail, handles_errors, progress
+from lockgen.cli.ui import fail, handles_errors, print_json, progress
 
 DIFFERENCES = ("modified", "missing", "missing_packages", "foreign", "mode", "clobbered")
 
@@ -17,6 +17,7 @@ def materialize(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve (or import)."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="Where (default: $LOCKGEN_HOME/envs/<lock digest>-<name>)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {prefix, environment_digest, lock} as JSON."),
 ) -> None:
     """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
     from lockgen.api.materialize import materialize as run
@@ -28,7 +29,10 @@ def materialize(
     finally:
         meter.close()
     progress(f"environment digest sha256:{digest}")
-    print(path)
+    if as_json:
+        print_json({"prefix": str(path), "environment_digest": digest, "lock": str(lock)})
+    else:
+        print(path)
 
 
 @handles_errors
@@ -43,7 +47,7 @@ def check(
                                                "(default: the image's dev.lockgen.prefix label, else /opt/env)."),
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     full: bool = typer.Option(False, "--full", help="Without --lock: re-hash every file, not only those whose size or mtime changed."),
-    as_json: bool = typer.Option(False, "--json", help="With --lock: print the report as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (with --lock: the conformance report)."),
     allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that you "
                                             "accept (prefix-relative); hashed and reported. Repeatable."),
 ) -> None:
@@ -52,15 +56,19 @@ def check(
     if lock is not None:
         _check_lock(lock, prefix, python, image, manifests, platform, image_prefix, insecure, as_json, allow_foreign)
         return
-    if python is not None or manifests is not None or as_json:
-        fail("--python, --manifests and --json need --lock", "lockgen check --lock L --python PY", 2)
+    if python is not None or manifests is not None:
+        fail("--python and --manifests need --lock", "lockgen check --lock L --python PY", 2)
     if (prefix is None) == (image is None):
         fail("pass exactly one of --prefix and --image", "lockgen check --prefix DIR, or lockgen check --lock L --image LAYOUT", 2)
     if image is not None:
         from lockgen.api.check import check_image
 
         recorded, recomputed, drift = check_image(image, None, insecure, progress)
-        print(f"environment digest sha256:{recomputed}")
+        if as_json:
+            print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed,
+                        "clean": recorded == recomputed and drift.clean, **_drift_dict(drift)})
+        else:
+            print(f"environment digest sha256:{recomputed}")
         if recorded != recomputed or not drift.clean:
             fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records "
                  f"(sha256:{recorded[:16]})", "re-export it from its lock")
@@ -69,15 +77,21 @@ def check(
     from lockgen.api.check import check_prefix as run
 
     drift = run(prefix, full)
-    for kind, paths in (("missing", drift.missing), ("extra", drift.extra), ("modified", drift.modified),
-                        ("unsafe", drift.unsafe)):
-        for path in paths:
-            print(f"{kind} {path}")
+    if as_json:
+        print_json({"prefix": str(prefix), "full": full, "clean": drift.clean, **_drift_dict(drift)})
+    else:
+        for kind, paths in _drift_dict(drift).items():
+            for path in paths:
+                print(f"{kind} {path}")
     if not drift.clean:
         fail(f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
              f"{len(drift.modified)} modified files" + (f", {len(drift.unsafe)} with unsafe modes" if drift.unsafe else ""),
              "materialize the lock again into a fresh prefix")
     progress(f"{prefix} matches its manifest")
+
+
+def _drift_dict(drift: object) -> dict[str, list[str]]:
+    return {kind: list(getattr(drift, kind)) for kind in ("missing", "extra", "modified", "unsafe")}
 
 
 def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
@@ -126,11 +140,19 @@ def manifests(
     print(out)
 
 
-def envs() -> None:
+@handles_errors
+def envs(as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
     """List the environments in the store ($LOCKGEN_HOME/envs)."""
     from lockgen.api.store import list_envs
 
-    for entry in list_envs():
+    found = list_envs()
+    if as_json:
+        print_json([{"prefix": str(e.path), "environment_digest": e.environment_digest, "lock_sha256": e.lock_sha256,
+                     "platform": e.platform} for e in found])
+        return
+    if not found:
+        progress("no environments in the store yet (lockgen materialize LOCK makes one)")
+    for entry in found:
         print(f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}")
 
 
@@ -191,6 +213,7 @@ def export(
                                                "(default: the same path, so its scripts stay right)."),
     allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --from-prefix: a file no package states "
                                             "that you accept in the image. Repeatable."),
+    as_json: bool = typer.Option(False, "--json", help="Print {image_digest, environment_digest, out, format} as JSON."),
 ) -> None:
     """Write the lock's environment (at /opt/env, or an existing one at its path) as an OCI image; print the digest."""
     if from_prefix is None and (manifests is not None or image_prefix is not None):
@@ -205,7 +228,10 @@ def export(
 
         digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt)
     progress(f"environment digest sha256:{env_digest}")
-    print(digest)
+    if as_json:
+        print_json({"image_digest": digest, "environment_digest": env_digest, "out": str(out), "format": fmt})
+    else:
+        print(digest)
 
 
 @handles_errors

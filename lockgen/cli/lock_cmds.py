@@ -51,6 +51,7 @@ def import_(
     no_dev: bool = typer.Option(False, "--no-dev", help="uv.lock: leave out the dev group (uv includes it by default)."),
     glibc: str = typer.Option("2.28", "--glibc", help="uv.lock: the newest manylinux glibc a wheel may need."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
+    as_json: bool = typer.Option(False, "--json", help="Print {path, format, platforms: {P: {conda, pip}}, skipped} as JSON."),
 ) -> None:
     """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
     from lockgen.api.import_lock import UvChoices, import_lock
@@ -59,6 +60,14 @@ def import_(
     choices = UvChoices(python=python, extras=tuple(extra), all_extras=all_extras, groups=tuple(group), dev=not no_dev,
                         glibc=glibc)
     path, lock = import_lock(source, target, environment, out, choices)
+    if as_json:
+        from lockgen.cli.ui import print_json
+
+        counts = {p: {"conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"),
+                      "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip")} for p in lock.metadata.platforms}
+        print_json({"path": str(path), "format": lock.meta("imported-format"), "platforms": counts,
+                    "skipped": [s for s in lock.meta("skipped").split("; ") if s]})
+        return
     for platform in lock.metadata.platforms:
         entries = lock.packages_for(platform)
         pip = sum(1 for p in entries if p.manager == "pip")

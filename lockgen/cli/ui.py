@@ -71,6 +71,13 @@ class Meter:
             self._bar.stop()
 
 
+def print_json(document: object) -> None:
+    """One JSON document on stdout (every --json output: stable keys, sorted; progress stays on stderr)."""
+    import json
+
+    print(json.dumps(document, indent=2, sort_keys=True, default=str))
+
+
 def fail(message: str, hint: str = "", code: int = 1) -> None:
     print(_styled("error:", "31;1") + f" {message}", file=sys.stderr)
     if hint:

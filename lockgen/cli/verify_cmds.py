@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import fail, handles_errors, progress
+from lockgen.cli.ui import fail, handles_errors, print_json, progress
 
 cert_app = typer.Typer(help="Check and compare certificates.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -35,6 +35,7 @@ def verify(
     nodes: int = typer.Option(1, "--nodes", help="Nodes taking part in the multi-GPU checks; run the same command on each."),
     rendezvous: Optional[str] = typer.Option(None, "--rendezvous", help="With --nodes: HOST:PORT where the nodes meet (torchrun's c10d rendezvous), the same on every node."),
     rendezvous_id: str = typer.Option("lockgen-verify", "--rendezvous-id", help="With --nodes: a name for this run, the same on every node."),
+    as_json: bool = typer.Option(False, "--json", help="Print {certificate, passed, checks, failed, not_run} as JSON."),
 ) -> None:
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
     from lockgen.api.verify import VerifyOptions, verify as run
@@ -49,13 +50,17 @@ def verify(
                                    rendezvous_id=rendezvous_id, manifests=manifests,
                                    allow_foreign=tuple(allow_foreign)), progress)
     failures = body.failures()
-    for group, entries in sorted(body.figures.items()):
-        for name, entry in sorted(entries.items()):
-            if entry.get("value") is None and entry.get("reason"):
-                progress(f"  not run {group}/{name}: {entry['reason']}")
+    not_run = {f"{group}/{name}": entry["reason"] for group, entries in sorted(body.figures.items())
+               for name, entry in sorted(entries.items()) if entry.get("value") is None and entry.get("reason")}
+    for name, reason in not_run.items():
+        progress(f"  not run {name}: {reason}")
     progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
              f"certificate {'PASSED' if body.passed else 'FAILED'}")
-    print(path)
+    if as_json:
+        print_json({"certificate": str(path), "passed": body.passed, "checks": len(body.checks),
+                    "failed": [c.line() for c in failures], "not_run": not_run, "duration_s": body.duration_s})
+    else:
+        print(path)
     if failures:
         fail(f"{len(failures)} checks failed: " + "; ".join(f"{c.category}/{c.name}: {c.detail}" for c in failures[:3]),
              "the certificate lists every check; compare it with a passing one: lockgen cert compare A B")
@@ -77,6 +82,7 @@ def cert_verify(
     cert: Path = typer.Argument(..., help="A certificate file."),
     key: Optional[Path] = typer.Option(None, "--key", help="The signer's public key (KEY.pub)."),
     lock: Optional[Path] = typer.Option(None, "--lock", help="Also require that the certificate covers this lock."),
+    as_json: bool = typer.Option(False, "--json", help="Print {certificate, checked, arch, gpus, passed, failed} as JSON."),
 ) -> None:
     """Check a certificate: unchanged bytes, a valid signature, the lock it covers; exit 1 if it failed."""
     from lockgen.api.certs import check_certificate, require_verified
@@ -85,8 +91,13 @@ def cert_verify(
     state = require_verified(cert, certificate, key)
     body = certificate.certificate
     where = f"{body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names)))}" if body.hardware.gpu_count else "the CPU"
-    print(f"{cert}: {state}; {body.arch} on {where}; "
-          f"{'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
+    if as_json:
+        print_json({"certificate": str(cert), "checked": state, "arch": body.arch, "gpus": list(body.hardware.gpu_names),
+                    "lock_sha256": body.subject.lock_sha256, "passed": body.passed,
+                    "failed": [c.line() for c in body.failures()]})
+    else:
+        print(f"{cert}: {state}; {body.arch} on {where}; "
+              f"{'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
     if not body.passed:
         raise typer.Exit(1)
 
@@ -97,27 +108,36 @@ def cert_compare(
     a: Path = typer.Argument(..., help="The baseline certificate."),
     b: Path = typer.Argument(..., help="The new certificate."),
     noise: float = typer.Option(0.05, "--noise", help="Relative change treated as noise (0.05 = 5%)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one {name, unit, old, new, change, regression} per figure."),
 ) -> None:
     """Each figure's change from A to B; exit 1 when one regressed beyond the noise threshold."""
     from lockgen.api.certs import compare
 
     rows = compare(a, b, noise)
-    for row in rows:
-        print(row.line())
+    if as_json:
+        print_json([row.__dict__ for row in rows])
+    else:
+        for row in rows:
+            print(row.line())
     regressions = [r for r in rows if r.regression]
     if regressions:
         fail(f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5]),
              "look at the telemetry in both certificates (clocks, power) before blaming the stack")
 
 
-def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or any folder holding certificates.")) -> None:
+@handles_errors
+def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or any folder holding certificates."),
+          as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
     """List certificates, oldest first: when, arch, GPUs, result, headline figures."""
     from lockgen.api.certs import list_certificates
 
     found = list_certificates(folder)
+    if as_json:
+        print_json([{"certificate": str(path), "created": body.created, "arch": body.arch, "mode": body.mode,
+                     "gpus": list(body.hardware.gpu_names), "passed": body.passed, "lock_sha256": body.subject.lock_sha256}
+                    for path, body in found])
+        return
     if not found:
-        from lockgen.cli.ui import progress
-
         progress(f"no certificates under {folder} (lockgen verify writes them to certs/ beside the lock, or --out)")
     for path, body in found:
         gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")

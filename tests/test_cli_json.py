@@ -1,0 +1,61 @@
+"""`--json` on every command that reports: one JSON document on stdout with the documented keys (README,
+"Scripting"), progress on stderr only, and the same exit codes as the text output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+from tests.test_export import make_lock
+
+H200 = REPO / "envs" / "examples" / "h200-system"
+
+
+def _json(*args: str, env: dict[str, str] | None = None, code: int = 0) -> object:
+    result = run_cli(*args, env=env)
+    assert result.returncode == code, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_materialize_check_export_and_envs(tmp_path: Path) -> None:
+    env = {"LOCKGEN_HOME": str(tmp_path / "home")}
+    lock = make_lock(tmp_path, "1.0")
+    made = _json("materialize", str(lock), "--prefix", str(tmp_path / "env"), "--json", env=env)
+    assert set(made) == {"prefix", "environment_digest", "lock"} and len(made["environment_digest"]) == 64
+    checked = _json("check", "--prefix", made["prefix"], "--json", env=env)
+    assert checked["clean"] and set(checked) >= {"prefix", "missing", "extra", "modified", "unsafe", "full"}
+    (Path(made["prefix"]) / "lib" / "libfoo.txt").write_text("changed\n")
+    drifted = _json("check", "--prefix", made["prefix"], "--json", env=env, code=1)
+    assert drifted["modified"] == ["lib/libfoo.txt"] and not drifted["clean"]
+    exported = _json("export", str(lock), "--out", str(tmp_path / "img"), "--json", env=env)
+    assert set(exported) == {"image_digest", "environment_digest", "out", "format"}
+    image = _json("check", "--image", str(tmp_path / "img"), "--json", env=env)
+    assert image["clean"] and image["recorded_environment"] == image["recomputed_environment"] == exported["environment_digest"]
+    listed = _json("envs", "--json", env=env)
+    assert listed == [] or all(set(e) == {"prefix", "environment_digest", "lock_sha256", "platform"} for e in listed)
+
+
+def test_import_certs_cert_verify_and_compare(tmp_path: Path) -> None:
+    imported = _json("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.pixi.lock"), "--target", "t",
+                     "--out", str(tmp_path / "t.yml"), "--json")
+    assert imported["platforms"] == {"linux-64": {"conda": 2, "pip": 1}} and imported["skipped"] == []
+    listed = _json("certs", str(H200), "--json")
+    assert listed and all({"certificate", "created", "arch", "passed", "gpus"} <= set(c) for c in listed)
+    checked = _json("cert", "verify", str(H200 / "h200-full.cert.json"), "--key", str(H200 / "h200-signing.pub"), "--json")
+    assert checked["checked"] == "signature valid" and checked["passed"] and checked["failed"] == []
+    degraded = _json("cert", "verify", str(H200 / "degraded-cudnn-off.cert.json"), "--key", str(H200 / "h200-signing.pub"),
+                     "--json", code=1)
+    assert any("conv_bf16_floor" in line for line in degraded["failed"])
+    rows = _json("cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-quick.cert.json"), "--json",
+                 "--noise", "1")
+    assert all(set(r) == {"name", "unit", "old", "new", "change", "regression"} for r in rows)
+
+
+@pytest.mark.slow
+def test_verify_json(tmp_path: Path) -> None:
+    done = _json("verify", "--arch", "cpu", "--quick", "--out", str(tmp_path / "c.cert.json"), "--json")
+    assert done["passed"] and done["failed"] == [] and done["certificate"] == str(tmp_path / "c.cert.json")
+    assert "graphs/bf16_replay_step_ms" in done["not_run"]
