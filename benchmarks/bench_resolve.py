@@ -3,7 +3,7 @@ solves (same channels, specs, constraints and virtual packages), as whole proces
 
 Also times `lockgen --help` against `python -c "import typer"` (start-up cost of the CLI).
 
-    python benchmarks/bench_resolve.py [--runs 9] [--snapshot ../shared/snapshots/public-locks]
+    python benchmarks/bench_resolve.py [--runs 9] [--snapshot envs/examples/conda-forge-snapshot]
 
 Prints medians and ratios; the targets are ratio <= 2.0 for both.
 """
@@ -88,8 +88,7 @@ def compare(name: str, ours: list[str], baseline: list[str], runs: int, env: dic
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
-    parser.add_argument("--snapshot", type=Path, default=Path(os.environ.get("LOCKGEN_SHARED", REPO.parent / "shared"))
-                        / "snapshots" / "public-locks")
+    parser.add_argument("--snapshot", type=Path, default=REPO / "envs" / "examples" / "conda-forge-snapshot")
     args = parser.parse_args()
     snapshot = args.snapshot.resolve()
     env = {**os.environ, "NO_COLOR": "1"}

@@ -93,16 +93,14 @@ def test_repeated_lock_entries_and_empty_hashes_are_refused(tmp_path: Path) -> N
 
 
 def test_a_target_name_that_is_a_path_writes_nothing(tmp_path: Path) -> None:
-    corpus = Path(os.environ.get("LOCKGEN_SHARED") or Path(__file__).resolve().parent.parent.parent / "shared") / "corpus"
-    source = next(corpus.glob("*conda-lock.yml"))
+    source = Path(__file__).parent / "fixtures" / "foreign" / "tiny.pixi.lock"
     result = run_cli("import", str(source), "--target", "../../escaped", cwd=tmp_path)
     assert result.returncode == 1 and "is not a name" in result.stderr
     assert not list(tmp_path.parent.parent.glob("escaped*"))
 
 
 def test_locks_are_written_readable_as_any_file(tmp_path: Path) -> None:
-    corpus = Path(os.environ.get("LOCKGEN_SHARED") or Path(__file__).resolve().parent.parent.parent / "shared") / "corpus"
-    source = next(corpus.glob("*conda-lock.yml"))
+    source = Path(__file__).parent / "fixtures" / "foreign" / "tiny.pixi.lock"
     assert run_cli("import", str(source), "--target", "t", cwd=tmp_path).returncode == 0
     mode = stat.S_IMODE((tmp_path / "locks" / "t.conda-lock.yml").stat().st_mode)
     assert mode == 0o666 & ~_umask()

@@ -12,8 +12,10 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import LockgenError
-from tests.conftest import run_cli, shared_dir
+from tests.conftest import NEEDS_SHARED, has_shared, run_cli, shared_dir
 
+if not has_shared():
+    pytest.skip(NEEDS_SHARED, allow_module_level=True)
 CORPUS = sorted(p for p in (shared_dir() / "corpus").iterdir() if p.name != "README.md")
 ENVIRONMENT = {"prefix-dev__pixi__examples__pytorch__pixi.lock": "pytorch-channel"}
 

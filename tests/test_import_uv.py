@@ -19,7 +19,7 @@ from lockgen.adapters.uv_resolver import uv_binary
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import UserError
 from lockgen.model.spec import MACHINE_OF_PLATFORM
-from tests.conftest import run_cli, shared_dir
+from tests.conftest import NEEDS_SHARED, has_shared, run_cli, shared_dir
 
 CONFLICTS = Path(__file__).parent / "fixtures" / "foreign" / "conflicts"
 
@@ -94,10 +94,10 @@ def test_conflicting_extras_and_unknown_choices_are_refused_with_what_exists(tmp
     assert chosen.returncode == 0, chosen.stderr
 
 
-CORPUS_UV = sorted(shared_dir().glob("corpus/*uv.lock")) if (shared_dir() / "corpus").is_dir() else []
+CORPUS_UV = sorted(shared_dir().glob("corpus/*uv.lock")) if has_shared() else []
 
 
-@pytest.mark.skipif(not CORPUS_UV, reason="needs the shared corpus (../shared/corpus/*uv.lock)")
+@pytest.mark.skipif(not has_shared(), reason=NEEDS_SHARED)
 @pytest.mark.parametrize("source", CORPUS_UV, ids=lambda p: p.name[:30])
 @pytest.mark.parametrize("platform, python", [("linux-64", "3.11"), ("linux-aarch64", "3.12"), ("linux-64", "3.13")])
 def test_the_shared_uv_locks_import_what_uv_installs(tmp_path: Path, source: Path, platform: str, python: str) -> None:

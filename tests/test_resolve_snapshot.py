@@ -11,7 +11,7 @@ import pytest
 from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import UserError
-from tests.conftest import EXAMPLE_STACK, run_cli
+from tests.conftest import EXAMPLE_STACK, SNAPSHOT, run_cli, shared_dir
 
 TARGETS = ("a100", "h100", "b200", "gh200", "cpu")
 
@@ -27,12 +27,23 @@ def pick(lock_path: Path, name: str) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def resolved(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.conftest import shared_dir
-
     folder = tmp_path_factory.mktemp("example") / "pytorch-cuda"
     shutil.copytree(EXAMPLE_STACK.parent, folder, ignore=shutil.ignore_patterns("locks"))
-    api.resolve(folder / "stack.toml", aliases=alias(shared_dir() / "snapshots" / "public-locks"))
+    api.resolve(folder / "stack.toml", aliases=alias(SNAPSHOT))
     return folder / "locks"
+
+
+def test_the_committed_snapshot_is_the_shared_one_byte_for_byte() -> None:
+    """The repository's copy (envs/examples/conda-forge-snapshot) stands in for ../shared's; a local channel's
+    index digest is its file's sha256, so the two must not drift apart."""
+    shared = shared_dir() / "snapshots" / "public-locks"
+    for name in ("linux-64/repodata.json", "linux-aarch64/repodata.json", "noarch/repodata.json", "snapshot-report.json"):
+        assert (SNAPSHOT / name).read_bytes() == (shared / name).read_bytes(), name
+
+
+def test_the_committed_example_locks_are_fresh_against_the_committed_snapshot() -> None:
+    result = run_cli("resolve", str(EXAMPLE_STACK), "--check", "--channel-alias", f"conda-forge={SNAPSHOT}")
+    assert result.returncode == 0, result.stderr
 
 
 def test_every_target_gets_the_right_cuda_build(resolved: Path) -> None:
