@@ -90,7 +90,7 @@ def opened(source: str | Path, progress: Callable[[str], None], insecure: bool =
 
 @contextlib.contextmanager
 def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool = False,
-             lock: Path | None = None) -> Iterator[UnpackedImage]:
+             lock: Path | None = None, meter: Callable[[str, int, int], None] | None = None) -> Iterator[UnpackedImage]:
     """Yields a lockgen image unpacked in a temporary folder (removed afterwards); with `lock`, an image
     exported from another lock is refused before anything is unpacked."""
     source = str(source)
@@ -106,7 +106,7 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
                 require_lock(labels, lock)
             progress(f"unpacking {digest[:19]}…")
             root = work / "root"
-            oci_layout.unpack(layout, root)
+            oci_layout.unpack(layout, root, meter)
         manifest, _ = env_manifest.build(root / IMAGE_PREFIX.strip("/"))
         yield UnpackedImage(digest=digest, labels=labels, root=root,
                             recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),

@@ -12,12 +12,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import re
 import os
+import re
 import shutil
 import stat
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -214,10 +215,13 @@ def layer_paths(layout: Path) -> set[str]:
     return paths
 
 
-def unpack(layout: Path, destination: Path) -> None:
-    """Applies every layer in order into `destination` (tar filter: no absolute paths or paths leaving it)."""
+def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> None:
+    """Applies every layer in order into `destination` (tar filter: no absolute paths or paths leaving it);
+    `meter(phase, done, total)` hears of each layer applied."""
     manifest, config, _ = read_image(layout)
-    for layer, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
+    for number, (layer, diff_id) in enumerate(zip(manifest["layers"], config["rootfs"]["diff_ids"]), 1):
+        if meter is not None:
+            meter("check and unpack layers", number - 1, len(manifest["layers"]))
         path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
         if "sha256:" + file_digest(path) != layer["digest"]:
             raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
@@ -232,3 +236,5 @@ def unpack(layout: Path, destination: Path) -> None:
             plain.seek(0)
             with tarfile.open(fileobj=plain, mode="r:") as tar:
                 tar.extractall(destination, filter="tar")
+    if meter is not None:
+        meter("check and unpack layers", len(manifest["layers"]), len(manifest["layers"]))

@@ -54,10 +54,10 @@ def _check_conda_meta(prefix: Path) -> Drift:
 
 
 def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False,
-                progress: Callable[[str], None] = lambda _: None) -> tuple[str, str, Drift]:
+                progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> tuple[str, str, Drift]:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix: (recorded, recomputed, drift). With `lock`, the image must come from exactly that lock."""
-    with image_source.unpacked(source, progress, insecure, lock) as image:
+    with image_source.unpacked(source, progress, insecure, lock, meter) as image:
         if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
             drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
         else:

@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from lockgen.adapters import conda_meta, dist_info, env_manifest, oci_layout, re
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.conformance_steps import conform
-from lockgen.api.shared_steps import build_environment, lock_platform
+from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
@@ -45,7 +45,7 @@ def _checked_out(out: Path, fmt: str) -> None:
 
 def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
            level: int, progress: Callable[[str], None], base: Path | None = None,
-           fmt: str = "oci-layout") -> tuple[str, str]:
+           fmt: str = "oci-layout", meter: Meter | None = None) -> tuple[str, str]:
     """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest).
     With `base` (an OCI layout of one image) its layers come first and its config is kept, pinned by
     digest in the manifest's annotations."""
@@ -58,11 +58,11 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         tree = work / "tree"
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
         interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi else None
-        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress,
+        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress, meter,
                                        venv_interpreter=interpreter)
         _drop_build_host_traces(tree)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag, (layer_budget, level), progress,
-                              base, fmt, IMAGE_PREFIX)
+                              base, fmt, IMAGE_PREFIX, meter)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -71,11 +71,11 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
 def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, layer_budget: int, level: int,
                   progress: Callable[[str], None], base: Path | None = None, fmt: str = "oci-layout",
                   manifests: Path | None = None, image_prefix: str | None = None,
-                  allow_foreign: Sequence[str] = ()) -> tuple[str, str]:
+                  allow_foreign: Sequence[str] = (), meter: Meter | None = None) -> tuple[str, str]:
     """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
     `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
-    conformance = conform(lock_path, source, None, manifests, progress, allow_foreign=allow_foreign)
+    conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign)
     if not conformance.clean:
         first = conformance.lines()[0]
         raise UserError(f"{source} is not the environment of {lock_path}: {first}",
@@ -94,7 +94,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
                                                 "platform": conformance.platform, "prefix": prefix,
                                                 "conformance_digest": conformance.expected_digest})
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
-                              (layer_budget, level), progress, base, fmt, prefix)
+                              (layer_budget, level), progress, base, fmt, prefix, meter)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -109,14 +109,14 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
                  tag: str | None, layering: tuple[int, int], progress: Callable[[str], None], base: Path | None,
-                 fmt: str, prefix: str) -> str:
+                 fmt: str, prefix: str, meter: Meter | None = None) -> str:
     """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest."""
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
     layout = work / "layout"
     base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
-    layers = base_layers + _layers(tree, layout, layering[0], layering[1], progress, prefix)
+    layers = base_layers + _layers(tree, layout, layering[0], layering[1], progress, prefix, meter)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
                 "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
@@ -189,7 +189,7 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
 
 
 def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None],
-            prefix: str) -> list[tuple[dict[str, Any], str]]:
+            prefix: str, meter: Meter | None = None) -> list[tuple[dict[str, Any], str]]:
     owned, rest = _ownership(tree)
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
     plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
@@ -198,7 +198,11 @@ def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callabl
     known = _manifest_digests(tree)
     # tar, sha256 and zlib release the GIL: layers are built on every core, kept in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1))) as pool:
-        done = list(pool.map(lambda files: cache.layer(tree, files, layout, known, prefix), groups))
+        futures = [pool.submit(cache.layer, tree, files, layout, known, prefix) for files in groups]
+        for count, _ in enumerate(as_completed(futures), 1):
+            if meter is not None:
+                meter("build and compress layers", count, len(futures))
+        done = [future.result() for future in futures]  # plan order, whatever order they finished in
     progress(f"{len(done)} layers, {sum(hit for _, _, hit in done)} taken from the layer cache")
     return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
 

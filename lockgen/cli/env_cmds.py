@@ -63,7 +63,13 @@ def check(
     if image is not None:
         from lockgen.api.check import check_image
 
-        recorded, recomputed, drift = check_image(image, None, insecure, progress)
+        from lockgen.cli.ui import Meter
+
+        meter = Meter()
+        try:
+            recorded, recomputed, drift = check_image(image, None, insecure, progress, meter)
+        finally:
+            meter.close()
         if as_json:
             print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed,
                         "clean": recorded == recomputed and drift.clean, **_drift_dict(drift)})
@@ -218,15 +224,21 @@ def export(
     """Write the lock's environment (at /opt/env, or an existing one at its path) as an OCI image; print the digest."""
     if from_prefix is None and (manifests is not None or image_prefix is not None):
         fail("--manifests and --image-prefix go with --from-prefix", "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
-    if from_prefix is not None:
-        from lockgen.api.export import export_prefix
+    from lockgen.cli.ui import Meter
 
-        digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base, fmt, manifests,
-                                           image_prefix, allow_foreign)
-    else:
-        from lockgen.api.export import export as run
+    meter = Meter()
+    try:
+        if from_prefix is not None:
+            from lockgen.api.export import export_prefix
 
-        digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt)
+            digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base, fmt, manifests,
+                                               image_prefix, allow_foreign, meter=meter)
+        else:
+            from lockgen.api.export import export as run
+
+            digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt, meter=meter)
+    finally:
+        meter.close()
     progress(f"environment digest sha256:{env_digest}")
     if as_json:
         print_json({"image_digest": digest, "environment_digest": env_digest, "out": str(out), "format": fmt})
