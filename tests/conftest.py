@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -56,8 +57,41 @@ def gpu_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs with a temporary lockgen home and cache (a test may set its own), never the user's."""
     monkeypatch.setenv("LOCKGEN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path_factory.getbasetemp() / "lockgen-home"))
     monkeypatch.delenv("LOCKGEN_CHANNEL_ALIAS", raising=False)
+
+
+def _user_home_state() -> list[tuple[str, int, int]]:
+    """What the user's real ~/.lockgen holds (path, size, mtime), to prove the suite leaves it alone."""
+    root = Path.home() / ".lockgen"
+    if not root.exists():
+        return []
+    return sorted((str(p.relative_to(root)), p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A temporary lockgen home and cache for the whole session, before any fixture (module-scoped ones run
+    before the per-test one above), and a record of the user's own ~/.lockgen to compare at the end."""
+    session.config.stash[_HOME_KEY] = _user_home_state()
+    temporary = Path(tempfile.mkdtemp(prefix="lockgen-tests-"))
+    session.config.stash[_TEMP_KEY] = temporary
+    os.environ["LOCKGEN_HOME"] = str(temporary / "home")
+    os.environ["LOCKGEN_CACHE_DIR"] = str(temporary / "cache")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _TEMP_KEY in session.config.stash:
+        shutil.rmtree(session.config.stash[_TEMP_KEY], ignore_errors=True)
+    before = session.config.stash.get(_HOME_KEY, None)
+    if before is not None and _user_home_state() != before:
+        session.exitstatus = 1
+        print(f"\nFAILED: the suite changed the user's {Path.home() / '.lockgen'} (tests must use a temporary home)")
+
+
+_HOME_KEY = pytest.StashKey[list]()
+_TEMP_KEY = pytest.StashKey[Path]()
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

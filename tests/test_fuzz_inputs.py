@@ -130,16 +130,12 @@ def test_cert_verify_of_an_edited_certificate(tmp_path: Path, data: st.DataObjec
 def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.test_export import make_lock
 
-    folder = tmp_path_factory.mktemp("image")
-    import os
-
     from lockgen.api.export import export
 
-    os.environ["LOCKGEN_HOME"] = str(folder / "home")
-    try:
+    folder = tmp_path_factory.mktemp("image")
+    with pytest.MonkeyPatch.context() as patch:  # restores whatever LOCKGEN_HOME was, set or not
+        patch.setenv("LOCKGEN_HOME", str(folder / "home"))
         export(make_lock(folder, "1.0"), None, folder / "img", None, 100, 1, lambda _: None)
-    finally:
-        os.environ.pop("LOCKGEN_HOME")
     return folder / "img"
 
 
