@@ -110,6 +110,9 @@ def test_tampered_image_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     blob.write_bytes(bytes(data))
     with pytest.raises(LockFormatError, match="was changed"):
         check_image(tmp_path / "img")
+    blob.unlink()  # a layout copied half: one error line, not a FileNotFoundError
+    with pytest.raises(LockFormatError, match="is missing from"):
+        check_image(tmp_path / "img")
     tampered = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64",
                                str(tmp_path / "img")], capture_output=True, text=True)
     assert tampered.returncode != 0

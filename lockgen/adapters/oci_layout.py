@@ -223,6 +223,9 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
         if meter is not None:
             meter("check and unpack layers", number - 1, len(manifest["layers"]))
         path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
+        if not path.is_file():
+            raise LockFormatError(f"layer blob {layer['digest']} is missing from {layout}",
+                                  "the layout is incomplete: copy it whole, or re-export it")
         if "sha256:" + file_digest(path) != layer["digest"]:
             raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
         hasher = hashlib.sha256()
