@@ -282,3 +282,20 @@ def test_noarch_python_package_and_entry_points(home: Path, tmp_path: Path) -> N
     assert proven.clean, proven.lines()
     script.write_text(script.read_text() + "import os\nos.system('id')\n")
     assert "foreign: bin/pyfoo-cli" in check_lock(lock, prefix=prefix).lines()
+
+
+def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(
+        home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hard link elsewhere (`cp -al`, a sibling environment from the same package cache) moves every linked
+    file's ctime: the next fast check re-hashes them, finds them equal and records that; the one after
+    re-hashes nothing. A real edit is still found."""
+    prefix, _ = materialize(tiny_lock[0], None, None, lambda _: None)
+    subprocess.run(["cp", "-al", str(prefix), str(tmp_path / "linked")], check=True)
+    hashed: list[str] = []
+    original = env_manifest.entry_of
+    monkeypatch.setattr(env_manifest, "entry_of", lambda p, r: hashed.append(r) or original(p, r))
+    assert check(prefix, full=False).clean and hashed
+    hashed.clear()
+    assert check(prefix, full=False).clean and hashed == []
+    (prefix / "lib" / "libfoo.txt").write_text("changed\n")
+    assert check(prefix, full=False).modified == ["lib/libfoo.txt"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import conda_meta
+from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.digests import canonical_digest, canonical_json
 
 MANIFEST = ".lockgen/manifest.json"
@@ -56,18 +57,27 @@ def walk(prefix: Path, covered_only: bool = True) -> list[str]:
 def walk_tree(prefix: Path) -> tuple[list[str], list[str]]:
     """In one pass: every file and symlink under `prefix`, and every folder (not through links), relative
     and sorted."""
-    files, folders = [], []
-    top = str(prefix)
-    for root, dirs, names in os.walk(top):
-        dirs.sort()
-        base = root[len(top) + 1:].replace(os.sep, "/")  # os.walk's roots extend `top`: no relpath per file
-        for name in names + dirs:
-            relative = f"{base}/{name}" if base else name
-            if name in names or os.path.islink(os.path.join(root, name)):
-                files.append(relative)
-            else:
-                folders.append(relative)
+    files, folders = scan_tree(prefix)
     return sorted(files), sorted(folders)
+
+
+def scan_tree(prefix: Path) -> tuple[dict[str, os.stat_result], dict[str, os.stat_result]]:
+    """Every file and symlink, and every folder (not through links), under `prefix`: relative path -> its
+    lstat. One scandir pass; a link to a folder counts as a file (it is recorded as a link)."""
+    files: dict[str, os.stat_result] = {}
+    folders: dict[str, os.stat_result] = {}
+    pending = [(str(prefix), "")]
+    while pending:  # bounded: each folder is entered once (links are never followed)
+        path, base = pending.pop()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                relative = f"{base}/{entry.name}" if base else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    folders[relative] = entry.stat(follow_symlinks=False)
+                    pending.append((entry.path, relative))
+                else:
+                    files[relative] = entry.stat(follow_symlinks=False)
+    return files, folders
 
 
 def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -97,6 +107,21 @@ def fingerprint(info: os.stat_result) -> list[int]:
     """What the fast check compares before re-hashing a file: size, mtime, ctime (moved by any write or
     chmod, and not settable back), inode (a file replaced by another) and the full mode (setuid, o+w)."""
     return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode]
+
+
+def refresh_fingerprints(prefix: Path, stats: dict[str, Any], verified: dict[str, list[int]]) -> None:
+    """Records the fingerprints of files just re-hashed and found equal. A file's ctime is shared by every
+    hard link of its inode, and environments hard-link the package cache: materializing a sibling
+    environment (or `cp -al`, or exporting with hard links) moves it for all of them. Without this, every
+    fast check after such churn would re-hash those files again. Only bytes just proven are recorded; an
+    environment lockgen cannot write (an image, a read-only mount) is left as it is."""
+    if not os.access(prefix / STATS, os.W_OK):
+        return
+    files = {**stats["files"], **verified}
+    try:
+        write_bytes_atomic(prefix / STATS, (json.dumps({**stats, "files": files}, sort_keys=True) + "\n").encode())
+    except OSError:
+        return
 
 
 def digest(manifest: dict[str, Any]) -> str:

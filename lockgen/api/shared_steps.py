@@ -7,7 +7,6 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -124,11 +123,11 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     manifest, stats = env_manifest.read(prefix)
     recorded = {e["path"]: e for e in manifest["files"]}
     fingerprints = stats["files"]
-    everything, folders = env_manifest.walk_tree(prefix)
+    infos, folder_infos = env_manifest.scan_tree(prefix)
+    everything, folders = sorted(infos), sorted(folder_infos)
     present = {relative for relative in everything if env_manifest.covered(relative)}
     modified, unsafe = [], []
-    top = str(prefix)
-    infos = {relative: os.lstat(os.path.join(top, relative)) for relative in everything}
+    verified: dict[str, list[int]] = {}
     for relative in sorted(present & recorded.keys()):
         now = env_manifest.fingerprint(infos[relative])
         before = fingerprints.get(relative)
@@ -137,7 +136,11 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
         mode_moved = before is not None and before[-1] != now[-1]
         if mode_moved or env_manifest.entry_of(prefix, relative) != recorded[relative]:
             modified.append(relative)
-    infos.update({relative: os.lstat(os.path.join(top, relative)) for relative in folders})
+        elif before is not None and before != now:
+            verified[relative] = now  # re-hashed and equal: a hard link's ctime moved (see refresh_fingerprints)
+    if verified and not modified:
+        env_manifest.refresh_fingerprints(prefix, stats, verified)
+    infos.update(folder_infos)
     for relative in everything + folders:
         why = drift_rules.unsafe_mode(relative, infos[relative].st_mode, infos[relative].st_size)
         if why:
