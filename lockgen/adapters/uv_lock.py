@@ -22,6 +22,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.names import normalize
 from lockgen.model.spec import MACHINE_OF_PLATFORM as MACHINE
 
 PLATFORMS = ("linux-64", "linux-aarch64")
@@ -57,14 +58,15 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     python = python_within(data.get("requires-python", ""), choices.python)
     entries: dict[str, list[dict[str, Any]]] = {}
     for entry in data.get("package", []):
-        entries.setdefault(_normal(entry["name"]), []).append(entry)
+        entries.setdefault(normalize(entry["name"]), []).append(entry)
     roots = _roots(data, entries)
     _refuse_conflicting(data.get("conflicts") or [], choices)
+    chosen = [(root, *_chosen(root, choices, alone=len(roots) == 1)) for root in roots]
+    active = _active_extras(chosen)
     packages, skipped = [], []
     for platform in PLATFORMS:
         environment = environment_of(platform, python)
-        active = _active_extras(roots, entries, choices)
-        reached = _walk(roots, entries, environment, active, choices)
+        reached = _walk(chosen, entries, environment, active)
         for key in sorted(reached):
             entry = reached[key]
             source = entry.get("source", {})
@@ -90,13 +92,9 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     return UvImport(tuple(packages), tuple(skipped), python)
 
 
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _named(table: Any) -> dict[str, list[dict[str, Any]]]:
     """An entry's `optional-dependencies` or `dev-dependencies`, keyed by normalized name."""
-    return {_normal(key): value for key, value in (table or {}).items()}
+    return {normalize(key): value for key, value in (table or {}).items()}
 
 
 def python_within(requires: str, wanted: str | None) -> str:
@@ -119,9 +117,9 @@ def python_within(requires: str, wanted: str | None) -> str:
 def _refuse_conflicting(conflicts: list[list[dict[str, str]]], choices: UvChoices) -> None:
     """Extras or groups the lock's `[tool.uv] conflicts` declare incompatible cannot be chosen together (uv
     refuses them too); --all-extras with conflicting extras would need a choice."""
-    chosen = {("extra", _normal(e)) for e in choices.extras} | {("group", _normal(g)) for g in choices.groups}
+    chosen = {("extra", normalize(e)) for e in choices.extras} | {("group", normalize(g)) for g in choices.groups}
     for conflict in conflicts:
-        named = {("extra", _normal(c["extra"])) if "extra" in c else ("group", _normal(c.get("group", ""))) for c in conflict}
+        named = {("extra", normalize(c["extra"])) if "extra" in c else ("group", normalize(c.get("group", ""))) for c in conflict}
         both = sorted(named & chosen) if not choices.all_extras else sorted(n for n in named if n[0] == "extra")
         if len(both) > 1:
             listed = " and ".join(f"{kind} `{name}`" for kind, name in both)
@@ -140,7 +138,7 @@ def _roots(data: dict[str, Any], entries: dict[str, list[dict[str, Any]]]) -> li
     """The workspace's own packages (`[manifest] members`, else every virtual or editable entry)."""
     members = (data.get("manifest") or {}).get("members")
     if members:
-        return [entry for name in members for entry in entries.get(_normal(name), [])]
+        return [entry for name in members for entry in entries.get(normalize(name), [])]
     roots = [entry for group in entries.values() for entry in group
              if "virtual" in entry.get("source", {}) or "editable" in entry.get("source", {})]
     if not roots:
@@ -149,20 +147,27 @@ def _roots(data: dict[str, Any], entries: dict[str, list[dict[str, Any]]]) -> li
     return roots
 
 
-def _active_extras(roots: list[dict[str, Any]], entries: dict[str, list[dict[str, Any]]], choices: UvChoices) -> set[str]:
+def _chosen(root: dict[str, Any], choices: UvChoices, alone: bool) -> tuple[set[str], set[str]]:
+    """The extras and dependency groups asked of one project, normalized (`dev` in unless `dev=False`, as uv
+    does); with a single project, a name it does not have is refused, listing the ones it has."""
+    extras_known, groups_known = set(_named(root.get("optional-dependencies"))), set(_named(root.get("dev-dependencies")))
+    extras = extras_known if choices.all_extras else {normalize(e) for e in choices.extras}
+    groups = {normalize(g) for g in choices.groups}
+    for kind, wanted, known in (("extra", extras, extras_known), ("dependency group", groups, groups_known)):
+        if alone and wanted - known:
+            raise UserError(f"the project `{root['name']}` has no {kind} {', '.join(sorted(wanted - known))}",
+                            f"its {'extras' if kind == 'extra' else 'groups'}: {', '.join(sorted(known)) or 'none'}")
+    return extras, groups | ({"dev"} if choices.dev else set())
+
+
+def _active_extras(chosen: list[tuple[dict[str, Any], set[str], set[str]]]) -> set[str]:
     """The `extra` values markers may test: the chosen extras and groups, plainly and as uv encodes them for
     conflicts (`extra-<n>-<project>-<name>`, `group-<n>-<project>-<name>`)."""
     active: set[str] = set()
-    for root in roots:
-        project = _normal(root["name"])
-        extras = set(_named(root.get("optional-dependencies")).keys()) if choices.all_extras else set(choices.extras)
-        unknown = {_normal(e) for e in choices.extras} - set(_named(root.get("optional-dependencies")).keys())
-        if unknown and len(roots) == 1:
-            raise UserError(f"the project `{root['name']}` has no extra {', '.join(sorted(unknown))}",
-                            f"its extras: {', '.join(sorted(_named(root.get('optional-dependencies')))) or 'none'}")
-        groups = set(choices.groups) | ({"dev"} if choices.dev else set())
-        active |= {_normal(e) for e in extras} | {f"extra-{len(project)}-{project}-{_normal(e)}" for e in extras}
-        active |= {f"group-{len(project)}-{project}-{_normal(g)}" for g in groups}
+    for root, extras, groups in chosen:
+        project = normalize(root["name"])
+        active |= extras | {f"extra-{len(project)}-{project}-{e}" for e in extras}
+        active |= {f"group-{len(project)}-{project}-{g}" for g in groups}
     return active
 
 
@@ -177,18 +182,12 @@ def _holds(marker: str | None, environment: dict[str, str], active: set[str]) ->
         raise LockFormatError(f"uv.lock has a marker lockgen cannot read: `{marker}`", "") from None
 
 
-def _walk(roots: list[dict[str, Any]], entries: dict[str, list[dict[str, Any]]], environment: dict[str, str],
-          active: set[str], choices: UvChoices) -> dict[str, dict[str, Any]]:
+def _walk(chosen: list[tuple[dict[str, Any], set[str], set[str]]], entries: dict[str, list[dict[str, Any]]],
+          environment: dict[str, str], active: set[str]) -> dict[str, dict[str, Any]]:
     """Every package reached from the roots along edges whose markers hold: name -> its entry."""
     reached: dict[str, dict[str, Any]] = {}
     pending: list[tuple[dict[str, Any], tuple[str, ...]]] = []  # (a package entry, the extras asked of it)
-    for root in roots:
-        groups = {_normal(g) for g in choices.groups} | ({"dev"} if choices.dev else set())
-        unknown = {_normal(g) for g in choices.groups} - set(_named(root.get("dev-dependencies")).keys())
-        if unknown and len(roots) == 1:
-            raise UserError(f"the project `{root['name']}` has no dependency group {', '.join(sorted(unknown))}",
-                            f"its groups: {', '.join(sorted(_named(root.get('dev-dependencies')))) or 'none'}")
-        extras = set(_named(root.get("optional-dependencies")).keys()) if choices.all_extras else set(choices.extras)
+    for root, extras, groups in chosen:
         pending.append((root, tuple(sorted(extras))))
         for group in sorted(groups):
             pending += _followed(_named(root.get("dev-dependencies")).get(group, []), entries, environment, active)
@@ -200,7 +199,7 @@ def _walk(roots: list[dict[str, Any]], entries: dict[str, list[dict[str, Any]]],
         if (id(entry), extras) in expanded:
             continue
         expanded.add((id(entry), extras))
-        name = _normal(entry["name"])
+        name = normalize(entry["name"])
         if name in reached and reached[name] is not entry:
             raise UserError(f"uv.lock holds two versions of {entry['name']} for this choice "
                             f"({reached[name].get('version')} and {entry.get('version')})",
@@ -215,7 +214,7 @@ def _walk(roots: list[dict[str, Any]], entries: dict[str, list[dict[str, Any]]],
 def _followed(edges: list[dict[str, Any]], entries: dict[str, list[dict[str, Any]]], environment: dict[str, str],
               active: set[str]) -> list[tuple[dict[str, Any], tuple[str, ...]]]:
     """The entries the edges whose markers hold lead to, each with the extras the edge asks for."""
-    return [(_target(edge, entries, environment, active), tuple(sorted(_normal(e) for e in edge.get("extra", []))))
+    return [(_target(edge, entries, environment, active), tuple(sorted(normalize(e) for e in edge.get("extra", []))))
             for edge in edges if _holds(edge.get("marker"), environment, active)]
 
 
@@ -223,7 +222,7 @@ def _target(edge: dict[str, Any], entries: dict[str, list[dict[str, Any]]], envi
             active: set[str]) -> dict[str, Any]:
     """The package entry an edge points at: by name, then version and source where a name has several
     entries (forks), then the fork whose resolution markers hold."""
-    candidates = entries.get(_normal(edge["name"]), [])
+    candidates = entries.get(normalize(edge["name"]), [])
     if "version" in edge:
         candidates = [c for c in candidates if str(c.get("version")) == str(edge["version"])]
     if "source" in edge:
