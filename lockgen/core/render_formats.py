@@ -11,22 +11,10 @@ from __future__ import annotations
 
 import json
 
+from lockgen.core.render import chosen_platform
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.spec import MACHINE_OF_PLATFORM
-
-FORMATS = ("explicit", "requirements", "pylock", "environment")
-
-
-def chosen_platform(lock: Lock, platform: str | None) -> str:
-    platforms = lock.metadata.platforms
-    if platform is None:
-        if len(platforms) != 1:
-            raise UserError(f"the lock covers {', '.join(platforms)}", "pick one with --platform")
-        return platforms[0]
-    if platform not in platforms:
-        raise UserError(f"the lock has no platform `{platform}`", f"platforms in it: {', '.join(platforms)}")
-    return platform
 
 
 def _split(lock: Lock, platform: str) -> tuple[list[LockedPackage], list[LockedPackage]]:
