@@ -45,7 +45,7 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
                 skipped.append(f"{label} {reason}")
                 continue
             wheels = [w for w in entry.get("wheels", []) if isinstance(w, dict) and "url" in w]
-            wheel = best_wheel([{**w, "url": w["url"]} for w in wheels], platform, python, choices.glibc)
+            wheel = best_wheel(wheels, platform, python, choices.glibc)
             if wheel is None:
                 skipped.append(f"{label} has no wheel for {platform} at CPython {python}"
                                + (" (an sdist only: it would be built on install)" if "sdist" in entry else ""))
