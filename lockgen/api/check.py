@@ -62,11 +62,7 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
             drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
         else:
             drift = check_prefix(image.prefix, full=True)
-        inside = image.prefix / SBOM_INSIDE
-        stated = _stated_environment(inside)
-        problems = sbom_problems(source, inside, None)
-        if stated is not None and stated != image.recorded_environment:
-            problems.append(f"{SBOM_INSIDE} (names environment {stated[:16]}…, the image's label {image.recorded_environment[:16]}…)")
+        problems = _sbom_problems(source, image.prefix / SBOM_INSIDE, None, image.recorded_environment)
         drift = Drift(drift.missing, drift.extra, sorted(drift.modified + problems), drift.unsafe)
         return image.recorded_environment, image.environment, drift
 
@@ -74,19 +70,20 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
 SBOM_INSIDE = ".lockgen/sbom.cdx.json"
 
 
-def _stated_environment(sbom: Path) -> str | None:
+def _stated_environment(sbom: bytes) -> str | None:
     """The environment digest an SBOM names (its top component's version), or None when unreadable."""
     try:
-        version = json.loads(sbom.read_bytes())["metadata"]["component"]["version"]
-    except (OSError, ValueError, KeyError, TypeError):
+        version = json.loads(sbom)["metadata"]["component"]["version"]
+    except (ValueError, KeyError, TypeError):
         return None
     return str(version).removeprefix("sha256:")
 
 
-def sbom_problems(source: str | Path, inside: Path, expected: bytes | None) -> list[str]:
-    """The image's SBOMs that are not what they should be: the one inside the image and the one export wrote
-    beside a layout folder (`DIR/sbom.cdx.json`) or an archive (`FILE.sbom.cdx.json`) must be the same bytes,
-    and with a lock (`expected`: the SBOM regenerated from it) exactly the lock's."""
+def _sbom_problems(source: str | Path, inside: Path, expected: bytes | None, labelled: str) -> list[str]:
+    """The image's SBOMs that are not what they should be: the one inside the image must name the
+    environment its label records, the one export wrote beside a layout folder (`DIR/sbom.cdx.json`) or an
+    archive (`FILE.sbom.cdx.json`) must be the same bytes, and with a lock (`expected`: the SBOM regenerated
+    from it) both must be exactly the lock's."""
     reference = expected
     problems = []
     if not inside.is_file():
@@ -95,6 +92,9 @@ def sbom_problems(source: str | Path, inside: Path, expected: bytes | None) -> l
         found = inside.read_bytes()
         if expected is not None and found != expected:
             problems.append(f"{SBOM_INSIDE} (not the SBOM of the lock)")
+        stated = _stated_environment(found)
+        if stated is not None and stated != labelled:
+            problems.append(f"{SBOM_INSIDE} (names environment {stated[:16]}…, the image's label {labelled[:16]}…)")
         reference = reference or found
     beside = _sbom_beside(source)
     if beside is not None and beside.is_file() and reference is not None and beside.read_bytes() != reference:
@@ -129,11 +129,7 @@ def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None =
         # the SBOM's packages, lock and platform come from the lock; the environment digest it names must be
         # the one the image's label records (which `check --image` recomputes from the files)
         labelled = str(labels.get(ENVIRONMENT_LABEL, "")).removeprefix("sha256:")
-        stated = _stated_environment(inside / SBOM_INSIDE)
         expected_sbom = canonical_json(cyclonedx(load_lock(lock_path), result.platform, result.lock_sha256, labelled))
-        findings = sbom_problems(image, inside / SBOM_INSIDE, expected_sbom)
-        if stated is not None and stated != labelled:
-            findings.append(f"{SBOM_INSIDE} (names environment {stated[:16]}…, the image's label {labelled[:16]}…)")
-        problems += tuple(f"image: {finding}" for finding in findings)
+        problems += tuple(f"image: {finding}" for finding in _sbom_problems(image, inside / SBOM_INSIDE, expected_sbom, labelled))
         return Conformance(result.lock_sha256, result.platform, f"{image}:{image_prefix}", result.expected_digest,
                            result.report, problems, opened.digest, result.allowed, result.by_path_only)
