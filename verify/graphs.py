@@ -21,24 +21,15 @@ from typing import Any
 import torch
 
 from verify.results import Results
-from verify.train import FULL, Gpt, GptConfig, StepClock, batch_of, run_steps, train_step
+from verify.train import FULL, GptConfig, StepClock, run_steps, seeded_run, train_step
 
 WARMUP = 3  # eager steps before the capture, on a side stream, as torch.cuda.graph requires
 TOLERANCE = 2e-2  # relative, per step: the same kernels run, only the optimizer's bias correction moves on device
 
 
-def _model(config: GptConfig, device: torch.device) -> tuple[torch.nn.Module, torch.optim.Optimizer, tuple[torch.Tensor, torch.Tensor]]:
-    """The training check's model, optimizer and batch, from the same seeds (verify.train.run_steps)."""
-    torch.manual_seed(0)
-    generator = torch.Generator(device="cpu").manual_seed(0)
-    model = Gpt(config).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, fused=True, capturable=True)
-    return model, optimizer, batch_of(config, device, generator)
-
-
 def _replayed(config: GptConfig, device: torch.device, steps: int) -> tuple[list[float], list[float]]:
     """Losses of WARMUP eager steps then `steps` replays of the captured step, and the replays' times."""
-    model, optimizer, (inputs, targets) = _model(config, device)
+    model, optimizer, (inputs, targets) = seeded_run(config, device, 0)
     scaler = torch.amp.GradScaler(device.type, enabled=False)
     losses = []
     side = torch.cuda.Stream(device)

@@ -96,22 +96,29 @@ def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator
     return tokens[:, :-1], tokens[:, 1:]
 
 
+def seeded_run(config: GptConfig, device: torch.device, seed: int) -> tuple[nn.Module, torch.optim.Optimizer,
+                                                                            tuple[torch.Tensor, torch.Tensor]]:
+    """The model, its AdamW and the batch of a run from `seed`. On GPUs the optimizer is fused and capturable
+    (the step count stays on the GPU, as a CUDA graph needs: verify.graphs replays this run)."""
+    torch.manual_seed(seed)
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    model = Gpt(config).to(device)
+    cuda = device.type == "cuda"
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
+    return model, optimizer, batch_of(config, device, generator)
+
+
 def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0,
               compiled: bool = False, warmup: int = 3) -> dict[str, object]:
     """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
     `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs a few
     more steps each start from an idle GPU, and the median host time to issue one is `host_issue_ms`:
     when it comes near the step time, the host, not the GPU, set the pace."""
-    torch.manual_seed(seed)
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    model = Gpt(config).to(device)
-    # capturable: the step count stays on the GPU, as a CUDA graph needs (verify.graphs replays this run)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, fused=device.type == "cuda", capturable=device.type == "cuda")
+    model, optimizer, (inputs, targets) = seeded_run(config, device, seed)
     forward = torch.compile(model) if compiled else model
     scaler = torch.amp.GradScaler(device.type, enabled=mode == "fp16")
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     torch.backends.cudnn.allow_tf32 = mode == "tf32"
-    inputs, targets = batch_of(config, device, generator)
     losses, memory = [], []
     clock = StepClock(device)
     issue_s = []
