@@ -123,6 +123,10 @@ def test_each_credential_form(tmp_path: Path, user_home: Path, monkeypatch: pyte
     assert fetch_auth.authorized("https://basic.acme.io/x")[1] == {"Authorization": "Basic dTpw"}
     assert fetch_auth.authorized("https://other.net/x") == ("https://other.net/x", {})
     assert fetch_auth.authorized("https://u:p@basic.acme.io/x") == ("https://u:p@basic.acme.io/x", {})  # named: as is
+    token = fetch_auth.authorized_request("https://conda.acme.io/c/x.conda", {"Range": "bytes=0-9"})
+    assert token.full_url == "https://conda.acme.io/t/ct-1/c/x.conda" and token.get_header("Range") == "bytes=0-9"
+    basic = fetch_auth.authorized_request("https://basic.acme.io/x", {"Range": "bytes=0-9"})
+    assert basic.get_header("Range") == "bytes=0-9" and basic.unredirected_hdrs == {"Authorization": "Basic dTpw"}
     auth.write_text("{not json")
     with pytest.raises(UserError, match="cannot read RATTLER_AUTH_FILE"):
         fetch_auth.authorized("https://basic.acme.io/x")

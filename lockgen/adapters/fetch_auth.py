@@ -14,6 +14,7 @@ import base64
 import json
 import netrc
 import os
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -69,6 +70,16 @@ def authorized(url: str) -> tuple[str, dict[str, str]]:
             return urlunsplit(parts._replace(path=f"/t/{entry['CondaToken']}{parts.path}")), {}
     pair = _netrc_pair(host)
     return (url, {"Authorization": _basic(*pair)}) if pair else (url, {})
+
+
+def authorized_request(url: str, headers: dict[str, str] | None = None) -> urllib.request.Request:
+    """A GET of `url` with the caller's headers and the host's credential (a conda token in the path, or an
+    Authorization header sent to this host only, never on to a redirect's)."""
+    target, credential = authorized(url)
+    request = urllib.request.Request(target, headers=headers or {})
+    for name, value in credential.items():
+        request.add_unredirected_header(name, value)
+    return request
 
 
 def _basic(user: str, password: str) -> str:

@@ -45,18 +45,13 @@ def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserError(f"`{scrub_url(url)}` is not an http(s) URL", "give the index or file as https://...")
-    host = parts.netloc.rsplit("@", 1)[-1]
-    request = urllib.request.Request(urlunsplit((parts.scheme, host, parts.path, parts.query, "")), headers=headers)
     if parts.username is not None:
+        host = parts.netloc.rsplit("@", 1)[-1]
+        request = urllib.request.Request(urlunsplit((parts.scheme, host, parts.path, parts.query, "")), headers=headers)
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
         request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(pair).decode())
         return request
-    authorized, headers = fetch_auth.authorized(url)  # ~/.netrc or $RATTLER_AUTH_FILE, as uv and rattler read
-    if authorized != url:
-        request = _request(authorized, headers)
-    for name, value in headers.items():
-        request.add_unredirected_header(name, value)
-    return request
+    return fetch_auth.authorized_request(url, headers)  # ~/.netrc or $RATTLER_AUTH_FILE, as uv and rattler read
 
 
 ATTEMPTS = 3

@@ -82,11 +82,8 @@ def _download(package: LockedPackage, destination: Path) -> None:
         if parts.scheme == "file":
             shutil.copyfile(unquote(parts.path), destination)
             return
-        url, headers = fetch_auth.authorized(package.url)
-        request = urllib.request.Request(url)
-        for name, value in headers.items():
-            request.add_unredirected_header(name, value)  # to this host only, never on to a redirect's
-        with urllib.request.urlopen(request, timeout=60) as response, destination.open("wb") as out:
+        with urllib.request.urlopen(fetch_auth.authorized_request(package.url), timeout=60) as response, \
+                destination.open("wb") as out:
             shutil.copyfileobj(response, out, 1 << 20)
     except urllib.error.HTTPError as exc:
         hint = ("the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE "
