@@ -132,7 +132,7 @@ def test_check_reports_a_changed_pypi_spec(tmp_path: Path) -> None:
     api.resolve(stack)
     assert api.stale(stack) == []
     stack.write_text(stack.read_text().replace("==1.16.0", "==1.17.0"))
-    assert [r.kind for r in api.stale(stack)] == ["spec-changed"]
+    assert [(r.kind, r.detail.endswith("(pypi six: ==1.16.0 -> ==1.17.0)")) for r in api.stale(stack)] == [("spec-changed", True)]
 
 
 def test_update_one_pip_package_holds_the_others(tmp_path: Path) -> None:

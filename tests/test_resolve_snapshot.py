@@ -96,15 +96,17 @@ def test_check_fresh_then_stale_for_each_reason(example_copy: Path, snapshot: Pa
     fresh = run_cli("resolve", str(example_copy), "--check", *flags)
     assert fresh.returncode == 0 and fresh.stdout == ""
     text = example_copy.read_text()
-    cases = {
-        "spec-changed": text.replace('pytorch = ">=2.4"', 'pytorch = ">=2.5"'),
-        "target-changed": text.replace('driver = "550.54.15"', 'driver = "550.90.07"'),
-        "exclude-newer-changed": text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'),
+    cases = {  # each reason names what changed
+        ("spec-changed", "(pytorch: >=2.4 -> >=2.5)"): text.replace('pytorch = ">=2.4"', 'pytorch = ">=2.5"'),
+        ("spec-changed", "(numpy added: *)"): text.replace('pytorch = ">=2.4"', 'pytorch = ">=2.4"\nnumpy = "*"'),
+        ("target-changed", "(driver: 550.54.15 -> 550.90.07)"): text.replace('driver = "550.54.15"', 'driver = "550.90.07"'),
+        ("exclude-newer-changed", "(exclude-newer: (none) -> 2026-01-01)"):
+            text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'),
     }
-    for kind, changed in cases.items():
+    for (kind, named), changed in cases.items():
         example_copy.write_text(changed)
         stale = run_cli("resolve", str(example_copy), "--check", *flags)
-        assert stale.returncode == 1 and f": {kind}:" in stale.stdout, (kind, stale.stdout, stale.stderr)
+        assert stale.returncode == 1 and f": {kind}: " in stale.stdout and named in stale.stdout, (kind, stale.stdout, stale.stderr)
     example_copy.write_text(text)
     mirror = example_copy.parent / "mirror"
     shutil.copytree(snapshot, mirror)

@@ -55,7 +55,12 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         "spec-digest": lock_meta.spec_digest(spec),
         "target-digest": lock_meta.target_digest(spec, target),
         "exclude-newer": lock_meta.exclude_newer_text(spec),
+        "platforms": " ".join(spec.platforms_of(target)),
     }
+    for dependency in spec.dependencies:  # each request by name, so `--check` can say which one changed
+        meta[f"requested.conda.{dependency.name}"] = dependency.spec or "*"
+    for requirement in spec.pypi_dependencies:
+        meta[f"requested.pypi.{requirement.name}"] = lock_meta.pypi_request_text(requirement)
     for request in requests:
         meta[f"virtual-packages.{request.platform}"] = " ".join(v.text() for v in request.virtual_packages)
         if spec.has_conda:  # conda solve constraints mean nothing to a pure-PyPI lock

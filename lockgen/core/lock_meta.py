@@ -7,7 +7,7 @@ from __future__ import annotations
 from lockgen.core.credentials import scrub_url
 from lockgen.digests import canonical_digest
 from lockgen.model.plan import SolveRequest
-from lockgen.model.spec import StackSpec, Target
+from lockgen.model.spec import PypiDependency, StackSpec, Target
 
 
 def spec_digest(spec: StackSpec) -> str:
@@ -53,3 +53,10 @@ def pypi_digest(spec: StackSpec) -> str:
         "no_build": options.no_build,
         "python": spec.python or "",
     })
+
+
+def pypi_request_text(requirement: PypiDependency) -> str:
+    """One PyPI request as a lock records it by name: extras, specifier (`*` for any) and its own index."""
+    extras = f"[{','.join(requirement.extras)}]" if requirement.extras else ""
+    index = f" @index {scrub_url(requirement.index)}" if requirement.index else ""
+    return f"{extras}{requirement.specifier or '*'}{index}"
