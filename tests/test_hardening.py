@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,18 @@ def test_a_misspelt_channel_alias_is_an_error_not_a_network_resolve(tmp_path: Pa
     result = run_cli("resolve", str(stack), "--channel-alias", f"conda-frge={tmp_path}")
     assert result.returncode == 1 and "--channel-alias `conda-frge` names no channel" in result.stderr
     assert "hint: did you mean `conda-forge`?" in result.stderr and not (tmp_path / "locks").exists()
+
+
+def test_a_long_tool_run_reports_progress_and_a_hung_one_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockgen.adapters import tool_runner
+    from lockgen.errors import ToolFailedError
+
+    monkeypatch.setattr(tool_runner, "HEARTBEAT_S", 0.1)
+    beats: list[float] = []
+    done = tool_runner.run_tool(["sh", "-c", "sleep 0.5; echo out; echo err >&2"], "waiting", heartbeat=beats.append)
+    assert (done.stdout, done.stderr, done.returncode) == ("out\n", "err\n", 0)
+    assert len(beats) >= 2 and beats == sorted(beats)
+    started = time.monotonic()
+    with pytest.raises(ToolFailedError, match="did not finish within"):
+        tool_runner.run_tool(["sleep", "30"], "hanging", timeout_s=0.5)
+    assert time.monotonic() - started < 5

@@ -78,7 +78,7 @@ def test_the_torch_image_holds_its_lock_and_no_build_host_path(torch_image: tupl
     manifest = json.loads((image / "blobs" / "sha256" / json.loads((image / "index.json").read_text())
                            ["manifests"][0]["digest"].split(":")[1]).read_text())
     assert len(manifest["layers"]) == len(distributions) + 1  # a layer per wheel, then the venv itself
-    assert f"home = /usr/bin\n" in (venv / "pyvenv.cfg").read_text()
+    assert "home = /usr/bin\n" in (venv / "pyvenv.cfg").read_text()
 
 
 def test_verify_runs_the_kernel_in_the_image(torch_image: tuple[Path, Path, str], tmp_path: Path) -> None:

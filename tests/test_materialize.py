@@ -19,7 +19,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.check import check_lock, check_prefix as check
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
-from tests.channel_factory import PLACEHOLDER, Pkg, build_channel, write_package
+from tests.channel_factory import PLACEHOLDER, Pkg, build_channel
 from tests.conftest import REPO
 
 

@@ -12,7 +12,7 @@ import pytest
 from lockgen.api import resolve as api
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import ChannelError, SpecError, TargetError, UnsatisfiableError
-from tests.conftest import EXAMPLE_STACK, REPO, run_cli
+from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.network
 PYPI_EXAMPLE = REPO / "envs" / "examples" / "torch-pypi" / "stack.toml"

@@ -33,7 +33,7 @@ def _record_line(path: str, data: bytes) -> str:
 def build_wheel(wheel: Wheel, folder: Path) -> Path:
     module = wheel.name.replace("-", "_")
     dist_info = f"{module}-{wheel.version}.dist-info"
-    metadata = "\n".join([f"Metadata-Version: 2.1", f"Name: {wheel.name}", f"Version: {wheel.version}"]
+    metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {wheel.name}", f"Version: {wheel.version}"]
                          + [f"Requires-Dist: {r}" for r in wheel.requires]) + "\n"
     entries = {f"{module}/__init__.py": f"VERSION = {wheel.version!r}\n", **wheel.files,
                f"{dist_info}/METADATA": metadata,

@@ -67,7 +67,7 @@ def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecur
     if is_reference(source):
         progress(f"pulling {source}")
         layout = work / "layout"
-        registry.pull(source, layout, insecure)
+        registry.pull(source, layout, insecure, progress)
     elif not (layout / "index.json").is_file():
         raise UserError(f"`{source}` is not an OCI image layout", "pass an OCI layout folder, or docker://REF")
     yield layout

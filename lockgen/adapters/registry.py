@@ -4,30 +4,34 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters.tool_runner import find_tool, run_tool
 
 
-def push(layout: Path, tag: str, reference: str, insecure: bool) -> str:
+def push(layout: Path, tag: str, reference: str, insecure: bool, progress: Callable[[str], None]) -> str:
     """Copies `layout:tag` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds."""
     destination = reference if "://" in reference else f"docker://{reference}"
     with tempfile.TemporaryDirectory() as folder:
         digest_file = Path(folder) / "digest"
         _copy(["--digestfile", str(digest_file)] + ["--dest-tls-verify=false"] * insecure,
-              f"oci:{layout}:{tag}", destination, f"pushing to {destination}", "push images")
+              f"oci:{layout}:{tag}", destination, f"pushing to {destination}", "push images", progress)
         return digest_file.read_text().strip()
 
 
-def pull(reference: str, layout: Path, insecure: bool) -> None:
+def pull(reference: str, layout: Path, insecure: bool, progress: Callable[[str], None]) -> None:
     """Copies `reference` (docker://HOST/REPO:TAG, or another skopeo transport) into the OCI layout `layout`."""
-    _copy(["--src-tls-verify=false"] * insecure, reference, f"oci:{layout}:pulled", f"pulling {reference}", "pull images")
+    _copy(["--src-tls-verify=false"] * insecure, reference, f"oci:{layout}:pulled", f"pulling {reference}", "pull images",
+          progress)
 
 
-def _copy(options: list[str], source: str, destination: str, what: str, purpose: str) -> None:
-    """`skopeo copy`; a refusal is one clear error with skopeo's last line."""
+def _copy(options: list[str], source: str, destination: str, what: str, purpose: str,
+          progress: Callable[[str], None]) -> None:
+    """`skopeo copy`; a refusal is one clear error with skopeo's last line; a line every few seconds while it runs."""
     run_tool([_skopeo(purpose), "copy", *options, source, destination], what,
-             "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry", timeout_s=3600)
+             "check the reference, `skopeo login`, and --insecure for a plain-HTTP registry", timeout_s=3600,
+             heartbeat=lambda seconds: progress(f"{what}: {seconds:.0f} s"))
 
 
 def _skopeo(purpose: str) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 from lockgen.core.credentials import scrub_text
 from lockgen.errors import ToolFailedError, ToolMissingError
@@ -28,22 +29,47 @@ def last_line(text: str) -> str:
     return scrub_text(lines[-1])[:300] if lines else "no message"
 
 
+HEARTBEAT_S = 10.0
+
+
 def run_tool(command: Sequence[str], what: str, hint: str = "", timeout_s: float = 600, check: bool = True,
-             env: Mapping[str, str] | None = None, missing_hint: str = "") -> subprocess.CompletedProcess[str]:
+             env: Mapping[str, str] | None = None, missing_hint: str = "",
+             heartbeat: Callable[[float], None] | None = None) -> subprocess.CompletedProcess[str]:
     """Runs `command` and returns its result; with `check`, a non-zero exit raises `ToolFailedError`
     (`what` names the activity, e.g. "pushing to docker://…"). A program that is not there raises
-    `ToolMissingError`; one that outlives `timeout_s` is killed and reported as failed."""
+    `ToolMissingError`; one that outlives `timeout_s` is killed and reported as failed. `heartbeat`
+    hears the seconds elapsed every `HEARTBEAT_S` while the program runs (progress on long work)."""
     tool = os.path.basename(command[0])
     try:
-        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout_s,
-                              env=dict(env) if env is not None else None)
+        child = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=dict(env) if env is not None else None)
     except FileNotFoundError:
         raise ToolMissingError(command[0], missing_hint or f"install {tool}, or put it on PATH") from None
     except OSError as exc:  # a folder, a file without the x bit, a binary for another machine
         raise ToolFailedError(what, tool, 126, f"cannot run `{command[0]}`: {exc.strerror or exc}",
                               missing_hint or "pass a program that can run here") from None
-    except subprocess.TimeoutExpired:
-        raise ToolFailedError(what, tool, -9, f"did not finish within {timeout_s:.0f} s", hint) from None
+    with child:  # an interrupt or an error here kills the child, as subprocess.run does
+        stdout, stderr = _wait(child, what, tool, hint, timeout_s, heartbeat)
+    done = subprocess.CompletedProcess(list(command), child.returncode, stdout, stderr)
     if check and done.returncode != 0:
         raise ToolFailedError(what, tool, done.returncode, last_line(done.stderr or done.stdout), hint)
     return done
+
+
+def _wait(child: subprocess.Popen[str], what: str, tool: str, hint: str, timeout_s: float,
+          heartbeat: Callable[[float], None] | None) -> tuple[str, str]:
+    started = time.monotonic()
+    try:
+        while True:  # bounded: each wait is at most HEARTBEAT_S, and the whole run at most timeout_s
+            left = timeout_s - (time.monotonic() - started)
+            try:
+                return child.communicate(timeout=max(0.01, min(HEARTBEAT_S, left)))
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - started >= timeout_s:
+                    raise ToolFailedError(what, tool, -9, f"did not finish within {timeout_s:.0f} s", hint) from None
+                if heartbeat is not None:
+                    heartbeat(time.monotonic() - started)
+    except BaseException:
+        child.kill()
+        child.communicate()
+        raise

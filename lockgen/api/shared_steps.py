@@ -58,7 +58,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
         installers.make_venv(temp, venv_interpreter if same_here else python)
     if pip:
-        installers.install_pip(pip, temp / "bin" / "python")
+        installers.install_pip(pip, temp / "bin" / "python", progress)
         known.update(_proven_wheels(lock, platform, pip, temp, meter))
         progress(f"installed {len(pip)} wheels (hash-checked, every file against its RECORD)")
         if not conda and venv_interpreter:

@@ -255,7 +255,7 @@ def push(
     """Push an exported image with skopeo; print the manifest digest, which stays the layout's."""
     from lockgen.api.publish import push as run
 
-    print(run(layout, reference, insecure))
+    print(run(layout, reference, insecure, progress))
 
 
 @handles_errors
