@@ -37,3 +37,14 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     # the committed locks were fresh: resolving again changed no byte of them
     for lock in (REPO / "envs" / "examples" / "quickstart" / "locks").iterdir():
         assert (example / "locks" / lock.name).read_bytes() == lock.read_bytes(), lock.name
+    # a venv lockgen made is locked again through its index: uv's direct_url.json keeps no hash
+    prefix, lockgen_cmd = tmp_path / "qs-env", [sys.executable, "-m", "lockgen"]
+    frozen = subprocess.run(lockgen_cmd + ["freeze", "--prefix", str(prefix), "--target", "again", "--out", str(tmp_path / "f.yml")],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert frozen.returncode == 1 and "lockgen pin inv.json.gz --target again" in frozen.stderr, frozen.stderr
+    inventory, again = tmp_path / "inv.json.gz", tmp_path / "again.conda-lock.yml"
+    for step in (["freeze", "--python", str(prefix / "bin" / "python"), "--inventory", str(inventory)],
+                 ["pin", str(inventory), "--target", "again", "--out", str(again)],
+                 ["check", "--lock", str(again), "--prefix", str(prefix)]):
+        done = subprocess.run(lockgen_cmd + step, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        assert done.returncode == 0, f"{step}\n{done.stderr[-2000:]}"

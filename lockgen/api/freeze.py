@@ -51,8 +51,10 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
         version = listing["python"]
         if unpinnable and not skip_unpinnable:
             shown = ", ".join(unpinnable[:6]) + (f" and {len(unpinnable) - 6} more" if len(unpinnable) > 6 else "")
-            raise UserError(f"{len(unpinnable)} distributions were installed from an index and keep no wheel URL "
-                            f"or hash: {shown}", "reinstall them from locked URLs, or pass --skip-unpinnable")
+            raise UserError(f"{len(unpinnable)} distributions keep no wheel hash (installed from an index, or by uv, "
+                            f"whose direct_url.json records the URL only): {shown}",
+                            f"lock them from their index: lockgen freeze --python {python} --inventory inv.json.gz, "
+                            f"then lockgen pin inv.json.gz --target {target} (or pass --skip-unpinnable)")
     if not packages:
         raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
     lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
