@@ -44,12 +44,20 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
                 return self._send(416, b"", "text/plain", {"Content-Range": f"bytes */{len(body)}"})
             self._send(206, body[start:end + 1], kind, {"Content-Range": f"bytes {start}-{end}/{len(body)}"})
 
-        def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None) -> None:
+        def do_HEAD(self) -> None:  # noqa: N802 - http.server's name; uv asks before reading a wheel by ranges
+            site.log.append((self.path, "HEAD", self.headers.get("Authorization")))
+            if self.path not in site.files:
+                return self._send(404, b"", "text/plain", with_body=False)
+            body, kind = site.files[self.path]
+            self._send(200, body, kind, {"Accept-Ranges": "bytes"}, with_body=False)
+
+        def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None, with_body: bool = True) -> None:
             self.send_response(status)
             for key, value in {"Content-Type": kind, "Content-Length": str(len(body)), **(extra or {})}.items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(body)
+            if with_body:
+                self.wfile.write(body)
 
     return Handler
 

@@ -33,6 +33,8 @@ class IndexedWheel:
     sha256: str
     size: int | None
     yanked: bool
+    uploaded: str | None = None  # PEP 700 `upload-time`, when the index gives it
+    metadata: bool = False  # PEP 658/714: the core metadata is served at `url + ".metadata"`
 
 
 def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
@@ -44,24 +46,31 @@ def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
             filename = entry["filename"]
             sha256 = entry.get("hashes", {}).get("sha256")
             if filename.endswith(".whl") and isinstance(sha256, str) and len(sha256) == 64:
-                size = entry.get("size")
+                size, uploaded = entry.get("size"), entry.get("upload-time")
+                metadata = entry.get("core-metadata", entry.get("data-dist-info-metadata"))
                 wheels[filename] = IndexedWheel(filename, urljoin(page_url, entry["url"]), sha256.lower(),
-                                                size if isinstance(size, int) else None, bool(entry.get("yanked")))
+                                                size if isinstance(size, int) else None, bool(entry.get("yanked")),
+                                                uploaded if isinstance(uploaded, str) else None, bool(metadata))
         return wheels
     except (ValueError, KeyError, TypeError, AttributeError):
         raise UserError(f"{scrub_url(page_url)} is not a PEP 691 project page",
                         "the index answered JSON without a `files` list of filename/url/hashes") from None
 
 
-def find_wheel(name: str, version: str, tags: tuple[str, ...], index: str = PYPI, build: str | None = None,
-               timeout_s: float = 30.0, meter: Meter | None = None) -> IndexedWheel:
-    """The index's wheel of `name==version` whose tags cover `tags` (and the build tag, when given)."""
+def project_wheels(name: str, index: str = PYPI, timeout_s: float = 30.0, meter: Meter | None = None) -> dict[str, IndexedWheel]:
+    """Every wheel file the index lists for project `name`, by file name."""
     page_url = f"{index.rstrip('/')}/{normalize(name)}/"
     reply = get(page_url, {"Accept": JSON_TYPE}, meter or Meter(), timeout_s, PAGE_LIMIT)
     if not reply.headers.get("content-type", "").startswith(JSON_TYPE):
         raise UserError(f"{scrub_url(page_url)} did not answer in PEP 691 JSON",
                         "use an index that serves application/vnd.pypi.simple.v1+json (PyPI, devpi, a uv/pip mirror)")
-    wheels = _files(reply.body, page_url)
+    return _files(reply.body, page_url)
+
+
+def find_wheel(name: str, version: str, tags: tuple[str, ...], index: str = PYPI, build: str | None = None,
+               timeout_s: float = 30.0, meter: Meter | None = None) -> IndexedWheel:
+    """The index's wheel of `name==version` whose tags cover `tags` (and the build tag, when given)."""
+    wheels = project_wheels(name, index, timeout_s, meter)
     names = []
     for filename in sorted(wheels):
         try:

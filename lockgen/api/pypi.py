@@ -8,10 +8,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from lockgen.adapters import uv_resolver
-from lockgen.core.pypi_plan import PypiPlan, plan_pypi
+from lockgen.adapters import release_evidence, uv_resolver
+from lockgen.core.credentials import scrub_url
+from lockgen.core.facts_inference import Inference, infer_releases, newest_known, with_inferred
+from lockgen.core.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
 from lockgen.core.pypi_rules import check_resolved_torch, torch_admission
-from lockgen.errors import UnsatisfiableError
+from lockgen.errors import LockgenError, UnsatisfiableError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize
@@ -22,17 +24,47 @@ Solved = list[tuple[Target, CudaWindow | None, SolveRequest, list[LockedPackage]
 
 
 def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None,
-               platform: str) -> UnsatisfiableError:
+               platform: str, inference: Inference | None) -> UnsatisfiableError:
     """Adds the torch releases the arch rules kept out (those the requirement names, else the newest),
     when torch is part of the conflict."""
     if "torch" not in exc.packages or not target.is_gpu:
         return exc
-    refused = torch_admission(facts, target, platform, window).refused
+    if inference is not None:
+        facts = with_inferred(facts, inference)
+    refused = torch_admission(facts, target, platform, window, inference.refused if inference else ()).refused
     asked = " ".join(d.specifier for d in spec.pypi_dependencies if d.name == "torch")
     named = [reason for release, reason in refused if release in asked]
     reasons = "; ".join(named or [reason for _, reason in refused[-3:]])
     return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800],
                               exc.request_label, exc.packages)
+
+
+class NewerReleases:
+    """What the index shows of torch releases newer than the facts, read once per platform and Python and
+    told to the user once (each line is also recorded in the lock)."""
+
+    def __init__(self, facts: GpuFacts, spec: StackSpec, progress: Callable[[str], None]) -> None:
+        self.facts, self.spec, self.progress = facts, spec, progress
+        self._seen: dict[tuple[str, str], Inference] = {}
+
+    def inference(self, target: Target, platform: str, conda_packages: list[LockedPackage]) -> Inference | None:
+        python, held = held_by_conda(self.spec, conda_packages)
+        if not needs_torch_rules(self.spec, target, held):
+            return None
+        if (platform, python) not in self._seen:
+            index = self.spec.pypi_options.index_url
+            known = newest_known(self.facts, platform) or (0, 0)
+            try:
+                evidence = release_evidence.newer_releases("torch", index, platform, python, known,
+                                                           release_evidence.cutoff_of(self.spec.pypi_options.exclude_newer))
+                found = infer_releases(self.facts, evidence, python, self.spec.unknown_releases)
+            except LockgenError as exc:  # the releases stay out, and the user and the lock are told why
+                found = Inference((), (), (f"torch releases newer than lockgen's facts ({known[0]}.{known[1]} on {platform}) "
+                                           f"could not be read from {scrub_url(index)} ({exc.message}); they stay out",))
+            self._seen[(platform, python)] = found
+            for note in found.notes:
+                self.progress(note)
+        return self._seen[(platform, python)]
 
 
 def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Callable[[str], None],
@@ -42,13 +74,15 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
     (`--update`: every pip package but the updated ones) are added to uv's constraints."""
     options = spec.pypi_options
     extra_indexes = tuple(dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index)))
+    newer = NewerReleases(facts, spec, progress)
     jobs = []
     for target, window, request, conda_packages in solved:
-        plan = plan_pypi(facts, spec, target, request.platform, window, conda_packages)
+        inference = newer.inference(target, request.platform, conda_packages)
+        plan = plan_pypi(facts, spec, target, request.platform, window, conda_packages, inference)
         pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
         if pins:
             plan = dataclasses.replace(plan, constraints=plan.constraints + pins)
-        jobs.append((target, window, request.platform, plan, uv_resolver.PypiRequest(
+        jobs.append((target, window, request.platform, plan, inference, uv_resolver.PypiRequest(
             label=f"target `{target.name}` on {request.platform}", platform=request.platform, glibc=target.glibc,
             python=plan.python, requirements=plan.requirements, constraints=plan.constraints,
             index_url=options.index_url,
@@ -56,7 +90,7 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
 
     def run(job: tuple) -> tuple[list[LockedPackage], float]:
         started = time.perf_counter()
-        return uv_resolver.resolve(job[4]), time.perf_counter() - started
+        return uv_resolver.resolve(job[5]), time.perf_counter() - started
 
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs)))) as pool:
         futures = [pool.submit(run, job) for job in jobs]
@@ -65,10 +99,10 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
             try:
                 outcomes.append(future.result())
             except UnsatisfiableError as exc:
-                raise _explained(exc, facts, spec, job[0], job[1], job[2]) from None
+                raise _explained(exc, facts, spec, job[0], job[1], job[2], job[4]) from None
     results = {}
-    for (target, window, platform, plan, _), (packages, seconds) in zip(jobs, outcomes):
-        check_resolved_torch(facts, target, platform, window, packages)
+    for (target, window, platform, plan, inference, _), (packages, seconds) in zip(jobs, outcomes):
+        check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages)
         kept = [p for p in packages if normalize(p.name) not in plan.held]
         torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
         progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels"

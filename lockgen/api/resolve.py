@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.pypi_plan import PypiPlan
     from lockgen.core.freshness import Staleness
+    from lockgen.api.pypi import NewerReleases
 
 Progress = Callable[[str], None]
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
@@ -44,11 +45,20 @@ class _Context:
     channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
     facts: object = field(default_factory=load_facts)
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
+    _newer: "NewerReleases | None" = None
 
     def candidates(self, platform: str) -> list[CandidateBuild]:
         if platform not in self._candidates:
             self._candidates[platform] = self.channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
         return self._candidates[platform]
+
+    def newer_releases(self, progress: Progress) -> "NewerReleases":
+        """One reader of the index's newer torch releases per run (each platform read once)."""
+        from lockgen.api.pypi import NewerReleases
+
+        if self._newer is None:
+            self._newer = NewerReleases(self.facts, self.spec, progress)
+        return self._newer
 
     def lock_path(self, target: Target) -> Path:
         return stack_layout.lock_path(self.stack_path.parent, target.name)
@@ -76,7 +86,7 @@ class _Context:
             extra = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
             hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
         return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes,
-                                              self.stack_path.name, pypi)
+                                              self.stack_path.name, pypi, self.facts.valid_as_of)
 
 
 def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
@@ -224,7 +234,8 @@ def _highlights(lock: Lock) -> dict[str, dict[str, str]]:
             for platform in lock.metadata.platforms}
 
 
-def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = ()) -> list[Staleness]:
+def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = (),
+          progress: Progress = lambda _: None) -> list[Staleness]:
     """Why each selected target's lock is stale (empty when all are fresh)."""
     from lockgen.core.freshness import Staleness, stale_reasons
 
@@ -237,5 +248,25 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
             continue
         window, requests = context.plan(target)
         expected = context.metadata(target, window, requests)
-        reasons.extend(stale_reasons(target.name, load_lock(path), expected))
+        lock = load_lock(path)
+        found = stale_reasons(target.name, lock, expected)
+        if not found and context.spec.pypi_dependencies:
+            found = _facts_reasons(context, target, window, lock, progress)
+        reasons.extend(found)
     return reasons
+
+
+def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None, lock: Lock,
+                   progress: Progress) -> list[Staleness]:
+    """`facts-changed`: the torch releases admitted now (facts, and the index's evidence of newer releases)
+    against those the lock was resolved with, on top of the lock's own conda packages."""
+    from lockgen.core.freshness import facts_changed
+    from lockgen.core.pypi_plan import plan_pypi
+
+    newer = context.newer_releases(progress)
+    found: list[Staleness] = []
+    for platform in lock.metadata.platforms:
+        conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
+        plan = plan_pypi(context.facts, context.spec, target, platform, window, conda, newer.inference(target, platform, conda))
+        found.extend(facts_changed(target.name, platform, lock, plan.constraints, plan.inferred))
+    return found

@@ -24,7 +24,7 @@ def resolve(
     from lockgen.api import resolve as api
 
     if check:
-        reasons = api.stale(stack, target, channel_alias)
+        reasons = api.stale(stack, target, channel_alias, progress)
         if as_json:
             print(json.dumps([r.__dict__ for r in reasons], indent=2))
         else:

@@ -5,11 +5,11 @@ The facts file is package data, read once per process; nothing here touches the 
 
 from __future__ import annotations
 
-from functools import lru_cache
+from typing import Any
 
-from lockgen.core.package_data import load_json
+from lockgen.core.package_data import facts_document
 from lockgen.core.versions import as_tuple, major_minor
-from lockgen.errors import TargetError
+from lockgen.errors import TargetError, UserError
 from lockgen.model.facts import (
     ArchFact,
     CondaForgeArchList,
@@ -21,22 +21,37 @@ from lockgen.model.facts import (
 )
 
 
-@lru_cache(maxsize=1)
 def load_facts() -> GpuFacts:
-    """The facts shipped in `lockgen/data/gpu_facts.json`."""
-    raw = load_json("gpu_facts.json")
-    return GpuFacts(
-        archs={name: ArchFact(name=name, **entry) for name, entry in raw["archs"].items()},
-        cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
-        minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
-        conda_forge_pytorch_arch_lists=tuple(CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]),
-        pytorch_official_arch_lists=tuple(
-            OfficialArchList(torch=torch, cuda_tag=tag, **entry)
-            for torch, by_tag in raw["pytorch_official_arch_lists"].items()
-            for tag, entry in by_tag.items()
-        ),
-        pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
-    )
+    """The GPU facts: `$LOCKGEN_FACTS` when set, else those shipped in `lockgen/data/gpu_facts.json`."""
+    raw, origin = facts_document()
+    if origin not in _PARSED:  # once per process and file
+        _PARSED[origin] = _parsed(origin, raw)
+    return _PARSED[origin]
+
+
+_PARSED: dict[str, GpuFacts] = {}
+
+
+def _parsed(origin: str, raw: Any) -> GpuFacts:
+    try:
+        return GpuFacts(
+            archs={name: ArchFact(name=name, **entry) for name, entry in raw["archs"].items()},
+            cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
+            minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
+            conda_forge_pytorch_arch_lists=tuple(CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]),
+            pytorch_official_arch_lists=tuple(
+                OfficialArchList(torch=torch, cuda_tag=tag, **entry)
+                for torch, by_tag in raw["pytorch_official_arch_lists"].items()
+                for tag, entry in by_tag.items()
+            ),
+            pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
+            valid_as_of=str(raw.get("valid_as_of", "")),
+            origin=origin,
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"the facts file {origin} does not follow the facts schema: {first}",
+                        "compare it with the packaged lockgen/data/gpu_facts.json, or unset LOCKGEN_FACTS") from None
 
 
 def sorted_archs(facts: GpuFacts) -> list[ArchFact]:

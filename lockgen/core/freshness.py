@@ -18,6 +18,7 @@ REASONS = {
     "arch-rules-changed": "the arch rules admit other conda builds (facts or channel builds changed)",
     "channel-index-changed": "a channel index changed",
     "exclude-newer-changed": "exclude-newer changed",
+    "facts-changed": "the torch releases the facts and the index's evidence admit changed",
 }
 
 
@@ -88,3 +89,42 @@ def _changed_requests(have: LockMetadata, want: LockMetadata) -> list[str]:
     if before != after:
         named.append(_change("channels", " ".join(before), " ".join(after)))
     return named
+
+
+def facts_changed(target: str, platform: str, lock: Lock, constraints: tuple[str, ...], notes: tuple[str, ...]) -> list[Staleness]:
+    """A `facts-changed` reason when the torch releases a resolve would admit now (newer facts, or releases
+    the index published since) are not those the lock was resolved with; it names them and the evidence."""
+    have = lock.metadata.custom_metadata
+    recorded = [c for c in (have.get(f"lockgen.pypi-constraints.{platform}") or "").split("; ") if c.startswith("torch")]
+    wanted = [c for c in constraints if c.startswith("torch")]
+    if recorded == wanted:
+        return []
+    before, after = _admitted(recorded), _admitted(wanted)
+    if before == after:  # the same releases in the same range: the lock's choice cannot change
+        return []
+    moved = [f"now admitted: {', '.join(sorted(after - before, key=_key))}"] if after - before else []
+    moved += [f"no longer admitted: {', '.join(sorted(before - after, key=_key))}"] if before - after else []
+    seen = set((have.get(f"lockgen.newer-releases.{platform}") or "").split(" | "))
+    news = [n for n in notes if n not in seen]
+    detail = f"{REASONS['facts-changed']} on {platform} ({'; '.join(moved)})"
+    return [Staleness(target, "facts-changed", detail + (f"; {news[0]}" if news else ""))]
+
+
+def _key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+def _admitted(constraints: list[str]) -> set[str]:
+    """The minor releases a `torch>=A.B,<C.D,!=E.F.*` constraint admits."""
+    if not constraints:
+        return set()
+    clauses = constraints[0].removeprefix("torch").split(",")
+    low = next((_key(c[2:]) for c in clauses if c.startswith(">=")), (0, 0))
+    high = next((_key(c[1:]) for c in clauses if c.startswith("<")), (0, 0))
+    excluded = {c[2:].removesuffix(".*") for c in clauses if c.startswith("!=")}
+    found = set()
+    for major in range(low[0], high[0] + 1):
+        for minor in range(low[1] if major == low[0] else 0, (high[1] if major == high[0] else 100)):
+            if f"{major}.{minor}" not in excluded:
+                found.add(f"{major}.{minor}")
+    return found

@@ -38,7 +38,7 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
 
 def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None, requests: Sequence[SolveRequest],
                       index_digests: dict[str, str], content_hashes: dict[str, str], source: str,
-                      pypi: dict[str, PypiPlan] | None = None) -> LockMetadata:
+                      pypi: dict[str, PypiPlan] | None = None, facts_date: str = "") -> LockMetadata:
     """What a resolved lock records about its inputs (without `pypi`, as `resolve --check` builds it, the
     per-platform PyPI keys, which depend on the conda solution, are left out)."""
     meta = {
@@ -56,6 +56,8 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         "target-digest": lock_meta.target_digest(spec, target),
         "exclude-newer": lock_meta.exclude_newer_text(spec),
         "platforms": " ".join(spec.platforms_of(target)),
+        "unknown-releases": spec.unknown_releases,
+        "facts-valid-as-of": facts_date,
     }
     for dependency in spec.dependencies:  # each request by name, so `--check` can say which one changed
         meta[f"requested.conda.{dependency.name}"] = dependency.spec or "*"
@@ -72,6 +74,8 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         for platform, plan in sorted((pypi or {}).items()):
             meta[f"python.{platform}"] = plan.python
             meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
+            if plan.inferred:  # releases newer than the facts: admitted on evidence or refused, with why
+                meta[f"newer-releases.{platform}"] = " | ".join(plan.inferred)
     return LockMetadata(content_hash=content_hashes,
                         channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
                         platforms=tuple(r.platform for r in requests), sources=(source,), custom_metadata=_keys(meta))

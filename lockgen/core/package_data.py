@@ -1,15 +1,39 @@
 """The one data loader of `core`: the JSON files shipped in `lockgen/data` (GPU facts, performance
-envelopes), read through `importlib.resources` once per process. Nothing else in `core` reads files."""
+envelopes), read through `importlib.resources` once per process, and the facts file `$LOCKGEN_FACTS` names
+in their place. Nothing else in `core` reads files."""
 
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
+
+from lockgen.errors import UserError
 
 
 @lru_cache(maxsize=None)
 def load_json(name: str) -> Any:
     """The parsed content of `lockgen/data/<name>`."""
     return json.loads(resources.files("lockgen.data").joinpath(name).read_text(encoding="utf-8"))
+
+
+FACTS_ENV = "LOCKGEN_FACTS"
+
+
+def facts_document() -> tuple[Any, str]:
+    """(the GPU facts document, where it came from): `$LOCKGEN_FACTS` when set (newer facts without a new
+    lockgen release), else the packaged `gpu_facts.json`."""
+    override = os.environ.get(FACTS_ENV)
+    if not override:
+        return load_json("gpu_facts.json"), "lockgen/data/gpu_facts.json"
+    try:
+        return json.loads(Path(override).read_text(encoding="utf-8")), override
+    except OSError as exc:
+        raise UserError(f"${FACTS_ENV} names {override}, which cannot be read ({exc.strerror or exc})",
+                        f"point {FACTS_ENV} at a facts file (lockgen facts --json shows the packaged one's form), or unset it") from None
+    except ValueError as exc:
+        raise UserError(f"${FACTS_ENV} file {override} is not JSON ({exc})",
+                        f"fix the file, or unset {FACTS_ENV} to use the packaged facts") from None

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from lockgen.model.names import normalize
+from lockgen.core.facts_inference import Inference, with_inferred
 from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, torch_admission
 from lockgen.core.versions import major_minor
 from lockgen.model.facts import GpuFacts
@@ -29,11 +30,11 @@ class PypiPlan:
     requirements: tuple[str, ...]
     constraints: tuple[str, ...]
     held: frozenset[str]
+    inferred: tuple[str, ...] = ()  # what the index's evidence decided about releases newer than the facts
 
 
-def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, window: CudaWindow | None,
-              conda_packages: list[LockedPackage]) -> PypiPlan:
-    """What uv is asked for one target and platform; a GPU target no PyPI torch fits is an error here."""
+def held_by_conda(spec: StackSpec, conda_packages: list[LockedPackage]) -> tuple[str, dict[str, str]]:
+    """(the Python major.minor, the conda Python packages uv must leave as they are, by PyPI name)."""
     python = spec.python
     held: dict[str, str] = {}
     for package in conda_packages:
@@ -42,14 +43,31 @@ def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, w
         elif "python" in package.dependencies and _PEP440.match(package.version):
             held[normalize(CONDA_TO_PYPI.get(package.name, package.name))] = package.version
     assert python is not None, "the spec model guarantees a python for pure-PyPI stacks"
+    return python, held
+
+
+def needs_torch_rules(spec: StackSpec, target: Target, held: dict[str, str]) -> bool:
+    """Whether the torch release rules apply: a GPU target whose torch comes from PyPI, not conda."""
+    return target.is_gpu and "torch" not in held
+
+
+def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, window: CudaWindow | None,
+              conda_packages: list[LockedPackage], inference: Inference | None = None) -> PypiPlan:
+    """What uv is asked for one target and platform; a GPU target no PyPI torch fits is an error here.
+    `inference` adds what the index showed of torch releases newer than the facts."""
+    python, held = held_by_conda(spec, conda_packages)
     constraints = [f"{name}=={version}" for name, version in sorted(held.items())]
     wants_torch = any(d.name == "torch" for d in spec.pypi_dependencies)
-    if target.is_gpu and "torch" not in held:
-        admission = torch_admission(facts, target, platform, window)
+    notes: tuple[str, ...] = ()
+    if needs_torch_rules(spec, target, held):
+        unknown = inference.refused if inference else ()
+        notes = inference.notes if inference else ()
+        facts = with_inferred(facts, inference) if inference else facts
+        admission = torch_admission(facts, target, platform, window, unknown)
         if wants_torch and not admission.allowed:
             raise no_torch_error(target, platform, admission)
-        line = admission.constraint(known_releases(facts, platform))
+        line = admission.constraint(known_releases(facts, platform, unknown))
         if line:
             constraints.append(line)
     return PypiPlan(python=python, requirements=tuple(d.requirement() for d in spec.pypi_dependencies),
-                    constraints=tuple(constraints), held=frozenset(held))
+                    constraints=tuple(constraints), held=frozenset(held), inferred=notes)

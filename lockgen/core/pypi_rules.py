@@ -4,8 +4,8 @@ Before resolving: which torch releases a target may take from pypi.org. Each rel
 build per platform there (a CUDA variant on x86_64, CPU-only on aarch64 before 2.11); a release is
 admitted when that build's CUDA lies in the target's window and its arch list has native kernels
 for the arch (PTX-only with `allow-ptx-jit`). The refused releases become a uv constraint.
-After resolving: the chosen wheel's CUDA is read from what came with it (the `nvidia-cuda-runtime`
-wheel's version, or a `+cuXYZ` local version) and judged again, so an index that serves another
+After resolving: the chosen wheel's CUDA is read from what came with it (the `cuda-toolkit` meta-package
+of torch 2.13 on, the `nvidia-cuda-runtime` wheel's version before, or a `+cuXYZ` local version) and judged again, so an index that serves another
 variant than the facts say cannot slip a CPU-only or kernel-less torch into a GPU lock.
 """
 
@@ -47,17 +47,20 @@ class TorchAdmission:
         return "torch" + ",".join([f">={low[0]}.{low[1]}", f"<{high[0]}.{high[1] + 1}"] + excluded)
 
 
-def torch_admission(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None) -> TorchAdmission:
-    """Which torch releases on pypi.org a target may take on a platform."""
+def torch_admission(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None,
+                    unknown_refused: tuple[tuple[str, str], ...] = ()) -> TorchAdmission:
+    """Which torch releases on pypi.org a target may take on a platform (`facts` may hold releases inferred
+    from the index; `unknown_refused` are newer releases no evidence admitted)."""
     allowed, refused = [], []
     for wheel in sorted((w for w in facts.pytorch_pypi_wheels if w.platform == platform), key=lambda w: as_tuple(w.torch)):
         ok, reason = _judge(facts, target, window, wheel.variant, wheel.arch_list)
-        (allowed if ok else refused).append(wheel.torch if ok else (wheel.torch, f"torch {wheel.torch} on PyPI ({platform}): {reason}"))
-    return TorchAdmission(tuple(allowed), tuple(refused))
+        inferred = " (inferred)" if wheel.inferred and any(s.startswith("inferred by lockgen") for s in wheel.sources) else ""
+        (allowed if ok else refused).append(wheel.torch if ok else (wheel.torch, f"torch {wheel.torch} on PyPI ({platform}){inferred}: {reason}"))
+    return TorchAdmission(tuple(allowed), tuple(refused) + unknown_refused)
 
 
-def known_releases(facts: GpuFacts, platform: str) -> tuple[str, ...]:
-    return tuple(w.torch for w in facts.pytorch_pypi_wheels if w.platform == platform)
+def known_releases(facts: GpuFacts, platform: str, unknown_refused: tuple[tuple[str, str], ...] = ()) -> tuple[str, ...]:
+    return tuple(w.torch for w in facts.pytorch_pypi_wheels if w.platform == platform) + tuple(r for r, _ in unknown_refused)
 
 
 def _judge(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None) -> tuple[bool, str]:
@@ -99,6 +102,9 @@ def wheel_cuda(packages: list[LockedPackage]) -> tuple[str | None, str | None]:
     local = re.search(r"\+cu(\d+)(\d)$", torch.version)
     if local:
         return torch.version, f"{int(local.group(1))}.{local.group(2)}"
+    toolkit = by_name.get("cuda-toolkit")  # torch 2.13 on: cuda-toolkit[cudart,...]==X.Y.Z pulls the runtime
+    if toolkit is not None:
+        return torch.version, "{}.{}".format(*major_minor(toolkit.version))
     for name, package in by_name.items():
         if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", name):
             return torch.version, "{}.{}".format(*major_minor(package.version))

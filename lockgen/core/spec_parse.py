@@ -18,7 +18,7 @@ from lockgen.errors import SpecError
 from lockgen.model.spec import Dependency, PypiDependency, PypiOptions, StackSpec, Target
 
 _TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "targets")
-_STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python")
+_STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unknown-releases")
 _DEP_TABLE_KEYS = ("version", "build")
 _PYPI_TABLE_KEYS = ("version", "extras", "index")
 _PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build")

@@ -41,10 +41,12 @@ class MinorCompatFact(Frozen):
 
 
 class CondaForgeArchList(Frozen):
-    """The arch list of conda-forge's pytorch builds for one CUDA version (and platform, when it differs)."""
+    """The arch list of conda-forge's pytorch builds for one CUDA version (and platform, when it differs;
+    and build variant, e.g. `tegra`, told apart by an `arm-variant * tegra` dependency)."""
 
     cuda: str
     platform: str | None
+    variant: str | None = None
     arch_list: str
     sources: tuple[str, ...]
 
@@ -79,3 +81,16 @@ class GpuFacts(Frozen):
     conda_forge_pytorch_arch_lists: tuple[CondaForgeArchList, ...]
     pytorch_official_arch_lists: tuple[OfficialArchList, ...]
     pytorch_pypi_wheels: tuple[PypiWheelFact, ...]
+    valid_as_of: str = ""  # the date the facts' sources were last read
+    origin: str = "lockgen/data/gpu_facts.json"  # the file they came from ($LOCKGEN_FACTS when set)
+
+
+class ReleaseEvidence(Frozen):
+    """What an index says of one torch release the facts do not list: the wheel read for a platform and
+    the requirements its METADATA states (environment markers kept)."""
+
+    torch: str
+    platform: str
+    wheel: str
+    requires: tuple[str, ...]
+    uploaded: str | None = None

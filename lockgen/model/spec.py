@@ -169,6 +169,7 @@ class StackSpec(Frozen):
     platforms: tuple[str, ...] = ("linux-64",)
     exclude_newer: dt.date | dt.datetime | None = Field(None, alias="exclude-newer")
     python: str | None = None
+    unknown_releases: Literal["infer", "refuse"] = Field("infer", alias="unknown-releases")  # torch releases the facts lack
     dependencies: tuple[Dependency, ...] = ()
     pypi_dependencies: tuple[PypiDependency, ...] = ()
     pypi_options: PypiOptions = PypiOptions()

@@ -1,0 +1,85 @@
+"""Evidence from an index about torch releases newer than the facts: the PEP 691 project page (versions,
+platform tags, PEP 700 upload times) and, for the newest patch of each newer minor release, one wheel's
+METADATA for the platform (its PEP 658 file, else read by range requests), kept in the download cache
+under the wheel's sha256 (an index's files are immutable), so a second resolve reads only the page."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from packaging.version import InvalidVersion, Version
+
+from lockgen.adapters import home, pypi_index, wheel_record
+from lockgen.adapters.atomic_files import write_atomic
+from lockgen.core.wheel_names import parse_wheel_filename
+from lockgen.errors import UserError
+from lockgen.model.facts import ReleaseEvidence
+from lockgen.model.spec import MACHINE_OF_PLATFORM
+
+MAX_RELEASES = 6  # newer minor releases read per platform: bounded work on an index that lists many
+_REQUIRES = re.compile(r"^Requires-Dist:\s*(.+)$", re.MULTILINE)
+
+
+def cutoff_of(exclude_newer: dt.date | dt.datetime | None) -> dt.datetime | None:
+    """A stack's `exclude-newer` as a UTC moment (a date means its midnight, as uv reads it)."""
+    if exclude_newer is None:
+        return None
+    if not isinstance(exclude_newer, dt.datetime):
+        return dt.datetime.combine(exclude_newer, dt.time(), tzinfo=dt.timezone.utc)
+    return exclude_newer if exclude_newer.tzinfo else exclude_newer.replace(tzinfo=dt.timezone.utc)
+
+
+def _uploaded_before(uploaded: str | None, cutoff: dt.datetime | None) -> bool:
+    if cutoff is None:
+        return True
+    if uploaded is None:
+        return False  # an index without upload times cannot show a file is older than the cut-off
+    try:
+        moment = dt.datetime.fromisoformat(uploaded.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return moment < cutoff
+
+
+def _fits(tags: frozenset[str], platform: str, python: str | None) -> bool:
+    machine = MACHINE_OF_PLATFORM[platform]
+    wanted = f"cp{python.replace('.', '')}" if python else None
+    return any(re.fullmatch(r"(cp3\d+)-(cp3\d+t?|abi3)-(manylinux[0-9_]*|linux)_" + re.escape(machine), tag)
+               and (wanted is None or tag.startswith(f"{wanted}-")) for tag in tags)
+
+
+def _metadata(wheel: pypi_index.IndexedWheel) -> str:
+    cached = home.cache_dir() / "wheel-metadata" / f"{wheel.sha256}.METADATA"
+    if cached.is_file():
+        return cached.read_text(encoding="utf-8")
+    text = wheel_record.read_metadata_url(wheel.url, wheel.metadata)
+    write_atomic(cached, text)
+    return text
+
+
+def newer_releases(project: str, index: str, platform: str, python: str | None, newer_than: tuple[int, int],
+                   cutoff: dt.datetime | None) -> tuple[ReleaseEvidence, ...]:
+    """The newest patch of each minor release of `project` newer than `newer_than` with a wheel for the
+    platform (and `python`'s tag) uploaded before `cutoff`, each with its METADATA's requirements."""
+    by_minor: dict[tuple[int, int], tuple[Version, pypi_index.IndexedWheel]] = {}
+    for filename, wheel in sorted(pypi_index.project_wheels(project, index).items()):
+        try:
+            parsed = parse_wheel_filename(filename)
+            version = Version(parsed.version)
+        except (UserError, InvalidVersion):
+            continue
+        if version.is_prerelease or version.is_devrelease or version.local or wheel.yanked:
+            continue
+        minor = (version.major, version.minor)
+        if minor <= newer_than or not _fits(parsed.tags, platform, python) or not _uploaded_before(wheel.uploaded, cutoff):
+            continue
+        if minor not in by_minor or version > by_minor[minor][0]:
+            by_minor[minor] = (version, wheel)
+    found = []
+    for minor in sorted(by_minor)[:MAX_RELEASES]:
+        version, wheel = by_minor[minor]
+        requires = tuple(m.strip() for m in _REQUIRES.findall(_metadata(wheel)))
+        found.append(ReleaseEvidence(torch=str(version), platform=platform, wheel=wheel.filename, requires=requires,
+                                     uploaded=wheel.uploaded))
+    return tuple(found)

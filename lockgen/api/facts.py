@@ -1,0 +1,62 @@
+"""Use case `lockgen facts`: what the GPU facts are (their date, origin and sources), and `lockgen facts
+check`: what an index publishes that they lack (torch releases newer than them, each with the CUDA its
+metadata states and what the evidence decides; CUDA toolkits with no driver floor)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lockgen.adapters import release_evidence
+from lockgen.adapters.pypi_index import PYPI
+from lockgen.core.credentials import scrub_url
+from lockgen.core.facts import load_facts, toolkits_ascending
+from lockgen.core.facts_inference import cuda_of_requirements, infer_releases, newest_known
+from lockgen.core.versions import as_tuple, mm_text
+from lockgen.model.spec import MACHINE_OF_PLATFORM
+
+
+def summary() -> dict[str, Any]:
+    """The facts' date, origin, what they cover, and every source document they cite (deduplicated)."""
+    facts = load_facts()
+    sources = sorted({s for group in (facts.archs.values(), facts.cuda_toolkits.values(),
+                                      facts.conda_forge_pytorch_arch_lists, facts.pytorch_official_arch_lists,
+                                      facts.pytorch_pypi_wheels) for entry in group for s in entry.sources})
+    newest_toolkit = toolkits_ascending(facts)[-1]
+    return {
+        "valid_as_of": facts.valid_as_of or "undated",
+        "origin": facts.origin,
+        "archs": len(facts.archs),
+        "cuda_toolkits": {"count": len(facts.cuda_toolkits), "newest": newest_toolkit.version,
+                          "newest_min_driver": newest_toolkit.min_driver},
+        "pypi_torch_newest": {platform: mm_text(newest_known(facts, platform) or (0, 0)) for platform in MACHINE_OF_PLATFORM},
+        "official_torch_newest": max((o.torch for o in facts.pytorch_official_arch_lists), key=as_tuple),
+        "inferred_entries": sum(1 for group in (facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels)
+                                for entry in group if entry.inferred),
+        "sources": sources,
+    }
+
+
+def check(index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFORM), python: str = "3.12",
+          exclude_newer: dt.date | None = None, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """What `index` publishes that the facts lack: torch releases newer than them per platform (with the
+    CUDA their METADATA states and whether the evidence admits them) and CUDA toolkits with no driver floor."""
+    facts = load_facts()
+    releases, toolkits = [], {}
+    for platform in platforms:
+        known = newest_known(facts, platform) or (0, 0)
+        progress(f"reading {scrub_url(index)} for torch releases newer than {mm_text(known)} on {platform}")
+        evidence = release_evidence.newer_releases("torch", index, platform, python, known,
+                                                   release_evidence.cutoff_of(exclude_newer))
+        decided = infer_releases(facts, evidence, python, "infer")
+        for item, note in zip(sorted(evidence, key=lambda e: as_tuple(e.torch)), decided.notes):
+            cuda, said = cuda_of_requirements(item.requires, platform, python)
+            if cuda not in (None, "?") and cuda not in facts.cuda_toolkits:
+                toolkits[cuda] = f"named by torch {item.torch} (`{said}`); no driver floor in the facts"
+            releases.append({"torch": item.torch, "platform": platform, "wheel": item.wheel, "uploaded": item.uploaded,
+                             "cuda": cuda if cuda != "?" else None, "evidence": said,
+                             "admitted": "refused:" not in note, "decision": note})
+    return {"index": scrub_url(index), "valid_as_of": facts.valid_as_of or "undated", "origin": facts.origin,
+            "newer_releases": releases,
+            "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))]}

@@ -1,0 +1,76 @@
+"""`lockgen facts`: the GPU facts' date, origin and sources; `lockgen facts check`: what an index publishes
+that they lack (exit 1 when it publishes anything they lack)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Optional
+
+import typer
+
+from lockgen.cli.ui import handles_errors, print_json, progress
+
+facts_app = typer.Typer(help="The GPU facts lockgen decides with: their date and sources, and what they lack.",
+                        invoke_without_command=True, rich_markup_mode=None)
+
+
+@facts_app.callback()
+@handles_errors
+def facts(
+    context: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print {valid_as_of, origin, archs, cuda_toolkits, ..., sources} as JSON."),
+) -> None:
+    """Show the facts' date, origin ($LOCKGEN_FACTS or the packaged file), what they cover, and their sources."""
+    if context.invoked_subcommand is not None:
+        return
+    from lockgen.api.facts import summary
+
+    report = summary()
+    if as_json:
+        print_json(report)
+        return
+    print(f"facts valid as of {report['valid_as_of']} ({report['origin']})")
+    print(f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest "
+          f"{report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})")
+    newest = ", ".join(f"{release} on {platform}" for platform, release in report["pypi_torch_newest"].items())
+    print(f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; "
+          f"{report['inferred_entries']} entries marked inferred")
+    print(f"  {len(report['sources'])} sources (lockgen facts --json lists them)")
+    print("newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index "
+          "has that the facts lack")
+
+
+@facts_app.command("check")
+@handles_errors
+def facts_check(
+    index: str = typer.Option("https://pypi.org/simple", "--index", help="A PEP 691 index (PyPI, a mirror)."),
+    platform: list[str] = typer.Option([], "--platform", help="linux-64 or linux-aarch64 (repeatable; default both)."),
+    python: str = typer.Option("3.12", "--python", help="Whose wheels to read (their requirements can differ by Python)."),
+    exclude_newer: Optional[str] = typer.Option(None, "--exclude-newer", help="Ignore files uploaded on or after this date (YYYY-MM-DD)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, unknown_cuda_toolkits} as JSON."),
+) -> None:
+    """List the torch releases and CUDA toolkits an index publishes that the facts lack; exit 1 if any."""
+    from lockgen.api.facts import check
+    from lockgen.errors import UserError
+
+    cutoff = None
+    if exclude_newer is not None:
+        try:
+            cutoff = dt.date.fromisoformat(exclude_newer)
+        except ValueError:
+            raise UserError(f"--exclude-newer `{exclude_newer}` is not a date", "write it as YYYY-MM-DD") from None
+    for name in platform:
+        if name not in ("linux-64", "linux-aarch64"):
+            raise UserError(f"--platform `{name}` is not one lockgen locks for", "use linux-64 or linux-aarch64")
+    report = check(index, tuple(platform) or ("linux-64", "linux-aarch64"), python, cutoff, progress)
+    if as_json:
+        print_json(report)
+    else:
+        for release in report["newer_releases"]:
+            print(f"{release['platform']}: {release['decision']}")
+        for toolkit in report["unknown_cuda_toolkits"]:
+            print(f"CUDA {toolkit['cuda']}: {toolkit['why']}")
+        if not report["newer_releases"] and not report["unknown_cuda_toolkits"]:
+            progress(f"the facts (valid as of {report['valid_as_of']}) list every torch release on {report['index']}")
+    if report["newer_releases"] or report["unknown_cuda_toolkits"]:
+        raise typer.Exit(1)

@@ -1,0 +1,165 @@
+"""torch releases newer than the facts, offline: a PEP 691 index of test wheels on loopback whose torch
+releases carry their CUDA in their requirements, as PyPI's do (`cuda-toolkit[...]==13.0.3`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.lockfile_yaml import load_lock
+from tests.conftest import run_cli
+from tests.range_server import RangeServer, Site
+from tests.wheel_index import Wheel, build_wheel
+
+TAG = "cp311-cp311-manylinux_2_28_x86_64"
+LINUX = '; platform_system == "Linux"'
+TORCH = [
+    Wheel("torch", "2.13.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX,)),
+    Wheel("torch", "2.14.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX, "filelock")),
+    Wheel("torch", "2.14.0rc1", tag=TAG, requires=("cuda-toolkit==13.0.3",)),  # a pre-release is never evidence
+    Wheel("torch", "2.16.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.9.1" + LINUX,)),  # a CUDA no fact knows
+]
+OTHERS = [Wheel("cuda-toolkit", "13.0.3"), Wheel("cuda-toolkit", "13.9.1"), Wheel("filelock", "3.0.0")]
+UPLOADED = {"2.13.0": "2026-07-08T16:04:07Z", "2.14.0": "2026-09-02T13:44:10Z", "2.14.0rc1": "2026-08-20T10:00:00Z",
+            "2.15.0": "2026-10-28T15:17:10Z", "2.16.0": "2026-11-20T09:00:00Z"}
+
+
+def publish(site: Site, folder: Path, wheels: list[Wheel]) -> None:
+    """Writes every project's PEP 691 page (with PEP 700 upload times) and its wheel files into `site`."""
+    pages: dict[str, list[dict]] = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for wheel in wheels:
+        path = build_wheel(wheel, folder)
+        data = path.read_bytes()
+        site.files[f"/files/{path.name}"] = (data, "application/octet-stream")
+        pages.setdefault(wheel.name, []).append({
+            "filename": path.name, "url": f"../../files/{path.name}", "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
+            "size": len(data), "upload-time": UPLOADED.get(wheel.version, "2026-01-01T00:00:00Z")})
+    for name, files in pages.items():
+        body = json.dumps({"meta": {"api-version": "1.1"}, "name": name, "files": files}).encode()
+        site.files[f"/simple/{name}/"] = (body, "application/vnd.pypi.simple.v1+json")
+
+
+@pytest.fixture
+def index(tmp_path: Path):
+    site = Site()
+    publish(site, tmp_path / "wheels", TORCH + OTHERS)
+    server = RangeServer(site)
+    yield server, site
+    server.stop()
+
+
+def stack(folder: Path, url: str, extra: str = "", options: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "stack.toml"
+    path.write_text(f'[stack]\nname = "newer"\npython = "3.11"\n{extra}\n[pypi-dependencies]\ntorch = ">=2.4"\n'
+                    f'[pypi-options]\nindex-url = "{url}/simple"\n{options}\n'
+                    '[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\n')
+    return path
+
+
+def torch_of(lock_path: Path) -> str:
+    return next(p.version for p in load_lock(lock_path).package if p.name == "torch")
+
+
+def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Path, index) -> None:
+    server, _ = index
+    path = stack(tmp_path / "a", server.url)
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr
+    lock_path = path.parent / "locks" / "h100.conda-lock.yml"
+    assert torch_of(lock_path) == "2.14.0"
+    admitted = ("torch 2.14.0 is newer than lockgen's facts (2.13 on linux-64); admitted from its metadata: "
+                "CUDA 13.0 (`cuda-toolkit==13.0.3`), arch list of 2.13 cu130 (inferred)")
+    refused = "torch 2.16.0 is newer than lockgen's facts (2.13 on linux-64); refused: it is built with CUDA 13.9"
+    assert admitted in done.stderr and refused in done.stderr and "2.14.0rc1" not in done.stderr
+    meta = load_lock(lock_path).metadata.custom_metadata
+    assert admitted in meta["lockgen.newer-releases.linux-64"] and refused in meta["lockgen.newer-releases.linux-64"]
+    assert meta["lockgen.unknown-releases"] == "infer"
+    assert "!=2.16.*" in meta["lockgen.pypi-constraints.linux-64"]
+    # the same inputs give the same bytes, in another folder
+    again = stack(tmp_path / "b", server.url)
+    assert run_cli("resolve", str(again)).returncode == 0
+    assert (again.parent / "locks" / "h100.conda-lock.yml").read_bytes() == lock_path.read_bytes()
+
+
+def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: Path, index) -> None:
+    server, _ = index
+    path = stack(tmp_path, server.url, extra='unknown-releases = "refuse"')
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.13.0"
+    assert 'torch 2.14.0 is newer than lockgen\'s facts (2.13 on linux-64); refused: the stack says unknown-releases = "refuse"' in done.stderr
+    bad = stack(tmp_path / "bad", server.url, extra='unknown-releases = "maybe"')
+    refused = run_cli("resolve", str(bad))
+    assert refused.returncode == 1 and "unknown-releases" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_exclude_newer_hides_a_release_from_the_evidence_too(tmp_path: Path, index) -> None:
+    server, _ = index
+    path = stack(tmp_path, server.url, options='exclude-newer = "2026-08-01"')
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.13.0"
+    assert "newer than lockgen's facts" not in done.stderr
+
+
+def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index) -> None:
+    server, site = index
+    path = stack(tmp_path, server.url)
+    assert run_cli("resolve", str(path)).returncode == 0
+    fresh = run_cli("resolve", str(path), "--check")
+    assert fresh.returncode == 0 and fresh.stdout == "", fresh.stdout
+    publish(site, tmp_path / "later", TORCH + OTHERS + [Wheel("torch", "2.15.0", tag=TAG, requires=("cuda-toolkit==13.0.3",))])
+    stale = run_cli("resolve", str(path), "--check")
+    assert stale.returncode == 1, stale.stdout
+    assert "h100: facts-changed: " in stale.stdout and "(now admitted: 2.15)" in stale.stdout
+    assert "torch 2.15.0 is newer than lockgen's facts" in stale.stdout
+
+
+def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_out(tmp_path: Path, index) -> None:
+    server, site = index
+    body, _ = site.files["/simple/torch/"]
+    names = [f["filename"] for f in json.loads(body)["files"]]
+    site.files["/simple/torch/"] = ("".join(f'<a href="../../files/{n}">{n}</a>' for n in names).encode(), "text/html")
+    path = stack(tmp_path, server.url)
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "could not be read from" in done.stderr and "they stay out" in done.stderr
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.13.0"
+
+
+def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path, index) -> None:
+    server, _ = index
+    done = run_cli("facts", "check", "--index", f"{server.url}/simple", "--platform", "linux-64", "--python", "3.11", "--json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert [(r["torch"], r["cuda"], r["admitted"]) for r in report["newer_releases"]] == [("2.14.0", "13.0", True), ("2.16.0", "13.9", False)]
+    assert [t["cuda"] for t in report["unknown_cuda_toolkits"]] == ["13.9"]
+    summary = run_cli("facts", "--json")
+    assert summary.returncode == 0 and json.loads(summary.stdout)["origin"] == "lockgen/data/gpu_facts.json"
+
+
+def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
+    from lockgen.core.package_data import load_json
+
+    server, _ = index
+    newer = load_json("gpu_facts.json") | {"valid_as_of": "2099-01-01"}
+    newer["pytorch_pypi_wheels"] = newer["pytorch_pypi_wheels"] + [
+        {"torch": "2.16", "platform": "linux-64", "variant": "cu139", "arch_list": "9.0", "inferred": False, "sources": ["a test"]}]
+    newer["cuda_toolkits"] = newer["cuda_toolkits"] | {"13.9": {"min_driver": "580.65.06", "sources": ["a test"]}}
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps(newer))
+    env = {"LOCKGEN_FACTS": str(facts_file)}
+    path = stack(tmp_path / "s", server.url)
+    done = run_cli("resolve", str(path), env=env)
+    assert done.returncode == 0, done.stderr
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.16.0"
+    meta = load_lock(path.parent / "locks" / "h100.conda-lock.yml").metadata.custom_metadata
+    assert meta["lockgen.facts-valid-as-of"] == "2099-01-01"
+    facts_file.write_text('{"archs": 3}')
+    broken = run_cli("facts", env=env)
+    assert broken.returncode == 1 and "does not follow the facts schema" in broken.stderr and "Traceback" not in broken.stderr
