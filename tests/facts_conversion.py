@@ -109,3 +109,35 @@ def _convert(src):
                      "sources": srcs(arm["pypi"]) + (srcs(arm["torch_cuda_arch_list"]) if arm.get("torch_cuda_arch_list") else [])})
     out["pytorch_pypi_wheels"] = pypi
     return out
+
+
+ADDITIONS = __import__("pathlib").Path(__file__).with_name("facts_additions.json")
+
+
+def packaged(matrix_path, additions_path=ADDITIONS):
+    """lockgen/data/gpu_facts.json: the matrix re-expressed, then the sourced additions and corrections read
+    since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), CUDA update
+    drivers, conda-forge variant lists, the pytorch channel's own lists, and what could not be verified."""
+    out = convert(matrix_path)
+    add = json.load(open(additions_path))
+    out["about"] += " Then " + add["about"]
+    out["valid_as_of"] = add["valid_as_of"]
+    rows = {(w["torch"], w["platform"]): w for w in out["pytorch_pypi_wheels"]}
+    for wheel in add["pytorch_pypi_wheels"]:
+        rows[(wheel["torch"], wheel["platform"])] = {k: v for k, v in wheel.items() if v is not None or k != "toolkit"}
+    out["pytorch_pypi_wheels"] = sorted(rows.values(), key=lambda w: (tuple(int(p) for p in w["torch"].split(".")), w["platform"]))
+    for cuda, updates in add["cuda_toolkit_updates"].items():
+        out["cuda_toolkits"][cuda]["updates"] = updates
+    for cuda, sources in add["cuda_toolkit_sources"].items():
+        out["cuda_toolkits"][cuda]["sources"] = sources
+    out["conda_forge_pytorch_arch_lists"] += add["conda_forge_pytorch_arch_lists"]
+    out["pytorch_channel_arch_lists"] = add["pytorch_channel_arch_lists"]
+    out["unverifiable"] = add["unverifiable"]
+    return out
+
+
+if __name__ == "__main__":  # python -m tests.facts_conversion SHARED_MATRIX: rewrites the packaged facts
+    import sys
+
+    target = __import__("pathlib").Path(__file__).resolve().parent.parent / "lockgen" / "data" / "gpu_facts.json"
+    target.write_text(json.dumps(packaged(sys.argv[1]), indent=1, ensure_ascii=False))

@@ -1,4 +1,5 @@
-"""The packaged GPU facts are exactly a re-expression of the sourced matrix in the shared folder."""
+"""The packaged GPU facts are exactly the sourced matrix in the shared folder re-expressed, plus the sourced
+additions and corrections in tests/facts_additions.json; every fact keeps its sources."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import json
 
 from lockgen.core.facts import load_facts
 from tests.conftest import REPO, shared_dir
-from tests.facts_conversion import convert
+from tests.facts_conversion import packaged
 
 
-def test_packaged_facts_derive_from_the_shared_matrix() -> None:
-    packaged = json.loads((REPO / "lockgen" / "data" / "gpu_facts.json").read_text())
-    assert convert(shared_dir() / "reference" / "gpu-matrix.json") == packaged
+def test_packaged_facts_derive_from_the_shared_matrix_and_the_sourced_additions() -> None:
+    shipped = json.loads((REPO / "lockgen" / "data" / "gpu_facts.json").read_text())
+    assert packaged(shared_dir() / "reference" / "gpu-matrix.json") == shipped
 
 
 def test_every_fact_keeps_its_sources() -> None:

@@ -16,15 +16,15 @@ from tests.wheel_index import Wheel, build_wheel
 
 TAG = "cp311-cp311-manylinux_2_28_x86_64"
 LINUX = '; platform_system == "Linux"'
-TORCH = [
-    Wheel("torch", "2.13.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX,)),
-    Wheel("torch", "2.14.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX, "filelock")),
-    Wheel("torch", "2.14.0rc1", tag=TAG, requires=("cuda-toolkit==13.0.3",)),  # a pre-release is never evidence
-    Wheel("torch", "2.16.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.9.1" + LINUX,)),  # a CUDA no fact knows
+TORCH = [  # the facts know torch up to 2.15 on PyPI
+    Wheel("torch", "2.14.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX,)),
+    Wheel("torch", "2.16.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX, "filelock")),
+    Wheel("torch", "2.16.0rc1", tag=TAG, requires=("cuda-toolkit==13.0.3",)),  # a pre-release is never evidence
+    Wheel("torch", "2.17.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.9.1" + LINUX,)),  # a CUDA no fact knows
 ]
 OTHERS = [Wheel("cuda-toolkit", "13.0.3"), Wheel("cuda-toolkit", "13.9.1"), Wheel("filelock", "3.0.0")]
-UPLOADED = {"2.13.0": "2026-07-08T16:04:07Z", "2.14.0": "2026-09-02T13:44:10Z", "2.14.0rc1": "2026-08-20T10:00:00Z",
-            "2.15.0": "2026-10-28T15:17:10Z", "2.16.0": "2026-11-20T09:00:00Z"}
+UPLOADED = {"2.14.0": "2026-09-02T13:44:10Z", "2.16.0rc1": "2026-10-20T10:00:00Z", "2.16.0": "2026-11-10T15:17:10Z",
+            "2.17.0": "2026-11-20T09:00:00Z", "2.18.0": "2026-11-25T09:00:00Z"}
 
 
 def publish(site: Site, folder: Path, wheels: list[Wheel]) -> None:
@@ -57,7 +57,7 @@ def stack(folder: Path, url: str, extra: str = "", options: str = "") -> Path:
     path = folder / "stack.toml"
     path.write_text(f'[stack]\nname = "newer"\npython = "3.11"\n{extra}\n[pypi-dependencies]\ntorch = ">=2.4"\n'
                     f'[pypi-options]\nindex-url = "{url}/simple"\n{options}\n'
-                    '[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\n')
+                    '[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n')  # CUDA 13.0 Update 2's driver
     return path
 
 
@@ -71,15 +71,15 @@ def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Pa
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
     lock_path = path.parent / "locks" / "h100.conda-lock.yml"
-    assert torch_of(lock_path) == "2.14.0"
-    admitted = ("torch 2.14.0 is newer than lockgen's facts (2.13 on linux-64); admitted from its metadata: "
-                "CUDA 13.0 (`cuda-toolkit==13.0.3`), arch list of 2.13 cu130 (inferred)")
-    refused = "torch 2.16.0 is newer than lockgen's facts (2.13 on linux-64); refused: it is built with CUDA 13.9"
-    assert admitted in done.stderr and refused in done.stderr and "2.14.0rc1" not in done.stderr
+    assert torch_of(lock_path) == "2.16.0"
+    admitted = ("torch 2.16.0 is newer than lockgen's facts (2.15 on linux-64); admitted from its metadata: "
+                "CUDA 13.0 (`cuda-toolkit==13.0.3`), arch list of 2.14 cu130 (inferred)")
+    refused = "torch 2.17.0 is newer than lockgen's facts (2.15 on linux-64); refused: it is built with CUDA 13.9"
+    assert admitted in done.stderr and refused in done.stderr and "2.16.0rc1" not in done.stderr
     meta = load_lock(lock_path).metadata.custom_metadata
     assert admitted in meta["lockgen.newer-releases.linux-64"] and refused in meta["lockgen.newer-releases.linux-64"]
     assert meta["lockgen.unknown-releases"] == "infer"
-    assert "!=2.16.*" in meta["lockgen.pypi-constraints.linux-64"]
+    assert "!=2.17.*" in meta["lockgen.pypi-constraints.linux-64"]
     # the same inputs give the same bytes, in another folder
     again = stack(tmp_path / "b", server.url)
     assert run_cli("resolve", str(again)).returncode == 0
@@ -91,8 +91,8 @@ def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: P
     path = stack(tmp_path, server.url, extra='unknown-releases = "refuse"')
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.13.0"
-    assert 'torch 2.14.0 is newer than lockgen\'s facts (2.13 on linux-64); refused: the stack says unknown-releases = "refuse"' in done.stderr
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
+    assert 'torch 2.16.0 is newer than lockgen\'s facts (2.15 on linux-64); refused: the stack says unknown-releases = "refuse"' in done.stderr
     bad = stack(tmp_path / "bad", server.url, extra='unknown-releases = "maybe"')
     refused = run_cli("resolve", str(bad))
     assert refused.returncode == 1 and "unknown-releases" in refused.stderr and "Traceback" not in refused.stderr
@@ -100,10 +100,10 @@ def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: P
 
 def test_exclude_newer_hides_a_release_from_the_evidence_too(tmp_path: Path, index) -> None:
     server, _ = index
-    path = stack(tmp_path, server.url, options='exclude-newer = "2026-08-01"')
+    path = stack(tmp_path, server.url, options='exclude-newer = "2026-10-01"')
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.13.0"
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
     assert "newer than lockgen's facts" not in done.stderr
 
 
@@ -113,11 +113,11 @@ def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index)
     assert run_cli("resolve", str(path)).returncode == 0
     fresh = run_cli("resolve", str(path), "--check")
     assert fresh.returncode == 0 and fresh.stdout == "", fresh.stdout
-    publish(site, tmp_path / "later", TORCH + OTHERS + [Wheel("torch", "2.15.0", tag=TAG, requires=("cuda-toolkit==13.0.3",))])
+    publish(site, tmp_path / "later", TORCH + OTHERS + [Wheel("torch", "2.18.0", tag=TAG, requires=("cuda-toolkit==13.0.3",))])
     stale = run_cli("resolve", str(path), "--check")
     assert stale.returncode == 1, stale.stdout
-    assert "h100: facts-changed: " in stale.stdout and "(now admitted: 2.15)" in stale.stdout
-    assert "torch 2.15.0 is newer than lockgen's facts" in stale.stdout
+    assert "h100: facts-changed: " in stale.stdout and "(now admitted: 2.18)" in stale.stdout
+    assert "torch 2.18.0 is newer than lockgen's facts" in stale.stdout
 
 
 def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_out(tmp_path: Path, index) -> None:
@@ -129,7 +129,7 @@ def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_ou
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
     assert "could not be read from" in done.stderr and "they stay out" in done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.13.0"
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
 
 
 def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path, index) -> None:
@@ -137,7 +137,7 @@ def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path,
     done = run_cli("facts", "check", "--index", f"{server.url}/simple", "--platform", "linux-64", "--python", "3.11", "--json")
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
-    assert [(r["torch"], r["cuda"], r["admitted"]) for r in report["newer_releases"]] == [("2.14.0", "13.0", True), ("2.16.0", "13.9", False)]
+    assert [(r["torch"], r["cuda"], r["admitted"]) for r in report["newer_releases"]] == [("2.16.0", "13.0", True), ("2.17.0", "13.9", False)]
     assert [t["cuda"] for t in report["unknown_cuda_toolkits"]] == ["13.9"]
     summary = run_cli("facts", "--json")
     assert summary.returncode == 0 and json.loads(summary.stdout)["origin"] == "lockgen/data/gpu_facts.json"
@@ -149,7 +149,7 @@ def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
     server, _ = index
     newer = load_json("gpu_facts.json") | {"valid_as_of": "2099-01-01"}
     newer["pytorch_pypi_wheels"] = newer["pytorch_pypi_wheels"] + [
-        {"torch": "2.16", "platform": "linux-64", "variant": "cu139", "arch_list": "9.0", "inferred": False, "sources": ["a test"]}]
+        {"torch": "2.17", "platform": "linux-64", "variant": "cu139", "arch_list": "9.0", "inferred": False, "sources": ["a test"]}]
     newer["cuda_toolkits"] = newer["cuda_toolkits"] | {"13.9": {"min_driver": "580.65.06", "sources": ["a test"]}}
     facts_file = tmp_path / "facts.json"
     facts_file.write_text(json.dumps(newer))
@@ -157,7 +157,7 @@ def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
     path = stack(tmp_path / "s", server.url)
     done = run_cli("resolve", str(path), env=env)
     assert done.returncode == 0, done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.16.0"
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.17.0"
     meta = load_lock(path.parent / "locks" / "h100.conda-lock.yml").metadata.custom_metadata
     assert meta["lockgen.facts-valid-as-of"] == "2099-01-01"
     facts_file.write_text('{"archs": 3}')

@@ -35,6 +35,7 @@ def summary() -> dict[str, Any]:
         "inferred_entries": sum(1 for group in (facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels)
                                 for entry in group if entry.inferred),
         "sources": sources,
+        "unverifiable": list(facts.unverifiable),
     }
 
 

@@ -134,6 +134,8 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
         for request in requests:
             progress(f"resolving {target.name} ({target.arch}) for {request.platform}")
+            for note in request.inferred_builds:
+                progress(f"  {note}")
 
     def done(request: SolveRequest, count: int, seconds: float) -> None:
         progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")

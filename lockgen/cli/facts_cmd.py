@@ -36,6 +36,10 @@ def facts(
     print(f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; "
           f"{report['inferred_entries']} entries marked inferred")
     print(f"  {len(report['sources'])} sources (lockgen facts --json lists them)")
+    if report["unverifiable"]:
+        print("not read from an authoritative source:")
+        for line in report["unverifiable"]:
+            print(f"  - {line}")
     print("newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index "
           "has that the facts lack")
 

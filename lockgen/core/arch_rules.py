@@ -105,19 +105,39 @@ def build_cuda(candidate: CandidateBuild) -> str | None:
     return None
 
 
-def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platform: str) -> str | None:
-    """The TORCH_CUDA_ARCH_LIST this build was made with, by its origin, or None when unknown."""
+def build_variant(candidate: CandidateBuild) -> str | None:
+    """conda-forge's build variant where its arch list differs: `tegra` (Jetson) builds depend on `arm-variant * tegra`."""
+    for dep in candidate.depends:
+        parts = dep.split()
+        if parts and parts[0] == "arm-variant" and "tegra" in parts[1:]:
+            return "tegra"
+    return None
+
+
+def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platform: str,
+                  unknown_releases: str = "infer") -> tuple[str | None, str]:
+    """(the TORCH_CUDA_ARCH_LIST this build was made with, by its origin, or None when unknown; why it is
+    inferred, empty when a fact states it). A `pytorch`-channel release newer than the facts takes the list
+    of the newest known release with its CUDA variant, unless the stack refuses unknown releases."""
     if "/pytorch/" in candidate.channel or candidate.channel.rstrip("/").endswith("/pytorch"):
-        torch_mm = mm_text(major_minor(candidate.version))
         tag = "cu" + cuda.replace(".", "")
-        for entry in facts.pytorch_official_arch_lists:
-            if entry.torch == torch_mm and entry.cuda_tag == tag:
-                return entry.arch_list
-        return None
-    exact = [e for e in facts.conda_forge_pytorch_arch_lists if e.cuda == cuda and e.platform == platform]
-    generic = [e for e in facts.conda_forge_pytorch_arch_lists if e.cuda == cuda and e.platform is None]
-    chosen = exact or generic
-    return chosen[0].arch_list if chosen else None
+        channel = [e for e in facts.pytorch_channel_arch_lists if e.cuda_tag == tag]
+        if channel:
+            return channel[0].arch_list, ""
+        torch_mm = mm_text(major_minor(candidate.version))
+        same_tag = [e for e in facts.pytorch_official_arch_lists if e.cuda_tag == tag]
+        exact = [e for e in same_tag if e.torch == torch_mm]
+        if exact:
+            return exact[0].arch_list, ""
+        newest = max(same_tag, key=lambda e: as_tuple(e.torch), default=None)
+        if newest is not None and as_tuple(torch_mm) > as_tuple(newest.torch) and unknown_releases == "infer":
+            return newest.arch_list, (f"{candidate.name} {candidate.version} is newer than lockgen's facts "
+                                      f"({newest.torch} {tag}); arch list of {newest.torch} {tag} (inferred)")
+        return None, ""
+    variant = build_variant(candidate)  # a tegra build never takes the generic list
+    same = [e for e in facts.conda_forge_pytorch_arch_lists if e.cuda == cuda and e.variant == variant]
+    chosen = [e for e in same if e.platform == platform] or [e for e in same if e.platform is None]
+    return (chosen[0].arch_list, "") if chosen else (None, "")
 
 
 def coverage(arch_list: str, compute_capability: str) -> str | None:
@@ -137,13 +157,15 @@ def coverage(arch_list: str, compute_capability: str) -> str | None:
 
 
 def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, platform: str,
-                candidate: CandidateBuild) -> BuildVerdict:
+                candidate: CandidateBuild, unknown_releases: str = "infer") -> BuildVerdict:
     """Whether an arch-specific build may be locked for the target, with the reason."""
     cuda = build_cuda(candidate)
     label = f"{candidate.name} {candidate.version} {candidate.build}"
+    inferred = ""
 
     def verdict(allowed: bool, kind: str, reason: str) -> BuildVerdict:
-        return BuildVerdict(candidate=candidate, allowed=allowed, kind=kind, cuda=cuda, reason=f"{label}: {reason}")
+        return BuildVerdict(candidate=candidate, allowed=allowed, kind=kind, cuda=cuda, reason=f"{label}: {reason}",
+                            inferred=inferred)
 
     if not target.is_gpu:
         if cuda is None:
@@ -159,9 +181,12 @@ def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, plat
                        f"driver {target.driver} allows ({target.cuda_compat})")
     if target.cuda is not None and major_minor(cuda) != major_minor(target.cuda):
         return verdict(False, "not-pinned", f"built with CUDA {cuda}, not the pinned {target.cuda}")
-    arch_list = arch_list_for(facts, candidate, cuda, platform)
+    arch_list, inferred = arch_list_for(facts, candidate, cuda, platform, unknown_releases)
     if arch_list is None:
-        return verdict(False, "unknown-arch-list", f"no arch list known for this build (CUDA {cuda}), so its {target.arch} kernels are unproven")
+        variant = build_variant(candidate)
+        what = f"CUDA {cuda}" + (f", {variant} variant" if variant else "")
+        return verdict(False, "unknown-arch-list", f"no arch list known for this build ({what}), so its {target.arch} "
+                       f"kernels are unproven; facts that list it (LOCKGEN_FACTS) would admit it")
     cc = arch_fact(facts, target.arch).compute_capability
     covered = coverage(arch_list, cc)
     if covered == "sass":

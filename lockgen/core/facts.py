@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from lockgen.core.package_data import facts_document
-from lockgen.core.versions import as_tuple, major_minor
+from lockgen.core.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError, UserError
 from lockgen.model.facts import (
     ArchFact,
+    ChannelArchList,
     CondaForgeArchList,
     CudaToolkitFact,
     GpuFacts,
@@ -45,6 +46,8 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
                 for tag, entry in by_tag.items()
             ),
             pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
+            pytorch_channel_arch_lists=tuple(ChannelArchList(**e) for e in raw.get("pytorch_channel_arch_lists", ())),
+            unverifiable=tuple(raw.get("unverifiable", ())),
             valid_as_of=str(raw.get("valid_as_of", "")),
             origin=origin,
         )
@@ -91,3 +94,17 @@ def minor_compat_ceiling(facts: GpuFacts, driver: str) -> str | None:
         return native
     same_major = [t.version for t in toolkits_ascending(facts) if major_minor(t.version)[0] == int(major)]
     return same_major[-1]
+
+
+def update_floor(facts: GpuFacts, toolkit: str) -> tuple[str, str] | None:
+    """(driver, update) that runs a build made with CUDA `toolkit` (e.g. 13.0.3) natively: the newest
+    update the facts know at or before it; None when they know none (the GA's floor applies)."""
+    fact = facts.cuda_toolkits.get(mm_text(major_minor(toolkit)))
+    if fact is None:
+        return None
+    known = [(as_tuple(version), version, update.min_driver) for version, update in fact.updates.items()
+             if as_tuple(version) <= as_tuple(toolkit)]
+    if not known:
+        return None
+    _, version, driver = max(known)
+    return driver, version

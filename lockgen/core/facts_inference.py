@@ -125,8 +125,9 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
             refused.append((release, reason))
             notes.append(reason)
             continue
+        toolkit = said.split("==", 1)[1] if normalize(said.split("=")[0].split("[")[0]) == "cuda-toolkit" and "==" in said else None
         admitted.append(PypiWheelFact(
-            torch=release, platform=item.platform, variant=variant, arch_list=base[0], inferred=True,
+            torch=release, platform=item.platform, variant=variant, arch_list=base[0], inferred=True, toolkit=toolkit,
             sources=(f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} "
                      f"on {item.platform}",)))
         notes.append(f"{newer}; admitted from its metadata: CUDA {cuda} (`{said}`), arch list of {base[1]} (inferred)")

@@ -67,6 +67,8 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         meta[f"virtual-packages.{request.platform}"] = " ".join(v.text() for v in request.virtual_packages)
         if spec.has_conda:  # conda solve constraints mean nothing to a pure-PyPI lock
             meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
+        if request.inferred_builds:  # conda builds of releases newer than the facts, admitted on an inferred list
+            meta[f"newer-releases.{request.platform}"] = " | ".join(request.inferred_builds)
     for key, digest in index_digests.items():
         meta[f"index.{scrub_url(key)}"] = digest  # keys name channels: never their credentials
     if spec.pypi_dependencies:
@@ -75,7 +77,8 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
             meta[f"python.{platform}"] = plan.python
             meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
             if plan.inferred:  # releases newer than the facts: admitted on evidence or refused, with why
-                meta[f"newer-releases.{platform}"] = " | ".join(plan.inferred)
+                key = f"newer-releases.{platform}"
+                meta[key] = " | ".join(filter(None, (meta.get(key), *plan.inferred)))
     return LockMetadata(content_hash=content_hashes,
                         channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
                         platforms=tuple(r.platform for r in requests), sources=(source,), custom_metadata=_keys(meta))

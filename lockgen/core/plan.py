@@ -38,16 +38,18 @@ def plan_request(facts: GpuFacts, spec: StackSpec, target: Target, platform: str
     """The solve for one target on one platform: specs, arch constraints and stated virtual packages."""
     constraints: list[str] = list(window_constraints(window)) if window else []
     excluded: list[BuildVerdict] = []
+    inferred: set[str] = set()
     requested = {d.name for d in spec.dependencies}
     for name in ARCH_SPECIFIC_PACKAGES:
         builds = [c for c in candidates if c.name == name]
         if not builds:
             continue
-        verdicts = [judge_build(facts, target, window, platform, c) for c in builds]
+        verdicts = [judge_build(facts, target, window, platform, c, spec.unknown_releases) for c in builds]
         if name in requested and not any(v.allowed for v in verdicts):
             raise no_build_error(target, window, name, verdicts)
         constraints.append(build_constraint(name, verdicts))
         excluded.extend(v for v in verdicts if not v.allowed)
+        inferred.update(v.inferred for v in verdicts if v.allowed and v.inferred)
     return SolveRequest(
         target=target.name,
         platform=platform,
@@ -55,6 +57,7 @@ def plan_request(facts: GpuFacts, spec: StackSpec, target: Target, platform: str
         constraints=tuple(constraints),
         virtual_packages=virtual_packages(facts, target, platform, window),
         excluded_builds=tuple(sorted(excluded, key=lambda v: v.reason)),
+        inferred_builds=tuple(sorted(inferred)),
     )
 
 

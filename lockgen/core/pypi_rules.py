@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from lockgen.core.arch_rules import coverage
-from lockgen.core.facts import arch_fact
+from lockgen.core.facts import arch_fact, update_floor
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.model.names import normalize
 from lockgen.errors import TargetError
@@ -53,7 +53,7 @@ def torch_admission(facts: GpuFacts, target: Target, platform: str, window: Cuda
     from the index; `unknown_refused` are newer releases no evidence admitted)."""
     allowed, refused = [], []
     for wheel in sorted((w for w in facts.pytorch_pypi_wheels if w.platform == platform), key=lambda w: as_tuple(w.torch)):
-        ok, reason = _judge(facts, target, window, wheel.variant, wheel.arch_list)
+        ok, reason = _judge(facts, target, window, wheel.variant, wheel.arch_list, wheel.toolkit)
         inferred = " (inferred)" if wheel.inferred and any(s.startswith("inferred by lockgen") for s in wheel.sources) else ""
         (allowed if ok else refused).append(wheel.torch if ok else (wheel.torch, f"torch {wheel.torch} on PyPI ({platform}){inferred}: {reason}"))
     return TorchAdmission(tuple(allowed), tuple(refused) + unknown_refused)
@@ -63,7 +63,8 @@ def known_releases(facts: GpuFacts, platform: str, unknown_refused: tuple[tuple[
     return tuple(w.torch for w in facts.pytorch_pypi_wheels if w.platform == platform) + tuple(r for r, _ in unknown_refused)
 
 
-def _judge(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None) -> tuple[bool, str]:
+def _judge(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None,
+           toolkit: str | None = None) -> tuple[bool, str]:
     if not target.is_gpu:
         return True, "any build runs on a CPU"
     assert window is not None
@@ -74,6 +75,11 @@ def _judge(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: 
         toolkit = facts.cuda_toolkits.get(cuda)
         needs = f" (needs driver >= {toolkit.min_driver})" if toolkit else ""
         return False, f"built with CUDA {cuda}{needs}, newer than the CUDA {window.high} driver {target.driver} allows"
+    floor = update_floor(facts, toolkit) if toolkit and target.cuda_compat == "strict" else None
+    if floor is not None and target.driver is not None and as_tuple(target.driver) < as_tuple(floor[0]):
+        which = f"CUDA {floor[1]}'s" if floor[1] == toolkit else f"CUDA {floor[1]}'s, the newest update the facts know at or before it"
+        return False, (f"built with CUDA {toolkit}, which driver {floor[0]} ({which}) runs natively; driver {target.driver} "
+                       f"runs it only through minor-version compatibility (cuda-compat = \"minor\" accepts that)")
     if arch_list is None:
         return False, f"{variant} build with no known arch list"
     covered = coverage(arch_list, arch_fact(facts, target.arch).compute_capability)
@@ -102,13 +108,20 @@ def wheel_cuda(packages: list[LockedPackage]) -> tuple[str | None, str | None]:
     local = re.search(r"\+cu(\d+)(\d)$", torch.version)
     if local:
         return torch.version, f"{int(local.group(1))}.{local.group(2)}"
-    toolkit = by_name.get("cuda-toolkit")  # torch 2.13 on: cuda-toolkit[cudart,...]==X.Y.Z pulls the runtime
+    toolkit = resolved_toolkit(packages)
     if toolkit is not None:
-        return torch.version, "{}.{}".format(*major_minor(toolkit.version))
+        return torch.version, "{}.{}".format(*major_minor(toolkit))
     for name, package in by_name.items():
         if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", name):
             return torch.version, "{}.{}".format(*major_minor(package.version))
     return torch.version, None
+
+
+def resolved_toolkit(packages: list[LockedPackage]) -> str | None:
+    """The exact CUDA release a resolution's torch was built with, from the `cuda-toolkit` meta-package it
+    pulls (torch 2.11 on: `cuda-toolkit[cudart,...]==13.0.2`; the file is versioned 13.0.2.0)."""
+    toolkit = next((p for p in packages if normalize(p.name) == "cuda-toolkit"), None)
+    return ".".join(str(n) for n in as_tuple(toolkit.version)[:3]) if toolkit else None
 
 
 def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None,
@@ -124,9 +137,9 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
     variant = f"cu{cuda.replace('.', '')}"
     arch_list = next((w.arch_list for w in facts.pytorch_pypi_wheels
                       if w.torch == release and w.platform == platform and w.variant == variant), None)
-    if arch_list is None:
+    if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
         arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
-    ok, reason = _judge(facts, target, window, variant, arch_list)
+    ok, reason = _judge(facts, target, window, variant, arch_list, resolved_toolkit(packages))
     if not ok:
         raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}",
                           "constrain torch in [pypi-dependencies] or change the target's driver")

@@ -23,12 +23,20 @@ class ArchFact(Frozen):
     sources: tuple[str, ...]
 
 
+class CudaUpdateFact(Frozen):
+    """A CUDA update release (12.6.3 is 12.6 Update 3) and the driver it ships with: what runs it natively."""
+
+    min_driver: str
+    sources: tuple[str, ...]
+
+
 class CudaToolkitFact(Frozen):
-    """A CUDA toolkit release and the oldest Linux driver that runs it natively."""
+    """A CUDA toolkit release, the oldest Linux driver that runs its GA natively, and its updates' drivers."""
 
     version: str
     min_driver: str
     sources: tuple[str, ...]
+    updates: dict[str, CudaUpdateFact] = {}
 
 
 class MinorCompatFact(Frozen):
@@ -70,6 +78,16 @@ class PypiWheelFact(Frozen):
     arch_list: str | None
     inferred: bool
     sources: tuple[str, ...]
+    toolkit: str | None = None  # the exact CUDA release it was built with (13.0.3), when its metadata says
+
+
+class ChannelArchList(Frozen):
+    """The arch list of the `pytorch` conda channel's builds for one CUDA variant, where it differs from the wheels'."""
+
+    cuda_tag: str
+    arch_list: str
+    inferred: bool
+    sources: tuple[str, ...]
 
 
 class GpuFacts(Frozen):
@@ -81,6 +99,8 @@ class GpuFacts(Frozen):
     conda_forge_pytorch_arch_lists: tuple[CondaForgeArchList, ...]
     pytorch_official_arch_lists: tuple[OfficialArchList, ...]
     pytorch_pypi_wheels: tuple[PypiWheelFact, ...]
+    pytorch_channel_arch_lists: tuple[ChannelArchList, ...] = ()
+    unverifiable: tuple[str, ...] = ()  # what could not be read from an authoritative source, and what follows
     valid_as_of: str = ""  # the date the facts' sources were last read
     origin: str = "lockgen/data/gpu_facts.json"  # the file they came from ($LOCKGEN_FACTS when set)
 

@@ -43,6 +43,7 @@ class BuildVerdict(Frozen):
     kind: str  # native | ptx | newer-cuda | not-pinned | no-kernels | unknown-arch-list | cpu-build | cuda-build
     cuda: str | None
     reason: str
+    inferred: str = ""  # why its arch list is inferred (a release newer than the facts), empty when a fact states it
 
 
 class SolveRequest(Frozen):
@@ -54,6 +55,7 @@ class SolveRequest(Frozen):
     constraints: tuple[str, ...]
     virtual_packages: tuple[VirtualPackage, ...]
     excluded_builds: tuple[BuildVerdict, ...] = ()
+    inferred_builds: tuple[str, ...] = ()  # admitted builds of releases newer than the facts, with why
 
     @property
     def label(self) -> str:

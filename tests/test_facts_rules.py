@@ -1,0 +1,107 @@
+"""The rules the sourced facts of issue 15 feed: strict means the driver of the CUDA update a wheel was built
+with, tegra builds never take the generic list, pytorch-channel releases newer than the facts take the
+newest known list of their variant, and every added fact keeps a source that says how sure it is."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core.arch_rules import cuda_window, judge_build
+from lockgen.core.facts import load_facts, update_floor
+from lockgen.core.pypi_rules import torch_admission
+from lockgen.model.plan import CandidateBuild
+from lockgen.model.spec import Target
+from packaging.version import Version
+from tests.conftest import REPO, run_cli
+
+FACTS = load_facts()
+
+
+def gpu(arch: str, driver: str, **extra: object) -> Target:
+    return Target(name="t", arch=arch, driver=driver, **extra)
+
+
+def admitted(target: Target, platform: str = "linux-64") -> tuple[str, ...]:
+    return torch_admission(FACTS, target, platform, cuda_window(FACTS, target)).allowed
+
+
+def test_strict_means_the_driver_of_the_update_a_wheel_was_built_with() -> None:
+    assert update_floor(FACTS, "13.0.2") == ("580.95.05", "13.0.2")
+    assert update_floor(FACTS, "13.0.3") == ("580.95.05", "13.0.2")  # the newest update the facts know before it
+    assert update_floor(FACTS, "13.0.0") is None  # the GA's floor applies
+    ga, update = gpu("sm90", "580.65.06"), gpu("sm90", "580.95.05")
+    assert "2.11" not in admitted(ga) and max(admitted(ga), key=Version) == "2.10"
+    assert max(admitted(update), key=Version) == "2.14"  # 2.15 is CUDA 13.2: driver >= 595.45.04
+    assert "2.14" in admitted(gpu("sm90", "580.65.06", **{"cuda-compat": "minor"}))
+    refused = dict(torch_admission(FACTS, ga, "linux-64", cuda_window(FACTS, ga)).refused)["2.13"]
+    assert "built with CUDA 13.0.3, which driver 580.95.05" in refused and "minor-version compatibility" in refused
+
+
+def _build(build: str, depends: tuple[str, ...], channel: str = "https://conda.anaconda.org/conda-forge/linux-aarch64",
+           name: str = "pytorch", version: str = "2.7.1") -> CandidateBuild:
+    return CandidateBuild(name=name, version=version, build=build, channel=channel, depends=depends)
+
+
+def test_a_tegra_build_is_judged_by_the_tegra_list_never_the_generic_one() -> None:
+    target = gpu("sm90", "575.57.08")
+    window = cuda_window(FACTS, target)
+    generic = judge_build(FACTS, target, window, "linux-aarch64", _build("cuda129_generic_h1_0", ("cuda-version >=12.9,<13",)))
+    tegra = judge_build(FACTS, target, window, "linux-aarch64",
+                        _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")))
+    assert generic.allowed and generic.kind == "native"
+    assert not tegra.allowed and tegra.kind == "ptx" and "8.7+PTX" in tegra.reason  # Jetson cubins, PTX only for sm90
+    orin = judge_build(FACTS, gpu("sm87", "575.57.08"), cuda_window(FACTS, gpu("sm87", "575.57.08")), "linux-aarch64",
+                       _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")))
+    assert orin.allowed
+
+
+def test_a_newer_pytorch_channel_release_takes_the_newest_list_of_its_variant() -> None:
+    target = gpu("sm90", "575.57.08")
+    window = cuda_window(FACTS, target)
+    newer = _build("py3.12_cuda12.6_cudnn9_0", ("cuda-version >=12.6,<12.7",), "https://conda.anaconda.org/pytorch/linux-64",
+                   version="2.16.0")
+    verdict = judge_build(FACTS, target, window, "linux-64", newer)
+    assert verdict.allowed and "is newer than lockgen's facts (2.14 cu126)" in verdict.inferred
+    refused = judge_build(FACTS, target, window, "linux-64", newer, "refuse")
+    assert not refused.allowed and refused.kind == "unknown-arch-list" and "LOCKGEN_FACTS" in refused.reason
+    cu118 = _build("py3.10_cuda11.8_cudnn8_0", ("pytorch-cuda 11.8.*",), "https://conda.anaconda.org/pytorch/linux-64",
+                   version="2.1.0")
+    p40 = gpu("sm61", "520.61.05")
+    assert judge_build(FACTS, p40, cuda_window(FACTS, p40), "linux-64", cu118).allowed  # the channel's list has 6.1
+
+
+def test_every_added_fact_keeps_a_source_that_says_how_sure_it_is() -> None:
+    additions = json.loads((REPO / "tests" / "facts_additions.json").read_text())
+    for wheel in additions["pytorch_pypi_wheels"]:
+        assert wheel["sources"] and all("pypi.org" in s or s.startswith("toolkit:") for s in wheel["sources"]), wheel
+    for updates in additions["cuda_toolkit_updates"].values():
+        assert all("unverified" in " ".join(u["sources"]) for u in updates.values())
+    assert FACTS.valid_as_of == additions["valid_as_of"] and FACTS.unverifiable
+    for wheel in FACTS.pytorch_pypi_wheels:  # the PyPI cu13x wheels were read to carry no PTX
+        if wheel.variant.startswith("cu13"):
+            assert "+PTX" not in (wheel.arch_list or ""), wheel
+
+
+@pytest.mark.network
+def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
+    """Online: `torch = ">=2.4"` for sm90 on R580 takes the newest release PyPI publishes whose CUDA the
+    driver runs with minor-version compatibility, whether or not the facts list it."""
+    with urllib.request.urlopen("https://pypi.org/pypi/torch/json", timeout=30) as reply:
+        releases = [Version(v) for v, files in json.load(reply)["releases"].items()
+                    if files and not Version(v).is_prerelease and any("manylinux" in f["filename"] and "x86_64" in f["filename"] for f in files)]
+    stack = tmp_path / "stack.toml"
+    stack.write_text('[stack]\nname = "newest"\npython = "3.12"\n[pypi-dependencies]\ntorch = ">=2.4"\n'
+                     '[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\ncuda-compat = "minor"\n')
+    done = run_cli("resolve", str(stack))
+    assert done.returncode == 0, done.stderr
+    lock = load_lock(tmp_path / "locks" / "h100.conda-lock.yml")
+    torch = next(p.version for p in lock.package if p.name == "torch")
+    notes = lock.metadata.custom_metadata.get("lockgen.newer-releases.linux-64", "")
+    newest = max(releases)  # chosen, or a release newer than the facts that the lock says was refused and why
+    assert Version(torch) == newest or f"torch {newest} is newer than lockgen's facts" in notes and "refused" in notes, \
+        (torch, newest, done.stderr)
