@@ -105,3 +105,21 @@ def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
     newest = max(releases)  # chosen, or a release newer than the facts that the lock says was refused and why
     assert Version(torch) == newest or f"torch {newest} is newer than lockgen's facts" in notes and "refused" in notes, \
         (torch, newest, done.stderr)
+
+
+def test_facts_check_of_a_stack_names_the_channel_builds_the_facts_cannot_judge(tmp_path: Path) -> None:
+    from tests.channel_factory import Pkg, build_channel
+
+    channel = build_channel(tmp_path / "channel", [
+        Pkg("cuda-version", "13.1", build="h0_3", subdir="noarch", constrains=("__cuda >=13",)),
+        Pkg("pytorch", "2.9.0", build="cuda129_h1_0", depends=("cuda-version >=12.9,<13",)),  # the facts know its list
+        Pkg("pytorch", "2.9.0", build="cuda131_h1_0", depends=("cuda-version >=13.1,<14",)),  # they know no 13.1 list
+    ])
+    stack = tmp_path / "stack.toml"
+    stack.write_text(f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = "*"\n'
+                     '[targets.h100]\narch = "sm90"\ndriver = "595.45.04"\n')
+    done = run_cli("facts", "check", "--stack", str(stack), "--json")
+    assert done.returncode == 1, done.stderr
+    builds = json.loads(done.stdout)["conda_builds"]
+    assert [(b["build"], b["cuda"]) for b in builds] == [("pytorch 2.9.0 cuda131_h1_0", "13.1")]
+    assert "no arch list known for CUDA 13.1" in builds[0]["decision"]

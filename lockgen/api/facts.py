@@ -1,15 +1,19 @@
 """Use case `lockgen facts`: what the GPU facts are (their date, origin and sources), and `lockgen facts
 check`: what an index publishes that they lack (torch releases newer than them, each with the CUDA its
-metadata states and what the evidence decides; CUDA toolkits with no driver floor)."""
+metadata states and what the evidence decides; CUDA toolkits with no driver floor), or with `--stack`,
+what that stack's PyPI index and conda channels offer that they lack."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import release_evidence
 from lockgen.adapters.pypi_index import PYPI
+from lockgen.api.stack_steps import load_stack
+from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, arch_list_for, build_cuda
 from lockgen.core.credentials import scrub_url
 from lockgen.core.facts import load_facts, toolkits_ascending
 from lockgen.core.facts_inference import cuda_of_requirements, infer_releases, newest_known
@@ -37,6 +41,35 @@ def summary() -> dict[str, Any]:
         "sources": sources,
         "unverifiable": list(facts.unverifiable),
     }
+
+
+def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """`check` against what a stack reads: its PyPI index (when it has PyPI dependencies) for its platforms,
+    with its Python and exclude-newer, and every pytorch/libtorch build its conda channels offer whose CUDA,
+    arch list or release the facts lack."""
+    spec, channels = load_stack(stack_path, aliases)
+    platforms = tuple(dict.fromkeys(p for t in spec.targets if t.is_gpu for p in spec.platforms_of(t)))
+    report: dict[str, Any] = {"index": None, "newer_releases": [], "unknown_cuda_toolkits": []}
+    if spec.pypi_dependencies and platforms:
+        options = spec.pypi_options
+        report = check(options.index_url, platforms, spec.python or "3.12", options.exclude_newer, progress)
+    facts = load_facts()
+    builds, toolkits = [], {t["cuda"]: t["why"] for t in report["unknown_cuda_toolkits"]}
+    for platform in platforms if channels is not None else ():
+        progress(f"reading the stack's channels for pytorch/libtorch builds on {platform}")
+        for candidate in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
+            cuda = build_cuda(candidate)
+            if cuda is None:
+                continue
+            label = f"{candidate.name} {candidate.version} {candidate.build}"
+            if cuda not in facts.cuda_toolkits:
+                toolkits.setdefault(cuda, f"named by {label}; no driver floor in the facts")
+            arch_list, inferred = arch_list_for(facts, candidate, cuda, platform, spec.unknown_releases)
+            if arch_list is None or inferred:
+                builds.append({"build": label, "platform": platform, "cuda": cuda, "channel": scrub_url(candidate.channel),
+                               "decision": inferred or f"no arch list known for CUDA {cuda} builds from this channel: refused"})
+    return {**report, "valid_as_of": facts.valid_as_of or "undated", "origin": facts.origin, "conda_builds": builds,
+            "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))]}
 
 
 def check(index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFORM), python: str = "3.12",

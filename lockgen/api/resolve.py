@@ -4,18 +4,14 @@ why each lock is stale without solving anything."""
 
 from __future__ import annotations
 
-import datetime as dt
-import difflib
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases
 from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
-from lockgen.adapters.stack_file import parse_stack_file
+from lockgen.api.stack_steps import load_stack
 from lockgen.core import lock_builder, lock_meta, stack_layout
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
@@ -90,25 +86,8 @@ class _Context:
 
 
 def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
-    spec = parse_stack_file(stack_path)
-    alias_map = parse_aliases(list(aliases), os.environ.get(ALIAS_ENV))
-    for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
-        if name not in spec.channels:
-            close = difflib.get_close_matches(name, list(spec.channels), n=1)
-            raise UserError(f"--channel-alias `{name}` names no channel of {stack_path.name} "
-                            f"(its channels: {', '.join(spec.channels) or 'none'})",
-                            f"did you mean `{close[0]}`?" if close else "name one of the stack's channels")
-    channels = [locate_channel(c, alias_map, stack_path.parent) for c in spec.channels]
-    cutoff = spec.exclude_newer
-    if isinstance(cutoff, dt.date) and not isinstance(cutoff, dt.datetime):
-        cutoff = dt.datetime.combine(cutoff, dt.time(), tzinfo=dt.timezone.utc)
-    elif isinstance(cutoff, dt.datetime) and cutoff.tzinfo is None:
-        cutoff = cutoff.replace(tzinfo=dt.timezone.utc)
-    if not spec.has_conda:  # a pure-PyPI stack reads no conda channel: rattler is not even imported
-        return _Context(spec, stack_path, None)
-    from lockgen.adapters.rattler_solver import ChannelSet
-
-    return _Context(spec, stack_path, ChannelSet(channels, exclude_newer=cutoff))
+    spec, channels = load_stack(stack_path, aliases)
+    return _Context(spec, stack_path, channels)
 
 
 def _selected(spec: StackSpec, names: Sequence[str]) -> list[Target]:

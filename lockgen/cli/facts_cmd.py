@@ -4,6 +4,7 @@ that they lack (exit 1 when it publishes anything they lack)."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -51,10 +52,15 @@ def facts_check(
     platform: list[str] = typer.Option([], "--platform", help="linux-64 or linux-aarch64 (repeatable; default both)."),
     python: str = typer.Option("3.12", "--python", help="Whose wheels to read (their requirements can differ by Python)."),
     exclude_newer: Optional[str] = typer.Option(None, "--exclude-newer", help="Ignore files uploaded on or after this date (YYYY-MM-DD)."),
-    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, unknown_cuda_toolkits} as JSON."),
+    stack: Optional[Path] = typer.Option(None, "--stack", help="Check what this stack reads instead: its PyPI index, platforms, "
+                                         "Python and exclude-newer, and the pytorch/libtorch builds of its conda channels."),
+    channel_alias: list[str] = typer.Option([], "--channel-alias", help="With --stack: NAME=PATH_OR_URL, as for resolve."),
+    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, unknown_cuda_toolkits, "
+                                 "conda_builds} as JSON."),
 ) -> None:
-    """List the torch releases and CUDA toolkits an index publishes that the facts lack; exit 1 if any."""
-    from lockgen.api.facts import check
+    """List the torch releases, conda builds and CUDA toolkits an index or a stack's channels offer that the
+    facts lack; exit 1 if any."""
+    from lockgen.api.facts import check, check_stack
     from lockgen.errors import UserError
 
     cutoff = None
@@ -66,15 +72,20 @@ def facts_check(
     for name in platform:
         if name not in ("linux-64", "linux-aarch64"):
             raise UserError(f"--platform `{name}` is not one lockgen locks for", "use linux-64 or linux-aarch64")
-    report = check(index, tuple(platform) or ("linux-64", "linux-aarch64"), python, cutoff, progress)
+    if stack is not None:
+        report = check_stack(stack, channel_alias, progress)
+    else:
+        report = {**check(index, tuple(platform) or ("linux-64", "linux-aarch64"), python, cutoff, progress), "conda_builds": []}
     if as_json:
         print_json(report)
     else:
         for release in report["newer_releases"]:
             print(f"{release['platform']}: {release['decision']}")
+        for build in report["conda_builds"]:
+            print(f"{build['platform']}: {build['build']}: {build['decision']}")
         for toolkit in report["unknown_cuda_toolkits"]:
             print(f"CUDA {toolkit['cuda']}: {toolkit['why']}")
-        if not report["newer_releases"] and not report["unknown_cuda_toolkits"]:
-            progress(f"the facts (valid as of {report['valid_as_of']}) list every torch release on {report['index']}")
-    if report["newer_releases"] or report["unknown_cuda_toolkits"]:
+        if not (report["newer_releases"] or report["unknown_cuda_toolkits"] or report["conda_builds"]):
+            progress(f"the facts (valid as of {report['valid_as_of']}) cover every torch release and build checked")
+    if report["newer_releases"] or report["unknown_cuda_toolkits"] or report["conda_builds"]:
         raise typer.Exit(1)

@@ -1,0 +1,43 @@
+"""A step below the use cases that read a stack (resolve, facts check): its spec, and the conda channels it
+names located through `--channel-alias` flags and `$LOCKGEN_CHANNEL_ALIAS`, with its `exclude-newer` as a
+UTC cut-off. A flag naming no channel of the stack is an error (a typo would otherwise reach the network)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases
+from lockgen.adapters.stack_file import parse_stack_file
+from lockgen.errors import UserError
+from lockgen.model.spec import StackSpec
+
+if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
+    from lockgen.adapters.rattler_solver import ChannelSet
+
+
+def load_stack(stack_path: Path, aliases: Sequence[str]) -> tuple[StackSpec, "ChannelSet | None"]:
+    """(the stack's spec, its conda channels, or None for a pure-PyPI stack, which reads none)."""
+    spec = parse_stack_file(stack_path)
+    alias_map = parse_aliases(list(aliases), os.environ.get(ALIAS_ENV))
+    for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
+        if name not in spec.channels:
+            close = difflib.get_close_matches(name, list(spec.channels), n=1)
+            raise UserError(f"--channel-alias `{name}` names no channel of {stack_path.name} "
+                            f"(its channels: {', '.join(spec.channels) or 'none'})",
+                            f"did you mean `{close[0]}`?" if close else "name one of the stack's channels")
+    channels = [locate_channel(c, alias_map, stack_path.parent) for c in spec.channels]
+    cutoff = spec.exclude_newer
+    if isinstance(cutoff, dt.date) and not isinstance(cutoff, dt.datetime):
+        cutoff = dt.datetime.combine(cutoff, dt.time(), tzinfo=dt.timezone.utc)
+    elif isinstance(cutoff, dt.datetime) and cutoff.tzinfo is None:
+        cutoff = cutoff.replace(tzinfo=dt.timezone.utc)
+    if not spec.has_conda:
+        return spec, None
+    from lockgen.adapters.rattler_solver import ChannelSet
+
+    return spec, ChannelSet(channels, exclude_newer=cutoff)
