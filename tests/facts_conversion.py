@@ -116,7 +116,7 @@ ADDITIONS = __import__("pathlib").Path(__file__).with_name("facts_additions.json
 
 def packaged(matrix_path, additions_path=ADDITIONS):
     """lockgen/data/gpu_facts.json: the matrix re-expressed, then the sourced additions and corrections read
-    since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), CUDA update
+    since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), official lists corrected, CUDA update
     drivers, conda-forge variant lists, the pytorch channel's own lists, and what could not be verified."""
     out = convert(matrix_path)
     add = json.load(open(additions_path))
@@ -130,6 +130,8 @@ def packaged(matrix_path, additions_path=ADDITIONS):
         out["cuda_toolkits"][cuda]["updates"] = updates
     for cuda, sources in add["cuda_toolkit_sources"].items():
         out["cuda_toolkits"][cuda]["sources"] = sources
+    for torch, by_tag in add["pytorch_official_arch_lists"].items():
+        out["pytorch_official_arch_lists"].setdefault(torch, {}).update(by_tag)
     out["conda_forge_pytorch_arch_lists"] += add["conda_forge_pytorch_arch_lists"]
     out["pytorch_channel_arch_lists"] = add["pytorch_channel_arch_lists"]
     out["unverifiable"] = add["unverifiable"]
