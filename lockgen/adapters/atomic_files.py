@@ -10,9 +10,9 @@ from pathlib import Path
 from lockgen.errors import UserError
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, mode: int = 0o666) -> None:
     """Writes `text` (UTF-8, `\\n` line ends) to `path` through a temporary file and a rename."""
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, text.encode("utf-8"), mode)
 
 
 def _umask() -> int:
@@ -24,14 +24,15 @@ def _umask() -> int:
 UMASK = _umask()  # read once, at import: changing it later would race other threads' mkdir and open
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Writes `data` to `path` through a temporary file in the same folder and a rename."""
+def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
+    """Writes `data` to `path` through a temporary file in the same folder and a rename; `mode` (less the
+    umask) is set before the rename (0o777 for a script), so the file appears whole with its mode."""
     if path.is_dir():
         raise UserError(f"`{path}` is a folder", "pass the path of a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(handle, 0o666 & ~UMASK)  # as open() would make it: mkstemp's 0600 is for secrets, not locks
+        os.fchmod(handle, mode & ~UMASK)  # as open() would make it: mkstemp's 0600 is for secrets, not locks
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         os.replace(temp, path)

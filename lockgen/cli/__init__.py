@@ -10,7 +10,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from lockgen.cli import arch_cmd, env_cmds, facts_cmd, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
+from lockgen.cli import arch_cmd, env_cmds, facts_cmd, fleet_cmd, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
 from lockgen.cli.ui import state  # noqa: E402
 
 app = typer.Typer(
@@ -57,6 +57,7 @@ app.command("keygen")(verify_cmds.keygen)
 app.command("certs")(verify_cmds.certs)
 app.add_typer(verify_cmds.cert_app, name="cert")
 app.add_typer(facts_cmd.facts_app, name="facts")
+app.add_typer(fleet_cmd.fleet_app, name="fleet")
 
 
 def main() -> None:

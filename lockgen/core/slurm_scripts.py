@@ -1,0 +1,126 @@
+"""Slurm scripts for certifying nodes, as text: an sbatch job that certifies N nodes at once (one launcher
+per node through `srun`, torchrun's rendezvous taken from `SLURM_*`, one certificate per node collected in
+one folder, a summary naming each node's result), and a `HealthCheckProgram` that certifies its node with
+`--quick` inside Slurm's 60 s limit and drains it with lockgen's one-line reason when it fails.
+
+Every value lockgen puts into a script is shell-quoted; `$VARIABLES` in `--python`/`--prefix` are left to
+the node's shell on purpose (each node may keep its environment at its own path)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+RENDEZVOUS_BASE_PORT = 29400  # torchrun's default c10d port; the job id spreads concurrent jobs over 1000 ports
+
+
+@dataclass(frozen=True)
+class CertifyJob:
+    """What the job certifies and where it writes: the lockgen command line's parts and Slurm's options."""
+
+    lockgen: str  # how the nodes run lockgen (an absolute path, or `python -m lockgen`)
+    arch: str
+    environment: tuple[str, ...]  # --python PY | --prefix DIR | --image REF (PY and DIR may hold $VARIABLES)
+    lock: str | None
+    key: str | None
+    out_dir: str
+    nodes: int
+    gpus_per_node: int | None
+    quick: bool
+    partition: str | None
+    time_limit: str
+    constraint: str | None
+    timeout_s: int
+
+
+def _word(value: str) -> str:
+    """One argument for the node's shell: single-quoted, or double-quoted when it holds `$VARIABLES`, which
+    the node's shell then expands."""
+    if "$" not in value:
+        return shlex.quote(value)
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
+
+
+def _words(values: tuple[str, ...]) -> str:
+    return " ".join(_word(value) for value in values)
+
+
+def _verify_words(job: CertifyJob) -> tuple[str, ...]:
+    words = ["verify", "--arch", job.arch, *job.environment, "--timeout", str(job.timeout_s)]
+    if job.lock:
+        words += ["--lock", job.lock]
+    if job.key:
+        words += ["--key", job.key]
+    if job.quick:
+        words.append("--quick")
+    if job.gpus_per_node is not None:
+        words += ["--gpus", str(job.gpus_per_node)]
+    return tuple(words)
+
+
+def sbatch_script(job: CertifyJob) -> str:
+    """The batch script: `sbatch certify.sbatch` certifies `job.nodes` nodes together."""
+    options = [f"#SBATCH --job-name=lockgen-certify-{job.arch}", f"#SBATCH --nodes={job.nodes}",
+               "#SBATCH --ntasks-per-node=1", f"#SBATCH --time={job.time_limit}",
+               f"#SBATCH --output={shlex.quote(job.out_dir)}/slurm-%j.out"]
+    if job.partition:
+        options.append(f"#SBATCH --partition={job.partition}")
+    if job.constraint:
+        options.append(f"#SBATCH --constraint={shlex.quote(job.constraint)}")
+    verify = f"{job.lockgen} {_words(_verify_words(job))}"
+    return "\n".join([
+        "#!/bin/bash",
+        "# Written by `lockgen fleet slurm`: certifies every node of the allocation at once. Each node runs one",
+        "# lockgen verify; torchrun's rendezvous comes from SLURM_* (the first node's address, a port from the",
+        "# job id); each node's certificate and log land in OUT (a folder every node can write).",
+        *options,
+        "set -uo pipefail",
+        f"out={shlex.quote(job.out_dir)}",
+        'mkdir -p "$out"',
+        'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        'head_addr=$(scontrol show node "$head_node" | sed -n "s/.*NodeAddr=\\([^ ]*\\).*/\\1/p")',
+        f"port=$(( {RENDEZVOUS_BASE_PORT} + SLURM_JOB_ID % 1000 ))",
+        "# one launcher per node; a node that fails does not stop the others (its log says why)",
+        "srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c '" + verify.replace("'", "'\\''")
+        + ' --nodes "$SLURM_JOB_NUM_NODES" --rendezvous "$0:$1" --rendezvous-id "lockgen-$SLURM_JOB_ID"'
+        ' --out "$2/$SLURMD_NODENAME.cert.json" > "$2/$SLURMD_NODENAME.log" 2>&1\' "$head_addr" "$port" "$out"',
+        "status=0",
+        'for node in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do',
+        '  if [ -s "$out/$node.cert.json" ] && ! grep -q "^error:" "$out/$node.log"; then',
+        '    echo "$node: passed ($out/$node.cert.json)"',
+        "  else",
+        '    reason=$(grep "^error:" "$out/$node.log" | head -n 1)',
+        '    echo "$node: FAILED: ${reason:-no certificate and no error line (see $out/$node.log)}"',
+        "    status=1",
+        "  fi",
+        "done",
+        'exit "$status"',
+        "",
+    ])
+
+
+def health_script(job: CertifyJob, limit_s: int, drain: bool) -> str:
+    """Slurm's `HealthCheckProgram`: certifies this node with `--quick` within `limit_s` (Slurm kills the
+    program after 60 s), prints the reason and, with `drain`, drains the node with it when it fails."""
+    verify = f"{job.lockgen} {_words(_verify_words(job))}"
+    lines = [
+        "#!/bin/bash",
+        "# Written by `lockgen fleet slurm`: slurm.conf `HealthCheckProgram=` this file. It certifies this node",
+        f"# with lockgen verify --quick within {limit_s} s; on a failure it prints lockgen's reason"
+        + (" and drains the node with it." if drain else "."),
+        "set -uo pipefail",
+        'node="${SLURMD_NODENAME:-$(hostname -s)}"',
+        f"out={shlex.quote(job.out_dir)}",
+        'mkdir -p "$out"',
+        f'timeout {limit_s} {verify} --out "$out/$node.health.cert.json" > "$out/$node.health.log" 2>&1',
+        "status=$?",
+        '[ "$status" -eq 0 ] && { echo "lockgen: $node certified"; exit 0; }',
+        f'[ "$status" -eq 124 ] && reason="verify did not finish within {limit_s} s" '
+        '|| reason=$(grep "^error:" "$out/$node.health.log" | head -n 1 | cut -c 8-)',
+        'reason="lockgen: ${reason:-verify exited $status (see $out/$node.health.log)}"',
+        'echo "$reason"',
+    ]
+    if drain:
+        lines.append('scontrol update NodeName="$node" State=DRAIN Reason="${reason:0:240}"')
+    lines += ["exit 1", ""]
+    return "\n".join(lines)

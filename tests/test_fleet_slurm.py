@@ -1,0 +1,75 @@
+"""`lockgen fleet slurm` on a real Slurm cluster the tests start (Debian's slurmctld, two slurmd as nodes n1
+and n2, munge): one sbatch job certifies both nodes together through torchrun's rendezvous taken from
+SLURM_*, and the health-check program drains a node whose environment is broken, with lockgen's reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.slurm_cluster import SlurmCluster, missing_tools
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    missing = missing_tools()
+    if missing or os.geteuid() != 0:
+        pytest.fail(f"the Slurm tests need root and {', '.join(missing) or 'Slurm'}: "
+                    "apt-get install slurm-wlm munge (the README's set-up line does)")
+    running = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    yield running
+    running.stop()
+
+
+def scripts(tmp_path: Path, python: str, *extra: str) -> tuple[Path, Path, Path]:
+    key = tmp_path / "key"
+    assert run_cli("keygen", "--out", str(key)).returncode == 0
+    certs = tmp_path / "certs"
+    done = run_cli("fleet", "slurm", "--arch", "cpu", "--python", python, "--nodes", "2", "--gpus-per-node", "1",
+                   "--quick", "--key", str(key), "--certs", str(certs), "--out", str(tmp_path / "slurm"),
+                   "--time", "00:10:00", "--timeout", "240", "--json", *extra)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(done.stdout)
+    return Path(written["sbatch"]), Path(written["health"]), certs
+
+
+def test_one_job_certifies_two_nodes_together(tmp_path: Path, cluster: SlurmCluster) -> None:
+    sbatch, _, certs = scripts(tmp_path, sys.executable)
+    job = cluster.run("sbatch", "--wait", str(sbatch), timeout=420, check=False)
+    summary = next(certs.glob("slurm-*.out")).read_text()
+    assert job.returncode == 0, (job.stderr, summary, [p.read_text()[-1500:] for p in certs.glob("*.log")])
+    assert "n1: passed" in summary and "n2: passed" in summary
+    ranks = set()
+    for node in ("n1", "n2"):
+        cert = certs / f"{node}.cert.json"
+        checked = run_cli("cert", "verify", str(cert), "--key", str(tmp_path / "key.pub"))
+        assert checked.returncode == 0, checked.stderr
+        distributed = json.loads(cert.read_text())["certificate"]["distributed"]
+        assert distributed["nodes"] == 2 and distributed["world_size"] == 2
+        ranks.add(distributed["node_rank"])
+    assert ranks == {0, 1}  # both nodes met in one rendezvous, none was told the endpoint by hand
+
+
+def test_the_health_check_drains_a_broken_node_with_its_reason(tmp_path: Path, cluster: SlurmCluster) -> None:
+    envs = tmp_path / "envs"
+    (envs / "n1" / "bin").mkdir(parents=True)
+    (envs / "n1" / "bin" / "python").symlink_to(sys.executable)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(envs / "n2")], check=True, timeout=120)  # no torch
+    _, health, certs = scripts(tmp_path, str(envs) + "/$SLURMD_NODENAME/bin/python")
+    try:
+        broken = cluster.run("srun", "-w", "n2", "-N1", str(health), timeout=120, check=False)
+        assert broken.returncode != 0 and broken.stdout.startswith("lockgen: "), (broken.stdout, broken.stderr)
+        state, reason = cluster.states()["n2"]
+        assert state.startswith("drain") and reason.startswith("lockgen: ") and "torch" in reason, (state, reason)
+        assert (certs / "n2.health.log").is_file()
+    finally:
+        cluster.run("scontrol", "update", "NodeName=n2", "State=RESUME", check=False)
+    assert cluster.states()["n1"][0] == "idle"
