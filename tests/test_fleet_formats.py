@@ -1,25 +1,30 @@
-"""The formats fleets read, rendered from a certificate: Prometheus metrics for node_exporter's textfile
-collector, NFD feature files, the Node Problem Detector plugin line and JUnit XML, on the committed H200
-certificates (passed and degraded)."""
+"""The formats fleets read (`lockgen cert export`): Prometheus metrics for node_exporter's textfile
+collector, NFD feature files, the Node Problem Detector plugin contract and JUnit XML, on the committed H200
+certificates (passed and degraded); damaged certificates through the command (hypothesis)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import re
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
 
+from lockgen.adapters.signing import render as canonical
 from lockgen.api.certs import check_certificate
+from lockgen.cli import app
 from lockgen.core.cert_formats import junit_report, nfd_features, npd_status, prometheus_text
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 H200 = REPO / "envs" / "examples" / "h200-system"
 KEY = H200 / "h200-signing.pub"  # signed h200-lock-*, h200-full/quick and degraded-cudnn-*/graph-* certificates
@@ -175,3 +180,95 @@ def test_junit_stays_xml_whatever_a_check_says(detail: str, name: str) -> None:
         assert failure.get("message") == detail  # every character XML can hold comes back as it was
     else:
         assert "\ufffd" in failure.get("message")
+
+
+def _fails_cleanly(result: subprocess.CompletedProcess[str], code: int = 1) -> None:
+    lines = result.stderr.splitlines()
+    assert result.returncode == code, result.stderr
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), result.stderr
+
+
+def test_cert_export_writes_each_format_atomically_and_npd_exits_with_the_verdict(tmp_path: Path) -> None:
+    for fmt, check in (("prom", samples), ("junit", ET.fromstring), ("nfd", str.splitlines)):
+        out = tmp_path / f"lockgen.{fmt}"
+        result = run_cli("cert", "export", str(PASSED), "--format", fmt, "--key", str(KEY), "--out", str(out))
+        assert result.returncode == 0 and result.stdout == f"{out}\n" and result.stderr == "", result.stderr
+        assert check(out.read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lockgen.junit", "lockgen.nfd", "lockgen.prom"]  # no temp file
+    ok = run_cli("cert", "export", str(PASSED), "--format", "npd", "--key", str(KEY))
+    assert (ok.returncode, ok.stdout.count("\n"), ok.stderr) == (0, 1, "") and "passed 42 checks" in ok.stdout
+    problem = run_cli("cert", "export", str(CUDNN_OFF), "--format", "npd", "--key", str(KEY))
+    assert (problem.returncode, problem.stdout.count("\n")) == (1, 1) and "conv_bf16_floor" in problem.stdout
+    printed = run_cli("cert", "export", str(TF32_OFF), "--format", "junit")  # no --key: its form is checked only
+    assert printed.returncode == 0 and ET.fromstring(printed.stdout).find("testsuite").get("failures") == "1"
+    note = run_cli("cert", "export", str(PASSED), "--format", "prom", "--out", str(tmp_path / "metrics.txt"))
+    assert note.returncode == 0 and "reads only *.prom files" in note.stderr
+
+
+def test_cert_export_refuses_a_wrong_key_bad_input_and_bad_flags(tmp_path: Path) -> None:
+    out = tmp_path / "lockgen.prom"
+    out.write_text("old\n")
+    _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "prom", "--key", str(KEY), "--out", str(out)))
+    _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "nfd", "--out", str(out)))  # no lock
+    _fails_cleanly(run_cli("cert", "export", str(tmp_path / "missing.cert.json"), "--format", "npd"))
+    for flags in (["--format", "xml"], ["--format", "npd", "--out", str(out)], ["--format", "prom", "--valid-for", "7d"],
+                  ["--format", "nfd", "--valid-for", "seven days"]):
+        _fails_cleanly(run_cli("cert", "export", str(PASSED), *flags), code=2)
+    assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["lockgen.prom"]
+    latin1 = tmp_path / "latin1.cert.json"  # not UTF-8: was a UnicodeDecodeError (exit 3) in `cert verify` too
+    latin1.write_bytes(PASSED.read_bytes().replace(b'"h200"', b'"h\xe9200"', 1))
+    for command in (["cert", "verify", str(latin1)], ["cert", "export", str(latin1), "--format", "npd"]):
+        _fails_cleanly(run_cli(*command))
+
+
+RENDERED_FIELDS = [("subject", "target"), ("subject", "lock_sha256"), ("subject", "image_digest"), ("arch",), ("mode",),
+                   ("created",), ("duration_s",), ("passed",), ("figures",), ("figures", "gemm"),
+                   ("figures", "gemm", "bf16"), ("figures", "gemm", "bf16", "value"), ("figures", "gemm", "bf16", "unit"),
+                   ("checks",), ("checks", 0), ("checks", 0, "name"), ("checks", 0, "detail"), ("checks", 0, "passed")]
+ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers(min_value=-10**400, max_value=10**400) | st.floats()
+                        | st.text(max_size=12), lambda inner: st.lists(inner, max_size=2)
+                        | st.dictionaries(st.text(max_size=4), inner, max_size=2), max_leaves=4)
+
+
+def _damaged(data: st.DataObject) -> bytes:
+    """Either bytes cut or replaced anywhere (UTF-8 or not), or one field the renderings read given any JSON
+    value and the file rendered canonically again (its byte check then passes, so the model and the renderers
+    are what is tested)."""
+    raw = PASSED.read_bytes()
+    if data.draw(st.booleans()):
+        start = data.draw(st.integers(0, len(raw) - 1))
+        return raw[:start] + data.draw(st.binary(max_size=8)) + raw[start + data.draw(st.integers(0, 40)):]
+    document = json.loads(raw)
+    document["signature"] = None
+    *parents, last = data.draw(st.sampled_from(RENDERED_FIELDS))
+    node = document["certificate"]
+    for part in parents:
+        node = node[part]
+    node[last] = data.draw(ANY_JSON)
+    return canonical(document).encode("utf-8")
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), fmt=st.sampled_from(["prom", "nfd", "npd", "junit"]), keyed=st.booleans())
+def test_a_damaged_certificate_through_cert_export(data: st.DataObject, fmt: str, keyed: bool) -> None:
+    """It renders something its reader parses, or fails with one `error:` and one `hint:` line, exit 1, and the
+    previous rendering stays as it was. Never a traceback (exit 3)."""
+    with tempfile.TemporaryDirectory() as folder:
+        damaged = Path(folder) / "damaged.cert.json"
+        damaged.write_bytes(_damaged(data))
+        out = Path(folder) / "out" / f"lockgen.{fmt}"
+        out.parent.mkdir()
+        out.write_text("previous\n")
+        args = ["cert", "export", str(damaged), "--format", fmt] + (["--key", str(KEY)] if keyed else [])
+        result = CliRunner().invoke(app, args + ([] if fmt == "npd" else ["--out", str(out)]))
+        event(f"exit {result.exit_code}")
+        if result.exit_code == 0 or (fmt == "npd" and result.exit_code == 1 and not result.stderr):
+            rendered = result.stdout if fmt == "npd" else out.read_text()
+            parse = {"prom": samples, "junit": ET.fromstring, "npd": lambda t: t.count("\n") == 1,
+                     "nfd": lambda t: all(NFD_LINE.fullmatch(line) for line in t.splitlines() if not line.startswith("#"))}
+            assert parse[fmt](rendered), rendered
+            return
+        lines = result.stderr.splitlines()
+        assert result.exit_code == 1, (result.exit_code, result.stderr, result.exception)
+        assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), result.stderr
+        assert out.read_text() == "previous\n" and [p.name for p in out.parent.iterdir()] == [out.name]

@@ -1,4 +1,4 @@
-"""`lockgen verify`, `lockgen keygen`, `lockgen cert verify|compare` and `lockgen certs`."""
+"""`lockgen verify`, `lockgen keygen`, `lockgen cert verify|compare` and `lockgen certs` (`cert export` is in `cert_export_cmd`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
 
-cert_app = typer.Typer(help="Check and compare certificates.", no_args_is_help=True, rich_markup_mode=None)
+cert_app = typer.Typer(help="Check, compare and export certificates.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @handles_errors
