@@ -1,6 +1,7 @@
-"""The formats fleets read (`lockgen cert export`): Prometheus metrics for node_exporter's textfile
-collector, NFD feature files, the Node Problem Detector plugin contract and JUnit XML, on the committed H200
-certificates (passed and degraded); damaged certificates through the command (hypothesis)."""
+"""The formats fleets read (`lockgen cert export`, `lockgen verify --emit`): Prometheus metrics for
+node_exporter's textfile collector, NFD feature files, the Node Problem Detector plugin contract and JUnit
+XML, on the committed H200 certificates (passed and degraded); damaged certificates through the command
+(hypothesis); and `verify --arch cpu --quick --emit`."""
 
 from __future__ import annotations
 
@@ -272,3 +273,28 @@ def test_a_damaged_certificate_through_cert_export(data: st.DataObject, fmt: str
         assert result.exit_code == 1, (result.exit_code, result.stderr, result.exception)
         assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), result.stderr
         assert out.read_text() == "previous\n" and [p.name for p in out.parent.iterdir()] == [out.name]
+
+
+def test_verify_emit_refuses_npd_unknown_formats_and_nfd_without_a_lock(tmp_path: Path) -> None:
+    out = tmp_path / "c.cert.json"
+    for emit, code in (("npd=x", 2), ("metrics.prom", 2), ("xml=r.xml", 2), (f"prom={out}", 2),
+                       (f"nfd={tmp_path / 'lockgen'}", 1)):
+        _fails_cleanly(run_cli("verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", emit), code=code)
+    assert list(tmp_path.iterdir()) == []  # refused before the kernel ran: no certificate, no rendering
+
+
+@pytest.mark.slow
+def test_verify_emits_its_certificate_for_node_exporter_and_ci(tmp_path: Path) -> None:
+    out, prom, junit = tmp_path / "c.cert.json", tmp_path / "metrics" / "lockgen.prom", tmp_path / "report.xml"
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", f"prom={prom}",
+                     "--emit", f"junit={junit}")
+    assert result.returncode == 0 and result.stdout == f"{out}\n", result.stderr
+    assert f"wrote prom {prom}" in result.stderr and f"wrote junit {junit}" in result.stderr
+    body = raw_body(out)
+    found = samples(prom.read_text())
+    assert found[("lockgen_certificate_passed", identity(body))] == 1 and body["arch"] == "cpu"
+    assert found[("lockgen_figure", identity(body, group="gemm", name="fp32", unit="TFLOP/s"))] == \
+        body["figures"]["gemm"]["fp32"]["value"]
+    suite = ET.fromstring(junit.read_text()).find("testsuite")
+    assert int(suite.get("tests")) == len(body["checks"]) and suite.get("failures") == "0"
+    assert sorted(p.name for p in prom.parent.iterdir()) == ["lockgen.prom"]

@@ -1,5 +1,6 @@
 """`lockgen cert export`: a certificate as Prometheus metrics, Node Feature Discovery features, a Node Problem
-Detector verdict or a JUnit report."""
+Detector verdict or a JUnit report; and the parsing of `--emit` and `--valid-for`, which `lockgen verify`
+shares with it."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Optional
 import typer
 
 from lockgen.cli.ui import fail, handles_errors, progress
-from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
+from lockgen.model.export_formats import EXPORT_FORMATS, FILE_FORMATS, NFD_VALID_FOR
 
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
 _UNIT = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1), "w": dt.timedelta(weeks=1)}
+_EMIT_EXAMPLE = "e.g. --emit prom=/var/lib/prometheus/node-exporter/lockgen.prom,junit=report.xml"
 
 
 def parse_valid_for(text: str) -> dt.timedelta:
@@ -23,6 +25,26 @@ def parse_valid_for(text: str) -> dt.timedelta:
     if matched is None:
         fail(f"--valid-for {text!r} is not a duration", "pass a count and a unit: 30m, 12h, 7d or 2w", 2)
     return int(matched.group(1)) * _UNIT[matched.group(2)]
+
+
+def parse_emit(values: list[str], certificate_out: Optional[Path]) -> tuple[tuple[str, Path], ...]:
+    """`--emit FORMAT=FILE`, repeatable or comma-separated, as (format, file) pairs; a usage error unless
+    each names a file format and a file of its own."""
+    pairs: list[tuple[str, Path]] = []
+    for item in (part.strip() for value in values for part in value.split(",")):
+        fmt, equals, file = item.partition("=")
+        if not equals or not file.strip():
+            fail(f"--emit {item!r} is not FORMAT=FILE", _EMIT_EXAMPLE, 2)
+        if fmt == "npd":
+            fail("npd is a line and an exit status for Node Problem Detector, not a file",
+                 "make NPD's custom plugin run `lockgen cert export CERT --format npd`", 2)
+        if fmt not in FILE_FORMATS:
+            fail(f"--emit names the unknown format `{fmt}`", f"file formats: {', '.join(FILE_FORMATS)}", 2)
+        path = Path(file.strip())
+        if any(path == other for _, other in pairs) or path == certificate_out:
+            fail(f"--emit writes `{path}` twice", "give each rendering (and the certificate) its own file", 2)
+        pairs.append((fmt, path))
+    return tuple(pairs)
 
 
 @handles_errors
