@@ -1,15 +1,20 @@
 """The formats fleets read (`lockgen cert export`, `lockgen verify --emit`): Prometheus metrics for
 node_exporter's textfile collector, NFD feature files, the Node Problem Detector plugin contract and JUnit
 XML, on the committed H200 certificates (passed and degraded); damaged certificates through the command
-(hypothesis); and `verify --arch cpu --quick --emit`."""
+(hypothesis); a real node_exporter scraped over HTTP; and `verify --arch cpu --quick --emit`."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import re
+import shutil
+import socket
 import subprocess
 import tempfile
+import time
+import urllib.error
+import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -273,6 +278,60 @@ def test_a_damaged_certificate_through_cert_export(data: st.DataObject, fmt: str
         assert result.exit_code == 1, (result.exit_code, result.stderr, result.exception)
         assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), result.stderr
         assert out.read_text() == "previous\n" and [p.name for p in out.parent.iterdir()] == [out.name]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _scrape(exporter: subprocess.Popen, url: str) -> str:
+    """/metrics once the exporter answers: at most 100 tries 0.1 s apart, each with a 2 s timeout."""
+    for _ in range(100):
+        assert exporter.poll() is None, f"node_exporter exited {exporter.returncode}: {exporter.stderr.read()[-2000:]}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.read().decode("utf-8")
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.1)
+    raise AssertionError(f"node_exporter did not answer on {url} within about 10 s")
+
+
+def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
+    """Debian's prometheus-node-exporter reads the textfile directory the way fleets deploy it: the metrics of
+    two certificates (a passed image certificate, a degraded one) come back with their values and labels."""
+    binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    assert binary, "node_exporter is missing: apt-get install -y prometheus-node-exporter (.ci/run does)"
+    textfiles = tmp_path / "textfile"
+    for name, path in (("image", IMAGE), ("tf32", TF32_OFF)):
+        exported = run_cli("cert", "export", str(path), "--format", "prom", "--out", str(textfiles / f"{name}.prom"))
+        assert exported.returncode == 0, exported.stderr
+    port = _free_port()
+    exporter = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+                                 "--collector.textfile", f"--collector.textfile.directory={textfiles}",
+                                 "--web.disable-exporter-metrics"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        scraped = samples(_scrape(exporter, f"http://127.0.0.1:{port}/metrics"))
+    finally:
+        exporter.terminate()
+        try:
+            exporter.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            exporter.kill()
+            exporter.wait(timeout=10)
+        exporter.stderr.close()
+    assert scraped[("node_textfile_scrape_error", frozenset())] == 0  # node_exporter read both files without error
+    image, tf32 = raw_body(IMAGE), raw_body(TF32_OFF)
+    assert scraped[("lockgen_certificate_passed", identity(image))] == 1
+    assert scraped[("lockgen_certificate_passed", identity(tf32))] == 0
+    assert scraped[("lockgen_certificate_checks", identity(tf32, status="failed"))] == 1
+    bf16 = image["figures"]["gemm"]["bf16"]
+    assert scraped[("lockgen_figure", identity(image, group="gemm", name="bf16", unit="TFLOP/s"))] == bf16["value"]
+    assert scraped[("lockgen_figure", identity(tf32, group="gemm", name="tf32", unit="TFLOP/s"))] == \
+        tf32["figures"]["gemm"]["tf32"]["value"]
+    assert sum(name == "lockgen_figure" for name, _ in scraped) == len(numeric_figures(image)) + len(numeric_figures(tf32))
 
 
 def test_verify_emit_refuses_npd_unknown_formats_and_nfd_without_a_lock(tmp_path: Path) -> None:
