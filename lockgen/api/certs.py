@@ -1,18 +1,24 @@
 """Use cases over certificates: check one (bytes, signature, the lock it covers), compare two, list
-those under a folder, and make a signing key pair. Light imports only, like `verify`."""
+those under a folder, render one for the tools fleets read, and make a signing key pair. Light imports
+only, like `verify`."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from lockgen.adapters import signing
+from lockgen.adapters.atomic_files import write_atomic
+from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core.certify import FigureChange, compare_figures
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
+from lockgen.model.export_formats import NFD_VALID_FOR
+from lockgen.model.results import CertificateExport
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
@@ -26,6 +32,9 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
+    except UnicodeDecodeError as exc:
+        raise LockFormatError(f"`{path}` is not UTF-8 text (byte {exc.start}): it was damaged",
+                              "certificates are written by `lockgen verify`; use the original file") from None
     document = signing.verify_file(text, public_key)
     try:
         certificate = Certificate.model_validate(document)
@@ -61,6 +70,19 @@ def require_verified(path: Path, certificate: Certificate, public_key: Path | No
                         "was checked, not its signature, so its content is unproven",
                         "pass --key with the signer's public key (KEY.pub)")
     return "unsigned: only its form was checked (anyone could have written it)"
+
+
+def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path | None,
+                       valid_for: dt.timedelta = NFD_VALID_FOR) -> CertificateExport:
+    """The certificate rendered in `fmt` (prom, nfd, npd, junit), after the checks `cert verify` makes (the
+    signature too, with `public_key`); with `out`, written there atomically, so a reader that polls the
+    file (node_exporter, NFD) sees the old rendering or the new, never half of one."""
+    body = check_certificate(path, public_key, None).certificate
+    text = render_certificate(body, fmt, valid_for)
+    if out is not None:
+        write_atomic(out, text)
+    notes = rendering_notes(body, fmt, out, dt.datetime.now(dt.timezone.utc), valid_for)
+    return CertificateExport(text=text, passed=body.passed, notes=tuple(notes))
 
 
 def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:

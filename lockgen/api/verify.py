@@ -1,8 +1,8 @@
 """Use case `lockgen verify`: run the kernel in an environment (a python, a prefix, an image) on this
-machine's GPUs, judge what it saw, sign and write the certificate.
+machine's GPUs, judge what it saw, sign and write the certificate, and the renderings `--emit` asks for.
 
-This path imports only light dependencies (pydantic, pyyaml, cryptography; no rattler, no tomlkit), so
-`lockgen verify` runs on a GPU box with a few wheels carried.
+This path imports only light dependencies (pydantic, pyyaml, cryptography, and prometheus-client for
+`--emit prom`; no rattler, no tomlkit), so `lockgen verify` runs on a GPU box with a few wheels carried.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel,
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.conformance_steps import conform
+from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.envelopes import conv_floors
 from lockgen.core.facts import arch_fact, load_facts
@@ -28,6 +29,7 @@ from lockgen.core.stack_layout import certificate_path
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Check, Hardware, KernelReport, Subject
+from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 from lockgen.model.results import Conformance
@@ -54,6 +56,8 @@ class VerifyOptions:
     rendezvous_id: str = "lockgen-verify"
     manifests: Path | None = None
     allow_foreign: tuple[str, ...] = ()
+    emit: tuple[tuple[str, Path], ...] = ()  # (format, file): renderings written after the certificate
+    valid_for: dt.timedelta = NFD_VALID_FOR  # an nfd rendering's lifetime
 
 
 def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
@@ -102,6 +106,10 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
     if arch != "cpu":
         arch_fact(load_facts(), arch)
     lock = load_lock(options.lock) if options.lock else None
+    lock_sha256 = file_digest(options.lock) if options.lock else image.labels.get(LOCK_LABEL) if image else None
+    if lock_sha256 is None and any(fmt == "nfd" for fmt, _ in options.emit):
+        raise UserError("--emit nfd names the lock the node is certified for, and this run has none",
+                        "pass --lock LOCK (or --image of an image lockgen exported from a lock)")
     expected = _expectations(options, arch, lock)
     host = gpu_host.probe() if arch != "cpu" else None
     if arch != "cpu":
@@ -145,8 +153,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
                         environment_digest=(conformance.expected_digest if conformance else
                                             image.recorded_environment if image else _environment_digest(python)),
                         lock_path=str(options.lock) if options.lock else None,
-                        lock_sha256=(file_digest(options.lock) if options.lock
-                                     else image.labels.get(LOCK_LABEL) if image else None),
+                        lock_sha256=lock_sha256,
                         image_digest=image.digest if image else None,
                         python=f"{image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)}/bin/python" if image else python,
                         conformance=_conformance_record(conformance)),
@@ -159,7 +166,19 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
     data = body.model_dump(mode="json", by_alias=True)
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
+    _emit(body, options, progress)
     return path, body
+
+
+def _emit(body: CertificateBody, options: VerifyOptions, progress: Callable[[str], None]) -> None:
+    """The certificate's renderings for fleet tools, each written atomically; all are rendered before the
+    first is written, so a rendering that fails leaves every file as it was (the certificate stays)."""
+    renderings = [(fmt, out, render_certificate(body, fmt, options.valid_for)) for fmt, out in options.emit]
+    for fmt, out, text in renderings:
+        write_atomic(out, text)
+        progress(f"wrote {fmt} {out}")
+        for note in rendering_notes(body, fmt, out, dt.datetime.now(dt.timezone.utc), options.valid_for):
+            progress(f"note: {note}")
 
 
 def _conformance_record(conformance: Conformance | None) -> dict[str, Any] | None:

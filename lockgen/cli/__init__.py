@@ -10,7 +10,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from lockgen.cli import arch_cmd, env_cmds, facts_cmd, fleet_cmd, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
+from lockgen.cli import arch_cmd, cert_export_cmd, env_cmds, facts_cmd, fleet_cmd, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
 from lockgen.cli.ui import state  # noqa: E402
 
 app = typer.Typer(
@@ -55,6 +55,7 @@ app.command("push")(env_cmds.push)
 app.command("verify")(verify_cmds.verify)
 app.command("keygen")(verify_cmds.keygen)
 app.command("certs")(verify_cmds.certs)
+verify_cmds.cert_app.command("export")(cert_export_cmd.export)
 app.add_typer(verify_cmds.cert_app, name="cert")
 app.add_typer(facts_cmd.facts_app, name="facts")
 app.add_typer(fleet_cmd.fleet_app, name="fleet")

@@ -1,4 +1,4 @@
-"""`lockgen verify`, `lockgen keygen`, `lockgen cert verify|compare` and `lockgen certs`."""
+"""`lockgen verify`, `lockgen keygen`, `lockgen cert verify|compare` and `lockgen certs` (`cert export` is in `cert_export_cmd`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from typing import Optional
 
 import typer
 
+from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
+from lockgen.model.export_formats import NFD_VALID_FOR
 
-cert_app = typer.Typer(help="Check and compare certificates.", no_args_is_help=True, rich_markup_mode=None)
+cert_app = typer.Typer(help="Check, compare and export certificates.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @handles_errors
@@ -35,6 +37,11 @@ def verify(
     nodes: int = typer.Option(1, "--nodes", help="Nodes taking part in the multi-GPU checks; run the same command on each."),
     rendezvous: Optional[str] = typer.Option(None, "--rendezvous", help="With --nodes: HOST:PORT where the nodes meet (torchrun's c10d rendezvous), the same on every node."),
     rendezvous_id: str = typer.Option("lockgen-verify", "--rendezvous-id", help="With --nodes: a name for this run, the same on every node."),
+    emit: list[str] = typer.Option([], "--emit", help="Also write the certificate as FORMAT=FILE, atomically: prom "
+                                   "(node_exporter textfile), nfd (NFD features.d; needs --lock), junit. Repeatable or "
+                                   "comma-separated."),
+    valid_for: Optional[str] = typer.Option(None, "--valid-for", help="With --emit nfd=FILE: how long the node features "
+                                            "stay valid (30m, 12h, 7d, 2w; default 7d)."),
     as_json: bool = typer.Option(False, "--json", help="Print {certificate, passed, checks, failed, not_run} as JSON."),
 ) -> None:
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
@@ -42,13 +49,17 @@ def verify(
 
     if sum(x is not None for x in (prefix, python, image)) > 1:
         fail("--prefix, --python and --image each name the environment to verify", "pass one of them")
+    renderings = parse_emit(emit, out)
+    if valid_for is not None and not any(fmt == "nfd" for fmt, _ in renderings):
+        fail("--valid-for is the lifetime of node features", "pass it with --emit nfd=FILE", 2)
     if prefix is not None:
         python = str(prefix / "bin" / "python")
     path, body = run(VerifyOptions(arch=arch, python=python, lock=lock, expect=expect, out=out, key=key, quick=quick,
                                    compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, image=image,
                                    insecure=insecure, nodes=nodes, rendezvous_endpoint=rendezvous,
                                    rendezvous_id=rendezvous_id, manifests=manifests,
-                                   allow_foreign=tuple(allow_foreign)), progress)
+                                   allow_foreign=tuple(allow_foreign), emit=renderings,
+                                   valid_for=NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for)), progress)
     failures = body.failures()
     not_run = {f"{group}/{name}": entry["reason"] for group, entries in sorted(body.figures.items())
                for name, entry in sorted(entries.items()) if entry.get("value") is None and entry.get("reason")}

@@ -74,3 +74,13 @@ class Conformance:
                 "problems": list(self.problems), "allowed_foreign": dict(self.allowed), "by_path_only": self.by_path_only,
                 "counts": self.report.counts,
                 "report": self.report.to_dict()}
+
+
+@dataclass(frozen=True)
+class CertificateExport:
+    """A certificate rendered for a fleet tool: the text, the certificate's verdict (npd's exit status),
+    and what the tool reading it will do that its writer may not expect."""
+
+    text: str
+    passed: bool
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,240 @@
+"""A certificate rendered for the tools fleets read, pure: Prometheus's text exposition (for node_exporter's
+textfile collector), a Node Feature Discovery feature file, Node Problem Detector's one-line verdict, and a
+JUnit XML report. Each is a function of the certificate body (NFD's also of how long its labels stay
+valid); writing the text, atomically, is the caller's. prometheus-client builds the exposition; it is
+imported only when one is rendered, so `lockgen verify` without `--emit prom` needs no more wheels.
+
+Every string of a certificate reaches these formats cleaned: no control character ends a line early or
+breaks XML, no lone surrogate breaks UTF-8; Prometheus label names are fixed (the library escapes the
+values), and the one NFD name taken from the certificate, its target, is made a Kubernetes label name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.certificate import CertificateBody, Check
+from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
+
+NFD_NAMESPACE = "lockgen.io"
+_CREATED = "%Y-%m-%dT%H:%M:%SZ"
+_IDENTITY_LABELS = ("target", "arch", "mode", "lock_sha256", "image_digest")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes' label value rule
+_NOT_IN_LABEL_NAME = re.compile(r"[^-A-Za-z0-9_.]")
+_NFD_SUFFIX = ".arch"
+
+
+def _utf8(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (JSON's `\\ud800`) becomes `?`."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _one_line(text: str) -> str:
+    return _CONTROL.sub(" ", _utf8(text))
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", _utf8(text))
+
+
+def _created_at(body: CertificateBody) -> dt.datetime:
+    """When the certificate's run started (UTC), as `lockgen verify` records it."""
+    try:
+        return dt.datetime.strptime(body.created, _CREATED).replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        raise LockFormatError(f"the certificate's time {_one_line(body.created)!r} is not YYYY-MM-DDTHH:MM:SSZ",
+                              "certificates are written by `lockgen verify`; use the original file") from None
+
+
+def _number(value: object) -> float | None:
+    """A figure's value as a float, or None where it is not a number (not run, or a value too large)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+def _numeric_figures(body: CertificateBody) -> list[tuple[str, str, str, float]]:
+    """(group, name, unit, value) of every figure that has a number, sorted; figures not run have none."""
+    found = []
+    for group, entries in sorted(body.figures.items()):
+        for name, entry in sorted(entries.items()):
+            value = _number(entry.get("value"))
+            if value is not None:
+                unit = entry.get("unit")
+                found.append((group, name, unit if isinstance(unit, str) else "", value))
+    return found
+
+
+class _CertificateCollector:
+    """The certificate as Prometheus gauges, every one labelled with what it certified (prometheus-client's
+    collector protocol: a `collect()` yielding metric families)."""
+
+    def __init__(self, body: CertificateBody) -> None:
+        self._body = body
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        body = self._body
+        identity = [_utf8(value or "") for value in (body.subject.target, body.arch, body.mode,
+                                                     body.subject.lock_sha256, body.subject.image_digest)]
+        passed = GaugeMetricFamily("lockgen_certificate_passed", "1 when every check of the lockgen certificate "
+                                   "passed, else 0", labels=_IDENTITY_LABELS)
+        passed.add_metric(identity, 1.0 if body.passed else 0.0)
+        created = GaugeMetricFamily("lockgen_certificate_timestamp_seconds", "When the certified lockgen verify "
+                                    "run started, in seconds since the epoch", labels=_IDENTITY_LABELS)
+        created.add_metric(identity, _created_at(body).timestamp())
+        duration = GaugeMetricFamily("lockgen_certificate_duration_seconds", "How long the certified lockgen "
+                                     "verify run took", labels=_IDENTITY_LABELS)
+        duration.add_metric(identity, body.duration_s)
+        checks = GaugeMetricFamily("lockgen_certificate_checks", "Checks of the lockgen certificate, by status",
+                                   labels=(*_IDENTITY_LABELS, "status"))
+        failed = len(body.failures())
+        checks.add_metric([*identity, "passed"], float(len(body.checks) - failed))
+        checks.add_metric([*identity, "failed"], float(failed))
+        figures = GaugeMetricFamily("lockgen_figure", "A figure the lockgen certificate measured, in its unit",
+                                    labels=(*_IDENTITY_LABELS, "group", "name", "unit"))
+        for group, name, unit, value in _numeric_figures(body):
+            figures.add_metric([*identity, _utf8(group), _utf8(name), _utf8(unit)], value)
+        yield from (passed, created, duration, checks, figures)
+
+
+def prometheus_text(body: CertificateBody) -> str:
+    """The Prometheus text exposition of the certificate (node_exporter's textfile collector reads it).
+    No sample carries a timestamp: the textfile collector refuses them; the run's time is a gauge."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_CertificateCollector(body))
+    return generate_latest(registry).decode("utf-8")
+
+
+def _nfd_expiry(body: CertificateBody, valid_for: dt.timedelta) -> dt.datetime:
+    """When NFD stops reading the certificate's features: `valid_for` after its run."""
+    return _created_at(body) + valid_for
+
+
+def _nfd_feature_name(body: CertificateBody) -> str:
+    """The certificate's NFD feature name: its lock's target (or, when the target is not recorded, the
+    arch), with the characters a Kubernetes label name cannot hold turned into `-`."""
+    raw = _utf8(body.subject.target or body.arch)
+    name = _NOT_IN_LABEL_NAME.sub("-", raw)[: 63 - len(_NFD_SUFFIX)].strip("-_.")
+    if not name:
+        raise UserError(f"target {_one_line(raw)!r} has no letter or digit a node label name can hold",
+                        "name the target with letters, digits, `-`, `_` or `.`")
+    return name
+
+
+def nfd_features(body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR) -> str:
+    """A feature file for NFD's `local` source (features.d): while the certificate passed,
+    `lockgen.io/<target>=<12 hex of the lock sha256>` and `lockgen.io/<target>.arch=<arch>`, expiring
+    `valid_for` after the run. A failed certificate gives no label at all, so a selector on either never
+    matches a node whose certificate failed; its comment names the failed checks."""
+    lock = body.subject.lock_sha256
+    if lock is None:
+        raise UserError("the certificate covers no lock, and a node feature names the lock the node was certified for",
+                        "certify with `lockgen verify --lock LOCK` (or --image of an image lockgen exported)")
+    if not _SHA256.fullmatch(lock):
+        raise LockFormatError("the certificate's lock sha256 is not 64 hex digits",
+                              "certificates are written by `lockgen verify`; use the original file")
+    if not _LABEL_VALUE.fullmatch(body.arch):
+        raise LockFormatError(f"the certificate's arch {_one_line(body.arch)!r} is not a label value",
+                              "certificates are written by `lockgen verify`; use the original file")
+    name = _nfd_feature_name(body)
+    expiry = _nfd_expiry(body, valid_for)
+    lines = [f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, "
+             f"{'passed' if body.passed else 'FAILED'}",
+             f"# +expiry-time={expiry.strftime(_CREATED)}"]
+    if body.passed:
+        lines += [f"{NFD_NAMESPACE}/{name}={lock[:12]}", f"{NFD_NAMESPACE}/{name}{_NFD_SUFFIX}={body.arch}"]
+    else:
+        lines.append(f"# no labels: {_failed_names(body.failures())} failed")
+    return "\n".join(lines) + "\n"
+
+
+def _failed_names(failures: list[Check]) -> str:
+    return ", ".join(_one_line(f"{c.category}/{c.name}") for c in failures)
+
+
+def _what(body: CertificateBody) -> str:
+    return " ".join(_one_line(part) for part in (body.subject.target, body.arch) if part)
+
+
+def npd_status(body: CertificateBody) -> str:
+    """Node Problem Detector's message for the certificate, one line (NPD cuts it at `max_output_length`, so
+    the failed checks' names come first and their details stay in the certificate)."""
+    lock = f", lock {body.subject.lock_sha256[:12]}" if body.subject.lock_sha256 else ""
+    if body.passed:
+        return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {body.created}{lock})"
+    failures = body.failures()
+    return (f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: "
+            f"{_failed_names(failures)} (run {body.created}{lock})")
+
+
+def junit_report(body: CertificateBody) -> str:
+    """JUnit XML: one testsuite for the certificate, one testcase per check (a failed check is a failure
+    carrying its detail), and what the certificate covers and measured as the suite's properties."""
+    failures = body.failures()
+    root = ET.Element("testsuites", name="lockgen verify", tests=str(len(body.checks)), failures=str(len(failures)),
+                      errors="0", time=f"{body.duration_s:.1f}")
+    suite = ET.SubElement(root, "testsuite", name=_xml(f"lockgen {_what(body)} ({body.mode})"),
+                          tests=str(len(body.checks)), failures=str(len(failures)), errors="0", skipped="0",
+                          time=f"{body.duration_s:.1f}", timestamp=_created_at(body).strftime("%Y-%m-%dT%H:%M:%S"))
+    properties = ET.SubElement(suite, "properties")
+    covered = {"created": body.created, "tool": body.tool, "target": body.subject.target,
+               "lock_sha256": body.subject.lock_sha256, "image_digest": body.subject.image_digest,
+               "environment_digest": body.subject.environment_digest, "driver": body.hardware.driver,
+               "gpus": ", ".join(body.hardware.gpu_names) or None}
+    for key, value in covered.items():
+        if value:
+            ET.SubElement(properties, "property", name=key, value=_xml(value))
+    for group, name, unit, value in _numeric_figures(body):
+        ET.SubElement(properties, "property", name=_xml(f"figure.{group}.{name}"),
+                      value=_xml(f"{value} {unit}".strip()))
+    for check in body.checks:
+        case = ET.SubElement(suite, "testcase", classname=_xml(f"lockgen.{body.arch}.{check.category}"),
+                             name=_xml(check.name))
+        if not check.passed:
+            failure = ET.SubElement(case, "failure", message=_xml(check.detail), type="lockgen check failed")
+            failure.text = _xml(check.line())
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render_certificate(body: CertificateBody, fmt: str, valid_for: dt.timedelta = NFD_VALID_FOR) -> str:
+    """The certificate in format `fmt` (one of EXPORT_FORMATS), as the text to print or write."""
+    if fmt == "prom":
+        return prometheus_text(body)
+    if fmt == "nfd":
+        return nfd_features(body, valid_for)
+    if fmt == "npd":
+        return npd_status(body) + "\n"
+    if fmt == "junit":
+        return junit_report(body)
+    raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(EXPORT_FORMATS)}")
+
+
+def rendering_notes(body: CertificateBody, fmt: str, out: Path | None, now: dt.datetime,
+                    valid_for: dt.timedelta = NFD_VALID_FOR) -> list[str]:
+    """What the reader of a rendering will do with it that its writer may not expect."""
+    notes = []
+    if fmt == "prom" and out is not None and out.suffix != ".prom":
+        notes.append(f"node_exporter's textfile collector reads only *.prom files, not `{out.name}`")
+    if fmt == "nfd" and _nfd_expiry(body, valid_for) <= now:
+        notes.append(f"these node features expired at {_nfd_expiry(body, valid_for).strftime(_CREATED)} "
+                     f"(the certificate's run was at {body.created}): NFD ignores them; certify again, "
+                     "or pass a longer --valid-for")
+    return notes
