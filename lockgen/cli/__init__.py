@@ -55,6 +55,7 @@ app.command("push")(env_cmds.push)
 app.command("verify")(verify_cmds.verify)
 app.command("keygen")(verify_cmds.keygen)
 app.command("certs")(verify_cmds.certs)
+app.command("attest")(verify_cmds.attest)
 app.add_typer(verify_cmds.cert_app, name="cert")
 app.add_typer(facts_cmd.facts_app, name="facts")
 

@@ -18,8 +18,8 @@ PREDICATE_ANNOTATION = "in-toto.io/predicate-type"  # on the artifact manifest, 
 
 @dataclass(frozen=True)
 class PushedReferrer:
-    """One artifact `lockgen attest` attached to an image: its manifest digest, its type, and whether the
-    registry's referrers API took it (`api`) or lockgen kept the fallback tag's index (`tag sha256-…`)."""
+    """One artifact `lockgen attest` attached to an image: its manifest digest, its type, and what lists it:
+    the registry's `referrers API`, or the `index at tag sha256-<hex>` lockgen keeps where there is none."""
 
     digest: str
     artifact_type: str
