@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -129,3 +133,30 @@ def http_channel():
     yield serve
     for server in servers:
         server.shutdown()
+
+
+@contextlib.contextmanager
+def loopback_registry(folder: Path) -> Iterator[str]:
+    """Debian's distribution registry (`docker-registry`, 2.8: no referrers API) on 127.0.0.1, port picked
+    by the registry, its storage and log under `folder`; yields HOST:PORT and stops it afterwards."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.fail("docker-registry is not installed: .ci/run installs it with apt-get")
+    config = folder / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
+                      "http:\n  addr: 127.0.0.1:0\n")
+    log_path = folder / "registry.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(100):
+            found = re.search(r"listening on 127\.0\.0\.1:(\d+)", log_path.read_text())
+            if found:
+                yield f"127.0.0.1:{found.group(1)}"
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the registry did not start: " + log_path.read_text()[-500:])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -21,6 +21,7 @@ from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from tests.channel_factory import Pkg, build_channel
+from tests.conftest import loopback_registry
 
 
 def require(tool: str) -> str:
@@ -147,27 +148,8 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 @pytest.fixture
 def registry_url(tmp_path: Path):
     """Debian's distribution registry on 127.0.0.1, port picked by the registry, stopped after the test."""
-    import re
-    import time
-
-    binary = require("docker-registry")
-    config = tmp_path / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
-                      "http:\n  addr: 127.0.0.1:0\n")
-    log = (tmp_path / "registry.log").open("w")
-    process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(100):
-            found = re.search(r"listening on 127\.0\.0\.1:(\d+)", (tmp_path / "registry.log").read_text())
-            if found:
-                yield f"127.0.0.1:{found.group(1)}"
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the registry did not start: " + (tmp_path / "registry.log").read_text()[-500:])
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with loopback_registry(tmp_path) as url:
+        yield url
 
 
 def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_url: str) -> None:

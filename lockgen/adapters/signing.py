@@ -1,8 +1,10 @@
-"""Ed25519 signing of certificates (the `cryptography` library), over canonical JSON.
+"""Ed25519 signing of certificates (the `cryptography` library), over canonical JSON, and of the DSSE
+envelopes that carry them as attestations (over their PAE bytes).
 
 A certificate file is exactly the canonical rendering of `{certificate, signature}`: verifying
 re-renders it, so any changed byte (content or layout) fails, and checks the signature over the
-canonical JSON of the certificate body.
+canonical JSON of the certificate body. A key's id is the sha256 of its raw public key: certificates
+carry its first 16 hex digits, DSSE envelopes all 64.
 """
 
 from __future__ import annotations
@@ -52,11 +54,47 @@ def _load(path: Path, private: bool) -> Any:
     return key
 
 
-def key_id(public_key: Any) -> str:
+def fingerprint(public_key: Any) -> str:
+    """The sha256 (hex) of the raw public key."""
     from cryptography.hazmat.primitives import serialization
 
     raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return hashlib.sha256(raw).hexdigest()[:16]
+    return hashlib.sha256(raw).hexdigest()
+
+
+def key_id(public_key: Any) -> str:
+    return fingerprint(public_key)[:16]
+
+
+def sign_message(message: bytes, private_key_path: Path) -> tuple[str, bytes]:
+    """(the key's fingerprint, the Ed25519 signature of `message`): deterministic for one key and message."""
+    key = _load(private_key_path, private=True)
+    return fingerprint(key.public_key()), key.sign(message)
+
+
+def public_fingerprint(public_key_path: Path) -> str:
+    return fingerprint(_load(public_key_path, private=False))
+
+
+def verify_message(message: bytes, signature: bytes, public_key_path: Path) -> bool:
+    """Whether `signature` is the public key's Ed25519 signature of `message`."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        _load(public_key_path, private=False).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def require_signed_by(document: dict[str, Any], private_key_path: Path) -> None:
+    """Refuses a signed certificate document unless its signature is the one `private_key_path` makes (an
+    attestation re-signs a certificate: it must not lend one key's name to another key's certificate)."""
+    key = _load(private_key_path, private=True).public_key()
+    if document["signature"].get("key_id") != key_id(key):
+        raise LockFormatError(f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` "
+                              f"is key {key_id(key)}", "pass --key with the private key that signed the certificate")
+    _check_signature(document, key)
 
 
 def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
@@ -85,9 +123,14 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
         return document
     if not signature:
         raise LockFormatError("certificate is not signed", "sign with `lockgen verify --key KEY`")
+    _check_signature(document, _load(public_key_path, private=False))
+    return document
+
+
+def _check_signature(document: dict[str, Any], key: Any) -> None:
     from cryptography.exceptions import InvalidSignature
 
-    key = _load(public_key_path, private=False)
+    signature = document["signature"]
     if signature.get("key_id") != key_id(key):
         raise LockFormatError(f"certificate was signed by key {signature.get('key_id')}, not {key_id(key)}",
                               "pass the public key that matches the signing key")
@@ -96,4 +139,3 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
     except (InvalidSignature, ValueError, KeyError):
         raise LockFormatError("certificate signature does not verify: its content was changed",
                               "certificates are tamper-evident; re-run lockgen verify") from None
-    return document

@@ -7,11 +7,10 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from lockgen.adapters import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.core.cert_formats import render_certificate, rendering_notes
+from lockgen.api.certificate_steps import read_certificate
 from lockgen.core.certify import FigureChange, compare_figures
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.digests import file_digest
@@ -28,25 +27,7 @@ def keygen(path: Path) -> tuple[Path, Path]:
 
 def check_certificate(path: Path, public_key: Path | None, lock: Path | None) -> Certificate:
     """Reads a certificate, refusing changed bytes, a bad signature, or a lock it does not cover."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
-    except UnicodeDecodeError as exc:
-        raise LockFormatError(f"`{path}` is not UTF-8 text (byte {exc.start}): it was damaged",
-                              "certificates are written by `lockgen verify`; use the original file") from None
-    document = signing.verify_file(text, public_key)
-    try:
-        certificate = Certificate.model_validate(document)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the top level"
-        raise LockFormatError(f"`{path}` is not a lockgen certificate: at {where}, {first['msg'].lower()}",
-                              "certificates are written by `lockgen verify`; use the original file") from None
-    body = certificate.certificate
-    if body.passed != all(c.passed for c in body.checks):
-        raise LockFormatError(f"`{path}` says passed={body.passed} while {len(body.failures())} of its checks failed: "
-                              "it was edited", "certificates are tamper-evident; use the original file")
+    _, certificate = read_certificate(path, public_key)
     if lock is not None:
         digest = file_digest(lock)
         covered = certificate.certificate.subject.lock_sha256

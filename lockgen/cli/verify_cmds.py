@@ -1,4 +1,5 @@
-"""`lockgen verify`, `lockgen keygen`, `lockgen cert verify|compare` and `lockgen certs` (`cert export` is in `cert_export_cmd`)."""
+"""`lockgen verify`, `lockgen keygen`, `lockgen cert verify|compare`, `lockgen certs` (a folder, or an image's
+attestations) and `lockgen attest` (`cert export` is in `cert_export_cmd`)."""
 
 from __future__ import annotations
 
@@ -136,24 +137,83 @@ def cert_compare(
              "look at the telemetry in both certificates (clocks, power) before blaming the stack")
 
 
+def _summary(body) -> str:
+    """One certificate as `lockgen certs` lists it: when, arch, GPUs, nodes, result, headline figures."""
+    gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")
+    bus = body.figures.get("allreduce", {}).get("1024MiB", {}).get("value")
+    extra = (f" bf16 {gemm:.0f} TFLOP/s" if gemm else "") + (f" allreduce {bus:.0f} GB/s" if bus else "")
+    nodes = f" on {body.distributed.nodes} nodes" if body.distributed and body.distributed.nodes > 1 else ""
+    gpus = f"{body.hardware.gpu_count}x" if body.hardware.gpu_count else "CPU"
+    return f"{body.created} {body.arch:<6} {gpus}{nodes} {'PASS' if body.passed else 'FAIL'}{extra}"
+
+
+def _entry(body) -> dict:
+    return {"created": body.created, "arch": body.arch, "mode": body.mode, "gpus": list(body.hardware.gpu_names),
+            "passed": body.passed, "lock_sha256": body.subject.lock_sha256}
+
+
 @handles_errors
-def certs(folder: Path = typer.Argument(Path("envs"), help="A stack folder or any folder holding certificates."),
+def certs(where: str = typer.Argument("envs", metavar="FOLDER|docker://REF",
+                                      help="A folder holding certificates, or an image whose attestations to list."),
+          key: Optional[Path] = typer.Option(None, "--key", help="With docker://REF: the signer's public key (KEY.pub); "
+                                             "every attestation must verify with it."),
+          insecure: bool = typer.Option(False, "--insecure", help="With docker://REF: plain HTTP or a self-signed registry."),
           as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
-    """List certificates, oldest first: when, arch, GPUs, result, headline figures."""
+    """List certificates, oldest first: when, arch, GPUs, result, headline figures; of an image, its attestations, verified."""
+    if where.startswith("docker://"):
+        return _attached(where, key, insecure, as_json)
+    if key is not None or insecure:
+        fail("--key and --insecure go with docker://REF", "lockgen certs docker://HOST/REPO:TAG --key KEY.pub", 2)
     from lockgen.api.certs import list_certificates
 
-    found = list_certificates(folder)
+    found = list_certificates(Path(where))
     if as_json:
-        print_json([{"certificate": str(path), "created": body.created, "arch": body.arch, "mode": body.mode,
-                     "gpus": list(body.hardware.gpu_names), "passed": body.passed, "lock_sha256": body.subject.lock_sha256}
-                    for path, body in found])
+        print_json([{"certificate": str(path), **_entry(body)} for path, body in found])
         return
     if not found:
-        progress(f"no certificates under {folder} (lockgen verify writes them to certs/ beside the lock, or --out)")
+        progress(f"no certificates under {where} (lockgen verify writes them to certs/ beside the lock, or --out)")
     for path, body in found:
-        gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")
-        bus = body.figures.get("allreduce", {}).get("1024MiB", {}).get("value")
-        extra = (f" bf16 {gemm:.0f} TFLOP/s" if gemm else "") + (f" allreduce {bus:.0f} GB/s" if bus else "")
-        nodes = f" on {body.distributed.nodes} nodes" if body.distributed and body.distributed.nodes > 1 else ""
-        gpus = f"{body.hardware.gpu_count}x" if body.hardware.gpu_count else "CPU"
-        print(f"{body.created} {body.arch:<6} {gpus}{nodes} {'PASS' if body.passed else 'FAIL'}{extra}  {path}")
+        print(f"{_summary(body)}  {path}")
+
+
+def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool) -> None:
+    from lockgen.api.attestations import attached_certificates
+
+    digest, found = attached_certificates(reference, key, insecure, progress)
+    if as_json:
+        print_json([{"attestation": a.location, "verified": a.verified, "reason": a.reason, "binding": a.binding,
+                     "signature": a.signature, **(_entry(a.body) if a.body else {})} for a in found])
+    else:
+        for attached in found:
+            if attached.verified:
+                print(f"{_summary(attached.body)}  {attached.location}  [{attached.binding}; {attached.signature}]")
+            else:
+                print(f"REFUSED {attached.location}: {attached.reason}")
+    refused = [a for a in found if not a.verified]
+    if refused:
+        fail(f"{len(refused)} of {len(found)} attestations attached to {digest[:23]}… do not verify: {refused[0].reason}",
+             "each REFUSED line says why; re-attest with `lockgen attest IMAGE CERT --key KEY`")
+    if not found:
+        progress(f"no lockgen certificates are attached to {digest} (lockgen attest attaches them)")
+        if key is not None:
+            fail(f"nothing attached to {digest[:23]}… verifies with `{key}`", "attach one with lockgen attest IMAGE CERT --key KEY")
+
+
+@handles_errors
+def attest(
+    image: str = typer.Argument(..., metavar="IMAGE", help="docker://HOST[:PORT]/REPO:TAG or docker://HOST/REPO@sha256:..."),
+    cert: Path = typer.Argument(..., help="The certificate (lockgen verify); it must record this image, or the lock it was exported from."),
+    key: Path = typer.Option(..., "--key", help="The Ed25519 private key to sign with (lockgen keygen); a signed certificate's own signer."),
+    sbom: Optional[Path] = typer.Option(None, "--sbom", help="Also attach the image's CycloneDX SBOM (sbom.cdx.json beside the layout export wrote)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Plain HTTP or a self-signed registry (loopback tests)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one {digest, artifact_type, listed_by} per attached artifact."),
+) -> None:
+    """Attach a certificate to its image as a signed in-toto attestation (an OCI 1.1 referrer); print its digest."""
+    from lockgen.api.attestations import attest as run
+
+    pushed = run(image, cert, key, sbom, insecure, progress)
+    if as_json:
+        print_json([entry.__dict__ for entry in pushed])
+    else:
+        for entry in pushed:
+            print(entry.digest)

@@ -1,5 +1,6 @@
-"""OCI image constants lockgen writes and reads: media types, the environment's path inside an image,
-the labels that name the lock and environment, and the image architecture of each platform."""
+"""OCI image constants lockgen writes and reads: media types (images, indexes, the empty config of an
+artifact), the environment's path inside an image, the labels that name the lock and environment, and
+the image architecture of each platform."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.list.v2+json"
+EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"  # image-spec 1.1: the config of an artifact with none
+EMPTY_BLOB = b"{}"
 
 IMAGE_PREFIX = "/opt/env"
 LOCK_LABEL = "dev.lockgen.lock.sha256"
