@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lockgen.adapters import signing
+from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
 
@@ -50,3 +51,16 @@ def _require_consistent(body: CertificateBody, where: str) -> None:
     if body.passed != all(c.passed for c in body.checks):
         raise LockFormatError(f"{where} says passed={body.passed} while {len(body.failures())} of its checks failed: "
                               "it was edited", "certificates are tamper-evident; use the original file")
+
+
+def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
+    """The certificates under `folder` (a stack folder, its certs/ folder, or any folder), oldest first."""
+    root = folder.parent if folder.is_file() else folder
+    paths = sorted(set(root.rglob(f"*{CERT_SUFFIX}")))
+    found = []
+    for path in paths:
+        try:
+            found.append((path, read_certificate(path, None)[1].certificate))
+        except LockFormatError:
+            continue
+    return sorted(found, key=lambda item: item[1].created)

@@ -10,14 +10,16 @@ from pathlib import Path
 from lockgen.adapters import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.core.cert_formats import render_certificate, rendering_notes
-from lockgen.api.certificate_steps import read_certificate
+from lockgen.api.certificate_steps import list_certificates, read_certificate
 from lockgen.core.certify import FigureChange, compare_figures
-from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import Certificate, CertificateBody
+from lockgen.model.certificate import Certificate
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.results import CertificateExport
+
+
+__all__ = ["check_certificate", "compare", "export_certificate", "keygen", "list_certificates", "require_verified"]
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
@@ -69,16 +71,3 @@ def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path 
 def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:
     first, second = check_certificate(a, None, None), check_certificate(b, None, None)
     return compare_figures(first.certificate.figures, second.certificate.figures, noise)
-
-
-def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
-    """The certificates under `folder` (a stack folder, its certs/ folder, or any folder), oldest first."""
-    root = folder.parent if folder.is_file() else folder
-    paths = sorted(set(root.rglob(f"*{CERT_SUFFIX}")))
-    found = []
-    for path in paths:
-        try:
-            found.append((path, check_certificate(path, None, None).certificate))
-        except LockFormatError:
-            continue
-    return sorted(found, key=lambda item: item[1].created)

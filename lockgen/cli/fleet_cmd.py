@@ -1,5 +1,6 @@
 """`lockgen fleet`: certification inside the engines fleets run. `fleet slurm` writes the sbatch job that
-certifies N nodes together and the health-check program that drains a failing node with its reason."""
+certifies N nodes together and the health-check program that drains a failing node with its reason;
+`fleet status` shows every node x lock from certificate folders and images' attestations."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import typer
 
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
 
-fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm).", no_args_is_help=True,
+fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm), and see the fleet's state.", no_args_is_help=True,
                         rich_markup_mode=None)
 
 
@@ -58,3 +59,40 @@ def slurm(
     print(scripts.sbatch)
     print(scripts.health)
     progress(f"submit: sbatch {scripts.sbatch}; health: HealthCheckProgram={scripts.health.resolve()} in slurm.conf")
+
+
+@fleet_app.command("status")
+@handles_errors
+def status(
+    sources: list[str] = typer.Argument(..., metavar="FOLDER|docker://REF...", help="Folders of certificates, images with attestations."),
+    key: Optional[Path] = typer.Option(None, "--key", help="With docker://REF: the signer's public key; attestations must verify."),
+    insecure: bool = typer.Option(False, "--insecure", help="With docker://REF: plain HTTP or a self-signed registry."),
+    noise: float = typer.Option(0.05, "--noise", help="A figure worse than the node's previous certificate by more is a regression."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write one static page: the matrix coloured by status, a chart per figure."),
+    as_json: bool = typer.Option(False, "--json", help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused} as JSON."),
+) -> None:
+    """Every node x lock: the latest result, its age, headline figures, regressions; exit 1 if a node failed."""
+    import datetime as dt
+
+    from lockgen.api.fleet_status import fleet_status
+
+    report = fleet_status(sources, key, insecure, noise, html, dt.datetime.now(dt.timezone.utc), progress)
+    rows = report["rows"]
+    if as_json:
+        print_json(report)
+    else:
+        width = max((len(row["node"]) for row in rows), default=4) + 2
+        for row in rows:
+            state = "FAILED" if not row["passed"] else "REGRESSED" if row["regressions"] else "passed"
+            figures = ", ".join(f"{label} {entry['value']:.4g} {entry['unit']}" for label, entry in row["figures"].items())
+            why = "; ".join(row["failed"][:3] or row["regressions"][:3])
+            age = row["age_s"]
+            age_text = f"{age / 86400:.0f} d" if age >= 86400 else f"{age / 3600:.0f} h" if age >= 3600 else f"{age / 60:.0f} min"
+            print(f"{row['node']:<{width}}{row['covers']:<20} {state:<9} {age_text:>6} ago  {figures}" + (f"  [{why}]" if why else ""))
+        for entry in report["refused"]:
+            print(f"REFUSED {entry['source']}: {entry['reason']}")
+    failing = [row["node"] for row in rows if not row["passed"]]
+    if failing or report["refused"]:
+        fail(f"{len(failing)} of {len(rows)} node certificates failed" + (f" ({', '.join(failing[:5])})" if failing else "")
+             + (f"; {len(report['refused'])} attestations refused" if report["refused"] else ""),
+             "each row names its failed checks; lockgen cert verify CERT shows them all")

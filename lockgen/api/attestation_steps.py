@@ -1,0 +1,113 @@
+"""A step below the attestation use cases (`lockgen certs docker://REF`, `lockgen fleet status docker://REF`,
+and `lockgen attest`, which checks the image it attaches to): the image a reference names, with its config's
+labels, and the lockgen certificate attestations attached to it, each verified: the artifact's own subject,
+the envelope's signature (with a key), the statement's subject against the image, the certificate body
+against lockgen's model. A refused attestation is returned with its reason, never dropped."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import signing
+from lockgen.adapters.oci_distribution import MAX_BLOB, Registry
+from lockgen.api.certificate_steps import validated_body
+from lockgen.core.attestation import (certificate_referrers, descriptor, pae, read_envelope, read_statement,
+                                      referrers_tag, statement_binding)
+from lockgen.core.image_reference import ImageReference, parse_reference
+from lockgen.errors import LockFormatError, LockgenError, UserError
+from lockgen.model.attestation import DSSE_MEDIA_TYPE, AttachedCertificate
+from lockgen.model.oci import DOCKER_LIST_MEDIA_TYPE, INDEX_MEDIA_TYPE, LOCK_LABEL
+
+
+@dataclass(frozen=True)
+class AttestedImage:
+    """The image an attestation is about: its manifest's descriptor and the labels of its config."""
+
+    subject: dict[str, Any]
+    labels: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return self.subject["digest"]
+
+
+def image_of(registry: Registry, reference: ImageReference, progress: Callable[[str], None]) -> AttestedImage:
+    found = registry.manifest(reference.reference)
+    if found is None:
+        raise UserError(f"there is no image at {reference}", "push it first: lockgen push LAYOUT docker://HOST/REPO:TAG")
+    data, media_type = found
+    subject = descriptor(media_type, data)
+    progress(f"{reference} is {subject['digest']}")
+    if media_type in (INDEX_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE):
+        return AttestedImage(subject, {})  # several platforms: no one config, so no labels
+    try:
+        config_digest = json.loads(data)["config"]["digest"]
+        config = json.loads(registry.blob(config_digest, 1 << 22))
+        labels = (config.get("config") or {}).get("Labels") or {}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise LockFormatError(f"{reference} is not an image manifest with a JSON config",
+                              "attest an image (a manifest with a config), e.g. one pushed by lockgen push") from None
+    return AttestedImage(subject, labels if isinstance(labels, dict) else {})
+
+
+def attached_certificates(image_reference: str, public_key: Path | None, insecure: bool,
+                          progress: Callable[[str], None] = lambda _: None) -> tuple[str, list[AttachedCertificate]]:
+    """(the image's digest, every lockgen certificate attestation attached to it, each checked)."""
+    reference = parse_reference(image_reference)
+    registry = Registry(reference, insecure)
+    image = image_of(registry, reference, progress)
+    index = registry.referrers(image.digest)
+    if index is None:
+        fallback = registry.manifest(referrers_tag(image.digest))
+        try:  # the distribution-spec: a tag that is not an index means no referrers
+            index = json.loads(fallback[0]) if fallback else {}
+        except ValueError:
+            index = {}
+    fingerprint = signing.public_fingerprint(public_key) if public_key is not None else None
+    return image.digest, [_checked(registry, artifact, image, public_key, fingerprint)
+                          for artifact in certificate_referrers(index)]
+
+
+def _checked(registry: Registry, artifact: str, image: AttestedImage, public_key: Path | None,
+             fingerprint: str | None) -> AttachedCertificate:
+    signature = "signature not checked (no --key)"
+    try:
+        envelope_ = read_envelope(_envelope_bytes(registry, artifact, image))
+        if public_key is not None:
+            message = pae(envelope_.payload_type, envelope_.payload)
+            if not any(signing.verify_message(message, sig, public_key) for _, sig in envelope_.signatures):
+                named = sorted({k[:16] for k, _ in envelope_.signatures if k and k != fingerprint})
+                raise LockFormatError(f"its signature does not verify with key {str(fingerprint)[:16]}"
+                                      + (f" (it names key {', '.join(named)})" if named else ": the envelope was changed"),
+                                      "pass the signer's public key, or attest the certificate again")
+            signature = f"signature valid (key {str(fingerprint)[:16]})"
+        document = read_statement(envelope_)
+        binding = statement_binding(document, image.digest, image.labels.get(LOCK_LABEL))
+        body = validated_body(document["predicate"], f"attestation {artifact[:19]}…")
+    except LockgenError as refused:
+        return AttachedCertificate(registry.reference.at(artifact), None, "", signature, refused.message)
+    return AttachedCertificate(registry.reference.at(artifact), body, binding, signature, None)
+
+
+def _envelope_bytes(registry: Registry, artifact: str, image: AttestedImage) -> bytes:
+    """The envelope layer of an artifact listed as the image's, whose own `subject` must be the image."""
+    found = registry.manifest(artifact)
+    if found is None:
+        raise LockFormatError("it is listed, but the registry has no such manifest", "attest the certificate again")
+    try:
+        manifest = json.loads(found[0])
+        subject = manifest.get("subject", {}).get("digest")
+        layers = [layer for layer in manifest["layers"] if layer.get("mediaType") == DSSE_MEDIA_TYPE]
+        single = len(layers) == 1 and isinstance(layers[0]["digest"], str) and 0 < int(layers[0]["size"]) <= MAX_BLOB
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise LockFormatError("its manifest is not an OCI artifact manifest", "attest the certificate again") from None
+    if subject != image.digest:
+        raise LockFormatError(f"its manifest's subject is {subject}, not this image",
+                              "the referrers index lists another image's artifact; attest again")
+    if not single:
+        raise LockFormatError("its manifest has no single DSSE envelope layer", "attest the certificate again")
+    return registry.blob(layers[0]["digest"])

@@ -1,0 +1,96 @@
+"""The fleet at a glance, from certificates: one row per node and lock (or image) with the latest result, its
+age, the headline figures and the regressions against that node's previous certificate of the same lock.
+
+A node is named by where its certificate came from (`n1.cert.json` from `lockgen fleet slurm` is node
+`n1`; an attestation by its image), since certificates do not record a host name."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from lockgen.core.certify import compare_figures
+from lockgen.model.certificate import CertificateBody
+
+HEADLINES = (  # (group, name, label): the figures a person compares across nodes
+    ("gemm", "bf16", "bf16 GEMM"),
+    ("conv", "bf16", "bf16 convolution"),
+    ("training", "bf16_step_ms", "bf16 training step"),
+    ("bandwidth", "device_copy", "device copy"),
+    ("allreduce", "1024MiB", "all-reduce 1 GiB"),
+)
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    node: str
+    covers: str  # "lock 1a2b3c4d5e6f", "image sha256:…", or "no lock"
+    source: str
+    created: str
+    age_s: float
+    arch: str
+    passed: bool
+    failed: tuple[str, ...]
+    figures: dict[str, tuple[float, str]]  # label -> (value, unit)
+    regressions: tuple[str, ...]  # figure changes worse than the noise, against the previous certificate
+    certificates: int  # how many certificates of this node and lock were seen
+
+    def as_json(self) -> dict[str, object]:
+        return {"node": self.node, "covers": self.covers, "source": self.source, "created": self.created,
+                "age_s": round(self.age_s), "arch": self.arch, "passed": self.passed, "failed": list(self.failed),
+                "figures": {label: {"value": value, "unit": unit} for label, (value, unit) in self.figures.items()},
+                "regressions": list(self.regressions), "certificates": self.certificates}
+
+
+@dataclass
+class _Group:
+    entries: list[tuple[str, CertificateBody]] = field(default_factory=list)
+
+
+def covers(body: CertificateBody) -> str:
+    if body.subject.lock_sha256:
+        return f"lock {body.subject.lock_sha256[:12]}"
+    if body.subject.image_digest:
+        return f"image {body.subject.image_digest[:19]}"
+    return "no lock"
+
+
+def headline_figures(body: CertificateBody) -> dict[str, tuple[float, str]]:
+    found = {}
+    for group, name, label in HEADLINES:
+        entry = body.figures.get(group, {}).get(name, {})
+        if isinstance(entry.get("value"), (int, float)):
+            found[label] = (float(entry["value"]), str(entry.get("unit") or ""))
+    return found
+
+
+def _moment(created: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+
+
+def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.datetime, noise: float) -> list[StatusRow]:
+    """Rows from (node, source, body) triples, one per node and what it covers, sorted by node."""
+    groups: dict[tuple[str, str], _Group] = {}
+    for node, source, body in certificates:
+        groups.setdefault((node, covers(body)), _Group()).entries.append((source, body))
+    rows = []
+    for (node, covered), group in sorted(groups.items()):
+        ordered = sorted(group.entries, key=lambda item: item[1].created)
+        source, latest = ordered[-1]
+        regressions: tuple[str, ...] = ()
+        if len(ordered) > 1:
+            changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
+            regressions = tuple(f"{c.name} {c.change:+.1%}" for c in changes if c.regression and c.change is not None
+                                and not c.name.startswith("phases/"))
+        rows.append(StatusRow(node=node, covers=covered, source=source, created=latest.created,
+                              age_s=max(0.0, (now - _moment(latest.created)).total_seconds()), arch=latest.arch,
+                              passed=latest.passed, failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),
+                              figures=headline_figures(latest), regressions=regressions, certificates=len(ordered)))
+    return rows
+
+
+def age_text(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"

@@ -1,0 +1,119 @@
+"""`lockgen fleet status`: node x lock rows from certificate folders, regressions against a node's previous
+certificate, `--json`, and `--html` rendered by headless Chromium and read back from the screenshot."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.signing import render
+from tests.conftest import REPO, run_cli
+
+H200 = REPO / "envs" / "examples" / "h200-system"
+
+
+def unsigned_copy(source: Path, target: Path, created: str, scale_gemm: float = 1.0) -> None:
+    """A certificate as `lockgen verify` without --key writes it, with its time and bf16 GEMM changed."""
+    body = json.loads(source.read_text())["certificate"]
+    body["created"] = created
+    body["figures"]["gemm"]["bf16"]["value"] *= scale_gemm
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render({"certificate": body}))  # the canonical bytes lockgen writes
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Path:
+    folder = tmp_path / "fleet"
+    unsigned_copy(H200 / "h200-lock-full.cert.json", folder / "week1" / "node-a.cert.json", "2026-11-20T10:00:00Z")
+    unsigned_copy(H200 / "h200-lock-full.cert.json", folder / "week2" / "node-a.cert.json", "2026-11-27T10:00:00Z", 0.8)
+    unsigned_copy(H200 / "h200-lock-full.cert.json", folder / "week2" / "node-b.cert.json", "2026-11-27T10:05:00Z")
+    unsigned_copy(H200 / "degraded-tf32-off.cert.json", folder / "week2" / "node-c.cert.json", "2026-11-27T10:10:00Z")
+    return folder
+
+
+def test_status_has_one_row_per_node_and_lock_with_regressions(fleet: Path) -> None:
+    done = run_cli("fleet", "status", str(fleet), "--json")
+    assert done.returncode == 1, done.stderr  # a node failed
+    rows = {row["node"]: row for row in json.loads(done.stdout)["rows"]}
+    assert set(rows) == {"node-a", "node-b", "node-c"}
+    assert rows["node-a"]["certificates"] == 2 and rows["node-a"]["passed"]
+    assert rows["node-a"]["regressions"] == ["gemm/bf16 -20.0%"]
+    assert rows["node-b"]["regressions"] == [] and rows["node-b"]["figures"]["bf16 GEMM"]["unit"] == "TFLOP/s"
+    assert not rows["node-c"]["passed"] and "performance/gemm_tf32_floor" in rows["node-c"]["failed"]
+    assert rows["node-a"]["covers"] == rows["node-b"]["covers"] and rows["node-a"]["covers"].startswith("lock ")
+    text = run_cli("fleet", "status", str(fleet))
+    assert "node-a" in text.stdout and "REGRESSED" in text.stdout and "FAILED" in text.stdout
+    empty = run_cli("fleet", "status", str(fleet / "nothing-here"))
+    assert empty.returncode == 1 and empty.stderr.startswith("error: ") and "Traceback" not in empty.stderr
+
+
+def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB(A) bytes) of a non-interlaced 8-bit PNG, its filters undone."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    position, idat, header = 8, b"", None
+    while position < len(data):
+        length, kind = struct.unpack(">I4s", data[position:position + 8])
+        chunk = data[position + 8:position + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"IDAT":
+            idat += chunk
+        position += 12 + length
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0
+    step = 3 if colour == 2 else 4
+    raw, stride, rows, previous = zlib.decompress(idat), width * step, [], bytearray(width * step)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):
+            left = line[x - step] if x >= step else 0
+            up, corner = previous[x], previous[x - step] if x >= step else 0
+            if kind == 1:
+                line[x] = (line[x] + left) & 255
+            elif kind == 2:
+                line[x] = (line[x] + up) & 255
+            elif kind == 3:
+                line[x] = (line[x] + (left + up) // 2) & 255
+            elif kind == 4:
+                p = left + up - corner
+                best = min((abs(p - left), 0, left), (abs(p - up), 1, up), (abs(p - corner), 2, corner))[2]
+                line[x] = (line[x] + best) & 255
+        rows.append(bytes(line))
+        previous = line
+    return width, step, rows
+
+
+def _count(rows: list[bytes], step: int, colour: str) -> int:
+    want = tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return sum(1 for row in rows for x in range(0, len(row), step)
+               if all(abs(row[x + i] - want[i]) <= 6 for i in range(3)))
+
+
+@pytest.mark.slow
+def test_the_html_page_renders_the_matrix_and_the_charts_in_chromium(fleet: Path, tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.fail("this test renders the page in headless Chromium: apt-get install chromium")
+    page = tmp_path / "status.html"
+    done = run_cli("fleet", "status", str(fleet), "--html", str(page))
+    assert done.returncode == 1 and page.is_file(), done.stderr  # node-c failed: still a page
+    html = page.read_text()
+    assert "<script" not in html and "http" not in html.split("</style>", 1)[1]  # no script, no external asset
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,1400", f"--screenshot={shot}",
+                    page.as_uri()], capture_output=True, timeout=120, check=True)
+    _, step, rows = _png_pixels(shot)
+    from lockgen.core.fleet_html import COLOURS
+
+    assert _count(rows, step, COLOURS["passed"]) > 1000  # node-b's cell
+    assert _count(rows, step, COLOURS["regressed"]) > 1000  # node-a's cell
+    assert _count(rows, step, COLOURS["failed"]) > 1000  # node-c's cell
+    assert _count(rows, step, "#3b6ea8") > 2000  # the bars of the charts
