@@ -63,7 +63,11 @@ def test_the_health_check_drains_a_broken_node_with_its_reason(tmp_path: Path, c
     (envs / "n1" / "bin").mkdir(parents=True)
     (envs / "n1" / "bin" / "python").symlink_to(sys.executable)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(envs / "n2")], check=True, timeout=120)  # no torch
-    _, health, certs = scripts(tmp_path, str(envs) + "/$SLURMD_NODENAME/bin/python")
+    prom = tmp_path / "textfile"
+    _, health, certs = scripts(tmp_path, str(envs) + "/$SLURMD_NODENAME/bin/python", "--prom-dir", str(prom))
+    healthy = cluster.run("srun", "-w", "n1", "-N1", str(health), timeout=120, check=False)
+    assert healthy.returncode == 0 and healthy.stdout.strip() == "lockgen: n1 certified", (healthy.stdout, healthy.stderr)
+    assert "lockgen_certificate_passed" in (prom / "lockgen.prom").read_text()  # node_exporter's textfile, whole
     try:
         broken = cluster.run("srun", "-w", "n2", "-N1", str(health), timeout=120, check=False)
         assert broken.returncode != 0 and broken.stdout.startswith("lockgen: "), (broken.stdout, broken.stderr)

@@ -36,6 +36,10 @@ def slurm(
     timeout: int = typer.Option(600, "--timeout", help="Seconds each node's kernel may run in the job."),
     health_limit: int = typer.Option(55, "--health-limit", help="Seconds the health check may take (Slurm kills it at 60)."),
     no_drain: bool = typer.Option(False, "--no-drain", help="The health check reports a failure but does not drain."),
+    prom_dir: Optional[Path] = typer.Option(None, "--prom-dir", help="The health check writes lockgen.prom here "
+                                            "(node_exporter's --collector.textfile.directory)."),
+    nfd_dir: Optional[Path] = typer.Option(None, "--nfd-dir", help="The health check writes the node features here "
+                                           "(NFD's features.d; needs --lock)."),
     certs: Path = typer.Option(Path("certs"), "--certs", help="Where nodes write certificates and logs (shared by all nodes)."),
     lockgen_command: Optional[str] = typer.Option(None, "--lockgen", help="How nodes run lockgen (default: this interpreter's)."),
     out: Path = typer.Option(Path("slurm"), "--out", help="Folder for certify.sbatch and lockgen-health.sh."),
@@ -52,7 +56,8 @@ def slurm(
         environment=tuple(chosen[0]) if chosen else (), lock=str(lock.resolve()) if lock else None,
         key=str(key.resolve()) if key else None, out_dir=str(certs.resolve()), nodes=nodes, gpus_per_node=gpus_per_node,
         quick=quick, partition=partition, time_limit=time_limit, constraint=constraint, timeout_s=timeout,
-        health_limit_s=health_limit, drain=not no_drain)
+        health_limit_s=health_limit, drain=not no_drain, prom_dir=str(prom_dir.resolve()) if prom_dir else None,
+        nfd_dir=str(nfd_dir.resolve()) if nfd_dir else None)
     if as_json:
         print_json({"sbatch": str(scripts.sbatch), "health": str(scripts.health)})
         return

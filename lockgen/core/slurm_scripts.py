@@ -99,10 +99,14 @@ def sbatch_script(job: CertifyJob) -> str:
     ])
 
 
-def health_script(job: CertifyJob, limit_s: int, drain: bool) -> str:
+def health_script(job: CertifyJob, limit_s: int, drain: bool, prom_dir: str | None = None,
+                  nfd_dir: str | None = None) -> str:
     """Slurm's `HealthCheckProgram`: certifies this node with `--quick` within `limit_s` (Slurm kills the
-    program after 60 s), prints the reason and, with `drain`, drains the node with it when it fails."""
-    verify = f"{job.lockgen} {_words(_verify_words(job))}"
+    program after 60 s), prints the reason and, with `drain`, drains the node with it when it fails. With
+    `prom_dir` (node_exporter's textfile folder) and `nfd_dir` (NFD's features.d) the certificate is also
+    written there, atomically, for the metrics and node labels."""
+    emits = ([f"prom={prom_dir}/lockgen.prom"] if prom_dir else []) + ([f"nfd={nfd_dir}/lockgen"] if nfd_dir else [])
+    verify = f"{job.lockgen} {_words(_verify_words(job) + tuple(w for e in emits for w in ('--emit', e)))}"
     lines = [
         "#!/bin/bash",
         "# Written by `lockgen fleet slurm`: slurm.conf `HealthCheckProgram=` this file. It certifies this node",
