@@ -84,16 +84,17 @@ class Wire:
         return self.get(f"{repository}/blobs/{manifest['layers'][0]['digest']}")[1]
 
 
-def make_certificate(path: Path, key: Path, *, image_digest: str | None = None, lock_sha256: str | None = None) -> Path:
+def make_certificate(path: Path, key: Path, *, image_digest: str | None = None, lock_sha256: str | None = None,
+                     passed: bool = True) -> Path:
     """A certificate as `lockgen verify` writes one (canonical file, Ed25519 over the body), of an image or a lock."""
     body = CertificateBody(
         created="2026-12-01T12:00:00Z", tool="lockgen 0.1.0", arch="cpu", mode="quick",
         subject=Subject(target="h100", lock_sha256=lock_sha256, image_digest=image_digest, python="/opt/env/bin/python"),
         hardware=Hardware(gpu_names=(), gpu_count=0, compute_capability=None, driver=None, interconnect="none",
                           topology="", host_platform="linux-64"),
-        stack={"torch": "2.13.0"}, checks=(Check(category="stack", name="probe", passed=True, detail="ran"),),
+        stack={"torch": "2.13.0"}, checks=(Check(category="stack", name="probe", passed=passed, detail="ran"),),
         figures={"gemm": {"fp32": {"value": 0.5, "unit": "TFLOP/s"}}}, telemetry={}, kernel_sha256={"single": "0" * 64},
-        passed=True, duration_s=1.0)
+        passed=passed, duration_s=1.0)
     data = body.model_dump(mode="json", by_alias=True)
     path.write_text(signing.render({"certificate": data, "signature": signing.sign(data, key)}))
     return path
@@ -278,6 +279,26 @@ def test_a_bare_metal_certificate_binds_through_the_image_lock(world: dict) -> N
     assert statement["subject"] == [{"name": "_", "digest": {"sha256": file_digest(world["lock"])}}]
     listed = run_cli("certs", f"docker://{host}/{repository}:sm90", "--key", str(folder / "key.pub"), "--insecure")
     assert listed.returncode == 0 and "[lock; signature valid" in listed.stdout, listed.stdout + listed.stderr
+
+
+def test_require_pass_admits_only_a_verified_passing_certificate_of_the_arch(world: dict) -> None:
+    """The gate `lockgen fleet kubernetes` puts before a training pod: `certs docker://REF --key --require-pass ARCH`."""
+    host, folder, public = world["host"], world["folder"], str(world["folder"] / "key.pub")
+    image = f"docker://{host}/team/img@{world['digest']}"
+    assert run_cli("certs", image, "--key", public, "--require-pass", "cpu", "--insecure").returncode == 0
+    other_arch = run_cli("certs", image, "--key", public, "--require-pass", "SM_90", "--insecure")
+    assert other_arch.returncode == 1 and "passed on sm90 (it carries: cpu PASS)" in other_arch.stderr, other_arch.stderr
+    assert "hint:" in other_arch.stderr and "Traceback" not in other_arch.stderr
+    repository = "team/failed"
+    assert run_cli("push", str(folder / "img"), f"docker://{host}/{repository}:sm90", "--insecure").returncode == 0
+    failed = make_certificate(folder / "failed.cert.json", folder / "key", image_digest=world["digest"], passed=False)
+    assert run_cli("attest", f"docker://{host}/{repository}:sm90", str(failed), "--key", str(folder / "key"),
+                   "--insecure").returncode == 0
+    refused = run_cli("certs", f"docker://{host}/{repository}@{world['digest']}", "--key", public, "--require-pass", "cpu",
+                      "--insecure")
+    assert refused.returncode == 1 and "(it carries: cpu FAIL)" in refused.stderr, refused.stderr
+    unsigned = run_cli("certs", image, "--require-pass", "cpu", "--insecure")
+    assert unsigned.returncode == 2 and "--require-pass judges an image's signed attestations" in unsigned.stderr
 
 
 class _Gate(BaseHTTPRequestHandler):

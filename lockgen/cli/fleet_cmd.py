@@ -1,5 +1,6 @@
 """`lockgen fleet`: certification inside the engines fleets run. `fleet slurm` writes the sbatch job that
 certifies N nodes together and the health-check program that drains a failing node with its reason;
+`fleet kubernetes` writes a certifying Job, a re-certifying DaemonSet and a training pod's gate;
 `fleet status` shows every node x lock from certificate folders and images' attestations."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import typer
 
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
 
-fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm), and see the fleet's state.", no_args_is_help=True,
+fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True,
                         rich_markup_mode=None)
 
 
@@ -101,3 +102,45 @@ def status(
         fail(f"{len(failing)} of {len(rows)} node certificates failed" + (f" ({', '.join(failing[:5])})" if failing else "")
              + (f"; {len(report['refused'])} attestations refused" if report["refused"] else ""),
              "each row names its failed checks; lockgen cert verify CERT shows them all")
+
+
+@fleet_app.command("kubernetes")
+@handles_errors
+def kubernetes(
+    image: str = typer.Option(..., "--image", help="The image to certify, pinned: docker://HOST/REPO@sha256:HEX."),
+    lockgen_image: str = typer.Option(..., "--lockgen-image", help="The image the pods run: lockgen and skopeo on "
+                                      "PATH, and sh (registry.example/tools/lockgen@sha256:...)."),
+    arch: str = typer.Option(..., "--arch", help="The arch every node must certify as (sm90, ...; cpu for a test cluster)."),
+    gpu_product: Optional[str] = typer.Option(None, "--gpu-product", help="The nodes' nvidia.com/gpu.product label "
+                                              "(GPU Feature Discovery's), e.g. NVIDIA-H100-80GB-HBM3; needed unless --arch cpu."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="nvidia.com/gpu each pod requests and "
+                                                "verify --gpus (default 8; none for --arch cpu)."),
+    nodes: int = typer.Option(1, "--nodes", help="Nodes the Job certifies, one pod on each."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the image must be (conformance first); carried "
+                                        "in a ConfigMap (default: the image's own lock label)."),
+    namespace: str = typer.Option("default", "--namespace", help="The namespace of every object."),
+    name: Optional[str] = typer.Option(None, "--name", help="Prefix of the objects' names (default lockgen-ARCH)."),
+    certs_claim: str = typer.Option(..., "--certs-claim", help="A PersistentVolumeClaim (ReadWriteMany) the pods "
+                                    "write certificates to."),
+    key_secret: Optional[str] = typer.Option(None, "--key-secret", help="A Secret with signing.key and signing.pub "
+                                             "(lockgen keygen's pair): certificates are signed and probes check them."),
+    registry_auth_secret: Optional[str] = typer.Option(None, "--registry-auth-secret", help="A dockerconfigjson "
+                                                       "Secret for pulling the image and reading its attestations."),
+    interval: int = typer.Option(3600, "--interval", help="Seconds between the DaemonSet's quick certifications."),
+    out: Path = typer.Option(Path("kubernetes"), "--out", help="Folder for the manifests."),
+    as_json: bool = typer.Option(False, "--json", help="Print {job, daemonset, gate} as JSON."),
+) -> None:
+    """Write Kubernetes manifests: a Job certifying N nodes, a DaemonSet re-certifying them, a training pod's gate."""
+    from lockgen.api.fleet import write_kubernetes
+
+    manifests = write_kubernetes(
+        out, image=image, lockgen_image=lockgen_image, arch=arch, gpu_product=gpu_product, gpus_per_node=gpus_per_node,
+        nodes=nodes, lock=lock, namespace=namespace, name=name, certs_claim=certs_claim, key_secret=key_secret,
+        registry_auth_secret=registry_auth_secret, interval_s=interval)
+    if as_json:
+        print_json({"job": str(manifests.job), "daemonset": str(manifests.daemonset), "gate": str(manifests.gate)})
+        return
+    for path in (manifests.job, manifests.daemonset, manifests.gate):
+        print(path)
+    progress(f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; "
+             f"gate: merge {manifests.gate} into a training pod's spec")

@@ -11,6 +11,7 @@ import typer
 from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
 from lockgen.model.export_formats import NFD_VALID_FOR
+from lockgen.model.names import normalize_arch
 
 cert_app = typer.Typer(help="Check, compare and export certificates.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -158,10 +159,16 @@ def certs(where: str = typer.Argument("envs", metavar="FOLDER|docker://REF",
           key: Optional[Path] = typer.Option(None, "--key", help="With docker://REF: the signer's public key (KEY.pub); "
                                              "every attestation must verify with it."),
           insecure: bool = typer.Option(False, "--insecure", help="With docker://REF: plain HTTP or a self-signed registry."),
+          require_pass: Optional[str] = typer.Option(None, "--require-pass", metavar="ARCH", help="With docker://REF and "
+                                                     "--key: exit 1 unless an attestation that verifies is a passing "
+                                                     "certificate of ARCH (a gate before a pod starts)."),
           as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
     """List certificates, oldest first: when, arch, GPUs, result, headline figures; of an image, its attestations, verified."""
+    if require_pass is not None and (key is None or not where.startswith("docker://")):
+        fail("--require-pass judges an image's signed attestations", "lockgen certs docker://HOST/REPO@sha256:HEX "
+             "--key KEY.pub --require-pass ARCH", 2)
     if where.startswith("docker://"):
-        return _attached(where, key, insecure, as_json)
+        return _attached(where, key, insecure, as_json, normalize_arch(require_pass) if require_pass else None)
     if key is not None or insecure:
         fail("--key and --insecure go with docker://REF", "lockgen certs docker://HOST/REPO:TAG --key KEY.pub", 2)
     from lockgen.api.certs import list_certificates
@@ -176,7 +183,7 @@ def certs(where: str = typer.Argument("envs", metavar="FOLDER|docker://REF",
         print(f"{_summary(body)}  {path}")
 
 
-def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool) -> None:
+def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool, require_pass: Optional[str]) -> None:
     from lockgen.api.attestations import attached_certificates
 
     digest, found = attached_certificates(reference, key, insecure, progress)
@@ -197,6 +204,10 @@ def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool
         progress(f"no lockgen certificates are attached to {digest} (lockgen attest attaches them)")
         if key is not None:
             fail(f"nothing attached to {digest[:23]}… verifies with `{key}`", "attach one with lockgen attest IMAGE CERT --key KEY")
+    if require_pass and not any(a.body.passed and a.body.arch == require_pass for a in found):  # each verified, here
+        carried = ", ".join(f"{a.body.arch} {'PASS' if a.body.passed else 'FAIL'}" for a in found)
+        fail(f"no certificate attached to {digest[:23]}… passed on {require_pass} (it carries: {carried})",
+             f"certify the image on {require_pass} (lockgen verify --arch {require_pass} --image ...) and attach it: lockgen attest")
 
 
 @handles_errors
