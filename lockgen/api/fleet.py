@@ -28,11 +28,14 @@ class SlurmScripts:
 
 
 def write_slurm(folder: Path, *, lockgen: str, arch: str, environment: tuple[str, ...], lock: str | None,
-                key: str | None, out_dir: str, nodes: int, gpus_per_node: int | None, quick: bool,
+                manifests: str | None, allow_foreign: tuple[str, ...], key: str | None, out_dir: str, nodes: int, gpus_per_node: int | None, quick: bool,
                 partition: str | None, time_limit: str, constraint: str | None, timeout_s: int,
                 health_limit_s: int, drain: bool, prom_dir: str | None = None, nfd_dir: str | None = None) -> SlurmScripts:
     """Writes both scripts into `folder` (made if needed); each is executable and complete, or not there."""
-    job = CertifyJob(lockgen=lockgen, arch=arch, environment=environment, lock=lock, key=key, out_dir=out_dir,
+    if (manifests or allow_foreign) and not lock:
+        raise UserError("--manifests and --allow-foreign go with --lock", "pass --lock LOCK, the lock the nodes must be")
+    job = CertifyJob(lockgen=lockgen, arch=arch, environment=environment, lock=lock, manifests=manifests,
+                     allow_foreign=allow_foreign, key=key, out_dir=out_dir,
                      nodes=nodes, gpus_per_node=gpus_per_node, quick=quick, partition=partition,
                      time_limit=time_limit, constraint=constraint, timeout_s=timeout_s)
     if not environment:

@@ -27,6 +27,9 @@ def slurm(
     prefix: Optional[str] = typer.Option(None, "--prefix", help="A materialized environment on each node (PREFIX/bin/python)."),
     image: Optional[str] = typer.Option(None, "--image", help="An image each node runs (OCI layout path or docker://REF)."),
     lock: Optional[Path] = typer.Option(None, "--lock", help="The lock each node's environment must be (conformance first)."),
+    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: the manifests bundle (nodes without network)."),
+    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that nodes may "
+                                            "have (recorded in each certificate). Repeatable."),
     key: Optional[Path] = typer.Option(None, "--key", help="The signing key, at a path every node can read."),
     nodes: int = typer.Option(..., "--nodes", help="Nodes the sbatch job certifies together."),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Processes per node (default: every GPU)."),
@@ -55,6 +58,7 @@ def slurm(
     scripts = write_slurm(
         out, lockgen=lockgen_command or f"{shlex.quote(sys.executable)} -m lockgen", arch=arch,
         environment=tuple(chosen[0]) if chosen else (), lock=str(lock.resolve()) if lock else None,
+        manifests=str(manifests.resolve()) if manifests else None, allow_foreign=tuple(allow_foreign),
         key=str(key.resolve()) if key else None, out_dir=str(certs.resolve()), nodes=nodes, gpus_per_node=gpus_per_node,
         quick=quick, partition=partition, time_limit=time_limit, constraint=constraint, timeout_s=timeout,
         health_limit_s=health_limit, drain=not no_drain, prom_dir=str(prom_dir.resolve()) if prom_dir else None,

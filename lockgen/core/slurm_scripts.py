@@ -22,6 +22,8 @@ class CertifyJob:
     arch: str
     environment: tuple[str, ...]  # --python PY | --prefix DIR | --image REF (PY and DIR may hold $VARIABLES)
     lock: str | None
+    manifests: str | None  # with lock: the manifests bundle, for nodes without network
+    allow_foreign: tuple[str, ...]  # with lock: files no package states that the fleet accepts
     key: str | None
     out_dir: str
     nodes: int
@@ -49,6 +51,8 @@ def _verify_words(job: CertifyJob) -> tuple[str, ...]:
     words = ["verify", "--arch", job.arch, *job.environment, "--timeout", str(job.timeout_s)]
     if job.lock:
         words += ["--lock", job.lock]
+        words += ["--manifests", job.manifests] if job.manifests else []
+        words += [w for path in job.allow_foreign for w in ("--allow-foreign", path)]
     if job.key:
         words += ["--key", job.key]
     if job.quick:
