@@ -65,6 +65,14 @@ def torch_of(lock_path: Path) -> str:
     return next(p.version for p in load_lock(lock_path).package if p.name == "torch")
 
 
+def resolved_torch(folder: Path, url: str, **stack_options: str) -> tuple[str, str]:
+    """(resolve's stderr, the torch it locked) for a stack in `folder`; the resolve must succeed."""
+    path = stack(folder, url, **stack_options)
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr
+    return done.stderr, torch_of(path.parent / "locks" / "h100.conda-lock.yml")
+
+
 def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Path, index) -> None:
     server, _ = index
     path = stack(tmp_path / "a", server.url)
@@ -88,11 +96,9 @@ def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Pa
 
 def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: Path, index) -> None:
     server, _ = index
-    path = stack(tmp_path, server.url, extra='unknown-releases = "refuse"')
-    done = run_cli("resolve", str(path))
-    assert done.returncode == 0, done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
-    assert 'torch 2.16.0 is newer than lockgen\'s facts (2.15 on linux-64); refused: the stack says unknown-releases = "refuse"' in done.stderr
+    stderr, torch = resolved_torch(tmp_path, server.url, extra='unknown-releases = "refuse"')
+    assert torch == "2.14.0"
+    assert 'torch 2.16.0 is newer than lockgen\'s facts (2.15 on linux-64); refused: the stack says unknown-releases = "refuse"' in stderr
     bad = stack(tmp_path / "bad", server.url, extra='unknown-releases = "maybe"')
     refused = run_cli("resolve", str(bad))
     assert refused.returncode == 1 and "unknown-releases" in refused.stderr and "Traceback" not in refused.stderr
@@ -100,11 +106,8 @@ def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: P
 
 def test_exclude_newer_hides_a_release_from_the_evidence_too(tmp_path: Path, index) -> None:
     server, _ = index
-    path = stack(tmp_path, server.url, options='exclude-newer = "2026-10-01"')
-    done = run_cli("resolve", str(path))
-    assert done.returncode == 0, done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
-    assert "newer than lockgen's facts" not in done.stderr
+    stderr, torch = resolved_torch(tmp_path, server.url, options='exclude-newer = "2026-10-01"')
+    assert torch == "2.14.0" and "newer than lockgen's facts" not in stderr
 
 
 def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index) -> None:
