@@ -30,7 +30,16 @@ from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock
-from lockgen.model.oci import ARCHITECTURE, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, MANIFEST_MEDIA_TYPE
+from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
+                               MANIFEST_MEDIA_TYPE)
+
+
+def _checked_compression(compression: str, level: int) -> None:
+    if compression not in COMPRESSION_LEVELS:
+        raise UserError(f"unknown compression `{compression}`", f"compressions: {', '.join(COMPRESSION_LEVELS)}")
+    levels = COMPRESSION_LEVELS[compression]
+    if level not in levels:
+        raise UserError(f"{compression} has no level {level}", f"pass --compression-level {levels[0]} to {levels[-1]}")
 
 
 def _checked_out(out: Path, fmt: str) -> None:
@@ -45,10 +54,11 @@ def _checked_out(out: Path, fmt: str) -> None:
 
 def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
            level: int, progress: Callable[[str], None], base: Path | None = None,
-           fmt: str = "oci-layout", meter: Meter | None = None) -> tuple[str, str]:
+           fmt: str = "oci-layout", meter: Meter | None = None, compression: str = "gzip") -> tuple[str, str]:
     """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest).
     With `base` (an OCI layout of one image) its layers come first and its config is kept, pinned by
-    digest in the manifest's annotations."""
+    digest in the manifest's annotations. New layers are `compression` (gzip or zstd) at `level`."""
+    _checked_compression(compression, level)
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
     lock_digest = file_digest(lock_path)
@@ -61,8 +71,8 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress, meter,
                                        venv_interpreter=interpreter)
         _drop_build_host_traces(tree)
-        digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag, (layer_budget, level), progress,
-                              base, fmt, IMAGE_PREFIX, meter)
+        digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
+                              (layer_budget, compression, level), progress, base, fmt, IMAGE_PREFIX, meter)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -71,10 +81,12 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
 def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, layer_budget: int, level: int,
                   progress: Callable[[str], None], base: Path | None = None, fmt: str = "oci-layout",
                   manifests: Path | None = None, image_prefix: str | None = None,
-                  allow_foreign: Sequence[str] = (), meter: Meter | None = None) -> tuple[str, str]:
+                  allow_foreign: Sequence[str] = (), meter: Meter | None = None,
+                  compression: str = "gzip") -> tuple[str, str]:
     """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
     `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
+    _checked_compression(compression, level)
     conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign)
     if not conformance.clean:
         first = conformance.lines()[0]
@@ -94,7 +106,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
                                                 "platform": conformance.platform, "prefix": prefix,
                                                 "conformance_digest": conformance.expected_digest})
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
-                              (layer_budget, level), progress, base, fmt, prefix, meter)
+                              (layer_budget, compression, level), progress, base, fmt, prefix, meter)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -108,15 +120,16 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
-                 tag: str | None, layering: tuple[int, int], progress: Callable[[str], None], base: Path | None,
+                 tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None,
                  fmt: str, prefix: str, meter: Meter | None = None) -> str:
-    """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest."""
+    """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest.
+    `layering`: (layer budget, compression, level)."""
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
     layout = work / "layout"
     base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
-    layers = base_layers + _layers(tree, layout, layering[0], layering[1], progress, prefix, meter)
+    layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
                 "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
@@ -188,15 +201,16 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
             if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
-def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None],
+def _layers(tree: Path, layout: Path, layering: tuple[int, str, int], progress: Callable[[str], None],
             prefix: str, meter: Meter | None = None) -> list[tuple[dict[str, Any], str]]:
+    budget, compression, level = layering
     owned, rest = _ownership(tree)
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
     plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
     groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
-    cache = LayerCache(level)
+    cache = LayerCache(compression, level)
     known = _manifest_digests(tree)
-    # tar, sha256 and zlib release the GIL: layers are built on every core, kept in plan order
+    # tar, sha256, zlib and zstd release the GIL: layers are built on every core, kept in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1))) as pool:
         futures = [pool.submit(cache.layer, tree, files, layout, known, prefix) for files in groups]
         for count, _ in enumerate(as_completed(futures), 1):

@@ -209,7 +209,9 @@ def export(
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
     tag: Optional[str] = typer.Option(None, "--tag", help="The tag in the layout (default: <target>-<platform>)."),
     layers: int = typer.Option(100, "--layers", help="Layer budget: one per package up to this, then grouped."),
-    level: int = typer.Option(1, "--compression-level", help="gzip level of new layers (1 fast ... 9 small)."),
+    compression: str = typer.Option("gzip", "--compression", help="Layer compression: gzip, or zstd (smaller, faster "
+                                    "to unpack; podman and containerd read it, older Docker engines do not)."),
+    level: int = typer.Option(1, "--compression-level", help="Level of new layers (gzip 1 fast ... 9 small, zstd 1 ... 19)."),
     base: Optional[Path] = typer.Option(None, "--base", help="An OCI layout of a base image (a CUDA runtime, a Debian slim)."),
     fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
     from_prefix: Optional[Path] = typer.Option(None, "--from-prefix", help="Export this existing environment (it must "
@@ -232,11 +234,13 @@ def export(
             from lockgen.api.export import export_prefix
 
             digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base, fmt, manifests,
-                                               image_prefix, allow_foreign, meter=meter)
+                                               image_prefix, allow_foreign, meter=meter,
+                                               compression=compression)
         else:
             from lockgen.api.export import export as run
 
-            digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt, meter=meter)
+            digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt, meter=meter,
+                                     compression=compression)
     finally:
         meter.close()
     progress(f"environment digest sha256:{env_digest}")
