@@ -28,7 +28,7 @@ import zstandard
 
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError
-from lockgen.model.oci import INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
+from lockgen.model.oci import INDEX_MEDIA_TYPE
 
 
 
@@ -157,9 +157,10 @@ def link_cached_blob(layout: Path, source: Path, digest: str, verify: bool = Tru
     return {"digest": digest, "size": source.stat().st_size}
 
 
-def write_index(layout: Path, manifest: dict[str, Any], tag: str) -> str:
-    """Writes manifest, `index.json` and `oci-layout`; returns the manifest digest."""
-    descriptor = {"mediaType": MANIFEST_MEDIA_TYPE, **put_blob(layout, canonical_json(manifest)),
+def write_index(layout: Path, document: dict[str, Any], tag: str) -> str:
+    """Writes `document` (an image manifest, or an image index of one per platform), `index.json` naming it
+    `tag`, and `oci-layout`; returns the document's digest."""
+    descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)),
                   "annotations": {"org.opencontainers.image.ref.name": tag}}
     index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
     (layout / "index.json").write_bytes(canonical_json(index))
@@ -201,6 +202,9 @@ def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
         manifests = index.get("manifests") if isinstance(index, dict) else None
         if not isinstance(manifests, list) or not manifests:
             raise _malformed(layout, "index.json lists no manifest")
+        if isinstance(manifests[0], dict) and manifests[0].get("mediaType") == INDEX_MEDIA_TYPE:
+            raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
+                                  "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG")
         digest = _digest_at(layout, manifests[0], "index.json's first manifest")
         manifest = blob(digest, "manifest")
         config = blob(_digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
