@@ -16,7 +16,7 @@ from typing import Any
 from lockgen.adapters import oci_layout
 from lockgen.adapters.home import lockgen_home
 from lockgen.digests import file_digest
-from lockgen.model.oci import IMAGE_PREFIX, LAYER_MEDIA_TYPE
+from lockgen.model.oci import IMAGE_PREFIX, LAYER_MEDIA_TYPES
 
 
 def _partial(folder: Path, name: str) -> Path:
@@ -24,10 +24,13 @@ def _partial(folder: Path, name: str) -> Path:
 
 
 class LayerCache:
-    """Layers of one compression level, built or taken from the cache."""
+    """Layers of one compression (gzip or zstd) and level, built or taken from the cache; its entries are
+    keyed by both, so a gzip layer is never handed out as a zstd one."""
 
-    def __init__(self, level: int, root: Path | None = None) -> None:
-        self.level = level
+    def __init__(self, compression: str, level: int, root: Path | None = None) -> None:
+        self.compression, self.level = compression, level
+        self.suffix = f"gz{level}" if compression == "gzip" else f"zst{level}"  # gzip's entries keep their names
+        self.media_type = LAYER_MEDIA_TYPES[compression]
         self.root = root or lockgen_home() / "layers"
         self.root.mkdir(parents=True, exist_ok=True)
 
@@ -50,27 +53,27 @@ class LayerCache:
               prefix: str = IMAGE_PREFIX) -> tuple[dict[str, Any], str, bool]:
         """The layer of `files` of `tree` (under `prefix` in the image) in `layout`: (descriptor, diff_id,
         taken from the cache)."""
-        entry = self.root / f"{oci_layout.layer_key(tree, files, prefix, known)}-gz{self.level}.json"
+        entry = self.root / f"{oci_layout.layer_key(tree, files, prefix, known)}-{self.suffix}.json"
         if entry.is_file():  # same files, same bytes: the tar need not be written again
             recorded = json.loads(entry.read_text())
             descriptor = self._linked(layout, recorded["digest"])
             if descriptor is not None:
-                return {"mediaType": LAYER_MEDIA_TYPE, **descriptor}, recorded["diff_id"], True
+                return {"mediaType": self.media_type, **descriptor}, recorded["diff_id"], True
         with tempfile.NamedTemporaryFile(dir=self.root, suffix=".tar", delete=False) as handle:
             tar_path = Path(handle.name)
         try:
             diff_id = oci_layout.write_layer_tar(tree, sorted(files), prefix, tar_path)
-            by_diff_id = self.root / f"{diff_id.split(':', 1)[1]}-gz{self.level}.json"
+            by_diff_id = self.root / f"{diff_id.split(':', 1)[1]}-{self.suffix}.json"
             descriptor = self._linked(layout, json.loads(by_diff_id.read_text())["digest"]) if by_diff_id.is_file() else None
             hit = descriptor is not None
             if not hit:
                 partial = _partial(self.root, "compressing")
-                oci_layout.compress(tar_path, partial, self.level)
+                oci_layout.compress(tar_path, partial, self.compression, self.level)
                 digest = "sha256:" + file_digest(partial)
                 os.replace(partial, self.root / f"blob-{digest.split(':', 1)[1]}")
                 descriptor = self._linked(layout, digest, verify=False)
                 self._write_entry(by_diff_id, {"digest": digest})
             self._write_entry(entry, {"diff_id": diff_id, "digest": descriptor["digest"]})
-            return {"mediaType": LAYER_MEDIA_TYPE, **descriptor}, diff_id, hit
+            return {"mediaType": self.media_type, **descriptor}, diff_id, hit
         finally:
             tar_path.unlink(missing_ok=True)

@@ -1,5 +1,6 @@
-"""Writes and reads OCI image layouts: deterministic tar layers, gzip without name or time, blobs by
-sha256, canonical JSON for config, manifest and index.
+"""Writes and reads OCI image layouts: deterministic tar layers, gzip without name or time or zstd
+(single-threaded, content size and checksum always written), blobs by sha256, canonical JSON for
+config, manifest and index.
 
 Layers: entries sorted, mtime 0, uid/gid 0, no user names, modes 0755/0644 (directories and
 executables / everything else), PAX format (conda paths exceed USTAR's limits), hardlinks stored as
@@ -18,13 +19,16 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
+
+import zstandard
 
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError
-from lockgen.model.oci import INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
+from lockgen.model.oci import INDEX_MEDIA_TYPE
 
 
 
@@ -88,10 +92,31 @@ def write_archive(layout: Path, destination: Path) -> None:
                 tar.addfile(_info(relative, tarfile.REGTYPE, 0o644, (layout / relative).stat().st_size), stream)
 
 
-def compress(tar_path: Path, destination: Path, level: int) -> None:
+def compress(tar_path: Path, destination: Path, compression: str, level: int) -> None:
+    """`tar_path` compressed into `destination`, the same bytes on every run and host of one zlib or zstd
+    version: gzip with no name and mtime 0; zstd in one frame, single-threaded (its multi-threaded mode
+    cuts the input by worker), with the content size and checksum always written."""
     with tar_path.open("rb") as source, destination.open("wb") as raw:
+        if compression == "zstd":
+            compressor = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True, threads=0)
+            compressor.copy_stream(source, raw, size=tar_path.stat().st_size)
+            return
         with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level) as zipped:
             shutil.copyfileobj(source, zipped, 1 << 20)
+
+
+@contextmanager
+def _uncompressed(path: Path, media_type: str) -> Iterator[IO[bytes]]:
+    """The tar stream of a layer blob by its media type (OCI's or Docker's): zstd, uncompressed, else gzip."""
+    with path.open("rb") as raw:
+        if media_type.endswith("zstd"):
+            with zstandard.ZstdDecompressor().stream_reader(raw) as stream:
+                yield stream
+        elif media_type.endswith(".tar"):
+            yield raw
+        else:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                yield stream
 
 
 def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
@@ -132,9 +157,10 @@ def link_cached_blob(layout: Path, source: Path, digest: str, verify: bool = Tru
     return {"digest": digest, "size": source.stat().st_size}
 
 
-def write_index(layout: Path, manifest: dict[str, Any], tag: str) -> str:
-    """Writes manifest, `index.json` and `oci-layout`; returns the manifest digest."""
-    descriptor = {"mediaType": MANIFEST_MEDIA_TYPE, **put_blob(layout, canonical_json(manifest)),
+def write_index(layout: Path, document: dict[str, Any], tag: str) -> str:
+    """Writes `document` (an image manifest, or an image index of one per platform), `index.json` naming it
+    `tag`, and `oci-layout`; returns the document's digest."""
+    descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)),
                   "annotations": {"org.opencontainers.image.ref.name": tag}}
     index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
     (layout / "index.json").write_bytes(canonical_json(index))
@@ -176,6 +202,9 @@ def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
         manifests = index.get("manifests") if isinstance(index, dict) else None
         if not isinstance(manifests, list) or not manifests:
             raise _malformed(layout, "index.json lists no manifest")
+        if isinstance(manifests[0], dict) and manifests[0].get("mediaType") == INDEX_MEDIA_TYPE:
+            raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
+                                  "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG")
         digest = _digest_at(layout, manifests[0], "index.json's first manifest")
         manifest = blob(digest, "manifest")
         config = blob(_digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
@@ -210,7 +239,8 @@ def layer_paths(layout: Path) -> set[str]:
     manifest, _, _ = read_image(layout)
     paths: set[str] = set()
     for layer in manifest["layers"]:
-        with tarfile.open(layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1], mode="r:*") as tar:
+        blob = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
+        with _uncompressed(blob, layer.get("mediaType", "")) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
             paths.update(member.name.removeprefix("./").lstrip("/") for member in tar)
     return paths
 
@@ -229,7 +259,7 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
         if "sha256:" + file_digest(path) != layer["digest"]:
             raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
         hasher = hashlib.sha256()
-        with gzip.open(path, "rb") as stream, tempfile.TemporaryFile() as plain:
+        with _uncompressed(path, layer.get("mediaType", "")) as stream, tempfile.TemporaryFile() as plain:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 hasher.update(block)
                 plain.write(block)

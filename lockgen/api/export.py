@@ -6,7 +6,9 @@ The environment is built (hash-checked, placeholders patched for the image path)
 folder; each package becomes one layer (a conda package: its files and its conda-meta record; a pip
 distribution: what its RECORD lists), grouped past the layer budget; the rest (the venv's own
 files, `.lockgen/`) is the last layer. Layers come from the layer cache (`adapters.layer_cache`), so
-exporting again, or the next target, tars and compresses only what is new.
+exporting again, or the next target, tars and compresses only what is new. `export_index` writes one
+image per platform of the lock, under one OCI image index; a foreign platform is built only when it is
+all conda (rattler links packages of any platform without running them; wheels need that platform's Python).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, dist_info, env_manifest, oci_layout, registry
+from lockgen.adapters import conda_meta, dist_info, env_manifest, home, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.conformance_steps import conform
@@ -30,7 +32,16 @@ from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock
-from lockgen.model.oci import ARCHITECTURE, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, MANIFEST_MEDIA_TYPE
+from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
+                               INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE)
+
+
+def _checked_compression(compression: str, level: int) -> None:
+    if compression not in COMPRESSION_LEVELS:
+        raise UserError(f"unknown compression `{compression}`", f"compressions: {', '.join(COMPRESSION_LEVELS)}")
+    levels = COMPRESSION_LEVELS[compression]
+    if level not in levels:
+        raise UserError(f"{compression} has no level {level}", f"pass --compression-level {levels[0]} to {levels[-1]}")
 
 
 def _checked_out(out: Path, fmt: str) -> None:
@@ -45,12 +56,14 @@ def _checked_out(out: Path, fmt: str) -> None:
 
 def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
            level: int, progress: Callable[[str], None], base: Path | None = None,
-           fmt: str = "oci-layout", meter: Meter | None = None) -> tuple[str, str]:
+           fmt: str = "oci-layout", meter: Meter | None = None, compression: str = "gzip") -> tuple[str, str]:
     """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest).
     With `base` (an OCI layout of one image) its layers come first and its config is kept, pinned by
-    digest in the manifest's annotations."""
+    digest in the manifest's annotations. New layers are `compression` (gzip or zstd) at `level`."""
+    _checked_compression(compression, level)
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
+    _buildable_here(lock, chosen)
     lock_digest = file_digest(lock_path)
     _checked_out(out, fmt)
     work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
@@ -61,20 +74,75 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress, meter,
                                        venv_interpreter=interpreter)
         _drop_build_host_traces(tree)
-        digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag, (layer_budget, level), progress,
-                              base, fmt, IMAGE_PREFIX, meter)
+        digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
+                              (layer_budget, compression, level), progress, base, fmt, IMAGE_PREFIX, meter)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
 
 
+def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str | None, layer_budget: int, level: int,
+                 progress: Callable[[str], None], fmt: str = "oci-layout", meter: Meter | None = None,
+                 compression: str = "gzip") -> tuple[str, dict[str, str]]:
+    """The lock's environment of each of `platforms` (every platform it locks when empty) as one image each,
+    written to `out` (atomically) under one tag naming an OCI image index of them, each with its platform
+    (`linux`, `amd64`/`arm64`); returns (index digest, environment digest per platform). Layers two
+    platforms share (noarch packages) are stored once."""
+    _checked_compression(compression, level)
+    if fmt == "docker-archive":
+        raise UserError("a docker-archive holds one image, not an index of several platforms",
+                        "pass --format oci-layout or oci-archive, or export one --platform")
+    lock = load_lock(lock_path)
+    chosen = list(platforms) or list(lock.metadata.platforms)
+    if len(set(chosen)) != len(chosen):
+        raise UserError(f"a platform is named twice in {', '.join(chosen)}", "name each platform once")
+    for platform in chosen:
+        lock_platform(lock, platform)  # one the lock has
+        _buildable_here(lock, platform)
+    lock_digest = file_digest(lock_path)
+    _checked_out(out, fmt)
+    work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    try:
+        layout = work / "layout"
+        images, env_digests, sboms = [], {}, {}
+        for platform in chosen:
+            progress(f"{platform}: building the environment")
+            tree = work / f"tree-{platform}"
+            env_digest = build_environment(lock, lock_digest, platform, tree, Path(IMAGE_PREFIX), progress, meter)
+            _drop_build_host_traces(tree)
+            manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(
+                lock, platform, lock_digest, env_digest, tree, layout, (layer_budget, compression, level), progress,
+                None, IMAGE_PREFIX, meter)
+            images.append({"mediaType": MANIFEST_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(manifest)),
+                           "platform": {"architecture": ARCHITECTURE[platform], "os": "linux"}})
+            env_digests[platform] = env_digest
+            shutil.rmtree(tree)
+        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
+        digest = oci_layout.write_index(layout, index, tag or lock.meta("target") or "env")
+        _place(layout, work, out, fmt, sboms)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return digest, env_digests
+
+
+def _buildable_here(lock: Lock, platform: str) -> None:
+    """Refuses a foreign platform's pip packages: conda packages of any platform are linked without running
+    anything of theirs, but wheels are installed by the environment's own Python, which cannot run here."""
+    native = home.native_platform()
+    if platform != native and any(p.manager == "pip" for p in lock.packages_for(platform)):
+        raise UserError(f"the lock's {platform} environment has PyPI packages, which only a {platform} host can install",
+                        f"export {platform} on a {platform} host, or pass --platform {native or 'of this host'}")
+
+
 def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, layer_budget: int, level: int,
                   progress: Callable[[str], None], base: Path | None = None, fmt: str = "oci-layout",
                   manifests: Path | None = None, image_prefix: str | None = None,
-                  allow_foreign: Sequence[str] = (), meter: Meter | None = None) -> tuple[str, str]:
+                  allow_foreign: Sequence[str] = (), meter: Meter | None = None,
+                  compression: str = "gzip") -> tuple[str, str]:
     """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
     `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
+    _checked_compression(compression, level)
     conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign)
     if not conformance.clean:
         first = conformance.lines()[0]
@@ -94,7 +162,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
                                                 "platform": conformance.platform, "prefix": prefix,
                                                 "conformance_digest": conformance.expected_digest})
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
-                              (layer_budget, level), progress, base, fmt, prefix, meter)
+                              (layer_budget, compression, level), progress, base, fmt, prefix, meter)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -108,36 +176,53 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
-                 tag: str | None, layering: tuple[int, int], progress: Callable[[str], None], base: Path | None,
+                 tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None,
                  fmt: str, prefix: str, meter: Meter | None = None) -> str:
-    """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest."""
+    """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest.
+    `layering`: (layer budget, compression, level)."""
+    layout = work / "layout"
+    manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter)
+    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
+    _place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
+    return digest
+
+
+def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, layout: Path,
+           layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None, prefix: str,
+           meter: Meter | None) -> tuple[dict[str, Any], bytes]:
+    """Layers and config of the environment in `tree` put into `layout`: (the image manifest, its SBOM)."""
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
-    layout = work / "layout"
     base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
-    layers = base_layers + _layers(tree, layout, layering[0], layering[1], progress, prefix, meter)
+    layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
                 "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
                 "layers": [descriptor for descriptor, _ in layers]}
     if annotations:
         manifest["annotations"] = annotations
-    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
-    (layout / "sbom.cdx.json").write_bytes(sbom)
+    return manifest, sbom
+
+
+def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]) -> None:
+    """The finished layout moved to `out` (or archived there) in one rename, its SBOMs beside it
+    (`NAME` in the folder, `OUT.NAME` beside an archive)."""
+    for name, sbom in sboms.items():
+        (layout / name).write_bytes(sbom)
     if fmt == "oci-layout":
         if out.exists():
             shutil.rmtree(out)
         os.rename(layout, out)
+        return
+    archive = work / "archive.tar"
+    if fmt == "oci-archive":
+        oci_layout.write_archive(layout, archive)
     else:
-        archive = work / "archive.tar"
-        if fmt == "oci-archive":
-            oci_layout.write_archive(layout, archive)
-        else:
-            registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
-        os.replace(archive, out)
-        out.with_name(out.name + ".sbom.cdx.json").write_bytes(sbom)
-    return digest
+        registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
+    os.replace(archive, out)
+    for name, sbom in sboms.items():
+        out.with_name(f"{out.name}.{name}").write_bytes(sbom)
 
 
 def _base_python(base: Path | None, version: str | None, progress: Callable[[str], None]) -> str:
@@ -188,15 +273,16 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
             if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
-def _layers(tree: Path, layout: Path, budget: int, level: int, progress: Callable[[str], None],
+def _layers(tree: Path, layout: Path, layering: tuple[int, str, int], progress: Callable[[str], None],
             prefix: str, meter: Meter | None = None) -> list[tuple[dict[str, Any], str]]:
+    budget, compression, level = layering
     owned, rest = _ownership(tree)
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
     plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
     groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
-    cache = LayerCache(level)
+    cache = LayerCache(compression, level)
     known = _manifest_digests(tree)
-    # tar, sha256 and zlib release the GIL: layers are built on every core, kept in plan order
+    # tar, sha256, zlib and zstd release the GIL: layers are built on every core, kept in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1))) as pool:
         futures = [pool.submit(cache.layer, tree, files, layout, known, prefix) for files in groups]
         for count, _ in enumerate(as_completed(futures), 1):

@@ -206,10 +206,15 @@ def freeze(
 def export(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve (or pin)."),
     out: Path = typer.Option(..., "--out", help="The OCI image layout folder to write."),
-    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
-    tag: Optional[str] = typer.Option(None, "--tag", help="The tag in the layout (default: <target>-<platform>)."),
+    platform: list[str] = typer.Option([], "--platform", "-p", help="Which platform of the lock (default: this host's); "
+                                       "repeated, one image per platform under one image index."),
+    all_platforms: bool = typer.Option(False, "--all-platforms", help="An image index of every platform the lock locks."),
+    tag: Optional[str] = typer.Option(None, "--tag", help="The tag in the layout (default: <target>-<platform>, "
+                                      "or <target> for an index)."),
     layers: int = typer.Option(100, "--layers", help="Layer budget: one per package up to this, then grouped."),
-    level: int = typer.Option(1, "--compression-level", help="gzip level of new layers (1 fast ... 9 small)."),
+    compression: str = typer.Option("gzip", "--compression", help="Layer compression: gzip, or zstd (smaller, faster "
+                                    "to unpack; podman and containerd read it, older Docker engines do not)."),
+    level: int = typer.Option(1, "--compression-level", help="Level of new layers (gzip 1 fast ... 9 small, zstd 1 ... 19)."),
     base: Optional[Path] = typer.Option(None, "--base", help="An OCI layout of a base image (a CUDA runtime, a Debian slim)."),
     fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
     from_prefix: Optional[Path] = typer.Option(None, "--from-prefix", help="Export this existing environment (it must "
@@ -219,26 +224,48 @@ def export(
                                                "(default: the same path, so its scripts stay right)."),
     allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --from-prefix: a file no package states "
                                             "that you accept in the image. Repeatable."),
-    as_json: bool = typer.Option(False, "--json", help="Print {image_digest, environment_digest, out, format} as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print {image_digest, environment_digest, out, format} as JSON "
+                                 "(environment_digests, per platform, for an index)."),
 ) -> None:
     """Write the lock's environment (at /opt/env, or an existing one at its path) as an OCI image; print the digest."""
     if from_prefix is None and (manifests is not None or image_prefix is not None):
         fail("--manifests and --image-prefix go with --from-prefix", "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
+    several = all_platforms or len(platform) > 1
+    if all_platforms and platform:
+        fail("--all-platforms and --platform exclude each other", "pass one, or --platform once per platform", 2)
+    if several and (from_prefix is not None or base is not None):
+        fail("an image index of several platforms is built from the lock, on no base image",
+             "drop --from-prefix and --base, or export one --platform", 2)
     from lockgen.cli.ui import Meter
 
     meter = Meter()
     try:
-        if from_prefix is not None:
+        if several:
+            from lockgen.api.export import export_index
+
+            digest, env_digests = export_index(lock, platform, out, tag, layers, level, progress, fmt, meter=meter,
+                                               compression=compression)
+        elif from_prefix is not None:
             from lockgen.api.export import export_prefix
 
             digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base, fmt, manifests,
-                                               image_prefix, allow_foreign, meter=meter)
+                                               image_prefix, allow_foreign, meter=meter,
+                                               compression=compression)
         else:
             from lockgen.api.export import export as run
 
-            digest, env_digest = run(lock, platform, out, tag, layers, level, progress, base, fmt, meter=meter)
+            digest, env_digest = run(lock, platform[0] if platform else None, out, tag, layers, level, progress, base,
+                                     fmt, meter=meter, compression=compression)
     finally:
         meter.close()
+    if several:
+        for name, env_digest in env_digests.items():
+            progress(f"{name}: environment digest sha256:{env_digest}")
+        if as_json:
+            print_json({"image_digest": digest, "environment_digests": env_digests, "out": str(out), "format": fmt})
+        else:
+            print(digest)
+        return
     progress(f"environment digest sha256:{env_digest}")
     if as_json:
         print_json({"image_digest": digest, "environment_digest": env_digest, "out": str(out), "format": fmt})

@@ -1,10 +1,12 @@
 """OCI image constants lockgen writes and reads: media types (images, indexes, the empty config of an
-artifact), the environment's path inside an image, the labels that name the lock and environment, and
+artifact, layers per compression and the levels each allows), the environment's path inside an image, the labels that name the lock and environment, and
 the image architecture of each platform."""
 
 from __future__ import annotations
 
-LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
+LAYER_MEDIA_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
+                     "zstd": "application/vnd.oci.image.layer.v1.tar+zstd"}  # compression -> layer media type
+COMPRESSION_LEVELS = {"gzip": range(1, 10), "zstd": range(1, 20)}  # zstd 20-22 need a decoder's large window
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
