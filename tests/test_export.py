@@ -31,6 +31,23 @@ def require(tool: str) -> str:
     return path
 
 
+def podman_run(layout: Path, tag: str, *command: str) -> subprocess.CompletedProcess[str]:
+    """Runs the image `layout:tag` with podman from a per-test store (vfs), no network, runc and the ulimits
+    these machines need; podman refuses a runroot path over 50 characters, so the stores live in a short
+    temporary folder, removed afterwards. No `command` runs the image's own entrypoint and cmd."""
+    short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
+    root_dir, run_dir = short / "r", short / "rr"
+    try:
+        subprocess.run([require("skopeo"), "copy", f"oci:{layout}:{tag}", f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/t:t"],
+                       check=True, capture_output=True)
+        return subprocess.run([require("podman"), "--root", str(root_dir), "--runroot", str(run_dir), "--storage-driver",
+                               "vfs", "--runtime", "runc", "run", "--rm", "--network", "none", "--ulimit",
+                               "nofile=20000:20000", "--ulimit", "nproc=32768:32768", "localhost/t:t", *command],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
 def make_lock(tmp_path: Path, libfoo: str) -> Path:
     channel = tmp_path / "channel"
     if not channel.exists():
@@ -202,19 +219,8 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "uid=1000 hello from the lock\n"
-    # and through podman, from a per-test store (vfs), no network, runc and ulimits as these machines need;
-    # podman refuses a runroot path over 50 characters, so the stores live in a short temporary folder
-    short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
-    root_dir, run_dir = short / "r", short / "rr"
-    store = f"[vfs@{root_dir}+{run_dir}]"
-    subprocess.run([require("skopeo"), "copy", f"oci:{tmp_path / 'img'}:cpu-linux-64",
-                    f"containers-storage:{store}localhost/hello:cpu"], check=True, capture_output=True)
-    podman = subprocess.run([require("podman"), "--root", str(root_dir), "--runroot",
-                             str(run_dir), "--storage-driver", "vfs", "--runtime", "runc", "run",
-                             "--rm", "--network", "none", "--ulimit", "nofile=20000:20000", "--ulimit",
-                             "nproc=32768:32768", "localhost/hello:cpu", "/opt/env/bin/hello"],
-                            capture_output=True, text=True, timeout=120)
-    shutil.rmtree(short, ignore_errors=True)
+    # and through podman, from a per-test store
+    podman = podman_run(tmp_path / "img", "cpu-linux-64", "/opt/env/bin/hello")
     assert podman.returncode == 0, podman.stderr
     assert podman.stdout == "uid=1000 hello from the lock\n"
 

@@ -88,6 +88,8 @@ def _changed_requests(have: LockMetadata, want: LockMetadata) -> list[str]:
     before, after = [c.url for c in have.channels], [c.url for c in want.channels]
     if before != after:
         named.append(_change("channels", " ".join(before), " ".join(after)))
+    if have.custom_metadata.get("lockgen.image") != want.custom_metadata.get("lockgen.image"):
+        named.append("[image] settings changed")
     return named
 
 

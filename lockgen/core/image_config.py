@@ -1,9 +1,11 @@
 """The OCI image config of an exported environment, pure: the environment at `/opt/env` first on PATH,
-NVIDIA runtime variables for CUDA locks, labels naming the lock and environment, a non-root user, and
-a base image's own settings kept where they do not conflict."""
+NVIDIA runtime variables for CUDA locks, labels naming the lock and environment, a non-root user, the
+stack's `[image]` settings as the lock records them (entrypoint, cmd, env, workdir, user, exposed ports,
+labels, volumes), and a base image's own settings kept where they do not conflict."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from lockgen.model.lock import Lock
@@ -38,14 +40,23 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
         PREFIX_LABEL: prefix,
     }
     inherited = (base or {}).get("config", {})
+    settings = json.loads(lock.meta("image")) if lock.meta("image") else {}  # the stack's [image], as locked
     for line in inherited.get("Env", []):
         key = line.split("=", 1)[0]
         if key == "PATH":
             env[0] = f"PATH={prefix}/bin:{line.split('=', 1)[1]}"
-        elif not any(e.startswith(key + "=") for e in env):
+        elif not any(e.startswith(key + "=") for e in env) and key not in settings.get("env", {}):
             env.append(line)
+    env += [f"{key}={value}" for key, value in sorted(settings.get("env", {}).items())]
+    config = {**{k: v for k, v in inherited.items() if k not in ("Env", "Labels", "User")},
+              "User": settings.get("user", "1000:1000"), "Env": env,
+              "WorkingDir": settings.get("workdir") or inherited.get("WorkingDir", "/"),
+              "Labels": {**inherited.get("Labels", {}), **settings.get("labels", {}), **labels}}
+    for key, field in (("Entrypoint", "entrypoint"), ("Cmd", "cmd")):
+        if settings.get(field) is not None:
+            config[key] = list(settings[field])
+    for key, field in (("ExposedPorts", "exposed-ports"), ("Volumes", "volumes")):
+        if settings.get(field):
+            config[key] = {**inherited.get(key, {}), **{entry: {} for entry in settings[field]}}
     return {"created": "1970-01-01T00:00:00Z", "architecture": ARCHITECTURE[platform], "os": "linux",
-            "config": {**{k: v for k, v in inherited.items() if k not in ("Env", "Labels", "User")},
-                       "User": "1000:1000", "Env": env, "WorkingDir": inherited.get("WorkingDir", "/"),
-                       "Labels": {**inherited.get("Labels", {}), **labels}},
-            "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+            "config": config, "rootfs": {"type": "layers", "diff_ids": diff_ids}}

@@ -59,6 +59,8 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         "unknown-releases": spec.unknown_releases,
         "facts-valid-as-of": facts_date,
     }
+    if spec.image is not None:  # what the exported image runs and exposes: export applies it
+        meta["image"] = lock_meta.image_text(spec)
     for dependency in spec.dependencies:  # each request by name, so `--check` can say which one changed
         meta[f"requested.conda.{dependency.name}"] = dependency.spec or "*"
     for requirement in spec.pypi_dependencies:

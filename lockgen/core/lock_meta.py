@@ -5,17 +5,24 @@ the PyPI layer, and one content hash per platform's solve. The keys they are wri
 from __future__ import annotations
 
 from lockgen.core.credentials import scrub_url
-from lockgen.digests import canonical_digest
+from lockgen.digests import canonical_digest, canonical_json
 from lockgen.model.plan import SolveRequest
 from lockgen.model.spec import PypiDependency, StackSpec, Target
 
 
 def spec_digest(spec: StackSpec) -> str:
-    """What every target shares: channels, dependencies (exclude-newer is recorded on its own)."""
-    return canonical_digest({
-        "channels": list(spec.channels),
-        "dependencies": sorted(d.match_spec() for d in spec.dependencies),
-    })
+    """What every target shares: channels, dependencies, the `[image]` settings when there are any
+    (exclude-newer is recorded on its own)."""
+    shared = {"channels": list(spec.channels), "dependencies": sorted(d.match_spec() for d in spec.dependencies)}
+    if spec.image is not None:
+        shared["image"] = image_text(spec)
+    return canonical_digest(shared)
+
+
+def image_text(spec: StackSpec) -> str:
+    """The `[image]` settings as the lock records them: canonical JSON, for export to apply."""
+    assert spec.image is not None
+    return canonical_json(spec.image.model_dump(mode="json", by_alias=True)).decode()
 
 
 def target_digest(spec: StackSpec, target: Target) -> str:

@@ -15,19 +15,21 @@ from pydantic import ValidationError
 from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
 from lockgen.errors import SpecError
-from lockgen.model.spec import Dependency, PypiDependency, PypiOptions, StackSpec, Target
+from lockgen.model.spec import Dependency, ImageSettings, PypiDependency, PypiOptions, StackSpec, Target
 
-_TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "targets")
+_TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "targets", "image")
 _STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unknown-releases")
 _DEP_TABLE_KEYS = ("version", "build")
 _PYPI_TABLE_KEYS = ("version", "extras", "index")
 _PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build")
+_IMAGE_KEYS = ("entrypoint", "cmd", "env", "workdir", "user", "exposed-ports", "labels", "volumes")
 _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
     "target": "keys of a target: arch, driver, platforms, glibc, cuda, cuda-compat, allow-ptx-jit",
     "dependency": "a dependency is a match spec string (\"2.6.*\") or a table { version = \"2.6.*\", build = \"cuda*\" }",
     "pypi": "a PyPI dependency is a PEP 440 specifier (\">=2.4\") or a table { version = \">=4.40\", extras = [\"torch\"], index = \"URL\" }",
     "pypi-options": "keys of [pypi-options]: " + ", ".join(_PYPI_OPTION_KEYS),
+    "image": "keys of [image]: " + ", ".join(_IMAGE_KEYS),
 }
 
 
@@ -69,6 +71,7 @@ def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
     pypi = _table(document, "pypi-dependencies", locator) if "pypi-dependencies" in document else {}
     pypi_dependencies = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
     pypi_options = _pypi_options(document.get("pypi-options"), locator)
+    image = _image(document.get("image"), locator)
     targets_table = _table(document, "targets", locator)
     if not targets_table:
         raise locator.error("no targets", "add at least one [targets.NAME] table with `arch`", ("targets",))
@@ -77,7 +80,7 @@ def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
     fields["exclude_newer"] = _exclude_newer(stack.get("exclude-newer"), locator, ("stack", "exclude-newer"))
     try:
         return StackSpec(dependencies=dependencies, pypi_dependencies=pypi_dependencies, pypi_options=pypi_options,
-                         targets=targets, **fields)
+                         targets=targets, image=image, **fields)
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
@@ -148,6 +151,20 @@ def _pypi_options(value: Any, locator: "_Locator") -> PypiOptions:
         return PypiOptions(**fields)
     except ValidationError as exc:
         raise locator.from_validation(exc, ("pypi-options",), _HINT_KEYS["pypi-options"]) from None
+
+
+def _image(value: Any, locator: "_Locator") -> ImageSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise locator.error("`image` must be a table", "write it as [image]", ("image",))
+    for key in value:
+        if key not in _IMAGE_KEYS:
+            raise locator.error(f"unknown key `{key}` in [image]", _HINT_KEYS["image"], ("image", key))
+    try:
+        return ImageSettings(**value)
+    except ValidationError as exc:
+        raise locator.from_validation(exc, ("image",), _HINT_KEYS["image"]) from None
 
 
 def _target(name: str, value: Any, locator: "_Locator") -> Target:

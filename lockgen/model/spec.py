@@ -161,6 +161,81 @@ def _check_platforms(value: tuple[str, ...]) -> None:
         raise ValueError("platforms are listed twice")
 
 
+_PORT = re.compile(r"^(\d{1,5})(/(tcp|udp|sctp))?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
+RESERVED_ENV = ("PATH", "CONDA_PREFIX")  # the environment's own: lockgen sets them
+RESERVED_LABEL_PREFIX = "dev.lockgen."  # the labels that bind an image to its lock and environment
+
+
+class ImageSettings(Frozen):
+    """`[image]` in stack.toml: what an exported image runs and exposes (the OCI config's fields)."""
+
+    entrypoint: tuple[str, ...] | None = None
+    cmd: tuple[str, ...] | None = None
+    env: dict[str, str] = {}
+    workdir: str | None = None
+    user: str = "1000:1000"
+    exposed_ports: tuple[str, ...] = Field((), alias="exposed-ports")
+    labels: dict[str, str] = {}
+    volumes: tuple[str, ...] = ()
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute_workdir(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"workdir `{value}` must be an absolute path such as \"/home/user\"")
+        return value
+
+    @field_validator("volumes")
+    @classmethod
+    def _absolute_volumes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            if not path.startswith("/") or "\0" in path:
+                raise ValueError(f"volume `{path}` must be an absolute path such as \"/data\"")
+        return tuple(sorted(set(value)))
+
+    @field_validator("exposed_ports", mode="before")
+    @classmethod
+    def _ports(cls, value: object) -> object:
+        if not isinstance(value, (list, tuple)):
+            return value
+        ports = []
+        for port in value:
+            found = _PORT.match(str(port)) if isinstance(port, (str, int)) and not isinstance(port, bool) else None
+            if found is None or not 0 < int(found.group(1)) < 65536:
+                raise ValueError(f"exposed port `{port}` must be PORT or PORT/tcp|udp|sctp, 1 to 65535 (e.g. 8888 or \"22/tcp\")")
+            ports.append(f"{int(found.group(1))}/{found.group(3) or 'tcp'}")
+        return tuple(sorted(set(ports)))
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"env name `{name}` must be letters, digits and `_`, not starting with a digit")
+            if name in RESERVED_ENV:
+                raise ValueError(f"env `{name}` is the environment's own (lockgen sets it); choose another name")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name.startswith(RESERVED_LABEL_PREFIX):
+                raise ValueError(f"label `{name}` is lockgen's: `{RESERVED_LABEL_PREFIX}*` labels bind an image to its lock")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str) -> str:
+        if not _USER.match(value):
+            raise ValueError(f"user `{value}` must be USER, UID or UID:GID (e.g. \"1000:1000\")")
+        if value.split(":")[0] in ("0", "root"):
+            raise ValueError("the image's user must not be root: lockgen's images run as a non-root user")
+        return value
+
+
 class StackSpec(Frozen):
     """A whole `stack.toml`: channels, dependencies and the fleet's targets."""
 
@@ -174,6 +249,7 @@ class StackSpec(Frozen):
     pypi_dependencies: tuple[PypiDependency, ...] = ()
     pypi_options: PypiOptions = PypiOptions()
     targets: tuple[Target, ...]
+    image: ImageSettings | None = None
 
     @field_validator("name")
     @classmethod
