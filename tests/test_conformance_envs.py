@@ -137,7 +137,7 @@ def test_a_forged_image_is_refused_whatever_it_records(tmp_path: Path, monkeypat
     env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest),
                                             "lock_sha256": file_digest(lock), "platform": "linux-64", "prefix": "/opt/env"})
     _write_image(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, tmp_path / "work",
-                 tmp_path / "forged", None, (100, 1), lambda _: None, None, "oci-layout", "/opt/env")
+                 tmp_path / "forged", None, (100, "gzip", 1), lambda _: None, None, "oci-layout", "/opt/env")
     labels_say = run_cli("check", "--image", str(tmp_path / "forged"))
     assert labels_say.returncode == 0  # the image agrees with itself: that proves nothing
     proven = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "forged"),
