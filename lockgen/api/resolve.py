@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
+from lockgen.api import team_steps
 from lockgen.api.stack_steps import load_stack
 from lockgen.core import lock_builder, lock_meta, stack_layout
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
@@ -70,7 +71,8 @@ class _Context:
         return window, requests
 
     def metadata(self, target: Target, window: CudaWindow | None, requests: list[SolveRequest],
-                 pypi: dict[str, PypiPlan] | None = None) -> LockMetadata:
+                 pypi: dict[str, PypiPlan] | None = None, base: tuple[str, str] | None = None,
+                 moved: dict[str, list[str]] | None = None) -> LockMetadata:
         """What a lock records; without `pypi` (resolve --check, which solves nothing) the per-platform
         PyPI keys, which depend on the conda solution, are left out and not compared."""
         digests: dict[str, str] = {}
@@ -82,7 +84,7 @@ class _Context:
             extra = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
             hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
         return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes,
-                                              self.stack_path.name, pypi, self.facts.valid_as_of)
+                                              self.stack_path.name, pypi, self.facts.valid_as_of, base, moved)
 
 
 def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
@@ -100,21 +102,65 @@ def _selected(spec: StackSpec, names: Sequence[str]) -> list[Target]:
 
 def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str] = (), aliases: Sequence[str] = (),
             dry_run: bool = False, progress: Progress = lambda _: None) -> list[TargetResult]:
-    """Solves every selected target and writes its lock; nothing is written unless all succeed."""
+    """Solves every selected target and writes its lock; nothing is written unless all succeed. A team stack
+    (`extends`) is solved with every package of the base's lock for the target held."""
     context = _context(stack_path, aliases)
     plans = []
-    jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
-    pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
     for target in _selected(context.spec, targets):
         window, requests = context.plan(target)
-        pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
-        pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         plans.append((target, window, requests))
-        jobs.extend((request, pinned.get(request.platform)) for request in requests)
         for request in requests:
             progress(f"resolving {target.name} ({target.arch}) for {request.platform}")
             for note in request.inferred_builds:
                 progress(f"  {note}")
+    bases = {t.name: team_steps.base_lock(stack_path, context.spec, t) for t, _, _ in plans} if context.spec.extends else {}
+    released: dict[str, set[str]] = {}
+    moved: dict[tuple[str, str], list[str]] = {}
+    try:
+        conda, pypi = _solve(context, plans, updates, bases, released, progress)
+    except UnsatisfiableError as exc:
+        if not bases:
+            raise
+        moved = _moved_by_team(context, plans, updates, bases, exc, progress)
+        released = {name: {line.split(" ")[0] for (t, _), lines in moved.items() if t == name for line in lines}
+                    for name in bases}
+        conda, pypi = _solve(context, plans, updates, bases, released, progress)
+    planned = []
+    for target, window, requests in plans:
+        packages = [p for t, _, r, found in conda if t is target for p in found]
+        packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
+        plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
+        base = (context.spec.extends, bases[target.name][1]) if target.name in bases else None
+        metadata = context.metadata(target, window, requests, plans_of_target, base,
+                                    {platform: lines for (name, platform), lines in moved.items() if name == target.name})
+        planned.append((target, lock_builder.resolved_lock(metadata, packages)))
+    results = []
+    for target, lock in planned:
+        path = context.lock_path(target)
+        text = dump_lock(lock)
+        unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
+        if not dry_run and not unchanged:
+            write_atomic(path, text)
+        results.append(TargetResult(target.name, target.arch, path, written=not dry_run and not unchanged,
+                                    unchanged=unchanged, packages=_counts(lock), highlights=_highlights(lock)))
+    return results
+
+
+Plans = list[tuple[Target, "CudaWindow | None", list[SolveRequest]]]
+
+
+def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[str, tuple[Lock, str]],
+           released: dict[str, set[str]], progress: Progress, hold_base: bool = True) -> tuple[list, dict]:
+    """The conda solves of every plan, then the PyPI layer on top: (conda results, PyPI results)."""
+    jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
+    pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
+    for target, _, requests in plans:
+        pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
+        if target.name in bases and hold_base:
+            base_holds = team_steps.holds(bases[target.name][0], released.get(target.name, set()))
+            pinned, held_pip = team_steps.with_team_pins(base_holds, (pinned, held_pip))
+        pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
+        jobs.extend((request, pinned.get(request.platform)) for request in requests)
 
     def done(request: SolveRequest, count: int, seconds: float) -> None:
         progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")
@@ -132,23 +178,33 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         from lockgen.api.pypi import resolve_pypi
 
         pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins)
-    planned = []
-    for target, window, requests in plans:
-        packages = [p for t, _, r, found in conda if t is target for p in found]
-        packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
-        plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
-        lock = lock_builder.resolved_lock(context.metadata(target, window, requests, plans_of_target), packages)
-        planned.append((target, lock))
-    results = []
-    for target, lock in planned:
-        path = context.lock_path(target)
-        text = dump_lock(lock)
-        unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
-        if not dry_run and not unchanged:
-            write_atomic(path, text)
-        results.append(TargetResult(target.name, target.arch, path, written=not dry_run and not unchanged,
-                                    unchanged=unchanged, packages=_counts(lock), highlights=_highlights(lock)))
-    return results
+    return conda, pypi
+
+
+def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[str, tuple[Lock, str]],
+                   failed: UnsatisfiableError, progress: Progress) -> dict[tuple[str, str], list[str]]:
+    """Which base packages the team's dependencies move, from a solve without the holds; an error naming them
+    unless the stack says `override = true`. When even the free solve fails, the holds were not the cause."""
+    progress("the team's dependencies do not solve on the held base: solving without the holds to see what would move")
+    try:
+        conda, pypi = _solve(context, plans, updates, bases, {}, lambda _: None, hold_base=False)
+    except UnsatisfiableError:
+        raise failed from None
+    moved = {}
+    for target, _, request, found in conda:
+        found = found + pypi.get((target.name, request.platform), (None, []))[1]
+        lines = team_steps.moved(bases[target.name][0], request.platform, found)
+        if lines:
+            moved[(target.name, request.platform)] = lines
+    if not moved:
+        raise failed
+    shown = "; ".join(f"{name} on {platform}: {', '.join(lines[:4])}" for (name, platform), lines in sorted(moved.items()))
+    if not context.spec.override:
+        raise UserError(f"the team's dependencies would move packages the base holds: {shown}",
+                        f"change the team's requirements, update the base ({context.spec.extends}), or set "
+                        "`override = true` under [stack] (the lock then records what moved)")
+    progress(f"override: {shown}")
+    return moved
 
 
 def _pins(context: _Context, target: Target, updates: Sequence[str]
@@ -228,7 +284,8 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
             reasons.append(Staleness(target.name, "target-missing", f"no lock at {path}"))
             continue
         window, requests = context.plan(target)
-        expected = context.metadata(target, window, requests)
+        base = (context.spec.extends, team_steps.base_lock(stack_path, context.spec, target)[1]) if context.spec.extends else None
+        expected = context.metadata(target, window, requests, None, base)
         lock = load_lock(path)
         found = stale_reasons(target.name, lock, expected)
         if not found and context.spec.pypi_dependencies:

@@ -19,6 +19,7 @@ REASONS = {
     "channel-index-changed": "a channel index changed",
     "exclude-newer-changed": "exclude-newer changed",
     "facts-changed": "the torch releases the facts and the index's evidence admit changed",
+    "base-changed": "the base lock the team's lock was held to changed",
 }
 
 
@@ -63,6 +64,8 @@ def stale_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Stale
         [_change("exclude-newer", have.get("lockgen.exclude-newer"), want.get("lockgen.exclude-newer"))])
     add("virtual-packages-changed", differs("lockgen.virtual-packages."))
     add("channel-index-changed", differs("lockgen.index."))
+    add("base-changed", differs("lockgen.base-lock"),
+        [_change("base lock", (have.get("lockgen.base-lock") or "")[:12] or None, (want.get("lockgen.base-lock") or "")[:12] or None)])
     if not reasons:
         add("arch-rules-changed", differs("lockgen.constraints."))
     return reasons

@@ -38,7 +38,8 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
 
 def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None, requests: Sequence[SolveRequest],
                       index_digests: dict[str, str], content_hashes: dict[str, str], source: str,
-                      pypi: dict[str, PypiPlan] | None = None, facts_date: str = "") -> LockMetadata:
+                      pypi: dict[str, PypiPlan] | None = None, facts_date: str = "",
+                      base: tuple[str, str] | None = None, moved: dict[str, list[str]] | None = None) -> LockMetadata:
     """What a resolved lock records about its inputs (without `pypi`, as `resolve --check` builds it, the
     per-platform PyPI keys, which depend on the conda solution, are left out)."""
     meta = {
@@ -59,6 +60,10 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         "unknown-releases": spec.unknown_releases,
         "facts-valid-as-of": facts_date,
     }
+    if base is not None:  # a team stack: the base it extends and the sha256 of the base lock it was held to
+        meta["extends"], meta["base-lock"] = base
+    for platform, lines in sorted((moved or {}).items()):  # override: the base packages the team moved
+        meta[f"base-moved.{platform}"] = "; ".join(lines)
     if spec.image is not None:  # what the exported image runs and exposes: export applies it
         meta["image"] = lock_meta.image_text(spec)
     for dependency in spec.dependencies:  # each request by name, so `--check` can say which one changed

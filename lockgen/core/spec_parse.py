@@ -18,7 +18,8 @@ from lockgen.errors import SpecError
 from lockgen.model.spec import Dependency, ImageSettings, PypiDependency, PypiOptions, StackSpec, Target
 
 _TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "targets", "image")
-_STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unknown-releases")
+_STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unknown-releases", "extends", "override")
+_INHERITED_KEYS = ("platforms", "exclude-newer", "python", "unknown-releases")  # a team stack takes the base's
 _DEP_TABLE_KEYS = ("version", "build")
 _PYPI_TABLE_KEYS = ("version", "extras", "index")
 _PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build")
@@ -47,10 +48,30 @@ def _repeated_line(text: str, key: str) -> int | None:
     return None
 
 
-def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
-    """Parses the text of a stack file; every problem is a SpecError naming `source` and the line."""
+def extends_of(text: str, source: str = "stack.toml") -> str | None:
+    """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later)."""
+    document = _document(text, source)
+    stack = document.get("stack") if isinstance(document.get("stack"), dict) else {}
+    value = stack.get("extends")
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise _Locator(text, source).error("`extends` must name a base stack file", 'write extends = "../platform/stack.toml"',
+                                           ("stack", "extends"))
+    return value
+
+
+def parse_stack_text(text: str, source: str = "stack.toml", base: StackSpec | None = None) -> StackSpec:
+    """Parses the text of a stack file; every problem is a SpecError naming `source` and the line. A stack
+    that `extends` another is parsed on top of `base`, whose channels, platforms, targets and rules it takes."""
+    document = _document(text, source)
+    locator = _Locator(text, source)
+    if base is not None:
+        return _team_stack(document, locator, base)
+    return _stack(document, locator)
+
+
+def _document(text: str, source: str) -> dict[str, Any]:
     try:
-        document = tomlkit.parse(text).unwrap()
+        return tomlkit.parse(text).unwrap()
     except ParseError as exc:
         raise SpecError(f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0],
                         "fix the TOML syntax at that line", source, exc.line) from None
@@ -58,7 +79,9 @@ def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
         key = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
         raise SpecError(f"key `{key}` is set twice in one table", "keep one of the two lines",
                         source, _repeated_line(text, key)) from None
-    locator = _Locator(text, source)
+
+
+def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
     for key in document:
         if key not in _TOP_TABLES:
             raise locator.error(f"unknown table `{key}`", f"top-level tables: {', '.join(_TOP_TABLES)}", (key,))
@@ -81,6 +104,48 @@ def parse_stack_text(text: str, source: str = "stack.toml") -> StackSpec:
     try:
         return StackSpec(dependencies=dependencies, pypi_dependencies=pypi_dependencies, pypi_options=pypi_options,
                          targets=targets, image=image, **fields)
+    except ValidationError as exc:
+        raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
+
+
+def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) -> StackSpec:
+    """A team stack on a base: the base's platforms, targets and rules; its dependencies added to the base's."""
+    for key in document:
+        if key not in _TOP_TABLES:
+            raise locator.error(f"unknown table `{key}`", f"top-level tables: {', '.join(_TOP_TABLES)}", (key,))
+    stack = _table(document, "stack", locator)
+    where = stack["extends"]
+    for key in stack:
+        if key not in _STACK_KEYS:
+            raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
+        if key in _INHERITED_KEYS:
+            raise locator.error(f"`{key}` comes from the base stack ({where})", f"remove it here, or change it in {where}",
+                                ("stack", key))
+    for table in ("targets", "pypi-options"):
+        if table in document:
+            raise locator.error(f"[{table}] comes from the base stack ({where})", f"remove it here, or change it in {where}",
+                                (table,))
+    conda = document.get("dependencies") or {}
+    pypi = document.get("pypi-dependencies") or {}
+    if not isinstance(conda, dict) or not isinstance(pypi, dict):
+        raise locator.error("dependencies must be tables", "write them as [dependencies] and [pypi-dependencies]", ())
+    added = tuple(_dependency(n, v, locator) for n, v in conda.items())
+    added_pypi = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
+    if not added and not added_pypi:
+        raise locator.error("the team stack adds no dependencies", "add [dependencies] or [pypi-dependencies] on top of the base", ())
+    held = {d.name for d in base.dependencies} | {d.name for d in base.pypi_dependencies}
+    for dependency in (*added, *added_pypi):
+        if dependency.name in held:
+            table = "dependencies" if dependency in added else "pypi-dependencies"
+            raise locator.error(f"`{dependency.name}` is the base's dependency, held at its locked build",
+                                f"remove it here; to move it, update the base ({where})", (table, dependency.name))
+    channels = tuple(dict.fromkeys(base.channels + tuple(stack.get("channels", ()))))
+    try:
+        return StackSpec.model_validate({
+            **base.model_dump(by_alias=True), "name": stack.get("name", base.name), "channels": channels,
+            "dependencies": base.dependencies + added, "pypi_dependencies": base.pypi_dependencies + added_pypi,
+            "image": _image(document.get("image"), locator) or base.image, "extends": where,
+            "override": stack.get("override", False)})
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 

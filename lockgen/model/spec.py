@@ -250,6 +250,8 @@ class StackSpec(Frozen):
     pypi_options: PypiOptions = PypiOptions()
     targets: tuple[Target, ...]
     image: ImageSettings | None = None
+    extends: str | None = None  # a base stack.toml (relative to this one): its locks' packages are held
+    override: bool = False  # with extends: the team's dependencies may move base packages (the lock says which)
 
     @field_validator("name")
     @classmethod

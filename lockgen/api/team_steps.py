@@ -1,0 +1,71 @@
+"""A step of resolve for team stacks (`[stack] extends`): the base's lock for each target held, package for
+package, under the team's solve; and when the team's dependencies cannot be solved on the held base, which
+base packages a free solve would move, so the error (or, with `override = true`, the lock) can name them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.stack_file import base_stack_path
+from lockgen.core import stack_layout
+from lockgen.digests import file_digest
+from lockgen.errors import UserError
+from lockgen.model.lock import Lock, LockedPackage
+from lockgen.model.names import normalize
+from lockgen.model.spec import StackSpec, Target
+
+CondaPins = dict[str, list[tuple[str, str, str]]]  # platform -> (name, version, build)
+PipPins = dict[str, tuple[str, ...]]  # platform -> name==version
+
+
+def base_lock_path(stack_path: Path, spec: StackSpec, target: Target) -> Path:
+    assert spec.extends is not None
+    return stack_layout.lock_path(base_stack_path(stack_path, spec.extends).parent, target.name)
+
+
+def base_lock(stack_path: Path, spec: StackSpec, target: Target) -> tuple[Lock, str]:
+    """(the base's lock for `target`, its sha256); the base must have been resolved first."""
+    path = base_lock_path(stack_path, spec, target)
+    if not path.is_file():
+        raise UserError(f"the base stack has no lock for target `{target.name}` ({path})",
+                        f"resolve the base first: lockgen resolve {base_stack_path(stack_path, spec.extends or '')}")
+    return load_lock(path), file_digest(path)
+
+
+def holds(lock: Lock, released: set[str]) -> tuple[CondaPins, PipPins]:
+    """Every package of the base lock as a pin, per platform, but those in `released` (moved by override)."""
+    conda: CondaPins = {}
+    pip: dict[str, list[str]] = {}
+    for package in lock.package:
+        if normalize(package.name) in released:
+            continue
+        if package.manager == "conda":
+            conda.setdefault(package.platform, []).append((package.name, package.version, package.build or ""))
+        else:
+            pip.setdefault(package.platform, []).append(f"{package.name}=={package.version}")
+    return conda, {platform: tuple(sorted(lines)) for platform, lines in pip.items()}
+
+
+def with_team_pins(base: tuple[CondaPins, PipPins], team: tuple[CondaPins, PipPins]) -> tuple[CondaPins, PipPins]:
+    """The base's holds, plus `--update`'s pins of the team's own packages (a base package is the base's)."""
+    conda = {platform: list(pins) for platform, pins in base[0].items()}
+    for platform, pins in team[0].items():
+        held = {name for name, _, _ in conda.get(platform, [])}
+        conda.setdefault(platform, []).extend(p for p in pins if p[0] not in held)
+    pip = dict(base[1])
+    for platform, pins in team[1].items():
+        held = {line.split("==")[0] for line in pip.get(platform, ())}
+        pip[platform] = tuple(sorted(set(pip.get(platform, ())) | {p for p in pins if p.split("==")[0] not in held}))
+    return conda, pip
+
+
+def moved(lock: Lock, platform: str, solved: list[LockedPackage]) -> list[str]:
+    """`name base-version -> version` for each package of the base lock a solve changed or dropped."""
+    found = {normalize(p.name): p.version for p in solved}
+    changes = []
+    for package in sorted(lock.packages_for(platform), key=lambda p: normalize(p.name)):
+        now = found.get(normalize(package.name))
+        if now != package.version:
+            changes.append(f"{package.name} {package.version} -> {now or '(removed)'}")
+    return changes

@@ -1,0 +1,99 @@
+"""Team stacks on a base (`[stack] extends`): the base's lock held package for package under the team's solve,
+a team requirement that would move a base package named (or, with `override = true`, recorded), and a team
+lock reported stale when its base lock changed. Against a tiny channel of real packages the tests build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.lockfile_yaml import load_lock
+from tests.channel_factory import Pkg, build_channel
+from tests.conftest import run_cli
+
+BASE_PACKAGES = [Pkg("tok", "0.21.4"), Pkg("base-lib", "1.0", depends=("tok",)), Pkg("teamtool", "1.0")]
+LATER = [Pkg("tok", "0.22.1"), Pkg("trans", "1.0", depends=("tok >=0.22",))]  # published after the base was locked
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> tuple[Path, Path]:
+    """(the channel, the base stack), the base resolved while the channel held only BASE_PACKAGES."""
+    channel = build_channel(tmp_path / "channel", BASE_PACKAGES)
+    base = write(tmp_path / "platform" / "stack.toml",
+                 f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n'
+                 '[targets.cpu]\narch = "cpu"\n')
+    assert run_cli("resolve", str(base)).returncode == 0
+    build_channel(channel, BASE_PACKAGES + LATER)
+    return channel, base
+
+
+def versions(lock: Path) -> dict[str, str]:
+    return {p.name: f"{p.version} {p.build}" for p in load_lock(lock).package}
+
+
+def team(tmp_path: Path, deps: str, extra: str = "") -> Path:
+    return write(tmp_path / "team" / "stack.toml",
+                 f'[stack]\nname = "team"\nextends = "../platform/stack.toml"\n{extra}\n[dependencies]\n{deps}\n')
+
+
+def test_a_team_stack_holds_the_base_and_adds_its_own(tmp_path: Path, platform: tuple[Path, Path]) -> None:
+    _, base = platform
+    stack = team(tmp_path, 'teamtool = "*"')
+    done = run_cli("resolve", str(stack))
+    assert done.returncode == 0, done.stderr
+    base_lock, team_lock = base.parent / "locks" / "cpu.conda-lock.yml", stack.parent / "locks" / "cpu.conda-lock.yml"
+    held, mine = versions(base_lock), versions(team_lock)
+    assert {name: mine[name] for name in held} == held and mine["tok"].startswith("0.21.4")  # 0.22.1 exists now
+    assert set(mine) - set(held) == {"teamtool"}
+    meta = load_lock(team_lock).metadata.custom_metadata
+    assert meta["lockgen.extends"] == "../platform/stack.toml" and len(meta["lockgen.base-lock"]) == 64
+    assert run_cli("resolve", str(stack), "--check").returncode == 0
+    base.write_text(base.read_text().replace('base-lib = "*"', 'base-lib = "*"\ntok = "*"'))
+    assert run_cli("resolve", str(base), "--update", "tok").returncode == 0  # the platform team moves tok
+    stale = run_cli("resolve", str(stack), "--check")
+    assert stale.returncode == 1 and "cpu: base-changed: " in stale.stdout, stale.stdout + stale.stderr
+
+
+def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(tmp_path: Path, platform: tuple[Path, Path]) -> None:
+    stack = team(tmp_path, 'trans = "*"')
+    refused = run_cli("resolve", str(stack))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "would move packages the base holds: cpu on linux-64: tok 0.21.4 -> 0.22.1" in refused.stderr, refused.stderr
+    assert "override = true" in refused.stderr and not (stack.parent / "locks").exists()
+    stack.write_text(stack.read_text().replace('extends = "../platform/stack.toml"', 'extends = "../platform/stack.toml"\noverride = true'))
+    done = run_cli("resolve", str(stack))
+    assert done.returncode == 0, done.stderr
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    assert versions(lock)["tok"].startswith("0.22.1")
+    assert load_lock(lock).metadata.custom_metadata["lockgen.base-moved.linux-64"] == "tok 0.21.4 -> 0.22.1"
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nbase-lib = "*"\n', "is the base's dependency"),
+    ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\nplatforms = ["linux-64"]\n[dependencies]\nteamtool = "*"\n',
+     "`platforms` comes from the base stack"),
+    ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = "*"\n[targets.gpu]\narch = "sm90"\n',
+     "[targets] comes from the base stack"),
+    ('[stack]\nname = "team"\nextends = "../nowhere/stack.toml"\n[dependencies]\nteamtool = "*"\n', "does not exist"),
+    ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n', "adds no dependencies"),
+])
+def test_a_bad_team_stack_is_one_error(tmp_path: Path, platform: tuple[Path, Path], text: str, fragment: str) -> None:
+    stack = write(tmp_path / "team" / "stack.toml", text)
+    done = run_cli("resolve", str(stack))
+    assert done.returncode == 1 and fragment in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (stack.parent / "locks").exists()
+
+
+def test_the_base_must_be_resolved_first(tmp_path: Path) -> None:
+    channel = build_channel(tmp_path / "channel", BASE_PACKAGES)
+    write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
+                                                 '[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    done = run_cli("resolve", str(team(tmp_path, 'teamtool = "*"')))
+    assert done.returncode == 1 and "resolve the base first: lockgen resolve" in done.stderr, done.stderr
