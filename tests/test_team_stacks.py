@@ -97,3 +97,32 @@ def test_the_base_must_be_resolved_first(tmp_path: Path) -> None:
                                                  '[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
     done = run_cli("resolve", str(team(tmp_path, 'teamtool = "*"')))
     assert done.returncode == 1 and "resolve the base first: lockgen resolve" in done.stderr, done.stderr
+
+
+def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(tmp_path: Path) -> None:
+    import json
+
+    from lockgen.adapters.signing import render
+    from lockgen.digests import file_digest
+    from tests.conftest import REPO
+
+    channel = build_channel(tmp_path / "channel", [Pkg("pytorch", "2.5.0", build="cpu_h1_0"), Pkg("teamtool", "1.0")])
+    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
+                                                         '[dependencies]\npytorch = "*"\n[targets.cpu]\narch = "cpu"\n')
+    assert run_cli("resolve", str(base)).returncode == 0
+    body = json.loads((REPO / "envs" / "examples" / "h200-system" / "h200-lock-full.cert.json").read_text())["certificate"]
+    body["subject"]["lock_sha256"] = file_digest(base.parent / "locks" / "cpu.conda-lock.yml")
+    write(base.parent / "certs" / "cpu-sm90.cert.json", render({"certificate": body}))
+    build_channel(channel, [Pkg("pytorch", "2.5.0", build="cpu_h1_0"), Pkg("pytorch", "2.6.0", build="cpu_h1_0"),
+                            Pkg("teamtool", "1.0"), Pkg("trans", "1.0", depends=("pytorch >=2.6",))])
+    same = team(tmp_path / "a", 'teamtool = "*"')
+    same.parent.parent.joinpath("platform").symlink_to(base.parent)
+    assert run_cli("resolve", str(same)).returncode == 0
+    listed = run_cli("certs", str(same.parent))
+    assert "[inherited by" in listed.stdout and "its CUDA stack is the base's" in listed.stdout, listed.stdout + listed.stderr
+    moved = team(tmp_path / "b", 'trans = "*"', "override = true")
+    moved.parent.parent.joinpath("platform").symlink_to(base.parent)
+    assert run_cli("resolve", str(moved)).returncode == 0
+    refused = run_cli("certs", str(moved.parent))
+    assert "[inherited by" not in refused.stdout and "needs its own certification" in refused.stderr
+    assert "pytorch 2.5.0 cpu_h1_0 -> 2.6.0 cpu_h1_0 on linux-64" in refused.stderr, refused.stderr

@@ -5,21 +5,28 @@ only, like `verify`."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 
 from lockgen.adapters import signing
 from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.stack_file import base_stack_path
+from lockgen.core import stack_layout
+from lockgen.core.stack_layout import LOCK_SUFFIX
+from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.api.certificate_steps import list_certificates, read_certificate
 from lockgen.core.certify import FigureChange, compare_figures
 from lockgen.digests import file_digest
-from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import Certificate
+from lockgen.errors import LockFormatError, LockgenError, UserError
+from lockgen.model.certificate import Certificate, CertificateBody
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.results import CertificateExport
 
 
-__all__ = ["check_certificate", "compare", "export_certificate", "keygen", "list_certificates", "require_verified"]
+__all__ = ["check_certificate", "compare", "export_certificate", "folder_certificates", "inherited_certificates", "keygen",
+           "list_certificates", "require_verified"]
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
@@ -71,3 +78,41 @@ def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path 
 def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:
     first, second = check_certificate(a, None, None), check_certificate(b, None, None)
     return compare_figures(first.certificate.figures, second.certificate.figures, noise)
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """A team lock and what the base's certificates say of it: the ones that cover it, or why none can."""
+
+    team_lock: Path
+    base_lock: Path
+    certificates: list[tuple[Path, CertificateBody]]
+    changes: list[str]  # the CUDA-relevant packages the team moved; empty when the base's certificates cover it
+
+
+def folder_certificates(folder: Path) -> tuple[list[tuple[Path, CertificateBody]], list[Inherited]]:
+    """`lockgen certs FOLDER`: the certificates under it, oldest first, and what its team locks inherit."""
+    return list_certificates(folder), inherited_certificates(folder)
+
+
+def inherited_certificates(folder: Path) -> list[Inherited]:
+    """For each team lock under `folder` (a lock of a stack that `extends` a base): the base's certificates
+    of the exact base lock it was held to, inherited when its CUDA stack is the base's."""
+    found = []
+    for team_path in sorted(folder.rglob(f"locks/*{LOCK_SUFFIX}")):
+        try:
+            team = load_lock(team_path)
+        except LockgenError:
+            continue
+        extends, held_to = team.meta("extends"), team.meta("base-lock")
+        if not extends or not held_to:
+            continue
+        base_path = stack_layout.lock_path(base_stack_path(team_path.parent.parent / "stack.toml", extends).parent,
+                                           team.meta("target"))
+        if not base_path.is_file():
+            continue
+        base = load_lock(base_path)
+        certificates = [(path, body) for path, body in list_certificates(base_path.parent.parent)
+                        if body.subject.lock_sha256 == held_to]
+        found.append(Inherited(team_path, base_path, certificates, cuda_stack_changes(base, team)))
+    return found

@@ -171,16 +171,27 @@ def certs(where: str = typer.Argument("envs", metavar="FOLDER|docker://REF",
         return _attached(where, key, insecure, as_json, normalize_arch(require_pass) if require_pass else None)
     if key is not None or insecure:
         fail("--key and --insecure go with docker://REF", "lockgen certs docker://HOST/REPO:TAG --key KEY.pub", 2)
-    from lockgen.api.certs import list_certificates
+    from lockgen.api.certs import folder_certificates
 
-    found = list_certificates(Path(where))
+    found, inherited = folder_certificates(Path(where))
     if as_json:
-        print_json([{"certificate": str(path), **_entry(body)} for path, body in found])
+        print_json([{"certificate": str(path), **_entry(body)} for path, body in found]
+                   + [{"certificate": str(path), **_entry(body), "inherited_by": str(team.team_lock),
+                       "inherited": not team.changes, "moved": team.changes}
+                      for team in inherited for path, body in team.certificates])
         return
-    if not found:
+    if not found and not inherited:
         progress(f"no certificates under {where} (lockgen verify writes them to certs/ beside the lock, or --out)")
     for path, body in found:
         print(f"{_summary(body)}  {path}")
+    for team in inherited:
+        if not team.certificates:
+            progress(f"{team.team_lock}: the base lock it was held to ({team.base_lock}) has no certificate yet")
+        elif team.changes:
+            progress(f"{team.team_lock}: needs its own certification, the base's do not cover it: it moved "
+                     + "; ".join(team.changes[:3]))
+        for path, body in team.certificates if not team.changes else ():
+            print(f"{_summary(body)}  {path}  [inherited by {team.team_lock}: its CUDA stack is the base's]")
 
 
 def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool, require_pass: Optional[str]) -> None:
