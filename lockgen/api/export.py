@@ -24,16 +24,19 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, home, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.stack_file import base_stack_path
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
+from lockgen.core import stack_layout
 from lockgen.core.image_config import image_config
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock
+from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
-                               INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE)
+                               INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
 
 
 def _checked_compression(compression: str, level: int) -> None:
@@ -75,7 +78,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
                                        venv_interpreter=interpreter)
         _drop_build_host_traces(tree)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
-                              (layer_budget, compression, level), progress, base, fmt, IMAGE_PREFIX, meter)
+                              (layer_budget, compression, level), progress, base, fmt, IMAGE_PREFIX, meter, lock_path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -162,7 +165,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
                                                 "platform": conformance.platform, "prefix": prefix,
                                                 "conformance_digest": conformance.expected_digest})
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
-                              (layer_budget, compression, level), progress, base, fmt, prefix, meter)
+                              (layer_budget, compression, level), progress, base, fmt, prefix, meter, lock_path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -177,11 +180,12 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
                  tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None,
-                 fmt: str, prefix: str, meter: Meter | None = None) -> str:
+                 fmt: str, prefix: str, meter: Meter | None = None, lock_path: Path | None = None) -> str:
     """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest.
     `layering`: (layer budget, compression, level)."""
     layout = work / "layout"
-    manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter)
+    manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter,
+                            lock_path)
     digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
     _place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
     return digest
@@ -189,13 +193,14 @@ def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tre
 
 def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, layout: Path,
            layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None, prefix: str,
-           meter: Meter | None) -> tuple[dict[str, Any], bytes]:
+           meter: Meter | None, lock_path: Path | None = None) -> tuple[dict[str, Any], bytes]:
     """Layers and config of the environment in `tree` put into `layout`: (the image manifest, its SBOM)."""
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
     base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
-    layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter)
+    held = _held_by_base(lock, lock_path, chosen, base_config, prefix, progress) if base_config else set()
+    layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
                 "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
@@ -273,10 +278,41 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
             if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
+def _held_by_base(lock: Lock, lock_path: Path | None, platform: str, base_config: dict[str, Any], prefix: str,
+                  progress: Callable[[str], None]) -> set[str]:
+    """The packages a lockgen-exported base image already holds, when `lock` is a team lock held to that very
+    base lock at the same prefix (`[stack] extends`): their layers are the base's, reused byte for byte. A
+    lockgen image of any other lock at this prefix is refused as a base: its files would stay under ours."""
+    labels = (base_config.get("config") or {}).get("Labels") or {}
+    if labels.get(PREFIX_LABEL) != prefix or not labels.get(LOCK_LABEL):
+        return set()
+    held_to = lock.meta("base-lock")
+    if labels[LOCK_LABEL] != held_to or lock_path is None:
+        raise UserError(f"the base image is lockgen's image of lock {labels[LOCK_LABEL][:16]}… at {prefix}, "
+                        + (f"not of this team lock's base ({held_to[:16]}…)" if held_to else "and this lock extends no base"),
+                        "pass the image of the lock's own base stack, or a base without an environment at that prefix")
+    if any(lock.meta(f"base-moved.{p}") for p in lock.metadata.platforms):
+        raise UserError("this team lock moved base packages (override), so its image cannot be the base's layers plus "
+                        "its own", "export it without --base, or on a base image of a base that holds what the team needs")
+    base_path = stack_layout.lock_path(base_stack_path(lock_path.parent.parent / "stack.toml", lock.meta("extends")).parent,
+                                       lock.meta("target"))
+    if not base_path.is_file() or file_digest(base_path) != held_to:
+        raise UserError(f"the base lock this team lock was held to is not at {base_path} any more",
+                        "resolve the team stack again, or export on the image of the base lock it names")
+    held = {f"{p.name}-{p.version}-{p.build}" if p.manager == "conda" else f"pypi-{normalize(p.name)}-{p.version}"
+            for p in load_lock(base_path).packages_for(platform)}
+    progress(f"the base image is this team lock's base: its {len(held)} packages' layers are reused as they are")
+    return held
+
+
 def _layers(tree: Path, layout: Path, layering: tuple[int, str, int], progress: Callable[[str], None],
-            prefix: str, meter: Meter | None = None) -> list[tuple[dict[str, Any], str]]:
+            prefix: str, meter: Meter | None = None, held: set[str] = frozenset()) -> list[tuple[dict[str, Any], str]]:
     budget, compression, level = layering
     owned, rest = _ownership(tree)
+    if held:  # the base's layers hold these packages; their records go into the last layer, the team's own
+        reused = {key for key in owned if (key if not key.startswith("pypi-") else _pypi_key(key)) in held}
+        rest = sorted(set(rest) | {f for key in reused for f in owned[key] if f.startswith("conda-meta/")})
+        owned = {key: files for key, files in owned.items() if key not in reused}
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
     plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
     groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
@@ -291,6 +327,12 @@ def _layers(tree: Path, layout: Path, layering: tuple[int, str, int], progress: 
         done = [future.result() for future in futures]  # plan order, whatever order they finished in
     progress(f"{len(done)} layers, {sum(hit for _, _, hit in done)} taken from the layer cache")
     return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
+
+
+def _pypi_key(key: str) -> str:
+    """`pypi-Torch_Stuff-2.1` (a dist-info folder's name) as `pypi-<normalised name>-<version>`."""
+    name, _, version = key.removeprefix("pypi-").rpartition("-")
+    return f"pypi-{normalize(name)}-{version}"
 
 
 def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:

@@ -43,8 +43,9 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
     settings = json.loads(lock.meta("image")) if lock.meta("image") else {}  # the stack's [image], as locked
     for line in inherited.get("Env", []):
         key = line.split("=", 1)[0]
-        if key == "PATH":
-            env[0] = f"PATH={prefix}/bin:{line.split('=', 1)[1]}"
+        if key == "PATH":  # a lockgen base image's PATH already starts with the environment
+            inherited_path = line.split("=", 1)[1]
+            env[0] = f"PATH={inherited_path}" if inherited_path.startswith(f"{prefix}/bin:") else f"PATH={prefix}/bin:{inherited_path}"
         elif not any(e.startswith(key + "=") for e in env) and key not in settings.get("env", {}):
             env.append(line)
     env += [f"{key}={value}" for key, value in sorted(settings.get("env", {}).items())]

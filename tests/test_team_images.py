@@ -1,0 +1,75 @@
+"""A team image on its certified base: exported with `--base` of the base's own image, it is the base's layers
+unchanged (same digests, same order, blobs not re-tarred or re-compressed) plus layers for the team's
+packages only, and it is still exactly the team lock's environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters import oci_layout
+from tests.channel_factory import Pkg, build_channel
+from tests.conftest import run_cli
+from tests.test_team_stacks import team, write
+
+BASE = [Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000}), Pkg("tok", "0.21.4"),
+        Pkg("base-lib", "1.0", depends=("tok", "libtorchish"), files={"bin/base-tool": "#!/bin/sh\necho base\n"})]
+TEAM = [Pkg("teamtool", "1.0", files={"share/teamtool/data.txt": "team\n"}), Pkg("tok", "0.22.1"),
+        Pkg("trans", "1.0", depends=("tok >=0.22",))]
+
+
+def export(lock: Path, out: Path, *extra: str) -> str:
+    done = run_cli("export", str(lock), "--out", str(out), *extra)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[0]
+
+
+@pytest.fixture
+def base_image(tmp_path: Path) -> tuple[Path, Path]:
+    """(the base stack, its exported image)."""
+    channel = build_channel(tmp_path / "channel", BASE)
+    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
+                                                         '[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    assert run_cli("resolve", str(base)).returncode == 0
+    export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img")
+    build_channel(channel, BASE + TEAM)
+    return base, tmp_path / "base-img"
+
+
+def layer_digests(layout: Path) -> list[str]:
+    manifest, _, _ = oci_layout.read_image(layout)
+    return [layer["digest"] for layer in manifest["layers"]]
+
+
+def test_a_team_image_is_the_base_image_plus_the_team_s_layers(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+    _, base_layout = base_image
+    stack = team(tmp_path, 'teamtool = "*"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    digest = export(lock, tmp_path / "team-img", "--base", str(base_layout))
+    base_layers, team_layers = layer_digests(base_layout), layer_digests(tmp_path / "team-img")
+    assert team_layers[:len(base_layers)] == base_layers  # every base layer, byte for byte, in order
+    assert len(team_layers) - len(base_layers) == 2  # teamtool's layer, and the last (the records, the manifest)
+    for blob in base_layers:  # the blob itself, not a re-compressed copy
+        name = blob.split(":", 1)[1]
+        assert (tmp_path / "team-img" / "blobs" / "sha256" / name).read_bytes() == (base_layout / "blobs" / "sha256" / name).read_bytes()
+    checked = run_cli("check", "--image", str(tmp_path / "team-img"), "--lock", str(lock))
+    assert checked.returncode == 0, checked.stdout + checked.stderr  # the union is the team lock's environment
+    assert run_cli("check", "--image", str(tmp_path / "team-img")).returncode == 0
+    _, config, _ = oci_layout.read_image(tmp_path / "team-img")
+    assert config["config"]["Env"][0].count("/opt/env/bin") == 1
+    assert export(lock, tmp_path / "again", "--base", str(base_layout)) == digest  # reproducible
+
+
+def test_only_the_team_lock_s_own_base_image_is_reused(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+    base, base_layout = base_image
+    moved = team(tmp_path / "a", 'trans = "*"', "override = true")
+    moved.parent.parent.joinpath("platform").symlink_to(base.parent)
+    assert run_cli("resolve", str(moved)).returncode == 0
+    refused = run_cli("export", str(moved.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "x"),
+                      "--base", str(base_layout))
+    assert refused.returncode == 1 and "moved base packages (override)" in refused.stderr and not (tmp_path / "x").exists()
+    alone = run_cli("export", str(base.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "y"),
+                    "--base", str(base_layout))  # a lock that extends no base, on a lockgen image at /opt/env
+    assert alone.returncode == 1 and "this lock extends no base" in alone.stderr, alone.stderr
