@@ -220,17 +220,7 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]
         if normalize(update) not in names:
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
                             "--update takes names of locked packages; add new ones to [dependencies]")
-    released = _update_family(lock, {normalize(u) for u in updates})
-    pins: dict[str, list[tuple[str, str, str]]] = {}
-    pip: dict[str, list[str]] = {}
-    for package in lock.package:
-        if normalize(package.name) in released:
-            continue
-        if package.manager == "conda":
-            pins.setdefault(package.platform, []).append((package.name, package.version, package.build or ""))
-        else:
-            pip.setdefault(package.platform, []).append(f"{package.name}=={package.version}")
-    return pins, {platform: tuple(sorted(lines)) for platform, lines in pip.items()}
+    return team_steps.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
 
 
 def _update_family(lock: Lock, names: set[str]) -> set[str]:

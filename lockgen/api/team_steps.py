@@ -34,7 +34,8 @@ def base_lock(stack_path: Path, spec: StackSpec, target: Target) -> tuple[Lock, 
 
 
 def holds(lock: Lock, released: set[str]) -> tuple[CondaPins, PipPins]:
-    """Every package of the base lock as a pin, per platform, but those in `released` (moved by override)."""
+    """Every package of `lock` as a pin, per platform, but those in `released` (a team's base held, moved by
+    override; or a lock held for `--update`, the updated ones released)."""
     conda: CondaPins = {}
     pip: dict[str, list[str]] = {}
     for package in lock.package:
