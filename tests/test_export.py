@@ -244,9 +244,15 @@ def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monke
 
 
 def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    base_lock = make_lock(tmp_path, "1.1")
-    run_export(base_lock, tmp_path / "base", tmp_path / "home", monkeypatch)
-    base_manifest, _, base_digest = oci_layout.read_image(tmp_path / "base")
+    base = tmp_path / "base"  # a base without an environment of lockgen's (a lockgen image of another lock is refused)
+    umoci = require("umoci")
+    subprocess.run([umoci, "init", "--layout", str(base)], check=True, capture_output=True)
+    subprocess.run([umoci, "new", "--image", f"{base}:latest"], check=True, capture_output=True)
+    (tmp_path / "os-release").write_text("ID=base\n")
+    subprocess.run([umoci, "insert", "--image", f"{base}:latest", str(tmp_path / "os-release"), "/etc/os-release"],
+                   check=True, capture_output=True)
+    base_manifest, _, base_digest = oci_layout.read_image(base)
+    assert len(base_manifest["layers"]) == 1
     lock = make_lock(tmp_path, "1.0")
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     export(lock, None, tmp_path / "img", None, 100, 1, lambda _: None, base=tmp_path / "base")
