@@ -47,6 +47,12 @@ def _checked_compression(compression: str, level: int) -> None:
         raise UserError(f"{compression} has no level {level}", f"pass --compression-level {levels[0]} to {levels[-1]}")
 
 
+def _work_folder(out: Path, fmt: str) -> Path:
+    """A temporary folder beside `out` (checked first) where the image is made before it is moved there."""
+    _checked_out(out, fmt)
+    return Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+
+
 def _checked_out(out: Path, fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(FORMATS)}")
@@ -67,9 +73,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
     _buildable_here(lock, chosen)
-    lock_digest = file_digest(lock_path)
-    _checked_out(out, fmt)
-    work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    lock_digest, work = file_digest(lock_path), _work_folder(out, fmt)
     try:
         tree = work / "tree"
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
@@ -102,9 +106,7 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
     for platform in chosen:
         lock_platform(lock, platform)  # one the lock has
         _buildable_here(lock, platform)
-    lock_digest = file_digest(lock_path)
-    _checked_out(out, fmt)
-    work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    lock_digest, work = file_digest(lock_path), _work_folder(out, fmt)
     try:
         layout = work / "layout"
         images, env_digests, sboms = [], {}, {}
@@ -153,8 +155,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
                         f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
     lock = load_lock(lock_path)
     prefix = image_prefix or str(source.absolute())
-    _checked_out(out, fmt)
-    work = Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    work = _work_folder(out, fmt)
     try:
         tree = work / "tree"
         progress(f"linking {source} into the image tree")
