@@ -416,3 +416,15 @@ def test_the_pure_parts_follow_their_specifications() -> None:
     for text in ("docker://team/img:tag", "docker://reg.example/Img:x", "docker://reg.example/img@sha256:short", "img:tag"):
         with pytest.raises(UserError):
             parse_reference(text)
+
+
+def test_push_attest_pushes_and_attaches_in_one_go(world: dict) -> None:
+    host, folder = world["host"], world["folder"]
+    pushed = run_cli("push", str(folder / "img"), f"docker://{host}/team/together:sm90", "--insecure",
+                     "--attest", str(world["certificate"]), "--key", str(folder / "key"))
+    assert pushed.returncode == 0 and pushed.stdout.strip() == world["digest"], pushed.stderr
+    listed = run_cli("certs", f"docker://{host}/team/together:sm90", "--key", str(folder / "key.pub"), "--insecure")
+    assert listed.returncode == 0 and "[image; signature valid (key " in listed.stdout, listed.stdout + listed.stderr
+    half = run_cli("push", str(folder / "img"), f"docker://{host}/team/together:sm90", "--insecure",
+                   "--attest", str(world["certificate"]))
+    assert half.returncode == 2 and "--attest and --key go together" in half.stderr

@@ -1,26 +1,33 @@
-"""A step below the attestation use cases (`lockgen certs docker://REF`, `lockgen fleet status docker://REF`,
-and `lockgen attest`, which checks the image it attaches to): the image a reference names, with its config's
-labels, and the lockgen certificate attestations attached to it, each verified: the artifact's own subject,
-the envelope's signature (with a key), the statement's subject against the image, the certificate body
-against lockgen's model. A refused attestation is returned with its reason, never dropped."""
+"""A step below the attestation use cases (`lockgen attest`, `lockgen push --attest`, `lockgen certs
+docker://REF`, `lockgen fleet status docker://REF`): a certificate attached to its image as an in-toto
+Statement v1 in a DSSE envelope (an OCI 1.1 referrer artifact; the fallback tag `sha256-<hex>` where the
+registry has no referrers API), and the attestations attached to an image listed, each verified: the
+artifact's own subject, the envelope's signature (with a key), the statement's subject against the image,
+the certificate body against lockgen's model. A refused attestation is returned with its reason, never
+dropped; everything that can be refused is checked before the first byte is pushed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from lockgen.adapters import signing
 from lockgen.adapters.oci_distribution import MAX_BLOB, Registry
-from lockgen.api.certificate_steps import validated_body
-from lockgen.core.attestation import (certificate_referrers, descriptor, pae, read_envelope, read_statement,
-                                      referrers_tag, statement_binding)
+from lockgen.api.certificate_steps import read_certificate, validated_body
+from lockgen.core.attestation import (artifact_manifest, certificate_annotations, certificate_referrers,
+                                      certificate_subject, descriptor, envelope, merged_referrers, pae, read_envelope,
+                                      read_statement, referrer_entry, referrers_tag, statement, statement_binding)
 from lockgen.core.image_reference import ImageReference, parse_reference
+from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, LockgenError, UserError
-from lockgen.model.attestation import DSSE_MEDIA_TYPE, AttachedCertificate
-from lockgen.model.oci import DOCKER_LIST_MEDIA_TYPE, INDEX_MEDIA_TYPE, LOCK_LABEL
+from lockgen.model.attestation import (CYCLONEDX_MEDIA_TYPE, DSSE_MEDIA_TYPE, IN_TOTO_PAYLOAD_TYPE, AttachedCertificate,
+                                       PushedReferrer)
+from lockgen.model.oci import (DOCKER_LIST_MEDIA_TYPE, EMPTY_BLOB, ENVIRONMENT_LABEL, INDEX_MEDIA_TYPE, LOCK_LABEL,
+                               MANIFEST_MEDIA_TYPE)
 
 
 @dataclass(frozen=True)
@@ -111,3 +118,62 @@ def _envelope_bytes(registry: Registry, artifact: str, image: AttestedImage) -> 
     if not single:
         raise LockFormatError("its manifest has no single DSSE envelope layer", "attest the certificate again")
     return registry.blob(layers[0]["digest"])
+
+
+def _sbom_of(path: Path, image: AttestedImage, reference: ImageReference) -> bytes:
+    """The SBOM file, refused unless it names the lock and environment the image's labels record."""
+    try:
+        data = path.read_bytes()
+        document = json.loads(data)
+        properties = {p["name"]: p["value"] for p in document["metadata"].get("properties", [])}
+        environment = document["metadata"]["component"]["version"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(f"`{path}` is not a CycloneDX SBOM written by lockgen export",
+                        "pass the sbom.cdx.json export wrote beside the image's layout") from None
+    lock, labelled = image.labels.get(LOCK_LABEL), str(image.labels.get(ENVIRONMENT_LABEL, "")).removeprefix("sha256:")
+    if properties.get("lockgen:lock.sha256") != lock or str(environment).removeprefix("sha256:") != labelled:
+        raise UserError(f"`{path}` is not the SBOM of {reference}: it names another lock or environment than the image's labels",
+                        "pass the sbom.cdx.json export wrote beside this image's layout")
+    return data
+
+
+def _artifact(image: AttestedImage, artifact_type: str, blob: bytes, annotations: dict[str, str]) -> tuple[bytes, bytes]:
+    """(the blob, the artifact manifest attaching it to the image)."""
+    return blob, artifact_manifest(artifact_type, descriptor(artifact_type, blob), image.subject, annotations)
+
+
+def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path | None, insecure: bool,
+           progress: Callable[[str], None] = lambda _: None) -> list[PushedReferrer]:
+    """Attaches the certificate (and the SBOM) to the image as referrers; returns what was attached."""
+    reference = parse_reference(image_reference)
+    document, _ = read_certificate(certificate_path, None)
+    if document.get("signature"):
+        signing.require_signed_by(document, key)
+    registry = Registry(reference, insecure)
+    image = image_of(registry, reference, progress)
+    lock_path = (document["certificate"].get("subject") or {}).get("lock_path")
+    name, sha256 = certificate_subject(document["certificate"], reference.name, image.digest, image.labels.get(LOCK_LABEL),
+                                       PurePath(lock_path).name if lock_path else "_")
+    payload = canonical_json(statement(name, sha256, document["certificate"]))
+    keyid, signature = signing.sign_message(pae(IN_TOTO_PAYLOAD_TYPE, payload), key)
+    artifacts = [_artifact(image, DSSE_MEDIA_TYPE, envelope(payload, keyid, signature), certificate_annotations())]
+    if sbom is not None:
+        artifacts.append(_artifact(image, CYCLONEDX_MEDIA_TYPE, _sbom_of(sbom, image, reference), {}))
+    tag = referrers_tag(image.digest)  # the fallback index, read and merged before anything is pushed
+    existing = registry.manifest(tag)
+    before = index = existing[0] if existing else None
+    for _, manifest in artifacts:
+        index = merged_referrers(index, referrer_entry(manifest), tag) or index
+    pushed, taken = [], []
+    for blob, manifest in artifacts:
+        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        registry.push_blob(EMPTY_BLOB)
+        registry.push_blob(blob)
+        taken.append(bool(registry.push_manifest(digest, manifest, MANIFEST_MEDIA_TYPE)))
+        pushed.append((digest, json.loads(manifest)["artifactType"]))
+    listed_by = "referrers API" if all(taken) else f"index at tag {tag}"
+    if not all(taken) and index != before:  # no OCI-Subject answer: the client keeps the tag's index
+        registry.push_manifest(tag, index, INDEX_MEDIA_TYPE)
+    for digest, artifact_type in pushed:
+        progress(f"attached {digest[:19]}… ({artifact_type}), listed by the {listed_by}")
+    return [PushedReferrer(digest, artifact_type, listed_by) for digest, artifact_type in pushed]

@@ -1,5 +1,6 @@
 """Use case `lockgen push`: an exported image goes to a registry through skopeo, and the registry must
-hold exactly the layout's manifest digest."""
+hold exactly the layout's manifest digest; with `--attest CERT --key KEY` its certificate (and SBOM) is then
+attached to the pushed digest as a signed attestation."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters import oci_layout, registry
+from lockgen.api import attestation_steps
 from lockgen.errors import HostError
 
 
-def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> str:
-    """Pushes `layout` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds."""
+def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str], None] = lambda _: None,
+         attest: tuple[Path, Path] | None = None, sbom: Path | None = None) -> str:
+    """Pushes `layout` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds; with
+    `attest` (certificate, key) the certificate (and `sbom`) is then attached to the pushed image by its digest."""
     manifest, _, local = oci_layout.read_image(layout)
     layers = manifest.get("layers", [])
     size = sum(int(layer.get("size", 0)) for layer in layers)
@@ -20,4 +24,8 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     if pushed != local:
         raise HostError(f"the registry holds {pushed}, not the layout's {local}",
                         "the registry rewrote the manifest; push to another")
+    if attest is not None:
+        repository = reference.removeprefix("docker://").rsplit("@", 1)[0]
+        name = repository.rsplit(":", 1)[0] if ":" in repository.rsplit("/", 1)[-1] else repository
+        attestation_steps.attest(f"docker://{name}@{pushed}", attest[0], attest[1], sbom, insecure, progress)
     return pushed

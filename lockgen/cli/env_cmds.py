@@ -278,11 +278,17 @@ def push(
     layout: Path = typer.Argument(..., help="An OCI layout made by lockgen export."),
     reference: str = typer.Argument(..., help="Where: docker://HOST[:PORT]/REPO:TAG."),
     insecure: bool = typer.Option(False, "--insecure", help="Plain HTTP or a self-signed registry (loopback tests)."),
+    attest: Optional[Path] = typer.Option(None, "--attest", help="Also attach this certificate to the pushed image as a "
+                                          "signed in-toto attestation (as lockgen attest does)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="With --attest: the Ed25519 key to sign the attestation with."),
+    sbom: Optional[Path] = typer.Option(None, "--sbom", help="With --attest: also attach this SBOM (export's sbom.cdx.json)."),
 ) -> None:
     """Push an exported image with skopeo; print the manifest digest, which stays the layout's."""
     from lockgen.api.publish import push as run
 
-    print(run(layout, reference, insecure, progress))
+    if (attest is None) != (key is None) or (sbom is not None and attest is None):
+        fail("--attest and --key go together (and --sbom with them)", "lockgen push DIR docker://REF --attest CERT --key KEY", 2)
+    print(run(layout, reference, insecure, progress, (attest, key) if attest and key else None, sbom))
 
 
 @handles_errors
