@@ -215,6 +215,8 @@ def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
         raise _malformed(layout, "the manifest has no layers list")
     for number, layer in enumerate(layers):
         _digest_at(layout, layer, f"layer {number}")
+        if not isinstance(layer.get("mediaType"), str):  # it says how the layer is compressed
+            raise _malformed(layout, f"layer {number} has no media type")
     rootfs = config.get("rootfs")
     diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
     if not isinstance(diff_ids, list) or len(diff_ids) != len(layers) or not all(
