@@ -11,11 +11,10 @@ from pathlib import Path
 from lockgen.adapters import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.adapters.stack_file import base_stack_path
-from lockgen.core import stack_layout
 from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
+from lockgen.api import team_steps
 from lockgen.api.certificate_steps import list_certificates, read_certificate
 from lockgen.core.certify import FigureChange, compare_figures
 from lockgen.digests import file_digest
@@ -104,12 +103,8 @@ def inherited_certificates(folder: Path) -> list[Inherited]:
             team = load_lock(team_path)
         except LockgenError:
             continue
-        extends, held_to = team.meta("extends"), team.meta("base-lock")
-        if not extends or not held_to:
-            continue
-        base_path = stack_layout.lock_path(base_stack_path(team_path.parent.parent / "stack.toml", extends).parent,
-                                           team.meta("target"))
-        if not base_path.is_file():
+        held_to, base_path = team.meta("base-lock"), team_steps.held_base_path(team_path, team)
+        if not held_to or base_path is None or not base_path.is_file():
             continue
         base = load_lock(base_path)
         certificates = [(path, body) for path, body in list_certificates(base_path.parent.parent)

@@ -24,10 +24,9 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, home, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.adapters.stack_file import base_stack_path
+from lockgen.api import team_steps
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
-from lockgen.core import stack_layout
 from lockgen.core.image_config import image_config
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
@@ -295,9 +294,8 @@ def _held_by_base(lock: Lock, lock_path: Path | None, platform: str, base_config
     if any(lock.meta(f"base-moved.{p}") for p in lock.metadata.platforms):
         raise UserError("this team lock moved base packages (override), so its image cannot be the base's layers plus "
                         "its own", "export it without --base, or on a base image of a base that holds what the team needs")
-    base_path = stack_layout.lock_path(base_stack_path(lock_path.parent.parent / "stack.toml", lock.meta("extends")).parent,
-                                       lock.meta("target"))
-    if not base_path.is_file() or file_digest(base_path) != held_to:
+    base_path = team_steps.held_base_path(lock_path, lock)
+    if base_path is None or not base_path.is_file() or file_digest(base_path) != held_to:
         raise UserError(f"the base lock this team lock was held to is not at {base_path} any more",
                         "resolve the team stack again, or export on the image of the base lock it names")
     held = {f"{p.name}-{p.version}-{p.build}" if p.manager == "conda" else f"pypi-{normalize(p.name)}-{p.version}"

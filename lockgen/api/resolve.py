@@ -17,6 +17,7 @@ from lockgen.core import lock_builder, lock_meta, stack_layout
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
+from lockgen.digests import file_digest
 from lockgen.errors import UnsatisfiableError, UserError
 from lockgen.model.lock import Lock, LockMetadata
 from lockgen.model.names import normalize
@@ -115,14 +116,14 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
                 progress(f"  {note}")
     bases = {t.name: team_steps.base_lock(stack_path, context.spec, t) for t, _, _ in plans} if context.spec.extends else {}
     released: dict[str, set[str]] = {}
-    moved: dict[tuple[str, str], list[str]] = {}
+    moved: dict[tuple[str, str], dict[str, str]] = {}
     try:
         conda, pypi = _solve(context, plans, updates, bases, released, progress)
     except UnsatisfiableError as exc:
         if not bases:
             raise
         moved = _moved_by_team(context, plans, updates, bases, exc, progress)
-        released = {name: {line.split(" ")[0] for (t, _), lines in moved.items() if t == name for line in lines}
+        released = {name: {package for (t, _), changes in moved.items() if t == name for package in changes}
                     for name in bases}
         conda, pypi = _solve(context, plans, updates, bases, released, progress)
     planned = []
@@ -132,7 +133,8 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
         base = (context.spec.extends, bases[target.name][1]) if target.name in bases else None
         metadata = context.metadata(target, window, requests, plans_of_target, base,
-                                    {platform: lines for (name, platform), lines in moved.items() if name == target.name})
+                                    {platform: list(changes.values()) for (name, platform), changes in moved.items()
+                                     if name == target.name})
         planned.append((target, lock_builder.resolved_lock(metadata, packages)))
     results = []
     for target, lock in planned:
@@ -182,7 +184,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
 
 
 def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[str, tuple[Lock, str]],
-                   failed: UnsatisfiableError, progress: Progress) -> dict[tuple[str, str], list[str]]:
+                   failed: UnsatisfiableError, progress: Progress) -> dict[tuple[str, str], dict[str, str]]:
     """Which base packages the team's dependencies move, from a solve without the holds; an error naming them
     unless the stack says `override = true`. When even the free solve fails, the holds were not the cause."""
     progress("the team's dependencies do not solve on the held base: solving without the holds to see what would move")
@@ -193,12 +195,13 @@ def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], base
     moved = {}
     for target, _, request, found in conda:
         found = found + pypi.get((target.name, request.platform), (None, []))[1]
-        lines = team_steps.moved(bases[target.name][0], request.platform, found)
-        if lines:
-            moved[(target.name, request.platform)] = lines
+        changes = team_steps.moved(bases[target.name][0], request.platform, found)
+        if changes:
+            moved[(target.name, request.platform)] = changes
     if not moved:
         raise failed
-    shown = "; ".join(f"{name} on {platform}: {', '.join(lines[:4])}" for (name, platform), lines in sorted(moved.items()))
+    shown = "; ".join(f"{name} on {platform}: {', '.join(list(changes.values())[:4])}"
+                      for (name, platform), changes in sorted(moved.items()))
     if not context.spec.override:
         raise UserError(f"the team's dependencies would move packages the base holds: {shown}",
                         f"change the team's requirements, update the base ({context.spec.extends}), or set "
@@ -274,7 +277,8 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
             reasons.append(Staleness(target.name, "target-missing", f"no lock at {path}"))
             continue
         window, requests = context.plan(target)
-        base = (context.spec.extends, team_steps.base_lock(stack_path, context.spec, target)[1]) if context.spec.extends else None
+        base = ((context.spec.extends, file_digest(team_steps.required_base_lock(stack_path, context.spec, target)))
+                if context.spec.extends else None)
         expected = context.metadata(target, window, requests, None, base)
         lock = load_lock(path)
         found = stale_reasons(target.name, lock, expected)

@@ -19,17 +19,31 @@ CondaPins = dict[str, list[tuple[str, str, str]]]  # platform -> (name, version,
 PipPins = dict[str, tuple[str, ...]]  # platform -> name==version
 
 
-def base_lock_path(stack_path: Path, spec: StackSpec, target: Target) -> Path:
+def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
+    """Where the base that a team stack at `stack_path` extends keeps its lock for `target`."""
+    return stack_layout.lock_path(base_stack_path(stack_path, extends).parent, target)
+
+
+def held_base_path(team_lock_path: Path, team_lock: Lock) -> Path | None:
+    """The base lock a team lock file names (its stack is the folder above its locks/), or None for a lock of a
+    stack that extends no base."""
+    extends = team_lock.meta("extends")
+    return base_lock_path(team_lock_path.parent.parent / "stack.toml", extends, team_lock.meta("target")) if extends else None
+
+
+def required_base_lock(stack_path: Path, spec: StackSpec, target: Target) -> Path:
+    """The base's lock for `target`, which must have been resolved first."""
     assert spec.extends is not None
-    return stack_layout.lock_path(base_stack_path(stack_path, spec.extends).parent, target.name)
+    path = base_lock_path(stack_path, spec.extends, target.name)
+    if not path.is_file():
+        raise UserError(f"the base stack has no lock for target `{target.name}` ({path})",
+                        f"resolve the base first: lockgen resolve {base_stack_path(stack_path, spec.extends)}")
+    return path
 
 
 def base_lock(stack_path: Path, spec: StackSpec, target: Target) -> tuple[Lock, str]:
     """(the base's lock for `target`, its sha256); the base must have been resolved first."""
-    path = base_lock_path(stack_path, spec, target)
-    if not path.is_file():
-        raise UserError(f"the base stack has no lock for target `{target.name}` ({path})",
-                        f"resolve the base first: lockgen resolve {base_stack_path(stack_path, spec.extends or '')}")
+    path = required_base_lock(stack_path, spec, target)
     return load_lock(path), file_digest(path)
 
 
@@ -61,12 +75,13 @@ def with_team_pins(base: tuple[CondaPins, PipPins], team: tuple[CondaPins, PipPi
     return conda, pip
 
 
-def moved(lock: Lock, platform: str, solved: list[LockedPackage]) -> list[str]:
-    """`name base-version -> version` for each package of the base lock a solve changed or dropped."""
+def moved(lock: Lock, platform: str, solved: list[LockedPackage]) -> dict[str, str]:
+    """{normalised name: `name base-version -> version`} for each package of the base lock a solve changed or
+    dropped (the names are what `holds` releases, the texts what errors and the lock show)."""
     found = {normalize(p.name): p.version for p in solved}
-    changes = []
+    changes = {}
     for package in sorted(lock.packages_for(platform), key=lambda p: normalize(p.name)):
         now = found.get(normalize(package.name))
         if now != package.version:
-            changes.append(f"{package.name} {package.version} -> {now or '(removed)'}")
+            changes[normalize(package.name)] = f"{package.name} {package.version} -> {now or '(removed)'}"
     return changes
