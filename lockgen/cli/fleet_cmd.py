@@ -96,9 +96,7 @@ def status(
             state = "FAILED" if not row["passed"] else "REGRESSED" if row["regressions"] else "passed"
             figures = ", ".join(f"{label} {entry['value']:.4g} {entry['unit']}" for label, entry in row["figures"].items())
             why = "; ".join(row["failed"][:3] or row["regressions"][:3])
-            age = row["age_s"]
-            age_text = f"{age / 86400:.0f} d" if age >= 86400 else f"{age / 3600:.0f} h" if age >= 3600 else f"{age / 60:.0f} min"
-            print(f"{row['node']:<{width}}{row['covers']:<20} {state:<9} {age_text:>6} ago  {figures}" + (f"  [{why}]" if why else ""))
+            print(f"{row['node']:<{width}}{row['covers']:<20} {state:<9} {row['age']:>6} ago  {figures}" + (f"  [{why}]" if why else ""))
         for entry in report["refused"]:
             print(f"REFUSED {entry['source']}: {entry['reason']}")
     failing = [row["node"] for row in rows if not row["passed"]]

@@ -37,7 +37,7 @@ class StatusRow:
 
     def as_json(self) -> dict[str, object]:
         return {"node": self.node, "covers": self.covers, "source": self.source, "created": self.created,
-                "age_s": round(self.age_s), "arch": self.arch, "passed": self.passed, "failed": list(self.failed),
+                "age_s": round(self.age_s), "age": age_text(self.age_s), "arch": self.arch, "passed": self.passed, "failed": list(self.failed),
                 "figures": {label: {"value": value, "unit": unit} for label, (value, unit) in self.figures.items()},
                 "regressions": list(self.regressions), "certificates": self.certificates}
 
