@@ -85,7 +85,7 @@ def check(index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFOR
                                                    release_evidence.cutoff_of(exclude_newer))
         decided = infer_releases(facts, evidence, python, "infer")
         for item, note in zip(sorted(evidence, key=lambda e: as_tuple(e.torch)), decided.notes):
-            cuda, said = cuda_of_requirements(item.requires, platform, python)
+            cuda, _, said = cuda_of_requirements(item.requires, platform, python)
             if cuda not in (None, "?") and cuda not in facts.cuda_toolkits:
                 toolkits[cuda] = f"named by torch {item.torch} (`{said}`); no driver floor in the facts"
             releases.append({"torch": item.torch, "platform": platform, "wheel": item.wheel, "uploaded": item.uploaded,

@@ -44,10 +44,11 @@ def newest_known(facts: GpuFacts, platform: str) -> tuple[int, int] | None:
     return max(known) if known else None
 
 
-def cuda_of_requirements(requires: tuple[str, ...], platform: str, python: str) -> tuple[str | None, str]:
-    """(the CUDA major.minor a torch wheel's requirements pin, or None for a CPU-only build; the requirement
-    that says so). Markers are evaluated for Linux on the platform's machine and `python`; `"?"` when the
-    requirements name CUDA libraries but no runtime version (nothing decides the variant)."""
+def cuda_of_requirements(requires: tuple[str, ...], platform: str, python: str) -> tuple[str | None, str | None, str]:
+    """(the CUDA major.minor a torch wheel's requirements pin, or None for a CPU-only build; the exact CUDA
+    release when `cuda-toolkit==X.Y.Z` names it; the requirement that says so). Markers are evaluated for Linux
+    on the platform's machine and `python`; `"?"` when the requirements name CUDA libraries but no runtime
+    version (nothing decides the variant)."""
     environment = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
                    "platform_machine": MACHINE_OF_PLATFORM[platform], "python_version": python,
                    "python_full_version": f"{python}.0", "implementation_name": "cpython",
@@ -65,10 +66,11 @@ def cuda_of_requirements(requires: tuple[str, ...], platform: str, python: str) 
             for clause in requirement.specifier:
                 found = _EXACT.match(f"{clause.operator}{clause.version}")
                 if found:
-                    return mm_text(major_minor(found.group(1))), f"{requirement.name}{requirement.specifier}"
+                    exact = clause.version if name == "cuda-toolkit" and clause.operator == "==" else None
+                    return mm_text(major_minor(found.group(1))), exact, f"{requirement.name}{requirement.specifier}"
         if name.startswith("nvidia-") or name.startswith("cuda-"):
             cuda_named = cuda_named or line.split(";")[0].strip()
-    return ("?", cuda_named) if cuda_named else (None, "no CUDA requirement")
+    return ("?", None, cuda_named) if cuda_named else (None, None, "no CUDA requirement")
 
 
 def _base_list(facts: GpuFacts, platform: str, variant: str) -> tuple[str, str] | None:
@@ -99,7 +101,7 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
             refused.append((release, reason))
             notes.append(reason)
             continue
-        cuda, said = cuda_of_requirements(item.requires, item.platform, python)
+        cuda, toolkit, said = cuda_of_requirements(item.requires, item.platform, python)
         if cuda is None:
             wheel = PypiWheelFact(torch=release, platform=item.platform, variant="cpu", arch_list=None, inferred=True,
                                   sources=(f"inferred by lockgen from {item.wheel}: {said}, a CPU-only build",))
@@ -125,7 +127,6 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
             refused.append((release, reason))
             notes.append(reason)
             continue
-        toolkit = said.split("==", 1)[1] if normalize(said.split("=")[0].split("[")[0]) == "cuda-toolkit" and "==" in said else None
         admitted.append(PypiWheelFact(
             torch=release, platform=item.platform, variant=variant, arch_list=base[0], inferred=True, toolkit=toolkit,
             sources=(f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} "
