@@ -105,10 +105,12 @@ def write_package(pkg: Pkg, folder: Path) -> Path:
         return path
     path = folder / f"{pkg.stem}.conda"
     compressor = zstandard.ZstdCompressor(level=3)
+    members = {"metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(),
+               f"pkg-{pkg.stem}.tar.zst": compressor.compress(_tar(files, pkg.links)),
+               f"info-{pkg.stem}.tar.zst": compressor.compress(_tar(info))}
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
-        archive.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
-        archive.writestr(f"pkg-{pkg.stem}.tar.zst", compressor.compress(_tar(files, pkg.links)))
-        archive.writestr(f"info-{pkg.stem}.tar.zst", compressor.compress(_tar(info)))
+        for name, data in members.items():  # a fixed date: the same package is the same bytes whenever it is built
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
     return path
 
 

@@ -73,3 +73,75 @@ def test_only_the_team_lock_s_own_base_image_is_reused(tmp_path: Path, base_imag
     alone = run_cli("export", str(base.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "y"),
                     "--base", str(base_layout))  # a lock that extends no base, on a lockgen image at /opt/env
     assert alone.returncode == 1 and "this lock extends no base" in alone.stderr, alone.stderr
+
+
+def environment_digest(layout: Path) -> str:
+    _, config, _ = oci_layout.read_image(layout)
+    return config["config"]["Labels"]["dev.lockgen.environment.digest"]
+
+
+def test_the_team_image_on_its_base_is_the_environment_built_whole(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+    """The held packages are not linked or hashed again (the base image's records and manifest stand in for
+    them), yet the environment digest is the one of the whole team environment built from scratch."""
+    _, base_layout = base_image
+    stack = team(tmp_path, 'teamtool = "*"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    done = run_cli("export", str(lock), "--out", str(tmp_path / "on-base"), "--base", str(base_layout))
+    assert done.returncode == 0, done.stderr
+    assert "linked 1 conda packages" in done.stderr and "taken as its image records them (3 of 3 packages" in done.stderr
+    export(lock, tmp_path / "whole")  # every package built, no base
+    assert environment_digest(tmp_path / "on-base") == environment_digest(tmp_path / "whole")
+
+
+def _forged_base(tmp_path: Path, base: Path, base_layout: Path) -> Path:
+    """The base image with libtorchish's library replaced and every digest and label recomputed to match."""
+    from lockgen.adapters import env_manifest
+    from lockgen.adapters.lockfile_yaml import load_lock
+    from lockgen.api.export import _write_image
+    from lockgen.digests import file_digest
+
+    root = tmp_path / "unpacked"
+    oci_layout.unpack(base_layout, root)
+    tree = root / "opt" / "env"
+    (tree / "lib" / "libtorchish.so").write_text("owned\n")
+    manifest, _ = env_manifest.build(tree)
+    lock = base.parent / "locks" / "cpu.conda-lock.yml"
+    env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest), "lock_sha256": file_digest(lock),
+                                            "platform": "linux-64", "prefix": "/opt/env"})
+    (tree / env_manifest.STATS).unlink()
+    _write_image(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, tmp_path / "work",
+                 tmp_path / "forged", None, (100, "gzip", 1), lambda _: None, None, "oci-layout", "/opt/env")
+    return tmp_path / "forged"
+
+
+def test_a_forged_base_is_refused_or_caught(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+    base, base_layout = base_image
+    (tmp_path / "work").mkdir()
+    forged = _forged_base(tmp_path, base, base_layout)
+    stack = team(tmp_path, 'teamtool = "*"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    # the base's packages' own manifests are known here (the base was exported in this home): refused
+    refused = run_cli("export", str(lock), "--out", str(tmp_path / "x"), "--base", str(forged))
+    assert refused.returncode == 1 and "records lib/libtorchish.so of libtorchish 1.0" in refused.stderr, refused.stderr
+    assert not (tmp_path / "x").exists()
+    # a machine that never saw the base's packages takes the base as it records itself; the check tells
+    fresh = {"LOCKGEN_HOME": str(tmp_path / "fresh-home")}
+    made = run_cli("export", str(lock), "--out", str(tmp_path / "y"), "--base", str(forged), env=fresh)
+    assert made.returncode == 0 and "(0 of 3 packages also proven" in made.stderr, made.stderr
+    checked = run_cli("check", "--image", str(tmp_path / "y"), "--lock", str(lock), env=fresh)
+    assert checked.returncode == 1 and "libtorchish 1.0: modified lib/libtorchish.so" in checked.stdout, checked.stdout
+
+
+def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+    """A channel that replaced tok 0.21.4's archive after the base was locked: the team lock pins the new
+    archive, which the base image's layers do not hold."""
+    _, base_layout = base_image
+    republished = [Pkg("tok", "0.21.4", files={"share/tok/README": "changed\n"}) if p.name == "tok" else p for p in BASE]
+    build_channel(tmp_path / "channel", republished + TEAM[:1])
+    stack = team(tmp_path, 'teamtool = "*"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    refused = run_cli("export", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "x"),
+                      "--base", str(base_layout))
+    assert refused.returncode == 1 and "tok 0.21.4 is another archive than its base lock's" in refused.stderr, refused.stderr

@@ -35,6 +35,18 @@ def _content(path: Path, relative: str) -> bytes:
     return conda_meta.digest_content(data) if conda_meta.is_record(relative) else data
 
 
+def content_digest(relative: str, data: bytes) -> str:
+    """The sha256 the manifest gives a file of these bytes at `relative` (a record without its volatile fields)."""
+    return hashlib.sha256(conda_meta.digest_content(data) if conda_meta.is_record(relative) else data).hexdigest()
+
+
+def overlay(lower: Mapping[str, dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` (of a tree built on a lower environment it does not hold) over the lower environment's
+    entries by path: the manifest of the union, as if it had been built whole."""
+    files = {**lower, **{entry["path"]: entry for entry in manifest["files"]}}
+    return {**manifest, "files": [files[path] for path in sorted(files)]}
+
+
 def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
     path = prefix / relative
     info = path.lstat()

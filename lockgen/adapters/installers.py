@@ -15,15 +15,19 @@ from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
 
 
-def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path) -> None:
-    """Links verified archives into `prefix`, with `final_prefix` patched into every placeholder."""
+def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path,
+                  installed: list[Path] = ()) -> None:
+    """Links verified archives into `prefix`, with `final_prefix` patched into every placeholder.
+    `installed`: conda-meta records already in `prefix` whose packages stay as they are (a base
+    environment the prefix is built on; its files need not be there)."""
     import rattler
 
     async def run() -> None:
+        present = [rattler.PrefixRecord.from_path(str(path)) for path in installed]
         records = [await rattler.RepoDataRecord.from_package_archive(str(path)) for path in archives]
-        await rattler.install(records, target_prefix=str(prefix), cache_dir=str(cache), installed_packages=[],
-                              platform=rattler.Subdir(platform), execute_link_scripts=False, show_progress=False,
-                              alternative_target_prefix=str(final_prefix))
+        await rattler.install([*present, *records], target_prefix=str(prefix), cache_dir=str(cache),
+                              installed_packages=present, platform=rattler.Subdir(platform), execute_link_scripts=False,
+                              show_progress=False, alternative_target_prefix=str(final_prefix))
 
     try:
         asyncio.run(run())

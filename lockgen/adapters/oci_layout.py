@@ -106,7 +106,7 @@ def compress(tar_path: Path, destination: Path, compression: str, level: int) ->
 
 
 @contextmanager
-def _uncompressed(path: Path, media_type: str) -> Iterator[IO[bytes]]:
+def uncompressed_stream(path: Path, media_type: str) -> Iterator[IO[bytes]]:
     """The tar stream of a layer blob by its media type (OCI's or Docker's): zstd, uncompressed, else gzip."""
     with path.open("rb") as raw:
         if media_type.endswith("zstd"):
@@ -242,7 +242,7 @@ def layer_paths(layout: Path) -> set[str]:
     paths: set[str] = set()
     for layer in manifest["layers"]:
         blob = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
-        with _uncompressed(blob, layer.get("mediaType", "")) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+        with uncompressed_stream(blob, layer.get("mediaType", "")) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
             paths.update(member.name.removeprefix("./").lstrip("/") for member in tar)
     return paths
 
@@ -261,7 +261,7 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
         if "sha256:" + file_digest(path) != layer["digest"]:
             raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
         hasher = hashlib.sha256()
-        with _uncompressed(path, layer.get("mediaType", "")) as stream, tempfile.TemporaryFile() as plain:
+        with uncompressed_stream(path, layer.get("mediaType", "")) as stream, tempfile.TemporaryFile() as plain:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 hasher.update(block)
                 plain.write(block)

@@ -24,18 +24,19 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, home, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api import team_steps
+from lockgen.api import base_image_steps
+from lockgen.api.base_image_steps import HeldEnvironment
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
-from lockgen.errors import UserError
+from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock
 from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
-                               INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
+                               INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE)
 
 
 def _checked_compression(compression: str, level: int) -> None:
@@ -77,11 +78,12 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         tree = work / "tree"
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
         interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi else None
+        held, on_base = _on_base(lock, lock_path, chosen, base, IMAGE_PREFIX, progress)
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress, meter,
-                                       venv_interpreter=interpreter)
+                                       venv_interpreter=interpreter, held=on_base)
         _drop_build_host_traces(tree)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
-                              (layer_budget, compression, level), progress, base, fmt, IMAGE_PREFIX, meter, lock_path)
+                              (layer_budget, compression, level), progress, base, fmt, IMAGE_PREFIX, meter, held)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -129,6 +131,19 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
     return digest, env_digests
 
 
+def _on_base(lock: Lock, lock_path: Path, platform: str, base: Path | None, prefix: str,
+             progress: Callable[[str], None], build_on: bool = True) -> tuple[frozenset[str], HeldEnvironment | None]:
+    """The packages the base image holds (their layers are reused) and, when `build_on` and the team's own
+    are conda packages, the base environment to build on instead of building those again."""
+    if base is None:
+        return frozenset(), None
+    manifest, config, _ = _read_base(base, platform)
+    base_lock, held = base_image_steps.held_packages(lock, lock_path, platform, config, prefix, progress)
+    if base_lock is None or not build_on:
+        return held, None
+    return held, base_image_steps.held_environment(lock, base_lock, held, platform, base, manifest, config, prefix, progress)
+
+
 def _buildable_here(lock: Lock, platform: str) -> None:
     """Refuses a foreign platform's pip packages: conda packages of any platform are linked without running
     anything of theirs, but wheels are installed by the environment's own Python, which cannot run here."""
@@ -164,8 +179,9 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
                                                 "platform": conformance.platform, "prefix": prefix,
                                                 "conformance_digest": conformance.expected_digest})
+        held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
-                              (layer_budget, compression, level), progress, base, fmt, prefix, meter, lock_path)
+                              (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -180,12 +196,12 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
                  tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None,
-                 fmt: str, prefix: str, meter: Meter | None = None, lock_path: Path | None = None) -> str:
+                 fmt: str, prefix: str, meter: Meter | None = None, held: frozenset[str] = frozenset()) -> str:
     """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest.
     `layering`: (layer budget, compression, level)."""
     layout = work / "layout"
     manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter,
-                            lock_path)
+                            held)
     digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
     _place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
     return digest
@@ -193,13 +209,12 @@ def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tre
 
 def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, layout: Path,
            layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None, prefix: str,
-           meter: Meter | None, lock_path: Path | None = None) -> tuple[dict[str, Any], bytes]:
+           meter: Meter | None, held: frozenset[str] = frozenset()) -> tuple[dict[str, Any], bytes]:
     """Layers and config of the environment in `tree` put into `layout`: (the image manifest, its SBOM)."""
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
     base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
-    held = _held_by_base(lock, lock_path, chosen, base_config, prefix, progress) if base_config else set()
     layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
@@ -278,32 +293,6 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
             if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
-def _held_by_base(lock: Lock, lock_path: Path | None, platform: str, base_config: dict[str, Any], prefix: str,
-                  progress: Callable[[str], None]) -> set[str]:
-    """The packages a lockgen-exported base image already holds, when `lock` is a team lock held to that very
-    base lock at the same prefix (`[stack] extends`): their layers are the base's, reused byte for byte. A
-    lockgen image of any other lock at this prefix is refused as a base: its files would stay under ours."""
-    labels = (base_config.get("config") or {}).get("Labels") or {}
-    if labels.get(PREFIX_LABEL) != prefix or not labels.get(LOCK_LABEL):
-        return set()
-    held_to = lock.meta("base-lock")
-    if labels[LOCK_LABEL] != held_to or lock_path is None:
-        raise UserError(f"the base image is lockgen's image of lock {labels[LOCK_LABEL][:16]}… at {prefix}, "
-                        + (f"not of this team lock's base ({held_to[:16]}…)" if held_to else "and this lock extends no base"),
-                        "pass the image of the lock's own base stack, or a base without an environment at that prefix")
-    if any(lock.meta(f"base-moved.{p}") for p in lock.metadata.platforms):
-        raise UserError("this team lock moved base packages (override), so its image cannot be the base's layers plus "
-                        "its own", "export it without --base, or on a base image of a base that holds what the team needs")
-    base_path = team_steps.held_base_path(lock_path, lock)
-    if base_path is None or not base_path.is_file() or file_digest(base_path) != held_to:
-        raise UserError(f"the base lock this team lock was held to is not at {base_path} any more",
-                        "resolve the team stack again, or export on the image of the base lock it names")
-    held = {f"{p.name}-{p.version}-{p.build}" if p.manager == "conda" else f"pypi-{normalize(p.name)}-{p.version}"
-            for p in load_lock(base_path).packages_for(platform)}
-    progress(f"the base image is this team lock's base: its {len(held)} packages' layers are reused as they are")
-    return held
-
-
 def _layers(tree: Path, layout: Path, layering: tuple[int, str, int], progress: Callable[[str], None],
             prefix: str, meter: Meter | None = None, held: set[str] = frozenset()) -> list[tuple[dict[str, Any], str]]:
     budget, compression, level = layering
@@ -334,15 +323,26 @@ def _pypi_key(key: str) -> str:
     return f"pypi-{normalize(name)}-{version}"
 
 
-def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:
-    """The base image's layers (blobs copied), its config, and the annotations that pin it."""
+def _read_base(base: Path, platform: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The base image's manifest, config and manifest digest, refused for another architecture."""
     manifest, config, digest = oci_layout.read_image(base)
     if config.get("architecture") != ARCHITECTURE[platform]:
         raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
                         "pass a base image of the lock's architecture")
+    return manifest, config, digest
+
+
+def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:
+    """The base image's layers (blobs checked against their digests, then hard-linked, or copied across file
+    systems), its config, and the annotations that pin it."""
+    manifest, config, digest = _read_base(base, platform)
     layers = []
     for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
         source = base / "blobs" / "sha256" / descriptor["digest"].split(":", 1)[1]
-        layers.append(({**descriptor, **oci_layout.put_blob_file(layout, source)}, diff_id))
+        linked = oci_layout.link_cached_blob(layout, source, descriptor["digest"]) if source.is_file() else None
+        if linked is None:
+            raise LockFormatError(f"the base image's layer blob {descriptor['digest']} is missing or was changed",
+                                  "export or copy the base image again")
+        layers.append(({**descriptor, **linked}, diff_id))
     return layers, config, {"org.opencontainers.image.base.digest": digest,
                             "org.opencontainers.image.base.name": oci_layout.tag_of(base)}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, env_manifest, home, installers, package_store
 from lockgen.adapters import prefix_observer, rattler_cache
+from lockgen.api.base_image_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
 from lockgen.core import drift as drift_rules
 from lockgen.core.expected_env import conda_expected, wheel_expected
@@ -34,19 +35,23 @@ def default_prefix(lock_digest: str, name: str) -> Path:
 
 
 def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
-                      meter: Meter | None = None, venv_interpreter: str | None = None) -> str:
+                      meter: Meter | None = None, venv_interpreter: str | None = None,
+                      held: HeldEnvironment | None = None) -> str:
     """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
-    with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python)."""
-    conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
-    pip = [p for p in lock.packages_for(platform) if p.manager == "pip"]
+    with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python).
+    With `held` (a base image's environment, conda packages only on top), only the packages it does not
+    hold are built: `temp` gets its records and those packages, the manifest is of the union."""
+    built = [p for p in lock.packages_for(platform) if held is None or package_key(p) not in held.packages]
+    conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
     unpublished = [p.name for p in pip if not p.url.startswith(("http://", "https://", "file://"))]
     if unpublished:
         raise UserError(f"the lock's {', '.join(unpublished)} is check-only (no published wheel to install)",
                         "materialize a lock whose every package has a URL; check-only entries serve check and verify")
     started = time.perf_counter()
     known: dict[str, str] = {}
+    installed = _held_records(temp, held) if held else []
     if conda:
-        known.update(_link_conda(lock, platform, conda, temp, final, progress, meter))
+        known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
     elif pip:
         python = lock.meta(f"python.{platform}")
@@ -64,14 +69,27 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         if not conda and venv_interpreter:
             installers.point_venv_at(temp, venv_interpreter)
     manifest, stats = env_manifest.build(temp, known)
+    if held:
+        manifest = env_manifest.overlay(held.entries, manifest)
     digest = env_manifest.digest(manifest)
     env_manifest.write(temp, manifest, stats, {"environment_digest": digest, "lock_sha256": lock_digest,
                                                "platform": platform, "prefix": str(final)})
     return digest
 
 
+def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
+    """The base's conda-meta records written into `temp`: the packages it holds, not linked again."""
+    paths = []
+    for relative, data in sorted(held.records.items()):
+        path = temp / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
 def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Path, final: Path,
-                progress: Callable[[str], None], meter: Meter | None) -> dict[str, str]:
+                progress: Callable[[str], None], meter: Meter | None, installed: list[Path]) -> dict[str, str]:
     """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked."""
     archives, manifests = [], []
     for index, package in enumerate(conda, 1):
@@ -89,7 +107,7 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
             progress(f"fetched {index} conda packages (hash-checked)")
     cache = home.lockgen_home() / "rattler-cache"
     extracted = rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
-    installers.install_conda(archives, temp, final, platform, cache)
+    installers.install_conda(archives, temp, final, platform, cache, installed)
     rattler_cache.stamp(cache, extracted)
     conda_meta.record_origins(temp, conda)
     python = lock_python(lock, platform)

@@ -1,0 +1,46 @@
+"""Chosen files read out of an OCI layout's layers without applying them: a team export on its base image
+needs the base's conda-meta records and its recorded environment manifest, a few kilobytes among
+gigabytes, so each layer is streamed and left as soon as its sorted members are past the wanted region.
+
+lockgen writes every layer's members sorted by path (`oci_layout.write_layer_tar`), so `.lockgen/` and
+`conda-meta/` come before `lib/`, `share/` and `site-packages`: a package's layer is decompressed only as
+far as its record. A layer whose members are not sorted (another tool's) is read to its end. Upper
+layers win, as when the image is unpacked; whiteouts are not applied (lockgen's layers have none)."""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters.oci_layout import uncompressed_stream
+from lockgen.errors import LockFormatError
+
+
+def read_members(layout: Path, layers: list[dict[str, Any]], prefix: str, wanted: Callable[[str], bool],
+                 past: Callable[[str], bool]) -> dict[str, bytes]:
+    """The regular files under `prefix` (relative to it) that `wanted` accepts, from every layer in order.
+    `past(relative)` says that, in sorted order, no wanted file can follow: a sorted layer is left there."""
+    top = prefix.strip("/") + "/"
+    found: dict[str, bytes] = {}
+    for layer in layers:
+        path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
+        try:
+            with uncompressed_stream(path, layer["mediaType"]) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+                previous, in_order = "", True
+                for member in tar:  # bounded by the layer; sorted layers are left early
+                    name = member.name.removeprefix("./")
+                    in_order, previous = in_order and name >= previous, name
+                    if not name.startswith(top):
+                        continue
+                    relative = name[len(top):]
+                    if member.isreg() and wanted(relative):
+                        data = tar.extractfile(member)
+                        found[relative] = data.read() if data is not None else b""
+                    elif in_order and past(relative):
+                        break
+        except (OSError, tarfile.TarError, EOFError) as exc:
+            raise LockFormatError(f"layer {layer['digest']} of {layout} cannot be read: {exc}",
+                                  "the base image is damaged: export or pull it again") from None
+    return found

@@ -1,0 +1,176 @@
+"""A step below export: what a team lock's export takes from its base image instead of building it.
+
+A team lock held to a base lock (`[stack] extends`) exported on lockgen's image of that very base lock
+(same prefix) is the base's layers, unchanged, plus the team's packages. The held packages are then
+neither fetched, linked nor hashed again: the team environment is the base environment as its image
+records it plus the team's packages, built for real. What is taken from the base image, and how it is
+held to account before use:
+- its recorded environment manifest (`.lockgen/manifest.json` in its layers): its digest must be the
+  image's environment label, and it must name the base lock the team lock was held to, at this prefix;
+- each held package's conda-meta record (read from its layer): its digest must be the manifest's entry;
+- each held package whose own manifest is known here (`$LOCKGEN_HOME/manifests`, filled by any earlier
+  materialize, check or export of it): every file it states with a hash must have that hash in the
+  base's manifest. The rest are as the base image records them, which `lockgen check --image OUT --lock
+  LOCK` proves file by file against the packages' own hashes (said in the progress line).
+When the team adds PyPI packages (they need the base's Python to install), the whole environment is
+built as before and only the layers are shared."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import conda_meta, env_manifest, manifest_store
+from lockgen.adapters.layer_members import read_members
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.api import team_steps
+from lockgen.api.manifest_steps import lock_python
+from lockgen.core import lock_builder
+from lockgen.core.expected_env import conda_expected, wheel_expected
+from lockgen.digests import file_digest
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.lock import Lock, LockedPackage
+from lockgen.model.names import normalize
+from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL
+
+_RECORDS = f"{conda_meta.FOLDER}/"
+
+
+@dataclass(frozen=True)
+class HeldEnvironment:
+    """The held packages (layer keys: `name-version-build`, `pypi-<name>-<version>`), their conda-meta
+    records (bytes by prefix-relative path) and the base environment's manifest entries (by path)."""
+
+    packages: frozenset[str]
+    records: dict[str, bytes]
+    entries: dict[str, dict[str, Any]]
+
+
+def package_key(package: LockedPackage) -> str:
+    """A locked package's layer key, as export names a package's layer."""
+    if package.manager == "conda":
+        return f"{package.name}-{package.version}-{package.build}"
+    return f"pypi-{normalize(package.name)}-{package.version}"
+
+
+def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config: dict[str, Any], prefix: str,
+                  progress: Callable[[str], None]) -> tuple[Lock | None, frozenset[str]]:
+    """(the base lock, the packages it holds) when the base image is lockgen's image of the base lock `lock`
+    was held to, at the same prefix: their layers are the base's, reused byte for byte. (None, empty) for a
+    base with no lockgen environment at `prefix`; a lockgen image of any other lock there is refused: its
+    files would stay under ours."""
+    labels = (base_config.get("config") or {}).get("Labels") or {}
+    if labels.get(PREFIX_LABEL) != prefix or not labels.get(LOCK_LABEL):
+        return None, frozenset()
+    held_to = lock.meta("base-lock")
+    if labels[LOCK_LABEL] != held_to or lock_path is None:
+        raise UserError(f"the base image is lockgen's image of lock {labels[LOCK_LABEL][:16]}… at {prefix}, "
+                        + (f"not of this team lock's base ({held_to[:16]}…)" if held_to else "and this lock extends no base"),
+                        "pass the image of the lock's own base stack, or a base without an environment at that prefix")
+    if any(lock.meta(f"base-moved.{p}") for p in lock.metadata.platforms):
+        raise UserError("this team lock moved base packages (override), so its image cannot be the base's layers plus "
+                        "its own", "export it without --base, or on a base image of a base that holds what the team needs")
+    base_path = team_steps.held_base_path(lock_path, lock)
+    if base_path is None or not base_path.is_file() or file_digest(base_path) != held_to:
+        raise UserError(f"the base lock this team lock was held to is not at {base_path} any more",
+                        "resolve the team stack again, or export on the image of the base lock it names")
+    base_lock = load_lock(base_path)
+    _same_builds(lock, base_lock, platform)
+    held = frozenset(package_key(p) for p in base_lock.packages_for(platform))
+    progress(f"the base image is this team lock's base: its {len(held)} packages' layers are reused as they are")
+    return base_lock, held
+
+
+def _same_builds(lock: Lock, base_lock: Lock, platform: str) -> None:
+    """Refuses a team lock whose package of a held name, version and build is another archive than the base
+    lock's (a channel that republished it): the base image's files would not be the lock's."""
+    mine = {package_key(p): p.hash for p in lock.packages_for(platform)}
+    for package in base_lock.packages_for(platform):
+        if mine.get(package_key(package), package.hash) != package.hash:
+            raise UserError(f"the team lock's {package.name} {package.version} is another archive than its base lock's "
+                            f"(sha256 {mine[package_key(package)].sha256} against {package.hash.sha256})",
+                            "resolve the base stack and then the team stack again, or export without --base")
+
+
+def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform: str, layout: Path,
+                     base_manifest: dict[str, Any], base_config: dict[str, Any], prefix: str,
+                     progress: Callable[[str], None]) -> HeldEnvironment | None:
+    """The base environment a team export builds on, read from the base image and checked (module
+    docstring); None when the team's own packages include wheels (the whole environment is built then)."""
+    own = [p for p in lock.packages_for(platform) if package_key(p) not in held]
+    if any(p.manager == "pip" for p in own):
+        progress("the team adds PyPI packages, which install with the base's Python: building the whole environment")
+        return None
+    found = read_members(layout, base_manifest["layers"], prefix, _wanted, _past)
+    recorded = _recorded_manifest(found, base_config, platform, prefix)
+    entries = {entry["path"]: entry for entry in recorded["files"]}
+    records = {path: data for path, data in found.items() if conda_meta.is_record(path)}
+    for package in base_lock.packages_for(platform):
+        path = f"{_RECORDS}{package_key(package)}.json"
+        if package.manager == "conda" and path not in records:
+            raise LockFormatError(f"the base image has no conda-meta record of its package {package.name} {package.version}",
+                                  "pass the base stack's own lockgen image, exported again if it was changed")
+    for path, data in records.items():
+        digest = entries.get(path, {}).get("sha256")
+        if digest != env_manifest.content_digest(path, data):
+            raise LockFormatError(f"the base image's {path} is not what its environment manifest records",
+                                  "the base image was changed: export or pull it again")
+    proven = _proven(base_lock, platform, prefix, entries)
+    progress(f"the base's {len(entries)} files are taken as its image records them ({proven} of "
+             f"{len(base_lock.packages_for(platform))} packages also proven against their own manifests here); "
+             "check --image --lock proves every file")
+    return HeldEnvironment(held, records, entries)
+
+
+def _wanted(relative: str) -> bool:
+    return relative == env_manifest.MANIFEST or conda_meta.is_record(relative)
+
+
+def _past(relative: str) -> bool:
+    return relative > _RECORDS and not relative.startswith(_RECORDS)
+
+
+def _recorded_manifest(found: dict[str, bytes], base_config: dict[str, Any], platform: str, prefix: str) -> dict[str, Any]:
+    """The base image's environment manifest, held to its image's label and the base lock."""
+    labels = (base_config.get("config") or {}).get("Labels") or {}
+    try:
+        recorded = json.loads(found[env_manifest.MANIFEST])
+        files = recorded["files"]
+        digest = env_manifest.digest({"format": recorded["format"], "files": files})
+    except (KeyError, ValueError, TypeError):
+        raise LockFormatError("the base image holds no readable environment manifest",
+                              "pass the base stack's own lockgen image, exported again") from None
+    if f"sha256:{digest}" != labels.get(ENVIRONMENT_LABEL) or recorded.get("environment_digest") != digest:
+        raise LockFormatError(f"the base image's environment manifest ({digest[:19]}…) is not the environment its label "
+                              "names", "the base image was changed: export or pull it again")
+    if recorded.get("prefix") != prefix or recorded.get("platform") != platform or \
+            recorded.get("lock_sha256") != labels.get(LOCK_LABEL):
+        raise LockFormatError("the base image's environment manifest is of another lock, platform or prefix",
+                              "the base image was changed: export or pull it again")
+    return recorded
+
+
+def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, dict[str, Any]]) -> int:
+    """How many held packages' own manifests (those known here) agree with the base's manifest, file by
+    file; a disagreement is a changed base image."""
+    python, proven = lock_python(base_lock, platform), 0
+    accepted = lock_builder.accepted_changes(base_lock, platform)
+    for package in base_lock.packages_for(platform):
+        manifest = manifest_store.cached(package.hash.sha256 or package.hash.md5 or "")
+        if manifest is None or (manifest.kind == "wheel" and python is None):
+            continue
+        if manifest.kind == "wheel":
+            expected = wheel_expected(manifest, python or "", accepted)
+        else:
+            expected = conda_expected(manifest, python, manifest_store.cached_patched(manifest.sha256, prefix) or {}, accepted)
+        for file in expected.files:
+            recorded = entries.get(file.path, {})
+            if file.kind == "file" and file.sha256 and env_manifest.covered(file.path) and recorded.get("sha256") != file.sha256:
+                raise LockFormatError(f"the base image records {file.path} of {expected.key} as "
+                                      f"{str(recorded.get('sha256'))[:12]}…, the package states {file.sha256[:12]}…",
+                                      "the base image was changed: export or pull it again")
+        proven += 1
+    return proven
