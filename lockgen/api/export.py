@@ -24,7 +24,7 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, home, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api import team_steps
+from lockgen.api import base_steps, team_steps
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config
@@ -179,26 +179,28 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
-                 tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None,
-                 fmt: str, prefix: str, meter: Meter | None = None, lock_path: Path | None = None) -> str:
+                 tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None],
+                 base: base_steps.Base | None, fmt: str, prefix: str, meter: Meter | None = None,
+                 lock_path: Path | None = None) -> str:
     """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest.
     `layering`: (layer budget, compression, level)."""
     layout = work / "layout"
     manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter,
                             lock_path)
-    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
+    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}",
+                                    base_steps.index_annotations(base, manifest))
     _place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
     return digest
 
 
 def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, layout: Path,
-           layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None, prefix: str,
+           layering: tuple[int, str, int], progress: Callable[[str], None], base: base_steps.Base | None, prefix: str,
            meter: Meter | None, lock_path: Path | None = None) -> tuple[dict[str, Any], bytes]:
     """Layers and config of the environment in `tree` put into `layout`: (the image manifest, its SBOM)."""
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
-    base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
+    base_layers, base_config, annotations = _base(base, layout, chosen, progress) if base else ([], None, {})
     held = _held_by_base(lock, lock_path, chosen, base_config, prefix, progress) if base_config else set()
     layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
@@ -220,6 +222,7 @@ def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes
             shutil.rmtree(out)
         os.rename(layout, out)
         return
+    base_steps.require_every_blob(layout, fmt)
     archive = work / "archive.tar"
     if fmt == "oci-archive":
         oci_layout.write_archive(layout, archive)
@@ -230,16 +233,14 @@ def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes
         out.with_name(f"{out.name}.{name}").write_bytes(sbom)
 
 
-def _base_python(base: Path | None, version: str | None, progress: Callable[[str], None]) -> str:
+def _base_python(base: base_steps.Base | None, version: str | None, progress: Callable[[str], None]) -> str:
     """Where a pure-PyPI image's venv finds Python: the base's `pythonX.Y` (Debian's /usr/bin, or
     /usr/local/bin of the python:X.Y images), else /usr/bin/pythonX.Y, which the image then lacks:
     said in a note, since a later layer or runtime may still bring it."""
     name = f"python{'.'.join((version or '3').split('.')[:2])}"
-    if base is not None:
-        paths = oci_layout.layer_paths(base)
-        for folder in ("usr/local/bin", "usr/bin"):
-            if f"{folder}/{name}" in paths:
-                return f"/{folder}/{name}"
+    found = base_steps.base_python(base, name, progress) if base is not None else None
+    if found is not None:
+        return found
     where = "the base image has no" if base is not None else "no base image brings"
     progress(f"note: the venv runs on /usr/bin/{name}, and {where} {name}: "
              f"pass --base with Python {name.removeprefix('python')} for an image that runs on its own")
@@ -334,15 +335,8 @@ def _pypi_key(key: str) -> str:
     return f"pypi-{normalize(name)}-{version}"
 
 
-def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:
-    """The base image's layers (blobs copied), its config, and the annotations that pin it."""
-    manifest, config, digest = oci_layout.read_image(base)
-    if config.get("architecture") != ARCHITECTURE[platform]:
-        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
-                        "pass a base image of the lock's architecture")
-    layers = []
-    for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
-        source = base / "blobs" / "sha256" / descriptor["digest"].split(":", 1)[1]
-        layers.append(({**descriptor, **oci_layout.put_blob_file(layout, source)}, diff_id))
-    return layers, config, {"org.opencontainers.image.base.digest": digest,
-                            "org.opencontainers.image.base.name": oci_layout.tag_of(base)}
+def _base(base: base_steps.Base, layout: Path, platform: str,
+          progress: Callable[[str], None]) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:
+    """The base image's layers (a local layout's blobs copied; a registry base's referenced, not downloaded),
+    its config, and the annotations that pin it (`base_steps`)."""
+    return base_steps.base_image(base, layout, platform, progress)
