@@ -46,7 +46,7 @@ def base_image(base: Base, layout: Path, platform: str,
     if isinstance(base, RegistryBase):
         image = registry_image.read(_reference(base), architecture, base.insecure, progress)
         manifest, config, digest = image.manifest, image.config, image.digest
-        progress(f"base {image.pinned}: {len(manifest['layers'])} layers referenced, none downloaded")
+        progress(f"base {image.pinned}: {len(manifest['layers'])} layers referenced by digest, their blobs left in the registry")
     else:
         manifest, config, digest = oci_layout.read_image(base, architecture)
     if config.get("architecture") != architecture:
