@@ -1,16 +1,19 @@
 """A team image on its certified base: exported with `--base` of the base's own image, it is the base's layers
 unchanged (same digests, same order, blobs not re-tarred or re-compressed) plus layers for the team's
-packages only, and it is still exactly the team lock's environment."""
+packages only, and it is still exactly the team lock's environment; on the base in a registry (shallow),
+it is the same image, byte for byte, as on a local copy of that base."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from lockgen.adapters import oci_layout
 from tests.channel_factory import Pkg, build_channel
-from tests.conftest import run_cli
+from tests.conftest import loopback_registry, run_cli
+from tests.test_export import require
 from tests.test_team_stacks import team, write
 
 BASE = [Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000}), Pkg("tok", "0.21.4"),
@@ -145,3 +148,26 @@ def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path,
     refused = run_cli("export", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "x"),
                       "--base", str(base_layout))
     assert refused.returncode == 1 and "tok 0.21.4 is another archive than its base lock's" in refused.stderr, refused.stderr
+
+
+def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp_path: Path,
+                                                                           base_image: tuple[Path, Path]) -> None:
+    _, base_layout = base_image
+    stack = team(tmp_path, 'teamtool = "*"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    (tmp_path / "registry").mkdir()
+    with loopback_registry(tmp_path / "registry") as host:
+        pushed = run_cli("push", str(base_layout), f"docker://{host}/platform/torch:1", "--insecure")
+        assert pushed.returncode == 0, pushed.stderr
+        base = f"{host}/platform/torch@{pushed.stdout.strip()}"
+        subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{base}",
+                        f"oci:{tmp_path / 'base-copy'}:copy"], check=True, capture_output=True, timeout=120)
+        remote = export(lock, tmp_path / "team-remote", "--base", f"docker://{base}", "--insecure")
+        assert export(lock, tmp_path / "team-local", "--base", str(tmp_path / "base-copy")) == remote
+        held = {p.name for p in (tmp_path / "team-remote" / "blobs" / "sha256").iterdir()}
+        assert not held & {d.split(":", 1)[1] for d in layer_digests(base_layout)}  # the team's own blobs only
+        target = f"docker://{host}/team/nlp:1"
+        assert run_cli("push", str(tmp_path / "team-remote"), target, "--insecure").stdout.strip() == remote
+        checked = run_cli("check", "--image", target, "--lock", str(lock), "--insecure")
+        assert checked.returncode == 0, checked.stdout + checked.stderr

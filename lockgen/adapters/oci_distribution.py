@@ -1,7 +1,9 @@
 """A minimal OCI distribution-spec client on the standard library (urllib), for what skopeo has no command
-for: the referrers API, the `OCI-Subject` answer to a manifest with a `subject`, and the fallback tag's
-index. It reads manifests and blobs (checked against their digests, size-bounded), uploads blobs (POST,
-then one monolithic PUT), and puts manifests by digest or tag, byte for byte.
+for: the referrers API, the `OCI-Subject` answer to a manifest with a `subject`, the fallback tag's index,
+and the blobs of a shallow layout (`export --base docker://…`), which skopeo cannot push. It reads manifests
+and blobs (checked against their digests, size-bounded, or streamed and hashed on the way), uploads blobs
+(POST, then one monolithic PUT, from bytes or a stream), mounts them across repositories, and puts
+manifests by digest or tag, byte for byte.
 
 Credentials come from `registry_auth` and go out only after the registry's 401 challenge, to that host
 (never on to a redirect's): Basic, or a bearer token fetched from the challenge's realm (with the
@@ -13,14 +15,18 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import re
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import Message
+from typing import IO
 
 from lockgen.adapters.registry_auth import credential
 from lockgen.core.credentials import scrub_url
@@ -176,6 +182,60 @@ class Registry:
         if closed.status != 201:
             raise self._refused(f"uploading blob {digest[:19]}…", closed)
 
+    def has_blob(self, digest: str) -> bool:
+        return self._send("HEAD", f"{self._base()}/blobs/{digest}").status == 200
+
+    def mount_blob(self, digest: str, source_repository: str) -> bool:
+        """Cross-repository blob mount (distribution-spec: `POST /v2/<name>/blobs/uploads/?mount=&from=`): True
+        when the registry linked the blob (201); False when it opened an upload instead (202), which is cancelled."""
+        query = urllib.parse.urlencode({"mount": digest, "from": source_repository})
+        answer = self._send("POST", f"{self._base()}/blobs/uploads/?{query}", b"", {"Content-Length": "0"})
+        if answer.status == 201:
+            return True
+        if answer.status == 202 and answer.headers.get("Location"):
+            self._send("DELETE", urllib.parse.urljoin(self._base() + "/", answer.headers["Location"]))
+            return False
+        raise self._refused(f"mounting blob {digest[:19]}… from {source_repository}", answer)
+
+    def push_blob_stream(self, digest: str, size: int, stream: IO[bytes]) -> None:
+        """Uploads `size` bytes read from `stream` (never held whole) as blob `digest` unless the repository has
+        it; the registry checks the digest as it closes the upload. The POST meets any challenge first, as a
+        stream cannot be sent twice."""
+        if self.has_blob(digest):
+            return
+        opened = self._send("POST", f"{self._base()}/blobs/uploads/", b"", {"Content-Length": "0"})
+        location = opened.headers.get("Location")
+        if opened.status != 202 or not location:
+            raise self._refused("opening a blob upload", opened)
+        target = urllib.parse.urljoin(self._base() + "/", location)
+        target += ("&" if "?" in target else "?") + urllib.parse.urlencode({"digest": digest})
+        closed = self._send("PUT", target, stream, {"Content-Type": "application/octet-stream",  # type: ignore[arg-type]
+                                                    "Content-Length": str(size)}, challenged=True)
+        if closed.status != 201:
+            raise self._refused(f"uploading blob {digest[:19]}…", closed)
+
+    @contextmanager
+    def blob_stream(self, digest: str) -> Iterator["CheckedStream"]:
+        """The blob's bytes as a stream, read as the caller reads (bounded memory); `verify()` at its end."""
+        url = f"{self._base()}/blobs/{digest}"
+        for challenged in (False, True):
+            request = urllib.request.Request(url)
+            if self._authorization:
+                request.add_unredirected_header("Authorization", self._authorization)
+            try:
+                response = urllib.request.urlopen(request, timeout=self._timeout_s, context=self._context)
+                break
+            except urllib.error.HTTPError as error:
+                answer = Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
+                if error.code == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
+                    continue
+                raise self._refused(f"reading blob {digest[:19]}…", answer) from None
+            except (urllib.error.URLError, OSError) as error:
+                raise HostError(f"cannot reach the registry at {scrub_url(url)}: {getattr(error, 'reason', error)}",
+                                "check the host and port, and pass --insecure for a plain-HTTP registry") from None
+        with response:
+            yield CheckedStream(response, digest)
+
     def push_manifest(self, reference: str, data: bytes, media_type: str) -> str | None:
         """Puts a manifest at a digest or tag; returns the `OCI-Subject` header (the referrers API took its subject)."""
         answer = self._send("PUT", f"{self._base()}/manifests/{reference}", data, {"Content-Type": media_type})
@@ -204,6 +264,30 @@ class Registry:
             url = urllib.parse.urljoin(url, following.group(1))
         raise HostError(f"the referrers of {digest[:19]}… run past {MAX_REFERRER_PAGES} pages",
                         "the registry keeps answering `Link: next`; report it to its operator")
+
+
+class CheckedStream(io.RawIOBase):
+    """A blob's bytes as they arrive, hashed on the way: `verify()` reads what is left and refuses other bytes."""
+
+    def __init__(self, raw: IO[bytes], digest: str) -> None:
+        self._raw, self._digest, self._hasher, self.read_bytes = raw, digest, hashlib.sha256(), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        data = self._raw.read(min(len(buffer), 1 << 20))
+        self._hasher.update(data)
+        self.read_bytes += len(data)
+        buffer[:len(data)] = data
+        return len(data)
+
+    def verify(self) -> None:
+        for _ in iter(lambda: self.read(1 << 20), b""):
+            pass
+        if "sha256:" + self._hasher.hexdigest() != self._digest:
+            raise LockFormatError(f"the registry served other bytes for blob {self._digest}",
+                                  "the registry or something between is altering content; use another")
 
 
 def _bounded(response, limit: int, url: str) -> bytes:

@@ -6,6 +6,10 @@ Layers: entries sorted, mtime 0, uid/gid 0, no user names, modes 0755/0644 (dire
 executables / everything else), PAX format (conda paths exceed USTAR's limits), hardlinks stored as
 regular files (inode layout differs between machines), symlinks kept. The diff_id (sha256 of the
 uncompressed tar) is the layer's identity; compressed blobs are cached by it.
+
+Reading: one image, or through an image index the image of one architecture; a layer's file names top
+down (`find_path`); a shallow layout (`export --base docker://…`) lacks its base's layer blobs, which its
+index.json descriptor says where to find (`base_source`), and unpacking it is refused in one error.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -28,7 +32,8 @@ import zstandard
 
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError
-from lockgen.model.oci import INDEX_MEDIA_TYPE
+from lockgen.core.image_platform import choose_manifest
+from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE
 
 
 
@@ -107,16 +112,28 @@ def compress(tar_path: Path, destination: Path, compression: str, level: int) ->
 
 @contextmanager
 def uncompressed_stream(path: Path, media_type: str) -> Iterator[IO[bytes]]:
+    with path.open("rb") as raw, uncompressed(raw, media_type) as stream:
+        yield stream
+
+
+@contextmanager
+def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
     """The tar stream of a layer blob by its media type (OCI's or Docker's): zstd, uncompressed, else gzip."""
-    with path.open("rb") as raw:
-        if media_type.endswith("zstd"):
-            with zstandard.ZstdDecompressor().stream_reader(raw) as stream:
-                yield stream
-        elif media_type.endswith(".tar"):
-            yield raw
-        else:
-            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-                yield stream
+    if media_type.endswith("zstd"):
+        with zstandard.ZstdDecompressor().stream_reader(raw, closefd=False) as stream:
+            yield stream
+    elif media_type.endswith(".tar"):
+        yield raw
+    else:
+        with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+            yield stream
+
+
+def member_names(stream: IO[bytes]) -> Iterator[str]:
+    """The paths of a layer's tar stream (relative, no leading `./` or `/`), read in one pass."""
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
+            yield member.name.removeprefix("./").lstrip("/")
 
 
 def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
@@ -157,25 +174,41 @@ def link_cached_blob(layout: Path, source: Path, digest: str, verify: bool = Tru
     return {"digest": digest, "size": source.stat().st_size}
 
 
-def write_index(layout: Path, document: dict[str, Any], tag: str) -> str:
+def write_index(layout: Path, document: dict[str, Any], tag: str, annotations: dict[str, str] | None = None) -> str:
     """Writes `document` (an image manifest, or an image index of one per platform), `index.json` naming it
-    `tag`, and `oci-layout`; returns the document's digest."""
+    `tag` (with `annotations` on its descriptor: outside the manifest digest), and `oci-layout`; returns the
+    document's digest."""
     descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)),
-                  "annotations": {"org.opencontainers.image.ref.name": tag}}
+                  "annotations": {**(annotations or {}), "org.opencontainers.image.ref.name": tag}}
     index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
     (layout / "index.json").write_bytes(canonical_json(index))
     (layout / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": "1.0.0"}))
     return descriptor["digest"]
 
 
+def base_source(layout: Path) -> str | None:
+    """Where a shallow layout's base blobs live (`HOST/REPO@sha256:…`), as its index.json descriptor records it."""
+    try:
+        entry = json.loads((layout / "index.json").read_text())["manifests"][0]
+        source = entry.get("annotations", {}).get(BASE_SOURCE_ANNOTATION)
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return source if isinstance(source, str) else None
+
+
+def missing_blobs(layout: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The layer descriptors of `manifest` whose blobs `layout` does not hold."""
+    return [layer for layer in manifest["layers"] if not blob_path(layout, layer["digest"]).is_file()]
+
+
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-def _malformed(layout: Path, what: str) -> LockFormatError:
+def _malformed(layout: Path | str, what: str) -> LockFormatError:
     return LockFormatError(f"`{layout}` is not a well-formed OCI image: {what}", "pass a folder made by lockgen export")
 
 
-def _digest_at(layout: Path, holder: Any, where: str) -> str:
+def digest_at(layout: Path | str, holder: Any, where: str) -> str:
     """The digest of a descriptor, refused unless it is `sha256:` and 64 hex digits (it names a file)."""
     digest = holder.get("digest") if isinstance(holder, dict) else None
     if not isinstance(digest, str) or not _DIGEST.match(digest):
@@ -183,13 +216,17 @@ def _digest_at(layout: Path, holder: Any, where: str) -> str:
     return digest
 
 
-def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """(manifest, config, manifest digest) of the layout's single image; blobs are checked against their
-    digests, and the structure every reader relies on (descriptors, layers, diff_ids, labels) is checked once
-    here, so a damaged or hostile layout is one error, never a crash further on."""
+def blob_path(layout: Path, digest: str) -> Path:
+    return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+
+
+def read_image(layout: Path, architecture: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(manifest, config, manifest digest) of the layout's single image, or with `architecture` of its
+    linux/`architecture` image when index.json names an image index; blobs are checked against their
+    digests, and the structure every reader relies on is checked once (`check_image`)."""
 
     def blob(digest: str, what: str) -> dict[str, Any]:
-        data = (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
+        data = blob_path(layout, digest).read_bytes()
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise LockFormatError(f"blob {digest} of {layout} was changed", "the image was tampered with: re-export it")
         document = json.loads(data)
@@ -202,32 +239,42 @@ def read_image(layout: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
         manifests = index.get("manifests") if isinstance(index, dict) else None
         if not isinstance(manifests, list) or not manifests:
             raise _malformed(layout, "index.json lists no manifest")
-        if isinstance(manifests[0], dict) and manifests[0].get("mediaType") == INDEX_MEDIA_TYPE:
-            raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
-                                  "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG")
-        digest = _digest_at(layout, manifests[0], "index.json's first manifest")
+        entry = manifests[0]
+        if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
+            if architecture is None:
+                raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
+                                      "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG")
+            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's first manifest"), "image index"),
+                                    architecture, f"`{layout}`")
+        digest = digest_at(layout, entry, "index.json's first manifest")
         manifest = blob(digest, "manifest")
-        config = blob(_digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
+        config = blob(digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
     except (OSError, ValueError) as exc:
         raise LockFormatError(f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export") from None
+    check_image(layout, manifest, config)
+    return manifest, config, digest
+
+
+def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> None:
+    """Refuses an image whose descriptors, layers, diff_ids or labels are not what every reader relies on,
+    so a damaged or hostile image (a layout's or a registry's) is one error, never a crash further on."""
     layers = manifest.get("layers")
     if not isinstance(layers, list):
-        raise _malformed(layout, "the manifest has no layers list")
+        raise _malformed(where, "the manifest has no layers list")
     for number, layer in enumerate(layers):
-        _digest_at(layout, layer, f"layer {number}")
+        digest_at(where, layer, f"layer {number}")
         if not isinstance(layer.get("mediaType"), str):  # it says how the layer is compressed
-            raise _malformed(layout, f"layer {number} has no media type")
+            raise _malformed(where, f"layer {number} has no media type")
     rootfs = config.get("rootfs")
     diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
     if not isinstance(diff_ids, list) or len(diff_ids) != len(layers) or not all(
             isinstance(d, str) and _DIGEST.match(d) for d in diff_ids):
-        raise _malformed(layout, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(layers)})")
+        raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(layers)})")
     settings = config.get("config", {})
     labels = settings.get("Labels") if isinstance(settings, dict) else None
     if not isinstance(settings, dict) or not (labels is None or isinstance(labels, dict)) or \
             any(not isinstance(v, str) for v in (labels or {}).values()):
-        raise _malformed(layout, "its config's config.Labels is not a mapping of strings")
-    return manifest, config, digest
+        raise _malformed(where, "its config's config.Labels is not a mapping of strings")
 
 
 def tag_of(layout: Path) -> str:
@@ -236,15 +283,28 @@ def tag_of(layout: Path) -> str:
     return index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name", "latest")
 
 
-def layer_paths(layout: Path) -> set[str]:
-    """Every path the image's layers carry (relative, no leading `./` or `/`), whiteouts not applied."""
-    manifest, _, _ = read_image(layout)
-    paths: set[str] = set()
-    for layer in manifest["layers"]:
-        blob = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
-        with uncompressed_stream(blob, layer.get("mediaType", "")) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
-            paths.update(member.name.removeprefix("./").lstrip("/") for member in tar)
-    return paths
+def find_path(layout: Path, wanted: Sequence[str], architecture: str | None = None) -> str | None:
+    """The first of `wanted` the image's file system has, reading layers top down (`decided_by`)."""
+    manifest, _, _ = read_image(layout, architecture)
+    for layer in reversed(manifest["layers"]):
+        with uncompressed_stream(blob_path(layout, layer["digest"]), layer.get("mediaType", "")) as stream:
+            decided, path = decided_by(set(member_names(stream)), wanted)
+        if decided:
+            return path
+    return None
+
+
+def decided_by(names: set[str], wanted: Sequence[str]) -> tuple[bool, str | None]:
+    """What one layer (its paths `names`) says of `wanted`, read top down: (True, the first of them it holds),
+    (True, None) when it deletes one by a whiteout (what lies below is gone), (False, None) when it has none."""
+    for path in wanted:
+        if path in names:
+            return True, path
+    for path in wanted:
+        folder, _, name = path.rpartition("/")
+        if f"{folder}/.wh.{name}" in names:
+            return True, None
+    return False, None
 
 
 def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> None:
@@ -256,8 +316,7 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
             meter("check and unpack layers", number - 1, len(manifest["layers"]))
         path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
         if not path.is_file():
-            raise LockFormatError(f"layer blob {layer['digest']} is missing from {layout}",
-                                  "the layout is incomplete: copy it whole, or re-export it")
+            raise _missing(layout, layer["digest"])
         if "sha256:" + file_digest(path) != layer["digest"]:
             raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
         hasher = hashlib.sha256()
@@ -273,3 +332,14 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
                 tar.extractall(destination, filter="tar")
     if meter is not None:
         meter("check and unpack layers", len(manifest["layers"]), len(manifest["layers"]))
+
+
+def _missing(layout: Path, digest: str) -> LockFormatError:
+    source = base_source(layout)
+    if source is not None:  # a shallow export: the base's layers stay in the base's registry
+        return LockFormatError(f"layer blob {digest[:19]}… of {layout} is the base image's, which this shallow layout "
+                               f"does not hold (it lives at {source})",
+                               "push the layout (lockgen push LAYOUT docker://REPO:TAG) and use docker://REPO:TAG, "
+                               "or export on a local --base LAYOUT")
+    return LockFormatError(f"layer blob {digest} is missing from {layout}",
+                           "the layout is incomplete: copy it whole, or re-export it")

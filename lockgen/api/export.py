@@ -24,15 +24,15 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, home, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api import base_image_steps
-from lockgen.api.base_image_steps import HeldEnvironment
+from lockgen.api import held_base_steps, base_steps
+from lockgen.api.held_base_steps import HeldEnvironment
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
-from lockgen.errors import LockFormatError, UserError
+from lockgen.errors import UserError
 from lockgen.model.lock import Lock
 from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
@@ -64,7 +64,7 @@ def _checked_out(out: Path, fmt: str) -> None:
 
 
 def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
-           level: int, progress: Callable[[str], None], base: Path | None = None,
+           level: int, progress: Callable[[str], None], base: base_steps.Base | None = None,
            fmt: str = "oci-layout", meter: Meter | None = None, compression: str = "gzip") -> tuple[str, str]:
     """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest).
     With `base` (an OCI layout of one image) its layers come first and its config is kept, pinned by
@@ -131,17 +131,20 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
     return digest, env_digests
 
 
-def _on_base(lock: Lock, lock_path: Path, platform: str, base: Path | None, prefix: str,
+def _on_base(lock: Lock, lock_path: Path, platform: str, base: base_steps.Base | None, prefix: str,
              progress: Callable[[str], None], build_on: bool = True) -> tuple[frozenset[str], HeldEnvironment | None]:
     """The packages the base image holds (their layers are reused) and, when `build_on` and the team's own
     are conda packages, the base environment to build on instead of building those again."""
     if base is None:
         return frozenset(), None
-    manifest, config, _ = _read_base(base, platform)
-    base_lock, held = base_image_steps.held_packages(lock, lock_path, platform, config, prefix, progress)
+    manifest, config, _ = base_steps.base_manifest(base, platform, progress)
+    base_lock, held = held_base_steps.held_packages(lock, lock_path, platform, config, prefix, progress)
     if base_lock is None or not build_on:
         return held, None
-    return held, base_image_steps.held_environment(lock, base_lock, held, platform, base, manifest, config, prefix, progress)
+    if not isinstance(base, Path):
+        progress("the base is in a registry and its held records are in its layers: building the whole environment")
+        return held, None
+    return held, held_base_steps.held_environment(lock, base_lock, held, platform, base, manifest, config, prefix, progress)
 
 
 def _buildable_here(lock: Lock, platform: str) -> None:
@@ -154,7 +157,7 @@ def _buildable_here(lock: Lock, platform: str) -> None:
 
 
 def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, layer_budget: int, level: int,
-                  progress: Callable[[str], None], base: Path | None = None, fmt: str = "oci-layout",
+                  progress: Callable[[str], None], base: base_steps.Base | None = None, fmt: str = "oci-layout",
                   manifests: Path | None = None, image_prefix: str | None = None,
                   allow_foreign: Sequence[str] = (), meter: Meter | None = None,
                   compression: str = "gzip") -> tuple[str, str]:
@@ -195,26 +198,28 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
-                 tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None,
-                 fmt: str, prefix: str, meter: Meter | None = None, held: frozenset[str] = frozenset()) -> str:
+                 tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None],
+                 base: base_steps.Base | None, fmt: str, prefix: str, meter: Meter | None = None,
+                 held: frozenset[str] = frozenset()) -> str:
     """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest.
     `layering`: (layer budget, compression, level)."""
     layout = work / "layout"
     manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter,
                             held)
-    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}")
+    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}",
+                                    base_steps.index_annotations(base, manifest))
     _place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
     return digest
 
 
 def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, layout: Path,
-           layering: tuple[int, str, int], progress: Callable[[str], None], base: Path | None, prefix: str,
+           layering: tuple[int, str, int], progress: Callable[[str], None], base: base_steps.Base | None, prefix: str,
            meter: Meter | None, held: frozenset[str] = frozenset()) -> tuple[dict[str, Any], bytes]:
     """Layers and config of the environment in `tree` put into `layout`: (the image manifest, its SBOM)."""
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
-    base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
+    base_layers, base_config, annotations = base_steps.base_image(base, layout, chosen, progress) if base else ([], None, {})
     layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
@@ -235,6 +240,7 @@ def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes
             shutil.rmtree(out)
         os.rename(layout, out)
         return
+    base_steps.require_every_blob(layout, fmt)
     archive = work / "archive.tar"
     if fmt == "oci-archive":
         oci_layout.write_archive(layout, archive)
@@ -245,16 +251,14 @@ def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes
         out.with_name(f"{out.name}.{name}").write_bytes(sbom)
 
 
-def _base_python(base: Path | None, version: str | None, progress: Callable[[str], None]) -> str:
+def _base_python(base: base_steps.Base | None, version: str | None, progress: Callable[[str], None]) -> str:
     """Where a pure-PyPI image's venv finds Python: the base's `pythonX.Y` (Debian's /usr/bin, or
     /usr/local/bin of the python:X.Y images), else /usr/bin/pythonX.Y, which the image then lacks:
     said in a note, since a later layer or runtime may still bring it."""
     name = f"python{'.'.join((version or '3').split('.')[:2])}"
-    if base is not None:
-        paths = oci_layout.layer_paths(base)
-        for folder in ("usr/local/bin", "usr/bin"):
-            if f"{folder}/{name}" in paths:
-                return f"/{folder}/{name}"
+    found = base_steps.base_python(base, name, progress) if base is not None else None
+    if found is not None:
+        return found
     where = "the base image has no" if base is not None else "no base image brings"
     progress(f"note: the venv runs on /usr/bin/{name}, and {where} {name}: "
              f"pass --base with Python {name.removeprefix('python')} for an image that runs on its own")
@@ -321,28 +325,3 @@ def _pypi_key(key: str) -> str:
     """`pypi-Torch_Stuff-2.1` (a dist-info folder's name) as `pypi-<normalised name>-<version>`."""
     name, _, version = key.removeprefix("pypi-").rpartition("-")
     return f"pypi-{normalize(name)}-{version}"
-
-
-def _read_base(base: Path, platform: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """The base image's manifest, config and manifest digest, refused for another architecture."""
-    manifest, config, digest = oci_layout.read_image(base)
-    if config.get("architecture") != ARCHITECTURE[platform]:
-        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
-                        "pass a base image of the lock's architecture")
-    return manifest, config, digest
-
-
-def _base(base: Path, layout: Path, platform: str) -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any], dict[str, str]]:
-    """The base image's layers (blobs checked against their digests, then hard-linked, or copied across file
-    systems), its config, and the annotations that pin it."""
-    manifest, config, digest = _read_base(base, platform)
-    layers = []
-    for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
-        source = base / "blobs" / "sha256" / descriptor["digest"].split(":", 1)[1]
-        linked = oci_layout.link_cached_blob(layout, source, descriptor["digest"]) if source.is_file() else None
-        if linked is None:
-            raise LockFormatError(f"the base image's layer blob {descriptor['digest']} is missing or was changed",
-                                  "export or copy the base image again")
-        layers.append(({**descriptor, **linked}, diff_id))
-    return layers, config, {"org.opencontainers.image.base.digest": digest,
-                            "org.opencontainers.image.base.name": oci_layout.tag_of(base)}

@@ -1,5 +1,7 @@
-"""Use case `lockgen push`: an exported image goes to a registry through skopeo, and the registry must
-hold exactly the layout's manifest digest; with `--attest CERT --key KEY` its certificate (and SBOM) is then
+"""Use case `lockgen push`: an exported image goes to a registry through skopeo, or, a shallow layout
+(`export --base docker://…`, its base layers absent), through lockgen's registry client: its own blobs
+uploaded, the base's mounted from the base's repository on the same registry or streamed from the base's
+registry. The registry must hold exactly the layout's manifest digest; with `--attest CERT --key KEY` its certificate (and SBOM) is then
 attached to the pushed digest as a signed attestation."""
 
 from __future__ import annotations
@@ -7,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import oci_layout, registry
+from lockgen.adapters import oci_layout, registry, registry_image
 from lockgen.api import attestation_steps
-from lockgen.errors import HostError
+from lockgen.errors import HostError, UserError
+from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 
 
 def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str], None] = lambda _: None,
@@ -20,7 +23,16 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     layers = manifest.get("layers", [])
     size = sum(int(layer.get("size", 0)) for layer in layers)
     progress(f"pushing {len(layers)} layers ({size / 1e6:,.1f} MB compressed) to {reference}")
-    pushed = registry.push(layout, oci_layout.tag_of(layout), reference, insecure, progress)
+    source, absent = oci_layout.base_source(layout), oci_layout.missing_blobs(layout, manifest)
+    if absent and source is None:
+        raise UserError(f"{layout} lacks {len(absent)} layer blobs and records no base registry they live in",
+                        "copy the layout whole, or export it again")
+    if absent:  # a shallow layout (export --base docker://…): skopeo cannot read it, lockgen puts it itself
+        progress(f"{len(absent)} base layers are not in the layout: mounted or streamed from {source}")
+        pushed = registry_image.push(layout, oci_layout.blob_path(layout, local).read_bytes(), manifest,
+                                     manifest.get("mediaType", MANIFEST_MEDIA_TYPE), reference, source, insecure, progress)
+    else:
+        pushed = registry.push(layout, oci_layout.tag_of(layout), reference, insecure, progress)
     if pushed != local:
         raise HostError(f"the registry holds {pushed}, not the layout's {local}",
                         "the registry rewrote the manifest; push to another")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, env_manifest, home, installers, package_store
 from lockgen.adapters import prefix_observer, rattler_cache
-from lockgen.api.base_image_steps import HeldEnvironment, package_key
+from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
 from lockgen.core import drift as drift_rules
 from lockgen.core.expected_env import conda_expected, wheel_expected

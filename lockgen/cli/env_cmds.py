@@ -215,7 +215,9 @@ def export(
     compression: str = typer.Option("gzip", "--compression", help="Layer compression: gzip, or zstd (smaller, faster "
                                     "to unpack; podman and containerd read it, older Docker engines do not)."),
     level: int = typer.Option(1, "--compression-level", help="Level of new layers (gzip 1 fast ... 9 small, zstd 1 ... 19)."),
-    base: Optional[Path] = typer.Option(None, "--base", help="An OCI layout of a base image (a CUDA runtime, a Debian slim)."),
+    base: Optional[str] = typer.Option(None, "--base", help="A base image (a CUDA runtime, a Debian slim): an OCI layout, "
+                                       "or docker://HOST/REPO@sha256:… (or :TAG), read shallow: its layers are not downloaded."),
+    insecure: bool = typer.Option(False, "--insecure", help="With --base docker://…: plain HTTP or a self-signed registry."),
     fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
     from_prefix: Optional[Path] = typer.Option(None, "--from-prefix", help="Export this existing environment (it must "
                                                "conform to the lock) instead of building one."),
@@ -236,6 +238,7 @@ def export(
     if several and (from_prefix is not None or base is not None):
         fail("an image index of several platforms is built from the lock, on no base image",
              "drop --from-prefix and --base, or export one --platform", 2)
+    base_image = _base_image(base, insecure, fmt)
     from lockgen.cli.ui import Meter
 
     meter = Meter()
@@ -248,13 +251,13 @@ def export(
         elif from_prefix is not None:
             from lockgen.api.export import export_prefix
 
-            digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base, fmt, manifests,
+            digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base_image, fmt, manifests,
                                                image_prefix, allow_foreign, meter=meter,
                                                compression=compression)
         else:
             from lockgen.api.export import export as run
 
-            digest, env_digest = run(lock, platform[0] if platform else None, out, tag, layers, level, progress, base,
+            digest, env_digest = run(lock, platform[0] if platform else None, out, tag, layers, level, progress, base_image,
                                      fmt, meter=meter, compression=compression)
     finally:
         meter.close()
@@ -271,6 +274,20 @@ def export(
         print_json({"image_digest": digest, "environment_digest": env_digest, "out": str(out), "format": fmt})
     else:
         print(digest)
+
+
+def _base_image(base: Optional[str], insecure: bool, fmt: str):
+    """`--base` as the export takes it: a layout's Path, or a registry reference to read shallow."""
+    if base is None or "://" not in base:
+        if insecure:
+            fail("--insecure goes with --base docker://…", "drop --insecure for a local --base LAYOUT", 2)
+        return Path(base) if base is not None else None
+    if fmt != "oci-layout":
+        fail(f"a {fmt} holds every blob, and --base {base} leaves the base's layers in its registry",
+             "export an oci-layout (then lockgen push it), or pass a local --base LAYOUT", 1)
+    from lockgen.model.base_image import RegistryBase
+
+    return RegistryBase(reference=base, insecure=insecure)
 
 
 @handles_errors

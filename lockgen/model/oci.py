@@ -19,5 +19,7 @@ IMAGE_PREFIX = "/opt/env"
 LOCK_LABEL = "dev.lockgen.lock.sha256"
 ENVIRONMENT_LABEL = "dev.lockgen.environment.digest"
 PREFIX_LABEL = "dev.lockgen.prefix"
+BASE_DIGEST_ANNOTATION = "org.opencontainers.image.base.digest"  # in the manifest: the base image, by digest
+BASE_SOURCE_ANNOTATION = "org.opencontainers.image.base.name"  # on index.json's descriptor: where absent base blobs live
 ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 FORMATS = ("oci-layout", "oci-archive", "docker-archive")

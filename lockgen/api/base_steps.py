@@ -1,0 +1,123 @@
+"""The base image of an export: a local OCI layout (`--base DIR`, its blobs copied into the new layout) or a
+registry image read shallow (`--base docker://HOST/REPO@sha256:…`, or `:TAG`, resolved to its digest): only
+its manifest and config are read, and its layers are referenced by digest without their blobs. Either may
+name an image index; the lock's platform's image is taken (linux/amd64 for linux-64, linux/arm64 for
+linux-aarch64). A pure-PyPI lock's venv needs the base's `pythonX.Y`: the layers are read top down, and
+only until one has it (locally the blobs are at hand; remotely each is streamed, and named in progress).
+
+Where the absent blobs live, read before choosing:
+- OCI image-spec `image-layout.md` (blobs): "The blobs directory MAY be missing referenced blobs, in which
+  case the missing blobs SHOULD be fulfilled by an external blob store." A shallow layout is such a layout.
+- image-spec `descriptor.md` `urls` and the non-distributable layer media types (deprecated in 1.1): a
+  descriptor may name URLs to fetch a blob from, and containers/image's OCI layout source
+  (`oci/layout/oci_src.go`, `GetBlob`) fetches from them. Not used: URLs (or another media type) in the
+  manifest change its digest, so the image would not be the one exported on a local copy of the base,
+  and a registry's blob URL needs its token, which plain URL fetching does not get.
+- image-spec `annotations.md`: `org.opencontainers.image.base.digest` / `.base.name` name the base. The
+  manifest keeps only `base.digest` (the platform image's), which is the same wherever the base was read
+  from; `base.name` (the registry and repository, `HOST/REPO@sha256:…`) is on index.json's descriptor of a
+  shallow layout, outside the manifest digest: it says where the missing blobs are.
+skopeo cannot copy a layout with absent blobs (containers/image opens each blob file), so `lockgen push`
+puts a shallow layout itself (mount or stream, `adapters.registry_image`), and the commands that need
+every blob (`check --image`, `verify --image`, archives) refuse it with one error saying to push it first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import home, oci_layout, registry_image
+from lockgen.core.image_reference import ImageReference, parse_reference
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.base_image import RegistryBase
+from lockgen.model.oci import ARCHITECTURE, BASE_DIGEST_ANNOTATION, BASE_SOURCE_ANNOTATION
+
+Base = Path | RegistryBase
+Layers = list[tuple[dict[str, Any], str]]  # (descriptor, diff_id), base first
+
+
+def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The base image's manifest, config and manifest digest for the lock's platform, refused for another
+    architecture. A registry base is read once per run (a tag resolves to one digest for the whole export)."""
+    architecture = ARCHITECTURE[platform]
+    if isinstance(base, RegistryBase):
+        image = _registry_image(base, architecture, progress)
+        manifest, config, digest = image.manifest, image.config, image.digest
+    else:
+        manifest, config, digest = oci_layout.read_image(base, architecture)
+    if config.get("architecture") != architecture:
+        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
+                        "pass a base image of the lock's architecture")
+    return manifest, config, digest
+
+
+def base_image(base: Base, layout: Path, platform: str,
+               progress: Callable[[str], None]) -> tuple[Layers, dict[str, Any], dict[str, str]]:
+    """The base image's layers (a local base's blobs checked against their digests and hard-linked into
+    `layout`, or copied across file systems; a registry base's referenced only), its config, and the
+    manifest annotations that pin it by digest."""
+    manifest, config, digest = base_manifest(base, platform, progress)
+    if isinstance(base, RegistryBase):
+        progress(f"base {_registry_image(base, ARCHITECTURE[platform], progress).pinned}: {len(manifest['layers'])} "
+                 "layers referenced by digest, their blobs left in the registry")
+    layers = []
+    for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
+        if not isinstance(base, RegistryBase):
+            source = oci_layout.blob_path(base, descriptor["digest"])
+            linked = oci_layout.link_cached_blob(layout, source, descriptor["digest"]) if source.is_file() else None
+            if linked is None:
+                raise LockFormatError(f"the base image's layer blob {descriptor['digest']} is missing or was changed",
+                                      "export or copy the base image again")
+            descriptor = {**descriptor, **linked}
+        layers.append((descriptor, diff_id))
+    return layers, config, {BASE_DIGEST_ANNOTATION: digest}
+
+
+_READ: dict[tuple[str, str, bool], registry_image.RemoteImage] = {}
+
+
+def _registry_image(base: RegistryBase, architecture: str, progress: Callable[[str], None]) -> registry_image.RemoteImage:
+    key = (base.reference, architecture, base.insecure)
+    if key not in _READ:
+        _READ[key] = registry_image.read(_reference(base), architecture, base.insecure, progress)
+    return _READ[key]
+
+
+def index_annotations(base: Base | None, manifest: dict[str, Any]) -> dict[str, str]:
+    """What index.json's descriptor records of a shallow layout: where its absent base blobs live."""
+    if not isinstance(base, RegistryBase):
+        return {}
+    reference = _reference(base)
+    return {BASE_SOURCE_ANNOTATION: f"{reference.name}@{manifest['annotations'][BASE_DIGEST_ANNOTATION]}"}
+
+
+def base_python(base: Base, name: str, progress: Callable[[str], None]) -> str | None:
+    """`/usr/local/bin/NAME` or `/usr/bin/NAME`, whichever the base's topmost layer having either holds
+    (that folder first within a layer); None when no layer has it. The lock is pure PyPI, so its platform
+    is this host's (a foreign one is refused before)."""
+    wanted = [f"usr/local/bin/{name}", f"usr/bin/{name}"]
+    architecture = ARCHITECTURE[home.native_platform() or "linux-64"]
+    if isinstance(base, RegistryBase):
+        found = registry_image.find_path(_registry_image(base, architecture, progress), wanted, base.insecure, progress)
+    else:
+        found = oci_layout.find_path(base, wanted, architecture)
+    return f"/{found}" if found else None
+
+
+def require_every_blob(layout: Path, fmt: str) -> None:
+    """Refuses to write an archive of a shallow layout: an archive must hold every blob it names."""
+    if oci_layout.base_source(layout) is not None:  # only a shallow layout records one
+        raise UserError(f"a {fmt} holds every blob, and this image's base layers stay in the base's registry "
+                        f"({oci_layout.base_source(layout)})",
+                        "export an oci-layout and push it, or export on a local --base LAYOUT for an archive")
+
+
+def _reference(base: RegistryBase) -> ImageReference:
+    """The base's reference; one with credentials in it is refused without repeating it (they are read
+    from the auth files `skopeo login` writes, and never written anywhere by lockgen)."""
+    if "@" in base.reference.removeprefix("docker://").split("/", 1)[0]:
+        raise UserError("the --base reference carries credentials (USER:PASSWORD@HOST)",
+                        "log in with `skopeo login HOST` and name the image as docker://HOST/REPO@sha256:…")
+    return parse_reference(base.reference)
