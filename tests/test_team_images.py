@@ -171,3 +171,49 @@ def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp
         assert run_cli("push", str(tmp_path / "team-remote"), target, "--insecure").stdout.strip() == remote
         checked = run_cli("check", "--image", target, "--lock", str(lock), "--insecure")
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _venv_style_python(tmp_path: Path) -> Pkg:
+    """A conda `python` package that runs for real without conda-forge: Debian's interpreter binary, with a
+    `pyvenv.cfg` beside `bin/`, so the prefix is its sys.prefix (uv installs wheels there) and the stdlib
+    is the host's /usr/lib/pythonX.Y."""
+    import shutil
+    binary = Path(shutil.which("python3", path="/usr/bin") or "/usr/bin/python3").resolve()
+    if not binary.is_file():
+        pytest.fail("this test links Debian's /usr/bin/python3 as a conda python; install python3 with apt")
+    version = subprocess.run([str(binary), "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    xy = ".".join(version.split(".")[:2])
+    return Pkg("python", version, depends=("libpyrt",), links={"bin/python": f"python{xy}"},
+               files={f"bin/python{xy}": binary.read_bytes(),
+                      "pyvenv.cfg": f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {version}\n"})
+
+
+def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path) -> None:
+    """The team's wheels install with the base's Python: python and what it needs (libpyrt) are linked again
+    from their archives; libtorchish is not, and the environment is still the whole team environment's."""
+    from tests.wheel_index import Wheel, build_index
+
+    channel = build_channel(tmp_path / "channel", [_venv_style_python(tmp_path), Pkg("libpyrt", "1.0"),
+                                                   Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000})])
+    index = build_index(tmp_path / "index", [Wheel("teamwheel", "1.0")])
+    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
+                 '[dependencies]\npython = "*"\nlibtorchish = "*"\n'
+                 f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n[targets.cpu]\narch = "cpu"\n')
+    assert run_cli("resolve", str(base)).returncode == 0
+    export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img")
+    stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n'
+                  '[pypi-dependencies]\nteamwheel = "*"\n')
+    resolved = run_cli("resolve", str(stack))
+    assert resolved.returncode == 0, resolved.stderr
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    done = run_cli("export", str(lock), "--out", str(tmp_path / "on-base"), "--base", str(tmp_path / "base-img"))
+    assert done.returncode == 0, done.stderr
+    assert "the base's Python and the 1 packages it needs are linked again" in done.stderr
+    assert "linked 2 conda packages" in done.stderr and "installed 1 wheels" in done.stderr, done.stderr
+    export(lock, tmp_path / "whole")
+    assert environment_digest(tmp_path / "on-base") == environment_digest(tmp_path / "whole")
+    base_layers, team_layers = layer_digests(tmp_path / "base-img"), layer_digests(tmp_path / "on-base")
+    assert team_layers[:len(base_layers)] == base_layers and len(team_layers) - len(base_layers) == 2
+    checked = run_cli("check", "--image", str(tmp_path / "on-base"), "--lock", str(lock))
+    assert checked.returncode == 0, checked.stdout + checked.stderr

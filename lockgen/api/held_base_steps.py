@@ -12,8 +12,11 @@ held to account before use:
   materialize, check or export of it): every file it states with a hash must have that hash in the
   base's manifest. The rest are as the base image records them, which `lockgen check --image OUT --lock
   LOCK` proves file by file against the packages' own hashes (said in the progress line).
-When the team adds PyPI packages (they need the base's Python to install), the whole environment is
-built as before and only the layers are shared."""
+When the team adds PyPI packages, they install with the base's Python: the base's conda python and the
+packages it needs to run (its dependency closure in the base lock, a few tens of MB beside the
+gigabytes of CUDA libraries) are linked again from their verified archives, and their files, proven
+as any linked package's, stand in the manifest for the base's record of them. A base whose Python is
+not a conda package (a venv) is built whole as before, only the layers shared."""
 
 from __future__ import annotations
 
@@ -42,11 +45,13 @@ _RECORDS = f"{conda_meta.FOLDER}/"
 @dataclass(frozen=True)
 class HeldEnvironment:
     """The held packages (layer keys: `name-version-build`, `pypi-<name>-<version>`), their conda-meta
-    records (bytes by prefix-relative path) and the base environment's manifest entries (by path)."""
+    records (bytes by prefix-relative path), the base environment's manifest entries (by path), and the
+    held packages linked again all the same (the Python that installs the team's wheels, and what it needs)."""
 
     packages: frozenset[str]
     records: dict[str, bytes]
     entries: dict[str, dict[str, Any]]
+    relinked: frozenset[str] = frozenset()
 
 
 def package_key(package: LockedPackage) -> str:
@@ -99,11 +104,16 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
                      base_manifest: dict[str, Any], base_config: dict[str, Any], prefix: str,
                      progress: Callable[[str], None]) -> HeldEnvironment | None:
     """The base environment a team export builds on, read from the base image and checked (module
-    docstring); None when the team's own packages include wheels (the whole environment is built then)."""
+    docstring); None when the team adds wheels and the base's Python is no conda package (built whole then)."""
     own = [p for p in lock.packages_for(platform) if package_key(p) not in held]
+    relinked = frozenset()
     if any(p.manager == "pip" for p in own):
-        progress("the team adds PyPI packages, which install with the base's Python: building the whole environment")
-        return None
+        relinked = python_closure(base_lock, platform)
+        if not relinked:
+            progress("the team adds PyPI packages and the base's Python is no conda package: building the whole environment")
+            return None
+        progress(f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are "
+                 "linked again to install them")
     found = read_members(layout, base_manifest["layers"], prefix, _wanted, _past)
     recorded = _recorded_manifest(found, base_config, platform, prefix)
     entries = {entry["path"]: entry for entry in recorded["files"]}
@@ -122,7 +132,21 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
     progress(f"the base's {len(entries)} files are taken as its image records them ({proven} of "
              f"{len(base_lock.packages_for(platform))} packages also proven against their own manifests here); "
              "check --image --lock proves every file")
-    return HeldEnvironment(held, records, entries)
+    return HeldEnvironment(held, records, entries, relinked)
+
+
+def python_closure(lock: Lock, platform: str) -> frozenset[str]:
+    """The layer keys of the lock's conda python and every conda package it needs, transitively; empty
+    without a conda python."""
+    conda = {p.name: p for p in lock.packages_for(platform) if p.manager == "conda"}
+    pending, seen = ["python"] if "python" in conda else [], set()
+    while pending:  # bounded: each name is entered once
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        pending.extend(n for n in conda[name].dependencies if n in conda and n not in seen)
+    return frozenset(package_key(conda[name]) for name in seen)
 
 
 def _wanted(relative: str) -> bool:

@@ -39,9 +39,10 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
                       held: HeldEnvironment | None = None) -> str:
     """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
     with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python).
-    With `held` (a base image's environment, conda packages only on top), only the packages it does not
-    hold are built: `temp` gets its records and those packages, the manifest is of the union."""
-    built = [p for p in lock.packages_for(platform) if held is None or package_key(p) not in held.packages]
+    With `held` (a base image's environment), only the packages it does not hold (and those it says to link
+    again) are built: `temp` gets its other records and those packages, the manifest is of the union."""
+    built = [p for p in lock.packages_for(platform)
+             if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
     unpublished = [p.name for p in pip if not p.url.startswith(("http://", "https://", "file://"))]
     if unpublished:
@@ -78,9 +79,11 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
 
 
 def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
-    """The base's conda-meta records written into `temp`: the packages it holds, not linked again."""
+    """The base's conda-meta records written into `temp`: the packages it holds that are not linked again."""
     paths = []
     for relative, data in sorted(held.records.items()):
+        if Path(relative).stem in held.relinked:
+            continue
         path = temp / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
