@@ -13,11 +13,13 @@ all conda (rattler links packages of any platform without running them; wheels n
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,8 @@ from lockgen.errors import UserError
 from lockgen.model.lock import Lock
 from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
-                               INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
+                               INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE, PREFIX_LABEL, SERVICE_LAUNCHER,
+                               SERVICES_FILE)
 
 
 def _checked_compression(compression: str, level: int) -> None:
@@ -198,6 +201,7 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
+    _write_services(lock, tree)
     base_layers, base_config, annotations = _base(base, layout, chosen) if base else ([], None, {})
     held = _held_by_base(lock, lock_path, chosen, base_config, prefix, progress) if base_config else set()
     layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
@@ -208,6 +212,21 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
     if annotations:
         manifest["annotations"] = annotations
     return manifest, sbom
+
+
+def _write_services(lock: Lock, tree: Path) -> None:
+    """For `[image] services`: lockgen's service launcher and the services it starts, under `.lockgen/` (which
+    the environment digest leaves out), run by the environment's own `bin/python`, which must be there."""
+    services = (json.loads(lock.meta("image")) if lock.meta("image") else {}).get("services")
+    if not services:
+        return
+    if not os.path.lexists(tree / "bin" / "python"):
+        raise UserError("[image] services are started by lockgen's launcher on the environment's Python, and this "
+                        "environment has no bin/python", "add python to the stack's dependencies, or state one "
+                        "entrypoint instead of services")
+    launcher = resources.files("lockgen.data").joinpath("service_launcher.py").read_bytes()
+    (tree / SERVICE_LAUNCHER).write_bytes(launcher)
+    (tree / SERVICES_FILE).write_bytes(canonical_json(services))
 
 
 def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]) -> None:

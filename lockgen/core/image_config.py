@@ -1,7 +1,8 @@
 """The OCI image config of an exported environment, pure: the environment at `/opt/env` first on PATH,
 NVIDIA runtime variables for CUDA locks, labels naming the lock and environment, a non-root user, the
 stack's `[image]` settings as the lock records them (entrypoint, cmd, env, workdir, user, exposed ports,
-labels, volumes), and a base image's own settings kept where they do not conflict."""
+labels, volumes; `services` make the entrypoint the environment's Python running lockgen's service launcher,
+and no cmd), and a base image's own settings kept where they do not conflict."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 from typing import Any
 
 from lockgen.model.lock import Lock
-from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
+from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER
 
 _CUDA_RUNTIME_PACKAGES = ("cuda-version", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
 
@@ -56,6 +57,9 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
     for key, field in (("Entrypoint", "entrypoint"), ("Cmd", "cmd")):
         if settings.get(field) is not None:
             config[key] = list(settings[field])
+    if settings.get("services"):  # the launcher starts them all; a base image's cmd would be its arguments
+        config["Entrypoint"] = [f"{prefix}/bin/python", f"{prefix}/{SERVICE_LAUNCHER}"]
+        config.pop("Cmd", None)
     for key, field in (("ExposedPorts", "exposed-ports"), ("Volumes", "volumes")):
         if settings.get(field):
             config[key] = {**inherited.get(key, {}), **{entry: {} for entry in settings[field]}}

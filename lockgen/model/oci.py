@@ -19,5 +19,7 @@ IMAGE_PREFIX = "/opt/env"
 LOCK_LABEL = "dev.lockgen.lock.sha256"
 ENVIRONMENT_LABEL = "dev.lockgen.environment.digest"
 PREFIX_LABEL = "dev.lockgen.prefix"
+SERVICE_LAUNCHER = ".lockgen/service_launcher.py"  # in the environment: an image's `[image] services` launcher
+SERVICES_FILE = ".lockgen/services.json"  # beside it: the services it starts (name -> command)
 ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 FORMATS = ("oci-layout", "oci-archive", "docker-archive")
