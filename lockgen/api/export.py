@@ -13,13 +13,11 @@ all conda (rattler links packages of any platform without running them; wheels n
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import team_steps
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
-from lockgen.core.image_config import image_config
+from lockgen.core.image_config import image_config, service_files
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
@@ -37,8 +35,7 @@ from lockgen.errors import UserError
 from lockgen.model.lock import Lock
 from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
-                               INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE, PREFIX_LABEL, SERVICE_LAUNCHER,
-                               SERVICES_FILE)
+                               INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
 
 
 def _checked_compression(compression: str, level: int) -> None:
@@ -217,16 +214,13 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
 def _write_services(lock: Lock, tree: Path) -> None:
     """For `[image] services`: lockgen's service launcher and the services it starts, under `.lockgen/` (which
     the environment digest leaves out), run by the environment's own `bin/python`, which must be there."""
-    services = (json.loads(lock.meta("image")) if lock.meta("image") else {}).get("services")
-    if not services:
-        return
-    if not os.path.lexists(tree / "bin" / "python"):
+    files = service_files(lock)
+    if files and not os.path.lexists(tree / "bin" / "python"):
         raise UserError("[image] services are started by lockgen's launcher on the environment's Python, and this "
                         "environment has no bin/python", "add python to the stack's dependencies, or state one "
                         "entrypoint instead of services")
-    launcher = resources.files("lockgen.data").joinpath("service_launcher.py").read_bytes()
-    (tree / SERVICE_LAUNCHER).write_bytes(launcher)
-    (tree / SERVICES_FILE).write_bytes(canonical_json(services))
+    for path, data in files.items():
+        (tree / path).write_bytes(data)
 
 
 def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]) -> None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lockgen.core.package_data import data_bytes
+from lockgen.digests import canonical_json
 from lockgen.model.lock import Lock
-from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER
+from lockgen.model.oci import (ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER,
+                               SERVICES_FILE)
 
 _CUDA_RUNTIME_PACKAGES = ("cuda-version", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
 
@@ -24,6 +27,16 @@ def _environment_variables(lock: Lock, platform: str, prefix: str) -> list[str]:
         env += ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
                 f"NVIDIA_REQUIRE_CUDA=cuda>={major_minor}"]
     return env
+
+
+def service_files(lock: Lock) -> dict[str, bytes]:
+    """The files `[image] services` put in the environment (prefix-relative path -> bytes): lockgen's launcher
+    and the services it starts, as the lock states them; none without services. Export writes them and
+    conformance checks an image's against them."""
+    services = (json.loads(lock.meta("image")) if lock.meta("image") else {}).get("services")
+    if not services:
+        return {}
+    return {SERVICE_LAUNCHER: data_bytes("service_launcher.py"), SERVICES_FILE: canonical_json(services)}
 
 
 def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str],
