@@ -307,6 +307,24 @@ def decided_by(names: set[str], wanted: Sequence[str]) -> tuple[bool, str | None
     return False, None
 
 
+def _remove_replaced(members: list[tarfile.TarInfo], destination: Path) -> None:
+    """A layer's entry replaces what an earlier layer put at its path (OCI layer semantics), so an earlier file
+    or symlink there is removed first: otherwise the tar filter follows an earlier layer's symlink (a venv's
+    `bin/python -> /usr/bin/python3.11` under a team layer's own) out of the destination and refuses it. Only
+    paths whose folder resolves inside `destination` are touched."""
+    root = os.path.realpath(destination)
+    for member in members:
+        if member.isdir():
+            continue
+        target = os.path.join(root, member.name.removeprefix("./").lstrip("/"))
+        folder = os.path.realpath(os.path.dirname(target))
+        if os.path.commonpath([root, folder]) != root:
+            continue  # the tar filter refuses it
+        placed = os.path.join(folder, os.path.basename(target))
+        if os.path.islink(placed) or os.path.isfile(placed):
+            os.unlink(placed)
+
+
 def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> None:
     """Applies every layer in order into `destination` (tar filter: no absolute paths or paths leaving it);
     `meter(phase, done, total)` hears of each layer applied."""
@@ -329,6 +347,7 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
                                       "the image was tampered with: re-export it")
             plain.seek(0)
             with tarfile.open(fileobj=plain, mode="r:") as tar:
+                _remove_replaced(tar.getmembers(), destination)
                 tar.extractall(destination, filter="tar")
     if meter is not None:
         meter("check and unpack layers", len(manifest["layers"]), len(manifest["layers"]))

@@ -1,9 +1,11 @@
 """A step below the use cases (check, verify, export): the conformance of an environment on disk to its
-lock, every path accounted for by a locked package's own manifest or a named rule."""
+lock, every path accounted for by a locked package's own manifest or a named rule (and, for a lock with
+`[image] services`, lockgen's launcher and services.json, checked byte for byte against what the lock states)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from hashlib import sha256
 from pathlib import Path
 
 from lockgen.adapters import manifest_store, prefix_observer
@@ -12,11 +14,13 @@ from lockgen.api.manifest_steps import expected_packages, lock_python
 from lockgen.api.shared_steps import Meter, lock_platform
 from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets
 from lockgen.core.expected_env import expected_digest, site_packages_of
+from lockgen.core.image_config import service_files
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance
 
 ALLOWED_FOREIGN = "allowed foreign files"
+SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
 
 
 def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None],
@@ -31,11 +35,14 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
     expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
     allowed = sorted(set(allow_foreign))
-    wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed)
+    services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
+    wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services)
     progress(f"hashing the {len(wanted)} files the packages state in {prefix}")
     observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys())
     found = {o.path: o.sha256 for o in observed}
     hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
+    # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
+    hook += [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))] if services else []
     python = lock_python(lock, chosen)
     report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix))
     by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)

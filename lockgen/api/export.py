@@ -28,7 +28,7 @@ from lockgen.api import held_base_steps, base_steps
 from lockgen.api.held_base_steps import HeldEnvironment
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
-from lockgen.core.image_config import image_config
+from lockgen.core.image_config import image_config, service_files
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
@@ -219,6 +219,7 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
+    _write_services(lock, tree)
     base_layers, base_config, annotations = base_steps.base_image(base, layout, chosen, progress) if base else ([], None, {})
     layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
@@ -228,6 +229,18 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
     if annotations:
         manifest["annotations"] = annotations
     return manifest, sbom
+
+
+def _write_services(lock: Lock, tree: Path) -> None:
+    """For `[image] services`: lockgen's service launcher and the services it starts, under `.lockgen/` (which
+    the environment digest leaves out), run by the environment's own `bin/python`, which must be there."""
+    files = service_files(lock)
+    if files and not os.path.lexists(tree / "bin" / "python"):
+        raise UserError("[image] services are started by lockgen's launcher on the environment's Python, and this "
+                        "environment has no bin/python", "add python to the stack's dependencies, or state one "
+                        "entrypoint instead of services")
+    for path, data in files.items():
+        (tree / path).write_bytes(data)
 
 
 def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]) -> None:

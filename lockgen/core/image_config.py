@@ -1,15 +1,19 @@
 """The OCI image config of an exported environment, pure: the environment at `/opt/env` first on PATH,
 NVIDIA runtime variables for CUDA locks, labels naming the lock and environment, a non-root user, the
 stack's `[image]` settings as the lock records them (entrypoint, cmd, env, workdir, user, exposed ports,
-labels, volumes), and a base image's own settings kept where they do not conflict."""
+labels, volumes; `services` make the entrypoint the environment's Python running lockgen's service launcher,
+and no cmd), and a base image's own settings kept where they do not conflict."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from lockgen.core.package_data import data_bytes
+from lockgen.digests import canonical_json
 from lockgen.model.lock import Lock
-from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
+from lockgen.model.oci import (ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER,
+                               SERVICES_FILE)
 
 _CUDA_RUNTIME_PACKAGES = ("cuda-version", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
 
@@ -23,6 +27,16 @@ def _environment_variables(lock: Lock, platform: str, prefix: str) -> list[str]:
         env += ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
                 f"NVIDIA_REQUIRE_CUDA=cuda>={major_minor}"]
     return env
+
+
+def service_files(lock: Lock) -> dict[str, bytes]:
+    """The files `[image] services` put in the environment (prefix-relative path -> bytes): lockgen's launcher
+    and the services it starts, as the lock states them; none without services. Export writes them and
+    conformance checks an image's against them."""
+    services = (json.loads(lock.meta("image")) if lock.meta("image") else {}).get("services")
+    if not services:
+        return {}
+    return {SERVICE_LAUNCHER: data_bytes("service_launcher.py"), SERVICES_FILE: canonical_json(services)}
 
 
 def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str],
@@ -56,6 +70,9 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
     for key, field in (("Entrypoint", "entrypoint"), ("Cmd", "cmd")):
         if settings.get(field) is not None:
             config[key] = list(settings[field])
+    if settings.get("services"):  # the launcher starts them all; a base image's cmd would be its arguments
+        config["Entrypoint"] = [f"{prefix}/bin/python", f"{prefix}/{SERVICE_LAUNCHER}"]
+        config.pop("Cmd", None)
     for key, field in (("ExposedPorts", "exposed-ports"), ("Volumes", "volumes")):
         if settings.get(field):
             config[key] = {**inherited.get(key, {}), **{entry: {} for entry in settings[field]}}

@@ -20,9 +20,13 @@ def spec_digest(spec: StackSpec) -> str:
 
 
 def image_text(spec: StackSpec) -> str:
-    """The `[image]` settings as the lock records them: canonical JSON, for export to apply."""
+    """The `[image]` settings as the lock records them: canonical JSON, for export to apply (`services` only
+    when there are any, so the locks of stacks without them read as before)."""
     assert spec.image is not None
-    return canonical_json(spec.image.model_dump(mode="json", by_alias=True)).decode()
+    settings = spec.image.model_dump(mode="json", by_alias=True)
+    if not settings["services"]:
+        del settings["services"]
+    return canonical_json(settings).decode()
 
 
 def target_digest(spec: StackSpec, target: Target) -> str:

@@ -1,5 +1,5 @@
 """The one data loader of `core`: the JSON files shipped in `lockgen/data` (GPU facts, performance
-envelopes), read through `importlib.resources` once per process, and the facts file `$LOCKGEN_FACTS` names
+envelopes; the image service launcher's source), read through `importlib.resources` once per process, and the facts file `$LOCKGEN_FACTS` names
 in their place. Nothing else in `core` reads files."""
 
 from __future__ import annotations
@@ -18,6 +18,12 @@ from lockgen.errors import UserError
 def load_json(name: str) -> Any:
     """The parsed content of `lockgen/data/<name>`."""
     return json.loads(resources.files("lockgen.data").joinpath(name).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def data_bytes(name: str) -> bytes:
+    """The bytes of `lockgen/data/<name>` (the service launcher an image runs, written into it as it is)."""
+    return resources.files("lockgen.data").joinpath(name).read_bytes()
 
 
 FACTS_ENV = "LOCKGEN_FACTS"

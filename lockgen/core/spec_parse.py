@@ -23,7 +23,7 @@ _INHERITED_KEYS = ("platforms", "exclude-newer", "python", "unknown-releases")  
 _DEP_TABLE_KEYS = ("version", "build")
 _PYPI_TABLE_KEYS = ("version", "extras", "index")
 _PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build")
-_IMAGE_KEYS = ("entrypoint", "cmd", "env", "workdir", "user", "exposed-ports", "labels", "volumes")
+_IMAGE_KEYS = ("entrypoint", "cmd", "env", "workdir", "user", "exposed-ports", "labels", "volumes", "services")
 _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
     "target": "keys of a target: arch, driver, platforms, glibc, cuda, cuda-compat, allow-ptx-jit",

@@ -21,5 +21,7 @@ ENVIRONMENT_LABEL = "dev.lockgen.environment.digest"
 PREFIX_LABEL = "dev.lockgen.prefix"
 BASE_DIGEST_ANNOTATION = "org.opencontainers.image.base.digest"  # in the manifest: the base image, by digest
 BASE_SOURCE_ANNOTATION = "org.opencontainers.image.base.name"  # on index.json's descriptor: where absent base blobs live
+SERVICE_LAUNCHER = ".lockgen/service_launcher.py"  # in the environment: an image's `[image] services` launcher
+SERVICES_FILE = ".lockgen/services.json"  # beside it: the services it starts (name -> command)
 ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 FORMATS = ("oci-layout", "oci-archive", "docker-archive")

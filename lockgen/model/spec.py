@@ -164,12 +164,15 @@ def _check_platforms(value: tuple[str, ...]) -> None:
 _PORT = re.compile(r"^(\d{1,5})(/(tcp|udp|sctp))?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
+_SERVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 RESERVED_ENV = ("PATH", "CONDA_PREFIX")  # the environment's own: lockgen sets them
 RESERVED_LABEL_PREFIX = "dev.lockgen."  # the labels that bind an image to its lock and environment
 
 
 class ImageSettings(Frozen):
-    """`[image]` in stack.toml: what an exported image runs and exposes (the OCI config's fields)."""
+    """`[image]` in stack.toml: what an exported image runs and exposes (the OCI config's fields). `services`
+    (name -> command) are several long-running programs one image runs: export makes the image's entrypoint
+    lockgen's service launcher (`lockgen/data/service_launcher.py`), so it states no entrypoint or cmd."""
 
     entrypoint: tuple[str, ...] | None = None
     cmd: tuple[str, ...] | None = None
@@ -179,6 +182,24 @@ class ImageSettings(Frozen):
     exposed_ports: tuple[str, ...] = Field((), alias="exposed-ports")
     labels: dict[str, str] = {}
     volumes: tuple[str, ...] = ()
+    services: dict[str, tuple[str, ...]] = {}
+
+    @field_validator("services")
+    @classmethod
+    def _service_commands(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for name, command in value.items():
+            if not _SERVICE_NAME.match(name):
+                raise ValueError(f"service name `{name}` must be lower-case letters, digits, `-` and `_` (e.g. \"jupyter\")")
+            if not command or not command[0]:
+                raise ValueError(f"service `{name}` needs a command: a list such as [\"jupyter\", \"lab\"]")
+        return dict(sorted(value.items()))
+
+    @model_validator(mode="after")
+    def _services_are_the_entrypoint(self) -> "ImageSettings":
+        if self.services and (self.entrypoint is not None or self.cmd is not None):
+            raise ValueError("`services` and `entrypoint`/`cmd` both say what the image runs: with services the "
+                             "entrypoint is lockgen's service launcher; state one of them")
+        return self
 
     @field_validator("workdir")
     @classmethod
