@@ -163,7 +163,11 @@ def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp
         base = f"{host}/platform/torch@{pushed.stdout.strip()}"
         subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{base}",
                         f"oci:{tmp_path / 'base-copy'}:copy"], check=True, capture_output=True, timeout=120)
-        remote = export(lock, tmp_path / "team-remote", "--base", f"docker://{base}", "--insecure")
+        on_remote = run_cli("export", str(lock), "--out", str(tmp_path / "team-remote"), "--base", f"docker://{base}",
+                            "--insecure")
+        assert on_remote.returncode == 0, on_remote.stderr
+        assert "linked 1 conda packages" in on_remote.stderr  # the held records read from the registry's layers
+        remote = on_remote.stdout.strip().splitlines()[0]
         assert export(lock, tmp_path / "team-local", "--base", str(tmp_path / "base-copy")) == remote
         held = {p.name for p in (tmp_path / "team-remote" / "blobs" / "sha256").iterdir()}
         assert not held & {d.split(":", 1)[1] for d in layer_digests(base_layout)}  # the team's own blobs only

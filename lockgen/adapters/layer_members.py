@@ -1,4 +1,4 @@
-"""Chosen files read out of an OCI layout's layers without applying them: a team export on its base image
+"""Chosen files read out of an image's layers (a layout's blobs, or a registry's, streamed) without applying them: a team export on its base image
 needs the base's conda-meta records and its recorded environment manifest, a few kilobytes among
 gigabytes, so each layer is streamed and left as soon as its sorted members are past the wanted region.
 
@@ -11,23 +11,27 @@ from __future__ import annotations
 
 import tarfile
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import IO, Any
 
-from lockgen.adapters.oci_layout import uncompressed_stream
+from lockgen.adapters.oci_layout import uncompressed
 from lockgen.errors import LockFormatError
 
+LayerOpener = Callable[[dict[str, Any]], AbstractContextManager[IO[bytes]]]  # a layer descriptor -> its blob's bytes
 
-def read_members(layout: Path, layers: list[dict[str, Any]], prefix: str, wanted: Callable[[str], bool],
+
+def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, wanted: Callable[[str], bool],
                  past: Callable[[str], bool]) -> dict[str, bytes]:
     """The regular files under `prefix` (relative to it) that `wanted` accepts, from every layer in order.
-    `past(relative)` says that, in sorted order, no wanted file can follow: a sorted layer is left there."""
+    `past(relative)` says that, in sorted order, no wanted file can follow: a sorted layer is left there.
+    The blobs are not checked against their digests (most are left part read): what is read must be
+    checked by what it is (the caller binds it to the image's config, which is)."""
     top = prefix.strip("/") + "/"
     found: dict[str, bytes] = {}
     for layer in layers:
-        path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
         try:
-            with uncompressed_stream(path, layer["mediaType"]) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+            with open_layer(layer) as raw, uncompressed(raw, layer["mediaType"]) as stream, \
+                    tarfile.open(fileobj=stream, mode="r|") as tar:
                 previous, in_order = "", True
                 for member in tar:  # bounded by the layer; sorted layers are left early
                     name = member.name.removeprefix("./")
@@ -40,7 +44,7 @@ def read_members(layout: Path, layers: list[dict[str, Any]], prefix: str, wanted
                         found[relative] = data.read() if data is not None else b""
                     elif in_order and past(relative):
                         break
-        except (OSError, tarfile.TarError, EOFError) as exc:
-            raise LockFormatError(f"layer {layer['digest']} of {layout} cannot be read: {exc}",
+        except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
+            raise LockFormatError(f"base layer {layer['digest']} cannot be read: {exc}",
                                   "the base image is damaged: export or pull it again") from None
     return found

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import home, oci_layout, registry_image
+from lockgen.adapters.layer_members import LayerOpener
+from lockgen.adapters.oci_distribution import Registry
 from lockgen.core.image_reference import ImageReference, parse_reference
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
@@ -83,6 +85,15 @@ def _registry_image(base: RegistryBase, architecture: str, progress: Callable[[s
     if key not in _READ:
         _READ[key] = registry_image.read(_reference(base), architecture, base.insecure, progress)
     return _READ[key]
+
+
+def layer_opener(base: Base) -> LayerOpener:
+    """How to read a base layer's blob: from the layout, or streamed from the registry (left when the reader
+    stops, so only what is read is downloaded)."""
+    if isinstance(base, RegistryBase):
+        client = Registry(_reference(base), base.insecure)
+        return lambda layer: client.blob_stream(layer["digest"])
+    return lambda layer: oci_layout.blob_path(base, layer["digest"]).open("rb")
 
 
 def index_annotations(base: Base | None, manifest: dict[str, Any]) -> dict[str, str]:

@@ -142,9 +142,10 @@ def _on_base(lock: Lock, lock_path: Path, platform: str, base: base_steps.Base |
     if base_lock is None or not build_on:
         return held, None
     if not isinstance(base, Path):
-        progress("the base is in a registry and its held records are in its layers: building the whole environment")
-        return held, None
-    return held, held_base_steps.held_environment(lock, base_lock, held, platform, base, manifest, config, prefix, progress)
+        progress(f"reading the held records from the base's {len(manifest['layers'])} layers in its registry, "
+                 "each only as far as its record")
+    return held, held_base_steps.held_environment(lock, base_lock, held, platform, base_steps.layer_opener(base),
+                                                  manifest, config, prefix, progress)
 
 
 def _buildable_here(lock: Lock, platform: str) -> None:

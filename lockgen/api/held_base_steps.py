@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import conda_meta, env_manifest, manifest_store
-from lockgen.adapters.layer_members import read_members
+from lockgen.adapters.layer_members import LayerOpener, read_members
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import team_steps
 from lockgen.api.manifest_steps import lock_python
@@ -100,7 +100,7 @@ def _same_builds(lock: Lock, base_lock: Lock, platform: str) -> None:
                             "resolve the base stack and then the team stack again, or export without --base")
 
 
-def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform: str, layout: Path,
+def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform: str, open_layer: LayerOpener,
                      base_manifest: dict[str, Any], base_config: dict[str, Any], prefix: str,
                      progress: Callable[[str], None]) -> HeldEnvironment | None:
     """The base environment a team export builds on, read from the base image and checked (module
@@ -114,7 +114,7 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
             return None
         progress(f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are "
                  "linked again to install them")
-    found = read_members(layout, base_manifest["layers"], prefix, _wanted, _past)
+    found = read_members(open_layer, base_manifest["layers"], prefix, _wanted, _past)
     recorded = _recorded_manifest(found, base_config, platform, prefix)
     entries = {entry["path"]: entry for entry in recorded["files"]}
     records = {path: data for path, data in found.items() if conda_meta.is_record(path)}
