@@ -168,19 +168,8 @@ class Registry:
         return answer.body
 
     def push_blob(self, data: bytes) -> None:
-        """Uploads `data` unless the repository has it: POST opens an upload, one PUT with the digest closes it."""
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        if self._send("HEAD", f"{self._base()}/blobs/{digest}").status == 200:
-            return
-        opened = self._send("POST", f"{self._base()}/blobs/uploads/", b"", {"Content-Length": "0"})
-        location = opened.headers.get("Location")
-        if opened.status != 202 or not location:
-            raise self._refused("opening a blob upload", opened)
-        target = urllib.parse.urljoin(self._base() + "/", location)
-        target += ("&" if "?" in target else "?") + urllib.parse.urlencode({"digest": digest})
-        closed = self._send("PUT", target, data, {"Content-Type": "application/octet-stream"})
-        if closed.status != 201:
-            raise self._refused(f"uploading blob {digest[:19]}…", closed)
+        """Uploads `data` unless the repository has it (as `push_blob_stream`, from memory)."""
+        self.push_blob_stream("sha256:" + hashlib.sha256(data).hexdigest(), len(data), io.BytesIO(data))
 
     def has_blob(self, digest: str) -> bool:
         return self._send("HEAD", f"{self._base()}/blobs/{digest}").status == 200
