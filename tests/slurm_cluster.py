@@ -84,8 +84,11 @@ class SlurmCluster:
         self.wait_idle(NODES, 60)
         return self
 
-    def run(self, *command: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env=self.env, check=check)
+    def run(self, *command: str, timeout: float = 60, check: bool = True,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """A client command against this cluster; `env` adds to the clients' environment."""
+        return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env={**self.env, **(env or {})},
+                              check=check)
 
     def states(self) -> dict[str, tuple[str, str]]:
         """{node: (state, reason)} as sinfo reports them."""
