@@ -43,7 +43,9 @@ def scripts(tmp_path: Path, python: str, *extra: str) -> tuple[Path, Path, Path]
 
 def test_one_job_certifies_two_nodes_together(tmp_path: Path, cluster: SlurmCluster) -> None:
     sbatch, _, certs = scripts(tmp_path, sys.executable)
-    job = cluster.run("sbatch", "--wait", str(sbatch), timeout=420, check=False)
+    # sbatch passes its environment to the job: one intra-op thread per stand-in node (each is CPUs=1), as real
+    # nodes have their own cores; two kernels that each spin a thread on every core of this host wait on each other
+    job = cluster.run("sbatch", "--wait", str(sbatch), timeout=420, check=False, env={"OMP_NUM_THREADS": "1"})
     summary = next(certs.glob("slurm-*.out")).read_text()
     assert job.returncode == 0, (job.stderr, summary, [p.read_text()[-1500:] for p in certs.glob("*.log")])
     assert "n1: passed" in summary and "n2: passed" in summary

@@ -113,11 +113,13 @@ def test_conflicting_conda_and_pypi_pins(example_copy: Path, snapshot: Path) -> 
         api.resolve(example_copy, targets=["h100"], aliases=[f"conda-forge={snapshot}"])
 
 
-def test_bad_pypi_input_fails_cleanly(tmp_path: Path) -> None:
+def test_bad_pypi_input_fails_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SpecError, match="PEP 440"):
         api.resolve(write(tmp_path / "a", PURE.format(deps='torch = ">>2"', arch="cpu", extra="")))
     with pytest.raises(UnsatisfiableError):
         api.resolve(write(tmp_path / "b", PURE.format(deps='no-such-project-lockgen-test = "*"', arch="cpu", extra="")))
+    # uv retries a refused connection with back-off (about 9 s a run); the error is the same after none
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
     unreachable = PURE.format(deps='six = "*"', arch="cpu", extra="") + '[pypi-options]\nindex-url = "http://127.0.0.1:9/simple"\n'
     with pytest.raises(ChannelError, match="cannot reach the package index"):
         api.resolve(write(tmp_path / "c", unreachable))

@@ -4,6 +4,12 @@ uv (the `uv` package's binary) runs once per target x platform, from any host: `
 names the target's platform and glibc, `--python-version` the interpreter, `--format pylock.toml`
 gives every wheel's URL and sha256. Wheels only by default (`--only-binary :all:`): a lock must not
 depend on compiling on the target. Runs are independent processes, so several go at once.
+
+Wheels only also means no interpreter runs: `--python-version` and `--python-platform` are all uv needs,
+so it is told not to download a managed CPython of that version (`--no-python-downloads`), which it
+otherwise tries on every run where the host lacks one: some 5 s on a connected host, about 9 s of retries
+on one that cannot reach python-build-standalone, for an identical pylock.toml. With builds allowed
+(`no-build = false`) uv keeps its default, since building an sdist needs an interpreter of that version.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
     if request.exclude_newer is not None:
         command += ["--exclude-newer", request.exclude_newer.isoformat()]
     if request.no_build:
-        command += ["--only-binary", ":all:"]
+        command += ["--only-binary", ":all:", "--no-python-downloads"]
     return command
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lockgen.adapters import conda_meta, env_manifest, image_source, python_dists
-from lockgen.api.conformance_steps import conform
+from lockgen.api.conformance_steps import conform, read_manifests
 from lockgen.api.shared_steps import Meter, recorded_drift
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.drift import manifest_drift
@@ -120,6 +120,7 @@ def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None =
     if image is None:
         where = prefix if prefix is not None else python_dists.prefix_of(str(python))
         return conform(lock_path, where, platform, manifests, progress, meter, allow_foreign=allow_foreign)
+    read_manifests(lock_path, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
     with image_source.opened(image, progress, insecure) as opened:
         labels = opened.config.get("config", {}).get("Labels") or {}
         image_prefix = image_prefix or labels.get(PREFIX_LABEL) or IMAGE_PREFIX

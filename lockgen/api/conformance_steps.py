@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lockgen.adapters import manifest_store, prefix_observer
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.manifest_steps import expected_packages, lock_python
+from lockgen.api.manifest_steps import expected_manifests, expected_packages, lock_python
 from lockgen.api.shared_steps import Meter, lock_platform
 from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets
 from lockgen.core.expected_env import expected_digest, site_packages_of
@@ -21,6 +21,15 @@ from lockgen.model.results import Conformance
 
 ALLOWED_FOREIGN = "allowed foreign files"
 SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
+
+
+def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None]) -> None:
+    """Every locked package's manifest read (and kept), each checked against the hash the lock pins: run before
+    an image is pulled and unpacked, a lock whose packages cannot be proven is refused before that work, and
+    `conform` then finds each manifest kept."""
+    lock = load_lock(lock_path)
+    bundle = manifest_store.read_bundle(manifests) if manifests else {}
+    expected_manifests(lock, lock_platform(lock, platform), bundle, progress)
 
 
 def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None],

@@ -64,15 +64,22 @@ def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest],
     return _wheel_manifest(package), lambda: None
 
 
+def expected_manifests(lock: Lock, platform: str, bundle: dict[str, PackageManifest],
+                       progress: Callable[[str], None]) -> list[tuple[PackageManifest, Callable[[], Path | None]]]:
+    """The manifest of every locked package of `platform` (read in parallel), with its way to the archive."""
+    packages = lock.packages_for(platform)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        found = list(pool.map(lambda p: manifest_of(p, bundle), packages))
+    progress(f"read the manifests of {len(packages)} locked packages")
+    return found
+
+
 def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, PackageManifest],
                       progress: Callable[[str], None]) -> list[ExpectedPackage]:
     """Every locked package of `platform` as the files it puts into an environment at `prefix`."""
     python = lock_python(lock, platform)
     accepted = lock_builder.accepted_changes(lock, platform)
-    packages = lock.packages_for(platform)
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        found = list(pool.map(lambda p: manifest_of(p, bundle), packages))
-    progress(f"read the manifests of {len(packages)} locked packages")
+    found = expected_manifests(lock, platform, bundle, progress)
     expected = []
     for manifest, archive in found:
         if manifest.kind == "wheel":

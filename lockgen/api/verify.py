@@ -20,7 +20,7 @@ from lockgen import __version__
 from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.conformance_steps import conform
+from lockgen.api.conformance_steps import conform, read_manifests
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.envelopes import conv_floors
@@ -71,6 +71,8 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         python = options.python or sys.executable
         conformance = _conformance(options, python_dists.prefix_of(python), None, progress) if options.lock else None
         return _verify(options, python, None, conformance, rendezvous, progress)
+    if options.lock:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
+        read_manifests(options.lock, None, options.manifests, progress)
     with image_source.unpacked(options.image, progress, options.insecure) as image:
         inside = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)
         folder = image_source.environment_in(image.root, inside)
