@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,16 @@ from tests.conftest import REPO
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+@pytest.fixture
+def short_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home on a short path: a console script's shebang names the prefix, and one past Linux's 127
+    characters becomes a `/bin/sh` trampoline, which a deep pytest temporary folder can reach."""
+    folder = Path(tempfile.mkdtemp(prefix="lg-", dir="/tmp"))
+    monkeypatch.setenv("LOCKGEN_HOME", str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -254,7 +266,7 @@ def test_check_an_environment_made_by_rattler_directly(home: Path, tiny_lock: tu
     assert drift.modified == ["lib/libfoo.txt"] and drift.extra == ["lib/new.txt"]
 
 
-def test_noarch_python_package_and_entry_points(home: Path, tmp_path: Path) -> None:
+def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path) -> None:
     """A noarch: python package lands in lib/python3.11/site-packages and gets a console script whose
     shebang names the final prefix. The `python` package here is a stand-in that runs the host's
     Python 3 with the prefix's site-packages (real CPython packages are not reachable offline)."""

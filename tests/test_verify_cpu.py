@@ -178,11 +178,24 @@ def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, tim
     """The hang is killed at --timeout: 10 s still gives the single-process kernel, which runs first under the
     same limit, three times the 3 s it takes here, and the message names the distributed run that hung."""
     monkeypatch.setenv(fault, "1")
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--timeout", timeout, "--out", str(tmp_path / "x.json"))
+    mark = f"LOCKGEN_TEST_RUN={tmp_path}"  # every process this run starts inherits it: the leftovers are found by it
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--timeout", timeout, "--out", str(tmp_path / "x.json"),
+                     env={"LOCKGEN_TEST_RUN": str(tmp_path)})
     assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.json").exists()
-    left = subprocess.run(["pgrep", "-f", "verify.dist"], capture_output=True, text=True)
-    assert left.stdout.strip() == "", left.stdout
+    assert _processes_marked(mark) == []
+
+
+def _processes_marked(mark: str) -> list[str]:
+    """The command lines of live processes whose environment holds `mark` (this run's own, whatever else runs)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark.encode() in environ.read_bytes().split(b"\0"):
+                found.append((environ.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
 
 
 def test_gpu_arch_on_a_host_without_gpus_is_refused(tmp_path: Path) -> None:
