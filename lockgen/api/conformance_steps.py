@@ -29,7 +29,10 @@ def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None
     `conform` then finds each manifest kept."""
     lock = load_lock(lock_path)
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
-    expected_manifests(lock, lock_platform(lock, platform), bundle, progress)
+    chosen = lock_platform(lock, platform)
+    expected_manifests(lock, chosen, bundle, lambda _: None)  # said once, here; conform's own read finds them kept
+    progress(f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked against "
+             "its pinned hash)")
 
 
 def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None],
