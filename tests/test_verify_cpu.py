@@ -171,12 +171,13 @@ def test_several_nodes_need_a_rendezvous(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("fault", "timeout", "message"), [
     ("VERIFY_FAULT_EXIT_RANK", "120", "rank 1 exited with code 17"),
-    ("VERIFY_FAULT_HANG_RANK", "10", "the 2-process distributed kernel did not finish within 10 s"),
+    ("VERIFY_FAULT_HANG_RANK", "25", "the 2-process distributed kernel did not finish within 25 s"),
 ])
 def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, timeout: str, message: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hang is killed at --timeout: 10 s still gives the single-process kernel, which runs first under the
-    same limit, three times the 3 s it takes here, and the message names the distributed run that hung."""
+    """The hang is killed at --timeout, and the message names the distributed run that hung. The single-process
+    kernel runs first under the same limit: about 3 s alone here, but over 10 s on a fresh venv beside the other
+    test worker, so the limit stays 25 s."""
     monkeypatch.setenv(fault, "1")
     mark = f"LOCKGEN_TEST_RUN={tmp_path}"  # every process this run starts inherits it: the leftovers are found by it
     result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--timeout", timeout, "--out", str(tmp_path / "x.json"),
