@@ -209,3 +209,27 @@ def test_a_long_tool_run_reports_progress_and_a_hung_one_is_killed(monkeypatch: 
     with pytest.raises(ToolFailedError, match="did not finish within"):
         tool_runner.run_tool(["sleep", "30"], "hanging", timeout_s=0.5)
     assert time.monotonic() - started < 5
+
+
+def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixture[str]) -> None:
+    """ENOSPC (or a quota) anywhere in a command is one `error:` line naming the file, exit 1; any other
+    unexpected OSError stays a bug (exit 3)."""
+    import errno
+
+    import typer
+
+    from lockgen.cli.ui import handles_errors
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/home/layers/x.tar")
+
+    def other() -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    for command, code in ((full, 1), (other, 3)):
+        with pytest.raises(typer.Exit) as exited:
+            handles_errors(command)()
+        assert exited.value.exit_code == code
+    err = capsys.readouterr().err
+    assert "error: the disk is full writing /data/home/layers/x.tar" in err and "Traceback" not in err
+    assert "unexpected OSError" in err

@@ -5,6 +5,7 @@ wheels only), and relocatable venvs for pure-PyPI locks."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,8 @@ def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platfo
     try:
         asyncio.run(run())
     except Exception as exc:  # rattler's own error types: a bad archive, a path outside the prefix, a clobber
+        if "(os error 28)" in str(exc) or "(os error 122)" in str(exc):  # ENOSPC, EDQUOT: the machine's, said as such
+            raise OSError(errno.ENOSPC, "No space left on device", f"{prefix} or the package cache {cache}") from None
         raise LockFormatError(f"installing into {prefix} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                               "an archive was refused (bad content or paths outside the prefix); nothing was kept") from None
 

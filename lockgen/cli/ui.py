@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 a user-level failure (a `LockgenError`), 2 usage (typer), 3 
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -85,6 +86,9 @@ def fail(message: str, hint: str = "", code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT)  # the machine's fault, not lockgen's: exit 1, not 3
+
+
 def handles_errors(command: F) -> F:
     """Turns lockgen's errors into `error:`/`hint:` lines and exit codes (tracebacks only with -v)."""
 
@@ -98,6 +102,14 @@ def handles_errors(command: F) -> F:
             if state.verbose:
                 traceback.print_exc()
             fail(exc.message, exc.hint, exc.exit_code)
+        except OSError as exc:
+            if state.verbose:
+                traceback.print_exc()
+            if exc.errno not in _FULL:
+                fail(f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3)
+            where = f" writing {exc.filename}" if exc.filename else ""
+            fail(f"the disk is full{where}", "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at a "
+                 "larger disk, and run it again (what was being written is removed, nothing half done is kept)")
         except Exception as exc:  # the last line of defence: no traceback unless -v
             if state.verbose:
                 traceback.print_exc()
