@@ -80,3 +80,14 @@ def test_telemetry_of_one_phase_and_the_nvml_index(monkeypatch) -> None:
     assert nvml_index(0) == 1 and nvml_index(1) == 0
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert nvml_index(0) == 0
+
+
+def test_a_ddp_mismatch_names_the_tensors_that_differ() -> None:
+    """The DDP check's detail says which parameter tensors differ between ranks and by how much, so a FAIL
+    (seen on CPU stand-in nodes under load) can be told from a real divergence."""
+    import torch
+
+    from verify.dist import _where_they_differ
+
+    named = [("wte.weight", torch.zeros(3)), ("head.bias", torch.zeros(2))]
+    assert _where_they_differ(named, torch.tensor([0.0, 0.0, 0.0, 2e-7, 0.0])) == "1 of 2 tensors: head.bias: 1 values, up to 2e-07"

@@ -93,15 +93,29 @@ def _ddp_step(results: Results, device: torch.device, rank: int) -> None:
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    named = list(model.named_parameters())
+    flat = torch.cat([p.detach().flatten() for _, p in named])
     high, low = flat.clone(), flat.clone()
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     identical = bool(torch.equal(high, low))
     results.check("distributed", "ddp_parameters_identical", identical,
-                  f"{flat.numel()} parameters {'identical' if identical else 'DIFFER'} on every rank after 3 DDP steps")
+                  f"{flat.numel()} parameters {'identical' if identical else 'DIFFER'} on every rank after 3 DDP steps"
+                  + ("" if identical else f" ({_where_they_differ(named, high - low)})"))
     results.check("distributed", "ddp_loss_finite", all(x == x and abs(x) != float("inf") for x in losses),
                   f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}")
+
+
+def _where_they_differ(named: list[tuple[str, torch.Tensor]], spread: torch.Tensor) -> str:
+    """Which parameter tensors differ between ranks and by how much (the spread is max - min over ranks)."""
+    differing, offset = [], 0
+    for name, parameter in named:
+        part = spread[offset:offset + parameter.numel()]
+        offset += parameter.numel()
+        if bool(part.any()):
+            differing.append((name, int((part != 0).sum()), float(part.abs().max())))
+    first = ", ".join(f"{name}: {count} values, up to {largest:.3g}" for name, count, largest in differing[:3])
+    return f"{len(differing)} of {len(named)} tensors: {first}"
 
 
 def _inject_fault(rank: int) -> None:
