@@ -1,6 +1,7 @@
-"""Chosen files read out of an image's layers (a layout's blobs, or a registry's, streamed) without applying them: a team export on its base image
-needs the base's conda-meta records and its recorded environment manifest, a few kilobytes among
-gigabytes, so each layer is streamed and left as soon as its sorted members are past the wanted region.
+"""Chosen files read out of an image's layers (a layout's blobs, or a registry's, streamed) without applying
+them: a team export on its base image needs the base's conda-meta records and its recorded environment
+manifest, a few kilobytes among gigabytes, so each layer is streamed and left as soon as its sorted
+members are past the wanted region.
 
 lockgen writes every layer's members sorted by path (`oci_layout.write_layer_tar`), so `.lockgen/` and
 `conda-meta/` come before `lib/`, `share/` and `site-packages`: a package's layer is decompressed only as

@@ -102,17 +102,13 @@ def handles_errors(command: F) -> F:
             if state.verbose:
                 traceback.print_exc()
             fail(exc.message, exc.hint, exc.exit_code)
-        except OSError as exc:
-            if state.verbose:
-                traceback.print_exc()
-            if exc.errno not in _FULL:
-                fail(f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3)
-            where = f" writing {exc.filename}" if exc.filename else ""
-            fail(f"the disk is full{where}", "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at a "
-                 "larger disk, and run it again (what was being written is removed, nothing half done is kept)")
         except Exception as exc:  # the last line of defence: no traceback unless -v
             if state.verbose:
                 traceback.print_exc()
+            if isinstance(exc, OSError) and exc.errno in _FULL:
+                where = f" writing {exc.filename}" if exc.filename else ""
+                fail(f"the disk is full{where}", "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at "
+                     "a larger disk, and run it again (what was being written is removed, nothing half done is kept)")
             fail(f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3)
 
     return wrapper  # type: ignore[return-value]
