@@ -332,7 +332,7 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
     for number, (layer, diff_id) in enumerate(zip(manifest["layers"], config["rootfs"]["diff_ids"]), 1):
         if meter is not None:
             meter("check and unpack layers", number - 1, len(manifest["layers"]))
-        path = layout / "blobs" / "sha256" / layer["digest"].split(":", 1)[1]
+        path = blob_path(layout, layer["digest"])
         if not path.is_file():
             raise _missing(layout, layer["digest"])
         if "sha256:" + file_digest(path) != layer["digest"]:
