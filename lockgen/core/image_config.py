@@ -29,11 +29,16 @@ def _environment_variables(lock: Lock, platform: str, prefix: str) -> list[str]:
     return env
 
 
+def _locked_settings(lock: Lock) -> dict[str, Any]:
+    """The stack's `[image]` settings as the lock records them (none: empty)."""
+    return json.loads(lock.meta("image")) if lock.meta("image") else {}
+
+
 def service_files(lock: Lock) -> dict[str, bytes]:
     """The files `[image] services` put in the environment (prefix-relative path -> bytes): lockgen's launcher
     and the services it starts, as the lock states them; none without services. Export writes them and
     conformance checks an image's against them."""
-    services = (json.loads(lock.meta("image")) if lock.meta("image") else {}).get("services")
+    services = _locked_settings(lock).get("services")
     if not services:
         return {}
     return {SERVICE_LAUNCHER: data_bytes("service_launcher.py"), SERVICES_FILE: canonical_json(services)}
@@ -54,7 +59,7 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
         PREFIX_LABEL: prefix,
     }
     inherited = (base or {}).get("config", {})
-    settings = json.loads(lock.meta("image")) if lock.meta("image") else {}  # the stack's [image], as locked
+    settings = _locked_settings(lock)
     for line in inherited.get("Env", []):
         key = line.split("=", 1)[0]
         if key == "PATH":  # a lockgen base image's PATH already starts with the environment

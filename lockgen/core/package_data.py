@@ -1,6 +1,6 @@
-"""The one data loader of `core`: the JSON files shipped in `lockgen/data` (GPU facts, performance
-envelopes; the image service launcher's source), read through `importlib.resources` once per process, and the facts file `$LOCKGEN_FACTS` names
-in their place. Nothing else in `core` reads files."""
+"""The one data loader of `core`: the files shipped in `lockgen/data` (GPU facts and performance envelopes,
+JSON; the image service launcher's source, bytes), read through `importlib.resources` once per process,
+and the facts file `$LOCKGEN_FACTS` names in their place. Nothing else in `core` reads files."""
 
 from __future__ import annotations
 
