@@ -1,13 +1,18 @@
 """Reads a `stack.toml` from disk for the pure parser (`core.spec_parse`), turning a missing or
-unreadable file into a SpecError naming it; a team stack's base (`[stack] extends`) is read first."""
+unreadable file into a SpecError naming it; a team stack's base (`[stack] extends`, a stack or a lock) is read
+first."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.spec_parse import extends_of, parse_stack_text
-from lockgen.errors import SpecError
-from lockgen.model.spec import StackSpec
+from lockgen.core.stack_layout import names_a_lock
+from lockgen.errors import LockgenError, SpecError
+from lockgen.model.spec import LockBase, StackSpec
+
+_TARGET_FACTS = ("arch", "driver", "glibc", "cuda")  # the lock's `lockgen.*` keys a team target takes
 
 
 def _read(path: Path) -> str:
@@ -32,8 +37,28 @@ def parse_stack_file(path: Path) -> StackSpec:
     if extends is None:
         return parse_stack_text(text, str(path))
     base_path = base_stack_path(path, extends)
+    if names_a_lock(extends):
+        return parse_stack_text(text, str(path), lock_base(base_path, str(path)))
     base_text = _read(base_path)
     if extends_of(base_text, str(base_path)) is not None:
         raise SpecError(f"the base stack {base_path} extends another stack itself",
                         "extend the stack at the root of the chain: a team stack sits on one base", str(path))
     return parse_stack_text(text, str(path), parse_stack_text(base_text, str(base_path)))
+
+
+def lock_base(path: Path, source: str) -> LockBase:
+    """What a team stack takes from the lock it extends (its target, platforms, Python, recorded hardware)."""
+    if not path.is_file():
+        raise SpecError(f"the base lock {path} does not exist", "pin or resolve it first (lockgen pin INVENTORY "
+                        "--target NAME --out PATH), or fix `extends`", source)
+    try:
+        lock = load_lock(path)
+    except LockgenError as exc:
+        raise SpecError(f"the base lock {path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
+    target = lock.meta("target")
+    pythons = {lock.meta(f"python.{platform}") for platform in lock.metadata.platforms} - {""}
+    if not target or len(pythons) > 1:
+        raise SpecError(f"the base lock {path} names no target, or several Pythons",
+                        "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)
+    facts = {key: value for key in _TARGET_FACTS if (value := lock.meta(key))}
+    return LockBase(target=target, platforms=lock.metadata.platforms, python=next(iter(pythons), None), facts=facts)

@@ -15,6 +15,7 @@ on one that cannot reach python-build-standalone, for an identical pylock.toml. 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import tempfile
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ class PypiRequest:
     python: str
     requirements: tuple[str, ...]
     constraints: tuple[str, ...]
+    left_out: tuple[str, ...]  # project names dropped from the solve (whoever requires them)
+    preferred: tuple[LockedPackage, ...]  # versions uv keeps unless the requirements move them
     index_url: str
     extra_index_urls: tuple[str, ...]
     exclude_newer: dt.date | dt.datetime | None
@@ -63,6 +66,8 @@ def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
                "--no-header", "--quiet", "--color", "never"]
     if request.constraints:
         command += ["--constraints", str(folder / "constraints.txt")]
+    if request.left_out:  # an override whose marker never holds replaces every requirement on the name with none
+        command += ["--overrides", str(folder / "overrides.txt")]
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
     if request.exclude_newer is not None:
@@ -79,11 +84,25 @@ def resolve(request: PypiRequest) -> list[LockedPackage]:
         folder = Path(tmp)
         (folder / "requirements.in").write_text("\n".join(request.requirements) + "\n")
         (folder / "constraints.txt").write_text("\n".join(request.constraints) + "\n")
+        (folder / "overrides.txt").write_text("".join(f"{name} ; sys_platform == 'never'\n" for name in request.left_out))
+        if request.preferred:  # uv prefers the versions an existing output file holds
+            (folder / "pylock.toml").write_text(_preferences(request.preferred))
         done = run_tool(_command(uv, request, folder), f"resolving {request.label}", timeout_s=900, check=False)
         if done.returncode != 0:
             raise _error(request, done.stderr)
         text = (folder / "pylock.toml").read_text()
     return _packages(request, text)
+
+
+def _preferences(packages: tuple[LockedPackage, ...]) -> str:
+    """A pylock.toml of `packages` (name, version, wheel): what `uv pip compile` reads from its output file as
+    the versions to keep."""
+    lines = ['lock-version = "1.0"', 'created-by = "lockgen"']
+    for package in packages:
+        wheel = f'{{ url = {json.dumps(package.url)}, hashes = {{ sha256 = "{package.hash.sha256}" }} }}'
+        lines += ["", "[[packages]]", f"name = {json.dumps(package.name)}", f"version = {json.dumps(package.version)}",
+                  f"wheels = [{wheel}]"]
+    return "\n".join(lines) + "\n"
 
 
 def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:

@@ -31,7 +31,7 @@ def _pin(package: LockedPackage) -> str:
 
 
 def _wheel_manifest(package: LockedPackage) -> PackageManifest:
-    if package.url.startswith(lock_builder.UNPUBLISHED_SCHEME):
+    if lock_builder.is_check_only(package):
         raise UserError(f"{package.name} {package.version} is a check-only entry and its manifest is not here",
                         "pass the bundle lockgen pin wrote with --manifests FILE")
     if package.url.startswith("file://"):  # a local wheel: read whole, checked against the lock's hash first

@@ -68,10 +68,16 @@ class NewerReleases:
 
 
 def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Callable[[str], None],
-                 held: dict[tuple[str, str], tuple[str, ...]] | None = None
-                 ) -> dict[tuple[str, str], tuple[PypiPlan, list[LockedPackage]]]:
+                 held: dict[tuple[str, str], tuple[str, ...]] | None = None,
+                 left_out: dict[tuple[str, str], tuple[str, ...]] | None = None,
+                 preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] | None = None,
+                 require_held: bool = False) -> dict[tuple[str, str], tuple[PypiPlan, list[LockedPackage]]]:
     """Pip entries per (target, platform), on top of the conda packages solved for it; `held` pins
-    (`--update`: every pip package but the updated ones) are added to uv's constraints."""
+    (`--update`: every pip package but the updated ones) are added to uv's constraints; `left_out` names
+    (a base's check-only builds) are kept out of the solve: whatever requires them, uv leaves them to the base;
+    `preferred` versions (a base's, in the solve without its holds) are kept unless the requirements move them.
+    With `require_held` the held pins are requirements too (a base that is a lock: no base stack requests
+    them, and the whole environment must be consistent, not only what the team's dependencies reach)."""
     options = spec.pypi_options
     extra_indexes = tuple(dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index)))
     newer = NewerReleases(facts, spec, progress)
@@ -81,11 +87,13 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
         plan = plan_pypi(facts, spec, target, request.platform, window, conda_packages, inference)
         pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
         if pins:
-            plan = dataclasses.replace(plan, constraints=plan.constraints + pins)
+            plan = dataclasses.replace(plan, constraints=plan.constraints + pins,
+                                       requirements=plan.requirements + (pins if require_held else ()))
         jobs.append((target, window, request.platform, plan, inference, uv_resolver.PypiRequest(
             label=f"target `{target.name}` on {request.platform}", platform=request.platform, glibc=target.glibc,
             python=plan.python, requirements=plan.requirements, constraints=plan.constraints,
-            index_url=options.index_url,
+            left_out=(left_out or {}).get((target.name, request.platform), ()),
+            preferred=(preferred or {}).get((target.name, request.platform), ()), index_url=options.index_url,
             extra_index_urls=extra_indexes, exclude_newer=options.exclude_newer, no_build=options.no_build)))
 
     def run(job: tuple) -> tuple[list[LockedPackage], float]:

@@ -19,7 +19,7 @@ from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
 from lockgen.digests import file_digest
 from lockgen.errors import UnsatisfiableError, UserError
-from lockgen.model.lock import Lock, LockMetadata
+from lockgen.model.lock import Lock, LockedPackage, LockMetadata
 from lockgen.model.names import normalize
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
 from lockgen.model.results import TargetResult
@@ -58,6 +58,11 @@ class _Context:
             self._newer = NewerReleases(self.facts, self.spec, progress)
         return self._newer
 
+    @property
+    def base_is_lock(self) -> bool:
+        """Whether the stack extends a lock (an adopted environment) rather than a base stack."""
+        return self.spec.extends is not None and stack_layout.names_a_lock(self.spec.extends)
+
     def lock_path(self, target: Target) -> Path:
         return stack_layout.lock_path(self.stack_path.parent, target.name)
 
@@ -73,7 +78,7 @@ class _Context:
 
     def metadata(self, target: Target, window: CudaWindow | None, requests: list[SolveRequest],
                  pypi: dict[str, PypiPlan] | None = None, base: tuple[str, str] | None = None,
-                 moved: dict[str, list[str]] | None = None) -> LockMetadata:
+                 moved: dict[str, list[str]] | None = None, base_lock: Lock | None = None) -> LockMetadata:
         """What a lock records; without `pypi` (resolve --check, which solves nothing) the per-platform
         PyPI keys, which depend on the conda solution, are left out and not compared."""
         digests: dict[str, str] = {}
@@ -85,7 +90,7 @@ class _Context:
             extra = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
             hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
         return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes,
-                                              self.stack_path.name, pypi, self.facts.valid_as_of, base, moved)
+                                              self.stack_path.name, pypi, self.facts.valid_as_of, base, moved, base_lock)
 
 
 def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
@@ -132,9 +137,13 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
         plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
         base = (context.spec.extends, bases[target.name][1]) if target.name in bases else None
+        base_lock = bases[target.name][0] if target.name in bases and context.base_is_lock else None
+        if base_lock is not None:
+            packages = [p for r in requests for p in team_steps.with_base_entries(
+                base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
         metadata = context.metadata(target, window, requests, plans_of_target, base,
                                     {platform: list(changes.values()) for (name, platform), changes in moved.items()
-                                     if name == target.name})
+                                     if name == target.name}, base_lock)
         planned.append((target, lock_builder.resolved_lock(metadata, packages)))
     results = []
     for target, lock in planned:
@@ -156,11 +165,18 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     """The conda solves of every plan, then the PyPI layer on top: (conda results, PyPI results)."""
     jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
     pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
+    left_out: dict[tuple[str, str], tuple[str, ...]] = {}
+    preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] = {}
     for target, _, requests in plans:
         pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
         if target.name in bases and hold_base:
             base_holds = team_steps.holds(bases[target.name][0], released.get(target.name, set()))
             pinned, held_pip = team_steps.with_team_pins(base_holds, (pinned, held_pip))
+        if target.name in bases:
+            left_out.update({(target.name, p): names for p, names in team_steps.check_only(bases[target.name][0]).items()})
+        if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
+            preferred.update({(target.name, r.platform): team_steps.published_pip(bases[target.name][0], r.platform)
+                              for r in requests})
         pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
 
@@ -179,7 +195,8 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     if context.spec.pypi_dependencies:
         from lockgen.api.pypi import resolve_pypi
 
-        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins)
+        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, left_out, preferred,
+                            require_held=context.base_is_lock and hold_base)
     return conda, pypi
 
 
@@ -195,7 +212,7 @@ def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], base
     moved = {}
     for target, _, request, found in conda:
         found = found + pypi.get((target.name, request.platform), (None, []))[1]
-        changes = team_steps.moved(bases[target.name][0], request.platform, found)
+        changes = team_steps.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
         if changes:
             moved[(target.name, request.platform)] = changes
     if not moved:
@@ -279,7 +296,8 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
         window, requests = context.plan(target)
         base = ((context.spec.extends, file_digest(team_steps.required_base_lock(stack_path, context.spec, target)))
                 if context.spec.extends else None)
-        expected = context.metadata(target, window, requests, None, base)
+        base_lock = load_lock(team_steps.required_base_lock(stack_path, context.spec, target)) if context.base_is_lock else None
+        expected = context.metadata(target, window, requests, None, base, None, base_lock)
         lock = load_lock(path)
         found = stale_reasons(target.name, lock, expected)
         if not found and context.spec.pypi_dependencies:

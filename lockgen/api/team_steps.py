@@ -1,6 +1,13 @@
 """A step of resolve for team stacks (`[stack] extends`): the base's lock for each target held, package for
 package, under the team's solve; and when the team's dependencies cannot be solved on the held base, which
-base packages a free solve would move, so the error (or, with `override = true`, the lock) can name them."""
+base packages a free solve would move, so the error (or, with `override = true`, the lock) can name them.
+
+The base may be a lock instead of a stack (`extends = "../vendor/locks/node.conda-lock.yml"`): a Python
+environment adopted from a vendor image or a node by `freeze --inventory` and `pin`. Its packages are held
+the same way, and the team lock takes their entries from it as they are, whether or not the team's
+dependencies need them (there is no base stack to solve again); a check-only entry (a build no index
+publishes, such as a vendor's own torch) is kept out of uv's solve altogether, since uv could only look for
+it on the index: the team's requirements on it are not checked against its version."""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from pathlib import Path
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.adapters.stack_file import base_stack_path
-from lockgen.core import stack_layout
+from lockgen.core import lock_builder, stack_layout
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -20,7 +27,10 @@ PipPins = dict[str, tuple[str, ...]]  # platform -> name==version
 
 
 def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
-    """Where the base that a team stack at `stack_path` extends keeps its lock for `target`."""
+    """Where the base that a team stack at `stack_path` extends keeps its lock for `target` (a base that is a
+    lock is its one target's lock)."""
+    if stack_layout.names_a_lock(extends):
+        return base_stack_path(stack_path, extends)
     return stack_layout.lock_path(base_stack_path(stack_path, extends).parent, target)
 
 
@@ -35,6 +45,8 @@ def required_base_lock(stack_path: Path, spec: StackSpec, target: Target) -> Pat
     """The base's lock for `target`, which must have been resolved first."""
     assert spec.extends is not None
     path = base_lock_path(stack_path, spec.extends, target.name)
+    if not path.is_file() and stack_layout.names_a_lock(spec.extends):
+        raise UserError(f"the base lock {path} does not exist", "pin it again (lockgen pin), or fix `extends`")
     if not path.is_file():
         raise UserError(f"the base stack has no lock for target `{target.name}` ({path})",
                         f"resolve the base first: lockgen resolve {base_stack_path(stack_path, spec.extends)}")
@@ -49,11 +61,11 @@ def base_lock(stack_path: Path, spec: StackSpec, target: Target) -> tuple[Lock, 
 
 def holds(lock: Lock, released: set[str]) -> tuple[CondaPins, PipPins]:
     """Every package of `lock` as a pin, per platform, but those in `released` (a team's base held, moved by
-    override; or a lock held for `--update`, the updated ones released)."""
+    override; or a lock held for `--update`, the updated ones released) and check-only ones (`check_only`)."""
     conda: CondaPins = {}
     pip: dict[str, list[str]] = {}
     for package in lock.package:
-        if normalize(package.name) in released:
+        if normalize(package.name) in released or lock_builder.is_check_only(package):
             continue
         if package.manager == "conda":
             conda.setdefault(package.platform, []).append((package.name, package.version, package.build or ""))
@@ -75,13 +87,40 @@ def with_team_pins(base: tuple[CondaPins, PipPins], team: tuple[CondaPins, PipPi
     return conda, pip
 
 
-def moved(lock: Lock, platform: str, solved: list[LockedPackage]) -> dict[str, str]:
+def moved(lock: Lock, platform: str, solved: list[LockedPackage], base_is_lock: bool = False) -> dict[str, str]:
     """{normalised name: `name base-version -> version`} for each package of the base lock a solve changed or
-    dropped (the names are what `holds` releases, the texts what errors and the lock show)."""
+    dropped (the names are what `holds` releases, the texts what errors and the lock show). On a base that
+    is a lock, a package the solve leaves out is not dropped: the team does not need it, and it stays held."""
     found = {normalize(p.name): p.version for p in solved}
     changes = {}
     for package in sorted(lock.packages_for(platform), key=lambda p: normalize(p.name)):
         now = found.get(normalize(package.name))
+        if now is None and base_is_lock:
+            continue
         if now != package.version:
             changes[normalize(package.name)] = f"{package.name} {package.version} -> {now or '(removed)'}"
     return changes
+
+
+def check_only(lock: Lock) -> PipPins:
+    """The check-only entries of a lock, by name per platform: kept out of the team's PyPI solve."""
+    names: dict[str, list[str]] = {}
+    for package in lock.package:
+        if lock_builder.is_check_only(package):
+            names.setdefault(package.platform, []).append(normalize(package.name))
+    return {platform: tuple(sorted(found)) for platform, found in names.items()}
+
+
+def with_base_entries(lock: Lock, platform: str, solved: list[LockedPackage], released: set[str]) -> list[LockedPackage]:
+    """A team lock's packages on a base that is a lock: every held entry of the base as it is (its URL, hash
+    and check-only state; the team's solve saw only its name and version), and the solved packages the base
+    does not hold."""
+    held = [p for p in lock.packages_for(platform) if normalize(p.name) not in released]
+    names = {normalize(p.name) for p in held}
+    return held + [p for p in solved if normalize(p.name) not in names]
+
+
+def published_pip(lock: Lock, platform: str) -> tuple[LockedPackage, ...]:
+    """The lock's pip entries with a published wheel on `platform`: the versions a solve without the holds
+    prefers, so that it moves only what the team's requirements must."""
+    return tuple(p for p in lock.packages_for(platform) if p.manager == "pip" and not lock_builder.is_check_only(p))

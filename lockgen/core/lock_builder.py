@@ -39,9 +39,12 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
 def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None, requests: Sequence[SolveRequest],
                       index_digests: dict[str, str], content_hashes: dict[str, str], source: str,
                       pypi: dict[str, PypiPlan] | None = None, facts_date: str = "",
-                      base: tuple[str, str] | None = None, moved: dict[str, list[str]] | None = None) -> LockMetadata:
+                      base: tuple[str, str] | None = None, moved: dict[str, list[str]] | None = None,
+                      base_lock: Lock | None = None) -> LockMetadata:
     """What a resolved lock records about its inputs (without `pypi`, as `resolve --check` builds it, the
-    per-platform PyPI keys, which depend on the conda solution, are left out)."""
+    per-platform PyPI keys, which depend on the conda solution, are left out). A team lock on a base that
+    is a lock (`base_lock`, one `pin` made) carries what that lock accepts of its held packages: changed
+    files accepted by name and its check-only entries."""
     meta = {
         "format": LOCKGEN_META_FORMAT,
         "stack": spec.name,
@@ -62,6 +65,9 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
     }
     if base is not None:  # a team stack: the base it extends and the sha256 of the base lock it was held to
         meta["extends"], meta["base-lock"] = base
+    if base_lock is not None:
+        meta.update({key.removeprefix("lockgen."): value for key, value in base_lock.metadata.custom_metadata.items()
+                     if key.startswith(f"lockgen.{_ACCEPTED}.") or key == f"lockgen.{UNPUBLISHED}"})
     for platform, lines in sorted((moved or {}).items()):  # override: the base packages the team moved
         meta[f"base-moved.{platform}"] = "; ".join(lines)
     if spec.image is not None:  # what the exported image runs and exposes: export applies it
@@ -127,11 +133,19 @@ def imported_lock(target: str, source_name: str, source_format: str, source_sha2
 
 
 UNPUBLISHED_SCHEME = "unpublished:"
+UNPUBLISHED = "unpublished"  # the key naming a pinned lock's check-only entries
+_ACCEPTED = "accepted-changes"
 
 
 def unpublished_url(name: str, version: str) -> str:
     """The URL of a check-only entry: a distribution no index publishes, pinned by its RECORD's digest."""
     return f"{UNPUBLISHED_SCHEME}{name}=={version}"
+
+
+def is_check_only(package: LockedPackage) -> bool:
+    """Whether a lock entry is check-only (no published file: `check` and `verify` accept it, `materialize`
+    cannot install it)."""
+    return package.url.startswith(UNPUBLISHED_SCHEME)
 
 
 def accepted_changes_text(changes: Mapping[str, str]) -> str:
@@ -140,7 +154,7 @@ def accepted_changes_text(changes: Mapping[str, str]) -> str:
 
 def accepted_changes(lock: Lock, platform: str) -> dict[str, str]:
     """The files a pinned lock accepts as changed from their package: prefix-relative path -> sha256."""
-    text = lock.meta(f"accepted-changes.{platform}")
+    text = lock.meta(f"{_ACCEPTED}.{platform}")
     changes = {}
     for item in filter(None, (part.strip() for part in text.split(";"))):
         path, _, digest = item.rpartition(" sha256=")
@@ -154,8 +168,8 @@ def pinned_lock(target: str, inventory_name: str, inventory_sha256: str, platfor
     meta = {"format": LOCKGEN_META_FORMAT, "target": target, "pinned-from": inventory_name,
             "inventory-sha256": inventory_sha256, f"python.{platform}": python}
     if accepted:
-        meta[f"accepted-changes.{platform}"] = accepted_changes_text(accepted)
+        meta[f"{_ACCEPTED}.{platform}"] = accepted_changes_text(accepted)
     if unpublished:
-        meta["unpublished"] = ", ".join(unpublished)
+        meta[UNPUBLISHED] = ", ".join(unpublished)
     return _lock(packages, LockMetadata(content_hash={platform: inventory_sha256}, channels=(), platforms=(platform,),
                                         sources=(inventory_name,), custom_metadata=_keys(meta)))

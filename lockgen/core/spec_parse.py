@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
 from lockgen.errors import SpecError
-from lockgen.model.spec import Dependency, ImageSettings, PypiDependency, PypiOptions, StackSpec, Target
+from lockgen.model.spec import Dependency, ImageSettings, LockBase, PypiDependency, PypiOptions, StackSpec, Target
 
 _TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "targets", "image")
 _STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unknown-releases", "extends", "override")
@@ -59,11 +59,14 @@ def extends_of(text: str, source: str = "stack.toml") -> str | None:
     return value
 
 
-def parse_stack_text(text: str, source: str = "stack.toml", base: StackSpec | None = None) -> StackSpec:
+def parse_stack_text(text: str, source: str = "stack.toml", base: StackSpec | LockBase | None = None) -> StackSpec:
     """Parses the text of a stack file; every problem is a SpecError naming `source` and the line. A stack
-    that `extends` another is parsed on top of `base`, whose channels, platforms, targets and rules it takes."""
+    that `extends` another is parsed on top of `base`, whose channels, platforms, targets and rules it takes;
+    one that extends a lock, on top of what the lock says (its target, platforms and Python)."""
     document = _document(text, source)
     locator = _Locator(text, source)
+    if isinstance(base, LockBase):
+        return _team_stack_on_lock(document, locator, base)
     if base is not None:
         return _team_stack(document, locator, base)
     return _stack(document, locator)
@@ -145,6 +148,48 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
             **base.model_dump(by_alias=True), "name": stack.get("name", base.name), "channels": channels,
             "dependencies": base.dependencies + added, "pypi_dependencies": base.pypi_dependencies + added_pypi,
             "image": _image(document.get("image"), locator) or base.image, "extends": where,
+            "override": stack.get("override", False)})
+    except ValidationError as exc:
+        raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
+
+
+def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: LockBase) -> StackSpec:
+    """A team stack on a lock (an adopted Python environment): the lock's target, platforms and Python; the
+    team's PyPI dependencies and options. The target's hardware is the lock's, or `[targets.NAME]` states it
+    (a pinned lock records none)."""
+    for key in document:
+        if key not in _TOP_TABLES:
+            raise locator.error(f"unknown table `{key}`", f"top-level tables: {', '.join(_TOP_TABLES)}", (key,))
+    stack = _table(document, "stack", locator)
+    where = stack["extends"]
+    for key in stack:
+        if key not in _STACK_KEYS:
+            raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
+        if key in _INHERITED_KEYS or key == "channels":
+            raise locator.error(f"`{key}` comes from the base lock ({where})", "remove it here", ("stack", key))
+    if "dependencies" in document:
+        raise locator.error("a team stack on a lock adds PyPI packages only", "move them to [pypi-dependencies]",
+                            ("dependencies",))
+    pypi = document.get("pypi-dependencies")
+    if not isinstance(pypi, dict) or not pypi:
+        raise locator.error("the team stack adds no dependencies", "add [pypi-dependencies] on top of the base lock", ())
+    added = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
+    targets = document.get("targets")
+    if targets is not None and (not isinstance(targets, dict) or set(targets) != {base.target}):
+        raise locator.error(f"the base lock is of target `{base.target}`: a team stack on it has that one target",
+                            f"state it as [targets.{base.target}], or leave [targets] out", ("targets",))
+    if targets is not None:
+        target = _target(base.target, targets[base.target], locator)
+    elif base.facts.get("arch"):
+        target = _target(base.target, dict(base.facts), locator)
+    else:
+        raise locator.error(f"the base lock {where} records no hardware for its target `{base.target}`",
+                            f'state it: [targets.{base.target}] with arch = "sm90" and driver = "...", or arch = "cpu"', ())
+    try:
+        return StackSpec.model_validate({
+            "name": stack.get("name", base.target), "platforms": base.platforms, "python": base.python,
+            "pypi_dependencies": added, "pypi_options": _pypi_options(document.get("pypi-options"), locator),
+            "targets": (target,), "image": _image(document.get("image"), locator), "extends": where,
             "override": stack.get("override", False)})
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None

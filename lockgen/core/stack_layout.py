@@ -30,6 +30,12 @@ def default_lock_path(target: str) -> Path:
     return lock_path(Path("."), target).relative_to(".")
 
 
+def names_a_lock(extends: str) -> bool:
+    """Whether a team stack's `extends` names a lock file (a base adopted from a node or image by `lockgen pin`)
+    rather than a base stack.toml."""
+    return extends.endswith((".yml", ".yaml"))
+
+
 def target_of_lock(path: Path) -> str:
     """The target a lock file is named for (`a100.conda-lock.yml` -> `a100`)."""
     return path.name.removesuffix(LOCK_SUFFIX).split(".")[0]

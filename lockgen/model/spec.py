@@ -257,6 +257,18 @@ class ImageSettings(Frozen):
         return value
 
 
+class LockBase(Frozen):
+    """A team stack's base that is a lock, not a stack (`extends = "../vendor/locks/node.conda-lock.yml"`): one
+    `lockgen pin` made of a vendor image's or a node's Python, say. What the team stack takes from it: its one
+    target, its platforms and Python, and the target's hardware as the lock records it (a pinned lock records
+    none: the team stack states its `[targets.NAME]`)."""
+
+    target: str
+    platforms: tuple[str, ...]
+    python: str | None = None
+    facts: dict[str, str] = {}  # arch, driver, glibc, cuda, as the lock's `lockgen.*` keys have them
+
+
 class StackSpec(Frozen):
     """A whole `stack.toml`: channels, dependencies and the fleet's targets."""
 
@@ -271,7 +283,7 @@ class StackSpec(Frozen):
     pypi_options: PypiOptions = PypiOptions()
     targets: tuple[Target, ...]
     image: ImageSettings | None = None
-    extends: str | None = None  # a base stack.toml (relative to this one): its locks' packages are held
+    extends: str | None = None  # a base stack.toml or lock (relative to this one): its locks' packages are held
     override: bool = False  # with extends: the team's dependencies may move base packages (the lock says which)
 
     @field_validator("name")
