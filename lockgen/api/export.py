@@ -76,14 +76,17 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     lock_digest, work = file_digest(lock_path), _work_folder(out, fmt)
     try:
         tree = work / "tree"
+        prefix = IMAGE_PREFIX
+        if base is not None:
+            prefix = held_base_steps.team_prefix(lock, base_steps.base_manifest(base, chosen, progress)[1], IMAGE_PREFIX)
+        held, on_base = _on_base(lock, lock_path, chosen, base, prefix, progress)
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
-        interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi else None
-        held, on_base = _on_base(lock, lock_path, chosen, base, IMAGE_PREFIX, progress)
-        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(IMAGE_PREFIX), progress, meter,
+        interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi and on_base is None else None
+        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(prefix), progress, meter,
                                        venv_interpreter=interpreter, held=on_base)
         _drop_build_host_traces(tree)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
-                              (layer_budget, compression, level), progress, base, fmt, IMAGE_PREFIX, meter, held)
+                              (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
@@ -236,7 +239,8 @@ def _write_services(lock: Lock, tree: Path) -> None:
     """For `[image] services`: lockgen's service launcher and the services it starts, under `.lockgen/` (which
     the environment digest leaves out), run by the environment's own `bin/python`, which must be there."""
     files = service_files(lock)
-    if files and not os.path.lexists(tree / "bin" / "python"):
+    recorded = {entry["path"] for entry in env_manifest.read(tree)[0]["files"]} if files else set()
+    if files and "bin/python" not in recorded:  # the union's, on a base: the team's tree may hold only its wheels
         raise UserError("[image] services are started by lockgen's launcher on the environment's Python, and this "
                         "environment has no bin/python", "add python to the stack's dependencies, or state one "
                         "entrypoint instead of services")

@@ -15,8 +15,10 @@ held to account before use:
 When the team adds PyPI packages, they install with the base's Python: the base's conda python and the
 packages it needs to run (its dependency closure in the base lock, a few tens of MB beside the
 gigabytes of CUDA libraries) are linked again from their verified archives, and their files, proven
-as any linked package's, stand in the manifest for the base's record of them. A base whose Python is
-not a conda package (a venv) is built whole as before, only the layers shared."""
+as any linked package's, stand in the manifest for the base's record of them. On a base that is a Python
+environment (only pip packages: a venv lockgen exported, or one adopted by `pin` and exported with
+`--from-prefix`), the team's wheels are installed alone, in a scratch venv of the same Python, and go into
+the base's prefix. A conda base without a conda python is built whole, only the layers shared."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import team_steps
 from lockgen.api.manifest_steps import lock_python
 from lockgen.core import lock_builder
-from lockgen.core.expected_env import conda_expected, wheel_expected
+from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -59,6 +61,17 @@ def package_key(package: LockedPackage) -> str:
     if package.manager == "conda":
         return f"{package.name}-{package.version}-{package.build}"
     return f"pypi-{normalize(package.name)}-{package.version}"
+
+
+def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
+    """Where a team lock's environment goes on a base image: the prefix of the base's environment when the
+    base is lockgen's image of the base lock this team lock was held to (an adopted environment keeps its own
+    path, `/opt/torch/.venv` say), else `default`."""
+    labels = (base_config.get("config") or {}).get("Labels") or {}
+    held_to = lock.meta("base-lock")
+    if held_to and labels.get(LOCK_LABEL) == held_to and labels.get(PREFIX_LABEL, "").startswith("/"):
+        return labels[PREFIX_LABEL]
+    return default
 
 
 def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config: dict[str, Any], prefix: str,
@@ -107,7 +120,10 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
     docstring); None when the team adds wheels and the base's Python is no conda package (built whole then)."""
     own = [p for p in lock.packages_for(platform) if package_key(p) not in held]
     relinked = frozenset()
-    if any(p.manager == "pip" for p in own):
+    python_environment = all(p.manager == "pip" for p in base_lock.packages_for(platform))
+    if any(p.manager == "pip" for p in own) and python_environment:
+        progress(f"the base is a Python environment: the team's {len(own)} packages are installed alone, into its prefix")
+    elif any(p.manager == "pip" for p in own):
         relinked = python_closure(base_lock, platform)
         if not relinked:
             progress("the team adds PyPI packages and the base's Python is no conda package: building the whole environment")
@@ -117,6 +133,11 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
     found = read_members(open_layer, base_manifest["layers"], prefix, _wanted, _past)
     recorded = _recorded_manifest(found, base_config, platform, prefix)
     entries = {entry["path"]: entry for entry in recorded["files"]}
+    site = site_packages_of(lock_python(base_lock, platform) or "")
+    if python_environment and not any(path.startswith(f"{site}/") for path in entries):
+        raise UserError(f"the base's Python environment keeps no packages in {site} under {prefix}",
+                        "lockgen adds a team's wheels to a prefix laid out as a venv (lib/pythonX.Y/site-packages); "
+                        "export the team stack without --base")
     records = {path: data for path, data in found.items() if conda_meta.is_record(path)}
     for package in base_lock.packages_for(platform):
         path = f"{_RECORDS}{package_key(package)}.json"
@@ -186,7 +207,7 @@ def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, dict
         manifest = manifest_store.cached(package.hash.sha256 or package.hash.md5 or "")
         if manifest is None or (manifest.kind == "wheel" and python is None):
             continue
-        if manifest.kind == "wheel":
+        if manifest.kind in ("wheel", "installed"):
             expected = wheel_expected(manifest, python or "", accepted)
         else:
             expected = conda_expected(manifest, python, manifest_store.cached_patched(manifest.sha256, prefix) or {}, accepted)

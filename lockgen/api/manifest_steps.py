@@ -82,10 +82,10 @@ def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, 
     found = expected_manifests(lock, platform, bundle, progress)
     expected = []
     for manifest, archive in found:
-        if manifest.kind == "wheel":
-            if python is None:
+        if manifest.kind in ("wheel", "installed"):  # a check-only entry: its installed RECORD's files
+            if python is None and manifest.kind == "wheel":
                 raise UserError("the lock has wheels but names no Python version", "re-create it with lockgen resolve or pin")
-            expected.append(wheel_expected(manifest, python, accepted))
+            expected.append(wheel_expected(manifest, python or "", accepted))
         else:
             patched = _patched(manifest, archive, prefix)
             expected.append(conda_expected(manifest, python, patched, accepted))

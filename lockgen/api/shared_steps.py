@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import archive_safety, conda_meta, env_manifest, home, installers, package_store
+from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, home, installers, package_store
 from lockgen.adapters import prefix_observer, rattler_cache
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
@@ -40,7 +40,9 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
     with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python).
     With `held` (a base image's environment), only the packages it does not hold (and those it says to link
-    again) are built: `temp` gets its other records and those packages, the manifest is of the union."""
+    again) are built: `temp` gets its other records and those packages, the manifest is of the union. On a
+    base that is a Python environment (no conda packages), the team's wheels are installed into a scratch
+    venv of the same Python, and only their files are kept: the base has its own interpreter and venv files."""
     built = [p for p in lock.packages_for(platform)
              if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
@@ -67,7 +69,9 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         installers.install_pip(pip, temp / "bin" / "python", progress)
         known.update(_proven_wheels(lock, platform, pip, temp, meter))
         progress(f"installed {len(pip)} wheels (hash-checked, every file against its RECORD)")
-        if not conda and venv_interpreter:
+        if not conda and held is not None:  # on a base that is a Python environment: the wheels alone
+            dist_info.keep_only_distributions(temp)
+        elif not conda and venv_interpreter:
             installers.point_venv_at(temp, venv_interpreter)
     manifest, stats = env_manifest.build(temp, known)
     if held:

@@ -1,0 +1,122 @@
+"""A vendor's Python environment adopted as the held base of a team stack: a venv made by plain `pip install`
+(two PyPI wheels and a local build no index publishes) is inventoried, pinned (`pin --allow-unpublished`)
+and exported at its own path (`export --from-prefix`); a team stack `extends` that lock, resolves with every
+base package held (the local build kept out of uv's solve), and its image on the vendor image is the vendor's
+layers plus the team's wheels, installed into the vendor's prefix, proven file by file by `check --image
+--lock` and importable with the vendor's interpreter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters import oci_layout
+from lockgen.adapters.lockfile_yaml import load_lock
+from tests.conftest import run_cli
+from tests.test_team_stacks import write
+from tests.wheel_index import Wheel, build_wheel
+
+pytestmark = pytest.mark.network
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+TEAM = '[stack]\nname = "team"\nextends = "../vendor/locks/node.conda-lock.yml"\n{stack}\n' \
+       '[pypi-dependencies]\n{deps}\n[pypi-options]\nexclude-newer = "2026-11-15"\n{targets}'
+NODE = '[targets.node]\narch = "cpu"\n'
+
+
+@pytest.fixture(scope="module")
+def vendor(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the folder holding vendor/locks and vendor-img, the vendor's venv)."""
+    root = tmp_path_factory.mktemp("adopted")
+    venv = root / "vendor-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    local = build_wheel(Wheel("vendorlib", "1.0+vendor", files={"vendorlib/fast.py": "FAST = True\n"}), root)
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                           "--no-cache-dir", "--index-url", "https://pypi.org/simple", "six==1.17.0", "idna==3.10",
+                           str(local)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    home = {"LOCKGEN_HOME": str(root / "home")}
+    assert run_cli("freeze", "--python", str(venv / "bin" / "python"), "--inventory", str(root / "inv.json"),
+                   env=home).returncode == 0
+    lock = root / "vendor" / "locks" / "node.conda-lock.yml"
+    pinned = run_cli("pin", str(root / "inv.json"), "--target", "node", "--out", str(lock), "--allow-unpublished", env=home)
+    assert pinned.returncode == 0, pinned.stderr
+    exported = run_cli("export", str(lock), "--from-prefix", str(venv), "--manifests",
+                       str(lock.with_name("node.manifests.json.gz")), "--out", str(root / "vendor-img"), env=home)
+    assert exported.returncode == 0, exported.stderr
+    return root, venv
+
+
+def team(root: Path, deps: str, stack: str = "", targets: str = NODE) -> Path:
+    return write(root / "team" / "stack.toml", TEAM.format(stack=stack, deps=deps, targets=targets))
+
+
+def entries(lock: Path) -> dict[str, object]:
+    return {p.name: p for p in load_lock(lock).package}
+
+
+def test_a_team_stack_on_an_adopted_lock_holds_every_entry(vendor: tuple[Path, Path]) -> None:
+    root, _ = vendor
+    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
+    done = run_cli("resolve", str(stack))
+    assert done.returncode == 0, done.stderr
+    base, mine = entries(root / "vendor" / "locks" / "node.conda-lock.yml"), entries(stack.parent / "locks" / "node.conda-lock.yml")
+    assert set(base) == {"six", "idna", "vendorlib"} and set(mine) - set(base) == {"python-dateutil"}
+    assert all(mine[name] == base[name] for name in base)  # the base's entries as they are, the check-only one too
+    assert mine["vendorlib"].url == "unpublished:vendorlib==1.0+vendor"
+    meta = load_lock(stack.parent / "locks" / "node.conda-lock.yml").metadata.custom_metadata
+    assert meta["lockgen.unpublished"] == "vendorlib 1.0+vendor" and meta["lockgen.python.linux-64"] == PYTHON
+    assert meta["lockgen.extends"] == "../vendor/locks/node.conda-lock.yml" and meta["lockgen.arch"] == "cpu"
+    assert run_cli("resolve", str(stack), "--check").returncode == 0
+
+
+def test_a_team_requirement_that_moves_the_adopted_base_names_only_that_package(vendor: tuple[Path, Path]) -> None:
+    root, _ = vendor
+    moved = run_cli("resolve", str(team(root, 'python-dateutil = "==2.9.0.post0"\nidna = ">=3.11"')), "--dry-run")
+    assert moved.returncode == 1
+    line = next(line for line in moved.stderr.splitlines() if line.startswith("error:"))
+    assert "would move packages the base holds: node on linux-64: idna 3.10 -> 3." in line and "six" not in line
+
+
+@pytest.mark.parametrize("stack, targets, fragment", [
+    ("", "", "records no hardware for its target `node`"),
+    ("", '[targets.gpu]\narch = "cpu"\n', "the base lock is of target `node`"),
+    (f'python = "{PYTHON}"', NODE, "`python` comes from the base lock"),
+])
+def test_a_bad_team_stack_on_a_lock_is_one_error(vendor: tuple[Path, Path], stack: str, targets: str, fragment: str) -> None:
+    root, _ = vendor
+    done = run_cli("resolve", str(team(root, 'python-dateutil = "*"', stack, targets)), "--dry-run")
+    assert done.returncode == 1 and fragment in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix(vendor: tuple[Path, Path],
+                                                                                 tmp_path: Path) -> None:
+    root, venv = vendor
+    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    lock, home = stack.parent / "locks" / "node.conda-lock.yml", {"LOCKGEN_HOME": str(tmp_path / "home")}
+    done = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "team-img"), env=home)
+    assert done.returncode == 0, done.stderr
+    assert "the team's 1 packages are installed alone, into its prefix" in done.stderr
+    base_manifest, base_config, _ = oci_layout.read_image(root / "vendor-img")
+    manifest, config, _ = oci_layout.read_image(tmp_path / "team-img")
+    count = len(base_manifest["layers"])
+    assert manifest["layers"][:count] == base_manifest["layers"] and len(manifest["layers"]) > count
+    assert config["config"]["Labels"]["dev.lockgen.prefix"] == str(venv)
+    checked = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "team-img"), "--manifests",
+                      str(root / "vendor" / "locks" / "node.manifests.json.gz"), "--json", env=home)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert json.loads(checked.stdout)["clean"] is True
+    tree = tmp_path / "rootfs"
+    oci_layout.unpack(tmp_path / "team-img", tree)
+    prefix = tree / str(venv).lstrip("/")
+    assert not (prefix / "lib" / f"python{PYTHON}" / "site-packages" / "_virtualenv.pth").exists()
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import dateutil, six, vendorlib.fast; print(dateutil.__file__)"],
+                         capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.startswith(str(prefix)), ran.stderr
+    again = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "again"),
+                    env={"LOCKGEN_HOME": str(tmp_path / "other-home")})
+    assert again.stdout.splitlines()[0] == done.stdout.splitlines()[0]  # the same image digest, byte for byte
