@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockgen.core import wheel_files as wf
-from lockgen.core.wheel_names import choose, parse_wheel_filename
+from lockgen.core.wheel_names import best_for_target, choose, parse_wheel_filename, target_tags
 from lockgen.model.names import normalize
 from lockgen.errors import UserError
 
@@ -141,3 +141,27 @@ def test_record_round_trips(rows):
 def test_compressed_tags_expand_to_the_product(parts):
     tags = wf.expand_tags("-".join(".".join(p) for p in parts))
     assert set(tags) == {f"{a}-{b}-{c}" for a in parts[0] for b in parts[1] for c in parts[2]}
+
+
+@pytest.mark.parametrize("files, glibc, expected", [
+    (["m-1-py310-none-any.whl", "m-1-py311-none-any.whl", "m-1-py312-none-any.whl", "m-1-py39-none-any.whl"], "2.28",
+     "m-1-py312-none-any.whl"),  # uv lists them by name: the first is Python 3.10's
+    (["n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+      "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"], "2.28",
+     "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"),
+    (["n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+      "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"], "2.17",
+     "n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"),
+    (["x-1-cp39-abi3-manylinux2014_x86_64.whl", "x-1-cp312-cp312-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl"],
+     "2.28", "x-1-cp312-cp312-manylinux2014_x86_64.whl"),
+    (["x-1-cp39-abi3-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl"], "2.28", "x-1-cp39-abi3-manylinux2014_x86_64.whl"),
+    (["x-1-cp313-cp313-manylinux2014_x86_64.whl", "x-1-cp312-cp312-musllinux_1_2_x86_64.whl"], "2.28", None),
+])
+def test_the_wheel_an_installer_picks_on_the_target(files: list[str], glibc: str, expected: str | None) -> None:
+    assert best_for_target(files, "3.12", "x86_64", glibc) == expected
+
+
+@given(st.permutations([f"m-1-py3{v}-none-any.whl" for v in range(6, 13)]))
+def test_the_wheel_chosen_does_not_depend_on_the_order_listed(files: list[str]) -> None:
+    assert best_for_target(files, "3.12", "x86_64", "2.28") == "m-1-py312-none-any.whl"
+    assert len(set(target_tags("3.12", "x86_64", "2.28"))) == len(target_tags("3.12", "x86_64", "2.28"))

@@ -20,9 +20,11 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from lockgen.adapters.tool_runner import run_tool
 from lockgen.core.credentials import scrub_text
+from lockgen.core.wheel_names import best_for_target
 from lockgen.errors import ChannelError, ToolMissingError, UnsatisfiableError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.spec import MACHINE_OF_PLATFORM
@@ -78,7 +80,8 @@ def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
 
 
 def resolve(request: PypiRequest) -> list[LockedPackage]:
-    """The packages uv chooses, as lock entries (first listed wheel of each, with its sha256)."""
+    """The packages uv chooses, as lock entries (of each, the wheel an installer picks on the target, with its
+    sha256)."""
     uv = uv_binary()
     with tempfile.TemporaryDirectory(prefix="lockgen-uv-") as tmp:
         folder = Path(tmp)
@@ -116,11 +119,18 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
             raise UserError(f"{request.label}: `{entry['name']}` {entry.get('version')} has no wheel for "
                             f"{request.python_platform()} / Python {request.python}",
                             "pin a version with wheels, or allow builds with `no-build = false` in [pypi-options]")
-        wheel = wheels[0]
+        wheel = _best_wheel(request, wheels)
         packages.append(LockedPackage(
             name=entry["name"], version=str(entry["version"]), manager="pip", platform=request.platform,
             url=wheel["url"], hash=PackageHash(sha256=wheel["hashes"]["sha256"]), dependencies={}))
     return packages
+
+
+def _best_wheel(request: PypiRequest, wheels: list[dict]) -> dict:
+    """The wheel an installer picks on the target among those uv lists (all compatible ones, by file name)."""
+    names = {unquote(urlsplit(w["url"]).path).rsplit("/", 1)[-1]: w for w in wheels}
+    best = best_for_target(sorted(names), request.python, MACHINE_OF_PLATFORM[request.platform], request.glibc)
+    return names[best] if best is not None else wheels[0]
 
 
 def _error(request: PypiRequest, stderr: str) -> Exception:

@@ -1,6 +1,14 @@
 """Wheel file names and project names: PEP 503 name normalisation, the binary distribution format's
-`{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`, and choosing, among a release's wheels, the one
-an installed distribution came from (its `WHEEL` tags and build tag).
+`{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`, choosing, among a release's wheels, the one
+an installed distribution came from (its `WHEEL` tags and build tag), and the one an installer would
+install on a target (CPython X.Y on manylinux of a glibc and machine).
+
+The installer's choice follows the order of the platform compatibility tags specification, as
+`packaging.tags.sys_tags` yields it for CPython: `cpXY-cpXY-PLAT`, `cpXY-abi3-PLAT`, `cpXY-none-PLAT`, the
+older `abi3` versions, `pyXY`/`pyX`/older `py3V-none-PLAT`, `cpXY-none-any`, then `pyXY`/`pyX`/older
+`py3V-none-any`; PLAT from the newest manylinux the glibc allows down to `manylinux_2_5`, then `linux`. uv
+lists every compatible wheel of a release in pylock.toml, in file-name order, so the first listed is often
+not the one to install (`multiprocess`'s `py310` wheel before its `py312` one on Python 3.12).
 
 A wheel whose `WHEEL` says `linux_<arch>` may be published under a `manylinux*_<arch>` file name: torch's
 wheels are renamed, not retagged (torch 2.5.1's `manylinux1_x86_64` wheel says `cp312-cp312-linux_x86_64`).
@@ -83,3 +91,40 @@ def choose(wheels: list[WheelName], name: str, version: str, tags: tuple[str, ..
         raise UserError(f"{len(chosen)} wheels of {name}=={version} cover the tags {tag_text}: "
                         + ", ".join(w.filename for w in chosen), "name the build tag of the installed WHEEL")
     return chosen[0]
+
+
+_LEGACY_MANYLINUX = {"manylinux1": "manylinux_2_5", "manylinux2010": "manylinux_2_12", "manylinux2014": "manylinux_2_17"}
+
+
+def _platform_tag(tag: str) -> str:
+    """`manylinux2014_x86_64` as `manylinux_2_17_x86_64` (the legacy aliases of PEP 600)."""
+    for legacy, modern in _LEGACY_MANYLINUX.items():
+        if tag.startswith(f"{legacy}_"):
+            return modern + tag[len(legacy):]
+    return tag
+
+
+def target_tags(python: str, machine: str, glibc: str) -> list[str]:
+    """The tags CPython `python` (X.Y) on linux `machine` with `glibc` (2.NN) installs, most preferred first."""
+    major, minor = (int(part) for part in python.split(".")[:2])
+    glibc_minor = int(glibc.split(".")[1])
+    platforms = [f"manylinux_2_{g}_{machine}" for g in range(glibc_minor, 4, -1)] + [f"linux_{machine}"]
+    cp = f"cp{major}{minor}"
+    tags = [f"{cp}-{abi}-{plat}" for abi in (cp, "abi3", "none") for plat in platforms]
+    tags += [f"cp{major}{v}-abi3-{plat}" for v in range(minor - 1, 1, -1) for plat in platforms]
+    versions = [f"{major}{minor}", f"{major}"] + [f"{major}{v}" for v in range(minor - 1, -1, -1)]
+    tags += [f"py{v}-none-{plat}" for v in versions for plat in platforms]
+    return tags + [f"{cp}-none-any"] + [f"py{v}-none-any" for v in versions]
+
+
+def best_for_target(filenames: list[str], python: str, machine: str, glibc: str) -> str | None:
+    """Of a release's wheel files, the one an installer picks for the target (earliest tag in `target_tags`;
+    ties by file name); None when none fits."""
+    rank = {tag: number for number, tag in enumerate(target_tags(python, machine, glibc))}
+    scored = []
+    for filename in filenames:
+        tags = {"-".join((*t.split("-")[:2], _platform_tag(t.split("-")[2]))) for t in parse_wheel_filename(filename).tags}
+        best = min((rank[t] for t in tags if t in rank), default=None)
+        if best is not None:
+            scored.append((best, filename))
+    return min(scored)[1] if scored else None
