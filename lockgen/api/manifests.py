@@ -12,9 +12,11 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.manifest_steps import bundle_of
 
 
-def write_manifests(lock_path: Path, out: Path, progress: Callable[[str], None]) -> int:
+def write_manifests(lock_path: Path, out: Path, progress: Callable[[str], None], known: Path | None = None) -> int:
+    """Writes the bundle; returns how many manifests it holds. `known`: a bundle whose manifests are taken as
+    they are (check-only entries have no other source: the bundle `pin` wrote of them)."""
     lock = load_lock(lock_path)
     progress(f"reading the manifests of {len(lock.package)} packages")
-    found = bundle_of(lock, {})
+    found = bundle_of(lock, manifest_store.read_bundle(known) if known is not None else {})
     manifest_store.write_bundle(out, found)
     return len({m.sha256 for m in found})

@@ -137,11 +137,13 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
 def manifests(
     lock: Path = typer.Argument(..., help="A lock."),
     out: Path = typer.Option(..., "--out", "-o", help="The bundle to write (.json, or .json.gz)."),
+    known: Optional[Path] = typer.Option(None, "--manifests", help="A bundle to take manifests from (the one pin "
+                                         "wrote, for check-only entries: a team lock on an adopted base)."),
 ) -> None:
     """Write the manifests of every package of a lock (RECORDs, paths.json), for check --manifests offline."""
     from lockgen.api.manifests import write_manifests
 
-    count = write_manifests(lock, out, progress)
+    count = write_manifests(lock, out, progress, known)
     progress(f"{count} package manifests")
     print(out)
 
