@@ -17,6 +17,7 @@ import pytest
 from lockgen.adapters import oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
 from tests.conftest import run_cli
+from tests.test_conformance_envs import DEAD_PROXY
 from tests.test_team_stacks import write
 from tests.wheel_index import Wheel, build_wheel
 
@@ -110,6 +111,14 @@ def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix
                       str(root / "vendor" / "locks" / "node.manifests.json.gz"), "--json", env=home)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert json.loads(checked.stdout)["clean"] is True
+    alone = run_cli("check", "--image", str(tmp_path / "team-img"), env=home)  # its own record, at the vendor's prefix
+    assert alone.returncode == 0, alone.stderr
+    bundle = tmp_path / "team.manifests.json.gz"  # one bundle for nodes without network: the pin's check-only entries too
+    assert run_cli("manifests", str(lock), "--manifests", str(root / "vendor" / "locks" / "node.manifests.json.gz"),
+                   "--out", str(bundle), env=home).returncode == 0
+    offline = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "team-img"), "--manifests", str(bundle),
+                      env={"LOCKGEN_HOME": str(tmp_path / "empty-home"), **DEAD_PROXY})
+    assert offline.returncode == 0, offline.stderr
     tree = tmp_path / "rootfs"
     oci_layout.unpack(tmp_path / "team-img", tree)
     prefix = tree / str(venv).lstrip("/")

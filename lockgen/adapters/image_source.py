@@ -16,7 +16,7 @@ from typing import Any
 from lockgen.adapters import env_manifest, oci_layout, registry
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL
+from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
 
@@ -28,10 +28,7 @@ class UnpackedImage:
     recorded_environment: str   # the environment digest the labels record (hex)
     manifest: dict[str, Any]    # the environment manifest built from the unpacked files
     environment: str            # its digest (hex)
-
-    @property
-    def prefix(self) -> Path:
-        return self.root / IMAGE_PREFIX.strip("/")
+    prefix: Path         # the folder of `root` holding the environment (at its prefix label, else /opt/env)
 
 
 def is_reference(source: str) -> bool:
@@ -107,10 +104,11 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
             progress(f"unpacking {digest[:19]}…")
             root = work / "root"
             oci_layout.unpack(layout, root, meter)
-        manifest, _ = env_manifest.build(root / IMAGE_PREFIX.strip("/"))
+        prefix = environment_in(root, labels.get(PREFIX_LABEL, IMAGE_PREFIX))  # an adopted one keeps its own path
+        manifest, _ = env_manifest.build(prefix)
         yield UnpackedImage(digest=digest, labels=labels, root=root,
                             recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
-                            manifest=manifest, environment=env_manifest.digest(manifest))
+                            manifest=manifest, environment=env_manifest.digest(manifest), prefix=prefix)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -74,8 +74,7 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
     if options.lock:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
         read_manifests(options.lock, None, options.manifests, progress)
     with image_source.unpacked(options.image, progress, options.insecure) as image:
-        inside = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)
-        folder = image_source.environment_in(image.root, inside)
+        inside, folder = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX), image.prefix
         if options.lock:  # the lock's packages decide, not what the image says of itself
             conformance = _conformance(options, folder, inside, progress)
         elif image.environment != image.recorded_environment:
