@@ -3,8 +3,9 @@
 # environment, adopted as ../h200-system/locks/h200.conda-lock.yml by freeze --inventory + pin) becomes
 # lockgen's image at its own path; the team stack of this folder (datasets on top, every vendor package held)
 # is exported on that image, proven file by file, run, and certified on the H200 inside the team image.
+#   bash envs/examples/h200-team/run-on-h200.sh           # steps 1-5, about 5 minutes
 #   bash envs/examples/h200-team/run-on-h200.sh images    # steps 1-4
-#   bash envs/examples/h200-team/run-on-h200.sh verify    # step 5 (on the images step 1-2 left in /tmp)
+#   bash envs/examples/h200-team/run-on-h200.sh verify    # step 5 (on the images steps 1-2 left in /tmp)
 # Made here, with PyPI, before the run (git-ignored, carried: .whl .device .keys):
 #   lockgen resolve envs/examples/h200-team/stack.toml
 #   lockgen manifests envs/examples/h200-team/locks/h200.conda-lock.yml \
@@ -30,7 +31,8 @@ allow=(--allow-foreign $site/_virtualenv.py --allow-foreign $site/_virtualenv.pt
 lg() { python3 -m lockgen "$@"; }
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
 python3 -c 'from uv import find_uv_bin; print("uv:", find_uv_bin())'
-if [ "${1:-images}" = images ]; then
+step="${1:-all}"
+if [ "$step" = images ] || [ "$step" = all ]; then
   rm -rf /tmp/vendor-img /tmp/team-img /tmp/team-only
   echo "== 1. the vendor's environment as lockgen's image of its adopted lock, at its own path (proven first)"
   ( time lg export "$B" --from-prefix /opt/torch/.venv --manifests "$BM" "${allow[@]}" --out /tmp/vendor-img ) 2>&1 | tail -4
@@ -63,13 +65,14 @@ for layer in team["layers"][len(base["layers"]):]:
     with tarfile.open(fileobj=gzip.open(oci_layout.blob_path(Path("/tmp/team-img"), layer["digest"]))) as archive:
         archive.extractall(tree, filter="tar")
 site = tree / "opt/torch/.venv/lib/python3.12/site-packages"
-code = ("import datasets, torch; d = datasets.Dataset.from_dict({'x': [1, 2, 3]}).with_format('torch'); "
-        "print('datasets', datasets.__version__, 'from', datasets.__file__); print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), d['x'].cuda().sum().item())")
-print(subprocess.run(["/opt/torch/.venv/bin/python3", "-c", code], env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HF_DATASETS_OFFLINE": "1", "HOME": "/tmp"},
-                     capture_output=True, text=True, timeout=300).stdout)
+code = ("import datasets, torch; d = datasets.Dataset.from_dict({'x': [1, 2, 3]}).with_format('torch')[:]; "
+        "print('datasets', datasets.__version__, 'from', datasets.__file__); print('torch', torch.__version__, 'from', torch.__file__, 'cuda', torch.cuda.is_available(), d['x'].cuda().sum().item())")
+ran = subprocess.run(["/opt/torch/.venv/bin/python3", "-c", code], env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin",
+                     "HF_DATASETS_OFFLINE": "1", "HOME": "/tmp"}, capture_output=True, text=True, timeout=300)
+print(ran.stdout + ran.stderr[-600:])
 EOF
 fi
-if [ "${1:-images}" = verify ]; then
+if [ "$step" = verify ] || [ "$step" = all ]; then
   echo "== 5. certified on the H200 inside the team image, bound to the team lock (conformance first)"
   ( time lg verify --arch sm90 --lock "$T" --manifests "$TM" "${allow[@]}" --image /tmp/team-img --key .keys/h200.key --out "$out/h200-team-image.cert.json" ) 2>&1 | tail -8
   lg cert verify "$out/h200-team-image.cert.json" --key "$sys/h200-signing.pub" --lock "$T" && echo "team image certificate bound to the team lock"
