@@ -3,7 +3,8 @@
 and exported at its own path (`export --from-prefix`); a team stack `extends` that lock, resolves with every
 base package held (the local build kept out of uv's solve), and its image on the vendor image is the vendor's
 layers plus the team's wheels, installed into the vendor's prefix, proven file by file by `check --image
---lock` and importable with the vendor's interpreter."""
+--lock` and importable with the vendor's interpreter; on the vendor image in a registry (read shallow) it is
+the same image, byte for byte."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from lockgen.adapters import oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
-from tests.conftest import run_cli
+from tests.conftest import loopback_registry, run_cli
 from tests.test_conformance_envs import DEAD_PROXY
 from tests.test_team_stacks import write
 from tests.wheel_index import Wheel, build_wheel
@@ -129,3 +130,27 @@ def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix
     again = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "again"),
                     env={"LOCKGEN_HOME": str(tmp_path / "other-home")})
     assert again.stdout.splitlines()[0] == done.stdout.splitlines()[0]  # the same image digest, byte for byte
+
+
+def test_the_team_image_on_the_vendor_image_in_a_registry_is_the_image_on_a_local_copy(vendor: tuple[Path, Path],
+                                                                                       tmp_path: Path) -> None:
+    root, _ = vendor
+    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    lock, home = stack.parent / "locks" / "node.conda-lock.yml", {"LOCKGEN_HOME": str(tmp_path / "home")}
+    local = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "local"), env=home)
+    assert local.returncode == 0, local.stderr
+    (tmp_path / "registry").mkdir()
+    with loopback_registry(tmp_path / "registry") as host:
+        pushed = run_cli("push", str(root / "vendor-img"), f"docker://{host}/vendor/python:1", "--insecure")
+        assert pushed.returncode == 0, pushed.stderr
+        remote = run_cli("export", str(lock), "--base", f"docker://{host}/vendor/python@{pushed.stdout.strip()}",
+                         "--insecure", "--out", str(tmp_path / "remote"), env=home)
+        assert remote.returncode == 0, remote.stderr
+        assert "installed alone, into its prefix" in remote.stderr  # the held record read from the registry's layers
+        assert remote.stdout.splitlines()[0] == local.stdout.splitlines()[0]
+        target = f"docker://{host}/team/python:1"
+        assert run_cli("push", str(tmp_path / "remote"), target, "--insecure").stdout.strip() == remote.stdout.splitlines()[0]
+        checked = run_cli("check", "--image", target, "--lock", str(lock), "--insecure", "--manifests",
+                          str(root / "vendor" / "locks" / "node.manifests.json.gz"), env=home)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
