@@ -9,6 +9,7 @@ the same image, byte for byte."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from lockgen.adapters import oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
 from tests.conftest import loopback_registry, run_cli
 from tests.test_conformance_envs import DEAD_PROXY
+from tests.test_export import require
 from tests.test_team_stacks import write
 from tests.wheel_index import Wheel, build_wheel
 
@@ -154,3 +156,46 @@ def test_the_team_image_on_the_vendor_image_in_a_registry_is_the_image_on_a_loca
         checked = run_cli("check", "--image", target, "--lock", str(lock), "--insecure", "--manifests",
                           str(root / "vendor" / "locks" / "node.manifests.json.gz"), env=home)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _foreign_image(venv: Path, layout: Path, change: str = "") -> None:
+    """The venv as another tool's image: umoci's one layer of a root file system holding it at its own path
+    (its six.py rewritten when `change` is given)."""
+    umoci = require("umoci")
+    for command in (["init", "--layout", str(layout)], ["new", "--image", f"{layout}:vendor"],
+                    ["unpack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")]):
+        subprocess.run([umoci, *command], check=True, capture_output=True, timeout=60)
+    inside = layout.parent / "bundle" / "rootfs" / str(venv).lstrip("/")
+    shutil.copytree(venv, inside, symlinks=True)
+    if change:
+        (inside / "lib" / f"python{PYTHON}" / "site-packages" / "six.py").write_text(change)
+    subprocess.run([umoci, "repack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")], check=True,
+                   capture_output=True, timeout=60)
+
+
+def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_are(vendor: tuple[Path, Path],
+                                                                                     tmp_path: Path) -> None:
+    root, venv = vendor
+    lock, bundle = root / "vendor" / "locks" / "node.conda-lock.yml", root / "vendor" / "locks" / "node.manifests.json.gz"
+    home = {"LOCKGEN_HOME": str(tmp_path / "home")}
+    _foreign_image(venv, tmp_path / "foreign" / "layout")
+    adopted = run_cli("export", str(lock), "--from-image", str(tmp_path / "foreign" / "layout"), "--image-prefix", str(venv),
+                      "--manifests", str(bundle), "--out", str(tmp_path / "adopted"), env=home)
+    assert adopted.returncode == 0, adopted.stderr
+    vendor_manifest, _, _ = oci_layout.read_image(tmp_path / "foreign" / "layout")
+    manifest, config, _ = oci_layout.read_image(tmp_path / "adopted")
+    assert manifest["layers"][:-1] == vendor_manifest["layers"]  # umoci's layer as it is, one layer of lockgen's on top
+    assert config["config"]["Labels"]["dev.lockgen.prefix"] == str(venv)
+    checked = run_cli("check", "--image", str(tmp_path / "adopted"), "--lock", str(lock), "--manifests", str(bundle), env=home)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    team_lock = stack.parent / "locks" / "node.conda-lock.yml"
+    on_it = run_cli("export", str(team_lock), "--base", str(tmp_path / "adopted"), "--out", str(tmp_path / "team"), env=home)
+    assert on_it.returncode == 0 and "installed alone, into its prefix" in on_it.stderr, on_it.stderr
+    team_checked = run_cli("check", "--image", str(tmp_path / "team"), "--lock", str(team_lock), "--manifests", str(bundle), env=home)
+    assert team_checked.returncode == 0, team_checked.stdout + team_checked.stderr
+    _foreign_image(venv, tmp_path / "forged" / "layout", change="print('not six')\n")
+    refused = run_cli("export", str(lock), "--from-image", str(tmp_path / "forged" / "layout"), "--image-prefix", str(venv),
+                      "--manifests", str(bundle), "--out", str(tmp_path / "forged-out"), env=home)
+    assert refused.returncode == 1 and "six 1.17.0: modified" in refused.stderr and not (tmp_path / "forged-out").exists()

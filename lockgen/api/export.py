@@ -5,7 +5,9 @@ that path gives.
 The environment is built (hash-checked, placeholders patched for the image path) in a temporary
 folder; each package becomes one layer (a conda package: its files and its conda-meta record; a pip
 distribution: what its RECORD lists), grouped past the layer budget; the rest (the venv's own
-files, `.lockgen/`) is the last layer. Layers come from the layer cache (`adapters.layer_cache`), so
+files, `.lockgen/`) is the last layer. An existing environment becomes an image too: one on disk
+(`export_prefix`, re-layered) or one in a vendor's image (`export_from_image`, its layers kept as they are
+and one layer added with the environment's record). Layers come from the layer cache (`adapters.layer_cache`), so
 exporting again, or the next target, tars and compresses only what is new. `export_index` writes one
 image per platform of the lock, under one OCI image index; a foreign platform is built only when it is
 all conda (rattler links packages of any platform without running them; wheels need that platform's Python).
@@ -21,11 +23,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, dist_info, env_manifest, home, oci_layout, registry
+from lockgen.adapters import conda_meta, dist_info, env_manifest, home, image_source, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import held_base_steps, base_steps
-from lockgen.api.held_base_steps import HeldEnvironment
+from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config, service_files
@@ -36,7 +38,7 @@ from lockgen.errors import UserError
 from lockgen.model.lock import Lock
 from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
-                               INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE)
+                               INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
 
 
 def _checked_compression(compression: str, level: int) -> None:
@@ -189,6 +191,40 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return digest, env_digest
+
+
+def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out: Path, tag: str | None, level: int,
+                      progress: Callable[[str], None], fmt: str = "oci-layout", manifests: Path | None = None,
+                      image_prefix: str | None = None, allow_foreign: Sequence[str] = (), insecure: bool = False,
+                      meter: Meter | None = None, compression: str = "gzip") -> tuple[str, str]:
+    """A vendor's image whose environment (at `image_prefix`, else its prefix label, else /opt/env) is the
+    lock's, as lockgen's image of that lock: the vendor's layers unchanged (a registry's referenced by digest),
+    plus one layer with the environment's record under `.lockgen/`, and labels binding it to the lock. Refused
+    unless the environment conforms to the lock (every file from its packages, checked against their own
+    hashes); the image is unpacked to check it, never changed."""
+    _checked_compression(compression, level)
+    lock, work = load_lock(lock_path), _work_folder(out, fmt)
+    try:
+        with image_source.opened(source, progress, insecure) as opened:
+            prefix = image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL) or IMAGE_PREFIX
+            inside = image_source.environment_in(opened.root, prefix)
+            conformance = conform(lock_path, inside, None, manifests, progress, meter, prefix, allow_foreign)
+            if not conformance.clean:
+                raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
+                                f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}")
+            manifest, _ = env_manifest.build(inside)
+        tree = work / "tree"
+        tree.mkdir(parents=True)
+        env_digest = env_manifest.digest(manifest)
+        env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
+                                                "platform": conformance.platform, "prefix": prefix,
+                                                "conformance_digest": conformance.expected_digest})
+        held = frozenset(package_key(p) for p in lock.packages_for(conformance.platform))  # all in the vendor's layers
+        digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
+                              (1, compression, level), progress, vendor, fmt, prefix, meter, held)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest

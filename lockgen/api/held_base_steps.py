@@ -130,7 +130,8 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
             return None
         progress(f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are "
                  "linked again to install them")
-    found = read_members(open_layer, base_manifest["layers"], prefix, _wanted, _past)
+    found = (_topmost_manifest(open_layer, base_manifest["layers"], prefix) if python_environment
+             else read_members(open_layer, base_manifest["layers"], prefix, _wanted, _past))
     recorded = _recorded_manifest(found, base_config, platform, prefix)
     entries = {entry["path"]: entry for entry in recorded["files"]}
     site = site_packages_of(lock_python(base_lock, platform) or "")
@@ -168,6 +169,17 @@ def python_closure(lock: Lock, platform: str) -> frozenset[str]:
         seen.add(name)
         pending.extend(n for n in conda[name].dependencies if n in conda and n not in seen)
     return frozenset(package_key(conda[name]) for name in seen)
+
+
+def _topmost_manifest(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str) -> dict[str, bytes]:
+    """The environment manifest of the topmost layer holding one (a Python environment's base has no
+    conda-meta records to gather): read from the top down, so a vendor's layers under lockgen's, which are
+    not sorted and would be read to their ends, are not read at all."""
+    for layer in reversed(layers):  # bounded by the layers
+        found = read_members(open_layer, [layer], prefix, lambda relative: relative == env_manifest.MANIFEST, _past)
+        if found:
+            return found
+    return {}
 
 
 def _wanted(relative: str) -> bool:

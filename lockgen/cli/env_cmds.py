@@ -223,24 +223,32 @@ def export(
     fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
     from_prefix: Optional[Path] = typer.Option(None, "--from-prefix", help="Export this existing environment (it must "
                                                "conform to the lock) instead of building one."),
-    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --from-prefix: a manifests bundle (no network)."),
+    from_image: Optional[str] = typer.Option(None, "--from-image", help="Make this vendor image (a layout or docker://REF), "
+                                             "whose environment must conform to the lock, lockgen's image of it: its "
+                                             "layers kept as they are, one added with the environment's record."),
+    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --from-prefix or --from-image: a manifests "
+                                             "bundle (no network)."),
     image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --from-prefix: its path in the image "
-                                               "(default: the same path, so its scripts stay right)."),
-    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --from-prefix: a file no package states "
-                                            "that you accept in the image. Repeatable."),
+                                               "(default: the same path, so its scripts stay right); with --from-image: "
+                                               "where the environment is in it (default: its label, else /opt/env)."),
+    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --from-prefix or --from-image: a file no "
+                                            "package states that you accept in the image. Repeatable."),
     as_json: bool = typer.Option(False, "--json", help="Print {image_digest, environment_digest, out, format} as JSON "
                                  "(environment_digests, per platform, for an index)."),
 ) -> None:
     """Write the lock's environment (at /opt/env, or an existing one at its path) as an OCI image; print the digest."""
-    if from_prefix is None and (manifests is not None or image_prefix is not None):
-        fail("--manifests and --image-prefix go with --from-prefix", "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
+    if from_prefix is None and from_image is None and (manifests is not None or image_prefix is not None or allow_foreign):
+        fail("--manifests, --image-prefix and --allow-foreign go with --from-prefix or --from-image",
+             "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
+    if from_image is not None and (from_prefix is not None or base is not None):
+        fail("--from-image is the image's own environment, on its own layers", "drop --from-prefix and --base", 2)
     several = all_platforms or len(platform) > 1
     if all_platforms and platform:
         fail("--all-platforms and --platform exclude each other", "pass one, or --platform once per platform", 2)
-    if several and (from_prefix is not None or base is not None):
+    if several and (from_prefix is not None or base is not None or from_image is not None):
         fail("an image index of several platforms is built from the lock, on no base image",
              "drop --from-prefix and --base, or export one --platform", 2)
-    base_image = _base_image(base, insecure, fmt)
+    base_image = _base_image(from_image or base, insecure, fmt)
     from lockgen.cli.ui import Meter
 
     meter = Meter()
@@ -250,6 +258,11 @@ def export(
 
             digest, env_digests = export_index(lock, platform, out, tag, layers, level, progress, fmt, meter=meter,
                                                compression=compression)
+        elif from_image is not None:
+            from lockgen.api.export import export_from_image
+
+            digest, env_digest = export_from_image(lock, from_image, base_image, out, tag, level, progress, fmt, manifests,
+                                                   image_prefix, allow_foreign, insecure, meter, compression)
         elif from_prefix is not None:
             from lockgen.api.export import export_prefix
 
