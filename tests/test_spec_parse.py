@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from lockgen.core.spec_parse import parse_stack_text
 from lockgen.errors import SpecError
+from lockgen.model.spec import LockBase
 
 GOOD = """\
 [stack]
@@ -135,3 +136,33 @@ def test_any_repeated_line_is_a_located_error(data: st.DataObject) -> None:
             assert error.line == index + 2
         return
     raise AssertionError(f"line {index + 1} repeated was accepted")
+
+
+ON_LOCK = LockBase(target="node", platforms=("linux-64",), python="3.12")
+TEAM_ON_LOCK = ('[stack]\nname = "team"\nextends = "../vendor/locks/node.conda-lock.yml"\n'
+                '[pypi-dependencies]\ndatasets = "*"\n[targets.node]\narch = "sm90"\ndriver = "580.95.05"\n')
+
+
+def test_a_team_stack_on_a_lock_takes_its_target_platforms_and_python() -> None:
+    spec = parse_stack_text(TEAM_ON_LOCK, "stack.toml", ON_LOCK)
+    assert spec.python == "3.12" and spec.platforms == ("linux-64",) and [t.name for t in spec.targets] == ["node"]
+    assert spec.targets[0].arch == "sm90" and spec.extends == "../vendor/locks/node.conda-lock.yml"
+    recorded = parse_stack_text(TEAM_ON_LOCK.split("[targets.node]")[0], "stack.toml",
+                                ON_LOCK.model_copy(update={"facts": {"arch": "cpu"}}))
+    assert recorded.targets[0].arch == "cpu"  # a lock that records its hardware needs no [targets]
+
+
+@settings(max_examples=200, deadline=None)
+@given(section=st.sampled_from(["stack", "targets.node", "pypi-dependencies", "pypi-options"]), key=_key, value=_value)
+def test_any_key_added_to_a_team_stack_on_a_lock_parses_or_fails_cleanly(section: str, key: str, value: object) -> None:
+    import tomlkit
+
+    document = tomlkit.parse(TEAM_ON_LOCK + "[pypi-options]\n")
+    table = document
+    for part in section.split("."):
+        table = table[part]
+    table[key] = value
+    try:
+        parse_stack_text(tomlkit.dumps(document), "stack.toml", ON_LOCK)
+    except SpecError as error:
+        assert error.message and error.hint and error.path == "stack.toml"

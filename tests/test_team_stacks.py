@@ -126,3 +126,13 @@ def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(
     refused = run_cli("certs", str(moved.parent))
     assert "[inherited by" not in refused.stdout and "needs its own certification" in refused.stderr
     assert "pytorch 2.5.0 cpu_h1_0 -> 2.6.0 cpu_h1_0 on linux-64" in refused.stderr, refused.stderr
+
+
+def test_a_team_stack_on_a_missing_or_unreadable_lock_is_one_error(tmp_path: Path) -> None:
+    stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../vendor/node.conda-lock.yml"\n'
+                  '[pypi-dependencies]\nsix = "*"\n[targets.node]\narch = "cpu"\n')
+    missing = run_cli("resolve", str(stack))
+    assert missing.returncode == 1 and "the base lock" in missing.stderr and "does not exist" in missing.stderr
+    write(tmp_path / "vendor" / "node.conda-lock.yml", "version: [not a lock\n")
+    broken = run_cli("resolve", str(stack))
+    assert broken.returncode == 1 and "error:" in broken.stderr and "Traceback" not in broken.stderr, broken.stderr
