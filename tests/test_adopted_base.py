@@ -26,7 +26,7 @@ from tests.wheel_index import Wheel, build_wheel
 
 pytestmark = pytest.mark.network
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-TEAM = '[stack]\nname = "team"\nextends = "../vendor/locks/node.conda-lock.yml"\n{stack}\n' \
+TEAM = '[stack]\nname = "team"\nextends = "{extends}"\n{stack}\n' \
        '[pypi-dependencies]\n{deps}\n[pypi-options]\nexclude-newer = "2026-11-15"\n{targets}'
 NODE = '[targets.node]\narch = "cpu"\n'
 
@@ -54,8 +54,8 @@ def vendor(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root, venv
 
 
-def team(root: Path, deps: str, stack: str = "", targets: str = NODE) -> Path:
-    return write(root / "team" / "stack.toml", TEAM.format(stack=stack, deps=deps, targets=targets))
+def team(root: Path, deps: str, stack: str = "", targets: str = NODE, extends: str = "../vendor/locks/node.conda-lock.yml") -> Path:
+    return write(root / "team" / "stack.toml", TEAM.format(extends=extends, stack=stack, deps=deps, targets=targets))
 
 
 def entries(lock: Path) -> dict[str, object]:
@@ -199,3 +199,32 @@ def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_
     refused = run_cli("export", str(lock), "--from-image", str(tmp_path / "forged" / "layout"), "--image-prefix", str(venv),
                       "--manifests", str(bundle), "--out", str(tmp_path / "forged-out"), env=home)
     assert refused.returncode == 1 and "six 1.17.0: modified" in refused.stderr and not (tmp_path / "forged-out").exists()
+
+
+def test_a_team_stack_extends_the_vendor_image_itself(vendor: tuple[Path, Path], tmp_path: Path) -> None:
+    """`extends` names lockgen's image of the adopted lock (a layout, or in a registry): the lock the image
+    carries, held to its label, is the base; an image lockgen did not label is refused."""
+    root, venv = vendor
+    lock_bytes = (root / "vendor" / "locks" / "node.conda-lock.yml").read_bytes()
+    local = team(root, 'python-dateutil = "==2.9.0.post0"', extends="../vendor-img")
+    done = run_cli("resolve", str(local))
+    assert done.returncode == 0, done.stderr
+    assert (root / "team" / "locks" / "_base.conda-lock.yml").read_bytes() == lock_bytes
+    assert set(entries(root / "team" / "locks" / "node.conda-lock.yml")) == {"six", "idna", "vendorlib", "python-dateutil"}
+    assert run_cli("resolve", str(local), "--check").returncode == 0
+    (tmp_path / "registry").mkdir()
+    with loopback_registry(tmp_path / "registry") as host:
+        pushed = run_cli("push", str(root / "vendor-img"), f"docker://{host}/vendor/python:1", "--insecure")
+        assert pushed.returncode == 0, pushed.stderr
+        reference = f"docker://{host}/vendor/python@{pushed.stdout.strip()}"
+        remote = team(root, 'python-dateutil = "==2.9.0.post0"', extends=reference)
+        assert run_cli("resolve", str(remote), "--insecure").returncode == 0
+        team_lock = root / "team" / "locks" / "node.conda-lock.yml"
+        assert load_lock(team_lock).meta("extends") == reference
+        exported = run_cli("export", str(team_lock), "--base", reference, "--insecure", "--out", str(tmp_path / "team-img"),
+                           env={"LOCKGEN_HOME": str(tmp_path / "home")})
+        assert exported.returncode == 0 and "installed alone, into its prefix" in exported.stderr, exported.stderr
+    _foreign_image(venv, tmp_path / "foreign" / "layout")
+    shutil.copytree(tmp_path / "foreign" / "layout", root / "foreign-img")
+    refused = run_cli("resolve", str(team(root, 'python-dateutil = "*"', extends="../foreign-img")))
+    assert refused.returncode == 1 and "is not lockgen's image of a lock" in refused.stderr, refused.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.spec_parse import extends_of, parse_stack_text
-from lockgen.core.stack_layout import names_a_lock
+from lockgen.core.stack_layout import image_base_lock_path, names_a_lock, names_an_image
 from lockgen.errors import LockgenError, SpecError
 from lockgen.model.spec import LockBase, StackSpec
 
@@ -25,8 +25,14 @@ def _read(path: Path) -> str:
 
 
 def base_stack_path(path: Path, extends: str) -> Path:
-    """The base stack a team stack at `path` extends (a path relative to the team stack's folder)."""
-    return path.parent / extends
+    """The base stack or lock a team stack at `path` extends (a path relative to the team stack's folder); for a
+    base image, the copy of the lock it carries that resolve keeps beside the team's locks."""
+    return image_base_lock_path(path.parent) if names_an_image(extends) else path.parent / extends
+
+
+def declared_extends(path: Path) -> str | None:
+    """What the stack file at `path` says it extends, read before the whole file is parsed."""
+    return extends_of(_read(path), str(path))
 
 
 def parse_stack_file(path: Path) -> StackSpec:
@@ -37,7 +43,7 @@ def parse_stack_file(path: Path) -> StackSpec:
     if extends is None:
         return parse_stack_text(text, str(path))
     base_path = base_stack_path(path, extends)
-    if names_a_lock(extends):
+    if names_a_lock(extends) or names_an_image(extends):
         return parse_stack_text(text, str(path), lock_base(base_path, str(path)))
     base_text = _read(base_path)
     if extends_of(base_text, str(base_path)) is not None:

@@ -38,7 +38,7 @@ from lockgen.errors import UserError
 from lockgen.model.lock import Lock
 from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
-                               INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
+                               INDEX_MEDIA_TYPE, LOCK_INSIDE, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
 
 
 def _checked_compression(compression: str, level: int) -> None:
@@ -87,6 +87,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(prefix), progress, meter,
                                        venv_interpreter=interpreter, held=on_base)
         _drop_build_host_traces(tree)
+        _keep_lock(tree, lock_path)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
     finally:
@@ -121,6 +122,7 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
             tree = work / f"tree-{platform}"
             env_digest = build_environment(lock, lock_digest, platform, tree, Path(IMAGE_PREFIX), progress, meter)
             _drop_build_host_traces(tree)
+            _keep_lock(tree, lock_path)
             manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(
                 lock, platform, lock_digest, env_digest, tree, layout, (layer_budget, compression, level), progress,
                 None, IMAGE_PREFIX, meter)
@@ -188,6 +190,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
                                                 "platform": conformance.platform, "prefix": prefix,
                                                 "conformance_digest": conformance.expected_digest})
+        _keep_lock(tree, lock_path)
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
@@ -222,6 +225,7 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
         env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
                                                 "platform": conformance.platform, "prefix": prefix,
                                                 "conformance_digest": conformance.expected_digest})
+        _keep_lock(tree, lock_path)
         held = frozenset(package_key(p) for p in lock.packages_for(conformance.platform))  # all in the vendor's layers
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (1, compression, level), progress, vendor, fmt, prefix, meter, held)
@@ -317,6 +321,13 @@ def _base_python(base: base_steps.Base | None, version: str | None, progress: Ca
     progress(f"note: the venv runs on /usr/bin/{name}, and {where} {name}: "
              f"pass --base with Python {name.removeprefix('python')} for an image that runs on its own")
     return f"/usr/bin/{name}"
+
+
+def _keep_lock(tree: Path, lock_path: Path) -> None:
+    """The lock itself, byte for byte, under `.lockgen/` (its sha256 is the image's lock label): a team stack
+    can `extends` the image and read its base lock from it."""
+    (tree / LOCK_INSIDE).parent.mkdir(exist_ok=True)
+    shutil.copyfile(lock_path, tree / LOCK_INSIDE)
 
 
 def _drop_build_host_traces(tree: Path) -> None:

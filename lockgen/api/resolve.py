@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
+from lockgen.adapters.stack_file import declared_extends
 from lockgen.api import team_steps
+from lockgen.api.image_base_steps import fetch_base_lock
 from lockgen.api.stack_steps import load_stack
 from lockgen.core import lock_builder, lock_meta, stack_layout
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
@@ -61,7 +63,8 @@ class _Context:
     @property
     def base_is_lock(self) -> bool:
         """Whether the stack extends a lock (an adopted environment) rather than a base stack."""
-        return self.spec.extends is not None and stack_layout.names_a_lock(self.spec.extends)
+        return self.spec.extends is not None and (stack_layout.names_a_lock(self.spec.extends)
+                                                  or stack_layout.names_an_image(self.spec.extends))
 
     def lock_path(self, target: Target) -> Path:
         return stack_layout.lock_path(self.stack_path.parent, target.name)
@@ -93,7 +96,13 @@ class _Context:
                                               self.stack_path.name, pypi, self.facts.valid_as_of, base, moved, base_lock)
 
 
-def _context(stack_path: Path, aliases: Sequence[str]) -> _Context:
+def _context(stack_path: Path, aliases: Sequence[str], insecure: bool = False,
+             progress: Progress = lambda _: None) -> _Context:
+    """The stack and its channels; a base named by its image has the lock it carries read first (kept beside
+    the team's locks, an input like a channel's index, so even --check and --dry-run keep it)."""
+    extends = declared_extends(stack_path)
+    if extends is not None and stack_layout.names_an_image(extends):
+        fetch_base_lock(stack_path, extends, insecure, progress)
     spec, channels = load_stack(stack_path, aliases)
     return _Context(spec, stack_path, channels)
 
@@ -107,10 +116,11 @@ def _selected(spec: StackSpec, names: Sequence[str]) -> list[Target]:
 
 
 def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str] = (), aliases: Sequence[str] = (),
-            dry_run: bool = False, progress: Progress = lambda _: None) -> list[TargetResult]:
+            dry_run: bool = False, progress: Progress = lambda _: None, insecure: bool = False) -> list[TargetResult]:
     """Solves every selected target and writes its lock; nothing is written unless all succeed. A team stack
-    (`extends`) is solved with every package of the base's lock for the target held."""
-    context = _context(stack_path, aliases)
+    (`extends`) is solved with every package of the base's lock for the target held. `insecure`: a base image
+    in a plain-HTTP or self-signed registry."""
+    context = _context(stack_path, aliases, insecure, progress)
     plans = []
     for target in _selected(context.spec, targets):
         window, requests = context.plan(target)
@@ -282,11 +292,11 @@ def _highlights(lock: Lock) -> dict[str, dict[str, str]]:
 
 
 def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = (),
-          progress: Progress = lambda _: None) -> list[Staleness]:
+          progress: Progress = lambda _: None, insecure: bool = False) -> list[Staleness]:
     """Why each selected target's lock is stale (empty when all are fresh)."""
     from lockgen.core.freshness import Staleness, stale_reasons
 
-    context = _context(stack_path, aliases)
+    context = _context(stack_path, aliases, insecure, progress)
     reasons: list[Staleness] = []
     for target in _selected(context.spec, targets):
         path = context.lock_path(target)

@@ -29,7 +29,7 @@ PipPins = dict[str, tuple[str, ...]]  # platform -> name==version
 def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
     """Where the base that a team stack at `stack_path` extends keeps its lock for `target` (a base that is a
     lock is its one target's lock)."""
-    if stack_layout.names_a_lock(extends):
+    if stack_layout.names_a_lock(extends) or stack_layout.names_an_image(extends):
         return base_stack_path(stack_path, extends)
     return stack_layout.lock_path(base_stack_path(stack_path, extends).parent, target)
 
@@ -45,6 +45,9 @@ def required_base_lock(stack_path: Path, spec: StackSpec, target: Target) -> Pat
     """The base's lock for `target`, which must have been resolved first."""
     assert spec.extends is not None
     path = base_lock_path(stack_path, spec.extends, target.name)
+    if not path.is_file() and stack_layout.names_an_image(spec.extends):
+        raise UserError(f"the lock of the base image {spec.extends} is not here ({path})",
+                        "resolve the team stack: it reads the lock the image carries")
     if not path.is_file() and stack_layout.names_a_lock(spec.extends):
         raise UserError(f"the base lock {path} does not exist", "pin it again (lockgen pin), or fix `extends`")
     if not path.is_file():

@@ -19,12 +19,14 @@ def resolve(
     dry_run: bool = typer.Option(False, "--dry-run", help="Solve but write nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON on stdout."),
     channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
+    insecure: bool = typer.Option(False, "--insecure", help="A base image (`extends = \"docker://…\"`) in a plain-HTTP or "
+                                  "self-signed registry."),
 ) -> None:
     """Resolve a stack into one conda lockfile per GPU target (locks/<target>.conda-lock.yml)."""
     from lockgen.api import resolve as api
 
     if check:
-        reasons = api.stale(stack, target, channel_alias, progress)
+        reasons = api.stale(stack, target, channel_alias, progress, insecure)
         if as_json:
             print(json.dumps([r.__dict__ for r in reasons], indent=2))
         else:
@@ -34,7 +36,7 @@ def resolve(
             raise typer.Exit(1)
         progress("all locks are fresh")
         return
-    results = api.resolve(stack, target, update, channel_alias, dry_run=dry_run, progress=progress)
+    results = api.resolve(stack, target, update, channel_alias, dry_run=dry_run, progress=progress, insecure=insecure)
     if as_json:
         print(json.dumps([{**r.__dict__, "path": str(r.path)} for r in results], indent=2, sort_keys=True))
         return

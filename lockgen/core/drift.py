@@ -8,9 +8,10 @@ import stat
 from collections.abc import Iterable
 from typing import Any
 
+from lockgen.model.oci import LOCK_INSIDE
 from lockgen.model.results import Drift
 
-LOCKGEN_FILES = frozenset({".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json"})
+LOCKGEN_FILES = frozenset({".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json", LOCK_INSIDE})
 _CACHED = re.compile(r"^(?P<stem>[^/.][^/]*?)\.(?:cpython|pypy)-?\d+[^/]*?\.pyc$")  # foo.cpython-312.pyc, foo.cpython-312.opt-1.pyc
 
 

@@ -33,7 +33,19 @@ def default_lock_path(target: str) -> Path:
 def names_a_lock(extends: str) -> bool:
     """Whether a team stack's `extends` names a lock file (a base adopted from a node or image by `lockgen pin`)
     rather than a base stack.toml."""
-    return extends.endswith((".yml", ".yaml"))
+    return extends.endswith((".yml", ".yaml")) and not names_an_image(extends)
+
+
+def names_an_image(extends: str) -> bool:
+    """Whether a team stack's `extends` names lockgen's image of a base (`docker://HOST/REPO@sha256:…`, or an OCI
+    layout folder): the lock it carries is the base."""
+    return extends.startswith("docker://") or not extends.endswith((".toml", ".yml", ".yaml"))
+
+
+def image_base_lock_path(stack_folder: Path) -> Path:
+    """Where a team stack keeps the lock its base image carries (`locks/_base.conda-lock.yml`: no target can
+    be named `_base`)."""
+    return stack_folder / "locks" / f"_base{LOCK_SUFFIX}"
 
 
 def target_of_lock(path: Path) -> str:

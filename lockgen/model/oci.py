@@ -19,6 +19,7 @@ IMAGE_PREFIX = "/opt/env"
 LOCK_LABEL = "dev.lockgen.lock.sha256"
 ENVIRONMENT_LABEL = "dev.lockgen.environment.digest"
 PREFIX_LABEL = "dev.lockgen.prefix"
+LOCK_INSIDE = ".lockgen/lock.conda-lock.yml"  # an image's own lock, byte for byte: its sha256 is LOCK_LABEL
 BASE_DIGEST_ANNOTATION = "org.opencontainers.image.base.digest"  # in the manifest: the base image, by digest
 BASE_SOURCE_ANNOTATION = "org.opencontainers.image.base.name"  # on index.json's descriptor: where absent base blobs live
 SERVICE_LAUNCHER = ".lockgen/service_launcher.py"  # in the environment: an image's `[image] services` launcher

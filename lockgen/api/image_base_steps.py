@@ -1,0 +1,49 @@
+"""A step below resolve: the base of a team stack named by its image (`extends = "docker://HOST/REPO@sha256:…"`,
+or an OCI layout folder). lockgen's images carry their lock byte for byte (`.lockgen/lock.conda-lock.yml` in
+the last layer, whose sha256 is the image's `dev.lockgen.lock.sha256` label, which the image's config, and so
+its digest, pins); it is read by streaming that one layer only as far as the file (lockgen's layers are
+sorted: `.lockgen/` first), held to the label, and kept beside the team's locks (`locks/_base.conda-lock.yml`),
+where export, certs and `resolve --check` find it as they find a base that is a lock file."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from lockgen.adapters import home
+from lockgen.adapters.atomic_files import write_bytes_atomic
+from lockgen.adapters.layer_members import read_members
+from lockgen.api import base_steps
+from lockgen.core import stack_layout
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.base_image import RegistryBase
+from lockgen.model.oci import LOCK_INSIDE, LOCK_LABEL, PREFIX_LABEL
+
+
+def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Callable[[str], None]) -> Path:
+    """Reads the lock the base image carries and keeps it for the team stack at `stack_path`; returns its path."""
+    base: base_steps.Base = (RegistryBase(reference=extends, insecure=insecure) if extends.startswith("docker://")
+                             else stack_path.parent / extends)
+    if isinstance(base, Path) and not (base / "index.json").is_file():
+        raise UserError(f"`extends = \"{extends}\"` names no stack.toml, lock file or OCI layout ({base})",
+                        'name a base stack ("../platform/stack.toml"), a lock, or its image (docker://HOST/REPO@sha256:…)')
+    manifest, config, _ = base_steps.base_manifest(base, home.native_platform() or "linux-64", progress)
+    labels = (config.get("config") or {}).get("Labels") or {}
+    if not labels.get(LOCK_LABEL) or not str(labels.get(PREFIX_LABEL, "")).startswith("/"):
+        raise UserError(f"the base image {extends} is not lockgen's image of a lock (no {LOCK_LABEL} label)",
+                        "extend its stack.toml or lock, or make lockgen's image of it: lockgen export LOCK --from-image IMAGE")
+    found = read_members(base_steps.layer_opener(base), manifest["layers"][-1:], labels[PREFIX_LABEL],
+                         lambda relative: relative == LOCK_INSIDE,
+                         lambda relative: relative > ".lockgen/" and not relative.startswith(".lockgen/"))
+    data = found.get(LOCK_INSIDE)
+    if data is None or hashlib.sha256(data).hexdigest() != labels[LOCK_LABEL]:
+        raise LockFormatError(f"the base image {extends} carries no lock, or not the one its label names"
+                              + (" (an older lockgen exported it)" if data is None else ""),
+                              "export the base image again with this lockgen, or extend the base's lock file")
+    path = stack_layout.image_base_lock_path(stack_path.parent)
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+    progress(f"the base image's lock ({labels[LOCK_LABEL][:16]}…) kept as {path}")
+    return path
