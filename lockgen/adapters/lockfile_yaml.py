@@ -97,7 +97,7 @@ def _scalar(value: Any) -> str:
 
 
 def _string(text: str) -> str:
-    if (_PLAIN.match(text) or _PLAIN_DIGIT.match(text)) and text.lower() not in _RESERVED and not text.endswith(":"):
+    if (_PLAIN.fullmatch(text) or _PLAIN_DIGIT.fullmatch(text)) and text.lower() not in _RESERVED and not text.endswith(":"):
         return text
     return _quoted(text)
 
