@@ -233,3 +233,19 @@ def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert "error: the disk is full writing /data/home/layers/x.tar" in err and "Traceback" not in err
     assert "unexpected OSError" in err
+
+
+@pytest.mark.parametrize("prefix", ["/opt/../etc", "/", "opt/env", "/opt//env", "/opt/env/"])
+def test_a_base_image_label_cannot_move_the_team_environment_out_of_a_folder(prefix: str) -> None:
+    """A team export puts its environment at its base image's prefix label: only a plain absolute folder."""
+    from lockgen.api.held_base_steps import team_prefix
+    from lockgen.errors import LockFormatError
+    from lockgen.model.lock import Lock, LockMetadata
+
+    lock = Lock(metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(),
+                                      custom_metadata={"lockgen.base-lock": "ab" * 32}), package=())
+    labels = {"dev.lockgen.lock.sha256": "ab" * 32, "dev.lockgen.prefix": prefix}
+    with pytest.raises(LockFormatError, match="not a folder inside the image"):
+        team_prefix(lock, {"config": {"Labels": labels}}, "/opt/env")
+    assert team_prefix(lock, {"config": {"Labels": {**labels, "dev.lockgen.prefix": "/opt/torch/.venv"}}}, "/opt/env") \
+        == "/opt/torch/.venv"

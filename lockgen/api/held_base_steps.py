@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lockgen.adapters import conda_meta, env_manifest, manifest_store
@@ -69,9 +69,14 @@ def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
     path, `/opt/torch/.venv` say), else `default`."""
     labels = (base_config.get("config") or {}).get("Labels") or {}
     held_to = lock.meta("base-lock")
-    if held_to and labels.get(LOCK_LABEL) == held_to and labels.get(PREFIX_LABEL, "").startswith("/"):
-        return labels[PREFIX_LABEL]
-    return default
+    if not held_to or labels.get(LOCK_LABEL) != held_to:
+        return default
+    prefix = str(labels.get(PREFIX_LABEL, ""))
+    parts = PurePosixPath(prefix).parts
+    if not prefix.startswith("/") or ".." in parts or len(parts) < 2 or str(PurePosixPath(prefix)) != prefix:
+        raise LockFormatError(f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image",
+                              "pass lockgen's own image of the base lock, exported again")
+    return prefix
 
 
 def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config: dict[str, Any], prefix: str,
