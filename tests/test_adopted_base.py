@@ -89,6 +89,8 @@ def test_a_team_requirement_that_moves_the_adopted_base_names_only_that_package(
     ("", "", "records no hardware for its target `node`"),
     ("", '[targets.gpu]\narch = "cpu"\n', "the base lock is of target `node`"),
     (f'python = "{PYTHON}"', NODE, "`python` comes from the base lock"),
+    ("", NODE + 'platforms = ["linux-aarch64"]\n', "the platforms of target `node` are the base lock's"),
+    ('exclude-newer = "2026-01-01"', NODE, "set the team's PyPI cut-off as [pypi-options] exclude-newer"),
 ])
 def test_a_bad_team_stack_on_a_lock_is_one_error(vendor: tuple[Path, Path], stack: str, targets: str, fragment: str) -> None:
     root, _ = vendor
@@ -228,3 +230,31 @@ def test_a_team_stack_extends_the_vendor_image_itself(vendor: tuple[Path, Path],
     shutil.copytree(tmp_path / "foreign" / "layout", root / "foreign-img")
     refused = run_cli("resolve", str(team(root, 'python-dateutil = "*"', extends="../foreign-img")))
     assert refused.returncode == 1 and "is not lockgen's image of a lock" in refused.stderr, refused.stderr
+
+
+def test_export_from_prefix_never_writes_into_the_environment_it_links(vendor: tuple[Path, Path], tmp_path: Path) -> None:
+    """The image tree is hard links of the source: lockgen's own `.lockgen/` files are written fresh, never
+    through a link, even when the lock exported is the source's own `.lockgen/lock.conda-lock.yml`."""
+    root, venv = vendor
+    lock, bundle = root / "vendor" / "locks" / "node.conda-lock.yml", root / "vendor" / "locks" / "node.manifests.json.gz"
+    copy = tmp_path / "env"
+    shutil.copytree(venv, copy, symlinks=True)
+    (copy / ".lockgen").mkdir()
+    (copy / ".lockgen" / "lock.conda-lock.yml").write_bytes(lock.read_bytes())
+    (copy / ".lockgen" / "manifest.json").write_text("{}\n")
+    before = {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()}
+    done = run_cli("export", str(copy / ".lockgen" / "lock.conda-lock.yml"), "--from-prefix", str(copy), "--manifests",
+                   str(bundle), "--out", str(tmp_path / "img"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    assert {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()} == before
+    (copy / ".lockgen" / "lock.conda-lock.yml").write_text("version: 1\n")  # another lock than the one checked
+    checked = run_cli("check", "--lock", str(lock), "--prefix", str(copy), "--manifests", str(bundle))
+    assert checked.returncode == 1 and "the image's own lock: modified .lockgen/lock.conda-lock.yml" in checked.stdout, checked.stdout
+    bad = run_cli("export", str(lock), "--from-prefix", str(venv), "--image-prefix", "/opt/../etc", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 1 and "cannot be the environment's path in the image" in bad.stderr
+
+
+def test_a_base_image_named_by_a_tag_is_refused(vendor: tuple[Path, Path]) -> None:
+    root, _ = vendor
+    done = run_cli("resolve", str(team(root, 'python-dateutil = "*"', extends="docker://127.0.0.1:9/vendor/python:latest")))
+    assert done.returncode == 1 and "names the base image by a tag" in done.stderr, done.stderr

@@ -193,9 +193,12 @@ def _venv_style_python(tmp_path: Path) -> Pkg:
                       "pyvenv.cfg": f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {version}\n"})
 
 
-def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("extends", ["../platform/stack.toml", "../base-img"])
+def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, extends: str) -> None:
     """The team's wheels install with the base's Python: python and what it needs (libpyrt) are linked again
-    from their archives; libtorchish is not, and the environment is still the whole team environment's."""
+    from their archives; libtorchish is not, and the environment is still the whole team environment's. The
+    same on the base named by its image (a conda base read from the lock the image carries: the team's wheels
+    are solved on top of its conda python and packages)."""
     from tests.wheel_index import Wheel, build_index
 
     channel = build_channel(tmp_path / "channel", [_venv_style_python(tmp_path), Pkg("libpyrt", "1.0"),
@@ -206,8 +209,9 @@ def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path) -
                  f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n[targets.cpu]\narch = "cpu"\n')
     assert run_cli("resolve", str(base)).returncode == 0
     export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img")
-    stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n'
-                  '[pypi-dependencies]\nteamwheel = "*"\n')
+    options = f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n' if extends == "../base-img" else ""
+    stack = write(tmp_path / "team" / "stack.toml", f'[stack]\nname = "team"\nextends = "{extends}"\n'
+                  f'[pypi-dependencies]\nteamwheel = "*"\n{options}')
     resolved = run_cli("resolve", str(stack))
     assert resolved.returncode == 0, resolved.stderr
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"

@@ -10,12 +10,13 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import env_manifest, oci_layout, registry
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
+from lockgen.core.image_config import is_environment_prefix
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
@@ -116,8 +117,7 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
 def environment_in(root: Path, prefix: str) -> Path:
     """The folder of an unpacked image's root file system holding the environment at `prefix` (an image's
     own label may name it: refused unless it is an absolute path that stays inside the root, links resolved)."""
-    parts = PurePosixPath(prefix).parts
-    if not prefix.startswith("/") or ".." in parts or len(parts) < 2:
+    if not is_environment_prefix(prefix):
         raise LockFormatError(f"the image names its environment at `{prefix}`, not a folder inside the image",
                               "pass --image-prefix with the environment's absolute path inside the image")
     inside = root / prefix.strip("/")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.spec_parse import extends_of, parse_stack_text
-from lockgen.core.stack_layout import image_base_lock_path, names_a_lock, names_an_image
+from lockgen.core.stack_layout import image_base_lock_path, names_a_base_lock, names_an_image
 from lockgen.errors import LockgenError, SpecError
 from lockgen.model.spec import LockBase, StackSpec
 
-_TARGET_FACTS = ("arch", "driver", "glibc", "cuda")  # the lock's `lockgen.*` keys a team target takes
+_TARGET_FACTS = ("arch", "driver", "glibc", "cuda", "cuda-compat", "allow-ptx-jit")  # the lock's keys a team target takes
 
 
 def _read(path: Path) -> str:
@@ -43,7 +43,7 @@ def parse_stack_file(path: Path) -> StackSpec:
     if extends is None:
         return parse_stack_text(text, str(path))
     base_path = base_stack_path(path, extends)
-    if names_a_lock(extends) or names_an_image(extends):
+    if names_a_base_lock(extends):
         return parse_stack_text(text, str(path), lock_base(base_path, str(path)))
     base_text = _read(base_path)
     if extends_of(base_text, str(base_path)) is not None:
@@ -55,14 +55,16 @@ def parse_stack_file(path: Path) -> StackSpec:
 def lock_base(path: Path, source: str) -> LockBase:
     """What a team stack takes from the lock it extends (its target, platforms, Python, recorded hardware)."""
     if not path.is_file():
-        raise SpecError(f"the base lock {path} does not exist", "pin or resolve it first (lockgen pin INVENTORY "
-                        "--target NAME --out PATH), or fix `extends`", source)
+        raise SpecError(f"the base lock {path} does not exist", "resolve the team stack, which reads the lock its base "
+                        "image carries" if path == image_base_lock_path(path.parent.parent) else "pin or resolve it "
+                        "first (lockgen pin INVENTORY --target NAME --out PATH), or fix `extends`", source)
     try:
         lock = load_lock(path)
     except LockgenError as exc:
         raise SpecError(f"the base lock {path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
     target = lock.meta("target")
     pythons = {lock.meta(f"python.{platform}") for platform in lock.metadata.platforms} - {""}
+    pythons = pythons or {".".join(p.version.split(".")[:2]) for p in lock.package if p.manager == "conda" and p.name == "python"}
     if not target or len(pythons) > 1:
         raise SpecError(f"the base lock {path} names no target, or several Pythons",
                         "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)

@@ -10,6 +10,11 @@ so it is told not to download a managed CPython of that version (`--no-python-do
 otherwise tries on every run where the host lacks one: some 5 s on a connected host, about 9 s of retries
 on one that cannot reach python-build-standalone, for an identical pylock.toml. With builds allowed
 (`no-build = false`) uv keeps its default, since building an sdist needs an interpreter of that version.
+
+Two inputs come from a team's base: `left_out` names are dropped from the solve by an override whose marker
+never holds (uv's documented way to remove a dependency: a base's check-only build, which no index has),
+and `preferred` versions are written as an existing `pylock.toml` output, which uv prefers to keep (the
+solve without the base's holds then moves only what it must).
 """
 
 from __future__ import annotations

@@ -17,10 +17,12 @@ from lockgen.core.expected_env import expected_digest, site_packages_of
 from lockgen.core.image_config import service_files
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
+from lockgen.model.oci import LOCK_INSIDE
 from lockgen.model.results import Conformance
 
 ALLOWED_FOREIGN = "allowed foreign files"
 SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
+CARRIED_LOCK = "the image's own lock"  # .lockgen/lock.conda-lock.yml, which must be the lock checked against
 
 
 def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None]) -> None:
@@ -48,13 +50,16 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
     allowed = sorted(set(allow_foreign))
     services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
-    wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services)
+    carried = {LOCK_INSIDE: file_digest(lock_path)} if (prefix / LOCK_INSIDE).is_file() else {}
+    wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
     progress(f"hashing the {len(wanted)} files the packages state in {prefix}")
     observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys())
     found = {o.path: o.sha256 for o in observed}
     hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
     # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
     hook += [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))] if services else []
+    # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
+    hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
     python = lock_python(lock, chosen)
     report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix))
     by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)

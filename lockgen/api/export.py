@@ -30,7 +30,7 @@ from lockgen.api import held_base_steps, base_steps
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
-from lockgen.core.image_config import image_config, service_files
+from lockgen.core.image_config import image_config, is_environment_prefix, service_files
 from lockgen.core.layers import plan_layers
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
@@ -173,18 +173,19 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
     `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
     _checked_compression(compression, level)
+    prefix = _checked_prefix(image_prefix or str(source.absolute()))
     conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign)
     if not conformance.clean:
         first = conformance.lines()[0]
         raise UserError(f"{source} is not the environment of {lock_path}: {first}",
                         f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
     lock = load_lock(lock_path)
-    prefix = image_prefix or str(source.absolute())
     work = _work_folder(out, fmt)
     try:
         tree = work / "tree"
         progress(f"linking {source} into the image tree")
         shutil.copytree(source, tree, symlinks=True, copy_function=_link_or_copy)
+        shutil.rmtree(tree / ".lockgen", ignore_errors=True)  # hard links of the source's: lockgen writes its own here
         manifest, _ = env_manifest.build(tree)
         env_digest = env_manifest.digest(manifest)
         env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
@@ -212,13 +213,20 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
     lock, work = load_lock(lock_path), _work_folder(out, fmt)
     try:
         with image_source.opened(source, progress, insecure) as opened:
-            prefix = image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL) or IMAGE_PREFIX
+            prefix = _checked_prefix(image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL)
+                                     or IMAGE_PREFIX)
             inside = image_source.environment_in(opened.root, prefix)
             conformance = conform(lock_path, inside, None, manifests, progress, meter, prefix, allow_foreign)
             if not conformance.clean:
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
                                 f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}")
             manifest, _ = env_manifest.build(inside)
+            layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
+        # the layers the new image names must be the ones just checked (a tag that moved, an index read for
+        # another platform): their uncompressed digests, which no manifest conversion changes
+        if base_steps.base_manifest(vendor, conformance.platform, progress)[1].get("rootfs", {}).get("diff_ids") != layers_checked:
+            raise UserError(f"{source} is not the image just checked (a tag that moved, or an index of other platforms)",
+                            "name the image by its digest (docker://HOST/REPO@sha256:…) or as a local layout")
         tree = work / "tree"
         tree.mkdir(parents=True)
         env_digest = env_manifest.digest(manifest)
@@ -232,6 +240,15 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
+
+
+def _checked_prefix(prefix: str) -> str:
+    """The environment's path in the image, refused unless a plain absolute folder path (its label, shebangs
+    and patched placeholders carry it as it is)."""
+    if not is_environment_prefix(prefix):
+        raise UserError(f"`{prefix[:120]}` cannot be the environment's path in the image",
+                        "pass --image-prefix with an absolute path of letters, digits and ._+@- (e.g. /opt/env)")
+    return prefix
 
 
 def _link_or_copy(source: str, destination: str) -> None:
@@ -326,8 +343,10 @@ def _base_python(base: base_steps.Base | None, version: str | None, progress: Ca
 def _keep_lock(tree: Path, lock_path: Path) -> None:
     """The lock itself, byte for byte, under `.lockgen/` (its sha256 is the image's lock label): a team stack
     can `extends` the image and read its base lock from it."""
+    data = lock_path.read_bytes()
     (tree / LOCK_INSIDE).parent.mkdir(exist_ok=True)
-    shutil.copyfile(lock_path, tree / LOCK_INSIDE)
+    (tree / LOCK_INSIDE).unlink(missing_ok=True)  # a tree of hard links (--from-prefix): never write through one
+    (tree / LOCK_INSIDE).write_bytes(data)
 
 
 def _drop_build_host_traces(tree: Path) -> None:

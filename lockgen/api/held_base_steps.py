@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import conda_meta, env_manifest, manifest_store
@@ -35,6 +35,7 @@ from lockgen.api import team_steps
 from lockgen.api.manifest_steps import lock_python
 from lockgen.core import lock_builder
 from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
+from lockgen.core.image_config import is_environment_prefix
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -72,8 +73,7 @@ def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
     if not held_to or labels.get(LOCK_LABEL) != held_to:
         return default
     prefix = str(labels.get(PREFIX_LABEL, ""))
-    parts = PurePosixPath(prefix).parts
-    if not prefix.startswith("/") or ".." in parts or len(parts) < 2 or str(PurePosixPath(prefix)) != prefix:
+    if not is_environment_prefix(prefix):
         raise LockFormatError(f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image",
                               "pass lockgen's own image of the base lock, exported again")
     return prefix
@@ -125,7 +125,7 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
     docstring); None when the team adds wheels and the base's Python is no conda package (built whole then)."""
     own = [p for p in lock.packages_for(platform) if package_key(p) not in held]
     relinked = frozenset()
-    python_environment = all(p.manager == "pip" for p in base_lock.packages_for(platform))
+    python_environment = all(p.manager == "pip" for p in (*base_lock.packages_for(platform), *own))  # wheels only
     if any(p.manager == "pip" for p in own) and python_environment:
         progress(f"the base is a Python environment: the team's {len(own)} packages are installed alone, into its prefix")
     elif any(p.manager == "pip" for p in own):

@@ -16,6 +16,7 @@ from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.layer_members import read_members
 from lockgen.api import base_steps
 from lockgen.core import stack_layout
+from lockgen.core.image_config import is_environment_prefix
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
 from lockgen.model.oci import LOCK_INSIDE, LOCK_LABEL, PREFIX_LABEL
@@ -23,6 +24,9 @@ from lockgen.model.oci import LOCK_INSIDE, LOCK_LABEL, PREFIX_LABEL
 
 def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Callable[[str], None]) -> Path:
     """Reads the lock the base image carries and keeps it for the team stack at `stack_path`; returns its path."""
+    if extends.startswith("docker://") and "@sha256:" not in extends:  # a tag moves, and the team lock with it
+        raise UserError(f"`extends = \"{extends}\"` names the base image by a tag",
+                        "name it by its digest, docker://HOST/REPO@sha256:… (lockgen push prints it)")
     base: base_steps.Base = (RegistryBase(reference=extends, insecure=insecure) if extends.startswith("docker://")
                              else stack_path.parent / extends)
     if isinstance(base, Path) and not (base / "index.json").is_file():
@@ -30,7 +34,7 @@ def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Ca
                         'name a base stack ("../platform/stack.toml"), a lock, or its image (docker://HOST/REPO@sha256:…)')
     manifest, config, _ = base_steps.base_manifest(base, home.native_platform() or "linux-64", progress)
     labels = (config.get("config") or {}).get("Labels") or {}
-    if not labels.get(LOCK_LABEL) or not str(labels.get(PREFIX_LABEL, "")).startswith("/"):
+    if not labels.get(LOCK_LABEL) or not is_environment_prefix(str(labels.get(PREFIX_LABEL, ""))):
         raise UserError(f"the base image {extends} is not lockgen's image of a lock (no {LOCK_LABEL} label)",
                         "extend its stack.toml or lock, or make lockgen's image of it: lockgen export LOCK --from-image IMAGE")
     found = read_members(base_steps.layer_opener(base), manifest["layers"][-1:], labels[PREFIX_LABEL],

@@ -63,8 +63,7 @@ class _Context:
     @property
     def base_is_lock(self) -> bool:
         """Whether the stack extends a lock (an adopted environment) rather than a base stack."""
-        return self.spec.extends is not None and (stack_layout.names_a_lock(self.spec.extends)
-                                                  or stack_layout.names_an_image(self.spec.extends))
+        return self.spec.extends is not None and stack_layout.names_a_base_lock(self.spec.extends)
 
     def lock_path(self, target: Target) -> Path:
         return stack_layout.lock_path(self.stack_path.parent, target.name)
@@ -193,8 +192,9 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     def done(request: SolveRequest, count: int, seconds: float) -> None:
         progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")
 
-    try:
-        solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else [[] for _ in jobs])
+    try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
+        solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else
+                      [team_steps.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
         if failing is None:

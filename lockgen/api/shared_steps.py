@@ -16,6 +16,7 @@ from lockgen.adapters import prefix_observer, rattler_cache
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
 from lockgen.core import drift as drift_rules
+from lockgen.core import lock_builder
 from lockgen.core.expected_env import conda_expected, wheel_expected
 from lockgen.core.platforms import choose_platform
 from lockgen.errors import LockFormatError, UserError
@@ -46,7 +47,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     built = [p for p in lock.packages_for(platform)
              if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
-    unpublished = [p.name for p in pip if not p.url.startswith(("http://", "https://", "file://"))]
+    unpublished = [p.name for p in pip if lock_builder.is_check_only(p)]
     if unpublished:
         raise UserError(f"the lock's {', '.join(unpublished)} is check-only (no published wheel to install)",
                         "materialize a lock whose every package has a URL; check-only entries serve check and verify")

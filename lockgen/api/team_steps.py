@@ -29,7 +29,7 @@ PipPins = dict[str, tuple[str, ...]]  # platform -> name==version
 def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
     """Where the base that a team stack at `stack_path` extends keeps its lock for `target` (a base that is a
     lock is its one target's lock)."""
-    if stack_layout.names_a_lock(extends) or stack_layout.names_an_image(extends):
+    if stack_layout.names_a_base_lock(extends):
         return base_stack_path(stack_path, extends)
     return stack_layout.lock_path(base_stack_path(stack_path, extends).parent, target)
 
@@ -127,3 +127,9 @@ def published_pip(lock: Lock, platform: str) -> tuple[LockedPackage, ...]:
     """The lock's pip entries with a published wheel on `platform`: the versions a solve without the holds
     prefers, so that it moves only what the team's requirements must."""
     return tuple(p for p in lock.packages_for(platform) if p.manager == "pip" and not lock_builder.is_check_only(p))
+
+
+def conda_of(lock: Lock, platform: str) -> list[LockedPackage]:
+    """A base lock's conda packages on `platform`: on a base that is a lock they stand for the conda solve,
+    so the team's wheels are solved on its conda python and next to the Python packages conda provides."""
+    return [p for p in lock.packages_for(platform) if p.manager == "conda"]

@@ -236,7 +236,8 @@ def export(
     as_json: bool = typer.Option(False, "--json", help="Print {image_digest, environment_digest, out, format} as JSON "
                                  "(environment_digests, per platform, for an index)."),
 ) -> None:
-    """Write the lock's environment (at /opt/env, or an existing one at its path) as an OCI image; print the digest."""
+    """Write the lock's environment (at /opt/env, at its base's prefix, or an existing one at its path) as an OCI
+    image; print the digest."""
     if from_prefix is None and from_image is None and (manifests is not None or image_prefix is not None or allow_foreign):
         fail("--manifests, --image-prefix and --allow-foreign go with --from-prefix or --from-image",
              "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
@@ -298,8 +299,8 @@ def _base_image(base: Optional[str], insecure: bool, fmt: str):
             fail("--insecure goes with --base docker://…", "drop --insecure for a local --base LAYOUT", 2)
         return Path(base) if base is not None else None
     if fmt != "oci-layout":
-        fail(f"a {fmt} holds every blob, and --base {base} leaves the base's layers in its registry",
-             "export an oci-layout (then lockgen push it), or pass a local --base LAYOUT", 1)
+        fail(f"a {fmt} holds every blob, and {base} leaves its layers in its registry",
+             "export an oci-layout (then lockgen push it), or pass a local layout", 1)
     from lockgen.model.base_image import RegistryBase
 
     return RegistryBase(reference=base, insecure=insecure)

@@ -16,7 +16,7 @@ def resolve(
     target: list[str] = typer.Option([], "--target", "-t", help="Only this target (repeatable)."),
     update: list[str] = typer.Option([], "--update", "-u", help="Re-solve PKG, holding every other package at its locked version."),
     check: bool = typer.Option(False, "--check", help="Solve nothing; exit 1 and print typed reasons if a lock is missing or stale."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Solve but write nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Solve but write no lock (a base image's own lock is still kept, an input)."),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON on stdout."),
     channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
     insecure: bool = typer.Option(False, "--insecure", help="A base image (`extends = \"docker://…\"`) in a plain-HTTP or "

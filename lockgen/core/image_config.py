@@ -7,6 +7,7 @@ and no cmd), and a base image's own settings kept where they do not conflict."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from lockgen.core.package_data import data_bytes
@@ -14,6 +15,17 @@ from lockgen.digests import canonical_json
 from lockgen.model.lock import Lock
 from lockgen.model.oci import (ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER,
                                SERVICES_FILE)
+
+_PREFIX_SEGMENT = re.compile(r"^[A-Za-z0-9._+@-]+$")
+
+
+def is_environment_prefix(path: str) -> bool:
+    """Whether `path` can be where an image's environment lives: absolute and normalised (no `.`, `..`, empty
+    or trailing segment), of characters that a shebang, a placeholder patch and a tar name all carry as they
+    are. An image's label names it, so a team export and a check take it only when it is."""
+    segments = path.split("/")[1:] if path.startswith("/") else []
+    return bool(segments) and all(_PREFIX_SEGMENT.fullmatch(s) and s not in (".", "..") for s in segments)
+
 
 _CUDA_RUNTIME_PACKAGES = ("cuda-version", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
 

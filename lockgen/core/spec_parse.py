@@ -165,6 +165,9 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
     for key in stack:
         if key not in _STACK_KEYS:
             raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
+        if key in ("exclude-newer", "unknown-releases"):
+            raise locator.error(f"`{key}` is not a [stack] key of a team stack on a lock",
+                                "set the team's PyPI cut-off as [pypi-options] exclude-newer", ("stack", key))
         if key in _INHERITED_KEYS or key == "channels":
             raise locator.error(f"`{key}` comes from the base lock ({where})", "remove it here", ("stack", key))
     if "dependencies" in document:
@@ -178,6 +181,9 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
     if targets is not None and (not isinstance(targets, dict) or set(targets) != {base.target}):
         raise locator.error(f"the base lock is of target `{base.target}`: a team stack on it has that one target",
                             f"state it as [targets.{base.target}], or leave [targets] out", ("targets",))
+    if targets is not None and isinstance(targets[base.target], dict) and "platforms" in targets[base.target]:
+        raise locator.error(f"the platforms of target `{base.target}` are the base lock's ({', '.join(base.platforms)})",
+                            "remove `platforms` here", ("targets", base.target, "platforms"))
     if targets is not None:
         target = _target(base.target, targets[base.target], locator)
     elif base.facts.get("arch"):

@@ -1,6 +1,7 @@
 """Where a stack's files live, for every command: `<stack folder>/locks/<target>.conda-lock.yml` and
 `<stack folder>/certs/<target>-<arch>-<time>.cert.json`; a lock named outside a stack folder (freeze,
-import) defaults to `locks/<target>.conda-lock.yml` under the working folder."""
+import) defaults to `locks/<target>.conda-lock.yml` under the working folder. A team stack's `extends` names
+a base stack.toml, a lock, or lockgen's image of one, whose lock it keeps as `locks/_base.conda-lock.yml`."""
 
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ def names_an_image(extends: str) -> bool:
     """Whether a team stack's `extends` names lockgen's image of a base (`docker://HOST/REPO@sha256:…`, or an OCI
     layout folder): the lock it carries is the base."""
     return extends.startswith("docker://") or not extends.endswith((".toml", ".yml", ".yaml"))
+
+
+def names_a_base_lock(extends: str) -> bool:
+    """Whether the base a team stack extends is a lock, its own or the one its image carries (not a stack)."""
+    return names_a_lock(extends) or names_an_image(extends)
 
 
 def image_base_lock_path(stack_folder: Path) -> Path:

@@ -118,13 +118,19 @@ def target_tags(python: str, machine: str, glibc: str) -> list[str]:
 
 
 def best_for_target(filenames: list[str], python: str, machine: str, glibc: str) -> str | None:
-    """Of a release's wheel files, the one an installer picks for the target (earliest tag in `target_tags`;
-    ties by file name); None when none fits."""
+    """Of a release's wheel files, the one an installer picks for the target (earliest tag in `target_tags`,
+    then the highest build number, then the file name); None when none fits. A name that is no wheel name
+    is passed over."""
     rank = {tag: number for number, tag in enumerate(target_tags(python, machine, glibc))}
     scored = []
     for filename in filenames:
-        tags = {"-".join((*t.split("-")[:2], _platform_tag(t.split("-")[2]))) for t in parse_wheel_filename(filename).tags}
+        try:
+            wheel = parse_wheel_filename(filename)
+        except UserError:
+            continue
+        tags = {"-".join((*t.split("-")[:2], _platform_tag(t.split("-")[2]))) for t in wheel.tags}
         best = min((rank[t] for t in tags if t in rank), default=None)
         if best is not None:
-            scored.append((best, filename))
-    return min(scored)[1] if scored else None
+            build = int(re.match(r"\d+", wheel.build).group()) if wheel.build else -1
+            scored.append((best, -build, filename))
+    return min(scored)[2] if scored else None
