@@ -83,6 +83,11 @@ def test_a_team_requirement_that_moves_the_adopted_base_names_only_that_package(
     assert moved.returncode == 1
     line = next(line for line in moved.stderr.splitlines() if line.startswith("error:"))
     assert "would move packages the base holds: node on linux-64: idna 3.10 -> 3." in line and "six" not in line
+    # the check-only build is solved as its version (uv gets a stand-in of it): a requirement it fails is refused
+    kept = run_cli("resolve", str(team(root, 'vendorlib = "==1.0+vendor"\nsix = "<2"')), "--dry-run")
+    assert kept.returncode == 0, kept.stderr
+    refused = run_cli("resolve", str(team(root, 'vendorlib = ">=2"')), "--dry-run")
+    assert refused.returncode == 1 and "vendorlib" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
 
 
 @pytest.mark.parametrize("stack, targets, fragment", [

@@ -11,10 +11,12 @@ otherwise tries on every run where the host lacks one: some 5 s on a connected h
 on one that cannot reach python-build-standalone, for an identical pylock.toml. With builds allowed
 (`no-build = false`) uv keeps its default, since building an sdist needs an interpreter of that version.
 
-Two inputs come from a team's base: `left_out` names are dropped from the solve by an override whose marker
-never holds (uv's documented way to remove a dependency: a base's check-only build, which no index has),
-and `preferred` versions are written as an existing `pylock.toml` output, which uv prefers to keep (the
-solve without the base's holds then moves only what it must).
+Two inputs come from a team's base. `stand_ins` are its check-only builds (a vendor's torch, which no index
+publishes): each is offered to uv as a wheel of that name and version with no files and no requirements of
+its own, in a `--find-links` folder, so the team's requirements on it are solved against its version, and
+the stand-in is dropped from what uv returns (the base's entry is the lock's). `preferred` versions are
+written as an existing `pylock.toml` output, which uv prefers to keep (the solve without the base's holds
+then moves only what it must).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import datetime as dt
 import json
 import re
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -30,8 +33,10 @@ from urllib.parse import unquote, urlsplit
 from lockgen.adapters.tool_runner import run_tool
 from lockgen.core.credentials import scrub_text
 from lockgen.core.wheel_names import best_for_target
+from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, ToolMissingError, UnsatisfiableError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.names import normalize
 from lockgen.model.spec import MACHINE_OF_PLATFORM
 
 
@@ -46,7 +51,7 @@ class PypiRequest:
     python: str
     requirements: tuple[str, ...]
     constraints: tuple[str, ...]
-    left_out: tuple[str, ...]  # project names dropped from the solve (whoever requires them)
+    stand_ins: tuple[tuple[str, str], ...]  # (name, version) of builds no index has: offered as empty wheels
     preferred: tuple[LockedPackage, ...]  # versions uv keeps unless the requirements move them
     index_url: str
     extra_index_urls: tuple[str, ...]
@@ -73,8 +78,8 @@ def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
                "--no-header", "--quiet", "--color", "never"]
     if request.constraints:
         command += ["--constraints", str(folder / "constraints.txt")]
-    if request.left_out:  # an override whose marker never holds replaces every requirement on the name with none
-        command += ["--overrides", str(folder / "overrides.txt")]
+    if request.stand_ins:
+        command += ["--find-links", str(folder / "stand-ins")]
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
     if request.exclude_newer is not None:
@@ -92,14 +97,30 @@ def resolve(request: PypiRequest) -> list[LockedPackage]:
         folder = Path(tmp)
         (folder / "requirements.in").write_text("\n".join(request.requirements) + "\n")
         (folder / "constraints.txt").write_text("\n".join(request.constraints) + "\n")
-        (folder / "overrides.txt").write_text("".join(f"{name} ; sys_platform == 'never'\n" for name in request.left_out))
-        if request.preferred:  # uv prefers the versions an existing output file holds
-            (folder / "pylock.toml").write_text(_preferences(request.preferred))
+        stood_in = tuple(_write_stand_in(folder / "stand-ins", name, version) for name, version in request.stand_ins)
+        if request.preferred:  # uv prefers the versions an existing output file holds (a stand-in's too)
+            (folder / "pylock.toml").write_text(_preferences(request.preferred + stood_in))
         done = run_tool(_command(uv, request, folder), f"resolving {request.label}", timeout_s=900, check=False)
         if done.returncode != 0:
             raise _error(request, done.stderr)
         text = (folder / "pylock.toml").read_text()
     return _packages(request, text)
+
+
+def _write_stand_in(folder: Path, name: str, version: str) -> LockedPackage:
+    """A wheel of `name==version` holding only its metadata: what uv needs to solve around a build it cannot
+    fetch (it is never installed: the base has the real one); returned as an entry, for the preferences."""
+    folder.mkdir(exist_ok=True)
+    stem = f"{re.sub(r'[-_.]+', '_', name)}-{version}"
+    files = {f"{stem}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{stem}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: lockgen\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             f"{stem}.dist-info/RECORD": ""}
+    path = folder / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return LockedPackage(name=name, version=version, manager="pip", platform="", url=path.as_uri(),
+                         hash=PackageHash(sha256=file_digest(path)), dependencies={})
 
 
 def _preferences(packages: tuple[LockedPackage, ...]) -> str:
@@ -118,7 +139,10 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
 
     document = tomllib.loads(text)
     packages = []
+    stand_ins = {normalize(name) for name, _ in request.stand_ins}
     for entry in document.get("packages", []):
+        if normalize(entry["name"]) in stand_ins:
+            continue
         wheels = entry.get("wheels") or []
         if not wheels:
             raise UserError(f"{request.label}: `{entry['name']}` {entry.get('version')} has no wheel for "

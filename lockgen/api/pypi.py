@@ -69,12 +69,13 @@ class NewerReleases:
 
 def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Callable[[str], None],
                  held: dict[tuple[str, str], tuple[str, ...]] | None = None,
-                 left_out: dict[tuple[str, str], tuple[str, ...]] | None = None,
+                 stand_ins: dict[tuple[str, str], tuple[tuple[str, str], ...]] | None = None,
                  preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] | None = None,
                  require_held: bool = False) -> dict[tuple[str, str], tuple[PypiPlan, list[LockedPackage]]]:
     """Pip entries per (target, platform), on top of the conda packages solved for it; `held` pins
-    (`--update`: every pip package but the updated ones) are added to uv's constraints; `left_out` names
-    (a base's check-only builds) are kept out of the solve: whatever requires them, uv leaves them to the base;
+    (`--update`: every pip package but the updated ones) are added to uv's constraints; `stand_ins` (a base's
+    check-only builds, name and version) are offered to uv as empty wheels, so what requires them is solved
+    against their versions;
     `preferred` versions (a base's, in the solve without its holds) are kept unless the requirements move them.
     With `require_held` the held pins are requirements too (a base that is a lock: no base stack requests
     them, and the whole environment must be consistent, not only what the team's dependencies reach)."""
@@ -92,7 +93,7 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
         jobs.append((target, window, request.platform, plan, inference, uv_resolver.PypiRequest(
             label=f"target `{target.name}` on {request.platform}", platform=request.platform, glibc=target.glibc,
             python=plan.python, requirements=plan.requirements, constraints=plan.constraints,
-            left_out=(left_out or {}).get((target.name, request.platform), ()),
+            stand_ins=(stand_ins or {}).get((target.name, request.platform), ()),
             preferred=(preferred or {}).get((target.name, request.platform), ()), index_url=options.index_url,
             extra_index_urls=extra_indexes, exclude_newer=options.exclude_newer, no_build=options.no_build)))
 

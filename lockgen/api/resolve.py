@@ -174,7 +174,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     """The conda solves of every plan, then the PyPI layer on top: (conda results, PyPI results)."""
     jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
     pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
-    left_out: dict[tuple[str, str], tuple[str, ...]] = {}
+    stand_ins: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
     preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] = {}
     for target, _, requests in plans:
         pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
@@ -182,7 +182,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
             base_holds = team_steps.holds(bases[target.name][0], released.get(target.name, set()))
             pinned, held_pip = team_steps.with_team_pins(base_holds, (pinned, held_pip))
         if target.name in bases:
-            left_out.update({(target.name, p): names for p, names in team_steps.check_only(bases[target.name][0]).items()})
+            stand_ins.update({(target.name, p): held for p, held in team_steps.check_only(bases[target.name][0]).items()})
         if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
             preferred.update({(target.name, r.platform): team_steps.published_pip(bases[target.name][0], r.platform)
                               for r in requests})
@@ -205,7 +205,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     if context.spec.pypi_dependencies:
         from lockgen.api.pypi import resolve_pypi
 
-        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, left_out, preferred,
+        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, stand_ins, preferred,
                             require_held=context.base_is_lock and hold_base)
     return conda, pypi
 

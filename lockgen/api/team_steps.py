@@ -6,8 +6,9 @@ The base may be a lock instead of a stack (`extends = "../vendor/locks/node.cond
 environment adopted from a vendor image or a node by `freeze --inventory` and `pin`. Its packages are held
 the same way, and the team lock takes their entries from it as they are, whether or not the team's
 dependencies need them (there is no base stack to solve again); a check-only entry (a build no index
-publishes, such as a vendor's own torch) is kept out of uv's solve altogether, since uv could only look for
-it on the index: the team's requirements on it are not checked against its version."""
+publishes, such as a vendor's own torch) is offered to uv as a stand-in of its name and version, so the
+team's requirements on it are solved against that version (its own requirements are not known: the
+inventory keeps no METADATA)."""
 
 from __future__ import annotations
 
@@ -64,11 +65,11 @@ def base_lock(stack_path: Path, spec: StackSpec, target: Target) -> tuple[Lock, 
 
 def holds(lock: Lock, released: set[str]) -> tuple[CondaPins, PipPins]:
     """Every package of `lock` as a pin, per platform, but those in `released` (a team's base held, moved by
-    override; or a lock held for `--update`, the updated ones released) and check-only ones (`check_only`)."""
+    override; or a lock held for `--update`, the updated ones released)."""
     conda: CondaPins = {}
     pip: dict[str, list[str]] = {}
     for package in lock.package:
-        if normalize(package.name) in released or lock_builder.is_check_only(package):
+        if normalize(package.name) in released:
             continue
         if package.manager == "conda":
             conda.setdefault(package.platform, []).append((package.name, package.version, package.build or ""))
@@ -105,13 +106,13 @@ def moved(lock: Lock, platform: str, solved: list[LockedPackage], base_is_lock: 
     return changes
 
 
-def check_only(lock: Lock) -> PipPins:
-    """The check-only entries of a lock, by name per platform: kept out of the team's PyPI solve."""
-    names: dict[str, list[str]] = {}
+def check_only(lock: Lock) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The check-only entries of a lock, (name, version) per platform: stood in for in the team's PyPI solve."""
+    held: dict[str, list[tuple[str, str]]] = {}
     for package in lock.package:
         if lock_builder.is_check_only(package):
-            names.setdefault(package.platform, []).append(normalize(package.name))
-    return {platform: tuple(sorted(found)) for platform, found in names.items()}
+            held.setdefault(package.platform, []).append((normalize(package.name), package.version))
+    return {platform: tuple(sorted(found)) for platform, found in held.items()}
 
 
 def with_base_entries(lock: Lock, platform: str, solved: list[LockedPackage], released: set[str]) -> list[LockedPackage]:
