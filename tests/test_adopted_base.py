@@ -202,6 +202,19 @@ def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_
     assert on_it.returncode == 0 and "installed alone, into its prefix" in on_it.stderr, on_it.stderr
     team_checked = run_cli("check", "--image", str(tmp_path / "team"), "--lock", str(team_lock), "--manifests", str(bundle), env=home)
     assert team_checked.returncode == 0, team_checked.stdout + team_checked.stderr
+    (tmp_path / "registry").mkdir()
+    with loopback_registry(tmp_path / "registry") as host:  # the vendor image in its registry: its layer stays there
+        pushed = run_cli("push", str(tmp_path / "foreign" / "layout"), f"docker://{host}/vendor/raw:1", "--insecure")
+        assert pushed.returncode == 0, pushed.stderr
+        remote = f"docker://{host}/vendor/raw@{pushed.stdout.strip()}"
+        shallow = run_cli("export", str(lock), "--from-image", remote, "--insecure", "--image-prefix", str(venv),
+                          "--manifests", str(bundle), "--out", str(tmp_path / "adopted-remote"), env=home)
+        assert shallow.returncode == 0, shallow.stderr
+        assert oci_layout.read_image(tmp_path / "adopted-remote")[0]["layers"][:-1] == vendor_manifest["layers"]
+        target = f"docker://{host}/vendor/adopted:1"
+        assert run_cli("push", str(tmp_path / "adopted-remote"), target, "--insecure").returncode == 0
+        proven = run_cli("check", "--image", target, "--insecure", "--lock", str(lock), "--manifests", str(bundle), env=home)
+        assert proven.returncode == 0, proven.stdout + proven.stderr
     _foreign_image(venv, tmp_path / "forged" / "layout", change="print('not six')\n")
     refused = run_cli("export", str(lock), "--from-image", str(tmp_path / "forged" / "layout"), "--image-prefix", str(venv),
                       "--manifests", str(bundle), "--out", str(tmp_path / "forged-out"), env=home)
