@@ -11,6 +11,7 @@ from pathlib import Path
 from lockgen.adapters import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core import stack_layout
 from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
@@ -87,6 +88,7 @@ class Inherited:
     base_lock: Path
     certificates: list[tuple[Path, CertificateBody]]
     changes: list[str]  # the CUDA-relevant packages the team moved; empty when the base's certificates cover it
+    base_image: str | None = None  # the base's image, when `extends` names one: its certificates are attached there
 
 
 def folder_certificates(folder: Path) -> tuple[list[tuple[Path, CertificateBody]], list[Inherited]]:
@@ -109,5 +111,6 @@ def inherited_certificates(folder: Path) -> list[Inherited]:
         base = load_lock(base_path)
         certificates = [(path, body) for path, body in list_certificates(base_path.parent.parent)
                         if body.subject.lock_sha256 == held_to]
-        found.append(Inherited(team_path, base_path, certificates, cuda_stack_changes(base, team)))
+        image = team.meta("extends") if stack_layout.names_an_image(team.meta("extends")) else None
+        found.append(Inherited(team_path, base_path, certificates, cuda_stack_changes(base, team), image))
     return found
