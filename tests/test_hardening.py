@@ -249,3 +249,21 @@ def test_a_base_image_label_cannot_move_the_team_environment_out_of_a_folder(pre
         team_prefix(lock, {"config": {"Labels": labels}}, "/opt/env")
     assert team_prefix(lock, {"config": {"Labels": {**labels, "dev.lockgen.prefix": "/opt/torch/.venv"}}}, "/opt/env") \
         == "/opt/torch/.venv"
+
+
+def test_a_team_lock_without_services_is_refused_on_a_base_that_runs_them() -> None:
+    """The base's launcher would stay under the team's layers (they delete nothing): refused, with the ways out."""
+    from lockgen.api.held_base_steps import refuse_leftover_services
+    from lockgen.errors import UserError
+    from lockgen.model.lock import Lock, LockMetadata
+
+    def lock(meta: dict[str, str]) -> Lock:
+        return Lock(metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(),
+                                          custom_metadata=meta), package=())
+
+    runs_services = {"config": {"Entrypoint": ["/opt/env/bin/python", "/opt/env/.lockgen/service_launcher.py"]}}
+    with pytest.raises(UserError, match="base image runs \\[image\\] services"):
+        refuse_leftover_services(lock({}), runs_services, "/opt/env")
+    refuse_leftover_services(lock({}), {"config": {"Entrypoint": ["/bin/sh"]}}, "/opt/env")  # no services below: fine
+    with_services = lock({"lockgen.image": '{"services": {"jupyter": ["jupyter", "lab"]}}'})
+    refuse_leftover_services(with_services, runs_services, "/opt/env")

@@ -35,12 +35,12 @@ from lockgen.api import team_steps
 from lockgen.api.manifest_steps import lock_python
 from lockgen.core import lock_builder
 from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
-from lockgen.core.image_config import is_environment_prefix
+from lockgen.core.image_config import is_environment_prefix, service_files
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import normalize
-from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL
+from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER
 
 _RECORDS = f"{conda_meta.FOLDER}/"
 
@@ -102,9 +102,21 @@ def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config
                         "resolve the team stack again, or export on the image of the base lock it names")
     base_lock = load_lock(base_path)
     _same_builds(lock, base_lock, platform)
+    refuse_leftover_services(lock, base_config, prefix)
     held = frozenset(package_key(p) for p in base_lock.packages_for(platform))
     progress(f"the base image is this team lock's base: its {len(held)} packages' layers are reused as they are")
     return base_lock, held
+
+
+def refuse_leftover_services(lock: Lock, base_config: dict[str, Any], prefix: str) -> None:
+    """Refuses a team lock without `[image] services` on a base image that runs them: the base's launcher and
+    services.json would stay under the team's layers (lockgen's layers delete nothing), files the team lock
+    does not state."""
+    entrypoint = (base_config.get("config") or {}).get("Entrypoint") or []
+    if entrypoint[-1:] == [f"{prefix}/{SERVICE_LAUNCHER}"] and not service_files(lock):
+        raise UserError("the base image runs [image] services and this team lock states none: the base's service "
+                        "launcher would stay in the team image", "leave [image] out of the team stack (it takes the "
+                        "base's), state the services there too, or export without --base")
 
 
 def _same_builds(lock: Lock, base_lock: Lock, platform: str) -> None:
