@@ -85,6 +85,11 @@ def child(device_type: str) -> None:
     from verify.train import SMALL, run_steps
 
     device = torch.device(device_type, 0) if device_type == "cuda" else torch.device("cpu")
+    if device_type != "cuda":
+        # two seeded CPU runs gave losses apart by rounding (1e-6 from the second step) on a loaded 2-core host,
+        # as the CPU DDP check saw in the tied embedding's gradient: some CPU kernels sum per-thread parts in
+        # the order threads finish, which deterministic algorithms do not cover; the CPU stand-in runs one thread
+        torch.set_num_threads(1)
     torch.zeros(1, device=device)  # CUDA's start, before the kernel times anything
     torch.use_deterministic_algorithms(True)
     print(READY, flush=True)
