@@ -173,3 +173,22 @@ def test_check_image_of_an_edited_layout(tmp_path: Path, image: Path, data: st.D
         _clean_failure(error)
     finally:
         shutil.rmtree(layout.parent)
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject) -> None:
+    """`extends` naming a lock: whatever the lock file holds, reading the team stack parses or fails as one
+    located error line (the base lock is read before the team stack)."""
+    from lockgen.adapters.stack_file import parse_stack_file
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    base = REPO / "envs" / "examples" / "h200-system" / "locks" / "h200.conda-lock.yml"
+    (folder / "base.conda-lock.yml").write_text(_mutated(base.read_text()[:6000], data), encoding="utf-8", errors="replace")
+    extends = data.draw(st.sampled_from(["base.conda-lock.yml", "missing.conda-lock.yml", "../x.yaml", "img-dir", "base.toml"]))
+    (folder / "team.toml").write_text(f'[stack]\nname = "t"\nextends = "{extends}"\n[pypi-dependencies]\nsix = "*"\n'
+                                      '[targets.h200]\narch = "cpu"\n')
+    try:
+        parse_stack_file(folder / "team.toml")
+    except LockgenError as error:
+        _clean_failure(error)
