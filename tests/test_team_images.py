@@ -177,6 +177,54 @@ def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_a_team_image_on_a_base_behind_registry_credentials(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+    """The base read shallow, its held records streamed, and the team image pushed (base layers mounted from
+    the base's repository) through a registry that answers 401 without Basic credentials; the credentials
+    come from the auth file and show in no output."""
+    import base64
+    import json
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from tests.test_attest import _Gate
+
+    _, base_layout = base_image
+    stack = team(tmp_path, 'teamtool = "*"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    (tmp_path / "registry").mkdir()
+    with loopback_registry(tmp_path / "registry") as host:
+        pushed = run_cli("push", str(base_layout), f"docker://{host}/platform/torch:1", "--insecure")
+        assert pushed.returncode == 0, pushed.stderr
+        gate = type("Gate", (_Gate,), {"upstream": host, "scheme": "basic", "seen_authorization": []})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), gate)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        front = f"127.0.0.1:{server.server_address[1]}"
+        auth = tmp_path / "auth.json"
+        auth.write_text(json.dumps({"auths": {front: {"auth": base64.b64encode(b"robot:s3cret-pass").decode()}}}))
+        env = {"REGISTRY_AUTH_FILE": str(auth), "HOME": str(tmp_path / "h"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+        try:
+            base = f"docker://{front}/platform/torch@{pushed.stdout.strip()}"
+            refused = run_cli("export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "x"),
+                              env={**env, "REGISTRY_AUTH_FILE": str(tmp_path / "none.json")})
+            assert refused.returncode == 1 and "401" in refused.stderr, refused.stderr
+            exported = run_cli("export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "team-img"), env=env)
+            assert exported.returncode == 0 and "linked 1 conda packages" in exported.stderr, exported.stderr
+            target = f"docker://{front}/team/nlp:1"
+            pushed_team = run_cli("push", str(tmp_path / "team-img"), target, "--insecure", env=env)
+            assert pushed_team.returncode == 0, pushed_team.stderr
+            # proven from the registry behind the front (skopeo's own credential handling is skopeo's; this
+            # front forwards one Accept header of the several skopeo sends)
+            checked = run_cli("check", "--image", f"docker://{host}/team/nlp:1", "--lock", str(lock), "--insecure")
+            assert checked.returncode == 0, checked.stdout + checked.stderr
+            for output in (refused, exported, pushed_team, checked):
+                assert "s3cret" not in output.stdout + output.stderr
+            assert any(a.startswith("Basic ") for a in gate.seen_authorization)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
 def _venv_style_python(tmp_path: Path) -> Pkg:
     """A conda `python` package that runs for real without conda-forge: Debian's interpreter binary, with a
     `pyvenv.cfg` beside `bin/`, so the prefix is its sys.prefix (uv installs wheels there) and the stdlib
