@@ -245,7 +245,8 @@ def test_a_team_stack_extends_the_vendor_image_itself(vendor: tuple[Path, Path],
                            env={"LOCKGEN_HOME": str(tmp_path / "home")})
         assert exported.returncode == 0 and "installed alone, into its prefix" in exported.stderr, exported.stderr
         listed = run_cli("certs", str(root / "team"))  # the base's certificates are the image's attestations
-        assert f"its base is the image {reference}; certificates attached to it: lockgen certs {reference}" in listed.stderr
+        assert f"its base is the image {reference}; its certificates are attestations (lockgen certs {reference})" \
+            in listed.stderr
     _foreign_image(venv, tmp_path / "foreign" / "layout")
     shutil.copytree(tmp_path / "foreign" / "layout", root / "foreign-img")
     refused = run_cli("resolve", str(team(root, 'python-dateutil = "*"', extends="../foreign-img")))

@@ -28,6 +28,7 @@ class DeterminismRun:
 
     def __init__(self, device_type: str, timeout_s: float = 300) -> None:
         self.timeout_s = timeout_s
+        self.device_type = device_type
         self.errors = tempfile.TemporaryFile(mode="w+")
         env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
         command = [sys.executable, "-c", f"import verify.determinism as d; d.child({device_type!r})"]
@@ -68,8 +69,9 @@ class DeterminismRun:
             results.check("training", "deterministic", False, self.failure)
             return
         first, second = json.loads(answer or "[]")
+        where = "" if self.device_type == "cuda" else " (on one CPU thread)"
         results.check("training", "deterministic", first == second,
-                      "two seeded runs gave identical losses" if first == second else f"losses differ: {first} vs {second}")
+                      f"two seeded runs gave identical losses{where}" if first == second else f"losses differ{where}: {first} vs {second}")
 
     def close(self) -> None:
         if self.process.poll() is None:

@@ -139,9 +139,9 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
 
     document = tomllib.loads(text)
     packages = []
-    stand_ins = {normalize(name) for name, _ in request.stand_ins}
+    stand_ins = {(normalize(name), version) for name, version in request.stand_ins}
     for entry in document.get("packages", []):
-        if normalize(entry["name"]) in stand_ins:
+        if (normalize(entry["name"]), str(entry.get("version"))) in stand_ins:  # the base's build: its entry is the lock's
             continue
         wheels = entry.get("wheels") or []
         if not wheels:

@@ -38,7 +38,8 @@ def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None
 
 
 def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None],
-            meter: Meter | None = None, final_prefix: str | None = None, allow_foreign: Sequence[str] = ()) -> Conformance:
+            meter: Meter | None = None, final_prefix: str | None = None, allow_foreign: Sequence[str] = (),
+            carried_lock: bool = True) -> Conformance:
     """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`).
     `allow_foreign` names files no package states that the caller accepts (a site's CA hook, a venv seed):
     they are hashed and recorded, and their byte code counts as theirs."""
@@ -50,7 +51,8 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
     allowed = sorted(set(allow_foreign))
     services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
-    carried = {LOCK_INSIDE: file_digest(lock_path)} if (prefix / LOCK_INSIDE).is_file() else {}
+    # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
+    carried = {LOCK_INSIDE: file_digest(lock_path)} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
     wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
     progress(f"hashing the {len(wanted)} files the packages state in {prefix}")
     observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys())

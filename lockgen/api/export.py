@@ -173,8 +173,9 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
     `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
     _checked_compression(compression, level)
-    prefix = _checked_prefix(image_prefix or str(source.absolute()))
-    conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign)
+    prefix = _checked_prefix(image_prefix or os.path.abspath(source))  # `..` resolved as the shell would
+    conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign,
+                          carried_lock=False)  # the image gets this lock as its own
     if not conformance.clean:
         first = conformance.lines()[0]
         raise UserError(f"{source} is not the environment of {lock_path}: {first}",
@@ -216,7 +217,8 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
             prefix = _checked_prefix(image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL)
                                      or IMAGE_PREFIX)
             inside = image_source.environment_in(opened.root, prefix)
-            conformance = conform(lock_path, inside, None, manifests, progress, meter, prefix, allow_foreign)
+            conformance = conform(lock_path, inside, None, manifests, progress, meter, prefix, allow_foreign,
+                                  carried_lock=False)  # the new image carries this lock instead
             if not conformance.clean:
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
                                 f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}")

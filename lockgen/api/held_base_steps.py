@@ -112,11 +112,12 @@ def refuse_leftover_services(lock: Lock, base_config: dict[str, Any], prefix: st
     """Refuses a team lock without `[image] services` on a base image that runs them: the base's launcher and
     services.json would stay under the team's layers (lockgen's layers delete nothing), files the team lock
     does not state."""
-    entrypoint = (base_config.get("config") or {}).get("Entrypoint") or []
-    if entrypoint[-1:] == [f"{prefix}/{SERVICE_LAUNCHER}"] and not service_files(lock):
+    entrypoint = (base_config.get("config") or {}).get("Entrypoint")
+    runs_launcher = isinstance(entrypoint, list) and entrypoint[-1:] == [f"{prefix}/{SERVICE_LAUNCHER}"]
+    if runs_launcher and not service_files(lock):
         raise UserError("the base image runs [image] services and this team lock states none: the base's service "
-                        "launcher would stay in the team image", "leave [image] out of the team stack (it takes the "
-                        "base's), state the services there too, or export without --base")
+                        "launcher would stay in the team image", "state the base's services in the team stack's [image] "
+                        "(a team on a base stack.toml takes them when it states no [image]), or export without --base")
 
 
 def _same_builds(lock: Lock, base_lock: Lock, platform: str) -> None:

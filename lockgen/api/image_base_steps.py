@@ -34,9 +34,12 @@ def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Ca
                         'name a base stack ("../platform/stack.toml"), a lock, or its image (docker://HOST/REPO@sha256:…)')
     manifest, config, _ = base_steps.base_manifest(base, home.native_platform() or "linux-64", progress)
     labels = (config.get("config") or {}).get("Labels") or {}
-    if not labels.get(LOCK_LABEL) or not is_environment_prefix(str(labels.get(PREFIX_LABEL, ""))):
+    if not labels.get(LOCK_LABEL):
         raise UserError(f"the base image {extends} is not lockgen's image of a lock (no {LOCK_LABEL} label)",
                         "extend its stack.toml or lock, or make lockgen's image of it: lockgen export LOCK --from-image IMAGE")
+    if not is_environment_prefix(str(labels.get(PREFIX_LABEL, ""))):
+        raise LockFormatError(f"the base image {extends} names its environment at `{str(labels.get(PREFIX_LABEL))[:80]}`, "
+                              "not a folder inside the image", "export the base image again with this lockgen")
     found = read_members(base_steps.layer_opener(base), manifest["layers"][-1:], labels[PREFIX_LABEL],
                          lambda relative: relative == LOCK_INSIDE,
                          lambda relative: relative > ".lockgen/" and not relative.startswith(".lockgen/"))

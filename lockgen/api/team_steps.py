@@ -12,13 +12,16 @@ inventory keeps no METADATA)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.adapters.stack_file import base_stack_path
 from lockgen.core import lock_builder, stack_layout
 from lockgen.digests import file_digest
-from lockgen.errors import UserError
+from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import normalize
 from lockgen.model.spec import StackSpec, Target
@@ -110,8 +113,17 @@ def check_only(lock: Lock) -> dict[str, tuple[tuple[str, str], ...]]:
     """The check-only entries of a lock, (name, version) per platform: stood in for in the team's PyPI solve."""
     held: dict[str, list[tuple[str, str]]] = {}
     for package in lock.package:
-        if lock_builder.is_check_only(package):
-            held.setdefault(package.platform, []).append((normalize(package.name), package.version))
+        if not lock_builder.is_check_only(package):
+            continue
+        try:  # its name and version become a wheel's file name and uv's pin
+            Version(package.version)
+        except InvalidVersion:
+            raise LockFormatError(f"the base lock's check-only {package.name} has version `{package.version[:60]}`, "
+                                  "not a PEP 440 version", "pin the base again from its inventory (lockgen pin)") from None
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", package.name):
+            raise LockFormatError(f"the base lock's check-only `{package.name[:60]}` is not a project name",
+                                  "pin the base again from its inventory (lockgen pin)")
+        held.setdefault(package.platform, []).append((normalize(package.name), package.version))
     return {platform: tuple(sorted(found)) for platform, found in held.items()}
 
 

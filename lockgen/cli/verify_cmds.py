@@ -186,9 +186,11 @@ def certs(where: str = typer.Argument("envs", metavar="FOLDER|docker://REF",
         print(f"{_summary(body)}  {path}")
     for team in inherited:
         if not team.certificates and team.base_image:
-            progress(f"{team.team_lock}: its base is the image {team.base_image}; certificates attached to it: "
-                     f"lockgen certs {team.base_image}" + ("" if not team.changes else " (they cover it only if the "
-                     "team moved none of its CUDA stack: " + "; ".join(team.changes[:3]) + ")"))
+            where = (f"lockgen certs {team.base_image}" if team.base_image.startswith("docker://")
+                     else "they are attached to it once it is pushed: lockgen certs docker://REF")
+            progress(f"{team.team_lock}: its base is the image {team.base_image}; its certificates are attestations "
+                     f"({where})" + ("" if not team.changes else "; they do not cover this lock, which moved "
+                                     + "; ".join(team.changes[:3])))
         elif not team.certificates:
             progress(f"{team.team_lock}: the base lock it was held to ({team.base_lock}) has no certificate yet")
         elif team.changes:
