@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from typing import Any
 
 import tomlkit
@@ -84,7 +85,10 @@ def _document(text: str, source: str) -> dict[str, Any]:
                         source, _repeated_line(text, key)) from None
 
 
-def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
+def _stack_table(document: dict[str, Any], locator: "_Locator",
+                 refused: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """The document's [stack] table, once every top-level table and [stack] key is a known one; `refused(key)`
+    raises for a known key this kind of stack may not set (checked key by key, in the file's order)."""
     for key in document:
         if key not in _TOP_TABLES:
             raise locator.error(f"unknown table `{key}`", f"top-level tables: {', '.join(_TOP_TABLES)}", (key,))
@@ -92,6 +96,12 @@ def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
     for key in stack:
         if key not in _STACK_KEYS:
             raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
+        refused(key)
+    return stack
+
+
+def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
+    stack = _stack_table(document, locator)
     conda = _table(document, "dependencies", locator) if "dependencies" in document or "pypi-dependencies" not in document else {}
     dependencies = tuple(_dependency(n, v, locator) for n, v in conda.items())
     pypi = _table(document, "pypi-dependencies", locator) if "pypi-dependencies" in document else {}
@@ -113,17 +123,14 @@ def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
 
 def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) -> StackSpec:
     """A team stack on a base: the base's platforms, targets and rules; its dependencies added to the base's."""
-    for key in document:
-        if key not in _TOP_TABLES:
-            raise locator.error(f"unknown table `{key}`", f"top-level tables: {', '.join(_TOP_TABLES)}", (key,))
-    stack = _table(document, "stack", locator)
-    where = stack["extends"]
-    for key in stack:
-        if key not in _STACK_KEYS:
-            raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
+    where = document["stack"]["extends"]
+
+    def refused(key: str) -> None:
         if key in _INHERITED_KEYS:
             raise locator.error(f"`{key}` comes from the base stack ({where})", f"remove it here, or change it in {where}",
                                 ("stack", key))
+
+    stack = _stack_table(document, locator, refused)
     for table in ("targets", "pypi-options"):
         if table in document:
             raise locator.error(f"[{table}] comes from the base stack ({where})", f"remove it here, or change it in {where}",
@@ -157,19 +164,16 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
     """A team stack on a lock (an adopted Python environment): the lock's target, platforms and Python; the
     team's PyPI dependencies and options. The target's hardware is the lock's, or `[targets.NAME]` states it
     (a pinned lock records none)."""
-    for key in document:
-        if key not in _TOP_TABLES:
-            raise locator.error(f"unknown table `{key}`", f"top-level tables: {', '.join(_TOP_TABLES)}", (key,))
-    stack = _table(document, "stack", locator)
-    where = stack["extends"]
-    for key in stack:
-        if key not in _STACK_KEYS:
-            raise locator.error(f"unknown key `{key}` in [stack]", _HINT_KEYS["stack"], ("stack", key))
+    where = document["stack"]["extends"]
+
+    def refused(key: str) -> None:
         if key in ("exclude-newer", "unknown-releases"):
             raise locator.error(f"`{key}` is not a [stack] key of a team stack on a lock",
                                 "set the team's PyPI cut-off as [pypi-options] exclude-newer", ("stack", key))
         if key in _INHERITED_KEYS or key == "channels":
             raise locator.error(f"`{key}` comes from the base lock ({where})", "remove it here", ("stack", key))
+
+    stack = _stack_table(document, locator, refused)
     if "dependencies" in document:
         raise locator.error("a team stack on a lock adds PyPI packages only", "move them to [pypi-dependencies]",
                             ("dependencies",))
