@@ -36,6 +36,7 @@ from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock
+from lockgen.model.results import Conformance
 from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
                                INDEX_MEDIA_TYPE, LOCK_INSIDE, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
@@ -78,10 +79,9 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     lock_digest, work = file_digest(lock_path), _work_folder(out, fmt)
     try:
         tree = work / "tree"
-        prefix = IMAGE_PREFIX
-        if base is not None:
-            prefix = held_base_steps.team_prefix(lock, base_steps.base_manifest(base, chosen, progress)[1], IMAGE_PREFIX)
-        held, on_base = _on_base(lock, lock_path, chosen, base, prefix, progress)
+        read = base_steps.base_manifest(base, chosen, progress) if base is not None else None
+        prefix = held_base_steps.team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
+        held, on_base = _on_base(lock, lock_path, chosen, base, prefix, progress, read=read)
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
         interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi and on_base is None else None
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(prefix), progress, meter,
@@ -139,12 +139,13 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
 
 
 def _on_base(lock: Lock, lock_path: Path, platform: str, base: base_steps.Base | None, prefix: str,
-             progress: Callable[[str], None], build_on: bool = True) -> tuple[frozenset[str], HeldEnvironment | None]:
-    """The packages the base image holds (their layers are reused) and, when `build_on` and the team's own
-    are conda packages, the base environment to build on instead of building those again."""
+             progress: Callable[[str], None], build_on: bool = True,
+             read: tuple[dict[str, Any], dict[str, Any], str] | None = None) -> tuple[frozenset[str], HeldEnvironment | None]:
+    """The packages the base image holds (their layers are reused) and, when `build_on`, the base environment
+    to build on instead of building those again. `read`: the base's manifest and config, when already read."""
     if base is None:
         return frozenset(), None
-    manifest, config, _ = base_steps.base_manifest(base, platform, progress)
+    manifest, config, _ = read or base_steps.base_manifest(base, platform, progress)
     base_lock, held = held_base_steps.held_packages(lock, lock_path, platform, config, prefix, progress)
     if base_lock is None or not build_on:
         return held, None
@@ -187,12 +188,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         progress(f"linking {source} into the image tree")
         shutil.copytree(source, tree, symlinks=True, copy_function=_link_or_copy)
         shutil.rmtree(tree / ".lockgen", ignore_errors=True)  # hard links of the source's: lockgen writes its own here
-        manifest, _ = env_manifest.build(tree)
-        env_digest = env_manifest.digest(manifest)
-        env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
-                                                "platform": conformance.platform, "prefix": prefix,
-                                                "conformance_digest": conformance.expected_digest})
-        _keep_lock(tree, lock_path)
+        env_digest = _record_existing(tree, env_manifest.build(tree)[0], conformance, prefix, lock_path)
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
@@ -231,17 +227,24 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
                             "name the image by its digest (docker://HOST/REPO@sha256:…) or as a local layout")
         tree = work / "tree"
         tree.mkdir(parents=True)
-        env_digest = env_manifest.digest(manifest)
-        env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
-                                                "platform": conformance.platform, "prefix": prefix,
-                                                "conformance_digest": conformance.expected_digest})
-        _keep_lock(tree, lock_path)
+        env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
         held = frozenset(package_key(p) for p in lock.packages_for(conformance.platform))  # all in the vendor's layers
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (1, compression, level), progress, vendor, fmt, prefix, meter, held)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
+
+
+def _record_existing(tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, lock_path: Path) -> str:
+    """An existing environment's record in `tree/.lockgen/` (its manifest, bound to the lock it conforms to and
+    the conformance digest, and the lock itself); returns the environment digest."""
+    env_digest = env_manifest.digest(manifest)
+    env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
+                                            "platform": conformance.platform, "prefix": prefix,
+                                            "conformance_digest": conformance.expected_digest})
+    _keep_lock(tree, lock_path)
+    return env_digest
 
 
 def _checked_prefix(prefix: str) -> str:
