@@ -58,6 +58,13 @@ def team(root: Path, deps: str, stack: str = "", targets: str = NODE, extends: s
     return write(root / "team" / "stack.toml", TEAM.format(extends=extends, stack=stack, deps=deps, targets=targets))
 
 
+def resolved_team_lock(root: Path) -> Path:
+    """The lock of the team stack adding python-dateutil to the adopted lock, resolved."""
+    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    return stack.parent / "locks" / "node.conda-lock.yml"
+
+
 def entries(lock: Path) -> dict[str, object]:
     return {p.name: p for p in load_lock(lock).package}
 
@@ -106,9 +113,7 @@ def test_a_bad_team_stack_on_a_lock_is_one_error(vendor: tuple[Path, Path], stac
 def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix(vendor: tuple[Path, Path],
                                                                                  tmp_path: Path) -> None:
     root, venv = vendor
-    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    lock, home = stack.parent / "locks" / "node.conda-lock.yml", {"LOCKGEN_HOME": str(tmp_path / "home")}
+    lock, home = resolved_team_lock(root), {"LOCKGEN_HOME": str(tmp_path / "home")}
     done = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "team-img"), env=home)
     assert done.returncode == 0, done.stderr
     assert "the team's 1 packages are installed alone, into its prefix" in done.stderr
@@ -144,9 +149,7 @@ def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix
 def test_the_team_image_on_the_vendor_image_in_a_registry_is_the_image_on_a_local_copy(vendor: tuple[Path, Path],
                                                                                        tmp_path: Path) -> None:
     root, _ = vendor
-    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    lock, home = stack.parent / "locks" / "node.conda-lock.yml", {"LOCKGEN_HOME": str(tmp_path / "home")}
+    lock, home = resolved_team_lock(root), {"LOCKGEN_HOME": str(tmp_path / "home")}
     local = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "local"), env=home)
     assert local.returncode == 0, local.stderr
     (tmp_path / "registry").mkdir()
@@ -195,9 +198,7 @@ def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_
     assert config["config"]["Labels"]["dev.lockgen.prefix"] == str(venv)
     checked = run_cli("check", "--image", str(tmp_path / "adopted"), "--lock", str(lock), "--manifests", str(bundle), env=home)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    stack = team(root, 'python-dateutil = "==2.9.0.post0"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    team_lock = stack.parent / "locks" / "node.conda-lock.yml"
+    team_lock = resolved_team_lock(root)
     on_it = run_cli("export", str(team_lock), "--base", str(tmp_path / "adopted"), "--out", str(tmp_path / "team"), env=home)
     assert on_it.returncode == 0 and "installed alone, into its prefix" in on_it.stderr, on_it.stderr
     team_checked = run_cli("check", "--image", str(tmp_path / "team"), "--lock", str(team_lock), "--manifests", str(bundle), env=home)

@@ -40,6 +40,13 @@ def base_image(tmp_path: Path) -> tuple[Path, Path]:
     return base, tmp_path / "base-img"
 
 
+def resolved_team_lock(tmp_path: Path) -> Path:
+    """The lock of a team stack adding `teamtool` to the base, resolved."""
+    stack = team(tmp_path, 'teamtool = "*"')
+    assert run_cli("resolve", str(stack)).returncode == 0
+    return stack.parent / "locks" / "cpu.conda-lock.yml"
+
+
 def layer_digests(layout: Path) -> list[str]:
     manifest, _, _ = oci_layout.read_image(layout)
     return [layer["digest"] for layer in manifest["layers"]]
@@ -47,9 +54,7 @@ def layer_digests(layout: Path) -> list[str]:
 
 def test_a_team_image_is_the_base_image_plus_the_team_s_layers(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     _, base_layout = base_image
-    stack = team(tmp_path, 'teamtool = "*"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    lock = resolved_team_lock(tmp_path)
     digest = export(lock, tmp_path / "team-img", "--base", str(base_layout))
     base_layers, team_layers = layer_digests(base_layout), layer_digests(tmp_path / "team-img")
     assert team_layers[:len(base_layers)] == base_layers  # every base layer, byte for byte, in order
@@ -87,9 +92,7 @@ def test_the_team_image_on_its_base_is_the_environment_built_whole(tmp_path: Pat
     """The held packages are not linked or hashed again (the base image's records and manifest stand in for
     them), yet the environment digest is the one of the whole team environment built from scratch."""
     _, base_layout = base_image
-    stack = team(tmp_path, 'teamtool = "*"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    lock = resolved_team_lock(tmp_path)
     done = run_cli("export", str(lock), "--out", str(tmp_path / "on-base"), "--base", str(base_layout))
     assert done.returncode == 0, done.stderr
     assert "linked 1 conda packages" in done.stderr and "taken as its image records them (3 of 3 packages" in done.stderr
@@ -122,9 +125,7 @@ def test_a_forged_base_is_refused_or_caught(tmp_path: Path, base_image: tuple[Pa
     base, base_layout = base_image
     (tmp_path / "work").mkdir()
     forged = _forged_base(tmp_path, base, base_layout)
-    stack = team(tmp_path, 'teamtool = "*"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    lock = resolved_team_lock(tmp_path)
     # the base's packages' own manifests are known here (the base was exported in this home): refused
     refused = run_cli("export", str(lock), "--out", str(tmp_path / "x"), "--base", str(forged))
     assert refused.returncode == 1 and "records lib/libtorchish.so of libtorchish 1.0" in refused.stderr, refused.stderr
@@ -143,9 +144,7 @@ def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path,
     _, base_layout = base_image
     republished = [Pkg("tok", "0.21.4", files={"share/tok/README": "changed\n"}) if p.name == "tok" else p for p in BASE]
     build_channel(tmp_path / "channel", republished + TEAM[:1])
-    stack = team(tmp_path, 'teamtool = "*"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    refused = run_cli("export", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "x"),
+    refused = run_cli("export", str(resolved_team_lock(tmp_path)), "--out", str(tmp_path / "x"),
                       "--base", str(base_layout))
     assert refused.returncode == 1 and "tok 0.21.4 is another archive than its base lock's" in refused.stderr, refused.stderr
 
@@ -153,9 +152,7 @@ def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path,
 def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp_path: Path,
                                                                            base_image: tuple[Path, Path]) -> None:
     _, base_layout = base_image
-    stack = team(tmp_path, 'teamtool = "*"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    lock = resolved_team_lock(tmp_path)
     (tmp_path / "registry").mkdir()
     with loopback_registry(tmp_path / "registry") as host:
         pushed = run_cli("push", str(base_layout), f"docker://{host}/platform/torch:1", "--insecure")
@@ -189,9 +186,7 @@ def test_a_team_image_on_a_base_behind_registry_credentials(tmp_path: Path, base
     from tests.test_attest import _Gate
 
     _, base_layout = base_image
-    stack = team(tmp_path, 'teamtool = "*"')
-    assert run_cli("resolve", str(stack)).returncode == 0
-    lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    lock = resolved_team_lock(tmp_path)
     (tmp_path / "registry").mkdir()
     with loopback_registry(tmp_path / "registry") as host:
         pushed = run_cli("push", str(base_layout), f"docker://{host}/platform/torch:1", "--insecure")
