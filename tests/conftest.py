@@ -76,13 +76,17 @@ def _user_home_state() -> list[tuple[str, int, int]]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A temporary lockgen home and cache for the whole session, before any fixture (module-scoped ones run
-    before the per-test one above), and a record of the user's own ~/.lockgen to compare at the end."""
+    """A temporary lockgen home, lockgen cache and uv cache for the whole session, before any fixture
+    (module-scoped ones run before the per-test one above), and a record of the user's own ~/.lockgen to
+    compare at the end."""
     session.config.stash[_HOME_KEY] = _user_home_state()
     temporary = Path(tempfile.mkdtemp(prefix="lockgen-tests-"))
     session.config.stash[_TEMP_KEY] = temporary
     os.environ["LOCKGEN_HOME"] = str(temporary / "home")
     os.environ["LOCKGEN_CACHE_DIR"] = str(temporary / "cache")
+    # uv's cache too: wheels installed from per-test file:// paths (the CPU torch wheel, 700 MB unpacked) were
+    # kept in the user's ~/.cache/uv under a new entry each run (67 GB on this machine after some sessions)
+    os.environ["UV_CACHE_DIR"] = str(temporary / "uv-cache")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
