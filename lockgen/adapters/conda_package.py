@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lockgen.core.package_identity import require_conda_index
 from lockgen.core.wheel_files import inside, shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage
@@ -89,7 +90,8 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
                               "lockgen checks conda packages against their paths.json (conda-build 3 and later write it)")
     paths: list[dict[str, Any]] = json.loads(info["info/paths.json"]).get("paths", [])
     link = json.loads(info.get("info/link.json", b"{}")).get("noarch") or {}
-    index = json.loads(info.get("info/index.json", b"{}"))
+    index = json.loads(info.get("info/index.json", b"null"))
+    require_conda_index(package, index)
     unhashed = {e["_path"] for e in paths if not e.get("sha256") and e.get("path_type") != "softlink"}
     if unhashed:  # older packages state no sha256: taken from the verified archive's own bytes
         content = _members(archive, "pkg", unhashed)

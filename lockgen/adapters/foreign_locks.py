@@ -16,6 +16,7 @@ from typing import Any
 
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
+from lockgen.core.wheel_files import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
 
@@ -121,8 +122,11 @@ def _split_conda_file(url: str) -> tuple[str, str, str, str]:
     parts = url.rstrip("/").split("/")
     file_name = parts[-1].split("#")[0]
     stem = re.sub(r"\.(conda|tar\.bz2)$", "", file_name)
-    name, version, build = stem.rsplit("-", 2)
-    return parts[-2], name, version, build
+    pieces = stem.rsplit("-", 2)
+    if len(parts) < 2 or len(pieces) != 3:
+        raise LockFormatError(f"`{shown(url)}` does not name a conda archive (subdir/name-version-build.conda)",
+                              "each conda entry's URL ends in its archive's file name")
+    return parts[-2], pieces[0], pieces[1], pieces[2]
 
 
 def _explicit(text: str, path: Path) -> list[LockedPackage]:
@@ -150,7 +154,8 @@ def _conda_lock(data: dict[str, Any], digest: str) -> Imported:
             name=entry["name"], version=str(entry["version"]), manager=entry["manager"], platform=entry["platform"],
             dependencies={k: str(v) for k, v in (entry.get("dependencies") or {}).items()}, url=entry["url"],
             hash=PackageHash(**{k: v for k, v in (entry.get("hash") or {}).items() if k in ("md5", "sha256")}),
-            build=entry.get("build"), category=entry.get("category", "main"), optional=bool(entry.get("optional", False))))
+            build=entry.get("build") or (_split_conda_file(entry["url"])[3] if entry["manager"] == "conda" else None),
+            category=entry.get("category", "main"), optional=bool(entry.get("optional", False))))
     channels = tuple(c["url"] if isinstance(c, dict) else str(c) for c in (data.get("metadata") or {}).get("channels", []))
     return Imported("conda-lock.yml v1", channels, tuple(packages), digest)
 

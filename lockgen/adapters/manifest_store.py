@@ -18,14 +18,16 @@ from pydantic import ValidationError
 
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
+from lockgen.core.confined import child
 from lockgen.digests import canonical_json
 from lockgen.errors import UserError
 from lockgen.model.manifests import ManifestBundle, PackageManifest
 
 
-# bumped whenever what a manifest holds grows (2: link targets, entry-point targets), so a manifest read by an
+# bumped whenever what a manifest holds grows or means more (2: link targets, entry-point targets; 3: name and
+# version proven from the file itself), so a manifest read by an
 # older lockgen is read again from its package rather than trusted for what it lacks
-CACHE_LAYOUT = 2
+CACHE_LAYOUT = 3
 
 
 def _folder() -> Path:
@@ -33,7 +35,7 @@ def _folder() -> Path:
 
 
 def cached(sha256: str) -> PackageManifest | None:
-    path = _folder() / f"{sha256}.json"
+    path = child(_folder(), f"{sha256}.json", "a manifest's archive hash")
     if not path.is_file():
         return None
     try:
@@ -45,11 +47,12 @@ def cached(sha256: str) -> PackageManifest | None:
 
 
 def keep(manifest: PackageManifest) -> None:
-    write_bytes_atomic(_folder() / f"{manifest.sha256}.json", manifest.model_dump_json().encode())
+    write_bytes_atomic(child(_folder(), f"{manifest.sha256}.json", "a manifest's archive hash"), manifest.model_dump_json().encode())
 
 
 def _patched_path(sha256: str, prefix: str) -> Path:
-    return _folder() / "patched" / f"{sha256}-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json"
+    name = f"{sha256}-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json"
+    return child(_folder() / "patched", name, "a manifest's archive hash")
 
 
 def cached_patched(sha256: str, prefix: str) -> dict[str, str] | None:

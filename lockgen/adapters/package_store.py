@@ -13,43 +13,48 @@ from urllib.parse import unquote, urlsplit
 
 from lockgen.adapters import fetch_auth, file_guard
 from lockgen.adapters.home import lockgen_home
-from lockgen.core.credentials import scrub_text
+from lockgen.core.confined import child
+from lockgen.core.credentials import scrub_text, scrub_url
 from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, LockFormatError
 from lockgen.model.lock import LockedPackage
 
 
-def _expected(package: LockedPackage) -> tuple[str, str]:
-    if package.hash.sha256 == "":
-        raise LockFormatError(f"`{package.name}` has an empty sha256 in the lock",
-                              "an empty hash is no hash: re-create the lock, never edit it by hand")
+def _expected(package: LockedPackage, allow_md5: bool = False) -> tuple[str, str]:
+    """The algorithm and digest an archive is checked by: its sha256; its md5 only when the caller allows
+    it (md5 collisions are cheap to make, so an md5-only entry proves little)."""
     if package.hash.sha256:
         return "sha256", package.hash.sha256
-    if package.hash.md5:
+    if package.hash.md5 and allow_md5:
         return "md5", package.hash.md5
+    if package.hash.md5:
+        raise LockFormatError(f"`{package.name}` {package.version} is pinned by md5 only",
+                              "md5 is no proof of content: re-create the lock so it pins a sha256 "
+                              "(or materialize --allow-md5 to install it knowingly)")
     raise LockFormatError(f"`{package.name}` has no hash in the lock", "a lock entry without a hash cannot be installed safely")
 
 
-def _stored_path(package: LockedPackage, store: Path) -> Path:
+def _stored_path(package: LockedPackage, store: Path, allow_md5: bool = False) -> Path:
     file_name = urlsplit(package.url).path.rsplit("/", 1)[-1]
-    return store / f"{_expected(package)[1][:16]}-{file_name}"
+    return child(store, f"{_expected(package, allow_md5)[1][:16]}-{file_name}", f"the archive name of `{package.name}`")
 
 
-def in_store(package: LockedPackage, store: Path | None = None) -> Path | None:
+def in_store(package: LockedPackage, store: Path | None = None, allow_md5: bool = False) -> Path | None:
     """The archive of a conda entry when the store holds it with the lock's hash (checked now), else None."""
-    target = _stored_path(package, store or lockgen_home() / "pkgs")
-    algorithm, expected = _expected(package)
+    target = _stored_path(package, store or lockgen_home() / "pkgs", allow_md5)
+    algorithm, expected = _expected(package, allow_md5)
     return target if target.is_file() and file_digest(target, algorithm) == expected else None
 
 
-def fetch(package: LockedPackage, store: Path | None = None) -> Path:
-    """The verified archive of a conda entry, from the store or downloaded into it (temp file, then rename)."""
+def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = False) -> Path:
+    """The verified archive of a conda entry, from the store or downloaded into it (temp file, then rename);
+    `allow_md5`: an entry pinned by md5 alone is accepted (materialize --allow-md5)."""
     store = store or lockgen_home() / "pkgs"
-    found = in_store(package, store)
+    found = in_store(package, store, allow_md5)
     if found is not None:
         return found
-    algorithm, expected = _expected(package)
-    target = _stored_path(package, store)
+    algorithm, expected = _expected(package, allow_md5)
+    target = _stored_path(package, store, allow_md5)
     store.mkdir(parents=True, exist_ok=True)
     file_guard.sweep_stale(store, ".fetch-*")  # partial downloads of runs that were killed
     handle, temp_name = tempfile.mkstemp(prefix=".fetch-", dir=store)
@@ -59,9 +64,9 @@ def fetch(package: LockedPackage, store: Path | None = None) -> Path:
     try:
         _download(package, temp)
         got = file_digest(temp, algorithm)
-        if got != expected:
-            raise LockFormatError(f"`{package.name}` {package.version} from {package.url} has {algorithm} {got}, "
-                                  f"the lock says {expected}", "the archive was changed or corrupted: refuse it, check the source")
+        if got != expected:  # the hash it has is not shown: for a file: URL that would reveal a local file's digest
+            raise LockFormatError(f"`{package.name}` {package.version} from {scrub_url(package.url)} does not have the "
+                                  f"{algorithm} the lock pins ({expected})", "the archive was changed or corrupted: refuse it, check the source")
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)

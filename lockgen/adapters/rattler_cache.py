@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lockgen.adapters.parallel import sha256_of
+from lockgen.core.confined import file_name
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import PackageManifest
 
@@ -26,7 +27,7 @@ STAMPS = ".lockgen-verified"
 
 
 def _folder_name(package: LockedPackage) -> str:
-    return f"{package.name}-{package.version}-{package.build or ''}"
+    return file_name(f"{package.name}-{package.version}-{package.build or ''}", "a conda package's cache folder")
 
 
 def _signature(path: str) -> list[int] | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from lockgen.core.credentials import scrub_url
+from lockgen.core.package_identity import require_wheel_metadata
 from lockgen.digests import file_digest
 from lockgen.adapters.http_fetch import Meter, get
 from lockgen.core.wheel_files import RecordRow, ScriptEntry, WheelInfo, parse_entry_points, parse_record, parse_wheel
@@ -44,6 +45,7 @@ class WheelContents:
     record: tuple[RecordRow, ...]
     wheel: WheelInfo
     scripts: tuple[ScriptEntry, ...]
+    metadata: str
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,14 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
     names = set(archive.namelist())
     if f"{dist_info}/WHEEL" not in names:
         raise UserError(f"{where} has no {dist_info}/WHEEL", "the wheel is malformed")
+    if f"{dist_info}/METADATA" not in names:
+        raise UserError(f"{where} has no {dist_info}/METADATA", "the wheel is malformed")
+    metadata = _member(archive, f"{dist_info}/METADATA", where)  # first: it sits before RECORD, so one range holds both
     entry_points = f"{dist_info}/entry_points.txt"
     return WheelContents(dist_info, parse_record(_member(archive, f"{dist_info}/RECORD", where)),
                          parse_wheel(_member(archive, f"{dist_info}/WHEEL", where)),
-                         parse_entry_points(_member(archive, entry_points, where)) if entry_points in names else ())
+                         parse_entry_points(_member(archive, entry_points, where)) if entry_points in names else (),
+                         metadata)
 
 
 def read_wheel_file(path: Path, expected_sha256: str | None = None) -> WheelContents:
@@ -202,7 +208,9 @@ def read_metadata_url(url: str, separate_file: bool, timeout_s: float = 30.0) ->
 
 
 def wheel_manifest(contents: WheelContents, sha256: str, name: str, version: str, source: str) -> PackageManifest:
-    """What a wheel says it installs, as the manifest kept for the wheel file of hash `sha256`."""
+    """What a wheel says it installs, as the manifest kept for the wheel file of hash `sha256`; a wheel that
+    says it is another project or version than `name` `version` (the lock entry) is refused."""
+    require_wheel_metadata(name, version, contents.dist_info, contents.metadata)
     return PackageManifest(sha256=sha256, name=normalize(name), version=version, kind="wheel",
                            files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
                            dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),

@@ -23,7 +23,7 @@ from typing import Any
 
 from lockgen.adapters import conda_meta, home, inventory_probe, python_dists
 from lockgen.adapters.atomic_files import write_atomic, write_bytes_atomic
-from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.core.lock_builder import frozen_lock
 from lockgen.core.stack_layout import default_lock_path
 from lockgen.errors import UserError
@@ -59,7 +59,7 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
         raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
     lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
     path = out or default_lock_path(target)
-    write_atomic(path, dump_lock(lock))
+    write_atomic(path, checked_lock_text(lock, f"frozen from {lock.metadata.sources[0] if lock.metadata.sources else 'an environment'}"))
     return path, lock
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.foreign_locks import read_foreign
-from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.core.lock_builder import imported_lock
 from lockgen.core.stack_layout import default_lock_path
@@ -33,5 +33,5 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
     lock = imported_lock(target, source.name, imported.format, imported.sha256, environment, imported.skipped,
                          imported.channels, imported.platforms, imported.packages, imported.virtual_packages)
     path = out or default_lock_path(target)
-    write_atomic(path, dump_lock(lock))
+    write_atomic(path, checked_lock_text(lock, f"imported from {source}"))
     return path, lock

@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 from lockgen.adapters import conda_package, manifest_store, package_store, wheel_record
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage
+from lockgen.core.package_identity import require_manifest_of
 from lockgen.core.expected_env import conda_expected, python_xy, wheel_expected
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -52,6 +53,8 @@ def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest],
     asked for, since a known manifest rarely needs it). `archive`: one the caller has just verified."""
     pin = _pin(package)
     known = bundle.get(pin) or manifest_store.cached(pin)
+    if known is not None and known.kind in ("conda", "wheel"):  # kept from the file itself: the entry must name it
+        require_manifest_of(package, known.name, known.version)
     if package.manager == "conda":
         if known is None:
             archive = archive or package_store.fetch(package)

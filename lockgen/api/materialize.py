@@ -9,19 +9,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters import env_manifest, file_guard
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.shared_steps import Meter, build_environment, default_prefix, lock_platform, recorded_drift
 from lockgen.core.stack_layout import target_of_lock
-from lockgen.digests import file_digest
 from lockgen.errors import UserError
 
 
 def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
-                progress: Callable[[str], None], meter: Meter | None = None) -> tuple[Path, str]:
-    """The prefix holding exactly the lock's packages, and its environment digest."""
-    lock = load_lock(lock_path)
+                progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False) -> tuple[Path, str]:
+    """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
+    conda entries the lock pins by md5 alone)."""
+    loaded = read_lock(lock_path)
+    lock, lock_digest = loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
-    lock_digest = file_digest(lock_path)
     name = f"{lock.meta('target') or target_of_lock(lock_path)}-{chosen}"
     final = (prefix or default_prefix(lock_digest, name)).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +45,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
         temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(temp, ignore_errors=True)
         try:
-            digest = build_environment(lock, lock_digest, chosen, temp, final, progress, meter)
+            digest = build_environment(lock, lock_digest, chosen, temp, final, progress, meter, allow_md5=allow_md5)
             os.rename(temp, final)
         finally:
             shutil.rmtree(temp, ignore_errors=True)

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from lockgen.adapters import manifest_store, pypi_index
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import dump_lock
+from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.api.manifest_steps import manifest_of
 from lockgen.core import lock_builder
 from lockgen.core.conformance import compare
@@ -153,7 +153,7 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
                                     [package for package, _ in entries])
     bundle = manifests_path(path)
     manifest_store.write_bundle(bundle, [manifest for _, manifest in entries])
-    write_atomic(path, dump_lock(lock))
+    write_atomic(path, checked_lock_text(lock, "pinned from the inventory"))
     progress(f"pinned {len(entries) - len(unpublished)} distributions to their index wheels"
              + (f", {len(unpublished)} check-only" if unpublished else "")
              + (f"; {len(accepted)} changed files accepted by name" if accepted else ""))

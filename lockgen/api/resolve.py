@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
+from lockgen.adapters.lockfile_yaml import checked_lock_text, load_lock
 from lockgen.adapters.stack_file import declared_extends
 from lockgen.api import team_steps
 from lockgen.api.image_base_steps import fetch_base_lock
@@ -154,10 +154,10 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
                                     {platform: list(changes.values()) for (name, platform), changes in moved.items()
                                      if name == target.name}, base_lock)
         planned.append((target, lock_builder.resolved_lock(metadata, packages)))
+    texts = [checked_lock_text(lock, f"resolved for target {target.name}") for target, lock in planned]  # all, then write
     results = []
-    for target, lock in planned:
+    for (target, lock), text in zip(planned, texts):
         path = context.lock_path(target)
-        text = dump_lock(lock)
         unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
         if not dry_run and not unchanged:
             write_atomic(path, text)

@@ -17,6 +17,7 @@ from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
+from lockgen.core.confined import child
 from lockgen.core.expected_env import conda_expected, wheel_expected
 from lockgen.core.platforms import choose_platform
 from lockgen.errors import LockFormatError, UserError
@@ -32,18 +33,19 @@ def lock_platform(lock: Lock, wanted: str | None) -> str:
 
 
 def default_prefix(lock_digest: str, name: str) -> Path:
-    return home.store_envs() / f"{lock_digest[:16]}-{name}"
+    return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
 
 
 def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
                       meter: Meter | None = None, venv_interpreter: str | None = None,
-                      held: HeldEnvironment | None = None) -> str:
+                      held: HeldEnvironment | None = None, allow_md5: bool = False) -> str:
     """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
     with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python).
     With `held` (a base image's environment), only the packages it does not hold (and those it says to link
     again) are built: `temp` gets its other records and those packages, the manifest is of the union. On a
     base that is a Python environment (no conda packages), the team's wheels are installed into a scratch
-    venv of the same Python, and only their files are kept: the base has its own interpreter and venv files."""
+    venv of the same Python, and only their files are kept: the base has its own interpreter and venv files.
+    `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise)."""
     built = [p for p in lock.packages_for(platform)
              if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
@@ -55,7 +57,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     known: dict[str, str] = {}
     installed = _held_records(temp, held) if held else []
     if conda:
-        known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed))
+        known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed, allow_md5))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
     elif pip:
         python = lock.meta(f"python.{platform}")
@@ -97,11 +99,12 @@ def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
 
 
 def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Path, final: Path,
-                progress: Callable[[str], None], meter: Meter | None, installed: list[Path]) -> dict[str, str]:
+                progress: Callable[[str], None], meter: Meter | None, installed: list[Path],
+                allow_md5: bool = False) -> dict[str, str]:
     """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked."""
     archives, manifests = [], []
     for index, package in enumerate(conda, 1):
-        archive = package_store.fetch(package)
+        archive = package_store.fetch(package, allow_md5=allow_md5)
         try:  # the members, then paths.json's paths, links and placeholders: confined to the prefix
             archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
             manifests.append(manifest_of(package, {}, archive)[0])

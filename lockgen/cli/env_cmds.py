@@ -18,6 +18,8 @@ def materialize(
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="Where (default: $LOCKGEN_HOME/envs/<lock digest>-<name>)."),
     as_json: bool = typer.Option(False, "--json", help="Print {prefix, environment_digest, lock} as JSON."),
+    allow_md5: bool = typer.Option(False, "--allow-md5", help="Install conda entries the lock pins by md5 alone "
+                                   "(refused by default: md5 is no proof of content)."),
 ) -> None:
     """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
     from lockgen.api.materialize import materialize as run
@@ -25,7 +27,7 @@ def materialize(
 
     meter = Meter()
     try:
-        path, digest = run(lock, platform, prefix, progress, meter)
+        path, digest = run(lock, platform, prefix, progress, meter, allow_md5)
     finally:
         meter.close()
     progress(f"environment digest sha256:{digest}")

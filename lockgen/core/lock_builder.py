@@ -33,7 +33,11 @@ def _keys(meta: Mapping[str, str]) -> dict[str, str]:
 
 
 def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
-    return Lock(metadata=metadata, package=tuple(sorted(packages, key=lambda p: p.sort_key())))
+    """Every lock lockgen makes: packages sorted, and every URL through the one credential scrubber (a PyPI
+    index's `/t/<token>/`, `user:pass@`, secret query values), whichever tool or file it came from; the
+    fetchers put the host's credential back from the auth file or netrc when they download."""
+    scrubbed = (p if scrub_url(p.url) == p.url else p.model_copy(update={"url": scrub_url(p.url)}) for p in packages)
+    return Lock(metadata=metadata, package=tuple(sorted(scrubbed, key=lambda p: p.sort_key())))
 
 
 def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None, requests: Sequence[SolveRequest],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lockgen.errors import UserError
 
-_TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 LOCK_SUFFIX = ".conda-lock.yml"
 CERT_SUFFIX = ".cert.json"
@@ -20,7 +20,7 @@ MANIFESTS_SUFFIX = ".manifests.json.gz"
 def lock_path(stack_folder: Path, target: str) -> Path:
     """The lock of `target` in the stack whose `stack.toml` sits in `stack_folder`; a target name is a file
     name, never a path (`--target ../../x` would write outside `locks/`)."""
-    if not _TARGET_NAME.match(target):
+    if not TARGET_NAME.fullmatch(target):
         raise UserError(f"target name `{target}` is not a name (letters, digits, `.`, `_`, `-`)",
                         "pass a plain name such as h100 or gh200")
     return stack_folder / "locks" / f"{target}{LOCK_SUFFIX}"

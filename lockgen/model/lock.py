@@ -74,3 +74,14 @@ class Lock(Frozen):
 
     def meta(self, key: str, default: str = "") -> str:
         return self.metadata.custom_metadata.get(f"lockgen.{key}", default)
+
+
+class LoadedLock(Frozen):
+    """A lock as read from its file, once per command: the exact bytes, their sha256 (what certificates,
+    manifests and images bind to) and the entries, every field checked (`core.lock_fields`). The digest is
+    of the bytes that were parsed, so nothing re-reads a file that may have changed since."""
+
+    source: str
+    data: bytes
+    sha256: str
+    lock: Lock

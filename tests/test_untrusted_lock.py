@@ -1,0 +1,257 @@
+"""A lock from a pull request is input: every field is checked when the lock is read, the package behind an
+entry must be the one the entry names, md5 alone proves nothing, and no URL keeps its credential. Each
+attack is built here as an attacker would write it; none may touch a file outside lockgen's room, run a
+program, or pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockgen.adapters.lockfile_yaml import checked_lock_text, dump_lock, load_lock, parse_lock, read_lock
+from lockgen.api.materialize import materialize
+from lockgen.errors import LockFormatError
+from tests.channel_factory import Pkg, build_channel, cpu_lock
+from tests.conftest import EXAMPLE_STACK, run_cli
+from tests.wheel_index import Wheel, build_wheel
+
+CPU_LOCK = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
+PYPI_LOCK = EXAMPLE_STACK.parent.parent / "quickstart" / "locks" / "cpu.conda-lock.yml"
+
+
+def _first_value(text: str, key: str) -> str:
+    """The text of the first `key:` of the first package (or, for a `lockgen.*` key, of the metadata)."""
+    start = 0 if key.startswith("lockgen") else text.index("\npackage:\n")
+    return re.compile(rf"^[ -]*{key}: (.+)$", re.M).search(text, start).group(1)  # type: ignore[union-attr]
+
+
+def _edited(tmp_path: Path, source: Path, old: str, new: str) -> Path:
+    text = source.read_text()
+    assert old in text
+    edited = tmp_path / "edited.conda-lock.yml"
+    edited.write_text(text.replace(old, new, 1))
+    return edited
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine\n")
+    return victim
+
+
+@pytest.mark.parametrize("key", ["build", "version", "name"])
+def test_a_build_version_or_name_that_climbs_is_refused_and_removes_nothing(tmp_path: Path, home: Path, key: str) -> None:
+    victim = _victim(tmp_path)
+    text = CPU_LOCK.read_text()
+    value = _first_value(text, key)
+    climb = f"0/../../../../../../..{victim}"
+    lock = _edited(tmp_path, CPU_LOCK, f"{key}: {value}\n", f"{key}: {climb}\n")
+    result = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
+    assert result.returncode == 1 and "error: lock" in result.stderr and "hint:" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (victim / "keep.txt").read_text() == "mine\n" and not (tmp_path / "env").exists()
+
+
+def test_a_sha256_that_is_a_path_never_reaches_the_manifest_cache(tmp_path: Path, home: Path) -> None:
+    victim = _victim(tmp_path)
+    sha = _first_value(CPU_LOCK.read_text(), "sha256")
+    lock = _edited(tmp_path, CPU_LOCK, f"sha256: {sha}", f"sha256: ../../../../../../..{victim}/keep")
+    for command in (["check", "--lock", str(lock), "--prefix", str(tmp_path)], ["manifests", str(lock), "--out", str(tmp_path / "m.json")]):
+        result = run_cli(*command, env={"LOCKGEN_HOME": str(home)})
+        assert result.returncode == 1 and "is not 64 lowercase hex digits" in result.stderr, result.stderr
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"] and not (tmp_path / "m.json").exists()
+
+
+def test_a_target_that_is_a_path_never_places_the_environment(tmp_path: Path, home: Path) -> None:
+    lock = _edited(tmp_path, PYPI_LOCK, "lockgen.target: cpu", "lockgen.target: x/../../../../escaped")
+    result = run_cli("materialize", str(lock), env={"LOCKGEN_HOME": str(home)})
+    assert result.returncode == 1 and "is not a target name" in result.stderr
+    assert not list(tmp_path.glob("escaped*")) and not (home / "envs").exists()
+
+
+def test_a_python_that_is_a_program_is_never_run(tmp_path: Path, home: Path) -> None:
+    marker = tmp_path / "ran"
+    program = tmp_path / "program"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    program.chmod(0o755)
+    python = _first_value(PYPI_LOCK.read_text(), "lockgen.python.linux-64")
+    lock = _edited(tmp_path, PYPI_LOCK, f"lockgen.python.linux-64: {python}", f"lockgen.python.linux-64: {program}")
+    result = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
+    assert result.returncode == 1 and "is not a Python version X.Y" in result.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("injected", ["\n-r /etc/shadow", " --index-url http://127.0.0.1:9/", "\nevil @ file:///tmp/evil.whl"])
+def test_a_url_that_holds_a_requirement_line_is_refused(tmp_path: Path, home: Path, injected: str) -> None:
+    url = _first_value(PYPI_LOCK.read_text(), "url")
+    quoted = '"' + (url + injected).replace("\n", "\\n") + '"'
+    lock = _edited(tmp_path, PYPI_LOCK, f"url: {url}", f"url: {quoted}")
+    result = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
+    assert result.returncode == 1 and "whitespace or control characters" in result.stderr, result.stderr
+    assert "root:" not in result.stderr + result.stdout and not (tmp_path / "env").exists()
+
+
+def test_a_conda_entry_naming_another_version_than_its_archive_is_refused(tmp_path: Path, home: Path) -> None:
+    """The lock says hello-data 9.9.9; the URL and the hash are 1.0's archive. Renamed on the mirror, the file
+    name agrees with the entry, and the archive's own info/index.json still says 1.0."""
+    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
+    text = lock.read_text()
+    lied = tmp_path / "lied.conda-lock.yml"
+    lied.write_text(text.replace("version: '1.0'", "version: 9.9.9").replace('version: "1.0"', "version: 9.9.9"))
+    assert "9.9.9" in lied.read_text()
+    with pytest.raises(LockFormatError, match="not this entry's archive"):
+        load_lock(lied)
+    renamed = channel / "noarch" / "hello-data-9.9.9-h0_0.conda"
+    shutil.copy(channel / "noarch" / "hello-data-1.0-h0_0.conda", renamed)
+    lied.write_text(lied.read_text().replace("hello-data-1.0-h0_0.conda", renamed.name))
+    with pytest.raises(LockFormatError, match=r"info/index.json says `hello-data 1.0 h0_0`"):
+        materialize(lied, None, tmp_path / "env", lambda _: None)
+    assert not (tmp_path / "env").exists()
+    result = run_cli("check", "--lock", str(lied), "--prefix", str(tmp_path), env={"LOCKGEN_HOME": str(tmp_path / "home2")})
+    assert result.returncode == 1 and "info/index.json says" in result.stderr
+
+
+def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Path) -> None:
+    """demo 2.0 pinned to demo-1.0's wheel, renamed demo-2.0-…whl: its METADATA and dist-info still say 1.0."""
+    from lockgen.api.manifest_steps import manifest_of
+    from lockgen.digests import file_digest
+    from lockgen.model.lock import LockedPackage
+
+    honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
+    renamed = honest.rename(tmp_path / "demo-2.0-py3-none-any.whl")
+    entry = LockedPackage(name="demo", version="2.0", manager="pip", platform="linux-64", url=renamed.as_uri(),
+                          hash={"sha256": file_digest(renamed)})
+    with pytest.raises(LockFormatError, match="dist-info folder says `demo-1.0.dist-info`"):
+        manifest_of(entry, {})
+    honest_entry = entry.model_copy(update={"version": "1.0", "url": (tmp_path / "demo-1.0-py3-none-any.whl").as_uri()})
+    shutil.copy(renamed, tmp_path / "demo-1.0-py3-none-any.whl")
+    assert manifest_of(honest_entry, {})[0].version == "1.0"
+    with pytest.raises(LockFormatError, match="manifest .read from the file itself. says `demo 1.0`"):
+        manifest_of(entry, {})  # the kept manifest of that hash names 1.0: a second entry cannot rename it
+
+
+def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path: Path, home: Path) -> None:
+    from lockgen.api.manifest_steps import manifest_of
+    from lockgen.digests import file_digest
+    from lockgen.model.lock import LockedPackage
+
+    wheel = build_wheel(Wheel("demo", "1.0"), tmp_path)
+    forged = tmp_path / "forged" / wheel.name
+    forged.parent.mkdir()
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(forged, "w") as out:
+        for info in source.infolist():
+            data = source.read(info)
+            out.writestr(info, data.replace(b"Name: demo", b"Name: other") if info.filename.endswith("METADATA") else data)
+    entry = LockedPackage(name="demo", version="1.0", manager="pip", platform="linux-64", url=forged.as_uri(),
+                          hash={"sha256": file_digest(forged)})
+    with pytest.raises(LockFormatError, match="METADATA says `other 1.0`"):
+        manifest_of(entry, {})
+
+
+def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path) -> None:
+    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
+    text = lock.read_text()
+    sha = _first_value(text, "sha256")
+    md5_only = tmp_path / "md5.conda-lock.yml"
+    md5_only.write_text("".join(line for line in text.splitlines(keepends=True) if sha not in line))
+    assert "md5:" in md5_only.read_text() and "sha256:" not in md5_only.read_text().split("package:")[1]
+    refused = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
+    assert refused.returncode == 1 and "is pinned by md5 only" in refused.stderr and "--allow-md5" in refused.stderr
+    assert not (tmp_path / "env").exists()
+    allowed = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), "--allow-md5",
+                      env={"LOCKGEN_HOME": str(home)})
+    assert allowed.returncode == 0, allowed.stderr
+    assert (tmp_path / "env" / "share" / "hello.txt").read_text() == "1\n"
+
+
+def test_a_file_url_never_reveals_the_hash_of_what_it_names(tmp_path: Path, home: Path) -> None:
+    """A lock naming a local file the lock did not bring (here one the attacker cannot read, renamed into the
+    entry's archive name) gets a refusal that does not print the file's digest."""
+    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
+    secret = channel / "noarch" / "hello-data-1.0-h0_0.conda"
+    secret.write_bytes(b"root:$y$j9T$secret\n")
+    import hashlib
+
+    result = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
+    assert result.returncode == 1 and "does not have the sha256 the lock pins" in result.stderr
+    assert hashlib.sha256(secret.read_bytes()).hexdigest() not in result.stderr + result.stdout
+
+
+def test_tokens_never_reach_a_lock_from_any_source(tmp_path: Path) -> None:
+    """A PyPI index's `/t/<token>/` and `user:pass@` in every URL of a foreign lock are gone from the lock
+    lockgen writes (the fetchers put the host's credential back from netrc or the auth file)."""
+    source = Path(__file__).parent / "fixtures" / "foreign" / "tiny.pixi.lock"
+    text = source.read_text()
+    hosts = set(re.findall(r"https://([^/\s]+)/", text))
+    assert hosts
+    for host in hosts:
+        text = text.replace(f"https://{host}/", f"https://me:hunter2@{host}/t/tk-SECRET-42/")
+    secretive = tmp_path / "secret.pixi.lock"
+    secretive.write_text(text)
+    result = run_cli("import", str(secretive), "--target", "t", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / "locks" / "t.conda-lock.yml").read_text()
+    assert "hunter2" not in written and "tk-SECRET-42" not in written and "/t/" not in written
+    assert "hunter2" not in result.stderr + result.stdout and "tk-SECRET-42" not in result.stderr + result.stdout
+
+
+def test_read_lock_binds_the_digest_to_the_bytes_it_parsed(tmp_path: Path) -> None:
+    import hashlib
+
+    loaded = read_lock(CPU_LOCK)
+    assert loaded.sha256 == hashlib.sha256(CPU_LOCK.read_bytes()).hexdigest() and loaded.data == CPU_LOCK.read_bytes()
+    assert dump_lock(loaded.lock).encode() == loaded.data
+
+
+_FIELDS = ("name", "version", "build", "url", "sha256", "md5", "platform", "category", "lockgen.target",
+           "lockgen.python.linux-64")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(_FIELDS), value=st.text(min_size=0, max_size=80))
+def test_any_field_is_loaded_checked_or_refused_as_one_error(field: str, value: str) -> None:
+    """Whatever a field holds, reading the lock either refuses it with LockFormatError or gives values that
+    are safe where they go: names, versions and builds never hold a `/` or a control character, hashes are
+    hex of their length, URLs hold no whitespace."""
+    text = (PYPI_LOCK if field.startswith("lockgen.python") else CPU_LOCK).read_text()
+    old = _first_value(text, re.escape(field))
+    start = 0 if field.startswith("lockgen") else text.index("\npackage:\n")
+    fuzzed = text[:start] + text[start:].replace(f"{field}: {old}\n", f"{field}: {json.dumps(value)}\n", 1)
+    try:
+        lock = parse_lock(fuzzed, "fuzzed")
+    except LockFormatError:
+        return
+    for package in lock.package:
+        for part in (package.name, package.version, package.build or ""):
+            assert "/" not in part and not re.search(r"[\x00-\x1f]", part) and part not in (".", "..")
+        assert package.hash.sha256 is None or re.fullmatch(r"[0-9a-f]{64}", package.hash.sha256)
+        assert package.hash.md5 is None or re.fullmatch(r"[0-9a-f]{32}", package.hash.md5)
+        assert not re.search(r"\s", package.url)
+    assert "/" not in lock.meta("target")
+    assert all(re.fullmatch(r"\d\.\d+", v) for k, v in lock.metadata.custom_metadata.items() if k.startswith("lockgen.python."))
+
+
+def test_written_locks_are_checked_before_a_byte_is_written(tmp_path: Path) -> None:
+    lock = load_lock(CPU_LOCK)
+    bad = lock.model_copy(update={"package": (lock.package[0].model_copy(update={"build": "../x"}), *lock.package[1:])})
+    with pytest.raises(LockFormatError, match="is not a conda build string"):
+        checked_lock_text(bad, "a test")
+    assert os.listdir(tmp_path) == []
