@@ -255,3 +255,21 @@ def test_written_locks_are_checked_before_a_byte_is_written(tmp_path: Path) -> N
     with pytest.raises(LockFormatError, match="is not a conda build string"):
         checked_lock_text(bad, "a test")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockgen.adapters import fetch_auth
+    from lockgen.errors import UserError
+
+    netrc_file = tmp_path / "netrc"
+    netrc_file.write_text("machine pypi.example.org login me password hunter2 secret-tail\n")
+    monkeypatch.setenv("NETRC", str(netrc_file))
+    with pytest.raises(UserError) as caught:
+        fetch_auth.authorized("https://pypi.example.org/simple/")
+    assert "does not parse at line" in caught.value.message and "secret-tail" not in caught.value.message + caught.value.hint
+    auth = tmp_path / "auth.json"
+    auth.write_text('{"pypi.example.org": {"BasicHTTP": {"username": "me", "password": "hunter2"}} trailing-secret')
+    monkeypatch.setenv("RATTLER_AUTH_FILE", str(auth))
+    with pytest.raises(UserError) as caught:
+        fetch_auth.authorized("https://pypi.example.org/simple/")
+    assert "does not parse" in caught.value.message and "secret" not in caught.value.message + caught.value.hint
