@@ -273,3 +273,42 @@ def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(tmp_path:
     with pytest.raises(UserError) as caught:
         fetch_auth.authorized("https://pypi.example.org/simple/")
     assert "does not parse" in caught.value.message and "secret" not in caught.value.message + caught.value.hint
+
+
+def _pip_lock(tmp_path: Path, wheel: Path) -> Path:
+    """The quickstart lock's metadata with one pip entry: `wheel`, by its file URL and sha256."""
+    from lockgen.digests import file_digest
+
+    head = PYPI_LOCK.read_text().split("package:\n")[0]
+    name, version = wheel.name.split("-")[:2]
+    entry = (f"package:\n- name: {name}\n  version: \"{version}\"\n  manager: pip\n  platform: linux-64\n"
+             f"  dependencies: {{}}\n  url: {wheel.as_uri()}\n  hash:\n    sha256: {file_digest(wheel)}\n"
+             "  category: main\n  optional: false\n")
+    lock = tmp_path / "pip.conda-lock.yml"
+    lock.write_text(head + entry)
+    return lock
+
+
+def test_a_wheel_file_its_record_does_not_list_fails_materialize(tmp_path: Path, home: Path) -> None:
+    honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
+    smuggled = tmp_path / "smuggled" / honest.name
+    smuggled.parent.mkdir()
+    with zipfile.ZipFile(honest) as source, zipfile.ZipFile(smuggled, "w") as out:
+        for info in source.infolist():
+            out.writestr(info, source.read(info))
+        out.writestr(zipfile.ZipInfo("demo/sitecustomize_hook.py", date_time=(1980, 1, 1, 0, 0, 0)), "import os\n")
+    assert materialize(_pip_lock(tmp_path, honest), None, tmp_path / "honest-env", lambda _: None)[0].is_dir()
+    result = run_cli("materialize", str(_pip_lock(tmp_path, smuggled)), "--prefix", str(tmp_path / "env"),
+                     env={"LOCKGEN_HOME": str(home)})
+    assert result.returncode == 1 and "files no package states; first lib/python3.11/site-packages/demo/sitecustomize_hook.py" \
+        in result.stderr, result.stderr
+    assert not (tmp_path / "env").exists()
+
+
+def test_two_conda_packages_installing_one_path_fail_materialize(tmp_path: Path, home: Path) -> None:
+    channel = build_channel(tmp_path / "channel", [Pkg("first", "1.0", subdir="noarch", files={"share/same.txt": "1\n"}),
+                                                    Pkg("second", "1.0", subdir="noarch", files={"share/same.txt": "2\n"})])
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["first", "second"])
+    with pytest.raises(LockFormatError, match=r"two packages of the lock install share/same.txt"):
+        materialize(lock, None, tmp_path / "env", lambda _: None)
+    assert not (tmp_path / "env").exists()

@@ -18,7 +18,8 @@ from lockgen.api.manifest_steps import lock_python, manifest_of
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.confined import child
-from lockgen.core.expected_env import conda_expected, wheel_expected
+from lockgen.core.conformance import ExpectedPackage, compare, launcher_targets
+from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
 from lockgen.core.platforms import choose_platform
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -55,9 +56,10 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
                         "materialize a lock whose every package has a URL; check-only entries serve check and verify")
     started = time.perf_counter()
     known: dict[str, str] = {}
+    expected: list[ExpectedPackage] = []
     installed = _held_records(temp, held) if held else []
     if conda:
-        known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed, allow_md5))
+        known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed, allow_md5, expected))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
     elif pip:
         python = lock.meta(f"python.{platform}")
@@ -70,8 +72,10 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         installers.make_venv(temp, venv_interpreter if same_here else python)
     if pip:
         installers.install_pip(pip, temp / "bin" / "python", progress)
-        known.update(_proven_wheels(lock, platform, pip, temp, meter))
+        known.update(_proven_wheels(lock, platform, pip, temp, meter, expected))
         progress(f"installed {len(pip)} wheels (hash-checked, every file against its RECORD)")
+    _nothing_unstated(temp, final, expected, lock_python(lock, platform))
+    if pip:
         if not conda and held is not None:  # on a base that is a Python environment: the wheels alone
             dist_info.keep_only_distributions(temp)
         elif not conda and venv_interpreter:
@@ -100,8 +104,9 @@ def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
 
 def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Path, final: Path,
                 progress: Callable[[str], None], meter: Meter | None, installed: list[Path],
-                allow_md5: bool = False) -> dict[str, str]:
-    """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked."""
+                allow_md5: bool, expected_out: list[ExpectedPackage]) -> dict[str, str]:
+    """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked
+    (and adds what each package states it links to `expected_out`)."""
     archives, manifests = [], []
     for index, package in enumerate(conda, 1):
         archive = package_store.fetch(package, allow_md5=allow_md5)
@@ -125,15 +130,19 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
     known: dict[str, str] = {}
     for manifest in manifests:  # placeholder files are patched on install: hashed again, not assumed
         expected = conda_expected(manifest, python, {})
+        expected_out.append(expected)
         known.update({f.path: f.sha256 for f in expected.files if f.sha256 and f.kind == "file"})
     return known
 
 
-def _proven_wheels(lock: Lock, platform: str, pip: list[LockedPackage], temp: Path, meter: Meter | None) -> dict[str, str]:
+def _proven_wheels(lock: Lock, platform: str, pip: list[LockedPackage], temp: Path, meter: Meter | None,
+                   expected_out: list[ExpectedPackage]) -> dict[str, str]:
     """Every installed wheel file hashed (on every core) and compared with its wheel's RECORD: an installer
-    cache that was changed cannot slip a file into the environment."""
+    cache that was changed cannot slip a file into the environment (what each wheel states goes to
+    `expected_out`)."""
     python = lock_python(lock, platform) or ""
     expected = [wheel_expected(manifest_of(package, {})[0], python) for package in pip]
+    expected_out.extend(expected)
     stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
     observed = prefix_observer.observe(temp, stated.keys(), meter)
     found = {o.path: o.sha256 for o in observed if o.sha256}
@@ -142,6 +151,21 @@ def _proven_wheels(lock: Lock, platform: str, pip: list[LockedPackage], temp: Pa
         raise LockFormatError(f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0]}",
                               "the installer's cache was changed: clear it (uv cache clean) and materialize again")
     return {path: digest for path, (_, digest) in stated.items()}
+
+
+def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], python: str | None) -> None:
+    """Refuses an environment just built that holds a file no package states and no rule derives (a wheel
+    file its RECORD does not list, rattler's `__clobbers__` copies) or a path two packages install: the
+    conformance `check --lock` applies, by path alone (contents were proven as they were installed)."""
+    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys())
+    report = compare(expected, observed, site_packages_of(python) if python else "", str(final))
+    if report.clobbered:
+        clash = report.clobbered[0]
+        raise LockFormatError(f"two packages of the lock install {clash.path} ({', '.join(clash.owners)})",
+                              "the lock is not one consistent environment: re-resolve it; nothing was kept")
+    if report.foreign:
+        raise LockFormatError(f"installing left {len(report.foreign)} files no package states; first {report.foreign[0]}",
+                              "a package installs more than its manifest (RECORD, paths.json) lists: refuse it; nothing was kept")
 
 
 def recorded_drift(prefix: Path, full: bool) -> Drift:
