@@ -312,3 +312,20 @@ def test_two_conda_packages_installing_one_path_fail_materialize(tmp_path: Path,
     with pytest.raises(LockFormatError, match=r"two packages of the lock install share/same.txt"):
         materialize(lock, None, tmp_path / "env", lambda _: None)
     assert not (tmp_path / "env").exists()
+
+
+def test_file_capabilities_are_drift_for_both_checks(tmp_path: Path, home: Path) -> None:
+    """`setcap cap_setuid+ep` changes no byte and no mode bit, yet the program may then become root."""
+    channel = build_channel(tmp_path / "channel", [Pkg("tool", "1.0", files={"bin/tool": "#!/bin/sh\necho tool\n"})])
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["tool"])
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    clean = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    setcap = shutil.which("setcap") or "/usr/sbin/setcap"
+    import subprocess
+
+    subprocess.run([setcap, "cap_setuid+ep", str(prefix / "bin" / "tool")], check=True)
+    drift = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
+    assert drift.returncode == 1 and "bin/tool (file capabilities (security.capability))" in drift.stdout, drift.stdout
+    proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
+    assert proven.returncode == 1 and "bin/tool is setuid, setgid, world-writable or carries file capabilities" in proven.stdout, proven.stdout

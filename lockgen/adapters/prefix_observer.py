@@ -1,5 +1,5 @@
 """An environment as it is on disk, for conformance: every path under a prefix (files, links, links to
-folders) with its kind, size and mode bits, and the sha256 of the files a caller asks for
+folders) with its kind, size, mode bits and file capabilities, and the sha256 of the files a caller asks for
 (`parallel.hash_files`). Nothing outside the prefix is read: links are not followed."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from lockgen.adapters.parallel import hash_files
+from lockgen.adapters.security_xattrs import privilege_of
 from lockgen.core.conformance import ObservedFile
 from lockgen.core.launchers import LIMIT
 
@@ -61,6 +62,7 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
             kind = "dir-link"
         text = _text(os.path.join(top, relative)) if kind == "file" and relative in read_these else None
         target = os.readlink(os.path.join(top, relative)) if kind in ("link", "dir-link") else None
+        privilege = privilege_of(os.path.join(top, relative)) if kind == "file" else None
         observed.append(ObservedFile(relative.replace(os.sep, "/"), kind, info.st_size, stat.S_IMODE(mode),
-                                     digests.get(relative), text, target))
+                                     digests.get(relative), text, target, privilege))
     return observed

@@ -7,12 +7,13 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, home, installers, package_store
-from lockgen.adapters import prefix_observer, rattler_cache
+from lockgen.adapters import prefix_observer, rattler_cache, security_xattrs
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
 from lockgen.core import drift as drift_rules
@@ -170,8 +171,8 @@ def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], 
 
 def recorded_drift(prefix: Path, full: bool) -> Drift:
     """A lockgen environment against the manifest it recorded when it was made: missing, extra and modified
-    files (content, link target, exec bit or full mode), files and folders no rule accounts for, and modes no
-    package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
+    files (content, link target, exec bit or full mode), files and folders no rule accounts for, and modes
+    (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
     unless `full`."""
     manifest, stats = env_manifest.read(prefix)
     recorded = {e["path"]: e for e in manifest["files"]}
@@ -196,6 +197,8 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     infos.update(folder_infos)
     for relative in everything + folders:
         why = drift_rules.unsafe_mode(relative, infos[relative].st_mode, infos[relative].st_size)
+        if why is None and stat.S_ISREG(infos[relative].st_mode):
+            why = security_xattrs.privilege_of(str(prefix / relative))
         if why:
             unsafe.append(f"{relative} ({why})")
     extra = sorted(present - recorded.keys())

@@ -17,7 +17,7 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
 - `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: the manifest, stats and SBOM
   lockgen writes under `.lockgen/`.
 Rules accept by name only: the files they cover are derived by the installer, so no package states their
-bytes. setuid, setgid and world-writable files are `mode` drift whatever their content (uv's empty root
+bytes. setuid, setgid and world-writable files, and files carrying file capabilities, are `mode` drift whatever their content (uv's empty root
 `.lock` excepted while it stays empty); a path two packages expect is a clobber. Any of these makes the report unclean.
 """
 
@@ -78,6 +78,7 @@ class ObservedFile:
     sha256: str | None = None
     text: str | None = None  # a small script's content, read for the entry-point launcher check
     target: str | None = None  # a link's target
+    privilege: str | None = None  # what extended attribute gives the file power no mode shows (file capabilities)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ class ConformanceReport:
                 if paths:
                     out.append(f"{package.key}: {word} {self._list(paths)}")
         out += [f"foreign: {path}" for path in self.foreign]
-        out += [f"mode: {path} is setuid, setgid or world-writable" for path in self.mode]
+        out += [f"mode: {path} is setuid, setgid, world-writable or carries file capabilities" for path in self.mode]
         out += [f"clobber: {c.path} ({', '.join(c.owners)})" for c in self.clobbered]
         return tuple(out)
 
@@ -258,7 +259,8 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
             foreign.append(path)
         else:
             accepted.append(rule)
-    mode = sorted(p for p, f in found.items() if f.kind == "file" and f.mode & _BAD_MODE and not _empty_uv_lock(f))
+    mode = sorted(p for p, f in found.items() if f.kind == "file"
+                  and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege))
     clobbered = tuple(Clobber(p, tuple(sorted(keys))) for p, keys in sorted(owners.items()) if len(keys) > 1)
     results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
     return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),
