@@ -104,6 +104,18 @@ def test_an_honest_conda_reads_the_same_through_both_directories(tmp_path: Path)
         assert conda_package.read_manifest(archive, _package(archive)).name == "evil"
 
 
+def test_a_zip64_conda_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python's zipfile (conda-package-handling's writer) uses zip64 records past 2 GiB: lowered here."""
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 64)
+    archive = tmp_path / "evil-1.0-h0_0.conda"
+    with zipfile.ZipFile(archive, "w") as out:
+        for name, data in _parts(tmp_path):
+            out.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    assert b"PK\x06\x06" in archive.read_bytes()  # the zip64 end record
+    assert set(conda_archive.conda_members(archive)) == {"info", "pkg"}
+    assert conda_package.read_manifest(archive, _package(archive)).name == "evil"
+
+
 @pytest.mark.parametrize("craft, message", [
     (lambda m, evil: _zip([*m, evil]), "each once"),                                    # info-… twice
     (lambda m, evil: _zip([*m, evil], listed=[0, 1, 2]), "bytes between"),              # a local member hidden

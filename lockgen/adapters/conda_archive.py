@@ -78,9 +78,9 @@ def _end_of_directory(archive: Path, stream: IO[bytes], length: int) -> tuple[in
         raise _refused(archive, "it is not a zip (no end of central directory at its end)")
     _, disk, disk_of_directory, here, entries, size, offset, _ = _END_RECORD.unpack_from(tail, at)
     end = start + at
-    if _FULL32 in (size, offset) or _FULL16 in (here, entries):
-        locator = at - _LOCATOR_RECORD.size
-        signature, _, end64, disks = _LOCATOR_RECORD.unpack_from(tail, locator) if locator >= 0 else (b"", 0, 0, 0)
+    locator = at - _LOCATOR_RECORD.size
+    signature, _, end64, disks = _LOCATOR_RECORD.unpack_from(tail, locator) if locator >= 0 else (b"", 0, 0, 0)
+    if signature == _LOCATOR or _FULL32 in (size, offset) or _FULL16 in (here, entries):  # zip64 records rule
         stream.seek(end64)
         record = stream.read(_END64_RECORD.size)
         if signature != _LOCATOR or disks != 1 or len(record) != _END64_RECORD.size or record[:4] != _END64 or \

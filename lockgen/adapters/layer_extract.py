@@ -73,7 +73,7 @@ class _Walk:
     names: list[str]
 
     def up(self) -> None:
-        if len(self.names) > 0:
+        if self.names:  # `..` at the root stays at the root
             os.close(self.fds.pop())
             self.names.pop()
 

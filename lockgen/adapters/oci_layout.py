@@ -121,15 +121,20 @@ def uncompressed_stream(path: Path, media_type: str) -> Iterator[IO[bytes]]:
 
 @contextmanager
 def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
-    """The tar stream of a layer blob by its media type (OCI's or Docker's): zstd, uncompressed, else gzip."""
-    if media_type.endswith("zstd"):
-        with zstandard.ZstdDecompressor().stream_reader(raw, closefd=False) as stream:
-            yield stream
-    elif media_type.endswith(".tar"):
-        yield raw
-    else:
-        with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-            yield stream
+    """The tar stream of a layer blob by its media type (OCI's or Docker's): zstd, uncompressed, else gzip. A
+    blob that is not what its media type says (gzip labelled zstd, cut short) is one `LockFormatError`."""
+    try:
+        if media_type.endswith("zstd"):
+            with zstandard.ZstdDecompressor().stream_reader(raw, closefd=False) as stream:
+                yield stream
+        elif media_type.endswith(".tar"):
+            yield raw
+        else:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                yield stream
+    except (zstandard.ZstdError, gzip.BadGzipFile, zlib.error, EOFError) as exc:
+        raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}",
+                              "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
 
 
 def member_names(stream: IO[bytes]) -> Iterator[str]:
@@ -341,9 +346,8 @@ def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[by
             for block in iter(lambda: stream.read(1 << 20), b""):
                 hasher.update(block)
                 plain.write(block)
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
-        raise LockFormatError(f"layer {layer['digest'][:19]}… of `{layout}` is not the {layer['mediaType']} it is "
-                              f"labelled: {exc}", "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
+    except LockFormatError as exc:  # named by its digest and layout
+        raise LockFormatError(f"layer {layer['digest'][:19]}… of `{layout}`: {exc.message}", exc.hint) from None
     if "sha256:" + hasher.hexdigest() != diff_id:
         raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}",
                               "the image was tampered with: re-export it")
