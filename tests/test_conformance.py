@@ -56,8 +56,8 @@ def test_findings_and_their_lines():
     assert report.lines() == (
         "missing package idna 3.7", "six 1.16.0: modified six.py", "six 1.16.0: missing six-1.16.0.dist-info/METADATA",
         f"foreign: {SITE}/__pycache__/evil.cpython-312.pyc", f"foreign: {SITE}/evil.pyc", "foreign: lib64",
-        f"mode: {SITE}/six.py is setuid, setgid or world-writable",
-        "mode: lib64 is setuid, setgid or world-writable")
+        f"mode: {SITE}/six.py is setuid, setgid, world-writable or carries file capabilities",
+        "mode: lib64 is setuid, setgid, world-writable or carries file capabilities")
     data = report.to_dict()
     assert json.loads(json.dumps(data)) == data
     assert data["counts"]["missing_packages"] == 1 and data["packages"][1]["status"] == "modified"

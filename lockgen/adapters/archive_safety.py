@@ -1,15 +1,14 @@
 """Refuses conda archives that would write outside the prefix: absolute paths, `..` components, or links
 that point out of the prefix. rattler skips such members silently; lockgen refuses the whole package.
-`.conda` payloads are zstd-compressed tars: read with `zstandard` (stdlib zstd arrives in Python 3.14)."""
+The members are read by `conda_archive`, the one strict reader (it refuses a `.conda` whose zip reads
+differently to rattler than to Python's `zipfile`)."""
 
 from __future__ import annotations
 
-import io
 import posixpath
-import tarfile
-import zipfile
 from pathlib import Path
 
+from lockgen.adapters.conda_archive import members
 from lockgen.errors import LockFormatError
 
 
@@ -23,29 +22,13 @@ def _escapes(name: str, link: str | None) -> str | None:
     return None
 
 
-def _scan_tar(tar: tarfile.TarFile) -> list[str]:
+def unsafe_members(path: Path) -> list[str]:
+    """Why the archive at `path` may not be installed (empty when it is safe)."""
     problems = []
-    for member in tar.getmembers():
+    for _, member, _ in members(path, "all"):
         problem = _escapes(member.name, member.linkname if (member.issym() or member.islnk()) else None)
         if problem:
             problems.append(problem)
-    return problems
-
-
-def unsafe_members(path: Path) -> list[str]:
-    """Why the archive at `path` may not be installed (empty when it is safe)."""
-    if path.name.endswith(".tar.bz2"):
-        with tarfile.open(path, "r:bz2") as tar:
-            return _scan_tar(tar)
-    import zstandard
-
-    problems = []
-    with zipfile.ZipFile(path) as archive:
-        for inner in archive.namelist():
-            if inner.endswith(".tar.zst"):
-                data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(archive.read(inner))).read()
-                with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-                    problems += _scan_tar(tar)
     return problems
 
 
@@ -55,7 +38,10 @@ def check_archive(path: Path, label: str) -> None:
     marker = path.with_name(path.name + ".scanned")
     if marker.is_file():
         return
-    problems = unsafe_members(path)
+    try:
+        problems = unsafe_members(path)
+    except LockFormatError as exc:  # the archive's own bytes: named by the package they were fetched for
+        raise LockFormatError(f"{label}: {exc.message}", exc.hint) from None
     if problems:
         raise LockFormatError(f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                               "the archive tries to write outside the environment; nothing was installed")

@@ -7,15 +7,12 @@ string, padded with NULs to the same length, as conda and rattler do)."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
-import tarfile
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lockgen.adapters.conda_archive import members
 from lockgen.core.package_identity import require_conda_index
 from lockgen.core.wheel_files import inside, shown
 from lockgen.errors import LockFormatError, UserError
@@ -23,39 +20,67 @@ from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
 
 
-def _tars(archive: Path, part: str) -> Iterator[tarfile.TarFile]:
-    """The tar streams of `part` (`info` or `pkg`) of an archive."""
-    if archive.name.endswith(".tar.bz2"):
-        with tarfile.open(archive, "r:bz2") as tar:
-            yield tar
-        return
-    import zstandard
-
-    with zipfile.ZipFile(archive) as outer:
-        for inner in outer.namelist():
-            if inner.startswith(f"{part}-") and inner.endswith(".tar.zst"):
-                data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(outer.read(inner))).read()
-                with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-                    yield tar
-
-
 def _link_targets(archive: Path, wanted: set[str]) -> dict[str, str]:
     """The targets of the archive's links named in `wanted`, as its tar holds them."""
-    targets: dict[str, str] = {}
-    for tar in _tars(archive, "pkg"):
-        for member in tar.getmembers():
-            if member.name in wanted and member.issym():
-                targets[member.name] = member.linkname
-    return targets
+    return {name: member.linkname for name, member, _ in members(archive, "pkg") if name in wanted and member.issym()}
 
 
 def _members(archive: Path, part: str, wanted: set[str]) -> dict[str, bytes]:
+    """The content of the regular files named in `wanted` (a later member of one name replaces an earlier one,
+    as when the archive is extracted)."""
+    return {name: data for name, _, data in members(archive, part, wanted.__contains__) if data is not None}
+
+
+_INFO = ("info/paths.json", "info/link.json", "info/index.json", "info/has_prefix")
+_PATH_FIELDS: dict[str, tuple[type, ...]] = {
+    "_path": (str,), "path_type": (str,), "sha256": (str, type(None)), "size_in_bytes": (int, type(None)),
+    "prefix_placeholder": (str, type(None)), "file_mode": (str, type(None))}
+
+
+def _malformed(label: str, name: str, what: str) -> LockFormatError:
+    return LockFormatError(f"{label} is refused: its {name} {what}",
+                           "the package's metadata is malformed (its publisher's build is broken): nothing was installed")
+
+
+def _info_files(archive: Path, label: str) -> dict[str, bytes]:
+    """The info/ files lockgen reads, each once and a regular file (rattler reads the last of a name)."""
     found: dict[str, bytes] = {}
-    for tar in _tars(archive, part):
-        for member in tar.getmembers():
-            if member.name in wanted and member.isfile():
-                found[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    for name, _, data in members(archive, "info", _INFO.__contains__):
+        if name in _INFO and (name in found or data is None):
+            raise _malformed(label, name, "is repeated in the archive" if name in found else "is not a regular file")
+        if data is not None:
+            found[name] = data
     return found
+
+
+def _document(label: str, name: str, data: bytes) -> dict[str, Any]:
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        raise _malformed(label, name, "is not UTF-8 JSON (or is nested too deep)") from None
+    if not isinstance(document, dict):
+        raise _malformed(label, name, "is not a JSON object")
+    return document
+
+
+def _info(archive: Path, label: str) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], bytes]:
+    """(paths.json's entries, link.json's noarch table, index.json, has_prefix), their shapes checked."""
+    info = _info_files(archive, label)
+    if "info/paths.json" not in info:
+        raise LockFormatError(f"{label} has no info/paths.json",
+                              "lockgen checks conda packages against their paths.json (conda-build 3 and later write it)")
+    paths = _document(label, "info/paths.json", info["info/paths.json"]).get("paths", [])
+    if not isinstance(paths, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("_path"), str) and not isinstance(e.get("size_in_bytes"), bool)
+            and all(isinstance(e[k], types) for k, types in _PATH_FIELDS.items() if k in e) for e in paths):
+        raise _malformed(label, "info/paths.json", "is not a list of path entries (`_path`, `sha256`, `size_in_bytes`, …)")
+    link = _document(label, "info/link.json", info.get("info/link.json", b"{}")).get("noarch") or {}
+    points = link.get("entry_points", []) if isinstance(link, dict) else None
+    if not isinstance(points, list) or not all(isinstance(p, str) for p in points) or \
+            not isinstance(link.get("type", ""), str):
+        raise _malformed(label, "info/link.json", "has no noarch table of a type and entry point strings")
+    index = _document(label, "info/index.json", info.get("info/index.json", b"{}"))
+    return paths, link, index, info.get("info/has_prefix", b"")
 
 
 def _confine(package: LockedPackage, paths: list[dict[str, Any]], has_prefix: bytes, points: dict[str, str]) -> None:
@@ -84,13 +109,8 @@ def _confine(package: LockedPackage, paths: list[dict[str, Any]], has_prefix: by
 
 def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
     """The manifest of a verified archive of `package`; a package naming paths outside the prefix is refused."""
-    info = _members(archive, "info", {"info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"})
-    if "info/paths.json" not in info:
-        raise LockFormatError(f"`{package.name}` {package.version} ({archive.name}) has no info/paths.json",
-                              "lockgen checks conda packages against their paths.json (conda-build 3 and later write it)")
-    paths: list[dict[str, Any]] = json.loads(info["info/paths.json"]).get("paths", [])
-    link = json.loads(info.get("info/link.json", b"{}")).get("noarch") or {}
-    index = json.loads(info.get("info/index.json", b"null"))
+    label = f"`{package.name}` {package.version} ({archive.name})"
+    paths, link, index, has_prefix = _info(archive, label)
     require_conda_index(package, index)
     unhashed = {e["_path"] for e in paths if not e.get("sha256") and e.get("path_type") != "softlink"}
     if unhashed:  # older packages state no sha256: taken from the verified archive's own bytes
@@ -106,7 +126,7 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
                   for e in paths)
     points = dict(point.split("=", 1) for point in link.get("entry_points", []) if "=" in point)
     targets = {name.strip(): target.strip() for name, target in points.items()}
-    _confine(package, paths, info.get("info/has_prefix", b""), targets)
+    _confine(package, paths, has_prefix, targets)
     scripts = tuple(sorted(targets))
     return PackageManifest(sha256=package.hash.sha256 or package.hash.md5 or "", name=package.name,
                            version=package.version, kind="conda", files=files, scripts=scripts, entry_points=targets,

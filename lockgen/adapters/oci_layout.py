@@ -8,7 +8,7 @@ regular files (inode layout differs between machines), symlinks kept. The diff_i
 uncompressed tar) is the layer's identity; compressed blobs are cached by it.
 
 Reading: one image, or through an image index the image of one architecture; a layer's file names top
-down (`find_path`); a shallow layout (`export --base docker://…`) lacks its base's layer blobs, which its
+down (`find_path`); unpacking by `layer_extract`, every path resolved inside the root; a shallow layout (`export --base docker://…`) lacks its base's layer blobs, which its
 index.json descriptor says where to find (`base_source`), and unpacking it is refused in one error.
 """
 
@@ -23,6 +23,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -30,6 +31,8 @@ from typing import IO, Any
 
 import zstandard
 
+from lockgen.adapters import layer_extract
+from lockgen.adapters.layer_extract import Removal
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError
 from lockgen.core.image_platform import choose_manifest
@@ -118,15 +121,20 @@ def uncompressed_stream(path: Path, media_type: str) -> Iterator[IO[bytes]]:
 
 @contextmanager
 def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
-    """The tar stream of a layer blob by its media type (OCI's or Docker's): zstd, uncompressed, else gzip."""
-    if media_type.endswith("zstd"):
-        with zstandard.ZstdDecompressor().stream_reader(raw, closefd=False) as stream:
-            yield stream
-    elif media_type.endswith(".tar"):
-        yield raw
-    else:
-        with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-            yield stream
+    """The tar stream of a layer blob by its media type (OCI's or Docker's): zstd, uncompressed, else gzip. A
+    blob that is not what its media type says (gzip labelled zstd, cut short) is one `LockFormatError`."""
+    try:
+        if media_type.endswith("zstd"):
+            with zstandard.ZstdDecompressor().stream_reader(raw, closefd=False) as stream:
+                yield stream
+        elif media_type.endswith(".tar"):
+            yield raw
+        else:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                yield stream
+    except (zstandard.ZstdError, gzip.BadGzipFile, zlib.error, EOFError) as exc:
+        raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}",
+                              "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
 
 
 def member_names(stream: IO[bytes]) -> Iterator[str]:
@@ -307,50 +315,43 @@ def decided_by(names: set[str], wanted: Sequence[str]) -> tuple[bool, str | None
     return False, None
 
 
-def _remove_replaced(members: list[tarfile.TarInfo], destination: Path) -> None:
-    """A layer's entry replaces what an earlier layer put at its path (OCI layer semantics), so an earlier file
-    or symlink there is removed first: otherwise the tar filter follows an earlier layer's symlink (a venv's
-    `bin/python -> /usr/bin/python3.11` under a team layer's own) out of the destination and refuses it. Only
-    paths whose folder resolves inside `destination` are touched."""
-    root = os.path.realpath(destination)
-    for member in members:
-        if member.isdir():
-            continue
-        target = os.path.join(root, member.name.removeprefix("./").lstrip("/"))
-        folder = os.path.realpath(os.path.dirname(target))
-        if os.path.commonpath([root, folder]) != root:
-            continue  # the tar filter refuses it
-        placed = os.path.join(folder, os.path.basename(target))
-        if os.path.islink(placed) or os.path.isfile(placed):
-            os.unlink(placed)
-
-
-def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> None:
-    """Applies every layer in order into `destination` (tar filter: no absolute paths or paths leaving it);
-    `meter(phase, done, total)` hears of each layer applied."""
+def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> list[Removal]:
+    """Applies every layer in order into `destination` (`layer_extract`: every path resolved inside it), each
+    blob checked against its digest and its uncompressed tar against its diff_id first; returns what the
+    layers' whiteouts removed. `meter(phase, done, total)` hears of each layer applied."""
     manifest, config, _ = read_image(layout)
-    for number, (layer, diff_id) in enumerate(zip(manifest["layers"], config["rootfs"]["diff_ids"]), 1):
-        if meter is not None:
-            meter("check and unpack layers", number - 1, len(manifest["layers"]))
-        path = blob_path(layout, layer["digest"])
-        if not path.is_file():
-            raise _missing(layout, layer["digest"])
-        if "sha256:" + file_digest(path) != layer["digest"]:
-            raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
-        hasher = hashlib.sha256()
-        with uncompressed_stream(path, layer.get("mediaType", "")) as stream, tempfile.TemporaryFile() as plain:
+    layers = manifest["layers"]
+    with layer_extract.unpacking(destination) as tree:
+        for number, (layer, diff_id) in enumerate(zip(layers, config["rootfs"]["diff_ids"]), 1):
+            if meter is not None:
+                meter("check and unpack layers", number - 1, len(layers))
+            with tempfile.TemporaryFile() as plain:
+                _checked_tar(layout, layer, diff_id, plain)
+                tree.apply(plain, f"layer {number} ({layer['digest'][:19]}…) of `{layout}`")
+    if meter is not None:
+        meter("check and unpack layers", len(layers), len(layers))
+    return tree.removed
+
+
+def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[bytes]) -> None:
+    """The layer's uncompressed tar written into `plain` (rewound), its blob and diff_id checked."""
+    path = blob_path(layout, layer["digest"])
+    if not path.is_file():
+        raise _missing(layout, layer["digest"])
+    if "sha256:" + file_digest(path) != layer["digest"]:
+        raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
+    hasher = hashlib.sha256()
+    try:
+        with uncompressed_stream(path, layer["mediaType"]) as stream:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 hasher.update(block)
                 plain.write(block)
-            if "sha256:" + hasher.hexdigest() != diff_id:
-                raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}",
-                                      "the image was tampered with: re-export it")
-            plain.seek(0)
-            with tarfile.open(fileobj=plain, mode="r:") as tar:
-                _remove_replaced(tar.getmembers(), destination)
-                tar.extractall(destination, filter="tar")
-    if meter is not None:
-        meter("check and unpack layers", len(manifest["layers"]), len(manifest["layers"]))
+    except LockFormatError as exc:  # named by its digest and layout
+        raise LockFormatError(f"layer {layer['digest'][:19]}… of `{layout}`: {exc.message}", exc.hint) from None
+    if "sha256:" + hasher.hexdigest() != diff_id:
+        raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}",
+                              "the image was tampered with: re-export it")
+    plain.seek(0)
 
 
 def _missing(layout: Path, digest: str) -> LockFormatError:

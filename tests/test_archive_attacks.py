@@ -1,0 +1,391 @@
+"""Archives read one way (issue 27): a `.conda` whose zip reads differently to Python's `zipfile` (central
+directory) than to rattler (local headers from offset 0) is refused before rattler sees it; odd info/ files
+are one error naming the package and file; image layers are unpacked by lockgen's own extractor, which
+never writes, links or removes anything outside the root, whatever the members say (CVE-2025-4517's deep
+symlink chains, `..`, absolute names, hard links out, whiteouts), and a mislabelled layer is one error."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import stat
+import struct
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockgen.adapters import archive_safety, conda_archive, conda_package, layer_extract, oci_layout
+from lockgen.digests import canonical_json
+from lockgen.errors import LockFormatError
+from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.oci import ENVIRONMENT_LABEL
+from tests.channel_factory import Pkg, write_package
+from tests.conftest import run_cli
+
+# --- .conda archives -------------------------------------------------------------------------------------
+
+
+def _zip(members: list[tuple[str, bytes]], listed: list[int] | None = None, renamed: dict[str, str] | None = None,
+         before: bytes = b"") -> bytes:
+    """A stored zip of `members` (local headers in this order, after `before`); its central directory lists
+    the members at the indexes `listed` (default: all, in order), under `renamed` names where given."""
+    out, entries = bytearray(before), []
+    for name, data in members:
+        crc = zlib.crc32(data)
+        entries.append((name, len(out), crc, len(data)))
+        out += struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, crc, len(data), len(data), len(name), 0)
+        out += name.encode() + data
+    start = len(out)
+    chosen = list(range(len(entries))) if listed is None else listed
+    for index in chosen:
+        name, offset, crc, size = entries[index]
+        name = (renamed or {}).get(name, name)
+        out += struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, crc, size, size, len(name),
+                           0, 0, 0, 0, 0, offset) + name.encode()
+    out += struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(chosen), len(chosen), len(out) - start, start, 0)
+    return bytes(out)
+
+
+def _tar(files: list[tuple[str, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in files:
+            entry = tarfile.TarInfo(name)
+            entry.size = len(data)
+            tar.addfile(entry, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _info_files(data: bytes) -> list[tuple[str, bytes]]:
+    with tarfile.open(fileobj=io.BytesIO(zstandard.decompress(data))) as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar]  # type: ignore[union-attr]
+
+
+def _parts(tmp_path: Path, info: dict[str, bytes] | None = None, more: tuple[tuple[str, bytes], ...] = ()
+           ) -> list[tuple[str, bytes]]:
+    """The members of a real package's `.conda` (metadata.json, pkg-…, info-…, in this order), its info/ files
+    replaced by `info` and followed by the members `more`."""
+    with zipfile.ZipFile(write_package(Pkg("evil", "1.0"), tmp_path / "built")) as built:
+        members = sorted(((n, built.read(n)) for n in built.namelist()), key=lambda m: ("metadata pkg- info-".find(m[0][:4])))
+    name, data = members[2]
+    files = [(n, (info or {}).get(n, content)) for n, content in _info_files(data)]
+    files += [(n, content) for n, content in (info or {}).items() if n not in dict(files)] + list(more)
+    return [*members[:2], (name, zstandard.compress(_tar(files)))]
+
+
+def _evil_info(members: list[tuple[str, bytes]]) -> tuple[str, bytes]:
+    """The info member again, its paths.json naming a file outside the prefix."""
+    evil = json.dumps({"paths": [{"_path": "../../evil", "path_type": "hardlink"}]}).encode()
+    files = [(n, evil if n == "info/paths.json" else content) for n, content in _info_files(members[2][1])]
+    return members[2][0], zstandard.compress(_tar(files))
+
+
+def _package(archive: Path) -> LockedPackage:
+    return LockedPackage(name="evil", version="1.0", manager="conda", platform="linux-64", url=archive.as_uri(),
+                         hash=PackageHash(sha256=hashlib.sha256(archive.read_bytes()).hexdigest()), build="h0_0")
+
+
+def test_an_honest_conda_reads_the_same_through_both_directories(tmp_path: Path) -> None:
+    members = _parts(tmp_path)
+    (tmp_path / "mine.conda").write_bytes(_zip(members))
+    (tmp_path / "no-payload.conda").write_bytes(_zip([members[0], members[2]]))  # pkg-… is optional
+    for archive in (tmp_path / "built" / "evil-1.0-h0_0.conda", tmp_path / "mine.conda", tmp_path / "no-payload.conda"):
+        assert archive_safety.unsafe_members(archive) == []
+        assert conda_package.read_manifest(archive, _package(archive)).name == "evil"
+
+
+def test_a_zip64_conda_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python's zipfile (conda-package-handling's writer) uses zip64 records past 2 GiB: lowered here."""
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 64)
+    archive = tmp_path / "evil-1.0-h0_0.conda"
+    with zipfile.ZipFile(archive, "w") as out:
+        for name, data in _parts(tmp_path):
+            out.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    assert b"PK\x06\x06" in archive.read_bytes()  # the zip64 end record
+    assert set(conda_archive.conda_members(archive)) == {"info", "pkg"}
+    assert conda_package.read_manifest(archive, _package(archive)).name == "evil"
+
+
+@pytest.mark.parametrize("craft, message", [
+    (lambda m, evil: _zip([*m, evil]), "each once"),                                    # info-… twice
+    (lambda m, evil: _zip([*m, evil], listed=[0, 1, 2]), "bytes between"),              # a local member hidden
+    (lambda m, evil: _zip([evil, *m], listed=[1, 2, 3]), "not the next local header"),  # hidden before the rest
+    (lambda m, evil: _zip(m, listed=[1, 0, 2]), "not the next local header"),           # order differs
+    (lambda m, evil: _zip(m, listed=[0, 1, 1, 2]), "not the next local header"),        # overlapping entries
+    (lambda m, evil: _zip(m, renamed={m[2][0]: evil[0].replace("info-", "info_")}), "differs from"),
+    (lambda m, evil: _zip(m, before=b"#!/bin/sh\n"), "not the next local header"),     # data before the members
+    (lambda m, evil: _zip(m) + b"trailing", "no end of central directory"),
+    (lambda m, evil: _zip([m[0], m[1]]), "one info-"),                                  # no info member
+])
+def test_a_conda_whose_directories_disagree_is_refused_before_rattler(tmp_path: Path, craft, message: str) -> None:
+    members = _parts(tmp_path)
+    archive = tmp_path / "evil-1.0-h0_0.conda"
+    archive.write_bytes(craft(members, _evil_info(members)))
+    for read in (archive_safety.unsafe_members, lambda a: conda_package.read_manifest(a, _package(a))):
+        with pytest.raises(LockFormatError, match=message):
+            read(archive)
+
+
+@pytest.mark.parametrize("info, message", [
+    ({"info/paths.json": b"{not json"}, "info/paths.json is not UTF-8 JSON"),
+    ({"info/paths.json": '{"paths": [{"_path": "caf\u00e9"}]}'.encode("latin-1")}, "info/paths.json is not UTF-8 JSON"),
+    ({"info/paths.json": b"[1, 2]"}, "info/paths.json is not a JSON object"),
+    ({"info/paths.json": b'{"paths": {"_path": "a"}}'}, "info/paths.json is not a list of path entries"),
+    ({"info/paths.json": b'{"paths": [{"_path": 3}]}'}, "info/paths.json is not a list of path entries"),
+    ({"info/paths.json": b'{"paths": [{"_path": "a", "size_in_bytes": "9"}]}'}, "info/paths.json is not a list"),
+    ({"info/paths.json": b'{"paths": [{"_path": "a", "sha256": ["x"]}]}'}, "info/paths.json is not a list"),
+    ({"info/paths.json": b'{"paths": [' * 100_000}, "info/paths.json is not UTF-8 JSON"),
+    ({"info/link.json": b'{"noarch": {"type": "python", "entry_points": "a = b:c"}}'}, "info/link.json has no noarch"),
+    ({"info/link.json": b'{"noarch": "python"}'}, "info/link.json has no noarch"),
+    ({"info/link.json": b'"noarch"'}, "info/link.json is not a JSON object"),
+    ({"info/index.json": b"[]"}, "info/index.json is not a JSON object"),
+])
+def test_odd_info_files_are_one_error_naming_package_and_file(tmp_path: Path, info: dict[str, bytes], message: str) -> None:
+    archive = tmp_path / "evil-1.0-h0_0.conda"
+    archive.write_bytes(_zip(_parts(tmp_path, info)))
+    with pytest.raises(LockFormatError, match=f"`evil` 1.0 .*{message}"):
+        conda_package.read_manifest(archive, _package(archive))
+
+
+@pytest.mark.parametrize("name", ["info/paths.json", "./info/paths.json", "info//paths.json"])
+def test_a_repeated_info_file_is_refused(tmp_path: Path, name: str) -> None:
+    """rattler extracts the info tar in order (the last `info/paths.json`, however spelled, wins)."""
+    archive = tmp_path / "evil-1.0-h0_0.conda"
+    archive.write_bytes(_zip(_parts(tmp_path, more=((name, b'{"paths": [{"_path": "../../evil"}]}'),))))
+    with pytest.raises(LockFormatError, match="info/paths.json is repeated"):
+        conda_package.read_manifest(archive, _package(archive))
+
+
+def test_materialize_refuses_a_conda_that_reads_two_ways(tmp_path: Path) -> None:
+    """rattler's indexer and Python's zipfile see the benign info member; rattler's installer would stream
+    the hidden one first: `materialize` says so in one error, with nothing linked."""
+    import asyncio
+
+    import rattler.index
+
+    from tests.channel_factory import cpu_lock
+
+    channel = tmp_path / "channel"
+    (channel / "noarch").mkdir(parents=True)
+    (channel / "linux-64").mkdir()
+    members = _parts(tmp_path)
+    (channel / "linux-64" / "evil-1.0-h0_0.conda").write_bytes(_zip([_evil_info(members), *members], listed=[1, 2, 3]))
+    asyncio.run(rattler.index.index_fs(channel, write_zst=False, write_shards=False, force=True))
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["evil"])
+    done = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 1 and "error: `evil` 1.0 (file://" in done.stderr
+    assert "evil-1.0-h0_0.conda` is refused: member `metadata.json` is not the next local header" in done.stderr, done.stderr
+    assert "hint:" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "env").exists() and not (tmp_path / "evil").exists()
+
+
+# --- image layers ------------------------------------------------------------------------------------------
+
+Entry = tuple[str, str, "str | bytes"]  # (name, kind: f d l h fifo chr, file content or link target)
+
+
+def _layer_tar(entries: list[Entry], mode: int = 0o644) -> bytes:
+    buffer = io.BytesIO()
+    kinds = {"f": tarfile.REGTYPE, "d": tarfile.DIRTYPE, "l": tarfile.SYMTYPE, "h": tarfile.LNKTYPE,
+             "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, kind, value in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = kinds[kind], mode
+            if kind == "f":
+                data = value if isinstance(value, bytes) else value.encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                continue
+            info.linkname = str(value) if kind in ("l", "h") else ""
+            tar.addfile(info)
+    return buffer.getvalue()
+
+
+def _snapshot(folder: Path, skip: Path) -> dict[str, object]:
+    """What `folder` holds outside `skip`: each path's kind and content or link target."""
+    found: dict[str, object] = {}
+    for top, dirs, files in os.walk(folder):
+        if Path(top) == skip or skip in Path(top).parents:
+            dirs.clear()
+            continue
+        for name in dirs + files:
+            path = Path(top, name)
+            if path == skip:
+                continue
+            info = path.lstat()
+            found[str(path)] = (os.readlink(path) if stat.S_ISLNK(info.st_mode) else
+                                path.read_bytes() if stat.S_ISREG(info.st_mode) else "dir", info.st_nlink, info.st_mode)
+    return found
+
+
+def _apply(root: Path, layers: list[list[Entry]]) -> list[layer_extract.Removal]:
+    with layer_extract.unpacking(root) as tree:
+        for number, entries in enumerate(layers, 1):
+            tree.apply(io.BytesIO(_layer_tar(entries)), f"layer {number}")
+    return tree.removed
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path]:
+    """(a root to unpack into, a folder beside it holding a secret) inside tmp_path."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("keep me\n")
+    return tmp_path / "root", outside
+
+
+def _chain_escape(outside: Path) -> list[Entry]:
+    """CVE-2025-4517's pattern: symlinks through folders of 247-character names whose resolved path
+    passes PATH_MAX (where `os.path.realpath` stops resolving and `tarfile`'s filters see a path inside),
+    then a link that climbs back out, and a file written through it."""
+    component, steps, path, entries = "d" * 247, "abcdefghijklmnop", "", []
+    for step in steps:
+        entries += [(os.path.join(path, component), "d", ""), (os.path.join(path, step), "l", component)]
+        path = os.path.join(path, component)
+    linkpath = os.path.join("/".join(steps), "l" * 254)
+    up = "../" * (len(outside.parts) + 2)
+    entries += [(linkpath, "l", "../" * len(steps)), ("escape", "l", f"{linkpath}/{up}{str(outside).lstrip('/')}"),
+                ("escape/secret", "f", b"pwned\n"), ("escape/new", "f", b"pwned\n"), ("hard", "h", "escape/secret")]
+    return entries
+
+
+@pytest.mark.parametrize("layers, refused", [
+    ([[("../outside/secret", "f", b"pwned\n")]], "`..` component"),
+    ([[("a/../../outside/new", "f", b"pwned\n")]], "`..` component"),
+    ([[("link", "l", "{outside}"), ("link/secret", "f", b"pwned\n")]], None),       # resolved inside the root
+    ([[("link", "l", "../outside"), ("link/new", "f", b"pwned\n")]], None),
+    ([[("link", "l", "../../../../../../.."), ("link/{rel}/secret", "f", b"pwned\n")]], None),
+    ([[("link", "l", "{outside}")], [("link/secret", "f", b"pwned\n")]], None),     # the link from a lower layer
+    ([[("{outside}/secret", "f", b"pwned\n")]], None),                              # absolute: under the root
+    ([[("hard", "h", "../outside/secret")]], "`..` component"),
+    ([[("link", "l", "{outside}"), ("hard", "h", "link/secret")]], "not a file unpacked inside the root"),
+    ([[("link", "l", "{outside}/secret"), ("hard", "h", "link")]], "not a file unpacked inside the root"),
+    ([[("loop", "l", "loop"), ("loop/x", "f", b"")]], "more than 40 symbolic links"),
+    ([[(f"l{i}", "l", f"l{i + 1}") for i in range(45)] + [("l45", "d", ""), ("l0/x", "f", b"")]], "more than 40"),
+    ([[("file", "f", b""), ("file/x", "f", b"")]], "which is not a folder"),
+    ([[("../.wh.outside", "f", b"")]], "`..` component"),
+    ([[(".wh...", "f", b"")]], "whiteout of no name"),
+    ([[("link", "l", "{outside}")], [("link/.wh.secret", "f", b"")]], None),
+    ([[("link", "l", "{outside}")], [("link/.wh..wh..opq", "f", b"")]], None),
+    ([[("link", "l", "{outside}")], [(".wh.link", "f", b"")]], None),
+    ([[("link", "l", "{outside}/secret")], [("link", "f", b"pwned\n")]], None),  # replaces the link, not its target
+    ([[("link", "l", "{outside}")], [("link/", "d", ""), ("link/secret", "f", b"pwned\n")]], None),
+])
+def test_no_layer_touches_anything_outside_the_root(world: tuple[Path, Path], layers: list[list[Entry]],
+                                                    refused: str | None) -> None:
+    root, outside = world
+    fill = {"outside": str(outside), "rel": str(outside).lstrip("/")}
+    layers = [[(n.format(**fill), k, v.format(**fill) if isinstance(v, str) else v) for n, k, v in layer] for layer in layers]
+    before = _snapshot(root.parent, root)
+    if refused is None:
+        _apply(root, layers)
+    else:
+        with pytest.raises(LockFormatError, match=f"layer \\d is refused: member .*{refused}"):
+            _apply(root, layers)
+    assert _snapshot(root.parent, root) == before
+
+
+def test_a_deep_symlink_chain_stays_inside_the_root(world: tuple[Path, Path]) -> None:
+    root, outside = world
+    before = _snapshot(root.parent, root)
+    _apply(root, [_chain_escape(outside)])
+    assert _snapshot(root.parent, root) == before and (outside / "secret").read_text() == "keep me\n"
+    written = root / str(outside).lstrip("/")
+    assert (written / "secret").read_bytes() == b"pwned\n" and (root / "hard").read_bytes() == b"pwned\n"
+
+
+def test_oci_replacement_and_whiteouts(world: tuple[Path, Path]) -> None:
+    root, _ = world
+    removed = _apply(root, [
+        [("x/y", "f", b"y"), ("z", "f", b"z"), ("d/f1", "f", b"1"), ("d/f2", "f", b"2"), ("w/a", "f", b"a"),
+         ("s", "l", "/etc"), ("keep", "f", b"k"), ("h1", "f", b"one"), ("h2", "h", "h1")],
+        [("x", "f", b"file over folder"), ("z/", "d", ""), ("z/w", "f", b"folder over file"),
+         ("d/f3", "f", b"3"), ("d/.wh..wh..opq", "f", b""), ("w/.wh.a", "f", b""), ("s/", "d", ""),
+         ("s/inside", "f", b"i"), ("h1", "f", b"new")]])
+    assert (root / "x").read_bytes() == b"file over folder" and (root / "z/w").read_bytes() == b"folder over file"
+    assert sorted(p.name for p in (root / "d").iterdir()) == ["f3"] and list((root / "w").iterdir()) == []
+    assert (root / "s").is_dir() and not (root / "s").is_symlink() and (root / "s/inside").exists()
+    assert (root / "h2").read_bytes() == b"one"  # a replaced hard link's other name keeps the old content
+    assert not list(root.rglob(".wh.*")) and (root / "keep").exists()
+    assert sorted(r.path for r in removed) == ["d/f1", "d/f2", "w/a"]
+    assert {r.member for r in removed} == {"d/.wh..wh..opq", "w/.wh.a"}
+
+
+def test_modes_links_and_special_files_follow_the_tar_filter(world: tuple[Path, Path]) -> None:
+    root, _ = world
+    with layer_extract.unpacking(root) as tree:
+        tree.apply(io.BytesIO(_layer_tar([("ro/", "d", ""), ("ro/f", "f", b"x")], mode=0o6777)), "layer 1")
+        tree.apply(io.BytesIO(_layer_tar([("ro/g", "f", b"y"), ("pipe", "fifo", ""), ("dev", "chr", ""),
+                                          ("abs", "l", "/usr/bin/python3")])), "layer 2")
+    assert stat.S_IMODE((root / "ro/f").stat().st_mode) == 0o755 and stat.S_IMODE((root / "ro").stat().st_mode) == 0o755
+    assert stat.S_ISFIFO((root / "pipe").lstat().st_mode) and not (root / "dev").exists()
+    assert os.readlink(root / "abs") == "/usr/bin/python3" and (root / "ro/g").read_bytes() == b"y"
+
+
+_NAMES = st.lists(st.sampled_from(["a", "b", "..", ".", "", ".wh.a", ".wh..wh..opq", "{outside}", "secret"]),
+                  min_size=1, max_size=4).map("/".join)
+_ENTRIES = st.lists(st.tuples(_NAMES, st.sampled_from(["f", "d", "l", "h", "fifo"]),
+                              st.sampled_from(["a", "../..", "..", "/", "{outside}", "{outside}/secret", "a/b", "b"])),
+                    max_size=8)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(layers=st.lists(_ENTRIES, min_size=1, max_size=3))
+def test_random_layers_never_touch_anything_outside_the_root(world: tuple[Path, Path], layers: list[list[Entry]]) -> None:
+    root, outside = world
+    layers = [[(n.format(outside=str(outside)), k, v.format(outside=str(outside))) for n, k, v in layer] for layer in layers]
+    before = _snapshot(root.parent, root)
+    try:
+        _apply(root, layers)
+    except LockFormatError:
+        pass
+    finally:
+        assert _snapshot(root.parent, root) == before
+        shutil.rmtree(root)
+
+
+def _image(folder: Path, blob: bytes, media_type: str, diff_id: str) -> Path:
+    layout = folder / "img"
+    layout.mkdir()
+    layer = oci_layout.put_blob(layout, blob)
+    config = {"architecture": "amd64", "os": "linux", "config": {"Labels": {ENVIRONMENT_LABEL: "sha256:" + "0" * 64}},
+              "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **oci_layout.put_blob(layout, canonical_json(config))},
+                "layers": [{"mediaType": media_type, **layer}]}
+    oci_layout.write_index(layout, manifest, "t")
+    return layout
+
+
+@pytest.mark.parametrize("compress, media_type", [
+    (lambda data: gzip.compress(data, mtime=0), "application/vnd.oci.image.layer.v1.tar+zstd"),
+    (zstandard.compress, "application/vnd.oci.image.layer.v1.tar+gzip"),
+    (lambda data: gzip.compress(data, mtime=0)[:-20], "application/vnd.oci.image.layer.v1.tar+gzip"),
+])
+def test_a_mislabelled_layer_is_one_error(tmp_path: Path, compress, media_type: str) -> None:
+    plain = _layer_tar([("opt/env/x", "f", b"x")])
+    layout = _image(tmp_path, compress(plain), media_type, "sha256:" + hashlib.sha256(plain).hexdigest())
+    with pytest.raises(LockFormatError, match="is not the .* it is labelled"):
+        oci_layout.unpack(layout, tmp_path / "root")
+    done = run_cli("check", "--image", str(layout))
+    assert done.returncode == 1 and "it is labelled" in done.stderr and "hint:" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_hostile_layer_through_the_cli_is_one_error(tmp_path: Path) -> None:
+    plain = _layer_tar([("link", "l", "/"), ("../escape", "f", b"pwned\n")])
+    layout = _image(tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest())
+    done = run_cli("check", "--image", str(layout))
+    assert done.returncode == 1 and "error: layer 1 (sha256:" in done.stderr and "member `../escape`" in done.stderr
+    assert "hint:" in done.stderr and "Traceback" not in done.stderr and not (tmp_path / "escape").exists()
