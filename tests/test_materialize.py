@@ -5,7 +5,9 @@ machines (two stores), atomic under interruption and concurrency, unsafe archive
 from __future__ import annotations
 
 import json
+import marshal
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
@@ -132,8 +134,11 @@ def test_caches_of_recorded_sources_are_not_drift(home: Path, tiny_lock: tuple[P
     for source in sources:  # what running the environment's python leaves behind
         folder = (prefix / source).parent / "__pycache__"
         folder.mkdir(exist_ok=True)
-        (folder / f"{Path(source).stem}.cpython-312.pyc").write_bytes(b"\x00" * 16)
+        cached = folder / f"{Path(source).stem}.{sys.implementation.cache_tag}.pyc"
+        py_compile.compile(str(prefix / source), cfile=str(cached), doraise=True)
     assert check(prefix, full=False).clean
+    cached.write_bytes(cached.read_bytes()[:16] + marshal.dumps(compile("print('other')", "x", "exec")))
+    assert check(prefix, full=False).extra == [f"{cached.relative_to(prefix)} (not the byte code of its source)"]
 
 
 def test_a_tampered_archive_is_refused(home: Path, tiny_lock: tuple[Path, Path]) -> None:

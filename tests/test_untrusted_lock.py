@@ -329,3 +329,39 @@ def test_file_capabilities_are_drift_for_both_checks(tmp_path: Path, home: Path)
     assert drift.returncode == 1 and "bin/tool (file capabilities (security.capability))" in drift.stdout, drift.stdout
     proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
     assert proven.returncode == 1 and "bin/tool is setuid, setgid, world-writable or carries file capabilities" in proven.stdout, proven.stdout
+
+
+@pytest.mark.parametrize("mode", ["timestamp", "unchecked-hash", "checked-hash"])
+def test_byte_code_beside_a_proven_source_must_be_its_byte_code(tmp_path: Path, home: Path, mode: str) -> None:
+    """Python runs a .pyc whose header matches (timestamp), or always (unchecked hash), or when the source's
+    hash matches (checked hash) without compiling the source: other code in it ran while both checks passed."""
+    import marshal
+    import py_compile
+    import sys
+
+    honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
+    lock = _pip_lock(tmp_path, honest)
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    source = prefix / "lib" / "python3.11" / "site-packages" / "demo" / "__init__.py"
+    cached = source.parent / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    invalidation = {"timestamp": py_compile.PycInvalidationMode.TIMESTAMP,
+                    "unchecked-hash": py_compile.PycInvalidationMode.UNCHECKED_HASH,
+                    "checked-hash": py_compile.PycInvalidationMode.CHECKED_HASH}[mode]
+    py_compile.compile(str(source), cfile=str(cached), doraise=True, invalidation_mode=invalidation)
+    for command in (["check", "--prefix", str(prefix)], ["check", "--lock", str(lock), "--prefix", str(prefix)]):
+        honest_run = run_cli(*command, env={"LOCKGEN_HOME": str(home)})
+        assert honest_run.returncode == 0, honest_run.stdout + honest_run.stderr
+    evil = compile("OTHER_CODE = True", str(source), "exec")
+    cached.write_bytes(cached.read_bytes()[:16] + marshal.dumps(evil))
+    ran = subprocess_run([str(prefix / "bin" / "python"), "-c", "import demo, sys; print(getattr(demo, 'VERSION', 'other code'))"])
+    assert ran == "other code"  # Python did run the byte code, not the source
+    drift = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
+    assert drift.returncode == 1 and "__init__" in drift.stdout and "not the byte code of its source" in drift.stdout, drift.stdout
+    proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
+    assert proven.returncode == 1 and "byte code: lib/python3.11/site-packages/demo/__pycache__/" in proven.stdout, proven.stdout
+
+
+def subprocess_run(command: list[str]) -> str:
+    import subprocess
+
+    return subprocess.run(command, capture_output=True, text=True, timeout=60).stdout.strip()

@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from hashlib import sha256
 from pathlib import Path
 
-from lockgen.adapters import manifest_store, prefix_observer
+from lockgen.adapters import bytecode_proof, manifest_store, prefix_observer
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.manifest_steps import expected_manifests, expected_packages, lock_python
 from lockgen.api.shared_steps import Meter, lock_platform
-from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets
+from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
 from lockgen.core.expected_env import expected_digest, site_packages_of
 from lockgen.core.image_config import service_files
 from lockgen.digests import file_digest
@@ -63,7 +63,9 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
     hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
     python = lock_python(lock, chosen)
-    report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix))
+    unproven = bytecode_proof.unproven(prefix, pyc_pairs(expected, observed), progress)
+    report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
+                     unproven)
     by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
     return Conformance(file_digest(lock_path), chosen, str(prefix), expected_digest(expected), report,
                        allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, home, installers, package_store
-from lockgen.adapters import prefix_observer, rattler_cache, security_xattrs
+from lockgen.adapters import bytecode_proof, prefix_observer, rattler_cache, security_xattrs
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
 from lockgen.core import drift as drift_rules
@@ -202,7 +202,10 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
         if why:
             unsafe.append(f"{relative} ({why})")
     extra = sorted(present - recorded.keys())
-    extra += drift_rules.uncovered_extras((p for p in everything if p not in present), set(recorded))
+    derived = [p for p in everything if p not in present]
+    extra += drift_rules.uncovered_extras(derived, set(recorded))
+    unproven = bytecode_proof.unproven(prefix, drift_rules.cached_byte_code(derived, set(recorded)))
+    extra += [f"{path} ({why})" for path, why in sorted(unproven.items())]
     if stats["dirs"] is not None:
         known = set(stats["dirs"]) | {".lockgen"}
         extra += [f"{d}/" for d in folders if d not in known and not d.endswith("/__pycache__") and d != "__pycache__"]

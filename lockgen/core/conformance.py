@@ -4,8 +4,10 @@ RECORD or `info/paths.json` states) compared with an OBSERVED one (every path of
 Every observed path is accounted for by exactly one of: an expected file of a package (content checked when
 the expectation has a hash, size when it has one, kind always), a named rule that derives it, or nothing
 (foreign). The rules, so a report can say why a file is there:
-- `pyc`: `D/__pycache__/X.<tag>[.opt-N].pyc` when `D/X.py` is an expected file (owned by that package); a
-  `.pyc` without its source is foreign, since Python imports sourceless byte code.
+- `pyc`: `D/__pycache__/X.<tag>[.opt-N].pyc` when `D/X.py` is an expected file (owned by that package) and
+  the byte code is proven to be that source's (Python runs a `.pyc` whose header matches without reading
+  the source; the caller proves it, `unproven` names the ones that fail); a `.pyc` without its source is
+  foreign, since Python imports sourceless byte code.
 - `dist-info`: `INSTALLER`, `REQUESTED`, `direct_url.json`, `RECORD` (and uv's `uv_cache.json`) in an
   expected pip dist-info folder.
 - `entry-points`: `bin/<name>` for the console and gui scripts of a pip distribution (and a noarch-python
@@ -26,7 +28,7 @@ from __future__ import annotations
 import posixpath
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lockgen.core.drift import LOCKGEN_FILES
@@ -122,11 +124,12 @@ class ConformanceReport:
     files_expected: int
     files_observed: int
     site_packages: str = ""
+    bytecode: tuple[str, ...] = ()  # `.pyc` files beside a stated source that are not its byte code, with why
 
     @property
     def clean(self) -> bool:
         return (all(p.status == "ok" for p in self.packages) and not self.foreign and not self.mode
-                and not self.clobbered)
+                and not self.clobbered and not self.bytecode)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -135,7 +138,7 @@ class ConformanceReport:
                 "missing": statuses.count("missing"), "missing_packages": statuses.count("missing package"),
                 "files_expected": self.files_expected, "files_observed": self.files_observed,
                 "accepted": len(self.accepted), "foreign": len(self.foreign), "mode": len(self.mode),
-                "clobbered": len(self.clobbered)}
+                "clobbered": len(self.clobbered), "bytecode": len(self.bytecode)}
 
     def to_dict(self) -> dict[str, object]:
         """A stable JSON-able form: sorted lists, prefix-relative paths, accepted files counted by rule."""
@@ -147,6 +150,7 @@ class ConformanceReport:
                               "missing": list(p.missing)} for p in self.packages],
                 "foreign": list(self.foreign), "mode": list(self.mode),
                 "clobbered": [{"path": c.path, "owners": list(c.owners)} for c in self.clobbered],
+                "bytecode": list(self.bytecode),
                 "accepted": dict(sorted(by_rule.items()))}
 
     def lines(self) -> tuple[str, ...]:
@@ -162,6 +166,7 @@ class ConformanceReport:
         out += [f"foreign: {path}" for path in self.foreign]
         out += [f"mode: {path} is setuid, setgid, world-writable or carries file capabilities" for path in self.mode]
         out += [f"clobber: {c.path} ({', '.join(c.owners)})" for c in self.clobbered]
+        out += [f"byte code: {item}" for item in self.bytecode]
         return tuple(out)
 
     def _list(self, paths: tuple[str, ...]) -> str:
@@ -190,6 +195,13 @@ def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> Packa
     return PackageResult(package.key, tuple(sorted(set(modified))), tuple(sorted(set(missing))), absent)
 
 
+def pyc_pairs(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile]) -> list[tuple[str, str]]:
+    """(`.pyc`, its source) for each observed byte-code file whose source a package states: what the `pyc`
+    rule accepts once the byte code is proven to be its source's (`adapters.bytecode_proof`)."""
+    owned = {f.path for package in expected for f in package.files}
+    return [(o.path, source) for o in observed if o.kind == "file" and (source := _pyc_source(o.path)) in owned]
+
+
 def _pyc_source(path: str) -> str | None:
     found = _PYC.fullmatch(path)
     if not found:
@@ -216,10 +228,10 @@ def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
 
 
 def _rule(found: ObservedFile, owners: dict[str, list[str]], derived: dict[str, tuple[str, str]],
-          launchers: dict[str, str], prefix: str | None) -> Accepted | None:
+          launchers: dict[str, str], prefix: str | None, unproven: Mapping[str, str]) -> Accepted | None:
     path = found.path
     source = _pyc_source(path) if found.kind == "file" else None
-    if source is not None and source in owners:
+    if source is not None and source in owners and path not in unproven:
         return Accepted(path, "pyc", owners[source][0])
     if path in derived and found.kind == "file":
         target = launchers.get(path)
@@ -242,9 +254,10 @@ def _empty_uv_lock(found: ObservedFile) -> bool:
 
 
 def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile],
-            site_packages: str = "", prefix: str | None = None) -> ConformanceReport:
+            site_packages: str = "", prefix: str | None = None, unproven: Mapping[str, str] = {}) -> ConformanceReport:
     """The conformance report of an observed environment against the expected one; `prefix` (the path the
-    environment was installed for) is what its launchers' interpreter lines must name."""
+    environment was installed for) is what its launchers' interpreter lines must name. `unproven`: byte-code
+    files (of `pyc_pairs`) that are not their source's, with why; they are findings, not accepted."""
     found = {item.path: item for item in observed}
     owners: dict[str, list[str]] = {}
     for package in expected:
@@ -254,7 +267,9 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
     launchers = launcher_targets(expected)
     accepted, foreign = [], []
     for path in sorted(set(found) - set(owners)):
-        rule = _rule(found[path], owners, derived, launchers, prefix)
+        if path in unproven:
+            continue
+        rule = _rule(found[path], owners, derived, launchers, prefix, unproven)
         if rule is None:
             foreign.append(path)
         else:
@@ -263,5 +278,6 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
                   and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege))
     clobbered = tuple(Clobber(p, tuple(sorted(keys))) for p, keys in sorted(owners.items()) if len(keys) > 1)
     results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
+    bytecode = tuple(f"{path} ({why})" for path, why in sorted(unproven.items()))
     return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),
-                             len(owners), len(found), site_packages)
+                             len(owners), len(found), site_packages, bytecode)

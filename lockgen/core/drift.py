@@ -39,6 +39,20 @@ def unsafe_mode(relative: str, mode: int, size: int) -> str | None:
     return None
 
 
+def cached_byte_code(paths: Iterable[str], recorded: set[str]) -> list[tuple[str, str]]:
+    """(`.pyc`, its source) for each `__pycache__` file that is the cache of a recorded `.py` beside it: the
+    byte code `uncovered_extras` lets pass, which must still be proven to be its source's."""
+    pairs = []
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        parent, _, last = folder.rpartition("/")
+        match = _CACHED.match(name) if last == "__pycache__" else None
+        source = f"{parent}/{match['stem']}.py".lstrip("/") if match else None
+        if source in recorded:
+            pairs.append((path, source))
+    return pairs
+
+
 def uncovered_extras(paths: Iterable[str], recorded: set[str]) -> list[str]:
     """Of the files the manifest leaves out by design (`.lockgen/`, byte-code caches), those no rule accounts
     for: anything in `.lockgen/` lockgen does not write, anything in `__pycache__` that is not the cache of a
