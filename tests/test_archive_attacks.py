@@ -389,3 +389,25 @@ def test_a_hostile_layer_through_the_cli_is_one_error(tmp_path: Path) -> None:
     done = run_cli("check", "--image", str(layout))
     assert done.returncode == 1 and "error: layer 1 (sha256:" in done.stderr and "member `../escape`" in done.stderr
     assert "hint:" in done.stderr and "Traceback" not in done.stderr and not (tmp_path / "escape").exists()
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                         st.sampled_from(["paths", "_path", "sha256", "size_in_bytes", "path_type", "noarch", "type",
+                                          "entry_points", "name", "version", "build", "prefix_placeholder", "file_mode"]),
+                         inner, max_size=5), max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"]),
+       document=_JSON, raw=st.booleans(), garbage=st.binary(max_size=40))
+def test_any_info_file_reads_or_is_one_error(tmp_path: Path, name: str, document: object, raw: bool, garbage: bytes) -> None:
+    """Whatever an info/ file holds (any JSON shape, any bytes), reading the package's manifest gives a
+    manifest or one LockFormatError naming the package: never another exception (exit 3)."""
+    archive = tmp_path / "evil-1.0-h0_0.conda"
+    archive.write_bytes(_zip(_parts(tmp_path, {name: garbage if raw else json.dumps(document).encode()})))
+    try:
+        conda_package.read_manifest(archive, _package(archive))
+    except LockFormatError as refused:
+        assert refused.message.startswith("`evil` 1.0") or "evil 1.0" in refused.message, refused.message
+        assert "\n" not in refused.message and refused.hint

@@ -192,3 +192,39 @@ def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject
         parse_stack_file(folder / "team.toml")
     except LockgenError as error:
         _clean_failure(error)
+
+
+@pytest.fixture(scope="module")
+def tiny_channel_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.channel_factory import Pkg, build_channel, cpu_lock
+
+    folder = tmp_path_factory.mktemp("tiny")
+    channel = build_channel(folder / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"}),
+                                                 Pkg("hello-tool", "2.0", depends=("hello-data",), files={"bin/hello": "hi\n"})])
+    return cpu_lock(folder, channel.as_uri(), ["hello-tool"])
+
+
+@FUZZ
+@given(data=st.data())
+def test_materialize_and_check_of_a_damaged_lock(tmp_path: Path, tiny_channel_lock: Path, data: st.DataObject,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A damaged lock of a real local channel through the commands that act on it: an environment, or one
+    clean error and no environment; nothing outside the run's folders."""
+    from lockgen.api.check import check_lock
+    from lockgen.api.materialize import materialize
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    damaged = tmp_path / "damaged.conda-lock.yml"
+    damaged.write_text(_mutated(tiny_channel_lock.read_text(), data))
+    prefix = tmp_path / "env"
+    shutil.rmtree(prefix, ignore_errors=True)
+    try:
+        made, _ = materialize(damaged, None, prefix, lambda _: None)
+    except LockgenError as error:
+        _clean_failure(error)
+        assert not prefix.exists()
+        return
+    try:
+        check_lock(damaged, prefix=made)
+    except LockgenError as error:
+        _clean_failure(error)

@@ -48,6 +48,9 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     base that is a Python environment (no conda packages), the team's wheels are installed into a scratch
     venv of the same Python, and only their files are kept: the base has its own interpreter and venv files.
     `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise)."""
+    if not lock.packages_for(platform):
+        raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build",
+                              "re-create it with lockgen resolve (a lock cut short loses its package list)")
     built = [p for p in lock.packages_for(platform)
              if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
