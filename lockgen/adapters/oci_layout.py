@@ -31,9 +31,9 @@ from typing import IO, Any
 import zstandard
 
 from lockgen.digests import canonical_json, file_digest
-from lockgen.errors import LockFormatError
+from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
-from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE
+from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE, REF_NAME
 
 
 
@@ -179,7 +179,7 @@ def write_index(layout: Path, document: dict[str, Any], tag: str, annotations: d
     `tag` (with `annotations` on its descriptor: outside the manifest digest), and `oci-layout`; returns the
     document's digest."""
     descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)),
-                  "annotations": {**(annotations or {}), "org.opencontainers.image.ref.name": tag}}
+                  "annotations": {**(annotations or {}), REF_NAME: tag}}
     index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
     (layout / "index.json").write_bytes(canonical_json(index))
     (layout / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": "1.0.0"}))
@@ -220,10 +220,11 @@ def blob_path(layout: Path, digest: str) -> Path:
     return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
 
 
-def read_image(layout: Path, architecture: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """(manifest, config, manifest digest) of the layout's single image, or with `architecture` of its
-    linux/`architecture` image when index.json names an image index; blobs are checked against their
-    digests, and the structure every reader relies on is checked once (`check_image`)."""
+def read_image(layout: Path, architecture: str | None = None,
+               tag: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(manifest, config, manifest digest) of the layout's image tagged `tag` (its single image when no tag is
+    asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs
+    are checked against their digests, and the structure every reader relies on is checked once (`check_image`)."""
 
     def blob(digest: str, what: str) -> dict[str, Any]:
         data = blob_path(layout, digest).read_bytes()
@@ -236,23 +237,45 @@ def read_image(layout: Path, architecture: str | None = None) -> tuple[dict[str,
 
     try:
         index = json.loads((layout / "index.json").read_text())
-        manifests = index.get("manifests") if isinstance(index, dict) else None
-        if not isinstance(manifests, list) or not manifests:
-            raise _malformed(layout, "index.json lists no manifest")
-        entry = manifests[0]
+        entry = tagged_entry(layout, index.get("manifests") if isinstance(index, dict) else None, tag)
         if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
             if architecture is None:
                 raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
                                       "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG")
-            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's first manifest"), "image index"),
+            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's manifest"), "image index"),
                                     architecture, f"`{layout}`")
-        digest = digest_at(layout, entry, "index.json's first manifest")
+        digest = digest_at(layout, entry, "index.json's manifest")
         manifest = blob(digest, "manifest")
         config = blob(digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
     except (OSError, ValueError) as exc:
         raise LockFormatError(f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export") from None
     check_image(layout, manifest, config)
     return manifest, config, digest
+
+
+def tagged_entry(layout: Path, manifests: Any, tag: str | None) -> dict[str, Any]:
+    """index.json's descriptor of the image tagged `tag` (`org.opencontainers.image.ref.name`), or its only one
+    when no tag is asked; an index naming two images by one tag, or several images when none is named, is
+    refused: a runtime picks by the tag, so the check must read the image the tag names."""
+    if not isinstance(manifests, list) or not manifests or not all(isinstance(e, dict) for e in manifests):
+        raise _malformed(layout, "index.json lists no manifest")
+    names = [entry["annotations"].get(REF_NAME) if isinstance(entry.get("annotations"), dict) else None
+             for entry in manifests]
+    twice = sorted({str(n) for n in names if n is not None and names.count(n) > 1})
+    if twice:
+        raise LockFormatError(f"`{layout}` names two images by the tag `{twice[0]}` in its index.json",
+                              "a tag names one image: re-export the layout, or copy the one you mean out (skopeo copy)")
+    if tag is not None:
+        found = [entry for entry, name in zip(manifests, names) if name == tag]
+        if not found:
+            have = ", ".join(sorted(str(n) for n in names if n is not None)) or "none"
+            raise UserError(f"`{layout}` has no image tagged `{tag}` (its tags: {have})", "name one of its tags: LAYOUT:TAG")
+        return found[0]
+    if len(manifests) > 1:
+        have = ", ".join(str(n) for n in names if n is not None) or "untagged"
+        raise UserError(f"`{layout}` holds {len(manifests)} images (tags: {have}), and no tag says which",
+                        "name the image by its tag: LAYOUT:TAG")
+    return manifests[0]
 
 
 def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> None:
@@ -280,7 +303,7 @@ def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, A
 def tag_of(layout: Path) -> str:
     """The ref name of the layout's image."""
     index = json.loads((layout / "index.json").read_text())
-    return index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name", "latest")
+    return index["manifests"][0].get("annotations", {}).get(REF_NAME, "latest")
 
 
 def find_path(layout: Path, wanted: Sequence[str], architecture: str | None = None) -> str | None:

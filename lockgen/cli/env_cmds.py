@@ -122,8 +122,10 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
     counts = result.report.counts
     if not result.clean:
         shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
-        fail(f"{result.where} is not the environment of {lock}: " + (shown or "; ".join(result.problems)),
-             "materialize the lock into a fresh prefix, or re-pin the environment")
+        problems = list(result.problems[:1]) + [f"and {len(result.problems) - 1} more"] * (len(result.problems) > 1)
+        fail(f"{result.where} is not the environment of {lock}: " + "; ".join(([shown] if shown else []) + problems),
+             "re-export the image from the lock (lockgen export LOCK) and run it as exported" if problems and not shown
+             else "materialize the lock into a fresh prefix, or re-pin the environment")
     for path, digest in result.allowed.items():
         progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
     if result.by_path_only:
