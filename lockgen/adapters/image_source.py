@@ -1,6 +1,7 @@
-"""An image to check or certify: an OCI layout folder, or a registry reference (`docker://HOST/REPO:TAG`)
-pulled through skopeo into a temporary layout; unpacked with every blob and layer checked, and the
-environment at its prefix re-digested against the digest the image's labels record."""
+"""An image to check or certify: an OCI layout folder (`DIR`, or `DIR:TAG` for the image a tag names), or a
+registry reference (`docker://HOST/REPO:TAG`) pulled through skopeo into a temporary layout; unpacked with
+every blob and layer checked, whiteouts applied (the file system a runtime mounts), and the environment at
+its prefix re-digested against the digest the image's labels record."""
 
 from __future__ import annotations
 

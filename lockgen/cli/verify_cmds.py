@@ -4,7 +4,7 @@ attestations) and `lockgen attest` (`cert export` is in `cert_export_cmd`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -12,6 +12,9 @@ from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
+
+if TYPE_CHECKING:  # heavy imports stay inside the commands
+    from lockgen.api.attestations import Admission
 
 cert_app = typer.Typer(help="Check, compare and export certificates.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -232,7 +235,7 @@ def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool
         _require_pass(admission, require_pass, lock)
 
 
-def _require_pass(admission: object, arch: str, lock: Optional[Path]) -> None:
+def _require_pass(admission: Admission, arch: str, lock: Optional[Path]) -> None:
     """The gate: a verified, passing certificate of `arch` among those that count (bound to the image's digest,
     or to `lock` once the image was proven the lock's)."""
     digest, proof = admission.digest, admission.proof
