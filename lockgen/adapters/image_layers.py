@@ -11,19 +11,25 @@ from __future__ import annotations
 import os
 import tarfile
 from pathlib import Path
-from typing import Any
+
+import zstandard
 
 from lockgen.adapters import oci_layout
-from lockgen.model.image import LayerEntry
+from lockgen.errors import LockFormatError
+from lockgen.model.image import ImageManifest, LayerEntry
 
 
-def layer_entries(layout: Path, manifest: dict[str, Any]) -> list[tuple[LayerEntry, ...]]:
+def layer_entries(layout: Path, manifest: ImageManifest) -> list[tuple[LayerEntry, ...]]:
     """Every layer's members, bottom layer first (the blobs were checked against their digests by the unpack)."""
     layers = []
-    for layer in manifest["layers"]:
-        with oci_layout.uncompressed_stream(oci_layout.blob_path(layout, layer["digest"]), layer["mediaType"]) as stream:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
-                layers.append(tuple(LayerEntry(m.name.removeprefix("./").strip("/"), m.isdir()) for m in tar))
+    for layer in manifest.layers:
+        try:
+            with oci_layout.uncompressed_stream(oci_layout.blob_path(layout, layer.digest), layer.media_type) as stream:
+                with tarfile.open(fileobj=stream, mode="r|") as tar:
+                    layers.append(tuple(LayerEntry(m.name.removeprefix("./").strip("/"), m.isdir()) for m in tar))
+        except (tarfile.TarError, OSError, EOFError, zstandard.ZstdError) as exc:  # gzip's errors are OSError
+            raise LockFormatError(f"layer {layer.digest[:19]}… of {layout} is not a readable tar: {exc}",
+                                  "the image was damaged or crafted: re-export it") from None
     return layers
 
 

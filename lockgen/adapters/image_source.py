@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from lockgen.adapters import env_manifest, image_layers, oci_layout, registry
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_config import is_environment_prefix
-from lockgen.model.image import LayerEntry
+from lockgen.model.image import ImageConfig, ImageManifest, LayerEntry
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
@@ -55,10 +55,11 @@ class OpenedImage:
     file system, and each layer's members (bottom first)."""
 
     digest: str
-    config: dict[str, Any]
+    config: dict[str, Any]   # as written (compared with the config export writes)
     root: Path
-    manifest: dict[str, Any] = field(default_factory=dict)
-    layers: tuple[tuple[LayerEntry, ...], ...] = ()
+    manifest: ImageManifest
+    typed_config: ImageConfig
+    layers: tuple[tuple[LayerEntry, ...], ...]
 
     @property
     def user(self) -> str:
@@ -88,23 +89,26 @@ def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecur
     yield layout, tag
 
 
-def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, dict[str, Any], dict[str, Any], str]:
+def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageManifest, ImageConfig, dict[str, Any], str]:
     """The image `tag` names (the layout's only one without a tag) as a layout of that image alone (its blobs
-    those of `layout`), so unpacking reads the image the tag names; with its manifest, config and digest."""
+    those of `layout`), so unpacking reads the image the tag names; with its manifest and config (typed, and
+    the config as written) and its digest."""
     manifest, config, digest = oci_layout.read_image(layout, tag=tag)
+    typed_manifest, typed_config = oci_layout.check_image(layout, manifest, config)
     index = json.loads((layout / "index.json").read_bytes())
     if len(index["manifests"]) == 1:
-        return layout, manifest, config, digest
+        return layout, typed_manifest, typed_config, config, digest
     view = work / "chosen"
     view.mkdir()
     (view / "blobs").symlink_to((layout / "blobs").resolve(), target_is_directory=True)
     (view / "oci-layout").write_bytes((layout / "oci-layout").read_bytes())
-    (view / "index.json").write_bytes(canonical_json({**index, "manifests": [oci_layout.tagged_entry(layout, index["manifests"], tag)]}))
-    return view, manifest, config, digest
+    chosen = oci_layout.tagged_entry(layout, index["manifests"], tag)
+    (view / "index.json").write_bytes(canonical_json({**index, "manifests": [chosen]}))
+    return view, typed_manifest, typed_config, config, digest
 
 
 def _unpack_final(layout: Path, root: Path, meter: Callable[[str, int, int], None] | None,
-                  manifest: dict[str, Any]) -> tuple[tuple[LayerEntry, ...], ...]:
+                  manifest: ImageManifest) -> tuple[tuple[LayerEntry, ...], ...]:
     """Every layer extracted into `root`, then what later layers' whiteouts removed taken away; the layers' members."""
     oci_layout.unpack(layout, root, meter)
     layers = image_layers.layer_entries(layout, manifest)
@@ -119,10 +123,10 @@ def opened(source: str | Path, progress: Callable[[str], None], insecure: bool =
     work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
     try:
         with _layout_of(str(source), work, progress, insecure) as (layout, tag):
-            layout, manifest, config, digest = _one_image(layout, tag, work)
+            layout, manifest, typed_config, config, digest = _one_image(layout, tag, work)
             progress(f"unpacking {digest[:19]}…")
             layers = _unpack_final(layout, work / "root", None, manifest)
-            yield OpenedImage(digest, config, work / "root", manifest, layers)
+            yield OpenedImage(digest, config, work / "root", manifest, typed_config, layers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -136,8 +140,8 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
     work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
     try:
         with _layout_of(source, work, progress, insecure) as (layout, tag):
-            layout, manifest, config, digest = _one_image(layout, tag, work)
-            labels = config.get("config", {}).get("Labels") or {}
+            layout, manifest, typed_config, _, digest = _one_image(layout, tag, work)
+            labels = typed_config.config.labels or {}
             if ENVIRONMENT_LABEL not in labels:
                 raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
                                       "pass an image made by lockgen export")

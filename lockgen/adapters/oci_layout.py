@@ -29,10 +29,12 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import zstandard
+from pydantic import ValidationError
 
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
+from lockgen.model.image import ImageConfig, ImageManifest
 from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE, REF_NAME
 
 
@@ -278,26 +280,20 @@ def tagged_entry(layout: Path, manifests: Any, tag: str | None) -> dict[str, Any
     return manifests[0]
 
 
-def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> None:
-    """Refuses an image whose descriptors, layers, diff_ids or labels are not what every reader relies on,
-    so a damaged or hostile image (a layout's or a registry's) is one error, never a crash further on."""
-    layers = manifest.get("layers")
-    if not isinstance(layers, list):
-        raise _malformed(where, "the manifest has no layers list")
-    for number, layer in enumerate(layers):
-        digest_at(where, layer, f"layer {number}")
-        if not isinstance(layer.get("mediaType"), str):  # it says how the layer is compressed
-            raise _malformed(where, f"layer {number} has no media type")
-    rootfs = config.get("rootfs")
-    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
-    if not isinstance(diff_ids, list) or len(diff_ids) != len(layers) or not all(
-            isinstance(d, str) and _DIGEST.match(d) for d in diff_ids):
-        raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(layers)})")
-    settings = config.get("config", {})
-    labels = settings.get("Labels") if isinstance(settings, dict) else None
-    if not isinstance(settings, dict) or not (labels is None or isinstance(labels, dict)) or \
-            any(not isinstance(v, str) for v in (labels or {}).values()):
-        raise _malformed(where, "its config's config.Labels is not a mapping of strings")
+def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> tuple[ImageManifest, ImageConfig]:
+    """The image's manifest and config as typed values, refused (one error) unless their descriptors, layers,
+    diff_ids and labels are what every reader relies on, so a damaged or hostile image (a layout's or a
+    registry's) is one error, never a crash further on."""
+    try:
+        typed_manifest = ImageManifest.model_validate(manifest)
+        typed_config = ImageConfig.model_validate(config)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where_in = ".".join(str(part) for part in error["loc"]) or "the document"
+        raise _malformed(where, f"{where_in}: {error['msg']}") from None
+    if len(typed_config.rootfs.diff_ids) != len(typed_manifest.layers):
+        raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(typed_manifest.layers)})")
+    return typed_manifest, typed_config
 
 
 def tag_of(layout: Path) -> str:

@@ -20,8 +20,9 @@ from lockgen.api.shared_steps import Meter
 from lockgen.core.image_config import image_config
 from lockgen.core.image_whole import config_differences, environment_prefix, outside_problems
 from lockgen.core.sbom import cyclonedx
-from lockgen.digests import canonical_json, file_digest
+from lockgen.digests import canonical_json
 from lockgen.errors import LockgenError
+from lockgen.model.image import ImageConfig, ImageManifest
 from lockgen.model.lock import Lock
 from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_DIGEST_ANNOTATION, BASE_MANIFEST_INSIDE, ENVIRONMENT_LABEL, LOCK_LABEL
 from lockgen.model.results import Conformance
@@ -36,69 +37,71 @@ def prove_image(lock_path: Path, image: str, manifests: Path | None, platform: s
     """The conformance of the image's environment to the lock, with every way the image is not what export
     writes from it among its problems."""
     with image_source.opened(image, progress, insecure) as opened:
-        prefix = environment_prefix(opened.config, image_prefix)
+        prefix = environment_prefix(opened.typed_config, image_prefix)
         inside = image_source.environment_in(opened.root, prefix)
         result = conform(lock_path, inside, platform, manifests, progress, meter, prefix, allow_foreign)
         problems = [f"image: runs as root (User {opened.user or 'unset'})"] if opened.user in ROOT_USERS else []
-        base_count, base_config, base_problems = _base(opened.manifest, opened.config, inside, load_lock(lock_path))
+        lock = load_lock(lock_path)
+        base_count, base_config, base_problems = _base(opened.manifest, opened.typed_config, inside, lock)
         problems += base_problems
+        if base_count:
+            progress(f"files outside {prefix}: the {base_count} layers of the base its manifest pins, "
+                     f"{(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)")
         if base_count is not None:
             problems += outside_problems(list(opened.layers), base_count, prefix)
-            problems += _config_problems(load_lock(lock_path), result, opened.config, base_config, prefix)
+            problems += _config_problems(lock, result, opened, base_config, prefix)
         # the SBOM's packages, lock and platform come from the lock; the environment digest it names must be
         # the one the image's label records
-        labels = (opened.config.get("config") or {}).get("Labels") or {}
-        labelled = str(labels.get(ENVIRONMENT_LABEL, "")).removeprefix("sha256:")
-        expected_sbom = canonical_json(cyclonedx(load_lock(lock_path), result.platform, result.lock_sha256, labelled))
+        labelled = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
+        expected_sbom = canonical_json(cyclonedx(lock, result.platform, result.lock_sha256, labelled))
         problems += [f"image: {finding}" for finding in sbom_problems(image, inside / SBOM_INSIDE, expected_sbom, labelled)]
         return Conformance(result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest,
                            result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only)
 
 
-def _config_problems(lock: Lock, result: Conformance, config: dict[str, Any], base_config: dict[str, Any] | None,
-                     prefix: str) -> list[str]:
-    """The image's config against the one export writes from the lock over the image's own layers and
-    environment label (which the files and the SBOM check), on its base's config."""
-    labels = (config.get("config") or {}).get("Labels") or {}
-    environment = str(labels.get(ENVIRONMENT_LABEL, "")).removeprefix("sha256:")
-    diff_ids = list(config["rootfs"]["diff_ids"])
+def _config_problems(lock: Lock, result: Conformance, opened: image_source.OpenedImage,
+                     base_config: dict[str, Any] | None, prefix: str) -> list[str]:
+    """The image's config (as written) against the one export writes from the lock over the image's own layers
+    and environment label (which the files and the SBOM check), on its base's config."""
+    environment = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
+    diff_ids = list(opened.typed_config.rootfs.diff_ids)
     try:
         expected = image_config(lock, result.platform, result.lock_sha256, environment, diff_ids, base_config, prefix)
     except (LockgenError, KeyError, TypeError, AttributeError, ValueError):
         return ["image: its base's config is not one export can build on, so the config cannot be the lock's"]
-    return config_differences(expected, config)
+    return config_differences(expected, opened.config)
 
 
-def _base(manifest: dict[str, Any], config: dict[str, Any], inside: Path,
+def _base(manifest: ImageManifest, config: ImageConfig, inside: Path,
           lock: Lock) -> tuple[int | None, dict[str, Any] | None, list[str]]:
-    """(how many of the image's layers are its pinned base's, the base's config, problems); no base: (0, None,
-    []). A base the image does not carry the manifest and config of, or one whose layers are not the image's
-    first ones, gives None and the problem: nothing outside the environment can then be accounted for."""
-    pinned = (manifest.get("annotations") or {}).get(BASE_DIGEST_ANNOTATION)
+    """(how many of the image's layers are its pinned base's, the base's config as written, problems); no base:
+    (0, None, []). A base the image does not carry the manifest and config of, or one whose layers are not the
+    image's first ones, gives None and the problem: nothing outside the environment can then be accounted for."""
+    pinned = (manifest.annotations or {}).get(BASE_DIGEST_ANNOTATION)
     if pinned is None:
         return 0, None, []
     try:
         data, config_data = (inside / BASE_MANIFEST_INSIDE).read_bytes(), (inside / BASE_CONFIG_INSIDE).read_bytes()
     except OSError:
-        return None, None, [f"image: its manifest pins base {str(pinned)[:23]}…, whose manifest and config it does not "
+        return None, None, [f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not "
                             f"carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"]
+    if "sha256:" + hashlib.sha256(data).hexdigest() != pinned:
+        return None, None, [f"image: the base manifest it carries is not base {pinned[:23]}…, which its manifest pins"]
     try:
-        base_manifest, base_config = json.loads(data), json.loads(config_data)
-        oci_layout.check_image("the image's base", base_manifest, base_config)
-        count = len(base_manifest["layers"])
-        layers_ok = [l["digest"] for l in base_manifest["layers"]] == [l["digest"] for l in manifest["layers"][:count]]
-        ids_ok = base_config["rootfs"]["diff_ids"] == config["rootfs"]["diff_ids"][:count]
-        config_ok = base_manifest["config"]["digest"] == "sha256:" + hashlib.sha256(config_data).hexdigest()
-    except (LockgenError, ValueError, KeyError, TypeError, AttributeError):
+        written = json.loads(config_data)
+        base_manifest, base_config = oci_layout.check_image("the image's base", json.loads(data), written)
+    except (LockgenError, ValueError):
         return None, None, [f"image: the base manifest and config it carries ({BASE_MANIFEST_INSIDE}) are not an image's"]
-    if "sha256:" + hashlib.sha256(data).hexdigest() != pinned or not config_ok:
-        return None, None, [f"image: the base manifest or config it carries is not base {pinned[:23]}…, which its manifest pins"]
-    if not (layers_ok and ids_ok):
+    count = len(base_manifest.layers)
+    if base_manifest.config.digest != "sha256:" + hashlib.sha256(config_data).hexdigest():
+        return None, None, [f"image: the base config it carries is not the one base {pinned[:23]}… names"]
+    if [layer.digest for layer in base_manifest.layers] != [layer.digest for layer in manifest.layers[:count]] or \
+            base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
         return None, None, [f"image: its first {count} layers are not those of its base {pinned[:23]}…"]
-    held_to, base_lock = lock.meta("base-lock"), ((base_config.get("config") or {}).get("Labels") or {}).get(LOCK_LABEL)
-    problems = [f"image: its base {pinned[:23]}… is exported from lock sha256 {str(base_lock)[:16]}…, not the base "
+    held_to, base_lock = lock.meta("base-lock"), (base_config.config.labels or {}).get(LOCK_LABEL)
+    problems = [f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base "
                 f"lock {held_to[:16]}… the lock was held to"] if held_to and base_lock and base_lock != held_to else []
-    return count, base_config, problems
+    return count, written, problems
 
 
 def _stated_environment(sbom: bytes) -> str | None:

@@ -43,8 +43,8 @@ def check(
     lock: Optional[Path] = typer.Option(None, "--lock", help="Prove the environment is this lock, from the packages' own hashes."),
     manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests (no network)."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="With --lock: which platform of the lock."),
-    image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --image --lock: where the environment is "
-                                               "(default: the image's dev.lockgen.prefix label, else /opt/env)."),
+    image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --image --lock: where the environment is; "
+                                               "it must be the one the image's config runs (CONDA_PREFIX)."),
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     full: bool = typer.Option(False, "--full", help="Without --lock: re-hash every file, not only those whose size or mtime changed."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (with --lock: the conformance report)."),

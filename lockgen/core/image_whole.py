@@ -13,33 +13,30 @@ from typing import Any
 
 from lockgen.core.image_config import is_environment_prefix
 from lockgen.errors import UserError
-from lockgen.model.image import LayerEntry
+from lockgen.model.image import ImageConfig, LayerEntry
 from lockgen.model.oci import PREFIX_LABEL
 
 _SHOWN = 3  # members named per layer; the rest counted
 
 
-def environment_prefix(config: dict[str, Any], asked: str | None) -> str:
+def environment_prefix(config: ImageConfig, asked: str | None) -> str:
     """The environment the image's config runs: its CONDA_PREFIX, which PATH's first `…/bin` entry must be under;
     refused when the prefix label, or the `--image-prefix` asked for, names another folder."""
-    settings = config.get("config") if isinstance(config.get("config"), dict) else {}
-    lines = settings.get("Env") if isinstance(settings.get("Env"), list) else []
-    env = dict(str(line).split("=", 1) for line in lines if "=" in str(line))
-    prefix = env.get("CONDA_PREFIX", "")
+    prefix = config.config.variable("CONDA_PREFIX") or ""
     if not is_environment_prefix(prefix):
         raise UserError(f"the image's config names no environment it runs (CONDA_PREFIX is `{prefix[:80]}`)",
                         "check --image --lock proves images lockgen export wrote; export this one with "
                         "lockgen export LOCK --from-image IMAGE --image-prefix PATH")
-    first = next((entry for entry in env.get("PATH", "").split(":") if entry.endswith("/bin")), None)
+    first = next((entry for entry in (config.config.variable("PATH") or "").split(":") if entry.endswith("/bin")), None)
     if first != f"{prefix}/bin":
         raise UserError(f"the image runs `{first or 'nothing'}` first on its PATH, not its environment's "
                         f"{prefix}/bin (CONDA_PREFIX)", "re-export the image from the lock: lockgen export LOCK")
-    labels = settings.get("Labels") if isinstance(settings.get("Labels"), dict) else {}
+    labels = config.config.labels or {}
     for what, named in ((f"its label {PREFIX_LABEL}", labels.get(PREFIX_LABEL)), ("--image-prefix", asked)):
         if named is not None and named != prefix:
-            raise UserError(f"{what} names the environment at {str(named)[:80]}, but the image's config runs {prefix} "
-                            "(CONDA_PREFIX and PATH)", f"the environment checked is the one the image runs: "
-                            f"drop --image-prefix, or re-export the image so the two agree")
+            raise UserError(f"{what} names the environment at {named[:80]}, but the image's config runs {prefix} "
+                            "(CONDA_PREFIX and PATH)", "the environment checked is the one the image runs: "
+                            "drop --image-prefix, or re-export the image so the two agree")
     return prefix
 
 
