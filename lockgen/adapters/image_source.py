@@ -102,7 +102,7 @@ def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageMa
     view.mkdir()
     (view / "blobs").symlink_to((layout / "blobs").resolve(), target_is_directory=True)
     (view / "oci-layout").write_bytes((layout / "oci-layout").read_bytes())
-    chosen = oci_layout.tagged_entry(layout, index["manifests"], tag)
+    chosen = oci_layout.tagged_entry(layout, index, tag)
     (view / "index.json").write_bytes(canonical_json({**index, "manifests": [chosen]}))
     return view, typed_manifest, typed_config, config, digest
 

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
-from lockgen.model.image import ImageConfig, ImageManifest
+from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest
 from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE, REF_NAME
 
 
@@ -210,6 +210,13 @@ def _malformed(layout: Path | str, what: str) -> LockFormatError:
     return LockFormatError(f"`{layout}` is not a well-formed OCI image: {what}", "pass a folder made by lockgen export")
 
 
+def _invalid(layout: Path | str, what: str, exc: ValidationError) -> LockFormatError:
+    """The first field a document's validation refused, as one error."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"])
+    return _malformed(layout, f"its {what}" + (f" field {field}" if field else "") + f": {error['msg']}")
+
+
 def digest_at(layout: Path | str, holder: Any, where: str) -> str:
     """The digest of a descriptor, refused unless it is `sha256:` and 64 hex digits (it names a file)."""
     digest = holder.get("digest") if isinstance(holder, dict) else None
@@ -239,7 +246,7 @@ def read_image(layout: Path, architecture: str | None = None,
 
     try:
         index = json.loads((layout / "index.json").read_text())
-        entry = tagged_entry(layout, index.get("manifests") if isinstance(index, dict) else None, tag)
+        entry = tagged_entry(layout, index, tag)
         if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
             if architecture is None:
                 raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
@@ -255,29 +262,32 @@ def read_image(layout: Path, architecture: str | None = None,
     return manifest, config, digest
 
 
-def tagged_entry(layout: Path, manifests: Any, tag: str | None) -> dict[str, Any]:
-    """index.json's descriptor of the image tagged `tag` (`org.opencontainers.image.ref.name`), or its only one
-    when no tag is asked; an index naming two images by one tag, or several images when none is named, is
-    refused: a runtime picks by the tag, so the check must read the image the tag names."""
-    if not isinstance(manifests, list) or not manifests or not all(isinstance(e, dict) for e in manifests):
+def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
+    """index.json's descriptor (as written) of the image tagged `tag` (`org.opencontainers.image.ref.name`), or
+    its only one when no tag is asked; an index naming two images by one tag, or several images when none is
+    named, is refused: a runtime picks by the tag, so the check must read the image the tag names."""
+    try:
+        typed = ImageIndex.model_validate(index)
+    except ValidationError as exc:
+        raise _invalid(layout, "index.json", exc) from None
+    if not typed.manifests:
         raise _malformed(layout, "index.json lists no manifest")
-    names = [entry["annotations"].get(REF_NAME) if isinstance(entry.get("annotations"), dict) else None
-             for entry in manifests]
-    twice = sorted({str(n) for n in names if n is not None and names.count(n) > 1})
+    names = [(descriptor.annotations or {}).get(REF_NAME) for descriptor in typed.manifests]
+    twice = sorted({n for n in names if n is not None and names.count(n) > 1})
     if twice:
         raise LockFormatError(f"`{layout}` names two images by the tag `{twice[0]}` in its index.json",
                               "a tag names one image: re-export the layout, or copy the one you mean out (skopeo copy)")
     if tag is not None:
-        found = [entry for entry, name in zip(manifests, names) if name == tag]
+        found = [number for number, name in enumerate(names) if name == tag]
         if not found:
-            have = ", ".join(sorted(str(n) for n in names if n is not None)) or "none"
+            have = ", ".join(sorted(n for n in names if n is not None)) or "none"
             raise UserError(f"`{layout}` has no image tagged `{tag}` (its tags: {have})", "name one of its tags: LAYOUT:TAG")
-        return found[0]
-    if len(manifests) > 1:
-        have = ", ".join(str(n) for n in names if n is not None) or "untagged"
-        raise UserError(f"`{layout}` holds {len(manifests)} images (tags: {have}), and no tag says which",
+        return index["manifests"][found[0]]
+    if len(names) > 1:
+        have = ", ".join(n for n in names if n is not None) or "untagged"
+        raise UserError(f"`{layout}` holds {len(names)} images (tags: {have}), and no tag says which",
                         "name the image by its tag: LAYOUT:TAG")
-    return manifests[0]
+    return index["manifests"][0]
 
 
 def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> tuple[ImageManifest, ImageConfig]:
@@ -288,9 +298,7 @@ def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, A
         typed_manifest = ImageManifest.model_validate(manifest)
         typed_config = ImageConfig.model_validate(config)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where_in = ".".join(str(part) for part in error["loc"]) or "the document"
-        raise _malformed(where, f"{where_in}: {error['msg']}") from None
+        raise _invalid(where, "manifest or config", exc) from None
     if len(typed_config.rootfs.diff_ids) != len(typed_manifest.layers):
         raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(typed_manifest.layers)})")
     return typed_manifest, typed_config
