@@ -80,6 +80,25 @@ def rewritten(honest: Path, out: Path, layers: list[bytes] = (), config_edit: Ca
     return out, descriptor
 
 
+def write_layout(folder: Path, layers: list[bytes], settings: dict[str, Any]) -> Path:
+    """An OCI layout of one amd64 image (tag `latest`) of uncompressed `layers` and config `settings`."""
+    (folder / "blobs" / "sha256").mkdir(parents=True)
+    config = {"architecture": "amd64", "os": "linux", "config": settings,
+              "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(data).hexdigest() for data in layers]}}
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put(folder, json.dumps(config).encode())},
+                "layers": [{"mediaType": LAYER_TAR, **put(folder, data)} for data in layers]}
+    descriptor = {"mediaType": manifest["mediaType"], **put(folder, json.dumps(manifest).encode()),
+                  "annotations": {"org.opencontainers.image.ref.name": "latest"}}
+    (folder / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
+    (folder / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    return folder
+
+
+def tree(root: Path) -> set[str]:
+    return {str(path.relative_to(root)) for path in root.rglob("*")}
+
+
 @pytest.fixture
 def honest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     lock = make_lock(tmp_path, "1.0")
@@ -136,18 +155,8 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     added after them does not, and a base the image does not carry cannot account for anything."""
     from lockgen.api.export import export
 
-    base = tmp_path / "base"  # an OS base of one layer, written by hand: umoci's is checked below
-    (base / "blobs" / "sha256").mkdir(parents=True)
-    layer = tar_layer({"etc": None, "etc/os-release": b"ID=base\n"})
-    config = {"architecture": "amd64", "os": "linux", "config": {"Env": ["LANG=C.UTF-8"]},
-              "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]}}
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put(base, json.dumps(config).encode())},
-                "layers": [{"mediaType": LAYER_TAR, **put(base, layer)}]}
-    descriptor = {"mediaType": manifest["mediaType"], **put(base, json.dumps(manifest).encode()),
-                  "annotations": {"org.opencontainers.image.ref.name": "latest"}}
-    (base / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
-    (base / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    base = write_layout(tmp_path / "base", [tar_layer({"etc": None, "etc/os-release": b"ID=base\n"})],
+                        {"Env": ["LANG=C.UTF-8"]})  # an OS base of one layer, written by hand: umoci's is checked below
     bundle = tmp_path / "bundle"
     subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{base}:latest", str(bundle)],
                    check=True, capture_output=True)
@@ -249,3 +258,32 @@ def test_a_lock_bound_attestation_admits_only_an_image_proven_the_lock_s(honest:
         assert copied.returncode == 1 and "is not the image of" in copied.stderr, copied.stderr
         assert "libfoo 1.0: modified bin/foo" in copied.stdout and "hint: " in copied.stderr
         assert "Traceback" not in copied.stdout + copied.stderr
+
+
+def test_the_file_system_checked_is_the_one_a_runtime_mounts(tmp_path: Path) -> None:
+    """Whiteouts as umoci applies them: a plain one, an opaque folder, and a file put back by a later layer."""
+    from lockgen.adapters import image_source
+
+    layout = write_layout(tmp_path / "layers", [
+        tar_layer({"d": None, "d/a": b"1", "d/b": b"2", "e": None, "e/x": b"3", "f": b"4"}),
+        tar_layer({"d/.wh..wh..opq": b"", "d/c": b"5", "e/.wh.x": b"", ".wh.f": b""}),
+        tar_layer({"d/a": b"6"}),
+    ], {"User": "1000"})
+    bundle = tmp_path / "bundle"
+    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{layout}:latest", str(bundle)],
+                   check=True, capture_output=True)
+    with image_source.opened(layout, lambda _: None) as opened:
+        assert tree(opened.root) == tree(bundle / "rootfs") == {"d", "d/a", "d/c", "e"}
+        assert (opened.root / "d" / "a").read_bytes() == b"6"
+
+
+def test_a_malformed_manifest_is_one_error(honest: tuple[Path, Path], tmp_path: Path) -> None:
+    """A layer descriptor whose digest is not `sha256:` and 64 lowercase hex digits: one error naming the field."""
+    lock, layout = honest
+    forged, _ = rewritten(layout, tmp_path / "bad", [])
+    index = json.loads((forged / "index.json").read_text())
+    manifest = document(forged, index["manifests"][0]["digest"])
+    manifest["layers"][0]["digest"] = manifest["layers"][0]["digest"].upper().replace("SHA256", "sha256")
+    index["manifests"][0].update(put(forged, json.dumps(manifest).encode()))
+    (forged / "index.json").write_text(json.dumps(index))
+    refused(str(forged), lock, "its manifest or config field layers.0.digest: String should match pattern")
