@@ -1,10 +1,12 @@
-"""An image to check or certify: an OCI layout folder, or a registry reference (`docker://HOST/REPO:TAG`)
-pulled through skopeo into a temporary layout; unpacked with every blob and layer checked, and the
-environment at its prefix re-digested against the digest the image's labels record."""
+"""An image to check or certify: an OCI layout folder (`DIR`, or `DIR:TAG` for the image a tag names), or a
+registry reference (`docker://HOST/REPO:TAG`) pulled through skopeo into a temporary layout; unpacked with
+every blob and layer checked, whiteouts applied (the file system a runtime mounts), and the environment at
+its prefix re-digested against the digest the image's labels record."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -13,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import env_manifest, oci_layout, registry
-from lockgen.digests import file_digest
+from lockgen.adapters import env_manifest, image_layers, oci_layout, registry
+from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_config import is_environment_prefix
+from lockgen.model.image import ImageConfig, ImageManifest, LayerEntry
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
@@ -48,40 +51,82 @@ def require_lock(labels: dict[str, Any], lock: Path) -> None:
 
 @dataclass(frozen=True)
 class OpenedImage:
-    """Any image, unpacked: its manifest digest, config and root file system."""
+    """Any image, unpacked as a runtime mounts it (whiteouts applied): its manifest digest, manifest, config, root
+    file system, and each layer's members (bottom first)."""
 
     digest: str
-    config: dict[str, Any]
+    config: dict[str, Any]   # as written (compared with the config export writes)
     root: Path
+    manifest: ImageManifest
+    typed_config: ImageConfig
+    layers: tuple[tuple[LayerEntry, ...], ...]
 
     @property
     def user(self) -> str:
         return str(self.config.get("config", {}).get("User") or "")
 
 
+def split_tag(source: str) -> tuple[str, str | None]:
+    """A layout named with its tag (`DIR:TAG`, as skopeo's `oci:` transport writes it) as (DIR, TAG); a
+    registry reference, or a folder that holds a layout itself, as it is."""
+    folder, colon, tag = source.rpartition(":")
+    if is_reference(source) or not colon or (Path(source) / "index.json").is_file() or "/" in tag:
+        return source, None
+    return folder, tag
+
+
 @contextlib.contextmanager
-def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecure: bool) -> Iterator[Path]:
-    layout = Path(source)
+def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecure: bool) -> Iterator[tuple[Path, str | None]]:
+    """The layout to read (a folder, or a registry image pulled into one) and the tag asked for."""
+    folder, tag = split_tag(source)
+    layout = Path(folder)
     if is_reference(source):
         progress(f"pulling {source}")
         layout = work / "layout"
         registry.pull(source, layout, insecure, progress)
     elif not (layout / "index.json").is_file():
-        raise UserError(f"`{source}` is not an OCI image layout", "pass an OCI layout folder, or docker://REF")
-    yield layout
+        raise UserError(f"`{source}` is not an OCI image layout", "pass an OCI layout folder (DIR or DIR:TAG), or docker://REF")
+    yield layout, tag
+
+
+def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageManifest, ImageConfig, dict[str, Any], str]:
+    """The image `tag` names (the layout's only one without a tag) as a layout of that image alone (its blobs
+    those of `layout`), so unpacking reads the image the tag names; with its manifest and config (typed, and
+    the config as written) and its digest."""
+    manifest, config, digest = oci_layout.read_image(layout, tag=tag)
+    typed_manifest, typed_config = oci_layout.check_image(layout, manifest, config)
+    index = json.loads((layout / "index.json").read_bytes())
+    if len(index["manifests"]) == 1:
+        return layout, typed_manifest, typed_config, config, digest
+    view = work / "chosen"
+    view.mkdir()
+    (view / "blobs").symlink_to((layout / "blobs").resolve(), target_is_directory=True)
+    (view / "oci-layout").write_bytes((layout / "oci-layout").read_bytes())
+    chosen = oci_layout.tagged_entry(layout, index, tag)
+    (view / "index.json").write_bytes(canonical_json({**index, "manifests": [chosen]}))
+    return view, typed_manifest, typed_config, config, digest
+
+
+def _unpack_final(layout: Path, root: Path, meter: Callable[[str, int, int], None] | None,
+                  manifest: ImageManifest) -> tuple[tuple[LayerEntry, ...], ...]:
+    """Every layer extracted into `root`, then what later layers' whiteouts removed taken away; the layers' members."""
+    oci_layout.unpack(layout, root, meter)
+    layers = image_layers.layer_entries(layout, manifest)
+    image_layers.apply_removals(root, image_layers.removed_paths(layers))
+    return tuple(layers)
 
 
 @contextlib.contextmanager
 def opened(source: str | Path, progress: Callable[[str], None], insecure: bool = False) -> Iterator[OpenedImage]:
-    """Any image (a layout folder or a registry reference, lockgen's or not), every blob and layer checked
-    as it is unpacked into a temporary folder, removed afterwards."""
+    """Any image (a layout folder, `DIR:TAG`, or a registry reference, lockgen's or not), every blob and layer
+    checked as it is unpacked into a temporary folder, removed afterwards."""
     work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
     try:
-        with _layout_of(str(source), work, progress, insecure) as layout:
-            _, config, digest = oci_layout.read_image(layout)
+        with _layout_of(str(source), work, progress, insecure) as (layout, tag):
+            layout, manifest, typed_config, config, digest = _one_image(layout, tag, work)
             progress(f"unpacking {digest[:19]}…")
-            oci_layout.unpack(layout, work / "root")
-            yield OpenedImage(digest, config, work / "root")
+            layers = _unpack_final(layout, work / "root", None, manifest)
+            yield OpenedImage(digest, config, work / "root", manifest, typed_config, layers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -94,9 +139,9 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
     source = str(source)
     work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
     try:
-        with _layout_of(source, work, progress, insecure) as layout:
-            _, config, digest = oci_layout.read_image(layout)
-            labels = config.get("config", {}).get("Labels") or {}
+        with _layout_of(source, work, progress, insecure) as (layout, tag):
+            layout, manifest, typed_config, _, digest = _one_image(layout, tag, work)
+            labels = typed_config.config.labels or {}
             if ENVIRONMENT_LABEL not in labels:
                 raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
                                       "pass an image made by lockgen export")
@@ -104,7 +149,7 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
                 require_lock(labels, lock)
             progress(f"unpacking {digest[:19]}…")
             root = work / "root"
-            oci_layout.unpack(layout, root, meter)
+            _unpack_final(layout, root, meter, manifest)
         prefix = environment_in(root, labels.get(PREFIX_LABEL, IMAGE_PREFIX))  # an adopted one keeps its own path
         manifest, _ = env_manifest.build(prefix)
         yield UnpackedImage(digest=digest, labels=labels, root=root,

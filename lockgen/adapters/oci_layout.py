@@ -30,13 +30,15 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import zstandard
+from pydantic import ValidationError
 
 from lockgen.adapters import layer_extract
 from lockgen.adapters.layer_extract import Removal
 from lockgen.digests import canonical_json, file_digest
-from lockgen.errors import LockFormatError
+from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
-from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE
+from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest
+from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE, REF_NAME
 
 
 
@@ -187,7 +189,7 @@ def write_index(layout: Path, document: dict[str, Any], tag: str, annotations: d
     `tag` (with `annotations` on its descriptor: outside the manifest digest), and `oci-layout`; returns the
     document's digest."""
     descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)),
-                  "annotations": {**(annotations or {}), "org.opencontainers.image.ref.name": tag}}
+                  "annotations": {**(annotations or {}), REF_NAME: tag}}
     index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
     (layout / "index.json").write_bytes(canonical_json(index))
     (layout / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": "1.0.0"}))
@@ -216,6 +218,13 @@ def _malformed(layout: Path | str, what: str) -> LockFormatError:
     return LockFormatError(f"`{layout}` is not a well-formed OCI image: {what}", "pass a folder made by lockgen export")
 
 
+def _invalid(layout: Path | str, what: str, exc: ValidationError) -> LockFormatError:
+    """The first field a document's validation refused, as one error."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"])
+    return _malformed(layout, f"its {what}" + (f" field {field}" if field else "") + f": {error['msg']}")
+
+
 def digest_at(layout: Path | str, holder: Any, where: str) -> str:
     """The digest of a descriptor, refused unless it is `sha256:` and 64 hex digits (it names a file)."""
     digest = holder.get("digest") if isinstance(holder, dict) else None
@@ -228,10 +237,11 @@ def blob_path(layout: Path, digest: str) -> Path:
     return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
 
 
-def read_image(layout: Path, architecture: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """(manifest, config, manifest digest) of the layout's single image, or with `architecture` of its
-    linux/`architecture` image when index.json names an image index; blobs are checked against their
-    digests, and the structure every reader relies on is checked once (`check_image`)."""
+def read_image(layout: Path, architecture: str | None = None,
+               tag: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(manifest, config, manifest digest) of the layout's image tagged `tag` (its single image when no tag is
+    asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs
+    are checked against their digests, and the structure every reader relies on is checked once (`check_image`)."""
 
     def blob(digest: str, what: str) -> dict[str, Any]:
         data = blob_path(layout, digest).read_bytes()
@@ -244,17 +254,14 @@ def read_image(layout: Path, architecture: str | None = None) -> tuple[dict[str,
 
     try:
         index = json.loads((layout / "index.json").read_text())
-        manifests = index.get("manifests") if isinstance(index, dict) else None
-        if not isinstance(manifests, list) or not manifests:
-            raise _malformed(layout, "index.json lists no manifest")
-        entry = manifests[0]
+        entry = tagged_entry(layout, index, tag)
         if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
             if architecture is None:
                 raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
                                       "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG")
-            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's first manifest"), "image index"),
+            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's manifest"), "image index"),
                                     architecture, f"`{layout}`")
-        digest = digest_at(layout, entry, "index.json's first manifest")
+        digest = digest_at(layout, entry, "index.json's manifest")
         manifest = blob(digest, "manifest")
         config = blob(digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
     except (OSError, ValueError) as exc:
@@ -263,32 +270,52 @@ def read_image(layout: Path, architecture: str | None = None) -> tuple[dict[str,
     return manifest, config, digest
 
 
-def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> None:
-    """Refuses an image whose descriptors, layers, diff_ids or labels are not what every reader relies on,
-    so a damaged or hostile image (a layout's or a registry's) is one error, never a crash further on."""
-    layers = manifest.get("layers")
-    if not isinstance(layers, list):
-        raise _malformed(where, "the manifest has no layers list")
-    for number, layer in enumerate(layers):
-        digest_at(where, layer, f"layer {number}")
-        if not isinstance(layer.get("mediaType"), str):  # it says how the layer is compressed
-            raise _malformed(where, f"layer {number} has no media type")
-    rootfs = config.get("rootfs")
-    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
-    if not isinstance(diff_ids, list) or len(diff_ids) != len(layers) or not all(
-            isinstance(d, str) and _DIGEST.match(d) for d in diff_ids):
-        raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(layers)})")
-    settings = config.get("config", {})
-    labels = settings.get("Labels") if isinstance(settings, dict) else None
-    if not isinstance(settings, dict) or not (labels is None or isinstance(labels, dict)) or \
-            any(not isinstance(v, str) for v in (labels or {}).values()):
-        raise _malformed(where, "its config's config.Labels is not a mapping of strings")
+def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
+    """index.json's descriptor (as written) of the image tagged `tag` (`org.opencontainers.image.ref.name`), or
+    its only one when no tag is asked; an index naming two images by one tag, or several images when none is
+    named, is refused: a runtime picks by the tag, so the check must read the image the tag names."""
+    try:
+        typed = ImageIndex.model_validate(index)
+    except ValidationError as exc:
+        raise _invalid(layout, "index.json", exc) from None
+    if not typed.manifests:
+        raise _malformed(layout, "index.json lists no manifest")
+    names = [(descriptor.annotations or {}).get(REF_NAME) for descriptor in typed.manifests]
+    twice = sorted({n for n in names if n is not None and names.count(n) > 1})
+    if twice:
+        raise LockFormatError(f"`{layout}` names two images by the tag `{twice[0]}` in its index.json",
+                              "a tag names one image: re-export the layout, or copy the one you mean out (skopeo copy)")
+    if tag is not None:
+        found = [number for number, name in enumerate(names) if name == tag]
+        if not found:
+            have = ", ".join(sorted(n for n in names if n is not None)) or "none"
+            raise UserError(f"`{layout}` has no image tagged `{tag}` (its tags: {have})", "name one of its tags: LAYOUT:TAG")
+        return index["manifests"][found[0]]
+    if len(names) > 1:
+        have = ", ".join(n for n in names if n is not None) or "untagged"
+        raise UserError(f"`{layout}` holds {len(names)} images (tags: {have}), and no tag says which",
+                        "name the image by its tag: LAYOUT:TAG")
+    return index["manifests"][0]
+
+
+def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> tuple[ImageManifest, ImageConfig]:
+    """The image's manifest and config as typed values, refused (one error) unless their descriptors, layers,
+    diff_ids and labels are what every reader relies on, so a damaged or hostile image (a layout's or a
+    registry's) is one error, never a crash further on."""
+    try:
+        typed_manifest = ImageManifest.model_validate(manifest)
+        typed_config = ImageConfig.model_validate(config)
+    except ValidationError as exc:
+        raise _invalid(where, "manifest or config", exc) from None
+    if len(typed_config.rootfs.diff_ids) != len(typed_manifest.layers):
+        raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(typed_manifest.layers)})")
+    return typed_manifest, typed_config
 
 
 def tag_of(layout: Path) -> str:
     """The ref name of the layout's image."""
     index = json.loads((layout / "index.json").read_text())
-    return index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name", "latest")
+    return index["manifests"][0].get("annotations", {}).get(REF_NAME, "latest")
 
 
 def find_path(layout: Path, wanted: Sequence[str], architecture: str | None = None) -> str | None:

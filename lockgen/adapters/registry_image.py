@@ -31,6 +31,7 @@ class RemoteImage:
     digest: str                 # the platform's image manifest's digest: what the export is based on
     manifest: dict[str, Any]
     config: dict[str, Any]
+    documents: tuple[bytes, bytes] = (b"", b"")  # the manifest's and the config's bytes, as their digests cover them
 
     @property
     def pinned(self) -> str:
@@ -71,11 +72,12 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
                         "pass an OCI or Docker image, or an image index of them")
     manifest = _document(data, f"the manifest of {reference}")
     oci_layout.digest_at(str(reference), manifest.get("config"), "the manifest's config")
-    config = _document(client.blob(manifest["config"]["digest"]), f"the config of {reference}")
+    config_bytes = client.blob(manifest["config"]["digest"])
+    config = _document(config_bytes, f"the config of {reference}")
     oci_layout.check_image(str(reference), manifest, config)
     if reference.digest is None or reference.digest != digest:
         progress(f"base {reference} is {reference.name}@{digest}")
-    return RemoteImage(reference, digest, manifest, config)
+    return RemoteImage(reference, digest, manifest, config, (data, config_bytes))
 
 
 def find_path(image: RemoteImage, wanted: Sequence[str], insecure: bool, progress: Callable[[str], None]) -> str | None:

@@ -77,6 +77,16 @@ def base_image(base: Base, layout: Path, platform: str,
     return layers, config, {BASE_DIGEST_ANNOTATION: digest}
 
 
+def base_documents(base: Base, platform: str, progress: Callable[[str], None]) -> tuple[bytes, bytes]:
+    """The base image's manifest and config, byte for byte (what the digest the new manifest pins covers): an
+    export keeps them in the environment's `.lockgen/`, so `check --image --lock` can tell the base's layers."""
+    if isinstance(base, RegistryBase):
+        return _registry_image(base, ARCHITECTURE[platform], progress).documents
+    manifest, _, digest = base_manifest(base, platform, progress)
+    return (oci_layout.blob_path(base, digest).read_bytes(),
+            oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes())
+
+
 _READ: dict[tuple[str, str, bool], registry_image.RemoteImage] = {}
 
 

@@ -38,8 +38,9 @@ from lockgen.errors import UserError
 from lockgen.model.lock import Lock
 from lockgen.model.results import Conformance
 from lockgen.model.names import normalize
-from lockgen.model.oci import (ARCHITECTURE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX,
-                               INDEX_MEDIA_TYPE, LOCK_INSIDE, MANIFEST_MEDIA_TYPE, PREFIX_LABEL)
+from lockgen.model.oci import (ARCHITECTURE, BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, COMPRESSION_LEVELS,
+                               CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, INDEX_MEDIA_TYPE, LOCK_INSIDE, MANIFEST_MEDIA_TYPE,
+                               PREFIX_LABEL)
 
 
 def _checked_compression(compression: str, level: int) -> None:
@@ -287,6 +288,9 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
     _write_services(lock, tree)
     base_layers, base_config, annotations = base_steps.base_image(base, layout, chosen, progress) if base else ([], None, {})
+    if base is not None:  # the base's manifest and config, by which a check tells the base's layers and settings
+        for inside, data in zip((BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE), base_steps.base_documents(base, chosen, progress)):
+            (tree / inside).write_bytes(data)
     layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,

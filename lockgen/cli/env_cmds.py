@@ -45,8 +45,8 @@ def check(
     lock: Optional[Path] = typer.Option(None, "--lock", help="Prove the environment is this lock, from the packages' own hashes."),
     manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests (no network)."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="With --lock: which platform of the lock."),
-    image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --image --lock: where the environment is "
-                                               "(default: the image's dev.lockgen.prefix label, else /opt/env)."),
+    image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --image --lock: where the environment is; "
+                                               "it must be the one the image's config runs (CONDA_PREFIX)."),
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     full: bool = typer.Option(False, "--full", help="Without --lock: re-hash every file, not only those whose size or mtime changed."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (with --lock: the conformance report)."),
@@ -124,8 +124,10 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
     counts = result.report.counts
     if not result.clean:
         shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
-        fail(f"{result.where} is not the environment of {lock}: " + (shown or "; ".join(result.problems)),
-             "materialize the lock into a fresh prefix, or re-pin the environment")
+        problems = list(result.problems[:1]) + [f"and {len(result.problems) - 1} more"] * (len(result.problems) > 1)
+        fail(f"{result.where} is not the environment of {lock}: " + "; ".join(([shown] if shown else []) + problems),
+             "re-export the image from the lock (lockgen export LOCK) and run it as exported" if problems and not shown
+             else "materialize the lock into a fresh prefix, or re-pin the environment")
     for path, digest in result.allowed.items():
         progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
     if result.by_path_only:

@@ -4,7 +4,7 @@ attestations) and `lockgen attest` (`cert export` is in `cert_export_cmd`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -12,6 +12,9 @@ from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
+
+if TYPE_CHECKING:  # heavy imports stay inside the commands
+    from lockgen.api.attestations import Admission
 
 cert_app = typer.Typer(help="Check, compare and export certificates.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -162,13 +165,18 @@ def certs(where: str = typer.Argument("envs", metavar="FOLDER|docker://REF",
           require_pass: Optional[str] = typer.Option(None, "--require-pass", metavar="ARCH", help="With docker://REF and "
                                                      "--key: exit 1 unless an attestation that verifies is a passing "
                                                      "certificate of ARCH (a gate before a pod starts)."),
+          lock: Optional[Path] = typer.Option(None, "--lock", help="With --require-pass: also count a certificate of "
+                                              "this lock (bare metal), once the image is proven the lock's (check "
+                                              "--image --lock)."),
           as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
     """List certificates, oldest first: when, arch, GPUs, result, headline figures; of an image, its attestations, verified."""
     if require_pass is not None and (key is None or not where.startswith("docker://")):
         fail("--require-pass judges an image's signed attestations", "lockgen certs docker://HOST/REPO@sha256:HEX "
              "--key KEY.pub --require-pass ARCH", 2)
+    if lock is not None and require_pass is None:
+        fail("--lock goes with --require-pass", "lockgen certs docker://REF --key KEY.pub --require-pass ARCH --lock LOCK", 2)
     if where.startswith("docker://"):
-        return _attached(where, key, insecure, as_json, normalize_arch(require_pass) if require_pass else None)
+        return _attached(where, key, insecure, as_json, normalize_arch(require_pass) if require_pass else None, lock)
     if key is not None or insecure:
         fail("--key and --insecure go with docker://REF", "lockgen certs docker://HOST/REPO:TAG --key KEY.pub", 2)
     from lockgen.api.certs import folder_certificates
@@ -200,10 +208,12 @@ def certs(where: str = typer.Argument("envs", metavar="FOLDER|docker://REF",
             print(f"{_summary(body)}  {path}  [inherited by {team.team_lock}: its CUDA stack is the base's]")
 
 
-def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool, require_pass: Optional[str]) -> None:
-    from lockgen.api.attestations import attached_certificates
+def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool, require_pass: Optional[str],
+              lock: Optional[Path]) -> None:
+    from lockgen.api.attestations import admitting
 
-    digest, found = attached_certificates(reference, key, insecure, progress)
+    admission = admitting(reference, key, insecure, lock if require_pass else None, progress)
+    digest, found = admission.digest, admission.found
     if as_json:
         print_json([{"attestation": a.location, "verified": a.verified, "reason": a.reason, "binding": a.binding,
                      "signature": a.signature, **(_entry(a.body) if a.body else {})} for a in found])
@@ -221,10 +231,27 @@ def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool
         progress(f"no lockgen certificates are attached to {digest} (lockgen attest attaches them)")
         if key is not None:
             fail(f"nothing attached to {digest[:23]}… verifies with `{key}`", "attach one with lockgen attest IMAGE CERT --key KEY")
-    if require_pass and not any(a.body.passed and a.body.arch == require_pass for a in found):  # each verified, here
-        carried = ", ".join(f"{a.body.arch} {'PASS' if a.body.passed else 'FAIL'}" for a in found)
-        fail(f"no certificate attached to {digest[:23]}… passed on {require_pass} (it carries: {carried})",
-             f"certify the image on {require_pass} (lockgen verify --arch {require_pass} --image ...) and attach it: lockgen attest")
+    if require_pass:
+        _require_pass(admission, require_pass, lock)
+
+
+def _require_pass(admission: Admission, arch: str, lock: Optional[Path]) -> None:
+    """The gate: a verified, passing certificate of `arch` among those that count (bound to the image's digest,
+    or to `lock` once the image was proven the lock's)."""
+    digest, proof = admission.digest, admission.proof
+    if proof is not None and not proof.clean:
+        for line in proof.lines():
+            print(line)
+        fail(f"{digest[:23]}… is not the image of {lock}: {proof.lines()[0]}", "its lock-bound certificates do not "
+             "count: certify this image itself (lockgen verify --image) and attach that certificate")
+    if any(a.body.passed and a.body.arch == arch for a in admission.counted):
+        return
+    carried = ", ".join(f"{a.body.arch} {'PASS' if a.body.passed else 'FAIL'}" for a in admission.found)
+    uncounted = [a for a in admission.found if a.verified and a not in admission.counted]
+    why = (f"; {len(uncounted)} bound only to a lock, which count once the image is proven that lock's (--lock LOCK)"
+           if uncounted and lock is None else "")
+    fail(f"no certificate attached to {digest[:23]}… passed on {arch} (it carries: {carried}){why}",
+         f"certify the image on {arch} (lockgen verify --arch {arch} --image ...) and attach it: lockgen attest")
 
 
 @handles_errors

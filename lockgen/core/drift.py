@@ -8,10 +8,11 @@ import stat
 from collections.abc import Iterable
 from typing import Any
 
-from lockgen.model.oci import LOCK_INSIDE
+from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, LOCK_INSIDE
 from lockgen.model.results import Drift
 
-LOCKGEN_FILES = frozenset({".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json", LOCK_INSIDE})
+LOCKGEN_FILES = frozenset({".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json", LOCK_INSIDE,
+                           BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE})
 _CACHED = re.compile(r"^(?P<stem>[^/.][^/]*?)\.(?:cpython|pypy)-?\d+[^/]*?\.pyc$")  # foo.cpython-312.pyc, foo.cpython-312.opt-1.pyc
 
 
