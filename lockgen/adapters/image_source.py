@@ -109,11 +109,10 @@ def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageMa
 
 def _unpack_final(layout: Path, root: Path, meter: Callable[[str, int, int], None] | None,
                   manifest: ImageManifest) -> tuple[tuple[LayerEntry, ...], ...]:
-    """Every layer extracted into `root`, then what later layers' whiteouts removed taken away; the layers' members."""
+    """Every layer extracted into `root`, whiteouts applied as each layer is (the final file system); the layers'
+    members."""
     oci_layout.unpack(layout, root, meter)
-    layers = image_layers.layer_entries(layout, manifest)
-    image_layers.apply_removals(root, image_layers.removed_paths(layers))
-    return tuple(layers)
+    return tuple(image_layers.layer_entries(layout, manifest))
 
 
 @contextlib.contextmanager
