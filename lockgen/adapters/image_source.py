@@ -130,6 +130,20 @@ def opened(source: str | Path, progress: Callable[[str], None], insecure: bool =
         shutil.rmtree(work, ignore_errors=True)
 
 
+def lockgen_image(opened: OpenedImage, prefix: str) -> UnpackedImage:
+    """An opened image as a lockgen image with its environment at `prefix` (the one its config runs): the
+    environment manifest recomputed from the unpacked files."""
+    labels = opened.typed_config.config.labels or {}
+    if ENVIRONMENT_LABEL not in labels:
+        raise LockFormatError(f"the image {opened.digest[:19]}… was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
+                              "pass an image made by lockgen export")
+    folder = environment_in(opened.root, prefix)
+    manifest, _ = env_manifest.build(folder)
+    return UnpackedImage(digest=opened.digest, labels=labels, root=opened.root,
+                         recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
+                         manifest=manifest, environment=env_manifest.digest(manifest), prefix=folder)
+
+
 @contextlib.contextmanager
 def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool = False,
              lock: Path | None = None, meter: Callable[[str, int, int], None] | None = None) -> Iterator[UnpackedImage]:

@@ -37,26 +37,33 @@ def prove_image(lock_path: Path, image: str, manifests: Path | None, platform: s
     """The conformance of the image's environment to the lock, with every way the image is not what export
     writes from it among its problems."""
     with image_source.opened(image, progress, insecure) as opened:
-        prefix = environment_prefix(opened.typed_config, image_prefix)
-        inside = image_source.environment_in(opened.root, prefix)
-        result = conform(lock_path, inside, platform, manifests, progress, meter, prefix, allow_foreign)
-        problems = [f"image: runs as root (User {opened.user or 'unset'})"] if opened.user in ROOT_USERS else []
-        lock = load_lock(lock_path)
-        base_count, base_config, base_problems = _base(opened.manifest, opened.typed_config, inside, lock)
-        problems += base_problems
-        if base_count:
-            progress(f"files outside {prefix}: the {base_count} layers of the base its manifest pins, "
-                     f"{(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)")
-        if base_count is not None:
-            problems += outside_problems(list(opened.layers), base_count, prefix)
-            problems += _config_problems(lock, result, opened, base_config, prefix)
-        # the SBOM's packages, lock and platform come from the lock; the environment digest it names must be
-        # the one the image's label records
-        labelled = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
-        expected_sbom = canonical_json(cyclonedx(lock, result.platform, result.lock_sha256, labelled))
-        problems += [f"image: {finding}" for finding in sbom_problems(image, inside / SBOM_INSIDE, expected_sbom, labelled)]
-        return Conformance(result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest,
-                           result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only)
+        return prove_opened(lock_path, opened, image, manifests, platform, image_prefix, progress, meter, allow_foreign)
+
+
+def prove_opened(lock_path: Path, opened: image_source.OpenedImage, image: str, manifests: Path | None,
+                 platform: str | None, image_prefix: str | None, progress: Callable[[str], None], meter: Meter | None,
+                 allow_foreign: Sequence[str]) -> Conformance:
+    """`prove_image` of an image already opened (verify runs its kernel in the same unpacked root)."""
+    prefix = environment_prefix(opened.typed_config, image_prefix)
+    inside = image_source.environment_in(opened.root, prefix)
+    result = conform(lock_path, inside, platform, manifests, progress, meter, prefix, allow_foreign)
+    problems = [f"image: runs as root (User {opened.user or 'unset'})"] if opened.user in ROOT_USERS else []
+    lock = load_lock(lock_path)
+    base_count, base_config, base_problems = _base(opened.manifest, opened.typed_config, inside, lock)
+    problems += base_problems
+    if base_count:
+        progress(f"files outside {prefix}: the {base_count} layers of the base its manifest pins, "
+                 f"{(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)")
+    if base_count is not None:
+        problems += outside_problems(list(opened.layers), base_count, prefix)
+        problems += _config_problems(lock, result, opened, base_config, prefix)
+    # the SBOM's packages, lock and platform come from the lock; the environment digest it names must be
+    # the one the image's label records
+    labelled = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
+    expected_sbom = canonical_json(cyclonedx(lock, result.platform, result.lock_sha256, labelled))
+    problems += [f"image: {finding}" for finding in sbom_problems(image, inside / SBOM_INSIDE, expected_sbom, labelled)]
+    return Conformance(result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest,
+                       result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only)
 
 
 def _config_problems(lock: Lock, result: Conformance, opened: image_source.OpenedImage,

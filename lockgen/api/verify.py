@@ -21,10 +21,12 @@ from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel,
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.conformance_steps import conform, read_manifests
+from lockgen.api.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
 from lockgen.core.envelopes import conv_floors
 from lockgen.core.facts import arch_fact, load_facts
+from lockgen.core.image_whole import environment_prefix
 from lockgen.core.stack_layout import certificate_path
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
@@ -73,6 +75,7 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         return _verify(options, python, None, conformance, rendezvous, progress)
     if options.lock:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
         read_manifests(options.lock, None, options.manifests, progress)
+        return _verify_proven_image(options, rendezvous, progress)
     with image_source.unpacked(options.image, progress, options.insecure) as image:
         inside, folder = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX), image.prefix
         if options.lock:  # the lock's packages decide, not what the image says of itself
@@ -84,6 +87,25 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         else:
             conformance = None
         return _verify(options, str(folder / "bin" / "python"), image, conformance, rendezvous, progress)
+
+
+def _verify_proven_image(options: VerifyOptions, rendezvous: kernel.Rendezvous | None,
+                         progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+    """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
+    its config runs, the config, every file outside it), in the same unpacked root."""
+    assert options.image is not None and options.lock is not None
+    with image_source.opened(options.image, progress, options.insecure) as opened:
+        proven = prove_opened(options.lock, opened, options.image, options.manifests, None, None, progress, None,
+                              options.allow_foreign)
+        if not proven.clean:
+            lines = proven.lines()
+            raise UserError(f"{options.image} is not the image of {options.lock}: {lines[0]}"
+                            + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""),
+                            f"see lockgen check --image {options.image} --lock {options.lock}; certify only an image that conforms")
+        progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside "
+                 "its environment")
+        image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))
+        return _verify(options, str(image.prefix / "bin" / "python"), image, proven, rendezvous, progress)
 
 
 def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
