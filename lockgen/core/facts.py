@@ -95,16 +95,3 @@ def minor_compat_ceiling(facts: GpuFacts, driver: str) -> str | None:
     same_major = [t.version for t in toolkits_ascending(facts) if major_minor(t.version)[0] == int(major)]
     return same_major[-1]
 
-
-def update_floor(facts: GpuFacts, toolkit: str) -> tuple[str, str] | None:
-    """(driver, update) that runs a build made with CUDA `toolkit` (e.g. 13.0.3) natively: the newest
-    update the facts know at or before it; None when they know none (the GA's floor applies)."""
-    fact = facts.cuda_toolkits.get(mm_text(major_minor(toolkit)))
-    if fact is None:
-        return None
-    known = [(as_tuple(version), version, update.min_driver) for version, update in fact.updates.items()
-             if as_tuple(version) <= as_tuple(toolkit)]
-    if not known:
-        return None
-    _, version, driver = max(known)
-    return driver, version

@@ -24,14 +24,16 @@ class ArchFact(Frozen):
 
 
 class CudaUpdateFact(Frozen):
-    """A CUDA update release (12.6.3 is 12.6 Update 3) and the driver it ships with: what runs it natively."""
+    """A CUDA update release (12.6.3 is 12.6 Update 3) and the driver its installer bundles: information only,
+    never a floor (a 12.6.x runtime asks the driver for CUDA 12.6, which the 12.6 GA driver runs natively)."""
 
     min_driver: str
     sources: tuple[str, ...]
 
 
 class CudaToolkitFact(Frozen):
-    """A CUDA toolkit release, the oldest Linux driver that runs its GA natively, and its updates' drivers."""
+    """A CUDA toolkit release (major.minor), the oldest Linux driver that runs it natively (Table 3's GA driver:
+    the floor for every update of that minor), and the drivers its updates bundle (information)."""
 
     version: str
     min_driver: str
