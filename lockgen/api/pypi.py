@@ -13,7 +13,8 @@ from lockgen.core.credentials import scrub_url
 from lockgen.core.facts_inference import Inference, infer_releases, newest_known, with_inferred
 from lockgen.core.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
 from lockgen.core.pypi_rules import check_resolved_torch, torch_admission
-from lockgen.errors import LockgenError, UnsatisfiableError
+from lockgen.core.torch_sources import check_cpu_lock, routes_text
+from lockgen.errors import ChannelError, LockgenError, UnsatisfiableError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize
@@ -95,7 +96,8 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
             python=plan.python, requirements=plan.requirements, constraints=plan.constraints,
             stand_ins=(stand_ins or {}).get((target.name, request.platform), ()),
             preferred=(preferred or {}).get((target.name, request.platform), ()), index_url=options.index_url,
-            extra_index_urls=extra_indexes, exclude_newer=options.exclude_newer, no_build=options.no_build)))
+            extra_index_urls=extra_indexes, exclude_newer=options.exclude_newer, no_build=options.no_build,
+            routes=plan.routes)))
 
     def run(job: tuple) -> tuple[list[LockedPackage], float]:
         started = time.perf_counter()
@@ -109,9 +111,16 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
                 outcomes.append(future.result())
             except UnsatisfiableError as exc:
                 raise _explained(exc, facts, spec, job[0], job[1], job[2], job[4]) from None
+            except ChannelError as exc:
+                if not job[3].routes:
+                    raise
+                raise ChannelError(exc.message, f"{routes_text(job[3].routes)} is where target `{job[0].name}`'s torch "
+                                   "comes from: make it reachable or set [pypi-options] torch-indexes.cpu to a mirror; "
+                                   f"{exc.hint}") from None
     results = {}
     for (target, window, platform, plan, inference, _), (packages, seconds) in zip(jobs, outcomes):
         check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages)
+        check_cpu_lock(target, platform, packages, plan.routes)
         kept = [p for p in packages if normalize(p.name) not in plan.held]
         torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
         progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels"
