@@ -14,6 +14,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.arch_rules import cuda_window, judge_build
 from lockgen.core.facts import load_facts, native_cuda
 from lockgen.core.pypi_rules import torch_admission
+from lockgen.errors import TargetError
 from lockgen.model.plan import CandidateBuild
 from lockgen.model.spec import Target
 from packaging.version import Version
@@ -131,3 +132,18 @@ def test_facts_check_of_a_stack_names_the_channel_builds_the_facts_cannot_judge(
     builds = json.loads(done.stdout)["conda_builds"]
     assert [(b["build"], b["cuda"]) for b in builds] == [("pytorch 2.9.0 cuda131_h1_0", "13.1")]
     assert "no arch list known for CUDA 13.1" in builds[0]["decision"]
+
+
+def test_jetson_thor_is_read_by_its_own_driver_numbering() -> None:
+    """Thor's driver reports 580.00 (JetPack 7.0, CUDA 13.0): below 13.0 GA's dGPU floor, yet CUDA 13.0."""
+    thor = gpu("sm110", "580.00")
+    window = cuda_window(FACTS, thor)
+    assert (window.low, window.high, window.native) == ("13.0", "13.0", "13.0") and "JetPack 7.0" in window.reason
+    assert set(admitted(thor, "linux-aarch64")) == {"2.11", "2.12", "2.13", "2.14"}  # aarch64 cu130 lists carry 11.0
+    assert admitted(thor, "linux-64") == ()  # the x86_64 lists have no sm_110
+    stated = gpu("sm110", "575.00", cuda="13.0")  # a branch the facts lack: the CUDA the target states
+    assert cuda_window(FACTS, stated).high == "13.0" and "the target states it" in cuda_window(FACTS, stated).reason
+    with pytest.raises(TargetError) as caught:
+        cuda_window(FACTS, gpu("sm110", "575.00"))
+    assert "numbered on their own" in caught.value.hint and 'cuda = "13.0"' in caught.value.hint
+    assert cuda_window(FACTS, gpu("sm90", "580.00")).high == "12.9"  # a dGPU's 580.00 stays Table 3's reading

@@ -92,6 +92,17 @@ class ChannelArchList(Frozen):
     sources: tuple[str, ...]
 
 
+class TegraDriverFact(Frozen):
+    """A Jetson driver branch and the CUDA it runs natively: Tegra drivers (Jetson Linux's, e.g. Thor's `580.00`)
+    are numbered on their own and are never read through the discrete-GPU Table 3."""
+
+    branch: str
+    archs: tuple[str, ...]
+    cuda: str
+    release: str
+    sources: tuple[str, ...]
+
+
 class GpuFacts(Frozen):
     """All facts, indexed by name."""
 
@@ -102,6 +113,7 @@ class GpuFacts(Frozen):
     pytorch_official_arch_lists: tuple[OfficialArchList, ...]
     pytorch_pypi_wheels: tuple[PypiWheelFact, ...]
     pytorch_channel_arch_lists: tuple[ChannelArchList, ...] = ()
+    tegra_drivers: tuple[TegraDriverFact, ...] = ()
     unverifiable: tuple[str, ...] = ()  # what could not be read from an authoritative source, and what follows
     valid_as_of: str = ""  # the date the facts' sources were last read
     origin: str = "lockgen/data/gpu_facts.json"  # the file they came from ($LOCKGEN_FACTS when set)
