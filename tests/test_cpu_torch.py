@@ -57,6 +57,8 @@ def test_a_cpu_target_takes_torch_from_the_cpu_index_and_no_cuda_package(tmp_pat
     assert picked["numpy"].version == "2.0.0" and picked["numpy"].url.startswith(pypi)  # only the torch family is routed
     assert not [n for n in picked if n.startswith(("nvidia-", "cuda-")) or n == "triton"]
     assert lock.meta("torch-index.linux-64") == f"torch torchvision @ {cpu}/simple"
+    assert f"cpu on linux-64: torch 2.9.1+cpu from torch torchvision @ {cpu}/simple" in done.stderr  # resolve's decision line
+    assert lock.meta("decision.linux-64").endswith("a CPU target takes no PyPI build (cpu-target)")
 
 
 def test_on_aarch64_too_and_torchvision_alone_routes_torch(tmp_path: Path, indexes) -> None:

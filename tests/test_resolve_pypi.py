@@ -45,6 +45,8 @@ def test_each_target_gets_the_torch_its_arch_and_driver_allow(pypi_locks: Path) 
     assert picked["a100"]["nvidia-cuda-runtime-cu12"].startswith("12.4.")
     assert release(picked["b200"]["torch"]) >= (2, 8)
     assert release(picked["h100-r580ga"]["torch"]) == (2, 14)  # 13.0 GA's driver runs the CUDA 13.0.3 build natively
+    decision = load_lock(pypi_locks / "a100.conda-lock.yml").meta("decision.linux-64")
+    assert decision.startswith("torch 2.6.") and "2.7 passed over by driver-floor" in decision and "560.28.03" in decision
     assert release(picked["gh200"]["torch"]) >= (2, 11) and picked["gh200"]["nvidia-cuda-runtime"].startswith("13.")
     gh200 = load_lock(pypi_locks / "gh200.conda-lock.yml")
     assert gh200.metadata.platforms == ("linux-aarch64",) and all("aarch64" in p.url or "none-any" in p.url for p in gh200.package)

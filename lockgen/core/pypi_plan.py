@@ -34,6 +34,7 @@ class PypiPlan:
     held: frozenset[str]
     inferred: tuple[str, ...] = ()  # what the index's evidence decided about releases newer than the facts
     routes: tuple[tuple[str, str], ...] = ()  # (package, index) taken from their own index: a CPU target's torch
+    decision: str = ""  # after resolving: the torch chosen and the rule that kept out the nearest newer release
 
 
 def held_by_conda(spec: StackSpec, conda_packages: list[LockedPackage]) -> tuple[str, dict[str, str]]:

@@ -56,7 +56,7 @@ def torch_admission(facts: GpuFacts, target: Target, platform: str, window: Cuda
     from the index; `unknown_refused` are newer releases no evidence admitted)."""
     allowed, refused = [], []
     for wheel in sorted((w for w in facts.pytorch_pypi_wheels if w.platform == platform), key=lambda w: as_tuple(w.torch)):
-        ok, reason = _judge(facts, target, window, wheel.variant, wheel.arch_list)
+        ok, _, reason = judge_wheel(facts, target, window, wheel.variant, wheel.arch_list)
         inferred = " (inferred)" if wheel.inferred and any(s.startswith("inferred by lockgen") for s in wheel.sources) else ""
         (allowed if ok else refused).append(wheel.torch if ok else (wheel.torch, f"torch {wheel.torch} on PyPI ({platform}){inferred}: {reason}"))
     return TorchAdmission(tuple(allowed), tuple(refused) + unknown_refused)
@@ -66,24 +66,30 @@ def known_releases(facts: GpuFacts, platform: str, unknown_refused: tuple[tuple[
     return tuple(w.torch for w in facts.pytorch_pypi_wheels if w.platform == platform) + tuple(r for r, _ in unknown_refused)
 
 
-def _judge(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None) -> tuple[bool, str]:
+def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str,
+                arch_list: str | None) -> tuple[bool, str, str]:
+    """(admitted, the rule that decided, why) for one torch build of a variant on a GPU target. Rules:
+    `cpu-build`, `driver-floor` (its CUDA is newer than the driver runs), `arch-list-unknown`, `ptx-only`,
+    `no-kernels`, and `native-kernels` (admitted) or `ptx-jit` (admitted with allow-ptx-jit)."""
     if not target.is_gpu:
-        return True, "any build runs on a CPU"
+        return True, "cpu-target", "any build runs on a CPU"
     assert window is not None
     if variant == "cpu":
-        return False, "a CPU-only build"
+        return False, "cpu-build", "a CPU-only build"
     cuda = f"{variant[2:-1]}.{variant[-1]}"
     if major_minor(cuda) > major_minor(window.high):
         toolkit = facts.cuda_toolkits.get(cuda)
         needs = f" (needs driver >= {toolkit.min_driver})" if toolkit else ""
-        return False, f"built with CUDA {cuda}{needs}, newer than the CUDA {window.high} driver {target.driver} allows"
+        return False, "driver-floor", f"built with CUDA {cuda}{needs}, newer than the CUDA {window.high} driver {target.driver} allows"
     if arch_list is None:
-        return False, f"{variant} build with no known arch list"
+        return False, "arch-list-unknown", f"{variant} build with no known arch list"
     covered = coverage(arch_list, arch_fact(facts, target.arch).compute_capability)
-    if covered == "sass" or (covered == "ptx" and target.allow_ptx_jit):
-        return True, f"{variant}: {arch_list}"
+    if covered == "sass":
+        return True, "native-kernels", f"{variant}: {arch_list}"
+    if covered == "ptx" and target.allow_ptx_jit:
+        return True, "ptx-jit", f"{variant}: {arch_list}"
     what = "reaches it only through PTX JIT" if covered == "ptx" else "has no kernels for it"
-    return False, f"{variant} ({arch_list}) {what} ({target.arch})"
+    return False, "ptx-only" if covered == "ptx" else "no-kernels", f"{variant} ({arch_list}) {what} ({target.arch})"
 
 
 def no_torch_error(target: Target, platform: str, admission: TorchAdmission) -> TargetError:
@@ -136,7 +142,7 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
                       if w.torch == release and w.platform == platform and w.variant == variant), None)
     if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
         arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
-    ok, reason = _judge(facts, target, window, variant, arch_list)
+    ok, _, reason = judge_wheel(facts, target, window, variant, arch_list)
     if not ok:
         raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}",
                           "constrain torch in [pypi-dependencies] or change the target's driver")
