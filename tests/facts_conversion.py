@@ -117,7 +117,7 @@ ADDITIONS = __import__("pathlib").Path(__file__).with_name("facts_additions.json
 def packaged(matrix_path, additions_path=ADDITIONS):
     """lockgen/data/gpu_facts.json: the matrix re-expressed, then the sourced additions and corrections read
     since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), official lists corrected, CUDA update
-    drivers, conda-forge variant lists, the pytorch channel's own lists, and what could not be verified."""
+    drivers, conda-forge variant lists, the pytorch channel's own lists, Jetson driver branches, and what could not be verified."""
     out = convert(matrix_path)
     add = json.load(open(additions_path))
     out["about"] += " Then " + add["about"]
@@ -134,6 +134,7 @@ def packaged(matrix_path, additions_path=ADDITIONS):
         out["pytorch_official_arch_lists"].setdefault(torch, {}).update(by_tag)
     out["conda_forge_pytorch_arch_lists"] += add["conda_forge_pytorch_arch_lists"]
     out["pytorch_channel_arch_lists"] = add["pytorch_channel_arch_lists"]
+    out["tegra_drivers"] = add["tegra_drivers"]
     out["unverifiable"] = add["unverifiable"]
     return out
 

@@ -1,5 +1,5 @@
-"""The rules the sourced facts of issue 15 feed: strict means the driver of the CUDA update a wheel was built
-with, tegra builds never take the generic list, pytorch-channel releases newer than the facts take the
+"""The rules the sourced facts of issues 15 and 28 feed: strict means the GA driver of the CUDA minor a wheel was
+built with (never an update's), tegra builds never take the generic list, pytorch-channel releases newer than the facts take the
 newest known list of their variant, and every added fact keeps a source that says how sure it is."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.arch_rules import cuda_window, judge_build
-from lockgen.core.facts import load_facts, update_floor
+from lockgen.core.facts import load_facts, native_cuda
 from lockgen.core.pypi_rules import torch_admission
+from lockgen.errors import TargetError
 from lockgen.model.plan import CandidateBuild
 from lockgen.model.spec import Target
 from packaging.version import Version
@@ -30,16 +31,24 @@ def admitted(target: Target, platform: str = "linux-64") -> tuple[str, ...]:
     return torch_admission(FACTS, target, platform, cuda_window(FACTS, target)).allowed
 
 
-def test_strict_means_the_driver_of_the_update_a_wheel_was_built_with() -> None:
-    assert update_floor(FACTS, "13.0.2") == ("580.95.05", "13.0.2")
-    assert update_floor(FACTS, "13.0.3") == ("580.95.05", "13.0.2")  # the newest update the facts know before it
-    assert update_floor(FACTS, "13.0.0") is None  # the GA's floor applies
-    ga, update = gpu("sm90", "580.65.06"), gpu("sm90", "580.95.05")
-    assert "2.11" not in admitted(ga) and max(admitted(ga), key=Version) == "2.10"
-    assert max(admitted(update), key=Version) == "2.14"  # 2.15 is CUDA 13.2: driver >= 595.45.04
-    assert "2.14" in admitted(gpu("sm90", "580.65.06", **{"cuda-compat": "minor"}))
-    refused = dict(torch_admission(FACTS, ga, "linux-64", cuda_window(FACTS, ga)).refused)["2.13"]
-    assert "built with CUDA 13.0.3, which driver 580.95.05" in refused and "minor-version compatibility" in refused
+# NVIDIA CUDA Compatibility guide / release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions" (Linux, GA rows)
+TABLE_3_GA = {"12.4": "550.54.14", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06",
+              "13.1": "590.44.01", "13.2": "595.45.04"}
+
+
+def test_strict_is_by_minor_the_floor_is_the_ga_driver_of_each_cuda_minor() -> None:
+    for cuda, driver in TABLE_3_GA.items():
+        assert FACTS.cuda_toolkits[cuda].min_driver == driver, cuda
+        assert native_cuda(FACTS, driver) == cuda  # the GA driver runs every update of its minor natively
+    assert FACTS.cuda_toolkits["13.0"].updates["13.0.2"].min_driver == "580.95.05"  # kept, as information only
+    ga = gpu("sm90", "580.65.06")
+    for platform in ("linux-64", "linux-aarch64"):  # GH200 on 13.0 GA's driver gets the cu130 builds (2.11-2.14)
+        assert max(admitted(ga, platform), key=Version) == "2.14", platform
+        assert {"2.11", "2.12", "2.13", "2.14"} <= set(admitted(ga, platform))
+    assert max(admitted(gpu("sm90", "580.95.05")), key=Version) == "2.14"  # 2.15 is CUDA 13.2: driver >= 595.45.04
+    refused = dict(torch_admission(FACTS, ga, "linux-64", cuda_window(FACTS, ga)).refused)["2.15"]
+    assert "CUDA 13.2 (needs driver >= 595.45.04)" in refused
+    assert "2.7" not in admitted(gpu("sm80", "560.28.02")) and "2.7" in admitted(gpu("sm80", "560.28.03"))
 
 
 def _build(build: str, depends: tuple[str, ...], channel: str = "https://conda.anaconda.org/conda-forge/linux-aarch64",
@@ -123,3 +132,18 @@ def test_facts_check_of_a_stack_names_the_channel_builds_the_facts_cannot_judge(
     builds = json.loads(done.stdout)["conda_builds"]
     assert [(b["build"], b["cuda"]) for b in builds] == [("pytorch 2.9.0 cuda131_h1_0", "13.1")]
     assert "no arch list known for CUDA 13.1" in builds[0]["decision"]
+
+
+def test_jetson_thor_is_read_by_its_own_driver_numbering() -> None:
+    """Thor's driver reports 580.00 (JetPack 7.0, CUDA 13.0): below 13.0 GA's dGPU floor, yet CUDA 13.0."""
+    thor = gpu("sm110", "580.00")
+    window = cuda_window(FACTS, thor)
+    assert (window.low, window.high, window.native) == ("13.0", "13.0", "13.0") and "JetPack 7.0" in window.reason
+    assert set(admitted(thor, "linux-aarch64")) == {"2.11", "2.12", "2.13", "2.14"}  # aarch64 cu130 lists carry 11.0
+    assert admitted(thor, "linux-64") == ()  # the x86_64 lists have no sm_110
+    stated = gpu("sm110", "575.00", cuda="13.0")  # a branch the facts lack: the CUDA the target states
+    assert cuda_window(FACTS, stated).high == "13.0" and "the target states it" in cuda_window(FACTS, stated).reason
+    with pytest.raises(TargetError) as caught:
+        cuda_window(FACTS, gpu("sm110", "575.00"))
+    assert "numbered on their own" in caught.value.hint and 'cuda = "13.0"' in caught.value.hint
+    assert cuda_window(FACTS, gpu("sm90", "580.00")).high == "12.9"  # a dGPU's 580.00 stays Table 3's reading

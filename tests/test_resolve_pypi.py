@@ -16,7 +16,7 @@ from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.network
 PYPI_EXAMPLE = REPO / "envs" / "examples" / "torch-pypi" / "stack.toml"
-TARGETS = ("v100", "a100", "h100", "b200", "gh200")
+TARGETS = ("v100", "a100", "h100", "h100-r580ga", "b200", "gh200")
 
 
 def release(version: str) -> tuple[int, int]:
@@ -44,6 +44,9 @@ def test_each_target_gets_the_torch_its_arch_and_driver_allow(pypi_locks: Path) 
     assert picked["a100"]["torch"].startswith("2.6.")  # driver 550 runs CUDA 12.4: cu124 is the newest
     assert picked["a100"]["nvidia-cuda-runtime-cu12"].startswith("12.4.")
     assert release(picked["b200"]["torch"]) >= (2, 8)
+    assert release(picked["h100-r580ga"]["torch"]) == (2, 14)  # 13.0 GA's driver runs the CUDA 13.0.3 build natively
+    decision = load_lock(pypi_locks / "a100.conda-lock.yml").meta("decision.linux-64")
+    assert decision.startswith("torch 2.6.") and "2.7 passed over by driver-floor" in decision and "560.28.03" in decision
     assert release(picked["gh200"]["torch"]) >= (2, 11) and picked["gh200"]["nvidia-cuda-runtime"].startswith("13.")
     gh200 = load_lock(pypi_locks / "gh200.conda-lock.yml")
     assert gh200.metadata.platforms == ("linux-aarch64",) and all("aarch64" in p.url or "none-any" in p.url for p in gh200.package)
@@ -78,6 +81,18 @@ def test_gh200_on_an_old_driver_fails_naming_what_to_change(tmp_path: Path) -> N
         api.resolve(stack)
     assert "no torch release on PyPI fits sm90" in caught.value.message
     assert "580.65.06" in caught.value.hint and "CPU-only before 2.11" in caught.value.hint
+
+
+def test_jetson_thor_on_its_580_00_driver_gets_the_aarch64_cu130_torch(tmp_path: Path) -> None:
+    stack = write(tmp_path, PURE.format(deps='torch = "*"', arch="sm110",
+                                        extra='driver = "580.00"\nplatforms = ["linux-aarch64"]\n'
+                                              '[pypi-options]\nexclude-newer = "2026-12-01"'))
+    api.resolve(stack)
+    lock = load_lock(tmp_path / "locks" / "t.conda-lock.yml")
+    picked = {p.name: p for p in lock.package}
+    assert release(picked["torch"].version) == (2, 14) and "aarch64" in picked["torch"].url
+    assert picked["cuda-toolkit"].version.startswith("13.0.")
+    assert lock.meta("cuda-window") == "13.0..13.0 (native 13.0)"
 
 
 def test_a_pinned_torch_the_driver_cannot_run_is_refused(tmp_path: Path) -> None:

@@ -11,6 +11,9 @@ otherwise tries on every run where the host lacks one: some 5 s on a connected h
 on one that cannot reach python-build-standalone, for an identical pylock.toml. With builds allowed
 (`no-build = false`) uv keeps its default, since building an sdist needs an interpreter of that version.
 
+`routes` send named packages (a CPU target's torch) to their own index: the requirements are then written as
+a pyproject.toml whose `[tool.uv.sources]` name an explicit index for each, which uv reads nothing else from.
+
 Two inputs come from a team's base. `stand_ins` are its check-only builds (a vendor's torch, which no index
 publishes): each is offered to uv as a wheel of that name and version with no files and no requirements of
 its own, in a `--find-links` folder, so the team's requirements on it are solved against its version, and
@@ -57,6 +60,7 @@ class PypiRequest:
     extra_index_urls: tuple[str, ...]
     exclude_newer: dt.date | dt.datetime | None
     no_build: bool
+    routes: tuple[tuple[str, str], ...] = ()  # (package, index): these names come from that index only
 
     def python_platform(self) -> str:
         return f"{MACHINE_OF_PLATFORM[self.platform]}-manylinux_{self.glibc.replace('.', '_')}"
@@ -72,7 +76,8 @@ def uv_binary() -> str:
 
 
 def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
-    command = [uv, "pip", "compile", str(folder / "requirements.in"), "--output-file", str(folder / "pylock.toml"),
+    source = folder / ("pyproject.toml" if request.routes else "requirements.in")
+    command = [uv, "pip", "compile", str(source), "--output-file", str(folder / "pylock.toml"),
                "--format", "pylock.toml", "--python-version", request.python,
                "--python-platform", request.python_platform(), "--index-url", request.index_url,
                "--no-header", "--quiet", "--color", "never"]
@@ -96,6 +101,8 @@ def resolve(request: PypiRequest) -> list[LockedPackage]:
     with tempfile.TemporaryDirectory(prefix="lockgen-uv-") as tmp:
         folder = Path(tmp)
         (folder / "requirements.in").write_text("\n".join(request.requirements) + "\n")
+        if request.routes:
+            (folder / "pyproject.toml").write_text(_routed_project(request))
         (folder / "constraints.txt").write_text("\n".join(request.constraints) + "\n")
         stood_in = tuple(_write_stand_in(folder / "stand-ins", name, version) for name, version in request.stand_ins)
         if request.preferred:  # uv prefers the versions an existing output file holds (a stand-in's too)
@@ -105,6 +112,18 @@ def resolve(request: PypiRequest) -> list[LockedPackage]:
             raise _error(request, done.stderr)
         text = (folder / "pylock.toml").read_text()
     return _packages(request, text)
+
+
+def _routed_project(request: PypiRequest) -> str:
+    """The requirements as a pyproject.toml whose `[tool.uv.sources]` send each routed name to its own explicit
+    index (uv reads no other package from it; the project itself is not part of the output)."""
+    indexes = list(dict.fromkeys(index for _, index in request.routes))
+    lines = ["[project]", 'name = "lockgen-request"', 'version = "0"',
+             f"dependencies = [{', '.join(json.dumps(r) for r in request.requirements)}]", "", "[tool.uv.sources]"]
+    lines += [f"{json.dumps(name)} = {{ index = \"route-{indexes.index(index)}\" }}" for name, index in request.routes]
+    for number, index in enumerate(indexes):
+        lines += ["", "[[tool.uv.index]]", f'name = "route-{number}"', f"url = {json.dumps(index)}", "explicit = true"]
+    return "\n".join(lines) + "\n"
 
 
 def _write_stand_in(folder: Path, name: str, version: str) -> LockedPackage:

@@ -10,10 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lockgen.adapters import release_evidence, uv_resolver
 from lockgen.core.credentials import scrub_url
+from lockgen.core.explain import decision
 from lockgen.core.facts_inference import Inference, infer_releases, newest_known, with_inferred
 from lockgen.core.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
 from lockgen.core.pypi_rules import check_resolved_torch, torch_admission
-from lockgen.errors import LockgenError, UnsatisfiableError
+from lockgen.core.torch_sources import check_cpu_lock, routes_text
+from lockgen.errors import ChannelError, LockgenError, UnsatisfiableError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize
@@ -37,6 +39,20 @@ def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target
     reasons = "; ".join(named or [reason for _, reason in refused[-3:]])
     return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800],
                               exc.request_label, exc.packages)
+
+
+def _decision(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str, torch: str,
+              plan: PypiPlan, inference: Inference | None) -> str:
+    """The line resolve prints and the lock keeps: the torch chosen and why the nearest newer one is out (empty
+    for a torch held at its version, which the lock of a team on a base keeps as it was)."""
+    if plan.routes:
+        return f"torch {torch} from {routes_text(plan.routes)}: a CPU target takes no PyPI build (cpu-target)"
+    if not target.is_gpu:
+        return f"torch {torch} from the stack's indexes"
+    if any(normalize(line.split("==")[0]) == "torch" for line in plan.constraints if "==" in line):
+        return ""  # held at its version (a base's, or --update's holds): this resolve decided nothing about it
+    return decision(with_inferred(facts, inference) if inference else facts, spec, target, window, platform, torch,
+                    inference.refused if inference else ())
 
 
 class NewerReleases:
@@ -95,7 +111,8 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
             python=plan.python, requirements=plan.requirements, constraints=plan.constraints,
             stand_ins=(stand_ins or {}).get((target.name, request.platform), ()),
             preferred=(preferred or {}).get((target.name, request.platform), ()), index_url=options.index_url,
-            extra_index_urls=extra_indexes, exclude_newer=options.exclude_newer, no_build=options.no_build)))
+            extra_index_urls=extra_indexes, exclude_newer=options.exclude_newer, no_build=options.no_build,
+            routes=plan.routes)))
 
     def run(job: tuple) -> tuple[list[LockedPackage], float]:
         started = time.perf_counter()
@@ -109,12 +126,28 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
                 outcomes.append(future.result())
             except UnsatisfiableError as exc:
                 raise _explained(exc, facts, spec, job[0], job[1], job[2], job[4]) from None
-    results = {}
-    for (target, window, platform, plan, inference, _), (packages, seconds) in zip(jobs, outcomes):
-        check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages)
-        kept = [p for p in packages if normalize(p.name) not in plan.held]
-        torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
-        progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels"
-                 + (f", torch {torch}" if torch else "") + f" in {seconds:.2f}s")
-        results[(target.name, platform)] = (plan, kept)
-    return results
+            except ChannelError as exc:
+                if not job[3].routes:
+                    raise
+                raise ChannelError(exc.message, f"{routes_text(job[3].routes)} is where target `{job[0].name}`'s torch "
+                                   "comes from: make it reachable or set [pypi-options] torch-indexes.cpu to a mirror; "
+                                   f"{exc.hint}") from None
+    return {(job[0].name, job[2]): _judged(facts, spec, job, packages, seconds, progress)
+            for job, (packages, seconds) in zip(jobs, outcomes)}
+
+
+def _judged(facts: GpuFacts, spec: StackSpec, job: tuple, packages: list[LockedPackage], seconds: float,
+            progress: Callable[[str], None]) -> tuple[PypiPlan, list[LockedPackage]]:
+    """One resolution judged (its torch against the arch rules, a CPU target's against any CUDA package), told
+    to the user with the decision, and without the packages conda holds."""
+    target, window, platform, plan, inference, _ = job
+    check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages)
+    check_cpu_lock(target, platform, packages, plan.routes)
+    kept = [p for p in packages if normalize(p.name) not in plan.held]
+    torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
+    progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels"
+             + (f", torch {torch}" if torch else "") + f" in {seconds:.2f}s")
+    if torch is not None:
+        plan = dataclasses.replace(plan, decision=_decision(facts, spec, target, window, platform, torch, plan, inference))
+        progress(f"{target.name} on {platform}: {plan.decision or f'torch {torch}, held at its version'}")
+    return plan, kept

@@ -10,7 +10,8 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from lockgen.cli import arch_cmd, cert_export_cmd, env_cmds, facts_cmd, fleet_cmd, lock_cmds, resolve_cmd, verify_cmds  # noqa: E402
+from lockgen.cli import (  # noqa: E402
+    arch_cmd, cert_export_cmd, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, resolve_cmd, verify_cmds)
 from lockgen.cli.ui import state  # noqa: E402
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ def _global(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tr
 
 app.command("resolve")(resolve_cmd.resolve)
 app.command("arch")(arch_cmd.arch)
+app.command("explain")(explain_cmd.explain)
 app.command("diff")(lock_cmds.diff)
 app.command("render")(lock_cmds.render)
 app.command("import")(lock_cmds.import_)

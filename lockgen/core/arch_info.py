@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from lockgen.core.arch_rules import coverage
-from lockgen.core.facts import arch_fact, load_facts, sorted_archs
+from lockgen.core.facts import arch_fact, is_tegra, load_facts, sorted_archs
+from lockgen.model.facts import GpuFacts
 
 
 def arch_table() -> list[dict[str, Any]]:
@@ -42,13 +43,21 @@ def arch_report(name: str) -> dict[str, Any]:
         "gpus": list(arch.gpus),
         "first_cuda": arch.first_cuda,
         "last_cuda": arch.last_cuda or "still supported by the newest CUDA known",
-        "min_driver": f"{first.min_driver} (CUDA {arch.first_cuda})" if first else "unknown",
+        "min_driver": _min_driver(facts, arch.name, first.min_driver if first else None, arch.first_cuda),
         "tensor_cores": ", ".join(k for k, v in sorted(arch.tensor_cores.items()) if v) or "none",
         "conda_forge_pytorch": conda_forge,
         "official_pytorch": official,
         "inferred": arch.inferred,
         "sources": list(arch.sources),
     }
+
+
+def _min_driver(facts: GpuFacts, arch: str, dgpu_floor: str | None, first_cuda: str) -> str:
+    """The driver an arch needs: Table 3's floor of its first CUDA, or for a Jetson arch its Tegra branches."""
+    if is_tegra(facts, arch):
+        branches = [f"Jetson R{t.branch} ({t.release}): CUDA {t.cuda}" for t in facts.tegra_drivers if arch in t.archs]
+        return "; ".join(branches) or f"a Jetson driver (numbered on its own): state the target's `cuda` (>= {first_cuda})"
+    return f"{dgpu_floor} (CUDA {first_cuda})" if dgpu_floor else "unknown"
 
 
 def _numeric(text: str) -> tuple[int, ...]:

@@ -3,7 +3,9 @@
 A target names its arch and its fleet's driver. From the facts:
 - the CUDA window: at least the first toolkit that targets the arch, at most the last that still
   does, and at most what the driver runs (natively in `strict` mode, through minor-version
-  compatibility in `minor` mode); a `cuda` pin narrows it to one release;
+  compatibility in `minor` mode); a `cuda` pin narrows it to one release. A Jetson (Tegra) driver is read
+  by its own numbering (the facts' Tegra branches: Thor's `580.00` runs CUDA 13.0), or, where the facts
+  lack its branch, from the `cuda` the target states; Table 3's dGPU floors never judge it;
 - for packages whose kernels are compiled per arch (pytorch, libtorch), a build is admitted only if
   its CUDA lies in the window and its arch list has native kernels (SASS) for the target; a build
   that reaches the arch only through PTX JIT is admitted when the target says `allow-ptx-jit`.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from lockgen.core.facts import arch_fact, minor_compat_ceiling, native_cuda
+from lockgen.core.facts import arch_fact, is_tegra, minor_compat_ceiling, target_native_cuda
 from lockgen.core.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError
 from lockgen.model.facts import GpuFacts
@@ -33,7 +35,7 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
     """The CUDA releases a GPU target may use, or a TargetError saying why there are none."""
     arch = arch_fact(facts, target.arch)
     assert target.driver is not None
-    native = native_cuda(facts, target.driver)
+    native, read = target_native_cuda(facts, target)
     if native is None:
         oldest = min(facts.cuda_toolkits.values(), key=lambda t: major_minor(t.version))
         raise TargetError(
@@ -41,14 +43,15 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
             f"({arch.name} needs CUDA >= {arch.first_cuda})",
             f"CUDA {oldest.version} needs driver >= {oldest.min_driver}; raise `driver`",
         )
-    ceiling = native if target.cuda_compat == "strict" else (minor_compat_ceiling(facts, target.driver) or native)
+    minor = target.cuda_compat == "minor" and not is_tegra(facts, target.arch)  # Table 3's ranges are dGPU drivers'
+    ceiling = (minor_compat_ceiling(facts, target.driver) or native) if minor else native
     low = major_minor(arch.first_cuda)
     high = major_minor(ceiling)
-    reason = f"{arch.name} needs CUDA >= {arch.first_cuda}; driver {target.driver} runs {native} natively"
+    reason = f"{arch.name} needs CUDA >= {arch.first_cuda}; {read}"
     if target.allow_ptx_jit:
         low = min(major_minor(v) for v in facts.cuda_toolkits)
-        reason = f"allow-ptx-jit: older CUDA reaches {arch.name} through PTX; driver {target.driver} runs {native} natively"
-    if target.cuda_compat == "minor":
+        reason = f"allow-ptx-jit: older CUDA reaches {arch.name} through PTX; {read}"
+    if minor:
         reason += f", up to {ceiling} with minor-version compatibility"
     if arch.last_cuda is not None and major_minor(arch.last_cuda) < high:
         high = major_minor(arch.last_cuda)
@@ -73,6 +76,9 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
 
 
 def _driver_hint(facts: GpuFacts, needed: str, target: Target) -> str:
+    if is_tegra(facts, target.arch):
+        return (f"Jetson drivers are numbered on their own and lockgen's Tegra facts do not know driver {target.driver}'s "
+                f"branch: state the CUDA the module's JetPack runs (`cuda = \"{needed}\"`)")
     toolkit = facts.cuda_toolkits.get(needed)
     if toolkit is None:
         return f"use a driver that runs CUDA {needed} or newer"

@@ -19,7 +19,9 @@ from lockgen.model.facts import (
     MinorCompatFact,
     OfficialArchList,
     PypiWheelFact,
+    TegraDriverFact,
 )
+from lockgen.model.spec import Target
 
 
 def load_facts() -> GpuFacts:
@@ -47,6 +49,7 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
             ),
             pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
             pytorch_channel_arch_lists=tuple(ChannelArchList(**e) for e in raw.get("pytorch_channel_arch_lists", ())),
+            tegra_drivers=tuple(TegraDriverFact(**e) for e in raw.get("tegra_drivers", ())),
             unverifiable=tuple(raw.get("unverifiable", ())),
             valid_as_of=str(raw.get("valid_as_of", "")),
             origin=origin,
@@ -83,6 +86,27 @@ def native_cuda(facts: GpuFacts, driver: str) -> str | None:
     return best
 
 
+def is_tegra(facts: GpuFacts, arch: str) -> bool:
+    """Whether an arch is only found in Jetson modules (integrated GPUs with their own driver numbering)."""
+    fact = facts.archs.get(arch)
+    return fact is not None and bool(fact.gpus) and all(gpu.startswith("Jetson") for gpu in fact.gpus)
+
+
+def target_native_cuda(facts: GpuFacts, target: Target) -> tuple[str | None, str]:
+    """(the newest CUDA a GPU target's driver runs natively, how it was read). A Jetson target's driver is read
+    by its branch in the Tegra facts, else from the CUDA the target states; never through Table 3's floors."""
+    assert target.driver is not None
+    if is_tegra(facts, target.arch):
+        branch = target.driver.split(".")[0]
+        for fact in facts.tegra_drivers:
+            if fact.branch == branch and target.arch in fact.archs:
+                return fact.cuda, f"Jetson driver {target.driver} ({fact.release}) runs {fact.cuda}"
+        if target.cuda is not None:
+            return mm_text(major_minor(target.cuda)), f"Jetson driver {target.driver} runs {target.cuda} (the target states it)"
+    native = native_cuda(facts, target.driver)
+    return native, f"driver {target.driver} runs {native} natively"
+
+
 def minor_compat_ceiling(facts: GpuFacts, driver: str) -> str | None:
     """The newest CUDA the driver may run through minor-version compatibility (same major as native)."""
     native = native_cuda(facts, driver)
@@ -95,16 +119,3 @@ def minor_compat_ceiling(facts: GpuFacts, driver: str) -> str | None:
     same_major = [t.version for t in toolkits_ascending(facts) if major_minor(t.version)[0] == int(major)]
     return same_major[-1]
 
-
-def update_floor(facts: GpuFacts, toolkit: str) -> tuple[str, str] | None:
-    """(driver, update) that runs a build made with CUDA `toolkit` (e.g. 13.0.3) natively: the newest
-    update the facts know at or before it; None when they know none (the GA's floor applies)."""
-    fact = facts.cuda_toolkits.get(mm_text(major_minor(toolkit)))
-    if fact is None:
-        return None
-    known = [(as_tuple(version), version, update.min_driver) for version, update in fact.updates.items()
-             if as_tuple(version) <= as_tuple(toolkit)]
-    if not known:
-        return None
-    _, version, driver = max(known)
-    return driver, version

@@ -4,7 +4,7 @@ from another tool) is assembled here, and here only are its `lockgen.*` metadata
 Keys (conda-lock's `custom_metadata`, a string-to-string map, written sorted): format, stack, target,
 arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window, spec-digest, target-digest,
 exclude-newer, pypi-digest; per platform `virtual-packages.<platform>`, `constraints.<platform>`,
-`python.<platform>`, `pypi-constraints.<platform>`; `index.<channel>/<subdir>` (each index read);
+`python.<platform>`, `pypi-constraints.<platform>`, `torch-index.<platform>` (a CPU target's torch index), `decision.<platform>` (why that torch); `index.<channel>/<subdir>` (each index read);
 for frozen locks `frozen-from`; for pinned ones `pinned-from`, `inventory-sha256`,
 `accepted-changes.<platform>` (files that differ from their package, accepted by name with the hash
 found) and `unpublished` (check-only entries); for imported ones `imported-from`, `imported-format`,
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from lockgen.core import lock_meta
 from lockgen.core.credentials import scrub_url
+from lockgen.core.torch_sources import routes_text
 from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
@@ -90,15 +91,24 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         meta[f"index.{scrub_url(key)}"] = digest  # keys name channels: never their credentials
     if spec.pypi_dependencies:
         meta["pypi-digest"] = lock_meta.pypi_digest(spec)
-        for platform, plan in sorted((pypi or {}).items()):
-            meta[f"python.{platform}"] = plan.python
-            meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
-            if plan.inferred:  # releases newer than the facts: admitted on evidence or refused, with why
-                key = f"newer-releases.{platform}"
-                meta[key] = " | ".join(filter(None, (meta.get(key), *plan.inferred)))
+        _pypi_meta(meta, pypi or {})
     return LockMetadata(content_hash=content_hashes,
                         channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
                         platforms=tuple(r.platform for r in requests), sources=(source,), custom_metadata=_keys(meta))
+
+
+def _pypi_meta(meta: dict[str, str], pypi: dict[str, PypiPlan]) -> None:
+    """The per-platform keys of the PyPI layer, added to `meta`."""
+    for platform, plan in sorted(pypi.items()):
+        meta[f"python.{platform}"] = plan.python
+        meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
+        if plan.routes:  # a CPU target's torch family, taken from its own index
+            meta[f"torch-index.{platform}"] = routes_text(plan.routes)
+        if plan.decision:  # the torch chosen and the rule that kept out the nearest newer release
+            meta[f"decision.{platform}"] = plan.decision
+        if plan.inferred:  # releases newer than the facts: admitted on evidence or refused, with why
+            key = f"newer-releases.{platform}"
+            meta[key] = " | ".join(filter(None, (meta.get(key), *plan.inferred)))
 
 
 def resolved_lock(metadata: LockMetadata, packages: Iterable[LockedPackage]) -> Lock:

@@ -56,7 +56,8 @@ def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_d
 def pypi_digest(spec: StackSpec) -> str:
     """The PyPI layer's inputs: requirements and options (index URLs without credentials)."""
     options = spec.pypi_options
-    return canonical_digest({
+    indexes = {"torch_indexes": {v: scrub_url(u) for v, u in sorted(options.torch_indexes.items())}} if options.torch_indexes else {}
+    return canonical_digest({**indexes,
         "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") for d in spec.pypi_dependencies),
         "index_url": scrub_url(options.index_url),
         "extra_index_urls": [scrub_url(u) for u in options.extra_index_urls],

@@ -1,5 +1,6 @@
 """Plans the PyPI layer of one target on one platform: the interpreter version, the requirements, and
-the constraints (torch releases the arch rules admit; conda's Python packages held at their versions).
+the constraints (torch releases the arch rules admit; conda's Python packages held at their versions), and
+for a CPU target the torch family's own index (`torch_sources`).
 
 Names are matched after PEP 503 normalisation, with a short table of known renames (conda `pytorch`
 is PyPI `torch`, see `pypi_rules.CONDA_TO_PYPI`). A conda package counts as a Python package when it
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from lockgen.model.names import normalize
 from lockgen.core.facts_inference import Inference, with_inferred
 from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, torch_admission
+from lockgen.core.torch_sources import cpu_routes
 from lockgen.core.versions import major_minor
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
@@ -31,6 +33,8 @@ class PypiPlan:
     constraints: tuple[str, ...]
     held: frozenset[str]
     inferred: tuple[str, ...] = ()  # what the index's evidence decided about releases newer than the facts
+    routes: tuple[tuple[str, str], ...] = ()  # (package, index) taken from their own index: a CPU target's torch
+    decision: str = ""  # after resolving: the torch chosen and the rule that kept out the nearest newer release
 
 
 def held_by_conda(spec: StackSpec, conda_packages: list[LockedPackage]) -> tuple[str, dict[str, str]]:
@@ -69,5 +73,9 @@ def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, w
         line = admission.constraint(known_releases(facts, platform, unknown))
         if line:
             constraints.append(line)
-    return PypiPlan(python=python, requirements=tuple(d.requirement() for d in spec.pypi_dependencies),
-                    constraints=tuple(constraints), held=frozenset(held), inferred=notes)
+    routes = cpu_routes(spec, target, frozenset(held))
+    requirements = tuple(d.requirement() for d in spec.pypi_dependencies)
+    if routes and not any(normalize(d.name) == "torch" for d in spec.pypi_dependencies):
+        requirements += ("torch",)  # torchvision/torchaudio need it anyway: named, so it takes the CPU index too
+    return PypiPlan(python=python, requirements=requirements, constraints=tuple(constraints), held=frozenset(held),
+                    inferred=notes, routes=routes)

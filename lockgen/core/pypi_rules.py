@@ -4,6 +4,9 @@ Before resolving: which torch releases a target may take from pypi.org. Each rel
 build per platform there (a CUDA variant on x86_64, CPU-only on aarch64 before 2.11); a release is
 admitted when that build's CUDA lies in the target's window and its arch list has native kernels
 for the arch (PTX-only with `allow-ptx-jit`). The refused releases become a uv constraint.
+Strict mode is strict by minor: a cu130 wheel built with CUDA 13.0.3 runs natively on 13.0 GA's driver
+(580.65.06), since a 13.0.x runtime asks the driver for CUDA 13.0 and NVIDIA's Table 3 lists one GA
+driver per minor release; the drivers bundled with updates (13.0.2's 580.95.05) are information only.
 After resolving: the chosen wheel's CUDA is read from what came with it (the `cuda-toolkit` meta-package
 of torch 2.13 on, the `nvidia-cuda-runtime` wheel's version before, or a `+cuXYZ` local version) and judged again, so an index that serves another
 variant than the facts say cannot slip a CPU-only or kernel-less torch into a GPU lock.
@@ -15,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from lockgen.core.arch_rules import coverage
-from lockgen.core.facts import arch_fact, update_floor
+from lockgen.core.facts import arch_fact
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.model.names import normalize
 from lockgen.errors import TargetError
@@ -53,7 +56,7 @@ def torch_admission(facts: GpuFacts, target: Target, platform: str, window: Cuda
     from the index; `unknown_refused` are newer releases no evidence admitted)."""
     allowed, refused = [], []
     for wheel in sorted((w for w in facts.pytorch_pypi_wheels if w.platform == platform), key=lambda w: as_tuple(w.torch)):
-        ok, reason = _judge(facts, target, window, wheel.variant, wheel.arch_list, wheel.toolkit)
+        ok, _, reason = judge_wheel(facts, target, window, wheel.variant, wheel.arch_list)
         inferred = " (inferred)" if wheel.inferred and any(s.startswith("inferred by lockgen") for s in wheel.sources) else ""
         (allowed if ok else refused).append(wheel.torch if ok else (wheel.torch, f"torch {wheel.torch} on PyPI ({platform}){inferred}: {reason}"))
     return TorchAdmission(tuple(allowed), tuple(refused) + unknown_refused)
@@ -63,30 +66,30 @@ def known_releases(facts: GpuFacts, platform: str, unknown_refused: tuple[tuple[
     return tuple(w.torch for w in facts.pytorch_pypi_wheels if w.platform == platform) + tuple(r for r, _ in unknown_refused)
 
 
-def _judge(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None,
-           toolkit: str | None = None) -> tuple[bool, str]:
+def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str,
+                arch_list: str | None) -> tuple[bool, str, str]:
+    """(admitted, the rule that decided, why) for one torch build of a variant on a GPU target. Rules:
+    `cpu-build`, `driver-floor` (its CUDA is newer than the driver runs), `arch-list-unknown`, `ptx-only`,
+    `no-kernels`, and `native-kernels` (admitted) or `ptx-jit` (admitted with allow-ptx-jit)."""
     if not target.is_gpu:
-        return True, "any build runs on a CPU"
+        return True, "cpu-target", "any build runs on a CPU"
     assert window is not None
     if variant == "cpu":
-        return False, "a CPU-only build"
+        return False, "cpu-build", "a CPU-only build"
     cuda = f"{variant[2:-1]}.{variant[-1]}"
     if major_minor(cuda) > major_minor(window.high):
         toolkit = facts.cuda_toolkits.get(cuda)
         needs = f" (needs driver >= {toolkit.min_driver})" if toolkit else ""
-        return False, f"built with CUDA {cuda}{needs}, newer than the CUDA {window.high} driver {target.driver} allows"
-    floor = update_floor(facts, toolkit) if toolkit and target.cuda_compat == "strict" else None
-    if floor is not None and target.driver is not None and as_tuple(target.driver) < as_tuple(floor[0]):
-        which = f"CUDA {floor[1]}'s" if floor[1] == toolkit else f"CUDA {floor[1]}'s, the newest update the facts know at or before it"
-        return False, (f"built with CUDA {toolkit}, which driver {floor[0]} ({which}) runs natively; driver {target.driver} "
-                       f"runs it only through minor-version compatibility (cuda-compat = \"minor\" accepts that)")
+        return False, "driver-floor", f"built with CUDA {cuda}{needs}, newer than the CUDA {window.high} driver {target.driver} allows"
     if arch_list is None:
-        return False, f"{variant} build with no known arch list"
+        return False, "arch-list-unknown", f"{variant} build with no known arch list"
     covered = coverage(arch_list, arch_fact(facts, target.arch).compute_capability)
-    if covered == "sass" or (covered == "ptx" and target.allow_ptx_jit):
-        return True, f"{variant}: {arch_list}"
+    if covered == "sass":
+        return True, "native-kernels", f"{variant}: {arch_list}"
+    if covered == "ptx" and target.allow_ptx_jit:
+        return True, "ptx-jit", f"{variant}: {arch_list}"
     what = "reaches it only through PTX JIT" if covered == "ptx" else "has no kernels for it"
-    return False, f"{variant} ({arch_list}) {what} ({target.arch})"
+    return False, "ptx-only" if covered == "ptx" else "no-kernels", f"{variant} ({arch_list}) {what} ({target.arch})"
 
 
 def no_torch_error(target: Target, platform: str, admission: TorchAdmission) -> TargetError:
@@ -139,7 +142,7 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
                       if w.torch == release and w.platform == platform and w.variant == variant), None)
     if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
         arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
-    ok, reason = _judge(facts, target, window, variant, arch_list, resolved_toolkit(packages))
+    ok, _, reason = judge_wheel(facts, target, window, variant, arch_list)
     if not ok:
         raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}",
                           "constrain torch in [pypi-dependencies] or change the target's driver")

@@ -24,14 +24,16 @@ class ArchFact(Frozen):
 
 
 class CudaUpdateFact(Frozen):
-    """A CUDA update release (12.6.3 is 12.6 Update 3) and the driver it ships with: what runs it natively."""
+    """A CUDA update release (12.6.3 is 12.6 Update 3) and the driver its installer bundles: information only,
+    never a floor (a 12.6.x runtime asks the driver for CUDA 12.6, which the 12.6 GA driver runs natively)."""
 
     min_driver: str
     sources: tuple[str, ...]
 
 
 class CudaToolkitFact(Frozen):
-    """A CUDA toolkit release, the oldest Linux driver that runs its GA natively, and its updates' drivers."""
+    """A CUDA toolkit release (major.minor), the oldest Linux driver that runs it natively (Table 3's GA driver:
+    the floor for every update of that minor), and the drivers its updates bundle (information)."""
 
     version: str
     min_driver: str
@@ -90,6 +92,17 @@ class ChannelArchList(Frozen):
     sources: tuple[str, ...]
 
 
+class TegraDriverFact(Frozen):
+    """A Jetson driver branch and the CUDA it runs natively: Tegra drivers (Jetson Linux's, e.g. Thor's `580.00`)
+    are numbered on their own and are never read through the discrete-GPU Table 3."""
+
+    branch: str
+    archs: tuple[str, ...]
+    cuda: str
+    release: str
+    sources: tuple[str, ...]
+
+
 class GpuFacts(Frozen):
     """All facts, indexed by name."""
 
@@ -100,6 +113,7 @@ class GpuFacts(Frozen):
     pytorch_official_arch_lists: tuple[OfficialArchList, ...]
     pytorch_pypi_wheels: tuple[PypiWheelFact, ...]
     pytorch_channel_arch_lists: tuple[ChannelArchList, ...] = ()
+    tegra_drivers: tuple[TegraDriverFact, ...] = ()
     unverifiable: tuple[str, ...] = ()  # what could not be read from an authoritative source, and what follows
     valid_as_of: str = ""  # the date the facts' sources were last read
     origin: str = "lockgen/data/gpu_facts.json"  # the file they came from ($LOCKGEN_FACTS when set)

@@ -69,13 +69,34 @@ class PypiDependency(Frozen):
         return f"{self.name}{extras}{self.specifier}"
 
 
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_INDEX_VARIANTS = ("cpu",)  # the PyTorch variants a stack may take from their own index
+
+
 class PypiOptions(Frozen):
-    """How PyPI packages are resolved: indexes, a date cut-off, wheels only."""
+    """How PyPI packages are resolved: indexes, a date cut-off, wheels only, and the index of each PyTorch
+    variant (`torch-indexes`: `cpu` is where a CPU target's torch comes from, PyTorch's own by default)."""
 
     index_url: str = Field("https://pypi.org/simple", alias="index-url")
     extra_index_urls: tuple[str, ...] = Field((), alias="extra-index-urls")
     exclude_newer: dt.date | dt.datetime | None = Field(None, alias="exclude-newer")
     no_build: bool = Field(True, alias="no-build")
+    torch_indexes: dict[str, str] = Field({}, alias="torch-indexes")
+
+    @field_validator("torch_indexes")
+    @classmethod
+    def _known_variants(cls, value: dict[str, str]) -> dict[str, str]:
+        for variant, url in value.items():
+            if variant not in TORCH_INDEX_VARIANTS:
+                raise ValueError(f"`{variant}` is not a variant lockgen takes from its own index "
+                                 f"(known: {', '.join(TORCH_INDEX_VARIANTS)})")
+            if not re.match(r"^(https?|file)://[^\s]+$", url):
+                raise ValueError(f"the `{variant}` index `{url}` must be an http(s) or file URL")
+        return value
+
+    def cpu_torch_index(self) -> str:
+        """The index a CPU target's torch comes from: the stack's `torch-indexes.cpu`, else PyTorch's own."""
+        return self.torch_indexes.get("cpu", PYTORCH_CPU_INDEX)
 
 
 class Target(Frozen):

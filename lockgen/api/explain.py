@@ -1,0 +1,50 @@
+"""Use case `lockgen explain STACK --target T`: every torch/pytorch candidate the target was judged against
+(PyPI builds the facts know, and the pytorch/libtorch builds of the stack's conda channels), each with its
+verdict and the rule that decided it, newest first, and the CUDA window they were judged in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lockgen.api.stack_steps import load_stack
+from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window, judge_build
+from lockgen.core.credentials import scrub_url
+from lockgen.core.explain import Candidate, newest_first, pypi_candidates
+from lockgen.core.facts import load_facts
+from lockgen.errors import UserError
+from lockgen.model.names import normalize
+
+# the conda rules' verdict kinds under the names the PyPI rules use, so one rule reads the same from any source
+_RULE_OF_KIND = {"newer-cuda": "driver-floor", "native": "native-kernels", "ptx": "ptx-only", "unknown-arch-list":
+                 "arch-list-unknown", "not-pinned": "pin", "cuda-build": "cpu-target"}
+
+
+def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> dict[str, Any]:
+    """The candidates of one target and their verdicts (a CUDA window a driver cannot reach is the error)."""
+    spec, channels = load_stack(stack_path, aliases)
+    target = next((t for t in spec.targets if t.name == target_name), None)
+    if target is None:
+        raise UserError(f"no target `{target_name}` in {stack_path}",
+                        f"its targets: {', '.join(t.name for t in spec.targets) or 'none'}")
+    facts = load_facts()
+    window = cuda_window(facts, target) if target.is_gpu else None
+    found: list[Candidate] = []
+    if any(normalize(d.name) == "torch" for d in spec.pypi_dependencies):
+        found += pypi_candidates(facts, spec, target, window)
+    for platform in spec.platforms_of(target) if channels is not None else ():
+        for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
+            verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)
+            rule = "ptx-jit" if verdict.kind == "ptx" and verdict.allowed else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
+            found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]),
+                                   platform, verdict.allowed, rule, verdict.reason.split(": ", 1)[-1]))
+    candidates = newest_first(found)
+    admitted = [c for c in candidates if c.admitted]
+    return {
+        "target": target.name, "arch": target.arch, "driver": target.driver,
+        "cuda_window": f"{window.low}..{window.high}" if window else None, "window_reason": window.reason if window else None,
+        "newest_admitted": {p: next((f"{c.package} {c.release} ({c.variant}, {c.source})" for c in admitted if c.platform == p), None)
+                            for p in spec.platforms_of(target)},
+        "candidates": [c.as_dict() for c in candidates],
+    }

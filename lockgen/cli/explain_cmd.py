@@ -1,0 +1,34 @@
+"""`lockgen explain STACK --target T`: why a target gets the torch it gets, candidate by candidate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from lockgen.cli.ui import handles_errors
+
+
+@handles_errors
+def explain(
+    stack: Path = typer.Argument(..., help="The stack.toml."),
+    target: str = typer.Option(..., "--target", "-t", help="The target to explain."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
+) -> None:
+    """Every torch candidate (release x variant x source x platform) with its verdict and deciding rule, newest first."""
+    from lockgen.api.explain import explain as run
+
+    report = run(stack, target, channel_alias)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"target {report['target']}: {report['arch']}, driver {report['driver'] or 'none'}")
+    if report["cuda_window"]:
+        print(f"CUDA window {report['cuda_window']}: {report['window_reason']}")
+    for platform, best in report["newest_admitted"].items():
+        print(f"newest admitted on {platform}: {best or 'none'}")
+    for c in report["candidates"]:
+        verdict = "admitted" if c["admitted"] else "refused "
+        print(f"{verdict} {c['package']} {c['release']} {c['variant']} {c['source']} {c['platform']}  [{c['rule']}] {c['reason']}")
