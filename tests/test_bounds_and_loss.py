@@ -105,3 +105,16 @@ def test_gc_leaves_a_live_gc_alone(store_env: tuple[Path, Path], tmp_path: Path)
     assert holder.wait(timeout=30) == 0  # its own folder was still there for it to remove: not swept under it
     assert second.returncode == 0 and second.stdout == "", second.stderr
     assert prefix.is_dir()
+
+
+@pytest.mark.parametrize("existing", ["K", "K.pub"])
+def test_keygen_never_overwrites_a_key(tmp_path: Path, existing: str) -> None:
+    kept = tmp_path / existing
+    kept.write_text("the only copy\n")
+    line = _one_error(run_cli("keygen", "--out", str(tmp_path / "K")))
+    assert str(kept) in line
+    assert kept.read_text() == "the only copy\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [existing]  # its partner was not written either
+    made = run_cli("keygen", "--out", str(tmp_path / "fresh"))
+    assert made.returncode == 0 and made.stdout.split() == [str(tmp_path / "fresh"), str(tmp_path / "fresh.pub")]
+    assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o600
