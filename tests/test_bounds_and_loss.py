@@ -9,11 +9,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from lockgen.adapters import file_guard
 from lockgen.api import resolve as api
+from lockgen.api.export import export
 from lockgen.api.materialize import materialize
 from lockgen.api.store import gc, list_envs
 from lockgen.errors import UserError
@@ -118,3 +121,42 @@ def test_keygen_never_overwrites_a_key(tmp_path: Path, existing: str) -> None:
     made = run_cli("keygen", "--out", str(tmp_path / "fresh"))
     assert made.returncode == 0 and made.stdout.split() == [str(tmp_path / "fresh"), str(tmp_path / "fresh.pub")]
     assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o600
+
+
+_HOLD_FOLDER = ("import fcntl, os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(d, fcntl.LOCK_EX)\n"
+                "print('held', flush=True)\nsys.stdin.read()\n")
+
+
+def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(store_env: tuple[Path, Path],
+                                                                               tmp_path: Path) -> None:
+    lock, _ = store_env
+    out = tmp_path / "images" / "img"
+    out.parent.mkdir()
+    old = time.time() - 3600
+    stale = out.parent / ".lockgen-export-killed"  # what an export killed mid-way leaves (83 MB in the report)
+    (stale / "tree").mkdir(parents=True)
+    (stale / "tree" / "libtorch.so").write_bytes(b"\0" * 4096)
+    os.utime(stale, (old, old))
+    young = out.parent / ".lockgen-export-starting"  # made a moment ago: an export between mkdtemp and its flock
+    young.mkdir()
+    live = out.parent / ".lockgen-export-live"  # an old folder another export is still working in
+    live.mkdir()
+    os.utime(live, (old, old))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_FOLDER, str(live)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        ours: list[Path] = []
+
+        def progress(_: str) -> None:  # while this export runs, its own folder is held against any sweep
+            if not ours:
+                ours.extend(p for p in out.parent.glob(".lockgen-export-*") if p not in (young, live))
+                os.utime(ours[0], (old, old))
+                assert file_guard.sweep_stale(out.parent, ".lockgen-export-*") == []
+
+        export(lock, None, out, None, 100, 1, progress)
+    finally:
+        holder.communicate("", timeout=10)
+    assert len(ours) == 1 and not ours[0].exists() and (out / "oci-layout").is_file()
+    assert not stale.exists() and young.is_dir() and live.is_dir()
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(["img", young.name, live.name])
