@@ -5,21 +5,35 @@ names too long) reported as the user's to fix."""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import hashlib
+import http.server
+import io
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import file_guard
+from lockgen.adapters import file_guard, http_fetch
+from lockgen.adapters.layer_members import read_members
+from lockgen.adapters.oci_distribution import Registry
 from lockgen.api import resolve as api
 from lockgen.api.export import export
 from lockgen.api.materialize import materialize
 from lockgen.api.store import gc, list_envs
-from lockgen.errors import UserError
+from lockgen.core.image_reference import parse_reference
+from lockgen.errors import HostError, LockFormatError, UserError
+from lockgen.model.oci import LAYER_MEDIA_TYPES, LOCK_INSIDE
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import REPO, run_cli
 
@@ -160,3 +174,123 @@ def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(st
     assert len(ours) == 1 and not ours[0].exists() and (out / "oci-layout").is_file()
     assert not stale.exists() and young.is_dir() and live.is_dir()
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(["img", young.name, live.name])
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """Answers every GET 200 with a body that never ends: `endless` sends 64 KiB blocks as fast as it can,
+    `drip` one byte every 50 ms (never silent long enough for a socket timeout). Both loops are bounded
+    (256 MiB, 30 s) and stop when the client leaves."""
+
+    timeout = 2  # a connection that sends no request line (a TLS probe of `--insecure`) is dropped
+    mode = "endless"
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        block, pause, rounds = (b"\0" * 65536, 0.0, 4096) if self.mode == "endless" else (b"x", 0.05, 600)
+        for _ in range(rounds):
+            try:
+                self.wfile.write(block)
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(pause)
+
+
+@contextlib.contextmanager
+def _hostile(mode: str) -> Iterator[str]:
+    """A `_Hostile` server on 127.0.0.1; yields its base URL."""
+    handler = type("Handler", (_Hostile,), {"mode": mode})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_an_index_page_that_drips_or_never_ends_is_cut_off() -> None:
+    with _hostile("drip") as url:
+        started = time.monotonic()
+        with pytest.raises(HostError, match="not finished within 1 s"):
+            http_fetch.get(f"{url}/simple/torch/", {}, http_fetch.Meter(), timeout_s=1.0)
+        assert time.monotonic() - started < 6  # not retried: a second drip would only cost as much again
+    with _hostile("endless") as url, pytest.raises(UserError, match="larger than 1048576 bytes"):
+        http_fetch.get(f"{url}/simple/torch/", {}, http_fetch.Meter(), limit=1 << 20)
+
+
+def _lock_fetching_from(lock: Path, url: str, tmp_path: Path) -> Path:
+    """The lock with its package's URL moved to `url` (same file name, same hash)."""
+    text = lock.read_text()
+    found = re.search(r"url: (file://\S+/)(libfoo-[^/\s]+)", text)
+    assert found, text
+    moved = tmp_path / "moved" / "cpu.conda-lock.yml"
+    moved.parent.mkdir()
+    moved.write_text(text.replace(found[1] + found[2], f"{url}/linux-64/{found[2]}"))
+    return moved
+
+
+@pytest.mark.parametrize("mode, env, said", [
+    ("endless", {"LOCKGEN_MAX_DOWNLOAD_BYTES": "1000000"}, "larger than 1000000 bytes"),
+    ("drip", {"LOCKGEN_TRANSFER_DEADLINE_S": "1.5"}, "not finished within 1.5 s"),
+])
+def test_a_package_download_is_bounded_in_size_and_time(store_env: tuple[Path, Path], tmp_path: Path, mode: str,
+                                                         env: dict[str, str], said: str) -> None:
+    lock, _ = store_env
+    home = tmp_path / "fresh-home"  # an empty store: the archive must be fetched
+    with _hostile(mode) as url:
+        moved = _lock_fetching_from(lock, url, tmp_path)
+        started = time.monotonic()
+        result = run_cli("materialize", str(moved), env={"LOCKGEN_HOME": str(home), **env})
+        assert time.monotonic() - started < 20
+    assert said in _one_error(result)
+    assert not list((home / "pkgs").glob(".fetch-*")) and not list((home / "envs").glob("*-cpu-*"))
+
+
+@pytest.mark.parametrize("value", ["lots", "-5", "0", "nan"])
+def test_a_bad_download_limit_is_refused(store_env: tuple[Path, Path], tmp_path: Path, value: str) -> None:
+    lock, _ = store_env
+    with _hostile("endless") as url:
+        result = run_cli("materialize", str(_lock_fetching_from(lock, url, tmp_path)),
+                         env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": value})
+    assert "LOCKGEN_MAX_DOWNLOAD_BYTES" in _one_error(result)
+
+
+def test_registry_calls_and_blob_streams_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    with _hostile("drip") as url:
+        registry = Registry(parse_reference(f"docker://{url.removeprefix('http://')}/team/base:v1"), True, timeout_s=1)
+        started = time.monotonic()
+        with pytest.raises(HostError, match="not finished within 1 s"):
+            registry.manifest("v1")
+        monkeypatch.setenv("LOCKGEN_TRANSFER_DEADLINE_S", "1")
+        with pytest.raises(HostError, match="not finished within 1 s"), registry.blob_stream("sha256:" + "0" * 64) as stream:
+            stream.verify()
+        assert time.monotonic() - started < 15  # the TLS probe, then two deadlines
+    with _hostile("endless") as url:
+        registry = Registry(parse_reference(f"docker://{url.removeprefix('http://')}/team/base:v1"), True, timeout_s=5)
+        with pytest.raises(UserError, match="more than 4 MiB"):
+            registry.manifest("v1")  # past the distribution-spec's 4 MB
+        monkeypatch.setenv("LOCKGEN_MAX_DOWNLOAD_BYTES", str(8 << 20))
+        with pytest.raises(UserError, match=f"larger than {8 << 20} bytes"), \
+                registry.blob_stream("sha256:" + "0" * 64) as stream:
+            stream.verify()
+
+
+def test_a_huge_lock_member_in_a_base_layer_is_refused_unread() -> None:
+    """A base image's layer whose tar header claims a 3 GiB lock: refused from the header, never read whole."""
+    header = tarfile.TarInfo("opt/env/.lockgen/lock.conda-lock.yml")
+    header.size = 3 << 30
+    layer = gzip.compress(header.tobuf(format=tarfile.PAX_FORMAT) + b"\0" * 4096)  # the rest is never sent
+    descriptor = {"digest": "sha256:" + hashlib.sha256(layer).hexdigest(), "mediaType": LAYER_MEDIA_TYPES["gzip"]}
+    with pytest.raises(LockFormatError, match=f"{3 << 30} bytes"):
+        read_members(lambda _: io.BytesIO(layer), [descriptor], "/opt/env", lambda relative: relative == LOCK_INSIDE,
+                     lambda relative: False)
+
