@@ -294,3 +294,55 @@ def test_a_huge_lock_member_in_a_base_layer_is_refused_unread() -> None:
         read_members(lambda _: io.BytesIO(layer), [descriptor], "/opt/env", lambda relative: relative == LOCK_INSIDE,
                      lambda relative: False)
 
+
+def _slurm(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("fleet", "slurm", "--arch", "cpu", "--nodes", "2", "--certs", str(tmp_path / "certs"),
+                   "--out", str(tmp_path / "slurm"), *args)
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--partition", "gpu\nrm -rf /tmp/lockgen-pwned"),  # a newline ends the #SBATCH line: the rest runs as shell
+    ("--partition", "gpu;rm -rf /tmp/lockgen-pwned"),
+    ("--partition", "gpu #comment"),
+    ("--time", "00:10:00\n#SBATCH --uid=0"),
+    ("--constraint", "a100'"),
+    ("--arch", "cpu\ntouch /tmp/lockgen-pwned"),
+    ("--python", "/opt/env/bin/python\ntouch /tmp/lockgen-pwned"),
+    ("--python", "/opt/$(touch /tmp/lockgen-pwned)/bin/python"),
+    ("--python", "/opt/${HOME:-$(id)}/bin/python"),
+    ("--lockgen", "lockgen\rtouch /tmp/lockgen-pwned"),
+])
+def test_fleet_slurm_refuses_values_a_script_cannot_carry(tmp_path: Path, flag: str, value: str) -> None:
+    args = [flag, value] if flag == "--python" else [flag, value, "--python", "/opt/env/bin/python"]
+    if flag == "--arch":
+        args = ["--python", "/opt/env/bin/python"]
+        result = run_cli("fleet", "slurm", "--arch", value, "--nodes", "2", "--certs", str(tmp_path / "certs"),
+                         "--out", str(tmp_path / "slurm"), *args)
+    else:
+        result = _slurm(tmp_path, *args)
+    assert flag in _one_error(result)
+    assert not (tmp_path / "slurm").exists()
+
+
+def test_fleet_slurm_quotes_what_a_shell_would_split(tmp_path: Path) -> None:
+    """Values with spaces and shell metacharacters reach lockgen as one argument each; `$VARIABLES` are
+    expanded by the node's shell; the scripts parse (`bash -n`) and run with a stand-in lockgen."""
+    marker = tmp_path / "pwned"
+    stand_in = tmp_path / "record-args.py"
+    stand_in.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    python = f"/opt/my env;touch {marker}/$SLURMD_NODENAME/bin/python"
+    result = _slurm(tmp_path, "--python", python, "--partition", "gpu,debug", "--constraint", "a100&nvlink",
+                    "--lockgen", f"{sys.executable} {stand_in}", "--json")
+    assert result.returncode == 0, result.stderr
+    written = json.loads(result.stdout)
+    sbatch, health = Path(written["sbatch"]), Path(written["health"])
+    for script in (sbatch, health):
+        assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    assert "#SBATCH --partition=gpu,debug\n" in sbatch.read_text()
+    assert "#SBATCH --constraint=a100&nvlink\n" in sbatch.read_text()
+    ran = subprocess.run(["bash", str(health)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "SLURMD_NODENAME": "n1"})
+    assert ran.returncode == 0, (ran.stdout, ran.stderr)
+    argv = json.loads((tmp_path / "certs" / "n1.health.log").read_text())
+    assert argv[argv.index("--python") + 1] == f"/opt/my env;touch {marker}/n1/bin/python"
+    assert not marker.exists()
