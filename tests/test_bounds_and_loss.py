@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import file_guard, http_fetch
+from lockgen.adapters import file_guard, http_fetch, signing
 from lockgen.adapters.layer_members import read_members
 from lockgen.adapters.oci_distribution import Registry
 from lockgen.api import resolve as api
@@ -346,3 +346,77 @@ def test_fleet_slurm_quotes_what_a_shell_would_split(tmp_path: Path) -> None:
     argv = json.loads((tmp_path / "certs" / "n1.health.log").read_text())
     assert argv[argv.index("--python") + 1] == f"/opt/my env;touch {marker}/n1/bin/python"
     assert not marker.exists()
+
+
+H200 = REPO / "envs" / "examples" / "h200-system"
+
+
+def _certificate(tmp_path: Path, name: str, edit=None, key: Path | None = None, signed_as: Path | None = None) -> Path:
+    """The recorded full H200 certificate, its body edited by `edit`, then signed with `key`, or (with
+    `signed_as`) keeping the signature of the unedited body, as an attacker editing figures would."""
+    document = json.loads((H200 / "h200-full.cert.json").read_text())
+    body = document["certificate"]
+    if key is not None:
+        document["signature"] = signing.sign(body, key)
+    if signed_as is not None:
+        document["signature"] = json.loads(signed_as.read_text())["signature"]
+    if edit is not None:
+        edit(body["figures"])
+    if key is None and signed_as is None:
+        document.pop("signature")
+    path = tmp_path / f"{name}.cert.json"
+    path.write_text(signing.render(document))
+    return path
+
+
+def test_cert_compare_refuses_figures_that_are_not_finite_numbers(tmp_path: Path) -> None:
+    good = _certificate(tmp_path, "good")
+    for name, value in (("nan", float("nan")), ("inf", float("inf")), ("text", ""), ("true", True)):
+        bad = _certificate(tmp_path, name, lambda figures, v=value: figures["gemm"]["bf16"].update(value=v))
+        for first, second in ((good, bad), (bad, good)):
+            line = _one_error(run_cli("cert", "compare", str(first), str(second)))
+            assert "gemm/bf16" in line and str(bad) in line
+
+
+def test_cert_compare_reports_a_figure_that_disappeared(tmp_path: Path) -> None:
+    good = _certificate(tmp_path, "good")
+    gone = _certificate(tmp_path, "gone", lambda figures: figures["gemm"].pop("bf16"))
+    result = run_cli("cert", "compare", str(good), str(gone))
+    assert "gemm/bf16" in _one_error(result) and "missing from new" in result.stderr
+    assert re.search(r"gemm/bf16 .* MISSING from new", result.stdout)
+    back = run_cli("cert", "compare", str(gone), str(good), "--json")
+    assert back.returncode == 1 and "missing from old" in back.stderr
+    assert [r["name"] for r in json.loads(back.stdout) if r["missing"]] == ["gemm/bf16"]
+    same = run_cli("cert", "compare", str(good), str(good))
+    assert same.returncode == 0 and "not checked" in same.stderr  # no --key: said plainly
+
+
+def test_cert_compare_checks_signatures_with_key(tmp_path: Path) -> None:
+    key, other = tmp_path / "k", tmp_path / "other"
+    signing.keygen(key)
+    signing.keygen(other)
+    pub = tmp_path / "k.pub"
+    base = _certificate(tmp_path, "base", key=key)
+    faster = lambda figures: figures["gemm"]["bf16"].update(value=figures["gemm"]["bf16"]["value"] * 2)  # noqa: E731
+    edited = _certificate(tmp_path, "edited", faster, signed_as=base)  # the figures changed, the signature kept
+    assert run_cli("cert", "compare", str(base), str(edited)).returncode == 0  # unchecked, it passes: hence --key
+    assert "signature does not verify" in _one_error(run_cli("cert", "compare", str(base), str(edited), "--key", str(pub)))
+    unsigned = _certificate(tmp_path, "unsigned")
+    assert "not signed" in _one_error(run_cli("cert", "compare", str(base), str(unsigned), "--key", str(pub)))
+    by_other = _certificate(tmp_path, "by-other", key=other)
+    assert "no --key given" in _one_error(run_cli("cert", "compare", str(base), str(by_other), "--key", str(pub)))
+    both = run_cli("cert", "compare", str(base), str(by_other), "--key", str(pub), "--key", str(tmp_path / "other.pub"))
+    assert both.returncode == 0 and "not checked" not in both.stderr, both.stderr
+    recorded = run_cli("cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-full.cert.json"),
+                       "--key", str(H200 / "h200-signing.pub"))
+    assert recorded.returncode == 0 and "gemm/bf16" in recorded.stdout
+
+
+def test_cert_compare_survives_odd_and_deep_documents(tmp_path: Path) -> None:
+    unitless = _certificate(tmp_path, "unitless", lambda figures: figures["gemm"]["bf16"].update(unit=""))
+    assert run_cli("cert", "compare", str(unitless), str(unitless)).returncode == 0
+    deep = tmp_path / "deep.cert.json"
+    deep.write_text('{"certificate": ' + "[" * 200000 + "]" * 200000 + "}\n")
+    _one_error(run_cli("cert", "compare", str(deep), str(unitless)))
+    odd_unit = _certificate(tmp_path, "odd-unit", lambda figures: figures["gemm"]["bf16"].update(unit=7))
+    assert "gemm/bf16" in _one_error(run_cli("cert", "compare", str(unitless), str(odd_unit)))

@@ -134,6 +134,9 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
         document = json.loads(text)
     except ValueError as exc:
         raise LockFormatError(f"certificate is not JSON: {exc}", "it was damaged; use the original file") from None
+    except RecursionError:
+        raise LockFormatError("certificate is JSON nested deeper than Python parses", "it is not a certificate lockgen "
+                              "wrote; use the original file") from None
     if render(document) != text:
         raise LockFormatError("certificate bytes differ from their canonical form: the file was edited",
                               "certificates are tamper-evident; re-run lockgen verify")
