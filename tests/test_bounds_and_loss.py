@@ -6,6 +6,7 @@ names too long) reported as the user's to fix."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
 import http.server
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer
 
 from lockgen.adapters import file_guard, http_fetch, signing
 from lockgen.adapters.layer_members import read_members
@@ -31,6 +33,7 @@ from lockgen.api import resolve as api
 from lockgen.api.export import export
 from lockgen.api.materialize import materialize
 from lockgen.api.store import gc, list_envs
+from lockgen.cli.ui import handles_errors
 from lockgen.core.image_reference import parse_reference
 from lockgen.errors import HostError, LockFormatError, UserError
 from lockgen.model.oci import LAYER_MEDIA_TYPES, LOCK_INSIDE
@@ -420,3 +423,27 @@ def test_cert_compare_survives_odd_and_deep_documents(tmp_path: Path) -> None:
     _one_error(run_cli("cert", "compare", str(deep), str(unitless)))
     odd_unit = _certificate(tmp_path, "odd-unit", lambda figures: figures["gemm"]["bf16"].update(unit=7))
     assert "gemm/bf16" in _one_error(run_cli("cert", "compare", str(unitless), str(odd_unit)))
+
+
+def test_a_5000_character_path_is_the_users_to_fix(store_env: tuple[Path, Path], tmp_path: Path) -> None:
+    lock, _ = store_env
+    long = tmp_path / ("n" * 5000)
+    for command in (("keygen", "--out", str(long / "k")), ("export", str(lock), "--out", str(long / "img")),
+                    ("materialize", str(lock), "--prefix", str(long / "env")), ("keygen", "--out", str(long))):
+        line = _one_error(run_cli(*command))
+        assert "too long" in line and "5" in line and len(line) < 400, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", "channel", "stack"])
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG])
+def test_the_machine_refusing_a_path_is_a_user_error(code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """As a read-only LOCKGEN_HOME or --out, or a folder this user may not write, raise them (root passes
+    chmod 0555, so the errors are raised here as the kernel raises them)."""
+    def writes() -> None:
+        raise OSError(code, os.strerror(code), "/srv/lockgen-home/envs/.x.tmp-1")
+
+    with pytest.raises(typer.Exit) as ended:
+        handles_errors(writes)()
+    assert ended.value.exit_code == 1
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 2 and said[0].startswith("error: `/srv/lockgen-home/envs/.x.tmp-1`") and said[1].startswith("hint:")
