@@ -447,3 +447,15 @@ def test_the_machine_refusing_a_path_is_a_user_error(code: int, capsys: pytest.C
     assert ended.value.exit_code == 1
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 2 and said[0].startswith("error: `/srv/lockgen-home/envs/.x.tmp-1`") and said[1].startswith("hint:")
+
+
+def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp_path: Path) -> None:
+    lock, _ = store_env
+    text = lock.read_text()
+    found = re.search(r"url: (file://\S+/libfoo-[^/\s]+)", text)
+    assert found, text
+    endless = tmp_path / "endless.conda-lock.yml"
+    endless.write_text(text.replace(found[1], "file:///dev/zero"))
+    result = run_cli("materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"),
+                                                      "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000"})
+    assert "larger than 3000000 bytes" in _one_error(result)

@@ -1,6 +1,7 @@
 """Exclusive guards on files: a lock file held for one run and removed after it, a temporary folder held
-while a run works in it, and the sweep of temporary files and folders whose writer is gone. Both rest on flock(2), which the kernel releases when a process
-dies (kill -9 too), so nothing depends on a process cleaning up after itself."""
+while a run works in it, and the sweep of temporary files and folders whose writer is gone. All rest on
+flock(2), which the kernel releases when a process dies (kill -9 too), so nothing depends on a process
+cleaning up after itself."""
 
 from __future__ import annotations
 
