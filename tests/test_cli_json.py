@@ -50,8 +50,9 @@ def test_import_certs_cert_verify_and_compare(tmp_path: Path) -> None:
                      "--json", code=1)
     assert any("conv_bf16_floor" in line for line in degraded["failed"])
     rows = _json("cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-quick.cert.json"), "--json",
-                 "--noise", "1")
-    assert all(set(r) == {"name", "unit", "old", "new", "change", "regression"} for r in rows)
+                 "--noise", "1", code=1)  # the quick run made fewer figures: each one it lacks is a difference
+    assert all(set(r) == {"name", "unit", "old", "new", "change", "regression", "missing"} for r in rows)
+    assert {r["missing"] for r in rows} == {None, "new"}
 
 
 @pytest.mark.slow

@@ -212,6 +212,7 @@ def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -
     assert gc([lock.parent], dry_run=False) == []
     other = tmp_path / "unrelated"
     other.mkdir()
+    (other / "other.conda-lock.yml").write_text(lock.read_text() + "# another lock\n")
     assert gc([other], dry_run=True) == [prefix] and prefix.exists()
     assert gc([other], dry_run=False) == [prefix] and not prefix.exists()
     assert list_envs() == []

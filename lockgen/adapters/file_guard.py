@@ -1,12 +1,15 @@
-"""Exclusive guards on files: a lock file held for one run and removed after it, and the sweep of
-temporary files whose writer is gone. Both rest on flock(2), which the kernel releases when a process
-dies (kill -9 too), so nothing depends on a process cleaning up after itself."""
+"""Exclusive guards on files: a lock file held for one run and removed after it, a temporary folder held
+while a run works in it, and the sweep of temporary files and folders whose writer is gone. All rest on
+flock(2), which the kernel releases when a process dies (kill -9 too), so nothing depends on a process
+cleaning up after itself."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,15 +51,30 @@ def hold_open(path: Path) -> int:
     return descriptor
 
 
+@contextlib.contextmanager
+def temporary_folder(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new folder `prefix*` in `parent`, held (flock on the folder) while in use and removed after; the
+    `prefix*` leftovers of runs that were killed (held by nobody, untouched for a minute) are swept first."""
+    sweep_stale(parent, f"{prefix}*")
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(descriptor)
+
+
 def sweep_stale(folder: Path, pattern: str) -> list[Path]:
-    """Removes the files matching `pattern` in `folder` that nobody holds and nobody touched for a minute
-    (a fetch killed mid-way); returns what was removed."""
+    """Removes the files and folders matching `pattern` in `folder` that nobody holds and nobody touched
+    for a minute (a fetch or an export killed mid-way); returns what was removed."""
     removed = []
     for candidate in folder.glob(pattern):
         try:
-            if time.time() - candidate.stat().st_mtime < STALE_AFTER_S:
+            if time.time() - candidate.lstat().st_mtime < STALE_AFTER_S:
                 continue
-            descriptor = os.open(candidate, os.O_RDONLY)
+            descriptor = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
@@ -64,7 +82,10 @@ def sweep_stale(folder: Path, pattern: str) -> list[Path]:
         except OSError:
             os.close(descriptor)
             continue
-        candidate.unlink(missing_ok=True)
+        if candidate.is_dir():
+            shutil.rmtree(candidate, ignore_errors=True)
+        else:
+            candidate.unlink(missing_ok=True)
         os.close(descriptor)
         removed.append(candidate)
     return removed

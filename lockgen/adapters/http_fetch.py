@@ -1,6 +1,7 @@
 """One bounded HTTP GET for the PyPI adapters (index pages, wheel byte ranges), on the stdlib.
 
-Bounded: a timeout per socket operation, a deadline for the whole reply, and a cap on the bytes read.
+Bounded: a timeout per socket operation, a deadline for the whole reply (`http_deadline`: a server dripping
+bytes is cut off), and a cap on the bytes read.
 Credentials written into a URL as `user:pass@`, or found for its host in ~/.netrc or $RATTLER_AUTH_FILE
 (`adapters.fetch_auth`), go out as an `Authorization` header that is not repeated on a redirect (urllib keeps unredirected headers to the first host); a `/t/<token>/` path stays
 in the request. Neither ever appears in a message: errors name the URL as `scrub_url` leaves it.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from lockgen.adapters import fetch_auth
+from lockgen.adapters.http_deadline import Deadline, too_large
 from lockgen.core.credentials import scrub_url
 from lockgen.core.wheel_files import shown
 from lockgen.errors import ChannelError, UserError
@@ -77,19 +79,20 @@ def get(url: str, headers: dict[str, str], meter: Meter, timeout_s: float = 30.0
 def _get_once(url: str, headers: dict[str, str], meter: Meter, timeout_s: float, limit: int) -> Reply:
     safe = scrub_url(url)
     request = _request(url, headers)
-    deadline = time.monotonic() + timeout_s
+    with Deadline(timeout_s, f"GET {safe}", "retry on a faster link; is the URL right?") as clock:
+        return _read(clock, request, safe, meter, timeout_s, limit)
+
+
+def _read(clock: Deadline, request: urllib.request.Request, safe: str, meter: Meter, timeout_s: float, limit: int) -> Reply:
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - scheme checked above
+        with clock.open(request, timeout_s) as response:
             meter.requests += 1
             chunks, size = [], 0
             while block := response.read(_BLOCK):
                 size += len(block)
                 meter.bytes += len(block)
                 if size > limit:
-                    raise UserError(f"GET {safe}: the reply is larger than {limit} bytes",
-                                    "the server sent more than this check reads; is the URL right?")
-                if time.monotonic() > deadline:
-                    raise _Retryable(f"GET {safe}: no complete reply within {timeout_s:.0f} s", "retry on a faster link")
+                    raise too_large(f"GET {safe}", limit)
                 chunks.append(block)
             return Reply(response.status, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks))
     except urllib.error.HTTPError as exc:

@@ -18,12 +18,14 @@ from typing import IO, Any
 from lockgen.adapters.oci_layout import uncompressed
 from lockgen.errors import LockFormatError
 
+MAX_MEMBER = 256 << 20  # a recorded manifest, a conda-meta record or a lock: megabytes, even for a CUDA torch stack
 LayerOpener = Callable[[dict[str, Any]], AbstractContextManager[IO[bytes]]]  # a layer descriptor -> its blob's bytes
 
 
 def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, wanted: Callable[[str], bool],
-                 past: Callable[[str], bool]) -> dict[str, bytes]:
-    """The regular files under `prefix` (relative to it) that `wanted` accepts, from every layer in order.
+                 past: Callable[[str], bool], limit: int = MAX_MEMBER) -> dict[str, bytes]:
+    """The regular files under `prefix` (relative to it) that `wanted` accepts, from every layer in order,
+    each at most `limit` bytes (by its tar header, before any is read: a larger one is refused).
     `past(relative)` says that, in sorted order, no wanted file can follow: a sorted layer is left there.
     The blobs are not checked against their digests (most are left part read): what is read must be
     checked by what it is (the caller binds it to the image's config, which is)."""
@@ -41,6 +43,10 @@ def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: 
                         continue
                     relative = name[len(top):]
                     if member.isreg() and wanted(relative):
+                        if member.size > limit:
+                            raise LockFormatError(f"base layer {layer['digest']} holds `{name}` of {member.size} bytes, "
+                                                  f"more than the {limit} lockgen reads of it",
+                                                  "this is not an image lockgen exported; extend its stack or lock instead")
                         data = tar.extractfile(member)
                         found[relative] = data.read() if data is not None else b""
                     elif in_order and past(relative):

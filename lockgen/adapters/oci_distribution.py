@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from email.message import Message
 from typing import IO
 
+from lockgen.adapters.http_deadline import Deadline, max_download_bytes, too_large, transfer_deadline_s
 from lockgen.adapters.registry_auth import credential
 from lockgen.core.credentials import scrub_url
 from lockgen.core.image_reference import ImageReference
@@ -38,6 +39,7 @@ from lockgen.model.oci import (DOCKER_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYP
 MAX_DOCUMENT = 4 << 20  # a manifest or an index: the distribution-spec's 4 MB
 MAX_BLOB = 64 << 20     # an envelope or an SBOM
 MAX_REFERRER_PAGES = 32
+DEADLINE_HINT = "the registry is too slow or keeps sending; check it and retry"
 ACCEPT_MANIFESTS = ", ".join((MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE))
 LOGIN_HINT = ("log in with `skopeo login HOST` (lockgen reads the containers auth files and ~/.docker/config.json), "
               "and check the reference")
@@ -75,34 +77,36 @@ class Registry:
             self._scheme = "https"
             if self._insecure:
                 try:
-                    self._open(urllib.request.Request(f"https://{self.reference.host}/v2/"), 1 << 16)
-                except urllib.error.HTTPError:
-                    pass  # https answers
-                except (urllib.error.URLError, OSError):
+                    self._open(urllib.request.Request(f"https://{self.reference.host}/v2/"), 1 << 16)  # any answer: https
+                except (urllib.error.URLError, OSError, HostError):  # no TLS there (or none within the deadline)
                     self._scheme = "http"
         return f"{self._scheme}://{self.reference.host}/v2/{self.reference.repository}"
 
-    def _open(self, request: urllib.request.Request, limit: int) -> Answer:
-        with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._context) as response:
-            return Answer(response.status, response.headers, _bounded(response, limit, request.full_url))
+    def _open(self, request: urllib.request.Request, limit: int, seconds: float | None = None) -> Answer:
+        """The answer to one request, of any status, read whole within `seconds` (default: the client's timeout)."""
+        url = request.full_url
+        with Deadline(seconds or self._timeout_s, f"{request.get_method()} {scrub_url(url)}", DEADLINE_HINT) as clock:
+            try:
+                with clock.open(request, self._timeout_s, self._context) as response:
+                    return Answer(response.status, response.headers, _bounded(response, limit, url))
+            except urllib.error.HTTPError as error:
+                return Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
 
     def _send(self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
-              limit: int = MAX_DOCUMENT, challenged: bool = False) -> Answer:
+              limit: int = MAX_DOCUMENT, challenged: bool = False, seconds: float | None = None) -> Answer:
         """One request, sent once more after a 401 challenge the credentials can meet; any status returned."""
         request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
         if self._authorization:
             request.add_unredirected_header("Authorization", self._authorization)
         try:
-            return self._open(request, limit)
-        except urllib.error.HTTPError as error:
-            answer = Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
-            if error.code == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
-                return self._send(method, url, body, headers, limit, challenged=True)
-            return answer
+            answer = self._open(request, limit, seconds)
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise HostError(f"cannot reach the registry at {scrub_url(url)}: {reason}",
                             "check the host and port, and pass --insecure for a plain-HTTP registry") from None
+        if answer.status == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
+            return self._send(method, url, body, headers, limit, True, seconds)
+        return answer
 
     def _authorize(self, header: str) -> bool:
         """Meets a challenge with this host's credential (Basic) or a token from its realm; False if it cannot."""
@@ -122,7 +126,8 @@ class Registry:
             request.add_unredirected_header("Authorization",
                                             "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode())
         try:
-            document = json.loads(self._open(request, 1 << 20).body)
+            answer = self._open(request, 1 << 20)
+            document = json.loads(answer.body) if answer.status == 200 else None
         except (urllib.error.URLError, OSError, ValueError):
             return False
         token = (document.get("token") or document.get("access_token")) if isinstance(document, dict) else None
@@ -199,7 +204,8 @@ class Registry:
         target = urllib.parse.urljoin(self._base() + "/", location)
         target += ("&" if "?" in target else "?") + urllib.parse.urlencode({"digest": digest})
         closed = self._send("PUT", target, stream, {"Content-Type": "application/octet-stream",  # type: ignore[arg-type]
-                                                    "Content-Length": str(size)}, challenged=True)
+                                                    "Content-Length": str(size)}, challenged=True,
+                            seconds=transfer_deadline_s())
         if closed.status != 201:
             raise self._refused(f"uploading blob {digest[:19]}…", closed)
 
@@ -207,23 +213,24 @@ class Registry:
     def blob_stream(self, digest: str) -> Iterator["CheckedStream"]:
         """The blob's bytes as a stream, read as the caller reads (bounded memory); `verify()` at its end."""
         url = f"{self._base()}/blobs/{digest}"
-        for challenged in (False, True):
-            request = urllib.request.Request(url)
-            if self._authorization:
-                request.add_unredirected_header("Authorization", self._authorization)
-            try:
-                response = urllib.request.urlopen(request, timeout=self._timeout_s, context=self._context)
-                break
-            except urllib.error.HTTPError as error:
-                answer = Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
-                if error.code == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
-                    continue
-                raise self._refused(f"reading blob {digest[:19]}…", answer) from None
-            except (urllib.error.URLError, OSError) as error:
-                raise HostError(f"cannot reach the registry at {scrub_url(url)}: {getattr(error, 'reason', error)}",
-                                "check the host and port, and pass --insecure for a plain-HTTP registry") from None
-        with response:
-            yield CheckedStream(response, digest)
+        with Deadline(transfer_deadline_s(), f"reading blob {digest[:19]}… from {scrub_url(url)}", DEADLINE_HINT) as clock:
+            for challenged in (False, True):
+                request = urllib.request.Request(url)
+                if self._authorization:
+                    request.add_unredirected_header("Authorization", self._authorization)
+                try:
+                    response = clock.open(request, self._timeout_s, self._context)
+                    break
+                except urllib.error.HTTPError as error:
+                    answer = Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
+                    if error.code == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
+                        continue
+                    raise self._refused(f"reading blob {digest[:19]}…", answer) from None
+                except (urllib.error.URLError, OSError) as error:
+                    raise HostError(f"cannot reach the registry at {scrub_url(url)}: {getattr(error, 'reason', error)}",
+                                    "check the host and port, and pass --insecure for a plain-HTTP registry") from None
+            with response:
+                yield CheckedStream(response, digest, max_download_bytes())
 
     def push_manifest(self, reference: str, data: bytes, media_type: str) -> str | None:
         """Puts a manifest at a digest or tag; returns the `OCI-Subject` header (the referrers API took its subject)."""
@@ -258,8 +265,8 @@ class Registry:
 class CheckedStream(io.RawIOBase):
     """A blob's bytes as they arrive, hashed on the way: `verify()` reads what is left and refuses other bytes."""
 
-    def __init__(self, raw: IO[bytes], digest: str) -> None:
-        self._raw, self._digest, self._hasher, self.read_bytes = raw, digest, hashlib.sha256(), 0
+    def __init__(self, raw: IO[bytes], digest: str, limit: int) -> None:
+        self._raw, self._digest, self._hasher, self.read_bytes, self._limit = raw, digest, hashlib.sha256(), 0, limit
 
     def readable(self) -> bool:
         return True
@@ -268,6 +275,8 @@ class CheckedStream(io.RawIOBase):
         data = self._raw.read(min(len(buffer), 1 << 20))
         self._hasher.update(data)
         self.read_bytes += len(data)
+        if self.read_bytes > self._limit:
+            raise too_large(f"reading blob {self._digest[:19]}…", self._limit)
         buffer[:len(data)] = data
         return len(data)
 

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import urllib.error
-import urllib.request
 from pathlib import Path
+from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters import fetch_auth, file_guard
+from lockgen.adapters import fetch_auth, file_guard, http_deadline
 from lockgen.adapters.home import lockgen_home
 from lockgen.core.confined import child
 from lockgen.core.credentials import scrub_text, scrub_url
@@ -82,14 +81,22 @@ def discard(archive: Path) -> None:
 
 
 def _download(package: LockedPackage, destination: Path) -> None:
+    """The archive at the entry's URL copied to `destination`: at most `LOCKGEN_MAX_DOWNLOAD_BYTES` (the lock
+    states no size), over HTTP within `LOCKGEN_TRANSFER_DEADLINE_S` in all (`http_deadline`)."""
     parts = urlsplit(package.url)
+    what, limit = f"fetching `{package.name}` {package.version} from {package.url}", http_deadline.max_download_bytes()
     try:
         if parts.scheme == "file":
-            shutil.copyfile(unquote(parts.path), destination)
+            with open(unquote(parts.path), "rb") as source:
+                _copy(source, destination, limit, what)
             return
-        with urllib.request.urlopen(fetch_auth.authorized_request(package.url), timeout=60) as response, \
-                destination.open("wb") as out:
-            shutil.copyfileobj(response, out, 1 << 20)
+        with http_deadline.Deadline(http_deadline.transfer_deadline_s(), what, "the channel is too slow or keeps sending; "
+                                    f"retry, or allow longer with {http_deadline.TRANSFER_DEADLINE_ENV}") as clock, \
+                clock.open(fetch_auth.authorized_request(package.url), 60) as response:
+            stated = response.headers.get("Content-Length") or ""
+            if stated.isdigit() and int(stated) > limit:
+                raise http_deadline.too_large(what, limit)
+            _copy(response, destination, limit, what)
     except urllib.error.HTTPError as exc:
         hint = ("the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE "
                 "(never in the lock)" if exc.code in (401, 403) else "check the channel; the lock names this URL")
@@ -98,3 +105,13 @@ def _download(package: LockedPackage, destination: Path) -> None:
         raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: {scrub_text(str(exc))}",
                            "offline? put the archive in a local channel or the package store "
                            f"({lockgen_home() / 'pkgs'})") from None
+
+
+def _copy(source: IO[bytes], destination: Path, limit: int, what: str) -> None:
+    copied = 0
+    with destination.open("wb") as out:
+        while block := source.read(1 << 20):
+            copied += len(block)
+            if copied > limit:
+                raise http_deadline.too_large(what, limit)
+            out.write(block)

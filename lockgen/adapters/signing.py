@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +26,45 @@ def render(document: dict[str, Any]) -> str:
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
-    """Writes a private key (PEM, mode 0600) at `path` and its public key at `path.pub`."""
+    """Writes a private key (PEM, mode 0600) at `path` and its public key at `path.pub`; neither file is
+    ever overwritten (a lost private key cannot be made again), and neither is left without the other."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    if path.exists():
-        raise UserError(f"`{path}` already exists", "choose another --out or remove the old key deliberately")
+    pub = path.with_name(path.name + ".pub")
+    for existing in (path, pub):
+        if os.path.lexists(existing):
+            raise _exists(existing)
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.write_bytes(private)
-    pub = path.with_name(path.name + ".pub")
-    pub.write_bytes(public)
+    _write_new(path, private, 0o600)
+    try:
+        _write_new(pub, public, 0o644)
+    except BaseException:
+        path.unlink()
+        raise
     return path, pub
+
+
+def _exists(path: Path) -> UserError:
+    return UserError(f"`{path}` already exists; keygen never overwrites a key",
+                     f"choose another --out, or move `{path}` aside deliberately")
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Creates `path` with `data`, refusing (O_EXCL) a file made there since the check, and removing it if writing fails."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError:
+        raise _exists(path) from None
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _load(path: Path, private: bool) -> Any:
@@ -109,6 +134,9 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
         document = json.loads(text)
     except ValueError as exc:
         raise LockFormatError(f"certificate is not JSON: {exc}", "it was damaged; use the original file") from None
+    except RecursionError:
+        raise LockFormatError("certificate is JSON nested deeper than Python parses", "it is not a certificate lockgen "
+                              "wrote; use the original file") from None
     if render(document) != text:
         raise LockFormatError("certificate bytes differ from their canonical form: the file was edited",
                               "certificates are tamper-evident; re-run lockgen verify")

@@ -5,6 +5,7 @@ only, like `verify`."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.api import team_steps
 from lockgen.api.certificate_steps import list_certificates, read_certificate
-from lockgen.core.certify import FigureChange, compare_figures
+from lockgen.core.certify import FigureChange, compare_figures, require_comparable
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
@@ -75,9 +76,28 @@ def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path 
     return CertificateExport(text=text, passed=body.passed, notes=tuple(notes))
 
 
-def compare(a: Path, b: Path, noise: float) -> list[FigureChange]:
-    first, second = check_certificate(a, None, None), check_certificate(b, None, None)
-    return compare_figures(first.certificate.figures, second.certificate.figures, noise)
+def compare(a: Path, b: Path, noise: float, keys: Sequence[Path] = ()) -> list[FigureChange]:
+    """Each figure's change from certificate `a` to `b`. With `keys` (public keys), each certificate must be
+    signed by one of them and its signature is checked first; without, only their form is."""
+    first, second = _comparable(a, keys), _comparable(b, keys)
+    return compare_figures(first.figures, second.figures, noise)
+
+
+def _comparable(path: Path, keys: Sequence[Path]) -> CertificateBody:
+    key = None
+    if keys:
+        document, _ = read_certificate(path, None)
+        signed_by = (document.get("signature") or {}).get("key_id")
+        if signed_by is None:
+            raise LockFormatError(f"`{path}` is not signed, so no --key can prove its figures",
+                                  "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
+        key = next((k for k in keys if signing.public_fingerprint(k)[:16] == signed_by), None)
+        if key is None:
+            raise LockFormatError(f"`{path}` is signed by key {signed_by}, which no --key given is",
+                                  "pass --key with the signer's public key (KEY.pub); repeat --key for two signers")
+    body = check_certificate(path, key, None).certificate
+    require_comparable(body.figures, f"`{path}`")
+    return body
 
 
 @dataclass(frozen=True)

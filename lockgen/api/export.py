@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, dist_info, env_manifest, home, image_source, oci_layout, registry
+from lockgen.adapters import conda_meta, dist_info, env_manifest, file_guard, home, image_source, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import held_base_steps, base_steps
@@ -51,10 +51,11 @@ def _checked_compression(compression: str, level: int) -> None:
         raise UserError(f"{compression} has no level {level}", f"pass --compression-level {levels[0]} to {levels[-1]}")
 
 
-def _work_folder(out: Path, fmt: str) -> Path:
-    """A temporary folder beside `out` (checked first) where the image is made before it is moved there."""
+def _work_folder(out: Path, fmt: str) -> AbstractContextManager[Path]:
+    """A temporary folder beside `out` (checked first) where the image is made before it is moved there: held
+    while this export runs, and removed after it; the folders of exports that were killed are swept first."""
     _checked_out(out, fmt)
-    return Path(tempfile.mkdtemp(prefix=".lockgen-export-", dir=out.parent))
+    return file_guard.temporary_folder(out.parent, ".lockgen-export-")
 
 
 def _checked_out(out: Path, fmt: str) -> None:
@@ -77,8 +78,8 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
     _buildable_here(lock, chosen)
-    lock_digest, work = file_digest(lock_path), _work_folder(out, fmt)
-    try:
+    lock_digest = file_digest(lock_path)
+    with _work_folder(out, fmt) as work:
         tree = work / "tree"
         read = base_steps.base_manifest(base, chosen, progress) if base is not None else None
         prefix = held_base_steps.team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
@@ -91,8 +92,6 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         _keep_lock(tree, lock_path)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
 
 
@@ -114,8 +113,8 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
     for platform in chosen:
         lock_platform(lock, platform)  # one the lock has
         _buildable_here(lock, platform)
-    lock_digest, work = file_digest(lock_path), _work_folder(out, fmt)
-    try:
+    lock_digest = file_digest(lock_path)
+    with _work_folder(out, fmt) as work:
         layout = work / "layout"
         images, env_digests, sboms = [], {}, {}
         for platform in chosen:
@@ -134,8 +133,6 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
         index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
         digest = oci_layout.write_index(layout, index, tag or lock.meta("target") or "env")
         _place(layout, work, out, fmt, sboms)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return digest, env_digests
 
 
@@ -183,8 +180,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         raise UserError(f"{source} is not the environment of {lock_path}: {first}",
                         f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
     lock = load_lock(lock_path)
-    work = _work_folder(out, fmt)
-    try:
+    with _work_folder(out, fmt) as work:
         tree = work / "tree"
         progress(f"linking {source} into the image tree")
         shutil.copytree(source, tree, symlinks=True, copy_function=_link_or_copy)
@@ -193,8 +189,6 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
 
 
@@ -208,8 +202,8 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
     unless the environment conforms to the lock (every file from its packages, checked against their own
     hashes); the image is unpacked to check it, never changed."""
     _checked_compression(compression, level)
-    lock, work = load_lock(lock_path), _work_folder(out, fmt)
-    try:
+    lock = load_lock(lock_path)
+    with _work_folder(out, fmt) as work:
         with image_source.opened(source, progress, insecure) as opened:
             prefix = _checked_prefix(image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL)
                                      or IMAGE_PREFIX)
@@ -232,8 +226,6 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
         held = frozenset(package_key(p) for p in lock.packages_for(conformance.platform))  # all in the vendor's layers
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (1, compression, level), progress, vendor, fmt, prefix, meter, held)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return digest, env_digest
 
 

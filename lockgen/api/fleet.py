@@ -14,7 +14,7 @@ from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_reference import parse_reference
 from lockgen.core.kubernetes_manifests import (GPUS_PER_NODE_DEFAULT, CertifyFleet, certify_job, check_fleet,
                                                gate_fragment, lock_config_map, monitor_daemon_set)
-from lockgen.core.slurm_scripts import CertifyJob, health_script, sbatch_script
+from lockgen.core.slurm_scripts import CertifyJob, check_job, health_script, sbatch_script
 from lockgen.errors import UserError
 from lockgen.model.names import normalize_arch
 
@@ -41,6 +41,7 @@ def write_slurm(folder: Path, *, lockgen: str, arch: str, environment: tuple[str
     if not environment:
         raise UserError("the scripts need the environment to certify on each node",
                         "pass --python PY, --prefix DIR or --image REF (PY and DIR may use $SLURMD_NODENAME)")
+    check_job(job, *(d for d in (prom_dir, nfd_dir) if d))
     if nfd_dir and not lock:
         raise UserError("node features name the lock a node is certified for", "pass --lock LOCK with --nfd-dir")
     if job.nodes < 1:

@@ -1,5 +1,9 @@
 """Use cases over the store of environments (`$LOCKGEN_HOME/envs`): list them (`lockgen envs`), and
-remove those no lock refers to (`lockgen gc`)."""
+remove those no lock refers to (`lockgen gc`).
+
+gc refuses a root that names no lock (a misspelt folder would otherwise keep nothing and remove every
+environment). One gc runs at a time, under a flock guard in the store (`file_guard.held`), so a
+`.NAME.tmp-gc` folder found while holding it belongs to a gc that was killed mid-delete: it is swept."""
 
 from __future__ import annotations
 
@@ -7,10 +11,15 @@ import os
 import shutil
 from pathlib import Path
 
-from lockgen.adapters import env_manifest, home
+from lockgen.adapters import env_manifest, file_guard, home
+from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.digests import file_digest
+from lockgen.errors import HostError, UserError
 from lockgen.model.results import StoreEntry
+
+TRASH_SUFFIX = ".tmp-gc"
+GUARD = ".gc.lock"
 
 
 def list_envs() -> list[StoreEntry]:
@@ -25,15 +34,49 @@ def list_envs() -> list[StoreEntry]:
 
 
 def gc(roots: list[Path], dry_run: bool) -> list[Path]:
-    """Removes store environments no lock under `roots` refers to (by the lock file's sha256)."""
-    wanted = {file_digest(p) for root in roots
-              for p in ([root] if root.is_file() else root.rglob(f"*{LOCK_SUFFIX}"))}
-    removed = []
-    for entry in list_envs():
-        if entry.lock_sha256 not in wanted:
-            removed.append(entry.path)
-            if not dry_run:
-                trash = entry.path.parent / f".{entry.path.name}.tmp-gc"
+    """Removes store environments no lock under `roots` refers to (by the lock file's sha256), and the
+    leftovers of interrupted gc runs; with `dry_run`, only returns what would be removed."""
+    wanted = {file_digest(lock) for lock in _locks_named(roots)}
+    store = home.store_envs()
+    if not store.is_dir():
+        return []
+    if dry_run:
+        return sorted(store.glob(f".*{TRASH_SUFFIX}")) + [e.path for e in list_envs() if e.lock_sha256 not in wanted]
+    with file_guard.held(store / GUARD):
+        removed = [_delete(leftover) for leftover in sorted(store.glob(f".*{TRASH_SUFFIX}"))]
+        for entry in list_envs():
+            if entry.lock_sha256 not in wanted:
+                trash = entry.path.parent / f".{entry.path.name}{TRASH_SUFFIX}"
                 os.rename(entry.path, trash)  # atomic: the entry disappears at once, then is deleted
-                shutil.rmtree(trash)
+                removed.append(_delete(trash, entry.path))
     return removed
+
+
+def _locks_named(roots: list[Path]) -> list[Path]:
+    """The lock files the roots name: a root that is missing, a folder holding no lock, or a file that is
+    not a lock is refused, so a typo never keeps nothing."""
+    locks = []
+    for root in roots:
+        if root.is_file():
+            load_lock(root)  # a LockFormatError names the file that is not a lock
+            locks.append(root)
+        elif root.is_dir():
+            found = sorted(root.rglob(f"*{LOCK_SUFFIX}"))
+            if not found:
+                raise UserError(f"gc: `{root}` holds no *{LOCK_SUFFIX}, so it names no environment to keep",
+                                "pass the locks (or their folders) whose environments stay; nothing was removed")
+            locks.extend(found)
+        else:
+            raise UserError(f"gc: `{root}` does not exist", "check the spelling: every argument must be a lock or a "
+                            "folder of locks whose environments stay; nothing was removed")
+    return locks
+
+
+def _delete(trash: Path, shown: Path | None = None) -> Path:
+    """Deletes a folder renamed aside for deletion; returns `shown` (the entry it was), else the folder."""
+    try:
+        shutil.rmtree(trash)
+    except OSError as exc:
+        raise HostError(f"gc: cannot delete `{exc.filename or trash}`: {exc.strerror or exc}",
+                        f"fix its permissions or remove {trash} by hand, then run gc again") from None
+    return shown or trash

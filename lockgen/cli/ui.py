@@ -87,6 +87,18 @@ def fail(message: str, hint: str = "", code: int = 1) -> None:
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)  # the machine's fault, not lockgen's: exit 1, not 3
+_REFUSED = {  # the machine refusing a path the user chose (LOCKGEN_HOME, --prefix, --out): exit 1, not 3
+    errno.EROFS: ("is on a read-only file system", "point LOCKGEN_HOME, --prefix or --out at a writable disk"),
+    errno.EACCES: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
+    errno.EPERM: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
+    errno.ENAMETOOLONG: ("has a name too long for the file system", "choose a shorter path (each name at most 255 bytes)"),
+}
+
+
+def _shown_path(name: object) -> str:
+    """A path for an error line: a 5,000-character one shortened to its ends."""
+    text = os.fsdecode(name) if isinstance(name, (str, bytes, os.PathLike)) else str(name)
+    return text if len(text) <= 200 else f"{text[:80]}…{text[-80:]} ({len(text)} characters)"
 
 
 def handles_errors(command: F) -> F:
@@ -105,6 +117,10 @@ def handles_errors(command: F) -> F:
         except Exception as exc:  # the last line of defence: no traceback unless -v
             if state.verbose:
                 traceback.print_exc()
+            if isinstance(exc, OSError) and exc.errno in _REFUSED:
+                said, hint = _REFUSED[exc.errno]
+                where = f"`{_shown_path(exc.filename)}`" if exc.filename else "a path lockgen needs"
+                fail(f"{where} {said} ({exc.strerror or exc})", hint + "; nothing half done is kept")
             if isinstance(exc, OSError) and exc.errno in _FULL:
                 where = f" writing {exc.filename}" if exc.filename else ""
                 fail(f"the disk is full{where}", "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at "

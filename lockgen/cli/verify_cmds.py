@@ -124,21 +124,29 @@ def cert_compare(
     a: Path = typer.Argument(..., help="The baseline certificate."),
     b: Path = typer.Argument(..., help="The new certificate."),
     noise: float = typer.Option(0.05, "--noise", help="Relative change treated as noise (0.05 = 5%)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one {name, unit, old, new, change, regression} per figure."),
+    key: list[Path] = typer.Option([], "--key", help="A signer's public key (KEY.pub): each certificate's signature is "
+                                   "checked against it before comparing. Repeatable (one per signer)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one {name, unit, old, new, change, regression, missing} per figure."),
 ) -> None:
-    """Each figure's change from A to B; exit 1 when one regressed beyond the noise threshold."""
+    """Each figure's change from A to B; exit 1 when one regressed beyond the noise threshold or is in one only."""
     from lockgen.api.certs import compare
 
-    rows = compare(a, b, noise)
+    rows = compare(a, b, noise, key)
+    if not key:
+        progress("note: signatures were not checked (pass --key KEY.pub): the figures are only as trustworthy as the files")
     if as_json:
         print_json([row.__dict__ for row in rows])
     else:
         for row in rows:
             print(row.line())
-    regressions = [r for r in rows if r.regression]
-    if regressions:
-        fail(f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5]),
-             "look at the telemetry in both certificates (clocks, power) before blaming the stack")
+    regressions, missing = [r for r in rows if r.regression], [r for r in rows if r.missing]
+    if regressions or missing:
+        said = ([f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5])]
+                if regressions else []) + ([f"{len(missing)} figures are in one certificate only: "
+                                            + ", ".join(f"{r.name} (missing from {r.missing})" for r in missing[:5])]
+                                           if missing else [])
+        fail("; ".join(said), "look at the telemetry in both certificates (clocks, power) before blaming the stack; "
+             "a missing figure is a check one run did not make (--quick, fewer GPUs)")
 
 
 def _summary(body) -> str:

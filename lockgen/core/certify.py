@@ -3,13 +3,14 @@ and the comparison of two certificates' figures."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from lockgen.core.envelopes import envelope_checks
 from lockgen.core.facts import load_facts
 from lockgen.core.versions import as_tuple, major_minor
-from lockgen.errors import TargetError
+from lockgen.errors import LockFormatError, TargetError
 from lockgen.model.certificate import CertificateBody, Check, DistributedRun, Hardware, KernelReport, Subject
 from lockgen.model.lock import Lock
 
@@ -101,19 +102,36 @@ class FigureChange:
     new: float | None
     change: float | None  # relative, positive = better
     regression: bool
+    missing: str | None = None  # "old" or "new": the certificate without a value for a figure the other has
 
     def line(self) -> str:
         def show(value: float | None) -> str:
             return "-" if value is None else f"{value:.4g}"
 
         delta = "" if self.change is None else f" ({self.change:+.1%})"
-        flag = "  REGRESSION" if self.regression else ""
+        flag = "  REGRESSION" if self.regression else (f"  MISSING from {self.missing}" if self.missing else "")
         return f"{self.name:<40} {show(self.old):>10} -> {show(self.new):<10} {self.unit}{delta}{flag}"
+
+
+def require_comparable(figures: dict[str, dict[str, dict[str, Any]]], where: str) -> None:
+    """Refuses a figure whose value is neither null (not run) nor a finite number (NaN, inf, text, true),
+    or whose unit is not text: a comparison would pass it silently or fail on it."""
+    for group, entries in figures.items():
+        for name, figure in entries.items():
+            value, unit = figure.get("value"), figure.get("unit", "")
+            if not isinstance(unit, str):
+                raise LockFormatError(f"{where}: figure {group}/{name} has unit {str(unit)[:40]!r}, not text",
+                                      "certificates are written by `lockgen verify`; use the original file")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise LockFormatError(f"{where}: figure {group}/{name} is {str(value)[:40]!r}, not a finite number",
+                                      "certificates are written by `lockgen verify`; use the original file")
 
 
 def compare_figures(old: dict[str, dict[str, dict[str, Any]]], new: dict[str, dict[str, dict[str, Any]]],
                     noise: float) -> list[FigureChange]:
-    """Each figure's change from `old` to `new`; worse by more than `noise` (a fraction) is a regression."""
+    """Each figure's change from `old` to `new` (checked by `require_comparable`); worse by more than `noise`
+    (a fraction) is a regression, and a value in one only is `missing` from the other."""
     rows = []
     names = sorted({(g, n) for g, e in old.items() for n in e} | {(g, n) for g, e in new.items() for n in e})
     for group, name in names:
@@ -123,7 +141,8 @@ def compare_figures(old: dict[str, dict[str, dict[str, Any]]], new: dict[str, di
         change = None
         if x and y is not None:
             change = (y - x) / x
-            if unit.split()[0] in LOWER_IS_BETTER_UNITS:
+            if (unit.split() or [""])[0] in LOWER_IS_BETTER_UNITS:
                 change = -change
-        rows.append(FigureChange(f"{group}/{name}", unit, x, y, change, change is not None and change < -noise))
+        missing = "old" if x is None and y is not None else ("new" if y is None and x is not None else None)
+        rows.append(FigureChange(f"{group}/{name}", unit, x, y, change, change is not None and change < -noise, missing))
     return rows

@@ -4,14 +4,29 @@ one folder, a summary naming each node's result), and a `HealthCheckProgram` tha
 `--quick` inside Slurm's 60 s limit and drains it with lockgen's one-line reason when it fails.
 
 Every value lockgen puts into a script is shell-quoted; `$VARIABLES` in `--python`/`--prefix` are left to
-the node's shell on purpose (each node may keep its environment at its own path)."""
+the node's shell on purpose (each node may keep its environment at its own path), and no other `$` form
+(`$(…)`, `${x:-…}`) is accepted. `#SBATCH` lines are read by sbatch, not a shell: it strips no single
+quotes and a newline would end the line, so their values must be of a safe set and are written bare.
+`check_job` refuses, before anything is written, every value that breaks these rules."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
+from lockgen.errors import UserError
+
 RENDEZVOUS_BASE_PORT = 29400  # torchrun's default c10d port; the job id spreads concurrent jobs over 1000 ports
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
+_SBATCH_SAFE = {  # what each #SBATCH value may hold (Slurm's own syntax for it), written as is
+    "--arch": (re.compile(r"[A-Za-z0-9_.-]+"), "letters, digits, `_`, `.` and `-`"),
+    "--partition": (re.compile(r"[A-Za-z0-9_.,-]+"), "letters, digits, `_`, `.`, `-` and `,` between partitions"),
+    "--time": (re.compile(r"[A-Za-z0-9:-]+"), "Slurm's time form, e.g. 00:15:00 or 1-00:00:00"),
+    "--constraint": (re.compile(r"[A-Za-z0-9_.,:&|*!\[\]()-]+"), "feature names joined by & | , with [ ] ( ) * !"),
+    "--certs": (re.compile(r"[A-Za-z0-9_./+@=,:-]+"), "a path of letters, digits and `_ . / + @ = , : -`"),
+}
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,30 @@ class CertifyJob:
     time_limit: str
     constraint: str | None
     timeout_s: int
+
+
+def check_job(job: CertifyJob, *extra: str) -> None:
+    """Refuses (one UserError naming the flag) a value with a control character, a `$` that is not a plain
+    `$NAME`/`${NAME}`, or, for an #SBATCH line, a character outside its safe set; `extra` are more words
+    of the scripts (the health check's output folders)."""
+    bare = {"--arch": job.arch, "--partition": job.partition, "--time": job.time_limit,
+            "--constraint": job.constraint, "--certs": job.out_dir}
+    words = {"--lockgen": (job.lockgen,), (job.environment or ("--python",))[0]: job.environment[1:], "--lock": (job.lock,),
+             "--manifests": (job.manifests,), "--allow-foreign": job.allow_foreign, "--key": (job.key,),
+             "the health check's folders": extra}
+    for flag, values in {**{k: (v,) for k, v in bare.items()}, **words}.items():
+        for value in (v for v in values if v is not None):
+            if _CONTROL.search(value):
+                raise UserError(f"{flag} {value[:80]!r} holds a control character (a newline ends a script line)",
+                                f"pass {flag} without newlines, tabs or other control characters")
+            if "$" in _VARIABLE.sub("", value):
+                raise UserError(f"{flag} {value[:80]!r} holds a `$` that is not a variable ($NAME or ${{NAME}})",
+                                "the node's shell expands plain variables only; write the value out")
+    for flag, value in bare.items():
+        pattern, allowed = _SBATCH_SAFE[flag]
+        if value is not None and not pattern.fullmatch(value):
+            raise UserError(f"{flag} {value[:80]!r} cannot go on an #SBATCH line, which sbatch reads without a shell",
+                            f"use {allowed}")
 
 
 def _word(value: str) -> str:
@@ -66,11 +105,11 @@ def sbatch_script(job: CertifyJob) -> str:
     """The batch script: `sbatch certify.sbatch` certifies `job.nodes` nodes together."""
     options = [f"#SBATCH --job-name=lockgen-certify-{job.arch}", f"#SBATCH --nodes={job.nodes}",
                "#SBATCH --ntasks-per-node=1", f"#SBATCH --time={job.time_limit}",
-               f"#SBATCH --output={shlex.quote(job.out_dir)}/slurm-%j.out"]
+               f"#SBATCH --output={job.out_dir}/slurm-%j.out"]  # bare: check_job allowed only a safe set
     if job.partition:
         options.append(f"#SBATCH --partition={job.partition}")
     if job.constraint:
-        options.append(f"#SBATCH --constraint={shlex.quote(job.constraint)}")
+        options.append(f"#SBATCH --constraint={job.constraint}")
     verify = f"{job.lockgen} {_words(_verify_words(job))}"
     return "\n".join([
         "#!/bin/bash",
