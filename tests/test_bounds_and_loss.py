@@ -454,8 +454,11 @@ def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp
     text = lock.read_text()
     found = re.search(r"url: (file://\S+/libfoo-[^/\s]+)", text)
     assert found, text
+    zero = tmp_path / "zero" / found[1].rsplit("/", 1)[1]  # the entry's archive name, an endless file behind it
+    zero.parent.mkdir()
+    zero.symlink_to("/dev/zero")
     endless = tmp_path / "endless.conda-lock.yml"
-    endless.write_text(text.replace(found[1], "file:///dev/zero"))
+    endless.write_text(text.replace(found[1], zero.as_uri()))
     result = run_cli("materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"),
                                                       "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000"})
     assert "larger than 3000000 bytes" in _one_error(result)

@@ -42,6 +42,7 @@ def torch_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, s
     if not Path(f"/usr/bin/python{PYTHON}").exists():
         pytest.fail(f"this test runs the image's venv on /usr/bin/python{PYTHON}, which this host lacks")
     folder = tmp_path_factory.mktemp("torch-image")
+    index = _torch_index(folder)  # this host's CPU torch, for the CPU target's torch and everything else
     (folder / "stack.toml").write_text(f"""[stack]
 name = "torch-cpu"
 python = "{PYTHON}"
@@ -51,7 +52,8 @@ platforms = ["linux-64"]
 torch = "=={importlib.metadata.version('torch').split('+')[0]}"
 
 [pypi-options]
-index-url = "{_torch_index(folder)}"
+index-url = "{index}"
+torch-indexes = {{ cpu = "{index}" }}
 
 [targets.cpu]
 arch = "cpu"
