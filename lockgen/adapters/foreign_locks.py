@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
+from lockgen.adapters.uv_project import project_beside, read_uv_project
 from lockgen.core.wheel_files import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
@@ -33,15 +34,17 @@ class Imported:
     sha256: str
     skipped: tuple[str, ...] = ()  # what could not come over, one reason each
     virtual_packages: dict[str, str] = field(default_factory=dict)  # platform -> "__cuda=12.9 __glibc=2.28" (pixi v7)
+    assumed: tuple[str, ...] = ()  # what the file does not say and the import took as given, one line each
 
     @property
     def platforms(self) -> tuple[str, ...]:
         return tuple(sorted({p.platform for p in self.packages}))
 
 
-def read_foreign(path: Path, environment: str | None, uv: UvChoices) -> Imported:
+def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Path | None = None) -> Imported:
     """Detects the format from the content and converts it; a file of a known format whose structure is
-    broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format."""
+    broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format. A
+    uv.lock is read with its workspace's pyproject.toml settings (`project`, else the one beside it)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -49,6 +52,9 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices) -> Imported
     text = raw.decode("utf-8", errors="replace")
     digest = hashlib.sha256(raw).hexdigest()
     form = _format_of(path, text)
+    if form == "uv.lock" and uv.project is None:
+        pyproject = project_beside(path, project)
+        uv = replace(uv, project=read_uv_project(pyproject)) if pyproject else uv
     try:
         return _read(form, path, text, environment, uv, digest)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
@@ -234,4 +240,4 @@ def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
     import tomllib
 
     found = read_uv_lock(tomllib.loads(text), choices)
-    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped)
+    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed)
