@@ -5,58 +5,19 @@ conflicts` (cpu/cu128 extras, tests/fixtures/foreign/conflicts) and on the share
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
-from packaging.markers import Marker
 
 from lockgen.adapters.uv_lock import UvChoices
-from lockgen.adapters.uv_resolver import uv_binary
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import UserError
-from lockgen.model.spec import MACHINE_OF_PLATFORM
 from tests.conftest import NEEDS_SHARED, has_shared, run_cli, shared_dir
+from tests.uv_oracle import lockgen_takes, uv_selects
 
 CONFLICTS = Path(__file__).parent / "fixtures" / "foreign" / "conflicts"
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> set[tuple[str, str]]:
-    """(name, version) of what `uv export --frozen` lists for the choice, markers evaluated for the target."""
-    done = subprocess.run([uv_binary(), "export", "--frozen", "--format", "requirements-txt", "--no-hashes",
-                           "--no-emit-project", "--no-header", *flags], cwd=project, capture_output=True, text=True,
-                          check=True)
-    environment = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                   "platform_machine": MACHINE_OF_PLATFORM[platform], "implementation_name": "cpython",
-                   "platform_python_implementation": "CPython", "python_version": python,
-                   "python_full_version": f"{python}.0", "implementation_version": f"{python}.0"}
-    selected = set()
-    for line in done.stdout.splitlines():
-        if not line or line.startswith((" ", "#", "-e")):
-            continue
-        requirement, _, marker = line.partition(" ; ")
-        name, _, version = requirement.partition("==")
-        if not marker or Marker(marker).evaluate(environment):
-            selected.add((_normal(name), version.strip()))
-    return selected
-
-
-def lockgen_takes(source: Path, choices: UvChoices, platform: str, out: Path) -> set[tuple[str, str]]:
-    """(name, version) lockgen imports for the platform, with what it lists as not convertible."""
-    _, lock = import_lock(source, "t", None, out, choices)
-    taken = {(_normal(p.name), p.version) for p in lock.packages_for(platform)}
-    for reason in (lock.meta("skipped") or "").split("; "):
-        found = re.match(rf"{platform}: `([^`]+)` (\d\S*) ", reason)
-        if found:
-            taken.add((_normal(found[1]), found[2]))
-    return taken
 
 
 @pytest.mark.parametrize("flags, choices", [

@@ -25,7 +25,8 @@ from lockgen.api.import_lock import import_lock
 from lockgen.api.locks import render
 from lockgen.errors import UserError
 from tests.conftest import EXAMPLE_STACK, _QuietHandler, run_cli
-from tests.test_import_uv import CONFLICTS, _normal, uv_selects
+from tests.test_import_uv import CONFLICTS
+from tests.uv_oracle import normal, uv_selects
 from tests.wheel_index import Wheel, build_index
 
 
@@ -55,11 +56,11 @@ def _venv(folder: Path) -> Path:
 def _installed(python: Path) -> set[tuple[str, str]]:
     listed = subprocess.run([uv_binary(), "pip", "list", "--format", "json", "--python", str(python)],
                             capture_output=True, text=True, check=True)
-    return {(_normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
+    return {(normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
 
 
 def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path, pypi_lock: Path) -> None:
-    expected = {(_normal(p.name), p.version) for p in load_lock(pypi_lock).package if p.manager == "pip"}
+    expected = {(normal(p.name), p.version) for p in load_lock(pypi_lock).package if p.manager == "pip"}
     assert expected == {("alpha", "1.0"), ("gamma", "1.0"), ("omega", "2.1")}
     done = run_cli("render", str(pypi_lock), "--format", "pylock", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "pylock.cpu.toml", done.stderr
@@ -94,7 +95,7 @@ def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: lis
                     "-o", "pylock.toml"], cwd=project, check=True, capture_output=True)
     _, lock = import_lock(project / "pylock.toml", "t", None, tmp_path / "t.yml", UvChoices(python="3.10"))
     for platform in ("linux-64", "linux-aarch64"):
-        assert {(_normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
+        assert {(normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
 
 
 def test_environment_yml_pins_every_conda_package_and_errors_name_the_way_out(tmp_path: Path) -> None:

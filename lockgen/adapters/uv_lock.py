@@ -159,7 +159,7 @@ def _assumed(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices, de
     if not (groups & defaults or conflicting):
         return ()
     return ("no pyproject.toml beside the lock: assumed uv's default-groups [\"dev\"] (uv.lock does not record "
-            "[tool.uv] default-groups); pass --project PATH/pyproject.toml to read it, or choose with --group, "
+            "[tool.uv] default-groups), pass --project PATH/pyproject.toml to read it, or choose with --group, "
             "--no-dev or --no-default-groups",)
 
 
