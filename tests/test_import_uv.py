@@ -72,3 +72,64 @@ def test_the_shared_uv_locks_import_what_uv_installs(tmp_path: Path, source: Pat
     expected = uv_selects(project, ["--python", python], platform, python)
     taken = lockgen_takes(project / "uv.lock", UvChoices(python=python), platform, tmp_path / "t.yml")
     assert taken == expected, (sorted(taken - expected), sorted(expected - taken))
+
+
+WHEELS_LOCK = '''version = 1
+revision = 2
+requires-python = ">=3.11"
+
+[[package]]
+name = "tiny"
+version = "0.1.0"
+source = { virtual = "." }
+dependencies = [{ name = "torch" }, { name = "flash-attn" }, { name = "capped" }]
+
+[[package]]
+name = "torch"
+version = "2.6.0+cpu"
+source = { registry = "https://download.pytorch.org/whl/cpu" }
+wheels = [
+    { url = "https://download.pytorch.org/whl/cpu/torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl", hash = "sha256:HASH1" },
+    { url = "https://download.pytorch.org/whl/cpu/torch-2.6.0%2Bcpu-cp311-cp311-win_amd64.whl", hash = "sha256:HASH2" },
+]
+
+[[package]]
+name = "flash-attn"
+version = "2.7.4.post1+cu12torch2.6cxx11abifalse"
+source = { url = "https://github.com/Dao-AILab/flash-attention/releases/download/v2.7.4.post1/flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl" }
+wheels = [
+    { url = "https://github.com/Dao-AILab/flash-attention/releases/download/v2.7.4.post1/flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl", hash = "sha256:HASH3" },
+]
+
+[[package]]
+name = "capped"
+version = "1.0"
+source = { registry = "https://pypi.org/simple" }
+sdist = { url = "https://files.example/capped-1.0.tar.gz", hash = "sha256:HASH4" }
+wheels = [
+    { url = "https://files.example/capped-1.0-cp311-cp311-manylinux_2_35_x86_64.whl", hash = "sha256:HASH5" },
+    { url = "https://files.example/capped-1.0-cp311-cp311-manylinux_2_39_aarch64.whl", hash = "sha256:HASH6" },
+]
+'''
+for _number in range(1, 7):
+    WHEELS_LOCK = WHEELS_LOCK.replace(f"HASH{_number}", f"{_number}" * 64)
+
+
+def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) -> None:
+    """torch +cpu from PyTorch's index and flash-attn from a release page are tagged plain `linux_x86_64`:
+    wheels for linux-64. A wheel that needs a newer glibc is named with that glibc and --glibc admitting it."""
+    source = tmp_path / "uv.lock"
+    source.write_text(WHEELS_LOCK)
+    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices())
+    x86 = {p.name: p.url.rsplit("/", 1)[-1] for p in lock.packages_for("linux-64")}
+    assert x86 == {"torch": "torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl",
+                   "flash-attn": "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"}
+    skipped = lock.meta("skipped").split("; ")
+    assert ("linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc 2.28):"
+            " pass --glibc 2.35 to admit it") in skipped
+    assert any(s.startswith("linux-aarch64: `capped` 1.0 needs glibc 2.39") and "--glibc 2.39" in s for s in skipped)
+    assert "linux-aarch64: `torch` 2.6.0+cpu has no wheel for linux-aarch64 at CPython 3.11" in skipped
+    _, newer = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices(glibc="2.35"))
+    assert {p.name for p in newer.packages_for("linux-64")} == {"torch", "flash-attn", "capped"}
+    bad = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "v.yml"), "--glibc", "new")
+    assert bad.returncode == 1 and "error: --glibc new is not a glibc version 2.NN" in bad.stderr and "hint:" in bad.stderr
