@@ -6,6 +6,7 @@ environment.yml pins every conda package; and lockgen -> pylock.toml -> lockgen 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import http.server
 import shutil
@@ -27,7 +28,7 @@ from lockgen.errors import UserError
 from tests.conftest import EXAMPLE_STACK, _QuietHandler, run_cli
 from tests.test_import_uv import CONFLICTS
 from tests.uv_oracle import normal, uv_selects
-from tests.wheel_index import Wheel, build_index
+from tests.wheel_index import Wheel, build_index, build_wheel
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,30 @@ def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path
     subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "--require-hashes", "--no-deps",
                     "-r", str(requirements)], check=True, capture_output=True)
     assert _installed(python) == expected
+
+
+def test_a_local_version_wheel_goes_through_pylock_as_uv_reads_it(tmp_path: Path) -> None:
+    """A `+cu130` wheel, its URL `%2B`-encoded as PyTorch's index writes it, imported from a uv.lock and
+    rendered: the pylock names the wheel by its file name (PEP 751) and uv installs it into a fresh venv."""
+    (tmp_path / "wheels").mkdir()
+    wheel = build_wheel(Wheel("tinycuda", "1.0+cu130"), tmp_path / "wheels")
+    assert wheel.name == "tinycuda-1.0+cu130-py3-none-any.whl"
+    url = wheel.parent.as_uri() + "/tinycuda-1.0%2Bcu130-py3-none-any.whl"
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    source = tmp_path / "uv.lock"
+    source.write_text(f'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "app"\n'
+                      f'version = "0.1.0"\nsource = {{ virtual = "." }}\ndependencies = [{{ name = "tinycuda" }}]\n\n'
+                      f'[[package]]\nname = "tinycuda"\nversion = "1.0+cu130"\nsource = {{ registry = "https://download.pytorch.org/whl/cu130" }}\n'
+                      f'wheels = [{{ url = "{url}", hash = "sha256:{digest}" }}]\n')
+    import_lock(source, "cu130", None, tmp_path / "cu130.conda-lock.yml", UvChoices(python="3.11"))
+    pylock = tmp_path / "pylock.cu130.toml"
+    render(tmp_path / "cu130.conda-lock.yml", "linux-64", pylock, "pylock")
+    assert 'name = "tinycuda-1.0+cu130-py3-none-any.whl"' in pylock.read_text() and url in pylock.read_text()
+    python = _venv(tmp_path / "venv")
+    done = subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "-r", str(pylock)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _installed(python) == {("tinycuda", "1.0+cu130")}
 
 
 def test_lockgen_to_pylock_and_back_keeps_every_url_and_hash(tmp_path: Path, pypi_lock: Path) -> None:

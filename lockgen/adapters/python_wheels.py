@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from lockgen.core.wheel_names import best_for_target
+from lockgen.core.wheel_names import best_for_target, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.spec import MACHINE_OF_PLATFORM as MACHINE
 
@@ -81,11 +80,6 @@ def environment_of(platform: str, python: Python) -> dict[str, str]:
             "platform_machine": MACHINE[platform], "platform_python_implementation": "CPython", "platform_release": "",
             "platform_system": "Linux", "platform_version": "", "python_full_version": python.full,
             "python_version": python.minor, "sys_platform": "linux"}
-
-
-def wheel_file_name(url: str) -> str:
-    """A wheel's file name as its URL ends (`torch-2.7.0%2Bcu128-…whl` is `torch-2.7.0+cu128-…whl`)."""
-    return unquote(url.split("#", 1)[0].rsplit("/", 1)[-1])
 
 
 def best_wheel(wheels: list[dict[str, Any]], platform: str, python: Python, glibc: str) -> dict[str, Any] | None:
