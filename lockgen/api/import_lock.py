@@ -24,6 +24,10 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
     if not imported.packages:
         raise UserError(f"`{source}` holds no package for a Linux platform lockgen locks",
                         "check --environment (pixi), or --python, --extra and --group (uv.lock)")
+    if not any(platform.startswith("linux-") for platform in imported.platforms):
+        raise UserError(f"`{source}` holds no Linux platform (it has {', '.join(imported.platforms)})"
+                        + (f" in environment `{environment}`" if environment else ""),
+                        "lock it for linux-64 or linux-aarch64 too (pixi: [workspace] platforms; conda-lock: -p linux-64)")
     seen: dict[tuple[str, str, str], str] = {}
     for package in imported.packages:
         key = (package.platform, package.manager, package.name)
