@@ -186,3 +186,21 @@ def test_a_patch_level_python_is_judged_with_its_patch(tmp_path: Path, python: s
     below = run_cli("import", str(project / "uv.lock"), "-t", "t", "-o", str(tmp_path / "b.yml"), "--python", "3.13.13")
     assert below.returncode == 1 and "outside the lock's requires-python `>=3.13.14, <3.14`" in below.stderr
     assert "hint: pass one of: 3.13" in below.stderr
+
+
+@pytest.fixture(scope="module")
+def virtual_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace whose root is no project: its members and its own dependency group."""
+    member = '[project]\nname = "NAME"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = ["DEP"]\n' + BUILD
+    return write_project(tmp_path_factory.mktemp("virtual"), {
+        "pyproject.toml": '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n[dependency-groups]\ndev = ["iniconfig"]\n',
+        "packages/a/pyproject.toml": member.replace("NAME", "a").replace("DEP", "six"),
+        "packages/b/pyproject.toml": member.replace("NAME", "b").replace("DEP", "attrs")})
+
+
+@pytest.mark.parametrize("flags, choices", [([], UvChoices()), (["--no-dev"], UvChoices(dev=False)),
+                                            (["--package", "a"], UvChoices(package="a"))], ids=["default", "no-dev", "a"])
+def test_a_workspace_root_that_is_no_project_installs_every_member_and_its_groups(
+        virtual_root: Path, tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+    expected = uv_selects(virtual_root, flags, "linux-64", "3.10")
+    assert lockgen_takes(virtual_root / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected

@@ -41,6 +41,7 @@ class UvGraph:
     entries: dict[str, list[dict[str, Any]]]
     members: tuple[str, ...]
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
+    workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
@@ -55,7 +56,7 @@ class UvGraph:
         conflicts = tuple(tuple((normalize(c.get("package", "")), "extra" if "extra" in c else "group",
                                  normalize(c.get("extra") or c.get("group", ""))) for c in conflict)
                           for conflict in data.get("conflicts") or [])
-        return cls(entries, tuple(members), conflicts)
+        return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
 
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
@@ -63,6 +64,18 @@ class UvGraph:
             raise LockFormatError(f"uv.lock lists `{name}` as a workspace member but holds no local package of that name",
                                   "the file was edited or cut short: use the one `uv lock` wrote")
         return found[0]
+
+
+def _workspace_root(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """A workspace root that is no project keeps its own requirements and groups in `[manifest]`; they
+    become the edges of an entry of its own (`extras` there is `extra` on an edge)."""
+    def edges(requirements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"name": r["name"], "marker": r.get("marker"), "extra": r.get("extras", [])} for r in requirements]
+
+    if not manifest.get("requirements") and not manifest.get("dependency-groups"):
+        return None
+    return {"name": "workspace-root", "source": {"virtual": "."}, "dependencies": edges(manifest.get("requirements", [])),
+            "dev-dependencies": {group: edges(deps) for group, deps in (manifest.get("dependency-groups") or {}).items()}}
 
 
 def is_local_project(entry: dict[str, Any]) -> bool:

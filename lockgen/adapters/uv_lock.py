@@ -82,6 +82,8 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
         environment = environment_of(platform, python)
         reached = installed(graph, starts, environment, activated(graph, starts, environment))
         for key in sorted(reached):
+            if reached[key] is graph.workspace:
+                continue
             found = _converted(reached[key], platform, python, glibc)
             (packages if isinstance(found, LockedPackage) else skipped).append(found)
     return UvImport(tuple(packages), tuple(skipped), python.shown, assumed)
@@ -89,7 +91,8 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
 
 def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
     """The projects `uv sync` installs: `--package`'s, every member's, the pyproject's project, or the lock's
-    own (the local package at `.`; every member where the workspace root is no project)."""
+    own (the local package at `.`; every member, and the root's own requirements and groups, where the
+    workspace root is no project)."""
     members = ", ".join(graph.members)
     if choices.package is not None:
         if normalize(choices.package) not in graph.members:
@@ -106,7 +109,7 @@ def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
     own = [graph.member(name) for name in graph.members if _at_root(graph.member(name))]
     if own and project is None:
         return own[:1]
-    return [graph.member(name) for name in graph.members]
+    return [graph.member(name) for name in graph.members] + ([graph.workspace] if graph.workspace else [])
 
 
 def _at_root(entry: dict[str, Any]) -> bool:
