@@ -5,58 +5,19 @@ conflicts` (cpu/cu128 extras, tests/fixtures/foreign/conflicts) and on the share
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
-from packaging.markers import Marker
 
 from lockgen.adapters.uv_lock import UvChoices
-from lockgen.adapters.uv_resolver import uv_binary
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import UserError
-from lockgen.model.spec import MACHINE_OF_PLATFORM
 from tests.conftest import NEEDS_SHARED, has_shared, run_cli, shared_dir
+from tests.uv_oracle import lockgen_takes, uv_selects
 
 CONFLICTS = Path(__file__).parent / "fixtures" / "foreign" / "conflicts"
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> set[tuple[str, str]]:
-    """(name, version) of what `uv export --frozen` lists for the choice, markers evaluated for the target."""
-    done = subprocess.run([uv_binary(), "export", "--frozen", "--format", "requirements-txt", "--no-hashes",
-                           "--no-emit-project", "--no-header", *flags], cwd=project, capture_output=True, text=True,
-                          check=True)
-    environment = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                   "platform_machine": MACHINE_OF_PLATFORM[platform], "implementation_name": "cpython",
-                   "platform_python_implementation": "CPython", "python_version": python,
-                   "python_full_version": f"{python}.0", "implementation_version": f"{python}.0"}
-    selected = set()
-    for line in done.stdout.splitlines():
-        if not line or line.startswith((" ", "#", "-e")):
-            continue
-        requirement, _, marker = line.partition(" ; ")
-        name, _, version = requirement.partition("==")
-        if not marker or Marker(marker).evaluate(environment):
-            selected.add((_normal(name), version.strip()))
-    return selected
-
-
-def lockgen_takes(source: Path, choices: UvChoices, platform: str, out: Path) -> set[tuple[str, str]]:
-    """(name, version) lockgen imports for the platform, with what it lists as not convertible."""
-    _, lock = import_lock(source, "t", None, out, choices)
-    taken = {(_normal(p.name), p.version) for p in lock.packages_for(platform)}
-    for reason in (lock.meta("skipped") or "").split("; "):
-        found = re.match(rf"{platform}: `([^`]+)` (\d\S*) ", reason)
-        if found:
-            taken.add((_normal(found[1]), found[2]))
-    return taken
 
 
 @pytest.mark.parametrize("flags, choices", [
@@ -80,7 +41,7 @@ def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(tmp_path: 
 
 def test_conflicting_extras_and_unknown_choices_are_refused_with_what_exists(tmp_path: Path) -> None:
     source = CONFLICTS / "uv.lock"
-    with pytest.raises(UserError, match="extra `cpu` and extra `cu128` conflicting") as raised:
+    with pytest.raises(UserError, match=r"`trainer\[cpu\]` and `trainer\[cu128\]` conflicting") as raised:
         import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(extras=("cpu", "cu128")))
     assert raised.value.hint == "choose one, e.g. --extra cpu"
     with pytest.raises(UserError, match="no extra gpu"):
@@ -111,3 +72,64 @@ def test_the_shared_uv_locks_import_what_uv_installs(tmp_path: Path, source: Pat
     expected = uv_selects(project, ["--python", python], platform, python)
     taken = lockgen_takes(project / "uv.lock", UvChoices(python=python), platform, tmp_path / "t.yml")
     assert taken == expected, (sorted(taken - expected), sorted(expected - taken))
+
+
+WHEELS_LOCK = '''version = 1
+revision = 2
+requires-python = ">=3.11"
+
+[[package]]
+name = "tiny"
+version = "0.1.0"
+source = { virtual = "." }
+dependencies = [{ name = "torch" }, { name = "flash-attn" }, { name = "capped" }]
+
+[[package]]
+name = "torch"
+version = "2.6.0+cpu"
+source = { registry = "https://download.pytorch.org/whl/cpu" }
+wheels = [
+    { url = "https://download.pytorch.org/whl/cpu/torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl", hash = "sha256:HASH1" },
+    { url = "https://download.pytorch.org/whl/cpu/torch-2.6.0%2Bcpu-cp311-cp311-win_amd64.whl", hash = "sha256:HASH2" },
+]
+
+[[package]]
+name = "flash-attn"
+version = "2.7.4.post1+cu12torch2.6cxx11abifalse"
+source = { url = "https://github.com/Dao-AILab/flash-attention/releases/download/v2.7.4.post1/flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl" }
+wheels = [
+    { url = "https://github.com/Dao-AILab/flash-attention/releases/download/v2.7.4.post1/flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl", hash = "sha256:HASH3" },
+]
+
+[[package]]
+name = "capped"
+version = "1.0"
+source = { registry = "https://pypi.org/simple" }
+sdist = { url = "https://files.example/capped-1.0.tar.gz", hash = "sha256:HASH4" }
+wheels = [
+    { url = "https://files.example/capped-1.0-cp311-cp311-manylinux_2_35_x86_64.whl", hash = "sha256:HASH5" },
+    { url = "https://files.example/capped-1.0-cp311-cp311-manylinux_2_39_aarch64.whl", hash = "sha256:HASH6" },
+]
+'''
+for _number in range(1, 7):
+    WHEELS_LOCK = WHEELS_LOCK.replace(f"HASH{_number}", f"{_number}" * 64)
+
+
+def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) -> None:
+    """torch +cpu from PyTorch's index and flash-attn from a release page are tagged plain `linux_x86_64`:
+    wheels for linux-64. A wheel that needs a newer glibc is named with that glibc and --glibc admitting it."""
+    source = tmp_path / "uv.lock"
+    source.write_text(WHEELS_LOCK)
+    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices())
+    x86 = {p.name: p.url.rsplit("/", 1)[-1] for p in lock.packages_for("linux-64")}
+    assert x86 == {"torch": "torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl",
+                   "flash-attn": "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"}
+    skipped = lock.meta("skipped").split("; ")
+    assert ("linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc 2.28):"
+            " pass --glibc 2.35 to admit it") in skipped
+    assert any(s.startswith("linux-aarch64: `capped` 1.0 needs glibc 2.39") and "--glibc 2.39" in s for s in skipped)
+    assert "linux-aarch64: `torch` 2.6.0+cpu has no wheel for linux-aarch64 at CPython 3.11" in skipped
+    _, newer = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices(glibc="2.35"))
+    assert {p.name for p in newer.packages_for("linux-64")} == {"torch", "flash-attn", "capped"}
+    bad = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "v.yml"), "--glibc", "new")
+    assert bad.returncode == 1 and "error: --glibc new is not a glibc version 2.NN" in bad.stderr and "hint:" in bad.stderr

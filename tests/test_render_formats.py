@@ -6,6 +6,7 @@ environment.yml pins every conda package; and lockgen -> pylock.toml -> lockgen 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import http.server
 import shutil
@@ -25,8 +26,9 @@ from lockgen.api.import_lock import import_lock
 from lockgen.api.locks import render
 from lockgen.errors import UserError
 from tests.conftest import EXAMPLE_STACK, _QuietHandler, run_cli
-from tests.test_import_uv import CONFLICTS, _normal, uv_selects
-from tests.wheel_index import Wheel, build_index
+from tests.test_import_uv import CONFLICTS
+from tests.uv_oracle import normal, uv_selects
+from tests.wheel_index import Wheel, build_index, build_wheel
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +57,11 @@ def _venv(folder: Path) -> Path:
 def _installed(python: Path) -> set[tuple[str, str]]:
     listed = subprocess.run([uv_binary(), "pip", "list", "--format", "json", "--python", str(python)],
                             capture_output=True, text=True, check=True)
-    return {(_normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
+    return {(normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
 
 
 def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path, pypi_lock: Path) -> None:
-    expected = {(_normal(p.name), p.version) for p in load_lock(pypi_lock).package if p.manager == "pip"}
+    expected = {(normal(p.name), p.version) for p in load_lock(pypi_lock).package if p.manager == "pip"}
     assert expected == {("alpha", "1.0"), ("gamma", "1.0"), ("omega", "2.1")}
     done = run_cli("render", str(pypi_lock), "--format", "pylock", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "pylock.cpu.toml", done.stderr
@@ -74,6 +76,30 @@ def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path
     subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "--require-hashes", "--no-deps",
                     "-r", str(requirements)], check=True, capture_output=True)
     assert _installed(python) == expected
+
+
+def test_a_local_version_wheel_goes_through_pylock_as_uv_reads_it(tmp_path: Path) -> None:
+    """A `+cu130` wheel, its URL `%2B`-encoded as PyTorch's index writes it, imported from a uv.lock and
+    rendered: the pylock names the wheel by its file name (PEP 751) and uv installs it into a fresh venv."""
+    (tmp_path / "wheels").mkdir()
+    wheel = build_wheel(Wheel("tinycuda", "1.0+cu130"), tmp_path / "wheels")
+    assert wheel.name == "tinycuda-1.0+cu130-py3-none-any.whl"
+    url = wheel.parent.as_uri() + "/tinycuda-1.0%2Bcu130-py3-none-any.whl"
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    source = tmp_path / "uv.lock"
+    source.write_text(f'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "app"\n'
+                      f'version = "0.1.0"\nsource = {{ virtual = "." }}\ndependencies = [{{ name = "tinycuda" }}]\n\n'
+                      f'[[package]]\nname = "tinycuda"\nversion = "1.0+cu130"\nsource = {{ registry = "https://download.pytorch.org/whl/cu130" }}\n'
+                      f'wheels = [{{ url = "{url}", hash = "sha256:{digest}" }}]\n')
+    import_lock(source, "cu130", None, tmp_path / "cu130.conda-lock.yml", UvChoices(python="3.11"))
+    pylock = tmp_path / "pylock.cu130.toml"
+    render(tmp_path / "cu130.conda-lock.yml", "linux-64", pylock, "pylock")
+    assert 'name = "tinycuda-1.0+cu130-py3-none-any.whl"' in pylock.read_text() and url in pylock.read_text()
+    python = _venv(tmp_path / "venv")
+    done = subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "-r", str(pylock)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _installed(python) == {("tinycuda", "1.0+cu130")}
 
 
 def test_lockgen_to_pylock_and_back_keeps_every_url_and_hash(tmp_path: Path, pypi_lock: Path) -> None:
@@ -94,7 +120,7 @@ def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: lis
                     "-o", "pylock.toml"], cwd=project, check=True, capture_output=True)
     _, lock = import_lock(project / "pylock.toml", "t", None, tmp_path / "t.yml", UvChoices(python="3.10"))
     for platform in ("linux-64", "linux-aarch64"):
-        assert {(_normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
+        assert {(normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
 
 
 def test_environment_yml_pins_every_conda_package_and_errors_name_the_way_out(tmp_path: Path) -> None:

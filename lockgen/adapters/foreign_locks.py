@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
+from lockgen.adapters.uv_project import project_beside, read_uv_project
 from lockgen.core.wheel_files import shown
+from lockgen.core.wheel_names import parse_wheel_filename, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
 
+_PEP751 = re.compile(r"^lock-version\s*=", re.M)  # a PEP 751 file by its content, whatever its name
+_PACKAGES = re.compile(r"^\[\[packages\]\]", re.M)
+_PIP_LINE = re.compile(r"# pip (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*) @ (?P<url>[^#\s]+)(#sha256=(?P<sha256>[0-9a-f]{64}))?\s*")
+_SDIST = re.compile(r"\.(tar\.gz|zip|tar\.bz2)$")
 SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
 
 
@@ -33,15 +39,17 @@ class Imported:
     sha256: str
     skipped: tuple[str, ...] = ()  # what could not come over, one reason each
     virtual_packages: dict[str, str] = field(default_factory=dict)  # platform -> "__cuda=12.9 __glibc=2.28" (pixi v7)
+    assumed: tuple[str, ...] = ()  # what the file does not say and the import took as given, one line each
 
     @property
     def platforms(self) -> tuple[str, ...]:
         return tuple(sorted({p.platform for p in self.packages}))
 
 
-def read_foreign(path: Path, environment: str | None, uv: UvChoices) -> Imported:
+def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Path | None = None) -> Imported:
     """Detects the format from the content and converts it; a file of a known format whose structure is
-    broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format."""
+    broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format. A
+    uv.lock is read with its workspace's pyproject.toml settings (`project`, else the one beside it)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -49,6 +57,9 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices) -> Imported
     text = raw.decode("utf-8", errors="replace")
     digest = hashlib.sha256(raw).hexdigest()
     form = _format_of(path, text)
+    if form == "uv.lock" and uv.project is None:
+        pyproject = project_beside(path, project)
+        uv = replace(uv, project=read_uv_project(pyproject)) if pyproject else uv
     try:
         return _read(form, path, text, environment, uv, digest)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
@@ -60,7 +71,7 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices) -> Imported
 def _format_of(path: Path, text: str) -> str:
     if "@EXPLICIT" in text.splitlines():
         return "@EXPLICIT file"
-    if path.name.startswith("pylock.") and path.suffix == ".toml":
+    if path.name.startswith("pylock.") and path.suffix == ".toml" or _PEP751.search(text) and _PACKAGES.search(text):
         return "pylock.toml"
     if path.suffix == ".lock" and text.lstrip().startswith("version = "):
         return "uv.lock"
@@ -86,7 +97,8 @@ def _what_broke(exc: Exception) -> str:
 
 def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoices, digest: str) -> Imported:
     if form == "@EXPLICIT file":
-        return Imported("@EXPLICIT", (), tuple(_explicit(text, path)), digest)
+        packages, skipped = _explicit(text, path)
+        return Imported("@EXPLICIT", (), tuple(packages), digest, tuple(skipped))
     if form == "uv.lock":
         return _uv(text, uv, digest)
     if form == "pylock.toml":
@@ -129,13 +141,23 @@ def _split_conda_file(url: str) -> tuple[str, str, str, str]:
     return parts[-2], pieces[0], pieces[1], pieces[2]
 
 
-def _explicit(text: str, path: Path) -> list[LockedPackage]:
+def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
+    """The conda archives of an @EXPLICIT file, and the `# pip NAME @ URL#sha256=HASH` lines conda-lock writes
+    below them (its pip packages, for `pip install` after the conda ones)."""
     platform = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None)
     if platform is None:
         raise LockFormatError(f"`{path}` has no `# platform:` line", "explicit files name their platform in a comment")
-    packages = []
+    packages, skipped = [], []
     for line in text.splitlines():
         line = line.strip()
+        if line.startswith("# pip "):
+            found = _PIP_LINE.fullmatch(line)
+            if found is None:
+                raise LockFormatError(f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`",
+                                      "use the file `conda-lock render --kind explicit` wrote")
+            pip = _pip_entry(found["name"], None, found["url"], PackageHash(sha256=found["sha256"]), platform)
+            (packages if isinstance(pip, LockedPackage) else skipped).append(pip)
+            continue
         if not line or line.startswith(("#", "@")):
             continue
         url, _, digest = line.partition("#")
@@ -144,20 +166,41 @@ def _explicit(text: str, path: Path) -> list[LockedPackage]:
             else PackageHash(md5=digest or None)
         packages.append(LockedPackage(name=name, version=version, manager="conda", platform=platform, url=url,
                                       hash=hashes, build=build))
-    return packages
+    return packages, skipped
+
+
+def _pip_entry(name: str, version: str | None, url: str, hashes: PackageHash, platform: str,
+               **fields: Any) -> LockedPackage | str:
+    """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
+    gives none), or why it cannot be one: not a wheel (an sdist is built on install), or no hash."""
+    file_name = wheel_file_name(url)
+    label = f"{platform}: `{name}` {version or ''}".rstrip()
+    try:
+        wheel = parse_wheel_filename(file_name)
+    except UserError:
+        what = "an sdist (it would be built on install)" if _SDIST.search(file_name) else "no wheel"
+        return f"{label} is {what}: {shown(file_name)}; lockgen locks wheels only"
+    if not (hashes.sha256 or hashes.md5):
+        return f"{label} has no hash in the file ({shown(file_name)}): lockgen pins every archive by its hash"
+    return LockedPackage(name=name, version=version or wheel.version, manager="pip", platform=platform, url=url,
+                         hash=hashes, **fields)
 
 
 def _conda_lock(data: dict[str, Any], digest: str) -> Imported:
-    packages = []
+    packages, skipped = [], []
     for entry in data["package"]:
+        hashes = PackageHash(**{k: v for k, v in (entry.get("hash") or {}).items() if k in ("md5", "sha256")})
+        fields = {"dependencies": {k: str(v) for k, v in (entry.get("dependencies") or {}).items()},
+                  "category": entry.get("category", "main"), "optional": bool(entry.get("optional", False))}
+        if entry["manager"] == "pip":
+            pip = _pip_entry(entry["name"], str(entry["version"]), entry["url"], hashes, entry["platform"], **fields)
+            (packages if isinstance(pip, LockedPackage) else skipped).append(pip)
+            continue
         packages.append(LockedPackage(
             name=entry["name"], version=str(entry["version"]), manager=entry["manager"], platform=entry["platform"],
-            dependencies={k: str(v) for k, v in (entry.get("dependencies") or {}).items()}, url=entry["url"],
-            hash=PackageHash(**{k: v for k, v in (entry.get("hash") or {}).items() if k in ("md5", "sha256")}),
-            build=entry.get("build") or (_split_conda_file(entry["url"])[3] if entry["manager"] == "conda" else None),
-            category=entry.get("category", "main"), optional=bool(entry.get("optional", False))))
+            url=entry["url"], hash=hashes, build=entry.get("build") or _split_conda_file(entry["url"])[3], **fields))
     channels = tuple(c["url"] if isinstance(c, dict) else str(c) for c in (data.get("metadata") or {}).get("channels", []))
-    return Imported("conda-lock.yml v1", channels, tuple(packages), digest)
+    return Imported("conda-lock.yml v1", channels, tuple(packages), digest, tuple(skipped))
 
 
 def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Imported:
@@ -191,7 +234,8 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
             if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)$", url):
                 skipped.append(f"{platform}: `{url}` {_not_an_archive(kind, url)}")
                 continue
-            packages.append(_pixi_entry(kind, url, records.get(url, {}), platform))
+            found = _pixi_entry(kind, url, records.get(url, {}), platform)
+            (packages if isinstance(found, LockedPackage) else skipped).append(found)
     channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
     return Imported(f"pixi.lock v{version}", channels, tuple(packages), digest, tuple(skipped), virtual)
 
@@ -218,12 +262,11 @@ def _pixi_platform(name: str, entries: list[dict[str, str]]) -> str:
     return max(set(native), key=native.count)
 
 
-def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> LockedPackage:
+def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> LockedPackage | str:
     hashes = PackageHash(md5=record.get("md5"), sha256=record.get("sha256"))
     if kind == "pypi":
         name = record.get("name") or url.split("/")[-1].split("-")[0]
-        return LockedPackage(name=name, version=str(record.get("version", "")), manager="pip", platform=platform,
-                             url=url, hash=hashes)
+        return _pip_entry(name, str(record["version"]) if "version" in record else None, url, hashes, platform)
     _, name, version, build = _split_conda_file(url)
     return LockedPackage(name=record.get("name", name), version=str(record.get("version", version)), manager="conda",
                          platform=platform, dependencies=dependency_map(record.get("depends") or []), url=url, hash=hashes,
@@ -234,4 +277,4 @@ def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
     import tomllib
 
     found = read_uv_lock(tomllib.loads(text), choices)
-    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped)
+    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed)

@@ -11,7 +11,9 @@ from typing import Any
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from lockgen.adapters.uv_lock import PLATFORMS, UvChoices, best_wheel, environment_of, python_within
+from lockgen.adapters.python_wheels import (PLATFORMS, best_wheel, checked_glibc, environment_of, no_wheel_reason,
+                                            python_within)
+from lockgen.adapters.uv_lock import UvChoices
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 
@@ -21,6 +23,7 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
     version = str(data.get("lock-version", ""))
     if not version.startswith("1."):
         raise LockFormatError(f"pylock.toml lock-version {version!r} is not supported", "lockgen reads lock-version 1.x (PEP 751)")
+    glibc = checked_glibc(choices.glibc)
     python = python_within(str(data.get("requires-python", "")), choices.python)
     known_extras, known_groups = set(data.get("extras", [])), set(data.get("dependency-groups", []))
     for kind, chosen, known in (("extra", set(choices.extras), known_extras), ("dependency group", set(choices.groups), known_groups)):
@@ -37,7 +40,7 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
             skipped.append(f"{platform}: the file's environments do not include it ({'; '.join(environments)})")
             continue
         for entry in data.get("packages", []):
-            if not _holds(entry.get("marker"), environment) or not _python_ok(entry.get("requires-python"), python):
+            if not _holds(entry.get("marker"), environment) or not _python_ok(entry.get("requires-python"), python.full):
                 continue
             label = f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
             reason = _not_convertible(entry)
@@ -45,10 +48,9 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
                 skipped.append(f"{label} {reason}")
                 continue
             wheels = [w for w in entry.get("wheels", []) if isinstance(w, dict) and "url" in w]
-            wheel = best_wheel(wheels, platform, python, choices.glibc)
+            wheel = best_wheel(wheels, platform, python, glibc)
             if wheel is None:
-                skipped.append(f"{label} has no wheel for {platform} at CPython {python}"
-                               + (" (an sdist only: it would be built on install)" if "sdist" in entry else ""))
+                skipped.append(f"{label} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}")
                 continue
             sha256 = (wheel.get("hashes") or {}).get("sha256")
             if not sha256:
@@ -56,7 +58,7 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
                 continue
             packages.append(LockedPackage(name=entry["name"], version=str(entry.get("version", "")), manager="pip",
                                           platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256)))
-    return tuple(packages), tuple(skipped), python
+    return tuple(packages), tuple(skipped), python.shown
 
 
 def _holds(marker: str | None, environment: dict[str, Any]) -> bool:
@@ -72,7 +74,7 @@ def _python_ok(requires: str | None, python: str) -> bool:
     if not requires:
         return True
     try:
-        return SpecifierSet(requires).contains(f"{python}.0")
+        return SpecifierSet(requires).contains(python)
     except InvalidSpecifier:
         raise LockFormatError(f"pylock.toml has a requires-python lockgen cannot read: `{requires}`", "") from None
 

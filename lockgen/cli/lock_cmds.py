@@ -44,29 +44,36 @@ def import_(
     source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file."),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
-    python: Optional[str] = typer.Option(None, "--python", help="uv.lock: the CPython X.Y (default: the oldest its requires-python admits)."),
-    extra: list[str] = typer.Option([], "--extra", help="uv.lock: an extra of the project, as `uv sync --extra` (repeatable)."),
-    all_extras: bool = typer.Option(False, "--all-extras", help="uv.lock: every extra of the project."),
+    python: Optional[str] = typer.Option(None, "--python", help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: the oldest its requires-python admits)."),
+    extra: list[str] = typer.Option([], "--extra", help="uv.lock: an extra of the root project, as `uv sync --extra` (repeatable)."),
+    all_extras: bool = typer.Option(False, "--all-extras", help="uv.lock: every extra of the root project."),
     group: list[str] = typer.Option([], "--group", help="uv.lock: a dependency group, as `uv sync --group` (repeatable)."),
     no_dev: bool = typer.Option(False, "--no-dev", help="uv.lock: leave out the dev group (uv includes it by default)."),
-    glibc: str = typer.Option("2.28", "--glibc", help="uv.lock: the newest manylinux glibc a wheel may need."),
+    no_default_groups: bool = typer.Option(False, "--no-default-groups", help="uv.lock: leave out [tool.uv] default-groups."),
+    package: Optional[str] = typer.Option(None, "--package", help="uv.lock: the workspace member to install, as `uv sync --package`."),
+    all_packages: bool = typer.Option(False, "--all-packages", help="uv.lock: every workspace member, as `uv sync --all-packages`."),
+    project: Optional[Path] = typer.Option(None, "--project", help="uv.lock: the workspace root's pyproject.toml (default: the one beside the lock), for default-groups and the root."),
+    glibc: str = typer.Option("2.28", "--glibc", help="uv.lock, pylock: the newest manylinux glibc a wheel may need."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
-    as_json: bool = typer.Option(False, "--json", help="Print {path, format, platforms: {P: {conda, pip}}, skipped} as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print {path, format, platforms: {P: {conda, pip}}, skipped, assumed} as JSON."),
 ) -> None:
     """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
     from lockgen.api.import_lock import UvChoices, import_lock
     from lockgen.cli.ui import progress
 
     choices = UvChoices(python=python, extras=tuple(extra), all_extras=all_extras, groups=tuple(group), dev=not no_dev,
-                        glibc=glibc)
-    path, lock = import_lock(source, target, environment, out, choices)
+                        no_default_groups=no_default_groups, package=package, all_packages=all_packages, glibc=glibc)
+    path, lock = import_lock(source, target, environment, out, choices, project)
+    assumed = [line for line in lock.meta("assumed").split("; ") if line]
+    for line in assumed:
+        progress(f"warning: {line}")
     if as_json:
         from lockgen.cli.ui import print_json
 
         counts = {p: {"conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"),
                       "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip")} for p in lock.metadata.platforms}
         print_json({"path": str(path), "format": lock.meta("imported-format"), "platforms": counts,
-                    "skipped": [s for s in lock.meta("skipped").split("; ") if s]})
+                    "skipped": [s for s in lock.meta("skipped").split("; ") if s], "assumed": assumed})
         return
     for platform in lock.metadata.platforms:
         entries = lock.packages_for(platform)

@@ -129,9 +129,11 @@ def frozen_lock(target: str, frozen_from: str, platform: str, python: str | None
 
 def imported_lock(target: str, source_name: str, source_format: str, source_sha256: str, environment: str | None,
                   skipped: Sequence[str], channels: Sequence[str], platforms: Sequence[str],
-                  packages: Iterable[LockedPackage], virtual_packages: Mapping[str, str] | None = None) -> Lock:
+                  packages: Iterable[LockedPackage], virtual_packages: Mapping[str, str] | None = None,
+                  assumed: Sequence[str] = ()) -> Lock:
     """Another tool's lock as a lockgen lock (`lockgen import`), with the virtual packages it states per
-    platform (pixi v7's `__cuda=12.9`) under the key resolve uses."""
+    platform (pixi v7's `__cuda=12.9`) under the key resolve uses, and what the import assumed where the
+    file does not say (uv's default groups without a pyproject.toml)."""
     meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name,
             "imported-format": source_format, "imported-sha256": source_sha256}
     for platform, virtual in sorted((virtual_packages or {}).items()):
@@ -141,6 +143,8 @@ def imported_lock(target: str, source_name: str, source_format: str, source_sha2
         meta["environment"] = environment
     if skipped:
         meta[SKIPPED] = "; ".join(skipped)
+    if assumed:
+        meta["assumed"] = "; ".join(assumed)
     return _lock(packages, LockMetadata(content_hash={p: source_sha256 for p in platforms},
                                         channels=tuple(LockChannel(url=scrub_url(c)) for c in channels),
                                         platforms=tuple(platforms), sources=(source_name,), custom_metadata=_keys(meta)))

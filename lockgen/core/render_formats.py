@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from lockgen.core.render import chosen_platform
+from lockgen.core.wheel_names import wheel_file_name
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.spec import MACHINE_OF_PLATFORM
@@ -50,7 +51,9 @@ def _toml_string(value: str) -> str:
 
 def render_pylock(lock: Lock, platform: str | None) -> str:
     """PEP 751 `pylock.toml`: one package per pip entry with its one wheel (URL, sha256), the platform as
-    `environments`, the Python as `requires-python`, lockgen's decisions under `[tool.lockgen]`."""
+    `environments`, the Python as `requires-python`, lockgen's decisions under `[tool.lockgen]`. A wheel's
+    `name` is its file name as PEP 751 writes it (`torch-2.7.0+cu128-…whl`, not the URL's `%2B`): uv checks
+    it against the wheel's version and refuses the file otherwise."""
     platform = chosen_platform(lock, platform)
     pip, conda = _split(lock, platform)
     if not pip:
@@ -66,7 +69,7 @@ def render_pylock(lock: Lock, platform: str | None) -> str:
         if not package.hash.sha256:
             raise UserError(f"`{package.name}` has no sha256 in the lock", "pylock.toml needs a hash for every file")
         lines += ["", "[[packages]]", f"name = {_toml_string(package.name)}", f"version = {_toml_string(package.version)}",
-                  "", "[[packages.wheels]]", f"name = {_toml_string(package.url.rsplit('/', 1)[-1])}",
+                  "", "[[packages.wheels]]", f"name = {_toml_string(wheel_file_name(package.url))}",
                   f"url = {_toml_string(package.url)}", f"hashes = {{ sha256 = {_toml_string(package.hash.sha256)} }}"]
     decisions = {"target": lock.meta("target"), "arch": lock.meta("arch"), "driver": lock.meta("driver"),
                  "platform": platform, "stack": lock.meta("stack"), "cuda-window": lock.meta("cuda-window")}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from lockgen.core.wheel_files import expand_tags, shown
 from lockgen.errors import UserError
@@ -40,6 +41,12 @@ class WheelName:
     version: str
     build: str | None
     tags: frozenset[str]
+
+
+def wheel_file_name(url: str) -> str:
+    """A wheel's file name as its URL ends, decoded (`torch-2.7.0%2Bcu128-…whl` is `torch-2.7.0+cu128-…whl`):
+    PEP 751's `name` of a wheel, and what installers compare with the wheel's tags and version."""
+    return unquote(url.split("#", 1)[0].rsplit("/", 1)[-1])
 
 
 def parse_wheel_filename(filename: str) -> WheelName:

@@ -1,0 +1,180 @@
+"""uv.lock's dependency graph walked as `uv sync` and `uv export` walk it: from the roots (the lock's own
+project, `--package NAME`, or every workspace member with `--all-packages`), with their chosen extras and
+dependency groups, along every edge whose marker holds for the target.
+
+The active set is a set of (package, extra) and (package, group) items, written as uv writes them into
+conflict markers (`extra-<len>-<package>-<extra>`, `group-<len>-<package>-<group>`). It starts with the
+roots' chosen extras and groups and grows along edges that name extras (`member[cu128-torch27]` named by
+the root's `cu128` extra activates the member's `cu128-torch27`), until nothing more is activated: uv's
+first pass, repeated to a fixpoint so the order edges are met in does not matter. Only then is the graph
+walked for what is installed, every marker judged against the whole active set (uv's second pass). Two
+items the lock's `conflicts` declare incompatible, both active, are refused as uv refuses them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.markers import InvalidMarker, Marker
+
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.names import normalize
+
+_EXTRA_TEST = re.compile(r"""extra\s*(==|!=)\s*(['"])([^'"]*)\2""")
+Node = tuple[dict[str, Any], str, str]  # (a package entry, "", "") or (entry, "extra" | "group", its name)
+
+
+def item(package: str, kind: str, name: str) -> str:
+    """A (package, extra|group) item as uv's conflict markers name it."""
+    package = normalize(package)
+    return f"{kind}-{len(package)}-{package}-{normalize(name)}"
+
+
+@dataclass(frozen=True)
+class UvGraph:
+    """A uv.lock's packages by normalized name (several entries where the lock forks), its members and its
+    conflict sets (each a list of (package, kind, name))."""
+
+    entries: dict[str, list[dict[str, Any]]]
+    members: tuple[str, ...]
+    conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
+    workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> UvGraph:
+        entries: dict[str, list[dict[str, Any]]] = {}
+        for entry in data.get("package", []):
+            entries.setdefault(normalize(entry["name"]), []).append(entry)
+        members = [normalize(name) for name in (data.get("manifest") or {}).get("members", [])]
+        members = members or sorted(name for name, group in entries.items() if any(is_local_project(e) for e in group))
+        if not members:
+            raise LockFormatError("uv.lock names no project of its own (no virtual or editable package)",
+                                  "import a uv.lock written by `uv lock` in a project")
+        conflicts = tuple(tuple((normalize(c.get("package", "")), "extra" if "extra" in c else "group",
+                                 normalize(c.get("extra") or c.get("group", ""))) for c in conflict)
+                          for conflict in data.get("conflicts") or [])
+        return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
+
+    def member(self, name: str) -> dict[str, Any]:
+        found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
+        if not found:
+            raise LockFormatError(f"uv.lock lists `{name}` as a workspace member but holds no local package of that name",
+                                  "the file was edited or cut short: use the one `uv lock` wrote")
+        return found[0]
+
+
+def _workspace_root(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """A workspace root that is no project keeps its own requirements and groups in `[manifest]`; they
+    become the edges of an entry of its own (`extras` there is `extra` on an edge)."""
+    def edges(requirements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"name": r["name"], "marker": r.get("marker"), "extra": r.get("extras", [])} for r in requirements]
+
+    if not manifest.get("requirements") and not manifest.get("dependency-groups"):
+        return None
+    return {"name": "workspace-root", "source": {"virtual": "."}, "dependencies": edges(manifest.get("requirements", [])),
+            "dev-dependencies": {group: edges(deps) for group, deps in (manifest.get("dependency-groups") or {}).items()}}
+
+
+def is_local_project(entry: dict[str, Any]) -> bool:
+    source = entry.get("source", {})
+    return "virtual" in source or "editable" in source
+
+
+def tables(entry: dict[str, Any], kind: str) -> dict[str, list[dict[str, Any]]]:
+    """An entry's extras (`optional-dependencies`) or groups (`dev-dependencies`), keyed by normalized name."""
+    table = entry.get("optional-dependencies" if kind == "extra" else "dev-dependencies")
+    return {normalize(key): value for key, value in (table or {}).items()}
+
+
+def activated(graph: UvGraph, starts: list[Node], environment: dict[str, str]) -> frozenset[str]:
+    """Every item active for the target: the starts' own, and those edges holding for the target activate."""
+    active = {item(entry["name"], kind, name) for entry, kind, name in starts if kind}
+    while True:
+        before = len(active)
+        _traverse(graph, starts, environment, active, grow=True)
+        if len(active) == before:
+            return frozenset(active)
+
+
+def installed(graph: UvGraph, starts: list[Node], environment: dict[str, str],
+              active: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """Every package reached from the starts along edges whose markers hold: normalized name -> its entry."""
+    refuse_conflicting(graph, active)
+    return _traverse(graph, starts, environment, set(active), grow=False)
+
+
+def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
+    """Two items of one conflict set both active cannot be installed together (uv refuses them too)."""
+    for conflict in graph.conflicts:
+        on = sorted({c for c in conflict if item(*c) in active})
+        if len(on) > 1:
+            listed = " and ".join(f"`{package}[{name}]`" if kind == "extra" else f"`{package}:{name}` (group)"
+                                  for package, kind, name in on)
+            others = len({package for package, _, _ in on}) > 1
+            raise UserError(f"the lock declares {listed} conflicting ([tool.uv] conflicts): they cannot be installed together",
+                            f"choose one, e.g. --{on[0][1]} {on[0][2]}" + (f" with --package {on[0][0]}" if others else ""))
+
+
+def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str],
+              grow: bool) -> dict[str, dict[str, Any]]:
+    """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
+    when it holds, activates them (in `active`)."""
+    reached: dict[str, dict[str, Any]] = {}
+    pending, expanded = list(starts), set()
+    while pending:
+        entry, kind, name = pending.pop()
+        if (id(entry), kind, name) in expanded:
+            continue
+        expanded.add((id(entry), kind, name))
+        key = normalize(entry["name"])
+        if not grow and key in reached and reached[key] is not entry:
+            raise UserError(f"uv.lock holds two versions of {entry['name']} for this choice "
+                            f"({reached[key].get('version')} and {entry.get('version')})",
+                            "choose between the conflicting extras or groups with --extra / --group")
+        reached[key] = entry
+        for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
+            named = {item(edge["name"], "extra", extra) for extra in edge.get("extra", [])}
+            if not holds(edge.get("marker"), environment, active | named if grow else active):
+                continue
+            if grow:
+                active |= named
+            target = _target(edge, graph, environment, active)
+            pending.append((target, "", ""))
+            pending += [(target, "extra", normalize(extra)) for extra in edge.get("extra", [])]
+    return reached
+
+
+def holds(marker: str | None, environment: dict[str, str], active: set[str] | frozenset[str]) -> bool:
+    """Whether a marker is true for the target, `extra == X` meaning X is an active item."""
+    if not marker:
+        return True
+    return _parsed(marker).evaluate({**environment, "extras": active, "dependency_groups": set()}, context="lock_file")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(marker: str) -> Marker:
+    rewritten = _EXTRA_TEST.sub(lambda m: f"'{m.group(3)}' {'in' if m.group(1) == '==' else 'not in'} extras", marker)
+    try:
+        return Marker(rewritten)
+    except InvalidMarker:
+        raise LockFormatError(f"uv.lock has a marker lockgen cannot read: `{marker}`", "use the file `uv lock` wrote") from None
+
+
+def _target(edge: dict[str, Any], graph: UvGraph, environment: dict[str, str], active: set[str]) -> dict[str, Any]:
+    """The package entry an edge points at: by name, then version and source where a name has several
+    entries (forks), then the fork whose resolution markers hold."""
+    candidates = graph.entries.get(normalize(edge["name"]), [])
+    if "version" in edge:
+        candidates = [c for c in candidates if str(c.get("version")) == str(edge["version"])]
+    if "source" in edge:
+        candidates = [c for c in candidates if c.get("source") == edge["source"]] or candidates
+    if len(candidates) > 1:
+        candidates = [c for c in candidates if not c.get("resolution-markers")
+                      or any(holds(m, environment, active) for m in c["resolution-markers"])] or candidates
+    if not candidates:
+        raise LockFormatError(f"uv.lock names {edge['name']} {edge.get('version', '')} as a dependency but holds no such package".replace("  ", " "),
+                              "the file was edited or cut short: use the one `uv lock` wrote")
+    return candidates[0]

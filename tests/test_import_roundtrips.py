@@ -1,0 +1,99 @@
+"""Conda-side and PEP 751 imports as their own tools write the files: an @EXPLICIT file rendered by
+conda-lock itself (its `# pip NAME @ URL#sha256=` lines imported with their hashes, an sdist listed as
+left out), a conda-lock.yml whose pip entries include an sdist, a pixi environment without a Linux
+platform refused naming the platforms it has, a pixi pypi entry without a hash listed, and a PEP 751 file
+known by its content under any name."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.uv_lock import UvChoices
+from lockgen.api.import_lock import import_lock
+from tests.conftest import run_cli
+
+FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
+SIX = "https://files.pythonhosted.org/packages/b7/ce/149a00dd41f10bc29e5921b496af8b574d8413afcd5e30dfa0ed46c2cc5e/six-1.17.0-py2.py3-none-any.whl"
+ORJSON = "https://files.pythonhosted.org/packages/source/o/orjson/orjson-3.10.0.tar.gz"
+CONDA_LOCK = {
+    "version": 1,
+    "metadata": {"content_hash": {"linux-64": "0" * 64}, "channels": [{"url": "conda-forge", "used_env_vars": []}],
+                 "platforms": ["linux-64"], "sources": ["environment.yml"]},
+    "package": [
+        {"name": "zlib", "version": "1.3.1", "manager": "conda", "platform": "linux-64", "dependencies": {},
+         "url": "https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda",
+         "hash": {"md5": "b" * 32, "sha256": "a" * 64}, "category": "main", "optional": False},
+        {"name": "six", "version": "1.17.0", "manager": "pip", "platform": "linux-64", "dependencies": {},
+         "url": SIX, "hash": {"sha256": "c" * 64}, "category": "main", "optional": False},
+        {"name": "orjson", "version": "3.10.0", "manager": "pip", "platform": "linux-64", "dependencies": {},
+         "url": ORJSON, "hash": {"sha256": "d" * 64}, "category": "main", "optional": False},
+    ],
+}
+
+
+@pytest.fixture
+def conda_lock_file(tmp_path: Path) -> Path:
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(yaml.safe_dump(CONDA_LOCK))
+    return path
+
+
+def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(tmp_path: Path, conda_lock_file: Path) -> None:
+    from conda_lock.conda_lock import render_lockfile_for_platform
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    lines = render_lockfile_for_platform(lockfile=parse_conda_lock_file(conda_lock_file), include_dev_dependencies=True,
+                                         extras=None, kind="explicit", platform="linux-64",
+                                         suppress_warning_for_pip_and_explicit=True)
+    explicit = tmp_path / "conda-linux-64.lock"
+    explicit.write_text("\n".join(lines) + "\n")
+    assert f"# pip six @ {SIX}#sha256={'c' * 64}" in explicit.read_text()
+    _, lock = import_lock(explicit, "t", None, tmp_path / "t.yml")
+    pip = [(p.name, p.version, p.url, p.hash.sha256) for p in lock.package if p.manager == "pip"]
+    assert pip == [("six", "1.17.0", SIX, "c" * 64)]
+    assert [p.name for p in lock.package if p.manager == "conda"] == ["zlib"]
+    assert lock.meta("skipped") == ("linux-64: `orjson` is an sdist (it would be built on install): orjson-3.10.0.tar.gz;"
+                                    " lockgen locks wheels only")
+    assert load_lock(tmp_path / "t.yml") == lock
+
+
+def test_a_conda_lock_sdist_pip_entry_is_listed_not_locked(tmp_path: Path, conda_lock_file: Path) -> None:
+    _, lock = import_lock(conda_lock_file, "t", None, tmp_path / "t.yml")
+    assert sorted(p.name for p in lock.package) == ["six", "zlib"]
+    assert "linux-64: `orjson` 3.10.0 is an sdist (it would be built on install)" in lock.meta("skipped")
+    rendered = run_cli("render", str(tmp_path / "t.yml"), "--format", "pylock", "-o", str(tmp_path / "pylock.toml"))
+    assert rendered.returncode == 0 and "orjson" not in (tmp_path / "pylock.toml").read_text()
+
+
+def test_a_pixi_environment_without_linux_is_refused_naming_its_platforms(tmp_path: Path) -> None:
+    text = (FOREIGN / "tiny.pixi.lock").read_text()
+    text = text.replace("      linux-64:\n      - conda: https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda\n",
+                        "      osx-arm64:\n")
+    source = tmp_path / "pixi.lock"
+    source.write_text(text)
+    done = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "error: `" in done.stderr and "holds no Linux platform (it has osx-arm64)" in done.stderr
+    assert "hint: lock it for linux-64 or linux-aarch64" in done.stderr and not (tmp_path / "t.yml").exists()
+
+
+def test_a_pixi_pypi_entry_without_a_hash_is_listed(tmp_path: Path) -> None:
+    source = tmp_path / "pixi.lock"
+    source.write_text((FOREIGN / "tiny.pixi.lock").read_text().replace(f"  sha256: {'a' * 64}\n  requires_python", "  requires_python"))
+    _, lock = import_lock(source, "t", None, tmp_path / "t.yml")
+    assert "six" not in {p.name for p in lock.package}
+    assert "linux-64: `six` 1.17.0 has no hash in the file (six-1.17.0-py2.py3-none-any.whl)" in lock.meta("skipped")
+
+
+def test_a_pep751_file_is_known_by_its_content(tmp_path: Path) -> None:
+    renamed = tmp_path / "requirements-lock.toml"
+    shutil.copy(FOREIGN / "pylock.tiny.toml", renamed)
+    _, lock = import_lock(renamed, "t", None, tmp_path / "t.yml", UvChoices())
+    _, named = import_lock(FOREIGN / "pylock.tiny.toml", "t", None, tmp_path / "u.yml", UvChoices())
+    assert lock.meta("imported-format").startswith("pylock.toml (PEP 751")
+    assert [(p.name, p.url) for p in lock.package] == [(p.name, p.url) for p in named.package]
