@@ -36,6 +36,11 @@ class DeterminismRun:
                                         text=True, env=env)
         self.failure: str | None = None
 
+    @property
+    def pid(self) -> int:
+        """The child's process id (on the GPU beside this one: not another user of it)."""
+        return self.process.pid
+
     def _line(self, deadline: float) -> str | None:
         """The child's next stdout line, or None when it ended or the deadline passed."""
         assert self.process.stdout is not None

@@ -27,9 +27,10 @@ WARMUP = 3  # eager steps before the capture, on a side stream, as torch.cuda.gr
 TOLERANCE = 2e-2  # relative, per step: the same kernels run, only the optimizer's bias correction moves on device
 
 
-def _replayed(config: GptConfig, device: torch.device, steps: int) -> tuple[list[float], list[float]]:
-    """Losses of WARMUP eager steps then `steps` replays of the captured step, and the replays' times."""
-    model, optimizer, (inputs, targets) = seeded_run(config, device, 0)
+def _replayed(config: GptConfig, device: torch.device, steps: int, ops_optimizer: bool) -> tuple[list[float], list[float]]:
+    """Losses of WARMUP eager steps then `steps` replays of the captured step, and the replays' times (the
+    optimizer the training check used: `ops_optimizer` with --quick)."""
+    model, optimizer, (inputs, targets) = seeded_run(config, device, 0, ops_optimizer)
     scaler = torch.amp.GradScaler(device.type, enabled=False)
     losses = []
     side = torch.cuda.Stream(device)
@@ -64,10 +65,10 @@ def cuda_graphs(results: Results, device: torch.device, quick: bool, eager: dict
         return
     steps = 6 if quick else 10
     if eager is None or len(eager["losses"]) < WARMUP + steps:
-        eager = run_steps(FULL, device, "bf16", WARMUP + steps)
+        eager = run_steps(FULL, device, "bf16", WARMUP + steps, ops_optimizer=quick)
     eager_losses = eager["losses"][:WARMUP + steps]
     try:
-        replay_losses, replay_s = _replayed(FULL, device, steps)
+        replay_losses, replay_s = _replayed(FULL, device, steps, quick)
     except RuntimeError as exc:
         text = str(exc).strip().splitlines()
         results.check("graphs", "capture", False, f"capturing the bf16 training step raised: {text[0][:300] if text else exc!r}")

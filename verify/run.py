@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import threading
 import time
 
 import torch
 
-from verify import SCHEMA
+from verify import SCHEMA, preflight, process_env
 from verify.conv import conv_throughput
 from verify.correctness import attention, convolution, gemm
 from verify.determinism import DeterminismRun
@@ -28,8 +29,8 @@ from verify.stack import arch_cc, describe, seconds_since_start
 from verify.train import training
 
 # torch.optim's first step imports torch._dynamo (and sympy with it: 5.7 s on an H200 VM, more than torch
-# itself); every training job pays it once. It runs on a thread during the correctness checks, which
-# time nothing, and is joined before the first timed figure.
+# itself); every training job pays it once. The full run imports it on a thread during the correctness
+# checks, which time nothing, and joins it before the first timed figure; --quick does without it.
 OPTIMIZER_IMPORT = "torch._dynamo"
 
 
@@ -47,11 +48,17 @@ def run(args: argparse.Namespace, child: DeterminismRun | None, import_s: float)
     gpu_ready = stack_checks(results, arch, stack, args.allow_ptx, expected.get("gpu_count"))
     expectations(results, stack, expected)
     device = torch.device("cuda", 0) if arch_cc(arch) and gpu_ready else torch.device("cpu")
-    results.phase("stack", time.perf_counter() - started)  # NVML, CUDA's start, the stack checks
+    settings = preflight.settings_check(results)
+    stack["settings"], stack["slowing_settings"] = settings, process_env.slowing_settings(settings)
+    if device.type == "cuda":  # before the first kernel: who else is on the GPU, its memory and health
+        own = {os.getpid()} | ({child.pid} if child is not None else set())
+        stack["node"] = preflight.node_checks(results, nvml, own, expected.get("node") or {})
+    results.phase("stack", time.perf_counter() - started)  # NVML, CUDA's start, the stack and node checks
     telemetry_devices = list(range(nvml.device_count() or 0)) if device.type == "cuda" else []
     with Telemetry(nvml, telemetry_devices) as telemetry:
         if arch == "cpu" or gpu_ready:
             _checks(results, device, args, expected, telemetry, child)
+    stack["libraries"] = preflight.libraries_check(results)  # after the checks: every library they needed is loaded
     total = seconds_since_start()
     results.phase("total", total if total is not None else time.perf_counter() - started)
     document = {
@@ -80,15 +87,19 @@ def _checks(results: Results, device: torch.device, args: argparse.Namespace, ex
             child: DeterminismRun | None) -> None:
     """Every check group in order: correctness first, then the timed figures from an idle board (the
     determinism child ready and idle by then), the child's steps last."""
-    optimizer_import = threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,), daemon=True)
-    optimizer_import.start()
+    # --quick trains with an optimizer in torch ops (verify.adamw), which needs no dynamo
+    optimizer_import = None if args.quick else threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,),
+                                                                daemon=True)
+    if optimizer_import is not None:
+        optimizer_import.start()
     has_fp8 = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
     results.guarded("correctness", "gemm", lambda: gemm(results, device, has_fp8, 1024 if device.type == "cuda" else 256))
     results.guarded("correctness", "convolution", lambda: convolution(results, device))
     results.guarded("correctness", "attention", lambda: attention(results, device))
     if child is not None:
         results.guarded("training", "determinism_start", child.wait_ready)
-    results.guarded("training", "optimizer_import", optimizer_import.join)
+    if optimizer_import is not None:
+        results.guarded("training", "optimizer_import", optimizer_import.join)
     # GEMM rates first, while the board is below its power cap (see verify.perf.gemm_throughput)
     results.guarded("performance", "gemm_throughput", lambda: gemm_throughput(results, device, has_fp8, args.quick))
     floors = expected.get("conv_floor_tflops") or {}

@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from verify.adamw import TorchOpsAdamW
 from verify.nvml import Telemetry, nvml_index
 from verify.perf import rest
 from verify.results import Results
@@ -96,25 +97,27 @@ def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def seeded_run(config: GptConfig, device: torch.device, seed: int) -> tuple[nn.Module, torch.optim.Optimizer,
-                                                                            tuple[torch.Tensor, torch.Tensor]]:
+def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer: bool = False
+               ) -> tuple[nn.Module, torch.optim.Optimizer | TorchOpsAdamW, tuple[torch.Tensor, torch.Tensor]]:
     """The model, its AdamW and the batch of a run from `seed`. On GPUs the optimizer is fused and capturable
-    (the step count stays on the GPU, as a CUDA graph needs: verify.graphs replays this run)."""
+    (the step count stays on the GPU, as a CUDA graph needs: verify.graphs replays this run); with
+    `ops_optimizer` it is the same update in torch ops (`verify.adamw`: no torch._dynamo import)."""
     torch.manual_seed(seed)
     generator = torch.Generator(device="cpu").manual_seed(seed)
     model = Gpt(config).to(device)
     cuda = device.type == "cuda"
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
+    optimizer = TorchOpsAdamW(model.parameters(), lr=3e-3) if ops_optimizer else \
+        torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
     return model, optimizer, batch_of(config, device, generator)
 
 
 def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0,
-              compiled: bool = False, warmup: int = 3) -> dict[str, object]:
+              compiled: bool = False, warmup: int = 3, ops_optimizer: bool = False) -> dict[str, object]:
     """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
     `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs a few
     more steps each start from an idle GPU, and the median host time to issue one is `host_issue_ms`:
     when it comes near the step time, the host, not the GPU, set the pace."""
-    model, optimizer, (inputs, targets) = seeded_run(config, device, seed)
+    model, optimizer, (inputs, targets) = seeded_run(config, device, seed, ops_optimizer)
     forward = torch.compile(model) if compiled else model
     scaler = torch.amp.GradScaler(device.type, enabled=mode == "fp16")
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
@@ -145,7 +148,7 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
             "flops_per_token": flops_per_token(model, config)}
 
 
-def train_step(forward: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, inputs: torch.Tensor,
+def train_step(forward: nn.Module, optimizer: torch.optim.Optimizer | TorchOpsAdamW, scaler: torch.amp.GradScaler, inputs: torch.Tensor,
                targets: torch.Tensor, config: GptConfig, mode: str, in_graph: bool = False) -> torch.Tensor:
     """One step in a precision mode (fp32, tf32, bf16 autocast, fp16 autocast with the scaler): the loss.
     Inside a CUDA graph autocast's cast cache is off (cached casts would outlive the capture)."""
@@ -207,7 +210,7 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
     """Every precision mode: loss falls, finite, no memory growth; figures for speed and AMP speedups.
     Each step-time figure carries the GPU's clocks, power and clock limits during that mode. Returns
     each mode's run. fp32 and tf32 (whose steps vary by under 1% on an H200) take 10 steps, the fast
-    AMP modes 20 (10 with --quick)."""
+    AMP modes 20 (10 with --quick, whose optimizer is written in torch ops: `verify.adamw`)."""
     config = FULL if device.type == "cuda" else SMALL
     modes = ["fp32", "tf32", "bf16", "fp16"] if device.type == "cuda" and not quick else ["fp32", "bf16"]
     step_ms: dict[str, float] = {}
@@ -216,7 +219,8 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
         steps = 10 if quick or mode in ("fp32", "tf32") else 20
         rest(device, quick)  # each mode from below the power cap, as the GEMM figures
         started = time.monotonic()
-        run = runs[mode] = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"))
+        run = runs[mode] = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"),
+                                     ops_optimizer=quick)
         ended = time.monotonic()
         results.phase(f"training_{mode}", ended - started)
         during = telemetry.during(nvml_index(device.index or 0), started, ended) if telemetry and device.type == "cuda" else {}

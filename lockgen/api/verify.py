@@ -24,7 +24,7 @@ from lockgen.api.conformance_steps import conform, read_manifests
 from lockgen.api.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
-from lockgen.core.envelopes import conv_floors
+from lockgen.core.envelopes import conv_floors, node_floors
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_whole import environment_prefix
 from lockgen.core.stack_layout import certificate_path
@@ -140,6 +140,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
                               host.driver if host else None, expected.get("driver_min"))
         expected.setdefault("gpu_count", options.gpus if options.gpus is not None else (host.count if host else 0))
     expected.setdefault("conv_floor_tflops", conv_floors(arch))
+    expected.setdefault("node", node_floors(arch))
     progress(f"verifying {arch} with {python}" + (f" against {options.lock}" if options.lock else ""))
     single_doc, single_raw = kernel.run_single(python, arch, expected, options.quick, options.compiled,
                                                options.allow_ptx, options.timeout_s, progress)

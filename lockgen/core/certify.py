@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockgen.core.envelopes import envelope_checks
+from lockgen.core.failure_causes import likely_cause
 from lockgen.core.facts import load_facts
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.errors import LockFormatError, TargetError
@@ -15,6 +16,7 @@ from lockgen.model.certificate import CertificateBody, Check, DistributedRun, Ha
 from lockgen.model.lock import Lock
 
 LOWER_IS_BETTER_UNITS = ("ms", "us", "s")
+ATTRIBUTED = ("performance", "training", "graphs")  # kernel checks whose failure a node fault can explain
 
 
 def expectations_from_lock(lock: Lock, platform: str) -> dict[str, Any]:
@@ -85,7 +87,11 @@ def build_body(*, created: str, tool: str, arch: str, mode: str, subject: Subjec
             figures.setdefault(group, {}).update(entries)
         telemetry["distributed"] = distributed.telemetry
     stack = single.stack or {}
-    checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count, clock_limits_seen(telemetry))
+    limits = clock_limits_seen(telemetry)
+    cause = likely_cause(stack, limits)
+    checks = [c.model_copy(update={"detail": c.detail + cause}) if cause and not c.passed and c.category in ATTRIBUTED else c
+              for c in checks]
+    checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count, limits)
     return CertificateBody(created=created, tool=tool, arch=arch, mode=mode, subject=subject, hardware=hardware,
                            stack=stack, checks=tuple(checks), figures=figures, telemetry=telemetry,
                            kernel_sha256=kernel_sha256, passed=all(c.passed for c in checks), duration_s=duration_s,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from lockgen.core.failure_causes import likely_cause
 from lockgen.core.package_data import load_json
 from lockgen.model.certificate import Check
 
@@ -32,6 +33,15 @@ def conv_floors(arch: str) -> dict[str, float]:
     return {dtype: round(fraction * peaks[dtype], 1) for dtype, fraction in envelope["floors"].get("conv_fraction", {}).items()}
 
 
+def node_floors(arch: str) -> dict[str, float]:
+    """The pre-flight floors of an arch passed to the kernel (the share of the GPU's memory that must be free
+    before the run); none for an arch without an envelope."""
+    envelope = load_envelopes().get(arch)
+    if envelope is None or "free_memory_fraction" not in envelope["floors"]:
+        return {}
+    return {"free_memory_fraction": envelope["floors"]["free_memory_fraction"]}
+
+
 def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str) -> float | None:
     entry = figures.get(group, {}).get(name)
     return None if entry is None else entry.get("value")
@@ -40,12 +50,12 @@ def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str)
 def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
                     interconnect: str, gpu_count: int, clock_limits: tuple[str, ...] = ()) -> list[Check]:
     """One check per floor of the arch; no envelope (cpu, an arch without data) gives no checks.
-    A failed floor names the clock limits NVML reported during the run (power cap, thermal slowdown), and
-    a failed training floor a host-bound step."""
+    A failed floor names its likely cause (`failure_causes`: another process, a setting, a foreign library,
+    the clock limits NVML reported), and a failed training floor a host-bound step."""
     checks = _floor_checks(arch, figures, stack, interconnect, gpu_count)
-    if not clock_limits:
+    reason = likely_cause(stack, clock_limits)
+    if not reason:
         return checks
-    reason = f"; the GPU's clocks were held down during the run by: {', '.join(clock_limits)}"
     return [c if c.passed else c.model_copy(update={"detail": c.detail + reason}) for c in checks]
 
 
