@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import site
 import sys
 
 PREFIXES = ("CUDA_", "CUDNN_", "CUBLAS", "CUBLASLT_", "NCCL_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_",
@@ -74,15 +75,27 @@ def _inside(path: str, folder: str) -> bool:
     return bool(folder) and os.path.realpath(path).startswith(os.path.realpath(folder).rstrip("/") + "/")
 
 
-def foreign_libraries(libraries: list[str], environment: str | None = None, base: str | None = None) -> list[str]:
-    """The loaded libraries that are neither the environment's (nor its base interpreter's), nor the driver's,
-    nor, for libraries other than the CUDA stack's, the system's."""
+def _site_folders() -> list[str]:
+    """The site-packages this interpreter imports from: a venv's own, and its base's when the venv includes
+    the system site-packages (the environment as it runs)."""
+    try:
+        return list(site.getsitepackages())
+    except AttributeError:  # an interpreter started without the site module's full API
+        return []
+
+
+def foreign_libraries(libraries: list[str], environment: str | None = None, base: str | None = None,
+                      site_folders: list[str] | None = None) -> list[str]:
+    """The loaded libraries that are neither the environment's (its prefix, or the site-packages it imports
+    from), nor its base interpreter's, nor the driver's, nor, for libraries other than the CUDA stack's, the
+    system's."""
     environment = environment or sys.prefix
     base = base or sys.base_prefix
+    folders = [environment, *(_site_folders() if site_folders is None else site_folders)]
     foreign = []
     for path in libraries:
         name = path.rsplit("/", 1)[-1]
-        if _inside(path, environment):
+        if any(_inside(path, folder) for folder in folders):
             continue
         if _DRIVER_LIBRARY.match(name):
             continue
