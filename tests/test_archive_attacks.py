@@ -411,3 +411,13 @@ def test_any_info_file_reads_or_is_one_error(tmp_path: Path, name: str, document
     except LockFormatError as refused:
         assert refused.message.startswith("`evil` 1.0") or "evil 1.0" in refused.message, refused.message
         assert "\n" not in refused.message and refused.hint
+
+
+def test_an_info_file_too_large_to_read_is_refused_by_its_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockgen.adapters import conda_archive
+
+    monkeypatch.setattr(conda_archive, "INFO_LIMIT", 1024)
+    archive = tmp_path / "evil-1.0-h0_0.conda"
+    archive.write_bytes(_zip(_parts(tmp_path, {"info/paths.json": json.dumps({"paths": [], "pad": "x" * 4096}).encode()})))
+    with pytest.raises(LockFormatError, match=r"info/paths.json claims \d+ bytes"):
+        conda_package.read_manifest(archive, _package(archive))

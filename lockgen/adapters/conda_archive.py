@@ -204,6 +204,9 @@ def entry_name(member: tarfile.TarInfo) -> str:
     return "/".join(part for part in member.name.split("/") if part not in ("", "."))
 
 
+INFO_LIMIT = 256 << 20  # an info/ file read whole (paths.json of the largest real packages is a few MiB)
+
+
 def members(archive: Path, part: str, read: Callable[[str], bool] = lambda _: False,
             ) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
     """The tar members of `part` (`info`, `pkg` or `all`; a `.tar.bz2` has one tar for all) in stream order:
@@ -214,6 +217,10 @@ def members(archive: Path, part: str, read: Callable[[str], bool] = lambda _: Fa
                 for member in tar:
                     name = entry_name(member)
                     wanted = member.isfile() and read(name)
+                    if wanted and name.startswith("info/") and member.size > INFO_LIMIT:
+                        raise LockFormatError(f"`{archive.name}`: {shown(name)} claims {member.size} bytes (lockgen reads "
+                                              f"info/ files of up to {INFO_LIMIT >> 20} MiB)",
+                                              "the package is malformed or crafted: nothing was installed")
                     yield name, member, tar.extractfile(member).read() if wanted else None  # type: ignore[union-attr]
     except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
         raise LockFormatError(f"`{archive.name}` is not a readable conda package: {shown(str(exc))}",
