@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -152,12 +153,8 @@ def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path
     from lockgen.model.lock import LockedPackage
 
     wheel = build_wheel(Wheel("demo", "1.0"), tmp_path)
-    forged = tmp_path / "forged" / wheel.name
-    forged.parent.mkdir()
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(forged, "w") as out:
-        for info in source.infolist():
-            data = source.read(info)
-            out.writestr(info, data.replace(b"Name: demo", b"Name: other") if info.filename.endswith("METADATA") else data)
+    forged = _rewritten(wheel, tmp_path / "forged", lambda name, data: data.replace(b"Name: demo", b"Name: other")
+                        if name.endswith("METADATA") else data)
     entry = LockedPackage(name="demo", version="1.0", manager="pip", platform="linux-64", url=forged.as_uri(),
                           hash={"sha256": file_digest(forged)})
     with pytest.raises(LockFormatError, match="METADATA says `other 1.0`"):
@@ -275,6 +272,19 @@ def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(tmp_path:
     assert "does not parse" in caught.value.message and "secret" not in caught.value.message + caught.value.hint
 
 
+def _rewritten(wheel: Path, folder: Path, edit: Callable[[str, bytes], bytes], added: dict[str, bytes] | None = None) -> Path:
+    """A copy of `wheel` in `folder` (same file name) with each member passed through `edit`, plus `added`
+    members its RECORD does not list."""
+    folder.mkdir()
+    copy = folder / wheel.name
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(copy, "w") as out:
+        for info in source.infolist():
+            out.writestr(info, edit(info.filename, source.read(info)))
+        for name, data in (added or {}).items():
+            out.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return copy
+
+
 def _pip_lock(tmp_path: Path, wheel: Path) -> Path:
     """The quickstart lock's metadata with one pip entry: `wheel`, by its file URL and sha256."""
     from lockgen.digests import file_digest
@@ -291,12 +301,7 @@ def _pip_lock(tmp_path: Path, wheel: Path) -> Path:
 
 def test_a_wheel_file_its_record_does_not_list_fails_materialize(tmp_path: Path, home: Path) -> None:
     honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
-    smuggled = tmp_path / "smuggled" / honest.name
-    smuggled.parent.mkdir()
-    with zipfile.ZipFile(honest) as source, zipfile.ZipFile(smuggled, "w") as out:
-        for info in source.infolist():
-            out.writestr(info, source.read(info))
-        out.writestr(zipfile.ZipInfo("demo/sitecustomize_hook.py", date_time=(1980, 1, 1, 0, 0, 0)), "import os\n")
+    smuggled = _rewritten(honest, tmp_path / "smuggled", lambda name, data: data, {"demo/sitecustomize_hook.py": b"import os\n"})
     assert materialize(_pip_lock(tmp_path, honest), None, tmp_path / "honest-env", lambda _: None)[0].is_dir()
     result = run_cli("materialize", str(_pip_lock(tmp_path, smuggled)), "--prefix", str(tmp_path / "env"),
                      env={"LOCKGEN_HOME": str(home)})

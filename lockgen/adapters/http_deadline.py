@@ -116,24 +116,26 @@ def _shut(sock: socket.socket) -> None:
         pass  # already closed
 
 
-class _HTTPConnection(http.client.HTTPConnection):
+class _Tracked:
+    """A connection whose socket its deadline can shut (mixed into http.client's two connection classes)."""
+
+    sock: socket.socket
+
     def __init__(self, *args: Any, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
         self._deadline = deadline
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         self._deadline.track(self.sock)
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._deadline = deadline
+class _HTTPConnection(_Tracked, http.client.HTTPConnection):
+    pass
 
-    def connect(self) -> None:
-        super().connect()
-        self._deadline.track(self.sock)
+
+class _HTTPSConnection(_Tracked, http.client.HTTPSConnection):
+    pass
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
