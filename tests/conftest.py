@@ -87,6 +87,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # uv's cache too: wheels installed from per-test file:// paths (the CPU torch wheel, 700 MB unpacked) were
     # kept in the user's ~/.cache/uv under a new entry each run (67 GB on this machine after some sessions)
     os.environ["UV_CACHE_DIR"] = str(temporary / "uv-cache")
+    # the tests' local channels and wheels live in temporary folders and the repository's fixtures: the roots
+    # a lock's file: URLs may name (lockgen reads no other local file a lock names)
+    os.environ["LOCKGEN_FILE_ROOTS"] = os.pathsep.join([tempfile.gettempdir(), str(REPO)])
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

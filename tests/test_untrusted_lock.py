@@ -370,3 +370,23 @@ def subprocess_run(command: list[str]) -> str:
     import subprocess
 
     return subprocess.run(command, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def test_a_file_url_outside_the_users_roots_is_never_read(tmp_path: Path, home: Path) -> None:
+    """A lock names a local file by a file: URL; lockgen reads it only under $LOCKGEN_FILE_ROOTS, links resolved
+    (the suite's roots are the temporary folder and the repository)."""
+    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
+    elsewhere = {"LOCKGEN_HOME": str(home), "LOCKGEN_FILE_ROOTS": str(tmp_path / "somewhere-else")}
+    refused = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env=elsewhere)
+    assert refused.returncode == 1 and "outside the folders lockgen reads local packages from" in refused.stderr
+    assert f"export LOCKGEN_FILE_ROOTS={channel / 'noarch'}" in refused.stderr and not (tmp_path / "env").exists()
+    (tmp_path / "somewhere-else").mkdir()
+    (tmp_path / "somewhere-else" / "noarch").symlink_to(channel / "noarch")  # a link inside a root, out of it
+    linked = lock.read_text().replace(channel.as_uri(), (tmp_path / "somewhere-else").as_uri())
+    (tmp_path / "linked.conda-lock.yml").write_text(linked)
+    through = run_cli("materialize", str(tmp_path / "linked.conda-lock.yml"), "--prefix", str(tmp_path / "env"), env=elsewhere)
+    assert through.returncode == 1 and "outside the folders lockgen reads local packages from" in through.stderr
+    named = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"),
+                    env={**elsewhere, "LOCKGEN_FILE_ROOTS": str(channel)})
+    assert named.returncode == 0, named.stderr

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from lockgen.adapters import file_roots
 from lockgen.adapters.tool_runner import run_tool
 from lockgen.adapters.uv_resolver import uv_binary
 from lockgen.errors import LockFormatError
@@ -60,6 +61,9 @@ def point_venv_at(prefix: Path, interpreter: str) -> None:
 def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None]) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:` (uv fetches
     them; a line every few seconds says the install is still going)."""
+    for package in packages:  # uv reads a file: URL itself: only under the user's roots
+        if package.url.startswith("file:"):
+            file_roots.local_path(package.url, f"{package.name} {package.version}")
     lines = [f"{p.name} @ {p.url} --hash=sha256:{p.hash.sha256}" for p in packages]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as requirements:
         requirements.write("\n".join(lines) + "\n")

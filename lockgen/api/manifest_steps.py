@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters import conda_package, manifest_store, package_store, wheel_record
+from lockgen.adapters import conda_package, file_roots, manifest_store, package_store, wheel_record
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage
 from lockgen.core.package_identity import require_manifest_of
@@ -36,7 +35,8 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
         raise UserError(f"{package.name} {package.version} is a check-only entry and its manifest is not here",
                         "pass the bundle lockgen pin wrote with --manifests FILE")
     if package.url.startswith("file://"):  # a local wheel: read whole, checked against the lock's hash first
-        contents = wheel_record.read_wheel_file(Path(unquote(urlsplit(package.url).path)), _pin(package))
+        contents = wheel_record.read_wheel_file(file_roots.local_path(package.url, f"{package.name} {package.version}"),
+                                                _pin(package))
     elif package.url.startswith(("http://", "https://")):
         contents, _ = wheel_record.read_wheel_url(package.url)
     else:
