@@ -208,7 +208,7 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
 def _table(document: dict[str, Any], key: str, locator: "_Locator") -> dict[str, Any]:
     value = document.get(key)
     if value is None:
-        raise locator.error(f"missing [{key}] table", f"add a [{key}] table (see the README's spec reference)", ())
+        raise locator.error(f"missing [{key}] table", f"add a [{key}] table (see docs/guide/stacks.md)", ())
     if not isinstance(value, dict):
         raise locator.error(f"`{key}` must be a table", f"write it as [{key}]", (key,))
     return value
