@@ -185,3 +185,25 @@ def test_every_module_the_feature_table_names_exists() -> None:
                 assert path.is_file(), f"{row[0]}: {name} is not in {folder}"
         for step in re.findall(r"`(\w+_steps|pypi)`", row[2]):
             assert f"lockgen.api.{step}" in API_STEPS, f"{row[0]}: {step}"
+
+
+LOCK_BUILDER = "lockgen/core/lock_builder.py"
+
+
+def meta_reads(path: Path) -> list[int]:
+    """The lines where a module reads a lock's `lockgen.*` key by its string name (`lock.meta("target")`)."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "meta"]
+
+
+def test_only_the_lock_builder_reads_lockgen_keys_by_name() -> None:
+    """Every other module reads them through `LockgenMeta`, which names each key once beside its writer."""
+    for path in modules("lockgen"):
+        if path.relative_to(REPO).as_posix() != LOCK_BUILDER:
+            assert meta_reads(path) == [], f"{path}: lock.meta(...) outside {LOCK_BUILDER}; use LockgenMeta"
+
+
+def test_the_meta_rule_catches_a_string_read(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""probe"""\n\ndef arch(lock):\n    return lock.meta("arch")\n')
+    assert meta_reads(probe) == [4]
