@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verify.train import FULL, SMALL, Block, Gpt, GptConfig, StepClock, batch_of, flops_per_token  # noqa: E402
+from verify.train import FULL, SMALL, Block, Gpt, GptConfig, StepClock, batch_of, flops_per_token
 
 
 class OldBlock(Block):

@@ -20,13 +20,16 @@ def citation(source):
 
 
 def _convert(src):
-    lead = lambda s: re.search(r"\d+\.\d+", s).group(0) if s else None
+    def lead(s):
+        return re.search(r"\d+\.\d+", s).group(0) if s else None
+
     def srcs(*leaves):
         out = []
-        for l in leaves:
-            s = l.get("source")
+        for leaf in leaves:
+            s = leaf.get("source")
             s = citation(s) if s else s
-            if s and s not in out: out.append(s)
+            if s and s not in out:
+                out.append(s)
         return out
     archs = {}
     for key, a in src["archs"].items():
@@ -50,30 +53,38 @@ def _convert(src):
             }
     cuda = {}
     for ver, t in src["cuda_driver"]["toolkits"].items():
-        if not (t.get("toolkit_driver_linux_x86_64") or {}).get("value"): continue
-        if not re.match(r">=\d", t["toolkit_driver_linux_x86_64"]["value"]): continue
+        if not (t.get("toolkit_driver_linux_x86_64") or {}).get("value"):
+            continue
+        if not re.match(r">=\d", t["toolkit_driver_linux_x86_64"]["value"]):
+            continue
         cuda[ver] = {"min_driver": t["toolkit_driver_linux_x86_64"]["value"].lstrip(">="),
                      "sources": srcs(t["toolkit_driver_linux_x86_64"])}
     compat = {}
     for major, leaf in src["cuda_driver"]["minor_version_compat_min_driver_linux"].items():
         m = re.search(r">=\s*(\d+(?:\.\d+)*)", leaf["value"]).group(1)
-        if major == "13.x": m = "580.65.06"
+        if major == "13.x":
+            m = "580.65.06"
         compat[major.split(".")[0]] = {"min_driver": m, "note": leaf["value"], "sources": srcs(leaf)}
     cf = []
     for k, leaf in src["conda_forge_pytorch"]["arch_list_by_cuda_compiler_version"].items():
         plat = "linux-aarch64" if "aarch64" in k else None
-        if "tegra" in k: continue  # Jetson-only variant, not a datacenter target
+        if "tegra" in k:  # Jetson-only variant, not a datacenter target
+            continue
         versions = re.findall(r"\d+\.\d+", k)
-        if "12.[0-6]" in k: versions = ["12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6"]
-        if "12.[89]" in k: versions = ["12.8", "12.9"]
+        if "12.[0-6]" in k:
+            versions = ["12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6"]
+        if "12.[89]" in k:
+            versions = ["12.8", "12.9"]
         for v in versions:
-            if any(c["cuda"] == v and c["platform"] == plat for c in cf): continue
+            if any(c["cuda"] == v and c["platform"] == plat for c in cf):
+                continue
             cf.append({"cuda": v, "platform": plat, "arch_list": leaf["value"], "sources": srcs(leaf)})
     official = {}
     for tv, p in src["pytorch"].items():
         lists = p.get("torch_cuda_arch_list", {})
         for cu, leaf in lists.items():
-            if not isinstance(leaf, dict) or "value" not in leaf: continue
+            if not isinstance(leaf, dict) or "value" not in leaf:
+                continue
             official.setdefault(tv, {})[cu] = {"arch_list": leaf["value"], "sources": srcs(leaf), "inferred": leaf.get("inferred", False)}
     out = {
         "about": "GPU, CUDA, driver and PyTorch facts used by lockgen's target rules. Re-expressed from the sourced matrix "

@@ -25,7 +25,7 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
         def log_message(self, *_: object) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             site.log.append((self.path, self.headers.get("Range"), self.headers.get("Authorization")))
             wanted = "Basic " + base64.b64encode(site.auth.encode()).decode() if site.auth else None
             if wanted and self.headers.get("Authorization") != wanted:
@@ -44,7 +44,7 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
                 return self._send(416, b"", "text/plain", {"Content-Range": f"bytes */{len(body)}"})
             self._send(206, body[start:end + 1], kind, {"Content-Range": f"bytes {start}-{end}/{len(body)}"})
 
-        def do_HEAD(self) -> None:  # noqa: N802 - http.server's name; uv asks before reading a wheel by ranges
+        def do_HEAD(self) -> None:
             site.log.append((self.path, "HEAD", self.headers.get("Authorization")))
             if self.path not in site.files:
                 return self._send(404, b"", "text/plain", with_body=False)

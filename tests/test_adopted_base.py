@@ -117,7 +117,7 @@ def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix
     done = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "team-img"), env=home)
     assert done.returncode == 0, done.stderr
     assert "the team's 1 packages are installed alone, into its prefix" in done.stderr
-    base_manifest, base_config, _ = oci_layout.read_image(root / "vendor-img")
+    base_manifest, _, _ = oci_layout.read_image(root / "vendor-img")
     manifest, config, _ = oci_layout.read_image(tmp_path / "team-img")
     count = len(base_manifest["layers"])
     assert manifest["layers"][:count] == base_manifest["layers"] and len(manifest["layers"]) > count

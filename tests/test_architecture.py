@@ -7,6 +7,7 @@ model <- core <- adapters <- api <- cli; `errors` and `digests` are foundations 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -149,3 +150,60 @@ def test_no_error_message_prints_a_python_list() -> None:
                 sliced = node.value.value
                 lines = isinstance(sliced, ast.Call) and getattr(sliced.func, "attr", "") in {"splitlines", "split"}
                 assert not (lines and isinstance(node.value.slice, ast.Slice)), f"{path}:{node.lineno}: a list in an f-string"
+
+
+def doc_table(heading: str) -> list[list[str]]:
+    """The rows of the first table under `heading` in docs/architecture.md, each a list of its cells."""
+    section = (REPO / "docs" / "architecture.md").read_text().split(f"\n{heading}\n", 1)[1]
+    table = []
+    for line in section.split("\n|", 1)[1].splitlines()[2:]:  # past the header and its rule
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip("|").split("|")])
+    return table
+
+
+def first_names(heading: str) -> set[str]:
+    return {row[0].strip("`") for row in doc_table(heading)}
+
+
+def test_the_architecture_doc_lists_exactly_the_steps_and_use_cases() -> None:
+    steps = {name.removeprefix("lockgen.api.") for name in API_STEPS}
+    use_cases = {path.stem for path in modules("lockgen/api") if path.stem != "__init__"} - steps
+    assert first_names("### Steps") == steps
+    assert first_names("### Use cases") == use_cases
+
+
+def test_every_module_the_feature_table_names_exists() -> None:
+    folders = {1: "lockgen/cli", 3: "lockgen/core", 4: "lockgen/adapters"}
+    rows = doc_table("## Where each feature lives, and where a new one goes")
+    assert len(rows) > 10
+    for row in rows:
+        for column, folder in folders.items():
+            for name in re.findall(r"`([a-z_/]+\.py)`", row[column]):
+                path = REPO / "lockgen" / name if "/" in name else REPO / folder / name
+                assert path.is_file(), f"{row[0]}: {name} is not in {folder}"
+        for step in re.findall(r"`(\w+_steps|pypi)`", row[2]):
+            assert f"lockgen.api.{step}" in API_STEPS, f"{row[0]}: {step}"
+
+
+LOCK_BUILDER = "lockgen/core/lock_builder.py"
+
+
+def meta_reads(path: Path) -> list[int]:
+    """The lines where a module reads a lock's `lockgen.*` key by its string name (`lock.meta("target")`)."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "meta"]
+
+
+def test_only_the_lock_builder_reads_lockgen_keys_by_name() -> None:
+    """Every other module reads them through `LockgenMeta`, which names each key once beside its writer."""
+    for path in modules("lockgen"):
+        if path.relative_to(REPO).as_posix() != LOCK_BUILDER:
+            assert meta_reads(path) == [], f"{path}: lock.meta(...) outside {LOCK_BUILDER}; use LockgenMeta"
+
+
+def test_the_meta_rule_catches_a_string_read(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""probe"""\n\ndef arch(lock):\n    return lock.meta("arch")\n')
+    assert meta_reads(probe) == [4]

@@ -190,7 +190,7 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
     def log_message(self, *_: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.end_headers()

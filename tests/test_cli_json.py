@@ -1,5 +1,5 @@
-"""`--json` on every command that reports: one JSON document on stdout with the documented keys (README,
-"Scripting"), progress on stderr only, and the same exit codes as the text output."""
+"""`--json` on every command that reports: one JSON document on stdout with the documented keys
+(docs/reference/json.md), progress on stderr only, and the same exit codes as the text output."""
 
 from __future__ import annotations
 

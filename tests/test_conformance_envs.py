@@ -97,7 +97,7 @@ def test_the_offline_bundle_needs_no_network(pinned_venv: tuple[Path, Path, Path
 
 @pytest.mark.network
 def test_verify_refuses_an_environment_that_is_not_its_lock(pinned_venv: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    venv, lock, bundle = pinned_venv
+    _, lock, bundle = pinned_venv
     other = tmp_path / "other"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
     refused = run_cli("verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--manifests", str(bundle),

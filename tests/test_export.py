@@ -256,7 +256,7 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
     lock = make_lock(tmp_path, "1.0")
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     export(lock, None, tmp_path / "img", None, 100, 1, lambda _: None, base=tmp_path / "base")
-    manifest, config, _ = oci_layout.read_image(tmp_path / "img")
+    manifest, _, _ = oci_layout.read_image(tmp_path / "img")
     assert manifest["layers"][:len(base_manifest["layers"])] == base_manifest["layers"]
     assert manifest["annotations"]["org.opencontainers.image.base.digest"] == base_digest
     sbom = json.loads((tmp_path / "img" / "sbom.cdx.json").read_text())

@@ -112,7 +112,7 @@ def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
     torch = next(p.version for p in lock.package if p.name == "torch")
     notes = lock.metadata.custom_metadata.get("lockgen.newer-releases.linux-64", "")
     newest = max(releases)  # chosen, or a release newer than the facts that the lock says was refused and why
-    assert Version(torch) == newest or f"torch {newest} is newer than lockgen's facts" in notes and "refused" in notes, \
+    assert Version(torch) == newest or (f"torch {newest} is newer than lockgen's facts" in notes and "refused" in notes), \
         (torch, newest, done.stderr)
 
 

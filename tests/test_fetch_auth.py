@@ -29,7 +29,7 @@ class _AuthHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *_: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.seen.append(self.headers.get("Authorization"))
         if self.headers.get("Authorization") != "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode():
             self.send_response(401)

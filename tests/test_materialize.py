@@ -222,12 +222,12 @@ def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tu
     from lockgen.api.freeze import freeze
 
     lock, _ = tiny_lock
-    prefix, digest = materialize(lock, None, None, lambda _: None)
+    prefix, _ = materialize(lock, None, None, lambda _: None)
     frozen_path, frozen = freeze(prefix, None, "again", tmp_path / "frozen.conda-lock.yml", False)
     original = load_lock(lock)
     assert {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in frozen.package} == \
         {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in original.package}
-    again, same_digest = materialize(frozen_path, None, tmp_path / "again", lambda _: None)
+    again, _ = materialize(frozen_path, None, tmp_path / "again", lambda _: None)
     files = {e["path"] for e in json.loads((again / ".lockgen/manifest.json").read_text())["files"]}
     assert "lib/libfoo.txt" in files and "etc/libfoo/prefix.txt" in files
 

@@ -71,7 +71,7 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
 def _format_of(path: Path, text: str) -> str:
     if "@EXPLICIT" in text.splitlines():
         return "@EXPLICIT file"
-    if path.name.startswith("pylock.") and path.suffix == ".toml" or _PEP751.search(text) and _PACKAGES.search(text):
+    if (path.name.startswith("pylock.") and path.suffix == ".toml") or (_PEP751.search(text) and _PACKAGES.search(text)):
         return "pylock.toml"
     if path.suffix == ".lock" and text.lstrip().startswith("version = "):
         return "uv.lock"
@@ -242,7 +242,7 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
 
 def _not_an_archive(kind: str, url: str) -> str:
     """Why a pixi entry is no locked archive, in the words a user acts on."""
-    if url.startswith("git+") or "://github.com/" in url and url.endswith(".git"):
+    if url.startswith("git+") or ("://github.com/" in url and url.endswith(".git")):
         return "comes from git: build a wheel or package and pin it"
     if kind == "pypi" and re.search(r"\.(tar\.gz|zip|tar\.bz2)$", url):
         return "is an sdist (it would be built on install), not a wheel"

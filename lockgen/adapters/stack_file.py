@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.spec_parse import extends_of, parse_stack_text
 from lockgen.core.stack_layout import image_base_lock_path, names_a_base_lock, names_an_image
 from lockgen.errors import LockgenError, SpecError
 from lockgen.model.spec import LockBase, StackSpec
 
-_TARGET_FACTS = ("arch", "driver", "glibc", "cuda", "cuda-compat", "allow-ptx-jit")  # the lock's keys a team target takes
 
 
 def _read(path: Path) -> str:
@@ -62,11 +62,11 @@ def lock_base(path: Path, source: str) -> LockBase:
         lock = load_lock(path)
     except LockgenError as exc:
         raise SpecError(f"the base lock {path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
-    target = lock.meta("target")
-    pythons = {lock.meta(f"python.{platform}") for platform in lock.metadata.platforms} - {""}
+    target = LockgenMeta(lock).target
+    pythons = {LockgenMeta(lock).python(platform) for platform in lock.metadata.platforms} - {""}
     pythons = pythons or {".".join(p.version.split(".")[:2]) for p in lock.package if p.manager == "conda" and p.name == "python"}
     if not target or len(pythons) > 1:
         raise SpecError(f"the base lock {path} names no target, or several Pythons",
                         "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)
-    facts = {key: value for key in _TARGET_FACTS if (value := lock.meta(key))}
+    facts = LockgenMeta(lock).target_facts
     return LockBase(target=target, platforms=lock.metadata.platforms, python=next(iter(pythons), None), facts=facts)

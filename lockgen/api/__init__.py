@@ -1,9 +1,8 @@
-"""Use cases, one module per stage: orchestration only, wiring the pure core to the adapters.
+"""Use cases, one module per command family: orchestration only, wiring the pure core to the adapters.
 
-`resolve` (stack to locks, freshness), `locks` (diff, render), `import_lock`, `freeze`, `materialize`,
-`store` (list, gc), `check` (prefix and image drift), `export`, `publish` (push), `verify`, `certs`,
-`arch`. Two modules are steps, not use cases: `pypi` (resolve's PyPI layer) and `shared_steps` (what
-several use cases do alike: choose a platform, build an environment). A use case never imports another
-use case; each takes plain values and returns plain results (`lockgen.model.results`), reporting
-progress through a callback so the CLI decides how to show it.
+Step modules (`*_steps`, and `pypi`, resolve's PyPI layer) sit below the use cases and hold what several
+of them do alike; a use case never imports another use case. docs/architecture.md lists every use case
+and step with what it holds, and tests/test_architecture.py keeps that list equal to this package. Each
+use case takes plain values and returns plain results (`lockgen.model.results`), reporting progress
+through a callback so the CLI decides how to show it.
 """

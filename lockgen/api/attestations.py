@@ -25,7 +25,7 @@ from lockgen.digests import file_digest
 from lockgen.model.attestation import AttachedCertificate
 from lockgen.model.results import Conformance
 
-__all__ = ["Admission", "admitting", "attest", "attached_certificates"]  # the work is the step's, shared with push --attest and fleet status
+__all__ = ["Admission", "admitting", "attached_certificates", "attest"]  # the work is the step's, shared with push --attest and fleet status
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from lockgen.adapters import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core import stack_layout
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
@@ -125,12 +126,12 @@ def inherited_certificates(folder: Path) -> list[Inherited]:
             team = load_lock(team_path)
         except LockgenError:
             continue
-        held_to, base_path = team.meta("base-lock"), team_steps.held_base_path(team_path, team)
+        held_to, base_path = LockgenMeta(team).base_lock, team_steps.held_base_path(team_path, team)
         if not held_to or base_path is None or not base_path.is_file():
             continue
         base = load_lock(base_path)
         certificates = [(path, body) for path, body in list_certificates(base_path.parent.parent)
                         if body.subject.lock_sha256 == held_to]
-        image = team.meta("extends") if stack_layout.names_an_image(team.meta("extends")) else None
+        image = LockgenMeta(team).extends if stack_layout.names_an_image(LockgenMeta(team).extends) else None
         found.append(Inherited(team_path, base_path, certificates, cuda_stack_changes(base, team), image))
     return found

@@ -32,6 +32,7 @@ from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config, is_environment_prefix, service_files
 from lockgen.core.layers import plan_layers
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
@@ -85,7 +86,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         prefix = held_base_steps.team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
         held, on_base = _on_base(lock, lock_path, chosen, base, prefix, progress, read=read)
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
-        interpreter = _base_python(base, lock.meta(f"python.{chosen}"), progress) if pure_pypi and on_base is None else None
+        interpreter = _base_python(base, LockgenMeta(lock).python(chosen), progress) if pure_pypi and on_base is None else None
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(prefix), progress, meter,
                                        venv_interpreter=interpreter, held=on_base)
         _drop_build_host_traces(tree)
@@ -131,7 +132,7 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
             env_digests[platform] = env_digest
             shutil.rmtree(tree)
         index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
-        digest = oci_layout.write_index(layout, index, tag or lock.meta("target") or "env")
+        digest = oci_layout.write_index(layout, index, tag or LockgenMeta(lock).target or "env")
         _place(layout, work, out, fmt, sboms)
     return digest, env_digests
 
@@ -265,7 +266,7 @@ def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tre
     layout = work / "layout"
     manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter,
                             held)
-    digest = oci_layout.write_index(layout, manifest, tag or f"{lock.meta('target') or 'env'}-{chosen}",
+    digest = oci_layout.write_index(layout, manifest, tag or f"{LockgenMeta(lock).target or 'env'}-{chosen}",
                                     base_steps.index_annotations(base, manifest))
     _place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
     return digest

@@ -52,8 +52,8 @@ def write_slurm(folder: Path, *, lockgen: str, arch: str, environment: tuple[str
     folder.mkdir(parents=True, exist_ok=True)
     Path(out_dir).mkdir(parents=True, exist_ok=True)  # sbatch opens its --output there before the script runs
     scripts = SlurmScripts(folder / "certify.sbatch", folder / "lockgen-health.sh")
-    quick = CertifyJob(**{**job.__dict__, "quick": True, "timeout_s": health_limit_s - 5})
-    for path, text in ((scripts.sbatch, sbatch_script(job)), (scripts.health, health_script(quick, health_limit_s, drain, prom_dir, nfd_dir))):
+    health_job = CertifyJob(**{**job.__dict__, "quick": True, "timeout_s": health_limit_s - 5})
+    for path, text in ((scripts.sbatch, sbatch_script(job)), (scripts.health, health_script(health_job, health_limit_s, drain, prom_dir, nfd_dir))):
         write_atomic(path, text, 0o777)
     return scripts
 

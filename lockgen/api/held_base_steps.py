@@ -36,6 +36,7 @@ from lockgen.api.manifest_steps import lock_python
 from lockgen.core import lock_builder
 from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
 from lockgen.core.image_config import is_environment_prefix, service_files
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -69,7 +70,7 @@ def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
     base is lockgen's image of the base lock this team lock was held to (an adopted environment keeps its own
     path, `/opt/torch/.venv` say), else `default`."""
     labels = (base_config.get("config") or {}).get("Labels") or {}
-    held_to = lock.meta("base-lock")
+    held_to = LockgenMeta(lock).base_lock
     if not held_to or labels.get(LOCK_LABEL) != held_to:
         return default
     prefix = str(labels.get(PREFIX_LABEL, ""))
@@ -88,12 +89,12 @@ def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config
     labels = (base_config.get("config") or {}).get("Labels") or {}
     if labels.get(PREFIX_LABEL) != prefix or not labels.get(LOCK_LABEL):
         return None, frozenset()
-    held_to = lock.meta("base-lock")
+    held_to = LockgenMeta(lock).base_lock
     if labels[LOCK_LABEL] != held_to or lock_path is None:
         raise UserError(f"the base image is lockgen's image of lock {labels[LOCK_LABEL][:16]}… at {prefix}, "
                         + (f"not of this team lock's base ({held_to[:16]}…)" if held_to else "and this lock extends no base"),
                         "pass the image of the lock's own base stack, or a base without an environment at that prefix")
-    if any(lock.meta(f"base-moved.{p}") for p in lock.metadata.platforms):
+    if any(LockgenMeta(lock).base_moved(p) for p in lock.metadata.platforms):
         raise UserError("this team lock moved base packages (override), so its image cannot be the base's layers plus "
                         "its own", "export it without --base, or on a base image of a base that holds what the team needs")
     base_path = team_steps.held_base_path(lock_path, lock)

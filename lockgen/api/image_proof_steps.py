@@ -19,6 +19,7 @@ from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter
 from lockgen.core.image_config import image_config
 from lockgen.core.image_whole import config_differences, environment_prefix, outside_problems
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json
 from lockgen.errors import LockgenError
@@ -105,7 +106,7 @@ def _base(manifest: ImageManifest, config: ImageConfig, inside: Path,
     if [layer.digest for layer in base_manifest.layers] != [layer.digest for layer in manifest.layers[:count]] or \
             base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
         return None, None, [f"image: its first {count} layers are not those of its base {pinned[:23]}…"]
-    held_to, base_lock = lock.meta("base-lock"), (base_config.config.labels or {}).get(LOCK_LABEL)
+    held_to, base_lock = LockgenMeta(lock).base_lock, (base_config.config.labels or {}).get(LOCK_LABEL)
     problems = [f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base "
                 f"lock {held_to[:16]}… the lock was held to"] if held_to and base_lock and base_lock != held_to else []
     return count, written, problems

@@ -10,10 +10,11 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.adapters.uv_lock import UvChoices
-from lockgen.core.lock_builder import imported_lock
+from lockgen.core.lock_builder import LockgenMeta, imported_lock
 from lockgen.core.stack_layout import default_lock_path
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock
+from lockgen.model.results import ImportNotes
 
 
 def import_lock(source: Path, target: str, environment: str | None = None, out: Path | None = None,
@@ -41,3 +42,9 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
     path = out or default_lock_path(target)
     write_atomic(path, checked_lock_text(lock, f"imported from {source}"))
     return path, lock
+
+
+def import_notes(lock: Lock) -> ImportNotes:
+    """The format, the skipped entries and the assumptions an imported lock records."""
+    meta = LockgenMeta(lock)
+    return ImportNotes(meta.imported_format, meta.import_skipped, meta.assumed)

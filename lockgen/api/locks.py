@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.lock_diff import LockDiff, diff_locks
 from lockgen.core.render import render_explicit
 from lockgen.core.render_formats import render_environment, render_pylock, render_requirements
@@ -34,5 +35,5 @@ def render(lock_path: Path, platform: str | None, out: Path | None = None, fmt: 
 
 def pylock_name(lock_path: Path) -> Path:
     """PEP 751's file name for a named lock: `pylock.<target>.toml` in the current folder."""
-    target = load_lock(lock_path).meta("target") or "lock"
+    target = LockgenMeta(load_lock(lock_path)).target or "lock"
     return Path(f"pylock.{target}.toml")

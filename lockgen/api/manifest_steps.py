@@ -12,6 +12,7 @@ from pathlib import Path
 from lockgen.adapters import conda_package, file_roots, manifest_store, package_store, wheel_record
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.package_identity import require_manifest_of
 from lockgen.core.expected_env import conda_expected, python_xy, wheel_expected
 from lockgen.errors import UserError
@@ -22,7 +23,7 @@ from lockgen.model.manifests import PackageManifest
 def lock_python(lock: Lock, platform: str) -> str | None:
     """The Python `X.Y` of a lock on a platform: its conda python, else the version the lock records."""
     conda_python = next((p.version for p in lock.packages_for(platform) if p.manager == "conda" and p.name == "python"), None)
-    version = conda_python or lock.meta(f"python.{platform}") or None
+    version = conda_python or LockgenMeta(lock).python(platform) or None
     return python_xy(version) if version else None
 
 

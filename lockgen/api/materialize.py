@@ -11,6 +11,7 @@ from pathlib import Path
 from lockgen.adapters import env_manifest, file_guard
 from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.shared_steps import Meter, build_environment, default_prefix, lock_platform, recorded_drift
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import target_of_lock
 from lockgen.errors import UserError
 
@@ -22,7 +23,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
     loaded = read_lock(lock_path)
     lock, lock_digest = loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
-    name = f"{lock.meta('target') or target_of_lock(lock_path)}-{chosen}"
+    name = f"{LockgenMeta(lock).target or target_of_lock(lock_path)}-{chosen}"
     final = (prefix or default_prefix(lock_digest, name)).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
     with file_guard.held(final.parent / f".{final.name}.lock"):  # two runs of one lock make one environment

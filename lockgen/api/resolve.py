@@ -21,6 +21,7 @@ from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
 from lockgen.digests import file_digest
 from lockgen.errors import UnsatisfiableError, UserError
+from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import Lock, LockedPackage, LockMetadata
 from lockgen.model.names import normalize
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
@@ -43,7 +44,7 @@ class _Context:
     spec: StackSpec
     stack_path: Path
     channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
-    facts: object = field(default_factory=load_facts)
+    facts: GpuFacts = field(default_factory=load_facts)
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
     _newer: "NewerReleases | None" = None
 

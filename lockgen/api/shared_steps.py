@@ -21,6 +21,7 @@ from lockgen.core import lock_builder
 from lockgen.core.confined import child
 from lockgen.core.conformance import ExpectedPackage, compare, launcher_targets
 from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.platforms import choose_platform
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -66,7 +67,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed, allow_md5, expected))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
     elif pip:
-        python = lock.meta(f"python.{platform}")
+        python = LockgenMeta(lock).python(platform)
         if not python:
             raise UserError("the lock has pip entries but no conda python and no recorded Python version",
                             "re-resolve it with lockgen resolve")

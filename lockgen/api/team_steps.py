@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.adapters.stack_file import base_stack_path
 from lockgen.core import lock_builder, stack_layout
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
@@ -41,8 +42,8 @@ def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
 def held_base_path(team_lock_path: Path, team_lock: Lock) -> Path | None:
     """The base lock a team lock file names (its stack is the folder above its locks/), or None for a lock of a
     stack that extends no base."""
-    extends = team_lock.meta("extends")
-    return base_lock_path(team_lock_path.parent.parent / "stack.toml", extends, team_lock.meta("target")) if extends else None
+    extends = LockgenMeta(team_lock).extends
+    return base_lock_path(team_lock_path.parent.parent / "stack.toml", extends, LockgenMeta(team_lock).target) if extends else None
 
 
 def required_base_lock(stack_path: Path, spec: StackSpec, target: Target) -> Path:

@@ -27,6 +27,7 @@ from lockgen.core.certify import build_body, expectations_from_lock, refuse_wron
 from lockgen.core.envelopes import conv_floors, node_floors
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_whole import environment_prefix
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import certificate_path
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
@@ -173,7 +174,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
     body = build_body(
         created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
         mode="quick" if options.quick else "full",
-        subject=Subject(stack=lock.meta("stack") if lock else None, target=lock.meta("target") if lock else None,
+        subject=Subject(stack=LockgenMeta(lock).stack if lock else None, target=LockgenMeta(lock).target if lock else None,
                         environment_digest=(conformance.expected_digest if conformance else
                                             image.recorded_environment if image else _environment_digest(python)),
                         lock_path=str(options.lock) if options.lock else None,
@@ -234,8 +235,9 @@ def _expectations(options: VerifyOptions, arch: str, lock: Any) -> dict[str, Any
     """What the environment must hold: from the lock (for this host's platform), then `--expect`."""
     expected: dict[str, Any] = {}
     if lock is not None:
-        if lock.meta("arch") and lock.meta("arch") != arch:
-            raise UserError(f"the lock is for {lock.meta('arch')}, not {arch}", f"pass --arch {lock.meta('arch')}")
+        locked_arch = LockgenMeta(lock).arch
+        if locked_arch and locked_arch != arch:
+            raise UserError(f"the lock is for {locked_arch}, not {arch}", f"pass --arch {locked_arch}")
         platform = home.native_platform("linux-64")
         if platform not in lock.metadata.platforms:
             raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})",

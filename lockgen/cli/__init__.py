@@ -8,11 +8,11 @@ import sys
 # lockgen's models are internal: skip pydantic's scan of installed plugins (about 12 ms of start-up)
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-import typer  # noqa: E402
+import typer
 
-from lockgen.cli import (  # noqa: E402
+from lockgen.cli import (
     arch_cmd, cert_export_cmd, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, resolve_cmd, verify_cmds)
-from lockgen.cli.ui import state  # noqa: E402
+from lockgen.cli.ui import state
 
 app = typer.Typer(
     name="lockgen",

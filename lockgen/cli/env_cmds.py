@@ -341,6 +341,6 @@ def pin(
     """Write a lock from a node's inventory: every distribution at its index wheel, checked against its RECORD."""
     from lockgen.api.pin import pin as run
 
-    path, bundle, lock = run(inventory, target, out, index, allow_unpublished, accept_changed, progress)
+    path, bundle, _ = run(inventory, target, out, index, allow_unpublished, accept_changed, progress)
     progress(f"manifests for check --manifests: {bundle}")
     print(path)

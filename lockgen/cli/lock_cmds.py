@@ -58,30 +58,29 @@ def import_(
     as_json: bool = typer.Option(False, "--json", help="Print {path, format, platforms: {P: {conda, pip}}, skipped, assumed} as JSON."),
 ) -> None:
     """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
-    from lockgen.api.import_lock import UvChoices, import_lock
+    from lockgen.api.import_lock import UvChoices, import_lock, import_notes
     from lockgen.cli.ui import progress
 
     choices = UvChoices(python=python, extras=tuple(extra), all_extras=all_extras, groups=tuple(group), dev=not no_dev,
                         no_default_groups=no_default_groups, package=package, all_packages=all_packages, glibc=glibc)
     path, lock = import_lock(source, target, environment, out, choices, project)
-    assumed = [line for line in lock.meta("assumed").split("; ") if line]
-    for line in assumed:
+    notes = import_notes(lock)
+    for line in notes.assumed:
         progress(f"warning: {line}")
     if as_json:
         from lockgen.cli.ui import print_json
 
         counts = {p: {"conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"),
                       "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip")} for p in lock.metadata.platforms}
-        print_json({"path": str(path), "format": lock.meta("imported-format"), "platforms": counts,
-                    "skipped": [s for s in lock.meta("skipped").split("; ") if s], "assumed": assumed})
+        print_json({"path": str(path), "format": notes.format, "platforms": counts,
+                    "skipped": list(notes.skipped), "assumed": list(notes.assumed)})
         return
     for platform in lock.metadata.platforms:
         entries = lock.packages_for(platform)
         pip = sum(1 for p in entries if p.manager == "pip")
         progress(f"  {platform}: {len(entries) - pip} conda, {pip} pip")
-    skipped = lock.meta("skipped")
-    if skipped:
-        progress(f"  left out: {skipped}")
+    if notes.skipped:
+        progress(f"  left out: {'; '.join(notes.skipped)}")
     print(path)
 
 

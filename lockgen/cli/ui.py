@@ -43,7 +43,7 @@ class Meter:
     Called as `meter(phase, done, total)`; `close()` ends the bar."""
 
     def __init__(self) -> None:
-        self._bar = None
+        self._bar: Any = None  # a rich Progress, imported on first use
         self._tasks: dict[str, object] = {}
         self._quarters: dict[str, int] = {}
         self._ended: set[str] = set()

@@ -33,9 +33,9 @@ def arch_report(name: str) -> dict[str, Any]:
         where = f" ({entry.platform})" if entry.platform else ""
         conda_forge.append(f"CUDA {entry.cuda}{where}: {covered or 'no kernels'}")
     official = []
-    for entry in sorted(facts.pytorch_official_arch_lists, key=lambda e: (_numeric(e.torch), _numeric(e.cuda_tag))):
-        covered = coverage(entry.arch_list, arch.compute_capability)
-        official.append(f"torch {entry.torch} {entry.cuda_tag}: {covered or 'no kernels'}")
+    for release in sorted(facts.pytorch_official_arch_lists, key=lambda e: (_numeric(e.torch), _numeric(e.cuda_tag))):
+        covered = coverage(release.arch_list, arch.compute_capability)
+        official.append(f"torch {release.torch} {release.cuda_tag}: {covered or 'no kernels'}")
     return {
         "arch": arch.name,
         "compute_capability": arch.compute_capability,

@@ -108,7 +108,7 @@ def read_statement(envelope_: Envelope) -> dict[str, Any]:
         raise LockFormatError(f"the envelope's payloadType is `{envelope_.payload_type}`, not {IN_TOTO_PAYLOAD_TYPE}",
                               _DAMAGED)
     try:
-        document = json.loads(envelope_.payload)
+        document: dict[str, Any] = json.loads(envelope_.payload)
     except ValueError:
         raise LockFormatError("the envelope's payload is not JSON", _DAMAGED) from None
     subjects = document.get("subject") if isinstance(document, dict) else None
@@ -179,7 +179,7 @@ def referrers_tag(digest: str) -> str:
 def merged_referrers(existing: bytes | None, entry: dict[str, Any], tag: str) -> bytes | None:
     """The fallback tag's index with `entry` appended (every entry already there kept), or None when it
     already lists it; an index that is not one is refused rather than overwritten."""
-    index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": []} if existing is None else \
+    index: dict[str, Any] = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": []} if existing is None else \
         _referrers_index(existing, tag)
     if any(isinstance(e, dict) and e.get("digest") == entry["digest"] for e in index["manifests"]):
         return None

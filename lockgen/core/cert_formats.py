@@ -201,9 +201,9 @@ def junit_report(body: CertificateBody) -> str:
     for key, value in covered.items():
         if value:
             ET.SubElement(properties, "property", name=key, value=_xml(value))
-    for group, name, unit, value in _numeric_figures(body):
+    for group, name, unit, figure in _numeric_figures(body):
         ET.SubElement(properties, "property", name=_xml(f"figure.{group}.{name}"),
-                      value=_xml(f"{value} {unit}".strip()))
+                      value=_xml(f"{figure} {unit}".strip()))
     for check in body.checks:
         case = ET.SubElement(suite, "testcase", classname=_xml(f"lockgen.{body.arch}.{check.category}"),
                              name=_xml(check.name))

@@ -10,6 +10,7 @@ from typing import Any
 from lockgen.core.envelopes import envelope_checks
 from lockgen.core.failure_causes import likely_cause
 from lockgen.core.facts import load_facts
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.errors import LockFormatError, TargetError
 from lockgen.model.certificate import CertificateBody, Check, DistributedRun, Hardware, KernelReport, Subject
@@ -36,7 +37,7 @@ def expectations_from_lock(lock: Lock, platform: str) -> dict[str, Any]:
         facts = load_facts()
         key = f"{major_minor(cuda.version)[0]}.{major_minor(cuda.version)[1]}"
         toolkit = facts.cuda_toolkits.get(key)
-        if lock.meta("cuda-compat") == "minor":
+        if LockgenMeta(lock).cuda_compat == "minor":
             compat = facts.minor_version_compat.get(str(major_minor(cuda.version)[0]))
             expected["driver_min"] = compat.min_driver if compat else (toolkit.min_driver if toolkit else None)
         elif toolkit is not None:

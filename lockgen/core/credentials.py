@@ -14,7 +14,7 @@ _SECRET_QUERY_KEYS = re.compile(r"(token|key|secret|signature|sig|password|passw
 def scrub_url(url: str) -> str:
     """`url` without credentials; anything that is not a URL with a scheme is returned unchanged."""
     parts = urlsplit(url)
-    if not parts.scheme or not parts.netloc and parts.scheme != "file":
+    if not parts.scheme or (not parts.netloc and parts.scheme != "file"):
         return url
     netloc = parts.netloc.rsplit("@", 1)[-1]
     path = _TOKEN_SEGMENT.sub("", parts.path)

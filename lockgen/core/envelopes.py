@@ -20,7 +20,8 @@ HOST_BOUND_SHARE = 0.9  # a step whose host issue time is this share of the step
 
 @lru_cache(maxsize=1)
 def load_envelopes() -> dict[str, Any]:
-    return load_json("envelopes.json")["archs"]
+    archs: dict[str, Any] = load_json("envelopes.json")["archs"]
+    return archs
 
 
 def conv_floors(arch: str) -> dict[str, float]:

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.package_data import data_bytes
 from lockgen.digests import canonical_json
 from lockgen.model.lock import Lock
@@ -34,7 +35,7 @@ def _environment_variables(lock: Lock, platform: str, prefix: str) -> list[str]:
     packages = {p.name: p for p in lock.packages_for(platform)}
     env = [f"PATH={prefix}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", f"CONDA_PREFIX={prefix}"]
     cuda = next((packages[name] for name in _CUDA_RUNTIME_PACKAGES if name in packages), None)
-    if lock.meta("arch") not in ("", "cpu") and cuda is not None:
+    if LockgenMeta(lock).arch not in ("", "cpu") and cuda is not None:
         major_minor = ".".join(cuda.version.split(".")[:2])
         env += ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
                 f"NVIDIA_REQUIRE_CUDA=cuda>={major_minor}"]
@@ -43,7 +44,8 @@ def _environment_variables(lock: Lock, platform: str, prefix: str) -> list[str]:
 
 def _locked_settings(lock: Lock) -> dict[str, Any]:
     """The stack's `[image]` settings as the lock records them (none: empty)."""
-    return json.loads(lock.meta("image")) if lock.meta("image") else {}
+    image = LockgenMeta(lock).image
+    return json.loads(image) if image else {}
 
 
 def service_files(lock: Lock) -> dict[str, bytes]:
@@ -62,12 +64,12 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
     environment at `prefix`."""
     env = _environment_variables(lock, platform, prefix)
     labels = {
-        "org.opencontainers.image.title": f"{lock.meta('stack') or 'lockgen'} {lock.meta('target')}".strip(),
+        "org.opencontainers.image.title": f"{LockgenMeta(lock).stack or 'lockgen'} {LockgenMeta(lock).target}".strip(),
         "org.opencontainers.image.description": "made by lockgen export from a lock",
         LOCK_LABEL: lock_digest,
         ENVIRONMENT_LABEL: f"sha256:{env_digest}",
-        "dev.lockgen.target": lock.meta("target"),
-        "dev.lockgen.arch": lock.meta("arch"),
+        "dev.lockgen.target": LockgenMeta(lock).target,
+        "dev.lockgen.arch": LockgenMeta(lock).arch,
         PREFIX_LABEL: prefix,
     }
     inherited = (base or {}).get("config", {})

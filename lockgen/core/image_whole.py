@@ -49,8 +49,8 @@ def config_differences(expected: dict[str, Any], found: dict[str, Any]) -> list[
     """Each way the image's config differs from the one export writes (`expected`), one line each."""
     lines = [f"image: config {key} is {_shown(found.get(key))}, export writes {_shown(expected.get(key))}"
              for key in sorted(set(expected) | set(found)) if key != "config" and expected.get(key) != found.get(key)]
-    want = expected.get("config") or {}
-    have = found.get("config") if isinstance(found.get("config"), dict) else {}
+    want: dict[str, Any] = expected.get("config") or {}
+    have: dict[str, Any] = found["config"] if isinstance(found.get("config"), dict) else {}
     for key in sorted(set(want) | set(have)):
         if want.get(key) == have.get(key):
             continue

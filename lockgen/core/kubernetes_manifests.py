@@ -160,7 +160,7 @@ def _container_security() -> dict[str, Any]:
 
 
 def _mounts_and_volumes(fleet: CertifyFleet) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    mounts = [{"name": "certs", "mountPath": "/certs"}, {"name": "scratch", "mountPath": "/scratch"},
+    mounts: list[dict[str, Any]] = [{"name": "certs", "mountPath": "/certs"}, {"name": "scratch", "mountPath": "/scratch"},
               {"name": "shm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [
         {"name": "certs", "persistentVolumeClaim": {"claimName": fleet.certs_claim}},

@@ -150,6 +150,85 @@ def imported_lock(target: str, source_name: str, source_format: str, source_sha2
                                         platforms=tuple(platforms), sources=(source_name,), custom_metadata=_keys(meta)))
 
 
+_TARGET_FACTS = ("arch", "driver", "glibc", "cuda", "cuda-compat", "allow-ptx-jit")  # what a lock says of its hardware
+
+
+class LockgenMeta:
+    """The `lockgen.*` keys of a lock, read by name: the one reader, beside the writers above. A key the lock
+    lacks reads as "" (an imported or frozen lock records no stack, arch or driver)."""
+
+    def __init__(self, lock: Lock) -> None:
+        self._lock = lock
+
+    def _key(self, key: str) -> str:
+        return self._lock.meta(key)
+
+    @property
+    def target(self) -> str:
+        return self._key("target")
+
+    @property
+    def stack(self) -> str:
+        return self._key("stack")
+
+    @property
+    def arch(self) -> str:
+        return self._key("arch")
+
+    @property
+    def driver(self) -> str:
+        return self._key("driver")
+
+    @property
+    def cuda_compat(self) -> str:
+        return self._key("cuda-compat")
+
+    @property
+    def cuda_window(self) -> str:
+        return self._key("cuda-window")
+
+    @property
+    def extends(self) -> str:
+        """What a team lock's stack extends: a stack file, a lock, or an image reference."""
+        return self._key("extends")
+
+    @property
+    def base_lock(self) -> str:
+        """The sha256 of the base lock a team lock was held to."""
+        return self._key("base-lock")
+
+    @property
+    def image(self) -> str:
+        """The stack's `[image]` settings as canonical JSON, or ""."""
+        return self._key("image")
+
+    @property
+    def imported_format(self) -> str:
+        return self._key("imported-format")
+
+    @property
+    def import_skipped(self) -> tuple[str, ...]:
+        """What an import could not bring over, one entry each (`imported_lock` joins them with "; ")."""
+        return tuple(line for line in self._key(SKIPPED).split("; ") if line)
+
+    @property
+    def assumed(self) -> tuple[str, ...]:
+        return tuple(line for line in self._key("assumed").split("; ") if line)
+
+    @property
+    def target_facts(self) -> dict[str, str]:
+        """The hardware the lock records (arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit), those it has."""
+        return {key: value for key in _TARGET_FACTS if (value := self._key(key))}
+
+    def python(self, platform: str) -> str:
+        """The Python `X.Y` the lock records for a platform (a PyPI layer's, a frozen or pinned environment's)."""
+        return self._key(f"python.{platform}")
+
+    def base_moved(self, platform: str) -> str:
+        """The base packages a team lock moved on a platform (`override = true`), or ""."""
+        return self._key(f"base-moved.{platform}")
+
+
 UNPUBLISHED_SCHEME = "unpublished:"
 UNPUBLISHED = "unpublished"  # the key naming a pinned lock's check-only entries
 _ACCEPTED = "accepted-changes"

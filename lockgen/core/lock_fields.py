@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.version import InvalidVersion, Version
 
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.wheel_files import shown
 from lockgen.core.wheel_names import parse_wheel_filename
@@ -76,7 +77,7 @@ def check_lock(lock: Lock, source: str) -> None:
 
 
 def _check_lockgen_keys(lock: Lock, source: str) -> None:
-    target = lock.meta("target")
+    target = LockgenMeta(lock).target
     if target and not TARGET_NAME.fullmatch(target):
         raise _refuse(source, "lockgen.target", f"`{shown(target)}` is not a target name (letters, digits, `.`, `_`, `-`)")
     for key, value in lock.metadata.custom_metadata.items():

@@ -13,7 +13,8 @@ from lockgen.model.spec import PypiDependency, StackSpec, Target
 def spec_digest(spec: StackSpec) -> str:
     """What every target shares: channels, dependencies, the `[image]` settings when there are any
     (exclude-newer is recorded on its own)."""
-    shared = {"channels": list(spec.channels), "dependencies": sorted(d.match_spec() for d in spec.dependencies)}
+    shared: dict[str, object] = {"channels": list(spec.channels),
+                                 "dependencies": sorted(d.match_spec() for d in spec.dependencies)}
     if spec.image is not None:
         shared["image"] = image_text(spec)
     return canonical_digest(shared)

@@ -54,11 +54,15 @@ def torch_admission(facts: GpuFacts, target: Target, platform: str, window: Cuda
                     unknown_refused: tuple[tuple[str, str], ...] = ()) -> TorchAdmission:
     """Which torch releases on pypi.org a target may take on a platform (`facts` may hold releases inferred
     from the index; `unknown_refused` are newer releases no evidence admitted)."""
-    allowed, refused = [], []
+    allowed: list[str] = []
+    refused: list[tuple[str, str]] = []
     for wheel in sorted((w for w in facts.pytorch_pypi_wheels if w.platform == platform), key=lambda w: as_tuple(w.torch)):
         ok, _, reason = judge_wheel(facts, target, window, wheel.variant, wheel.arch_list)
         inferred = " (inferred)" if wheel.inferred and any(s.startswith("inferred by lockgen") for s in wheel.sources) else ""
-        (allowed if ok else refused).append(wheel.torch if ok else (wheel.torch, f"torch {wheel.torch} on PyPI ({platform}){inferred}: {reason}"))
+        if ok:
+            allowed.append(wheel.torch)
+        else:
+            refused.append((wheel.torch, f"torch {wheel.torch} on PyPI ({platform}){inferred}: {reason}"))
     return TorchAdmission(tuple(allowed), tuple(refused) + unknown_refused)
 
 

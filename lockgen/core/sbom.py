@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.model.lock import Lock
 
 
@@ -29,7 +30,7 @@ def cyclonedx(lock: Lock, platform: str, lock_sha256: str, environment_digest: s
     return {
         "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
         "serialNumber": f"urn:uuid:{uuid.UUID(lock_sha256[:32])}",
-        "metadata": {"component": {"type": "container", "name": f"{lock.meta('stack')} {lock.meta('target')}".strip(),
+        "metadata": {"component": {"type": "container", "name": f"{LockgenMeta(lock).stack} {LockgenMeta(lock).target}".strip(),
                                    "version": f"sha256:{environment_digest}"},
                      "tools": {"components": [{"type": "application", "name": "lockgen"}]},
                      "properties": [{"name": "lockgen:lock.sha256", "value": lock_sha256},

@@ -67,10 +67,10 @@ def check_job(job: CertifyJob, *extra: str) -> None:
             if "$" in _VARIABLE.sub("", value):
                 raise UserError(f"{flag} {value[:80]!r} holds a `$` that is not a variable ($NAME or ${{NAME}})",
                                 "the node's shell expands plain variables only; write the value out")
-    for flag, value in bare.items():
+    for flag, setting in bare.items():
         pattern, allowed = _SBATCH_SAFE[flag]
-        if value is not None and not pattern.fullmatch(value):
-            raise UserError(f"{flag} {value[:80]!r} cannot go on an #SBATCH line, which sbatch reads without a shell",
+        if setting is not None and not pattern.fullmatch(setting):
+            raise UserError(f"{flag} {setting[:80]!r} cannot go on an #SBATCH line, which sbatch reads without a shell",
                             f"use {allowed}")
 
 

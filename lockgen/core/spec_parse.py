@@ -52,7 +52,7 @@ def _repeated_line(text: str, key: str) -> int | None:
 def extends_of(text: str, source: str = "stack.toml") -> str | None:
     """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later)."""
     document = _document(text, source)
-    stack = document.get("stack") if isinstance(document.get("stack"), dict) else {}
+    stack: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
     value = stack.get("extends")
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise _Locator(text, source).error("`extends` must name a base stack file", 'write extends = "../platform/stack.toml"',
@@ -144,11 +144,10 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
     if not added and not added_pypi:
         raise locator.error("the team stack adds no dependencies", "add [dependencies] or [pypi-dependencies] on top of the base", ())
     held = {d.name for d in base.dependencies} | {d.name for d in base.pypi_dependencies}
-    for dependency in (*added, *added_pypi):
-        if dependency.name in held:
-            table = "dependencies" if dependency in added else "pypi-dependencies"
-            raise locator.error(f"`{dependency.name}` is the base's dependency, held at its locked build",
-                                f"remove it here; to move it, update the base ({where})", (table, dependency.name))
+    for table, name in [*(("dependencies", d.name) for d in added), *(("pypi-dependencies", d.name) for d in added_pypi)]:
+        if name in held:
+            raise locator.error(f"`{name}` is the base's dependency, held at its locked build",
+                                f"remove it here; to move it, update the base ({where})", (table, name))
     channels = tuple(dict.fromkeys(base.channels + tuple(stack.get("channels", ()))))
     try:
         return StackSpec.model_validate({
@@ -208,7 +207,7 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
 def _table(document: dict[str, Any], key: str, locator: "_Locator") -> dict[str, Any]:
     value = document.get(key)
     if value is None:
-        raise locator.error(f"missing [{key}] table", f"add a [{key}] table (see the README's spec reference)", ())
+        raise locator.error(f"missing [{key}] table", f"add a [{key}] table (see docs/guide/stacks.md)", ())
     if not isinstance(value, dict):
         raise locator.error(f"`{key}` must be a table", f"write it as [{key}]", (key,))
     return value
@@ -292,7 +291,7 @@ def _target(name: str, value: Any, locator: "_Locator") -> Target:
         raise locator.error(f"target `{name}` must be a table", "write it as [targets.NAME] with `arch = ...`", ("targets", name))
     known = set(Target.model_fields) | {f.alias for f in Target.model_fields.values() if f.alias}
     for key in value:
-        if key not in known or key == "name" or "_" in key and key.replace("_", "-") in known:
+        if key not in known or key == "name" or ("_" in key and key.replace("_", "-") in known):
             raise locator.error(f"unknown key `{key}` in target `{name}`", _HINT_KEYS["target"], ("targets", name, key))
     if "arch" not in value:
         raise locator.error(f"target `{name}` has no `arch`", "set `arch = \"sm90\"` (or \"cpu\"); `lockgen arch` lists them", ("targets", name))

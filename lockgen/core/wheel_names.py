@@ -138,6 +138,7 @@ def best_for_target(filenames: list[str], python: str, machine: str, glibc: str)
         tags = {"-".join((*t.split("-")[:2], _platform_tag(t.split("-")[2]))) for t in wheel.tags}
         best = min((rank[t] for t in tags if t in rank), default=None)
         if best is not None:
-            build = int(re.match(r"\d+", wheel.build).group()) if wheel.build else -1
+            number = re.match(r"\d+", wheel.build or "")  # PEP 427: a build tag starts with a digit
+            build = int(number.group()) if number else -1
             scored.append((best, -build, filename))
     return min(scored)[2] if scored else None

@@ -84,3 +84,13 @@ class CertificateExport:
     text: str
     passed: bool
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImportNotes:
+    """What `lockgen import` tells of the lock it wrote: the foreign format, what could not come over and
+    what it assumed where the file does not say."""
+
+    format: str
+    skipped: tuple[str, ...]
+    assumed: tuple[str, ...]

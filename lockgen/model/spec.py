@@ -130,7 +130,7 @@ class Target(Frozen):
     @classmethod
     def _gpu_only(cls, value: object, info: ValidationInfo) -> object:
         if info.data.get("arch") == "cpu" and value:
-            raise ValueError(f"a `cpu` target takes no `{info.field_name.replace('_', '-')}`")
+            raise ValueError(f"a `cpu` target takes no `{(info.field_name or '').replace('_', '-')}`")
         return value
 
     @field_validator("driver")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The commands behind the README's export figures for this example's h100 lock (torch 2.13.0+cu130 from
+# The commands behind the export figures in docs/measurements.md for this example's h100 lock (torch 2.13.0+cu130 from
 # PyPI, 4.6 GB): a Debian bookworm base with python3.11 (debootstrap, as root), two exports from two homes
 # and umasks (same bytes), oci-image-tool validate, check --image against the lock and a bare-metal
 # materialize, podman (overlay store: vfs copies the tree once per layer), a loopback registry round trip,
