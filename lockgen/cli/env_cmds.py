@@ -20,6 +20,8 @@ def materialize(
     as_json: bool = typer.Option(False, "--json", help="Print {prefix, environment_digest, lock} as JSON."),
     allow_md5: bool = typer.Option(False, "--allow-md5", help="Install conda entries the lock pins by md5 alone "
                                    "(refused by default: md5 is no proof of content)."),
+    verify: bool = typer.Option(False, "--verify", help="Hash every installed wheel file against its RECORD, trusting "
+                                "no fingerprint of lockgen's wheel store."),
 ) -> None:
     """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
     from lockgen.api.materialize import materialize as run
@@ -27,7 +29,7 @@ def materialize(
 
     meter = Meter()
     try:
-        path, digest = run(lock, platform, prefix, progress, meter, allow_md5)
+        path, digest = run(lock, platform, prefix, progress, meter, allow_md5, verify)
     finally:
         meter.close()
     progress(f"environment digest sha256:{digest}")
