@@ -123,6 +123,27 @@ def test_a_tampered_package_cache_is_extracted_again(tmp_path: Path, monkeypatch
         materialize(lock, None, tmp_path / "first", lambda _: None)
 
 
+def test_a_package_cache_file_changed_with_its_mtime_put_back_is_extracted_again(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same size, same mtime, same inode: only the ctime tells (the cache's stamps keep it, recorded again
+    after each install since the install's own links move it)."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    materialize(lock, None, tmp_path / "second", lambda _: None)  # links again: stamps recorded after it
+    cached = next((tmp_path / "home" / "rattler-cache").glob("libfoo-1.0-*")) / "lib" / "libfoo.txt"
+    before = cached.stat()
+    cached.write_text("FOO 1.0\n")
+    os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (cached.stat().st_size, cached.stat().st_mtime_ns, cached.stat().st_ino) == \
+        (before.st_size, before.st_mtime_ns, before.st_ino)
+    said: list[str] = []
+    third, _ = materialize(lock, None, tmp_path / "third", said.append)
+    assert (third / "lib" / "libfoo.txt").read_text() == "foo 1.0\n"
+    assert any("held changed files of libfoo 1.0" in line for line in said)
+    assert check_lock(lock, prefix=third).clean
+
+
 def test_a_forged_image_is_refused_whatever_it_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The attack of the issue: a file replaced, and every digest and label recomputed to match (no key
     is needed for that); only the packages' own hashes tell."""

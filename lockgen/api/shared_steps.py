@@ -129,9 +129,10 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
         elif index == len(conda):
             progress(f"fetched {index} conda packages (hash-checked)")
     cache = home.lockgen_home() / "rattler-cache"
-    extracted = rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
-    installers.install_conda(archives, temp, final, platform, cache, installed)
-    rattler_cache.stamp(cache, extracted)
+    with rattler_cache.held(cache):
+        rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
+        installers.install_conda(archives, temp, final, platform, cache, installed)
+        rattler_cache.stamp(cache, list(zip(conda, manifests)))
     conda_meta.record_origins(temp, conda)
     python = lock_python(lock, platform)
     known: dict[str, str] = {}
