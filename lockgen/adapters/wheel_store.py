@@ -112,24 +112,40 @@ def _folder_of(dist_info_metadata: os.stat_result, dist_info: str) -> str | None
 def prove(wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_result], digests: Mapping[str, str]) -> None:
     """Records the cache files behind one wheel's installed files, each of which was just proven to have the
     sha256 in `digests` (installed path -> sha256; `installed`: their lstat after the install;
-    `dist_info`: the wheel's `.dist-info` folder name). Nothing is recorded where uv copied."""
-    metadata = next((info for path, info in installed.items() if path.endswith(f"{dist_info}/METADATA")), None)
-    folder = _folder_of(metadata, dist_info) if metadata is not None and metadata.st_nlink > 1 else None
-    if folder is None:
+    `dist_info`: the wheel's `.dist-info` folder name). Nothing is recorded where uv copied. Where the
+    wheel's record already names every linked inode, only the fingerprints are renewed (the cache folder is
+    not walked again)."""
+    by_inode = {(info.st_dev, info.st_ino): (info, digests[path]) for path, info in installed.items()
+                if path in digests and info.st_nlink > 1}
+    record = _read(wheel_sha256)
+    recorded = {(f[0], f[1]) for f in record["files"].values()} if record is not None else set()
+    if record is not None and by_inode.keys() <= recorded:
+        files = {relative: [*_fingerprint(by_inode[(f[0], f[1])][0]), by_inode[(f[0], f[1])][1]]
+                 for relative, f in record["files"].items() if (f[0], f[1]) in by_inode}
+        folder = record["folder"]
+    else:
+        metadata = next((info for path, info in installed.items() if path.endswith(f"{dist_info}/METADATA")), None)
+        folder = _folder_of(metadata, dist_info) if metadata is not None and metadata.st_nlink > 1 else None
+        files = _linked_files(folder, by_inode) if folder is not None else {}
+    if not files:
         _record_path(wheel_sha256).unlink(missing_ok=True)
         return
-    by_inode = {(info.st_dev, info.st_ino): (info, digests[path]) for path, info in installed.items() if path in digests}
+    text = json.dumps({"wheel": wheel_sha256, "folder": folder, "files": files}, sort_keys=True)
+    write_bytes_atomic(_record_path(wheel_sha256), text.encode())
+
+
+def _linked_files(folder: str, by_inode: Mapping[tuple[int, int], tuple[os.stat_result, str]]) -> dict[str, list]:
+    """The files of a cache folder that are the inodes of proven installed files, with their fingerprints."""
     files = {}
     top = os.path.join(str(cache_dir()), folder)
     for root, _, names in os.walk(top):
+        base = root[len(top) + 1:]
         for name in names:
-            path = os.path.join(root, name)
-            info = os.lstat(path)
+            info = os.lstat(f"{root}/{name}")
             linked = by_inode.get((info.st_dev, info.st_ino))
             if linked is not None and _fingerprint(info) == _fingerprint(linked[0]):
-                files[os.path.relpath(path, top)] = [*_fingerprint(info), linked[1]]
-    text = json.dumps({"wheel": wheel_sha256, "folder": folder, "files": files}, sort_keys=True)
-    write_bytes_atomic(_record_path(wheel_sha256), text.encode())
+                files[f"{base}/{name}" if base else name] = [*_fingerprint(info), linked[1]]
+    return files
 
 
 def forget(wheel_sha256: str) -> None:
