@@ -2,7 +2,7 @@
 physical floor, `tar -c` of the same tree piped through the same compressor (gzip -1) and `sha256sum`;
 and re-export with one package changed against a full export.
 
-    python benchmarks/bench_export.py [--runs 3] [--packages 12] [--mb 16]
+    python benchmarks/bench_export.py [--runs 3] [--packages 12] [--mb 16] [--smoke]
     python benchmarks/bench_export.py --lock OLD --changed-lock NEW [--base LAYOUT] [--runs 3]
 
 The first builds a channel of `--packages` packages of `--mb` MB each and changes one of them; the
@@ -10,23 +10,22 @@ second measures real locks (e.g. the torch-pypi example's h100 lock, and the sam
 wheel moved), which needs their packages reachable.
 
 Targets: full export <= 1.3x the floor; re-export after a one-package change <= 0.2x a full export.
+`--smoke`: two packages of 1 MB, one run, not judged.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from benchmarks.harness import add_smoke, isolated_env, median_pair, report, report_crashes, timed  # noqa: E402
 
 
 def payload(seed: int, megabytes: int) -> str:
@@ -34,13 +33,6 @@ def payload(seed: int, megabytes: int) -> str:
     rng = random.Random(seed)
     words = [f"sym_{rng.getrandbits(32):08x}" for _ in range(4096)]
     return " ".join(rng.choice(words) for _ in range(megabytes * 2**20 // 13))
-
-
-def timed(command: list[str], env: dict[str, str], shell: bool = False) -> float:
-    started = time.perf_counter()
-    subprocess.run(command[0] if shell else command, shell=shell, check=True, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
 
 
 def synthetic_locks(root: Path, packages: int, megabytes: int, env: dict[str, str]) -> tuple[Path, Path]:
@@ -57,7 +49,7 @@ def synthetic_locks(root: Path, packages: int, megabytes: int, env: dict[str, st
         deps = "\n".join(f'big{i:02d} = "{version if i == 0 else "1.0"}"' for i in range(packages))
         stack.write_text(f'[stack]\nname = "big"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n'
                          '[targets.cpu]\narch = "cpu"\n')
-        subprocess.run([sys.executable, "-m", "lockgen", "resolve", str(stack)], check=True, env=env, capture_output=True)
+        timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], env, required=True)
         locks.append(stack.parent / "locks" / "cpu.conda-lock.yml")
     return locks[0], locks[1]
 
@@ -70,45 +62,43 @@ def main() -> int:
     parser.add_argument("--lock", type=Path, help="a real lock to export (with --changed-lock)")
     parser.add_argument("--changed-lock", type=Path, help="the same stack with one package changed")
     parser.add_argument("--base", type=Path, help="a base image layout for both exports")
+    add_smoke(parser)
     args = parser.parse_args()
     if (args.lock is None) != (args.changed_lock is None):
         parser.error("--lock and --changed-lock go together")
-
+    if args.smoke:
+        args.runs, args.packages, args.mb = 1, 2, 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        env = {**os.environ, "LOCKGEN_HOME": str(root / "home"), "LOCKGEN_CACHE_DIR": str(root / "cache")}
+        env = isolated_env(root)
         old, new = ((args.lock.resolve(), args.changed_lock.resolve()) if args.lock
                     else synthetic_locks(root, args.packages, args.mb, env))
         base = ["--base", str(args.base.resolve())] if args.base else []
         tree = root / "tree"
-        subprocess.run([sys.executable, "-m", "lockgen", "materialize", str(old), "--prefix", str(tree)],
-                       check=True, env=env, capture_output=True)
+        timed([sys.executable, "-m", "lockgen", "materialize", str(old), "--prefix", str(tree)], env, required=True)
         size = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
         print(f"{old.name}: {size / 2**20:.0f} MiB environment")
 
-        def export(lock: Path, out: str) -> float:
+        def export(lock: Path, out: str) -> float | None:
             shutil.rmtree(root / out, ignore_errors=True)
-            return timed([sys.executable, "-m", "lockgen", "export", str(lock), "--out", str(root / out), *base], env)
+            return timed([sys.executable, "-m", "lockgen", "export", str(lock), "--out", str(root / out), *base], env,
+                         required=True)
 
-        def full() -> float:
+        def full() -> float | None:
             shutil.rmtree(root / "home" / "layers", ignore_errors=True)
             return export(old, "out")
 
-        floor = [f"tar -C {tree} -cf - . | gzip -1 | sha256sum > /dev/null"]
-        mine, floors = [], []
-        for _ in range(args.runs):
-            mine.append(full())
-            floors.append(timed(floor, env, shell=True))
-        ratio = statistics.median(mine) / statistics.median(floors)
-        print(f"full export: lockgen {statistics.median(mine):.2f} s, tar | gzip -1 | sha256sum {statistics.median(floors):.2f} s, "
-              f"ratio {ratio:.2f} (target <= 1.3: {'within' if ratio <= 1.3 else 'OVER'})")
-        changed = []
-        for _ in range(args.runs):
+        floor = f"tar -C {tree} -cf - . | gzip -1 | sha256sum > /dev/null"
+        mine, floors = median_pair(args.runs, full, lambda: timed(floor, env, shell=True))
+        report("full export vs tar | gzip -1 | sha256sum", mine, floors, 1.3, args.smoke)
+
+        def changed() -> float | None:
             full()  # the layer cache holds the old lock's layers
-            changed.append(export(new, "out2"))
-        ratio = statistics.median(changed) / statistics.median(mine)
-        print(f"re-export with one package changed: {statistics.median(changed):.2f} s, {ratio:.2f} of a full export "
-              f"(target <= 0.2: {'within' if ratio <= 0.2 else 'OVER'})")
+            return export(new, "out2")
+
+        again, _ = median_pair(args.runs, changed, lambda: None)
+        report("re-export with one package changed vs a full export", again, mine, 0.2, args.smoke)
+    report_crashes()
     return 0
 
 

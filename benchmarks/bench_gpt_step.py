@@ -6,7 +6,8 @@ captured once in a CUDA graph and replayed). A step is steady only while the hos
 GPU runs it.
 
     python benchmarks/bench_gpt_step.py [--steps 25] [--repeats 3]      (on the device: needs CUDA)
-    python benchmarks/bench_gpt_step.py --small                         (CPU smoke run of the same code)
+    python benchmarks/bench_gpt_step.py --small                         (CPU run of the same code)
+    python benchmarks/bench_gpt_step.py --smoke                         (the same, 2 steps, 1 repeat: CI)
 
 Target (issue 6): the kernel's eager bf16 step >= 280 TFLOP/s of model FLOPs on one H200.
 """
@@ -25,7 +26,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verify.train import FULL, SMALL, Block, Gpt, GptConfig, StepClock, batch_of, flops_per_token
+from benchmarks.harness import add_smoke  # noqa: E402
+from verify.train import FULL, SMALL, Block, Gpt, GptConfig, StepClock, batch_of, flops_per_token  # noqa: E402
 
 
 class OldBlock(Block):
@@ -125,7 +127,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="the kernel's CPU configuration")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.small, args.steps, args.repeats = True, 2, 1
     config = SMALL if args.small else FULL
     device = torch.device("cuda", 0) if torch.cuda.is_available() and not args.small else torch.device("cpu")
     tokens = config.batch * config.sequence

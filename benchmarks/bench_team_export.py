@@ -2,19 +2,17 @@
 image (its layers reused as they are, only the team's packages built) against exporting the whole team
 environment from scratch, alternating, each in a fresh home (no layer cache), medians and the ratio.
 
-    python benchmarks/bench_team_export.py [--runs 3] [--packages 10] [--mb 16] [--team-mb 8]
+    python benchmarks/bench_team_export.py [--runs 3] [--packages 10] [--mb 16] [--team-mb 8] [--smoke]
 
 The base is `--packages` packages of `--mb` MB; the team adds one package of `--team-mb` MB (5% of the
-bytes by default). Target: ratio <= 0.2 when the team adds <= 10% of the bytes.
+bytes by default). Target: ratio <= 0.2 when the team adds <= 10% of the bytes. `--smoke`: two packages of
+1 MB, one run, not judged.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,7 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_export import payload, timed  # noqa: E402
+from benchmarks.bench_export import payload  # noqa: E402
+from benchmarks.harness import add_smoke, isolated_env, median, report, report_crashes, timed  # noqa: E402
 
 
 def stacks(root: Path, packages: int, megabytes: int, team_mb: int, env: dict[str, str]) -> tuple[Path, Path]:
@@ -41,7 +40,7 @@ def stacks(root: Path, packages: int, megabytes: int, team_mb: int, env: dict[st
     team.parent.mkdir()
     team.write_text('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamlib = "*"\n')
     for stack in (base, team):
-        subprocess.run([sys.executable, "-m", "lockgen", "resolve", str(stack)], check=True, env=env, capture_output=True)
+        timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], env, required=True)
     return base.parent / "locks" / "cpu.conda-lock.yml", team.parent / "locks" / "cpu.conda-lock.yml"
 
 
@@ -51,25 +50,30 @@ def main() -> None:
     parser.add_argument("--packages", type=int, default=10)
     parser.add_argument("--mb", type=int, default=16)
     parser.add_argument("--team-mb", type=int, default=8)
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.packages, args.mb, args.team_mb = 1, 2, 1, 1
     root = Path(tempfile.mkdtemp(prefix="bench-team-"))
     try:
-        env = {**os.environ, "LOCKGEN_HOME": str(root / "home"), "LOCKGEN_CACHE_DIR": str(root / "cache")}
+        env = isolated_env(root)
         base_lock, team_lock = stacks(root, args.packages, args.mb, args.team_mb, env)
         lockgen = [sys.executable, "-m", "lockgen", "export"]
-        subprocess.run(lockgen + [str(base_lock), "--out", str(root / "base-img")], check=True, env=env, capture_output=True)
+        timed(lockgen + [str(base_lock), "--out", str(root / "base-img")], env, required=True)
         on_base, scratch = [], []
         for run in range(args.runs):  # alternating, each in a fresh home: no layer of the team's is cached
             for kind, extra, times in (("on-base", ["--base", str(root / "base-img")], on_base), ("scratch", [], scratch)):
                 out, home = root / f"{kind}-{run}", root / f"home-{kind}-{run}"
-                times.append(timed(lockgen + [str(team_lock), "--out", str(out), *extra], {**env, "LOCKGEN_HOME": str(home)}))
+                times.append(timed(lockgen + [str(team_lock), "--out", str(out), *extra], {**env, "LOCKGEN_HOME": str(home)},
+                                   required=True))
                 shutil.rmtree(out)
                 shutil.rmtree(home, ignore_errors=True)
         share = args.team_mb / (args.team_mb + args.packages * args.mb)
         print(f"base: {args.packages} packages x {args.mb} MB; the team adds {args.team_mb} MB ({share:.0%} of the bytes)")
-        print(f"team image on the base image: median {statistics.median(on_base):.2f} s  {[round(t, 2) for t in on_base]}")
-        print(f"team image from scratch:      median {statistics.median(scratch):.2f} s  {[round(t, 2) for t in scratch]}")
-        print(f"ratio {statistics.median(on_base) / statistics.median(scratch):.2f} (target <= 0.2)")
+        print(f"team image on the base image: {[round(t, 2) for t in on_base]}")
+        print(f"team image from scratch:      {[round(t, 2) for t in scratch]}")
+        report("team image on its base vs from scratch", median(on_base), median(scratch), 0.2, args.smoke)
+        report_crashes()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

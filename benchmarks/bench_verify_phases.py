@@ -7,7 +7,8 @@ group). Medians of the repeats are printed per phase, with the wall time and its
 
     python benchmarks/bench_verify_phases.py --arch sm90 --python /opt/torch/.venv/bin/python3 \\
         [--repeats 3] [--modes quick,full] [--before DIR] [--out DIR]          (on the device)
-    python benchmarks/bench_verify_phases.py --arch cpu --repeats 1             (a CPU smoke run)
+    python benchmarks/bench_verify_phases.py --arch cpu --repeats 1             (a CPU run)
+    python benchmarks/bench_verify_phases.py --smoke                            (the same, --quick only: CI)
 
 `--before DIR` names a folder holding another `verify/` package (an older kernel): its wall times are
 measured in the same run, and the ratio printed.
@@ -26,6 +27,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.harness import add_smoke  # noqa: E402
+
 BUDGET_S = {"quick": 10.0, "full": 25.0}
 
 
@@ -49,7 +54,10 @@ def main() -> int:
     parser.add_argument("--modes", default="quick,full")
     parser.add_argument("--before", type=Path, help="a folder holding another verify/ package, timed alongside")
     parser.add_argument("--out", type=Path, help="keep each run's JSON document here")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.arch, args.repeats, args.modes = "cpu", 1, "quick"
     keep = args.out or Path(tempfile.mkdtemp(prefix="verify-phases-"))
     keep.mkdir(parents=True, exist_ok=True)
     for mode in args.modes.split(","):

@@ -123,6 +123,27 @@ def test_a_tampered_package_cache_is_extracted_again(tmp_path: Path, monkeypatch
         materialize(lock, None, tmp_path / "first", lambda _: None)
 
 
+def test_a_package_cache_file_changed_with_its_mtime_put_back_is_extracted_again(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same size, same mtime, same inode: only the ctime tells (the cache's stamps keep it, recorded again
+    after each install since the install's own links move it)."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    materialize(lock, None, tmp_path / "second", lambda _: None)  # links again: stamps recorded after it
+    cached = next((tmp_path / "home" / "rattler-cache").glob("libfoo-1.0-*")) / "lib" / "libfoo.txt"
+    before = cached.stat()
+    cached.write_text("FOO 1.0\n")
+    os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (cached.stat().st_size, cached.stat().st_mtime_ns, cached.stat().st_ino) == \
+        (before.st_size, before.st_mtime_ns, before.st_ino)
+    said: list[str] = []
+    third, _ = materialize(lock, None, tmp_path / "third", said.append)
+    assert (third / "lib" / "libfoo.txt").read_text() == "foo 1.0\n"
+    assert any("held changed files of libfoo 1.0" in line for line in said)
+    assert check_lock(lock, prefix=third).clean
+
+
 def test_a_forged_image_is_refused_whatever_it_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The attack of the issue: a file replaced, and every digest and label recomputed to match (no key
     is needed for that); only the packages' own hashes tell."""
@@ -171,3 +192,34 @@ def test_a_package_link_pointing_elsewhere_is_modified(tmp_path: Path, monkeypat
     (prefix / "lib" / "libfoo.so").unlink()
     (prefix / "lib" / "libfoo.so").symlink_to("/tmp/evil.so")
     assert "libfoo 1.0: modified lib/libfoo.so" in check_lock(lock, prefix=prefix).lines()
+
+
+def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime_put_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check --lock` of an environment checked before reads only files whose fingerprint moved; an edit that
+    keeps size and mtime still moves ctime, so it is read and found; `full` reads everything."""
+    from lockgen.adapters import prefix_observer
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    read: list[str] = []
+    real = prefix_observer.hash_files
+    monkeypatch.setattr(prefix_observer, "hash_files",
+                        lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
+    assert check_lock(lock, prefix=prefix).clean and any(p.endswith("lib/libfoo.txt") for p in read)
+    read.clear()
+    assert check_lock(lock, prefix=prefix).clean and read == []  # every file proven by its fingerprint
+    target = prefix / "lib" / "libfoo.txt"
+    before = target.stat()
+    target.write_text("FOO 1.0\n")
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    report = check_lock(lock, prefix=prefix).report
+    assert read == [str(target)]
+    assert [p.modified for p in report.packages if p.key.startswith("libfoo")] == [("lib/libfoo.txt",)]
+    read.clear()
+    assert not check_lock(lock, prefix=prefix, full=True).clean and len(read) > 1
+    other = make_lock(tmp_path / "other", "1.0")  # another lock (other bytes): nothing kept for it
+    read.clear()
+    check_lock(other, prefix=prefix)
+    assert len(read) > 1

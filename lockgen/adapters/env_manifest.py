@@ -98,10 +98,10 @@ def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[st
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
     so they are not read again."""
     known = known or {}
-    everything, folders = walk_tree(prefix)
-    relatives = [relative for relative in everything if covered(relative)]
-    top = str(prefix)
-    infos = {relative: os.lstat(os.path.join(top, relative)) for relative in relatives}
+    scanned, folder_infos = scan_tree(prefix)  # one lstat per path, from the walk itself
+    relatives = sorted(relative for relative in scanned if covered(relative))
+    folders = sorted(folder_infos)
+    infos = {relative: scanned[relative] for relative in relatives}
 
     def entry(relative: str) -> dict[str, Any]:
         info = infos[relative]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from lockgen.adapters import file_roots
@@ -58,9 +58,11 @@ def point_venv_at(prefix: Path, interpreter: str) -> None:
     config.write_text("\n".join(lines) + "\n")
 
 
-def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None]) -> None:
+def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None],
+                env: Mapping[str, str] | None = None) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:` (uv fetches
-    them; a line every few seconds says the install is still going)."""
+    them; a line every few seconds says the install is still going); `env`: uv's environment (its cache
+    and link mode)."""
     for package in packages:  # uv reads a file: URL itself: only under the user's roots
         if package.url.startswith("file:"):
             file_roots.local_path(package.url, f"{package.name} {package.version}")
@@ -71,7 +73,7 @@ def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[
     try:
         run_tool([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes",
                   "--only-binary", ":all:", "--no-config", "-r", requirements.name], "installing the pip entries",
-                 "a wheel that does not match its hash is refused; check the network or the index", timeout_s=3600,
+                 "a wheel that does not match its hash is refused; check the network or the index", timeout_s=3600, env=env,
                  heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"))
     finally:
         Path(requirements.name).unlink(missing_ok=True)

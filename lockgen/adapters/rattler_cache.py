@@ -3,21 +3,25 @@ install: rattler links environments from the extracted folders it keeps there an
 archive, so a file changed in the cache (or in an environment, since hard links share the cache's
 inode) would reach every later environment. Each extracted file must have the hash its verified
 archive's `paths.json` states; after each install every folder it used is stamped with each file's
-size, mtime and inode, so the next install re-hashes only what changed since. ctime is left out: every
-hard link made or removed (an environment linked or deleted) moves it. The stamps catch accidents (an
-edit through an environment's hard link moves the mtime); someone who can write the cache can also
-write its stamps, which is why `lockgen check --lock` hashes every file against the archive's manifest. A folder that fails is
-removed, and rattler extracts it again from the verified archive."""
+fingerprint (device, inode, size, mtime_ns, ctime_ns), so the next install re-hashes only what changed
+since. ctime is what an edit cannot put back (one with its mtime restored still moves it); every hard link
+made or removed moves it too, which is why the stamps are written again after each install, under one lock
+with the check before it (`held`), and why a folder whose environment was deleted is re-hashed once. The
+stamps catch accidents (an edit through an environment's hard link); someone who can write the cache can
+also write its stamps, which is why `lockgen check --lock --full` hashes every file against the archive's
+manifest. A folder that fails is removed, and rattler extracts it again from the verified archive."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from lockgen.adapters import file_guard
 from lockgen.adapters.parallel import sha256_of
 from lockgen.core.confined import file_name
 from lockgen.model.lock import LockedPackage
@@ -35,7 +39,15 @@ def _signature(path: str) -> list[int] | None:
         info = os.lstat(path)
     except OSError:
         return None
-    return [info.st_size, info.st_mtime_ns, info.st_ino]
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+@contextlib.contextmanager
+def held(cache: Path) -> Iterator[None]:
+    """The cache held for one install: checked (`verify_extracted`) before rattler links, stamped after."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with file_guard.held(cache / ".lockgen-install.lock"):
+        yield
 
 
 def _sha256(path: Path) -> str | None:
@@ -73,27 +85,26 @@ def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) 
     if stamp.get("archive") == manifest.sha256 and stamp.get("files") == signatures:
         return True
     if all(_sha256(folder / f.path) == f.sha256 for f in files):
-        _write_stamp(stamp_path, manifest, signatures)
-        return True  # a hard link made by the install leaves size, mtime and inode as stamped
+        return True  # stamped after the install (its links move every ctime)
     shutil.rmtree(folder, ignore_errors=True)
     stamp_path.unlink(missing_ok=True)
     return False
 
 
 def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]],
-                     progress: Callable[[str], None]) -> list[tuple[LockedPackage, PackageManifest]]:
+                     progress: Callable[[str], None]) -> None:
     """Checks every extracted folder the install will link from (a changed one is removed, to be extracted
-    again); returns the packages whose folder was changed or absent, for `stamp` once rattler extracted them."""
+    again)."""
     with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:
         intact = list(pool.map(lambda item: _verify_one(cache, *item), packages))
     purged = [f"{p.name} {p.version}" for (p, _), ok in zip(packages, intact) if ok is False]
     if purged:
         progress(f"the package cache held changed files of {', '.join(purged)}: extracting them again")
-    return [item for item, ok in zip(packages, intact) if not ok]
 
 
 def stamp(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]]) -> None:
-    """Stamps the folders an install just extracted from archives lockgen verified."""
+    """Stamps the folders an install just linked from: each was checked before it (`verify_extracted`) or
+    extracted by it from an archive lockgen verified."""
     for package, manifest in packages:
         folder = cache / _folder_name(package)
         if folder.is_dir():

@@ -63,7 +63,12 @@ class PypiRequest:
     routes: tuple[tuple[str, str], ...] = ()  # (package, index): these names come from that index only
 
     def python_platform(self) -> str:
-        return f"{MACHINE_OF_PLATFORM[self.platform]}-manylinux_{self.glibc.replace('.', '_')}"
+        return python_platform(self.platform, self.glibc)
+
+
+def python_platform(platform: str, glibc: str) -> str:
+    """uv's `--python-platform` for a conda platform and a glibc version (`x86_64-manylinux_2_28`)."""
+    return f"{MACHINE_OF_PLATFORM[platform]}-manylinux_{glibc.replace('.', '_')}"
 
 
 def uv_binary() -> str:

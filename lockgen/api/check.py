@@ -66,13 +66,16 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
 def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None = None, image: str | None = None,
                manifests: Path | None = None, platform: str | None = None, insecure: bool = False,
                image_prefix: str | None = None, progress: Callable[[str], None] = lambda _: None,
-               meter: Meter | None = None, allow_foreign: Sequence[str] = ()) -> Conformance:
-    """Conformance of one environment, named by its prefix, its interpreter, or an image holding it."""
+               meter: Meter | None = None, allow_foreign: Sequence[str] = (), full: bool = False) -> Conformance:
+    """Conformance of one environment, named by its prefix, its interpreter, or an image holding it. An
+    environment on disk checked before against the same lock is proven by its files' fingerprints where they
+    did not move (`conformance_store`) unless `full`; an image is hashed whole each time."""
     if sum(x is not None for x in (prefix, python, image)) != 1:
         raise UserError("check --lock needs exactly one of --prefix, --python and --image",
                         "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)")
     if image is None:
         where = prefix if prefix is not None else python_dists.prefix_of(str(python))
-        return conform(lock_path, where, platform, manifests, progress, meter, allow_foreign=allow_foreign)
+        return conform(lock_path, where, platform, manifests, progress, meter, allow_foreign=allow_foreign,
+                       fingerprints=not full)
     read_manifests(lock_path, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
     return prove_image(lock_path, image, manifests, platform, insecure, image_prefix, progress, meter, allow_foreign)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from hashlib import sha256
 from pathlib import Path
 
-from lockgen.adapters import bytecode_proof, manifest_store, prefix_observer
+from lockgen.adapters import bytecode_proof, conformance_store, manifest_store, prefix_observer
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.manifest_steps import expected_manifests, expected_packages, lock_python
 from lockgen.api.shared_steps import Meter, lock_platform
@@ -39,10 +39,12 @@ def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None
 
 def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None],
             meter: Meter | None = None, final_prefix: str | None = None, allow_foreign: Sequence[str] = (),
-            carried_lock: bool = True) -> Conformance:
+            carried_lock: bool = True, fingerprints: bool = False) -> Conformance:
     """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`).
     `allow_foreign` names files no package states that the caller accepts (a site's CA hook, a venv seed):
-    they are hashed and recorded, and their byte code counts as theirs."""
+    they are hashed and recorded, and their byte code counts as theirs. `fingerprints`: files whose
+    fingerprint is what an earlier check of this environment and lock kept are not read again
+    (`conformance_store`; for an environment that stays, not an image unpacked for one check)."""
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
     if not prefix.is_dir():
@@ -54,8 +56,14 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
     carried = {LOCK_INSIDE: file_digest(lock_path)} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
     wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
-    progress(f"hashing the {len(wanted)} files the packages state in {prefix}")
-    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys())
+    lock_sha256 = file_digest(lock_path)
+    kept = conformance_store.load(prefix, lock_sha256) if fingerprints else {}
+    proofs = dict(kept) if fingerprints else None
+    progress(f"hashing the {len(wanted)} files the packages state in {prefix}"
+             + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
+    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs)
+    if proofs is not None and proofs != kept:
+        conformance_store.save(prefix, lock_sha256, proofs)
     found = {o.path: o.sha256 for o in observed}
     hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
     # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
@@ -67,5 +75,5 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
                      unproven)
     by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
-    return Conformance(file_digest(lock_path), chosen, str(prefix), expected_digest(expected), report,
+    return Conformance(lock_sha256, chosen, str(prefix), expected_digest(expected), report,
                        allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only)

@@ -17,9 +17,11 @@ from lockgen.errors import UserError
 
 
 def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
-                progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False) -> tuple[Path, str]:
+                progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False,
+                verify: bool = False) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
-    conda entries the lock pins by md5 alone)."""
+    conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
+    fingerprint; an existing environment of the lock is then checked with `--full`)."""
     loaded = read_lock(lock_path)
     lock, lock_digest = loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
@@ -31,7 +33,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
         if (final / env_manifest.MANIFEST).is_file():
             manifest, _ = env_manifest.read(final)
             if manifest.get("lock_sha256") == lock_digest:
-                drift = recorded_drift(final, full=False)
+                drift = recorded_drift(final, full=verify)
                 if not drift.clean:
                     changed = (drift.modified + drift.missing + drift.extra + drift.unsafe)[0]
                     raise UserError(f"{final} holds this lock's environment but changed since it was made "
@@ -46,7 +48,8 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
         temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(temp, ignore_errors=True)
         try:
-            digest = build_environment(lock, lock_digest, chosen, temp, final, progress, meter, allow_md5=allow_md5)
+            digest = build_environment(lock, lock_digest, chosen, temp, final, progress, meter, allow_md5=allow_md5,
+                                       verify=verify)
             os.rename(temp, final)
         finally:
             shutil.rmtree(temp, ignore_errors=True)

@@ -2,7 +2,8 @@
 of a lock to work on, where an environment of a lock lives by default, and building one: hash-checked
 packages linked and installed into a temporary folder, patched for its final path, every file proven
 against its package's own manifest (conda: the extracted cache checked against the verified archive's
-paths.json before linking; wheels: the installed files against the wheel's RECORD), and the manifest
+paths.json before linking; wheels: the installed files against the wheel's RECORD, links to store files
+proven before trusted by their fingerprints: `wheel_steps`), and the manifest
 written from those proven hashes, so only what was patched or generated is read again."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest
 from lockgen.adapters import bytecode_proof, prefix_observer, rattler_cache, security_xattrs
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
+from lockgen.api.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.confined import child
@@ -41,14 +43,15 @@ def default_prefix(lock_digest: str, name: str) -> Path:
 
 def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
                       meter: Meter | None = None, venv_interpreter: str | None = None,
-                      held: HeldEnvironment | None = None, allow_md5: bool = False) -> str:
+                      held: HeldEnvironment | None = None, allow_md5: bool = False, verify: bool = False) -> str:
     """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
     with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python).
     With `held` (a base image's environment), only the packages it does not hold (and those it says to link
     again) are built: `temp` gets its other records and those packages, the manifest is of the union. On a
     base that is a Python environment (no conda packages), the team's wheels are installed into a scratch
     venv of the same Python, and only their files are kept: the base has its own interpreter and venv files.
-    `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise)."""
+    `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise). `verify`: every installed
+    wheel file is hashed, none trusted by its store proof."""
     if not lock.packages_for(platform):
         raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build",
                               "re-create it with lockgen resolve (a lock cut short loses its package list)")
@@ -76,9 +79,9 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
         installers.make_venv(temp, venv_interpreter if same_here else python)
     if pip:
-        installers.install_pip(pip, temp / "bin" / "python", progress)
-        known.update(_proven_wheels(lock, platform, pip, temp, meter, expected))
-        progress(f"installed {len(pip)} wheels (hash-checked, every file against its RECORD)")
+        wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
+        expected.extend(wheels)
+        known.update(install_proven(pip, wheels, temp, progress, meter, verify))
     _nothing_unstated(temp, final, expected, lock_python(lock, platform))
     if pip:
         if not conda and held is not None:  # on a base that is a Python environment: the wheels alone
@@ -127,9 +130,10 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
         elif index == len(conda):
             progress(f"fetched {index} conda packages (hash-checked)")
     cache = home.lockgen_home() / "rattler-cache"
-    extracted = rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
-    installers.install_conda(archives, temp, final, platform, cache, installed)
-    rattler_cache.stamp(cache, extracted)
+    with rattler_cache.held(cache):
+        rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
+        installers.install_conda(archives, temp, final, platform, cache, installed)
+        rattler_cache.stamp(cache, list(zip(conda, manifests)))
     conda_meta.record_origins(temp, conda)
     python = lock_python(lock, platform)
     known: dict[str, str] = {}
@@ -138,24 +142,6 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
         expected_out.append(expected)
         known.update({f.path: f.sha256 for f in expected.files if f.sha256 and f.kind == "file"})
     return known
-
-
-def _proven_wheels(lock: Lock, platform: str, pip: list[LockedPackage], temp: Path, meter: Meter | None,
-                   expected_out: list[ExpectedPackage]) -> dict[str, str]:
-    """Every installed wheel file hashed (on every core) and compared with its wheel's RECORD: an installer
-    cache that was changed cannot slip a file into the environment (what each wheel states goes to
-    `expected_out`)."""
-    python = lock_python(lock, platform) or ""
-    expected = [wheel_expected(manifest_of(package, {})[0], python) for package in pip]
-    expected_out.extend(expected)
-    stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
-    observed = prefix_observer.observe(temp, stated.keys(), meter)
-    found = {o.path: o.sha256 for o in observed if o.sha256}
-    wrong = sorted(f"{key}: {path}" for path, (key, digest) in stated.items() if found.get(path) != digest)
-    if wrong:
-        raise LockFormatError(f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0]}",
-                              "the installer's cache was changed: clear it (uv cache clean) and materialize again")
-    return {path: digest for path, (_, digest) in stated.items()}
 
 
 def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], python: str | None) -> None:

@@ -110,10 +110,11 @@ def _verify_proven_image(options: VerifyOptions, rendezvous: kernel.Rendezvous |
 
 
 def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
-    """The environment must be the lock's before the kernel runs in it."""
+    """The environment must be the lock's before the kernel runs in it; one on disk (no `final_prefix`: not
+    an unpacked image) checked before is proven by the fingerprints of its files where they did not move."""
     assert options.lock is not None
     result = conform(options.lock, prefix, None, options.manifests, progress, final_prefix=final_prefix,
-                     allow_foreign=options.allow_foreign)
+                     allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
     if not result.clean:
         lines = result.lines()
         raise UserError(f"{final_prefix or prefix} is not the environment of {options.lock}: {lines[0]}"

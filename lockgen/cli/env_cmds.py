@@ -20,6 +20,8 @@ def materialize(
     as_json: bool = typer.Option(False, "--json", help="Print {prefix, environment_digest, lock} as JSON."),
     allow_md5: bool = typer.Option(False, "--allow-md5", help="Install conda entries the lock pins by md5 alone "
                                    "(refused by default: md5 is no proof of content)."),
+    verify: bool = typer.Option(False, "--verify", help="Hash every installed wheel file against its RECORD, trusting "
+                                "no fingerprint of lockgen's wheel store."),
 ) -> None:
     """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
     from lockgen.api.materialize import materialize as run
@@ -27,7 +29,7 @@ def materialize(
 
     meter = Meter()
     try:
-        path, digest = run(lock, platform, prefix, progress, meter, allow_md5)
+        path, digest = run(lock, platform, prefix, progress, meter, allow_md5, verify)
     finally:
         meter.close()
     progress(f"environment digest sha256:{digest}")
@@ -48,7 +50,8 @@ def check(
     image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --image --lock: where the environment is; "
                                                "it must be the one the image's config runs (CONDA_PREFIX)."),
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
-    full: bool = typer.Option(False, "--full", help="Without --lock: re-hash every file, not only those whose size or mtime changed."),
+    full: bool = typer.Option(False, "--full", help="Re-hash every file, not only those whose fingerprint (size, mtime, "
+                              "ctime, inode) changed since lockgen recorded or last checked it."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (with --lock: the conformance report)."),
     allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that you "
                                             "accept (prefix-relative); hashed and reported. Repeatable."),
@@ -56,7 +59,7 @@ def check(
     """Check an environment: with --lock, against the lock's packages (exit 1 on any difference); else
     against the manifest lockgen recorded."""
     if lock is not None:
-        _check_lock(lock, prefix, python, image, manifests, platform, image_prefix, insecure, as_json, allow_foreign)
+        _check_lock(lock, prefix, python, image, manifests, platform, image_prefix, insecure, as_json, allow_foreign, full)
         return
     if python is not None or manifests is not None:
         fail("--python and --manifests need --lock", "lockgen check --lock L --python PY", 2)
@@ -104,7 +107,7 @@ def _drift_dict(drift: object) -> dict[str, list[str]]:
 
 def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
                 platform: Optional[str], image_prefix: Optional[str], insecure: bool, as_json: bool,
-                allow_foreign: list[str]) -> None:
+                allow_foreign: list[str], full: bool) -> None:
     import json
 
     from lockgen.api.check import check_lock
@@ -113,7 +116,7 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
     meter = Meter()
     try:
         result = check_lock(lock, prefix, python, image, manifests, platform, insecure, image_prefix, progress, meter,
-                            allow_foreign)
+                            allow_foreign, full)
     finally:
         meter.close()
     if as_json:

@@ -1,0 +1,126 @@
+"""Benchmark materialize of a pure-PyPI lock against uv alone: `lockgen materialize` into a fresh prefix
+(a venv, every locked wheel installed by uv from lockgen's store and proven against its RECORD, links to
+files proven before trusted by their fingerprints) against `uv venv` + `uv pip install --no-deps
+--require-hashes` of the same wheels from the same warm cache, alternating, medians and the ratio (target
+<= 1.2); and a re-materialize of the existing store entry (target <= 0.3 s); and the first materialize,
+which proves every file, once.
+
+    python benchmarks/bench_wheels.py --lock L [--runs 5]              (a real lock; its wheels are fetched once)
+    python benchmarks/bench_wheels.py --wheels W --require NAME ...    (wheel files or folders, served on loopback)
+    python benchmarks/bench_wheels.py --smoke                          (the tests' tiny wheels: CI)
+
+E.g. `--wheels /opt/wheels/torch-2.13.0+cpu-….whl --wheels <each dependency's wheel> --require torch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import http.server
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import add_smoke, isolated_env, median, median_pair, report, report_crashes, timed  # noqa: E402
+
+
+def serve_wheels(root: Path, sources: list[Path]) -> str:
+    """A PEP 503 index of these wheel files (a folder: its wheels), linked with their sha256, served on loopback."""
+    import re
+
+    simple = root / "index" / "simple"
+    for source in sources:
+        for wheel in sorted(source.glob("*.whl")) if source.is_dir() else [source]:
+            name = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+            (simple / name).mkdir(parents=True, exist_ok=True)
+            if not (simple / name / wheel.name).exists():
+                (simple / name / wheel.name).symlink_to(wheel.resolve())
+    for project in simple.iterdir():
+        links = "".join(f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
+                        for w in sorted(project.glob("*.whl")))
+        (project / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    from tests.conftest import _QuietHandler
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root / "index")))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/simple"
+
+
+def lock_of(root: Path, index: str, names: list[str], env: dict[str, str]) -> Path:
+    stack = root / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    deps = "\n".join(f'{name} = "*"' for name in names)
+    stack.write_text(f'[stack]\nname = "wheels"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n{deps}\n'
+                     f'[pypi-options]\nindex-url = "{index}"\ntorch-indexes = {{ cpu = "{index}" }}\n[targets.cpu]\narch = "cpu"\n')
+    timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], env, required=True)
+    return stack.parent / "locks" / "cpu.conda-lock.yml"
+
+
+def uv_line(root: Path, lock: Path) -> str:
+    """`uv venv` + `uv pip install --no-deps --require-hashes` of the lock's wheels, from lockgen's uv cache."""
+    from lockgen.adapters.lockfile_yaml import load_lock
+    from lockgen.adapters.uv_resolver import uv_binary
+
+    lines = [f"{p.name} @ {p.url} --hash=sha256:{p.hash.sha256}" for p in load_lock(lock).packages_for("linux-64")]
+    (root / "requirements.txt").write_text("\n".join(lines) + "\n")
+    uv, venv = uv_binary(), root / "uv-env-$RUN"
+    return (f"UV_CACHE_DIR={root / 'home' / 'uv-cache'} UV_LINK_MODE=hardlink {uv} venv -q --python 3.11 "
+            f"{venv} && UV_CACHE_DIR={root / 'home' / 'uv-cache'} UV_LINK_MODE=hardlink {uv} pip install -q --python "
+            f"{venv}/bin/python --no-deps --require-hashes --only-binary :all: --no-config -r {root / 'requirements.txt'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lock", type=Path)
+    parser.add_argument("--wheels", type=Path, action="append", default=[])
+    parser.add_argument("--require", action="append", default=[])
+    parser.add_argument("--runs", type=int, default=5)
+    add_smoke(parser)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = isolated_env(root)
+        if args.lock:
+            lock = args.lock.resolve()
+        elif args.smoke or not args.wheels:
+            from tests.wheel_index import Wheel, build_index
+
+            args.runs = 1
+            folder = build_index(root / "tiny", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",))]) / "files"
+            lock = lock_of(root, serve_wheels(root, [folder]), ["gamma"], env)
+        else:
+            lock = lock_of(root, serve_wheels(root, args.wheels), args.require, env)
+        lockgen = [sys.executable, "-m", "lockgen", "materialize", str(lock), "--prefix"]
+        first = timed(lockgen + [str(root / "first")], env, required=True)
+        size = sum(p.stat().st_size for p in (root / "first").rglob("*") if p.is_file() and not p.is_symlink())
+        files = sum(1 for p in (root / "first").rglob("*") if p.is_file())
+        print(f"{lock.name}: {files} files, {size / 1e9:.2f} GB; first materialize (every file hashed) {first:.2f} s")
+        baseline = uv_line(root, lock)
+        runs = iter(range(2 * args.runs + 1))
+        timed(baseline, {**env, "RUN": "warm"}, shell=True)
+
+        def fresh() -> float | None:  # a new prefix each run, none removed meanwhile (see below)
+            return timed(lockgen + [str(root / f"env-{next(runs)}")], env, required=True)
+
+        report("materialize into a new prefix (from lockgen's store) vs uv venv + uv pip install (warm cache)",
+               *median_pair(args.runs, fresh, lambda: timed(baseline, {**env, "RUN": str(next(runs))}, shell=True)),
+               1.2, args.smoke)
+        shutil.rmtree(root / "first")
+        after = timed(lockgen + [str(root / "after-rm")], env, required=True)
+        print(f"materialize after an environment was removed (the ctime of every linked store file moved: all "
+              f"hashed again): {after:.2f} s")
+        again = median([timed(lockgen + [str(root / "after-rm")], env, required=True) for _ in range(args.runs)])
+        verdict = "smoke size, not judged" if args.smoke else f"target <= 0.3 s: {'within' if again <= 0.3 else 'OVER'}"
+        print(f"re-materialize of the existing environment: {again:.2f} s ({verdict})")
+    report_crashes()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""lockgen's store of wheel files, and the proofs that let materialize trust it without reading it again.
+
+uv installs the locked wheels from its cache by hard links (`UV_LINK_MODE=hardlink`: an installed file is
+the cache's own inode; uv rewrites only RECORD and writes INSTALLER, direct_url.json and the launchers).
+lockgen runs uv with a cache of its own, `$LOCKGEN_HOME/uv-cache`, on the filesystem of its environments
+(so the links can be made) and written only by lockgen's runs of uv. A wheel's files are proven once: the
+first install hashes every installed file against the wheel's RECORD (bound to the sha256 the lock pins);
+each proven file of the cache folder uv linked from is then kept with its fingerprint (device, inode, size,
+mtime_ns, ctime_ns) under `$LOCKGEN_HOME/proven/wheels/<wheel sha256>.json`.
+
+Later installs check those fingerprints before uv runs (`trusted`): a file whose fingerprint is unchanged is
+trusted by its inode after uv linked it, and is not read; any other file, a changed one (an edit, even with
+its mtime put back, moves its ctime), a copy (uv fell back to copying: another filesystem) or a file uv
+wrote, is hashed as before and refused if it no longer matches. Making or removing a hard link moves the
+ctime of every link of an inode, so the fingerprints are recorded again after each install (`prove`), and
+a file whose ctime moved for another reason (an environment removed) is re-hashed once. The check and the
+record happen under one lock, around uv's run; an edit by another program during that run is not seen,
+which is why `materialize --verify` and `check --lock --full` hash every file."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from lockgen.adapters import file_guard
+from lockgen.adapters.atomic_files import write_bytes_atomic
+from lockgen.adapters.home import lockgen_home
+from lockgen.core.confined import child
+
+Trusted = dict[tuple[int, int], tuple[int, int, str]]  # (device, inode) -> (size, mtime_ns, sha256)
+
+
+def cache_dir() -> Path:
+    """uv's cache as lockgen runs it: its wheel store."""
+    return lockgen_home() / "uv-cache"
+
+
+def uv_environment() -> dict[str, str]:
+    """What uv is run with to install from lockgen's store: its cache, and hard links from it."""
+    return {**os.environ, "UV_CACHE_DIR": str(cache_dir()), "UV_LINK_MODE": "hardlink"}
+
+
+def _proofs() -> Path:
+    return lockgen_home() / "proven" / "wheels"
+
+
+def _record_path(wheel_sha256: str) -> Path:
+    return child(_proofs(), f"{wheel_sha256}.json", "a wheel's proof record")
+
+
+def _fingerprint(info: os.stat_result) -> list[int]:
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _read(wheel_sha256: str) -> dict | None:
+    try:
+        record = json.loads(_record_path(wheel_sha256).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """The store held for one install: its fingerprints checked before uv links and recorded after."""
+    _proofs().mkdir(parents=True, exist_ok=True)
+    with file_guard.held(_proofs() / ".lock"):
+        yield
+
+
+def trusted(wheels: Iterable[str]) -> Trusted:
+    """The proven cache files of these wheels (by sha256) whose fingerprint is what was recorded: by their
+    (device, inode), with the size, mtime and sha256 an installed link of them must show."""
+    found: Trusted = {}
+    top = str(cache_dir())
+    for wheel in wheels:
+        record = _read(wheel)
+        if record is None:
+            continue
+        folder = os.path.join(top, record["folder"])
+        for relative, (device, inode, size, mtime, ctime, digest) in record["files"].items():
+            try:
+                now = _fingerprint(os.lstat(os.path.join(folder, relative)))
+            except OSError:
+                continue
+            if now == [device, inode, size, mtime, ctime]:
+                found[(device, inode)] = (size, mtime, digest)
+    return found
+
+
+def _folder_of(dist_info_metadata: os.stat_result, dist_info: str) -> str | None:
+    """The cache folder (`archive-v0/<id>`) uv linked a wheel from: the one whose METADATA is the installed
+    METADATA's inode."""
+    archives = cache_dir() / "archive-v0"
+    try:
+        names = os.listdir(archives)
+    except OSError:
+        return None
+    for name in names:
+        try:
+            info = os.lstat(os.path.join(archives, name, dist_info, "METADATA"))
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == (dist_info_metadata.st_dev, dist_info_metadata.st_ino):
+            return f"archive-v0/{name}"
+    return None
+
+
+def prove(wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_result], digests: Mapping[str, str]) -> None:
+    """Records the cache files behind one wheel's installed files, each of which was just proven to have the
+    sha256 in `digests` (installed path -> sha256; `installed`: their lstat after the install;
+    `dist_info`: the wheel's `.dist-info` folder name). Nothing is recorded where uv copied. Where the
+    wheel's record already names every linked inode, only the fingerprints are renewed (the cache folder is
+    not walked again)."""
+    by_inode = {(info.st_dev, info.st_ino): (info, digests[path]) for path, info in installed.items()
+                if path in digests and info.st_nlink > 1}
+    record = _read(wheel_sha256)
+    recorded = {(f[0], f[1]) for f in record["files"].values()} if record is not None else set()
+    if record is not None and by_inode.keys() <= recorded:
+        files = {relative: [*_fingerprint(by_inode[(f[0], f[1])][0]), by_inode[(f[0], f[1])][1]]
+                 for relative, f in record["files"].items() if (f[0], f[1]) in by_inode}
+        folder = record["folder"]
+    else:
+        metadata = next((info for path, info in installed.items() if path.endswith(f"{dist_info}/METADATA")), None)
+        folder = _folder_of(metadata, dist_info) if metadata is not None and metadata.st_nlink > 1 else None
+        files = _linked_files(folder, by_inode) if folder is not None else {}
+    if not files:
+        _record_path(wheel_sha256).unlink(missing_ok=True)
+        return
+    text = json.dumps({"wheel": wheel_sha256, "folder": folder, "files": files}, sort_keys=True)
+    write_bytes_atomic(_record_path(wheel_sha256), text.encode())
+
+
+def _linked_files(folder: str, by_inode: Mapping[tuple[int, int], tuple[os.stat_result, str]]) -> dict[str, list]:
+    """The files of a cache folder that are the inodes of proven installed files, with their fingerprints."""
+    files = {}
+    top = os.path.join(str(cache_dir()), folder)
+    for root, _, names in os.walk(top):
+        base = root[len(top) + 1:]
+        for name in names:
+            info = os.lstat(f"{root}/{name}")
+            linked = by_inode.get((info.st_dev, info.st_ino))
+            if linked is not None and _fingerprint(info) == _fingerprint(linked[0]):
+                files[f"{base}/{name}" if base else name] = [*_fingerprint(info), linked[1]]
+    return files
+
+
+def forget(wheel_sha256: str) -> None:
+    """Drops the proof of a wheel whose installed files did not match (its cache folder was changed)."""
+    _record_path(wheel_sha256).unlink(missing_ok=True)

@@ -1,0 +1,79 @@
+"""A step below the use cases (materialize, export): the locked wheels installed by uv from lockgen's wheel
+store and every installed file proven against its wheel's RECORD (bound to the sha256 the lock pins).
+
+A file is read only when it is not a link to a store file proven before with its fingerprint unchanged
+(`wheel_store`): hash once, then trust fingerprints; `verify` hashes every file. What was hashed and
+matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
+dropped."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from lockgen.adapters import installers, parallel, wheel_store
+from lockgen.core.conformance import ExpectedPackage
+from lockgen.errors import LockFormatError
+from lockgen.model.lock import LockedPackage
+
+Meter = Callable[[str, int, int], None]
+
+
+def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], prefix: Path, progress: Callable[[str], None],
+                   meter: Meter | None = None, verify: bool = False) -> dict[str, str]:
+    """Installs the wheels `pip` (whose RECORDs `expected` places, in the same order) into the venv at `prefix`
+    and returns the proven sha256 of every file they state (prefix-relative path -> sha256)."""
+    with wheel_store.held():
+        trusted = {} if verify else wheel_store.trusted(p.hash.sha256 for p in pip)
+        installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment())
+        stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
+        infos = _lstat_all(prefix, stated)
+        known, unread = _split(infos, trusted)
+        hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread],
+                                     (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None)
+        found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
+        wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
+        if wrong:
+            for package, placed in zip(pip, expected):
+                if any(key == placed.key for key, _ in wrong):
+                    wheel_store.forget(package.hash.sha256)
+            raise LockFormatError(f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0][0]}: "
+                                  f"{wrong[0][1]}", f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir "
+                                  f"{wheel_store.cache_dir()}) and materialize again")
+        for package, placed in zip(pip, expected):
+            if placed.dist_info is not None:
+                mine = {f.path for f in placed.files if f.sha256}
+                wheel_store.prove(package.hash.sha256, posixpath.basename(placed.dist_info),
+                                  {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
+    progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, "
+             f"{len(known)} proven before and unchanged)")
+    return {path: digest for path, (_, digest) in stated.items()}
+
+
+def _lstat_all(prefix: Path, stated: dict[str, tuple[str, str]]) -> dict[str, os.stat_result]:
+    """The lstat of each stated file that is there as a regular file (a missing one is refused by the caller)."""
+    top = str(prefix)
+    infos = {}
+    for relative in stated:
+        try:
+            info = os.lstat(os.path.join(top, relative))
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            infos[relative] = info
+    return infos
+
+
+def _split(infos: dict[str, os.stat_result], trusted: wheel_store.Trusted) -> tuple[dict[str, str], list[str]]:
+    """(files that are links to an unchanged proven store file -> their proven sha256, the files to read)."""
+    known, unread = {}, []
+    for relative, info in infos.items():
+        proof = trusted.get((info.st_dev, info.st_ino))
+        if proof is not None and proof[:2] == (info.st_size, info.st_mtime_ns):
+            known[relative] = proof[2]
+        else:
+            unread.append(relative)
+    return known, unread

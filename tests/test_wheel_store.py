@@ -1,0 +1,72 @@
+"""Hash once, then trust fingerprints, for wheels: a second materialize of the same wheels reads none of the
+files uv links from lockgen's store (each proven against its RECORD the first time, its fingerprint
+unchanged), `--verify` reads them all, and a store file changed in place, even with its size and mtime put
+back (its ctime moves), is hashed again and refused."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters import parallel
+from lockgen.api import resolve as api
+from lockgen.api.materialize import materialize
+from lockgen.errors import LockFormatError
+from tests.test_pypi_offline import index_url, served, stack  # noqa: F401 (fixtures)
+
+
+@pytest.fixture
+def lock(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    path = stack(tmp_path, index_url, 'gamma = "*"')
+    path.write_text(path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]'))
+    api.resolve(path)
+    return tmp_path / "locks" / "cpu.conda-lock.yml"
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths materialize reads to hash (every call of the parallel hasher)."""
+    seen: list[str] = []
+    real = parallel.hash_files
+
+    def spy(files, progress=None):
+        seen.extend(path for path, _ in files)
+        return real(files, progress)
+
+    monkeypatch.setattr(parallel, "hash_files", spy)
+    return seen
+
+
+def test_a_second_materialize_reads_no_proven_file(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
+    first, digest = materialize(lock, None, tmp_path / "one", lambda _: None)
+    wheel_files = [p for p in hashed if "/site-packages/" in p]
+    assert any(p.endswith("alpha/__init__.py") for p in wheel_files)
+    hashed.clear()
+    second, again = materialize(lock, None, tmp_path / "two", lambda _: None)
+    assert again == digest
+    assert [p for p in hashed if "/site-packages/" in p] == []  # proven links: stat only
+    assert (second / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino == \
+        (first / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino
+    materialize(lock, None, tmp_path / "three", lambda _: None, verify=True)
+    assert len([p for p in hashed if "/site-packages/" in p]) == len(wheel_files)  # --verify trusts nothing
+
+
+def test_a_store_file_changed_in_place_is_hashed_and_refused(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    stored = next((tmp_path / "home" / "uv-cache" / "archive-v0").glob("*/alpha/__init__.py"))
+    before = stored.stat()
+    data = stored.read_bytes()
+    stored.write_bytes(data.replace(b"1.0", b"6.6") if b"1.0" in data else data[:-1] + b"#")
+    os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))  # size and mtime as they were: only ctime moved
+    assert (stored.stat().st_size, stored.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    hashed.clear()
+    with pytest.raises(LockFormatError) as refused:
+        materialize(lock, None, tmp_path / "two", lambda _: None)
+    assert "differ from their wheel's RECORD" in refused.value.message and "alpha/__init__.py" in refused.value.message
+    assert any(p.endswith("alpha/__init__.py") for p in hashed)
+    assert not (tmp_path / "two").exists()
+    with pytest.raises(LockFormatError):  # its proof was dropped: refused again, never trusted
+        materialize(lock, None, tmp_path / "two", lambda _: None)
