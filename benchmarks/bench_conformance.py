@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import add_smoke, bulk_stack, isolated_env, median, median_pair, report, report_crashes, timed  # noqa: E402
+from benchmarks.harness import add_smoke, bulk_stack, isolated_env, median, median_pair, report, report_crashes, timed
 
 
 def measure(lock: str, prefix: str, extra: list[str], env: dict[str, str], runs: int, smoke: bool) -> None:

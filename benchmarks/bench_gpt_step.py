@@ -26,8 +26,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import add_smoke  # noqa: E402
-from verify.train import FULL, SMALL, Block, Gpt, GptConfig, StepClock, batch_of, flops_per_token  # noqa: E402
+from benchmarks.harness import add_smoke
+from verify.train import FULL, SMALL, Block, Gpt, GptConfig, StepClock, batch_of, flops_per_token
 
 
 class OldBlock(Block):

@@ -18,7 +18,6 @@ import argparse
 import functools
 import hashlib
 import http.server
-import os
 import shutil
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import add_smoke, isolated_env, median, median_pair, report, report_crashes, timed  # noqa: E402
+from benchmarks.harness import add_smoke, isolated_env, median, median_pair, report, report_crashes, timed
 
 
 def serve_wheels(root: Path, sources: list[Path]) -> str:

@@ -22,12 +22,21 @@ from lockgen.model.lock import LockedPackage
 Meter = Callable[[str, int, int], None]
 
 
+def _sha256_of(package: LockedPackage) -> str:
+    """The sha256 a wheel is installed by (uv's --require-hashes takes no md5)."""
+    if package.hash.sha256 is None:
+        raise LockFormatError(f"pip entry `{package.name}` {package.version} is pinned by md5 alone",
+                              "re-create the lock so every wheel pins a sha256 (PyPI publishes one for every file)")
+    return package.hash.sha256
+
+
 def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], prefix: Path, progress: Callable[[str], None],
                    meter: Meter | None = None, verify: bool = False) -> dict[str, str]:
     """Installs the wheels `pip` (whose RECORDs `expected` places, in the same order) into the venv at `prefix`
     and returns the proven sha256 of every file they state (prefix-relative path -> sha256)."""
+    pins = [_sha256_of(package) for package in pip]
     with wheel_store.held():
-        trusted = {} if verify else wheel_store.trusted(p.hash.sha256 for p in pip)
+        trusted = {} if verify else wheel_store.trusted(pins)
         installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment())
         stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
         infos = _lstat_all(prefix, stated)
@@ -37,16 +46,16 @@ def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], pr
         found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
         wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
         if wrong:
-            for package, placed in zip(pip, expected):
+            for pin, placed in zip(pins, expected):
                 if any(key == placed.key for key, _ in wrong):
-                    wheel_store.forget(package.hash.sha256)
+                    wheel_store.forget(pin)
             raise LockFormatError(f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0][0]}: "
                                   f"{wrong[0][1]}", f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir "
                                   f"{wheel_store.cache_dir()}) and materialize again")
-        for package, placed in zip(pip, expected):
+        for pin, placed in zip(pins, expected):
             if placed.dist_info is not None:
                 mine = {f.path for f in placed.files if f.sha256}
-                wheel_store.prove(package.hash.sha256, posixpath.basename(placed.dist_info),
+                wheel_store.prove(pin, posixpath.basename(placed.dist_info),
                                   {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
     progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, "
              f"{len(known)} proven before and unchanged)")
