@@ -156,14 +156,15 @@ def loopback_registry(folder: Path) -> Iterator[str]:
     with log_path.open("w") as log:
         process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
     try:
-        for _ in range(100):
+        found = None
+        for _ in range(600):  # 30 s at most: 5 s was too little on two cores busy with another suite
             found = re.search(r"listening on 127\.0\.0\.1:(\d+)", log_path.read_text())
-            if found:
-                yield f"127.0.0.1:{found.group(1)}"
+            if found or process.poll() is not None:
                 break
             time.sleep(0.05)
-        else:
+        if not found:
             pytest.fail("the registry did not start: " + log_path.read_text()[-500:])
+        yield f"127.0.0.1:{found.group(1)}"
     finally:
         process.terminate()
         process.wait(timeout=10)

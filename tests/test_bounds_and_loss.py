@@ -460,5 +460,6 @@ def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp
     endless = tmp_path / "endless.conda-lock.yml"
     endless.write_text(text.replace(found[1], zero.as_uri()))
     result = run_cli("materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"),
-                                                      "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000"})
+                                                      "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000",
+                                                      "LOCKGEN_FILE_ROOTS": f"{tmp_path}:/dev"})  # /dev/zero: named
     assert "larger than 3000000 bytes" in _one_error(result)
