@@ -18,7 +18,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,39 +51,43 @@ def _cache_tag_of(python: str) -> str | None:
 @lru_cache(maxsize=None)
 def interpreter_for(tag: str) -> str | None:
     """A Python of this host whose byte code has cache tag `tag` (`cpython-312`), or None."""
+    if sys.implementation.cache_tag == tag:  # the running Python: nothing to start
+        return sys.executable
     minor = tag.removeprefix("cpython-3")
-    candidates = [sys.executable, shutil.which(f"python3.{minor}"), f"/usr/bin/python3.{minor}"]
-    try:
-        found = run_tool([uv_binary(), "python", "find", "--no-project", "--no-python-downloads", f"3.{minor}"],
-                         "finding a Python", timeout_s=30, check=False)
-        candidates.append(found.stdout.strip() or None)
-    except LockgenError:
-        pass
-    for candidate in candidates:
+    for candidate in (shutil.which(f"python3.{minor}"), f"/usr/bin/python3.{minor}"):
         if candidate and os.path.isfile(candidate) and _cache_tag_of(candidate) == tag:
             return candidate
-    return None
+    try:  # last: one uv manages (asking uv starts a process)
+        found = run_tool([uv_binary(), "python", "find", "--no-project", "--no-python-downloads", f"3.{minor}"],
+                         "finding a Python", timeout_s=30, check=False).stdout.strip()
+    except LockgenError:
+        return None
+    return found if found and os.path.isfile(found) and _cache_tag_of(found) == tag else None
 
 
 def _marker(tag: str, pyc_sha: str, source_sha: str) -> Path:
     return _store() / f"{tag}-{pyc_sha}-{source_sha}"
 
 
-def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[[str], None] = lambda _: None) -> dict[str, str]:
+def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[[str], None] = lambda _: None,
+             known: Mapping[str, str] | None = None) -> dict[str, str]:
     """Of `(pyc, source)` pairs (prefix-relative; the source already proven), the byte code files that are not
-    their source's, each with the reason."""
+    their source's, each with the reason. `known`: sha256 of files as they are now (what conformance just
+    hashed or trusted by fingerprint), not hashed again."""
     if not pairs:
         return {}
     tagged = [(pyc, source, _TAG.search(pyc)) for pyc, source in pairs]
     problems = {pyc: "byte code of a Python lockgen cannot prove (only CPython 3 .pyc files are)"
                 for pyc, _, found in tagged if found is None}
-    wanted = {str(prefix / p) for pyc, source, found in tagged if found for p in (pyc, source)}
-    digests = hash_files([(path, os.lstat(path).st_size) for path in sorted(wanted)])
+    known = known or {}
+    wanted = sorted({p for pyc, source, found in tagged if found for p in (pyc, source) if p not in known})
+    hashed = hash_files([(str(prefix / p), os.lstat(prefix / p).st_size) for p in wanted])
+    digests = {**known, **{p: hashed[str(prefix / p)] for p in wanted}}
     pending: dict[str, list[tuple[str, str, int, Path]]] = {}
     for pyc, source, found in tagged:
         if found is None:
             continue
-        marker = _marker(found["tag"], digests[str(prefix / pyc)], digests[str(prefix / source)])
+        marker = _marker(found["tag"], digests[pyc], digests[source])
         if not marker.exists():
             pending.setdefault(found["tag"], []).append((pyc, source, int(found["opt"] or 0), marker))
     for tag, items in sorted(pending.items()):

@@ -71,7 +71,8 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
     hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
     python = lock_python(lock, chosen)
-    unproven = bytecode_proof.unproven(prefix, pyc_pairs(expected, observed), progress)
+    unproven = bytecode_proof.unproven(prefix, pyc_pairs(expected, observed), progress,
+                                       {o.path: o.sha256 for o in observed if o.sha256})  # the sources: just hashed
     report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
                      unproven)
     by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)

@@ -98,15 +98,19 @@ def _verify_proven_image(options: VerifyOptions, rendezvous: kernel.Rendezvous |
     with image_source.opened(options.image, progress, options.insecure) as opened:
         proven = prove_opened(options.lock, opened, options.image, options.manifests, None, None, progress, None,
                               options.allow_foreign)
-        if not proven.clean:
-            lines = proven.lines()
-            raise UserError(f"{options.image} is not the image of {options.lock}: {lines[0]}"
-                            + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""),
-                            f"see lockgen check --image {options.image} --lock {options.lock}; certify only an image that conforms")
+        _require_clean(proven, f"{options.image} is not the image of {options.lock}",
+                       f"see lockgen check --image {options.image} --lock {options.lock}; certify only an image that conforms")
         progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside "
                  "its environment")
         image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))
         return _verify(options, str(image.prefix / "bin" / "python"), image, proven, rendezvous, progress)
+
+
+def _require_clean(result: Conformance, what: str, hint: str) -> None:
+    """Refuses to run the kernel where the conformance found anything: `what`, the first finding and how many more."""
+    if not result.clean:
+        lines = result.lines()
+        raise UserError(f"{what}: {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""), hint)
 
 
 def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
@@ -115,11 +119,8 @@ def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None,
     assert options.lock is not None
     result = conform(options.lock, prefix, None, options.manifests, progress, final_prefix=final_prefix,
                      allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
-    if not result.clean:
-        lines = result.lines()
-        raise UserError(f"{final_prefix or prefix} is not the environment of {options.lock}: {lines[0]}"
-                        + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""),
-                        f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
+    _require_clean(result, f"{final_prefix or prefix} is not the environment of {options.lock}",
+                   f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
     progress(f"conforms to {options.lock}: {result.report.counts['ok']} packages, every file accounted for")
     return result
 

@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import TARGET_NAME
+from lockgen.core.package_identity import same_version
 from lockgen.core.wheel_files import shown
 from lockgen.core.wheel_names import parse_wheel_filename
 from lockgen.errors import LockFormatError, UserError
@@ -169,10 +170,6 @@ def _wheel_file(package: LockedPackage, file_name: str) -> str | None:
         wheel = parse_wheel_filename(file_name)
     except UserError:
         return f"url names `{shown(file_name)}`, which is no wheel (lockgen installs wheels only)"
-    try:
-        same_version = Version(wheel.version) == Version(package.version)
-    except InvalidVersion:
-        same_version = False
-    if normalize(wheel.name) != normalize(package.name) or not same_version:
+    if normalize(wheel.name) != normalize(package.name) or not same_version(wheel.version, package.version):
         return f"url names the wheel {shown(file_name)}, not one of {package.name} {package.version}"
     return None

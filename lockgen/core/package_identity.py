@@ -20,7 +20,8 @@ from lockgen.model.names import normalize
 _HINT = "the lock pins a file that is another package: re-create the lock with lockgen resolve, check its source"
 
 
-def _same_version(a: str, b: str) -> bool:
+def same_version(a: str, b: str) -> bool:
+    """PEP 440 equality (`1.0` is `1.0.0`); versions that are no PEP 440 compare as written, case folded."""
     try:
         return Version(a) == Version(b)
     except InvalidVersion:
@@ -47,11 +48,11 @@ def require_wheel_metadata(package_name: str, package_version: str, dist_info: s
     """Refuses a wheel whose dist-info folder or METADATA names another project or version than the entry."""
     stated = f"{package_name} {package_version}"
     stem_name, _, stem_version = dist_info.removesuffix(".dist-info").partition("-")
-    if normalize(stem_name) != normalize(package_name) or not _same_version(stem_version, package_version):
+    if normalize(stem_name) != normalize(package_name) or not same_version(stem_version, package_version):
         raise _mismatch("pip", stated, "dist-info folder", dist_info)
     headers = HeaderParser().parsestr(metadata, headersonly=True)
     name, version = headers.get("Name", ""), headers.get("Version", "")
-    if normalize(str(name)) != normalize(package_name) or not _same_version(str(version), package_version):
+    if normalize(str(name)) != normalize(package_name) or not same_version(str(version), package_version):
         raise _mismatch("pip", stated, "METADATA", f"{name} {version}")
 
 
@@ -60,7 +61,7 @@ def require_manifest_of(package: LockedPackage, manifest_name: str, manifest_ver
     if package.manager == "conda":
         same = manifest_name == package.name and manifest_version == package.version
     else:
-        same = normalize(manifest_name) == normalize(package.name) and _same_version(manifest_version, package.version)
+        same = normalize(manifest_name) == normalize(package.name) and same_version(manifest_version, package.version)
     if not same:
         raise _mismatch(package.manager, f"{package.name} {package.version}", "manifest (read from the file itself)",
                         f"{manifest_name} {manifest_version}")
