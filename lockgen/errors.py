@@ -88,3 +88,13 @@ class KernelError(HostError):
     `rendezvous_timed_out` says torchrun gave up waiting for the other nodes."""
 
     rendezvous_timed_out = False
+
+
+class CommandError(UserError):
+    """The command `lockgen run` was given could not be started in the environment: `exit_code` is 127 when
+    it is not found and 126 when it cannot run, the codes a shell gives, so a script tells them from the
+    command's own failures."""
+
+    def __init__(self, message: str, hint: str, exit_code: int) -> None:
+        super().__init__(message, hint)
+        self.exit_code = exit_code
