@@ -39,13 +39,14 @@ def activate_scripts(prefix: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.sh") if p.is_file()) if folder.is_dir() else []
 
 
-def sourced_environment(prefix: Path, environment: Mapping[str, str]) -> dict[str, str]:
-    """The variables bash has after sourcing the environment's activate.d scripts with `environment` set."""
+def sourced_environment(prefix: Path, environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """The variables bash has after sourcing the environment's activate.d scripts with `environment` set, and
+    what the scripts printed (for stderr: stdout is the command's, or `activate`'s exports)."""
     bash = find_tool("bash", "install bash: a conda environment's activate.d scripts are bash")
     done = run_tool([bash, "--noprofile", "--norc", "-c", _SOURCE, "lockgen-activate", str(prefix), sys.executable],
                     f"sourcing the activate.d scripts of {prefix}", "fix or remove the failing script under "
                     f"{prefix / ACTIVATE_D}", timeout_s=120, env=environment)
-    return dict(json.loads(done.stdout))
+    return dict(json.loads(done.stdout)), done.stderr
 
 
 def exec_command(argv: list[str], environment: Mapping[str, str]) -> NoReturn:

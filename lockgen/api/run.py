@@ -25,6 +25,7 @@ from lockgen.core import activation as rules
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.node_match import TargetFit, choose, fit, node_summary
 from lockgen.core.stack_layout import lock_path, target_of_lock
+from lockgen.core.wheel_files import shown
 from lockgen.errors import UserError
 from lockgen.model.node import NodeFacts
 from lockgen.model.spec import StackSpec
@@ -69,20 +70,30 @@ def _detect(path: Path, spec: StackSpec, node: NodeFacts) -> Detection:
     return Detection(path, node, choose(list(fits), node, str(path)), fits)
 
 
-def activation(source: Path | None, target: str | None, platform: str | None, prefix: Path | None,
-               progress: Callable[[str], None], meter: Meter | None = None) -> Activation:
-    """The environment of `source` (a lock, or a stack whose `target` or detected target's lock is used),
+@dataclass(frozen=True)
+class Wanted:
+    """Which environment a command asks for: a lock or stack (`source`), the stack's `target`, the lock's
+    `platform`, and where it is or goes (`prefix`; alone: an existing environment)."""
+
+    source: Path | None = None
+    target: str | None = None
+    platform: str | None = None
+    prefix: Path | None = None
+
+
+def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None = None) -> Activation:
+    """The environment `wanted` names (a lock, or a stack whose `target` or detected target's lock is used),
     materialized if it is not yet; with no source, the existing environment at `prefix`."""
     lock: Path | None = None
-    if source is None and prefix is not None:
-        if target is not None or platform is not None:
+    if wanted.source is None and wanted.prefix is not None:
+        if wanted.target is not None or wanted.platform is not None:
             raise UserError("--target and --platform choose a lock's environment, and none is given",
                             "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
-        where, name = prefix.absolute(), prefix.absolute().name
+        where, name = wanted.prefix.absolute(), wanted.prefix.absolute().name
     else:
-        lock = _lock_of(source, target, progress)
+        lock = _lock_of(wanted.source, wanted.target, progress)
         loaded = read_lock(lock)
-        where, _ = materialized(loaded, lock, platform, prefix, progress, meter)
+        where, _ = materialized(loaded, lock, wanted.platform, wanted.prefix, progress, meter)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
     kind = env_process.environment_kind(where)
     if kind is None:
@@ -91,32 +102,36 @@ def activation(source: Path | None, target: str | None, platform: str | None, pr
     calling = dict(os.environ)
     environment = rules.activated(kind, PurePosixPath(where), name, calling)
     if kind == "conda" and env_process.activate_scripts(where):
-        environment = rules.sourced(environment, env_process.sourced_environment(where, environment))
+        after, said = env_process.sourced_environment(where, environment)
+        for line in said.splitlines():
+            progress(line)
+        environment = rules.sourced(environment, after)
     return Activation(where, kind, rules.prompt_name(name), lock, environment, rules.changes(calling, environment))
 
 
-def run(active: Activation, command: Sequence[str]) -> NoReturn:
+def run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None], meter: Meter | None = None) -> NoReturn:
     """Replaces lockgen with `command` in the environment (its exit status and signals are the command's)."""
-    env_process.exec_command(list(command), active.environment)
+    env_process.exec_command(list(command), activation(wanted, progress, meter).environment)
 
 
-def shell(active: Activation) -> NoReturn:
+def shell(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None = None) -> NoReturn:
     """Replaces lockgen with `$SHELL` (else bash) in the environment, its prompt marked `(lockgen:NAME)`."""
     program = os.environ.get("SHELL") or find_tool("bash", "install bash, or set SHELL to your shell")
     kind = rules.shell_kind(program)
+    active = activation(wanted, progress, meter)
     environment = dict(active.environment)
     if kind is not None:  # the activation again after the user's rc files (lockgen/data/shell/)
         environment["LOCKGEN_ACTIVATE"] = rules.exports(active.changes, kind)
     env_process.exec_shell(program, kind, environment, f"lockgen:{active.name}")
 
 
-def exports(active: Activation, shell_name: str | None) -> str:
+def exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None], meter: Meter | None = None) -> str:
     """The activation as lines for `eval` in `shell_name` (default: `$SHELL`'s kind, else bash)."""
     kind = rules.shell_kind(shell_name) if shell_name else rules.shell_kind(os.environ.get("SHELL", "")) or "bash"
     if kind is None:
-        raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shell_name}`",
+        raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`",
                         "pass --shell bash, zsh or fish")
-    return rules.exports(active.changes, kind)
+    return rules.exports(activation(wanted, progress, meter).changes, kind)
 
 
 def _stack_path(stack: Path | None) -> Path:

@@ -30,13 +30,13 @@ class AfterDoubleDash(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _activation(source: Optional[Path], target: Optional[str], platform: Optional[str], prefix: Optional[Path]) -> Any:
-    from lockgen.api.run import activation
+def _within(replace: Any, *args: Any) -> Any:
+    """Calls the use case `replace` with a progress meter (the environment may be materialized first)."""
     from lockgen.cli.ui import Meter
 
     meter = Meter()
     try:
-        return activation(source, target, platform, prefix, progress, meter)
+        return replace(*args, progress, meter)
     finally:
         meter.close()
 
@@ -54,9 +54,9 @@ def run(
     command: list[str] = ctx.meta.get(COMMAND) or []
     if not command:
         fail("name the command to run after --", "lockgen run LOCK -- python -c 'print(1)'", 2)
-    from lockgen.api.run import run as replace_with
+    from lockgen.api.run import Wanted, run as replace_with
 
-    replace_with(_activation(source, target, platform, prefix), command)
+    _within(replace_with, Wanted(source, target, platform, prefix), command)
 
 
 @handles_errors
@@ -67,9 +67,9 @@ def shell(
     prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
 ) -> None:
     """Open $SHELL (else bash) in the environment, its prompt marked (lockgen:NAME); its exit status is lockgen's."""
-    from lockgen.api.run import shell as replace_with
+    from lockgen.api.run import Wanted, shell as replace_with
 
-    replace_with(_activation(source, target, platform, prefix))
+    _within(replace_with, Wanted(source, target, platform, prefix))
 
 
 @handles_errors
@@ -82,10 +82,9 @@ def activate(
 ) -> None:
     """Print the environment's activation for eval: eval "$(lockgen activate LOCK)" (fish: lockgen activate LOCK
     --shell fish | source); nothing else goes to stdout."""
-    from lockgen.api.run import exports
+    from lockgen.api.run import Wanted, exports
 
-    active = _activation(source, target, platform, prefix)
-    print(exports(active, shell_name), end="")
+    print(_within(exports, Wanted(source, target, platform, prefix), shell_name), end="")
 
 
 @handles_errors
@@ -104,6 +103,6 @@ def detect(
         print_json(found.as_dict())
         return
     for each in found.fits:
-        verdict = "chosen" if each.target == found.chosen.target else ("matches too" if each.fits else "differs")
+        verdict = "chosen" if each.target == found.chosen.target else ("matches, a closer one is chosen" if each.fits else "differs")
         progress(f"{each.target}: {verdict}: {'; '.join(each.reasons)}")
     print(found.chosen.target)
