@@ -199,7 +199,7 @@ def test_a_stack_runs_the_lock_of_the_target_this_node_matches(conda_stack: Path
     env = _env(tmp_path, LOCKGEN_NODE_FACTS=str(node))
     ran = run_cli("run", str(conda_stack.parent), "--", "sh", "-c", "echo $CONDA_PREFIX", env=env)
     assert ran.returncode == 0 and ran.stdout == f"{_store_prefix(tmp_path)}\n", ran.stderr
-    assert "is target cpu" in ran.stderr and "the stack has no GPU target" in ran.stderr
+    assert "is target cpu" in ran.stderr and "the stack has no GPU target; unused: 1 GPU" in ran.stderr
     here = run_cli("activate", env=env, cwd=conda_stack.parent)  # ./stack.toml by default
     assert here.returncode == 0 and f"export CONDA_PREFIX={_store_prefix(tmp_path)}\n" in here.stdout
     unknown = run_cli("run", str(conda_stack), "--target", "h100", "--", "true", env=env)

@@ -61,12 +61,16 @@ def fit(target: Target, platforms: tuple[str, ...], node: NodeFacts, stack_has_g
     elif not node.gpus:
         matched.append("cpu target, and the node has no GPU")
     elif not stack_has_gpu:
-        matched.append(f"cpu target (the stack has no GPU target; the node's {len(node.gpus)} GPUs go unused)")
+        matched.append(f"cpu target (the stack has no GPU target; unused: {_gpus(node)})")
     else:
-        differs.append(f"cpu target, and the node has {len(node.gpus)} GPUs the stack has GPU targets for "
+        differs.append(f"cpu target, and the node has {_gpus(node)} the stack has GPU targets for "
                        "(--target chooses it)")
     rank = (target.is_gpu, as_tuple(target.driver or "0"), as_tuple(target.glibc))
     return TargetFit(target.name, not differs, tuple(differs or matched), rank)
+
+
+def _gpus(node: NodeFacts) -> str:
+    return f"{len(node.gpus)} GPU" + "s" * (len(node.gpus) != 1)
 
 
 def _gpu_fit(target: Target, node: NodeFacts, matched: list[str], differs: list[str]) -> None:
@@ -75,7 +79,7 @@ def _gpu_fit(target: Target, node: NodeFacts, matched: list[str], differs: list[
         differs.append(f"arch: the node has no GPU, the target is {target.arch}")
     elif archs == [target.arch]:
         capability = node.gpus[0].compute_capability
-        matched.append(f"arch {target.arch} (compute capability {capability}, {len(node.gpus)} GPUs)")
+        matched.append(f"arch {target.arch} (compute capability {capability}, {_gpus(node)})")
     else:
         differs.append(f"arch: the node's GPUs are {'/'.join(archs)}, the target is {target.arch}")
     if node.driver is not None and target.driver is not None and as_tuple(node.driver) >= as_tuple(target.driver):
