@@ -177,6 +177,8 @@ def test_a_command_that_cannot_start_is_127_or_126(conda_stack: Path, tmp_path: 
     assert missing.returncode == 127 and "error: `no-such-program-here` is not a program" in missing.stderr
     folder = run_cli("run", _lock(conda_stack), "--", str(tmp_path), env=_env(tmp_path))
     assert folder.returncode == 126 and "cannot be run" in folder.stderr and "Traceback" not in folder.stderr
+    empty = run_cli("run", _lock(conda_stack), "--", "", env=_env(tmp_path))
+    assert empty.returncode == 127 and "cannot name a program" in empty.stderr and "Traceback" not in empty.stderr
     bare = run_cli("run", _lock(conda_stack), env=_env(tmp_path))
     assert bare.returncode == 2 and "after --" in bare.stderr
 

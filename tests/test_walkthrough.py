@@ -29,11 +29,15 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     shutil.copytree(REPO / "envs" / "examples" / "quickstart", example)
     lockgen = f"{sys.executable} -m lockgen"
     env = {**os.environ, "NO_COLOR": "1"}
+    said: dict[str, subprocess.CompletedProcess[str]] = {}
     for command in commands:
         line = (command.replace("envs/examples/quickstart", str(example)).replace("/tmp/qs", str(tmp_path / "qs"))
                 .replace("lockgen ", f"{lockgen} ", 1))
         done = subprocess.run(line, shell=True, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
         assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+        said[command.split()[1]] = done
+    assert said["run"].stdout == "2.4.6\n" and said["detect"].stdout == "cpu\n"
+    _the_digests_are_as_the_text_says(said, example, tmp_path, env)
     # the committed locks were fresh: resolving again changed no byte of them
     for lock in (REPO / "envs" / "examples" / "quickstart" / "locks").iterdir():
         assert (example / "locks" / lock.name).read_bytes() == lock.read_bytes(), lock.name
@@ -48,3 +52,29 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
                  ["check", "--lock", str(again), "--prefix", str(prefix)]):
         done = subprocess.run(lockgen_cmd + step, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
         assert done.returncode == 0, f"{step}\n{done.stderr[-2000:]}"
+
+
+def _the_digests_are_as_the_text_says(said: dict[str, subprocess.CompletedProcess[str]], example: Path, tmp_path: Path,
+                                      env: dict[str, str]) -> None:
+    """The text after the block: each lock's sha256 as quoted, the store's environment named by it, the
+    environment digest the same in two prefixes and another in the image, the image digest reproduced."""
+    import hashlib
+    import json
+    import re
+
+    text = (REPO / "README.md").read_text().split("<!-- /walkthrough -->", 1)[1]
+    for name in ("cpu", "cpu-el7"):
+        digest = hashlib.sha256((example / "locks" / f"{name}.conda-lock.yml").read_bytes()).hexdigest()
+        assert f"`{digest[:12]}…`" in text, name
+    cpu = hashlib.sha256((example / "locks" / "cpu.conda-lock.yml").read_bytes()).hexdigest()
+    assert f"~/.lockgen/envs/{cpu[:16]}-cpu-linux-64" in text
+    lockgen = [sys.executable, "-m", "lockgen"]
+    stored = json.loads(subprocess.run(lockgen + ["envs", "--json"], capture_output=True, text=True, env=env).stdout)
+    (store,) = [e for e in stored if e["lock_sha256"] == cpu and Path(e["prefix"]).name == f"{cpu[:16]}-cpu-linux-64"]
+    environment = re.compile(r"environment digest sha256:([0-9a-f]{64})")
+    (in_prefix,) = environment.findall(said["materialize"].stderr)
+    (in_image,) = environment.findall(said["export"].stderr)
+    assert store["environment_digest"] == in_prefix != in_image
+    again = subprocess.run(lockgen + ["export", str(example / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "again")],
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert again.stdout == said["export"].stdout and again.stdout.startswith("sha256:"), again.stderr

@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from lockgen.adapters.tool_runner import find_tool, run_tool
 from lockgen.core.activation import Kind, Shell
+from lockgen.core.wheel_files import shown
 from lockgen.errors import CommandError
 
 ACTIVATE_D = Path("etc") / "conda" / "activate.d"
@@ -61,6 +62,9 @@ def exec_command(argv: list[str], environment: Mapping[str, str]) -> NoReturn:
     except OSError as exc:
         raise CommandError(f"`{argv[0]}` cannot be run: {exc.strerror or exc}", "pass a program this machine can "
                            "run (a file with its x bit, for this machine's architecture)", 126) from None
+    except ValueError:  # an empty name, or a NUL in an argument: no program has one
+        raise CommandError(f"`{shown(argv[0], 60)}` cannot name a program (empty, or with a NUL byte in the command)",
+                           "name a program after --", 127) from None
 
 
 def exec_shell(shell: str, kind: Shell | None, environment: Mapping[str, str], marker: str) -> NoReturn:

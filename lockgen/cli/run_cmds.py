@@ -29,6 +29,9 @@ class AfterDoubleDash(TyperCommand):
             args = args[:at]
         return super().parse_args(ctx, args)
 
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "-- CMD..."]
+
 
 def _within(replace: Any, *args: Any) -> Any:
     """Calls the use case `replace` with a progress meter (the environment may be materialized first)."""
@@ -44,7 +47,7 @@ def _within(replace: Any, *args: Any) -> Any:
 @handles_errors
 def run(
     ctx: typer.Context,
-    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP),
+    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP, metavar="LOCK|STACK"),
     target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
@@ -61,7 +64,7 @@ def run(
 
 @handles_errors
 def shell(
-    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP),
+    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP, metavar="LOCK|STACK"),
     target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
@@ -74,7 +77,7 @@ def shell(
 
 @handles_errors
 def activate(
-    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP),
+    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP, metavar="LOCK|STACK"),
     target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
@@ -89,7 +92,7 @@ def activate(
 
 @handles_errors
 def detect(
-    stack: Optional[Path] = typer.Argument(None, help="A stack.toml, or its folder (default: ./stack.toml)."),
+    stack: Optional[Path] = typer.Argument(None, help="A stack.toml, or its folder (default: ./stack.toml).", metavar="STACK"),
     node: Optional[Path] = typer.Option(None, "--node", help="State the node's facts in a JSON file instead of probing "
                                         "this one (for tests and dry runs; $LOCKGEN_NODE_FACTS does it for every command)."),
     as_json: bool = typer.Option(False, "--json", help="Print {target, reasons, node, targets} as JSON."),
