@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from lockgen.adapters import release_evidence, uv_resolver
 from lockgen.api.torch_source_steps import TorchSources
 from lockgen.core.credentials import scrub_url
+from lockgen.core.cuda_components import components_text, window_constraints
 from lockgen.core.explain import decision
 from lockgen.core.facts_inference import Inference, infer_releases, newest_known, with_inferred
 from lockgen.core.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
@@ -56,6 +57,12 @@ def _decision(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWind
     routed = (plan.source.variant, plan.source.index) if plan.source else None
     return decision(with_inferred(facts, inference) if inference else facts, spec, target, window, platform, torch,
                     inference.refused if inference else (), plan.candidates, routed)
+
+
+def _compat_floor(facts: GpuFacts, window: CudaWindow) -> str | None:
+    """The driver minor-version compatibility needs for the window's newest CUDA major (NVIDIA's Table 1)."""
+    compat = facts.minor_version_compat.get(window.high.split(".")[0])
+    return compat.min_driver if compat else None
 
 
 class NewerReleases:
@@ -108,6 +115,9 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
         offers = sources.offers(target, request.platform, python) if needs_torch_rules(spec, target, held_here) else ()
         plan = plan_pypi(facts, spec, target, request.platform, window, conda_packages, inference, offers)
         pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
+        if window is not None:  # every CUDA-versioned wheel within the window, but those a base holds
+            pinned = frozenset(normalize(p.split("==")[0]) for p in pins) | frozenset(plan.held)
+            plan = dataclasses.replace(plan, constraints=plan.constraints + window_constraints(window, pinned))
         if pins:
             plan = dataclasses.replace(plan, constraints=plan.constraints + pins,
                                        requirements=plan.requirements + (pins if require_held else ()))
@@ -154,6 +164,8 @@ def _judged(facts: GpuFacts, spec: StackSpec, job: tuple, packages: list[LockedP
     torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
     progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels"
              + (f", torch {torch}" if torch else "") + f" in {seconds:.2f}s")
+    if window is not None and (components := components_text(window, packages, target.driver or "", _compat_floor(facts, window))):
+        plan = dataclasses.replace(plan, components=components)
     if torch is not None:
         plan = dataclasses.replace(plan, decision=_decision(facts, spec, target, window, platform, torch, plan, inference))
         progress(f"{target.name} on {platform}: {plan.decision or f'torch {torch}, held at its version'}")

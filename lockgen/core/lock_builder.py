@@ -6,7 +6,7 @@ arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window, spec-digest,
 exclude-newer, pypi-digest, pypi-exclude-newer (the PyPI layer's cut-off, when it has one), torch-sources
 (the PyPI and PyTorch variant indexes a GPU target's torch may come from, when the stack names variant indexes);
 per platform `virtual-packages.<platform>`, `constraints.<platform>`,
-`python.<platform>`, `pypi-constraints.<platform>`, `torch-index.<platform>` (the index the torch family was routed to: a CPU target's, or the variant index a GPU target's torch was chosen from), `decision.<platform>` (why that torch); `index.<channel>/<subdir>` (each index read);
+`python.<platform>`, `pypi-constraints.<platform>`, `torch-index.<platform>` (the index the torch family was routed to: a CPU target's, or the variant index a GPU target's torch was chosen from), `decision.<platform>` (why that torch), `cuda-components.<platform>` (the CUDA-versioned wheels held within the window, and the rule admitting any a base holds above it); `index.<channel>/<subdir>` (each index read);
 for frozen locks `frozen-from`; for pinned ones `pinned-from`, `inventory-sha256`,
 `accepted-changes.<platform>` (files that differ from their package, accepted by name with the hash
 found) and `unpublished` (check-only entries); for imported ones `imported-from`, `imported-format`,
@@ -110,6 +110,8 @@ def _pypi_meta(meta: dict[str, str], pypi: dict[str, PypiPlan]) -> None:
         meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
         if plan.routes:  # the torch family, taken from its own index (a CPU target's, or a chosen variant index)
             meta[f"torch-index.{platform}"] = routes_text(plan.routes)
+        if plan.components:  # the CUDA components held within the window, and any a base holds above it
+            meta[f"cuda-components.{platform}"] = plan.components
         if plan.decision:  # the torch chosen and the rule that kept out the nearest newer release
             meta[f"decision.{platform}"] = plan.decision
         if plan.inferred:  # releases newer than the facts: admitted on evidence or refused, with why

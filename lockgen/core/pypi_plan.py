@@ -37,6 +37,7 @@ class PypiPlan:
     held: frozenset[str]
     inferred: tuple[str, ...] = ()  # what the index's evidence decided about releases newer than the facts
     routes: tuple[tuple[str, str], ...] = ()  # (package, index) taken from their own index: a CPU target's torch
+    components: str = ""  # after resolving: the CUDA components held within the window (`cuda_components`)
     decision: str = ""  # after resolving: the torch chosen and the rule that kept out the nearest newer release
     source: TorchSource | None = None  # the variant index a GPU target's torch is routed to
     candidates: tuple[Candidate, ...] = ()  # the variant indexes' releases, judged (for the decision)
