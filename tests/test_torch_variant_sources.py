@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.errors import LockgenError
 from tests.conftest import run_cli
 from tests.range_server import RangeServer, Site
 from tests.test_newer_releases import publish
@@ -66,7 +69,7 @@ def test_a_v100_takes_the_newest_cu126_build_and_an_h100_keeps_pypi(tmp_path: Pa
     meta = lock.metadata.custom_metadata
     assert meta["lockgen.torch-index.linux-64"] == f"torch @ {pytorch}/simple"
     assert meta["lockgen.torch-sources"] == f"{pypi}/simple; cu126 @ {pytorch}/simple"
-    assert meta["lockgen.pypi-constraints.linux-64"] == "torch>=2.13,<2.15"
+    assert meta["lockgen.pypi-constraints.linux-64"].split("; ")[0] == "torch>=2.13,<2.15"
     line = (f"torch 2.14.1+cu126 from cu126 @ {pytorch}/simple (PyPI's 2.14 build, cu130: driver-floor); "
             "2.15 passed over by driver-floor")
     assert meta["lockgen.decision.linux-64"].startswith(line) and f"v100 on linux-64: {line}" in done.stderr
@@ -164,4 +167,51 @@ def test_a_pep503_html_index_as_download_pytorch_org_serves_is_read_too(tmp_path
     assert any(c["source"] == f"{pytorch}/simple" for c in json.loads(cut.stdout)["candidates"])
     path.write_text(path.read_text().replace("[pypi-options]\n", '[pypi-options]\nexclude-newer = "2026-06-01"\n'))
     dated = json.loads(run_cli("explain", str(path), "--target", "v100", "--json").stdout)
-    assert not any(c["source"] == f"{pytorch}/simple" for c in dated["candidates"])
+    mine = [c for c in dated["candidates"] if c["source"] == f"{pytorch}/simple"]
+    assert [(c["release"], c["admitted"], c["rule"]) for c in mine] == [("2.14", False, "exclude-newer"), ("2.13", False, "exclude-newer")]
+    assert "no 2.14.1+cu126 wheel uploaded before the cut-off (2026-06-01;" in mine[0]["reason"]
+
+
+@pytest.mark.parametrize("change, rule, said", [
+    (('python = "3.11"', 'python = "3.12"'), "python", "no 2.14.1+cu126 wheel for Python 3.12 on the platform"),
+    (('driver = "575.57.08"', 'driver = "575.57.08"\nglibc = "2.17"'), "glibc",
+     "needs glibc >= 2.28, the target states 2.17"),
+])
+def test_python_and_glibc_decide_a_sources_candidates_too(tmp_path: Path, indexes, change, rule: str, said: str) -> None:
+    pypi, pytorch, _ = indexes
+    path = stack(tmp_path, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}',
+                 targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    path.write_text(path.read_text().replace(*change))
+    done = run_cli("explain", str(path), "--target", "v100", "--json")
+    assert done.returncode == 0, done.stderr
+    newest = next(c for c in json.loads(done.stdout)["candidates"] if c["source"] == f"{pytorch}/simple")
+    assert (newest["release"], newest["admitted"], newest["rule"]) == ("2.14", False, rule) and said in newest["reason"]
+
+
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_index_page_or_source_setting_gives_candidates_or_one_error(tmp_path: Path, indexes, data: st.DataObject) -> None:
+    """A damaged HTML page (cut, spliced with random text or attributes) and any torch-variants / torch-mirror
+    value through explain: it works, or it is a LockgenError with a one-line message and a hint."""
+    from lockgen.api.explain import explain
+
+    pypi, pytorch, site = indexes
+    files = json.loads(site.files["/simple/torch/"][0])["files"] if "json" in site.files["/simple/torch/"][1] else []
+    page = "".join(f'<a href="{f["url"]}#sha256={f["hashes"]["sha256"]}">{f["filename"]}</a>' for f in files) or "<a>"
+    cut = data.draw(st.integers(0, len(page)))
+    noise = data.draw(st.text(alphabet=st.sampled_from('<>"=#a href data-yanked sha256 torch-2.14.1+cu126.whl \x00é'), max_size=40))
+    site.files["/html/torch/"] = ((page[:cut] + noise + page[cut:]).encode("utf-8", "surrogatepass"), "text/html")
+    variants = data.draw(st.sampled_from(['["cu126"]', '["cu126", "cu130"]', '[]', '["cu1x6"]', '"cu126"', '[1]']))
+    mirror = data.draw(st.sampled_from([f'"{pytorch}"', '""', '"ftp://x"', '3', f'"{pytorch}/missing"']))
+    folder = tmp_path / f"f{data.draw(st.integers(0, 10**9))}"
+    path = stack(folder, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/html" }}\ntorch-variants = {variants}\n'
+                 f'torch-mirror = {mirror}', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    try:
+        report = explain(path, "v100")
+    except LockgenError as exc:
+        assert exc.message and "\n" not in exc.message and exc.hint
+    else:
+        assert all(c["rule"] for c in report["candidates"])

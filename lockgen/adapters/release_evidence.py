@@ -16,7 +16,8 @@ from packaging.version import InvalidVersion, Version
 
 from lockgen.adapters import home, pypi_index, wheel_record
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.core.wheel_names import parse_wheel_filename
+from lockgen.core.versions import as_tuple
+from lockgen.core.wheel_names import glibc_floor, parse_wheel_filename
 from lockgen.errors import UserError
 from lockgen.model.facts import ReleaseEvidence, ServedRelease
 from lockgen.model.spec import MACHINE_OF_PLATFORM
@@ -91,21 +92,33 @@ def newer_releases(project: str, index: str, platform: str, python: str | None, 
 
 def served_releases(index: str, variant: str, platform: str, python: str | None,
                     cutoff: dt.datetime | None) -> tuple[ServedRelease, ...]:
-    """The torch releases a variant's index serves for the platform (newest patch of each minor, oldest first);
-    an index that cannot be read is the adapter's ChannelError or UserError."""
-    by_minor: dict[tuple[int, int], tuple[Version, pypi_index.IndexedWheel]] = {}
+    """The torch releases a variant's index serves for the platform (newest patch of each minor, oldest first,
+    its wheel with the oldest glibc floor), and each release it has builds of for the platform but none kept,
+    with why (`python`: none for that Python; `exclude-newer`: none uploaded before the cut-off). An index that
+    cannot be read is the adapter's ChannelError or UserError."""
+    kept: dict[tuple[int, int], tuple[Version, str, str | None]] = {}
+    out: dict[tuple[int, int], tuple[Version, str]] = {}
     for filename, wheel in sorted(pypi_index.project_wheels("torch", index, html=True).items()):
         try:
             parsed = parse_wheel_filename(filename)
             version = Version(parsed.version)
         except (UserError, InvalidVersion):
             continue
-        if version.is_prerelease or version.is_devrelease or version.local != variant or wheel.yanked:
-            continue
-        if not _fits(parsed.tags, platform, python) or not _uploaded_before(wheel.uploaded, cutoff):
+        if version.is_prerelease or version.is_devrelease or version.local != variant or wheel.yanked \
+                or not _fits(parsed.tags, platform, None):
             continue
         minor = (version.major, version.minor)
-        if minor not in by_minor or version > by_minor[minor][0]:
-            by_minor[minor] = (version, wheel)
-    return tuple(ServedRelease(torch=str(version), release=f"{minor[0]}.{minor[1]}", wheel=wheel.filename)
-                 for minor, (version, wheel) in sorted(by_minor.items()))
+        why = "python" if not _fits(parsed.tags, platform, python) else \
+            "exclude-newer" if not _uploaded_before(wheel.uploaded, cutoff) else ""
+        if why:
+            if why == "exclude-newer" or minor not in out:
+                out[minor] = (max(version, out.get(minor, (version, ""))[0]), why)
+            continue
+        floor = glibc_floor(parsed.tags)
+        best = kept.get(minor)
+        if best is None or version > best[0] or (version == best[0] and as_tuple(floor or "0") < as_tuple(best[2] or "0")):
+            kept[minor] = (version, wheel.filename, floor)
+    found = [ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel=name, glibc=floor) for m, (v, name, floor) in kept.items()]
+    found += [ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel="", excluded=why)
+              for m, (v, why) in out.items() if m not in kept]
+    return tuple(sorted(found, key=lambda r: as_tuple(r.release)))

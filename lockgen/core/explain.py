@@ -6,7 +6,9 @@ The rules are the arch rules' own (`pypi_rules.judge_wheel`: `driver-floor`, `no
 `cpu-build`, `arch-list-unknown`; admitted by `native-kernels` or `ptx-jit`), then the stack's own torch
 specifier (`pin`). A CPU target takes no PyPI build (`cpu-target`): its torch comes from the CPU index
 (`torch_sources`). Releases newer than the facts are judged on the index's evidence at resolve time and
-recorded there (`lockgen.newer-releases.*`); explain reads no index, so it lists only what the facts know.
+recorded there (`lockgen.newer-releases.*`); explain reads no PyPI page, so for PyPI it lists only what the facts
+know. The stack's PyTorch variant indexes are read (`torch_choice`): their releases are judged by the same rules
+and also by `python`, `glibc` and `exclude-newer` (what each index's files show).
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ lists could not be read); a release newer than every list the facts hold for the
 list, marked inferred (refused with `unknown-releases = "refuse"`), as releases newer than the facts do on PyPI;
 any other build has no known list and is refused (`arch-list-unknown`).
 
+A release the index has for the platform but no wheel kept of is refused by the rule that kept it out: `python`
+(none for the stack's Python), `exclude-newer` (none uploaded before the cut-off), `glibc` (its wheel needs a newer
+glibc than the target states); the stack's torch specifier refuses by `pin`.
+
 The newest admitted release wins; at the same release PyPI is kept (fewest sources), then the newest CUDA variant.
 A V100 (sm70) on a 12.9 driver so takes 2.14's cu126 build, which still carries sm_70, over PyPI's 2.10 (cu128):
 PyPI's 2.11 on are cu130 builds its driver cannot run.
@@ -72,6 +76,11 @@ def index_arch_list(facts: GpuFacts, release: str, platform: str, variant: str,
     return None, f"the facts hold no arch list for {variant} builds of {release} on {platform}", False
 
 
+_EXCLUDED = {"python": "no {release.torch} wheel for Python {spec.python} on the platform",
+             "exclude-newer": "no {release.torch} wheel uploaded before the cut-off ({spec.pypi_exclude_newer}; a file "
+                              "without an upload time counts as after it, as uv counts it)"}
+
+
 def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str,
                       offers: tuple[SourceOffer, ...]) -> list[Candidate]:
     """Every release the variant indexes serve for a GPU target on a platform, judged (oldest first)."""
@@ -80,7 +89,12 @@ def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: 
     for offer in offers:
         for served in offer.served:
             arch_list, how, inferred = index_arch_list(facts, served.release, platform, offer.variant, spec.unknown_releases)
-            if arch_list is None:
+            if served.excluded:
+                admitted, rule, reason = False, served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
+            elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
+                admitted, rule, reason = False, "glibc", (f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, "
+                                                          f"the target states {target.glibc}")
+            elif arch_list is None:
                 admitted, rule, reason = False, "arch-list-unknown", how
             else:
                 admitted, rule, reason = judge_wheel(facts, target, window, offer.variant, arch_list)

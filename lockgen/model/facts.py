@@ -135,4 +135,6 @@ class ServedRelease(Frozen):
 
     torch: str  # 2.14.1+cu126
     release: str  # 2.14
-    wheel: str
+    wheel: str  # "" when none is kept
+    glibc: str | None = None  # the oldest glibc the kept wheel installs on
+    excluded: str = ""  # why the index's builds of this release are out: `python` or `exclude-newer`
