@@ -22,7 +22,7 @@ API_STEPS = {"lockgen.api.shared_steps", "lockgen.api.materialize_steps", "lockg
              "lockgen.api.manifest_steps", "lockgen.api.stack_steps", "lockgen.api.certificate_steps",
              "lockgen.api.attestation_steps", "lockgen.api.team_steps", "lockgen.api.base_steps",
              "lockgen.api.held_base_steps", "lockgen.api.image_base_steps", "lockgen.api.image_proof_steps",
-             "lockgen.api.wheel_steps"}  # steps below the use cases, not use cases
+             "lockgen.api.wheel_steps", "lockgen.api.torch_source_steps"}  # steps below the use cases, not use cases
 CLI_MAY_IMPORT = ("lockgen.api", "lockgen.cli", "lockgen.errors", "lockgen.model")
 READING_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob", "rglob"}
 

@@ -95,7 +95,7 @@ def test_an_unreachable_cpu_index_is_named_never_replaced_by_pypi(tmp_path: Path
 
 
 @pytest.mark.parametrize("options, said", [
-    ('torch-indexes = { cu128 = "https://example.org/whl/cu128" }', "`cu128` is not a variant"),
+    ('torch-indexes = { gpu = "https://example.org/whl/cu128" }', "`gpu` is not a variant"),
     ('torch-indexes = { cpu = "ftp://example.org/cpu" }', "must be an http(s) or file URL"),
 ])
 def test_a_bad_torch_index_is_one_error_with_a_hint(tmp_path: Path, options: str, said: str) -> None:

@@ -1,7 +1,11 @@
 """Evidence from an index about torch releases newer than the facts: the PEP 691 project page (versions,
 platform tags, PEP 700 upload times) and, for the newest patch of each newer minor release, one wheel's
 METADATA for the platform (its PEP 658 file, else read by range requests), kept in the download cache
-under the wheel's sha256 (an index's files are immutable), so a second resolve reads only the page."""
+under the wheel's sha256 (an index's files are immutable), so a second resolve reads only the page.
+
+And what a PyTorch variant index (`…/whl/cu126`) serves of torch: the newest patch of each minor release with a
+wheel for the platform and Python, of that variant (`+cu126`), uploaded before the cut-off (a file without an
+upload time is kept out under a cut-off, as uv keeps it out); such indexes may answer in PEP 503 HTML."""
 
 from __future__ import annotations
 
@@ -12,9 +16,10 @@ from packaging.version import InvalidVersion, Version
 
 from lockgen.adapters import home, pypi_index, wheel_record
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.core.wheel_names import parse_wheel_filename
+from lockgen.core.versions import as_tuple
+from lockgen.core.wheel_names import glibc_floor, parse_wheel_filename
 from lockgen.errors import UserError
-from lockgen.model.facts import ReleaseEvidence
+from lockgen.model.facts import ReleaseEvidence, ServedRelease
 from lockgen.model.spec import MACHINE_OF_PLATFORM
 
 MAX_RELEASES = 6  # newer minor releases read per platform: bounded work on an index that lists many
@@ -83,3 +88,37 @@ def newer_releases(project: str, index: str, platform: str, python: str | None, 
         found.append(ReleaseEvidence(torch=str(version), platform=platform, wheel=wheel.filename, requires=requires,
                                      uploaded=wheel.uploaded))
     return tuple(found)
+
+
+def served_releases(index: str, variant: str, platform: str, python: str | None,
+                    cutoff: dt.datetime | None) -> tuple[ServedRelease, ...]:
+    """The torch releases a variant's index serves for the platform (newest patch of each minor, oldest first,
+    its wheel with the oldest glibc floor), and each release it has builds of for the platform but none kept,
+    with why (`python`: none for that Python; `exclude-newer`: none uploaded before the cut-off). An index that
+    cannot be read is the adapter's ChannelError or UserError."""
+    kept: dict[tuple[int, int], tuple[Version, str, str | None]] = {}
+    out: dict[tuple[int, int], tuple[Version, str]] = {}
+    for filename, wheel in sorted(pypi_index.project_wheels("torch", index, html=True).items()):
+        try:
+            parsed = parse_wheel_filename(filename)
+            version = Version(parsed.version)
+        except (UserError, InvalidVersion):
+            continue
+        if version.is_prerelease or version.is_devrelease or version.local != variant or wheel.yanked \
+                or not _fits(parsed.tags, platform, None):
+            continue
+        minor = (version.major, version.minor)
+        why = "python" if not _fits(parsed.tags, platform, python) else \
+            "exclude-newer" if not _uploaded_before(wheel.uploaded, cutoff) else ""
+        if why:
+            if why == "exclude-newer" or minor not in out:
+                out[minor] = (max(version, out.get(minor, (version, ""))[0]), why)
+            continue
+        floor = glibc_floor(parsed.tags)
+        best = kept.get(minor)
+        if best is None or version > best[0] or (version == best[0] and as_tuple(floor or "0") < as_tuple(best[2] or "0")):
+            kept[minor] = (version, wheel.filename, floor)
+    found = [ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel=name, glibc=floor) for m, (v, name, floor) in kept.items()]
+    found += [ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel="", excluded=why)
+              for m, (v, why) in out.items() if m not in kept]
+    return tuple(sorted(found, key=lambda r: as_tuple(r.release)))

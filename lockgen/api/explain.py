@@ -1,6 +1,7 @@
 """Use case `lockgen explain STACK --target T`: every torch/pytorch candidate the target was judged against
-(PyPI builds the facts know, and the pytorch/libtorch builds of the stack's conda channels), each with its
-verdict and the rule that decided it, newest first, and the CUDA window they were judged in."""
+(PyPI builds the facts know, the releases each of the stack's PyTorch variant indexes serves, read through
+`torch_source_steps`, and the pytorch/libtorch builds of the stack's conda channels), each with its verdict and
+the rule that decided it, newest first, and the CUDA window they were judged in."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.api.stack_steps import load_stack
+from lockgen.api.torch_source_steps import TorchSources
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window, judge_build
 from lockgen.core.credentials import scrub_url
 from lockgen.core.explain import Candidate, newest_first, pypi_candidates
 from lockgen.core.facts import load_facts
+from lockgen.core.torch_choice import source_candidates
 from lockgen.errors import UserError
 from lockgen.model.names import normalize
 
@@ -33,6 +36,9 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
     found: list[Candidate] = []
     if any(normalize(d.name) == "torch" for d in spec.pypi_dependencies):
         found += pypi_candidates(facts, spec, target, window)
+        sources = TorchSources(spec)
+        for platform in spec.platforms_of(target):
+            found += source_candidates(facts, spec, target, window, platform, sources.offers(target, platform, spec.python))
     for platform in spec.platforms_of(target) if channels is not None else ():
         for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
             verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)

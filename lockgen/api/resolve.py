@@ -324,10 +324,16 @@ def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None,
     from lockgen.core.freshness import facts_changed
     from lockgen.core.pypi_plan import plan_pypi
 
-    newer = context.newer_releases(progress)
+    from lockgen.api.torch_source_steps import TorchSources
+    from lockgen.core.pypi_plan import held_by_conda, needs_torch_rules
+
+    newer, sources = context.newer_releases(progress), TorchSources(context.spec)
     found: list[Staleness] = []
     for platform in lock.metadata.platforms:
         conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
-        plan = plan_pypi(context.facts, context.spec, target, platform, window, conda, newer.inference(target, platform, conda))
+        python, held = held_by_conda(context.spec, conda)
+        offers = sources.offers(target, platform, python) if needs_torch_rules(context.spec, target, held) else ()
+        plan = plan_pypi(context.facts, context.spec, target, platform, window, conda,
+                         newer.inference(target, platform, conda), offers)
         found.extend(facts_changed(target.name, platform, lock, plan.constraints, plan.inferred))
     return found
