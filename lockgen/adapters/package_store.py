@@ -1,9 +1,13 @@
 """The package store: conda archives fetched once, hash-checked, kept by sha256 under
-`$LOCKGEN_HOME/pkgs` (default `~/.lockgen/pkgs`), so materializing again or offline needs no network."""
+`$LOCKGEN_HOME/pkgs` (default `~/.lockgen/pkgs`), so materializing again or offline needs no network.
+Wheel files fetched whole (the artifacts `lockgen pack` puts in an archive, and those `unpack` takes out of one) are
+kept the same way under `$LOCKGEN_HOME/wheels` (`wheels()`); uv's own cache stays lockgen's wheel store for installs."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 import urllib.error
 from pathlib import Path
@@ -70,6 +74,32 @@ def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = F
     finally:
         temp.unlink(missing_ok=True)
         os.close(guard)
+    return target
+
+
+def wheels() -> Path:
+    """The store of wheel files kept whole, by the sha256 the lock pins."""
+    return lockgen_home() / "wheels"
+
+
+def admit(package: LockedPackage, source: Path, store: Path | None = None) -> Path:
+    """Moves `source`, a file of lockgen's own just proven to have the sha256 the lock pins (a verified member of a
+    pack archive), into the store under the entry's name; returns where it now is."""
+    store = store or lockgen_home() / "pkgs"
+    store.mkdir(parents=True, exist_ok=True)
+    target = _stored_path(package, store)
+    try:
+        os.replace(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        handle, temp = tempfile.mkstemp(prefix=".fetch-", dir=store)  # another file system: copied whole, then renamed
+        os.close(handle)
+        try:
+            shutil.copyfile(source, temp)
+            os.replace(temp, target)
+        finally:
+            Path(temp).unlink(missing_ok=True)
     return target
 
 
