@@ -138,16 +138,21 @@ class PackReader:
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise self._refuse(expected, f"where it should be, the archive is unreadable ({shown(str(exc), 80)})") from None
         if info is None:
-            raise self._refuse(expected, "the archive ends where this member should be (missing or cut short)")
+            raise self._refuse(expected, "the archive ends where this member should be (missing, cut short, or its header "
+                                         "damaged)")
         self._check_entry(info, expected)
         return info
 
-    def _check_entry(self, info: tarfile.TarInfo, expected: str) -> None:
+    def _check_safe(self, info: tarfile.TarInfo) -> None:
         name = info.name
         if name.startswith("/") or ".." in PurePosixPath(name).parts or "\\" in name:
             raise self._refuse(name, "its path leaves the folder it is unpacked into")
         if not info.isreg() or info.issparse():
             raise self._refuse(name, "it is not a regular file (a link, folder, device or sparse file)")
+
+    def _check_entry(self, info: tarfile.TarInfo, expected: str) -> None:
+        self._check_safe(info)
+        name = info.name
         if name != expected:
             raise self._refuse(name, f"the index names `{shown(expected, 120)}` here, not this member (renamed, "
                                      "reordered or added)")
@@ -170,7 +175,7 @@ class PackReader:
         if hasher.hexdigest() != member.sha256:
             if into is not None:
                 into.unlink(missing_ok=True)
-            raise self._refuse(member.path, f"its sha256 is not the {member.sha256} the lock pins (damaged or changed)")
+            raise self._refuse(member.path, f"its sha256 is not the {member.sha256} it must have (damaged or changed)")
         return data
 
     def _copy(self, info: tarfile.TarInfo, name: str, into: Path | None, hasher: hashlib._Hash | None = None) -> bytes:
@@ -201,6 +206,7 @@ class PackReader:
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise self._refuse(f"after {self._last}", f"the archive is unreadable there ({shown(str(exc), 80)})") from None
         if info is not None:
+            self._check_safe(info)
             raise self._refuse(info.name, "the index names no such member (added to the archive)")
 
 

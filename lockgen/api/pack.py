@@ -91,10 +91,11 @@ def _read_verified(archive: Path, staging: Path, platform: str | None, expected:
         index = pack_rules.parse_index(reader.read_bytes(INDEX, pack_rules.MAX_INDEX), http_deadline.max_download_bytes())
         loaded = loaded_lock(reader.read_member(index.members[0]), f"{archive}:{LOCK}")
         if expected is not None and expected.data != loaded.data:
-            raise PackError(f"the lock in {archive} is not {expected.source} (sha256 {loaded.sha256}, not {expected.sha256})",
+            raise PackError(f"pack archive `{archive}`, member `{LOCK}`: it is not the lock {expected.source} byte for byte "
+                            f"(sha256 {loaded.sha256}, not {expected.sha256})",
                             "pass --lock the lock the archive was packed from, or pack that lock again", LOCK)
-        lock_platform(loaded.lock, platform or index.platform)  # a platform the lock has
         entries = pack_rules.check_against_lock(index, loaded.lock, platform or index.platform)
+        lock_platform(loaded.lock, index.platform)  # one of the lock's platforms, as materialize takes it
         total, done = sum(m.size for m in index.members[1:]), 0
         for number, (member, entry) in enumerate(zip(index.members[1:], entries)):
             assert member.path == entry.path  # both sorted by path, proven the same set

@@ -108,10 +108,10 @@ def parse_index(data: bytes, max_member: int) -> PackIndex:
         if member.path != LOCK and (folder not in _FOLDERS.values() or _plain(name) is None):
             raise _refuse(f"the index names `{shown(member.path, 120)}`, which is no member lockgen writes")
         if not _SHA256.fullmatch(member.sha256):
-            raise _refuse("its sha256 is not 64 lowercase hex digits", member.path)
-        if not 0 <= member.size <= (MAX_LOCK if member.path == LOCK else max_member):
-            raise _refuse(f"the index gives it {member.size} bytes, outside 0..{MAX_LOCK if member.path == LOCK else max_member}",
-                          member.path)
+            raise _refuse(f"the sha256 it gives `{shown(member.path, 120)}` is not 64 lowercase hex digits")
+        bound = MAX_LOCK if member.path == LOCK else max_member
+        if not 0 <= member.size <= bound:
+            raise _refuse(f"it gives `{shown(member.path, 120)}` {member.size} bytes, outside 0..{bound}")
     return index
 
 
