@@ -92,7 +92,8 @@ def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple
         os.fchmod(handle, 0o644 & ~UMASK)
         with os.fdopen(handle, "wb") as stream:
             sink = _Hashing(stream)
-            with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:  # type: ignore[call-overload]
+            # 1 MiB reads, not tarfile's 16 KiB: a sixty-fourth of the calls per byte hashed
+            with tarfile.TarFile(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8", copybufsize=_BLOCK) as tar:
                 for name, data in leading:
                     tar.addfile(_info(name, len(data)), io.BytesIO(data))
                 for member, path in files:
@@ -117,7 +118,7 @@ def _add_file(tar: tarfile.TarFile, member: PackMember, path: Path) -> None:
             raise PackError(f"{path} changed while it was packed (its size is not {member.size})",
                             "pack again; nothing was written", member.path)
         checked = _Checked(source)
-        tar.addfile(_info(member.path, member.size), checked)  # type: ignore[arg-type]
+        tar.addfile(_info(member.path, member.size), checked)
     if checked.sha256.hexdigest() != member.sha256:
         raise PackError(f"{path} does not have the sha256 the lock pins ({member.sha256}) as it is packed",
                         "the store's copy was changed: remove it and pack again; nothing was written", member.path)
@@ -222,7 +223,7 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
         raise UserError(f"`{path}` is a folder", "pass the .tar written by lockgen pack") from None
     with stream:
         try:
-            tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")  # type: ignore[call-overload]
+            tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
         except (tarfile.TarError, EOFError) as exc:
             raise PackError(f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable "
                             f"({shown(str(exc), 80)})", "pass the .tar written by lockgen pack (uncompressed)", first) from None

@@ -49,6 +49,13 @@ def in_store(package: LockedPackage, store: Path | None = None, allow_md5: bool 
     return target if target.is_file() and file_digest(target, algorithm) == expected else None
 
 
+def kept(package: LockedPackage, store: Path | None = None) -> Path | None:
+    """The stored file of an entry pinned by sha256, not hashed now: for a caller that hashes every byte as it reads
+    it and refuses a difference (`lockgen pack`), so the file is read once."""
+    target = _stored_path(package, store or lockgen_home() / "pkgs")
+    return target if package.hash.sha256 and target.is_file() else None
+
+
 def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = False) -> Path:
     """The verified archive of a conda entry, from the store or downloaded into it (temp file, then rename);
     `allow_md5`: an entry pinned by md5 alone is accepted (materialize --allow-md5)."""

@@ -50,7 +50,8 @@ class _Authority:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
 
-        self._folder, self._lock, self._contexts = folder, threading.Lock(), {}
+        self._folder, self._lock = folder, threading.Lock()
+        self._contexts: dict[str, ssl.SSLContext] = {}
         self._key = ec.generate_private_key(ec.SECP256R1())
         self._name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lockgen unpack (this run only)")])
         start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
@@ -66,7 +67,7 @@ class _Authority:
         self.bundle = folder / "authority.pem"
         self.bundle.write_bytes(self.pem)
 
-    def _builder(self, subject, public_key):  # type: ignore[no-untyped-def]
+    def _builder(self, subject, public_key):
         from cryptography import x509
 
         return (x509.CertificateBuilder().subject_name(subject).issuer_name(self._name).public_key(public_key)

@@ -35,7 +35,7 @@ from lockgen.model.results import PackedArchive
 
 def _fetched(entry: Planned) -> tuple[PackMember, Path]:
     store = package_store.wheels() if entry.package.manager == "pip" else None
-    path = package_store.fetch(entry.package, store)
+    path = package_store.kept(entry.package, store) or package_store.fetch(entry.package, store)  # hashed as it goes in
     return PackMember(path=entry.path, size=path.stat().st_size, sha256=entry.sha256), path
 
 
