@@ -5,6 +5,7 @@ parser and for damaged archives through `unpack`, and bad arguments through both
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import tarfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from lockgen.errors import LockFormatError, LockgenError, PackError
 from lockgen.model.lock import Lock, LockedPackage, LockMetadata, PackageHash
 from lockgen.model.pack import PackMember
 from tests.test_pack import conda_lock, good_archive  # noqa: F401  (module fixtures shared with the end-to-end tests)
+from tests.wheel_index import Wheel
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SHA = "ab" * 32
@@ -213,3 +215,32 @@ def test_bad_arguments_are_one_error_and_hint_or_a_usage_error(tmp_path_factory:
         if result.exit_code == 1:
             assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), (args, result.stderr)
         assert not target.exists()
+
+
+def test_the_mirror_answers_https_wheel_urls_of_a_host_that_does_not_exist(tmp_path: Path) -> None:
+    """uv (the oracle) installs a wheel by an https URL whose host has no address, through the mirror and its
+    one-run authority: the same URL lands in direct_url.json; a URL the mirror was not given is refused (404)."""
+    from lockgen.adapters import wheel_mirror
+    from lockgen.adapters.uv_resolver import uv_binary
+    from tests.wheel_index import build_wheel
+
+    wheel = build_wheel(Wheel("alpha", "1.0"), tmp_path)
+    url = "https://wheels.lockgen.invalid/packages/alpha-1.0-py3-none-any.whl"
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    subprocess.run([uv_binary(), "venv", "-q", str(tmp_path / "venv")], check=True)
+
+    def install(requirement: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "req.txt").write_text(f"{requirement} --hash=sha256:{digest}\n")
+        return subprocess.run([uv_binary(), "pip", "install", "--python", str(tmp_path / "venv" / "bin" / "python"), "--no-deps",
+                               "--require-hashes", "--no-config", "--cache-dir", str(tmp_path / "uv-cache"), "-r",
+                               str(tmp_path / "req.txt")], capture_output=True, text=True)
+
+    before = {name: os.environ.get(name) for name in ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "SSL_CERT_FILE")}
+    with wheel_mirror.serving({url: wheel}):
+        refused = install(f"alpha @ {url.replace('/packages/', '/elsewhere/')}")
+        installed = install(f"alpha @ {url}")
+    assert refused.returncode != 0 and "404" in refused.stderr, refused.stderr
+    assert installed.returncode == 0, installed.stderr
+    recorded = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "alpha-1.0.dist-info" / "direct_url.json"
+    assert f'"url":"{url}"' in recorded.read_text()
+    assert {name: os.environ.get(name) for name in before} == before  # the variables restored after
