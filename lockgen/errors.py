@@ -57,6 +57,15 @@ class LockFormatError(UserError):
     """A lock file is unreadable, of an unknown version, or tampered with."""
 
 
+class PackError(UserError):
+    """A pack archive (`lockgen pack`) is damaged or is not its lock's: `member` names the archive member
+    that was refused (empty when the archive as a whole is)."""
+
+    def __init__(self, message: str, hint: str = "", member: str = "") -> None:
+        super().__init__(message, hint)
+        self.member = member
+
+
 class HostError(LockgenError):
     """This machine or something lockgen drives failed, not the user's input."""
 

@@ -181,14 +181,21 @@ def read_lock(path: Path) -> LoadedLock:
     """A lock file read once: its bytes, their sha256 and its entries, every field checked."""
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8")
     except FileNotFoundError:
         raise LockFormatError(f"lock `{path}` does not exist", "run `lockgen resolve STACK` to write it") from None
-    except UnicodeDecodeError as exc:
-        raise LockFormatError(f"lock `{path}` is not UTF-8 text (byte {exc.start})", "re-create it with `lockgen resolve`") from None
     except OSError as exc:
         raise LockFormatError(f"cannot read lock `{path}`: {exc.strerror or exc}", "pass the path of a .conda-lock.yml") from None
-    return LoadedLock(source=str(path), data=data, sha256=hashlib.sha256(data).hexdigest(), lock=parse_lock(text, str(path)))
+    return loaded_lock(data, str(path))
+
+
+def loaded_lock(data: bytes, source: str) -> LoadedLock:
+    """A lock from bytes already read (a lock a pack archive carries), checked as `read_lock` checks a file;
+    `source` names where the bytes came from in messages."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LockFormatError(f"lock `{source}` is not UTF-8 text (byte {exc.start})", "re-create it with `lockgen resolve`") from None
+    return LoadedLock(source=source, data=data, sha256=hashlib.sha256(data).hexdigest(), lock=parse_lock(text, source))
 
 
 def parse_lock(text: str, source: str) -> Lock:

@@ -98,13 +98,14 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
                          metadata)
 
 
-def read_wheel_file(path: Path, expected_sha256: str | None = None) -> WheelContents:
-    """The contents statement of a local `.whl`, after checking its sha256 when one is pinned."""
+def read_wheel_file(path: Path, expected_sha256: str | None = None, filename: str | None = None) -> WheelContents:
+    """The contents statement of a local `.whl`, after checking its sha256 when one is pinned; `filename`: the
+    wheel's own file name, where the local copy is kept under another (a store's hash-prefixed name)."""
     if expected_sha256 is not None:
         check_sha256(path, expected_sha256)
     try:
         with zipfile.ZipFile(path) as archive:
-            return _contents(archive, path.name, path.name)
+            return _contents(archive, filename or path.name, filename or path.name)
     except (zipfile.BadZipFile, OSError) as exc:
         raise UserError(f"{path.name} is not a readable wheel: {exc}", "fetch it again from the index") from None
 

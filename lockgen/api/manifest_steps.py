@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from lockgen.adapters import conda_package, file_roots, manifest_store, package_store, wheel_record
 from lockgen.core import lock_builder
@@ -46,6 +47,13 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
     manifest = wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url)
     manifest_store.keep(manifest)
     return manifest
+
+
+def keep_wheel_manifest(package: LockedPackage, wheel: Path) -> None:
+    """Keeps the manifest of a locked wheel read from a local copy of it (checked against the lock's sha256 first),
+    so nothing needs its URL for it (`lockgen unpack`)."""
+    contents = wheel_record.read_wheel_file(wheel, _pin(package), unquote(urlsplit(package.url).path.rsplit("/", 1)[-1]))
+    manifest_store.keep(wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url))
 
 
 def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest],

@@ -1,5 +1,6 @@
 """Steps several use cases share, below them (never a use case itself, importing none): the platform
-of a lock to work on, where an environment of a lock lives by default, and building one: hash-checked
+of a lock to work on, where an environment of a lock lives by default, making one at its final path
+(atomic, one run at a time per path: materialize, unpack), and building one: hash-checked
 packages linked and installed into a temporary folder, patched for its final path, every file proven
 against its package's own manifest (conda: the extracted cache checked against the verified archive's
 paths.json before linking; wheels: the installed files against the wheel's RECORD, links to store files
@@ -8,12 +9,14 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, home, installers, package_store
+from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
 from lockgen.adapters import bytecode_proof, prefix_observer, rattler_cache, security_xattrs
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.manifest_steps import lock_python, manifest_of
@@ -26,7 +29,7 @@ from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_ex
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.platforms import choose_platform
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import Lock, LockedPackage
+from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
 
 Meter = Callable[[str, int, int], None]
@@ -39,6 +42,48 @@ def lock_platform(lock: Lock, wanted: str | None) -> str:
 
 def default_prefix(lock_digest: str, name: str) -> Path:
     return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
+
+
+def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: Callable[[str], None],
+                     meter: Meter | None = None, allow_md5: bool = False, verify: bool = False) -> str:
+    """Makes the environment of `loaded` for `platform` at the absolute path `final` and returns its digest: built in
+    a temporary folder beside it and renamed into place (nothing is left at `final` on failure). An environment of
+    this lock already there is checked against its manifest (`verify`: every file hashed) and kept."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with file_guard.held(final.parent / f".{final.name}.lock"):  # two runs of one lock make one environment
+        _sweep(final.parent, final.name)
+        if (final / env_manifest.MANIFEST).is_file():
+            manifest, _ = env_manifest.read(final)
+            if manifest.get("lock_sha256") == loaded.sha256:
+                drift = recorded_drift(final, full=verify)
+                if not drift.clean:
+                    changed = (drift.modified + drift.missing + drift.extra + drift.unsafe)[0]
+                    raise UserError(f"{final} holds this lock's environment but changed since it was made "
+                                    f"({len(drift.modified)} modified, {len(drift.missing)} missing, "
+                                    f"{len(drift.extra)} extra, {len(drift.unsafe)} with unsafe modes; first {changed})",
+                                    "remove it and materialize again, or pass another --prefix")
+                progress(f"{final} is already materialized (unchanged since it was made)")
+                return str(manifest["environment_digest"])
+            raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
+        if final.exists():
+            raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
+        temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+        shutil.rmtree(temp, ignore_errors=True)
+        try:
+            digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter,
+                                       allow_md5=allow_md5, verify=verify)
+            os.rename(temp, final)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+    return digest
+
+
+def _sweep(folder: Path, name: str) -> None:
+    """Removes temporary folders of interrupted runs (their process is gone)."""
+    for leftover in folder.glob(f".{name}.tmp-*"):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
