@@ -267,7 +267,8 @@ def test_export_from_prefix_never_writes_into_the_environment_it_links(vendor: t
     (copy / ".lockgen" / "manifest.json").write_text("{}\n")
     before = {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()}
     done = run_cli("export", str(copy / ".lockgen" / "lock.conda-lock.yml"), "--from-prefix", str(copy), "--manifests",
-                   str(bundle), "--out", str(tmp_path / "img"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+                   str(bundle), "--base", str(root / "python-base"), "--out", str(tmp_path / "img"),
+                   env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert done.returncode == 0, done.stderr
     assert {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()} == before
     (copy / ".lockgen" / "lock.conda-lock.yml").write_text("version: 1\n")  # another lock than the one checked
