@@ -18,7 +18,8 @@ FOUNDATIONS = ("lockgen.errors", "lockgen.digests", "lockgen.model")
 FORBIDDEN_IN_CORE = {"rattler", "subprocess", "socket", "urllib", "http", "torch", "yaml", "typer", "rich",
                      "conda_lock", "os", "shutil", "tempfile", "importlib", "zipfile", "tarfile"}  # pathlib: pure path arithmetic
 CORE_DATA_LOADER = "lockgen/core/package_data.py"
-API_STEPS = {"lockgen.api.shared_steps", "lockgen.api.materialize_steps", "lockgen.api.pypi", "lockgen.api.conformance_steps",
+API_STEPS = {"lockgen.api.shared_steps", "lockgen.api.materialize_steps", "lockgen.api.interpreter_steps", "lockgen.api.pypi",
+             "lockgen.api.conformance_steps",
              "lockgen.api.manifest_steps", "lockgen.api.stack_steps", "lockgen.api.certificate_steps",
              "lockgen.api.attestation_steps", "lockgen.api.team_steps", "lockgen.api.base_steps",
              "lockgen.api.held_base_steps", "lockgen.api.image_base_steps", "lockgen.api.image_proof_steps",

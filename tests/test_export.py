@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,30 +20,7 @@ from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import loopback_registry
-
-
-def require(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.fail(f"{tool} is not installed: .ci/run installs it with apt-get (skopeo, umoci, oci-image-tool)")
-    return path
-
-
-def podman_run(layout: Path, tag: str, *command: str) -> subprocess.CompletedProcess[str]:
-    """Runs the image `layout:tag` with podman from a per-test store (vfs), no network, runc and the ulimits
-    these machines need; podman refuses a runroot path over 50 characters, so the stores live in a short
-    temporary folder, removed afterwards. No `command` runs the image's own entrypoint and cmd."""
-    short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
-    root_dir, run_dir = short / "r", short / "rr"
-    try:
-        subprocess.run([require("skopeo"), "copy", f"oci:{layout}:{tag}", f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/t:t"],
-                       check=True, capture_output=True)
-        return subprocess.run([require("podman"), "--root", str(root_dir), "--runroot", str(run_dir), "--storage-driver",
-                               "vfs", "--runtime", "runc", "run", "--rm", "--network", "none", "--ulimit",
-                               "nofile=20000:20000", "--ulimit", "nproc=32768:32768", "localhost/t:t", *command],
-                              capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(short, ignore_errors=True)
+from tests.image_run import podman_run, require
 
 
 def make_lock(tmp_path: Path, libfoo: str) -> Path:

@@ -14,7 +14,8 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import resolve as api
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
-from tests.test_export import podman_run, require, run_export
+from tests.image_run import podman_run, require
+from tests.test_export import run_export
 
 SHOW = ('#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){char d[256];'
         'getcwd(d,sizeof d);printf("uid=%d cwd=%s greeting=%s args=",(int)getuid(),d,getenv("GREETING"));'

@@ -260,11 +260,12 @@ def test_a_pure_pypi_lock_s_python_is_found_reading_layers_top_down(world) -> No
     layers, said = layers_of(python, digest), []
     world["log"].reset()
     base = RegistryBase(reference=f"docker://{world['a']}/platform/python@{digest}", insecure=True)
-    assert base_steps.base_python(base, "python3.12", said.append) == "/usr/local/bin/python3.12"
+    wanted = ["/usr/local/bin/python3.12", "/usr/bin/python3.12"]
+    assert base_steps.base_file(base, "linux-64", wanted, said.append) == "/usr/local/bin/python3.12"
     assert world["log"].blob_gets("platform/python") & set(layers) == set(layers[1:])  # the top two: not the lowest
     assert sum("reading base layer" in line for line in said) == 2
-    assert base_steps.base_python(base, "python3.11", said.append) is None
-    assert base_steps.base_python(python, "python3.12", said.append) == "/usr/local/bin/python3.12"  # a local layout: same
+    assert base_steps.base_file(base, "linux-64", ["/usr/local/bin/python3.11", "/usr/bin/python3.11"], said.append) is None
+    assert base_steps.base_file(python, "linux-64", wanted, said.append) == "/usr/local/bin/python3.12"  # a local layout: same
 
 
 PLATFORM = st.fixed_dictionaries({}, optional={"os": st.sampled_from(["linux", "windows", ""]),

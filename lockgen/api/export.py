@@ -11,6 +11,8 @@ and one layer added with the environment's record). Layers come from the layer c
 exporting again, or the next target, tars and compresses only what is new. `export_index` writes one
 image per platform of the lock, under one OCI image index; a foreign platform is built only when it is
 all conda (rattler links packages of any platform without running them; wheels need that platform's Python).
+A venv runs on a Python outside it, which the image must hold (`interpreter_steps`): an export whose image
+could not start its Python is refused, never written.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, file_guard, home, image_source, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api import held_base_steps, base_steps
+from lockgen.api import held_base_steps, base_steps, interpreter_steps
 from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
@@ -85,8 +87,11 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         read = base_steps.base_manifest(base, chosen, progress) if base is not None else None
         prefix = held_base_steps.team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
         held, on_base = _on_base(lock, lock_path, chosen, base, prefix, progress, read=read)
-        pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
-        interpreter = _base_python(base, LockgenMeta(lock).python(chosen), progress) if pure_pypi and on_base is None else None
+        interpreter = None
+        if on_base is not None and base is not None:  # a team's wheels on a base Python environment run on its Python
+            interpreter_steps.prove_held_python(base, chosen, on_base.entries, prefix, progress)
+        elif _pure_pypi(lock, chosen):
+            interpreter = interpreter_steps.venv_python(base, chosen, LockgenMeta(lock).python(chosen), progress)
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(prefix), progress, meter,
                                        venv_interpreter=interpreter, held=on_base)
         _drop_build_host_traces(tree)
@@ -114,6 +119,11 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
     for platform in chosen:
         lock_platform(lock, platform)  # one the lock has
         _buildable_here(lock, platform)
+    for platform in chosen:
+        if _pure_pypi(lock, platform):
+            raise UserError(f"the lock's {platform} environment is a venv (PyPI packages only), which runs on a base "
+                            "image's Python, and an image index takes no --base", f"export one --platform {platform} "
+                            "with --base IMAGE that has its Python, or give the stack a conda python")
     lock_digest = file_digest(lock_path)
     with _work_folder(out, fmt) as work:
         layout = work / "layout"
@@ -180,6 +190,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         first = conformance.lines()[0]
         raise UserError(f"{source} is not the environment of {lock_path}: {first}",
                         f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
+    interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, os.path.abspath(source), progress)
     lock = load_lock(lock_path)
     with _work_folder(out, fmt) as work:
         tree = work / "tree"
@@ -214,6 +225,7 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
             if not conformance.clean:
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
                                 f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}")
+            interpreter_steps.prove_in_layers(opened.layers, inside, prefix, progress)
             manifest, _ = env_manifest.build(inside)
             layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
         # the layers the new image names must be the ones just checked (a tag that moved, an index read for
@@ -328,18 +340,10 @@ def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes
         out.with_name(f"{out.name}.{name}").write_bytes(sbom)
 
 
-def _base_python(base: base_steps.Base | None, version: str | None, progress: Callable[[str], None]) -> str:
-    """Where a pure-PyPI image's venv finds Python: the base's `pythonX.Y` (Debian's /usr/bin, or
-    /usr/local/bin of the python:X.Y images), else /usr/bin/pythonX.Y, which the image then lacks:
-    said in a note, since a later layer or runtime may still bring it."""
-    name = f"python{'.'.join((version or '3').split('.')[:2])}"
-    found = base_steps.base_python(base, name, progress) if base is not None else None
-    if found is not None:
-        return found
-    where = "the base image has no" if base is not None else "no base image brings"
-    progress(f"note: the venv runs on /usr/bin/{name}, and {where} {name}: "
-             f"pass --base with Python {name.removeprefix('python')} for an image that runs on its own")
-    return f"/usr/bin/{name}"
+def _pure_pypi(lock: Lock, platform: str) -> bool:
+    """Whether the platform's environment is a venv: PyPI packages only, no Python of its own."""
+    packages = lock.packages_for(platform)
+    return bool(packages) and all(p.manager == "pip" for p in packages)
 
 
 def _keep_lock(tree: Path, lock_path: Path) -> None:
