@@ -238,7 +238,7 @@ def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize("prefix", ["/opt/../etc", "/", "opt/env", "/opt//env", "/opt/env/"])
 def test_a_base_image_label_cannot_move_the_team_environment_out_of_a_folder(prefix: str) -> None:
     """A team export puts its environment at its base image's prefix label: only a plain absolute folder."""
-    from lockgen.api.held_base_steps import team_prefix
+    from lockgen.core.team import team_prefix
     from lockgen.errors import LockFormatError
     from lockgen.model.lock import Lock, LockMetadata
 

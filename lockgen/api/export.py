@@ -27,13 +27,13 @@ from lockgen.adapters import conda_meta, dist_info, env_manifest, file_guard, ho
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import held_base_steps, base_steps
-from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config, is_environment_prefix, service_files
 from lockgen.core.layers import plan_layers
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx
+from lockgen.core.team import HeldEnvironment, package_key, team_prefix
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock
@@ -83,7 +83,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     with _work_folder(out, fmt) as work:
         tree = work / "tree"
         read = base_steps.base_manifest(base, chosen, progress) if base is not None else None
-        prefix = held_base_steps.team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
+        prefix = team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
         held, on_base = _on_base(lock, lock_path, chosen, base, prefix, progress, read=read)
         pure_pypi = all(p.manager == "pip" for p in lock.packages_for(chosen))
         interpreter = _base_python(base, LockgenMeta(lock).python(chosen), progress) if pure_pypi and on_base is None else None

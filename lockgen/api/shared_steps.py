@@ -15,16 +15,16 @@ from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, home, installers, package_store
 from lockgen.adapters import bytecode_proof, prefix_observer, rattler_cache, security_xattrs
-from lockgen.api.held_base_steps import HeldEnvironment, package_key
-from lockgen.api.manifest_steps import lock_python, manifest_of
+from lockgen.api.manifest_steps import manifest_of
 from lockgen.api.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.confined import child
 from lockgen.core.conformance import ExpectedPackage, compare, launcher_targets
-from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
+from lockgen.core.expected_env import conda_expected, lock_python, site_packages_of, wheel_expected
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.platforms import choose_platform
+from lockgen.core.team import HeldEnvironment, package_key
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.results import Drift
