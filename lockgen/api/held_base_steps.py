@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import conda_meta, env_manifest, manifest_store
-from lockgen.adapters.layer_members import LayerOpener, read_members
+from lockgen.adapters import layer_members
+from lockgen.adapters.layer_members import LayerOpener
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import team_steps
 from lockgen.core import lock_builder
@@ -102,8 +103,7 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
             return None
         progress(f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are "
                  "linked again to install them")
-    found = (_topmost_manifest(open_layer, base_manifest["layers"], prefix) if python_environment
-             else read_members(open_layer, base_manifest["layers"], prefix, _wanted, _past))
+    found = layer_members.environment_record(open_layer, base_manifest["layers"], prefix, records=not python_environment)
     recorded = _recorded_manifest(found, base_config, platform, prefix)
     entries = {entry["path"]: entry for entry in recorded["files"]}
     site = site_packages_of(lock_python(base_lock, platform) or "")
@@ -127,25 +127,6 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
              f"{len(base_lock.packages_for(platform))} packages also proven against their own manifests here); "
              "check --image --lock proves every file")
     return HeldEnvironment(held, records, entries, relinked)
-
-
-def _topmost_manifest(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str) -> dict[str, bytes]:
-    """The environment manifest of the topmost layer holding one (a Python environment's base has no
-    conda-meta records to gather): read from the top down, so a vendor's layers under lockgen's, which are
-    not sorted and would be read to their ends, are not read at all."""
-    for layer in reversed(layers):  # bounded by the layers
-        found = read_members(open_layer, [layer], prefix, lambda relative: relative == env_manifest.MANIFEST, _past)
-        if found:
-            return found
-    return {}
-
-
-def _wanted(relative: str) -> bool:
-    return relative == env_manifest.MANIFEST or conda_meta.is_record(relative)
-
-
-def _past(relative: str) -> bool:
-    return relative > _RECORDS and not relative.startswith(_RECORDS)
 
 
 def _recorded_manifest(found: dict[str, bytes], base_config: dict[str, Any], platform: str, prefix: str) -> dict[str, Any]:
