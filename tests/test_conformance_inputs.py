@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from lockgen.adapters.manifest_store import read_bundle
-from lockgen.api.pin import _read_inventory
+from lockgen.adapters import inventory_file
 from lockgen.core.launchers import is_launcher
 from lockgen.errors import UserError
 from tests.conftest import run_cli
@@ -20,7 +20,7 @@ from tests.conftest import run_cli
 def test_any_bytes_as_inventory_or_bundle_are_a_user_error(tmp_path_factory, data: bytes, zipped: bool) -> None:
     path = tmp_path_factory.mktemp("bad") / "input.json"
     path.write_bytes(gzip.compress(data) if zipped else data)
-    for reader in (_read_inventory, read_bundle):
+    for reader in (inventory_file.read, read_bundle):
         try:
             reader(path)
         except UserError as exc:

@@ -15,14 +15,12 @@ RECORDs list, for `lockgen pin` to turn into a lock on a connected machine.
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, home, inventory_probe, python_dists
-from lockgen.adapters.atomic_files import write_atomic, write_bytes_atomic
+from lockgen.adapters import conda_meta, home, inventory_file, inventory_probe, python_dists
+from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.core.lock_builder import frozen_lock
 from lockgen.core.stack_layout import default_lock_path
@@ -87,6 +85,5 @@ def write_inventory(python: str, out: Path, progress: Callable[[str], None]) -> 
     checked = inventory_probe.rehash(Path(python))
     progress(f"re-hashed {checked.checked} recorded files: {len(checked.mismatches)} differ from their RECORD")
     document = NodeInventory(inventory=found, rehash=checked)
-    data = (json.dumps(document.model_dump(mode="json"), indent=1, sort_keys=True) + "\n").encode()
-    write_bytes_atomic(out, gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
+    inventory_file.write(out, document)
     return document

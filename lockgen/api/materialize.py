@@ -3,8 +3,6 @@ hash-checked, one at a time per target path)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,7 +27,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
     final = (prefix or default_prefix(lock_digest, name)).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
     with file_guard.held(final.parent / f".{final.name}.lock"):  # two runs of one lock make one environment
-        _sweep(final.parent, final.name)
+        file_guard.sweep_dead_builds(final.parent, final.name)
         if (final / env_manifest.MANIFEST).is_file():
             manifest, _ = env_manifest.read(final)
             if manifest.get("lock_sha256") == lock_digest:
@@ -45,20 +43,7 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
             raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
         if final.exists():
             raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
-        temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-        shutil.rmtree(temp, ignore_errors=True)
-        try:
+        with file_guard.built_beside(final) as temp:
             digest = build_environment(lock, lock_digest, chosen, temp, final, progress, meter, allow_md5=allow_md5,
                                        verify=verify)
-            os.rename(temp, final)
-        finally:
-            shutil.rmtree(temp, ignore_errors=True)
     return final, digest
-
-
-def _sweep(folder: Path, name: str) -> None:
-    """Removes temporary folders of interrupted runs (their process is gone)."""
-    for leftover in folder.glob(f".{name}.tmp-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(leftover, ignore_errors=True)
