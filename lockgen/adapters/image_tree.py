@@ -19,8 +19,8 @@ from typing import Any
 from lockgen.adapters import conda_meta, dist_info, env_manifest, oci_layout, registry
 from lockgen.adapters.layer_cache import LayerCache
 from lockgen.core.layers import plan_layers
+from lockgen.core.team import dist_info_key
 from lockgen.errors import UserError
-from lockgen.model.names import normalize
 from lockgen.model.oci import LOCK_INSIDE
 
 Meter = Callable[[str, int, int], None]
@@ -87,7 +87,7 @@ def build_layers(tree: Path, layout: Path, layering: tuple[int, str, int], progr
     budget, compression, level = layering
     owned, rest = _ownership(tree)
     if held:  # the base's layers hold these packages; their records go into the last layer, the team's own
-        reused = {key for key in owned if (key if not key.startswith("pypi-") else _pypi_key(key)) in held}
+        reused = {key for key in owned if (dist_info_key(key.removeprefix("pypi-")) if key.startswith("pypi-") else key) in held}
         rest = sorted(set(rest) | {f for key in reused for f in owned[key] if f.startswith("conda-meta/")})
         owned = {key: files for key, files in owned.items() if key not in reused}
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
@@ -104,12 +104,6 @@ def build_layers(tree: Path, layout: Path, layering: tuple[int, str, int], progr
         done = [future.result() for future in futures]  # plan order, whatever order they finished in
     progress(f"{len(done)} layers, {sum(hit for _, _, hit in done)} taken from the layer cache")
     return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
-
-
-def _pypi_key(key: str) -> str:
-    """`pypi-Torch_Stuff-2.1` (a dist-info folder's name) as `pypi-<normalised name>-<version>`."""
-    name, _, version = key.removeprefix("pypi-").rpartition("-")
-    return f"pypi-{normalize(name)}-{version}"
 
 
 def place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]) -> None:

@@ -44,7 +44,7 @@ def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Ca
                               + (" (an older lockgen exported it)" if carried is None else ""),
                               "export the base image again with this lockgen, or extend the base's lock file")
     data = carried[0]
-    path = stack_layout.image_base_lock_path(stack_path.parent)
+    path = stack_layout.base_path(stack_path, extends)
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, data)

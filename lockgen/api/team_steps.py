@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.adapters.stack_file import base_stack_path
 from lockgen.core import stack_layout
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.digests import file_digest
@@ -25,25 +24,17 @@ from lockgen.model.lock import Lock
 from lockgen.model.spec import StackSpec, Target
 
 
-def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
-    """Where the base that a team stack at `stack_path` extends keeps its lock for `target` (a base that is a
-    lock is its one target's lock)."""
-    if stack_layout.names_a_base_lock(extends):
-        return base_stack_path(stack_path, extends)
-    return stack_layout.lock_path(base_stack_path(stack_path, extends).parent, target)
-
-
 def held_base_path(team_lock_path: Path, team_lock: Lock) -> Path | None:
     """The base lock a team lock file names (its stack is the folder above its locks/), or None for a lock of a
     stack that extends no base."""
     extends = LockgenMeta(team_lock).extends
-    return base_lock_path(team_lock_path.parent.parent / "stack.toml", extends, LockgenMeta(team_lock).target) if extends else None
+    return stack_layout.team_lock_base(team_lock_path, extends, LockgenMeta(team_lock).target) if extends else None
 
 
 def required_base_lock(stack_path: Path, spec: StackSpec, target: Target) -> Path:
     """The base's lock for `target`, which must have been resolved first."""
     assert spec.extends is not None
-    path = base_lock_path(stack_path, spec.extends, target.name)
+    path = stack_layout.base_lock_path(stack_path, spec.extends, target.name)
     if not path.is_file() and stack_layout.names_an_image(spec.extends):
         raise UserError(f"the lock of the base image {spec.extends} is not here ({path})",
                         "resolve the team stack: it reads the lock the image carries")
@@ -51,7 +42,7 @@ def required_base_lock(stack_path: Path, spec: StackSpec, target: Target) -> Pat
         raise UserError(f"the base lock {path} does not exist", "pin it again (lockgen pin), or fix `extends`")
     if not path.is_file():
         raise UserError(f"the base stack has no lock for target `{target.name}` ({path})",
-                        f"resolve the base first: lockgen resolve {base_stack_path(stack_path, spec.extends)}")
+                        f"resolve the base first: lockgen resolve {stack_layout.base_path(stack_path, spec.extends)}")
     return path
 
 

@@ -29,7 +29,10 @@ def python_xy(version: str) -> str:
 
 
 def lock_python(lock: Lock, platform: str) -> str | None:
-    """The Python `X.Y` of a lock on a platform: its conda python, else the version the lock records."""
+    """The Python `X.Y` of a lock on a platform: its conda python, else the version the lock records (a PyPI
+    layer's, a frozen or pinned venv's). The conda package wins where both are there: it is the interpreter
+    the environment runs, and the folder its wheels go into; the recorded version is what resolve read from it.
+    Every reader of a lock's Python asks here (export, check, a team stack on a base lock)."""
     conda_python = next((p.version for p in lock.packages_for(platform) if p.manager == "conda" and p.name == "python"), None)
     version = conda_python or LockgenMeta(lock).python(platform) or None
     return python_xy(version) if version else None

@@ -122,10 +122,22 @@ def conda_of(lock: Lock, platform: str) -> list[LockedPackage]:
 
 
 def package_key(package: LockedPackage) -> str:
-    """A locked package's layer key, as export names a package's layer."""
+    """A locked package's layer key, as export names a package's layer: a conda package's is its conda-meta
+    record's stem (`name-version-build`), a wheel's `pypi-<normalised name>-<version>`."""
     if package.manager == "conda":
         return f"{package.name}-{package.version}-{package.build}"
-    return f"pypi-{normalize(package.name)}-{package.version}"
+    return _pypi_key(package.name, package.version)
+
+
+def dist_info_key(folder: str) -> str:
+    """The layer key of an installed distribution by its dist-info folder's name (`Torch_Stuff-2.1.dist-info`):
+    the `package_key` of its lock entry."""
+    name, _, version = folder.removesuffix(".dist-info").rpartition("-")
+    return _pypi_key(name, version)
+
+
+def _pypi_key(name: str, version: str) -> str:
+    return f"pypi-{normalize(name)}-{version}"
 
 
 def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
