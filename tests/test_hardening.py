@@ -267,3 +267,23 @@ def test_a_team_lock_without_services_is_refused_on_a_base_that_runs_them() -> N
     refuse_leftover_services(lock({}), {"config": {"Entrypoint": ["/bin/sh"]}}, "/opt/env")  # no services below: fine
     with_services = lock({"lockgen.image": '{"services": {"jupyter": ["jupyter", "lab"]}}'})
     refuse_leftover_services(with_services, runs_services, "/opt/env")
+
+
+def test_the_one_file_hasher_follows_nothing_in_a_prefix_it_does_not_trust(tmp_path: Path) -> None:
+    """`file_digest` is the only file hasher (parallel hashing and the rattler cache check call it); inside a
+    prefix (`follow=False`) a link is not followed and a FIFO is refused at once instead of blocking the read."""
+    import hashlib
+
+    from lockgen.digests import file_digest
+
+    data = b"x" * ((1 << 20) + 7)  # more than one block
+    (tmp_path / "file").write_bytes(data)
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    os.mkfifo(tmp_path / "fifo")
+    for follow in (True, False):
+        assert file_digest(tmp_path / "file", follow=follow) == hashlib.sha256(data).hexdigest()
+    assert file_digest(tmp_path / "file", "md5") == hashlib.md5(data).hexdigest()
+    assert file_digest(tmp_path / "link") == hashlib.sha256(data).hexdigest()  # a path the user names: followed
+    for unsafe in ("link", "fifo"):
+        with pytest.raises(OSError):
+            file_digest(tmp_path / unsafe, follow=False)

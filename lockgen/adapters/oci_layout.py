@@ -86,7 +86,7 @@ def layer_key(root: Path, relatives: list[str], image_prefix: str, known: dict[s
         elif stat.S_ISDIR(info.st_mode):
             line = f"D {relative}"
         else:
-            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path)}"
+            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path, follow=False)}"
         hasher.update(line.encode() + b"\n")
     return hasher.hexdigest()
 
