@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import zstandard
 from pydantic import ValidationError
@@ -133,7 +133,7 @@ def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
             yield raw
         else:
             with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-                yield stream
+                yield cast(IO[bytes], stream)  # a GzipFile reads as IO[bytes]; its stub says BufferedIOBase
     except (zstandard.ZstdError, gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}",
                               "the image's layer is damaged or mislabelled: re-export or re-pull it") from None

@@ -92,7 +92,7 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
     """The base environment a team export builds on, read from the base image and checked (module
     docstring); None when the team adds wheels and the base's Python is no conda package (built whole then)."""
     own = [p for p in lock.packages_for(platform) if package_key(p) not in held]
-    relinked = frozenset()
+    relinked: frozenset[str] = frozenset()
     python_environment = all(p.manager == "pip" for p in (*base_lock.packages_for(platform), *own))  # wheels only
     if any(p.manager == "pip" for p in own) and python_environment:
         progress(f"the base is a Python environment: the team's {len(own)} packages are installed alone, into its prefix")

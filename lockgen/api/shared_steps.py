@@ -77,7 +77,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
-        installers.make_venv(temp, venv_interpreter if same_here else python)
+        installers.make_venv(temp, venv_interpreter if venv_interpreter is not None and same_here else python)
     if pip:
         wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
         expected.extend(wheels)

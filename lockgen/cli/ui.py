@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -79,7 +79,7 @@ def print_json(document: object) -> None:
     print(json.dumps(document, indent=2, sort_keys=True, default=str))
 
 
-def fail(message: str, hint: str = "", code: int = 1) -> None:
+def fail(message: str, hint: str = "", code: int = 1) -> NoReturn:
     print(_styled("error:", "31;1") + f" {message}", file=sys.stderr)
     if hint:
         print(_styled("hint:", "36") + f" {hint}", file=sys.stderr)
