@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from lockgen.adapters.manifest_store import read_bundle
@@ -29,6 +30,7 @@ def test_any_bytes_as_inventory_or_bundle_are_a_user_error(tmp_path_factory, dat
             raise AssertionError(f"{reader.__name__} accepted {data!r}")
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300), st.from_regex(r"[a-z_]{1,8}(\.[a-z_]{1,8}){0,2}:[a-z_]{1,8}", fullmatch=True))
 def test_launcher_shape_never_raises_and_needs_the_call(text: str, target: str) -> None:
@@ -36,6 +38,7 @@ def test_launcher_shape_never_raises_and_needs_the_call(text: str, target: str) 
     assert verdict is False or f"sys.exit({target.split(':')[1]}())" in text
 
 
+@pytest.mark.slow
 def test_pin_and_check_refuse_garbage_cleanly(tmp_path: Path) -> None:
     garbage = tmp_path / "inv.json"
     garbage.write_text("{not json")

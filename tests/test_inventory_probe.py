@@ -20,6 +20,8 @@ from lockgen.core.wheel_files import Scheme, expected_files
 from lockgen.errors import UserError
 from tests.test_wheel_record import demo_wheel
 
+pytestmark = pytest.mark.slow  # every test here builds a venv, an image or a registry first
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 SITE = f"lib/python{PY}/site-packages"
 

@@ -34,6 +34,7 @@ def _lock(meta_value: str, dep_spec: str, version: str) -> Lock:
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @example(meta_value="A\n", dep_spec="1.2.3\n", version="1")  # a plain-scalar regex's `$` matched before a final newline
 @given(meta_value=_text, dep_spec=_text, version=st.one_of(_text.filter(bool), st.from_regex(r"\A[0-9]{1,3}([._][0-9]{1,3}){0,3}[a-z]?\Z"),
@@ -77,6 +78,7 @@ def _v1_document(entries: list[dict]) -> dict:
             "package": entries}
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_CONDA_ENTRY, min_size=1, max_size=5, unique_by=lambda e: e["name"]), st.booleans(),
        st.sampled_from(["version", "hash", "optional", "url", None]))

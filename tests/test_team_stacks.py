@@ -45,6 +45,7 @@ def team(tmp_path: Path, deps: str, extra: str = "") -> Path:
                  f'[stack]\nname = "team"\nextends = "../platform/stack.toml"\n{extra}\n[dependencies]\n{deps}\n')
 
 
+@pytest.mark.slow
 def test_a_team_stack_holds_the_base_and_adds_its_own(tmp_path: Path, platform: tuple[Path, Path]) -> None:
     _, base = platform
     stack = team(tmp_path, 'teamtool = "*"')
@@ -63,6 +64,7 @@ def test_a_team_stack_holds_the_base_and_adds_its_own(tmp_path: Path, platform: 
     assert stale.returncode == 1 and "cpu: base-changed: " in stale.stdout, stale.stdout + stale.stderr
 
 
+@pytest.mark.slow
 def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(tmp_path: Path, platform: tuple[Path, Path]) -> None:
     stack = team(tmp_path, 'trans = "*"')
     refused = run_cli("resolve", str(stack))
@@ -77,6 +79,7 @@ def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(tmp_path: P
     assert load_lock(lock).metadata.custom_metadata["lockgen.base-moved.linux-64"] == "tok 0.21.4 -> 0.22.1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("text", "fragment"), [
     ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nbase-lib = "*"\n', "is the base's dependency"),
     ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\nplatforms = ["linux-64"]\n[dependencies]\nteamtool = "*"\n',
@@ -101,6 +104,7 @@ def test_the_base_must_be_resolved_first(tmp_path: Path) -> None:
     assert done.returncode == 1 and "resolve the base first: lockgen resolve" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(tmp_path: Path) -> None:
     import json
 
@@ -130,6 +134,7 @@ def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(
     assert "pytorch 2.5.0 cpu_h1_0 -> 2.6.0 cpu_h1_0 on linux-64" in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 def test_a_team_stack_on_a_missing_or_unreadable_lock_is_one_error(tmp_path: Path) -> None:
     stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../vendor/node.conda-lock.yml"\n'
                   '[pypi-dependencies]\nsix = "*"\n[targets.node]\narch = "cpu"\n')

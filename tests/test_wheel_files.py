@@ -129,6 +129,7 @@ _rows = st.lists(st.builds(wf.RecordRow, st.lists(_segment, min_size=1, max_size
                            st.none() | st.integers(0, 2**40)), max_size=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_rows)
 def test_record_round_trips(rows):
@@ -136,6 +137,7 @@ def test_record_round_trips(rows):
     assert wf.parse_record(wf.render_record(rows)) == tuple(rows)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.from_regex(r"[a-z0-9_]{1,8}", fullmatch=True), min_size=1, max_size=3), min_size=3,
                 max_size=3))
