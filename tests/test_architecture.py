@@ -232,3 +232,22 @@ def test_the_meta_rule_catches_a_string_read(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text('"""probe"""\n\ndef arch(lock):\n    return lock.meta("arch")\n')
     assert meta_reads(probe) == [4]
+
+
+def api_closure(name: str) -> set[str]:
+    """The api modules a module of lockgen/api reaches through its imports of other api modules, transitively."""
+    seen, pending = set(), [name]
+    while pending:  # bounded: each module is entered once
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        path = REPO.joinpath(*current.split(".")).with_suffix(".py")
+        pending.extend(n for n in real_modules(lockgen_imports(path)) if n.startswith("lockgen.api.") and n not in seen)
+    return seen - {name}
+
+
+def test_a_plain_environment_build_needs_no_team_step() -> None:
+    """shared_steps builds every environment (materialize, check, export): it reaches no team step (issue 32)."""
+    assert api_closure("lockgen.api.shared_steps") & {"lockgen.api.team_steps", "lockgen.api.held_base_steps"} == set()
+    assert "lockgen.api.team_steps" in api_closure("lockgen.api.held_base_steps")  # the walk sees steps at all
