@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from lockgen.api.explain import explain
 from tests.conftest import REPO, run_cli
 
@@ -23,6 +25,7 @@ def by_release(report: dict, release: str, platform: str = "linux-64") -> dict:
     return next(c for c in report["candidates"] if c["release"] == release and c["platform"] == platform)
 
 
+@pytest.mark.slow
 def test_explain_names_why_torch_2_7_is_out_for_sm80_on_550() -> None:
     done = run_cli("explain", str(EXAMPLE), "--target", "a100", "--json")
     assert done.returncode == 0, done.stderr
@@ -49,6 +52,7 @@ def test_each_rule_is_named_arch_list_pin_and_cpu_target(tmp_path: Path) -> None
     assert "download.pytorch.org/whl/cpu" in cpu["candidates"][0]["reason"]
 
 
+@pytest.mark.slow
 def test_explain_of_a_missing_target_or_an_unreachable_cuda_is_one_error(tmp_path: Path) -> None:
     done = run_cli("explain", str(EXAMPLE), "--target", "nope")
     assert done.returncode == 1 and "error: no target `nope`" in done.stderr and "hint: its targets: v100" in done.stderr

@@ -96,6 +96,7 @@ def test_every_added_fact_keeps_a_source_that_says_how_sure_it_is() -> None:
             assert "+PTX" not in (wheel.arch_list or ""), wheel
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
     """Online: `torch = ">=2.4"` for sm90 on R580 takes the newest release PyPI publishes whose CUDA the
@@ -116,6 +117,7 @@ def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
         (torch, newest, done.stderr)
 
 
+@pytest.mark.slow
 def test_facts_check_of_a_stack_names_the_channel_builds_the_facts_cannot_judge(tmp_path: Path) -> None:
     from tests.channel_factory import Pkg, build_channel
 

@@ -73,6 +73,7 @@ def resolved_torch(folder: Path, url: str, **stack_options: str) -> tuple[str, s
     return done.stderr, torch_of(path.parent / "locks" / "h100.conda-lock.yml")
 
 
+@pytest.mark.slow
 def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Path, index) -> None:
     server, _ = index
     path = stack(tmp_path / "a", server.url)
@@ -94,6 +95,7 @@ def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Pa
     assert (again.parent / "locks" / "h100.conda-lock.yml").read_bytes() == lock_path.read_bytes()
 
 
+@pytest.mark.slow
 def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: Path, index) -> None:
     server, _ = index
     stderr, torch = resolved_torch(tmp_path, server.url, extra='unknown-releases = "refuse"')
@@ -104,12 +106,14 @@ def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: P
     assert refused.returncode == 1 and "unknown-releases" in refused.stderr and "Traceback" not in refused.stderr
 
 
+@pytest.mark.slow
 def test_exclude_newer_hides_a_release_from_the_evidence_too(tmp_path: Path, index) -> None:
     server, _ = index
     stderr, torch = resolved_torch(tmp_path, server.url, options='exclude-newer = "2026-10-01"')
     assert torch == "2.14.0" and "newer than lockgen's facts" not in stderr
 
 
+@pytest.mark.slow
 def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index) -> None:
     server, site = index
     path = stack(tmp_path, server.url)
@@ -123,6 +127,7 @@ def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index)
     assert "torch 2.18.0 is newer than lockgen's facts" in stale.stdout
 
 
+@pytest.mark.slow
 def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_out(tmp_path: Path, index) -> None:
     server, site = index
     body, _ = site.files["/simple/torch/"]
@@ -135,6 +140,7 @@ def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_ou
     assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
 
 
+@pytest.mark.slow
 def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path, index) -> None:
     server, _ = index
     done = run_cli("facts", "check", "--index", f"{server.url}/simple", "--platform", "linux-64", "--python", "3.11", "--json")
@@ -146,6 +152,7 @@ def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path,
     assert summary.returncode == 0 and json.loads(summary.stdout)["origin"] == "lockgen/data/gpu_facts.json"
 
 
+@pytest.mark.slow
 def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
     from lockgen.core.package_data import load_json
 

@@ -14,7 +14,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.errors import ChannelError, SpecError, TargetError, UnsatisfiableError
 from tests.conftest import REPO, run_cli
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.slow]  # every test here solves with uv or builds an image first
 PYPI_EXAMPLE = REPO / "envs" / "examples" / "torch-pypi" / "stack.toml"
 TARGETS = ("v100", "a100", "h100", "h100-r580ga", "b200", "gh200")
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from lockgen.adapters import bytecode_proof, conformance_store, manifest_store, prefix_observer
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.manifest_steps import expected_manifests, expected_packages, lock_python
+from lockgen.api.manifest_steps import expected_manifests, expected_packages
 from lockgen.api.shared_steps import Meter, lock_platform
 from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
-from lockgen.core.expected_env import expected_digest, site_packages_of
+from lockgen.core.expected_env import expected_digest, lock_python, site_packages_of
 from lockgen.core.image_config import service_files
 from lockgen.digests import file_digest
 from lockgen.errors import UserError

@@ -15,7 +15,7 @@ from lockgen.adapters.stack_file import declared_extends
 from lockgen.api import team_steps
 from lockgen.api.image_base_steps import fetch_base_lock
 from lockgen.api.stack_steps import load_stack
-from lockgen.core import lock_builder, lock_meta, stack_layout
+from lockgen.core import lock_builder, lock_meta, stack_layout, team
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
@@ -149,7 +149,7 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         base = (context.spec.extends, bases[target.name][1]) if target.name in bases else None
         base_lock = bases[target.name][0] if target.name in bases and context.base_is_lock else None
         if base_lock is not None:
-            packages = [p for r in requests for p in team_steps.with_base_entries(
+            packages = [p for r in requests for p in team.with_base_entries(
                 base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
         metadata = context.metadata(target, window, requests, plans_of_target, base,
                                     {platform: list(changes.values()) for (name, platform), changes in moved.items()
@@ -180,12 +180,12 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     for target, _, requests in plans:
         pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
         if target.name in bases and hold_base:
-            base_holds = team_steps.holds(bases[target.name][0], released.get(target.name, set()))
-            pinned, held_pip = team_steps.with_team_pins(base_holds, (pinned, held_pip))
+            base_holds = team.holds(bases[target.name][0], released.get(target.name, set()))
+            pinned, held_pip = team.with_team_pins(base_holds, (pinned, held_pip))
         if target.name in bases:
-            stand_ins.update({(target.name, p): held for p, held in team_steps.check_only(bases[target.name][0]).items()})
+            stand_ins.update({(target.name, p): held for p, held in team.check_only(bases[target.name][0]).items()})
         if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
-            preferred.update({(target.name, r.platform): team_steps.published_pip(bases[target.name][0], r.platform)
+            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name][0], r.platform)
                               for r in requests})
         pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
@@ -195,7 +195,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
 
     try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
         solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else
-                      [team_steps.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
+                      [team.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
         if failing is None:
@@ -223,7 +223,7 @@ def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], base
     moved = {}
     for target, _, request, found in conda:
         found = found + pypi.get((target.name, request.platform), (None, []))[1]
-        changes = team_steps.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
+        changes = team.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
         if changes:
             moved[(target.name, request.platform)] = changes
     if not moved:
@@ -251,7 +251,7 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]
         if normalize(update) not in names:
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
                             "--update takes names of locked packages; add new ones to [dependencies]")
-    return team_steps.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
+    return team.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
 
 
 def _update_family(lock: Lock, names: set[str]) -> set[str]:

@@ -9,8 +9,6 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
-import os
-import shutil
 import stat
 import time
 from collections.abc import Callable
@@ -18,16 +16,16 @@ from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
 from lockgen.adapters import bytecode_proof, prefix_observer, rattler_cache, security_xattrs
-from lockgen.api.held_base_steps import HeldEnvironment, package_key
-from lockgen.api.manifest_steps import lock_python, manifest_of
+from lockgen.api.manifest_steps import manifest_of
 from lockgen.api.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.confined import child
 from lockgen.core.conformance import ExpectedPackage, compare, launcher_targets
-from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
+from lockgen.core.expected_env import conda_expected, lock_python, site_packages_of, wheel_expected
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.platforms import choose_platform
+from lockgen.core.team import HeldEnvironment, package_key
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
@@ -51,7 +49,7 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
     this lock already there is checked against its manifest (`verify`: every file hashed) and kept."""
     final.parent.mkdir(parents=True, exist_ok=True)
     with file_guard.held(final.parent / f".{final.name}.lock"):  # two runs of one lock make one environment
-        _sweep(final.parent, final.name)
+        file_guard.sweep_dead_builds(final.parent, final.name)
         if (final / env_manifest.MANIFEST).is_file():
             manifest, _ = env_manifest.read(final)
             if manifest.get("lock_sha256") == loaded.sha256:
@@ -67,23 +65,10 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
             raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
         if final.exists():
             raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
-        temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-        shutil.rmtree(temp, ignore_errors=True)
-        try:
+        with file_guard.built_beside(final) as temp:
             digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter,
                                        allow_md5=allow_md5, verify=verify)
-            os.rename(temp, final)
-        finally:
-            shutil.rmtree(temp, ignore_errors=True)
     return digest
-
-
-def _sweep(folder: Path, name: str) -> None:
-    """Removes temporary folders of interrupted runs (their process is gone)."""
-    for leftover in folder.glob(f".{name}.tmp-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
@@ -122,7 +107,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
-        installers.make_venv(temp, venv_interpreter if same_here else python)
+        installers.make_venv(temp, venv_interpreter if venv_interpreter is not None and same_here else python)
     if pip:
         wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
         expected.extend(wheels)
