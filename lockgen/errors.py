@@ -28,6 +28,11 @@ class UserError(LockgenError):
     """Something in the user's input is wrong: spec, flags, lock contents."""
 
 
+class NotFoundError(UserError):
+    """A server or folder holds nothing at the URL asked for (HTTP 404, no such page): an index without the
+    project is told apart from one that cannot be read."""
+
+
 class SpecError(UserError):
     """`stack.toml` is malformed or has bad values; carries file and line when known."""
 

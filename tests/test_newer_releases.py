@@ -128,7 +128,9 @@ def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index)
 
 
 @pytest.mark.slow
-def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_out(tmp_path: Path, index) -> None:
+def test_an_index_answering_pep503_html_is_read_as_resolve_and_explain_read_any_source(tmp_path: Path, index) -> None:
+    """A PEP 503 page without hashes, upload times or metadata files (a plain mirror): its releases are the
+    candidates, and a release newer than the facts is judged on the METADATA read from the wheel by ranges."""
     server, site = index
     body, _ = site.files["/simple/torch/"]
     names = [f["filename"] for f in json.loads(body)["files"]]
@@ -136,8 +138,15 @@ def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_ou
     path = stack(tmp_path, server.url)
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
-    assert "could not be read from" in done.stderr and "they stay out" in done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.16.0"
+    assert any(r is not None and r.startswith("bytes=") for p, r, _ in site.log if p.endswith("2.16.0-" + TAG + ".whl"))
+    report = json.loads(run_cli("explain", str(path), "--target", "h100", "--json").stdout)
+    assert [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"]] == [
+        ("2.16", True, "native-kernels"), ("2.14", True, "native-kernels")]  # only what the index serves
+    site.files["/simple/torch/"] = (b"<html>nothing here</html>", "text/html")
+    empty = run_cli("resolve", str(stack(tmp_path / "empty", server.url)))
+    assert empty.returncode == 1 and "no torch release on PyPI fits sm90" in empty.stderr
+    assert "hint: the stack's index serves no torch build the facts know" in empty.stderr
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.pypi_plan import PypiPlan
     from lockgen.core.freshness import Staleness
-    from lockgen.api.pypi import NewerReleases
+    from lockgen.api.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
@@ -46,20 +46,20 @@ class _Context:
     channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
     facts: GpuFacts = field(default_factory=load_facts)
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
-    _newer: "NewerReleases | None" = None
+    _sources: "TorchSources | None" = None
 
     def candidates(self, platform: str) -> list[CandidateBuild]:
         if platform not in self._candidates:
             self._candidates[platform] = self.channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
         return self._candidates[platform]
 
-    def newer_releases(self, progress: Progress) -> "NewerReleases":
-        """One reader of the index's newer torch releases per run (each platform read once)."""
-        from lockgen.api.pypi import NewerReleases
+    def torch_sources(self, progress: Progress) -> "TorchSources":
+        """One reader of the stack's torch sources per run (each page read once)."""
+        from lockgen.api.torch_source_steps import TorchSources
 
-        if self._newer is None:
-            self._newer = NewerReleases(self.facts, self.spec, progress)
-        return self._newer
+        if self._sources is None:
+            self._sources = TorchSources(self.facts, self.spec, progress)
+        return self._sources
 
     @property
     def base_is_lock(self) -> bool:
@@ -324,16 +324,16 @@ def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None,
     from lockgen.core.freshness import facts_changed
     from lockgen.core.pypi_plan import plan_pypi
 
-    from lockgen.api.torch_source_steps import TorchSources
     from lockgen.core.pypi_plan import held_by_conda, needs_torch_rules
 
-    newer, sources = context.newer_releases(progress), TorchSources(context.spec)
+    sources = context.torch_sources(progress)
     found: list[Staleness] = []
     for platform in lock.metadata.platforms:
         conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
         python, held = held_by_conda(context.spec, conda)
-        offers = sources.offers(target, platform, python) if needs_torch_rules(context.spec, target, held) else ()
+        ruled = needs_torch_rules(context.spec, target, held)
         plan = plan_pypi(context.facts, context.spec, target, platform, window, conda,
-                         newer.inference(target, platform, conda), offers)
+                         sources.inference(target, platform, python) if ruled else None,
+                         sources.offers(target, platform, python) if ruled else ())
         found.extend(facts_changed(target.name, platform, lock, plan.constraints, plan.inferred))
     return found
