@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLE_STACK, run_cli
+from tests.torch_stack import torch_lock
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +28,13 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def conforming(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(python, lock): an empty venv on this host's site-packages (its torch), pinned from its inventory, so
-    the environment `verify --lock` runs in really is its lock (no network: nothing to find on an index)."""
+    """(python, lock): this host's torch locked and materialized, so the environment `verify --lock` runs in
+    really is its lock, torch inside its prefix (no network: the index is pip's local wheels)."""
     folder = tmp_path_factory.mktemp("conforming")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder / "venv")], check=True)
-    python = folder / "venv" / "bin" / "python"
-    assert run_cli("freeze", "--python", str(python), "--inventory", str(folder / "inv.json")).returncode == 0
-    pinned = run_cli("pin", str(folder / "inv.json"), "--target", "cpu", "--out", str(folder / "locks" / "cpu.conda-lock.yml"))
-    assert pinned.returncode == 0, pinned.stderr
-    return python, folder / "locks" / "cpu.conda-lock.yml"
+    lock = torch_lock(folder)
+    made = run_cli("materialize", str(lock), "--prefix", str(folder / "env"))
+    assert made.returncode == 0, made.stderr
+    return folder / "env" / "bin" / "python", lock
 
 
 @pytest.fixture(scope="module")
