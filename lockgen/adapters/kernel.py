@@ -67,9 +67,11 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(process)
-        raise KernelError(f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); "
-                          "every process it started was killed",
-                          "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow") from None
+        late = KernelError(f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); "
+                           "every process it started was killed",
+                           "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow")
+        late.timed_out = True
+        raise late from None
     reader.join(timeout=5)
     _kill_group(process)  # ranks a failed launcher left behind
     if process.returncode != 0:
@@ -129,16 +131,21 @@ def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, pr
         launch = (["--standalone"] if rendezvous is None else
                   [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}",
                    f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={join_timeout_s}"])
+        joined = Path(folder) / "joined"  # made by the node's first rank once every rank has met
         command = [python, "-m", "torch.distributed.run", *launch, f"--nproc_per_node={gpus}",
-                   "-m", "verify.dist", "--out", str(out_path), "--sizes-mib", sizes_mib, "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
+                   "-m", "verify.dist", "--out", str(out_path), "--joined", str(joined), "--sizes-mib", sizes_mib,
+                   "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
         what = f"the {gpus}-process distributed kernel" + (f" (one node of {rendezvous.nodes})" if rendezvous else "")
         try:
             _run(command, timeout_s, progress, what, extra_env or {})
         except KernelError as exc:
-            if rendezvous is None or not exc.rendezvous_timed_out:
+            # torchrun gave up on the other nodes, or (a slow start on a busy host) lockgen's limit came first
+            never_met = exc.rendezvous_timed_out or (exc.timed_out and not joined.exists())
+            if rendezvous is None or not never_met:
                 raise
+            waited = join_timeout_s if exc.rendezvous_timed_out else timeout_s
             raise KernelError(f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) "
-                              f"within {join_timeout_s} s",
+                              f"within {waited:.0f} s",
                               "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) "
                               "and check that the endpoint's port is reachable from each") from None
         return _read(out_path, "the distributed kernel")
