@@ -71,15 +71,33 @@ app.add_typer(facts_cmd.facts_app, name="facts")
 app.add_typer(fleet_cmd.fleet_app, name="fleet")
 
 
+def _by_interrupt(exit_: BaseException) -> bool:
+    """Whether this exit is typer's for a Ctrl-C (it turns KeyboardInterrupt into a silent exit 130)."""
+    seen: BaseException | None = exit_
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def main() -> None:
-    """Runs the app. When rattler was loaded, the process ends with `os._exit` after flushing: its native
-    (tokio) threads can take the GIL while the interpreter finalises, which aborts Python < 3.14 at exit
-    (CPython issue 87135; seen here in about one run in eight under load), after all work is done."""
+    """Runs the app. Ctrl-C, in any command, ends it with one `interrupted` line and exit 130, after the
+    work's own clean-up has run (each temporary folder is removed as the interrupt unwinds its `finally`).
+    When rattler was loaded, the process ends with `os._exit` after flushing: its native (tokio) threads can
+    take the GIL while the interpreter finalises, which aborts Python < 3.14 at exit (CPython issue 87135;
+    seen here in about one run in eight under load), after all work is done."""
     try:
         app()
         code: object = 0
     except SystemExit as exit_:
         code = exit_.code
+        if _by_interrupt(exit_):
+            print("interrupted", file=sys.stderr)
+            code = 130
+    except KeyboardInterrupt:  # before or after typer's own handling (start-up, imports)
+        print("interrupted", file=sys.stderr)
+        code = 130
     except BrokenPipeError:  # `lockgen ... | head`: the reader left; end quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
