@@ -108,8 +108,6 @@ def _drift_dict(drift: object) -> dict[str, list[str]]:
 def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
                 platform: Optional[str], image_prefix: Optional[str], insecure: bool, as_json: bool,
                 allow_foreign: list[str], full: bool) -> None:
-    import json
-
     from lockgen.api.check import check_lock
     from lockgen.cli.ui import Meter
 
@@ -120,7 +118,7 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
     finally:
         meter.close()
     if as_json:
-        print(json.dumps(result.to_dict(), indent=1, sort_keys=True))
+        print_json(result.to_dict())
     else:
         for line in result.lines():
             print(line)
