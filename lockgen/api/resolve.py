@@ -252,8 +252,10 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]
     names = {normalize(p.name) for p in lock.package}
     for update in updates:
         if normalize(update) not in names:
+            tables = [name for name, used in (("[dependencies]", context.spec.has_conda),
+                                              ("[pypi-dependencies]", bool(context.spec.pypi_dependencies))) if used]
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
-                            "--update takes names of locked packages; add new ones to [dependencies]")
+                            f"--update takes names of locked packages; add new ones to {' or '.join(tables)}")
     return team_steps.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
 
 
