@@ -99,9 +99,11 @@ class ToolFailedError(HostError):
 
 class KernelError(HostError):
     """The verification kernel could not run or finish in the environment under test;
-    `rendezvous_timed_out` says torchrun gave up waiting for the other nodes."""
+    `rendezvous_timed_out` says torchrun gave up waiting for the other nodes, `timed_out` that lockgen's
+    limit ended the run."""
 
     rendezvous_timed_out = False
+    timed_out = False
 
 
 class CommandError(UserError):

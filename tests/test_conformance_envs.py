@@ -68,6 +68,23 @@ def test_a_pip_venv_is_pinned_to_pypi_and_proven(pinned_venv: tuple[Path, Path, 
 
 
 @pytest.mark.network
+@pytest.mark.network
+def test_freeze_python_inventories_and_pins_in_one_step(pinned_venv: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """On a connected machine `freeze --python` is `freeze --inventory` then `pin`, without the file between:
+    the same wheels at the same hashes, and the environment proven against the lock."""
+    venv, two_steps, _ = pinned_venv
+    lock = tmp_path / "locks" / "node.conda-lock.yml"
+    done = run_cli("freeze", "--python", str(venv / "bin" / "python"), "--target", "node", "--out", str(lock), "--json",
+                   env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"lock": str(lock), "manifests": str(tmp_path / "locks" / "node.manifests.json.gz"),
+                                       "packages": 2, "target": "node"}
+    assert list(json.loads(done.stdout)) == sorted(json.loads(done.stdout))
+    assert load_lock(lock).package == load_lock(two_steps).package
+    checked = run_cli("check", "--lock", str(lock), "--python", str(venv / "bin" / "python"))
+    assert checked.returncode == 0, checked.stderr
+
+
 @pytest.mark.parametrize("tamper, expected", [
     (lambda v: (v / SITE / "six.py").write_text("print('changed')\n"), "six 1.17.0: modified six.py"),
     (lambda v: (v / SITE / "__pycache__").mkdir(exist_ok=True) or (v / SITE / "__pycache__" / f"evil.{TAG}.pyc").write_bytes(b"\0"),

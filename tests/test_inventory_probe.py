@@ -139,7 +139,8 @@ def test_probe_errors_are_user_errors(tmp_path):
 def test_freeze_reads_the_distributions_the_probe_reads(venv, tmp_path):
     """freeze and pin read installed distributions with one reader: pip's wheel installed from a file (its
     direct_url.json records the archive's sha256) becomes a pip entry, a legacy egg-info (a folder, or one
-    PKG-INFO file) is named unpinnable, as importlib.metadata would list it, and pin refuses it for its RECORD."""
+    PKG-INFO file) is listed as importlib.metadata would list it, named unpinnable by the local freeze
+    (--skip-unpinnable), and refused for its RECORD by pin and by freeze --python's one-step pin."""
     from lockgen.adapters.lockfile_yaml import load_lock
     from tests.conftest import run_cli
 
@@ -152,8 +153,9 @@ def test_freeze_reads_the_distributions_the_probe_reads(venv, tmp_path):
         listed = {d.key: d.record_sha256 for d in probe(prefix / "bin" / "python").distributions}
         assert listed.keys() == {"demo 1.0", "legacy 0.1", "Single 2.0"} and listed["legacy 0.1"] is None
         refused = run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--target", "node", "--out", str(tmp_path / "a.yml"))
-        assert refused.returncode == 1 and "2 distributions keep no wheel hash" in refused.stderr, refused.stderr
-        assert "legacy==0.1, single==2.0" in refused.stderr
+        # freeze --python inventories and pins in one step: a distribution with no RECORD cannot be pinned
+        assert refused.returncode == 1 and "2 distributions have no RECORD" in refused.stderr, refused.stderr
+        assert "legacy 0.1, Single 2.0" in refused.stderr and not (tmp_path / "a.yml").exists()
         done = run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--target", "node", "--out", str(tmp_path / "b.yml"),
                        "--skip-unpinnable")
         assert done.returncode == 0, done.stderr

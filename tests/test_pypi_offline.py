@@ -131,3 +131,21 @@ def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path
     assert "leaves the prefix" in raised.value.message and raised.value.hint
     assert not [p for p in tmp_path.rglob("climbed*")]
     assert not list((tmp_path / "home" / "envs").glob("*-cpu-linux-64"))
+
+
+def test_an_update_that_moves_nothing_keeps_the_lock_bytes(tmp_path: Path, index_url: str) -> None:
+    """`--update gamma` when gamma has no newer release: the same packages, so the lock stays byte for byte
+    (the holds of that solve are no input of the stack: writing them would make the next plain resolve write
+    the lock back), and the command says where gamma stays."""
+    from tests.conftest import run_cli
+
+    path = stack(tmp_path, index_url, 'gamma = "*"\nbeta = "*"')
+    assert run_cli("resolve", str(path)).returncode == 0
+    lock = tmp_path / "locks" / "cpu.conda-lock.yml"
+    before = lock.read_bytes()
+    updated = run_cli("resolve", str(path), "--update", "gamma")
+    assert updated.returncode == 0, updated.stderr
+    assert "cpu: gamma stays at 1.0 (the lock is unchanged)" in updated.stderr and f"unchanged {lock}" in updated.stderr
+    assert lock.read_bytes() == before
+    again = run_cli("resolve", str(path), "--update", "beta", "--json")  # each platform's own version
+    assert '"unchanged": true' in again.stdout and "beta stays at 1.0" in again.stderr and lock.read_bytes() == before

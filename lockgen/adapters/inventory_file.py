@@ -16,9 +16,14 @@ from lockgen.errors import UserError
 from lockgen.model.inventory import NodeInventory
 
 
+def as_bytes(document: NodeInventory) -> bytes:
+    """An inventory as its file holds it (before any gzip): sorted keys, one line per value."""
+    return (json.dumps(document.model_dump(mode="json"), indent=1, sort_keys=True) + "\n").encode()
+
+
 def write(out: Path, document: NodeInventory) -> None:
     """`document` written to `out` atomically (gzipped for a `.gz` name)."""
-    data = (json.dumps(document.model_dump(mode="json"), indent=1, sort_keys=True) + "\n").encode()
+    data = as_bytes(document)
     write_bytes_atomic(out, gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
 
 

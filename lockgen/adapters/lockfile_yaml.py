@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lockgen.errors import LockFormatError
+from lockgen.core import stack_layout
 from lockgen.core.lock_fields import check_lock
 from lockgen.model.lock import LOCK_VERSION, LoadedLock, Lock
 
@@ -172,6 +173,25 @@ def _foreign_kind(text: str, data: Any) -> str | None:
     return None
 
 
+def _stack_instead(text: str, source: str) -> LockFormatError | None:
+    """The error for a stack given where a lock goes (`lockgen materialize stack.toml`): it names the stack's
+    locks to pass instead, or the command that resolves and materializes in one go."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return None
+    if not isinstance(data.get("stack"), dict):
+        return None
+    targets = [name for name in data.get("targets") or {} if stack_layout.TARGET_NAME.fullmatch(name)]
+    folder = Path(source).parent
+    locks = ", ".join(str(stack_layout.lock_path(folder, name)) for name in targets[:3]) or str(folder / "locks")
+    return LockFormatError(f"`{source}` is a stack (stack.toml), not a lock",
+                           f"resolve it first: lockgen resolve {source}, then pass a target's lock ({locks}); "
+                           f"or lockgen run {source}, which does both")
+
+
 def load_lock(path: Path) -> Lock:
     """The checked entries of a lock file written by lockgen (or any conda-lock v1 file with the same fields)."""
     return read_lock(path).lock
@@ -205,6 +225,9 @@ def parse_lock(text: str, source: str) -> Lock:
     try:
         data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
+        stack = _stack_instead(text, source)
+        if stack is not None:
+            raise stack from None
         foreign = _foreign_kind(text, None)
         if foreign:
             raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock",
@@ -214,6 +237,9 @@ def parse_lock(text: str, source: str) -> Lock:
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
         found = data.get("version") if isinstance(data, dict) else None
         foreign = _foreign_kind(text, data)
+        stack = _stack_instead(text, source) if not foreign else None
+        if stack is not None:
+            raise stack
         if foreign:
             raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock",
                                   f"convert it first: lockgen import {source} --target NAME")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -66,10 +67,23 @@ def _read(wheel_sha256: str) -> dict | None:
 
 @contextlib.contextmanager
 def held() -> Iterator[None]:
-    """The store held for one install: its fingerprints checked before uv links and recorded after."""
+    """The store held for one install: its fingerprints checked before uv links and recorded after. uv unpacks
+    each wheel into a `.tmp*` folder of the cache and renames it into place; a uv that is stopped (Ctrl-C, or
+    killed as a run ends) leaves it there, so the `.tmp*` folders that appeared while the store was held (no
+    other run of lockgen's uv writes the cache meanwhile) are removed as the hold ends, however it ends."""
     _proofs().mkdir(parents=True, exist_ok=True)
     with file_guard.held(_proofs() / ".lock"):
-        yield
+        before = _unpacking()
+        try:
+            yield
+        finally:
+            for leftover in _unpacking() - before:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _unpacking() -> set[Path]:
+    """uv's temporary folders in the cache."""
+    return set(cache_dir().glob(".tmp*"))
 
 
 def trusted(wheels: Iterable[str]) -> Trusted:

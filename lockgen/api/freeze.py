@@ -55,8 +55,9 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
             shown = ", ".join(unpinnable[:6]) + (f" and {len(unpinnable) - 6} more" if len(unpinnable) > 6 else "")
             raise UserError(f"{len(unpinnable)} distributions keep no wheel hash (installed from an index, or by uv, "
                             f"whose direct_url.json records the URL only): {shown}",
-                            f"lock them from their index: lockgen freeze --python {python} --inventory inv.json.gz, "
-                            f"then lockgen pin inv.json.gz --target {target} (or pass --skip-unpinnable)")
+                            f"lock them from their index: lockgen freeze --python {python} --target {target} (on a node "
+                            f"without network: --inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} "
+                            "where there is one), or pass --skip-unpinnable")
     if not packages:
         raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
     lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
@@ -97,10 +98,6 @@ def _direct_url(dist: InstalledDistribution) -> dict[str, Any]:
 
 def write_inventory(python: str, out: Path, progress: Callable[[str], None]) -> NodeInventory:
     """Probes `python` (its distributions, then every RECORD row re-hashed on disk) and writes the inventory."""
-    found = inventory_probe.probe(Path(python))
-    progress(f"{len(found.distributions)} distributions in {python} (Python {found.python}, {found.platform})")
-    checked = inventory_probe.rehash(Path(python))
-    progress(f"re-hashed {checked.checked} recorded files: {len(checked.mismatches)} differ from their RECORD")
-    document = NodeInventory(inventory=found, rehash=checked)
+    document = inventory_probe.node_inventory(Path(python), progress)
     inventory_file.write(out, document)
     return document

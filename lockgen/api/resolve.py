@@ -159,6 +159,9 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
     results = []
     for (target, lock), text in zip(planned, texts):
         path = context.lock_path(target)
+        if updates and _moved_nothing(path, target, lock):
+            progress(f"{target.name}: {_stays(lock, updates)} (the lock is unchanged)")
+            text = path.read_text(encoding="utf-8")
         unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
         if not dry_run and not unchanged:
             write_atomic(path, text)
@@ -249,9 +252,32 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]
     names = {normalize(p.name) for p in lock.package}
     for update in updates:
         if normalize(update) not in names:
+            tables = [name for name, used in (("[dependencies]", context.spec.has_conda),
+                                              ("[pypi-dependencies]", bool(context.spec.pypi_dependencies))) if used]
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
-                            "--update takes names of locked packages; add new ones to [dependencies]")
+                            f"--update takes names of locked packages; add new ones to {' or '.join(tables)}")
     return team.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
+
+
+def _moved_nothing(path: Path, target: Target, lock: Lock) -> bool:
+    """Whether an `--update` solve changed no package of the existing lock, whose inputs are otherwise current:
+    then that lock is kept byte for byte (the holds it was solved with are no input of the stack, and a plain
+    resolve would only write the same lock back)."""
+    from lockgen.core.freshness import stale_reasons
+
+    existing = load_lock(path)  # there: `_pins` required it
+    return existing.package == lock.package and not stale_reasons(target.name, existing, lock.metadata)
+
+
+def _stays(lock: Lock, updates: Sequence[str]) -> str:
+    """`numpy stays at 2.4.6` for each updated name (each platform's version where they differ)."""
+    said = []
+    for update in updates:
+        versions = {p.platform: p.version for p in lock.package if normalize(p.name) == normalize(update)}
+        shown = (next(iter(versions.values())) if len(set(versions.values())) == 1 else
+                 ", ".join(f"{v} on {platform}" for platform, v in sorted(versions.items())))
+        said.append(f"{update} stays at {shown}")
+    return "; ".join(said)
 
 
 def _update_family(lock: Lock, names: set[str]) -> set[str]:

@@ -366,4 +366,17 @@ class _Locator:
         field = loc[0].replace("_", "-") if loc else None
         message = str(first["msg"]).removeprefix("Value error, ")
         prefix = f"`{field}` in {'.'.join(path)}: " if field else f"{'.'.join(path)}: "
-        return self.error(prefix + message, hint, path + ((field,) if field else ()))
+        where = path + ((field,) if field else ())
+        if first["type"] == "string_type" and isinstance(first.get("input"), (int, float)) and field:
+            written = self.written(where) or str(first["input"])  # `python = 3.10` is the number 3.1 to TOML
+            return self.error(f"{prefix}{written} is a number here, and a version is text (as a number, 3.10 is 3.1)",
+                              f'write it in quotes: {field} = "{written}"', where)
+        return self.error(prefix + message, hint, where)
+
+    def written(self, path: tuple[str, ...]) -> str | None:
+        """The value as the file writes it, on the line of `path` (`key = VALUE  # comment`)."""
+        line = self.line_of(path)
+        if line is None:
+            return None
+        found = re.match(r"^\s*[\w.\"'-]+\s*=\s*([^#\s,}]+)", self.lines[line - 1])
+        return found[1] if found else None
