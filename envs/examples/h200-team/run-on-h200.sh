@@ -15,7 +15,7 @@
 #     (the team's three wheels, by the lock's URLs, in the uv cache lockgen runs uv with, $LOCKGEN_HOME/uv-cache;
 #     used with UV_OFFLINE=1)
 #   .device/wheels: uv's own wheel (lockgen installs the team's wheels with uv)
-#   lockgen keygen --out .keys/h200 && mv .keys/h200 .keys/h200.key   (public half: h200-team-signing.pub here;
+#   lockgen keygen --out .keys/h200 && mv .keys/h200 .keys/h200.key   (public half: ../h200-system/h200-2026-12-02.pub;
 #     the key of the first team certificate, h200-signing.pub's, was not kept past its session)
 set -uo pipefail
 here=envs/examples/h200-team
@@ -79,6 +79,6 @@ fi
 if [ "$step" = verify ] || [ "$step" = all ]; then
   echo "== 5. certified on the H200 inside the team image, bound to the team lock (conformance first)"
   ( time lg verify --arch sm90 --lock "$T" --manifests "$TM" "${allow[@]}" --image /tmp/team-img --key .keys/h200.key --out "$out/h200-team-image.cert.json" ) 2>&1 | tail -8
-  lg cert verify "$out/h200-team-image.cert.json" --key "$here/h200-team-signing.pub" --lock "$T" && echo "team image certificate bound to the team lock"
+  lg cert verify "$out/h200-team-image.cert.json" --key "$sys/h200-2026-12-02.pub" --lock "$T" && echo "team image certificate bound to the team lock"
   lg certs "$here" 2>&1 | tail -9
 fi
