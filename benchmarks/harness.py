@@ -114,5 +114,8 @@ def bulk_stack(root: Path, packages: int, files: int, kib: int) -> Path:
 
 
 def isolated_env(root: Path) -> dict[str, str]:
-    """This process's environment with a lockgen home and cache under `root` (uv's own cache is the user's)."""
-    return {**os.environ, "LOCKGEN_HOME": str(root / "home"), "LOCKGEN_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1"}
+    """This process's environment with a lockgen home and cache under `root` (uv's own cache is the user's), and
+    `root` among the folders lockgen reads local packages from (the benchmark's own channels and wheels)."""
+    roots = os.pathsep.join(p for p in (str(root), os.environ.get("LOCKGEN_FILE_ROOTS", "")) if p)
+    return {**os.environ, "LOCKGEN_HOME": str(root / "home"), "LOCKGEN_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1",
+            "LOCKGEN_FILE_ROOTS": roots}

@@ -281,3 +281,27 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
     bytecode = tuple(f"{path} ({why})" for path, why in sorted(unproven.items()))
     return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),
                              len(owners), len(found), site_packages, bytecode)
+
+
+def passing_record(report: ConformanceReport) -> dict[str, object]:
+    """A clean report as plain data (`conformance_store` keeps it beside the tree's fingerprint)."""
+    if not report.clean:
+        raise ValueError("only a passing report is kept")
+    return {"packages": [p.key for p in report.packages], "accepted": [[a.path, a.rule, a.owner] for a in report.accepted],
+            "files_expected": report.files_expected, "files_observed": report.files_observed,
+            "site_packages": report.site_packages}
+
+
+def passing_report(record: object) -> ConformanceReport | None:
+    """The clean report `passing_record` kept, or None when the record is not one (never a report with a finding)."""
+    if not isinstance(record, dict):
+        return None
+    keys, kept = record.get("packages"), record.get("accepted")
+    expected, observed, site = record.get("files_expected"), record.get("files_observed"), record.get("site_packages")
+    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(kept, list)
+            and all(isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) and isinstance(a[1], str)
+                    and isinstance(a[2], (str, type(None))) for a in kept)
+            and type(expected) is int and type(observed) is int and isinstance(site, str)):
+        return None
+    return ConformanceReport(tuple(PackageResult(key, (), (), False) for key in keys), (), (), (),
+                             tuple(Accepted(*a) for a in kept), expected, observed, site)
