@@ -19,6 +19,7 @@ from lockgen.adapters import conformance_store, prefix_observer
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
 from lockgen.core.conformance import passing_report
+from lockgen.errors import UserError
 from tests.conftest import run_cli
 from tests.test_export import make_lock
 
@@ -140,8 +141,8 @@ def test_a_damaged_record_is_no_verdict(checked: tuple[Path, Path, list[str]], t
     [record] = _verdicts(tmp_path)
     kept = json.loads(record.read_text())
     text = {"tree": json.dumps({**kept, "tree": 7}),
-            "report": json.dumps({**kept, "conformance": {**kept["conformance"], "report": {"packages": "x"}}}),
-            "allowed": json.dumps({**kept, "conformance": {**kept["conformance"], "allowed": [1]}})}.get(damage, damage)
+            "report": json.dumps({**kept, "verdict": {**kept["verdict"], "report": {"packages": "x"}}}),
+            "allowed": json.dumps({**kept, "verdict": {**kept["verdict"], "allowed": [1]}})}.get(damage, damage)
     record.write_text(text)
     said: list[str] = []
     assert check_lock(lock, prefix=prefix, progress=said.append).clean  # the work done again (files by their proofs)
@@ -183,4 +184,38 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
         [record] = (home / "conformance").glob("*.verdict.json")
         record.write_bytes(data)
         kept = conformance_store.load_verdict(prefix, "0" * 64, ["c"])
-    assert kept is None or (isinstance(kept["tree"], str) and isinstance(kept["conformance"], dict))
+    assert kept is None or (isinstance(kept["tree"], str) and isinstance(kept["verdict"], dict))
+
+
+def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_drift(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drift check against the environment's own record (`check --prefix`, a repeated materialize) keeps
+    its clean verdict the same way: nothing is read while the walk is the same; an edit with size and mtime
+    put back, a new empty folder, a mode change are each drift."""
+    from lockgen.adapters import env_manifest
+    from lockgen.api.check import check_prefix
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    prefix, digest = materialize(lock, None, tmp_path / "env", lambda _: None)
+    _settle()
+    assert check_prefix(prefix, full=False).clean and _verdicts(tmp_path)
+    read: list[str] = []
+    real = env_manifest.read
+    monkeypatch.setattr(env_manifest, "read", lambda where: read.append(str(where)) or real(where))
+    assert check_prefix(prefix, full=False).clean and read == []
+    assert materialize(lock, None, prefix, lambda _: None) == (prefix, digest)
+    target = prefix / "lib" / "libfoo.txt"
+    before = target.stat()
+    target.write_text("FOO 1.0\n")
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert check_prefix(prefix, full=False).modified == ["lib/libfoo.txt"]
+    with pytest.raises(UserError, match="changed since it was made"):
+        materialize(lock, None, prefix, lambda _: None)
+    target.write_text("foo 1.0\n")
+    (prefix / "lib" / "empty").mkdir()
+    assert check_prefix(prefix, full=False).extra == ["lib/empty/"]
+    (prefix / "lib" / "empty").rmdir()
+    assert check_prefix(prefix, full=False).clean
+    target.chmod(0o666)
+    assert check_prefix(prefix, full=False).unsafe

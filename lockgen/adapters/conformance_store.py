@@ -9,7 +9,9 @@ lock's package manifests each time. `check --lock --full` reads every file.
 Beside it, a passing check keeps its whole verdict (`<key>.verdict.json`): the fingerprint of the tree it
 saw (`prefix_observer.tree_fingerprint`, taken before it hashed anything) and the report it gave, keyed by
 the same pair and by what else decides the verdict (the platform asked for, this machine, the prefix the
-launchers must name, the foreign files allowed, lockgen's version). A repeated check whose stat walk gives
+launchers must name, the foreign files allowed, the manifests bundle, lockgen's version); the drift check
+of a lockgen environment against its own record (`check --prefix`, a repeated materialize) keeps one
+too, with no lock (its record is a file of the tree). A repeated check whose stat walk gives
 the same fingerprint is that verdict; any other fingerprint means the per-file fingerprints above decide
 what is read again. Only a clean report of a settled tree is kept, so a record can only repeat a pass of
 exactly those files; an unreadable or inconsistent record counts as none."""
@@ -61,7 +63,7 @@ def _verdict_record(prefix: Path, lock_sha256: str, context: list[str]) -> Path:
 
 
 def load_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> dict | None:
-    """The verdict kept for this environment, lock and context: {"tree", "paths", "checked", "conformance"},
+    """The verdict kept for this environment, lock and context: {"tree", "paths", "checked", "verdict"},
     or None (none kept, unreadable, or made for something else)."""
     try:
         kept = json.loads(_verdict_record(prefix, lock_sha256, context).read_bytes())
@@ -70,14 +72,14 @@ def load_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> dict | N
     if not isinstance(kept, dict) or [kept.get("layout"), kept.get("prefix"), kept.get("lock_sha256"), kept.get("context")] \
             != [VERDICT_LAYOUT, os.path.realpath(prefix), lock_sha256, context]:
         return None
-    return kept if isinstance(kept.get("tree"), str) and isinstance(kept.get("conformance"), dict) else None
+    return kept if isinstance(kept.get("tree"), str) and isinstance(kept.get("verdict"), dict) else None
 
 
-def save_verdict(prefix: Path, lock_sha256: str, context: list[str], tree: str, paths: int, conformance: dict) -> None:
+def save_verdict(prefix: Path, lock_sha256: str, context: list[str], tree: str, paths: int, verdict: dict) -> None:
     """Keeps a passing verdict (atomically; a home lockgen cannot write leaves the next check to do the work)."""
     record = {"layout": VERDICT_LAYOUT, "prefix": os.path.realpath(prefix), "lock_sha256": lock_sha256, "context": context,
               "tree": tree, "paths": paths, "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "conformance": conformance}
+              "verdict": verdict}
     try:
         write_bytes_atomic(_verdict_record(prefix, lock_sha256, context), json.dumps(record, sort_keys=True).encode())
     except OSError:
@@ -90,3 +92,12 @@ def drop_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> None:
         _verdict_record(prefix, lock_sha256, context).unlink(missing_ok=True)
     except OSError:
         return
+
+
+def file_sha256(path: Path) -> str | None:
+    """The sha256 of a small file's bytes (the lock a verdict is keyed by), or None when it cannot be read (its
+    own reader says why, on the way that does the work)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None

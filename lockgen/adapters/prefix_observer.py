@@ -38,10 +38,11 @@ class TreeFingerprint:
 
 
 def tree_fingerprint(prefix: Path) -> TreeFingerprint:
-    """Every path under `prefix` but its folders, each with (device, inode, size, mtime_ns, ctime_ns, mode)
-    and, for a link, whether it leads to a folder (what conformance sees of it outside the tree), hashed in
-    walk order: any edit (ctime moves even when mtime is put back), replacement (inode), new or removed
-    path, mode or capability change (ctime) gives another digest. Links are never entered."""
+    """Every path under `prefix`, folders too (an empty one is drift), each with (device, inode, size,
+    mtime_ns, ctime_ns, mode) and, for a link, whether it leads to a folder (what conformance sees of it
+    outside the tree), hashed in walk order: any edit (ctime moves even when mtime is put back), replacement
+    (inode), new or removed path, mode or capability change (ctime) gives another digest. Links are never
+    entered. Folders are not judged settled or not: what they hold is in the walk itself."""
     since = time.time_ns() - RACY_NS
     lines: list[str] = []
     add = lines.append
@@ -55,14 +56,14 @@ def tree_fingerprint(prefix: Path) -> TreeFingerprint:
                 mode = info.st_mode
                 if stat.S_ISDIR(mode):
                     pending.append((entry.path, f"{base}{entry.name}/"))
-                    continue
-                if info.st_ctime_ns >= since:
+                elif info.st_ctime_ns >= since:
                     settled = False
                 leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
                 add(f"{base}{entry.name}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} "
                     f"{info.st_ctime_ns} {mode}{leads}\n")
     return TreeFingerprint(hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest(), len(lines),
                            settled)
+
 
 def _walk(prefix: Path) -> list[tuple[str, os.stat_result]]:
     """Every path under `prefix` but its folders (a link to a folder is a path, never entered), with its lstat:

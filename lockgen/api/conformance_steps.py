@@ -9,13 +9,12 @@ are imported only when the work is done, since a repeated health check is otherw
 from __future__ import annotations
 
 import hashlib
-import platform as host
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen import __version__
-from lockgen.adapters import conformance_store, prefix_observer
+from lockgen.adapters import conformance_store, home, prefix_observer
 from lockgen.core.conformance import passing_record, passing_report
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance
@@ -56,7 +55,7 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
     bundle = _bundle_bytes(manifests)  # read once: a verdict reached with a bundle is bound to its bytes
-    context = [platform or "", host.machine(), final_prefix or str(prefix), "\0".join(sorted(set(allow_foreign))),
+    context = [platform or "", home.machine(), final_prefix or str(prefix), "\0".join(sorted(set(allow_foreign))),
                str(carried_lock), hashlib.sha256(bundle).hexdigest() if bundle is not None else "", __version__]
     tree = prefix_observer.tree_fingerprint(prefix) if fingerprints else None  # before any file is read
     again = _kept_verdict(lock_path, prefix, context, tree, progress) if tree is not None else None
@@ -86,14 +85,11 @@ def _kept_verdict(lock_path: Path, prefix: Path, context: list[str], tree: prefi
                   progress: Callable[[str], None]) -> Conformance | None:
     """The verdict of the last passing check of this tree against these lock bytes, when its stat walk is
     unchanged; None when anything moved or nothing usable is kept."""
-    try:
-        lock_sha256 = hashlib.sha256(lock_path.read_bytes()).hexdigest()
-    except OSError:
-        return None  # said by the lock's own reader, on the way that does the work
-    kept = conformance_store.load_verdict(prefix, lock_sha256, context)
-    if kept is None:
+    lock_sha256 = conformance_store.file_sha256(lock_path)
+    kept = conformance_store.load_verdict(prefix, lock_sha256, context) if lock_sha256 is not None else None
+    if kept is None or lock_sha256 is None:
         return None
-    verdict, report = kept["conformance"], passing_report(kept["conformance"].get("report"))
+    verdict, report = kept["verdict"], passing_report(kept["verdict"].get("report"))
     allowed = verdict.get("allowed")
     if tree.digest != kept["tree"] or report is None or not isinstance(verdict.get("platform"), str) \
             or not isinstance(verdict.get("expected_digest"), str) or type(verdict.get("by_path_only")) is not int \
