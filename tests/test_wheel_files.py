@@ -166,3 +166,27 @@ def test_the_wheel_an_installer_picks_on_the_target(files: list[str], glibc: str
 def test_the_wheel_chosen_does_not_depend_on_the_order_listed(files: list[str]) -> None:
     assert best_for_target(files, "3.12", "x86_64", "2.28") == "m-1-py312-none-any.whl"
     assert len(set(target_tags("3.12", "x86_64", "2.28"))) == len(target_tags("3.12", "x86_64", "2.28"))
+
+
+def _inside_by_normpath(base: str, path: str) -> str | None:
+    """The placement rule written plainly (normpath of every path): what `inside`'s shortcut must equal."""
+    import posixpath
+
+    if not path or "\x00" in path or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+        return None
+    joined = posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
+    return None if joined in (".", "..") or joined.startswith("../") else joined
+
+
+_PARTS = st.lists(st.sampled_from(["a", "b.py", ".", "..", "", ".libs", "x.data", "scripts", "..x", "c:"]), max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PARTS.map("/".join), st.sampled_from(["", SITE, "bin", "include/site/python3.12/..", "a/./b"]))
+def test_placement_shortcut_is_normpath(path: str, base: str) -> None:
+    expected = _inside_by_normpath(base, path)
+    if expected is None:
+        with pytest.raises(UserError):
+            wf.inside(base, path)
+    else:
+        assert wf.inside(base, path) == expected

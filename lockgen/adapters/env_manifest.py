@@ -92,13 +92,16 @@ def scan_tree(prefix: Path) -> tuple[dict[str, os.stat_result], dict[str, os.sta
     return files, folders
 
 
-def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(prefix: Path, known: Mapping[str, str] | None = None,
+          scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint
     and the folders.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
-    so they are not read again."""
+    so they are not read again; `scanned_tree`: what `scan_tree` found, when the caller walked the prefix
+    (unchanged since) for its own checks."""
     known = known or {}
-    scanned, folder_infos = scan_tree(prefix)  # one lstat per path, from the walk itself
+    scanned, folder_infos = scanned_tree or scan_tree(prefix)  # one lstat per path, from the walk itself
     relatives = sorted(relative for relative in scanned if covered(relative))
     folders = sorted(folder_infos)
     infos = {relative: scanned[relative] for relative in relatives}

@@ -14,7 +14,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Callable, Collection, MutableMapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,14 +96,17 @@ def _fingerprint(info: os.stat_result) -> list[int]:
 
 
 def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int, int], None] | None = None,
-            read_these: Collection[str] = (), proofs: MutableMapping[str, list] | None = None) -> list[ObservedFile]:
+            read_these: Collection[str] = (), proofs: MutableMapping[str, list] | None = None,
+            walked: Mapping[str, os.stat_result] | None = None, privileges: bool = True) -> list[ObservedFile]:
     """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256, small files
     named in `read_these` (entry-point launchers) their text. `proofs` (path -> fingerprint and sha256, as
     `conformance_store` keeps them) gives the sha256 of a file whose fingerprint is unchanged, unread; it is
     left holding the fingerprint and sha256 of every file of `hash_these` that changed more than `RACY_NS`
-    before this look (a file changed since is read again next time)."""
+    before this look (a file changed since is read again next time). `walked`: the tree's paths but its
+    folders with their lstat, from a walk the caller made (`env_manifest.scan_tree`) and shares; `privileges`
+    false: file capabilities are not looked for (a caller judging paths alone)."""
     since = time.time_ns() - RACY_NS
-    entries = _walk(prefix)
+    entries = list(walked.items()) if walked is not None else _walk(prefix)
     top = str(prefix)
     infos = {relative: info for relative, info in entries if stat.S_ISREG(info.st_mode) and relative in hash_these}
     now = {relative: _fingerprint(info) for relative, info in infos.items()} if proofs is not None else {}
@@ -126,7 +129,7 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
             kind = "dir-link"
         text = _text(path) if kind == "file" and relative in read_these else None
         target = os.readlink(path) if kind in ("link", "dir-link") else None
-        privilege = privilege_of(path) if kind == "file" else None
+        privilege = privilege_of(path) if kind == "file" and privileges else None
         observed.append(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), digests.get(relative), text,
                                      target, privilege))
     return observed

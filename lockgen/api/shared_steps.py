@@ -8,6 +8,7 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
+import os
 import stat
 import time
 from collections.abc import Callable
@@ -83,13 +84,15 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
         expected.extend(wheels)
         known.update(install_proven(pip, wheels, temp, progress, meter, verify))
-    _nothing_unstated(temp, final, expected, lock_python(lock, platform))
-    if pip:
-        if not conda and held is not None:  # on a base that is a Python environment: the wheels alone
-            dist_info.keep_only_distributions(temp)
-        elif not conda and venv_interpreter:
-            installers.point_venv_at(temp, venv_interpreter)
-    manifest, stats = env_manifest.build(temp, known)
+    scanned = env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
+    _nothing_unstated(temp, final, expected, lock_python(lock, platform), scanned[0])
+    if pip and not conda and held is not None:  # on a base that is a Python environment: the wheels alone
+        dist_info.keep_only_distributions(temp)
+        scanned = None  # the tree changed: the manifest walks it again
+    elif pip and not conda and venv_interpreter:
+        installers.point_venv_at(temp, venv_interpreter)
+        scanned = None
+    manifest, stats = env_manifest.build(temp, known, scanned)
     if held:
         manifest = env_manifest.overlay(held.entries, manifest)
     digest = env_manifest.digest(manifest)
@@ -145,11 +148,14 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
     return known
 
 
-def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], python: str | None) -> None:
+def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], python: str | None,
+                      walked: dict[str, os.stat_result]) -> None:
     """Refuses an environment just built that holds a file no package states and no rule derives (a wheel
     file its RECORD does not list, rattler's `__clobbers__` copies) or a path two packages install: the
-    conformance `check --lock` applies, by path alone (contents were proven as they were installed)."""
-    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys())
+    conformance `check --lock` applies, by path alone (contents were proven as they were installed), on the
+    paths of the walk `walked` (the tree's paths but its folders, with their lstat)."""
+    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys(), walked=walked,
+                                       privileges=False)
     report = compare(expected, observed, site_packages_of(python) if python else "", str(final))
     if report.clobbered:
         clash = report.clobbered[0]
