@@ -190,3 +190,19 @@ def test_placement_shortcut_is_normpath(path: str, base: str) -> None:
             wf.inside(base, path)
     else:
         assert wf.inside(base, path) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PARTS.map("/".join), st.sampled_from([SITE, "lib/python3.12/./site-packages", "", "lib/../x"]))
+def test_a_wheel_member_lands_where_normpath_puts_it(path: str, site: str) -> None:
+    clean = _inside_by_normpath("", path)
+    data = clean is not None and clean.partition("/")[0].endswith(".data") and clean.partition("/")[2]
+    if clean is None or data:
+        return  # refused, or placed by its data scheme (other tests)
+    expected = _inside_by_normpath(site, clean)
+    scheme = wf.Scheme(site, "3.12", "Demo-Pkg")
+    if expected is None:
+        with pytest.raises(UserError):
+            wf.wheel_to_prefix(path, scheme)
+    else:
+        assert wf.wheel_to_prefix(path, scheme) == expected

@@ -55,12 +55,25 @@ def _fingerprint(info: os.stat_result) -> list[int]:
     return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
+_READ: dict[str, tuple[tuple[int, ...], dict]] = {}  # records read by this process, by their file's stat
+
+
 def _read(wheel_sha256: str) -> dict | None:
+    """A wheel's proof record; read once per process while its file is the same (`trusted` before uv and
+    `prove` after it both need it: a torch's record is 13,000 entries)."""
+    path = _record_path(wheel_sha256)
     try:
-        record = json.loads(_record_path(wheel_sha256).read_text())
+        info = os.stat(path)
+        stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if wheel_sha256 in _READ and _READ[wheel_sha256][0] == stamp:
+            return _READ[wheel_sha256][1]
+        record = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+    if not (isinstance(record, dict) and isinstance(record.get("files"), dict)):
+        return None
+    _READ[wheel_sha256] = (stamp, record)
+    return record
 
 
 @contextlib.contextmanager

@@ -23,8 +23,8 @@ from lockgen.api.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.confined import child
-from lockgen.core.conformance import ExpectedPackage, compare, launcher_targets
-from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
+from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
+from lockgen.core.expected_env import conda_expected, wheel_expected
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.platforms import choose_platform
 from lockgen.errors import LockFormatError, UserError
@@ -85,7 +85,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         expected.extend(wheels)
         known.update(install_proven(pip, wheels, temp, progress, meter, verify))
     scanned = env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
-    _nothing_unstated(temp, final, expected, lock_python(lock, platform), scanned[0])
+    _nothing_unstated(temp, final, expected, scanned[0])
     if pip and not conda and held is not None:  # on a base that is a Python environment: the wheels alone
         dist_info.keep_only_distributions(temp)
         scanned = None  # the tree changed: the manifest walks it again
@@ -148,21 +148,22 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
     return known
 
 
-def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], python: str | None,
-                      walked: dict[str, os.stat_result]) -> None:
+def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], walked: dict[str, os.stat_result]) -> None:
     """Refuses an environment just built that holds a file no package states and no rule derives (a wheel
     file its RECORD does not list, rattler's `__clobbers__` copies) or a path two packages install: the
     conformance `check --lock` applies, by path alone (contents were proven as they were installed), on the
     paths of the walk `walked` (the tree's paths but its folders, with their lstat)."""
-    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys(), walked=walked,
+    stated = {f.path for package in expected for f in package.files}
+    rest = {path: info for path, info in walked.items() if path not in stated}  # only these can be foreign
+    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys(), walked=rest,
                                        privileges=False)
-    report = compare(expected, observed, site_packages_of(python) if python else "", str(final))
-    if report.clobbered:
-        clash = report.clobbered[0]
+    foreign, clobbered = unstated(expected, observed, str(final))
+    if clobbered:
+        clash = clobbered[0]
         raise LockFormatError(f"two packages of the lock install {clash.path} ({', '.join(clash.owners)})",
                               "the lock is not one consistent environment: re-resolve it; nothing was kept")
-    if report.foreign:
-        raise LockFormatError(f"installing left {len(report.foreign)} files no package states; first {report.foreign[0]}",
+    if foreign:
+        raise LockFormatError(f"installing left {len(foreign)} files no package states; first {foreign[0]}",
                               "a package installs more than its manifest (RECORD, paths.json) lists: refuse it; nothing was kept")
 
 

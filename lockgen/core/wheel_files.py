@@ -94,7 +94,7 @@ def inside(base: str, path: str, what: str = "path") -> str:
 def _normal(path: str) -> bool:
     """A relative path normpath leaves as it is: no empty, `.` or `..` part (a part that merely starts with a dot,
     `.libs`, is sent to normpath too, which keeps it)."""
-    return "//" not in path and "/." not in f"/{path}" and not path.endswith("/")
+    return "//" not in path and "/." not in path and not path.startswith(".") and not path.endswith("/")
 
 
 def hex_of_record_hash(value: str) -> str:
@@ -195,8 +195,10 @@ def wheel_to_prefix(path: str, scheme: Scheme) -> str:
     """The prefix-relative path an installer writes a wheel member to (`NAME.data/<key>/p` to the key's root)."""
     clean = inside("", path, "wheel member")
     head, _, rest = clean.partition("/")
-    if not head.endswith(".data") or not rest:
-        return inside(scheme.site_packages, clean, "wheel member")
+    if not head.endswith(".data") or not rest:  # a normal path under a normal folder stays normal once joined
+        site = scheme.site_packages
+        # (`clean` is then the member's own path, which passed inside's checks above)
+        return f"{site}/{clean}" if site and _normal(site) and _normal(path) else inside(site, clean, "wheel member")
     key, _, inner = rest.partition("/")
     if key not in _SCHEME_KEYS or not inner:
         raise UserError(f"wheel member `{shown(path)}` uses an unknown data scheme `{shown(key, 40)}`",
