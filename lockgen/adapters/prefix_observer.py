@@ -97,19 +97,21 @@ def _fingerprint(info: os.stat_result) -> list[int]:
 
 def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int, int], None] | None = None,
             read_these: Collection[str] = (), proofs: MutableMapping[str, list] | None = None,
-            walked: Mapping[str, os.stat_result] | None = None, privileges: bool = True) -> list[ObservedFile]:
+            walked: Mapping[str, os.stat_result] | None = None, privileges: bool = True,
+            seen: MutableMapping[str, list] | None = None) -> list[ObservedFile]:
     """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256, small files
     named in `read_these` (entry-point launchers) their text. `proofs` (path -> fingerprint and sha256, as
     `conformance_store` keeps them) gives the sha256 of a file whose fingerprint is unchanged, unread; it is
     left holding the fingerprint and sha256 of every file of `hash_these` that changed more than `RACY_NS`
     before this look (a file changed since is read again next time). `walked`: the tree's paths but its
     folders with their lstat, from a walk the caller made (`env_manifest.scan_tree`) and shares; `privileges`
-    false: file capabilities are not looked for (a caller judging paths alone)."""
+    false: file capabilities are not looked for (a caller judging paths alone); `seen` is filled like `proofs`
+    but with every file of `hash_these`, however recent (for a caller that uses them at once: export)."""
     since = time.time_ns() - RACY_NS
     entries = list(walked.items()) if walked is not None else _walk(prefix)
     top = str(prefix)
     infos = {relative: info for relative, info in entries if stat.S_ISREG(info.st_mode) and relative in hash_these}
-    now = {relative: _fingerprint(info) for relative, info in infos.items()} if proofs is not None else {}
+    now = {relative: _fingerprint(info) for relative, info in infos.items()} if proofs is not None or seen is not None else {}
     kept = dict(proofs or {})
     digests = {relative: kept[relative][5] for relative, fingerprint in now.items()
                if kept.get(relative, [None])[:5] == fingerprint}
@@ -117,6 +119,8 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
     hashed = hash_files([(path, infos[relative].st_size) for path, relative in wanted.items()],
                         (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None)
     digests.update({wanted[path]: digest for path, digest in hashed.items()})
+    if seen is not None:
+        seen.update({relative: [*fingerprint, digests[relative]] for relative, fingerprint in now.items()})
     if proofs is not None:
         proofs.clear()
         proofs.update({relative: [*fingerprint, digests[relative]] for relative, fingerprint in now.items()

@@ -132,7 +132,9 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
     proofs = dict(kept) if fingerprints else None
     progress(f"hashing the {len(wanted)} files the packages state in {prefix}"
              + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
-    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs)
+    seen: dict[str, list] = {}
+    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs,
+                                       seen=seen)
     if proofs is not None and proofs != kept:
         conformance_store.save(prefix, lock_sha256, proofs)
     found = {o.path: o.sha256 for o in observed}
@@ -148,4 +150,4 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
                      unproven)
     by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
     return Conformance(lock_sha256, chosen, str(prefix), expected_digest(expected), report,
-                       allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only)
+                       allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)
