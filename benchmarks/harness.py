@@ -66,6 +66,18 @@ def timed(command: Sequence[str] | str, env: Mapping[str, str] | None = None, sh
     return None
 
 
+def cpu_timed(command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its children) of one run of lockgen's own command: on a
+    machine shared with other work the CPU time is the steadier figure (wall time waits for the cores)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = timed(command, env, required=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert wall is not None
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def median(values: Sequence[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return statistics.median(kept) if kept else None
