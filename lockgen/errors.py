@@ -28,6 +28,11 @@ class UserError(LockgenError):
     """Something in the user's input is wrong: spec, flags, lock contents."""
 
 
+class NotFoundError(UserError):
+    """A server or folder holds nothing at the URL asked for (HTTP 404, no such page): an index without the
+    project is told apart from one that cannot be read."""
+
+
 class SpecError(UserError):
     """`stack.toml` is malformed or has bad values; carries file and line when known."""
 
@@ -55,6 +60,15 @@ class UnsatisfiableError(UserError):
 
 class LockFormatError(UserError):
     """A lock file is unreadable, of an unknown version, or tampered with."""
+
+
+class PackError(UserError):
+    """A pack archive (`lockgen pack`) is damaged or is not its lock's: `member` names the archive member
+    that was refused (empty when the archive as a whole is)."""
+
+    def __init__(self, message: str, hint: str = "", member: str = "") -> None:
+        super().__init__(message, hint)
+        self.member = member
 
 
 class HostError(LockgenError):
@@ -88,3 +102,13 @@ class KernelError(HostError):
     `rendezvous_timed_out` says torchrun gave up waiting for the other nodes."""
 
     rendezvous_timed_out = False
+
+
+class CommandError(UserError):
+    """The command `lockgen run` was given could not be started in the environment: `exit_code` is 127 when
+    it is not found and 126 when it cannot run, the codes a shell gives, so a script tells them from the
+    command's own failures."""
+
+    def __init__(self, message: str, hint: str, exit_code: int) -> None:
+        super().__init__(message, hint)
+        self.exit_code = exit_code

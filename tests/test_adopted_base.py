@@ -20,11 +20,12 @@ from lockgen.adapters import oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
 from tests.conftest import loopback_registry, run_cli
 from tests.test_conformance_envs import DEAD_PROXY
-from tests.test_export import require
+from tests.image_run import require
+from tests.python_base import host_python, python_base
 from tests.test_team_stacks import write
 from tests.wheel_index import Wheel, build_wheel
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.slow]  # every test here solves with uv or builds an image first
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 TEAM = '[stack]\nname = "team"\nextends = "{extends}"\n{stack}\n' \
        '[pypi-dependencies]\n{deps}\n[pypi-options]\nexclude-newer = "2026-11-15"\n{targets}'
@@ -35,8 +36,8 @@ NODE = '[targets.node]\narch = "cpu"\n'
 def vendor(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the folder holding vendor/locks and vendor-img, the vendor's venv)."""
     root = tmp_path_factory.mktemp("adopted")
-    venv = root / "vendor-venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    venv = root / "vendor-venv"  # on this host's Debian python, which the vendor's base image holds at its path
+    subprocess.run([str(host_python()), "-m", "venv", "--without-pip", str(venv)], check=True)
     local = build_wheel(Wheel("vendorlib", "1.0+vendor", files={"vendorlib/fast.py": "FAST = True\n"}), root)
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
                            "--no-cache-dir", "--index-url", "https://pypi.org/simple", "six==1.17.0", "idna==3.10",
@@ -48,8 +49,8 @@ def vendor(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     lock = root / "vendor" / "locks" / "node.conda-lock.yml"
     pinned = run_cli("pin", str(root / "inv.json"), "--target", "node", "--out", str(lock), "--allow-unpublished", env=home)
     assert pinned.returncode == 0, pinned.stderr
-    exported = run_cli("export", str(lock), "--from-prefix", str(venv), "--manifests",
-                       str(lock.with_name("node.manifests.json.gz")), "--out", str(root / "vendor-img"), env=home)
+    exported = run_cli("export", str(lock), "--from-prefix", str(venv), "--manifests", str(lock.with_name("node.manifests.json.gz")),
+                       "--base", str(python_base(root / "python-base")), "--out", str(root / "vendor-img"), env=home)
     assert exported.returncode == 0, exported.stderr
     return root, venv
 
@@ -169,12 +170,12 @@ def test_the_team_image_on_the_vendor_image_in_a_registry_is_the_image_on_a_loca
 
 
 def _foreign_image(venv: Path, layout: Path, change: str = "") -> None:
-    """The venv as another tool's image: umoci's one layer of a root file system holding it at its own path
-    (its six.py rewritten when `change` is given)."""
+    """The venv as another tool's image: on a base holding its Python, umoci's layer of a root file system holding
+    it at its own path (its six.py rewritten when `change` is given)."""
     umoci = require("umoci")
-    for command in (["init", "--layout", str(layout)], ["new", "--image", f"{layout}:vendor"],
-                    ["unpack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")]):
-        subprocess.run([umoci, *command], check=True, capture_output=True, timeout=60)
+    python_base(layout, tag="vendor")
+    subprocess.run([umoci, "unpack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")], check=True,
+                   capture_output=True, timeout=120)
     inside = layout.parent / "bundle" / "rootfs" / str(venv).lstrip("/")
     shutil.copytree(venv, inside, symlinks=True)
     if change:
@@ -194,7 +195,7 @@ def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_
     assert adopted.returncode == 0, adopted.stderr
     vendor_manifest, _, _ = oci_layout.read_image(tmp_path / "foreign" / "layout")
     manifest, config, _ = oci_layout.read_image(tmp_path / "adopted")
-    assert manifest["layers"][:-1] == vendor_manifest["layers"]  # umoci's layer as it is, one layer of lockgen's on top
+    assert manifest["layers"][:-1] == vendor_manifest["layers"]  # umoci's layers as they are, one layer of lockgen's on top
     assert config["config"]["Labels"]["dev.lockgen.prefix"] == str(venv)
     checked = run_cli("check", "--image", str(tmp_path / "adopted"), "--lock", str(lock), "--manifests", str(bundle), env=home)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -266,7 +267,8 @@ def test_export_from_prefix_never_writes_into_the_environment_it_links(vendor: t
     (copy / ".lockgen" / "manifest.json").write_text("{}\n")
     before = {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()}
     done = run_cli("export", str(copy / ".lockgen" / "lock.conda-lock.yml"), "--from-prefix", str(copy), "--manifests",
-                   str(bundle), "--out", str(tmp_path / "img"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+                   str(bundle), "--base", str(root / "python-base"), "--out", str(tmp_path / "img"),
+                   env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert done.returncode == 0, done.stderr
     assert {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()} == before
     (copy / ".lockgen" / "lock.conda-lock.yml").write_text("version: 1\n")  # another lock than the one checked

@@ -20,6 +20,7 @@ def _json(*args: str, env: dict[str, str] | None = None, code: int = 0) -> objec
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_materialize_check_export_and_envs(tmp_path: Path) -> None:
     env = {"LOCKGEN_HOME": str(tmp_path / "home")}
     lock = make_lock(tmp_path, "1.0")
@@ -38,6 +39,7 @@ def test_materialize_check_export_and_envs(tmp_path: Path) -> None:
     assert listed == [] or all(set(e) == {"prefix", "environment_digest", "lock_sha256", "platform"} for e in listed)
 
 
+@pytest.mark.slow
 def test_import_certs_cert_verify_and_compare(tmp_path: Path) -> None:
     imported = _json("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.pixi.lock"), "--target", "t",
                      "--out", str(tmp_path / "t.yml"), "--json")

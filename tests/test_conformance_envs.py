@@ -28,6 +28,8 @@ from lockgen.model.lock import LockedPackage, PackageHash
 from tests.conftest import run_cli
 from tests.test_export import make_lock
 
+pytestmark = pytest.mark.slow  # every test here builds a venv, an image or a registry first
+
 TAG = sys.implementation.cache_tag
 SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 DEAD_PROXY = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",

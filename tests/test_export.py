@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,30 +20,7 @@ from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import loopback_registry
-
-
-def require(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.fail(f"{tool} is not installed: .ci/run installs it with apt-get (skopeo, umoci, oci-image-tool)")
-    return path
-
-
-def podman_run(layout: Path, tag: str, *command: str) -> subprocess.CompletedProcess[str]:
-    """Runs the image `layout:tag` with podman from a per-test store (vfs), no network, runc and the ulimits
-    these machines need; podman refuses a runroot path over 50 characters, so the stores live in a short
-    temporary folder, removed afterwards. No `command` runs the image's own entrypoint and cmd."""
-    short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
-    root_dir, run_dir = short / "r", short / "rr"
-    try:
-        subprocess.run([require("skopeo"), "copy", f"oci:{layout}:{tag}", f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/t:t"],
-                       check=True, capture_output=True)
-        return subprocess.run([require("podman"), "--root", str(root_dir), "--runroot", str(run_dir), "--storage-driver",
-                               "vfs", "--runtime", "runc", "run", "--rm", "--network", "none", "--ulimit",
-                               "nofile=20000:20000", "--ulimit", "nproc=32768:32768", "localhost/t:t", *command],
-                              capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(short, ignore_errors=True)
+from tests.image_run import podman_run, require
 
 
 def make_lock(tmp_path: Path, libfoo: str) -> Path:
@@ -169,6 +144,7 @@ def registry_url(tmp_path: Path):
         yield url
 
 
+@pytest.mark.slow
 def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_url: str) -> None:
     from tests.conftest import run_cli
 
@@ -190,6 +166,7 @@ def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.
     assert refused.stderr.splitlines()[1].startswith("error: pushing to")
 
 
+@pytest.mark.slow
 def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """umoci unpack + runc run (the daemonless path): a static program from the environment reads a
     file of another package and prints its user id."""
@@ -225,6 +202,7 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
     assert podman.stdout == "uid=1000 hello from the lock\n"
 
 
+@pytest.mark.slow
 def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = make_lock(tmp_path, "1.0")
     run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
@@ -243,6 +221,7 @@ def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monke
     assert not check_lock(lock, image=str(tmp_path / "img")).clean
 
 
+@pytest.mark.slow
 def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "base"  # a base without an environment of lockgen's (a lockgen image of another lock is refused)
     umoci = require("umoci")

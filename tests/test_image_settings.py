@@ -14,7 +14,8 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import resolve as api
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
-from tests.test_export import podman_run, require, run_export
+from tests.image_run import podman_run, require
+from tests.test_export import run_export
 
 SHOW = ('#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){char d[256];'
         'getcwd(d,sizeof d);printf("uid=%d cwd=%s greeting=%s args=",(int)getuid(),d,getenv("GREETING"));'
@@ -37,6 +38,7 @@ def stack_with_image(tmp_path: Path, image: str) -> Path:
     return stack
 
 
+@pytest.mark.slow
 def test_the_image_runs_and_exposes_what_the_stack_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stack = stack_with_image(tmp_path, IMAGE)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -58,6 +60,7 @@ def test_the_image_runs_and_exposes_what_the_stack_says(tmp_path: Path, monkeypa
     assert stale.returncode == 1 and "spec-changed" in stale.stdout and "[image] settings changed" in stale.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("line", "fragment"), [
     ('user = "0"', "must not be root"),
     ('labels = { "dev.lockgen.lock.sha256" = "x" }', "is lockgen's"),

@@ -1,6 +1,6 @@
 """A real torch stack as an image, end to end on a CPU host: a pure-PyPI lock of this host's CPU torch
-wheel (from a PEP 503 index the test writes over pip's local wheels) -> export (the venv pointed at
-the base's /usr/bin/pythonX.Y, no build-host path) -> `check --image` -> `verify --arch cpu --image`,
+wheel (from a PEP 503 index the test writes over pip's local wheels) -> export on a base holding this
+host's Debian /usr/bin/pythonX.Y (`tests/python_base.py`; the venv pointed at it, no build-host path) -> `check --image` -> `verify --arch cpu --image`,
 whose certificate names the image and environment digests."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from tests.conftest import run_cli
+from tests.python_base import PYTHON, python_base
 
 pytestmark = pytest.mark.slow
-PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def _torch_index(folder: Path) -> str:
@@ -39,9 +39,8 @@ def _torch_index(folder: Path) -> str:
 
 @pytest.fixture(scope="module")
 def torch_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
-    if not Path(f"/usr/bin/python{PYTHON}").exists():
-        pytest.fail(f"this test runs the image's venv on /usr/bin/python{PYTHON}, which this host lacks")
     folder = tmp_path_factory.mktemp("torch-image")
+    base = python_base(folder / "base")
     index = _torch_index(folder)  # this host's CPU torch, for the CPU target's torch and everything else
     (folder / "stack.toml").write_text(f"""[stack]
 name = "torch-cpu"
@@ -61,9 +60,9 @@ arch = "cpu"
     resolved = run_cli("resolve", str(folder / "stack.toml"))
     assert resolved.returncode == 0, resolved.stderr
     lock = folder / "locks" / "cpu.conda-lock.yml"
-    exported = run_cli("export", str(lock), "--out", str(folder / "img"))
+    exported = run_cli("export", str(lock), "--base", str(base), "--out", str(folder / "img"))
     assert exported.returncode == 0, exported.stderr
-    assert f"note: the venv runs on /usr/bin/python{PYTHON}, and no base image brings" in exported.stderr
+    assert f"the venv runs on the base image's /usr/bin/python{PYTHON}" in exported.stderr
     return lock, folder / "img", exported.stdout.strip().splitlines()[0]
 
 
@@ -79,7 +78,7 @@ def test_the_torch_image_holds_its_lock_and_no_build_host_path(torch_image: tupl
     distributions = list(venv.glob("lib/python*/site-packages/*.dist-info"))
     manifest = json.loads((image / "blobs" / "sha256" / json.loads((image / "index.json").read_text())
                            ["manifests"][0]["digest"].split(":")[1]).read_text())
-    assert len(manifest["layers"]) == len(distributions) + 1  # a layer per wheel, then the venv itself
+    assert len(manifest["layers"]) == 1 + len(distributions) + 1  # the base's, a layer per wheel, then the venv itself
     assert "home = /usr/bin\n" in (venv / "pyvenv.cfg").read_text()
 
 

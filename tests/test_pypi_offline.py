@@ -97,6 +97,7 @@ def materialized(tmp_path: Path, index_url: str, deps: str, monkeypatch: pytest.
     return materialize(tmp_path / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
 
 
+@pytest.mark.slow
 def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from lockgen.api.check import check_prefix as check
 
@@ -107,6 +108,7 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
     assert check(prefix, full=True).clean and len(digest) == 64
 
 
+@pytest.mark.slow
 def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from lockgen.adapters.uv_resolver import uv_binary
     from lockgen.api.check import check_prefix as check
@@ -118,6 +120,7 @@ def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, 
     assert any(p.startswith("lib/python3.11/site-packages/delta") for p in drift.extra)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["climber", "scripter"])
 def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path: Path, index_url: str, name: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:

@@ -152,6 +152,7 @@ def shallow(world) -> tuple[Path, str]:
     return out, done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_a_shallow_export_reads_the_manifest_and_config_only(world, shallow) -> None:
     out, digest = shallow
     base_layers = layers_of(world["base"], world["digest"])
@@ -176,6 +177,7 @@ def test_a_shallow_export_reads_the_manifest_and_config_only(world, shallow) -> 
     assert local.returncode == 0 and local.stdout.strip() == digest, local.stderr
 
 
+@pytest.mark.slow
 def test_commands_that_need_every_blob_refuse_a_shallow_layout(world, shallow) -> None:
     out, _ = shallow
     one_line_error(run_cli("check", "--image", str(out), "--lock", str(world["lock"])), "shallow", "platform/base@")
@@ -185,6 +187,7 @@ def test_commands_that_need_every_blob_refuse_a_shallow_layout(world, shallow) -
     assert not (world["folder"] / "img.tar").exists()
 
 
+@pytest.mark.slow
 def test_push_mounts_on_the_base_s_registry_and_streams_to_another(world, shallow) -> None:
     out, digest = shallow
     base_layers = layers_of(world["base"], world["digest"])
@@ -213,6 +216,7 @@ def test_push_mounts_on_the_base_s_registry_and_streams_to_another(world, shallo
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@pytest.mark.slow
 def test_a_base_index_gives_the_lock_s_platform(world) -> None:
     folder = world["folder"]
     multi = base_layout(folder / "multi", {"arm64": [{"etc/os-release": b"ID=arm\n"}],
@@ -236,6 +240,7 @@ def test_a_base_index_gives_the_lock_s_platform(world) -> None:
     one_line_error(export(world["lock"], folder / "x", folder / "home-1", "--base", str(foreign)), "no linux/amd64")
 
 
+@pytest.mark.slow
 def test_bad_bases_are_one_line_errors(world) -> None:
     folder, lock = world["folder"], world["lock"]
     with socket.socket() as probe:  # a port nothing listens on
@@ -260,11 +265,12 @@ def test_a_pure_pypi_lock_s_python_is_found_reading_layers_top_down(world) -> No
     layers, said = layers_of(python, digest), []
     world["log"].reset()
     base = RegistryBase(reference=f"docker://{world['a']}/platform/python@{digest}", insecure=True)
-    assert base_steps.base_python(base, "python3.12", said.append) == "/usr/local/bin/python3.12"
+    wanted = ["/usr/local/bin/python3.12", "/usr/bin/python3.12"]
+    assert base_steps.base_file(base, "linux-64", wanted, said.append) == "/usr/local/bin/python3.12"
     assert world["log"].blob_gets("platform/python") & set(layers) == set(layers[1:])  # the top two: not the lowest
     assert sum("reading base layer" in line for line in said) == 2
-    assert base_steps.base_python(base, "python3.11", said.append) is None
-    assert base_steps.base_python(python, "python3.12", said.append) == "/usr/local/bin/python3.12"  # a local layout: same
+    assert base_steps.base_file(base, "linux-64", ["/usr/local/bin/python3.11", "/usr/bin/python3.11"], said.append) is None
+    assert base_steps.base_file(python, "linux-64", wanted, said.append) == "/usr/local/bin/python3.12"  # a local layout: same
 
 
 PLATFORM = st.fixed_dictionaries({}, optional={"os": st.sampled_from(["linux", "windows", ""]),
@@ -276,6 +282,7 @@ DOCUMENT = st.fixed_dictionaries({}, optional={"manifests": st.lists(ENTRY | st.
     | st.lists(st.integers(), max_size=2) | st.none()
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(DOCUMENT, st.sampled_from(["amd64", "arm64"]))
 def test_choosing_a_platform_from_any_index_is_an_entry_of_it_or_one_error(index, architecture: str) -> None:

@@ -129,6 +129,7 @@ _rows = st.lists(st.builds(wf.RecordRow, st.lists(_segment, min_size=1, max_size
                            st.none() | st.integers(0, 2**40)), max_size=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_rows)
 def test_record_round_trips(rows):
@@ -136,6 +137,7 @@ def test_record_round_trips(rows):
     assert wf.parse_record(wf.render_record(rows)) == tuple(rows)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.from_regex(r"[a-z0-9_]{1,8}", fullmatch=True), min_size=1, max_size=3), min_size=3,
                 max_size=3))
@@ -206,3 +208,21 @@ def test_a_wheel_member_lands_where_normpath_puts_it(path: str, site: str) -> No
             wf.wheel_to_prefix(path, scheme)
     else:
         assert wf.wheel_to_prefix(path, scheme) == expected
+
+
+def test_an_installed_record_is_read_by_the_one_record_reader(tmp_path) -> None:
+    """dist_info (an export's layer ownership, a scratch venv cut down to its wheels) reads RECORD through
+    `parse_record`: the same rows, placed from site-packages, and a row leaving the prefix refused."""
+    from lockgen.adapters.dist_info import recorded_files
+
+    folder = tmp_path / "lib" / "python3.12" / "site-packages" / "x-1.dist-info"
+    folder.mkdir(parents=True)
+    empty = wf.record_hash_of_hex(hashlib.sha256(b"").hexdigest())
+    (folder / "RECORD").write_text(f"x/__init__.py,{empty},0\n../../../bin/x,{empty},0\nx-1.dist-info/RECORD,,\n")
+    assert recorded_files(tmp_path, folder) == ["lib/python3.12/site-packages/x/__init__.py", "bin/x",
+                                                "lib/python3.12/site-packages/x-1.dist-info/RECORD"]
+    (folder / "RECORD").write_text("../../../../etc/passwd,,\n")
+    with pytest.raises(UserError, match="leaves the prefix"):
+        recorded_files(tmp_path, folder)
+    (folder / "RECORD").unlink()
+    assert recorded_files(tmp_path, folder) == []

@@ -1,7 +1,8 @@
 """The host's GPUs as `nvidia-smi` reports them (names, compute capability, driver, topology).
 
-Used by `lockgen verify` before the kernel runs, to refuse early on the wrong hardware; it never
-decides what a lock contains (resolving never looks at the local GPU).
+Used by `lockgen verify` before the kernel runs, to refuse early on the wrong hardware, and by `lockgen
+detect` (`node_facts`) to say which of a stack's targets this node is; it never decides what a lock
+contains (resolving never looks at the local GPU).
 """
 
 from __future__ import annotations

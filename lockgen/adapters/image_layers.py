@@ -1,5 +1,5 @@
-"""What each layer of an OCI image puts where, read from its tar (names and kinds, no content; a whiteout
-entry as the path it removes). `check --image --lock` reads the layers here to tell what lies outside the
+"""What each layer of an OCI image puts where, read from its tar (names, kinds and link targets, no content;
+a whiteout entry as the path it removes). `check --image --lock` reads the layers here to tell what lies outside the
 environment, in which layer, and which whiteouts touch it. The image's final file system itself (whiteouts
 applied as a runtime mounts the layers) is made by the unpack (`layer_extract`)."""
 
@@ -22,7 +22,8 @@ def layer_entries(layout: Path, manifest: ImageManifest) -> list[tuple[LayerEntr
         try:
             with oci_layout.uncompressed_stream(oci_layout.blob_path(layout, layer.digest), layer.media_type) as stream:
                 with tarfile.open(fileobj=stream, mode="r|") as tar:
-                    layers.append(tuple(LayerEntry(m.name.removeprefix("./").strip("/"), m.isdir()) for m in tar))
+                    layers.append(tuple(LayerEntry(m.name.removeprefix("./").strip("/"), m.isdir(),
+                                                   m.linkname if m.issym() else None) for m in tar))
         except (tarfile.TarError, OSError, EOFError, zstandard.ZstdError) as exc:  # gzip's errors are OSError
             raise LockFormatError(f"layer {layer.digest[:19]}… of {layout} is not a readable tar: {exc}",
                                   "the image was damaged or crafted: re-export it") from None

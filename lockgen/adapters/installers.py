@@ -1,11 +1,13 @@
 """Installers: conda archives linked with py-rattler (`rattler.install`, placeholders rewritten for the
 final prefix), pip entries installed with uv into the prefix's interpreter (hash-checked, no deps,
-wheels only), and relocatable venvs for pure-PyPI locks."""
+wheels only), relocatable venvs for pure-PyPI locks, and the Python outside it that a venv runs on."""
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import posixpath
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -56,6 +58,36 @@ def point_venv_at(prefix: Path, interpreter: str) -> None:
     lines = [f"home = {Path(interpreter).parent}" if line.startswith("home =") else line
              for line in config.read_text().splitlines()]
     config.write_text("\n".join(lines) + "\n")
+
+
+def outside_interpreter(prefix: Path, image_prefix: str, source: str | None = None) -> tuple[str, str | None] | None:
+    """The Python a venv at `prefix` runs on, outside the environment: (the absolute path `bin/python`'s links
+    lead to once they leave it, its `pyvenv.cfg` `home` or None); None when `bin/python` is no link out of it (a
+    conda python, a file of its own, or none). The environment is at `image_prefix` in the image (and at
+    `source` where it was made): a link into either stays in it."""
+    current = "bin/python"
+    for _ in range(17):  # bounded, as a kernel gives up on a loop of links
+        link = prefix / current
+        if not link.is_symlink():
+            return None
+        target = os.readlink(link)
+        absolute = posixpath.normpath(target if target.startswith("/") else
+                                      posixpath.join(image_prefix, posixpath.dirname(current), target))
+        owner = next((root for root in (image_prefix, source) if root and
+                      (absolute == root or absolute.startswith(root.rstrip("/") + "/"))), None)
+        if owner is None:
+            return absolute, _venv_home(prefix)
+        current = posixpath.relpath(absolute, owner)
+    return None
+
+
+def _venv_home(prefix: Path) -> str | None:
+    """`home` of the venv's `pyvenv.cfg` (the folder of the Python it was made with), or None."""
+    try:
+        lines = (prefix / "pyvenv.cfg").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((value.strip() for key, _, value in (line.partition("=") for line in lines) if key.strip() == "home"), None)
 
 
 def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None],

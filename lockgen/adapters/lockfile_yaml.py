@@ -181,14 +181,21 @@ def read_lock(path: Path) -> LoadedLock:
     """A lock file read once: its bytes, their sha256 and its entries, every field checked."""
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8")
     except FileNotFoundError:
         raise LockFormatError(f"lock `{path}` does not exist", "run `lockgen resolve STACK` to write it") from None
-    except UnicodeDecodeError as exc:
-        raise LockFormatError(f"lock `{path}` is not UTF-8 text (byte {exc.start})", "re-create it with `lockgen resolve`") from None
     except OSError as exc:
         raise LockFormatError(f"cannot read lock `{path}`: {exc.strerror or exc}", "pass the path of a .conda-lock.yml") from None
-    return LoadedLock(source=str(path), data=data, sha256=hashlib.sha256(data).hexdigest(), lock=parse_lock(text, str(path)))
+    return loaded_lock(data, str(path))
+
+
+def loaded_lock(data: bytes, source: str) -> LoadedLock:
+    """A lock from bytes already read (a lock a pack archive carries), checked as `read_lock` checks a file;
+    `source` names where the bytes came from in messages."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LockFormatError(f"lock `{source}` is not UTF-8 text (byte {exc.start})", "re-create it with `lockgen resolve`") from None
+    return LoadedLock(source=source, data=data, sha256=hashlib.sha256(data).hexdigest(), lock=parse_lock(text, source))
 
 
 def parse_lock(text: str, source: str) -> Lock:
@@ -212,20 +219,7 @@ def parse_lock(text: str, source: str) -> Lock:
                                   f"convert it first: lockgen import {source} --target NAME")
         raise LockFormatError(f"lock `{source}` has version {found!r}; lockgen reads conda-lock v{LOCK_VERSION}",
                               "re-create it with `lockgen resolve`")
-    if not isinstance(data.get("metadata") or {}, dict) or not isinstance(data.get("package") or [], list):
-        raise LockFormatError(f"lock `{source}` has no metadata mapping and package list",
-                              "re-create it with `lockgen resolve`")
-    meta = dict(data.get("metadata") or {})
-    for dropped in ("time_metadata", "git_metadata", "inputs_metadata"):
-        meta.pop(dropped, None)
-    meta["custom_metadata"] = meta.get("custom_metadata") or {}
-    try:
-        lock = Lock.model_validate({"version": data["version"], "metadata": meta, "package": data.get("package") or []})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise LockFormatError(f"lock `{source}` is malformed at {where}: {first['msg']}",
-                              "re-create it with `lockgen resolve`") from None
+    lock = v1_lock(data, source, "re-create it with `lockgen resolve`")
     seen: set[tuple[str, str, str]] = set()
     for package in lock.package:  # up front: thousands of repeats would otherwise cost every later step
         key = (package.platform, package.manager, package.name)
@@ -237,3 +231,22 @@ def parse_lock(text: str, source: str) -> Lock:
     return lock
 
 
+def v1_lock(data: dict[str, Any], source: str, hint: str) -> Lock:
+    """A conda-lock v1 document (YAML loaded, its version 1) as lockgen's lock model, every entry validated: the
+    one reader of the format's fields, for lockgen's own locks (`parse_lock`, which then checks every field's
+    rules) and for conda-lock's (`lockgen import`). conda-lock's time, git and inputs metadata are left out, and
+    a channel it writes as a bare name is its `url`. `hint` is what fixes a document that is not one."""
+    if not isinstance(data.get("metadata") or {}, dict) or not isinstance(data.get("package") or [], list):
+        raise LockFormatError(f"lock `{source}` has no metadata mapping and package list", hint)
+    meta = dict(data.get("metadata") or {})
+    for dropped in ("time_metadata", "git_metadata", "inputs_metadata"):
+        meta.pop(dropped, None)
+    meta["custom_metadata"] = meta.get("custom_metadata") or {}
+    if isinstance(meta.get("channels"), list):
+        meta["channels"] = [{"url": c} if isinstance(c, str) else c for c in meta["channels"]]
+    try:
+        return Lock.model_validate({"version": data["version"], "metadata": meta, "package": data.get("package") or []})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise LockFormatError(f"lock `{source}` is malformed at {where}: {first['msg']}", hint) from None

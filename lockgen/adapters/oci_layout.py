@@ -7,8 +7,8 @@ executables / everything else), PAX format (conda paths exceed USTAR's limits), 
 regular files (inode layout differs between machines), symlinks kept. The diff_id (sha256 of the
 uncompressed tar) is the layer's identity; compressed blobs are cached by it.
 
-Reading: one image, or through an image index the image of one architecture; a layer's file names top
-down (`find_path`); unpacking by `layer_extract`, every path resolved inside the root; a shallow layout (`export --base docker://…`) lacks its base's layer blobs, which its
+Reading: one image, or through an image index the image of one architecture; a layer's members, read only
+when asked (`layer_reader`); unpacking by `layer_extract`, every path resolved inside the root; a shallow layout (`export --base docker://…`) lacks its base's layer blobs, which its
 index.json descriptor says where to find (`base_source`), and unpacking it is refused in one error.
 """
 
@@ -24,10 +24,10 @@ import stat
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import zstandard
 from pydantic import ValidationError
@@ -37,7 +37,7 @@ from lockgen.adapters.layer_extract import Removal
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
-from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest
+from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest, LayerEntry
 from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE, REF_NAME
 
 
@@ -86,7 +86,7 @@ def layer_key(root: Path, relatives: list[str], image_prefix: str, known: dict[s
         elif stat.S_ISDIR(info.st_mode):
             line = f"D {relative}"
         else:
-            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path)}"
+            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path, follow=False)}"
         hasher.update(line.encode() + b"\n")
     return hasher.hexdigest()
 
@@ -133,17 +133,24 @@ def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
             yield raw
         else:
             with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-                yield stream
+                yield cast(IO[bytes], stream)  # a GzipFile reads as IO[bytes]; its stub says BufferedIOBase
     except (zstandard.ZstdError, gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}",
                               "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
 
 
-def member_names(stream: IO[bytes]) -> Iterator[str]:
-    """The paths of a layer's tar stream (relative, no leading `./` or `/`), read in one pass."""
-    with tarfile.open(fileobj=stream, mode="r|") as tar:
-        for member in tar:
-            yield member.name.removeprefix("./").lstrip("/")
+def members(stream: IO[bytes]) -> dict[str, LayerEntry]:
+    """A layer's tar stream's members by path (relative, no leading `./` or `/`; a symbolic link with its
+    target), read in one pass; a tar that is not one is one error."""
+    found = {}
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for member in tar:
+                path = member.name.removeprefix("./").strip("/")
+                found[path] = LayerEntry(path, member.isdir(), member.linkname if member.issym() else None)
+    except (tarfile.TarError, EOFError) as exc:
+        raise LockFormatError(f"a layer is not a readable tar: {exc}", "the image's layer is damaged: re-export or re-pull it") from None
+    return found
 
 
 def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
@@ -318,28 +325,18 @@ def tag_of(layout: Path) -> str:
     return index["manifests"][0].get("annotations", {}).get(REF_NAME, "latest")
 
 
-def find_path(layout: Path, wanted: Sequence[str], architecture: str | None = None) -> str | None:
-    """The first of `wanted` the image's file system has, reading layers top down (`decided_by`)."""
+def layer_reader(layout: Path, architecture: str | None = None) -> tuple[int, Callable[[int], dict[str, LayerEntry]]]:
+    """(how many layers the image has, a reader of layer N's members, bottom layer 0), each layer read once
+    and only when asked (`core.layer_lookup` reads top down, as far as it needs)."""
     manifest, _, _ = read_image(layout, architecture)
-    for layer in reversed(manifest["layers"]):
-        with uncompressed_stream(blob_path(layout, layer["digest"]), layer.get("mediaType", "")) as stream:
-            decided, path = decided_by(set(member_names(stream)), wanted)
-        if decided:
-            return path
-    return None
+    layers, read = manifest["layers"], {}
 
-
-def decided_by(names: set[str], wanted: Sequence[str]) -> tuple[bool, str | None]:
-    """What one layer (its paths `names`) says of `wanted`, read top down: (True, the first of them it holds),
-    (True, None) when it deletes one by a whiteout (what lies below is gone), (False, None) when it has none."""
-    for path in wanted:
-        if path in names:
-            return True, path
-    for path in wanted:
-        folder, _, name = path.rpartition("/")
-        if f"{folder}/.wh.{name}" in names:
-            return True, None
-    return False, None
+    def layer(index: int) -> dict[str, LayerEntry]:
+        if index not in read:
+            with uncompressed_stream(blob_path(layout, layers[index]["digest"]), layers[index].get("mediaType", "")) as stream:
+                read[index] = members(stream)
+        return read[index]
+    return len(layers), layer
 
 
 def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> list[Removal]:

@@ -1,9 +1,13 @@
 """The package store: conda archives fetched once, hash-checked, kept by sha256 under
-`$LOCKGEN_HOME/pkgs` (default `~/.lockgen/pkgs`), so materializing again or offline needs no network."""
+`$LOCKGEN_HOME/pkgs` (default `~/.lockgen/pkgs`), so materializing again or offline needs no network.
+Wheel files fetched whole (the artifacts `lockgen pack` puts in an archive, and those `unpack` takes out of one) are
+kept the same way under `$LOCKGEN_HOME/wheels` (`wheels()`); uv's own cache stays lockgen's wheel store for installs."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 import urllib.error
 from pathlib import Path
@@ -45,6 +49,13 @@ def in_store(package: LockedPackage, store: Path | None = None, allow_md5: bool 
     return target if target.is_file() and file_digest(target, algorithm) == expected else None
 
 
+def kept(package: LockedPackage, store: Path | None = None) -> Path | None:
+    """The stored file of an entry pinned by sha256, not hashed now: for a caller that hashes every byte as it reads
+    it and refuses a difference (`lockgen pack`), so the file is read once."""
+    target = _stored_path(package, store or lockgen_home() / "pkgs")
+    return target if package.hash.sha256 and target.is_file() else None
+
+
 def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = False) -> Path:
     """The verified archive of a conda entry, from the store or downloaded into it (temp file, then rename);
     `allow_md5`: an entry pinned by md5 alone is accepted (materialize --allow-md5)."""
@@ -70,6 +81,32 @@ def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = F
     finally:
         temp.unlink(missing_ok=True)
         os.close(guard)
+    return target
+
+
+def wheels() -> Path:
+    """The store of wheel files kept whole, by the sha256 the lock pins."""
+    return lockgen_home() / "wheels"
+
+
+def admit(package: LockedPackage, source: Path, store: Path | None = None) -> Path:
+    """Moves `source`, a file of lockgen's own just proven to have the sha256 the lock pins (a verified member of a
+    pack archive), into the store under the entry's name; returns where it now is."""
+    store = store or lockgen_home() / "pkgs"
+    store.mkdir(parents=True, exist_ok=True)
+    target = _stored_path(package, store)
+    try:
+        os.replace(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        handle, temp = tempfile.mkstemp(prefix=".fetch-", dir=store)  # another file system: copied whole, then renamed
+        os.close(handle)
+        try:
+            shutil.copyfile(source, temp)
+            os.replace(temp, target)
+        finally:
+            Path(temp).unlink(missing_ok=True)
     return target
 
 

@@ -3,21 +3,31 @@
 Given an index (default `https://pypi.org/simple`), a name, a version and the installed `WHEEL` tags,
 it reads `/<normalised-name>/` with `Accept: application/vnd.pypi.simple.v1+json` and returns the one wheel
 whose name, version and tag set cover the installed ones, with the index's sha256 of the file (the pin),
-its size and URL (made absolute against the page). An index that answers only HTML is refused: PEP 503
-HTML pages carry no size and are a second format to keep.
+its size and URL (made absolute against the page). Finding a wheel to pin needs its size, so `find_wheel` refuses
+an index that answers only HTML; listing a project (`project_wheels(..., html=True)`) also reads PEP 503 HTML
+pages, since PyTorch's own indexes (download.pytorch.org/whl/<variant>) serve nothing else: each anchor's file
+name, `#sha256=` fragment (optional, as PEP 503 has it), `data-yanked`, PEP 658/714 metadata attributes and `data-upload-time` where given.
+
+An index may be a local folder (`file:///mirror/whl/cu126`, an air-gapped mirror): its project page is
+`<folder>/<name>/index.html` (PEP 503, the layout uv reads from a `file://` index) or, where a mirror writes PEP 691
+JSON beside it, `index.v1_json` (bandersnatch's name). Such a folder is read only under `$LOCKGEN_FILE_ROOTS`
+(`file_roots`), as a lock's `file:` URLs are, and so are the wheels its page links.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from urllib.parse import urljoin
+from html.parser import HTMLParser
+from urllib.parse import unquote, urljoin, urlsplit
 
 from lockgen.core.credentials import scrub_url
+from lockgen.adapters import file_roots
 from lockgen.adapters.http_fetch import Meter, get
+from lockgen.core.wheel_files import shown
 from lockgen.core.wheel_names import choose, parse_wheel_filename
 from lockgen.model.names import normalize
-from lockgen.errors import UserError
+from lockgen.errors import NotFoundError, UserError
 
 PYPI = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -30,7 +40,7 @@ class IndexedWheel:
 
     filename: str
     url: str
-    sha256: str
+    sha256: str  # "" where a PEP 503 page gives none (such a listing names releases; it pins nothing)
     size: int | None
     yanked: bool
     uploaded: str | None = None  # PEP 700 `upload-time`, when the index gives it
@@ -57,14 +67,70 @@ def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
                         "the index answered JSON without a `files` list of filename/url/hashes") from None
 
 
-def project_wheels(name: str, index: str = PYPI, timeout_s: float = 30.0, meter: Meter | None = None) -> dict[str, IndexedWheel]:
-    """Every wheel file the index lists for project `name`, by file name."""
+class _Anchors(HTMLParser):
+    """The wheel anchors of a PEP 503 page, with their attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.anchors.append(dict(attrs))
+
+
+def _html_files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
+    parser = _Anchors()
+    parser.feed(page.decode("utf-8", errors="replace"))
+    wheels = {}
+    for anchor in parser.anchors:
+        href = anchor.get("href") or ""
+        url, _, fragment = urljoin(page_url, href).partition("#")
+        filename = unquote(urlsplit(url).path).rsplit("/", 1)[-1]
+        sha256 = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
+        if filename.endswith(".whl") and len(sha256) in (0, 64):  # PEP 503: the hash is optional
+            metadata = anchor.get("data-core-metadata", anchor.get("data-dist-info-metadata"))
+            wheels[filename] = IndexedWheel(filename, url, sha256.lower(), None, "data-yanked" in anchor,
+                                            anchor.get("data-upload-time"), bool(metadata) and metadata != "false")
+    return wheels
+
+
+def project_wheels(name: str, index: str = PYPI, timeout_s: float = 30.0, meter: Meter | None = None,
+                   html: bool = False) -> dict[str, IndexedWheel]:
+    """Every wheel file the index lists for project `name`, by file name (from a PEP 503 HTML page too, with
+    `html`: such pages give no sizes)."""
     page_url = f"{index.rstrip('/')}/{normalize(name)}/"
-    reply = get(page_url, {"Accept": JSON_TYPE}, meter or Meter(), timeout_s, PAGE_LIMIT)
-    if not reply.headers.get("content-type", "").startswith(JSON_TYPE):
+    if urlsplit(page_url).scheme == "file":
+        return _local_files(page_url, html)
+    accept = f"{JSON_TYPE}, text/html;q=0.1" if html else JSON_TYPE
+    reply = get(page_url, {"Accept": accept}, meter or Meter(), timeout_s, PAGE_LIMIT)
+    kind = reply.headers.get("content-type", "")
+    if html and kind.startswith("text/html"):
+        return _html_files(reply.body, page_url)
+    if not kind.startswith(JSON_TYPE):
         raise UserError(f"{scrub_url(page_url)} did not answer in PEP 691 JSON",
                         "use an index that serves application/vnd.pypi.simple.v1+json (PyPI, devpi, a uv/pip mirror)")
     return _files(reply.body, page_url)
+
+
+def _local_files(page_url: str, html: bool) -> dict[str, IndexedWheel]:
+    """A local index folder's project page (JSON first, then HTML with `html`), and only wheels under the roots."""
+    folder = file_roots.local_path(page_url, f"the index page {scrub_url(page_url)}")
+    names = ("index.v1_json", "index.html") if html else ("index.v1_json",)
+    page = next((folder / n for n in names if (folder / n).is_file()), None)
+    if page is None:
+        raise NotFoundError(f"{scrub_url(page_url)} has no {' or '.join(names)}",
+                            "check the index folder: a PEP 503 index has <project>/index.html")
+    if page.stat().st_size > PAGE_LIMIT:
+        raise UserError(f"{shown(str(page))} is larger than {PAGE_LIMIT >> 20} MiB", "check the index folder")
+    body = page.read_bytes()
+    wheels = _files(body, page.as_uri()) if page.name.endswith("json") else _html_files(body, page.as_uri())
+    for wheel in wheels.values():
+        if urlsplit(wheel.url).scheme != "file":
+            raise UserError(f"the local index page {shown(str(page))} links {scrub_url(wheel.url)}, outside the folder",
+                            "a local mirror's pages link its own files (file: URLs under $LOCKGEN_FILE_ROOTS)")
+        file_roots.local_path(wheel.url, f"the index page {shown(str(page))}")
+    return wheels
 
 
 def find_wheel(name: str, version: str, tags: tuple[str, ...], index: str = PYPI, build: str | None = None,

@@ -1,6 +1,6 @@
 """A base image read from a registry without pulling it (`export --base docker://…`, "shallow"): its manifest
 (through an image index to the lock's platform's image) and its config, both checked against their
-digests, and, only when asked, its layers' file names read top layer down, streamed, until a path is
+digests (read once per process: `read_once`), and, only when asked, its layers' file names read top layer down, streamed, until a path is
 found; and the blobs of a shallow layout put into a registry (mounted from the base's repository when it
 is the same registry, else streamed from the base's registry: one blob at a time, never held whole).
 Credentials and `insecure` are `oci_distribution`'s."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from lockgen.adapters.oci_distribution import Registry
 from lockgen.core.image_platform import choose_manifest
 from lockgen.core.image_reference import ImageReference, parse_reference
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.image import LayerEntry
 from lockgen.model.oci import DOCKER_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
 
 INDEXES = (INDEX_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE)
@@ -80,23 +81,36 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
     return RemoteImage(reference, digest, manifest, config, (data, config_bytes))
 
 
-def find_path(image: RemoteImage, wanted: Sequence[str], insecure: bool, progress: Callable[[str], None]) -> str | None:
-    """The first of `wanted` (relative paths) the image's file system has, reading its layers top down and
-    stopping at the first layer that has (or deletes, by a whiteout) one of them; None if none has any."""
+_READ: dict[tuple[ImageReference, str, bool], RemoteImage] = {}
+
+
+def read_once(reference: ImageReference, architecture: str, insecure: bool, progress: Callable[[str], None]) -> RemoteImage:
+    """`read`, once per process for each reference, architecture and `insecure`: an export reads its base
+    several times (manifest, layers, documents, a Python), and a tag must resolve to one digest for all."""
+    key = (reference, architecture, insecure)
+    if key not in _READ:
+        _READ[key] = read(reference, architecture, insecure, progress)
+    return _READ[key]
+
+
+def layer_reader(image: RemoteImage, insecure: bool, looking_for: str,
+                 progress: Callable[[str], None]) -> tuple[int, Callable[[int], dict[str, LayerEntry]]]:
+    """(how many layers the image has, a reader of layer N's members, bottom layer 0): each layer streamed once,
+    only when asked, checked against its digest, and named in progress with what is `looking_for`."""
     client = Registry(image.reference, insecure)
-    layers = image.manifest["layers"]
-    for number in range(len(layers), 0, -1):
-        layer = layers[number - 1]
-        progress(f"reading base layer {number} of {len(layers)} ({int(layer.get('size', 0)) / 1e6:,.1f} MB, "
-                 f"{layer['digest'][:19]}…) for {' or '.join(wanted)}")
-        with client.blob_stream(layer["digest"]) as stream:
-            with oci_layout.uncompressed(stream, layer["mediaType"]) as tar_stream:  # type: ignore[arg-type]
-                names = set(oci_layout.member_names(tar_stream))
-            stream.verify()
-        decided, path = oci_layout.decided_by(names, wanted)
-        if decided:
-            return path
-    return None
+    layers, read = image.manifest["layers"], {}
+
+    def layer(index: int) -> dict[str, LayerEntry]:
+        if index not in read:
+            descriptor = layers[index]
+            progress(f"reading base layer {index + 1} of {len(layers)} ({int(descriptor.get('size', 0)) / 1e6:,.1f} MB, "
+                     f"{descriptor['digest'][:19]}…) for {looking_for}")
+            with client.blob_stream(descriptor["digest"]) as stream:
+                with oci_layout.uncompressed(stream, descriptor["mediaType"]) as tar_stream:  # type: ignore[arg-type]
+                    read[index] = oci_layout.members(tar_stream)
+                stream.verify()
+        return read[index]
+    return len(layers), layer
 
 
 def push(layout: Path, manifest_bytes: bytes, manifest: dict[str, Any], media_type: str, target_text: str,

@@ -98,13 +98,14 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
                          metadata)
 
 
-def read_wheel_file(path: Path, expected_sha256: str | None = None) -> WheelContents:
-    """The contents statement of a local `.whl`, after checking its sha256 when one is pinned."""
+def read_wheel_file(path: Path, expected_sha256: str | None = None, filename: str | None = None) -> WheelContents:
+    """The contents statement of a local `.whl`, after checking its sha256 when one is pinned; `filename`: the
+    wheel's own file name, where the local copy is kept under another (a store's hash-prefixed name)."""
     if expected_sha256 is not None:
         check_sha256(path, expected_sha256)
     try:
         with zipfile.ZipFile(path) as archive:
-            return _contents(archive, path.name, path.name)
+            return _contents(archive, filename or path.name, filename or path.name)
     except (zipfile.BadZipFile, OSError) as exc:
         raise UserError(f"{path.name} is not a readable wheel: {exc}", "fetch it again from the index") from None
 
@@ -178,7 +179,7 @@ def read_wheel_url(url: str, timeout_s: float = 30.0, max_download: int = 256 <<
     where = scrub_url(url)
     source, full = _open_remote(url, meter, timeout_s, max_download)
     try:
-        with zipfile.ZipFile(source) as archive:  # type: ignore[arg-type]
+        with zipfile.ZipFile(source) as archive:
             contents = _contents(archive, filename, where)
     except zipfile.BadZipFile as exc:
         raise UserError(f"{where} is not a readable wheel: {exc}", "check the URL") from None
@@ -196,7 +197,7 @@ def read_metadata_url(url: str, separate_file: bool, timeout_s: float = 30.0) ->
     filename = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
     source, _ = _open_remote(url, meter, timeout_s, 256 << 20)
     try:
-        with zipfile.ZipFile(source) as archive:  # type: ignore[arg-type]
+        with zipfile.ZipFile(source) as archive:
             stem = f"{filename.split('-')[0]}-{filename.split('-')[1]}.dist-info/METADATA"
             names = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
             chosen = stem if stem in names else (names[0] if len(names) == 1 else None)

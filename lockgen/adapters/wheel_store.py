@@ -8,7 +8,7 @@ first install hashes every installed file against the wheel's RECORD (bound to t
 each proven file of the cache folder uv linked from is then kept with its fingerprint (device, inode, size,
 mtime_ns, ctime_ns) under `$LOCKGEN_HOME/proven/wheels/<wheel sha256>.json`.
 
-Later installs check those fingerprints before uv runs (`trusted`): a file whose fingerprint is unchanged is
+Later installs check those fingerprints before uv runs (`trusted`; `split_by_proof` after it): a file whose fingerprint is unchanged is
 trusted by its inode after uv linked it, and is not read; any other file, a changed one (an edit, even with
 its mtime put back, moves its ctime), a copy (uv fell back to copying: another filesystem) or a file uv
 wrote, is hashed as before and refused if it no longer matches. Making or removing a hard link moves the
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -164,3 +165,30 @@ def _linked_files(folder: str, by_inode: Mapping[tuple[int, int], tuple[os.stat_
 def forget(wheel_sha256: str) -> None:
     """Drops the proof of a wheel whose installed files did not match (its cache folder was changed)."""
     _record_path(wheel_sha256).unlink(missing_ok=True)
+
+
+def regular_files(prefix: Path, stated: Iterable[str]) -> dict[str, os.stat_result]:
+    """The lstat of each `stated` file (prefix-relative) that is there as a regular file (a missing one is
+    refused by the caller)."""
+    top = str(prefix)
+    infos = {}
+    for relative in stated:
+        try:
+            info = os.lstat(f"{top}/{relative}")  # no join per file: 15,000 cost 0.06 s
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            infos[relative] = info
+    return infos
+
+
+def split_by_proof(infos: dict[str, os.stat_result], trusted: Trusted) -> tuple[dict[str, str], list[str]]:
+    """(files that are links to an unchanged proven store file -> their proven sha256, the files to read)."""
+    known, unread = {}, []
+    for relative, info in infos.items():
+        proof = trusted.get((info.st_dev, info.st_ino))
+        if proof is not None and proof[:2] == (info.st_size, info.st_mtime_ns):
+            known[relative] = proof[2]
+        else:
+            unread.append(relative)
+    return known, unread

@@ -2,8 +2,9 @@
 registry image read shallow (`--base docker://HOST/REPO@sha256:…`, or `:TAG`, resolved to its digest): only
 its manifest and config are read, and its layers are referenced by digest without their blobs. Either may
 name an image index; the lock's platform's image is taken (linux/amd64 for linux-64, linux/arm64 for
-linux-aarch64). A pure-PyPI lock's venv needs the base's `pythonX.Y`: the layers are read top down, and
-only until one has it (locally the blobs are at hand; remotely each is streamed, and named in progress).
+linux-aarch64). A venv runs on the base's Python, which export proves is a file of the base (`base_file`):
+the layers are read top down, and only until one decides (locally the blobs are at hand; remotely each is
+streamed, and named in progress).
 
 Where the absent blobs live, read before choosing:
 - OCI image-spec `image-layout.md` (blobs): "The blobs directory MAY be missing referenced blobs, in which
@@ -19,19 +20,21 @@ Where the absent blobs live, read before choosing:
   shallow layout, outside the manifest digest: it says where the missing blobs are.
 skopeo cannot copy a layout with absent blobs (containers/image opens each blob file), so `lockgen push`
 puts a shallow layout itself (mount or stream, `adapters.registry_image`), and the commands that need
-every blob (`check --image`, `verify --image`, archives) refuse it with one error saying to push it first.
+every blob (`check --image`, `verify --image`, archives: `adapters/image_tree.place`) refuse it with one error
+saying to push it first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import home, oci_layout, registry_image
+from lockgen.adapters import oci_layout, registry_image
 from lockgen.adapters.layer_members import LayerOpener
 from lockgen.adapters.oci_distribution import Registry
 from lockgen.core.image_reference import ImageReference, parse_reference
+from lockgen.core.layer_lookup import file_at
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
 from lockgen.model.oci import ARCHITECTURE, BASE_DIGEST_ANNOTATION, BASE_SOURCE_ANNOTATION
@@ -87,14 +90,8 @@ def base_documents(base: Base, platform: str, progress: Callable[[str], None]) -
             oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes())
 
 
-_READ: dict[tuple[str, str, bool], registry_image.RemoteImage] = {}
-
-
 def _registry_image(base: RegistryBase, architecture: str, progress: Callable[[str], None]) -> registry_image.RemoteImage:
-    key = (base.reference, architecture, base.insecure)
-    if key not in _READ:
-        _READ[key] = registry_image.read(_reference(base), architecture, base.insecure, progress)
-    return _READ[key]
+    return registry_image.read_once(_reference(base), architecture, base.insecure, progress)
 
 
 def layer_opener(base: Base) -> LayerOpener:
@@ -114,25 +111,17 @@ def index_annotations(base: Base | None, manifest: dict[str, Any]) -> dict[str, 
     return {BASE_SOURCE_ANNOTATION: f"{reference.name}@{manifest['annotations'][BASE_DIGEST_ANNOTATION]}"}
 
 
-def base_python(base: Base, name: str, progress: Callable[[str], None]) -> str | None:
-    """`/usr/local/bin/NAME` or `/usr/bin/NAME`, whichever the base's topmost layer having either holds
-    (that folder first within a layer); None when no layer has it. The lock is pure PyPI, so its platform
-    is this host's (a foreign one is refused before)."""
-    wanted = [f"usr/local/bin/{name}", f"usr/bin/{name}"]
-    architecture = ARCHITECTURE[home.native_platform() or "linux-64"]
+def base_file(base: Base, platform: str, paths: Sequence[str], progress: Callable[[str], None]) -> str | None:
+    """The first of `paths` (absolute) that is a file in the base image's file system for `platform`, links
+    followed and whiteouts applied (`core.layer_lookup`), or None: its layers are read top down, each once and
+    only as far as a decision needs (a registry's streamed, and named in progress)."""
+    architecture = ARCHITECTURE[platform]
     if isinstance(base, RegistryBase):
-        found = registry_image.find_path(_registry_image(base, architecture, progress), wanted, base.insecure, progress)
+        count, layer = registry_image.layer_reader(_registry_image(base, architecture, progress), base.insecure,
+                                                   " or ".join(paths), progress)
     else:
-        found = oci_layout.find_path(base, wanted, architecture)
-    return f"/{found}" if found else None
-
-
-def require_every_blob(layout: Path, fmt: str) -> None:
-    """Refuses to write an archive of a shallow layout: an archive must hold every blob it names."""
-    if oci_layout.base_source(layout) is not None:  # only a shallow layout records one
-        raise UserError(f"a {fmt} holds every blob, and this image's base layers stay in the base's registry "
-                        f"({oci_layout.base_source(layout)})",
-                        "export an oci-layout and push it, or export on a local --base LAYOUT for an archive")
+        count, layer = oci_layout.layer_reader(base, architecture)
+    return next((path for path in paths if file_at(path, layer, count) is not None), None)
 
 
 def _reference(base: RegistryBase) -> ImageReference:

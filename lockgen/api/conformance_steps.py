@@ -110,10 +110,10 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
 
     from lockgen.adapters import bytecode_proof, manifest_store
     from lockgen.adapters.lockfile_yaml import read_lock
-    from lockgen.api.manifest_steps import expected_packages, lock_python
+    from lockgen.api.manifest_steps import expected_packages
     from lockgen.api.shared_steps import lock_platform
     from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
-    from lockgen.core.expected_env import expected_digest, site_packages_of
+    from lockgen.core.expected_env import expected_digest, lock_python, site_packages_of
     from lockgen.core.image_config import service_files
     from lockgen.model.oci import LOCK_INSIDE
 

@@ -16,16 +16,12 @@ as a bundle for `check --manifests` on the node.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from lockgen.adapters import manifest_store, pypi_index
+from lockgen.adapters import inventory_file, manifest_store, pypi_index
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.api.manifest_steps import manifest_of
@@ -53,16 +49,6 @@ class Pinned:
     manifest: PackageManifest | None = None
     unpublished: str = ""
     problems: tuple[str, ...] = ()
-
-
-def _read_inventory(path: Path) -> NodeInventory:
-    try:
-        raw = path.read_bytes()
-        return NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except OSError as exc:
-        raise UserError(f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote") from None
-    except (ValidationError, EOFError, zlib.error):
-        raise UserError(f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT") from None
 
 
 def _changed_on_disk(dist: InstalledDistribution, document: NodeInventory, accepted: dict[str, str]) -> tuple[str, ...]:
@@ -121,7 +107,7 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
     path = out or default_lock_path(target)
     if path.is_dir():
         raise UserError(f"`{path}` is a folder", "pass the path of the lock file to write (--out locks/NAME.conda-lock.yml)")
-    document = _read_inventory(inventory_path)
+    document = inventory_file.read(inventory_path)
     inventory = document.inventory
     machine = inventory.platform.rsplit("-", 1)[-1]
     platform = PLATFORM_OF_MACHINE.get(machine)

@@ -14,7 +14,7 @@ from lockgen.adapters.lockfile_yaml import checked_lock_text, load_lock
 from lockgen.adapters.stack_file import declared_extends
 from lockgen.api import team_steps
 from lockgen.api.stack_steps import load_stack
-from lockgen.core import lock_builder, lock_meta, stack_layout
+from lockgen.core import lock_builder, lock_meta, stack_layout, team
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.pypi_plan import PypiPlan
     from lockgen.core.freshness import Staleness
-    from lockgen.api.pypi import NewerReleases
+    from lockgen.api.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
@@ -45,20 +45,20 @@ class _Context:
     channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
     facts: GpuFacts = field(default_factory=load_facts)
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
-    _newer: "NewerReleases | None" = None
+    _sources: "TorchSources | None" = None
 
     def candidates(self, platform: str) -> list[CandidateBuild]:
         if platform not in self._candidates:
             self._candidates[platform] = self.channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
         return self._candidates[platform]
 
-    def newer_releases(self, progress: Progress) -> "NewerReleases":
-        """One reader of the index's newer torch releases per run (each platform read once)."""
-        from lockgen.api.pypi import NewerReleases
+    def torch_sources(self, progress: Progress) -> "TorchSources":
+        """One reader of the stack's torch sources per run (each page read once)."""
+        from lockgen.api.torch_source_steps import TorchSources
 
-        if self._newer is None:
-            self._newer = NewerReleases(self.facts, self.spec, progress)
-        return self._newer
+        if self._sources is None:
+            self._sources = TorchSources(self.facts, self.spec, progress)
+        return self._sources
 
     @property
     def base_is_lock(self) -> bool:
@@ -150,7 +150,7 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         base = (context.spec.extends, bases[target.name][1]) if target.name in bases else None
         base_lock = bases[target.name][0] if target.name in bases and context.base_is_lock else None
         if base_lock is not None:
-            packages = [p for r in requests for p in team_steps.with_base_entries(
+            packages = [p for r in requests for p in team.with_base_entries(
                 base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
         metadata = context.metadata(target, window, requests, plans_of_target, base,
                                     {platform: list(changes.values()) for (name, platform), changes in moved.items()
@@ -181,12 +181,12 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     for target, _, requests in plans:
         pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
         if target.name in bases and hold_base:
-            base_holds = team_steps.holds(bases[target.name][0], released.get(target.name, set()))
-            pinned, held_pip = team_steps.with_team_pins(base_holds, (pinned, held_pip))
+            base_holds = team.holds(bases[target.name][0], released.get(target.name, set()))
+            pinned, held_pip = team.with_team_pins(base_holds, (pinned, held_pip))
         if target.name in bases:
-            stand_ins.update({(target.name, p): held for p, held in team_steps.check_only(bases[target.name][0]).items()})
+            stand_ins.update({(target.name, p): held for p, held in team.check_only(bases[target.name][0]).items()})
         if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
-            preferred.update({(target.name, r.platform): team_steps.published_pip(bases[target.name][0], r.platform)
+            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name][0], r.platform)
                               for r in requests})
         pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
@@ -196,7 +196,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
 
     try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
         solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else
-                      [team_steps.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
+                      [team.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
         if failing is None:
@@ -224,7 +224,7 @@ def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], base
     moved = {}
     for target, _, request, found in conda:
         found = found + pypi.get((target.name, request.platform), (None, []))[1]
-        changes = team_steps.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
+        changes = team.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
         if changes:
             moved[(target.name, request.platform)] = changes
     if not moved:
@@ -252,7 +252,7 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]
         if normalize(update) not in names:
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
                             "--update takes names of locked packages; add new ones to [dependencies]")
-    return team_steps.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
+    return team.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
 
 
 def _update_family(lock: Lock, names: set[str]) -> set[str]:
@@ -325,10 +325,16 @@ def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None,
     from lockgen.core.freshness import facts_changed
     from lockgen.core.pypi_plan import plan_pypi
 
-    newer = context.newer_releases(progress)
+    from lockgen.core.pypi_plan import held_by_conda, needs_torch_rules
+
+    sources = context.torch_sources(progress)
     found: list[Staleness] = []
     for platform in lock.metadata.platforms:
         conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
-        plan = plan_pypi(context.facts, context.spec, target, platform, window, conda, newer.inference(target, platform, conda))
+        python, held = held_by_conda(context.spec, conda)
+        ruled = needs_torch_rules(context.spec, target, held)
+        plan = plan_pypi(context.facts, context.spec, target, platform, window, conda,
+                         sources.inference(target, platform, python) if ruled else None,
+                         sources.offers(target, platform, python) if ruled else ())
         found.extend(facts_changed(target.name, platform, lock, plan.constraints, plan.inferred))
     return found

@@ -1,5 +1,6 @@
 """Steps several use cases share, below them (never a use case itself, importing none): the platform
-of a lock to work on, where an environment of a lock lives by default, and building one: hash-checked
+of a lock to work on, where an environment of a lock lives by default, making one at its final path
+(atomic, one run at a time per path: materialize, unpack), and building one: hash-checked
 packages linked and installed into a temporary folder, patched for its final path, every file proven
 against its package's own manifest (conda: the extracted cache checked against the verified archive's
 paths.json before linking; wheels: the installed files against the wheel's RECORD, links to store files
@@ -8,27 +9,26 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
-import os
 import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from lockgen import __version__
-from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, home, installers, package_store
+from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
 from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs
-from lockgen.api.held_base_steps import HeldEnvironment, package_key
-from lockgen.api.manifest_steps import lock_python, manifest_of
+from lockgen.api.manifest_steps import manifest_of
 from lockgen.api.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.confined import child
 from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
-from lockgen.core.expected_env import conda_expected, wheel_expected
+from lockgen.core.expected_env import conda_expected, lock_python, wheel_expected
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.platforms import choose_platform
+from lockgen.core.team import HeldEnvironment, package_key
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import Lock, LockedPackage
+from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
 
 Meter = Callable[[str, int, int], None]
@@ -41,6 +41,35 @@ def lock_platform(lock: Lock, wanted: str | None) -> str:
 
 def default_prefix(lock_digest: str, name: str) -> Path:
     return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
+
+
+def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: Callable[[str], None],
+                     meter: Meter | None = None, allow_md5: bool = False, verify: bool = False) -> str:
+    """Makes the environment of `loaded` for `platform` at the absolute path `final` and returns its digest: built in
+    a temporary folder beside it and renamed into place (nothing is left at `final` on failure). An environment of
+    this lock already there is checked against its manifest (`verify`: every file hashed) and kept."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with file_guard.held(final.parent / f".{final.name}.lock"):  # two runs of one lock make one environment
+        file_guard.sweep_dead_builds(final.parent, final.name)
+        if (final / env_manifest.MANIFEST).is_file():
+            manifest, _ = env_manifest.read(final)
+            if manifest.get("lock_sha256") == loaded.sha256:
+                drift = recorded_drift(final, full=verify)
+                if not drift.clean:
+                    changed = (drift.modified + drift.missing + drift.extra + drift.unsafe)[0]
+                    raise UserError(f"{final} holds this lock's environment but changed since it was made "
+                                    f"({len(drift.modified)} modified, {len(drift.missing)} missing, "
+                                    f"{len(drift.extra)} extra, {len(drift.unsafe)} with unsafe modes; first {changed})",
+                                    "remove it and materialize again, or pass another --prefix")
+                progress(f"{final} is already materialized (unchanged since it was made)")
+                return str(manifest["environment_digest"])
+            raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
+        if final.exists():
+            raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
+        with file_guard.built_beside(final) as temp:
+            digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter,
+                                       allow_md5=allow_md5, verify=verify)
+    return digest
 
 
 def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
@@ -79,13 +108,14 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
-        installers.make_venv(temp, venv_interpreter if same_here else python)
+        installers.make_venv(temp, venv_interpreter if venv_interpreter is not None and same_here else python)
     if pip:
         wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
         expected.extend(wheels)
         known.update(install_proven(pip, wheels, temp, progress, meter, verify))
-    scanned = env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
-    _nothing_unstated(temp, final, expected, scanned[0])
+    walked = env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
+    _nothing_unstated(temp, final, expected, walked[0])
+    scanned: tuple[env_manifest.Walked, env_manifest.Walked] | None = walked
     if pip and not conda and held is not None:  # on a base that is a Python environment: the wheels alone
         dist_info.keep_only_distributions(temp)
         scanned = None  # the tree changed: the manifest walks it again
@@ -148,7 +178,7 @@ def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Pat
     return known
 
 
-def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], walked: dict[str, os.stat_result]) -> None:
+def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], walked: env_manifest.Walked) -> None:
     """Refuses an environment just built that holds a file no package states and no rule derives (a wheel
     file its RECORD does not list, rattler's `__clobbers__` copies) or a path two packages install: the
     conformance `check --lock` applies, by path alone (contents were proven as they were installed), on the

@@ -11,7 +11,8 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer
 
 from lockgen.cli import (
-    arch_cmd, cert_export_cmd, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, resolve_cmd, verify_cmds)
+    arch_cmd, cert_export_cmd, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds,
+    verify_cmds)
 from lockgen.cli.ui import state
 
 app = typer.Typer(
@@ -52,7 +53,13 @@ app.command("gc")(env_cmds.gc)
 app.command("freeze")(env_cmds.freeze)
 app.command("pin")(env_cmds.pin)
 app.command("manifests")(env_cmds.manifests)
+app.command("run", cls=run_cmds.AfterDoubleDash)(run_cmds.run)
+app.command("shell")(run_cmds.shell)
+app.command("activate")(run_cmds.activate)
+app.command("detect")(run_cmds.detect)
 app.command("export")(env_cmds.export)
+app.command("pack")(pack_cmd.pack)
+app.command("unpack")(pack_cmd.unpack)
 app.command("push")(env_cmds.push)
 app.command("verify")(verify_cmds.verify)
 app.command("keygen")(verify_cmds.keygen)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -79,10 +80,19 @@ def print_json(document: object) -> None:
     print(json.dumps(document, indent=2, sort_keys=True, default=str))
 
 
-def fail(message: str, hint: str = "", code: int = 1) -> None:
-    print(_styled("error:", "31;1") + f" {message}", file=sys.stderr)
+_BREAKS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """`text` with every character that could end or hide a line (newlines, carriage returns, the separators
+    `str.splitlines` splits on, terminal controls) escaped: a message names input (a path, a flag's value) as given."""
+    return _BREAKS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def fail(message: str, hint: str = "", code: int = 1) -> NoReturn:
+    print(_styled("error:", "31;1") + f" {_one_line(message)}", file=sys.stderr)
     if hint:
-        print(_styled("hint:", "36") + f" {hint}", file=sys.stderr)
+        print(_styled("hint:", "36") + f" {_one_line(hint)}", file=sys.stderr)
     raise typer.Exit(code)
 
 

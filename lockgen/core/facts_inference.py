@@ -73,7 +73,7 @@ def cuda_of_requirements(requires: tuple[str, ...], platform: str, python: str) 
     return ("?", None, cuda_named) if cuda_named else (None, None, "no CUDA requirement")
 
 
-def _base_list(facts: GpuFacts, platform: str, variant: str) -> tuple[str, str] | None:
+def base_list(facts: GpuFacts, platform: str, variant: str) -> tuple[str, str] | None:
     """(arch list, what it is) of the newest known build with this variant on this platform: a PyPI wheel,
     else on linux-64 an official build (download.pytorch.org's lists are the x86_64 ones)."""
     same = [w for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant == variant and w.arch_list]
@@ -120,7 +120,7 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
             refused.append((release, reason))
             notes.append(reason)
             continue
-        base = _base_list(facts, item.platform, variant)
+        base = base_list(facts, item.platform, variant)
         if base is None:
             reason = (f"{newer}; refused: it is built with CUDA {cuda} (`{said}`) and no known {variant} build on "
                       f"{item.platform} gives an arch list; {fix}")

@@ -60,8 +60,9 @@ def stale_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Stale
     add("target-changed", target_keys,
         [_change(field, have.get(f"lockgen.{field}"), want.get(f"lockgen.{field}")) for field in TARGET_FIELDS
          if f"lockgen.{field}" in have and have.get(f"lockgen.{field}") != want.get(f"lockgen.{field}")])
-    add("exclude-newer-changed", differs("lockgen.exclude-newer"),
-        [_change("exclude-newer", have.get("lockgen.exclude-newer"), want.get("lockgen.exclude-newer"))])
+    cutoffs = differs("lockgen.exclude-newer") + differs("lockgen.pypi-exclude-newer")
+    add("exclude-newer-changed", cutoffs,
+        [_change(key.removeprefix("lockgen.").replace("pypi-", "PyPI ", 1), have.get(key), want.get(key)) for key in cutoffs])
     add("virtual-packages-changed", differs("lockgen.virtual-packages."))
     add("channel-index-changed", differs("lockgen.index."))
     add("base-changed", differs("lockgen.base-lock"),

@@ -3,8 +3,10 @@ from another tool) is assembled here, and here only are its `lockgen.*` metadata
 
 Keys (conda-lock's `custom_metadata`, a string-to-string map, written sorted): format, stack, target,
 arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window, spec-digest, target-digest,
-exclude-newer, pypi-digest; per platform `virtual-packages.<platform>`, `constraints.<platform>`,
-`python.<platform>`, `pypi-constraints.<platform>`, `torch-index.<platform>` (a CPU target's torch index), `decision.<platform>` (why that torch); `index.<channel>/<subdir>` (each index read);
+exclude-newer, pypi-digest, pypi-exclude-newer (the PyPI layer's cut-off, when it has one), torch-sources
+(the PyPI and PyTorch variant indexes a GPU target's torch may come from, when the stack names variant indexes);
+per platform `virtual-packages.<platform>`, `constraints.<platform>`,
+`python.<platform>`, `pypi-constraints.<platform>`, `torch-index.<platform>` (the index the torch family was routed to: a CPU target's, or the variant index a GPU target's torch was chosen from), `decision.<platform>` (why that torch), `cuda-components.<platform>` (the CUDA-versioned wheels held within the window, and the rule admitting any a base holds above it); `index.<channel>/<subdir>` (each index read);
 for frozen locks `frozen-from`; for pinned ones `pinned-from`, `inventory-sha256`,
 `accepted-changes.<platform>` (files that differ from their package, accepted by name with the hash
 found) and `unpublished` (check-only entries); for imported ones `imported-from`, `imported-format`,
@@ -91,6 +93,10 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         meta[f"index.{scrub_url(key)}"] = digest  # keys name channels: never their credentials
     if spec.pypi_dependencies:
         meta["pypi-digest"] = lock_meta.pypi_digest(spec)
+        if cutoff := lock_meta.pypi_exclude_newer_text(spec):
+            meta["pypi-exclude-newer"] = cutoff
+        if sources := lock_meta.torch_sources_text(spec):
+            meta["torch-sources"] = sources
         _pypi_meta(meta, pypi or {})
     return LockMetadata(content_hash=content_hashes,
                         channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
@@ -102,8 +108,10 @@ def _pypi_meta(meta: dict[str, str], pypi: dict[str, PypiPlan]) -> None:
     for platform, plan in sorted(pypi.items()):
         meta[f"python.{platform}"] = plan.python
         meta[f"pypi-constraints.{platform}"] = "; ".join(plan.constraints)
-        if plan.routes:  # a CPU target's torch family, taken from its own index
+        if plan.routes:  # the torch family, taken from its own index (a CPU target's, or a chosen variant index)
             meta[f"torch-index.{platform}"] = routes_text(plan.routes)
+        if plan.components:  # the CUDA components held within the window, and any a base holds above it
+            meta[f"cuda-components.{platform}"] = plan.components
         if plan.decision:  # the torch chosen and the rule that kept out the nearest newer release
             meta[f"decision.{platform}"] = plan.decision
         if plan.inferred:  # releases newer than the facts: admitted on evidence or refused, with why

@@ -41,6 +41,21 @@ def exclude_newer_text(spec: StackSpec) -> str:
     return spec.exclude_newer.isoformat() if spec.exclude_newer else ""
 
 
+def pypi_exclude_newer_text(spec: StackSpec) -> str:
+    """The PyPI layer's cut-off as the lock records it (`[pypi-options]`'s, else the stack's), or ""."""
+    cutoff = spec.pypi_exclude_newer
+    return cutoff.isoformat() if cutoff else ""
+
+
+def torch_sources_text(spec: StackSpec) -> str:
+    """The torch sources a GPU target weighs, as the lock records them: the stack's index, then each PyTorch
+    variant index (`cu126 @ URL`, credentials scrubbed); "" when the stack names none."""
+    sources = spec.pypi_options.gpu_torch_sources()
+    if not sources:
+        return ""
+    return "; ".join([scrub_url(spec.pypi_options.index_url)] + [f"{v} @ {scrub_url(u)}" for v, u in sources])
+
+
 def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_digests: dict[str, str]) -> str:
     """One digest of every input of one platform's solve (conda-lock's `content_hash`)."""
     return canonical_digest({
@@ -55,14 +70,20 @@ def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_d
 
 
 def pypi_digest(spec: StackSpec) -> str:
-    """The PyPI layer's inputs: requirements and options (index URLs without credentials)."""
+    """The PyPI layer's inputs: requirements and options (index URLs without credentials); its cut-off is
+    recorded on its own (`pypi_exclude_newer_text`), so `--check` names a changed one."""
     options = spec.pypi_options
-    indexes = {"torch_indexes": {v: scrub_url(u) for v, u in sorted(options.torch_indexes.items())}} if options.torch_indexes else {}
+    indexes: dict[str, object] = {}  # each only when set, so the digests of stacks without them stay as they were
+    if options.torch_indexes:
+        indexes["torch_indexes"] = {v: scrub_url(u) for v, u in sorted(options.torch_indexes.items())}
+    if options.torch_variants:
+        indexes["torch_variants"] = sorted(options.torch_variants)
+    if options.torch_mirror:
+        indexes["torch_mirror"] = scrub_url(options.torch_mirror)
     return canonical_digest({**indexes,
         "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") for d in spec.pypi_dependencies),
         "index_url": scrub_url(options.index_url),
         "extra_index_urls": [scrub_url(u) for u in options.extra_index_urls],
-        "exclude_newer": options.exclude_newer.isoformat() if options.exclude_newer else "",
         "no_build": options.no_build,
         "python": spec.python or "",
     })

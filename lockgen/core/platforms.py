@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lockgen.core.wheel_files import shown
 from lockgen.errors import UserError
 
 
@@ -9,7 +10,7 @@ def choose_platform(lock_platforms: tuple[str, ...], wanted: str | None, native:
     """`wanted` when the lock has it; else `native` (the host's platform; `machine` its `uname -m`)."""
     if wanted:
         if wanted not in lock_platforms:
-            raise UserError(f"the lock has no platform `{wanted}`", f"platforms in it: {', '.join(lock_platforms)}")
+            raise UserError(f"the lock has no platform `{shown(wanted, 60)}`", f"platforms in it: {', '.join(lock_platforms)}")
         return wanted
     if native in lock_platforms:
         return native

@@ -17,7 +17,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from lockgen.core.arch_rules import coverage
+from lockgen.core.explain import PYPI_SOURCE, Candidate, pinned_out
 from lockgen.core.facts import arch_fact
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.model.names import normalize
@@ -26,6 +30,9 @@ from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
 from lockgen.model.plan import CudaWindow
 from lockgen.model.spec import Target
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 # conda names of Python packages whose PyPI project is named differently (after PEP 503 normalisation)
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "libtorch": "torch",
@@ -96,13 +103,28 @@ def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, vari
     return False, "ptx-only" if covered == "ptx" else "no-kernels", f"{variant} ({arch_list}) {what} ({target.arch})"
 
 
-def no_torch_error(target: Target, platform: str, admission: TorchAdmission) -> TargetError:
-    hints = [reason for _, reason in admission.refused[-2:]]
-    if any("newer than" in reason for _, reason in admission.refused):
+def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate], specifier: SpecifierSet | None,
+                   unknown_refused: tuple[tuple[str, str], ...] = ()) -> TargetError:
+    """No torch source fits: why PyPI's releases are out (those the stack's pin asks for, else the newest two),
+    releases newer than the facts the evidence refused, and each variant index's newest."""
+    pypi = sorted((c for c in candidates if c.source == PYPI_SOURCE and c.rule != "pin"), key=lambda c: as_tuple(c.release))
+    named = [c for c in pypi if specifier is not None and not pinned_out(specifier, c.release)]
+    hints = [f"torch {c.release} on PyPI ({platform}): {c.reason}" for c in (named or pypi)[-2:]]
+    hints += [reason for _, reason in unknown_refused[-1:]]
+    others = [c for c in candidates if c.source != PYPI_SOURCE]
+    for variant in dict.fromkeys(c.variant for c in others):
+        newest = max((c for c in others if c.variant == variant), key=lambda c: as_tuple(c.release))
+        hints.append(f"torch {newest.release} from {variant} @ {newest.source}: {newest.reason}")
+    if others:
+        hints.append("the stack's torch sources are PyPI and " + ", ".join(dict.fromkeys(c.variant for c in others)))
+    if not pypi:
+        hints.append("the stack's index serves no torch build the facts know for this platform and Python")
+    if any(c.rule == "driver-floor" for c in pypi):
         hints.append("raise the target's driver or set `cuda-compat = \"minor\"`")
-    if any("CPU-only" in reason for _, reason in admission.refused) and platform == "linux-aarch64":
+    if any(c.rule == "cpu-build" for c in pypi) and platform == "linux-aarch64":
         hints.append("PyPI's torch for linux-aarch64 is CPU-only before 2.11; add the PyTorch index for older CUDA builds")
-    return TargetError(f"target `{target.name}`: no torch release on PyPI fits {target.arch} with driver {target.driver} "
+    where = "any of the stack's torch sources" if others else "PyPI"
+    return TargetError(f"target `{target.name}`: no torch release on {where} fits {target.arch} with driver {target.driver} "
                        f"on {platform}", "; ".join(hints))
 
 
@@ -132,8 +154,9 @@ def resolved_toolkit(packages: list[LockedPackage]) -> str | None:
 
 
 def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None,
-                         packages: list[LockedPackage]) -> None:
-    """Refuses a resolution whose torch would not use the target's GPU natively."""
+                         packages: list[LockedPackage], arch_lists: tuple[tuple[str, str], ...] = ()) -> None:
+    """Refuses a resolution whose torch would not use the target's GPU natively (`arch_lists`: the lists a
+    variant index's releases were admitted with, by release, when torch was routed to one)."""
     version, cuda = wheel_cuda(packages)
     if version is None or not target.is_gpu:
         return
@@ -142,7 +165,8 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
         raise TargetError(f"target `{target.name}` on {platform} would get torch {version}, a CPU-only build",
                           "pin a torch release with a CUDA build for this platform, or add the PyTorch wheel index")
     variant = f"cu{cuda.replace('.', '')}"
-    arch_list = next((w.arch_list for w in facts.pytorch_pypi_wheels
+    routed = dict(arch_lists).get(release) if re.search(rf"\+{variant}$", version) else None
+    arch_list = routed or next((w.arch_list for w in facts.pytorch_pypi_wheels
                       if w.torch == release and w.platform == platform and w.variant == variant), None)
     if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
         arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)

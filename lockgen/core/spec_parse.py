@@ -24,7 +24,7 @@ _STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unkn
 _INHERITED_KEYS = ("platforms", "exclude-newer", "python", "unknown-releases")  # a team stack takes the base's
 _DEP_TABLE_KEYS = ("version", "build")
 _PYPI_TABLE_KEYS = ("version", "extras", "index")
-_PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build", "torch-indexes")
+_PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build", "torch-indexes", "torch-variants", "torch-mirror")
 _IMAGE_KEYS = ("entrypoint", "cmd", "env", "workdir", "user", "exposed-ports", "labels", "volumes", "services")
 _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),

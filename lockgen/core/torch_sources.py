@@ -29,12 +29,17 @@ _CUDA_LOCAL = re.compile(r"\+cu\d+")
 def cpu_routes(spec: StackSpec, target: Target, held: frozenset[str] | set[str]) -> tuple[tuple[str, str], ...]:
     """(package, index) pairs for a CPU target whose requested torch family comes from PyPI (conda holds
     none of it): each requested family member, and torch itself whenever one is requested."""
-    if target.is_gpu:
+    if target.is_gpu or "torch" in held:
         return ()
+    return family_routes(spec, spec.pypi_options.cpu_torch_index())
+
+
+def family_routes(spec: StackSpec, index: str) -> tuple[tuple[str, str], ...]:
+    """The requested torch family members, and torch itself whenever one is requested, sent to `index` (a CPU
+    target's, or the variant index a GPU target's torch was chosen from: `torch_choice`)."""
     requested = {normalize(d.name) for d in spec.pypi_dependencies} & set(TORCH_FAMILY)
-    if not requested or "torch" in held:
+    if not requested:
         return ()
-    index = spec.pypi_options.cpu_torch_index()
     return tuple((name, index) for name in TORCH_FAMILY if name in requested | {"torch"})
 
 

@@ -111,6 +111,12 @@ def _platform_tag(tag: str) -> str:
     return tag
 
 
+def glibc_floor(tags: frozenset[str]) -> str | None:
+    """The oldest glibc (`2.NN`) any of a wheel's tags installs on: its lowest manylinux, None for none."""
+    found = [int(m.group(1)) for tag in tags if (m := re.search(r"-manylinux_2_(\d+)_", "-" + _platform_tag(tag.split("-")[-1])))]
+    return f"2.{min(found)}" if found else None
+
+
 def target_tags(python: str, machine: str, glibc: str) -> list[str]:
     """The tags CPython `python` (X.Y) on linux `machine` with `glibc` (2.NN) installs, most preferred first."""
     major, minor = (int(part) for part in python.split(".")[:2])

@@ -128,3 +128,13 @@ class ReleaseEvidence(Frozen):
     wheel: str
     requires: tuple[str, ...]
     uploaded: str | None = None
+
+
+class ServedRelease(Frozen):
+    """One torch release a PyTorch variant index serves for a platform: its newest patch and the wheel read."""
+
+    torch: str  # 2.14.1+cu126
+    release: str  # 2.14
+    wheel: str  # "" when none is kept
+    glibc: str | None = None  # the oldest glibc the kept wheel installs on
+    excluded: str = ""  # why the index's builds of this release are out: `python` or `exclude-newer`

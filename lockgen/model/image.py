@@ -94,10 +94,12 @@ class ImageConfig(_Open):
 
 @dataclass(frozen=True)
 class LayerEntry:
-    """One tar member of a layer: its path (relative, no leading `/`) and whether it is a folder."""
+    """One tar member of a layer: its path (relative, no leading `/`), whether it is a folder, and a symbolic
+    link's target as written (None for any other member)."""
 
     path: str
     folder: bool
+    link: str | None = None
 
     @property
     def removes(self) -> str | None:

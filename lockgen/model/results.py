@@ -97,3 +97,14 @@ class ImportNotes:
     format: str
     skipped: tuple[str, ...]
     assumed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PackedArchive:
+    """What `lockgen pack` wrote: the archive, its sha256 and size, the platform and how many artifacts it holds."""
+
+    path: Path
+    sha256: str
+    size: int
+    platform: str
+    artifacts: int

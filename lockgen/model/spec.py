@@ -69,34 +69,71 @@ class PypiDependency(Frozen):
         return f"{self.name}{extras}{self.specifier}"
 
 
-PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-TORCH_INDEX_VARIANTS = ("cpu",)  # the PyTorch variants a stack may take from their own index
+PYTORCH_BASE = "https://download.pytorch.org/whl"  # PyTorch's own indexes: `<base>/cpu`, `<base>/cu126`, ...
+PYTORCH_CPU_INDEX = f"{PYTORCH_BASE}/cpu"
+_VARIANT = re.compile(r"^(cpu|cu\d{3})$")  # the PyTorch variants a stack may take from their own index
+_INDEX_URL = re.compile(r"^(https?|file)://[^\s]+$")
 
 
 class PypiOptions(Frozen):
-    """How PyPI packages are resolved: indexes, a date cut-off, wheels only, and the index of each PyTorch
-    variant (`torch-indexes`: `cpu` is where a CPU target's torch comes from, PyTorch's own by default)."""
+    """How PyPI packages are resolved: indexes, a date cut-off, wheels only, and where torch may come from
+    besides the index: `torch-indexes` (each PyTorch variant's index: `cpu` is where a CPU target's torch comes
+    from; a CUDA variant such as `cu126` is a source every GPU target weighs against PyPI), `torch-variants`
+    (CUDA variants taken from PyTorch's own indexes without writing their URLs) and `torch-mirror` (a prefix
+    that replaces `https://download.pytorch.org/whl` in every torch index, the defaults included)."""
 
     index_url: str = Field("https://pypi.org/simple", alias="index-url")
     extra_index_urls: tuple[str, ...] = Field((), alias="extra-index-urls")
     exclude_newer: dt.date | dt.datetime | None = Field(None, alias="exclude-newer")
     no_build: bool = Field(True, alias="no-build")
     torch_indexes: dict[str, str] = Field({}, alias="torch-indexes")
+    torch_variants: tuple[str, ...] = Field((), alias="torch-variants")
+    torch_mirror: str | None = Field(None, alias="torch-mirror")
 
     @field_validator("torch_indexes")
     @classmethod
     def _known_variants(cls, value: dict[str, str]) -> dict[str, str]:
         for variant, url in value.items():
-            if variant not in TORCH_INDEX_VARIANTS:
+            if not _VARIANT.match(variant):
                 raise ValueError(f"`{variant}` is not a variant lockgen takes from its own index "
-                                 f"(known: {', '.join(TORCH_INDEX_VARIANTS)})")
-            if not re.match(r"^(https?|file)://[^\s]+$", url):
+                                 "(`cpu` or a CUDA variant such as `cu126`)")
+            if not _INDEX_URL.match(url):
                 raise ValueError(f"the `{variant}` index `{url}` must be an http(s) or file URL")
         return value
 
+    @field_validator("torch_variants")
+    @classmethod
+    def _cuda_variants(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for variant in value:
+            if not re.match(r"^cu\d{3}$", variant):
+                raise ValueError(f"torch-variants: `{variant}` is not a CUDA variant such as `cu126`")
+        if len(set(value)) != len(value):
+            raise ValueError("torch-variants names a variant twice")
+        return value
+
+    @field_validator("torch_mirror")
+    @classmethod
+    def _mirror_url(cls, value: str | None) -> str | None:
+        if value is not None and not _INDEX_URL.match(value):
+            raise ValueError(f"torch-mirror `{value}` must be an http(s) or file URL")
+        return value.rstrip("/") if value else value
+
+    def torch_index(self, variant: str) -> str:
+        """A variant's index: the stack's `torch-indexes.<variant>`, else PyTorch's own; with `torch-mirror`,
+        PyTorch's base is replaced by the mirror's."""
+        url = self.torch_indexes.get(variant, f"{PYTORCH_BASE}/{variant}")
+        if self.torch_mirror and (url == PYTORCH_BASE or url.startswith(PYTORCH_BASE + "/")):
+            return self.torch_mirror + url[len(PYTORCH_BASE):]
+        return url
+
     def cpu_torch_index(self) -> str:
-        """The index a CPU target's torch comes from: the stack's `torch-indexes.cpu`, else PyTorch's own."""
-        return self.torch_indexes.get("cpu", PYTORCH_CPU_INDEX)
+        """The index a CPU target's torch comes from."""
+        return self.torch_index("cpu")
+
+    def gpu_torch_sources(self) -> tuple[tuple[str, str], ...]:
+        """(variant, index) of every CUDA variant a GPU target may take torch from besides the stack's index."""
+        variants = sorted(set(self.torch_variants) | {v for v in self.torch_indexes if v != "cpu"})
+        return tuple((variant, self.torch_index(variant)) for variant in variants)
 
 
 class Target(Frozen):
@@ -334,6 +371,12 @@ class StackSpec(Frozen):
     @property
     def has_conda(self) -> bool:
         return bool(self.dependencies)
+
+    @property
+    def pypi_exclude_newer(self) -> dt.date | dt.datetime | None:
+        """The PyPI layer's cut-off: `[pypi-options] exclude-newer`, else the stack's own `exclude-newer` (a
+        pure-PyPI stack's `[stack] exclude-newer` is its PyPI cut-off)."""
+        return self.pypi_options.exclude_newer or self.exclude_newer
 
     @field_validator("platforms")
     @classmethod

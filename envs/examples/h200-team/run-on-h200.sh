@@ -8,18 +8,22 @@
 #   bash envs/examples/h200-team/run-on-h200.sh verify    # step 5 (on the images steps 1-2 left in /tmp)
 # Made here, with PyPI, before the run (git-ignored, carried: .whl .device .keys):
 #   lockgen resolve envs/examples/h200-team/stack.toml
-#   lockgen manifests envs/examples/h200-team/locks/h200.conda-lock.yml \
+#   LOCKGEN_HOME=.device/lockgen-home lockgen manifests envs/examples/h200-team/locks/h200.conda-lock.yml \
 #     --manifests envs/examples/h200-system/locks/h200.manifests.json.gz --out envs/examples/h200-team/locks/h200.manifests.json.gz
-#   .device/uv-cache: the team's three wheels in uv's cache (uv pip install of the lock's URLs), used with UV_OFFLINE=1
-#   .device/lockgen-home/manifests: their RECORDs (the export proves every installed file against them)
+#     (.device/lockgen-home/manifests: their RECORDs; the export proves every installed file against them)
+#   UV_CACHE_DIR=.device/lockgen-home/uv-cache uv pip install --no-deps --target /tmp/x --python-version 3.12 URL...
+#     (the team's three wheels, by the lock's URLs, in the uv cache lockgen runs uv with, $LOCKGEN_HOME/uv-cache;
+#     used with UV_OFFLINE=1)
 #   .device/wheels: uv's own wheel (lockgen installs the team's wheels with uv)
+#   lockgen keygen --out .keys/h200 && mv .keys/h200 .keys/h200.key   (public half: h200-team-signing.pub here;
+#     the key of the first team certificate, h200-signing.pub's, was not kept past its session)
 set -uo pipefail
 here=envs/examples/h200-team
 sys=envs/examples/h200-system
 out="${OUT:-$here}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl .device/wheels/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD" LOCKGEN_HOME=/tmp/lockgen-home UV_CACHE_DIR="$PWD/.device/uv-cache" UV_OFFLINE=1
-mkdir -p "$LOCKGEN_HOME" && cp -r .device/lockgen-home/manifests "$LOCKGEN_HOME/"
+export PYTHONPATH="/tmp/site:$PWD" LOCKGEN_HOME=/tmp/lockgen-home UV_OFFLINE=1
+mkdir -p "$LOCKGEN_HOME" && cp -a .device/lockgen-home/manifests .device/lockgen-home/uv-cache "$LOCKGEN_HOME/"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 B=$sys/locks/h200.conda-lock.yml
 BM=$sys/locks/h200.manifests.json.gz
@@ -75,6 +79,6 @@ fi
 if [ "$step" = verify ] || [ "$step" = all ]; then
   echo "== 5. certified on the H200 inside the team image, bound to the team lock (conformance first)"
   ( time lg verify --arch sm90 --lock "$T" --manifests "$TM" "${allow[@]}" --image /tmp/team-img --key .keys/h200.key --out "$out/h200-team-image.cert.json" ) 2>&1 | tail -8
-  lg cert verify "$out/h200-team-image.cert.json" --key "$sys/h200-signing.pub" --lock "$T" && echo "team image certificate bound to the team lock"
+  lg cert verify "$out/h200-team-image.cert.json" --key "$here/h200-team-signing.pub" --lock "$T" && echo "team image certificate bound to the team lock"
   lg certs "$here" 2>&1 | tail -9
 fi

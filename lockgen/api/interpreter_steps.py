@@ -1,0 +1,111 @@
+"""A step below export: the Python an image's venv runs on, proven to be in the image before it is written.
+
+A venv has no interpreter of its own: its `bin/python` is a link to a Python outside it (`pyvenv.cfg`'s
+`home` names that folder). An image holding only the venv cannot start its Python (`podman run IMAGE python`
+ends with "executable file not found" or a dangling link), so export refuses it, with the ways out, instead of
+writing it:
+- a pure-PyPI lock's venv is pointed at the base image's `pythonX.Y` (`/usr/local/bin` of the `python:X.Y`
+  images first, else Debian's `/usr/bin`), which must be a file of the base (links followed, whiteouts
+  applied: `core.layer_lookup`);
+- an existing venv (`--from-prefix`) keeps its links, so the Python they lead to must be a file of the base at
+  that very path (and the one `home` names, when it is another folder);
+- a vendor's image adopted as it is (`--from-image`) must hold the Python its venv links to;
+- a team's wheels added to a base that is a Python environment run on the base venv's Python, which the base
+  image's own environment manifest records as its `bin/python` link: it must be a file of the base.
+A conda python is a file of the environment, so none of this applies to it."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lockgen.adapters import installers
+from lockgen.api import base_steps
+from lockgen.core.layer_lookup import file_at
+from lockgen.errors import UserError
+from lockgen.model.image import LayerEntry
+
+_WAYS_OUT = ("pass --base with an image that has {wanted} (docker://docker.io/library/python:{version}-slim, or a "
+             "Debian or Ubuntu image with its python{version} package), or give the stack a conda python "
+             "(python = \"{version}.*\" in [dependencies]) and export it on a --base with glibc")
+
+
+def venv_python(base: base_steps.Base | None, platform: str, version: str | None, progress: Callable[[str], None]) -> str:
+    """The base image's `pythonX.Y` that a pure-PyPI lock's venv is pointed at; refused when the base has none,
+    or there is no base."""
+    version = ".".join((version or "3").split(".")[:2])
+    name = f"python{version}"
+    wanted = [f"/usr/local/bin/{name}", f"/usr/bin/{name}"]
+    found = base_steps.base_file(base, platform, wanted, progress) if base is not None else None
+    if found is None:
+        where = "the base image has no file" if base is not None else "no --base image brings one"
+        raise UserError(f"the lock's environment is a venv (PyPI packages only) that runs on {name}, and {where} at "
+                        f"{' or '.join(wanted)}: the image could not start its Python",
+                        _WAYS_OUT.format(wanted=" or ".join(wanted), version=version))
+    progress(f"the venv runs on the base image's {found}")
+    return found
+
+
+def prove_existing_venv(base: base_steps.Base | None, platform: str, environment: Path, image_prefix: str,
+                        source: str | None, progress: Callable[[str], None]) -> None:
+    """Refuses an existing environment (`--from-prefix`) whose `bin/python` links to a Python outside it that
+    the base image does not hold at that path (or that has no base)."""
+    _prove_links(_in_base(base, platform, progress), environment, image_prefix, source, progress)
+
+
+def prove_in_layers(layers: Sequence[Sequence[LayerEntry]], environment: Path, image_prefix: str,
+                    progress: Callable[[str], None]) -> None:
+    """Refuses a vendor image (`--from-image`, its layers' members as read when it was unpacked) whose
+    environment's `bin/python` links to a Python outside it that the image does not hold."""
+    by_path = [{entry.path: entry for entry in layer} for layer in layers]
+    _prove_links(lambda path: file_at(path, by_path.__getitem__, len(by_path)) is not None, environment, image_prefix,
+                 None, progress, "adopt an image that holds the Python its venv links to, or export the lock on a base "
+                                 "image that has Python (lockgen export LOCK --base IMAGE)")
+
+
+def _prove_links(holds: Callable[[str], bool], environment: Path, image_prefix: str, source: str | None,
+                 progress: Callable[[str], None], *hint: str) -> None:
+    outside = installers.outside_interpreter(environment, image_prefix, source)
+    if outside is None:
+        return
+    interpreter, home = outside
+    wanted = [interpreter] + ([posixpath.join(home, posixpath.basename(interpreter))]
+                              if home and home != posixpath.dirname(interpreter) else [])
+    for path in wanted:
+        _prove(holds, path, f"the environment's bin/python links to {interpreter} outside it"
+               + (f" (pyvenv.cfg home = {home})" if home else ""), progress, *hint)
+
+
+def prove_held_python(base: base_steps.Base, platform: str, entries: Mapping[str, Mapping[str, Any]], prefix: str,
+                      progress: Callable[[str], None]) -> None:
+    """Refuses a team export on a base Python environment whose recorded `bin/python` links (the base image's
+    environment manifest, `entries` by path) lead outside it to a Python the base image does not hold."""
+    current = "bin/python"
+    for _ in range(17):  # bounded, as a kernel gives up on a loop of links
+        entry = entries.get(current) or {}
+        if entry.get("type") != "link":
+            return
+        target = str(entry.get("target", ""))
+        absolute = posixpath.normpath(posixpath.join(prefix, posixpath.dirname(current), target))
+        if absolute != prefix and not absolute.startswith(prefix + "/"):
+            _prove(_in_base(base, platform, progress), absolute,
+                   f"the base environment's bin/python links to {absolute} outside it", progress)
+            return
+        current = posixpath.relpath(absolute, prefix)
+
+
+def _prove(holds: Callable[[str], bool], interpreter: str, why: str, progress: Callable[[str], None],
+           hint: str = "pass --base with an image that has {interpreter}, or export the lock instead (lockgen export "
+                       "LOCK --base IMAGE points its venv at the base's own Python)") -> None:
+    """Refuses unless `holds(interpreter)`: the image's layers below the environment have that file."""
+    if holds(interpreter):
+        progress(f"{interpreter} is a file of the image: the environment's Python runs there")
+        return
+    raise UserError(f"{why}, and the image has no file there: it could not start its Python",
+                    hint.format(interpreter=interpreter))
+
+
+def _in_base(base: base_steps.Base | None, platform: str, progress: Callable[[str], None]) -> Callable[[str], bool]:
+    return lambda path: base is not None and base_steps.base_file(base, platform, [path], progress) is not None

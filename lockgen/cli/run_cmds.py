@@ -1,0 +1,111 @@
+"""`lockgen run`, `shell`, `activate` and `detect`: work inside a lock's environment, materialized on first use.
+`run`'s command is everything after `--`, taken as it is (never parsed as lockgen's options)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from typer.core import TyperCommand
+
+from lockgen.cli.ui import fail, handles_errors, print_json, progress
+
+COMMAND = "lockgen.command"
+SOURCE_HELP = "A lock, or a stack (stack.toml or its folder; default ./stack.toml) whose target's lock to use."
+TARGET_HELP = "With a STACK: the target whose lock to use (default: the one this node matches, as lockgen detect says)."
+PLATFORM_HELP = "Which platform of the lock (default: this host's)."
+PREFIX_HELP = ("Where the environment is (default: the store's, $LOCKGEN_HOME/envs/…); alone, without LOCK or STACK: "
+               "an existing conda environment or venv, used as it is.")
+
+
+class AfterDoubleDash(TyperCommand):
+    """A command whose arguments after `--` are a command line of its own, kept verbatim in `ctx.meta`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's own click Context
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta[COMMAND] = args[at + 1:]
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "-- CMD..."]
+
+
+def _within(replace: Any, *args: Any) -> Any:
+    """Calls the use case `replace` with a progress meter (the environment may be materialized first)."""
+    from lockgen.cli.ui import Meter
+
+    meter = Meter()
+    try:
+        return replace(*args, progress, meter)
+    finally:
+        meter.close()
+
+
+@handles_errors
+def run(
+    ctx: typer.Context,
+    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP, metavar="LOCK|STACK"),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
+) -> None:
+    """Run `-- CMD…` in the environment (materialized first if it is not yet); its exit status and signals
+    are the command's (lockgen becomes it)."""
+    command: list[str] = ctx.meta.get(COMMAND) or []
+    if not command:
+        fail("name the command to run after --", "lockgen run LOCK -- python -c 'print(1)'", 2)
+    from lockgen.api.run import Wanted, run as replace_with
+
+    _within(replace_with, Wanted(source, target, platform, prefix), command)
+
+
+@handles_errors
+def shell(
+    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP, metavar="LOCK|STACK"),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
+) -> None:
+    """Open $SHELL (else bash) in the environment, its prompt marked (lockgen:NAME); its exit status is lockgen's."""
+    from lockgen.api.run import Wanted, shell as replace_with
+
+    _within(replace_with, Wanted(source, target, platform, prefix))
+
+
+@handles_errors
+def activate(
+    source: Optional[Path] = typer.Argument(None, help=SOURCE_HELP, metavar="LOCK|STACK"),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
+    shell_name: Optional[str] = typer.Option(None, "--shell", help="bash, zsh or fish (default: $SHELL's, else bash)."),
+) -> None:
+    """Print the environment's activation for eval: eval "$(lockgen activate LOCK)" (fish: lockgen activate LOCK
+    --shell fish | source); nothing else goes to stdout."""
+    from lockgen.api.run import Wanted, exports
+
+    print(_within(exports, Wanted(source, target, platform, prefix), shell_name), end="")
+
+
+@handles_errors
+def detect(
+    stack: Optional[Path] = typer.Argument(None, help="A stack.toml, or its folder (default: ./stack.toml).", metavar="STACK"),
+    node: Optional[Path] = typer.Option(None, "--node", help="State the node's facts in a JSON file instead of probing "
+                                        "this one (for tests and dry runs; $LOCKGEN_NODE_FACTS does it for every command)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {target, reasons, node, targets} as JSON."),
+) -> None:
+    """Print the stack's target this node matches (GPU arch, driver, platform, glibc), saying why; exit 1 when
+    none does, with what differs for each."""
+    from lockgen.api.run import detect as run_detect
+
+    found = run_detect(stack, node)
+    if as_json:
+        print_json(found.as_dict())
+        return
+    for each in found.fits:
+        verdict = "chosen" if each.target == found.chosen.target else ("matches, a closer one is chosen" if each.fits else "differs")
+        progress(f"{each.target}: {verdict}: {'; '.join(each.reasons)}")
+    print(found.chosen.target)
