@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -222,6 +223,7 @@ def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    time.sleep(prefix_observer.RACY_NS / 1e9)  # files changed within RACY_NS of a check are read again by the next
     read: list[str] = []
     real = prefix_observer.hash_files
     monkeypatch.setattr(prefix_observer, "hash_files",

@@ -170,6 +170,46 @@ def test_the_wheel_chosen_does_not_depend_on_the_order_listed(files: list[str]) 
     assert len(set(target_tags("3.12", "x86_64", "2.28"))) == len(target_tags("3.12", "x86_64", "2.28"))
 
 
+def _inside_by_normpath(base: str, path: str) -> str | None:
+    """The placement rule written plainly (normpath of every path): what `inside`'s shortcut must equal."""
+    import posixpath
+
+    if not path or "\x00" in path or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+        return None
+    joined = posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
+    return None if joined in (".", "..") or joined.startswith("../") else joined
+
+
+_PARTS = st.lists(st.sampled_from(["a", "b.py", ".", "..", "", ".libs", "x.data", "scripts", "..x", "c:"]), max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PARTS.map("/".join), st.sampled_from(["", SITE, "bin", "include/site/python3.12/..", "a/./b"]))
+def test_placement_shortcut_is_normpath(path: str, base: str) -> None:
+    expected = _inside_by_normpath(base, path)
+    if expected is None:
+        with pytest.raises(UserError):
+            wf.inside(base, path)
+    else:
+        assert wf.inside(base, path) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PARTS.map("/".join), st.sampled_from([SITE, "lib/python3.12/./site-packages", "", "lib/../x"]))
+def test_a_wheel_member_lands_where_normpath_puts_it(path: str, site: str) -> None:
+    clean = _inside_by_normpath("", path)
+    data = clean is not None and clean.partition("/")[0].endswith(".data") and clean.partition("/")[2]
+    if clean is None or data:
+        return  # refused, or placed by its data scheme (other tests)
+    expected = _inside_by_normpath(site, clean)
+    scheme = wf.Scheme(site, "3.12", "Demo-Pkg")
+    if expected is None:
+        with pytest.raises(UserError):
+            wf.wheel_to_prefix(path, scheme)
+    else:
+        assert wf.wheel_to_prefix(path, scheme) == expected
+
+
 def test_an_installed_record_is_read_by_the_one_record_reader(tmp_path) -> None:
     """dist_info (an export's layer ownership, a scratch venv cut down to its wheels) reads RECORD through
     `parse_record`: the same rows, placed from site-packages, and a row leaving the prefix refused."""

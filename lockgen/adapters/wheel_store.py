@@ -57,12 +57,25 @@ def _fingerprint(info: os.stat_result) -> list[int]:
     return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
+_READ: dict[str, tuple[tuple[int, ...], dict]] = {}  # records read by this process, by their file's stat
+
+
 def _read(wheel_sha256: str) -> dict | None:
+    """A wheel's proof record; read once per process while its file is the same (`trusted` before uv and
+    `prove` after it both need it: a torch's record is 13,000 entries)."""
+    path = _record_path(wheel_sha256)
     try:
-        record = json.loads(_record_path(wheel_sha256).read_text())
+        info = os.stat(path)
+        stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if wheel_sha256 in _READ and _READ[wheel_sha256][0] == stamp:
+            return _READ[wheel_sha256][1]
+        record = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+    if not (isinstance(record, dict) and isinstance(record.get("files"), dict)):
+        return None
+    _READ[wheel_sha256] = (stamp, record)
+    return record
 
 
 @contextlib.contextmanager
@@ -98,7 +111,7 @@ def trusted(wheels: Iterable[str]) -> Trusted:
         folder = os.path.join(top, record["folder"])
         for relative, (device, inode, size, mtime, ctime, digest) in record["files"].items():
             try:
-                now = _fingerprint(os.lstat(os.path.join(folder, relative)))
+                now = _fingerprint(os.lstat(f"{folder}/{relative}"))  # no join per file: 15,000 cost 0.06 s
             except OSError:
                 continue
             if now == [device, inode, size, mtime, ctime]:
@@ -175,7 +188,7 @@ def regular_files(prefix: Path, stated: Iterable[str]) -> dict[str, os.stat_resu
     infos = {}
     for relative in stated:
         try:
-            info = os.lstat(os.path.join(top, relative))
+            info = os.lstat(f"{top}/{relative}")  # no join per file: 15,000 cost 0.06 s
         except OSError:
             continue
         if stat.S_ISREG(info.st_mode):

@@ -179,19 +179,25 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
     packages, checked against their own hashes). The source is hard-linked, never changed."""
     _checked_compression(compression, level)
     prefix = _checked_prefix(image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
-    conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign,
-                          carried_lock=False)  # the image gets this lock as its own
-    if not conformance.clean:
-        first = conformance.lines()[0]
-        raise UserError(f"{source} is not the environment of {lock_path}: {first}",
-                        f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
-    interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, posixpath.abspath(source), progress)
+    if not source.is_dir():
+        raise UserError(f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder")
     lock = load_lock(lock_path)
     with _work_folder(out, fmt) as work:
         tree = work / "tree"
         progress(f"linking {source} into the image tree")
         image_tree.link_tree(source, tree)
-        env_digest = _record_existing(tree, env_manifest.build(tree)[0], conformance, prefix, lock_path)
+        # checked after the links are made (they move every inode's ctime), so the manifest below takes the
+        # sha256 of each file the check read while its inode is untouched since: the tree is hashed once
+        conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign,
+                              carried_lock=False)  # the image gets this lock as its own
+        if not conformance.clean:
+            first = conformance.lines()[0]
+            raise UserError(f"{source} is not the environment of {lock_path}: {first}",
+                            f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
+        interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, posixpath.abspath(source),
+                                              progress)
+        manifest = env_manifest.build(tree, hashed=conformance.hashes)[0]
+        env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
@@ -220,7 +226,7 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
                                 f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}")
             interpreter_steps.prove_in_layers(opened.layers, inside, prefix, progress)
-            manifest, _ = env_manifest.build(inside)
+            manifest, _ = env_manifest.build(inside, hashed=conformance.hashes)  # what the check read, not again
             layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
         # the layers the new image names must be the ones just checked (a tag that moved, an index read for
         # another platform): their uncompressed digests, which no manifest conversion changes

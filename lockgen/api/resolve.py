@@ -13,7 +13,6 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text, load_lock
 from lockgen.adapters.stack_file import declared_extends
 from lockgen.api import team_steps
-from lockgen.api.image_base_steps import fetch_base_lock
 from lockgen.api.stack_steps import load_stack
 from lockgen.core import lock_builder, lock_meta, stack_layout, team
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
@@ -102,6 +101,8 @@ def _context(stack_path: Path, aliases: Sequence[str], insecure: bool = False,
     the team's locks, an input like a channel's index, so even --check and --dry-run keep it)."""
     extends = declared_extends(stack_path)
     if extends is not None and stack_layout.names_an_image(extends):
+        from lockgen.api.image_base_steps import fetch_base_lock  # registries and layouts: only for an image base
+
         fetch_base_lock(stack_path, extends, insecure, progress)
     spec, channels = load_stack(stack_path, aliases)
     return _Context(spec, stack_path, channels)

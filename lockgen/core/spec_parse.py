@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import tomllib
 from collections.abc import Callable
 from typing import Any
 
@@ -50,8 +51,13 @@ def _repeated_line(text: str, key: str) -> int | None:
 
 
 def extends_of(text: str, source: str = "stack.toml") -> str | None:
-    """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later)."""
-    document = _document(text, source)
+    """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later). Read with
+    the standard library's TOML reader (about ten times tomlkit's speed: a resolve reads this twice); a text it
+    refuses goes to tomlkit, whose error names the line."""
+    try:
+        document: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        document = _document(text, source)
     stack: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
     value = stack.get("extends")
     if value is not None and (not isinstance(value, str) or not value.strip()):
