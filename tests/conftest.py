@@ -8,6 +8,7 @@ import http.server
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,3 +169,11 @@ def loopback_registry(folder: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def signals_as_from_a_terminal() -> None:
+    """SIGINT, SIGHUP and SIGTERM at their defaults in the child, as a terminal starts a command: a suite run in
+    the background (`cmd &`, nohup) ignores SIGINT or SIGHUP, an ignored signal stays ignored across exec, and
+    a non-interactive sh cannot trap a signal ignored on entry (POSIX), whatever lockgen does; Python turns SIGINT into KeyboardInterrupt only where it was not ignored at start."""
+    for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, _QuietHandler
+from tests.conftest import REPO, _QuietHandler, signals_as_from_a_terminal
 from tests.wheel_index import Wheel, build_index
 
 # a wheel of some megabytes (random bytes do not compress), so uv streams it for a while before it is whole
@@ -81,7 +81,8 @@ def _interrupted(command: list[str], slow: _Slow, env: dict[str, str], cwd: Path
     """Runs `lockgen COMMAND` in its own process group and sends SIGINT once the slow request came: to the
     group, as a terminal's Ctrl-C does, or (`group=False`, `kill -INT PID`) to lockgen alone."""
     process = subprocess.Popen([sys.executable, "-m", "lockgen", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, cwd=cwd, start_new_session=True)
+                               text=True, env=env, cwd=cwd, start_new_session=True,
+                               preexec_fn=signals_as_from_a_terminal)
     try:
         assert slow.asked.wait(timeout=180), "the run never asked for the slow file"
         time.sleep(1)  # well inside the download
