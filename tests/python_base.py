@@ -86,15 +86,21 @@ def _stdlib_files() -> list[Path]:
     return files
 
 
-def python_base(folder: Path, python: bool = True, tag: str = "base") -> Path:
+def stdlib_files() -> list[Path]:
+    """This host's standard library of the running Python's version, as the bases hold it."""
+    return _stdlib_files()
+
+
+def python_base(folder: Path, python: bool = True, tag: str = "base", programs: tuple[Path, ...] = ()) -> Path:
     """An OCI layout at `folder` of one image: glibc and the libraries this host's python links, and with
-    `python` that interpreter and its standard library; PATH as Debian's."""
+    `python` that interpreter and its standard library; `programs` of this host (`/bin/sh`) with what they
+    link; PATH as Debian's."""
     host_python()
     stdlib = _stdlib_files()
     entries: dict[str, tarfile.TarInfo | bytes] = {}
-    for library in sorted(_libraries([INTERPRETER, *(f for f in stdlib if f.suffix == ".so")])):
+    for library in sorted(_libraries([INTERPRETER, *programs, *(f for f in stdlib if f.suffix == ".so")])):
         _add(entries, library)
-    for path in [INTERPRETER, *stdlib] if python else []:
+    for path in [*([INTERPRETER, *stdlib] if python else []), *programs]:
         _add(entries, str(path))
     tar = _layer(entries)
     blobs = folder / "blobs" / "sha256"
