@@ -1,7 +1,8 @@
 """Base images for tests that run exported images, made offline from this host's own files, as distroless
 images are: the dynamic loader and the C libraries this host's Debian `pythonX.Y` and its extension modules
 link (as `ldd` names them), and, for a Python base, that interpreter at `/usr/bin/pythonX.Y` with its
-standard library (`/usr/lib/pythonX.Y`, without its `__pycache__` and its test, IDLE and Tk folders). Each
+standard library (`/usr/lib/pythonX.Y`, without its `__pycache__` and its test, IDLE and Tk folders), and
+any other programs of this host a test names (`/bin/sh`) with what they link. Each
 path is put as this host has it: a folder that is a link here (Debian's `/lib -> usr/lib`) is that link in
 the image. One gzip layer, written from the image-spec (not by lockgen), so podman runs the real interpreter
 on it, and export proves a venv's Python against a base it did not write."""

@@ -168,3 +168,24 @@ def test_hash_bang_lines_of_note() -> None:
     assert "256 bytes" in program_start(b"#!/" + b"a" * BINPRM_BUF_SIZE).why
     assert program_start(b"#!/" + b"a" * 300 + b" x").why == program_start(b"#!/" + b"a" * 300).why
     assert program_start(b"python").why == "is neither an ELF program nor a script with a #! line"
+
+
+def test_an_environment_path_is_followed_as_the_container_will_follow_it(tmp_path: Path) -> None:
+    """`adapters.program_files`: links of the tree that will sit at /opt/env, followed from the image's root."""
+    from lockgen.adapters.program_files import program_file
+
+    tree = tmp_path / "tree"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "bin" / "python3.11").write_bytes(b"#!/bin/sh\n")
+    links = {"python": "python3.11", "abs": "/opt/env/bin/python3.11", "up": "../../../../../opt/env/bin/python",
+             "out": "/usr/bin/python3.11", "loop": "loop2", "loop2": "loop", "dir": ".", "under": "python3.11/x"}
+    for name, target in links.items():
+        (tree / "bin" / name).symlink_to(target)
+    read = {name: program_file(tree, "/opt/env", f"/opt/env/bin/{name}") for name in links}
+    assert read["python"] == read["abs"] == read["up"] == ("/opt/env/bin/python3.11", b"#!/bin/sh\n")
+    assert read["out"] == ("/usr/bin/python3.11", None)  # outside the environment: the base's to hold
+    assert read["loop"][1] is None and read["dir"] == ("/opt/env/bin", None)
+    assert read["under"] == ("/opt/env/bin/python3.11/x", None)
+    assert program_file(tree, "/opt/env", "/opt/env/bin/absent") == ("/opt/env/bin/absent", None)
+    assert program_file(tree, "/opt/env", "/opt/env/bin/./dir/../bin/python") == ("/opt/env/bin/python3.11",
+                                                                                  b"#!/bin/sh\n")

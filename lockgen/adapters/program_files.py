@@ -15,40 +15,54 @@ from lockgen.core.confined import child
 MAX_LINKS = 40  # MAXSYMLINKS, as the kernel counts them in one lookup
 
 
-def _normal(path: str) -> list[str]:
-    kept: list[str] = []
-    for part in path.split("/"):
-        if part == "..":
-            kept = kept[:-1]
-        elif part not in ("", "."):
-            kept.append(part)
-    return kept
+def _joined(parts: list[str]) -> str:
+    return "/" + "/".join(part for part in parts if part not in ("", "."))
+
+
+def _in_tree(tree: Path, names: list[str]) -> Path:
+    here = tree
+    for name in names:
+        here = child(here, name, "a path in the environment")
+    return here
 
 
 def program_file(tree: Path, prefix: str, path: str) -> tuple[str, bytes | None]:
     """(where the absolute image path `path` leads, links of the tree followed; the bytes of the regular file
-    there when it is one of the tree's, else None: outside the prefix, absent, a folder, or a loop of links)."""
-    top = _normal(prefix)
-    parts = _normal(path)
-    for _ in range(MAX_LINKS + 1):
-        if parts[:len(top)] != top:
-            return "/" + "/".join(parts), None
-        here, moved = tree, False
-        for depth in range(len(top), len(parts)):
-            here = child(here, parts[depth], "a path in the environment")
-            try:
-                info = os.lstat(here)
-            except OSError:
-                return "/" + "/".join(parts), None
-            if stat.S_ISLNK(info.st_mode):
-                target = os.readlink(here)
-                parts = _normal(target if target.startswith("/") else "/".join(parts[:depth]) + "/" + target) \
-                    + parts[depth + 1:]
-                moved = True
-                break
-            if depth < len(parts) - 1 and not stat.S_ISDIR(info.st_mode):
-                return "/" + "/".join(parts), None
-        if not moved:
-            found = "/" + "/".join(parts)
-            return found, here.read_bytes() if len(parts) > len(top) and stat.S_ISREG(os.lstat(here).st_mode) else None
-    return "/" + "/".join(parts), None
+    there when it is one of the tree's, else None: outside the prefix, absent, a folder, not a folder where
+    the path goes on, or more than `MAX_LINKS` links). Each `..` is taken where the links so far have led, as
+    the kernel takes it; a path that leaves the prefix is given as it goes on from there."""
+    top = [part for part in prefix.split("/") if part]
+    resolved: list[str] = []
+    pending = path.split("/")
+    links = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            resolved = resolved[:-1]
+            continue
+        resolved.append(part)
+        if resolved[:len(top)] != top[:len(resolved)]:
+            return _joined(resolved + pending), None  # the base's layers hold the rest of the way
+        if len(resolved) <= len(top):
+            continue  # a folder on the way to the environment
+        here = _in_tree(tree, resolved[len(top):])
+        try:
+            info = os.lstat(here)
+        except OSError:
+            return _joined(resolved + pending), None
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            if links > MAX_LINKS:
+                return _joined(resolved + pending), None
+            target = os.readlink(here)
+            resolved = [] if target.startswith("/") else resolved[:-1]
+            pending = target.split("/") + pending
+        elif any(rest not in ("", ".") for rest in pending) and not stat.S_ISDIR(info.st_mode):
+            return _joined(resolved + pending), None
+    found = _joined(resolved)
+    if len(resolved) <= len(top):
+        return found, None
+    here = _in_tree(tree, resolved[len(top):])
+    return found, here.read_bytes() if stat.S_ISREG(os.lstat(here).st_mode) else None
