@@ -159,6 +159,14 @@ def test_a_python_for_another_machine_or_none_the_kernel_reads_is_refused(tmp_pa
         assert error == f"error: the environment's Python (/opt/env/bin/python) {why}: the image could not start its Python"
 
 
+def test_a_bin_python_that_leads_nowhere_is_refused(tmp_path: Path) -> None:
+    lock = _lock(tmp_path / "dangling", [Pkg("python", "3.11.0", links={"bin/python": "python3.11"})], ["python"])
+    out = tmp_path / "img"
+    error, _ = _refused(run_cli("export", str(lock), "--out", str(out)), out)
+    assert error == ("error: the environment's bin/python leads to /opt/env/bin/python3.11, and the image has no file "
+                     "there: it could not start its Python")
+
+
 def test_an_aarch64_python_needs_the_aarch64_loader_in_its_base(tmp_path: Path) -> None:
     """A linux-aarch64 environment (all conda, so built on this host) whose python names aarch64's loader: refused
     on an arm64 base without it, exported on one that has it at /lib (a link, as Debian's /lib -> usr/lib)."""

@@ -100,11 +100,16 @@ def _prove_starts(holds: Callable[[str], bool], environment: Path, prefix: str, 
                   progress: Callable[[str], None], hint: str) -> None:
     """The kernel's way from the environment's `bin/python` to a program it maps, each step proven in the image:
     a file of the environment is read and judged again, one outside it must be a file `holds` has."""
-    path, data = program_file(environment, prefix, f"{prefix.rstrip('/')}/bin/python")
+    top = prefix.rstrip("/")
+    path, data = program_file(environment, prefix, f"{top}/bin/python")
     if data is None:
-        if path == f"{prefix.rstrip('/')}/bin/python":
+        if path == f"{top}/bin/python":
             progress("the environment has no bin/python: no Python to start")
-        return  # a link out of the environment: a venv's, proven against the base by the steps above
+        elif path.startswith(f"{top}/") and not holds(path):  # a link out of it is a venv's: the steps above
+            raise UserError(f"the environment's bin/python leads to {shown(path)}, and the image has no file there: it "
+                            "could not start its Python", "the environment is broken: materialize the lock again, or "
+                            "export it from the lock")
+        return
     what = f"the environment's Python ({shown(path)})"
     for _ in range(6):  # the program and the scripts' interpreters the kernel re-reads (at most 5)
         start = program_start(data)
