@@ -20,6 +20,17 @@ CRASHES: dict[str, int] = {}
 GAVE_UP: list[str] = []
 
 
+def _compiled() -> None:
+    """lockgen's byte code written once, as an install writes it: with PYTHONDONTWRITEBYTECODE set (as on the
+    project's machines) every timed `python -m lockgen` would otherwise compile its modules again (0.1-0.3 s)."""
+    import compileall
+
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "lockgen"), quiet=1)
+
+
+_compiled()
+
+
 def add_smoke(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke", action="store_true",
                         help="a size that runs in seconds, one run each, no target judged (CI runs every benchmark so)")
@@ -53,6 +64,18 @@ def timed(command: Sequence[str] | str, env: Mapping[str, str] | None = None, sh
         raise SystemExit(f"benchmark command failed: {command}\n{error}")
     GAVE_UP.append(f"{_name(command)}: {error.strip().splitlines()[-1] if error.strip() else 'no message'}")
     return None
+
+
+def cpu_timed(command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its children) of one run of lockgen's own command: on a
+    machine shared with other work the CPU time is the steadier figure (wall time waits for the cores)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = timed(command, env, required=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert wall is not None
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def median(values: Sequence[float | None]) -> float | None:
@@ -114,5 +137,8 @@ def bulk_stack(root: Path, packages: int, files: int, kib: int) -> Path:
 
 
 def isolated_env(root: Path) -> dict[str, str]:
-    """This process's environment with a lockgen home and cache under `root` (uv's own cache is the user's)."""
-    return {**os.environ, "LOCKGEN_HOME": str(root / "home"), "LOCKGEN_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1"}
+    """This process's environment with a lockgen home and cache under `root` (uv's own cache is the user's), and
+    `root` among the folders lockgen reads local packages from (the benchmark's own channels and wheels)."""
+    roots = os.pathsep.join(p for p in (str(root), os.environ.get("LOCKGEN_FILE_ROOTS", "")) if p)
+    return {**os.environ, "LOCKGEN_HOME": str(root / "home"), "LOCKGEN_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1",
+            "LOCKGEN_FILE_ROOTS": roots}

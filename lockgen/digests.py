@@ -1,5 +1,6 @@
 """Digests, one home for all: canonical JSON (sorted keys, no spaces) and its sha256, and streaming
-file digests (package archives, layer tars, blobs, installed files).
+file digests (package archives, layer tars, blobs, installed files: the one file hasher; `follow=False` wherever
+the file lies in a prefix that is not trusted).
 
 A foundation module like `errors`: stdlib only, importable from every layer. `core` uses only the
 pure half (`canonical_json`, `canonical_digest`); reading files is for adapters and use cases.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +27,19 @@ def canonical_digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
-def file_digest(path: Path, algorithm: str = "sha256") -> str:
-    """The hex digest of a file, read in 1 MiB blocks."""
-    hasher = hashlib.new(algorithm)
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
+def file_digest(path: Path | str, algorithm: str = "sha256", *, follow: bool = True) -> str:
+    """The hex digest of a file, read in 1 MiB blocks (plain `os.read`: faster than buffered reads on many
+    small files). `follow=False` for a file of a prefix lockgen does not trust (an environment, an image tree):
+    a link is never followed and anything but a regular file (a FIFO, which would block, or a device) is an
+    OSError, checked on the descriptor opened, so nothing swapped in between is read."""
+    flags = os.O_RDONLY if follow else os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(path, flags)
+    try:
+        if not follow and not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        hasher = hashlib.new(algorithm)
+        while block := os.read(fd, 1 << 20):
             hasher.update(block)
-    return hasher.hexdigest()
+        return hasher.hexdigest()
+    finally:
+        os.close(fd)

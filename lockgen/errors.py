@@ -28,6 +28,11 @@ class UserError(LockgenError):
     """Something in the user's input is wrong: spec, flags, lock contents."""
 
 
+class NotFoundError(UserError):
+    """A server or folder holds nothing at the URL asked for (HTTP 404, no such page): an index without the
+    project is told apart from one that cannot be read."""
+
+
 class SpecError(UserError):
     """`stack.toml` is malformed or has bad values; carries file and line when known."""
 
@@ -94,9 +99,11 @@ class ToolFailedError(HostError):
 
 class KernelError(HostError):
     """The verification kernel could not run or finish in the environment under test;
-    `rendezvous_timed_out` says torchrun gave up waiting for the other nodes."""
+    `rendezvous_timed_out` says torchrun gave up waiting for the other nodes, `timed_out` that lockgen's
+    limit ended the run."""
 
     rendezvous_timed_out = False
+    timed_out = False
 
 
 class CommandError(UserError):

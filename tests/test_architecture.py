@@ -24,6 +24,12 @@ API_STEPS = {"lockgen.api.shared_steps", "lockgen.api.materialize_steps", "lockg
              "lockgen.api.attestation_steps", "lockgen.api.team_steps", "lockgen.api.base_steps",
              "lockgen.api.held_base_steps", "lockgen.api.image_base_steps", "lockgen.api.image_proof_steps",
              "lockgen.api.wheel_steps", "lockgen.api.torch_source_steps"}  # steps below the use cases, not use cases
+# api/ wires: the modules that reach the file system's trees, processes, the network, archives and codecs, or an
+# outside tool's library, are the adapters' (pathlib and posixpath stay: path arithmetic, and a use case may read
+# or write a file it is handed; hashlib and json stay: they compute on bytes already read)
+FORBIDDEN_IN_API = {"os", "shutil", "subprocess", "socket", "ssl", "http", "urllib", "tempfile", "fcntl", "signal",
+                    "select", "mmap", "glob", "multiprocessing", "ctypes", "tarfile", "zipfile", "gzip", "zlib", "bz2",
+                    "lzma", "zstandard", "importlib", "rattler", "yaml", "conda_lock", "torch", "typer", "rich"}
 CLI_MAY_IMPORT = ("lockgen.api", "lockgen.cli", "lockgen.errors", "lockgen.model")
 READING_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob", "rglob"}
 
@@ -101,6 +107,24 @@ def test_adapters_never_import_api_or_cli() -> None:
     for path in modules("lockgen/adapters"):
         for name in lockgen_imports(path):
             assert not name.startswith(("lockgen.api", "lockgen.cli")), f"{path}: {name}"
+
+
+def io_imports_of(path: Path) -> list[str]:
+    """The I/O modules a module imports (at the top or inside functions), which api/ leaves to adapters."""
+    return sorted(n for n in imports_of(path) if n.split(".")[0] in FORBIDDEN_IN_API and not n.startswith("urllib.parse"))
+
+
+def test_api_imports_no_io_module() -> None:
+    for path in modules("lockgen/api"):
+        assert io_imports_of(path) == [], f"{path}: {io_imports_of(path)} (move the I/O into an adapter)"
+
+
+def test_the_api_io_rule_catches_a_planted_import(tmp_path: Path) -> None:
+    """The rule above is not vacuous: a use case that moves files itself, or compresses, is caught."""
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""probe"""\n\nimport posixpath\nimport hashlib\nfrom urllib.parse import urlsplit\n'
+                     'import os.path\n\ndef place():\n    import shutil\n    from gzip import compress\n')
+    assert io_imports_of(probe) == ["gzip", "gzip.compress", "os.path", "shutil"]
 
 
 def test_use_cases_never_import_each_other_or_the_cli() -> None:
@@ -209,3 +233,22 @@ def test_the_meta_rule_catches_a_string_read(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text('"""probe"""\n\ndef arch(lock):\n    return lock.meta("arch")\n')
     assert meta_reads(probe) == [4]
+
+
+def api_closure(name: str) -> set[str]:
+    """The api modules a module of lockgen/api reaches through its imports of other api modules, transitively."""
+    seen, pending = set(), [name]
+    while pending:  # bounded: each module is entered once
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        path = REPO.joinpath(*current.split(".")).with_suffix(".py")
+        pending.extend(n for n in real_modules(lockgen_imports(path)) if n.startswith("lockgen.api.") and n not in seen)
+    return seen - {name}
+
+
+def test_a_plain_environment_build_needs_no_team_step() -> None:
+    """shared_steps builds every environment (materialize, check, export): it reaches no team step (issue 32)."""
+    assert api_closure("lockgen.api.shared_steps") & {"lockgen.api.team_steps", "lockgen.api.held_base_steps"} == set()
+    assert "lockgen.api.team_steps" in api_closure("lockgen.api.held_base_steps")  # the walk sees steps at all

@@ -167,6 +167,7 @@ def test_a_repeated_info_file_is_refused(tmp_path: Path, name: str) -> None:
         conda_package.read_manifest(archive, _package(archive))
 
 
+@pytest.mark.slow
 def test_materialize_refuses_a_conda_that_reads_two_ways(tmp_path: Path) -> None:
     """rattler's indexer and Python's zipfile see the benign info member; rattler's installer would stream
     the hidden one first: `materialize` says so in one error, with nothing linked."""
@@ -341,6 +342,7 @@ _ENTRIES = st.lists(st.tuples(_NAMES, st.sampled_from(["f", "d", "l", "h", "fifo
                     max_size=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(layers=st.lists(_ENTRIES, min_size=1, max_size=3))
 def test_random_layers_never_touch_anything_outside_the_root(world: tuple[Path, Path], layers: list[list[Entry]]) -> None:
@@ -369,6 +371,7 @@ def _image(folder: Path, blob: bytes, media_type: str, diff_id: str) -> Path:
     return layout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compress, media_type", [
     (lambda data: gzip.compress(data, mtime=0), "application/vnd.oci.image.layer.v1.tar+zstd"),
     (zstandard.compress, "application/vnd.oci.image.layer.v1.tar+gzip"),
@@ -399,6 +402,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
                          inner, max_size=5), max_leaves=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(["info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"]),
        document=_JSON, raw=st.booleans(), garbage=st.binary(max_size=40))

@@ -22,6 +22,8 @@ from lockgen.model.certificate import Check, CertificateBody, Hardware, Subject
 from tests.conftest import loopback_registry, run_cli
 from tests.test_export import make_lock, run_export
 
+pytestmark = pytest.mark.slow  # every test here builds a venv, an image or a registry first
+
 EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"  # image-spec: the `{}` blob
 
 

@@ -64,6 +64,7 @@ def store_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
     return lock, prefix
 
 
+@pytest.mark.slow
 def test_gc_refuses_roots_that_name_no_lock(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, prefix = store_env
     empty = tmp_path / "empty"
@@ -78,6 +79,7 @@ def test_gc_refuses_roots_that_name_no_lock(store_env: tuple[Path, Path], tmp_pa
     assert prefix.is_dir()
 
 
+@pytest.mark.slow
 def test_gc_dry_run_lists_and_removes_nothing(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, prefix = store_env
     other = tmp_path / "other"
@@ -91,6 +93,7 @@ def test_gc_dry_run_lists_and_removes_nothing(store_env: tuple[Path, Path], tmp_
     assert removed.returncode == 0 and removed.stdout.split() == [str(prefix)] and not prefix.exists()
 
 
+@pytest.mark.slow
 def test_gc_sweeps_what_a_killed_gc_left(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, prefix = store_env
     store = prefix.parent
@@ -109,6 +112,7 @@ def test_gc_sweeps_what_a_killed_gc_left(store_env: tuple[Path, Path], tmp_path:
     assert not leftover.exists() and not prefix.exists()
 
 
+@pytest.mark.slow
 def test_gc_leaves_a_live_gc_alone(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     """A gc holding the store's guard keeps a second gc waiting: its folders are never swept under it."""
     lock, prefix = store_env
@@ -127,6 +131,7 @@ def test_gc_leaves_a_live_gc_alone(store_env: tuple[Path, Path], tmp_path: Path)
     assert prefix.is_dir()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("existing", ["K", "K.pub"])
 def test_keygen_never_overwrites_a_key(tmp_path: Path, existing: str) -> None:
     kept = tmp_path / existing
@@ -220,6 +225,7 @@ def _hostile(mode: str) -> Iterator[str]:
         thread.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_an_index_page_that_drips_or_never_ends_is_cut_off() -> None:
     with _hostile("drip") as url:
         started = time.monotonic()
@@ -241,6 +247,7 @@ def _lock_fetching_from(lock: Path, url: str, tmp_path: Path) -> Path:
     return moved
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, env, said", [
     ("endless", {"LOCKGEN_MAX_DOWNLOAD_BYTES": "1000000"}, "larger than 1000000 bytes"),
     ("drip", {"LOCKGEN_TRANSFER_DEADLINE_S": "1.5"}, "not finished within 1.5 s"),
@@ -258,6 +265,7 @@ def test_a_package_download_is_bounded_in_size_and_time(store_env: tuple[Path, P
     assert not list((home / "pkgs").glob(".fetch-*")) and not list((home / "envs").glob("*-cpu-*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["lots", "-5", "0", "nan"])
 def test_a_bad_download_limit_is_refused(store_env: tuple[Path, Path], tmp_path: Path, value: str) -> None:
     lock, _ = store_env
@@ -267,6 +275,7 @@ def test_a_bad_download_limit_is_refused(store_env: tuple[Path, Path], tmp_path:
     assert "LOCKGEN_MAX_DOWNLOAD_BYTES" in _one_error(result)
 
 
+@pytest.mark.slow
 def test_registry_calls_and_blob_streams_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     with _hostile("drip") as url:
         registry = Registry(parse_reference(f"docker://{url.removeprefix('http://')}/team/base:v1"), True, timeout_s=1)
@@ -303,6 +312,7 @@ def _slurm(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                    "--out", str(tmp_path / "slurm"), *args)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, value", [
     ("--partition", "gpu\nrm -rf /tmp/lockgen-pwned"),  # a newline ends the #SBATCH line: the rest runs as shell
     ("--partition", "gpu;rm -rf /tmp/lockgen-pwned"),
@@ -327,6 +337,7 @@ def test_fleet_slurm_refuses_values_a_script_cannot_carry(tmp_path: Path, flag: 
     assert not (tmp_path / "slurm").exists()
 
 
+@pytest.mark.slow
 def test_fleet_slurm_quotes_what_a_shell_would_split(tmp_path: Path) -> None:
     """Values with spaces and shell metacharacters reach lockgen as one argument each; `$VARIABLES` are
     expanded by the node's shell; the scripts parse (`bash -n`) and run with a stand-in lockgen."""
@@ -372,6 +383,7 @@ def _certificate(tmp_path: Path, name: str, edit=None, key: Path | None = None, 
     return path
 
 
+@pytest.mark.slow
 def test_cert_compare_refuses_figures_that_are_not_finite_numbers(tmp_path: Path) -> None:
     good = _certificate(tmp_path, "good")
     for name, value in (("nan", float("nan")), ("inf", float("inf")), ("text", ""), ("true", True)):
@@ -381,6 +393,7 @@ def test_cert_compare_refuses_figures_that_are_not_finite_numbers(tmp_path: Path
             assert "gemm/bf16" in line and str(bad) in line
 
 
+@pytest.mark.slow
 def test_cert_compare_reports_a_figure_that_disappeared(tmp_path: Path) -> None:
     good = _certificate(tmp_path, "good")
     gone = _certificate(tmp_path, "gone", lambda figures: figures["gemm"].pop("bf16"))
@@ -394,6 +407,7 @@ def test_cert_compare_reports_a_figure_that_disappeared(tmp_path: Path) -> None:
     assert same.returncode == 0 and "not checked" in same.stderr  # no --key: said plainly
 
 
+@pytest.mark.slow
 def test_cert_compare_checks_signatures_with_key(tmp_path: Path) -> None:
     key, other = tmp_path / "k", tmp_path / "other"
     signing.keygen(key)
@@ -415,6 +429,7 @@ def test_cert_compare_checks_signatures_with_key(tmp_path: Path) -> None:
     assert recorded.returncode == 0 and "gemm/bf16" in recorded.stdout
 
 
+@pytest.mark.slow
 def test_cert_compare_survives_odd_and_deep_documents(tmp_path: Path) -> None:
     unitless = _certificate(tmp_path, "unitless", lambda figures: figures["gemm"]["bf16"].update(unit=""))
     assert run_cli("cert", "compare", str(unitless), str(unitless)).returncode == 0
@@ -425,6 +440,7 @@ def test_cert_compare_survives_odd_and_deep_documents(tmp_path: Path) -> None:
     assert "gemm/bf16" in _one_error(run_cli("cert", "compare", str(unitless), str(odd_unit)))
 
 
+@pytest.mark.slow
 def test_a_5000_character_path_is_the_users_to_fix(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, _ = store_env
     long = tmp_path / ("n" * 5000)
@@ -449,6 +465,7 @@ def test_the_machine_refusing_a_path_is_a_user_error(code: int, capsys: pytest.C
     assert len(said) == 2 and said[0].startswith("error: `/srv/lockgen-home/envs/.x.tmp-1`") and said[1].startswith("hint:")
 
 
+@pytest.mark.slow
 def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, _ = store_env
     text = lock.read_text()

@@ -11,9 +11,11 @@ import pytest
 
 from lockgen.adapters.gpu_host import HostGpus
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core.certify import clock_limits_seen, compare_figures, expectations_from_lock, refuse_wrong_hardware
+from lockgen.core.certify import (clock_limits_seen, compare_figures, expectations_from_lock, gpus_not_visible,
+                                  refuse_wrong_hardware, wrong_world_size)
 from lockgen.core.envelopes import envelope_checks
 from lockgen.errors import TargetError
+from lockgen.model.certificate import Check
 from tests.conftest import EXAMPLE_STACK, REPO
 from verify.nvml import clock_limit_names
 
@@ -87,6 +89,27 @@ def test_hidden_gpu_fails_and_names_the_cause() -> None:
     failing = {c["name"]: c["detail"] for c in cert["checks"] if not c["passed"]}
     assert set(failing) == {"gpus_visible", "gpu_count"}
     assert "CUDA_VISIBLE_DEVICES='0'" in failing["gpus_visible"]
+
+
+def test_the_hidden_gpu_rule_gives_the_check_the_device_run_recorded() -> None:
+    """The rule on the single-GPU kernel's stack, against the check an H200 run with CUDA_VISIBLE_DEVICES=0 wrote."""
+    hidden = recorded("degraded-hidden-gpu")
+    found = gpus_not_visible("sm90", hidden["hardware"]["gpu_count"], hidden["stack"])
+    assert found == Check.model_validate(next(c for c in hidden["checks"] if c["name"] == "gpus_visible"))
+    healthy = recorded("h200x2-sm90")["stack"]
+    assert gpus_not_visible("sm90", 2, healthy) is None  # both seen: the multi-GPU checks run
+    assert gpus_not_visible("sm90", 1, hidden["stack"]) is None and gpus_not_visible("cpu", 2, {}) is None
+    unset = gpus_not_visible("sm90", 4, {**healthy, "cuda_visible_devices": None})
+    assert unset is not None and unset.detail.startswith("the environment sees 2 of the 4 GPUs") and "CUDA_VISIBLE" not in unset.detail
+
+
+def test_the_world_size_rule_holds_the_ranks_to_gpus_times_nodes() -> None:
+    run = recorded("two-nodes-node0")["distributed"]  # two nodes of one GPU each, met at a rendezvous
+    assert wrong_world_size(run["world_size"], 1, run["nodes"], True) is None
+    short = wrong_world_size(run["world_size"], 2, run["nodes"], True)
+    assert short is not None and not short.passed and short.detail == "2 ranks ran, 4 expected (2 nodes of 2)"
+    one_node = wrong_world_size(1, 2, 1, False)
+    assert one_node is not None and one_node.detail == "1 ranks ran, 2 expected"
 
 
 def test_a_slow_allreduce_fails_its_floor() -> None:

@@ -30,6 +30,7 @@ def assert_clean_failure(result, fragment: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("change", "fragment"), [
     (lambda t: t.replace('name = "s"', 'name = "s'), "malformed TOML"),
     (lambda t: t + 'gpus = 8\n', "unknown key `gpus`"),
@@ -46,6 +47,7 @@ def test_bad_input_fails_cleanly_and_writes_nothing(tmp_path: Path, snapshot: Pa
     assert not (tmp_path / "locks").exists()
 
 
+@pytest.mark.slow
 def test_unreachable_channel(tmp_path: Path) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text(STACK)
@@ -56,6 +58,7 @@ def test_unreachable_channel(tmp_path: Path) -> None:
     assert not (tmp_path / "locks").exists()
 
 
+@pytest.mark.slow
 def test_missing_stack_file_and_unknown_target(tmp_path: Path, snapshot: Path) -> None:
     assert_clean_failure(run_cli("resolve", str(tmp_path / "absent.toml")), "does not exist")
     stack = tmp_path / "stack.toml"
@@ -64,6 +67,7 @@ def test_missing_stack_file_and_unknown_target(tmp_path: Path, snapshot: Path) -
     assert_clean_failure(result, "no target `b300`")
 
 
+@pytest.mark.slow
 def test_a_failing_target_leaves_the_other_locks_untouched(tmp_path: Path, snapshot: Path) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text(STACK + '[targets.b200-old]\narch = "sm100"\ndriver = "570.86.10"\n')
@@ -72,6 +76,7 @@ def test_a_failing_target_leaves_the_other_locks_untouched(tmp_path: Path, snaps
     assert not (tmp_path / "locks").exists()
 
 
+@pytest.mark.slow
 def test_dry_run_and_json(tmp_path: Path, snapshot: Path) -> None:
     import json
 
@@ -85,6 +90,7 @@ def test_dry_run_and_json(tmp_path: Path, snapshot: Path) -> None:
     assert not (tmp_path / "locks").exists()
 
 
+@pytest.mark.slow
 def test_stdout_carries_only_the_lock_paths(tmp_path: Path, snapshot: Path) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text(STACK)
@@ -94,6 +100,7 @@ def test_stdout_carries_only_the_lock_paths(tmp_path: Path, snapshot: Path) -> N
     assert "resolving h100" in result.stderr
 
 
+@pytest.mark.slow
 def test_arch_command() -> None:
     listing = run_cli("arch")
     assert listing.returncode == 0 and "sm90" in listing.stdout and "H100" in listing.stdout
@@ -107,11 +114,13 @@ def test_arch_command() -> None:
     assert cpu.returncode == 0 and "gpus: none" in cpu.stdout and "CPU builds of torch" in cpu.stdout
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2() -> None:
     assert run_cli("resolve").returncode == 2
     assert run_cli("no-such-command").returncode == 2
 
 
+@pytest.mark.slow
 def test_version_and_an_empty_certificate_listing_say_so(tmp_path: Path) -> None:
     from lockgen import __version__
 
@@ -121,6 +130,7 @@ def test_version_and_an_empty_certificate_listing_say_so(tmp_path: Path) -> None
     assert empty.returncode == 0 and f"no certificates under {tmp_path}" in empty.stderr
 
 
+@pytest.mark.slow
 def test_arch_output_keeps_names_whole_sorts_versions_as_numbers_and_cites_followable_sources() -> None:
     listing = run_cli("arch").stdout
     assert "Blackwell (datacenter, GB100/GB102)" in listing  # was cut to "Blackwell (datace"

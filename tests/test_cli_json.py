@@ -20,6 +20,7 @@ def _json(*args: str, env: dict[str, str] | None = None, code: int = 0) -> objec
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_materialize_check_export_and_envs(tmp_path: Path) -> None:
     env = {"LOCKGEN_HOME": str(tmp_path / "home")}
     lock = make_lock(tmp_path, "1.0")
@@ -38,6 +39,7 @@ def test_materialize_check_export_and_envs(tmp_path: Path) -> None:
     assert listed == [] or all(set(e) == {"prefix", "environment_digest", "lock_sha256", "platform"} for e in listed)
 
 
+@pytest.mark.slow
 def test_import_certs_cert_verify_and_compare(tmp_path: Path) -> None:
     imported = _json("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.pixi.lock"), "--target", "t",
                      "--out", str(tmp_path / "t.yml"), "--json")
@@ -60,3 +62,40 @@ def test_verify_json(tmp_path: Path) -> None:
     done = _json("verify", "--arch", "cpu", "--quick", "--out", str(tmp_path / "c.cert.json"), "--json")
     assert done["passed"] and done["failed"] == [] and done["certificate"] == str(tmp_path / "c.cert.json")
     assert "graphs/bf16_replay_step_ms" in done["not_run"]
+
+
+def _keys_sorted(document: object) -> bool:
+    """Whether every object in `document`, at any depth, lists its keys sorted."""
+    if isinstance(document, dict):
+        return list(document) == sorted(document) and all(_keys_sorted(v) for v in document.values())
+    if isinstance(document, list):
+        return all(_keys_sorted(v) for v in document)
+    return True
+
+
+def test_every_json_document_has_sorted_keys(tmp_path: Path) -> None:
+    """One renderer for every `--json` (ui.print_json, sorted keys): no command prints JSON of its own."""
+    own = [f"{path.name}:{number}" for path in sorted((REPO / "lockgen" / "cli").glob("*.py")) if path.name != "ui.py"
+           for number, line in enumerate(path.read_text().splitlines(), 1) if "json.dumps(" in line]
+    assert own == []
+    quickstart = REPO / "envs" / "examples" / "quickstart"
+    locks = quickstart / "locks"
+    documents = [_json("arch", "--json"), _json("arch", "sm90", "--json"),
+                 _json("diff", str(locks / "cpu-el7.conda-lock.yml"), str(locks / "cpu.conda-lock.yml"), "--json", code=1),
+                 _json("resolve", str(quickstart / "stack.toml"), "--check", "--json")]
+    assert all(_keys_sorted(document) for document in documents)
+    assert any(isinstance(d, dict) and d.get("changes") for d in documents)
+
+
+@pytest.mark.parametrize("case", ["missing", "not a lock", "a stack"])
+def test_diff_exits_2_on_trouble(tmp_path: Path, case: str) -> None:
+    """GNU diff's convention: 0 the same, 1 they differ, 2 trouble, so a script can tell a difference from a typo."""
+    good = REPO / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    bad = {"missing": tmp_path / "nope.conda-lock.yml", "not a lock": tmp_path / "x.conda-lock.yml",
+           "a stack": REPO / "envs" / "examples" / "quickstart" / "stack.toml"}[case]
+    if case == "not a lock":
+        bad.write_text("garbage: [\n")
+    for args in ([str(bad), str(good)], [str(good), str(bad)], [str(bad), str(good), "--exit-zero"]):
+        result = run_cli("diff", *args)
+        assert result.returncode == 2 and result.stderr.startswith("error:") and "Traceback" not in result.stderr, result.stderr
+    assert run_cli("diff", str(good), str(good)).returncode == 0

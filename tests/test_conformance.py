@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -88,6 +89,7 @@ def _observed(files: dict[str, tuple[str, int]]) -> list[ObservedFile]:
     return [ObservedFile(p, "file", s, 0o100644, h) for p, (h, s) in files.items()]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_files, st.integers(0, 100))
 def test_observed_equal_to_expected_is_clean(files, split):
@@ -95,6 +97,7 @@ def test_observed_equal_to_expected_is_clean(files, split):
     assert report.clean and report.counts["files_expected"] == report.counts["files_observed"] == len(files)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_files, st.integers(0, 100), st.integers(0, 100), st.sampled_from(["hash", "size", "delete", "add", "mode", "kind"]))
 def test_any_single_change_is_detected(files, split, which, change):

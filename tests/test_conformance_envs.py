@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,8 @@ from lockgen.errors import UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 from tests.conftest import run_cli
 from tests.test_export import make_lock
+
+pytestmark = pytest.mark.slow  # every test here builds a venv, an image or a registry first
 
 TAG = sys.implementation.cache_tag
 SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
@@ -66,6 +69,23 @@ def test_a_pip_venv_is_pinned_to_pypi_and_proven(pinned_venv: tuple[Path, Path, 
 
 
 @pytest.mark.network
+@pytest.mark.network
+def test_freeze_python_inventories_and_pins_in_one_step(pinned_venv: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """On a connected machine `freeze --python` is `freeze --inventory` then `pin`, without the file between:
+    the same wheels at the same hashes, and the environment proven against the lock."""
+    venv, two_steps, _ = pinned_venv
+    lock = tmp_path / "locks" / "node.conda-lock.yml"
+    done = run_cli("freeze", "--python", str(venv / "bin" / "python"), "--target", "node", "--out", str(lock), "--json",
+                   env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"lock": str(lock), "manifests": str(tmp_path / "locks" / "node.manifests.json.gz"),
+                                       "packages": 2, "target": "node"}
+    assert list(json.loads(done.stdout)) == sorted(json.loads(done.stdout))
+    assert load_lock(lock).package == load_lock(two_steps).package
+    checked = run_cli("check", "--lock", str(lock), "--python", str(venv / "bin" / "python"))
+    assert checked.returncode == 0, checked.stderr
+
+
 @pytest.mark.parametrize("tamper, expected", [
     (lambda v: (v / SITE / "six.py").write_text("print('changed')\n"), "six 1.17.0: modified six.py"),
     (lambda v: (v / SITE / "__pycache__").mkdir(exist_ok=True) or (v / SITE / "__pycache__" / f"evil.{TAG}.pyc").write_bytes(b"\0"),
@@ -203,6 +223,7 @@ def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    time.sleep(prefix_observer.RACY_NS / 1e9)  # files changed within RACY_NS of a check are read again by the next
     read: list[str] = []
     real = prefix_observer.hash_files
     monkeypatch.setattr(prefix_observer, "hash_files",

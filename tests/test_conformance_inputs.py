@@ -6,10 +6,11 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from lockgen.adapters.manifest_store import read_bundle
-from lockgen.api.pin import _read_inventory
+from lockgen.adapters import inventory_file
 from lockgen.core.launchers import is_launcher
 from lockgen.errors import UserError
 from tests.conftest import run_cli
@@ -20,7 +21,7 @@ from tests.conftest import run_cli
 def test_any_bytes_as_inventory_or_bundle_are_a_user_error(tmp_path_factory, data: bytes, zipped: bool) -> None:
     path = tmp_path_factory.mktemp("bad") / "input.json"
     path.write_bytes(gzip.compress(data) if zipped else data)
-    for reader in (_read_inventory, read_bundle):
+    for reader in (inventory_file.read, read_bundle):
         try:
             reader(path)
         except UserError as exc:
@@ -29,6 +30,7 @@ def test_any_bytes_as_inventory_or_bundle_are_a_user_error(tmp_path_factory, dat
             raise AssertionError(f"{reader.__name__} accepted {data!r}")
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300), st.from_regex(r"[a-z_]{1,8}(\.[a-z_]{1,8}){0,2}:[a-z_]{1,8}", fullmatch=True))
 def test_launcher_shape_never_raises_and_needs_the_call(text: str, target: str) -> None:
@@ -36,6 +38,7 @@ def test_launcher_shape_never_raises_and_needs_the_call(text: str, target: str) 
     assert verdict is False or f"sys.exit({target.split(':')[1]}())" in text
 
 
+@pytest.mark.slow
 def test_pin_and_check_refuse_garbage_cleanly(tmp_path: Path) -> None:
     garbage = tmp_path / "inv.json"
     garbage.write_text("{not json")

@@ -44,6 +44,7 @@ def stack(folder: Path, pypi: str, deps: str, options: str = "", platforms: str 
     return path
 
 
+@pytest.mark.slow
 def test_a_cpu_target_takes_torch_from_the_cpu_index_and_no_cuda_package(tmp_path: Path, indexes) -> None:
     pypi, cpu = indexes
     path = stack(tmp_path, pypi, 'torch = ">=2.4"\ntorchvision = "*"\nnumpy = "*"',
@@ -61,6 +62,7 @@ def test_a_cpu_target_takes_torch_from_the_cpu_index_and_no_cuda_package(tmp_pat
     assert lock.meta("decision.linux-64").endswith("a CPU target takes no PyPI build (cpu-target)")
 
 
+@pytest.mark.slow
 def test_on_aarch64_too_and_torchvision_alone_routes_torch(tmp_path: Path, indexes) -> None:
     """PyPI's aarch64 torch is a CUDA build from 2.11 on (the facts), so aarch64 takes the CPU index as well."""
     pypi, cpu = indexes
@@ -71,6 +73,7 @@ def test_on_aarch64_too_and_torchvision_alone_routes_torch(tmp_path: Path, index
     assert {p.name: p.version for p in lock.package} == {"torch": "2.9.1+cpu", "filelock": "3.0.0"}
 
 
+@pytest.mark.slow
 def test_torch_reached_only_through_another_package_is_refused_not_locked(tmp_path: Path, indexes) -> None:
     pypi, cpu = indexes
     path = stack(tmp_path, pypi, 'needs-torch = "*"', f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-64"]')
@@ -82,6 +85,7 @@ def test_torch_reached_only_through_another_package_is_refused_not_locked(tmp_pa
     assert not (tmp_path / "locks" / "cpu.conda-lock.yml").exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_cpu_index_is_named_never_replaced_by_pypi(tmp_path: Path, indexes) -> None:
     pypi, _ = indexes
     closed = RangeServer(Site())
@@ -94,6 +98,7 @@ def test_an_unreachable_cpu_index_is_named_never_replaced_by_pypi(tmp_path: Path
     assert "hint:" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options, said", [
     ('torch-indexes = { gpu = "https://example.org/whl/cu128" }', "`gpu` is not a variant"),
     ('torch-indexes = { cpu = "ftp://example.org/cpu" }', "must be an http(s) or file URL"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import typer
 import yaml
 
@@ -61,6 +62,7 @@ def test_every_relative_link_lands_on_a_file_and_a_heading() -> None:
     assert broken == []
 
 
+@pytest.mark.slow
 def test_every_key_a_committed_lock_carries_is_documented() -> None:
     reference = (REPO / "docs" / "reference" / "lockfile-keys.md").read_text()
     documented = set(re.findall(r"`(lockgen\.[a-z0-9.<>/_-]+)`", reference))

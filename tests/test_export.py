@@ -144,6 +144,7 @@ def registry_url(tmp_path: Path):
         yield url
 
 
+@pytest.mark.slow
 def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_url: str) -> None:
     from tests.conftest import run_cli
 
@@ -165,6 +166,7 @@ def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.
     assert refused.stderr.splitlines()[1].startswith("error: pushing to")
 
 
+@pytest.mark.slow
 def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """umoci unpack + runc run (the daemonless path): a static program from the environment reads a
     file of another package and prints its user id."""
@@ -200,6 +202,7 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
     assert podman.stdout == "uid=1000 hello from the lock\n"
 
 
+@pytest.mark.slow
 def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = make_lock(tmp_path, "1.0")
     run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
@@ -218,6 +221,7 @@ def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monke
     assert not check_lock(lock, image=str(tmp_path / "img")).clean
 
 
+@pytest.mark.slow
 def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "base"  # a base without an environment of lockgen's (a lockgen image of another lock is refused)
     umoci = require("umoci")

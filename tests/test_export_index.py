@@ -46,6 +46,7 @@ def blob(layout: Path, digest: str) -> dict:
     return json.loads((layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes())
 
 
+@pytest.mark.slow
 def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = two_platform_lock(tmp_path)
     digests = []
@@ -73,6 +74,7 @@ def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, mon
         check_image(layout)
 
 
+@pytest.mark.slow
 def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = two_platform_lock(tmp_path)
     exported = run_cli("export", str(lock), "--all-platforms", "--out", str(tmp_path / "img"), "--json",
@@ -111,6 +113,7 @@ def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Pat
     assert (bundle / "rootfs" / "opt" / "env" / "lib" / "libfoo.txt").read_text() == "foo for linux-aarch64\n"
 
 
+@pytest.mark.slow
 def test_refusals_are_one_error_line_and_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     root = build_index(tmp_path / "index", [Wheel("alpha", "1.0")])

@@ -23,6 +23,8 @@ from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
 from tests.test_export import make_lock, require
 
+pytestmark = pytest.mark.slow  # every test here exports an image (and podman runs one)
+
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 GZIP_MAGIC = b"\x1f\x8b"
 

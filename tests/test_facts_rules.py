@@ -64,7 +64,8 @@ def test_a_tegra_build_is_judged_by_the_tegra_list_never_the_generic_one() -> No
                         _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")))
     assert generic.allowed and generic.kind == "native"
     assert not tegra.allowed and tegra.kind == "ptx" and "8.7+PTX" in tegra.reason  # Jetson cubins, PTX only for sm90
-    orin = judge_build(FACTS, gpu("sm87", "575.57.08"), cuda_window(FACTS, gpu("sm87", "575.57.08")), "linux-aarch64",
+    upgraded = gpu("sm87", "540.4.0", cuda="12.9")  # JetPack 6 with NVIDIA's CUDA 12.9 upgradable package
+    orin = judge_build(FACTS, upgraded, cuda_window(FACTS, upgraded), "linux-aarch64",
                        _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")))
     assert orin.allowed
 
@@ -96,6 +97,7 @@ def test_every_added_fact_keeps_a_source_that_says_how_sure_it_is() -> None:
             assert "+PTX" not in (wheel.arch_list or ""), wheel
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
     """Online: `torch = ">=2.4"` for sm90 on R580 takes the newest release PyPI publishes whose CUDA the
@@ -116,6 +118,7 @@ def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
         (torch, newest, done.stderr)
 
 
+@pytest.mark.slow
 def test_facts_check_of_a_stack_names_the_channel_builds_the_facts_cannot_judge(tmp_path: Path) -> None:
     from tests.channel_factory import Pkg, build_channel
 
@@ -147,3 +150,22 @@ def test_jetson_thor_is_read_by_its_own_driver_numbering() -> None:
         cuda_window(FACTS, gpu("sm110", "575.00"))
     assert "numbered on their own" in caught.value.hint and 'cuda = "13.0"' in caught.value.hint
     assert cuda_window(FACTS, gpu("sm90", "580.00")).high == "12.9"  # a dGPU's 580.00 stays Table 3's reading
+
+
+def test_jetson_orin_is_read_by_its_own_driver_numbering() -> None:
+    """JetPack 6.1/6.2 (Jetson Linux 36.4) reports driver 540.4.0 with CUDA 12.6; JetPack 5 has no nvidia-smi, its
+    target states the Jetson Linux release (35.x: CUDA 11.4). Through Table 3, 540.4.0 would read as CUDA 12.2."""
+    jp6 = cuda_window(FACTS, gpu("sm87", "540.4.0"))
+    assert (jp6.low, jp6.high, jp6.native) == ("11.4", "12.6", "12.6") and "JetPack 6.1/6.2 (Jetson Linux 36.4)" in jp6.reason
+    assert cuda_window(FACTS, gpu("sm87", "35.4.1")).high == "11.4" and cuda_window(FACTS, gpu("sm72", "35.6.2")).high == "11.4"
+    assert admitted(gpu("sm87", "540.4.0"), "linux-aarch64") == ()  # PyPI's aarch64 CUDA builds are cu130 on
+    for driver, arch in (("540.3.0", "sm87"), ("540.4.0", "sm72"), ("36.4.3", "sm87")):  # JetPack 6.0; Xavier has no JP6
+        with pytest.raises(TargetError) as caught:
+            cuda_window(FACTS, gpu(arch, driver))
+        assert "know no branch of Jetson driver" in caught.value.message and "numbered on their own" in caught.value.hint
+        assert 'cuda = "' in caught.value.hint
+    assert "540.4.x: CUDA 12.6" in caught.value.hint
+    stated = cuda_window(FACTS, gpu("sm87", "540.3.0", cuda="12.2"))
+    assert stated.high == "12.2" and "the target states it" in stated.reason
+    for fact in (t for t in FACTS.tegra_drivers if "sm87" in t.archs):  # each branch cites an NVIDIA page
+        assert any("nvidia.com/" in source for source in fact.sources), fact.branch

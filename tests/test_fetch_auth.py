@@ -72,6 +72,7 @@ def _everything_written(*roots: Path) -> str:
                    if p.is_file() and p.stat().st_size < 1 << 20)
 
 
+@pytest.mark.slow
 def test_netrc_credentials_resolve_and_materialize_and_stay_out_of_everything(
         tmp_path: Path, private_channel: tuple[str, list], user_home: Path) -> None:
     url, seen = private_channel
@@ -97,6 +98,7 @@ def test_rattler_auth_file_with_a_wildcard_host(tmp_path: Path, private_channel:
     assert PASSWORD not in lock.read_text()
 
 
+@pytest.mark.slow
 def test_without_credentials_the_error_says_where_they_go(tmp_path: Path, private_channel: tuple[str, list],
                                                           user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = private_channel
@@ -132,6 +134,7 @@ def test_each_credential_form(tmp_path: Path, user_home: Path, monkeypatch: pyte
         fetch_auth.authorized("https://basic.acme.io/x")
 
 
+@pytest.mark.slow
 def test_a_private_pypi_index_resolves_and_materializes_with_netrc(tmp_path: Path, user_home: Path) -> None:
     from lockgen.api import resolve as api
     from tests.wheel_index import Wheel, build_index

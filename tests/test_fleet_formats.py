@@ -174,6 +174,7 @@ def test_junit_has_one_testcase_per_check_and_the_failures_with_their_detail(pat
     assert properties.get("lock_sha256") == body["subject"].get("lock_sha256")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(detail=st.text(max_size=40), name=st.text(min_size=1, max_size=12))
 def test_junit_stays_xml_whatever_a_check_says(detail: str, name: str) -> None:
@@ -194,6 +195,7 @@ def _fails_cleanly(result: subprocess.CompletedProcess[str], code: int = 1) -> N
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), result.stderr
 
 
+@pytest.mark.slow
 def test_cert_export_writes_each_format_atomically_and_npd_exits_with_the_verdict(tmp_path: Path) -> None:
     for fmt, check in (("prom", samples), ("junit", ET.fromstring), ("nfd", str.splitlines)):
         out = tmp_path / f"lockgen.{fmt}"
@@ -211,6 +213,7 @@ def test_cert_export_writes_each_format_atomically_and_npd_exits_with_the_verdic
     assert note.returncode == 0 and "reads only *.prom files" in note.stderr
 
 
+@pytest.mark.slow
 def test_cert_export_refuses_a_wrong_key_bad_input_and_bad_flags(tmp_path: Path) -> None:
     out = tmp_path / "lockgen.prom"
     out.write_text("old\n")
@@ -254,6 +257,7 @@ def _damaged(data: st.DataObject) -> bytes:
     return canonical(document).encode("utf-8")
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), fmt=st.sampled_from(["prom", "nfd", "npd", "junit"]), keyed=st.booleans())
 def test_a_damaged_certificate_through_cert_export(data: st.DataObject, fmt: str, keyed: bool) -> None:
@@ -298,6 +302,7 @@ def _scrape(exporter: subprocess.Popen, url: str) -> str:
     raise AssertionError(f"node_exporter did not answer on {url} within about 10 s")
 
 
+@pytest.mark.slow
 def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
     """Debian's prometheus-node-exporter reads the textfile directory the way fleets deploy it: the metrics of
     two certificates (a passed image certificate, a degraded one) come back with their values and labels."""
@@ -334,6 +339,7 @@ def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
     assert sum(name == "lockgen_figure" for name, _ in scraped) == len(numeric_figures(image)) + len(numeric_figures(tf32))
 
 
+@pytest.mark.slow
 def test_verify_emit_refuses_npd_unknown_formats_and_nfd_without_a_lock(tmp_path: Path) -> None:
     out = tmp_path / "c.cert.json"
     for emit, code in (("npd=x", 2), ("metrics.prom", 2), ("xml=r.xml", 2), (f"prom={out}", 2),

@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 from lockgen.cli import app
 from tests.conftest import REPO, run_cli
 
+pytestmark = pytest.mark.slow  # the module renders and schema-checks a fleet first
+
 LOCK = REPO / "envs" / "examples" / "h200-system" / "locks" / "h200.conda-lock.yml"
 DIGEST = "sha256:" + "5e" * 32
 IMAGE = f"docker://registry.example:5000/team/train@{DIGEST}"

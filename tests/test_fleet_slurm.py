@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,9 @@ def test_one_job_certifies_two_nodes_together(tmp_path: Path, cluster: SlurmClus
 def test_the_health_check_drains_a_broken_node_with_its_reason(tmp_path: Path, cluster: SlurmCluster) -> None:
     envs = tmp_path / "envs"
     (envs / "n1" / "bin").mkdir(parents=True)
-    (envs / "n1" / "bin" / "python").symlink_to(sys.executable)
+    healthy = envs / "n1" / "bin" / "python"  # this interpreter, as it runs: a link to a venv's python loses the venv
+    healthy.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    healthy.chmod(0o755)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(envs / "n2")], check=True, timeout=120)  # no torch
     prom = tmp_path / "textfile"
     _, health, certs = scripts(tmp_path, str(envs) + "/$SLURMD_NODENAME/bin/python", "--prom-dir", str(prom))

@@ -37,6 +37,7 @@ def fleet(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_status_has_one_row_per_node_and_lock_with_regressions(fleet: Path) -> None:
     done = run_cli("fleet", "status", str(fleet), "--json")
     assert done.returncode == 1, done.stderr  # a node failed

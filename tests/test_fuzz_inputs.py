@@ -57,6 +57,7 @@ def _clean_failure(error: LockgenError) -> None:
     assert error.message and "\n" not in error.message and error.hint, (error.message, error.hint)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data(), source=st.sampled_from(FOREIGN))
 def test_import_of_a_damaged_foreign_lock(tmp_path: Path, data: st.DataObject, source: Path) -> None:
@@ -71,6 +72,7 @@ def test_import_of_a_damaged_foreign_lock(tmp_path: Path, data: st.DataObject, s
         assert not out.exists()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data(), source=st.sampled_from(LOCKS))
 def test_render_and_diff_of_a_damaged_lock(tmp_path: Path, data: st.DataObject, source: Path) -> None:
@@ -107,6 +109,7 @@ def _edit_json(document: object, data: st.DataObject, depth: int = 0) -> object:
     return _edited_value(data)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_cert_verify_of_an_edited_certificate(tmp_path: Path, data: st.DataObject) -> None:
@@ -145,6 +148,7 @@ def _put_blob(layout: Path, content: bytes) -> dict[str, object]:
     return {"digest": f"sha256:{digest}", "size": len(content)}
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), part=st.sampled_from(["index", "manifest", "config"]))
 def test_check_image_of_an_edited_layout(tmp_path: Path, image: Path, data: st.DataObject, part: str) -> None:
@@ -175,6 +179,7 @@ def test_check_image_of_an_edited_layout(tmp_path: Path, image: Path, data: st.D
         shutil.rmtree(layout.parent)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject) -> None:
@@ -204,6 +209,7 @@ def tiny_channel_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cpu_lock(folder, channel.as_uri(), ["hello-tool"])
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_materialize_and_check_of_a_damaged_lock(tmp_path: Path, tiny_channel_lock: Path, data: st.DataObject,

@@ -33,6 +33,7 @@ def _signed_certificate(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signature", ['"just a string"', '{"algorithm": "ed25518", "key_id": "x", "value": "y"}', "[1]"])
 def test_a_malformed_signature_is_refused_without_a_key(tmp_path: Path, signature: str) -> None:
     document = json.loads(_signed_certificate(tmp_path).read_text())
@@ -50,6 +51,7 @@ def test_a_signed_certificate_never_passes_without_its_key(tmp_path: Path) -> No
     assert signed.returncode == 0 and "signature valid" in signed.stdout
 
 
+@pytest.mark.slow
 def test_an_unsigned_certificate_is_checked_for_form_and_consistency(tmp_path: Path) -> None:
     document = json.loads(_signed_certificate(tmp_path).read_text())
     document["signature"] = None
@@ -63,6 +65,7 @@ def test_an_unsigned_certificate_is_checked_for_form_and_consistency(tmp_path: P
     assert result.returncode == 1 and "says passed=True while 1 of its checks failed" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_in_an_environment_never_blocks_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
@@ -113,6 +116,7 @@ def _umask() -> int:
     return mask
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_quietly() -> None:
     done = subprocess.run(f"{sys.executable} -m lockgen arch --json | head -c 1 > /dev/null; "
                           f"{sys.executable} -m lockgen arch sm90 --json | head -1 > /dev/null",
@@ -132,6 +136,7 @@ def test_an_image_cannot_point_a_check_at_the_host(tmp_path: Path) -> None:
     assert environment_in(root, "/opt/env") == root / "opt" / "env"
 
 
+@pytest.mark.slow
 def test_an_interpreter_lying_about_its_prefix_is_refused(tmp_path: Path) -> None:
     liar = tmp_path / "python"
     liar.write_text(f"#!/bin/sh\necho {tmp_path / 'elsewhere'}\n")
@@ -164,6 +169,7 @@ def test_a_killed_fetch_leaves_nothing_that_lasts(tmp_path: Path, monkeypatch: p
         holder.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch, driver, hint", [
     ("H100", "550.54.15", 'hint: H100 is sm90: write arch = "sm90"'),
     ("a100", "550.54.15", 'hint: a100 is sm80: write arch = "sm80"'),
@@ -177,6 +183,7 @@ def test_the_hint_fixes_the_case(tmp_path: Path, arch: str, driver: str, hint: s
     assert result.returncode == 1 and hint in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, kind", [("tiny.pixi.lock", "pixi.lock"), ("tiny.uv.lock", "uv.lock"),
                                         ("tiny.explicit.txt", "@EXPLICIT file")])
 def test_a_foreign_lock_given_where_a_lockgen_lock_belongs_points_at_import(tmp_path: Path, name: str, kind: str) -> None:
@@ -188,6 +195,7 @@ def test_a_foreign_lock_given_where_a_lockgen_lock_belongs_points_at_import(tmp_
     assert not (tmp_path / "p").exists()
 
 
+@pytest.mark.slow
 def test_a_misspelt_channel_alias_is_an_error_not_a_network_resolve(tmp_path: Path) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text('[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\nzlib = "*"\n[targets.cpu]\narch = "cpu"\n')
@@ -196,6 +204,7 @@ def test_a_misspelt_channel_alias_is_an_error_not_a_network_resolve(tmp_path: Pa
     assert "hint: did you mean `conda-forge`?" in result.stderr and not (tmp_path / "locks").exists()
 
 
+@pytest.mark.slow
 def test_a_long_tool_run_reports_progress_and_a_hung_one_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
     from lockgen.adapters import tool_runner
     from lockgen.errors import ToolFailedError
@@ -238,7 +247,7 @@ def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize("prefix", ["/opt/../etc", "/", "opt/env", "/opt//env", "/opt/env/"])
 def test_a_base_image_label_cannot_move_the_team_environment_out_of_a_folder(prefix: str) -> None:
     """A team export puts its environment at its base image's prefix label: only a plain absolute folder."""
-    from lockgen.api.held_base_steps import team_prefix
+    from lockgen.core.team import team_prefix
     from lockgen.errors import LockFormatError
     from lockgen.model.lock import Lock, LockMetadata
 
@@ -267,3 +276,23 @@ def test_a_team_lock_without_services_is_refused_on_a_base_that_runs_them() -> N
     refuse_leftover_services(lock({}), {"config": {"Entrypoint": ["/bin/sh"]}}, "/opt/env")  # no services below: fine
     with_services = lock({"lockgen.image": '{"services": {"jupyter": ["jupyter", "lab"]}}'})
     refuse_leftover_services(with_services, runs_services, "/opt/env")
+
+
+def test_the_one_file_hasher_follows_nothing_in_a_prefix_it_does_not_trust(tmp_path: Path) -> None:
+    """`file_digest` is the only file hasher (parallel hashing and the rattler cache check call it); inside a
+    prefix (`follow=False`) a link is not followed and a FIFO is refused at once instead of blocking the read."""
+    import hashlib
+
+    from lockgen.digests import file_digest
+
+    data = b"x" * ((1 << 20) + 7)  # more than one block
+    (tmp_path / "file").write_bytes(data)
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    os.mkfifo(tmp_path / "fifo")
+    for follow in (True, False):
+        assert file_digest(tmp_path / "file", follow=follow) == hashlib.sha256(data).hexdigest()
+    assert file_digest(tmp_path / "file", "md5") == hashlib.md5(data).hexdigest()
+    assert file_digest(tmp_path / "link") == hashlib.sha256(data).hexdigest()  # a path the user names: followed
+    for unsafe in ("link", "fifo"):
+        with pytest.raises(OSError):
+            file_digest(tmp_path / unsafe, follow=False)

@@ -38,6 +38,7 @@ def stack_with_image(tmp_path: Path, image: str) -> Path:
     return stack
 
 
+@pytest.mark.slow
 def test_the_image_runs_and_exposes_what_the_stack_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stack = stack_with_image(tmp_path, IMAGE)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -59,6 +60,7 @@ def test_the_image_runs_and_exposes_what_the_stack_says(tmp_path: Path, monkeypa
     assert stale.returncode == 1 and "spec-changed" in stale.stdout and "[image] settings changed" in stale.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("line", "fragment"), [
     ('user = "0"', "must not be root"),
     ('labels = { "dev.lockgen.lock.sha256" = "x" }', "is lockgen's"),

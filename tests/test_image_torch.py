@@ -9,7 +9,6 @@ import hashlib
 import importlib.metadata
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,49 +16,16 @@ import pytest
 from lockgen.adapters.lockfile_yaml import load_lock
 from tests.conftest import run_cli
 from tests.python_base import PYTHON, python_base
+from tests.torch_stack import torch_lock
 
 pytestmark = pytest.mark.slow
-
-
-def _torch_index(folder: Path) -> str:
-    """pip downloads this host's torch and its dependencies as wheels; a simple index lists them by hash."""
-    wheels = folder / "wheels"
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels),
-                           f"torch=={importlib.metadata.version('torch')}"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    for wheel in sorted(wheels.glob("*.whl")):
-        project = wheel.name.split("-")[0].lower().replace("_", "-")
-        page = folder / "simple" / project
-        page.mkdir(parents=True, exist_ok=True)
-        sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        with (page / "index.html").open("a") as stream:
-            stream.write(f'<a href="{wheel.as_uri()}#sha256={sha}">{wheel.name}</a>\n')
-    return (folder / "simple").as_uri()
 
 
 @pytest.fixture(scope="module")
 def torch_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     folder = tmp_path_factory.mktemp("torch-image")
     base = python_base(folder / "base")
-    index = _torch_index(folder)  # this host's CPU torch, for the CPU target's torch and everything else
-    (folder / "stack.toml").write_text(f"""[stack]
-name = "torch-cpu"
-python = "{PYTHON}"
-platforms = ["linux-64"]
-
-[pypi-dependencies]
-torch = "=={importlib.metadata.version('torch').split('+')[0]}"
-
-[pypi-options]
-index-url = "{index}"
-torch-indexes = {{ cpu = "{index}" }}
-
-[targets.cpu]
-arch = "cpu"
-""")
-    resolved = run_cli("resolve", str(folder / "stack.toml"))
-    assert resolved.returncode == 0, resolved.stderr
-    lock = folder / "locks" / "cpu.conda-lock.yml"
+    lock = torch_lock(folder)
     exported = run_cli("export", str(lock), "--base", str(base), "--out", str(folder / "img"))
     assert exported.returncode == 0, exported.stderr
     assert f"the venv runs on the base image's /usr/bin/python{PYTHON}" in exported.stderr

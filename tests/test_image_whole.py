@@ -118,6 +118,7 @@ def refused(image: str, lock: Path, *wanted: str) -> str:
     return said
 
 
+@pytest.mark.slow
 def test_the_honest_image_passes_also_named_by_its_tag(honest: tuple[Path, Path]) -> None:
     lock, layout = honest
     for image in (str(layout), f"{layout}:{TAG}"):
@@ -126,6 +127,7 @@ def test_the_honest_image_passes_also_named_by_its_tag(honest: tuple[Path, Path]
     refused(f"{layout}:latest", lock, f"has no image tagged `latest` (its tags: {TAG})")
 
 
+@pytest.mark.slow
 def test_a_proven_copy_at_a_decoy_path_is_not_the_environment_the_image_runs(honest: tuple[Path, Path], tmp_path: Path) -> None:
     """(a) the label names a proven copy at /opt/decoy; PATH and CONDA_PREFIX run /opt/env, whose program changed."""
     lock, layout = honest
@@ -141,6 +143,7 @@ def test_a_proven_copy_at_a_decoy_path_is_not_the_environment_the_image_runs(hon
                                "config runs /opt/env")
 
 
+@pytest.mark.slow
 def test_a_file_outside_the_environment_is_refused(honest: tuple[Path, Path], tmp_path: Path) -> None:
     """(b) an added layer with /etc/ld.so.preload: nothing outside the prefix but what export writes."""
     lock, layout = honest
@@ -150,6 +153,7 @@ def test_a_file_outside_the_environment_is_refused(honest: tuple[Path, Path], tm
     assert "the image has no base" in said
 
 
+@pytest.mark.slow
 def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """(b) on a pinned base (umoci's, /etc/os-release) the base's layers account for what they hold; a layer
     added after them does not, and a base the image does not carry cannot account for anything."""
@@ -170,6 +174,7 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     refused(str(forged), lock, "adds /etc/ld.so.preload outside the environment at /opt/env (after the base's 1 layers")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("edit", "named"), [
     (lambda c: c["config"]["Env"].append("LD_PRELOAD=/opt/env/lib/libfoo.txt"), 'config Env adds ["LD_PRELOAD='),
     (lambda c: c["config"]["Env"].append("PYTHONPATH=/tmp/evil"), 'config Env adds ["PYTHONPATH=/tmp/evil"]'),
@@ -202,6 +207,7 @@ def test_a_whiteout_over_the_environment_is_seen_and_refused(honest: tuple[Path,
             "removes /opt/env by a whiteout, over the environment at /opt/env")
 
 
+@pytest.mark.slow
 def test_the_image_is_the_one_its_tag_names(honest: tuple[Path, Path], tmp_path: Path) -> None:
     """(e) index.json lists the clean image first and a modified one under the tag export wrote: the tag
     decides (skopeo reads that one too), a layout of two images without a tag is refused, and so is a tag
@@ -223,6 +229,7 @@ def test_the_image_is_the_one_its_tag_names(honest: tuple[Path, Path], tmp_path:
     refused(f"{forged}:{TAG}", lock, "names two images by the tag `h100-linux-64`")
 
 
+@pytest.mark.slow
 def test_a_lock_bound_attestation_admits_only_an_image_proven_the_lock_s(honest: tuple[Path, Path], tmp_path: Path) -> None:
     """(f) a bare-metal certificate of the lock attested to the honest image; its envelope copied (no key needed)
     onto a modified image that keeps the lock label: the gate does not count it, and with --lock it counts only
@@ -277,6 +284,7 @@ def test_the_file_system_checked_is_the_one_a_runtime_mounts(tmp_path: Path) -> 
         assert (opened.root / "d" / "a").read_bytes() == b"6"
 
 
+@pytest.mark.slow
 def test_a_malformed_manifest_is_one_error(honest: tuple[Path, Path], tmp_path: Path) -> None:
     """A layer descriptor whose digest is not `sha256:` and 64 lowercase hex digits: one error naming the field."""
     lock, layout = honest

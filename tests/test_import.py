@@ -20,6 +20,7 @@ CORPUS = sorted(p for p in (shared_dir() / "corpus").iterdir() if p.name != "REA
 ENVIRONMENT = {"prefix-dev__pixi__examples__pytorch__pixi.lock": "pytorch-channel"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", CORPUS, ids=lambda p: p.name[:40])
 def test_every_corpus_lock_imports(source: Path, tmp_path: Path) -> None:
     from conda_lock.lockfile import parse_conda_lock_file
@@ -33,6 +34,7 @@ def test_every_corpus_lock_imports(source: Path, tmp_path: Path) -> None:
     assert "linux-64" in lock.metadata.platforms
 
 
+@pytest.mark.slow
 def test_conda_lock_import_keeps_every_entry(tmp_path: Path) -> None:
     source = next(p for p in CORPUS if p.name.startswith("pangeo") and p.name.endswith("conda-lock.yml"))
     original = yaml.safe_load(source.read_text())["package"]
@@ -59,6 +61,7 @@ def test_uv_lock_picks_the_linux_wheel_for_the_python(tmp_path: Path) -> None:
     assert "claymodel" in lock.meta("skipped")
 
 
+@pytest.mark.slow
 def test_unsupported_input_fails_cleanly(tmp_path: Path) -> None:
     text_file = tmp_path / "notes.txt"
     text_file.write_text("just: [some, yaml]\n")
@@ -70,6 +73,7 @@ def test_unsupported_input_fails_cleanly(tmp_path: Path) -> None:
     assert not (tmp_path / "x.yml").exists() and not (tmp_path / "y.yml").exists()
 
 
+@pytest.mark.slow
 def test_pixi_v7_platform_virtual_packages_come_over(tmp_path: Path) -> None:
     source = next(p for p in CORPUS if p.name.startswith("data-apis__array-api-extra"))
     _, lock = import_lock(source, "t", "tests-cuda", tmp_path / "x.yml")
@@ -79,6 +83,7 @@ def test_pixi_v7_platform_virtual_packages_come_over(tmp_path: Path) -> None:
     assert "__cuda" not in plain.meta("virtual-packages.linux-64")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cut", [3000, 60000])
 def test_a_truncated_pixi_lock_is_named_as_such(tmp_path: Path, cut: int) -> None:
     source = next(p for p in CORPUS if p.name.startswith("data-apis__array-api-extra"))

@@ -43,6 +43,7 @@ def conda_lock_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(tmp_path: Path, conda_lock_file: Path) -> None:
     from conda_lock.conda_lock import render_lockfile_for_platform
     from conda_lock.lockfile import parse_conda_lock_file
@@ -62,6 +63,7 @@ def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(tm
     assert load_lock(tmp_path / "t.yml") == lock
 
 
+@pytest.mark.slow
 def test_a_conda_lock_sdist_pip_entry_is_listed_not_locked(tmp_path: Path, conda_lock_file: Path) -> None:
     _, lock = import_lock(conda_lock_file, "t", None, tmp_path / "t.yml")
     assert sorted(p.name for p in lock.package) == ["six", "zlib"]
@@ -70,6 +72,7 @@ def test_a_conda_lock_sdist_pip_entry_is_listed_not_locked(tmp_path: Path, conda
     assert rendered.returncode == 0 and "orjson" not in (tmp_path / "pylock.toml").read_text()
 
 
+@pytest.mark.slow
 def test_a_pixi_environment_without_linux_is_refused_naming_its_platforms(tmp_path: Path) -> None:
     text = (FOREIGN / "tiny.pixi.lock").read_text()
     text = text.replace("      linux-64:\n      - conda: https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda\n",

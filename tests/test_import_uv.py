@@ -39,6 +39,7 @@ def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(tmp_path: 
     assert (("tomli", "2.5.0") in expected) == (python == "3.10")  # python < 3.11 only
 
 
+@pytest.mark.slow
 def test_conflicting_extras_and_unknown_choices_are_refused_with_what_exists(tmp_path: Path) -> None:
     source = CONFLICTS / "uv.lock"
     with pytest.raises(UserError, match=r"`trainer\[cpu\]` and `trainer\[cu128\]` conflicting") as raised:
@@ -58,6 +59,7 @@ def test_conflicting_extras_and_unknown_choices_are_refused_with_what_exists(tmp
 CORPUS_UV = sorted(shared_dir().glob("corpus/*uv.lock")) if has_shared() else []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not has_shared(), reason=NEEDS_SHARED)
 @pytest.mark.parametrize("source", CORPUS_UV, ids=lambda p: p.name[:30])
 @pytest.mark.parametrize("platform, python", [("linux-64", "3.11"), ("linux-aarch64", "3.12"), ("linux-64", "3.13")])
@@ -115,6 +117,7 @@ for _number in range(1, 7):
     WHEELS_LOCK = WHEELS_LOCK.replace(f"HASH{_number}", f"{_number}" * 64)
 
 
+@pytest.mark.slow
 def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) -> None:
     """torch +cpu from PyTorch's index and flash-attn from a release page are tagged plain `linux_x86_64`:
     wheels for linux-64. A wheel that needs a newer glibc is named with that glibc and --glibc admitting it."""

@@ -16,7 +16,7 @@ from lockgen.api.import_lock import import_lock
 from tests.conftest import run_cli
 from tests.uv_oracle import lockgen_takes, uv_export, uv_selects, write_project
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.slow]  # every test here solves with uv or builds an image first
 PLATFORMS = ["linux-64", "linux-aarch64"]
 BUILD = '\n[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
 ROOT = '''[project]

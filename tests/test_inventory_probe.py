@@ -20,6 +20,8 @@ from lockgen.core.wheel_files import Scheme, expected_files
 from lockgen.errors import UserError
 from tests.test_wheel_record import demo_wheel
 
+pytestmark = pytest.mark.slow  # every test here builds a venv, an image or a registry first
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 SITE = f"lib/python{PY}/site-packages"
 
@@ -132,3 +134,38 @@ def test_probe_errors_are_user_errors(tmp_path):
     fake.chmod(0o755)
     with pytest.raises(UserError, match="printed no JSON"):
         probe(fake)
+
+
+def test_freeze_reads_the_distributions_the_probe_reads(venv, tmp_path):
+    """freeze and pin read installed distributions with one reader: pip's wheel installed from a file (its
+    direct_url.json records the archive's sha256) becomes a pip entry, a legacy egg-info (a folder, or one
+    PKG-INFO file) is listed as importlib.metadata would list it, named unpinnable by the local freeze
+    (--skip-unpinnable), and refused for its RECORD by pin and by freeze --python's one-step pin."""
+    from lockgen.adapters.lockfile_yaml import load_lock
+    from tests.conftest import run_cli
+
+    prefix, wheel = venv
+    site = prefix / SITE
+    (site / "legacy-0.1.egg-info").mkdir()
+    (site / "legacy-0.1.egg-info" / "PKG-INFO").write_text("Metadata-Version: 1.0\nName: legacy\nVersion: 0.1\n")
+    (site / "single-2.0.egg-info").write_text("Metadata-Version: 1.0\nName: Single\nVersion: 2.0\n")
+    try:
+        listed = {d.key: d.record_sha256 for d in probe(prefix / "bin" / "python").distributions}
+        assert listed.keys() == {"demo 1.0", "legacy 0.1", "Single 2.0"} and listed["legacy 0.1"] is None
+        refused = run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--target", "node", "--out", str(tmp_path / "a.yml"))
+        # freeze --python inventories and pins in one step: a distribution with no RECORD cannot be pinned
+        assert refused.returncode == 1 and "2 distributions have no RECORD" in refused.stderr, refused.stderr
+        assert "legacy 0.1, Single 2.0" in refused.stderr and not (tmp_path / "a.yml").exists()
+        done = run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--target", "node", "--out", str(tmp_path / "b.yml"),
+                       "--skip-unpinnable")
+        assert done.returncode == 0, done.stderr
+        (entry,) = load_lock(tmp_path / "b.yml").package
+        assert (entry.name, entry.version, entry.hash.sha256) == ("demo", "1.0", hashlib.sha256(wheel.read_bytes()).hexdigest())
+        assert run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--inventory", str(tmp_path / "inv.json")).returncode == 0
+        pinned = run_cli("pin", str(tmp_path / "inv.json"), "--target", "node", "--out", str(tmp_path / "c.yml"))
+        assert pinned.returncode == 1 and "2 distributions have no RECORD" in pinned.stderr, pinned.stderr
+    finally:
+        (site / "single-2.0.egg-info").unlink()
+        for path in sorted((site / "legacy-0.1.egg-info").iterdir()):
+            path.unlink()
+        (site / "legacy-0.1.egg-info").rmdir()

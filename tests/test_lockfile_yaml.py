@@ -34,6 +34,7 @@ def _lock(meta_value: str, dep_spec: str, version: str) -> Lock:
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @example(meta_value="A\n", dep_spec="1.2.3\n", version="1")  # a plain-scalar regex's `$` matched before a final newline
 @given(meta_value=_text, dep_spec=_text, version=st.one_of(_text.filter(bool), st.from_regex(r"\A[0-9]{1,3}([._][0-9]{1,3}){0,3}[a-z]?\Z"),
@@ -60,3 +61,48 @@ def test_unknown_version_and_garbage_are_refused(tmp_path: Path) -> None:
         parse_lock("a: [unclosed", "x")
     with pytest.raises(LockFormatError, match="malformed"):
         parse_lock(good.replace("manager: conda", "manager: apt", 1), "x")
+
+
+_CONDA_ENTRY = st.builds(
+    lambda name, version, build, digest: {"name": name, "version": version, "manager": "conda", "platform": "linux-64",
+                                          "dependencies": {}, "hash": {"sha256": digest}, "category": "main", "optional": False,
+                                          "url": f"https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-{build}.conda"},
+    st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True), st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True),
+    st.from_regex(r"[a-z0-9]{1,8}_[0-9]", fullmatch=True), st.from_regex(r"[0-9a-f]{64}", fullmatch=True))
+
+
+def _v1_document(entries: list[dict]) -> dict:
+    return {"version": 1, "metadata": {"content_hash": {}, "channels": [{"url": "conda-forge", "used_env_vars": []}],
+                                       "platforms": ["linux-64"], "sources": ["environment.yml"],
+                                       "time_metadata": {"created_at": "2025-01-01T00:00:00Z"}},
+            "package": entries}
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_CONDA_ENTRY, min_size=1, max_size=5, unique_by=lambda e: e["name"]), st.booleans(),
+       st.sampled_from(["version", "hash", "optional", "url", None]))
+def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_build: bool, broken: str | None) -> None:
+    """One reader of the v1 format (`v1_lock`): a lock lockgen reads and the same file imported give the same
+    entries (import adds the `build` conda-lock leaves out, from the archive's name, which lockgen's own
+    rules want written), and a document of a value of the wrong type fails both with the same message."""
+    from lockgen.adapters.foreign_locks import _conda_lock
+
+    built = [{**e, "build": e["url"].rsplit("-", 1)[1].removesuffix(".conda")} for e in entries]
+    if broken is not None:  # as a hand edit or another writer leaves it
+        entries[0][broken] = {"version": 1.5, "hash": "deadbeef", "optional": "maybe", "url": None}[broken]
+    document = _v1_document(built if with_build and broken is None else entries)
+    text = yaml.safe_dump(document)
+    if broken is not None:
+        with pytest.raises(LockFormatError) as mine:
+            parse_lock(text, "the.yml")
+        with pytest.raises(LockFormatError) as imported:
+            _conda_lock(yaml.safe_load(text), "d" * 64, Path("the.yml"))
+        assert imported.value.message == mine.value.message and imported.value.hint != mine.value.hint
+        return
+    if not with_build:
+        with pytest.raises(LockFormatError, match="is not a conda build string"):
+            parse_lock(text, "the.yml")
+    imported = _conda_lock(yaml.safe_load(text), "d" * 64, Path("the.yml"))
+    assert imported.packages == parse_lock(yaml.safe_dump(_v1_document(built)), "the.yml").package
+    assert imported.channels == ("conda-forge",)

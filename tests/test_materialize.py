@@ -174,6 +174,7 @@ def test_an_archive_writing_outside_the_prefix_is_refused(home: Path, tmp_path: 
     assert not (tmp_path / "env").exists() and not (tmp_path / "escaped.txt").exists()
 
 
+@pytest.mark.slow
 def test_interrupted_and_concurrent_runs(home: Path, tiny_lock: tuple[Path, Path]) -> None:
     lock, _ = tiny_lock
     envs = home / "envs"
@@ -232,6 +233,7 @@ def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tu
     assert "lib/libfoo.txt" in files and "etc/libfoo/prefix.txt" in files
 
 
+@pytest.mark.slow
 def test_freeze_refuses_index_installed_distributions(tmp_path: Path) -> None:
     import sys
 

@@ -73,6 +73,7 @@ def resolved_torch(folder: Path, url: str, **stack_options: str) -> tuple[str, s
     return done.stderr, torch_of(path.parent / "locks" / "h100.conda-lock.yml")
 
 
+@pytest.mark.slow
 def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Path, index) -> None:
     server, _ = index
     path = stack(tmp_path / "a", server.url)
@@ -94,6 +95,7 @@ def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Pa
     assert (again.parent / "locks" / "h100.conda-lock.yml").read_bytes() == lock_path.read_bytes()
 
 
+@pytest.mark.slow
 def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: Path, index) -> None:
     server, _ = index
     stderr, torch = resolved_torch(tmp_path, server.url, extra='unknown-releases = "refuse"')
@@ -104,12 +106,14 @@ def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: P
     assert refused.returncode == 1 and "unknown-releases" in refused.stderr and "Traceback" not in refused.stderr
 
 
+@pytest.mark.slow
 def test_exclude_newer_hides_a_release_from_the_evidence_too(tmp_path: Path, index) -> None:
     server, _ = index
     stderr, torch = resolved_torch(tmp_path, server.url, options='exclude-newer = "2026-10-01"')
     assert torch == "2.14.0" and "newer than lockgen's facts" not in stderr
 
 
+@pytest.mark.slow
 def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index) -> None:
     server, site = index
     path = stack(tmp_path, server.url)
@@ -123,7 +127,10 @@ def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index)
     assert "torch 2.18.0 is newer than lockgen's facts" in stale.stdout
 
 
-def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_out(tmp_path: Path, index) -> None:
+@pytest.mark.slow
+def test_an_index_answering_pep503_html_is_read_as_resolve_and_explain_read_any_source(tmp_path: Path, index) -> None:
+    """A PEP 503 page without hashes, upload times or metadata files (a plain mirror): its releases are the
+    candidates, and a release newer than the facts is judged on the METADATA read from the wheel by ranges."""
     server, site = index
     body, _ = site.files["/simple/torch/"]
     names = [f["filename"] for f in json.loads(body)["files"]]
@@ -131,10 +138,18 @@ def test_an_index_without_pep691_json_is_reported_and_its_newer_releases_stay_ou
     path = stack(tmp_path, server.url)
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
-    assert "could not be read from" in done.stderr and "they stay out" in done.stderr
-    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.14.0"
+    assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.16.0"
+    assert any(r is not None and r.startswith("bytes=") for p, r, _ in site.log if p.endswith("2.16.0-" + TAG + ".whl"))
+    report = json.loads(run_cli("explain", str(path), "--target", "h100", "--json").stdout)
+    assert [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"]] == [
+        ("2.16", True, "native-kernels"), ("2.14", True, "native-kernels")]  # only what the index serves
+    site.files["/simple/torch/"] = (b"<html>nothing here</html>", "text/html")
+    empty = run_cli("resolve", str(stack(tmp_path / "empty", server.url)))
+    assert empty.returncode == 1 and "no torch release on PyPI fits sm90" in empty.stderr
+    assert "hint: the stack's index serves no torch build the facts know" in empty.stderr
 
 
+@pytest.mark.slow
 def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path, index) -> None:
     server, _ = index
     done = run_cli("facts", "check", "--index", f"{server.url}/simple", "--platform", "linux-64", "--python", "3.11", "--json")
@@ -146,6 +161,7 @@ def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path,
     assert summary.returncode == 0 and json.loads(summary.stdout)["origin"] == "lockgen/data/gpu_facts.json"
 
 
+@pytest.mark.slow
 def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
     from lockgen.core.package_data import load_json
 

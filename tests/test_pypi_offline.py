@@ -97,6 +97,7 @@ def materialized(tmp_path: Path, index_url: str, deps: str, monkeypatch: pytest.
     return materialize(tmp_path / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
 
 
+@pytest.mark.slow
 def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from lockgen.api.check import check_prefix as check
 
@@ -107,6 +108,7 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
     assert check(prefix, full=True).clean and len(digest) == 64
 
 
+@pytest.mark.slow
 def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from lockgen.adapters.uv_resolver import uv_binary
     from lockgen.api.check import check_prefix as check
@@ -118,6 +120,7 @@ def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, 
     assert any(p.startswith("lib/python3.11/site-packages/delta") for p in drift.extra)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["climber", "scripter"])
 def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path: Path, index_url: str, name: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,3 +131,21 @@ def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path
     assert "leaves the prefix" in raised.value.message and raised.value.hint
     assert not [p for p in tmp_path.rglob("climbed*")]
     assert not list((tmp_path / "home" / "envs").glob("*-cpu-linux-64"))
+
+
+def test_an_update_that_moves_nothing_keeps_the_lock_bytes(tmp_path: Path, index_url: str) -> None:
+    """`--update gamma` when gamma has no newer release: the same packages, so the lock stays byte for byte
+    (the holds of that solve are no input of the stack: writing them would make the next plain resolve write
+    the lock back), and the command says where gamma stays."""
+    from tests.conftest import run_cli
+
+    path = stack(tmp_path, index_url, 'gamma = "*"\nbeta = "*"')
+    assert run_cli("resolve", str(path)).returncode == 0
+    lock = tmp_path / "locks" / "cpu.conda-lock.yml"
+    before = lock.read_bytes()
+    updated = run_cli("resolve", str(path), "--update", "gamma")
+    assert updated.returncode == 0, updated.stderr
+    assert "cpu: gamma stays at 1.0 (the lock is unchanged)" in updated.stderr and f"unchanged {lock}" in updated.stderr
+    assert lock.read_bytes() == before
+    again = run_cli("resolve", str(path), "--update", "beta", "--json")  # each platform's own version
+    assert '"unchanged": true' in again.stdout and "beta stays at 1.0" in again.stderr and lock.read_bytes() == before

@@ -60,6 +60,7 @@ def _installed(python: Path) -> set[tuple[str, str]]:
     return {(normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
 
 
+@pytest.mark.slow
 def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path, pypi_lock: Path) -> None:
     expected = {(normal(p.name), p.version) for p in load_lock(pypi_lock).package if p.manager == "pip"}
     assert expected == {("alpha", "1.0"), ("gamma", "1.0"), ("omega", "2.1")}
@@ -123,6 +124,7 @@ def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: lis
         assert {(normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
 
 
+@pytest.mark.slow
 def test_environment_yml_pins_every_conda_package_and_errors_name_the_way_out(tmp_path: Path) -> None:
     lock_path = EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"
     lock = load_lock(lock_path)

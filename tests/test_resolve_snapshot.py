@@ -41,6 +41,7 @@ def test_the_committed_snapshot_is_the_shared_one_byte_for_byte() -> None:
         assert (SNAPSHOT / name).read_bytes() == (shared / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_the_committed_example_locks_are_fresh_against_the_committed_snapshot() -> None:
     result = run_cli("resolve", str(EXAMPLE_STACK), "--check", "--channel-alias", f"conda-forge={SNAPSHOT}")
     assert result.returncode == 0, result.stderr
@@ -78,6 +79,7 @@ def test_resolving_twice_in_two_folders_gives_the_same_bytes(tmp_path: Path, sna
         assert (other / "locks" / name).read_bytes() == (resolved / name).read_bytes()
 
 
+@pytest.mark.slow
 def test_conda_lock_parses_every_lock(resolved: Path) -> None:
     from conda_lock.lockfile import parse_conda_lock_file
 
@@ -88,6 +90,7 @@ def test_conda_lock_parses_every_lock(resolved: Path) -> None:
         assert {(p.name, p.version) for p in lock.package} == {(p.name, p.version) for p in ours.package}
 
 
+@pytest.mark.slow
 def test_check_fresh_then_stale_for_each_reason(example_copy: Path, snapshot: Path) -> None:
     flags = ["--channel-alias", f"conda-forge={snapshot}"]
     missing = run_cli("resolve", str(example_copy), "--check", *flags)
@@ -134,6 +137,7 @@ def test_update_changes_only_the_named_package(example_copy: Path, snapshot: Pat
         api.resolve(example_copy, targets=["h100"], updates=["no-such-package"], aliases=flags)
 
 
+@pytest.mark.slow
 def test_diff_lists_the_cuda_stack_first(resolved: Path) -> None:
     result = run_cli("diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "h100.conda-lock.yml"))
     assert result.returncode == 1  # they differ, as diff(1) says it
@@ -147,6 +151,7 @@ def test_diff_lists_the_cuda_stack_first(resolved: Path) -> None:
     assert same.returncode == 0 and same.stdout == ""
 
 
+@pytest.mark.slow
 def test_render_explicit(resolved: Path) -> None:
     result = run_cli("render", str(resolved / "gh200.conda-lock.yml"), "--platform", "linux-aarch64")
     assert result.returncode == 0
@@ -168,6 +173,7 @@ def test_exclude_newer_passes_through(example_copy: Path, snapshot: Path) -> Non
     assert lock.meta("exclude-newer") == "2026-01-01"
 
 
+@pytest.mark.slow
 def test_snapshot_over_http_gives_the_same_choices(example_copy: Path, snapshot: Path, http_channel, resolved: Path) -> None:
     url = http_channel(snapshot)
     results = api.resolve(example_copy, aliases=[f"conda-forge={url}"])

@@ -153,12 +153,20 @@ def test_shell_opens_in_the_environment_with_a_marked_prompt(conda_stack: Path, 
     assert f"IN:{prefix}:{prefix}/bin:" in shown  # the activation applied again after the user's rc file
 
 
+def _signals_as_from_a_terminal() -> None:
+    """SIGINT, SIGHUP and SIGTERM at their defaults in the child, as a terminal starts a command: a suite run in
+    the background (`cmd &`, nohup) ignores SIGINT or SIGHUP, an ignored signal stays ignored across exec, and
+    a non-interactive sh cannot trap a signal ignored on entry (POSIX), whatever lockgen does."""
+    for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
 def test_a_signal_sent_to_lockgen_reaches_the_command(conda_stack: Path, tmp_path: Path, name: str) -> None:
     waiting = 'trap "echo caught; exit 42" TERM INT HUP; echo "ready $$"; while :; do sleep 0.1; done'
     child = subprocess.Popen([sys.executable, "-m", "lockgen", "run", _lock(conda_stack), "--", "sh", "-c", waiting],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, **_env(tmp_path)})
+                             env={**os.environ, **_env(tmp_path)}, preexec_fn=_signals_as_from_a_terminal)
     try:
         assert child.stdout is not None
         ready, _, _ = select.select([child.stdout], [], [], 120)

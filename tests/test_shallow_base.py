@@ -157,6 +157,7 @@ def shallow(world) -> tuple[Path, str]:
     return out, done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_a_shallow_export_reads_the_manifest_and_config_only(world, shallow) -> None:
     out, digest = shallow
     base_layers = layers_of(world["base"], world["digest"])
@@ -181,6 +182,7 @@ def test_a_shallow_export_reads_the_manifest_and_config_only(world, shallow) -> 
     assert local.returncode == 0 and local.stdout.strip() == digest, local.stderr
 
 
+@pytest.mark.slow
 def test_commands_that_need_every_blob_refuse_a_shallow_layout(world, shallow) -> None:
     out, _ = shallow
     one_line_error(run_cli("check", "--image", str(out), "--lock", str(world["lock"])), "shallow", "platform/base@")
@@ -190,6 +192,7 @@ def test_commands_that_need_every_blob_refuse_a_shallow_layout(world, shallow) -
     assert not (world["folder"] / "img.tar").exists()
 
 
+@pytest.mark.slow
 def test_push_mounts_on_the_base_s_registry_and_streams_to_another(world, shallow) -> None:
     out, digest = shallow
     base_layers = layers_of(world["base"], world["digest"])
@@ -218,6 +221,7 @@ def test_push_mounts_on_the_base_s_registry_and_streams_to_another(world, shallo
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@pytest.mark.slow
 def test_a_base_index_gives_the_lock_s_platform(world) -> None:
     folder = world["folder"]
     multi = base_layout(folder / "multi", {"arm64": [{"etc/os-release": b"ID=arm\n"}],
@@ -241,6 +245,7 @@ def test_a_base_index_gives_the_lock_s_platform(world) -> None:
     one_line_error(export(world["lock"], folder / "x", folder / "home-1", "--base", str(foreign)), "no linux/amd64")
 
 
+@pytest.mark.slow
 def test_bad_bases_are_one_line_errors(world) -> None:
     folder, lock = world["folder"], world["lock"]
     with socket.socket() as probe:  # a port nothing listens on
@@ -282,6 +287,7 @@ DOCUMENT = st.fixed_dictionaries({}, optional={"manifests": st.lists(ENTRY | st.
     | st.lists(st.integers(), max_size=2) | st.none()
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(DOCUMENT, st.sampled_from(["amd64", "arm64"]))
 def test_choosing_a_platform_from_any_index_is_an_entry_of_it_or_one_error(index, architecture: str) -> None:

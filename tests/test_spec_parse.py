@@ -92,6 +92,7 @@ _key = st.text(alphabet=st.sampled_from("abcdefghijklmnopqrstuvwxyz-_0123456789"
 _value = st.one_of(st.text(max_size=20), st.integers(), st.booleans(), st.lists(st.text(max_size=8), max_size=3))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(section=st.sampled_from(["stack", "targets.a100", "targets.cpu", "dependencies"]), key=_key, value=_value)
 def test_any_added_key_parses_or_fails_cleanly(section: str, key: str, value: object) -> None:

@@ -53,6 +53,7 @@ def layer_digests(layout: Path) -> list[str]:
     return [layer["digest"] for layer in manifest["layers"]]
 
 
+@pytest.mark.slow
 def test_a_team_image_is_the_base_image_plus_the_team_s_layers(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     _, base_layout = base_image
     lock = resolved_team_lock(tmp_path)
@@ -71,6 +72,7 @@ def test_a_team_image_is_the_base_image_plus_the_team_s_layers(tmp_path: Path, b
     assert export(lock, tmp_path / "again", "--base", str(base_layout)) == digest  # reproducible
 
 
+@pytest.mark.slow
 def test_only_the_team_lock_s_own_base_image_is_reused(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     base, base_layout = base_image
     moved = team(tmp_path / "a", 'trans = "*"', "override = true")
@@ -89,6 +91,7 @@ def environment_digest(layout: Path) -> str:
     return config["config"]["Labels"]["dev.lockgen.environment.digest"]
 
 
+@pytest.mark.slow
 def test_the_team_image_on_its_base_is_the_environment_built_whole(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     """The held packages are not linked or hashed again (the base image's records and manifest stand in for
     them), yet the environment digest is the one of the whole team environment built from scratch."""
@@ -122,6 +125,7 @@ def _forged_base(tmp_path: Path, base: Path, base_layout: Path) -> Path:
     return tmp_path / "forged"
 
 
+@pytest.mark.slow
 def test_a_forged_base_is_refused_or_caught(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     base, base_layout = base_image
     (tmp_path / "work").mkdir()
@@ -139,6 +143,7 @@ def test_a_forged_base_is_refused_or_caught(tmp_path: Path, base_image: tuple[Pa
     assert checked.returncode == 1 and "libtorchish 1.0: modified lib/libtorchish.so" in checked.stdout, checked.stdout
 
 
+@pytest.mark.slow
 def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     """A channel that replaced tok 0.21.4's archive after the base was locked: the team lock pins the new
     archive, which the base image's layers do not hold."""
@@ -150,6 +155,7 @@ def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path,
     assert refused.returncode == 1 and "tok 0.21.4 is another archive than its base lock's" in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp_path: Path,
                                                                            base_image: tuple[Path, Path]) -> None:
     _, base_layout = base_image
@@ -175,6 +181,7 @@ def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@pytest.mark.slow
 def test_a_team_image_on_a_base_behind_registry_credentials(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     """The base read shallow, its held records streamed, and the team image pushed (base layers mounted from
     the base's repository) through a registry that answers 401 without Basic credentials; the credentials
@@ -237,6 +244,7 @@ def _venv_style_python(tmp_path: Path) -> Pkg:
                       "pyvenv.cfg": f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {version}\n"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extends", ["../platform/stack.toml", "../base-img"])
 def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, extends: str) -> None:
     """The team's wheels install with the base's Python: python and what it needs (libpyrt) are linked again

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from tests.channel_factory import Pkg, build_channel
@@ -43,6 +45,7 @@ def team(tmp_path: Path, deps: str, extra: str = "") -> Path:
                  f'[stack]\nname = "team"\nextends = "../platform/stack.toml"\n{extra}\n[dependencies]\n{deps}\n')
 
 
+@pytest.mark.slow
 def test_a_team_stack_holds_the_base_and_adds_its_own(tmp_path: Path, platform: tuple[Path, Path]) -> None:
     _, base = platform
     stack = team(tmp_path, 'teamtool = "*"')
@@ -61,6 +64,7 @@ def test_a_team_stack_holds_the_base_and_adds_its_own(tmp_path: Path, platform: 
     assert stale.returncode == 1 and "cpu: base-changed: " in stale.stdout, stale.stdout + stale.stderr
 
 
+@pytest.mark.slow
 def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(tmp_path: Path, platform: tuple[Path, Path]) -> None:
     stack = team(tmp_path, 'trans = "*"')
     refused = run_cli("resolve", str(stack))
@@ -75,6 +79,7 @@ def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(tmp_path: P
     assert load_lock(lock).metadata.custom_metadata["lockgen.base-moved.linux-64"] == "tok 0.21.4 -> 0.22.1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("text", "fragment"), [
     ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nbase-lib = "*"\n', "is the base's dependency"),
     ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\nplatforms = ["linux-64"]\n[dependencies]\nteamtool = "*"\n',
@@ -99,6 +104,7 @@ def test_the_base_must_be_resolved_first(tmp_path: Path) -> None:
     assert done.returncode == 1 and "resolve the base first: lockgen resolve" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(tmp_path: Path) -> None:
     import json
 
@@ -128,6 +134,7 @@ def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(
     assert "pytorch 2.5.0 cpu_h1_0 -> 2.6.0 cpu_h1_0 on linux-64" in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 def test_a_team_stack_on_a_missing_or_unreadable_lock_is_one_error(tmp_path: Path) -> None:
     stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../vendor/node.conda-lock.yml"\n'
                   '[pypi-dependencies]\nsix = "*"\n[targets.node]\narch = "cpu"\n')
@@ -136,3 +143,60 @@ def test_a_team_stack_on_a_missing_or_unreadable_lock_is_one_error(tmp_path: Pat
     write(tmp_path / "vendor" / "node.conda-lock.yml", "version: [not a lock\n")
     broken = run_cli("resolve", str(stack))
     assert broken.returncode == 1 and "error:" in broken.stderr and "Traceback" not in broken.stderr, broken.stderr
+
+
+@pytest.mark.parametrize("conda_python, recorded, expected", [("3.12.4", "3.11", "3.12"), ("3.12.4", "", "3.12"),
+                                                              (None, "3.11", "3.11"), (None, "", None)])
+def test_a_lock_s_python_has_one_precedence_for_every_reader(tmp_path: Path, conda_python: str | None, recorded: str,
+                                                             expected: str | None) -> None:
+    """The conda python (the interpreter the environment runs, whose folder its wheels go into) over the version
+    the lock records, which stands alone for a lock without one (a venv's): what export and check place wheels by
+    is what a team stack on that lock takes as its Python."""
+    from lockgen.adapters.lockfile_yaml import dump_lock
+    from lockgen.adapters.stack_file import lock_base
+    from lockgen.core.expected_env import lock_python
+    from lockgen.model.lock import Lock, LockedPackage, LockMetadata, PackageHash
+
+    packages = () if conda_python is None else (LockedPackage(
+        name="python", version=conda_python, manager="conda", platform="linux-64", build="h1_0_cpython",
+        url=f"https://conda.anaconda.org/conda-forge/linux-64/python-{conda_python}-h1_0_cpython.conda",
+        hash=PackageHash(sha256="ab" * 32)),)
+    meta = {"lockgen.target": "cpu", **({"lockgen.python.linux-64": recorded} if recorded else {})}
+    lock = Lock(metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(),
+                                      custom_metadata=meta), package=packages)
+    path = tmp_path / "base.conda-lock.yml"
+    path.write_text(dump_lock(lock))
+    assert lock_python(lock, "linux-64") == expected
+    assert lock_base(path, "stack.toml").python == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,20}[A-Za-z0-9])?", fullmatch=True),
+       st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,3}", fullmatch=True))
+def test_a_wheel_s_layer_key_is_one_from_its_lock_entry_and_its_dist_info(name: str, version: str) -> None:
+    """Export tells the base's layers by key: a lock entry's (`package_key`) and the dist-info folder the wheel
+    installs (its name escaped as installers write it, `-`/`.` as `_`) must give the same one."""
+    import re
+
+    from lockgen.core.team import dist_info_key, package_key
+    from lockgen.model.lock import LockedPackage, PackageHash
+
+    entry = LockedPackage(name=name, version=version, manager="pip", platform="linux-64",
+                          url=f"https://example.invalid/{name}-{version}-py3-none-any.whl", hash=PackageHash(sha256="ab" * 32))
+    folder = f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
+    assert dist_info_key(folder) == package_key(entry)
+
+
+@pytest.mark.parametrize("extends, expected", [
+    ("../platform/stack.toml", "../platform/locks/cpu.conda-lock.yml"),
+    ("../vendor/locks/node.conda-lock.yml", "../vendor/locks/node.conda-lock.yml"),
+    ("docker://registry.example/base@sha256:" + "ab" * 32, "locks/_base.conda-lock.yml"),
+    ("../base-img", "locks/_base.conda-lock.yml"),
+])
+def test_where_a_base_lock_is_has_one_answer(extends: str, expected: str) -> None:
+    """From the team stack (resolve, the stack reader) and from a team lock file (export, certs): the same path."""
+    from lockgen.core.stack_layout import base_lock_path, team_lock_base
+
+    team = Path("/teams/ml")
+    assert base_lock_path(team / "stack.toml", extends, "cpu") == team / expected
+    assert team_lock_base(team / "locks" / "cpu.conda-lock.yml", extends, "cpu") == team / expected

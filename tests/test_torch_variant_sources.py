@@ -5,6 +5,7 @@ download.pytorch.org/whl/cu126 (`2.13.0+cu126`, `2.14.1+cu126`), served under a 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -209,6 +210,61 @@ def test_any_index_page_or_source_setting_gives_candidates_or_one_error(tmp_path
     folder = tmp_path / f"f{data.draw(st.integers(0, 10**9))}"
     path = stack(folder, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/html" }}\ntorch-variants = {variants}\n'
                  f'torch-mirror = {mirror}', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    try:
+        report = explain(path, "v100")
+    except LockgenError as exc:
+        assert exc.message and "\n" not in exc.message and exc.hint
+    else:
+        assert all(c["rule"] for c in report["candidates"])
+
+
+def test_a_file_index_folder_is_read_under_the_file_roots_as_an_air_gapped_mirror_is(tmp_path: Path, indexes) -> None:
+    """`torch-indexes.cu126 = "file:///mirror/whl/cu126"`: a PEP 503 folder (`torch/index.html`, the layout uv
+    reads) is read at resolve time like an http index, only under $LOCKGEN_FILE_ROOTS, and torch is routed to it."""
+    from tests.wheel_index import build_index
+
+    pypi, _, _ = indexes
+    mirror = build_index(tmp_path / "mirror" / "whl" / "cu126", CU126)
+    folder = (mirror / "simple").as_uri()
+    path = stack(tmp_path / "s", pypi, f'torch-indexes = {{ cu126 = "{folder}" }}',
+                 targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    outside = run_cli("resolve", str(path), env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "s")})
+    assert outside.returncode == 1 and "its torch source cu126 @ " in outside.stderr and "outside the folders" in outside.stderr
+    assert "hint: " in outside.stderr and "Traceback" not in outside.stderr and not (tmp_path / "s" / "locks").exists()
+    done = run_cli("resolve", str(path), env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "mirror")})
+    assert done.returncode == 0, done.stderr
+    torch = torch_of(path.parent, "v100")
+    assert torch.version == "2.14.1+cu126" and torch.url.startswith((mirror / "files").as_uri())
+    meta = load_lock(path.parent / "locks" / "v100.conda-lock.yml").metadata.custom_metadata
+    assert meta["lockgen.torch-index.linux-64"] == f"torch @ {folder}"
+    report = json.loads(run_cli("explain", str(path), "--target", "v100", "--json",
+                                env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "mirror")}).stdout)
+    assert ("2.14", folder, True) in [(c["release"], c["source"], c["admitted"]) for c in report["candidates"]]
+    (mirror / "simple" / "torch" / "index.html").write_text('<a href="https://elsewhere.example/torch-2.14.1+cu126-'
+                                                           f'{X86}.whl">x</a>')
+    escaped = run_cli("explain", str(path), "--target", "v100", env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "mirror")})
+    assert escaped.returncode == 1 and "outside the folder" in escaped.stderr and "Traceback" not in escaped.stderr
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_local_index_page_gives_candidates_or_one_error(tmp_path: Path, indexes, data: st.DataObject) -> None:
+    """A local index folder's page, HTML or PEP 691 JSON, damaged or linking anywhere: explain works, or it is a
+    LockgenError with a one-line message and a hint."""
+    from lockgen.api.explain import explain
+
+    pypi, _, _ = indexes
+    folder = Path(tempfile.mkdtemp(dir=tmp_path)) / "torch"
+    folder.mkdir()
+    name = data.draw(st.sampled_from(["index.html", "index.v1_json"]))
+    href = data.draw(st.sampled_from([f"torch-2.14.1+cu126-{X86}.whl", f"/etc/torch-2.14.1+cu126-{X86}.whl",
+                                      f"http://127.0.0.1:1/torch-2.14.1+cu126-{X86}.whl", "../../../x.whl"]))
+    text = data.draw(st.sampled_from([f'<a href="{href}">t</a>', json.dumps({"files": [{"filename": href.rsplit("/")[-1],
+                                      "url": href, "hashes": {"sha256": "a" * 64}}]})]))
+    noise = data.draw(st.text(max_size=30))
+    (folder / name).write_text(text[:data.draw(st.integers(0, len(text)))] + noise, encoding="utf-8", errors="surrogatepass")
+    path = stack(folder.parent, pypi, f'torch-indexes = {{ cu126 = "{folder.parent.as_uri()}" }}',
+                 targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
     try:
         report = explain(path, "v100")
     except LockgenError as exc:

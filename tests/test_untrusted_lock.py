@@ -55,6 +55,7 @@ def _victim(tmp_path: Path) -> Path:
     return victim
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["build", "version", "name"])
 def test_a_build_version_or_name_that_climbs_is_refused_and_removes_nothing(tmp_path: Path, home: Path, key: str) -> None:
     victim = _victim(tmp_path)
@@ -68,6 +69,7 @@ def test_a_build_version_or_name_that_climbs_is_refused_and_removes_nothing(tmp_
     assert (victim / "keep.txt").read_text() == "mine\n" and not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_a_sha256_that_is_a_path_never_reaches_the_manifest_cache(tmp_path: Path, home: Path) -> None:
     victim = _victim(tmp_path)
     sha = _first_value(CPU_LOCK.read_text(), "sha256")
@@ -78,6 +80,7 @@ def test_a_sha256_that_is_a_path_never_reaches_the_manifest_cache(tmp_path: Path
     assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"] and not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.slow
 def test_a_target_that_is_a_path_never_places_the_environment(tmp_path: Path, home: Path) -> None:
     lock = _edited(tmp_path, PYPI_LOCK, "lockgen.target: cpu", "lockgen.target: x/../../../../escaped")
     result = run_cli("materialize", str(lock), env={"LOCKGEN_HOME": str(home)})
@@ -85,6 +88,7 @@ def test_a_target_that_is_a_path_never_places_the_environment(tmp_path: Path, ho
     assert not list(tmp_path.glob("escaped*")) and not (home / "envs").exists()
 
 
+@pytest.mark.slow
 def test_a_python_that_is_a_program_is_never_run(tmp_path: Path, home: Path) -> None:
     marker = tmp_path / "ran"
     program = tmp_path / "program"
@@ -97,6 +101,7 @@ def test_a_python_that_is_a_program_is_never_run(tmp_path: Path, home: Path) -> 
     assert not marker.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("injected", ["\n-r /etc/shadow", " --index-url http://127.0.0.1:9/", "\nevil @ file:///tmp/evil.whl"])
 def test_a_url_that_holds_a_requirement_line_is_refused(tmp_path: Path, home: Path, injected: str) -> None:
     url = _first_value(PYPI_LOCK.read_text(), "url")
@@ -107,6 +112,7 @@ def test_a_url_that_holds_a_requirement_line_is_refused(tmp_path: Path, home: Pa
     assert "root:" not in result.stderr + result.stdout and not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_a_conda_entry_naming_another_version_than_its_archive_is_refused(tmp_path: Path, home: Path) -> None:
     """The lock says hello-data 9.9.9; the URL and the hash are 1.0's archive. Renamed on the mirror, the file
     name agrees with the entry, and the archive's own info/index.json still says 1.0."""
@@ -161,6 +167,7 @@ def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path
         manifest_of(entry, {})
 
 
+@pytest.mark.slow
 def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path) -> None:
     channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
     lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
@@ -178,6 +185,7 @@ def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path)
     assert (tmp_path / "env" / "share" / "hello.txt").read_text() == "1\n"
 
 
+@pytest.mark.slow
 def test_a_file_url_never_reveals_the_hash_of_what_it_names(tmp_path: Path, home: Path) -> None:
     """A lock naming a local file the lock did not bring (here one the attacker cannot read, renamed into the
     entry's archive name) gets a refusal that does not print the file's digest."""
@@ -222,6 +230,7 @@ _FIELDS = ("name", "version", "build", "url", "sha256", "md5", "platform", "cate
            "lockgen.python.linux-64")
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(field=st.sampled_from(_FIELDS), value=st.text(min_size=0, max_size=80))
 def test_any_field_is_loaded_checked_or_refused_as_one_error(field: str, value: str) -> None:
@@ -299,6 +308,7 @@ def _pip_lock(tmp_path: Path, wheel: Path) -> Path:
     return lock
 
 
+@pytest.mark.slow
 def test_a_wheel_file_its_record_does_not_list_fails_materialize(tmp_path: Path, home: Path) -> None:
     honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
     smuggled = _rewritten(honest, tmp_path / "smuggled", lambda name, data: data, {"demo/sitecustomize_hook.py": b"import os\n"})
@@ -319,6 +329,7 @@ def test_two_conda_packages_installing_one_path_fail_materialize(tmp_path: Path,
     assert not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_file_capabilities_are_drift_for_both_checks(tmp_path: Path, home: Path) -> None:
     """`setcap cap_setuid+ep` changes no byte and no mode bit, yet the program may then become root."""
     channel = build_channel(tmp_path / "channel", [Pkg("tool", "1.0", files={"bin/tool": "#!/bin/sh\necho tool\n"})])
@@ -336,6 +347,7 @@ def test_file_capabilities_are_drift_for_both_checks(tmp_path: Path, home: Path)
     assert proven.returncode == 1 and "bin/tool is setuid, setgid, world-writable or carries file capabilities" in proven.stdout, proven.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["timestamp", "unchecked-hash", "checked-hash"])
 def test_byte_code_beside_a_proven_source_must_be_its_byte_code(tmp_path: Path, home: Path, mode: str) -> None:
     """Python runs a .pyc whose header matches (timestamp), or always (unchecked hash), or when the source's
@@ -372,6 +384,7 @@ def subprocess_run(command: list[str]) -> str:
     return subprocess.run(command, capture_output=True, text=True, timeout=60).stdout.strip()
 
 
+@pytest.mark.slow
 def test_a_file_url_outside_the_users_roots_is_never_read(tmp_path: Path, home: Path) -> None:
     """A lock names a local file by a file: URL; lockgen reads it only under $LOCKGEN_FILE_ROOTS, links resolved
     (the suite's roots are the temporary folder and the repository)."""

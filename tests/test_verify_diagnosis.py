@@ -115,6 +115,7 @@ def test_a_failed_floor_blames_the_other_process_not_the_power_cap() -> None:
     assert failed and all("pid 77 (python3" in c.detail and "power cap" not in c.detail for c in failed)
 
 
+@pytest.mark.slow
 def test_the_cpu_kernel_names_a_preloaded_library_and_the_setting(tmp_path: Path) -> None:
     """For real: the CPU kernel under LD_PRELOAD of a library copied outside the environment and the system."""
     system_libz = ctypes.util.find_library("z")

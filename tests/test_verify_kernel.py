@@ -3,6 +3,8 @@ be run on here (a CPU-only torch on a GPU target, a hidden GPU, PTX-only kernels
 
 from __future__ import annotations
 
+import pytest
+
 from verify.expect import expectations, stack_checks
 from verify.results import Results
 from verify.stack import coverage
@@ -93,6 +95,7 @@ def test_a_ddp_mismatch_names_the_tensors_that_differ() -> None:
     assert _where_they_differ(named, torch.tensor([0.0, 0.0, 0.0, 2e-7, 0.0])) == "1 of 2 tensors: head.bias: 1 values, up to 2e-07"
 
 
+@pytest.mark.slow
 def test_the_quick_optimizer_is_torch_optims_adamw_without_dynamo() -> None:
     """--quick trains with AdamW in torch ops (verify.adamw): the same update as torch.optim.AdamW, and a
     process that uses it never imports torch._dynamo (2.7 s of a quick run on an H200)."""

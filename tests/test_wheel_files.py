@@ -129,6 +129,7 @@ _rows = st.lists(st.builds(wf.RecordRow, st.lists(_segment, min_size=1, max_size
                            st.none() | st.integers(0, 2**40)), max_size=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_rows)
 def test_record_round_trips(rows):
@@ -136,6 +137,7 @@ def test_record_round_trips(rows):
     assert wf.parse_record(wf.render_record(rows)) == tuple(rows)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.from_regex(r"[a-z0-9_]{1,8}", fullmatch=True), min_size=1, max_size=3), min_size=3,
                 max_size=3))
@@ -166,3 +168,61 @@ def test_the_wheel_an_installer_picks_on_the_target(files: list[str], glibc: str
 def test_the_wheel_chosen_does_not_depend_on_the_order_listed(files: list[str]) -> None:
     assert best_for_target(files, "3.12", "x86_64", "2.28") == "m-1-py312-none-any.whl"
     assert len(set(target_tags("3.12", "x86_64", "2.28"))) == len(target_tags("3.12", "x86_64", "2.28"))
+
+
+def _inside_by_normpath(base: str, path: str) -> str | None:
+    """The placement rule written plainly (normpath of every path): what `inside`'s shortcut must equal."""
+    import posixpath
+
+    if not path or "\x00" in path or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+        return None
+    joined = posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
+    return None if joined in (".", "..") or joined.startswith("../") else joined
+
+
+_PARTS = st.lists(st.sampled_from(["a", "b.py", ".", "..", "", ".libs", "x.data", "scripts", "..x", "c:"]), max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PARTS.map("/".join), st.sampled_from(["", SITE, "bin", "include/site/python3.12/..", "a/./b"]))
+def test_placement_shortcut_is_normpath(path: str, base: str) -> None:
+    expected = _inside_by_normpath(base, path)
+    if expected is None:
+        with pytest.raises(UserError):
+            wf.inside(base, path)
+    else:
+        assert wf.inside(base, path) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PARTS.map("/".join), st.sampled_from([SITE, "lib/python3.12/./site-packages", "", "lib/../x"]))
+def test_a_wheel_member_lands_where_normpath_puts_it(path: str, site: str) -> None:
+    clean = _inside_by_normpath("", path)
+    data = clean is not None and clean.partition("/")[0].endswith(".data") and clean.partition("/")[2]
+    if clean is None or data:
+        return  # refused, or placed by its data scheme (other tests)
+    expected = _inside_by_normpath(site, clean)
+    scheme = wf.Scheme(site, "3.12", "Demo-Pkg")
+    if expected is None:
+        with pytest.raises(UserError):
+            wf.wheel_to_prefix(path, scheme)
+    else:
+        assert wf.wheel_to_prefix(path, scheme) == expected
+
+
+def test_an_installed_record_is_read_by_the_one_record_reader(tmp_path) -> None:
+    """dist_info (an export's layer ownership, a scratch venv cut down to its wheels) reads RECORD through
+    `parse_record`: the same rows, placed from site-packages, and a row leaving the prefix refused."""
+    from lockgen.adapters.dist_info import recorded_files
+
+    folder = tmp_path / "lib" / "python3.12" / "site-packages" / "x-1.dist-info"
+    folder.mkdir(parents=True)
+    empty = wf.record_hash_of_hex(hashlib.sha256(b"").hexdigest())
+    (folder / "RECORD").write_text(f"x/__init__.py,{empty},0\n../../../bin/x,{empty},0\nx-1.dist-info/RECORD,,\n")
+    assert recorded_files(tmp_path, folder) == ["lib/python3.12/site-packages/x/__init__.py", "bin/x",
+                                                "lib/python3.12/site-packages/x-1.dist-info/RECORD"]
+    (folder / "RECORD").write_text("../../../../etc/passwd,,\n")
+    with pytest.raises(UserError, match="leaves the prefix"):
+        recorded_files(tmp_path, folder)
+    (folder / "RECORD").unlink()
+    assert recorded_files(tmp_path, folder) == []

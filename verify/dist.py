@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes-mib", default="1,16,128,1024", help="all-reduce sizes in MiB")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--timeout-s", type=float, default=120)
+    parser.add_argument("--joined", help="a file each node's local rank 0 makes once every rank has met")
     args = parser.parse_args(argv)
     use_cuda = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("nccl" if use_cuda else "gloo", timeout=dt.timedelta(seconds=args.timeout_s),
                             **({"device_id": device} if use_cuda else {}))
     rank, world = dist.get_rank(), dist.get_world_size()
+    if local_rank == 0 and args.joined:
+        open(args.joined, "w").close()
     node_size = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     results = Results()
     if local_rank == 0:

@@ -40,6 +40,11 @@ def parse_aliases(items: list[str], env: str | None = None) -> dict[str, str]:
     return aliases
 
 
+def run_aliases(items: list[str]) -> dict[str, str]:
+    """The aliases of this run: `$LOCKGEN_CHANNEL_ALIAS`'s, then the flags' `items` (a flag's wins)."""
+    return parse_aliases(items, os.environ.get(ALIAS_ENV))
+
+
 @dataclass(frozen=True)
 class Channel:  # not slotted: `url` is cached on the instance
     """A channel of the stack, located: local folder or remote URL."""

@@ -40,7 +40,7 @@ def record_origins(prefix: Path, packages: Iterable[LockedPackage]) -> None:
     """Each record names where its package came from: the lock's URL, not the local store file rattler read."""
     by_name = {p.name: p for p in packages}
     for path, record in records(prefix):
-        package = by_name.get(record.get("name"))
+        package = by_name.get(record.get("name") or "")
         if package is not None:
             record["url"] = package.url
             record["channel"] = package.url.rsplit("/", 2)[0]

@@ -4,18 +4,30 @@ was hashed, and the sha256 it had. A repeated check of the same environment agai
 the sha256 of a file whose fingerprint is unchanged without reading it (git's index); any change of inode,
 size, mtime or ctime (which an edit moves even when it puts the mtime back), or another lock, means it is
 read again. What is kept is what a file held, never a verdict: the check compares every sha256 with the
-lock's package manifests each time. `check --lock --full` reads every file."""
+lock's package manifests each time. `check --lock --full` reads every file.
+
+Beside it, a passing check keeps its whole verdict (`<key>.verdict.json`): the fingerprint of the tree it
+saw (`prefix_observer.tree_fingerprint`, taken before it hashed anything) and the report it gave, keyed by
+the same pair and by what else decides the verdict (the platform asked for, this machine, the prefix the
+launchers must name, the foreign files allowed, the manifests bundle, lockgen's version); the drift check
+of a lockgen environment against its own record (`check --prefix`, a repeated materialize) keeps one
+too, with no lock (its record is a file of the tree). A repeated check whose stat walk gives
+the same fingerprint is that verdict; any other fingerprint means the per-file fingerprints above decide
+what is read again. Only a clean report of a settled tree is kept, so a record can only repeat a pass of
+exactly those files; an unreadable or inconsistent record counts as none."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
 
+VERDICT_LAYOUT = 1
 Proofs = dict[str, list]  # prefix-relative path -> [device, inode, size, mtime_ns, ctime_ns, sha256]
 
 
@@ -43,3 +55,49 @@ def save(prefix: Path, lock_sha256: str, proofs: Proofs) -> None:
         write_bytes_atomic(path, text.encode())
     except OSError:
         return
+
+
+def _verdict_record(prefix: Path, lock_sha256: str, context: list[str]) -> Path:
+    key = hashlib.sha256("\0".join([os.path.realpath(prefix), lock_sha256, *context]).encode()).hexdigest()
+    return lockgen_home() / "conformance" / f"{key}.verdict.json"
+
+
+def load_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> dict | None:
+    """The verdict kept for this environment, lock and context: {"tree", "paths", "checked", "verdict"},
+    or None (none kept, unreadable, or made for something else)."""
+    try:
+        kept = json.loads(_verdict_record(prefix, lock_sha256, context).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or [kept.get("layout"), kept.get("prefix"), kept.get("lock_sha256"), kept.get("context")] \
+            != [VERDICT_LAYOUT, os.path.realpath(prefix), lock_sha256, context]:
+        return None
+    return kept if isinstance(kept.get("tree"), str) and isinstance(kept.get("verdict"), dict) else None
+
+
+def save_verdict(prefix: Path, lock_sha256: str, context: list[str], tree: str, paths: int, verdict: dict) -> None:
+    """Keeps a passing verdict (atomically; a home lockgen cannot write leaves the next check to do the work)."""
+    record = {"layout": VERDICT_LAYOUT, "prefix": os.path.realpath(prefix), "lock_sha256": lock_sha256, "context": context,
+              "tree": tree, "paths": paths, "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "verdict": verdict}
+    try:
+        write_bytes_atomic(_verdict_record(prefix, lock_sha256, context), json.dumps(record, sort_keys=True).encode())
+    except OSError:
+        return
+
+
+def drop_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> None:
+    """Forgets the verdict (a check that did not pass, or saw a tree still changing)."""
+    try:
+        _verdict_record(prefix, lock_sha256, context).unlink(missing_ok=True)
+    except OSError:
+        return
+
+
+def file_sha256(path: Path) -> str | None:
+    """The sha256 of a small file's bytes (the lock a verdict is keyed by), or None when it cannot be read (its
+    own reader says why, on the way that does the work)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None

@@ -1,15 +1,16 @@
 """Installed Python distributions in a prefix, read from their `*.dist-info` folders: which files each
-one's installed `RECORD` lists (paths relative to site-packages, `../../../bin/x` too), and a prefix cut
-down to those files."""
+one's installed `RECORD` lists (paths relative to site-packages, `../../../bin/x` too; the RECORD read by
+`core.wheel_files.parse_record`, the one RECORD reader, so a row leaving the prefix is refused), and a prefix
+cut down to those files."""
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import posixpath
 from collections.abc import Iterator
 from pathlib import Path
+
+from lockgen.core.wheel_files import parse_record
 
 
 def dist_info_folders(prefix: Path) -> Iterator[Path]:
@@ -20,11 +21,11 @@ def dist_info_folders(prefix: Path) -> Iterator[Path]:
 def recorded_files(prefix: Path, dist_info: Path) -> list[str]:
     """The prefix-relative paths a distribution's installed RECORD lists (none when it has no RECORD)."""
     try:
-        rows = csv.reader(io.StringIO((dist_info / "RECORD").read_text(encoding="utf-8")))
+        text = (dist_info / "RECORD").read_text(encoding="utf-8")
     except OSError:
         return []
     site = dist_info.parent.relative_to(prefix).as_posix()
-    return [posixpath.normpath(posixpath.join(site, row[0])) for row in rows if row and row[0]]
+    return [posixpath.normpath(posixpath.join(site, row.path)) for row in parse_record(text, site)]
 
 
 def keep_only_distributions(prefix: Path) -> list[str]:

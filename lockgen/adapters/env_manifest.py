@@ -23,6 +23,7 @@ from lockgen.digests import canonical_digest, canonical_json
 
 MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
+Walked = dict[str, os.stat_result]  # a walk of a tree: each path with its lstat
 
 
 def covered(relative: str) -> bool:
@@ -92,13 +93,18 @@ def scan_tree(prefix: Path) -> tuple[dict[str, os.stat_result], dict[str, os.sta
     return files, folders
 
 
-def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(prefix: Path, known: Mapping[str, str] | None = None,
+          scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None,
+          hashed: Mapping[str, list] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint
     and the folders.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
-    so they are not read again."""
-    known = known or {}
-    scanned, folder_infos = scan_tree(prefix)  # one lstat per path, from the walk itself
+    so they are not read again; `scanned_tree`: what `scan_tree` found, when the caller walked the prefix
+    (unchanged since) for its own checks; `hashed`: path -> [device, inode, size, mtime_ns, ctime_ns, sha256]
+    of files a check just read (conformance), whose sha256 stands where the file's lstat is still that one
+    (the same inode, untouched since: a hard link of it made before that check counts)."""
+    scanned, folder_infos = scanned_tree or scan_tree(prefix)  # one lstat per path, from the walk itself
+    known = {**_unchanged(scanned, hashed), **(known or {})} if hashed else (known or {})
     relatives = sorted(relative for relative in scanned if covered(relative))
     folders = sorted(folder_infos)
     infos = {relative: scanned[relative] for relative in relatives}
@@ -113,6 +119,16 @@ def build(prefix: Path, known: Mapping[str, str] | None = None) -> tuple[dict[st
     entries = [entry(relative) for relative in relatives]  # known files cost a stat; the rest are few and small
     stats = {"files": {relative: fingerprint(infos[relative]) for relative in relatives}, "dirs": folders}
     return {"format": 1, "files": entries}, stats
+
+
+def _unchanged(scanned: Mapping[str, os.stat_result], hashed: Mapping[str, list]) -> dict[str, str]:
+    """The sha256 of each hashed file whose lstat now is the one it was hashed with."""
+    found = {}
+    for relative, seen in hashed.items():
+        info = scanned.get(relative)
+        if info is not None and seen[:5] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]:
+            found[relative] = seen[5]
+    return found
 
 
 def fingerprint(info: os.stat_result) -> list[int]:

@@ -97,3 +97,13 @@ def environment_kind(prefix: Path) -> Kind | None:
     if (prefix / "conda-meta").is_dir():
         return "conda"
     return "venv" if (prefix / "pyvenv.cfg").is_file() else None
+
+
+def calling_environment() -> dict[str, str]:
+    """The variables lockgen was started with, which an activation starts from."""
+    return dict(os.environ)
+
+
+def login_shell() -> str | None:
+    """The user's shell (`$SHELL`), if set."""
+    return os.environ.get("SHELL") or None

@@ -1,5 +1,6 @@
 """Exclusive guards on files: a lock file held for one run and removed after it, a temporary folder held
-while a run works in it, and the sweep of temporary files and folders whose writer is gone. All rest on
+while a run works in it, a folder built beside its final path and renamed there whole, a folder set aside
+and deleted, and the sweep of temporary files and folders whose writer is gone. All rest on
 flock(2), which the kernel releases when a process dies (kill -9 too), so nothing depends on a process
 cleaning up after itself."""
 
@@ -89,3 +90,39 @@ def sweep_stale(folder: Path, pattern: str) -> list[Path]:
         os.close(descriptor)
         removed.append(candidate)
     return removed
+
+
+@contextlib.contextmanager
+def built_beside(final: Path) -> Iterator[Path]:
+    """A folder `.NAME.tmp-PID` beside `final` to build it in (the caller holds a guard on `final`), renamed
+    to `final` when the block ends without error, and removed in every case."""
+    temp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(temp, ignore_errors=True)
+    try:
+        yield temp
+        os.rename(temp, final)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def sweep_dead_builds(folder: Path, name: str) -> None:
+    """Removes the `built_beside` folders of `name` whose process is gone (interrupted runs)."""
+    for leftover in folder.glob(f".{name}.tmp-*"):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def set_aside(path: Path, trash: Path) -> None:
+    """`path` renamed to `trash` (atomic: the entry disappears at once, and is deleted after)."""
+    os.rename(path, trash)
+
+
+def delete_set_aside(trash: Path, shown: Path | None = None) -> Path:
+    """Deletes a folder renamed aside for deletion by gc; returns `shown` (the entry it was), else the folder."""
+    try:
+        shutil.rmtree(trash)
+    except OSError as exc:
+        raise HostError(f"gc: cannot delete `{exc.filename or trash}`: {exc.strerror or exc}",
+                        f"fix its permissions or remove {trash} by hand, then run gc again") from None
+    return shown or trash

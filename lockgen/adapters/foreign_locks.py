@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lockgen.adapters.lockfile_yaml import v1_lock
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
 from lockgen.adapters.uv_project import project_beside, read_uv_project
@@ -104,8 +105,8 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
     if form == "pylock.toml":
         import tomllib
 
-        packages, skipped, python = read_pylock(tomllib.loads(text), uv)
-        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), packages, digest, skipped)
+        read, left, python = read_pylock(tomllib.loads(text), uv)
+        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left)
     import yaml
 
     try:
@@ -124,7 +125,7 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
         raise LockFormatError(f"`{path}` looks like a truncated pixi.lock: it has environments but no packages section",
                               "it was cut short: use the pixi.lock pixi wrote (pixi lock)")
     if isinstance(data, dict) and data.get("version") == 1 and "package" in data:
-        return _conda_lock(data, digest)
+        return _conda_lock(data, digest, path)
     raise LockFormatError(f"`{path}` is not a lock format lockgen imports",
                           "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1), pylock.toml (PEP 751) or an @EXPLICIT file")
 
@@ -147,7 +148,8 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
     platform = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None)
     if platform is None:
         raise LockFormatError(f"`{path}` has no `# platform:` line", "explicit files name their platform in a comment")
-    packages, skipped = [], []
+    packages: list[LockedPackage] = []
+    skipped: list[str] = []
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("# pip "):
@@ -156,7 +158,7 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
                 raise LockFormatError(f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`",
                                       "use the file `conda-lock render --kind explicit` wrote")
             pip = _pip_entry(found["name"], None, found["url"], PackageHash(sha256=found["sha256"]), platform)
-            (packages if isinstance(pip, LockedPackage) else skipped).append(pip)
+            _sort_into(pip, packages, skipped)
             continue
         if not line or line.startswith(("#", "@")):
             continue
@@ -186,21 +188,30 @@ def _pip_entry(name: str, version: str | None, url: str, hashes: PackageHash, pl
                          hash=hashes, **fields)
 
 
-def _conda_lock(data: dict[str, Any], digest: str) -> Imported:
-    packages, skipped = [], []
-    for entry in data["package"]:
-        hashes = PackageHash(**{k: v for k, v in (entry.get("hash") or {}).items() if k in ("md5", "sha256")})
-        fields = {"dependencies": {k: str(v) for k, v in (entry.get("dependencies") or {}).items()},
-                  "category": entry.get("category", "main"), "optional": bool(entry.get("optional", False))}
-        if entry["manager"] == "pip":
-            pip = _pip_entry(entry["name"], str(entry["version"]), entry["url"], hashes, entry["platform"], **fields)
-            (packages if isinstance(pip, LockedPackage) else skipped).append(pip)
+def _sort_into(found: LockedPackage | str, packages: list[LockedPackage], skipped: list[str]) -> None:
+    """An entry converted into lockgen's, kept; or why it cannot be one, kept to be named."""
+    if isinstance(found, LockedPackage):
+        packages.append(found)
+    else:
+        skipped.append(found)
+
+
+def _conda_lock(data: dict[str, Any], digest: str, path: Path) -> Imported:
+    """A conda-lock.yml read by the one v1 reader (`lockfile_yaml.v1_lock`); its pip entries are kept when they
+    are wheels with a hash, and a conda entry without a `build` (conda-lock writes none) takes its archive's."""
+    entries = [{k: v for k, v in e.items() if k != "source"} if isinstance(e, dict) else e for e in data["package"] or []]
+    lock = v1_lock({**data, "package": entries}, str(path), "use the conda-lock.yml conda-lock wrote")
+    packages: list[LockedPackage] = []
+    skipped: list[str] = []
+    for entry in lock.package:
+        if entry.manager == "pip":
+            pip = _pip_entry(entry.name, entry.version, entry.url, entry.hash, entry.platform, dependencies=entry.dependencies,
+                             category=entry.category, optional=entry.optional)
+            _sort_into(pip, packages, skipped)
             continue
-        packages.append(LockedPackage(
-            name=entry["name"], version=str(entry["version"]), manager=entry["manager"], platform=entry["platform"],
-            url=entry["url"], hash=hashes, build=entry.get("build") or _split_conda_file(entry["url"])[3], **fields))
-    channels = tuple(c["url"] if isinstance(c, dict) else str(c) for c in (data.get("metadata") or {}).get("channels", []))
-    return Imported("conda-lock.yml v1", channels, tuple(packages), digest, tuple(skipped))
+        packages.append(entry if entry.build else entry.model_copy(update={"build": _split_conda_file(entry.url)[3]}))
+    return Imported("conda-lock.yml v1", tuple(c.url for c in lock.metadata.channels), tuple(packages), digest,
+                    tuple(skipped))
 
 
 def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Imported:
@@ -220,7 +231,9 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
         others = [n for n, e in environments.items() if e.get("packages")]
         raise UserError(f"pixi environment `{name}` holds no packages", f"name one with --environment: {', '.join(others)}")
     declared = {p["name"]: p for p in data.get("platforms") or [] if isinstance(p, dict) and "name" in p}  # v7
-    packages, skipped, seen, virtual = [], [], set(), {}
+    packages: list[LockedPackage] = []
+    skipped: list[str] = []
+    seen, virtual = set(), {}
     for platform_name, entries in env["packages"].items():
         platform = declared.get(platform_name, {}).get("subdir") or _pixi_platform(platform_name, entries)
         if platform in seen:
@@ -235,7 +248,7 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
                 skipped.append(f"{platform}: `{url}` {_not_an_archive(kind, url)}")
                 continue
             found = _pixi_entry(kind, url, records.get(url, {}), platform)
-            (packages if isinstance(found, LockedPackage) else skipped).append(found)
+            _sort_into(found, packages, skipped)
     channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
     return Imported(f"pixi.lock v{version}", channels, tuple(packages), digest, tuple(skipped), virtual)
 

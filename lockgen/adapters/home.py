@@ -1,14 +1,14 @@
 """This machine as lockgen sees it: its conda platform, and where lockgen keeps things: its home (`$LOCKGEN_HOME`, default `~/.lockgen`: the
 package store, environments, the layer cache, read manifests) and its download cache
-(`$LOCKGEN_CACHE_DIR`, default `~/.cache/lockgen`: channel indexes, rattler's cache of them)."""
+(`$LOCKGEN_CACHE_DIR`, default `~/.cache/lockgen`: channel indexes, rattler's cache of them).
+The stack model (pydantic, 0.1 s to import) is imported only to name the platform: a repeated
+`check --lock` needs the home alone."""
 
 from __future__ import annotations
 
 import os
 import platform as host_platform
 from pathlib import Path
-
-from lockgen.model.spec import PLATFORM_OF_MACHINE
 
 
 def lockgen_home() -> Path:
@@ -32,6 +32,8 @@ def machine() -> str:
 
 def native_platform(default: str = "") -> str:
     """This host's conda platform (`linux-64`, `linux-aarch64`), or `default` when lockgen knows none."""
+    from lockgen.model.spec import PLATFORM_OF_MACHINE
+
     return PLATFORM_OF_MACHINE.get(machine(), default)
 
 

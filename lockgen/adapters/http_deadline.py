@@ -122,7 +122,7 @@ class _Tracked:
     sock: socket.socket
 
     def __init__(self, *args: Any, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(*args, **kwargs)
         self._deadline = deadline
 
     def connect(self) -> None:
@@ -154,4 +154,4 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(functools.partial(_HTTPSConnection, deadline=self._deadline), req,
-                            context=self._context)
+                            context=self._context)  # type: ignore[attr-defined]  # urllib keeps it private

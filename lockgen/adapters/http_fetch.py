@@ -23,7 +23,7 @@ from lockgen.adapters import fetch_auth
 from lockgen.adapters.http_deadline import Deadline, too_large
 from lockgen.core.credentials import scrub_url
 from lockgen.core.wheel_files import shown
-from lockgen.errors import ChannelError, UserError
+from lockgen.errors import ChannelError, NotFoundError, UserError
 
 _BLOCK = 1 << 16
 
@@ -97,7 +97,7 @@ def _read(clock: Deadline, request: urllib.request.Request, safe: str, meter: Me
             return Reply(response.status, {k.lower(): v for k, v in response.headers.items()}, b"".join(chunks))
     except urllib.error.HTTPError as exc:
         meter.requests += 1
-        kind = _Retryable if exc.code == 429 or exc.code >= 500 else UserError
+        kind = _Retryable if exc.code == 429 or exc.code >= 500 else NotFoundError if exc.code == 404 else UserError
         raise kind(f"GET {safe}: HTTP {exc.code} {exc.reason}", "check the URL and the index's credentials") from None
     except urllib.error.URLError as exc:
         raise _Retryable(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 from lockgen.core.wheel_files import parse_entry_points, parse_record, parse_wheel
 from lockgen.adapters.tool_runner import run_tool
 from lockgen.errors import ToolMissingError, UserError
-from lockgen.model.inventory import InstalledDistribution, InstalledFile, Inventory, Rehash
+from lockgen.model.inventory import InstalledDistribution, InstalledFile, Inventory, NodeInventory, Rehash
 
 SNIPPET = Path(__file__).with_name("inventory_snippet.py")
 
@@ -71,3 +72,13 @@ def rehash(python: Path, timeout_s: float = 600.0) -> Rehash:
     except ValidationError as exc:
         raise UserError(f"the re-hash probe of {python} printed an unexpected document ({exc.error_count()} errors)",
                         "run the probe of the same lockgen version") from None
+
+
+def node_inventory(python: Path, progress: Callable[[str], None]) -> NodeInventory:
+    """What `freeze --inventory` writes of `python`: its distributions, then every RECORD row re-hashed on disk."""
+    found = probe(python)
+    progress(f"{len(found.distributions)} distributions in {python} (Python {found.python}, {found.platform})")
+    checked = rehash(python)
+    progress(f"re-hashed {checked.checked} recorded files: {len(checked.mismatches)} differ from their RECORD")
+    return NodeInventory(inventory=found, rehash=checked)
+

@@ -3,7 +3,8 @@ only and Python 3.8+, since it runs in whatever interpreter a node has. It never
 
 `inventory` prints, per `*.dist-info` folder of purelib and platlib, the raw texts (RECORD, WHEEL,
 entry_points.txt, direct_url.json, INSTALLER) and METADATA's Name and Version; lockgen parses them on the
-host with its one set of parsers. `rehash` re-hashes, in parallel, every file each RECORD lists, so a
+host with its one set of parsers. A legacy `*.egg-info` (a folder, or one PKG-INFO file) is listed too, by its
+PKG-INFO, with no RECORD: what installed it is not known, so it can be named, never pinned. `rehash` re-hashes, in parallel, every file each RECORD lists, so a
 RECORD cannot lie about the bytes on disk; it reads nothing outside `sys.prefix` (links resolved first).
 """
 
@@ -41,11 +42,18 @@ def _dist_infos():
         site = sysconfig.get_paths()[key]
         if os.path.isdir(site) and os.path.realpath(site) not in [os.path.realpath(s) for s in sites]:
             sites.append(site)
-    return [os.path.join(site, name) for site in sites for name in sorted(os.listdir(site)) if name.endswith(".dist-info")]
+    return [os.path.join(site, name) for site in sites for name in sorted(os.listdir(site))
+            if name.endswith((".dist-info", ".egg-info"))]
+
+
+def _metadata(folder):
+    if folder.endswith(".dist-info"):
+        return _text(os.path.join(folder, "METADATA"))
+    return _text(folder) if os.path.isfile(folder) else _text(os.path.join(folder, "PKG-INFO"))
 
 
 def _distribution(folder):
-    metadata = HeaderParser().parsestr(_text(os.path.join(folder, "METADATA")) or "")
+    metadata = HeaderParser().parsestr(_metadata(folder) or "")
     raw = _raw(os.path.join(folder, "RECORD"))
     return {"name": metadata.get("Name"), "version": metadata.get("Version"),
             "dist_info": os.path.relpath(folder, sys.prefix).replace(os.sep, "/"),

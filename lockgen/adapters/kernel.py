@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -36,6 +37,12 @@ def kernel_root() -> Path:
     return Path(spec.origin).resolve().parent.parent
 
 
+def by_hand(python: str, *args: str) -> str:
+    """The command that runs `python ARGS` (the kernel) from any folder: the kernel is found where lockgen
+    installed it, which the environment under test knows nothing of."""
+    return f"PYTHONPATH={shlex.quote(str(kernel_root()))} {shlex.join([python, *args])}"
+
+
 def _environment(extra: dict[str, str]) -> dict[str, str]:
     env = {**os.environ, **NO_MULTICAST, **extra, "PYTHONUNBUFFERED": "1"}
     root = str(kernel_root())
@@ -44,7 +51,8 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
 
 
 def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], None], what: str,
-         extra_env: dict[str, str]) -> None:
+         extra_env: dict[str, str], shown: Sequence[str]) -> None:
+    """Runs the kernel `command`; `shown`: its arguments as a failure's hint gives them, to run it by hand."""
     try:
         process = subprocess.Popen(list(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                    env=_environment(extra_env), start_new_session=True)
@@ -67,9 +75,11 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(process)
-        raise KernelError(f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); "
-                          "every process it started was killed",
-                          "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow") from None
+        late = KernelError(f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); "
+                           "every process it started was killed",
+                           "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow")
+        late.timed_out = True
+        raise late from None
     reader.join(timeout=5)
     _kill_group(process)  # ranks a failed launcher left behind
     if process.returncode != 0:
@@ -81,7 +91,7 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
             last = next((line for line in reversed(tail) if line.strip() and not set(line.strip()) <= set("=-*")
                          and "Traceback" not in line), "").strip()
         error = KernelError(f"{what} failed (exit {process.returncode}): {last[:300]}",
-                            "re-run with -v, or run the kernel by hand: python -m verify --arch ARCH")
+                            f"re-run with -v, or run the kernel by hand: {by_hand(command[0], *shown)}")
         error.rendezvous_timed_out = any("RendezvousTimeoutError" in line for line in tail)
         raise error
 
@@ -105,7 +115,8 @@ def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, co
         expect_path.write_text(json.dumps(expected))
         command = [python, "-m", "verify", "--arch", arch, "--expect", str(expect_path), "--out", str(out_path)]
         command += ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
-        _run(command, timeout_s, progress, "the verification kernel", {})
+        _run(command, timeout_s, progress, "the verification kernel", {},
+             ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2:]])
         return _read(out_path, "the verification kernel")
 
 
@@ -129,16 +140,23 @@ def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, pr
         launch = (["--standalone"] if rendezvous is None else
                   [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}",
                    f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={join_timeout_s}"])
+        joined = Path(folder) / "joined"  # made by the node's first rank once every rank has met
         command = [python, "-m", "torch.distributed.run", *launch, f"--nproc_per_node={gpus}",
-                   "-m", "verify.dist", "--out", str(out_path), "--sizes-mib", sizes_mib, "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
+                   "-m", "verify.dist", "--out", str(out_path), "--joined", str(joined), "--sizes-mib", sizes_mib,
+                   "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
         what = f"the {gpus}-process distributed kernel" + (f" (one node of {rendezvous.nodes})" if rendezvous else "")
         try:
-            _run(command, timeout_s, progress, what, extra_env or {})
+            _run(command, timeout_s, progress, what, extra_env or {},
+                 ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m", "verify.dist",
+                  "--out", "dist.json", "--sizes-mib", sizes_mib])
         except KernelError as exc:
-            if rendezvous is None or not exc.rendezvous_timed_out:
+            # torchrun gave up on the other nodes, or (a slow start on a busy host) lockgen's limit came first
+            never_met = exc.rendezvous_timed_out or (exc.timed_out and not joined.exists())
+            if rendezvous is None or not never_met:
                 raise
+            waited = join_timeout_s if exc.rendezvous_timed_out else timeout_s
             raise KernelError(f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) "
-                              f"within {join_timeout_s} s",
+                              f"within {waited:.0f} s",
                               "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) "
                               "and check that the endpoint's port is reachable from each") from None
         return _read(out_path, "the distributed kernel")

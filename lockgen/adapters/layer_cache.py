@@ -73,6 +73,7 @@ class LayerCache:
                 os.replace(partial, self.root / f"blob-{digest.split(':', 1)[1]}")
                 descriptor = self._linked(layout, digest, verify=False)
                 self._write_entry(by_diff_id, {"digest": digest})
+            assert descriptor is not None  # a hit, or the blob just written (linked unverified)
             self._write_entry(entry, {"diff_id": diff_id, "digest": descriptor["digest"]})
             return {"mediaType": self.media_type, **descriptor}, diff_id, hit
         finally:

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lockgen.errors import LockFormatError
+from lockgen.core import stack_layout
 from lockgen.core.lock_fields import check_lock
 from lockgen.model.lock import LOCK_VERSION, LoadedLock, Lock
 
@@ -172,6 +173,25 @@ def _foreign_kind(text: str, data: Any) -> str | None:
     return None
 
 
+def _stack_instead(text: str, source: str) -> LockFormatError | None:
+    """The error for a stack given where a lock goes (`lockgen materialize stack.toml`): it names the stack's
+    locks to pass instead, or the command that resolves and materializes in one go."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return None
+    if not isinstance(data.get("stack"), dict):
+        return None
+    targets = [name for name in data.get("targets") or {} if stack_layout.TARGET_NAME.fullmatch(name)]
+    folder = Path(source).parent
+    locks = ", ".join(str(stack_layout.lock_path(folder, name)) for name in targets[:3]) or str(folder / "locks")
+    return LockFormatError(f"`{source}` is a stack (stack.toml), not a lock",
+                           f"resolve it first: lockgen resolve {source}, then pass a target's lock ({locks}); "
+                           f"or lockgen run {source}, which does both")
+
+
 def load_lock(path: Path) -> Lock:
     """The checked entries of a lock file written by lockgen (or any conda-lock v1 file with the same fields)."""
     return read_lock(path).lock
@@ -205,6 +225,9 @@ def parse_lock(text: str, source: str) -> Lock:
     try:
         data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
+        stack = _stack_instead(text, source)
+        if stack is not None:
+            raise stack from None
         foreign = _foreign_kind(text, None)
         if foreign:
             raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock",
@@ -214,25 +237,15 @@ def parse_lock(text: str, source: str) -> Lock:
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
         found = data.get("version") if isinstance(data, dict) else None
         foreign = _foreign_kind(text, data)
+        stack = _stack_instead(text, source) if not foreign else None
+        if stack is not None:
+            raise stack
         if foreign:
             raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock",
                                   f"convert it first: lockgen import {source} --target NAME")
         raise LockFormatError(f"lock `{source}` has version {found!r}; lockgen reads conda-lock v{LOCK_VERSION}",
                               "re-create it with `lockgen resolve`")
-    if not isinstance(data.get("metadata") or {}, dict) or not isinstance(data.get("package") or [], list):
-        raise LockFormatError(f"lock `{source}` has no metadata mapping and package list",
-                              "re-create it with `lockgen resolve`")
-    meta = dict(data.get("metadata") or {})
-    for dropped in ("time_metadata", "git_metadata", "inputs_metadata"):
-        meta.pop(dropped, None)
-    meta["custom_metadata"] = meta.get("custom_metadata") or {}
-    try:
-        lock = Lock.model_validate({"version": data["version"], "metadata": meta, "package": data.get("package") or []})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise LockFormatError(f"lock `{source}` is malformed at {where}: {first['msg']}",
-                              "re-create it with `lockgen resolve`") from None
+    lock = v1_lock(data, source, "re-create it with `lockgen resolve`")
     seen: set[tuple[str, str, str]] = set()
     for package in lock.package:  # up front: thousands of repeats would otherwise cost every later step
         key = (package.platform, package.manager, package.name)
@@ -244,3 +257,22 @@ def parse_lock(text: str, source: str) -> Lock:
     return lock
 
 
+def v1_lock(data: dict[str, Any], source: str, hint: str) -> Lock:
+    """A conda-lock v1 document (YAML loaded, its version 1) as lockgen's lock model, every entry validated: the
+    one reader of the format's fields, for lockgen's own locks (`parse_lock`, which then checks every field's
+    rules) and for conda-lock's (`lockgen import`). conda-lock's time, git and inputs metadata are left out, and
+    a channel it writes as a bare name is its `url`. `hint` is what fixes a document that is not one."""
+    if not isinstance(data.get("metadata") or {}, dict) or not isinstance(data.get("package") or [], list):
+        raise LockFormatError(f"lock `{source}` has no metadata mapping and package list", hint)
+    meta = dict(data.get("metadata") or {})
+    for dropped in ("time_metadata", "git_metadata", "inputs_metadata"):
+        meta.pop(dropped, None)
+    meta["custom_metadata"] = meta.get("custom_metadata") or {}
+    if isinstance(meta.get("channels"), list):
+        meta["channels"] = [{"url": c} if isinstance(c, str) else c for c in meta["channels"]]
+    try:
+        return Lock.model_validate({"version": data["version"], "metadata": meta, "package": data.get("package") or []})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise LockFormatError(f"lock `{source}` is malformed at {where}: {first['msg']}", hint) from None

@@ -77,12 +77,22 @@ def write_bundle(path: Path, manifests: list[PackageManifest]) -> None:
 
 def read_bundle(path: Path) -> dict[str, PackageManifest]:
     """The manifests of a bundle file, by archive hash."""
+    return parse_bundle(bundle_bytes(path), path)
+
+
+def bundle_bytes(path: Path) -> bytes:
+    """A bundle file's bytes (what a verdict reached with it is bound to)."""
     try:
-        raw = path.read_bytes()
-        document = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-        bundle = ManifestBundle.model_validate(document)
+        return path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read manifests `{path}`: {exc.strerror or exc}", "pass a file written by lockgen manifests") from None
+
+
+def parse_bundle(raw: bytes, path: Path) -> dict[str, PackageManifest]:
+    """The manifests of a bundle read as `raw` from `path`, by archive hash."""
+    try:
+        document = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        bundle = ManifestBundle.model_validate(document)
     except (ValueError, ValidationError, EOFError, zlib.error):
         raise UserError(f"`{path}` is not a lockgen manifests bundle", "write one with lockgen manifests LOCK --out FILE") from None
     return {m.sha256: m for m in bundle.manifests}

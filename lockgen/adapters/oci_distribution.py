@@ -271,7 +271,7 @@ class CheckedStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         data = self._raw.read(min(len(buffer), 1 << 20))
         self._hasher.update(data)
         self.read_bytes += len(data)

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import zstandard
 from pydantic import ValidationError
@@ -86,7 +86,7 @@ def layer_key(root: Path, relatives: list[str], image_prefix: str, known: dict[s
         elif stat.S_ISDIR(info.st_mode):
             line = f"D {relative}"
         else:
-            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path)}"
+            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path, follow=False)}"
         hasher.update(line.encode() + b"\n")
     return hasher.hexdigest()
 
@@ -133,7 +133,7 @@ def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
             yield raw
         else:
             with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-                yield stream
+                yield cast(IO[bytes], stream)  # a GzipFile reads as IO[bytes]; its stub says BufferedIOBase
     except (zstandard.ZstdError, gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}",
                               "the image's layer is damaged or mislabelled: re-export or re-pull it") from None

@@ -1,13 +1,21 @@
 """An environment as it is on disk, for conformance: every path under a prefix (files, links, links to
 folders) with its kind, size, mode bits and file capabilities, and the sha256 of the files a caller asks for
 (`parallel.hash_files`, on every core), or, given fingerprints kept from an earlier look (`conformance_store`),
-of those whose fingerprint moved. Nothing outside the prefix is read: links are not followed."""
+of those whose fingerprint moved. Nothing outside the prefix is read: links are not followed.
+
+`tree_fingerprint` is the cheap look at the whole tree that lets a repeated check reuse its verdict: one
+stat walk, hashed as it goes. A file changed less than `RACY_NS` before a look is not trusted by its
+fingerprint later (git's racy entries): a file system stamps times from a coarse clock (a jiffy, or a whole
+second on some), so an edit made in the same tick right after lockgen read a file would leave it unchanged."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
-from collections.abc import Callable, Collection, MutableMapping
+import time
+from collections.abc import Callable, Collection, Mapping, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from lockgen.adapters.parallel import hash_files
@@ -16,6 +24,46 @@ from lockgen.core.conformance import ObservedFile
 from lockgen.core.launchers import LIMIT
 
 SCRIPT_LIMIT = LIMIT + 1  # read one byte past a launcher's limit, so a longer file is seen as longer
+RACY_NS = 1_000_000_000  # a whole second: the coarsest stamps of the file systems lockgen trusts fingerprints on
+
+
+@dataclass(frozen=True)
+class TreeFingerprint:
+    """The sha256 of a tree's stat walk, how many paths it covers, and whether none of them changed within
+    `RACY_NS` of the look (only a settled tree's fingerprint may stand for its content later)."""
+
+    digest: str
+    paths: int
+    settled: bool
+
+
+def tree_fingerprint(prefix: Path) -> TreeFingerprint:
+    """Every path under `prefix`, folders too (an empty one is drift), each with (device, inode, size,
+    mtime_ns, ctime_ns, mode) and, for a link, whether it leads to a folder (what conformance sees of it
+    outside the tree), hashed in walk order: any edit (ctime moves even when mtime is put back), replacement
+    (inode), new or removed path, mode or capability change (ctime) gives another digest. Links are never
+    entered. Folders are not judged settled or not: what they hold is in the walk itself."""
+    since = time.time_ns() - RACY_NS
+    lines: list[str] = []
+    add = lines.append
+    settled = True
+    pending = [(str(prefix), "")]
+    while pending:
+        path, base = pending.pop()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                mode = info.st_mode
+                if stat.S_ISDIR(mode):
+                    pending.append((entry.path, f"{base}{entry.name}/"))
+                elif info.st_ctime_ns >= since:
+                    settled = False
+                leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
+                add(f"{base}{entry.name}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} "
+                    f"{info.st_ctime_ns} {mode}{leads}\n")
+    return TreeFingerprint(hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest(), len(lines),
+                           settled)
+
 
 def _walk(prefix: Path) -> list[tuple[str, os.stat_result]]:
     """Every path under `prefix` but its folders (a link to a folder is a path, never entered), with its lstat:
@@ -48,15 +96,22 @@ def _fingerprint(info: os.stat_result) -> list[int]:
 
 
 def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int, int], None] | None = None,
-            read_these: Collection[str] = (), proofs: MutableMapping[str, list] | None = None) -> list[ObservedFile]:
+            read_these: Collection[str] = (), proofs: MutableMapping[str, list] | None = None,
+            walked: Mapping[str, os.stat_result] | None = None, privileges: bool = True,
+            seen: MutableMapping[str, list] | None = None) -> list[ObservedFile]:
     """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256, small files
     named in `read_these` (entry-point launchers) their text. `proofs` (path -> fingerprint and sha256, as
     `conformance_store` keeps them) gives the sha256 of a file whose fingerprint is unchanged, unread; it is
-    left holding the fingerprint and sha256 of every file of `hash_these`, as now."""
-    entries = _walk(prefix)
+    left holding the fingerprint and sha256 of every file of `hash_these` that changed more than `RACY_NS`
+    before this look (a file changed since is read again next time). `walked`: the tree's paths but its
+    folders with their lstat, from a walk the caller made (`env_manifest.scan_tree`) and shares; `privileges`
+    false: file capabilities are not looked for (a caller judging paths alone); `seen` is filled like `proofs`
+    but with every file of `hash_these`, however recent (for a caller that uses them at once: export)."""
+    since = time.time_ns() - RACY_NS
+    entries = list(walked.items()) if walked is not None else _walk(prefix)
     top = str(prefix)
     infos = {relative: info for relative, info in entries if stat.S_ISREG(info.st_mode) and relative in hash_these}
-    now = {relative: _fingerprint(info) for relative, info in infos.items()} if proofs is not None else {}
+    now = {relative: _fingerprint(info) for relative, info in infos.items()} if proofs is not None or seen is not None else {}
     kept = dict(proofs or {})
     digests = {relative: kept[relative][5] for relative, fingerprint in now.items()
                if kept.get(relative, [None])[:5] == fingerprint}
@@ -64,9 +119,12 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
     hashed = hash_files([(path, infos[relative].st_size) for path, relative in wanted.items()],
                         (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None)
     digests.update({wanted[path]: digest for path, digest in hashed.items()})
+    if seen is not None:
+        seen.update({relative: [*fingerprint, digests[relative]] for relative, fingerprint in now.items()})
     if proofs is not None:
         proofs.clear()
-        proofs.update({relative: [*fingerprint, digests[relative]] for relative, fingerprint in now.items()})
+        proofs.update({relative: [*fingerprint, digests[relative]] for relative, fingerprint in now.items()
+                       if fingerprint[4] < since})
     observed = []
     for relative, info in entries:
         mode, path = info.st_mode, f"{top}/{relative}"
@@ -75,7 +133,7 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
             kind = "dir-link"
         text = _text(path) if kind == "file" and relative in read_these else None
         target = os.readlink(path) if kind in ("link", "dir-link") else None
-        privilege = privilege_of(path) if kind == "file" else None
+        privilege = privilege_of(path) if kind == "file" and privileges else None
         observed.append(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), digests.get(relative), text,
                                      target, privilege))
     return observed

@@ -6,7 +6,12 @@ whose name, version and tag set cover the installed ones, with the index's sha25
 its size and URL (made absolute against the page). Finding a wheel to pin needs its size, so `find_wheel` refuses
 an index that answers only HTML; listing a project (`project_wheels(..., html=True)`) also reads PEP 503 HTML
 pages, since PyTorch's own indexes (download.pytorch.org/whl/<variant>) serve nothing else: each anchor's file
-name, `#sha256=` fragment, `data-yanked`, PEP 658/714 metadata attributes and `data-upload-time` where given.
+name, `#sha256=` fragment (optional, as PEP 503 has it), `data-yanked`, PEP 658/714 metadata attributes and `data-upload-time` where given.
+
+An index may be a local folder (`file:///mirror/whl/cu126`, an air-gapped mirror): its project page is
+`<folder>/<name>/index.html` (PEP 503, the layout uv reads from a `file://` index) or, where a mirror writes PEP 691
+JSON beside it, `index.v1_json` (bandersnatch's name). Such a folder is read only under `$LOCKGEN_FILE_ROOTS`
+(`file_roots`), as a lock's `file:` URLs are, and so are the wheels its page links.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from html.parser import HTMLParser
 from urllib.parse import unquote, urljoin, urlsplit
 
 from lockgen.core.credentials import scrub_url
+from lockgen.adapters import file_roots
 from lockgen.adapters.http_fetch import Meter, get
+from lockgen.core.wheel_files import shown
 from lockgen.core.wheel_names import choose, parse_wheel_filename
 from lockgen.model.names import normalize
-from lockgen.errors import UserError
+from lockgen.errors import NotFoundError, UserError
 
 PYPI = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -33,7 +40,7 @@ class IndexedWheel:
 
     filename: str
     url: str
-    sha256: str
+    sha256: str  # "" where a PEP 503 page gives none (such a listing names releases; it pins nothing)
     size: int | None
     yanked: bool
     uploaded: str | None = None  # PEP 700 `upload-time`, when the index gives it
@@ -81,7 +88,7 @@ def _html_files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
         url, _, fragment = urljoin(page_url, href).partition("#")
         filename = unquote(urlsplit(url).path).rsplit("/", 1)[-1]
         sha256 = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
-        if filename.endswith(".whl") and len(sha256) == 64:
+        if filename.endswith(".whl") and len(sha256) in (0, 64):  # PEP 503: the hash is optional
             metadata = anchor.get("data-core-metadata", anchor.get("data-dist-info-metadata"))
             wheels[filename] = IndexedWheel(filename, url, sha256.lower(), None, "data-yanked" in anchor,
                                             anchor.get("data-upload-time"), bool(metadata) and metadata != "false")
@@ -93,6 +100,8 @@ def project_wheels(name: str, index: str = PYPI, timeout_s: float = 30.0, meter:
     """Every wheel file the index lists for project `name`, by file name (from a PEP 503 HTML page too, with
     `html`: such pages give no sizes)."""
     page_url = f"{index.rstrip('/')}/{normalize(name)}/"
+    if urlsplit(page_url).scheme == "file":
+        return _local_files(page_url, html)
     accept = f"{JSON_TYPE}, text/html;q=0.1" if html else JSON_TYPE
     reply = get(page_url, {"Accept": accept}, meter or Meter(), timeout_s, PAGE_LIMIT)
     kind = reply.headers.get("content-type", "")
@@ -102,6 +111,26 @@ def project_wheels(name: str, index: str = PYPI, timeout_s: float = 30.0, meter:
         raise UserError(f"{scrub_url(page_url)} did not answer in PEP 691 JSON",
                         "use an index that serves application/vnd.pypi.simple.v1+json (PyPI, devpi, a uv/pip mirror)")
     return _files(reply.body, page_url)
+
+
+def _local_files(page_url: str, html: bool) -> dict[str, IndexedWheel]:
+    """A local index folder's project page (JSON first, then HTML with `html`), and only wheels under the roots."""
+    folder = file_roots.local_path(page_url, f"the index page {scrub_url(page_url)}")
+    names = ("index.v1_json", "index.html") if html else ("index.v1_json",)
+    page = next((folder / n for n in names if (folder / n).is_file()), None)
+    if page is None:
+        raise NotFoundError(f"{scrub_url(page_url)} has no {' or '.join(names)}",
+                            "check the index folder: a PEP 503 index has <project>/index.html")
+    if page.stat().st_size > PAGE_LIMIT:
+        raise UserError(f"{shown(str(page))} is larger than {PAGE_LIMIT >> 20} MiB", "check the index folder")
+    body = page.read_bytes()
+    wheels = _files(body, page.as_uri()) if page.name.endswith("json") else _html_files(body, page.as_uri())
+    for wheel in wheels.values():
+        if urlsplit(wheel.url).scheme != "file":
+            raise UserError(f"the local index page {shown(str(page))} links {scrub_url(wheel.url)}, outside the folder",
+                            "a local mirror's pages link its own files (file: URLs under $LOCKGEN_FILE_ROOTS)")
+        file_roots.local_path(wheel.url, f"the index page {shown(str(page))}")
+    return wheels
 
 
 def find_wheel(name: str, version: str, tags: tuple[str, ...], index: str = PYPI, build: str | None = None,

@@ -55,7 +55,7 @@ def python_within(requires: str, wanted: str | None) -> Python:
         return inside[0]
     found = _PYTHON.fullmatch(wanted)
     minor = f"3.{found.group(1)}" if found else ""
-    if minor not in PYTHONS:
+    if found is None or minor not in PYTHONS:
         raise UserError(f"--python {wanted} is not a CPython 3.8-3.15 version (X.Y or X.Y.Z)", hint)
     full = wanted if found.group(2) else _oldest_patch(allowed, minor)
     if full is None or not allowed.contains(full):

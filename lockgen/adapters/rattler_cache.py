@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lockgen.adapters import file_guard
-from lockgen.adapters.parallel import sha256_of
 from lockgen.core.confined import file_name
+from lockgen.digests import file_digest
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import PackageManifest
 
@@ -52,7 +52,7 @@ def held(cache: Path) -> Iterator[None]:
 
 def _sha256(path: Path) -> str | None:
     try:
-        return sha256_of(str(path))
+        return file_digest(path, follow=False)
     except OSError:  # gone, or no longer a regular file: not intact
         return None
 

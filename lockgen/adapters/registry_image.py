@@ -1,6 +1,6 @@
 """A base image read from a registry without pulling it (`export --base docker://…`, "shallow"): its manifest
 (through an image index to the lock's platform's image) and its config, both checked against their
-digests, and, only when asked, its layers' file names read top layer down, streamed, until a path is
+digests (read once per process: `read_once`), and, only when asked, its layers' file names read top layer down, streamed, until a path is
 found; and the blobs of a shallow layout put into a registry (mounted from the base's repository when it
 is the same registry, else streamed from the base's registry: one blob at a time, never held whole).
 Credentials and `insecure` are `oci_distribution`'s."""
@@ -79,6 +79,18 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
     if reference.digest is None or reference.digest != digest:
         progress(f"base {reference} is {reference.name}@{digest}")
     return RemoteImage(reference, digest, manifest, config, (data, config_bytes))
+
+
+_READ: dict[tuple[ImageReference, str, bool], RemoteImage] = {}
+
+
+def read_once(reference: ImageReference, architecture: str, insecure: bool, progress: Callable[[str], None]) -> RemoteImage:
+    """`read`, once per process for each reference, architecture and `insecure`: an export reads its base
+    several times (manifest, layers, documents, a Python), and a tag must resolve to one digest for all."""
+    key = (reference, architecture, insecure)
+    if key not in _READ:
+        _READ[key] = read(reference, architecture, insecure, progress)
+    return _READ[key]
 
 
 def layer_reader(image: RemoteImage, insecure: bool, looking_for: str,

@@ -3,9 +3,11 @@ platform tags, PEP 700 upload times) and, for the newest patch of each newer min
 METADATA for the platform (its PEP 658 file, else read by range requests), kept in the download cache
 under the wheel's sha256 (an index's files are immutable), so a second resolve reads only the page.
 
-And what a PyTorch variant index (`…/whl/cu126`) serves of torch: the newest patch of each minor release with a
-wheel for the platform and Python, of that variant (`+cu126`), uploaded before the cut-off (a file without an
-upload time is kept out under a cut-off, as uv keeps it out); such indexes may answer in PEP 503 HTML."""
+And what any torch source serves (the stack's index, PyPI, or a PyTorch variant index `…/whl/cu126`): the newest
+patch of each minor release with a wheel for the platform and Python, of that source's builds (PyPI's carry no
+local version, a variant index's `+cu126`), uploaded before the cut-off (a file without an upload time is kept out
+under a cut-off, as uv keeps it out). Both read a project page the caller has read once (`torch_page`); such pages
+may be PEP 503 HTML."""
 
 from __future__ import annotations
 
@@ -55,20 +57,27 @@ def _fits(tags: frozenset[str], platform: str, python: str | None) -> bool:
 
 
 def _metadata(wheel: pypi_index.IndexedWheel) -> str:
+    """A wheel's METADATA, kept under its sha256 (a file the page gives no hash of is read each time)."""
     cached = home.cache_dir() / "wheel-metadata" / f"{wheel.sha256}.METADATA"
-    if cached.is_file():
+    if wheel.sha256 and cached.is_file():
         return cached.read_text(encoding="utf-8")
     text = wheel_record.read_metadata_url(wheel.url, wheel.metadata)
-    write_atomic(cached, text)
+    if wheel.sha256:
+        write_atomic(cached, text)
     return text
 
 
-def newer_releases(project: str, index: str, platform: str, python: str | None, newer_than: tuple[int, int],
-                   cutoff: dt.datetime | None) -> tuple[ReleaseEvidence, ...]:
-    """The newest patch of each minor release of `project` newer than `newer_than` with a wheel for the
+def torch_page(index: str) -> dict[str, pypi_index.IndexedWheel]:
+    """Every wheel file an index lists for torch (PEP 691 JSON, or PEP 503 HTML as download.pytorch.org serves)."""
+    return pypi_index.project_wheels("torch", index, html=True)
+
+
+def newer_releases(page: dict[str, pypi_index.IndexedWheel], platform: str, python: str | None,
+                   newer_than: tuple[int, int], cutoff: dt.datetime | None) -> tuple[ReleaseEvidence, ...]:
+    """The newest patch of each minor release on a project `page` newer than `newer_than` with a wheel for the
     platform (and `python`'s tag) uploaded before `cutoff`, each with its METADATA's requirements."""
     by_minor: dict[tuple[int, int], tuple[Version, pypi_index.IndexedWheel]] = {}
-    for filename, wheel in sorted(pypi_index.project_wheels(project, index).items()):
+    for filename, wheel in sorted(page.items()):
         try:
             parsed = parse_wheel_filename(filename)
             version = Version(parsed.version)
@@ -90,21 +99,21 @@ def newer_releases(project: str, index: str, platform: str, python: str | None, 
     return tuple(found)
 
 
-def served_releases(index: str, variant: str, platform: str, python: str | None,
+def served_releases(page: dict[str, pypi_index.IndexedWheel], local: str | None, platform: str, python: str | None,
                     cutoff: dt.datetime | None) -> tuple[ServedRelease, ...]:
-    """The torch releases a variant's index serves for the platform (newest patch of each minor, oldest first,
-    its wheel with the oldest glibc floor), and each release it has builds of for the platform but none kept,
-    with why (`python`: none for that Python; `exclude-newer`: none uploaded before the cut-off). An index that
-    cannot be read is the adapter's ChannelError or UserError."""
+    """The torch releases a source's `page` serves for the platform, its builds being those of local version
+    `local` (`cu126` on a variant index, None on PyPI): the newest patch of each minor, oldest first, its wheel
+    with the oldest glibc floor; and each release it has builds of for the platform but none kept, with why
+    (`python`: none for that Python; `exclude-newer`: none uploaded before the cut-off)."""
     kept: dict[tuple[int, int], tuple[Version, str, str | None]] = {}
     out: dict[tuple[int, int], tuple[Version, str]] = {}
-    for filename, wheel in sorted(pypi_index.project_wheels("torch", index, html=True).items()):
+    for filename, wheel in sorted(page.items()):
         try:
             parsed = parse_wheel_filename(filename)
             version = Version(parsed.version)
         except (UserError, InvalidVersion):
             continue
-        if version.is_prerelease or version.is_devrelease or version.local != variant or wheel.yanked \
+        if version.is_prerelease or version.is_devrelease or version.local != local or wheel.yanked \
                 or not _fits(parsed.tags, platform, None):
             continue
         minor = (version.major, version.minor)

@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core.expected_env import lock_python
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.spec_parse import extends_of, parse_stack_text
-from lockgen.core.stack_layout import image_base_lock_path, names_a_base_lock, names_an_image
+from lockgen.core import stack_layout
+from lockgen.core.stack_layout import image_base_lock_path, names_a_base_lock
 from lockgen.errors import LockgenError, SpecError
 from lockgen.model.spec import LockBase, StackSpec
 
@@ -24,12 +26,6 @@ def _read(path: Path) -> str:
         raise SpecError(f"cannot read stack file `{path}`: {exc}", "check the file's permissions and encoding") from None
 
 
-def base_stack_path(path: Path, extends: str) -> Path:
-    """The base stack or lock a team stack at `path` extends (a path relative to the team stack's folder); for a
-    base image, the copy of the lock it carries that resolve keeps beside the team's locks."""
-    return image_base_lock_path(path.parent) if names_an_image(extends) else path.parent / extends
-
-
 def declared_extends(path: Path) -> str | None:
     """What the stack file at `path` says it extends, read before the whole file is parsed."""
     return extends_of(_read(path), str(path))
@@ -42,7 +38,7 @@ def parse_stack_file(path: Path) -> StackSpec:
     extends = extends_of(text, str(path))
     if extends is None:
         return parse_stack_text(text, str(path))
-    base_path = base_stack_path(path, extends)
+    base_path = stack_layout.base_path(path, extends)
     if names_a_base_lock(extends):
         return parse_stack_text(text, str(path), lock_base(base_path, str(path)))
     base_text = _read(base_path)
@@ -63,8 +59,7 @@ def lock_base(path: Path, source: str) -> LockBase:
     except LockgenError as exc:
         raise SpecError(f"the base lock {path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
     target = LockgenMeta(lock).target
-    pythons = {LockgenMeta(lock).python(platform) for platform in lock.metadata.platforms} - {""}
-    pythons = pythons or {".".join(p.version.split(".")[:2]) for p in lock.package if p.manager == "conda" and p.name == "python"}
+    pythons = {lock_python(lock, platform) for platform in lock.metadata.platforms} - {None}
     if not target or len(pythons) > 1:
         raise SpecError(f"the base lock {path} names no target, or several Pythons",
                         "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)

@@ -85,7 +85,10 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
             if reached[key] is graph.workspace:
                 continue
             found = _converted(reached[key], platform, python, glibc)
-            (packages if isinstance(found, LockedPackage) else skipped).append(found)
+            if isinstance(found, LockedPackage):
+                packages.append(found)
+            else:
+                skipped.append(found)
     return UvImport(tuple(packages), tuple(skipped), python.shown, assumed)
 
 

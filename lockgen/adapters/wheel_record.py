@@ -179,7 +179,7 @@ def read_wheel_url(url: str, timeout_s: float = 30.0, max_download: int = 256 <<
     where = scrub_url(url)
     source, full = _open_remote(url, meter, timeout_s, max_download)
     try:
-        with zipfile.ZipFile(source) as archive:  # type: ignore[arg-type]
+        with zipfile.ZipFile(source) as archive:
             contents = _contents(archive, filename, where)
     except zipfile.BadZipFile as exc:
         raise UserError(f"{where} is not a readable wheel: {exc}", "check the URL") from None
@@ -197,7 +197,7 @@ def read_metadata_url(url: str, separate_file: bool, timeout_s: float = 30.0) ->
     filename = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
     source, _ = _open_remote(url, meter, timeout_s, 256 << 20)
     try:
-        with zipfile.ZipFile(source) as archive:  # type: ignore[arg-type]
+        with zipfile.ZipFile(source) as archive:
             stem = f"{filename.split('-')[0]}-{filename.split('-')[1]}.dist-info/METADATA"
             names = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
             chosen = stem if stem in names else (names[0] if len(names) == 1 else None)

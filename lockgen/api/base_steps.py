@@ -20,7 +20,8 @@ Where the absent blobs live, read before choosing:
   shallow layout, outside the manifest digest: it says where the missing blobs are.
 skopeo cannot copy a layout with absent blobs (containers/image opens each blob file), so `lockgen push`
 puts a shallow layout itself (mount or stream, `adapters.registry_image`), and the commands that need
-every blob (`check --image`, `verify --image`, archives) refuse it with one error saying to push it first.
+every blob (`check --image`, `verify --image`, archives: `adapters/image_tree.place`) refuse it with one error
+saying to push it first.
 """
 
 from __future__ import annotations
@@ -89,14 +90,8 @@ def base_documents(base: Base, platform: str, progress: Callable[[str], None]) -
             oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes())
 
 
-_READ: dict[tuple[str, str, bool], registry_image.RemoteImage] = {}
-
-
 def _registry_image(base: RegistryBase, architecture: str, progress: Callable[[str], None]) -> registry_image.RemoteImage:
-    key = (base.reference, architecture, base.insecure)
-    if key not in _READ:
-        _READ[key] = registry_image.read(_reference(base), architecture, base.insecure, progress)
-    return _READ[key]
+    return registry_image.read_once(_reference(base), architecture, base.insecure, progress)
 
 
 def layer_opener(base: Base) -> LayerOpener:
@@ -127,14 +122,6 @@ def base_file(base: Base, platform: str, paths: Sequence[str], progress: Callabl
     else:
         count, layer = oci_layout.layer_reader(base, architecture)
     return next((path for path in paths if file_at(path, layer, count) is not None), None)
-
-
-def require_every_blob(layout: Path, fmt: str) -> None:
-    """Refuses to write an archive of a shallow layout: an archive must hold every blob it names."""
-    if oci_layout.base_source(layout) is not None:  # only a shallow layout records one
-        raise UserError(f"a {fmt} holds every blob, and this image's base layers stay in the base's registry "
-                        f"({oci_layout.base_source(layout)})",
-                        "export an oci-layout and push it, or export on a local --base LAYOUT for an archive")
 
 
 def _reference(base: RegistryBase) -> ImageReference:

@@ -5,26 +5,29 @@ With `--lock` (`check_lock`) that is conformance: every file accounted for by ex
 package's own manifest (RECORD, paths.json) or a named rule, content and mode matching; it works on
 environments lockgen did not make, and never trusts a digest stored in the artifact; an image is proven whole
 (`image_proof_steps`: the environment its config runs, the config, every file outside it). Without a lock,
-a lockgen environment is compared with the manifest it recorded when it was made (drift)."""
+a lockgen environment is compared with the manifest it recorded when it was made (drift). What only images
+and drift need is imported where they are used: a repeated `check --lock` of a prefix costs about a stat walk."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lockgen.adapters import conda_meta, env_manifest, image_source, python_dists
 from lockgen.api.conformance_steps import conform, read_manifests
-from lockgen.api.image_proof_steps import SBOM_INSIDE, prove_image, sbom_problems
-from lockgen.api.shared_steps import Meter, recorded_drift
-from lockgen.core.drift import manifest_drift
-from lockgen.digests import file_digest
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance, Drift
+
+if TYPE_CHECKING:
+    from lockgen.api.shared_steps import Meter
 
 
 def check_prefix(prefix: Path, full: bool) -> Drift:
     """Files missing, extra or changed against the manifest; only files whose size or mtime moved are
     re-hashed unless `full`."""
+    from lockgen.adapters import conda_meta, env_manifest
+    from lockgen.api.shared_steps import recorded_drift
+
     if not (prefix / env_manifest.MANIFEST).is_file():
         if (prefix / conda_meta.FOLDER).is_dir():
             return _check_conda_meta(prefix)
@@ -35,6 +38,9 @@ def check_prefix(prefix: Path, full: bool) -> Drift:
 def _check_conda_meta(prefix: Path) -> Drift:
     """Drift of an environment lockgen did not make (say, by `rattler.install` itself), against the
     paths and hashes its conda-meta records list. Files under conda-meta/ and caches are not judged."""
+    from lockgen.adapters import conda_meta, env_manifest
+    from lockgen.digests import file_digest
+
     expected = conda_meta.listed_paths(prefix)
     present = {p for p in env_manifest.walk(prefix) if not p.startswith(f"{conda_meta.FOLDER}/") and p != "CACHEDIR.TAG"}
     modified = []
@@ -53,6 +59,10 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
                 progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> tuple[str, str, Drift]:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix: (recorded, recomputed, drift). With `lock`, the image must come from exactly that lock."""
+    from lockgen.adapters import env_manifest, image_source
+    from lockgen.api.image_proof_steps import SBOM_INSIDE, sbom_problems
+    from lockgen.core.drift import manifest_drift
+
     with image_source.unpacked(source, progress, insecure, lock, meter) as image:
         if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
             drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
@@ -74,8 +84,14 @@ def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None =
         raise UserError("check --lock needs exactly one of --prefix, --python and --image",
                         "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)")
     if image is None:
-        where = prefix if prefix is not None else python_dists.prefix_of(str(python))
-        return conform(lock_path, where, platform, manifests, progress, meter, allow_foreign=allow_foreign,
+        if prefix is None:
+            from lockgen.adapters import python_dists
+
+            prefix = python_dists.prefix_of(str(python))
+        return conform(lock_path, prefix, platform, manifests, progress, meter, allow_foreign=allow_foreign,
                        fingerprints=not full)
+    from lockgen.api.image_proof_steps import prove_image
+
     read_manifests(lock_path, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
     return prove_image(lock_path, image, manifests, platform, insecure, image_prefix, progress, meter, allow_foreign)
+

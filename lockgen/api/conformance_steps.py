@@ -1,25 +1,26 @@
 """A step below the use cases (check, verify, export): the conformance of an environment on disk to its
 lock, every path accounted for by a locked package's own manifest or a named rule (and, for a lock with
-`[image] services`, lockgen's launcher and services.json, checked byte for byte against what the lock states)."""
+`[image] services`, lockgen's launcher and services.json, checked byte for byte against what the lock states).
+
+An environment that stays (`fingerprints`) and passed before against the same lock is proven by one stat
+walk when nothing in it moved (`conformance_store`'s verdict); the lock parser, the manifests and the rules
+are imported only when the work is done, since a repeated health check is otherwise mostly imports."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
-from hashlib import sha256
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lockgen.adapters import bytecode_proof, conformance_store, manifest_store, prefix_observer
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.manifest_steps import expected_manifests, expected_packages, lock_python
-from lockgen.api.shared_steps import Meter, lock_platform
-from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
-from lockgen.core.expected_env import expected_digest, site_packages_of
-from lockgen.core.image_config import service_files
-from lockgen.digests import file_digest
+from lockgen import __version__
+from lockgen.adapters import conformance_store, home, prefix_observer
+from lockgen.core.conformance import passing_record, passing_report
 from lockgen.errors import UserError
-from lockgen.model.oci import LOCK_INSIDE
 from lockgen.model.results import Conformance
 
+if TYPE_CHECKING:
+    from lockgen.api.shared_steps import Meter
 ALLOWED_FOREIGN = "allowed foreign files"
 SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
 CARRIED_LOCK = "the image's own lock"  # .lockgen/lock.conda-lock.yml, which must be the lock checked against
@@ -29,6 +30,11 @@ def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None
     """Every locked package's manifest read (and kept), each checked against the hash the lock pins: run before
     an image is pulled and unpacked, a lock whose packages cannot be proven is refused before that work, and
     `conform` then finds each manifest kept."""
+    from lockgen.adapters import manifest_store
+    from lockgen.adapters.lockfile_yaml import load_lock
+    from lockgen.api.manifest_steps import expected_manifests
+    from lockgen.api.shared_steps import lock_platform
+
     lock = load_lock(lock_path)
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
     chosen = lock_platform(lock, platform)
@@ -42,26 +48,93 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
             carried_lock: bool = True, fingerprints: bool = False) -> Conformance:
     """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`).
     `allow_foreign` names files no package states that the caller accepts (a site's CA hook, a venv seed):
-    they are hashed and recorded, and their byte code counts as theirs. `fingerprints`: files whose
-    fingerprint is what an earlier check of this environment and lock kept are not read again
-    (`conformance_store`; for an environment that stays, not an image unpacked for one check)."""
-    lock = load_lock(lock_path)
-    chosen = lock_platform(lock, platform)
+    they are hashed and recorded, and their byte code counts as theirs. `fingerprints`: for an environment
+    that stays (not an image unpacked for one check), a tree whose stat walk is what the last passing check
+    of it against this lock saw is that check's verdict, and otherwise files whose fingerprint is what an
+    earlier check kept are not read again (`conformance_store`)."""
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
-    bundle = manifest_store.read_bundle(manifests) if manifests else {}
+    bundle = _bundle_bytes(manifests)  # read once: a verdict reached with a bundle is bound to its bytes
+    context = [platform or "", home.machine(), final_prefix or str(prefix), "\0".join(sorted(set(allow_foreign))),
+               str(carried_lock), hashlib.sha256(bundle).hexdigest() if bundle is not None else "", __version__]
+    tree = prefix_observer.tree_fingerprint(prefix) if fingerprints else None  # before any file is read
+    again = _kept_verdict(lock_path, prefix, context, tree, progress) if tree is not None else None
+    if again is not None:
+        return again
+    result = _conform(lock_path, prefix, platform, (manifests, bundle), progress, meter, final_prefix, allow_foreign,
+                      carried_lock, fingerprints)
+    if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
+        conformance_store.drop_verdict(prefix, result.lock_sha256, context)
+    elif tree is not None and tree.settled:
+        conformance_store.save_verdict(prefix, result.lock_sha256, context, tree.digest, tree.paths,
+                                       {"platform": result.platform, "expected_digest": result.expected_digest,
+                                        "allowed": result.allowed, "by_path_only": result.by_path_only,
+                                        "report": passing_record(result.report)})
+    return result
+
+
+def _bundle_bytes(manifests: Path | None) -> bytes | None:
+    if manifests is None:
+        return None
+    from lockgen.adapters import manifest_store
+
+    return manifest_store.bundle_bytes(manifests)
+
+
+def _kept_verdict(lock_path: Path, prefix: Path, context: list[str], tree: prefix_observer.TreeFingerprint,
+                  progress: Callable[[str], None]) -> Conformance | None:
+    """The verdict of the last passing check of this tree against these lock bytes, when its stat walk is
+    unchanged; None when anything moved or nothing usable is kept."""
+    lock_sha256 = conformance_store.file_sha256(lock_path)
+    kept = conformance_store.load_verdict(prefix, lock_sha256, context) if lock_sha256 is not None else None
+    if kept is None or lock_sha256 is None:
+        return None
+    verdict, report = kept["verdict"], passing_report(kept["verdict"].get("report"))
+    allowed = verdict.get("allowed")
+    if tree.digest != kept["tree"] or report is None or not isinstance(verdict.get("platform"), str) \
+            or not isinstance(verdict.get("expected_digest"), str) or type(verdict.get("by_path_only")) is not int \
+            or not isinstance(allowed, dict) or not all(isinstance(v, (str, type(None))) for v in allowed.values()):
+        return None
+    progress(f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of "
+             f"{kept.get('checked')} (check --lock --full reads every file)")
+    return Conformance(lock_sha256, verdict["platform"], str(prefix), verdict["expected_digest"], report,
+                       allowed=dict(allowed), by_path_only=verdict["by_path_only"])
+
+
+def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tuple[Path | None, bytes | None],
+             progress: Callable[[str], None],
+             meter: Meter | None, final_prefix: str | None, allow_foreign: Sequence[str], carried_lock: bool,
+             fingerprints: bool) -> Conformance:
+    """The work of `conform`: every locked package's expected files against the prefix as found."""
+    from hashlib import sha256
+
+    from lockgen.adapters import bytecode_proof, manifest_store
+    from lockgen.adapters.lockfile_yaml import read_lock
+    from lockgen.api.manifest_steps import expected_packages
+    from lockgen.api.shared_steps import lock_platform
+    from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
+    from lockgen.core.expected_env import expected_digest, lock_python, site_packages_of
+    from lockgen.core.image_config import service_files
+    from lockgen.model.oci import LOCK_INSIDE
+
+    loaded = read_lock(lock_path)
+    lock, lock_sha256 = loaded.lock, loaded.sha256
+    chosen = lock_platform(lock, platform)
+    path, raw = manifests
+    bundle = manifest_store.parse_bundle(raw, path) if path is not None and raw is not None else {}
     expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
     allowed = sorted(set(allow_foreign))
     services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
     # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
-    carried = {LOCK_INSIDE: file_digest(lock_path)} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
+    carried = {LOCK_INSIDE: lock_sha256} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
     wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
-    lock_sha256 = file_digest(lock_path)
     kept = conformance_store.load(prefix, lock_sha256) if fingerprints else {}
     proofs = dict(kept) if fingerprints else None
     progress(f"hashing the {len(wanted)} files the packages state in {prefix}"
              + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
-    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs)
+    seen: dict[str, list] = {}
+    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs,
+                                       seen=seen)
     if proofs is not None and proofs != kept:
         conformance_store.save(prefix, lock_sha256, proofs)
     found = {o.path: o.sha256 for o in observed}
@@ -77,4 +150,4 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
                      unproven)
     by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
     return Conformance(lock_sha256, chosen, str(prefix), expected_digest(expected), report,
-                       allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only)
+                       allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)

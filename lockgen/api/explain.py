@@ -1,7 +1,10 @@
 """Use case `lockgen explain STACK --target T`: every torch/pytorch candidate the target was judged against
-(PyPI builds the facts know, the releases each of the stack's PyTorch variant indexes serves, read through
-`torch_source_steps`, and the pytorch/libtorch builds of the stack's conda channels), each with its verdict and
-the rule that decided it, newest first, and the CUDA window they were judged in."""
+(the releases each torch source serves, PyPI's own index included, read through `torch_source_steps` as resolve
+reads them, with the releases newer than the facts its evidence admits; and the pytorch/libtorch builds of the
+stack's conda channels), each with its verdict and the rule that decided it, newest first, and the CUDA window
+they were judged in (a stack whose Python comes from its conda channels is judged for any Python, and without
+newer releases, whose requirements depend on it). A CPU target's PyPI candidates are decided by the target alone
+(`cpu-target`)."""
 
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ from lockgen.api.stack_steps import load_stack
 from lockgen.api.torch_source_steps import TorchSources
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window, judge_build
 from lockgen.core.credentials import scrub_url
-from lockgen.core.explain import Candidate, newest_first, pypi_candidates
+from lockgen.core.explain import Candidate, cpu_target_candidates, newest_first
 from lockgen.core.facts import load_facts
+from lockgen.core.facts_inference import with_inferred
 from lockgen.core.torch_choice import source_candidates
 from lockgen.errors import UserError
 from lockgen.model.names import normalize
@@ -35,10 +39,12 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
     window = cuda_window(facts, target) if target.is_gpu else None
     found: list[Candidate] = []
     if any(normalize(d.name) == "torch" for d in spec.pypi_dependencies):
-        found += pypi_candidates(facts, spec, target, window)
-        sources = TorchSources(spec)
-        for platform in spec.platforms_of(target):
-            found += source_candidates(facts, spec, target, window, platform, sources.offers(target, platform, spec.python))
+        found += [] if target.is_gpu else cpu_target_candidates(facts, spec, target)
+        sources = TorchSources(facts, spec)
+        for platform in spec.platforms_of(target) if target.is_gpu else ():
+            inference = sources.inference(target, platform, spec.python) if spec.python else None
+            judged = with_inferred(facts, inference) if inference else facts
+            found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python))
     for platform in spec.platforms_of(target) if channels is not None else ():
         for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
             verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)

@@ -17,32 +17,27 @@ could not start its Python is refused, never written.
 
 from __future__ import annotations
 
-import os
-import shutil
+import posixpath
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, dist_info, env_manifest, file_guard, home, image_source, oci_layout, registry
-from lockgen.adapters.layer_cache import LayerCache
+from lockgen.adapters import conda_meta, env_manifest, file_guard, home, image_source, image_tree, oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import held_base_steps, base_steps, interpreter_steps
-from lockgen.api.held_base_steps import HeldEnvironment, package_key
 from lockgen.api.conformance_steps import conform
 from lockgen.api.shared_steps import Meter, build_environment, lock_platform
 from lockgen.core.image_config import image_config, is_environment_prefix, service_files
-from lockgen.core.layers import plan_layers
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx
+from lockgen.core.team import HeldEnvironment, package_key, team_prefix
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock
 from lockgen.model.results import Conformance
-from lockgen.model.names import normalize
 from lockgen.model.oci import (ARCHITECTURE, BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, COMPRESSION_LEVELS,
-                               CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, INDEX_MEDIA_TYPE, LOCK_INSIDE, MANIFEST_MEDIA_TYPE,
+                               CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE,
                                PREFIX_LABEL)
 
 
@@ -85,7 +80,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
     with _work_folder(out, fmt) as work:
         tree = work / "tree"
         read = base_steps.base_manifest(base, chosen, progress) if base is not None else None
-        prefix = held_base_steps.team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
+        prefix = team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
         held, on_base = _on_base(lock, lock_path, chosen, base, prefix, progress, read=read)
         interpreter = None
         if on_base is not None and base is not None:  # a team's wheels on a base Python environment run on its Python
@@ -96,7 +91,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
                                        venv_interpreter=interpreter, held=on_base)
         interpreter_steps.prove_python_starts(base, chosen, tree, prefix, _glibc(lock), progress)
         _drop_build_host_traces(tree)
-        _keep_lock(tree, lock_path)
+        image_tree.keep_lock(tree, lock_path)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
     return digest, env_digest
@@ -135,17 +130,17 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
             env_digest = build_environment(lock, lock_digest, platform, tree, Path(IMAGE_PREFIX), progress, meter)
             interpreter_steps.prove_python_starts(None, platform, tree, IMAGE_PREFIX, _glibc(lock), progress, index=True)
             _drop_build_host_traces(tree)
-            _keep_lock(tree, lock_path)
+            image_tree.keep_lock(tree, lock_path)
             manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(
                 lock, platform, lock_digest, env_digest, tree, layout, (layer_budget, compression, level), progress,
                 None, IMAGE_PREFIX, meter)
             images.append({"mediaType": MANIFEST_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(manifest)),
                            "platform": {"architecture": ARCHITECTURE[platform], "os": "linux"}})
             env_digests[platform] = env_digest
-            shutil.rmtree(tree)
+            image_tree.remove_tree(tree)
         index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
         digest = oci_layout.write_index(layout, index, tag or LockgenMeta(lock).target or "env")
-        _place(layout, work, out, fmt, sboms)
+        image_tree.place(layout, work, out, fmt, sboms)
     return digest, env_digests
 
 
@@ -185,22 +180,27 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
     `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
     _checked_compression(compression, level)
-    prefix = _checked_prefix(image_prefix or os.path.abspath(source))  # `..` resolved as the shell would
-    conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign,
-                          carried_lock=False)  # the image gets this lock as its own
-    if not conformance.clean:
-        first = conformance.lines()[0]
-        raise UserError(f"{source} is not the environment of {lock_path}: {first}",
-                        f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
-    interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, os.path.abspath(source), progress)
+    prefix = _checked_prefix(image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
+    if not source.is_dir():
+        raise UserError(f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder")
     lock = load_lock(lock_path)
-    interpreter_steps.prove_python_starts(base, conformance.platform, source, prefix, _glibc(lock), progress)
     with _work_folder(out, fmt) as work:
         tree = work / "tree"
         progress(f"linking {source} into the image tree")
-        shutil.copytree(source, tree, symlinks=True, copy_function=_link_or_copy)
-        shutil.rmtree(tree / ".lockgen", ignore_errors=True)  # hard links of the source's: lockgen writes its own here
-        env_digest = _record_existing(tree, env_manifest.build(tree)[0], conformance, prefix, lock_path)
+        image_tree.link_tree(source, tree)
+        # checked after the links are made (they move every inode's ctime), so the manifest below takes the
+        # sha256 of each file the check read while its inode is untouched since: the tree is hashed once
+        conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign,
+                              carried_lock=False)  # the image gets this lock as its own
+        if not conformance.clean:
+            first = conformance.lines()[0]
+            raise UserError(f"{source} is not the environment of {lock_path}: {first}",
+                            f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
+        interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, posixpath.abspath(source),
+                                              progress)
+        interpreter_steps.prove_python_starts(base, conformance.platform, source, prefix, _glibc(lock), progress)
+        manifest = env_manifest.build(tree, hashed=conformance.hashes)[0]
+        env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
                               (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
@@ -229,7 +229,7 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
                                 f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}")
             interpreter_steps.prove_in_layers(opened.layers, inside, prefix, conformance.platform, progress)
-            manifest, _ = env_manifest.build(inside)
+            manifest, _ = env_manifest.build(inside, hashed=conformance.hashes)  # what the check read, not again
             layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
         # the layers the new image names must be the ones just checked (a tag that moved, an index read for
         # another platform): their uncompressed digests, which no manifest conversion changes
@@ -252,7 +252,7 @@ def _record_existing(tree: Path, manifest: dict[str, Any], conformance: Conforma
     env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
                                             "platform": conformance.platform, "prefix": prefix,
                                             "conformance_digest": conformance.expected_digest})
-    _keep_lock(tree, lock_path)
+    image_tree.keep_lock(tree, lock_path)
     return env_digest
 
 
@@ -263,13 +263,6 @@ def _checked_prefix(prefix: str) -> str:
         raise UserError(f"`{prefix[:120]}` cannot be the environment's path in the image",
                         "pass --image-prefix with an absolute path of letters, digits and ._+@- (e.g. /opt/env)")
     return prefix
-
-
-def _link_or_copy(source: str, destination: str) -> None:
-    try:
-        os.link(source, destination)
-    except OSError:  # another file system: copied
-        shutil.copy2(source, destination)
 
 
 def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
@@ -283,7 +276,7 @@ def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tre
                             held)
     digest = oci_layout.write_index(layout, manifest, tag or f"{LockgenMeta(lock).target or 'env'}-{chosen}",
                                     base_steps.index_annotations(base, manifest))
-    _place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
+    image_tree.place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
     return digest
 
 
@@ -299,7 +292,7 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
     if base is not None:  # the base's manifest and config, by which a check tells the base's layers and settings
         for inside, data in zip((BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE), base_steps.base_documents(base, chosen, progress)):
             (tree / inside).write_bytes(data)
-    layers = base_layers + _layers(tree, layout, layering, progress, prefix, meter, held)
+    layers = base_layers + image_tree.build_layers(tree, layout, layering, progress, prefix, meter, held)
     config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
                 "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
@@ -322,27 +315,6 @@ def _write_services(lock: Lock, tree: Path) -> None:
         (tree / path).write_bytes(data)
 
 
-def _place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]) -> None:
-    """The finished layout moved to `out` (or archived there) in one rename, its SBOMs beside it
-    (`NAME` in the folder, `OUT.NAME` beside an archive)."""
-    for name, sbom in sboms.items():
-        (layout / name).write_bytes(sbom)
-    if fmt == "oci-layout":
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(layout, out)
-        return
-    base_steps.require_every_blob(layout, fmt)
-    archive = work / "archive.tar"
-    if fmt == "oci-archive":
-        oci_layout.write_archive(layout, archive)
-    else:
-        registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
-    os.replace(archive, out)
-    for name, sbom in sboms.items():
-        out.with_name(f"{out.name}.{name}").write_bytes(sbom)
-
-
 def _glibc(lock: Lock) -> str:
     """The glibc the lock's target states (`lockgen.glibc`), or ""."""
     return LockgenMeta(lock).target_facts.get("glibc", "")
@@ -354,72 +326,8 @@ def _pure_pypi(lock: Lock, platform: str) -> bool:
     return bool(packages) and all(p.manager == "pip" for p in packages)
 
 
-def _keep_lock(tree: Path, lock_path: Path) -> None:
-    """The lock itself, byte for byte, under `.lockgen/` (its sha256 is the image's lock label): a team stack
-    can `extends` the image and read its base lock from it."""
-    data = lock_path.read_bytes()
-    (tree / LOCK_INSIDE).parent.mkdir(exist_ok=True)
-    (tree / LOCK_INSIDE).unlink(missing_ok=True)  # a tree of hard links (--from-prefix): never write through one
-    (tree / LOCK_INSIDE).write_bytes(data)
-
-
 def _drop_build_host_traces(tree: Path) -> None:
     """Removes what names the machine that built the image: conda-meta's local store paths and link
     sources (the manifest digest never covered them) and the size/mtime cache of `lockgen check`."""
     conda_meta.drop_build_host_fields(tree)
     (tree / env_manifest.STATS).unlink(missing_ok=True)
-
-
-def _ownership(tree: Path) -> tuple[dict[str, list[str]], list[str]]:
-    """Files per package, and the rest: a conda package owns its record's `files` and the record; a pip
-    distribution owns what its dist-info `RECORD` lists (not claimed by conda) and its dist-info folder."""
-    owned = conda_meta.owned_files(tree)
-    claimed = {f for files in owned.values() for f in files}
-    rest = [r for r in env_manifest.walk(tree, covered_only=False) if r not in claimed]
-    present = set(rest)
-    for folder_path in dist_info.dist_info_folders(tree):
-        files = {f for f in dist_info.recorded_files(tree, folder_path) if f in present}
-        folder = folder_path.relative_to(tree).as_posix() + "/"
-        files.update(f for f in present if f.startswith(folder))
-        if files:
-            owned[f"pypi-{folder_path.name.removesuffix('.dist-info')}"] = sorted(files)
-            present -= files
-    return owned, [r for r in rest if r in present]
-
-
-def _manifest_digests(tree: Path) -> dict[str, str]:
-    """Content digests the environment manifest already holds (conda-meta records excepted: the manifest
-    digests them without their volatile fields)."""
-    manifest, _ = env_manifest.read(tree)
-    return {e["path"]: e["sha256"] for e in manifest["files"]
-            if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
-
-
-def _layers(tree: Path, layout: Path, layering: tuple[int, str, int], progress: Callable[[str], None],
-            prefix: str, meter: Meter | None = None, held: set[str] = frozenset()) -> list[tuple[dict[str, Any], str]]:
-    budget, compression, level = layering
-    owned, rest = _ownership(tree)
-    if held:  # the base's layers hold these packages; their records go into the last layer, the team's own
-        reused = {key for key in owned if (key if not key.startswith("pypi-") else _pypi_key(key)) in held}
-        rest = sorted(set(rest) | {f for key in reused for f in owned[key] if f.startswith("conda-meta/")})
-        owned = {key: files for key, files in owned.items() if key not in reused}
-    sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}
-    plans = plan_layers(sizes, max(2, budget - 1)) if owned else []
-    groups = [[f for key in plan.members for f in owned[key]] for plan in plans] + ([rest] if rest else [])
-    cache = LayerCache(compression, level)
-    known = _manifest_digests(tree)
-    # tar, sha256, zlib and zstd release the GIL: layers are built on every core, kept in plan order
-    with ThreadPoolExecutor(max_workers=max(1, min(len(groups), os.cpu_count() or 1))) as pool:
-        futures = [pool.submit(cache.layer, tree, files, layout, known, prefix) for files in groups]
-        for count, _ in enumerate(as_completed(futures), 1):
-            if meter is not None:
-                meter("build and compress layers", count, len(futures))
-        done = [future.result() for future in futures]  # plan order, whatever order they finished in
-    progress(f"{len(done)} layers, {sum(hit for _, _, hit in done)} taken from the layer cache")
-    return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
-
-
-def _pypi_key(key: str) -> str:
-    """`pypi-Torch_Stuff-2.1` (a dist-info folder's name) as `pypi-<normalised name>-<version>`."""
-    name, _, version = key.removeprefix("pypi-").rpartition("-")
-    return f"pypi-{normalize(name)}-{version}"

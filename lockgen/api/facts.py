@@ -78,11 +78,11 @@ def check(index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFOR
     CUDA their METADATA states and whether the evidence admits them) and CUDA toolkits with no driver floor."""
     facts = load_facts()
     releases, toolkits = [], {}
+    progress(f"reading {scrub_url(index)} for torch releases newer than the facts")
+    page = release_evidence.torch_page(index)
     for platform in platforms:
         known = newest_known(facts, platform) or (0, 0)
-        progress(f"reading {scrub_url(index)} for torch releases newer than {mm_text(known)} on {platform}")
-        evidence = release_evidence.newer_releases("torch", index, platform, python, known,
-                                                   release_evidence.cutoff_of(exclude_newer))
+        evidence = release_evidence.newer_releases(page, platform, python, known, release_evidence.cutoff_of(exclude_newer))
         decided = infer_releases(facts, evidence, python, "infer")
         for item, note in zip(sorted(evidence, key=lambda e: as_tuple(e.torch)), decided.notes):
             cuda, _, said = cuda_of_requirements(item.requires, platform, python)

@@ -2,7 +2,8 @@
 can be pinned, checked and certified like one lockgen made.
 
 conda packages come from `conda-meta/*.json` (URL, md5, sha256, depends); Python distributions that
-conda did not install come from the interpreter's installed metadata: those installed from a URL with
+conda did not install come from the inventory probe (`adapters.inventory_probe`, the one reader of an
+interpreter's installed distributions: run isolated, its dist-info and egg-info folders): those installed from a URL with
 a recorded archive hash (`direct_url.json`, as uv and pip write for `name @ URL`) become pip entries.
 A distribution installed from an index keeps no wheel URL or hash, so it cannot be locked: it is an
 error listing them, or with `--skip-unpinnable` it is left out and named in the lock's metadata;
@@ -15,19 +16,19 @@ RECORDs list, for `lockgen pin` to turn into a lock on a connected machine.
 
 from __future__ import annotations
 
-import gzip
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, home, inventory_probe, python_dists
-from lockgen.adapters.atomic_files import write_atomic, write_bytes_atomic
+from lockgen.adapters import conda_meta, home, inventory_file, inventory_probe
+from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text
+from lockgen.core.expected_env import python_xy
 from lockgen.core.lock_builder import frozen_lock
 from lockgen.core.stack_layout import default_lock_path
 from lockgen.errors import UserError
-from lockgen.model.inventory import NodeInventory
+from lockgen.model.inventory import InstalledDistribution, NodeInventory
 from lockgen.model.lock import Lock, LockedPackage, PackageHash
 from lockgen.model.names import normalize
 
@@ -43,18 +44,20 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
         candidate = prefix / "bin" / "python"
         python = python or (str(candidate) if candidate.exists() else None)
     frozen_from = str(prefix or python)
-    version, unpinnable = None, []
+    version: str | None = None
+    unpinnable: list[str] = []
     if python is not None:
-        listing = python_dists.list_distributions(python)
-        pip, unpinnable = _pip_entries(listing, platform, {normalize(p.name) for p in packages})
+        found = inventory_probe.probe(Path(python))
+        pip, unpinnable = _pip_entries(found.distributions, platform, {normalize(p.name) for p in packages})
         packages += pip
-        version = listing["python"]
+        version = python_xy(found.python)
         if unpinnable and not skip_unpinnable:
             shown = ", ".join(unpinnable[:6]) + (f" and {len(unpinnable) - 6} more" if len(unpinnable) > 6 else "")
             raise UserError(f"{len(unpinnable)} distributions keep no wheel hash (installed from an index, or by uv, "
                             f"whose direct_url.json records the URL only): {shown}",
-                            f"lock them from their index: lockgen freeze --python {python} --inventory inv.json.gz, "
-                            f"then lockgen pin inv.json.gz --target {target} (or pass --skip-unpinnable)")
+                            f"lock them from their index: lockgen freeze --python {python} --target {target} (on a node "
+                            f"without network: --inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} "
+                            "where there is one), or pass --skip-unpinnable")
     if not packages:
         raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
     lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
@@ -63,30 +66,38 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
     return path, lock
 
 
-def _pip_entries(listing: dict[str, Any], platform: str, conda_names: set[str]) -> tuple[list[LockedPackage], list[str]]:
+def _pip_entries(distributions: Sequence[InstalledDistribution], platform: str,
+                 conda_names: set[str]) -> tuple[list[LockedPackage], list[str]]:
     entries, unpinnable = [], []
-    for dist in sorted(listing["distributions"], key=lambda d: normalize(d["name"])):
-        name = normalize(dist["name"])
-        if dist["installer"] == "conda" or name in conda_names:
+    for dist in sorted(distributions, key=lambda d: normalize(d.name)):
+        name = normalize(dist.name)
+        if dist.installer == "conda" or name in conda_names:
             continue
-        direct = dist["direct_url"] or {}
+        direct = _direct_url(dist)
         archive = direct.get("archive_info") or {}
         sha256 = (archive.get("hashes") or {}).get("sha256") or (archive.get("hash", "").removeprefix("sha256=") or None)
         if direct.get("url") and sha256 and not direct.get("dir_info"):
-            entries.append(LockedPackage(name=name, version=dist["version"], manager="pip", platform=platform,
+            entries.append(LockedPackage(name=name, version=dist.version, manager="pip", platform=platform,
                                          url=direct["url"], hash=PackageHash(sha256=sha256)))
         else:
-            unpinnable.append(f"{name}=={dist['version']}")
+            unpinnable.append(f"{name}=={dist.version}")
     return entries, unpinnable
+
+
+def _direct_url(dist: InstalledDistribution) -> dict[str, Any]:
+    """A distribution's `direct_url.json` (PEP 610), or {} when its installer wrote none."""
+    try:
+        found = json.loads(dist.direct_url) if dist.direct_url else {}
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise UserError(f"{dist.key}: its direct_url.json ({dist.dist_info}) is not a JSON object",
+                        "reinstall the distribution (its installer writes the file again)")
+    return found
 
 
 def write_inventory(python: str, out: Path, progress: Callable[[str], None]) -> NodeInventory:
     """Probes `python` (its distributions, then every RECORD row re-hashed on disk) and writes the inventory."""
-    found = inventory_probe.probe(Path(python))
-    progress(f"{len(found.distributions)} distributions in {python} (Python {found.python}, {found.platform})")
-    checked = inventory_probe.rehash(Path(python))
-    progress(f"re-hashed {checked.checked} recorded files: {len(checked.mismatches)} differ from their RECORD")
-    document = NodeInventory(inventory=found, rehash=checked)
-    data = (json.dumps(document.model_dump(mode="json"), indent=1, sort_keys=True) + "\n").encode()
-    write_bytes_atomic(out, gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
+    document = inventory_probe.node_inventory(Path(python), progress)
+    inventory_file.write(out, document)
     return document

@@ -24,60 +24,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import conda_meta, env_manifest, manifest_store
-from lockgen.adapters.layer_members import LayerOpener, read_members
+from lockgen.adapters import layer_members
+from lockgen.adapters.layer_members import LayerOpener
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api import team_steps
-from lockgen.api.manifest_steps import lock_python
 from lockgen.core import lock_builder
-from lockgen.core.expected_env import conda_expected, site_packages_of, wheel_expected
-from lockgen.core.image_config import is_environment_prefix, service_files
+from lockgen.core.expected_env import is_wheel, lock_python, package_expected, site_packages_of
+from lockgen.core.image_config import service_files
 from lockgen.core.lock_builder import LockgenMeta
+from lockgen.core.team import HeldEnvironment, package_key, python_closure, same_builds
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import Lock, LockedPackage
-from lockgen.model.names import normalize
+from lockgen.model.lock import Lock
 from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER
 
 _RECORDS = f"{conda_meta.FOLDER}/"
-
-
-@dataclass(frozen=True)
-class HeldEnvironment:
-    """The held packages (layer keys: `name-version-build`, `pypi-<name>-<version>`), their conda-meta
-    records (bytes by prefix-relative path), the base environment's manifest entries (by path), and the
-    held packages linked again all the same (the Python that installs the team's wheels, and what it needs)."""
-
-    packages: frozenset[str]
-    records: dict[str, bytes]
-    entries: dict[str, dict[str, Any]]
-    relinked: frozenset[str] = frozenset()
-
-
-def package_key(package: LockedPackage) -> str:
-    """A locked package's layer key, as export names a package's layer."""
-    if package.manager == "conda":
-        return f"{package.name}-{package.version}-{package.build}"
-    return f"pypi-{normalize(package.name)}-{package.version}"
-
-
-def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
-    """Where a team lock's environment goes on a base image: the prefix of the base's environment when the
-    base is lockgen's image of the base lock this team lock was held to (an adopted environment keeps its own
-    path, `/opt/torch/.venv` say), else `default`."""
-    labels = (base_config.get("config") or {}).get("Labels") or {}
-    held_to = LockgenMeta(lock).base_lock
-    if not held_to or labels.get(LOCK_LABEL) != held_to:
-        return default
-    prefix = str(labels.get(PREFIX_LABEL, ""))
-    if not is_environment_prefix(prefix):
-        raise LockFormatError(f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image",
-                              "pass lockgen's own image of the base lock, exported again")
-    return prefix
 
 
 def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config: dict[str, Any], prefix: str,
@@ -102,7 +67,7 @@ def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config
         raise UserError(f"the base lock this team lock was held to is not at {base_path} any more",
                         "resolve the team stack again, or export on the image of the base lock it names")
     base_lock = load_lock(base_path)
-    _same_builds(lock, base_lock, platform)
+    same_builds(lock, base_lock, platform)
     refuse_leftover_services(lock, base_config, prefix)
     held = frozenset(package_key(p) for p in base_lock.packages_for(platform))
     progress(f"the base image is this team lock's base: its {len(held)} packages' layers are reused as they are")
@@ -121,24 +86,13 @@ def refuse_leftover_services(lock: Lock, base_config: dict[str, Any], prefix: st
                         "(a team on a base stack.toml takes them when it states no [image]), or export without --base")
 
 
-def _same_builds(lock: Lock, base_lock: Lock, platform: str) -> None:
-    """Refuses a team lock whose package of a held name, version and build is another archive than the base
-    lock's (a channel that republished it): the base image's files would not be the lock's."""
-    mine = {package_key(p): p.hash for p in lock.packages_for(platform)}
-    for package in base_lock.packages_for(platform):
-        if mine.get(package_key(package), package.hash) != package.hash:
-            raise UserError(f"the team lock's {package.name} {package.version} is another archive than its base lock's "
-                            f"(sha256 {mine[package_key(package)].sha256} against {package.hash.sha256})",
-                            "resolve the base stack and then the team stack again, or export without --base")
-
-
 def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform: str, open_layer: LayerOpener,
                      base_manifest: dict[str, Any], base_config: dict[str, Any], prefix: str,
                      progress: Callable[[str], None]) -> HeldEnvironment | None:
     """The base environment a team export builds on, read from the base image and checked (module
     docstring); None when the team adds wheels and the base's Python is no conda package (built whole then)."""
     own = [p for p in lock.packages_for(platform) if package_key(p) not in held]
-    relinked = frozenset()
+    relinked: frozenset[str] = frozenset()
     python_environment = all(p.manager == "pip" for p in (*base_lock.packages_for(platform), *own))  # wheels only
     if any(p.manager == "pip" for p in own) and python_environment:
         progress(f"the base is a Python environment: the team's {len(own)} packages are installed alone, into its prefix")
@@ -149,8 +103,7 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
             return None
         progress(f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are "
                  "linked again to install them")
-    found = (_topmost_manifest(open_layer, base_manifest["layers"], prefix) if python_environment
-             else read_members(open_layer, base_manifest["layers"], prefix, _wanted, _past))
+    found = layer_members.environment_record(open_layer, base_manifest["layers"], prefix, records=not python_environment)
     recorded = _recorded_manifest(found, base_config, platform, prefix)
     entries = {entry["path"]: entry for entry in recorded["files"]}
     site = site_packages_of(lock_python(base_lock, platform) or "")
@@ -174,39 +127,6 @@ def held_environment(lock: Lock, base_lock: Lock, held: frozenset[str], platform
              f"{len(base_lock.packages_for(platform))} packages also proven against their own manifests here); "
              "check --image --lock proves every file")
     return HeldEnvironment(held, records, entries, relinked)
-
-
-def python_closure(lock: Lock, platform: str) -> frozenset[str]:
-    """The layer keys of the lock's conda python and every conda package it needs, transitively; empty
-    without a conda python."""
-    conda = {p.name: p for p in lock.packages_for(platform) if p.manager == "conda"}
-    pending, seen = ["python"] if "python" in conda else [], set()
-    while pending:  # bounded: each name is entered once
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        pending.extend(n for n in conda[name].dependencies if n in conda and n not in seen)
-    return frozenset(package_key(conda[name]) for name in seen)
-
-
-def _topmost_manifest(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str) -> dict[str, bytes]:
-    """The environment manifest of the topmost layer holding one (a Python environment's base has no
-    conda-meta records to gather): read from the top down, so a vendor's layers under lockgen's, which are
-    not sorted and would be read to their ends, are not read at all."""
-    for layer in reversed(layers):  # bounded by the layers
-        found = read_members(open_layer, [layer], prefix, lambda relative: relative == env_manifest.MANIFEST, _past)
-        if found:
-            return found
-    return {}
-
-
-def _wanted(relative: str) -> bool:
-    return relative == env_manifest.MANIFEST or conda_meta.is_record(relative)
-
-
-def _past(relative: str) -> bool:
-    return relative > _RECORDS and not relative.startswith(_RECORDS)
 
 
 def _recorded_manifest(found: dict[str, bytes], base_config: dict[str, Any], platform: str, prefix: str) -> dict[str, Any]:
@@ -238,10 +158,8 @@ def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, dict
         manifest = manifest_store.cached(package.hash.sha256 or package.hash.md5 or "")
         if manifest is None or (manifest.kind == "wheel" and python is None):
             continue
-        if manifest.kind in ("wheel", "installed"):
-            expected = wheel_expected(manifest, python or "", accepted)
-        else:
-            expected = conda_expected(manifest, python, manifest_store.cached_patched(manifest.sha256, prefix) or {}, accepted)
+        patched = {} if is_wheel(manifest) else manifest_store.cached_patched(manifest.sha256, prefix) or {}
+        expected = package_expected(manifest, python, accepted, patched)
         for file in expected.files:
             recorded = entries.get(file.path, {})
             if file.kind == "file" and file.sha256 and env_manifest.covered(file.path) and recorded.get("sha256") != file.sha256:

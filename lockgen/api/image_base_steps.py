@@ -7,19 +7,17 @@ where export, certs and `resolve --check` find it as they find a base that is a 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import home
+from lockgen.adapters import home, layer_members
 from lockgen.adapters.atomic_files import write_bytes_atomic
-from lockgen.adapters.layer_members import read_members
 from lockgen.api import base_steps
 from lockgen.core import stack_layout
 from lockgen.core.image_config import is_environment_prefix
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
-from lockgen.model.oci import LOCK_INSIDE, LOCK_LABEL, PREFIX_LABEL
+from lockgen.model.oci import LOCK_LABEL, PREFIX_LABEL
 
 
 def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Callable[[str], None]) -> Path:
@@ -40,15 +38,13 @@ def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Ca
     if not is_environment_prefix(str(labels.get(PREFIX_LABEL, ""))):
         raise LockFormatError(f"the base image {extends} names its environment at `{str(labels.get(PREFIX_LABEL))[:80]}`, "
                               "not a folder inside the image", "export the base image again with this lockgen")
-    found = read_members(base_steps.layer_opener(base), manifest["layers"][-1:], labels[PREFIX_LABEL],
-                         lambda relative: relative == LOCK_INSIDE,
-                         lambda relative: relative > ".lockgen/" and not relative.startswith(".lockgen/"))
-    data = found.get(LOCK_INSIDE)
-    if data is None or hashlib.sha256(data).hexdigest() != labels[LOCK_LABEL]:
+    carried = layer_members.carried_lock(base_steps.layer_opener(base), manifest["layers"], labels[PREFIX_LABEL])
+    if carried is None or carried[1] != labels[LOCK_LABEL]:
         raise LockFormatError(f"the base image {extends} carries no lock, or not the one its label names"
-                              + (" (an older lockgen exported it)" if data is None else ""),
+                              + (" (an older lockgen exported it)" if carried is None else ""),
                               "export the base image again with this lockgen, or extend the base's lock file")
-    path = stack_layout.image_base_lock_path(stack_path.parent)
+    data = carried[0]
+    path = stack_layout.base_path(stack_path, extends)
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, data)

@@ -13,19 +13,11 @@ from urllib.parse import unquote, urlsplit
 from lockgen.adapters import conda_package, file_roots, manifest_store, package_store, wheel_record
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage
-from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.package_identity import require_manifest_of
-from lockgen.core.expected_env import conda_expected, python_xy, wheel_expected
+from lockgen.core.expected_env import is_wheel, lock_python, package_expected
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.manifests import PackageManifest
-
-
-def lock_python(lock: Lock, platform: str) -> str | None:
-    """The Python `X.Y` of a lock on a platform: its conda python, else the version the lock records."""
-    conda_python = next((p.version for p in lock.packages_for(platform) if p.manager == "conda" and p.name == "python"), None)
-    version = conda_python or LockgenMeta(lock).python(platform) or None
-    return python_xy(version) if version else None
 
 
 def _pin(package: LockedPackage) -> str:
@@ -94,13 +86,10 @@ def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, 
     found = expected_manifests(lock, platform, bundle, progress)
     expected = []
     for manifest, archive in found:
-        if manifest.kind in ("wheel", "installed"):  # a check-only entry: its installed RECORD's files
-            if python is None and manifest.kind == "wheel":
-                raise UserError("the lock has wheels but names no Python version", "re-create it with lockgen resolve or pin")
-            expected.append(wheel_expected(manifest, python or "", accepted))
-        else:
-            patched = _patched(manifest, archive, prefix)
-            expected.append(conda_expected(manifest, python, patched, accepted))
+        if python is None and manifest.kind == "wheel":  # a check-only entry ("installed") is placed already
+            raise UserError("the lock has wheels but names no Python version", "re-create it with lockgen resolve or pin")
+        patched = {} if is_wheel(manifest) else _patched(manifest, archive, prefix)
+        expected.append(package_expected(manifest, python, accepted, patched))
     return expected
 
 

@@ -16,16 +16,13 @@ as a bundle for `check --manifests` on the node.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import zlib
+import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from lockgen.adapters import manifest_store, pypi_index
+from lockgen.adapters import inventory_file, inventory_probe, manifest_store, pypi_index
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.api.manifest_steps import manifest_of
@@ -35,7 +32,7 @@ from lockgen.core.expected_env import from_installed_record, python_xy, wheel_ex
 from lockgen.core.wheel_files import hex_of_record_hash, installed_to_prefix
 from lockgen.core.stack_layout import default_lock_path, manifests_path
 from lockgen.digests import file_digest
-from lockgen.errors import UserError
+from lockgen.errors import ChannelError, UserError
 from lockgen.model.inventory import InstalledDistribution, NodeInventory
 from lockgen.model.lock import Lock, LockedPackage, PackageHash
 from lockgen.model.manifests import ManifestFile, PackageManifest
@@ -53,16 +50,6 @@ class Pinned:
     manifest: PackageManifest | None = None
     unpublished: str = ""
     problems: tuple[str, ...] = ()
-
-
-def _read_inventory(path: Path) -> NodeInventory:
-    try:
-        raw = path.read_bytes()
-        return NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except OSError as exc:
-        raise UserError(f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote") from None
-    except (ValidationError, EOFError, zlib.error):
-        raise UserError(f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT") from None
 
 
 def _changed_on_disk(dist: InstalledDistribution, document: NodeInventory, accepted: dict[str, str]) -> tuple[str, ...]:
@@ -118,10 +105,34 @@ def _accepted(document: NodeInventory, paths: Sequence[str]) -> dict[str, str]:
 def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_unpublished: bool,
         accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
     """Writes the lock and its manifests bundle; returns (lock path, bundle path, lock)."""
+    path = _lock_path(out, target)
+    return _pinned(inventory_file.read(inventory_path), inventory_path.name, file_digest(inventory_path), target, path, index,
+                   allow_unpublished, accept_changed, progress)
+
+
+def pin_python(python: str, target: str, out: Path | None, index: str, allow_unpublished: bool,
+               accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
+    """`freeze --python` on a connected machine: the interpreter inventoried and pinned in one step (what
+    `freeze --inventory` and then `pin` do, without the file between them); the lock names the interpreter."""
+    path = _lock_path(out, target)
+    document = inventory_probe.node_inventory(Path(python), progress)
+    try:
+        return _pinned(document, python, hashlib.sha256(inventory_file.as_bytes(document)).hexdigest(), target,
+                       path, index, allow_unpublished, accept_changed, progress)
+    except ChannelError as exc:
+        raise ChannelError(exc.message, f"{exc.hint}; on a node without network: lockgen freeze --python {python} "
+                           f"--inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} where there is one") from None
+
+
+def _lock_path(out: Path | None, target: str) -> Path:
     path = out or default_lock_path(target)
     if path.is_dir():
         raise UserError(f"`{path}` is a folder", "pass the path of the lock file to write (--out locks/NAME.conda-lock.yml)")
-    document = _read_inventory(inventory_path)
+    return path
+
+
+def _pinned(document: NodeInventory, source: str, source_sha256: str, target: str, path: Path, index: str,
+            allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
     inventory = document.inventory
     machine = inventory.platform.rsplit("-", 1)[-1]
     platform = PLATFORM_OF_MACHINE.get(machine)
@@ -148,7 +159,7 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
                         f"{first.problems[0]}", "reinstall them, or accept a changed file by name with --accept-changed PATH")
     entries = [(o.package, o.manifest) for o in outcomes if o.package is not None]
     entries += [_check_only(o.dist, inventory.site_packages, platform) for o in outcomes if o.unpublished]
-    lock = lock_builder.pinned_lock(target, inventory_path.name, file_digest(inventory_path), platform,
+    lock = lock_builder.pinned_lock(target, source, source_sha256, platform,
                                     python_xy(inventory.python), accepted, unpublished,
                                     [package for package, _ in entries])
     bundle = manifests_path(path)

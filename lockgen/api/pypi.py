@@ -1,6 +1,7 @@
 """The PyPI layer of resolve, a step of that use case (not one of its own): plans each target x platform
-(core, with what the stack's PyTorch variant indexes serve: `torch_source_steps`), resolves it with uv (adapter,
-several at once), and judges the torch it got (core)."""
+(core, with what the stack's torch sources serve, PyPI's own index included, and the releases newer than the facts
+its evidence shows: `torch_source_steps`), resolves it with uv (adapter, several at once), and judges the torch it
+got (core)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from lockgen.adapters import release_evidence, uv_resolver
+from lockgen.adapters import uv_resolver
 from lockgen.api.torch_source_steps import TorchSources
-from lockgen.core.credentials import scrub_url
 from lockgen.core.cuda_components import components_text, window_constraints
 from lockgen.core.explain import decision
-from lockgen.core.facts_inference import Inference, infer_releases, newest_known, with_inferred
+from lockgen.core.facts_inference import Inference, with_inferred
 from lockgen.core.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
 from lockgen.core.pypi_rules import check_resolved_torch, torch_admission
 from lockgen.core.torch_sources import check_cpu_lock, routes_text
-from lockgen.errors import ChannelError, LockgenError, UnsatisfiableError
+from lockgen.errors import ChannelError, UnsatisfiableError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize
@@ -44,8 +44,7 @@ def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target
                               exc.request_label, exc.packages)
 
 
-def _decision(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str, torch: str,
-              plan: PypiPlan, inference: Inference | None) -> str:
+def _decision(target: Target, platform: str, torch: str, plan: PypiPlan, inference: Inference | None) -> str:
     """The line resolve prints and the lock keeps: the torch chosen and why the nearest newer one is out (empty
     for a torch held at its version, which the lock of a team on a base keeps as it was)."""
     if plan.routes and not target.is_gpu:
@@ -55,42 +54,13 @@ def _decision(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWind
     if any(normalize(line.split("==")[0]) == "torch" for line in plan.constraints if "==" in line):
         return ""  # held at its version (a base's, or --update's holds): this resolve decided nothing about it
     routed = (plan.source.variant, plan.source.index) if plan.source else None
-    return decision(with_inferred(facts, inference) if inference else facts, spec, target, window, platform, torch,
-                    inference.refused if inference else (), plan.candidates, routed)
+    return decision(platform, torch, plan.candidates, inference.refused if inference else (), routed)
 
 
 def _compat_floor(facts: GpuFacts, window: CudaWindow) -> str | None:
     """The driver minor-version compatibility needs for the window's newest CUDA major (NVIDIA's Table 1)."""
     compat = facts.minor_version_compat.get(window.high.split(".")[0])
     return compat.min_driver if compat else None
-
-
-class NewerReleases:
-    """What the index shows of torch releases newer than the facts, read once per platform and Python and
-    told to the user once (each line is also recorded in the lock)."""
-
-    def __init__(self, facts: GpuFacts, spec: StackSpec, progress: Callable[[str], None]) -> None:
-        self.facts, self.spec, self.progress = facts, spec, progress
-        self._seen: dict[tuple[str, str], Inference] = {}
-
-    def inference(self, target: Target, platform: str, conda_packages: list[LockedPackage]) -> Inference | None:
-        python, held = held_by_conda(self.spec, conda_packages)
-        if not needs_torch_rules(self.spec, target, held):
-            return None
-        if (platform, python) not in self._seen:
-            index = self.spec.pypi_options.index_url
-            known = newest_known(self.facts, platform) or (0, 0)
-            try:
-                evidence = release_evidence.newer_releases("torch", index, platform, python, known,
-                                                           release_evidence.cutoff_of(self.spec.pypi_exclude_newer))
-                found = infer_releases(self.facts, evidence, python, self.spec.unknown_releases)
-            except LockgenError as exc:  # the releases stay out, and the user and the lock are told why
-                found = Inference((), (), (f"torch releases newer than lockgen's facts ({known[0]}.{known[1]} on {platform}) "
-                                           f"could not be read from {scrub_url(index)} ({exc.message}); they stay out",))
-            self._seen[(platform, python)] = found
-            for note in found.notes:
-                self.progress(note)
-        return self._seen[(platform, python)]
 
 
 def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Callable[[str], None],
@@ -107,12 +77,13 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
     them, and the whole environment must be consistent, not only what the team's dependencies reach)."""
     options = spec.pypi_options
     extra_indexes = tuple(dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index)))
-    newer, sources = NewerReleases(facts, spec, progress), TorchSources(spec)
+    sources = TorchSources(facts, spec, progress)
     jobs = []
     for target, window, request, conda_packages in solved:
-        inference = newer.inference(target, request.platform, conda_packages)
         python, held_here = held_by_conda(spec, conda_packages)
-        offers = sources.offers(target, request.platform, python) if needs_torch_rules(spec, target, held_here) else ()
+        ruled = needs_torch_rules(spec, target, held_here)
+        inference = sources.inference(target, request.platform, python) if ruled else None
+        offers = sources.offers(target, request.platform, python) if ruled else ()
         plan = plan_pypi(facts, spec, target, request.platform, window, conda_packages, inference, offers)
         pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
         if window is not None:  # every CUDA-versioned wheel within the window, but those a base holds
@@ -167,6 +138,6 @@ def _judged(facts: GpuFacts, spec: StackSpec, job: tuple, packages: list[LockedP
     if window is not None and (components := components_text(window, packages, target.driver or "", _compat_floor(facts, window))):
         plan = dataclasses.replace(plan, components=components)
     if torch is not None:
-        plan = dataclasses.replace(plan, decision=_decision(facts, spec, target, window, platform, torch, plan, inference))
+        plan = dataclasses.replace(plan, decision=_decision(target, platform, torch, plan, inference))
         progress(f"{target.name} on {platform}: {plan.decision or f'torch {torch}, held at its version'}")
     return plan, kept

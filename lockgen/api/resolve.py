@@ -13,9 +13,8 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text, load_lock
 from lockgen.adapters.stack_file import declared_extends
 from lockgen.api import team_steps
-from lockgen.api.image_base_steps import fetch_base_lock
 from lockgen.api.stack_steps import load_stack
-from lockgen.core import lock_builder, lock_meta, stack_layout
+from lockgen.core import lock_builder, lock_meta, stack_layout, team
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
@@ -32,7 +31,7 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.pypi_plan import PypiPlan
     from lockgen.core.freshness import Staleness
-    from lockgen.api.pypi import NewerReleases
+    from lockgen.api.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
@@ -46,20 +45,20 @@ class _Context:
     channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
     facts: GpuFacts = field(default_factory=load_facts)
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
-    _newer: "NewerReleases | None" = None
+    _sources: "TorchSources | None" = None
 
     def candidates(self, platform: str) -> list[CandidateBuild]:
         if platform not in self._candidates:
             self._candidates[platform] = self.channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
         return self._candidates[platform]
 
-    def newer_releases(self, progress: Progress) -> "NewerReleases":
-        """One reader of the index's newer torch releases per run (each platform read once)."""
-        from lockgen.api.pypi import NewerReleases
+    def torch_sources(self, progress: Progress) -> "TorchSources":
+        """One reader of the stack's torch sources per run (each page read once)."""
+        from lockgen.api.torch_source_steps import TorchSources
 
-        if self._newer is None:
-            self._newer = NewerReleases(self.facts, self.spec, progress)
-        return self._newer
+        if self._sources is None:
+            self._sources = TorchSources(self.facts, self.spec, progress)
+        return self._sources
 
     @property
     def base_is_lock(self) -> bool:
@@ -102,6 +101,8 @@ def _context(stack_path: Path, aliases: Sequence[str], insecure: bool = False,
     the team's locks, an input like a channel's index, so even --check and --dry-run keep it)."""
     extends = declared_extends(stack_path)
     if extends is not None and stack_layout.names_an_image(extends):
+        from lockgen.api.image_base_steps import fetch_base_lock  # registries and layouts: only for an image base
+
         fetch_base_lock(stack_path, extends, insecure, progress)
     spec, channels = load_stack(stack_path, aliases)
     return _Context(spec, stack_path, channels)
@@ -149,7 +150,7 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         base = (context.spec.extends, bases[target.name][1]) if target.name in bases else None
         base_lock = bases[target.name][0] if target.name in bases and context.base_is_lock else None
         if base_lock is not None:
-            packages = [p for r in requests for p in team_steps.with_base_entries(
+            packages = [p for r in requests for p in team.with_base_entries(
                 base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
         metadata = context.metadata(target, window, requests, plans_of_target, base,
                                     {platform: list(changes.values()) for (name, platform), changes in moved.items()
@@ -159,6 +160,9 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
     results = []
     for (target, lock), text in zip(planned, texts):
         path = context.lock_path(target)
+        if updates and _moved_nothing(path, target, lock):
+            progress(f"{target.name}: {_stays(lock, updates)} (the lock is unchanged)")
+            text = path.read_text(encoding="utf-8")
         unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
         if not dry_run and not unchanged:
             write_atomic(path, text)
@@ -180,12 +184,12 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     for target, _, requests in plans:
         pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
         if target.name in bases and hold_base:
-            base_holds = team_steps.holds(bases[target.name][0], released.get(target.name, set()))
-            pinned, held_pip = team_steps.with_team_pins(base_holds, (pinned, held_pip))
+            base_holds = team.holds(bases[target.name][0], released.get(target.name, set()))
+            pinned, held_pip = team.with_team_pins(base_holds, (pinned, held_pip))
         if target.name in bases:
-            stand_ins.update({(target.name, p): held for p, held in team_steps.check_only(bases[target.name][0]).items()})
+            stand_ins.update({(target.name, p): held for p, held in team.check_only(bases[target.name][0]).items()})
         if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
-            preferred.update({(target.name, r.platform): team_steps.published_pip(bases[target.name][0], r.platform)
+            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name][0], r.platform)
                               for r in requests})
         pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
@@ -195,7 +199,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
 
     try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
         solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else
-                      [team_steps.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
+                      [team.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
         if failing is None:
@@ -223,7 +227,7 @@ def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], base
     moved = {}
     for target, _, request, found in conda:
         found = found + pypi.get((target.name, request.platform), (None, []))[1]
-        changes = team_steps.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
+        changes = team.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
         if changes:
             moved[(target.name, request.platform)] = changes
     if not moved:
@@ -249,9 +253,32 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]
     names = {normalize(p.name) for p in lock.package}
     for update in updates:
         if normalize(update) not in names:
+            tables = [name for name, used in (("[dependencies]", context.spec.has_conda),
+                                              ("[pypi-dependencies]", bool(context.spec.pypi_dependencies))) if used]
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
-                            "--update takes names of locked packages; add new ones to [dependencies]")
-    return team_steps.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
+                            f"--update takes names of locked packages; add new ones to {' or '.join(tables)}")
+    return team.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
+
+
+def _moved_nothing(path: Path, target: Target, lock: Lock) -> bool:
+    """Whether an `--update` solve changed no package of the existing lock, whose inputs are otherwise current:
+    then that lock is kept byte for byte (the holds it was solved with are no input of the stack, and a plain
+    resolve would only write the same lock back)."""
+    from lockgen.core.freshness import stale_reasons
+
+    existing = load_lock(path)  # there: `_pins` required it
+    return existing.package == lock.package and not stale_reasons(target.name, existing, lock.metadata)
+
+
+def _stays(lock: Lock, updates: Sequence[str]) -> str:
+    """`numpy stays at 2.4.6` for each updated name (each platform's version where they differ)."""
+    said = []
+    for update in updates:
+        versions = {p.platform: p.version for p in lock.package if normalize(p.name) == normalize(update)}
+        shown = (next(iter(versions.values())) if len(set(versions.values())) == 1 else
+                 ", ".join(f"{v} on {platform}" for platform, v in sorted(versions.items())))
+        said.append(f"{update} stays at {shown}")
+    return "; ".join(said)
 
 
 def _update_family(lock: Lock, names: set[str]) -> set[str]:
@@ -324,16 +351,16 @@ def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None,
     from lockgen.core.freshness import facts_changed
     from lockgen.core.pypi_plan import plan_pypi
 
-    from lockgen.api.torch_source_steps import TorchSources
     from lockgen.core.pypi_plan import held_by_conda, needs_torch_rules
 
-    newer, sources = context.newer_releases(progress), TorchSources(context.spec)
+    sources = context.torch_sources(progress)
     found: list[Staleness] = []
     for platform in lock.metadata.platforms:
         conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
         python, held = held_by_conda(context.spec, conda)
-        offers = sources.offers(target, platform, python) if needs_torch_rules(context.spec, target, held) else ()
+        ruled = needs_torch_rules(context.spec, target, held)
         plan = plan_pypi(context.facts, context.spec, target, platform, window, conda,
-                         newer.inference(target, platform, conda), offers)
+                         sources.inference(target, platform, python) if ruled else None,
+                         sources.offers(target, platform, python) if ruled else ())
         found.extend(facts_changed(target.name, platform, lock, plan.constraints, plan.inferred))
     return found

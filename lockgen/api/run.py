@@ -8,7 +8,6 @@ The activation's rules are `core.activation`; bash sources the activate.d script
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -99,7 +98,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     if kind is None:
         raise UserError(f"{where} is not an environment (no conda-meta/, no pyvenv.cfg)",
                         "pass the prefix of a conda environment or venv, or a LOCK to materialize")
-    calling = dict(os.environ)
+    calling = env_process.calling_environment()
     environment = rules.activated(kind, PurePosixPath(where), name, calling)
     if kind == "conda" and env_process.activate_scripts(where):
         after, said = env_process.sourced_environment(where, environment)
@@ -116,7 +115,7 @@ def run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None],
 
 def shell(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None = None) -> NoReturn:
     """Replaces lockgen with `$SHELL` (else bash) in the environment, its prompt marked `(lockgen:NAME)`."""
-    program = os.environ.get("SHELL") or find_tool("bash", "install bash, or set SHELL to your shell")
+    program = env_process.login_shell() or find_tool("bash", "install bash, or set SHELL to your shell")
     kind = rules.shell_kind(program)
     active = activation(wanted, progress, meter)
     environment = dict(active.environment)
@@ -127,7 +126,7 @@ def shell(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None =
 
 def exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None], meter: Meter | None = None) -> str:
     """The activation as lines for `eval` in `shell_name` (default: `$SHELL`'s kind, else bash)."""
-    kind = rules.shell_kind(shell_name) if shell_name else rules.shell_kind(os.environ.get("SHELL", "")) or "bash"
+    kind = rules.shell_kind(shell_name) if shell_name else rules.shell_kind(env_process.login_shell() or "") or "bash"
     if kind is None:
         raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`",
                         "pass --shell bash, zsh or fish")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters.channels import ALIAS_ENV, locate_channel, parse_aliases
+from lockgen.adapters.channels import locate_channel, parse_aliases, run_aliases
 from lockgen.adapters.stack_file import parse_stack_file
 from lockgen.errors import UserError
 from lockgen.model.spec import StackSpec
@@ -23,7 +22,7 @@ if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
 def load_stack(stack_path: Path, aliases: Sequence[str]) -> tuple[StackSpec, "ChannelSet | None"]:
     """(the stack's spec, its conda channels, or None for a pure-PyPI stack, which reads none)."""
     spec = parse_stack_file(stack_path)
-    alias_map = parse_aliases(list(aliases), os.environ.get(ALIAS_ENV))
+    alias_map = run_aliases(list(aliases))
     for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
         if name not in spec.channels:
             close = difflib.get_close_matches(name, list(spec.channels), n=1)

@@ -7,15 +7,13 @@ environment). One gc runs at a time, under a flock guard in the store (`file_gua
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 from lockgen.adapters import env_manifest, file_guard, home
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.digests import file_digest
-from lockgen.errors import HostError, UserError
+from lockgen.errors import UserError
 from lockgen.model.results import StoreEntry
 
 TRASH_SUFFIX = ".tmp-gc"
@@ -43,12 +41,12 @@ def gc(roots: list[Path], dry_run: bool) -> list[Path]:
     if dry_run:
         return sorted(store.glob(f".*{TRASH_SUFFIX}")) + [e.path for e in list_envs() if e.lock_sha256 not in wanted]
     with file_guard.held(store / GUARD):
-        removed = [_delete(leftover) for leftover in sorted(store.glob(f".*{TRASH_SUFFIX}"))]
+        removed = [file_guard.delete_set_aside(leftover) for leftover in sorted(store.glob(f".*{TRASH_SUFFIX}"))]
         for entry in list_envs():
             if entry.lock_sha256 not in wanted:
                 trash = entry.path.parent / f".{entry.path.name}{TRASH_SUFFIX}"
-                os.rename(entry.path, trash)  # atomic: the entry disappears at once, then is deleted
-                removed.append(_delete(trash, entry.path))
+                file_guard.set_aside(entry.path, trash)
+                removed.append(file_guard.delete_set_aside(trash, entry.path))
     return removed
 
 
@@ -70,13 +68,3 @@ def _locks_named(roots: list[Path]) -> list[Path]:
             raise UserError(f"gc: `{root}` does not exist", "check the spelling: every argument must be a lock or a "
                             "folder of locks whose environments stay; nothing was removed")
     return locks
-
-
-def _delete(trash: Path, shown: Path | None = None) -> Path:
-    """Deletes a folder renamed aside for deletion; returns `shown` (the entry it was), else the folder."""
-    try:
-        shutil.rmtree(trash)
-    except OSError as exc:
-        raise HostError(f"gc: cannot delete `{exc.filename or trash}`: {exc.strerror or exc}",
-                        f"fix its permissions or remove {trash} by hand, then run gc again") from None
-    return shown or trash

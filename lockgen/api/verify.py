@@ -23,7 +23,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.conformance_steps import conform, read_manifests
 from lockgen.api.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
-from lockgen.core.certify import build_body, expectations_from_lock, refuse_wrong_hardware
+from lockgen.core.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
 from lockgen.core.envelopes import conv_floors, node_floors
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_whole import environment_prefix
@@ -31,7 +31,7 @@ from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import certificate_path
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Check, Hardware, KernelReport, Subject
+from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, Subject
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
@@ -151,15 +151,9 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
     gpus = options.gpus if options.gpus is not None else (host.count if host else 1)
     world = gpus * options.nodes
     distributed, digests = None, {"single": hashlib.sha256(single_raw).hexdigest()}
-    extra = []
-    visible = len((single.stack or {}).get("devices") or [])
-    if gpus > 1 and arch != "cpu" and visible < gpus:
-        cause = (single.stack or {}).get("cuda_visible_devices")
-        extra.append(Check(category="distributed", name="gpus_visible", passed=False,
-                           detail=f"the environment sees {visible} of the {gpus} GPUs the multi-GPU checks need"
-                                  + (f" (CUDA_VISIBLE_DEVICES={cause!r})" if cause is not None else "")
-                                  + "; the NCCL and DDP checks did not run"))
-    elif world > 1:
+    hidden = gpus_not_visible(arch, gpus, single.stack)
+    extra = [hidden] if hidden else []
+    if hidden is None and world > 1:
         progress(f"running the {gpus}-GPU checks under torchrun"
                  + (f", one node of {options.nodes} meeting at {rendezvous.endpoint}" if rendezvous else ""))
         sizes = "1,16" if arch == "cpu" else "1,16,128,1024"  # gloo on CPUs: small sizes say enough
@@ -169,10 +163,8 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
     not_run = None
     if world == 1:
         not_run = "one GPU: the all-reduce (bandwidth, small-message latency) and DDP checks need two or more"
-    if distributed is not None and distributed.world_size != world:
-        extra.append(Check(category="distributed", name="world_size", passed=False,
-                           detail=f"{distributed.world_size} ranks ran, {world} expected"
-                                  + (f" ({options.nodes} nodes of {gpus})" if rendezvous else "")))
+    wrong = wrong_world_size(distributed.world_size, gpus, options.nodes, rendezvous is not None) if distributed else None
+    extra += [wrong] if wrong else []
     body = build_body(
         created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
         mode="quick" if options.quick else "full",

@@ -8,9 +8,7 @@ dropped."""
 
 from __future__ import annotations
 
-import os
 import posixpath
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,8 +37,8 @@ def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], pr
         trusted = {} if verify else wheel_store.trusted(pins)
         installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment())
         stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
-        infos = _lstat_all(prefix, stated)
-        known, unread = _split(infos, trusted)
+        infos = wheel_store.regular_files(prefix, stated)
+        known, unread = wheel_store.split_by_proof(infos, trusted)
         hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread],
                                      (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None)
         found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
@@ -60,29 +58,3 @@ def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], pr
     progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, "
              f"{len(known)} proven before and unchanged)")
     return {path: digest for path, (_, digest) in stated.items()}
-
-
-def _lstat_all(prefix: Path, stated: dict[str, tuple[str, str]]) -> dict[str, os.stat_result]:
-    """The lstat of each stated file that is there as a regular file (a missing one is refused by the caller)."""
-    top = str(prefix)
-    infos = {}
-    for relative in stated:
-        try:
-            info = os.lstat(os.path.join(top, relative))
-        except OSError:
-            continue
-        if stat.S_ISREG(info.st_mode):
-            infos[relative] = info
-    return infos
-
-
-def _split(infos: dict[str, os.stat_result], trusted: wheel_store.Trusted) -> tuple[dict[str, str], list[str]]:
-    """(files that are links to an unchanged proven store file -> their proven sha256, the files to read)."""
-    known, unread = {}, []
-    for relative, info in infos.items():
-        proof = trusted.get((info.st_dev, info.st_ino))
-        if proof is not None and proof[:2] == (info.st_size, info.st_mtime_ns):
-            known[relative] = proof[2]
-        else:
-            unread.append(relative)
-    return known, unread

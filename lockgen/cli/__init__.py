@@ -9,6 +9,8 @@ import sys
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer
+import typer.main
+from typer.core import TyperArgument, TyperOption
 
 from lockgen.cli import (
     arch_cmd, cert_export_cmd, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds,
@@ -71,15 +73,73 @@ app.add_typer(facts_cmd.facts_app, name="facts")
 app.add_typer(fleet_cmd.fleet_app, name="fleet")
 
 
+METAVARS = {"--update": "PKG", "--prefix": "DIR", "--python": "PY"}  # clearer than the flag's own name
+
+
+def _named(command: object) -> None:
+    """Help that reads `resolve [OPTIONS] STACK` and `--update PKG`, in every command (typer's own reads
+    `{stack}`, `stack <path>` and `--update <list[str]>`): an argument shows its name in capitals, an option
+    that takes a value its flag's (or METAVARS'); choices and metavars a command sets stay as they are."""
+    for param in getattr(command, "params", []):
+        if isinstance(param, TyperArgument):
+            param.metavar = param.metavar or (param.name or "").upper()
+            shown = (param.metavar if param.required else f"[{param.metavar}]") + ("..." if param.nargs != 1 else "")
+            param._usage_display_name = lambda shown=shown: shown  # type: ignore[method-assign,misc]
+            param.display_type_rich = lambda ctx: ""  # type: ignore[method-assign]
+        elif isinstance(param, TyperOption) and not param.is_flag and param.metavar is None \
+                and not param.type_descriptor.is_choice:
+            flag = max(param.opts, key=len)
+            param.metavar = METAVARS.get(flag, flag.lstrip("-").replace("-", "_").upper())
+    for sub in getattr(command, "commands", {}).values():
+        _named(sub)
+
+
+def command() -> object:
+    """The app as the click command `main` runs, its help named as `_named` says."""
+    built = typer.main.get_command(app)
+    _named(built)
+    return built
+
+
+VERBOSE = ("-v", "--verbose")
+
+
+def verbose_first(args: list[str]) -> list[str]:
+    """The command line with `-v`/`--verbose` moved before the command, where the global option is parsed:
+    `lockgen materialize LOCK -v` works as `lockgen -v materialize LOCK` does, for every command. Words after
+    `--` are another program's and stay where they are."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in VERBOSE]
+    return flags[:1] + [a for a in args[:end] if a not in VERBOSE] + args[end:]
+
+
+def _by_interrupt(exit_: BaseException) -> bool:
+    """Whether this exit is typer's for a Ctrl-C (it turns KeyboardInterrupt into a silent exit 130)."""
+    seen: BaseException | None = exit_
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def main() -> None:
-    """Runs the app. When rattler was loaded, the process ends with `os._exit` after flushing: its native
-    (tokio) threads can take the GIL while the interpreter finalises, which aborts Python < 3.14 at exit
-    (CPython issue 87135; seen here in about one run in eight under load), after all work is done."""
+    """Runs the app. Ctrl-C, in any command, ends it with one `interrupted` line and exit 130, after the
+    work's own clean-up has run (each temporary folder is removed as the interrupt unwinds its `finally`).
+    When rattler was loaded, the process ends with `os._exit` after flushing: its native (tokio) threads can
+    take the GIL while the interpreter finalises, which aborts Python < 3.14 at exit (CPython issue 87135;
+    seen here in about one run in eight under load), after all work is done."""
     try:
-        app()
+        command()(args=verbose_first(sys.argv[1:]))  # type: ignore[operator]
         code: object = 0
     except SystemExit as exit_:
         code = exit_.code
+        if _by_interrupt(exit_):
+            print("interrupted", file=sys.stderr)
+            code = 130
+    except KeyboardInterrupt:  # before or after typer's own handling (start-up, imports)
+        print("interrupted", file=sys.stderr)
+        code = 130
     except BrokenPipeError:  # `lockgen ... | head`: the reader left; end quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import handles_errors
+from lockgen.cli.ui import handles_errors, print_json
 
 
 @handles_errors
@@ -21,7 +20,7 @@ def arch(
     if name is None:
         rows = all_archs()
         if as_json:
-            print(json.dumps(rows, indent=2))
+            print_json(rows)
             return
         width = max(len(row["family"]) for row in rows) + 2  # whole family names, never cut mid-word
         print(f"{'arch':<7}{'cc':<6}{'cuda':<13}{'family':<{width}}gpus")
@@ -31,7 +30,7 @@ def arch(
         return
     report = one_arch(name)
     if as_json:
-        print(json.dumps(report, indent=2))
+        print_json(report)
         return
     for key, value in report.items():
         if isinstance(value, list) and value:

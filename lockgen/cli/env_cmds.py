@@ -108,8 +108,6 @@ def _drift_dict(drift: object) -> dict[str, list[str]]:
 def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
                 platform: Optional[str], image_prefix: Optional[str], insecure: bool, as_json: bool,
                 allow_foreign: list[str], full: bool) -> None:
-    import json
-
     from lockgen.api.check import check_lock
     from lockgen.cli.ui import Meter
 
@@ -120,7 +118,7 @@ def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image
     finally:
         meter.close()
     if as_json:
-        print(json.dumps(result.to_dict(), indent=1, sort_keys=True))
+        print_json(result.to_dict())
     else:
         for line in result.lines():
             print(line)
@@ -185,13 +183,18 @@ def gc(
 
 @handles_errors
 def freeze(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", help="A conda environment (conda-meta) to pin."),
-    python: Optional[str] = typer.Option(None, "--python", help="An interpreter whose installed distributions to pin."),
-    target: Optional[str] = typer.Option(None, "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
-    skip_unpinnable: bool = typer.Option(False, "--skip-unpinnable", help="Leave out distributions with no URL and hash."),
-    inventory: Optional[Path] = typer.Option(None, "--inventory", help="With --python: write the node's inventory here "
-                                             "(no network) for `lockgen pin` on a connected machine."),
+    prefix: Optional[Path] = typer.Option(None, "--prefix", metavar="DIR", help="A conda environment (conda-meta) to pin."),
+    python: Optional[str] = typer.Option(None, "--python", metavar="PY", help="An interpreter whose installed distributions "
+                                         "to pin: inventoried and found on --index in one step."),
+    target: Optional[str] = typer.Option(None, "--target", "-t", metavar="NAME", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE", help="Write here instead of locks/<NAME>.conda-lock.yml."),
+    skip_unpinnable: bool = typer.Option(False, "--skip-unpinnable", help="Lock only what the environment records a "
+                                         "wheel URL and hash of (no index asked); leave out the rest."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", metavar="FILE", help="With --python: write the node's "
+                                             "inventory here (no network) for `lockgen pin` on a connected machine."),
+    index: str = typer.Option("https://pypi.org/simple", "--index", metavar="URL", help="With --python: the index the "
+                              "distributions came from (PEP 691)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON on stdout."),
 ) -> None:
     """Write a lock from an existing environment, or (--inventory) what `lockgen pin` needs to write one."""
     if inventory is not None:
@@ -199,16 +202,30 @@ def freeze(
 
         if python is None or prefix is not None or target is not None:
             fail("--inventory takes --python only", "lockgen freeze --python PY --inventory OUT", 2)
-        write_inventory(python, inventory, progress)
-        print(inventory)
+        document = write_inventory(python, inventory, progress)
+        _written({"inventory": str(inventory), "distributions": len(document.inventory.distributions)}, inventory, as_json)
         return
     if target is None:
         fail("freeze needs --target NAME", "lockgen freeze --python PY --target NAME", 2)
-    from lockgen.api.freeze import freeze as run
+    if python is not None and prefix is None and not skip_unpinnable:
+        from lockgen.api.pin import pin_python
 
-    path, lock = run(prefix, python, target, out, skip_unpinnable)
+        path, bundle, lock = pin_python(python, target, out, index, False, (), progress)
+    else:
+        from lockgen.api.freeze import freeze as run
+
+        (path, lock), bundle = run(prefix, python, target, out, skip_unpinnable), None
     progress(f"pinned {len(lock.package)} packages")
-    print(path)
+    _written({"lock": str(path), "target": target, "packages": len(lock.package),
+              "manifests": str(bundle) if bundle else None}, path, as_json)
+
+
+def _written(document: dict, path: Path, as_json: bool) -> None:
+    """What a command wrote: its JSON document, or the path alone."""
+    if as_json:
+        print_json(document)
+    else:
+        print(path)
 
 
 @handles_errors

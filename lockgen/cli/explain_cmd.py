@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from lockgen.cli.ui import handles_errors
+from lockgen.cli.ui import handles_errors, print_json
 
 
 @handles_errors
@@ -22,7 +21,7 @@ def explain(
 
     report = run(stack, target, channel_alias)
     if as_json:
-        print(json.dumps(report, indent=2))
+        print_json(report)
         return
     print(f"target {report['target']}: {report['arch']}, driver {report['driver'] or 'none'}")
     if report["cuda_window"]:

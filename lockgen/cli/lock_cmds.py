@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import handles_errors
+from lockgen.cli.ui import handles_errors, print_json
+from lockgen.errors import LockgenError
 
 
 @handles_errors
@@ -19,15 +19,18 @@ def diff(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the locks differ."),
 ) -> None:
     """Compare two locks per platform: added (+), removed (-), changed (~); CUDA stack first. Exits 1 when
-    they differ (as diff(1) does), 0 when they are the same."""
+    they differ, 0 when they are the same, 2 on trouble (a lock missing or unreadable), as diff(1) does."""
     from lockgen.api.locks import diff as run
 
-    result = run(a, b)
+    try:
+        result = run(a, b)
+    except LockgenError as exc:
+        exc.exit_code = 2  # GNU diff's trouble: 1 must keep meaning "they differ" to a script
+        raise
     differ = bool(result.changes or result.platforms_only_in_a or result.platforms_only_in_b)
     if as_json:
-        print(json.dumps({"changes": [c.__dict__ for c in result.changes],
-                          "platforms_only_in_a": result.platforms_only_in_a,
-                          "platforms_only_in_b": result.platforms_only_in_b}, indent=2))
+        print_json({"changes": [c.__dict__ for c in result.changes], "platforms_only_in_a": result.platforms_only_in_a,
+                    "platforms_only_in_b": result.platforms_only_in_b})
     else:
         for platform in result.platforms_only_in_a:
             print(f"- platform {platform}")
@@ -68,8 +71,6 @@ def import_(
     for line in notes.assumed:
         progress(f"warning: {line}")
     if as_json:
-        from lockgen.cli.ui import print_json
-
         counts = {p: {"conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"),
                       "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip")} for p in lock.metadata.platforms}
         print_json({"path": str(path), "format": notes.format, "platforms": counts,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from lockgen.cli.ui import handles_errors, progress
+from lockgen.cli.ui import handles_errors, print_json, progress
 
 
 @handles_errors
@@ -28,7 +27,7 @@ def resolve(
     if check:
         reasons = api.stale(stack, target, channel_alias, progress, insecure)
         if as_json:
-            print(json.dumps([r.__dict__ for r in reasons], indent=2))
+            print_json([r.__dict__ for r in reasons])
         else:
             for reason in reasons:
                 print(reason.line())
@@ -38,7 +37,7 @@ def resolve(
         return
     results = api.resolve(stack, target, update, channel_alias, dry_run=dry_run, progress=progress, insecure=insecure)
     if as_json:
-        print(json.dumps([{**r.__dict__, "path": str(r.path)} for r in results], indent=2, sort_keys=True))
+        print_json([{**r.__dict__, "path": str(r.path)} for r in results])
         return
     for result in results:
         for platform, picks in result.highlights.items():

@@ -12,7 +12,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -89,7 +89,7 @@ def _one_line(text: str) -> str:
     return _BREAKS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
 
 
-def fail(message: str, hint: str = "", code: int = 1) -> None:
+def fail(message: str, hint: str = "", code: int = 1) -> NoReturn:
     print(_styled("error:", "31;1") + f" {_one_line(message)}", file=sys.stderr)
     if hint:
         print(_styled("hint:", "36") + f" {_one_line(hint)}", file=sys.stderr)

@@ -4,8 +4,10 @@ A target names its arch and its fleet's driver. From the facts:
 - the CUDA window: at least the first toolkit that targets the arch, at most the last that still
   does, and at most what the driver runs (natively in `strict` mode, through minor-version
   compatibility in `minor` mode); a `cuda` pin narrows it to one release. A Jetson (Tegra) driver is read
-  by its own numbering (the facts' Tegra branches: Thor's `580.00` runs CUDA 13.0), or, where the facts
-  lack its branch, from the `cuda` the target states; Table 3's dGPU floors never judge it;
+  by its own numbering (the facts' Tegra branches: Thor's `580.00` runs CUDA 13.0, Orin's `540.4.0` of
+  JetPack 6.1/6.2 CUDA 12.6, a JetPack 5 module's Jetson Linux `35.x` CUDA 11.4), or from the `cuda` the target
+  states (a module with NVIDIA's CUDA upgradable package); a driver of neither is refused, and Table 3's dGPU
+  floors never judge it;
 - for packages whose kernels are compiled per arch (pytorch, libtorch), a build is admitted only if
   its CUDA lies in the window and its arch list has native kernels (SASS) for the target; a build
   that reaches the arch only through PTX JIT is admitted when the target says `allow-ptx-jit`.
@@ -36,6 +38,8 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
     arch = arch_fact(facts, target.arch)
     assert target.driver is not None
     native, read = target_native_cuda(facts, target)
+    if native is None and is_tegra(facts, target.arch):
+        raise TargetError(f"target `{target.name}`: {read}", _driver_hint(facts, arch.first_cuda, target))
     if native is None:
         oldest = min(facts.cuda_toolkits.values(), key=lambda t: major_minor(t.version))
         raise TargetError(
@@ -77,8 +81,10 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
 
 def _driver_hint(facts: GpuFacts, needed: str, target: Target) -> str:
     if is_tegra(facts, target.arch):
-        return (f"Jetson drivers are numbered on their own and lockgen's Tegra facts do not know driver {target.driver}'s "
-                f"branch: state the CUDA the module's JetPack runs (`cuda = \"{needed}\"`)")
+        known = [f"{t.branch}.x: CUDA {t.cuda} ({t.release})" for t in facts.tegra_drivers if target.arch in t.archs]
+        return (f"Jetson drivers are numbered on their own and lockgen's Tegra facts know for {target.arch} "
+                f"{'; '.join(known) or 'no branch'}: state the CUDA the module's JetPack runs (`cuda = \"{needed}\"` "
+                "or newer)")
     toolkit = facts.cuda_toolkits.get(needed)
     if toolkit is None:
         return f"use a driver that runs CUDA {needed} or newer"

@@ -1,5 +1,6 @@
-"""Certification logic, pure: expectations from a lock, the early hardware refusal, the certificate body,
-and the comparison of two certificates' figures."""
+"""Certification logic, pure: expectations from a lock, the early hardware refusal, the checks on how the
+multi-GPU part ran (every GPU visible to it, as many ranks as asked for), the certificate body, and the
+comparison of two certificates' figures."""
 
 from __future__ import annotations
 
@@ -62,6 +63,30 @@ def refuse_wrong_hardware(arch: str, names: tuple[str, ...], capabilities: tuple
     if driver_min and driver and as_tuple(driver) < as_tuple(driver_min):
         raise TargetError(f"driver {driver} is older than {driver_min}, the floor of the lock's CUDA",
                           "upgrade the driver, or certify a lock resolved for this driver")
+
+
+def gpus_not_visible(arch: str, gpus: int, stack: dict[str, Any] | None) -> Check | None:
+    """The failed `gpus_visible` check when the environment sees fewer of the `gpus` GPUs than the multi-GPU
+    checks need (the single-GPU kernel's `stack` lists the devices it saw), naming `CUDA_VISIBLE_DEVICES` when
+    the kernel saw it set; None when it sees them all (then the multi-GPU checks run)."""
+    visible = len((stack or {}).get("devices") or [])
+    if gpus <= 1 or arch == "cpu" or visible >= gpus:
+        return None
+    cause = (stack or {}).get("cuda_visible_devices")
+    return Check(category="distributed", name="gpus_visible", passed=False,
+                 detail=f"the environment sees {visible} of the {gpus} GPUs the multi-GPU checks need"
+                        + (f" (CUDA_VISIBLE_DEVICES={cause!r})" if cause is not None else "")
+                        + "; the NCCL and DDP checks did not run")
+
+
+def wrong_world_size(ran: int | None, gpus: int, nodes: int, several_nodes: bool) -> Check | None:
+    """The failed `world_size` check when the multi-GPU run had another number of ranks than `gpus` per node
+    on `nodes` nodes; None when it had them all."""
+    world = gpus * nodes
+    if ran == world:
+        return None
+    return Check(category="distributed", name="world_size", passed=False,
+                 detail=f"{ran} ranks ran, {world} expected" + (f" ({nodes} nodes of {gpus})" if several_nodes else ""))
 
 
 def clock_limits_seen(telemetry: dict[str, Any]) -> tuple[str, ...]:

@@ -259,10 +259,39 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
     environment was installed for) is what its launchers' interpreter lines must name. `unproven`: byte-code
     files (of `pyc_pairs`) that are not their source's, with why; they are findings, not accepted."""
     found = {item.path: item for item in observed}
+    owners = _owners(expected)
+    accepted, foreign = _accounted(expected, found, owners, prefix, unproven)
+    mode = sorted(p for p, f in found.items() if f.kind == "file"
+                  and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege))
+    clobbered = _clobbers(owners)
+    results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
+    bytecode = tuple(f"{path} ({why})" for path, why in sorted(unproven.items()))
+    return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),
+                             len(owners), len(found), site_packages, bytecode)
+
+
+def unstated(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile],
+             prefix: str | None = None) -> tuple[tuple[str, ...], tuple[Clobber, ...]]:
+    """What an environment just built must not hold: the paths no package states and no rule derives
+    (foreign), and the paths two packages state (clobbers); as `compare` finds them. `observed` need hold
+    only the paths no package states (the rest cannot be foreign), so a caller looks closely at those alone."""
+    owners = _owners(expected)
+    _, foreign = _accounted(expected, {item.path: item for item in observed}, owners, prefix, {})
+    return tuple(foreign), _clobbers(owners)
+
+
+def _owners(expected: Sequence[ExpectedPackage]) -> dict[str, list[str]]:
+    """Each stated path -> the keys of the packages stating it."""
     owners: dict[str, list[str]] = {}
     for package in expected:
         for path in dict.fromkeys(f.path for f in package.files):
             owners.setdefault(path, []).append(package.key)
+    return owners
+
+
+def _accounted(expected: Sequence[ExpectedPackage], found: dict[str, ObservedFile], owners: dict[str, list[str]],
+               prefix: str | None, unproven: Mapping[str, str]) -> tuple[list[Accepted], list[str]]:
+    """The found paths no package states: those a rule accepts, and the foreign rest (sorted)."""
     derived = _derived(expected)
     launchers = launcher_targets(expected)
     accepted, foreign = [], []
@@ -274,10 +303,32 @@ def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile
             foreign.append(path)
         else:
             accepted.append(rule)
-    mode = sorted(p for p, f in found.items() if f.kind == "file"
-                  and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege))
-    clobbered = tuple(Clobber(p, tuple(sorted(keys))) for p, keys in sorted(owners.items()) if len(keys) > 1)
-    results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
-    bytecode = tuple(f"{path} ({why})" for path, why in sorted(unproven.items()))
-    return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),
-                             len(owners), len(found), site_packages, bytecode)
+    return accepted, foreign
+
+
+def _clobbers(owners: dict[str, list[str]]) -> tuple[Clobber, ...]:
+    return tuple(Clobber(p, tuple(sorted(keys))) for p, keys in sorted(owners.items()) if len(keys) > 1)
+
+
+def passing_record(report: ConformanceReport) -> dict[str, object]:
+    """A clean report as plain data (`conformance_store` keeps it beside the tree's fingerprint)."""
+    if not report.clean:
+        raise ValueError("only a passing report is kept")
+    return {"packages": [p.key for p in report.packages], "accepted": [[a.path, a.rule, a.owner] for a in report.accepted],
+            "files_expected": report.files_expected, "files_observed": report.files_observed,
+            "site_packages": report.site_packages}
+
+
+def passing_report(record: object) -> ConformanceReport | None:
+    """The clean report `passing_record` kept, or None when the record is not one (never a report with a finding)."""
+    if not isinstance(record, dict):
+        return None
+    keys, kept = record.get("packages"), record.get("accepted")
+    expected, observed, site = record.get("files_expected"), record.get("files_observed"), record.get("site_packages")
+    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(kept, list)
+            and all(isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) and isinstance(a[1], str)
+                    and isinstance(a[2], (str, type(None))) for a in kept)
+            and type(expected) is int and type(observed) is int and isinstance(site, str)):
+        return None
+    return ConformanceReport(tuple(PackageResult(key, (), (), False) for key in keys), (), (), (),
+                             tuple(Accepted(*a) for a in kept), expected, observed, site)

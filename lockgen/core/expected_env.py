@@ -1,6 +1,7 @@
 """The expected environment of a lock, pure: for each locked package, the files its own manifest (a
 wheel's RECORD, a conda package's paths.json) says it installs into a prefix, with their content hashes.
 
+The lock's Python (`lock_python`: its conda python, else the version it records) decides where wheels go.
 Placement follows the installers: a wheel's files by its scheme (site-packages, `NAME.data/...`); a
 noarch-python conda package's `site-packages/` and `python-scripts/` under the interpreter's folders.
 A conda file with a prefix placeholder is expected with the hash of its bytes patched for the prefix
@@ -14,15 +15,27 @@ import posixpath
 from collections.abc import Iterable, Mapping
 
 from lockgen.core.conformance import ExpectedFile, ExpectedPackage, ObservedFile
+from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.wheel_files import RecordRow, Scheme, expected_files
 from lockgen.digests import canonical_digest
 from lockgen.model.inventory import InstalledDistribution
+from lockgen.model.lock import Lock
 from lockgen.model.manifests import PackageManifest
 
 
 def python_xy(version: str) -> str:
     """`X.Y` of a Python version `X.Y[.Z]`."""
     return ".".join(version.split(".")[:2])
+
+
+def lock_python(lock: Lock, platform: str) -> str | None:
+    """The Python `X.Y` of a lock on a platform: its conda python, else the version the lock records (a PyPI
+    layer's, a frozen or pinned venv's). The conda package wins where both are there: it is the interpreter
+    the environment runs, and the folder its wheels go into; the recorded version is what resolve read from it.
+    Every reader of a lock's Python asks here (export, check, a team stack on a base lock)."""
+    conda_python = next((p.version for p in lock.packages_for(platform) if p.manager == "conda" and p.name == "python"), None)
+    version = conda_python or LockgenMeta(lock).python(platform) or None
+    return python_xy(version) if version else None
 
 
 def site_packages_of(python: str) -> str:
@@ -81,6 +94,21 @@ def conda_expected(manifest: PackageManifest, python: str | None, patched: Mappi
             sha256, size = accepted[path], None
         files.append(ExpectedFile(path, sha256, size, item.kind, item.target))
     return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts, _targets(manifest))
+
+
+def package_expected(manifest: PackageManifest, python: str | None, accepted: Mapping[str, str],
+                     patched: Mapping[str, str] = {}) -> ExpectedPackage:
+    """The files a locked package puts into a prefix, by its manifest's kind: a wheel's (for Python `X.Y`) or
+    a check-only distribution's installed RECORD, else a conda package's (`patched`: its placeholder files'
+    hashes for the prefix)."""
+    if is_wheel(manifest):
+        return wheel_expected(manifest, python or "", accepted)
+    return conda_expected(manifest, python, patched, accepted)
+
+
+def is_wheel(manifest: PackageManifest) -> bool:
+    """A wheel's manifest, or a check-only distribution's (its installed RECORD): placed by the wheel scheme."""
+    return manifest.kind in ("wheel", "installed")
 
 
 def from_installed_record(dist: InstalledDistribution, site_packages: str) -> list[ObservedFile]:

@@ -1,14 +1,13 @@
-"""Why a target gets the torch it gets: every PyPI candidate (release x variant x source x platform) the
-facts know, with its verdict and the rule that decided it, newest first; and the one-line decision that
-`resolve` prints and the lock keeps (the release chosen, and the rule that kept out the nearest newer one).
+"""Why a target gets the torch it gets: every candidate (release x variant x source x platform) with its verdict
+and the rule that decided it, newest first; and the one-line decision that `resolve` prints and the lock keeps
+(the release chosen, and the rule that kept out the nearest newer one).
 
 The rules are the arch rules' own (`pypi_rules.judge_wheel`: `driver-floor`, `no-kernels`, `ptx-only`,
-`cpu-build`, `arch-list-unknown`; admitted by `native-kernels` or `ptx-jit`), then the stack's own torch
-specifier (`pin`). A CPU target takes no PyPI build (`cpu-target`): its torch comes from the CPU index
-(`torch_sources`). Releases newer than the facts are judged on the index's evidence at resolve time and
-recorded there (`lockgen.newer-releases.*`); explain reads no PyPI page, so for PyPI it lists only what the facts
-know. The stack's PyTorch variant indexes are read (`torch_choice`): their releases are judged by the same rules
-and also by `python`, `glibc` and `exclude-newer` (what each index's files show).
+`cpu-build`, `arch-list-unknown`; admitted by `native-kernels` or `ptx-jit`), what each source's torch page shows
+(`python`, `glibc`, `exclude-newer`), then the stack's own torch specifier (`pin`): the GPU candidates of every
+source, PyPI's included, are judged in one place (`torch_choice.source_candidates`). A CPU target takes no PyPI
+build (`cpu-target`, decided by the target alone): its torch comes from the CPU index (`torch_sources`).
+Releases newer than the facts that the index's evidence refused are named by that evidence (`newer-than-facts`).
 """
 
 from __future__ import annotations
@@ -19,11 +18,9 @@ from dataclasses import asdict, dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from lockgen.core.credentials import scrub_url
-from lockgen.core.pypi_rules import judge_wheel
 from lockgen.core.versions import as_tuple, major_minor, mm_text
 from lockgen.model.facts import GpuFacts
 from lockgen.model.names import normalize
-from lockgen.model.plan import CudaWindow
 from lockgen.model.spec import StackSpec, Target
 
 PYPI_SOURCE = "pypi.org"
@@ -59,43 +56,33 @@ def pinned_out(specifier: SpecifierSet | None, release: str) -> bool:
     return specifier is not None and not any(specifier.contains(f"{release}.{patch}") for patch in range(21))
 
 
-def pypi_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None) -> list[Candidate]:
-    """Every torch build on pypi.org the facts know for the target's platforms, judged; newest first."""
-    specifier = torch_specifier(spec)
-    found = []
-    for platform in spec.platforms_of(target):
-        for wheel in (w for w in facts.pytorch_pypi_wheels if w.platform == platform):
-            if target.is_gpu:
-                admitted, rule, reason = judge_wheel(facts, target, window, wheel.variant, wheel.arch_list)
-            else:
-                admitted, rule, reason = False, "cpu-target", (f"a CPU target takes torch from the CPU index "
-                                                               f"({scrub_url(spec.pypi_options.cpu_torch_index())})")
-            if admitted and pinned_out(specifier, wheel.torch):
-                admitted, rule, reason = False, "pin", f"the stack asks for torch {specifier}"
-            found.append(Candidate("torch", wheel.torch, wheel.variant, PYPI_SOURCE, platform, admitted, rule, reason))
-    return newest_first(found)
+def cpu_target_candidates(facts: GpuFacts, spec: StackSpec, target: Target) -> list[Candidate]:
+    """Every torch build on pypi.org the facts know for a CPU target's platforms: none is taken; newest first."""
+    reason = f"a CPU target takes torch from the CPU index ({scrub_url(spec.pypi_options.cpu_torch_index())})"
+    return newest_first([Candidate("torch", w.torch, w.variant, PYPI_SOURCE, platform, False, "cpu-target", reason)
+                         for platform in spec.platforms_of(target)
+                         for w in facts.pytorch_pypi_wheels if w.platform == platform])
 
 
 def newest_first(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (as_tuple(c.release), c.platform, c.source, c.variant), reverse=True)
 
 
-def decision(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str,
-             chosen: str, refused_newer: tuple[tuple[str, str], ...] = (), others: Sequence[Candidate] = (),
+def decision(platform: str, chosen: str, candidates: Sequence[Candidate], refused_newer: tuple[tuple[str, str], ...] = (),
              routed: tuple[str, str] | None = None) -> str:
     """One line: the torch chosen on a platform (and the variant index it came from, `routed`), and the rule
-    that kept out the nearest newer release of any source (PyPI's builds the facts know, `others` from the
-    variant indexes, then releases newer than the facts that the index's evidence refused)."""
+    that kept out the nearest newer release of any source (`candidates`, every source's, judged), then releases
+    newer than the facts that the index's evidence refused."""
     release = major_minor(chosen)
-    pypi = [c for c in pypi_candidates(facts, spec, target, window) if c.platform == platform]
+    mine = [c for c in candidates if c.platform == platform]
     head = f"torch {chosen}"
     if routed is not None:
         head += f" from {routed[0]} @ {scrub_url(routed[1])}"
-        same = next((c for c in pypi if major_minor(c.release) == release and not c.admitted), None)
+        same = next((c for c in mine if c.source == PYPI_SOURCE and major_minor(c.release) == release and not c.admitted), None)
         head += f" (PyPI's {same.release} build, {same.variant}: {same.rule})" if same else ""
-    above = [c for c in [*pypi, *others] if c.platform == platform and not c.admitted and as_tuple(c.release) > release]
+    above = [c for c in mine if not c.admitted and as_tuple(c.release) > release]
     if above:
-        nearest = min(above, key=lambda c: as_tuple(c.release))
+        nearest = min(above, key=lambda c: (as_tuple(c.release), c.source != PYPI_SOURCE))
         where = "" if nearest.source == PYPI_SOURCE else f" ({nearest.variant} @ {nearest.source})"
         return f"{head}; {nearest.release}{where} passed over by {nearest.rule}: {nearest.reason}"
     newer = sorted((r for r in refused_newer if as_tuple(r[0]) > release), key=lambda r: as_tuple(r[0]))

@@ -92,17 +92,27 @@ def is_tegra(facts: GpuFacts, arch: str) -> bool:
     return fact is not None and bool(fact.gpus) and all(gpu.startswith("Jetson") for gpu in fact.gpus)
 
 
+def tegra_branch(facts: GpuFacts, target: Target) -> TegraDriverFact | None:
+    """The Tegra facts' branch a Jetson target's driver belongs to: the longest branch that is the driver or
+    its leading components (`540.4` holds `540.4.0`, `35` holds `35.4.1`, `580` holds `580.00`), for its arch."""
+    assert target.driver is not None
+    found = [f for f in facts.tegra_drivers if target.arch in f.archs
+             and (target.driver == f.branch or target.driver.startswith(f.branch + "."))]
+    return max(found, key=lambda f: len(f.branch.split(".")), default=None)
+
+
 def target_native_cuda(facts: GpuFacts, target: Target) -> tuple[str | None, str]:
-    """(the newest CUDA a GPU target's driver runs natively, how it was read). A Jetson target's driver is read
-    by its branch in the Tegra facts, else from the CUDA the target states; never through Table 3's floors."""
+    """(the newest CUDA a GPU target's driver runs natively, how it was read). A Jetson target's is the CUDA it
+    states (a module with NVIDIA's CUDA upgradable package runs a newer CUDA than its Jetson Linux), else its
+    driver's branch in the Tegra facts, else None; never through Table 3's floors, which are dGPU drivers'."""
     assert target.driver is not None
     if is_tegra(facts, target.arch):
-        branch = target.driver.split(".")[0]
-        for fact in facts.tegra_drivers:
-            if fact.branch == branch and target.arch in fact.archs:
-                return fact.cuda, f"Jetson driver {target.driver} ({fact.release}) runs {fact.cuda}"
         if target.cuda is not None:
             return mm_text(major_minor(target.cuda)), f"Jetson driver {target.driver} runs {target.cuda} (the target states it)"
+        fact = tegra_branch(facts, target)
+        if fact is None:
+            return None, f"lockgen's Tegra facts know no branch of Jetson driver {target.driver} for {target.arch}"
+        return fact.cuda, f"Jetson driver {target.driver} ({fact.release}) runs {fact.cuda}"
     native = native_cuda(facts, target.driver)
     return native, f"driver {target.driver} runs {native} natively"
 

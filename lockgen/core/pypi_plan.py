@@ -3,6 +3,12 @@ the constraints (torch releases the arch rules admit; conda's Python packages he
 the torch family's own index where it comes from one: a CPU target's (`torch_sources`), or the PyTorch variant
 index a GPU target's torch is chosen from when it serves a newer admitted release than PyPI (`torch_choice`).
 
+The torch constraint keeps out what only lockgen knows: the releases whose build the arch rules refuse (arch
+list, CUDA window, driver floor), from the facts; what uv enforces itself from the same files (the stack's Python,
+glibc, exclude-newer, the user's pins) is left to it, so the constraint does not move with an upload. Every
+source's candidates, judged by all the rules, decide which source wins, the error when none fits, and the
+decision line.
+
 Names are matched after PEP 503 normalisation, with a short table of known renames (conda `pytorch`
 is PyPI `torch`, see `pypi_rules.CONDA_TO_PYPI`). A conda package counts as a Python package when it
 depends on `python`; it is pinned with `==` for uv and dropped from the pip entries, since conda
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 from lockgen.model.names import normalize
 from lockgen.core.facts_inference import Inference, with_inferred
 from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, torch_admission
-from lockgen.core.explain import Candidate, pypi_candidates
+from lockgen.core.explain import PYPI_SOURCE, Candidate, torch_specifier
 from lockgen.core.torch_choice import SourceOffer, TorchSource, choose_source, source_candidates
 from lockgen.core.torch_sources import cpu_routes, family_routes
 from lockgen.core.versions import major_minor
@@ -40,7 +46,7 @@ class PypiPlan:
     components: str = ""  # after resolving: the CUDA components held within the window (`cuda_components`)
     decision: str = ""  # after resolving: the torch chosen and the rule that kept out the nearest newer release
     source: TorchSource | None = None  # the variant index a GPU target's torch is routed to
-    candidates: tuple[Candidate, ...] = ()  # the variant indexes' releases, judged (for the decision)
+    candidates: tuple[Candidate, ...] = ()  # every source's releases on the platform, judged (for the decision)
 
 
 def held_by_conda(spec: StackSpec, conda_packages: list[LockedPackage]) -> tuple[str, dict[str, str]]:
@@ -66,7 +72,7 @@ def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, w
               offers: tuple[SourceOffer, ...] = ()) -> PypiPlan:
     """What uv is asked for one target and platform; a GPU target no torch source fits is an error here.
     `inference` adds what the index showed of torch releases newer than the facts; `offers` are what the
-    stack's PyTorch variant indexes serve on this platform."""
+    stack's torch sources serve on this platform (the stack's own index first)."""
     python, held = held_by_conda(spec, conda_packages)
     constraints = [f"{name}=={version}" for name, version in sorted(held.items())]
     wants_torch = any(d.name == "torch" for d in spec.pypi_dependencies)
@@ -79,12 +85,12 @@ def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, w
         notes = inference.notes if inference else ()
         facts = with_inferred(facts, inference) if inference else facts
         admission = torch_admission(facts, target, platform, window, unknown)
-        if offers and family_routes(spec, ""):
-            candidates = tuple(source_candidates(facts, spec, target, window, platform, offers))
-            pypi = [c for c in pypi_candidates(facts, spec, target, window) if c.platform == platform]
-            source = choose_source(pypi, list(candidates), offers, facts, platform, spec.unknown_releases)
-        if wants_torch and not admission.allowed and source is None:
-            raise no_torch_error(target, platform, admission, candidates)
+        candidates = tuple(source_candidates(facts, spec, target, window, platform, offers))
+        if family_routes(spec, ""):
+            source = choose_source(list(candidates), offers, facts, platform, spec.unknown_releases)
+        pypi_fits = any(c.admitted for c in candidates if c.source == PYPI_SOURCE)
+        if wants_torch and not pypi_fits and source is None:
+            raise no_torch_error(target, platform, candidates, torch_specifier(spec), unknown)
         line = source.constraint if source else admission.constraint(known_releases(facts, platform, unknown))
         if line:
             constraints.append(line)

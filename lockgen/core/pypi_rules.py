@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lockgen.core.arch_rules import coverage
+from lockgen.core.explain import PYPI_SOURCE, Candidate, pinned_out
 from lockgen.core.facts import arch_fact
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.model.names import normalize
@@ -31,7 +32,7 @@ from lockgen.model.plan import CudaWindow
 from lockgen.model.spec import Target
 
 if TYPE_CHECKING:
-    from lockgen.core.explain import Candidate
+    from packaging.specifiers import SpecifierSet
 
 # conda names of Python packages whose PyPI project is named differently (after PEP 503 normalisation)
 CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "libtorch": "torch",
@@ -102,18 +103,25 @@ def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, vari
     return False, "ptx-only" if covered == "ptx" else "no-kernels", f"{variant} ({arch_list}) {what} ({target.arch})"
 
 
-def no_torch_error(target: Target, platform: str, admission: TorchAdmission,
-                   others: Sequence[Candidate] = ()) -> TargetError:
-    """No torch source fits: PyPI's newest refusals, and each variant index's newest (`others`, judged)."""
-    hints = [reason for _, reason in admission.refused[-2:]]
+def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate], specifier: SpecifierSet | None,
+                   unknown_refused: tuple[tuple[str, str], ...] = ()) -> TargetError:
+    """No torch source fits: why PyPI's releases are out (those the stack's pin asks for, else the newest two),
+    releases newer than the facts the evidence refused, and each variant index's newest."""
+    pypi = sorted((c for c in candidates if c.source == PYPI_SOURCE and c.rule != "pin"), key=lambda c: as_tuple(c.release))
+    named = [c for c in pypi if specifier is not None and not pinned_out(specifier, c.release)]
+    hints = [f"torch {c.release} on PyPI ({platform}): {c.reason}" for c in (named or pypi)[-2:]]
+    hints += [reason for _, reason in unknown_refused[-1:]]
+    others = [c for c in candidates if c.source != PYPI_SOURCE]
     for variant in dict.fromkeys(c.variant for c in others):
         newest = max((c for c in others if c.variant == variant), key=lambda c: as_tuple(c.release))
         hints.append(f"torch {newest.release} from {variant} @ {newest.source}: {newest.reason}")
     if others:
         hints.append("the stack's torch sources are PyPI and " + ", ".join(dict.fromkeys(c.variant for c in others)))
-    if any("newer than" in reason for _, reason in admission.refused):
+    if not pypi:
+        hints.append("the stack's index serves no torch build the facts know for this platform and Python")
+    if any(c.rule == "driver-floor" for c in pypi):
         hints.append("raise the target's driver or set `cuda-compat = \"minor\"`")
-    if any("CPU-only" in reason for _, reason in admission.refused) and platform == "linux-aarch64":
+    if any(c.rule == "cpu-build" for c in pypi) and platform == "linux-aarch64":
         hints.append("PyPI's torch for linux-aarch64 is CPU-only before 2.11; add the PyTorch index for older CUDA builds")
     where = "any of the stack's torch sources" if others else "PyPI"
     return TargetError(f"target `{target.name}`: no torch release on {where} fits {target.arch} with driver {target.driver} "

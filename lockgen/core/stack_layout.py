@@ -54,6 +54,26 @@ def image_base_lock_path(stack_folder: Path) -> Path:
     return stack_folder / "locks" / f"_base{LOCK_SUFFIX}"
 
 
+def base_path(stack_path: Path, extends: str) -> Path:
+    """The base stack or lock a team stack at `stack_path` extends (a path relative to the team stack's folder);
+    for a base image, the copy of the lock it carries, kept beside the team's locks. The one answer to where
+    a base is: resolve, export, certs and the stack reader all ask here."""
+    return image_base_lock_path(stack_path.parent) if names_an_image(extends) else stack_path.parent / extends
+
+
+def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
+    """Where the base that a team stack at `stack_path` extends keeps its lock for `target` (a base that is a
+    lock is its one target's lock)."""
+    if names_a_base_lock(extends):
+        return base_path(stack_path, extends)
+    return lock_path(base_path(stack_path, extends).parent, target)
+
+
+def team_lock_base(team_lock_path: Path, extends: str, target: str) -> Path:
+    """The base lock of a team lock file at `team_lock_path` (its stack is the folder above its `locks/`)."""
+    return base_lock_path(team_lock_path.parent.parent / "stack.toml", extends, target)
+
+
 def target_of_lock(path: Path) -> str:
     """The target a lock file is named for (`a100.conda-lock.yml` -> `a100`)."""
     return path.name.removesuffix(LOCK_SUFFIX).split(".")[0]

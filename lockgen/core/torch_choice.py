@@ -1,14 +1,17 @@
 """Which source a GPU target's torch comes from: PyPI, or one of PyTorch's per-variant indexes
 (`[pypi-options] torch-variants`, `torch-indexes.<cuXYZ>`), chosen per target and platform.
 
-Every source offers releases: PyPI those the facts list (and those newer releases the index's evidence admitted),
-a variant index those it serves (read at resolve time: `adapters.release_evidence.served_releases`). Each release of
-a source is judged by the arch rules (`pypi_rules.judge_wheel`) with its build's arch list, taken from the facts:
-PyPI's build of that release and variant on the platform (PyPI carries the very wheel PyTorch's index promotes
-to it), else the official list of that release and variant (download.pytorch.org's, x86_64 only: its aarch64
-lists could not be read); a release newer than every list the facts hold for the variant takes the newest such
-list, marked inferred (refused with `unknown-releases = "refuse"`), as releases newer than the facts do on PyPI;
-any other build has no known list and is refused (`arch-list-unknown`).
+Every source offers the releases its torch page serves for the platform and Python (read at resolve and explain
+time: `adapters.release_evidence.served_releases`), PyPI's (the stack's own index) as well as each variant index's:
+one path for every source. Each release is judged by the arch rules (`pypi_rules.judge_wheel`) with its build's
+arch list, taken from the facts: for PyPI, the facts' build of that release on the platform (its variant and list;
+releases newer than the facts are there when the index's evidence admitted them, `facts_inference`), a release the
+facts do not know deciding nothing; for a variant index, PyPI's build of that release and variant on the platform
+(PyPI carries the very wheel PyTorch's index promotes to it), else the official list of that release and variant
+(download.pytorch.org's, x86_64 only: its aarch64 lists could not be read); a release newer than every list the
+facts hold for the variant takes the newest such list, marked inferred (refused with `unknown-releases =
+"refuse"`), as releases newer than the facts do on PyPI; any other build has no known list and is refused
+(`arch-list-unknown`).
 
 A release the index has for the platform but no wheel kept of is refused by the rule that kept it out: `python`
 (none for the stack's Python), `exclude-newer` (none uploaded before the cut-off), `glibc` (its wheel needs a newer
@@ -24,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lockgen.core.credentials import scrub_url
-from lockgen.core.explain import Candidate, pinned_out, torch_specifier
+from lockgen.core.explain import PYPI_SOURCE, Candidate, pinned_out, torch_specifier
 from lockgen.core.facts_inference import base_list
 from lockgen.core.pypi_rules import TorchAdmission, judge_wheel
 from lockgen.core.versions import as_tuple
@@ -35,11 +38,16 @@ from lockgen.model.spec import StackSpec, Target
 
 @dataclass(frozen=True)
 class SourceOffer:
-    """What one variant index serves of torch for one platform (and Python)."""
+    """What one torch source serves for one platform (and Python): a variant index (`variant` cu126), or the
+    stack's own index (`variant` "": PyPI, each release's variant being the facts' build of it)."""
 
     variant: str
     index: str
     served: tuple[ServedRelease, ...]
+
+    @property
+    def is_pypi(self) -> bool:
+        return self.variant == ""
 
 
 @dataclass(frozen=True)
@@ -81,43 +89,57 @@ _EXCLUDED = {"python": "no {release.torch} wheel for Python {spec.python} on the
                               "without an upload time counts as after it, as uv counts it)"}
 
 
+def _build_of(facts: GpuFacts, offer: SourceOffer, served: ServedRelease, platform: str,
+              policy: str) -> tuple[str, str, str | None, str, bool] | None:
+    """(variant, source, arch list, where the list comes from, inferred) of a served release; None for a PyPI
+    release the facts do not know (older than them, or newer and not admitted on evidence)."""
+    if offer.is_pypi:
+        fact = next((w for w in facts.pytorch_pypi_wheels if w.torch == served.release and w.platform == platform), None)
+        return None if fact is None else (fact.variant, PYPI_SOURCE, fact.arch_list, "", fact.inferred)
+    arch_list, how, inferred = index_arch_list(facts, served.release, platform, offer.variant, policy)
+    return offer.variant, scrub_url(offer.index), arch_list, how, inferred
+
+
 def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str,
                       offers: tuple[SourceOffer, ...]) -> list[Candidate]:
-    """Every release the variant indexes serve for a GPU target on a platform, judged (oldest first)."""
+    """Every release the torch sources serve for a GPU target on a platform, judged (oldest first per source)."""
     specifier = torch_specifier(spec)
     found = []
     for offer in offers:
         for served in offer.served:
-            arch_list, how, inferred = index_arch_list(facts, served.release, platform, offer.variant, spec.unknown_releases)
+            build = _build_of(facts, offer, served, platform, spec.unknown_releases)
+            if build is None:
+                continue
+            variant, source, arch_list, how, inferred = build
             if served.excluded:
                 admitted, rule, reason = False, served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
             elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
                 admitted, rule, reason = False, "glibc", (f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, "
                                                           f"the target states {target.glibc}")
-            elif arch_list is None:
+            elif arch_list is None and not offer.is_pypi:
                 admitted, rule, reason = False, "arch-list-unknown", how
             else:
-                admitted, rule, reason = judge_wheel(facts, target, window, offer.variant, arch_list)
-                reason += f" ({how})" if inferred or rule in ("native-kernels", "ptx-jit") else ""
+                admitted, rule, reason = judge_wheel(facts, target, window, variant, arch_list)
+                reason += f" ({how})" if how and (inferred or rule in ("native-kernels", "ptx-jit")) else ""
             if admitted and pinned_out(specifier, served.release):
                 admitted, rule, reason = False, "pin", f"the stack asks for torch {specifier}"
-            found.append(Candidate("torch", served.release, offer.variant, scrub_url(offer.index), platform,
-                                   admitted, rule, reason))
+            found.append(Candidate("torch", served.release, variant, source, platform, admitted, rule, reason))
     return found
 
 
-def choose_source(pypi: list[Candidate], sources: list[Candidate], offers: tuple[SourceOffer, ...],
-                  facts: GpuFacts, platform: str, policy: str) -> TorchSource | None:
+def choose_source(candidates: list[Candidate], offers: tuple[SourceOffer, ...], facts: GpuFacts, platform: str,
+                  policy: str) -> TorchSource | None:
     """The variant index to route torch to on a platform, or None when PyPI's newest admitted release is at
-    least as new as every index's (`pypi` and `sources` are one platform's candidates)."""
-    best_pypi = max((as_tuple(c.release) for c in pypi if c.admitted), default=None)
+    least as new as every index's (`candidates` are one platform's, of every source)."""
+    best_pypi = max((as_tuple(c.release) for c in candidates if c.admitted and c.source == PYPI_SOURCE), default=None)
+    sources = [c for c in candidates if c.source != PYPI_SOURCE]
     admitted = [c for c in sources if c.admitted]
     if not admitted:
         return None
     best = max(admitted, key=lambda c: (as_tuple(c.release), as_tuple(c.variant[2:])))
     if best_pypi is not None and best_pypi >= as_tuple(best.release):
         return None
-    offer = next(o for o in offers if o.variant == best.variant and scrub_url(o.index) == best.source)
+    offer = next(o for o in offers if not o.is_pypi and o.variant == best.variant and scrub_url(o.index) == best.source)
     mine = [c for c in sources if c.variant == offer.variant and c.source == best.source]
     allowed = tuple(c.release for c in mine if c.admitted)
     lists, inferred = [], []

@@ -60,6 +60,9 @@ class Conformance:
     allowed: dict[str, str | None] = field(default_factory=dict)  # foreign files accepted by name -> sha256 found
     by_path_only: int = 0  # stated files whose bytes nothing here can predict (a placeholder file without its archive,
                            # a rewritten wheel script, a RECORD itself): checked present, not by content
+    # path -> [device, inode, size, mtime_ns, ctime_ns, sha256] of each file this check hashed (or took by its kept
+    # fingerprint), as it saw them: what export takes instead of hashing the tree again; none from a kept verdict
+    hashes: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def clean(self) -> bool:

@@ -3,8 +3,8 @@
 # environment, adopted as ../h200-system/locks/h200.conda-lock.yml by freeze --inventory + pin) becomes
 # lockgen's image at its own path; the team stack of this folder (datasets on top, every vendor package held)
 # is exported on that image, proven file by file, run, and certified on the H200 inside the team image.
-#   bash envs/examples/h200-team/run-on-h200.sh           # steps 1-5, about 5 minutes
-#   bash envs/examples/h200-team/run-on-h200.sh images    # steps 1-4
+#   bash envs/examples/h200-team/run-on-h200.sh           # steps 0-5, about 5 minutes
+#   bash envs/examples/h200-team/run-on-h200.sh images    # steps 0-4
 #   bash envs/examples/h200-team/run-on-h200.sh verify    # step 5 (on the images steps 1-2 left in /tmp)
 # Made here, with PyPI, before the run (git-ignored, carried: .whl .device .keys):
 #   lockgen resolve envs/examples/h200-team/stack.toml
@@ -15,7 +15,7 @@
 #     (the team's three wheels, by the lock's URLs, in the uv cache lockgen runs uv with, $LOCKGEN_HOME/uv-cache;
 #     used with UV_OFFLINE=1)
 #   .device/wheels: uv's own wheel (lockgen installs the team's wheels with uv)
-#   lockgen keygen --out .keys/h200 && mv .keys/h200 .keys/h200.key   (public half: h200-team-signing.pub here;
+#   lockgen keygen --out .keys/h200 && mv .keys/h200 .keys/h200.key   (public half: ../h200-system/h200-2026-12-02.pub;
 #     the key of the first team certificate, h200-signing.pub's, was not kept past its session)
 set -uo pipefail
 here=envs/examples/h200-team
@@ -37,9 +37,12 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
 python3 -c 'from uv import find_uv_bin; print("uv:", find_uv_bin())'
 step="${1:-all}"
 if [ "$step" = images ] || [ "$step" = all ]; then
-  rm -rf /tmp/vendor-img /tmp/team-img /tmp/team-only
-  echo "== 1. the vendor's environment as lockgen's image of its adopted lock, at its own path (proven first)"
-  ( time lg export "$B" --from-prefix /opt/torch/.venv --manifests "$BM" "${allow[@]}" --out /tmp/vendor-img ) 2>&1 | tail -4
+  rm -rf /tmp/py-base /tmp/vendor-img /tmp/team-img /tmp/team-only
+  echo "== 0. a base holding the Python the venv links to (/usr/bin/python3.12, its standard library, the libraries it"
+  echo "      links), made from this host's files by tests/python_base.py: export refuses a venv image that could not start"
+  /opt/torch/.venv/bin/python3 -c "from pathlib import Path; from tests.python_base import python_base; python_base(Path('/tmp/py-base'))" || exit 1
+  echo "== 1. the vendor's environment as lockgen's image of its adopted lock, at its own path (proven first), on that base"
+  ( time lg export "$B" --from-prefix /opt/torch/.venv --base /tmp/py-base --manifests "$BM" "${allow[@]}" --out /tmp/vendor-img ) 2>&1 | tail -4
   echo "== 2. the team image on it: the vendor's layers as they are, plus the team's wheels in /opt/torch/.venv"
   ( time lg export "$T" --base /tmp/vendor-img --out /tmp/team-img ) 2>&1 | grep -v '^hash files\|^build and compress' | tail -14
   python3 - <<'EOF'
@@ -79,6 +82,6 @@ fi
 if [ "$step" = verify ] || [ "$step" = all ]; then
   echo "== 5. certified on the H200 inside the team image, bound to the team lock (conformance first)"
   ( time lg verify --arch sm90 --lock "$T" --manifests "$TM" "${allow[@]}" --image /tmp/team-img --key .keys/h200.key --out "$out/h200-team-image.cert.json" ) 2>&1 | tail -8
-  lg cert verify "$out/h200-team-image.cert.json" --key "$here/h200-team-signing.pub" --lock "$T" && echo "team image certificate bound to the team lock"
+  lg cert verify "$out/h200-team-image.cert.json" --key "$sys/h200-2026-12-02.pub" --lock "$T" && echo "team image certificate bound to the team lock"
   lg certs "$here" 2>&1 | tail -9
 fi

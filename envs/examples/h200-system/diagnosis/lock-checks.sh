@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run on the device machine (nvidia-h200, no network), from the repository root, with lockgen's light wheels in
-# .whl and the signing key of run-diagnosis.sh in .keys/diagnosis: the machine's venv (/opt/torch/.venv, 68,934
-# files) proven against the committed h200 lock twice (the first check hashes every file and proves each
-# __pycache__ file against its source with a Python of its tag; the second trusts the fingerprints and the
-# proofs kept), then verify --quick without the lock and bound to it, twice.
+# .whl and a signing key (KEY, default the one of run-diagnosis.sh in .keys/diagnosis): the machine's venv
+# (/opt/torch/.venv, 68,934 files) proven against the committed h200 lock three times (the first check hashes
+# every file and proves each __pycache__ file against its source with a Python of its tag; a later one finds the
+# whole verdict kept under $LOCKGEN_HOME/conformance, bound to one stat walk of the tree, or else trusts the
+# per-file fingerprints), then verify --quick without the lock and bound to it, twice (certificate NAME).
 set -uo pipefail
 sys=envs/examples/h200-system
 out="${OUT:-$sys/diagnosis}"
+key="${KEY:-.keys/diagnosis}"
+name="${NAME:-healthy-lock-quick}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD" LOCKGEN_HOME=/tmp/lockgen-home PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -18,16 +21,16 @@ allow=(--allow-foreign $site/_virtualenv.py --allow-foreign $site/_virtualenv.pt
 lg() { python3 -m lockgen "$@"; }
 python3 --version; $PY --version
 echo "pyc files in the venv: $(find /opt/torch/.venv -name '*.pyc' | wc -l)"
-for run in first second; do
+for run in first second third; do
   echo "== check --lock ($run)"
   ( time lg check --lock "$L" --python "$PY" --manifests "$M" "${allow[@]}" --json > /tmp/check-$run.json ) 2>&1 | tail -4
   python3 -c "import json; d = json.load(open('/tmp/check-$run.json')); print('clean:', d.get('clean'), {k: v for k, v in d.get('counts', {}).items() if v}, d.get('report', {}).get('bytecode', [])[:3] if isinstance(d.get('report'), dict) else '')" 2>&1 | cut -c1-400
 done
-cp /tmp/check-second.json "$out/lock-check.json"
+cp /tmp/check-third.json "$out/lock-check.json"
 echo "== verify --quick, then bound to the lock twice (the difference is what the lock's proof costs a health check)"
-( time lg verify --arch sm90 --quick --python "$PY" --key .keys/diagnosis --out /tmp/plain.cert.json ) 2>&1 \
+( time lg verify --arch sm90 --quick --python "$PY" --key "$key" --out /tmp/plain.cert.json ) 2>&1 \
     | grep -E "FAIL|checks passed|^error|^real" | cut -c1-300
 for run in first second; do
-  ( time lg verify --arch sm90 --quick --lock "$L" --manifests "$M" "${allow[@]}" --python "$PY" --key .keys/diagnosis \
-      --out "$out/healthy-lock-quick.cert.json" ) 2>&1 | grep -E "FAIL|checks passed|^error|^real|conforms" | cut -c1-300
+  ( time lg verify --arch sm90 --quick --lock "$L" --manifests "$M" "${allow[@]}" --python "$PY" --key "$key" \
+      --out "$out/$name.cert.json" ) 2>&1 | grep -E "FAIL|checks passed|^error|^real|conforms" | cut -c1-300
 done

@@ -1,0 +1,131 @@
+"""Ctrl-C, as a terminal sends it (SIGINT to the whole foreground process group: lockgen and the uv it runs),
+in the middle of real work: one `interrupted` line on stderr, exit 130, no traceback, and nothing left behind
+(the environment's temporary folder, lockgen's temporary files, uv's `.tmp*` folders in lockgen's uv cache).
+A loopback index that serves the wheel slowly, once asked to, holds the run at a known point."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, _QuietHandler
+from tests.wheel_index import Wheel, build_index
+
+# a wheel of some megabytes (random bytes do not compress), so uv streams it for a while before it is whole
+BIG = Wheel("bulky", "1.0", files={"bulky/blob.bin": os.urandom(3 << 20).hex()})
+
+
+class _Slow:
+    """What the index does slowly: a path ending in `suffix`, asked for whole, is served a trickle until the
+    client leaves (a range request, as lockgen reads a wheel's RECORD with, is served at once); `asked` is set
+    when such a request arrives."""
+
+    def __init__(self) -> None:
+        self.suffix: str | None = None
+        self.asked = threading.Event()
+
+
+class _Handler(_QuietHandler):
+    slow: _Slow
+
+    def do_GET(self) -> None:
+        if self.slow.suffix is None or not self.path.endswith(self.slow.suffix) or self.headers.get("Range"):
+            return super().do_GET()
+        self.slow.asked.set()
+        body = Path(self.translate_path(self.path)).read_bytes() if not self.path.endswith("/") else b" " * (1 << 20)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html" if self.path.endswith("/") else "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for start in range(0, min(len(body), 1200 << 10), 1 << 10):  # a kilobyte every tenth of a second
+                self.wfile.write(body[start:start + (1 << 10)])
+                self.wfile.flush()
+                time.sleep(0.1)
+        except OSError:  # the client went away: what the test waits for
+            pass
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[tuple[str, _Slow]]:
+    root = build_index(tmp_path / "index", [Wheel("light", "1.0"), BIG])
+    slow = _Slow()
+    handler = type("SlowHandler", (_Handler,), {"slow": slow})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple", slow
+    server.shutdown()
+
+
+def _stack(folder: Path, url: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "stack.toml"
+    path.write_text(f'[stack]\nname = "slow"\npython = "3.11"\nplatforms = ["linux-64"]\n'
+                    f'[pypi-dependencies]\nlight = "*"\nbulky = "*"\n[pypi-options]\nindex-url = "{url}"\n'
+                    '[targets.cpu]\narch = "cpu"\n')
+    return path
+
+
+def _interrupted(command: list[str], slow: _Slow, env: dict[str, str], cwd: Path,
+                 group: bool = True) -> subprocess.CompletedProcess[str]:
+    """Runs `lockgen COMMAND` in its own process group and sends SIGINT once the slow request came: to the
+    group, as a terminal's Ctrl-C does, or (`group=False`, `kill -INT PID`) to lockgen alone."""
+    process = subprocess.Popen([sys.executable, "-m", "lockgen", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, cwd=cwd, start_new_session=True)
+    try:
+        assert slow.asked.wait(timeout=180), "the run never asked for the slow file"
+        time.sleep(1)  # well inside the download
+        (os.killpg if group else os.kill)(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "tmp").mkdir()
+    return {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "tmp")}
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["ctrl-c", "kill-int"])
+def test_ctrl_c_during_materialize_leaves_nothing(tmp_path: Path, index: tuple[str, _Slow], group: bool) -> None:
+    url, slow = index
+    env = _environment(tmp_path)
+    stack = _stack(tmp_path / "stack", url)
+    resolved = subprocess.run([sys.executable, "-m", "lockgen", "resolve", str(stack)], capture_output=True, text=True,
+                              env=env, cwd=REPO)
+    assert resolved.returncode == 0, resolved.stderr
+    slow.suffix = BIG.filename  # from here on, the big wheel comes slowly
+    envs = tmp_path / "envs"
+    done = _interrupted(["materialize", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--prefix", str(envs / "env")],
+                        slow, env, REPO, group)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines()[-1] == "interrupted" and done.stderr.count("interrupted") == 1, done.stderr
+    assert "Traceback" not in done.stderr and "Aborted" not in done.stderr and done.stdout == ""
+    assert sorted(p.name for p in envs.iterdir()) == []  # no environment, no `.env.tmp-PID`, no `.env.lock`
+    assert list((tmp_path / "tmp").iterdir()) == []  # lockgen's requirements file for uv
+    cache = tmp_path / "home" / "uv-cache"
+    assert [str(p.relative_to(cache)) for p in cache.rglob(".tmp*")] == []
+
+
+def test_ctrl_c_during_resolve_leaves_nothing(tmp_path: Path, index: tuple[str, _Slow]) -> None:
+    """Any command: here uv waits for the index's page of a project."""
+    url, slow = index
+    slow.suffix = "/simple/bulky/"
+    stack = _stack(tmp_path / "stack", url)
+    done = _interrupted(["resolve", str(stack)], slow, _environment(tmp_path), REPO)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines()[-1] == "interrupted" and done.stderr.count("interrupted") == 1, done.stderr
+    assert "Traceback" not in done.stderr and not (stack.parent / "locks").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []  # lockgen's uv work folder
