@@ -1,7 +1,8 @@
 """Base images for tests that run exported images, made offline from this host's own files, as distroless
 images are: the dynamic loader and the C libraries this host's Debian `pythonX.Y` and its extension modules
 link (as `ldd` names them), and, for a Python base, that interpreter at `/usr/bin/pythonX.Y` with its
-standard library (`/usr/lib/pythonX.Y`, without its `__pycache__` and its test, IDLE and Tk folders). Each
+standard library (`/usr/lib/pythonX.Y`, without its `__pycache__` and its test, IDLE and Tk folders), and
+any other programs of this host a test names (`/bin/sh`) with what they link. Each
 path is put as this host has it: a folder that is a link here (Debian's `/lib -> usr/lib`) is that link in
 the image. One gzip layer, written from the image-spec (not by lockgen), so podman runs the real interpreter
 on it, and export proves a venv's Python against a base it did not write."""
@@ -86,15 +87,21 @@ def _stdlib_files() -> list[Path]:
     return files
 
 
-def python_base(folder: Path, python: bool = True, tag: str = "base") -> Path:
+def stdlib_files() -> list[Path]:
+    """This host's standard library of the running Python's version, as the bases hold it."""
+    return _stdlib_files()
+
+
+def python_base(folder: Path, python: bool = True, tag: str = "base", programs: tuple[Path, ...] = ()) -> Path:
     """An OCI layout at `folder` of one image: glibc and the libraries this host's python links, and with
-    `python` that interpreter and its standard library; PATH as Debian's."""
+    `python` that interpreter and its standard library; `programs` of this host (`/bin/sh`) with what they
+    link; PATH as Debian's."""
     host_python()
     stdlib = _stdlib_files()
     entries: dict[str, tarfile.TarInfo | bytes] = {}
-    for library in sorted(_libraries([INTERPRETER, *(f for f in stdlib if f.suffix == ".so")])):
+    for library in sorted(_libraries([INTERPRETER, *programs, *(f for f in stdlib if f.suffix == ".so")])):
         _add(entries, library)
-    for path in [INTERPRETER, *stdlib] if python else []:
+    for path in [*([INTERPRETER, *stdlib] if python else []), *programs]:
         _add(entries, str(path))
     tar = _layer(entries)
     blobs = folder / "blobs" / "sha256"

@@ -37,9 +37,10 @@ def canonical(document: dict) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
-def base_layout(folder: Path, platforms: dict[str, list[dict[str, bytes]]], tag: str = "base") -> Path:
+def base_layout(folder: Path, platforms: dict[str, list[dict[str, bytes | str]]], tag: str = "base") -> Path:
     """An OCI layout written here from the image-spec (not by lockgen): per architecture an image of these
-    layers (path -> content), one image or, for several architectures, an image index of them."""
+    layers (path -> content, or a symbolic link's target as text), one image or, for several architectures, an
+    image index of them."""
     blobs = folder / "blobs" / "sha256"
     blobs.mkdir(parents=True)
 
@@ -56,6 +57,10 @@ def base_layout(folder: Path, platforms: dict[str, list[dict[str, bytes]]], tag:
             with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 for path, content in sorted(files.items()):
                     info = tarfile.TarInfo(path)
+                    if isinstance(content, str):
+                        info.type, info.linkname = tarfile.SYMTYPE, content
+                        tar.addfile(info)
+                        continue
                     info.size, info.mode = len(content), 0o755
                     tar.addfile(info, io.BytesIO(content))
             diff_ids.append("sha256:" + hashlib.sha256(raw.getvalue()).hexdigest())

@@ -13,6 +13,7 @@ import pytest
 from lockgen.adapters import oci_layout
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import loopback_registry, run_cli
+from tests.python_base import python_base
 from tests.test_export import require
 from tests.test_team_stacks import team, write
 
@@ -259,7 +260,8 @@ def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, e
                  '[dependencies]\npython = "*"\nlibtorchish = "*"\n'
                  f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n[targets.cpu]\narch = "cpu"\n')
     assert run_cli("resolve", str(base)).returncode == 0
-    export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img")
+    glibc = python_base(tmp_path / "glibc", python=False)  # the loader and C libraries the conda python needs
+    export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img", "--base", str(glibc))
     options = f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n' if extends == "../base-img" else ""
     stack = write(tmp_path / "team" / "stack.toml", f'[stack]\nname = "team"\nextends = "{extends}"\n'
                   f'[pypi-dependencies]\nteamwheel = "*"\n{options}')
@@ -270,7 +272,7 @@ def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, e
     assert done.returncode == 0, done.stderr
     assert "the base's Python and the 1 packages it needs are linked again" in done.stderr
     assert "linked 2 conda packages" in done.stderr and "installed 1 wheels" in done.stderr, done.stderr
-    export(lock, tmp_path / "whole")
+    export(lock, tmp_path / "whole", "--base", str(glibc))
     assert environment_digest(tmp_path / "on-base") == environment_digest(tmp_path / "whole")
     base_layers, team_layers = layer_digests(tmp_path / "base-img"), layer_digests(tmp_path / "on-base")
     assert team_layers[:len(base_layers)] == base_layers and len(team_layers) - len(base_layers) == 2

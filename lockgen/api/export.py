@@ -89,6 +89,7 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
             interpreter = interpreter_steps.venv_python(base, chosen, LockgenMeta(lock).python(chosen), progress)
         env_digest = build_environment(lock, lock_digest, chosen, tree, Path(prefix), progress, meter,
                                        venv_interpreter=interpreter, held=on_base)
+        interpreter_steps.prove_python_starts(base, chosen, tree, prefix, _glibc(lock), progress)
         _drop_build_host_traces(tree)
         image_tree.keep_lock(tree, lock_path)
         digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
@@ -127,6 +128,7 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
             progress(f"{platform}: building the environment")
             tree = work / f"tree-{platform}"
             env_digest = build_environment(lock, lock_digest, platform, tree, Path(IMAGE_PREFIX), progress, meter)
+            interpreter_steps.prove_python_starts(None, platform, tree, IMAGE_PREFIX, _glibc(lock), progress, index=True)
             _drop_build_host_traces(tree)
             image_tree.keep_lock(tree, lock_path)
             manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(
@@ -196,6 +198,7 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
                             f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
         interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, posixpath.abspath(source),
                                               progress)
+        interpreter_steps.prove_python_starts(base, conformance.platform, source, prefix, _glibc(lock), progress)
         manifest = env_manifest.build(tree, hashed=conformance.hashes)[0]
         env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
@@ -225,7 +228,7 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
             if not conformance.clean:
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
                                 f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}")
-            interpreter_steps.prove_in_layers(opened.layers, inside, prefix, progress)
+            interpreter_steps.prove_in_layers(opened.layers, inside, prefix, conformance.platform, progress)
             manifest, _ = env_manifest.build(inside, hashed=conformance.hashes)  # what the check read, not again
             layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
         # the layers the new image names must be the ones just checked (a tag that moved, an index read for
@@ -310,6 +313,11 @@ def _write_services(lock: Lock, tree: Path) -> None:
                         "entrypoint instead of services")
     for path, data in files.items():
         (tree / path).write_bytes(data)
+
+
+def _glibc(lock: Lock) -> str:
+    """The glibc the lock's target states (`lockgen.glibc`), or ""."""
+    return LockgenMeta(lock).target_facts.get("glibc", "")
 
 
 def _pure_pypi(lock: Lock, platform: str) -> bool:

@@ -12,7 +12,14 @@ writing it:
 - a vendor's image adopted as it is (`--from-image`) must hold the Python its venv links to;
 - a team's wheels added to a base that is a Python environment run on the base venv's Python, which the base
   image's own environment manifest records as its `bin/python` link: it must be a file of the base.
-A conda python is a file of the environment, so none of this applies to it."""
+A conda python is a file of the environment, and a program the kernel starts by its own rules
+(`core.program_start`): a dynamically linked ELF program with the dynamic loader its `PT_INTERP` names
+(`/lib64/ld-linux-x86-64.so.2` of glibc on x86_64, `/lib/ld-linux-aarch64.so.1` on aarch64), a script with the
+interpreter its `#!` line names. `prove_python_starts` reads the environment's `bin/python` (links followed)
+and refuses an image that has no file at that path, neither in the environment nor in the base's layers, or
+a program of another machine than the platform's, or one the kernel refuses; a script's interpreter that is
+itself in the environment is judged the same way, as many times as the kernel re-reads one (5). An
+environment with no `bin/python` (CUDA libraries only) has nothing to start and is not refused."""
 
 from __future__ import annotations
 
@@ -22,8 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import installers
+from lockgen.adapters.program_files import program_file
 from lockgen.api import base_steps
 from lockgen.core.layer_lookup import file_at
+from lockgen.core.program_start import MACHINES, program_start
+from lockgen.core.wheel_files import shown
 from lockgen.errors import UserError
 from lockgen.model.image import LayerEntry
 
@@ -55,14 +65,77 @@ def prove_existing_venv(base: base_steps.Base | None, platform: str, environment
     _prove_links(_in_base(base, platform, progress), environment, image_prefix, source, progress)
 
 
-def prove_in_layers(layers: Sequence[Sequence[LayerEntry]], environment: Path, image_prefix: str,
+def prove_in_layers(layers: Sequence[Sequence[LayerEntry]], environment: Path, image_prefix: str, platform: str,
                     progress: Callable[[str], None]) -> None:
     """Refuses a vendor image (`--from-image`, its layers' members as read when it was unpacked) whose
-    environment's `bin/python` links to a Python outside it that the image does not hold."""
+    environment's `bin/python` links to a Python outside it that the image does not hold, or is a program
+    whose loader or interpreter the image does not hold."""
     by_path = [{entry.path: entry for entry in layer} for layer in layers]
-    _prove_links(lambda path: file_at(path, by_path.__getitem__, len(by_path)) is not None, environment, image_prefix,
-                 None, progress, "adopt an image that holds the Python its venv links to, or export the lock on a base "
-                                 "image that has Python (lockgen export LOCK --base IMAGE)")
+
+    def holds(path: str) -> bool:
+        return file_at(path, by_path.__getitem__, len(by_path)) is not None
+    _prove_links(holds, environment, image_prefix, None, progress, "adopt an image that holds the Python its venv "
+                 "links to, or export the lock on a base image that has Python (lockgen export LOCK --base IMAGE)")
+    _prove_starts(holds, environment, image_prefix, platform, "the image has no file there", progress,
+                  "adopt an image that holds {interpreter}, or export the lock on a base image that has it "
+                  "(lockgen export LOCK --base IMAGE)")
+
+
+def prove_python_starts(base: base_steps.Base | None, platform: str, environment: Path, image_prefix: str, glibc: str,
+                        progress: Callable[[str], None], index: bool = False) -> None:
+    """Refuses an image of the environment at `environment` (at `image_prefix` in the image, on `base` or on
+    none) whose `bin/python` the kernel could not start there: its dynamic loader (or `#!` interpreter) is a
+    file neither of the environment nor of the base. `glibc`: the lock's `lockgen.glibc`, for the hint;
+    `index`: the image is one platform's of an image index, which takes no base."""
+    where = ("the base image has no file there" if base is not None else
+             "an image index takes no --base to bring one" if index else "no --base image brings one")
+    wanted = f"glibc >= {glibc} (the lock's lockgen.glibc)" if glibc else "glibc"
+    _prove_starts(_in_base(base, platform, progress), environment, image_prefix, platform, where, progress,
+                  (f"export --platform {platform} alone and " if index else "")
+                  + f"pass --base an image with {wanted} that has {{interpreter}}, e.g. "
+                  "docker://docker.io/library/debian:bookworm-slim")
+
+
+def _prove_starts(holds: Callable[[str], bool], environment: Path, prefix: str, platform: str, where: str,
+                  progress: Callable[[str], None], hint: str) -> None:
+    """The kernel's way from the environment's `bin/python` to a program it maps, each step proven in the image:
+    a file of the environment is read and judged again, one outside it must be a file `holds` has."""
+    top = prefix.rstrip("/")
+    path, data = program_file(environment, prefix, f"{top}/bin/python")
+    if data is None:
+        if path == f"{top}/bin/python":
+            progress("the environment has no bin/python: no Python to start")
+        elif path.startswith(f"{top}/") and not holds(path):  # a link out of it is a venv's: the steps above
+            raise UserError(f"the environment's bin/python leads to {shown(path)}, and the image has no file there: it "
+                            "could not start its Python", "the environment is broken: materialize the lock again, or "
+                            "export it from the lock")
+        return
+    what = f"the environment's Python ({shown(path)})"
+    for _ in range(6):  # the program and the scripts' interpreters the kernel re-reads (at most 5)
+        start = program_start(data)
+        if start.kind == "refused" or (start.machine and MACHINES.get(platform, start.machine) != start.machine):
+            why = start.why or f"is an ELF program for machine {start.machine}, not {platform}'s ({MACHINES[platform]})"
+            raise UserError(f"{what} {why}: the image could not start its Python",
+                            "the package that ships it is broken for this platform: lock a python built for "
+                            f"{platform}")
+        if start.kind == "static":
+            progress(f"{what} is a static program: it starts alone")
+            return
+        needs = (f"is an ELF program that needs the dynamic loader {shown(start.interpreter)}" if start.kind == "loader"
+                 else f"is a script run by {shown(start.interpreter)} (its #! line)")
+        if not start.interpreter.startswith("/"):
+            raise UserError(f"{what} {needs}, a path relative to the working folder: the image could not start its "
+                            "Python", "the package that ships it is broken: lock a python that names an absolute path")
+        found, data = program_file(environment, prefix, start.interpreter)
+        if data is None or start.kind == "loader":  # a loader is mapped, not read for a #! line
+            if data is not None or holds(found):
+                progress(f"{what} {needs}, a file of the image: it starts there")
+                return
+            raise UserError(f"{what} {needs}, and {where}: the image could not start its Python",
+                            hint.format(interpreter=shown(start.interpreter)))
+        what = f"{what}'s interpreter {shown(found)}"
+    raise UserError(f"{what} is a script run by a script more than 5 times: the kernel would not start it",
+                    "lock a python whose bin/python is a program")
 
 
 def _prove_links(holds: Callable[[str], bool], environment: Path, image_prefix: str, source: str | None,

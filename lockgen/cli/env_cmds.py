@@ -243,7 +243,8 @@ def export(
     level: int = typer.Option(1, "--compression-level", help="Level of new layers (gzip 1 fast ... 9 small, zstd 1 ... 19)."),
     base: Optional[str] = typer.Option(None, "--base", help="A base image (a CUDA runtime, a Debian slim): an OCI layout, "
                                        "or docker://HOST/REPO@sha256:… (or :TAG), read shallow: its layers are not downloaded. "
-                                       "A pure-PyPI lock needs one with its pythonX.Y."),
+                                       "A pure-PyPI lock needs one with its pythonX.Y, a conda python one "
+                                       "with glibc."),
     insecure: bool = typer.Option(False, "--insecure", help="With --base docker://…: plain HTTP or a self-signed registry."),
     fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
     from_prefix: Optional[Path] = typer.Option(None, "--from-prefix", help="Export this existing environment (it must "
