@@ -9,10 +9,9 @@ import re
 from pydantic import field_validator, model_validator
 
 from lockgen.model.base import Frozen
+from lockgen.model.checked import DriverVersion, GlibcVersion
 
 _PLATFORM = re.compile(r"^[a-z0-9]+-[a-z0-9_]+$")
-_GLIBC = re.compile(r"^\d{1,3}\.\d{1,3}$")
-_DRIVER = re.compile(r"^\d{1,4}(\.\d{1,4}){1,2}$")
 _COMPUTE_CAPABILITY = re.compile(r"^\d{1,2}\.\d{1,2}$")
 _GPU_NAME = re.compile(r"^[\x20-\x7e]{1,200}$")
 
@@ -49,8 +48,8 @@ class NodeFacts(Frozen):
     None on a node without an NVIDIA driver, which then has no GPUs."""
 
     platform: str
-    glibc: str | None = None
-    driver: str | None = None
+    glibc: GlibcVersion | None = None
+    driver: DriverVersion | None = None
     gpus: tuple[NodeGpu, ...] = ()
 
     @field_validator("platform")
@@ -58,20 +57,6 @@ class NodeFacts(Frozen):
     def _valid_platform(cls, value: str) -> str:
         if not _PLATFORM.match(value):
             raise ValueError(f"platform `{value}` must be a conda platform like `linux-64`")
-        return value
-
-    @field_validator("glibc")
-    @classmethod
-    def _valid_glibc(cls, value: str | None) -> str | None:
-        if value is not None and not _GLIBC.match(value):
-            raise ValueError(f"glibc `{value}` must be a major.minor like `2.28`")
-        return value
-
-    @field_validator("driver")
-    @classmethod
-    def _valid_driver(cls, value: str | None) -> str | None:
-        if value is not None and not _DRIVER.match(value):
-            raise ValueError(f"driver `{value}` must be a Linux driver version like `550.54.15`")
         return value
 
     @model_validator(mode="after")

@@ -9,15 +9,14 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from lockgen.model.base import Frozen
+from lockgen.model.checked import DriverVersion, GlibcVersion
 from lockgen.model.names import normalize, normalize_arch
 
 SUPPORTED_PLATFORMS = ("linux-64", "linux-aarch64")
 MACHINE_OF_PLATFORM = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}  # conda subdir -> `uname -m`
 PLATFORM_OF_MACHINE = {machine: platform for platform, machine in MACHINE_OF_PLATFORM.items()}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_DRIVER = re.compile(r"^\d+(\.\d+){1,2}$")
 _MAJOR_MINOR = re.compile(r"^\d+\.\d+$")
-_GLIBC = re.compile(r"^\d+\.\d+$")
 
 
 class Dependency(Frozen):
@@ -141,9 +140,9 @@ class Target(Frozen):
 
     name: str
     arch: str
-    driver: str | None = None
+    driver: DriverVersion | None = None
     platforms: tuple[str, ...] | None = None
-    glibc: str = "2.28"
+    glibc: GlibcVersion = "2.28"
     cuda: str | None = None
     cuda_compat: Literal["strict", "minor"] = Field("strict", alias="cuda-compat")
     allow_ptx_jit: bool = Field(False, alias="allow-ptx-jit")
@@ -170,25 +169,11 @@ class Target(Frozen):
             raise ValueError(f"a `cpu` target takes no `{(info.field_name or '').replace('_', '-')}`")
         return value
 
-    @field_validator("driver")
-    @classmethod
-    def _valid_driver(cls, value: str | None) -> str | None:
-        if value is not None and not _DRIVER.match(value):
-            raise ValueError(f"driver `{value}` must be a Linux driver version like `550.54.15`")
-        return value
-
     @field_validator("cuda")
     @classmethod
     def _valid_cuda(cls, value: str | None) -> str | None:
         if value is not None and not _MAJOR_MINOR.match(value):
             raise ValueError(f"cuda `{value}` must be a CUDA major.minor like `12.4`")
-        return value
-
-    @field_validator("glibc")
-    @classmethod
-    def _valid_glibc(cls, value: str) -> str:
-        if not _GLIBC.match(value):
-            raise ValueError(f"glibc `{value}` must be a major.minor like `2.28`")
         return value
 
     @field_validator("platforms")
