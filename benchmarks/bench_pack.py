@@ -23,21 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import add_smoke, isolated_env, median_pair, report, report_crashes, timed
+from benchmarks.harness import add_smoke, channel_stack, isolated_env, median_pair, report, report_crashes, timed
 
 
 def _lock(root: Path, packages: int, mib: int) -> Path:
-    from tests.channel_factory import Pkg, build_channel
-
-    built = [Pkg(f"blob{i:02d}", "1.0", files={f"share/blob{i:02d}/data.bin": os.urandom(mib << 20)}) for i in range(packages)]
-    channel = build_channel(root / "channel", built)
-    stack = root / "stack" / "stack.toml"
-    stack.parent.mkdir()
-    deps = "\n".join(f'blob{i:02d} = "*"' for i in range(packages))
-    stack.write_text(f'[stack]\nname = "blobs"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n'
-                     '[targets.cpu]\narch = "cpu"\n')
-    timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], isolated_env(root), required=True)
-    return stack.parent / "locks" / "cpu.conda-lock.yml"
+    return channel_stack(root, "blobs", {f"blob{i:02d}": {f"share/blob{i:02d}/data.bin": os.urandom(mib << 20)}
+                                         for i in range(packages)})
 
 
 def main() -> int:

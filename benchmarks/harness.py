@@ -117,20 +117,25 @@ def report_crashes() -> None:
 def bulk_stack(root: Path, packages: int, files: int, kib: int) -> Path:
     """A stack over a local channel of `packages` real conda archives of `files` files of `kib` KiB each
     (the tests' channel factory), resolved; returns its lock."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.channel_factory import Pkg, build_channel
-
     def content(i: int, j: int) -> str:
         line = f"{i}-{j}\n"
         return line * max(1, kib * 1024 // len(line))
 
-    built = [Pkg(f"bulk{i:02d}", "1.0", files={f"share/bulk{i:02d}/f{j:04d}.txt": content(i, j) for j in range(files)})
-             for i in range(packages)]
-    channel = build_channel(root / "channel", built)
+    return channel_stack(root, "bulk", {f"bulk{i:02d}": {f"share/bulk{i:02d}/f{j:04d}.txt": content(i, j) for j in range(files)}
+                                        for i in range(packages)})
+
+
+def channel_stack(root: Path, name: str, packages: dict[str, dict[str, str | bytes]]) -> Path:
+    """A stack of one cpu target over a local channel holding `packages` (name -> its files), built as real
+    conda archives by the tests' channel factory, resolved; returns its lock."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.channel_factory import Pkg, build_channel
+
+    channel = build_channel(root / "channel", [Pkg(package, "1.0", files=files) for package, files in packages.items()])
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
-    deps = "\n".join(f'bulk{i:02d} = "*"' for i in range(packages))
-    stack.write_text(f'[stack]\nname = "bulk"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n'
+    deps = "\n".join(f'{package} = "*"' for package in packages)
+    stack.write_text(f'[stack]\nname = "{name}"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n'
                      '[targets.cpu]\narch = "cpu"\n')
     timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], isolated_env(root), required=True)
     return stack.parent / "locks" / "cpu.conda-lock.yml"

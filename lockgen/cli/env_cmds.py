@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import fail, handles_errors, print_json, progress
+from lockgen.cli.ui import fail, handles_errors, print_environment, print_json, progress
 
 DIFFERENCES = ("modified", "missing", "missing_packages", "foreign", "mode", "clobbered")
 
@@ -32,11 +32,7 @@ def materialize(
         path, digest = run(lock, platform, prefix, progress, meter, allow_md5, verify)
     finally:
         meter.close()
-    progress(f"environment digest sha256:{digest}")
-    if as_json:
-        print_json({"prefix": str(path), "environment_digest": digest, "lock": str(lock)})
-    else:
-        print(path)
+    print_environment(path, digest, as_json, {"lock": str(lock)})
 
 
 @handles_errors

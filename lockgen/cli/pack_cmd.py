@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import handles_errors, print_json, progress
+from lockgen.cli.ui import handles_errors, print_environment, print_json, progress
 
 
 @handles_errors
@@ -51,8 +51,4 @@ def unpack(
         path, digest = run(archive, prefix, platform, lock, progress, meter)
     finally:
         meter.close()
-    progress(f"environment digest sha256:{digest}")
-    if as_json:
-        print_json({"prefix": str(path), "environment_digest": digest, "archive": str(archive)})
-    else:
-        print(path)
+    print_environment(path, digest, as_json, {"archive": str(archive)})

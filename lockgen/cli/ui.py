@@ -10,6 +10,7 @@ import functools
 import os
 import re
 import sys
+from pathlib import Path
 import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -138,3 +139,13 @@ def handles_errors(command: F) -> F:
             fail(f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3)
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, str]) -> None:
+    """What materialize and unpack print of the environment they made: its digest on stderr, then its prefix
+    (or `{prefix, environment_digest, …source}` as JSON) on stdout."""
+    progress(f"environment digest sha256:{digest}")
+    if as_json:
+        print_json({"prefix": str(path), "environment_digest": digest, **source})
+    else:
+        print(path)
