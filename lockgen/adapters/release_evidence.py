@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator
 
 from packaging.version import InvalidVersion, Version
 
 from lockgen.adapters import home, pypi_index, wheel_record
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.core.versions import as_tuple
-from lockgen.core.wheel_names import glibc_floor, parse_wheel_filename
+from lockgen.core.wheel_names import WheelName, glibc_floor, parse_wheel_filename
 from lockgen.errors import UserError
 from lockgen.model.facts import ReleaseEvidence, ServedRelease
 from lockgen.model.spec import MACHINE_OF_PLATFORM
@@ -77,13 +78,8 @@ def newer_releases(page: dict[str, pypi_index.IndexedWheel], platform: str, pyth
     """The newest patch of each minor release on a project `page` newer than `newer_than` with a wheel for the
     platform (and `python`'s tag) uploaded before `cutoff`, each with its METADATA's requirements."""
     by_minor: dict[tuple[int, int], tuple[Version, pypi_index.IndexedWheel]] = {}
-    for filename, wheel in sorted(page.items()):
-        try:
-            parsed = parse_wheel_filename(filename)
-            version = Version(parsed.version)
-        except (UserError, InvalidVersion):
-            continue
-        if version.is_prerelease or version.is_devrelease or version.local or wheel.yanked:
+    for wheel, parsed, version in _final_wheels(page):
+        if version.local:
             continue
         minor = (version.major, version.minor)
         if minor <= newer_than or not _fits(parsed.tags, platform, python) or not _uploaded_before(wheel.uploaded, cutoff):
@@ -99,6 +95,19 @@ def newer_releases(page: dict[str, pypi_index.IndexedWheel], platform: str, pyth
     return tuple(found)
 
 
+def _final_wheels(page: dict[str, pypi_index.IndexedWheel]) -> Iterator[tuple[pypi_index.IndexedWheel, WheelName, Version]]:
+    """Each wheel of a page, by file name, that names a final release (no pre-, dev- or yanked release), with
+    its parsed file name and version; a file whose name or version does not parse is passed over."""
+    for filename, wheel in sorted(page.items()):
+        try:
+            parsed = parse_wheel_filename(filename)
+            version = Version(parsed.version)
+        except (UserError, InvalidVersion):
+            continue
+        if not (version.is_prerelease or version.is_devrelease or wheel.yanked):
+            yield wheel, parsed, version
+
+
 def served_releases(page: dict[str, pypi_index.IndexedWheel], local: str | None, platform: str, python: str | None,
                     cutoff: dt.datetime | None) -> tuple[ServedRelease, ...]:
     """The torch releases a source's `page` serves for the platform, its builds being those of local version
@@ -107,14 +116,8 @@ def served_releases(page: dict[str, pypi_index.IndexedWheel], local: str | None,
     (`python`: none for that Python; `exclude-newer`: none uploaded before the cut-off)."""
     kept: dict[tuple[int, int], tuple[Version, str, str | None]] = {}
     out: dict[tuple[int, int], tuple[Version, str]] = {}
-    for filename, wheel in sorted(page.items()):
-        try:
-            parsed = parse_wheel_filename(filename)
-            version = Version(parsed.version)
-        except (UserError, InvalidVersion):
-            continue
-        if version.is_prerelease or version.is_devrelease or version.local != local or wheel.yanked \
-                or not _fits(parsed.tags, platform, None):
+    for wheel, parsed, version in _final_wheels(page):
+        if version.local != local or not _fits(parsed.tags, platform, None):
             continue
         minor = (version.major, version.minor)
         why = "python" if not _fits(parsed.tags, platform, python) else \
