@@ -14,6 +14,7 @@ from lockgen.api import resolve as api
 from lockgen.adapters import oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.check import check_image, check_lock
+from lockgen.model.requests import Image
 from lockgen.api.export import export
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
@@ -66,7 +67,8 @@ def test_image_contents_config_and_tools(tmp_path: Path, monkeypatch: pytest.Mon
     assert config["config"]["User"] == "1000:1000" and config["created"] == "1970-01-01T00:00:00Z"
     assert "NVIDIA_REQUIRE_CUDA=cuda>=12.4" in config["config"]["Env"]
     assert config["config"]["Labels"]["dev.lockgen.target"] == "h100"
-    expected, got, drift = check_image(tmp_path / "img", lock)
+    checked = check_image(tmp_path / "img", lock)
+    expected, got, drift = checked.recorded, checked.recomputed, checked.drift
     assert expected == got and drift.clean
     with pytest.raises(UserError, match="exported from lock"):
         check_image(tmp_path / "img", make_lock(tmp_path, "1.1"))
@@ -134,7 +136,7 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         stream.write(b"tampered")
     export(lock, None, tmp_path / "three", None, 100, 1, messages.append)
     assert oci_layout.read_image(tmp_path / "three")[2] == oci_layout.read_image(tmp_path / "one")[2]
-    assert check_image(tmp_path / "three", lock)[2].clean
+    assert check_image(tmp_path / "three", lock).drift.clean
 
 
 @pytest.fixture
@@ -206,19 +208,19 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
 def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = make_lock(tmp_path, "1.0")
     run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
-    assert check_image(tmp_path / "img")[2].clean and check_lock(lock, image=str(tmp_path / "img")).clean
+    assert check_image(tmp_path / "img").drift.clean and check_lock(lock, Image(str(tmp_path / "img"))).clean
     beside = tmp_path / "img" / "sbom.cdx.json"
     data = beside.read_bytes()
     beside.write_bytes(data.replace(b"libfoo", b"libfoO", 1))  # one byte, same size
-    drift = check_image(tmp_path / "img")[2]
+    drift = check_image(tmp_path / "img").drift
     assert drift.modified == [f"{beside} (differs from the image's SBOM)"]
-    result = check_lock(lock, image=str(tmp_path / "img"))
+    result = check_lock(lock, Image(str(tmp_path / "img")))
     assert not result.clean and result.problems == (f"image: {beside} (differs from the image's SBOM and the lock's)",)
     beside.write_bytes(data)
     other = make_lock(tmp_path / "other", "1.1")  # an SBOM that is some other lock's, stated for this image
-    image_env = check_image(tmp_path / "img")[0]
+    image_env = check_image(tmp_path / "img").recorded
     beside.write_bytes(canonical_json(cyclonedx(load_lock(other), "linux-64", file_digest(other), image_env)))
-    assert not check_lock(lock, image=str(tmp_path / "img")).clean
+    assert not check_lock(lock, Image(str(tmp_path / "img"))).clean
 
 
 @pytest.mark.slow

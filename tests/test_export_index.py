@@ -106,7 +106,8 @@ def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Pat
         subprocess.run([require("skopeo"), "copy", "--override-arch", arch, reference, f"oci:{tmp_path / arch}:h100"],
                        check=True, capture_output=True)
         validate("image", tmp_path / arch, "--ref", "name=h100")
-        recorded, recomputed, drift = check_image(tmp_path / arch)
+        checked = check_image(tmp_path / arch)
+        recorded, recomputed, drift = checked.recorded, checked.recomputed, checked.drift
         assert recorded == recomputed == result["environment_digests"][platform] and drift.clean
     bundle = tmp_path / "bundle"
     subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'arm64'}:h100", str(bundle)], check=True, capture_output=True)

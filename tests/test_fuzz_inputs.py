@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from lockgen.api.certs import check_certificate
 from lockgen.api.check import check_image
+from lockgen.model.requests import Prefix
 from lockgen.api.import_lock import import_lock
 from lockgen.api.locks import diff, render
 from lockgen.errors import LockgenError
@@ -231,6 +232,6 @@ def test_materialize_and_check_of_a_damaged_lock(tmp_path: Path, tiny_channel_lo
         assert not prefix.exists()
         return
     try:
-        check_lock(damaged, prefix=made)
+        check_lock(damaged, Prefix(made))
     except LockgenError as error:
         _clean_failure(error)

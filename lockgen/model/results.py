@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lockgen.model.conformance import ConformanceReport
+
 
 @dataclass(frozen=True)
 class TargetResult:
@@ -35,6 +37,20 @@ class Drift:
 
 
 @dataclass(frozen=True)
+class ImageDrift:
+    """An image's environment against the manifest it records: the digest it records, the one its files give
+    now, and the files that differ."""
+
+    recorded: str
+    recomputed: str
+    drift: Drift
+
+    @property
+    def clean(self) -> bool:
+        return self.recorded == self.recomputed and self.drift.clean
+
+
+@dataclass(frozen=True)
 class StoreEntry:
     """One environment in the store."""
 
@@ -54,7 +70,7 @@ class Conformance:
     platform: str
     where: str
     expected_digest: str
-    report: Any
+    report: ConformanceReport
     problems: tuple[str, ...] = ()
     image_digest: str | None = None
     allowed: dict[str, str | None] = field(default_factory=dict)  # foreign files accepted by name -> sha256 found
