@@ -19,8 +19,8 @@ import pytest
 from lockgen.adapters import env_manifest
 from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
 from lockgen.api.check import check_lock
-from lockgen.model.requests import Prefix
-from lockgen.api.export import _write_image
+from lockgen.model.requests import ExportRequest, Prefix
+from lockgen.api.export import BuiltTree, _write_image
 from lockgen.api.materialize import materialize
 from lockgen.digests import file_digest
 from lockgen.core import lock_builder
@@ -178,8 +178,8 @@ def test_a_forged_image_is_refused_whatever_it_records(tmp_path: Path, monkeypat
     manifest, _ = env_manifest.build(tree)
     env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest),
                                             "lock_sha256": file_digest(lock), "platform": "linux-64", "prefix": "/opt/env"})
-    _write_image(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, tmp_path / "work",
-                 tmp_path / "forged", None, (100, "gzip", 1), lambda _: None, None, "oci-layout", "/opt/env")
+    _write_image(BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"),
+                 tmp_path / "work", ExportRequest(lock, tmp_path / "forged"), lambda _: None)
     labels_say = run_cli("check", "--image", str(tmp_path / "forged"))
     assert labels_say.returncode == 0  # the image agrees with itself: that proves nothing
     proven = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "forged"),

@@ -14,8 +14,8 @@ from lockgen.api import resolve as api
 from lockgen.adapters import oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.check import check_image, check_lock
-from lockgen.model.requests import Image
 from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest, Image
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
@@ -43,7 +43,7 @@ def make_lock(tmp_path: Path, libfoo: str) -> Path:
 
 def run_export(lock: Path, out: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("LOCKGEN_HOME", str(home))
-    return export(lock, None, out, None, 100, 1, lambda _: None)[0]
+    return export(ExportRequest(lock, out), lambda _: None).digest
 
 
 def test_same_bytes_from_two_homes_and_umasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,8 +125,8 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     lock = make_lock(tmp_path, "1.0")
     messages: list[str] = []
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    export(lock, None, tmp_path / "one", None, 100, 1, messages.append)
-    export(lock, None, tmp_path / "two", None, 100, 1, messages.append)
+    export(ExportRequest(lock, tmp_path / "one"), messages.append)
+    export(ExportRequest(lock, tmp_path / "two"), messages.append)
     assert any("3 taken from the layer cache" in m or "4 taken from the layer cache" in m for m in messages)
     assert json.loads((tmp_path / "one" / "index.json").read_text()) == json.loads((tmp_path / "two" / "index.json").read_text())
     # cached blobs are hard-linked into layouts: a blob changed in place in one must not reach the next
@@ -134,7 +134,7 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     blob = tmp_path / "two" / "blobs" / "sha256" / manifest["layers"][0]["digest"].split(":", 1)[1]
     with blob.open("r+b") as stream:
         stream.write(b"tampered")
-    export(lock, None, tmp_path / "three", None, 100, 1, messages.append)
+    export(ExportRequest(lock, tmp_path / "three"), messages.append)
     assert oci_layout.read_image(tmp_path / "three")[2] == oci_layout.read_image(tmp_path / "one")[2]
     assert check_image(tmp_path / "three", lock).drift.clean
 
@@ -236,7 +236,7 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
     assert len(base_manifest["layers"]) == 1
     lock = make_lock(tmp_path, "1.0")
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    export(lock, None, tmp_path / "img", None, 100, 1, lambda _: None, base=tmp_path / "base")
+    export(ExportRequest(lock, tmp_path / "img", base=tmp_path / "base"), lambda _: None)
     manifest, _, _ = oci_layout.read_image(tmp_path / "img")
     assert manifest["layers"][:len(base_manifest["layers"])] == base_manifest["layers"]
     assert manifest["annotations"]["org.opencontainers.image.base.digest"] == base_digest
@@ -248,7 +248,7 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
         monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / f"home-{run}"))
         for fmt in ("oci-archive", "docker-archive"):
             out = tmp_path / f"{run}.{fmt}.tar"
-            export(lock, None, out, None, 100, 1, lambda _: None, fmt=fmt)
+            export(ExportRequest(lock, out, fmt=fmt), lambda _: None)
             archives.append(out.read_bytes())
     assert archives[0] == archives[2] and archives[1] == archives[3]
     inspected = subprocess.run([require("skopeo"), "inspect", f"oci-archive:{tmp_path / 'one.oci-archive.tar'}"],

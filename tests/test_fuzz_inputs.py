@@ -135,11 +135,12 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.test_export import make_lock
 
     from lockgen.api.export import export
+    from lockgen.model.requests import ExportRequest
 
     folder = tmp_path_factory.mktemp("image")
     with pytest.MonkeyPatch.context() as patch:  # restores whatever LOCKGEN_HOME was, set or not
         patch.setenv("LOCKGEN_HOME", str(folder / "home"))
-        export(make_lock(folder, "1.0"), None, folder / "img", None, 100, 1, lambda _: None)
+        export(ExportRequest(make_lock(folder, "1.0"), folder / "img"), lambda _: None)
     return folder / "img"
 
 

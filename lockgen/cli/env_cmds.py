@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from lockgen.cli.ui import fail, handles_errors, print_json, progress
-from lockgen.model.results import Conformance, Drift, ImageDrift
+from lockgen.model.results import Conformance, Drift, ExportedIndex, ImageDrift
 
 DIFFERENCES = ("modified", "missing", "missing_packages", "foreign", "mode", "clobbered")
 
@@ -277,47 +277,37 @@ def export(
     if several and (from_prefix is not None or base is not None or from_image is not None):
         fail("an image index of several platforms is built from the lock, on no base image",
              "drop --from-prefix and --base, or export one --platform", 2)
-    base_image = _base_image(from_image or base, insecure, fmt)
+    from lockgen.api.export import export as run
     from lockgen.cli.ui import Meter
+    from lockgen.model.requests import ExportRequest, FromImage, FromLock, FromPrefix, Layering
 
+    source: FromLock | FromPrefix | FromImage = FromLock(tuple(platform), several)
+    if from_image is not None:
+        source = FromImage(from_image, insecure, manifests, image_prefix, tuple(allow_foreign))
+    elif from_prefix is not None:
+        source = FromPrefix(from_prefix, manifests, image_prefix, tuple(allow_foreign))
+    request = ExportRequest(lock, out, source, _base_image(from_image or base, insecure, fmt), tag,
+                            Layering(layers, compression, level), fmt)
     meter = Meter()
     try:
-        if several:
-            from lockgen.api.export import export_index
-
-            digest, env_digests = export_index(lock, platform, out, tag, layers, level, progress, fmt, meter=meter,
-                                               compression=compression)
-        elif from_image is not None:
-            from lockgen.api.export import export_from_image
-
-            digest, env_digest = export_from_image(lock, from_image, base_image, out, tag, level, progress, fmt, manifests,
-                                                   image_prefix, allow_foreign, insecure, meter, compression)
-        elif from_prefix is not None:
-            from lockgen.api.export import export_prefix
-
-            digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base_image, fmt, manifests,
-                                               image_prefix, allow_foreign, meter=meter,
-                                               compression=compression)
-        else:
-            from lockgen.api.export import export as run
-
-            digest, env_digest = run(lock, platform[0] if platform else None, out, tag, layers, level, progress, base_image,
-                                     fmt, meter=meter, compression=compression)
+        result = run(request, progress, meter)
     finally:
         meter.close()
-    if several:
-        for name, env_digest in env_digests.items():
+    if isinstance(result, ExportedIndex):
+        for name, env_digest in result.environment_digests.items():
             progress(f"{name}: environment digest sha256:{env_digest}")
         if as_json:
-            print_json({"image_digest": digest, "environment_digests": env_digests, "out": str(out), "format": fmt})
+            print_json({"image_digest": result.digest, "environment_digests": result.environment_digests, "out": str(out),
+                        "format": fmt})
         else:
-            print(digest)
+            print(result.digest)
         return
-    progress(f"environment digest sha256:{env_digest}")
+    progress(f"environment digest sha256:{result.environment_digest}")
     if as_json:
-        print_json({"image_digest": digest, "environment_digest": env_digest, "out": str(out), "format": fmt})
+        print_json({"image_digest": result.digest, "environment_digest": result.environment_digest, "out": str(out),
+                    "format": fmt})
     else:
-        print(digest)
+        print(result.digest)
 
 
 def _base_image(base: Optional[str], insecure: bool, fmt: str):

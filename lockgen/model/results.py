@@ -51,6 +51,23 @@ class ImageDrift:
 
 
 @dataclass(frozen=True)
+class ExportedImage:
+    """What `lockgen export` wrote: the image's manifest digest and its environment's digest."""
+
+    digest: str
+    environment_digest: str
+
+
+@dataclass(frozen=True)
+class ExportedIndex:
+    """What `lockgen export` of several platforms wrote: the image index's digest and each platform's
+    environment digest."""
+
+    digest: str
+    environment_digests: dict[str, str]
+
+
+@dataclass(frozen=True)
 class StoreEntry:
     """One environment in the store."""
 
