@@ -4,22 +4,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from lockgen.model.conformance import ConformanceReport
 
 
+LockState = Literal["wrote", "would write", "unchanged"]  # what resolve did with a target's lock
+
+
 @dataclass(frozen=True)
 class TargetResult:
-    """What resolving one target produced."""
+    """What resolving one target produced: its lock `state` (written, one a dry run would write, or
+    the same bytes already there), and per platform the package counts and headline picks."""
 
     target: str
     arch: str
     path: Path
-    written: bool
-    unchanged: bool
+    state: LockState
     packages: dict[str, int]
     highlights: dict[str, dict[str, str]]
+
+    @property
+    def written(self) -> bool:
+        return self.state == "wrote"
+
+    @property
+    def unchanged(self) -> bool:
+        return self.state == "unchanged"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `resolve --json` entry (its two booleans kept as they were: `written`, `unchanged`)."""
+        return {"target": self.target, "arch": self.arch, "path": str(self.path), "written": self.written,
+                "unchanged": self.unchanged, "packages": self.packages, "highlights": self.highlights}
 
 
 @dataclass(frozen=True)
