@@ -174,7 +174,7 @@ def _export_index(request: ExportRequest, platforms: Sequence[str], progress: Ca
 
 def _on_base(lock: Lock, lock_path: Path, platform: str, base: base_steps.Base | None, prefix: str,
              progress: Callable[[str], None], build_on: bool = True,
-             read: tuple[dict[str, Any], dict[str, Any], str] | None = None) -> tuple[frozenset[str], HeldEnvironment | None]:
+             read: base_steps.BaseRead | None = None) -> tuple[frozenset[str], HeldEnvironment | None]:
     """The packages the base image holds (their layers are reused) and, when `build_on`, the base environment
     to build on instead of building those again. `read`: the base's manifest and config, when already read."""
     if base is None:
@@ -257,7 +257,7 @@ def _export_from_image(request: ExportRequest, origin: FromImage, progress: Call
             layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
         # the layers the new image names must be the ones just checked (a tag that moved, an index read for
         # another platform): their uncompressed digests, which no manifest conversion changes
-        if base_steps.base_manifest(vendor, conformance.platform, progress)[1].get("rootfs", {}).get("diff_ids") != layers_checked:
+        if base_steps.base_manifest(vendor, conformance.platform, progress).config.get("rootfs", {}).get("diff_ids") != layers_checked:
             raise UserError(f"{source} is not the image just checked (a tag that moved, or an index of other platforms)",
                             "name the image by its digest (docker://HOST/REPO@sha256:…) or as a local layout")
         tree = work / "tree"
