@@ -48,7 +48,7 @@ def write_slurm(folder: Path, job: CertifyJob, health: SlurmHealth) -> SlurmScri
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)  # sbatch opens its --output there before the script runs
     scripts = SlurmScripts(folder / "certify.sbatch", folder / "lockgen-health.sh")
     health_job = replace(job, quick=True, timeout_s=health_limit_s - 5)
-    for path, text in ((scripts.sbatch, sbatch_script(job)), (scripts.health, health_script(health_job, health_limit_s, health.drain, prom_dir, nfd_dir))):
+    for path, text in ((scripts.sbatch, sbatch_script(job)), (scripts.health, health_script(health_job, health))):
         write_atomic(path, text, 0o777)
     return scripts
 

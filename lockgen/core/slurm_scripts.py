@@ -15,7 +15,7 @@ import re
 import shlex
 
 from lockgen.errors import UserError
-from lockgen.model.fleet import CertifyJob
+from lockgen.model.fleet import CertifyJob, SlurmHealth
 
 RENDEZVOUS_BASE_PORT = 29400  # torchrun's default c10d port; the job id spreads concurrent jobs over 1000 ports
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -121,12 +121,12 @@ def sbatch_script(job: CertifyJob) -> str:
     ])
 
 
-def health_script(job: CertifyJob, limit_s: int, drain: bool, prom_dir: str | None = None,
-                  nfd_dir: str | None = None) -> str:
+def health_script(job: CertifyJob, health: SlurmHealth) -> str:
     """Slurm's `HealthCheckProgram`: certifies this node with `--quick` within `limit_s` (Slurm kills the
     program after 60 s), prints the reason and, with `drain`, drains the node with it when it fails. With
     `prom_dir` (node_exporter's textfile folder) and `nfd_dir` (NFD's features.d) the certificate is also
     written there, atomically, for the metrics and node labels."""
+    limit_s, drain, prom_dir, nfd_dir = health.limit_s, health.drain, health.prom_dir, health.nfd_dir
     emits = ([f"prom={prom_dir}/lockgen.prom"] if prom_dir else []) + ([f"nfd={nfd_dir}/lockgen"] if nfd_dir else [])
     verify = f"{job.lockgen} {_words(_verify_words(job) + tuple(w for e in emits for w in ('--emit', e)))}"
     lines = [
