@@ -252,3 +252,61 @@ def test_a_plain_environment_build_needs_no_team_step() -> None:
     """shared_steps builds every environment (materialize, check, export): it reaches no team step (issue 32)."""
     assert api_closure("lockgen.api.shared_steps") & {"lockgen.api.team_steps", "lockgen.api.held_base_steps"} == set()
     assert "lockgen.api.team_steps" in api_closure("lockgen.api.held_base_steps")  # the walk sees steps at all
+
+
+def positional_records(path: Path) -> list[str]:
+    """Parameters of a module's functions typed as a tuple of three or more values (`layering: tuple[int, str,
+    int]`): a record whose fields are told apart by position only, where a named type (a dataclass, a
+    NamedTuple, a request of `model/requests.py`) says which is which."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+            annotation = arg.annotation
+            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+                annotation = ast.parse(annotation.value, mode="eval").body
+            for part in ast.walk(annotation) if annotation is not None else ():
+                if (isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple"
+                        and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3):
+                    found.append(f"{node.name}({arg.arg}: {ast.unparse(part)})")
+    return found
+
+
+def test_no_use_case_or_step_takes_a_positional_record() -> None:
+    """Requests and the values steps pass are named types (issue 32: export's `layering` tuple was one)."""
+    for path in modules("lockgen/api"):
+        assert positional_records(path) == [], f"{path}: {positional_records(path)}"
+
+
+def test_the_positional_record_rule_catches_a_planted_tuple(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""probe"""\n\ndef write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n'
+                     '          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None):\n    pass\n')
+    assert positional_records(probe) == ["write(layering: tuple[int, str, int])", "write(read: tuple[dict, dict, str])"]
+
+
+def one_of_checks(path: Path) -> list[int]:
+    """Lines where a module counts which of --prefix, --python and --image were given (`sum(x is not None for x
+    in (prefix, python, image))`): the one-of rule, which `cli/ui.environment` checks once for every command."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Tuple) and len(node.elts) >= 2:
+            names = {getattr(e, "id", None) for e in node.elts}
+            if {"prefix", "image"} <= names and names <= {"prefix", "python", "image"}:
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_environment_flags_are_counted_in_one_place() -> None:
+    """check and verify take a Prefix | Python | Image the CLI built; no use case counts the three flags again."""
+    counted = {path.relative_to(REPO).as_posix(): one_of_checks(path) for path in modules("lockgen")}
+    assert {path: lines for path, lines in counted.items() if lines} == {}
+
+
+def test_the_one_of_rule_catches_a_second_count(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""probe"""\n\ndef check(prefix, python, image):\n'
+                     '    if sum(x is not None for x in (prefix, python, image)) != 1:\n        raise ValueError\n'
+                     '    return (prefix, image), (python, prefix)\n')
+    assert one_of_checks(probe) == [4, 6]

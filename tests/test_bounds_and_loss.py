@@ -31,6 +31,7 @@ from lockgen.adapters.layer_members import read_members
 from lockgen.adapters.oci_distribution import Registry
 from lockgen.api import resolve as api
 from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest
 from lockgen.api.materialize import materialize
 from lockgen.api.store import gc, list_envs
 from lockgen.cli.ui import handles_errors
@@ -176,7 +177,7 @@ def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(st
                 os.utime(ours[0], (old, old))
                 assert file_guard.sweep_stale(out.parent, ".lockgen-export-*") == []
 
-        export(lock, None, out, None, 100, 1, progress)
+        export(ExportRequest(lock, out), progress)
     finally:
         holder.communicate("", timeout=10)
     assert len(ours) == 1 and not ours[0].exists() and (out / "oci-layout").is_file()

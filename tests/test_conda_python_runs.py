@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import interpreter_steps
-from lockgen.api.export import export, export_index
+from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest, FromLock
 from lockgen.errors import UserError
 from tests.channel_factory import Pkg, build_channel, cpu_lock
 from tests.conftest import run_cli
@@ -65,7 +66,7 @@ def test_a_conda_python_with_no_base_is_refused_naming_its_loader(tmp_path: Path
     assert error.endswith(f"needs the dynamic loader {LOADER}, and the base image has no file there: the image could "
                           "not start its Python")
     with pytest.raises(UserError, match="an image index takes no --base to bring one") as refused:
-        export_index(conda_python_lock, ("linux-64",), out, None, 100, 1, lambda _: None)
+        export(ExportRequest(conda_python_lock, out, FromLock(("linux-64",), True)), lambda _: None)
     assert refused.value.hint.startswith("export --platform linux-64 alone and pass --base an image with glibc")
     assert not out.exists()
 
@@ -98,7 +99,7 @@ def test_a_conda_python_on_a_base_with_glibc_runs_under_podman(tmp_path: Path, c
     checked = run_cli("check", "--image", str(out), "--lock", str(conda_python_lock))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     monkeypatch.setattr(interpreter_steps, "prove_python_starts", lambda *_, **__: None)
-    export(conda_python_lock, None, tmp_path / "unproven", None, 100, 1, lambda _: None)
+    export(ExportRequest(conda_python_lock, tmp_path / "unproven"), lambda _: None)
     ran = podman_run(tmp_path / "unproven", TAG, "python", "-c", "print('started')")
     assert ran.returncode != 0 and "started" not in ran.stdout and "no such file or directory" in ran.stderr, ran.stderr
 

@@ -19,7 +19,8 @@ import pytest
 from lockgen.adapters import env_manifest
 from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
 from lockgen.api.check import check_lock
-from lockgen.api.export import _write_image
+from lockgen.model.requests import ExportRequest, Prefix
+from lockgen.api.export import BuiltTree, _write_image
 from lockgen.api.materialize import materialize
 from lockgen.digests import file_digest
 from lockgen.core import lock_builder
@@ -136,8 +137,8 @@ def test_a_tampered_package_cache_is_extracted_again(tmp_path: Path, monkeypatch
     cached.write_text("tampered\n")  # in place: the first environment shares the inode and changes too
     second, _ = materialize(lock, None, tmp_path / "second", lambda _: None)
     assert (second / "lib" / "libfoo.txt").read_text() == "foo 1.0\n"
-    assert check_lock(lock, prefix=second).clean
-    report = check_lock(lock, prefix=first).report
+    assert check_lock(lock, Prefix(second)).clean
+    report = check_lock(lock, Prefix(first)).report
     assert [p.modified for p in report.packages if p.key.startswith("libfoo")] == [("lib/libfoo.txt",)]
     with pytest.raises(Exception, match="changed since it was made"):
         materialize(lock, None, tmp_path / "first", lambda _: None)
@@ -161,7 +162,7 @@ def test_a_package_cache_file_changed_with_its_mtime_put_back_is_extracted_again
     third, _ = materialize(lock, None, tmp_path / "third", said.append)
     assert (third / "lib" / "libfoo.txt").read_text() == "foo 1.0\n"
     assert any("held changed files of libfoo 1.0" in line for line in said)
-    assert check_lock(lock, prefix=third).clean
+    assert check_lock(lock, Prefix(third)).clean
 
 
 def test_a_forged_image_is_refused_whatever_it_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,8 +178,8 @@ def test_a_forged_image_is_refused_whatever_it_records(tmp_path: Path, monkeypat
     manifest, _ = env_manifest.build(tree)
     env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest),
                                             "lock_sha256": file_digest(lock), "platform": "linux-64", "prefix": "/opt/env"})
-    _write_image(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, tmp_path / "work",
-                 tmp_path / "forged", None, (100, "gzip", 1), lambda _: None, None, "oci-layout", "/opt/env")
+    _write_image(BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"),
+                 tmp_path / "work", ExportRequest(lock, tmp_path / "forged"), lambda _: None)
     labels_say = run_cli("check", "--image", str(tmp_path / "forged"))
     assert labels_say.returncode == 0  # the image agrees with itself: that proves nothing
     proven = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "forged"),
@@ -208,10 +209,10 @@ def test_a_package_link_pointing_elsewhere_is_modified(tmp_path: Path, monkeypat
     lock = cpu_lock(tmp_path, channel.as_uri(), ["libfoo"])
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     assert os.readlink(prefix / "lib" / "libfoo.so") == "libfoo.so.1"
-    assert check_lock(lock, prefix=prefix).clean
+    assert check_lock(lock, Prefix(prefix)).clean
     (prefix / "lib" / "libfoo.so").unlink()
     (prefix / "lib" / "libfoo.so").symlink_to("/tmp/evil.so")
-    assert "libfoo 1.0: modified lib/libfoo.so" in check_lock(lock, prefix=prefix).lines()
+    assert "libfoo 1.0: modified lib/libfoo.so" in check_lock(lock, Prefix(prefix)).lines()
 
 
 def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime_put_back(
@@ -228,19 +229,19 @@ def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime
     real = prefix_observer.hash_files
     monkeypatch.setattr(prefix_observer, "hash_files",
                         lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
-    assert check_lock(lock, prefix=prefix).clean and any(p.endswith("lib/libfoo.txt") for p in read)
+    assert check_lock(lock, Prefix(prefix)).clean and any(p.endswith("lib/libfoo.txt") for p in read)
     read.clear()
-    assert check_lock(lock, prefix=prefix).clean and read == []  # every file proven by its fingerprint
+    assert check_lock(lock, Prefix(prefix)).clean and read == []  # every file proven by its fingerprint
     target = prefix / "lib" / "libfoo.txt"
     before = target.stat()
     target.write_text("FOO 1.0\n")
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
-    report = check_lock(lock, prefix=prefix).report
+    report = check_lock(lock, Prefix(prefix)).report
     assert read == [str(target)]
     assert [p.modified for p in report.packages if p.key.startswith("libfoo")] == [("lib/libfoo.txt",)]
     read.clear()
-    assert not check_lock(lock, prefix=prefix, full=True).clean and len(read) > 1
+    assert not check_lock(lock, Prefix(prefix), full=True).clean and len(read) > 1
     other = make_lock(tmp_path / "other", "1.0")  # another lock (other bytes): nothing kept for it
     read.clear()
-    check_lock(other, prefix=prefix)
+    check_lock(other, Prefix(prefix))
     assert len(read) > 1

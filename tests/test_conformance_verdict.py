@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from lockgen.adapters import conformance_store, prefix_observer
 from lockgen.api.check import check_lock
+from lockgen.model.requests import Prefix
 from lockgen.api.materialize import materialize
 from lockgen.core.conformance import passing_report
 from lockgen.errors import UserError
@@ -40,7 +41,7 @@ def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path
     real = prefix_observer.hash_files
     monkeypatch.setattr(prefix_observer, "hash_files",
                         lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
-    assert check_lock(lock, prefix=prefix).clean and read
+    assert check_lock(lock, Prefix(prefix)).clean and read
     assert _verdicts(tmp_path)
     read.clear()
     return lock, prefix, read
@@ -53,10 +54,10 @@ def _verdicts(tmp_path: Path) -> list[Path]:
 def test_an_unchanged_tree_is_its_verdict_read_from_nothing(checked: tuple[Path, Path, list[str]]) -> None:
     lock, prefix, read = checked
     said: list[str] = []
-    again = check_lock(lock, prefix=prefix, progress=said.append)
+    again = check_lock(lock, Prefix(prefix), progress=said.append)
     assert again.clean and read == []
     assert any("proven by their fingerprints" in line for line in said)
-    assert again.to_dict() == check_lock(lock, prefix=prefix, full=True).to_dict()  # the same report as the work gives
+    assert again.to_dict() == check_lock(lock, Prefix(prefix), full=True).to_dict()  # the same report as the work gives
 
 
 def test_an_edit_keeping_size_and_mtime_is_read_and_fails(checked: tuple[Path, Path, list[str]]) -> None:
@@ -65,10 +66,10 @@ def test_an_edit_keeping_size_and_mtime_is_read_and_fails(checked: tuple[Path, P
     before = target.stat()
     target.write_text("FOO 1.0\n")  # same size
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime put back; ctime moved
-    result = check_lock(lock, prefix=prefix)
+    result = check_lock(lock, Prefix(prefix))
     assert not result.clean and read == [str(target)]
     assert "libfoo 1.0: modified lib/libfoo.txt" in result.lines()
-    assert not check_lock(lock, prefix=prefix).clean  # the failure stands: no verdict says otherwise
+    assert not check_lock(lock, Prefix(prefix)).clean  # the failure stands: no verdict says otherwise
 
 
 def test_a_file_replaced_by_rename_is_read(checked: tuple[Path, Path, list[str]]) -> None:
@@ -79,33 +80,33 @@ def test_a_file_replaced_by_rename_is_read(checked: tuple[Path, Path, list[str]]
     twin.write_text(target.read_text())  # the same bytes first: a new inode is read, and passes
     os.utime(twin, ns=(before.st_atime_ns, before.st_mtime_ns))
     os.rename(twin, target)
-    assert check_lock(lock, prefix=prefix).clean and read == [str(target)]
+    assert check_lock(lock, Prefix(prefix)).clean and read == [str(target)]
     read.clear()
     twin.write_text("FOO 1.0\n")  # other bytes of the same size and mtime
     os.utime(twin, ns=(before.st_atime_ns, before.st_mtime_ns))
     os.rename(twin, target)
-    assert "libfoo 1.0: modified lib/libfoo.txt" in check_lock(lock, prefix=prefix).lines()
+    assert "libfoo 1.0: modified lib/libfoo.txt" in check_lock(lock, Prefix(prefix)).lines()
     assert read == [str(target)]
 
 
 def test_a_file_added_or_removed_is_seen(checked: tuple[Path, Path, list[str]]) -> None:
     lock, prefix, _ = checked
     (prefix / "lib" / "extra.txt").write_text("x\n")
-    assert "foreign: lib/extra.txt" in check_lock(lock, prefix=prefix).lines()
+    assert "foreign: lib/extra.txt" in check_lock(lock, Prefix(prefix)).lines()
     (prefix / "lib" / "extra.txt").unlink()
     (prefix / "bin" / "foo").unlink()
-    assert "libfoo 1.0: missing bin/foo" in check_lock(lock, prefix=prefix).lines()
+    assert "libfoo 1.0: missing bin/foo" in check_lock(lock, Prefix(prefix)).lines()
 
 
 def test_another_lock_is_not_that_verdict(checked: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
     lock, prefix, read = checked
     other = make_lock(tmp_path / "other", "1.1")
-    result = check_lock(other, prefix=prefix)
+    result = check_lock(other, Prefix(prefix))
     assert not result.clean and read  # the work was done, against the other lock's manifests
     assert any(line.startswith("libfoo 1.1:") for line in result.lines())
     lock.write_bytes(lock.read_bytes() + b"\n")  # the same entries, other bytes: another key
     read.clear()
-    assert check_lock(lock, prefix=prefix).clean and read
+    assert check_lock(lock, Prefix(prefix)).clean and read
 
 
 def test_a_tree_still_changing_keeps_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,10 +115,10 @@ def test_a_tree_still_changing_keeps_no_verdict(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
-    assert check_lock(lock, prefix=prefix).clean
+    assert check_lock(lock, Prefix(prefix)).clean
     assert _verdicts(tmp_path) == []
     _settle()
-    assert check_lock(lock, prefix=prefix).clean
+    assert check_lock(lock, Prefix(prefix)).clean
     assert len(_verdicts(tmp_path)) == 1
 
 
@@ -129,10 +130,10 @@ def test_full_that_fails_drops_the_verdict(checked: tuple[Path, Path, list[str]]
     [record] = _verdicts(tmp_path)
     kept = json.loads(record.read_text())
     record.write_text(json.dumps({**kept, "tree": prefix_observer.tree_fingerprint(prefix).digest}))
-    assert check_lock(lock, prefix=prefix).clean  # what a record is trusted for: hence --full
-    assert not check_lock(lock, prefix=prefix, full=True).clean
+    assert check_lock(lock, Prefix(prefix)).clean  # what a record is trusted for: hence --full
+    assert not check_lock(lock, Prefix(prefix), full=True).clean
     assert _verdicts(tmp_path) == []
-    assert not check_lock(lock, prefix=prefix).clean
+    assert not check_lock(lock, Prefix(prefix)).clean
 
 
 @pytest.mark.parametrize("damage", ["not json", '{"layout": 1}', "[]", "tree", "report", "allowed"])
@@ -145,7 +146,7 @@ def test_a_damaged_record_is_no_verdict(checked: tuple[Path, Path, list[str]], t
             "allowed": json.dumps({**kept, "verdict": {**kept["verdict"], "allowed": [1]}})}.get(damage, damage)
     record.write_text(text)
     said: list[str] = []
-    assert check_lock(lock, prefix=prefix, progress=said.append).clean  # the work done again (files by their proofs)
+    assert check_lock(lock, Prefix(prefix), progress=said.append).clean  # the work done again (files by their proofs)
     assert not any("proven by their fingerprints" in line for line in said) and read == []
     assert json.loads(record.read_text())["tree"] == kept["tree"]  # and the record made anew
 

@@ -15,6 +15,7 @@ from lockgen.adapters import oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.check import check_image, check_lock
 from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest, Image
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
@@ -42,7 +43,7 @@ def make_lock(tmp_path: Path, libfoo: str) -> Path:
 
 def run_export(lock: Path, out: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("LOCKGEN_HOME", str(home))
-    return export(lock, None, out, None, 100, 1, lambda _: None)[0]
+    return export(ExportRequest(lock, out), lambda _: None).digest
 
 
 def test_same_bytes_from_two_homes_and_umasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,7 +67,8 @@ def test_image_contents_config_and_tools(tmp_path: Path, monkeypatch: pytest.Mon
     assert config["config"]["User"] == "1000:1000" and config["created"] == "1970-01-01T00:00:00Z"
     assert "NVIDIA_REQUIRE_CUDA=cuda>=12.4" in config["config"]["Env"]
     assert config["config"]["Labels"]["dev.lockgen.target"] == "h100"
-    expected, got, drift = check_image(tmp_path / "img", lock)
+    checked = check_image(tmp_path / "img", lock)
+    expected, got, drift = checked.recorded, checked.recomputed, checked.drift
     assert expected == got and drift.clean
     with pytest.raises(UserError, match="exported from lock"):
         check_image(tmp_path / "img", make_lock(tmp_path, "1.1"))
@@ -123,8 +125,8 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     lock = make_lock(tmp_path, "1.0")
     messages: list[str] = []
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    export(lock, None, tmp_path / "one", None, 100, 1, messages.append)
-    export(lock, None, tmp_path / "two", None, 100, 1, messages.append)
+    export(ExportRequest(lock, tmp_path / "one"), messages.append)
+    export(ExportRequest(lock, tmp_path / "two"), messages.append)
     assert any("3 taken from the layer cache" in m or "4 taken from the layer cache" in m for m in messages)
     assert json.loads((tmp_path / "one" / "index.json").read_text()) == json.loads((tmp_path / "two" / "index.json").read_text())
     # cached blobs are hard-linked into layouts: a blob changed in place in one must not reach the next
@@ -132,9 +134,9 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     blob = tmp_path / "two" / "blobs" / "sha256" / manifest["layers"][0]["digest"].split(":", 1)[1]
     with blob.open("r+b") as stream:
         stream.write(b"tampered")
-    export(lock, None, tmp_path / "three", None, 100, 1, messages.append)
+    export(ExportRequest(lock, tmp_path / "three"), messages.append)
     assert oci_layout.read_image(tmp_path / "three")[2] == oci_layout.read_image(tmp_path / "one")[2]
-    assert check_image(tmp_path / "three", lock)[2].clean
+    assert check_image(tmp_path / "three", lock).drift.clean
 
 
 @pytest.fixture
@@ -206,19 +208,19 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
 def test_an_edited_sbom_beside_or_inside_an_image_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = make_lock(tmp_path, "1.0")
     run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
-    assert check_image(tmp_path / "img")[2].clean and check_lock(lock, image=str(tmp_path / "img")).clean
+    assert check_image(tmp_path / "img").drift.clean and check_lock(lock, Image(str(tmp_path / "img"))).clean
     beside = tmp_path / "img" / "sbom.cdx.json"
     data = beside.read_bytes()
     beside.write_bytes(data.replace(b"libfoo", b"libfoO", 1))  # one byte, same size
-    drift = check_image(tmp_path / "img")[2]
+    drift = check_image(tmp_path / "img").drift
     assert drift.modified == [f"{beside} (differs from the image's SBOM)"]
-    result = check_lock(lock, image=str(tmp_path / "img"))
+    result = check_lock(lock, Image(str(tmp_path / "img")))
     assert not result.clean and result.problems == (f"image: {beside} (differs from the image's SBOM and the lock's)",)
     beside.write_bytes(data)
     other = make_lock(tmp_path / "other", "1.1")  # an SBOM that is some other lock's, stated for this image
-    image_env = check_image(tmp_path / "img")[0]
+    image_env = check_image(tmp_path / "img").recorded
     beside.write_bytes(canonical_json(cyclonedx(load_lock(other), "linux-64", file_digest(other), image_env)))
-    assert not check_lock(lock, image=str(tmp_path / "img")).clean
+    assert not check_lock(lock, Image(str(tmp_path / "img"))).clean
 
 
 @pytest.mark.slow
@@ -234,7 +236,7 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
     assert len(base_manifest["layers"]) == 1
     lock = make_lock(tmp_path, "1.0")
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    export(lock, None, tmp_path / "img", None, 100, 1, lambda _: None, base=tmp_path / "base")
+    export(ExportRequest(lock, tmp_path / "img", base=tmp_path / "base"), lambda _: None)
     manifest, _, _ = oci_layout.read_image(tmp_path / "img")
     assert manifest["layers"][:len(base_manifest["layers"])] == base_manifest["layers"]
     assert manifest["annotations"]["org.opencontainers.image.base.digest"] == base_digest
@@ -246,7 +248,7 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
         monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / f"home-{run}"))
         for fmt in ("oci-archive", "docker-archive"):
             out = tmp_path / f"{run}.{fmt}.tar"
-            export(lock, None, out, None, 100, 1, lambda _: None, fmt=fmt)
+            export(ExportRequest(lock, out, fmt=fmt), lambda _: None)
             archives.append(out.read_bytes())
     assert archives[0] == archives[2] and archives[1] == archives[3]
     inspected = subprocess.run([require("skopeo"), "inspect", f"oci-archive:{tmp_path / 'one.oci-archive.tar'}"],

@@ -10,7 +10,8 @@ import pytest
 
 from lockgen.adapters import env_manifest
 from lockgen.api import export as export_module
-from lockgen.api.export import export_prefix
+from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest, FromPrefix
 from lockgen.api.materialize import materialize
 from tests.test_export import make_lock
 
@@ -27,7 +28,7 @@ def test_the_manifest_takes_the_hashes_the_check_read(tmp_path: Path, monkeypatc
     lock = make_lock(tmp_path, "1.0")
     prefix, digest = materialize(lock, None, tmp_path / "env", lambda _: None)
     read = _reads(monkeypatch)
-    _, exported = export_prefix(lock, prefix, tmp_path / "img", None, 100, 1, lambda _: None)
+    exported = export(ExportRequest(lock, tmp_path / "img", FromPrefix(prefix)), lambda _: None).environment_digest
     assert exported == digest  # the same manifest as materialize recorded from its own proofs
     # only what no package states a hash for is read: conda's records (hashed without their local fields), the tag
     assert read and all(path.startswith("conda-meta/") or path == "CACHEDIR.TAG" for path in read), read
@@ -47,7 +48,7 @@ def test_a_file_changed_after_the_check_is_read_again(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(export_module, "conform", then_edit)
     read = _reads(monkeypatch)
-    _, exported = export_prefix(lock, prefix, tmp_path / "img", None, 100, 1, lambda _: None)
+    exported = export(ExportRequest(lock, tmp_path / "img", FromPrefix(prefix)), lambda _: None).environment_digest
     assert "lib/libfoo.txt" in read
     assert exported != digest
     assert exported == env_manifest.digest(env_manifest.build(prefix)[0])  # the bytes the image holds

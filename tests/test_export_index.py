@@ -17,7 +17,8 @@ import pytest
 
 from lockgen.api import resolve as api
 from lockgen.api.check import check_image
-from lockgen.api.export import export_index
+from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest, FromLock
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.oci import INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
 from tests.channel_factory import Pkg, build_channel
@@ -52,13 +53,13 @@ def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, mon
     digests = []
     for run in ("a", "b"):
         monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / f"home-{run}"))
-        digests.append(export_index(lock, ("linux-64", "linux-aarch64"), tmp_path / run, None, 100, 1, lambda _: None))
+        digests.append(export(ExportRequest(lock, tmp_path / run, FromLock(("linux-64", "linux-aarch64"), True)), lambda _: None))
     assert digests[0] == digests[1]
     files = lambda root: {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}  # noqa: E731
     assert files(tmp_path / "a") == files(tmp_path / "b")
     layout = tmp_path / "a"
     top = json.loads((layout / "index.json").read_text())["manifests"]
-    assert len(top) == 1 and top[0]["mediaType"] == INDEX_MEDIA_TYPE and top[0]["digest"] == digests[0][0]
+    assert len(top) == 1 and top[0]["mediaType"] == INDEX_MEDIA_TYPE and top[0]["digest"] == digests[0].digest
     assert top[0]["annotations"] == {"org.opencontainers.image.ref.name": "h100"}
     index = blob(layout, top[0]["digest"])
     assert index["mediaType"] == INDEX_MEDIA_TYPE
@@ -68,7 +69,8 @@ def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, mon
     assert [c["architecture"] for c in configs] == ["amd64", "arm64"]
     x86_ids, arm_ids = (c["rootfs"]["diff_ids"] for c in configs)
     assert len(set(x86_ids) & set(arm_ids)) == 2  # foo-data and cuda-version (noarch): one layer for both platforms
-    assert set(digests[0][1]) == {"linux-64", "linux-aarch64"} and digests[0][1]["linux-64"] != digests[0][1]["linux-aarch64"]
+    env_digests = digests[0].environment_digests
+    assert set(env_digests) == {"linux-64", "linux-aarch64"} and env_digests["linux-64"] != env_digests["linux-aarch64"]
     assert {p.name for p in layout.glob("sbom.*.cdx.json")} == {"sbom.linux-64.cdx.json", "sbom.linux-aarch64.cdx.json"}
     with pytest.raises(LockFormatError, match="holds an image index"):
         check_image(layout)
@@ -106,7 +108,8 @@ def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Pat
         subprocess.run([require("skopeo"), "copy", "--override-arch", arch, reference, f"oci:{tmp_path / arch}:h100"],
                        check=True, capture_output=True)
         validate("image", tmp_path / arch, "--ref", "name=h100")
-        recorded, recomputed, drift = check_image(tmp_path / arch)
+        checked = check_image(tmp_path / arch)
+        recorded, recomputed, drift = checked.recorded, checked.recomputed, checked.drift
         assert recorded == recomputed == result["environment_digests"][platform] and drift.clean
     bundle = tmp_path / "bundle"
     subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'arm64'}:h100", str(bundle)], check=True, capture_output=True)
@@ -136,11 +139,11 @@ def test_refusals_are_one_error_line_and_write_nothing(tmp_path: Path, monkeypat
         "hint: export linux-aarch64 on a linux-aarch64 host, or pass --platform linux-64"]
     lock = two_platform_lock(tmp_path)
     with pytest.raises(UserError, match="a docker-archive holds one image"):
-        export_index(lock, (), tmp_path / "out.tar", None, 100, 1, lambda _: None, fmt="docker-archive")
+        export(ExportRequest(lock, tmp_path / "out.tar", FromLock((), True), fmt="docker-archive"), lambda _: None)
     with pytest.raises(UserError, match="the lock has no platform `osx-arm64`"):
-        export_index(lock, ("linux-64", "osx-arm64"), tmp_path / "out", None, 100, 1, lambda _: None)
+        export(ExportRequest(lock, tmp_path / "out", FromLock(("linux-64", "osx-arm64"), True)), lambda _: None)
     with pytest.raises(UserError, match="named twice"):
-        export_index(lock, ("linux-64", "linux-64"), tmp_path / "out", None, 100, 1, lambda _: None)
+        export(ExportRequest(lock, tmp_path / "out", FromLock(("linux-64", "linux-64"), True)), lambda _: None)
     usage = run_cli("export", str(lock), "--all-platforms", "--platform", "linux-64", "--out", str(tmp_path / "out"))
     assert usage.returncode == 2 and usage.stderr.splitlines()[0] == "error: --all-platforms and --platform exclude each other"
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.tar").exists()

@@ -17,6 +17,7 @@ from lockgen.adapters import oci_layout
 from lockgen.api import resolve as api
 from lockgen.api.check import check_image
 from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest, Layering
 from lockgen.errors import UserError
 from lockgen.model.oci import LAYER_MEDIA_TYPES
 from tests.channel_factory import Pkg, build_channel
@@ -31,7 +32,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def export_as(lock: Path, out: Path, home: Path, compression: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("LOCKGEN_HOME", str(home))
-    return export(lock, None, out, None, 100, 3, lambda _: None, compression=compression)[0]
+    return export(ExportRequest(lock, out, layering=Layering(compression=compression, level=3)), lambda _: None).digest
 
 
 def layer_blobs(layout: Path) -> list[tuple[str, bytes]]:
@@ -76,7 +77,8 @@ def test_a_zstd_image_passes_the_oci_tools_and_lockgen_check(tmp_path: Path, mon
     inspected = json.loads(subprocess.run([require("skopeo"), "inspect", f"oci:{tmp_path / 'img'}:h100-linux-64"],
                                           capture_output=True, check=True, text=True).stdout)
     assert inspected["Digest"] == digest and inspected["Labels"]["dev.lockgen.target"] == "h100"
-    expected, got, drift = check_image(tmp_path / "img", lock)  # lockgen's own unpack reads zstd
+    checked = check_image(tmp_path / "img", lock)
+    expected, got, drift = checked.recorded, checked.recomputed, checked.drift  # lockgen's own unpack reads zstd
     assert expected == got and drift.clean
     # Debian's umoci (0.4.7) refuses zstd layers: skopeo decompresses them (recompressing as gzip), umoci unpacks that
     subprocess.run([require("skopeo"), "copy", "--dest-compress", "--dest-compress-format", "gzip",
@@ -119,9 +121,9 @@ def test_podman_runs_a_zstd_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_unknown_compression_or_level_is_one_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = make_lock(tmp_path, "1.0")
     with pytest.raises(UserError, match="zstd has no level 20"):
-        export(lock, None, tmp_path / "x", None, 100, 20, lambda _: None, compression="zstd")
+        export(ExportRequest(lock, tmp_path / "x", layering=Layering(compression="zstd", level=20)), lambda _: None)
     with pytest.raises(UserError, match="gzip has no level 0"):
-        export(lock, None, tmp_path / "x", None, 100, 0, lambda _: None)
+        export(ExportRequest(lock, tmp_path / "x", layering=Layering(level=0)), lambda _: None)
     refused = run_cli("export", str(lock), "--out", str(tmp_path / "x"), "--compression", "brotli",
                       env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert refused.returncode == 1 and "Traceback" not in refused.stderr

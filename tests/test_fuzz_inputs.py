@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from lockgen.api.certs import check_certificate
 from lockgen.api.check import check_image
+from lockgen.model.requests import Prefix
 from lockgen.api.import_lock import import_lock
 from lockgen.api.locks import diff, render
 from lockgen.errors import LockgenError
@@ -134,11 +135,12 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.test_export import make_lock
 
     from lockgen.api.export import export
+    from lockgen.model.requests import ExportRequest
 
     folder = tmp_path_factory.mktemp("image")
     with pytest.MonkeyPatch.context() as patch:  # restores whatever LOCKGEN_HOME was, set or not
         patch.setenv("LOCKGEN_HOME", str(folder / "home"))
-        export(make_lock(folder, "1.0"), None, folder / "img", None, 100, 1, lambda _: None)
+        export(ExportRequest(make_lock(folder, "1.0"), folder / "img"), lambda _: None)
     return folder / "img"
 
 
@@ -231,6 +233,6 @@ def test_materialize_and_check_of_a_damaged_lock(tmp_path: Path, tiny_channel_lo
         assert not prefix.exists()
         return
     try:
-        check_lock(damaged, prefix=made)
+        check_lock(damaged, Prefix(made))
     except LockgenError as error:
         _clean_failure(error)

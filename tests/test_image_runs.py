@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.api.export import export_index
+from lockgen.api.export import export
+from lockgen.model.requests import ExportRequest, FromLock
 from lockgen.errors import UserError
 from tests.conftest import run_cli
 from tests.image_run import podman_run
@@ -55,7 +56,7 @@ def test_a_venv_with_no_python_in_its_image_is_refused_naming_the_ways_out(tmp_p
     error, _ = _refused(run_cli("export", str(pure_lock), "--base", str(bare), "--out", str(out)), out)
     assert "and the base image has no file at" in error
     with pytest.raises(UserError, match="an image index takes no --base"):
-        export_index(pure_lock, ("linux-64",), out, None, 100, 1, lambda _: None)
+        export(ExportRequest(pure_lock, out, FromLock(("linux-64",), True)), lambda _: None)
     assert not out.exists()
 
 

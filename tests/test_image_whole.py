@@ -158,6 +158,7 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     """(b) on a pinned base (umoci's, /etc/os-release) the base's layers account for what they hold; a layer
     added after them does not, and a base the image does not carry cannot account for anything."""
     from lockgen.api.export import export
+    from lockgen.model.requests import ExportRequest
 
     base = write_layout(tmp_path / "base", [tar_layer({"etc": None, "etc/os-release": b"ID=base\n"})],
                         {"Env": ["LANG=C.UTF-8"]})  # an OS base of one layer, written by hand: umoci's is checked below
@@ -167,7 +168,7 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     assert (bundle / "rootfs" / "etc" / "os-release").read_text() == "ID=base\n"
     lock = make_lock(tmp_path, "1.0")
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    export(lock, None, tmp_path / "on-base", None, 100, 1, lambda _: None, base=base)
+    export(ExportRequest(lock, tmp_path / "on-base", base=base), lambda _: None)
     done = run_cli("check", "--image", str(tmp_path / "on-base"), "--lock", str(lock))
     assert done.returncode == 0, done.stdout + done.stderr
     forged, _ = rewritten(tmp_path / "on-base", tmp_path / "after", [tar_layer({"etc/ld.so.preload": b"/tmp/x.so\n"})])

@@ -21,6 +21,7 @@ from lockgen.api import resolve as api
 from lockgen.adapters import env_manifest
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.check import check_lock, check_prefix as check
+from lockgen.model.requests import Prefix
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel
@@ -298,10 +299,10 @@ def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path
     assert ran.stdout == "pyfoo says hi\n", ran.stderr
     assert check(prefix, full=True).clean
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
-    proven = check_lock(lock, prefix=prefix)  # the launcher rattler wrote is the entry point's, by shape
+    proven = check_lock(lock, Prefix(prefix))  # the launcher rattler wrote is the entry point's, by shape
     assert proven.clean, proven.lines()
     script.write_text(script.read_text() + "import os\nos.system('id')\n")
-    assert "foreign: bin/pyfoo-cli" in check_lock(lock, prefix=prefix).lines()
+    assert "foreign: bin/pyfoo-cli" in check_lock(lock, Prefix(prefix)).lines()
 
 
 def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(

@@ -108,7 +108,8 @@ def _forged_base(tmp_path: Path, base: Path, base_layout: Path) -> Path:
     """The base image with libtorchish's library replaced and every digest and label recomputed to match."""
     from lockgen.adapters import env_manifest
     from lockgen.adapters.lockfile_yaml import load_lock
-    from lockgen.api.export import _write_image
+    from lockgen.api.export import BuiltTree, _write_image
+    from lockgen.model.requests import ExportRequest
     from lockgen.digests import file_digest
 
     root = tmp_path / "unpacked"
@@ -120,8 +121,8 @@ def _forged_base(tmp_path: Path, base: Path, base_layout: Path) -> Path:
     env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest), "lock_sha256": file_digest(lock),
                                             "platform": "linux-64", "prefix": "/opt/env"})
     (tree / env_manifest.STATS).unlink()
-    _write_image(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, tmp_path / "work",
-                 tmp_path / "forged", None, (100, "gzip", 1), lambda _: None, None, "oci-layout", "/opt/env")
+    _write_image(BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"),
+                 tmp_path / "work", ExportRequest(lock, tmp_path / "forged"), lambda _: None)
     return tmp_path / "forged"
 
 

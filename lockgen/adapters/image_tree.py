@@ -22,6 +22,7 @@ from lockgen.core.layers import plan_layers
 from lockgen.core.team import dist_info_key
 from lockgen.errors import UserError
 from lockgen.model.oci import LOCK_INSIDE
+from lockgen.model.requests import Layering
 
 Meter = Callable[[str, int, int], None]
 
@@ -79,12 +80,12 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
             if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
-def build_layers(tree: Path, layout: Path, layering: tuple[int, str, int], progress: Callable[[str], None],
+def build_layers(tree: Path, layout: Path, layering: Layering, progress: Callable[[str], None],
                  prefix: str, meter: Meter | None = None, held: frozenset[str] = frozenset()) -> list[tuple[dict[str, Any], str]]:
     """The layers of the environment in `tree` put into `layout`, (descriptor, diff_id) in plan order: one per
     package (grouped past the budget), the rest last; `held` packages are the base's layers, so only their
-    records go into the last layer. `layering`: (layer budget, compression, level)."""
-    budget, compression, level = layering
+    records go into the last layer; `layering` the budget, compression and level."""
+    budget, compression, level = layering.budget, layering.compression, layering.level
     owned, rest = _ownership(tree)
     if held:  # the base's layers hold these packages; their records go into the last layer, the team's own
         reused = {key for key in owned if (dist_info_key(key.removeprefix("pypi-")) if key.startswith("pypi-") else key) in held}

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lockgen.adapters import oci_layout, registry_image
 from lockgen.adapters.layer_members import LayerOpener
@@ -40,10 +40,19 @@ from lockgen.model.base_image import RegistryBase
 from lockgen.model.oci import ARCHITECTURE, BASE_DIGEST_ANNOTATION, BASE_SOURCE_ANNOTATION
 
 Base = Path | RegistryBase
+
+
+class BaseRead(NamedTuple):
+    """A base image as read for one platform: its manifest, its config and the manifest's digest."""
+
+    manifest: dict[str, Any]
+    config: dict[str, Any]
+    digest: str
+
 Layers = list[tuple[dict[str, Any], str]]  # (descriptor, diff_id), base first
 
 
-def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any], str]:
+def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) -> BaseRead:
     """The base image's manifest, config and manifest digest for the lock's platform, refused for another
     architecture. A registry base is read once per run (a tag resolves to one digest for the whole export)."""
     architecture = ARCHITECTURE[platform]
@@ -55,7 +64,7 @@ def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) ->
     if config.get("architecture") != architecture:
         raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
                         "pass a base image of the lock's architecture")
-    return manifest, config, digest
+    return BaseRead(manifest, config, digest)
 
 
 def base_image(base: Base, layout: Path, platform: str,

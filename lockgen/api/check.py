@@ -16,10 +16,32 @@ from typing import TYPE_CHECKING
 
 from lockgen.api.conformance_steps import conform, read_manifests
 from lockgen.errors import UserError
-from lockgen.model.results import Conformance, Drift
+from lockgen.model.requests import CheckRequest, CheckTarget, Image, Prefix, Python
+from lockgen.model.results import Conformance, Drift, ImageDrift
 
 if TYPE_CHECKING:
     from lockgen.api.shared_steps import Meter
+
+
+def check(request: CheckRequest, progress: Callable[[str], None] = lambda _: None,
+          meter: Meter | None = None) -> Drift | ImageDrift | Conformance:
+    """The check the request asks: conformance with its lock, else the drift of a prefix (an interpreter's) or
+    an image's environment from what it recorded."""
+    target = request.target
+    if request.lock is not None:
+        return check_lock(request.lock, target, request.manifests, request.platform, progress, meter,
+                          request.allow_foreign, request.full)
+    if isinstance(target, Image):
+        return check_image(target.source, None, target.insecure, progress, meter)
+    return check_prefix(_prefix_of(target), request.full)
+
+
+def _prefix_of(target: Prefix | Python) -> Path:
+    if isinstance(target, Prefix):
+        return target.path
+    from lockgen.adapters import python_dists
+
+    return python_dists.prefix_of(target.interpreter)
 
 
 def check_prefix(prefix: Path, full: bool) -> Drift:
@@ -56,9 +78,9 @@ def _check_conda_meta(prefix: Path) -> Drift:
 
 
 def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False,
-                progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> tuple[str, str, Drift]:
+                progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> ImageDrift:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
-    its prefix: (recorded, recomputed, drift). With `lock`, the image must come from exactly that lock."""
+    its prefix. With `lock`, the image must come from exactly that lock."""
     from lockgen.adapters import env_manifest, image_source
     from lockgen.api.image_proof_steps import SBOM_INSIDE, sbom_problems
     from lockgen.core.drift import manifest_drift
@@ -70,28 +92,20 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
             drift = check_prefix(image.prefix, full=True)
         problems = sbom_problems(source, image.prefix / SBOM_INSIDE, None, image.recorded_environment)
         drift = Drift(drift.missing, drift.extra, sorted(drift.modified + problems), drift.unsafe)
-        return image.recorded_environment, image.environment, drift
+        return ImageDrift(image.recorded_environment, image.environment, drift)
 
 
-def check_lock(lock_path: Path, prefix: Path | None = None, python: str | None = None, image: str | None = None,
-               manifests: Path | None = None, platform: str | None = None, insecure: bool = False,
-               image_prefix: str | None = None, progress: Callable[[str], None] = lambda _: None,
-               meter: Meter | None = None, allow_foreign: Sequence[str] = (), full: bool = False) -> Conformance:
+def check_lock(lock_path: Path, target: CheckTarget, manifests: Path | None = None, platform: str | None = None,
+               progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None,
+               allow_foreign: Sequence[str] = (), full: bool = False) -> Conformance:
     """Conformance of one environment, named by its prefix, its interpreter, or an image holding it. An
     environment on disk checked before against the same lock is proven by its files' fingerprints where they
     did not move (`conformance_store`) unless `full`; an image is hashed whole each time."""
-    if sum(x is not None for x in (prefix, python, image)) != 1:
-        raise UserError("check --lock needs exactly one of --prefix, --python and --image",
-                        "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)")
-    if image is None:
-        if prefix is None:
-            from lockgen.adapters import python_dists
-
-            prefix = python_dists.prefix_of(str(python))
-        return conform(lock_path, prefix, platform, manifests, progress, meter, allow_foreign=allow_foreign,
+    if not isinstance(target, Image):
+        return conform(lock_path, _prefix_of(target), platform, manifests, progress, meter, allow_foreign=allow_foreign,
                        fingerprints=not full)
     from lockgen.api.image_proof_steps import prove_image
 
     read_manifests(lock_path, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
-    return prove_image(lock_path, image, manifests, platform, insecure, image_prefix, progress, meter, allow_foreign)
-
+    return prove_image(lock_path, target.source, manifests, platform, target.insecure, target.prefix, progress, meter,
+                       allow_foreign)

@@ -6,9 +6,9 @@ The environment is built (hash-checked, placeholders patched for the image path)
 folder; each package becomes one layer (a conda package: its files and its conda-meta record; a pip
 distribution: what its RECORD lists), grouped past the layer budget; the rest (the venv's own
 files, `.lockgen/`) is the last layer. An existing environment becomes an image too: one on disk
-(`export_prefix`, re-layered) or one in a vendor's image (`export_from_image`, its layers kept as they are
+(`FromPrefix`, re-layered) or one in a vendor's image (`FromImage`, its layers kept as they are
 and one layer added with the environment's record). Layers come from the layer cache (`adapters.layer_cache`), so
-exporting again, or the next target, tars and compresses only what is new. `export_index` writes one
+exporting again, or the next target, tars and compresses only what is new. `FromLock(index=True)` writes one
 image per platform of the lock, under one OCI image index; a foreign platform is built only when it is
 all conda (rattler links packages of any platform without running them; wheels need that platform's Python).
 A venv runs on a Python outside it, which the image must hold (`interpreter_steps`): an export whose image
@@ -20,6 +20,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +36,44 @@ from lockgen.core.team import HeldEnvironment, package_key, team_prefix
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock
-from lockgen.model.results import Conformance
+from lockgen.model.requests import ExportRequest, FromImage, FromPrefix, Layering
+from lockgen.model.results import Conformance, ExportedImage, ExportedIndex
 from lockgen.model.oci import (ARCHITECTURE, BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, COMPRESSION_LEVELS,
                                CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE,
                                PREFIX_LABEL)
 
 
-def _checked_compression(compression: str, level: int) -> None:
+@dataclass(frozen=True)
+class BuiltTree:
+    """An environment ready to be an image: the lock and platform it is of (the lock's sha256, the environment
+    digest), the folder holding it, installed for `prefix`, and the packages the base image's layers hold."""
+
+    lock: Lock
+    platform: str
+    lock_digest: str
+    env_digest: str
+    tree: Path
+    prefix: str
+    held: frozenset[str] = frozenset()
+
+
+def export(request: ExportRequest, progress: Callable[[str], None],
+           meter: Meter | None = None) -> ExportedImage | ExportedIndex:
+    """Writes the image the request asks, atomically, to its `out`: from the lock (one platform, or an index
+    of several), from an existing prefix, or from a vendor's image."""
+    _checked_compression(request.layering)
+    source = request.source
+    if isinstance(source, FromPrefix):
+        return _export_prefix(request, source, progress, meter)
+    if isinstance(source, FromImage):
+        return _export_from_image(request, source, progress, meter)
+    if source.index:
+        return _export_index(request, source.platforms, progress, meter)
+    return _export_lock(request, source.platforms[0] if source.platforms else None, progress, meter)
+
+
+def _checked_compression(layering: Layering) -> None:
+    compression, level = layering.compression, layering.level
     if compression not in COMPRESSION_LEVELS:
         raise UserError(f"unknown compression `{compression}`", f"compressions: {', '.join(COMPRESSION_LEVELS)}")
     levels = COMPRESSION_LEVELS[compression]
@@ -66,18 +98,16 @@ def _checked_out(out: Path, fmt: str) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
 
 
-def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, layer_budget: int,
-           level: int, progress: Callable[[str], None], base: base_steps.Base | None = None,
-           fmt: str = "oci-layout", meter: Meter | None = None, compression: str = "gzip") -> tuple[str, str]:
-    """Writes the layout to `out` (atomically) and returns (manifest digest, environment digest).
-    With `base` (an OCI layout of one image) its layers come first and its config is kept, pinned by
-    digest in the manifest's annotations. New layers are `compression` (gzip or zstd) at `level`."""
-    _checked_compression(compression, level)
+def _export_lock(request: ExportRequest, platform: str | None, progress: Callable[[str], None],
+                 meter: Meter | None) -> ExportedImage:
+    """The lock's environment built and written as one image. With a base (an OCI layout of one image, or a
+    registry's) its layers come first and its config is kept, pinned by digest in the manifest's annotations."""
+    lock_path, base = request.lock, request.base
     lock = load_lock(lock_path)
     chosen = lock_platform(lock, platform)
     _buildable_here(lock, chosen)
     lock_digest = file_digest(lock_path)
-    with _work_folder(out, fmt) as work:
+    with _work_folder(request.out, request.fmt) as work:
         tree = work / "tree"
         read = base_steps.base_manifest(base, chosen, progress) if base is not None else None
         prefix = team_prefix(lock, read[1], IMAGE_PREFIX) if read is not None else IMAGE_PREFIX
@@ -92,19 +122,17 @@ def export(lock_path: Path, platform: str | None, out: Path, tag: str | None, la
         interpreter_steps.prove_python_starts(base, chosen, tree, prefix, _glibc(lock), progress)
         _drop_build_host_traces(tree)
         image_tree.keep_lock(tree, lock_path)
-        digest = _write_image(lock, chosen, lock_digest, env_digest, tree, work, out, tag,
-                              (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
-    return digest, env_digest
+        digest = _write_image(BuiltTree(lock, chosen, lock_digest, env_digest, tree, prefix, held), work, request,
+                              progress, meter)
+    return ExportedImage(digest, env_digest)
 
 
-def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str | None, layer_budget: int, level: int,
-                 progress: Callable[[str], None], fmt: str = "oci-layout", meter: Meter | None = None,
-                 compression: str = "gzip") -> tuple[str, dict[str, str]]:
+def _export_index(request: ExportRequest, platforms: Sequence[str], progress: Callable[[str], None],
+                  meter: Meter | None) -> ExportedIndex:
     """The lock's environment of each of `platforms` (every platform it locks when empty) as one image each,
-    written to `out` (atomically) under one tag naming an OCI image index of them, each with its platform
-    (`linux`, `amd64`/`arm64`); returns (index digest, environment digest per platform). Layers two
-    platforms share (noarch packages) are stored once."""
-    _checked_compression(compression, level)
+    under one tag naming an OCI image index of them, each with its platform (`linux`, `amd64`/`arm64`).
+    Layers two platforms share (noarch packages) are stored once."""
+    lock_path, out, fmt = request.lock, request.out, request.fmt
     if fmt == "docker-archive":
         raise UserError("a docker-archive holds one image, not an index of several platforms",
                         "pass --format oci-layout or oci-archive, or export one --platform")
@@ -132,21 +160,21 @@ def export_index(lock_path: Path, platforms: Sequence[str], out: Path, tag: str 
             _drop_build_host_traces(tree)
             image_tree.keep_lock(tree, lock_path)
             manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(
-                lock, platform, lock_digest, env_digest, tree, layout, (layer_budget, compression, level), progress,
-                None, IMAGE_PREFIX, meter)
+                BuiltTree(lock, platform, lock_digest, env_digest, tree, IMAGE_PREFIX), layout, request.layering, None,
+                progress, meter)
             images.append({"mediaType": MANIFEST_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(manifest)),
                            "platform": {"architecture": ARCHITECTURE[platform], "os": "linux"}})
             env_digests[platform] = env_digest
             image_tree.remove_tree(tree)
         index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
-        digest = oci_layout.write_index(layout, index, tag or LockgenMeta(lock).target or "env")
+        digest = oci_layout.write_index(layout, index, request.tag or LockgenMeta(lock).target or "env")
         image_tree.place(layout, work, out, fmt, sboms)
-    return digest, env_digests
+    return ExportedIndex(digest, env_digests)
 
 
 def _on_base(lock: Lock, lock_path: Path, platform: str, base: base_steps.Base | None, prefix: str,
              progress: Callable[[str], None], build_on: bool = True,
-             read: tuple[dict[str, Any], dict[str, Any], str] | None = None) -> tuple[frozenset[str], HeldEnvironment | None]:
+             read: base_steps.BaseRead | None = None) -> tuple[frozenset[str], HeldEnvironment | None]:
     """The packages the base image holds (their layers are reused) and, when `build_on`, the base environment
     to build on instead of building those again. `read`: the base's manifest and config, when already read."""
     if base is None:
@@ -171,26 +199,23 @@ def _buildable_here(lock: Lock, platform: str) -> None:
                         f"export {platform} on a {platform} host, or pass --platform {native or 'of this host'}")
 
 
-def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, layer_budget: int, level: int,
-                  progress: Callable[[str], None], base: base_steps.Base | None = None, fmt: str = "oci-layout",
-                  manifests: Path | None = None, image_prefix: str | None = None,
-                  allow_foreign: Sequence[str] = (), meter: Meter | None = None,
-                  compression: str = "gzip") -> tuple[str, str]:
+def _export_prefix(request: ExportRequest, origin: FromPrefix, progress: Callable[[str], None],
+                   meter: Meter | None) -> ExportedImage:
     """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
-    `image_prefix` says otherwise; refused unless it conforms to `lock` (every file from the lock's
+    `image_prefix` says otherwise; refused unless it conforms to the lock (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
-    _checked_compression(compression, level)
-    prefix = _checked_prefix(image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
+    lock_path, source, base, manifests = request.lock, origin.path, request.base, origin.manifests
+    prefix = _checked_prefix(origin.image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
     if not source.is_dir():
         raise UserError(f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder")
     lock = load_lock(lock_path)
-    with _work_folder(out, fmt) as work:
+    with _work_folder(request.out, request.fmt) as work:
         tree = work / "tree"
         progress(f"linking {source} into the image tree")
         image_tree.link_tree(source, tree)
         # checked after the links are made (they move every inode's ctime), so the manifest below takes the
         # sha256 of each file the check read while its inode is untouched since: the tree is hashed once
-        conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=allow_foreign,
+        conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=origin.allow_foreign,
                               carried_lock=False)  # the image gets this lock as its own
         if not conformance.clean:
             first = conformance.lines()[0]
@@ -202,28 +227,27 @@ def export_prefix(lock_path: Path, source: Path, out: Path, tag: str | None, lay
         manifest = env_manifest.build(tree, hashed=conformance.hashes)[0]
         env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
-        digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
-                              (layer_budget, compression, level), progress, base, fmt, prefix, meter, held)
-    return digest, env_digest
+        built = BuiltTree(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, prefix, held)
+        digest = _write_image(built, work, request, progress, meter)
+    return ExportedImage(digest, env_digest)
 
 
-def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out: Path, tag: str | None, level: int,
-                      progress: Callable[[str], None], fmt: str = "oci-layout", manifests: Path | None = None,
-                      image_prefix: str | None = None, allow_foreign: Sequence[str] = (), insecure: bool = False,
-                      meter: Meter | None = None, compression: str = "gzip") -> tuple[str, str]:
+def _export_from_image(request: ExportRequest, origin: FromImage, progress: Callable[[str], None],
+                       meter: Meter | None) -> ExportedImage:
     """A vendor's image whose environment (at `image_prefix`, else its prefix label, else /opt/env) is the
     lock's, as lockgen's image of that lock: the vendor's layers unchanged (a registry's referenced by digest),
     plus one layer with the environment's record under `.lockgen/`, and labels binding it to the lock. Refused
     unless the environment conforms to the lock (every file from its packages, checked against their own
     hashes); the image is unpacked to check it, never changed."""
-    _checked_compression(compression, level)
+    lock_path, source, vendor, manifests = request.lock, origin.source, request.base, origin.manifests
+    assert vendor is not None  # the CLI reads --from-image as the base too
     lock = load_lock(lock_path)
-    with _work_folder(out, fmt) as work:
-        with image_source.opened(source, progress, insecure) as opened:
-            prefix = _checked_prefix(image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL)
+    with _work_folder(request.out, request.fmt) as work:
+        with image_source.opened(source, progress, origin.insecure) as opened:
+            prefix = _checked_prefix(origin.image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL)
                                      or IMAGE_PREFIX)
             inside = image_source.environment_in(opened.root, prefix)
-            conformance = conform(lock_path, inside, None, manifests, progress, meter, prefix, allow_foreign,
+            conformance = conform(lock_path, inside, None, manifests, progress, meter, prefix, origin.allow_foreign,
                                   carried_lock=False)  # the new image carries this lock instead
             if not conformance.clean:
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
@@ -233,16 +257,17 @@ def export_from_image(lock_path: Path, source: str, vendor: base_steps.Base, out
             layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
         # the layers the new image names must be the ones just checked (a tag that moved, an index read for
         # another platform): their uncompressed digests, which no manifest conversion changes
-        if base_steps.base_manifest(vendor, conformance.platform, progress)[1].get("rootfs", {}).get("diff_ids") != layers_checked:
+        if base_steps.base_manifest(vendor, conformance.platform, progress).config.get("rootfs", {}).get("diff_ids") != layers_checked:
             raise UserError(f"{source} is not the image just checked (a tag that moved, or an index of other platforms)",
                             "name the image by its digest (docker://HOST/REPO@sha256:…) or as a local layout")
         tree = work / "tree"
         tree.mkdir(parents=True)
         env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
         held = frozenset(package_key(p) for p in lock.packages_for(conformance.platform))  # all in the vendor's layers
-        digest = _write_image(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, work, out, tag,
-                              (1, compression, level), progress, vendor, fmt, prefix, meter, held)
-    return digest, env_digest
+        built = BuiltTree(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, prefix, held)
+        layering = replace(request.layering, budget=1)  # one layer: the record; the rest are the vendor's
+        digest = _write_image(built, work, replace(request, layering=layering), progress, meter)
+    return ExportedImage(digest, env_digest)
 
 
 def _record_existing(tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, lock_path: Path) -> str:
@@ -265,25 +290,22 @@ def _checked_prefix(prefix: str) -> str:
     return prefix
 
 
-def _write_image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, work: Path, out: Path,
-                 tag: str | None, layering: tuple[int, str, int], progress: Callable[[str], None],
-                 base: base_steps.Base | None, fmt: str, prefix: str, meter: Meter | None = None,
-                 held: frozenset[str] = frozenset()) -> str:
-    """The image of the environment in `tree` (installed for `prefix`), written to `out`; its manifest digest.
-    `layering`: (layer budget, compression, level)."""
-    layout = work / "layout"
-    manifest, sbom = _image(lock, chosen, lock_digest, env_digest, tree, layout, layering, progress, base, prefix, meter,
-                            held)
-    digest = oci_layout.write_index(layout, manifest, tag or f"{LockgenMeta(lock).target or 'env'}-{chosen}",
-                                    base_steps.index_annotations(base, manifest))
-    image_tree.place(layout, work, out, fmt, {"sbom.cdx.json": sbom})
+def _write_image(built: BuiltTree, work: Path, request: ExportRequest, progress: Callable[[str], None],
+                 meter: Meter | None = None) -> str:
+    """The image of the built environment, on the request's base, written to its `out` (in its format, under
+    its tag); the manifest digest."""
+    layout, base = work / "layout", request.base
+    manifest, sbom = _image(built, layout, request.layering, base, progress, meter)
+    tag = request.tag or f"{LockgenMeta(built.lock).target or 'env'}-{built.platform}"
+    digest = oci_layout.write_index(layout, manifest, tag, base_steps.index_annotations(base, manifest))
+    image_tree.place(layout, work, request.out, request.fmt, {"sbom.cdx.json": sbom})
     return digest
 
 
-def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Path, layout: Path,
-           layering: tuple[int, str, int], progress: Callable[[str], None], base: base_steps.Base | None, prefix: str,
-           meter: Meter | None, held: frozenset[str] = frozenset()) -> tuple[dict[str, Any], bytes]:
-    """Layers and config of the environment in `tree` put into `layout`: (the image manifest, its SBOM)."""
+def _image(built: BuiltTree, layout: Path, layering: Layering, base: base_steps.Base | None,
+           progress: Callable[[str], None], meter: Meter | None) -> tuple[dict[str, Any], bytes]:
+    """Layers and config of the built environment put into `layout`: (the image manifest, its SBOM)."""
+    lock, chosen, lock_digest, env_digest, tree = built.lock, built.platform, built.lock_digest, built.env_digest, built.tree
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
@@ -292,8 +314,9 @@ def _image(lock: Lock, chosen: str, lock_digest: str, env_digest: str, tree: Pat
     if base is not None:  # the base's manifest and config, by which a check tells the base's layers and settings
         for inside, data in zip((BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE), base_steps.base_documents(base, chosen, progress)):
             (tree / inside).write_bytes(data)
-    layers = base_layers + image_tree.build_layers(tree, layout, layering, progress, prefix, meter, held)
-    config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, prefix)
+    layers = base_layers + image_tree.build_layers(tree, layout, layering, progress, built.prefix, meter,
+                                                   built.held)
+    config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, built.prefix)
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
                 "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},
                 "layers": [descriptor for descriptor, _ in layers]}

@@ -5,7 +5,7 @@ certifying Job, a re-certifying DaemonSet and a training pod's gate (`core/kuber
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
@@ -14,8 +14,9 @@ from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_reference import parse_reference
 from lockgen.core.kubernetes_manifests import (GPUS_PER_NODE_DEFAULT, CertifyFleet, certify_job, check_fleet,
                                                gate_fragment, lock_config_map, monitor_daemon_set)
-from lockgen.core.slurm_scripts import CertifyJob, check_job, health_script, sbatch_script
+from lockgen.core.slurm_scripts import check_job, health_script, sbatch_script
 from lockgen.errors import UserError
+from lockgen.model.fleet import CertifyJob, SlurmHealth
 from lockgen.model.names import normalize_arch
 
 SLURM_HEALTH_LIMIT_S = 60  # Slurm kills a HealthCheckProgram after 60 s
@@ -27,22 +28,16 @@ class SlurmScripts:
     health: Path
 
 
-def write_slurm(folder: Path, *, lockgen: str, arch: str, environment: tuple[str, ...], lock: str | None,
-                manifests: str | None, allow_foreign: tuple[str, ...], key: str | None, out_dir: str, nodes: int, gpus_per_node: int | None, quick: bool,
-                partition: str | None, time_limit: str, constraint: str | None, timeout_s: int,
-                health_limit_s: int, drain: bool, prom_dir: str | None = None, nfd_dir: str | None = None) -> SlurmScripts:
+def write_slurm(folder: Path, job: CertifyJob, health: SlurmHealth) -> SlurmScripts:
     """Writes both scripts into `folder` (made if needed); each is executable and complete, or not there."""
-    if (manifests or allow_foreign) and not lock:
+    if (job.manifests or job.allow_foreign) and not job.lock:
         raise UserError("--manifests and --allow-foreign go with --lock", "pass --lock LOCK, the lock the nodes must be")
-    job = CertifyJob(lockgen=lockgen, arch=arch, environment=environment, lock=lock, manifests=manifests,
-                     allow_foreign=allow_foreign, key=key, out_dir=out_dir,
-                     nodes=nodes, gpus_per_node=gpus_per_node, quick=quick, partition=partition,
-                     time_limit=time_limit, constraint=constraint, timeout_s=timeout_s)
-    if not environment:
+    if not job.environment:
         raise UserError("the scripts need the environment to certify on each node",
                         "pass --python PY, --prefix DIR or --image REF (PY and DIR may use $SLURMD_NODENAME)")
+    prom_dir, nfd_dir, health_limit_s = health.prom_dir, health.nfd_dir, health.limit_s
     check_job(job, *(d for d in (prom_dir, nfd_dir) if d))
-    if nfd_dir and not lock:
+    if nfd_dir and not job.lock:
         raise UserError("node features name the lock a node is certified for", "pass --lock LOCK with --nfd-dir")
     if job.nodes < 1:
         raise UserError(f"--nodes {job.nodes} certifies nothing", "pass --nodes 1 or more")
@@ -50,10 +45,10 @@ def write_slurm(folder: Path, *, lockgen: str, arch: str, environment: tuple[str
         raise UserError(f"--health-limit {health_limit_s} s does not fit Slurm's health check",
                         f"Slurm kills a HealthCheckProgram after {SLURM_HEALTH_LIMIT_S} s: pass 5 to {SLURM_HEALTH_LIMIT_S - 1}")
     folder.mkdir(parents=True, exist_ok=True)
-    Path(out_dir).mkdir(parents=True, exist_ok=True)  # sbatch opens its --output there before the script runs
+    Path(job.out_dir).mkdir(parents=True, exist_ok=True)  # sbatch opens its --output there before the script runs
     scripts = SlurmScripts(folder / "certify.sbatch", folder / "lockgen-health.sh")
-    health_job = CertifyJob(**{**job.__dict__, "quick": True, "timeout_s": health_limit_s - 5})
-    for path, text in ((scripts.sbatch, sbatch_script(job)), (scripts.health, health_script(health_job, health_limit_s, drain, prom_dir, nfd_dir))):
+    health_job = replace(job, quick=True, timeout_s=health_limit_s - 5)
+    for path, text in ((scripts.sbatch, sbatch_script(job)), (scripts.health, health_script(health_job, health))):
         write_atomic(path, text, 0o777)
     return scripts
 

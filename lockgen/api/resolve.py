@@ -24,7 +24,7 @@ from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import Lock, LockedPackage, LockMetadata
 from lockgen.model.names import normalize
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
-from lockgen.model.results import TargetResult
+from lockgen.model.results import LockState, TargetResult
 from lockgen.model.spec import StackSpec, Target
 
 if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only for PyPI ones
@@ -166,8 +166,8 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
         if not dry_run and not unchanged:
             write_atomic(path, text)
-        results.append(TargetResult(target.name, target.arch, path, written=not dry_run and not unchanged,
-                                    unchanged=unchanged, packages=_counts(lock), highlights=_highlights(lock)))
+        state: LockState = "unchanged" if unchanged else "would write" if dry_run else "wrote"
+        results.append(TargetResult(target.name, target.arch, path, state, _counts(lock), _highlights(lock)))
     return results
 
 

@@ -35,6 +35,7 @@ from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, 
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
+from lockgen.model.requests import Environment, Image, Prefix, Python
 from lockgen.model.results import Conformance
 
 
@@ -42,7 +43,7 @@ from lockgen.model.results import Conformance
 @dataclass(frozen=True)
 class VerifyOptions:
     arch: str
-    python: str | None = None
+    environment: Environment | None = None  # None: this interpreter's
     lock: Path | None = None
     expect: Path | None = None
     out: Path | None = None
@@ -52,8 +53,6 @@ class VerifyOptions:
     allow_ptx: bool = False
     gpus: int | None = None
     timeout_s: float = 600
-    image: str | None = None
-    insecure: bool = False
     nodes: int = 1
     rendezvous_endpoint: str | None = None
     rendezvous_id: str = "lockgen-verify"
@@ -70,19 +69,20 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
     rendezvous = _rendezvous(options)
     if options.lock is not None:  # the cheap refusals (wrong arch, wrong platform) before any hashing
         _expectations(options, normalize_arch(options.arch), load_lock(options.lock))
-    if options.image is None:
-        python = options.python or sys.executable
+    target = options.environment
+    if not isinstance(target, Image):
+        python = _interpreter(target)
         conformance = _conformance(options, python_dists.prefix_of(python), None, progress) if options.lock else None
         return _verify(options, python, None, conformance, rendezvous, progress)
     if options.lock:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
         read_manifests(options.lock, None, options.manifests, progress)
-        return _verify_proven_image(options, rendezvous, progress)
-    with image_source.unpacked(options.image, progress, options.insecure) as image:
+        return _verify_proven_image(options, target, rendezvous, progress)
+    with image_source.unpacked(target.source, progress, target.insecure) as image:
         inside, folder = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX), image.prefix
         if options.lock:  # the lock's packages decide, not what the image says of itself
             conformance = _conformance(options, folder, inside, progress)
         elif image.environment != image.recorded_environment:
-            raise LockFormatError(f"the environment in `{options.image}` (sha256:{image.environment[:16]}…) is not the one "
+            raise LockFormatError(f"the environment in `{target.source}` (sha256:{image.environment[:16]}…) is not the one "
                                   f"its labels record (sha256:{image.recorded_environment[:16]}…)",
                                   "pass --lock to prove the image is a lock's, or re-export it from its lock")
         else:
@@ -90,16 +90,23 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Pat
         return _verify(options, str(folder / "bin" / "python"), image, conformance, rendezvous, progress)
 
 
-def _verify_proven_image(options: VerifyOptions, rendezvous: kernel.Rendezvous | None,
+def _interpreter(target: Prefix | Python | None) -> str:
+    """The interpreter the kernel runs on: a prefix's `bin/python`, the one named, else this one."""
+    if isinstance(target, Prefix):
+        return str(target.path / "bin" / "python")
+    return target.interpreter if target is not None else sys.executable
+
+
+def _verify_proven_image(options: VerifyOptions, target: Image, rendezvous: kernel.Rendezvous | None,
                          progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
-    assert options.image is not None and options.lock is not None
-    with image_source.opened(options.image, progress, options.insecure) as opened:
-        proven = prove_opened(options.lock, opened, options.image, options.manifests, None, None, progress, None,
+    assert options.lock is not None
+    with image_source.opened(target.source, progress, target.insecure) as opened:
+        proven = prove_opened(options.lock, opened, target.source, options.manifests, None, None, progress, None,
                               options.allow_foreign)
-        _require_clean(proven, f"{options.image} is not the image of {options.lock}",
-                       f"see lockgen check --image {options.image} --lock {options.lock}; certify only an image that conforms")
+        _require_clean(proven, f"{target.source} is not the image of {options.lock}",
+                       f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms")
         progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside "
                  "its environment")
         image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))

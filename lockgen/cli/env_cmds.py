@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from lockgen.cli.ui import fail, handles_errors, print_environment, print_json, progress
+from lockgen.model.results import Conformance, Drift, ExportedIndex, ImageDrift
 
 DIFFERENCES = ("modified", "missing", "missing_packages", "foreign", "mode", "clobbered")
 
@@ -54,36 +55,48 @@ def check(
 ) -> None:
     """Check an environment: with --lock, against the lock's packages (exit 1 on any difference); else
     against the manifest lockgen recorded."""
+    from lockgen.api.check import check as run
+    from lockgen.cli.ui import Meter, environment
+    from lockgen.model.requests import CheckRequest
+
     if lock is not None:
-        _check_lock(lock, prefix, python, image, manifests, platform, image_prefix, insecure, as_json, allow_foreign, full)
-        return
-    if python is not None or manifests is not None:
+        refusal = ("check --lock needs exactly one of --prefix, --python and --image",
+                   "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)", 1)
+    elif python is not None or manifests is not None:
         fail("--python and --manifests need --lock", "lockgen check --lock L --python PY", 2)
-    if (prefix is None) == (image is None):
-        fail("pass exactly one of --prefix and --image", "lockgen check --prefix DIR, or lockgen check --lock L --image LAYOUT", 2)
-    if image is not None:
-        from lockgen.api.check import check_image
+    else:
+        refusal = ("pass exactly one of --prefix and --image",
+                   "lockgen check --prefix DIR, or lockgen check --lock L --image LAYOUT", 2)
+    target = environment(prefix, python, image, refusal, required=True, insecure=insecure, image_prefix=image_prefix)
+    assert target is not None  # required: none has failed
+    request = CheckRequest(target, lock, manifests, platform, tuple(allow_foreign), full)
+    meter = Meter()
+    try:
+        result = run(request, progress, meter)
+    finally:
+        meter.close()
+    if isinstance(result, Conformance):
+        _render_conformance(result, lock, as_json)
+    elif isinstance(result, ImageDrift):
+        _render_image_drift(result, str(image), as_json)
+    else:
+        _render_drift(result, prefix, full, as_json)
 
-        from lockgen.cli.ui import Meter
 
-        meter = Meter()
-        try:
-            recorded, recomputed, drift = check_image(image, None, insecure, progress, meter)
-        finally:
-            meter.close()
-        if as_json:
-            print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed,
-                        "clean": recorded == recomputed and drift.clean, **_drift_dict(drift)})
-        else:
-            print(f"environment digest sha256:{recomputed}")
-        if recorded != recomputed or not drift.clean:
-            fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records "
-                 f"(sha256:{recorded[:16]})", "re-export it from its lock")
-        progress(f"{image}: the environment matches the manifest the image records (pass --lock to prove it is a lock)")
-        return
-    from lockgen.api.check import check_prefix as run
+def _render_image_drift(result: ImageDrift, image: str, as_json: bool) -> None:
+    recorded, recomputed, drift = result.recorded, result.recomputed, result.drift
+    if as_json:
+        print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed,
+                    "clean": result.clean, **_drift_dict(drift)})
+    else:
+        print(f"environment digest sha256:{recomputed}")
+    if not result.clean:
+        fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records "
+             f"(sha256:{recorded[:16]})", "re-export it from its lock")
+    progress(f"{image}: the environment matches the manifest the image records (pass --lock to prove it is a lock)")
 
-    drift = run(prefix, full)
+
+def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: bool) -> None:
     if as_json:
         print_json({"prefix": str(prefix), "full": full, "clean": drift.clean, **_drift_dict(drift)})
     else:
@@ -97,22 +110,11 @@ def check(
     progress(f"{prefix} matches its manifest")
 
 
-def _drift_dict(drift: object) -> dict[str, list[str]]:
+def _drift_dict(drift: Drift) -> dict[str, list[str]]:
     return {kind: list(getattr(drift, kind)) for kind in ("missing", "extra", "modified", "unsafe")}
 
 
-def _check_lock(lock: Path, prefix: Optional[Path], python: Optional[str], image: Optional[str], manifests: Optional[Path],
-                platform: Optional[str], image_prefix: Optional[str], insecure: bool, as_json: bool,
-                allow_foreign: list[str], full: bool) -> None:
-    from lockgen.api.check import check_lock
-    from lockgen.cli.ui import Meter
-
-    meter = Meter()
-    try:
-        result = check_lock(lock, prefix, python, image, manifests, platform, insecure, image_prefix, progress, meter,
-                            allow_foreign, full)
-    finally:
-        meter.close()
+def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool) -> None:
     if as_json:
         print_json(result.to_dict())
     else:
@@ -271,47 +273,37 @@ def export(
     if several and (from_prefix is not None or base is not None or from_image is not None):
         fail("an image index of several platforms is built from the lock, on no base image",
              "drop --from-prefix and --base, or export one --platform", 2)
-    base_image = _base_image(from_image or base, insecure, fmt)
+    from lockgen.api.export import export as run
     from lockgen.cli.ui import Meter
+    from lockgen.model.requests import ExportRequest, FromImage, FromLock, FromPrefix, Layering
 
+    source: FromLock | FromPrefix | FromImage = FromLock(tuple(platform), several)
+    if from_image is not None:
+        source = FromImage(from_image, insecure, manifests, image_prefix, tuple(allow_foreign))
+    elif from_prefix is not None:
+        source = FromPrefix(from_prefix, manifests, image_prefix, tuple(allow_foreign))
+    request = ExportRequest(lock, out, source, _base_image(from_image or base, insecure, fmt), tag,
+                            Layering(layers, compression, level), fmt)
     meter = Meter()
     try:
-        if several:
-            from lockgen.api.export import export_index
-
-            digest, env_digests = export_index(lock, platform, out, tag, layers, level, progress, fmt, meter=meter,
-                                               compression=compression)
-        elif from_image is not None:
-            from lockgen.api.export import export_from_image
-
-            digest, env_digest = export_from_image(lock, from_image, base_image, out, tag, level, progress, fmt, manifests,
-                                                   image_prefix, allow_foreign, insecure, meter, compression)
-        elif from_prefix is not None:
-            from lockgen.api.export import export_prefix
-
-            digest, env_digest = export_prefix(lock, from_prefix, out, tag, layers, level, progress, base_image, fmt, manifests,
-                                               image_prefix, allow_foreign, meter=meter,
-                                               compression=compression)
-        else:
-            from lockgen.api.export import export as run
-
-            digest, env_digest = run(lock, platform[0] if platform else None, out, tag, layers, level, progress, base_image,
-                                     fmt, meter=meter, compression=compression)
+        result = run(request, progress, meter)
     finally:
         meter.close()
-    if several:
-        for name, env_digest in env_digests.items():
+    if isinstance(result, ExportedIndex):
+        for name, env_digest in result.environment_digests.items():
             progress(f"{name}: environment digest sha256:{env_digest}")
         if as_json:
-            print_json({"image_digest": digest, "environment_digests": env_digests, "out": str(out), "format": fmt})
+            print_json({"image_digest": result.digest, "environment_digests": result.environment_digests, "out": str(out),
+                        "format": fmt})
         else:
-            print(digest)
+            print(result.digest)
         return
-    progress(f"environment digest sha256:{env_digest}")
+    progress(f"environment digest sha256:{result.environment_digest}")
     if as_json:
-        print_json({"image_digest": digest, "environment_digest": env_digest, "out": str(out), "format": fmt})
+        print_json({"image_digest": result.digest, "environment_digest": result.environment_digest, "out": str(out),
+                    "format": fmt})
     else:
-        print(digest)
+        print(result.digest)
 
 
 def _base_image(base: Optional[str], insecure: bool, fmt: str):

@@ -51,24 +51,28 @@ def slurm(
 ) -> None:
     """Write a Slurm job that certifies N nodes together, and a HealthCheckProgram that drains a failing node."""
     from lockgen.api.fleet import write_slurm
+    from lockgen.model.fleet import CertifyJob, SlurmHealth
 
     chosen = [(flag, value) for flag, value in (("--python", python), ("--prefix", prefix), ("--image", image)) if value]
     if len(chosen) > 1:
         fail("--python, --prefix and --image each name the environment to certify", "pass one of them", 2)
-    scripts = write_slurm(
-        out, lockgen=lockgen_command or f"{shlex.quote(sys.executable)} -m lockgen", arch=arch,
-        environment=tuple(chosen[0]) if chosen else (), lock=str(lock.resolve()) if lock else None,
-        manifests=str(manifests.resolve()) if manifests else None, allow_foreign=tuple(allow_foreign),
-        key=str(key.resolve()) if key else None, out_dir=str(certs.resolve()), nodes=nodes, gpus_per_node=gpus_per_node,
-        quick=quick, partition=partition, time_limit=time_limit, constraint=constraint, timeout_s=timeout,
-        health_limit_s=health_limit, drain=not no_drain, prom_dir=str(prom_dir.resolve()) if prom_dir else None,
-        nfd_dir=str(nfd_dir.resolve()) if nfd_dir else None)
+    job = CertifyJob(lockgen=lockgen_command or f"{shlex.quote(sys.executable)} -m lockgen", arch=arch,
+                     environment=tuple(chosen[0]) if chosen else (), lock=_absolute(lock), manifests=_absolute(manifests),
+                     allow_foreign=tuple(allow_foreign), key=_absolute(key), out_dir=str(certs.resolve()), nodes=nodes,
+                     gpus_per_node=gpus_per_node, quick=quick, partition=partition, time_limit=time_limit,
+                     constraint=constraint, timeout_s=timeout)
+    scripts = write_slurm(out, job, SlurmHealth(health_limit, not no_drain, _absolute(prom_dir), _absolute(nfd_dir)))
     if as_json:
         print_json({"sbatch": str(scripts.sbatch), "health": str(scripts.health)})
         return
     print(scripts.sbatch)
     print(scripts.health)
     progress(f"submit: sbatch {scripts.sbatch}; health: HealthCheckProgram={scripts.health.resolve()} in slurm.conf")
+
+
+def _absolute(path: Optional[Path]) -> Optional[str]:
+    """A flag's path as the nodes see it: absolute (they run elsewhere), None when not given."""
+    return str(path.resolve()) if path else None
 
 
 @fleet_app.command("status")

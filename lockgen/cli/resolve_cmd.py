@@ -37,13 +37,12 @@ def resolve(
         return
     results = api.resolve(stack, target, update, channel_alias, dry_run=dry_run, progress=progress, insecure=insecure)
     if as_json:
-        print_json([{**r.__dict__, "path": str(r.path)} for r in results])
+        print_json([r.to_dict() for r in results])
         return
     for result in results:
         for platform, picks in result.highlights.items():
             shown = ", ".join(f"{k} {v}" for k, v in picks.items() if k in ("python", "pytorch", "cuda-version", "torch"))
             progress(f"  {result.target} {platform}: {result.packages[platform]} packages; {shown}")
-        state = "unchanged" if result.unchanged else ("would write" if dry_run else "wrote")
-        progress(f"{state} {result.path}")
+        progress(f"{result.state} {result.path}")
         if not dry_run:
             print(result.path)

@@ -10,14 +10,15 @@ import functools
 import os
 import re
 import sys
-from pathlib import Path
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
 
 from lockgen.errors import LockgenError
+from lockgen.model.requests import Environment, Image, Prefix, Python
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,6 +89,18 @@ def _one_line(text: str) -> str:
     """`text` with every character that could end or hide a line (newlines, carriage returns, the separators
     `str.splitlines` splits on, terminal controls) escaped: a message names input (a path, a flag's value) as given."""
     return _BREAKS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def environment(prefix: Path | None, python: str | None, image: str | None, refusal: tuple[str, str, int],
+                required: bool = False, insecure: bool = False, image_prefix: str | None = None) -> Environment | None:
+    """The one environment the flags name, None when none: the one-of rule of --prefix, --python and --image,
+    checked here once; more than one (or none, when `required`) fails with `refusal` (message, hint, exit code)."""
+    named: list[Environment] = [Prefix(prefix)] if prefix is not None else []
+    named += [Python(python)] if python is not None else []
+    named += [Image(image, insecure, image_prefix)] if image is not None else []
+    if len(named) > 1 or (required and not named):
+        fail(*refusal)
+    return named[0] if named else None
 
 
 def fail(message: str, hint: str = "", code: int = 1) -> NoReturn:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
-from lockgen.cli.ui import fail, handles_errors, print_json, progress
+from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 
@@ -52,16 +52,13 @@ def verify(
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
     from lockgen.api.verify import VerifyOptions, verify as run
 
-    if sum(x is not None for x in (prefix, python, image)) > 1:
-        fail("--prefix, --python and --image each name the environment to verify", "pass one of them")
+    target = environment(prefix, python, image, ("--prefix, --python and --image each name the environment to verify",
+                                                 "pass one of them", 1), insecure=insecure)
     renderings = parse_emit(emit, out)
     if valid_for is not None and not any(fmt == "nfd" for fmt, _ in renderings):
         fail("--valid-for is the lifetime of node features", "pass it with --emit nfd=FILE", 2)
-    if prefix is not None:
-        python = str(prefix / "bin" / "python")
-    path, body = run(VerifyOptions(arch=arch, python=python, lock=lock, expect=expect, out=out, key=key, quick=quick,
-                                   compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, image=image,
-                                   insecure=insecure, nodes=nodes, rendezvous_endpoint=rendezvous,
+    path, body = run(VerifyOptions(arch=arch, environment=target, lock=lock, expect=expect, out=out, key=key, quick=quick,
+                                   compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, nodes=nodes, rendezvous_endpoint=rendezvous,
                                    rendezvous_id=rendezvous_id, manifests=manifests,
                                    allow_foreign=tuple(allow_foreign), emit=renderings,
                                    valid_for=NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for)), progress)

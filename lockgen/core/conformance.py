@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from lockgen.core.drift import LOCKGEN_FILES
 from lockgen.core.launchers import is_launcher
+from lockgen.model.conformance import Accepted, Clobber, ConformanceReport, PackageResult
 
 DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
 _VENV_FILES = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/activate(\.(bat|csh|fish|nu|ps1|xsh))?"
@@ -42,7 +43,6 @@ _CONDA_META = re.compile(r"conda-meta/[^/]+\.json|conda-meta/history")
 _PYC = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^/]+)\.pyc")
 _CACHE_TAG = re.compile(r"[a-z]+-?\d+[a-z0-9]*")
 _BAD_MODE = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH
-_SHOWN = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,99 +81,6 @@ class ObservedFile:
     text: str | None = None  # a small script's content, read for the entry-point launcher check
     target: str | None = None  # a link's target
     privilege: str | None = None  # what extended attribute gives the file power no mode shows (file capabilities)
-
-
-@dataclass(frozen=True)
-class PackageResult:
-    key: str
-    modified: tuple[str, ...]
-    missing: tuple[str, ...]
-    absent: bool
-
-    @property
-    def status(self) -> str:
-        """`ok`, `missing package` (none of its files present), else `modified` or `missing` (the first that
-        applies; both lists are kept)."""
-        if self.absent:
-            return "missing package"
-        return "modified" if self.modified else ("missing" if self.missing else "ok")
-
-
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    path: str
-    rule: str
-    owner: str | None
-
-
-@dataclass(frozen=True)
-class Clobber:
-    path: str
-    owners: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ConformanceReport:
-    """What the comparison found; `site_packages` only shortens the human lines."""
-
-    packages: tuple[PackageResult, ...]
-    foreign: tuple[str, ...]
-    mode: tuple[str, ...]
-    clobbered: tuple[Clobber, ...]
-    accepted: tuple[Accepted, ...]
-    files_expected: int
-    files_observed: int
-    site_packages: str = ""
-    bytecode: tuple[str, ...] = ()  # `.pyc` files beside a stated source that are not its byte code, with why
-
-    @property
-    def clean(self) -> bool:
-        return (all(p.status == "ok" for p in self.packages) and not self.foreign and not self.mode
-                and not self.clobbered and not self.bytecode)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        statuses = [p.status for p in self.packages]
-        return {"packages": len(statuses), "ok": statuses.count("ok"), "modified": statuses.count("modified"),
-                "missing": statuses.count("missing"), "missing_packages": statuses.count("missing package"),
-                "files_expected": self.files_expected, "files_observed": self.files_observed,
-                "accepted": len(self.accepted), "foreign": len(self.foreign), "mode": len(self.mode),
-                "clobbered": len(self.clobbered), "bytecode": len(self.bytecode)}
-
-    def to_dict(self) -> dict[str, object]:
-        """A stable JSON-able form: sorted lists, prefix-relative paths, accepted files counted by rule."""
-        by_rule: dict[str, int] = {}
-        for item in self.accepted:
-            by_rule[item.rule] = by_rule.get(item.rule, 0) + 1
-        return {"clean": self.clean, "counts": self.counts,
-                "packages": [{"package": p.key, "status": p.status, "modified": list(p.modified),
-                              "missing": list(p.missing)} for p in self.packages],
-                "foreign": list(self.foreign), "mode": list(self.mode),
-                "clobbered": [{"path": c.path, "owners": list(c.owners)} for c in self.clobbered],
-                "bytecode": list(self.bytecode),
-                "accepted": dict(sorted(by_rule.items()))}
-
-    def lines(self) -> tuple[str, ...]:
-        """One line per finding: `six 1.16.0: modified six.py`, `missing package idna 3.7`, `foreign: PATH`."""
-        out = []
-        for package in self.packages:
-            if package.absent:
-                out.append(f"missing package {package.key}")
-                continue
-            for word, paths in (("modified", package.modified), ("missing", package.missing)):
-                if paths:
-                    out.append(f"{package.key}: {word} {self._list(paths)}")
-        out += [f"foreign: {path}" for path in self.foreign]
-        out += [f"mode: {path} is setuid, setgid, world-writable or carries file capabilities" for path in self.mode]
-        out += [f"clobber: {c.path} ({', '.join(c.owners)})" for c in self.clobbered]
-        out += [f"byte code: {item}" for item in self.bytecode]
-        return tuple(out)
-
-    def _list(self, paths: tuple[str, ...]) -> str:
-        base = self.site_packages.rstrip("/") + "/" if self.site_packages else None
-        shown = [p.removeprefix(base) if base else p for p in paths[:_SHOWN]]
-        more = f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
-        return ", ".join(shown) + more
 
 
 def _differs(expected: ExpectedFile, found: ObservedFile) -> bool:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 
 from lockgen.errors import UserError
+from lockgen.model.fleet import CertifyJob, SlurmHealth
 
 RENDEZVOUS_BASE_PORT = 29400  # torchrun's default c10d port; the job id spreads concurrent jobs over 1000 ports
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -27,27 +27,6 @@ _SBATCH_SAFE = {  # what each #SBATCH value may hold (Slurm's own syntax for it)
     "--constraint": (re.compile(r"[A-Za-z0-9_.,:&|*!\[\]()-]+"), "feature names joined by & | , with [ ] ( ) * !"),
     "--certs": (re.compile(r"[A-Za-z0-9_./+@=,:-]+"), "a path of letters, digits and `_ . / + @ = , : -`"),
 }
-
-
-@dataclass(frozen=True)
-class CertifyJob:
-    """What the job certifies and where it writes: the lockgen command line's parts and Slurm's options."""
-
-    lockgen: str  # how the nodes run lockgen (an absolute path, or `python -m lockgen`)
-    arch: str
-    environment: tuple[str, ...]  # --python PY | --prefix DIR | --image REF (PY and DIR may hold $VARIABLES)
-    lock: str | None
-    manifests: str | None  # with lock: the manifests bundle, for nodes without network
-    allow_foreign: tuple[str, ...]  # with lock: files no package states that the fleet accepts
-    key: str | None
-    out_dir: str
-    nodes: int
-    gpus_per_node: int | None
-    quick: bool
-    partition: str | None
-    time_limit: str
-    constraint: str | None
-    timeout_s: int
 
 
 def check_job(job: CertifyJob, *extra: str) -> None:
@@ -142,12 +121,12 @@ def sbatch_script(job: CertifyJob) -> str:
     ])
 
 
-def health_script(job: CertifyJob, limit_s: int, drain: bool, prom_dir: str | None = None,
-                  nfd_dir: str | None = None) -> str:
+def health_script(job: CertifyJob, health: SlurmHealth) -> str:
     """Slurm's `HealthCheckProgram`: certifies this node with `--quick` within `limit_s` (Slurm kills the
     program after 60 s), prints the reason and, with `drain`, drains the node with it when it fails. With
     `prom_dir` (node_exporter's textfile folder) and `nfd_dir` (NFD's features.d) the certificate is also
     written there, atomically, for the metrics and node labels."""
+    limit_s, drain, prom_dir, nfd_dir = health.limit_s, health.drain, health.prom_dir, health.nfd_dir
     emits = ([f"prom={prom_dir}/lockgen.prom"] if prom_dir else []) + ([f"nfd={nfd_dir}/lockgen"] if nfd_dir else [])
     verify = f"{job.lockgen} {_words(_verify_words(job) + tuple(w for e in emits for w in ('--emit', e)))}"
     lines = [

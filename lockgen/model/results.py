@@ -4,20 +4,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from lockgen.model.conformance import ConformanceReport
+
+
+LockState = Literal["wrote", "would write", "unchanged"]  # what resolve did with a target's lock
 
 
 @dataclass(frozen=True)
 class TargetResult:
-    """What resolving one target produced."""
+    """What resolving one target produced: its lock `state` (written, one a dry run would write, or
+    the same bytes already there), and per platform the package counts and headline picks."""
 
     target: str
     arch: str
     path: Path
-    written: bool
-    unchanged: bool
+    state: LockState
     packages: dict[str, int]
     highlights: dict[str, dict[str, str]]
+
+    @property
+    def written(self) -> bool:
+        return self.state == "wrote"
+
+    @property
+    def unchanged(self) -> bool:
+        return self.state == "unchanged"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `resolve --json` entry (its two booleans kept as they were: `written`, `unchanged`)."""
+        return {"target": self.target, "arch": self.arch, "path": str(self.path), "written": self.written,
+                "unchanged": self.unchanged, "packages": self.packages, "highlights": self.highlights}
 
 
 @dataclass(frozen=True)
@@ -32,6 +50,37 @@ class Drift:
     @property
     def clean(self) -> bool:
         return not (self.missing or self.extra or self.modified or self.unsafe)
+
+
+@dataclass(frozen=True)
+class ImageDrift:
+    """An image's environment against the manifest it records: the digest it records, the one its files give
+    now, and the files that differ."""
+
+    recorded: str
+    recomputed: str
+    drift: Drift
+
+    @property
+    def clean(self) -> bool:
+        return self.recorded == self.recomputed and self.drift.clean
+
+
+@dataclass(frozen=True)
+class ExportedImage:
+    """What `lockgen export` wrote: the image's manifest digest and its environment's digest."""
+
+    digest: str
+    environment_digest: str
+
+
+@dataclass(frozen=True)
+class ExportedIndex:
+    """What `lockgen export` of several platforms wrote: the image index's digest and each platform's
+    environment digest."""
+
+    digest: str
+    environment_digests: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -54,7 +103,7 @@ class Conformance:
     platform: str
     where: str
     expected_digest: str
-    report: Any
+    report: ConformanceReport
     problems: tuple[str, ...] = ()
     image_digest: str | None = None
     allowed: dict[str, str | None] = field(default_factory=dict)  # foreign files accepted by name -> sha256 found

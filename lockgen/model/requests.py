@@ -1,0 +1,110 @@
+"""What a command asks of a use case, as values: the environment a command names (a prefix, an
+interpreter, an image), built once by the CLI from its flags, so the one-of rule is checked once there
+and a use case takes one of three shapes instead of three optional arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockgen.model.base_image import RegistryBase
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """An environment's folder."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Python:
+    """An interpreter, whose environment is meant."""
+
+    interpreter: str
+
+
+@dataclass(frozen=True)
+class Image:
+    """The environment inside an image: an OCI layout folder or `docker://REF`; `insecure` for a plain-HTTP or
+    self-signed registry; `prefix` where in it the environment is (None: the one its config runs)."""
+
+    source: str
+    insecure: bool = False
+    prefix: str | None = None
+
+
+CheckTarget = Prefix | Python | Image  # what `lockgen check` checks
+Environment = Prefix | Python | Image  # what `lockgen verify` certifies
+
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """`lockgen check`: the environment, and with `lock` the lock it must be (conformance; `manifests` a bundle
+    to take the packages' manifests from, `platform` which of the lock's, `allow_foreign` files accepted by
+    name); without, its drift from what it recorded. `full` re-hashes every file."""
+
+    target: CheckTarget
+    lock: Path | None = None
+    manifests: Path | None = None
+    platform: str | None = None
+    allow_foreign: tuple[str, ...] = ()
+    full: bool = False
+
+
+@dataclass(frozen=True)
+class Layering:
+    """How an export's new layers are cut and packed: one per package up to `budget`, then grouped;
+    `compression` (gzip or zstd) at `level`."""
+
+    budget: int = 100
+    compression: str = "gzip"
+    level: int = 1
+
+
+@dataclass(frozen=True)
+class FromLock:
+    """The lock's environment, built: of `platforms` (none: this host's); `index` writes one image per platform
+    (every one the lock locks when `platforms` is empty) under one image index."""
+
+    platforms: tuple[str, ...] = ()
+    index: bool = False
+
+
+@dataclass(frozen=True)
+class FromPrefix:
+    """An existing environment on disk, which must conform to the lock: at `image_prefix` in the image (None:
+    its own path); `manifests` a bundle to prove it with; `allow_foreign` files accepted by name."""
+
+    path: Path
+    manifests: Path | None = None
+    image_prefix: str | None = None
+    allow_foreign: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FromImage:
+    """A vendor's image (a layout or `docker://REF`; the export's `base` is the same image, read shallow) whose
+    environment, at `image_prefix` (None: its label, else /opt/env), must conform to the lock."""
+
+    source: str
+    insecure: bool = False
+    manifests: Path | None = None
+    image_prefix: str | None = None
+    allow_foreign: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """`lockgen export`: the lock, where its image goes (`out`, in `fmt`: oci-layout, oci-archive or
+    docker-archive), what its environment comes from, the base image under it (a layout `Path` or a
+    `RegistryBase`; for `FromImage` the vendor's image itself), the tag, and how new layers are made."""
+
+    lock: Path
+    out: Path
+    source: FromLock | FromPrefix | FromImage = FromLock()
+    base: Path | RegistryBase | None = None
+    tag: str | None = None
+    layering: Layering = Layering()
+    fmt: str = "oci-layout"
