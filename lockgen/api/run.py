@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lockgen.adapters import env_process
 from lockgen.adapters.lockfile_yaml import read_lock
@@ -19,7 +19,6 @@ from lockgen.adapters.node_facts import node_facts
 from lockgen.adapters.stack_file import parse_stack_file
 from lockgen.adapters.tool_runner import find_tool
 from lockgen.api.materialize_steps import materialized
-from lockgen.api.shared_steps import Meter
 from lockgen.core import activation as rules
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.node_match import TargetFit, choose, fit, node_summary
@@ -28,6 +27,9 @@ from lockgen.core.wheel_files import shown
 from lockgen.errors import UserError
 from lockgen.model.node import NodeFacts
 from lockgen.model.spec import StackSpec
+
+if TYPE_CHECKING:
+    from lockgen.api.shared_steps import Meter
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     else:
         lock = _lock_of(wanted.source, wanted.target, progress)
         loaded = read_lock(lock)
-        where, _ = materialized(loaded, lock, wanted.platform, wanted.prefix, progress, meter)
+        where, _ = materialized(lock, wanted.platform, wanted.prefix, progress, meter, loaded=loaded)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
     kind = env_process.environment_kind(where)
     if kind is None:

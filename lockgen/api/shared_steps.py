@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen import __version__
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
 from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs
 from lockgen.api.manifest_steps import manifest_of
@@ -204,15 +203,13 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything."""
     tree = prefix_observer.tree_fingerprint(prefix)  # before anything is read
-    context = ["drift", __version__]
-    kept = conformance_store.load_verdict(prefix, "", context)
-    if not full and kept is not None and kept["tree"] == tree.digest:
+    if not full and conformance_store.drift_kept(prefix, tree.digest):
         return Drift([], [], [], [])
     drift = _drift(prefix, full)
     if not drift.clean:
-        conformance_store.drop_verdict(prefix, "", context)
+        conformance_store.drop_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
     elif tree.settled:
-        conformance_store.save_verdict(prefix, "", context, tree.digest, tree.paths, {})
+        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {})
     return drift
 
 

@@ -13,7 +13,7 @@ import typer.main
 from typer.core import TyperArgument, TyperOption
 
 from lockgen.cli import (
-    arch_cmd, cert_export_cmd, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds,
+    arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds,
     verify_cmds)
 from lockgen.cli.ui import state
 
@@ -95,9 +95,11 @@ def _named(command: object) -> None:
 
 
 def command() -> object:
-    """The app as the click command `main` runs, its help named as `_named` says."""
+    """The app as the click command `main` runs, its help named as `_named` says, its values converted without
+    pydantic where typer's conversion is plain (`coercion`)."""
     built = typer.main.get_command(app)
     _named(built)
+    coercion.install(built)
     return built
 
 
