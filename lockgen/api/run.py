@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from lockgen.adapters import env_process
 from lockgen.adapters.lockfile_yaml import read_lock
-from lockgen.adapters.node_facts import node_facts
-from lockgen.adapters.stack_file import parse_stack_file
 from lockgen.adapters.tool_runner import find_tool
 from lockgen.api.materialize_steps import materialized
 from lockgen.core import activation as rules
@@ -61,6 +59,9 @@ class Activation:
 def detect(stack: Path | None, node_file: Path | None = None) -> Detection:
     """The target of `stack` (default `./stack.toml`) this node matches (facts from `node_file`, else
     `$LOCKGEN_NODE_FACTS`, else probed)."""
+    from lockgen.adapters.node_facts import node_facts
+    from lockgen.adapters.stack_file import parse_stack_file
+
     path = _stack_path(stack)
     return _detect(path, parse_stack_file(path), node_facts(node_file))
 
@@ -153,6 +154,9 @@ def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], 
         if target is not None:
             raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")
         return source
+    from lockgen.adapters.node_facts import node_facts  # a stack's: a lock given needs neither
+    from lockgen.adapters.stack_file import parse_stack_file
+
     path = _stack_path(source)
     spec = parse_stack_file(path)
     if target is None:
