@@ -20,26 +20,15 @@ from lockgen.api.manifest_steps import manifest_of
 from lockgen.api.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
-from lockgen.core.confined import child
 from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
 from lockgen.core.expected_env import conda_expected, lock_python, wheel_expected
 from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.platforms import choose_platform
 from lockgen.core.team import HeldEnvironment, package_key
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
 
 Meter = Callable[[str, int, int], None]
-
-
-def lock_platform(lock: Lock, wanted: str | None) -> str:
-    """The platform of `lock` to work on: `wanted`, else this host's."""
-    return choose_platform(lock.metadata.platforms, wanted, home.native_platform(), home.machine())
-
-
-def default_prefix(lock_digest: str, name: str) -> Path:
-    return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
 
 
 def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: Callable[[str], None],
