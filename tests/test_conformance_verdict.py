@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -186,6 +188,40 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
         record.write_bytes(data)
         kept = conformance_store.load_verdict(prefix, "0" * 64, ["c"])
     assert kept is None or (isinstance(kept["tree"], str) and isinstance(kept["verdict"], dict))
+
+
+LOADED = ("pydantic", "yaml", "lockgen.api.shared_steps", "lockgen.adapters.lockfile_yaml", "lockgen.adapters.installers")
+SHOW_LOADED = ("import atexit, runpy, sys\n"
+               f"atexit.register(lambda: print('loaded:', [m for m in {LOADED!r} if m in sys.modules], file=sys.stderr))\n"
+               "sys.argv = ['lockgen', *sys.argv[1:]]\nrunpy.run_module('lockgen', run_name='__main__')\n")
+
+
+def _loaded(*args: str) -> tuple[int, str]:
+    """A lockgen command's exit status and the heavy modules it loaded (its stderr's last line)."""
+    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True,
+                          env={**os.environ, "NO_COLOR": "1"})
+    return done.returncode, done.stderr.strip().splitlines()[-1]
+
+
+def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The found-unchanged path reads the manifest and the kept drift verdict only: no lock parser, no model,
+    no build step. Another lock at that prefix, another platform, or a tree that moved take the full path,
+    which says what is wrong."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock, other = make_lock(tmp_path, "1.0"), make_lock(tmp_path, "1.1")
+    prefix = tmp_path / "env"
+    assert run_cli("materialize", str(lock), "--prefix", str(prefix)).returncode == 0
+    _settle()
+    assert run_cli("materialize", str(lock), "--prefix", str(prefix)).returncode == 0  # keeps the verdict
+    assert _loaded("materialize", str(lock), "--prefix", str(prefix)) == (0, "loaded: []")
+    code, loaded = _loaded("materialize", str(other), "--prefix", str(prefix))
+    assert code == 1 and "lockgen.api.shared_steps" in loaded
+    code, loaded = _loaded("materialize", str(lock), "--prefix", str(prefix), "--platform", "linux-aarch64")
+    assert code == 1 and "lockgen.adapters.lockfile_yaml" in loaded
+    (prefix / "lib" / "libfoo.txt").write_text("moved\n")
+    done = run_cli("materialize", str(lock), "--prefix", str(prefix))
+    assert done.returncode == 1 and "changed since it was made" in done.stderr
 
 
 def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_drift(

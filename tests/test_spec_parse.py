@@ -167,3 +167,23 @@ def test_any_key_added_to_a_team_stack_on_a_lock_parses_or_fails_cleanly(section
         parse_stack_text(tomlkit.dumps(document), "stack.toml", ON_LOCK)
     except SpecError as error:
         assert error.message and error.hint and error.path == "stack.toml"
+
+
+_KEY = st.text("abcxyz-_.1 \"é", min_size=1, max_size=6)
+_VALUE = st.one_of(st.text(max_size=12), st.integers(-10**6, 10**6), st.booleans(),
+                   st.lists(st.text(max_size=5), max_size=3), st.dates())
+_DOC = st.dictionaries(_KEY, st.one_of(_VALUE, st.dictionaries(_KEY, _VALUE, max_size=4)), max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(document=_DOC)
+def test_the_fast_reader_reads_what_tomlkit_reads(document: dict) -> None:
+    """The stack is read by the standard library's TOML reader, tomlkit only for a text it refuses: both give
+    the same tables, values and order for any document (here, any tomlkit writes)."""
+    import tomlkit
+
+    from lockgen.core.spec_parse import _document
+
+    text = tomlkit.dumps(document)
+    read = _document(text, "stack.toml")
+    assert read == tomlkit.parse(text).unwrap() and list(read) == list(tomlkit.parse(text).unwrap())

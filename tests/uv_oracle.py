@@ -14,7 +14,7 @@ from packaging.markers import Marker
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.adapters.uv_resolver import uv_binary
 from lockgen.api.import_lock import import_lock
-from lockgen.model.spec import MACHINE_OF_PLATFORM
+from lockgen.model.names import MACHINE_OF_PLATFORM
 
 
 def normal(name: str) -> str:

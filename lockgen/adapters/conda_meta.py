@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockgen.digests import canonical_json
-from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
+
+if TYPE_CHECKING:
+    from lockgen.model.lock import LockedPackage
 
 FOLDER = "conda-meta"
 # fields that name the build host (its package store, how files were linked, the request)
@@ -84,6 +86,8 @@ def listed_paths(prefix: Path) -> dict[str, dict[str, Any]]:
 
 def locked_packages(prefix: Path, platform: str) -> list[LockedPackage]:
     """Lock entries for the records that name their origin (URL and hashes)."""
+    from lockgen.model.lock import LockedPackage, PackageHash, dependency_map  # the models only where they are made
+
     packages = []
     for _, record in records(prefix):
         if not record.get("url"):

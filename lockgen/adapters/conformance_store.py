@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from lockgen import __version__
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
 
@@ -84,6 +85,16 @@ def save_verdict(prefix: Path, lock_sha256: str, context: list[str], tree: str, 
         write_bytes_atomic(_verdict_record(prefix, lock_sha256, context), json.dumps(record, sort_keys=True).encode())
     except OSError:
         return
+
+
+def drift_kept(prefix: Path, tree: str) -> bool:
+    """Whether the drift check of this lockgen environment (no lock: its record is a file of the tree) kept a
+    clean verdict of exactly this stat walk (`tree`), by this lockgen."""
+    kept = load_verdict(prefix, "", DRIFT_CONTEXT)
+    return kept is not None and kept["tree"] == tree
+
+
+DRIFT_CONTEXT = ["drift", __version__]
 
 
 def drop_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> None:

@@ -32,7 +32,7 @@ def machine() -> str:
 
 def native_platform(default: str = "") -> str:
     """This host's conda platform (`linux-64`, `linux-aarch64`), or `default` when lockgen knows none."""
-    from lockgen.model.spec import PLATFORM_OF_MACHINE
+    from lockgen.model.names import PLATFORM_OF_MACHINE
 
     return PLATFORM_OF_MACHINE.get(machine(), default)
 

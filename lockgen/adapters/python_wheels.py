@@ -19,7 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from lockgen.core.wheel_names import best_for_target, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.spec import MACHINE_OF_PLATFORM as MACHINE
+from lockgen.model.names import MACHINE_OF_PLATFORM as MACHINE
 
 PLATFORMS = ("linux-64", "linux-aarch64")
 PYTHONS = tuple(f"3.{minor}" for minor in range(8, 16))

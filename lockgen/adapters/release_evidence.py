@@ -23,7 +23,7 @@ from lockgen.core.versions import as_tuple
 from lockgen.core.wheel_names import WheelName, glibc_floor, parse_wheel_filename
 from lockgen.errors import UserError
 from lockgen.model.facts import ReleaseEvidence, ServedRelease
-from lockgen.model.spec import MACHINE_OF_PLATFORM
+from lockgen.model.names import MACHINE_OF_PLATFORM
 
 MAX_RELEASES = 6  # newer minor releases read per platform: bounded work on an index that lists many
 _REQUIRES = re.compile(r"^Requires-Dist:\s*(.+)$", re.MULTILINE)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core.expected_env import lock_python
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.spec_parse import extends_of, parse_stack_text
 from lockgen.core import stack_layout
@@ -58,6 +57,8 @@ def lock_base(path: Path, source: str) -> LockBase:
         lock = load_lock(path)
     except LockgenError as exc:
         raise SpecError(f"the base lock {path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
+    from lockgen.core.expected_env import lock_python  # a stack on a lock's only
+
     target = LockgenMeta(lock).target
     pythons = {lock_python(lock, platform) for platform in lock.metadata.platforms} - {None}
     if not target or len(pythons) > 1:

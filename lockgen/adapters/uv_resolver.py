@@ -40,7 +40,7 @@ from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, ToolMissingError, UnsatisfiableError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.names import normalize
-from lockgen.model.spec import MACHINE_OF_PLATFORM
+from lockgen.model.names import MACHINE_OF_PLATFORM
 
 
 

@@ -33,7 +33,7 @@ def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None
     from lockgen.adapters import manifest_store
     from lockgen.adapters.lockfile_yaml import load_lock
     from lockgen.api.manifest_steps import expected_manifests
-    from lockgen.api.shared_steps import lock_platform
+    from lockgen.api.materialize_steps import lock_platform
 
     lock = load_lock(lock_path)
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
@@ -111,7 +111,7 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
     from lockgen.adapters import bytecode_proof, manifest_store
     from lockgen.adapters.lockfile_yaml import read_lock
     from lockgen.api.manifest_steps import expected_packages
-    from lockgen.api.shared_steps import lock_platform
+    from lockgen.api.materialize_steps import lock_platform
     from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
     from lockgen.core.expected_env import expected_digest, lock_python, site_packages_of
     from lockgen.core.image_config import service_files

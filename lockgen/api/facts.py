@@ -18,7 +18,7 @@ from lockgen.core.credentials import scrub_url
 from lockgen.core.facts import load_facts, toolkits_ascending
 from lockgen.core.facts_inference import cuda_of_requirements, infer_releases, newest_known
 from lockgen.core.versions import as_tuple, mm_text
-from lockgen.model.spec import MACHINE_OF_PLATFORM
+from lockgen.model.names import MACHINE_OF_PLATFORM
 
 
 def summary() -> dict[str, Any]:

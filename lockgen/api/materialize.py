@@ -1,14 +1,17 @@
 """Use case `lockgen materialize`: a lock becomes an environment (content-addressed, atomic,
-hash-checked, one at a time per target path: `materialize_steps`, which `lockgen run` shares)."""
+hash-checked, one at a time per target path: `materialize_steps`, which `lockgen run` shares; an environment
+found unchanged costs a stat walk, and nothing that builds is imported for it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.materialize_steps import materialized
-from lockgen.api.shared_steps import Meter
+
+if TYPE_CHECKING:
+    from lockgen.api.shared_steps import Meter
 
 
 def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
@@ -17,4 +20,4 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
     fingerprint; an existing environment of the lock is then checked with `--full`)."""
-    return materialized(read_lock(lock_path), lock_path, platform, prefix, progress, meter, allow_md5, verify)
+    return materialized(lock_path, platform, prefix, progress, meter, allow_md5, verify)

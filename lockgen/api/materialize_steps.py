@@ -1,26 +1,90 @@
 """A step below the use cases that need a lock's environment on disk (materialize, run): the prefix holding
 exactly the lock's packages, at the prefix asked for or the store's content-addressed one, built once by
 `shared_steps.materialize_into` (atomic, hash-checked, one build at a time per path) and found again unchanged on
-every later call, which builds nothing."""
+every later call, which builds nothing; also the platform of a lock to work on and the store's prefix for it. An
+environment found at its prefix costs its manifest and one stat walk, against the drift check's kept clean
+verdict (at a `--prefix`, the lock is not even parsed; the store's prefix is named from the lock); the build steps
+are imported only when that does not hold (a build, or a tree that moved: `recorded_drift` then looks file by
+file)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lockgen.api.shared_steps import Meter, default_prefix, lock_platform, materialize_into
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.stack_layout import target_of_lock
-from lockgen.model.lock import LoadedLock
+from lockgen.adapters import conformance_store, home, prefix_observer
+from lockgen.adapters.env_manifest import MANIFEST
+from lockgen.core.confined import child
+from lockgen.core.platforms import choose_platform
+
+if TYPE_CHECKING:
+    from lockgen.api.shared_steps import Meter
+    from lockgen.model.lock import LoadedLock, Lock
 
 
-def materialized(loaded: LoadedLock, lock_path: Path, platform: str | None, prefix: Path | None,
-                 progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False,
-                 verify: bool = False) -> tuple[Path, str]:
+def lock_platform(lock: Lock, wanted: str | None) -> str:
+    """The platform of `lock` to work on: `wanted`, else this host's."""
+    return choose_platform(lock.metadata.platforms, wanted, home.native_platform(), home.machine())
+
+
+def default_prefix(lock_digest: str, name: str) -> Path:
+    """Where the store keeps the environment of a lock (its digest) for a target and platform (`name`)."""
+    return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
+
+
+def materialized(lock_path: Path, platform: str | None, prefix: Path | None, progress: Callable[[str], None],
+                 meter: Meter | None = None, allow_md5: bool = False, verify: bool = False,
+                 loaded: LoadedLock | None = None) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
-    fingerprint; an existing environment of the lock is then checked with `--full`)."""
+    fingerprint; an existing environment of the lock is then checked with `--full`). `loaded`: the lock,
+    when the caller has read it already; else it is read only if the environment is not found unchanged."""
+    if prefix is None:  # the store's prefix for it is named from the lock
+        loaded = loaded or _read(lock_path)
+        prefix = _store_prefix(loaded, lock_path, platform)
+    final = prefix.absolute()
+    if not verify:
+        digest = _found_unchanged(final, lock_path, loaded, platform)
+        if digest is not None:
+            progress(f"{final} is already materialized (unchanged since it was made)")
+            return final, digest
+    from lockgen.api.shared_steps import materialize_into
+
+    loaded = loaded or _read(lock_path)
+    return final, materialize_into(loaded, lock_platform(loaded.lock, platform), final, progress, meter, allow_md5, verify)
+
+
+def _read(lock_path: Path) -> LoadedLock:
+    from lockgen.adapters.lockfile_yaml import read_lock
+
+    return read_lock(lock_path)
+
+
+def _store_prefix(loaded: LoadedLock, lock_path: Path, platform: str | None) -> Path:
+    """The store's prefix for the lock's environment on the platform chosen (refused when the lock lacks it)."""
+    from lockgen.core.lock_builder import LockgenMeta
+    from lockgen.core.stack_layout import target_of_lock
+
     chosen = lock_platform(loaded.lock, platform)
-    name = f"{LockgenMeta(loaded.lock).target or target_of_lock(lock_path)}-{chosen}"
-    final = (prefix or default_prefix(loaded.sha256, name)).absolute()
-    return final, materialize_into(loaded, chosen, final, progress, meter, allow_md5, verify)
+    return default_prefix(loaded.sha256, f"{LockgenMeta(loaded.lock).target or target_of_lock(lock_path)}-{chosen}")
+
+
+def _found_unchanged(final: Path, lock_path: Path, loaded: LoadedLock | None, platform: str | None) -> str | None:
+    """The environment digest of the lock's environment at `final` when its manifest names this lock's bytes
+    and the platform asked for (this host's by default) and the tree's stat walk is the one a clean drift
+    check last saw; None for anything else, which the full path decides (and words, when it is an error)."""
+    try:
+        manifest = json.loads((final / MANIFEST).read_bytes())
+        sha256 = loaded.sha256 if loaded is not None else hashlib.sha256(lock_path.read_bytes()).hexdigest()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("lock_sha256") != sha256 \
+            or manifest.get("platform") != (platform or home.native_platform()) \
+            or not isinstance(manifest.get("environment_digest"), str):
+        return None
+    if not conformance_store.drift_kept(final, prefix_observer.tree_fingerprint(final).digest):
+        return None
+    return str(manifest["environment_digest"])

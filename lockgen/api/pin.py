@@ -37,7 +37,7 @@ from lockgen.model.inventory import InstalledDistribution, NodeInventory
 from lockgen.model.lock import Lock, LockedPackage, PackageHash
 from lockgen.model.manifests import ManifestFile, PackageManifest
 from lockgen.model.names import normalize
-from lockgen.model.spec import PLATFORM_OF_MACHINE
+from lockgen.model.names import PLATFORM_OF_MACHINE
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lockgen.adapters import env_process
 from lockgen.adapters.lockfile_yaml import read_lock
-from lockgen.adapters.node_facts import node_facts
-from lockgen.adapters.stack_file import parse_stack_file
 from lockgen.adapters.tool_runner import find_tool
 from lockgen.api.materialize_steps import materialized
-from lockgen.api.shared_steps import Meter
 from lockgen.core import activation as rules
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.node_match import TargetFit, choose, fit, node_summary
@@ -28,6 +25,9 @@ from lockgen.core.wheel_files import shown
 from lockgen.errors import UserError
 from lockgen.model.node import NodeFacts
 from lockgen.model.spec import StackSpec
+
+if TYPE_CHECKING:
+    from lockgen.api.shared_steps import Meter
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,9 @@ class Activation:
 def detect(stack: Path | None, node_file: Path | None = None) -> Detection:
     """The target of `stack` (default `./stack.toml`) this node matches (facts from `node_file`, else
     `$LOCKGEN_NODE_FACTS`, else probed)."""
+    from lockgen.adapters.node_facts import node_facts
+    from lockgen.adapters.stack_file import parse_stack_file
+
     path = _stack_path(stack)
     return _detect(path, parse_stack_file(path), node_facts(node_file))
 
@@ -92,7 +95,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     else:
         lock = _lock_of(wanted.source, wanted.target, progress)
         loaded = read_lock(lock)
-        where, _ = materialized(loaded, lock, wanted.platform, wanted.prefix, progress, meter)
+        where, _ = materialized(lock, wanted.platform, wanted.prefix, progress, meter, loaded=loaded)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
     kind = env_process.environment_kind(where)
     if kind is None:
@@ -151,6 +154,9 @@ def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], 
         if target is not None:
             raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")
         return source
+    from lockgen.adapters.node_facts import node_facts  # a stack's: a lock given needs neither
+    from lockgen.adapters.stack_file import parse_stack_file
+
     path = _stack_path(source)
     spec = parse_stack_file(path)
     if target is None:

@@ -14,33 +14,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen import __version__
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
 from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs
 from lockgen.api.manifest_steps import manifest_of
 from lockgen.api.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
-from lockgen.core.confined import child
 from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
 from lockgen.core.expected_env import conda_expected, lock_python, wheel_expected
 from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.platforms import choose_platform
 from lockgen.core.team import HeldEnvironment, package_key
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
 
 Meter = Callable[[str, int, int], None]
-
-
-def lock_platform(lock: Lock, wanted: str | None) -> str:
-    """The platform of `lock` to work on: `wanted`, else this host's."""
-    return choose_platform(lock.metadata.platforms, wanted, home.native_platform(), home.machine())
-
-
-def default_prefix(lock_digest: str, name: str) -> Path:
-    return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
 
 
 def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: Callable[[str], None],
@@ -204,15 +192,13 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything."""
     tree = prefix_observer.tree_fingerprint(prefix)  # before anything is read
-    context = ["drift", __version__]
-    kept = conformance_store.load_verdict(prefix, "", context)
-    if not full and kept is not None and kept["tree"] == tree.digest:
+    if not full and conformance_store.drift_kept(prefix, tree.digest):
         return Drift([], [], [], [])
     drift = _drift(prefix, full)
     if not drift.clean:
-        conformance_store.drop_verdict(prefix, "", context)
+        conformance_store.drop_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
     elif tree.settled:
-        conformance_store.save_verdict(prefix, "", context, tree.digest, tree.paths, {})
+        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {})
     return drift
 
 

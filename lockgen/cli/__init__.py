@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 import os
 import sys
 
@@ -13,7 +15,7 @@ import typer.main
 from typer.core import TyperArgument, TyperOption
 
 from lockgen.cli import (
-    arch_cmd, cert_export_cmd, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds,
+    arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds,
     verify_cmds)
 from lockgen.cli.ui import state
 
@@ -94,11 +96,41 @@ def _named(command: object) -> None:
         _named(sub)
 
 
-def command() -> object:
-    """The app as the click command `main` runs, its help named as `_named` says."""
-    built = typer.main.get_command(app)
+def command(args: list[str] | None = None) -> object:
+    """The app as the click command `main` runs for `args`, its help named as `_named` says, its values converted
+    without pydantic where typer's conversion is plain (`coercion`). Typer builds every parameter of every
+    command it is given (about 15 ms for all of them, on every start): only the command `args` name is given
+    to it; with none named (`--help`, `--version`) the others stand in by their help text alone; a word that
+    names no command gets the whole app, for typer's own error."""
+    given = args or []
+    words = [a for a in given if not a.startswith("-")]
+    if words and "--help" in given[:given.index(words[0])]:  # `--help CMD` is the app's help
+        words = []
+    names = {info.name for info in app.registered_commands} | {info.name for info in app.registered_groups}
+    if args is None or (words and words[0] not in names):
+        built = typer.main.get_command(app)
+    else:
+        only = copy.copy(app)
+        only.registered_commands = [i for i in app.registered_commands if words and i.name == words[0]]
+        only.registered_groups = [i for i in app.registered_groups if not words or i.name == words[0]]
+        built = typer.main.get_command(only)
+        if not words and isinstance(built, typer.core.TyperGroup):
+            _stand_ins(built)
     _named(built)
+    coercion.install(built)
     return built
+
+
+def _stand_ins(group: typer.core.TyperGroup) -> None:
+    """Each command of the app, in the group `group` (the sub-apps already in it), as its help listing shows it:
+    name and help text, no parameters (nothing runs it: a command named on the line is built for real)."""
+    from typer.core import TyperCommand
+
+    groups = dict(group.commands)
+    listed = {info.name: TyperCommand(name=info.name, help=inspect.getdoc(info.callback), short_help=info.short_help,
+                                      hidden=info.hidden, deprecated=info.deprecated, rich_markup_mode=None)
+              for info in app.registered_commands if info.name}
+    group.commands = {**listed, **groups}
 
 
 VERBOSE = ("-v", "--verbose")
@@ -130,7 +162,8 @@ def main() -> None:
     take the GIL while the interpreter finalises, which aborts Python < 3.14 at exit (CPython issue 87135;
     seen here in about one run in eight under load), after all work is done."""
     try:
-        command()(args=verbose_first(sys.argv[1:]))  # type: ignore[operator]
+        args = verbose_first(sys.argv[1:])
+        command(args)(args=args)  # type: ignore[operator]
         code: object = 0
     except SystemExit as exit_:
         code = exit_.code

@@ -21,7 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from lockgen.core.versions import as_tuple, major_minor, mm_text
 from lockgen.model.facts import GpuFacts, PypiWheelFact, ReleaseEvidence
 from lockgen.model.names import normalize
-from lockgen.model.spec import MACHINE_OF_PLATFORM
+from lockgen.model.names import MACHINE_OF_PLATFORM
 
 POLICIES = ("infer", "refuse")
 _RUNTIME = re.compile(r"nvidia-cuda-runtime(-cu\d+)?")

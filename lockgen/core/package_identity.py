@@ -7,7 +7,6 @@ conda fields compare exactly, as conda's own index keys them."""
 
 from __future__ import annotations
 
-from email.parser import HeaderParser
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -50,6 +49,8 @@ def require_wheel_metadata(package_name: str, package_version: str, dist_info: s
     stem_name, _, stem_version = dist_info.removesuffix(".dist-info").partition("-")
     if normalize(stem_name) != normalize(package_name) or not same_version(stem_version, package_version):
         raise _mismatch("pip", stated, "dist-info folder", dist_info)
+    from email.parser import HeaderParser  # a wheel's METADATA only: no resolve needs the email package
+
     headers = HeaderParser().parsestr(metadata, headersonly=True)
     name, version = headers.get("Name", ""), headers.get("Version", "")
     if normalize(str(name)) != normalize(package_name) or not same_version(str(version), package_version):

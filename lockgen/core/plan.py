@@ -12,7 +12,8 @@ from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, build_constraint, ju
 from lockgen.core.facts import arch_fact
 from lockgen.model.facts import GpuFacts
 from lockgen.model.plan import BuildVerdict, CandidateBuild, CudaWindow, SolveRequest, VirtualPackage
-from lockgen.model.spec import MACHINE_OF_PLATFORM, StackSpec, Target
+from lockgen.model.names import MACHINE_OF_PLATFORM
+from lockgen.model.spec import StackSpec, Target
 
 LINUX_KERNEL = "4.18"
 

@@ -16,7 +16,7 @@ from lockgen.core.render import chosen_platform
 from lockgen.core.wheel_names import wheel_file_name
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
-from lockgen.model.spec import MACHINE_OF_PLATFORM
+from lockgen.model.names import MACHINE_OF_PLATFORM
 
 
 def _split(lock: Lock, platform: str) -> tuple[list[LockedPackage], list[LockedPackage]]:

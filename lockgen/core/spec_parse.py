@@ -1,6 +1,7 @@
-"""Parses `stack.toml` (tomlkit) into a frozen `StackSpec`, with file and line in every error.
+"""Parses `stack.toml` (the standard library's TOML reader; tomlkit for a text it refuses, whose error names
+the line) into a frozen `StackSpec`, with file and line in every error.
 
-tomlkit keeps no positions on values, so errors are located by scanning the text for the table
+Neither reader keeps positions on values, so errors are located by scanning the text for the table
 header and the key: good enough to point at the offending line of a hand-written file.
 """
 
@@ -12,9 +13,7 @@ import tomllib
 from collections.abc import Callable
 from typing import Any
 
-import tomlkit
 from pydantic import ValidationError
-from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
 from lockgen.errors import SpecError
 from lockgen.model.spec import Dependency, ImageSettings, LockBase, PypiDependency, PypiOptions, StackSpec, Target
@@ -51,13 +50,9 @@ def _repeated_line(text: str, key: str) -> int | None:
 
 
 def extends_of(text: str, source: str = "stack.toml") -> str | None:
-    """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later). Read with
-    the standard library's TOML reader (about ten times tomlkit's speed: a resolve reads this twice); a text it
-    refuses goes to tomlkit, whose error names the line."""
-    try:
-        document: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        document = _document(text, source)
+    """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later), read as
+    `_document` reads it."""
+    document = _document(text, source)
     stack: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
     value = stack.get("extends")
     if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -80,6 +75,16 @@ def parse_stack_text(text: str, source: str = "stack.toml", base: StackSpec | Lo
 
 
 def _document(text: str, source: str) -> dict[str, Any]:
+    """The stack's tables, read by the standard library's TOML reader (about ten times tomlkit's speed, and
+    tomlkit's import, about 30 ms, is then never paid); a text it refuses goes to tomlkit, whose error names the
+    line (and which reads what it can, as before)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        pass
+    import tomlkit
+    from tomlkit.exceptions import KeyAlreadyPresent, ParseError
+
     try:
         return tomlkit.parse(text).unwrap()
     except ParseError as exc:

@@ -19,7 +19,6 @@ import io
 import posixpath
 import re
 from dataclasses import dataclass
-from email.parser import HeaderParser
 
 from lockgen.errors import UserError
 
@@ -149,6 +148,8 @@ def render_record(rows: tuple[RecordRow, ...] | list[RecordRow]) -> str:
 
 def parse_wheel(text: str) -> WheelInfo:
     """The `WHEEL` file (email headers); compressed `Tag:` values (`py2.py3-none-any`) are expanded."""
+    from email.parser import HeaderParser  # an installed wheel's only: no resolve needs the email package
+
     headers = HeaderParser().parsestr(text)
     version, purelib = (headers.get("Wheel-Version") or "").strip(), (headers.get("Root-Is-Purelib") or "").strip()
     if not version or purelib.lower() not in ("true", "false"):

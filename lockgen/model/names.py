@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+MACHINE_OF_PLATFORM = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}  # conda subdir -> `uname -m`
+PLATFORM_OF_MACHINE = {machine: platform for platform, machine in MACHINE_OF_PLATFORM.items()}
+
 
 def normalize(name: str) -> str:
     """The PEP 503 normalised form of a project name (`Foo_Bar.baz` -> `foo-bar-baz`)."""

@@ -13,8 +13,6 @@ from lockgen.model.checked import DriverVersion, GlibcVersion
 from lockgen.model.names import normalize, normalize_arch
 
 SUPPORTED_PLATFORMS = ("linux-64", "linux-aarch64")
-MACHINE_OF_PLATFORM = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}  # conda subdir -> `uname -m`
-PLATFORM_OF_MACHINE = {machine: platform for platform, machine in MACHINE_OF_PLATFORM.items()}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MAJOR_MINOR = re.compile(r"^\d+\.\d+$")
 
