@@ -13,12 +13,14 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
 from lockgen.errors import LockgenError
-from lockgen.model.requests import Environment, Image, Prefix, Python
+
+if TYPE_CHECKING:  # the models import pydantic: a command that needs no model (a repeated materialize) loads none
+    from lockgen.model.requests import Environment
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -95,6 +97,8 @@ def environment(prefix: Path | None, python: str | None, image: str | None, refu
                 required: bool = False, insecure: bool = False, image_prefix: str | None = None) -> Environment | None:
     """The one environment the flags name, None when none: the one-of rule of --prefix, --python and --image,
     checked here once; more than one (or none, when `required`) fails with `refusal` (message, hint, exit code)."""
+    from lockgen.model.requests import Image, Prefix, Python
+
     named: list[Environment] = [Prefix(prefix)] if prefix is not None else []
     named += [Python(python)] if python is not None else []
     named += [Image(image, insecure, image_prefix)] if image is not None else []
