@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lockgen.core.wheel_files import shown
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, UserError
 
@@ -160,7 +161,7 @@ def _check_signature(document: dict[str, Any], key: Any) -> None:
 
     signature = document["signature"]
     if signature.get("key_id") != key_id(key):
-        raise LockFormatError(f"certificate was signed by key {signature.get('key_id')}, not {key_id(key)}",
+        raise LockFormatError(f"certificate was signed by key {shown(str(signature.get('key_id')))}, not {key_id(key)}",
                               "pass the public key that matches the signing key")
     try:
         key.verify(base64.b64decode(signature["value"]), canonical_json(document["certificate"]))
