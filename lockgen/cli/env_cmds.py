@@ -28,11 +28,8 @@ def materialize(
     from lockgen.api.materialize import materialize as run
     from lockgen.cli.ui import Meter
 
-    meter = Meter()
-    try:
+    with Meter() as meter:
         path, digest = run(lock, platform, prefix, progress, meter, allow_md5, verify)
-    finally:
-        meter.close()
     print_environment(path, digest, as_json, {"lock": str(lock)})
 
 
@@ -70,11 +67,8 @@ def check(
     target = environment(prefix, python, image, refusal, required=True, insecure=insecure, image_prefix=image_prefix)
     assert target is not None  # required: none has failed
     request = CheckRequest(target, lock, manifests, platform, tuple(allow_foreign), full)
-    meter = Meter()
-    try:
+    with Meter() as meter:
         result = run(request, progress, meter)
-    finally:
-        meter.close()
     if isinstance(result, Conformance):
         _render_conformance(result, lock, as_json)
     elif isinstance(result, ImageDrift):
@@ -284,11 +278,8 @@ def export(
         source = FromPrefix(from_prefix, manifests, image_prefix, tuple(allow_foreign))
     request = ExportRequest(lock, out, source, _base_image(from_image or base, insecure, fmt), tag,
                             Layering(layers, compression, level), fmt)
-    meter = Meter()
-    try:
+    with Meter() as meter:
         result = run(request, progress, meter)
-    finally:
-        meter.close()
     if isinstance(result, ExportedIndex):
         for name, env_digest in result.environment_digests.items():
             progress(f"{name}: environment digest sha256:{env_digest}")

@@ -22,11 +22,8 @@ def pack(
     from lockgen.api.pack import pack as run
     from lockgen.cli.ui import Meter
 
-    meter = Meter()
-    try:
+    with Meter() as meter:
         packed = run(lock, out, platform, progress, meter)
-    finally:
-        meter.close()
     if as_json:
         print_json({"archive": str(packed.path), "sha256": packed.sha256, "size": packed.size, "platform": packed.platform,
                     "artifacts": packed.artifacts})
@@ -46,9 +43,6 @@ def unpack(
     from lockgen.api.pack import unpack as run
     from lockgen.cli.ui import Meter
 
-    meter = Meter()
-    try:
+    with Meter() as meter:
         path, digest = run(archive, prefix, platform, lock, progress, meter)
-    finally:
-        meter.close()
     print_environment(path, digest, as_json, {"archive": str(archive)})

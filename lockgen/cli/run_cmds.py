@@ -37,11 +37,8 @@ def _within(replace: Any, *args: Any) -> Any:
     """Calls the use case `replace` with a progress meter (the environment may be materialized first)."""
     from lockgen.cli.ui import Meter
 
-    meter = Meter()
-    try:
+    with Meter() as meter:
         return replace(*args, progress, meter)
-    finally:
-        meter.close()
 
 
 @handles_errors

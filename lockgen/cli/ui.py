@@ -45,7 +45,7 @@ def progress(message: str) -> None:
 
 class Meter:
     """Per-phase progress of long work: a rich bar on a terminal, a line per quarter otherwise.
-    Called as `meter(phase, done, total)`; `close()` ends the bar."""
+    Called as `meter(phase, done, total)`; used as `with Meter() as meter:`, the bar ends with the block."""
 
     def __init__(self) -> None:
         self._bar: Any = None  # a rich Progress, imported on first use
@@ -72,7 +72,10 @@ class Meter:
                     self._ended.add(phase)
                 progress(f"{phase}: {done}/{total}")
 
-    def close(self) -> None:
+    def __enter__(self) -> "Meter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
 
