@@ -18,12 +18,9 @@ FOUNDATIONS = ("lockgen.errors", "lockgen.digests", "lockgen.model")
 FORBIDDEN_IN_CORE = {"rattler", "subprocess", "socket", "urllib", "http", "torch", "yaml", "typer", "rich",
                      "conda_lock", "os", "shutil", "tempfile", "importlib", "zipfile", "tarfile"}  # pathlib: pure path arithmetic
 CORE_DATA_LOADER = "lockgen/core/package_data.py"
-API_STEPS = {"lockgen.api.shared_steps", "lockgen.api.materialize_steps", "lockgen.api.interpreter_steps", "lockgen.api.pypi",
-             "lockgen.api.conformance_steps",
-             "lockgen.api.manifest_steps", "lockgen.api.stack_steps", "lockgen.api.certificate_steps",
-             "lockgen.api.attestation_steps", "lockgen.api.team_steps", "lockgen.api.base_steps",
-             "lockgen.api.held_base_steps", "lockgen.api.image_base_steps", "lockgen.api.image_proof_steps",
-             "lockgen.api.wheel_steps", "lockgen.api.torch_source_steps"}  # steps below the use cases, not use cases
+API_STEPS = {".".join(path.relative_to(REPO).with_suffix("").parts)
+             for path in (REPO / "lockgen" / "api" / "steps").glob("*.py") if path.stem != "__init__"}
+STEPS_PACKAGE = "lockgen.api.steps"  # steps below the use cases, not use cases
 # api/ wires: the modules that reach the file system's trees, processes, the network, archives and codecs, or an
 # outside tool's library, are the adapters' (pathlib and posixpath stay: path arithmetic, and a use case may read
 # or write a file it is handed; hashlib and json stay: they compute on bytes already read)
@@ -132,7 +129,7 @@ def test_use_cases_never_import_each_other_or_the_cli() -> None:
         own = module_name(path)
         for name in real_modules(lockgen_imports(path)):
             assert not name.startswith("lockgen.cli"), f"{path}: {name}"
-            if name.startswith("lockgen.api.") and name != own:
+            if name.startswith("lockgen.api.") and name not in (own, STEPS_PACKAGE):
                 assert name in API_STEPS, f"{path}: imports the use case {name} (only steps may be shared)"
 
 
@@ -194,8 +191,8 @@ def first_names(heading: str) -> set[str]:
 
 
 def test_the_architecture_doc_lists_exactly_the_steps_and_use_cases() -> None:
-    steps = {name.removeprefix("lockgen.api.") for name in API_STEPS}
-    use_cases = {path.stem for path in modules("lockgen/api") if path.stem != "__init__"} - steps
+    steps = {name.removeprefix(f"{STEPS_PACKAGE}.") for name in API_STEPS}
+    use_cases = {path.stem for path in (REPO / "lockgen" / "api").glob("*.py") if path.stem != "__init__"}
     assert first_names("### Steps") == steps
     assert first_names("### Use cases") == use_cases
 
@@ -210,7 +207,7 @@ def test_every_module_the_feature_table_names_exists() -> None:
                 path = REPO / "lockgen" / name if "/" in name else REPO / folder / name
                 assert path.is_file(), f"{row[0]}: {name} is not in {folder}"
         for step in re.findall(r"`(\w+_steps|pypi)`", row[2]):
-            assert f"lockgen.api.{step}" in API_STEPS, f"{row[0]}: {step}"
+            assert f"{STEPS_PACKAGE}.{step}" in API_STEPS, f"{row[0]}: {step}"
 
 
 LOCK_BUILDER = "lockgen/core/lock_builder.py"
@@ -244,14 +241,15 @@ def api_closure(name: str) -> set[str]:
             continue
         seen.add(current)
         path = REPO.joinpath(*current.split(".")).with_suffix(".py")
-        pending.extend(n for n in real_modules(lockgen_imports(path)) if n.startswith("lockgen.api.") and n not in seen)
+        pending.extend(n for n in real_modules(lockgen_imports(path))
+                       if n.startswith("lockgen.api.") and n not in seen and n != STEPS_PACKAGE)
     return seen - {name}
 
 
 def test_a_plain_environment_build_needs_no_team_step() -> None:
     """shared_steps builds every environment (materialize, check, export): it reaches no team step (issue 32)."""
-    assert api_closure("lockgen.api.shared_steps") & {"lockgen.api.team_steps", "lockgen.api.held_base_steps"} == set()
-    assert "lockgen.api.team_steps" in api_closure("lockgen.api.held_base_steps")  # the walk sees steps at all
+    assert api_closure("lockgen.api.steps.shared_steps") & {"lockgen.api.steps.team_steps", "lockgen.api.steps.held_base_steps"} == set()
+    assert "lockgen.api.steps.team_steps" in api_closure("lockgen.api.steps.held_base_steps")  # the walk sees steps at all
 
 
 def positional_records(path: Path) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.api import interpreter_steps
+from lockgen.api.steps import interpreter_steps
 from lockgen.api.export import export
 from lockgen.model.requests import ExportRequest, FromLock
 from lockgen.errors import UserError

@@ -190,7 +190,7 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
     assert kept is None or (isinstance(kept["tree"], str) and isinstance(kept["verdict"], dict))
 
 
-LOADED = ("pydantic", "yaml", "lockgen.api.shared_steps", "lockgen.adapters.lockfile_yaml", "lockgen.adapters.installers")
+LOADED = ("pydantic", "yaml", "lockgen.api.steps.shared_steps", "lockgen.adapters.lockfile_yaml", "lockgen.adapters.installers")
 SHOW_LOADED = ("import atexit, runpy, sys\n"
                f"atexit.register(lambda: print('loaded:', [m for m in {LOADED!r} if m in sys.modules], file=sys.stderr))\n"
                "sys.argv = ['lockgen', *sys.argv[1:]]\nrunpy.run_module('lockgen', run_name='__main__')\n")
@@ -216,7 +216,7 @@ def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_ste
     assert run_cli("materialize", str(lock), "--prefix", str(prefix)).returncode == 0  # keeps the verdict
     assert _loaded("materialize", str(lock), "--prefix", str(prefix)) == (0, "loaded: []")
     code, loaded = _loaded("materialize", str(other), "--prefix", str(prefix))
-    assert code == 1 and "lockgen.api.shared_steps" in loaded
+    assert code == 1 and "lockgen.api.steps.shared_steps" in loaded
     code, loaded = _loaded("materialize", str(lock), "--prefix", str(prefix), "--platform", "linux-aarch64")
     assert code == 1 and "lockgen.adapters.lockfile_yaml" in loaded
     (prefix / "lib" / "libfoo.txt").write_text("moved\n")

@@ -262,7 +262,7 @@ def test_a_base_image_label_cannot_move_the_team_environment_out_of_a_folder(pre
 
 def test_a_team_lock_without_services_is_refused_on_a_base_that_runs_them() -> None:
     """The base's launcher would stay under the team's layers (they delete nothing): refused, with the ways out."""
-    from lockgen.api.held_base_steps import refuse_leftover_services
+    from lockgen.api.steps.held_base_steps import refuse_leftover_services
     from lockgen.errors import UserError
     from lockgen.model.lock import Lock, LockMetadata
 

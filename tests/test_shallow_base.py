@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.api import base_steps
+from lockgen.api.steps import base_steps
 from lockgen.core.image_platform import choose_manifest
 from lockgen.errors import LockgenError
 from lockgen.model.base_image import RegistryBase

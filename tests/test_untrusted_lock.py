@@ -136,7 +136,7 @@ def test_a_conda_entry_naming_another_version_than_its_archive_is_refused(tmp_pa
 
 def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Path) -> None:
     """demo 2.0 pinned to demo-1.0's wheel, renamed demo-2.0-…whl: its METADATA and dist-info still say 1.0."""
-    from lockgen.api.manifest_steps import manifest_of
+    from lockgen.api.steps.manifest_steps import manifest_of
     from lockgen.digests import file_digest
     from lockgen.model.lock import LockedPackage
 
@@ -154,7 +154,7 @@ def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Pat
 
 
 def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path: Path, home: Path) -> None:
-    from lockgen.api.manifest_steps import manifest_of
+    from lockgen.api.steps.manifest_steps import manifest_of
     from lockgen.digests import file_digest
     from lockgen.model.lock import LockedPackage
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.api.attestation_steps import attached_certificates, attest
-from lockgen.api.conformance_steps import read_manifests
-from lockgen.api.image_proof_steps import prove_image
+from lockgen.api.steps.attestation_steps import attached_certificates, attest
+from lockgen.api.steps.conformance_steps import read_manifests
+from lockgen.api.steps.image_proof_steps import prove_image
 from lockgen.core.image_reference import parse_reference
 from lockgen.digests import file_digest
 from lockgen.model.attestation import AttachedCertificate

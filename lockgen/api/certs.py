@@ -17,8 +17,8 @@ from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
-from lockgen.api import team_steps
-from lockgen.api.certificate_steps import list_certificates, read_certificate
+from lockgen.api.steps import team_steps
+from lockgen.api.steps.certificate_steps import list_certificates, read_certificate
 from lockgen.core.certify import FigureChange, compare_figures, require_comparable
 from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, LockgenError, UserError

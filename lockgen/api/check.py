@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.api.conformance_steps import conform, read_manifests
+from lockgen.api.steps.conformance_steps import conform, read_manifests
 from lockgen.errors import UserError
 from lockgen.model.requests import CheckRequest, CheckTarget, Image, Prefix, Python
 from lockgen.model.results import Conformance, Drift, ImageDrift
 
 if TYPE_CHECKING:
-    from lockgen.api.shared_steps import Meter
+    from lockgen.api.steps.shared_steps import Meter
 
 
 def check(request: CheckRequest, progress: Callable[[str], None] = lambda _: None,
@@ -48,7 +48,7 @@ def check_prefix(prefix: Path, full: bool) -> Drift:
     """Files missing, extra or changed against the manifest; only files whose size or mtime moved are
     re-hashed unless `full`."""
     from lockgen.adapters import conda_meta, env_manifest
-    from lockgen.api.shared_steps import recorded_drift
+    from lockgen.api.steps.shared_steps import recorded_drift
 
     if not (prefix / env_manifest.MANIFEST).is_file():
         if (prefix / conda_meta.FOLDER).is_dir():
@@ -82,7 +82,7 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix. With `lock`, the image must come from exactly that lock."""
     from lockgen.adapters import env_manifest, image_source
-    from lockgen.api.image_proof_steps import SBOM_INSIDE, sbom_problems
+    from lockgen.api.steps.image_proof_steps import SBOM_INSIDE, sbom_problems
     from lockgen.core.drift import manifest_drift
 
     with image_source.unpacked(source, progress, insecure, lock, meter) as image:
@@ -104,7 +104,7 @@ def check_lock(lock_path: Path, target: CheckTarget, manifests: Path | None = No
     if not isinstance(target, Image):
         return conform(lock_path, _prefix_of(target), platform, manifests, progress, meter, allow_foreign=allow_foreign,
                        fingerprints=not full)
-    from lockgen.api.image_proof_steps import prove_image
+    from lockgen.api.steps.image_proof_steps import prove_image
 
     read_manifests(lock_path, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
     return prove_image(lock_path, target.source, manifests, platform, target.insecure, target.prefix, progress, meter,

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lockgen.api.stack_steps import load_stack
-from lockgen.api.torch_source_steps import TorchSources
+from lockgen.api.steps.stack_steps import load_stack
+from lockgen.api.steps.torch_source_steps import TorchSources
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window, judge_build
 from lockgen.core.credentials import scrub_url
 from lockgen.core.explain import Candidate, cpu_target_candidates, newest_first

@@ -26,10 +26,10 @@ from typing import Any
 
 from lockgen.adapters import conda_meta, env_manifest, file_guard, home, image_source, image_tree, oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api import held_base_steps, base_steps, interpreter_steps
-from lockgen.api.conformance_steps import conform
-from lockgen.api.materialize_steps import lock_platform
-from lockgen.api.shared_steps import Meter, build_environment
+from lockgen.api.steps import held_base_steps, base_steps, interpreter_steps
+from lockgen.api.steps.conformance_steps import conform
+from lockgen.api.steps.materialize_steps import lock_platform
+from lockgen.api.steps.shared_steps import Meter, build_environment
 from lockgen.core.image_config import image_config, is_environment_prefix, service_files
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx

@@ -12,7 +12,7 @@ from typing import Any
 
 from lockgen.adapters import release_evidence
 from lockgen.adapters.pypi_index import PYPI
-from lockgen.api.stack_steps import load_stack
+from lockgen.api.steps.stack_steps import load_stack
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, arch_list_for, build_cuda
 from lockgen.core.credentials import scrub_url
 from lockgen.core.facts import load_facts, toolkits_ascending

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.api.attestation_steps import attached_certificates
-from lockgen.api.certificate_steps import list_certificates
+from lockgen.api.steps.attestation_steps import attached_certificates
+from lockgen.api.steps.certificate_steps import list_certificates
 from lockgen.core.fleet_html import status_page
 from lockgen.core.fleet_status import status_rows
 from lockgen.core.stack_layout import CERT_SUFFIX

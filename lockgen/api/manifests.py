@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lockgen.adapters import manifest_store
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.manifest_steps import bundle_of
+from lockgen.api.steps.manifest_steps import bundle_of
 
 
 def write_manifests(lock_path: Path, out: Path, progress: Callable[[str], None], known: Path | None = None) -> int:

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.api.materialize_steps import materialized
+from lockgen.api.steps.materialize_steps import materialized
 
 if TYPE_CHECKING:
-    from lockgen.api.shared_steps import Meter
+    from lockgen.api.steps.shared_steps import Meter
 
 
 def materialize(lock_path: Path, platform: str | None, prefix: Path | None,

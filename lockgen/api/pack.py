@@ -23,9 +23,9 @@ from pathlib import Path
 
 from lockgen.adapters import file_guard, home, http_deadline, package_store, pack_archive, wheel_mirror
 from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
-from lockgen.api.manifest_steps import keep_wheel_manifest
-from lockgen.api.materialize_steps import lock_platform
-from lockgen.api.shared_steps import Meter, materialize_into
+from lockgen.api.steps.manifest_steps import keep_wheel_manifest
+from lockgen.api.steps.materialize_steps import lock_platform
+from lockgen.api.steps.shared_steps import Meter, materialize_into
 from lockgen.core import pack_rules
 from lockgen.core.pack_rules import INDEX, LOCK, Planned
 from lockgen.errors import PackError

@@ -25,7 +25,7 @@ from pathlib import Path
 from lockgen.adapters import inventory_file, inventory_probe, manifest_store, pypi_index
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text
-from lockgen.api.manifest_steps import manifest_of
+from lockgen.api.steps.manifest_steps import manifest_of
 from lockgen.core import lock_builder
 from lockgen.core.conformance import compare
 from lockgen.core.expected_env import from_installed_record, python_xy, wheel_expected

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters import oci_layout, registry, registry_image
-from lockgen.api import attestation_steps
+from lockgen.api.steps import attestation_steps
 from lockgen.errors import HostError, UserError
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import checked_lock_text, load_lock
 from lockgen.adapters.stack_file import declared_extends
-from lockgen.api import team_steps
-from lockgen.api.stack_steps import load_stack
+from lockgen.api.steps import team_steps
+from lockgen.api.steps.stack_steps import load_stack
 from lockgen.core import lock_builder, lock_meta, stack_layout, team
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.pypi_plan import PypiPlan
     from lockgen.core.freshness import Staleness
-    from lockgen.api.torch_source_steps import TorchSources
+    from lockgen.api.steps.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
@@ -54,7 +54,7 @@ class _Context:
 
     def torch_sources(self, progress: Progress) -> "TorchSources":
         """One reader of the stack's torch sources per run (each page read once)."""
-        from lockgen.api.torch_source_steps import TorchSources
+        from lockgen.api.steps.torch_source_steps import TorchSources
 
         if self._sources is None:
             self._sources = TorchSources(self.facts, self.spec, progress)
@@ -101,7 +101,7 @@ def _context(stack_path: Path, aliases: Sequence[str], insecure: bool = False,
     the team's locks, an input like a channel's index, so even --check and --dry-run keep it)."""
     extends = declared_extends(stack_path)
     if extends is not None and stack_layout.names_an_image(extends):
-        from lockgen.api.image_base_steps import fetch_base_lock  # registries and layouts: only for an image base
+        from lockgen.api.steps.image_base_steps import fetch_base_lock  # registries and layouts: only for an image base
 
         fetch_base_lock(stack_path, extends, insecure, progress)
     spec, channels = load_stack(stack_path, aliases)
@@ -208,7 +208,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     conda = [(target, window, request, next(solved)) for target, window, requests in plans for request in requests]
     pypi = {}
     if context.spec.pypi_dependencies:
-        from lockgen.api.pypi import resolve_pypi
+        from lockgen.api.steps.pypi import resolve_pypi
 
         pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, stand_ins, preferred,
                             require_held=context.base_is_lock and hold_base)

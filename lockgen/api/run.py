@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from lockgen.adapters import env_process
 from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.adapters.tool_runner import find_tool
-from lockgen.api.materialize_steps import materialized
+from lockgen.api.steps.materialize_steps import materialized
 from lockgen.core import activation as rules
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.node_match import TargetFit, choose, fit, node_summary
@@ -27,7 +27,7 @@ from lockgen.model.node import NodeFacts
 from lockgen.model.spec import StackSpec
 
 if TYPE_CHECKING:
-    from lockgen.api.shared_steps import Meter
+    from lockgen.api.steps.shared_steps import Meter
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from lockgen import __version__
 from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.conformance_steps import conform, read_manifests
-from lockgen.api.image_proof_steps import prove_opened
+from lockgen.api.steps.conformance_steps import conform, read_manifests
+from lockgen.api.steps.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
 from lockgen.core.envelopes import conv_floors, node_floors

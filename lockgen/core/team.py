@@ -1,8 +1,8 @@
 """Team stacks' pure rules (`[stack] extends`): the base lock's packages as holds under the team's solve, which
 base packages a solve moved, the entries a team lock takes from a base that is a lock, and what a team export
 takes from its base image (the layer key each package has, the prefix it goes to, the base's Python and what it
-needs). The files and images these rules are applied to are read by the steps: `api/team_steps` (resolve) and
-`api/held_base_steps` (export).
+needs). The files and images these rules are applied to are read by the steps: `api/steps/team_steps` (resolve) and
+`api/steps/held_base_steps` (export).
 
 A check-only entry of a base lock (a build no index publishes, such as a vendor's own torch) is offered to uv as a
 stand-in of its name and version, so its name must be a project name and its version PEP 440."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from lockgen.adapters import uv_resolver
-from lockgen.api.torch_source_steps import TorchSources
+from lockgen.api.steps.torch_source_steps import TorchSources
 from lockgen.core.cuda_components import components_text, window_constraints
 from lockgen.core.explain import decision
 from lockgen.core.facts_inference import Inference, with_inferred

@@ -21,7 +21,7 @@ from lockgen.core.confined import child
 from lockgen.core.platforms import choose_platform
 
 if TYPE_CHECKING:
-    from lockgen.api.shared_steps import Meter
+    from lockgen.api.steps.shared_steps import Meter
     from lockgen.model.lock import LoadedLock, Lock
 
 
@@ -51,7 +51,7 @@ def materialized(lock_path: Path, platform: str | None, prefix: Path | None, pro
         if digest is not None:
             progress(f"{final} is already materialized (unchanged since it was made)")
             return final, digest
-    from lockgen.api.shared_steps import materialize_into
+    from lockgen.api.steps.shared_steps import materialize_into
 
     loaded = loaded or _read(lock_path)
     return final, materialize_into(loaded, lock_platform(loaded.lock, platform), final, progress, meter, allow_md5, verify)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
 from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs
-from lockgen.api.manifest_steps import manifest_of
-from lockgen.api.wheel_steps import install_proven
+from lockgen.api.steps.manifest_steps import manifest_of
+from lockgen.api.steps.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated

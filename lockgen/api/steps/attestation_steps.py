@@ -17,7 +17,7 @@ from typing import Any
 
 from lockgen.adapters import signing
 from lockgen.adapters.oci_distribution import MAX_BLOB, Registry
-from lockgen.api.certificate_steps import read_certificate, validated_body
+from lockgen.api.steps.certificate_steps import read_certificate, validated_body
 from lockgen.core.attestation import (artifact_manifest, certificate_annotations, certificate_referrers,
                                       certificate_subject, descriptor, envelope, merged_referrers, pae, read_envelope,
                                       read_statement, referrer_entry, referrers_tag, statement, statement_binding)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lockgen.adapters import home, layer_members
 from lockgen.adapters.atomic_files import write_bytes_atomic
-from lockgen.api import base_steps
+from lockgen.api.steps import base_steps
 from lockgen.core import stack_layout
 from lockgen.core.image_config import is_environment_prefix
 from lockgen.errors import LockFormatError, UserError

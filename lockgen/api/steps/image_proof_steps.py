@@ -15,8 +15,8 @@ from typing import Any
 
 from lockgen.adapters import image_source, oci_layout
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api.conformance_steps import conform
-from lockgen.api.shared_steps import Meter
+from lockgen.api.steps.conformance_steps import conform
+from lockgen.api.steps.shared_steps import Meter
 from lockgen.core.image_config import image_config
 from lockgen.core.image_whole import config_differences, environment_prefix, outside_problems
 from lockgen.core.lock_builder import LockgenMeta

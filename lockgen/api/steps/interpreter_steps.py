@@ -30,7 +30,7 @@ from typing import Any
 
 from lockgen.adapters import installers
 from lockgen.adapters.program_files import program_file
-from lockgen.api import base_steps
+from lockgen.api.steps import base_steps
 from lockgen.core.layer_lookup import file_at
 from lockgen.core.program_start import MACHINES, program_start
 from lockgen.core.wheel_files import shown

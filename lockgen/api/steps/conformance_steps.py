@@ -20,7 +20,7 @@ from lockgen.errors import UserError
 from lockgen.model.results import Conformance
 
 if TYPE_CHECKING:
-    from lockgen.api.shared_steps import Meter
+    from lockgen.api.steps.shared_steps import Meter
 ALLOWED_FOREIGN = "allowed foreign files"
 SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
 CARRIED_LOCK = "the image's own lock"  # .lockgen/lock.conda-lock.yml, which must be the lock checked against
@@ -32,8 +32,8 @@ def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None
     `conform` then finds each manifest kept."""
     from lockgen.adapters import manifest_store
     from lockgen.adapters.lockfile_yaml import load_lock
-    from lockgen.api.manifest_steps import expected_manifests
-    from lockgen.api.materialize_steps import lock_platform
+    from lockgen.api.steps.manifest_steps import expected_manifests
+    from lockgen.api.steps.materialize_steps import lock_platform
 
     lock = load_lock(lock_path)
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
@@ -110,8 +110,8 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
 
     from lockgen.adapters import bytecode_proof, manifest_store
     from lockgen.adapters.lockfile_yaml import read_lock
-    from lockgen.api.manifest_steps import expected_packages
-    from lockgen.api.materialize_steps import lock_platform
+    from lockgen.api.steps.manifest_steps import expected_packages
+    from lockgen.api.steps.materialize_steps import lock_platform
     from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
     from lockgen.core.expected_env import expected_digest, lock_python, site_packages_of
     from lockgen.core.image_config import service_files

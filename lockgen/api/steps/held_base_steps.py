@@ -31,7 +31,7 @@ from lockgen.adapters import conda_meta, env_manifest, manifest_store
 from lockgen.adapters import layer_members
 from lockgen.adapters.layer_members import LayerOpener
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.api import team_steps
+from lockgen.api.steps import team_steps
 from lockgen.core import lock_builder
 from lockgen.core.expected_env import is_wheel, lock_python, package_expected, site_packages_of
 from lockgen.core.image_config import service_files
