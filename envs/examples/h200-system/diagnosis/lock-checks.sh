@@ -4,7 +4,7 @@
 # (/opt/torch/.venv, 68,934 files) proven against the committed h200 lock three times (the first check hashes
 # every file and proves each __pycache__ file against its source with a Python of its tag; a later one finds the
 # whole verdict kept under $LOCKGEN_HOME/conformance, bound to one stat walk of the tree, or else trusts the
-# per-file fingerprints), then verify --quick without the lock and bound to it, twice (certificate NAME).
+# per-file fingerprints), against sha256sum of every file with one process per core, then verify --quick without the lock and bound to it, twice (certificate NAME).
 set -uo pipefail
 sys=envs/examples/h200-system
 out="${OUT:-$sys/diagnosis}"
@@ -21,6 +21,12 @@ allow=(--allow-foreign $site/_virtualenv.py --allow-foreign $site/_virtualenv.pt
 lg() { python3 -m lockgen "$@"; }
 python3 --version; $PY --version
 echo "pyc files in the venv: $(find /opt/torch/.venv -name '*.pyc' | wc -l)"
+echo "== the floor: sha256sum of every file of the venv, one process per core ($(nproc)); twice, the first warms the file cache"
+find /opt/torch/.venv -type f -print0 > /tmp/venv-files.0
+echo "files: $(tr -cd '\0' < /tmp/venv-files.0 | wc -c)"
+for run in cold warm; do
+  ( time xargs -0 -P"$(nproc)" -n 256 sha256sum < /tmp/venv-files.0 > /dev/null ) 2>&1 | grep -E "^(real|user|sys)" | tr '\n' ' '; echo "($run)"
+done
 for run in first second third; do
   echo "== check --lock ($run)"
   ( time lg check --lock "$L" --python "$PY" --manifests "$M" "${allow[@]}" --json > /tmp/check-$run.json ) 2>&1 | tail -4
