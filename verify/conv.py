@@ -44,7 +44,7 @@ def _step(x: torch.Tensor, weights: list[torch.Tensor]) -> None:
     out.float().square().mean().backward()
 
 
-def _cudnn_settings() -> dict[str, object]:
+def _cudnn_settings() -> dict[str, bool]:
     backend = torch.backends.cudnn
     return {"enabled": backend.enabled, "benchmark": backend.benchmark, "deterministic": backend.deterministic}
 

@@ -64,6 +64,7 @@ def convolution(results: Results, device: torch.device) -> None:
     finally:
         torch.backends.cudnn.allow_tf32 = previous
     for name, got, want in (("forward", out, ref), ("grad_input", xd.grad, xr.grad), ("grad_weight", wd.grad, wr.grad)):
+        assert got is not None and want is not None  # backward() above gave every leaf its grad
         error = _relative_error(got.detach().cpu(), want.detach())
         results.check("correctness", f"conv_{name}", error <= 1e-4, f"relative error {error:.2e} (limit 1e-04)", error)
 

@@ -19,6 +19,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -106,7 +108,7 @@ def _ddp_step(results: Results, device: torch.device, rank: int) -> None:
                   f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}")
 
 
-def _where_they_differ(named: list[tuple[str, torch.Tensor]], spread: torch.Tensor) -> str:
+def _where_they_differ(named: Sequence[tuple[str, torch.Tensor]], spread: torch.Tensor) -> str:
     """Which parameter tensors differ between ranks and by how much (the spread is max - min over ranks)."""
     differing, offset = [], 0
     for name, parameter in named:
@@ -140,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if use_cuda:
         torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=dt.timedelta(seconds=args.timeout_s),
-                            **({"device_id": device} if use_cuda else {}))
+    bound: dict[str, Any] = {"device_id": device} if use_cuda else {}  # a keyword older torch lacks: CUDA only
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=dt.timedelta(seconds=args.timeout_s), **bound)
     rank, world = dist.get_rank(), dist.get_world_size()
     if local_rank == 0 and args.joined:
         open(args.joined, "w").close()

@@ -72,7 +72,7 @@ def processes(nvml: Nvml, index: int) -> list[dict[str, object]] | None:
             memory = None if info.used_memory == _NOT_AVAILABLE else round(info.used_memory / 2**20)
             found.setdefault(info.pid, {"pid": info.pid, "name": _process_name(nvml.lib, info.pid), "memory_mib": memory,
                                         "kind": kind})
-    return sorted(found.values(), key=lambda p: int(p["pid"]))
+    return [found[pid] for pid in sorted(found)]
 
 
 def memory(nvml: Nvml, index: int) -> dict[str, float] | None:
@@ -127,8 +127,8 @@ def at_rest(nvml: Nvml, index: int) -> dict[str, object]:
         if time.monotonic() >= deadline:
             break
         time.sleep(0.1)
-    utils = [r["util"] for r in readings if r.get("util") is not None]
-    masks = {int(r["clock_limits"]) for r in readings if r.get("clock_limits") is not None}
+    utils = [v for v in (r.get("util") for r in readings) if v is not None]
+    masks = {int(v) for v in (r.get("clock_limits") for r in readings) if v is not None}
     return {"util_at_rest": max(utils) if utils else None,
             "clock_limits_at_rest": sorted({n for m in masks for n in clock_limit_names(m)})}
 

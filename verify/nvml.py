@@ -140,7 +140,7 @@ class Telemetry:
 
     def during(self, device: int, start: float, end: float) -> dict[str, object]:
         """The statistics of one GPU's samples between two `time.monotonic()` readings (one phase)."""
-        return _statistics([s for s in self.samples.get(device, []) if start <= s["t"] <= end])
+        return _statistics([s for s in self.samples.get(device, []) if s["t"] is not None and start <= s["t"] <= end])
 
     def summary(self) -> dict[str, object]:
         return {"available": self.nvml.available, "error": self.nvml.error, "interval_s": self.interval,
@@ -152,10 +152,10 @@ def _statistics(samples: list[dict[str, float | None]]) -> dict[str, object]:
     """min/max/mean per quantity, and the clock limits seen (by name)."""
     stats: dict[str, object] = {}
     for key in ("util", "power_w", "temp_c", "sm_mhz", "mem_mhz"):
-        values = [s[key] for s in samples if s.get(key) is not None]
+        values = [v for v in (s.get(key) for s in samples) if v is not None]
         if values:
             stats[key] = {"min": min(values), "max": max(values), "mean": round(sum(values) / len(values), 1)}
-    masks = {int(s["clock_limits"]) for s in samples if s.get("clock_limits") is not None}
+    masks = {int(v) for v in (s.get("clock_limits") for s in samples) if v is not None}
     limits = sorted({name for mask in masks for name in clock_limit_names(mask)})
     if limits:
         stats["clock_limits_seen"] = limits

@@ -26,7 +26,7 @@ FREE_MEMORY_FRACTION = 0.9  # of the GPU's memory, unless lockgen's envelope say
 def node_checks(results: Results, nvml: Nvml, own_pids: set[int], expected: dict[str, Any]) -> dict[str, Any]:
     """The node checks of CUDA device 0 (the one the kernel uses); returns its readings."""
     index = nvml_index(0)
-    reading = node_health.health(nvml, index)
+    reading: dict[str, Any] = node_health.health(nvml, index)  # its values: each reading's own kind
     if not reading.get("available"):
         results.check("node", "readings", True, f"NVML is not available here ({nvml.error or 'no GPU'}): node checks skipped")
         return reading

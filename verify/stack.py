@@ -90,7 +90,7 @@ def _cudnn_text(version: int | None) -> str | None:
 
 def _driver_from_torch() -> str | None:
     try:
-        return str(torch._C._cuda_getDriverVersion())  # CUDA driver API version, e.g. 13000
+        return str(torch._C._cuda_getDriverVersion())  # type: ignore[attr-defined]  # CUDA builds only, absent from torch's stubs; the CUDA driver API version, e.g. 13000
     except Exception:
         return None
 

@@ -12,7 +12,9 @@ import contextlib
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -98,7 +100,7 @@ def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator
 
 
 def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer: bool = False
-               ) -> tuple[nn.Module, torch.optim.Optimizer | TorchOpsAdamW, tuple[torch.Tensor, torch.Tensor]]:
+               ) -> tuple[Gpt, torch.optim.Optimizer | TorchOpsAdamW, tuple[torch.Tensor, torch.Tensor]]:
     """The model, its AdamW and the batch of a run from `seed`. On GPUs the optimizer is fused and capturable
     (the step count stays on the GPU, as a CUDA graph needs: verify.graphs replays this run); with
     `ops_optimizer` it is the same update in torch ops (`verify.adamw`: no torch._dynamo import)."""
@@ -112,7 +114,7 @@ def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer
 
 
 def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0,
-              compiled: bool = False, warmup: int = 3, ops_optimizer: bool = False) -> dict[str, object]:
+              compiled: bool = False, warmup: int = 3, ops_optimizer: bool = False) -> dict[str, Any]:
     """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
     `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs a few
     more steps each start from an idle GPU, and the median host time to issue one is `host_issue_ms`:
@@ -148,7 +150,7 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
             "flops_per_token": flops_per_token(model, config)}
 
 
-def train_step(forward: nn.Module, optimizer: torch.optim.Optimizer | TorchOpsAdamW, scaler: torch.amp.GradScaler, inputs: torch.Tensor,
+def train_step(forward: Callable[[torch.Tensor], torch.Tensor], optimizer: torch.optim.Optimizer | TorchOpsAdamW, scaler: torch.amp.GradScaler, inputs: torch.Tensor,
                targets: torch.Tensor, config: GptConfig, mode: str, in_graph: bool = False) -> torch.Tensor:
     """One step in a precision mode (fp32, tf32, bf16 autocast, fp16 autocast with the scaler): the loss.
     Inside a CUDA graph autocast's cast cache is off (cached casts would outlive the capture)."""
@@ -165,7 +167,7 @@ def train_step(forward: nn.Module, optimizer: torch.optim.Optimizer | TorchOpsAd
         # fp16 keeps autocast's fp32 loss, since its range would underflow the softmax gradients
         loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
     scaler.scale(loss).backward()
-    scaler.step(optimizer)
+    scaler.step(optimizer)  # type: ignore[arg-type]  # GradScaler duck-types it: TorchOpsAdamW has the param_groups and step() it uses
     scaler.update()
     return loss
 

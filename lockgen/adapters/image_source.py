@@ -164,10 +164,10 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
             root = work / "root"
             _unpack_final(layout, root, meter, manifest)
         prefix = environment_in(root, labels.get(PREFIX_LABEL, IMAGE_PREFIX))  # an adopted one keeps its own path
-        manifest, _ = env_manifest.build(prefix)
+        environment, _ = env_manifest.build(prefix)
         yield UnpackedImage(digest=digest, labels=labels, root=root,
                             recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
-                            manifest=manifest, environment=env_manifest.digest(manifest), prefix=prefix)
+                            manifest=environment, environment=env_manifest.digest(environment), prefix=prefix)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

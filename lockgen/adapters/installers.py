@@ -9,7 +9,7 @@ import errno
 import os
 import posixpath
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from lockgen.adapters import file_roots
@@ -20,16 +20,16 @@ from lockgen.model.lock import LockedPackage
 
 
 def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path,
-                  installed: list[Path] = ()) -> None:
+                  installed: Sequence[Path] = ()) -> None:
     """Links verified archives into `prefix`, with `final_prefix` patched into every placeholder.
     `installed`: conda-meta records already in `prefix` whose packages stay as they are (a base
     environment the prefix is built on; its files need not be there)."""
     import rattler
 
     async def run() -> None:
-        present = [rattler.PrefixRecord.from_path(str(path)) for path in installed]
+        present = [rattler.PrefixRecord.from_path(path) for path in installed]
         records = [await rattler.RepoDataRecord.from_package_archive(str(path)) for path in archives]
-        await rattler.install([*present, *records], target_prefix=str(prefix), cache_dir=str(cache),
+        await rattler.install([*present, *records], target_prefix=str(prefix), cache_dir=cache,
                               installed_packages=present, platform=rattler.Subdir(platform), execute_link_scripts=False,
                               show_progress=False, alternative_target_prefix=str(final_prefix))
 

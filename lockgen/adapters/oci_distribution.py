@@ -191,7 +191,7 @@ class Registry:
             return False
         raise self._refused(f"mounting blob {digest[:19]}… from {source_repository}", answer)
 
-    def push_blob_stream(self, digest: str, size: int, stream: IO[bytes]) -> None:
+    def push_blob_stream(self, digest: str, size: int, stream: IO[bytes] | io.RawIOBase) -> None:
         """Uploads `size` bytes read from `stream` (never held whole) as blob `digest` unless the repository has
         it; the registry checks the digest as it closes the upload. The POST meets any challenge first, as a
         stream cannot be sent twice."""

@@ -161,7 +161,7 @@ class ChannelSet:
                 pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
         return rattler.solve(
             self._rattler_channels(), specs, gateway=self.gateway(),
-            platforms=[request.platform, "noarch"], virtual_packages=virtual, constraints=constraints,
+            platforms=[rattler.Subdir(request.platform), "noarch"], virtual_packages=virtual, constraints=constraints,
             pinned_packages=pinned_records, exclude_newer=self.exclude_newer)
 
     def _pinned_records(self, platform: str, pinned: list[tuple[str, str, str]]) -> list[Any]:

@@ -45,12 +45,13 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
             inference = sources.inference(target, platform, spec.python) if spec.python else None
             judged = with_inferred(facts, inference) if inference else facts
             found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python))
-    for platform in spec.platforms_of(target) if channels is not None else ():
-        for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
-            verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)
-            rule = "ptx-jit" if verdict.kind == "ptx" and verdict.allowed else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
-            found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]),
-                                   platform, verdict.allowed, rule, verdict.reason.split(": ", 1)[-1]))
+    if channels is not None:
+        for platform in spec.platforms_of(target):
+            for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
+                verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)
+                rule = "ptx-jit" if verdict.kind == "ptx" and verdict.allowed else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
+                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]),
+                                       platform, verdict.allowed, rule, verdict.reason.split(": ", 1)[-1]))
     candidates = newest_first(found)
     admitted = [c for c in candidates if c.admitted]
     return {

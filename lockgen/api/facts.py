@@ -55,19 +55,20 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
         report = check(options.index_url, platforms, spec.python or "3.12", spec.pypi_exclude_newer, progress)
     facts = load_facts()
     builds, toolkits = [], {t["cuda"]: t["why"] for t in report["unknown_cuda_toolkits"]}
-    for platform in platforms if channels is not None else ():
-        progress(f"reading the stack's channels for pytorch/libtorch builds on {platform}")
-        for candidate in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
-            cuda = build_cuda(candidate)
-            if cuda is None:
-                continue
-            label = f"{candidate.name} {candidate.version} {candidate.build}"
-            if cuda not in facts.cuda_toolkits:
-                toolkits.setdefault(cuda, f"named by {label}; no driver floor in the facts")
-            arch_list, inferred = arch_list_for(facts, candidate, cuda, platform, spec.unknown_releases)
-            if arch_list is None or inferred:
-                builds.append({"build": label, "platform": platform, "cuda": cuda, "channel": scrub_url(candidate.channel),
-                               "decision": inferred or f"no arch list known for CUDA {cuda} builds from this channel: refused"})
+    if channels is not None:
+        for platform in platforms:
+            progress(f"reading the stack's channels for pytorch/libtorch builds on {platform}")
+            for candidate in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
+                cuda = build_cuda(candidate)
+                if cuda is None:
+                    continue
+                label = f"{candidate.name} {candidate.version} {candidate.build}"
+                if cuda not in facts.cuda_toolkits:
+                    toolkits.setdefault(cuda, f"named by {label}; no driver floor in the facts")
+                arch_list, inferred = arch_list_for(facts, candidate, cuda, platform, spec.unknown_releases)
+                if arch_list is None or inferred:
+                    builds.append({"build": label, "platform": platform, "cuda": cuda, "channel": scrub_url(candidate.channel),
+                                   "decision": inferred or f"no arch list known for CUDA {cuda} builds from this channel: refused"})
     return {**report, "valid_as_of": facts.valid_as_of or "undated", "origin": facts.origin, "conda_builds": builds,
             "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))]}
 

@@ -157,7 +157,7 @@ def _pinned(document: NodeInventory, source: str, source_sha256: str, target: st
         first = failed[0]
         raise UserError(f"{len(failed)} distributions have files changed since they were installed; {first.dist.key}: "
                         f"{first.problems[0]}", "reinstall them, or accept a changed file by name with --accept-changed PATH")
-    entries = [(o.package, o.manifest) for o in outcomes if o.package is not None]
+    entries = [(o.package, o.manifest) for o in outcomes if o.package is not None and o.manifest is not None]  # set together
     entries += [_check_only(o.dist, inventory.site_packages, platform) for o in outcomes if o.unpublished]
     lock = lock_builder.pinned_lock(target, source, source_sha256, platform,
                                     python_xy(inventory.python), accepted, unpublished,

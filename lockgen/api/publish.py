@@ -24,10 +24,10 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     size = sum(int(layer.get("size", 0)) for layer in layers)
     progress(f"pushing {len(layers)} layers ({size / 1e6:,.1f} MB compressed) to {reference}")
     source, absent = oci_layout.base_source(layout), oci_layout.missing_blobs(layout, manifest)
-    if absent and source is None:
-        raise UserError(f"{layout} lacks {len(absent)} layer blobs and records no base registry they live in",
-                        "copy the layout whole, or export it again")
     if absent:  # a shallow layout (export --base docker://…): skopeo cannot read it, lockgen puts it itself
+        if source is None:
+            raise UserError(f"{layout} lacks {len(absent)} layer blobs and records no base registry they live in",
+                            "copy the layout whole, or export it again")
         progress(f"{len(absent)} base layers are not in the layout: mounted or streamed from {source}")
         pushed = registry_image.push(layout, oci_layout.blob_path(layout, local).read_bytes(), manifest,
                                      manifest.get("mediaType", MANIFEST_MEDIA_TYPE), reference, source, insecure, progress)

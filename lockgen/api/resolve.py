@@ -47,9 +47,15 @@ class _Context:
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
     _sources: "TorchSources | None" = None
 
+    @property
+    def conda_channels(self) -> "ChannelSet":
+        """The channels, asked for only behind spec.has_conda (load_stack reads them for every such stack)."""
+        assert self.channels is not None, "a stack with conda dependencies has its channels read"
+        return self.channels
+
     def candidates(self, platform: str) -> list[CandidateBuild]:
         if platform not in self._candidates:
-            self._candidates[platform] = self.channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
+            self._candidates[platform] = self.conda_channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
         return self._candidates[platform]
 
     def torch_sources(self, progress: Progress) -> "TorchSources":
@@ -86,10 +92,10 @@ class _Context:
         digests: dict[str, str] = {}
         hashes: dict[str, str] = {}
         for request in requests:
-            platform_digests = self.channels.index_digests(request.platform, request.specs) if self.spec.has_conda else {}
+            platform_digests = self.conda_channels.index_digests(request.platform, request.specs) if self.spec.has_conda else {}
             digests.update(platform_digests)
             plan = (pypi or {}).get(request.platform)
-            extra = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
+            extra: dict[str, str | list[str]] = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
             hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
         return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes,
                                               self.stack_path.name, pypi, self.facts.valid_as_of, base, moved, base_lock)
@@ -147,7 +153,7 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         packages = [p for t, _, r, found in conda if t is target for p in found]
         packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
         plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
-        base = (context.spec.extends, bases[target.name][1]) if target.name in bases else None
+        base = (context.spec.extends, bases[target.name][1]) if target.name in bases and context.spec.extends else None
         base_lock = bases[target.name][0] if target.name in bases and context.base_is_lock else None
         if base_lock is not None:
             packages = [p for r in requests for p in team.with_base_entries(
@@ -198,7 +204,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
         progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")
 
     try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
-        solved = iter(context.channels.solve_all(jobs, done) if context.spec.has_conda else
+        solved = iter(context.conda_channels.solve_all(jobs, done) if context.spec.has_conda else
                       [team.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)

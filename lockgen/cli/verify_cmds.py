@@ -249,9 +249,9 @@ def _require_pass(admission: Admission, arch: str, lock: Optional[Path]) -> None
             print(line)
         fail(f"{digest[:23]}… is not the image of {lock}: {proof.lines()[0]}", "its lock-bound certificates do not "
              "count: certify this image itself (lockgen verify --image) and attach that certificate")
-    if any(a.body.passed and a.body.arch == arch for a in admission.counted):
+    if any(a.body is not None and a.body.passed and a.body.arch == arch for a in admission.counted):
         return
-    carried = ", ".join(f"{a.body.arch} {'PASS' if a.body.passed else 'FAIL'}" for a in admission.found)
+    carried = ", ".join(f"{a.body.arch} {'PASS' if a.body.passed else 'FAIL'}" for a in admission.found if a.body is not None)
     uncounted = [a for a in admission.found if a.verified and a not in admission.counted]
     why = (f"; {len(uncounted)} bound only to a lock, which count once the image is proven that lock's (--lock LOCK)"
            if uncounted and lock is None else "")

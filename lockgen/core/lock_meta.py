@@ -56,7 +56,7 @@ def torch_sources_text(spec: StackSpec) -> str:
     return "; ".join([scrub_url(spec.pypi_options.index_url)] + [f"{v} @ {scrub_url(u)}" for v, u in sources])
 
 
-def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_digests: dict[str, str]) -> str:
+def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_digests: dict[str, str | list[str]]) -> str:
     """One digest of every input of one platform's solve (conda-lock's `content_hash`)."""
     return canonical_digest({
         "spec": spec_digest(spec),

@@ -172,7 +172,7 @@ def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path |
         taken.append(bool(registry.push_manifest(digest, manifest, MANIFEST_MEDIA_TYPE)))
         pushed.append((digest, json.loads(manifest)["artifactType"]))
     listed_by = "referrers API" if all(taken) else f"index at tag {tag}"
-    if not all(taken) and index != before:  # no OCI-Subject answer: the client keeps the tag's index
+    if not all(taken) and index is not None and index != before:  # no OCI-Subject answer: the client keeps the tag's index
         registry.push_manifest(tag, index, INDEX_MEDIA_TYPE)
     for digest, artifact_type in pushed:
         progress(f"attached {digest[:19]}… ({artifact_type}), listed by the {listed_by}")

@@ -27,8 +27,9 @@ saying to push it first.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple, cast
 
 from lockgen.adapters import oci_layout, registry_image
 from lockgen.adapters.layer_members import LayerOpener
@@ -108,7 +109,8 @@ def layer_opener(base: Base) -> LayerOpener:
     stops, so only what is read is downloaded)."""
     if isinstance(base, RegistryBase):
         client = Registry(_reference(base), base.insecure)
-        return lambda layer: client.blob_stream(layer["digest"])
+        # a CheckedStream reads as IO[bytes] (read, readinto, close); its base io.RawIOBase's stub is not IO
+        return lambda layer: cast(AbstractContextManager[IO[bytes]], client.blob_stream(layer["digest"]))
     return lambda layer: oci_layout.blob_path(base, layer["digest"]).open("rb")
 
 
