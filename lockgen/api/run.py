@@ -95,7 +95,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     else:
         lock = _lock_of(wanted.source, wanted.target, progress)
         loaded = read_lock(lock)
-        where, _ = materialized(lock, wanted.platform, wanted.prefix, progress, meter, loaded=loaded)
+        where, _ = materialized(loaded, wanted.platform, wanted.prefix, progress, meter)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
     kind = env_process.environment_kind(where)
     if kind is None:

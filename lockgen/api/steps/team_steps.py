@@ -9,7 +9,9 @@ the same way, and the team lock takes their entries from it as they are, whether
 dependencies need them (there is no base stack to solve again); a check-only entry (a build no index
 publishes, such as a vendor's own torch) is offered to uv as a stand-in of its name and version, so the
 team's requirements on it are solved against that version (its own requirements are not known: the
-inventory keeps no METADATA)."""
+inventory keeps no METADATA).
+
+Export and certs read here the base lock a team lock names (its `lockgen.extends`), once."""
 
 from __future__ import annotations
 
@@ -30,6 +32,12 @@ def held_base_path(team_lock_path: Path, team_lock: Lock) -> Path | None:
     stack that extends no base."""
     extends = LockgenMeta(team_lock).extends
     return stack_layout.team_lock_base(team_lock_path, extends, LockgenMeta(team_lock).target) if extends else None
+
+
+def held_base(team_lock_path: Path, team_lock: Lock) -> LoadedLock | None:
+    """The base lock a team lock file names, read once; None when it names none or the file is not there."""
+    path = held_base_path(team_lock_path, team_lock)
+    return read_lock(path) if path is not None and path.is_file() else None
 
 
 def base_lock(stack: LoadedStack, target: Target) -> LoadedLock:
