@@ -36,7 +36,7 @@ from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 from lockgen.model.requests import Environment, Image, Prefix, Python
-from lockgen.model.results import Conformance
+from lockgen.model.results import Conformance, Verified
 
 
 
@@ -72,7 +72,7 @@ class _Run:
     rendezvous: kernel.Rendezvous | None
 
 
-def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
     """Runs the kernel in the environment, judges it, and writes the (signed) certificate. With an image,
     the kernel runs in the image's environment, unpacked (every layer checked, the environment digest
     recomputed), on this host's kernel and driver, as a container runtime would run it. The lock is read
@@ -106,7 +106,7 @@ def _interpreter(target: Prefix | Python | None) -> str:
 
 
 def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image,
-                         progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+                         progress: Callable[[str], None]) -> Verified:
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
     with image_source.opened(target.source, progress, target.insecure) as opened:
@@ -140,7 +140,7 @@ def _conformance(options: VerifyOptions, loaded: LoadedLock, prefix: Path, final
 
 
 def _verify(options: VerifyOptions, given: _Run, python: str, image: image_source.UnpackedImage | None,
-            conformance: Conformance | None, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+            conformance: Conformance | None, progress: Callable[[str], None]) -> Verified:
     started = dt.datetime.now(dt.timezone.utc)
     arch, rendezvous = normalize_arch(options.arch), given.rendezvous
     if arch != "cpu":
@@ -200,7 +200,7 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
     _emit(body, options, progress)
-    return path, body
+    return Verified(path, body)
 
 
 def _emit(body: CertificateBody, options: VerifyOptions, progress: Callable[[str], None]) -> None:
