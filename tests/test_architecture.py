@@ -286,11 +286,14 @@ def test_the_positional_record_rule_catches_a_planted_tuple(tmp_path: Path) -> N
 
 def one_of_checks(path: Path) -> list[int]:
     """Lines where a module counts which of --prefix, --python and --image were given (`sum(x is not None for x
-    in (prefix, python, image))`): the one-of rule, which `cli/ui.environment` checks once for every command."""
+    in (prefix, python, image))`, or pairs of flag and value, `(("--prefix", prefix), ("--image", image))`): the
+    one-of rule, which `cli/ui.environment` checks once for every command."""
     lines = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Tuple) and len(node.elts) >= 2:
-            names = {getattr(e, "id", None) for e in node.elts}
+            values = [e.elts[1] if isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)
+                      else e for e in node.elts]  # a (flag, value) pair counts as its value
+            names = {getattr(e, "id", None) for e in values}
             if {"prefix", "image"} <= names and names <= {"prefix", "python", "image"}:
                 lines.append(node.lineno)
     return sorted(lines)
@@ -306,5 +309,6 @@ def test_the_one_of_rule_catches_a_second_count(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text('"""probe"""\n\ndef check(prefix, python, image):\n'
                      '    if sum(x is not None for x in (prefix, python, image)) != 1:\n        raise ValueError\n'
-                     '    return (prefix, image), (python, prefix)\n')
-    assert one_of_checks(probe) == [4, 6]
+                     '    return (prefix, image), (python, prefix)\n\ndef slurm(prefix, python, image):\n'
+                     '    return [f for f, v in (("--python", python), ("--prefix", prefix), ("--image", image)) if v]\n')
+    assert one_of_checks(probe) == [4, 6, 9]
