@@ -286,11 +286,14 @@ def test_the_positional_record_rule_catches_a_planted_tuple(tmp_path: Path) -> N
 
 def one_of_checks(path: Path) -> list[int]:
     """Lines where a module counts which of --prefix, --python and --image were given (`sum(x is not None for x
-    in (prefix, python, image))`): the one-of rule, which `cli/ui.environment` checks once for every command."""
+    in (prefix, python, image))`, or pairs of flag and value, `(("--prefix", prefix), ("--image", image))`): the
+    one-of rule, which `cli/ui.environment` checks once for every command."""
     lines = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Tuple) and len(node.elts) >= 2:
-            names = {getattr(e, "id", None) for e in node.elts}
+            values = [e.elts[1] if isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)
+                      else e for e in node.elts]  # a (flag, value) pair counts as its value
+            names = {getattr(e, "id", None) for e in values}
             if {"prefix", "image"} <= names and names <= {"prefix", "python", "image"}:
                 lines.append(node.lineno)
     return sorted(lines)
@@ -306,5 +309,89 @@ def test_the_one_of_rule_catches_a_second_count(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text('"""probe"""\n\ndef check(prefix, python, image):\n'
                      '    if sum(x is not None for x in (prefix, python, image)) != 1:\n        raise ValueError\n'
-                     '    return (prefix, image), (python, prefix)\n')
-    assert one_of_checks(probe) == [4, 6]
+                     '    return (prefix, image), (python, prefix)\n\ndef slurm(prefix, python, image):\n'
+                     '    return [f for f, v in (("--python", python), ("--prefix", prefix), ("--image", image)) if v]\n')
+    assert one_of_checks(probe) == [4, 6, 9]
+
+
+INPUT_READERS = {"read_lock", "load_lock", "read_stack", "lock_file.read", "file_digest"}
+# the one step that reads each input a use case hands down: the stack (with its base and the base's lock),
+# and a team's base locks (one per target, and the one a team lock names)
+READS_ITS_INPUT = {"lockgen.api.steps.stack_steps": {"read_stack"}, "lockgen.api.steps.team_steps": {"read_lock", "lock_file.read"}}
+
+
+def reader_calls(path: Path) -> list[str]:
+    """The calls of a module that read a lock or a stack file (or hash a file by its path), as `name:line`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = (f"{func.value.id}.{func.attr}" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id == "lock_file" else func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+        if name in INPUT_READERS:
+            found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_steps_take_the_inputs_their_use_case_read() -> None:
+    """Each input is read once per command (issue 32): a use case reads its lock (`read_lock`, or `lock_file.read`
+    where only its digest may be needed) and its stack (through `stack_steps`) and hands the value down; no other
+    step reads a lock or stack file again, or hashes one by its path."""
+    for path in modules("lockgen/api/steps"):
+        allowed = READS_ITS_INPUT.get(module_name(path), set())
+        wrong = [call for call in reader_calls(path) if call.split(":")[0] not in allowed]
+        assert wrong == [], f"{path}: {wrong} (take the LoadedLock, LockBytes or LoadedStack the use case read)"
+
+
+def test_api_hashes_no_file_by_its_path() -> None:
+    """A digest a use case needs is of the bytes it read (`LoadedLock.sha256`, `LockBytes.sha256`): hashing the
+    file again by its path is a second read, of a file that may have changed in between."""
+    for path in modules("lockgen/api"):
+        hashed = [call for call in reader_calls(path) if call.startswith("file_digest:")]
+        assert hashed == [], f"{path}: {hashed}"
+
+
+def test_the_read_once_rules_catch_a_step_that_reads_again(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""probe"""\n\nfrom lockgen.adapters import lock_file\n\ndef conform(lock, lock_path, stack_path):\n'
+                     '    again = lock_file.read(lock_path)\n    loaded = read_lock(lock_path)\n'
+                     '    digest = file_digest(lock_path)\n    return stack_file.read_stack(stack_path), lock.sha256\n')
+    assert reader_calls(probe) == ["lock_file.read:6", "read_lock:7", "file_digest:8", "read_stack:9"]
+
+
+STACK_PARSERS = {"parse_stack_text", "extends_of"}
+STACK_READER = "lockgen/adapters/stack_file.py"
+# who reads a stack: the step resolve, explain and facts check share, and run's detect (which needs no channels)
+STACK_READERS = {"lockgen.api.steps.stack_steps", "lockgen.api.run"}
+
+
+def stack_parses(path: Path) -> list[int]:
+    """The lines where a module parses a stack's text itself (`parse_stack_text`, `extends_of`)."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in STACK_PARSERS]
+
+
+def reads_stacks(path: Path) -> bool:
+    """Whether a module imports the stack reader (`adapters/stack_file.py`)."""
+    return any(name == "lockgen.adapters.stack_file" or name.startswith("lockgen.adapters.stack_file.")
+               for name in imports_of(path))
+
+
+def test_a_stack_is_read_in_one_place_once() -> None:
+    """A stack is read by `adapters/stack_file.read_stack`, once, into a `LoadedStack` (its text, spec, base
+    located once, the base's lock): resolve, explain and facts check through `stack_steps`, detect and run in
+    `run`; no other module reads a stack file or parses its text again (before issue 32 resolve read the stack
+    for its `extends`, then again whole)."""
+    readers = {module_name(path) for path in modules("lockgen") if reads_stacks(path)}
+    assert readers == STACK_READERS
+    for path in modules("lockgen/api") + modules("lockgen/adapters") + modules("lockgen/cli"):
+        if path.relative_to(REPO).as_posix() != STACK_READER:
+            assert stack_parses(path) == [], f"{path}: {stack_parses(path)} (take the LoadedStack)"
+
+
+def test_the_stack_rules_catch_a_second_reader_and_a_second_parse(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""probe"""\n\nfrom lockgen.core import spec_parse\n\ndef base_of(path):\n'
+                     '    from lockgen.adapters.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n')
+    assert reads_stacks(probe) and stack_parses(probe) == [7]

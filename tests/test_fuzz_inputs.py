@@ -187,7 +187,7 @@ def test_check_image_of_an_edited_layout(tmp_path: Path, image: Path, data: st.D
 def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject) -> None:
     """`extends` naming a lock: whatever the lock file holds, reading the team stack parses or fails as one
     located error line (the base lock is read before the team stack)."""
-    from lockgen.adapters.stack_file import parse_stack_file
+    from lockgen.adapters.stack_file import read_stack
 
     folder = Path(tempfile.mkdtemp(dir=tmp_path))
     base = REPO / "envs" / "examples" / "h200-system" / "locks" / "h200.conda-lock.yml"
@@ -196,7 +196,7 @@ def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject
     (folder / "team.toml").write_text(f'[stack]\nname = "t"\nextends = "{extends}"\n[pypi-dependencies]\nsix = "*"\n'
                                       '[targets.h200]\narch = "cpu"\n')
     try:
-        parse_stack_file(folder / "team.toml")
+        read_stack(folder / "team.toml")
     except LockgenError as error:
         _clean_failure(error)
 

@@ -152,7 +152,7 @@ def test_a_lock_s_python_has_one_precedence_for_every_reader(tmp_path: Path, con
     """The conda python (the interpreter the environment runs, whose folder its wheels go into) over the version
     the lock records, which stands alone for a lock without one (a venv's): what export and check place wheels by
     is what a team stack on that lock takes as its Python."""
-    from lockgen.adapters.lockfile_yaml import dump_lock
+    from lockgen.adapters.lockfile_yaml import dump_lock, read_lock
     from lockgen.adapters.stack_file import lock_base
     from lockgen.core.expected_env import lock_python
     from lockgen.model.lock import Lock, LockedPackage, LockMetadata, PackageHash
@@ -167,7 +167,7 @@ def test_a_lock_s_python_has_one_precedence_for_every_reader(tmp_path: Path, con
     path = tmp_path / "base.conda-lock.yml"
     path.write_text(dump_lock(lock))
     assert lock_python(lock, "linux-64") == expected
-    assert lock_base(path, "stack.toml").python == expected
+    assert lock_base(read_lock(path), "stack.toml").python == expected
 
 
 @settings(max_examples=80, deadline=None)
@@ -187,16 +187,20 @@ def test_a_wheel_s_layer_key_is_one_from_its_lock_entry_and_its_dist_info(name: 
     assert dist_info_key(folder) == package_key(entry)
 
 
-@pytest.mark.parametrize("extends, expected", [
-    ("../platform/stack.toml", "../platform/locks/cpu.conda-lock.yml"),
-    ("../vendor/locks/node.conda-lock.yml", "../vendor/locks/node.conda-lock.yml"),
-    ("docker://registry.example/base@sha256:" + "ab" * 32, "locks/_base.conda-lock.yml"),
-    ("../base-img", "locks/_base.conda-lock.yml"),
+@pytest.mark.parametrize("extends, expected, kind, image", [
+    ("../platform/stack.toml", "../platform/locks/cpu.conda-lock.yml", "stack", None),
+    ("../vendor/locks/node.conda-lock.yml", "../vendor/locks/node.conda-lock.yml", "lock", None),
+    ("docker://registry.example/base@sha256:" + "ab" * 32, "locks/_base.conda-lock.yml", "image",
+     "docker://registry.example/base@sha256:" + "ab" * 32),
+    ("../base-img", "locks/_base.conda-lock.yml", "image", Path("/teams/ml/../base-img")),
 ])
-def test_where_a_base_lock_is_has_one_answer(extends: str, expected: str) -> None:
-    """From the team stack (resolve, the stack reader) and from a team lock file (export, certs): the same path."""
-    from lockgen.core.stack_layout import base_lock_path, team_lock_base
+def test_where_a_base_lock_is_has_one_answer(extends: str, expected: str, kind: str, image: object) -> None:
+    """From the team stack (resolve, the stack reader: located once) and from a team lock file (export, certs):
+    the same path."""
+    from lockgen.core.stack_layout import base_lock_of, located_base, team_lock_base
 
     team = Path("/teams/ml")
-    assert base_lock_path(team / "stack.toml", extends, "cpu") == team / expected
+    base = located_base(team / "stack.toml", extends)
+    assert (base.kind, base.image, base.is_lock) == (kind, image, kind != "stack")
+    assert base_lock_of(base, "cpu") == team / expected
     assert team_lock_base(team / "locks" / "cpu.conda-lock.yml", extends, "cpu") == team / expected

@@ -3,6 +3,7 @@ the multi-process path under torchrun (gloo), failing and hanging ranks, and tam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -14,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from typer.testing import CliRunner
+
+from lockgen.cli import app
 from tests.conftest import EXAMPLE_STACK, run_cli
+from tests.open_audit import opened
 from tests.torch_stack import torch_lock
 
 pytestmark = pytest.mark.slow
@@ -65,6 +70,22 @@ def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     assert {"startup", "torch_import", "gemm", "training", "determinism_start", "determinism", "total"} <= set(phases)
     spent = sum(v["value"] for k, v in phases.items() if k not in ("total", "torch_import") and not k.startswith("training_"))
     assert abs(spent - phases["total"]["value"]) <= 0.5 + 0.05 * phases["total"]["value"]
+
+
+def test_verify_reads_its_lock_and_expectations_once(conforming: tuple[Path, Path], tmp_path: Path) -> None:
+    """The conformance, the expectations and the certificate's subject all take the one lock verify read (its
+    entries and the sha256 of those bytes), and `--expect` is read once (issue 32; `tests/test_read_once.py`
+    counts the other commands' reads the same way)."""
+    python, lock = conforming
+    expect = tmp_path / "expect.json"
+    expect.write_text("{}")
+    with opened(lock, expect) as counts:
+        done = CliRunner().invoke(app, ["verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--python", str(python),
+                                        "--expect", str(expect), "--out", str(tmp_path / "once.cert.json")])
+    assert done.exit_code == 0, done.output
+    assert dict(counts) == {str(lock): 1, str(expect): 1}
+    assert json.loads((tmp_path / "once.cert.json").read_text())["certificate"]["subject"]["lock_sha256"] == \
+        hashlib.sha256(lock.read_bytes()).hexdigest()
 
 
 def test_a_lock_the_environment_is_not_is_refused_before_the_kernel(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lockgen.digests import canonical_json
+from lockgen.digests import canonical_json, file_digest
 
 if TYPE_CHECKING:
     from lockgen.model.lock import LockedPackage
@@ -82,6 +82,20 @@ def listed_paths(prefix: Path) -> dict[str, dict[str, Any]]:
         for entry in record.get("paths_data", {}).get("paths", []):
             expected[entry["_path"]] = entry
     return expected
+
+
+def changed_files(prefix: Path, expected: dict[str, dict[str, Any]], paths: Iterable[str]) -> list[str]:
+    """Those of `paths` (prefix-relative, listed in `expected`: `listed_paths`) whose content is not the sha256
+    their record states (in the prefix, else of the package); links, and files stating none, are not judged."""
+    changed = []
+    for relative in sorted(paths):
+        entry, path = expected[relative], prefix / relative
+        digest = entry.get("sha256_in_prefix") or entry.get("sha256")
+        if entry.get("path_type") == "softlink" or path.is_symlink() or digest is None:
+            continue
+        if file_digest(path) != digest:
+            changed.append(relative)
+    return changed
 
 
 def locked_packages(prefix: Path, platform: str) -> list[LockedPackage]:

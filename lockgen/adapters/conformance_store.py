@@ -103,12 +103,3 @@ def drop_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> None:
         _verdict_record(prefix, lock_sha256, context).unlink(missing_ok=True)
     except OSError:
         return
-
-
-def file_sha256(path: Path) -> str | None:
-    """The sha256 of a small file's bytes (the lock a verdict is keyed by), or None when it cannot be read (its
-    own reader says why, on the way that does the work)."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import env_manifest, image_layers, oci_layout, registry
-from lockgen.digests import canonical_json, file_digest
+from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_config import is_environment_prefix
 from lockgen.model.image import ImageConfig, ImageManifest, LayerEntry
+from lockgen.model.inputs import LockBytes
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
@@ -39,13 +40,13 @@ def is_reference(source: str) -> bool:
     return "://" in source and not source.startswith("file://")
 
 
-def require_lock(labels: dict[str, Any], lock: Path) -> None:
-    """Refuses an image that was not exported from exactly `lock`."""
-    wanted = file_digest(lock)
+def require_lock(labels: dict[str, Any], lock: LockBytes) -> None:
+    """Refuses an image that was not exported from exactly `lock` (its bytes, as read)."""
+    wanted = lock.sha256
     have = labels.get(LOCK_LABEL)
     if have != wanted:
         came_from = f"lock sha256 {str(have)[:16]}…" if have else "a lock it does not name (no lock label)"
-        raise UserError(f"the image was exported from {came_from}, not `{lock}` ({wanted[:16]}…)",
+        raise UserError(f"the image was exported from {came_from}, not `{lock.source}` ({wanted[:16]}…)",
                         "pass the lock the image was exported from, or export this lock")
 
 
@@ -146,7 +147,7 @@ def lockgen_image(opened: OpenedImage, prefix: str) -> UnpackedImage:
 
 @contextlib.contextmanager
 def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool = False,
-             lock: Path | None = None, meter: Callable[[str, int, int], None] | None = None) -> Iterator[UnpackedImage]:
+             lock: LockBytes | None = None, meter: Callable[[str, int, int], None] | None = None) -> Iterator[UnpackedImage]:
     """Yields a lockgen image unpacked in a temporary folder (removed afterwards); with `lock`, an image
     exported from another lock is refused before anything is unpacked."""
     source = str(source)

@@ -27,10 +27,9 @@ from lockgen.model.requests import Layering
 Meter = Callable[[str, int, int], None]
 
 
-def keep_lock(tree: Path, lock_path: Path) -> None:
-    """The lock itself, byte for byte, under `.lockgen/` (its sha256 is the image's lock label): a team stack
-    can `extends` the image and read its base lock from it."""
-    data = lock_path.read_bytes()
+def keep_lock(tree: Path, data: bytes) -> None:
+    """The lock itself, byte for byte (`data`: its bytes as the export read them), under `.lockgen/` (their
+    sha256 is the image's lock label): a team stack can `extends` the image and read its base lock from it."""
     (tree / LOCK_INSIDE).parent.mkdir(exist_ok=True)
     (tree / LOCK_INSIDE).unlink(missing_ok=True)  # a tree of hard links (--from-prefix): never write through one
     (tree / LOCK_INSIDE).write_bytes(data)

@@ -5,6 +5,7 @@ it is (by gzip's magic bytes), and validated whole by its model."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import zlib
 from pathlib import Path
@@ -27,11 +28,13 @@ def write(out: Path, document: NodeInventory) -> None:
     write_bytes_atomic(out, gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
 
 
-def read(path: Path) -> NodeInventory:
-    """The inventory in `path`, gzipped or not; a file that is not one is a user error."""
+def read(path: Path) -> tuple[NodeInventory, str]:
+    """The inventory in `path`, gzipped or not, and the sha256 of the file's bytes (the source a pinned lock
+    records), read once; a file that is not one is a user error."""
     try:
         raw = path.read_bytes()
-        return NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        document = NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        return document, hashlib.sha256(raw).hexdigest()
     except OSError as exc:
         raise UserError(f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote") from None
     except (ValidationError, EOFError, zlib.error):

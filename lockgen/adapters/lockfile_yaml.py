@@ -20,7 +20,9 @@ from pydantic import ValidationError
 
 from lockgen.errors import LockFormatError
 from lockgen.core import stack_layout
+from lockgen.adapters import lock_file
 from lockgen.core.lock_fields import check_lock
+from lockgen.model.inputs import LockBytes
 from lockgen.model.lock import LOCK_VERSION, LoadedLock, Lock
 
 HEADER = (
@@ -193,29 +195,33 @@ def _stack_instead(text: str, source: str) -> LockFormatError | None:
 
 
 def load_lock(path: Path) -> Lock:
-    """The checked entries of a lock file written by lockgen (or any conda-lock v1 file with the same fields)."""
+    """The checked entries of a lock file written by lockgen (or any conda-lock v1 file with the same fields),
+    for a reader that needs neither its bytes nor its digest."""
     return read_lock(path).lock
 
 
 def read_lock(path: Path) -> LoadedLock:
     """A lock file read once: its bytes, their sha256 and its entries, every field checked."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise LockFormatError(f"lock `{path}` does not exist", "run `lockgen resolve STACK` to write it") from None
-    except OSError as exc:
-        raise LockFormatError(f"cannot read lock `{path}`: {exc.strerror or exc}", "pass the path of a .conda-lock.yml") from None
-    return loaded_lock(data, str(path))
+    return parsed(lock_file.read(path))
 
 
-def loaded_lock(data: bytes, source: str) -> LoadedLock:
+def parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
+    """A lock whose bytes were read (once, by `lock_file.read`) with its entries parsed from those bytes; a lock
+    parsed already is itself."""
+    if isinstance(lock, LoadedLock):
+        return lock
+    return loaded_lock(lock.data, lock.source, lock.sha256)
+
+
+def loaded_lock(data: bytes, source: str, sha256: str | None = None) -> LoadedLock:
     """A lock from bytes already read (a lock a pack archive carries), checked as `read_lock` checks a file;
-    `source` names where the bytes came from in messages."""
+    `source` names where the bytes came from in messages; `sha256`: theirs, when already taken."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LockFormatError(f"lock `{source}` is not UTF-8 text (byte {exc.start})", "re-create it with `lockgen resolve`") from None
-    return LoadedLock(source=source, data=data, sha256=hashlib.sha256(data).hexdigest(), lock=parse_lock(text, source))
+    return LoadedLock(source=source, data=data, sha256=sha256 or hashlib.sha256(data).hexdigest(),
+                      lock=parse_lock(text, source))
 
 
 def parse_lock(text: str, source: str) -> Lock:

@@ -1,19 +1,21 @@
-"""Reads a `stack.toml` from disk for the pure parser (`core.spec_parse`), turning a missing or
-unreadable file into a SpecError naming it; a team stack's base (`[stack] extends`, a stack or a lock) is read
-first."""
+"""Reads a `stack.toml` from disk once for the pure parser (`core.spec_parse`), turning a missing or
+unreadable file into a SpecError naming it: the stack's text, its base located once (`core.stack_layout`) and
+read first (a base stack, or a lock: its own or the one its image carries, read once), and the spec parsed on
+it, as one `LoadedStack`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.spec_parse import extends_of, parse_stack_text
-from lockgen.core import stack_layout
-from lockgen.core.stack_layout import image_base_lock_path, names_a_base_lock
+from lockgen.core.stack_layout import located_base
 from lockgen.errors import LockgenError, SpecError
-from lockgen.model.spec import LockBase, StackSpec
-
+from lockgen.model.inputs import LoadedStack, StackBase
+from lockgen.model.lock import LoadedLock
+from lockgen.model.spec import LockBase
 
 
 def _read(path: Path) -> str:
@@ -25,44 +27,47 @@ def _read(path: Path) -> str:
         raise SpecError(f"cannot read stack file `{path}`: {exc}", "check the file's permissions and encoding") from None
 
 
-def declared_extends(path: Path) -> str | None:
-    """What the stack file at `path` says it extends, read before the whole file is parsed."""
-    return extends_of(_read(path), str(path))
-
-
-def parse_stack_file(path: Path) -> StackSpec:
+def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None = None) -> LoadedStack:
     """Reads and parses a stack file (and the base it `extends`, one level); every problem is a SpecError
-    naming file and line."""
+    naming file and line. `fetch_image_base`: for a base that is an image, the bytes of the lock it carries
+    (resolve fetches them and keeps them beside the team's locks); without it, the kept copy is read."""
     text = _read(path)
     extends = extends_of(text, str(path))
     if extends is None:
-        return parse_stack_text(text, str(path))
-    base_path = stack_layout.base_path(path, extends)
-    if names_a_base_lock(extends):
-        return parse_stack_text(text, str(path), lock_base(base_path, str(path)))
-    base_text = _read(base_path)
-    if extends_of(base_text, str(base_path)) is not None:
-        raise SpecError(f"the base stack {base_path} extends another stack itself",
+        return LoadedStack(path, text, parse_stack_text(text, str(path)))
+    base = located_base(path, extends)
+    if base.is_lock:
+        carried = fetch_image_base(base) if base.kind == "image" and fetch_image_base is not None else None
+        loaded = _base_lock(base, str(path), carried)
+        return LoadedStack(path, text, parse_stack_text(text, str(path), lock_base(loaded, str(path))), base, loaded)
+    base_text = _read(base.path)
+    if extends_of(base_text, str(base.path)) is not None:
+        raise SpecError(f"the base stack {base.path} extends another stack itself",
                         "extend the stack at the root of the chain: a team stack sits on one base", str(path))
-    return parse_stack_text(text, str(path), parse_stack_text(base_text, str(base_path)))
+    return LoadedStack(path, text, parse_stack_text(text, str(path), parse_stack_text(base_text, str(base.path))), base)
 
 
-def lock_base(path: Path, source: str) -> LockBase:
-    """What a team stack takes from the lock it extends (its target, platforms, Python, recorded hardware)."""
-    if not path.is_file():
-        raise SpecError(f"the base lock {path} does not exist", "resolve the team stack, which reads the lock its base "
-                        "image carries" if path == image_base_lock_path(path.parent.parent) else "pin or resolve it "
-                        "first (lockgen pin INVENTORY --target NAME --out PATH), or fix `extends`", source)
+def _base_lock(base: StackBase, source: str, carried: bytes | None) -> LoadedLock:
+    """The lock a team stack's base is (or its image carries: `carried`, its bytes when just fetched), read once."""
+    if carried is None and not base.path.is_file():
+        raise SpecError(f"the base lock {base.path} does not exist", "resolve the team stack, which reads the lock its base "
+                        "image carries" if base.kind == "image" else "pin or resolve it first (lockgen pin INVENTORY "
+                        "--target NAME --out PATH), or fix `extends`", source)
     try:
-        lock = load_lock(path)
+        return read_lock(base.path) if carried is None else loaded_lock(carried, str(base.path))
     except LockgenError as exc:
-        raise SpecError(f"the base lock {path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
+        raise SpecError(f"the base lock {base.path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
+
+
+def lock_base(loaded: LoadedLock, source: str) -> LockBase:
+    """What a team stack takes from the lock it extends (its target, platforms, Python, recorded hardware)."""
     from lockgen.core.expected_env import lock_python  # a stack on a lock's only
 
+    lock = loaded.lock
     target = LockgenMeta(lock).target
     pythons = {lock_python(lock, platform) for platform in lock.metadata.platforms} - {None}
     if not target or len(pythons) > 1:
-        raise SpecError(f"the base lock {path} names no target, or several Pythons",
+        raise SpecError(f"the base lock {loaded.source} names no target, or several Pythons",
                         "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)
     facts = LockgenMeta(lock).target_facts
     return LockBase(target=target, platforms=lock.metadata.platforms, python=next(iter(pythons), None), facts=facts)

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.steps.attestation_steps import attached_certificates, attest
 from lockgen.api.steps.conformance_steps import read_manifests
 from lockgen.api.steps.image_proof_steps import prove_image
 from lockgen.core.image_reference import parse_reference
-from lockgen.digests import file_digest
 from lockgen.model.attestation import AttachedCertificate
 from lockgen.model.results import Conformance
 
@@ -50,9 +50,9 @@ def admitting(image_reference: str, public_key: Path | None, insecure: bool, loc
         return Admission(digest, found, counted, None)
     pinned = parse_reference(image_reference).at(digest)  # the very image whose attestations were read
     progress(f"proving {pinned} the image of {lock} (its lock-bound attestations count only then)")
-    read_manifests(lock, None, None, progress)
-    proof = prove_image(lock, pinned, None, None, insecure, None, progress, None, ())
+    loaded = read_lock(lock)
+    read_manifests(loaded, None, None, progress)
+    proof = prove_image(loaded, pinned, None, None, insecure, None, progress, None, ())
     if proof.clean:
-        wanted = file_digest(lock)
-        counted += [a for a in lock_bound if a.body is not None and a.body.subject.lock_sha256 == wanted]
+        counted += [a for a in lock_bound if a.body is not None and a.body.subject.lock_sha256 == loaded.sha256]
     return Admission(digest, found, counted, proof)

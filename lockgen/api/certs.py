@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.adapters import signing
+from lockgen.adapters import lock_file, signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.core import stack_layout
@@ -20,7 +20,6 @@ from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.api.steps import team_steps
 from lockgen.api.steps.certificate_steps import list_certificates, read_certificate
 from lockgen.core.certify import FigureChange, compare_figures, require_comparable
-from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
 from lockgen.model.export_formats import NFD_VALID_FOR
@@ -40,7 +39,7 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
     """Reads a certificate, refusing changed bytes, a bad signature, or a lock it does not cover."""
     _, certificate = read_certificate(path, public_key)
     if lock is not None:
-        digest = file_digest(lock)
+        digest = lock_file.read(lock).sha256
         covered = certificate.certificate.subject.lock_sha256
         if covered != digest:
             raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lockgen.adapters import lock_file
 from lockgen.api.steps.conformance_steps import conform, read_manifests
 from lockgen.errors import UserError
 from lockgen.model.requests import CheckRequest, CheckTarget, Image, Prefix, Python
@@ -61,18 +62,10 @@ def _check_conda_meta(prefix: Path) -> Drift:
     """Drift of an environment lockgen did not make (say, by `rattler.install` itself), against the
     paths and hashes its conda-meta records list. Files under conda-meta/ and caches are not judged."""
     from lockgen.adapters import conda_meta, env_manifest
-    from lockgen.digests import file_digest
 
     expected = conda_meta.listed_paths(prefix)
     present = {p for p in env_manifest.walk(prefix) if not p.startswith(f"{conda_meta.FOLDER}/") and p != "CACHEDIR.TAG"}
-    modified = []
-    for relative in sorted(present & expected.keys()):
-        entry, path = expected[relative], prefix / relative
-        digest = entry.get("sha256_in_prefix") or entry.get("sha256")
-        if entry.get("path_type") == "softlink" or path.is_symlink() or digest is None:
-            continue
-        if file_digest(path) != digest:
-            modified.append(relative)
+    modified = conda_meta.changed_files(prefix, expected, present & expected.keys())
     missing = sorted(p for p in expected.keys() - present if not (prefix / p).is_symlink())
     return Drift(missing, sorted(present - expected.keys()), modified)
 
@@ -85,7 +78,8 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
     from lockgen.api.steps.image_proof_steps import SBOM_INSIDE, sbom_problems
     from lockgen.core.drift import manifest_drift
 
-    with image_source.unpacked(source, progress, insecure, lock, meter) as image:
+    exported_from = lock_file.read(lock) if lock is not None else None
+    with image_source.unpacked(source, progress, insecure, exported_from, meter) as image:
         if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
             drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
         else:
@@ -100,12 +94,17 @@ def check_lock(lock_path: Path, target: CheckTarget, manifests: Path | None = No
                allow_foreign: Sequence[str] = (), full: bool = False) -> Conformance:
     """Conformance of one environment, named by its prefix, its interpreter, or an image holding it. An
     environment on disk checked before against the same lock is proven by its files' fingerprints where they
-    did not move (`conformance_store`) unless `full`; an image is hashed whole each time."""
+    did not move (`conformance_store`) unless `full`; an image is hashed whole each time. The lock is read once:
+    for a prefix its bytes (a kept verdict needs only their sha256; the steps parse them when they work), for an
+    image parsed at once."""
+    lock = lock_file.read(lock_path)
     if not isinstance(target, Image):
-        return conform(lock_path, _prefix_of(target), platform, manifests, progress, meter, allow_foreign=allow_foreign,
+        return conform(lock, _prefix_of(target), platform, manifests, progress, meter, allow_foreign=allow_foreign,
                        fingerprints=not full)
+    from lockgen.adapters.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image
 
-    read_manifests(lock_path, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
-    return prove_image(lock_path, target.source, manifests, platform, target.insecure, target.prefix, progress, meter,
+    loaded = parsed(lock)
+    read_manifests(loaded, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
+    return prove_image(loaded, target.source, manifests, platform, target.insecure, target.prefix, progress, meter,
                        allow_foreign)

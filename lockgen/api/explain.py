@@ -30,7 +30,8 @@ _RULE_OF_KIND = {"newer-cuda": "driver-floor", "native": "native-kernels", "ptx"
 
 def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> dict[str, Any]:
     """The candidates of one target and their verdicts (a CUDA window a driver cannot reach is the error)."""
-    spec, channels = load_stack(stack_path, aliases)
+    stack, channels = load_stack(stack_path, aliases)
+    spec = stack.spec
     target = next((t for t in spec.targets if t.name == target_name), None)
     if target is None:
         raise UserError(f"no target `{target_name}` in {stack_path}",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import conda_meta, env_manifest, file_guard, home, image_source, image_tree, oci_layout
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.steps import held_base_steps, base_steps, interpreter_steps
 from lockgen.api.steps.conformance_steps import conform
 from lockgen.api.steps.materialize_steps import lock_platform
@@ -34,9 +34,9 @@ from lockgen.core.image_config import image_config, is_environment_prefix, servi
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx
 from lockgen.core.team import HeldEnvironment, package_key, team_prefix
-from lockgen.digests import canonical_json, file_digest
+from lockgen.digests import canonical_json
 from lockgen.errors import UserError
-from lockgen.model.lock import Lock
+from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.requests import ExportRequest, FromImage, FromPrefix, Layering
 from lockgen.model.results import Conformance, ExportedImage, ExportedIndex
 from lockgen.model.oci import (ARCHITECTURE, BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, COMPRESSION_LEVELS,
@@ -61,16 +61,17 @@ class BuiltTree:
 def export(request: ExportRequest, progress: Callable[[str], None],
            meter: Meter | None = None) -> ExportedImage | ExportedIndex:
     """Writes the image the request asks, atomically, to its `out`: from the lock (one platform, or an index
-    of several), from an existing prefix, or from a vendor's image."""
+    of several), from an existing prefix, or from a vendor's image. The lock is read once, here: every step
+    takes its entries, bytes and sha256 (the image's label, its carried copy, the conformance it is checked by)."""
     _checked_compression(request.layering)
-    source = request.source
+    source, loaded = request.source, read_lock(request.lock)
     if isinstance(source, FromPrefix):
-        return _export_prefix(request, source, progress, meter)
+        return _export_prefix(request, loaded, source, progress, meter)
     if isinstance(source, FromImage):
-        return _export_from_image(request, source, progress, meter)
+        return _export_from_image(request, loaded, source, progress, meter)
     if source.index:
-        return _export_index(request, source.platforms, progress, meter)
-    return _export_lock(request, source.platforms[0] if source.platforms else None, progress, meter)
+        return _export_index(request, loaded, source.platforms, progress, meter)
+    return _export_lock(request, loaded, source.platforms[0] if source.platforms else None, progress, meter)
 
 
 def _checked_compression(layering: Layering) -> None:
@@ -99,15 +100,13 @@ def _checked_out(out: Path, fmt: str) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _export_lock(request: ExportRequest, platform: str | None, progress: Callable[[str], None],
+def _export_lock(request: ExportRequest, loaded: LoadedLock, platform: str | None, progress: Callable[[str], None],
                  meter: Meter | None) -> ExportedImage:
     """The lock's environment built and written as one image. With a base (an OCI layout of one image, or a
     registry's) its layers come first and its config is kept, pinned by digest in the manifest's annotations."""
-    lock_path, base = request.lock, request.base
-    lock = load_lock(lock_path)
+    lock_path, base, lock, lock_digest = request.lock, request.base, loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
     _buildable_here(lock, chosen)
-    lock_digest = file_digest(lock_path)
     with _work_folder(request.out, request.fmt) as work:
         tree = work / "tree"
         read = base_steps.base_manifest(base, chosen, progress) if base is not None else None
@@ -122,22 +121,21 @@ def _export_lock(request: ExportRequest, platform: str | None, progress: Callabl
                                        venv_interpreter=interpreter, held=on_base)
         interpreter_steps.prove_python_starts(base, chosen, tree, prefix, _glibc(lock), progress)
         _drop_build_host_traces(tree)
-        image_tree.keep_lock(tree, lock_path)
+        image_tree.keep_lock(tree, loaded.data)
         digest = _write_image(BuiltTree(lock, chosen, lock_digest, env_digest, tree, prefix, held), work, request,
                               progress, meter)
     return ExportedImage(digest, env_digest)
 
 
-def _export_index(request: ExportRequest, platforms: Sequence[str], progress: Callable[[str], None],
+def _export_index(request: ExportRequest, loaded: LoadedLock, platforms: Sequence[str], progress: Callable[[str], None],
                   meter: Meter | None) -> ExportedIndex:
     """The lock's environment of each of `platforms` (every platform it locks when empty) as one image each,
     under one tag naming an OCI image index of them, each with its platform (`linux`, `amd64`/`arm64`).
     Layers two platforms share (noarch packages) are stored once."""
-    lock_path, out, fmt = request.lock, request.out, request.fmt
+    out, fmt, lock, lock_digest = request.out, request.fmt, loaded.lock, loaded.sha256
     if fmt == "docker-archive":
         raise UserError("a docker-archive holds one image, not an index of several platforms",
                         "pass --format oci-layout or oci-archive, or export one --platform")
-    lock = load_lock(lock_path)
     chosen = list(platforms) or list(lock.metadata.platforms)
     if len(set(chosen)) != len(chosen):
         raise UserError(f"a platform is named twice in {', '.join(chosen)}", "name each platform once")
@@ -149,7 +147,6 @@ def _export_index(request: ExportRequest, platforms: Sequence[str], progress: Ca
             raise UserError(f"the lock's {platform} environment is a venv (PyPI packages only), which runs on a base "
                             "image's Python, and an image index takes no --base", f"export one --platform {platform} "
                             "with --base IMAGE that has its Python, or give the stack a conda python")
-    lock_digest = file_digest(lock_path)
     with _work_folder(out, fmt) as work:
         layout = work / "layout"
         images, env_digests, sboms = [], {}, {}
@@ -159,7 +156,7 @@ def _export_index(request: ExportRequest, platforms: Sequence[str], progress: Ca
             env_digest = build_environment(lock, lock_digest, platform, tree, Path(IMAGE_PREFIX), progress, meter)
             interpreter_steps.prove_python_starts(None, platform, tree, IMAGE_PREFIX, _glibc(lock), progress, index=True)
             _drop_build_host_traces(tree)
-            image_tree.keep_lock(tree, lock_path)
+            image_tree.keep_lock(tree, loaded.data)
             manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(
                 BuiltTree(lock, platform, lock_digest, env_digest, tree, IMAGE_PREFIX), layout, request.layering, None,
                 progress, meter)
@@ -200,7 +197,7 @@ def _buildable_here(lock: Lock, platform: str) -> None:
                         f"export {platform} on a {platform} host, or pass --platform {native or 'of this host'}")
 
 
-def _export_prefix(request: ExportRequest, origin: FromPrefix, progress: Callable[[str], None],
+def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefix, progress: Callable[[str], None],
                    meter: Meter | None) -> ExportedImage:
     """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
     `image_prefix` says otherwise; refused unless it conforms to the lock (every file from the lock's
@@ -209,14 +206,14 @@ def _export_prefix(request: ExportRequest, origin: FromPrefix, progress: Callabl
     prefix = _checked_prefix(origin.image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
     if not source.is_dir():
         raise UserError(f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder")
-    lock = load_lock(lock_path)
+    lock = loaded.lock
     with _work_folder(request.out, request.fmt) as work:
         tree = work / "tree"
         progress(f"linking {source} into the image tree")
         image_tree.link_tree(source, tree)
         # checked after the links are made (they move every inode's ctime), so the manifest below takes the
         # sha256 of each file the check read while its inode is untouched since: the tree is hashed once
-        conformance = conform(lock_path, source, None, manifests, progress, meter, allow_foreign=origin.allow_foreign,
+        conformance = conform(loaded, source, None, manifests, progress, meter, allow_foreign=origin.allow_foreign,
                               carried_lock=False)  # the image gets this lock as its own
         if not conformance.clean:
             first = conformance.lines()[0]
@@ -226,14 +223,14 @@ def _export_prefix(request: ExportRequest, origin: FromPrefix, progress: Callabl
                                               progress)
         interpreter_steps.prove_python_starts(base, conformance.platform, source, prefix, _glibc(lock), progress)
         manifest = env_manifest.build(tree, hashed=conformance.hashes)[0]
-        env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
+        env_digest = _record_existing(tree, manifest, conformance, prefix, loaded)
         held, _ = _on_base(lock, lock_path, conformance.platform, base, prefix, progress, build_on=False)
         built = BuiltTree(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, prefix, held)
         digest = _write_image(built, work, request, progress, meter)
     return ExportedImage(digest, env_digest)
 
 
-def _export_from_image(request: ExportRequest, origin: FromImage, progress: Callable[[str], None],
+def _export_from_image(request: ExportRequest, loaded: LoadedLock, origin: FromImage, progress: Callable[[str], None],
                        meter: Meter | None) -> ExportedImage:
     """A vendor's image whose environment (at `image_prefix`, else its prefix label, else /opt/env) is the
     lock's, as lockgen's image of that lock: the vendor's layers unchanged (a registry's referenced by digest),
@@ -242,13 +239,13 @@ def _export_from_image(request: ExportRequest, origin: FromImage, progress: Call
     hashes); the image is unpacked to check it, never changed."""
     lock_path, source, vendor, manifests = request.lock, origin.source, request.base, origin.manifests
     assert vendor is not None  # the CLI reads --from-image as the base too
-    lock = load_lock(lock_path)
+    lock = loaded.lock
     with _work_folder(request.out, request.fmt) as work:
         with image_source.opened(source, progress, origin.insecure) as opened:
             prefix = _checked_prefix(origin.image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL)
                                      or IMAGE_PREFIX)
             inside = image_source.environment_in(opened.root, prefix)
-            conformance = conform(lock_path, inside, None, manifests, progress, meter, prefix, origin.allow_foreign,
+            conformance = conform(loaded, inside, None, manifests, progress, meter, prefix, origin.allow_foreign,
                                   carried_lock=False)  # the new image carries this lock instead
             if not conformance.clean:
                 raise UserError(f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
@@ -263,7 +260,7 @@ def _export_from_image(request: ExportRequest, origin: FromImage, progress: Call
                             "name the image by its digest (docker://HOST/REPO@sha256:…) or as a local layout")
         tree = work / "tree"
         tree.mkdir(parents=True)
-        env_digest = _record_existing(tree, manifest, conformance, prefix, lock_path)
+        env_digest = _record_existing(tree, manifest, conformance, prefix, loaded)
         held = frozenset(package_key(p) for p in lock.packages_for(conformance.platform))  # all in the vendor's layers
         built = BuiltTree(lock, conformance.platform, conformance.lock_sha256, env_digest, tree, prefix, held)
         layering = replace(request.layering, budget=1)  # one layer: the record; the rest are the vendor's
@@ -271,14 +268,14 @@ def _export_from_image(request: ExportRequest, origin: FromImage, progress: Call
     return ExportedImage(digest, env_digest)
 
 
-def _record_existing(tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, lock_path: Path) -> str:
+def _record_existing(tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, loaded: LoadedLock) -> str:
     """An existing environment's record in `tree/.lockgen/` (its manifest, bound to the lock it conforms to and
     the conformance digest, and the lock itself); returns the environment digest."""
     env_digest = env_manifest.digest(manifest)
     env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
                                             "platform": conformance.platform, "prefix": prefix,
                                             "conformance_digest": conformance.expected_digest})
-    image_tree.keep_lock(tree, lock_path)
+    image_tree.keep_lock(tree, loaded.data)
     return env_digest
 
 

@@ -47,7 +47,8 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
     """`check` against what a stack reads: its PyPI index (when it has PyPI dependencies) for its platforms,
     with its Python and exclude-newer, and every pytorch/libtorch build its conda channels offer whose CUDA,
     arch list or release the facts lack."""
-    spec, channels = load_stack(stack_path, aliases)
+    stack, channels = load_stack(stack_path, aliases)
+    spec = stack.spec
     platforms = tuple(dict.fromkeys(p for t in spec.targets if t.is_gpu for p in spec.platforms_of(t)))
     report: dict[str, Any] = {"index": None, "newer_releases": [], "unknown_cuda_toolkits": []}
     if spec.pypi_dependencies and platforms:

@@ -32,7 +32,7 @@ def write_slurm(folder: Path, job: CertifyJob, health: SlurmHealth) -> SlurmScri
     """Writes both scripts into `folder` (made if needed); each is executable and complete, or not there."""
     if (job.manifests or job.allow_foreign) and not job.lock:
         raise UserError("--manifests and --allow-foreign go with --lock", "pass --lock LOCK, the lock the nodes must be")
-    if not job.environment:
+    if job.environment is None:
         raise UserError("the scripts need the environment to certify on each node",
                         "pass --python PY, --prefix DIR or --image REF (PY and DIR may use $SLURMD_NODENAME)")
     prom_dir, nfd_dir, health_limit_s = health.prom_dir, health.nfd_dir, health.limit_s

@@ -1,6 +1,7 @@
 """Use case `lockgen materialize`: a lock becomes an environment (content-addressed, atomic,
 hash-checked, one at a time per target path: `materialize_steps`, which `lockgen run` shares; an environment
-found unchanged costs a stat walk, and nothing that builds is imported for it)."""
+found unchanged costs a stat walk, and nothing that builds is imported for it). The lock is read once, here: its
+bytes, parsed by the step only when it builds or names the store's prefix."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lockgen.adapters import lock_file
 from lockgen.api.steps.materialize_steps import materialized
 
 if TYPE_CHECKING:
@@ -20,4 +22,4 @@ def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
     fingerprint; an existing environment of the lock is then checked with `--full`)."""
-    return materialized(lock_path, platform, prefix, progress, meter, allow_md5, verify)
+    return materialized(lock_file.read(lock_path), platform, prefix, progress, meter, allow_md5, verify)

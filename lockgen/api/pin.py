@@ -31,7 +31,6 @@ from lockgen.core.conformance import compare
 from lockgen.core.expected_env import from_installed_record, python_xy, wheel_expected
 from lockgen.core.wheel_files import hex_of_record_hash, installed_to_prefix
 from lockgen.core.stack_layout import default_lock_path, manifests_path
-from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, UserError
 from lockgen.model.inventory import InstalledDistribution, NodeInventory
 from lockgen.model.lock import Lock, LockedPackage, PackageHash
@@ -106,8 +105,8 @@ def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_u
         accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
     """Writes the lock and its manifests bundle; returns (lock path, bundle path, lock)."""
     path = _lock_path(out, target)
-    return _pinned(inventory_file.read(inventory_path), inventory_path.name, file_digest(inventory_path), target, path, index,
-                   allow_unpublished, accept_changed, progress)
+    document, sha256 = inventory_file.read(inventory_path)
+    return _pinned(document, inventory_path.name, sha256, target, path, index, allow_unpublished, accept_changed, progress)
 
 
 def pin_python(python: str, target: str, out: Path | None, index: str, allow_unpublished: bool,

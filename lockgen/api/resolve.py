@@ -10,18 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import checked_lock_text, load_lock
-from lockgen.adapters.stack_file import declared_extends
+from lockgen.adapters.lockfile_yaml import checked_lock_text, load_lock, read_lock
 from lockgen.api.steps import team_steps
 from lockgen.api.steps.stack_steps import load_stack
 from lockgen.core import lock_builder, lock_meta, stack_layout, team
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.plan import explain_exclusions, plan_request
-from lockgen.digests import file_digest
 from lockgen.errors import UnsatisfiableError, UserError
 from lockgen.model.facts import GpuFacts
-from lockgen.model.lock import Lock, LockedPackage, LockMetadata
+from lockgen.model.inputs import LoadedStack, StackBase
+from lockgen.model.lock import LoadedLock, Lock, LockedPackage, LockMetadata
 from lockgen.model.names import normalize
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
 from lockgen.model.results import LockState, TargetResult
@@ -40,8 +39,7 @@ HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "
 
 @dataclass
 class _Context:
-    spec: StackSpec
-    stack_path: Path
+    stack: LoadedStack
     channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
     facts: GpuFacts = field(default_factory=load_facts)
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
@@ -67,9 +65,17 @@ class _Context:
         return self._sources
 
     @property
+    def spec(self) -> StackSpec:
+        return self.stack.spec
+
+    @property
+    def stack_path(self) -> Path:
+        return self.stack.path
+
+    @property
     def base_is_lock(self) -> bool:
         """Whether the stack extends a lock (an adopted environment) rather than a base stack."""
-        return self.spec.extends is not None and stack_layout.names_a_base_lock(self.spec.extends)
+        return self.stack.base is not None and self.stack.base.is_lock
 
     def lock_path(self, target: Target) -> Path:
         return stack_layout.lock_path(self.stack_path.parent, target.name)
@@ -103,15 +109,16 @@ class _Context:
 
 def _context(stack_path: Path, aliases: Sequence[str], insecure: bool = False,
              progress: Progress = lambda _: None) -> _Context:
-    """The stack and its channels; a base named by its image has the lock it carries read first (kept beside
-    the team's locks, an input like a channel's index, so even --check and --dry-run keep it)."""
-    extends = declared_extends(stack_path)
-    if extends is not None and stack_layout.names_an_image(extends):
+    """The stack, read once, and its channels; a base named by its image has the lock it carries fetched as the
+    stack is read (kept beside the team's locks, an input like a channel's index, so even --check and --dry-run
+    keep it)."""
+    def fetch_image_base(base: StackBase) -> bytes:
         from lockgen.api.steps.image_base_steps import fetch_base_lock  # registries and layouts: only for an image base
 
-        fetch_base_lock(stack_path, extends, insecure, progress)
-    spec, channels = load_stack(stack_path, aliases)
-    return _Context(spec, stack_path, channels)
+        return fetch_base_lock(base, insecure, progress)
+
+    stack, channels = load_stack(stack_path, aliases, fetch_image_base)
+    return _Context(stack, channels)
 
 
 def _selected(spec: StackSpec, names: Sequence[str]) -> list[Target]:
@@ -136,25 +143,26 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
             progress(f"resolving {target.name} ({target.arch}) for {request.platform}")
             for note in request.inferred_builds:
                 progress(f"  {note}")
-    bases = {t.name: team_steps.base_lock(stack_path, context.spec, t) for t, _, _ in plans} if context.spec.extends else {}
+    bases = {t.name: team_steps.base_lock(context.stack, t) for t, _, _ in plans} if context.spec.extends else {}
+    current = {t.name: _current_lock(context, t) for t, _, _ in plans} if updates else {}  # each read once
     released: dict[str, set[str]] = {}
     moved: dict[tuple[str, str], dict[str, str]] = {}
     try:
-        conda, pypi = _solve(context, plans, updates, bases, released, progress)
+        conda, pypi = _solve(context, plans, updates, current, bases, released, progress)
     except UnsatisfiableError as exc:
         if not bases:
             raise
-        moved = _moved_by_team(context, plans, updates, bases, exc, progress)
+        moved = _moved_by_team(context, plans, updates, current, bases, exc, progress)
         released = {name: {package for (t, _), changes in moved.items() if t == name for package in changes}
                     for name in bases}
-        conda, pypi = _solve(context, plans, updates, bases, released, progress)
+        conda, pypi = _solve(context, plans, updates, current, bases, released, progress)
     planned = []
     for target, window, requests in plans:
         packages = [p for t, _, r, found in conda if t is target for p in found]
         packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
         plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
-        base = (context.spec.extends, bases[target.name][1]) if target.name in bases and context.spec.extends else None
-        base_lock = bases[target.name][0] if target.name in bases and context.base_is_lock else None
+        base = (context.spec.extends, bases[target.name].sha256) if target.name in bases and context.spec.extends else None
+        base_lock = bases[target.name].lock if target.name in bases and context.base_is_lock else None
         if base_lock is not None:
             packages = [p for r in requests for p in team.with_base_entries(
                 base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
@@ -165,11 +173,12 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
     texts = [checked_lock_text(lock, f"resolved for target {target.name}") for target, lock in planned]  # all, then write
     results = []
     for (target, lock), text in zip(planned, texts):
-        path = context.lock_path(target)
-        if updates and _moved_nothing(path, target, lock):
+        path, old = context.lock_path(target), current.get(target.name)
+        if old is not None and _moved_nothing(old.lock, target, lock):
             progress(f"{target.name}: {_stays(lock, updates)} (the lock is unchanged)")
-            text = path.read_text(encoding="utf-8")
-        unchanged = path.is_file() and path.read_text(encoding="utf-8") == text
+            text = old.data.decode("utf-8")
+        on_disk = old.data if old is not None else path.read_bytes() if path.is_file() else None
+        unchanged = on_disk == text.encode("utf-8")
         if not dry_run and not unchanged:
             write_atomic(path, text)
         state: LockState = "unchanged" if unchanged else "would write" if dry_run else "wrote"
@@ -180,22 +189,23 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
 Plans = list[tuple[Target, "CudaWindow | None", list[SolveRequest]]]
 
 
-def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[str, tuple[Lock, str]],
-           released: dict[str, set[str]], progress: Progress, hold_base: bool = True) -> tuple[list, dict]:
+def _solve(context: _Context, plans: Plans, updates: Sequence[str], current: dict[str, LoadedLock],
+           bases: dict[str, LoadedLock], released: dict[str, set[str]], progress: Progress,
+           hold_base: bool = True) -> tuple[list, dict]:
     """The conda solves of every plan, then the PyPI layer on top: (conda results, PyPI results)."""
     jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
     pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
     stand_ins: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
     preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] = {}
     for target, _, requests in plans:
-        pinned, held_pip = _pins(context, target, updates) if updates else ({}, {})
+        pinned, held_pip = _pins(context, target, updates, current[target.name].lock) if updates else ({}, {})
         if target.name in bases and hold_base:
-            base_holds = team.holds(bases[target.name][0], released.get(target.name, set()))
+            base_holds = team.holds(bases[target.name].lock, released.get(target.name, set()))
             pinned, held_pip = team.with_team_pins(base_holds, (pinned, held_pip))
         if target.name in bases:
-            stand_ins.update({(target.name, p): held for p, held in team.check_only(bases[target.name][0]).items()})
+            stand_ins.update({(target.name, p): held for p, held in team.check_only(bases[target.name].lock).items()})
         if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
-            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name][0], r.platform)
+            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name].lock, r.platform)
                               for r in requests})
         pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
@@ -205,7 +215,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
 
     try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
         solved = iter(context.conda_channels.solve_all(jobs, done) if context.spec.has_conda else
-                      [team.conda_of(bases[r.target][0], r.platform) if r.target in bases else [] for r, _ in jobs])
+                      [team.conda_of(bases[r.target].lock, r.platform) if r.target in bases else [] for r, _ in jobs])
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
         if failing is None:
@@ -221,19 +231,20 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[
     return conda, pypi
 
 
-def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], bases: dict[str, tuple[Lock, str]],
-                   failed: UnsatisfiableError, progress: Progress) -> dict[tuple[str, str], dict[str, str]]:
+def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], current: dict[str, LoadedLock],
+                   bases: dict[str, LoadedLock], failed: UnsatisfiableError,
+                   progress: Progress) -> dict[tuple[str, str], dict[str, str]]:
     """Which base packages the team's dependencies move, from a solve without the holds; an error naming them
     unless the stack says `override = true`. When even the free solve fails, the holds were not the cause."""
     progress("the team's dependencies do not solve on the held base: solving without the holds to see what would move")
     try:
-        conda, pypi = _solve(context, plans, updates, bases, {}, lambda _: None, hold_base=False)
+        conda, pypi = _solve(context, plans, updates, current, bases, {}, lambda _: None, hold_base=False)
     except UnsatisfiableError:
         raise failed from None
     moved = {}
     for target, _, request, found in conda:
         found = found + pypi.get((target.name, request.platform), (None, []))[1]
-        changes = team.moved(bases[target.name][0], request.platform, found, context.base_is_lock)
+        changes = team.moved(bases[target.name].lock, request.platform, found, context.base_is_lock)
         if changes:
             moved[(target.name, request.platform)] = changes
     if not moved:
@@ -248,14 +259,18 @@ def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], base
     return moved
 
 
-def _pins(context: _Context, target: Target, updates: Sequence[str]
-          ) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, tuple[str, ...]]]:
-    """For `--update`: the conda records to hold per platform, and the pip pins (`name==version`)."""
+def _current_lock(context: _Context, target: Target) -> LoadedLock:
+    """For `--update`: the target's existing lock, read once (its holds, and the bytes kept when nothing moved)."""
     path = context.lock_path(target)
     if not path.is_file():
         raise UserError(f"--update needs the existing lock of target `{target.name}` ({path})",
                         "resolve without --update first")
-    lock = load_lock(path)
+    return read_lock(path)
+
+
+def _pins(context: _Context, target: Target, updates: Sequence[str], lock: Lock
+          ) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, tuple[str, ...]]]:
+    """For `--update`: the conda records to hold per platform, and the pip pins (`name==version`)."""
     names = {normalize(p.name) for p in lock.package}
     for update in updates:
         if normalize(update) not in names:
@@ -266,13 +281,12 @@ def _pins(context: _Context, target: Target, updates: Sequence[str]
     return team.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
 
 
-def _moved_nothing(path: Path, target: Target, lock: Lock) -> bool:
+def _moved_nothing(existing: Lock, target: Target, lock: Lock) -> bool:
     """Whether an `--update` solve changed no package of the existing lock, whose inputs are otherwise current:
     then that lock is kept byte for byte (the holds it was solved with are no input of the stack, and a plain
     resolve would only write the same lock back)."""
     from lockgen.core.freshness import stale_reasons
 
-    existing = load_lock(path)  # there: `_pins` required it
     return existing.package == lock.package and not stale_reasons(target.name, existing, lock.metadata)
 
 
@@ -338,9 +352,9 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
             reasons.append(Staleness(target.name, "target-missing", f"no lock at {path}"))
             continue
         window, requests = context.plan(target)
-        base = ((context.spec.extends, file_digest(team_steps.required_base_lock(stack_path, context.spec, target)))
+        base = ((context.spec.extends, team_steps.base_lock_bytes(context.stack, target).sha256)
                 if context.spec.extends else None)
-        base_lock = load_lock(team_steps.required_base_lock(stack_path, context.spec, target)) if context.base_is_lock else None
+        base_lock = context.stack.base_lock.lock if context.stack.base_lock is not None else None
         expected = context.metadata(target, window, requests, None, base, None, base_lock)
         lock = load_lock(path)
         found = stale_reasons(target.name, lock, expected)

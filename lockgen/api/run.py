@@ -60,10 +60,10 @@ def detect(stack: Path | None, node_file: Path | None = None) -> Detection:
     """The target of `stack` (default `./stack.toml`) this node matches (facts from `node_file`, else
     `$LOCKGEN_NODE_FACTS`, else probed)."""
     from lockgen.adapters.node_facts import node_facts
-    from lockgen.adapters.stack_file import parse_stack_file
+    from lockgen.adapters.stack_file import read_stack
 
     path = _stack_path(stack)
-    return _detect(path, parse_stack_file(path), node_facts(node_file))
+    return _detect(path, read_stack(path).spec, node_facts(node_file))
 
 
 def _detect(path: Path, spec: StackSpec, node: NodeFacts) -> Detection:
@@ -95,7 +95,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     else:
         lock = _lock_of(wanted.source, wanted.target, progress)
         loaded = read_lock(lock)
-        where, _ = materialized(lock, wanted.platform, wanted.prefix, progress, meter, loaded=loaded)
+        where, _ = materialized(loaded, wanted.platform, wanted.prefix, progress, meter)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
     kind = env_process.environment_kind(where)
     if kind is None:
@@ -155,10 +155,10 @@ def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], 
             raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")
         return source
     from lockgen.adapters.node_facts import node_facts  # a stack's: a lock given needs neither
-    from lockgen.adapters.stack_file import parse_stack_file
+    from lockgen.adapters.stack_file import read_stack
 
     path = _stack_path(source)
-    spec = parse_stack_file(path)
+    spec = read_stack(path).spec
     if target is None:
         found = _detect(path, spec, node_facts())
         target = found.chosen.target

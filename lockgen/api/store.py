@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockgen.adapters import env_manifest, file_guard, home
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters import env_manifest, file_guard, home, lock_file
+from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.core.stack_layout import LOCK_SUFFIX
-from lockgen.digests import file_digest
 from lockgen.errors import UserError
+from lockgen.model.inputs import LockBytes
+from lockgen.model.lock import LoadedLock
 from lockgen.model.results import StoreEntry
 
 TRASH_SUFFIX = ".tmp-gc"
@@ -34,7 +35,7 @@ def list_envs() -> list[StoreEntry]:
 def gc(roots: list[Path], dry_run: bool) -> list[Path]:
     """Removes store environments no lock under `roots` refers to (by the lock file's sha256), and the
     leftovers of interrupted gc runs; with `dry_run`, only returns what would be removed."""
-    wanted = {file_digest(lock) for lock in _locks_named(roots)}
+    wanted = {lock.sha256 for lock in _locks_named(roots)}
     store = home.store_envs()
     if not store.is_dir():
         return []
@@ -50,20 +51,19 @@ def gc(roots: list[Path], dry_run: bool) -> list[Path]:
     return removed
 
 
-def _locks_named(roots: list[Path]) -> list[Path]:
-    """The lock files the roots name: a root that is missing, a folder holding no lock, or a file that is
-    not a lock is refused, so a typo never keeps nothing."""
-    locks = []
+def _locks_named(roots: list[Path]) -> list[LockBytes | LoadedLock]:
+    """The lock files the roots name, each read once: a root that is missing, a folder holding no lock, or a file
+    that is not a lock (parsed, so a LockFormatError names it) is refused, so a typo never keeps nothing."""
+    locks: list[LockBytes | LoadedLock] = []
     for root in roots:
         if root.is_file():
-            load_lock(root)  # a LockFormatError names the file that is not a lock
-            locks.append(root)
+            locks.append(read_lock(root))
         elif root.is_dir():
             found = sorted(root.rglob(f"*{LOCK_SUFFIX}"))
             if not found:
                 raise UserError(f"gc: `{root}` holds no *{LOCK_SUFFIX}, so it names no environment to keep",
                                 "pass the locks (or their folders) whose environments stay; nothing was removed")
-            locks.extend(found)
+            locks.extend(lock_file.read(path) for path in found)
         else:
             raise UserError(f"gc: `{root}` does not exist", "check the spelling: every argument must be a lock or a "
                             "folder of locks whose environments stay; nothing was removed")

@@ -19,7 +19,7 @@ from typing import Any
 from lockgen import __version__
 from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.steps.conformance_steps import conform, read_manifests
 from lockgen.api.steps.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
@@ -29,14 +29,14 @@ from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_whole import environment_prefix
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import certificate_path
-from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, Subject
+from lockgen.model.lock import LoadedLock
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 from lockgen.model.requests import Environment, Image, Prefix, Python
-from lockgen.model.results import Conformance
+from lockgen.model.results import Conformance, Verified
 
 
 
@@ -62,32 +62,40 @@ class VerifyOptions:
     valid_for: dt.timedelta = NFD_VALID_FOR  # an nfd rendering's lifetime
 
 
-def verify(options: VerifyOptions, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+@dataclass(frozen=True)
+class _Run:
+    """What one verify run was given, each input read once: the lock (None without `--lock`), the expectations
+    (the lock's for this host's platform, then `--expect`), the rendezvous of several nodes."""
+
+    lock: LoadedLock | None
+    expected: dict[str, Any]
+    rendezvous: kernel.Rendezvous | None
+
+
+def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
     """Runs the kernel in the environment, judges it, and writes the (signed) certificate. With an image,
     the kernel runs in the image's environment, unpacked (every layer checked, the environment digest
-    recomputed), on this host's kernel and driver, as a container runtime would run it."""
+    recomputed), on this host's kernel and driver, as a container runtime would run it. The lock is read
+    once, here, and every step takes it (its entries, and the sha256 of the bytes parsed)."""
     rendezvous = _rendezvous(options)
-    if options.lock is not None:  # the cheap refusals (wrong arch, wrong platform) before any hashing
-        _expectations(options, normalize_arch(options.arch), load_lock(options.lock))
+    loaded = read_lock(options.lock) if options.lock is not None else None
+    # the cheap refusals (wrong arch, wrong platform) before any hashing
+    given = _Run(loaded, _expectations(options, normalize_arch(options.arch), loaded), rendezvous)
     target = options.environment
     if not isinstance(target, Image):
         python = _interpreter(target)
-        conformance = _conformance(options, python_dists.prefix_of(python), None, progress) if options.lock else None
-        return _verify(options, python, None, conformance, rendezvous, progress)
-    if options.lock:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
-        read_manifests(options.lock, None, options.manifests, progress)
-        return _verify_proven_image(options, target, rendezvous, progress)
+        conformance = _conformance(options, loaded, python_dists.prefix_of(python), None, progress) if loaded else None
+        return _verify(options, given, python, None, conformance, progress)
+    if loaded is not None:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
+        read_manifests(loaded, None, options.manifests, progress)
+        return _verify_proven_image(options, given, loaded, target, progress)
     with image_source.unpacked(target.source, progress, target.insecure) as image:
-        inside, folder = image.labels.get(PREFIX_LABEL, IMAGE_PREFIX), image.prefix
-        if options.lock:  # the lock's packages decide, not what the image says of itself
-            conformance = _conformance(options, folder, inside, progress)
-        elif image.environment != image.recorded_environment:
+        folder = image.prefix
+        if image.environment != image.recorded_environment:
             raise LockFormatError(f"the environment in `{target.source}` (sha256:{image.environment[:16]}…) is not the one "
                                   f"its labels record (sha256:{image.recorded_environment[:16]}…)",
                                   "pass --lock to prove the image is a lock's, or re-export it from its lock")
-        else:
-            conformance = None
-        return _verify(options, str(folder / "bin" / "python"), image, conformance, rendezvous, progress)
+        return _verify(options, given, str(folder / "bin" / "python"), image, None, progress)
 
 
 def _interpreter(target: Prefix | Python | None) -> str:
@@ -97,20 +105,19 @@ def _interpreter(target: Prefix | Python | None) -> str:
     return target.interpreter if target is not None else sys.executable
 
 
-def _verify_proven_image(options: VerifyOptions, target: Image, rendezvous: kernel.Rendezvous | None,
-                         progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image,
+                         progress: Callable[[str], None]) -> Verified:
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
-    assert options.lock is not None
     with image_source.opened(target.source, progress, target.insecure) as opened:
-        proven = prove_opened(options.lock, opened, target.source, options.manifests, None, None, progress, None,
+        proven = prove_opened(loaded, opened, target.source, options.manifests, None, None, progress, None,
                               options.allow_foreign)
         _require_clean(proven, f"{target.source} is not the image of {options.lock}",
                        f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms")
         progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside "
                  "its environment")
         image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))
-        return _verify(options, str(image.prefix / "bin" / "python"), image, proven, rendezvous, progress)
+        return _verify(options, given, str(image.prefix / "bin" / "python"), image, proven, progress)
 
 
 def _require_clean(result: Conformance, what: str, hint: str) -> None:
@@ -120,11 +127,11 @@ def _require_clean(result: Conformance, what: str, hint: str) -> None:
         raise UserError(f"{what}: {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""), hint)
 
 
-def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
+def _conformance(options: VerifyOptions, loaded: LoadedLock, prefix: Path, final_prefix: str | None,
+                 progress: Callable[[str], None]) -> Conformance:
     """The environment must be the lock's before the kernel runs in it; one on disk (no `final_prefix`: not
     an unpacked image) checked before is proven by the fingerprints of its files where they did not move."""
-    assert options.lock is not None
-    result = conform(options.lock, prefix, None, options.manifests, progress, final_prefix=final_prefix,
+    result = conform(loaded, prefix, None, options.manifests, progress, final_prefix=final_prefix,
                      allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
     _require_clean(result, f"{final_prefix or prefix} is not the environment of {options.lock}",
                    f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
@@ -132,18 +139,18 @@ def _conformance(options: VerifyOptions, prefix: Path, final_prefix: str | None,
     return result
 
 
-def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedImage | None,
-            conformance: Conformance | None, rendezvous: kernel.Rendezvous | None, progress: Callable[[str], None]) -> tuple[Path, CertificateBody]:
+def _verify(options: VerifyOptions, given: _Run, python: str, image: image_source.UnpackedImage | None,
+            conformance: Conformance | None, progress: Callable[[str], None]) -> Verified:
     started = dt.datetime.now(dt.timezone.utc)
-    arch = normalize_arch(options.arch)
+    arch, rendezvous = normalize_arch(options.arch), given.rendezvous
     if arch != "cpu":
         arch_fact(load_facts(), arch)
-    lock = load_lock(options.lock) if options.lock else None
-    lock_sha256 = file_digest(options.lock) if options.lock else image.labels.get(LOCK_LABEL) if image else None
+    lock = given.lock.lock if given.lock else None
+    lock_sha256 = given.lock.sha256 if given.lock else image.labels.get(LOCK_LABEL) if image else None
     if lock_sha256 is None and any(fmt == "nfd" for fmt, _ in options.emit):
         raise UserError("--emit nfd names the lock the node is certified for, and this run has none",
                         "pass --lock LOCK (or --image of an image lockgen exported from a lock)")
-    expected = _expectations(options, arch, lock)
+    expected = dict(given.expected)
     host = gpu_host.probe() if arch != "cpu" else None
     if arch != "cpu":
         refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (),
@@ -193,7 +200,7 @@ def _verify(options: VerifyOptions, python: str, image: image_source.UnpackedIma
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
     _emit(body, options, progress)
-    return path, body
+    return Verified(path, body)
 
 
 def _emit(body: CertificateBody, options: VerifyOptions, progress: Callable[[str], None]) -> None:
@@ -232,10 +239,11 @@ def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:
     return kernel.Rendezvous(options.nodes, options.rendezvous_endpoint, options.rendezvous_id)
 
 
-def _expectations(options: VerifyOptions, arch: str, lock: Any) -> dict[str, Any]:
+def _expectations(options: VerifyOptions, arch: str, loaded: LoadedLock | None) -> dict[str, Any]:
     """What the environment must hold: from the lock (for this host's platform), then `--expect`."""
     expected: dict[str, Any] = {}
-    if lock is not None:
+    if loaded is not None:
+        lock = loaded.lock
         locked_arch = LockgenMeta(lock).arch
         if locked_arch and locked_arch != arch:
             raise UserError(f"the lock is for {locked_arch}, not {arch}", f"pass --arch {locked_arch}")

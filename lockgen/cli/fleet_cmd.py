@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import fail, handles_errors, print_json, progress
+from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress
 
 fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True,
                         rich_markup_mode=None)
@@ -53,11 +53,10 @@ def slurm(
     from lockgen.api.fleet import write_slurm
     from lockgen.model.fleet import CertifyJob, SlurmHealth
 
-    chosen = [(flag, value) for flag, value in (("--python", python), ("--prefix", prefix), ("--image", image)) if value]
-    if len(chosen) > 1:
-        fail("--python, --prefix and --image each name the environment to certify", "pass one of them", 2)
+    target = environment(Path(prefix) if prefix is not None else None, python, image,
+                         ("--python, --prefix and --image each name the environment to certify", "pass one of them", 2))
     job = CertifyJob(lockgen=lockgen_command or f"{shlex.quote(sys.executable)} -m lockgen", arch=arch,
-                     environment=tuple(chosen[0]) if chosen else (), lock=_absolute(lock), manifests=_absolute(manifests),
+                     environment=target, lock=_absolute(lock), manifests=_absolute(manifests),
                      allow_foreign=tuple(allow_foreign), key=_absolute(key), out_dir=str(certs.resolve()), nodes=nodes,
                      gpus_per_node=gpus_per_node, quick=quick, partition=partition, time_limit=time_limit,
                      constraint=constraint, timeout_s=timeout)

@@ -57,11 +57,12 @@ def verify(
     renderings = parse_emit(emit, out)
     if valid_for is not None and not any(fmt == "nfd" for fmt, _ in renderings):
         fail("--valid-for is the lifetime of node features", "pass it with --emit nfd=FILE", 2)
-    path, body = run(VerifyOptions(arch=arch, environment=target, lock=lock, expect=expect, out=out, key=key, quick=quick,
-                                   compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, nodes=nodes, rendezvous_endpoint=rendezvous,
-                                   rendezvous_id=rendezvous_id, manifests=manifests,
-                                   allow_foreign=tuple(allow_foreign), emit=renderings,
-                                   valid_for=NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for)), progress)
+    verified = run(VerifyOptions(arch=arch, environment=target, lock=lock, expect=expect, out=out, key=key, quick=quick,
+                                 compiled=compiled, allow_ptx=allow_ptx, gpus=gpus, timeout_s=timeout, nodes=nodes,
+                                 rendezvous_endpoint=rendezvous, rendezvous_id=rendezvous_id, manifests=manifests,
+                                 allow_foreign=tuple(allow_foreign), emit=renderings,
+                                 valid_for=NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for)), progress)
+    body = verified.body
     failures = body.failures()
     not_run = {f"{group}/{name}": entry["reason"] for group, entries in sorted(body.figures.items())
                for name, entry in sorted(entries.items()) if entry.get("value") is None and entry.get("reason")}
@@ -70,10 +71,10 @@ def verify(
     progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
              f"certificate {'PASSED' if body.passed else 'FAILED'}")
     if as_json:
-        print_json({"certificate": str(path), "passed": body.passed, "checks": len(body.checks),
+        print_json({"certificate": str(verified.path), "passed": body.passed, "checks": len(body.checks),
                     "failed": [c.line() for c in failures], "not_run": not_run, "duration_s": body.duration_s})
     else:
-        print(path)
+        print(verified.path)
     if failures:
         fail(f"{len(failures)} checks failed: " + "; ".join(f"{c.category}/{c.name}: {c.detail}" for c in failures[:3]),
              "the certificate lists every check; compare it with a passing one: lockgen cert compare A B")

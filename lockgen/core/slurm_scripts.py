@@ -16,6 +16,7 @@ import shlex
 
 from lockgen.errors import UserError
 from lockgen.model.fleet import CertifyJob, SlurmHealth
+from lockgen.model.requests import Image, Prefix, Python
 
 RENDEZVOUS_BASE_PORT = 29400  # torchrun's default c10d port; the job id spreads concurrent jobs over 1000 ports
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -35,7 +36,8 @@ def check_job(job: CertifyJob, *extra: str) -> None:
     of the scripts (the health check's output folders)."""
     bare = {"--arch": job.arch, "--partition": job.partition, "--time": job.time_limit,
             "--constraint": job.constraint, "--certs": job.out_dir}
-    words = {"--lockgen": (job.lockgen,), (job.environment or ("--python",))[0]: job.environment[1:], "--lock": (job.lock,),
+    flag, *named = _environment_words(job)
+    words = {"--lockgen": (job.lockgen,), flag: tuple(named), "--lock": (job.lock,),
              "--manifests": (job.manifests,), "--allow-foreign": job.allow_foreign, "--key": (job.key,),
              "the health check's folders": extra}
     for flag, values in {**{k: (v,) for k, v in bare.items()}, **words}.items():
@@ -65,8 +67,18 @@ def _words(values: tuple[str, ...]) -> str:
     return " ".join(_word(value) for value in values)
 
 
+def _environment_words(job: CertifyJob) -> tuple[str, ...]:
+    """The flag naming the environment each node certifies, and its value, as the job's lockgen takes them."""
+    target = job.environment
+    if isinstance(target, Prefix):
+        return "--prefix", str(target.path)
+    if isinstance(target, Image):  # `fleet slurm` takes no --insecure or --image-prefix: the image's own settings
+        return "--image", target.source
+    return ("--python", target.interpreter) if isinstance(target, Python) else ("--python",)
+
+
 def _verify_words(job: CertifyJob) -> tuple[str, ...]:
-    words = ["verify", "--arch", job.arch, *job.environment, "--timeout", str(job.timeout_s)]
+    words = ["verify", "--arch", job.arch, *_environment_words(job), "--timeout", str(job.timeout_s)]
     if job.lock:
         words += ["--lock", job.lock]
         words += ["--manifests", job.manifests] if job.manifests else []

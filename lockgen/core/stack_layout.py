@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from lockgen.errors import UserError
+from lockgen.model.inputs import StackBase
 
 TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -43,35 +44,30 @@ def names_an_image(extends: str) -> bool:
     return extends.startswith("docker://") or not extends.endswith((".toml", ".yml", ".yaml"))
 
 
-def names_a_base_lock(extends: str) -> bool:
-    """Whether the base a team stack extends is a lock, its own or the one its image carries (not a stack)."""
-    return names_a_lock(extends) or names_an_image(extends)
-
-
 def image_base_lock_path(stack_folder: Path) -> Path:
     """Where a team stack keeps the lock its base image carries (`locks/_base.conda-lock.yml`: no target can
     be named `_base`)."""
     return stack_folder / "locks" / f"_base{LOCK_SUFFIX}"
 
 
-def base_path(stack_path: Path, extends: str) -> Path:
-    """The base stack or lock a team stack at `stack_path` extends (a path relative to the team stack's folder);
-    for a base image, the copy of the lock it carries, kept beside the team's locks. The one answer to where
-    a base is: resolve, export, certs and the stack reader all ask here."""
-    return image_base_lock_path(stack_path.parent) if names_an_image(extends) else stack_path.parent / extends
+def located_base(stack_path: Path, extends: str) -> StackBase:
+    """The base a team stack at `stack_path` extends (`extends` relative to the team stack's folder), located: a
+    base stack, a lock, or lockgen's image of one, whose carried lock is kept beside the team's locks. The one
+    answer to where a base is: the stack reader, resolve, export and certs all ask here."""
+    if names_an_image(extends):
+        image: str | Path = extends if extends.startswith("docker://") else stack_path.parent / extends
+        return StackBase(extends, "image", image_base_lock_path(stack_path.parent), image)
+    return StackBase(extends, "lock" if names_a_lock(extends) else "stack", stack_path.parent / extends)
 
 
-def base_lock_path(stack_path: Path, extends: str, target: str) -> Path:
-    """Where the base that a team stack at `stack_path` extends keeps its lock for `target` (a base that is a
-    lock is its one target's lock)."""
-    if names_a_base_lock(extends):
-        return base_path(stack_path, extends)
-    return lock_path(base_path(stack_path, extends).parent, target)
+def base_lock_of(base: StackBase, target: str) -> Path:
+    """Where `base` keeps its lock for `target` (a base that is a lock is its one target's lock)."""
+    return base.path if base.is_lock else lock_path(base.path.parent, target)
 
 
 def team_lock_base(team_lock_path: Path, extends: str, target: str) -> Path:
     """The base lock of a team lock file at `team_lock_path` (its stack is the folder above its `locks/`)."""
-    return base_lock_path(team_lock_path.parent.parent / "stack.toml", extends, target)
+    return base_lock_of(located_base(team_lock_path.parent.parent / "stack.toml", extends), target)
 
 
 def target_of_lock(path: Path) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lockgen.model.requests import Environment
+
 
 @dataclass(frozen=True)
 class CertifyJob:
@@ -12,7 +14,7 @@ class CertifyJob:
 
     lockgen: str  # how the nodes run lockgen (an absolute path, or `python -m lockgen`)
     arch: str
-    environment: tuple[str, ...]  # --python PY | --prefix DIR | --image REF (PY and DIR may hold $VARIABLES)
+    environment: Environment | None  # the one of --python PY, --prefix DIR, --image REF (PY, DIR may hold $VARIABLES)
     lock: str | None
     manifests: str | None  # with lock: the manifests bundle, for nodes without network
     allow_foreign: tuple[str, ...]  # with lock: files no package states that the fleet accepts

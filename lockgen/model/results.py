@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lockgen.model.conformance import ConformanceReport
+
+if TYPE_CHECKING:  # a pydantic model: `verify` builds it
+    from lockgen.model.certificate import CertificateBody
 
 
 LockState = Literal["wrote", "would write", "unchanged"]  # what resolve did with a target's lock
@@ -157,3 +160,11 @@ class PackedArchive:
     size: int
     platform: str
     artifacts: int
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What `lockgen verify` wrote: the certificate's path, and its body (the checks, figures and verdict)."""
+
+    path: Path
+    body: CertificateBody

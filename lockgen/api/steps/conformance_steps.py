@@ -21,21 +21,22 @@ from lockgen.model.results import Conformance
 
 if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
+    from lockgen.model.inputs import LockBytes
+    from lockgen.model.lock import LoadedLock
 ALLOWED_FOREIGN = "allowed foreign files"
 SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
 CARRIED_LOCK = "the image's own lock"  # .lockgen/lock.conda-lock.yml, which must be the lock checked against
 
 
-def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None]) -> None:
+def read_manifests(loaded: LoadedLock, platform: str | None, manifests: Path | None, progress: Callable[[str], None]) -> None:
     """Every locked package's manifest read (and kept), each checked against the hash the lock pins: run before
     an image is pulled and unpacked, a lock whose packages cannot be proven is refused before that work, and
     `conform` then finds each manifest kept."""
     from lockgen.adapters import manifest_store
-    from lockgen.adapters.lockfile_yaml import load_lock
     from lockgen.api.steps.manifest_steps import expected_manifests
     from lockgen.api.steps.materialize_steps import lock_platform
 
-    lock = load_lock(lock_path)
+    lock = loaded.lock
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
     chosen = lock_platform(lock, platform)
     expected_manifests(lock, chosen, bundle, lambda _: None)  # said once, here; conform's own read finds them kept
@@ -43,10 +44,12 @@ def read_manifests(lock_path: Path, platform: str | None, manifests: Path | None
              "its pinned hash)")
 
 
-def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path | None, progress: Callable[[str], None],
+def conform(lock: LockBytes | LoadedLock, prefix: Path, platform: str | None, manifests: Path | None,
+            progress: Callable[[str], None],
             meter: Meter | None = None, final_prefix: str | None = None, allow_foreign: Sequence[str] = (),
             carried_lock: bool = True, fingerprints: bool = False) -> Conformance:
-    """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`).
+    """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`) to the lock
+    its use case read (its bytes; parsed here only when the work is done, unless the caller parsed it already).
     `allow_foreign` names files no package states that the caller accepts (a site's CA hook, a venv seed):
     they are hashed and recorded, and their byte code counts as theirs. `fingerprints`: for an environment
     that stays (not an image unpacked for one check), a tree whose stat walk is what the last passing check
@@ -58,10 +61,10 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     context = [platform or "", home.machine(), final_prefix or str(prefix), "\0".join(sorted(set(allow_foreign))),
                str(carried_lock), hashlib.sha256(bundle).hexdigest() if bundle is not None else "", __version__]
     tree = prefix_observer.tree_fingerprint(prefix) if fingerprints else None  # before any file is read
-    again = _kept_verdict(lock_path, prefix, context, tree, progress) if tree is not None else None
+    again = _kept_verdict(lock.sha256, prefix, context, tree, progress) if tree is not None else None
     if again is not None:
         return again
-    result = _conform(lock_path, prefix, platform, (manifests, bundle), progress, meter, final_prefix, allow_foreign,
+    result = _conform(lock, prefix, platform, (manifests, bundle), progress, meter, final_prefix, allow_foreign,
                       carried_lock, fingerprints)
     if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
         conformance_store.drop_verdict(prefix, result.lock_sha256, context)
@@ -81,13 +84,12 @@ def _bundle_bytes(manifests: Path | None) -> bytes | None:
     return manifest_store.bundle_bytes(manifests)
 
 
-def _kept_verdict(lock_path: Path, prefix: Path, context: list[str], tree: prefix_observer.TreeFingerprint,
+def _kept_verdict(lock_sha256: str, prefix: Path, context: list[str], tree: prefix_observer.TreeFingerprint,
                   progress: Callable[[str], None]) -> Conformance | None:
     """The verdict of the last passing check of this tree against these lock bytes, when its stat walk is
     unchanged; None when anything moved or nothing usable is kept."""
-    lock_sha256 = conformance_store.file_sha256(lock_path)
-    kept = conformance_store.load_verdict(prefix, lock_sha256, context) if lock_sha256 is not None else None
-    if kept is None or lock_sha256 is None:
+    kept = conformance_store.load_verdict(prefix, lock_sha256, context)
+    if kept is None:
         return None
     verdict, report = kept["verdict"], passing_report(kept["verdict"].get("report"))
     allowed = verdict.get("allowed")
@@ -101,7 +103,7 @@ def _kept_verdict(lock_path: Path, prefix: Path, context: list[str], tree: prefi
                        allowed=dict(allowed), by_path_only=verdict["by_path_only"])
 
 
-def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tuple[Path | None, bytes | None],
+def _conform(given: LockBytes | LoadedLock, prefix: Path, platform: str | None, manifests: tuple[Path | None, bytes | None],
              progress: Callable[[str], None],
              meter: Meter | None, final_prefix: str | None, allow_foreign: Sequence[str], carried_lock: bool,
              fingerprints: bool) -> Conformance:
@@ -109,7 +111,7 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
     from hashlib import sha256
 
     from lockgen.adapters import bytecode_proof, manifest_store
-    from lockgen.adapters.lockfile_yaml import read_lock
+    from lockgen.adapters.lockfile_yaml import parsed
     from lockgen.api.steps.manifest_steps import expected_packages
     from lockgen.api.steps.materialize_steps import lock_platform
     from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
@@ -117,7 +119,7 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
     from lockgen.core.image_config import service_files
     from lockgen.model.oci import LOCK_INSIDE
 
-    loaded = read_lock(lock_path)
+    loaded = parsed(given)
     lock, lock_sha256 = loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
     path, raw = manifests

@@ -30,14 +30,12 @@ from typing import Any
 from lockgen.adapters import conda_meta, env_manifest, manifest_store
 from lockgen.adapters import layer_members
 from lockgen.adapters.layer_members import LayerOpener
-from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.steps import team_steps
 from lockgen.core import lock_builder
 from lockgen.core.expected_env import is_wheel, lock_python, package_expected, site_packages_of
 from lockgen.core.image_config import service_files
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.team import HeldEnvironment, package_key, python_closure, same_builds
-from lockgen.digests import file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock
 from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER
@@ -62,11 +60,11 @@ def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config
     if any(LockgenMeta(lock).base_moved(p) for p in lock.metadata.platforms):
         raise UserError("this team lock moved base packages (override), so its image cannot be the base's layers plus "
                         "its own", "export it without --base, or on a base image of a base that holds what the team needs")
-    base_path = team_steps.held_base_path(lock_path, lock)
-    if base_path is None or not base_path.is_file() or file_digest(base_path) != held_to:
-        raise UserError(f"the base lock this team lock was held to is not at {base_path} any more",
-                        "resolve the team stack again, or export on the image of the base lock it names")
-    base_lock = load_lock(base_path)
+    read = team_steps.held_base(lock_path, lock)
+    if read is None or read.sha256 != held_to:
+        raise UserError(f"the base lock this team lock was held to is not at {team_steps.held_base_path(lock_path, lock)} "
+                        "any more", "resolve the team stack again, or export on the image of the base lock it names")
+    base_lock = read.lock
     same_builds(lock, base_lock, platform)
     refuse_leftover_services(lock, base_config, prefix)
     held = frozenset(package_key(p) for p in base_lock.packages_for(platform))

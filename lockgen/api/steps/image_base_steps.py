@@ -13,20 +13,21 @@ from pathlib import Path
 from lockgen.adapters import home, layer_members
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.api.steps import base_steps
-from lockgen.core import stack_layout
 from lockgen.core.image_config import is_environment_prefix
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
+from lockgen.model.inputs import StackBase
 from lockgen.model.oci import LOCK_LABEL, PREFIX_LABEL
 
 
-def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Callable[[str], None]) -> Path:
-    """Reads the lock the base image carries and keeps it for the team stack at `stack_path`; returns its path."""
+def fetch_base_lock(stack_base: StackBase, insecure: bool, progress: Callable[[str], None]) -> bytes:
+    """The lock the base image carries, kept where the team stack's base was located (its `path`); its bytes."""
+    extends, image = stack_base.extends, stack_base.image
+    assert image is not None  # located for a base that is an image
     if extends.startswith("docker://") and "@sha256:" not in extends:  # a tag moves, and the team lock with it
         raise UserError(f"`extends = \"{extends}\"` names the base image by a tag",
                         "name it by its digest, docker://HOST/REPO@sha256:… (lockgen push prints it)")
-    base: base_steps.Base = (RegistryBase(reference=extends, insecure=insecure) if extends.startswith("docker://")
-                             else stack_path.parent / extends)
+    base: base_steps.Base = RegistryBase(reference=image, insecure=insecure) if isinstance(image, str) else image
     if isinstance(base, Path) and not (base / "index.json").is_file():
         raise UserError(f"`extends = \"{extends}\"` names no stack.toml, lock file or OCI layout ({base})",
                         'name a base stack ("../platform/stack.toml"), a lock, or its image (docker://HOST/REPO@sha256:…)')
@@ -43,10 +44,9 @@ def fetch_base_lock(stack_path: Path, extends: str, insecure: bool, progress: Ca
         raise LockFormatError(f"the base image {extends} carries no lock, or not the one its label names"
                               + (" (an older lockgen exported it)" if carried is None else ""),
                               "export the base image again with this lockgen, or extend the base's lock file")
-    data = carried[0]
-    path = stack_layout.base_path(stack_path, extends)
+    data, path = carried[0], stack_base.path
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, data)
     progress(f"the base image's lock ({labels[LOCK_LABEL][:16]}…) kept as {path}")
-    return path
+    return data

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import image_source, oci_layout
-from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.steps.conformance_steps import conform
 from lockgen.api.steps.shared_steps import Meter
 from lockgen.core.image_config import image_config
@@ -24,7 +23,7 @@ from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json
 from lockgen.errors import LockgenError
 from lockgen.model.image import ImageConfig, ImageManifest
-from lockgen.model.lock import Lock
+from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_DIGEST_ANNOTATION, BASE_MANIFEST_INSIDE, ENVIRONMENT_LABEL, LOCK_LABEL
 from lockgen.model.results import Conformance
 
@@ -32,24 +31,24 @@ ROOT_USERS = ("", "0", "0:0", "root", "root:root")
 SBOM_INSIDE = ".lockgen/sbom.cdx.json"
 
 
-def prove_image(lock_path: Path, image: str, manifests: Path | None, platform: str | None, insecure: bool,
+def prove_image(loaded: LoadedLock, image: str, manifests: Path | None, platform: str | None, insecure: bool,
                 image_prefix: str | None, progress: Callable[[str], None], meter: Meter | None,
                 allow_foreign: Sequence[str]) -> Conformance:
-    """The conformance of the image's environment to the lock, with every way the image is not what export
-    writes from it among its problems."""
+    """The conformance of the image's environment to the lock (as its use case read it), with every way the
+    image is not what export writes from it among its problems."""
     with image_source.opened(image, progress, insecure) as opened:
-        return prove_opened(lock_path, opened, image, manifests, platform, image_prefix, progress, meter, allow_foreign)
+        return prove_opened(loaded, opened, image, manifests, platform, image_prefix, progress, meter, allow_foreign)
 
 
-def prove_opened(lock_path: Path, opened: image_source.OpenedImage, image: str, manifests: Path | None,
+def prove_opened(loaded: LoadedLock, opened: image_source.OpenedImage, image: str, manifests: Path | None,
                  platform: str | None, image_prefix: str | None, progress: Callable[[str], None], meter: Meter | None,
                  allow_foreign: Sequence[str]) -> Conformance:
     """`prove_image` of an image already opened (verify runs its kernel in the same unpacked root)."""
     prefix = environment_prefix(opened.typed_config, image_prefix)
     inside = image_source.environment_in(opened.root, prefix)
-    result = conform(lock_path, inside, platform, manifests, progress, meter, prefix, allow_foreign)
+    result = conform(loaded, inside, platform, manifests, progress, meter, prefix, allow_foreign)
     problems = [f"image: runs as root (User {opened.user or 'unset'})"] if opened.user in ROOT_USERS else []
-    lock = load_lock(lock_path)
+    lock = loaded.lock
     base_count, base_config, base_problems = _base(opened.manifest, opened.typed_config, inside, lock)
     problems += base_problems
     if base_count:

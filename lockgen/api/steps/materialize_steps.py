@@ -3,13 +3,12 @@ exactly the lock's packages, at the prefix asked for or the store's content-addr
 `shared_steps.materialize_into` (atomic, hash-checked, one build at a time per path) and found again unchanged on
 every later call, which builds nothing; also the platform of a lock to work on and the store's prefix for it. An
 environment found at its prefix costs its manifest and one stat walk, against the drift check's kept clean
-verdict (at a `--prefix`, the lock is not even parsed; the store's prefix is named from the lock); the build steps
-are imported only when that does not hold (a build, or a tree that moved: `recorded_drift` then looks file by
-file)."""
+verdict (at a `--prefix`, the lock's bytes, read once by the use case, are only hashed; the store's prefix is
+named from the lock); the build steps are imported only when that does not hold (a build, or a tree that moved:
+`recorded_drift` then looks file by file)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from lockgen.core.platforms import choose_platform
 
 if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
+    from lockgen.model.inputs import LockBytes
     from lockgen.model.lock import LoadedLock, Lock
 
 
@@ -35,53 +35,52 @@ def default_prefix(lock_digest: str, name: str) -> Path:
     return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
 
 
-def materialized(lock_path: Path, platform: str | None, prefix: Path | None, progress: Callable[[str], None],
-                 meter: Meter | None = None, allow_md5: bool = False, verify: bool = False,
-                 loaded: LoadedLock | None = None) -> tuple[Path, str]:
+def materialized(lock: LockBytes | LoadedLock, platform: str | None, prefix: Path | None,
+                 progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False,
+                 verify: bool = False) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
-    fingerprint; an existing environment of the lock is then checked with `--full`). `loaded`: the lock,
-    when the caller has read it already; else it is read only if the environment is not found unchanged."""
+    fingerprint; an existing environment of the lock is then checked with `--full`). `lock`: as the use case
+    read it, once; its bytes are parsed here only when the entries are needed (the store's prefix, a build)."""
     if prefix is None:  # the store's prefix for it is named from the lock
-        loaded = loaded or _read(lock_path)
-        prefix = _store_prefix(loaded, lock_path, platform)
+        lock = _parsed(lock)
+        prefix = _store_prefix(lock, platform)
     final = prefix.absolute()
     if not verify:
-        digest = _found_unchanged(final, lock_path, loaded, platform)
+        digest = _found_unchanged(final, lock.sha256, platform)
         if digest is not None:
             progress(f"{final} is already materialized (unchanged since it was made)")
             return final, digest
     from lockgen.api.steps.shared_steps import materialize_into
 
-    loaded = loaded or _read(lock_path)
+    loaded = _parsed(lock)
     return final, materialize_into(loaded, lock_platform(loaded.lock, platform), final, progress, meter, allow_md5, verify)
 
 
-def _read(lock_path: Path) -> LoadedLock:
-    from lockgen.adapters.lockfile_yaml import read_lock
+def _parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
+    from lockgen.adapters.lockfile_yaml import parsed
 
-    return read_lock(lock_path)
+    return parsed(lock)
 
 
-def _store_prefix(loaded: LoadedLock, lock_path: Path, platform: str | None) -> Path:
+def _store_prefix(loaded: LoadedLock, platform: str | None) -> Path:
     """The store's prefix for the lock's environment on the platform chosen (refused when the lock lacks it)."""
     from lockgen.core.lock_builder import LockgenMeta
     from lockgen.core.stack_layout import target_of_lock
 
     chosen = lock_platform(loaded.lock, platform)
-    return default_prefix(loaded.sha256, f"{LockgenMeta(loaded.lock).target or target_of_lock(lock_path)}-{chosen}")
+    return default_prefix(loaded.sha256, f"{LockgenMeta(loaded.lock).target or target_of_lock(Path(loaded.source))}-{chosen}")
 
 
-def _found_unchanged(final: Path, lock_path: Path, loaded: LoadedLock | None, platform: str | None) -> str | None:
+def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str | None:
     """The environment digest of the lock's environment at `final` when its manifest names this lock's bytes
     and the platform asked for (this host's by default) and the tree's stat walk is the one a clean drift
     check last saw; None for anything else, which the full path decides (and words, when it is an error)."""
     try:
         manifest = json.loads((final / MANIFEST).read_bytes())
-        sha256 = loaded.sha256 if loaded is not None else hashlib.sha256(lock_path.read_bytes()).hexdigest()
     except (OSError, ValueError):
         return None
-    if not isinstance(manifest, dict) or manifest.get("lock_sha256") != sha256 \
+    if not isinstance(manifest, dict) or manifest.get("lock_sha256") != lock_sha256 \
             or manifest.get("platform") != (platform or home.native_platform()) \
             or not isinstance(manifest.get("environment_digest"), str):
         return None

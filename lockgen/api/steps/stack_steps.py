@@ -1,27 +1,31 @@
-"""A step below the use cases that read a stack (resolve, facts check): its spec, and the conda channels it
-names located through `--channel-alias` flags and `$LOCKGEN_CHANNEL_ALIAS`, with its `exclude-newer` as a
-UTC cut-off. A flag naming no channel of the stack is an error (a typo would otherwise reach the network)."""
+"""A step below the use cases that read a stack (resolve, explain, facts check): the stack read once (a
+`LoadedStack`: its text, spec and base, located once), and the conda channels it names located through
+`--channel-alias` flags and `$LOCKGEN_CHANNEL_ALIAS`, with its `exclude-newer` as a UTC cut-off. A flag
+naming no channel of the stack is an error (a typo would otherwise reach the network)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters.channels import locate_channel, parse_aliases, run_aliases
-from lockgen.adapters.stack_file import parse_stack_file
+from lockgen.adapters.stack_file import read_stack
 from lockgen.errors import UserError
-from lockgen.model.spec import StackSpec
+from lockgen.model.inputs import LoadedStack, StackBase
 
 if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
     from lockgen.adapters.rattler_solver import ChannelSet
 
 
-def load_stack(stack_path: Path, aliases: Sequence[str]) -> tuple[StackSpec, "ChannelSet | None"]:
-    """(the stack's spec, its conda channels, or None for a pure-PyPI stack, which reads none)."""
-    spec = parse_stack_file(stack_path)
+def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Callable[[StackBase], bytes] | None = None
+               ) -> tuple[LoadedStack, "ChannelSet | None"]:
+    """(the stack, its conda channels, or None for a pure-PyPI stack, which reads none). `fetch_image_base`:
+    for a base that is an image, the bytes of the lock it carries (resolve fetches them; else the kept copy)."""
+    stack = read_stack(stack_path, fetch_image_base)
+    spec = stack.spec
     alias_map = run_aliases(list(aliases))
     for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
         if name not in spec.channels:
@@ -36,7 +40,7 @@ def load_stack(stack_path: Path, aliases: Sequence[str]) -> tuple[StackSpec, "Ch
     elif isinstance(cutoff, dt.datetime) and cutoff.tzinfo is None:
         cutoff = cutoff.replace(tzinfo=dt.timezone.utc)
     if not spec.has_conda:
-        return spec, None
+        return stack, None
     from lockgen.adapters.rattler_solver import ChannelSet
 
-    return spec, ChannelSet(channels, exclude_newer=cutoff)
+    return stack, ChannelSet(channels, exclude_newer=cutoff)

@@ -1,0 +1,23 @@
+"""Reads a lock file's bytes once for a command, and their sha256, without the lock parser (pyyaml, the
+models): the one reader of a lock file, whose bytes `lockfile_yaml` parses when the entries are needed, so a
+command that only binds to a lock's digest (a kept conformance verdict, a found-unchanged environment) imports
+nothing more."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from lockgen.errors import LockFormatError
+from lockgen.model.inputs import LockBytes
+
+
+def read(path: Path) -> LockBytes:
+    """The bytes of the lock at `path` and their sha256; a missing or unreadable file is a LockFormatError."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise LockFormatError(f"lock `{path}` does not exist", "run `lockgen resolve STACK` to write it") from None
+    except OSError as exc:
+        raise LockFormatError(f"cannot read lock `{path}`: {exc.strerror or exc}", "pass the path of a .conda-lock.yml") from None
+    return LockBytes(str(path), data, hashlib.sha256(data).hexdigest())
