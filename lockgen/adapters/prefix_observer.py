@@ -133,7 +133,7 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
             kind = "dir-link"
         text = _text(path) if kind == "file" and relative in read_these else None
         target = os.readlink(path) if kind in ("link", "dir-link") else None
-        privilege = privilege_of(path) if kind == "file" and privileges else None
+        privilege = privilege_of(path, mode) if kind == "file" and privileges else None
         observed.append(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), digests.get(relative), text,
                                      target, privilege))
     return observed

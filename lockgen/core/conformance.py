@@ -19,8 +19,9 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
 - `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: the manifest, stats and SBOM
   lockgen writes under `.lockgen/`.
 Rules accept by name only: the files they cover are derived by the installer, so no package states their
-bytes. setuid, setgid and world-writable files, and files carrying file capabilities, are `mode` drift whatever their content (uv's empty root
-`.lock` excepted while it stays empty); a path two packages expect is a clobber. Any of these makes the report unclean.
+bytes. setuid, setgid and world-writable files, and executable files carrying file capabilities (a file no one
+can run gains nothing from them), are `mode` drift whatever their content (uv's empty root `.lock` excepted while
+it stays empty); a path two packages expect is a clobber. Any of these makes the report unclean.
 """
 
 from __future__ import annotations
