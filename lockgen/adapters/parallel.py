@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from types import TracebackType
 
 from lockgen.digests import file_digest
@@ -45,68 +46,101 @@ def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], 
     return digests
 
 
+class Forked:
+    """`work` run in a forked child process (only where forking is safe: no other thread runs, whose locks would
+    stay held in the child); `result()` waits for the text it returned, None when the child failed or none was
+    forked (then `work` never ran: the caller does it). Nothing is pickled: the child has the caller's memory
+    and sends back text. A context manager: leaving it ends a child never asked (its pipe closes)."""
+
+    def __init__(self, work: Callable[[], str]) -> None:
+        self._child: tuple[int, int] | None = None  # its pid, the read end of its pipe
+        self._result: str | None = None
+        if not hasattr(os, "fork") or threading.active_count() > 1:
+            return
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: runs `work`, writes its text, ends without running the caller's code
+            code = 1
+            try:
+                os.close(read)
+                for other in _READING:  # other children's pipes: theirs to end
+                    os.close(other)
+                with os.fdopen(write, "wb") as stream:
+                    stream.write(work().encode("utf-8", "surrogateescape"))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        _READING.add(read)
+        self._child = (pid, read)
+
+    def result(self) -> str | None:
+        if self._child is not None:
+            pid, read = self._child
+            self._child = None
+            _READING.discard(read)
+            with os.fdopen(read, "rb") as stream:
+                text = stream.read().decode("utf-8", "surrogateescape")
+            if os.waitpid(pid, 0)[1] == 0:  # exit 0 only after the whole text was written
+                self._result = text
+        return self._result
+
+    def __enter__(self) -> Forked:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        if self._child is not None:  # never asked: the child meets a closed pipe and ends
+            pid, read = self._child
+            self._child = None
+            _READING.discard(read)
+            os.close(read)
+            os.waitpid(pid, 0)
+
+
+_READING: set[int] = set()  # read ends of this process's live children's pipes
+
+
 class HashedAhead:
     """Files being hashed by child processes; `digests()` waits for them. Used as a context manager, so a
     caller that stops early (an error) ends its children instead of leaving them blocked on their pipes."""
 
-    def __init__(self, children: list[tuple[int, int, Sequence[str]]]) -> None:
-        self._children = children  # (pid, read end of its pipe, the paths it hashes)
+    def __init__(self, children: list[tuple[Forked, Sequence[str]]]) -> None:
+        self._children = children  # each child and the paths it hashes
         self._digests: dict[str, str] | None = None
 
     def digests(self) -> dict[str, str]:
         """path -> sha256 of every file a child read (one it could not read, or a child that failed, is absent)."""
         if self._digests is None:
             self._digests = {}
-            for pid, read, paths in self._children:
-                with os.fdopen(read, "rb") as stream:
-                    lines = stream.read().decode("ascii", "replace").split("\n")
-                _, status = os.waitpid(pid, 0)
-                if status == 0 and len(lines) == len(paths) + 1 and lines[-1] == "done":
+            for child, paths in self._children:
+                lines = (child.result() or "").split("\n")
+                if len(lines) == len(paths):
                     self._digests.update((path, digest) for path, digest in zip(paths, lines) if digest)
-            self._children = []
         return self._digests
 
     def __enter__(self) -> HashedAhead:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
-        for pid, read, _ in self._children:  # never asked: the child meets a closed pipe and ends
-            os.close(read)
-            os.waitpid(pid, 0)
-        self._children = []
+        for child, _ in self._children:
+            child.__exit__(kind, error, trace)
 
 
 def hash_ahead(paths: Sequence[str]) -> HashedAhead:
     """Starts hashing the small files `paths` (each under `BIG`) in child processes, one per core beside the
-    caller's; none when they are few, on one core, or where forking is not safe (another thread runs: a lock
-    it holds would stay held in the child)."""
-    children = min(cores() - 1, len(paths) // PER_CHILD)
-    if len(paths) < FORK_FROM or children < 1 or not hasattr(os, "fork") or threading.active_count() > 1:
-        return HashedAhead([])
-    started: list[tuple[int, int, Sequence[str]]] = []
-    for index in range(children):
-        share = paths[index * len(paths) // children:(index + 1) * len(paths) // children]
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: hashes, writes one line per path and `done`, and ends without running the caller's code
-            code = 1
-            try:
-                os.close(read)
-                for _, earlier, _ in started:
-                    os.close(earlier)
-                with os.fdopen(write, "wb") as stream:
-                    stream.write("\n".join([*map(_digest_or_nothing, share), "done"]).encode("ascii"))
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        started.append((pid, read, share))
-    return HashedAhead(started)
+    caller's (none when they are few, or on one core; see `Forked` for where none is forked)."""
+    children = min(cores() - 1, len(paths) // PER_CHILD) if len(paths) >= FORK_FROM else 0
+    shares = [paths[index * len(paths) // children:(index + 1) * len(paths) // children] for index in range(children)]
+    return HashedAhead([(Forked(partial(_hashed, share)), share) for share in shares])
 
 
 def cores() -> int:
     """The cores this process may run on (its affinity: a cpuset or `taskset` gives fewer than the machine has)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _hashed(paths: Sequence[str]) -> str:
+    return "\n".join(map(_digest_or_nothing, paths))
 
 
 def _digest_or_nothing(path: str) -> str:

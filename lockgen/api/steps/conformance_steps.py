@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen import __version__
-from lockgen.adapters import conformance_store, home, prefix_observer
+from lockgen.adapters import conformance_store, home, parallel, prefix_observer
 from lockgen.core.conformance import passing_record, passing_report
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance
@@ -129,10 +131,12 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
     chosen = lock_platform(lock, platform)
     kept = conformance_store.load(prefix, lock_sha256) if fingerprints else {}
     walked = tree.walked if tree is not None and tree.walked is not None else prefix_observer.walk(prefix)
-    with prefix_observer.likely_wanted(prefix, walked, kept) as ahead:  # hashed on the other cores meanwhile
+    with ExitStack() as meanwhile:  # work the other cores do meanwhile (`parallel.Forked`), waited for at its end
+        ahead = meanwhile.enter_context(prefix_observer.likely_wanted(prefix, walked, kept))  # hashing small files
         path, raw = manifests
         bundle = manifest_store.parse_bundle(raw, path) if path is not None and raw is not None else {}
         expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
+        digest = meanwhile.enter_context(parallel.Forked(partial(expected_digest, expected)))
         allowed = sorted(set(allow_foreign))
         services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
         # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
@@ -144,20 +148,21 @@ def _conform(lock_path: Path, prefix: Path, platform: str | None, manifests: tup
         seen: dict[str, list] = {}
         observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs,
                                            walked=walked, seen=seen, ahead=ahead)
-    if proofs is not None and proofs != kept:
-        conformance_store.save(prefix, lock_sha256, proofs)
-    found = {o.path: o.sha256 for o in observed} if allowed else {}
-    hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
-    # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
-    hook += [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))] if services else []
-    # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
-    hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
-    python = lock_python(lock, chosen)
-    pairs = pyc_pairs(expected, observed)
-    unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256}
-                                       if pairs else {})  # the sources: just hashed
-    report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
-                     unproven)
-    by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
-    return Conformance(lock_sha256, chosen, str(prefix), expected_digest(expected), report,
+        if proofs is not None and proofs != kept:
+            meanwhile.enter_context(conformance_store.saving(prefix, lock_sha256, proofs))
+        found = {o.path: o.sha256 for o in observed} if allowed else {}
+        hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
+        # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
+        hook += [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))] if services else []
+        # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
+        hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
+        python = lock_python(lock, chosen)
+        pairs = pyc_pairs(expected, observed)
+        unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256}
+                                           if pairs else {})  # the sources: just hashed
+        report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
+                         unproven)
+        by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
+        expected_sha256 = digest.result() or expected_digest(expected)
+    return Conformance(lock_sha256, chosen, str(prefix), expected_sha256, report,
                        allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)
