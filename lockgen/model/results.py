@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from lockgen.model.conformance import ConformanceReport
+if TYPE_CHECKING:  # a type only here: resolve, which returns TargetResult, loads no conformance model
+    from lockgen.model.conformance import ConformanceReport
 
 
 LockState = Literal["wrote", "would write", "unchanged"]  # what resolve did with a target's lock
