@@ -4,6 +4,10 @@ the whole app's error."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,3 +46,32 @@ def test_a_named_command_is_the_only_one_built() -> None:
 def test_the_real_entry_point_lists_every_command() -> None:
     done = run_cli("--help")
     assert done.returncode == 0 and all(f"  {name}" in done.stdout for name in ("resolve", "materialize", "fleet"))
+
+
+# modules resolve has no use for on a conda stack: the conformance models (they render checks), the wheel file-name
+# parser, PEP 440 versions and the INI reader (PyPI entries and entry points only)
+NOT_FOR_RESOLVE = ("lockgen.model.conformance", "lockgen.core.wheel_names", "packaging.version", "configparser")
+SHOW_LOADED = ("import atexit, os, runpy, sys\n"
+               "def show():\n"
+               f"    print('loaded:', [m for m in {NOT_FOR_RESOLVE!r} if m in sys.modules], file=sys.stderr, flush=True)\n"
+               "end = os._exit\n"  # the CLI ends by os._exit once rattler is loaded, atexit otherwise: either says it
+               "os._exit = lambda code: (show(), end(code))\n"
+               "atexit.register(show)\n"
+               "sys.argv = ['lockgen', *sys.argv[1:]]\nrunpy.run_module('lockgen', run_name='__main__')\n")
+
+
+def _loaded(*args: str) -> tuple[int, str]:
+    """A lockgen command's exit status and which of NOT_FOR_RESOLVE it loaded (its stderr's last line)."""
+    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True,
+                          env={**os.environ, "NO_COLOR": "1"})
+    return done.returncode, done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_resolve_of_a_conda_stack_loads_only_what_it_uses(example_copy: Path, snapshot: Path, tmp_path: Path) -> None:
+    """Each of these modules is imported where it is used, not at start-up: a resolve of the conda example loads
+    none of them; a check --lock, which renders conformance, does load its models (the probe sees them)."""
+    code, loaded = _loaded("resolve", str(example_copy), "--channel-alias", f"conda-forge={snapshot}", "--dry-run")
+    assert (code, loaded) == (0, "loaded: []")
+    code, loaded = _loaded("check", "--lock", str(tmp_path / "none.yml"), "--prefix", str(tmp_path / "nowhere"))
+    assert code == 1 and "lockgen.model.conformance" in loaded

@@ -348,6 +348,34 @@ def test_file_capabilities_are_drift_for_both_checks(tmp_path: Path, home: Path)
 
 
 @pytest.mark.slow
+def test_capabilities_of_a_file_made_executable_later_are_found(tmp_path: Path, home: Path) -> None:
+    """Attributes are read only of files someone can run (execve refuses a file with no execute bit, root
+    included, so capabilities give it nothing): a `chmod +x` keeps them, and moves the ctime that every kept
+    verdict and fingerprint covers, so the next check of either kind reads them and fails."""
+    import subprocess
+    import time
+
+    channel = build_channel(tmp_path / "channel", [Pkg("data", "1.0", files={"share/data.txt": "not a program\n"})])
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["data"])
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    target = prefix / "share" / "data.txt"
+    assert target.stat().st_mode & 0o111 == 0
+    subprocess.run([shutil.which("setcap") or "/usr/sbin/setcap", "cap_setuid+ep", str(target)], check=True)
+    time.sleep(1.1)  # settled: both checks keep their clean verdict of this tree
+    env = {"LOCKGEN_HOME": str(home)}
+    for _ in range(2):  # the work, then its kept verdict
+        assert run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env=env).returncode == 0
+        assert run_cli("check", "--prefix", str(prefix), env=env).returncode == 0
+    target.chmod(0o755)
+    assert os.getxattr(target, "security.capability")  # chmod keeps them
+    proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env=env)
+    assert proven.returncode == 1 and "share/data.txt is setuid, setgid, world-writable or carries file capabilities" \
+        in proven.stdout, proven.stdout
+    drift = run_cli("check", "--prefix", str(prefix), env=env)
+    assert drift.returncode == 1 and "share/data.txt (file capabilities (security.capability))" in drift.stdout, drift.stdout
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["timestamp", "unchecked-hash", "checked-hash"])
 def test_byte_code_beside_a_proven_source_must_be_its_byte_code(tmp_path: Path, home: Path, mode: str) -> None:
     """Python runs a .pyc whose header matches (timestamp), or always (unchecked hash), or when the source's

@@ -15,10 +15,10 @@ import os
 import stat
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from lockgen.adapters.parallel import hash_files
+from lockgen.adapters.parallel import BIG, HashedAhead, hash_ahead, hash_files
 from lockgen.adapters.security_xattrs import privilege_of
 from lockgen.core.conformance import ObservedFile
 from lockgen.core.launchers import LIMIT
@@ -30,22 +30,27 @@ RACY_NS = 1_000_000_000  # a whole second: the coarsest stamps of the file syste
 @dataclass(frozen=True)
 class TreeFingerprint:
     """The sha256 of a tree's stat walk, how many paths it covers, and whether none of them changed within
-    `RACY_NS` of the look (only a settled tree's fingerprint may stand for its content later)."""
+    `RACY_NS` of the look (only a settled tree's fingerprint may stand for its content later); `walked`, when
+    kept: the walk's paths but its folders with the lstat the digest covers, for a caller that goes on to look
+    at the files (`observe(walked=...)`: the tree is walked once)."""
 
     digest: str
     paths: int
     settled: bool
+    walked: dict[str, os.stat_result] | None = field(default=None, compare=False, repr=False)
 
 
-def tree_fingerprint(prefix: Path) -> TreeFingerprint:
+def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
     """Every path under `prefix`, folders too (an empty one is drift), each with (device, inode, size,
     mtime_ns, ctime_ns, mode) and, for a link, whether it leads to a folder (what conformance sees of it
     outside the tree), hashed in walk order: any edit (ctime moves even when mtime is put back), replacement
     (inode), new or removed path, mode or capability change (ctime) gives another digest. Links are never
-    entered. Folders are not judged settled or not: what they hold is in the walk itself."""
+    entered. Folders are not judged settled or not: what they hold is in the walk itself. `keep_walk`: the
+    walk's paths but its folders are kept with their lstat (`walked`), for a caller that looks at the files next."""
     since = time.time_ns() - RACY_NS
     lines: list[str] = []
     add = lines.append
+    walked: dict[str, os.stat_result] | None = {} if keep_walk else None
     settled = True
     pending = [(str(prefix), "")]
     while pending:
@@ -54,21 +59,24 @@ def tree_fingerprint(prefix: Path) -> TreeFingerprint:
             for entry in entries:
                 info = entry.stat(follow_symlinks=False)
                 mode = info.st_mode
+                relative = base + entry.name
                 if stat.S_ISDIR(mode):
-                    pending.append((entry.path, f"{base}{entry.name}/"))
-                elif info.st_ctime_ns >= since:
-                    settled = False
+                    pending.append((entry.path, f"{relative}/"))
+                else:
+                    if walked is not None:
+                        walked[relative] = info
+                    if info.st_ctime_ns >= since:
+                        settled = False
                 leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
-                add(f"{base}{entry.name}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} "
-                    f"{info.st_ctime_ns} {mode}{leads}\n")
+                add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}{leads}\n")
     return TreeFingerprint(hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest(), len(lines),
-                           settled)
+                           settled, walked)
 
 
-def _walk(prefix: Path) -> list[tuple[str, os.stat_result]]:
+def walk(prefix: Path) -> dict[str, os.stat_result]:
     """Every path under `prefix` but its folders (a link to a folder is a path, never entered), with its lstat:
     one scandir pass (each folder entered once), no path joined in Python."""
-    found = []
+    found: dict[str, os.stat_result] = {}
     pending = [(str(prefix), "")]
     while pending:
         path, base = pending.pop()
@@ -79,7 +87,7 @@ def _walk(prefix: Path) -> list[tuple[str, os.stat_result]]:
                 if stat.S_ISDIR(info.st_mode):
                     pending.append((entry.path, relative))
                 else:
-                    found.append((relative, info))
+                    found[relative] = info
     return found
 
 
@@ -91,14 +99,25 @@ def _text(path: str) -> str | None:
         return None
 
 
-def _fingerprint(info: os.stat_result) -> list[int]:
-    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+def likely_wanted(prefix: Path, walked: Mapping[str, os.stat_result], proofs: Mapping[str, list]) -> HashedAhead:
+    """Starts hashing, in child processes (`parallel.hash_ahead`), the small files of `walked` a check will most
+    likely ask `observe` for, before the caller knows which its packages state: every regular file under
+    `parallel.BIG` that no kept fingerprint of `proofs` proves, but byte code (`__pycache__/`, proven apart).
+    A file no package states is read for nothing: at most `BIG` bytes each."""
+    top = str(prefix)
+    return hash_ahead([f"{top}/{relative}" for relative, info in walked.items()
+                       if stat.S_ISREG(info.st_mode) and info.st_size < BIG and "__pycache__/" not in relative
+                       and not _proven(proofs.get(relative), info)])
+
+
+def _proven(before: list | None, info: os.stat_result) -> bool:
+    return before is not None and before[:5] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
 def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int, int], None] | None = None,
             read_these: Collection[str] = (), proofs: MutableMapping[str, list] | None = None,
             walked: Mapping[str, os.stat_result] | None = None, privileges: bool = True,
-            seen: MutableMapping[str, list] | None = None) -> list[ObservedFile]:
+            seen: MutableMapping[str, list] | None = None, ahead: HashedAhead | None = None) -> list[ObservedFile]:
     """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256, small files
     named in `read_these` (entry-point launchers) their text. `proofs` (path -> fingerprint and sha256, as
     `conformance_store` keeps them) gives the sha256 of a file whose fingerprint is unchanged, unread; it is
@@ -106,34 +125,52 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
     before this look (a file changed since is read again next time). `walked`: the tree's paths but its
     folders with their lstat, from a walk the caller made (`env_manifest.scan_tree`) and shares; `privileges`
     false: file capabilities are not looked for (a caller judging paths alone); `seen` is filled like `proofs`
-    but with every file of `hash_these`, however recent (for a caller that uses them at once: export)."""
+    but with every file of `hash_these`, however recent (for a caller that uses them at once: export); `ahead`:
+    files `likely_wanted` started hashing on the same walk (those it could not read are read here)."""
     since = time.time_ns() - RACY_NS
-    entries = list(walked.items()) if walked is not None else _walk(prefix)
+    entries = walked if walked is not None else walk(prefix)
     top = str(prefix)
-    infos = {relative: info for relative, info in entries if stat.S_ISREG(info.st_mode) and relative in hash_these}
-    now = {relative: _fingerprint(info) for relative, info in infos.items()} if proofs is not None or seen is not None else {}
-    kept = dict(proofs or {})
-    digests = {relative: kept[relative][5] for relative, fingerprint in now.items()
-               if kept.get(relative, [None])[:5] == fingerprint}
-    wanted = {f"{top}/{relative}": relative for relative in infos if relative not in digests}
-    hashed = hash_files([(path, infos[relative].st_size) for path, relative in wanted.items()],
-                        (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None)
-    digests.update({wanted[path]: digest for path, digest in hashed.items()})
+    kept = proofs if proofs is not None else {}
+    recorded = proofs is not None or seen is not None
+    digests: dict[str, str] = {}
+    now: dict[str, list] = {}  # path -> [device, inode, size, mtime_ns, ctime_ns], the sha256 appended below
+    unread: list[str] = []
+    for relative, info in entries.items():  # one pass: what is wanted, and what a kept fingerprint proves
+        if relative in hash_these and stat.S_ISREG(info.st_mode):
+            if recorded:
+                fingerprint = now[relative] = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+                before = kept.get(relative)
+                if before is not None and before[:5] == fingerprint:
+                    digests[relative] = before[5]
+                    continue
+            unread.append(relative)
+    paths = [f"{top}/{relative}" for relative in unread]
+    hashed = dict(ahead.digests()) if ahead is not None and unread else {}
+    hashed.update(hash_files([(path, entries[relative].st_size) for path, relative in zip(paths, unread) if path not in hashed],
+                             (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None))
+    for path, relative in zip(paths, unread):
+        digests[relative] = hashed[path]
+    for relative, fingerprint in now.items():
+        fingerprint.append(digests[relative])
     if seen is not None:
-        seen.update({relative: [*fingerprint, digests[relative]] for relative, fingerprint in now.items()})
+        seen.update(now)
     if proofs is not None:
         proofs.clear()
-        proofs.update({relative: [*fingerprint, digests[relative]] for relative, fingerprint in now.items()
-                       if fingerprint[4] < since})
-    observed = []
-    for relative, info in entries:
-        mode, path = info.st_mode, f"{top}/{relative}"
-        kind = "file" if stat.S_ISREG(mode) else ("link" if stat.S_ISLNK(mode) else "other")
+        proofs.update({relative: fingerprint for relative, fingerprint in now.items() if fingerprint[4] < since})
+    observed: list[ObservedFile] = []
+    add = observed.append
+    for relative, info in entries.items():
+        mode = info.st_mode
+        if stat.S_ISREG(mode):
+            path = f"{top}/{relative}"
+            add(ObservedFile(relative, "file", info.st_size, stat.S_IMODE(mode), digests.get(relative),
+                             _text(path) if relative in read_these else None, None,
+                             privilege_of(path, mode) if privileges else None))
+            continue
+        path = f"{top}/{relative}"
+        kind = "link" if stat.S_ISLNK(mode) else "other"
         if kind == "link" and os.path.isdir(path):
             kind = "dir-link"
-        text = _text(path) if kind == "file" and relative in read_these else None
-        target = os.readlink(path) if kind in ("link", "dir-link") else None
-        privilege = privilege_of(path) if kind == "file" and privileges else None
-        observed.append(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), digests.get(relative), text,
-                                     target, privilege))
+        add(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), None, None,
+                         os.readlink(path) if kind != "other" else None))
     return observed

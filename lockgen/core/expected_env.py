@@ -84,15 +84,16 @@ def conda_expected(manifest: PackageManifest, python: str | None, patched: Mappi
                    accepted: Mapping[str, str] = {}) -> ExpectedPackage:
     """The files a conda package links into a prefix; `patched` maps its placeholder files (archive paths)
     to the hash of their bytes with the prefix written in."""
-    files = []
+    files: list[ExpectedFile] = []
+    add, noarch = files.append, manifest.noarch_python
     for item in manifest.files:
-        path = _conda_path(item.path, manifest.noarch_python, python or "")
+        path = _conda_path(item.path, noarch, python or "") if noarch else item.path
         sha256, size = item.sha256, item.size
         if item.placeholder is not None:
             sha256, size = patched.get(item.path), None
-        if path in accepted:
+        if accepted and path in accepted:
             sha256, size = accepted[path], None
-        files.append(ExpectedFile(path, sha256, size, item.kind, item.target))
+        add(ExpectedFile(path, sha256, size, item.kind, item.target))
     return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts, _targets(manifest))
 
 
@@ -121,5 +122,5 @@ def from_installed_record(dist: InstalledDistribution, site_packages: str) -> li
 def expected_digest(packages: Iterable[ExpectedPackage]) -> str:
     """One digest of an expected environment: every package's files and stated hashes (prefix-free for
     pure-PyPI locks, so a venv on bare metal and the same lock in an image share it)."""
-    return canonical_digest(sorted([p.key, sorted([f.path, f.sha256, f.kind] for f in p.files), list(p.scripts)]
-                                   for p in packages))
+    return canonical_digest(sorted([p.key, sorted((f.path, f.sha256, f.kind) for f in p.files), list(p.scripts)]
+                                   for p in packages))  # tuples: the same JSON as lists, made faster

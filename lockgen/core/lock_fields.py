@@ -16,13 +16,10 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-from packaging.version import InvalidVersion, Version
-
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.package_identity import same_version
 from lockgen.core.wheel_files import shown
-from lockgen.core.wheel_names import parse_wheel_filename
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import normalize
@@ -116,6 +113,8 @@ def _conda_identity(package: LockedPackage, source: str, where: str) -> None:
 def _pypi_identity(package: LockedPackage, source: str, where: str) -> None:
     if not PYPI_NAME.fullmatch(package.name):
         raise _refuse(source, where, "the name is not a PyPI project name (PEP 508)")
+    from packaging.version import InvalidVersion, Version  # here: a conda lock has no PyPI entry to parse
+
     try:
         Version(package.version)
     except InvalidVersion:
@@ -166,6 +165,8 @@ def _conda_file(package: LockedPackage, file_name: str) -> str | None:
 
 
 def _wheel_file(package: LockedPackage, file_name: str) -> str | None:
+    from lockgen.core.wheel_names import parse_wheel_filename  # here: a conda lock names no wheel
+
     try:
         wheel = parse_wheel_filename(file_name)
     except UserError:

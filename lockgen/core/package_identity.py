@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from lockgen.core.wheel_files import shown
 from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
@@ -21,6 +19,8 @@ _HINT = "the lock pins a file that is another package: re-create the lock with l
 
 def same_version(a: str, b: str) -> bool:
     """PEP 440 equality (`1.0` is `1.0.0`); versions that are no PEP 440 compare as written, case folded."""
+    from packaging.version import InvalidVersion, Version  # here: a conda lock's checks never compare PEP 440 versions
+
     try:
         return Version(a) == Version(b)
     except InvalidVersion:

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from lockgen.core import lock_builder
 from lockgen.core.image_config import is_environment_prefix
 from lockgen.core.lock_builder import LockgenMeta
@@ -84,6 +82,8 @@ def moved(lock: Lock, platform: str, solved: list[LockedPackage], base_is_lock: 
 
 def check_only(lock: Lock) -> dict[str, tuple[tuple[str, str], ...]]:
     """The check-only entries of a lock, (name, version) per platform: stood in for in the team's PyPI solve."""
+    from packaging.version import InvalidVersion, Version  # here: only a team stack's base lock has check-only entries
+
     held: dict[str, list[tuple[str, str]]] = {}
     for package in lock.package:
         if not lock_builder.is_check_only(package):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import configparser
 import csv
 import io
 import posixpath
@@ -174,6 +173,8 @@ def expand_tags(compressed: str) -> tuple[str, ...]:
 
 def parse_entry_points(text: str) -> tuple[ScriptEntry, ...]:
     """The console and gui scripts of an `entry_points.txt`, sorted by name; other groups are ignored."""
+    import configparser  # here: a conda stack's resolve reads no entry_points.txt
+
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, comment_prefixes=("#", ";"),
                                        strict=True)
     parser.optionxform = str  # type: ignore[assignment,method-assign]

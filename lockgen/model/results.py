@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lockgen.model.conformance import ConformanceReport
+if TYPE_CHECKING:  # a type only here: resolve, which returns TargetResult, loads no conformance model
+    from lockgen.model.conformance import ConformanceReport
 
 if TYPE_CHECKING:  # a pydantic model: `verify` builds it
     from lockgen.model.certificate import CertificateBody

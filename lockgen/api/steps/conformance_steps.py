@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen import __version__
-from lockgen.adapters import conformance_store, home, prefix_observer
+from lockgen.adapters import conformance_store, home, parallel, prefix_observer
 from lockgen.core.conformance import passing_record, passing_report
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance
@@ -60,12 +62,14 @@ def conform(lock: LockBytes | LoadedLock, prefix: Path, platform: str | None, ma
     bundle = _bundle_bytes(manifests)  # read once: a verdict reached with a bundle is bound to its bytes
     context = [platform or "", home.machine(), final_prefix or str(prefix), "\0".join(sorted(set(allow_foreign))),
                str(carried_lock), hashlib.sha256(bundle).hexdigest() if bundle is not None else "", __version__]
-    tree = prefix_observer.tree_fingerprint(prefix) if fingerprints else None  # before any file is read
-    again = _kept_verdict(lock.sha256, prefix, context, tree, progress) if tree is not None else None
+    kept = conformance_store.load_verdict(prefix, lock.sha256, context) if fingerprints else None
+    # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
+    tree = prefix_observer.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
+    again = _kept_verdict(lock.sha256, kept, prefix, tree, progress) if kept is not None and tree is not None else None
     if again is not None:
         return again
     result = _conform(lock, prefix, platform, (manifests, bundle), progress, meter, final_prefix, allow_foreign,
-                      carried_lock, fingerprints)
+                      carried_lock, fingerprints, tree)
     if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
         conformance_store.drop_verdict(prefix, result.lock_sha256, context)
     elif tree is not None and tree.settled:
@@ -84,13 +88,10 @@ def _bundle_bytes(manifests: Path | None) -> bytes | None:
     return manifest_store.bundle_bytes(manifests)
 
 
-def _kept_verdict(lock_sha256: str, prefix: Path, context: list[str], tree: prefix_observer.TreeFingerprint,
+def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: prefix_observer.TreeFingerprint,
                   progress: Callable[[str], None]) -> Conformance | None:
-    """The verdict of the last passing check of this tree against these lock bytes, when its stat walk is
-    unchanged; None when anything moved or nothing usable is kept."""
-    kept = conformance_store.load_verdict(prefix, lock_sha256, context)
-    if kept is None:
-        return None
+    """The verdict `kept` by the last passing check of this tree against these lock bytes, when its stat walk is
+    unchanged; None when anything moved or the record is not usable."""
     verdict, report = kept["verdict"], passing_report(kept["verdict"].get("report"))
     allowed = verdict.get("allowed")
     if tree.digest != kept["tree"] or report is None or not isinstance(verdict.get("platform"), str) \
@@ -106,8 +107,9 @@ def _kept_verdict(lock_sha256: str, prefix: Path, context: list[str], tree: pref
 def _conform(given: LockBytes | LoadedLock, prefix: Path, platform: str | None, manifests: tuple[Path | None, bytes | None],
              progress: Callable[[str], None],
              meter: Meter | None, final_prefix: str | None, allow_foreign: Sequence[str], carried_lock: bool,
-             fingerprints: bool) -> Conformance:
-    """The work of `conform`: every locked package's expected files against the prefix as found."""
+             fingerprints: bool, tree: prefix_observer.TreeFingerprint | None) -> Conformance:
+    """The work of `conform`: every locked package's expected files against the prefix as found (by the stat
+    walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once)."""
     from hashlib import sha256
 
     from lockgen.adapters import bytecode_proof, manifest_store
@@ -122,34 +124,40 @@ def _conform(given: LockBytes | LoadedLock, prefix: Path, platform: str | None, 
     loaded = parsed(given)
     lock, lock_sha256 = loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
-    path, raw = manifests
-    bundle = manifest_store.parse_bundle(raw, path) if path is not None and raw is not None else {}
-    expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
-    allowed = sorted(set(allow_foreign))
-    services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
-    # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
-    carried = {LOCK_INSIDE: lock_sha256} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
-    wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
     kept = conformance_store.load(prefix, lock_sha256) if fingerprints else {}
-    proofs = dict(kept) if fingerprints else None
-    progress(f"hashing the {len(wanted)} files the packages state in {prefix}"
-             + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
-    seen: dict[str, list] = {}
-    observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs,
-                                       seen=seen)
-    if proofs is not None and proofs != kept:
-        conformance_store.save(prefix, lock_sha256, proofs)
-    found = {o.path: o.sha256 for o in observed}
-    hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
-    # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
-    hook += [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))] if services else []
-    # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
-    hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
-    python = lock_python(lock, chosen)
-    unproven = bytecode_proof.unproven(prefix, pyc_pairs(expected, observed), progress,
-                                       {o.path: o.sha256 for o in observed if o.sha256})  # the sources: just hashed
-    report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
-                     unproven)
-    by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
-    return Conformance(lock_sha256, chosen, str(prefix), expected_digest(expected), report,
+    walked = tree.walked if tree is not None and tree.walked is not None else prefix_observer.walk(prefix)
+    with ExitStack() as meanwhile:  # work the other cores do meanwhile (`parallel.Forked`), waited for at its end
+        ahead = meanwhile.enter_context(prefix_observer.likely_wanted(prefix, walked, kept))  # hashing small files
+        path, raw = manifests
+        bundle = manifest_store.parse_bundle(raw, path) if path is not None and raw is not None else {}
+        expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
+        digest = meanwhile.enter_context(parallel.Forked(partial(expected_digest, expected)))
+        allowed = sorted(set(allow_foreign))
+        services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
+        # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
+        carried = {LOCK_INSIDE: lock_sha256} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
+        wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
+        proofs = dict(kept) if fingerprints else None
+        progress(f"hashing the {len(wanted)} files the packages state in {prefix}"
+                 + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
+        seen: dict[str, list] = {}
+        observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs,
+                                           walked=walked, seen=seen, ahead=ahead)
+        if proofs is not None and proofs != kept:
+            meanwhile.enter_context(conformance_store.saving(prefix, lock_sha256, proofs))
+        found = {o.path: o.sha256 for o in observed} if allowed else {}
+        hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
+        # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
+        hook += [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))] if services else []
+        # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
+        hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
+        python = lock_python(lock, chosen)
+        pairs = pyc_pairs(expected, observed)
+        unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256}
+                                           if pairs else {})  # the sources: just hashed
+        report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
+                         unproven)
+        by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
+        expected_sha256 = digest.result() or expected_digest(expected)
+    return Conformance(lock_sha256, chosen, str(prefix), expected_sha256, report,
                        allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)

@@ -1,0 +1,173 @@
+"""Work done in forked children while the caller goes on (`parallel.Forked`): small files hashed ahead
+(`parallel.hash_ahead`, `prefix_observer.likely_wanted`), the expected environment's digest and the kept
+fingerprints (`conformance_store.saving`). The digests are the files' own, a file a child cannot read is left
+to the caller (who meets the error), a failed child is work the caller does itself, an abandoned one ends,
+no child is forked beside another thread, and a check whose work the children did gives the same report and
+the same kept record as one that did it all itself, tampering included."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import threading
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters import conformance_store, parallel, prefix_observer
+from lockgen.api.check import check_lock
+from lockgen.api.materialize import materialize
+from lockgen.model.requests import Prefix
+from tests.test_export import make_lock
+
+
+class _Inline:
+    """Stands for `parallel.Forked` where no child can be forked: the caller does the work."""
+
+    def __init__(self, work: object) -> None:
+        pass
+
+    def result(self) -> None:
+        return None
+
+    def __enter__(self) -> "_Inline":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+@pytest.fixture
+def forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children for any number of files, as on a machine of three cores."""
+    monkeypatch.setattr(parallel, "FORK_FROM", 1)
+    monkeypatch.setattr(parallel, "PER_CHILD", 1)
+    monkeypatch.setattr(parallel, "cores", lambda: 3)
+
+
+def _records(folder: Path) -> dict[str, object]:
+    """The records kept under `folder`, but the time each verdict was reached."""
+    found = {}
+    for path in folder.glob("*.json"):
+        record = json.loads(path.read_bytes())
+        record.pop("checked", None)
+        found[path.name] = record
+    return found
+
+
+def _files(tmp_path: Path, count: int) -> list[Path]:
+    paths = []
+    for index in range(count):
+        path = tmp_path / f"f{index}"
+        path.write_bytes(f"file {index}\n".encode() * index)
+        paths.append(path)
+    return paths
+
+
+def test_children_give_each_file_its_own_digest_and_leave_what_they_cannot_read(tmp_path: Path, forking: None) -> None:
+    files = _files(tmp_path, 7)
+    os.mkfifo(tmp_path / "fifo")  # would block a plain read: refused on the descriptor, left to the caller
+    paths = [str(p) for p in files] + [str(tmp_path / "fifo"), str(tmp_path / "gone")]
+    with parallel.hash_ahead(paths) as ahead:
+        digests = ahead.digests()
+        assert ahead.digests() is digests  # asked twice: the children were read once
+    assert digests == {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def test_a_failed_child_is_no_digest(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fails(path: str) -> str:
+        raise RuntimeError("a bug in the child")
+
+    monkeypatch.setattr(parallel, "_digest_or_nothing", fails)
+    with parallel.hash_ahead([str(p) for p in _files(tmp_path, 4)]) as ahead:
+        assert ahead.digests() == {}
+
+
+def test_children_never_asked_end_with_the_block(tmp_path: Path, forking: None) -> None:
+    with parallel.hash_ahead([str(p) for p in _files(tmp_path, 4)]) as ahead:
+        children = [child._child[0] for child, _ in ahead._children if child._child is not None]
+        assert len(children) == 2
+    for pid in children:  # reaped by the block's end: no such child any more
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_no_child_beside_another_thread_or_for_few_files(tmp_path: Path, forking: None,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = [str(p) for p in _files(tmp_path, 4)]
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with parallel.hash_ahead(paths) as ahead:  # a lock the other thread holds would stay held in a child
+            assert ahead.digests() == {}
+    finally:
+        stop.set()
+        other.join()
+    monkeypatch.setattr(parallel, "FORK_FROM", len(paths) + 1)
+    with parallel.hash_ahead(paths) as ahead:
+        assert ahead.digests() == {}
+
+
+def test_a_check_read_by_children_is_the_check_read_by_itself(tmp_path: Path, forking: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    read: list[str] = []
+    real = prefix_observer.hash_files
+    monkeypatch.setattr(prefix_observer, "hash_files",
+                        lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
+    records = tmp_path / "home" / "conformance"
+    time.sleep(prefix_observer.RACY_NS / 1e9 + 0.05)  # settled: each first check keeps its fingerprints
+    ahead = check_lock(lock, Prefix(prefix))
+    assert ahead.clean and read == []  # every file read by the children, the record written by one
+    kept = _records(records)
+    assert len(kept) == 2  # the fingerprints and the verdict
+    shutil.rmtree(records)
+    with monkeypatch.context() as inline:
+        inline.setattr(parallel, "FORK_FROM", 10**9)
+        inline.setattr(parallel, "Forked", _Inline)
+        itself = check_lock(lock, Prefix(prefix))
+    assert read and itself.to_dict() == ahead.to_dict() and itself.hashes == ahead.hashes
+    assert _records(records) == kept
+    target = prefix / "lib" / "libfoo.txt"
+    before = target.stat()
+    target.write_text("FOO 1.0\n")  # same size, mtime put back: only its bytes tell
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    read.clear()
+    tampered = check_lock(lock, Prefix(prefix), full=True)
+    assert read == [] and "libfoo 1.0: modified lib/libfoo.txt" in tampered.lines()
+
+
+def test_forked_work_returns_its_text_and_a_failure_or_a_thread_returns_none() -> None:
+    assert parallel.Forked(lambda: "done \u00e9").result() == "done \u00e9"
+
+    def fails() -> str:
+        raise RuntimeError("a bug in the child")
+
+    assert parallel.Forked(fails).result() is None
+    ran: list[str] = []
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert parallel.Forked(lambda: ran.append("here") or "x").result() is None and ran == []  # never run: the caller does it
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_fingerprints_kept_from_a_child_or_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    proofs = {"lib/a": [1, 2, 3, 4, 5, "ab" * 32]}
+    with conformance_store.saving(tmp_path / "env", "0" * 64, proofs):
+        pass
+    assert conformance_store.load(tmp_path / "env", "0" * 64) == proofs
+    monkeypatch.setattr(parallel.Forked, "result", lambda self: None)  # as when no child could be forked
+    with conformance_store.saving(tmp_path / "env", "1" * 64, proofs):
+        pass
+    assert conformance_store.load(tmp_path / "env", "1" * 64) == proofs
