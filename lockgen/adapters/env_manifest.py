@@ -24,6 +24,7 @@ from lockgen.digests import canonical_digest, canonical_json
 MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
 Walked = dict[str, os.stat_result]  # a walk of a tree: each path with its lstat
+Tree = tuple[Walked, Walked]  # a whole walk: its files and links, and its folders
 
 
 def covered(relative: str) -> bool:

@@ -181,17 +181,13 @@ def forget(wheel_sha256: str) -> None:
     _record_path(wheel_sha256).unlink(missing_ok=True)
 
 
-def regular_files(prefix: Path, stated: Iterable[str]) -> dict[str, os.stat_result]:
-    """The lstat of each `stated` file (prefix-relative) that is there as a regular file (a missing one is
-    refused by the caller)."""
-    top = str(prefix)
+def regular_files(walked: Mapping[str, os.stat_result], stated: Iterable[str]) -> dict[str, os.stat_result]:
+    """The lstat of each `stated` file (prefix-relative) that the walk `walked` found as a regular file (a
+    missing one, or one reached only through a link to a folder, is refused by the caller)."""
     infos = {}
     for relative in stated:
-        try:
-            info = os.lstat(f"{top}/{relative}")  # no join per file: 15,000 cost 0.06 s
-        except OSError:
-            continue
-        if stat.S_ISREG(info.st_mode):
+        info = walked.get(relative)
+        if info is not None and stat.S_ISREG(info.st_mode):
             infos[relative] = info
     return infos
 

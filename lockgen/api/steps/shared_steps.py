@@ -97,13 +97,15 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
         installers.make_venv(temp, venv_interpreter if venv_interpreter is not None and same_here else python)
+    walked: env_manifest.Tree | None = None
     if pip:
         wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
         expected.extend(wheels)
-        known.update(install_proven(pip, wheels, temp, progress, meter, verify))
-    walked = env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
+        proven, walked = install_proven(pip, wheels, temp, progress, meter, verify)
+        known.update(proven)
+    walked = walked or env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
     _nothing_unstated(temp, final, expected, walked[0])
-    scanned: tuple[env_manifest.Walked, env_manifest.Walked] | None = walked
+    scanned: env_manifest.Tree | None = walked
     if pip and not conda and held is not None:  # on a base that is a Python environment: the wheels alone
         dist_info.keep_only_distributions(temp)
         scanned = None  # the tree changed: the manifest walks it again

@@ -4,7 +4,8 @@ store and every installed file proven against its wheel's RECORD (bound to the s
 A file is read only when it is not a link to a store file proven before with its fingerprint unchanged
 (`wheel_store`): hash once, then trust fingerprints; `verify` hashes every file. What was hashed and
 matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
-dropped."""
+dropped. The tree is walked once after uv ran: that walk's lstat of each file is what its proof compares, and the
+caller's checks and manifest take the same walk (nothing changes the tree in between)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import installers, parallel, wheel_store
+from lockgen.adapters import env_manifest, installers, parallel, wheel_store
 from lockgen.core.conformance import ExpectedPackage
 from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
@@ -29,15 +30,17 @@ def _sha256_of(package: LockedPackage) -> str:
 
 
 def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], prefix: Path, progress: Callable[[str], None],
-                   meter: Meter | None = None, verify: bool = False) -> dict[str, str]:
-    """Installs the wheels `pip` (whose RECORDs `expected` places, in the same order) into the venv at `prefix`
-    and returns the proven sha256 of every file they state (prefix-relative path -> sha256)."""
+                   meter: Meter | None = None, verify: bool = False) -> tuple[dict[str, str], env_manifest.Tree]:
+    """Installs the wheels `pip` (whose RECORDs `expected` places, in the same order) into the venv at `prefix`;
+    returns the proven sha256 of every file they state (prefix-relative path -> sha256) and the walk of the tree
+    taken right after uv ran (what the proof compared)."""
     pins = [_sha256_of(package) for package in pip]
     with wheel_store.held():
         trusted = {} if verify else wheel_store.trusted(pins)
         installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment())
+        tree = env_manifest.scan_tree(prefix)
         stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
-        infos = wheel_store.regular_files(prefix, stated)
+        infos = wheel_store.regular_files(tree[0], stated)
         known, unread = wheel_store.split_by_proof(infos, trusted)
         hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread],
                                      (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None)
@@ -57,4 +60,4 @@ def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], pr
                                   {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
     progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, "
              f"{len(known)} proven before and unchanged)")
-    return {path: digest for path, (_, digest) in stated.items()}
+    return {path: digest for path, (_, digest) in stated.items()}, tree
