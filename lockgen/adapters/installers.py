@@ -91,10 +91,10 @@ def _venv_home(prefix: Path) -> str | None:
 
 
 def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None],
-                env: Mapping[str, str] | None = None) -> None:
+                env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:` (uv fetches
     them; a line every few seconds says the install is still going); `env`: uv's environment (its cache
-    and link mode)."""
+    and link mode); `meanwhile`: work done while uv runs (`run_tool`)."""
     for package in packages:  # uv reads a file: URL itself: only under the user's roots
         if package.url.startswith("file:"):
             file_roots.local_path(package.url, f"{package.name} {package.version}")
@@ -106,6 +106,6 @@ def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[
         run_tool([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes",
                   "--only-binary", ":all:", "--no-config", "-r", requirements.name], "installing the pip entries",
                  "a wheel that does not match its hash is refused; check the network or the index", timeout_s=3600, env=env,
-                 heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"))
+                 heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"), meanwhile=meanwhile)
     finally:
         Path(requirements.name).unlink(missing_ok=True)

@@ -99,10 +99,12 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         installers.make_venv(temp, venv_interpreter if venv_interpreter is not None and same_here else python)
     walked: env_manifest.Tree | None = None
     if pip:
-        wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
-        expected.extend(wheels)
-        proven, walked = install_proven(pip, wheels, temp, progress, meter, verify)
-        known.update(proven)
+        python_xy = lock_python(lock, platform) or ""
+        wheels = install_proven(pip, lambda: [wheel_expected(manifest_of(package, {})[0], python_xy) for package in pip],
+                               temp, progress, meter, verify)
+        expected.extend(wheels.placed)
+        known.update(wheels.proven)
+        walked = wheels.tree
     walked = walked or env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
     _nothing_unstated(temp, final, expected, walked[0])
     scanned: env_manifest.Tree | None = walked

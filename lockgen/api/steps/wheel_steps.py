@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from lockgen.adapters import env_manifest, installers, parallel, wheel_store
@@ -29,17 +30,33 @@ def _sha256_of(package: LockedPackage) -> str:
     return package.hash.sha256
 
 
-def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], prefix: Path, progress: Callable[[str], None],
-                   meter: Meter | None = None, verify: bool = False) -> tuple[dict[str, str], env_manifest.Tree]:
-    """Installs the wheels `pip` (whose RECORDs `expected` places, in the same order) into the venv at `prefix`;
-    returns the proven sha256 of every file they state (prefix-relative path -> sha256) and the walk of the tree
-    taken right after uv ran (what the proof compared)."""
+@dataclass(frozen=True)
+class Installed:
+    """The wheels of a lock installed and proven: what each one's RECORD places (in the lock's order), the proven
+    sha256 of every file they state (prefix-relative path -> sha256), and the walk of the tree taken right after
+    uv ran (what the proof compared)."""
+
+    placed: list[ExpectedPackage]
+    proven: dict[str, str]
+    tree: env_manifest.Tree
+
+
+def install_proven(pip: list[LockedPackage], place: Callable[[], list[ExpectedPackage]], prefix: Path,
+                   progress: Callable[[str], None], meter: Meter | None = None, verify: bool = False) -> Installed:
+    """Installs the wheels `pip` into the venv at `prefix` and proves every file they state; `place` gives the
+    files each one's RECORD places (in the same order), worked out while uv runs."""
     pins = [_sha256_of(package) for package in pip]
+    expected: list[ExpectedPackage] = []
+    stated: dict[str, tuple[str, str]] = {}
+
+    def placing() -> None:  # needs only the manifests: done while uv links
+        expected.extend(place())
+        stated.update({f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256})
+
     with wheel_store.held():
         trusted = {} if verify else wheel_store.trusted(pins)
-        installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment())
+        installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment(), placing)
         tree = env_manifest.scan_tree(prefix)
-        stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
         infos = wheel_store.regular_files(tree[0], stated)
         known, unread = wheel_store.split_by_proof(infos, trusted)
         hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread],
@@ -60,4 +77,4 @@ def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], pr
                                   {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
     progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, "
              f"{len(known)} proven before and unchanged)")
-    return {path: digest for path, (_, digest) in stated.items()}, tree
+    return Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)
