@@ -19,7 +19,7 @@ from typing import Any
 
 from lockgen.adapters import conda_meta
 from lockgen.adapters.atomic_files import write_bytes_atomic
-from lockgen.digests import canonical_digest, canonical_json
+from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
 
 MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
@@ -157,11 +157,16 @@ def digest(manifest: dict[str, Any]) -> str:
     return canonical_digest(manifest)
 
 
-def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: dict[str, Any]) -> None:
+def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: dict[str, Any]) -> str:
+    """Writes the manifest with `extra` and its environment digest (`digest(manifest)`, which it returns) under
+    `environment_digest`, and the stats. The files are encoded once for both the digest and the file (canonical,
+    so compact: json's C encoder runs only without indent; 60,000 files in 0.1 s, not 1 s)."""
+    files = {"files": canonical_json(manifest["files"])}
+    environment = hashlib.sha256(canonical_json_with(manifest, files)).hexdigest()
     (prefix / ".lockgen").mkdir(exist_ok=True)
-    # canonical, so compact: json's C encoder runs only without indent (60,000 files in 0.1 s, not 1 s)
-    (prefix / MANIFEST).write_bytes(canonical_json({**manifest, **extra}) + b"\n")
+    (prefix / MANIFEST).write_bytes(canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n")
     (prefix / STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
+    return environment
 
 
 def read(prefix: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -117,10 +117,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     manifest, stats = env_manifest.build(temp, known, scanned)
     if held:
         manifest = env_manifest.overlay(held.entries, manifest)
-    digest = env_manifest.digest(manifest)
-    env_manifest.write(temp, manifest, stats, {"environment_digest": digest, "lock_sha256": lock_digest,
-                                               "platform": platform, "prefix": str(final)})
-    return digest
+    return env_manifest.write(temp, manifest, stats, {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)})
 
 
 def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
