@@ -16,12 +16,12 @@ from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
 from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs
-from lockgen.api.steps.manifest_steps import manifest_of
+from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
-from lockgen.core.expected_env import conda_expected, lock_python, wheel_expected
+from lockgen.core.expected_env import conda_expected, lock_python
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.team import HeldEnvironment, package_key
 from lockgen.errors import LockFormatError, UserError
@@ -100,8 +100,8 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     walked: env_manifest.Tree | None = None
     if pip:
         python_xy = lock_python(lock, platform) or ""
-        wheels = install_proven(pip, lambda: [wheel_expected(manifest_of(package, {})[0], python_xy) for package in pip],
-                               temp, progress, meter, verify)
+        wheels = install_proven(pip, lambda: [placed_wheel(package, python_xy, verify) for package in pip], temp, progress,
+                                meter, verify)
         expected.extend(wheels.placed)
         known.update(wheels.proven)
         walked = wheels.tree
