@@ -3,7 +3,8 @@ exactly the lock's packages, at the prefix asked for or the store's content-addr
 `shared_steps.materialize_into` (atomic, hash-checked, one build at a time per path) and found again unchanged on
 every later call, which builds nothing; also the platform of a lock to work on and the store's prefix for it. An
 environment found at its prefix costs its manifest and one stat walk, against the drift check's kept clean
-verdict (at a `--prefix`, the lock is not even parsed; the store's prefix is named from the lock); the build steps
+verdict (at a `--prefix`, the lock is not even parsed; the store's prefix is named from the lock; the folders an
+interrupted build of it left are swept all the same); the build steps
 are imported only when that does not hold (a build, or a tree that moved: `recorded_drift` then looks file by
 file)."""
 
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import conformance_store, home, prefix_observer
+from lockgen.adapters import conformance_store, file_guard, home, prefix_observer
 from lockgen.adapters.env_manifest import MANIFEST
 from lockgen.core.confined import child
 from lockgen.core.platforms import choose_platform
@@ -49,6 +50,7 @@ def materialized(lock_path: Path, platform: str | None, prefix: Path | None, pro
     if not verify:
         digest = _found_unchanged(final, lock_path, loaded, platform)
         if digest is not None:
+            file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
             progress(f"{final} is already materialized (unchanged since it was made)")
             return final, digest
     from lockgen.api.steps.shared_steps import materialize_into
