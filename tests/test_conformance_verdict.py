@@ -241,7 +241,11 @@ def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_
     real = env_manifest.read
     monkeypatch.setattr(env_manifest, "read", lambda where: read.append(str(where)) or real(where))
     assert check_prefix(prefix, full=False).clean and read == []
+    real_bytes = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda path: read.append(str(path)) or real_bytes(path))
     assert materialize(lock, None, prefix, lambda _: None) == (prefix, digest)
+    assert not [path for path in read if path.startswith(str(prefix))]  # the record is in the verdict: not read
+    monkeypatch.setattr(Path, "read_bytes", real_bytes)
     target = prefix / "lib" / "libfoo.txt"
     before = target.stat()
     target.write_text("FOO 1.0\n")

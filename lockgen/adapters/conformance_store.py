@@ -94,6 +94,14 @@ def drift_kept(prefix: Path, tree: str) -> bool:
     return kept is not None and kept["tree"] == tree
 
 
+def drift_verdict(prefix: Path) -> tuple[str, dict] | None:
+    """The stat walk (its digest) a clean drift check of this lockgen environment kept, and what that check
+    kept of the environment's record beside it (its lock, platform, digest: fields of a file of that very walk,
+    so they stand while the walk does); None when none is kept."""
+    kept = load_verdict(prefix, "", DRIFT_CONTEXT)
+    return (kept["tree"], kept["verdict"]) if kept is not None else None
+
+
 DRIFT_CONTEXT = ["drift", __version__]
 
 

@@ -103,7 +103,7 @@ def trusted(wheels: Iterable[str]) -> Trusted:
     """The proven cache files of these wheels (by sha256) whose fingerprint is what was recorded: by their
     (device, inode), with the size, mtime and sha256 an installed link of them must show."""
     found: Trusted = {}
-    top = str(cache_dir())
+    top, lstat = str(cache_dir()), os.lstat
     for wheel in wheels:
         record = _read(wheel)
         if record is None:
@@ -111,10 +111,12 @@ def trusted(wheels: Iterable[str]) -> Trusted:
         folder = os.path.join(top, record["folder"])
         for relative, (device, inode, size, mtime, ctime, digest) in record["files"].items():
             try:
-                now = _fingerprint(os.lstat(f"{folder}/{relative}"))  # no join per file: 15,000 cost 0.06 s
+                now = lstat(f"{folder}/{relative}")  # no join per file: 15,000 cost 0.06 s
             except OSError:
                 continue
-            if now == [device, inode, size, mtime, ctime]:
+            # the fingerprint compared field by field, most likely to differ first: no list per file
+            if now.st_ctime_ns == ctime and now.st_ino == inode and now.st_mtime_ns == mtime and now.st_size == size \
+                    and now.st_dev == device:
                 found[(device, inode)] = (size, mtime, digest)
     return found
 
@@ -144,12 +146,10 @@ def prove(wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_res
     wheel's record already names every linked inode, only the fingerprints are renewed (the cache folder is
     not walked again)."""
     by_inode = {(info.st_dev, info.st_ino): (info, digests[path]) for path, info in installed.items()
-                if path in digests and info.st_nlink > 1}
+                if info.st_nlink > 1 and path in digests}
     record = _read(wheel_sha256)
-    recorded = {(f[0], f[1]) for f in record["files"].values()} if record is not None else set()
-    if record is not None and by_inode.keys() <= recorded:
-        files = {relative: [*_fingerprint(by_inode[(f[0], f[1])][0]), by_inode[(f[0], f[1])][1]]
-                 for relative, f in record["files"].items() if (f[0], f[1]) in by_inode}
+    files = _renewed(record, by_inode) if record is not None else None
+    if files is not None and record is not None:
         folder = record["folder"]
     else:
         metadata = next((info for path, info in installed.items() if path.endswith(f"{dist_info}/METADATA")), None)
@@ -160,6 +160,20 @@ def prove(wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_res
         return
     text = json.dumps({"wheel": wheel_sha256, "folder": folder, "files": files}, sort_keys=True)
     write_bytes_atomic(_record_path(wheel_sha256), text.encode())
+
+
+def _renewed(record: dict, by_inode: Mapping[tuple[int, int], tuple[os.stat_result, str]]) -> dict[str, list] | None:
+    """The record's files that are the inodes of proven installed files, with their fingerprints now; None
+    when an installed file links an inode the record does not name (the cache folder is walked then)."""
+    files, named = {}, set()
+    for relative, fingerprint in record["files"].items():
+        key = (fingerprint[0], fingerprint[1])
+        linked = by_inode.get(key)
+        if linked is not None:
+            info = linked[0]
+            files[relative] = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, linked[1]]
+            named.add(key)
+    return files if len(named) == len(by_inode) else None
 
 
 def _linked_files(folder: str, by_inode: Mapping[tuple[int, int], tuple[os.stat_result, str]]) -> dict[str, list]:

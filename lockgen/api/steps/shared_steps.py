@@ -195,17 +195,19 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     tree = prefix_observer.tree_fingerprint(prefix)  # before anything is read
     if not full and conformance_store.drift_kept(prefix, tree.digest):
         return Drift([], [], [], [])
-    drift = _drift(prefix, full)
+    manifest, stats = env_manifest.read(prefix)
+    drift = _drift(prefix, full, manifest, stats)
     if not drift.clean:
         conformance_store.drop_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
-    elif tree.settled:
-        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {})
+    elif tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
+        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths,
+                                       {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
     return drift
 
 
-def _drift(prefix: Path, full: bool) -> Drift:
-    """The work of `recorded_drift`: every path against the record, hashing what moved (all when `full`)."""
-    manifest, stats = env_manifest.read(prefix)
+def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
+    """The work of `recorded_drift`: every path against the record (`manifest`, `stats`), hashing what moved
+    (all when `full`)."""
     recorded = {e["path"]: e for e in manifest["files"]}
     fingerprints = stats["files"]
     infos, folder_infos = env_manifest.scan_tree(prefix)
