@@ -7,7 +7,7 @@ read again. What is kept is what a file held, never a verdict: the check compare
 lock's package manifests each time. `check --lock --full` reads every file.
 
 Beside it, a passing check keeps its whole verdict (`<key>.verdict.json`): the fingerprint of the tree it
-saw (`prefix_observer.tree_fingerprint`, taken before it hashed anything) and the report it gave, keyed by
+saw (`stat_walk.tree_fingerprint`, taken before it hashed anything) and the report it gave, keyed by
 the same pair and by what else decides the verdict (the platform asked for, this machine, the prefix the
 launchers must name, the foreign files allowed, the manifests bundle, lockgen's version); the drift check
 of a lockgen environment against its own record (`check --prefix`, a repeated materialize) keeps one

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen import __version__
-from lockgen.adapters import conformance_store, home, prefix_observer
+from lockgen.adapters import conformance_store, home, prefix_observer, stat_walk
 from lockgen.core.conformance import passing_record, passing_report
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance
@@ -57,7 +57,7 @@ def conform(lock_path: Path, prefix: Path, platform: str | None, manifests: Path
     bundle = _bundle_bytes(manifests)  # read once: a verdict reached with a bundle is bound to its bytes
     context = [platform or "", home.machine(), final_prefix or str(prefix), "\0".join(sorted(set(allow_foreign))),
                str(carried_lock), hashlib.sha256(bundle).hexdigest() if bundle is not None else "", __version__]
-    tree = prefix_observer.tree_fingerprint(prefix) if fingerprints else None  # before any file is read
+    tree = stat_walk.tree_fingerprint(prefix) if fingerprints else None  # before any file is read
     again = _kept_verdict(lock_path, prefix, context, tree, progress) if tree is not None else None
     if again is not None:
         return again
@@ -81,7 +81,7 @@ def _bundle_bytes(manifests: Path | None) -> bytes | None:
     return manifest_store.bundle_bytes(manifests)
 
 
-def _kept_verdict(lock_path: Path, prefix: Path, context: list[str], tree: prefix_observer.TreeFingerprint,
+def _kept_verdict(lock_path: Path, prefix: Path, context: list[str], tree: stat_walk.TreeFingerprint,
                   progress: Callable[[str], None]) -> Conformance | None:
     """The verdict of the last passing check of this tree against these lock bytes, when its stat walk is
     unchanged; None when anything moved or nothing usable is kept."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import conformance_store, file_guard, home, prefix_observer
+from lockgen.adapters import conformance_store, file_guard, home, stat_walk
 from lockgen.core.confined import child
 from lockgen.core.platforms import choose_platform
 
@@ -88,7 +88,7 @@ def _found_unchanged(final: Path, lock_path: Path, loaded: LoadedLock | None, pl
             or not isinstance(record.get("environment_digest"), str):
         return None
     try:
-        walked = prefix_observer.tree_fingerprint(final).digest
+        walked = stat_walk.tree_fingerprint(final).digest
     except OSError:  # gone (its verdict outlives it), or unreadable: the full path says which
         return None
     return str(record["environment_digest"]) if walked == tree else None

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
-from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs
+from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs, stat_walk
 from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
@@ -192,7 +192,7 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything."""
-    tree = prefix_observer.tree_fingerprint(prefix)  # before anything is read
+    tree = stat_walk.tree_fingerprint(prefix)  # before anything is read
     if not full and conformance_store.drift_kept(prefix, tree.digest):
         return Drift([], [], [], [])
     manifest, stats = env_manifest.read(prefix)
