@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from lockgen.cli.ui import fail, handles_errors, print_environment, print_json, progress
-from lockgen.model.results import Conformance, Drift, ExportedIndex, ImageDrift
+
+if TYPE_CHECKING:  # imported where a command renders them: a repeated materialize loads none (20 ms)
+    from lockgen.model.results import Conformance, Drift, ImageDrift
 
 DIFFERENCES = ("modified", "missing", "missing_packages", "foreign", "mode", "clobbered")
 
@@ -67,6 +69,8 @@ def check(
     target = environment(prefix, python, image, refusal, required=True, insecure=insecure, image_prefix=image_prefix)
     assert target is not None  # required: none has failed
     request = CheckRequest(target, lock, manifests, platform, tuple(allow_foreign), full)
+    from lockgen.model.results import Conformance, ImageDrift
+
     with Meter() as meter:
         result = run(request, progress, meter)
     if isinstance(result, Conformance):
@@ -278,6 +282,8 @@ def export(
         source = FromPrefix(from_prefix, manifests, image_prefix, tuple(allow_foreign))
     request = ExportRequest(lock, out, source, _base_image(from_image or base, insecure, fmt), tag,
                             Layering(layers, compression, level), fmt)
+    from lockgen.model.results import ExportedIndex
+
     with Meter() as meter:
         result = run(request, progress, meter)
     if isinstance(result, ExportedIndex):
