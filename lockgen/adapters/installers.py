@@ -42,9 +42,11 @@ def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platfo
                               "an archive was refused (bad content or paths outside the prefix); nothing was kept") from None
 
 
-def make_venv(prefix: Path, python: str) -> None:
+def make_venv(prefix: Path, python: str, meanwhile: Callable[[], object] | None = None) -> None:
+    """A relocatable venv of Python `python` at `prefix` (uv venv); `meanwhile`: work done while uv runs (`run_tool`)."""
     run_tool([uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
-             f"making a Python {python} environment", f"install Python {python} on this host (uv python install {python})")
+             f"making a Python {python} environment", f"install Python {python} on this host (uv python install {python})",
+             meanwhile=meanwhile)
 
 
 def point_venv_at(prefix: Path, interpreter: str) -> None:

@@ -85,6 +85,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     known: dict[str, str] = {}
     expected: list[ExpectedPackage] = []
     installed = _held_records(temp, held) if held else []
+    venv: Callable[[Callable[[], object]], None] | None = None  # a pure-PyPI venv, made by install_proven
     if conda:
         known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed, allow_md5, expected))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
@@ -96,12 +97,13 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
-        installers.make_venv(temp, venv_interpreter if venv_interpreter is not None and same_here else python)
+        interpreter = venv_interpreter if venv_interpreter is not None and same_here else python
+        venv = lambda meanwhile: installers.make_venv(temp, interpreter, meanwhile)  # noqa: E731
     walked: env_manifest.Tree | None = None
     if pip:
         python_xy = lock_python(lock, platform) or ""
         wheels = install_proven(pip, lambda: [placed_wheel(package, python_xy, verify) for package in pip], temp, progress,
-                                meter, verify)
+                                meter, verify, venv)
         expected.extend(wheels.placed)
         known.update(wheels.proven)
         walked = wheels.tree

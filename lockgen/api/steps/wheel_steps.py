@@ -42,19 +42,29 @@ class Installed:
 
 
 def install_proven(pip: list[LockedPackage], place: Callable[[], list[ExpectedPackage]], prefix: Path,
-                   progress: Callable[[str], None], meter: Meter | None = None, verify: bool = False) -> Installed:
+                   progress: Callable[[str], None], meter: Meter | None = None, verify: bool = False,
+                   make_venv: Callable[[Callable[[], object]], None] | None = None) -> Installed:
     """Installs the wheels `pip` into the venv at `prefix` and proves every file they state; `place` gives the
-    files each one's RECORD places (in the same order), worked out while uv runs."""
+    files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`, when the venv is
+    still to be made: makes it, doing the work it is given meanwhile (the store's fingerprints are checked while uv
+    makes the venv; neither touches what the other does)."""
     pins = [_sha256_of(package) for package in pip]
     expected: list[ExpectedPackage] = []
     stated: dict[str, tuple[str, str]] = {}
+    trusted: wheel_store.Trusted = {}
+
+    def checking() -> None:  # before uv links anything from the store
+        trusted.update({} if verify else wheel_store.trusted(pins))
 
     def placing() -> None:  # needs only the manifests: done while uv links
         expected.extend(place())
         stated.update({f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256})
 
     with wheel_store.held():
-        trusted = {} if verify else wheel_store.trusted(pins)
+        if make_venv is not None:
+            make_venv(checking)
+        else:
+            checking()
         installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment(), placing)
         tree = env_manifest.scan_tree(prefix)
         infos = wheel_store.regular_files(tree[0], stated)
