@@ -96,3 +96,24 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
     hashed.clear()
     materialize(lock, None, tmp_path / "after", lambda _: None)
     assert [p for p in hashed if "/site-packages/" in p] == []  # and trusted again from them
+
+
+def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from lockgen.adapters import installers
+
+    seen: list[bool] = []
+    real = installers.install_pip
+    monkeypatch.setattr(installers, "install_pip", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    assert seen == [False] and gc.isenabled()
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise LockFormatError("uv failed", "")
+
+    monkeypatch.setattr(installers, "install_pip", failing)
+    with pytest.raises(LockFormatError):
+        materialize(lock, None, tmp_path / "two", lambda _: None)
+    assert gc.isenabled() and not (tmp_path / "two").exists()
