@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,15 @@ def canonical_json(value: Any) -> bytes:
     """The canonical JSON bytes of `value`: sorted keys, no whitespace, ASCII with escapes (what OCI
     blobs, certificates, lock inputs and environment manifests hash); non-JSON values as `str`."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def canonical_json_with(value: Mapping[str, Any], encoded: Mapping[str, bytes]) -> bytes:
+    """`canonical_json(value)` for a dict some of whose values are given already as their canonical JSON
+    (`encoded`, by key: those of `value` are then not read): a large part shared by two documents (an
+    environment manifest's files, in its digest and in the file written) is encoded once."""
+    keys = sorted({*value, *encoded})
+    return b"{" + b",".join(canonical_json(key) + b":" + (encoded[key] if key in encoded else canonical_json(value[key]))
+                            for key in keys) + b"}"
 
 
 def canonical_digest(value: Any) -> str:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import conformance_store, prefix_observer
+from lockgen.adapters import conformance_store, prefix_observer, stat_walk
 from lockgen.api.check import check_lock
 from lockgen.model.requests import Prefix
 from lockgen.api.materialize import materialize
@@ -131,7 +131,7 @@ def test_full_that_fails_drops_the_verdict(checked: tuple[Path, Path, list[str]]
     (prefix / "lib" / "libfoo.txt").write_text("FOO 1.0\n")
     [record] = _verdicts(tmp_path)
     kept = json.loads(record.read_text())
-    record.write_text(json.dumps({**kept, "tree": prefix_observer.tree_fingerprint(prefix).digest}))
+    record.write_text(json.dumps({**kept, "tree": stat_walk.tree_fingerprint(prefix).digest}))
     assert check_lock(lock, Prefix(prefix)).clean  # what a record is trusted for: hence --full
     assert not check_lock(lock, Prefix(prefix), full=True).clean
     assert _verdicts(tmp_path) == []
@@ -241,7 +241,11 @@ def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_
     real = env_manifest.read
     monkeypatch.setattr(env_manifest, "read", lambda where: read.append(str(where)) or real(where))
     assert check_prefix(prefix, full=False).clean and read == []
+    real_bytes = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda path: read.append(str(path)) or real_bytes(path))
     assert materialize(lock, None, prefix, lambda _: None) == (prefix, digest)
+    assert not [path for path in read if path.startswith(str(prefix))]  # the record is in the verdict: not read
+    monkeypatch.setattr(Path, "read_bytes", real_bytes)
     target = prefix / "lib" / "libfoo.txt"
     before = target.stat()
     target.write_text("FOO 1.0\n")

@@ -220,6 +220,30 @@ def test_a_long_tool_run_reports_progress_and_a_hung_one_is_killed(monkeypatch: 
     assert time.monotonic() - started < 5
 
 
+def test_work_done_while_a_tool_runs_overlaps_it_and_a_failure_of_it_kills_the_tool(tmp_path: Path) -> None:
+    from lockgen.adapters import tool_runner
+
+    flag = tmp_path / "flag"
+    seen: list[bool] = []  # the program waits for a file the work writes: done while it runs, not after
+    done = tool_runner.run_tool(["sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.01; done; echo saw it"], "waiting",
+                                timeout_s=20, meanwhile=lambda: (seen.append(flag.exists()), flag.touch()))
+    assert (seen, done.stdout) == ([False], "saw it\n")
+    pids = tmp_path / "pid"
+
+    def failing() -> None:
+        while not pids.exists():
+            time.sleep(0.01)
+        raise KeyError("the work failed")
+
+    started = time.monotonic()
+    with pytest.raises(KeyError):
+        tool_runner.run_tool(["sh", "-c", f"echo $$ > {pids}.tmp; mv {pids}.tmp {pids}; exec sleep 30"], "hanging",
+                             meanwhile=failing)
+    assert time.monotonic() - started < 5
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+        os.kill(int(pids.read_text()), 0)
+
+
 def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixture[str]) -> None:
     """ENOSPC (or a quota) anywhere in a command is one `error:` line naming the file, exit 1; any other
     unexpected OSError stays a bug (exit 3)."""

@@ -12,13 +12,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lockgen.api import resolve as api
-from lockgen.adapters import env_manifest
+from lockgen.adapters import env_manifest, prefix_observer
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.check import check_lock, check_prefix as check
 from lockgen.model.requests import Prefix
@@ -190,9 +191,10 @@ def test_interrupted_and_concurrent_runs(home: Path, tiny_lock: tuple[Path, Path
     assert second.returncode == 0 and first.returncode == 0
     assert out_first.strip() == second.stdout.strip()  # one environment for both
     prefix = Path(second.stdout.strip())
+    time.sleep(prefix_observer.RACY_NS / 1e9 + 0.05)  # settled: the clean check below keeps its verdict
     assert check(prefix, full=True).clean
     (envs / f".{prefix.name}.tmp-999999999").mkdir()  # as a kill -9 mid-build leaves it
-    materialize(lock, None, None, lambda _: None)  # already there: returns at once, and sweeps
+    materialize(lock, None, None, lambda _: None)  # found unchanged by the verdict: returns at once, and sweeps
     assert not [p for p in envs.iterdir() if ".tmp-" in p.name]
     shutil.rmtree(prefix)
     (envs / f".{prefix.name}.tmp-999999998").mkdir()

@@ -70,3 +70,50 @@ def test_a_store_file_changed_in_place_is_hashed_and_refused(lock: Path, tmp_pat
     assert not (tmp_path / "two").exists()
     with pytest.raises(LockFormatError):  # its proof was dropped: refused again, never trusted
         materialize(lock, None, tmp_path / "two", lambda _: None)
+
+
+def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
+    import json
+
+    from lockgen.adapters import wheel_store
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    records = sorted((tmp_path / "home" / "proven" / "wheels").glob("*.json"))
+    assert records
+    kept = {path: json.loads(path.read_text()) for path in records}
+    assert all(record["layout"] == wheel_store.PROOF_LAYOUT for record in kept.values())
+    damages = [lambda r: {"files": {p: [*r["fingerprints"][5 * i:5 * i + 5], r["sha256"][64 * i:64 * i + 64]]
+                                    for i, p in enumerate(r["paths"])}},  # the form of the first layout
+               lambda r: {**r, "fingerprints": r["fingerprints"][:-1]}, lambda r: {**r, "sha256": r["sha256"][:-1]},
+               lambda r: {**r, "sha256": [r["sha256"]]}, lambda r: {**r, "paths": None}]
+    for n, damage in enumerate(damages):
+        for path, record in kept.items():
+            path.write_text(json.dumps(damage(record)))
+        hashed.clear()
+        materialize(lock, None, tmp_path / f"env-{n}", lambda _: None)  # proven again from the files themselves
+        assert any(p.endswith("alpha/__init__.py") for p in hashed), n
+        kept = {path: json.loads(path.read_text()) for path in records}  # the records the install wrote again
+    hashed.clear()
+    materialize(lock, None, tmp_path / "after", lambda _: None)
+    assert [p for p in hashed if "/site-packages/" in p] == []  # and trusted again from them
+
+
+def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from lockgen.adapters import installers
+
+    seen: list[bool] = []
+    real = installers.install_pip
+    monkeypatch.setattr(installers, "install_pip", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    assert seen == [False] and gc.isenabled()
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise LockFormatError("uv failed", "")
+
+    monkeypatch.setattr(installers, "install_pip", failing)
+    with pytest.raises(LockFormatError):
+        materialize(lock, None, tmp_path / "two", lambda _: None)
+    assert gc.isenabled() and not (tmp_path / "two").exists()

@@ -7,7 +7,7 @@ read again. What is kept is what a file held, never a verdict: the check compare
 lock's package manifests each time. `check --lock --full` reads every file.
 
 Beside it, a passing check keeps its whole verdict (`<key>.verdict.json`): the fingerprint of the tree it
-saw (`prefix_observer.tree_fingerprint`, taken before it hashed anything) and the report it gave, keyed by
+saw (`stat_walk.tree_fingerprint`, taken before it hashed anything) and the report it gave, keyed by
 the same pair and by what else decides the verdict (the platform asked for, this machine, the prefix the
 launchers must name, the foreign files allowed, the manifests bundle, lockgen's version); the drift check
 of a lockgen environment against its own record (`check --prefix`, a repeated materialize) keeps one
@@ -111,6 +111,14 @@ def drift_kept(prefix: Path, tree: str) -> bool:
     clean verdict of exactly this stat walk (`tree`), by this lockgen."""
     kept = load_verdict(prefix, "", DRIFT_CONTEXT)
     return kept is not None and kept["tree"] == tree
+
+
+def drift_verdict(prefix: Path) -> tuple[str, dict] | None:
+    """The stat walk (its digest) a clean drift check of this lockgen environment kept, and what that check
+    kept of the environment's record beside it (its lock, platform, digest: fields of a file of that very walk,
+    so they stand while the walk does); None when none is kept."""
+    kept = load_verdict(prefix, "", DRIFT_CONTEXT)
+    return (kept["tree"], kept["verdict"]) if kept is not None else None
 
 
 DRIFT_CONTEXT = ["drift", __version__]

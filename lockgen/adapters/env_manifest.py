@@ -19,11 +19,12 @@ from typing import Any
 
 from lockgen.adapters import conda_meta
 from lockgen.adapters.atomic_files import write_bytes_atomic
-from lockgen.digests import canonical_digest, canonical_json
+from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
 
 MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
 Walked = dict[str, os.stat_result]  # a walk of a tree: each path with its lstat
+Tree = tuple[Walked, Walked]  # a whole walk: its files and links, and its folders
 
 
 def covered(relative: str) -> bool:
@@ -105,20 +106,17 @@ def build(prefix: Path, known: Mapping[str, str] | None = None,
     (the same inode, untouched since: a hard link of it made before that check counts)."""
     scanned, folder_infos = scanned_tree or scan_tree(prefix)  # one lstat per path, from the walk itself
     known = {**_unchanged(scanned, hashed), **(known or {})} if hashed else (known or {})
-    relatives = sorted(relative for relative in scanned if covered(relative))
-    folders = sorted(folder_infos)
-    infos = {relative: scanned[relative] for relative in relatives}
-
-    def entry(relative: str) -> dict[str, Any]:
-        info = infos[relative]
-        if relative in known and stat.S_ISREG(info.st_mode) and not conda_meta.is_record(relative):
-            return {"path": relative, "type": "file", "size": info.st_size,
-                    "mode": "755" if info.st_mode & 0o111 else "644", "sha256": known[relative]}
-        return entry_of(prefix, relative)
-
-    entries = [entry(relative) for relative in relatives]  # known files cost a stat; the rest are few and small
-    stats = {"files": {relative: fingerprint(infos[relative]) for relative in relatives}, "dirs": folders}
-    return {"format": 1, "files": entries}, stats
+    entries, fingerprints = [], {}
+    for relative in sorted(relative for relative in scanned if covered(relative)):  # one pass: 15,000 files a torch
+        info = scanned[relative]
+        mode, digest = info.st_mode, known.get(relative)
+        if digest is not None and stat.S_ISREG(mode) and not conda_meta.is_record(relative):
+            entries.append({"path": relative, "type": "file", "size": info.st_size, "mode": "755" if mode & 0o111 else "644",
+                            "sha256": digest})
+        else:  # read: few and small
+            entries.append(entry_of(prefix, relative))
+        fingerprints[relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, mode]  # as `fingerprint`
+    return {"format": 1, "files": entries}, {"files": fingerprints, "dirs": sorted(folder_infos)}
 
 
 def _unchanged(scanned: Mapping[str, os.stat_result], hashed: Mapping[str, list]) -> dict[str, str]:
@@ -156,11 +154,16 @@ def digest(manifest: dict[str, Any]) -> str:
     return canonical_digest(manifest)
 
 
-def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: dict[str, Any]) -> None:
+def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: dict[str, Any]) -> str:
+    """Writes the manifest with `extra` and its environment digest (`digest(manifest)`, which it returns) under
+    `environment_digest`, and the stats. The files are encoded once for both the digest and the file (canonical,
+    so compact: json's C encoder runs only without indent; 60,000 files in 0.1 s, not 1 s)."""
+    files = {"files": canonical_json(manifest["files"])}
+    environment = hashlib.sha256(canonical_json_with(manifest, files)).hexdigest()
     (prefix / ".lockgen").mkdir(exist_ok=True)
-    # canonical, so compact: json's C encoder runs only without indent (60,000 files in 0.1 s, not 1 s)
-    (prefix / MANIFEST).write_bytes(canonical_json({**manifest, **extra}) + b"\n")
+    (prefix / MANIFEST).write_bytes(canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n")
     (prefix / STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
+    return environment
 
 
 def read(prefix: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -42,9 +42,11 @@ def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platfo
                               "an archive was refused (bad content or paths outside the prefix); nothing was kept") from None
 
 
-def make_venv(prefix: Path, python: str) -> None:
+def make_venv(prefix: Path, python: str, meanwhile: Callable[[], object] | None = None) -> None:
+    """A relocatable venv of Python `python` at `prefix` (uv venv); `meanwhile`: work done while uv runs (`run_tool`)."""
     run_tool([uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
-             f"making a Python {python} environment", f"install Python {python} on this host (uv python install {python})")
+             f"making a Python {python} environment", f"install Python {python} on this host (uv python install {python})",
+             meanwhile=meanwhile)
 
 
 def point_venv_at(prefix: Path, interpreter: str) -> None:
@@ -91,10 +93,10 @@ def _venv_home(prefix: Path) -> str | None:
 
 
 def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None],
-                env: Mapping[str, str] | None = None) -> None:
+                env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:` (uv fetches
     them; a line every few seconds says the install is still going); `env`: uv's environment (its cache
-    and link mode)."""
+    and link mode); `meanwhile`: work done while uv runs (`run_tool`)."""
     for package in packages:  # uv reads a file: URL itself: only under the user's roots
         if package.url.startswith("file:"):
             file_roots.local_path(package.url, f"{package.name} {package.version}")
@@ -106,6 +108,6 @@ def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[
         run_tool([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes",
                   "--only-binary", ":all:", "--no-config", "-r", requirements.name], "installing the pip entries",
                  "a wheel that does not match its hash is refused; check the network or the index", timeout_s=3600, env=env,
-                 heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"))
+                 heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"), meanwhile=meanwhile)
     finally:
         Path(requirements.name).unlink(missing_ok=True)

@@ -68,6 +68,23 @@ def keep_patched(sha256: str, prefix: str, digests: dict[str, str]) -> None:
     write_bytes_atomic(_patched_path(sha256, prefix), json.dumps(digests, sort_keys=True).encode())
 
 
+def _placed_path(sha256: str, python: str, layout: int) -> Path:
+    return child(_folder() / "placed", f"{sha256}-py{python}-p{layout}.json", "a wheel's hash and Python")
+
+
+def cached_placed(sha256: str, python: str, layout: int) -> object | None:
+    """The placement record kept for a wheel (by its sha256) in a venv of Python `X.Y` (`layout`: of the
+    placement rules), as read (the caller checks it), or None."""
+    try:
+        return json.loads(_placed_path(sha256, python, layout).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def keep_placed(sha256: str, python: str, layout: int, record: dict) -> None:
+    write_bytes_atomic(_placed_path(sha256, python, layout), json.dumps(record, separators=(",", ":")).encode())
+
+
 def write_bundle(path: Path, manifests: list[PackageManifest]) -> None:
     """A bundle file (gzip when `path` ends in `.gz`), manifests sorted by archive hash: byte-stable."""
     bundle = ManifestBundle(manifests=tuple(sorted({m.sha256: m for m in manifests}.values(), key=lambda m: m.sha256)))

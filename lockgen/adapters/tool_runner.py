@@ -34,12 +34,16 @@ HEARTBEAT_S = 10.0
 
 def run_tool(command: Sequence[str], what: str, hint: str = "", timeout_s: float = 600, check: bool = True,
              env: Mapping[str, str] | None = None, missing_hint: str = "",
-             heartbeat: Callable[[float], None] | None = None) -> subprocess.CompletedProcess[str]:
+             heartbeat: Callable[[float], None] | None = None,
+             meanwhile: Callable[[], object] | None = None) -> subprocess.CompletedProcess[str]:
     """Runs `command` and returns its result; with `check`, a non-zero exit raises `ToolFailedError`
     (`what` names the activity, e.g. "pushing to docker://…"). A program that is not there raises
     `ToolMissingError`; one that outlives `timeout_s` is killed and reported as failed. `heartbeat`
-    hears the seconds elapsed every `HEARTBEAT_S` while the program runs (progress on long work)."""
+    hears the seconds elapsed every `HEARTBEAT_S` while the program runs (progress on long work).
+    `meanwhile` is called once the program has started, before waiting for it (work that does not depend on
+    it); if it raises, the program is killed and the error goes on."""
     tool = os.path.basename(command[0])
+    started = time.monotonic()
     try:
         child = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=dict(env) if env is not None else None)
@@ -49,16 +53,26 @@ def run_tool(command: Sequence[str], what: str, hint: str = "", timeout_s: float
         raise ToolFailedError(what, tool, 126, f"cannot run `{command[0]}`: {exc.strerror or exc}",
                               missing_hint or "pass a program that can run here") from None
     with child:  # an interrupt or an error here kills the child, as subprocess.run does
-        stdout, stderr = _wait(child, what, tool, hint, timeout_s, heartbeat)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException:
+                _kill(child)
+                raise
+        stdout, stderr = _wait(child, what, tool, hint, started, timeout_s, heartbeat)
     done = subprocess.CompletedProcess(list(command), child.returncode, stdout, stderr)
     if check and done.returncode != 0:
         raise ToolFailedError(what, tool, done.returncode, last_line(done.stderr or done.stdout), hint)
     return done
 
 
-def _wait(child: subprocess.Popen[str], what: str, tool: str, hint: str, timeout_s: float,
+def _kill(child: subprocess.Popen[str]) -> None:
+    child.kill()
+    child.communicate()
+
+
+def _wait(child: subprocess.Popen[str], what: str, tool: str, hint: str, started: float, timeout_s: float,
           heartbeat: Callable[[float], None] | None) -> tuple[str, str]:
-    started = time.monotonic()
     try:
         while True:  # bounded: each wait is at most HEARTBEAT_S, and the whole run at most timeout_s
             left = timeout_s - (time.monotonic() - started)
@@ -70,6 +84,5 @@ def _wait(child: subprocess.Popen[str], what: str, tool: str, hint: str, timeout
                 if heartbeat is not None:
                     heartbeat(time.monotonic() - started)
     except BaseException:
-        child.kill()
-        child.communicate()
+        _kill(child)
         raise

@@ -271,10 +271,8 @@ def _export_from_image(request: ExportRequest, loaded: LoadedLock, origin: FromI
 def _record_existing(tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, loaded: LoadedLock) -> str:
     """An existing environment's record in `tree/.lockgen/` (its manifest, bound to the lock it conforms to and
     the conformance digest, and the lock itself); returns the environment digest."""
-    env_digest = env_manifest.digest(manifest)
-    env_manifest.write(tree, manifest, {}, {"environment_digest": env_digest, "lock_sha256": conformance.lock_sha256,
-                                            "platform": conformance.platform, "prefix": prefix,
-                                            "conformance_digest": conformance.expected_digest})
+    env_digest = env_manifest.write(tree, manifest, {}, {"lock_sha256": conformance.lock_sha256, "platform": conformance.platform,
+                                                         "prefix": prefix, "conformance_digest": conformance.expected_digest})
     image_tree.keep_lock(tree, loaded.data)
     return env_digest
 

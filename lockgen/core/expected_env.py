@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from lockgen.core.conformance import ExpectedFile, ExpectedPackage, ObservedFile
 from lockgen.core.lock_builder import LockgenMeta
@@ -70,6 +72,56 @@ def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str
                   for r in placed)
     dist_info = posixpath.join(site, manifest.dist_info) if manifest.dist_info else None
     return ExpectedPackage(_key(manifest), files, dist_info, manifest.scripts, _targets(manifest))
+
+
+# bumped whenever where `wheel_expected` puts a wheel's files changes (the scheme, the checks on a path), so the
+# placements kept on disk (`placed_record`) are worked out again from the manifest rather than trusted
+PLACEMENT_LAYOUT = 1
+
+
+@dataclass(frozen=True)
+class PlacedWheel:
+    """What a wheel's manifest places into a venv (`wheel_expected` with nothing accepted), with the name and
+    version the manifest was read with (a kept placement must name the locked package, as a kept manifest must)."""
+
+    name: str
+    version: str
+    placed: ExpectedPackage
+
+
+def placed_record(manifest: PackageManifest, python: str) -> tuple[PlacedWheel, dict[str, Any]]:
+    """A wheel's placement for Python `X.Y` and its record to keep (JSON), bound to the wheel's sha256, the
+    Python and `PLACEMENT_LAYOUT`: a materialize of the wheel again reads it instead of its manifest."""
+    placed = wheel_expected(manifest, python)
+    record = {"layout": PLACEMENT_LAYOUT, "sha256": manifest.sha256, "python": python, "name": manifest.name,
+              "version": manifest.version, "dist_info": placed.dist_info, "scripts": list(placed.scripts),
+              "entry_points": [list(pair) for pair in placed.entry_points],
+              "files": [[f.path, f.sha256, f.size] for f in placed.files]}
+    return PlacedWheel(manifest.name, manifest.version, placed), record
+
+
+def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | None:
+    """The placement a record of `placed_record` holds, when it is one, of this wheel, Python and layout;
+    None for anything else (the caller works it out again)."""
+    if not (isinstance(record, dict) and record.get("layout") == PLACEMENT_LAYOUT and record.get("sha256") == sha256
+            and record.get("python") == python):
+        return None
+    name, version, dist_info = record.get("name"), record.get("version"), record.get("dist_info")
+    scripts, entry_points, rows = record.get("scripts"), record.get("entry_points"), record.get("files")
+    if not (isinstance(name, str) and isinstance(version, str)
+            and (dist_info is None or isinstance(dist_info, str)) and isinstance(scripts, list)
+            and all(isinstance(s, str) for s in scripts) and isinstance(entry_points, list)
+            and all(isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in entry_points)
+            and isinstance(rows, list) and all(_placed_row(row) for row in rows)):
+        return None
+    files = tuple(ExpectedFile(path, digest, size) for path, digest, size in rows)
+    targets = tuple((script, target) for script, target in entry_points)
+    return PlacedWheel(name, version, ExpectedPackage(f"{name} {version}", files, dist_info, tuple(scripts), targets))
+
+
+def _placed_row(row: Any) -> bool:
+    return (type(row) is list and len(row) == 3 and type(row[0]) is str and (row[1] is None or type(row[1]) is str)
+            and (row[2] is None or type(row[2]) is int))
 
 
 def _conda_path(path: str, noarch_python: bool, python: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen import __version__
-from lockgen.adapters import conformance_store, home, parallel, prefix_observer
+from lockgen.adapters import conformance_store, home, parallel, prefix_observer, stat_walk
 from lockgen.core.conformance import passing_record, passing_report
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance
@@ -64,7 +64,7 @@ def conform(lock: LockBytes | LoadedLock, prefix: Path, platform: str | None, ma
                str(carried_lock), hashlib.sha256(bundle).hexdigest() if bundle is not None else "", __version__]
     kept = conformance_store.load_verdict(prefix, lock.sha256, context) if fingerprints else None
     # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
-    tree = prefix_observer.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
+    tree = stat_walk.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
     again = _kept_verdict(lock.sha256, kept, prefix, tree, progress) if kept is not None and tree is not None else None
     if again is not None:
         return again
@@ -88,7 +88,7 @@ def _bundle_bytes(manifests: Path | None) -> bytes | None:
     return manifest_store.bundle_bytes(manifests)
 
 
-def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: prefix_observer.TreeFingerprint,
+def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint,
                   progress: Callable[[str], None]) -> Conformance | None:
     """The verdict `kept` by the last passing check of this tree against these lock bytes, when its stat walk is
     unchanged; None when anything moved or the record is not usable."""
@@ -107,7 +107,7 @@ def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: prefix_obser
 def _conform(given: LockBytes | LoadedLock, prefix: Path, platform: str | None, manifests: tuple[Path | None, bytes | None],
              progress: Callable[[str], None],
              meter: Meter | None, final_prefix: str | None, allow_foreign: Sequence[str], carried_lock: bool,
-             fingerprints: bool, tree: prefix_observer.TreeFingerprint | None) -> Conformance:
+             fingerprints: bool, tree: stat_walk.TreeFingerprint | None) -> Conformance:
     """The work of `conform`: every locked package's expected files against the prefix as found (by the stat
     walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once)."""
     from hashlib import sha256

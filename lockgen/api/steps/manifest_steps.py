@@ -14,7 +14,8 @@ from lockgen.adapters import conda_package, file_roots, manifest_store, package_
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage
 from lockgen.core.package_identity import require_manifest_of
-from lockgen.core.expected_env import is_wheel, lock_python, package_expected
+from lockgen.core.expected_env import PLACEMENT_LAYOUT, is_wheel, lock_python, package_expected, placed_of_record
+from lockgen.core.expected_env import placed_record, wheel_expected
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.manifests import PackageManifest
@@ -66,6 +67,24 @@ def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest],
     if known is not None:
         return known, lambda: None
     return _wheel_manifest(package), lambda: None
+
+
+def placed_wheel(package: LockedPackage, python: str, afresh: bool = False) -> ExpectedPackage:
+    """The files a locked wheel places into a venv of Python `X.Y` (prefix-relative, with the sha256 its RECORD
+    states): worked out from its manifest once, then kept beside it (`manifest_store.keep_placed`, bound to the
+    wheel's sha256, the Python and the placement rules' layout) and read back, which costs a torch 0.05 s
+    instead of 0.3 s; `afresh` (materialize --verify) works it out from the manifest again. A kept placement
+    must name the locked package, as a kept manifest must."""
+    pin = _pin(package)
+    kept = None if afresh else placed_of_record(manifest_store.cached_placed(pin, python, PLACEMENT_LAYOUT), pin, python)
+    if kept is None:
+        manifest = manifest_of(package, {})[0]
+        if manifest.kind != "wheel":
+            return wheel_expected(manifest, python)
+        kept, record = placed_record(manifest, python)
+        manifest_store.keep_placed(pin, python, PLACEMENT_LAYOUT, record)
+    require_manifest_of(package, kept.name, kept.version)
+    return kept.placed
 
 
 def expected_manifests(lock: Lock, platform: str, bundle: dict[str, PackageManifest],

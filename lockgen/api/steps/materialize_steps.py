@@ -2,20 +2,19 @@
 exactly the lock's packages, at the prefix asked for or the store's content-addressed one, built once by
 `shared_steps.materialize_into` (atomic, hash-checked, one build at a time per path) and found again unchanged on
 every later call, which builds nothing; also the platform of a lock to work on and the store's prefix for it. An
-environment found at its prefix costs its manifest and one stat walk, against the drift check's kept clean
-verdict (at a `--prefix`, the lock's bytes, read once by the use case, are only hashed; the store's prefix is
-named from the lock); the build steps are imported only when that does not hold (a build, or a tree that moved:
-`recorded_drift` then looks file by file)."""
+environment found at its prefix costs one stat walk, against the drift check's kept clean verdict, which holds
+what its record says (lock, platform, digest; at a `--prefix`, the lock's bytes, read once by the use case, are only
+hashed; the store's prefix is named from the lock; the folders an interrupted build of it left are swept all the
+same); the build steps are imported only when that does not hold (a build, or a tree that moved: `recorded_drift`
+then looks file by file)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import conformance_store, home, prefix_observer
-from lockgen.adapters.env_manifest import MANIFEST
+from lockgen.adapters import conformance_store, file_guard, home, stat_walk
 from lockgen.core.confined import child
 from lockgen.core.platforms import choose_platform
 
@@ -49,6 +48,7 @@ def materialized(lock: LockBytes | LoadedLock, platform: str | None, prefix: Pat
     if not verify:
         digest = _found_unchanged(final, lock.sha256, platform)
         if digest is not None:
+            file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
             progress(f"{final} is already materialized (unchanged since it was made)")
             return final, digest
     from lockgen.api.steps.shared_steps import materialize_into
@@ -73,17 +73,19 @@ def _store_prefix(loaded: LoadedLock, platform: str | None) -> Path:
 
 
 def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str | None:
-    """The environment digest of the lock's environment at `final` when its manifest names this lock's bytes
-    and the platform asked for (this host's by default) and the tree's stat walk is the one a clean drift
-    check last saw; None for anything else, which the full path decides (and words, when it is an error)."""
+    """The environment digest of the lock's environment at `final` when a clean drift check of it kept its
+    verdict with its record naming this lock's bytes and the platform asked for (this host's by default), and
+    the tree's stat walk is the one that check saw (the record is a file of that walk: not read again); None
+    for anything else, which the full path decides (and words, when it is an error)."""
+    kept = conformance_store.drift_verdict(final)
+    if kept is None:
+        return None
+    tree, record = kept
+    if record.get("lock_sha256") != lock_sha256 or record.get("platform") != (platform or home.native_platform()) \
+            or not isinstance(record.get("environment_digest"), str):
+        return None
     try:
-        manifest = json.loads((final / MANIFEST).read_bytes())
-    except (OSError, ValueError):
+        walked = stat_walk.tree_fingerprint(final).digest
+    except OSError:  # gone (its verdict outlives it), or unreadable: the full path says which
         return None
-    if not isinstance(manifest, dict) or manifest.get("lock_sha256") != lock_sha256 \
-            or manifest.get("platform") != (platform or home.native_platform()) \
-            or not isinstance(manifest.get("environment_digest"), str):
-        return None
-    if not conformance_store.drift_kept(final, prefix_observer.tree_fingerprint(final).digest):
-        return None
-    return str(manifest["environment_digest"])
+    return str(record["environment_digest"]) if walked == tree else None

@@ -9,19 +9,21 @@ written from those proven hashes, so only what was patched or generated is read 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
-from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs
-from lockgen.api.steps.manifest_steps import manifest_of
+from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs, stat_walk
+from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
-from lockgen.core.expected_env import conda_expected, lock_python, wheel_expected
+from lockgen.core.expected_env import conda_expected, lock_python
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.team import HeldEnvironment, package_key
 from lockgen.errors import LockFormatError, UserError
@@ -71,6 +73,29 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     venv of the same Python, and only their files are kept: the base has its own interpreter and venv files.
     `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise). `verify`: every installed
     wheel file is hashed, none trusted by its store proof."""
+    with _collector_paused():
+        return _build(lock, lock_digest, platform, temp, final, progress, meter, venv_interpreter, held, allow_md5, verify)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while an environment is built: the build makes tens of thousands
+    of objects that live until it ends (a torch's proof records, placements, walk and manifest) and next to no
+    cycles, so each of the collector's passes over the growing heap is work for nothing (0.15-0.2 s of CPU in a
+    build of the CPU torch lock). What cycles there are are collected once it is on again."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _build(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
+           meter: Meter | None, venv_interpreter: str | None, held: HeldEnvironment | None, allow_md5: bool,
+           verify: bool) -> str:
+    """The work of `build_environment`."""
     if not lock.packages_for(platform):
         raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build",
                               "re-create it with lockgen resolve (a lock cut short loses its package list)")
@@ -85,6 +110,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     known: dict[str, str] = {}
     expected: list[ExpectedPackage] = []
     installed = _held_records(temp, held) if held else []
+    venv: Callable[[Callable[[], object]], None] | None = None  # a pure-PyPI venv, made by install_proven
     if conda:
         known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed, allow_md5, expected))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
@@ -96,14 +122,19 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
-        installers.make_venv(temp, venv_interpreter if venv_interpreter is not None and same_here else python)
+        interpreter = venv_interpreter if venv_interpreter is not None and same_here else python
+        venv = lambda meanwhile: installers.make_venv(temp, interpreter, meanwhile)  # noqa: E731
+    walked: env_manifest.Tree | None = None
     if pip:
-        wheels = [wheel_expected(manifest_of(package, {})[0], lock_python(lock, platform) or "") for package in pip]
-        expected.extend(wheels)
-        known.update(install_proven(pip, wheels, temp, progress, meter, verify))
-    walked = env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
+        python_xy = lock_python(lock, platform) or ""
+        wheels = install_proven(pip, lambda: [placed_wheel(package, python_xy, verify) for package in pip], temp, progress,
+                                meter, verify, venv)
+        expected.extend(wheels.placed)
+        known.update(wheels.proven)
+        walked = wheels.tree
+    walked = walked or env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
     _nothing_unstated(temp, final, expected, walked[0])
-    scanned: tuple[env_manifest.Walked, env_manifest.Walked] | None = walked
+    scanned: env_manifest.Tree | None = walked
     if pip and not conda and held is not None:  # on a base that is a Python environment: the wheels alone
         dist_info.keep_only_distributions(temp)
         scanned = None  # the tree changed: the manifest walks it again
@@ -113,10 +144,7 @@ def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, f
     manifest, stats = env_manifest.build(temp, known, scanned)
     if held:
         manifest = env_manifest.overlay(held.entries, manifest)
-    digest = env_manifest.digest(manifest)
-    env_manifest.write(temp, manifest, stats, {"environment_digest": digest, "lock_sha256": lock_digest,
-                                               "platform": platform, "prefix": str(final)})
-    return digest
+    return env_manifest.write(temp, manifest, stats, {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)})
 
 
 def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
@@ -191,20 +219,22 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything."""
-    tree = prefix_observer.tree_fingerprint(prefix)  # before anything is read
+    tree = stat_walk.tree_fingerprint(prefix)  # before anything is read
     if not full and conformance_store.drift_kept(prefix, tree.digest):
         return Drift([], [], [], [])
-    drift = _drift(prefix, full)
+    manifest, stats = env_manifest.read(prefix)
+    drift = _drift(prefix, full, manifest, stats)
     if not drift.clean:
         conformance_store.drop_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
-    elif tree.settled:
-        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {})
+    elif tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
+        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths,
+                                       {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
     return drift
 
 
-def _drift(prefix: Path, full: bool) -> Drift:
-    """The work of `recorded_drift`: every path against the record, hashing what moved (all when `full`)."""
-    manifest, stats = env_manifest.read(prefix)
+def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
+    """The work of `recorded_drift`: every path against the record (`manifest`, `stats`), hashing what moved
+    (all when `full`)."""
     recorded = {e["path"]: e for e in manifest["files"]}
     fingerprints = stats["files"]
     infos, folder_infos = env_manifest.scan_tree(prefix)

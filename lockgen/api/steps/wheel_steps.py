@@ -4,15 +4,17 @@ store and every installed file proven against its wheel's RECORD (bound to the s
 A file is read only when it is not a link to a store file proven before with its fingerprint unchanged
 (`wheel_store`): hash once, then trust fingerprints; `verify` hashes every file. What was hashed and
 matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
-dropped."""
+dropped. The tree is walked once after uv ran: that walk's lstat of each file is what its proof compares, and the
+caller's checks and manifest take the same walk (nothing changes the tree in between)."""
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.adapters import installers, parallel, wheel_store
+from lockgen.adapters import env_manifest, installers, parallel, wheel_store
 from lockgen.core.conformance import ExpectedPackage
 from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
@@ -28,16 +30,44 @@ def _sha256_of(package: LockedPackage) -> str:
     return package.hash.sha256
 
 
-def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], prefix: Path, progress: Callable[[str], None],
-                   meter: Meter | None = None, verify: bool = False) -> dict[str, str]:
-    """Installs the wheels `pip` (whose RECORDs `expected` places, in the same order) into the venv at `prefix`
-    and returns the proven sha256 of every file they state (prefix-relative path -> sha256)."""
+@dataclass(frozen=True)
+class Installed:
+    """The wheels of a lock installed and proven: what each one's RECORD places (in the lock's order), the proven
+    sha256 of every file they state (prefix-relative path -> sha256), and the walk of the tree taken right after
+    uv ran (what the proof compared)."""
+
+    placed: list[ExpectedPackage]
+    proven: dict[str, str]
+    tree: env_manifest.Tree
+
+
+def install_proven(pip: list[LockedPackage], place: Callable[[], list[ExpectedPackage]], prefix: Path,
+                   progress: Callable[[str], None], meter: Meter | None = None, verify: bool = False,
+                   make_venv: Callable[[Callable[[], object]], None] | None = None) -> Installed:
+    """Installs the wheels `pip` into the venv at `prefix` and proves every file they state; `place` gives the
+    files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`, when the venv is
+    still to be made: makes it, doing the work it is given meanwhile (the store's fingerprints are checked while uv
+    makes the venv; neither touches what the other does)."""
     pins = [_sha256_of(package) for package in pip]
+    expected: list[ExpectedPackage] = []
+    stated: dict[str, tuple[str, str]] = {}
+    trusted: wheel_store.Trusted = {}
+
+    def checking() -> None:  # before uv links anything from the store
+        trusted.update({} if verify else wheel_store.trusted(pins))
+
+    def placing() -> None:  # needs only the manifests: done while uv links
+        expected.extend(place())
+        stated.update({f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256})
+
     with wheel_store.held():
-        trusted = {} if verify else wheel_store.trusted(pins)
-        installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment())
-        stated = {f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256}
-        infos = wheel_store.regular_files(prefix, stated)
+        if make_venv is not None:
+            make_venv(checking)
+        else:
+            checking()
+        installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment(), placing)
+        tree = env_manifest.scan_tree(prefix)
+        infos = wheel_store.regular_files(tree[0], stated)
         known, unread = wheel_store.split_by_proof(infos, trusted)
         hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread],
                                      (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None)
@@ -57,4 +87,4 @@ def install_proven(pip: list[LockedPackage], expected: list[ExpectedPackage], pr
                                   {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
     progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, "
              f"{len(known)} proven before and unchanged)")
-    return {path: digest for path, (_, digest) in stated.items()}
+    return Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)

@@ -1,0 +1,83 @@
+"""A wheel's placement kept on disk (`expected_env.placed_record`, read back by `manifest_steps.placed_wheel`):
+read back it is exactly what the manifest places, any other record (another wheel, Python or layout, a damaged
+one) is worked out again, a kept placement naming another package is refused, and a change of the placement rules
+must bump `PLACEMENT_LAYOUT` (or the kept placements of the old rules would be trusted)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lockgen.adapters import manifest_store
+from lockgen.api.steps import manifest_steps
+from lockgen.core.expected_env import PLACEMENT_LAYOUT, expected_digest, placed_of_record, placed_record, wheel_expected
+from lockgen.errors import UserError
+from lockgen.model.lock import LockedPackage
+from lockgen.model.manifests import ManifestFile, PackageManifest
+
+SHA = "ab" * 32
+_member = st.sampled_from(["demo/__init__.py", "demo/x.so", "demo-1.0.dist-info/RECORD", "demo-1.0.dist-info/METADATA",
+                           "demo-1.0.data/scripts/tool", "demo-1.0.data/headers/h.h", "demo-1.0.data/data/share/d",
+                           "demo-1.0.data/purelib/p.py", "demo-1.0.data/platlib/q.so", "ü/ñ.py", ".libs/a.so"])
+
+
+def _manifest(members: list[str], hashed: bool = True) -> PackageManifest:
+    files = tuple(ManifestFile(path=m, sha256=hashlib.sha256(m.encode()).hexdigest() if hashed else None, size=len(m))
+                  for m in dict.fromkeys(members))
+    return PackageManifest(sha256=SHA, name="Demo", version="1.0", kind="wheel", files=files,
+                           dist_info="demo-1.0.dist-info", scripts=("tool",), entry_points={"tool": "demo:main"})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_member, max_size=11), st.booleans(), st.sampled_from(["3.11", "3.12"]))
+def test_a_kept_placement_reads_back_as_the_manifest_places_it(members: list[str], hashed: bool, python: str) -> None:
+    manifest = _manifest(members, hashed)
+    kept, record = placed_record(manifest, python)
+    assert kept.placed == wheel_expected(manifest, python)
+    again = placed_of_record(json.loads(json.dumps(record)), SHA, python)
+    assert again is not None and again == kept and (again.name, again.version) == ("Demo", "1.0")
+
+
+def test_any_other_record_is_worked_out_again() -> None:
+    _, record = placed_record(_manifest(["demo/__init__.py"]), "3.11")
+    assert placed_of_record(record, SHA, "3.11") is not None
+    assert placed_of_record(record, "cd" * 32, "3.11") is None  # another wheel's
+    assert placed_of_record(record, SHA, "3.12") is None  # another Python's
+    for damaged in ({**record, "layout": PLACEMENT_LAYOUT + 1}, {**record, "files": [["a", None]]},
+                    {**record, "files": [["a", None, "7"]]}, {**record, "files": [["a", 5, 1]]},
+                    {**record, "scripts": "tool"}, {**record, "entry_points": [["tool"]]}, {**record, "name": None},
+                    {**record, "dist_info": 3}, [record], None):
+        assert placed_of_record(damaged, SHA, "3.11") is None
+
+
+def test_a_change_of_the_placement_rules_bumps_the_layout() -> None:
+    members = ["demo/__init__.py", "demo-1.0.dist-info/RECORD", "demo-1.0.data/scripts/tool", "demo-1.0.data/headers/h.h",
+               "demo-1.0.data/data/share/d", "demo-1.0.data/platlib/q.so", ".libs/a.so", "a/./b.py"]
+    placed = wheel_expected(_manifest(members), "3.11")
+    # when this fails, the rules place a wheel's files elsewhere now: bump PLACEMENT_LAYOUT, then the digest here
+    assert (PLACEMENT_LAYOUT, expected_digest([placed])) == \
+        (1, "2ed2e5785451ec0ea1b9f9905ce0af7c161dd91ce6ca0dd513553af18ce3526a")
+
+
+def test_a_kept_placement_naming_another_package_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    manifest = _manifest(["demo/__init__.py"])
+    manifest_store.keep(manifest)
+    package = LockedPackage.model_validate({"name": "demo", "version": "1.0", "manager": "pip", "platform": "linux-64",
+                                            "url": "https://example.invalid/demo-1.0-py3-none-any.whl",
+                                            "hash": {"sha256": SHA}})
+    read: list[str] = []
+    monkeypatch.setattr(manifest_steps, "manifest_of", lambda *a: (read.append("manifest"), (manifest, None))[1])
+    first = manifest_steps.placed_wheel(package, "3.11")
+    assert read == ["manifest"] and first == wheel_expected(manifest, "3.11")
+    assert manifest_steps.placed_wheel(package, "3.11") == first and read == ["manifest"]  # read back, not worked out
+    assert manifest_steps.placed_wheel(package, "3.11", afresh=True) == first and read == ["manifest"] * 2  # --verify
+    _, record = placed_record(manifest, "3.11")
+    manifest_store.keep_placed(SHA, "3.11", PLACEMENT_LAYOUT, {**record, "name": "other"})
+    with pytest.raises(UserError):
+        manifest_steps.placed_wheel(package, "3.11")
