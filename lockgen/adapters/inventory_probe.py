@@ -27,7 +27,7 @@ SNIPPET = Path(__file__).with_name("inventory_snippet.py")
 def _run(python: Path, mode: str, timeout_s: float) -> Any:
     what = f"the inventory probe ({mode}) in {python}"
     try:
-        done = run_tool([str(python), "-I", "-c", SNIPPET.read_text(), mode], what, "is it a Python 3.8+ interpreter?",
+        done = run_tool([str(python), "-I", "-B", "-c", SNIPPET.read_text(), mode], what, "is it a Python 3.8+ interpreter?",
                         timeout_s=timeout_s)
     except ToolMissingError:
         raise UserError(f"interpreter {python} not found", "pass the environment's python (PREFIX/bin/python)") from None

@@ -15,7 +15,7 @@ from lockgen.errors import ToolMissingError, UserError
 def prefix_of(python: str) -> Path:
     """The environment an interpreter belongs to (its `sys.prefix`)."""
     try:
-        done = run_tool([python, "-I", "-c", "import sys; print(sys.prefix)"], f"asking `{python}` for its prefix",
+        done = run_tool([python, "-I", "-B", "-c", "import sys; print(sys.prefix)"], f"asking `{python}` for its prefix",
                         "pass the environment's own interpreter", timeout_s=60)
     except ToolMissingError:
         raise UserError(f"interpreter `{python}` not found", "pass --python PATH") from None
