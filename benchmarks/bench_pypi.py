@@ -28,7 +28,7 @@ STACK = REPO / "envs" / "examples" / "torch-pypi" / "stack.toml"
 
 from benchmarks.harness import add_smoke, isolated_env, median_pair, report, report_crashes, timed  # noqa: E402
 
-RAW = '''
+RAW = """
 import json, subprocess, sys, tempfile, os
 from concurrent.futures import ThreadPoolExecutor
 jobs = json.loads(sys.argv[2])
@@ -42,7 +42,7 @@ def run(job):
                         "--index-url", job["index_url"], "--no-header", "--quiet"], check=True)
 with ThreadPoolExecutor(min(8, len(jobs))) as pool:
     list(pool.map(run, jobs))
-'''
+"""
 
 
 def jobs_of(stack: Path) -> list[dict]:
@@ -58,10 +58,16 @@ def jobs_of(stack: Path) -> list[dict]:
         window, requests = context.plan(target)
         for request in requests:
             plan = plan_pypi(context.facts, context.spec, target, request.platform, window, [])
-            jobs.append({"requirements": list(plan.requirements), "constraints": list(plan.constraints),
-                         "python": plan.python, "platform": python_platform(request.platform, target.glibc),
-                         "index_url": options.index_url,
-                         "exclude_newer": ["--exclude-newer", options.exclude_newer.isoformat()] if options.exclude_newer else []})
+            jobs.append(
+                {
+                    "requirements": list(plan.requirements),
+                    "constraints": list(plan.constraints),
+                    "python": plan.python,
+                    "platform": python_platform(request.platform, target.glibc),
+                    "index_url": options.index_url,
+                    "exclude_newer": ["--exclude-newer", options.exclude_newer.isoformat()] if options.exclude_newer else [],
+                }
+            )
     return jobs
 
 
@@ -75,9 +81,11 @@ def smoke_stack(root: Path) -> Path:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     stack = root / "smoke" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text('[stack]\nname = "smoke"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n'
-                     '[pypi-dependencies]\ngamma = "*"\n[pypi-options]\n'
-                     f'index-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        '[stack]\nname = "smoke"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n'
+        '[pypi-dependencies]\ngamma = "*"\n[pypi-options]\n'
+        f'index-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n'
+    )
     return stack
 
 
@@ -103,8 +111,9 @@ def main() -> int:
         baseline = [sys.executable, str(raw), find_uv_bin(), json.dumps(jobs)]
         timed(ours, env, required=True), timed(baseline, env)
         print(f"{len(jobs)} uv resolutions (targets x platforms) of {'a local index' if args.smoke else STACK.relative_to(REPO)}")
-        report(f"lockgen resolve vs uv pip compile ({args.runs} runs each, alternating)",
-               *median_pair(args.runs, lambda: timed(ours, env, required=True), lambda: timed(baseline, env)), 1.2, args.smoke)
+        report(
+            f"lockgen resolve vs uv pip compile ({args.runs} runs each, alternating)", *median_pair(args.runs, lambda: timed(ours, env, required=True), lambda: timed(baseline, env)), 1.2, args.smoke
+        )
     report_crashes()
     return 0
 

@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import add_smoke, median_pair, report, report_crashes, timed  # noqa: E402
+
 STACK = REPO / "envs" / "examples" / "pytorch-cuda" / "stack.toml"
 
-RAW_SCRIPT = '''
+RAW_SCRIPT = """
 import asyncio, json, sys
 import rattler
 from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, SparseRepoData, Version
@@ -42,7 +43,7 @@ async def main():
             constraints=[MatchSpec(c) for c in job["constraints"]])
         print(job["target"], len(records))
 asyncio.run(main())
-'''
+"""
 
 
 def plan_jobs(snapshot: Path) -> list[dict]:
@@ -53,17 +54,21 @@ def plan_jobs(snapshot: Path) -> list[dict]:
     jobs = []
     for target in context.spec.targets:
         for request in context.plan(target)[1]:
-            jobs.append({"target": target.name, "platform": request.platform, "specs": list(request.specs),
-                         "constraints": list(request.constraints),
-                         "virtual": [[v.name, v.version, v.build] for v in request.virtual_packages]})
+            jobs.append(
+                {
+                    "target": target.name,
+                    "platform": request.platform,
+                    "specs": list(request.specs),
+                    "constraints": list(request.constraints),
+                    "virtual": [[v.name, v.version, v.build] for v in request.virtual_packages],
+                }
+            )
     return jobs
 
 
-def compare(name: str, ours: list[str], baseline: list[str], runs: int, env: dict[str, str], smoke: bool,
-            target: float) -> None:
+def compare(name: str, ours: list[str], baseline: list[str], runs: int, env: dict[str, str], smoke: bool, target: float) -> None:
     timed(ours, env, required=True), timed(baseline, env)  # warm the page cache and the import caches
-    report(f"{name} ({runs} runs each, alternating)",
-           *median_pair(runs, lambda: timed(ours, env, required=True), lambda: timed(baseline, env)), target, smoke)
+    report(f"{name} ({runs} runs each, alternating)", *median_pair(runs, lambda: timed(ours, env, required=True), lambda: timed(baseline, env)), target, smoke)
 
 
 def main() -> int:
@@ -81,13 +86,11 @@ def main() -> int:
         raw = Path(tmp) / "raw_solve.py"
         raw.write_text(RAW_SCRIPT)
         jobs = plan_jobs(snapshot)
-        lockgen = [sys.executable, "-m", "lockgen", "resolve", str(stack_dir / "stack.toml"),
-                   "--channel-alias", f"conda-forge={snapshot}"]
+        lockgen = [sys.executable, "-m", "lockgen", "resolve", str(stack_dir / "stack.toml"), "--channel-alias", f"conda-forge={snapshot}"]
         baseline = [sys.executable, str(raw), str(snapshot), json.dumps(jobs)]
         print(f"{len(jobs)} solves (targets x platforms) of {STACK.relative_to(REPO)} on {snapshot}")
         compare("resolve", lockgen, baseline, args.runs, env, args.smoke, 1.5)
-        compare("--help", [sys.executable, "-m", "lockgen", "--help"], [sys.executable, "-c", "import typer"], args.runs,
-                env, args.smoke, 1.3)
+        compare("--help", [sys.executable, "-m", "lockgen", "--help"], [sys.executable, "-c", "import typer"], args.runs, env, args.smoke, 1.3)
     report_crashes()
     return 0
 

@@ -34,8 +34,7 @@ def stacks(root: Path, packages: int, megabytes: int, team_mb: int, env: dict[st
     deps = "\n".join(f'big{i:02d} = "*"' for i in range(packages))
     base = root / "platform" / "stack.toml"
     base.parent.mkdir()
-    base.write_text(f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n'
-                    '[targets.cpu]\narch = "cpu"\n')
+    base.write_text(f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n')
     team = root / "team" / "stack.toml"
     team.parent.mkdir()
     team.write_text('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamlib = "*"\n')
@@ -64,8 +63,7 @@ def main() -> None:
         for run in range(args.runs):  # alternating, each in a fresh home: no layer of the team's is cached
             for kind, extra, times in (("on-base", ["--base", str(root / "base-img")], on_base), ("scratch", [], scratch)):
                 out, home = root / f"{kind}-{run}", root / f"home-{kind}-{run}"
-                times.append(timed(lockgen + [str(team_lock), "--out", str(out), *extra], {**env, "LOCKGEN_HOME": str(home)},
-                                   required=True))
+                times.append(timed(lockgen + [str(team_lock), "--out", str(out), *extra], {**env, "LOCKGEN_HOME": str(home)}, required=True))
                 shutil.rmtree(out)
                 shutil.rmtree(home, ignore_errors=True)
         share = args.team_mb / (args.team_mb + args.packages * args.mb)

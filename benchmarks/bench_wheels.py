@@ -44,8 +44,7 @@ def serve_wheels(root: Path, sources: list[Path]) -> str:
             if not (simple / name / wheel.name).exists():
                 (simple / name / wheel.name).symlink_to(wheel.resolve())
     for project in simple.iterdir():
-        links = "".join(f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
-                        for w in sorted(project.glob("*.whl")))
+        links = "".join(f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n' for w in sorted(project.glob("*.whl")))
         (project / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
     from tests.conftest import _QuietHandler
 
@@ -58,8 +57,10 @@ def lock_of(root: Path, index: str, names: list[str], env: dict[str, str]) -> Pa
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
     deps = "\n".join(f'{name} = "*"' for name in names)
-    stack.write_text(f'[stack]\nname = "wheels"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n{deps}\n'
-                     f'[pypi-options]\nindex-url = "{index}"\ntorch-indexes = {{ cpu = "{index}" }}\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "wheels"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n{deps}\n'
+        f'[pypi-options]\nindex-url = "{index}"\ntorch-indexes = {{ cpu = "{index}" }}\n[targets.cpu]\narch = "cpu"\n'
+    )
     timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], env, required=True)
     return stack.parent / "locks" / "cpu.conda-lock.yml"
 
@@ -76,9 +77,11 @@ def uv_line(root: Path, lock: Path) -> str:
     cache = root / "uv-cache-baseline"
     shutil.copytree(root / "home" / "uv-cache", cache, symlinks=True)
     uv, venv = uv_binary(), root / "uv-env-$RUN"
-    return (f"UV_CACHE_DIR={cache} UV_LINK_MODE=hardlink {uv} venv -q --python 3.11 "
-            f"{venv} && UV_CACHE_DIR={cache} UV_LINK_MODE=hardlink {uv} pip install -q --python "
-            f"{venv}/bin/python --no-deps --require-hashes --only-binary :all: --no-config -r {root / 'requirements.txt'}")
+    return (
+        f"UV_CACHE_DIR={cache} UV_LINK_MODE=hardlink {uv} venv -q --python 3.11 "
+        f"{venv} && UV_CACHE_DIR={cache} UV_LINK_MODE=hardlink {uv} pip install -q --python "
+        f"{venv}/bin/python --no-deps --require-hashes --only-binary :all: --no-config -r {root / 'requirements.txt'}"
+    )
 
 
 def main() -> int:
@@ -125,22 +128,18 @@ def main() -> int:
             cpus["uv"].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             return wall
 
-        report("materialize into a new prefix (from lockgen's store) vs uv venv + uv pip install (warm cache)",
-               *median_pair(args.runs, fresh, uv), 1.2, args.smoke)
-        print(f"  CPU (process and children): lockgen {median(cpus['lockgen']) or 0:.2f} s, uv {median(cpus['uv']) or 0:.2f} s; "
-              f"load average {os.getloadavg()[0]:.1f}")
+        report("materialize into a new prefix (from lockgen's store) vs uv venv + uv pip install (warm cache)", *median_pair(args.runs, fresh, uv), 1.2, args.smoke)
+        print(f"  CPU (process and children): lockgen {median(cpus['lockgen']) or 0:.2f} s, uv {median(cpus['uv']) or 0:.2f} s; load average {os.getloadavg()[0]:.1f}")
         shutil.rmtree(root / "first")
         after = timed(lockgen + [str(root / "after-rm")], env, required=True)
-        print(f"materialize after an environment was removed (the ctime of every linked store file moved: all "
-              f"hashed again): {after:.2f} s")
+        print(f"materialize after an environment was removed (the ctime of every linked store file moved: all hashed again): {after:.2f} s")
         time.sleep(1.1)  # a tree changed within a second of a look keeps no verdict (prefix_observer.RACY_NS)
         timed(lockgen + [str(root / "after-rm")], env, required=True)  # the first look keeps the verdict
         pairs = [cpu_timed(lockgen + [str(root / "after-rm")], env) for _ in range(args.runs)]
         again, cpu = median([w for w, _ in pairs]), median([c for _, c in pairs])
         assert again is not None and cpu is not None
         verdict = "smoke size, not judged" if args.smoke else f"target <= 0.3 s: {'within' if again <= 0.3 else 'OVER'}"
-        print(f"re-materialize of the existing environment: {again:.2f} s, {cpu:.2f} s CPU ({verdict}; load average "
-              f"{os.getloadavg()[0]:.1f})")
+        print(f"re-materialize of the existing environment: {again:.2f} s, {cpu:.2f} s CPU ({verdict}; load average {os.getloadavg()[0]:.1f})")
     report_crashes()
     return 0
 

@@ -30,9 +30,9 @@ class Pkg:
     timestamp: int = 1_700_000_000_000
     files: dict[str, str | bytes] = field(default_factory=dict)
     entry_points: tuple[str, ...] = ()  # makes it a noarch: python package with these console scripts
-    extra_paths: tuple[str, ...] = ()   # paths.json entries with no file behind them (malicious-package tests;
-                                        # a trailing `@` makes the entry a softlink)
-    has_prefix: str | None = None       # info/has_prefix as written (default: the prefix.txt placeholder line)
+    extra_paths: tuple[str, ...] = ()  # paths.json entries with no file behind them (malicious-package tests;
+    # a trailing `@` makes the entry a softlink)
+    has_prefix: str | None = None  # info/has_prefix as written (default: the prefix.txt placeholder line)
     links: dict[str, str] = field(default_factory=dict)  # symlink path -> target, in the payload and paths.json
 
     @property
@@ -57,35 +57,41 @@ def _tar(entries: dict[str, bytes], links: dict[str, str] | None = None) -> byte
 
 
 def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    files = {k: v if isinstance(v, bytes) else v.encode()
-             for k, v in (pkg.files or {f"share/{pkg.name}/README": f"{pkg.name} {pkg.version}\n"}).items()}
+    files = {k: v if isinstance(v, bytes) else v.encode() for k, v in (pkg.files or {f"share/{pkg.name}/README": f"{pkg.name} {pkg.version}\n"}).items()}
     files[f"etc/{pkg.name}/prefix.txt"] = f"installed at {PLACEHOLDER}\n".encode()
     index = {
-        "name": pkg.name, "version": pkg.version, "build": pkg.build, "build_number": pkg.build_number,
-        "depends": list(pkg.depends), "constrains": list(pkg.constrains), "license": "MIT",
-        "subdir": pkg.subdir, "timestamp": pkg.timestamp,
+        "name": pkg.name,
+        "version": pkg.version,
+        "build": pkg.build,
+        "build_number": pkg.build_number,
+        "depends": list(pkg.depends),
+        "constrains": list(pkg.constrains),
+        "license": "MIT",
+        "subdir": pkg.subdir,
+        "timestamp": pkg.timestamp,
     }
     noarch_python = pkg.subdir == "noarch" and any(p.startswith("site-packages/") for p in files)
     if pkg.subdir == "noarch":
         index["noarch"] = "python" if noarch_python else "generic"
     else:
         index["platform"], index["arch"] = "linux", {"linux-64": "x86_64", "linux-aarch64": "aarch64"}[pkg.subdir]
-    paths = {"paths_version": 1, "paths": [
-        {"_path": p, "path_type": "hardlink", "size_in_bytes": len(d),
-         **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {})}
-        for p, d in sorted(files.items())] + [
-        {"_path": p.removesuffix("@"), "path_type": "softlink" if p.endswith("@") else "hardlink", "size_in_bytes": 0}
-        for p in pkg.extra_paths] + [{"_path": p, "path_type": "softlink"} for p in sorted(pkg.links)]}
+    paths = {
+        "paths_version": 1,
+        "paths": [
+            {"_path": p, "path_type": "hardlink", "size_in_bytes": len(d), **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {})}
+            for p, d in sorted(files.items())
+        ]
+        + [{"_path": p.removesuffix("@"), "path_type": "softlink" if p.endswith("@") else "hardlink", "size_in_bytes": 0} for p in pkg.extra_paths]
+        + [{"_path": p, "path_type": "softlink"} for p in sorted(pkg.links)],
+    }
     info = {
         "info/index.json": json.dumps(index, indent=2).encode(),
         "info/paths.json": json.dumps(paths, indent=2).encode(),
         "info/files": "\n".join(sorted(files)).encode() + b"\n",
-        "info/has_prefix": (pkg.has_prefix if pkg.has_prefix is not None
-                            else f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n").encode(),
+        "info/has_prefix": (pkg.has_prefix if pkg.has_prefix is not None else f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n").encode(),
     }
     if noarch_python:
-        info["info/link.json"] = json.dumps({"noarch": {"type": "python", "entry_points": list(pkg.entry_points)},
-                                             "package_metadata_version": 1}).encode()
+        info["info/link.json"] = json.dumps({"noarch": {"type": "python", "entry_points": list(pkg.entry_points)}, "package_metadata_version": 1}).encode()
     return info, files
 
 
@@ -105,9 +111,11 @@ def write_package(pkg: Pkg, folder: Path) -> Path:
         return path
     path = folder / f"{pkg.stem}.conda"
     compressor = zstandard.ZstdCompressor(level=3)
-    members = {"metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(),
-               f"pkg-{pkg.stem}.tar.zst": compressor.compress(_tar(files, pkg.links)),
-               f"info-{pkg.stem}.tar.zst": compressor.compress(_tar(info))}
+    members = {
+        "metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(),
+        f"pkg-{pkg.stem}.tar.zst": compressor.compress(_tar(files, pkg.links)),
+        f"info-{pkg.stem}.tar.zst": compressor.compress(_tar(info)),
+    }
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
         for name, data in members.items():  # a fixed date: the same package is the same bytes whenever it is built
             archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
@@ -125,10 +133,7 @@ def build_channel(root: Path, packages: list[Pkg]) -> Path:
 
 def gpu_channel_packages() -> list[Pkg]:
     """A tiny CUDA world: cuda-version gating on __cuda, pytorch in CUDA and CPU builds, a GPU-only tool."""
-    cuda_versions = [
-        Pkg("cuda-version", v, build="h0_3", subdir="noarch", constrains=(f"__cuda >={v.split('.')[0]}", f"cudatoolkit {v}|{v}.*"))
-        for v in ("11.8", "12.4", "12.9")
-    ]
+    cuda_versions = [Pkg("cuda-version", v, build="h0_3", subdir="noarch", constrains=(f"__cuda >={v.split('.')[0]}", f"cudatoolkit {v}|{v}.*")) for v in ("11.8", "12.4", "12.9")]
     torch = [
         Pkg("pytorch", "2.5.0", build="cuda118_h1_0", depends=("__cuda", "cuda-version >=11.8,<12")),
         Pkg("pytorch", "2.5.0", build="cuda124_h1_0", depends=("__cuda", "cuda-version >=12.4,<13")),

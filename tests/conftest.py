@@ -38,8 +38,7 @@ def has_shared() -> bool:
     return (shared_path() / "corpus").is_dir()
 
 
-NEEDS_SHARED = ("needs the team's shared folder (the public-lock corpus or the GPU matrix) at ../shared "
-                "or $LOCKGEN_SHARED; the repository alone runs every other test")
+NEEDS_SHARED = "needs the team's shared folder (the public-lock corpus or the GPU matrix) at ../shared or $LOCKGEN_SHARED; the repository alone runs every other test"
 
 
 def shared_dir() -> Path:
@@ -151,8 +150,7 @@ def loopback_registry(folder: Path) -> Iterator[str]:
     if binary is None:
         pytest.fail("docker-registry is not installed: .ci/run installs it with apt-get")
     config = folder / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
-                      "http:\n  addr: 127.0.0.1:0\n")
+    config.write_text(f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\nhttp:\n  addr: 127.0.0.1:0\n")
     log_path = folder / "registry.log"
     with log_path.open("w") as log:
         process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)

@@ -1,4 +1,5 @@
 """Re-expresses shared/reference/gpu-matrix.json as lockgen/data/gpu_facts.json (run by test_facts_data)."""
+
 import json
 import re
 
@@ -31,6 +32,7 @@ def _convert(src):
             if s and s not in out:
                 out.append(s)
         return out
+
     archs = {}
     for key, a in src["archs"].items():
         if key == "sm101_sm110":
@@ -57,8 +59,7 @@ def _convert(src):
             continue
         if not re.match(r">=\d", t["toolkit_driver_linux_x86_64"]["value"]):
             continue
-        cuda[ver] = {"min_driver": t["toolkit_driver_linux_x86_64"]["value"].lstrip(">="),
-                     "sources": srcs(t["toolkit_driver_linux_x86_64"])}
+        cuda[ver] = {"min_driver": t["toolkit_driver_linux_x86_64"]["value"].lstrip(">="), "sources": srcs(t["toolkit_driver_linux_x86_64"])}
     compat = {}
     for major, leaf in src["cuda_driver"]["minor_version_compat_min_driver_linux"].items():
         m = re.search(r">=\s*(\d+(?:\.\d+)*)", leaf["value"]).group(1)
@@ -88,7 +89,7 @@ def _convert(src):
             official.setdefault(tv, {})[cu] = {"arch_list": leaf["value"], "sources": srcs(leaf), "inferred": leaf.get("inferred", False)}
     out = {
         "about": "GPU, CUDA, driver and PyTorch facts used by lockgen's target rules. Re-expressed from the sourced matrix "
-                 "shared/reference/gpu-matrix.json (horizon: " + src["meta"]["snapshot_horizon"]["value"][:120] + "...). Every entry keeps its sources.",
+        "shared/reference/gpu-matrix.json (horizon: " + src["meta"]["snapshot_horizon"]["value"][:120] + "...). Every entry keeps its sources.",
         "rules": [r["value"] for r in src["rules"][:2]],
         "archs": archs,
         "cuda_toolkits": cuda,
@@ -104,10 +105,16 @@ def _convert(src):
         if default and re.fullmatch(r"cu\d+", default):
             lists = p.get("torch_cuda_arch_list", {})
             entry = lists.get(default) if isinstance(lists, dict) else None
-            pypi.append({"torch": tv, "platform": "linux-64", "variant": default,
-                         "arch_list": entry["value"] if isinstance(entry, dict) else None,
-                         "inferred": bool((p.get("pypi_default") or {}).get("inferred")),
-                         "sources": srcs(p["pypi_default"]) + (srcs(entry) if isinstance(entry, dict) else [])})
+            pypi.append(
+                {
+                    "torch": tv,
+                    "platform": "linux-64",
+                    "variant": default,
+                    "arch_list": entry["value"] if isinstance(entry, dict) else None,
+                    "inferred": bool((p.get("pypi_default") or {}).get("inferred")),
+                    "sources": srcs(p["pypi_default"]) + (srcs(entry) if isinstance(entry, dict) else []),
+                }
+            )
         arm = p.get("linux_aarch64") or {}
         value = (arm.get("pypi") or {}).get("value")
         if not value:
@@ -115,9 +122,16 @@ def _convert(src):
         variant = "cpu" if value.startswith("CPU") else value
         lists = (arm.get("torch_cuda_arch_list") or {}).get("value")
         arch_list = lists.get(variant) if isinstance(lists, dict) else (lists if variant != "cpu" else None)
-        pypi.append({"torch": tv, "platform": "linux-aarch64", "variant": variant, "arch_list": arch_list,
-                     "inferred": bool(arm["pypi"].get("inferred")) or "assumed" in value,
-                     "sources": srcs(arm["pypi"]) + (srcs(arm["torch_cuda_arch_list"]) if arm.get("torch_cuda_arch_list") else [])})
+        pypi.append(
+            {
+                "torch": tv,
+                "platform": "linux-aarch64",
+                "variant": variant,
+                "arch_list": arch_list,
+                "inferred": bool(arm["pypi"].get("inferred")) or "assumed" in value,
+                "sources": srcs(arm["pypi"]) + (srcs(arm["torch_cuda_arch_list"]) if arm.get("torch_cuda_arch_list") else []),
+            }
+        )
     out["pytorch_pypi_wheels"] = pypi
     return out
 

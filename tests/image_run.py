@@ -25,11 +25,32 @@ def podman_run(layout: Path, tag: str, *command: str) -> subprocess.CompletedPro
     short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
     root_dir, run_dir = short / "r", short / "rr"
     try:
-        subprocess.run([require("skopeo"), "copy", f"oci:{layout}:{tag}", f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/t:t"],
-                       check=True, capture_output=True)
-        return subprocess.run([require("podman"), "--root", str(root_dir), "--runroot", str(run_dir), "--storage-driver",
-                               "vfs", "--runtime", "runc", "run", "--rm", "--network", "none", "--ulimit",
-                               "nofile=20000:20000", "--ulimit", "nproc=32768:32768", "localhost/t:t", *command],
-                              capture_output=True, text=True, timeout=120)
+        subprocess.run([require("skopeo"), "copy", f"oci:{layout}:{tag}", f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/t:t"], check=True, capture_output=True)
+        return subprocess.run(
+            [
+                require("podman"),
+                "--root",
+                str(root_dir),
+                "--runroot",
+                str(run_dir),
+                "--storage-driver",
+                "vfs",
+                "--runtime",
+                "runc",
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--ulimit",
+                "nofile=20000:20000",
+                "--ulimit",
+                "nproc=32768:32768",
+                "localhost/t:t",
+                *command,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         shutil.rmtree(short, ignore_errors=True)

@@ -42,7 +42,7 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
                 start, end = max(0, len(body) - int(found[2])), len(body) - 1
             if start > end:
                 return self._send(416, b"", "text/plain", {"Content-Range": f"bytes */{len(body)}"})
-            self._send(206, body[start:end + 1], kind, {"Content-Range": f"bytes {start}-{end}/{len(body)}"})
+            self._send(206, body[start : end + 1], kind, {"Content-Range": f"bytes {start}-{end}/{len(body)}"})
 
         def do_HEAD(self) -> None:
             site.log.append((self.path, "HEAD", self.headers.get("Authorization")))

@@ -50,21 +50,39 @@ class SlurmCluster:
         ctld, slurmd, *node_ports = _free_ports(2 + len(NODES))
         r = self.root
         lines = [
-            "ClusterName=lockgentest", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={ctld}", f"SlurmdPort={slurmd}",
-            "AuthType=auth/munge", f"AuthInfo=socket={r}/munge.socket", "CredType=cred/munge",
-            "SlurmUser=root", "SlurmdUser=root", f"StateSaveLocation={r}/state", f"SlurmdSpoolDir={r}/spool/%n",
-            f"SlurmctldPidFile={r}/slurmctld.pid", f"SlurmdPidFile={r}/slurmd-%n.pid",
-            f"SlurmctldLogFile={r}/log/slurmctld.log", f"SlurmdLogFile={r}/log/slurmd-%n.log",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2", "SchedulerType=sched/builtin",
-            "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-            f"PluginDir={_plugin_dir()}", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5",
+            "ClusterName=lockgentest",
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={ctld}",
+            f"SlurmdPort={slurmd}",
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={r}/munge.socket",
+            "CredType=cred/munge",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"StateSaveLocation={r}/state",
+            f"SlurmdSpoolDir={r}/spool/%n",
+            f"SlurmctldPidFile={r}/slurmctld.pid",
+            f"SlurmdPidFile={r}/slurmd-%n.pid",
+            f"SlurmctldLogFile={r}/log/slurmctld.log",
+            f"SlurmdLogFile={r}/log/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SchedulerType=sched/builtin",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            f"PluginDir={_plugin_dir()}",
+            "SlurmdTimeout=30",
+            "InactiveLimit=0",
+            "KillWait=5",
             # 0 keeps finished jobs' records (never purged): `sbatch --wait` then polls every 2 s, where the default
             # (300) makes it back off to 2, 8, 32 s, and a 19 s job was seen done only at 42 s
             "MinJobAge=0",
         ]
-        lines += [f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=1000 State=UNKNOWN"
-                  for name, port in zip(NODES, node_ports)]
+        lines += [f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=1000 State=UNKNOWN" for name, port in zip(NODES, node_ports)]
         lines.append(f"PartitionName=test Nodes={','.join(NODES)} Default=YES MaxTime=20 State=UP")
         return "\n".join(lines) + "\n"
 
@@ -76,19 +94,20 @@ class SlurmCluster:
         key.chmod(0o400)
         self.conf.write_text(self._config())
         r = self.root
-        subprocess.run(["munged", f"--key-file={key}", f"--socket={r}/munge.socket", f"--pid-file={r}/munged.pid",
-                        f"--log-file={r}/log/munged.log", f"--seed-file={r}/munged.seed", "--force"], check=True, timeout=30)
+        subprocess.run(
+            ["munged", f"--key-file={key}", f"--socket={r}/munge.socket", f"--pid-file={r}/munged.pid", f"--log-file={r}/log/munged.log", f"--seed-file={r}/munged.seed", "--force"],
+            check=True,
+            timeout=30,
+        )
         subprocess.run(["slurmctld", "-f", str(self.conf), "-i"], check=True, timeout=30, env=self.env)
         for node in NODES:
             subprocess.run(["slurmd", "-f", str(self.conf), "-N", node], check=True, timeout=30, env=self.env)
         self.wait_idle(NODES, 60)
         return self
 
-    def run(self, *command: str, timeout: float = 60, check: bool = True,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(self, *command: str, timeout: float = 60, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """A client command against this cluster; `env` adds to the clients' environment."""
-        return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env={**self.env, **(env or {})},
-                              check=check)
+        return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env={**self.env, **(env or {})}, check=check)
 
     def states(self) -> dict[str, tuple[str, str]]:
         """{node: (state, reason)} as sinfo reports them."""

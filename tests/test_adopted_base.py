@@ -27,8 +27,7 @@ from tests.wheel_index import Wheel, build_wheel
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]  # every test here solves with uv or builds an image first
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-TEAM = '[stack]\nname = "team"\nextends = "{extends}"\n{stack}\n' \
-       '[pypi-dependencies]\n{deps}\n[pypi-options]\nexclude-newer = "2026-11-15"\n{targets}'
+TEAM = '[stack]\nname = "team"\nextends = "{extends}"\n{stack}\n[pypi-dependencies]\n{deps}\n[pypi-options]\nexclude-newer = "2026-11-15"\n{targets}'
 NODE = '[targets.node]\narch = "cpu"\n'
 
 
@@ -39,18 +38,30 @@ def vendor(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     venv = root / "vendor-venv"  # on this host's Debian python, which the vendor's base image holds at its path
     subprocess.run([str(host_python()), "-m", "venv", "--without-pip", str(venv)], check=True)
     local = build_wheel(Wheel("vendorlib", "1.0+vendor", files={"vendorlib/fast.py": "FAST = True\n"}), root)
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                           "--no-cache-dir", "--index-url", "https://pypi.org/simple", "six==1.17.0", "idna==3.10",
-                           str(local)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-cache-dir", "--index-url", "https://pypi.org/simple", "six==1.17.0", "idna==3.10", str(local)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     home = {"LOCKGEN_HOME": str(root / "home")}
-    assert run_cli("freeze", "--python", str(venv / "bin" / "python"), "--inventory", str(root / "inv.json"),
-                   env=home).returncode == 0
+    assert run_cli("freeze", "--python", str(venv / "bin" / "python"), "--inventory", str(root / "inv.json"), env=home).returncode == 0
     lock = root / "vendor" / "locks" / "node.conda-lock.yml"
     pinned = run_cli("pin", str(root / "inv.json"), "--target", "node", "--out", str(lock), "--allow-unpublished", env=home)
     assert pinned.returncode == 0, pinned.stderr
-    exported = run_cli("export", str(lock), "--from-prefix", str(venv), "--manifests", str(lock.with_name("node.manifests.json.gz")),
-                       "--base", str(python_base(root / "python-base")), "--out", str(root / "vendor-img"), env=home)
+    exported = run_cli(
+        "export",
+        str(lock),
+        "--from-prefix",
+        str(venv),
+        "--manifests",
+        str(lock.with_name("node.manifests.json.gz")),
+        "--base",
+        str(python_base(root / "python-base")),
+        "--out",
+        str(root / "vendor-img"),
+        env=home,
+    )
     assert exported.returncode == 0, exported.stderr
     return root, venv
 
@@ -98,21 +109,23 @@ def test_a_team_requirement_that_moves_the_adopted_base_names_only_that_package(
     assert refused.returncode == 1 and "vendorlib" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
 
 
-@pytest.mark.parametrize("stack, targets, fragment", [
-    ("", "", "records no hardware for its target `node`"),
-    ("", '[targets.gpu]\narch = "cpu"\n', "the base lock is of target `node`"),
-    (f'python = "{PYTHON}"', NODE, "`python` comes from the base lock"),
-    ("", NODE + 'platforms = ["linux-aarch64"]\n', "the platforms of target `node` are the base lock's"),
-    ('exclude-newer = "2026-01-01"', NODE, "set the team's PyPI cut-off as [pypi-options] exclude-newer"),
-])
+@pytest.mark.parametrize(
+    "stack, targets, fragment",
+    [
+        ("", "", "records no hardware for its target `node`"),
+        ("", '[targets.gpu]\narch = "cpu"\n', "the base lock is of target `node`"),
+        (f'python = "{PYTHON}"', NODE, "`python` comes from the base lock"),
+        ("", NODE + 'platforms = ["linux-aarch64"]\n', "the platforms of target `node` are the base lock's"),
+        ('exclude-newer = "2026-01-01"', NODE, "set the team's PyPI cut-off as [pypi-options] exclude-newer"),
+    ],
+)
 def test_a_bad_team_stack_on_a_lock_is_one_error(vendor: tuple[Path, Path], stack: str, targets: str, fragment: str) -> None:
     root, _ = vendor
     done = run_cli("resolve", str(team(root, 'python-dateutil = "*"', stack, targets)), "--dry-run")
     assert done.returncode == 1 and fragment in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix(vendor: tuple[Path, Path],
-                                                                                 tmp_path: Path) -> None:
+def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix(vendor: tuple[Path, Path], tmp_path: Path) -> None:
     root, venv = vendor
     lock, home = resolved_team_lock(root), {"LOCKGEN_HOME": str(tmp_path / "home")}
     done = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "team-img"), env=home)
@@ -123,32 +136,26 @@ def test_the_team_image_is_the_vendor_image_plus_the_team_s_wheels_in_its_prefix
     count = len(base_manifest["layers"])
     assert manifest["layers"][:count] == base_manifest["layers"] and len(manifest["layers"]) > count
     assert config["config"]["Labels"]["dev.lockgen.prefix"] == str(venv)
-    checked = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "team-img"), "--manifests",
-                      str(root / "vendor" / "locks" / "node.manifests.json.gz"), "--json", env=home)
+    checked = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "team-img"), "--manifests", str(root / "vendor" / "locks" / "node.manifests.json.gz"), "--json", env=home)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert json.loads(checked.stdout)["clean"] is True
     alone = run_cli("check", "--image", str(tmp_path / "team-img"), env=home)  # its own record, at the vendor's prefix
     assert alone.returncode == 0, alone.stderr
     bundle = tmp_path / "team.manifests.json.gz"  # one bundle for nodes without network: the pin's check-only entries too
-    assert run_cli("manifests", str(lock), "--manifests", str(root / "vendor" / "locks" / "node.manifests.json.gz"),
-                   "--out", str(bundle), env=home).returncode == 0
-    offline = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "team-img"), "--manifests", str(bundle),
-                      env={"LOCKGEN_HOME": str(tmp_path / "empty-home"), **DEAD_PROXY})
+    assert run_cli("manifests", str(lock), "--manifests", str(root / "vendor" / "locks" / "node.manifests.json.gz"), "--out", str(bundle), env=home).returncode == 0
+    offline = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "team-img"), "--manifests", str(bundle), env={"LOCKGEN_HOME": str(tmp_path / "empty-home"), **DEAD_PROXY})
     assert offline.returncode == 0, offline.stderr
     tree = tmp_path / "rootfs"
     oci_layout.unpack(tmp_path / "team-img", tree)
     prefix = tree / str(venv).lstrip("/")
     assert not (prefix / "lib" / f"python{PYTHON}" / "site-packages" / "_virtualenv.pth").exists()
-    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import dateutil, six, vendorlib.fast; print(dateutil.__file__)"],
-                         capture_output=True, text=True)
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import dateutil, six, vendorlib.fast; print(dateutil.__file__)"], capture_output=True, text=True)
     assert ran.returncode == 0 and ran.stdout.startswith(str(prefix)), ran.stderr
-    again = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "again"),
-                    env={"LOCKGEN_HOME": str(tmp_path / "other-home")})
+    again = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "again"), env={"LOCKGEN_HOME": str(tmp_path / "other-home")})
     assert again.stdout.splitlines()[0] == done.stdout.splitlines()[0]  # the same image digest, byte for byte
 
 
-def test_the_team_image_on_the_vendor_image_in_a_registry_is_the_image_on_a_local_copy(vendor: tuple[Path, Path],
-                                                                                       tmp_path: Path) -> None:
+def test_the_team_image_on_the_vendor_image_in_a_registry_is_the_image_on_a_local_copy(vendor: tuple[Path, Path], tmp_path: Path) -> None:
     root, _ = vendor
     lock, home = resolved_team_lock(root), {"LOCKGEN_HOME": str(tmp_path / "home")}
     local = run_cli("export", str(lock), "--base", str(root / "vendor-img"), "--out", str(tmp_path / "local"), env=home)
@@ -157,15 +164,13 @@ def test_the_team_image_on_the_vendor_image_in_a_registry_is_the_image_on_a_loca
     with loopback_registry(tmp_path / "registry") as host:
         pushed = run_cli("push", str(root / "vendor-img"), f"docker://{host}/vendor/python:1", "--insecure")
         assert pushed.returncode == 0, pushed.stderr
-        remote = run_cli("export", str(lock), "--base", f"docker://{host}/vendor/python@{pushed.stdout.strip()}",
-                         "--insecure", "--out", str(tmp_path / "remote"), env=home)
+        remote = run_cli("export", str(lock), "--base", f"docker://{host}/vendor/python@{pushed.stdout.strip()}", "--insecure", "--out", str(tmp_path / "remote"), env=home)
         assert remote.returncode == 0, remote.stderr
         assert "installed alone, into its prefix" in remote.stderr  # the held record read from the registry's layers
         assert remote.stdout.splitlines()[0] == local.stdout.splitlines()[0]
         target = f"docker://{host}/team/python:1"
         assert run_cli("push", str(tmp_path / "remote"), target, "--insecure").stdout.strip() == remote.stdout.splitlines()[0]
-        checked = run_cli("check", "--image", target, "--lock", str(lock), "--insecure", "--manifests",
-                          str(root / "vendor" / "locks" / "node.manifests.json.gz"), env=home)
+        checked = run_cli("check", "--image", target, "--lock", str(lock), "--insecure", "--manifests", str(root / "vendor" / "locks" / "node.manifests.json.gz"), env=home)
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -174,24 +179,20 @@ def _foreign_image(venv: Path, layout: Path, change: str = "") -> None:
     it at its own path (its six.py rewritten when `change` is given)."""
     umoci = require("umoci")
     python_base(layout, tag="vendor")
-    subprocess.run([umoci, "unpack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")], check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run([umoci, "unpack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")], check=True, capture_output=True, timeout=120)
     inside = layout.parent / "bundle" / "rootfs" / str(venv).lstrip("/")
     shutil.copytree(venv, inside, symlinks=True)
     if change:
         (inside / "lib" / f"python{PYTHON}" / "site-packages" / "six.py").write_text(change)
-    subprocess.run([umoci, "repack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run([umoci, "repack", "--image", f"{layout}:vendor", str(layout.parent / "bundle")], check=True, capture_output=True, timeout=60)
 
 
-def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_are(vendor: tuple[Path, Path],
-                                                                                     tmp_path: Path) -> None:
+def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_are(vendor: tuple[Path, Path], tmp_path: Path) -> None:
     root, venv = vendor
     lock, bundle = root / "vendor" / "locks" / "node.conda-lock.yml", root / "vendor" / "locks" / "node.manifests.json.gz"
     home = {"LOCKGEN_HOME": str(tmp_path / "home")}
     _foreign_image(venv, tmp_path / "foreign" / "layout")
-    adopted = run_cli("export", str(lock), "--from-image", str(tmp_path / "foreign" / "layout"), "--image-prefix", str(venv),
-                      "--manifests", str(bundle), "--out", str(tmp_path / "adopted"), env=home)
+    adopted = run_cli("export", str(lock), "--from-image", str(tmp_path / "foreign" / "layout"), "--image-prefix", str(venv), "--manifests", str(bundle), "--out", str(tmp_path / "adopted"), env=home)
     assert adopted.returncode == 0, adopted.stderr
     vendor_manifest, _, _ = oci_layout.read_image(tmp_path / "foreign" / "layout")
     manifest, config, _ = oci_layout.read_image(tmp_path / "adopted")
@@ -209,8 +210,7 @@ def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_
         pushed = run_cli("push", str(tmp_path / "foreign" / "layout"), f"docker://{host}/vendor/raw:1", "--insecure")
         assert pushed.returncode == 0, pushed.stderr
         remote = f"docker://{host}/vendor/raw@{pushed.stdout.strip()}"
-        shallow = run_cli("export", str(lock), "--from-image", remote, "--insecure", "--image-prefix", str(venv),
-                          "--manifests", str(bundle), "--out", str(tmp_path / "adopted-remote"), env=home)
+        shallow = run_cli("export", str(lock), "--from-image", remote, "--insecure", "--image-prefix", str(venv), "--manifests", str(bundle), "--out", str(tmp_path / "adopted-remote"), env=home)
         assert shallow.returncode == 0, shallow.stderr
         assert oci_layout.read_image(tmp_path / "adopted-remote")[0]["layers"][:-1] == vendor_manifest["layers"]
         target = f"docker://{host}/vendor/adopted:1"
@@ -218,8 +218,9 @@ def test_a_vendor_image_lockgen_did_not_make_is_adopted_with_its_layers_as_they_
         proven = run_cli("check", "--image", target, "--insecure", "--lock", str(lock), "--manifests", str(bundle), env=home)
         assert proven.returncode == 0, proven.stdout + proven.stderr
     _foreign_image(venv, tmp_path / "forged" / "layout", change="print('not six')\n")
-    refused = run_cli("export", str(lock), "--from-image", str(tmp_path / "forged" / "layout"), "--image-prefix", str(venv),
-                      "--manifests", str(bundle), "--out", str(tmp_path / "forged-out"), env=home)
+    refused = run_cli(
+        "export", str(lock), "--from-image", str(tmp_path / "forged" / "layout"), "--image-prefix", str(venv), "--manifests", str(bundle), "--out", str(tmp_path / "forged-out"), env=home
+    )
     assert refused.returncode == 1 and "six 1.17.0: modified" in refused.stderr and not (tmp_path / "forged-out").exists()
 
 
@@ -243,12 +244,10 @@ def test_a_team_stack_extends_the_vendor_image_itself(vendor: tuple[Path, Path],
         assert run_cli("resolve", str(remote), "--insecure").returncode == 0
         team_lock = root / "team" / "locks" / "node.conda-lock.yml"
         assert load_lock(team_lock).meta("extends") == reference
-        exported = run_cli("export", str(team_lock), "--base", reference, "--insecure", "--out", str(tmp_path / "team-img"),
-                           env={"LOCKGEN_HOME": str(tmp_path / "home")})
+        exported = run_cli("export", str(team_lock), "--base", reference, "--insecure", "--out", str(tmp_path / "team-img"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
         assert exported.returncode == 0 and "installed alone, into its prefix" in exported.stderr, exported.stderr
         listed = run_cli("certs", str(root / "team"))  # the base's certificates are the image's attestations
-        assert f"its base is the image {reference}; its certificates are attestations (lockgen certs {reference})" \
-            in listed.stderr
+        assert f"its base is the image {reference}; its certificates are attestations (lockgen certs {reference})" in listed.stderr
     _foreign_image(venv, tmp_path / "foreign" / "layout")
     shutil.copytree(tmp_path / "foreign" / "layout", root / "foreign-img")
     refused = run_cli("resolve", str(team(root, 'python-dateutil = "*"', extends="../foreign-img")))
@@ -266,9 +265,19 @@ def test_export_from_prefix_never_writes_into_the_environment_it_links(vendor: t
     (copy / ".lockgen" / "lock.conda-lock.yml").write_bytes(lock.read_bytes())
     (copy / ".lockgen" / "manifest.json").write_text("{}\n")
     before = {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()}
-    done = run_cli("export", str(copy / ".lockgen" / "lock.conda-lock.yml"), "--from-prefix", str(copy), "--manifests",
-                   str(bundle), "--base", str(root / "python-base"), "--out", str(tmp_path / "img"),
-                   env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    done = run_cli(
+        "export",
+        str(copy / ".lockgen" / "lock.conda-lock.yml"),
+        "--from-prefix",
+        str(copy),
+        "--manifests",
+        str(bundle),
+        "--base",
+        str(root / "python-base"),
+        "--out",
+        str(tmp_path / "img"),
+        env={"LOCKGEN_HOME": str(tmp_path / "home")},
+    )
     assert done.returncode == 0, done.stderr
     assert {p.name: p.read_bytes() for p in (copy / ".lockgen").iterdir()} == before
     (copy / ".lockgen" / "lock.conda-lock.yml").write_text("version: 1\n")  # another lock than the one checked

@@ -18,10 +18,18 @@ def gpu(arch: str, driver: str, **extra: object) -> Target:
     return Target(name="t", arch=arch, driver=driver, **extra)
 
 
-@pytest.mark.parametrize(("driver", "native"), [
-    ("450.51.05", "11.0"), ("520.61.05", "11.8"), ("550.54.15", "12.4"), ("570.86.10", "12.8"),
-    ("575.57.08", "12.9"), ("580.65.06", "13.0"), ("440.33.01", None),
-])
+@pytest.mark.parametrize(
+    ("driver", "native"),
+    [
+        ("450.51.05", "11.0"),
+        ("520.61.05", "11.8"),
+        ("550.54.15", "12.4"),
+        ("570.86.10", "12.8"),
+        ("575.57.08", "12.9"),
+        ("580.65.06", "13.0"),
+        ("440.33.01", None),
+    ],
+)
 def test_native_cuda_of_a_driver(driver: str, native: str | None) -> None:
     assert native_cuda(FACTS, driver) == native
 
@@ -39,10 +47,13 @@ def test_windows_follow_arch_and_driver() -> None:
     assert cuda_window(FACTS, gpu("sm90", "575.57.08", cuda="12.6")).low == "12.6"
 
 
-@pytest.mark.parametrize(("arch", "driver", "fragment"), [
-    ("sm100", "550.54.15", "needs CUDA >= 12.8"),
-    ("sm90", "440.33.01", "runs no CUDA release"),
-])
+@pytest.mark.parametrize(
+    ("arch", "driver", "fragment"),
+    [
+        ("sm100", "550.54.15", "needs CUDA >= 12.8"),
+        ("sm90", "440.33.01", "runs no CUDA release"),
+    ],
+)
 def test_driver_too_old_for_the_arch_is_an_error(arch: str, driver: str, fragment: str) -> None:
     with pytest.raises(TargetError) as caught:
         cuda_window(FACTS, gpu(arch, driver))
@@ -59,26 +70,32 @@ def test_unknown_arch_is_an_error() -> None:
         cuda_window(FACTS, gpu("sm99", "575.57.08"))
 
 
-@pytest.mark.parametrize(("build", "depends", "cuda"), [
-    ("cuda129_mkl_py311_h49b8cc7_300", (), "12.9"),
-    ("cuda118_py311h4ee7bbc_301", (), "11.8"),
-    ("py3.11_cuda12.1_cudnn9.1.0_0", (), "12.1"),
-    ("py3.8_cuda10.1.243_cudnn7.6.3_0", (), "10.1"),
-    ("cpu_mkl_py311_h338015a_100", (), None),
-    ("h1234_0", ("cuda-version >=12.6,<13",), "12.6"),
-    ("h1234_0", (), None),
-])
+@pytest.mark.parametrize(
+    ("build", "depends", "cuda"),
+    [
+        ("cuda129_mkl_py311_h49b8cc7_300", (), "12.9"),
+        ("cuda118_py311h4ee7bbc_301", (), "11.8"),
+        ("py3.11_cuda12.1_cudnn9.1.0_0", (), "12.1"),
+        ("py3.8_cuda10.1.243_cudnn7.6.3_0", (), "10.1"),
+        ("cpu_mkl_py311_h338015a_100", (), None),
+        ("h1234_0", ("cuda-version >=12.6,<13",), "12.6"),
+        ("h1234_0", (), None),
+    ],
+)
 def test_build_cuda(build: str, depends: tuple[str, ...], cuda: str | None) -> None:
     assert build_cuda(CandidateBuild(name="pytorch", version="2.5", build=build, channel="", depends=depends)) == cuda
 
 
-@pytest.mark.parametrize(("arch_list", "cc", "expected"), [
-    ("5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX", "10.0", "ptx"),
-    ("5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX", "8.9", "sass"),  # sm_86 cubin runs on 8.9
-    ("5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", "10.3", "sass"),
-    ("7.5;8.0;8.6;9.0;10.0;12.0+PTX", "11.0", None),  # PTX never JITs down
-    ("7.5;8.0;8.6;9.0;10.0;12.0+PTX", "7.0", None),
-])
+@pytest.mark.parametrize(
+    ("arch_list", "cc", "expected"),
+    [
+        ("5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX", "10.0", "ptx"),
+        ("5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX", "8.9", "sass"),  # sm_86 cubin runs on 8.9
+        ("5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", "10.3", "sass"),
+        ("7.5;8.0;8.6;9.0;10.0;12.0+PTX", "11.0", None),  # PTX never JITs down
+        ("7.5;8.0;8.6;9.0;10.0;12.0+PTX", "7.0", None),
+    ],
+)
 def test_coverage(arch_list: str, cc: str, expected: str | None) -> None:
     assert coverage(arch_list, cc) == expected
 
@@ -120,8 +137,7 @@ def test_build_constraint_admits_exactly_the_allowed_builds() -> None:
 
 
 def test_virtual_packages_are_stated_not_detected() -> None:
-    vps = {v.name: v for v in virtual_packages(FACTS, gpu("sm90", "570.86.10", glibc="2.34"), "linux-aarch64",
-                                               cuda_window(FACTS, gpu("sm90", "570.86.10")))}
+    vps = {v.name: v for v in virtual_packages(FACTS, gpu("sm90", "570.86.10", glibc="2.34"), "linux-aarch64", cuda_window(FACTS, gpu("sm90", "570.86.10")))}
     assert vps["__cuda"].version == "12.8" and vps["__glibc"].version == "2.34"
     assert vps["__archspec"].build == "aarch64" and vps["__cuda_arch"].version == "9.0"
     cpu = {v.name for v in virtual_packages(FACTS, Target(name="c", arch="cpu"), "linux-64", None)}

@@ -15,18 +15,61 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FOUNDATIONS = ("lockgen.errors", "lockgen.digests", "lockgen.model")
-FORBIDDEN_IN_CORE = {"rattler", "subprocess", "socket", "urllib", "http", "torch", "yaml", "typer", "rich",
-                     "conda_lock", "os", "shutil", "tempfile", "importlib", "zipfile", "tarfile"}  # pathlib: pure path arithmetic
+FORBIDDEN_IN_CORE = {
+    "rattler",
+    "subprocess",
+    "socket",
+    "urllib",
+    "http",
+    "torch",
+    "yaml",
+    "typer",
+    "rich",
+    "conda_lock",
+    "os",
+    "shutil",
+    "tempfile",
+    "importlib",
+    "zipfile",
+    "tarfile",
+}  # pathlib: pure path arithmetic
 CORE_DATA_LOADER = "lockgen/core/package_data.py"
-API_STEPS = {".".join(path.relative_to(REPO).with_suffix("").parts)
-             for path in (REPO / "lockgen" / "api" / "steps").glob("*.py") if path.stem != "__init__"}
+API_STEPS = {".".join(path.relative_to(REPO).with_suffix("").parts) for path in (REPO / "lockgen" / "api" / "steps").glob("*.py") if path.stem != "__init__"}
 STEPS_PACKAGE = "lockgen.api.steps"  # steps below the use cases, not use cases
 # api/ wires: the modules that reach the file system's trees, processes, the network, archives and codecs, or an
 # outside tool's library, are the adapters' (pathlib and posixpath stay: path arithmetic, and a use case may read
 # or write a file it is handed; hashlib and json stay: they compute on bytes already read)
-FORBIDDEN_IN_API = {"os", "shutil", "subprocess", "socket", "ssl", "http", "urllib", "tempfile", "fcntl", "signal",
-                    "select", "mmap", "glob", "multiprocessing", "ctypes", "tarfile", "zipfile", "gzip", "zlib", "bz2",
-                    "lzma", "zstandard", "importlib", "rattler", "yaml", "conda_lock", "torch", "typer", "rich"}
+FORBIDDEN_IN_API = {
+    "os",
+    "shutil",
+    "subprocess",
+    "socket",
+    "ssl",
+    "http",
+    "urllib",
+    "tempfile",
+    "fcntl",
+    "signal",
+    "select",
+    "mmap",
+    "glob",
+    "multiprocessing",
+    "ctypes",
+    "tarfile",
+    "zipfile",
+    "gzip",
+    "zlib",
+    "bz2",
+    "lzma",
+    "zstandard",
+    "importlib",
+    "rattler",
+    "yaml",
+    "conda_lock",
+    "torch",
+    "typer",
+    "rich",
+}
 CLI_MAY_IMPORT = ("lockgen.api", "lockgen.cli", "lockgen.errors", "lockgen.model")
 READING_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob", "rglob"}
 
@@ -67,8 +110,7 @@ def real_modules(names: set[str]) -> set[str]:
 
 
 def violations_of_cli(path: Path) -> list[str]:
-    return sorted(n for n in real_modules(lockgen_imports(path))
-                  if n != "lockgen" and not n.startswith(CLI_MAY_IMPORT))
+    return sorted(n for n in real_modules(lockgen_imports(path)) if n != "lockgen" and not n.startswith(CLI_MAY_IMPORT))
 
 
 def test_model_imports_only_stdlib_and_pydantic() -> None:
@@ -119,8 +161,7 @@ def test_api_imports_no_io_module() -> None:
 def test_the_api_io_rule_catches_a_planted_import(tmp_path: Path) -> None:
     """The rule above is not vacuous: a use case that moves files itself, or compresses, is caught."""
     probe = tmp_path / "probe.py"
-    probe.write_text('"""probe"""\n\nimport posixpath\nimport hashlib\nfrom urllib.parse import urlsplit\n'
-                     'import os.path\n\ndef place():\n    import shutil\n    from gzip import compress\n')
+    probe.write_text('"""probe"""\n\nimport posixpath\nimport hashlib\nfrom urllib.parse import urlsplit\nimport os.path\n\ndef place():\n    import shutil\n    from gzip import compress\n')
     assert io_imports_of(probe) == ["gzip", "gzip.compress", "os.path", "shutil"]
 
 
@@ -142,10 +183,8 @@ def test_the_cli_rule_catches_an_adapter_import(tmp_path: Path) -> None:
     """The rule above is not vacuous: a CLI module that reaches an adapter is caught."""
     bad = REPO / "lockgen" / "cli" / "_architecture_probe.py"
     try:
-        bad.write_text('"""probe"""\n\ndef push():\n    from lockgen.adapters import registry\n'
-                       '    from lockgen.adapters.oci_layout import read_image\n')
-        assert violations_of_cli(bad) == ["lockgen.adapters", "lockgen.adapters.oci_layout",
-                                          "lockgen.adapters.registry"]
+        bad.write_text('"""probe"""\n\ndef push():\n    from lockgen.adapters import registry\n    from lockgen.adapters.oci_layout import read_image\n')
+        assert violations_of_cli(bad) == ["lockgen.adapters", "lockgen.adapters.oci_layout", "lockgen.adapters.registry"]
     finally:
         bad.unlink(missing_ok=True)
 
@@ -215,8 +254,7 @@ LOCK_BUILDER = "lockgen/core/lock_builder.py"
 
 def meta_reads(path: Path) -> list[int]:
     """The lines where a module reads a lock's `lockgen.*` key by its string name (`lock.meta("target")`)."""
-    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "meta"]
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "meta"]
 
 
 def test_only_the_lock_builder_reads_lockgen_keys_by_name() -> None:
@@ -241,8 +279,7 @@ def api_closure(name: str) -> set[str]:
             continue
         seen.add(current)
         path = REPO.joinpath(*current.split(".")).with_suffix(".py")
-        pending.extend(n for n in real_modules(lockgen_imports(path))
-                       if n.startswith("lockgen.api.") and n not in seen and n != STEPS_PACKAGE)
+        pending.extend(n for n in real_modules(lockgen_imports(path)) if n.startswith("lockgen.api.") and n not in seen and n != STEPS_PACKAGE)
     return seen - {name}
 
 
@@ -265,8 +302,7 @@ def positional_records(path: Path) -> list[str]:
             if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
                 annotation = ast.parse(annotation.value, mode="eval").body
             for part in ast.walk(annotation) if annotation is not None else ():
-                if (isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple"
-                        and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3):
+                if isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple" and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3:
                     found.append(f"{node.name}({arg.arg}: {ast.unparse(part)})")
     return found
 
@@ -279,8 +315,9 @@ def test_no_use_case_or_step_takes_a_positional_record() -> None:
 
 def test_the_positional_record_rule_catches_a_planted_tuple(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text('"""probe"""\n\ndef write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n'
-                     '          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None):\n    pass\n')
+    probe.write_text(
+        '"""probe"""\n\ndef write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None):\n    pass\n'
+    )
     assert positional_records(probe) == ["write(layering: tuple[int, str, int])", "write(read: tuple[dict, dict, str])"]
 
 
@@ -291,8 +328,7 @@ def one_of_checks(path: Path) -> list[int]:
     lines = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Tuple) and len(node.elts) >= 2:
-            values = [e.elts[1] if isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)
-                      else e for e in node.elts]  # a (flag, value) pair counts as its value
+            values = [e.elts[1] if isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant) else e for e in node.elts]  # a (flag, value) pair counts as its value
             names = {getattr(e, "id", None) for e in values}
             if {"prefix", "image"} <= names and names <= {"prefix", "python", "image"}:
                 lines.append(node.lineno)
@@ -307,10 +343,12 @@ def test_the_environment_flags_are_counted_in_one_place() -> None:
 
 def test_the_one_of_rule_catches_a_second_count(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text('"""probe"""\n\ndef check(prefix, python, image):\n'
-                     '    if sum(x is not None for x in (prefix, python, image)) != 1:\n        raise ValueError\n'
-                     '    return (prefix, image), (python, prefix)\n\ndef slurm(prefix, python, image):\n'
-                     '    return [f for f, v in (("--python", python), ("--prefix", prefix), ("--image", image)) if v]\n')
+    probe.write_text(
+        '"""probe"""\n\ndef check(prefix, python, image):\n'
+        "    if sum(x is not None for x in (prefix, python, image)) != 1:\n        raise ValueError\n"
+        "    return (prefix, image), (python, prefix)\n\ndef slurm(prefix, python, image):\n"
+        '    return [f for f, v in (("--python", python), ("--prefix", prefix), ("--image", image)) if v]\n'
+    )
     assert one_of_checks(probe) == [4, 6, 9]
 
 
@@ -327,8 +365,13 @@ def reader_calls(path: Path) -> list[str]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        name = (f"{func.value.id}.{func.attr}" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                and func.value.id == "lock_file" else func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+        name = (
+            f"{func.value.id}.{func.attr}"
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "lock_file"
+            else func.attr
+            if isinstance(func, ast.Attribute)
+            else getattr(func, "id", "")
+        )
         if name in INPUT_READERS:
             found.append(f"{name}:{node.lineno}")
     return found
@@ -354,9 +397,11 @@ def test_api_hashes_no_file_by_its_path() -> None:
 
 def test_the_read_once_rules_catch_a_step_that_reads_again(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text('"""probe"""\n\nfrom lockgen.adapters import lock_file\n\ndef conform(lock, lock_path, stack_path):\n'
-                     '    again = lock_file.read(lock_path)\n    loaded = read_lock(lock_path)\n'
-                     '    digest = file_digest(lock_path)\n    return stack_file.read_stack(stack_path), lock.sha256\n')
+    probe.write_text(
+        '"""probe"""\n\nfrom lockgen.adapters import lock_file\n\ndef conform(lock, lock_path, stack_path):\n'
+        "    again = lock_file.read(lock_path)\n    loaded = read_lock(lock_path)\n"
+        "    digest = file_digest(lock_path)\n    return stack_file.read_stack(stack_path), lock.sha256\n"
+    )
     assert reader_calls(probe) == ["lock_file.read:6", "read_lock:7", "file_digest:8", "read_stack:9"]
 
 
@@ -368,14 +413,12 @@ STACK_READERS = {"lockgen.api.steps.stack_steps", "lockgen.api.run"}
 
 def stack_parses(path: Path) -> list[int]:
     """The lines where a module parses a stack's text itself (`parse_stack_text`, `extends_of`)."""
-    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in STACK_PARSERS]
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in STACK_PARSERS]
 
 
 def reads_stacks(path: Path) -> bool:
     """Whether a module imports the stack reader (`adapters/stack_file.py`)."""
-    return any(name == "lockgen.adapters.stack_file" or name.startswith("lockgen.adapters.stack_file.")
-               for name in imports_of(path))
+    return any(name == "lockgen.adapters.stack_file" or name.startswith("lockgen.adapters.stack_file.") for name in imports_of(path))
 
 
 def test_a_stack_is_read_in_one_place_once() -> None:
@@ -392,17 +435,18 @@ def test_a_stack_is_read_in_one_place_once() -> None:
 
 def test_the_stack_rules_catch_a_second_reader_and_a_second_parse(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text('"""probe"""\n\nfrom lockgen.core import spec_parse\n\ndef base_of(path):\n'
-                     '    from lockgen.adapters.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n')
+    probe.write_text(
+        '"""probe"""\n\nfrom lockgen.core import spec_parse\n\ndef base_of(path):\n    from lockgen.adapters.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n'
+    )
     assert reads_stacks(probe) and stack_parses(probe) == [7]
 
 
 def type_check_exemptions(pyproject_text: str) -> list[str]:
     """The modules pyproject.toml exempts from mypy (`ignore_errors = true` in an override)."""
     import tomllib
+
     overrides = tomllib.loads(pyproject_text).get("tool", {}).get("mypy", {}).get("overrides", [])
-    return sorted(name for entry in overrides if entry.get("ignore_errors")
-                  for name in ([entry["module"]] if isinstance(entry["module"], str) else entry["module"]))
+    return sorted(name for entry in overrides if entry.get("ignore_errors") for name in ([entry["module"]] if isinstance(entry["module"], str) else entry["module"]))
 
 
 def test_every_module_is_type_checked() -> None:

@@ -36,8 +36,7 @@ from tests.conftest import run_cli
 # --- .conda archives -------------------------------------------------------------------------------------
 
 
-def _zip(members: list[tuple[str, bytes]], listed: list[int] | None = None, renamed: dict[str, str] | None = None,
-         before: bytes = b"") -> bytes:
+def _zip(members: list[tuple[str, bytes]], listed: list[int] | None = None, renamed: dict[str, str] | None = None, before: bytes = b"") -> bytes:
     """A stored zip of `members` (local headers in this order, after `before`); its central directory lists
     the members at the indexes `listed` (default: all, in order), under `renamed` names where given."""
     out, entries = bytearray(before), []
@@ -51,8 +50,7 @@ def _zip(members: list[tuple[str, bytes]], listed: list[int] | None = None, rena
     for index in chosen:
         name, offset, crc, size = entries[index]
         name = (renamed or {}).get(name, name)
-        out += struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, crc, size, size, len(name),
-                           0, 0, 0, 0, 0, offset) + name.encode()
+        out += struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, crc, size, size, len(name), 0, 0, 0, 0, 0, offset) + name.encode()
     out += struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(chosen), len(chosen), len(out) - start, start, 0)
     return bytes(out)
 
@@ -72,12 +70,11 @@ def _info_files(data: bytes) -> list[tuple[str, bytes]]:
         return [(m.name, tar.extractfile(m).read()) for m in tar]  # type: ignore[union-attr]
 
 
-def _parts(tmp_path: Path, info: dict[str, bytes] | None = None, more: tuple[tuple[str, bytes], ...] = ()
-           ) -> list[tuple[str, bytes]]:
+def _parts(tmp_path: Path, info: dict[str, bytes] | None = None, more: tuple[tuple[str, bytes], ...] = ()) -> list[tuple[str, bytes]]:
     """The members of a real package's `.conda` (metadata.json, pkg-…, info-…, in this order), its info/ files
     replaced by `info` and followed by the members `more`."""
     with zipfile.ZipFile(write_package(Pkg("evil", "1.0"), tmp_path / "built")) as built:
-        members = sorted(((n, built.read(n)) for n in built.namelist()), key=lambda m: ("metadata pkg- info-".find(m[0][:4])))
+        members = sorted(((n, built.read(n)) for n in built.namelist()), key=lambda m: "metadata pkg- info-".find(m[0][:4]))
     name, data = members[2]
     files = [(n, (info or {}).get(n, content)) for n, content in _info_files(data)]
     files += [(n, content) for n, content in (info or {}).items() if n not in dict(files)] + list(more)
@@ -92,8 +89,9 @@ def _evil_info(members: list[tuple[str, bytes]]) -> tuple[str, bytes]:
 
 
 def _package(archive: Path) -> LockedPackage:
-    return LockedPackage(name="evil", version="1.0", manager="conda", platform="linux-64", url=archive.as_uri(),
-                         hash=PackageHash(sha256=hashlib.sha256(archive.read_bytes()).hexdigest()), build="h0_0")
+    return LockedPackage(
+        name="evil", version="1.0", manager="conda", platform="linux-64", url=archive.as_uri(), hash=PackageHash(sha256=hashlib.sha256(archive.read_bytes()).hexdigest()), build="h0_0"
+    )
 
 
 def test_an_honest_conda_reads_the_same_through_both_directories(tmp_path: Path) -> None:
@@ -117,17 +115,20 @@ def test_a_zip64_conda_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert conda_package.read_manifest(archive, _package(archive)).name == "evil"
 
 
-@pytest.mark.parametrize("craft, message", [
-    (lambda m, evil: _zip([*m, evil]), "each once"),                                    # info-… twice
-    (lambda m, evil: _zip([*m, evil], listed=[0, 1, 2]), "bytes between"),              # a local member hidden
-    (lambda m, evil: _zip([evil, *m], listed=[1, 2, 3]), "not the next local header"),  # hidden before the rest
-    (lambda m, evil: _zip(m, listed=[1, 0, 2]), "not the next local header"),           # order differs
-    (lambda m, evil: _zip(m, listed=[0, 1, 1, 2]), "not the next local header"),        # overlapping entries
-    (lambda m, evil: _zip(m, renamed={m[2][0]: evil[0].replace("info-", "info_")}), "differs from"),
-    (lambda m, evil: _zip(m, before=b"#!/bin/sh\n"), "not the next local header"),     # data before the members
-    (lambda m, evil: _zip(m) + b"trailing", "no end of central directory"),
-    (lambda m, evil: _zip([m[0], m[1]]), "one info-"),                                  # no info member
-])
+@pytest.mark.parametrize(
+    "craft, message",
+    [
+        (lambda m, evil: _zip([*m, evil]), "each once"),  # info-… twice
+        (lambda m, evil: _zip([*m, evil], listed=[0, 1, 2]), "bytes between"),  # a local member hidden
+        (lambda m, evil: _zip([evil, *m], listed=[1, 2, 3]), "not the next local header"),  # hidden before the rest
+        (lambda m, evil: _zip(m, listed=[1, 0, 2]), "not the next local header"),  # order differs
+        (lambda m, evil: _zip(m, listed=[0, 1, 1, 2]), "not the next local header"),  # overlapping entries
+        (lambda m, evil: _zip(m, renamed={m[2][0]: evil[0].replace("info-", "info_")}), "differs from"),
+        (lambda m, evil: _zip(m, before=b"#!/bin/sh\n"), "not the next local header"),  # data before the members
+        (lambda m, evil: _zip(m) + b"trailing", "no end of central directory"),
+        (lambda m, evil: _zip([m[0], m[1]]), "one info-"),  # no info member
+    ],
+)
 def test_a_conda_whose_directories_disagree_is_refused_before_rattler(tmp_path: Path, craft, message: str) -> None:
     members = _parts(tmp_path)
     archive = tmp_path / "evil-1.0-h0_0.conda"
@@ -137,20 +138,23 @@ def test_a_conda_whose_directories_disagree_is_refused_before_rattler(tmp_path: 
             read(archive)
 
 
-@pytest.mark.parametrize("info, message", [
-    ({"info/paths.json": b"{not json"}, "info/paths.json is not UTF-8 JSON"),
-    ({"info/paths.json": '{"paths": [{"_path": "caf\u00e9"}]}'.encode("latin-1")}, "info/paths.json is not UTF-8 JSON"),
-    ({"info/paths.json": b"[1, 2]"}, "info/paths.json is not a JSON object"),
-    ({"info/paths.json": b'{"paths": {"_path": "a"}}'}, "info/paths.json is not a list of path entries"),
-    ({"info/paths.json": b'{"paths": [{"_path": 3}]}'}, "info/paths.json is not a list of path entries"),
-    ({"info/paths.json": b'{"paths": [{"_path": "a", "size_in_bytes": "9"}]}'}, "info/paths.json is not a list"),
-    ({"info/paths.json": b'{"paths": [{"_path": "a", "sha256": ["x"]}]}'}, "info/paths.json is not a list"),
-    ({"info/paths.json": b'{"paths": [' * 100_000}, "info/paths.json is not UTF-8 JSON"),
-    ({"info/link.json": b'{"noarch": {"type": "python", "entry_points": "a = b:c"}}'}, "info/link.json has no noarch"),
-    ({"info/link.json": b'{"noarch": "python"}'}, "info/link.json has no noarch"),
-    ({"info/link.json": b'"noarch"'}, "info/link.json is not a JSON object"),
-    ({"info/index.json": b"[]"}, "info/index.json is not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "info, message",
+    [
+        ({"info/paths.json": b"{not json"}, "info/paths.json is not UTF-8 JSON"),
+        ({"info/paths.json": '{"paths": [{"_path": "caf\u00e9"}]}'.encode("latin-1")}, "info/paths.json is not UTF-8 JSON"),
+        ({"info/paths.json": b"[1, 2]"}, "info/paths.json is not a JSON object"),
+        ({"info/paths.json": b'{"paths": {"_path": "a"}}'}, "info/paths.json is not a list of path entries"),
+        ({"info/paths.json": b'{"paths": [{"_path": 3}]}'}, "info/paths.json is not a list of path entries"),
+        ({"info/paths.json": b'{"paths": [{"_path": "a", "size_in_bytes": "9"}]}'}, "info/paths.json is not a list"),
+        ({"info/paths.json": b'{"paths": [{"_path": "a", "sha256": ["x"]}]}'}, "info/paths.json is not a list"),
+        ({"info/paths.json": b'{"paths": [' * 100_000}, "info/paths.json is not UTF-8 JSON"),
+        ({"info/link.json": b'{"noarch": {"type": "python", "entry_points": "a = b:c"}}'}, "info/link.json has no noarch"),
+        ({"info/link.json": b'{"noarch": "python"}'}, "info/link.json has no noarch"),
+        ({"info/link.json": b'"noarch"'}, "info/link.json is not a JSON object"),
+        ({"info/index.json": b"[]"}, "info/index.json is not a JSON object"),
+    ],
+)
 def test_odd_info_files_are_one_error_naming_package_and_file(tmp_path: Path, info: dict[str, bytes], message: str) -> None:
     archive = tmp_path / "evil-1.0-h0_0.conda"
     archive.write_bytes(_zip(_parts(tmp_path, info)))
@@ -198,8 +202,7 @@ Entry = tuple[str, str, "str | bytes"]  # (name, kind: f d l h fifo chr, file co
 
 def _layer_tar(entries: list[Entry], mode: int = 0o644) -> bytes:
     buffer = io.BytesIO()
-    kinds = {"f": tarfile.REGTYPE, "d": tarfile.DIRTYPE, "l": tarfile.SYMTYPE, "h": tarfile.LNKTYPE,
-             "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}
+    kinds = {"f": tarfile.REGTYPE, "d": tarfile.DIRTYPE, "l": tarfile.SYMTYPE, "h": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, kind, value in entries:
             info = tarfile.TarInfo(name)
@@ -226,8 +229,7 @@ def _snapshot(folder: Path, skip: Path) -> dict[str, object]:
             if path == skip:
                 continue
             info = path.lstat()
-            found[str(path)] = (os.readlink(path) if stat.S_ISLNK(info.st_mode) else
-                                path.read_bytes() if stat.S_ISREG(info.st_mode) else "dir", info.st_nlink, info.st_mode)
+            found[str(path)] = (os.readlink(path) if stat.S_ISLNK(info.st_mode) else path.read_bytes() if stat.S_ISREG(info.st_mode) else "dir", info.st_nlink, info.st_mode)
     return found
 
 
@@ -257,35 +259,42 @@ def _chain_escape(outside: Path) -> list[Entry]:
         path = os.path.join(path, component)
     linkpath = os.path.join("/".join(steps), "l" * 254)
     up = "../" * (len(outside.parts) + 2)
-    entries += [(linkpath, "l", "../" * len(steps)), ("escape", "l", f"{linkpath}/{up}{str(outside).lstrip('/')}"),
-                ("escape/secret", "f", b"pwned\n"), ("escape/new", "f", b"pwned\n"), ("hard", "h", "escape/secret")]
+    entries += [
+        (linkpath, "l", "../" * len(steps)),
+        ("escape", "l", f"{linkpath}/{up}{str(outside).lstrip('/')}"),
+        ("escape/secret", "f", b"pwned\n"),
+        ("escape/new", "f", b"pwned\n"),
+        ("hard", "h", "escape/secret"),
+    ]
     return entries
 
 
-@pytest.mark.parametrize("layers, refused", [
-    ([[("../outside/secret", "f", b"pwned\n")]], "`..` component"),
-    ([[("a/../../outside/new", "f", b"pwned\n")]], "`..` component"),
-    ([[("link", "l", "{outside}"), ("link/secret", "f", b"pwned\n")]], None),       # resolved inside the root
-    ([[("link", "l", "../outside"), ("link/new", "f", b"pwned\n")]], None),
-    ([[("link", "l", "../../../../../../.."), ("link/{rel}/secret", "f", b"pwned\n")]], None),
-    ([[("link", "l", "{outside}")], [("link/secret", "f", b"pwned\n")]], None),     # the link from a lower layer
-    ([[("{outside}/secret", "f", b"pwned\n")]], None),                              # absolute: under the root
-    ([[("hard", "h", "../outside/secret")]], "`..` component"),
-    ([[("link", "l", "{outside}"), ("hard", "h", "link/secret")]], "not a file unpacked inside the root"),
-    ([[("link", "l", "{outside}/secret"), ("hard", "h", "link")]], "not a file unpacked inside the root"),
-    ([[("loop", "l", "loop"), ("loop/x", "f", b"")]], "more than 40 symbolic links"),
-    ([[(f"l{i}", "l", f"l{i + 1}") for i in range(45)] + [("l45", "d", ""), ("l0/x", "f", b"")]], "more than 40"),
-    ([[("file", "f", b""), ("file/x", "f", b"")]], "which is not a folder"),
-    ([[("../.wh.outside", "f", b"")]], "`..` component"),
-    ([[(".wh...", "f", b"")]], "whiteout of no name"),
-    ([[("link", "l", "{outside}")], [("link/.wh.secret", "f", b"")]], None),
-    ([[("link", "l", "{outside}")], [("link/.wh..wh..opq", "f", b"")]], None),
-    ([[("link", "l", "{outside}")], [(".wh.link", "f", b"")]], None),
-    ([[("link", "l", "{outside}/secret")], [("link", "f", b"pwned\n")]], None),  # replaces the link, not its target
-    ([[("link", "l", "{outside}")], [("link/", "d", ""), ("link/secret", "f", b"pwned\n")]], None),
-])
-def test_no_layer_touches_anything_outside_the_root(world: tuple[Path, Path], layers: list[list[Entry]],
-                                                    refused: str | None) -> None:
+@pytest.mark.parametrize(
+    "layers, refused",
+    [
+        ([[("../outside/secret", "f", b"pwned\n")]], "`..` component"),
+        ([[("a/../../outside/new", "f", b"pwned\n")]], "`..` component"),
+        ([[("link", "l", "{outside}"), ("link/secret", "f", b"pwned\n")]], None),  # resolved inside the root
+        ([[("link", "l", "../outside"), ("link/new", "f", b"pwned\n")]], None),
+        ([[("link", "l", "../../../../../../.."), ("link/{rel}/secret", "f", b"pwned\n")]], None),
+        ([[("link", "l", "{outside}")], [("link/secret", "f", b"pwned\n")]], None),  # the link from a lower layer
+        ([[("{outside}/secret", "f", b"pwned\n")]], None),  # absolute: under the root
+        ([[("hard", "h", "../outside/secret")]], "`..` component"),
+        ([[("link", "l", "{outside}"), ("hard", "h", "link/secret")]], "not a file unpacked inside the root"),
+        ([[("link", "l", "{outside}/secret"), ("hard", "h", "link")]], "not a file unpacked inside the root"),
+        ([[("loop", "l", "loop"), ("loop/x", "f", b"")]], "more than 40 symbolic links"),
+        ([[(f"l{i}", "l", f"l{i + 1}") for i in range(45)] + [("l45", "d", ""), ("l0/x", "f", b"")]], "more than 40"),
+        ([[("file", "f", b""), ("file/x", "f", b"")]], "which is not a folder"),
+        ([[("../.wh.outside", "f", b"")]], "`..` component"),
+        ([[(".wh...", "f", b"")]], "whiteout of no name"),
+        ([[("link", "l", "{outside}")], [("link/.wh.secret", "f", b"")]], None),
+        ([[("link", "l", "{outside}")], [("link/.wh..wh..opq", "f", b"")]], None),
+        ([[("link", "l", "{outside}")], [(".wh.link", "f", b"")]], None),
+        ([[("link", "l", "{outside}/secret")], [("link", "f", b"pwned\n")]], None),  # replaces the link, not its target
+        ([[("link", "l", "{outside}")], [("link/", "d", ""), ("link/secret", "f", b"pwned\n")]], None),
+    ],
+)
+def test_no_layer_touches_anything_outside_the_root(world: tuple[Path, Path], layers: list[list[Entry]], refused: str | None) -> None:
     root, outside = world
     fill = {"outside": str(outside), "rel": str(outside).lstrip("/")}
     layers = [[(n.format(**fill), k, v.format(**fill) if isinstance(v, str) else v) for n, k, v in layer] for layer in layers]
@@ -309,12 +318,23 @@ def test_a_deep_symlink_chain_stays_inside_the_root(world: tuple[Path, Path]) ->
 
 def test_oci_replacement_and_whiteouts(world: tuple[Path, Path]) -> None:
     root, _ = world
-    removed = _apply(root, [
-        [("x/y", "f", b"y"), ("z", "f", b"z"), ("d/f1", "f", b"1"), ("d/f2", "f", b"2"), ("w/a", "f", b"a"),
-         ("s", "l", "/etc"), ("keep", "f", b"k"), ("h1", "f", b"one"), ("h2", "h", "h1")],
-        [("x", "f", b"file over folder"), ("z/", "d", ""), ("z/w", "f", b"folder over file"),
-         ("d/f3", "f", b"3"), ("d/.wh..wh..opq", "f", b""), ("w/.wh.a", "f", b""), ("s/", "d", ""),
-         ("s/inside", "f", b"i"), ("h1", "f", b"new")]])
+    removed = _apply(
+        root,
+        [
+            [("x/y", "f", b"y"), ("z", "f", b"z"), ("d/f1", "f", b"1"), ("d/f2", "f", b"2"), ("w/a", "f", b"a"), ("s", "l", "/etc"), ("keep", "f", b"k"), ("h1", "f", b"one"), ("h2", "h", "h1")],
+            [
+                ("x", "f", b"file over folder"),
+                ("z/", "d", ""),
+                ("z/w", "f", b"folder over file"),
+                ("d/f3", "f", b"3"),
+                ("d/.wh..wh..opq", "f", b""),
+                ("w/.wh.a", "f", b""),
+                ("s/", "d", ""),
+                ("s/inside", "f", b"i"),
+                ("h1", "f", b"new"),
+            ],
+        ],
+    )
     assert (root / "x").read_bytes() == b"file over folder" and (root / "z/w").read_bytes() == b"folder over file"
     assert sorted(p.name for p in (root / "d").iterdir()) == ["f3"] and list((root / "w").iterdir()) == []
     assert (root / "s").is_dir() and not (root / "s").is_symlink() and (root / "s/inside").exists()
@@ -328,18 +348,14 @@ def test_modes_links_and_special_files_follow_the_tar_filter(world: tuple[Path, 
     root, _ = world
     with layer_extract.unpacking(root) as tree:
         tree.apply(io.BytesIO(_layer_tar([("ro/", "d", ""), ("ro/f", "f", b"x")], mode=0o6777)), "layer 1")
-        tree.apply(io.BytesIO(_layer_tar([("ro/g", "f", b"y"), ("pipe", "fifo", ""), ("dev", "chr", ""),
-                                          ("abs", "l", "/usr/bin/python3")])), "layer 2")
+        tree.apply(io.BytesIO(_layer_tar([("ro/g", "f", b"y"), ("pipe", "fifo", ""), ("dev", "chr", ""), ("abs", "l", "/usr/bin/python3")])), "layer 2")
     assert stat.S_IMODE((root / "ro/f").stat().st_mode) == 0o755 and stat.S_IMODE((root / "ro").stat().st_mode) == 0o755
     assert stat.S_ISFIFO((root / "pipe").lstat().st_mode) and not (root / "dev").exists()
     assert os.readlink(root / "abs") == "/usr/bin/python3" and (root / "ro/g").read_bytes() == b"y"
 
 
-_NAMES = st.lists(st.sampled_from(["a", "b", "..", ".", "", ".wh.a", ".wh..wh..opq", "{outside}", "secret"]),
-                  min_size=1, max_size=4).map("/".join)
-_ENTRIES = st.lists(st.tuples(_NAMES, st.sampled_from(["f", "d", "l", "h", "fifo"]),
-                              st.sampled_from(["a", "../..", "..", "/", "{outside}", "{outside}/secret", "a/b", "b"])),
-                    max_size=8)
+_NAMES = st.lists(st.sampled_from(["a", "b", "..", ".", "", ".wh.a", ".wh..wh..opq", "{outside}", "secret"]), min_size=1, max_size=4).map("/".join)
+_ENTRIES = st.lists(st.tuples(_NAMES, st.sampled_from(["f", "d", "l", "h", "fifo"]), st.sampled_from(["a", "../..", "..", "/", "{outside}", "{outside}/secret", "a/b", "b"])), max_size=8)
 
 
 @pytest.mark.slow
@@ -362,21 +378,26 @@ def _image(folder: Path, blob: bytes, media_type: str, diff_id: str) -> Path:
     layout = folder / "img"
     layout.mkdir()
     layer = oci_layout.put_blob(layout, blob)
-    config = {"architecture": "amd64", "os": "linux", "config": {"Labels": {ENVIRONMENT_LABEL: "sha256:" + "0" * 64}},
-              "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **oci_layout.put_blob(layout, canonical_json(config))},
-                "layers": [{"mediaType": media_type, **layer}]}
+    config = {"architecture": "amd64", "os": "linux", "config": {"Labels": {ENVIRONMENT_LABEL: "sha256:" + "0" * 64}}, "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **oci_layout.put_blob(layout, canonical_json(config))},
+        "layers": [{"mediaType": media_type, **layer}],
+    }
     oci_layout.write_index(layout, manifest, "t")
     return layout
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compress, media_type", [
-    (lambda data: gzip.compress(data, mtime=0), "application/vnd.oci.image.layer.v1.tar+zstd"),
-    (zstandard.compress, "application/vnd.oci.image.layer.v1.tar+gzip"),
-    (lambda data: gzip.compress(data, mtime=0)[:-20], "application/vnd.oci.image.layer.v1.tar+gzip"),
-])
+@pytest.mark.parametrize(
+    "compress, media_type",
+    [
+        (lambda data: gzip.compress(data, mtime=0), "application/vnd.oci.image.layer.v1.tar+zstd"),
+        (zstandard.compress, "application/vnd.oci.image.layer.v1.tar+gzip"),
+        (lambda data: gzip.compress(data, mtime=0)[:-20], "application/vnd.oci.image.layer.v1.tar+gzip"),
+    ],
+)
 def test_a_mislabelled_layer_is_one_error(tmp_path: Path, compress, media_type: str) -> None:
     plain = _layer_tar([("opt/env/x", "f", b"x")])
     layout = _image(tmp_path, compress(plain), media_type, "sha256:" + hashlib.sha256(plain).hexdigest())
@@ -395,17 +416,23 @@ def test_a_hostile_layer_through_the_cli_is_one_error(tmp_path: Path) -> None:
     assert "hint:" in done.stderr and "Traceback" not in done.stderr and not (tmp_path / "escape").exists()
 
 
-_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
-                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-                         st.sampled_from(["paths", "_path", "sha256", "size_in_bytes", "path_type", "noarch", "type",
-                                          "entry_points", "name", "version", "build", "prefix_placeholder", "file_mode"]),
-                         inner, max_size=5), max_leaves=20)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["paths", "_path", "sha256", "size_in_bytes", "path_type", "noarch", "type", "entry_points", "name", "version", "build", "prefix_placeholder", "file_mode"]),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=20,
+)
 
 
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(["info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"]),
-       document=_JSON, raw=st.booleans(), garbage=st.binary(max_size=40))
+@given(name=st.sampled_from(["info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"]), document=_JSON, raw=st.booleans(), garbage=st.binary(max_size=40))
 def test_any_info_file_reads_or_is_one_error(tmp_path: Path, name: str, document: object, raw: bool, garbage: bytes) -> None:
     """Whatever an info/ file holds (any JSON shape, any bytes), reading the package's manifest gives a
     manifest or one LockFormatError naming the package: never another exception (exit 3)."""

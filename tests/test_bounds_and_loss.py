@@ -57,8 +57,7 @@ def store_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
     channel = build_channel(tmp_path / "channel", [Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n"})])
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
     prefix, _ = materialize(lock, None, None, lambda _: None)
@@ -118,13 +117,22 @@ def test_gc_leaves_a_live_gc_alone(store_env: tuple[Path, Path], tmp_path: Path)
     """A gc holding the store's guard keeps a second gc waiting: its folders are never swept under it."""
     lock, prefix = store_env
     store = prefix.parent
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-                               "from lockgen.adapters import file_guard\n"
-                               "with file_guard.held(Path(sys.argv[1])):\n"
-                               "    Path(sys.argv[2]).mkdir(); print('held', flush=True); time.sleep(3)\n"
-                               "    Path(sys.argv[2]).rmdir()\n",
-                               str(store / ".gc.lock"), str(store / ".live.tmp-gc")],
-                              stdout=subprocess.PIPE, text=True, cwd=REPO)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\n"
+            "from lockgen.adapters import file_guard\n"
+            "with file_guard.held(Path(sys.argv[1])):\n"
+            "    Path(sys.argv[2]).mkdir(); print('held', flush=True); time.sleep(3)\n"
+            "    Path(sys.argv[2]).rmdir()\n",
+            str(store / ".gc.lock"),
+            str(store / ".live.tmp-gc"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     assert holder.stdout.readline().strip() == "held"
     second = run_cli("gc", str(lock))
     assert holder.wait(timeout=30) == 0  # its own folder was still there for it to remove: not swept under it
@@ -146,12 +154,10 @@ def test_keygen_never_overwrites_a_key(tmp_path: Path, existing: str) -> None:
     assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o600
 
 
-_HOLD_FOLDER = ("import fcntl, os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(d, fcntl.LOCK_EX)\n"
-                "print('held', flush=True)\nsys.stdin.read()\n")
+_HOLD_FOLDER = "import fcntl, os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(d, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n"
 
 
-def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(store_env: tuple[Path, Path],
-                                                                               tmp_path: Path) -> None:
+def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, _ = store_env
     out = tmp_path / "images" / "img"
     out.parent.mkdir()
@@ -165,8 +171,7 @@ def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(st
     live = out.parent / ".lockgen-export-live"  # an old folder another export is still working in
     live.mkdir()
     os.utime(live, (old, old))
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_FOLDER, str(live)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_FOLDER, str(live)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         ours: list[Path] = []
@@ -249,12 +254,14 @@ def _lock_fetching_from(lock: Path, url: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, env, said", [
-    ("endless", {"LOCKGEN_MAX_DOWNLOAD_BYTES": "1000000"}, "larger than 1000000 bytes"),
-    ("drip", {"LOCKGEN_TRANSFER_DEADLINE_S": "1.5"}, "not finished within 1.5 s"),
-])
-def test_a_package_download_is_bounded_in_size_and_time(store_env: tuple[Path, Path], tmp_path: Path, mode: str,
-                                                         env: dict[str, str], said: str) -> None:
+@pytest.mark.parametrize(
+    "mode, env, said",
+    [
+        ("endless", {"LOCKGEN_MAX_DOWNLOAD_BYTES": "1000000"}, "larger than 1000000 bytes"),
+        ("drip", {"LOCKGEN_TRANSFER_DEADLINE_S": "1.5"}, "not finished within 1.5 s"),
+    ],
+)
+def test_a_package_download_is_bounded_in_size_and_time(store_env: tuple[Path, Path], tmp_path: Path, mode: str, env: dict[str, str], said: str) -> None:
     lock, _ = store_env
     home = tmp_path / "fresh-home"  # an empty store: the archive must be fetched
     with _hostile(mode) as url:
@@ -271,8 +278,7 @@ def test_a_package_download_is_bounded_in_size_and_time(store_env: tuple[Path, P
 def test_a_bad_download_limit_is_refused(store_env: tuple[Path, Path], tmp_path: Path, value: str) -> None:
     lock, _ = store_env
     with _hostile("endless") as url:
-        result = run_cli("materialize", str(_lock_fetching_from(lock, url, tmp_path)),
-                         env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": value})
+        result = run_cli("materialize", str(_lock_fetching_from(lock, url, tmp_path)), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": value})
     assert "LOCKGEN_MAX_DOWNLOAD_BYTES" in _one_error(result)
 
 
@@ -292,8 +298,7 @@ def test_registry_calls_and_blob_streams_are_bounded(monkeypatch: pytest.MonkeyP
         with pytest.raises(UserError, match="more than 4 MiB"):
             registry.manifest("v1")  # past the distribution-spec's 4 MB
         monkeypatch.setenv("LOCKGEN_MAX_DOWNLOAD_BYTES", str(8 << 20))
-        with pytest.raises(UserError, match=f"larger than {8 << 20} bytes"), \
-                registry.blob_stream("sha256:" + "0" * 64) as stream:
+        with pytest.raises(UserError, match=f"larger than {8 << 20} bytes"), registry.blob_stream("sha256:" + "0" * 64) as stream:
             stream.verify()
 
 
@@ -304,34 +309,34 @@ def test_a_huge_lock_member_in_a_base_layer_is_refused_unread() -> None:
     layer = gzip.compress(header.tobuf(format=tarfile.PAX_FORMAT) + b"\0" * 4096)  # the rest is never sent
     descriptor = {"digest": "sha256:" + hashlib.sha256(layer).hexdigest(), "mediaType": LAYER_MEDIA_TYPES["gzip"]}
     with pytest.raises(LockFormatError, match=f"{3 << 30} bytes"):
-        read_members(lambda _: io.BytesIO(layer), [descriptor], "/opt/env", lambda relative: relative == LOCK_INSIDE,
-                     lambda relative: False)
+        read_members(lambda _: io.BytesIO(layer), [descriptor], "/opt/env", lambda relative: relative == LOCK_INSIDE, lambda relative: False)
 
 
 def _slurm(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("fleet", "slurm", "--arch", "cpu", "--nodes", "2", "--certs", str(tmp_path / "certs"),
-                   "--out", str(tmp_path / "slurm"), *args)
+    return run_cli("fleet", "slurm", "--arch", "cpu", "--nodes", "2", "--certs", str(tmp_path / "certs"), "--out", str(tmp_path / "slurm"), *args)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag, value", [
-    ("--partition", "gpu\nrm -rf /tmp/lockgen-pwned"),  # a newline ends the #SBATCH line: the rest runs as shell
-    ("--partition", "gpu;rm -rf /tmp/lockgen-pwned"),
-    ("--partition", "gpu #comment"),
-    ("--time", "00:10:00\n#SBATCH --uid=0"),
-    ("--constraint", "a100'"),
-    ("--arch", "cpu\ntouch /tmp/lockgen-pwned"),
-    ("--python", "/opt/env/bin/python\ntouch /tmp/lockgen-pwned"),
-    ("--python", "/opt/$(touch /tmp/lockgen-pwned)/bin/python"),
-    ("--python", "/opt/${HOME:-$(id)}/bin/python"),
-    ("--lockgen", "lockgen\rtouch /tmp/lockgen-pwned"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--partition", "gpu\nrm -rf /tmp/lockgen-pwned"),  # a newline ends the #SBATCH line: the rest runs as shell
+        ("--partition", "gpu;rm -rf /tmp/lockgen-pwned"),
+        ("--partition", "gpu #comment"),
+        ("--time", "00:10:00\n#SBATCH --uid=0"),
+        ("--constraint", "a100'"),
+        ("--arch", "cpu\ntouch /tmp/lockgen-pwned"),
+        ("--python", "/opt/env/bin/python\ntouch /tmp/lockgen-pwned"),
+        ("--python", "/opt/$(touch /tmp/lockgen-pwned)/bin/python"),
+        ("--python", "/opt/${HOME:-$(id)}/bin/python"),
+        ("--lockgen", "lockgen\rtouch /tmp/lockgen-pwned"),
+    ],
+)
 def test_fleet_slurm_refuses_values_a_script_cannot_carry(tmp_path: Path, flag: str, value: str) -> None:
     args = [flag, value] if flag == "--python" else [flag, value, "--python", "/opt/env/bin/python"]
     if flag == "--arch":
         args = ["--python", "/opt/env/bin/python"]
-        result = run_cli("fleet", "slurm", "--arch", value, "--nodes", "2", "--certs", str(tmp_path / "certs"),
-                         "--out", str(tmp_path / "slurm"), *args)
+        result = run_cli("fleet", "slurm", "--arch", value, "--nodes", "2", "--certs", str(tmp_path / "certs"), "--out", str(tmp_path / "slurm"), *args)
     else:
         result = _slurm(tmp_path, *args)
     assert flag in _one_error(result)
@@ -346,8 +351,7 @@ def test_fleet_slurm_quotes_what_a_shell_would_split(tmp_path: Path) -> None:
     stand_in = tmp_path / "record-args.py"
     stand_in.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
     python = f"/opt/my env;touch {marker}/$SLURMD_NODENAME/bin/python"
-    result = _slurm(tmp_path, "--python", python, "--partition", "gpu,debug", "--constraint", "a100&nvlink",
-                    "--lockgen", f"{sys.executable} {stand_in}", "--json")
+    result = _slurm(tmp_path, "--python", python, "--partition", "gpu,debug", "--constraint", "a100&nvlink", "--lockgen", f"{sys.executable} {stand_in}", "--json")
     assert result.returncode == 0, result.stderr
     written = json.loads(result.stdout)
     sbatch, health = Path(written["sbatch"]), Path(written["health"])
@@ -355,8 +359,7 @@ def test_fleet_slurm_quotes_what_a_shell_would_split(tmp_path: Path) -> None:
         assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     assert "#SBATCH --partition=gpu,debug\n" in sbatch.read_text()
     assert "#SBATCH --constraint=a100&nvlink\n" in sbatch.read_text()
-    ran = subprocess.run(["bash", str(health)], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "SLURMD_NODENAME": "n1"})
+    ran = subprocess.run(["bash", str(health)], capture_output=True, text=True, timeout=60, env={**os.environ, "SLURMD_NODENAME": "n1"})
     assert ran.returncode == 0, (ran.stdout, ran.stderr)
     argv = json.loads((tmp_path / "certs" / "n1.health.log").read_text())
     assert argv[argv.index("--python") + 1] == f"/opt/my env;touch {marker}/n1/bin/python"
@@ -425,8 +428,7 @@ def test_cert_compare_checks_signatures_with_key(tmp_path: Path) -> None:
     assert "no --key given" in _one_error(run_cli("cert", "compare", str(base), str(by_other), "--key", str(pub)))
     both = run_cli("cert", "compare", str(base), str(by_other), "--key", str(pub), "--key", str(tmp_path / "other.pub"))
     assert both.returncode == 0 and "not checked" not in both.stderr, both.stderr
-    recorded = run_cli("cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-full.cert.json"),
-                       "--key", str(H200 / "h200-signing.pub"))
+    recorded = run_cli("cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-full.cert.json"), "--key", str(H200 / "h200-signing.pub"))
     assert recorded.returncode == 0 and "gemm/bf16" in recorded.stdout
 
 
@@ -445,8 +447,7 @@ def test_cert_compare_survives_odd_and_deep_documents(tmp_path: Path) -> None:
 def test_a_5000_character_path_is_the_users_to_fix(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, _ = store_env
     long = tmp_path / ("n" * 5000)
-    for command in (("keygen", "--out", str(long / "k")), ("export", str(lock), "--out", str(long / "img")),
-                    ("materialize", str(lock), "--prefix", str(long / "env")), ("keygen", "--out", str(long))):
+    for command in (("keygen", "--out", str(long / "k")), ("export", str(lock), "--out", str(long / "img")), ("materialize", str(lock), "--prefix", str(long / "env")), ("keygen", "--out", str(long))):
         line = _one_error(run_cli(*command))
         assert "too long" in line and "5" in line and len(line) < 400, line
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", "channel", "stack"])
@@ -456,6 +457,7 @@ def test_a_5000_character_path_is_the_users_to_fix(store_env: tuple[Path, Path],
 def test_the_machine_refusing_a_path_is_a_user_error(code: int, capsys: pytest.CaptureFixture[str]) -> None:
     """As a read-only LOCKGEN_HOME or --out, or a folder this user may not write, raise them (root passes
     chmod 0555, so the errors are raised here as the kernel raises them)."""
+
     def writes() -> None:
         raise OSError(code, os.strerror(code), "/srv/lockgen-home/envs/.x.tmp-1")
 
@@ -477,7 +479,7 @@ def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp
     zero.symlink_to("/dev/zero")
     endless = tmp_path / "endless.conda-lock.yml"
     endless.write_text(text.replace(found[1], zero.as_uri()))
-    result = run_cli("materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"),
-                                                      "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000",
-                                                      "LOCKGEN_FILE_ROOTS": f"{tmp_path}:/dev"})  # /dev/zero: named
+    result = run_cli(
+        "materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000", "LOCKGEN_FILE_ROOTS": f"{tmp_path}:/dev"}
+    )  # /dev/zero: named
     assert "larger than 3000000 bytes" in _one_error(result)

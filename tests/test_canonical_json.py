@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from lockgen.adapters import env_manifest
 from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
 
-_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
-                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-                       max_leaves=6)
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6
+)
 
 
 @settings(max_examples=100, deadline=None)

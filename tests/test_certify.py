@@ -11,8 +11,7 @@ import pytest
 
 from lockgen.adapters.gpu_host import HostGpus
 from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core.certify import (clock_limits_seen, compare_figures, expectations_from_lock, gpus_not_visible,
-                                  refuse_wrong_hardware, wrong_world_size)
+from lockgen.core.certify import clock_limits_seen, compare_figures, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
 from lockgen.core.envelopes import envelope_checks
 from lockgen.errors import TargetError
 from lockgen.model.certificate import Check
@@ -30,8 +29,7 @@ def recorded(name: str) -> dict:
 def test_healthy_h200_figures_clear_every_floor() -> None:
     cert = recorded("h200x2-sm90")
     checks = envelope_checks("sm90", cert["figures"], cert["stack"], "nvlink", 2)
-    assert {c.name for c in checks} >= {"gemm_bf16_floor", "gemm_tf32_floor", "amp_speedup_floor", "train_mfu_floor",
-                                        "allreduce_busbw_floor"}
+    assert {c.name for c in checks} >= {"gemm_bf16_floor", "gemm_tf32_floor", "amp_speedup_floor", "train_mfu_floor", "allreduce_busbw_floor"}
     assert all(c.passed for c in checks), [c.line() for c in checks if not c.passed]
 
 
@@ -52,21 +50,28 @@ def test_cudnn_off_fails_the_conv_floors_and_names_what_ran() -> None:
     assert "most time in void at::native::col2im_kernel" in failing[0].detail
 
 
-@pytest.mark.parametrize("fault, check, cause", [
-    ("sync", "capture", "operation failed due to a previous error during capture"),
-    ("corrupt", "replay_matches_eager", "largest relative difference 4.1e-02 (limit 2e-02)"),
-])
+@pytest.mark.parametrize(
+    "fault, check, cause",
+    [
+        ("sync", "capture", "operation failed due to a previous error during capture"),
+        ("corrupt", "replay_matches_eager", "largest relative difference 4.1e-02 (limit 2e-02)"),
+    ],
+)
 def test_a_broken_cuda_graph_fails_with_its_cause(fault: str, check: str, cause: str) -> None:
     cert = recorded(f"degraded-graph-{fault}")
     failing = {c["name"]: c["detail"] for c in cert["checks"] if not c["passed"]}
     assert list(failing) == [check] and cause in failing[check]
 
 
-@pytest.mark.parametrize("interconnect, latency, settings, passed", [
-    ("nvlink", 18.0, {}, True), ("nvlink", 140.0, {"NCCL_PROTO": "Simple"}, False), ("pcie", 80.0, {}, True),
-])
-def test_small_allreduce_latency_has_a_ceiling_by_interconnect(interconnect: str, latency: float, settings: dict,
-                                                               passed: bool) -> None:
+@pytest.mark.parametrize(
+    "interconnect, latency, settings, passed",
+    [
+        ("nvlink", 18.0, {}, True),
+        ("nvlink", 140.0, {"NCCL_PROTO": "Simple"}, False),
+        ("pcie", 80.0, {}, True),
+    ],
+)
+def test_small_allreduce_latency_has_a_ceiling_by_interconnect(interconnect: str, latency: float, settings: dict, passed: bool) -> None:
     cert = recorded("h200x2-sm90")
     figures = {**cert["figures"], "allreduce_latency": {"8B": {"value": latency, "unit": "us"}}}
     checks = {c.name: c for c in envelope_checks("sm90", figures, {**cert["stack"], "nccl_env": settings}, interconnect, 2)}

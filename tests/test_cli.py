@@ -31,14 +31,17 @@ def assert_clean_failure(result, fragment: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("change", "fragment"), [
-    (lambda t: t.replace('name = "s"', 'name = "s'), "malformed TOML"),
-    (lambda t: t + 'gpus = 8\n', "unknown key `gpus`"),
-    (lambda t: t.replace('arch = "sm90"', 'arch = "sm99"'), "unknown arch `sm99`"),
-    (lambda t: t.replace('driver = "575.57.08"', 'driver = "450.80.02"'), "needs CUDA >= 11.8"),
-    (lambda t: t.replace('pytorch = ">=2.4"', 'pytorch = ">=9"'), "unsatisfiable"),
-    (lambda t: t.replace('python = ">=3.11,<3.13"', 'python = ">=3.11,<3.13"\nno-such-package = "*"'), "unsatisfiable"),
-])
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (lambda t: t.replace('name = "s"', 'name = "s'), "malformed TOML"),
+        (lambda t: t + "gpus = 8\n", "unknown key `gpus`"),
+        (lambda t: t.replace('arch = "sm90"', 'arch = "sm99"'), "unknown arch `sm99`"),
+        (lambda t: t.replace('driver = "575.57.08"', 'driver = "450.80.02"'), "needs CUDA >= 11.8"),
+        (lambda t: t.replace('pytorch = ">=2.4"', 'pytorch = ">=9"'), "unsatisfiable"),
+        (lambda t: t.replace('python = ">=3.11,<3.13"', 'python = ">=3.11,<3.13"\nno-such-package = "*"'), "unsatisfiable"),
+    ],
+)
 def test_bad_input_fails_cleanly_and_writes_nothing(tmp_path: Path, snapshot: Path, change, fragment: str) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text(change(STACK))

@@ -17,12 +17,11 @@ from typer._click import Context  # noqa: E402
 from typer._click.exceptions import BadParameter  # noqa: E402
 
 BUILT: Any = command()
-PARAMS = {(name, param.name): param for name in ("export", "verify", "gc", "check", "materialize")
-          for param in BUILT.commands[name].params}
-KINDS = [("materialize", "platform"), ("materialize", "prefix"), ("materialize", "as_json"), ("check", "allow_foreign"),
-         ("gc", "roots"), ("export", "layers"), ("verify", "timeout")]
-TEXT = st.one_of(st.text(max_size=12), st.from_regex(r"[+-]?[0-9]{1,4}(\.[0-9]{1,3})?", fullmatch=True),
-                 st.sampled_from(["", "a\x00b", " 1", "1_0", "0x1", "1e3", "nan", "-0", "007", ".5", "/", "a//b/"]))
+PARAMS = {(name, param.name): param for name in ("export", "verify", "gc", "check", "materialize") for param in BUILT.commands[name].params}
+KINDS = [("materialize", "platform"), ("materialize", "prefix"), ("materialize", "as_json"), ("check", "allow_foreign"), ("gc", "roots"), ("export", "layers"), ("verify", "timeout")]
+TEXT = st.one_of(
+    st.text(max_size=12), st.from_regex(r"[+-]?[0-9]{1,4}(\.[0-9]{1,3})?", fullmatch=True), st.sampled_from(["", "a\x00b", " 1", "1_0", "0x1", "1e3", "nan", "-0", "007", ".5", "/", "a//b/"])
+)
 
 
 def _outcome(runtime: Any, value: Any, param: Any) -> tuple[str, Any]:

@@ -41,18 +41,17 @@ def test_materialize_check_export_and_envs(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_import_certs_cert_verify_and_compare(tmp_path: Path) -> None:
-    imported = _json("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.pixi.lock"), "--target", "t",
-                     "--out", str(tmp_path / "t.yml"), "--json")
+    imported = _json("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.pixi.lock"), "--target", "t", "--out", str(tmp_path / "t.yml"), "--json")
     assert imported["platforms"] == {"linux-64": {"conda": 2, "pip": 1}} and imported["skipped"] == []
     listed = _json("certs", str(H200), "--json")
     assert listed and all({"certificate", "created", "arch", "passed", "gpus"} <= set(c) for c in listed)
     checked = _json("cert", "verify", str(H200 / "h200-full.cert.json"), "--key", str(H200 / "h200-signing.pub"), "--json")
     assert checked["checked"] == "signature valid" and checked["passed"] and checked["failed"] == []
-    degraded = _json("cert", "verify", str(H200 / "degraded-cudnn-off.cert.json"), "--key", str(H200 / "h200-signing.pub"),
-                     "--json", code=1)
+    degraded = _json("cert", "verify", str(H200 / "degraded-cudnn-off.cert.json"), "--key", str(H200 / "h200-signing.pub"), "--json", code=1)
     assert any("conv_bf16_floor" in line for line in degraded["failed"])
-    rows = _json("cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-quick.cert.json"), "--json",
-                 "--noise", "1", code=1)  # the quick run made fewer figures: each one it lacks is a difference
+    rows = _json(
+        "cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-quick.cert.json"), "--json", "--noise", "1", code=1
+    )  # the quick run made fewer figures: each one it lacks is a difference
     assert all(set(r) == {"name", "unit", "old", "new", "change", "regression", "missing"} for r in rows)
     assert {r["missing"] for r in rows} == {None, "new"}
 
@@ -75,14 +74,22 @@ def _keys_sorted(document: object) -> bool:
 
 def test_every_json_document_has_sorted_keys(tmp_path: Path) -> None:
     """One renderer for every `--json` (ui.print_json, sorted keys): no command prints JSON of its own."""
-    own = [f"{path.name}:{number}" for path in sorted((REPO / "lockgen" / "cli").glob("*.py")) if path.name != "ui.py"
-           for number, line in enumerate(path.read_text().splitlines(), 1) if "json.dumps(" in line]
+    own = [
+        f"{path.name}:{number}"
+        for path in sorted((REPO / "lockgen" / "cli").glob("*.py"))
+        if path.name != "ui.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "json.dumps(" in line
+    ]
     assert own == []
     quickstart = REPO / "envs" / "examples" / "quickstart"
     locks = quickstart / "locks"
-    documents = [_json("arch", "--json"), _json("arch", "sm90", "--json"),
-                 _json("diff", str(locks / "cpu-el7.conda-lock.yml"), str(locks / "cpu.conda-lock.yml"), "--json", code=1),
-                 _json("resolve", str(quickstart / "stack.toml"), "--check", "--json")]
+    documents = [
+        _json("arch", "--json"),
+        _json("arch", "sm90", "--json"),
+        _json("diff", str(locks / "cpu-el7.conda-lock.yml"), str(locks / "cpu.conda-lock.yml"), "--json", code=1),
+        _json("resolve", str(quickstart / "stack.toml"), "--check", "--json"),
+    ]
     assert all(_keys_sorted(document) for document in documents)
     assert any(isinstance(d, dict) and d.get("changes") for d in documents)
 
@@ -91,8 +98,7 @@ def test_every_json_document_has_sorted_keys(tmp_path: Path) -> None:
 def test_diff_exits_2_on_trouble(tmp_path: Path, case: str) -> None:
     """GNU diff's convention: 0 the same, 1 they differ, 2 trouble, so a script can tell a difference from a typo."""
     good = REPO / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
-    bad = {"missing": tmp_path / "nope.conda-lock.yml", "not a lock": tmp_path / "x.conda-lock.yml",
-           "a stack": REPO / "envs" / "examples" / "quickstart" / "stack.toml"}[case]
+    bad = {"missing": tmp_path / "nope.conda-lock.yml", "not a lock": tmp_path / "x.conda-lock.yml", "a stack": REPO / "envs" / "examples" / "quickstart" / "stack.toml"}[case]
     if case == "not a lock":
         bad.write_text("garbage: [\n")
     for args in ([str(bad), str(good)], [str(good), str(bad)], [str(bad), str(good), "--exit-zero"]):

@@ -15,8 +15,7 @@ import pytest
 from lockgen.cli import command
 from tests.conftest import run_cli
 
-ASKED = [["--help"], [], ["--help", "materialize"], ["-v", "--help"], ["cert", "--help"], ["fleet", "--help"],
-         ["materialize", "--help"], ["run", "--help"], ["nosuch"], ["--bogus"], ["--version"]]
+ASKED = [["--help"], [], ["--help", "materialize"], ["-v", "--help"], ["cert", "--help"], ["fleet", "--help"], ["materialize", "--help"], ["run", "--help"], ["nosuch"], ["--bogus"], ["--version"]]
 
 
 def _said(built: Any, args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[object, str, str]:
@@ -51,19 +50,20 @@ def test_the_real_entry_point_lists_every_command() -> None:
 # modules resolve has no use for on a conda stack: the conformance models (they render checks), the wheel file-name
 # parser, PEP 440 versions and the INI reader (PyPI entries and entry points only)
 NOT_FOR_RESOLVE = ("lockgen.model.conformance", "lockgen.core.wheel_names", "packaging.version", "configparser")
-SHOW_LOADED = ("import atexit, os, runpy, sys\n"
-               "def show():\n"
-               f"    print('loaded:', [m for m in {NOT_FOR_RESOLVE!r} if m in sys.modules], file=sys.stderr, flush=True)\n"
-               "end = os._exit\n"  # the CLI ends by os._exit once rattler is loaded, atexit otherwise: either says it
-               "os._exit = lambda code: (show(), end(code))\n"
-               "atexit.register(show)\n"
-               "sys.argv = ['lockgen', *sys.argv[1:]]\nrunpy.run_module('lockgen', run_name='__main__')\n")
+SHOW_LOADED = (
+    "import atexit, os, runpy, sys\n"
+    "def show():\n"
+    f"    print('loaded:', [m for m in {NOT_FOR_RESOLVE!r} if m in sys.modules], file=sys.stderr, flush=True)\n"
+    "end = os._exit\n"  # the CLI ends by os._exit once rattler is loaded, atexit otherwise: either says it
+    "os._exit = lambda code: (show(), end(code))\n"
+    "atexit.register(show)\n"
+    "sys.argv = ['lockgen', *sys.argv[1:]]\nrunpy.run_module('lockgen', run_name='__main__')\n"
+)
 
 
 def _loaded(*args: str) -> tuple[int, str]:
     """A lockgen command's exit status and which of NOT_FOR_RESOLVE it loaded (its stderr's last line)."""
-    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True,
-                          env={**os.environ, "NO_COLOR": "1"})
+    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
     return done.returncode, done.stderr.strip().splitlines()[-1]
 
 

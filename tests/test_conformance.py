@@ -15,10 +15,12 @@ H1, H2 = "1" * 64, "2" * 64
 
 
 def six() -> ExpectedPackage:
-    return ExpectedPackage("six 1.16.0", (ExpectedFile(f"{SITE}/six.py", H1, 10),
-                                          ExpectedFile(f"{SITE}/six-1.16.0.dist-info/METADATA", H2, 5),
-                                          ExpectedFile(f"{SITE}/six-1.16.0.dist-info/RECORD", None, None)),
-                           dist_info=f"{SITE}/six-1.16.0.dist-info", scripts=("six-tool",))
+    return ExpectedPackage(
+        "six 1.16.0",
+        (ExpectedFile(f"{SITE}/six.py", H1, 10), ExpectedFile(f"{SITE}/six-1.16.0.dist-info/METADATA", H2, 5), ExpectedFile(f"{SITE}/six-1.16.0.dist-info/RECORD", None, None)),
+        dist_info=f"{SITE}/six-1.16.0.dist-info",
+        scripts=("six-tool",),
+    )
 
 
 def idna() -> ExpectedPackage:
@@ -35,30 +37,39 @@ def test_clean_environment_with_derived_files():
         ObservedFile(f"{SITE}/__pycache__/six.cpython-312.opt-1.pyc", "file", 3, 0o100644, H1),
         ObservedFile(f"{SITE}/six-1.16.0.dist-info/INSTALLER", "file", 3, 0o100644, H1),
         ObservedFile("bin/six-tool", "file", 3, 0o100755, H1),
-        ObservedFile("pyvenv.cfg", "file", 3, 0o100644, H1), ObservedFile("bin/python3.12", "link", 3, 0o120777),
-        ObservedFile("lib64", "dir-link", 3, 0o120777, target="lib"), ObservedFile("conda-meta/history", "file", 1, 0o100644, H1),
-        ObservedFile(".lockgen/manifest.json", "file", 1, 0o100644, H1)]
+        ObservedFile("pyvenv.cfg", "file", 3, 0o100644, H1),
+        ObservedFile("bin/python3.12", "link", 3, 0o120777),
+        ObservedFile("lib64", "dir-link", 3, 0o120777, target="lib"),
+        ObservedFile("conda-meta/history", "file", 1, 0o100644, H1),
+        ObservedFile(".lockgen/manifest.json", "file", 1, 0o100644, H1),
+    ]
     report = compare([six()], observed, SITE)
     assert report.clean and report.lines() == ()
     assert {a.rule for a in report.accepted} == {"pyc", "dist-info", "entry-points", "venv", "conda-meta", "lockgen"}
-    assert report.to_dict()["accepted"] == {"conda-meta": 1, "dist-info": 1, "entry-points": 1, "lockgen": 1,
-                                            "pyc": 2, "venv": 3}
+    assert report.to_dict()["accepted"] == {"conda-meta": 1, "dist-info": 1, "entry-points": 1, "lockgen": 1, "pyc": 2, "venv": 3}
 
 
 def test_findings_and_their_lines():
     observed = as_found(six())
     observed[0] = ObservedFile(observed[0].path, "file", 10, 0o104755, "f" * 64)  # modified and setuid
     del observed[1]
-    observed += [ObservedFile(f"{SITE}/evil.pyc", "file", 1, 0o100644, H1),
-                 ObservedFile(f"{SITE}/__pycache__/evil.cpython-312.pyc", "file", 1, 0o100644, H1),
-                 ObservedFile("lib64", "file", 1, 0o100666, H1)]
+    observed += [
+        ObservedFile(f"{SITE}/evil.pyc", "file", 1, 0o100644, H1),
+        ObservedFile(f"{SITE}/__pycache__/evil.cpython-312.pyc", "file", 1, 0o100644, H1),
+        ObservedFile("lib64", "file", 1, 0o100666, H1),
+    ]
     report = compare([six(), idna()], observed, SITE)
     assert not report.clean
     assert report.lines() == (
-        "missing package idna 3.7", "six 1.16.0: modified six.py", "six 1.16.0: missing six-1.16.0.dist-info/METADATA",
-        f"foreign: {SITE}/__pycache__/evil.cpython-312.pyc", f"foreign: {SITE}/evil.pyc", "foreign: lib64",
+        "missing package idna 3.7",
+        "six 1.16.0: modified six.py",
+        "six 1.16.0: missing six-1.16.0.dist-info/METADATA",
+        f"foreign: {SITE}/__pycache__/evil.cpython-312.pyc",
+        f"foreign: {SITE}/evil.pyc",
+        "foreign: lib64",
         f"mode: {SITE}/six.py is setuid, setgid, world-writable or carries file capabilities",
-        "mode: lib64 is setuid, setgid, world-writable or carries file capabilities")
+        "mode: lib64 is setuid, setgid, world-writable or carries file capabilities",
+    )
     data = report.to_dict()
     assert json.loads(json.dumps(data)) == data
     assert data["counts"]["missing_packages"] == 1 and data["packages"][1]["status"] == "modified"
@@ -73,9 +84,7 @@ def test_clobber_and_link_kinds():
 
 
 _names = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True)
-_files = st.dictionaries(st.lists(_names, min_size=1, max_size=3).map("/".join),
-                         st.tuples(st.binary(min_size=32, max_size=32).map(bytes.hex), st.integers(0, 1 << 30)),
-                         min_size=1, max_size=12)
+_files = st.dictionaries(st.lists(_names, min_size=1, max_size=3).map("/".join), st.tuples(st.binary(min_size=32, max_size=32).map(bytes.hex), st.integers(0, 1 << 30)), min_size=1, max_size=12)
 
 
 def _packages(files: dict[str, tuple[str, int]], split: int) -> list[ExpectedPackage]:

@@ -41,8 +41,7 @@ def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path
     _settle()
     read: list[str] = []
     real = prefix_observer.hash_files
-    monkeypatch.setattr(prefix_observer, "hash_files",
-                        lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
+    monkeypatch.setattr(prefix_observer, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
     assert check_lock(lock, Prefix(prefix)).clean and read
     assert _verdicts(tmp_path)
     read.clear()
@@ -143,9 +142,11 @@ def test_a_damaged_record_is_no_verdict(checked: tuple[Path, Path, list[str]], t
     lock, prefix, read = checked
     [record] = _verdicts(tmp_path)
     kept = json.loads(record.read_text())
-    text = {"tree": json.dumps({**kept, "tree": 7}),
-            "report": json.dumps({**kept, "verdict": {**kept["verdict"], "report": {"packages": "x"}}}),
-            "allowed": json.dumps({**kept, "verdict": {**kept["verdict"], "allowed": [1]}})}.get(damage, damage)
+    text = {
+        "tree": json.dumps({**kept, "tree": 7}),
+        "report": json.dumps({**kept, "verdict": {**kept["verdict"], "report": {"packages": "x"}}}),
+        "allowed": json.dumps({**kept, "verdict": {**kept["verdict"], "allowed": [1]}}),
+    }.get(damage, damage)
     record.write_text(text)
     said: list[str] = []
     assert check_lock(lock, Prefix(prefix), progress=said.append).clean  # the work done again (files by their proofs)
@@ -163,14 +164,13 @@ def test_the_cli_says_the_same_from_its_verdict(checked: tuple[Path, Path, list[
     assert json.loads(again.stdout) == json.loads(full.stdout)
 
 
-_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                     max_leaves=20)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.sampled_from(["packages", "accepted", "files_expected", "files_observed", "site_packages"]),
-                       _JSON) | _JSON)
+@given(st.dictionaries(st.sampled_from(["packages", "accepted", "files_expected", "files_observed", "site_packages"]), _JSON) | _JSON)
 def test_a_kept_report_is_a_clean_report_or_none(record: object) -> None:
     report = passing_report(record)
     assert report is None or (report.clean and not report.lines())
@@ -191,20 +191,20 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
 
 
 LOADED = ("pydantic", "yaml", "lockgen.api.steps.shared_steps", "lockgen.adapters.lockfile_yaml", "lockgen.adapters.installers")
-SHOW_LOADED = ("import atexit, runpy, sys\n"
-               f"atexit.register(lambda: print('loaded:', [m for m in {LOADED!r} if m in sys.modules], file=sys.stderr))\n"
-               "sys.argv = ['lockgen', *sys.argv[1:]]\nrunpy.run_module('lockgen', run_name='__main__')\n")
+SHOW_LOADED = (
+    "import atexit, runpy, sys\n"
+    f"atexit.register(lambda: print('loaded:', [m for m in {LOADED!r} if m in sys.modules], file=sys.stderr))\n"
+    "sys.argv = ['lockgen', *sys.argv[1:]]\nrunpy.run_module('lockgen', run_name='__main__')\n"
+)
 
 
 def _loaded(*args: str) -> tuple[int, str]:
     """A lockgen command's exit status and the heavy modules it loaded (its stderr's last line)."""
-    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True,
-                          env={**os.environ, "NO_COLOR": "1"})
+    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
     return done.returncode, done.stderr.strip().splitlines()[-1]
 
 
-def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_step(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The found-unchanged path reads the manifest and the kept drift verdict only: no lock parser, no model,
     no build step. Another lock at that prefix, another platform, or a tree that moved take the full path,
     which says what is wrong."""
@@ -224,8 +224,7 @@ def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_ste
     assert done.returncode == 1 and "changed since it was made" in done.stderr
 
 
-def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_drift(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The drift check against the environment's own record (`check --prefix`, a repeated materialize) keeps
     its clean verdict the same way: nothing is read while the walk is the same; an edit with size and mtime
     put back, a new empty folder, a mode change are each drift."""

@@ -18,11 +18,14 @@ X86 = "cp311-cp311-manylinux_2_28_x86_64"
 ARM = "cp311-cp311-manylinux_2_28_aarch64"
 CUDA_TORCH = ("cuda-toolkit[cudart]==13.0.3", "nvidia-cublas==13.0.0", "triton==3.5.0", "filelock")
 PYPI = [Wheel("torch", "2.14.1", tag=t, requires=CUDA_TORCH) for t in (X86, ARM)] + [
-    Wheel("cuda-toolkit", "13.0.3"), Wheel("nvidia-cublas", "13.0.0"), Wheel("triton", "3.5.0"),
-    Wheel("filelock", "3.0.0"), Wheel("numpy", "2.0.0"),
-    Wheel("needs-torch", "1.0", requires=("torch",))]
-CPU = [Wheel("torch", "2.9.1+cpu", tag=t, requires=("filelock",)) for t in (X86, ARM)] + [
-    Wheel("torchvision", "0.24.1+cpu", tag=X86, requires=("torch==2.9.1",)), Wheel("numpy", "1.0.0")]
+    Wheel("cuda-toolkit", "13.0.3"),
+    Wheel("nvidia-cublas", "13.0.0"),
+    Wheel("triton", "3.5.0"),
+    Wheel("filelock", "3.0.0"),
+    Wheel("numpy", "2.0.0"),
+    Wheel("needs-torch", "1.0", requires=("torch",)),
+]
+CPU = [Wheel("torch", "2.9.1+cpu", tag=t, requires=("filelock",)) for t in (X86, ARM)] + [Wheel("torchvision", "0.24.1+cpu", tag=X86, requires=("torch==2.9.1",)), Wheel("numpy", "1.0.0")]
 
 
 @pytest.fixture
@@ -39,16 +42,16 @@ def indexes(tmp_path: Path):
 def stack(folder: Path, pypi: str, deps: str, options: str = "", platforms: str = '["linux-64", "linux-aarch64"]') -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
-    path.write_text(f'[stack]\nname = "cpu"\npython = "3.11"\nplatforms = {platforms}\n[pypi-dependencies]\n{deps}\n'
-                    f'[pypi-options]\nindex-url = "{pypi}/simple"\n{options}\n[targets.cpu]\narch = "cpu"\n')
+    path.write_text(
+        f'[stack]\nname = "cpu"\npython = "3.11"\nplatforms = {platforms}\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{pypi}/simple"\n{options}\n[targets.cpu]\narch = "cpu"\n'
+    )
     return path
 
 
 @pytest.mark.slow
 def test_a_cpu_target_takes_torch_from_the_cpu_index_and_no_cuda_package(tmp_path: Path, indexes) -> None:
     pypi, cpu = indexes
-    path = stack(tmp_path, pypi, 'torch = ">=2.4"\ntorchvision = "*"\nnumpy = "*"',
-                 f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-64"]')
+    path = stack(tmp_path, pypi, 'torch = ">=2.4"\ntorchvision = "*"\nnumpy = "*"', f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-64"]')
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
     lock = load_lock(tmp_path / "locks" / "cpu.conda-lock.yml")
@@ -99,10 +102,13 @@ def test_an_unreachable_cpu_index_is_named_never_replaced_by_pypi(tmp_path: Path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options, said", [
-    ('torch-indexes = { gpu = "https://example.org/whl/cu128" }', "`gpu` is not a variant"),
-    ('torch-indexes = { cpu = "ftp://example.org/cpu" }', "must be an http(s) or file URL"),
-])
+@pytest.mark.parametrize(
+    "options, said",
+    [
+        ('torch-indexes = { gpu = "https://example.org/whl/cu128" }', "`gpu` is not a variant"),
+        ('torch-indexes = { cpu = "ftp://example.org/cpu" }', "must be an http(s) or file URL"),
+    ],
+)
 def test_a_bad_torch_index_is_one_error_with_a_hint(tmp_path: Path, options: str, said: str) -> None:
     path = stack(tmp_path, "https://pypi.org", 'torch = "*"', options)
     done = run_cli("resolve", str(path))

@@ -21,22 +21,23 @@ QUICKSTART = REPO / "envs" / "examples" / "quickstart"
 NAME = string.ascii_letters + string.digits + " ._-"
 
 
-def node(tmp_path: Path, platform: str = "linux-64", glibc: str | None = "2.35", driver: str | None = None,
-         *capabilities: str) -> Path:
+def node(tmp_path: Path, platform: str = "linux-64", glibc: str | None = "2.35", driver: str | None = None, *capabilities: str) -> Path:
     path = tmp_path / "node.json"
-    path.write_text(json.dumps({"platform": platform, "glibc": glibc, "driver": driver,
-                                "gpus": [{"name": f"GPU {c}", "compute_capability": c} for c in capabilities]}))
+    path.write_text(json.dumps({"platform": platform, "glibc": glibc, "driver": driver, "gpus": [{"name": f"GPU {c}", "compute_capability": c} for c in capabilities]}))
     return path
 
 
-@pytest.mark.parametrize(("facts", "target"), [
-    (("linux-64", "2.35", "580.95.05", "9.0", "9.0"), "h100"),          # also fits h100-r580ga: the newer driver wins
-    (("linux-64", "2.35", "580.65.06", "9.0"), "h100-r580ga"),          # h100 needs 580.95.05
-    (("linux-64", "2.28", "550.54.15", "8.0"), "a100"),
-    (("linux-64", "2.39", "590.44.01", "10.0"), "b200"),
-    (("linux-aarch64", "2.35", "580.95.05", "9.0"), "gh200"),
-    (("linux-64", "2.31", "575.57.08", "7.0"), "v100"),
-])
+@pytest.mark.parametrize(
+    ("facts", "target"),
+    [
+        (("linux-64", "2.35", "580.95.05", "9.0", "9.0"), "h100"),  # also fits h100-r580ga: the newer driver wins
+        (("linux-64", "2.35", "580.65.06", "9.0"), "h100-r580ga"),  # h100 needs 580.95.05
+        (("linux-64", "2.28", "550.54.15", "8.0"), "a100"),
+        (("linux-64", "2.39", "590.44.01", "10.0"), "b200"),
+        (("linux-aarch64", "2.35", "580.95.05", "9.0"), "gh200"),
+        (("linux-64", "2.31", "575.57.08", "7.0"), "v100"),
+    ],
+)
 def test_a_gpu_node_gets_its_target(tmp_path: Path, facts: tuple[str, ...], target: str) -> None:
     found = run_cli("detect", str(TORCH), "--node", str(node(tmp_path, *facts)))
     assert found.returncode == 0 and found.stdout == f"{target}\n", found.stderr
@@ -44,14 +45,17 @@ def test_a_gpu_node_gets_its_target(tmp_path: Path, facts: tuple[str, ...], targ
     assert f"driver {facts[2]} >=" in found.stderr
 
 
-@pytest.mark.parametrize(("facts", "differs"), [
-    (("linux-64", "2.35", None), "arch: the node has no GPU, the target is sm90"),
-    (("linux-64", "2.35", "580.95.05", "8.0", "9.0"), "arch: the node's GPUs are sm80/sm90, the target is sm90"),
-    (("linux-64", "2.35", "535.104.05", "9.0"), "driver: the node has 535.104.05, the target needs >= 580.65.06"),
-    (("linux-64", "2.17", "580.95.05", "9.0"), "glibc: the node has 2.17, the target needs >= 2.28"),
-    (("linux-64", None, "580.95.05", "9.0"), "glibc: the node has none known"),
-    (("linux-aarch64", "2.35", "580.95.05", "8.0"), "platform: the node is linux-aarch64, the target linux-64"),
-])
+@pytest.mark.parametrize(
+    ("facts", "differs"),
+    [
+        (("linux-64", "2.35", None), "arch: the node has no GPU, the target is sm90"),
+        (("linux-64", "2.35", "580.95.05", "8.0", "9.0"), "arch: the node's GPUs are sm80/sm90, the target is sm90"),
+        (("linux-64", "2.35", "535.104.05", "9.0"), "driver: the node has 535.104.05, the target needs >= 580.65.06"),
+        (("linux-64", "2.17", "580.95.05", "9.0"), "glibc: the node has 2.17, the target needs >= 2.28"),
+        (("linux-64", None, "580.95.05", "9.0"), "glibc: the node has none known"),
+        (("linux-aarch64", "2.35", "580.95.05", "8.0"), "platform: the node is linux-aarch64, the target linux-64"),
+    ],
+)
 def test_no_match_lists_every_target_and_what_differs(tmp_path: Path, facts: tuple, differs: str) -> None:
     found = run_cli("detect", str(TORCH), "--node", str(node(tmp_path, *facts)))
     assert found.returncode == 1 and found.stdout == "" and differs in found.stderr, found.stderr
@@ -73,11 +77,12 @@ def test_cpu_targets_by_glibc_and_a_gpu_node_of_a_cpu_only_stack(tmp_path: Path)
 
 def test_a_gpu_node_never_falls_back_to_a_cpu_target_of_a_gpu_stack(tmp_path: Path) -> None:
     stack = tmp_path / "stack.toml"
-    stack.write_text('[stack]\nname = "s"\npython = "3.11"\n[pypi-dependencies]\nnumpy = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n')
+    stack.write_text('[stack]\nname = "s"\npython = "3.11"\n[pypi-dependencies]\nnumpy = "*"\n[targets.cpu]\narch = "cpu"\n[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n')
     old_driver = run_cli("detect", str(stack), "--node", str(node(tmp_path, "linux-64", "2.35", "550.54.15", "9.0")))
-    assert old_driver.returncode == 1 and "): cpu: cpu target, and the node has 1 GPU the stack has GPU targets for " \
-        "(--target chooses it); h100: driver: the node has 550.54.15, the target needs >= 580.95.05" in old_driver.stderr
+    assert (
+        old_driver.returncode == 1
+        and "): cpu: cpu target, and the node has 1 GPU the stack has GPU targets for (--target chooses it); h100: driver: the node has 550.54.15, the target needs >= 580.95.05" in old_driver.stderr
+    )
     stack.write_text(stack.read_text() + '[targets.h100b]\narch = "sm90"\ndriver = "580.95.05"\n')
     tied = run_cli("detect", str(stack), "--node", str(node(tmp_path, "linux-64", "2.35", "580.95.05", "9.0")))
     assert tied.returncode == 1 and "targets h100, h100b of" in tied.stderr and "hint: pass --target h100" in tied.stderr
@@ -97,16 +102,19 @@ def test_this_node_probed(tmp_path: Path) -> None:
 
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=12)
-FIELDS = st.fixed_dictionaries({}, optional={
-    "platform": st.sampled_from(["linux-64", "linux-aarch64", "osx-arm64", "", "linux 64", "x\n"]),
-    "glibc": st.sampled_from(["2.28", "2.17", "2", "2.x", None, 2.28]),
-    "driver": st.sampled_from(["580.95.05", "580", None, "5a0.1", ""]),
-    "gpus": st.lists(st.fixed_dictionaries({"name": st.text(max_size=8), "compute_capability": st.sampled_from(
-        ["9.0", "10.0", "9", "sm90", ""])}), max_size=2),
-    "extra": st.integers()})
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12
+)
+FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "platform": st.sampled_from(["linux-64", "linux-aarch64", "osx-arm64", "", "linux 64", "x\n"]),
+        "glibc": st.sampled_from(["2.28", "2.17", "2", "2.x", None, 2.28]),
+        "driver": st.sampled_from(["580.95.05", "580", None, "5a0.1", ""]),
+        "gpus": st.lists(st.fixed_dictionaries({"name": st.text(max_size=8), "compute_capability": st.sampled_from(["9.0", "10.0", "9", "sm90", ""])}), max_size=2),
+        "extra": st.integers(),
+    },
+)
 
 
 def clean_failure(result: subprocess.CompletedProcess[str], allowed: tuple[int, ...] = (1, 2)) -> None:

@@ -31,12 +31,10 @@ def _torch_wheels() -> list[Wheel]:
     for fact in load_facts().pytorch_pypi_wheels:
         floor = "manylinux_2_28" if as_tuple(fact.torch) >= (2, 6) else "manylinux2014"
         major, minor = (fact.variant[2:-1], fact.variant[-1]) if fact.variant != "cpu" else ("", "")
-        runtime = (() if not major else (f"cuda-toolkit[cudart]=={major}.{minor}.0",) if major == "13"
-                   else (f"nvidia-cuda-runtime-cu{major}=={major}.{minor}.0",))
+        runtime = () if not major else (f"cuda-toolkit[cudart]=={major}.{minor}.0",) if major == "13" else (f"nvidia-cuda-runtime-cu{major}=={major}.{minor}.0",)
         cuda |= {(("cuda-toolkit" if major == "13" else f"nvidia-cuda-runtime-cu{major}"), f"{major}.{minor}.0")} if major else set()
         for python in ("311", "312") if as_tuple(fact.torch) >= (2, 2) else ("311",):
-            wheels.append(Wheel("torch", f"{fact.torch}.0", tag=f"cp{python}-cp{python}-{floor}_{MACHINE[fact.platform]}",
-                                requires=runtime))
+            wheels.append(Wheel("torch", f"{fact.torch}.0", tag=f"cp{python}-cp{python}-{floor}_{MACHINE[fact.platform]}", requires=runtime))
     return wheels + [Wheel(name, version) for name, version in sorted(cuda)]
 
 
@@ -70,8 +68,7 @@ def example(folder: Path, url: str) -> Path:
 def stack(folder: Path, deps: str, target: str, url: str, python: str = "3.11", options: str = "") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
-    path.write_text(f'[stack]\nname = "e"\npython = "{python}"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n{deps}\n'
-                    f'[pypi-options]\nindex-url = "{url}/simple"\n{options}\n{target}\n')
+    path.write_text(f'[stack]\nname = "e"\npython = "{python}"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{url}/simple"\n{options}\n{target}\n')
     return path
 
 
@@ -112,14 +109,15 @@ def test_each_rule_is_named_arch_list_pin_and_cpu_target(tmp_path: Path, pypi) -
 A100 = '[targets.a100]\narch = "sm80"\ndriver = "550.54.15"\n'
 
 
-@pytest.mark.parametrize("python, target, cut, rule, said, newest", [
-    ("3.12", A100, "", "python", "no 2.1.0 wheel for Python 3.12 on the platform", "2.6"),  # 2.1 on: checked at 2.1
-    ("3.11", A100 + 'glibc = "2.17"\n', "", "glibc", "needs glibc >= 2.28, the target states 2.17", "2.5"),
-    ("3.11", A100, 'exclude-newer = "2026-03-01"', "exclude-newer",
-     "no 2.6.0 wheel uploaded before the cut-off (2026-03-01;", "2.5"),
-])
-def test_pypi_candidates_go_through_python_glibc_and_exclude_newer(tmp_path: Path, pypi, python: str, target: str,
-                                                                   cut: str, rule: str, said: str, newest: str) -> None:
+@pytest.mark.parametrize(
+    "python, target, cut, rule, said, newest",
+    [
+        ("3.12", A100, "", "python", "no 2.1.0 wheel for Python 3.12 on the platform", "2.6"),  # 2.1 on: checked at 2.1
+        ("3.11", A100 + 'glibc = "2.17"\n', "", "glibc", "needs glibc >= 2.28, the target states 2.17", "2.5"),
+        ("3.11", A100, 'exclude-newer = "2026-03-01"', "exclude-newer", "no 2.6.0 wheel uploaded before the cut-off (2026-03-01;", "2.5"),
+    ],
+)
+def test_pypi_candidates_go_through_python_glibc_and_exclude_newer(tmp_path: Path, pypi, python: str, target: str, cut: str, rule: str, said: str, newest: str) -> None:
     """PyPI's own builds are judged by what its page shows, as a variant index's are: the release the rule keeps out
     is named with it, and the newest admitted one is what resolve takes, its decision line naming the rule."""
     url, site = pypi
@@ -155,8 +153,7 @@ def test_no_pypi_release_the_rules_admit_is_one_error_naming_why(tmp_path: Path,
 
 def test_explain_reads_pypis_page_once_for_every_platform_and_names_an_unreadable_one(tmp_path: Path, pypi) -> None:
     url, site = pypi
-    both = stack(tmp_path / "b", 'torch = "*"', '[targets.gh]\narch = "sm90"\ndriver = "580.65.06"\n'
-                 'platforms = ["linux-64", "linux-aarch64"]', url)
+    both = stack(tmp_path / "b", 'torch = "*"', '[targets.gh]\narch = "sm90"\ndriver = "580.65.06"\nplatforms = ["linux-64", "linux-aarch64"]', url)
     report = explain(both, "gh")
     assert report["newest_admitted"] == {"linux-64": "torch 2.14 (cu130, pypi.org)", "linux-aarch64": "torch 2.14 (cu130, pypi.org)"}
     assert by_release(report, "2.9", "linux-aarch64")["rule"] == "cpu-build"

@@ -27,16 +27,17 @@ from tests.image_run import podman_run, require
 def make_lock(tmp_path: Path, libfoo: str) -> Path:
     channel = tmp_path / "channel"
     if not channel.exists():
-        build_channel(channel, [
-            *(Pkg("libfoo", v, files={"lib/libfoo.txt": f"foo {v}\n", "bin/foo": "#!/bin/sh\necho foo\n"},
-                  depends=("cuda-version >=12",)) for v in ("1.0", "1.1")),
-            Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
-            Pkg("cuda-version", "12.4", subdir="noarch", build="h0_3"),
-        ])
+        build_channel(
+            channel,
+            [
+                *(Pkg("libfoo", v, files={"lib/libfoo.txt": f"foo {v}\n", "bin/foo": "#!/bin/sh\necho foo\n"}, depends=("cuda-version >=12",)) for v in ("1.0", "1.1")),
+                Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
+                Pkg("cuda-version", "12.4", subdir="noarch", build="h0_3"),
+            ],
+        )
     stack = tmp_path / f"stack-{libfoo}" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n'
-                     f'libfoo = "=={libfoo}"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n')
+    stack.write_text(f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\nlibfoo = "=={libfoo}"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n')
     api.resolve(stack)
     return stack.parent / "locks" / "h100.conda-lock.yml"
 
@@ -72,15 +73,12 @@ def test_image_contents_config_and_tools(tmp_path: Path, monkeypatch: pytest.Mon
     assert expected == got and drift.clean
     with pytest.raises(UserError, match="exported from lock"):
         check_image(tmp_path / "img", make_lock(tmp_path, "1.1"))
-    raw = subprocess.run([require("skopeo"), "inspect", "--raw", f"oci:{tmp_path / 'img'}:h100-linux-64"],
-                         capture_output=True, check=True).stdout
+    raw = subprocess.run([require("skopeo"), "inspect", "--raw", f"oci:{tmp_path / 'img'}:h100-linux-64"], capture_output=True, check=True).stdout
     assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == digest
-    validated = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64",
-                                str(tmp_path / "img")], capture_output=True, text=True)
+    validated = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64", str(tmp_path / "img")], capture_output=True, text=True)
     assert validated.returncode == 0, validated.stdout + validated.stderr
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:h100-linux-64", str(bundle)],
-                   check=True, capture_output=True)
+    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:h100-linux-64", str(bundle)], check=True, capture_output=True)
     placeholder = bundle / "rootfs" / "opt" / "env" / "etc" / "libfoo" / "prefix.txt"
     assert placeholder.read_text() == "installed at /opt/env\n"
 
@@ -108,8 +106,7 @@ def test_tampered_image_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     blob.unlink()  # a layout copied half: one error line, not a FileNotFoundError
     with pytest.raises(LockFormatError, match="is missing from"):
         check_image(tmp_path / "img")
-    tampered = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64",
-                               str(tmp_path / "img")], capture_output=True, text=True)
+    tampered = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64", str(tmp_path / "img")], capture_output=True, text=True)
     assert tampered.returncode != 0
     (tmp_path / "not-a-layout").mkdir()
     (tmp_path / "not-a-layout" / "file").write_text("x")
@@ -155,8 +152,7 @@ def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.
     pushed = run_cli("push", str(tmp_path / "img"), f"docker://{registry_url}/team/img:sm90", "--insecure")
     assert pushed.returncode == 0, pushed.stderr
     assert pushed.stdout.strip() == digest
-    subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{registry_url}/team/img:sm90",
-                    f"oci:{tmp_path / 'pulled'}:back"], check=True, capture_output=True)
+    subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{registry_url}/team/img:sm90", f"oci:{tmp_path / 'pulled'}:back"], check=True, capture_output=True)
     assert json.loads((tmp_path / "pulled" / "index.json").read_text())["manifests"][0]["digest"] == digest
     checked = run_cli("check", "--image", f"docker://{registry_url}/team/img:sm90", "--insecure", "--lock", str(lock))
     assert checked.returncode == 0, checked.stderr
@@ -173,29 +169,31 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
     """umoci unpack + runc run (the daemonless path): a static program from the environment reads a
     file of another package and prints its user id."""
     source = tmp_path / "hello.c"
-    source.write_text('#include <stdio.h>\n#include <unistd.h>\nint main(void){char l[256]={0};'
-                      'FILE*f=fopen("/opt/env/share/greeting/message.txt","r");if(f){fgets(l,sizeof l,f);fclose(f);}'
-                      'printf("uid=%d %s",(int)getuid(),l);return 0;}\n')
+    source.write_text(
+        "#include <stdio.h>\n#include <unistd.h>\nint main(void){char l[256]={0};"
+        'FILE*f=fopen("/opt/env/share/greeting/message.txt","r");if(f){fgets(l,sizeof l,f);fclose(f);}'
+        'printf("uid=%d %s",(int)getuid(),l);return 0;}\n'
+    )
     subprocess.run([require("gcc"), "-static", "-O2", "-o", str(tmp_path / "hello"), str(source)], check=True)
-    channel = build_channel(tmp_path / "channel", [
-        Pkg("hello", "1.0", files={"bin/hello": (tmp_path / "hello").read_bytes()}, depends=("greeting",)),
-        Pkg("greeting", "1.0", subdir="noarch", files={"share/greeting/message.txt": "hello from the lock\n"}),
-    ])
+    channel = build_channel(
+        tmp_path / "channel",
+        [
+            Pkg("hello", "1.0", files={"bin/hello": (tmp_path / "hello").read_bytes()}, depends=("greeting",)),
+            Pkg("greeting", "1.0", subdir="noarch", files={"share/greeting/message.txt": "hello from the lock\n"}),
+        ],
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n[targets.cpu]\narch = "cpu"\n')
     api.resolve(stack)
     run_export(stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "img", tmp_path / "home", monkeypatch)
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:cpu-linux-64", str(bundle)],
-                   check=True, capture_output=True)
+    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:cpu-linux-64", str(bundle)], check=True, capture_output=True)
     config = json.loads((bundle / "config.json").read_text())
     config["process"]["terminal"] = False
     config["process"]["args"] = ["/opt/env/bin/hello"]
     (bundle / "config.json").write_text(json.dumps(config))
-    ran = subprocess.run([require("runc"), "run", "-b", str(bundle), f"lockgen-test-{os.getpid()}"],
-                         capture_output=True, text=True, timeout=60)
+    ran = subprocess.run([require("runc"), "run", "-b", str(bundle), f"lockgen-test-{os.getpid()}"], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "uid=1000 hello from the lock\n"
     # and through podman, from a per-test store
@@ -230,15 +228,14 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
     subprocess.run([umoci, "init", "--layout", str(base)], check=True, capture_output=True)
     subprocess.run([umoci, "new", "--image", f"{base}:latest"], check=True, capture_output=True)
     (tmp_path / "os-release").write_text("ID=base\n")
-    subprocess.run([umoci, "insert", "--image", f"{base}:latest", str(tmp_path / "os-release"), "/etc/os-release"],
-                   check=True, capture_output=True)
+    subprocess.run([umoci, "insert", "--image", f"{base}:latest", str(tmp_path / "os-release"), "/etc/os-release"], check=True, capture_output=True)
     base_manifest, _, base_digest = oci_layout.read_image(base)
     assert len(base_manifest["layers"]) == 1
     lock = make_lock(tmp_path, "1.0")
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     export(ExportRequest(lock, tmp_path / "img", base=tmp_path / "base"), lambda _: None)
     manifest, _, _ = oci_layout.read_image(tmp_path / "img")
-    assert manifest["layers"][:len(base_manifest["layers"])] == base_manifest["layers"]
+    assert manifest["layers"][: len(base_manifest["layers"])] == base_manifest["layers"]
     assert manifest["annotations"]["org.opencontainers.image.base.digest"] == base_digest
     sbom = json.loads((tmp_path / "img" / "sbom.cdx.json").read_text())
     assert sbom["bomFormat"] == "CycloneDX" and {c["name"] for c in sbom["components"]} >= {"libfoo", "foo-data"}
@@ -251,8 +248,7 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
             export(ExportRequest(lock, out, fmt=fmt), lambda _: None)
             archives.append(out.read_bytes())
     assert archives[0] == archives[2] and archives[1] == archives[3]
-    inspected = subprocess.run([require("skopeo"), "inspect", f"oci-archive:{tmp_path / 'one.oci-archive.tar'}"],
-                               capture_output=True, text=True, check=True)
+    inspected = subprocess.run([require("skopeo"), "inspect", f"oci-archive:{tmp_path / 'one.oci-archive.tar'}"], capture_output=True, text=True, check=True)
     assert json.loads(inspected.stdout)["Labels"]["dev.lockgen.target"] == "h100"
 
 

@@ -29,16 +29,19 @@ from tests.wheel_index import Wheel, build_index
 
 def two_platform_lock(tmp_path: Path) -> Path:
     """libfoo built for linux-64 and linux-aarch64 (different files), two noarch packages both platforms share."""
-    channel = build_channel(tmp_path / "channel", [
-        *(Pkg("libfoo", "1.0", subdir=subdir, files={"lib/libfoo.txt": f"foo for {subdir}\n"}, depends=("cuda-version >=12",))
-          for subdir in ("linux-64", "linux-aarch64")),
-        Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
-        Pkg("cuda-version", "12.4", subdir="noarch", build="h0_3"),
-    ])
+    channel = build_channel(
+        tmp_path / "channel",
+        [
+            *(Pkg("libfoo", "1.0", subdir=subdir, files={"lib/libfoo.txt": f"foo for {subdir}\n"}, depends=("cuda-version >=12",)) for subdir in ("linux-64", "linux-aarch64")),
+            Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
+            Pkg("cuda-version", "12.4", subdir="noarch", build="h0_3"),
+        ],
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\nplatforms = ["linux-64", "linux-aarch64"]\n'
-                     '[dependencies]\nfoo-data = "*"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n')
+    stack.write_text(
+        f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\nplatforms = ["linux-64", "linux-aarch64"]\n[dependencies]\nfoo-data = "*"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n'
+    )
     api.resolve(stack)
     return stack.parent / "locks" / "h100.conda-lock.yml"
 
@@ -64,7 +67,9 @@ def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, mon
     index = blob(layout, top[0]["digest"])
     assert index["mediaType"] == INDEX_MEDIA_TYPE
     assert [(m["mediaType"], m["platform"]) for m in index["manifests"]] == [
-        (MANIFEST_MEDIA_TYPE, {"architecture": "amd64", "os": "linux"}), (MANIFEST_MEDIA_TYPE, {"architecture": "arm64", "os": "linux"})]
+        (MANIFEST_MEDIA_TYPE, {"architecture": "amd64", "os": "linux"}),
+        (MANIFEST_MEDIA_TYPE, {"architecture": "arm64", "os": "linux"}),
+    ]
     configs = [blob(layout, blob(layout, m["digest"])["config"]["digest"]) for m in index["manifests"]]
     assert [c["architecture"] for c in configs] == ["amd64", "arm64"]
     x86_ids, arm_ids = (c["rootfs"]["diff_ids"] for c in configs)
@@ -79,8 +84,7 @@ def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, mon
 @pytest.mark.slow
 def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = two_platform_lock(tmp_path)
-    exported = run_cli("export", str(lock), "--all-platforms", "--out", str(tmp_path / "img"), "--json",
-                       env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    exported = run_cli("export", str(lock), "--all-platforms", "--out", str(tmp_path / "img"), "--json", env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert exported.returncode == 0, exported.stderr
     result = json.loads(exported.stdout)
     assert set(result["environment_digests"]) == {"linux-64", "linux-aarch64"}
@@ -100,13 +104,11 @@ def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Pat
     assert "sha256:" + hashlib.sha256(raw).hexdigest() == result["image_digest"]
     assert json.loads(raw)["mediaType"] == INDEX_MEDIA_TYPE
     for arch, platform in (("amd64", "linux-64"), ("arm64", "linux-aarch64")):
-        inspected = json.loads(subprocess.run([require("skopeo"), "inspect", "--override-arch", arch, reference],
-                                              capture_output=True, check=True, text=True).stdout)
+        inspected = json.loads(subprocess.run([require("skopeo"), "inspect", "--override-arch", arch, reference], capture_output=True, check=True, text=True).stdout)
         assert inspected["Architecture"] == arch
         assert inspected["Labels"]["dev.lockgen.environment.digest"] == "sha256:" + result["environment_digests"][platform]
         # one platform copied out is a whole image: valid, and its files are the environment it records
-        subprocess.run([require("skopeo"), "copy", "--override-arch", arch, reference, f"oci:{tmp_path / arch}:h100"],
-                       check=True, capture_output=True)
+        subprocess.run([require("skopeo"), "copy", "--override-arch", arch, reference, f"oci:{tmp_path / arch}:h100"], check=True, capture_output=True)
         validate("image", tmp_path / arch, "--ref", "name=h100")
         checked = check_image(tmp_path / arch)
         recorded, recomputed, drift = checked.recorded, checked.recomputed, checked.drift
@@ -125,9 +127,11 @@ def test_refusals_are_one_error_line_and_write_nothing(tmp_path: Path, monkeypat
     try:
         stack = tmp_path / "pypi" / "stack.toml"
         stack.parent.mkdir()
-        stack.write_text('[stack]\nname = "pure"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n'
-                         f'[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n'
-                         '[targets.cpu]\narch = "cpu"\n')
+        stack.write_text(
+            '[stack]\nname = "pure"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n'
+            f'[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n'
+            '[targets.cpu]\narch = "cpu"\n'
+        )
         api.resolve(stack)
     finally:
         server.shutdown()
@@ -136,7 +140,8 @@ def test_refusals_are_one_error_line_and_write_nothing(tmp_path: Path, monkeypat
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.splitlines()[-2:] == [
         "error: the lock's linux-aarch64 environment has PyPI packages, which only a linux-aarch64 host can install",
-        "hint: export linux-aarch64 on a linux-aarch64 host, or pass --platform linux-64"]
+        "hint: export linux-aarch64 on a linux-aarch64 host, or pass --platform linux-64",
+    ]
     lock = two_platform_lock(tmp_path)
     with pytest.raises(UserError, match="a docker-archive holds one image"):
         export(ExportRequest(lock, tmp_path / "out.tar", FromLock((), True), fmt="docker-archive"), lambda _: None)

@@ -68,13 +68,11 @@ def _made(tmp_path: Path) -> Path:
 
 
 def _everything_written(*roots: Path) -> str:
-    return "".join(p.read_bytes().decode("utf-8", "replace") for root in roots for p in root.rglob("*")
-                   if p.is_file() and p.stat().st_size < 1 << 20)
+    return "".join(p.read_bytes().decode("utf-8", "replace") for root in roots for p in root.rglob("*") if p.is_file() and p.stat().st_size < 1 << 20)
 
 
 @pytest.mark.slow
-def test_netrc_credentials_resolve_and_materialize_and_stay_out_of_everything(
-        tmp_path: Path, private_channel: tuple[str, list], user_home: Path) -> None:
+def test_netrc_credentials_resolve_and_materialize_and_stay_out_of_everything(tmp_path: Path, private_channel: tuple[str, list], user_home: Path) -> None:
     url, seen = private_channel
     netrc_file = user_home / ".netrc"
     netrc_file.write_text(f"machine 127.0.0.1 login {USER} password {PASSWORD}\n")
@@ -87,8 +85,7 @@ def test_netrc_credentials_resolve_and_materialize_and_stay_out_of_everything(
     assert again.returncode == 0 and PASSWORD not in again.stdout + again.stderr
 
 
-def test_rattler_auth_file_with_a_wildcard_host(tmp_path: Path, private_channel: tuple[str, list], user_home: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rattler_auth_file_with_a_wildcard_host(tmp_path: Path, private_channel: tuple[str, list], user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = private_channel
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"127.0.0.1": {"BasicHTTP": {"username": USER, "password": PASSWORD}}}))
@@ -99,8 +96,7 @@ def test_rattler_auth_file_with_a_wildcard_host(tmp_path: Path, private_channel:
 
 
 @pytest.mark.slow
-def test_without_credentials_the_error_says_where_they_go(tmp_path: Path, private_channel: tuple[str, list],
-                                                          user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_credentials_the_error_says_where_they_go(tmp_path: Path, private_channel: tuple[str, list], user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = private_channel
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"127.0.0.1": {"BasicHTTP": {"username": USER, "password": PASSWORD}}}))
@@ -116,11 +112,9 @@ def test_without_credentials_the_error_says_where_they_go(tmp_path: Path, privat
 
 def test_each_credential_form(tmp_path: Path, user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     auth = tmp_path / "auth.json"
-    auth.write_text(json.dumps({"*.example.org": {"BearerToken": "tk"}, "conda.acme.io": {"CondaToken": "ct-1"},
-                                "basic.acme.io": {"BasicHTTP": {"username": "u", "password": "p"}}}))
+    auth.write_text(json.dumps({"*.example.org": {"BearerToken": "tk"}, "conda.acme.io": {"CondaToken": "ct-1"}, "basic.acme.io": {"BasicHTTP": {"username": "u", "password": "p"}}}))
     monkeypatch.setenv("RATTLER_AUTH_FILE", str(auth))
-    assert fetch_auth.authorized("https://repo.example.org/c/x.conda") == ("https://repo.example.org/c/x.conda",
-                                                                          {"Authorization": "Bearer tk"})
+    assert fetch_auth.authorized("https://repo.example.org/c/x.conda") == ("https://repo.example.org/c/x.conda", {"Authorization": "Bearer tk"})
     assert fetch_auth.authorized("https://conda.acme.io/c/x.conda") == ("https://conda.acme.io/t/ct-1/c/x.conda", {})
     assert fetch_auth.authorized("https://basic.acme.io/x")[1] == {"Authorization": "Basic dTpw"}
     assert fetch_auth.authorized("https://other.net/x") == ("https://other.net/x", {})
@@ -147,9 +141,11 @@ def test_a_private_pypi_index_resolves_and_materializes_with_netrc(tmp_path: Pat
     try:
         stack = tmp_path / "stack" / "stack.toml"
         stack.parent.mkdir()
-        stack.write_text(f'[stack]\nname = "private"\npython = "3.11"\nplatforms = ["linux-64"]\n'
-                         f'[pypi-dependencies]\ngamma = "*"\n[pypi-options]\n'
-                         f'index-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n')
+        stack.write_text(
+            f'[stack]\nname = "private"\npython = "3.11"\nplatforms = ["linux-64"]\n'
+            f'[pypi-dependencies]\ngamma = "*"\n[pypi-options]\n'
+            f'index-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n'
+        )
         from lockgen.errors import LockgenError
 
         with pytest.raises(LockgenError):  # the index wants a credential nobody gave

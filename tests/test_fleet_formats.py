@@ -64,20 +64,25 @@ def samples(text: str) -> dict[tuple[str, frozenset], float]:
 
 def identity(body: dict, **extra: str) -> frozenset:
     subject = body["subject"]
-    return frozenset({"target": subject.get("target") or "", "arch": body["arch"], "mode": body["mode"],
-                      "lock_sha256": subject.get("lock_sha256") or "", "image_digest": subject.get("image_digest") or "",
-                      **extra}.items())
+    return frozenset(
+        {
+            "target": subject.get("target") or "",
+            "arch": body["arch"],
+            "mode": body["mode"],
+            "lock_sha256": subject.get("lock_sha256") or "",
+            "image_digest": subject.get("image_digest") or "",
+            **extra,
+        }.items()
+    )
 
 
 def numeric_figures(body: dict) -> dict[tuple[str, str], tuple[str, float]]:
-    return {(group, name): (entry.get("unit", ""), entry["value"]) for group, entries in body["figures"].items()
-            for name, entry in entries.items() if isinstance(entry.get("value"), (int, float))}
+    return {(group, name): (entry.get("unit", ""), entry["value"]) for group, entries in body["figures"].items() for name, entry in entries.items() if isinstance(entry.get("value"), (int, float))}
 
 
 def failed(body: CertificateBody) -> CertificateBody:
     """The certificate as if its bf16 GEMM floor had failed (no committed certificate with a lock failed)."""
-    checks = tuple(c.model_copy(update={"passed": False, "detail": "bf16 GEMM 402 TFLOP/s, floor 600"})
-                   if c.name == "gemm_bf16_floor" else c for c in body.checks)
+    checks = tuple(c.model_copy(update={"passed": False, "detail": "bf16 GEMM 402 TFLOP/s, floor 600"}) if c.name == "gemm_bf16_floor" else c for c in body.checks)
     assert checks != body.checks
     return body.model_copy(update={"checks": checks, "passed": False})
 
@@ -116,9 +121,12 @@ def test_prometheus_labels_name_the_lock_and_image_and_are_escaped() -> None:
 def test_nfd_labels_the_lock_while_the_certificate_passed() -> None:
     body = body_of(PASSED, KEY)
     lines = nfd_features(body).splitlines()
-    assert lines == ["# lockgen certificate: h200, sm90 full, run at 2026-12-01T11:20:57Z, passed",
-                     "# +expiry-time=2026-12-08T11:20:57Z",
-                     f"lockgen.io/h200={body.subject.lock_sha256[:12]}", "lockgen.io/h200.arch=sm90"]
+    assert lines == [
+        "# lockgen certificate: h200, sm90 full, run at 2026-12-01T11:20:57Z, passed",
+        "# +expiry-time=2026-12-08T11:20:57Z",
+        f"lockgen.io/h200={body.subject.lock_sha256[:12]}",
+        "lockgen.io/h200.arch=sm90",
+    ]
     assert all(NFD_LINE.fullmatch(line) for line in lines if not line.startswith("#"))
     assert "# +expiry-time=2026-12-01T23:20:57Z" in nfd_features(body, dt.timedelta(hours=12)).splitlines()
     failing = nfd_features(failed(body)).splitlines()
@@ -146,11 +154,9 @@ def test_npd_status_is_one_line_naming_the_failed_checks() -> None:
     ok = npd_status(body_of(PASSED, KEY))
     assert ok == "lockgen h200 sm90: certificate passed 42 checks (run 2026-12-01T11:20:57Z, lock 15f25bda0af4)"
     problem = npd_status(body_of(CUDNN_OFF, KEY))
-    assert problem.startswith("lockgen sm90: certificate FAILED 2 of 34 checks: performance/conv_bf16_floor, "
-                              "performance/conv_fp16_floor")
+    assert problem.startswith("lockgen sm90: certificate FAILED 2 of 34 checks: performance/conv_bf16_floor, performance/conv_fp16_floor")
     body = failed(body_of(PASSED, KEY))
-    odd = body.model_copy(update={"checks": tuple(c.model_copy(update={"name": "x\ny"}) if not c.passed else c
-                                                  for c in body.checks)})
+    odd = body.model_copy(update={"checks": tuple(c.model_copy(update={"name": "x\ny"}) if not c.passed else c for c in body.checks)})
     assert "\n" not in npd_status(odd) and "performance/x y" in npd_status(odd)
 
 
@@ -164,8 +170,7 @@ def test_junit_has_one_testcase_per_check_and_the_failures_with_their_detail(pat
     failures = [c for c in body["checks"] if not c["passed"]]
     assert len(cases) == len(body["checks"]) == int(suite.get("tests"))
     assert int(suite.get("failures")) == len(failures) == len(suite.findall("testcase/failure"))
-    assert [(c.get("classname"), c.get("name")) for c in cases] == \
-        [(f"lockgen.sm90.{c['category']}", c["name"]) for c in body["checks"]]
+    assert [(c.get("classname"), c.get("name")) for c in cases] == [(f"lockgen.sm90.{c['category']}", c["name"]) for c in body["checks"]]
     for check in failures:
         case = next(c for c in cases if c.get("name") == check["name"])
         assert case.find("failure").get("message") == check["detail"]
@@ -179,11 +184,9 @@ def test_junit_has_one_testcase_per_check_and_the_failures_with_their_detail(pat
 @given(detail=st.text(max_size=40), name=st.text(min_size=1, max_size=12))
 def test_junit_stays_xml_whatever_a_check_says(detail: str, name: str) -> None:
     body = body_of(PASSED, KEY)
-    odd = body.model_copy(update={"passed": False, "checks": (Check(category="stack", name=name, passed=False,
-                                                                       detail=detail),)})
+    odd = body.model_copy(update={"passed": False, "checks": (Check(category="stack", name=name, passed=False, detail=detail),)})
     failure = ET.fromstring(junit_report(odd)).find("testsuite/testcase/failure")
-    if all(ch in "\t\n\r" or (" " <= ch <= "\ud7ff") or ("\ue000" <= ch <= "\ufffd") or ch >= "\U00010000"
-           for ch in detail):
+    if all(ch in "\t\n\r" or (" " <= ch <= "\ud7ff") or ("\ue000" <= ch <= "\ufffd") or ch >= "\U00010000" for ch in detail):
         assert failure.get("message") == detail  # every character XML can hold comes back as it was
     else:
         assert "\ufffd" in failure.get("message")
@@ -220,8 +223,7 @@ def test_cert_export_refuses_a_wrong_key_bad_input_and_bad_flags(tmp_path: Path)
     _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "prom", "--key", str(KEY), "--out", str(out)))
     _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "nfd", "--out", str(out)))  # no lock
     _fails_cleanly(run_cli("cert", "export", str(tmp_path / "missing.cert.json"), "--format", "npd"))
-    for flags in (["--format", "xml"], ["--format", "npd", "--out", str(out)], ["--format", "prom", "--valid-for", "7d"],
-                  ["--format", "nfd", "--valid-for", "seven days"]):
+    for flags in (["--format", "xml"], ["--format", "npd", "--out", str(out)], ["--format", "prom", "--valid-for", "7d"], ["--format", "nfd", "--valid-for", "seven days"]):
         _fails_cleanly(run_cli("cert", "export", str(PASSED), *flags), code=2)
     assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["lockgen.prom"]
     latin1 = tmp_path / "latin1.cert.json"  # not UTF-8: was a UnicodeDecodeError (exit 3) in `cert verify` too
@@ -230,13 +232,31 @@ def test_cert_export_refuses_a_wrong_key_bad_input_and_bad_flags(tmp_path: Path)
         _fails_cleanly(run_cli(*command))
 
 
-RENDERED_FIELDS = [("subject", "target"), ("subject", "lock_sha256"), ("subject", "image_digest"), ("arch",), ("mode",),
-                   ("created",), ("duration_s",), ("passed",), ("figures",), ("figures", "gemm"),
-                   ("figures", "gemm", "bf16"), ("figures", "gemm", "bf16", "value"), ("figures", "gemm", "bf16", "unit"),
-                   ("checks",), ("checks", 0), ("checks", 0, "name"), ("checks", 0, "detail"), ("checks", 0, "passed")]
-ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers(min_value=-10**400, max_value=10**400) | st.floats()
-                        | st.text(max_size=12), lambda inner: st.lists(inner, max_size=2)
-                        | st.dictionaries(st.text(max_size=4), inner, max_size=2), max_leaves=4)
+RENDERED_FIELDS = [
+    ("subject", "target"),
+    ("subject", "lock_sha256"),
+    ("subject", "image_digest"),
+    ("arch",),
+    ("mode",),
+    ("created",),
+    ("duration_s",),
+    ("passed",),
+    ("figures",),
+    ("figures", "gemm"),
+    ("figures", "gemm", "bf16"),
+    ("figures", "gemm", "bf16", "value"),
+    ("figures", "gemm", "bf16", "unit"),
+    ("checks",),
+    ("checks", 0),
+    ("checks", 0, "name"),
+    ("checks", 0, "detail"),
+    ("checks", 0, "passed"),
+]
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**400), max_value=10**400) | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2),
+    max_leaves=4,
+)
 
 
 def _damaged(data: st.DataObject) -> bytes:
@@ -246,7 +266,7 @@ def _damaged(data: st.DataObject) -> bytes:
     raw = PASSED.read_bytes()
     if data.draw(st.booleans()):
         start = data.draw(st.integers(0, len(raw) - 1))
-        return raw[:start] + data.draw(st.binary(max_size=8)) + raw[start + data.draw(st.integers(0, 40)):]
+        return raw[:start] + data.draw(st.binary(max_size=8)) + raw[start + data.draw(st.integers(0, 40)) :]
     document = json.loads(raw)
     document["signature"] = None
     *parents, last = data.draw(st.sampled_from(RENDERED_FIELDS))
@@ -274,8 +294,12 @@ def test_a_damaged_certificate_through_cert_export(data: st.DataObject, fmt: str
         event(f"exit {result.exit_code}")
         if result.exit_code == 0 or (fmt == "npd" and result.exit_code == 1 and not result.stderr):
             rendered = result.stdout if fmt == "npd" else out.read_text()
-            parse = {"prom": samples, "junit": ET.fromstring, "npd": lambda t: t.count("\n") == 1,
-                     "nfd": lambda t: all(NFD_LINE.fullmatch(line) for line in t.splitlines() if not line.startswith("#"))}
+            parse = {
+                "prom": samples,
+                "junit": ET.fromstring,
+                "npd": lambda t: t.count("\n") == 1,
+                "nfd": lambda t: all(NFD_LINE.fullmatch(line) for line in t.splitlines() if not line.startswith("#")),
+            }
             assert parse[fmt](rendered), rendered
             return
         lines = result.stderr.splitlines()
@@ -313,10 +337,12 @@ def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
         exported = run_cli("cert", "export", str(path), "--format", "prom", "--out", str(textfiles / f"{name}.prom"))
         assert exported.returncode == 0, exported.stderr
     port = _free_port()
-    exporter = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
-                                 "--collector.textfile", f"--collector.textfile.directory={textfiles}",
-                                 "--web.disable-exporter-metrics"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    exporter = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}", "--web.disable-exporter-metrics"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         scraped = samples(_scrape(exporter, f"http://127.0.0.1:{port}/metrics"))
     finally:
@@ -334,16 +360,14 @@ def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
     assert scraped[("lockgen_certificate_checks", identity(tf32, status="failed"))] == 1
     bf16 = image["figures"]["gemm"]["bf16"]
     assert scraped[("lockgen_figure", identity(image, group="gemm", name="bf16", unit="TFLOP/s"))] == bf16["value"]
-    assert scraped[("lockgen_figure", identity(tf32, group="gemm", name="tf32", unit="TFLOP/s"))] == \
-        tf32["figures"]["gemm"]["tf32"]["value"]
+    assert scraped[("lockgen_figure", identity(tf32, group="gemm", name="tf32", unit="TFLOP/s"))] == tf32["figures"]["gemm"]["tf32"]["value"]
     assert sum(name == "lockgen_figure" for name, _ in scraped) == len(numeric_figures(image)) + len(numeric_figures(tf32))
 
 
 @pytest.mark.slow
 def test_verify_emit_refuses_npd_unknown_formats_and_nfd_without_a_lock(tmp_path: Path) -> None:
     out = tmp_path / "c.cert.json"
-    for emit, code in (("npd=x", 2), ("metrics.prom", 2), ("xml=r.xml", 2), (f"prom={out}", 2),
-                       (f"nfd={tmp_path / 'lockgen'}", 1)):
+    for emit, code in (("npd=x", 2), ("metrics.prom", 2), ("xml=r.xml", 2), (f"prom={out}", 2), (f"nfd={tmp_path / 'lockgen'}", 1)):
         _fails_cleanly(run_cli("verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", emit), code=code)
     assert list(tmp_path.iterdir()) == []  # refused before the kernel ran: no certificate, no rendering
 
@@ -351,15 +375,13 @@ def test_verify_emit_refuses_npd_unknown_formats_and_nfd_without_a_lock(tmp_path
 @pytest.mark.slow
 def test_verify_emits_its_certificate_for_node_exporter_and_ci(tmp_path: Path) -> None:
     out, prom, junit = tmp_path / "c.cert.json", tmp_path / "metrics" / "lockgen.prom", tmp_path / "report.xml"
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", f"prom={prom}",
-                     "--emit", f"junit={junit}")
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", f"prom={prom}", "--emit", f"junit={junit}")
     assert result.returncode == 0 and result.stdout == f"{out}\n", result.stderr
     assert f"wrote prom {prom}" in result.stderr and f"wrote junit {junit}" in result.stderr
     body = raw_body(out)
     found = samples(prom.read_text())
     assert found[("lockgen_certificate_passed", identity(body))] == 1 and body["arch"] == "cpu"
-    assert found[("lockgen_figure", identity(body, group="gemm", name="fp32", unit="TFLOP/s"))] == \
-        body["figures"]["gemm"]["fp32"]["value"]
+    assert found[("lockgen_figure", identity(body, group="gemm", name="fp32", unit="TFLOP/s"))] == body["figures"]["gemm"]["fp32"]["value"]
     suite = ET.fromstring(junit.read_text()).find("testsuite")
     assert int(suite.get("tests")) == len(body["checks"]) and suite.get("failures") == "0"
     assert sorted(p.name for p in prom.parent.iterdir()) == ["lockgen.prom"]

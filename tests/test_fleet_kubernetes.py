@@ -31,11 +31,29 @@ IMAGE = f"docker://registry.example:5000/team/train@{DIGEST}"
 LOCKGEN_IMAGE = "registry.example:5000/tools/lockgen@sha256:" + "0f" * 32
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 VERSIONS = ("1.30", kubernetes_validate.latest_version())
-GPU_ARGS = ("--image", IMAGE, "--lockgen-image", LOCKGEN_IMAGE, "--arch", "sm90", "--gpu-product", PRODUCT,
-            "--nodes", "4", "--lock", str(LOCK), "--certs-claim", "lockgen-certs", "--key-secret", "lockgen-signing",
-            "--registry-auth-secret", "registry-pull", "--namespace", "gpu-validation")
-CPU_ARGS = ("--image", IMAGE, "--lockgen-image", LOCKGEN_IMAGE, "--arch", "cpu", "--nodes", "2",
-            "--certs-claim", "lockgen-certs", "--name", "ci-cpu")
+GPU_ARGS = (
+    "--image",
+    IMAGE,
+    "--lockgen-image",
+    LOCKGEN_IMAGE,
+    "--arch",
+    "sm90",
+    "--gpu-product",
+    PRODUCT,
+    "--nodes",
+    "4",
+    "--lock",
+    str(LOCK),
+    "--certs-claim",
+    "lockgen-certs",
+    "--key-secret",
+    "lockgen-signing",
+    "--registry-auth-secret",
+    "registry-pull",
+    "--namespace",
+    "gpu-validation",
+)
+CPU_ARGS = ("--image", IMAGE, "--lockgen-image", LOCKGEN_IMAGE, "--arch", "cpu", "--nodes", "2", "--certs-claim", "lockgen-certs", "--name", "ci-cpu")
 LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -63,8 +81,12 @@ def the(documents: list[dict], kind: str) -> dict:
 
 def as_pod(gate: dict) -> dict:
     """The gate fragment merged into a training pod, as its README says to."""
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "team"},
-            "spec": {**gate, "containers": [{"name": "train", "image": "registry.example:5000/team/train@" + DIGEST}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "train", "namespace": "team"},
+        "spec": {**gate, "containers": [{"name": "train", "image": "registry.example:5000/team/train@" + DIGEST}]},
+    }
 
 
 def pod_spec(manifest: dict) -> dict:
@@ -164,9 +186,7 @@ def test_the_monitor_loop_keeps_no_stale_certificate(gpu: dict, tmp_path: Path) 
     for folder in (certs, features, tools):
         folder.mkdir()
     script = script.replace("/certs/", f"{certs}/").replace("/features.d/", f"{features}/")
-    (tools / "lockgen").write_text(
-        '#!/bin/sh\n[ -n "$WRITES" ] || exit 1\n'
-        'while [ $# -gt 0 ]; do case "$1" in --out) echo cert > "$2";; --emit) echo features > "${2#nfd=}";; esac; shift; done\n')
+    (tools / "lockgen").write_text('#!/bin/sh\n[ -n "$WRITES" ] || exit 1\nwhile [ $# -gt 0 ]; do case "$1" in --out) echo cert > "$2";; --emit) echo features > "${2#nfd=}";; esac; shift; done\n')
     (tools / "sleep").write_text("#!/bin/sh\nkill -TERM $PPID\n")  # one round of the loop
     for tool in ("lockgen", "sleep"):
         (tools / tool).chmod(0o755)
@@ -203,20 +223,17 @@ def test_the_same_inputs_give_the_same_bytes_from_two_folders(tmp_path: Path) ->
 
 
 def _bad_value(draw: st.DrawFn) -> tuple[str, str]:
-    flag = draw(st.sampled_from(["--gpu-product", "--nodes", "--name", "--namespace", "--image", "--interval",
-                                 "--gpus-per-node", "--certs-claim", "--lockgen-image"]))
+    flag = draw(st.sampled_from(["--gpu-product", "--nodes", "--name", "--namespace", "--image", "--interval", "--gpus-per-node", "--certs-claim", "--lockgen-image"]))
     if flag == "--gpu-product":
-        value = draw(st.one_of(st.text(min_size=1, max_size=70), st.from_regex(r"[A-Za-z0-9]{64,80}", fullmatch=True))
-                     .filter(lambda text: not LABEL_VALUE.fullmatch(text)))
+        value = draw(st.one_of(st.text(min_size=1, max_size=70), st.from_regex(r"[A-Za-z0-9]{64,80}", fullmatch=True)).filter(lambda text: not LABEL_VALUE.fullmatch(text)))
     elif flag == "--nodes":
-        value = str(draw(st.integers(-10**6, 0)))
+        value = str(draw(st.integers(-(10**6), 0)))
     elif flag == "--gpus-per-node":
         value = str(draw(st.integers(-64, 0)))
     elif flag == "--interval":
         value = str(draw(st.one_of(st.integers(-10, 59), st.integers(7 * 24 * 3600 + 1, 10**9))))
     elif flag == "--image":
-        value = draw(st.sampled_from([IMAGE.split("@")[0] + ":latest", IMAGE.removeprefix("docker://"),
-                                      IMAGE[:-1], "docker://team/train@" + DIGEST]))
+        value = draw(st.sampled_from([IMAGE.split("@")[0] + ":latest", IMAGE.removeprefix("docker://"), IMAGE[:-1], "docker://team/train@" + DIGEST]))
     elif flag == "--lockgen-image":
         value = draw(st.sampled_from(["docker://" + LOCKGEN_IMAGE, "has space", "-x"]))
     else:  # an object name: never a DNS-1123 subdomain; for --name and --namespace, also too long a label
@@ -232,7 +249,7 @@ def test_bad_input_is_one_error_and_hint_and_writes_nothing(bad: tuple[str, str]
     flag, value = bad
     args = list(GPU_ARGS)
     if flag in args:
-        del args[args.index(flag):args.index(flag) + 2]
+        del args[args.index(flag) : args.index(flag) + 2]
     out = tmp_path / "never" / str(abs(hash(bad)))
     result = CliRunner().invoke(app, ["fleet", "kubernetes", *args, f"{flag}={value}", "--out", str(out)])
     lines = result.stderr.splitlines()
@@ -259,16 +276,19 @@ def test_a_lock_that_cannot_be_carried_is_refused_before_anything_is_written(tmp
         assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("change, says", [
-    ({"--arch": "cpu", "--gpus-per-node": "8"}, "--gpus-per-node asks for GPUs, and the arch is cpu"),
-    ({"--gpu-product": None}, "need the GPU model of the nodes"),
-    ({"--arch": "sm42"}, "unknown arch `sm42`"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"--arch": "cpu", "--gpus-per-node": "8"}, "--gpus-per-node asks for GPUs, and the arch is cpu"),
+        ({"--gpu-product": None}, "need the GPU model of the nodes"),
+        ({"--arch": "sm42"}, "unknown arch `sm42`"),
+    ],
+)
 def test_the_arch_decides_what_gpus_are_asked_for(change: dict, says: str, tmp_path: Path) -> None:
     args = list(GPU_ARGS)
     for flag, value in change.items():
         if flag in args:
-            del args[args.index(flag):args.index(flag) + 2]
+            del args[args.index(flag) : args.index(flag) + 2]
         if value is not None:
             args += [flag, value]
     result = CliRunner().invoke(app, ["fleet", "kubernetes", *args, "--out", str(tmp_path / "out")])

@@ -23,8 +23,7 @@ pytestmark = pytest.mark.slow
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     missing = missing_tools()
     if missing or os.geteuid() != 0:
-        pytest.fail(f"the Slurm tests need root and {', '.join(missing) or 'Slurm'}: "
-                    "apt-get install slurm-wlm munge (the README's set-up line does)")
+        pytest.fail(f"the Slurm tests need root and {', '.join(missing) or 'Slurm'}: apt-get install slurm-wlm munge (the README's set-up line does)")
     running = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
     yield running
     running.stop()
@@ -34,9 +33,31 @@ def scripts(tmp_path: Path, python: str, *extra: str) -> tuple[Path, Path, Path]
     key = tmp_path / "key"
     assert run_cli("keygen", "--out", str(key)).returncode == 0
     certs = tmp_path / "certs"
-    done = run_cli("fleet", "slurm", "--arch", "cpu", "--python", python, "--nodes", "2", "--gpus-per-node", "1",
-                   "--quick", "--key", str(key), "--certs", str(certs), "--out", str(tmp_path / "slurm"),
-                   "--time", "00:10:00", "--timeout", "240", "--json", *extra)
+    done = run_cli(
+        "fleet",
+        "slurm",
+        "--arch",
+        "cpu",
+        "--python",
+        python,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+        "--quick",
+        "--key",
+        str(key),
+        "--certs",
+        str(certs),
+        "--out",
+        str(tmp_path / "slurm"),
+        "--time",
+        "00:10:00",
+        "--timeout",
+        "240",
+        "--json",
+        *extra,
+    )
     assert done.returncode == 0, done.stderr
     written = json.loads(done.stdout)
     return Path(written["sbatch"]), Path(written["health"]), certs
@@ -65,7 +86,7 @@ def test_the_health_check_drains_a_broken_node_with_its_reason(tmp_path: Path, c
     envs = tmp_path / "envs"
     (envs / "n1" / "bin").mkdir(parents=True)
     healthy = envs / "n1" / "bin" / "python"  # this interpreter, as it runs: a link to a venv's python loses the venv
-    healthy.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    healthy.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
     healthy.chmod(0o755)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(envs / "n2")], check=True, timeout=120)  # no torch
     prom = tmp_path / "textfile"

@@ -60,8 +60,8 @@ def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     position, idat, header = 8, b"", None
     while position < len(data):
-        length, kind = struct.unpack(">I4s", data[position:position + 8])
-        chunk = data[position + 8:position + 8 + length]
+        length, kind = struct.unpack(">I4s", data[position : position + 8])
+        chunk = data[position + 8 : position + 8 + length]
         if kind == b"IHDR":
             header = struct.unpack(">IIBBBBB", chunk)
         elif kind == b"IDAT":
@@ -72,7 +72,7 @@ def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     step = 3 if colour == 2 else 4
     raw, stride, rows, previous = zlib.decompress(idat), width * step, [], bytearray(width * step)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for x in range(stride):
             left = line[x - step] if x >= step else 0
             up, corner = previous[x], previous[x - step] if x >= step else 0
@@ -92,9 +92,8 @@ def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
 
 
 def _count(rows: list[bytes], step: int, colour: str) -> int:
-    want = tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
-    return sum(1 for row in rows for x in range(0, len(row), step)
-               if all(abs(row[x + i] - want[i]) <= 6 for i in range(3)))
+    want = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return sum(1 for row in rows for x in range(0, len(row), step) if all(abs(row[x + i] - want[i]) <= 6 for i in range(3)))
 
 
 @pytest.mark.slow
@@ -108,9 +107,12 @@ def test_the_html_page_renders_the_matrix_and_the_charts_in_chromium(fleet: Path
     html = page.read_text()
     assert "<script" not in html and "http" not in html.split("</style>", 1)[1]  # no script, no external asset
     shot = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,1400", f"--screenshot={shot}",
-                    page.as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,1400", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     _, step, rows = _png_pixels(shot)
     from lockgen.core.fleet_html import COLOURS
 

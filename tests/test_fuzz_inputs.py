@@ -24,8 +24,7 @@ from lockgen.api.locks import diff, render
 from lockgen.errors import LockgenError
 from tests.conftest import EXAMPLE_STACK, REPO
 
-FOREIGN = sorted(p for p in (Path(__file__).parent / "fixtures" / "foreign").rglob("*") if p.is_file() and p.name != "pyproject.toml") \
-    + [EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"]
+FOREIGN = sorted(p for p in (Path(__file__).parent / "fixtures" / "foreign").rglob("*") if p.is_file() and p.name != "pyproject.toml") + [EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"]
 LOCKS = sorted((EXAMPLE_STACK.parent / "locks").glob("*.conda-lock.yml"))
 CERTIFICATE = REPO / "envs" / "examples" / "h200-system" / "h200-quick.cert.json"
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -42,15 +41,15 @@ def _mutated(text: str, data: st.DataObject) -> str:
     if kind == "cut":  # mid-line
         return "".join(lines[:index]) + lines[index][: len(lines[index]) // 2]
     if kind == "drop":
-        return "".join(lines[:index] + lines[index + 1:])
+        return "".join(lines[:index] + lines[index + 1 :])
     if kind == "double":
-        return "".join(lines[:index + 1] + lines[index:])
+        return "".join(lines[: index + 1] + lines[index:])
     if kind in ("list", "mapping"):
         key, sep, _ = lines[index].partition(":" if ":" in lines[index] else "=")
         replacement = key + (sep or ":") + (" [1, [2]]\n" if kind == "list" else " {a: 1}\n")
-        return "".join(lines[:index] + [replacement] + lines[index + 1:])
+        return "".join(lines[:index] + [replacement] + lines[index + 1 :])
     if kind == "indent":
-        return "".join(lines[:index] + ["   " + lines[index]] + lines[index + 1:])
+        return "".join(lines[:index] + ["   " + lines[index]] + lines[index + 1 :])
     return "".join(lines[:index]) + data.draw(st.text(max_size=20)) + "".join(lines[index:])
 
 
@@ -87,8 +86,7 @@ def test_render_and_diff_of_a_damaged_lock(tmp_path: Path, data: st.DataObject, 
 
 
 def _edited_value(data: st.DataObject) -> object:
-    return data.draw(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8),
-                               st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
+    return data.draw(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
 
 
 def _edit_json(document: object, data: st.DataObject, depth: int = 0) -> object:
@@ -106,7 +104,7 @@ def _edit_json(document: object, data: st.DataObject, depth: int = 0) -> object:
         return edited
     if isinstance(document, list) and document and depth < 6:
         index = data.draw(st.integers(0, len(document) - 1))
-        return document[:index] + [_edit_json(document[index], data, depth + 1)] + document[index + 1:]
+        return document[:index] + [_edit_json(document[index], data, depth + 1)] + document[index + 1 :]
     return _edited_value(data)
 
 
@@ -193,8 +191,7 @@ def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject
     base = REPO / "envs" / "examples" / "h200-system" / "locks" / "h200.conda-lock.yml"
     (folder / "base.conda-lock.yml").write_text(_mutated(base.read_text()[:6000], data), encoding="utf-8", errors="replace")
     extends = data.draw(st.sampled_from(["base.conda-lock.yml", "missing.conda-lock.yml", "../x.yaml", "img-dir", "base.toml"]))
-    (folder / "team.toml").write_text(f'[stack]\nname = "t"\nextends = "{extends}"\n[pypi-dependencies]\nsix = "*"\n'
-                                      '[targets.h200]\narch = "cpu"\n')
+    (folder / "team.toml").write_text(f'[stack]\nname = "t"\nextends = "{extends}"\n[pypi-dependencies]\nsix = "*"\n[targets.h200]\narch = "cpu"\n')
     try:
         read_stack(folder / "team.toml")
     except LockgenError as error:
@@ -206,16 +203,16 @@ def tiny_channel_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.channel_factory import Pkg, build_channel, cpu_lock
 
     folder = tmp_path_factory.mktemp("tiny")
-    channel = build_channel(folder / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"}),
-                                                 Pkg("hello-tool", "2.0", depends=("hello-data",), files={"bin/hello": "hi\n"})])
+    channel = build_channel(
+        folder / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"}), Pkg("hello-tool", "2.0", depends=("hello-data",), files={"bin/hello": "hi\n"})]
+    )
     return cpu_lock(folder, channel.as_uri(), ["hello-tool"])
 
 
 @pytest.mark.slow
 @FUZZ
 @given(data=st.data())
-def test_materialize_and_check_of_a_damaged_lock(tmp_path: Path, tiny_channel_lock: Path, data: st.DataObject,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_materialize_and_check_of_a_damaged_lock(tmp_path: Path, tiny_channel_lock: Path, data: st.DataObject, monkeypatch: pytest.MonkeyPatch) -> None:
     """A damaged lock of a real local channel through the commands that act on it: an environment, or one
     clean error and no environment; nothing outside the run's folders."""
     from lockgen.api.check import check_lock

@@ -95,8 +95,7 @@ def test_children_never_asked_end_with_the_block(tmp_path: Path, forking: None) 
             os.waitpid(pid, os.WNOHANG)
 
 
-def test_no_child_beside_another_thread_or_for_few_files(tmp_path: Path, forking: None,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_child_beside_another_thread_or_for_few_files(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
     paths = [str(p) for p in _files(tmp_path, 4)]
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
@@ -112,15 +111,13 @@ def test_no_child_beside_another_thread_or_for_few_files(tmp_path: Path, forking
         assert ahead.digests() == {}
 
 
-def test_a_check_read_by_children_is_the_check_read_by_itself(tmp_path: Path, forking: None,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_check_read_by_children_is_the_check_read_by_itself(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     read: list[str] = []
     real = prefix_observer.hash_files
-    monkeypatch.setattr(prefix_observer, "hash_files",
-                        lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
+    monkeypatch.setattr(prefix_observer, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
     records = tmp_path / "home" / "conformance"
     time.sleep(prefix_observer.RACY_NS / 1e9 + 0.05)  # settled: each first check keeps its fingerprints
     ahead = check_lock(lock, Prefix(prefix))

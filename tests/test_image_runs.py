@@ -28,8 +28,10 @@ def pure_lock(tmp_path: Path) -> Path:
     index = build_index(tmp_path / "index", [Wheel("hello", "1.0", files={"hello/greet.py": "WORDS = 'from the lock'\n"})])
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "pure"\npython = "{PYTHON}"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n'
-                     f'hello = "*"\n[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "pure"\npython = "{PYTHON}"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n'
+        f'hello = "*"\n[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n[targets.cpu]\narch = "cpu"\n'
+    )
     done = run_cli("resolve", str(stack))
     assert done.returncode == 0, done.stderr
     return stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -47,9 +49,11 @@ def _refused(done, out: Path) -> tuple[str, str]:  # type: ignore[no-untyped-def
 def test_a_venv_with_no_python_in_its_image_is_refused_naming_the_ways_out(tmp_path: Path, pure_lock: Path) -> None:
     out = tmp_path / "img"
     error, hint = _refused(run_cli("export", str(pure_lock), "--out", str(out)), out)
-    assert error == (f"error: the lock's environment is a venv (PyPI packages only) that runs on python{PYTHON}, and no "
-                     f"--base image brings one at /usr/local/bin/python{PYTHON} or /usr/bin/python{PYTHON}: the image could "
-                     "not start its Python")
+    assert error == (
+        f"error: the lock's environment is a venv (PyPI packages only) that runs on python{PYTHON}, and no "
+        f"--base image brings one at /usr/local/bin/python{PYTHON} or /usr/bin/python{PYTHON}: the image could "
+        "not start its Python"
+    )
     assert f"pass --base with an image that has /usr/local/bin/python{PYTHON} or /usr/bin/python{PYTHON}" in hint
     assert f'give the stack a conda python (python = "{PYTHON}.*" in [dependencies])' in hint
     bare = python_base(tmp_path / "glibc-only", python=False)  # the C libraries, no interpreter

@@ -38,8 +38,7 @@ class _Lock:
 
 
 def test_services_are_recorded_and_become_the_launcher_entrypoint() -> None:
-    spec = parse_stack(STACK + 'workdir = "/home/dev"\n[image.services]\nweb = ["python", "-m", "http.server"]\n'
-                       'ssh = ["/usr/sbin/sshd", "-D"]\n')
+    spec = parse_stack(STACK + 'workdir = "/home/dev"\n[image.services]\nweb = ["python", "-m", "http.server"]\nssh = ["/usr/sbin/sshd", "-D"]\n')
     recorded = json.loads(image_text(spec))
     assert recorded["services"] == {"ssh": ["/usr/sbin/sshd", "-D"], "web": ["python", "-m", "http.server"]}
     base = {"config": {"Entrypoint": ["/bin/base"], "Cmd": ["bash"], "Env": ["PATH=/usr/bin"]}}
@@ -49,11 +48,14 @@ def test_services_are_recorded_and_become_the_launcher_entrypoint() -> None:
     assert "services" not in json.loads(image_text(parse_stack(STACK + 'workdir = "/w"\n')))  # older locks unchanged
 
 
-@pytest.mark.parametrize(("lines", "fragment"), [
-    ('[image.services]\n"Web UI" = ["x"]\n', "must be lower-case letters"),
-    ('[image.services]\nweb = []\n', "needs a command"),
-    ('entrypoint = ["/bin/x"]\n[image.services]\nweb = ["x"]\n', "both say what the image runs"),
-])
+@pytest.mark.parametrize(
+    ("lines", "fragment"),
+    [
+        ('[image.services]\n"Web UI" = ["x"]\n', "must be lower-case letters"),
+        ("[image.services]\nweb = []\n", "needs a command"),
+        ('entrypoint = ["/bin/x"]\n[image.services]\nweb = ["x"]\n', "both say what the image runs"),
+    ],
+)
 def test_bad_services_are_one_error(tmp_path: Path, lines: str, fragment: str) -> None:
     with pytest.raises(UserError, match=fragment):
         parse_stack(STACK + lines)

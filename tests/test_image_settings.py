@@ -17,12 +17,16 @@ from tests.conftest import run_cli
 from tests.image_run import podman_run, require
 from tests.test_export import run_export
 
-SHOW = ('#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){char d[256];'
-        'getcwd(d,sizeof d);printf("uid=%d cwd=%s greeting=%s args=",(int)getuid(),d,getenv("GREETING"));'
-        'for(int i=1;i<c;i++)printf("%s ",v[i]);printf("\\n");return 0;}\n')
-IMAGE = ('[image]\nentrypoint = ["/opt/env/bin/show"]\ncmd = ["first", "second"]\nenv = { GREETING = "hi" }\n'
-         'workdir = "/tmp"\nuser = "1001:1001"\nexposed-ports = [8888, "22/tcp"]\nvolumes = ["/data"]\n'
-         'labels = { "org.example.team" = "ml" }\n')
+SHOW = (
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\nint main(int c,char**v){char d[256];"
+    'getcwd(d,sizeof d);printf("uid=%d cwd=%s greeting=%s args=",(int)getuid(),d,getenv("GREETING"));'
+    'for(int i=1;i<c;i++)printf("%s ",v[i]);printf("\\n");return 0;}\n'
+)
+IMAGE = (
+    '[image]\nentrypoint = ["/opt/env/bin/show"]\ncmd = ["first", "second"]\nenv = { GREETING = "hi" }\n'
+    'workdir = "/tmp"\nuser = "1001:1001"\nexposed-ports = [8888, "22/tcp"]\nvolumes = ["/data"]\n'
+    'labels = { "org.example.team" = "ml" }\n'
+)
 
 
 def stack_with_image(tmp_path: Path, image: str) -> Path:
@@ -32,8 +36,7 @@ def stack_with_image(tmp_path: Path, image: str) -> Path:
     channel = build_channel(tmp_path / "channel", [Pkg("show", "1.0", files={"bin/show": (tmp_path / "show").read_bytes()})])
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nshow = "*"\n'
-                     f'[targets.cpu]\narch = "cpu"\n{image}')
+    stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nshow = "*"\n[targets.cpu]\narch = "cpu"\n{image}')
     api.resolve(stack)
     return stack
 
@@ -61,18 +64,20 @@ def test_the_image_runs_and_exposes_what_the_stack_says(tmp_path: Path, monkeypa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("line", "fragment"), [
-    ('user = "0"', "must not be root"),
-    ('labels = { "dev.lockgen.lock.sha256" = "x" }', "is lockgen's"),
-    ('env = { CONDA_PREFIX = "/x" }', "is the environment's own"),
-    ('exposed-ports = ["http"]', "must be PORT"),
-    ('volumes = ["data"]', "must be an absolute path"),
-    ('shell = ["/bin/sh"]', "unknown key `shell` in [image]"),
-])
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ('user = "0"', "must not be root"),
+        ('labels = { "dev.lockgen.lock.sha256" = "x" }', "is lockgen's"),
+        ('env = { CONDA_PREFIX = "/x" }', "is the environment's own"),
+        ('exposed-ports = ["http"]', "must be PORT"),
+        ('volumes = ["data"]', "must be an absolute path"),
+        ('shell = ["/bin/sh"]', "unknown key `shell` in [image]"),
+    ],
+)
 def test_bad_image_settings_are_one_error_naming_the_line(tmp_path: Path, line: str, fragment: str) -> None:
     stack = tmp_path / "stack.toml"
-    stack.write_text('[stack]\nname = "t"\npython = "3.11"\n[pypi-dependencies]\nsix = "*"\n'
-                     f'[targets.cpu]\narch = "cpu"\n[image]\n{line}\n')
+    stack.write_text(f'[stack]\nname = "t"\npython = "3.11"\n[pypi-dependencies]\nsix = "*"\n[targets.cpu]\narch = "cpu"\n[image]\n{line}\n')
     done = run_cli("resolve", str(stack), "--dry-run")
     assert done.returncode == 1 and fragment in done.stderr and f"{stack}:9:" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "locks").exists()

@@ -22,16 +22,21 @@ SIX = "https://files.pythonhosted.org/packages/b7/ce/149a00dd41f10bc29e5921b496a
 ORJSON = "https://files.pythonhosted.org/packages/source/o/orjson/orjson-3.10.0.tar.gz"
 CONDA_LOCK = {
     "version": 1,
-    "metadata": {"content_hash": {"linux-64": "0" * 64}, "channels": [{"url": "conda-forge", "used_env_vars": []}],
-                 "platforms": ["linux-64"], "sources": ["environment.yml"]},
+    "metadata": {"content_hash": {"linux-64": "0" * 64}, "channels": [{"url": "conda-forge", "used_env_vars": []}], "platforms": ["linux-64"], "sources": ["environment.yml"]},
     "package": [
-        {"name": "zlib", "version": "1.3.1", "manager": "conda", "platform": "linux-64", "dependencies": {},
-         "url": "https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda",
-         "hash": {"md5": "b" * 32, "sha256": "a" * 64}, "category": "main", "optional": False},
-        {"name": "six", "version": "1.17.0", "manager": "pip", "platform": "linux-64", "dependencies": {},
-         "url": SIX, "hash": {"sha256": "c" * 64}, "category": "main", "optional": False},
-        {"name": "orjson", "version": "3.10.0", "manager": "pip", "platform": "linux-64", "dependencies": {},
-         "url": ORJSON, "hash": {"sha256": "d" * 64}, "category": "main", "optional": False},
+        {
+            "name": "zlib",
+            "version": "1.3.1",
+            "manager": "conda",
+            "platform": "linux-64",
+            "dependencies": {},
+            "url": "https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda",
+            "hash": {"md5": "b" * 32, "sha256": "a" * 64},
+            "category": "main",
+            "optional": False,
+        },
+        {"name": "six", "version": "1.17.0", "manager": "pip", "platform": "linux-64", "dependencies": {}, "url": SIX, "hash": {"sha256": "c" * 64}, "category": "main", "optional": False},
+        {"name": "orjson", "version": "3.10.0", "manager": "pip", "platform": "linux-64", "dependencies": {}, "url": ORJSON, "hash": {"sha256": "d" * 64}, "category": "main", "optional": False},
     ],
 }
 
@@ -48,9 +53,9 @@ def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(tm
     from conda_lock.conda_lock import render_lockfile_for_platform
     from conda_lock.lockfile import parse_conda_lock_file
 
-    lines = render_lockfile_for_platform(lockfile=parse_conda_lock_file(conda_lock_file), include_dev_dependencies=True,
-                                         extras=None, kind="explicit", platform="linux-64",
-                                         suppress_warning_for_pip_and_explicit=True)
+    lines = render_lockfile_for_platform(
+        lockfile=parse_conda_lock_file(conda_lock_file), include_dev_dependencies=True, extras=None, kind="explicit", platform="linux-64", suppress_warning_for_pip_and_explicit=True
+    )
     explicit = tmp_path / "conda-linux-64.lock"
     explicit.write_text("\n".join(lines) + "\n")
     assert f"# pip six @ {SIX}#sha256={'c' * 64}" in explicit.read_text()
@@ -58,8 +63,7 @@ def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(tm
     pip = [(p.name, p.version, p.url, p.hash.sha256) for p in lock.package if p.manager == "pip"]
     assert pip == [("six", "1.17.0", SIX, "c" * 64)]
     assert [p.name for p in lock.package if p.manager == "conda"] == ["zlib"]
-    assert lock.meta("skipped") == ("linux-64: `orjson` is an sdist (it would be built on install): orjson-3.10.0.tar.gz;"
-                                    " lockgen locks wheels only")
+    assert lock.meta("skipped") == ("linux-64: `orjson` is an sdist (it would be built on install): orjson-3.10.0.tar.gz; lockgen locks wheels only")
     assert load_lock(tmp_path / "t.yml") == lock
 
 
@@ -75,8 +79,7 @@ def test_a_conda_lock_sdist_pip_entry_is_listed_not_locked(tmp_path: Path, conda
 @pytest.mark.slow
 def test_a_pixi_environment_without_linux_is_refused_naming_its_platforms(tmp_path: Path) -> None:
     text = (FOREIGN / "tiny.pixi.lock").read_text()
-    text = text.replace("      linux-64:\n      - conda: https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda\n",
-                        "      osx-arm64:\n")
+    text = text.replace("      linux-64:\n      - conda: https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda\n", "      osx-arm64:\n")
     source = tmp_path / "pixi.lock"
     source.write_text(text)
     done = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))

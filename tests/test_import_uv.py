@@ -20,16 +20,18 @@ from tests.uv_oracle import lockgen_takes, uv_selects
 CONFLICTS = Path(__file__).parent / "fixtures" / "foreign" / "conflicts"
 
 
-@pytest.mark.parametrize("flags, choices", [
-    ([], UvChoices()),
-    (["--extra", "cpu"], UvChoices(extras=("cpu",))),
-    (["--extra", "cu128", "--group", "lint"], UvChoices(extras=("cu128",), groups=("lint",))),
-    (["--extra", "cu128", "--no-dev"], UvChoices(extras=("cu128",), dev=False)),
-    (["--python", "3.12", "--extra", "cpu"], UvChoices(python="3.12", extras=("cpu",))),
-])
+@pytest.mark.parametrize(
+    "flags, choices",
+    [
+        ([], UvChoices()),
+        (["--extra", "cpu"], UvChoices(extras=("cpu",))),
+        (["--extra", "cu128", "--group", "lint"], UvChoices(extras=("cu128",), groups=("lint",))),
+        (["--extra", "cu128", "--no-dev"], UvChoices(extras=("cu128",), dev=False)),
+        (["--python", "3.12", "--extra", "cpu"], UvChoices(python="3.12", extras=("cpu",))),
+    ],
+)
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
-def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(tmp_path: Path, flags: list[str],
-                                                                     choices: UvChoices, platform: str) -> None:
+def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(tmp_path: Path, flags: list[str], choices: UvChoices, platform: str) -> None:
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
     python = choices.python or "3.10"
@@ -69,14 +71,13 @@ def test_the_shared_uv_locks_import_what_uv_installs(tmp_path: Path, source: Pat
     project = tmp_path / "project"
     project.mkdir()
     shutil.copy(source, project / "uv.lock")
-    (project / "pyproject.toml").write_text(f'[project]\nname = "{root["name"]}"\nversion = "0"\n'
-                                            f'requires-python = "{data["requires-python"]}"\n')
+    (project / "pyproject.toml").write_text(f'[project]\nname = "{root["name"]}"\nversion = "0"\nrequires-python = "{data["requires-python"]}"\n')
     expected = uv_selects(project, ["--python", python], platform, python)
     taken = lockgen_takes(project / "uv.lock", UvChoices(python=python), platform, tmp_path / "t.yml")
     assert taken == expected, (sorted(taken - expected), sorted(expected - taken))
 
 
-WHEELS_LOCK = '''version = 1
+WHEELS_LOCK = """version = 1
 revision = 2
 requires-python = ">=3.11"
 
@@ -112,7 +113,7 @@ wheels = [
     { url = "https://files.example/capped-1.0-cp311-cp311-manylinux_2_35_x86_64.whl", hash = "sha256:HASH5" },
     { url = "https://files.example/capped-1.0-cp311-cp311-manylinux_2_39_aarch64.whl", hash = "sha256:HASH6" },
 ]
-'''
+"""
 for _number in range(1, 7):
     WHEELS_LOCK = WHEELS_LOCK.replace(f"HASH{_number}", f"{_number}" * 64)
 
@@ -125,11 +126,9 @@ def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) 
     source.write_text(WHEELS_LOCK)
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices())
     x86 = {p.name: p.url.rsplit("/", 1)[-1] for p in lock.packages_for("linux-64")}
-    assert x86 == {"torch": "torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl",
-                   "flash-attn": "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"}
+    assert x86 == {"torch": "torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl", "flash-attn": "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"}
     skipped = lock.meta("skipped").split("; ")
-    assert ("linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc 2.28):"
-            " pass --glibc 2.35 to admit it") in skipped
+    assert ("linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc 2.28): pass --glibc 2.35 to admit it") in skipped
     assert any(s.startswith("linux-aarch64: `capped` 1.0 needs glibc 2.39") and "--glibc 2.39" in s for s in skipped)
     assert "linux-aarch64: `torch` 2.6.0+cpu has no wheel for linux-aarch64 at CPython 3.11" in skipped
     _, newer = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices(glibc="2.35"))

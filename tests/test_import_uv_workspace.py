@@ -19,7 +19,8 @@ from tests.uv_oracle import lockgen_takes, uv_export, uv_selects, write_project
 pytestmark = [pytest.mark.network, pytest.mark.slow]  # every test here solves with uv or builds an image first
 PLATFORMS = ["linux-64", "linux-aarch64"]
 BUILD = '\n[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
-ROOT = '''[project]
+ROOT = (
+    """[project]
 name = "app"
 version = "0.1.0"
 requires-python = ">=3.10"
@@ -47,8 +48,11 @@ other = { workspace = true }
 
 [tool.uv.workspace]
 members = ["packages/*"]
-''' + BUILD
-LIB = '''[project]
+"""
+    + BUILD
+)
+LIB = (
+    """[project]
 name = "lib"
 version = "0.1.0"
 requires-python = ">=3.10"
@@ -57,8 +61,11 @@ dependencies = ["attrs"]
 [project.optional-dependencies]
 cpu-x = ["idna==3.7"]
 cu128-x = ["idna==3.10", "wheel; platform_machine == 'x86_64'"]
-''' + BUILD
-OTHER = '''[project]
+"""
+    + BUILD
+)
+OTHER = (
+    """[project]
 name = "other"
 version = "0.1.0"
 requires-python = ">=3.10"
@@ -66,12 +73,13 @@ dependencies = ["pyparsing"]
 
 [project.optional-dependencies]
 vllm = ["packaging==24.2"]
-''' + BUILD
+"""
+    + BUILD
+)
 
 
 def _workspace(folder: Path, defaults: str = "") -> Path:
-    return write_project(folder, {"pyproject.toml": ROOT.replace("DEFAULTS", defaults),
-                                  "packages/lib/pyproject.toml": LIB, "packages/other/pyproject.toml": OTHER})
+    return write_project(folder, {"pyproject.toml": ROOT.replace("DEFAULTS", defaults), "packages/lib/pyproject.toml": LIB, "packages/other/pyproject.toml": OTHER})
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +92,7 @@ CHOICES = [
     (["--extra", "cu128"], UvChoices(extras=("cu128",))),  # lib[cu128-x] through the edge: wheel on x86_64 only
     (["--extra", "cpu"], UvChoices(extras=("cpu",))),
     (["--extra", "vllm"], UvChoices(extras=("vllm",))),
-    (["--extra", "cu128", "--extra", "vllm", "--group", "lint", "--no-dev"],
-     UvChoices(extras=("cu128", "vllm"), groups=("lint",), dev=False)),
+    (["--extra", "cu128", "--extra", "vllm", "--group", "lint", "--no-dev"], UvChoices(extras=("cu128", "vllm"), groups=("lint",), dev=False)),
     (["--all-packages"], UvChoices(all_packages=True)),
     (["--all-packages", "--extra", "cpu-x"], UvChoices(all_packages=True, extras=("cpu-x",))),
     (["--package", "other", "--extra", "vllm"], UvChoices(package="other", extras=("vllm",))),
@@ -95,8 +102,7 @@ CHOICES = [
 
 @pytest.mark.parametrize("flags, choices", CHOICES, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_a_workspace_imports_what_uv_installs(workspace: Path, tmp_path: Path, flags: list[str], choices: UvChoices,
-                                             platform: str) -> None:
+def test_a_workspace_imports_what_uv_installs(workspace: Path, tmp_path: Path, flags: list[str], choices: UvChoices, platform: str) -> None:
     expected = uv_selects(workspace, flags, platform, "3.10")
     assert lockgen_takes(workspace / "uv.lock", choices, platform, tmp_path / "t.yml") == expected
 
@@ -111,15 +117,17 @@ def test_member_extras_reached_through_an_edge_bring_their_cuda_fork(workspace: 
     assert "wheel" not in arm and "packaging" not in arm and "pyparsing" not in x86  # other's own: not the root's
 
 
-@pytest.mark.parametrize("flags, message, hint", [
-    (["--all-packages", "--extra", "vllm"], r"`app\[vllm\]` and `other\[vllm\]` conflicting", "--extra vllm with --package app"),
-    (["--extra", "nope"], "the project `app` has no extra nope", "its extras: cpu, cu128, vllm"),
-    (["--group", "nope"], "the project `app` has no dependency group nope", "its groups: dev, lint"),
-    (["--package", "nope"], "the lock's workspace has no member `nope`", "its members: app, lib, other"),
-    (["--all-packages", "--extra", "nope"], "no workspace member has the extra nope", "cpu, cpu-x, cu128, cu128-x, vllm"),
-])
-def test_choices_uv_refuses_are_refused_naming_what_exists(workspace: Path, tmp_path: Path, flags: list[str],
-                                                           message: str, hint: str) -> None:
+@pytest.mark.parametrize(
+    "flags, message, hint",
+    [
+        (["--all-packages", "--extra", "vllm"], r"`app\[vllm\]` and `other\[vllm\]` conflicting", "--extra vllm with --package app"),
+        (["--extra", "nope"], "the project `app` has no extra nope", "its extras: cpu, cu128, vllm"),
+        (["--group", "nope"], "the project `app` has no dependency group nope", "its groups: dev, lint"),
+        (["--package", "nope"], "the lock's workspace has no member `nope`", "its members: app, lib, other"),
+        (["--all-packages", "--extra", "nope"], "no workspace member has the extra nope", "cpu, cpu-x, cu128, cu128-x, vllm"),
+    ],
+)
+def test_choices_uv_refuses_are_refused_naming_what_exists(workspace: Path, tmp_path: Path, flags: list[str], message: str, hint: str) -> None:
     assert uv_export(workspace, flags).returncode != 0
     done = run_cli("import", str(workspace / "uv.lock"), "-t", "t", "-o", str(tmp_path / "t.yml"), *flags)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
@@ -129,17 +137,19 @@ def test_choices_uv_refuses_are_refused_naming_what_exists(workspace: Path, tmp_
     assert not (tmp_path / "t.yml").exists()
 
 
-@pytest.mark.parametrize("defaults, flags", [
-    ('default-groups = ["dev", "lint"]\n', []),
-    ('default-groups = "all"\n', []),
-    ('default-groups = ["lint"]\n', ["--group", "dev"]),
-    ('default-groups = "all"\n', ["--no-default-groups"]),
-])
+@pytest.mark.parametrize(
+    "defaults, flags",
+    [
+        ('default-groups = ["dev", "lint"]\n', []),
+        ('default-groups = "all"\n', []),
+        ('default-groups = ["lint"]\n', ["--group", "dev"]),
+        ('default-groups = "all"\n', ["--no-default-groups"]),
+    ],
+)
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_default_groups_come_from_the_pyproject(tmp_path: Path, defaults: str, flags: list[str], platform: str) -> None:
     project = _workspace(tmp_path / "project", defaults)
-    choices = UvChoices(groups=tuple(flags[1:]) if flags[:1] == ["--group"] else (),
-                        no_default_groups="--no-default-groups" in flags)
+    choices = UvChoices(groups=tuple(flags[1:]) if flags[:1] == ["--group"] else (), no_default_groups="--no-default-groups" in flags)
     expected = uv_selects(project, flags, platform, "3.10")
     assert lockgen_takes(project / "uv.lock", choices, platform, tmp_path / "t.yml") == expected
     alone = tmp_path / "alone"
@@ -171,8 +181,7 @@ def test_a_patch_level_python_is_judged_with_its_patch(tmp_path: Path, python: s
     """requires-python `>=3.13.14, <3.14` admits 3.13.14 (and `3.13` means its oldest admitted patch, 3.13.14);
     a `python_full_version` marker sees the patch. (uv writes the lock with this interpreter's Python range;
     the lock's requires-python is then narrowed as uv writes it for such a project.)"""
-    text = ('[project]\nname = "patchy"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
-            'dependencies = ["six", "tomli ; python_full_version < \'3.13.15\'"]\n\n[tool.uv]\npackage = false\n')
+    text = '[project]\nname = "patchy"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = ["six", "tomli ; python_full_version < \'3.13.15\'"]\n\n[tool.uv]\npackage = false\n'
     project = write_project(tmp_path / "patchy", {"pyproject.toml": text})
     for name in ("uv.lock", "pyproject.toml"):
         path = project / name
@@ -191,15 +200,17 @@ def test_a_patch_level_python_is_judged_with_its_patch(tmp_path: Path, python: s
 def virtual_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace whose root is no project: its members and its own dependency group."""
     member = '[project]\nname = "NAME"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = ["DEP"]\n' + BUILD
-    return write_project(tmp_path_factory.mktemp("virtual"), {
-        "pyproject.toml": '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n[dependency-groups]\ndev = ["iniconfig"]\n',
-        "packages/a/pyproject.toml": member.replace("NAME", "a").replace("DEP", "six"),
-        "packages/b/pyproject.toml": member.replace("NAME", "b").replace("DEP", "attrs")})
+    return write_project(
+        tmp_path_factory.mktemp("virtual"),
+        {
+            "pyproject.toml": '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n[dependency-groups]\ndev = ["iniconfig"]\n',
+            "packages/a/pyproject.toml": member.replace("NAME", "a").replace("DEP", "six"),
+            "packages/b/pyproject.toml": member.replace("NAME", "b").replace("DEP", "attrs"),
+        },
+    )
 
 
-@pytest.mark.parametrize("flags, choices", [([], UvChoices()), (["--no-dev"], UvChoices(dev=False)),
-                                            (["--package", "a"], UvChoices(package="a"))], ids=["default", "no-dev", "a"])
-def test_a_workspace_root_that_is_no_project_installs_every_member_and_its_groups(
-        virtual_root: Path, tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+@pytest.mark.parametrize("flags, choices", [([], UvChoices()), (["--no-dev"], UvChoices(dev=False)), (["--package", "a"], UvChoices(package="a"))], ids=["default", "no-dev", "a"])
+def test_a_workspace_root_that_is_no_project_installs_every_member_and_its_groups(virtual_root: Path, tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
     expected = uv_selects(virtual_root, flags, "linux-64", "3.10")
     assert lockgen_takes(virtual_root / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected

@@ -49,7 +49,7 @@ class _Handler(_QuietHandler):
         self.end_headers()
         try:
             for start in range(0, min(len(body), 1200 << 10), 1 << 10):  # a kilobyte every tenth of a second
-                self.wfile.write(body[start:start + (1 << 10)])
+                self.wfile.write(body[start : start + (1 << 10)])
                 self.wfile.flush()
                 time.sleep(0.1)
         except OSError:  # the client went away: what the test waits for
@@ -70,19 +70,18 @@ def index(tmp_path: Path) -> Iterator[tuple[str, _Slow]]:
 def _stack(folder: Path, url: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
-    path.write_text(f'[stack]\nname = "slow"\npython = "3.11"\nplatforms = ["linux-64"]\n'
-                    f'[pypi-dependencies]\nlight = "*"\nbulky = "*"\n[pypi-options]\nindex-url = "{url}"\n'
-                    '[targets.cpu]\narch = "cpu"\n')
+    path.write_text(
+        f'[stack]\nname = "slow"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\nlight = "*"\nbulky = "*"\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n'
+    )
     return path
 
 
-def _interrupted(command: list[str], slow: _Slow, env: dict[str, str], cwd: Path,
-                 group: bool = True) -> subprocess.CompletedProcess[str]:
+def _interrupted(command: list[str], slow: _Slow, env: dict[str, str], cwd: Path, group: bool = True) -> subprocess.CompletedProcess[str]:
     """Runs `lockgen COMMAND` in its own process group and sends SIGINT once the slow request came: to the
     group, as a terminal's Ctrl-C does, or (`group=False`, `kill -INT PID`) to lockgen alone."""
-    process = subprocess.Popen([sys.executable, "-m", "lockgen", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, cwd=cwd, start_new_session=True,
-                               preexec_fn=signals_as_from_a_terminal)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lockgen", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True, preexec_fn=signals_as_from_a_terminal
+    )
     try:
         assert slow.asked.wait(timeout=180), "the run never asked for the slow file"
         time.sleep(1)  # well inside the download
@@ -104,13 +103,11 @@ def test_ctrl_c_during_materialize_leaves_nothing(tmp_path: Path, index: tuple[s
     url, slow = index
     env = _environment(tmp_path)
     stack = _stack(tmp_path / "stack", url)
-    resolved = subprocess.run([sys.executable, "-m", "lockgen", "resolve", str(stack)], capture_output=True, text=True,
-                              env=env, cwd=REPO)
+    resolved = subprocess.run([sys.executable, "-m", "lockgen", "resolve", str(stack)], capture_output=True, text=True, env=env, cwd=REPO)
     assert resolved.returncode == 0, resolved.stderr
     slow.suffix = BIG.filename  # from here on, the big wheel comes slowly
     envs = tmp_path / "envs"
-    done = _interrupted(["materialize", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--prefix", str(envs / "env")],
-                        slow, env, REPO, group)
+    done = _interrupted(["materialize", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--prefix", str(envs / "env")], slow, env, REPO, group)
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines()[-1] == "interrupted" and done.stderr.count("interrupted") == 1, done.stderr
     assert "Traceback" not in done.stderr and "Aborted" not in done.stderr and done.stdout == ""

@@ -103,6 +103,7 @@ def test_only_the_layers_a_decision_needs_are_read() -> None:
     def layer(index: int) -> dict[str, LayerEntry]:
         read.append(index)
         return built[index]
+
     assert file_at("/usr/local/bin/python3.11", layer, 3) == "usr/local/bin/python3.11" and read == [2, 1]
     built.append(_layer({"usr/local/bin/python3.11": "whiteout"}))
     assert file_at("/usr/local/bin/python3.11", built.__getitem__, 4) is None

@@ -15,11 +15,17 @@ from tests.test_newer_releases import UPLOADED, publish
 from tests.wheel_index import Wheel
 
 X86 = "cp311-cp311-manylinux_2_28_x86_64"
-WHEELS = [Wheel("torch", "2.14.1", tag=X86, requires=("cuda-toolkit[cudart]==13.0.3", "nvidia-cusparse", "cuda-bindings<14")),
-          Wheel("cuda-toolkit", "13.0.3"), Wheel("nvidia-cusparse", "12.6.3.3", requires=("nvidia-nvjitlink",)),
-          Wheel("nvidia-nvjitlink", "13.0.88"), Wheel("nvidia-nvjitlink", "13.5.37"),
-          Wheel("cuda-bindings", "13.0.3"), Wheel("cuda-bindings", "13.5.0"),
-          Wheel("rich", "13.0.0"), Wheel("rich", "14.2.0")]
+WHEELS = [
+    Wheel("torch", "2.14.1", tag=X86, requires=("cuda-toolkit[cudart]==13.0.3", "nvidia-cusparse", "cuda-bindings<14")),
+    Wheel("cuda-toolkit", "13.0.3"),
+    Wheel("nvidia-cusparse", "12.6.3.3", requires=("nvidia-nvjitlink",)),
+    Wheel("nvidia-nvjitlink", "13.0.88"),
+    Wheel("nvidia-nvjitlink", "13.5.37"),
+    Wheel("cuda-bindings", "13.0.3"),
+    Wheel("cuda-bindings", "13.5.0"),
+    Wheel("rich", "13.0.0"),
+    Wheel("rich", "14.2.0"),
+]
 
 
 @pytest.fixture
@@ -35,9 +41,11 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def stack(folder: Path, url: str, stack_options: str = "", pypi_options: str = "", deps: str = 'torch = "*"') -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
-    path.write_text(f'[stack]\nname = "window"\npython = "3.11"\n{stack_options}\n[pypi-dependencies]\n{deps}\n'
-                    f'[pypi-options]\nindex-url = "{url}/simple"\n{pypi_options}\n'
-                    '[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\n')  # CUDA 13.0 GA: the window ends at 13.0
+    path.write_text(
+        f'[stack]\nname = "window"\npython = "3.11"\n{stack_options}\n[pypi-dependencies]\n{deps}\n'
+        f'[pypi-options]\nindex-url = "{url}/simple"\n{pypi_options}\n'
+        '[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\n'
+    )  # CUDA 13.0 GA: the window ends at 13.0
     return path
 
 
@@ -53,8 +61,7 @@ def test_cuda_versioned_wheels_stay_inside_the_window_and_the_lock_says_so(tmp_p
     assert got["nvidia-nvjitlink"] == "13.0.88" and got["cuda-bindings"] == "13.0.3"  # not CUDA 13.5's
     meta = load_lock(tmp_path / "locks" / "h100.conda-lock.yml").metadata.custom_metadata
     assert "nvidia-nvjitlink<13.1" in meta["lockgen.pypi-constraints.linux-64"].split("; ")
-    assert meta["lockgen.cuda-components.linux-64"] == ("within CUDA <= 13.0 (the window): cuda-bindings 13.0.3, "
-                                                         "cuda-toolkit 13.0.3, nvidia-nvjitlink 13.0.88")
+    assert meta["lockgen.cuda-components.linux-64"] == ("within CUDA <= 13.0 (the window): cuda-bindings 13.0.3, cuda-toolkit 13.0.3, nvidia-nvjitlink 13.0.88")
 
 
 def test_the_stacks_cut_off_reaches_uv_and_the_lock_when_pypi_options_has_none(tmp_path: Path, index: str) -> None:

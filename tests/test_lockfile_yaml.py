@@ -23,11 +23,17 @@ def test_render_of_parse_is_identity(path: Path) -> None:
 
 
 def _lock(meta_value: str, dep_spec: str, version: str) -> Lock:
-    package = LockedPackage(name="pkg", version=version, manager="conda", platform="linux-64",
-                            dependencies={"dep": dep_spec}, url="https://example.invalid/pkg.conda",
-                            hash=PackageHash(md5="0" * 32, sha256="1" * 64), build="h0_0")
-    meta = LockMetadata(content_hash={"linux-64": "ab" * 32}, channels=(LockChannel(url="conda-forge"),),
-                        platforms=("linux-64",), sources=("stack.toml",), custom_metadata={"lockgen.x": meta_value})
+    package = LockedPackage(
+        name="pkg",
+        version=version,
+        manager="conda",
+        platform="linux-64",
+        dependencies={"dep": dep_spec},
+        url="https://example.invalid/pkg.conda",
+        hash=PackageHash(md5="0" * 32, sha256="1" * 64),
+        build="h0_0",
+    )
+    meta = LockMetadata(content_hash={"linux-64": "ab" * 32}, channels=(LockChannel(url="conda-forge"),), platforms=("linux-64",), sources=("stack.toml",), custom_metadata={"lockgen.x": meta_value})
     return Lock(metadata=meta, package=(package,))
 
 
@@ -37,8 +43,11 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @example(meta_value="A\n", dep_spec="1.2.3\n", version="1")  # a plain-scalar regex's `$` matched before a final newline
-@given(meta_value=_text, dep_spec=_text, version=st.one_of(_text.filter(bool), st.from_regex(r"\A[0-9]{1,3}([._][0-9]{1,3}){0,3}[a-z]?\Z"),
-                          st.sampled_from(["2_6_6", "0x1f", "0o17", "0b101", "1e5", "1_000", "12.9.79", "2026c"])))
+@given(
+    meta_value=_text,
+    dep_spec=_text,
+    version=st.one_of(_text.filter(bool), st.from_regex(r"\A[0-9]{1,3}([._][0-9]{1,3}){0,3}[a-z]?\Z"), st.sampled_from(["2_6_6", "0x1f", "0o17", "0b101", "1e5", "1_000", "12.9.79", "2026c"])),
+)
 def test_any_string_survives_a_real_yaml_parser(meta_value: str, dep_spec: str, version: str) -> None:
     text = dump_lock(_lock(meta_value, dep_spec, version))
     data = yaml.safe_load(text)
@@ -64,24 +73,41 @@ def test_unknown_version_and_garbage_are_refused(tmp_path: Path) -> None:
 
 
 _CONDA_ENTRY = st.builds(
-    lambda name, version, build, digest: {"name": name, "version": version, "manager": "conda", "platform": "linux-64",
-                                          "dependencies": {}, "hash": {"sha256": digest}, "category": "main", "optional": False,
-                                          "url": f"https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-{build}.conda"},
-    st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True), st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True),
-    st.from_regex(r"[a-z0-9]{1,8}_[0-9]", fullmatch=True), st.from_regex(r"[0-9a-f]{64}", fullmatch=True))
+    lambda name, version, build, digest: {
+        "name": name,
+        "version": version,
+        "manager": "conda",
+        "platform": "linux-64",
+        "dependencies": {},
+        "hash": {"sha256": digest},
+        "category": "main",
+        "optional": False,
+        "url": f"https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-{build}.conda",
+    },
+    st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True),
+    st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True),
+    st.from_regex(r"[a-z0-9]{1,8}_[0-9]", fullmatch=True),
+    st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
+)
 
 
 def _v1_document(entries: list[dict]) -> dict:
-    return {"version": 1, "metadata": {"content_hash": {}, "channels": [{"url": "conda-forge", "used_env_vars": []}],
-                                       "platforms": ["linux-64"], "sources": ["environment.yml"],
-                                       "time_metadata": {"created_at": "2025-01-01T00:00:00Z"}},
-            "package": entries}
+    return {
+        "version": 1,
+        "metadata": {
+            "content_hash": {},
+            "channels": [{"url": "conda-forge", "used_env_vars": []}],
+            "platforms": ["linux-64"],
+            "sources": ["environment.yml"],
+            "time_metadata": {"created_at": "2025-01-01T00:00:00Z"},
+        },
+        "package": entries,
+    }
 
 
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_CONDA_ENTRY, min_size=1, max_size=5, unique_by=lambda e: e["name"]), st.booleans(),
-       st.sampled_from(["version", "hash", "optional", "url", None]))
+@given(st.lists(_CONDA_ENTRY, min_size=1, max_size=5, unique_by=lambda e: e["name"]), st.booleans(), st.sampled_from(["version", "hash", "optional", "url", None]))
 def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_build: bool, broken: str | None) -> None:
     """One reader of the v1 format (`v1_lock`): a lock lockgen reads and the same file imported give the same
     entries (import adds the `build` conda-lock leaves out, from the archive's name, which lockgen's own

@@ -47,14 +47,16 @@ def short_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 @pytest.fixture
 def tiny_lock(tmp_path: Path) -> tuple[Path, Path]:
-    channel = build_channel(tmp_path / "channel", [
-        Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n", "lib/foo.py": "x = 1\n"}),
-        Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
-    ])
+    channel = build_channel(
+        tmp_path / "channel",
+        [
+            Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n", "lib/foo.py": "x = 1\n"}),
+            Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
+        ],
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n')
     api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml", channel
 
@@ -229,8 +231,7 @@ def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tu
     prefix, _ = materialize(lock, None, None, lambda _: None)
     frozen_path, frozen = freeze(prefix, None, "again", tmp_path / "frozen.conda-lock.yml", False)
     original = load_lock(lock)
-    assert {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in frozen.package} == \
-        {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in original.package}
+    assert {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in frozen.package} == {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in original.package}
     again, _ = materialize(frozen_path, None, tmp_path / "again", lambda _: None)
     files = {e["path"] for e in json.loads((again / ".lockgen/manifest.json").read_text())["files"]}
     assert "lib/libfoo.txt" in files and "etc/libfoo/prefix.txt" in files
@@ -253,8 +254,7 @@ def test_materialize_from_a_channel_served_over_http(home: Path, tmp_path: Path,
     url = http_channel(channel)
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "http"\nchannels = ["{url}"]\n[dependencies]\nlibfoo = "*"\nbar = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(f'[stack]\nname = "http"\nchannels = ["{url}"]\n[dependencies]\nlibfoo = "*"\nbar = "*"\n[targets.cpu]\narch = "cpu"\n')
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
     prefix, _ = materialize(lock, None, None, lambda _: None)
@@ -281,17 +281,24 @@ def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path
     """A noarch: python package lands in lib/python3.11/site-packages and gets a console script whose
     shebang names the final prefix. The `python` package here is a stand-in that runs the host's
     Python 3 with the prefix's site-packages (real CPython packages are not reachable offline)."""
-    stand_in = ('#!/bin/sh\nhere="$(cd "$(dirname "$0")/.." && pwd)"\n'
-                'PYTHONPATH="$here/lib/python3.11/site-packages" exec python3 "$@"\n')
-    channel = build_channel(tmp_path / "channel", [
-        Pkg("python", "3.11.7", files={"bin/python3.11": stand_in}),
-        Pkg("pyfoo", "1.0", subdir="noarch", depends=("python >=3.11",), entry_points=("pyfoo-cli = pyfoo:main",),
-            files={"site-packages/pyfoo/__init__.py": "def main():\n    print('pyfoo says hi')\n"}),
-    ])
+    stand_in = '#!/bin/sh\nhere="$(cd "$(dirname "$0")/.." && pwd)"\nPYTHONPATH="$here/lib/python3.11/site-packages" exec python3 "$@"\n'
+    channel = build_channel(
+        tmp_path / "channel",
+        [
+            Pkg("python", "3.11.7", files={"bin/python3.11": stand_in}),
+            Pkg(
+                "pyfoo",
+                "1.0",
+                subdir="noarch",
+                depends=("python >=3.11",),
+                entry_points=("pyfoo-cli = pyfoo:main",),
+                files={"site-packages/pyfoo/__init__.py": "def main():\n    print('pyfoo says hi')\n"},
+            ),
+        ],
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "py"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npyfoo = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(f'[stack]\nname = "py"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npyfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
     api.resolve(stack)
     prefix, _ = materialize(stack.parent / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
     assert (prefix / "lib" / "python3.11" / "site-packages" / "pyfoo" / "__init__.py").is_file()
@@ -307,8 +314,7 @@ def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path
     assert "foreign: bin/pyfoo-cli" in check_lock(lock, Prefix(prefix)).lines()
 
 
-def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(
-        home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hard link elsewhere (`cp -al`, a sibling environment from the same package cache) moves every linked
     file's ctime: the next fast check re-hashes them, finds them equal and records that; the one after
     re-hashes nothing. A real edit is still found."""

@@ -23,8 +23,7 @@ TORCH = [  # the facts know torch up to 2.15 on PyPI
     Wheel("torch", "2.17.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.9.1" + LINUX,)),  # a CUDA no fact knows
 ]
 OTHERS = [Wheel("cuda-toolkit", "13.0.3"), Wheel("cuda-toolkit", "13.9.1"), Wheel("filelock", "3.0.0")]
-UPLOADED = {"2.14.0": "2026-09-02T13:44:10Z", "2.16.0rc1": "2026-10-20T10:00:00Z", "2.16.0": "2026-11-10T15:17:10Z",
-            "2.17.0": "2026-11-20T09:00:00Z", "2.18.0": "2026-11-25T09:00:00Z"}
+UPLOADED = {"2.14.0": "2026-09-02T13:44:10Z", "2.16.0rc1": "2026-10-20T10:00:00Z", "2.16.0": "2026-11-10T15:17:10Z", "2.17.0": "2026-11-20T09:00:00Z", "2.18.0": "2026-11-25T09:00:00Z"}
 
 
 def publish(site: Site, folder: Path, wheels: list[Wheel]) -> None:
@@ -35,9 +34,15 @@ def publish(site: Site, folder: Path, wheels: list[Wheel]) -> None:
         path = build_wheel(wheel, folder)
         data = path.read_bytes()
         site.files[f"/files/{path.name}"] = (data, "application/octet-stream")
-        pages.setdefault(wheel.name, []).append({
-            "filename": path.name, "url": f"../../files/{path.name}", "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
-            "size": len(data), "upload-time": UPLOADED.get(wheel.version, "2026-01-01T00:00:00Z")})
+        pages.setdefault(wheel.name, []).append(
+            {
+                "filename": path.name,
+                "url": f"../../files/{path.name}",
+                "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
+                "size": len(data),
+                "upload-time": UPLOADED.get(wheel.version, "2026-01-01T00:00:00Z"),
+            }
+        )
     for name, files in pages.items():
         body = json.dumps({"meta": {"api-version": "1.1"}, "name": name, "files": files}).encode()
         site.files[f"/simple/{name}/"] = (body, "application/vnd.pypi.simple.v1+json")
@@ -55,9 +60,11 @@ def index(tmp_path: Path):
 def stack(folder: Path, url: str, extra: str = "", options: str = "") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
-    path.write_text(f'[stack]\nname = "newer"\npython = "3.11"\n{extra}\n[pypi-dependencies]\ntorch = ">=2.4"\n'
-                    f'[pypi-options]\nindex-url = "{url}/simple"\n{options}\n'
-                    '[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n')  # CUDA 13.0 Update 2's driver
+    path.write_text(
+        f'[stack]\nname = "newer"\npython = "3.11"\n{extra}\n[pypi-dependencies]\ntorch = ">=2.4"\n'
+        f'[pypi-options]\nindex-url = "{url}/simple"\n{options}\n'
+        '[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n'
+    )  # CUDA 13.0 Update 2's driver
     return path
 
 
@@ -81,8 +88,7 @@ def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     lock_path = path.parent / "locks" / "h100.conda-lock.yml"
     assert torch_of(lock_path) == "2.16.0"
-    admitted = ("torch 2.16.0 is newer than lockgen's facts (2.15 on linux-64); admitted from its metadata: "
-                "CUDA 13.0 (`cuda-toolkit==13.0.3`), arch list of 2.14 cu130 (inferred)")
+    admitted = "torch 2.16.0 is newer than lockgen's facts (2.15 on linux-64); admitted from its metadata: CUDA 13.0 (`cuda-toolkit==13.0.3`), arch list of 2.14 cu130 (inferred)"
     refused = "torch 2.17.0 is newer than lockgen's facts (2.15 on linux-64); refused: it is built with CUDA 13.9"
     assert admitted in done.stderr and refused in done.stderr and "2.16.0rc1" not in done.stderr
     meta = load_lock(lock_path).metadata.custom_metadata
@@ -141,8 +147,7 @@ def test_an_index_answering_pep503_html_is_read_as_resolve_and_explain_read_any_
     assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.16.0"
     assert any(r is not None and r.startswith("bytes=") for p, r, _ in site.log if p.endswith("2.16.0-" + TAG + ".whl"))
     report = json.loads(run_cli("explain", str(path), "--target", "h100", "--json").stdout)
-    assert [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"]] == [
-        ("2.16", True, "native-kernels"), ("2.14", True, "native-kernels")]  # only what the index serves
+    assert [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"]] == [("2.16", True, "native-kernels"), ("2.14", True, "native-kernels")]  # only what the index serves
     site.files["/simple/torch/"] = (b"<html>nothing here</html>", "text/html")
     empty = run_cli("resolve", str(stack(tmp_path / "empty", server.url)))
     assert empty.returncode == 1 and "no torch release on PyPI fits sm90" in empty.stderr
@@ -167,8 +172,7 @@ def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
 
     server, _ = index
     newer = load_json("gpu_facts.json") | {"valid_as_of": "2099-01-01"}
-    newer["pytorch_pypi_wheels"] = newer["pytorch_pypi_wheels"] + [
-        {"torch": "2.17", "platform": "linux-64", "variant": "cu139", "arch_list": "9.0", "inferred": False, "sources": ["a test"]}]
+    newer["pytorch_pypi_wheels"] = newer["pytorch_pypi_wheels"] + [{"torch": "2.17", "platform": "linux-64", "variant": "cu139", "arch_list": "9.0", "inferred": False, "sources": ["a test"]}]
     newer["cuda_toolkits"] = newer["cuda_toolkits"] | {"13.9": {"min_driver": "580.65.06", "sources": ["a test"]}}
     facts_file = tmp_path / "facts.json"
     facts_file.write_text(json.dumps(newer))

@@ -55,14 +55,12 @@ def test_the_network_is_really_cut() -> None:
     if NETLESS:
         import sys
 
-        reach = subprocess.run([*NETLESS, sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 3)"],
-                               capture_output=True, text=True)
+        reach = subprocess.run([*NETLESS, sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 3)"], capture_output=True, text=True)
         assert reach.returncode != 0 and "unreachable" in reach.stderr.lower(), reach.stderr
 
 
 def _home(root: Path, name: str) -> dict[str, str]:
-    return {"LOCKGEN_HOME": str(root / name), "LOCKGEN_CACHE_DIR": str(root / f"{name}-cache"),
-            "UV_CACHE_DIR": str(root / f"{name}-uv")}
+    return {"LOCKGEN_HOME": str(root / name), "LOCKGEN_CACHE_DIR": str(root / f"{name}-cache"), "UV_CACHE_DIR": str(root / f"{name}-uv")}
 
 
 def _materialized(lock: Path, prefix: Path, env: dict[str, str]) -> tuple[str, dict]:
@@ -74,8 +72,7 @@ def _materialized(lock: Path, prefix: Path, env: dict[str, str]) -> tuple[str, d
     return digest, manifest
 
 
-def _same_environment(root: Path, lock: Path, archive: Path, prefix: Path, packed_env: dict[str, str],
-                      make_unreachable: Callable[[], None]) -> None:
+def _same_environment(root: Path, lock: Path, archive: Path, prefix: Path, packed_env: dict[str, str], make_unreachable: Callable[[], None]) -> None:
     """Materialize in the packing home, then unpack in a fresh home with the lock's URLs out of reach: one digest,
     one manifest."""
     digest, manifest = _materialized(lock, prefix, packed_env)
@@ -104,8 +101,7 @@ def _pack_twice(root: Path, lock: Path) -> Path:
 def _tar_oracle(archive: Path, lock: Path, folder: Path) -> list[str]:
     """GNU tar's view: the members in order, each regular, owned 0/0, dated 1970; extracted, each has the sha256
     the lock pins (the lock itself byte for byte)."""
-    listing = subprocess.run(["tar", "--list", "--verbose", "--numeric-owner", "--full-time", "-f", str(archive)],
-                             capture_output=True, text=True, check=True).stdout.splitlines()
+    listing = subprocess.run(["tar", "--list", "--verbose", "--numeric-owner", "--full-time", "-f", str(archive)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert all(line.startswith("-rw-r--r-- 0/0") and " 1970-01-01 00:00:00 " in line for line in listing), listing
     names = [line.rsplit(" ", 1)[1] for line in listing]
     folder.mkdir()
@@ -121,14 +117,16 @@ def _tar_oracle(archive: Path, lock: Path, folder: Path) -> list[str]:
 def conda_lock(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(lock, channel): two real packages, a `.conda` with a prefix placeholder and a noarch `.tar.bz2`."""
     root = tmp_path_factory.mktemp("conda-stack")
-    channel = build_channel(root / "channel", [
-        Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n"}),
-        Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
-    ])
+    channel = build_channel(
+        root / "channel",
+        [
+            Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n"}),
+            Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
+        ],
+    )
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n')
     resolve_api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml", channel
 
@@ -159,8 +157,10 @@ def pypi_lock(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text('[stack]\nname = "wheels"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\ngamma = "*"\n'
-                     f'[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        '[stack]\nname = "wheels"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\ngamma = "*"\n'
+        f'[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n'
+    )
     stopped = []
 
     def stop() -> None:
@@ -177,16 +177,13 @@ def pypi_lock(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
 
 
 @pytest.mark.slow
-def test_a_pure_pypi_lock_unpacked_offline_is_what_materialize_makes(tmp_path: Path,
-                                                                     pypi_lock: tuple[Path, Callable[[], None]]) -> None:
+def test_a_pure_pypi_lock_unpacked_offline_is_what_materialize_makes(tmp_path: Path, pypi_lock: tuple[Path, Callable[[], None]]) -> None:
     lock, stop = pypi_lock
     archive = _pack_twice(tmp_path, lock)
-    assert _tar_oracle(archive, lock, tmp_path / "extracted")[2:] == ["pypi/alpha-1.0-py3-none-any.whl",
-                                                                      "pypi/gamma-1.0-py3-none-any.whl"]
+    assert _tar_oracle(archive, lock, tmp_path / "extracted")[2:] == ["pypi/alpha-1.0-py3-none-any.whl", "pypi/gamma-1.0-py3-none-any.whl"]
     prefix = tmp_path / "env"
     _same_environment(tmp_path, lock, archive, prefix, _home(tmp_path, "packer"), stop)
-    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"],
-                         capture_output=True, text=True)
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"], capture_output=True, text=True)
     assert ran.stdout.strip() == "1.0", ran.stderr
     direct_url = prefix / "lib" / "python3.11" / "site-packages" / "alpha-1.0.dist-info" / "direct_url.json"
     assert "/files/alpha-1.0-py3-none-any.whl" in direct_url.read_text()  # the lock's URL, as materialize records it
@@ -207,6 +204,7 @@ def test_a_damaged_wheel_is_refused_before_uv_runs(tmp_path: Path, pypi_lock: tu
 
 # --- damage ---------------------------------------------------------------------------------------------------
 
+
 def _data_offset(archive: Path, name: str) -> int:
     with tarfile.open(archive) as tar:
         return tar.getmember(name).offset_data
@@ -218,7 +216,7 @@ def _header_offset(archive: Path, name: str) -> int:
 
 
 def _flipped(data: bytes, at: int) -> bytes:
-    return data[:at] + bytes([data[at] ^ 0x20]) + data[at + 1:]
+    return data[:at] + bytes([data[at] ^ 0x20]) + data[at + 1 :]
 
 
 def _members(archive: Path) -> list[tuple[tarfile.TarInfo, bytes]]:
@@ -249,20 +247,18 @@ def _extra(members, info_name: str, kind: bytes = tarfile.REGTYPE):  # type: ign
     return [*members, (info, b"abc" if kind == tarfile.REGTYPE else b"")]
 
 
-LIBFOO, FOO_DATA, LOCK, INDEX = ("conda/libfoo-1.0-h0_0.conda", "conda/foo-data-2.0-h0_0.tar.bz2", "lock.conda-lock.yml",
-                                 "lockgen-pack.json")
+LIBFOO, FOO_DATA, LOCK, INDEX = ("conda/libfoo-1.0-h0_0.conda", "conda/foo-data-2.0-h0_0.tar.bz2", "lock.conda-lock.yml", "lockgen-pack.json")
 DAMAGE: dict[str, tuple[Callable[[Path], bytes], str]] = {
     "a flipped byte in an artifact": (lambda a: _flipped(a.read_bytes(), _data_offset(a, LIBFOO) + 100), LIBFOO),
     "a flipped byte in the index": (lambda a: _flipped(a.read_bytes(), _data_offset(a, INDEX) + 60), INDEX),
     "a flipped byte in the lock": (lambda a: _flipped(a.read_bytes(), _data_offset(a, LOCK) + 300), LOCK),
     "a flipped byte in a member's header": (lambda a: _flipped(a.read_bytes(), _header_offset(a, LIBFOO) + 3), LIBFOO),
-    "cut short inside the last member": (lambda a: a.read_bytes()[:_data_offset(a, LIBFOO) + 200], LIBFOO),
-    "cut short before the last member": (lambda a: a.read_bytes()[:_header_offset(a, LIBFOO)], LIBFOO),
+    "cut short inside the last member": (lambda a: a.read_bytes()[: _data_offset(a, LIBFOO) + 200], LIBFOO),
+    "cut short before the last member": (lambda a: a.read_bytes()[: _header_offset(a, LIBFOO)], LIBFOO),
     "a member missing": (lambda a: _rewritten(a, lambda m: [x for x in m if x[0].name != FOO_DATA]), FOO_DATA),
     "the lock missing": (lambda a: _rewritten(a, lambda m: [x for x in m if x[0].name != LOCK]), LOCK),
     "an extra member": (lambda a: _rewritten(a, lambda m: _extra(m, "conda/evil-1.0-0.conda")), "conda/evil-1.0-0.conda"),
-    "a member renamed": (lambda a: _rewritten(a, lambda m: _renamed(m, LIBFOO, "conda/libfoo-1.1-h0_0.conda")),
-                         "conda/libfoo-1.1-h0_0.conda"),
+    "a member renamed": (lambda a: _rewritten(a, lambda m: _renamed(m, LIBFOO, "conda/libfoo-1.1-h0_0.conda")), "conda/libfoo-1.1-h0_0.conda"),
     "a link added": (lambda a: _rewritten(a, lambda m: _extra(m, "conda/link", tarfile.SYMTYPE)), "conda/link"),
     "a member out of the folder": (lambda a: _rewritten(a, lambda m: _extra(m, "../escape")), "../escape"),
     "an absolute member": (lambda a: _rewritten(a, lambda m: _extra(m, "/tmp/lockgen-absolute")), "/tmp/lockgen-absolute"),

@@ -17,15 +17,13 @@ MANYLINUX = "manylinux_2_17_x86_64.manylinux2014_x86_64"
 
 
 def _entry(filename: str, body: bytes, url: str) -> dict:
-    return {"filename": filename, "url": url, "hashes": {"sha256": hashlib.sha256(body).hexdigest()},
-            "size": len(body), "yanked": False}
+    return {"filename": filename, "url": url, "hashes": {"sha256": hashlib.sha256(body).hexdigest()}, "size": len(body), "yanked": False}
 
 
 @pytest.fixture
 def index():
     server = RangeServer(Site())
-    names = ["demo_pkg-1.0-py2.py3-none-any.whl", f"demo_pkg-2.0-cp312-cp312-{MANYLINUX}.whl",
-             "demo_pkg-2.0-cp311-cp311-manylinux_2_17_x86_64.whl", "demo_pkg-2.0.tar.gz", "weird-name.whl"]
+    names = ["demo_pkg-1.0-py2.py3-none-any.whl", f"demo_pkg-2.0-cp312-cp312-{MANYLINUX}.whl", "demo_pkg-2.0-cp311-cp311-manylinux_2_17_x86_64.whl", "demo_pkg-2.0.tar.gz", "weird-name.whl"]
     files = [_entry(n, n.encode(), f"../../files/{n}") for n in names]
     page = json.dumps({"meta": {"api-version": "1.1"}, "name": "demo-pkg", "files": files}).encode()
     server.site.files["/simple/demo-pkg/"] = (page, JSON_TYPE)
@@ -35,8 +33,7 @@ def index():
 
 
 def test_finds_the_wheel_covering_the_installed_tags(index):
-    found = find_wheel("Demo.Pkg", "2.0", ("cp312-cp312-manylinux2014_x86_64", "cp312-cp312-manylinux_2_17_x86_64"),
-                       index=f"{index.url}/simple")
+    found = find_wheel("Demo.Pkg", "2.0", ("cp312-cp312-manylinux2014_x86_64", "cp312-cp312-manylinux_2_17_x86_64"), index=f"{index.url}/simple")
     assert found.filename == f"demo_pkg-2.0-cp312-cp312-{MANYLINUX}.whl"
     assert found.url == f"{index.url}/files/{found.filename}"
     assert found.sha256 == hashlib.sha256(found.filename.encode()).hexdigest() and found.size == len(found.filename)
@@ -60,9 +57,13 @@ def test_six_from_pypi_by_ranges():
     assert found.filename == "six-1.16.0-py2.py3-none-any.whl"
     assert found.sha256 == "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"
     contents, fetched = read_wheel_url(found.url)
-    assert contents.dist_info == "six-1.16.0.dist-info" and contents.wheel == parse_wheel(
-        "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py2-none-any\nTag: py3-none-any\n")
-    assert {r.path for r in contents.record} == {"six.py", "six-1.16.0.dist-info/LICENSE",
-                                                 "six-1.16.0.dist-info/METADATA", "six-1.16.0.dist-info/WHEEL",
-                                                 "six-1.16.0.dist-info/top_level.txt", "six-1.16.0.dist-info/RECORD"}
+    assert contents.dist_info == "six-1.16.0.dist-info" and contents.wheel == parse_wheel("Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py2-none-any\nTag: py3-none-any\n")
+    assert {r.path for r in contents.record} == {
+        "six.py",
+        "six-1.16.0.dist-info/LICENSE",
+        "six-1.16.0.dist-info/METADATA",
+        "six-1.16.0.dist-info/WHEEL",
+        "six-1.16.0.dist-info/top_level.txt",
+        "six-1.16.0.dist-info/RECORD",
+    }
     assert fetched.requests == 1 and fetched.bytes == found.size  # the 11 kB wheel fits in the first range

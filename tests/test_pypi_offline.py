@@ -50,9 +50,9 @@ def index_url(served: tuple[str, Path]) -> str:
 
 def stack(tmp_path: Path, url: str, deps: str) -> Path:
     path = tmp_path / "stack.toml"
-    path.write_text(f'[stack]\nname = "offline"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n'
-                    f'[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{url}"\n'
-                    '[targets.cpu]\narch = "cpu"\n')
+    path.write_text(
+        f'[stack]\nname = "offline"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n'
+    )
     return path
 
 
@@ -75,8 +75,7 @@ def test_newer_glibc_target_gets_the_newer_wheel(tmp_path: Path, index_url: str)
     path = stack(tmp_path, index_url, 'beta = "*"')
     path.write_text(path.read_text().replace('arch = "cpu"', 'arch = "cpu"\nglibc = "2.34"'))
     api.resolve(path)
-    assert {p.platform: p.version for p in load_lock(tmp_path / "locks" / "cpu.conda-lock.yml").package} == \
-        {"linux-64": "1.1", "linux-aarch64": "1.0"}
+    assert {p.platform: p.version for p in load_lock(tmp_path / "locks" / "cpu.conda-lock.yml").package} == {"linux-64": "1.1", "linux-aarch64": "1.0"}
 
 
 def test_a_package_without_a_linux_wheel_fails(tmp_path: Path, index_url: str) -> None:
@@ -102,8 +101,7 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
     from lockgen.api.check import check_prefix as check
 
     prefix, digest = materialized(tmp_path, index_url, 'gamma = "*"', monkeypatch)
-    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"],
-                         capture_output=True, text=True)
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"], capture_output=True, text=True)
     assert ran.stdout.strip() == "1.0", ran.stderr
     assert check(prefix, full=True).clean and len(digest) == 64
 
@@ -114,16 +112,14 @@ def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, 
     from lockgen.api.check import check_prefix as check
 
     prefix, _ = materialized(tmp_path, index_url, 'alpha = "*"', monkeypatch)
-    subprocess.run([uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", index_url,
-                    "delta"], check=True, capture_output=True)
+    subprocess.run([uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", index_url, "delta"], check=True, capture_output=True)
     drift = check(prefix, full=False)
     assert any(p.startswith("lib/python3.11/site-packages/delta") for p in drift.extra)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["climber", "scripter"])
-def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path: Path, index_url: str, name: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path: Path, index_url: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from lockgen.errors import LockgenError
 
     with pytest.raises(LockgenError) as raised:

@@ -51,13 +51,10 @@ def write(path: Path, text: str) -> Path:
 @pytest.fixture
 def team(tmp_path: Path) -> tuple[Path, Path]:
     """(the base stack, resolved, and a team stack on it), both on a tiny local channel."""
-    channel = build_channel(tmp_path / "channel", [Pkg("tok", "0.21.4"), Pkg("base-lib", "1.0", depends=("tok",)),
-                                                   Pkg("teamtool", "1.0")])
-    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
-                 '[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    channel = build_channel(tmp_path / "channel", [Pkg("tok", "0.21.4"), Pkg("base-lib", "1.0", depends=("tok",)), Pkg("teamtool", "1.0")])
+    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
     invoke("resolve", str(base))
-    stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n'
-                  '[dependencies]\nteamtool = "*"\n')
+    stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = "*"\n')
     return base, stack
 
 
@@ -65,8 +62,7 @@ def test_resolve_reads_a_plain_stack_and_its_lock_once(tmp_path: Path) -> None:
     lock = make_lock(tmp_path, "1.0")
     stack = lock.parent.parent / "stack.toml"
     each_once([stack, lock], "resolve", str(stack))  # the lock, unchanged, read once to be compared
-    for args in (("resolve", str(stack)), ("resolve", str(stack), "--check"), ("resolve", str(stack), "--update", "libfoo"),
-                 ("resolve", str(stack), "--dry-run")):
+    for args in (("resolve", str(stack)), ("resolve", str(stack), "--check"), ("resolve", str(stack), "--update", "libfoo"), ("resolve", str(stack), "--dry-run")):
         each_once([stack, lock], *args)
 
 
@@ -74,16 +70,14 @@ def test_resolve_reads_a_team_stack_its_base_and_the_base_lock_once(team: tuple[
     base, stack = team
     base_lock, team_lock = base.parent / "locks" / "cpu.conda-lock.yml", stack.parent / "locks" / "cpu.conda-lock.yml"
     each_once([stack, base, base_lock], "resolve", str(stack))
-    for args in (("resolve", str(stack), "--check"), ("resolve", str(stack), "--update", "teamtool"),
-                 ("resolve", str(stack))):
+    for args in (("resolve", str(stack), "--check"), ("resolve", str(stack), "--update", "teamtool"), ("resolve", str(stack))):
         each_once([stack, base, base_lock, team_lock], *args)
 
 
 def test_resolve_check_of_the_team_jupyter_example_reads_each_file_once() -> None:
     """The example's team stack on its platform stack (PyPI only): nothing is solved, so no network."""
     team, platform = TEAM_JUPYTER / "team", TEAM_JUPYTER / "platform"
-    each_once([team / "stack.toml", platform / "stack.toml", platform / "locks" / "cpu.conda-lock.yml",
-               team / "locks" / "cpu.conda-lock.yml"], "resolve", str(team / "stack.toml"), "--check")
+    each_once([team / "stack.toml", platform / "stack.toml", platform / "locks" / "cpu.conda-lock.yml", team / "locks" / "cpu.conda-lock.yml"], "resolve", str(team / "stack.toml"), "--check")
 
 
 def test_a_team_stack_on_a_lock_reads_the_lock_once(tmp_path: Path) -> None:
@@ -91,8 +85,7 @@ def test_a_team_stack_on_a_lock_reads_the_lock_once(tmp_path: Path) -> None:
     Python from it, and is what resolve holds and hashes."""
     base_lock = tmp_path / "vendor" / "cpu.conda-lock.yml"
     write(base_lock, (TEAM_JUPYTER / "platform" / "locks" / "cpu.conda-lock.yml").read_text())
-    stack = write(tmp_path / "adopted" / "stack.toml", '[stack]\nname = "adopted"\n'
-                  'extends = "../vendor/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n')
+    stack = write(tmp_path / "adopted" / "stack.toml", '[stack]\nname = "adopted"\nextends = "../vendor/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n')
     with opened(stack, base_lock) as counts:
         done = CliRunner().invoke(app, ["resolve", str(stack), "--check"])
     assert done.exit_code == 1 and "target-missing" in done.output, done.output  # no lock of its own yet

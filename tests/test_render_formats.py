@@ -34,16 +34,17 @@ from tests.wheel_index import Wheel, build_index, build_wheel
 @pytest.fixture(scope="module")
 def pypi_lock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A lock of three pure wheels resolved from a loopback index (which stays up for the installs)."""
-    root = build_index(tmp_path_factory.mktemp("index"), [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)),
-                                                          Wheel("omega", "2.1")])
+    root = build_index(tmp_path_factory.mktemp("index"), [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)), Wheel("omega", "2.1")])
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     folder = tmp_path_factory.mktemp("stack")
     stack = folder / "stack.toml"
-    stack.write_text(f'[stack]\nname = "formats"\npython = "3.11"\nplatforms = ["linux-64"]\n'
-                     f'[pypi-dependencies]\ngamma = "*"\nomega = "*"\n'
-                     f'[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n'
-                     '[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "formats"\npython = "3.11"\nplatforms = ["linux-64"]\n'
+        f'[pypi-dependencies]\ngamma = "*"\nomega = "*"\n'
+        f'[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n'
+        '[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     yield folder / "locks" / "cpu.conda-lock.yml"
     server.shutdown()
@@ -55,8 +56,7 @@ def _venv(folder: Path) -> Path:
 
 
 def _installed(python: Path) -> set[tuple[str, str]]:
-    listed = subprocess.run([uv_binary(), "pip", "list", "--format", "json", "--python", str(python)],
-                            capture_output=True, text=True, check=True)
+    listed = subprocess.run([uv_binary(), "pip", "list", "--format", "json", "--python", str(python)], capture_output=True, text=True, check=True)
     return {(normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
 
 
@@ -67,15 +67,13 @@ def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path
     done = run_cli("render", str(pypi_lock), "--format", "pylock", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "pylock.cpu.toml", done.stderr
     python = _venv(tmp_path / "a")
-    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "-r", str(tmp_path / "pylock.cpu.toml")],
-                   check=True, capture_output=True)
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "-r", str(tmp_path / "pylock.cpu.toml")], check=True, capture_output=True)
     assert _installed(python) == expected
     requirements = tmp_path / "requirements.txt"
     render(pypi_lock, None, requirements, "requirements")
     assert all("--hash=sha256:" in line for line in requirements.read_text().splitlines() if not line.startswith("#"))
     python = _venv(tmp_path / "b")
-    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "--require-hashes", "--no-deps",
-                    "-r", str(requirements)], check=True, capture_output=True)
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "--require-hashes", "--no-deps", "-r", str(requirements)], check=True, capture_output=True)
     assert _installed(python) == expected
 
 
@@ -88,17 +86,18 @@ def test_a_local_version_wheel_goes_through_pylock_as_uv_reads_it(tmp_path: Path
     url = wheel.parent.as_uri() + "/tinycuda-1.0%2Bcu130-py3-none-any.whl"
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     source = tmp_path / "uv.lock"
-    source.write_text(f'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "app"\n'
-                      f'version = "0.1.0"\nsource = {{ virtual = "." }}\ndependencies = [{{ name = "tinycuda" }}]\n\n'
-                      f'[[package]]\nname = "tinycuda"\nversion = "1.0+cu130"\nsource = {{ registry = "https://download.pytorch.org/whl/cu130" }}\n'
-                      f'wheels = [{{ url = "{url}", hash = "sha256:{digest}" }}]\n')
+    source.write_text(
+        f'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "app"\n'
+        f'version = "0.1.0"\nsource = {{ virtual = "." }}\ndependencies = [{{ name = "tinycuda" }}]\n\n'
+        f'[[package]]\nname = "tinycuda"\nversion = "1.0+cu130"\nsource = {{ registry = "https://download.pytorch.org/whl/cu130" }}\n'
+        f'wheels = [{{ url = "{url}", hash = "sha256:{digest}" }}]\n'
+    )
     import_lock(source, "cu130", None, tmp_path / "cu130.conda-lock.yml", UvChoices(python="3.11"))
     pylock = tmp_path / "pylock.cu130.toml"
     render(tmp_path / "cu130.conda-lock.yml", "linux-64", pylock, "pylock")
     assert 'name = "tinycuda-1.0+cu130-py3-none-any.whl"' in pylock.read_text() and url in pylock.read_text()
     python = _venv(tmp_path / "venv")
-    done = subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "-r", str(pylock)],
-                          capture_output=True, text=True)
+    done = subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "-r", str(pylock)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert _installed(python) == {("tinycuda", "1.0+cu130")}
 
@@ -112,13 +111,11 @@ def test_lockgen_to_pylock_and_back_keeps_every_url_and_hash(tmp_path: Path, pyp
     assert "linux-aarch64: the file's environments do not include it" in back.meta("skipped")
 
 
-@pytest.mark.parametrize("flags, choices", [(["--extra", "cu128"], UvChoices(extras=("cu128",))),
-                                            (["--extra", "cpu", "--group", "lint"], UvChoices(extras=("cpu",), groups=("lint",)))])
+@pytest.mark.parametrize("flags, choices", [(["--extra", "cu128"], UvChoices(extras=("cu128",))), (["--extra", "cpu", "--group", "lint"], UvChoices(extras=("cpu",), groups=("lint",)))])
 def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
-    subprocess.run([uv_binary(), "export", "--frozen", "--format", "pylock.toml", "--no-emit-project", *flags,
-                    "-o", "pylock.toml"], cwd=project, check=True, capture_output=True)
+    subprocess.run([uv_binary(), "export", "--frozen", "--format", "pylock.toml", "--no-emit-project", *flags, "-o", "pylock.toml"], cwd=project, check=True, capture_output=True)
     _, lock = import_lock(project / "pylock.toml", "t", None, tmp_path / "t.yml", UvChoices(python="3.10"))
     for platform in ("linux-64", "linux-aarch64"):
         assert {(normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
@@ -139,13 +136,15 @@ def test_environment_yml_pins_every_conda_package_and_errors_name_the_way_out(tm
     assert unknown.returncode == 1 and "formats: explicit, requirements, pylock, environment" in unknown.stderr
 
 
-@pytest.mark.parametrize("choices, names, reasons", [
-    (UvChoices(), {"six", "iniconfig"}, ["`tool` 0.1 comes from git"]),
-    (UvChoices(extras=("fast",)), {"six", "iniconfig"}, ["`orjson` 3.10.0 has an sdist only", "`tool` 0.1 comes from git"]),
-    (UvChoices(dev=False), {"six"}, ["`tool` 0.1 comes from git"]),
-])
-def test_pylock_markers_extras_groups_and_what_cannot_come_over(tmp_path: Path, choices: UvChoices, names: set[str],
-                                                                reasons: list[str]) -> None:
+@pytest.mark.parametrize(
+    "choices, names, reasons",
+    [
+        (UvChoices(), {"six", "iniconfig"}, ["`tool` 0.1 comes from git"]),
+        (UvChoices(extras=("fast",)), {"six", "iniconfig"}, ["`orjson` 3.10.0 has an sdist only", "`tool` 0.1 comes from git"]),
+        (UvChoices(dev=False), {"six"}, ["`tool` 0.1 comes from git"]),
+    ],
+)
+def test_pylock_markers_extras_groups_and_what_cannot_come_over(tmp_path: Path, choices: UvChoices, names: set[str], reasons: list[str]) -> None:
     source = Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml"
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml", choices)
     for platform in ("linux-64", "linux-aarch64"):

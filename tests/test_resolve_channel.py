@@ -81,8 +81,7 @@ def test_sm100_with_a_cuda_12_8_driver_finds_no_native_build(tmp_path: Path, gpu
 
 
 def test_allow_ptx_jit_admits_a_ptx_build(tmp_path: Path, gpu_channel: Path) -> None:
-    stack = write_stack(tmp_path, gpu_channel, 'pytorch = "*"',
-                        '[targets.b200]\narch = "sm100"\ndriver = "570.86.10"\nallow-ptx-jit = true\n')
+    stack = write_stack(tmp_path, gpu_channel, 'pytorch = "*"', '[targets.b200]\narch = "sm100"\ndriver = "570.86.10"\nallow-ptx-jit = true\n')
     api.resolve(stack)
     assert picked(stack, "b200", "pytorch") == "2.5.0 cuda124_h1_0"
 
@@ -119,12 +118,10 @@ def test_channel_credentials_never_reach_the_lock(tmp_path: Path, gpu_channel: P
     assert f"lockgen.index.{url}/linux-64" in text
 
 
-@pytest.mark.parametrize("written", ["https://user:pw@example.org/chan", "https://example.org/t/tk-123/chan",
-                                     "https://example.org/chan?token=abc&x=1"])
+@pytest.mark.parametrize("written", ["https://user:pw@example.org/chan", "https://example.org/t/tk-123/chan", "https://example.org/chan?token=abc&x=1"])
 def test_every_credential_form_is_scrubbed(written: str) -> None:
     from lockgen.adapters.channels import Channel, index_key
     from lockgen.core.credentials import scrub_url, scrub_text
 
-    for text in (scrub_url(written), index_key(Channel(written, written, None, ""), "linux-64"),
-                 scrub_text(f"GET {written}/repodata.json failed")):
+    for text in (scrub_url(written), index_key(Channel(written, written, None, ""), "linux-64"), scrub_text(f"GET {written}/repodata.json failed")):
         assert "pw" not in text and "tk-123" not in text and "abc" not in text

@@ -84,9 +84,7 @@ def test_gh200_on_an_old_driver_fails_naming_what_to_change(tmp_path: Path) -> N
 
 
 def test_jetson_thor_on_its_580_00_driver_gets_the_aarch64_cu130_torch(tmp_path: Path) -> None:
-    stack = write(tmp_path, PURE.format(deps='torch = "*"', arch="sm110",
-                                        extra='driver = "580.00"\nplatforms = ["linux-aarch64"]\n'
-                                              '[pypi-options]\nexclude-newer = "2026-12-01"'))
+    stack = write(tmp_path, PURE.format(deps='torch = "*"', arch="sm110", extra='driver = "580.00"\nplatforms = ["linux-aarch64"]\n[pypi-options]\nexclude-newer = "2026-12-01"'))
     api.resolve(stack)
     lock = load_lock(tmp_path / "locks" / "t.conda-lock.yml")
     picked = {p.name: p for p in lock.package}
@@ -154,8 +152,7 @@ def test_check_reports_a_changed_pypi_spec(tmp_path: Path) -> None:
 
 
 def test_update_one_pip_package_holds_the_others(tmp_path: Path) -> None:
-    stack = write(tmp_path, PURE.format(deps='six = "*"\nidna = "*"', arch="cpu", extra="")
-                  + '[pypi-options]\nexclude-newer = "2021-01-01"\n')
+    stack = write(tmp_path, PURE.format(deps='six = "*"\nidna = "*"', arch="cpu", extra="") + '[pypi-options]\nexclude-newer = "2021-01-01"\n')
     api.resolve(stack)
     old = versions(tmp_path / "locks" / "t.conda-lock.yml")
     stack.write_text(stack.read_text().replace('exclude-newer = "2021-01-01"', 'exclude-newer = "2025-01-01"'))

@@ -103,8 +103,7 @@ def test_check_fresh_then_stale_for_each_reason(example_copy: Path, snapshot: Pa
         ("spec-changed", "(pytorch: >=2.4 -> >=2.5)"): text.replace('pytorch = ">=2.4"', 'pytorch = ">=2.5"'),
         ("spec-changed", "(numpy added: *)"): text.replace('pytorch = ">=2.4"', 'pytorch = ">=2.4"\nnumpy = "*"'),
         ("target-changed", "(driver: 550.54.15 -> 550.90.07)"): text.replace('driver = "550.54.15"', 'driver = "550.90.07"'),
-        ("exclude-newer-changed", "(exclude-newer: (none) -> 2026-01-01)"):
-            text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'),
+        ("exclude-newer-changed", "(exclude-newer: (none) -> 2026-01-01)"): text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'),
     }
     for (kind, named), changed in cases.items():
         example_copy.write_text(changed)
@@ -141,8 +140,7 @@ def test_update_changes_only_the_named_package(example_copy: Path, snapshot: Pat
 def test_diff_lists_the_cuda_stack_first(resolved: Path) -> None:
     result = run_cli("diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "h100.conda-lock.yml"))
     assert result.returncode == 1  # they differ, as diff(1) says it
-    assert run_cli("diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "h100.conda-lock.yml"),
-                   "--exit-zero").returncode == 0
+    assert run_cli("diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "h100.conda-lock.yml"), "--exit-zero").returncode == 0
     lines = result.stdout.splitlines()
     assert any(line.startswith("~ linux-64 pytorch 2.5.1") for line in lines)
     first_plain = next(i for i, line in enumerate(lines) if not line.split()[2].startswith(("cuda", "libcu", "libnv", "nccl", "cudnn", "pytorch", "libtorch", "torch", "nvidia", "triton")))

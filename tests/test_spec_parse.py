@@ -57,19 +57,22 @@ def _error(text: str) -> SpecError:
     return caught.value
 
 
-@pytest.mark.parametrize(("mutation", "line", "fragment"), [
-    (lambda t: t.replace('name = "llm-train"', 'name = "llm-train'), 2, "malformed TOML"),
-    (lambda t: t.replace('driver = "550.54.15"', 'driver = "550.54.15"\ndrivr = "1"'), 15, "unknown key `drivr`"),
-    (lambda t: t.replace('arch = "sm80"', 'arch = "volta"'), 13, "arch"),
-    (lambda t: t.replace('driver = "550.54.15"', 'driver = "latest"'), 14, "driver"),
-    (lambda t: t.replace('cuda-compat = "minor"', 'cuda-compat = "loose"'), 20, "cuda-compat"),
-    (lambda t: t.replace('platforms = ["linux-aarch64"]', 'platforms = ["osx-arm64"]'), 19, "osx-arm64"),
-    (lambda t: t.replace("[stack]", "[stack]\nchanel = 1"), 2, "unknown key `chanel`"),
-    (lambda t: t + "\n[extras]\nx = 1\n", 25, "unknown table `extras`"),
-    (lambda t: t.replace('build = "cuda*"', 'bild = "cuda*"'), 9, "unknown key `bild`"),
-    (lambda t: t.replace('exclude-newer = "2026-06-01"', 'exclude-newer = "soon"'), 5, "exclude-newer"),
-    (lambda t: t.replace('arch = "cpu"', 'arch = "cpu"\ndriver = "550.1"'), 24, "cpu"),
-])
+@pytest.mark.parametrize(
+    ("mutation", "line", "fragment"),
+    [
+        (lambda t: t.replace('name = "llm-train"', 'name = "llm-train'), 2, "malformed TOML"),
+        (lambda t: t.replace('driver = "550.54.15"', 'driver = "550.54.15"\ndrivr = "1"'), 15, "unknown key `drivr`"),
+        (lambda t: t.replace('arch = "sm80"', 'arch = "volta"'), 13, "arch"),
+        (lambda t: t.replace('driver = "550.54.15"', 'driver = "latest"'), 14, "driver"),
+        (lambda t: t.replace('cuda-compat = "minor"', 'cuda-compat = "loose"'), 20, "cuda-compat"),
+        (lambda t: t.replace('platforms = ["linux-aarch64"]', 'platforms = ["osx-arm64"]'), 19, "osx-arm64"),
+        (lambda t: t.replace("[stack]", "[stack]\nchanel = 1"), 2, "unknown key `chanel`"),
+        (lambda t: t + "\n[extras]\nx = 1\n", 25, "unknown table `extras`"),
+        (lambda t: t.replace('build = "cuda*"', 'bild = "cuda*"'), 9, "unknown key `bild`"),
+        (lambda t: t.replace('exclude-newer = "2026-06-01"', 'exclude-newer = "soon"'), 5, "exclude-newer"),
+        (lambda t: t.replace('arch = "cpu"', 'arch = "cpu"\ndriver = "550.1"'), 24, "cpu"),
+    ],
+)
 def test_bad_input_names_file_and_line(mutation, line: int, fragment: str) -> None:
     error = _error(mutation(GOOD))
     assert error.path == "stack.toml"
@@ -128,7 +131,7 @@ def test_any_repeated_line_is_a_located_error(data: st.DataObject) -> None:
     lines = GOOD.splitlines()
     assignments = [i for i, line in enumerate(lines) if "=" in line and not line.lstrip().startswith(("#", "["))]
     index = data.draw(st.sampled_from(assignments))
-    text = "\n".join(lines[:index + 1] + [lines[index]] + lines[index + 1:]) + "\n"
+    text = "\n".join(lines[: index + 1] + [lines[index]] + lines[index + 1 :]) + "\n"
     try:
         parse_stack_text(text, "stack.toml")
     except SpecError as error:
@@ -140,16 +143,14 @@ def test_any_repeated_line_is_a_located_error(data: st.DataObject) -> None:
 
 
 ON_LOCK = LockBase(target="node", platforms=("linux-64",), python="3.12")
-TEAM_ON_LOCK = ('[stack]\nname = "team"\nextends = "../vendor/locks/node.conda-lock.yml"\n'
-                '[pypi-dependencies]\ndatasets = "*"\n[targets.node]\narch = "sm90"\ndriver = "580.95.05"\n')
+TEAM_ON_LOCK = '[stack]\nname = "team"\nextends = "../vendor/locks/node.conda-lock.yml"\n[pypi-dependencies]\ndatasets = "*"\n[targets.node]\narch = "sm90"\ndriver = "580.95.05"\n'
 
 
 def test_a_team_stack_on_a_lock_takes_its_target_platforms_and_python() -> None:
     spec = parse_stack_text(TEAM_ON_LOCK, "stack.toml", ON_LOCK)
     assert spec.python == "3.12" and spec.platforms == ("linux-64",) and [t.name for t in spec.targets] == ["node"]
     assert spec.targets[0].arch == "sm90" and spec.extends == "../vendor/locks/node.conda-lock.yml"
-    recorded = parse_stack_text(TEAM_ON_LOCK.split("[targets.node]")[0], "stack.toml",
-                                ON_LOCK.model_copy(update={"facts": {"arch": "cpu"}}))
+    recorded = parse_stack_text(TEAM_ON_LOCK.split("[targets.node]")[0], "stack.toml", ON_LOCK.model_copy(update={"facts": {"arch": "cpu"}}))
     assert recorded.targets[0].arch == "cpu"  # a lock that records its hardware needs no [targets]
 
 
@@ -169,9 +170,8 @@ def test_any_key_added_to_a_team_stack_on_a_lock_parses_or_fails_cleanly(section
         assert error.message and error.hint and error.path == "stack.toml"
 
 
-_KEY = st.text("abcxyz-_.1 \"é", min_size=1, max_size=6)
-_VALUE = st.one_of(st.text(max_size=12), st.integers(-10**6, 10**6), st.booleans(),
-                   st.lists(st.text(max_size=5), max_size=3), st.dates())
+_KEY = st.text('abcxyz-_.1 "é', min_size=1, max_size=6)
+_VALUE = st.one_of(st.text(max_size=12), st.integers(-(10**6), 10**6), st.booleans(), st.lists(st.text(max_size=5), max_size=3), st.dates())
 _DOC = st.dictionaries(_KEY, st.one_of(_VALUE, st.dictionaries(_KEY, _VALUE, max_size=4)), max_size=5)
 
 

@@ -17,10 +17,12 @@ from tests.python_base import python_base
 from tests.test_export import require
 from tests.test_team_stacks import team, write
 
-BASE = [Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000}), Pkg("tok", "0.21.4"),
-        Pkg("base-lib", "1.0", depends=("tok", "libtorchish"), files={"bin/base-tool": "#!/bin/sh\necho base\n"})]
-TEAM = [Pkg("teamtool", "1.0", files={"share/teamtool/data.txt": "team\n"}), Pkg("tok", "0.22.1"),
-        Pkg("trans", "1.0", depends=("tok >=0.22",))]
+BASE = [
+    Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000}),
+    Pkg("tok", "0.21.4"),
+    Pkg("base-lib", "1.0", depends=("tok", "libtorchish"), files={"bin/base-tool": "#!/bin/sh\necho base\n"}),
+]
+TEAM = [Pkg("teamtool", "1.0", files={"share/teamtool/data.txt": "team\n"}), Pkg("tok", "0.22.1"), Pkg("trans", "1.0", depends=("tok >=0.22",))]
 
 
 def export(lock: Path, out: Path, *extra: str) -> str:
@@ -33,8 +35,7 @@ def export(lock: Path, out: Path, *extra: str) -> str:
 def base_image(tmp_path: Path) -> tuple[Path, Path]:
     """(the base stack, its exported image)."""
     channel = build_channel(tmp_path / "channel", BASE)
-    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
-                                                         '[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
     assert run_cli("resolve", str(base)).returncode == 0
     export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img")
     build_channel(channel, BASE + TEAM)
@@ -59,7 +60,7 @@ def test_a_team_image_is_the_base_image_plus_the_team_s_layers(tmp_path: Path, b
     lock = resolved_team_lock(tmp_path)
     digest = export(lock, tmp_path / "team-img", "--base", str(base_layout))
     base_layers, team_layers = layer_digests(base_layout), layer_digests(tmp_path / "team-img")
-    assert team_layers[:len(base_layers)] == base_layers  # every base layer, byte for byte, in order
+    assert team_layers[: len(base_layers)] == base_layers  # every base layer, byte for byte, in order
     assert len(team_layers) - len(base_layers) == 2  # teamtool's layer, and the last (the records, the manifest)
     for blob in base_layers:  # the blob itself, not a re-compressed copy
         name = blob.split(":", 1)[1]
@@ -78,11 +79,11 @@ def test_only_the_team_lock_s_own_base_image_is_reused(tmp_path: Path, base_imag
     moved = team(tmp_path / "a", 'trans = "*"', "override = true")
     moved.parent.parent.joinpath("platform").symlink_to(base.parent)
     assert run_cli("resolve", str(moved)).returncode == 0
-    refused = run_cli("export", str(moved.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "x"),
-                      "--base", str(base_layout))
+    refused = run_cli("export", str(moved.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "x"), "--base", str(base_layout))
     assert refused.returncode == 1 and "moved base packages (override)" in refused.stderr and not (tmp_path / "x").exists()
-    alone = run_cli("export", str(base.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "y"),
-                    "--base", str(base_layout))  # a lock that extends no base, on a lockgen image at /opt/env
+    alone = run_cli(
+        "export", str(base.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "y"), "--base", str(base_layout)
+    )  # a lock that extends no base, on a lockgen image at /opt/env
     assert alone.returncode == 1 and "this lock extends no base" in alone.stderr, alone.stderr
 
 
@@ -118,11 +119,11 @@ def _forged_base(tmp_path: Path, base: Path, base_layout: Path) -> Path:
     (tree / "lib" / "libtorchish.so").write_text("owned\n")
     manifest, _ = env_manifest.build(tree)
     lock = base.parent / "locks" / "cpu.conda-lock.yml"
-    env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest), "lock_sha256": file_digest(lock),
-                                            "platform": "linux-64", "prefix": "/opt/env"})
+    env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest), "lock_sha256": file_digest(lock), "platform": "linux-64", "prefix": "/opt/env"})
     (tree / env_manifest.STATS).unlink()
-    _write_image(BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"),
-                 tmp_path / "work", ExportRequest(lock, tmp_path / "forged"), lambda _: None)
+    _write_image(
+        BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"), tmp_path / "work", ExportRequest(lock, tmp_path / "forged"), lambda _: None
+    )
     return tmp_path / "forged"
 
 
@@ -151,14 +152,12 @@ def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path,
     _, base_layout = base_image
     republished = [Pkg("tok", "0.21.4", files={"share/tok/README": "changed\n"}) if p.name == "tok" else p for p in BASE]
     build_channel(tmp_path / "channel", republished + TEAM[:1])
-    refused = run_cli("export", str(resolved_team_lock(tmp_path)), "--out", str(tmp_path / "x"),
-                      "--base", str(base_layout))
+    refused = run_cli("export", str(resolved_team_lock(tmp_path)), "--out", str(tmp_path / "x"), "--base", str(base_layout))
     assert refused.returncode == 1 and "tok 0.21.4 is another archive than its base lock's" in refused.stderr, refused.stderr
 
 
 @pytest.mark.slow
-def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp_path: Path,
-                                                                           base_image: tuple[Path, Path]) -> None:
+def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
     _, base_layout = base_image
     lock = resolved_team_lock(tmp_path)
     (tmp_path / "registry").mkdir()
@@ -166,10 +165,8 @@ def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp
         pushed = run_cli("push", str(base_layout), f"docker://{host}/platform/torch:1", "--insecure")
         assert pushed.returncode == 0, pushed.stderr
         base = f"{host}/platform/torch@{pushed.stdout.strip()}"
-        subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{base}",
-                        f"oci:{tmp_path / 'base-copy'}:copy"], check=True, capture_output=True, timeout=120)
-        on_remote = run_cli("export", str(lock), "--out", str(tmp_path / "team-remote"), "--base", f"docker://{base}",
-                            "--insecure")
+        subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{base}", f"oci:{tmp_path / 'base-copy'}:copy"], check=True, capture_output=True, timeout=120)
+        on_remote = run_cli("export", str(lock), "--out", str(tmp_path / "team-remote"), "--base", f"docker://{base}", "--insecure")
         assert on_remote.returncode == 0, on_remote.stderr
         assert "linked 1 conda packages" in on_remote.stderr  # the held records read from the registry's layers
         remote = on_remote.stdout.strip().splitlines()[0]
@@ -209,8 +206,7 @@ def test_a_team_image_on_a_base_behind_registry_credentials(tmp_path: Path, base
         env = {"REGISTRY_AUTH_FILE": str(auth), "HOME": str(tmp_path / "h"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
         try:
             base = f"docker://{front}/platform/torch@{pushed.stdout.strip()}"
-            refused = run_cli("export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "x"),
-                              env={**env, "REGISTRY_AUTH_FILE": str(tmp_path / "none.json")})
+            refused = run_cli("export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "x"), env={**env, "REGISTRY_AUTH_FILE": str(tmp_path / "none.json")})
             assert refused.returncode == 1 and "401" in refused.stderr, refused.stderr
             exported = run_cli("export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "team-img"), env=env)
             assert exported.returncode == 0 and "linked 1 conda packages" in exported.stderr, exported.stderr
@@ -234,15 +230,19 @@ def _venv_style_python(tmp_path: Path) -> Pkg:
     `pyvenv.cfg` beside `bin/`, so the prefix is its sys.prefix (uv installs wheels there) and the stdlib
     is the host's /usr/lib/pythonX.Y."""
     import shutil
+
     binary = Path(shutil.which("python3", path="/usr/bin") or "/usr/bin/python3").resolve()
     if not binary.is_file():
         pytest.fail("this test links Debian's /usr/bin/python3 as a conda python; install python3 with apt")
-    version = subprocess.run([str(binary), "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run([str(binary), "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True, check=True).stdout.strip()
     xy = ".".join(version.split(".")[:2])
-    return Pkg("python", version, depends=("libpyrt",), links={"bin/python": f"python{xy}"},
-               files={f"bin/python{xy}": binary.read_bytes(),
-                      "pyvenv.cfg": f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {version}\n"})
+    return Pkg(
+        "python",
+        version,
+        depends=("libpyrt",),
+        links={"bin/python": f"python{xy}"},
+        files={f"bin/python{xy}": binary.read_bytes(), "pyvenv.cfg": f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {version}\n"},
+    )
 
 
 @pytest.mark.slow
@@ -254,18 +254,19 @@ def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, e
     are solved on top of its conda python and packages)."""
     from tests.wheel_index import Wheel, build_index
 
-    channel = build_channel(tmp_path / "channel", [_venv_style_python(tmp_path), Pkg("libpyrt", "1.0"),
-                                                   Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000})])
+    channel = build_channel(tmp_path / "channel", [_venv_style_python(tmp_path), Pkg("libpyrt", "1.0"), Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000})])
     index = build_index(tmp_path / "index", [Wheel("teamwheel", "1.0")])
-    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
-                 '[dependencies]\npython = "*"\nlibtorchish = "*"\n'
-                 f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n[targets.cpu]\narch = "cpu"\n')
+    base = write(
+        tmp_path / "platform" / "stack.toml",
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n'
+        '[dependencies]\npython = "*"\nlibtorchish = "*"\n'
+        f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n[targets.cpu]\narch = "cpu"\n',
+    )
     assert run_cli("resolve", str(base)).returncode == 0
     glibc = python_base(tmp_path / "glibc", python=False)  # the loader and C libraries the conda python needs
     export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img", "--base", str(glibc))
     options = f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n' if extends == "../base-img" else ""
-    stack = write(tmp_path / "team" / "stack.toml", f'[stack]\nname = "team"\nextends = "{extends}"\n'
-                  f'[pypi-dependencies]\nteamwheel = "*"\n{options}')
+    stack = write(tmp_path / "team" / "stack.toml", f'[stack]\nname = "team"\nextends = "{extends}"\n[pypi-dependencies]\nteamwheel = "*"\n{options}')
     resolved = run_cli("resolve", str(stack))
     assert resolved.returncode == 0, resolved.stderr
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -276,6 +277,6 @@ def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, e
     export(lock, tmp_path / "whole", "--base", str(glibc))
     assert environment_digest(tmp_path / "on-base") == environment_digest(tmp_path / "whole")
     base_layers, team_layers = layer_digests(tmp_path / "base-img"), layer_digests(tmp_path / "on-base")
-    assert team_layers[:len(base_layers)] == base_layers and len(team_layers) - len(base_layers) == 2
+    assert team_layers[: len(base_layers)] == base_layers and len(team_layers) - len(base_layers) == 2
     checked = run_cli("check", "--image", str(tmp_path / "on-base"), "--lock", str(lock))
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -50,8 +50,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     for tool in ("mmdebstrap", "umoci"):
         require(tool)
     folder = tmp_path_factory.mktemp("team-jupyter")
-    built = subprocess.run(["bash", str(EXAMPLE / "os-base.sh"), str(folder / "os-base")], capture_output=True,
-                           text=True, timeout=600)
+    built = subprocess.run(["bash", str(EXAMPLE / "os-base.sh"), str(folder / "os-base")], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
     _export(PLATFORM_LOCK, folder / "platform-img", folder / "os-base")
     _export(TEAM_LOCK, folder / "team-img", folder / "platform-img")
@@ -62,7 +61,7 @@ def test_the_team_image_is_the_platform_image_plus_jupyter_and_its_services(imag
     platform, team = images
     below = oci_layout.read_image(platform)[0]["layers"]
     manifest, config, _ = oci_layout.read_image(team)
-    assert manifest["layers"][:len(below)] == below  # the platform image's layers, unchanged
+    assert manifest["layers"][: len(below)] == below  # the platform image's layers, unchanged
     settings = config["config"]
     assert settings["Entrypoint"] == ["/opt/env/bin/python", "/opt/env/.lockgen/service_launcher.py"]
     assert "Cmd" not in settings and settings["User"] == "1000:1000" and settings["WorkingDir"] == "/home/dev"
@@ -92,8 +91,7 @@ def _until(deadline: float, what: str, attempt):  # type: ignore[no-untyped-def]
 
 
 def _get(port: int, path: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
-                                     headers={"Authorization": f"token {token}"} if token else {})
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"token {token}"} if token else {})
     try:
         with urllib.request.urlopen(request, timeout=5) as answer:
             return answer.status, answer.read().decode()
@@ -117,12 +115,11 @@ def _podman(layout: Path) -> Iterator[list[str]]:
     """The podman command line for a per-test overlay store holding `layout:TAG` as localhost/team:jupyter;
     every container and the store are removed afterwards."""
     short = Path(tempfile.mkdtemp(prefix="lgj-", dir="/tmp"))  # podman refuses a runroot path over 50 characters
-    podman = [require("podman"), "--root", str(short / "r"), "--runroot", str(short / "rr"), "--storage-driver",
-              "overlay", "--runtime", "runc"]
+    podman = [require("podman"), "--root", str(short / "r"), "--runroot", str(short / "rr"), "--storage-driver", "overlay", "--runtime", "runc"]
     try:
-        subprocess.run([require("skopeo"), "copy", "-q", f"oci:{layout}:{TAG}",
-                        f"containers-storage:[overlay@{short / 'r'}+{short / 'rr'}]localhost/team:jupyter"],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [require("skopeo"), "copy", "-q", f"oci:{layout}:{TAG}", f"containers-storage:[overlay@{short / 'r'}+{short / 'rr'}]localhost/team:jupyter"], check=True, capture_output=True, timeout=300
+        )
         yield podman
     finally:
         subprocess.run([*podman, "rm", "-a", "-f", "-t", "0"], capture_output=True, timeout=120)
@@ -137,12 +134,34 @@ def test_jupyter_and_ssh_answer_on_loopback_and_stop_together(images: tuple[Path
     web, ssh = _free_port(), _free_port()
     with _podman(team) as podman:
         started = subprocess.run(
-            [*podman, "run", "-d", "--name", "jupyter", "--network", "slirp4netns:port_handler=slirp4netns",
-             "-p", f"127.0.0.1:{web}:8888", "-p", f"127.0.0.1:{ssh}:22",
-             "--sysctl", "net.ipv4.ip_unprivileged_port_start=22",
-             "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=32768:32768",
-             "-e", f"JUPYTER_TOKEN={TOKEN}", "-e", f"SSH_AUTHORIZED_KEYS={key.with_suffix('.pub').read_text().strip()}",
-             "localhost/team:jupyter"], capture_output=True, text=True, timeout=120)
+            [
+                *podman,
+                "run",
+                "-d",
+                "--name",
+                "jupyter",
+                "--network",
+                "slirp4netns:port_handler=slirp4netns",
+                "-p",
+                f"127.0.0.1:{web}:8888",
+                "-p",
+                f"127.0.0.1:{ssh}:22",
+                "--sysctl",
+                "net.ipv4.ip_unprivileged_port_start=22",
+                "--ulimit",
+                "nofile=20000:20000",
+                "--ulimit",
+                "nproc=32768:32768",
+                "-e",
+                f"JUPYTER_TOKEN={TOKEN}",
+                "-e",
+                f"SSH_AUTHORIZED_KEYS={key.with_suffix('.pub').read_text().strip()}",
+                "localhost/team:jupyter",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert started.returncode == 0, started.stderr
         logs = lambda: subprocess.run([*podman, "logs", "jupyter"], capture_output=True, text=True, timeout=60).stderr  # noqa: E731
         deadline = time.monotonic() + 90
@@ -158,17 +177,35 @@ def test_jupyter_and_ssh_answer_on_loopback_and_stop_together(images: tuple[Path
         assert status == 200 and "started" in json.loads(body), body
         assert banner.startswith("SSH-2.0-OpenSSH_"), banner
 
-        host_key = subprocess.run([*podman, "exec", "jupyter", "cat", "/home/dev/.ssh/ssh_host_ed25519_key.pub"],
-                                  capture_output=True, text=True, timeout=60)
+        host_key = subprocess.run([*podman, "exec", "jupyter", "cat", "/home/dev/.ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True, timeout=60)
         assert host_key.returncode == 0, host_key.stderr
         known = tmp_path / "known_hosts"
         known.write_text(f"[127.0.0.1]:{ssh} {host_key.stdout.strip()}\n")  # the container's own key, checked
         numpy = next(p.version for p in load_lock(TEAM_LOCK).package if p.name == "numpy")
         login = subprocess.run(
-            [require("ssh"), "-F", "/dev/null", "-i", str(key), "-p", str(ssh), "-o", "BatchMode=yes",
-             "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}", "-o", "ConnectTimeout=10",
-             "dev@127.0.0.1", "id -u; pwd; python -c 'import numpy, sys; print(numpy.__version__, sys.prefix)'"],
-            capture_output=True, text=True, timeout=60)
+            [
+                require("ssh"),
+                "-F",
+                "/dev/null",
+                "-i",
+                str(key),
+                "-p",
+                str(ssh),
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                f"UserKnownHostsFile={known}",
+                "-o",
+                "ConnectTimeout=10",
+                "dev@127.0.0.1",
+                "id -u; pwd; python -c 'import numpy, sys; print(numpy.__version__, sys.prefix)'",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert login.returncode == 0, login.stderr + logs()
         assert login.stdout.split("\n")[:3] == ["1000", "/home/dev", f"{numpy} /opt/env"], login.stdout
 
@@ -176,7 +213,6 @@ def test_jupyter_and_ssh_answer_on_loopback_and_stop_together(images: tuple[Path
         stopped = subprocess.run([*podman, "stop", "-t", "20", "jupyter"], capture_output=True, text=True, timeout=60)
         assert stopped.returncode == 0, stopped.stderr
         assert time.monotonic() - began < 15  # the launcher forwarded SIGTERM; podman did not wait and kill
-        code = subprocess.run([*podman, "inspect", "--format", "{{.State.ExitCode}}", "jupyter"],
-                              capture_output=True, text=True, timeout=60)
+        code = subprocess.run([*podman, "inspect", "--format", "{{.State.ExitCode}}", "jupyter"], capture_output=True, text=True, timeout=60)
         assert code.stdout.strip() == "0", code.stdout + code.stderr + logs()
         assert "[services] stopped on signal 15" in logs()

@@ -142,8 +142,7 @@ def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Pat
 
     honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
     renamed = honest.rename(tmp_path / "demo-2.0-py3-none-any.whl")
-    entry = LockedPackage(name="demo", version="2.0", manager="pip", platform="linux-64", url=renamed.as_uri(),
-                          hash={"sha256": file_digest(renamed)})
+    entry = LockedPackage(name="demo", version="2.0", manager="pip", platform="linux-64", url=renamed.as_uri(), hash={"sha256": file_digest(renamed)})
     with pytest.raises(LockFormatError, match=re.escape("dist-info folder says `demo-1.0.dist-info`")):
         manifest_of(entry, {})
     honest_entry = entry.model_copy(update={"version": "1.0", "url": (tmp_path / "demo-1.0-py3-none-any.whl").as_uri()})
@@ -159,10 +158,8 @@ def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path
     from lockgen.model.lock import LockedPackage
 
     wheel = build_wheel(Wheel("demo", "1.0"), tmp_path)
-    forged = _rewritten(wheel, tmp_path / "forged", lambda name, data: data.replace(b"Name: demo", b"Name: other")
-                        if name.endswith("METADATA") else data)
-    entry = LockedPackage(name="demo", version="1.0", manager="pip", platform="linux-64", url=forged.as_uri(),
-                          hash={"sha256": file_digest(forged)})
+    forged = _rewritten(wheel, tmp_path / "forged", lambda name, data: data.replace(b"Name: demo", b"Name: other") if name.endswith("METADATA") else data)
+    entry = LockedPackage(name="demo", version="1.0", manager="pip", platform="linux-64", url=forged.as_uri(), hash={"sha256": file_digest(forged)})
     with pytest.raises(LockFormatError, match=re.escape("METADATA says `other 1.0`")):
         manifest_of(entry, {})
 
@@ -179,8 +176,7 @@ def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path)
     refused = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
     assert refused.returncode == 1 and "is pinned by md5 only" in refused.stderr and "--allow-md5" in refused.stderr
     assert not (tmp_path / "env").exists()
-    allowed = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), "--allow-md5",
-                      env={"LOCKGEN_HOME": str(home)})
+    allowed = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), "--allow-md5", env={"LOCKGEN_HOME": str(home)})
     assert allowed.returncode == 0, allowed.stderr
     assert (tmp_path / "env" / "share" / "hello.txt").read_text() == "1\n"
 
@@ -226,8 +222,7 @@ def test_read_lock_binds_the_digest_to_the_bytes_it_parsed(tmp_path: Path) -> No
     assert dump_lock(loaded.lock).encode() == loaded.data
 
 
-_FIELDS = ("name", "version", "build", "url", "sha256", "md5", "platform", "category", "lockgen.target",
-           "lockgen.python.linux-64")
+_FIELDS = ("name", "version", "build", "url", "sha256", "md5", "platform", "category", "lockgen.target", "lockgen.python.linux-64")
 
 
 @pytest.mark.slow
@@ -300,9 +295,11 @@ def _pip_lock(tmp_path: Path, wheel: Path) -> Path:
 
     head = PYPI_LOCK.read_text().split("package:\n")[0]
     name, version = wheel.name.split("-")[:2]
-    entry = (f"package:\n- name: {name}\n  version: \"{version}\"\n  manager: pip\n  platform: linux-64\n"
-             f"  dependencies: {{}}\n  url: {wheel.as_uri()}\n  hash:\n    sha256: {file_digest(wheel)}\n"
-             "  category: main\n  optional: false\n")
+    entry = (
+        f'package:\n- name: {name}\n  version: "{version}"\n  manager: pip\n  platform: linux-64\n'
+        f"  dependencies: {{}}\n  url: {wheel.as_uri()}\n  hash:\n    sha256: {file_digest(wheel)}\n"
+        "  category: main\n  optional: false\n"
+    )
     lock = tmp_path / "pip.conda-lock.yml"
     lock.write_text(head + entry)
     return lock
@@ -313,16 +310,13 @@ def test_a_wheel_file_its_record_does_not_list_fails_materialize(tmp_path: Path,
     honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
     smuggled = _rewritten(honest, tmp_path / "smuggled", lambda name, data: data, {"demo/sitecustomize_hook.py": b"import os\n"})
     assert materialize(_pip_lock(tmp_path, honest), None, tmp_path / "honest-env", lambda _: None)[0].is_dir()
-    result = run_cli("materialize", str(_pip_lock(tmp_path, smuggled)), "--prefix", str(tmp_path / "env"),
-                     env={"LOCKGEN_HOME": str(home)})
-    assert result.returncode == 1 and "files no package states; first lib/python3.11/site-packages/demo/sitecustomize_hook.py" \
-        in result.stderr, result.stderr
+    result = run_cli("materialize", str(_pip_lock(tmp_path, smuggled)), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
+    assert result.returncode == 1 and "files no package states; first lib/python3.11/site-packages/demo/sitecustomize_hook.py" in result.stderr, result.stderr
     assert not (tmp_path / "env").exists()
 
 
 def test_two_conda_packages_installing_one_path_fail_materialize(tmp_path: Path, home: Path) -> None:
-    channel = build_channel(tmp_path / "channel", [Pkg("first", "1.0", subdir="noarch", files={"share/same.txt": "1\n"}),
-                                                    Pkg("second", "1.0", subdir="noarch", files={"share/same.txt": "2\n"})])
+    channel = build_channel(tmp_path / "channel", [Pkg("first", "1.0", subdir="noarch", files={"share/same.txt": "1\n"}), Pkg("second", "1.0", subdir="noarch", files={"share/same.txt": "2\n"})])
     lock = cpu_lock(tmp_path, channel.as_uri(), ["first", "second"])
     with pytest.raises(LockFormatError, match=r"two packages of the lock install share/same.txt"):
         materialize(lock, None, tmp_path / "env", lambda _: None)
@@ -369,8 +363,7 @@ def test_capabilities_of_a_file_made_executable_later_are_found(tmp_path: Path, 
     target.chmod(0o755)
     assert os.getxattr(target, "security.capability")  # chmod keeps them
     proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env=env)
-    assert proven.returncode == 1 and "share/data.txt is setuid, setgid, world-writable or carries file capabilities" \
-        in proven.stdout, proven.stdout
+    assert proven.returncode == 1 and "share/data.txt is setuid, setgid, world-writable or carries file capabilities" in proven.stdout, proven.stdout
     drift = run_cli("check", "--prefix", str(prefix), env=env)
     assert drift.returncode == 1 and "share/data.txt (file capabilities (security.capability))" in drift.stdout, drift.stdout
 
@@ -389,9 +382,11 @@ def test_byte_code_beside_a_proven_source_must_be_its_byte_code(tmp_path: Path, 
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     source = prefix / "lib" / "python3.11" / "site-packages" / "demo" / "__init__.py"
     cached = source.parent / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
-    invalidation = {"timestamp": py_compile.PycInvalidationMode.TIMESTAMP,
-                    "unchecked-hash": py_compile.PycInvalidationMode.UNCHECKED_HASH,
-                    "checked-hash": py_compile.PycInvalidationMode.CHECKED_HASH}[mode]
+    invalidation = {
+        "timestamp": py_compile.PycInvalidationMode.TIMESTAMP,
+        "unchecked-hash": py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        "checked-hash": py_compile.PycInvalidationMode.CHECKED_HASH,
+    }[mode]
     py_compile.compile(str(source), cfile=str(cached), doraise=True, invalidation_mode=invalidation)
     for command in (["check", "--prefix", str(prefix)], ["check", "--lock", str(lock), "--prefix", str(prefix)]):
         honest_run = run_cli(*command, env={"LOCKGEN_HOME": str(home)})
@@ -428,6 +423,5 @@ def test_a_file_url_outside_the_users_roots_is_never_read(tmp_path: Path, home: 
     (tmp_path / "linked.conda-lock.yml").write_text(linked)
     through = run_cli("materialize", str(tmp_path / "linked.conda-lock.yml"), "--prefix", str(tmp_path / "env"), env=elsewhere)
     assert through.returncode == 1 and "outside the folders lockgen reads local packages from" in through.stderr
-    named = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"),
-                    env={**elsewhere, "LOCKGEN_FILE_ROOTS": str(channel)})
+    named = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={**elsewhere, "LOCKGEN_FILE_ROOTS": str(channel)})
     assert named.returncode == 0, named.stderr

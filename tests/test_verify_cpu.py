@@ -48,8 +48,7 @@ def conforming(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def certificate(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path], conforming: tuple[Path, Path]) -> Path:
     out = tmp_path_factory.mktemp("cert") / "cpu.cert.json"
     python, lock = conforming
-    result = run_cli("verify", "--arch", "cpu", "--lock", str(lock), "--python", str(python), "--key", str(keys[0]),
-                     "--out", str(out))
+    result = run_cli("verify", "--arch", "cpu", "--lock", str(lock), "--python", str(python), "--key", str(keys[0]), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(out)
     return out
@@ -80,12 +79,10 @@ def test_verify_reads_its_lock_and_expectations_once(conforming: tuple[Path, Pat
     expect = tmp_path / "expect.json"
     expect.write_text("{}")
     with opened(lock, expect) as counts:
-        done = CliRunner().invoke(app, ["verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--python", str(python),
-                                        "--expect", str(expect), "--out", str(tmp_path / "once.cert.json")])
+        done = CliRunner().invoke(app, ["verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--python", str(python), "--expect", str(expect), "--out", str(tmp_path / "once.cert.json")])
     assert done.exit_code == 0, done.output
     assert dict(counts) == {str(lock): 1, str(expect): 1}
-    assert json.loads((tmp_path / "once.cert.json").read_text())["certificate"]["subject"]["lock_sha256"] == \
-        hashlib.sha256(lock.read_bytes()).hexdigest()
+    assert json.loads((tmp_path / "once.cert.json").read_text())["certificate"]["subject"]["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
 
 
 def test_a_lock_the_environment_is_not_is_refused_before_the_kernel(tmp_path: Path) -> None:
@@ -96,13 +93,11 @@ def test_a_lock_the_environment_is_not_is_refused_before_the_kernel(tmp_path: Pa
     assert not (tmp_path / "x.cert.json").exists()
 
 
-def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], conforming: tuple[Path, Path],
-                                    tmp_path: Path) -> None:
+def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], conforming: tuple[Path, Path], tmp_path: Path) -> None:
     lock = conforming[1]
     ok = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]), "--lock", str(lock))
     assert ok.returncode == 0 and "signature valid" in ok.stdout and "cpu on the CPU" in ok.stdout
-    other_lock = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]),
-                         "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"))
+    other_lock = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]), "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"))
     assert other_lock.returncode == 1 and "covers lock sha256" in other_lock.stderr
     other_key = tmp_path / "other"
     run_cli("keygen", "--out", str(other_key))
@@ -110,11 +105,14 @@ def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], 
     assert wrong.returncode == 1 and "signed by key" in wrong.stderr
 
 
-@pytest.mark.parametrize("edit", [
-    lambda t: t.replace('"passed": true', '"passed": false', 1),
-    lambda t: t.replace('"TFLOP/s"', '"TFLOP/S"', 1),
-    lambda t: t + " ",
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda t: t.replace('"passed": true', '"passed": false', 1),
+        lambda t: t.replace('"TFLOP/s"', '"TFLOP/S"', 1),
+        lambda t: t + " ",
+    ],
+)
 def test_any_changed_byte_is_refused(certificate: Path, keys: tuple[Path, Path], tmp_path: Path, edit) -> None:
     tampered = tmp_path / "tampered.cert.json"
     tampered.write_text(edit(certificate.read_text()))
@@ -152,13 +150,33 @@ def _free_port() -> int:
 def test_two_nodes_meet_through_the_rendezvous(tmp_path: Path) -> None:
     """Two `lockgen verify` processes on this host stand in for two nodes of one process each."""
     port = _free_port()
-    command = [sys.executable, "-m", "lockgen", "verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2",
-               "--rendezvous", f"127.0.0.1:{port}", "--rendezvous-id", "two-nodes", "--timeout", "240"]
+    command = [
+        sys.executable,
+        "-m",
+        "lockgen",
+        "verify",
+        "--arch",
+        "cpu",
+        "--quick",
+        "--gpus",
+        "1",
+        "--nodes",
+        "2",
+        "--rendezvous",
+        f"127.0.0.1:{port}",
+        "--rendezvous-id",
+        "two-nodes",
+        "--timeout",
+        "240",
+    ]
     # one intra-op thread per stand-in node, as real nodes each have their own cores: two processes that each
     # spin a thread on every core of this host wait on each other (16.5 s for both nodes here, 7.9 s so)
-    nodes = [subprocess.Popen([*command, "--out", str(tmp_path / f"node{i}.cert.json")], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1", "OMP_NUM_THREADS": "1"})
-             for i in range(2)]
+    nodes = [
+        subprocess.Popen(
+            [*command, "--out", str(tmp_path / f"node{i}.cert.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1", "OMP_NUM_THREADS": "1"}
+        )
+        for i in range(2)
+    ]
     finished = [node.communicate(timeout=300) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err for _, err in finished]
     bodies = [json.loads((tmp_path / f"node{i}.cert.json").read_text())["certificate"] for i in range(2)]
@@ -182,11 +200,11 @@ def test_a_node_whose_peers_never_come_fails_cleanly(tmp_path: Path, torchrun_de
     15 s on two busy cores (a CI trial)."""
     port = _free_port()
     python = tmp_path / "python"  # this interpreter, its torchrun started `torchrun_delay_s` late
-    python.write_text(f"#!/bin/sh\ncase \" $* \" in *\" torch.distributed.run \"*) sleep {torchrun_delay_s};; esac\n"
-                      f"exec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\ncase " $* " in *" torch.distributed.run "*) sleep {torchrun_delay_s};; esac\nexec {shlex.quote(sys.executable)} "$@"\n')
     python.chmod(0o755)
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2", "--rendezvous", f"127.0.0.1:{port}",
-                     "--timeout", "40", "--python", str(python), "--out", str(tmp_path / "x.json"))
+    result = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2", "--rendezvous", f"127.0.0.1:{port}", "--timeout", "40", "--python", str(python), "--out", str(tmp_path / "x.json")
+    )
     assert result.returncode == 1 and f"the other nodes did not join at 127.0.0.1:{port}" in result.stderr, result.stderr
     assert re.search(r"within (32|40) s" if torchrun_delay_s == 0 else r"within 40 s", result.stderr), result.stderr
     assert "hint: start the same command on every node" in result.stderr and "Traceback" not in result.stderr
@@ -199,12 +217,14 @@ def test_several_nodes_need_a_rendezvous(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr and not (tmp_path / "x.json").exists()
 
 
-@pytest.mark.parametrize(("fault", "timeout", "message"), [
-    ("VERIFY_FAULT_EXIT_RANK", "120", "rank 1 exited with code 17"),
-    ("VERIFY_FAULT_HANG_RANK", "29", "the 2-process distributed kernel did not finish within 29 s"),
-])
-def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, timeout: str, message: str,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("fault", "timeout", "message"),
+    [
+        ("VERIFY_FAULT_EXIT_RANK", "120", "rank 1 exited with code 17"),
+        ("VERIFY_FAULT_HANG_RANK", "29", "the 2-process distributed kernel did not finish within 29 s"),
+    ],
+)
+def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, timeout: str, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The hang is killed at --timeout, and the message names the distributed run that hung. The single-process
     kernel runs first under the same limit: about 3 s alone here, over 10 s on a fresh venv beside the other
     test worker and up to 15 s on two busy cores (a CI trial beside another suite), so the limit is 29 s: below
@@ -212,8 +232,7 @@ def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, tim
     first and be reported as a rank's exit."""
     monkeypatch.setenv(fault, "1")
     mark = f"LOCKGEN_TEST_RUN={tmp_path}"  # every process this run starts inherits it: the leftovers are found by it
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--timeout", timeout, "--out", str(tmp_path / "x.json"),
-                     env={"LOCKGEN_TEST_RUN": str(tmp_path)})
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--timeout", timeout, "--out", str(tmp_path / "x.json"), env={"LOCKGEN_TEST_RUN": str(tmp_path)})
     assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.json").exists()
     assert _processes_marked(mark) == []

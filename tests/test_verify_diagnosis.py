@@ -22,10 +22,24 @@ from tests.conftest import REPO
 from verify import node_health, preflight, process_env
 from verify.results import Results
 
-HEALTHY = {"available": True, "processes": [], "memory": {"total_gib": 139.8, "free_gib": 139.3, "used_gib": 0.5},
-           "persistence_mode": True, "ecc_enabled": True, "ecc_uncorrected_volatile": 0, "remap_pending": False,
-           "remap_failed": False, "retired_pages_pending": None, "remapped_rows_uncorrected": 0, "pcie_width": 16,
-           "pcie_width_max": 16, "pcie_gen": 1, "pcie_gen_max": 5, "util_at_rest": 0.0, "clock_limits_at_rest": []}
+HEALTHY = {
+    "available": True,
+    "processes": [],
+    "memory": {"total_gib": 139.8, "free_gib": 139.3, "used_gib": 0.5},
+    "persistence_mode": True,
+    "ecc_enabled": True,
+    "ecc_uncorrected_volatile": 0,
+    "remap_pending": False,
+    "remap_failed": False,
+    "retired_pages_pending": None,
+    "remapped_rows_uncorrected": 0,
+    "pcie_width": 16,
+    "pcie_width_max": 16,
+    "pcie_gen": 1,
+    "pcie_gen_max": 5,
+    "util_at_rest": 0.0,
+    "clock_limits_at_rest": [],
+}
 
 
 def _node(monkeypatch: pytest.MonkeyPatch, reading: dict, own: set[int] = frozenset()) -> dict[str, dict]:
@@ -37,8 +51,7 @@ def _node(monkeypatch: pytest.MonkeyPatch, reading: dict, own: set[int] = frozen
 
 def test_a_healthy_node_passes_every_node_check(monkeypatch: pytest.MonkeyPatch) -> None:
     checks = _node(monkeypatch, HEALTHY)
-    assert {n: c["passed"] for n, c in checks.items()} == {"no_other_process": True, "free_memory": True,
-                                                          "memory_health": True, "pcie_link": True}
+    assert {n: c["passed"] for n, c in checks.items()} == {"no_other_process": True, "free_memory": True, "memory_health": True, "pcie_link": True}
 
 
 def test_another_process_and_the_memory_it_holds_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,10 +65,15 @@ def test_another_process_and_the_memory_it_holds_are_named(monkeypatch: pytest.M
     assert "held by pid 4242" in checks["free_memory"]["detail"]
 
 
-@pytest.mark.parametrize("fault, words", [({"remap_pending": True}, "row remap is pending"),
-                                          ({"remap_failed": True}, "row remap failed"),
-                                          ({"ecc_uncorrected_volatile": 3}, "3 uncorrectable ECC errors"),
-                                          ({"retired_pages_pending": True}, "page retirement is pending")])
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        ({"remap_pending": True}, "row remap is pending"),
+        ({"remap_failed": True}, "row remap failed"),
+        ({"ecc_uncorrected_volatile": 3}, "3 uncorrectable ECC errors"),
+        ({"retired_pages_pending": True}, "page retirement is pending"),
+    ],
+)
 def test_memory_errors_fail_the_node(monkeypatch: pytest.MonkeyPatch, fault: dict, words: str) -> None:
     check = _node(monkeypatch, {**HEALTHY, **fault})["memory_health"]
     assert not check["passed"] and words in check["detail"]
@@ -68,32 +86,38 @@ def test_a_narrowed_pcie_link_fails_but_a_slower_generation_at_rest_does_not(mon
 
 
 def test_settings_known_to_slow_work_are_named() -> None:
-    variables = process_env.behaviour_variables({"CUDA_LAUNCH_BLOCKING": "1", "NCCL_DEBUG": "INFO", "HOME": "/root",
-                                                 "NVIDIA_TF32_OVERRIDE": "1"})
+    variables = process_env.behaviour_variables({"CUDA_LAUNCH_BLOCKING": "1", "NCCL_DEBUG": "INFO", "HOME": "/root", "NVIDIA_TF32_OVERRIDE": "1"})
     assert variables == {"CUDA_LAUNCH_BLOCKING": "1", "NCCL_DEBUG": "INFO", "NVIDIA_TF32_OVERRIDE": "1"}
-    assert process_env.slowing_settings(variables) == ["CUDA_LAUNCH_BLOCKING=1 (makes every kernel launch wait for the GPU "
-                                                       "(serialised launches))"]
+    assert process_env.slowing_settings(variables) == ["CUDA_LAUNCH_BLOCKING=1 (makes every kernel launch wait for the GPU (serialised launches))"]
     assert process_env.slowing_settings({"CUDA_LAUNCH_BLOCKING": "0"}) == []
 
 
 def test_libraries_from_outside_the_environment_are_foreign(tmp_path: Path) -> None:
     env = tmp_path / "env"
-    maps = "\n".join(f"7f00-7f01 r-xp 00000000 08:01 1 {path}" for path in (
-        f"{env}/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",   # the environment's
-        "/usr/local/nvidia/lib64/libcuda.so.580.65.06",                     # the driver's, wherever it is
-        "/usr/lib/x86_64-linux-gnu/libc.so.6",                               # the system's
-        "/usr/lib/x86_64-linux-gnu/libcudnn.so.9",                           # cuDNN, but not the lock's: shadowed
-        "/tmp/preload/libhook.so",                                           # preloaded from anywhere
-    )) + "\n7f02-7f03 rw-p 00000000 00:00 0 [heap]\n"
+    maps = (
+        "\n".join(
+            f"7f00-7f01 r-xp 00000000 08:01 1 {path}"
+            for path in (
+                f"{env}/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",  # the environment's
+                "/usr/local/nvidia/lib64/libcuda.so.580.65.06",  # the driver's, wherever it is
+                "/usr/lib/x86_64-linux-gnu/libc.so.6",  # the system's
+                "/usr/lib/x86_64-linux-gnu/libcudnn.so.9",  # cuDNN, but not the lock's: shadowed
+                "/tmp/preload/libhook.so",  # preloaded from anywhere
+            )
+        )
+        + "\n7f02-7f03 rw-p 00000000 00:00 0 [heap]\n"
+    )
     loaded = process_env.loaded_libraries(maps)
     assert len(loaded) == 5
-    assert process_env.foreign_libraries(loaded, str(env), str(tmp_path / "base"), []) == [
-        "/tmp/preload/libhook.so", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"]
+    assert process_env.foreign_libraries(loaded, str(env), str(tmp_path / "base"), []) == ["/tmp/preload/libhook.so", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"]
 
 
 def test_the_cause_named_first_is_the_strongest_evidence() -> None:
-    stack = {"node": {"other_processes": [{"pid": 9, "name": "train.py", "memory_mib": 2048}], "util_at_rest": 100.0},
-             "slowing_settings": ["CUDA_LAUNCH_BLOCKING=1 (…)"], "libraries": {"foreign": ["/tmp/x.so"]}}
+    stack = {
+        "node": {"other_processes": [{"pid": 9, "name": "train.py", "memory_mib": 2048}], "util_at_rest": 100.0},
+        "slowing_settings": ["CUDA_LAUNCH_BLOCKING=1 (…)"],
+        "libraries": {"foreign": ["/tmp/x.so"]},
+    }
     limits = ("software power cap",)
     assert "another process was on the GPU when the run started: pid 9 (train.py, 2.0 GiB)" in likely_cause(stack, limits)
     assert "power cap" not in likely_cause(stack, limits)
@@ -119,16 +143,14 @@ def test_a_failed_floor_blames_the_other_process_not_the_power_cap() -> None:
 def test_the_cpu_kernel_names_a_preloaded_library_and_the_setting(tmp_path: Path) -> None:
     """For real: the CPU kernel under LD_PRELOAD of a library copied outside the environment and the system."""
     system_libz = ctypes.util.find_library("z")
-    found = next((p for p in ("/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1",
-                              "/usr/lib/aarch64-linux-gnu/libz.so.1") if Path(p).exists()), None)
+    found = next((p for p in ("/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/aarch64-linux-gnu/libz.so.1") if Path(p).exists()), None)
     assert system_libz and found, "zlib is part of every Debian system"
     copied = tmp_path / "preload" / "libz.so.1"
     copied.parent.mkdir()
     shutil.copy(found, copied)
     out = tmp_path / "report.json"
     env = {**os.environ, "LD_PRELOAD": str(copied), "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "verify", "--arch", "cpu", "--quick", "--out", str(out)],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-m", "verify", "--arch", "cpu", "--quick", "--out", str(out)], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     checks = {c["name"]: c for c in json.loads(out.read_text())["checks"] if c["category"] == "process"}
     assert not checks["libraries"]["passed"] and str(copied) in checks["libraries"]["detail"]

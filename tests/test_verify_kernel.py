@@ -10,10 +10,18 @@ from verify.results import Results
 from verify.stack import coverage
 
 GPU_STACK = {
-    "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0", "nccl": "2.28.9", "cuda_available": True,
-    "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], "arch_coverage": "sass",
-    "devices": [{"name": "NVIDIA H200", "compute_capability": "9.0"}] * 2, "driver": "580.159.04",
-    "host_gpu_count": 2, "cuda_visible_devices": None, "platform": "linux-x86_64",
+    "torch": "2.11.0+cu130",
+    "cuda": "13.0",
+    "cudnn": "9.19.0",
+    "nccl": "2.28.9",
+    "cuda_available": True,
+    "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+    "arch_coverage": "sass",
+    "devices": [{"name": "NVIDIA H200", "compute_capability": "9.0"}] * 2,
+    "driver": "580.159.04",
+    "host_gpu_count": 2,
+    "cuda_visible_devices": None,
+    "platform": "linux-x86_64",
 }
 
 
@@ -24,8 +32,7 @@ def failures(results: Results) -> dict[str, str]:
 def test_healthy_stack_passes() -> None:
     results = Results()
     assert stack_checks(results, "sm90", GPU_STACK, False, None)
-    expectations(results, GPU_STACK, {"torch": "2.11.0", "cuda": "13.0", "cudnn": "9.19.0.56", "nccl": "2.28.9.1",
-                                      "driver_min": "580.65.06", "gpu_count": 2})
+    expectations(results, GPU_STACK, {"torch": "2.11.0", "cuda": "13.0", "cudnn": "9.19.0.56", "nccl": "2.28.9.1", "driver_min": "580.65.06", "gpu_count": 2})
     assert failures(results) == {}
 
 
@@ -117,8 +124,10 @@ def test_the_quick_optimizer_is_torch_optims_adamw_without_dynamo() -> None:
             (model(inputs) ** 2).sum().backward()
             optimizer.step()
     assert max((a - b).abs().max().item() for a, b in zip(reference.parameters(), ours.parameters())) < 1e-5
-    probe = ("import sys, torch; from verify.adamw import TorchOpsAdamW; m = torch.nn.Linear(4, 2); "
-             "o = TorchOpsAdamW(m.parameters(), lr=1e-3); m(torch.ones(1, 4)).sum().backward(); o.step(); "
-             "print('torch._dynamo' in sys.modules)")
+    probe = (
+        "import sys, torch; from verify.adamw import TorchOpsAdamW; m = torch.nn.Linear(4, 2); "
+        "o = TorchOpsAdamW(m.parameters(), lr=1e-3); m(torch.ones(1, 4)).sum().backward(); o.step(); "
+        "print('torch._dynamo' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr

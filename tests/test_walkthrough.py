@@ -22,8 +22,7 @@ RUN = ("lockgen ", "bash envs/", "podman run ")  # the block's commands; its oth
 def podman_store(short: Path) -> str:
     """`podman` with a store of the test's own (vfs, runc, the ulimits these machines need; podman refuses a
     runroot path over 50 characters, so it lives in a short folder of /tmp, removed after the test)."""
-    return (f"podman --root {short / 'r'} --runroot {short / 'rr'} --storage-driver vfs --runtime runc run "
-            "--network none --ulimit nofile=20000:20000 --ulimit nproc=32768:32768")
+    return f"podman --root {short / 'r'} --runroot {short / 'rr'} --storage-driver vfs --runtime runc run --network none --ulimit nofile=20000:20000 --ulimit nproc=32768:32768"
 
 
 def walkthrough() -> list[str]:
@@ -44,8 +43,9 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     short = Path(tempfile.mkdtemp(prefix="lgw-", dir="/tmp"))
     try:
         for command in commands:
-            line = (command.replace("envs/examples/quickstart", str(example)).replace("/tmp/qs", str(tmp_path / "qs"))
-                    .replace("lockgen ", f"{lockgen} ", 1).replace("podman run", podman_store(short), 1))
+            line = (
+                command.replace("envs/examples/quickstart", str(example)).replace("/tmp/qs", str(tmp_path / "qs")).replace("lockgen ", f"{lockgen} ", 1).replace("podman run", podman_store(short), 1)
+            )
             done = subprocess.run(line, shell=True, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
             assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
             said[" ".join(command.split()[:2])] = done
@@ -59,19 +59,19 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         assert (example / "locks" / lock.name).read_bytes() == lock.read_bytes(), lock.name
     # a venv lockgen made is locked again through its index: uv's direct_url.json keeps no hash
     prefix, lockgen_cmd = tmp_path / "qs-env", [sys.executable, "-m", "lockgen"]
-    frozen = subprocess.run(lockgen_cmd + ["freeze", "--prefix", str(prefix), "--target", "again", "--out", str(tmp_path / "f.yml")],
-                            capture_output=True, text=True, env=env, timeout=120)
+    frozen = subprocess.run(lockgen_cmd + ["freeze", "--prefix", str(prefix), "--target", "again", "--out", str(tmp_path / "f.yml")], capture_output=True, text=True, env=env, timeout=120)
     assert frozen.returncode == 1 and "lockgen pin inv.json.gz --target again" in frozen.stderr, frozen.stderr
     inventory, again = tmp_path / "inv.json.gz", tmp_path / "again.conda-lock.yml"
-    for step in (["freeze", "--python", str(prefix / "bin" / "python"), "--inventory", str(inventory)],
-                 ["pin", str(inventory), "--target", "again", "--out", str(again)],
-                 ["check", "--lock", str(again), "--prefix", str(prefix)]):
+    for step in (
+        ["freeze", "--python", str(prefix / "bin" / "python"), "--inventory", str(inventory)],
+        ["pin", str(inventory), "--target", "again", "--out", str(again)],
+        ["check", "--lock", str(again), "--prefix", str(prefix)],
+    ):
         done = subprocess.run(lockgen_cmd + step, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
         assert done.returncode == 0, f"{step}\n{done.stderr[-2000:]}"
 
 
-def _the_digests_are_as_the_text_says(said: dict[str, subprocess.CompletedProcess[str]], example: Path, tmp_path: Path,
-                                      env: dict[str, str]) -> None:
+def _the_digests_are_as_the_text_says(said: dict[str, subprocess.CompletedProcess[str]], example: Path, tmp_path: Path, env: dict[str, str]) -> None:
     """The text after the block: each lock's sha256 as quoted, the store's environment named by it, the
     environment digest the same in two prefixes and another in the image, the image digest reproduced."""
     import hashlib
@@ -91,7 +91,7 @@ def _the_digests_are_as_the_text_says(said: dict[str, subprocess.CompletedProces
     (in_prefix,) = environment.findall(said["lockgen materialize"].stderr)
     (in_image,) = environment.findall(said["lockgen export"].stderr)
     assert store["environment_digest"] == in_prefix != in_image
-    again = subprocess.run(lockgen + ["export", str(example / "locks" / "cpu.conda-lock.yml"), "--base", str(tmp_path / "qs-base"),
-                                      "--out", str(tmp_path / "again")],
-                           capture_output=True, text=True, env=env, timeout=600)
+    again = subprocess.run(
+        lockgen + ["export", str(example / "locks" / "cpu.conda-lock.yml"), "--base", str(tmp_path / "qs-base"), "--out", str(tmp_path / "again")], capture_output=True, text=True, env=env, timeout=600
+    )
     assert again.stdout == said["lockgen export"].stdout and again.stdout.startswith("sha256:"), again.stderr

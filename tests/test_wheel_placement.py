@@ -21,16 +21,26 @@ from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
 
 SHA = "ab" * 32
-_member = st.sampled_from(["demo/__init__.py", "demo/x.so", "demo-1.0.dist-info/RECORD", "demo-1.0.dist-info/METADATA",
-                           "demo-1.0.data/scripts/tool", "demo-1.0.data/headers/h.h", "demo-1.0.data/data/share/d",
-                           "demo-1.0.data/purelib/p.py", "demo-1.0.data/platlib/q.so", "ü/ñ.py", ".libs/a.so"])
+_member = st.sampled_from(
+    [
+        "demo/__init__.py",
+        "demo/x.so",
+        "demo-1.0.dist-info/RECORD",
+        "demo-1.0.dist-info/METADATA",
+        "demo-1.0.data/scripts/tool",
+        "demo-1.0.data/headers/h.h",
+        "demo-1.0.data/data/share/d",
+        "demo-1.0.data/purelib/p.py",
+        "demo-1.0.data/platlib/q.so",
+        "ü/ñ.py",
+        ".libs/a.so",
+    ]
+)
 
 
 def _manifest(members: list[str], hashed: bool = True) -> PackageManifest:
-    files = tuple(ManifestFile(path=m, sha256=hashlib.sha256(m.encode()).hexdigest() if hashed else None, size=len(m))
-                  for m in dict.fromkeys(members))
-    return PackageManifest(sha256=SHA, name="Demo", version="1.0", kind="wheel", files=files,
-                           dist_info="demo-1.0.dist-info", scripts=("tool",), entry_points={"tool": "demo:main"})
+    files = tuple(ManifestFile(path=m, sha256=hashlib.sha256(m.encode()).hexdigest() if hashed else None, size=len(m)) for m in dict.fromkeys(members))
+    return PackageManifest(sha256=SHA, name="Demo", version="1.0", kind="wheel", files=files, dist_info="demo-1.0.dist-info", scripts=("tool",), entry_points={"tool": "demo:main"})
 
 
 @settings(max_examples=100, deadline=None)
@@ -48,29 +58,44 @@ def test_any_other_record_is_worked_out_again() -> None:
     assert placed_of_record(record, SHA, "3.11") is not None
     assert placed_of_record(record, "cd" * 32, "3.11") is None  # another wheel's
     assert placed_of_record(record, SHA, "3.12") is None  # another Python's
-    for damaged in ({**record, "layout": PLACEMENT_LAYOUT + 1}, {**record, "files": [["a", None]]},
-                    {**record, "files": [["a", None, "7"]]}, {**record, "files": [["a", 5, 1]]},
-                    {**record, "scripts": "tool"}, {**record, "entry_points": [["tool"]]}, {**record, "name": None},
-                    {**record, "dist_info": 3}, [record], None):
+    for damaged in (
+        {**record, "layout": PLACEMENT_LAYOUT + 1},
+        {**record, "files": [["a", None]]},
+        {**record, "files": [["a", None, "7"]]},
+        {**record, "files": [["a", 5, 1]]},
+        {**record, "scripts": "tool"},
+        {**record, "entry_points": [["tool"]]},
+        {**record, "name": None},
+        {**record, "dist_info": 3},
+        [record],
+        None,
+    ):
         assert placed_of_record(damaged, SHA, "3.11") is None
 
 
 def test_a_change_of_the_placement_rules_bumps_the_layout() -> None:
-    members = ["demo/__init__.py", "demo-1.0.dist-info/RECORD", "demo-1.0.data/scripts/tool", "demo-1.0.data/headers/h.h",
-               "demo-1.0.data/data/share/d", "demo-1.0.data/platlib/q.so", ".libs/a.so", "a/./b.py"]
+    members = [
+        "demo/__init__.py",
+        "demo-1.0.dist-info/RECORD",
+        "demo-1.0.data/scripts/tool",
+        "demo-1.0.data/headers/h.h",
+        "demo-1.0.data/data/share/d",
+        "demo-1.0.data/platlib/q.so",
+        ".libs/a.so",
+        "a/./b.py",
+    ]
     placed = wheel_expected(_manifest(members), "3.11")
     # when this fails, the rules place a wheel's files elsewhere now: bump PLACEMENT_LAYOUT, then the digest here
-    assert (PLACEMENT_LAYOUT, expected_digest([placed])) == \
-        (1, "2ed2e5785451ec0ea1b9f9905ce0af7c161dd91ce6ca0dd513553af18ce3526a")
+    assert (PLACEMENT_LAYOUT, expected_digest([placed])) == (1, "2ed2e5785451ec0ea1b9f9905ce0af7c161dd91ce6ca0dd513553af18ce3526a")
 
 
 def test_a_kept_placement_naming_another_package_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     manifest = _manifest(["demo/__init__.py"])
     manifest_store.keep(manifest)
-    package = LockedPackage.model_validate({"name": "demo", "version": "1.0", "manager": "pip", "platform": "linux-64",
-                                            "url": "https://example.invalid/demo-1.0-py3-none-any.whl",
-                                            "hash": {"sha256": SHA}})
+    package = LockedPackage.model_validate(
+        {"name": "demo", "version": "1.0", "manager": "pip", "platform": "linux-64", "url": "https://example.invalid/demo-1.0-py3-none-any.whl", "hash": {"sha256": SHA}}
+    )
     read: list[str] = []
     monkeypatch.setattr(manifest_steps, "manifest_of", lambda *a: (read.append("manifest"), (manifest, None))[1])
     first = manifest_steps.placed_wheel(package, "3.11")

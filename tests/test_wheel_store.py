@@ -48,8 +48,7 @@ def test_a_second_materialize_reads_no_proven_file(lock: Path, tmp_path: Path, h
     second, again = materialize(lock, None, tmp_path / "two", lambda _: None)
     assert again == digest
     assert [p for p in hashed if "/site-packages/" in p] == []  # proven links: stat only
-    assert (second / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino == \
-        (first / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino
+    assert (second / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino == (first / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino
     materialize(lock, None, tmp_path / "three", lambda _: None, verify=True)
     assert len([p for p in hashed if "/site-packages/" in p]) == len(wheel_files)  # --verify trusts nothing
 
@@ -82,10 +81,13 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
     assert records
     kept = {path: json.loads(path.read_text()) for path in records}
     assert all(record["layout"] == wheel_store.PROOF_LAYOUT for record in kept.values())
-    damages = [lambda r: {"files": {p: [*r["fingerprints"][5 * i:5 * i + 5], r["sha256"][64 * i:64 * i + 64]]
-                                    for i, p in enumerate(r["paths"])}},  # the form of the first layout
-               lambda r: {**r, "fingerprints": r["fingerprints"][:-1]}, lambda r: {**r, "sha256": r["sha256"][:-1]},
-               lambda r: {**r, "sha256": [r["sha256"]]}, lambda r: {**r, "paths": None}]
+    damages = [
+        lambda r: {"files": {p: [*r["fingerprints"][5 * i : 5 * i + 5], r["sha256"][64 * i : 64 * i + 64]] for i, p in enumerate(r["paths"])}},  # the form of the first layout
+        lambda r: {**r, "fingerprints": r["fingerprints"][:-1]},
+        lambda r: {**r, "sha256": r["sha256"][:-1]},
+        lambda r: {**r, "sha256": [r["sha256"]]},
+        lambda r: {**r, "paths": None},
+    ]
     for n, damage in enumerate(damages):
         for path, record in kept.items():
             path.write_text(json.dumps(damage(record)))
@@ -98,8 +100,7 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
     assert [p for p in hashed if "/site-packages/" in p] == []  # and trusted again from them
 
 
-def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
     from lockgen.adapters import installers

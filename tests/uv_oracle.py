@@ -22,8 +22,7 @@ def normal(name: str) -> str:
 
 
 def uv_export(project: Path, flags: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([uv_binary(), "export", "--frozen", "--format", "requirements-txt", "--no-hashes",
-                           "--no-emit-project", "--no-header", *flags], cwd=project, capture_output=True, text=True)
+    return subprocess.run([uv_binary(), "export", "--frozen", "--format", "requirements-txt", "--no-hashes", "--no-emit-project", "--no-header", *flags], cwd=project, capture_output=True, text=True)
 
 
 def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> set[tuple[str, str]]:
@@ -32,10 +31,17 @@ def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> s
     done = uv_export(project, flags)
     assert done.returncode == 0, done.stderr
     full = python if python.count(".") == 2 else f"{python}.0"
-    environment = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                   "platform_machine": MACHINE_OF_PLATFORM[platform], "implementation_name": "cpython",
-                   "platform_python_implementation": "CPython", "python_version": ".".join(full.split(".")[:2]),
-                   "python_full_version": full, "implementation_version": full}
+    environment = {
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": MACHINE_OF_PLATFORM[platform],
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "python_version": ".".join(full.split(".")[:2]),
+        "python_full_version": full,
+        "implementation_version": full,
+    }
     selected = set()
     for line in done.stdout.splitlines():
         if not line or line.startswith((" ", "#", "-e")):
@@ -47,8 +53,7 @@ def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> s
     return selected
 
 
-def lockgen_takes(source: Path, choices: UvChoices, platform: str, out: Path,
-                  project: Path | None = None) -> set[tuple[str, str]]:
+def lockgen_takes(source: Path, choices: UvChoices, platform: str, out: Path, project: Path | None = None) -> set[tuple[str, str]]:
     """(name, version) lockgen imports for the platform, with what it lists as not convertible."""
     _, lock = import_lock(source, "t", None, out, choices, project)
     taken = {(normal(p.name), p.version) for p in lock.packages_for(platform)}

@@ -33,11 +33,13 @@ def _record_line(path: str, data: bytes) -> str:
 def build_wheel(wheel: Wheel, folder: Path) -> Path:
     module = wheel.name.replace("-", "_")
     dist_info = f"{module}-{wheel.version}.dist-info"
-    metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {wheel.name}", f"Version: {wheel.version}"]
-                         + [f"Requires-Dist: {r}" for r in wheel.requires]) + "\n"
-    entries = {f"{module}/__init__.py": f"VERSION = {wheel.version!r}\n", **wheel.files,
-               f"{dist_info}/METADATA": metadata,
-               f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: lockgen-tests\nRoot-Is-Purelib: true\nTag: {wheel.tag}\n"}
+    metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {wheel.name}", f"Version: {wheel.version}"] + [f"Requires-Dist: {r}" for r in wheel.requires]) + "\n"
+    entries = {
+        f"{module}/__init__.py": f"VERSION = {wheel.version!r}\n",
+        **wheel.files,
+        f"{dist_info}/METADATA": metadata,
+        f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: lockgen-tests\nRoot-Is-Purelib: true\nTag: {wheel.tag}\n",
+    }
     record = [_record_line(p, d.encode()) for p, d in entries.items()] + [f"{dist_info}/RECORD,,"]
     entries[f"{dist_info}/RECORD"] = "\n".join(record) + "\n"
     path = folder / wheel.filename
@@ -56,8 +58,7 @@ def build_index(root: Path, wheels: list[Wheel]) -> Path:
         path = build_wheel(wheel, files)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         yanked = ' data-yanked="broken"' if wheel.yanked else ""
-        projects.setdefault(wheel.name, []).append(
-            f'<a href="../../files/{path.name}#sha256={digest}"{yanked}>{html.escape(path.name)}</a>')
+        projects.setdefault(wheel.name, []).append(f'<a href="../../files/{path.name}#sha256={digest}"{yanked}>{html.escape(path.name)}</a>')
     for project, links in projects.items():
         page = root / "simple" / project
         page.mkdir(parents=True, exist_ok=True)

@@ -43,8 +43,7 @@ def gemm(results: Results, device: torch.device, has_fp8: bool, size: int) -> No
         reference = a8.double().cpu() @ b8.double().cpu()
         out = torch._scaled_mm(a8, b8, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
         error = _relative_error(out.cpu(), reference)
-        results.check("correctness", "gemm_fp8", error <= GEMM_TOLERANCE["fp8"],
-                      f"relative error {error:.2e} (limit {GEMM_TOLERANCE['fp8']:.0e}, e4m3 in, bf16 out)", error)
+        results.check("correctness", "gemm_fp8", error <= GEMM_TOLERANCE["fp8"], f"relative error {error:.2e} (limit {GEMM_TOLERANCE['fp8']:.0e}, e4m3 in, bf16 out)", error)
 
 
 def convolution(results: Results, device: torch.device) -> None:
@@ -96,5 +95,4 @@ def attention(results: Results, device: torch.device) -> None:
         error = _relative_error(out.float().cpu(), reference.double().cpu())
         results.check("correctness", f"sdpa_{name}", error <= limit, f"relative error {error:.2e} (limit {limit:.0e})", error)
     if device.type == "cuda":
-        results.check("correctness", "sdpa_fused_backend", any(n in ran for n in ("flash", "efficient", "cudnn")),
-                      f"fused backends that ran: {', '.join(n for n in ran if n != 'math') or 'none'}")
+        results.check("correctness", "sdpa_fused_backend", any(n in ran for n in ("flash", "efficient", "cudnn")), f"fused backends that ran: {', '.join(n for n in ran if n != 'math') or 'none'}")

@@ -32,8 +32,7 @@ class DeterminismRun:
         self.errors = tempfile.TemporaryFile(mode="w+")
         env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
         command = [sys.executable, "-c", f"import verify.determinism as d; d.child({device_type!r})"]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
-                                        text=True, env=env)
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True, env=env)
         self.failure: str | None = None
 
     @property
@@ -75,8 +74,7 @@ class DeterminismRun:
             return
         first, second = json.loads(answer or "[]")
         where = "" if self.device_type == "cuda" else " (on one CPU thread)"
-        results.check("training", "deterministic", first == second,
-                      f"two seeded runs gave identical losses{where}" if first == second else f"losses differ{where}: {first} vs {second}")
+        results.check("training", "deterministic", first == second, f"two seeded runs gave identical losses{where}" if first == second else f"losses differ{where}: {first} vs {second}")
 
     def close(self) -> None:
         if self.process.poll() is None:

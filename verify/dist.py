@@ -44,8 +44,7 @@ def _bus_bandwidth(results: Results, device: torch.device, world: int, sizes_mib
         _sync(device)
         seconds = (time.perf_counter() - started) / iterations
         algbw = tensor.numel() * 4 / seconds / 1e9
-        results.figure("allreduce", f"{size}MiB", algbw * 2 * (world - 1) / world, "GB/s bus", algbw=round(algbw, 2),
-                       time_us=round(seconds * 1e6, 1))
+        results.figure("allreduce", f"{size}MiB", algbw * 2 * (world - 1) / world, "GB/s bus", algbw=round(algbw, 2), time_us=round(seconds * 1e6, 1))
 
 
 LATENCY_SIZES = (8, 64, 512, 4096, 32768, 262144)  # bytes
@@ -66,8 +65,7 @@ def _latency(results: Results, device: torch.device, batches: int = 7, per_batch
                 dist.all_reduce(tensor)
             _sync(device)
             times.append((time.perf_counter() - started) / per_batch)
-        results.figure("allreduce_latency", _size_name(size), statistics.median(times) * 1e6, "us",
-                       batches_us=[round(t * 1e6, 1) for t in times])
+        results.figure("allreduce_latency", _size_name(size), statistics.median(times) * 1e6, "us", batches_us=[round(t * 1e6, 1) for t in times])
 
 
 def _size_name(size: int) -> str:
@@ -101,18 +99,20 @@ def _ddp_step(results: Results, device: torch.device, rank: int) -> None:
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     identical = bool(torch.equal(high, low))
-    results.check("distributed", "ddp_parameters_identical", identical,
-                  f"{flat.numel()} parameters {'identical' if identical else 'DIFFER'} on every rank after 3 DDP steps"
-                  + ("" if identical else f" ({_where_they_differ(named, high - low)})"))
-    results.check("distributed", "ddp_loss_finite", all(x == x and abs(x) != float("inf") for x in losses),
-                  f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}")
+    results.check(
+        "distributed",
+        "ddp_parameters_identical",
+        identical,
+        f"{flat.numel()} parameters {'identical' if identical else 'DIFFER'} on every rank after 3 DDP steps" + ("" if identical else f" ({_where_they_differ(named, high - low)})"),
+    )
+    results.check("distributed", "ddp_loss_finite", all(x == x and abs(x) != float("inf") for x in losses), f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}")
 
 
 def _where_they_differ(named: Sequence[tuple[str, torch.Tensor]], spread: torch.Tensor) -> str:
     """Which parameter tensors differ between ranks and by how much (the spread is max - min over ranks)."""
     differing, offset = [], 0
     for name, parameter in named:
-        part = spread[offset:offset + parameter.numel()]
+        part = spread[offset : offset + parameter.numel()]
         offset += parameter.numel()
         if bool(part.any()):
             differing.append((name, int((part != 0).sum()), float(part.abs().max())))
@@ -158,18 +158,24 @@ def main(argv: list[str] | None = None) -> int:
         value = torch.full((4096,), float(rank + 1), device=device)
         dist.all_reduce(value)
         expected = world * (world + 1) / 2
-        results.check("distributed", "allreduce_sum", bool(torch.all(value == expected)),
-                      f"sum over {world} ranks: {value[0].item():g} (expected {expected:g})")
-        results.guarded("distributed", "allreduce_bandwidth",
-                        lambda: _bus_bandwidth(results, device, world, [int(s) for s in args.sizes_mib.split(",")], args.iterations))
+        results.check("distributed", "allreduce_sum", bool(torch.all(value == expected)), f"sum over {world} ranks: {value[0].item():g} (expected {expected:g})")
+        results.guarded("distributed", "allreduce_bandwidth", lambda: _bus_bandwidth(results, device, world, [int(s) for s in args.sizes_mib.split(",")], args.iterations))
         results.guarded("distributed", "allreduce_latency", lambda: _latency(results, device))
         results.guarded("distributed", "ddp_step", lambda: _ddp_step(results, device, rank))
         dist.barrier()
     if local_rank == 0:
-        document = {"schema": SCHEMA, "kind": "distributed", "world_size": world, "backend": dist.get_backend(),
-                    "nodes": world // node_size, "node_rank": int(os.environ.get("GROUP_RANK", "0")),
-                    "checks": results.checks, "figures": results.figures, "telemetry": telemetry.summary(),
-                    "duration_s": round(time.perf_counter() - started, 2)}
+        document = {
+            "schema": SCHEMA,
+            "kind": "distributed",
+            "world_size": world,
+            "backend": dist.get_backend(),
+            "nodes": world // node_size,
+            "node_rank": int(os.environ.get("GROUP_RANK", "0")),
+            "checks": results.checks,
+            "figures": results.figures,
+            "telemetry": telemetry.summary(),
+            "duration_s": round(time.perf_counter() - started, 2),
+        }
         with open(args.out, "w", encoding="utf-8") as stream:
             json.dump(document, stream, indent=2, sort_keys=True)
     dist.barrier()  # every rank leaves together: one that tears down first resets its peers' connections (gloo aborts)

@@ -15,8 +15,7 @@ def stack_checks(results: Results, arch: str, stack: dict[str, Any], allow_ptx: 
     if cc is None:
         return results.check("stack", "cpu_build_runs", True, f"torch {stack['torch']} on {stack['platform']}")
     if not stack["cuda"]:
-        return results.check("stack", "cuda_build", False, f"torch {stack['torch']} is a CPU-only build "
-                             "(torch.version.cuda is None): install a CUDA build of torch")
+        return results.check("stack", "cuda_build", False, f"torch {stack['torch']} is a CPU-only build (torch.version.cuda is None): install a CUDA build of torch")
     results.check("stack", "cuda_build", True, f"torch {stack['torch']} built with CUDA {stack['cuda']}")
     if not stack["cuda_available"] or not stack["devices"]:
         visible = stack["cuda_visible_devices"]
@@ -24,14 +23,15 @@ def stack_checks(results: Results, arch: str, stack: dict[str, Any], allow_ptx: 
         return results.check("stack", "gpu_visible", False, f"torch sees no GPU{hint}; driver {stack['driver']}")
     wanted = f"{cc[0]}.{cc[1]}"
     found = sorted({d["compute_capability"] for d in stack["devices"]})
-    results.check("stack", "gpu_arch", found == [wanted],
-                  f"GPUs {', '.join(d['name'] for d in stack['devices'])} have compute capability {', '.join(found)}; "
-                  f"{arch} is {wanted}")
+    results.check("stack", "gpu_arch", found == [wanted], f"GPUs {', '.join(d['name'] for d in stack['devices'])} have compute capability {', '.join(found)}; {arch} is {wanted}")
     coverage = stack["arch_coverage"]
     native = coverage == "sass" or (coverage == "ptx" and allow_ptx)
-    results.check("stack", "native_kernels", native,
-                  f"torch arch list {' '.join(stack['arch_list'])}: {arch} covered by "
-                  f"{'native cubins' if coverage == 'sass' else 'PTX JIT only' if coverage == 'ptx' else 'nothing'}")
+    results.check(
+        "stack",
+        "native_kernels",
+        native,
+        f"torch arch list {' '.join(stack['arch_list'])}: {arch} covered by {'native cubins' if coverage == 'sass' else 'PTX JIT only' if coverage == 'ptx' else 'nothing'}",
+    )
     host = stack["host_gpu_count"]
     if host is not None and expected_gpus is None:
         visible = len(stack["devices"])
@@ -59,8 +59,7 @@ def expectations(results: Results, stack: dict[str, Any], expected: dict[str, An
     for key in ("torch", "cuda", "cudnn", "nccl"):
         if expected.get(key):
             actual = stack.get(key)
-            results.check("expect", f"{key}_version", _version_matches(str(expected[key]), actual),
-                          f"expected {expected[key]}, found {actual}")
+            results.check("expect", f"{key}_version", _version_matches(str(expected[key]), actual), f"expected {expected[key]}, found {actual}")
     if expected.get("driver_min"):
         driver = stack.get("driver")
         good = driver is not None and "." in driver and _as_tuple(driver) >= _as_tuple(expected["driver_min"])
@@ -69,5 +68,4 @@ def expectations(results: Results, stack: dict[str, Any], expected: dict[str, An
         count = len(stack.get("devices") or [])
         visible = stack.get("cuda_visible_devices")
         cause = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
-        results.check("expect", "gpu_count", count == int(expected["gpu_count"]),
-                      f"{count} GPUs visible{cause}, expected {expected['gpu_count']}")
+        results.check("expect", "gpu_count", count == int(expected["gpu_count"]), f"{count} GPUs visible{cause}, expected {expected['gpu_count']}")

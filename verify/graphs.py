@@ -66,7 +66,7 @@ def cuda_graphs(results: Results, device: torch.device, quick: bool, eager: dict
     steps = 6 if quick else 10
     if eager is None or len(eager["losses"]) < WARMUP + steps:
         eager = run_steps(FULL, device, "bf16", WARMUP + steps, ops_optimizer=quick)
-    eager_losses = eager["losses"][:WARMUP + steps]
+    eager_losses = eager["losses"][: WARMUP + steps]
     try:
         replay_losses, replay_s = _replayed(FULL, device, steps, quick)
     except RuntimeError as exc:
@@ -76,10 +76,15 @@ def cuda_graphs(results: Results, device: torch.device, quick: bool, eager: dict
     results.check("graphs", "capture", True, f"bf16 training step captured, replayed {steps} times")
     worst = max(abs(r - e) / max(abs(e), 1e-6) for r, e in zip(replay_losses, eager_losses))
     finite = all(math.isfinite(x) for x in replay_losses)
-    results.check("graphs", "replay_matches_eager", finite and worst <= TOLERANCE,
-                  f"replayed losses {replay_losses[WARMUP]:.4f} -> {replay_losses[-1]:.4f}, eager "
-                  f"{eager_losses[WARMUP]:.4f} -> {eager_losses[-1]:.4f}: largest relative difference {worst:.1e} "
-                  f"(limit {TOLERANCE:.0e})", worst)
+    results.check(
+        "graphs",
+        "replay_matches_eager",
+        finite and worst <= TOLERANCE,
+        f"replayed losses {replay_losses[WARMUP]:.4f} -> {replay_losses[-1]:.4f}, eager "
+        f"{eager_losses[WARMUP]:.4f} -> {eager_losses[-1]:.4f}: largest relative difference {worst:.1e} "
+        f"(limit {TOLERANCE:.0e})",
+        worst,
+    )
     replay_ms, eager_ms = statistics.median(replay_s) * 1000, eager["step_s"] * 1000
     results.figure("graphs", "bf16_replay_step_ms", replay_ms, "ms", steps=steps, eager_step_ms=round(eager_ms, 2))
     results.figure("graphs", "speedup_replay_over_eager", eager_ms / replay_ms, "x")

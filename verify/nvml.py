@@ -16,9 +16,16 @@ _NVML_SUCCESS = 0
 _TEMPERATURE_GPU = 0
 _CLOCK_SM, _CLOCK_MEM = 1, 2
 # nvmlClocksEventReasons bits (nvml.h); "gpu idle" (0x1) is left out: it is not a limit on a busy GPU
-CLOCK_LIMIT_REASONS = {0x2: "applications clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
-                       0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
-                       0x80: "hardware power brake", 0x100: "display clocks setting"}
+CLOCK_LIMIT_REASONS = {
+    0x2: "applications clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clocks setting",
+}
 
 
 def clock_limit_names(mask: int) -> list[str]:
@@ -143,9 +150,13 @@ class Telemetry:
         return _statistics([s for s in self.samples.get(device, []) if s["t"] is not None and start <= s["t"] <= end])
 
     def summary(self) -> dict[str, object]:
-        return {"available": self.nvml.available, "error": self.nvml.error, "interval_s": self.interval,
-                "samples": sum(len(s) for s in self.samples.values()),
-                "gpus": {str(device): _statistics(samples) for device, samples in self.samples.items()}}
+        return {
+            "available": self.nvml.available,
+            "error": self.nvml.error,
+            "interval_s": self.interval,
+            "samples": sum(len(s) for s in self.samples.values()),
+            "gpus": {str(device): _statistics(samples) for device, samples in self.samples.items()},
+        }
 
 
 def _statistics(samples: list[dict[str, float | None]]) -> dict[str, object]:

@@ -36,9 +36,16 @@ def node_checks(results: Results, nvml: Nvml, own_pids: set[int], expected: dict
     _free_memory(results, reading, others, float(expected.get("free_memory_fraction") or FREE_MEMORY_FRACTION))
     _memory_errors(results, reading)
     _pcie(results, reading)
-    for name, unit in (("util_at_rest", "%"), ("persistence_mode", "bool"), ("pcie_gen", ""), ("pcie_gen_max", ""),
-                       ("ecc_corrected_volatile", "errors"), ("ecc_uncorrected_aggregate", "errors"),
-                       ("remapped_rows_corrected", "rows"), ("remapped_rows_uncorrected", "rows")):
+    for name, unit in (
+        ("util_at_rest", "%"),
+        ("persistence_mode", "bool"),
+        ("pcie_gen", ""),
+        ("pcie_gen_max", ""),
+        ("ecc_corrected_volatile", "errors"),
+        ("ecc_uncorrected_aggregate", "errors"),
+        ("remapped_rows_corrected", "rows"),
+        ("remapped_rows_uncorrected", "rows"),
+    ):
         value = reading.get(name)
         results.figure("node", name, None if value is None else float(value), unit)
     return reading
@@ -54,9 +61,12 @@ def _other_processes(results: Results, reading: dict[str, Any], others: list[dic
     util = reading.get("util_at_rest")
     busy = f"; the GPU was {util:.0f}% busy at rest" if isinstance(util, (int, float)) else ""
     results.figure("node", "other_processes", float(len(others)), "processes")
-    results.check("node", "no_other_process", not others,
-                  ("no other process on the GPU" + busy) if not others else
-                  f"{len(others)} other processes on the GPU: {', '.join(_describe(p) for p in others[:5])}{busy}")
+    results.check(
+        "node",
+        "no_other_process",
+        not others,
+        ("no other process on the GPU" + busy) if not others else f"{len(others)} other processes on the GPU: {', '.join(_describe(p) for p in others[:5])}{busy}",
+    )
 
 
 def _free_memory(results: Results, reading: dict[str, Any], others: list[dict[str, Any]], fraction: float) -> None:
@@ -66,9 +76,13 @@ def _free_memory(results: Results, reading: dict[str, Any], others: list[dict[st
     results.figure("node", "memory_free_gib", memory["free_gib"], "GiB", total_gib=memory["total_gib"])
     needed = fraction * memory["total_gib"]
     holders = f"; held by {', '.join(_describe(p) for p in others[:5])}" if others else ""
-    results.check("node", "free_memory", memory["free_gib"] >= needed,
-                  f"{memory['free_gib']:.1f} of {memory['total_gib']:.1f} GiB free (floor {fraction:.0%}: a training job "
-                  f"needs the GPU's memory){holders}", memory["free_gib"])
+    results.check(
+        "node",
+        "free_memory",
+        memory["free_gib"] >= needed,
+        f"{memory['free_gib']:.1f} of {memory['total_gib']:.1f} GiB free (floor {fraction:.0%}: a training job needs the GPU's memory){holders}",
+        memory["free_gib"],
+    )
 
 
 def _memory_errors(results: Results, reading: dict[str, Any]) -> None:
@@ -85,28 +99,30 @@ def _memory_errors(results: Results, reading: dict[str, Any]) -> None:
     if reading.get("ecc_enabled") is None and reading.get("remap_pending") is None:
         results.check("node", "memory_health", True, "ECC and row remapping are not reported by this GPU")
         return
-    results.check("node", "memory_health", not problems,
-                  "; ".join(problems) if problems else
-                  f"ECC {'on' if reading.get('ecc_enabled') else 'off'}, no pending remap or retirement, "
-                  f"{reading.get('remapped_rows_uncorrected') or 0} rows remapped for uncorrectable errors")
+    results.check(
+        "node",
+        "memory_health",
+        not problems,
+        "; ".join(problems)
+        if problems
+        else f"ECC {'on' if reading.get('ecc_enabled') else 'off'}, no pending remap or retirement, {reading.get('remapped_rows_uncorrected') or 0} rows remapped for uncorrectable errors",
+    )
 
 
 def _pcie(results: Results, reading: dict[str, Any]) -> None:
     width, widest = reading.get("pcie_width"), reading.get("pcie_width_max")
     if not width or not widest:
         return
-    results.check("node", "pcie_link", width >= widest,
-                  f"PCIe x{width} of x{widest} (gen {reading.get('pcie_gen')} of {reading.get('pcie_gen_max')} at rest, "
-                  "where links slow down by design)", float(width))
+    results.check(
+        "node", "pcie_link", width >= widest, f"PCIe x{width} of x{widest} (gen {reading.get('pcie_gen')} of {reading.get('pcie_gen_max')} at rest, where links slow down by design)", float(width)
+    )
 
 
 def settings_check(results: Results) -> dict[str, str]:
     """The behaviour-changing variables of this process, one check that none of them slows the node's work."""
     variables = process_env.behaviour_variables()
     slowing = process_env.slowing_settings(variables)
-    results.check("process", "settings", not slowing,
-                  "; ".join(slowing) if slowing else f"{len(variables)} CUDA/PyTorch/NCCL/OpenMP variables set, none "
-                  "known to slow or serialise work")
+    results.check("process", "settings", not slowing, "; ".join(slowing) if slowing else f"{len(variables)} CUDA/PyTorch/NCCL/OpenMP variables set, none known to slow or serialise work")
     return variables
 
 
@@ -114,8 +130,12 @@ def libraries_check(results: Results) -> dict[str, Any]:
     """Every shared library this process loaded is the environment's, the driver's or the system's."""
     loaded = process_env.loaded_libraries()
     foreign = process_env.foreign_libraries(loaded)
-    results.check("process", "libraries", not foreign,
-                  f"{len(foreign)} of {len(loaded)} loaded libraries come from outside the environment: "
-                  f"{', '.join(foreign[:4])}" if foreign else
-                  f"all {len(loaded)} loaded libraries are the environment's, the driver's or the system's")
+    results.check(
+        "process",
+        "libraries",
+        not foreign,
+        f"{len(foreign)} of {len(loaded)} loaded libraries come from outside the environment: {', '.join(foreign[:4])}"
+        if foreign
+        else f"all {len(loaded)} loaded libraries are the environment's, the driver's or the system's",
+    )
     return {"loaded": len(loaded), "foreign": foreign, "preload_file": os.path.exists("/etc/ld.so.preload")}

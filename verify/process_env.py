@@ -17,8 +17,7 @@ import re
 import site
 import sys
 
-PREFIXES = ("CUDA_", "CUDNN_", "CUBLAS", "CUBLASLT_", "NCCL_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_",
-            "NVIDIA_", "NVSHMEM_", "TORCHINDUCTOR_", "TRITON_")
+PREFIXES = ("CUDA_", "CUDNN_", "CUBLAS", "CUBLASLT_", "NCCL_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "NVIDIA_", "NVSHMEM_", "TORCHINDUCTOR_", "TRITON_")
 NAMED = ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "CUBLAS_WORKSPACE_CONFIG")
 # settings that change speed or results for every job on the node: (name, harmful value or None for "set"), what it does
 SLOWING = {
@@ -33,8 +32,10 @@ SLOWING = {
     ("NCCL_SHM_DISABLE", "1"): "turns shared-memory transport off for NCCL",
     ("LD_PRELOAD", None): "loads a library into every process before the stack's own",
 }
-_STACK_LIBRARY = re.compile(r"lib(cudart|cublas|cublasLt|cudnn[a-z_]*|nccl|nvrtc|nvJitLink|cufft|curand|cusparse|"
-                            r"cusolver|cupti|nvToolsExt|torch[a-z_]*|c10[a-z_]*|shm|nvshmem[a-z_]*)\b")
+_STACK_LIBRARY = re.compile(
+    r"lib(cudart|cublas|cublasLt|cudnn[a-z_]*|nccl|nvrtc|nvJitLink|cufft|curand|cusparse|"
+    r"cusolver|cupti|nvToolsExt|torch[a-z_]*|c10[a-z_]*|shm|nvshmem[a-z_]*)\b"
+)
 _DRIVER_LIBRARY = re.compile(r"lib(cuda|nvidia-[a-z0-9_-]+|nvcuvid|nvoptix)\.so")
 SYSTEM_FOLDERS = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/local/lib/")
 
@@ -84,8 +85,7 @@ def _site_folders() -> list[str]:
         return []
 
 
-def foreign_libraries(libraries: list[str], environment: str | None = None, base: str | None = None,
-                      site_folders: list[str] | None = None) -> list[str]:
+def foreign_libraries(libraries: list[str], environment: str | None = None, base: str | None = None, site_folders: list[str] | None = None) -> list[str]:
     """The loaded libraries that are neither the environment's (its prefix, or the site-packages it imports
     from), nor its base interpreter's, nor the driver's, nor, for libraries other than the CUDA stack's, the
     system's."""

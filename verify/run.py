@@ -83,13 +83,11 @@ def run(args: argparse.Namespace, child: DeterminismRun | None, import_s: float)
     return 0
 
 
-def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry,
-            child: DeterminismRun | None) -> None:
+def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry, child: DeterminismRun | None) -> None:
     """Every check group in order: correctness first, then the timed figures from an idle board (the
     determinism child ready and idle by then), the child's steps last."""
     # --quick trains with an optimizer in torch ops (verify.adamw), which needs no dynamo
-    optimizer_import = None if args.quick else threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,),
-                                                                daemon=True)
+    optimizer_import = None if args.quick else threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,), daemon=True)
     if optimizer_import is not None:
         optimizer_import.start()
     has_fp8 = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
@@ -105,8 +103,7 @@ def _checks(results: Results, device: torch.device, args: argparse.Namespace, ex
     floors = expected.get("conv_floor_tflops") or {}
     results.guarded("performance", "conv_throughput", lambda: conv_throughput(results, device, args.quick, floors))
     runs: dict = {}
-    results.guarded("training", "training",
-                    lambda: runs.update(training(results, device, args.quick, args.compile, telemetry)))
+    results.guarded("training", "training", lambda: runs.update(training(results, device, args.quick, args.compile, telemetry)))
     results.guarded("graphs", "cuda_graphs", lambda: cuda_graphs(results, device, args.quick, runs.get("bf16")))
     results.guarded("performance", "bandwidth", lambda: bandwidth(results, device))
     if child is not None:

@@ -44,10 +44,15 @@ def describe(arch: str, nvml: Nvml) -> dict[str, object]:
     if cuda_ok:
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
-            devices.append({
-                "index": index, "name": props.name, "compute_capability": f"{props.major}.{props.minor}",
-                "memory_gib": round(props.total_memory / 2**30, 1), "sms": props.multi_processor_count,
-            })
+            devices.append(
+                {
+                    "index": index,
+                    "name": props.name,
+                    "compute_capability": f"{props.major}.{props.minor}",
+                    "memory_gib": round(props.total_memory / 2**30, 1),
+                    "sms": props.multi_processor_count,
+                }
+            )
     arch_list = torch.cuda.get_arch_list() if cuda_ok else []
     cc = arch_cc(arch)
     nccl = None

@@ -54,8 +54,7 @@ class Block(nn.Module):
         self.norm1, self.norm2 = _norm(config.width), _norm(config.width)
         self.qkv = nn.Linear(config.width, 3 * config.width, bias=False)
         self.proj = nn.Linear(config.width, config.width, bias=False)
-        self.mlp = nn.Sequential(nn.Linear(config.width, 4 * config.width, bias=False), nn.GELU(),
-                                 nn.Linear(4 * config.width, config.width, bias=False))
+        self.mlp = nn.Sequential(nn.Linear(config.width, 4 * config.width, bias=False), nn.GELU(), nn.Linear(4 * config.width, config.width, bias=False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
@@ -99,8 +98,7 @@ def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer: bool = False
-               ) -> tuple[Gpt, torch.optim.Optimizer | TorchOpsAdamW, tuple[torch.Tensor, torch.Tensor]]:
+def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer: bool = False) -> tuple[Gpt, torch.optim.Optimizer | TorchOpsAdamW, tuple[torch.Tensor, torch.Tensor]]:
     """The model, its AdamW and the batch of a run from `seed`. On GPUs the optimizer is fused and capturable
     (the step count stays on the GPU, as a CUDA graph needs: verify.graphs replays this run); with
     `ops_optimizer` it is the same update in torch ops (`verify.adamw`: no torch._dynamo import)."""
@@ -108,13 +106,11 @@ def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer
     generator = torch.Generator(device="cpu").manual_seed(seed)
     model = Gpt(config).to(device)
     cuda = device.type == "cuda"
-    optimizer = TorchOpsAdamW(model.parameters(), lr=3e-3) if ops_optimizer else \
-        torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
+    optimizer = TorchOpsAdamW(model.parameters(), lr=3e-3) if ops_optimizer else torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
     return model, optimizer, batch_of(config, device, generator)
 
 
-def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0,
-              compiled: bool = False, warmup: int = 3, ops_optimizer: bool = False) -> dict[str, Any]:
+def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0, compiled: bool = False, warmup: int = 3, ops_optimizer: bool = False) -> dict[str, Any]:
     """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
     `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs a few
     more steps each start from an idle GPU, and the median host time to issue one is `host_issue_ms`:
@@ -145,20 +141,32 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
     per_step = clock.step_seconds()
     seconds = statistics.median(per_step) if per_step else float("nan")
     torch.backends.cuda.matmul.allow_tf32 = False
-    return {"losses": [x.item() for x in losses], "step_s": seconds, "steps_ms": [round(x * 1000, 2) for x in per_step],
-            "memory": memory, "host_issue_ms": round(statistics.median(issue_s) * 1000, 2) if issue_s else None,
-            "flops_per_token": flops_per_token(model, config)}
+    return {
+        "losses": [x.item() for x in losses],
+        "step_s": seconds,
+        "steps_ms": [round(x * 1000, 2) for x in per_step],
+        "memory": memory,
+        "host_issue_ms": round(statistics.median(issue_s) * 1000, 2) if issue_s else None,
+        "flops_per_token": flops_per_token(model, config),
+    }
 
 
-def train_step(forward: Callable[[torch.Tensor], torch.Tensor], optimizer: torch.optim.Optimizer | TorchOpsAdamW, scaler: torch.amp.GradScaler, inputs: torch.Tensor,
-               targets: torch.Tensor, config: GptConfig, mode: str, in_graph: bool = False) -> torch.Tensor:
+def train_step(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer | TorchOpsAdamW,
+    scaler: torch.amp.GradScaler,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    config: GptConfig,
+    mode: str,
+    in_graph: bool = False,
+) -> torch.Tensor:
     """One step in a precision mode (fp32, tf32, bf16 autocast, fp16 autocast with the scaler): the loss.
     Inside a CUDA graph autocast's cast cache is off (cached casts would outlive the capture)."""
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
     device_type = inputs.device.type
     optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None,
-                        cache_enabled=not in_graph):
+    with torch.autocast(device_type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None, cache_enabled=not in_graph):
         logits = forward(inputs)
         if mode != "bf16":
             loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
@@ -207,8 +215,7 @@ class StepClock:
         return [b - a for a, b in zip(self.marks, self.marks[1:])]
 
 
-def training(results: Results, device: torch.device, quick: bool, compiled: bool,
-             telemetry: Telemetry | None = None) -> dict[str, dict[str, object]]:
+def training(results: Results, device: torch.device, quick: bool, compiled: bool, telemetry: Telemetry | None = None) -> dict[str, dict[str, object]]:
     """Every precision mode: loss falls, finite, no memory growth; figures for speed and AMP speedups.
     Each step-time figure carries the GPU's clocks, power and clock limits during that mode. Returns
     each mode's run. fp32 and tf32 (whose steps vary by under 1% on an H200) take 10 steps, the fast
@@ -221,8 +228,7 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
         steps = 10 if quick or mode in ("fp32", "tf32") else 20
         rest(device, quick)  # each mode from below the power cap, as the GEMM figures
         started = time.monotonic()
-        run = runs[mode] = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"),
-                                     ops_optimizer=quick)
+        run = runs[mode] = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"), ops_optimizer=quick)
         ended = time.monotonic()
         results.phase(f"training_{mode}", ended - started)
         during = telemetry.during(nvml_index(device.index or 0), started, ended) if telemetry and device.type == "cuda" else {}
@@ -230,21 +236,32 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
         finite = all(math.isfinite(x) for x in losses)
         results.check("training", f"{mode}_finite", finite, f"{len(losses)} steps, losses {losses[0]:.3f} -> {losses[-1]:.3f}")
         tail = statistics.mean(losses[-3:])
-        results.check("training", f"{mode}_loss_falls", finite and tail < losses[0] * 0.8,
-                      f"first {losses[0]:.3f}, mean of last 3 {tail:.3f} (must be < 80% of first)", tail)
+        results.check("training", f"{mode}_loss_falls", finite and tail < losses[0] * 0.8, f"first {losses[0]:.3f}, mean of last 3 {tail:.3f} (must be < 80% of first)", tail)
         if device.type == "cuda":
             growth = run["memory"][-1] - run["memory"][2]
-            results.check("training", f"{mode}_no_memory_growth", growth <= 2**20,
-                          f"allocated memory grew {growth / 2**20:.2f} MiB from step 3 to step {steps}", growth)
+            results.check("training", f"{mode}_no_memory_growth", growth <= 2**20, f"allocated memory grew {growth / 2**20:.2f} MiB from step 3 to step {steps}", growth)
         median = run["step_s"]
         step_ms[mode] = median * 1000
         tokens = config.batch * config.sequence / median
-        results.figure("training", f"{mode}_step_ms", median * 1000, "ms", batch=config.batch, sequence=config.sequence,
-                       steps_ms=run["steps_ms"], **({"gpu": during} if during else {}),
-                       **({"host_issue_ms": run["host_issue_ms"]} if run["host_issue_ms"] is not None else {}))
+        results.figure(
+            "training",
+            f"{mode}_step_ms",
+            median * 1000,
+            "ms",
+            batch=config.batch,
+            sequence=config.sequence,
+            steps_ms=run["steps_ms"],
+            **({"gpu": during} if during else {}),
+            **({"host_issue_ms": run["host_issue_ms"]} if run["host_issue_ms"] is not None else {}),
+        )
         results.figure("training", f"{mode}_tokens_per_s", tokens, "tokens/s")
-        results.figure("training", f"{mode}_model_tflops", tokens * run["flops_per_token"] / 1e12, "TFLOP/s",
-                       params_m=round((run["flops_per_token"] - 12 * config.layers * config.width * config.sequence) / 6e6, 1))
+        results.figure(
+            "training",
+            f"{mode}_model_tflops",
+            tokens * run["flops_per_token"] / 1e12,
+            "TFLOP/s",
+            params_m=round((run["flops_per_token"] - 12 * config.layers * config.width * config.sequence) / 6e6, 1),
+        )
     for fast in ("bf16", "fp16"):
         for slow in ("fp32", "tf32"):
             if fast in step_ms and slow in step_ms:

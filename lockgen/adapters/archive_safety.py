@@ -43,6 +43,7 @@ def check_archive(path: Path, label: str) -> None:
     except LockFormatError as exc:  # the archive's own bytes: named by the package they were fetched for
         raise LockFormatError(f"{label}: {exc.message}", exc.hint) from None
     if problems:
-        raise LockFormatError(f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                              "the archive tries to write outside the environment; nothing was installed")
+        raise LockFormatError(
+            f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""), "the archive tries to write outside the environment; nothing was installed"
+        )
     marker.touch()

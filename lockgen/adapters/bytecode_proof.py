@@ -41,8 +41,7 @@ def _store() -> Path:
 @lru_cache(maxsize=None)
 def _cache_tag_of(python: str) -> str | None:
     try:
-        done = run_tool([python, "-I", "-S", "-c", "import sys; print(sys.implementation.cache_tag)"],
-                        "asking a Python its version", timeout_s=30)
+        done = run_tool([python, "-I", "-S", "-c", "import sys; print(sys.implementation.cache_tag)"], "asking a Python its version", timeout_s=30)
     except LockgenError:
         return None
     return done.stdout.strip()
@@ -58,8 +57,7 @@ def interpreter_for(tag: str) -> str | None:
         if candidate and os.path.isfile(candidate) and _cache_tag_of(candidate) == tag:
             return candidate
     try:  # last: one uv manages (asking uv starts a process)
-        found = run_tool([uv_binary(), "python", "find", "--no-project", "--no-python-downloads", f"3.{minor}"],
-                         "finding a Python", timeout_s=30, check=False).stdout.strip()
+        found = run_tool([uv_binary(), "python", "find", "--no-project", "--no-python-downloads", f"3.{minor}"], "finding a Python", timeout_s=30, check=False).stdout.strip()
     except LockgenError:
         return None
     return found if found and os.path.isfile(found) and _cache_tag_of(found) == tag else None
@@ -69,16 +67,14 @@ def _marker(tag: str, pyc_sha: str, source_sha: str) -> Path:
     return _store() / f"{tag}-{pyc_sha}-{source_sha}"
 
 
-def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[[str], None] = lambda _: None,
-             known: Mapping[str, str] | None = None) -> dict[str, str]:
+def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[[str], None] = lambda _: None, known: Mapping[str, str] | None = None) -> dict[str, str]:
     """Of `(pyc, source)` pairs (prefix-relative; the source already proven), the byte code files that are not
     their source's, each with the reason. `known`: sha256 of files as they are now (what conformance just
     hashed or trusted by fingerprint), not hashed again."""
     if not pairs:
         return {}
     tagged = [(pyc, source, _TAG.search(pyc)) for pyc, source in pairs]
-    problems = {pyc: "byte code of a Python lockgen cannot prove (only CPython 3 .pyc files are)"
-                for pyc, _, found in tagged if found is None}
+    problems = {pyc: "byte code of a Python lockgen cannot prove (only CPython 3 .pyc files are)" for pyc, _, found in tagged if found is None}
     known = known or {}
     wanted = sorted({p for pyc, source, found in tagged if found for p in (pyc, source) if p not in known})
     hashed = hash_files([(str(prefix / p), os.lstat(prefix / p).st_size) for p in wanted])
@@ -104,8 +100,12 @@ def _prove(prefix: Path, tag: str, items: list[tuple[str, str, int, Path]], prog
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as listing:
         json.dump([[str(prefix / pyc), str(prefix / source), optimize] for pyc, source, optimize, _ in items], listing)
     try:
-        done = run_tool([python, "-I", "-S", "-B", str(CHECKER), listing.name], "proving byte code against its source",
-                        "the checker is lockgen's own; run again with -v", timeout_s=60 + SECONDS_PER_FILE * len(items))
+        done = run_tool(
+            [python, "-I", "-S", "-B", str(CHECKER), listing.name],
+            "proving byte code against its source",
+            "the checker is lockgen's own; run again with -v",
+            timeout_s=60 + SECONDS_PER_FILE * len(items),
+        )
     finally:
         os.unlink(listing.name)
     found = {os.path.relpath(path, prefix): why for path, why in json.loads(done.stdout or "[]")}

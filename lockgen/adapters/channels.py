@@ -34,8 +34,7 @@ def parse_aliases(items: list[str], env: str | None = None) -> dict[str, str]:
     for item in env_items + list(items):
         name, sep, location = item.partition("=")
         if not sep or not name.strip() or not location.strip():
-            raise UserError(f"channel alias `{item}` is not NAME=PATH_OR_URL",
-                            "write e.g. --channel-alias conda-forge=../shared/snapshots/public-locks")
+            raise UserError(f"channel alias `{item}` is not NAME=PATH_OR_URL", "write e.g. --channel-alias conda-forge=../shared/snapshots/public-locks")
         aliases[name.strip()] = location.strip()
     return aliases
 
@@ -79,8 +78,7 @@ def locate_channel(name: str, aliases: dict[str, str], base_dir: Path) -> Channe
     else:
         return Channel(written, f"{DEFAULT_CHANNEL_BASE}/{location}", None, canonical)
     if not path.is_dir():
-        raise ChannelError(f"channel `{written}`: folder `{path}` does not exist",
-                           "check the path, or point the name elsewhere with --channel-alias NAME=PATH_OR_URL")
+        raise ChannelError(f"channel `{written}`: folder `{path}` does not exist", "check the path, or point the name elsewhere with --channel-alias NAME=PATH_OR_URL")
     return Channel(written, str(path), path, canonical)
 
 
@@ -153,8 +151,7 @@ def _scan_index(channel: Channel, subdir: str, path: Path) -> LocalIndex:
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise ChannelError(f"channel `{channel.name}`: {path} is not valid JSON ({exc})",
-                               "re-create the channel index") from None
+            raise ChannelError(f"channel `{channel.name}`: {path} is not valid JSON ({exc})", "re-create the channel index") from None
         for key in ("packages", "packages.conda"):
             for file_name, record in (data.get(key) or {}).items():
                 if isinstance(record, dict) and isinstance(record.get("url"), str):

@@ -29,8 +29,8 @@ from lockgen.core.wheel_files import shown
 from lockgen.errors import LockFormatError
 
 _LOCAL, _CENTRAL, _END, _END64, _LOCATOR = b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
-_LOCAL_HEADER = struct.Struct("<4s5H3I2H")          # signature … crc, sizes, name and extra lengths
-_CENTRAL_HEADER = struct.Struct("<4s6H3I5H2I")      # … comment length, disk, attributes, local offset
+_LOCAL_HEADER = struct.Struct("<4s5H3I2H")  # signature … crc, sizes, name and extra lengths
+_CENTRAL_HEADER = struct.Struct("<4s6H3I5H2I")  # … comment length, disk, attributes, local offset
 _END_RECORD = struct.Struct("<4s4H2IH")
 _END64_RECORD = struct.Struct("<4sQ2H2I4Q")
 _LOCATOR_RECORD = struct.Struct("<4sIQI")
@@ -41,18 +41,19 @@ _ENCRYPTED, _DESCRIPTOR = 0x1, 0x8
 @dataclass(frozen=True)
 class _Member:
     name: str
-    offset: int   # of its local header
+    offset: int  # of its local header
     flags: int
     method: int
     crc: int
-    size: int     # stored: compressed and uncompressed sizes are equal
+    size: int  # stored: compressed and uncompressed sizes are equal
     data: int = 0  # where its bytes start (after the local header)
 
 
 def _refused(archive: Path, what: str) -> LockFormatError:
-    return LockFormatError(f"`{archive.name}` is refused: {what}",
-                           "its zip local headers and central directory must list the same members, as conda and "
-                           "rattler write them; this archive reads differently to different tools: nothing was installed")
+    return LockFormatError(
+        f"`{archive.name}` is refused: {what}",
+        "its zip local headers and central directory must list the same members, as conda and rattler write them; this archive reads differently to different tools: nothing was installed",
+    )
 
 
 def _zip64(extra: bytes, wanted: list[bool]) -> list[int]:
@@ -72,8 +73,7 @@ def _end_of_directory(archive: Path, stream: IO[bytes], length: int) -> tuple[in
     stream.seek(max(0, length - _END_RECORD.size - 0xFFFF))
     tail = stream.read()
     start = length - len(tail)
-    at = next((i for i in range(len(tail) - _END_RECORD.size, -1, -1) if tail[i:i + 4] == _END
-               and i + _END_RECORD.size + struct.unpack_from("<H", tail, i + 20)[0] == len(tail)), None)
+    at = next((i for i in range(len(tail) - _END_RECORD.size, -1, -1) if tail[i : i + 4] == _END and i + _END_RECORD.size + struct.unpack_from("<H", tail, i + 20)[0] == len(tail)), None)
     if at is None:
         raise _refused(archive, "it is not a zip (no end of central directory at its end)")
     _, disk, disk_of_directory, here, entries, size, offset, _ = _END_RECORD.unpack_from(tail, at)
@@ -83,8 +83,7 @@ def _end_of_directory(archive: Path, stream: IO[bytes], length: int) -> tuple[in
     if signature == _LOCATOR or _FULL32 in (size, offset) or _FULL16 in (here, entries):  # zip64 records rule
         stream.seek(end64)
         record = stream.read(_END64_RECORD.size)
-        if signature != _LOCATOR or disks != 1 or len(record) != _END64_RECORD.size or record[:4] != _END64 or \
-                end64 + 12 + struct.unpack_from("<Q", record, 4)[0] != start + locator:
+        if signature != _LOCATOR or disks != 1 or len(record) != _END64_RECORD.size or record[:4] != _END64 or end64 + 12 + struct.unpack_from("<Q", record, 4)[0] != start + locator:
             raise _refused(archive, "its zip64 end records are not where its end record says")
         _, _, _, _, disk, disk_of_directory, here, entries, size, offset = _END64_RECORD.unpack(record)
         end = end64
@@ -98,12 +97,11 @@ def _central(archive: Path, stream: IO[bytes], entries: int, offset: int, end: i
     block = stream.read(end - offset)
     members, at = [], 0
     for _ in range(entries):
-        if len(block) < at + _CENTRAL_HEADER.size or block[at:at + 4] != _CENTRAL:
+        if len(block) < at + _CENTRAL_HEADER.size or block[at : at + 4] != _CENTRAL:
             raise _refused(archive, "its central directory holds fewer entries than its end record says")
-        (_, _, _, flags, method, _, _, crc, packed, size, name_length, extra_length, comment_length, _, _, _,
-         local) = _CENTRAL_HEADER.unpack_from(block, at)
-        name = block[at + _CENTRAL_HEADER.size:at + _CENTRAL_HEADER.size + name_length]
-        extra = block[at + _CENTRAL_HEADER.size + name_length:at + _CENTRAL_HEADER.size + name_length + extra_length]
+        (_, _, _, flags, method, _, _, crc, packed, size, name_length, extra_length, comment_length, _, _, _, local) = _CENTRAL_HEADER.unpack_from(block, at)
+        name = block[at + _CENTRAL_HEADER.size : at + _CENTRAL_HEADER.size + name_length]
+        extra = block[at + _CENTRAL_HEADER.size + name_length : at + _CENTRAL_HEADER.size + name_length + extra_length]
         big = _zip64(extra, [size == _FULL32, packed == _FULL32, local == _FULL32])
         size, packed, local = (b if b >= 0 else v for b, v in zip(big, (size, packed, local)))
         if packed != size:
@@ -134,10 +132,8 @@ def _walk_locals(archive: Path, stream: IO[bytes], listed: list[_Member], direct
         name = stream.read(name_length)
         big = _zip64(stream.read(extra_length), [size == _FULL32, packed == _FULL32])
         size, packed = (b if b >= 0 else v for b, v in zip(big, (size, packed)))
-        if name != member.name.encode() or (flags, method, crc, packed, size) != \
-                (member.flags, member.method, member.crc, member.size, member.size):
-            raise _refused(archive, f"the local header at offset {at} (`{shown(name.decode('latin-1'))}`) differs from "
-                                    f"its central directory entry `{member.name}`")
+        if name != member.name.encode() or (flags, method, crc, packed, size) != (member.flags, member.method, member.crc, member.size, member.size):
+            raise _refused(archive, f"the local header at offset {at} (`{shown(name.decode('latin-1'))}`) differs from its central directory entry `{member.name}`")
         if flags & (_ENCRYPTED | _DESCRIPTOR) or method != 0:
             raise _refused(archive, f"member `{member.name}` is encrypted, compressed or has a data descriptor")
         data = at + _LOCAL_HEADER.size + name_length + extra_length
@@ -154,8 +150,7 @@ def _check_names(archive: Path, members: list[_Member]) -> None:
     pkg = [n for n in names if n.startswith("pkg-") and n.endswith(".tar.zst")]
     others = [n for n in names if n not in info and n not in pkg and n != "metadata.json"]
     if len(set(names)) != len(names) or len(info) != 1 or len(pkg) > 1 or others:
-        raise _refused(archive, f"its members are {', '.join(f'`{n}`' for n in names) or 'none'}: a .conda holds "
-                                "metadata.json, one info-*.tar.zst and at most one pkg-*.tar.zst, each once")
+        raise _refused(archive, f"its members are {', '.join(f'`{n}`' for n in names) or 'none'}: a .conda holds metadata.json, one info-*.tar.zst and at most one pkg-*.tar.zst, each once")
 
 
 def conda_members(archive: Path) -> dict[str, tuple[int, int]]:
@@ -190,7 +185,7 @@ def _tar_streams(archive: Path, part: str) -> Iterator[IO[bytes]]:
             yield stream
         return
     places = conda_members(archive)
-    for name in (("info", "pkg") if part == "all" else (part,)):
+    for name in ("info", "pkg") if part == "all" else (part,):
         if name in places:
             with archive.open("rb") as raw:
                 raw.seek(places[name][0])
@@ -207,8 +202,11 @@ def entry_name(member: tarfile.TarInfo) -> str:
 INFO_LIMIT = 256 << 20  # an info/ file read whole (paths.json of the largest real packages is a few MiB)
 
 
-def members(archive: Path, part: str, read: Callable[[str], bool] = lambda _: False,
-            ) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
+def members(
+    archive: Path,
+    part: str,
+    read: Callable[[str], bool] = lambda _: False,
+) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
     """The tar members of `part` (`info`, `pkg` or `all`; a `.tar.bz2` has one tar for all) in stream order:
     (`entry_name`, member, content when it is a regular file whose entry name `read` asks for)."""
     try:
@@ -218,10 +216,10 @@ def members(archive: Path, part: str, read: Callable[[str], bool] = lambda _: Fa
                     name = entry_name(member)
                     wanted = member.isfile() and read(name)
                     if wanted and name.startswith("info/") and member.size > INFO_LIMIT:
-                        raise LockFormatError(f"`{archive.name}`: {shown(name)} claims {member.size} bytes (lockgen reads "
-                                              f"info/ files of up to {INFO_LIMIT >> 20} MiB)",
-                                              "the package is malformed or crafted: nothing was installed")
+                        raise LockFormatError(
+                            f"`{archive.name}`: {shown(name)} claims {member.size} bytes (lockgen reads info/ files of up to {INFO_LIMIT >> 20} MiB)",
+                            "the package is malformed or crafted: nothing was installed",
+                        )
                     yield name, member, tar.extractfile(member).read() if wanted else None  # type: ignore[union-attr]
     except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
-        raise LockFormatError(f"`{archive.name}` is not a readable conda package: {shown(str(exc))}",
-                              "the package's own bytes are damaged: nothing was installed") from None
+        raise LockFormatError(f"`{archive.name}` is not a readable conda package: {shown(str(exc))}", "the package's own bytes are damaged: nothing was installed") from None

@@ -106,8 +106,16 @@ def locked_packages(prefix: Path, platform: str) -> list[LockedPackage]:
     for _, record in records(prefix):
         if not record.get("url"):
             continue
-        packages.append(LockedPackage(name=record["name"], version=str(record["version"]), manager="conda",
-                                      platform=platform, dependencies=dependency_map(record.get("depends", [])),
-                                      url=record["url"], hash=PackageHash(md5=record.get("md5"), sha256=record.get("sha256")),
-                                      build=record.get("build")))
+        packages.append(
+            LockedPackage(
+                name=record["name"],
+                version=str(record["version"]),
+                manager="conda",
+                platform=platform,
+                dependencies=dependency_map(record.get("depends", [])),
+                url=record["url"],
+                hash=PackageHash(md5=record.get("md5"), sha256=record.get("sha256")),
+                build=record.get("build"),
+            )
+        )
     return packages

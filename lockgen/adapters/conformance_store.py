@@ -89,17 +89,23 @@ def load_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> dict | N
         kept = json.loads(_verdict_record(prefix, lock_sha256, context).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(kept, dict) or [kept.get("layout"), kept.get("prefix"), kept.get("lock_sha256"), kept.get("context")] \
-            != [VERDICT_LAYOUT, os.path.realpath(prefix), lock_sha256, context]:
+    if not isinstance(kept, dict) or [kept.get("layout"), kept.get("prefix"), kept.get("lock_sha256"), kept.get("context")] != [VERDICT_LAYOUT, os.path.realpath(prefix), lock_sha256, context]:
         return None
     return kept if isinstance(kept.get("tree"), str) and isinstance(kept.get("verdict"), dict) else None
 
 
 def save_verdict(prefix: Path, lock_sha256: str, context: list[str], tree: str, paths: int, verdict: dict) -> None:
     """Keeps a passing verdict (atomically; a home lockgen cannot write leaves the next check to do the work)."""
-    record = {"layout": VERDICT_LAYOUT, "prefix": os.path.realpath(prefix), "lock_sha256": lock_sha256, "context": context,
-              "tree": tree, "paths": paths, "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "verdict": verdict}
+    record = {
+        "layout": VERDICT_LAYOUT,
+        "prefix": os.path.realpath(prefix),
+        "lock_sha256": lock_sha256,
+        "context": context,
+        "tree": tree,
+        "paths": paths,
+        "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "verdict": verdict,
+    }
     try:
         write_bytes_atomic(_verdict_record(prefix, lock_sha256, context), json.dumps(record, sort_keys=True).encode())
     except OSError:

@@ -57,8 +57,7 @@ def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
     if not stat.S_ISREG(info.st_mode):  # a FIFO, device or socket is never opened (a FIFO would block)
         return {"path": relative, "type": "special", "mode": oct(stat.S_IFMT(info.st_mode))}
     data = _content(path, relative)
-    return {"path": relative, "type": "file", "size": len(data), "mode": "755" if info.st_mode & 0o111 else "644",
-            "sha256": hashlib.sha256(data).hexdigest()}
+    return {"path": relative, "type": "file", "size": len(data), "mode": "755" if info.st_mode & 0o111 else "644", "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def walk(prefix: Path, covered_only: bool = True) -> list[str]:
@@ -94,9 +93,9 @@ def scan_tree(prefix: Path) -> tuple[dict[str, os.stat_result], dict[str, os.sta
     return files, folders
 
 
-def build(prefix: Path, known: Mapping[str, str] | None = None,
-          scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None,
-          hashed: Mapping[str, list] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(
+    prefix: Path, known: Mapping[str, str] | None = None, scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None, hashed: Mapping[str, list] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint
     and the folders.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
@@ -111,8 +110,7 @@ def build(prefix: Path, known: Mapping[str, str] | None = None,
         info = scanned[relative]
         mode, digest = info.st_mode, known.get(relative)
         if digest is not None and stat.S_ISREG(mode) and not conda_meta.is_record(relative):
-            entries.append({"path": relative, "type": "file", "size": info.st_size, "mode": "755" if mode & 0o111 else "644",
-                            "sha256": digest})
+            entries.append({"path": relative, "type": "file", "size": info.st_size, "mode": "755" if mode & 0o111 else "644", "sha256": digest})
         else:  # read: few and small
             entries.append(entry_of(prefix, relative))
         fingerprints[relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, mode]  # as `fingerprint`

@@ -25,13 +25,14 @@ from lockgen.core.wheel_files import shown
 from lockgen.errors import CommandError
 
 ACTIVATE_D = Path("etc") / "conda" / "activate.d"
-_SOURCE = ('for f in "$1"/etc/conda/activate.d/*.sh; do if [ -f "$f" ]; then . "$f" >&2; fi; done; '
-           'exec "$2" -I -S -c "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"')
+_SOURCE = 'for f in "$1"/etc/conda/activate.d/*.sh; do if [ -f "$f" ]; then . "$f" >&2; fi; done; exec "$2" -I -S -c "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"'
 SHELL_DATA = Path(__file__).resolve().parent.parent / "data" / "shell"
-_FISH_INIT = ("eval $LOCKGEN_ACTIVATE; set -e LOCKGEN_ACTIVATE; "
-              "functions -q fish_prompt; and functions -c fish_prompt _lockgen_prompt; "
-              "function fish_prompt; printf '(lockgen:%s) ' $LOCKGEN_ENV_NAME; "
-              "functions -q _lockgen_prompt; and _lockgen_prompt; end")
+_FISH_INIT = (
+    "eval $LOCKGEN_ACTIVATE; set -e LOCKGEN_ACTIVATE; "
+    "functions -q fish_prompt; and functions -c fish_prompt _lockgen_prompt; "
+    "function fish_prompt; printf '(lockgen:%s) ' $LOCKGEN_ENV_NAME; "
+    "functions -q _lockgen_prompt; and _lockgen_prompt; end"
+)
 
 
 def activate_scripts(prefix: Path) -> list[Path]:
@@ -44,9 +45,13 @@ def sourced_environment(prefix: Path, environment: Mapping[str, str]) -> tuple[d
     """The variables bash has after sourcing the environment's activate.d scripts with `environment` set, and
     what the scripts printed (for stderr: stdout is the command's, or `activate`'s exports)."""
     bash = find_tool("bash", "install bash: a conda environment's activate.d scripts are bash")
-    done = run_tool([bash, "--noprofile", "--norc", "-c", _SOURCE, "lockgen-activate", str(prefix), sys.executable],
-                    f"sourcing the activate.d scripts of {prefix}", "fix or remove the failing script under "
-                    f"{prefix / ACTIVATE_D}", timeout_s=120, env=environment)
+    done = run_tool(
+        [bash, "--noprofile", "--norc", "-c", _SOURCE, "lockgen-activate", str(prefix), sys.executable],
+        f"sourcing the activate.d scripts of {prefix}",
+        f"fix or remove the failing script under {prefix / ACTIVATE_D}",
+        timeout_s=120,
+        env=environment,
+    )
     return dict(json.loads(done.stdout)), done.stderr
 
 
@@ -57,14 +62,11 @@ def exec_command(argv: list[str], environment: Mapping[str, str]) -> NoReturn:
     try:
         os.execvpe(argv[0], argv, dict(environment))
     except FileNotFoundError:
-        raise CommandError(f"`{argv[0]}` is not a program on the environment's PATH", "name a program the "
-                           "environment has (ls PREFIX/bin), or give its path", 127) from None
+        raise CommandError(f"`{argv[0]}` is not a program on the environment's PATH", "name a program the environment has (ls PREFIX/bin), or give its path", 127) from None
     except OSError as exc:
-        raise CommandError(f"`{argv[0]}` cannot be run: {exc.strerror or exc}", "pass a program this machine can "
-                           "run (a file with its x bit, for this machine's architecture)", 126) from None
+        raise CommandError(f"`{argv[0]}` cannot be run: {exc.strerror or exc}", "pass a program this machine can run (a file with its x bit, for this machine's architecture)", 126) from None
     except ValueError:  # an empty name, or a NUL in an argument: no program has one
-        raise CommandError(f"`{shown(argv[0], 60)}` cannot name a program (empty, or with a NUL byte in the command)",
-                           "name a program after --", 127) from None
+        raise CommandError(f"`{shown(argv[0], 60)}` cannot name a program (empty, or with a NUL byte in the command)", "name a program after --", 127) from None
 
 
 def exec_shell(shell: str, kind: Shell | None, environment: Mapping[str, str], marker: str) -> NoReturn:

@@ -30,8 +30,9 @@ def local_path(url: str, what: str) -> Path:
     real = path.resolve()
     if not any(real == root or root in real.parents for root in roots()):
         named = os.environ.get(VARIABLE)
-        raise UserError(f"{what} names the local file {shown(str(path))}, outside the folders lockgen reads local "
-                        f"packages from ({'$' + VARIABLE + '=' + shown(named) if named else '$' + VARIABLE + ' is not set'})",
-                        f"if you trust that folder, name it: export {VARIABLE}={shown(str(real.parent))}"
-                        + (f":{shown(named)}" if named else ""))
+        raise UserError(
+            f"{what} names the local file {shown(str(path))}, outside the folders lockgen reads local "
+            f"packages from ({'$' + VARIABLE + '=' + shown(named) if named else '$' + VARIABLE + ' is not set'})",
+            f"if you trust that folder, name it: export {VARIABLE}={shown(str(real.parent))}" + (f":{shown(named)}" if named else ""),
+        )
     return path

@@ -65,8 +65,7 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
         return _read(form, path, text, environment, uv, digest)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
         # tomllib's errors too; the readers' own errors (LockgenError) pass through
-        raise LockFormatError(f"`{path}` is a malformed {form}: {_what_broke(exc)}",
-                              f"it was edited or cut short: use the file {_producer(form)} wrote") from None
+        raise LockFormatError(f"`{path}` is a malformed {form}: {_what_broke(exc)}", f"it was edited or cut short: use the file {_producer(form)} wrote") from None
 
 
 def _format_of(path: Path, text: str) -> str:
@@ -114,20 +113,20 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         if text.lstrip().startswith("version:") and "environments:" in text:
-            raise LockFormatError(f"`{path}` looks like a truncated or damaged pixi.lock"
-                                  + (f" at line {mark.line + 1}" if mark is not None else "")
-                                  + f": {str(exc).splitlines()[0]}", "use the pixi.lock pixi wrote (pixi lock)") from None
-        raise LockFormatError(f"`{path}` is neither a known lock format nor valid YAML: {str(exc).splitlines()[0]}",
-                              "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file") from None
+            raise LockFormatError(
+                f"`{path}` looks like a truncated or damaged pixi.lock" + (f" at line {mark.line + 1}" if mark is not None else "") + f": {str(exc).splitlines()[0]}",
+                "use the pixi.lock pixi wrote (pixi lock)",
+            ) from None
+        raise LockFormatError(
+            f"`{path}` is neither a known lock format nor valid YAML: {str(exc).splitlines()[0]}", "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file"
+        ) from None
     if isinstance(data, dict) and "environments" in data and "packages" in data:
         return _pixi(data, environment, digest)
     if isinstance(data, dict) and "environments" in data and data.get("version") in (4, 5, 6, 7):
-        raise LockFormatError(f"`{path}` looks like a truncated pixi.lock: it has environments but no packages section",
-                              "it was cut short: use the pixi.lock pixi wrote (pixi lock)")
+        raise LockFormatError(f"`{path}` looks like a truncated pixi.lock: it has environments but no packages section", "it was cut short: use the pixi.lock pixi wrote (pixi lock)")
     if isinstance(data, dict) and data.get("version") == 1 and "package" in data:
         return _conda_lock(data, digest, path)
-    raise LockFormatError(f"`{path}` is not a lock format lockgen imports",
-                          "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1), pylock.toml (PEP 751) or an @EXPLICIT file")
+    raise LockFormatError(f"`{path}` is not a lock format lockgen imports", "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1), pylock.toml (PEP 751) or an @EXPLICIT file")
 
 
 def _split_conda_file(url: str) -> tuple[str, str, str, str]:
@@ -137,8 +136,7 @@ def _split_conda_file(url: str) -> tuple[str, str, str, str]:
     stem = re.sub(r"\.(conda|tar\.bz2)$", "", file_name)
     pieces = stem.rsplit("-", 2)
     if len(parts) < 2 or len(pieces) != 3:
-        raise LockFormatError(f"`{shown(url)}` does not name a conda archive (subdir/name-version-build.conda)",
-                              "each conda entry's URL ends in its archive's file name")
+        raise LockFormatError(f"`{shown(url)}` does not name a conda archive (subdir/name-version-build.conda)", "each conda entry's URL ends in its archive's file name")
     return parts[-2], pieces[0], pieces[1], pieces[2]
 
 
@@ -155,8 +153,7 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
         if line.startswith("# pip "):
             found = _PIP_LINE.fullmatch(line)
             if found is None:
-                raise LockFormatError(f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`",
-                                      "use the file `conda-lock render --kind explicit` wrote")
+                raise LockFormatError(f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`", "use the file `conda-lock render --kind explicit` wrote")
             pip = _pip_entry(found["name"], None, found["url"], PackageHash(sha256=found["sha256"]), platform)
             _sort_into(pip, packages, skipped)
             continue
@@ -164,15 +161,12 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
             continue
         url, _, digest = line.partition("#")
         _, name, version, build = _split_conda_file(url)
-        hashes = PackageHash(sha256=digest.removeprefix("sha256:")) if digest.startswith("sha256:") or len(digest) == 64 \
-            else PackageHash(md5=digest or None)
-        packages.append(LockedPackage(name=name, version=version, manager="conda", platform=platform, url=url,
-                                      hash=hashes, build=build))
+        hashes = PackageHash(sha256=digest.removeprefix("sha256:")) if digest.startswith("sha256:") or len(digest) == 64 else PackageHash(md5=digest or None)
+        packages.append(LockedPackage(name=name, version=version, manager="conda", platform=platform, url=url, hash=hashes, build=build))
     return packages, skipped
 
 
-def _pip_entry(name: str, version: str | None, url: str, hashes: PackageHash, platform: str,
-               **fields: Any) -> LockedPackage | str:
+def _pip_entry(name: str, version: str | None, url: str, hashes: PackageHash, platform: str, **fields: Any) -> LockedPackage | str:
     """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
     gives none), or why it cannot be one: not a wheel (an sdist is built on install), or no hash."""
     file_name = wheel_file_name(url)
@@ -184,8 +178,7 @@ def _pip_entry(name: str, version: str | None, url: str, hashes: PackageHash, pl
         return f"{label} is {what}: {shown(file_name)}; lockgen locks wheels only"
     if not (hashes.sha256 or hashes.md5):
         return f"{label} has no hash in the file ({shown(file_name)}): lockgen pins every archive by its hash"
-    return LockedPackage(name=name, version=version or wheel.version, manager="pip", platform=platform, url=url,
-                         hash=hashes, **fields)
+    return LockedPackage(name=name, version=version or wheel.version, manager="pip", platform=platform, url=url, hash=hashes, **fields)
 
 
 def _sort_into(found: LockedPackage | str, packages: list[LockedPackage], skipped: list[str]) -> None:
@@ -205,13 +198,11 @@ def _conda_lock(data: dict[str, Any], digest: str, path: Path) -> Imported:
     skipped: list[str] = []
     for entry in lock.package:
         if entry.manager == "pip":
-            pip = _pip_entry(entry.name, entry.version, entry.url, entry.hash, entry.platform, dependencies=entry.dependencies,
-                             category=entry.category, optional=entry.optional)
+            pip = _pip_entry(entry.name, entry.version, entry.url, entry.hash, entry.platform, dependencies=entry.dependencies, category=entry.category, optional=entry.optional)
             _sort_into(pip, packages, skipped)
             continue
         packages.append(entry if entry.build else entry.model_copy(update={"build": _split_conda_file(entry.url)[3]}))
-    return Imported("conda-lock.yml v1", tuple(c.url for c in lock.metadata.channels), tuple(packages), digest,
-                    tuple(skipped))
+    return Imported("conda-lock.yml v1", tuple(c.url for c in lock.metadata.channels), tuple(packages), digest, tuple(skipped))
 
 
 def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Imported:
@@ -281,9 +272,16 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
         name = record.get("name") or url.split("/")[-1].split("-")[0]
         return _pip_entry(name, str(record["version"]) if "version" in record else None, url, hashes, platform)
     _, name, version, build = _split_conda_file(url)
-    return LockedPackage(name=record.get("name", name), version=str(record.get("version", version)), manager="conda",
-                         platform=platform, dependencies=dependency_map(record.get("depends") or []), url=url, hash=hashes,
-                         build=record.get("build", build))
+    return LockedPackage(
+        name=record.get("name", name),
+        version=str(record.get("version", version)),
+        manager="conda",
+        platform=platform,
+        dependencies=dependency_map(record.get("depends") or []),
+        url=url,
+        hash=hashes,
+        build=record.get("build", build),
+    )
 
 
 def _uv(text: str, choices: UvChoices, digest: str) -> Imported:

@@ -102,7 +102,6 @@ def _read(clock: Deadline, request: urllib.request.Request, safe: str, meter: Me
     except urllib.error.URLError as exc:
         raise _Retryable(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None
     except (OSError, http.client.HTTPException) as exc:
-        raise _Retryable(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}",
-                        "check the network and the index URL") from None
+        raise _Retryable(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}", "check the network and the index URL") from None
     except ValueError:
         raise UserError(f"GET {safe}: not a valid URL", "check the URL") from None

@@ -22,9 +22,7 @@ def layer_entries(layout: Path, manifest: ImageManifest) -> list[tuple[LayerEntr
         try:
             with oci_layout.uncompressed_stream(oci_layout.blob_path(layout, layer.digest), layer.media_type) as stream:
                 with tarfile.open(fileobj=stream, mode="r|") as tar:
-                    layers.append(tuple(LayerEntry(m.name.removeprefix("./").strip("/"), m.isdir(),
-                                                   m.linkname if m.issym() else None) for m in tar))
+                    layers.append(tuple(LayerEntry(m.name.removeprefix("./").strip("/"), m.isdir(), m.linkname if m.issym() else None) for m in tar))
         except (tarfile.TarError, OSError, EOFError, zstandard.ZstdError) as exc:  # gzip's errors are OSError
-            raise LockFormatError(f"layer {layer.digest[:19]}… of {layout} is not a readable tar: {exc}",
-                                  "the image was damaged or crafted: re-export it") from None
+            raise LockFormatError(f"layer {layer.digest[:19]}… of {layout} is not a readable tar: {exc}", "the image was damaged or crafted: re-export it") from None
     return layers

@@ -24,16 +24,15 @@ from lockgen.model.inputs import LockBytes
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
-
 @dataclass(frozen=True)
 class UnpackedImage:
-    digest: str          # the manifest digest, sha256:...
+    digest: str  # the manifest digest, sha256:...
     labels: dict[str, Any]
-    root: Path           # the unpacked root file system
-    recorded_environment: str   # the environment digest the labels record (hex)
-    manifest: dict[str, Any]    # the environment manifest built from the unpacked files
-    environment: str            # its digest (hex)
-    prefix: Path         # the folder of `root` holding the environment (at its prefix label, else /opt/env)
+    root: Path  # the unpacked root file system
+    recorded_environment: str  # the environment digest the labels record (hex)
+    manifest: dict[str, Any]  # the environment manifest built from the unpacked files
+    environment: str  # its digest (hex)
+    prefix: Path  # the folder of `root` holding the environment (at its prefix label, else /opt/env)
 
 
 def is_reference(source: str) -> bool:
@@ -46,8 +45,7 @@ def require_lock(labels: dict[str, Any], lock: LockBytes) -> None:
     have = labels.get(LOCK_LABEL)
     if have != wanted:
         came_from = f"lock sha256 {str(have)[:16]}…" if have else "a lock it does not name (no lock label)"
-        raise UserError(f"the image was exported from {came_from}, not `{lock.source}` ({wanted[:16]}…)",
-                        "pass the lock the image was exported from, or export this lock")
+        raise UserError(f"the image was exported from {came_from}, not `{lock.source}` ({wanted[:16]}…)", "pass the lock the image was exported from, or export this lock")
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ class OpenedImage:
     file system, and each layer's members (bottom first)."""
 
     digest: str
-    config: dict[str, Any]   # as written (compared with the config export writes)
+    config: dict[str, Any]  # as written (compared with the config export writes)
     root: Path
     manifest: ImageManifest
     typed_config: ImageConfig
@@ -108,8 +106,7 @@ def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageMa
     return view, typed_manifest, typed_config, config, digest
 
 
-def _unpack_final(layout: Path, root: Path, meter: Callable[[str, int, int], None] | None,
-                  manifest: ImageManifest) -> tuple[tuple[LayerEntry, ...], ...]:
+def _unpack_final(layout: Path, root: Path, meter: Callable[[str, int, int], None] | None, manifest: ImageManifest) -> tuple[tuple[LayerEntry, ...], ...]:
     """Every layer extracted into `root`, whiteouts applied as each layer is (the final file system); the layers'
     members."""
     oci_layout.unpack(layout, root, meter)
@@ -136,18 +133,24 @@ def lockgen_image(opened: OpenedImage, prefix: str) -> UnpackedImage:
     environment manifest recomputed from the unpacked files."""
     labels = opened.typed_config.config.labels or {}
     if ENVIRONMENT_LABEL not in labels:
-        raise LockFormatError(f"the image {opened.digest[:19]}… was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
-                              "pass an image made by lockgen export")
+        raise LockFormatError(f"the image {opened.digest[:19]}… was not exported by lockgen (no {ENVIRONMENT_LABEL} label)", "pass an image made by lockgen export")
     folder = environment_in(opened.root, prefix)
     manifest, _ = env_manifest.build(folder)
-    return UnpackedImage(digest=opened.digest, labels=labels, root=opened.root,
-                         recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
-                         manifest=manifest, environment=env_manifest.digest(manifest), prefix=folder)
+    return UnpackedImage(
+        digest=opened.digest,
+        labels=labels,
+        root=opened.root,
+        recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
+        manifest=manifest,
+        environment=env_manifest.digest(manifest),
+        prefix=folder,
+    )
 
 
 @contextlib.contextmanager
-def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool = False,
-             lock: LockBytes | None = None, meter: Callable[[str, int, int], None] | None = None) -> Iterator[UnpackedImage]:
+def unpacked(
+    source: str | Path, progress: Callable[[str], None], insecure: bool = False, lock: LockBytes | None = None, meter: Callable[[str, int, int], None] | None = None
+) -> Iterator[UnpackedImage]:
     """Yields a lockgen image unpacked in a temporary folder (removed afterwards); with `lock`, an image
     exported from another lock is refused before anything is unpacked."""
     source = str(source)
@@ -157,8 +160,7 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
             layout, manifest, typed_config, _, digest = _one_image(layout, tag, work)
             labels = typed_config.config.labels or {}
             if ENVIRONMENT_LABEL not in labels:
-                raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
-                                      "pass an image made by lockgen export")
+                raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)", "pass an image made by lockgen export")
             if lock is not None:
                 require_lock(labels, lock)
             progress(f"unpacking {digest[:19]}…")
@@ -166,9 +168,15 @@ def unpacked(source: str | Path, progress: Callable[[str], None], insecure: bool
             _unpack_final(layout, root, meter, manifest)
         prefix = environment_in(root, labels.get(PREFIX_LABEL, IMAGE_PREFIX))  # an adopted one keeps its own path
         environment, _ = env_manifest.build(prefix)
-        yield UnpackedImage(digest=digest, labels=labels, root=root,
-                            recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
-                            manifest=environment, environment=env_manifest.digest(environment), prefix=prefix)
+        yield UnpackedImage(
+            digest=digest,
+            labels=labels,
+            root=root,
+            recorded_environment=labels[ENVIRONMENT_LABEL].removeprefix("sha256:"),
+            manifest=environment,
+            environment=env_manifest.digest(environment),
+            prefix=prefix,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -177,10 +185,8 @@ def environment_in(root: Path, prefix: str) -> Path:
     """The folder of an unpacked image's root file system holding the environment at `prefix` (an image's
     own label may name it: refused unless it is an absolute path that stays inside the root, links resolved)."""
     if not is_environment_prefix(prefix):
-        raise LockFormatError(f"the image names its environment at `{prefix}`, not a folder inside the image",
-                              "pass --image-prefix with the environment's absolute path inside the image")
+        raise LockFormatError(f"the image names its environment at `{prefix}`, not a folder inside the image", "pass --image-prefix with the environment's absolute path inside the image")
     inside = root / prefix.strip("/")
     if os.path.commonpath([os.path.realpath(inside), os.path.realpath(root)]) != os.path.realpath(root):
-        raise LockFormatError(f"`{prefix}` in the image leads outside it (through a link)",
-                              "the image was crafted to point a check at the host; refuse it")
+        raise LockFormatError(f"`{prefix}` in the image leads outside it (through a link)", "the image was crafted to point a check at the host; refuse it")
     return inside

@@ -75,12 +75,12 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
     """Content digests the environment manifest already holds (conda-meta records excepted: the manifest
     digests them without their volatile fields)."""
     manifest, _ = env_manifest.read(tree)
-    return {e["path"]: e["sha256"] for e in manifest["files"]
-            if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
+    return {e["path"]: e["sha256"] for e in manifest["files"] if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
 
 
-def build_layers(tree: Path, layout: Path, layering: Layering, progress: Callable[[str], None],
-                 prefix: str, meter: Meter | None = None, held: frozenset[str] = frozenset()) -> list[tuple[dict[str, Any], str]]:
+def build_layers(
+    tree: Path, layout: Path, layering: Layering, progress: Callable[[str], None], prefix: str, meter: Meter | None = None, held: frozenset[str] = frozenset()
+) -> list[tuple[dict[str, Any], str]]:
     """The layers of the environment in `tree` put into `layout`, (descriptor, diff_id) in plan order: one per
     package (grouped past the budget), the rest last; `held` packages are the base's layers, so only their
     records go into the last layer; `layering` the budget, compression and level."""
@@ -130,6 +130,7 @@ def place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]
 def _require_every_blob(layout: Path, fmt: str) -> None:
     """Refuses to write an archive of a shallow layout: an archive must hold every blob it names."""
     if oci_layout.base_source(layout) is not None:  # only a shallow layout records one
-        raise UserError(f"a {fmt} holds every blob, and this image's base layers stay in the base's registry "
-                        f"({oci_layout.base_source(layout)})",
-                        "export an oci-layout and push it, or export on a local --base LAYOUT for an archive")
+        raise UserError(
+            f"a {fmt} holds every blob, and this image's base layers stay in the base's registry ({oci_layout.base_source(layout)})",
+            "export an oci-layout and push it, or export on a local --base LAYOUT for an archive",
+        )

@@ -19,8 +19,7 @@ from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
 
 
-def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path,
-                  installed: Sequence[Path] = ()) -> None:
+def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path, installed: Sequence[Path] = ()) -> None:
     """Links verified archives into `prefix`, with `final_prefix` patched into every placeholder.
     `installed`: conda-meta records already in `prefix` whose packages stay as they are (a base
     environment the prefix is built on; its files need not be there)."""
@@ -29,24 +28,35 @@ def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platfo
     async def run() -> None:
         present = [rattler.PrefixRecord.from_path(path) for path in installed]
         records = [await rattler.RepoDataRecord.from_package_archive(str(path)) for path in archives]
-        await rattler.install([*present, *records], target_prefix=str(prefix), cache_dir=cache,
-                              installed_packages=present, platform=rattler.Subdir(platform), execute_link_scripts=False,
-                              show_progress=False, alternative_target_prefix=str(final_prefix))
+        await rattler.install(
+            [*present, *records],
+            target_prefix=str(prefix),
+            cache_dir=cache,
+            installed_packages=present,
+            platform=rattler.Subdir(platform),
+            execute_link_scripts=False,
+            show_progress=False,
+            alternative_target_prefix=str(final_prefix),
+        )
 
     try:
         asyncio.run(run())
     except Exception as exc:  # rattler's own error types: a bad archive, a path outside the prefix, a clobber
         if "(os error 28)" in str(exc) or "(os error 122)" in str(exc):  # ENOSPC, EDQUOT: the machine's, said as such
             raise OSError(errno.ENOSPC, "No space left on device", f"{prefix} or the package cache {cache}") from None
-        raise LockFormatError(f"installing into {prefix} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                              "an archive was refused (bad content or paths outside the prefix); nothing was kept") from None
+        raise LockFormatError(
+            f"installing into {prefix} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", "an archive was refused (bad content or paths outside the prefix); nothing was kept"
+        ) from None
 
 
 def make_venv(prefix: Path, python: str, meanwhile: Callable[[], object] | None = None) -> None:
     """A relocatable venv of Python `python` at `prefix` (uv venv); `meanwhile`: work done while uv runs (`run_tool`)."""
-    run_tool([uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
-             f"making a Python {python} environment", f"install Python {python} on this host (uv python install {python})",
-             meanwhile=meanwhile)
+    run_tool(
+        [uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
+        f"making a Python {python} environment",
+        f"install Python {python} on this host (uv python install {python})",
+        meanwhile=meanwhile,
+    )
 
 
 def point_venv_at(prefix: Path, interpreter: str) -> None:
@@ -57,8 +67,7 @@ def point_venv_at(prefix: Path, interpreter: str) -> None:
     link.unlink()
     link.symlink_to(interpreter)
     config = prefix / "pyvenv.cfg"
-    lines = [f"home = {Path(interpreter).parent}" if line.startswith("home =") else line
-             for line in config.read_text().splitlines()]
+    lines = [f"home = {Path(interpreter).parent}" if line.startswith("home =") else line for line in config.read_text().splitlines()]
     config.write_text("\n".join(lines) + "\n")
 
 
@@ -73,10 +82,8 @@ def outside_interpreter(prefix: Path, image_prefix: str, source: str | None = No
         if not link.is_symlink():
             return None
         target = os.readlink(link)
-        absolute = posixpath.normpath(target if target.startswith("/") else
-                                      posixpath.join(image_prefix, posixpath.dirname(current), target))
-        owner = next((root for root in (image_prefix, source) if root and
-                      (absolute == root or absolute.startswith(root.rstrip("/") + "/"))), None)
+        absolute = posixpath.normpath(target if target.startswith("/") else posixpath.join(image_prefix, posixpath.dirname(current), target))
+        owner = next((root for root in (image_prefix, source) if root and (absolute == root or absolute.startswith(root.rstrip("/") + "/"))), None)
         if owner is None:
             return absolute, _venv_home(prefix)
         current = posixpath.relpath(absolute, owner)
@@ -92,8 +99,7 @@ def _venv_home(prefix: Path) -> str | None:
     return next((value.strip() for key, _, value in (line.partition("=") for line in lines) if key.strip() == "home"), None)
 
 
-def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None],
-                env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None) -> None:
+def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None], env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:` (uv fetches
     them; a line every few seconds says the install is still going); `env`: uv's environment (its cache
     and link mode); `meanwhile`: work done while uv runs (`run_tool`)."""
@@ -105,9 +111,14 @@ def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[
         requirements.write("\n".join(lines) + "\n")
     progress(f"installing {len(packages)} wheels with uv (hash-checked, no dependencies)")
     try:
-        run_tool([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes",
-                  "--only-binary", ":all:", "--no-config", "-r", requirements.name], "installing the pip entries",
-                 "a wheel that does not match its hash is refused; check the network or the index", timeout_s=3600, env=env,
-                 heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"), meanwhile=meanwhile)
+        run_tool(
+            [uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes", "--only-binary", ":all:", "--no-config", "-r", requirements.name],
+            "installing the pip entries",
+            "a wheel that does not match its hash is refused; check the network or the index",
+            timeout_s=3600,
+            env=env,
+            heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"),
+            meanwhile=meanwhile,
+        )
     finally:
         Path(requirements.name).unlink(missing_ok=True)

@@ -27,8 +27,7 @@ SNIPPET = Path(__file__).with_name("inventory_snippet.py")
 def _run(python: Path, mode: str, timeout_s: float) -> Any:
     what = f"the inventory probe ({mode}) in {python}"
     try:
-        done = run_tool([str(python), "-I", "-B", "-c", SNIPPET.read_text(), mode], what, "is it a Python 3.8+ interpreter?",
-                        timeout_s=timeout_s)
+        done = run_tool([str(python), "-I", "-B", "-c", SNIPPET.read_text(), mode], what, "is it a Python 3.8+ interpreter?", timeout_s=timeout_s)
     except ToolMissingError:
         raise UserError(f"interpreter {python} not found", "pass the environment's python (PREFIX/bin/python)") from None
     try:
@@ -45,23 +44,26 @@ def _distribution(raw: dict[str, Any], where: str) -> InstalledDistribution:
     wheel = parse_wheel(raw["wheel"]) if raw.get("wheel") else None
     scripts = parse_entry_points(raw["entry_points"]) if raw.get("entry_points") else ()
     return InstalledDistribution(
-        name=raw["name"], version=raw["version"], installer=(raw.get("installer") or "").strip() or None,
-        dist_info=raw["dist_info"], wheel_tags=wheel.tags if wheel else (),
+        name=raw["name"],
+        version=raw["version"],
+        installer=(raw.get("installer") or "").strip() or None,
+        dist_info=raw["dist_info"],
+        wheel_tags=wheel.tags if wheel else (),
         record=tuple(InstalledFile(path=r.path, sha256=r.sha256, size=r.size) for r in rows),
-        record_sha256=raw.get("record_sha256"), scripts=tuple(s.name for s in scripts), direct_url=raw.get("direct_url"))
+        record_sha256=raw.get("record_sha256"),
+        scripts=tuple(s.name for s in scripts),
+        direct_url=raw.get("direct_url"),
+    )
 
 
 def probe(python: Path, timeout_s: float = 120.0) -> Inventory:
     """The inventory of the distributions `python` has installed."""
     raw = _run(python, "inventory", timeout_s)
     try:
-        distributions = tuple(sorted((_distribution(d, str(python)) for d in raw["distributions"]),
-                                     key=lambda d: (d.name.lower(), d.version)))
-        return Inventory(format=raw["format"], python=raw["python"], platform=raw["platform"],
-                         site_packages=raw["site_packages"], distributions=distributions)
+        distributions = tuple(sorted((_distribution(d, str(python)) for d in raw["distributions"]), key=lambda d: (d.name.lower(), d.version)))
+        return Inventory(format=raw["format"], python=raw["python"], platform=raw["platform"], site_packages=raw["site_packages"], distributions=distributions)
     except (KeyError, TypeError, AttributeError, ValidationError) as exc:
-        raise UserError(f"the inventory probe of {python} printed an unexpected document ({type(exc).__name__})",
-                        "run the probe of the same lockgen version") from None
+        raise UserError(f"the inventory probe of {python} printed an unexpected document ({type(exc).__name__})", "run the probe of the same lockgen version") from None
 
 
 def rehash(python: Path, timeout_s: float = 600.0) -> Rehash:
@@ -70,8 +72,7 @@ def rehash(python: Path, timeout_s: float = 600.0) -> Rehash:
     try:
         return Rehash.model_validate(raw)
     except ValidationError as exc:
-        raise UserError(f"the re-hash probe of {python} printed an unexpected document ({exc.error_count()} errors)",
-                        "run the probe of the same lockgen version") from None
+        raise UserError(f"the re-hash probe of {python} printed an unexpected document ({exc.error_count()} errors)", "run the probe of the same lockgen version") from None
 
 
 def node_inventory(python: Path, progress: Callable[[str], None]) -> NodeInventory:
@@ -81,4 +82,3 @@ def node_inventory(python: Path, progress: Callable[[str], None]) -> NodeInvento
     checked = rehash(python)
     progress(f"re-hashed {checked.checked} recorded files: {len(checked.mismatches)} differ from their RECORD")
     return NodeInventory(inventory=found, rehash=checked)
-

@@ -42,8 +42,7 @@ def _dist_infos():
         site = sysconfig.get_paths()[key]
         if os.path.isdir(site) and os.path.realpath(site) not in [os.path.realpath(s) for s in sites]:
             sites.append(site)
-    return [os.path.join(site, name) for site in sites for name in sorted(os.listdir(site))
-            if name.endswith((".dist-info", ".egg-info"))]
+    return [os.path.join(site, name) for site in sites for name in sorted(os.listdir(site)) if name.endswith((".dist-info", ".egg-info"))]
 
 
 def _metadata(folder):
@@ -55,19 +54,22 @@ def _metadata(folder):
 def _distribution(folder):
     metadata = HeaderParser().parsestr(_metadata(folder) or "")
     raw = _raw(os.path.join(folder, "RECORD"))
-    return {"name": metadata.get("Name"), "version": metadata.get("Version"),
-            "dist_info": os.path.relpath(folder, sys.prefix).replace(os.sep, "/"),
-            "installer": _text(os.path.join(folder, "INSTALLER")), "wheel": _text(os.path.join(folder, "WHEEL")),
-            "entry_points": _text(os.path.join(folder, "entry_points.txt")),
-            "record": None if raw is None else raw.decode("utf-8", "replace"),
-            "record_sha256": None if raw is None else hashlib.sha256(raw).hexdigest(),
-            "direct_url": _text(os.path.join(folder, "direct_url.json"))}
+    return {
+        "name": metadata.get("Name"),
+        "version": metadata.get("Version"),
+        "dist_info": os.path.relpath(folder, sys.prefix).replace(os.sep, "/"),
+        "installer": _text(os.path.join(folder, "INSTALLER")),
+        "wheel": _text(os.path.join(folder, "WHEEL")),
+        "entry_points": _text(os.path.join(folder, "entry_points.txt")),
+        "record": None if raw is None else raw.decode("utf-8", "replace"),
+        "record_sha256": None if raw is None else hashlib.sha256(raw).hexdigest(),
+        "direct_url": _text(os.path.join(folder, "direct_url.json")),
+    }
 
 
 def inventory():
     site = os.path.relpath(sysconfig.get_paths()["purelib"], sys.prefix).replace(os.sep, "/")
-    return {"format": 1, "python": ".".join(map(str, sys.version_info[:3])), "platform": sysconfig.get_platform(),
-            "site_packages": site, "distributions": [_distribution(f) for f in _dist_infos()]}
+    return {"format": 1, "python": ".".join(map(str, sys.version_info[:3])), "platform": sysconfig.get_platform(), "site_packages": site, "distributions": [_distribution(f) for f in _dist_infos()]}
 
 
 def _check(job):

@@ -50,12 +50,10 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], None], what: str,
-         extra_env: dict[str, str], shown: Sequence[str]) -> None:
+def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], None], what: str, extra_env: dict[str, str], shown: Sequence[str]) -> None:
     """Runs the kernel `command`; `shown`: its arguments as a failure's hint gives them, to run it by hand."""
     try:
-        process = subprocess.Popen(list(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                   env=_environment(extra_env), start_new_session=True)
+        process = subprocess.Popen(list(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_environment(extra_env), start_new_session=True)
     except FileNotFoundError:
         raise KernelError(f"{what}: interpreter `{command[0]}` not found", "pass --python PATH of the environment's python") from None
     tail: list[str] = []
@@ -75,9 +73,10 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(process)
-        late = KernelError(f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); "
-                           "every process it started was killed",
-                           "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow")
+        late = KernelError(
+            f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); every process it started was killed",
+            "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow",
+        )
         late.timed_out = True
         raise late from None
     reader.join(timeout=5)
@@ -88,10 +87,8 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
         if ranks:
             last = "; ".join(f"rank {rank} exited with code {code}" for rank, code in ranks)
         else:
-            last = next((line for line in reversed(tail) if line.strip() and not set(line.strip()) <= set("=-*")
-                         and "Traceback" not in line), "").strip()
-        error = KernelError(f"{what} failed (exit {process.returncode}): {last[:300]}",
-                            f"re-run with -v, or run the kernel by hand: {by_hand(command[0], *shown)}")
+            last = next((line for line in reversed(tail) if line.strip() and not set(line.strip()) <= set("=-*") and "Traceback" not in line), "").strip()
+        error = KernelError(f"{what} failed (exit {process.returncode}): {last[:300]}", f"re-run with -v, or run the kernel by hand: {by_hand(command[0], *shown)}")
         error.rendezvous_timed_out = any("RendezvousTimeoutError" in line for line in tail)
         raise error
 
@@ -107,16 +104,14 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
             process.wait(timeout=5)
 
 
-def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, compiled: bool, allow_ptx: bool,
-               timeout_s: float, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
+def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, compiled: bool, allow_ptx: bool, timeout_s: float, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
     """The single-process kernel; returns its document and the exact bytes it wrote."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
         expect_path, out_path = Path(folder) / "expect.json", Path(folder) / "single.json"
         expect_path.write_text(json.dumps(expected))
         command = [python, "-m", "verify", "--arch", arch, "--expect", str(expect_path), "--out", str(out_path)]
         command += ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
-        _run(command, timeout_s, progress, "the verification kernel", {},
-             ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2:]])
+        _run(command, timeout_s, progress, "the verification kernel", {}, ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2 :]])
         return _read(out_path, "the verification kernel")
 
 
@@ -130,35 +125,57 @@ class Rendezvous:
     run_id: str
 
 
-def run_distributed(python: str, gpus: int, sizes_mib: str, timeout_s: float, progress: Callable[[str], None],
-                    extra_env: dict[str, str] | None = None, rendezvous: Rendezvous | None = None) -> tuple[dict[str, Any], bytes]:
+def run_distributed(
+    python: str, gpus: int, sizes_mib: str, timeout_s: float, progress: Callable[[str], None], extra_env: dict[str, str] | None = None, rendezvous: Rendezvous | None = None
+) -> tuple[dict[str, Any], bytes]:
     """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs), on this host
     alone or, with `rendezvous`, as one node of several."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
         out_path = Path(folder) / "dist.json"
         join_timeout_s = max(10, int(timeout_s * 0.8))  # torchrun gives up on missing nodes before lockgen kills it
-        launch = (["--standalone"] if rendezvous is None else
-                  [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}",
-                   f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={join_timeout_s}"])
+        launch = (
+            ["--standalone"]
+            if rendezvous is None
+            else [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}", f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={join_timeout_s}"]
+        )
         joined = Path(folder) / "joined"  # made by the node's first rank once every rank has met
-        command = [python, "-m", "torch.distributed.run", *launch, f"--nproc_per_node={gpus}",
-                   "-m", "verify.dist", "--out", str(out_path), "--joined", str(joined), "--sizes-mib", sizes_mib,
-                   "--timeout-s", str(max(30, int(timeout_s * 0.8)))]
+        command = [
+            python,
+            "-m",
+            "torch.distributed.run",
+            *launch,
+            f"--nproc_per_node={gpus}",
+            "-m",
+            "verify.dist",
+            "--out",
+            str(out_path),
+            "--joined",
+            str(joined),
+            "--sizes-mib",
+            sizes_mib,
+            "--timeout-s",
+            str(max(30, int(timeout_s * 0.8))),
+        ]
         what = f"the {gpus}-process distributed kernel" + (f" (one node of {rendezvous.nodes})" if rendezvous else "")
         try:
-            _run(command, timeout_s, progress, what, extra_env or {},
-                 ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m", "verify.dist",
-                  "--out", "dist.json", "--sizes-mib", sizes_mib])
+            _run(
+                command,
+                timeout_s,
+                progress,
+                what,
+                extra_env or {},
+                ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m", "verify.dist", "--out", "dist.json", "--sizes-mib", sizes_mib],
+            )
         except KernelError as exc:
             # torchrun gave up on the other nodes, or (a slow start on a busy host) lockgen's limit came first
             never_met = exc.rendezvous_timed_out or (exc.timed_out and not joined.exists())
             if rendezvous is None or not never_met:
                 raise
             waited = join_timeout_s if exc.rendezvous_timed_out else timeout_s
-            raise KernelError(f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) "
-                              f"within {waited:.0f} s",
-                              "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) "
-                              "and check that the endpoint's port is reachable from each") from None
+            raise KernelError(
+                f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) within {waited:.0f} s",
+                "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) and check that the endpoint's port is reachable from each",
+            ) from None
         return _read(out_path, "the distributed kernel")
 
 

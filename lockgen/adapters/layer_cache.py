@@ -49,8 +49,7 @@ class LayerCache:
         partial.write_text(json.dumps(value))
         os.replace(partial, path)
 
-    def layer(self, tree: Path, files: list[str], layout: Path, known: dict[str, str],
-              prefix: str = IMAGE_PREFIX) -> tuple[dict[str, Any], str, bool]:
+    def layer(self, tree: Path, files: list[str], layout: Path, known: dict[str, str], prefix: str = IMAGE_PREFIX) -> tuple[dict[str, Any], str, bool]:
         """The layer of `files` of `tree` (under `prefix` in the image) in `layout`: (descriptor, diff_id,
         taken from the cache)."""
         entry = self.root / f"{oci_layout.layer_key(tree, files, prefix, known)}-{self.suffix}.json"

@@ -161,21 +161,22 @@ class Tree:
                 for member in listed:
                     self._run(where, member, lambda: self._entry(tar, member))
         except (tarfile.TarError, EOFError) as exc:
-            raise LockFormatError(f"{where} is not a readable tar: {shown(str(exc))}",
-                                  "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
+            raise LockFormatError(f"{where} is not a readable tar: {shown(str(exc))}", "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
 
     def _run(self, where: str, member: tarfile.TarInfo, step: Callable[[], None]) -> None:
         try:
             step()
         except _Refused as exc:
-            raise LockFormatError(f"{where} is refused: member `{shown(member.name)}` {exc}",
-                                  "the layer would write outside the image's root file system or holds what lockgen "
-                                  "does not unpack: nothing of the image was used") from None
+            raise LockFormatError(
+                f"{where} is refused: member `{shown(member.name)}` {exc}",
+                "the layer would write outside the image's root file system or holds what lockgen does not unpack: nothing of the image was used",
+            ) from None
         except (OSError, ValueError, OverflowError) as exc:
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise HostError(f"unpacking {where} failed: {exc.strerror}", "free space where TMPDIR points") from None
-            raise LockFormatError(f"{where} is refused: member `{shown(member.name)}` cannot be unpacked ({exc})",
-                                  "the layer holds a name or entry no file system takes: nothing of the image was used") from None
+            raise LockFormatError(
+                f"{where} is refused: member `{shown(member.name)}` cannot be unpacked ({exc})", "the layer holds a name or entry no file system takes: nothing of the image was used"
+            ) from None
 
     def _whiteout(self, where: str, member: tarfile.TarInfo) -> None:
         *folder, base = _parts(member.name) or [""]
@@ -197,7 +198,7 @@ class Tree:
             walk.close()
 
     def _forget(self, path: tuple[str, ...]) -> None:
-        for folder in [f for f in self._folders if f[:len(path)] == path]:
+        for folder in [f for f in self._folders if f[: len(path)] == path]:
             del self._folders[folder]
 
     def _entry(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:

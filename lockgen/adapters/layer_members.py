@@ -29,8 +29,7 @@ MAX_MEMBER = 256 << 20  # a recorded manifest, a conda-meta record or a lock: me
 LayerOpener = Callable[[dict[str, Any]], AbstractContextManager[IO[bytes]]]  # a layer descriptor -> its blob's bytes
 
 
-def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, wanted: Callable[[str], bool],
-                 past: Callable[[str], bool], limit: int = MAX_MEMBER) -> dict[str, bytes]:
+def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, wanted: Callable[[str], bool], past: Callable[[str], bool], limit: int = MAX_MEMBER) -> dict[str, bytes]:
     """The regular files under `prefix` (relative to it) that `wanted` accepts, from every layer in order,
     each at most `limit` bytes (by its tar header, before any is read: a larger one is refused).
     `past(relative)` says that, in sorted order, no wanted file can follow: a sorted layer is left there.
@@ -40,27 +39,26 @@ def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: 
     found: dict[str, bytes] = {}
     for layer in layers:
         try:
-            with open_layer(layer) as raw, uncompressed(raw, layer["mediaType"]) as stream, \
-                    tarfile.open(fileobj=stream, mode="r|") as tar:
+            with open_layer(layer) as raw, uncompressed(raw, layer["mediaType"]) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
                 previous, in_order = "", True
                 for member in tar:  # bounded by the layer; sorted layers are left early
                     name = member.name.removeprefix("./")
                     in_order, previous = in_order and name >= previous, name
                     if not name.startswith(top):
                         continue
-                    relative = name[len(top):]
+                    relative = name[len(top) :]
                     if member.isreg() and wanted(relative):
                         if member.size > limit:
-                            raise LockFormatError(f"base layer {layer['digest']} holds `{name}` of {member.size} bytes, "
-                                                  f"more than the {limit} lockgen reads of it",
-                                                  "this is not an image lockgen exported; extend its stack or lock instead")
+                            raise LockFormatError(
+                                f"base layer {layer['digest']} holds `{name}` of {member.size} bytes, more than the {limit} lockgen reads of it",
+                                "this is not an image lockgen exported; extend its stack or lock instead",
+                            )
                         data = tar.extractfile(member)
                         found[relative] = data.read() if data is not None else b""
                     elif in_order and past(relative):
                         break
         except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
-            raise LockFormatError(f"base layer {layer['digest']} cannot be read: {exc}",
-                                  "the base image is damaged: export or pull it again") from None
+            raise LockFormatError(f"base layer {layer['digest']} cannot be read: {exc}", "the base image is damaged: export or pull it again") from None
     return found
 
 
@@ -91,7 +89,6 @@ def _past_records(relative: str) -> bool:
 
 def carried_lock(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str) -> tuple[bytes, str] | None:
     """The lock an image of lockgen's carries in the last of its `layers`, and its sha256; None when it carries none."""
-    found = read_members(open_layer, layers[-1:], prefix, lambda relative: relative == LOCK_INSIDE,
-                         lambda relative: relative > ".lockgen/" and not relative.startswith(".lockgen/"))
+    found = read_members(open_layer, layers[-1:], prefix, lambda relative: relative == LOCK_INSIDE, lambda relative: relative > ".lockgen/" and not relative.startswith(".lockgen/"))
     data = found.get(LOCK_INSIDE)
     return None if data is None else (data, hashlib.sha256(data).hexdigest())

@@ -35,17 +35,17 @@ def probe() -> NodeFacts:
     except (ValueError, OSError):  # not glibc (musl has no such name)
         libc = ""
     glibc = libc.removeprefix("glibc ").strip() if libc.startswith("glibc ") else None
-    listed = tuple(NodeGpu(name=name, compute_capability=capability)
-                   for name, capability in zip(gpus.names, gpus.compute_capabilities)) if gpus else ()
-    return NodeFacts(platform=home.native_platform(f"linux-{home.machine()}"), glibc=glibc,
-                     driver=gpus.driver if listed and gpus else None, gpus=listed)
+    listed = tuple(NodeGpu(name=name, compute_capability=capability) for name, capability in zip(gpus.names, gpus.compute_capabilities)) if gpus else ()
+    return NodeFacts(platform=home.native_platform(f"linux-{home.machine()}"), glibc=glibc, driver=gpus.driver if listed and gpus else None, gpus=listed)
 
 
 def read(path: Path) -> NodeFacts:
     """A node facts file: `{"platform": "linux-64", "glibc": "2.35", "driver": "580.95.05",
     "gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}]}`."""
-    hint = ('state the node as JSON, e.g. {"platform": "linux-64", "glibc": "2.35", "driver": "580.95.05", "gpus": '
-            '[{"name": "NVIDIA H100", "compute_capability": "9.0"}]} (lockgen detect --json prints this node\'s)')
+    hint = (
+        'state the node as JSON, e.g. {"platform": "linux-64", "glibc": "2.35", "driver": "580.95.05", "gpus": '
+        '[{"name": "NVIDIA H100", "compute_capability": "9.0"}]} (lockgen detect --json prints this node\'s)'
+    )
     try:
         with path.open("rb") as handle:
             data = handle.read(_MAX_BYTES + 1)

@@ -33,16 +33,14 @@ from lockgen.adapters.registry_auth import credential
 from lockgen.core.credentials import scrub_url
 from lockgen.core.image_reference import ImageReference
 from lockgen.errors import HostError, LockFormatError, UserError
-from lockgen.model.oci import (DOCKER_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE,
-                               MANIFEST_MEDIA_TYPE)
+from lockgen.model.oci import DOCKER_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
 
 MAX_DOCUMENT = 4 << 20  # a manifest or an index: the distribution-spec's 4 MB
-MAX_BLOB = 64 << 20     # an envelope or an SBOM
+MAX_BLOB = 64 << 20  # an envelope or an SBOM
 MAX_REFERRER_PAGES = 32
 DEADLINE_HINT = "the registry is too slow or keeps sending; check it and retry"
 ACCEPT_MANIFESTS = ", ".join((MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE))
-LOGIN_HINT = ("log in with `skopeo login HOST` (lockgen reads the containers auth files and ~/.docker/config.json), "
-              "and check the reference")
+LOGIN_HINT = "log in with `skopeo login HOST` (lockgen reads the containers auth files and ~/.docker/config.json), and check the reference"
 
 
 @dataclass(frozen=True)
@@ -92,8 +90,9 @@ class Registry:
             except urllib.error.HTTPError as error:
                 return Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
 
-    def _send(self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
-              limit: int = MAX_DOCUMENT, challenged: bool = False, seconds: float | None = None) -> Answer:
+    def _send(
+        self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None, limit: int = MAX_DOCUMENT, challenged: bool = False, seconds: float | None = None
+    ) -> Answer:
         """One request, sent once more after a 401 challenge the credentials can meet; any status returned."""
         request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
         if self._authorization:
@@ -102,8 +101,7 @@ class Registry:
             answer = self._open(request, limit, seconds)
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise HostError(f"cannot reach the registry at {scrub_url(url)}: {reason}",
-                            "check the host and port, and pass --insecure for a plain-HTTP registry") from None
+            raise HostError(f"cannot reach the registry at {scrub_url(url)}: {reason}", "check the host and port, and pass --insecure for a plain-HTTP registry") from None
         if answer.status == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
             return self._send(method, url, body, headers, limit, True, seconds)
         return answer
@@ -123,8 +121,7 @@ class Registry:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if k in ("service", "scope")})
         request = urllib.request.Request(urllib.parse.urlunsplit(realm._replace(query=query)))
         if pair is not None and (realm.scheme == "https" or realm.netloc == self.reference.host):
-            request.add_unredirected_header("Authorization",
-                                            "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode())
+            request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode())
         try:
             answer = self._open(request, 1 << 20)
             document = json.loads(answer.body) if answer.status == 200 else None
@@ -154,8 +151,7 @@ class Registry:
         if answer.status != 200:
             raise self._refused(f"reading the manifest {self.reference.name}:{reference}", answer)
         if reference.startswith("sha256:") and "sha256:" + hashlib.sha256(answer.body).hexdigest() != reference:
-            raise LockFormatError(f"the registry served other bytes for manifest {reference}",
-                                  "the registry or something between is altering content; use another")
+            raise LockFormatError(f"the registry served other bytes for manifest {reference}", "the registry or something between is altering content; use another")
         media_type = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
         try:
             stated = json.loads(answer.body).get("mediaType")
@@ -168,8 +164,7 @@ class Registry:
         if answer.status != 200:
             raise self._refused(f"reading blob {digest[:19]}…", answer)
         if "sha256:" + hashlib.sha256(answer.body).hexdigest() != digest:
-            raise LockFormatError(f"the registry served other bytes for blob {digest}",
-                                  "the registry or something between is altering content; use another")
+            raise LockFormatError(f"the registry served other bytes for blob {digest}", "the registry or something between is altering content; use another")
         return answer.body
 
     def push_blob(self, data: bytes) -> None:
@@ -203,9 +198,17 @@ class Registry:
             raise self._refused("opening a blob upload", opened)
         target = urllib.parse.urljoin(self._base() + "/", location)
         target += ("&" if "?" in target else "?") + urllib.parse.urlencode({"digest": digest})
-        closed = self._send("PUT", target, stream, {"Content-Type": "application/octet-stream",  # type: ignore[arg-type]
-                                                    "Content-Length": str(size)}, challenged=True,
-                            seconds=transfer_deadline_s())
+        closed = self._send(
+            "PUT",
+            target,
+            stream,  # type: ignore[arg-type]
+            {
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(size),
+            },
+            challenged=True,
+            seconds=transfer_deadline_s(),
+        )
         if closed.status != 201:
             raise self._refused(f"uploading blob {digest[:19]}…", closed)
 
@@ -227,8 +230,9 @@ class Registry:
                         continue
                     raise self._refused(f"reading blob {digest[:19]}…", answer) from None
                 except (urllib.error.URLError, OSError) as error:
-                    raise HostError(f"cannot reach the registry at {scrub_url(url)}: {getattr(error, 'reason', error)}",
-                                    "check the host and port, and pass --insecure for a plain-HTTP registry") from None
+                    raise HostError(
+                        f"cannot reach the registry at {scrub_url(url)}: {getattr(error, 'reason', error)}", "check the host and port, and pass --insecure for a plain-HTTP registry"
+                    ) from None
             with response:
                 yield CheckedStream(response, digest, max_download_bytes())
 
@@ -252,14 +256,12 @@ class Registry:
                 index = json.loads(answer.body)
                 manifests += index["manifests"]
             except (ValueError, TypeError, KeyError):
-                raise LockFormatError("the registry's referrers answer is not an image index",
-                                      "the registry does not follow the distribution-spec; use another") from None
+                raise LockFormatError("the registry's referrers answer is not an image index", "the registry does not follow the distribution-spec; use another") from None
             following = re.search(r'<([^>]+)>;\s*rel="?next"?', answer.headers.get("Link") or "")
             if not following:
                 return {**index, "manifests": manifests}
             url = urllib.parse.urljoin(url, following.group(1))
-        raise HostError(f"the referrers of {digest[:19]}… run past {MAX_REFERRER_PAGES} pages",
-                        "the registry keeps answering `Link: next`; report it to its operator")
+        raise HostError(f"the referrers of {digest[:19]}… run past {MAX_REFERRER_PAGES} pages", "the registry keeps answering `Link: next`; report it to its operator")
 
 
 class CheckedStream(io.RawIOBase):
@@ -277,15 +279,14 @@ class CheckedStream(io.RawIOBase):
         self.read_bytes += len(data)
         if self.read_bytes > self._limit:
             raise too_large(f"reading blob {self._digest[:19]}…", self._limit)
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def verify(self) -> None:
         for _ in iter(lambda: self.read(1 << 20), b""):
             pass
         if "sha256:" + self._hasher.hexdigest() != self._digest:
-            raise LockFormatError(f"the registry served other bytes for blob {self._digest}",
-                                  "the registry or something between is altering content; use another")
+            raise LockFormatError(f"the registry served other bytes for blob {self._digest}", "the registry or something between is altering content; use another")
 
 
 def _bounded(response, limit: int, url: str) -> bytes:

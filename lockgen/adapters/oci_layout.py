@@ -41,7 +41,6 @@ from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest, LayerEnt
 from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE, REF_NAME
 
 
-
 def _info(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.size, info.linkname = kind, mode, size, link
@@ -135,8 +134,7 @@ def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
             with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
                 yield cast(IO[bytes], stream)  # a GzipFile reads as IO[bytes]; its stub says BufferedIOBase
     except (zstandard.ZstdError, gzip.BadGzipFile, zlib.error, EOFError) as exc:
-        raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}",
-                              "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
+        raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}", "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
 
 
 def members(stream: IO[bytes]) -> dict[str, LayerEntry]:
@@ -195,8 +193,7 @@ def write_index(layout: Path, document: dict[str, Any], tag: str, annotations: d
     """Writes `document` (an image manifest, or an image index of one per platform), `index.json` naming it
     `tag` (with `annotations` on its descriptor: outside the manifest digest), and `oci-layout`; returns the
     document's digest."""
-    descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)),
-                  "annotations": {**(annotations or {}), REF_NAME: tag}}
+    descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)), "annotations": {**(annotations or {}), REF_NAME: tag}}
     index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
     (layout / "index.json").write_bytes(canonical_json(index))
     (layout / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": "1.0.0"}))
@@ -244,8 +241,7 @@ def blob_path(layout: Path, digest: str) -> Path:
     return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
 
 
-def read_image(layout: Path, architecture: str | None = None,
-               tag: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
+def read_image(layout: Path, architecture: str | None = None, tag: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(manifest, config, manifest digest) of the layout's image tagged `tag` (its single image when no tag is
     asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs
     are checked against their digests, and the structure every reader relies on is checked once (`check_image`)."""
@@ -264,10 +260,10 @@ def read_image(layout: Path, architecture: str | None = None,
         entry = tagged_entry(layout, index, tag)
         if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
             if architecture is None:
-                raise LockFormatError(f"`{layout}` holds an image index (one image per platform), not one image",
-                                      "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG")
-            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's manifest"), "image index"),
-                                    architecture, f"`{layout}`")
+                raise LockFormatError(
+                    f"`{layout}` holds an image index (one image per platform), not one image", "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG"
+                )
+            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's manifest"), "image index"), architecture, f"`{layout}`")
         digest = digest_at(layout, entry, "index.json's manifest")
         manifest = blob(digest, "manifest")
         config = blob(digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
@@ -290,8 +286,7 @@ def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
     names = [(descriptor.annotations or {}).get(REF_NAME) for descriptor in typed.manifests]
     twice = sorted({n for n in names if n is not None and names.count(n) > 1})
     if twice:
-        raise LockFormatError(f"`{layout}` names two images by the tag `{twice[0]}` in its index.json",
-                              "a tag names one image: re-export the layout, or copy the one you mean out (skopeo copy)")
+        raise LockFormatError(f"`{layout}` names two images by the tag `{twice[0]}` in its index.json", "a tag names one image: re-export the layout, or copy the one you mean out (skopeo copy)")
     if tag is not None:
         found = [number for number, name in enumerate(names) if name == tag]
         if not found:
@@ -300,8 +295,7 @@ def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
         return index["manifests"][found[0]]
     if len(names) > 1:
         have = ", ".join(n for n in names if n is not None) or "untagged"
-        raise UserError(f"`{layout}` holds {len(names)} images (tags: {have}), and no tag says which",
-                        "name the image by its tag: LAYOUT:TAG")
+        raise UserError(f"`{layout}` holds {len(names)} images (tags: {have}), and no tag says which", "name the image by its tag: LAYOUT:TAG")
     return index["manifests"][0]
 
 
@@ -336,6 +330,7 @@ def layer_reader(layout: Path, architecture: str | None = None) -> tuple[int, Ca
             with uncompressed_stream(blob_path(layout, layers[index]["digest"]), layers[index].get("mediaType", "")) as stream:
                 read[index] = members(stream)
         return read[index]
+
     return len(layers), layer
 
 
@@ -373,17 +368,15 @@ def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[by
     except LockFormatError as exc:  # named by its digest and layout
         raise LockFormatError(f"layer {layer['digest'][:19]}… of `{layout}`: {exc.message}", exc.hint) from None
     if "sha256:" + hasher.hexdigest() != diff_id:
-        raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}",
-                              "the image was tampered with: re-export it")
+        raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}", "the image was tampered with: re-export it")
     plain.seek(0)
 
 
 def _missing(layout: Path, digest: str) -> LockFormatError:
     source = base_source(layout)
     if source is not None:  # a shallow export: the base's layers stay in the base's registry
-        return LockFormatError(f"layer blob {digest[:19]}… of {layout} is the base image's, which this shallow layout "
-                               f"does not hold (it lives at {source})",
-                               "push the layout (lockgen push LAYOUT docker://REPO:TAG) and use docker://REPO:TAG, "
-                               "or export on a local --base LAYOUT")
-    return LockFormatError(f"layer blob {digest} is missing from {layout}",
-                           "the layout is incomplete: copy it whole, or re-export it")
+        return LockFormatError(
+            f"layer blob {digest[:19]}… of {layout} is the base image's, which this shallow layout does not hold (it lives at {source})",
+            "push the layout (lockgen push LAYOUT docker://REPO:TAG) and use docker://REPO:TAG, or export on a local --base LAYOUT",
+        )
+    return LockFormatError(f"layer blob {digest} is missing from {layout}", "the layout is incomplete: copy it whole, or re-export it")

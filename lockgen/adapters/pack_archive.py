@@ -76,8 +76,7 @@ def _info(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple[PackMember, Path]],
-          meter: Meter | None = None) -> tuple[str, int]:
+def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple[PackMember, Path]], meter: Meter | None = None) -> tuple[str, int]:
     """Writes the archive `out`: the `leading` members (name, bytes), then each file as its member; returns the
     archive's sha256 and size. A file whose size or sha256 is not its member's is refused, and nothing is kept."""
     if out.is_dir():
@@ -115,13 +114,11 @@ def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple
 def _add_file(tar: tarfile.TarFile, member: PackMember, path: Path) -> None:
     with path.open("rb") as source:
         if os.fstat(source.fileno()).st_size != member.size:
-            raise PackError(f"{path} changed while it was packed (its size is not {member.size})",
-                            "pack again; nothing was written", member.path)
+            raise PackError(f"{path} changed while it was packed (its size is not {member.size})", "pack again; nothing was written", member.path)
         checked = _Checked(source)
         tar.addfile(_info(member.path, member.size), checked)
     if checked.sha256.hexdigest() != member.sha256:
-        raise PackError(f"{path} does not have the sha256 the lock pins ({member.sha256}) as it is packed",
-                        "the store's copy was changed: remove it and pack again; nothing was written", member.path)
+        raise PackError(f"{path} does not have the sha256 the lock pins ({member.sha256}) as it is packed", "the store's copy was changed: remove it and pack again; nothing was written", member.path)
 
 
 class PackReader:
@@ -139,8 +136,7 @@ class PackReader:
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise self._refuse(expected, f"where it should be, the archive is unreadable ({shown(str(exc), 80)})") from None
         if info is None:
-            raise self._refuse(expected, "the archive ends where this member should be (missing, cut short, or its header "
-                                         "damaged)")
+            raise self._refuse(expected, "the archive ends where this member should be (missing, cut short, or its header damaged)")
         self._check_entry(info, expected)
         return info
 
@@ -155,8 +151,7 @@ class PackReader:
         self._check_safe(info)
         name = info.name
         if name != expected:
-            raise self._refuse(name, f"the index names `{shown(expected, 120)}` here, not this member (renamed, "
-                                     "reordered or added)")
+            raise self._refuse(name, f"the index names `{shown(expected, 120)}` here, not this member (renamed, reordered or added)")
 
     def read_bytes(self, expected: str, limit: int) -> bytes:
         """The next member, which must be `expected`, of at most `limit` bytes, as bytes."""
@@ -225,7 +220,8 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
         try:
             tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
         except (tarfile.TarError, EOFError) as exc:
-            raise PackError(f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable "
-                            f"({shown(str(exc), 80)})", "pass the .tar written by lockgen pack (uncompressed)", first) from None
+            raise PackError(
+                f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({shown(str(exc), 80)})", "pass the .tar written by lockgen pack (uncompressed)", first
+            ) from None
         with tar:
             yield PackReader(tar, str(path))

@@ -31,9 +31,9 @@ def _expected(package: LockedPackage, allow_md5: bool = False) -> tuple[str, str
     if package.hash.md5 and allow_md5:
         return "md5", package.hash.md5
     if package.hash.md5:
-        raise LockFormatError(f"`{package.name}` {package.version} is pinned by md5 only",
-                              "md5 is no proof of content: re-create the lock so it pins a sha256 "
-                              "(or materialize --allow-md5 to install it knowingly)")
+        raise LockFormatError(
+            f"`{package.name}` {package.version} is pinned by md5 only", "md5 is no proof of content: re-create the lock so it pins a sha256 (or materialize --allow-md5 to install it knowingly)"
+        )
     raise LockFormatError(f"`{package.name}` has no hash in the lock", "a lock entry without a hash cannot be installed safely")
 
 
@@ -75,8 +75,10 @@ def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = F
         _download(package, temp)
         got = file_digest(temp, algorithm)
         if got != expected:  # the hash it has is not shown: for a file: URL that would reveal a local file's digest
-            raise LockFormatError(f"`{package.name}` {package.version} from {scrub_url(package.url)} does not have the "
-                                  f"{algorithm} the lock pins ({expected})", "the archive was changed or corrupted: refuse it, check the source")
+            raise LockFormatError(
+                f"`{package.name}` {package.version} from {scrub_url(package.url)} does not have the {algorithm} the lock pins ({expected})",
+                "the archive was changed or corrupted: refuse it, check the source",
+            )
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
@@ -127,21 +129,22 @@ def _download(package: LockedPackage, destination: Path) -> None:
             with open(file_roots.local_path(package.url, f"`{package.name}` {package.version}"), "rb") as source:
                 _copy(source, destination, limit, what)
             return
-        with http_deadline.Deadline(http_deadline.transfer_deadline_s(), what, "the channel is too slow or keeps sending; "
-                                    f"retry, or allow longer with {http_deadline.TRANSFER_DEADLINE_ENV}") as clock, \
-                clock.open(fetch_auth.authorized_request(package.url), 60) as response:
+        with (
+            http_deadline.Deadline(http_deadline.transfer_deadline_s(), what, f"the channel is too slow or keeps sending; retry, or allow longer with {http_deadline.TRANSFER_DEADLINE_ENV}") as clock,
+            clock.open(fetch_auth.authorized_request(package.url), 60) as response,
+        ):
             stated = response.headers.get("Content-Length") or ""
             if stated.isdigit() and int(stated) > limit:
                 raise http_deadline.too_large(what, limit)
             _copy(response, destination, limit, what)
     except urllib.error.HTTPError as exc:
-        hint = ("the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE "
-                "(never in the lock)" if exc.code in (401, 403) else "check the channel; the lock names this URL")
+        hint = "the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE (never in the lock)" if exc.code in (401, 403) else "check the channel; the lock names this URL"
         raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: HTTP {exc.code}", hint) from None
     except (OSError, ValueError) as exc:
-        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: {scrub_text(str(exc))}",
-                           "offline? put the archive in a local channel or the package store "
-                           f"({lockgen_home() / 'pkgs'})") from None
+        raise ChannelError(
+            f"cannot fetch `{package.name}` {package.version} from {package.url}: {scrub_text(str(exc))}",
+            f"offline? put the archive in a local channel or the package store ({lockgen_home() / 'pkgs'})",
+        ) from None
 
 
 def _copy(source: IO[bytes], destination: Path, limit: int, what: str) -> None:

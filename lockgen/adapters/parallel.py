@@ -130,7 +130,7 @@ def hash_ahead(paths: Sequence[str]) -> HashedAhead:
     """Starts hashing the small files `paths` (each under `BIG`) in child processes, one per core beside the
     caller's (none when they are few, or on one core; see `Forked` for where none is forked)."""
     children = min(cores() - 1, len(paths) // PER_CHILD) if len(paths) >= FORK_FROM else 0
-    shares = [paths[index * len(paths) // children:(index + 1) * len(paths) // children] for index in range(children)]
+    shares = [paths[index * len(paths) // children : (index + 1) * len(paths) // children] for index in range(children)]
     return HashedAhead([(Forked(partial(_hashed, share)), share) for share in shares])
 
 

@@ -55,19 +55,26 @@ def likely_wanted(prefix: Path, walked: Mapping[str, os.stat_result], proofs: Ma
     `parallel.BIG` that no kept fingerprint of `proofs` proves, but byte code (`__pycache__/`, proven apart).
     A file no package states is read for nothing: at most `BIG` bytes each."""
     top = str(prefix)
-    return hash_ahead([f"{top}/{relative}" for relative, info in walked.items()
-                       if stat.S_ISREG(info.st_mode) and info.st_size < BIG and "__pycache__/" not in relative
-                       and not _proven(proofs.get(relative), info)])
+    return hash_ahead(
+        [f"{top}/{relative}" for relative, info in walked.items() if stat.S_ISREG(info.st_mode) and info.st_size < BIG and "__pycache__/" not in relative and not _proven(proofs.get(relative), info)]
+    )
 
 
 def _proven(before: list | None, info: os.stat_result) -> bool:
     return before is not None and before[:5] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
-def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int, int], None] | None = None,
-            read_these: Collection[str] = (), proofs: MutableMapping[str, list] | None = None,
-            walked: Mapping[str, os.stat_result] | None = None, privileges: bool = True,
-            seen: MutableMapping[str, list] | None = None, ahead: HashedAhead | None = None) -> list[ObservedFile]:
+def observe(
+    prefix: Path,
+    hash_these: Collection[str],
+    meter: Callable[[str, int, int], None] | None = None,
+    read_these: Collection[str] = (),
+    proofs: MutableMapping[str, list] | None = None,
+    walked: Mapping[str, os.stat_result] | None = None,
+    privileges: bool = True,
+    seen: MutableMapping[str, list] | None = None,
+    ahead: HashedAhead | None = None,
+) -> list[ObservedFile]:
     """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256, small files
     named in `read_these` (entry-point launchers) their text. `proofs` (path -> fingerprint and sha256, as
     `conformance_store` keeps them) gives the sha256 of a file whose fingerprint is unchanged, unread; it is
@@ -96,8 +103,12 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
             unread.append(relative)
     paths = [f"{top}/{relative}" for relative in unread]
     hashed = dict(ahead.digests()) if ahead is not None and unread else {}
-    hashed.update(hash_files([(path, entries[relative].st_size) for path, relative in zip(paths, unread) if path not in hashed],
-                             (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None))
+    hashed.update(
+        hash_files(
+            [(path, entries[relative].st_size) for path, relative in zip(paths, unread) if path not in hashed],
+            (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None,
+        )
+    )
     for path, relative in zip(paths, unread):
         digests[relative] = hashed[path]
     for relative, fingerprint in now.items():
@@ -113,14 +124,15 @@ def observe(prefix: Path, hash_these: Collection[str], meter: Callable[[str, int
         mode = info.st_mode
         if stat.S_ISREG(mode):
             path = f"{top}/{relative}"
-            add(ObservedFile(relative, "file", info.st_size, stat.S_IMODE(mode), digests.get(relative),
-                             _text(path) if relative in read_these else None, None,
-                             privilege_of(path, mode) if privileges else None))
+            add(
+                ObservedFile(
+                    relative, "file", info.st_size, stat.S_IMODE(mode), digests.get(relative), _text(path) if relative in read_these else None, None, privilege_of(path, mode) if privileges else None
+                )
+            )
             continue
         path = f"{top}/{relative}"
         kind = "link" if stat.S_ISLNK(mode) else "other"
         if kind == "link" and os.path.isdir(path):
             kind = "dir-link"
-        add(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), None, None,
-                         os.readlink(path) if kind != "other" else None))
+        add(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), None, None, os.readlink(path) if kind != "other" else None))
     return observed

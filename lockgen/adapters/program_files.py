@@ -43,11 +43,11 @@ def program_file(tree: Path, prefix: str, path: str) -> tuple[str, bytes | None]
             resolved = resolved[:-1]
             continue
         resolved.append(part)
-        if resolved[:len(top)] != top[:len(resolved)]:
+        if resolved[: len(top)] != top[: len(resolved)]:
             return _joined(resolved + pending), None  # the base's layers hold the rest of the way
         if len(resolved) <= len(top):
             continue  # a folder on the way to the environment
-        here = _in_tree(tree, resolved[len(top):])
+        here = _in_tree(tree, resolved[len(top) :])
         try:
             info = os.lstat(here)
         except OSError:
@@ -64,5 +64,5 @@ def program_file(tree: Path, prefix: str, path: str) -> tuple[str, bytes | None]
     found = _joined(resolved)
     if len(resolved) <= len(top):
         return found, None
-    here = _in_tree(tree, resolved[len(top):])
+    here = _in_tree(tree, resolved[len(top) :])
     return found, here.read_bytes() if stat.S_ISREG(os.lstat(here).st_mode) else None

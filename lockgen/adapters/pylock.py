@@ -11,8 +11,7 @@ from typing import Any
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from lockgen.adapters.python_wheels import (PLATFORMS, best_wheel, checked_glibc, environment_of, no_wheel_reason,
-                                            python_within)
+from lockgen.adapters.python_wheels import PLATFORMS, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
@@ -28,8 +27,7 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
     known_extras, known_groups = set(data.get("extras", [])), set(data.get("dependency-groups", []))
     for kind, chosen, known in (("extra", set(choices.extras), known_extras), ("dependency group", set(choices.groups), known_groups)):
         if chosen - known:
-            raise UserError(f"the pylock.toml has no {kind} {', '.join(sorted(chosen - known))}",
-                            f"it has: {', '.join(sorted(known)) or 'none'}")
+            raise UserError(f"the pylock.toml has no {kind} {', '.join(sorted(chosen - known))}", f"it has: {', '.join(sorted(known)) or 'none'}")
     extras = known_extras if choices.all_extras else set(choices.extras)
     groups = set(choices.groups) | (set(data.get("default-groups", [])) if choices.dev else set())
     packages, skipped = [], []
@@ -56,8 +54,7 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
             if not sha256:
                 skipped.append(f"{label} has a wheel without a sha256 ({wheel['url'].rsplit('/', 1)[-1]})")
                 continue
-            packages.append(LockedPackage(name=entry["name"], version=str(entry.get("version", "")), manager="pip",
-                                          platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256)))
+            packages.append(LockedPackage(name=entry["name"], version=str(entry.get("version", "")), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256)))
     return tuple(packages), tuple(skipped), python.shown
 
 

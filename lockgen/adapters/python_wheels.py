@@ -76,10 +76,19 @@ def _oldest_patch(allowed: SpecifierSet, minor: str) -> str | None:
 
 def environment_of(platform: str, python: Python) -> dict[str, str]:
     """PEP 508's marker variables for CPython `python` on Linux `platform`."""
-    return {"implementation_name": "cpython", "implementation_version": python.full, "os_name": "posix",
-            "platform_machine": MACHINE[platform], "platform_python_implementation": "CPython", "platform_release": "",
-            "platform_system": "Linux", "platform_version": "", "python_full_version": python.full,
-            "python_version": python.minor, "sys_platform": "linux"}
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": python.full,
+        "os_name": "posix",
+        "platform_machine": MACHINE[platform],
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": "Linux",
+        "platform_version": "",
+        "python_full_version": python.full,
+        "python_version": python.minor,
+        "sys_platform": "linux",
+    }
 
 
 def best_wheel(wheels: list[dict[str, Any]], platform: str, python: Python, glibc: str) -> dict[str, Any] | None:
@@ -93,10 +102,7 @@ def no_wheel_reason(wheels: list[dict[str, Any]], platform: str, python: Python,
     """Why no wheel of a release fits (best_wheel gave None): the glibc its wheels need, else no wheel at all."""
     names = sorted(wheel_file_name(wheel["url"]) for wheel in wheels)
     floor = int(glibc.split(".")[1])
-    needed = next((minor for minor in range(floor + 1, _NEWEST_GLIBC + 1)
-                   if best_for_target(names, python.minor, MACHINE[platform], f"2.{minor}")), None)
+    needed = next((minor for minor in range(floor + 1, _NEWEST_GLIBC + 1) if best_for_target(names, python.minor, MACHINE[platform], f"2.{minor}")), None)
     if needed is not None:
-        return (f"needs glibc 2.{needed} on {platform} (its wheel is manylinux_2_{needed}, newer than --glibc {glibc}):"
-                f" pass --glibc 2.{needed} to admit it")
-    return (f"has no wheel for {platform} at CPython {python.minor}"
-            + (" (an sdist only: it would be built on install)" if has_sdist else ""))
+        return f"needs glibc 2.{needed} on {platform} (its wheel is manylinux_2_{needed}, newer than --glibc {glibc}): pass --glibc 2.{needed} to admit it"
+    return f"has no wheel for {platform} at CPython {python.minor}" + (" (an sdist only: it would be built on install)" if has_sdist else "")

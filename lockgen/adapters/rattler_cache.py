@@ -91,8 +91,7 @@ def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) 
     return False
 
 
-def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]],
-                     progress: Callable[[str], None]) -> None:
+def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]], progress: Callable[[str], None]) -> None:
     """Checks every extracted folder the install will link from (a changed one is removed, to be extracted
     again)."""
     with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:

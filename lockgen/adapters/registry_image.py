@@ -28,8 +28,8 @@ IMAGES = (MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE)
 
 @dataclass(frozen=True)
 class RemoteImage:
-    reference: ImageReference   # as given (a tag, or a digest)
-    digest: str                 # the platform's image manifest's digest: what the export is based on
+    reference: ImageReference  # as given (a tag, or a digest)
+    digest: str  # the platform's image manifest's digest: what the export is based on
     manifest: dict[str, Any]
     config: dict[str, Any]
     documents: tuple[bytes, bytes] = (b"", b"")  # the manifest's and the config's bytes, as their digests cover them
@@ -65,12 +65,12 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
         progress(f"base {reference}: an image index; its linux/{architecture} image is {digest}")
         got = client.manifest(digest)
         if got is None:
-            raise UserError(f"the registry lacks the linux/{architecture} image {digest} its index {reference} names",
-                            "the index is incomplete in that registry; copy it there whole (skopeo copy --all)")
+            raise UserError(
+                f"the registry lacks the linux/{architecture} image {digest} its index {reference} names", "the index is incomplete in that registry; copy it there whole (skopeo copy --all)"
+            )
         data, media_type = got
     if media_type not in IMAGES:
-        raise UserError(f"{reference} is a {media_type or 'document of no media type'}, not an image",
-                        "pass an OCI or Docker image, or an image index of them")
+        raise UserError(f"{reference} is a {media_type or 'document of no media type'}, not an image", "pass an OCI or Docker image, or an image index of them")
     manifest = _document(data, f"the manifest of {reference}")
     oci_layout.digest_at(str(reference), manifest.get("config"), "the manifest's config")
     config_bytes = client.blob(manifest["config"]["digest"])
@@ -93,8 +93,7 @@ def read_once(reference: ImageReference, architecture: str, insecure: bool, prog
     return _READ[key]
 
 
-def layer_reader(image: RemoteImage, insecure: bool, looking_for: str,
-                 progress: Callable[[str], None]) -> tuple[int, Callable[[int], dict[str, LayerEntry]]]:
+def layer_reader(image: RemoteImage, insecure: bool, looking_for: str, progress: Callable[[str], None]) -> tuple[int, Callable[[int], dict[str, LayerEntry]]]:
     """(how many layers the image has, a reader of layer N's members, bottom layer 0): each layer streamed once,
     only when asked, checked against its digest, and named in progress with what is `looking_for`."""
     client = Registry(image.reference, insecure)
@@ -103,18 +102,17 @@ def layer_reader(image: RemoteImage, insecure: bool, looking_for: str,
     def layer(index: int) -> dict[str, LayerEntry]:
         if index not in read:
             descriptor = layers[index]
-            progress(f"reading base layer {index + 1} of {len(layers)} ({int(descriptor.get('size', 0)) / 1e6:,.1f} MB, "
-                     f"{descriptor['digest'][:19]}…) for {looking_for}")
+            progress(f"reading base layer {index + 1} of {len(layers)} ({int(descriptor.get('size', 0)) / 1e6:,.1f} MB, {descriptor['digest'][:19]}…) for {looking_for}")
             with client.blob_stream(descriptor["digest"]) as stream:
                 with oci_layout.uncompressed(stream, descriptor["mediaType"]) as tar_stream:  # type: ignore[arg-type]
                     read[index] = oci_layout.members(tar_stream)
                 stream.verify()
         return read[index]
+
     return len(layers), layer
 
 
-def push(layout: Path, manifest_bytes: bytes, manifest: dict[str, Any], media_type: str, target_text: str,
-         base_text: str, insecure: bool, progress: Callable[[str], None]) -> str:
+def push(layout: Path, manifest_bytes: bytes, manifest: dict[str, Any], media_type: str, target_text: str, base_text: str, insecure: bool, progress: Callable[[str], None]) -> str:
     """Puts a shallow layout into `target_text` (docker://HOST/REPO[:TAG]): the blobs it holds uploaded from
     its files, the base's blobs it lacks mounted from `base_text`'s repository (same registry) or streamed
     from its registry, then the manifest, byte for byte; returns the manifest's digest."""
@@ -142,10 +140,7 @@ def push(layout: Path, manifest_bytes: bytes, manifest: dict[str, Any], media_ty
             streamed += 1
     digest = "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()
     if target_ref.digest not in (None, digest):
-        raise UserError(f"{target_text} names digest {target_ref.digest}, the layout's is {digest}",
-                        "push to a tag, or to the layout's own digest")
+        raise UserError(f"{target_text} names digest {target_ref.digest}, the layout's is {digest}", "push to a tag, or to the layout's own digest")
     target.push_manifest(target_ref.digest or target_ref.tag or "latest", manifest_bytes, media_type)
-    progress(f"pushed {digest}: {uploaded} blobs uploaded, {mounted} base blobs mounted from {base_ref.repository}, "
-             f"{streamed} streamed from {base_ref.host}")
+    progress(f"pushed {digest}: {uploaded} blobs uploaded, {mounted} base blobs mounted from {base_ref.repository}, {streamed} streamed from {base_ref.host}")
     return digest
-

@@ -50,8 +50,7 @@ def keygen(path: Path) -> tuple[Path, Path]:
 
 
 def _exists(path: Path) -> UserError:
-    return UserError(f"`{path}` already exists; keygen never overwrites a key",
-                     f"choose another --out, or move `{path}` aside deliberately")
+    return UserError(f"`{path}` already exists; keygen never overwrites a key", f"choose another --out, or move `{path}` aside deliberately")
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:
@@ -118,15 +117,15 @@ def require_signed_by(document: dict[str, Any], private_key_path: Path) -> None:
     attestation re-signs a certificate: it must not lend one key's name to another key's certificate)."""
     key = _load(private_key_path, private=True).public_key()
     if document["signature"].get("key_id") != key_id(key):
-        raise LockFormatError(f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` "
-                              f"is key {key_id(key)}", "pass --key with the private key that signed the certificate")
+        raise LockFormatError(
+            f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` is key {key_id(key)}", "pass --key with the private key that signed the certificate"
+        )
     _check_signature(document, key)
 
 
 def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
     key = _load(private_key_path, private=True)
-    return {"algorithm": "ed25519", "key_id": key_id(key.public_key()),
-            "value": base64.b64encode(key.sign(canonical_json(body))).decode()}
+    return {"algorithm": "ed25519", "key_id": key_id(key.public_key()), "value": base64.b64encode(key.sign(canonical_json(body))).decode()}
 
 
 def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
@@ -136,18 +135,16 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
     except ValueError as exc:
         raise LockFormatError(f"certificate is not JSON: {exc}", "it was damaged; use the original file") from None
     except RecursionError:
-        raise LockFormatError("certificate is JSON nested deeper than Python parses", "it is not a certificate lockgen "
-                              "wrote; use the original file") from None
+        raise LockFormatError("certificate is JSON nested deeper than Python parses", "it is not a certificate lockgen wrote; use the original file") from None
     if render(document) != text:
-        raise LockFormatError("certificate bytes differ from their canonical form: the file was edited",
-                              "certificates are tamper-evident; re-run lockgen verify")
+        raise LockFormatError("certificate bytes differ from their canonical form: the file was edited", "certificates are tamper-evident; re-run lockgen verify")
     if not isinstance(document, dict):
         raise LockFormatError("certificate is not a JSON object", "it was damaged; use the original file")
     signature = document.get("signature")
-    if signature is not None and (not isinstance(signature, dict) or signature.get("algorithm") != "ed25519"
-                                  or not isinstance(signature.get("value"), str) or not isinstance(signature.get("key_id"), str)):
-        raise LockFormatError("certificate signature is malformed (lockgen signs with ed25519: algorithm, key_id, value)",
-                              "the file was edited; use the original certificate")
+    if signature is not None and (
+        not isinstance(signature, dict) or signature.get("algorithm") != "ed25519" or not isinstance(signature.get("value"), str) or not isinstance(signature.get("key_id"), str)
+    ):
+        raise LockFormatError("certificate signature is malformed (lockgen signs with ed25519: algorithm, key_id, value)", "the file was edited; use the original certificate")
     if public_key_path is None:
         return document
     if not signature:
@@ -161,10 +158,8 @@ def _check_signature(document: dict[str, Any], key: Any) -> None:
 
     signature = document["signature"]
     if signature.get("key_id") != key_id(key):
-        raise LockFormatError(f"certificate was signed by key {shown(str(signature.get('key_id')))}, not {key_id(key)}",
-                              "pass the public key that matches the signing key")
+        raise LockFormatError(f"certificate was signed by key {shown(str(signature.get('key_id')))}, not {key_id(key)}", "pass the public key that matches the signing key")
     try:
         key.verify(base64.b64decode(signature["value"]), canonical_json(document["certificate"]))
     except (InvalidSignature, ValueError, KeyError):
-        raise LockFormatError("certificate signature does not verify: its content was changed",
-                              "certificates are tamper-evident; re-run lockgen verify") from None
+        raise LockFormatError("certificate signature does not verify: its content was changed", "certificates are tamper-evident; re-run lockgen verify") from None

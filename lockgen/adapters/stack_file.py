@@ -42,17 +42,20 @@ def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None
         return LoadedStack(path, text, parse_stack_text(text, str(path), lock_base(loaded, str(path))), base, loaded)
     base_text = _read(base.path)
     if extends_of(base_text, str(base.path)) is not None:
-        raise SpecError(f"the base stack {base.path} extends another stack itself",
-                        "extend the stack at the root of the chain: a team stack sits on one base", str(path))
+        raise SpecError(f"the base stack {base.path} extends another stack itself", "extend the stack at the root of the chain: a team stack sits on one base", str(path))
     return LoadedStack(path, text, parse_stack_text(text, str(path), parse_stack_text(base_text, str(base.path))), base)
 
 
 def _base_lock(base: StackBase, source: str, carried: bytes | None) -> LoadedLock:
     """The lock a team stack's base is (or its image carries: `carried`, its bytes when just fetched), read once."""
     if carried is None and not base.path.is_file():
-        raise SpecError(f"the base lock {base.path} does not exist", "resolve the team stack, which reads the lock its base "
-                        "image carries" if base.kind == "image" else "pin or resolve it first (lockgen pin INVENTORY "
-                        "--target NAME --out PATH), or fix `extends`", source)
+        raise SpecError(
+            f"the base lock {base.path} does not exist",
+            "resolve the team stack, which reads the lock its base image carries"
+            if base.kind == "image"
+            else "pin or resolve it first (lockgen pin INVENTORY --target NAME --out PATH), or fix `extends`",
+            source,
+        )
     try:
         return read_lock(base.path) if carried is None else loaded_lock(carried, str(base.path))
     except LockgenError as exc:
@@ -67,7 +70,6 @@ def lock_base(loaded: LoadedLock, source: str) -> LockBase:
     target = LockgenMeta(lock).target
     pythons = {lock_python(lock, platform) for platform in lock.metadata.platforms} - {None}
     if not target or len(pythons) > 1:
-        raise SpecError(f"the base lock {loaded.source} names no target, or several Pythons",
-                        "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)
+        raise SpecError(f"the base lock {loaded.source} names no target, or several Pythons", "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)
     facts = LockgenMeta(lock).target_facts
     return LockBase(target=target, platforms=lock.metadata.platforms, python=next(iter(pythons), None), facts=facts)

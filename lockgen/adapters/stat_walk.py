@@ -60,5 +60,4 @@ def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
                         settled = False
                 leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
                 add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}{leads}\n")
-    return TreeFingerprint(hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest(), len(lines),
-                           settled, walked)
+    return TreeFingerprint(hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest(), len(lines), settled, walked)

@@ -51,31 +51,35 @@ class UvGraph:
         members = [normalize(name) for name in (data.get("manifest") or {}).get("members", [])]
         members = members or sorted(name for name, group in entries.items() if any(is_local_project(e) for e in group))
         if not members:
-            raise LockFormatError("uv.lock names no project of its own (no virtual or editable package)",
-                                  "import a uv.lock written by `uv lock` in a project")
-        conflicts = tuple(tuple((normalize(c.get("package", "")), "extra" if "extra" in c else "group",
-                                 normalize(c.get("extra") or c.get("group", ""))) for c in conflict)
-                          for conflict in data.get("conflicts") or [])
+            raise LockFormatError("uv.lock names no project of its own (no virtual or editable package)", "import a uv.lock written by `uv lock` in a project")
+        conflicts = tuple(
+            tuple((normalize(c.get("package", "")), "extra" if "extra" in c else "group", normalize(c.get("extra") or c.get("group", ""))) for c in conflict)
+            for conflict in data.get("conflicts") or []
+        )
         return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
 
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
         if not found:
-            raise LockFormatError(f"uv.lock lists `{name}` as a workspace member but holds no local package of that name",
-                                  "the file was edited or cut short: use the one `uv lock` wrote")
+            raise LockFormatError(f"uv.lock lists `{name}` as a workspace member but holds no local package of that name", "the file was edited or cut short: use the one `uv lock` wrote")
         return found[0]
 
 
 def _workspace_root(manifest: dict[str, Any]) -> dict[str, Any] | None:
     """A workspace root that is no project keeps its own requirements and groups in `[manifest]`; they
     become the edges of an entry of its own (`extras` there is `extra` on an edge)."""
+
     def edges(requirements: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"name": r["name"], "marker": r.get("marker"), "extra": r.get("extras", [])} for r in requirements]
 
     if not manifest.get("requirements") and not manifest.get("dependency-groups"):
         return None
-    return {"name": "workspace-root", "source": {"virtual": "."}, "dependencies": edges(manifest.get("requirements", [])),
-            "dev-dependencies": {group: edges(deps) for group, deps in (manifest.get("dependency-groups") or {}).items()}}
+    return {
+        "name": "workspace-root",
+        "source": {"virtual": "."},
+        "dependencies": edges(manifest.get("requirements", [])),
+        "dev-dependencies": {group: edges(deps) for group, deps in (manifest.get("dependency-groups") or {}).items()},
+    }
 
 
 def is_local_project(entry: dict[str, Any]) -> bool:
@@ -99,8 +103,7 @@ def activated(graph: UvGraph, starts: list[Node], environment: dict[str, str]) -
             return frozenset(active)
 
 
-def installed(graph: UvGraph, starts: list[Node], environment: dict[str, str],
-              active: frozenset[str]) -> dict[str, dict[str, Any]]:
+def installed(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: frozenset[str]) -> dict[str, dict[str, Any]]:
     """Every package reached from the starts along edges whose markers hold: normalized name -> its entry."""
     refuse_conflicting(graph, active)
     return _traverse(graph, starts, environment, set(active), grow=False)
@@ -111,15 +114,15 @@ def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
     for conflict in graph.conflicts:
         on = sorted({c for c in conflict if item(*c) in active})
         if len(on) > 1:
-            listed = " and ".join(f"`{package}[{name}]`" if kind == "extra" else f"`{package}:{name}` (group)"
-                                  for package, kind, name in on)
+            listed = " and ".join(f"`{package}[{name}]`" if kind == "extra" else f"`{package}:{name}` (group)" for package, kind, name in on)
             others = len({package for package, _, _ in on}) > 1
-            raise UserError(f"the lock declares {listed} conflicting ([tool.uv] conflicts): they cannot be installed together",
-                            f"choose one, e.g. --{on[0][1]} {on[0][2]}" + (f" with --package {on[0][0]}" if others else ""))
+            raise UserError(
+                f"the lock declares {listed} conflicting ([tool.uv] conflicts): they cannot be installed together",
+                f"choose one, e.g. --{on[0][1]} {on[0][2]}" + (f" with --package {on[0][0]}" if others else ""),
+            )
 
 
-def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str],
-              grow: bool) -> dict[str, dict[str, Any]]:
+def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str], grow: bool) -> dict[str, dict[str, Any]]:
     """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
     when it holds, activates them (in `active`)."""
     reached: dict[str, dict[str, Any]] = {}
@@ -131,9 +134,10 @@ def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], a
         expanded.add((id(entry), kind, name))
         key = normalize(entry["name"])
         if not grow and key in reached and reached[key] is not entry:
-            raise UserError(f"uv.lock holds two versions of {entry['name']} for this choice "
-                            f"({reached[key].get('version')} and {entry.get('version')})",
-                            "choose between the conflicting extras or groups with --extra / --group")
+            raise UserError(
+                f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} and {entry.get('version')})",
+                "choose between the conflicting extras or groups with --extra / --group",
+            )
         reached[key] = entry
         for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
             named = {item(edge["name"], "extra", extra) for extra in edge.get("extra", [])}
@@ -172,9 +176,9 @@ def _target(edge: dict[str, Any], graph: UvGraph, environment: dict[str, str], a
     if "source" in edge:
         candidates = [c for c in candidates if c.get("source") == edge["source"]] or candidates
     if len(candidates) > 1:
-        candidates = [c for c in candidates if not c.get("resolution-markers")
-                      or any(holds(m, environment, active) for m in c["resolution-markers"])] or candidates
+        candidates = [c for c in candidates if not c.get("resolution-markers") or any(holds(m, environment, active) for m in c["resolution-markers"])] or candidates
     if not candidates:
-        raise LockFormatError(f"uv.lock names {edge['name']} {edge.get('version', '')} as a dependency but holds no such package".replace("  ", " "),
-                              "the file was edited or cut short: use the one `uv lock` wrote")
+        raise LockFormatError(
+            f"uv.lock names {edge['name']} {edge.get('version', '')} as a dependency but holds no such package".replace("  ", " "), "the file was edited or cut short: use the one `uv lock` wrote"
+        )
     return candidates[0]

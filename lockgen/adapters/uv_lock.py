@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lockgen.adapters.python_wheels import (PLATFORMS, Python, best_wheel, checked_glibc, environment_of,
-                                            no_wheel_reason, python_within)
+from lockgen.adapters.python_wheels import PLATFORMS, Python, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
 from lockgen.adapters.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
@@ -106,8 +105,9 @@ def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
     project = choices.project
     if project is not None and project.name is not None:
         if normalize(project.name) not in graph.members:
-            raise UserError(f"`{project.source}` is the project `{project.name}`, which this uv.lock does not hold",
-                            f"pass the pyproject.toml of the workspace that wrote the lock (its members: {members})")
+            raise UserError(
+                f"`{project.source}` is the project `{project.name}`, which this uv.lock does not hold", f"pass the pyproject.toml of the workspace that wrote the lock (its members: {members})"
+            )
         return [graph.member(project.name)]
     own = [graph.member(name) for name in graph.members if _at_root(graph.member(name))]
     if own and project is None:
@@ -149,8 +149,7 @@ def _known(roots: list[dict[str, Any]], kind: str, wanted: tuple[str, ...]) -> s
     if unknown:
         word, words = ("extra", "extras") if kind == "extra" else ("dependency group", "groups")
         if len(roots) == 1:
-            raise UserError(f"the project `{roots[0]['name']}` has no {word} {unknown}",
-                            f"its {words}: {', '.join(sorted(known)) or 'none'} (another member: --package NAME)")
+            raise UserError(f"the project `{roots[0]['name']}` has no {word} {unknown}", f"its {words}: {', '.join(sorted(known)) or 'none'} (another member: --package NAME)")
         raise UserError(f"no workspace member has the {word} {unknown}", f"their {words}: {', '.join(sorted(known)) or 'none'}")
     return chosen
 
@@ -164,9 +163,11 @@ def _assumed(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices, de
     conflicting = any(kind == "group" for conflict in graph.conflicts for _, kind, _ in conflict)
     if not (groups & defaults or conflicting):
         return ()
-    return ("no pyproject.toml beside the lock: assumed uv's default-groups [\"dev\"] (uv.lock does not record "
-            "[tool.uv] default-groups), pass --project PATH/pyproject.toml to read it, or choose with --group, "
-            "--no-dev or --no-default-groups",)
+    return (
+        'no pyproject.toml beside the lock: assumed uv\'s default-groups ["dev"] (uv.lock does not record '
+        "[tool.uv] default-groups), pass --project PATH/pyproject.toml to read it, or choose with --group, "
+        "--no-dev or --no-default-groups",
+    )
 
 
 def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> LockedPackage | str:
@@ -186,5 +187,4 @@ def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str)
     sha256 = str(wheel.get("hash", "")).removeprefix("sha256:")
     if not str(wheel.get("hash", "")).startswith("sha256:"):
         return f"{label} has a wheel without a sha256 ({wheel['url'].rsplit('/', 1)[-1]}): its index gave none"
-    return LockedPackage(name=entry["name"], version=str(entry["version"]), manager="pip", platform=platform,
-                         url=wheel["url"], hash=PackageHash(sha256=sha256))
+    return LockedPackage(name=entry["name"], version=str(entry["version"]), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256))

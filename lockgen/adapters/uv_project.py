@@ -21,8 +21,7 @@ def project_beside(lock: Path, given: Path | None) -> Path | None:
         return beside if beside.is_file() else None
     path = given / "pyproject.toml" if given.is_dir() else given
     if not path.is_file():
-        raise UserError(f"--project `{given}` is no pyproject.toml (nor a folder holding one)",
-                        "pass the pyproject.toml of the workspace root that wrote the uv.lock")
+        raise UserError(f"--project `{given}` is no pyproject.toml (nor a folder holding one)", "pass the pyproject.toml of the workspace root that wrote the uv.lock")
     return path
 
 
@@ -31,8 +30,9 @@ def read_uv_project(path: Path) -> UvProject:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UserError(f"cannot read `{path}` as a pyproject.toml: {str(exc).splitlines()[0] if str(exc) else exc}",
-                        "pass the workspace root's pyproject.toml with --project, or move the lock away from it") from None
+        raise UserError(
+            f"cannot read `{path}` as a pyproject.toml: {str(exc).splitlines()[0] if str(exc) else exc}", "pass the workspace root's pyproject.toml with --project, or move the lock away from it"
+        ) from None
     project, tool = data.get("project"), (data.get("tool") or {}).get("uv") or {}
     name = project.get("name") if isinstance(project, dict) else None
     if name is not None and not isinstance(name, str):
@@ -41,6 +41,5 @@ def read_uv_project(path: Path) -> UvProject:
     if defaults == "all":
         return UvProject(str(path), name, (), all_default_groups=True)
     if not isinstance(defaults, list) or not all(isinstance(group, str) for group in defaults):
-        raise UserError(f"`{path}`: [tool.uv] default-groups is neither a list of group names nor \"all\"",
-                        "fix the pyproject.toml uv reads (uv refuses it too)")
+        raise UserError(f'`{path}`: [tool.uv] default-groups is neither a list of group names nor "all"', "fix the pyproject.toml uv reads (uv refuses it too)")
     return UvProject(str(path), name, tuple(defaults))

@@ -43,7 +43,6 @@ from lockgen.model.names import normalize
 from lockgen.model.names import MACHINE_OF_PLATFORM
 
 
-
 @dataclass(frozen=True)
 class PypiRequest:
     """One uv resolution: what to resolve, for which interpreter and platform, from which indexes."""
@@ -82,10 +81,26 @@ def uv_binary() -> str:
 
 def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
     source = folder / ("pyproject.toml" if request.routes else "requirements.in")
-    command = [uv, "pip", "compile", str(source), "--output-file", str(folder / "pylock.toml"),
-               "--format", "pylock.toml", "--python-version", request.python,
-               "--python-platform", request.python_platform(), "--index-url", request.index_url,
-               "--no-header", "--quiet", "--color", "never"]
+    command = [
+        uv,
+        "pip",
+        "compile",
+        str(source),
+        "--output-file",
+        str(folder / "pylock.toml"),
+        "--format",
+        "pylock.toml",
+        "--python-version",
+        request.python,
+        "--python-platform",
+        request.python_platform(),
+        "--index-url",
+        request.index_url,
+        "--no-header",
+        "--quiet",
+        "--color",
+        "never",
+    ]
     if request.constraints:
         command += ["--constraints", str(folder / "constraints.txt")]
     if request.stand_ins:
@@ -123,9 +138,8 @@ def _routed_project(request: PypiRequest) -> str:
     """The requirements as a pyproject.toml whose `[tool.uv.sources]` send each routed name to its own explicit
     index (uv reads no other package from it; the project itself is not part of the output)."""
     indexes = list(dict.fromkeys(index for _, index in request.routes))
-    lines = ["[project]", 'name = "lockgen-request"', 'version = "0"',
-             f"dependencies = [{', '.join(json.dumps(r) for r in request.requirements)}]", "", "[tool.uv.sources]"]
-    lines += [f"{json.dumps(name)} = {{ index = \"route-{indexes.index(index)}\" }}" for name, index in request.routes]
+    lines = ["[project]", 'name = "lockgen-request"', 'version = "0"', f"dependencies = [{', '.join(json.dumps(r) for r in request.requirements)}]", "", "[tool.uv.sources]"]
+    lines += [f'{json.dumps(name)} = {{ index = "route-{indexes.index(index)}" }}' for name, index in request.routes]
     for number, index in enumerate(indexes):
         lines += ["", "[[tool.uv.index]]", f'name = "route-{number}"', f"url = {json.dumps(index)}", "explicit = true"]
     return "\n".join(lines) + "\n"
@@ -136,15 +150,16 @@ def _write_stand_in(folder: Path, name: str, version: str) -> LockedPackage:
     fetch (it is never installed: the base has the real one); returned as an entry, for the preferences."""
     folder.mkdir(exist_ok=True)
     stem = f"{re.sub(r'[-_.]+', '_', name)}-{version}"
-    files = {f"{stem}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{stem}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: lockgen\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-             f"{stem}.dist-info/RECORD": ""}
+    files = {
+        f"{stem}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{stem}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: lockgen\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{stem}.dist-info/RECORD": "",
+    }
     path = folder / f"{stem}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
         for member, text in files.items():
             archive.writestr(member, text)
-    return LockedPackage(name=name, version=version, manager="pip", platform="", url=path.as_uri(),
-                         hash=PackageHash(sha256=file_digest(path)), dependencies={})
+    return LockedPackage(name=name, version=version, manager="pip", platform="", url=path.as_uri(), hash=PackageHash(sha256=file_digest(path)), dependencies={})
 
 
 def _preferences(packages: tuple[LockedPackage, ...]) -> str:
@@ -153,8 +168,7 @@ def _preferences(packages: tuple[LockedPackage, ...]) -> str:
     lines = ['lock-version = "1.0"', 'created-by = "lockgen"']
     for package in packages:
         wheel = f'{{ url = {json.dumps(package.url)}, hashes = {{ sha256 = "{package.hash.sha256}" }} }}'
-        lines += ["", "[[packages]]", f"name = {json.dumps(package.name)}", f"version = {json.dumps(package.version)}",
-                  f"wheels = [{wheel}]"]
+        lines += ["", "[[packages]]", f"name = {json.dumps(package.name)}", f"version = {json.dumps(package.version)}", f"wheels = [{wheel}]"]
     return "\n".join(lines) + "\n"
 
 
@@ -169,13 +183,16 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
             continue
         wheels = entry.get("wheels") or []
         if not wheels:
-            raise UserError(f"{request.label}: `{entry['name']}` {entry.get('version')} has no wheel for "
-                            f"{request.python_platform()} / Python {request.python}",
-                            "pin a version with wheels, or allow builds with `no-build = false` in [pypi-options]")
+            raise UserError(
+                f"{request.label}: `{entry['name']}` {entry.get('version')} has no wheel for {request.python_platform()} / Python {request.python}",
+                "pin a version with wheels, or allow builds with `no-build = false` in [pypi-options]",
+            )
         wheel = _best_wheel(request, wheels)
-        packages.append(LockedPackage(
-            name=entry["name"], version=str(entry["version"]), manager="pip", platform=request.platform,
-            url=wheel["url"], hash=PackageHash(sha256=wheel["hashes"]["sha256"]), dependencies={}))
+        packages.append(
+            LockedPackage(
+                name=entry["name"], version=str(entry["version"]), manager="pip", platform=request.platform, url=wheel["url"], hash=PackageHash(sha256=wheel["hashes"]["sha256"]), dependencies={}
+            )
+        )
     return packages
 
 
@@ -191,20 +208,14 @@ def _error(request: PypiRequest, stderr: str) -> Exception:
     text = " ".join(lines)
     mentioned = frozenset(name for name in _requested_names(request) if re.search(rf"\b{re.escape(name)}\b", text))
     if "No solution found" in text or "unsatisfiable" in text:
-        return UnsatisfiableError(f"{request.label}: the PyPI requirements are unsatisfiable", text[:1500],
-                                  request.label, mentioned)
-    if any(word in text for word in ("Failed to fetch", "error sending request", "dns error", "Connection refused",
-                                     "connection", "timed out")):
-        return ChannelError(f"{request.label}: cannot reach the package index: {lines[-1] if lines else ''}"[:400],
-                            "check [pypi-options] index-url and the network")
+        return UnsatisfiableError(f"{request.label}: the PyPI requirements are unsatisfiable", text[:1500], request.label, mentioned)
+    if any(word in text for word in ("Failed to fetch", "error sending request", "dns error", "Connection refused", "connection", "timed out")):
+        return ChannelError(f"{request.label}: cannot reach the package index: {lines[-1] if lines else ''}"[:400], "check [pypi-options] index-url and the network")
     if "Failed to parse" in text or "Expected" in text:
-        return UserError(f"{request.label}: invalid PyPI requirement: {lines[-1] if lines else ''}"[:400],
-                         "check [pypi-dependencies] (PEP 508 names, PEP 440 specifiers)")
-    return UnsatisfiableError(f"{request.label}: uv failed: {lines[-1] if lines else 'no message'}"[:400], text[:1500],
-                              request.label, mentioned)
+        return UserError(f"{request.label}: invalid PyPI requirement: {lines[-1] if lines else ''}"[:400], "check [pypi-dependencies] (PEP 508 names, PEP 440 specifiers)")
+    return UnsatisfiableError(f"{request.label}: uv failed: {lines[-1] if lines else 'no message'}"[:400], text[:1500], request.label, mentioned)
 
 
 def _requested_names(request: PypiRequest) -> set[str]:
     """The project names the request's requirements and constraints name (for what a conflict mentions)."""
-    return {re.split(r"[\s\[<>=!~;@(]", line.strip(), maxsplit=1)[0].lower()
-            for line in request.requirements + request.constraints if line.strip()}
+    return {re.split(r"[\s\[<>=!~;@(]", line.strip(), maxsplit=1)[0].lower() for line in request.requirements + request.constraints if line.strip()}

@@ -56,13 +56,26 @@ class _Authority:
         self._name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lockgen unpack (this run only)")])
         start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
         self._window = (start, start + datetime.timedelta(days=2))
-        certificate = (self._builder(self._name, self._key.public_key())
-                       .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                       .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                                    key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-                       .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
-                       .sign(self._key, hashes.SHA256()))
+        certificate = (
+            self._builder(self._name, self._key.public_key())
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
+            .sign(self._key, hashes.SHA256())
+        )
         self.pem = certificate.public_bytes(serialization.Encoding.PEM)
         self.bundle = folder / "authority.pem"
         self.bundle.write_bytes(self.pem)
@@ -70,9 +83,15 @@ class _Authority:
     def _builder(self, subject, public_key):
         from cryptography import x509
 
-        return (x509.CertificateBuilder().subject_name(subject).issuer_name(self._name).public_key(public_key)
-                .serial_number(x509.random_serial_number()).not_valid_before(self._window[0])
-                .not_valid_after(self._window[1]))
+        return (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(self._name)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(self._window[0])
+            .not_valid_after(self._window[1])
+        )
 
     def context(self, host: str) -> ssl.SSLContext:
         """A server context presenting a certificate for `host`, signed by this authority (made once per host)."""
@@ -84,17 +103,18 @@ class _Authority:
         with self._lock:
             if host not in self._contexts:
                 key = ec.generate_private_key(ec.SECP256R1())
-                certificate = (self._builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host[:64])]), key.public_key())
-                               .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-                               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-                               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
-                                              critical=False)
-                               .sign(self._key, hashes.SHA256()))
+                certificate = (
+                    self._builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host[:64])]), key.public_key())
+                    .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
+                    .sign(self._key, hashes.SHA256())
+                )
                 chain = self._folder / f"host-{len(self._contexts)}.pem"
-                chain.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                    serialization.NoEncryption())
-                                  + certificate.public_bytes(serialization.Encoding.PEM) + self.pem)
+                chain.write_bytes(
+                    key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()) + certificate.public_bytes(serialization.Encoding.PEM) + self.pem
+                )
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 context.load_cert_chain(chain)
                 chain.unlink()
@@ -173,12 +193,12 @@ def serving(files: Mapping[str, Path]) -> Iterator[None]:
         try:
             server = _Server({url_key(url): path for url, path in files.items()}, authority)
         except OSError as exc:
-            raise HostError(f"cannot listen on 127.0.0.1 to hand the archive's wheels to uv: {exc.strerror or exc}",
-                            "bring the loopback interface up (in a network namespace: ip link set lo up)") from None
+            raise HostError(
+                f"cannot listen on 127.0.0.1 to hand the archive's wheels to uv: {exc.strerror or exc}", "bring the loopback interface up (in a network namespace: ip link set lo up)"
+            ) from None
         threading.Thread(target=server.serve_forever, name="lockgen-wheel-mirror", daemon=True).start()
         address = f"http://127.0.0.1:{server.server_address[1]}"
-        os.environ.update({**dict.fromkeys(_PROXY_VARIABLES, address), "NO_PROXY": "", "no_proxy": "",
-                           "SSL_CERT_FILE": str(authority.bundle)})
+        os.environ.update({**dict.fromkeys(_PROXY_VARIABLES, address), "NO_PROXY": "", "no_proxy": "", "SSL_CERT_FILE": str(authority.bundle)})
         yield
     finally:
         for name, value in saved.items():

@@ -61,8 +61,7 @@ def check_sha256(path: Path, expected: str) -> None:
     """Refuses a wheel whose sha256 is not the pinned one."""
     actual = file_digest(path)
     if actual != expected.lower():
-        raise UserError(f"{path.name} has sha256 {actual}, the lock pins {expected.lower()}",
-                        "the file was replaced or corrupted; fetch it again from the index")
+        raise UserError(f"{path.name} has sha256 {actual}, the lock pins {expected.lower()}", "the file was replaced or corrupted; fetch it again from the index")
 
 
 def _member(archive: zipfile.ZipFile, name: str, where: str) -> str:
@@ -83,8 +82,7 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
         raise UserError(f"{where} holds {len(stems)} dist-info RECORD files, not one", "the wheel is malformed")
     dist_info = f"{stems[0]}.dist-info"
     if normalize(stems[0].split("-")[0]) != normalize(filename.split("-")[0]):
-        raise UserError(f"{where}: {dist_info} belongs to another distribution than {filename}",
-                        "the wheel is malformed")
+        raise UserError(f"{where}: {dist_info} belongs to another distribution than {filename}", "the wheel is malformed")
     names = set(archive.namelist())
     if f"{dist_info}/WHEEL" not in names:
         raise UserError(f"{where} has no {dist_info}/WHEEL", "the wheel is malformed")
@@ -92,10 +90,13 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
         raise UserError(f"{where} has no {dist_info}/METADATA", "the wheel is malformed")
     metadata = _member(archive, f"{dist_info}/METADATA", where)  # first: it sits before RECORD, so one range holds both
     entry_points = f"{dist_info}/entry_points.txt"
-    return WheelContents(dist_info, parse_record(_member(archive, f"{dist_info}/RECORD", where)),
-                         parse_wheel(_member(archive, f"{dist_info}/WHEEL", where)),
-                         parse_entry_points(_member(archive, entry_points, where)) if entry_points in names else (),
-                         metadata)
+    return WheelContents(
+        dist_info,
+        parse_record(_member(archive, f"{dist_info}/RECORD", where)),
+        parse_wheel(_member(archive, f"{dist_info}/WHEEL", where)),
+        parse_entry_points(_member(archive, entry_points, where)) if entry_points in names else (),
+        metadata,
+    )
 
 
 def read_wheel_file(path: Path, expected_sha256: str | None = None, filename: str | None = None) -> WheelContents:
@@ -144,7 +145,7 @@ class _RangeFile(io.RawIOBase):
         while pos < end:  # each turn either copies from a cached segment or fetches the gap at `pos`
             held = next(((s, d) for s, d in self.segments if s <= pos < s + len(d)), None)
             if held is not None:
-                piece = held[1][pos - held[0]: end - held[0]]
+                piece = held[1][pos - held[0] : end - held[0]]
                 out += piece
                 pos += len(piece)
                 continue
@@ -156,8 +157,7 @@ class _RangeFile(io.RawIOBase):
     def _fetch(self, start: int, stop: int) -> bytes:
         reply = get(self.url, {"Range": f"bytes={start}-{stop - 1}"}, self.meter, self.timeout_s, stop - start)
         if reply.status != 206 or len(reply.body) != stop - start:
-            raise UserError(f"GET {scrub_url(self.url)}: bytes {start}-{stop - 1} came back as "
-                            f"HTTP {reply.status} with {len(reply.body)} bytes", "the server mishandles range requests")
+            raise UserError(f"GET {scrub_url(self.url)}: bytes {start}-{stop - 1} came back as HTTP {reply.status} with {len(reply.body)} bytes", "the server mishandles range requests")
         return reply.body
 
 
@@ -167,8 +167,7 @@ def _open_remote(url: str, meter: Meter, timeout_s: float, max_download: int) ->
         return io.BytesIO(reply.body), True
     found = _CONTENT_RANGE.match(reply.headers.get("content-range", ""))
     if reply.status != 206 or not found or int(found[2]) - int(found[1]) + 1 != len(reply.body):
-        raise UserError(f"GET {scrub_url(url)}: HTTP {reply.status} without a usable Content-Range",
-                        "the server mishandles range requests")
+        raise UserError(f"GET {scrub_url(url)}: HTTP {reply.status} without a usable Content-Range", "the server mishandles range requests")
     return _RangeFile(url, int(found[3]), (int(found[1]), reply.body), meter, timeout_s), False
 
 
@@ -212,7 +211,14 @@ def wheel_manifest(contents: WheelContents, sha256: str, name: str, version: str
     """What a wheel says it installs, as the manifest kept for the wheel file of hash `sha256`; a wheel that
     says it is another project or version than `name` `version` (the lock entry) is refused."""
     require_wheel_metadata(name, version, contents.dist_info, contents.metadata)
-    return PackageManifest(sha256=sha256, name=normalize(name), version=version, kind="wheel",
-                           files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
-                           dist_info=contents.dist_info, scripts=tuple(s.name for s in contents.scripts),
-                           entry_points={s.name: s.target for s in contents.scripts}, source=source)
+    return PackageManifest(
+        sha256=sha256,
+        name=normalize(name),
+        version=version,
+        kind="wheel",
+        files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
+        dist_info=contents.dist_info,
+        scripts=tuple(s.name for s in contents.scripts),
+        entry_points={s.name: s.target for s in contents.scripts},
+        source=source,
+    )

@@ -79,10 +79,16 @@ def _read(wheel_sha256: str) -> dict | None:
         record = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    if not (isinstance(record, dict) and record.get("layout") == PROOF_LAYOUT and isinstance(record.get("folder"), str)
-            and isinstance(record.get("paths"), list) and isinstance(record.get("fingerprints"), list)
-            and isinstance(record.get("sha256"), str) and len(record["fingerprints"]) == 5 * len(record["paths"])
-            and len(record["sha256"]) == 64 * len(record["paths"])):
+    if not (
+        isinstance(record, dict)
+        and record.get("layout") == PROOF_LAYOUT
+        and isinstance(record.get("folder"), str)
+        and isinstance(record.get("paths"), list)
+        and isinstance(record.get("fingerprints"), list)
+        and isinstance(record.get("sha256"), str)
+        and len(record["fingerprints"]) == 5 * len(record["paths"])
+        and len(record["sha256"]) == 64 * len(record["paths"])
+    ):
         return None
     _READ[wheel_sha256] = (stamp, record)
     return record
@@ -90,8 +96,7 @@ def _read(wheel_sha256: str) -> dict | None:
 
 def _write(wheel_sha256: str, folder: str, proven: Proven) -> None:
     paths, fingerprints, digests = proven
-    record = {"layout": PROOF_LAYOUT, "wheel": wheel_sha256, "folder": folder, "paths": paths,
-              "fingerprints": fingerprints, "sha256": digests}
+    record = {"layout": PROOF_LAYOUT, "wheel": wheel_sha256, "folder": folder, "paths": paths, "fingerprints": fingerprints, "sha256": digests}
     write_bytes_atomic(_record_path(wheel_sha256), json.dumps(record).encode())
 
 
@@ -127,16 +132,14 @@ def trusted(wheels: Iterable[str]) -> Trusted:
             continue
         folder = os.path.join(top, record["folder"])
         kept, digests = iter(record["fingerprints"]), record["sha256"]  # five at a time, by zip
-        for relative, device, inode, size, mtime, ctime, at in zip(record["paths"], kept, kept, kept, kept, kept,
-                                                                   range(0, len(digests), 64)):
+        for relative, device, inode, size, mtime, ctime, at in zip(record["paths"], kept, kept, kept, kept, kept, range(0, len(digests), 64)):
             try:
                 now = lstat(f"{folder}/{relative}")  # no join per file: 15,000 cost 0.06 s
             except OSError:
                 continue
             # the fingerprint compared field by field, most likely to differ first: no list per file
-            if now.st_ctime_ns == ctime and now.st_ino == inode and now.st_mtime_ns == mtime and now.st_size == size \
-                    and now.st_dev == device:
-                found[(device, inode)] = (size, mtime, digests[at:at + 64])
+            if now.st_ctime_ns == ctime and now.st_ino == inode and now.st_mtime_ns == mtime and now.st_size == size and now.st_dev == device:
+                found[(device, inode)] = (size, mtime, digests[at : at + 64])
     return found
 
 
@@ -164,8 +167,7 @@ def prove(wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_res
     `dist_info`: the wheel's `.dist-info` folder name). Nothing is recorded where uv copied. Where the
     wheel's record already names every linked inode, only the fingerprints are renewed (the cache folder is
     not walked again)."""
-    by_inode = {(info.st_dev, info.st_ino): (info, digests[path]) for path, info in installed.items()
-                if info.st_nlink > 1 and path in digests}
+    by_inode = {(info.st_dev, info.st_ino): (info, digests[path]) for path, info in installed.items() if info.st_nlink > 1 and path in digests}
     record = _read(wheel_sha256)
     proven = _renewed(record, by_inode) if record is not None else None
     if proven is not None and record is not None:
@@ -206,7 +208,7 @@ def _linked_files(folder: str, by_inode: Mapping[tuple[int, int], tuple[os.stat_
     digests: list[str] = []
     top = os.path.join(str(cache_dir()), folder)
     for root, _, names in os.walk(top):
-        base = root[len(top) + 1:]
+        base = root[len(top) + 1 :]
         for name in names:
             info = os.lstat(f"{root}/{name}")
             linked = by_inode.get((info.st_dev, info.st_ino))

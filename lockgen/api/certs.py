@@ -26,8 +26,7 @@ from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.results import CertificateExport
 
 
-__all__ = ["check_certificate", "compare", "export_certificate", "folder_certificates", "inherited_certificates", "keygen",
-           "list_certificates", "require_verified"]
+__all__ = ["check_certificate", "compare", "export_certificate", "folder_certificates", "inherited_certificates", "keygen", "list_certificates", "require_verified"]
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
@@ -42,12 +41,12 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
         digest = lock_file.read(lock).sha256
         covered = certificate.certificate.subject.lock_sha256
         if covered != digest:
-            raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",
-                                  "certify this lock with `lockgen verify --lock`")
+            raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)", "certify this lock with `lockgen verify --lock`")
         conformance = certificate.certificate.subject.conformance or {}
         if not conformance.get("clean"):
-            raise LockFormatError(f"the certificate names `{lock}` but records no proof that the environment was it",
-                                  "certify again with this lockgen: `lockgen verify --lock` checks conformance first")
+            raise LockFormatError(
+                f"the certificate names `{lock}` but records no proof that the environment was it", "certify again with this lockgen: `lockgen verify --lock` checks conformance first"
+            )
     return certificate
 
 
@@ -57,14 +56,14 @@ def require_verified(path: Path, certificate: Certificate, public_key: Path | No
     if public_key is not None:
         return "signature valid"
     if certificate.signature is not None:
-        raise UserError(f"`{path}` is signed by key {certificate.signature.key_id}, but no --key was given: only its form "
-                        "was checked, not its signature, so its content is unproven",
-                        "pass --key with the signer's public key (KEY.pub)")
+        raise UserError(
+            f"`{path}` is signed by key {certificate.signature.key_id}, but no --key was given: only its form was checked, not its signature, so its content is unproven",
+            "pass --key with the signer's public key (KEY.pub)",
+        )
     return "unsigned: only its form was checked (anyone could have written it)"
 
 
-def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path | None,
-                       valid_for: dt.timedelta = NFD_VALID_FOR) -> CertificateExport:
+def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path | None, valid_for: dt.timedelta = NFD_VALID_FOR) -> CertificateExport:
     """The certificate rendered in `fmt` (prom, nfd, npd, junit), after the checks `cert verify` makes (the
     signature too, with `public_key`); with `out`, written there atomically, so a reader that polls the
     file (node_exporter, NFD) sees the old rendering or the new, never half of one."""
@@ -89,12 +88,10 @@ def _comparable(path: Path, keys: Sequence[Path]) -> CertificateBody:
         document, _ = read_certificate(path, None)
         signed_by = (document.get("signature") or {}).get("key_id")
         if signed_by is None:
-            raise LockFormatError(f"`{path}` is not signed, so no --key can prove its figures",
-                                  "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
+            raise LockFormatError(f"`{path}` is not signed, so no --key can prove its figures", "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
         key = next((k for k in keys if signing.public_fingerprint(k)[:16] == signed_by), None)
         if key is None:
-            raise LockFormatError(f"`{path}` is signed by key {signed_by}, which no --key given is",
-                                  "pass --key with the signer's public key (KEY.pub); repeat --key for two signers")
+            raise LockFormatError(f"`{path}` is signed by key {signed_by}, which no --key given is", "pass --key with the signer's public key (KEY.pub); repeat --key for two signers")
     body = check_certificate(path, key, None).certificate
     require_comparable(body.figures, f"`{path}`")
     return body
@@ -129,8 +126,7 @@ def inherited_certificates(folder: Path) -> list[Inherited]:
         if not held_to or base_path is None or not base_path.is_file():
             continue
         base = load_lock(base_path)
-        certificates = [(path, body) for path, body in list_certificates(base_path.parent.parent)
-                        if body.subject.lock_sha256 == held_to]
+        certificates = [(path, body) for path, body in list_certificates(base_path.parent.parent) if body.subject.lock_sha256 == held_to]
         image = LockgenMeta(team).extends if stack_layout.names_an_image(LockgenMeta(team).extends) else None
         found.append(Inherited(team_path, base_path, certificates, cuda_stack_changes(base, team), image))
     return found

@@ -24,14 +24,12 @@ if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
 
 
-def check(request: CheckRequest, progress: Callable[[str], None] = lambda _: None,
-          meter: Meter | None = None) -> Drift | ImageDrift | Conformance:
+def check(request: CheckRequest, progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> Drift | ImageDrift | Conformance:
     """The check the request asks: conformance with its lock, else the drift of a prefix (an interpreter's) or
     an image's environment from what it recorded."""
     target = request.target
     if request.lock is not None:
-        return check_lock(request.lock, target, request.manifests, request.platform, progress, meter,
-                          request.allow_foreign, request.full)
+        return check_lock(request.lock, target, request.manifests, request.platform, progress, meter, request.allow_foreign, request.full)
     if isinstance(target, Image):
         return check_image(target.source, None, target.insecure, progress, meter)
     return check_prefix(_prefix_of(target), request.full)
@@ -70,8 +68,7 @@ def _check_conda_meta(prefix: Path) -> Drift:
     return Drift(missing, sorted(present - expected.keys()), modified)
 
 
-def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False,
-                progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> ImageDrift:
+def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False, progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> ImageDrift:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix. With `lock`, the image must come from exactly that lock."""
     from lockgen.adapters import env_manifest, image_source
@@ -89,9 +86,16 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
         return ImageDrift(image.recorded_environment, image.environment, drift)
 
 
-def check_lock(lock_path: Path, target: CheckTarget, manifests: Path | None = None, platform: str | None = None,
-               progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None,
-               allow_foreign: Sequence[str] = (), full: bool = False) -> Conformance:
+def check_lock(
+    lock_path: Path,
+    target: CheckTarget,
+    manifests: Path | None = None,
+    platform: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    meter: Meter | None = None,
+    allow_foreign: Sequence[str] = (),
+    full: bool = False,
+) -> Conformance:
     """Conformance of one environment, named by its prefix, its interpreter, or an image holding it. An
     environment on disk checked before against the same lock is proven by its files' fingerprints where they
     did not move (`conformance_store`) unless `full`; an image is hashed whole each time. The lock is read once:
@@ -99,12 +103,10 @@ def check_lock(lock_path: Path, target: CheckTarget, manifests: Path | None = No
     image parsed at once."""
     lock = lock_file.read(lock_path)
     if not isinstance(target, Image):
-        return conform(lock, _prefix_of(target), platform, manifests, progress, meter, allow_foreign=allow_foreign,
-                       fingerprints=not full)
+        return conform(lock, _prefix_of(target), platform, manifests, progress, meter, allow_foreign=allow_foreign, fingerprints=not full)
     from lockgen.adapters.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image
 
     loaded = parsed(lock)
     read_manifests(loaded, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
-    return prove_image(loaded, target.source, manifests, platform, target.insecure, target.prefix, progress, meter,
-                       allow_foreign)
+    return prove_image(loaded, target.source, manifests, platform, target.insecure, target.prefix, progress, meter, allow_foreign)

@@ -24,8 +24,7 @@ from lockgen.errors import UserError
 from lockgen.model.names import normalize
 
 # the conda rules' verdict kinds under the names the PyPI rules use, so one rule reads the same from any source
-_RULE_OF_KIND = {"newer-cuda": "driver-floor", "native": "native-kernels", "ptx": "ptx-only", "unknown-arch-list":
-                 "arch-list-unknown", "not-pinned": "pin", "cuda-build": "cpu-target"}
+_RULE_OF_KIND = {"newer-cuda": "driver-floor", "native": "native-kernels", "ptx": "ptx-only", "unknown-arch-list": "arch-list-unknown", "not-pinned": "pin", "cuda-build": "cpu-target"}
 
 
 def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> dict[str, Any]:
@@ -34,8 +33,7 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
     spec = stack.spec
     target = next((t for t in spec.targets if t.name == target_name), None)
     if target is None:
-        raise UserError(f"no target `{target_name}` in {stack_path}",
-                        f"its targets: {', '.join(t.name for t in spec.targets) or 'none'}")
+        raise UserError(f"no target `{target_name}` in {stack_path}", f"its targets: {', '.join(t.name for t in spec.targets) or 'none'}")
     facts = load_facts()
     window = cuda_window(facts, target) if target.is_gpu else None
     found: list[Candidate] = []
@@ -51,14 +49,15 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
             for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
                 verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)
                 rule = "ptx-jit" if verdict.kind == "ptx" and verdict.allowed else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
-                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]),
-                                       platform, verdict.allowed, rule, verdict.reason.split(": ", 1)[-1]))
+                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]), platform, verdict.allowed, rule, verdict.reason.split(": ", 1)[-1]))
     candidates = newest_first(found)
     admitted = [c for c in candidates if c.admitted]
     return {
-        "target": target.name, "arch": target.arch, "driver": target.driver,
-        "cuda_window": f"{window.low}..{window.high}" if window else None, "window_reason": window.reason if window else None,
-        "newest_admitted": {p: next((f"{c.package} {c.release} ({c.variant}, {c.source})" for c in admitted if c.platform == p), None)
-                            for p in spec.platforms_of(target)},
+        "target": target.name,
+        "arch": target.arch,
+        "driver": target.driver,
+        "cuda_window": f"{window.low}..{window.high}" if window else None,
+        "window_reason": window.reason if window else None,
+        "newest_admitted": {p: next((f"{c.package} {c.release} ({c.variant}, {c.source})" for c in admitted if c.platform == p), None) for p in spec.platforms_of(target)},
         "candidates": [c.as_dict() for c in candidates],
     }

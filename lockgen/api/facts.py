@@ -24,20 +24,23 @@ from lockgen.model.names import MACHINE_OF_PLATFORM
 def summary() -> dict[str, Any]:
     """The facts' date, origin, what they cover, and every source document they cite (deduplicated)."""
     facts = load_facts()
-    sources = sorted({s for group in (facts.archs.values(), facts.cuda_toolkits.values(),
-                                      facts.conda_forge_pytorch_arch_lists, facts.pytorch_official_arch_lists,
-                                      facts.pytorch_pypi_wheels) for entry in group for s in entry.sources})
+    sources = sorted(
+        {
+            s
+            for group in (facts.archs.values(), facts.cuda_toolkits.values(), facts.conda_forge_pytorch_arch_lists, facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels)
+            for entry in group
+            for s in entry.sources
+        }
+    )
     newest_toolkit = toolkits_ascending(facts)[-1]
     return {
         "valid_as_of": facts.valid_as_of or "undated",
         "origin": facts.origin,
         "archs": len(facts.archs),
-        "cuda_toolkits": {"count": len(facts.cuda_toolkits), "newest": newest_toolkit.version,
-                          "newest_min_driver": newest_toolkit.min_driver},
+        "cuda_toolkits": {"count": len(facts.cuda_toolkits), "newest": newest_toolkit.version, "newest_min_driver": newest_toolkit.min_driver},
         "pypi_torch_newest": {platform: mm_text(newest_known(facts, platform) or (0, 0)) for platform in MACHINE_OF_PLATFORM},
         "official_torch_newest": max((o.torch for o in facts.pytorch_official_arch_lists), key=as_tuple),
-        "inferred_entries": sum(1 for group in (facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels)
-                                for entry in group if entry.inferred),
+        "inferred_entries": sum(1 for group in (facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels) for entry in group if entry.inferred),
         "sources": sources,
         "unverifiable": list(facts.unverifiable),
     }
@@ -68,14 +71,27 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
                     toolkits.setdefault(cuda, f"named by {label}; no driver floor in the facts")
                 arch_list, inferred = arch_list_for(facts, candidate, cuda, platform, spec.unknown_releases)
                 if arch_list is None or inferred:
-                    builds.append({"build": label, "platform": platform, "cuda": cuda, "channel": scrub_url(candidate.channel),
-                                   "decision": inferred or f"no arch list known for CUDA {cuda} builds from this channel: refused"})
-    return {**report, "valid_as_of": facts.valid_as_of or "undated", "origin": facts.origin, "conda_builds": builds,
-            "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))]}
+                    builds.append(
+                        {
+                            "build": label,
+                            "platform": platform,
+                            "cuda": cuda,
+                            "channel": scrub_url(candidate.channel),
+                            "decision": inferred or f"no arch list known for CUDA {cuda} builds from this channel: refused",
+                        }
+                    )
+    return {
+        **report,
+        "valid_as_of": facts.valid_as_of or "undated",
+        "origin": facts.origin,
+        "conda_builds": builds,
+        "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))],
+    }
 
 
-def check(index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFORM), python: str = "3.12",
-          exclude_newer: dt.date | None = None, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def check(
+    index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFORM), python: str = "3.12", exclude_newer: dt.date | None = None, progress: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
     """What `index` publishes that the facts lack: torch releases newer than them per platform (with the
     CUDA their METADATA states and whether the evidence admits them) and CUDA toolkits with no driver floor."""
     facts = load_facts()
@@ -90,9 +106,22 @@ def check(index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFOR
             cuda, _, said = cuda_of_requirements(item.requires, platform, python)
             if cuda not in (None, "?") and cuda not in facts.cuda_toolkits:
                 toolkits[cuda] = f"named by torch {item.torch} (`{said}`); no driver floor in the facts"
-            releases.append({"torch": item.torch, "platform": platform, "wheel": item.wheel, "uploaded": item.uploaded,
-                             "cuda": cuda if cuda != "?" else None, "evidence": said,
-                             "admitted": "refused:" not in note, "decision": note})
-    return {"index": scrub_url(index), "valid_as_of": facts.valid_as_of or "undated", "origin": facts.origin,
-            "newer_releases": releases,
-            "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))]}
+            releases.append(
+                {
+                    "torch": item.torch,
+                    "platform": platform,
+                    "wheel": item.wheel,
+                    "uploaded": item.uploaded,
+                    "cuda": cuda if cuda != "?" else None,
+                    "evidence": said,
+                    "admitted": "refused:" not in note,
+                    "decision": note,
+                }
+            )
+    return {
+        "index": scrub_url(index),
+        "valid_as_of": facts.valid_as_of or "undated",
+        "origin": facts.origin,
+        "newer_releases": releases,
+        "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))],
+    }

@@ -24,8 +24,9 @@ def _node_of(path: Path) -> str:
     return path.name.removesuffix(CERT_SUFFIX).removesuffix(".health")
 
 
-def fleet_status(sources: Sequence[str], public_key: Path | None, insecure: bool, noise: float, html: Path | None,
-                 now: dt.datetime, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def fleet_status(
+    sources: Sequence[str], public_key: Path | None, insecure: bool, noise: float, html: Path | None, now: dt.datetime, progress: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
     """{"rows": [...], "refused": [...]} for the certificates under each folder and attached to each image."""
     found: list[tuple[str, str, CertificateBody]] = []
     refused: list[dict[str, str]] = []
@@ -40,12 +41,10 @@ def fleet_status(sources: Sequence[str], public_key: Path | None, insecure: bool
             continue
         folder = Path(source)
         if not folder.exists():
-            raise UserError(f"`{source}` is neither a folder of certificates nor docker://REF",
-                            "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references")
+            raise UserError(f"`{source}` is neither a folder of certificates nor docker://REF", "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references")
         found.extend((_node_of(path), str(path), body) for path, body in list_certificates(folder))
     if not found and not refused:
-        raise UserError(f"no certificates in {', '.join(sources)}",
-                        "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder")
+        raise UserError(f"no certificates in {', '.join(sources)}", "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder")
     rows = status_rows(found, now, noise)
     if html is not None:
         write_atomic(html, status_page(rows, now.strftime("%Y-%m-%dT%H:%M:%SZ")))

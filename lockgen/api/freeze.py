@@ -33,8 +33,7 @@ from lockgen.model.lock import Lock, LockedPackage, PackageHash
 from lockgen.model.names import normalize
 
 
-def freeze(prefix: Path | None, python: str | None, target: str, out: Path | None,
-           skip_unpinnable: bool) -> tuple[Path, Lock]:
+def freeze(prefix: Path | None, python: str | None, target: str, out: Path | None, skip_unpinnable: bool) -> tuple[Path, Lock]:
     if prefix is None and python is None:
         raise UserError("freeze needs --prefix or --python", "name the environment to pin")
     platform = home.native_platform("linux-64")
@@ -53,11 +52,12 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
         version = python_xy(found.python)
         if unpinnable and not skip_unpinnable:
             shown = ", ".join(unpinnable[:6]) + (f" and {len(unpinnable) - 6} more" if len(unpinnable) > 6 else "")
-            raise UserError(f"{len(unpinnable)} distributions keep no wheel hash (installed from an index, or by uv, "
-                            f"whose direct_url.json records the URL only): {shown}",
-                            f"lock them from their index: lockgen freeze --python {python} --target {target} (on a node "
-                            f"without network: --inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} "
-                            "where there is one), or pass --skip-unpinnable")
+            raise UserError(
+                f"{len(unpinnable)} distributions keep no wheel hash (installed from an index, or by uv, whose direct_url.json records the URL only): {shown}",
+                f"lock them from their index: lockgen freeze --python {python} --target {target} (on a node "
+                f"without network: --inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} "
+                "where there is one), or pass --skip-unpinnable",
+            )
     if not packages:
         raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
     lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
@@ -66,8 +66,7 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
     return path, lock
 
 
-def _pip_entries(distributions: Sequence[InstalledDistribution], platform: str,
-                 conda_names: set[str]) -> tuple[list[LockedPackage], list[str]]:
+def _pip_entries(distributions: Sequence[InstalledDistribution], platform: str, conda_names: set[str]) -> tuple[list[LockedPackage], list[str]]:
     entries, unpinnable = [], []
     for dist in sorted(distributions, key=lambda d: normalize(d.name)):
         name = normalize(dist.name)
@@ -77,8 +76,7 @@ def _pip_entries(distributions: Sequence[InstalledDistribution], platform: str,
         archive = direct.get("archive_info") or {}
         sha256 = (archive.get("hashes") or {}).get("sha256") or (archive.get("hash", "").removeprefix("sha256=") or None)
         if direct.get("url") and sha256 and not direct.get("dir_info"):
-            entries.append(LockedPackage(name=name, version=dist.version, manager="pip", platform=platform,
-                                         url=direct["url"], hash=PackageHash(sha256=sha256)))
+            entries.append(LockedPackage(name=name, version=dist.version, manager="pip", platform=platform, url=direct["url"], hash=PackageHash(sha256=sha256)))
         else:
             unpinnable.append(f"{name}=={dist.version}")
     return entries, unpinnable
@@ -91,8 +89,7 @@ def _direct_url(dist: InstalledDistribution) -> dict[str, Any]:
     except ValueError:
         found = None
     if not isinstance(found, dict):
-        raise UserError(f"{dist.key}: its direct_url.json ({dist.dist_info}) is not a JSON object",
-                        "reinstall the distribution (its installer writes the file again)")
+        raise UserError(f"{dist.key}: its direct_url.json ({dist.dist_info}) is not a JSON object", "reinstall the distribution (its installer writes the file again)")
     return found
 
 

@@ -17,28 +17,26 @@ from lockgen.model.lock import Lock
 from lockgen.model.results import ImportNotes
 
 
-def import_lock(source: Path, target: str, environment: str | None = None, out: Path | None = None,
-                uv: UvChoices = UvChoices(), project: Path | None = None) -> tuple[Path, Lock]:
+def import_lock(source: Path, target: str, environment: str | None = None, out: Path | None = None, uv: UvChoices = UvChoices(), project: Path | None = None) -> tuple[Path, Lock]:
     """Converts `source` and writes it to `out` (default `locks/<target>.conda-lock.yml`); `uv` says what
     `uv sync` would be told (Python, extras, groups, root) for a uv.lock, `project` where its pyproject is."""
     imported = read_foreign(source, environment, uv, project)
     if not imported.packages:
-        raise UserError(f"`{source}` holds no package for a Linux platform lockgen locks",
-                        "check --environment (pixi), or --python, --extra and --group (uv.lock)")
+        raise UserError(f"`{source}` holds no package for a Linux platform lockgen locks", "check --environment (pixi), or --python, --extra and --group (uv.lock)")
     if not any(platform.startswith("linux-") for platform in imported.platforms):
-        raise UserError(f"`{source}` holds no Linux platform (it has {', '.join(imported.platforms)})"
-                        + (f" in environment `{environment}`" if environment else ""),
-                        "lock it for linux-64 or linux-aarch64 too (pixi: [workspace] platforms; conda-lock: -p linux-64)")
+        raise UserError(
+            f"`{source}` holds no Linux platform (it has {', '.join(imported.platforms)})" + (f" in environment `{environment}`" if environment else ""),
+            "lock it for linux-64 or linux-aarch64 too (pixi: [workspace] platforms; conda-lock: -p linux-64)",
+        )
     seen: dict[tuple[str, str, str], str] = {}
     for package in imported.packages:
         key = (package.platform, package.manager, package.name)
         if key in seen and seen[key] != package.version:
-            raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} "
-                                  f"({seen[key]} and {package.version})", "name one with --python, --extra or --group (uv.lock)")
+            raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} ({seen[key]} and {package.version})", "name one with --python, --extra or --group (uv.lock)")
         seen[key] = package.version
-    lock = imported_lock(target, source.name, imported.format, imported.sha256, environment, imported.skipped,
-                         imported.channels, imported.platforms, imported.packages, imported.virtual_packages,
-                         imported.assumed)
+    lock = imported_lock(
+        target, source.name, imported.format, imported.sha256, environment, imported.skipped, imported.channels, imported.platforms, imported.packages, imported.virtual_packages, imported.assumed
+    )
     path = out or default_lock_path(target)
     write_atomic(path, checked_lock_text(lock, f"imported from {source}"))
     return path, lock

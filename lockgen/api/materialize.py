@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
 
 
-def materialize(lock_path: Path, platform: str | None, prefix: Path | None,
-                progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False,
-                verify: bool = False) -> tuple[Path, str]:
+def materialize(
+    lock_path: Path, platform: str | None, prefix: Path | None, progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False, verify: bool = False
+) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
     fingerprint; an existing environment of the lock is then checked with `--full`)."""

@@ -53,20 +53,17 @@ class Pinned:
 
 def _changed_on_disk(dist: InstalledDistribution, document: NodeInventory, accepted: dict[str, str]) -> tuple[str, ...]:
     stem = dist.dist_info.rsplit("/", 1)[-1].removesuffix(".dist-info")
-    return tuple(f"{m.path} differs from its RECORD on disk" for m in document.rehash.mismatches
-                 if m.distribution == stem and m.path not in accepted)
+    return tuple(f"{m.path} differs from its RECORD on disk" for m in document.rehash.mismatches if m.distribution == stem and m.path not in accepted)
 
 
-def _pin_one(dist: InstalledDistribution, document: NodeInventory, platform: str, index: str,
-             accepted: dict[str, str]) -> Pinned:
+def _pin_one(dist: InstalledDistribution, document: NodeInventory, platform: str, index: str, accepted: dict[str, str]) -> Pinned:
     inventory = document.inventory
     changed = _changed_on_disk(dist, document, accepted)
     try:
         wheel = pypi_index.find_wheel(dist.name, dist.version, dist.wheel_tags, index)
     except UserError:
         return Pinned(dist, unpublished="no wheel with its tags on the index", problems=changed)
-    package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform,
-                            url=wheel.url, hash=PackageHash(sha256=wheel.sha256))
+    package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform, url=wheel.url, hash=PackageHash(sha256=wheel.sha256))
     manifest, _ = manifest_of(package, {})  # kept by the wheel's hash, or its RECORD read by range requests
     # the RECORDs compared (changed files apart); the inventory holds no script text, so launchers are
     # checked where the files are, by check --lock
@@ -80,12 +77,11 @@ def _pin_one(dist: InstalledDistribution, document: NodeInventory, platform: str
 def _check_only(dist: InstalledDistribution, site_packages: str, platform: str) -> tuple[LockedPackage, PackageManifest]:
     """A distribution no index publishes, pinned by the digest of its installed RECORD."""
     digest = dist.record_sha256 or ""
-    files = tuple(ManifestFile(path=installed_to_prefix(f.path, site_packages), sha256=f.sha256, size=f.size)
-                  for f in dist.record)
-    manifest = PackageManifest(sha256=digest, name=normalize(dist.name), version=dist.version, kind="installed",
-                               files=files, dist_info=dist.dist_info, scripts=dist.scripts, source="installed RECORD")
-    package = LockedPackage(name=normalize(dist.name), version=dist.version, manager="pip", platform=platform,
-                            url=lock_builder.unpublished_url(normalize(dist.name), dist.version), hash=PackageHash(sha256=digest))
+    files = tuple(ManifestFile(path=installed_to_prefix(f.path, site_packages), sha256=f.sha256, size=f.size) for f in dist.record)
+    manifest = PackageManifest(sha256=digest, name=normalize(dist.name), version=dist.version, kind="installed", files=files, dist_info=dist.dist_info, scripts=dist.scripts, source="installed RECORD")
+    package = LockedPackage(
+        name=normalize(dist.name), version=dist.version, manager="pip", platform=platform, url=lock_builder.unpublished_url(normalize(dist.name), dist.version), hash=PackageHash(sha256=digest)
+    )
     return package, manifest
 
 
@@ -95,32 +91,29 @@ def _accepted(document: NodeInventory, paths: Sequence[str]) -> dict[str, str]:
     for path in paths:
         mismatch = found.get(path)
         if mismatch is None or mismatch.found is None:
-            raise UserError(f"--accept-changed {path}: the inventory shows no changed file there",
-                            "name a path the inventory's re-hash lists as differing (prefix-relative)")
+            raise UserError(f"--accept-changed {path}: the inventory shows no changed file there", "name a path the inventory's re-hash lists as differing (prefix-relative)")
         accepted[path] = hex_of_record_hash(mismatch.found)
     return accepted
 
 
-def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_unpublished: bool,
-        accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
+def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
     """Writes the lock and its manifests bundle; returns (lock path, bundle path, lock)."""
     path = _lock_path(out, target)
     document, sha256 = inventory_file.read(inventory_path)
     return _pinned(document, inventory_path.name, sha256, target, path, index, allow_unpublished, accept_changed, progress)
 
 
-def pin_python(python: str, target: str, out: Path | None, index: str, allow_unpublished: bool,
-               accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
+def pin_python(python: str, target: str, out: Path | None, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
     """`freeze --python` on a connected machine: the interpreter inventoried and pinned in one step (what
     `freeze --inventory` and then `pin` do, without the file between them); the lock names the interpreter."""
     path = _lock_path(out, target)
     document = inventory_probe.node_inventory(Path(python), progress)
     try:
-        return _pinned(document, python, hashlib.sha256(inventory_file.as_bytes(document)).hexdigest(), target,
-                       path, index, allow_unpublished, accept_changed, progress)
+        return _pinned(document, python, hashlib.sha256(inventory_file.as_bytes(document)).hexdigest(), target, path, index, allow_unpublished, accept_changed, progress)
     except ChannelError as exc:
-        raise ChannelError(exc.message, f"{exc.hint}; on a node without network: lockgen freeze --python {python} "
-                           f"--inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} where there is one") from None
+        raise ChannelError(
+            exc.message, f"{exc.hint}; on a node without network: lockgen freeze --python {python} --inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} where there is one"
+        ) from None
 
 
 def _lock_path(out: Path | None, target: str) -> Path:
@@ -130,8 +123,9 @@ def _lock_path(out: Path | None, target: str) -> Path:
     return path
 
 
-def _pinned(document: NodeInventory, source: str, source_sha256: str, target: str, path: Path, index: str,
-            allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
+def _pinned(
+    document: NodeInventory, source: str, source_sha256: str, target: str, path: Path, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]
+) -> tuple[Path, Path, Lock]:
     inventory = document.inventory
     machine = inventory.platform.rsplit("-", 1)[-1]
     platform = PLATFORM_OF_MACHINE.get(machine)
@@ -139,8 +133,9 @@ def _pinned(document: NodeInventory, source: str, source_sha256: str, target: st
         raise UserError(f"the inventory is of a {inventory.platform} interpreter", "lockgen pins linux x86_64 and aarch64")
     recordless = [d.key for d in inventory.distributions if d.record_sha256 is None]
     if recordless:
-        raise UserError(f"{len(recordless)} distributions have no RECORD, so nothing can say what they installed: "
-                        f"{', '.join(recordless[:6])}", "reinstall them from wheels (pip or uv writes the RECORD)")
+        raise UserError(
+            f"{len(recordless)} distributions have no RECORD, so nothing can say what they installed: {', '.join(recordless[:6])}", "reinstall them from wheels (pip or uv writes the RECORD)"
+        )
     accepted = _accepted(document, accept_changed)
     progress(f"finding {len(inventory.distributions)} distributions on {index} (RECORDs by range requests)")
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -148,23 +143,26 @@ def _pinned(document: NodeInventory, source: str, source_sha256: str, target: st
     unpublished = [o.dist.key for o in outcomes if o.unpublished]
     if unpublished and not allow_unpublished:
         first = next(o for o in outcomes if o.unpublished)
-        raise UserError(f"{len(unpublished)} distributions are no wheel {index} publishes ({', '.join(unpublished[:6])}); "
-                        f"{first.dist.key}: {first.unpublished}"[:600],
-                        "install them from published wheels, or pass --allow-unpublished to keep them check-only")
+        raise UserError(
+            f"{len(unpublished)} distributions are no wheel {index} publishes ({', '.join(unpublished[:6])}); {first.dist.key}: {first.unpublished}"[:600],
+            "install them from published wheels, or pass --allow-unpublished to keep them check-only",
+        )
     failed = [o for o in outcomes if o.problems]
     if failed:
         first = failed[0]
-        raise UserError(f"{len(failed)} distributions have files changed since they were installed; {first.dist.key}: "
-                        f"{first.problems[0]}", "reinstall them, or accept a changed file by name with --accept-changed PATH")
+        raise UserError(
+            f"{len(failed)} distributions have files changed since they were installed; {first.dist.key}: {first.problems[0]}",
+            "reinstall them, or accept a changed file by name with --accept-changed PATH",
+        )
     entries = [(o.package, o.manifest) for o in outcomes if o.package is not None and o.manifest is not None]  # set together
     entries += [_check_only(o.dist, inventory.site_packages, platform) for o in outcomes if o.unpublished]
-    lock = lock_builder.pinned_lock(target, source, source_sha256, platform,
-                                    python_xy(inventory.python), accepted, unpublished,
-                                    [package for package, _ in entries])
+    lock = lock_builder.pinned_lock(target, source, source_sha256, platform, python_xy(inventory.python), accepted, unpublished, [package for package, _ in entries])
     bundle = manifests_path(path)
     manifest_store.write_bundle(bundle, [manifest for _, manifest in entries])
     write_atomic(path, checked_lock_text(lock, "pinned from the inventory"))
-    progress(f"pinned {len(entries) - len(unpublished)} distributions to their index wheels"
-             + (f", {len(unpublished)} check-only" if unpublished else "")
-             + (f"; {len(accepted)} changed files accepted by name" if accepted else ""))
+    progress(
+        f"pinned {len(entries) - len(unpublished)} distributions to their index wheels"
+        + (f", {len(unpublished)} check-only" if unpublished else "")
+        + (f"; {len(accepted)} changed files accepted by name" if accepted else "")
+    )
     return path, bundle, lock

@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.api.steps.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
-HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch",
-              "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
+HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
 
 
 @dataclass
@@ -85,14 +84,19 @@ class _Context:
         if target.is_gpu:
             arch_fact(self.facts, target.arch)
             window = cuda_window(self.facts, target)
-        requests = [plan_request(self.facts, self.spec, target, platform, window,
-                                 self.candidates(platform) if self.spec.has_conda else [])
-                    for platform in self.spec.platforms_of(target)]
+        requests = [plan_request(self.facts, self.spec, target, platform, window, self.candidates(platform) if self.spec.has_conda else []) for platform in self.spec.platforms_of(target)]
         return window, requests
 
-    def metadata(self, target: Target, window: CudaWindow | None, requests: list[SolveRequest],
-                 pypi: dict[str, PypiPlan] | None = None, base: tuple[str, str] | None = None,
-                 moved: dict[str, list[str]] | None = None, base_lock: Lock | None = None) -> LockMetadata:
+    def metadata(
+        self,
+        target: Target,
+        window: CudaWindow | None,
+        requests: list[SolveRequest],
+        pypi: dict[str, PypiPlan] | None = None,
+        base: tuple[str, str] | None = None,
+        moved: dict[str, list[str]] | None = None,
+        base_lock: Lock | None = None,
+    ) -> LockMetadata:
         """What a lock records; without `pypi` (resolve --check, which solves nothing) the per-platform
         PyPI keys, which depend on the conda solution, are left out and not compared."""
         digests: dict[str, str] = {}
@@ -103,15 +107,14 @@ class _Context:
             plan = (pypi or {}).get(request.platform)
             extra: dict[str, str | list[str]] = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
             hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
-        return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes,
-                                              self.stack_path.name, pypi, self.facts.valid_as_of, base, moved, base_lock)
+        return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes, self.stack_path.name, pypi, self.facts.valid_as_of, base, moved, base_lock)
 
 
-def _context(stack_path: Path, aliases: Sequence[str], insecure: bool = False,
-             progress: Progress = lambda _: None) -> _Context:
+def _context(stack_path: Path, aliases: Sequence[str], insecure: bool = False, progress: Progress = lambda _: None) -> _Context:
     """The stack, read once, and its channels; a base named by its image has the lock it carries fetched as the
     stack is read (kept beside the team's locks, an input like a channel's index, so even --check and --dry-run
     keep it)."""
+
     def fetch_image_base(base: StackBase) -> bytes:
         from lockgen.api.steps.image_base_steps import fetch_base_lock  # registries and layouts: only for an image base
 
@@ -129,8 +132,9 @@ def _selected(spec: StackSpec, names: Sequence[str]) -> list[Target]:
     return [t for t in spec.targets if not names or t.name in names]
 
 
-def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str] = (), aliases: Sequence[str] = (),
-            dry_run: bool = False, progress: Progress = lambda _: None, insecure: bool = False) -> list[TargetResult]:
+def resolve(
+    stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str] = (), aliases: Sequence[str] = (), dry_run: bool = False, progress: Progress = lambda _: None, insecure: bool = False
+) -> list[TargetResult]:
     """Solves every selected target and writes its lock; nothing is written unless all succeed. A team stack
     (`extends`) is solved with every package of the base's lock for the target held. `insecure`: a base image
     in a plain-HTTP or self-signed registry."""
@@ -153,8 +157,7 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         if not bases:
             raise
         moved = _moved_by_team(context, plans, updates, current, bases, exc, progress)
-        released = {name: {package for (t, _), changes in moved.items() if t == name for package in changes}
-                    for name in bases}
+        released = {name: {package for (t, _), changes in moved.items() if t == name for package in changes} for name in bases}
         conda, pypi = _solve(context, plans, updates, current, bases, released, progress)
     planned = []
     for target, window, requests in plans:
@@ -164,11 +167,10 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
         base = (context.spec.extends, bases[target.name].sha256) if target.name in bases and context.spec.extends else None
         base_lock = bases[target.name].lock if target.name in bases and context.base_is_lock else None
         if base_lock is not None:
-            packages = [p for r in requests for p in team.with_base_entries(
-                base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
-        metadata = context.metadata(target, window, requests, plans_of_target, base,
-                                    {platform: list(changes.values()) for (name, platform), changes in moved.items()
-                                     if name == target.name}, base_lock)
+            packages = [p for r in requests for p in team.with_base_entries(base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
+        metadata = context.metadata(
+            target, window, requests, plans_of_target, base, {platform: list(changes.values()) for (name, platform), changes in moved.items() if name == target.name}, base_lock
+        )
         planned.append((target, lock_builder.resolved_lock(metadata, packages)))
     texts = [checked_lock_text(lock, f"resolved for target {target.name}") for target, lock in planned]  # all, then write
     results = []
@@ -189,9 +191,9 @@ def resolve(stack_path: Path, targets: Sequence[str] = (), updates: Sequence[str
 Plans = list[tuple[Target, "CudaWindow | None", list[SolveRequest]]]
 
 
-def _solve(context: _Context, plans: Plans, updates: Sequence[str], current: dict[str, LoadedLock],
-           bases: dict[str, LoadedLock], released: dict[str, set[str]], progress: Progress,
-           hold_base: bool = True) -> tuple[list, dict]:
+def _solve(
+    context: _Context, plans: Plans, updates: Sequence[str], current: dict[str, LoadedLock], bases: dict[str, LoadedLock], released: dict[str, set[str]], progress: Progress, hold_base: bool = True
+) -> tuple[list, dict]:
     """The conda solves of every plan, then the PyPI layer on top: (conda results, PyPI results)."""
     jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
     pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -205,8 +207,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], current: dic
         if target.name in bases:
             stand_ins.update({(target.name, p): held for p, held in team.check_only(bases[target.name].lock).items()})
         if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
-            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name].lock, r.platform)
-                              for r in requests})
+            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name].lock, r.platform) for r in requests})
         pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
 
@@ -214,8 +215,7 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], current: dic
         progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")
 
     try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
-        solved = iter(context.conda_channels.solve_all(jobs, done) if context.spec.has_conda else
-                      [team.conda_of(bases[r.target].lock, r.platform) if r.target in bases else [] for r, _ in jobs])
+        solved = iter(context.conda_channels.solve_all(jobs, done) if context.spec.has_conda else [team.conda_of(bases[r.target].lock, r.platform) if r.target in bases else [] for r, _ in jobs])
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
         if failing is None:
@@ -226,14 +226,13 @@ def _solve(context: _Context, plans: Plans, updates: Sequence[str], current: dic
     if context.spec.pypi_dependencies:
         from lockgen.api.steps.pypi import resolve_pypi
 
-        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, stand_ins, preferred,
-                            require_held=context.base_is_lock and hold_base)
+        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, stand_ins, preferred, require_held=context.base_is_lock and hold_base)
     return conda, pypi
 
 
-def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], current: dict[str, LoadedLock],
-                   bases: dict[str, LoadedLock], failed: UnsatisfiableError,
-                   progress: Progress) -> dict[tuple[str, str], dict[str, str]]:
+def _moved_by_team(
+    context: _Context, plans: Plans, updates: Sequence[str], current: dict[str, LoadedLock], bases: dict[str, LoadedLock], failed: UnsatisfiableError, progress: Progress
+) -> dict[tuple[str, str], dict[str, str]]:
     """Which base packages the team's dependencies move, from a solve without the holds; an error naming them
     unless the stack says `override = true`. When even the free solve fails, the holds were not the cause."""
     progress("the team's dependencies do not solve on the held base: solving without the holds to see what would move")
@@ -249,12 +248,12 @@ def _moved_by_team(context: _Context, plans: Plans, updates: Sequence[str], curr
             moved[(target.name, request.platform)] = changes
     if not moved:
         raise failed
-    shown = "; ".join(f"{name} on {platform}: {', '.join(list(changes.values())[:4])}"
-                      for (name, platform), changes in sorted(moved.items()))
+    shown = "; ".join(f"{name} on {platform}: {', '.join(list(changes.values())[:4])}" for (name, platform), changes in sorted(moved.items()))
     if not context.spec.override:
-        raise UserError(f"the team's dependencies would move packages the base holds: {shown}",
-                        f"change the team's requirements, update the base ({context.spec.extends}), or set "
-                        "`override = true` under [stack] (the lock then records what moved)")
+        raise UserError(
+            f"the team's dependencies would move packages the base holds: {shown}",
+            f"change the team's requirements, update the base ({context.spec.extends}), or set `override = true` under [stack] (the lock then records what moved)",
+        )
     progress(f"override: {shown}")
     return moved
 
@@ -263,21 +262,17 @@ def _current_lock(context: _Context, target: Target) -> LoadedLock:
     """For `--update`: the target's existing lock, read once (its holds, and the bytes kept when nothing moved)."""
     path = context.lock_path(target)
     if not path.is_file():
-        raise UserError(f"--update needs the existing lock of target `{target.name}` ({path})",
-                        "resolve without --update first")
+        raise UserError(f"--update needs the existing lock of target `{target.name}` ({path})", "resolve without --update first")
     return read_lock(path)
 
 
-def _pins(context: _Context, target: Target, updates: Sequence[str], lock: Lock
-          ) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, tuple[str, ...]]]:
+def _pins(context: _Context, target: Target, updates: Sequence[str], lock: Lock) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, tuple[str, ...]]]:
     """For `--update`: the conda records to hold per platform, and the pip pins (`name==version`)."""
     names = {normalize(p.name) for p in lock.package}
     for update in updates:
         if normalize(update) not in names:
-            tables = [name for name, used in (("[dependencies]", context.spec.has_conda),
-                                              ("[pypi-dependencies]", bool(context.spec.pypi_dependencies))) if used]
-            raise UserError(f"`{update}` is not in the lock of target `{target.name}`",
-                            f"--update takes names of locked packages; add new ones to {' or '.join(tables)}")
+            tables = [name for name, used in (("[dependencies]", context.spec.has_conda), ("[pypi-dependencies]", bool(context.spec.pypi_dependencies))) if used]
+            raise UserError(f"`{update}` is not in the lock of target `{target.name}`", f"--update takes names of locked packages; add new ones to {' or '.join(tables)}")
     return team.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
 
 
@@ -295,8 +290,7 @@ def _stays(lock: Lock, updates: Sequence[str]) -> str:
     said = []
     for update in updates:
         versions = {p.platform: p.version for p in lock.package if normalize(p.name) == normalize(update)}
-        shown = (next(iter(versions.values())) if len(set(versions.values())) == 1 else
-                 ", ".join(f"{v} on {platform}" for platform, v in sorted(versions.items())))
+        shown = next(iter(versions.values())) if len(set(versions.values())) == 1 else ", ".join(f"{v} on {platform}" for platform, v in sorted(versions.items()))
         said.append(f"{update} stays at {shown}")
     return "; ".join(said)
 
@@ -325,8 +319,7 @@ def _unsatisfiable(exc: UnsatisfiableError, request: SolveRequest, pinned: bool)
     if pinned:
         hint_parts.append("the update needs other locked packages to change: resolve without --update")
     hint_parts.append("loosen [dependencies] or change the target's driver/cuda")
-    return UnsatisfiableError(f"{request.label} is unsatisfiable: {detail}", "; ".join(p for p in hint_parts if p),
-                              request.label, exc.packages)
+    return UnsatisfiableError(f"{request.label} is unsatisfiable: {detail}", "; ".join(p for p in hint_parts if p), request.label, exc.packages)
 
 
 def _counts(lock: Lock) -> dict[str, int]:
@@ -334,13 +327,10 @@ def _counts(lock: Lock) -> dict[str, int]:
 
 
 def _highlights(lock: Lock) -> dict[str, dict[str, str]]:
-    return {platform: {p.name: f"{p.version} {p.build or ''}".strip()
-                       for p in lock.packages_for(platform) if p.name in HIGHLIGHTS}
-            for platform in lock.metadata.platforms}
+    return {platform: {p.name: f"{p.version} {p.build or ''}".strip() for p in lock.packages_for(platform) if p.name in HIGHLIGHTS} for platform in lock.metadata.platforms}
 
 
-def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = (),
-          progress: Progress = lambda _: None, insecure: bool = False) -> list[Staleness]:
+def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = (), progress: Progress = lambda _: None, insecure: bool = False) -> list[Staleness]:
     """Why each selected target's lock is stale (empty when all are fresh)."""
     from lockgen.core.freshness import Staleness, stale_reasons
 
@@ -352,8 +342,7 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
             reasons.append(Staleness(target.name, "target-missing", f"no lock at {path}"))
             continue
         window, requests = context.plan(target)
-        base = ((context.spec.extends, team_steps.base_lock_bytes(context.stack, target).sha256)
-                if context.spec.extends else None)
+        base = (context.spec.extends, team_steps.base_lock_bytes(context.stack, target).sha256) if context.spec.extends else None
         base_lock = context.stack.base_lock.lock if context.stack.base_lock is not None else None
         expected = context.metadata(target, window, requests, None, base, None, base_lock)
         lock = load_lock(path)
@@ -364,8 +353,7 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
     return reasons
 
 
-def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None, lock: Lock,
-                   progress: Progress) -> list[Staleness]:
+def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None, lock: Lock, progress: Progress) -> list[Staleness]:
     """`facts-changed`: the torch releases admitted now (facts, and the index's evidence of newer releases)
     against those the lock was resolved with, on top of the lock's own conda packages."""
     from lockgen.core.freshness import facts_changed
@@ -379,8 +367,8 @@ def _facts_reasons(context: _Context, target: Target, window: CudaWindow | None,
         conda = [p for p in lock.packages_for(platform) if p.manager == "conda"]
         python, held = held_by_conda(context.spec, conda)
         ruled = needs_torch_rules(context.spec, target, held)
-        plan = plan_pypi(context.facts, context.spec, target, platform, window, conda,
-                         sources.inference(target, platform, python) if ruled else None,
-                         sources.offers(target, platform, python) if ruled else ())
+        plan = plan_pypi(
+            context.facts, context.spec, target, platform, window, conda, sources.inference(target, platform, python) if ruled else None, sources.offers(target, platform, python) if ruled else ()
+        )
         found.extend(facts_changed(target.name, platform, lock, plan.constraints, plan.inferred))
     return found

@@ -40,8 +40,7 @@ class Detection:
     fits: tuple[TargetFit, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"stack": str(self.stack), "target": self.chosen.target, "reasons": list(self.chosen.reasons),
-                "node": self.node.model_dump(mode="json"), "targets": [f.as_dict() for f in self.fits]}
+        return {"stack": str(self.stack), "target": self.chosen.target, "reasons": list(self.chosen.reasons), "node": self.node.model_dump(mode="json"), "targets": [f.as_dict() for f in self.fits]}
 
 
 @dataclass(frozen=True)
@@ -89,8 +88,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     lock: Path | None = None
     if wanted.source is None and wanted.prefix is not None:
         if wanted.target is not None or wanted.platform is not None:
-            raise UserError("--target and --platform choose a lock's environment, and none is given",
-                            "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
+            raise UserError("--target and --platform choose a lock's environment, and none is given", "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
         where, name = wanted.prefix.absolute(), wanted.prefix.absolute().name
     else:
         lock = _lock_of(wanted.source, wanted.target, progress)
@@ -99,8 +97,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
     kind = env_process.environment_kind(where)
     if kind is None:
-        raise UserError(f"{where} is not an environment (no conda-meta/, no pyvenv.cfg)",
-                        "pass the prefix of a conda environment or venv, or a LOCK to materialize")
+        raise UserError(f"{where} is not an environment (no conda-meta/, no pyvenv.cfg)", "pass the prefix of a conda environment or venv, or a LOCK to materialize")
     calling = env_process.calling_environment()
     environment = rules.activated(kind, PurePosixPath(where), name, calling)
     if kind == "conda" and env_process.activate_scripts(where):
@@ -131,8 +128,7 @@ def exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], No
     """The activation as lines for `eval` in `shell_name` (default: `$SHELL`'s kind, else bash)."""
     kind = rules.shell_kind(shell_name) if shell_name else rules.shell_kind(env_process.login_shell() or "") or "bash"
     if kind is None:
-        raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`",
-                        "pass --shell bash, zsh or fish")
+        raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`", "pass --shell bash, zsh or fish")
     return rules.exports(activation(wanted, progress, meter).changes, kind)
 
 
@@ -148,8 +144,7 @@ def _is_stack(source: Path) -> bool:
 def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], None]) -> Path:
     """The lock `source` names: a lock itself, or a stack's lock for `target` (detected when not given)."""
     if source is None and not Path("stack.toml").is_file():
-        raise UserError("no LOCK or STACK given, and no stack.toml in this folder",
-                        "lockgen run LOCK -- CMD, or lockgen run STACK -- CMD (--prefix DIR: an existing environment)")
+        raise UserError("no LOCK or STACK given, and no stack.toml in this folder", "lockgen run LOCK -- CMD, or lockgen run STACK -- CMD (--prefix DIR: an existing environment)")
     if source is not None and not _is_stack(source):
         if target is not None:
             raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")

@@ -61,10 +61,8 @@ def _locks_named(roots: list[Path]) -> list[LockBytes | LoadedLock]:
         elif root.is_dir():
             found = sorted(root.rglob(f"*{LOCK_SUFFIX}"))
             if not found:
-                raise UserError(f"gc: `{root}` holds no *{LOCK_SUFFIX}, so it names no environment to keep",
-                                "pass the locks (or their folders) whose environments stay; nothing was removed")
+                raise UserError(f"gc: `{root}` holds no *{LOCK_SUFFIX}, so it names no environment to keep", "pass the locks (or their folders) whose environments stay; nothing was removed")
             locks.extend(lock_file.read(path) for path in found)
         else:
-            raise UserError(f"gc: `{root}` does not exist", "check the spelling: every argument must be a lock or a "
-                            "folder of locks whose environments stay; nothing was removed")
+            raise UserError(f"gc: `{root}` does not exist", "check the spelling: every argument must be a lock or a folder of locks whose environments stay; nothing was removed")
     return locks

@@ -39,7 +39,6 @@ from lockgen.model.requests import Environment, Image, Prefix, Python
 from lockgen.model.results import Conformance, Verified
 
 
-
 @dataclass(frozen=True)
 class VerifyOptions:
     arch: str
@@ -92,9 +91,10 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
     with image_source.unpacked(target.source, progress, target.insecure) as image:
         folder = image.prefix
         if image.environment != image.recorded_environment:
-            raise LockFormatError(f"the environment in `{target.source}` (sha256:{image.environment[:16]}…) is not the one "
-                                  f"its labels record (sha256:{image.recorded_environment[:16]}…)",
-                                  "pass --lock to prove the image is a lock's, or re-export it from its lock")
+            raise LockFormatError(
+                f"the environment in `{target.source}` (sha256:{image.environment[:16]}…) is not the one its labels record (sha256:{image.recorded_environment[:16]}…)",
+                "pass --lock to prove the image is a lock's, or re-export it from its lock",
+            )
         return _verify(options, given, str(folder / "bin" / "python"), image, None, progress)
 
 
@@ -105,17 +105,13 @@ def _interpreter(target: Prefix | Python | None) -> str:
     return target.interpreter if target is not None else sys.executable
 
 
-def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image,
-                         progress: Callable[[str], None]) -> Verified:
+def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image, progress: Callable[[str], None]) -> Verified:
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
     with image_source.opened(target.source, progress, target.insecure) as opened:
-        proven = prove_opened(loaded, opened, target.source, options.manifests, None, None, progress, None,
-                              options.allow_foreign)
-        _require_clean(proven, f"{target.source} is not the image of {options.lock}",
-                       f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms")
-        progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside "
-                 "its environment")
+        proven = prove_opened(loaded, opened, target.source, options.manifests, None, None, progress, None, options.allow_foreign)
+        _require_clean(proven, f"{target.source} is not the image of {options.lock}", f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms")
+        progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside its environment")
         image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))
         return _verify(options, given, str(image.prefix / "bin" / "python"), image, proven, progress)
 
@@ -127,20 +123,16 @@ def _require_clean(result: Conformance, what: str, hint: str) -> None:
         raise UserError(f"{what}: {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""), hint)
 
 
-def _conformance(options: VerifyOptions, loaded: LoadedLock, prefix: Path, final_prefix: str | None,
-                 progress: Callable[[str], None]) -> Conformance:
+def _conformance(options: VerifyOptions, loaded: LoadedLock, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
     """The environment must be the lock's before the kernel runs in it; one on disk (no `final_prefix`: not
     an unpacked image) checked before is proven by the fingerprints of its files where they did not move."""
-    result = conform(loaded, prefix, None, options.manifests, progress, final_prefix=final_prefix,
-                     allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
-    _require_clean(result, f"{final_prefix or prefix} is not the environment of {options.lock}",
-                   f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
+    result = conform(loaded, prefix, None, options.manifests, progress, final_prefix=final_prefix, allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
+    _require_clean(result, f"{final_prefix or prefix} is not the environment of {options.lock}", f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
     progress(f"conforms to {options.lock}: {result.report.counts['ok']} packages, every file accounted for")
     return result
 
 
-def _verify(options: VerifyOptions, given: _Run, python: str, image: image_source.UnpackedImage | None,
-            conformance: Conformance | None, progress: Callable[[str], None]) -> Verified:
+def _verify(options: VerifyOptions, given: _Run, python: str, image: image_source.UnpackedImage | None, conformance: Conformance | None, progress: Callable[[str], None]) -> Verified:
     started = dt.datetime.now(dt.timezone.utc)
     arch, rendezvous = normalize_arch(options.arch), given.rendezvous
     if arch != "cpu":
@@ -148,19 +140,16 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
     lock = given.lock.lock if given.lock else None
     lock_sha256 = given.lock.sha256 if given.lock else image.labels.get(LOCK_LABEL) if image else None
     if lock_sha256 is None and any(fmt == "nfd" for fmt, _ in options.emit):
-        raise UserError("--emit nfd names the lock the node is certified for, and this run has none",
-                        "pass --lock LOCK (or --image of an image lockgen exported from a lock)")
+        raise UserError("--emit nfd names the lock the node is certified for, and this run has none", "pass --lock LOCK (or --image of an image lockgen exported from a lock)")
     expected = dict(given.expected)
     host = gpu_host.probe() if arch != "cpu" else None
     if arch != "cpu":
-        refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (),
-                              host.driver if host else None, expected.get("driver_min"))
+        refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (), host.driver if host else None, expected.get("driver_min"))
         expected.setdefault("gpu_count", options.gpus if options.gpus is not None else (host.count if host else 0))
     expected.setdefault("conv_floor_tflops", conv_floors(arch))
     expected.setdefault("node", node_floors(arch))
     progress(f"verifying {arch} with {python}" + (f" against {options.lock}" if options.lock else ""))
-    single_doc, single_raw = kernel.run_single(python, arch, expected, options.quick, options.compiled,
-                                               options.allow_ptx, options.timeout_s, progress)
+    single_doc, single_raw = kernel.run_single(python, arch, expected, options.quick, options.compiled, options.allow_ptx, options.timeout_s, progress)
     single = _report(single_doc, "single")
     gpus = options.gpus if options.gpus is not None else (host.count if host else 1)
     world = gpus * options.nodes
@@ -168,8 +157,7 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
     hidden = gpus_not_visible(arch, gpus, single.stack)
     extra = [hidden] if hidden else []
     if hidden is None and world > 1:
-        progress(f"running the {gpus}-GPU checks under torchrun"
-                 + (f", one node of {options.nodes} meeting at {rendezvous.endpoint}" if rendezvous else ""))
+        progress(f"running the {gpus}-GPU checks under torchrun" + (f", one node of {options.nodes} meeting at {rendezvous.endpoint}" if rendezvous else ""))
         sizes = "1,16" if arch == "cpu" else "1,16,128,1024"  # gloo on CPUs: small sizes say enough
         dist_doc, dist_raw = kernel.run_distributed(python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous)
         distributed = _report(dist_doc, "distributed")
@@ -180,22 +168,30 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
     wrong = wrong_world_size(distributed.world_size, gpus, options.nodes, rendezvous is not None) if distributed else None
     extra += [wrong] if wrong else []
     body = build_body(
-        created=started.strftime("%Y-%m-%dT%H:%M:%SZ"), tool=f"lockgen {__version__}", arch=arch,
+        created=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        tool=f"lockgen {__version__}",
+        arch=arch,
         mode="quick" if options.quick else "full",
-        subject=Subject(stack=LockgenMeta(lock).stack if lock else None, target=LockgenMeta(lock).target if lock else None,
-                        environment_digest=(conformance.expected_digest if conformance else
-                                            image.recorded_environment if image else _environment_digest(python)),
-                        lock_path=str(options.lock) if options.lock else None,
-                        lock_sha256=lock_sha256,
-                        image_digest=image.digest if image else None,
-                        python=f"{image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)}/bin/python" if image else python,
-                        conformance=_conformance_record(conformance)),
+        subject=Subject(
+            stack=LockgenMeta(lock).stack if lock else None,
+            target=LockgenMeta(lock).target if lock else None,
+            environment_digest=(conformance.expected_digest if conformance else image.recorded_environment if image else _environment_digest(python)),
+            lock_path=str(options.lock) if options.lock else None,
+            lock_sha256=lock_sha256,
+            image_digest=image.digest if image else None,
+            python=f"{image.labels.get(PREFIX_LABEL, IMAGE_PREFIX)}/bin/python" if image else python,
+            conformance=_conformance_record(conformance),
+        ),
         hardware=_hardware(host, single),
-        single=single, distributed=distributed, kernel_sha256=digests, extra_checks=extra,
-        rendezvous=rendezvous.endpoint if rendezvous else None, collectives_not_run=not_run,
-        duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1))
-    path = options.out or certificate_path(options.lock.resolve() if options.lock else None, arch,
-                                           started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd())
+        single=single,
+        distributed=distributed,
+        kernel_sha256=digests,
+        extra_checks=extra,
+        rendezvous=rendezvous.endpoint if rendezvous else None,
+        collectives_not_run=not_run,
+        duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
+    )
+    path = options.out or certificate_path(options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd())
     data = body.model_dump(mode="json", by_alias=True)
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
@@ -218,11 +214,18 @@ def _conformance_record(conformance: Conformance | None) -> dict[str, Any] | Non
     if conformance is None:
         return None
     counts = conformance.report.counts
-    return {"clean": conformance.clean, "expected_digest": conformance.expected_digest, "platform": conformance.platform,
-            "packages": counts["packages"], "files_expected": counts["files_expected"],
-            "files_observed": counts["files_observed"], "accepted_by_rule": counts["accepted"],
-            "checked_at": conformance.where, "allowed_foreign": dict(conformance.allowed),
-            "by_path_only": conformance.by_path_only}
+    return {
+        "clean": conformance.clean,
+        "expected_digest": conformance.expected_digest,
+        "platform": conformance.platform,
+        "packages": counts["packages"],
+        "files_expected": counts["files_expected"],
+        "files_observed": counts["files_observed"],
+        "accepted_by_rule": counts["accepted"],
+        "checked_at": conformance.where,
+        "allowed_foreign": dict(conformance.allowed),
+        "by_path_only": conformance.by_path_only,
+    }
 
 
 def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:
@@ -234,8 +237,7 @@ def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:
             raise UserError("--rendezvous is for several nodes", "pass --nodes N with it, or leave it out")
         return None
     if not options.rendezvous_endpoint:
-        raise UserError(f"--nodes {options.nodes} needs a rendezvous endpoint",
-                        "pass --rendezvous HOST:PORT, the same on every node (HOST: one of the nodes)")
+        raise UserError(f"--nodes {options.nodes} needs a rendezvous endpoint", "pass --rendezvous HOST:PORT, the same on every node (HOST: one of the nodes)")
     return kernel.Rendezvous(options.nodes, options.rendezvous_endpoint, options.rendezvous_id)
 
 
@@ -249,8 +251,7 @@ def _expectations(options: VerifyOptions, arch: str, loaded: LoadedLock | None) 
             raise UserError(f"the lock is for {locked_arch}, not {arch}", f"pass --arch {locked_arch}")
         platform = home.native_platform("linux-64")
         if platform not in lock.metadata.platforms:
-            raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})",
-                            "certify on a host of the lock's platform")
+            raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})", "certify on a host of the lock's platform")
         expected = expectations_from_lock(lock, platform)
     if options.expect:
         try:
@@ -272,8 +273,7 @@ def _report(document: dict[str, Any], kind: str) -> KernelReport:
     try:
         report = KernelReport.from_json(document)
     except Exception as exc:  # pydantic's ValidationError: the kernel and lockgen disagree on the schema
-        raise LockFormatError(f"the {kind} kernel's JSON does not match lockgen's model: {str(exc).splitlines()[0]}",
-                              "use the verify/ kernel shipped with this lockgen") from None
+        raise LockFormatError(f"the {kind} kernel's JSON does not match lockgen's model: {str(exc).splitlines()[0]}", "use the verify/ kernel shipped with this lockgen") from None
     if report.schema_ != KERNEL_SCHEMA:
         raise LockFormatError(f"the kernel wrote schema {report.schema_!r}", "use the verify/ kernel shipped with this lockgen")
     return report
@@ -283,8 +283,12 @@ def _hardware(host: gpu_host.HostGpus | None, single: KernelReport) -> Hardware:
     stack = single.stack or {}
     devices = stack.get("devices") or []
     names = host.names if host else tuple(d["name"] for d in devices)
-    return Hardware(gpu_names=tuple(names), gpu_count=len(names),
-                    compute_capability=(host.compute_capabilities[0] if host and host.count else None),
-                    driver=host.driver if host else stack.get("driver"),
-                    interconnect=host.interconnect if host else "none", topology=host.topology if host else "",
-                    host_platform=home.system_and_machine())
+    return Hardware(
+        gpu_names=tuple(names),
+        gpu_count=len(names),
+        compute_capability=(host.compute_capabilities[0] if host and host.count else None),
+        driver=host.driver if host else stack.get("driver"),
+        interconnect=host.interconnect if host else "none",
+        topology=host.topology if host else "",
+        host_platform=home.system_and_machine(),
+    )

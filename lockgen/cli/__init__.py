@@ -14,9 +14,7 @@ import typer
 import typer.main
 from typer.core import TyperArgument, TyperOption
 
-from lockgen.cli import (
-    arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds,
-    verify_cmds)
+from lockgen.cli import arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds, verify_cmds
 from lockgen.cli.ui import state
 
 app = typer.Typer(
@@ -38,9 +36,10 @@ def _print_version(wanted: bool) -> None:
 
 
 @app.callback()
-def _global(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks and debug detail."),
-            version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                         help="Print lockgen's version and exit.")) -> None:
+def _global(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks and debug detail."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print lockgen's version and exit."),
+) -> None:
     state.verbose = verbose
 
 
@@ -88,8 +87,7 @@ def _named(command: object) -> None:
             shown = (param.metavar if param.required else f"[{param.metavar}]") + ("..." if param.nargs != 1 else "")
             param._usage_display_name = lambda shown=shown: shown  # type: ignore[method-assign,misc]
             param.display_type_rich = lambda ctx: ""  # type: ignore[method-assign]
-        elif isinstance(param, TyperOption) and not param.is_flag and param.metavar is None \
-                and not param.type_descriptor.is_choice:
+        elif isinstance(param, TyperOption) and not param.is_flag and param.metavar is None and not param.type_descriptor.is_choice:
             flag = max(param.opts, key=len)
             param.metavar = METAVARS.get(flag, flag.lstrip("-").replace("-", "_").upper())
     for sub in getattr(command, "commands", {}).values():
@@ -104,7 +102,7 @@ def command(args: list[str] | None = None) -> object:
     names no command gets the whole app, for typer's own error."""
     given = args or []
     words = [a for a in given if not a.startswith("-")]
-    if words and "--help" in given[:given.index(words[0])]:  # `--help CMD` is the app's help
+    if words and "--help" in given[: given.index(words[0])]:  # `--help CMD` is the app's help
         words = []
     names = {info.name for info in app.registered_commands} | {info.name for info in app.registered_groups}
     if args is None or (words and words[0] not in names):
@@ -127,9 +125,11 @@ def _stand_ins(group: typer.core.TyperGroup) -> None:
     from typer.core import TyperCommand
 
     groups = dict(group.commands)
-    listed = {info.name: TyperCommand(name=info.name, help=inspect.getdoc(info.callback), short_help=info.short_help,
-                                      hidden=info.hidden, deprecated=info.deprecated, rich_markup_mode=None)
-              for info in app.registered_commands if info.name}
+    listed = {
+        info.name: TyperCommand(name=info.name, help=inspect.getdoc(info.callback), short_help=info.short_help, hidden=info.hidden, deprecated=info.deprecated, rich_markup_mode=None)
+        for info in app.registered_commands
+        if info.name
+    }
     group.commands = {**listed, **groups}
 
 

@@ -36,8 +36,7 @@ def parse_emit(values: list[str], certificate_out: Optional[Path]) -> tuple[tupl
         if not equals or not file.strip():
             fail(f"--emit {item!r} is not FORMAT=FILE", _EMIT_EXAMPLE, 2)
         if fmt == "npd":
-            fail("npd is a line and an exit status for Node Problem Detector, not a file",
-                 "make NPD's custom plugin run `lockgen cert export CERT --format npd`", 2)
+            fail("npd is a line and an exit status for Node Problem Detector, not a file", "make NPD's custom plugin run `lockgen cert export CERT --format npd`", 2)
         if fmt not in FILE_FORMATS:
             fail(f"--emit names the unknown format `{fmt}`", f"file formats: {', '.join(FILE_FORMATS)}", 2)
         path = Path(file.strip())
@@ -50,13 +49,17 @@ def parse_emit(values: list[str], certificate_out: Optional[Path]) -> tuple[tupl
 @handles_errors
 def export(
     cert: Path = typer.Argument(..., help="A certificate file."),
-    fmt: str = typer.Option(..., "--format", "-f", help="prom (node_exporter textfile metrics), nfd (Node Feature "
-                            "Discovery features.d file), npd (Node Problem Detector plugin: one line, exit 1 when "
-                            "the certificate failed), junit (JUnit XML)."),
+    fmt: str = typer.Option(
+        ...,
+        "--format",
+        "-f",
+        help="prom (node_exporter textfile metrics), nfd (Node Feature "
+        "Discovery features.d file), npd (Node Problem Detector plugin: one line, exit 1 when "
+        "the certificate failed), junit (JUnit XML).",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here, atomically, instead of stdout (not for npd)."),
     key: Optional[Path] = typer.Option(None, "--key", help="The signer's public key (KEY.pub): the signature is checked first."),
-    valid_for: Optional[str] = typer.Option(None, "--valid-for", help="nfd: how long after the run the features "
-                                            "stay valid (30m, 12h, 7d, 2w; default 7d)."),
+    valid_for: Optional[str] = typer.Option(None, "--valid-for", help="nfd: how long after the run the features stay valid (30m, 12h, 7d, 2w; default 7d)."),
 ) -> None:
     """Render a certificate for the tools fleets read: metrics, node features, a problem detector, CI reports."""
     from lockgen.api.certs import export_certificate

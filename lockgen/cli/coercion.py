@@ -42,6 +42,7 @@ def _leaf(kind: type, value: Any, param: Any, ctx: Any) -> Any:
 
 
 if RuntimeParam is not None:
+
     @dataclass(frozen=True)
     class Plain(RuntimeParam):
         """A plain parameter's conversion: one kind, or a list of it."""
@@ -80,11 +81,13 @@ def install(command: object) -> None:
         _give(param)
     made = getattr(command, "get_help_option", None)
     if made is not None:
+
         def get_help_option(ctx: Any, made: Any = made) -> Any:
             option = made(ctx)
             if option is not None:
                 _give(option)
             return option
+
         command.get_help_option = get_help_option  # type: ignore[attr-defined]
     for sub in getattr(command, "commands", {}).values():
         install(sub)

@@ -11,8 +11,7 @@ import typer
 
 from lockgen.cli.ui import handles_errors, print_json, progress
 
-facts_app = typer.Typer(help="The GPU facts lockgen decides with: their date and sources, and what they lack.",
-                        invoke_without_command=True, rich_markup_mode=None)
+facts_app = typer.Typer(help="The GPU facts lockgen decides with: their date and sources, and what they lack.", invoke_without_command=True, rich_markup_mode=None)
 
 
 @facts_app.callback()
@@ -31,18 +30,15 @@ def facts(
         print_json(report)
         return
     print(f"facts valid as of {report['valid_as_of']} ({report['origin']})")
-    print(f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest "
-          f"{report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})")
+    print(f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest {report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})")
     newest = ", ".join(f"{release} on {platform}" for platform, release in report["pypi_torch_newest"].items())
-    print(f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; "
-          f"{report['inferred_entries']} entries marked inferred")
+    print(f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; {report['inferred_entries']} entries marked inferred")
     print(f"  {len(report['sources'])} sources (lockgen facts --json lists them)")
     if report["unverifiable"]:
         print("not read from an authoritative source:")
         for line in report["unverifiable"]:
             print(f"  - {line}")
-    print("newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index "
-          "has that the facts lack")
+    print("newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index has that the facts lack")
 
 
 @facts_app.command("check")
@@ -52,11 +48,11 @@ def facts_check(
     platform: list[str] = typer.Option([], "--platform", help="linux-64 or linux-aarch64 (repeatable; default both)."),
     python: str = typer.Option("3.12", "--python", help="Whose wheels to read (their requirements can differ by Python)."),
     exclude_newer: Optional[str] = typer.Option(None, "--exclude-newer", help="Ignore files uploaded on or after this date (YYYY-MM-DD)."),
-    stack: Optional[Path] = typer.Option(None, "--stack", help="Check what this stack reads instead: its PyPI index, platforms, "
-                                         "Python and exclude-newer, and the pytorch/libtorch builds of its conda channels."),
+    stack: Optional[Path] = typer.Option(
+        None, "--stack", help="Check what this stack reads instead: its PyPI index, platforms, Python and exclude-newer, and the pytorch/libtorch builds of its conda channels."
+    ),
     channel_alias: list[str] = typer.Option([], "--channel-alias", help="With --stack: NAME=PATH_OR_URL, as for resolve."),
-    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, unknown_cuda_toolkits, "
-                                 "conda_builds} as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, unknown_cuda_toolkits, conda_builds} as JSON."),
 ) -> None:
     """List the torch releases, conda builds and CUDA toolkits an index or a stack's channels offer that the
     facts lack; exit 1 if any."""

@@ -14,22 +14,19 @@ import typer
 
 from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress
 
-fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True,
-                        rich_markup_mode=None)
+fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @fleet_app.command("slurm")
 @handles_errors
 def slurm(
     arch: str = typer.Option(..., "--arch", help="The arch every node must certify as (sm90, ...; cpu for a test cluster)."),
-    python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter on each node; "
-                                         "$SLURMD_NODENAME and other variables are expanded there."),
+    python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter on each node; $SLURMD_NODENAME and other variables are expanded there."),
     prefix: Optional[str] = typer.Option(None, "--prefix", help="A materialized environment on each node (PREFIX/bin/python)."),
     image: Optional[str] = typer.Option(None, "--image", help="An image each node runs (OCI layout path or docker://REF)."),
     lock: Optional[Path] = typer.Option(None, "--lock", help="The lock each node's environment must be (conformance first)."),
     manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: the manifests bundle (nodes without network)."),
-    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that nodes may "
-                                            "have (recorded in each certificate). Repeatable."),
+    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that nodes may have (recorded in each certificate). Repeatable."),
     key: Optional[Path] = typer.Option(None, "--key", help="The signing key, at a path every node can read."),
     nodes: int = typer.Option(..., "--nodes", help="Nodes the sbatch job certifies together."),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Processes per node (default: every GPU)."),
@@ -40,10 +37,8 @@ def slurm(
     timeout: int = typer.Option(600, "--timeout", help="Seconds each node's kernel may run in the job."),
     health_limit: int = typer.Option(55, "--health-limit", help="Seconds the health check may take (Slurm kills it at 60)."),
     no_drain: bool = typer.Option(False, "--no-drain", help="The health check reports a failure but does not drain."),
-    prom_dir: Optional[Path] = typer.Option(None, "--prom-dir", help="The health check writes lockgen.prom here "
-                                            "(node_exporter's --collector.textfile.directory)."),
-    nfd_dir: Optional[Path] = typer.Option(None, "--nfd-dir", help="The health check writes the node features here "
-                                           "(NFD's features.d; needs --lock)."),
+    prom_dir: Optional[Path] = typer.Option(None, "--prom-dir", help="The health check writes lockgen.prom here (node_exporter's --collector.textfile.directory)."),
+    nfd_dir: Optional[Path] = typer.Option(None, "--nfd-dir", help="The health check writes the node features here (NFD's features.d; needs --lock)."),
     certs: Path = typer.Option(Path("certs"), "--certs", help="Where nodes write certificates and logs (shared by all nodes)."),
     lockgen_command: Optional[str] = typer.Option(None, "--lockgen", help="How nodes run lockgen (default: this interpreter's)."),
     out: Path = typer.Option(Path("slurm"), "--out", help="Folder for certify.sbatch and lockgen-health.sh."),
@@ -53,13 +48,24 @@ def slurm(
     from lockgen.api.fleet import write_slurm
     from lockgen.model.fleet import CertifyJob, SlurmHealth
 
-    target = environment(Path(prefix) if prefix is not None else None, python, image,
-                         ("--python, --prefix and --image each name the environment to certify", "pass one of them", 2))
-    job = CertifyJob(lockgen=lockgen_command or f"{shlex.quote(sys.executable)} -m lockgen", arch=arch,
-                     environment=target, lock=_absolute(lock), manifests=_absolute(manifests),
-                     allow_foreign=tuple(allow_foreign), key=_absolute(key), out_dir=str(certs.resolve()), nodes=nodes,
-                     gpus_per_node=gpus_per_node, quick=quick, partition=partition, time_limit=time_limit,
-                     constraint=constraint, timeout_s=timeout)
+    target = environment(Path(prefix) if prefix is not None else None, python, image, ("--python, --prefix and --image each name the environment to certify", "pass one of them", 2))
+    job = CertifyJob(
+        lockgen=lockgen_command or f"{shlex.quote(sys.executable)} -m lockgen",
+        arch=arch,
+        environment=target,
+        lock=_absolute(lock),
+        manifests=_absolute(manifests),
+        allow_foreign=tuple(allow_foreign),
+        key=_absolute(key),
+        out_dir=str(certs.resolve()),
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        quick=quick,
+        partition=partition,
+        time_limit=time_limit,
+        constraint=constraint,
+        timeout_s=timeout,
+    )
     scripts = write_slurm(out, job, SlurmHealth(health_limit, not no_drain, _absolute(prom_dir), _absolute(nfd_dir)))
     if as_json:
         print_json({"sbatch": str(scripts.sbatch), "health": str(scripts.health)})
@@ -104,33 +110,29 @@ def status(
             print(f"REFUSED {entry['source']}: {entry['reason']}")
     failing = [row["node"] for row in rows if not row["passed"]]
     if failing or report["refused"]:
-        fail(f"{len(failing)} of {len(rows)} node certificates failed" + (f" ({', '.join(failing[:5])})" if failing else "")
-             + (f"; {len(report['refused'])} attestations refused" if report["refused"] else ""),
-             "each row names its failed checks; lockgen cert verify CERT shows them all")
+        fail(
+            f"{len(failing)} of {len(rows)} node certificates failed"
+            + (f" ({', '.join(failing[:5])})" if failing else "")
+            + (f"; {len(report['refused'])} attestations refused" if report["refused"] else ""),
+            "each row names its failed checks; lockgen cert verify CERT shows them all",
+        )
 
 
 @fleet_app.command("kubernetes")
 @handles_errors
 def kubernetes(
     image: str = typer.Option(..., "--image", help="The image to certify, pinned: docker://HOST/REPO@sha256:HEX."),
-    lockgen_image: str = typer.Option(..., "--lockgen-image", help="The image the pods run: lockgen and skopeo on "
-                                      "PATH, and sh (registry.example/tools/lockgen@sha256:...)."),
+    lockgen_image: str = typer.Option(..., "--lockgen-image", help="The image the pods run: lockgen and skopeo on PATH, and sh (registry.example/tools/lockgen@sha256:...)."),
     arch: str = typer.Option(..., "--arch", help="The arch every node must certify as (sm90, ...; cpu for a test cluster)."),
-    gpu_product: Optional[str] = typer.Option(None, "--gpu-product", help="The nodes' nvidia.com/gpu.product label "
-                                              "(GPU Feature Discovery's), e.g. NVIDIA-H100-80GB-HBM3; needed unless --arch cpu."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="nvidia.com/gpu each pod requests and "
-                                                "verify --gpus (default 8; none for --arch cpu)."),
+    gpu_product: Optional[str] = typer.Option(None, "--gpu-product", help="The nodes' nvidia.com/gpu.product label (GPU Feature Discovery's), e.g. NVIDIA-H100-80GB-HBM3; needed unless --arch cpu."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="nvidia.com/gpu each pod requests and verify --gpus (default 8; none for --arch cpu)."),
     nodes: int = typer.Option(1, "--nodes", help="Nodes the Job certifies, one pod on each."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the image must be (conformance first); carried "
-                                        "in a ConfigMap (default: the image's own lock label)."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the image must be (conformance first); carried in a ConfigMap (default: the image's own lock label)."),
     namespace: str = typer.Option("default", "--namespace", help="The namespace of every object."),
     name: Optional[str] = typer.Option(None, "--name", help="Prefix of the objects' names (default lockgen-ARCH)."),
-    certs_claim: str = typer.Option(..., "--certs-claim", help="A PersistentVolumeClaim (ReadWriteMany) the pods "
-                                    "write certificates to."),
-    key_secret: Optional[str] = typer.Option(None, "--key-secret", help="A Secret with signing.key and signing.pub "
-                                             "(lockgen keygen's pair): certificates are signed and probes check them."),
-    registry_auth_secret: Optional[str] = typer.Option(None, "--registry-auth-secret", help="A dockerconfigjson "
-                                                       "Secret for pulling the image and reading its attestations."),
+    certs_claim: str = typer.Option(..., "--certs-claim", help="A PersistentVolumeClaim (ReadWriteMany) the pods write certificates to."),
+    key_secret: Optional[str] = typer.Option(None, "--key-secret", help="A Secret with signing.key and signing.pub (lockgen keygen's pair): certificates are signed and probes check them."),
+    registry_auth_secret: Optional[str] = typer.Option(None, "--registry-auth-secret", help="A dockerconfigjson Secret for pulling the image and reading its attestations."),
     interval: int = typer.Option(3600, "--interval", help="Seconds between the DaemonSet's quick certifications."),
     out: Path = typer.Option(Path("kubernetes"), "--out", help="Folder for the manifests."),
     as_json: bool = typer.Option(False, "--json", help="Print {job, daemonset, gate} as JSON."),
@@ -139,13 +141,24 @@ def kubernetes(
     from lockgen.api.fleet import write_kubernetes
 
     manifests = write_kubernetes(
-        out, image=image, lockgen_image=lockgen_image, arch=arch, gpu_product=gpu_product, gpus_per_node=gpus_per_node,
-        nodes=nodes, lock=lock, namespace=namespace, name=name, certs_claim=certs_claim, key_secret=key_secret,
-        registry_auth_secret=registry_auth_secret, interval_s=interval)
+        out,
+        image=image,
+        lockgen_image=lockgen_image,
+        arch=arch,
+        gpu_product=gpu_product,
+        gpus_per_node=gpus_per_node,
+        nodes=nodes,
+        lock=lock,
+        namespace=namespace,
+        name=name,
+        certs_claim=certs_claim,
+        key_secret=key_secret,
+        registry_auth_secret=registry_auth_secret,
+        interval_s=interval,
+    )
     if as_json:
         print_json({"job": str(manifests.job), "daemonset": str(manifests.daemonset), "gate": str(manifests.gate)})
         return
     for path in (manifests.job, manifests.daemonset, manifests.gate):
         print(path)
-    progress(f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; "
-             f"gate: merge {manifests.gate} into a training pod's spec")
+    progress(f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; gate: merge {manifests.gate} into a training pod's spec")

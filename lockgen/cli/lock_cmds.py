@@ -29,8 +29,7 @@ def diff(
         raise
     differ = bool(result.changes or result.platforms_only_in_a or result.platforms_only_in_b)
     if as_json:
-        print_json({"changes": [c.__dict__ for c in result.changes], "platforms_only_in_a": result.platforms_only_in_a,
-                    "platforms_only_in_b": result.platforms_only_in_b})
+        print_json({"changes": [c.__dict__ for c in result.changes], "platforms_only_in_a": result.platforms_only_in_a, "platforms_only_in_b": result.platforms_only_in_b})
     else:
         for platform in result.platforms_only_in_a:
             print(f"- platform {platform}")
@@ -64,17 +63,16 @@ def import_(
     from lockgen.api.import_lock import UvChoices, import_lock, import_notes
     from lockgen.cli.ui import progress
 
-    choices = UvChoices(python=python, extras=tuple(extra), all_extras=all_extras, groups=tuple(group), dev=not no_dev,
-                        no_default_groups=no_default_groups, package=package, all_packages=all_packages, glibc=glibc)
+    choices = UvChoices(
+        python=python, extras=tuple(extra), all_extras=all_extras, groups=tuple(group), dev=not no_dev, no_default_groups=no_default_groups, package=package, all_packages=all_packages, glibc=glibc
+    )
     path, lock = import_lock(source, target, environment, out, choices, project)
     notes = import_notes(lock)
     for line in notes.assumed:
         progress(f"warning: {line}")
     if as_json:
-        counts = {p: {"conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"),
-                      "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip")} for p in lock.metadata.platforms}
-        print_json({"path": str(path), "format": notes.format, "platforms": counts,
-                    "skipped": list(notes.skipped), "assumed": list(notes.assumed)})
+        counts = {p: {"conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"), "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip")} for p in lock.metadata.platforms}
+        print_json({"path": str(path), "format": notes.format, "platforms": counts, "skipped": list(notes.skipped), "assumed": list(notes.assumed)})
         return
     for platform in lock.metadata.platforms:
         entries = lock.packages_for(platform)
@@ -90,9 +88,9 @@ def render(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve."),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform (needed when the lock has several)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout (pylock: pylock.<target>.toml)."),
-    fmt: str = typer.Option("explicit", "--format", "-f",
-                            help="explicit (conda create --file), requirements (pip --require-hashes), "
-                                 "pylock (PEP 751 pylock.toml), environment (conda environment.yml)."),
+    fmt: str = typer.Option(
+        "explicit", "--format", "-f", help="explicit (conda create --file), requirements (pip --require-hashes), pylock (PEP 751 pylock.toml), environment (conda environment.yml)."
+    ),
 ) -> None:
     """Write the lock for another tool: an @EXPLICIT file, hashed requirements, pylock.toml or environment.yml."""
     from lockgen.api.locks import pylock_name, render as run

@@ -25,8 +25,7 @@ def pack(
     with Meter() as meter:
         packed = run(lock, out, platform, progress, meter)
     if as_json:
-        print_json({"archive": str(packed.path), "sha256": packed.sha256, "size": packed.size, "platform": packed.platform,
-                    "artifacts": packed.artifacts})
+        print_json({"archive": str(packed.path), "sha256": packed.sha256, "size": packed.size, "platform": packed.platform, "artifacts": packed.artifacts})
     else:
         print(packed.path)
 

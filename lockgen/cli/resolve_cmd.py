@@ -18,8 +18,7 @@ def resolve(
     dry_run: bool = typer.Option(False, "--dry-run", help="Solve but write no lock (a base image's own lock is still kept, an input)."),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON on stdout."),
     channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
-    insecure: bool = typer.Option(False, "--insecure", help="A base image (`extends = \"docker://…\"`) in a plain-HTTP or "
-                                  "self-signed registry."),
+    insecure: bool = typer.Option(False, "--insecure", help='A base image (`extends = "docker://…"`) in a plain-HTTP or self-signed registry.'),
 ) -> None:
     """Resolve a stack into one conda lockfile per GPU target (locks/<target>.conda-lock.yml)."""
     from lockgen.api import resolve as api

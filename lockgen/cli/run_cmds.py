@@ -15,8 +15,7 @@ COMMAND = "lockgen.command"
 SOURCE_HELP = "A lock, or a stack (stack.toml or its folder; default ./stack.toml) whose target's lock to use."
 TARGET_HELP = "With a STACK: the target whose lock to use (default: the one this node matches, as lockgen detect says)."
 PLATFORM_HELP = "Which platform of the lock (default: this host's)."
-PREFIX_HELP = ("Where the environment is (default: the store's, $LOCKGEN_HOME/envs/…); alone, without LOCK or STACK: "
-               "an existing conda environment or venv, used as it is.")
+PREFIX_HELP = "Where the environment is (default: the store's, $LOCKGEN_HOME/envs/…); alone, without LOCK or STACK: an existing conda environment or venv, used as it is."
 
 
 class AfterDoubleDash(TyperCommand):
@@ -25,7 +24,7 @@ class AfterDoubleDash(TyperCommand):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's own click Context
         if "--" in args:
             at = args.index("--")
-            ctx.meta[COMMAND] = args[at + 1:]
+            ctx.meta[COMMAND] = args[at + 1 :]
             args = args[:at]
         return super().parse_args(ctx, args)
 
@@ -90,8 +89,9 @@ def activate(
 @handles_errors
 def detect(
     stack: Optional[Path] = typer.Argument(None, help="A stack.toml, or its folder (default: ./stack.toml).", metavar="STACK"),
-    node: Optional[Path] = typer.Option(None, "--node", help="State the node's facts in a JSON file instead of probing "
-                                        "this one (for tests and dry runs; $LOCKGEN_NODE_FACTS does it for every command)."),
+    node: Optional[Path] = typer.Option(
+        None, "--node", help="State the node's facts in a JSON file instead of probing this one (for tests and dry runs; $LOCKGEN_NODE_FACTS does it for every command)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print {target, reasons, node, targets} as JSON."),
 ) -> None:
     """Print the stack's target this node matches (GPU arch, driver, platform, glibc), saying why; exit 1 when

@@ -58,8 +58,7 @@ class Meter:
             if self._bar is None:
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-                self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     transient=True, console=None)
+                self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True, console=None)
                 self._bar.start()
             if phase not in self._tasks:
                 self._tasks[phase] = self._bar.add_task(phase, total=total)
@@ -96,8 +95,9 @@ def _one_line(text: str) -> str:
     return _BREAKS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
 
 
-def environment(prefix: Path | None, python: str | None, image: str | None, refusal: tuple[str, str, int],
-                required: bool = False, insecure: bool = False, image_prefix: str | None = None) -> Environment | None:
+def environment(
+    prefix: Path | None, python: str | None, image: str | None, refusal: tuple[str, str, int], required: bool = False, insecure: bool = False, image_prefix: str | None = None
+) -> Environment | None:
     """The one environment the flags name, None when none: the one-of rule of --prefix, --python and --image,
     checked here once; more than one (or none, when `required`) fails with `refusal` (message, hint, exit code)."""
     from lockgen.model.requests import Image, Prefix, Python
@@ -154,8 +154,10 @@ def handles_errors(command: F) -> F:
                 fail(f"{where} {said} ({exc.strerror or exc})", hint + "; nothing half done is kept")
             if isinstance(exc, OSError) and exc.errno in _FULL:
                 where = f" writing {exc.filename}" if exc.filename else ""
-                fail(f"the disk is full{where}", "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at "
-                     "a larger disk, and run it again (what was being written is removed, nothing half done is kept)")
+                fail(
+                    f"the disk is full{where}",
+                    "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at a larger disk, and run it again (what was being written is removed, nothing half done is kept)",
+                )
             fail(f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3)
 
     return wrapper  # type: ignore[return-value]

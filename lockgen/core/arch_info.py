@@ -12,19 +12,25 @@ from lockgen.model.facts import GpuFacts
 def arch_table() -> list[dict[str, Any]]:
     """One row per known arch, oldest first."""
     facts = load_facts()
-    return [{"arch": a.name, "compute_capability": a.compute_capability, "family": a.family, "gpus": list(a.gpus),
-             "first_cuda": a.first_cuda, "last_cuda": a.last_cuda} for a in sorted_archs(facts)]
+    return [{"arch": a.name, "compute_capability": a.compute_capability, "family": a.family, "gpus": list(a.gpus), "first_cuda": a.first_cuda, "last_cuda": a.last_cuda} for a in sorted_archs(facts)]
 
 
 def arch_report(name: str) -> dict[str, Any]:
     """Everything lockgen knows and derives about one arch (`cpu`: the target without a GPU)."""
     facts = load_facts()
     if name == "cpu":
-        return {"arch": "cpu", "compute_capability": "none", "family": "no GPU",
-                "gpus": [], "first_cuda": "none", "last_cuda": "none", "min_driver": "none (no NVIDIA driver needed)",
-                "tensor_cores": "none",
-                "resolves_to": "CPU builds of torch (no CUDA, cuDNN or NCCL packages), for any driver or none",
-                "verify": "lockgen verify --arch cpu runs the kernel on the CPU (gloo for several processes)"}
+        return {
+            "arch": "cpu",
+            "compute_capability": "none",
+            "family": "no GPU",
+            "gpus": [],
+            "first_cuda": "none",
+            "last_cuda": "none",
+            "min_driver": "none (no NVIDIA driver needed)",
+            "tensor_cores": "none",
+            "resolves_to": "CPU builds of torch (no CUDA, cuDNN or NCCL packages), for any driver or none",
+            "verify": "lockgen verify --arch cpu runs the kernel on the CPU (gloo for several processes)",
+        }
     arch = arch_fact(facts, name)
     first = facts.cuda_toolkits.get(arch.first_cuda)
     conda_forge = []

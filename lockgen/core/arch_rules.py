@@ -43,8 +43,7 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
     if native is None:
         oldest = min(facts.cuda_toolkits.values(), key=lambda t: major_minor(t.version))
         raise TargetError(
-            f"target `{target.name}`: driver {target.driver} runs no CUDA release lockgen knows "
-            f"({arch.name} needs CUDA >= {arch.first_cuda})",
+            f"target `{target.name}`: driver {target.driver} runs no CUDA release lockgen knows ({arch.name} needs CUDA >= {arch.first_cuda})",
             f"CUDA {oldest.version} needs driver >= {oldest.min_driver}; raise `driver`",
         )
     minor = target.cuda_compat == "minor" and not is_tegra(facts, target.arch)  # Table 3's ranges are dGPU drivers'
@@ -62,16 +61,14 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
         reason += f"; CUDA {arch.last_cuda} is the last release that targets {arch.name}"
     if low > high:
         raise TargetError(
-            f"target `{target.name}`: driver {target.driver} runs CUDA <= {mm_text(major_minor(ceiling))} "
-            f"but {arch.name} needs CUDA >= {arch.first_cuda}",
+            f"target `{target.name}`: driver {target.driver} runs CUDA <= {mm_text(major_minor(ceiling))} but {arch.name} needs CUDA >= {arch.first_cuda}",
             _driver_hint(facts, arch.first_cuda, target),
         )
     if target.cuda is not None:
         pin = major_minor(target.cuda)
         if not low <= pin <= high:
             raise TargetError(
-                f"target `{target.name}`: cuda = {target.cuda} is outside what it can use "
-                f"(CUDA {mm_text(low)} to {mm_text(high)}: {reason})",
+                f"target `{target.name}`: cuda = {target.cuda} is outside what it can use (CUDA {mm_text(low)} to {mm_text(high)}: {reason})",
                 "change `cuda`, or `driver` / `cuda-compat` if the fleet allows it",
             )
         low = high = pin
@@ -82,15 +79,17 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
 def _driver_hint(facts: GpuFacts, needed: str, target: Target) -> str:
     if is_tegra(facts, target.arch):
         known = [f"{t.branch}.x: CUDA {t.cuda} ({t.release})" for t in facts.tegra_drivers if target.arch in t.archs]
-        return (f"Jetson drivers are numbered on their own and lockgen's Tegra facts know for {target.arch} "
-                f"{'; '.join(known) or 'no branch'}: state the CUDA the module's JetPack runs (`cuda = \"{needed}\"` "
-                "or newer)")
+        return (
+            f"Jetson drivers are numbered on their own and lockgen's Tegra facts know for {target.arch} "
+            f'{"; ".join(known) or "no branch"}: state the CUDA the module\'s JetPack runs (`cuda = "{needed}"` '
+            "or newer)"
+        )
     toolkit = facts.cuda_toolkits.get(needed)
     if toolkit is None:
         return f"use a driver that runs CUDA {needed} or newer"
     hint = f"CUDA {needed} needs driver >= {toolkit.min_driver}"
     if target.cuda_compat == "strict":
-        hint += "; or set `cuda-compat = \"minor\"` if the fleet may use minor-version compatibility"
+        hint += '; or set `cuda-compat = "minor"` if the fleet may use minor-version compatibility'
     return hint
 
 
@@ -126,8 +125,7 @@ def build_variant(candidate: CandidateBuild) -> str | None:
     return None
 
 
-def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platform: str,
-                  unknown_releases: str = "infer") -> tuple[str | None, str]:
+def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platform: str, unknown_releases: str = "infer") -> tuple[str | None, str]:
     """(the TORCH_CUDA_ARCH_LIST this build was made with, by its origin, or None when unknown; why it is
     inferred, empty when a fact states it). A `pytorch`-channel release newer than the facts takes the list
     of the newest known release with its CUDA variant, unless the stack refuses unknown releases."""
@@ -143,8 +141,7 @@ def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platfor
             return exact[0].arch_list, ""
         newest = max(same_tag, key=lambda e: as_tuple(e.torch), default=None)
         if newest is not None and as_tuple(torch_mm) > as_tuple(newest.torch) and unknown_releases == "infer":
-            return newest.arch_list, (f"{candidate.name} {candidate.version} is newer than lockgen's facts "
-                                      f"({newest.torch} {tag}); arch list of {newest.torch} {tag} (inferred)")
+            return newest.arch_list, (f"{candidate.name} {candidate.version} is newer than lockgen's facts ({newest.torch} {tag}); arch list of {newest.torch} {tag} (inferred)")
         return None, ""
     variant = build_variant(candidate)  # a tegra build never takes the generic list
     same = [e for e in facts.conda_forge_pytorch_arch_lists if e.cuda == cuda and e.variant == variant]
@@ -168,16 +165,14 @@ def coverage(arch_list: str, compute_capability: str) -> str | None:
     return "ptx" if ptx else None
 
 
-def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, platform: str,
-                candidate: CandidateBuild, unknown_releases: str = "infer") -> BuildVerdict:
+def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, platform: str, candidate: CandidateBuild, unknown_releases: str = "infer") -> BuildVerdict:
     """Whether an arch-specific build may be locked for the target, with the reason."""
     cuda = build_cuda(candidate)
     label = f"{candidate.name} {candidate.version} {candidate.build}"
     inferred = ""
 
     def verdict(allowed: bool, kind: str, reason: str) -> BuildVerdict:
-        return BuildVerdict(candidate=candidate, allowed=allowed, kind=kind, cuda=cuda, reason=f"{label}: {reason}",
-                            inferred=inferred)
+        return BuildVerdict(candidate=candidate, allowed=allowed, kind=kind, cuda=cuda, reason=f"{label}: {reason}", inferred=inferred)
 
     if not target.is_gpu:
         if cuda is None:
@@ -189,16 +184,14 @@ def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, plat
     if major_minor(cuda) > major_minor(window.high):
         needs = facts.cuda_toolkits.get(cuda)
         driver = f" (needs driver >= {needs.min_driver})" if needs else ""
-        return verdict(False, "newer-cuda", f"built with CUDA {cuda}{driver}, newer than the CUDA {window.high} "
-                       f"driver {target.driver} allows ({target.cuda_compat})")
+        return verdict(False, "newer-cuda", f"built with CUDA {cuda}{driver}, newer than the CUDA {window.high} driver {target.driver} allows ({target.cuda_compat})")
     if target.cuda is not None and major_minor(cuda) != major_minor(target.cuda):
         return verdict(False, "not-pinned", f"built with CUDA {cuda}, not the pinned {target.cuda}")
     arch_list, inferred = arch_list_for(facts, candidate, cuda, platform, unknown_releases)
     if arch_list is None:
         variant = build_variant(candidate)
         what = f"CUDA {cuda}" + (f", {variant} variant" if variant else "")
-        return verdict(False, "unknown-arch-list", f"no arch list known for this build ({what}), so its {target.arch} "
-                       f"kernels are unproven; facts that list it (LOCKGEN_FACTS) would admit it")
+        return verdict(False, "unknown-arch-list", f"no arch list known for this build ({what}), so its {target.arch} kernels are unproven; facts that list it (LOCKGEN_FACTS) would admit it")
     cc = arch_fact(facts, target.arch).compute_capability
     covered = coverage(arch_list, cc)
     if covered == "sass":
@@ -220,7 +213,7 @@ def no_build_error(target: Target, window: CudaWindow | None, name: str, verdict
         best = max(newer, key=lambda v: (major_minor(v.cuda or "0"), as_tuple(v.candidate.version)))
         hints.append(best.reason.split(": ", 1)[1].split(", newer")[0].replace("built with", f"{best.candidate.name} {best.candidate.version} is built with"))
         if target.cuda_compat == "strict":
-            hints.append("or set `cuda-compat = \"minor\"` if the fleet may use minor-version compatibility")
+            hints.append('or set `cuda-compat = "minor"` if the fleet may use minor-version compatibility')
     if "ptx" in kinds:
         hints.append(f"builds that reach {target.arch} only through PTX JIT exist: set `allow-ptx-jit = true` to accept them")
     if kinds <= {"cpu-build"} and target.is_gpu:
@@ -229,8 +222,7 @@ def no_build_error(target: Target, window: CudaWindow | None, name: str, verdict
         hints.append("use channels or versions with builds for this target")
     arch = f"native {target.arch} kernels" if target.is_gpu else "a CPU build"
     return TargetError(
-        f"target `{target.name}`: no {name} build in the channels has {arch} with {where} "
-        f"({len(verdicts)} builds considered)",
+        f"target `{target.name}`: no {name} build in the channels has {arch} with {where} ({len(verdicts)} builds considered)",
         "; ".join(hints),
     )
 

@@ -38,8 +38,10 @@ from lockgen.core.launchers import is_launcher
 from lockgen.model.conformance import Accepted, Clobber, ConformanceReport, PackageResult
 
 DERIVED_DIST_INFO = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
-_VENV_FILES = re.compile(r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/activate(\.(bat|csh|fish|nu|ps1|xsh))?"
-                         r"|bin/activate_this\.py|bin/Activate\.ps1|bin/deactivate\.bat|bin/pydoc\.bat")
+_VENV_FILES = re.compile(
+    r"pyvenv\.cfg|\.gitignore|CACHEDIR\.TAG|\.lock|bin/activate(\.(bat|csh|fish|nu|ps1|xsh))?"
+    r"|bin/activate_this\.py|bin/Activate\.ps1|bin/deactivate\.bat|bin/pydoc\.bat"
+)
 _VENV_PYTHON = re.compile(r"bin/python(\d+(\.\d+)?t?)?")  # links only: a venv's interpreter is never a file in it
 _CONDA_META = re.compile(r"conda-meta/[^/]+\.json|conda-meta/history")
 _PYC = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^/]+)\.pyc")
@@ -88,8 +90,7 @@ class ObservedFile(NamedTuple):
 def _differs(expected: ExpectedFile, found: ObservedFile) -> bool:
     if expected.kind == "link":
         return found.kind not in ("link", "dir-link") or (expected.target is not None and found.target != expected.target)
-    return (found.kind != "file" or (expected.sha256 is not None and found.sha256 != expected.sha256)
-            or (expected.size is not None and found.size != expected.size))
+    return found.kind != "file" or (expected.sha256 is not None and found.sha256 != expected.sha256) or (expected.size is not None and found.size != expected.size)
 
 
 def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> PackageResult:
@@ -98,8 +99,7 @@ def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> Packa
         found = observed.get(expected.path)
         if found is None:
             missing.append(expected.path)
-        elif expected.sha256 is not None and found.sha256 == expected.sha256 and found.kind == expected.kind == "file" \
-                and (expected.size is None or found.size == expected.size):
+        elif expected.sha256 is not None and found.sha256 == expected.sha256 and found.kind == expected.kind == "file" and (expected.size is None or found.size == expected.size):
             continue  # the common case, decided without a call: 60,000 calls are a tenth of a second
         elif _differs(expected, found):
             modified.append(expected.path)
@@ -142,8 +142,7 @@ def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
     return derived
 
 
-def _rule(found: ObservedFile, owners: _Owners, derived: dict[str, tuple[str, str]],
-          launchers: dict[str, str], prefix: str | None, unproven: Mapping[str, str]) -> Accepted | None:
+def _rule(found: ObservedFile, owners: _Owners, derived: dict[str, tuple[str, str]], launchers: dict[str, str], prefix: str | None, unproven: Mapping[str, str]) -> Accepted | None:
     path = found.path
     source = _pyc_source(path) if found.kind == "file" else None
     if source is not None and source in owners.first and path not in unproven:
@@ -153,8 +152,7 @@ def _rule(found: ObservedFile, owners: _Owners, derived: dict[str, tuple[str, st
         if target is not None and not is_launcher(found.text or "", target, prefix):
             return None  # not the launcher its entry point derives: foreign
         return Accepted(path, *derived[path])
-    if (_VENV_FILES.fullmatch(path) and found.kind == "file") or (_VENV_PYTHON.fullmatch(path) and found.kind == "link") \
-            or (path == "lib64" and found.kind == "dir-link" and found.target == "lib"):
+    if (_VENV_FILES.fullmatch(path) and found.kind == "file") or (_VENV_PYTHON.fullmatch(path) and found.kind == "link") or (path == "lib64" and found.kind == "dir-link" and found.target == "lib"):
         return Accepted(path, "venv", None)
     if _CONDA_META.fullmatch(path):
         return Accepted(path, "conda-meta", None)
@@ -168,25 +166,21 @@ def _empty_uv_lock(found: ObservedFile) -> bool:
     return found.path == ".lock" and found.size == 0 and not found.mode & (stat.S_ISUID | stat.S_ISGID)
 
 
-def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile],
-            site_packages: str = "", prefix: str | None = None, unproven: Mapping[str, str] = {}) -> ConformanceReport:
+def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile], site_packages: str = "", prefix: str | None = None, unproven: Mapping[str, str] = {}) -> ConformanceReport:
     """The conformance report of an observed environment against the expected one; `prefix` (the path the
     environment was installed for) is what its launchers' interpreter lines must name. `unproven`: byte-code
     files (of `pyc_pairs`) that are not their source's, with why; they are findings, not accepted."""
     found = {item.path: item for item in observed}
     owners = _owners(expected)
     accepted, foreign = _accounted(expected, found, owners, prefix, unproven)
-    mode = sorted(p for p, f in found.items() if f.kind == "file"
-                  and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege))
+    mode = sorted(p for p, f in found.items() if f.kind == "file" and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege))
     clobbered = _clobbers(owners)
     results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
     bytecode = tuple(f"{path} ({why})" for path, why in sorted(unproven.items()))
-    return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted),
-                             len(owners.first), len(found), site_packages, bytecode)
+    return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted), len(owners.first), len(found), site_packages, bytecode)
 
 
-def unstated(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile],
-             prefix: str | None = None) -> tuple[tuple[str, ...], tuple[Clobber, ...]]:
+def unstated(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile], prefix: str | None = None) -> tuple[tuple[str, ...], tuple[Clobber, ...]]:
     """What an environment just built must not hold: the paths no package states and no rule derives
     (foreign), and the paths two packages state (clobbers); as `compare` finds them. `observed` need hold
     only the paths no package states (the rest cannot be foreign), so a caller looks closely at those alone."""
@@ -216,8 +210,7 @@ def _owners(expected: Sequence[ExpectedPackage]) -> _Owners:
     return _Owners(first, shared)
 
 
-def _accounted(expected: Sequence[ExpectedPackage], found: dict[str, ObservedFile], owners: _Owners,
-               prefix: str | None, unproven: Mapping[str, str]) -> tuple[list[Accepted], list[str]]:
+def _accounted(expected: Sequence[ExpectedPackage], found: dict[str, ObservedFile], owners: _Owners, prefix: str | None, unproven: Mapping[str, str]) -> tuple[list[Accepted], list[str]]:
     """The found paths no package states: those a rule accepts, and the foreign rest (sorted)."""
     derived = _derived(expected)
     launchers = launcher_targets(expected)
@@ -241,9 +234,13 @@ def passing_record(report: ConformanceReport) -> dict[str, object]:
     """A clean report as plain data (`conformance_store` keeps it beside the tree's fingerprint)."""
     if not report.clean:
         raise ValueError("only a passing report is kept")
-    return {"packages": [p.key for p in report.packages], "accepted": [[a.path, a.rule, a.owner] for a in report.accepted],
-            "files_expected": report.files_expected, "files_observed": report.files_observed,
-            "site_packages": report.site_packages}
+    return {
+        "packages": [p.key for p in report.packages],
+        "accepted": [[a.path, a.rule, a.owner] for a in report.accepted],
+        "files_expected": report.files_expected,
+        "files_observed": report.files_observed,
+        "site_packages": report.site_packages,
+    }
 
 
 def passing_report(record: object) -> ConformanceReport | None:
@@ -252,10 +249,14 @@ def passing_report(record: object) -> ConformanceReport | None:
         return None
     keys, kept = record.get("packages"), record.get("accepted")
     expected, observed, site = record.get("files_expected"), record.get("files_observed"), record.get("site_packages")
-    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(kept, list)
-            and all(isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) and isinstance(a[1], str)
-                    and isinstance(a[2], (str, type(None))) for a in kept)
-            and type(expected) is int and type(observed) is int and isinstance(site, str)):
+    if not (
+        isinstance(keys, list)
+        and all(isinstance(k, str) for k in keys)
+        and isinstance(kept, list)
+        and all(isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) and isinstance(a[1], str) and isinstance(a[2], (str, type(None))) for a in kept)
+        and type(expected) is int
+        and type(observed) is int
+        and isinstance(site, str)
+    ):
         return None
-    return ConformanceReport(tuple(PackageResult(key, (), (), False) for key in keys), (), (), (),
-                             tuple(Accepted(*a) for a in kept), expected, observed, site)
+    return ConformanceReport(tuple(PackageResult(key, (), (), False) for key in keys), (), (), (), tuple(Accepted(*a) for a in kept), expected, observed, site)

@@ -19,16 +19,29 @@ from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize
 from lockgen.model.plan import CudaWindow
 
-CUDA_VERSIONED = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti", "nvidia-nvjitlink", "nvidia-nvtx",
-                  "nvidia-cuda-nvcc", "nvidia-cuda-cccl", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-sanitizer-api",
-                  "nvidia-cuda-opencl", "nvidia-cuda-cuobjdump", "nvidia-cuda-nvdisasm", "cuda-bindings", "cuda-toolkit")
+CUDA_VERSIONED = (
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-nvrtc",
+    "nvidia-cuda-cupti",
+    "nvidia-nvjitlink",
+    "nvidia-nvtx",
+    "nvidia-cuda-nvcc",
+    "nvidia-cuda-cccl",
+    "nvidia-cuda-crt",
+    "nvidia-nvvm",
+    "nvidia-cuda-sanitizer-api",
+    "nvidia-cuda-opencl",
+    "nvidia-cuda-cuobjdump",
+    "nvidia-cuda-nvdisasm",
+    "cuda-bindings",
+    "cuda-toolkit",
+)
 
 
 def _names(window: CudaWindow) -> list[str]:
     """The CUDA-versioned names of the window's newest major (older majors' wheels lie below it anyway)."""
     major = major_minor(window.high)[0]
-    return [name + suffix for name in CUDA_VERSIONED for suffix in ("", f"-cu{major}")
-            if not (suffix and name.startswith("cuda-"))]
+    return [name + suffix for name in CUDA_VERSIONED for suffix in ("", f"-cu{major}") if not (suffix and name.startswith("cuda-"))]
 
 
 def window_constraints(window: CudaWindow, held: frozenset[str] = frozenset()) -> tuple[str, ...]:
@@ -51,11 +64,9 @@ def components_text(window: CudaWindow, packages: list[LockedPackage], driver: s
         if cuda <= high:
             within.append(f"{package.name} {package.version}")
         elif compat_floor is not None and as_tuple(driver) >= as_tuple(compat_floor):
-            above.append(f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): admitted by "
-                         f"minor-version compatibility, driver {driver} >= {compat_floor} (no PTX JIT)")
+            above.append(f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): admitted by minor-version compatibility, driver {driver} >= {compat_floor} (no PTX JIT)")
         else:
-            above.append(f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): beyond the window, "
-                         "no compatibility rule admits it")
+            above.append(f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): beyond the window, no compatibility rule admits it")
     parts = [f"within CUDA <= {window.high} (the window): {', '.join(within)}"] if within else []
     parts += above
     triton = next((p for p in packages if normalize(p.name) in ("triton", "pytorch-triton")), None)

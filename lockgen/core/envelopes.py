@@ -48,8 +48,7 @@ def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str)
     return None if entry is None else entry.get("value")
 
 
-def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
-                    interconnect: str, gpu_count: int, clock_limits: tuple[str, ...] = ()) -> list[Check]:
+def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], interconnect: str, gpu_count: int, clock_limits: tuple[str, ...] = ()) -> list[Check]:
     """One check per floor of the arch; no envelope (cpu, an arch without data) gives no checks.
     A failed floor names its likely cause (`failure_causes`: another process, a setting, a foreign library,
     the clock limits NVML reported), and a failed training floor a host-bound step."""
@@ -67,12 +66,10 @@ def _host_bound_note(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
     issue, measured = step.get("host_issue_ms"), step.get("value")
     if not issue or not measured or issue < HOST_BOUND_SHARE * measured:
         return ""
-    return (f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound "
-            "(a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host")
+    return f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
 
 
-def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any],
-                  interconnect: str, gpu_count: int) -> list[Check]:
+def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], interconnect: str, gpu_count: int) -> list[Check]:
     envelope = load_envelopes().get(arch)
     if envelope is None:
         return []
@@ -93,24 +90,38 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
     speedup = _value(figures, "training", "speedup_bf16_over_fp32")
     if speedup is not None:
         floor = floors["speedup_bf16_over_fp32"]
-        checks.append(Check(category="performance", name="amp_speedup_floor", passed=speedup >= floor,
-                            detail=f"bf16 autocast trains {speedup:.1f}x faster than fp32 (floor {floor:g}x)"
-                                   + ("" if speedup >= floor else host_bound), value=speedup))
+        checks.append(
+            Check(
+                category="performance",
+                name="amp_speedup_floor",
+                passed=speedup >= floor,
+                detail=f"bf16 autocast trains {speedup:.1f}x faster than fp32 (floor {floor:g}x)" + ("" if speedup >= floor else host_bound),
+                value=speedup,
+            )
+        )
     model_tflops = _value(figures, "training", "bf16_model_tflops")
     if model_tflops is not None:
         mfu = model_tflops / peaks["bf16"]
         floor = floors["train_bf16_mfu"]
-        checks.append(Check(category="performance", name="train_mfu_floor", passed=mfu >= floor,
-                            detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})"
-                                   + ("" if mfu >= floor else host_bound), value=mfu))
+        checks.append(
+            Check(
+                category="performance",
+                name="train_mfu_floor",
+                passed=mfu >= floor,
+                detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})" + ("" if mfu >= floor else host_bound),
+                value=mfu,
+            )
+        )
     checks += _conv_checks(figures, stack, peaks, floors.get("conv_fraction", {}))
     busbw = _value(figures, "allreduce", "1024MiB")
     if busbw is not None and gpu_count > 1:
         link = "nvlink" if interconnect == "nvlink" else "pcie"
         floor = envelope["allreduce_busbw_gbps"][link]
-        checks.append(Check(category="performance", name="allreduce_busbw_floor", passed=busbw >= floor,
-                            detail=f"1 GiB all-reduce at {busbw:.0f} GB/s bus bandwidth over {link} (floor {floor} GB/s)",
-                            value=busbw))
+        checks.append(
+            Check(
+                category="performance", name="allreduce_busbw_floor", passed=busbw >= floor, detail=f"1 GiB all-reduce at {busbw:.0f} GB/s bus bandwidth over {link} (floor {floor} GB/s)", value=busbw
+            )
+        )
     latency = _value(figures, "allreduce_latency", "8B")
     if latency is not None and gpu_count > 1:
         link = "nvlink" if interconnect == "nvlink" else "pcie"
@@ -118,13 +129,11 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
         detail = f"8 B all-reduce in {latency:.1f} us over {link} (ceiling {ceiling} us)"
         if latency > ceiling:
             detail += _nccl_settings(stack)
-        checks.append(Check(category="performance", name="allreduce_latency_ceiling", passed=latency <= ceiling,
-                            detail=detail, value=latency))
+        checks.append(Check(category="performance", name="allreduce_latency_ceiling", passed=latency <= ceiling, detail=detail, value=latency))
     return checks
 
 
-def _conv_checks(figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], peaks: dict[str, float],
-                 fractions: dict[str, float]) -> list[Check]:
+def _conv_checks(figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], peaks: dict[str, float], fractions: dict[str, float]) -> list[Check]:
     """The convolution block stack's TFLOP/s per dtype against its floor; a miss names what chose the kernels."""
     checks = []
     for dtype, fraction in fractions.items():
@@ -133,8 +142,7 @@ def _conv_checks(figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str,
         if measured is None:
             continue
         passed = measured >= fraction * peaks[dtype]
-        detail = (f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} "
-                  f"datasheet peak (floor {fraction:.0%})")
+        detail = f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
         if not passed:
             detail += _conv_cause(entry, stack)
         checks.append(Check(category="performance", name=f"conv_{dtype}_floor", passed=passed, detail=detail, value=measured))

@@ -51,8 +51,7 @@ def _key(manifest: PackageManifest) -> str:
 
 def installed_expected(manifest: PackageManifest, accepted: Mapping[str, str] = {}) -> ExpectedPackage:
     """A check-only distribution: the files its installed RECORD states (already prefix-relative)."""
-    files = tuple(ExpectedFile(f.path, accepted.get(f.path, f.sha256), None if f.path in accepted else f.size)
-                  for f in manifest.files if not f.path.endswith(".pyc"))
+    files = tuple(ExpectedFile(f.path, accepted.get(f.path, f.sha256), None if f.path in accepted else f.size) for f in manifest.files if not f.path.endswith(".pyc"))
     return ExpectedPackage(_key(manifest), files, manifest.dist_info, manifest.scripts, _targets(manifest))
 
 
@@ -68,8 +67,7 @@ def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str
     dist_name = (manifest.dist_info or manifest.name).removesuffix(".dist-info").rsplit("-", 1)[0]
     rows = tuple(RecordRow(f.path, f.sha256, f.size) for f in manifest.files)
     placed = expected_files(rows, Scheme(site, python_xy(python), dist_name))
-    files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size)
-                  for r in placed)
+    files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size) for r in placed)
     dist_info = posixpath.join(site, manifest.dist_info) if manifest.dist_info else None
     return ExpectedPackage(_key(manifest), files, dist_info, manifest.scripts, _targets(manifest))
 
@@ -93,26 +91,38 @@ def placed_record(manifest: PackageManifest, python: str) -> tuple[PlacedWheel, 
     """A wheel's placement for Python `X.Y` and its record to keep (JSON), bound to the wheel's sha256, the
     Python and `PLACEMENT_LAYOUT`: a materialize of the wheel again reads it instead of its manifest."""
     placed = wheel_expected(manifest, python)
-    record = {"layout": PLACEMENT_LAYOUT, "sha256": manifest.sha256, "python": python, "name": manifest.name,
-              "version": manifest.version, "dist_info": placed.dist_info, "scripts": list(placed.scripts),
-              "entry_points": [list(pair) for pair in placed.entry_points],
-              "files": [[f.path, f.sha256, f.size] for f in placed.files]}
+    record = {
+        "layout": PLACEMENT_LAYOUT,
+        "sha256": manifest.sha256,
+        "python": python,
+        "name": manifest.name,
+        "version": manifest.version,
+        "dist_info": placed.dist_info,
+        "scripts": list(placed.scripts),
+        "entry_points": [list(pair) for pair in placed.entry_points],
+        "files": [[f.path, f.sha256, f.size] for f in placed.files],
+    }
     return PlacedWheel(manifest.name, manifest.version, placed), record
 
 
 def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | None:
     """The placement a record of `placed_record` holds, when it is one, of this wheel, Python and layout;
     None for anything else (the caller works it out again)."""
-    if not (isinstance(record, dict) and record.get("layout") == PLACEMENT_LAYOUT and record.get("sha256") == sha256
-            and record.get("python") == python):
+    if not (isinstance(record, dict) and record.get("layout") == PLACEMENT_LAYOUT and record.get("sha256") == sha256 and record.get("python") == python):
         return None
     name, version, dist_info = record.get("name"), record.get("version"), record.get("dist_info")
     scripts, entry_points, rows = record.get("scripts"), record.get("entry_points"), record.get("files")
-    if not (isinstance(name, str) and isinstance(version, str)
-            and (dist_info is None or isinstance(dist_info, str)) and isinstance(scripts, list)
-            and all(isinstance(s, str) for s in scripts) and isinstance(entry_points, list)
-            and all(isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in entry_points)
-            and isinstance(rows, list) and all(_placed_row(row) for row in rows)):
+    if not (
+        isinstance(name, str)
+        and isinstance(version, str)
+        and (dist_info is None or isinstance(dist_info, str))
+        and isinstance(scripts, list)
+        and all(isinstance(s, str) for s in scripts)
+        and isinstance(entry_points, list)
+        and all(isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in entry_points)
+        and isinstance(rows, list)
+        and all(_placed_row(row) for row in rows)
+    ):
         return None
     files = tuple(ExpectedFile(path, digest, size) for path, digest, size in rows)
     targets = tuple((script, target) for script, target in entry_points)
@@ -120,8 +130,7 @@ def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | Non
 
 
 def _placed_row(row: Any) -> bool:
-    return (type(row) is list and len(row) == 3 and type(row[0]) is str and (row[1] is None or type(row[1]) is str)
-            and (row[2] is None or type(row[2]) is int))
+    return type(row) is list and len(row) == 3 and type(row[0]) is str and (row[1] is None or type(row[1]) is str) and (row[2] is None or type(row[2]) is int)
 
 
 def _conda_path(path: str, noarch_python: bool, python: str) -> str:
@@ -132,8 +141,7 @@ def _conda_path(path: str, noarch_python: bool, python: str) -> str:
     return path
 
 
-def conda_expected(manifest: PackageManifest, python: str | None, patched: Mapping[str, str],
-                   accepted: Mapping[str, str] = {}) -> ExpectedPackage:
+def conda_expected(manifest: PackageManifest, python: str | None, patched: Mapping[str, str], accepted: Mapping[str, str] = {}) -> ExpectedPackage:
     """The files a conda package links into a prefix; `patched` maps its placeholder files (archive paths)
     to the hash of their bytes with the prefix written in."""
     files: list[ExpectedFile] = []
@@ -149,8 +157,7 @@ def conda_expected(manifest: PackageManifest, python: str | None, patched: Mappi
     return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts, _targets(manifest))
 
 
-def package_expected(manifest: PackageManifest, python: str | None, accepted: Mapping[str, str],
-                     patched: Mapping[str, str] = {}) -> ExpectedPackage:
+def package_expected(manifest: PackageManifest, python: str | None, accepted: Mapping[str, str], patched: Mapping[str, str] = {}) -> ExpectedPackage:
     """The files a locked package puts into a prefix, by its manifest's kind: a wheel's (for Python `X.Y`) or
     a check-only distribution's installed RECORD, else a conda package's (`patched`: its placeholder files'
     hashes for the prefix)."""
@@ -167,12 +174,10 @@ def is_wheel(manifest: PackageManifest) -> bool:
 def from_installed_record(dist: InstalledDistribution, site_packages: str) -> list[ObservedFile]:
     """An installed RECORD read as if it were the files on disk (`lockgen pin` compares it with the
     wheel's: the re-hash of the files themselves is checked apart)."""
-    return [ObservedFile(posixpath.normpath(posixpath.join(site_packages, r.path)), "file", r.size or 0, 0o644, r.sha256)
-            for r in dist.record]
+    return [ObservedFile(posixpath.normpath(posixpath.join(site_packages, r.path)), "file", r.size or 0, 0o644, r.sha256) for r in dist.record]
 
 
 def expected_digest(packages: Iterable[ExpectedPackage]) -> str:
     """One digest of an expected environment: every package's files and stated hashes (prefix-free for
     pure-PyPI locks, so a venv on bare metal and the same lock in an image share it)."""
-    return canonical_digest(sorted([p.key, sorted((f.path, f.sha256, f.kind) for f in p.files), list(p.scripts)]
-                                   for p in packages))  # tuples: the same JSON as lists, made faster
+    return canonical_digest(sorted([p.key, sorted((f.path, f.sha256, f.kind) for f in p.files), list(p.scripts)] for p in packages))  # tuples: the same JSON as lists, made faster

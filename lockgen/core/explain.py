@@ -59,17 +59,21 @@ def pinned_out(specifier: SpecifierSet | None, release: str) -> bool:
 def cpu_target_candidates(facts: GpuFacts, spec: StackSpec, target: Target) -> list[Candidate]:
     """Every torch build on pypi.org the facts know for a CPU target's platforms: none is taken; newest first."""
     reason = f"a CPU target takes torch from the CPU index ({scrub_url(spec.pypi_options.cpu_torch_index())})"
-    return newest_first([Candidate("torch", w.torch, w.variant, PYPI_SOURCE, platform, False, "cpu-target", reason)
-                         for platform in spec.platforms_of(target)
-                         for w in facts.pytorch_pypi_wheels if w.platform == platform])
+    return newest_first(
+        [
+            Candidate("torch", w.torch, w.variant, PYPI_SOURCE, platform, False, "cpu-target", reason)
+            for platform in spec.platforms_of(target)
+            for w in facts.pytorch_pypi_wheels
+            if w.platform == platform
+        ]
+    )
 
 
 def newest_first(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (as_tuple(c.release), c.platform, c.source, c.variant), reverse=True)
 
 
-def decision(platform: str, chosen: str, candidates: Sequence[Candidate], refused_newer: tuple[tuple[str, str], ...] = (),
-             routed: tuple[str, str] | None = None) -> str:
+def decision(platform: str, chosen: str, candidates: Sequence[Candidate], refused_newer: tuple[tuple[str, str], ...] = (), routed: tuple[str, str] | None = None) -> str:
     """One line: the torch chosen on a platform (and the variant index it came from, `routed`), and the rule
     that kept out the nearest newer release of any source (`candidates`, every source's, judged), then releases
     newer than the facts that the index's evidence refused."""

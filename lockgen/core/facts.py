@@ -42,11 +42,7 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
             cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
             minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
             conda_forge_pytorch_arch_lists=tuple(CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]),
-            pytorch_official_arch_lists=tuple(
-                OfficialArchList(torch=torch, cuda_tag=tag, **entry)
-                for torch, by_tag in raw["pytorch_official_arch_lists"].items()
-                for tag, entry in by_tag.items()
-            ),
+            pytorch_official_arch_lists=tuple(OfficialArchList(torch=torch, cuda_tag=tag, **entry) for torch, by_tag in raw["pytorch_official_arch_lists"].items() for tag, entry in by_tag.items()),
             pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
             pytorch_channel_arch_lists=tuple(ChannelArchList(**e) for e in raw.get("pytorch_channel_arch_lists", ())),
             tegra_drivers=tuple(TegraDriverFact(**e) for e in raw.get("tegra_drivers", ())),
@@ -56,8 +52,7 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"the facts file {origin} does not follow the facts schema: {first}",
-                        "compare it with the packaged lockgen/data/gpu_facts.json, or unset LOCKGEN_FACTS") from None
+        raise UserError(f"the facts file {origin} does not follow the facts schema: {first}", "compare it with the packaged lockgen/data/gpu_facts.json, or unset LOCKGEN_FACTS") from None
 
 
 def sorted_archs(facts: GpuFacts) -> list[ArchFact]:
@@ -96,8 +91,7 @@ def tegra_branch(facts: GpuFacts, target: Target) -> TegraDriverFact | None:
     """The Tegra facts' branch a Jetson target's driver belongs to: the longest branch that is the driver or
     its leading components (`540.4` holds `540.4.0`, `35` holds `35.4.1`, `580` holds `580.00`), for its arch."""
     assert target.driver is not None
-    found = [f for f in facts.tegra_drivers if target.arch in f.archs
-             and (target.driver == f.branch or target.driver.startswith(f.branch + "."))]
+    found = [f for f in facts.tegra_drivers if target.arch in f.archs and (target.driver == f.branch or target.driver.startswith(f.branch + "."))]
     return max(found, key=lambda f: len(f.branch.split(".")), default=None)
 
 
@@ -128,4 +122,3 @@ def minor_compat_ceiling(facts: GpuFacts, driver: str) -> str | None:
         return native
     same_major = [t.version for t in toolkits_ascending(facts) if major_minor(t.version)[0] == int(major)]
     return same_major[-1]
-

@@ -49,10 +49,17 @@ def cuda_of_requirements(requires: tuple[str, ...], platform: str, python: str) 
     release when `cuda-toolkit==X.Y.Z` names it; the requirement that says so). Markers are evaluated for Linux
     on the platform's machine and `python`; `"?"` when the requirements name CUDA libraries but no runtime
     version (nothing decides the variant)."""
-    environment = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                   "platform_machine": MACHINE_OF_PLATFORM[platform], "python_version": python,
-                   "python_full_version": f"{python}.0", "implementation_name": "cpython",
-                   "platform_python_implementation": "CPython", "extra": ""}
+    environment = {
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": MACHINE_OF_PLATFORM[platform],
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "extra": "",
+    }
     cuda_named = ""
     for line in requires:
         try:
@@ -94,17 +101,15 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
         release = mm_text(major_minor(item.torch))
         known = newest_known(facts, item.platform)
         newer = f"torch {item.torch} is newer than lockgen's facts ({mm_text(known) if known else 'none'} on {item.platform})"
-        fix = (f"point LOCKGEN_FACTS at facts that list it (`lockgen facts check` shows what is missing), "
-               f"or keep it out with torch<{release}")
+        fix = f"point LOCKGEN_FACTS at facts that list it (`lockgen facts check` shows what is missing), or keep it out with torch<{release}"
         if policy == "refuse":
-            reason = f"{newer}; refused: the stack says unknown-releases = \"refuse\""
+            reason = f'{newer}; refused: the stack says unknown-releases = "refuse"'
             refused.append((release, reason))
             notes.append(reason)
             continue
         cuda, toolkit, said = cuda_of_requirements(item.requires, item.platform, python)
         if cuda is None:
-            wheel = PypiWheelFact(torch=release, platform=item.platform, variant="cpu", arch_list=None, inferred=True,
-                                  sources=(f"inferred by lockgen from {item.wheel}: {said}, a CPU-only build",))
+            wheel = PypiWheelFact(torch=release, platform=item.platform, variant="cpu", arch_list=None, inferred=True, sources=(f"inferred by lockgen from {item.wheel}: {said}, a CPU-only build",))
             admitted.append(wheel)
             notes.append(f"{newer}; admitted from its metadata: a CPU-only build ({said})")
             continue
@@ -115,22 +120,27 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
             continue
         variant = "cu" + cuda.replace(".", "")
         if cuda not in facts.cuda_toolkits:
-            reason = (f"{newer}; refused: it is built with CUDA {cuda} (`{said}`), which the facts do not know "
-                      f"(no driver floor); {fix}")
+            reason = f"{newer}; refused: it is built with CUDA {cuda} (`{said}`), which the facts do not know (no driver floor); {fix}"
             refused.append((release, reason))
             notes.append(reason)
             continue
         base = base_list(facts, item.platform, variant)
         if base is None:
-            reason = (f"{newer}; refused: it is built with CUDA {cuda} (`{said}`) and no known {variant} build on "
-                      f"{item.platform} gives an arch list; {fix}")
+            reason = f"{newer}; refused: it is built with CUDA {cuda} (`{said}`) and no known {variant} build on {item.platform} gives an arch list; {fix}"
             refused.append((release, reason))
             notes.append(reason)
             continue
-        admitted.append(PypiWheelFact(
-            torch=release, platform=item.platform, variant=variant, arch_list=base[0], inferred=True, toolkit=toolkit,
-            sources=(f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} "
-                     f"on {item.platform}",)))
+        admitted.append(
+            PypiWheelFact(
+                torch=release,
+                platform=item.platform,
+                variant=variant,
+                arch_list=base[0],
+                inferred=True,
+                toolkit=toolkit,
+                sources=(f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} on {item.platform}",),
+            )
+        )
         notes.append(f"{newer}; admitted from its metadata: CUDA {cuda} (`{said}`), arch list of {base[1]} (inferred)")
     return Inference(tuple(admitted), tuple(refused), tuple(notes))
 

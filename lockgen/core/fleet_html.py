@@ -23,8 +23,7 @@ def _cell(row: StatusRow | None) -> str:
     state = _state(row)
     why = "; ".join(row.failed[:3] or row.regressions[:3])
     detail = f"<br><small>{escape(why)}</small>" if why else ""
-    return (f'<td style="background:{COLOURS[state]}" title="{escape(row.source)}">{escape(state.upper())}'
-            f"<br><small>{escape(age_text(row.age_s))} ago, {row.certificates} cert.</small>{detail}</td>")
+    return f'<td style="background:{COLOURS[state]}" title="{escape(row.source)}">{escape(state.upper())}<br><small>{escape(age_text(row.age_s))} ago, {row.certificates} cert.</small>{detail}</td>'
 
 
 def _chart(label: str, rows: list[StatusRow]) -> str:
@@ -38,12 +37,13 @@ def _chart(label: str, rows: list[StatusRow]) -> str:
     for index, (node, covered, value, _) in enumerate(values):
         y = index * (BAR_HEIGHT + 6)
         width = max(1.0, (CHART_WIDTH - 120) * value / top)
-        bars.append(f'<text x="0" y="{y + 16}" font-size="13">{escape(node)} ({escape(covered)})</text>'
-                    f'<rect x="{label_width:.0f}" y="{y}" width="{width:.1f}" height="{BAR_HEIGHT}" fill="#3b6ea8"/>'
-                    f'<text x="{label_width + 6 + width:.1f}" y="{y + 16}" font-size="13">{value:.4g} {escape(unit)}</text>')
+        bars.append(
+            f'<text x="0" y="{y + 16}" font-size="13">{escape(node)} ({escape(covered)})</text>'
+            f'<rect x="{label_width:.0f}" y="{y}" width="{width:.1f}" height="{BAR_HEIGHT}" fill="#3b6ea8"/>'
+            f'<text x="{label_width + 6 + width:.1f}" y="{y + 16}" font-size="13">{value:.4g} {escape(unit)}</text>'
+        )
     height = len(values) * (BAR_HEIGHT + 6)
-    return (f"<h3>{escape(label)} ({escape(unit)})</h3>"
-            f'<svg width="{label_width + CHART_WIDTH:.0f}" height="{height}" role="img" aria-label="{escape(label)}">{"".join(bars)}</svg>')
+    return f'<h3>{escape(label)} ({escape(unit)})</h3><svg width="{label_width + CHART_WIDTH:.0f}" height="{height}" role="img" aria-label="{escape(label)}">{"".join(bars)}</svg>'
 
 
 def status_page(rows: list[StatusRow], generated: str) -> str:

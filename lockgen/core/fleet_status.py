@@ -36,10 +36,20 @@ class StatusRow:
     certificates: int  # how many certificates of this node and lock were seen
 
     def as_json(self) -> dict[str, object]:
-        return {"node": self.node, "covers": self.covers, "source": self.source, "created": self.created,
-                "age_s": round(self.age_s), "age": age_text(self.age_s), "arch": self.arch, "passed": self.passed, "failed": list(self.failed),
-                "figures": {label: {"value": value, "unit": unit} for label, (value, unit) in self.figures.items()},
-                "regressions": list(self.regressions), "certificates": self.certificates}
+        return {
+            "node": self.node,
+            "covers": self.covers,
+            "source": self.source,
+            "created": self.created,
+            "age_s": round(self.age_s),
+            "age": age_text(self.age_s),
+            "arch": self.arch,
+            "passed": self.passed,
+            "failed": list(self.failed),
+            "figures": {label: {"value": value, "unit": unit} for label, (value, unit) in self.figures.items()},
+            "regressions": list(self.regressions),
+            "certificates": self.certificates,
+        }
 
 
 @dataclass
@@ -80,12 +90,22 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
         regressions: tuple[str, ...] = ()
         if len(ordered) > 1:
             changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
-            regressions = tuple(f"{c.name} {c.change:+.1%}" for c in changes if c.regression and c.change is not None
-                                and not c.name.startswith("phases/"))
-        rows.append(StatusRow(node=node, covers=covered, source=source, created=latest.created,
-                              age_s=max(0.0, (now - _moment(latest.created)).total_seconds()), arch=latest.arch,
-                              passed=latest.passed, failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),
-                              figures=headline_figures(latest), regressions=regressions, certificates=len(ordered)))
+            regressions = tuple(f"{c.name} {c.change:+.1%}" for c in changes if c.regression and c.change is not None and not c.name.startswith("phases/"))
+        rows.append(
+            StatusRow(
+                node=node,
+                covers=covered,
+                source=source,
+                created=latest.created,
+                age_s=max(0.0, (now - _moment(latest.created)).total_seconds()),
+                arch=latest.arch,
+                passed=latest.passed,
+                failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),
+                figures=headline_figures(latest),
+                regressions=regressions,
+                certificates=len(ordered),
+            )
+        )
     return rows
 
 

@@ -57,16 +57,20 @@ def stale_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Stale
     spec_keys = differs("lockgen.spec-digest") + differs("lockgen.pypi-digest")
     add("spec-changed", spec_keys, _changed_requests(lock.metadata, expected) if spec_keys else [])
     target_keys = differs("lockgen.target-digest")
-    add("target-changed", target_keys,
-        [_change(field, have.get(f"lockgen.{field}"), want.get(f"lockgen.{field}")) for field in TARGET_FIELDS
-         if f"lockgen.{field}" in have and have.get(f"lockgen.{field}") != want.get(f"lockgen.{field}")])
+    add(
+        "target-changed",
+        target_keys,
+        [
+            _change(field, have.get(f"lockgen.{field}"), want.get(f"lockgen.{field}"))
+            for field in TARGET_FIELDS
+            if f"lockgen.{field}" in have and have.get(f"lockgen.{field}") != want.get(f"lockgen.{field}")
+        ],
+    )
     cutoffs = differs("lockgen.exclude-newer") + differs("lockgen.pypi-exclude-newer")
-    add("exclude-newer-changed", cutoffs,
-        [_change(key.removeprefix("lockgen.").replace("pypi-", "PyPI ", 1), have.get(key), want.get(key)) for key in cutoffs])
+    add("exclude-newer-changed", cutoffs, [_change(key.removeprefix("lockgen.").replace("pypi-", "PyPI ", 1), have.get(key), want.get(key)) for key in cutoffs])
     add("virtual-packages-changed", differs("lockgen.virtual-packages."))
     add("channel-index-changed", differs("lockgen.index."))
-    add("base-changed", differs("lockgen.base-lock"),
-        [_change("base lock", (have.get("lockgen.base-lock") or "")[:12] or None, (want.get("lockgen.base-lock") or "")[:12] or None)])
+    add("base-changed", differs("lockgen.base-lock"), [_change("base lock", (have.get("lockgen.base-lock") or "")[:12] or None, (want.get("lockgen.base-lock") or "")[:12] or None)])
     if not reasons:
         add("arch-rules-changed", differs("lockgen.constraints."))
     return reasons
@@ -87,8 +91,7 @@ def _changed_requests(have: LockMetadata, want: LockMetadata) -> list[str]:
         return []
     old = {k.removeprefix(prefix): v for k, v in have.custom_metadata.items() if k.startswith(prefix)}
     new = {k.removeprefix(prefix): v for k, v in want.custom_metadata.items() if k.startswith(prefix)}
-    named = [_change(key.replace("conda.", "", 1).replace("pypi.", "pypi ", 1), old.get(key), new.get(key))
-             for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    named = [_change(key.replace("conda.", "", 1).replace("pypi.", "pypi ", 1), old.get(key), new.get(key)) for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
     before, after = [c.url for c in have.channels], [c.url for c in want.channels]
     if before != after:
         named.append(_change("channels", " ".join(before), " ".join(after)))

@@ -20,13 +20,13 @@ def choose_manifest(index: Any, architecture: str, where: str) -> dict[str, Any]
     if not isinstance(entries, list):
         raise LockFormatError(f"{where} is an image index that lists no manifests", "pass a well-formed image or index")
     platforms = [(e, e.get("platform")) for e in entries if isinstance(e, dict)]
-    found = [(e, p) for e, p in platforms if isinstance(p, dict) and p.get("os") == "linux"
-             and p.get("architecture") == architecture]
+    found = [(e, p) for e, p in platforms if isinstance(p, dict) and p.get("os") == "linux" and p.get("architecture") == architecture]
     if not found:
         have = sorted({f"{p.get('os')}/{p.get('architecture')}" for _, p in platforms if isinstance(p, dict)})
-        raise UserError(f"{where} is an image index with no linux/{architecture} image "
-                        f"(it has {', '.join(have) or 'no platform'})",
-                        "pass a base that has an image for the lock's platform, or export the lock's other --platform")
+        raise UserError(
+            f"{where} is an image index with no linux/{architecture} image (it has {', '.join(have) or 'no platform'})",
+            "pass a base that has an image for the lock's platform, or export the lock's other --platform",
+        )
     found.sort(key=lambda pair: pair[1].get("variant") not in _PLAIN_VARIANTS)  # stable: index order otherwise
     entry = found[0][0]
     if not isinstance(entry.get("digest"), str) or not _DIGEST.match(entry["digest"]):

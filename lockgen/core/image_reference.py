@@ -19,7 +19,7 @@ FORM = "docker://HOST[:PORT]/REPO:TAG or docker://HOST[:PORT]/REPO@sha256:HEX"
 
 @dataclass(frozen=True)
 class ImageReference:
-    host: str                # HOST[:PORT], as the registry is reached
+    host: str  # HOST[:PORT], as the registry is reached
     repository: str
     tag: str | None
     digest: str | None
@@ -56,8 +56,7 @@ def parse_reference(text: str) -> ImageReference:
     if ":" in last:
         repository, tag = path.rsplit(":", 1)
     if not _REPOSITORY.match(repository):
-        raise UserError(f"`{repository}` in `{text}` is not a repository name (lowercase components separated by /)",
-                        f"name the image as {FORM}")
+        raise UserError(f"`{repository}` in `{text}` is not a repository name (lowercase components separated by /)", f"name the image as {FORM}")
     if tag is not None and not _TAG.match(tag):
         raise UserError(f"`{tag}` in `{text}` is not a tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128")
     if digest and not _DIGEST.match(digest):

@@ -24,19 +24,20 @@ def environment_prefix(config: ImageConfig, asked: str | None) -> str:
     refused when the prefix label, or the `--image-prefix` asked for, names another folder."""
     prefix = config.config.variable("CONDA_PREFIX") or ""
     if not is_environment_prefix(prefix):
-        raise UserError(f"the image's config names no environment it runs (CONDA_PREFIX is `{prefix[:80]}`)",
-                        "check --image --lock proves images lockgen export wrote; export this one with "
-                        "lockgen export LOCK --from-image IMAGE --image-prefix PATH")
+        raise UserError(
+            f"the image's config names no environment it runs (CONDA_PREFIX is `{prefix[:80]}`)",
+            "check --image --lock proves images lockgen export wrote; export this one with lockgen export LOCK --from-image IMAGE --image-prefix PATH",
+        )
     first = next((entry for entry in (config.config.variable("PATH") or "").split(":") if entry.endswith("/bin")), None)
     if first != f"{prefix}/bin":
-        raise UserError(f"the image runs `{first or 'nothing'}` first on its PATH, not its environment's "
-                        f"{prefix}/bin (CONDA_PREFIX)", "re-export the image from the lock: lockgen export LOCK")
+        raise UserError(f"the image runs `{first or 'nothing'}` first on its PATH, not its environment's {prefix}/bin (CONDA_PREFIX)", "re-export the image from the lock: lockgen export LOCK")
     labels = config.config.labels or {}
     for what, named in ((f"its label {PREFIX_LABEL}", labels.get(PREFIX_LABEL)), ("--image-prefix", asked)):
         if named is not None and named != prefix:
-            raise UserError(f"{what} names the environment at {named[:80]}, but the image's config runs {prefix} "
-                            "(CONDA_PREFIX and PATH)", "the environment checked is the one the image runs: "
-                            "drop --image-prefix, or re-export the image so the two agree")
+            raise UserError(
+                f"{what} names the environment at {named[:80]}, but the image's config runs {prefix} (CONDA_PREFIX and PATH)",
+                "the environment checked is the one the image runs: drop --image-prefix, or re-export the image so the two agree",
+            )
     return prefix
 
 
@@ -47,8 +48,11 @@ def _shown(value: Any) -> str:
 
 def config_differences(expected: dict[str, Any], found: dict[str, Any]) -> list[str]:
     """Each way the image's config differs from the one export writes (`expected`), one line each."""
-    lines = [f"image: config {key} is {_shown(found.get(key))}, export writes {_shown(expected.get(key))}"
-             for key in sorted(set(expected) | set(found)) if key != "config" and expected.get(key) != found.get(key)]
+    lines = [
+        f"image: config {key} is {_shown(found.get(key))}, export writes {_shown(expected.get(key))}"
+        for key in sorted(set(expected) | set(found))
+        if key != "config" and expected.get(key) != found.get(key)
+    ]
     want: dict[str, Any] = expected.get("config") or {}
     have: dict[str, Any] = found["config"] if isinstance(found.get("config"), dict) else {}
     for key in sorted(set(want) | set(have)):
@@ -61,8 +65,11 @@ def config_differences(expected: dict[str, Any], found: dict[str, Any]) -> list[
             lines.append(f"image: config Env {' and '.join(said) or 'is in another order'} (export writes {_shown(want.get(key))})")
         elif key == "Labels" and isinstance(have.get(key), dict):
             labels = want.get(key, {})
-            lines += [f"image: config label {name} is {_shown(have[key].get(name))}, export writes {_shown(labels.get(name))}"
-                      for name in sorted(set(labels) | set(have[key])) if labels.get(name) != have[key].get(name)]
+            lines += [
+                f"image: config label {name} is {_shown(have[key].get(name))}, export writes {_shown(labels.get(name))}"
+                for name in sorted(set(labels) | set(have[key]))
+                if labels.get(name) != have[key].get(name)
+            ]
         else:
             lines.append(f"image: config {key} is {_shown(have.get(key))}, export writes {_shown(want.get(key))}")
     return lines
@@ -89,12 +96,10 @@ def outside_problems(layers: list[tuple[LayerEntry, ...]], base_layers: int, ima
         over = [e.removes or "/" for e in entries if e.removes is not None and _touches(e.removes, prefix)]
         outside = [e.path for e in entries if not _accounted(e, prefix, holders)]
         if over:
-            lines.append(f"image: layer {number} removes {_named(over)} by a whiteout, over the environment at "
-                         f"{image_prefix} (export writes no whiteout)")
+            lines.append(f"image: layer {number} removes {_named(over)} by a whiteout, over the environment at {image_prefix} (export writes no whiteout)")
         if outside:
             after = f"after the base's {base_layers} layers" if base_layers else "the image has no base"
-            lines.append(f"image: layer {number} adds {_named(outside)} outside the environment at {image_prefix} "
-                         f"({after}: nothing accounts for it)")
+            lines.append(f"image: layer {number} adds {_named(outside)} outside the environment at {image_prefix} ({after}: nothing accounts for it)")
     return lines
 
 

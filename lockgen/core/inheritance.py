@@ -9,13 +9,14 @@ import re
 from lockgen.model.lock import Lock
 from lockgen.model.names import normalize
 
-CUDA_RELEVANT = re.compile(r"^(torch|pytorch|libtorch|triton|python|cuda-.*|nvidia-.*|libcu.*|cudnn|nccl|libnccl|"
-                           r"libcudnn.*|cudatoolkit|pytorch-cuda|cuda-toolkit|cuda-bindings)$")
+CUDA_RELEVANT = re.compile(
+    r"^(torch|pytorch|libtorch|triton|python|cuda-.*|nvidia-.*|libcu.*|cudnn|nccl|libnccl|"
+    r"libcudnn.*|cudatoolkit|pytorch-cuda|cuda-toolkit|cuda-bindings)$"
+)
 
 
 def _cuda_stack(lock: Lock) -> dict[tuple[str, str], str]:
-    return {(p.platform, normalize(p.name)): f"{p.version} {p.build or p.hash.sha256 or ''}".strip()
-            for p in lock.package if CUDA_RELEVANT.match(normalize(p.name))}
+    return {(p.platform, normalize(p.name)): f"{p.version} {p.build or p.hash.sha256 or ''}".strip() for p in lock.package if CUDA_RELEVANT.match(normalize(p.name))}
 
 
 def cuda_stack_changes(base: Lock, team: Lock) -> list[str]:

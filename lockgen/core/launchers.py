@@ -55,7 +55,7 @@ def is_launcher(text: str, target: str, prefix: str | None = None) -> bool:
         polyglot = _RELOCATABLE.match(body)
         if polyglot is None:
             return False
-        body = body[polyglot.end():]
+        body = body[polyglot.end() :]
     else:
         interpreter = _INTERPRETER.fullmatch(first + "\n")
         if interpreter is None or (prefix is not None and interpreter["prefix"] != prefix.rstrip("/")):

@@ -53,12 +53,12 @@ def _decide(layer: Layer, parts: list[str], folders: set[str]) -> tuple[str, str
         if here in folders and not entry.folder:  # a folder above hides this file or link
             return "gone", path
         if entry.link is not None:
-            return "link", _followed(parts[:depth - 1], entry.link, parts[depth:])
+            return "link", _followed(parts[: depth - 1], entry.link, parts[depth:])
         if not entry.folder:
             return "gone", path
         folders.add(here)
     for depth in range(1, len(parts) + 1):  # nothing of the path in this layer: does it hide what lies below?
-        folder = "/".join(parts[:depth - 1])
+        folder = "/".join(parts[: depth - 1])
         whiteout = f"{folder}/{WHITEOUT}{parts[depth - 1]}".lstrip("/")
         opaque = f"{'/'.join(parts[:depth])}/{OPAQUE}" if depth < len(parts) else None
         if whiteout in layer or (opaque is not None and opaque in layer):
@@ -73,8 +73,7 @@ def file_at(path: str, layer: Callable[[int], Layer], count: int) -> str | None:
     parts = _normal(path.split("/"))
     for _ in range(MAX_LINKS + 1):  # bounded: each round follows one link
         folders: set[str] = set()
-        decided = next((d for d in (_decide(layer(index), parts, folders) for index in range(count - 1, -1, -1)) if d),
-                       None)
+        decided = next((d for d in (_decide(layer(index), parts, folders) for index in range(count - 1, -1, -1)) if d), None)
         if decided is None or decided[0] == "gone":
             return None
         if decided[0] == "file":

@@ -23,11 +23,11 @@ def plan_layers(packages: dict[str, int], budget: int = 100) -> list[LayerPlan]:
     ordered = sorted(packages, key=lambda key: (-packages[key], key))
     if len(ordered) <= budget:
         return [LayerPlan(key, (key,), packages[key]) for key in sorted(packages)]
-    alone = ordered[:budget // 2]
-    small = sorted(ordered[budget // 2:])
+    alone = ordered[: budget // 2]
+    small = sorted(ordered[budget // 2 :])
     slots = budget - len(alone)
     per_group = -(-len(small) // slots)
-    groups = [small[i:i + per_group] for i in range(0, len(small), per_group)]
+    groups = [small[i : i + per_group] for i in range(0, len(small), per_group)]
     layers = [LayerPlan(key, (key,), packages[key]) for key in sorted(alone)]
     layers += [LayerPlan(f"{group[0]}..{group[-1]}", tuple(group), sum(packages[k] for k in group)) for group in groups]
     return layers

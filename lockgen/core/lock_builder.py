@@ -43,11 +43,20 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
     return Lock(metadata=metadata, package=tuple(sorted(scrubbed, key=lambda p: p.sort_key())))
 
 
-def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None, requests: Sequence[SolveRequest],
-                      index_digests: dict[str, str], content_hashes: dict[str, str], source: str,
-                      pypi: dict[str, PypiPlan] | None = None, facts_date: str = "",
-                      base: tuple[str, str] | None = None, moved: dict[str, list[str]] | None = None,
-                      base_lock: Lock | None = None) -> LockMetadata:
+def resolved_metadata(
+    spec: StackSpec,
+    target: Target,
+    window: CudaWindow | None,
+    requests: Sequence[SolveRequest],
+    index_digests: dict[str, str],
+    content_hashes: dict[str, str],
+    source: str,
+    pypi: dict[str, PypiPlan] | None = None,
+    facts_date: str = "",
+    base: tuple[str, str] | None = None,
+    moved: dict[str, list[str]] | None = None,
+    base_lock: Lock | None = None,
+) -> LockMetadata:
     """What a resolved lock records about its inputs (without `pypi`, as `resolve --check` builds it, the
     per-platform PyPI keys, which depend on the conda solution, are left out). A team lock on a base that
     is a lock (`base_lock`, one `pin` made) carries what that lock accepts of its held packages: changed
@@ -73,8 +82,7 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
     if base is not None:  # a team stack: the base it extends and the sha256 of the base lock it was held to
         meta["extends"], meta["base-lock"] = base
     if base_lock is not None:
-        meta.update({key.removeprefix("lockgen."): value for key, value in base_lock.metadata.custom_metadata.items()
-                     if key.startswith(f"lockgen.{_ACCEPTED}.") or key == f"lockgen.{UNPUBLISHED}"})
+        meta.update({key.removeprefix("lockgen."): value for key, value in base_lock.metadata.custom_metadata.items() if key.startswith(f"lockgen.{_ACCEPTED}.") or key == f"lockgen.{UNPUBLISHED}"})
     for platform, lines in sorted((moved or {}).items()):  # override: the base packages the team moved
         meta[f"base-moved.{platform}"] = "; ".join(lines)
     if spec.image is not None:  # what the exported image runs and exposes: export applies it
@@ -98,9 +106,9 @@ def resolved_metadata(spec: StackSpec, target: Target, window: CudaWindow | None
         if sources := lock_meta.torch_sources_text(spec):
             meta["torch-sources"] = sources
         _pypi_meta(meta, pypi or {})
-    return LockMetadata(content_hash=content_hashes,
-                        channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
-                        platforms=tuple(r.platform for r in requests), sources=(source,), custom_metadata=_keys(meta))
+    return LockMetadata(
+        content_hash=content_hashes, channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels), platforms=tuple(r.platform for r in requests), sources=(source,), custom_metadata=_keys(meta)
+    )
 
 
 def _pypi_meta(meta: dict[str, str], pypi: dict[str, PypiPlan]) -> None:
@@ -123,27 +131,33 @@ def resolved_lock(metadata: LockMetadata, packages: Iterable[LockedPackage]) -> 
     return _lock(packages, metadata)
 
 
-def frozen_lock(target: str, frozen_from: str, platform: str, python: str | None, skipped: Sequence[str],
-                packages: Iterable[LockedPackage]) -> Lock:
+def frozen_lock(target: str, frozen_from: str, platform: str, python: str | None, skipped: Sequence[str], packages: Iterable[LockedPackage]) -> Lock:
     """A lock pinned from an existing environment (`lockgen freeze`)."""
     meta = {"format": LOCKGEN_META_FORMAT, "target": target, "frozen-from": frozen_from}
     if python:
         meta[f"python.{platform}"] = python
     if skipped:
         meta[SKIPPED] = ", ".join(skipped)
-    return _lock(packages, LockMetadata(content_hash={}, channels=(), platforms=(platform,), sources=(frozen_from,),
-                                        custom_metadata=_keys(meta)))
+    return _lock(packages, LockMetadata(content_hash={}, channels=(), platforms=(platform,), sources=(frozen_from,), custom_metadata=_keys(meta)))
 
 
-def imported_lock(target: str, source_name: str, source_format: str, source_sha256: str, environment: str | None,
-                  skipped: Sequence[str], channels: Sequence[str], platforms: Sequence[str],
-                  packages: Iterable[LockedPackage], virtual_packages: Mapping[str, str] | None = None,
-                  assumed: Sequence[str] = ()) -> Lock:
+def imported_lock(
+    target: str,
+    source_name: str,
+    source_format: str,
+    source_sha256: str,
+    environment: str | None,
+    skipped: Sequence[str],
+    channels: Sequence[str],
+    platforms: Sequence[str],
+    packages: Iterable[LockedPackage],
+    virtual_packages: Mapping[str, str] | None = None,
+    assumed: Sequence[str] = (),
+) -> Lock:
     """Another tool's lock as a lockgen lock (`lockgen import`), with the virtual packages it states per
     platform (pixi v7's `__cuda=12.9`) under the key resolve uses, and what the import assumed where the
     file does not say (uv's default groups without a pyproject.toml)."""
-    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name,
-            "imported-format": source_format, "imported-sha256": source_sha256}
+    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name, "imported-format": source_format, "imported-sha256": source_sha256}
     for platform, virtual in sorted((virtual_packages or {}).items()):
         if platform in platforms:
             meta[f"virtual-packages.{platform}"] = virtual
@@ -153,9 +167,16 @@ def imported_lock(target: str, source_name: str, source_format: str, source_sha2
         meta[SKIPPED] = "; ".join(skipped)
     if assumed:
         meta["assumed"] = "; ".join(assumed)
-    return _lock(packages, LockMetadata(content_hash={p: source_sha256 for p in platforms},
-                                        channels=tuple(LockChannel(url=scrub_url(c)) for c in channels),
-                                        platforms=tuple(platforms), sources=(source_name,), custom_metadata=_keys(meta)))
+    return _lock(
+        packages,
+        LockMetadata(
+            content_hash={p: source_sha256 for p in platforms},
+            channels=tuple(LockChannel(url=scrub_url(c)) for c in channels),
+            platforms=tuple(platforms),
+            sources=(source_name,),
+            custom_metadata=_keys(meta),
+        ),
+    )
 
 
 _TARGET_FACTS = ("arch", "driver", "glibc", "cuda", "cuda-compat", "allow-ptx-jit")  # what a lock says of its hardware
@@ -267,14 +288,13 @@ def accepted_changes(lock: Lock, platform: str) -> dict[str, str]:
     return changes
 
 
-def pinned_lock(target: str, inventory_name: str, inventory_sha256: str, platform: str, python: str,
-                accepted: Mapping[str, str], unpublished: Sequence[str], packages: Iterable[LockedPackage]) -> Lock:
+def pinned_lock(
+    target: str, inventory_name: str, inventory_sha256: str, platform: str, python: str, accepted: Mapping[str, str], unpublished: Sequence[str], packages: Iterable[LockedPackage]
+) -> Lock:
     """A lock pinned from a node's inventory (`lockgen pin`): every distribution at its index wheel."""
-    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "pinned-from": inventory_name,
-            "inventory-sha256": inventory_sha256, f"python.{platform}": python}
+    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "pinned-from": inventory_name, "inventory-sha256": inventory_sha256, f"python.{platform}": python}
     if accepted:
         meta[f"{_ACCEPTED}.{platform}"] = accepted_changes_text(accepted)
     if unpublished:
         meta[UNPUBLISHED] = ", ".join(unpublished)
-    return _lock(packages, LockMetadata(content_hash={platform: inventory_sha256}, channels=(), platforms=(platform,),
-                                        sources=(inventory_name,), custom_metadata=_keys(meta)))
+    return _lock(packages, LockMetadata(content_hash={platform: inventory_sha256}, channels=(), platforms=(platform,), sources=(inventory_name,), custom_metadata=_keys(meta)))

@@ -152,7 +152,7 @@ def _url(package: LockedPackage, source: str, where: str) -> None:
     if parts.query or parts.fragment:
         raise _refuse(source, where, f"url `{shown(url)}` has a query or fragment; a lock names the archive itself")
     file_name = unquote(parts.path.rsplit("/", 1)[-1])
-    problem = (_conda_file(package, file_name) if package.manager == "conda" else _wheel_file(package, file_name))
+    problem = _conda_file(package, file_name) if package.manager == "conda" else _wheel_file(package, file_name)
     if problem:
         raise _refuse(source, where, problem)
 

@@ -13,8 +13,7 @@ from lockgen.model.spec import PypiDependency, StackSpec, Target
 def spec_digest(spec: StackSpec) -> str:
     """What every target shares: channels, dependencies, the `[image]` settings when there are any
     (exclude-newer is recorded on its own)."""
-    shared: dict[str, object] = {"channels": list(spec.channels),
-                                 "dependencies": sorted(d.match_spec() for d in spec.dependencies)}
+    shared: dict[str, object] = {"channels": list(spec.channels), "dependencies": sorted(d.match_spec() for d in spec.dependencies)}
     if spec.image is not None:
         shared["image"] = image_text(spec)
     return canonical_digest(shared)
@@ -58,15 +57,17 @@ def torch_sources_text(spec: StackSpec) -> str:
 
 def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_digests: dict[str, str | list[str]]) -> str:
     """One digest of every input of one platform's solve (conda-lock's `content_hash`)."""
-    return canonical_digest({
-        "spec": spec_digest(spec),
-        "target": target_digest(spec, target),
-        "exclude_newer": exclude_newer_text(spec),
-        "virtual_packages": [v.text() for v in request.virtual_packages],
-        "constraints": list(request.constraints),
-        "specs": list(request.specs),
-        "indexes": index_digests,
-    })
+    return canonical_digest(
+        {
+            "spec": spec_digest(spec),
+            "target": target_digest(spec, target),
+            "exclude_newer": exclude_newer_text(spec),
+            "virtual_packages": [v.text() for v in request.virtual_packages],
+            "constraints": list(request.constraints),
+            "specs": list(request.specs),
+            "indexes": index_digests,
+        }
+    )
 
 
 def pypi_digest(spec: StackSpec) -> str:
@@ -80,13 +81,16 @@ def pypi_digest(spec: StackSpec) -> str:
         indexes["torch_variants"] = sorted(options.torch_variants)
     if options.torch_mirror:
         indexes["torch_mirror"] = scrub_url(options.torch_mirror)
-    return canonical_digest({**indexes,
-        "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") for d in spec.pypi_dependencies),
-        "index_url": scrub_url(options.index_url),
-        "extra_index_urls": [scrub_url(u) for u in options.extra_index_urls],
-        "no_build": options.no_build,
-        "python": spec.python or "",
-    })
+    return canonical_digest(
+        {
+            **indexes,
+            "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") for d in spec.pypi_dependencies),
+            "index_url": scrub_url(options.index_url),
+            "extra_index_urls": [scrub_url(u) for u in options.extra_index_urls],
+            "no_build": options.no_build,
+            "python": spec.python or "",
+        }
+    )
 
 
 def pypi_request_text(requirement: PypiDependency) -> str:

@@ -34,8 +34,7 @@ def virtual_packages(facts: GpuFacts, target: Target, platform: str, window: Cud
     return tuple(sorted(packages, key=lambda v: v.name))
 
 
-def plan_request(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, window: CudaWindow | None,
-                 candidates: list[CandidateBuild]) -> SolveRequest:
+def plan_request(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, window: CudaWindow | None, candidates: list[CandidateBuild]) -> SolveRequest:
     """The solve for one target on one platform: specs, arch constraints and stated virtual packages."""
     constraints: list[str] = list(window_constraints(window)) if window else []
     excluded: list[BuildVerdict] = []

@@ -14,5 +14,4 @@ def choose_platform(lock_platforms: tuple[str, ...], wanted: str | None, native:
         return wanted
     if native in lock_platforms:
         return native
-    raise UserError(f"the lock covers {', '.join(lock_platforms)}, not this host's {native or machine}",
-                    "pass --platform to choose one")
+    raise UserError(f"the lock covers {', '.join(lock_platforms)}, not this host's {native or machine}", "pass --platform to choose one")

@@ -60,7 +60,7 @@ def _elf(data: bytes) -> Start:
     order = "<" if head[5] == 1 else ">"
     at_offset, at_sizes, size, word, width = _HEADERS[head[4]]
     kind, machine = struct.unpack_from(order + "HH", head, 0x10)
-    phoff, = struct.unpack_from(order + word, head, at_offset)
+    (phoff,) = struct.unpack_from(order + word, head, at_offset)
     phentsize, phnum = struct.unpack_from(order + "HH", head, at_sizes)
     if kind not in (ET_EXEC, ET_DYN):
         return Start("refused", machine=machine, why=f"is an ELF file of type {kind}, not a program (ET_EXEC or ET_DYN)")
@@ -70,9 +70,9 @@ def _elf(data: bytes) -> Start:
         header = phoff + index * size
         if struct.unpack_from(order + "I", data, header)[0] != PT_INTERP:
             continue
-        offset, = struct.unpack_from(order + word, data, header + (8 if width == 8 else 4))
-        filesz, = struct.unpack_from(order + word, data, header + (32 if width == 8 else 16))
-        named = data[offset:offset + filesz] if offset + filesz <= len(data) else b""
+        (offset,) = struct.unpack_from(order + word, data, header + (8 if width == 8 else 4))
+        (filesz,) = struct.unpack_from(order + word, data, header + (32 if width == 8 else 16))
+        named = data[offset : offset + filesz] if offset + filesz <= len(data) else b""
         if not 2 <= filesz <= PATH_MAX or len(named) != filesz or named[-1:] != b"\0":
             return Start("refused", machine=machine, why="is an ELF program whose PT_INTERP the kernel cannot read")
         return Start("loader", _text(named.split(b"\0", 1)[0]), machine=machine)
@@ -81,6 +81,7 @@ def _elf(data: bytes) -> Start:
 
 def _script(buf: bytes) -> Start:
     """The `#!` line as `load_script` reads it from the first 256 bytes (`buf`, NUL-padded to them)."""
+
     def spacetab(at: int) -> bool:
         return buf[at] in b" \t"
 
@@ -104,7 +105,7 @@ def _script(buf: bytes) -> Start:
         return Start("refused", why="is a script whose #! line names no interpreter")
     separator = terminator(name, end)
     argument = non_spacetab(separator, end) if separator is not None and buf[separator] != 0 else None
-    interpreter = buf[name:separator if argument is not None else end].split(b"\0", 1)[0]
+    interpreter = buf[name : separator if argument is not None else end].split(b"\0", 1)[0]
     return Start("script", _text(interpreter), _text(buf[argument:end].split(b"\0", 1)[0]) if argument is not None else None)
 
 

@@ -67,9 +67,16 @@ def needs_torch_rules(spec: StackSpec, target: Target, held: dict[str, str]) -> 
     return target.is_gpu and "torch" not in held
 
 
-def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, window: CudaWindow | None,
-              conda_packages: list[LockedPackage], inference: Inference | None = None,
-              offers: tuple[SourceOffer, ...] = ()) -> PypiPlan:
+def plan_pypi(
+    facts: GpuFacts,
+    spec: StackSpec,
+    target: Target,
+    platform: str,
+    window: CudaWindow | None,
+    conda_packages: list[LockedPackage],
+    inference: Inference | None = None,
+    offers: tuple[SourceOffer, ...] = (),
+) -> PypiPlan:
     """What uv is asked for one target and platform; a GPU target no torch source fits is an error here.
     `inference` adds what the index showed of torch releases newer than the facts; `offers` are what the
     stack's torch sources serve on this platform (the stack's own index first)."""
@@ -100,5 +107,4 @@ def plan_pypi(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, w
     requirements = tuple(d.requirement() for d in spec.pypi_dependencies)
     if routes and not any(normalize(d.name) == "torch" for d in spec.pypi_dependencies):
         requirements += ("torch",)  # torchvision/torchaudio need it anyway: named, so it takes their index too
-    return PypiPlan(python=python, requirements=requirements, constraints=tuple(constraints), held=frozenset(held),
-                    inferred=notes, routes=routes, source=source, candidates=candidates)
+    return PypiPlan(python=python, requirements=requirements, constraints=tuple(constraints), held=frozenset(held), inferred=notes, routes=routes, source=source, candidates=candidates)

@@ -35,8 +35,7 @@ if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
 # conda names of Python packages whose PyPI project is named differently (after PEP 503 normalisation)
-CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "libtorch": "torch",
-                 "py-opencv": "opencv-python", "matplotlib-base": "matplotlib", "pyqt": "pyqt5"}
+CONDA_TO_PYPI = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch", "libtorch": "torch", "py-opencv": "opencv-python", "matplotlib-base": "matplotlib", "pyqt": "pyqt5"}
 
 
 @dataclass(frozen=True)
@@ -51,14 +50,16 @@ class TorchAdmission:
             return ""
         low, high = min((major_minor(k) for k in known)), max((major_minor(k) for k in known))
         allowed = {major_minor(a) for a in self.allowed}
-        excluded = [f"!={major}.{minor}.*" for major in range(low[0], high[0] + 1)
-                    for minor in range(low[1] if major == low[0] else 0, (high[1] if major == high[0] else 99) + 1)
-                    if (major, minor) not in allowed]
+        excluded = [
+            f"!={major}.{minor}.*"
+            for major in range(low[0], high[0] + 1)
+            for minor in range(low[1] if major == low[0] else 0, (high[1] if major == high[0] else 99) + 1)
+            if (major, minor) not in allowed
+        ]
         return "torch" + ",".join([f">={low[0]}.{low[1]}", f"<{high[0]}.{high[1] + 1}"] + excluded)
 
 
-def torch_admission(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None,
-                    unknown_refused: tuple[tuple[str, str], ...] = ()) -> TorchAdmission:
+def torch_admission(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None, unknown_refused: tuple[tuple[str, str], ...] = ()) -> TorchAdmission:
     """Which torch releases on pypi.org a target may take on a platform (`facts` may hold releases inferred
     from the index; `unknown_refused` are newer releases no evidence admitted)."""
     allowed: list[str] = []
@@ -77,8 +78,7 @@ def known_releases(facts: GpuFacts, platform: str, unknown_refused: tuple[tuple[
     return tuple(w.torch for w in facts.pytorch_pypi_wheels if w.platform == platform) + tuple(r for r, _ in unknown_refused)
 
 
-def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str,
-                arch_list: str | None) -> tuple[bool, str, str]:
+def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None) -> tuple[bool, str, str]:
     """(admitted, the rule that decided, why) for one torch build of a variant on a GPU target. Rules:
     `cpu-build`, `driver-floor` (its CUDA is newer than the driver runs), `arch-list-unknown`, `ptx-only`,
     `no-kernels`, and `native-kernels` (admitted) or `ptx-jit` (admitted with allow-ptx-jit)."""
@@ -103,8 +103,7 @@ def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, vari
     return False, "ptx-only" if covered == "ptx" else "no-kernels", f"{variant} ({arch_list}) {what} ({target.arch})"
 
 
-def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate], specifier: SpecifierSet | None,
-                   unknown_refused: tuple[tuple[str, str], ...] = ()) -> TargetError:
+def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate], specifier: SpecifierSet | None, unknown_refused: tuple[tuple[str, str], ...] = ()) -> TargetError:
     """No torch source fits: why PyPI's releases are out (those the stack's pin asks for, else the newest two),
     releases newer than the facts the evidence refused, and each variant index's newest."""
     pypi = sorted((c for c in candidates if c.source == PYPI_SOURCE and c.rule != "pin"), key=lambda c: as_tuple(c.release))
@@ -120,12 +119,11 @@ def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate
     if not pypi:
         hints.append("the stack's index serves no torch build the facts know for this platform and Python")
     if any(c.rule == "driver-floor" for c in pypi):
-        hints.append("raise the target's driver or set `cuda-compat = \"minor\"`")
+        hints.append('raise the target\'s driver or set `cuda-compat = "minor"`')
     if any(c.rule == "cpu-build" for c in pypi) and platform == "linux-aarch64":
         hints.append("PyPI's torch for linux-aarch64 is CPU-only before 2.11; add the PyTorch index for older CUDA builds")
     where = "any of the stack's torch sources" if others else "PyPI"
-    return TargetError(f"target `{target.name}`: no torch release on {where} fits {target.arch} with driver {target.driver} "
-                       f"on {platform}", "; ".join(hints))
+    return TargetError(f"target `{target.name}`: no torch release on {where} fits {target.arch} with driver {target.driver} on {platform}", "; ".join(hints))
 
 
 def wheel_cuda(packages: list[LockedPackage]) -> tuple[str | None, str | None]:
@@ -153,8 +151,7 @@ def resolved_toolkit(packages: list[LockedPackage]) -> str | None:
     return ".".join(str(n) for n in as_tuple(toolkit.version)[:3]) if toolkit else None
 
 
-def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None,
-                         packages: list[LockedPackage], arch_lists: tuple[tuple[str, str], ...] = ()) -> None:
+def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None, packages: list[LockedPackage], arch_lists: tuple[tuple[str, str], ...] = ()) -> None:
     """Refuses a resolution whose torch would not use the target's GPU natively (`arch_lists`: the lists a
     variant index's releases were admitted with, by release, when torch was routed to one)."""
     version, cuda = wheel_cuda(packages)
@@ -162,15 +159,14 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
         return
     release = "{}.{}".format(*major_minor(version))
     if cuda is None:
-        raise TargetError(f"target `{target.name}` on {platform} would get torch {version}, a CPU-only build",
-                          "pin a torch release with a CUDA build for this platform, or add the PyTorch wheel index")
+        raise TargetError(
+            f"target `{target.name}` on {platform} would get torch {version}, a CPU-only build", "pin a torch release with a CUDA build for this platform, or add the PyTorch wheel index"
+        )
     variant = f"cu{cuda.replace('.', '')}"
     routed = dict(arch_lists).get(release) if re.search(rf"\+{variant}$", version) else None
-    arch_list = routed or next((w.arch_list for w in facts.pytorch_pypi_wheels
-                      if w.torch == release and w.platform == platform and w.variant == variant), None)
+    arch_list = routed or next((w.arch_list for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform and w.variant == variant), None)
     if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
         arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
     ok, _, reason = judge_wheel(facts, target, window, variant, arch_list)
     if not ok:
-        raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}",
-                          "constrain torch in [pypi-dependencies] or change the target's driver")
+        raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}", "constrain torch in [pypi-dependencies] or change the target's driver")

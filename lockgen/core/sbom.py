@@ -24,16 +24,25 @@ def cyclonedx(lock: Lock, platform: str, lock_sha256: str, environment_digest: s
     for package in lock.packages_for(platform):
         hashes = [{"alg": "SHA-256", "content": package.hash.sha256}] if package.hash.sha256 else []
         hashes += [{"alg": "MD5", "content": package.hash.md5}] if package.hash.md5 else []
-        components.append({"type": "library", "name": package.name, "version": package.version,
-                           "purl": _purl(package, platform), "hashes": hashes,
-                           "externalReferences": [{"type": "distribution", "url": package.url}]})
+        components.append(
+            {
+                "type": "library",
+                "name": package.name,
+                "version": package.version,
+                "purl": _purl(package, platform),
+                "hashes": hashes,
+                "externalReferences": [{"type": "distribution", "url": package.url}],
+            }
+        )
     return {
-        "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.5",
+        "version": 1,
         "serialNumber": f"urn:uuid:{uuid.UUID(lock_sha256[:32])}",
-        "metadata": {"component": {"type": "container", "name": f"{LockgenMeta(lock).stack} {LockgenMeta(lock).target}".strip(),
-                                   "version": f"sha256:{environment_digest}"},
-                     "tools": {"components": [{"type": "application", "name": "lockgen"}]},
-                     "properties": [{"name": "lockgen:lock.sha256", "value": lock_sha256},
-                                    {"name": "lockgen:platform", "value": platform}]},
-        "components": sorted(components, key=lambda c: (c["purl"])),
+        "metadata": {
+            "component": {"type": "container", "name": f"{LockgenMeta(lock).stack} {LockgenMeta(lock).target}".strip(), "version": f"sha256:{environment_digest}"},
+            "tools": {"components": [{"type": "application", "name": "lockgen"}]},
+            "properties": [{"name": "lockgen:lock.sha256", "value": lock_sha256}, {"name": "lockgen:platform", "value": platform}],
+        },
+        "components": sorted(components, key=lambda c: c["purl"]),
     }

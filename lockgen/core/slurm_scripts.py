@@ -34,25 +34,27 @@ def check_job(job: CertifyJob, *extra: str) -> None:
     """Refuses (one UserError naming the flag) a value with a control character, a `$` that is not a plain
     `$NAME`/`${NAME}`, or, for an #SBATCH line, a character outside its safe set; `extra` are more words
     of the scripts (the health check's output folders)."""
-    bare = {"--arch": job.arch, "--partition": job.partition, "--time": job.time_limit,
-            "--constraint": job.constraint, "--certs": job.out_dir}
+    bare = {"--arch": job.arch, "--partition": job.partition, "--time": job.time_limit, "--constraint": job.constraint, "--certs": job.out_dir}
     flag, *named = _environment_words(job)
-    words = {"--lockgen": (job.lockgen,), flag: tuple(named), "--lock": (job.lock,),
-             "--manifests": (job.manifests,), "--allow-foreign": job.allow_foreign, "--key": (job.key,),
-             "the health check's folders": extra}
+    words = {
+        "--lockgen": (job.lockgen,),
+        flag: tuple(named),
+        "--lock": (job.lock,),
+        "--manifests": (job.manifests,),
+        "--allow-foreign": job.allow_foreign,
+        "--key": (job.key,),
+        "the health check's folders": extra,
+    }
     for flag, values in {**{k: (v,) for k, v in bare.items()}, **words}.items():
         for value in (v for v in values if v is not None):
             if _CONTROL.search(value):
-                raise UserError(f"{flag} {value[:80]!r} holds a control character (a newline ends a script line)",
-                                f"pass {flag} without newlines, tabs or other control characters")
+                raise UserError(f"{flag} {value[:80]!r} holds a control character (a newline ends a script line)", f"pass {flag} without newlines, tabs or other control characters")
             if "$" in _VARIABLE.sub("", value):
-                raise UserError(f"{flag} {value[:80]!r} holds a `$` that is not a variable ($NAME or ${{NAME}})",
-                                "the node's shell expands plain variables only; write the value out")
+                raise UserError(f"{flag} {value[:80]!r} holds a `$` that is not a variable ($NAME or ${{NAME}})", "the node's shell expands plain variables only; write the value out")
     for flag, setting in bare.items():
         pattern, allowed = _SBATCH_SAFE[flag]
         if setting is not None and not pattern.fullmatch(setting):
-            raise UserError(f"{flag} {setting[:80]!r} cannot go on an #SBATCH line, which sbatch reads without a shell",
-                            f"use {allowed}")
+            raise UserError(f"{flag} {setting[:80]!r} cannot go on an #SBATCH line, which sbatch reads without a shell", f"use {allowed}")
 
 
 def _word(value: str) -> str:
@@ -94,43 +96,48 @@ def _verify_words(job: CertifyJob) -> tuple[str, ...]:
 
 def sbatch_script(job: CertifyJob) -> str:
     """The batch script: `sbatch certify.sbatch` certifies `job.nodes` nodes together."""
-    options = [f"#SBATCH --job-name=lockgen-certify-{job.arch}", f"#SBATCH --nodes={job.nodes}",
-               "#SBATCH --ntasks-per-node=1", f"#SBATCH --time={job.time_limit}",
-               f"#SBATCH --output={job.out_dir}/slurm-%j.out"]  # bare: check_job allowed only a safe set
+    options = [
+        f"#SBATCH --job-name=lockgen-certify-{job.arch}",
+        f"#SBATCH --nodes={job.nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --time={job.time_limit}",
+        f"#SBATCH --output={job.out_dir}/slurm-%j.out",
+    ]  # bare: check_job allowed only a safe set
     if job.partition:
         options.append(f"#SBATCH --partition={job.partition}")
     if job.constraint:
         options.append(f"#SBATCH --constraint={job.constraint}")
     verify = f"{job.lockgen} {_words(_verify_words(job))}"
-    return "\n".join([
-        "#!/bin/bash",
-        "# Written by `lockgen fleet slurm`: certifies every node of the allocation at once. Each node runs one",
-        "# lockgen verify; torchrun's rendezvous comes from SLURM_* (the first node's address, a port from the",
-        "# job id); each node's certificate and log land in OUT (a folder every node can write).",
-        *options,
-        "set -uo pipefail",
-        f"out={shlex.quote(job.out_dir)}",
-        'mkdir -p "$out"',
-        'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        'head_addr=$(scontrol show node "$head_node" | sed -n "s/.*NodeAddr=\\([^ ]*\\).*/\\1/p")',
-        f"port=$(( {RENDEZVOUS_BASE_PORT} + SLURM_JOB_ID % 1000 ))",
-        "# one launcher per node; a node that fails does not stop the others (its log says why)",
-        "srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c '" + verify.replace("'", "'\\''")
-        + ' --nodes "$SLURM_JOB_NUM_NODES" --rendezvous "$0:$1" --rendezvous-id "lockgen-$SLURM_JOB_ID"'
-        ' --out "$2/$SLURMD_NODENAME.cert.json" > "$2/$SLURMD_NODENAME.log" 2>&1\' "$head_addr" "$port" "$out"',
-        "status=0",
-        'for node in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do',
-        '  if [ -s "$out/$node.cert.json" ] && ! grep -q "^error:" "$out/$node.log"; then',
-        '    echo "$node: passed ($out/$node.cert.json)"',
-        "  else",
-        '    reason=$(grep "^error:" "$out/$node.log" | head -n 1)',
-        '    echo "$node: FAILED: ${reason:-no certificate and no error line (see $out/$node.log)}"',
-        "    status=1",
-        "  fi",
-        "done",
-        'exit "$status"',
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "# Written by `lockgen fleet slurm`: certifies every node of the allocation at once. Each node runs one",
+            "# lockgen verify; torchrun's rendezvous comes from SLURM_* (the first node's address, a port from the",
+            "# job id); each node's certificate and log land in OUT (a folder every node can write).",
+            *options,
+            "set -uo pipefail",
+            f"out={shlex.quote(job.out_dir)}",
+            'mkdir -p "$out"',
+            'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            'head_addr=$(scontrol show node "$head_node" | sed -n "s/.*NodeAddr=\\([^ ]*\\).*/\\1/p")',
+            f"port=$(( {RENDEZVOUS_BASE_PORT} + SLURM_JOB_ID % 1000 ))",
+            "# one launcher per node; a node that fails does not stop the others (its log says why)",
+            "srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c '" + verify.replace("'", "'\\''") + ' --nodes "$SLURM_JOB_NUM_NODES" --rendezvous "$0:$1" --rendezvous-id "lockgen-$SLURM_JOB_ID"'
+            ' --out "$2/$SLURMD_NODENAME.cert.json" > "$2/$SLURMD_NODENAME.log" 2>&1\' "$head_addr" "$port" "$out"',
+            "status=0",
+            'for node in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do',
+            '  if [ -s "$out/$node.cert.json" ] && ! grep -q "^error:" "$out/$node.log"; then',
+            '    echo "$node: passed ($out/$node.cert.json)"',
+            "  else",
+            '    reason=$(grep "^error:" "$out/$node.log" | head -n 1)',
+            '    echo "$node: FAILED: ${reason:-no certificate and no error line (see $out/$node.log)}"',
+            "    status=1",
+            "  fi",
+            "done",
+            'exit "$status"',
+            "",
+        ]
+    )
 
 
 def health_script(job: CertifyJob, health: SlurmHealth) -> str:
@@ -144,8 +151,7 @@ def health_script(job: CertifyJob, health: SlurmHealth) -> str:
     lines = [
         "#!/bin/bash",
         "# Written by `lockgen fleet slurm`: slurm.conf `HealthCheckProgram=` this file. It certifies this node",
-        f"# with lockgen verify --quick within {limit_s} s; on a failure it prints lockgen's reason"
-        + (" and drains the node with it." if drain else "."),
+        f"# with lockgen verify --quick within {limit_s} s; on a failure it prints lockgen's reason" + (" and drains the node with it." if drain else "."),
         "set -uo pipefail",
         'node="${SLURMD_NODENAME:-$(hostname -s)}"',
         f"out={shlex.quote(job.out_dir)}",
@@ -153,8 +159,7 @@ def health_script(job: CertifyJob, health: SlurmHealth) -> str:
         f'timeout {limit_s} {verify} --out "$out/$node.health.cert.json" > "$out/$node.health.log" 2>&1',
         "status=$?",
         '[ "$status" -eq 0 ] && { echo "lockgen: $node certified"; exit 0; }',
-        f'[ "$status" -eq 124 ] && reason="verify did not finish within {limit_s} s" '
-        '|| reason=$(grep "^error:" "$out/$node.health.log" | head -n 1 | cut -c 8-)',
+        f'[ "$status" -eq 124 ] && reason="verify did not finish within {limit_s} s" || reason=$(grep "^error:" "$out/$node.health.log" | head -n 1 | cut -c 8-)',
         'reason="lockgen: ${reason:-verify exited $status (see $out/$node.health.log)}"',
         'echo "$reason"',
     ]

@@ -28,8 +28,8 @@ _IMAGE_KEYS = ("entrypoint", "cmd", "env", "workdir", "user", "exposed-ports", "
 _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
     "target": "keys of a target: arch, driver, platforms, glibc, cuda, cuda-compat, allow-ptx-jit",
-    "dependency": "a dependency is a match spec string (\"2.6.*\") or a table { version = \"2.6.*\", build = \"cuda*\" }",
-    "pypi": "a PyPI dependency is a PEP 440 specifier (\">=2.4\") or a table { version = \">=4.40\", extras = [\"torch\"], index = \"URL\" }",
+    "dependency": 'a dependency is a match spec string ("2.6.*") or a table { version = "2.6.*", build = "cuda*" }',
+    "pypi": 'a PyPI dependency is a PEP 440 specifier (">=2.4") or a table { version = ">=4.40", extras = ["torch"], index = "URL" }',
     "pypi-options": "keys of [pypi-options]: " + ", ".join(_PYPI_OPTION_KEYS),
     "image": "keys of [image]: " + ", ".join(_IMAGE_KEYS),
 }
@@ -56,8 +56,7 @@ def extends_of(text: str, source: str = "stack.toml") -> str | None:
     stack: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
     value = stack.get("extends")
     if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise _Locator(text, source).error("`extends` must name a base stack file", 'write extends = "../platform/stack.toml"',
-                                           ("stack", "extends"))
+        raise _Locator(text, source).error("`extends` must name a base stack file", 'write extends = "../platform/stack.toml"', ("stack", "extends"))
     return value
 
 
@@ -88,16 +87,13 @@ def _document(text: str, source: str) -> dict[str, Any]:
     try:
         return tomlkit.parse(text).unwrap()
     except ParseError as exc:
-        raise SpecError(f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0],
-                        "fix the TOML syntax at that line", source, exc.line) from None
+        raise SpecError(f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0], "fix the TOML syntax at that line", source, exc.line) from None
     except KeyAlreadyPresent as exc:  # tomlkit names the key but not the line
         key = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
-        raise SpecError(f"key `{key}` is set twice in one table", "keep one of the two lines",
-                        source, _repeated_line(text, key)) from None
+        raise SpecError(f"key `{key}` is set twice in one table", "keep one of the two lines", source, _repeated_line(text, key)) from None
 
 
-def _stack_table(document: dict[str, Any], locator: "_Locator",
-                 refused: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def _stack_table(document: dict[str, Any], locator: "_Locator", refused: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The document's [stack] table, once every top-level table and [stack] key is a known one; `refused(key)`
     raises for a known key this kind of stack may not set (checked key by key, in the file's order)."""
     for key in document:
@@ -126,8 +122,7 @@ def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
     fields: dict[str, Any] = {k.replace("-", "_"): v for k, v in stack.items()}
     fields["exclude_newer"] = _exclude_newer(stack.get("exclude-newer"), locator, ("stack", "exclude-newer"))
     try:
-        return StackSpec(dependencies=dependencies, pypi_dependencies=pypi_dependencies, pypi_options=pypi_options,
-                         targets=targets, image=image, **fields)
+        return StackSpec(dependencies=dependencies, pypi_dependencies=pypi_dependencies, pypi_options=pypi_options, targets=targets, image=image, **fields)
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
@@ -138,14 +133,12 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
 
     def refused(key: str) -> None:
         if key in _INHERITED_KEYS:
-            raise locator.error(f"`{key}` comes from the base stack ({where})", f"remove it here, or change it in {where}",
-                                ("stack", key))
+            raise locator.error(f"`{key}` comes from the base stack ({where})", f"remove it here, or change it in {where}", ("stack", key))
 
     stack = _stack_table(document, locator, refused)
     for table in ("targets", "pypi-options"):
         if table in document:
-            raise locator.error(f"[{table}] comes from the base stack ({where})", f"remove it here, or change it in {where}",
-                                (table,))
+            raise locator.error(f"[{table}] comes from the base stack ({where})", f"remove it here, or change it in {where}", (table,))
     conda = document.get("dependencies") or {}
     pypi = document.get("pypi-dependencies") or {}
     if not isinstance(conda, dict) or not isinstance(pypi, dict):
@@ -157,15 +150,21 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
     held = {d.name for d in base.dependencies} | {d.name for d in base.pypi_dependencies}
     for table, name in [*(("dependencies", d.name) for d in added), *(("pypi-dependencies", d.name) for d in added_pypi)]:
         if name in held:
-            raise locator.error(f"`{name}` is the base's dependency, held at its locked build",
-                                f"remove it here; to move it, update the base ({where})", (table, name))
+            raise locator.error(f"`{name}` is the base's dependency, held at its locked build", f"remove it here; to move it, update the base ({where})", (table, name))
     channels = tuple(dict.fromkeys(base.channels + tuple(stack.get("channels", ()))))
     try:
-        return StackSpec.model_validate({
-            **base.model_dump(by_alias=True), "name": stack.get("name", base.name), "channels": channels,
-            "dependencies": base.dependencies + added, "pypi_dependencies": base.pypi_dependencies + added_pypi,
-            "image": _image(document.get("image"), locator) or base.image, "extends": where,
-            "override": stack.get("override", False)})
+        return StackSpec.model_validate(
+            {
+                **base.model_dump(by_alias=True),
+                "name": stack.get("name", base.name),
+                "channels": channels,
+                "dependencies": base.dependencies + added,
+                "pypi_dependencies": base.pypi_dependencies + added_pypi,
+                "image": _image(document.get("image"), locator) or base.image,
+                "extends": where,
+                "override": stack.get("override", False),
+            }
+        )
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
@@ -178,39 +177,44 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
 
     def refused(key: str) -> None:
         if key in ("exclude-newer", "unknown-releases"):
-            raise locator.error(f"`{key}` is not a [stack] key of a team stack on a lock",
-                                "set the team's PyPI cut-off as [pypi-options] exclude-newer", ("stack", key))
+            raise locator.error(f"`{key}` is not a [stack] key of a team stack on a lock", "set the team's PyPI cut-off as [pypi-options] exclude-newer", ("stack", key))
         if key in _INHERITED_KEYS or key == "channels":
             raise locator.error(f"`{key}` comes from the base lock ({where})", "remove it here", ("stack", key))
 
     stack = _stack_table(document, locator, refused)
     if "dependencies" in document:
-        raise locator.error("a team stack on a lock adds PyPI packages only", "move them to [pypi-dependencies]",
-                            ("dependencies",))
+        raise locator.error("a team stack on a lock adds PyPI packages only", "move them to [pypi-dependencies]", ("dependencies",))
     pypi = document.get("pypi-dependencies")
     if not isinstance(pypi, dict) or not pypi:
         raise locator.error("the team stack adds no dependencies", "add [pypi-dependencies] on top of the base lock", ())
     added = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
     targets = document.get("targets")
     if targets is not None and (not isinstance(targets, dict) or set(targets) != {base.target}):
-        raise locator.error(f"the base lock is of target `{base.target}`: a team stack on it has that one target",
-                            f"state it as [targets.{base.target}], or leave [targets] out", ("targets",))
+        raise locator.error(f"the base lock is of target `{base.target}`: a team stack on it has that one target", f"state it as [targets.{base.target}], or leave [targets] out", ("targets",))
     if targets is not None and isinstance(targets[base.target], dict) and "platforms" in targets[base.target]:
-        raise locator.error(f"the platforms of target `{base.target}` are the base lock's ({', '.join(base.platforms)})",
-                            "remove `platforms` here", ("targets", base.target, "platforms"))
+        raise locator.error(f"the platforms of target `{base.target}` are the base lock's ({', '.join(base.platforms)})", "remove `platforms` here", ("targets", base.target, "platforms"))
     if targets is not None:
         target = _target(base.target, targets[base.target], locator)
     elif base.facts.get("arch"):
         target = _target(base.target, dict(base.facts), locator)
     else:
-        raise locator.error(f"the base lock {where} records no hardware for its target `{base.target}`",
-                            f'state it: [targets.{base.target}] with arch = "sm90" and driver = "...", or arch = "cpu"', ())
+        raise locator.error(
+            f"the base lock {where} records no hardware for its target `{base.target}`", f'state it: [targets.{base.target}] with arch = "sm90" and driver = "...", or arch = "cpu"', ()
+        )
     try:
-        return StackSpec.model_validate({
-            "name": stack.get("name", base.target), "platforms": base.platforms, "python": base.python,
-            "pypi_dependencies": added, "pypi_options": _pypi_options(document.get("pypi-options"), locator),
-            "targets": (target,), "image": _image(document.get("image"), locator), "extends": where,
-            "override": stack.get("override", False)})
+        return StackSpec.model_validate(
+            {
+                "name": stack.get("name", base.target),
+                "platforms": base.platforms,
+                "python": base.python,
+                "pypi_dependencies": added,
+                "pypi_options": _pypi_options(document.get("pypi-options"), locator),
+                "targets": (target,),
+                "image": _image(document.get("image"), locator),
+                "extends": where,
+                "override": stack.get("override", False),
+            }
+        )
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
@@ -305,13 +309,12 @@ def _target(name: str, value: Any, locator: "_Locator") -> Target:
         if key not in known or key == "name" or ("_" in key and key.replace("_", "-") in known):
             raise locator.error(f"unknown key `{key}` in target `{name}`", _HINT_KEYS["target"], ("targets", name, key))
     if "arch" not in value:
-        raise locator.error(f"target `{name}` has no `arch`", "set `arch = \"sm90\"` (or \"cpu\"); `lockgen arch` lists them", ("targets", name))
+        raise locator.error(f"target `{name}` has no `arch`", 'set `arch = "sm90"` (or "cpu"); `lockgen arch` lists them', ("targets", name))
     try:
         return Target(name=name, **value)
     except ValidationError as exc:
         field = next((str(p) for p in exc.errors()[0]["loc"] if isinstance(p, str)), "")
-        hint = {"arch": _arch_hint(value.get("arch")),
-                "driver": "write the full version `nvidia-smi` prints, e.g. driver = \"550.54.15\""}.get(field, _HINT_KEYS["target"])
+        hint = {"arch": _arch_hint(value.get("arch")), "driver": 'write the full version `nvidia-smi` prints, e.g. driver = "550.54.15"'}.get(field, _HINT_KEYS["target"])
         raise locator.from_validation(exc, ("targets", name), hint) from None
 
 
@@ -322,8 +325,8 @@ def _arch_hint(value: Any) -> str:
     text = str(value).strip().lower()
     for arch in load_facts().archs.values() if text else ():
         if any(re.search(rf"(^|[\s(]){re.escape(text)}($|[\s)-])", gpu.lower()) for gpu in arch.gpus):
-            return f"{value} is {arch.name}: write arch = \"{arch.name}\""
-    return "write arch = \"sm90\" (or \"cpu\"); `lockgen arch` lists the archs and their GPUs"
+            return f'{value} is {arch.name}: write arch = "{arch.name}"'
+    return 'write arch = "sm90" (or "cpu"); `lockgen arch` lists the archs and their GPUs'
 
 
 def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> dt.date | dt.datetime | None:
@@ -334,7 +337,7 @@ def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> d
             return dt.datetime.fromisoformat(value) if "T" in value else dt.date.fromisoformat(value)
         except ValueError:
             pass
-    raise locator.error(f"exclude-newer `{value}` is not a date", "write a date like \"2026-06-01\" or an RFC 3339 time", where)
+    raise locator.error(f"exclude-newer `{value}` is not a date", 'write a date like "2026-06-01" or an RFC 3339 time', where)
 
 
 class _Locator:
@@ -380,8 +383,7 @@ class _Locator:
         where = path + ((field,) if field else ())
         if first["type"] == "string_type" and isinstance(first.get("input"), (int, float)) and field:
             written = self.written(where) or str(first["input"])  # `python = 3.10` is the number 3.1 to TOML
-            return self.error(f"{prefix}{written} is a number here, and a version is text (as a number, 3.10 is 3.1)",
-                              f'write it in quotes: {field} = "{written}"', where)
+            return self.error(f"{prefix}{written} is a number here, and a version is text (as a number, 3.10 is 3.1)", f'write it in quotes: {field} = "{written}"', where)
         return self.error(prefix + message, hint, where)
 
     def written(self, path: tuple[str, ...]) -> str | None:

@@ -91,11 +91,11 @@ def check_only(lock: Lock) -> dict[str, tuple[tuple[str, str], ...]]:
         try:  # its name and version become a wheel's file name and uv's pin
             Version(package.version)
         except InvalidVersion:
-            raise LockFormatError(f"the base lock's check-only {package.name} has version `{package.version[:60]}`, "
-                                  "not a PEP 440 version", "pin the base again from its inventory (lockgen pin)") from None
+            raise LockFormatError(
+                f"the base lock's check-only {package.name} has version `{package.version[:60]}`, not a PEP 440 version", "pin the base again from its inventory (lockgen pin)"
+            ) from None
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", package.name):
-            raise LockFormatError(f"the base lock's check-only `{package.name[:60]}` is not a project name",
-                                  "pin the base again from its inventory (lockgen pin)")
+            raise LockFormatError(f"the base lock's check-only `{package.name[:60]}` is not a project name", "pin the base again from its inventory (lockgen pin)")
         held.setdefault(package.platform, []).append((normalize(package.name), package.version))
     return {platform: tuple(sorted(found)) for platform, found in held.items()}
 
@@ -150,8 +150,7 @@ def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
         return default
     prefix = str(labels.get(PREFIX_LABEL, ""))
     if not is_environment_prefix(prefix):
-        raise LockFormatError(f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image",
-                              "pass lockgen's own image of the base lock, exported again")
+        raise LockFormatError(f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image", "pass lockgen's own image of the base lock, exported again")
     return prefix
 
 
@@ -161,9 +160,10 @@ def same_builds(lock: Lock, base_lock: Lock, platform: str) -> None:
     mine = {package_key(p): p.hash for p in lock.packages_for(platform)}
     for package in base_lock.packages_for(platform):
         if mine.get(package_key(package), package.hash) != package.hash:
-            raise UserError(f"the team lock's {package.name} {package.version} is another archive than its base lock's "
-                            f"(sha256 {mine[package_key(package)].sha256} against {package.hash.sha256})",
-                            "resolve the base stack and then the team stack again, or export without --base")
+            raise UserError(
+                f"the team lock's {package.name} {package.version} is another archive than its base lock's (sha256 {mine[package_key(package)].sha256} against {package.hash.sha256})",
+                "resolve the base stack and then the team stack again, or export without --base",
+            )
 
 
 def python_closure(lock: Lock, platform: str) -> frozenset[str]:

@@ -62,35 +62,32 @@ class TorchSource:
     inferred: tuple[str, ...] = ()  # the releases whose list was inferred, with where it came from
 
 
-def index_arch_list(facts: GpuFacts, release: str, platform: str, variant: str,
-                    policy: str) -> tuple[str | None, str, bool]:
+def index_arch_list(facts: GpuFacts, release: str, platform: str, variant: str, policy: str) -> tuple[str | None, str, bool]:
     """(arch list or None, where it comes from or why there is none, inferred) for a variant index's build."""
-    same = next((w for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform
-                 and w.variant == variant and w.arch_list), None)
+    same = next((w for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform and w.variant == variant and w.arch_list), None)
     if same is not None and same.arch_list:
         return same.arch_list, f"PyPI's {release} {variant} build on {platform} (the same wheel)", same.inferred
     official = [o for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant] if platform == "linux-64" else []
     exact = next((o for o in official if o.torch == release), None)
     if exact is not None:
         return exact.arch_list, f"the official {release} {variant} list", exact.inferred
-    known = [as_tuple(w.torch) for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant == variant
-             and w.arch_list] + [as_tuple(o.torch) for o in official]
+    known = [as_tuple(w.torch) for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant == variant and w.arch_list] + [as_tuple(o.torch) for o in official]
     if known and as_tuple(release) > max(known):
         if policy == "refuse":
-            return None, f"{release} {variant} is newer than the facts; the stack says unknown-releases = \"refuse\"", False
+            return None, f'{release} {variant} is newer than the facts; the stack says unknown-releases = "refuse"', False
         base = base_list(facts, platform, variant)
         if base is not None:
             return base[0], f"inferred: the list of {base[1]} on {platform}", True
     return None, f"the facts hold no arch list for {variant} builds of {release} on {platform}", False
 
 
-_EXCLUDED = {"python": "no {release.torch} wheel for Python {spec.python} on the platform",
-             "exclude-newer": "no {release.torch} wheel uploaded before the cut-off ({spec.pypi_exclude_newer}; a file "
-                              "without an upload time counts as after it, as uv counts it)"}
+_EXCLUDED = {
+    "python": "no {release.torch} wheel for Python {spec.python} on the platform",
+    "exclude-newer": "no {release.torch} wheel uploaded before the cut-off ({spec.pypi_exclude_newer}; a file without an upload time counts as after it, as uv counts it)",
+}
 
 
-def _build_of(facts: GpuFacts, offer: SourceOffer, served: ServedRelease, platform: str,
-              policy: str) -> tuple[str, str, str | None, str, bool] | None:
+def _build_of(facts: GpuFacts, offer: SourceOffer, served: ServedRelease, platform: str, policy: str) -> tuple[str, str, str | None, str, bool] | None:
     """(variant, source, arch list, where the list comes from, inferred) of a served release; None for a PyPI
     release the facts do not know (older than them, or newer and not admitted on evidence)."""
     if offer.is_pypi:
@@ -100,8 +97,7 @@ def _build_of(facts: GpuFacts, offer: SourceOffer, served: ServedRelease, platfo
     return offer.variant, scrub_url(offer.index), arch_list, how, inferred
 
 
-def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str,
-                      offers: tuple[SourceOffer, ...]) -> list[Candidate]:
+def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str, offers: tuple[SourceOffer, ...]) -> list[Candidate]:
     """Every release the torch sources serve for a GPU target on a platform, judged (oldest first per source)."""
     specifier = torch_specifier(spec)
     found = []
@@ -114,8 +110,7 @@ def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: 
             if served.excluded:
                 admitted, rule, reason = False, served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
             elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
-                admitted, rule, reason = False, "glibc", (f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, "
-                                                          f"the target states {target.glibc}")
+                admitted, rule, reason = False, "glibc", (f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}")
             elif arch_list is None and not offer.is_pypi:
                 admitted, rule, reason = False, "arch-list-unknown", how
             else:
@@ -127,8 +122,7 @@ def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: 
     return found
 
 
-def choose_source(candidates: list[Candidate], offers: tuple[SourceOffer, ...], facts: GpuFacts, platform: str,
-                  policy: str) -> TorchSource | None:
+def choose_source(candidates: list[Candidate], offers: tuple[SourceOffer, ...], facts: GpuFacts, platform: str, policy: str) -> TorchSource | None:
     """The variant index to route torch to on a platform, or None when PyPI's newest admitted release is at
     least as new as every index's (`candidates` are one platform's, of every source)."""
     best_pypi = max((as_tuple(c.release) for c in candidates if c.admitted and c.source == PYPI_SOURCE), default=None)

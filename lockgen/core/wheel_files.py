@@ -71,16 +71,14 @@ class Scheme:
     dist_name: str
 
     def root_of(self, key: str) -> str:
-        return {"purelib": self.site_packages, "platlib": self.site_packages, "scripts": "bin", "data": "",
-                "headers": f"include/site/python{self.python}/{self.dist_name}"}[key]
+        return {"purelib": self.site_packages, "platlib": self.site_packages, "scripts": "bin", "data": "", "headers": f"include/site/python{self.python}/{self.dist_name}"}[key]
 
 
 def inside(base: str, path: str, what: str = "path") -> str:
     """`path` joined to the folder `base` (both relative to a root) and normalised; refuses absolute paths
     and paths that climb out of the root."""
     if not path or "\x00" in path or path.startswith(("/", "\\")) or _DRIVE.match(path):
-        raise UserError(f"{what} `{shown(path)}` is absolute or empty",
-                        "a package may only place files inside its prefix")
+        raise UserError(f"{what} `{shown(path)}` is absolute or empty", "a package may only place files inside its prefix")
     if _normal(path) and (not base or _normal(base)):  # most paths: nothing for normpath to change (0.1 s a torch)
         return f"{base}/{path}" if base else path
     joined = posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
@@ -99,8 +97,7 @@ def hex_of_record_hash(value: str) -> str:
     """`sha256=<urlsafe base64, unpadded>` as hex; other algorithms and malformed digests are refused."""
     algorithm, sep, digest = value.partition("=")
     if not sep or algorithm != "sha256":
-        raise UserError(f"RECORD hash `{shown(value)}` is not sha256=<digest>",
-                        "lockgen checks wheels by sha256, the hash every installer writes")
+        raise UserError(f"RECORD hash `{shown(value)}` is not sha256=<digest>", "lockgen checks wheels by sha256, the hash every installer writes")
     try:
         raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
     except (binascii.Error, ValueError):
@@ -167,16 +164,14 @@ def expand_tags(compressed: str) -> tuple[str, ...]:
     parts = compressed.split("-")
     if len(parts) != 3 or "" in ".".join(parts).split(".") or any(c.isspace() for c in compressed):
         raise UserError(f"wheel tag `{shown(compressed)}` is not python-abi-platform", "the wheel is malformed")
-    return tuple(f"{py}-{abi}-{plat}" for py in parts[0].split(".") for abi in parts[1].split(".")
-                 for plat in parts[2].split("."))
+    return tuple(f"{py}-{abi}-{plat}" for py in parts[0].split(".") for abi in parts[1].split(".") for plat in parts[2].split("."))
 
 
 def parse_entry_points(text: str) -> tuple[ScriptEntry, ...]:
     """The console and gui scripts of an `entry_points.txt`, sorted by name; other groups are ignored."""
     import configparser  # here: a conda stack's resolve reads no entry_points.txt
 
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, comment_prefixes=("#", ";"),
-                                       strict=True)
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, comment_prefixes=("#", ";"), strict=True)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
         parser.read_string(text)
@@ -187,8 +182,7 @@ def parse_entry_points(text: str) -> tuple[ScriptEntry, ...]:
         for name, value in parser.items(group) if parser.has_section(group) else []:
             target = (value or "").split("[", 1)[0].strip().replace(" ", "")
             if not name or "/" in name or "\\" in name or name in (".", "..") or not _TARGET.match(target):
-                raise UserError(f"entry point `{shown(name)}` = `{shown(value or '')}` is not name = module:func",
-                                "the wheel is malformed")
+                raise UserError(f"entry point `{shown(name)}` = `{shown(value or '')}` is not name = module:func", "the wheel is malformed")
             scripts.append(ScriptEntry(name, target, kind))
     return tuple(sorted(scripts, key=lambda s: s.name))
 
@@ -203,8 +197,7 @@ def wheel_to_prefix(path: str, scheme: Scheme) -> str:
         return f"{site}/{clean}" if site and _normal(site) and _normal(path) else inside(site, clean, "wheel member")
     key, _, inner = rest.partition("/")
     if key not in _SCHEME_KEYS or not inner:
-        raise UserError(f"wheel member `{shown(path)}` uses an unknown data scheme `{shown(key, 40)}`",
-                        "installers accept only purelib, platlib, scripts, data and headers")
+        raise UserError(f"wheel member `{shown(path)}` uses an unknown data scheme `{shown(key, 40)}`", "installers accept only purelib, platlib, scripts, data and headers")
     return inside(scheme.root_of(key), inner, "wheel member")
 
 

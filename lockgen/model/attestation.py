@@ -32,9 +32,9 @@ class AttachedCertificate:
     statement names the image, or the lock the image was exported from, and with a key its signature
     verifies); `signature` says what was checked of the signature."""
 
-    location: str               # docker://HOST/REPO@<the artifact manifest digest>
+    location: str  # docker://HOST/REPO@<the artifact manifest digest>
     body: CertificateBody | None
-    binding: str                # "image" or "lock" (a bare-metal certificate of the image's lock), "" when refused
+    binding: str  # "image" or "lock" (a bare-metal certificate of the image's lock), "" when refused
     signature: str
     reason: str | None
 

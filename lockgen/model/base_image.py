@@ -7,5 +7,5 @@ from lockgen.model.base import Frozen
 
 
 class RegistryBase(Frozen):
-    reference: str          # docker://HOST[:PORT]/REPO@sha256:HEX, or :TAG (resolved to the digest and recorded)
+    reference: str  # docker://HOST[:PORT]/REPO@sha256:HEX, or :TAG (resolved to the digest and recorded)
     insecure: bool = False  # plain HTTP or a self-signed registry (a loopback one)

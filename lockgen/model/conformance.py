@@ -54,30 +54,41 @@ class ConformanceReport:
 
     @property
     def clean(self) -> bool:
-        return (all(p.status == "ok" for p in self.packages) and not self.foreign and not self.mode
-                and not self.clobbered and not self.bytecode)
+        return all(p.status == "ok" for p in self.packages) and not self.foreign and not self.mode and not self.clobbered and not self.bytecode
 
     @property
     def counts(self) -> dict[str, int]:
         statuses = [p.status for p in self.packages]
-        return {"packages": len(statuses), "ok": statuses.count("ok"), "modified": statuses.count("modified"),
-                "missing": statuses.count("missing"), "missing_packages": statuses.count("missing package"),
-                "files_expected": self.files_expected, "files_observed": self.files_observed,
-                "accepted": len(self.accepted), "foreign": len(self.foreign), "mode": len(self.mode),
-                "clobbered": len(self.clobbered), "bytecode": len(self.bytecode)}
+        return {
+            "packages": len(statuses),
+            "ok": statuses.count("ok"),
+            "modified": statuses.count("modified"),
+            "missing": statuses.count("missing"),
+            "missing_packages": statuses.count("missing package"),
+            "files_expected": self.files_expected,
+            "files_observed": self.files_observed,
+            "accepted": len(self.accepted),
+            "foreign": len(self.foreign),
+            "mode": len(self.mode),
+            "clobbered": len(self.clobbered),
+            "bytecode": len(self.bytecode),
+        }
 
     def to_dict(self) -> dict[str, object]:
         """A stable JSON-able form: sorted lists, prefix-relative paths, accepted files counted by rule."""
         by_rule: dict[str, int] = {}
         for item in self.accepted:
             by_rule[item.rule] = by_rule.get(item.rule, 0) + 1
-        return {"clean": self.clean, "counts": self.counts,
-                "packages": [{"package": p.key, "status": p.status, "modified": list(p.modified),
-                              "missing": list(p.missing)} for p in self.packages],
-                "foreign": list(self.foreign), "mode": list(self.mode),
-                "clobbered": [{"path": c.path, "owners": list(c.owners)} for c in self.clobbered],
-                "bytecode": list(self.bytecode),
-                "accepted": dict(sorted(by_rule.items()))}
+        return {
+            "clean": self.clean,
+            "counts": self.counts,
+            "packages": [{"package": p.key, "status": p.status, "modified": list(p.modified), "missing": list(p.missing)} for p in self.packages],
+            "foreign": list(self.foreign),
+            "mode": list(self.mode),
+            "clobbered": [{"path": c.path, "owners": list(c.owners)} for c in self.clobbered],
+            "bytecode": list(self.bytecode),
+            "accepted": dict(sorted(by_rule.items())),
+        }
 
     def lines(self) -> tuple[str, ...]:
         """One line per finding: `six 1.16.0: modified six.py`, `missing package idna 3.7`, `foreign: PATH`."""

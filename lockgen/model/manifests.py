@@ -38,11 +38,11 @@ class PackageManifest(Frozen):
     version: str
     kind: Literal["wheel", "conda", "installed"]
     files: tuple[ManifestFile, ...]
-    dist_info: str | None = None          # the `NAME-VERSION.dist-info` folder (prefix-relative when installed)
-    scripts: tuple[str, ...] = ()          # console/gui scripts (wheels) or entry points (noarch python)
-    entry_points: dict[str, str] = {}      # script name -> `module:attr`, what its launcher must call
+    dist_info: str | None = None  # the `NAME-VERSION.dist-info` folder (prefix-relative when installed)
+    scripts: tuple[str, ...] = ()  # console/gui scripts (wheels) or entry points (noarch python)
+    entry_points: dict[str, str] = {}  # script name -> `module:attr`, what its launcher must call
     noarch_python: bool = False
-    source: str = ""                       # where it was read: a wheel URL, an archive in the store
+    source: str = ""  # where it was read: a wheel URL, an archive in the store
 
 
 class ManifestBundle(Frozen):

@@ -4,8 +4,7 @@ the image architecture of each platform."""
 
 from __future__ import annotations
 
-LAYER_MEDIA_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
-                     "zstd": "application/vnd.oci.image.layer.v1.tar+zstd"}  # compression -> layer media type
+LAYER_MEDIA_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip", "zstd": "application/vnd.oci.image.layer.v1.tar+zstd"}  # compression -> layer media type
 COMPRESSION_LEVELS = {"gzip": range(1, 10), "zstd": range(1, 20)}  # zstd 20-22 need a decoder's large window
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"

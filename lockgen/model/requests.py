@@ -38,7 +38,6 @@ CheckTarget = Prefix | Python | Image  # what `lockgen check` checks
 Environment = Prefix | Python | Image  # what `lockgen verify` certifies
 
 
-
 @dataclass(frozen=True)
 class CheckRequest:
     """`lockgen check`: the environment, and with `lock` the lock it must be (conformance; `manifests` a bundle

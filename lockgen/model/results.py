@@ -38,8 +38,7 @@ class TargetResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `resolve --json` entry (its two booleans kept as they were: `written`, `unchanged`)."""
-        return {"target": self.target, "arch": self.arch, "path": str(self.path), "written": self.written,
-                "unchanged": self.unchanged, "packages": self.packages, "highlights": self.highlights}
+        return {"target": self.target, "arch": self.arch, "path": str(self.path), "written": self.written, "unchanged": self.unchanged, "packages": self.packages, "highlights": self.highlights}
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ class Conformance:
     image_digest: str | None = None
     allowed: dict[str, str | None] = field(default_factory=dict)  # foreign files accepted by name -> sha256 found
     by_path_only: int = 0  # stated files whose bytes nothing here can predict (a placeholder file without its archive,
-                           # a rewritten wheel script, a RECORD itself): checked present, not by content
+    # a rewritten wheel script, a RECORD itself): checked present, not by content
     # path -> [device, inode, size, mtime_ns, ctime_ns, sha256] of each file this check hashed (or took by its kept
     # fingerprint), as it saw them: what export takes instead of hashing the tree again; none from a kept verdict
     hashes: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
@@ -125,11 +124,19 @@ class Conformance:
         return list(self.report.lines()) + list(self.problems)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"clean": self.clean, "lock_sha256": self.lock_sha256, "platform": self.platform, "where": self.where,
-                "expected_digest": self.expected_digest, "image_digest": self.image_digest,
-                "problems": list(self.problems), "allowed_foreign": dict(self.allowed), "by_path_only": self.by_path_only,
-                "counts": self.report.counts,
-                "report": self.report.to_dict()}
+        return {
+            "clean": self.clean,
+            "lock_sha256": self.lock_sha256,
+            "platform": self.platform,
+            "where": self.where,
+            "expected_digest": self.expected_digest,
+            "image_digest": self.image_digest,
+            "problems": list(self.problems),
+            "allowed_foreign": dict(self.allowed),
+            "by_path_only": self.by_path_only,
+            "counts": self.report.counts,
+            "report": self.report.to_dict(),
+        }
 
 
 @dataclass(frozen=True)

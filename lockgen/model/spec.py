@@ -58,7 +58,7 @@ class PypiDependency(Frozen):
             return ""
         for clause in value.split(","):
             if not re.match(r"^\s*(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*$", clause):
-                raise ValueError(f"`{value}` is not a PEP 440 version specifier (e.g. \">=2.4,<2.8\")")
+                raise ValueError(f'`{value}` is not a PEP 440 version specifier (e.g. ">=2.4,<2.8")')
         return value.replace(" ", "")
 
     def requirement(self) -> str:
@@ -92,8 +92,7 @@ class PypiOptions(Frozen):
     def _known_variants(cls, value: dict[str, str]) -> dict[str, str]:
         for variant, url in value.items():
             if not _VARIANT.match(variant):
-                raise ValueError(f"`{variant}` is not a variant lockgen takes from its own index "
-                                 "(`cpu` or a CUDA variant such as `cu126`)")
+                raise ValueError(f"`{variant}` is not a variant lockgen takes from its own index (`cpu` or a CUDA variant such as `cu126`)")
             if not _INDEX_URL.match(url):
                 raise ValueError(f"the `{variant}` index `{url}` must be an http(s) or file URL")
         return value
@@ -120,7 +119,7 @@ class PypiOptions(Frozen):
         PyTorch's base is replaced by the mirror's."""
         url = self.torch_indexes.get(variant, f"{PYTORCH_BASE}/{variant}")
         if self.torch_mirror and (url == PYTORCH_BASE or url.startswith(PYTORCH_BASE + "/")):
-            return self.torch_mirror + url[len(PYTORCH_BASE):]
+            return self.torch_mirror + url[len(PYTORCH_BASE) :]
         return url
 
     def cpu_torch_index(self) -> str:
@@ -230,23 +229,22 @@ class ImageSettings(Frozen):
     def _service_commands(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         for name, command in value.items():
             if not _SERVICE_NAME.match(name):
-                raise ValueError(f"service name `{name}` must be lower-case letters, digits, `-` and `_` (e.g. \"jupyter\")")
+                raise ValueError(f'service name `{name}` must be lower-case letters, digits, `-` and `_` (e.g. "jupyter")')
             if not command or not command[0]:
-                raise ValueError(f"service `{name}` needs a command: a list such as [\"jupyter\", \"lab\"]")
+                raise ValueError(f'service `{name}` needs a command: a list such as ["jupyter", "lab"]')
         return dict(sorted(value.items()))
 
     @model_validator(mode="after")
     def _services_are_the_entrypoint(self) -> "ImageSettings":
         if self.services and (self.entrypoint is not None or self.cmd is not None):
-            raise ValueError("`services` and `entrypoint`/`cmd` both say what the image runs: with services the "
-                             "entrypoint is lockgen's service launcher; state one of them")
+            raise ValueError("`services` and `entrypoint`/`cmd` both say what the image runs: with services the entrypoint is lockgen's service launcher; state one of them")
         return self
 
     @field_validator("workdir")
     @classmethod
     def _absolute_workdir(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("/"):
-            raise ValueError(f"workdir `{value}` must be an absolute path such as \"/home/user\"")
+            raise ValueError(f'workdir `{value}` must be an absolute path such as "/home/user"')
         return value
 
     @field_validator("volumes")
@@ -254,7 +252,7 @@ class ImageSettings(Frozen):
     def _absolute_volumes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for path in value:
             if not path.startswith("/") or "\0" in path:
-                raise ValueError(f"volume `{path}` must be an absolute path such as \"/data\"")
+                raise ValueError(f'volume `{path}` must be an absolute path such as "/data"')
         return tuple(sorted(set(value)))
 
     @field_validator("exposed_ports", mode="before")
@@ -266,7 +264,7 @@ class ImageSettings(Frozen):
         for port in value:
             found = _PORT.match(str(port)) if isinstance(port, (str, int)) and not isinstance(port, bool) else None
             if found is None or not 0 < int(found.group(1)) < 65536:
-                raise ValueError(f"exposed port `{port}` must be PORT or PORT/tcp|udp|sctp, 1 to 65535 (e.g. 8888 or \"22/tcp\")")
+                raise ValueError(f'exposed port `{port}` must be PORT or PORT/tcp|udp|sctp, 1 to 65535 (e.g. 8888 or "22/tcp")')
             ports.append(f"{int(found.group(1))}/{found.group(3) or 'tcp'}")
         return tuple(sorted(set(ports)))
 
@@ -292,7 +290,7 @@ class ImageSettings(Frozen):
     @classmethod
     def _user(cls, value: str) -> str:
         if not _USER.match(value):
-            raise ValueError(f"user `{value}` must be USER, UID or UID:GID (e.g. \"1000:1000\")")
+            raise ValueError(f'user `{value}` must be USER, UID or UID:GID (e.g. "1000:1000")')
         if value.split(":")[0] in ("0", "root"):
             raise ValueError("the image's user must not be root: lockgen's images run as a non-root user")
         return value
@@ -338,7 +336,7 @@ class StackSpec(Frozen):
     @classmethod
     def _valid_python(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^3\.\d+$", value):
-            raise ValueError(f"python `{value}` must be a major.minor such as \"3.11\"")
+            raise ValueError(f'python `{value}` must be a major.minor such as "3.11"')
         return value
 
     @model_validator(mode="after")
@@ -348,7 +346,7 @@ class StackSpec(Frozen):
         if self.dependencies and not self.channels:
             raise ValueError("channels must name at least one channel for [dependencies]")
         if not self.dependencies and self.python is None:
-            raise ValueError("a pure-PyPI stack needs `python = \"3.11\"` (no conda python decides it)")
+            raise ValueError('a pure-PyPI stack needs `python = "3.11"` (no conda python decides it)')
         return self
 
     @property

@@ -18,16 +18,27 @@ from typing import Any
 from lockgen.adapters import signing
 from lockgen.adapters.oci_distribution import MAX_BLOB, Registry
 from lockgen.api.steps.certificate_steps import read_certificate, validated_body
-from lockgen.core.attestation import (artifact_manifest, certificate_annotations, certificate_referrers,
-                                      certificate_subject, descriptor, envelope, merged_referrers, pae, read_envelope,
-                                      read_statement, referrer_entry, referrers_tag, statement, statement_binding)
+from lockgen.core.attestation import (
+    artifact_manifest,
+    certificate_annotations,
+    certificate_referrers,
+    certificate_subject,
+    descriptor,
+    envelope,
+    merged_referrers,
+    pae,
+    read_envelope,
+    read_statement,
+    referrer_entry,
+    referrers_tag,
+    statement,
+    statement_binding,
+)
 from lockgen.core.image_reference import ImageReference, parse_reference
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, LockgenError, UserError
-from lockgen.model.attestation import (CYCLONEDX_MEDIA_TYPE, DSSE_MEDIA_TYPE, IN_TOTO_PAYLOAD_TYPE, AttachedCertificate,
-                                       PushedReferrer)
-from lockgen.model.oci import (DOCKER_LIST_MEDIA_TYPE, EMPTY_BLOB, ENVIRONMENT_LABEL, INDEX_MEDIA_TYPE, LOCK_LABEL,
-                               MANIFEST_MEDIA_TYPE)
+from lockgen.model.attestation import CYCLONEDX_MEDIA_TYPE, DSSE_MEDIA_TYPE, IN_TOTO_PAYLOAD_TYPE, AttachedCertificate, PushedReferrer
+from lockgen.model.oci import DOCKER_LIST_MEDIA_TYPE, EMPTY_BLOB, ENVIRONMENT_LABEL, INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE
 
 
 @dataclass(frozen=True)
@@ -56,13 +67,11 @@ def image_of(registry: Registry, reference: ImageReference, progress: Callable[[
         config = json.loads(registry.blob(config_digest, 1 << 22))
         labels = (config.get("config") or {}).get("Labels") or {}
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise LockFormatError(f"{reference} is not an image manifest with a JSON config",
-                              "attest an image (a manifest with a config), e.g. one pushed by lockgen push") from None
+        raise LockFormatError(f"{reference} is not an image manifest with a JSON config", "attest an image (a manifest with a config), e.g. one pushed by lockgen push") from None
     return AttestedImage(subject, labels if isinstance(labels, dict) else {})
 
 
-def attached_certificates(image_reference: str, public_key: Path | None, insecure: bool,
-                          progress: Callable[[str], None] = lambda _: None) -> tuple[str, list[AttachedCertificate]]:
+def attached_certificates(image_reference: str, public_key: Path | None, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> tuple[str, list[AttachedCertificate]]:
     """(the image's digest, every lockgen certificate attestation attached to it, each checked)."""
     reference = parse_reference(image_reference)
     registry = Registry(reference, insecure)
@@ -75,12 +84,10 @@ def attached_certificates(image_reference: str, public_key: Path | None, insecur
         except ValueError:
             index = {}
     fingerprint = signing.public_fingerprint(public_key) if public_key is not None else None
-    return image.digest, [_checked(registry, artifact, image, public_key, fingerprint)
-                          for artifact in certificate_referrers(index)]
+    return image.digest, [_checked(registry, artifact, image, public_key, fingerprint) for artifact in certificate_referrers(index)]
 
 
-def _checked(registry: Registry, artifact: str, image: AttestedImage, public_key: Path | None,
-             fingerprint: str | None) -> AttachedCertificate:
+def _checked(registry: Registry, artifact: str, image: AttestedImage, public_key: Path | None, fingerprint: str | None) -> AttachedCertificate:
     signature = "signature not checked (no --key)"
     try:
         envelope_ = read_envelope(_envelope_bytes(registry, artifact, image))
@@ -88,9 +95,10 @@ def _checked(registry: Registry, artifact: str, image: AttestedImage, public_key
             message = pae(envelope_.payload_type, envelope_.payload)
             if not any(signing.verify_message(message, sig, public_key) for _, sig in envelope_.signatures):
                 named = sorted({k[:16] for k, _ in envelope_.signatures if k and k != fingerprint})
-                raise LockFormatError(f"its signature does not verify with key {str(fingerprint)[:16]}"
-                                      + (f" (it names key {', '.join(named)})" if named else ": the envelope was changed"),
-                                      "pass the signer's public key, or attest the certificate again")
+                raise LockFormatError(
+                    f"its signature does not verify with key {str(fingerprint)[:16]}" + (f" (it names key {', '.join(named)})" if named else ": the envelope was changed"),
+                    "pass the signer's public key, or attest the certificate again",
+                )
             signature = f"signature valid (key {str(fingerprint)[:16]})"
         document = read_statement(envelope_)
         binding = statement_binding(document, image.digest, image.labels.get(LOCK_LABEL))
@@ -113,8 +121,7 @@ def _envelope_bytes(registry: Registry, artifact: str, image: AttestedImage) -> 
     except (ValueError, KeyError, TypeError, AttributeError):
         raise LockFormatError("its manifest is not an OCI artifact manifest", "attest the certificate again") from None
     if subject != image.digest:
-        raise LockFormatError(f"its manifest's subject is {subject}, not this image",
-                              "the referrers index lists another image's artifact; attest again")
+        raise LockFormatError(f"its manifest's subject is {subject}, not this image", "the referrers index lists another image's artifact; attest again")
     if not single:
         raise LockFormatError("its manifest has no single DSSE envelope layer", "attest the certificate again")
     return registry.blob(layers[0]["digest"])
@@ -128,12 +135,10 @@ def _sbom_of(path: Path, image: AttestedImage, reference: ImageReference) -> byt
         properties = {p["name"]: p["value"] for p in document["metadata"].get("properties", [])}
         environment = document["metadata"]["component"]["version"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        raise UserError(f"`{path}` is not a CycloneDX SBOM written by lockgen export",
-                        "pass the sbom.cdx.json export wrote beside the image's layout") from None
+        raise UserError(f"`{path}` is not a CycloneDX SBOM written by lockgen export", "pass the sbom.cdx.json export wrote beside the image's layout") from None
     lock, labelled = image.labels.get(LOCK_LABEL), str(image.labels.get(ENVIRONMENT_LABEL, "")).removeprefix("sha256:")
     if properties.get("lockgen:lock.sha256") != lock or str(environment).removeprefix("sha256:") != labelled:
-        raise UserError(f"`{path}` is not the SBOM of {reference}: it names another lock or environment than the image's labels",
-                        "pass the sbom.cdx.json export wrote beside this image's layout")
+        raise UserError(f"`{path}` is not the SBOM of {reference}: it names another lock or environment than the image's labels", "pass the sbom.cdx.json export wrote beside this image's layout")
     return data
 
 
@@ -142,8 +147,7 @@ def _artifact(image: AttestedImage, artifact_type: str, blob: bytes, annotations
     return blob, artifact_manifest(artifact_type, descriptor(artifact_type, blob), image.subject, annotations)
 
 
-def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path | None, insecure: bool,
-           progress: Callable[[str], None] = lambda _: None) -> list[PushedReferrer]:
+def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path | None, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> list[PushedReferrer]:
     """Attaches the certificate (and the SBOM) to the image as referrers; returns what was attached."""
     reference = parse_reference(image_reference)
     document, _ = read_certificate(certificate_path, None)
@@ -152,8 +156,7 @@ def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path |
     registry = Registry(reference, insecure)
     image = image_of(registry, reference, progress)
     lock_path = (document["certificate"].get("subject") or {}).get("lock_path")
-    name, sha256 = certificate_subject(document["certificate"], reference.name, image.digest, image.labels.get(LOCK_LABEL),
-                                       PurePath(lock_path).name if lock_path else "_")
+    name, sha256 = certificate_subject(document["certificate"], reference.name, image.digest, image.labels.get(LOCK_LABEL), PurePath(lock_path).name if lock_path else "_")
     payload = canonical_json(statement(name, sha256, document["certificate"]))
     keyid, signature = signing.sign_message(pae(IN_TOTO_PAYLOAD_TYPE, payload), key)
     artifacts = [_artifact(image, DSSE_MEDIA_TYPE, envelope(payload, keyid, signature), certificate_annotations())]

@@ -50,6 +50,7 @@ class BaseRead(NamedTuple):
     config: dict[str, Any]
     digest: str
 
+
 Layers = list[tuple[dict[str, Any], str]]  # (descriptor, diff_id), base first
 
 
@@ -63,28 +64,24 @@ def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) ->
     else:
         manifest, config, digest = oci_layout.read_image(base, architecture)
     if config.get("architecture") != architecture:
-        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
-                        "pass a base image of the lock's architecture")
+        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}", "pass a base image of the lock's architecture")
     return BaseRead(manifest, config, digest)
 
 
-def base_image(base: Base, layout: Path, platform: str,
-               progress: Callable[[str], None]) -> tuple[Layers, dict[str, Any], dict[str, str]]:
+def base_image(base: Base, layout: Path, platform: str, progress: Callable[[str], None]) -> tuple[Layers, dict[str, Any], dict[str, str]]:
     """The base image's layers (a local base's blobs checked against their digests and hard-linked into
     `layout`, or copied across file systems; a registry base's referenced only), its config, and the
     manifest annotations that pin it by digest."""
     manifest, config, digest = base_manifest(base, platform, progress)
     if isinstance(base, RegistryBase):
-        progress(f"base {_registry_image(base, ARCHITECTURE[platform], progress).pinned}: {len(manifest['layers'])} "
-                 "layers referenced by digest, their blobs left in the registry")
+        progress(f"base {_registry_image(base, ARCHITECTURE[platform], progress).pinned}: {len(manifest['layers'])} layers referenced by digest, their blobs left in the registry")
     layers = []
     for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
         if not isinstance(base, RegistryBase):
             source = oci_layout.blob_path(base, descriptor["digest"])
             linked = oci_layout.link_cached_blob(layout, source, descriptor["digest"]) if source.is_file() else None
             if linked is None:
-                raise LockFormatError(f"the base image's layer blob {descriptor['digest']} is missing or was changed",
-                                      "export or copy the base image again")
+                raise LockFormatError(f"the base image's layer blob {descriptor['digest']} is missing or was changed", "export or copy the base image again")
             descriptor = {**descriptor, **linked}
         layers.append((descriptor, diff_id))
     return layers, config, {BASE_DIGEST_ANNOTATION: digest}
@@ -96,8 +93,7 @@ def base_documents(base: Base, platform: str, progress: Callable[[str], None]) -
     if isinstance(base, RegistryBase):
         return _registry_image(base, ARCHITECTURE[platform], progress).documents
     manifest, _, digest = base_manifest(base, platform, progress)
-    return (oci_layout.blob_path(base, digest).read_bytes(),
-            oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes())
+    return (oci_layout.blob_path(base, digest).read_bytes(), oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes())
 
 
 def _registry_image(base: RegistryBase, architecture: str, progress: Callable[[str], None]) -> registry_image.RemoteImage:
@@ -128,8 +124,7 @@ def base_file(base: Base, platform: str, paths: Sequence[str], progress: Callabl
     only as far as a decision needs (a registry's streamed, and named in progress)."""
     architecture = ARCHITECTURE[platform]
     if isinstance(base, RegistryBase):
-        count, layer = registry_image.layer_reader(_registry_image(base, architecture, progress), base.insecure,
-                                                   " or ".join(paths), progress)
+        count, layer = registry_image.layer_reader(_registry_image(base, architecture, progress), base.insecure, " or ".join(paths), progress)
     else:
         count, layer = oci_layout.layer_reader(base, architecture)
     return next((path for path in paths if file_at(path, layer, count) is not None), None)
@@ -139,6 +134,5 @@ def _reference(base: RegistryBase) -> ImageReference:
     """The base's reference; one with credentials in it is refused without repeating it (they are read
     from the auth files `skopeo login` writes, and never written anywhere by lockgen)."""
     if "@" in base.reference.removeprefix("docker://").split("/", 1)[0]:
-        raise UserError("the --base reference carries credentials (USER:PASSWORD@HOST)",
-                        "log in with `skopeo login HOST` and name the image as docker://HOST/REPO@sha256:…")
+        raise UserError("the --base reference carries credentials (USER:PASSWORD@HOST)", "log in with `skopeo login HOST` and name the image as docker://HOST/REPO@sha256:…")
     return parse_reference(base.reference)

@@ -22,8 +22,7 @@ def read_certificate(path: Path, public_key: Path | None) -> tuple[dict[str, Any
     except OSError as exc:
         raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
     except UnicodeDecodeError as exc:
-        raise LockFormatError(f"`{path}` is not UTF-8 text (byte {exc.start}): it was damaged",
-                              "certificates are written by `lockgen verify`; use the original file") from None
+        raise LockFormatError(f"`{path}` is not UTF-8 text (byte {exc.start}): it was damaged", "certificates are written by `lockgen verify`; use the original file") from None
     document = signing.verify_file(text, public_key)
     certificate = _validated(Certificate, document, f"`{path}`")
     _require_consistent(certificate.certificate, f"`{path}`")
@@ -43,14 +42,12 @@ def _validated(model: Any, document: Any, where: str) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         at = ".".join(str(part) for part in first["loc"]) or "the top level"
-        raise LockFormatError(f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}",
-                              "certificates are written by `lockgen verify`; use the original file") from None
+        raise LockFormatError(f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}", "certificates are written by `lockgen verify`; use the original file") from None
 
 
 def _require_consistent(body: CertificateBody, where: str) -> None:
     if body.passed != all(c.passed for c in body.checks):
-        raise LockFormatError(f"{where} says passed={body.passed} while {len(body.failures())} of its checks failed: "
-                              "it was edited", "certificates are tamper-evident; use the original file")
+        raise LockFormatError(f"{where} says passed={body.passed} while {len(body.failures())} of its checks failed: it was edited", "certificates are tamper-evident; use the original file")
 
 
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:

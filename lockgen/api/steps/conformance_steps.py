@@ -42,14 +42,21 @@ def read_manifests(loaded: LoadedLock, platform: str | None, manifests: Path | N
     bundle = manifest_store.read_bundle(manifests) if manifests else {}
     chosen = lock_platform(lock, platform)
     expected_manifests(lock, chosen, bundle, lambda _: None)  # said once, here; conform's own read finds them kept
-    progress(f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked against "
-             "its pinned hash)")
+    progress(f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked against its pinned hash)")
 
 
-def conform(lock: LockBytes | LoadedLock, prefix: Path, platform: str | None, manifests: Path | None,
-            progress: Callable[[str], None],
-            meter: Meter | None = None, final_prefix: str | None = None, allow_foreign: Sequence[str] = (),
-            carried_lock: bool = True, fingerprints: bool = False) -> Conformance:
+def conform(
+    lock: LockBytes | LoadedLock,
+    prefix: Path,
+    platform: str | None,
+    manifests: Path | None,
+    progress: Callable[[str], None],
+    meter: Meter | None = None,
+    final_prefix: str | None = None,
+    allow_foreign: Sequence[str] = (),
+    carried_lock: bool = True,
+    fingerprints: bool = False,
+) -> Conformance:
     """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`) to the lock
     its use case read (its bytes; parsed here only when the work is done, unless the caller parsed it already).
     `allow_foreign` names files no package states that the caller accepts (a site's CA hook, a venv seed):
@@ -60,23 +67,33 @@ def conform(lock: LockBytes | LoadedLock, prefix: Path, platform: str | None, ma
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
     bundle = _bundle_bytes(manifests)  # read once: a verdict reached with a bundle is bound to its bytes
-    context = [platform or "", home.machine(), final_prefix or str(prefix), "\0".join(sorted(set(allow_foreign))),
-               str(carried_lock), hashlib.sha256(bundle).hexdigest() if bundle is not None else "", __version__]
+    context = [
+        platform or "",
+        home.machine(),
+        final_prefix or str(prefix),
+        "\0".join(sorted(set(allow_foreign))),
+        str(carried_lock),
+        hashlib.sha256(bundle).hexdigest() if bundle is not None else "",
+        __version__,
+    ]
     kept = conformance_store.load_verdict(prefix, lock.sha256, context) if fingerprints else None
     # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
     tree = stat_walk.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
     again = _kept_verdict(lock.sha256, kept, prefix, tree, progress) if kept is not None and tree is not None else None
     if again is not None:
         return again
-    result = _conform(lock, prefix, platform, (manifests, bundle), progress, meter, final_prefix, allow_foreign,
-                      carried_lock, fingerprints, tree)
+    result = _conform(lock, prefix, platform, (manifests, bundle), progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree)
     if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
         conformance_store.drop_verdict(prefix, result.lock_sha256, context)
     elif tree is not None and tree.settled:
-        conformance_store.save_verdict(prefix, result.lock_sha256, context, tree.digest, tree.paths,
-                                       {"platform": result.platform, "expected_digest": result.expected_digest,
-                                        "allowed": result.allowed, "by_path_only": result.by_path_only,
-                                        "report": passing_record(result.report)})
+        conformance_store.save_verdict(
+            prefix,
+            result.lock_sha256,
+            context,
+            tree.digest,
+            tree.paths,
+            {"platform": result.platform, "expected_digest": result.expected_digest, "allowed": result.allowed, "by_path_only": result.by_path_only, "report": passing_record(result.report)},
+        )
     return result
 
 
@@ -88,26 +105,38 @@ def _bundle_bytes(manifests: Path | None) -> bytes | None:
     return manifest_store.bundle_bytes(manifests)
 
 
-def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint,
-                  progress: Callable[[str], None]) -> Conformance | None:
+def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint, progress: Callable[[str], None]) -> Conformance | None:
     """The verdict `kept` by the last passing check of this tree against these lock bytes, when its stat walk is
     unchanged; None when anything moved or the record is not usable."""
     verdict, report = kept["verdict"], passing_report(kept["verdict"].get("report"))
     allowed = verdict.get("allowed")
-    if tree.digest != kept["tree"] or report is None or not isinstance(verdict.get("platform"), str) \
-            or not isinstance(verdict.get("expected_digest"), str) or type(verdict.get("by_path_only")) is not int \
-            or not isinstance(allowed, dict) or not all(isinstance(v, (str, type(None))) for v in allowed.values()):
+    if (
+        tree.digest != kept["tree"]
+        or report is None
+        or not isinstance(verdict.get("platform"), str)
+        or not isinstance(verdict.get("expected_digest"), str)
+        or type(verdict.get("by_path_only")) is not int
+        or not isinstance(allowed, dict)
+        or not all(isinstance(v, (str, type(None))) for v in allowed.values())
+    ):
         return None
-    progress(f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of "
-             f"{kept.get('checked')} (check --lock --full reads every file)")
-    return Conformance(lock_sha256, verdict["platform"], str(prefix), verdict["expected_digest"], report,
-                       allowed=dict(allowed), by_path_only=verdict["by_path_only"])
+    progress(f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of {kept.get('checked')} (check --lock --full reads every file)")
+    return Conformance(lock_sha256, verdict["platform"], str(prefix), verdict["expected_digest"], report, allowed=dict(allowed), by_path_only=verdict["by_path_only"])
 
 
-def _conform(given: LockBytes | LoadedLock, prefix: Path, platform: str | None, manifests: tuple[Path | None, bytes | None],
-             progress: Callable[[str], None],
-             meter: Meter | None, final_prefix: str | None, allow_foreign: Sequence[str], carried_lock: bool,
-             fingerprints: bool, tree: stat_walk.TreeFingerprint | None) -> Conformance:
+def _conform(
+    given: LockBytes | LoadedLock,
+    prefix: Path,
+    platform: str | None,
+    manifests: tuple[Path | None, bytes | None],
+    progress: Callable[[str], None],
+    meter: Meter | None,
+    final_prefix: str | None,
+    allow_foreign: Sequence[str],
+    carried_lock: bool,
+    fingerprints: bool,
+    tree: stat_walk.TreeFingerprint | None,
+) -> Conformance:
     """The work of `conform`: every locked package's expected files against the prefix as found (by the stat
     walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once)."""
     from hashlib import sha256
@@ -138,11 +167,9 @@ def _conform(given: LockBytes | LoadedLock, prefix: Path, platform: str | None, 
         carried = {LOCK_INSIDE: lock_sha256} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
         wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
         proofs = dict(kept) if fingerprints else None
-        progress(f"hashing the {len(wanted)} files the packages state in {prefix}"
-                 + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
+        progress(f"hashing the {len(wanted)} files the packages state in {prefix}" + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
         seen: dict[str, list] = {}
-        observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs,
-                                           walked=walked, seen=seen, ahead=ahead)
+        observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs, walked=walked, seen=seen, ahead=ahead)
         if proofs is not None and proofs != kept:
             meanwhile.enter_context(conformance_store.saving(prefix, lock_sha256, proofs))
         found = {o.path: o.sha256 for o in observed} if allowed else {}
@@ -153,11 +180,8 @@ def _conform(given: LockBytes | LoadedLock, prefix: Path, platform: str | None, 
         hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
         python = lock_python(lock, chosen)
         pairs = pyc_pairs(expected, observed)
-        unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256}
-                                           if pairs else {})  # the sources: just hashed
-        report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix),
-                         unproven)
+        unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256} if pairs else {})  # the sources: just hashed
+        report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix), unproven)
         by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
         expected_sha256 = digest.result() or expected_digest(expected)
-    return Conformance(lock_sha256, chosen, str(prefix), expected_sha256, report,
-                       allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)
+    return Conformance(lock_sha256, chosen, str(prefix), expected_sha256, report, allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)

@@ -31,18 +31,34 @@ ROOT_USERS = ("", "0", "0:0", "root", "root:root")
 SBOM_INSIDE = ".lockgen/sbom.cdx.json"
 
 
-def prove_image(loaded: LoadedLock, image: str, manifests: Path | None, platform: str | None, insecure: bool,
-                image_prefix: str | None, progress: Callable[[str], None], meter: Meter | None,
-                allow_foreign: Sequence[str]) -> Conformance:
+def prove_image(
+    loaded: LoadedLock,
+    image: str,
+    manifests: Path | None,
+    platform: str | None,
+    insecure: bool,
+    image_prefix: str | None,
+    progress: Callable[[str], None],
+    meter: Meter | None,
+    allow_foreign: Sequence[str],
+) -> Conformance:
     """The conformance of the image's environment to the lock (as its use case read it), with every way the
     image is not what export writes from it among its problems."""
     with image_source.opened(image, progress, insecure) as opened:
         return prove_opened(loaded, opened, image, manifests, platform, image_prefix, progress, meter, allow_foreign)
 
 
-def prove_opened(loaded: LoadedLock, opened: image_source.OpenedImage, image: str, manifests: Path | None,
-                 platform: str | None, image_prefix: str | None, progress: Callable[[str], None], meter: Meter | None,
-                 allow_foreign: Sequence[str]) -> Conformance:
+def prove_opened(
+    loaded: LoadedLock,
+    opened: image_source.OpenedImage,
+    image: str,
+    manifests: Path | None,
+    platform: str | None,
+    image_prefix: str | None,
+    progress: Callable[[str], None],
+    meter: Meter | None,
+    allow_foreign: Sequence[str],
+) -> Conformance:
     """`prove_image` of an image already opened (verify runs its kernel in the same unpacked root)."""
     prefix = environment_prefix(opened.typed_config, image_prefix)
     inside = image_source.environment_in(opened.root, prefix)
@@ -52,8 +68,7 @@ def prove_opened(loaded: LoadedLock, opened: image_source.OpenedImage, image: st
     base_count, base_config, base_problems = _base(opened.manifest, opened.typed_config, inside, lock)
     problems += base_problems
     if base_count:
-        progress(f"files outside {prefix}: the {base_count} layers of the base its manifest pins, "
-                 f"{(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)")
+        progress(f"files outside {prefix}: the {base_count} layers of the base its manifest pins, {(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)")
     if base_count is not None:
         problems += outside_problems(list(opened.layers), base_count, prefix)
         problems += _config_problems(lock, result, opened, base_config, prefix)
@@ -62,12 +77,10 @@ def prove_opened(loaded: LoadedLock, opened: image_source.OpenedImage, image: st
     labelled = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
     expected_sbom = canonical_json(cyclonedx(lock, result.platform, result.lock_sha256, labelled))
     problems += [f"image: {finding}" for finding in sbom_problems(image, inside / SBOM_INSIDE, expected_sbom, labelled)]
-    return Conformance(result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest,
-                       result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only)
+    return Conformance(result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest, result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only)
 
 
-def _config_problems(lock: Lock, result: Conformance, opened: image_source.OpenedImage,
-                     base_config: dict[str, Any] | None, prefix: str) -> list[str]:
+def _config_problems(lock: Lock, result: Conformance, opened: image_source.OpenedImage, base_config: dict[str, Any] | None, prefix: str) -> list[str]:
     """The image's config (as written) against the one export writes from the lock over the image's own layers
     and environment label (which the files and the SBOM check), on its base's config."""
     environment = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
@@ -79,8 +92,7 @@ def _config_problems(lock: Lock, result: Conformance, opened: image_source.Opene
     return config_differences(expected, opened.config)
 
 
-def _base(manifest: ImageManifest, config: ImageConfig, inside: Path,
-          lock: Lock) -> tuple[int | None, dict[str, Any] | None, list[str]]:
+def _base(manifest: ImageManifest, config: ImageConfig, inside: Path, lock: Lock) -> tuple[int | None, dict[str, Any] | None, list[str]]:
     """(how many of the image's layers are its pinned base's, the base's config as written, problems); no base:
     (0, None, []). A base the image does not carry the manifest and config of, or one whose layers are not the
     image's first ones, gives None and the problem: nothing outside the environment can then be accounted for."""
@@ -90,8 +102,7 @@ def _base(manifest: ImageManifest, config: ImageConfig, inside: Path,
     try:
         data, config_data = (inside / BASE_MANIFEST_INSIDE).read_bytes(), (inside / BASE_CONFIG_INSIDE).read_bytes()
     except OSError:
-        return None, None, [f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not "
-                            f"carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"]
+        return None, None, [f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"]
     if "sha256:" + hashlib.sha256(data).hexdigest() != pinned:
         return None, None, [f"image: the base manifest it carries is not base {pinned[:23]}…, which its manifest pins"]
     try:
@@ -102,12 +113,14 @@ def _base(manifest: ImageManifest, config: ImageConfig, inside: Path,
     count = len(base_manifest.layers)
     if base_manifest.config.digest != "sha256:" + hashlib.sha256(config_data).hexdigest():
         return None, None, [f"image: the base config it carries is not the one base {pinned[:23]}… names"]
-    if [layer.digest for layer in base_manifest.layers] != [layer.digest for layer in manifest.layers[:count]] or \
-            base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
+    if [layer.digest for layer in base_manifest.layers] != [layer.digest for layer in manifest.layers[:count]] or base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
         return None, None, [f"image: its first {count} layers are not those of its base {pinned[:23]}…"]
     held_to, base_lock = LockgenMeta(lock).base_lock, (base_config.config.labels or {}).get(LOCK_LABEL)
-    problems = [f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base "
-                f"lock {held_to[:16]}… the lock was held to"] if held_to and base_lock and base_lock != held_to else []
+    problems = (
+        [f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base lock {held_to[:16]}… the lock was held to"]
+        if held_to and base_lock and base_lock != held_to
+        else []
+    )
     return count, written, problems
 
 

@@ -27,16 +27,13 @@ def _pin(package: LockedPackage) -> str:
 
 def _wheel_manifest(package: LockedPackage) -> PackageManifest:
     if lock_builder.is_check_only(package):
-        raise UserError(f"{package.name} {package.version} is a check-only entry and its manifest is not here",
-                        "pass the bundle lockgen pin wrote with --manifests FILE")
+        raise UserError(f"{package.name} {package.version} is a check-only entry and its manifest is not here", "pass the bundle lockgen pin wrote with --manifests FILE")
     if package.url.startswith("file://"):  # a local wheel: read whole, checked against the lock's hash first
-        contents = wheel_record.read_wheel_file(file_roots.local_path(package.url, f"{package.name} {package.version}"),
-                                                _pin(package))
+        contents = wheel_record.read_wheel_file(file_roots.local_path(package.url, f"{package.name} {package.version}"), _pin(package))
     elif package.url.startswith(("http://", "https://")):
         contents, _ = wheel_record.read_wheel_url(package.url)
     else:
-        raise UserError(f"no manifest of {package.name} {package.version} ({package.url})",
-                        "pass --manifests FILE, written by lockgen manifests LOCK on a machine that can read it")
+        raise UserError(f"no manifest of {package.name} {package.version} ({package.url})", "pass --manifests FILE, written by lockgen manifests LOCK on a machine that can read it")
     manifest = wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url)
     manifest_store.keep(manifest)
     return manifest
@@ -49,8 +46,7 @@ def keep_wheel_manifest(package: LockedPackage, wheel: Path) -> None:
     manifest_store.keep(wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url))
 
 
-def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest],
-                archive: Path | None = None) -> tuple[PackageManifest, Callable[[], Path | None]]:
+def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest], archive: Path | None = None) -> tuple[PackageManifest, Callable[[], Path | None]]:
     """The manifest of a locked package, and a way to its verified archive (conda packages; hashed only when
     asked for, since a known manifest rarely needs it). `archive`: one the caller has just verified."""
     pin = _pin(package)
@@ -87,8 +83,7 @@ def placed_wheel(package: LockedPackage, python: str, afresh: bool = False) -> E
     return kept.placed
 
 
-def expected_manifests(lock: Lock, platform: str, bundle: dict[str, PackageManifest],
-                       progress: Callable[[str], None]) -> list[tuple[PackageManifest, Callable[[], Path | None]]]:
+def expected_manifests(lock: Lock, platform: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]) -> list[tuple[PackageManifest, Callable[[], Path | None]]]:
     """The manifest of every locked package of `platform` (read in parallel), with its way to the archive."""
     packages = lock.packages_for(platform)
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -97,8 +92,7 @@ def expected_manifests(lock: Lock, platform: str, bundle: dict[str, PackageManif
     return found
 
 
-def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, PackageManifest],
-                      progress: Callable[[str], None]) -> list[ExpectedPackage]:
+def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]) -> list[ExpectedPackage]:
     """Every locked package of `platform` as the files it puts into an environment at `prefix`."""
     python = lock_python(lock, platform)
     accepted = lock_builder.accepted_changes(lock, platform)

@@ -34,9 +34,9 @@ def default_prefix(lock_digest: str, name: str) -> Path:
     return child(home.store_envs(), f"{lock_digest[:16]}-{name}", "an environment's folder name")
 
 
-def materialized(lock: LockBytes | LoadedLock, platform: str | None, prefix: Path | None,
-                 progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False,
-                 verify: bool = False) -> tuple[Path, str]:
+def materialized(
+    lock: LockBytes | LoadedLock, platform: str | None, prefix: Path | None, progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False, verify: bool = False
+) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
     fingerprint; an existing environment of the lock is then checked with `--full`). `lock`: as the use case
@@ -81,8 +81,7 @@ def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str
     if kept is None:
         return None
     tree, record = kept
-    if record.get("lock_sha256") != lock_sha256 or record.get("platform") != (platform or home.native_platform()) \
-            or not isinstance(record.get("environment_digest"), str):
+    if record.get("lock_sha256") != lock_sha256 or record.get("platform") != (platform or home.native_platform()) or not isinstance(record.get("environment_digest"), str):
         return None
     try:
         walked = stat_walk.tree_fingerprint(final).digest

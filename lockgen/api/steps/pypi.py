@@ -28,8 +28,7 @@ from lockgen.model.spec import StackSpec, Target
 Solved = list[tuple[Target, CudaWindow | None, SolveRequest, list[LockedPackage]]]
 
 
-def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None,
-               platform: str, inference: Inference | None) -> UnsatisfiableError:
+def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str, inference: Inference | None) -> UnsatisfiableError:
     """Adds the torch releases the arch rules kept out (those the requirement names, else the newest),
     when torch is part of the conflict."""
     if "torch" not in exc.packages or not target.is_gpu:
@@ -40,8 +39,7 @@ def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target
     asked = " ".join(d.specifier for d in spec.pypi_dependencies if d.name == "torch")
     named = [reason for release, reason in refused if release in asked]
     reasons = "; ".join(named or [reason for _, reason in refused[-3:]])
-    return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800],
-                              exc.request_label, exc.packages)
+    return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800], exc.request_label, exc.packages)
 
 
 def _decision(target: Target, platform: str, torch: str, plan: PypiPlan, inference: Inference | None) -> str:
@@ -63,11 +61,16 @@ def _compat_floor(facts: GpuFacts, window: CudaWindow) -> str | None:
     return compat.min_driver if compat else None
 
 
-def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Callable[[str], None],
-                 held: dict[tuple[str, str], tuple[str, ...]] | None = None,
-                 stand_ins: dict[tuple[str, str], tuple[tuple[str, str], ...]] | None = None,
-                 preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] | None = None,
-                 require_held: bool = False) -> dict[tuple[str, str], tuple[PypiPlan, list[LockedPackage]]]:
+def resolve_pypi(
+    facts: GpuFacts,
+    spec: StackSpec,
+    solved: Solved,
+    progress: Callable[[str], None],
+    held: dict[tuple[str, str], tuple[str, ...]] | None = None,
+    stand_ins: dict[tuple[str, str], tuple[tuple[str, str], ...]] | None = None,
+    preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] | None = None,
+    require_held: bool = False,
+) -> dict[tuple[str, str], tuple[PypiPlan, list[LockedPackage]]]:
     """Pip entries per (target, platform), on top of the conda packages solved for it; `held` pins
     (`--update`: every pip package but the updated ones) are added to uv's constraints; `stand_ins` (a base's
     check-only builds, name and version) are offered to uv as empty wheels, so what requires them is solved
@@ -90,15 +93,31 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
             pinned = frozenset(normalize(p.split("==")[0]) for p in pins) | frozenset(plan.held)
             plan = dataclasses.replace(plan, constraints=plan.constraints + window_constraints(window, pinned))
         if pins:
-            plan = dataclasses.replace(plan, constraints=plan.constraints + pins,
-                                       requirements=plan.requirements + (pins if require_held else ()))
-        jobs.append((target, window, request.platform, plan, inference, uv_resolver.PypiRequest(
-            label=f"target `{target.name}` on {request.platform}", platform=request.platform, glibc=target.glibc,
-            python=plan.python, requirements=plan.requirements, constraints=plan.constraints,
-            stand_ins=(stand_ins or {}).get((target.name, request.platform), ()),
-            preferred=(preferred or {}).get((target.name, request.platform), ()), index_url=options.index_url,
-            extra_index_urls=extra_indexes, exclude_newer=spec.pypi_exclude_newer, no_build=options.no_build,
-            routes=plan.routes)))
+            plan = dataclasses.replace(plan, constraints=plan.constraints + pins, requirements=plan.requirements + (pins if require_held else ()))
+        jobs.append(
+            (
+                target,
+                window,
+                request.platform,
+                plan,
+                inference,
+                uv_resolver.PypiRequest(
+                    label=f"target `{target.name}` on {request.platform}",
+                    platform=request.platform,
+                    glibc=target.glibc,
+                    python=plan.python,
+                    requirements=plan.requirements,
+                    constraints=plan.constraints,
+                    stand_ins=(stand_ins or {}).get((target.name, request.platform), ()),
+                    preferred=(preferred or {}).get((target.name, request.platform), ()),
+                    index_url=options.index_url,
+                    extra_index_urls=extra_indexes,
+                    exclude_newer=spec.pypi_exclude_newer,
+                    no_build=options.no_build,
+                    routes=plan.routes,
+                ),
+            )
+        )
 
     def run(job: tuple) -> tuple[list[LockedPackage], float]:
         started = time.perf_counter()
@@ -116,25 +135,24 @@ def resolve_pypi(facts: GpuFacts, spec: StackSpec, solved: Solved, progress: Cal
                 if not job[3].routes:
                     raise
                 variant = job[3].source.variant if job[3].source else "cpu"
-                raise ChannelError(exc.message, f"{routes_text(job[3].routes)} is where target `{job[0].name}`'s torch "
-                                   f"comes from: make it reachable or set [pypi-options] torch-indexes.{variant} or "
-                                   f"torch-mirror to a mirror; {exc.hint}") from None
-    return {(job[0].name, job[2]): _judged(facts, spec, job, packages, seconds, progress)
-            for job, (packages, seconds) in zip(jobs, outcomes)}
+                raise ChannelError(
+                    exc.message,
+                    f"{routes_text(job[3].routes)} is where target `{job[0].name}`'s torch "
+                    f"comes from: make it reachable or set [pypi-options] torch-indexes.{variant} or "
+                    f"torch-mirror to a mirror; {exc.hint}",
+                ) from None
+    return {(job[0].name, job[2]): _judged(facts, spec, job, packages, seconds, progress) for job, (packages, seconds) in zip(jobs, outcomes)}
 
 
-def _judged(facts: GpuFacts, spec: StackSpec, job: tuple, packages: list[LockedPackage], seconds: float,
-            progress: Callable[[str], None]) -> tuple[PypiPlan, list[LockedPackage]]:
+def _judged(facts: GpuFacts, spec: StackSpec, job: tuple, packages: list[LockedPackage], seconds: float, progress: Callable[[str], None]) -> tuple[PypiPlan, list[LockedPackage]]:
     """One resolution judged (its torch against the arch rules, a CPU target's against any CUDA package), told
     to the user with the decision, and without the packages conda holds."""
     target, window, platform, plan, inference, _ = job
-    check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages,
-                         plan.source.arch_lists if plan.source else ())
+    check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages, plan.source.arch_lists if plan.source else ())
     check_cpu_lock(target, platform, packages, plan.routes)
     kept = [p for p in packages if normalize(p.name) not in plan.held]
     torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
-    progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels"
-             + (f", torch {torch}" if torch else "") + f" in {seconds:.2f}s")
+    progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels" + (f", torch {torch}" if torch else "") + f" in {seconds:.2f}s")
     if window is not None and (components := components_text(window, packages, target.driver or "", _compat_floor(facts, window))):
         plan = dataclasses.replace(plan, components=components)
     if torch is not None:

@@ -33,8 +33,7 @@ from lockgen.model.results import Drift
 Meter = Callable[[str, int, int], None]
 
 
-def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: Callable[[str], None],
-                     meter: Meter | None = None, allow_md5: bool = False, verify: bool = False) -> str:
+def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False, verify: bool = False) -> str:
     """Makes the environment of `loaded` for `platform` at the absolute path `final` and returns its digest: built in
     a temporary folder beside it and renamed into place (nothing is left at `final` on failure). An environment of
     this lock already there is checked against its manifest (`verify`: every file hashed) and kept."""
@@ -47,24 +46,35 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
                 drift = recorded_drift(final, full=verify)
                 if not drift.clean:
                     changed = (drift.modified + drift.missing + drift.extra + drift.unsafe)[0]
-                    raise UserError(f"{final} holds this lock's environment but changed since it was made "
-                                    f"({len(drift.modified)} modified, {len(drift.missing)} missing, "
-                                    f"{len(drift.extra)} extra, {len(drift.unsafe)} with unsafe modes; first {changed})",
-                                    "remove it and materialize again, or pass another --prefix")
+                    raise UserError(
+                        f"{final} holds this lock's environment but changed since it was made "
+                        f"({len(drift.modified)} modified, {len(drift.missing)} missing, "
+                        f"{len(drift.extra)} extra, {len(drift.unsafe)} with unsafe modes; first {changed})",
+                        "remove it and materialize again, or pass another --prefix",
+                    )
                 progress(f"{final} is already materialized (unchanged since it was made)")
                 return str(manifest["environment_digest"])
             raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
         if final.exists():
             raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
         with file_guard.built_beside(final) as temp:
-            digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter,
-                                       allow_md5=allow_md5, verify=verify)
+            digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter, allow_md5=allow_md5, verify=verify)
     return digest
 
 
-def build_environment(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
-                      meter: Meter | None = None, venv_interpreter: str | None = None,
-                      held: HeldEnvironment | None = None, allow_md5: bool = False, verify: bool = False) -> str:
+def build_environment(
+    lock: Lock,
+    lock_digest: str,
+    platform: str,
+    temp: Path,
+    final: Path,
+    progress: Callable[[str], None],
+    meter: Meter | None = None,
+    venv_interpreter: str | None = None,
+    held: HeldEnvironment | None = None,
+    allow_md5: bool = False,
+    verify: bool = False,
+) -> str:
     """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
     with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python).
     With `held` (a base image's environment), only the packages it does not hold (and those it says to link
@@ -92,20 +102,29 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _build(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path, progress: Callable[[str], None],
-           meter: Meter | None, venv_interpreter: str | None, held: HeldEnvironment | None, allow_md5: bool,
-           verify: bool) -> str:
+def _build(
+    lock: Lock,
+    lock_digest: str,
+    platform: str,
+    temp: Path,
+    final: Path,
+    progress: Callable[[str], None],
+    meter: Meter | None,
+    venv_interpreter: str | None,
+    held: HeldEnvironment | None,
+    allow_md5: bool,
+    verify: bool,
+) -> str:
     """The work of `build_environment`."""
     if not lock.packages_for(platform):
-        raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build",
-                              "re-create it with lockgen resolve (a lock cut short loses its package list)")
-    built = [p for p in lock.packages_for(platform)
-             if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
+        raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build", "re-create it with lockgen resolve (a lock cut short loses its package list)")
+    built = [p for p in lock.packages_for(platform) if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
     unpublished = [p.name for p in pip if lock_builder.is_check_only(p)]
     if unpublished:
-        raise UserError(f"the lock's {', '.join(unpublished)} is check-only (no published wheel to install)",
-                        "materialize a lock whose every package has a URL; check-only entries serve check and verify")
+        raise UserError(
+            f"the lock's {', '.join(unpublished)} is check-only (no published wheel to install)", "materialize a lock whose every package has a URL; check-only entries serve check and verify"
+        )
     started = time.perf_counter()
     known: dict[str, str] = {}
     expected: list[ExpectedPackage] = []
@@ -117,8 +136,7 @@ def _build(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path,
     elif pip:
         python = LockgenMeta(lock).python(platform)
         if not python:
-            raise UserError("the lock has pip entries but no conda python and no recorded Python version",
-                            "re-resolve it with lockgen resolve")
+            raise UserError("the lock has pip entries but no conda python and no recorded Python version", "re-resolve it with lockgen resolve")
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
@@ -127,8 +145,7 @@ def _build(lock: Lock, lock_digest: str, platform: str, temp: Path, final: Path,
     walked: env_manifest.Tree | None = None
     if pip:
         python_xy = lock_python(lock, platform) or ""
-        wheels = install_proven(pip, lambda: [placed_wheel(package, python_xy, verify) for package in pip], temp, progress,
-                                meter, verify, venv)
+        wheels = install_proven(pip, lambda: [placed_wheel(package, python_xy, verify) for package in pip], temp, progress, meter, verify, venv)
         expected.extend(wheels.placed)
         known.update(wheels.proven)
         walked = wheels.tree
@@ -160,9 +177,18 @@ def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
     return paths
 
 
-def _link_conda(lock: Lock, platform: str, conda: list[LockedPackage], temp: Path, final: Path,
-                progress: Callable[[str], None], meter: Meter | None, installed: list[Path],
-                allow_md5: bool, expected_out: list[ExpectedPackage]) -> dict[str, str]:
+def _link_conda(
+    lock: Lock,
+    platform: str,
+    conda: list[LockedPackage],
+    temp: Path,
+    final: Path,
+    progress: Callable[[str], None],
+    meter: Meter | None,
+    installed: list[Path],
+    allow_md5: bool,
+    expected_out: list[ExpectedPackage],
+) -> dict[str, str]:
     """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked
     (and adds what each package states it links to `expected_out`)."""
     archives, manifests = [], []
@@ -201,16 +227,15 @@ def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], 
     paths of the walk `walked` (the tree's paths but its folders, with their lstat)."""
     stated = {f.path for package in expected for f in package.files}
     rest = {path: info for path, info in walked.items() if path not in stated}  # only these can be foreign
-    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys(), walked=rest,
-                                       privileges=False)
+    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys(), walked=rest, privileges=False)
     foreign, clobbered = unstated(expected, observed, str(final))
     if clobbered:
         clash = clobbered[0]
-        raise LockFormatError(f"two packages of the lock install {clash.path} ({', '.join(clash.owners)})",
-                              "the lock is not one consistent environment: re-resolve it; nothing was kept")
+        raise LockFormatError(f"two packages of the lock install {clash.path} ({', '.join(clash.owners)})", "the lock is not one consistent environment: re-resolve it; nothing was kept")
     if foreign:
-        raise LockFormatError(f"installing left {len(foreign)} files no package states; first {foreign[0]}",
-                              "a package installs more than its manifest (RECORD, paths.json) lists: refuse it; nothing was kept")
+        raise LockFormatError(
+            f"installing left {len(foreign)} files no package states; first {foreign[0]}", "a package installs more than its manifest (RECORD, paths.json) lists: refuse it; nothing was kept"
+        )
 
 
 def recorded_drift(prefix: Path, full: bool) -> Drift:
@@ -227,8 +252,7 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     if not drift.clean:
         conformance_store.drop_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
     elif tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
-        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths,
-                                       {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
+        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
     return drift
 
 

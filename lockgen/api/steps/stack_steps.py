@@ -20,8 +20,7 @@ if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
     from lockgen.adapters.rattler_solver import ChannelSet
 
 
-def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Callable[[StackBase], bytes] | None = None
-               ) -> tuple[LoadedStack, "ChannelSet | None"]:
+def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Callable[[StackBase], bytes] | None = None) -> tuple[LoadedStack, "ChannelSet | None"]:
     """(the stack, its conda channels, or None for a pure-PyPI stack, which reads none). `fetch_image_base`:
     for a base that is an image, the bytes of the lock it carries (resolve fetches them; else the kept copy)."""
     stack = read_stack(stack_path, fetch_image_base)
@@ -30,9 +29,10 @@ def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Calla
     for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
         if name not in spec.channels:
             close = difflib.get_close_matches(name, list(spec.channels), n=1)
-            raise UserError(f"--channel-alias `{name}` names no channel of {stack_path.name} "
-                            f"(its channels: {', '.join(spec.channels) or 'none'})",
-                            f"did you mean `{close[0]}`?" if close else "name one of the stack's channels")
+            raise UserError(
+                f"--channel-alias `{name}` names no channel of {stack_path.name} (its channels: {', '.join(spec.channels) or 'none'})",
+                f"did you mean `{close[0]}`?" if close else "name one of the stack's channels",
+            )
     channels = [locate_channel(c, alias_map, stack_path.parent) for c in spec.channels]
     cutoff = spec.exclude_newer
     if isinstance(cutoff, dt.date) and not isinstance(cutoff, dt.datetime):

@@ -25,8 +25,7 @@ Meter = Callable[[str, int, int], None]
 def _sha256_of(package: LockedPackage) -> str:
     """The sha256 a wheel is installed by (uv's --require-hashes takes no md5)."""
     if package.hash.sha256 is None:
-        raise LockFormatError(f"pip entry `{package.name}` {package.version} is pinned by md5 alone",
-                              "re-create the lock so every wheel pins a sha256 (PyPI publishes one for every file)")
+        raise LockFormatError(f"pip entry `{package.name}` {package.version} is pinned by md5 alone", "re-create the lock so every wheel pins a sha256 (PyPI publishes one for every file)")
     return package.hash.sha256
 
 
@@ -41,9 +40,15 @@ class Installed:
     tree: env_manifest.Tree
 
 
-def install_proven(pip: list[LockedPackage], place: Callable[[], list[ExpectedPackage]], prefix: Path,
-                   progress: Callable[[str], None], meter: Meter | None = None, verify: bool = False,
-                   make_venv: Callable[[Callable[[], object]], None] | None = None) -> Installed:
+def install_proven(
+    pip: list[LockedPackage],
+    place: Callable[[], list[ExpectedPackage]],
+    prefix: Path,
+    progress: Callable[[str], None],
+    meter: Meter | None = None,
+    verify: bool = False,
+    make_venv: Callable[[Callable[[], object]], None] | None = None,
+) -> Installed:
     """Installs the wheels `pip` into the venv at `prefix` and proves every file they state; `place` gives the
     files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`, when the venv is
     still to be made: makes it, doing the work it is given meanwhile (the store's fingerprints are checked while uv
@@ -69,22 +74,20 @@ def install_proven(pip: list[LockedPackage], place: Callable[[], list[ExpectedPa
         tree = env_manifest.scan_tree(prefix)
         infos = wheel_store.regular_files(tree[0], stated)
         known, unread = wheel_store.split_by_proof(infos, trusted)
-        hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread],
-                                     (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None)
+        hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread], (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None)
         found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
         wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
         if wrong:
             for pin, placed in zip(pins, expected):
                 if any(key == placed.key for key, _ in wrong):
                     wheel_store.forget(pin)
-            raise LockFormatError(f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0][0]}: "
-                                  f"{wrong[0][1]}", f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir "
-                                  f"{wheel_store.cache_dir()}) and materialize again")
+            raise LockFormatError(
+                f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0][0]}: {wrong[0][1]}",
+                f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir {wheel_store.cache_dir()}) and materialize again",
+            )
         for pin, placed in zip(pins, expected):
             if placed.dist_info is not None:
                 mine = {f.path for f in placed.files if f.sha256}
-                wheel_store.prove(pin, posixpath.basename(placed.dist_info),
-                                  {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
-    progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, "
-             f"{len(known)} proven before and unchanged)")
+                wheel_store.prove(pin, posixpath.basename(placed.dist_info), {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
+    progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven before and unchanged)")
     return Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)
