@@ -128,6 +128,19 @@ def test_export_check_image_and_pack_read_the_lock_once(lock: Path, tmp_path: Pa
     each_once([lock], "pack", str(lock), "--out", str(tmp_path / "env.tar"))
 
 
+def test_a_manifests_bundle_is_read_once(lock: Path, tmp_path: Path) -> None:
+    """`--manifests`: a check of an image reads the bundle before the pull and conforms after it from the same
+    bytes; a check of a prefix binds its verdict to them; export and verify take it the same way."""
+    image, prefix, bundle = tmp_path / "img", tmp_path / "env", tmp_path / "bundle.json.gz"
+    invoke("manifests", str(lock), "--out", str(bundle))
+    invoke("export", str(lock), "--out", str(image))
+    invoke("materialize", str(lock), "--prefix", str(prefix))
+    each_once([lock, bundle], "check", "--image", str(image), "--lock", str(lock), "--manifests", str(bundle))
+    each_once([lock, bundle], "check", "--lock", str(lock), "--prefix", str(prefix), "--manifests", str(bundle))
+    each_once([lock, bundle], "check", "--lock", str(lock), "--prefix", str(prefix), "--manifests", str(bundle))  # kept verdict
+    each_once([lock, bundle], "export", str(lock), "--from-prefix", str(prefix), "--manifests", str(bundle), "--out", str(tmp_path / "p"))
+
+
 def test_a_step_that_reads_the_lock_again_is_caught(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The counts are not vacuous: a materialize step that re-reads the lock by its name (as it did before issue
     32), or a stack step that opens the stack a second time, fails the check."""

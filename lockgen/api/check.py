@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters import lock_file
-from lockgen.api.steps.conformance_steps import conform, read_manifests
+from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
 from lockgen.errors import UserError
 from lockgen.model.requests import CheckRequest, CheckTarget, Image, Prefix, Python
 from lockgen.model.results import Conformance, Drift, ImageDrift
@@ -101,12 +101,12 @@ def check_lock(
     did not move (`conformance_store`) unless `full`; an image is hashed whole each time. The lock is read once:
     for a prefix its bytes (a kept verdict needs only their sha256; the steps parse them when they work), for an
     image parsed at once."""
-    lock = lock_file.read(lock_path)
+    lock, bundle = lock_file.read(lock_path), read_bundle(manifests)
     if not isinstance(target, Image):
-        return conform(lock, _prefix_of(target), platform, manifests, progress, meter, allow_foreign=allow_foreign, fingerprints=not full)
+        return conform(lock, _prefix_of(target), platform, bundle, progress, meter, allow_foreign=allow_foreign, fingerprints=not full)
     from lockgen.adapters.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image
 
     loaded = parsed(lock)
-    read_manifests(loaded, platform, manifests, progress)  # a lock that cannot be proven: refused before the pull
-    return prove_image(loaded, target.source, manifests, platform, target.insecure, target.prefix, progress, meter, allow_foreign)
+    read_manifests(loaded, platform, bundle, progress)  # a lock that cannot be proven: refused before the pull
+    return prove_image(loaded, target.source, bundle, platform, target.insecure, target.prefix, progress, meter, allow_foreign)

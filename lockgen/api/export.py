@@ -27,7 +27,7 @@ from typing import Any
 from lockgen.adapters import conda_meta, env_manifest, file_guard, home, image_source, image_tree, oci_layout
 from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.steps import held_base_steps, base_steps, interpreter_steps
-from lockgen.api.steps.conformance_steps import conform
+from lockgen.api.steps.conformance_steps import conform, read_bundle
 from lockgen.api.steps.materialize_steps import lock_platform
 from lockgen.api.steps.shared_steps import Meter, build_environment
 from lockgen.core.image_config import image_config, is_environment_prefix, service_files
@@ -201,7 +201,7 @@ def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefi
         image_tree.link_tree(source, tree)
         # checked after the links are made (they move every inode's ctime), so the manifest below takes the
         # sha256 of each file the check read while its inode is untouched since: the tree is hashed once
-        conformance = conform(loaded, source, None, manifests, progress, meter, allow_foreign=origin.allow_foreign, carried_lock=False)  # the image gets this lock as its own
+        conformance = conform(loaded, source, None, read_bundle(manifests), progress, meter, allow_foreign=origin.allow_foreign, carried_lock=False)  # the image gets this lock as its own
         if not conformance.clean:
             first = conformance.lines()[0]
             raise UserError(f"{source} is not the environment of {lock_path}: {first}", f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
@@ -228,7 +228,7 @@ def _export_from_image(request: ExportRequest, loaded: LoadedLock, origin: FromI
         with image_source.opened(source, progress, origin.insecure) as opened:
             prefix = _checked_prefix(origin.image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL) or IMAGE_PREFIX)
             inside = image_source.environment_in(opened.root, prefix)
-            conformance = conform(loaded, inside, None, manifests, progress, meter, prefix, origin.allow_foreign, carried_lock=False)  # the new image carries this lock instead
+            conformance = conform(loaded, inside, None, read_bundle(manifests), progress, meter, prefix, origin.allow_foreign, carried_lock=False)  # the new image carries this lock instead
             if not conformance.clean:
                 raise UserError(
                     f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}", f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}"

@@ -20,7 +20,7 @@ from lockgen import __version__
 from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import read_lock
-from lockgen.api.steps.conformance_steps import conform, read_manifests
+from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
 from lockgen.api.steps.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
@@ -31,6 +31,7 @@ from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import certificate_path
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, Subject
+from lockgen.model.inputs import BundleBytes
 from lockgen.model.lock import LoadedLock
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
@@ -64,11 +65,12 @@ class VerifyOptions:
 @dataclass(frozen=True)
 class _Run:
     """What one verify run was given, each input read once: the lock (None without `--lock`), the expectations
-    (the lock's for this host's platform, then `--expect`), the rendezvous of several nodes."""
+    (the lock's for this host's platform, then `--expect`), the rendezvous of several nodes, the manifests bundle."""
 
     lock: LoadedLock | None
     expected: dict[str, Any]
     rendezvous: kernel.Rendezvous | None
+    manifests: BundleBytes | None
 
 
 def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
@@ -79,14 +81,14 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
     rendezvous = _rendezvous(options)
     loaded = read_lock(options.lock) if options.lock is not None else None
     # the cheap refusals (wrong arch, wrong platform) before any hashing
-    given = _Run(loaded, _expectations(options, normalize_arch(options.arch), loaded), rendezvous)
+    given = _Run(loaded, _expectations(options, normalize_arch(options.arch), loaded), rendezvous, read_bundle(options.manifests))
     target = options.environment
     if not isinstance(target, Image):
         python = _interpreter(target)
-        conformance = _conformance(options, loaded, python_dists.prefix_of(python), None, progress) if loaded else None
+        conformance = _conformance(options, given.manifests, loaded, python_dists.prefix_of(python), None, progress) if loaded else None
         return _verify(options, given, python, None, conformance, progress)
     if loaded is not None:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
-        read_manifests(loaded, None, options.manifests, progress)
+        read_manifests(loaded, None, given.manifests, progress)
         return _verify_proven_image(options, given, loaded, target, progress)
     with image_source.unpacked(target.source, progress, target.insecure) as image:
         folder = image.prefix
@@ -109,7 +111,7 @@ def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
     with image_source.opened(target.source, progress, target.insecure) as opened:
-        proven = prove_opened(loaded, opened, target.source, options.manifests, None, None, progress, None, options.allow_foreign)
+        proven = prove_opened(loaded, opened, target.source, given.manifests, None, None, progress, None, options.allow_foreign)
         _require_clean(proven, f"{target.source} is not the image of {options.lock}", f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms")
         progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside its environment")
         image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))
@@ -123,10 +125,10 @@ def _require_clean(result: Conformance, what: str, hint: str) -> None:
         raise UserError(f"{what}: {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""), hint)
 
 
-def _conformance(options: VerifyOptions, loaded: LoadedLock, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
+def _conformance(options: VerifyOptions, manifests: BundleBytes | None, loaded: LoadedLock, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
     """The environment must be the lock's before the kernel runs in it; one on disk (no `final_prefix`: not
     an unpacked image) checked before is proven by the fingerprints of its files where they did not move."""
-    result = conform(loaded, prefix, None, options.manifests, progress, final_prefix=final_prefix, allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
+    result = conform(loaded, prefix, None, manifests, progress, final_prefix=final_prefix, allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
     _require_clean(result, f"{final_prefix or prefix} is not the environment of {options.lock}", f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
     progress(f"conforms to {options.lock}: {result.report.counts['ok']} packages, every file accounted for")
     return result

@@ -27,6 +27,16 @@ class LockBytes:
 
 
 @dataclass(frozen=True)
+class BundleBytes:
+    """A manifests bundle (`--manifests FILE`) as read once for a command: a check of an image reads the
+    manifests before the pull, and the conformance after it parses these same bytes and binds a kept verdict to
+    their sha256."""
+
+    source: Path
+    data: bytes
+
+
+@dataclass(frozen=True)
 class StackBase:
     """Where a team stack's base is (`[stack] extends`, as written), located once: a base stack.toml (`kind`
     "stack", `path` the base's stack file), a lock (`path` the lock), or lockgen's image of a base (`path` the

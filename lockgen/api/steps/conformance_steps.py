@@ -23,14 +23,24 @@ from lockgen.model.results import Conformance
 
 if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
-    from lockgen.model.inputs import LockBytes
+    from lockgen.model.inputs import BundleBytes, LockBytes
     from lockgen.model.lock import LoadedLock
 ALLOWED_FOREIGN = "allowed foreign files"
 SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
 CARRIED_LOCK = "the image's own lock"  # .lockgen/lock.conda-lock.yml, which must be the lock checked against
 
 
-def read_manifests(loaded: LoadedLock, platform: str | None, manifests: Path | None, progress: Callable[[str], None]) -> None:
+def read_bundle(path: Path | None) -> BundleBytes | None:
+    """The `--manifests` bundle's bytes, read once for the command (None without one)."""
+    if path is None:
+        return None
+    from lockgen.adapters import manifest_store
+    from lockgen.model.inputs import BundleBytes
+
+    return BundleBytes(path, manifest_store.bundle_bytes(path))
+
+
+def read_manifests(loaded: LoadedLock, platform: str | None, manifests: BundleBytes | None, progress: Callable[[str], None]) -> None:
     """Every locked package's manifest read (and kept), each checked against the hash the lock pins: run before
     an image is pulled and unpacked, a lock whose packages cannot be proven is refused before that work, and
     `conform` then finds each manifest kept."""
@@ -39,7 +49,7 @@ def read_manifests(loaded: LoadedLock, platform: str | None, manifests: Path | N
     from lockgen.api.steps.materialize_steps import lock_platform
 
     lock = loaded.lock
-    bundle = manifest_store.read_bundle(manifests) if manifests else {}
+    bundle = manifest_store.parse_bundle(manifests.data, manifests.source) if manifests is not None else {}
     chosen = lock_platform(lock, platform)
     expected_manifests(lock, chosen, bundle, lambda _: None)  # said once, here; conform's own read finds them kept
     progress(f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked against its pinned hash)")
@@ -49,7 +59,7 @@ def conform(
     lock: LockBytes | LoadedLock,
     prefix: Path,
     platform: str | None,
-    manifests: Path | None,
+    manifests: BundleBytes | None,
     progress: Callable[[str], None],
     meter: Meter | None = None,
     final_prefix: str | None = None,
@@ -66,7 +76,7 @@ def conform(
     earlier check kept are not read again (`conformance_store`)."""
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
-    bundle = _bundle_bytes(manifests)  # read once: a verdict reached with a bundle is bound to its bytes
+    bundle = manifests.data if manifests is not None else None  # a verdict reached with a bundle is bound to its bytes
     context = [
         platform or "",
         home.machine(),
@@ -82,7 +92,7 @@ def conform(
     again = _kept_verdict(lock.sha256, kept, prefix, tree, progress) if kept is not None and tree is not None else None
     if again is not None:
         return again
-    result = _conform(lock, prefix, platform, (manifests, bundle), progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree)
+    result = _conform(lock, prefix, platform, manifests, progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree)
     if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
         conformance_store.drop_verdict(prefix, result.lock_sha256, context)
     elif tree is not None and tree.settled:
@@ -95,14 +105,6 @@ def conform(
             {"platform": result.platform, "expected_digest": result.expected_digest, "allowed": result.allowed, "by_path_only": result.by_path_only, "report": passing_record(result.report)},
         )
     return result
-
-
-def _bundle_bytes(manifests: Path | None) -> bytes | None:
-    if manifests is None:
-        return None
-    from lockgen.adapters import manifest_store
-
-    return manifest_store.bundle_bytes(manifests)
 
 
 def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint, progress: Callable[[str], None]) -> Conformance | None:
@@ -128,7 +130,7 @@ def _conform(
     given: LockBytes | LoadedLock,
     prefix: Path,
     platform: str | None,
-    manifests: tuple[Path | None, bytes | None],
+    manifests: BundleBytes | None,
     progress: Callable[[str], None],
     meter: Meter | None,
     final_prefix: str | None,
@@ -157,8 +159,7 @@ def _conform(
     walked = tree.walked if tree is not None and tree.walked is not None else prefix_observer.walk(prefix)
     with ExitStack() as meanwhile:  # work the other cores do meanwhile (`parallel.Forked`), waited for at its end
         ahead = meanwhile.enter_context(prefix_observer.likely_wanted(prefix, walked, kept))  # hashing small files
-        path, raw = manifests
-        bundle = manifest_store.parse_bundle(raw, path) if path is not None and raw is not None else {}
+        bundle = manifest_store.parse_bundle(manifests.data, manifests.source) if manifests is not None else {}
         expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
         digest = meanwhile.enter_context(parallel.Forked(partial(expected_digest, expected)))
         allowed = sorted(set(allow_foreign))

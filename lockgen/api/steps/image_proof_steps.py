@@ -22,6 +22,7 @@ from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json
 from lockgen.errors import LockgenError
+from lockgen.model.inputs import BundleBytes
 from lockgen.model.image import ImageConfig, ImageManifest
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_DIGEST_ANNOTATION, BASE_MANIFEST_INSIDE, ENVIRONMENT_LABEL, LOCK_LABEL
@@ -34,7 +35,7 @@ SBOM_INSIDE = ".lockgen/sbom.cdx.json"
 def prove_image(
     loaded: LoadedLock,
     image: str,
-    manifests: Path | None,
+    manifests: BundleBytes | None,
     platform: str | None,
     insecure: bool,
     image_prefix: str | None,
@@ -52,7 +53,7 @@ def prove_opened(
     loaded: LoadedLock,
     opened: image_source.OpenedImage,
     image: str,
-    manifests: Path | None,
+    manifests: BundleBytes | None,
     platform: str | None,
     image_prefix: str | None,
     progress: Callable[[str], None],
