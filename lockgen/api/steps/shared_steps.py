@@ -62,6 +62,22 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
     return digest
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while an environment is built: the build makes tens of thousands
+    of objects that live until it ends (a torch's proof records, placements, walk and manifest) and next to no
+    cycles, so each of the collector's passes over the growing heap is work for nothing (0.15-0.2 s of CPU in a
+    build of the CPU torch lock). What cycles there are are collected once it is on again."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+@_collector_paused()
 def build_environment(
     lock: Lock,
     lock_digest: str,
@@ -83,39 +99,6 @@ def build_environment(
     venv of the same Python, and only their files are kept: the base has its own interpreter and venv files.
     `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise). `verify`: every installed
     wheel file is hashed, none trusted by its store proof."""
-    with _collector_paused():
-        return _build(lock, lock_digest, platform, temp, final, progress, meter, venv_interpreter, held, allow_md5, verify)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while an environment is built: the build makes tens of thousands
-    of objects that live until it ends (a torch's proof records, placements, walk and manifest) and next to no
-    cycles, so each of the collector's passes over the growing heap is work for nothing (0.15-0.2 s of CPU in a
-    build of the CPU torch lock). What cycles there are are collected once it is on again."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _build(
-    lock: Lock,
-    lock_digest: str,
-    platform: str,
-    temp: Path,
-    final: Path,
-    progress: Callable[[str], None],
-    meter: Meter | None,
-    venv_interpreter: str | None,
-    held: HeldEnvironment | None,
-    allow_md5: bool,
-    verify: bool,
-) -> str:
-    """The work of `build_environment`."""
     if not lock.packages_for(platform):
         raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build", "re-create it with lockgen resolve (a lock cut short loses its package list)")
     built = [p for p in lock.packages_for(platform) if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
