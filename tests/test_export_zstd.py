@@ -6,9 +6,7 @@ layers: the first is shown to find nothing else wrong, the second unpacks skopeo
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from lockgen.errors import UserError
 from lockgen.model.oci import LAYER_MEDIA_TYPES
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
+from tests.image_run import podman_run
 from tests.test_export import make_lock, require
 
 pytestmark = pytest.mark.slow  # every test here exports an image (and podman runs one)
@@ -95,38 +94,7 @@ def test_podman_runs_a_zstd_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n[targets.cpu]\narch = "cpu"\n')
     api.resolve(stack)
     export_as(stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "img", tmp_path / "home", "zstd", monkeypatch)
-    short = Path(tempfile.mkdtemp(prefix="lgz-", dir="/tmp"))  # podman refuses a runroot path over 50 characters
-    root_dir, run_dir = short / "r", short / "rr"
-    try:
-        subprocess.run([require("skopeo"), "copy", f"oci:{tmp_path / 'img'}:cpu-linux-64", f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/hello:zstd"], check=True, capture_output=True)
-        podman = subprocess.run(
-            [
-                require("podman"),
-                "--root",
-                str(root_dir),
-                "--runroot",
-                str(run_dir),
-                "--storage-driver",
-                "vfs",
-                "--runtime",
-                "runc",
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--ulimit",
-                "nofile=20000:20000",
-                "--ulimit",
-                "nproc=32768:32768",
-                "localhost/hello:zstd",
-                "/opt/env/bin/hello",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        shutil.rmtree(short, ignore_errors=True)
+    podman = podman_run(tmp_path / "img", "cpu-linux-64", "/opt/env/bin/hello")
     assert podman.returncode == 0, podman.stderr
     assert podman.stdout == "uid=1000 zstd\n"
 
