@@ -26,7 +26,7 @@ from lockgen.model.requests import Prefix
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 
 @pytest.fixture
@@ -328,3 +328,14 @@ def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(home
     assert check(prefix, full=False).clean and hashed == []
     (prefix / "lib" / "libfoo.txt").write_text("changed\n")
     assert check(prefix, full=False).modified == ["lib/libfoo.txt"]
+
+
+def test_a_relative_prefix_is_checked_as_the_folder_it_names(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+    """A placeholder file holds the absolute prefix it was installed at: `check --prefix env`, run beside it,
+    must compare against that path (it once expected the text `env` and called the package modified)."""
+    lock = tiny_lock[0]
+    materialize(lock, None, tmp_path / "env", lambda _: None)
+    checked = run_cli("check", "--lock", str(lock), "--prefix", "env", cwd=tmp_path, env={"LOCKGEN_HOME": str(home)})
+    assert checked.returncode == 0, checked.stderr
+    assert "is the environment of" in checked.stdout + checked.stderr
+    assert Prefix(Path("env")).path == Path.cwd() / "env"

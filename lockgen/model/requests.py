@@ -12,9 +12,13 @@ from lockgen.model.base_image import RegistryBase
 
 @dataclass(frozen=True)
 class Prefix:
-    """An environment's folder."""
+    """An environment's folder, always absolute: a package's placeholders are replaced by the prefix it was
+    installed at, so a check of `--prefix env` must compare against `/abs/env`, not against `env`."""
 
     path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path).absolute())
 
 
 @dataclass(frozen=True)
