@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lockgen.model.base_image import RegistryBase
+if TYPE_CHECKING:  # a type only: a repeated check of a prefix would otherwise import pydantic for it
+    from lockgen.model.base_image import RegistryBase
 
 
 @dataclass(frozen=True)
