@@ -1,0 +1,103 @@
+"""The stat walk that keys a kept verdict (`stat_walk.tree_fingerprint`): its digest is the tree's alone, the same
+walked by one process or shared among forked children on any number of cores, kept walk or not, and any change
+of a path anywhere in the tree (deep in a shared subtree or in the top levels walked first) gives another."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockgen.adapters import parallel, stat_walk
+
+NAMES = st.text(alphabet="abc\n\x01 é", min_size=1, max_size=3)
+TREES = st.recursive(st.binary(max_size=4), lambda inner: st.dictionaries(NAMES, inner, max_size=4), max_leaves=30)
+
+
+def _plant(folder: Path, tree: dict | bytes) -> None:
+    for name, node in tree.items() if isinstance(tree, dict) else ():
+        if isinstance(node, dict):
+            (folder / name).mkdir()
+            _plant(folder / name, node)
+        else:
+            (folder / name).write_bytes(node)
+
+
+def _wide_and_deep(root: Path) -> Path:
+    """More folders than the frontier at the second level, each with a subtree of its own, and files on top."""
+    for index in range(stat_walk.FRONTIER + 9):
+        deep = root / f"pkg{index:03d}" / "sub" / "deeper"
+        deep.mkdir(parents=True)
+        (deep / "file.txt").write_text(str(index))
+        (root / f"pkg{index:03d}" / "top.txt").write_text("x")
+    (root / "lone.txt").write_text("top")
+    (root / "empty").mkdir()
+    os.symlink("pkg000", root / "link-to-folder")
+    return root
+
+
+def _digests(root: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    seen = set()
+    for cores in (1, 2, 5):
+        monkeypatch.setattr(parallel, "cores", lambda cores=cores: cores)
+        seen |= {stat_walk.tree_fingerprint(root).digest, stat_walk.tree_fingerprint(root, keep_walk=True).digest}
+    return seen
+
+
+def test_the_digest_is_the_trees_on_any_number_of_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _wide_and_deep(tmp_path / "tree")
+    assert len(_digests(root, monkeypatch)) == 1
+    walked = stat_walk.tree_fingerprint(root, keep_walk=True)
+    assert walked.paths == stat_walk.tree_fingerprint(root).paths == sum(len(dirs) + len(files) for _, dirs, files in os.walk(root))
+    assert walked.walked is not None and "pkg007/sub/deeper/file.txt" in walked.walked and "pkg007/sub" not in walked.walked
+
+
+def test_where_no_child_can_be_forked_the_caller_walks_it_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running thread forbids forking (`parallel.Forked`): the caller takes every share from the pipe itself."""
+    root = _wide_and_deep(tmp_path / "tree")
+    monkeypatch.setattr(parallel, "cores", lambda: 4)
+    shared = stat_walk.tree_fingerprint(root)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert stat_walk.tree_fingerprint(root) == shared
+    finally:
+        stop.set()
+        other.join()
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["edit deep", "edit top", "new deep", "new top", "remove empty", "rename folder", "chmod deep", "relink"],
+)
+def test_any_change_anywhere_gives_another_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    root = _wide_and_deep(tmp_path / "tree")
+    monkeypatch.setattr(parallel, "cores", lambda: 3)
+    before = stat_walk.tree_fingerprint(root).digest
+    deep = root / "pkg070" / "sub" / "deeper" / "file.txt"
+    {
+        "edit deep": lambda: deep.write_text("70"),  # same bytes: only ctime and mtime tell
+        "edit top": lambda: (root / "lone.txt").write_text("top"),
+        "new deep": lambda: (deep.parent / "new.txt").write_text(""),
+        "new top": lambda: (root / "new.txt").write_text(""),
+        "remove empty": lambda: (root / "empty").rmdir(),
+        "rename folder": lambda: (root / "pkg070" / "sub").rename(root / "pkg070" / "bus"),
+        "chmod deep": lambda: deep.chmod(0o600),
+        "relink": lambda: (os.unlink(root / "link-to-folder"), os.symlink("lone.txt", root / "link-to-folder")),
+    }[change]()
+    assert len(_digests(root, monkeypatch) | {before}) == 2
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=TREES)
+def test_small_trees_split_early_read_the_same(tree: dict | bytes, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a frontier of two folders, trees of a few paths are split and shared too: one digest each way."""
+    root = tmp_path_factory.mktemp("tree")
+    _plant(root, tree)
+    monkeypatch.setattr(stat_walk, "FRONTIER", 2)
+    assert len(_digests(root, monkeypatch)) == 1
