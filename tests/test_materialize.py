@@ -27,6 +27,7 @@ from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel
 from tests.conftest import REPO, run_cli
+from tests.open_audit import opened
 
 
 @pytest.fixture
@@ -339,3 +340,25 @@ def test_a_relative_prefix_is_checked_as_the_folder_it_names(home: Path, tiny_lo
     assert checked.returncode == 0, checked.stderr
     assert "is the environment of" in checked.stdout + checked.stderr
     assert Prefix(Path("env")).path == Path.cwd() / "env"
+
+
+def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+    """A check whose kept verdict cannot stand (another file moved) proves the byte code by its fingerprint and
+    its kept proof, without reading it (it once hashed every `.pyc` on every check); byte code swapped for
+    other code, its size and mtime put back, is still refused."""
+    lock = tiny_lock[0]
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    cached = prefix / "lib" / "__pycache__" / f"foo.{sys.implementation.cache_tag}.pyc"
+    cached.parent.mkdir()
+    py_compile.compile(str(prefix / "lib" / "foo.py"), cfile=str(cached), doraise=True)
+    time.sleep(prefix_observer.RACY_NS / 1e9 + 0.05)  # settled: the first check keeps fingerprints of both
+    assert check_lock(lock, Prefix(prefix)).clean
+    (prefix / "lib" / "libfoo.txt").write_text("foo\n")  # same bytes, a new ctime: the verdict cannot stand
+    with opened(cached) as counts:
+        assert check_lock(lock, Prefix(prefix)).clean
+    assert counts[str(cached)] == 0
+    before = cached.stat()
+    other = cached.read_bytes()[:16] + marshal.dumps(compile("x = 2\n", "x", "exec"))
+    cached.write_bytes(other[: before.st_size].ljust(before.st_size, b"\0"))
+    os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert f"lib/__pycache__/{cached.name} (not the byte code of its source)" in " ".join(check_lock(lock, Prefix(prefix)).lines())

@@ -63,10 +63,6 @@ def interpreter_for(tag: str) -> str | None:
     return found if found and os.path.isfile(found) and _cache_tag_of(found) == tag else None
 
 
-def _marker(tag: str, pyc_sha: str, source_sha: str) -> Path:
-    return _store() / f"{tag}-{pyc_sha}-{source_sha}"
-
-
 def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[[str], None] = lambda _: None, known: Mapping[str, str] | None = None) -> dict[str, str]:
     """Of `(pyc, source)` pairs (prefix-relative; the source already proven), the byte code files that are not
     their source's, each with the reason. `known`: sha256 of files as they are now (what conformance just
@@ -79,13 +75,15 @@ def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[
     wanted = sorted({p for pyc, source, found in tagged if found for p in (pyc, source) if p not in known})
     hashed = hash_files([(str(prefix / p), os.lstat(prefix / p).st_size) for p in wanted])
     digests = {**known, **{p: hashed[str(prefix / p)] for p in wanted}}
+    store = _store()
+    proven = set(os.listdir(store)) if store.is_dir() else set()  # one listing, not a stat per marker
     pending: dict[str, list[tuple[str, str, int, Path]]] = {}
     for pyc, source, found in tagged:
         if found is None:
             continue
-        marker = _marker(found["tag"], digests[pyc], digests[source])
-        if not marker.exists():
-            pending.setdefault(found["tag"], []).append((pyc, source, int(found["opt"] or 0), marker))
+        marker = f"{found['tag']}-{digests[pyc]}-{digests[source]}"
+        if marker not in proven:
+            pending.setdefault(found["tag"], []).append((pyc, source, int(found["opt"] or 0), store / marker))
     for tag, items in sorted(pending.items()):
         problems.update(_prove(prefix, tag, items, progress))
     return problems

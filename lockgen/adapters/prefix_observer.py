@@ -52,12 +52,10 @@ def _text(path: str) -> str | None:
 def likely_wanted(prefix: Path, walked: Mapping[str, os.stat_result], proofs: Mapping[str, list]) -> HashedAhead:
     """Starts hashing, in child processes (`parallel.hash_ahead`), the small files of `walked` a check will most
     likely ask `observe` for, before the caller knows which its packages state: every regular file under
-    `parallel.BIG` that no kept fingerprint of `proofs` proves, but byte code (`__pycache__/`, proven apart).
+    `parallel.BIG` that no kept fingerprint of `proofs` proves, byte code too (its proof needs its sha256).
     A file no package states is read for nothing: at most `BIG` bytes each."""
     top = str(prefix)
-    return hash_ahead(
-        [f"{top}/{relative}" for relative, info in walked.items() if stat.S_ISREG(info.st_mode) and info.st_size < BIG and "__pycache__/" not in relative and not _proven(proofs.get(relative), info)]
-    )
+    return hash_ahead([f"{top}/{relative}" for relative, info in walked.items() if stat.S_ISREG(info.st_mode) and info.st_size < BIG and not _proven(proofs.get(relative), info)])
 
 
 def _proven(before: list | None, info: os.stat_result) -> bool:

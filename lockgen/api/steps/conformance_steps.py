@@ -142,6 +142,7 @@ def _conform(
     """The work of `conform`: every locked package's expected files against the prefix as found (by the stat
     walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once)."""
     from hashlib import sha256
+    from stat import S_ISREG
 
     from lockgen.adapters import bytecode_proof, manifest_store
     from lockgen.adapters.lockfile_yaml import parsed
@@ -166,9 +167,14 @@ def _conform(
         services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
         # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
         carried = {LOCK_INSIDE: lock_sha256} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
-        wanted = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
+        stated = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
+        # byte code is hashed with the rest (ahead, on every core) and trusted by its fingerprint later, as a stated
+        # file is: its proof against its source is keyed by both sha256s (`bytecode_proof`)
+        byte_code = {path for path, info in walked.items() if path.endswith(".pyc") and "__pycache__/" in path and S_ISREG(info.st_mode)}
+        wanted = stated | byte_code
         proofs = dict(kept) if fingerprints else None
-        progress(f"hashing the {len(wanted)} files the packages state in {prefix}" + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
+        said = f"the {len(stated)} files the packages state" + (f" and {len(byte_code)} byte-code files" if byte_code else "")
+        progress(f"hashing {said} in {prefix}" + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
         seen: dict[str, list] = {}
         observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs, walked=walked, seen=seen, ahead=ahead)
         if proofs is not None and proofs != kept:
@@ -181,7 +187,7 @@ def _conform(
         hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
         python = lock_python(lock, chosen)
         pairs = pyc_pairs(expected, observed)
-        unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256} if pairs else {})  # the sources: just hashed
+        unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256} if pairs else {})  # sources and byte code: just hashed
         report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix), unproven)
         by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
         expected_sha256 = digest.result() or expected_digest(expected)
