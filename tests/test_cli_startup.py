@@ -95,7 +95,10 @@ def test_a_repeated_check_of_a_prefix_loads_no_model_library(tmp_path: Path) -> 
     assert run_cli("resolve", str(stack), env=home).returncode == 0
     lock, prefix = stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "env"
     assert run_cli("materialize", str(lock), "--prefix", str(prefix), env=home).returncode == 0
+    bundle = tmp_path / "manifests.json.gz"
+    assert run_cli("manifests", str(lock), "--out", str(bundle), env=home).returncode == 0
     time.sleep(RACY_NS / 1e9 + 0.1)  # a tree changed within RACY_NS of a check keeps no verdict
-    first = _loaded(NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), env=home)
-    assert first[0] == 0 and "pydantic" in first[1] and "yaml" in first[1]
-    assert _loaded(NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), env=home) == (0, "loaded: []")
+    for offline in ([], ["--manifests", str(bundle)]):  # a verdict reached with a bundle is bound to its bytes
+        first = _loaded(NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), *offline, env=home)
+        assert first[0] == 0 and "pydantic" in first[1] and "yaml" in first[1]
+        assert _loaded(NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), *offline, env=home) == (0, "loaded: []")

@@ -94,15 +94,9 @@ def write_bundle(path: Path, manifests: list[PackageManifest]) -> None:
 
 def read_bundle(path: Path) -> dict[str, PackageManifest]:
     """The manifests of a bundle file, by archive hash."""
-    return parse_bundle(bundle_bytes(path), path)
+    from lockgen.adapters import lock_file
 
-
-def bundle_bytes(path: Path) -> bytes:
-    """A bundle file's bytes (what a verdict reached with it is bound to)."""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read manifests `{path}`: {exc.strerror or exc}", "pass a file written by lockgen manifests") from None
+    return parse_bundle(lock_file.read_bundle(path).data, path)
 
 
 def parse_bundle(raw: bytes, path: Path) -> dict[str, PackageManifest]:

@@ -34,10 +34,9 @@ def read_bundle(path: Path | None) -> BundleBytes | None:
     """The `--manifests` bundle's bytes, read once for the command (None without one)."""
     if path is None:
         return None
-    from lockgen.adapters import manifest_store
-    from lockgen.model.inputs import BundleBytes
+    from lockgen.adapters import lock_file
 
-    return BundleBytes(path, manifest_store.bundle_bytes(path))
+    return lock_file.read_bundle(path)
 
 
 def read_manifests(loaded: LoadedLock, platform: str | None, manifests: BundleBytes | None, progress: Callable[[str], None]) -> None:
