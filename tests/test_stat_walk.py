@@ -34,6 +34,9 @@ def _wide_and_deep(root: Path) -> Path:
         deep.mkdir(parents=True)
         (deep / "file.txt").write_text(str(index))
         (root / f"pkg{index:03d}" / "top.txt").write_text("x")
+    for index in range(12):  # a folder of many folders: opened before the sharing (`BIG_FOLDER`)
+        (root / "pkg005" / f"many{index:02d}").mkdir()
+        (root / "pkg005" / f"many{index:02d}" / "x.txt").write_text(str(index))
     (root / "lone.txt").write_text("top")
     (root / "empty").mkdir()
     os.symlink("pkg000", root / "link-to-folder")
@@ -96,8 +99,9 @@ def test_any_change_anywhere_gives_another_digest(tmp_path: Path, monkeypatch: p
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=TREES)
 def test_small_trees_split_early_read_the_same(tree: dict | bytes, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a frontier of two folders, trees of a few paths are split and shared too: one digest each way."""
+    """With a frontier of two folders, trees of a few paths are split, opened and shared too: one digest each way."""
     root = tmp_path_factory.mktemp("tree")
     _plant(root, tree)
     monkeypatch.setattr(stat_walk, "FRONTIER", 2)
+    monkeypatch.setattr(stat_walk, "BIG_FOLDER", 3)
     assert len(_digests(root, monkeypatch)) == 1

@@ -12,14 +12,14 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 RACY_NS = 1_000_000_000  # a whole second: the coarsest stamps of the file systems lockgen trusts fingerprints on
-FRONTIER = 64  # the top of a walk is looked at a level at a time until this many folders are found; fixed, so a digest never depends on the cores
+FRONTIER = 64  # the top of a walk is looked at a level at a time until this many folders wait to be shared
+BIG_FOLDER = 10  # a waiting folder linked this often (8 folders in it) is opened before the sharing
 MOST_SHARES = 1024  # the frontier is handed out in at most this many shares, 4 bytes each: one write to the pipe
 
 
@@ -44,41 +44,55 @@ def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
     not judged settled or not: what they hold is in the walk itself. `keep_walk`: the walk's paths but its
     folders are kept with their lstat (`walked`), for a caller that looks at the files next.
 
-    The top of the tree is walked level by level until `FRONTIER` folders are found, whose subtrees are each
-    hashed apart and shared among this process and forked children, one per other core (the stat calls are
-    most of a repeated check). What the split is depends on the tree alone, so the digest is the same on any
-    number of cores, and the same walked by one process (`keep_walk`, or where none can be forked)."""
+    The digest is of each folder's own entries, hashed apart and listed by the folder's path, so who looks at
+    which folder does not change it: the top of the tree is looked at here until `FRONTIER` folders wait, the
+    ones holding most folders opened further, and their subtrees are shared, biggest first, among this process
+    and forked children, one per other core (the stat calls are most of a repeated check). `keep_walk`, or
+    where no child can be forked, walks it all here: the same digest."""
     since = time.time_ns() - RACY_NS
     walked: dict[str, os.stat_result] | None = {} if keep_walk else None
-    lines: list[str] = []
-    settled = True
-    frontier = [(str(prefix), "")]
-    while frontier and len(frontier) < FRONTIER:  # a level at a time, so the split is the tree's own
+    folders: list[str] = []  # a record per folder looked at: its path, own digest, entries, settled
+    frontier = [(str(prefix), "", 0, 0)]
+    while frontier and len(frontier) < FRONTIER:  # the top, a level at a time
         level, frontier = frontier, []
-        for path, base in level:
-            settled = _look(path, base, since, lines.append, frontier, walked) and settled
-    subtrees = {} if keep_walk else _shared(frontier, since)
-    for index, (path, base) in enumerate(frontier):
-        if index not in subtrees:  # not forked, a child that failed: walked here, where an error is met as before
-            subtrees[index] = _subtree(path, base, since, walked)
-    parts = [f"{base}\0{digest} {count}\n" for (_, base), (digest, count, _) in zip(frontier, (subtrees[i] for i in range(len(frontier))))]
-    text = f"{len(lines)} {len(parts)}\n" + "".join(lines) + "".join(parts)  # counted: the two lists read apart
-    paths = len(lines) + sum(count for _, count, _ in subtrees.values())
-    settled = settled and all(calm for _, _, calm in subtrees.values())
+        for path, base, _, _ in level:
+            folders.append(_folder(path, base, since, frontier, walked))
+    while frontier and len(frontier) < MOST_SHARES // 2:  # a folder holding many folders is opened: shares even out
+        biggest = max(range(len(frontier)), key=lambda index: frontier[index][2])
+        if frontier[biggest][2] < BIG_FOLDER:
+            break
+        path, base, _, _ = frontier.pop(biggest)
+        folders.append(_folder(path, base, since, frontier, walked))
+    frontier.sort(key=lambda waiting: -waiting[3])  # most entries first (a folder's size grows with them): the last shares are small
+    done: set[int] = set()
+    if not keep_walk:
+        theirs, done = _shared(frontier, since)
+        folders.append(theirs)
+    for index, (path, base, _, _) in enumerate(frontier):
+        if index not in done:  # not forked, a child that failed: walked here, where an error is met as before
+            folders.append(_subtree(path, base, since, walked))
+    records = sorted(record.split("\0") for record in "".join(folders).split("\0\n") if record)
+    text = "".join(f"{base}\0{digest} {count}\n" for base, digest, count, _ in records)
+    paths = sum(int(count) for _, _, count, _ in records)
+    settled = all(calm == "1" for _, _, _, calm in records)
     return TreeFingerprint(hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), paths, settled, walked)
 
 
-def _look(path: str, base: str, since: int, add: Callable[[str], None], folders: list[tuple[str, str]], walked: dict[str, os.stat_result] | None) -> bool:
-    """One folder's entries, each a line given to `add`; its subfolders appended to `folders` (path, relative
-    path with a slash); whether none of its other entries changed since `since`."""
+def _folder(path: str, base: str, since: int, folders: list[tuple[str, str, int, int]], walked: dict[str, os.stat_result] | None) -> str:
+    """One folder's record (`base`, the digest of its entries' lines, how many, whether none but folders changed
+    since `since`), each field ended by a NUL, the record by a newline; its subfolders appended to `folders`
+    (path, relative path with a slash, its link count: how many folders it holds, its size: about how many
+    entries)."""
     settled = True
+    lines: list[str] = []
+    add = lines.append
     with os.scandir(path) as entries:
         for entry in entries:
             info = entry.stat(follow_symlinks=False)
             mode = info.st_mode
             relative = base + entry.name
             if stat.S_ISDIR(mode):
-                folders.append((entry.path, f"{relative}/"))
+                folders.append((entry.path, f"{relative}/", info.st_nlink, info.st_size))
             else:
                 if walked is not None:
                     walked[relative] = info
@@ -86,28 +100,29 @@ def _look(path: str, base: str, since: int, add: Callable[[str], None], folders:
                     settled = False
             leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
             add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}{leads}\n")
-    return settled
+    digest = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{base}\0{digest}\0{len(lines)}\0{int(settled)}\0\n"
 
 
-def _subtree(path: str, base: str, since: int, walked: dict[str, os.stat_result] | None = None) -> tuple[str, int, bool]:
-    """The digest of everything below one folder (its paths in walk order), how many, whether all settled."""
-    lines: list[str] = []
-    settled = True
-    pending = [(path, base)]
+def _subtree(path: str, base: str, since: int, walked: dict[str, os.stat_result] | None = None) -> str:
+    """The records of one folder and every folder below it."""
+    records = []
+    pending = [(path, base, 0, 0)]
     while pending:
-        folder, relative = pending.pop()
-        settled = _look(folder, relative, since, lines.append, pending, walked) and settled
-    return hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest(), len(lines), settled
+        folder, relative, _, _ = pending.pop()
+        records.append(_folder(folder, relative, since, pending, walked))
+    return "".join(records)
 
 
-def _shared(frontier: list[tuple[str, str]], since: int) -> dict[int, tuple[str, int, bool]]:
-    """The frontier's subtrees walked by this process and a forked child per other core, each taking the next
-    share from one pipe (a big subtree does not hold up the rest); what a child could not give is left out."""
+def _shared(frontier: list[tuple[str, str, int, int]], since: int) -> tuple[str, set[int]]:
+    """The records of the frontier's subtrees walked by this process and a forked child per other core, each
+    taking the next share from one pipe (a big subtree does not hold up the rest), and which subtrees they are
+    (a child that failed gave none of its own)."""
     from lockgen.adapters import parallel
 
     children = min(parallel.cores(), len(frontier)) - 1
     if children < 1:
-        return {}
+        return "", set()
     shares = min(len(frontier), MOST_SHARES)
     read, write = os.pipe()
     os.write(write, b"".join(share.to_bytes(4, "little") for share in range(shares)))  # one write within PIPE_BUF
@@ -119,21 +134,23 @@ def _shared(frontier: list[tuple[str, str]], since: int) -> dict[int, tuple[str,
             texts = [work(), *(child.result() or "" for child in forked)]
     finally:
         os.close(read)
-    subtrees: dict[int, tuple[str, int, bool]] = {}
-    for line in "\n".join(texts).split("\n"):
-        if line:
-            index, digest, count, calm = line.split(" ")
-            subtrees[int(index)] = (digest, int(count), calm == "1")
-    return subtrees
+    records: list[str] = []
+    done: set[int] = set()
+    for text in filter(None, texts):
+        mine, _, indices = text.rpartition("\0\0")
+        records.append(mine)
+        done.update(map(int, indices.split()))
+    return "".join(records), done
 
 
-def _taken(read: int, frontier: list[tuple[str, str]], shares: int, since: int) -> str:
+def _taken(read: int, frontier: list[tuple[str, str, int, int]], shares: int, since: int) -> str:
     """Shares of the frontier walked until the pipe of their numbers is empty (a read of 4 bytes from a pipe
-    is whole), a line for each subtree: its number, digest, paths, settled."""
-    done = []
+    is whole): their subtrees' records, two NULs (no record holds them: no field is empty), their numbers."""
+    records, done = [], []
     while len(record := os.read(read, 4)) == 4:
         share = int.from_bytes(record, "little")
         for index in range(share * len(frontier) // shares, (share + 1) * len(frontier) // shares):
-            digest, count, settled = _subtree(*frontier[index], since)
-            done.append(f"{index} {digest} {count} {int(settled)}")
-    return "\n".join(done)
+            path, base, _, _ = frontier[index]
+            records.append(_subtree(path, base, since))
+            done.append(str(index))
+    return "".join(records) + "\0\0" + " ".join(done)
