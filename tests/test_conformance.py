@@ -76,11 +76,14 @@ def test_findings_and_their_lines():
 
 
 def test_clobber_and_link_kinds():
-    a = ExpectedPackage("a 1", (ExpectedFile("lib/libx.so", H1, 1), ExpectedFile("lib/libx.so.1", None, None, "link")))
-    b = ExpectedPackage("b 2", (ExpectedFile("lib/libx.so", H1, 1),))
-    observed = [ObservedFile("lib/libx.so", "file", 1, 0o100644, H1), ObservedFile("lib/libx.so.1", "file", 1, 0o100644, H1)]
-    report = compare([a, b], observed)
-    assert report.lines() == ("a 1: modified lib/libx.so.1", "clobber: lib/libx.so (a 1, b 2)")
+    a = ExpectedPackage("a 1", (ExpectedFile("lib/libx.so", H1, 1), ExpectedFile("lib/libx.so.1", None, None, "link"), ExpectedFile("lib/ns.py", H1, 1)))
+    b = ExpectedPackage("b 2", (ExpectedFile("lib/libx.so", H2, 1), ExpectedFile("lib/ns.py", H1, 1)))  # ns.py: the same bytes
+    c = ExpectedPackage("c 3", (ExpectedFile("lib/ns.py", H1, 1),))
+    observed = [ObservedFile("lib/libx.so", "file", 1, 0o100644, H1), ObservedFile("lib/libx.so.1", "file", 1, 0o100644, H1), ObservedFile("lib/ns.py", "file", 1, 0o100644, H1)]
+    report = compare([a, b, c], observed)
+    assert report.lines() == ("a 1: modified lib/libx.so.1", "b 2: modified lib/libx.so", "clobber: lib/libx.so (a 1, b 2)")
+    by_name = ExpectedPackage("d 4", (ExpectedFile("lib/ns.py", None, None),))  # no sha256: proves nothing about the bytes
+    assert compare([a, by_name], observed).lines()[-1] == "clobber: lib/ns.py (a 1, d 4)"
 
 
 _names = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True)

@@ -21,7 +21,7 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
 Rules accept by name only: the files they cover are derived by the installer, so no package states their
 bytes. setuid, setgid and world-writable files, and executable files carrying file capabilities (a file no one
 can run gains nothing from them), are `mode` drift whatever their content (uv's empty root `.lock` excepted while
-it stays empty); a path two packages expect is a clobber. Any of these makes the report unclean.
+it stays empty); a path two packages expect with other content is a clobber. Any of these makes the report unclean.
 """
 
 from __future__ import annotations
@@ -191,8 +191,10 @@ def unstated(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFil
 
 @dataclass(frozen=True)
 class _Owners:
-    """Each stated path -> the first package stating it, and the paths two or more packages state -> all of
-    them (the clobbers), in the order of the expected packages."""
+    """Each stated path -> the first package stating it, and the paths two or more packages state with other
+    content -> all of them (the clobbers), in the order of the expected packages. Packages that state one path
+    with the same sha256 and size (the empty `nvidia/__init__.py` every CUDA wheel of a release ships) are no
+    clobber: whichever is installed last, the file is the same, and each package's check judges it."""
 
     first: dict[str, str]
     shared: dict[str, list[str]]
@@ -200,14 +202,24 @@ class _Owners:
 
 def _owners(expected: Sequence[ExpectedPackage]) -> _Owners:
     first: dict[str, str] = {}
+    stated: dict[str, ExpectedFile] = {}
     shared: dict[str, list[str]] = {}
     for package in expected:
-        paths = {f.path for f in package.files}
-        clash = first.keys() & paths
+        files = {f.path: f for f in package.files}
+        clash = first.keys() & files.keys()
         for path in clash:
-            shared.setdefault(path, [first[path]]).append(package.key)
-        first.update(dict.fromkeys(paths - clash if clash else paths, package.key))
+            before, now = stated[path], files[path]
+            if path in shared or not _alike(before, now):
+                shared.setdefault(path, [first[path]]).append(package.key)
+        first.update(dict.fromkeys(files.keys() - clash if clash else files.keys(), package.key))
+        stated.update((path, f) for path, f in files.items() if path not in stated)
     return _Owners(first, shared)
+
+
+def _alike(one: ExpectedFile, other: ExpectedFile) -> bool:
+    """Two statements of one path that fix the same bytes: files, each with a sha256 (a path stated by name
+    alone proves nothing about its content) and the same size."""
+    return one.kind == other.kind == "file" and one.sha256 is not None and one.sha256 == other.sha256 and one.size == other.size
 
 
 def _accounted(expected: Sequence[ExpectedPackage], found: dict[str, ObservedFile], owners: _Owners, prefix: str | None, unproven: Mapping[str, str]) -> tuple[list[Accepted], list[str]]:
