@@ -105,3 +105,17 @@ def test_small_trees_split_early_read_the_same(tree: dict | bytes, tmp_path_fact
     monkeypatch.setattr(stat_walk, "FRONTIER", 2)
     monkeypatch.setattr(stat_walk, "BIG_FOLDER", 3)
     assert len(_digests(root, monkeypatch)) == 1
+
+
+def test_where_forking_fails_the_caller_walks_it_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork refused (a cgroup's pids limit) is no error: the shares the children would take are the caller's."""
+    root = _wide_and_deep(tmp_path / "tree")
+    monkeypatch.setattr(parallel, "cores", lambda: 4)
+    shared = stat_walk.tree_fingerprint(root)
+
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    assert stat_walk.tree_fingerprint(root) == shared
+    assert parallel.Forked(lambda: "never").result() is None

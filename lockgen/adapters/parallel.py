@@ -49,7 +49,7 @@ def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], 
 class Forked:
     """`work` run in a forked child process (only where forking is safe: no other thread runs, whose locks would
     stay held in the child); `result()` waits for the text it returned, None when the child failed or none was
-    forked (then `work` never ran: the caller does it). Nothing is pickled: the child has the caller's memory
+    forked (none is where forking fails too; then `work` never ran: the caller does it). Nothing is pickled: the child has the caller's memory
     and sends back text. A context manager: leaving it ends a child never asked (its pipe closes)."""
 
     def __init__(self, work: Callable[[], str]) -> None:
@@ -58,7 +58,12 @@ class Forked:
         if not hasattr(os, "fork") or threading.active_count() > 1:
             return
         read, write = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had (a cgroup's pids limit, no memory): the caller does the work
+            os.close(read)
+            os.close(write)
+            return
         if pid == 0:  # the child: runs `work`, writes its text, ends without running the caller's code
             code = 1
             try:
