@@ -342,6 +342,7 @@ def test_a_relative_prefix_is_checked_as_the_folder_it_names(home: Path, tiny_lo
     assert Prefix(Path("env")).path == Path.cwd() / "env"
 
 
+@pytest.mark.slow
 def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
     """A check whose kept verdict cannot stand (another file moved) proves the byte code by its fingerprint and
     its kept proof, without reading it (it once hashed every `.pyc` on every check); byte code swapped for
