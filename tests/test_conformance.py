@@ -130,3 +130,10 @@ def test_any_single_change_is_detected(files, split, which, change):
         observed[index] = ObservedFile(item.path, "link", item.size, 0o120777)
     report = compare(_packages(files, split), observed)
     assert not report.clean and report.lines()
+
+
+def test_a_clobber_names_every_owner():
+    """Two packages stating the same bytes and a third other bytes: all three own the clobber."""
+    a, b, c = (ExpectedPackage(key, (ExpectedFile("lib/ns.py", digest, 1),)) for key, digest in (("a 1", H1), ("b 2", H1), ("c 3", H2)))
+    report = compare([a, b, c], [ObservedFile("lib/ns.py", "file", 1, 0o100644, H1)])
+    assert [(c.path, c.owners) for c in report.clobbered] == [("lib/ns.py", ("a 1", "b 2", "c 3"))]

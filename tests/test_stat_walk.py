@@ -119,3 +119,16 @@ def test_where_forking_fails_the_caller_walks_it_all(tmp_path: Path, monkeypatch
     monkeypatch.setattr(os, "fork", refused)
     assert stat_walk.tree_fingerprint(root) == shared
     assert parallel.Forked(lambda: "never").result() is None
+
+
+def test_where_no_pipe_can_be_made_the_caller_walks_it_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _wide_and_deep(tmp_path / "tree")
+    monkeypatch.setattr(parallel, "cores", lambda: 4)
+    shared = stat_walk.tree_fingerprint(root)
+
+    def refused() -> tuple[int, int]:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", refused)
+    assert stat_walk.tree_fingerprint(root) == shared
+    assert parallel.Forked(lambda: "never").result() is None

@@ -77,26 +77,28 @@ def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[
     digests = {**known, **{p: hashed[str(prefix / p)] for p in wanted}}
     store = _store()
     proven = set(os.listdir(store)) if store.is_dir() else set()  # one listing, not a stat per marker
-    pending: dict[str, list[tuple[str, str, int, Path]]] = {}
+    pending: dict[str, list[tuple[str, str, int, Path, str, str]]] = {}
     for pyc, source, found in tagged:
         if found is None:
             continue
         marker = f"{found['tag']}-{digests[pyc]}-{digests[source]}"
         if marker not in proven:
-            pending.setdefault(found["tag"], []).append((pyc, source, int(found["opt"] or 0), store / marker))
+            pending.setdefault(found["tag"], []).append((pyc, source, int(found["opt"] or 0), store / marker, digests[pyc], digests[source]))
     for tag, items in sorted(pending.items()):
         problems.update(_prove(prefix, tag, items, progress))
     return problems
 
 
-def _prove(prefix: Path, tag: str, items: list[tuple[str, str, int, Path]], progress: Callable[[str], None]) -> dict[str, str]:
+def _prove(prefix: Path, tag: str, items: list[tuple[str, str, int, Path, str, str]], progress: Callable[[str], None]) -> dict[str, str]:
+    """The byte code of `items` that is not its source's; a proof is kept (a marker named by both sha256s) only
+    of a pair the checker found to be those very bytes, read once."""
     python = interpreter_for(tag)
     if python is None:
         why = f"no Python 3.{tag.removeprefix('cpython-3')} on this host to prove it (uv python install 3.{tag.removeprefix('cpython-3')})"
-        return {pyc: why for pyc, _, _, _ in items}
+        return {pyc: why for pyc, *_ in items}
     progress(f"proving {len(items)} byte-code files against their sources with {python}")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as listing:
-        json.dump([[str(prefix / pyc), str(prefix / source), optimize] for pyc, source, optimize, _ in items], listing)
+        json.dump([[str(prefix / pyc), str(prefix / source), optimize, pyc_sha, source_sha] for pyc, source, optimize, _, pyc_sha, source_sha in items], listing)
     try:
         done = run_tool(
             [python, "-I", "-S", "-B", str(CHECKER), listing.name],
@@ -108,7 +110,7 @@ def _prove(prefix: Path, tag: str, items: list[tuple[str, str, int, Path]], prog
         os.unlink(listing.name)
     found = {os.path.relpath(path, prefix): why for path, why in json.loads(done.stdout or "[]")}
     _store().mkdir(parents=True, exist_ok=True)
-    for pyc, _, _, marker in items:
+    for pyc, _, _, marker, _, _ in items:
         if pyc not in found:
             marker.touch()
     return found

@@ -49,7 +49,7 @@ def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], 
 class Forked:
     """`work` run in a forked child process (only where forking is safe: no other thread runs, whose locks would
     stay held in the child); `result()` waits for the text it returned, None when the child failed or none was
-    forked (none is where forking fails too; then `work` never ran: the caller does it). Nothing is pickled: the child has the caller's memory
+    forked (none is where a pipe or a fork fails too; then `work` never ran: the caller does it). Nothing is pickled: the child has the caller's memory
     and sends back text. A context manager: leaving it ends a child never asked (its pipe closes)."""
 
     def __init__(self, work: Callable[[], str]) -> None:
@@ -57,7 +57,10 @@ class Forked:
         self._result: str | None = None
         if not hasattr(os, "fork") or threading.active_count() > 1:
             return
-        read, write = os.pipe()
+        try:
+            read, write = os.pipe()
+        except OSError:  # no descriptor to be had (a low `ulimit -n`): the caller does the work
+            return
         try:
             pid = os.fork()
         except OSError:  # no process to be had (a cgroup's pids limit, no memory): the caller does the work

@@ -124,7 +124,10 @@ def _shared(frontier: list[tuple[str, str, int, int]], since: int) -> tuple[str,
     if children < 1:
         return "", set()
     shares = min(len(frontier), MOST_SHARES)
-    read, write = os.pipe()
+    try:
+        read, write = os.pipe()
+    except OSError:  # no descriptor to be had: walked here
+        return "", set()
     os.write(write, b"".join(share.to_bytes(4, "little") for share in range(shares)))  # one write within PIPE_BUF
     os.close(write)
     work = partial(_taken, read, frontier, shares, since)

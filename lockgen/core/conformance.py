@@ -203,14 +203,17 @@ class _Owners:
 def _owners(expected: Sequence[ExpectedPackage]) -> _Owners:
     first: dict[str, str] = {}
     stated: dict[str, ExpectedFile] = {}
+    alike: dict[str, list[str]] = {}  # a path stated alike by several packages so far -> all of them
     shared: dict[str, list[str]] = {}
     for package in expected:
         files = {f.path: f for f in package.files}
         clash = first.keys() & files.keys()
         for path in clash:
-            before, now = stated[path], files[path]
-            if path in shared or not _alike(before, now):
-                shared.setdefault(path, [first[path]]).append(package.key)
+            owners = shared.get(path) or alike.get(path) or [first[path]]
+            if path in shared or not _alike(stated[path], files[path]):
+                shared[path] = [*owners, package.key]
+            else:
+                alike[path] = [*owners, package.key]
         first.update(dict.fromkeys(files.keys() - clash if clash else files.keys(), package.key))
         stated.update((path, f) for path, f in files.items() if path not in stated)
     return _Owners(first, shared)

@@ -4,14 +4,17 @@
 Python runs a `__pycache__` file without reading its source when the file's header says so: a timestamp
 `.pyc` whose recorded mtime and size match the source, an unchecked-hash `.pyc` always, a checked-hash one
 when the source's hash matches, whatever code follows the header. So a `.pyc` beside a proven `.py` may
-run other code. Each one named in LIST.json (`[[pyc, source, optimize], ...]`, absolute paths) is read,
-its code unmarshalled and compared with `compile()` of its source at that optimisation level: code objects
-compare by their bytecode, constants, names, line tables and nested code, not by the file name they were
-compiled under. Prints a JSON list of `[pyc, why]` for the files that are not their source's byte code.
+run other code. Each one named in LIST.json (`[[pyc, source, optimize, pyc_sha256, source_sha256], ...]`,
+absolute paths) is read once, its bytes and its source's checked against the sha256s the caller hashed (a
+proof is kept by them: one of other bytes, a file swapped during the check, proves nothing), its code
+unmarshalled and compared with `compile()` of its source at that optimisation level: code objects compare by
+their bytecode, constants, names, line tables and nested code, not by the file name they were compiled under.
+Prints a JSON list of `[pyc, why]` for the files that are not their source's byte code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import marshal
@@ -23,7 +26,7 @@ HEADER = 16  # magic, flags, then mtime and size (timestamp) or the source hash 
 
 
 def _why_not(item: list) -> str | None:
-    pyc, source, optimize = item
+    pyc, source, optimize, pyc_sha256, source_sha256 = item
     try:
         with open(pyc, "rb") as stream:
             data = stream.read()
@@ -31,6 +34,8 @@ def _why_not(item: list) -> str | None:
             text = stream.read()
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
+    if hashlib.sha256(data).hexdigest() != pyc_sha256 or hashlib.sha256(text).hexdigest() != source_sha256:
+        return "changed while it was checked"
     if data[:4] != importlib.util.MAGIC_NUMBER:
         return "byte code of another Python version"
     try:

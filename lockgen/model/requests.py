@@ -87,6 +87,9 @@ class FromPrefix:
     image_prefix: str | None = None
     allow_foreign: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:  # absolute, as `Prefix` is: its placeholders and launchers name the absolute path
+        object.__setattr__(self, "path", Path(self.path).absolute())
+
 
 @dataclass(frozen=True)
 class FromImage:
