@@ -168,3 +168,26 @@ def test_fingerprints_kept_from_a_child_or_here(tmp_path: Path, monkeypatch: pyt
     with conformance_store.saving(tmp_path / "env", "1" * 64, proofs):
         pass
     assert conformance_store.load(tmp_path / "env", "1" * 64) == proofs
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"cpu.max": "100000 100000\n"}, 1),  # fewer than this machine's two cores: one process
+        ({"cpu.max": "200000 100000\n"}, 2),
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: two processes use them
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "garbage\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3),
+        ({"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),
+    ],
+)
+def test_the_cores_are_those_the_cgroup_quota_grants(tmp_path: Path, files: dict[str, str], expected: int | None) -> None:
+    """A container limited to a few CPUs on a big node gets a child per CPU it may use, not per core it sees."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert parallel._cpu_quota(str(tmp_path)) == expected
+    seen = len(os.sched_getaffinity(0))
+    assert parallel._cores(str(tmp_path)) == (min(seen, expected) if expected else seen)

@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from functools import lru_cache, partial
 from types import TracebackType
 
 from lockgen.digests import file_digest
@@ -143,8 +143,51 @@ def hash_ahead(paths: Sequence[str]) -> HashedAhead:
 
 
 def cores() -> int:
-    """The cores this process may run on (its affinity: a cpuset or `taskset` gives fewer than the machine has)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The cores this process may run on: its affinity (a cpuset or `taskset` gives fewer than the machine has),
+    and no more than its cgroup's CPU quota allows (a container limited to 2 CPUs on a 128-core node, a
+    Kubernetes pod's `limits.cpu`: a child per core there would be 127 processes sharing 2 CPUs)."""
+    return _cores(CGROUP_ROOT)
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+@lru_cache(maxsize=None)
+def _cores(root: str) -> int:
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = _cpu_quota(root)
+    return max(1, min(allowed, quota)) if quota is not None else allowed
+
+
+def _cpu_quota(root: str) -> int | None:
+    """The whole CPUs a cgroup quota grants, rounded up (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` over
+    `cpu.cfs_period_us`, of this process's own cgroup as a container sees it), None where none is set or
+    none can be read."""
+    v2 = _words(os.path.join(root, "cpu.max"))
+    if v2 is not None:
+        return _whole(v2[0], v2[1]) if len(v2) == 2 else None
+    for folder in ("cpu", "cpu,cpuacct"):
+        quota, period = _words(os.path.join(root, folder, "cpu.cfs_quota_us")), _words(os.path.join(root, folder, "cpu.cfs_period_us"))
+        if quota and period:
+            return _whole(quota[0], period[0])
+    return None
+
+
+def _words(path: str) -> list[str] | None:
+    try:
+        with open(path, encoding="ascii") as stream:
+            return stream.read(256).split()
+    except (OSError, ValueError):
+        return None
+
+
+def _whole(quota: str, period: str) -> int | None:
+    """`quota` over `period` microseconds as whole CPUs, rounded up; None for no limit (`max`, -1) or nonsense."""
+    try:
+        us, every = int(quota), int(period)
+    except ValueError:
+        return None
+    return -(-us // every) if us > 0 and every > 0 else None
 
 
 def _hashed(paths: Sequence[str]) -> str:
