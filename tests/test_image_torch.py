@@ -18,7 +18,7 @@ from tests.conftest import run_cli
 from tests.python_base import PYTHON, python_base
 from tests.torch_stack import torch_lock
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("image_torch")]  # its module fixtures are made once (pyproject: loadgroup)
 
 
 @pytest.fixture(scope="module")

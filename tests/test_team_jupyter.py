@@ -31,7 +31,7 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from tests.conftest import REPO, run_cli
 from tests.test_export import require
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("team_jupyter")]  # its module fixtures are made once (pyproject: loadgroup)
 EXAMPLE = REPO / "envs" / "examples" / "team-jupyter"
 PLATFORM_LOCK = EXAMPLE / "platform" / "locks" / "cpu.conda-lock.yml"
 TEAM_LOCK = EXAMPLE / "team" / "locks" / "cpu.conda-lock.yml"

@@ -22,7 +22,7 @@ from tests.conftest import EXAMPLE_STACK, run_cli
 from tests.open_audit import opened
 from tests.torch_stack import torch_lock
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("verify_cpu")]  # its module fixtures are made once (pyproject: loadgroup)
 
 
 @pytest.fixture(scope="module")
