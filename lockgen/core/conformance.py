@@ -202,21 +202,20 @@ class _Owners:
 
 def _owners(expected: Sequence[ExpectedPackage]) -> _Owners:
     first: dict[str, str] = {}
-    stated: dict[str, ExpectedFile] = {}
-    alike: dict[str, list[str]] = {}  # a path stated alike by several packages so far -> all of them
-    shared: dict[str, list[str]] = {}
+    stated: dict[str, ExpectedFile] = {}  # each path as its first owner states it
+    together: dict[str, list[str]] = {}  # a path two or more packages state -> all of them
+    differ: set[str] = set()  # of those, the paths a later owner states other than the first
     for package in expected:
         files = {f.path: f for f in package.files}
         clash = first.keys() & files.keys()
         for path in clash:
-            owners = shared.get(path) or alike.get(path) or [first[path]]
-            if path in shared or not _alike(stated[path], files[path]):
-                shared[path] = [*owners, package.key]
-            else:
-                alike[path] = [*owners, package.key]
-        first.update(dict.fromkeys(files.keys() - clash if clash else files.keys(), package.key))
-        stated.update((path, f) for path, f in files.items() if path not in stated)
-    return _Owners(first, shared)
+            together.setdefault(path, [first[path]]).append(package.key)
+            if not _alike(stated[path], files[path]):
+                differ.add(path)
+        fresh = files.keys() - clash if clash else files.keys()
+        first.update(dict.fromkeys(fresh, package.key))
+        stated.update((path, files[path]) for path in fresh)
+    return _Owners(first, {path: owners for path, owners in together.items() if path in differ})
 
 
 def _alike(one: ExpectedFile, other: ExpectedFile) -> bool:
