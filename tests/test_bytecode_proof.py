@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from lockgen.adapters import bytecode_proof
-from lockgen.model.requests import FromPrefix
 
 
 def _sha(path: Path) -> str:
@@ -38,7 +37,3 @@ def test_a_pyc_swapped_after_it_was_hashed_keeps_no_proof(tmp_path: Path, monkey
     assert bytecode_proof.unproven(prefix, pair) == {pair[0][0]: "not the byte code of its source"}
     pyc.write_bytes(good)
     assert bytecode_proof.unproven(prefix, pair) == {} and list((tmp_path / "home").rglob(f"*{_sha(pyc)}*"))
-
-
-def test_an_environment_to_export_is_named_by_its_absolute_path() -> None:
-    assert FromPrefix(Path("env")).path == Path.cwd() / "env"

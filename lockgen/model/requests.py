@@ -20,7 +20,7 @@ class Prefix:
     path: Path
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path).absolute())
+        object.__setattr__(self, "path", _absolute(self.path))
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class FromPrefix:
     allow_foreign: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:  # absolute, as `Prefix` is: its placeholders and launchers name the absolute path
-        object.__setattr__(self, "path", Path(self.path).absolute())
+        object.__setattr__(self, "path", _absolute(self.path))
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,12 @@ class ExportRequest:
     tag: str | None = None
     layering: Layering = Layering()
     fmt: str = "oci-layout"
+
+
+def _absolute(path: Path) -> Path:
+    """`path` made absolute against the working folder; as given where that folder is gone (it was removed
+    under the shell), so the use case says the environment is not there instead of failing on `getcwd`."""
+    try:
+        return Path(path).absolute()
+    except FileNotFoundError:
+        return Path(path)
