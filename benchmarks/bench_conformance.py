@@ -5,7 +5,8 @@ repeated check, which proves the files by their fingerprints (target <= 0.5 s). 
 `freeze --inventory` (probe + re-hash of every RECORD row).
 
     python benchmarks/bench_conformance.py --lock L --python PY [--manifests F] [--runs 3] [--allow-foreign P ...]
-    python benchmarks/bench_conformance.py [--packages 40 --files 1500]   (a synthetic conda environment)
+    python benchmarks/bench_conformance.py [--packages 40 --files 1500] [--big-files 8 --big-mib 256]
+                                                                          (a synthetic conda environment)
     python benchmarks/bench_conformance.py --smoke                        (seconds, not judged: CI)
 
 On the H200 machine: `--lock envs/examples/h200-system/locks/h200.conda-lock.yml --python
@@ -73,6 +74,8 @@ def main() -> int:
     parser.add_argument("--allow-foreign", action="append", default=[])
     parser.add_argument("--packages", type=int, default=20)
     parser.add_argument("--files", type=int, default=150)
+    parser.add_argument("--big-files", type=int, default=0, help="and one package of this many files of --big-mib MiB")
+    parser.add_argument("--big-mib", type=int, default=64)
     add_smoke(parser)
     args = parser.parse_args()
     if (args.lock is None) != (args.python is None):
@@ -90,7 +93,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             env = isolated_env(root)
-            lock = bulk_stack(root, args.packages, args.files, 1)
+            lock = bulk_stack(root, args.packages, args.files, 1, args.big_files, args.big_mib)
             timed([sys.executable, "-m", "lockgen", "materialize", str(lock), "--prefix", str(root / "env")], env, required=True)
             measure(str(lock), str(root / "env"), extra, env, args.runs, args.smoke)
     report_crashes()

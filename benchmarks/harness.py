@@ -110,15 +110,19 @@ def report_crashes() -> None:
         print(f"left out, every attempt failed: {line}")
 
 
-def bulk_stack(root: Path, packages: int, files: int, kib: int) -> Path:
+def bulk_stack(root: Path, packages: int, files: int, kib: int, big_files: int = 0, big_mib: int = 0) -> Path:
     """A stack over a local channel of `packages` real conda archives of `files` files of `kib` KiB each
-    (the tests' channel factory), resolved; returns its lock."""
+    (the tests' channel factory), and with `big_files`, one more of that many files of `big_mib` MiB of random
+    bytes (a torch environment's libraries), resolved; returns its lock."""
 
     def content(i: int, j: int) -> str:
         line = f"{i}-{j}\n"
         return line * max(1, kib * 1024 // len(line))
 
-    return channel_stack(root, "bulk", {f"bulk{i:02d}": {f"share/bulk{i:02d}/f{j:04d}.txt": content(i, j) for j in range(files)} for i in range(packages)})
+    packages_files: dict[str, dict[str, str | bytes]] = {f"bulk{i:02d}": {f"share/bulk{i:02d}/f{j:04d}.txt": content(i, j) for j in range(files)} for i in range(packages)}
+    if big_files:
+        packages_files["bulkbig"] = {f"lib/libbig{j:02d}.so": os.urandom(big_mib << 20) for j in range(big_files)}
+    return channel_stack(root, "bulk", packages_files)
 
 
 def channel_stack(root: Path, name: str, packages: dict[str, dict[str, str | bytes]]) -> Path:

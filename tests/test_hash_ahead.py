@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lockgen.adapters import conformance_store, parallel, prefix_observer
 from lockgen.api.check import check_lock
@@ -70,25 +72,89 @@ def _files(tmp_path: Path, count: int) -> list[Path]:
 def test_children_give_each_file_its_own_digest_and_leave_what_they_cannot_read(tmp_path: Path, forking: None) -> None:
     files = _files(tmp_path, 7)
     os.mkfifo(tmp_path / "fifo")  # would block a plain read: refused on the descriptor, left to the caller
-    paths = [str(p) for p in files] + [str(tmp_path / "fifo"), str(tmp_path / "gone")]
+    paths = [(str(p), p.stat().st_size) for p in files] + [(str(tmp_path / "fifo"), 0), (str(tmp_path / "gone"), 0)]
     with parallel.hash_ahead(paths) as ahead:
         digests = ahead.digests()
         assert ahead.digests() is digests  # asked twice: the children were read once
     assert digests == {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-def test_a_failed_child_is_no_digest(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fails(path: str) -> str:
-        raise RuntimeError("a bug in the child")
+def _sized(paths: list[Path]) -> list[tuple[str, int]]:
+    return [(str(p), p.stat().st_size) for p in paths]
 
-    monkeypatch.setattr(parallel, "_digest_or_nothing", fails)
-    with parallel.hash_ahead([str(p) for p in _files(tmp_path, 4)]) as ahead:
-        assert ahead.digests() == {}
+
+def test_a_failed_child_is_no_digest_for_what_it_took(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    caller, real = os.getpid(), parallel._digest_or_nothing
+
+    def fails_in_a_child(path: str) -> str:
+        if os.getpid() != caller:
+            raise RuntimeError("a bug in the child")
+        return real(path)
+
+    monkeypatch.setattr(parallel, "_digest_or_nothing", fails_in_a_child)
+    files = _files(tmp_path, 8)
+    with parallel.hash_ahead(_sized(files)) as ahead:
+        for child in ahead._children:  # each dies on the first file of the share it takes (a file is a share here)
+            assert child._child is not None
+            _wait_until_ended(child._child[0])
+        digests = ahead.digests()
+    assert len(digests) == len(files) - 2  # the caller took the rest
+    assert all(digests[str(p)] == hashlib.sha256(p.read_bytes()).hexdigest() for p in files if str(p) in digests)
+
+
+def _wait_until_ended(pid: int) -> None:
+    """Waits (5 s at most) until the child `pid` has ended, without reaping it."""
+    for _ in range(500):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"child {pid} still runs")
+
+
+def test_the_biggest_files_go_first_each_alone_and_the_caller_takes_shares_too(tmp_path: Path, forking: None) -> None:
+    small = _files(tmp_path, 50)
+    big = tmp_path / "big"
+    big.write_bytes(os.urandom(3 << 20))
+    files = _sized([*small, big])
+    with parallel.hash_ahead(files) as ahead:
+        assert ahead._files[0] == (str(big), 3 << 20) and list(ahead._shares[0]) == [0]
+        assert [size for _, size in ahead._files] == sorted((size for _, size in files), reverse=True)
+        seen: list[tuple[int, int]] = []
+        digests = ahead.digests(lambda done, total: seen.append((done, total)))
+    assert digests == {path: hashlib.sha256(Path(path).read_bytes()).hexdigest() for path, _ in files}
+    total = sum(size for _, size in files)
+    assert all(t == total and 0 <= d <= total for d, t in seen)  # the shares the caller took, told as it took them
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=1 << 32), max_size=3000))
+def test_shares_cover_every_file_once_in_order_within_the_pipe(sizes: list[int]) -> None:
+    costs = [size + parallel.PER_FILE for size in sorted(sizes, reverse=True)]
+    shares = parallel._shares(costs, sum(costs))
+    assert [index for share in shares for index in share] == list(range(len(costs)))
+    assert len(shares) <= parallel.MOST_SHARES and all(len(share) for share in shares)
+    each = -(-sum(costs) // (parallel.MOST_SHARES - 1))
+    assert all(sum(costs[i] for i in share) >= each for share in shares[:-1])
+
+
+def test_a_block_left_early_takes_the_shares_away(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = parallel._digest_or_nothing
+
+    def slow(path: str) -> str:
+        time.sleep(0.01)
+        return real(path)
+
+    monkeypatch.setattr(parallel, "_digest_or_nothing", slow)
+    files = _sized(_files(tmp_path, 300))  # each a share: 3 s of work, 1.5 s for two children
+    started = time.monotonic()
+    with parallel.hash_ahead(files) as ahead:
+        assert sum(child.forked for child in ahead._children) == 2
+    assert time.monotonic() - started < 1.0  # each child ended after the share it held
 
 
 def test_children_never_asked_end_with_the_block(tmp_path: Path, forking: None) -> None:
-    with parallel.hash_ahead([str(p) for p in _files(tmp_path, 4)]) as ahead:
-        children = [child._child[0] for child, _ in ahead._children if child._child is not None]
+    with parallel.hash_ahead(_sized(_files(tmp_path, 4))) as ahead:
+        children = [child._child[0] for child in ahead._children if child._child is not None]
         assert len(children) == 2
     for pid in children:  # reaped by the block's end: no such child any more
         with pytest.raises(ChildProcessError):
@@ -96,7 +162,7 @@ def test_children_never_asked_end_with_the_block(tmp_path: Path, forking: None) 
 
 
 def test_no_child_beside_another_thread_or_for_few_files(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    paths = [str(p) for p in _files(tmp_path, 4)]
+    paths = _sized(_files(tmp_path, 4))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()

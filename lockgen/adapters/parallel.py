@@ -4,9 +4,10 @@ blocks), small ones in the calling thread meanwhile, with plain `os.read` (measu
 0.23 s). Every file is read as one of a prefix lockgen does not trust (`file_digest(follow=False)`).
 
 Small files are mostly Python's work per file (an open, a stat, two reads, a close), which threads cannot
-share: `hash_ahead` hashes them in child processes (forked, so nothing is imported or pickled but the
-digests coming back), one per other core, while the caller goes on with its own work (a check reads the lock's
-manifests meanwhile). A child's digest is a file's bytes when the child read it, after the caller's stat walk,
+share: `hash_ahead` hashes a whole tree's files, big and small, in child processes (forked, so nothing is
+imported or pickled but the digests coming back), one per other core, while the caller goes on with its own
+work (a check reads the lock's manifests meanwhile) and then takes its part: the biggest files are handed out
+first, so the longest single hash starts at once instead of after every small file. A child's digest is a file's bytes when the child read it, after the caller's stat walk,
 as the caller's own read would be; a file a child could not read is left to the caller, who meets the error."""
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
+from itertools import accumulate
 from types import TracebackType
 
 from lockgen.digests import file_digest
 
 BIG = 1 << 20
-FORK_FROM = 2000  # fewer small files than this are hashed by the caller: a child would cost about what it saves
-PER_CHILD = 1000  # at least this many files for each child
+PER_FILE = 64 << 10  # what a file costs beside its bytes (an open, a stat, a close: about 30 µs), in bytes hashed meanwhile
+FORK_FROM = 2000  # work of fewer small files than this is hashed by the caller: a child would cost about what it saves
+PER_CHILD = 1000  # at least this many small files' work for each child
+MOST_SHARES = 1024  # the files are handed out in at most this many shares, 4 bytes each: one write to the pipe
 
 
 def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], None] | None = None) -> dict[str, str]:
@@ -82,6 +86,11 @@ class Forked:
         _READING.add(read)
         self._child = (pid, read)
 
+    @property
+    def forked(self) -> bool:
+        """A child runs `work` and has not been asked for its text yet."""
+        return self._child is not None
+
     def result(self) -> str | None:
         if self._child is not None:
             pid, read = self._child
@@ -109,37 +118,105 @@ _READING: set[int] = set()  # read ends of this process's live children's pipes
 
 
 class HashedAhead:
-    """Files being hashed by child processes; `digests()` waits for them. Used as a context manager, so a
-    caller that stops early (an error) ends its children instead of leaving them blocked on their pipes."""
+    """Files being hashed by child processes, each taking the next share of them from one pipe of share
+    numbers; `digests()` has the caller take shares too, then waits for the children. Used as a context
+    manager, so a caller that stops early (an error) empties the pipe and ends its children instead of leaving
+    them hashing or blocked on their pipes."""
 
-    def __init__(self, children: list[tuple[Forked, Sequence[str]]]) -> None:
-        self._children = children  # each child and the paths it hashes
+    def __init__(self, files: Sequence[tuple[str, int]], shares: list[range], children: int) -> None:
+        self._files, self._shares = files, shares
+        self._queue: int | None = None  # the read end of the pipe of share numbers, while children may read it
+        self._children: list[Forked] = []
         self._digests: dict[str, str] | None = None
+        if children < 1:
+            return
+        try:
+            read, write = os.pipe()
+        except OSError:  # no descriptor to be had: nothing hashed ahead, the caller hashes all
+            return
+        os.write(write, b"".join(share.to_bytes(4, "little") for share in range(len(shares))))  # one write within PIPE_BUF
+        os.close(write)
+        self._queue = read
+        self._children = [Forked(partial(self._taken, None)) for _ in range(children)]
 
-    def digests(self) -> dict[str, str]:
-        """path -> sha256 of every file a child read (one it could not read, or a child that failed, is absent)."""
+    def _taken(self, progress: Callable[[int, int], None] | None) -> str:
+        """Shares hashed until the pipe of their numbers is empty (a read of 4 bytes from a pipe is whole): a
+        line `index digest` for each file read (one that could not be read is left out)."""
+        assert self._queue is not None
+        lines: list[str] = []
+        before = list(accumulate((size for _, size in self._files), initial=0)) if progress is not None else []
+        while len(record := os.read(self._queue, 4)) == 4:
+            share = self._shares[int.from_bytes(record, "little")]
+            if progress is not None:
+                progress(before[share.start], before[-1] or 1)
+            for index in share:
+                digest = _digest_or_nothing(self._files[index][0])
+                if digest:
+                    lines.append(f"{index} {digest}")
+        return "\n".join(lines)
+
+    def digests(self, progress: Callable[[int, int], None] | None = None) -> dict[str, str]:
+        """path -> sha256 of every file this process or a child read (one that could not be read, or that a
+        failed child took, is absent); `progress(bytes, total)` as this process takes a share (the bytes
+        before it were taken by someone). None is hashed here when no child could be forked: the caller
+        hashes them its own way (`hash_files`, big files on threads)."""
         if self._digests is None:
             self._digests = {}
-            for child, paths in self._children:
-                lines = (child.result() or "").split("\n")
-                if len(lines) == len(paths):
-                    self._digests.update((path, digest) for path, digest in zip(paths, lines) if digest)
+            if any(child.forked for child in self._children):
+                texts = [self._taken(progress), *(child.result() or "" for child in self._children)]
+            else:
+                texts = [child.result() or "" for child in self._children]
+            self._close()
+            for text in texts:
+                for line in filter(None, text.split("\n")):
+                    index, _, digest = line.partition(" ")
+                    self._digests[self._files[int(index)][0]] = digest
         return self._digests
+
+    def _close(self) -> None:
+        if self._queue is not None:
+            os.close(self._queue)
+            self._queue = None
 
     def __enter__(self) -> HashedAhead:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
-        for child, _ in self._children:
+        if self._queue is not None:  # never asked: the shares left are taken away, so each child ends after its own
+            while os.read(self._queue, 4096):  # the write end is closed: the shares, then the end, never a wait
+                pass
+        for child in self._children:
             child.__exit__(kind, error, trace)
+        self._close()
 
 
-def hash_ahead(paths: Sequence[str]) -> HashedAhead:
-    """Starts hashing the small files `paths` (each under `BIG`) in child processes, one per core beside the
-    caller's (none when they are few, or on one core; see `Forked` for where none is forked)."""
-    children = min(cores() - 1, len(paths) // PER_CHILD) if len(paths) >= FORK_FROM else 0
-    shares = [paths[index * len(paths) // children : (index + 1) * len(paths) // children] for index in range(children)]
-    return HashedAhead([(Forked(partial(_hashed, share)), share) for share in shares])
+def hash_ahead(files: Sequence[tuple[str, int]]) -> HashedAhead:
+    """Starts hashing `files` (path, size) in child processes, one per core beside the caller's (none when they
+    are few, or on one core; see `Forked` for where none is forked). The files are cut into at most
+    `MOST_SHARES` shares of about the same cost (bytes, and `PER_FILE` for each file), the biggest files first,
+    each alone when it costs more than a share: whoever is free takes the next, so the biggest file starts at
+    once and the small ones fill in around it."""
+    ordered = sorted(files, key=lambda item: -item[1])
+    costs = [size + PER_FILE for _, size in ordered]
+    total = sum(costs)
+    shares = _shares(costs, total)
+    children = min(cores() - 1, len(shares), total // (PER_CHILD * PER_FILE)) if total >= FORK_FROM * PER_FILE else 0
+    return HashedAhead(ordered, shares, children)
+
+
+def _shares(costs: list[int], total: int) -> list[range]:
+    """Consecutive runs of `costs`, each closed when it reaches a share's cost: at most `MOST_SHARES` runs (each
+    closed one costs a share or more, and the last may be open)."""
+    share = max(1, -(-total // (MOST_SHARES - 1)))
+    runs, start, cost = [], 0, 0
+    for index, each in enumerate(costs):
+        cost += each
+        if cost >= share:
+            runs.append(range(start, index + 1))
+            start, cost = index + 1, 0
+    if start < len(costs):
+        runs.append(range(start, len(costs)))
+    return runs
 
 
 def cores() -> int:
@@ -188,10 +265,6 @@ def _whole(quota: str, period: str) -> int | None:
     except ValueError:
         return None
     return -(-us // every) if us > 0 and every > 0 else None
-
-
-def _hashed(paths: Sequence[str]) -> str:
-    return "\n".join(map(_digest_or_nothing, paths))
 
 
 def _digest_or_nothing(path: str) -> str:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping
 from pathlib import Path
 
-from lockgen.adapters.parallel import BIG, HashedAhead, hash_ahead, hash_files
+from lockgen.adapters.parallel import HashedAhead, hash_ahead, hash_files
 from lockgen.adapters.security_xattrs import privilege_of
 from lockgen.adapters.stat_walk import RACY_NS
 from lockgen.core.conformance import ObservedFile
@@ -50,12 +50,13 @@ def _text(path: str) -> str | None:
 
 
 def likely_wanted(prefix: Path, walked: Mapping[str, os.stat_result], proofs: Mapping[str, list]) -> HashedAhead:
-    """Starts hashing, in child processes (`parallel.hash_ahead`), the small files of `walked` a check will most
-    likely ask `observe` for, before the caller knows which its packages state: every regular file under
-    `parallel.BIG` that no kept fingerprint of `proofs` proves, byte code too (its proof needs its sha256).
-    A file no package states is read for nothing: at most `BIG` bytes each."""
+    """Starts hashing, in child processes (`parallel.hash_ahead`), the files of `walked` a check will most
+    likely ask `observe` for, before the caller knows which its packages state: every regular file that no
+    kept fingerprint of `proofs` proves, byte code too (its proof needs its sha256). A file no package states
+    is read for nothing: an environment that holds one does not conform (an extra file) unless the caller
+    allows it by name."""
     top = str(prefix)
-    return hash_ahead([f"{top}/{relative}" for relative, info in walked.items() if stat.S_ISREG(info.st_mode) and info.st_size < BIG and not _proven(proofs.get(relative), info)])
+    return hash_ahead([(f"{top}/{relative}", info.st_size) for relative, info in walked.items() if stat.S_ISREG(info.st_mode) and not _proven(proofs.get(relative), info)])
 
 
 def _proven(before: list | None, info: os.stat_result) -> bool:
@@ -100,13 +101,9 @@ def observe(
                     continue
             unread.append(relative)
     paths = [f"{top}/{relative}" for relative in unread]
-    hashed = dict(ahead.digests()) if ahead is not None and unread else {}
-    hashed.update(
-        hash_files(
-            [(path, entries[relative].st_size) for path, relative in zip(paths, unread) if path not in hashed],
-            (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None,
-        )
-    )
+    shown = (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None
+    hashed = dict(ahead.digests(shown)) if ahead is not None and unread else {}
+    hashed.update(hash_files([(path, entries[relative].st_size) for path, relative in zip(paths, unread) if path not in hashed], shown))
     for path, relative in zip(paths, unread):
         digests[relative] = hashed[path]
     for relative, fingerprint in now.items():

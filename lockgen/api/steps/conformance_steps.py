@@ -158,7 +158,7 @@ def _conform(
     kept = conformance_store.load(prefix, lock_sha256) if fingerprints else {}
     walked = tree.walked if tree is not None and tree.walked is not None else prefix_observer.walk(prefix)
     with ExitStack() as meanwhile:  # work the other cores do meanwhile (`parallel.Forked`), waited for at its end
-        ahead = meanwhile.enter_context(prefix_observer.likely_wanted(prefix, walked, kept))  # hashing small files
+        ahead = meanwhile.enter_context(prefix_observer.likely_wanted(prefix, walked, kept))  # hashing the files
         bundle = manifest_store.parse_bundle(manifests.data, manifests.source) if manifests is not None else {}
         expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
         digest = meanwhile.enter_context(parallel.Forked(partial(expected_digest, expected)))
