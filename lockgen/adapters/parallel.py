@@ -7,14 +7,14 @@ Small files are mostly Python's work per file (an open, a stat, two reads, a clo
 share: `hash_ahead` hashes a whole tree's files, big and small, in child processes (forked, so nothing is
 imported or pickled but the digests coming back), one per other core, while the caller goes on with its own
 work (a check reads the lock's manifests meanwhile) and then takes its part: the biggest files are handed out
-first, so the longest single hash starts at once instead of after every small file. A child's digest is a file's bytes when the child read it, after the caller's stat walk,
-as the caller's own read would be; a file a child could not read is left to the caller, who meets the error."""
+first, so the longest single hash starts at once instead of after every small file. A child's digest is a
+file's bytes when the child read it, after the caller's stat walk, as the caller's own read would be; a file a child could not read is left to the caller, who meets the error."""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from itertools import accumulate
@@ -26,7 +26,7 @@ BIG = 1 << 20
 PER_FILE = 64 << 10  # what a file costs beside its bytes (an open, a stat, a close: about 30 µs), in bytes hashed meanwhile
 FORK_FROM = 2000  # work of fewer small files than this is hashed by the caller: a child would cost about what it saves
 PER_CHILD = 1000  # at least this many small files' work for each child
-MOST_SHARES = 1024  # the files are handed out in at most this many shares, 4 bytes each: one write to the pipe
+MOST_SHARES = 1024  # work is handed out in at most this many shares, 4 bytes each: one write to the pipe
 
 
 def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], None] | None = None) -> dict[str, str]:
@@ -130,23 +130,19 @@ class HashedAhead:
         self._digests: dict[str, str] | None = None
         if children < 1:
             return
-        try:
-            read, write = os.pipe()
-        except OSError:  # no descriptor to be had: nothing hashed ahead, the caller hashes all
+        self._queue = share_numbers(len(shares))
+        if self._queue is None:  # no descriptor to be had: nothing hashed ahead, the caller hashes all
             return
-        os.write(write, b"".join(share.to_bytes(4, "little") for share in range(len(shares))))  # one write within PIPE_BUF
-        os.close(write)
-        self._queue = read
         self._children = [Forked(partial(self._taken, None)) for _ in range(children)]
 
     def _taken(self, progress: Callable[[int, int], None] | None) -> str:
-        """Shares hashed until the pipe of their numbers is empty (a read of 4 bytes from a pipe is whole): a
-        line `index digest` for each file read (one that could not be read is left out)."""
+        """Shares hashed until the pipe of their numbers is empty: a line `index digest` for each file read (one
+        that could not be read is left out)."""
         assert self._queue is not None
         lines: list[str] = []
         before = list(accumulate((size for _, size in self._files), initial=0)) if progress is not None else []
-        while len(record := os.read(self._queue, 4)) == 4:
-            share = self._shares[int.from_bytes(record, "little")]
+        for number in taken_shares(self._queue):
+            share = self._shares[number]
             if progress is not None:
                 progress(before[share.start], before[-1] or 1)
             for index in share:
@@ -162,10 +158,7 @@ class HashedAhead:
         hashes them its own way (`hash_files`, big files on threads)."""
         if self._digests is None:
             self._digests = {}
-            if any(child.forked for child in self._children):
-                texts = [self._taken(progress), *(child.result() or "" for child in self._children)]
-            else:
-                texts = [child.result() or "" for child in self._children]
+            texts = [self._taken(progress), *(child.result() or "" for child in self._children)] if any(child.forked for child in self._children) else []
             self._close()
             for text in texts:
                 for line in filter(None, text.split("\n")):
@@ -188,6 +181,25 @@ class HashedAhead:
         for child in self._children:
             child.__exit__(kind, error, trace)
         self._close()
+
+
+def share_numbers(count: int) -> int | None:
+    """The read end of a pipe holding the share numbers 0 .. `count` - 1 (`count` <= `MOST_SHARES`: one write
+    within PIPE_BUF), its write end closed, for this process and its forked children to take from
+    (`taken_shares`); None where no pipe can be had (a low `ulimit -n`): the caller does all the work."""
+    try:
+        read, write = os.pipe()
+    except OSError:
+        return None
+    os.write(write, b"".join(share.to_bytes(4, "little") for share in range(count)))
+    os.close(write)
+    return read
+
+
+def taken_shares(queue: int) -> Iterator[int]:
+    """The next share number from the pipe `queue` until it is empty (a read of 4 bytes from a pipe is whole)."""
+    while len(record := os.read(queue, 4)) == 4:
+        yield int.from_bytes(record, "little")
 
 
 def hash_ahead(files: Sequence[tuple[str, int]]) -> HashedAhead:

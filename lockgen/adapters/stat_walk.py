@@ -20,7 +20,7 @@ from pathlib import Path
 RACY_NS = 1_000_000_000  # a whole second: the coarsest stamps of the file systems lockgen trusts fingerprints on
 FRONTIER = 64  # the top of a walk is looked at a level at a time until this many folders wait to be shared
 BIG_FOLDER = 10  # a waiting folder linked this often (8 folders in it) is opened before the sharing
-MOST_SHARES = 1024  # the frontier is handed out in at most this many shares, 4 bytes each: one write to the pipe
+MOST_SHARES = 1024  # the frontier is handed out in at most this many shares: `parallel.MOST_SHARES`, one write to the pipe
 
 
 @dataclass(frozen=True)
@@ -124,12 +124,9 @@ def _shared(frontier: list[tuple[str, str, int, int]], since: int) -> tuple[str,
     if children < 1:
         return "", set()
     shares = min(len(frontier), MOST_SHARES)
-    try:
-        read, write = os.pipe()
-    except OSError:  # no descriptor to be had: walked here
+    read = parallel.share_numbers(shares)
+    if read is None:  # no descriptor to be had: walked here
         return "", set()
-    os.write(write, b"".join(share.to_bytes(4, "little") for share in range(shares)))  # one write within PIPE_BUF
-    os.close(write)
     work = partial(_taken, read, frontier, shares, since)
     try:
         with ExitStack() as started:  # an error here ends the children rather than leave them blocked on their pipes
@@ -147,11 +144,12 @@ def _shared(frontier: list[tuple[str, str, int, int]], since: int) -> tuple[str,
 
 
 def _taken(read: int, frontier: list[tuple[str, str, int, int]], shares: int, since: int) -> str:
-    """Shares of the frontier walked until the pipe of their numbers is empty (a read of 4 bytes from a pipe
-    is whole): their subtrees' records, two NULs (no record holds them: no field is empty), their numbers."""
+    """Shares of the frontier walked until the pipe of their numbers is empty: their subtrees' records, two NULs
+    (no record holds them: no field is empty), their numbers."""
+    from lockgen.adapters.parallel import taken_shares
+
     records, done = [], []
-    while len(record := os.read(read, 4)) == 4:
-        share = int.from_bytes(record, "little")
+    for share in taken_shares(read):
         for index in range(share * len(frontier) // shares, (share + 1) * len(frontier) // shares):
             path, base, _, _ = frontier[index]
             records.append(_subtree(path, base, since))
