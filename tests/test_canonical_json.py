@@ -35,7 +35,13 @@ def test_the_manifest_written_holds_its_own_digest(tmp_path) -> None:  # type: i
 
 
 _file_entries = st.fixed_dictionaries(
-    {"path": st.text(max_size=12), "type": st.just("file"), "size": st.integers(min_value=0, max_value=2**63), "mode": st.sampled_from(["644", "755"]), "sha256": st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)}
+    {
+        "path": st.text(max_size=12),
+        "type": st.just("file"),
+        "size": st.integers(min_value=0, max_value=2**63),
+        "mode": st.sampled_from(["644", "755"]),
+        "sha256": st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    }
 )
 _odd_entries = st.dictionaries(st.sampled_from(["path", "type", "size", "mode", "sha256", "target"]), _values | st.just("file") | st.floats(allow_nan=False), max_size=6)
 
