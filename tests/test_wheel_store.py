@@ -118,3 +118,47 @@ def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, t
     with pytest.raises(LockFormatError):
         materialize(lock, None, tmp_path / "two", lambda _: None)
     assert gc.isenabled() and not (tmp_path / "two").exists()
+
+
+def test_wheels_in_the_store_install_after_their_index_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index whose answers must be revalidated (`Cache-Control: no-cache` here; Python's own file server,
+    which sends no cache headers, was seen to need it after half an hour) makes uv ask it again for each cached
+    wheel before linking it: once that index is down, a materialize of a lock whose every wheel is in lockgen's
+    store failed with uv's `Connection refused` (fails before). The store installs without a request; a wheel
+    missing from it after all (the cache cleaned) is fetched again, and fails plainly when the index is gone."""
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    from lockgen.adapters import wheel_store
+    from lockgen.errors import ToolFailedError
+    from tests.conftest import _QuietHandler
+    from tests.wheel_index import Wheel, build_index
+
+    class Revalidated(_QuietHandler):
+        def end_headers(self) -> None:
+            self.send_header("Cache-Control", "no-cache")
+            super().end_headers()
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    root = build_index(tmp_path / "index", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",))])
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Revalidated, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        path = stack(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/simple", 'gamma = "*"')
+        path.write_text(path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]'))
+        api.resolve(path)
+        lock = tmp_path / "locks" / "cpu.conda-lock.yml"
+        _, digest = materialize(lock, None, tmp_path / "one", lambda _: None)
+    finally:
+        server.shutdown()
+        server.server_close()
+    said: list[str] = []
+    assert materialize(lock, None, tmp_path / "two", said.append)[1] == digest
+    assert not any("no longer in lockgen's store" in line for line in said)
+    shutil.rmtree(wheel_store.cache_dir())  # the store cleaned behind lockgen's back, the index still gone
+    said.clear()
+    with pytest.raises(ToolFailedError):
+        materialize(lock, None, tmp_path / "three", said.append)
+    assert any("no longer in lockgen's store" in line for line in said) and not (tmp_path / "three").exists()

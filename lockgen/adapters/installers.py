@@ -99,10 +99,13 @@ def _venv_home(prefix: Path) -> str | None:
     return next((value.strip() for key, _, value in (line.partition("=") for line in lines) if key.strip() == "home"), None)
 
 
-def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[[str], None], env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None) -> None:
+def install_pip(
+    packages: list[LockedPackage], python: Path, progress: Callable[[str], None], env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None, offline: bool = False
+) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:` (uv fetches
     them; a line every few seconds says the install is still going); `env`: uv's environment (its cache
-    and link mode); `meanwhile`: work done while uv runs (`run_tool`)."""
+    and link mode); `meanwhile`: work done while uv runs (`run_tool`); `offline`: from uv's cache alone
+    (`--offline`: no request, not even to revalidate a cached wheel; one not cached fails the run)."""
     for package in packages:  # uv reads a file: URL itself: only under the user's roots
         if package.url.startswith("file:"):
             file_roots.local_path(package.url, f"{package.name} {package.version}")
@@ -112,7 +115,21 @@ def install_pip(packages: list[LockedPackage], python: Path, progress: Callable[
     progress(f"installing {len(packages)} wheels with uv (hash-checked, no dependencies)")
     try:
         run_tool(
-            [uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--require-hashes", "--only-binary", ":all:", "--no-config", "-r", requirements.name],
+            [
+                uv_binary(),
+                "pip",
+                "install",
+                "--python",
+                str(python),
+                "--no-deps",
+                "--require-hashes",
+                "--only-binary",
+                ":all:",
+                "--no-config",
+                *(["--offline"] if offline else []),
+                "-r",
+                requirements.name,
+            ],
             "installing the pip entries",
             "a wheel that does not match its hash is refused; check the network or the index",
             timeout_s=3600,

@@ -143,6 +143,13 @@ def trusted(wheels: Iterable[str]) -> Trusted:
     return found
 
 
+def stored(wheels: Iterable[str]) -> bool:
+    """Whether every one of these wheels (by sha256) has a proof record: each was installed from the store
+    before, so uv can install them from its cache without a request (the cache may have been cleaned since:
+    the caller then installs with the index)."""
+    return all(_read(wheel) is not None for wheel in wheels)
+
+
 def _folder_of(dist_info_metadata: os.stat_result, dist_info: str) -> str | None:
     """The cache folder (`archive-v0/<id>`) uv linked a wheel from: the one whose METADATA is the installed
     METADATA's inode."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lockgen.adapters import env_manifest, installers, parallel, wheel_store
 from lockgen.core.conformance import ExpectedPackage
-from lockgen.errors import LockFormatError
+from lockgen.errors import LockFormatError, ToolFailedError
 from lockgen.model.lock import LockedPackage
 
 Meter = Callable[[str, int, int], None]
@@ -38,6 +38,20 @@ class Installed:
     placed: list[ExpectedPackage]
     proven: dict[str, str]
     tree: env_manifest.Tree
+
+
+def _install(pip: list[LockedPackage], python: Path, progress: Callable[[str], None], stored: bool, placing: Callable[[], None]) -> None:
+    """uv's install of the wheels from lockgen's store: without a request when every wheel was installed from it
+    before (`stored`): uv would otherwise revalidate each cached wheel whose index sent no lasting cache
+    headers, and fail when that index is gone, although the locked bytes are in the store; anything not
+    cached after all (the store was cleaned) is fetched by a second run with the index. `placing` runs once."""
+    if stored:
+        try:
+            return installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing, offline=True)
+        except ToolFailedError:
+            progress("a wheel is no longer in lockgen's store: installing with the index")
+            return installers.install_pip(pip, python, progress, wheel_store.uv_environment())
+    installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing)
 
 
 def install_proven(
@@ -70,7 +84,7 @@ def install_proven(
             make_venv(checking)
         else:
             checking()
-        installers.install_pip(pip, prefix / "bin" / "python", progress, wheel_store.uv_environment(), placing)
+        _install(pip, prefix / "bin" / "python", progress, wheel_store.stored(pins), placing)
         tree = env_manifest.scan_tree(prefix)
         infos = wheel_store.regular_files(tree[0], stated)
         known, unread = wheel_store.split_by_proof(infos, trusted)
