@@ -46,7 +46,7 @@ _file_entries = st.fixed_dictionaries(
 _odd_entries = st.dictionaries(st.sampled_from(["path", "type", "size", "mode", "sha256", "target"]), _values | st.just("file") | st.floats(allow_nan=False), max_size=6)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(_file_entries | _odd_entries | _values, max_size=6))
 def test_manifest_entries_encode_as_canonical_json(entries: list[Any]) -> None:
     """`env_manifest.entries_json` writes file entries field by field: byte for byte what the encoder writes, for

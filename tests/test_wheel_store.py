@@ -120,6 +120,7 @@ def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, t
     assert gc.isenabled() and not (tmp_path / "two").exists()
 
 
+@pytest.mark.slow
 def test_wheels_in_the_store_install_after_their_index_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index whose answers must be revalidated (`Cache-Control: no-cache` here; Python's own file server,
     which sends no cache headers, was seen to need it after half an hour) makes uv ask it again for each cached
