@@ -453,3 +453,88 @@ def test_an_info_file_too_large_to_read_is_refused_by_its_header(tmp_path: Path,
     archive.write_bytes(_zip(_parts(tmp_path, {"info/paths.json": json.dumps({"paths": [], "pad": "x" * 4096}).encode()})))
     with pytest.raises(LockFormatError, match=r"info/paths.json claims \d+ bytes"):
         conda_package.read_manifest(archive, _package(archive))
+
+
+# --- links inside a conda archive ------------------------------------------------------------------------
+
+
+def _linked_archive(folder: Path, members: list[tuple[str, str | None, str]]) -> Path:
+    """A `.tar.bz2` of members (name, link target or None for a file, "sym" or "hard"), in this order."""
+    archive = folder / "evil-1.0-h0_0.tar.bz2"
+    with tarfile.open(archive, "w:bz2", format=tarfile.PAX_FORMAT) as tar:
+        for name, link, kind in members:
+            entry = tarfile.TarInfo(name)
+            if link is None:
+                entry.size = 2
+                tar.addfile(entry, io.BytesIO(b"x\n"))
+            else:
+                entry.type, entry.linkname = (tarfile.SYMTYPE if kind == "sym" else tarfile.LNKTYPE), link
+                tar.addfile(entry)
+    return archive
+
+
+@pytest.mark.parametrize(
+    "members, message",
+    [
+        # a link to `..` made by the archive, then a member written through it: rattler followed it out (the
+        # attack battery's package put PREFIX/hostetc -> /etc, and materialize, pack/unpack and check passed it)
+        ([("a/b", "..", "sym"), ("a/b/" * 6 + "hostetc", "../" * 12 + "etc", "sym")], "written through the archive's link `a/b`"),
+        ([("a/b", "..", "sym"), ("a/b/c", "..", "sym")], "written through the archive's link `a/b`"),
+        ([("a/b", "..", "sym"), ("a/b/x.txt", None, "file")], "written through the archive's link `a/b`"),
+        # a link whose text stays inside but whose path runs through another link of the archive
+        ([("a/b", "..", "sym"), ("c", "a/b/..", "sym")], "link `c` -> `a/b/..` points outside"),
+        ([("lib/up", "../..", "sym")], "points outside"),
+        ([("share/etc", "/etc", "sym")], "points outside"),
+        ([("x", "y", "sym"), ("y", "x", "sym"), ("z", "x/w", "sym")], "points outside"),  # a loop of links
+        ([("share/pw", "../etc/passwd", "hard")], "points outside"),  # a hard link is named from the top
+        ([("../evil", None, "file")], "leaves the prefix"),
+    ],
+)
+def test_links_that_lead_out_through_the_archives_own_links_are_refused(tmp_path: Path, members, message: str) -> None:
+    problems = archive_safety.unsafe_members(_linked_archive(tmp_path, members))
+    assert problems and any(message in problem for problem in problems), problems
+
+
+def test_links_that_stay_inside_are_kept(tmp_path: Path) -> None:
+    """What real packages hold: versioned library links, a folder link, links to links, `./` names, a hard link."""
+    members = [
+        ("lib/libz.so.1.3", None, "file"),
+        ("lib/libz.so.1", "libz.so.1.3", "sym"),
+        ("lib/libz.so", "libz.so.1", "sym"),
+        ("lib64", "lib", "sym"),
+        ("bin/tool", "../lib/libz.so", "sym"),
+        ("./share/doc/readme", None, "file"),
+        ("share/doc/copy", "share/doc/readme", "hard"),
+        ("a/b", "..", "sym"),  # a link to the top is no escape by itself
+    ]
+    assert archive_safety.unsafe_members(_linked_archive(tmp_path, members)) == []
+
+
+_PARTS = st.lists(st.sampled_from(["a", "b", "..", "."]), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_PARTS, st.one_of(st.none(), _PARTS)), max_size=5))
+def test_what_the_scan_passes_stays_inside_when_extracted(tmp_path_factory: pytest.TempPathFactory, drawn: list) -> None:
+    """The oracle is the filesystem: an archive the scan passes, extracted member by member as an installer
+    does (folders made, links made and followed by the kernel, files written, nothing checked), leaves nothing
+    outside its folder and no link there that resolves outside it."""
+    members = [("/".join(name), "/".join(link) if link else None, "sym" if link else "file") for name, link in drawn]
+    folder = tmp_path_factory.mktemp("scan")
+    if archive_safety.unsafe_members(_linked_archive(folder, members)):
+        return
+    root = folder.joinpath(*"abcdefghijklmnop", "prefix")  # deep enough that any climb lands inside `folder`
+    root.mkdir(parents=True)
+    for name, link, _ in members:
+        target = root / name
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(b"x\n") if link is None else target.symlink_to(link)
+        except OSError:  # a name taken already, or a file where a folder goes: an installer fails there too
+            continue
+    above = {root, *root.parents}
+    assert [p for p in folder.rglob("*") if p.suffix != ".bz2" and p not in above and root not in p.parents] == []
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            resolved = Path(os.path.realpath(path))
+            assert resolved == root or root in resolved.parents, f"{path} -> {resolved}"

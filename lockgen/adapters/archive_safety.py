@@ -6,36 +6,80 @@ differently to rattler than to Python's `zipfile`)."""
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from pathlib import Path
 
 from lockgen.adapters.conda_archive import members
 from lockgen.errors import LockFormatError
 
 
-def _escapes(name: str, link: str | None) -> str | None:
-    if name.startswith("/") or ".." in Path(name).parts:
-        return f"path `{name}` leaves the prefix"
-    if link is not None:
-        target = link if link.startswith("/") else posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
-        if target.startswith("/") or target == ".." or target.startswith("../"):
-            return f"link `{name}` -> `{link}` points outside the prefix"
-    return None
+SCAN_RULES = 2  # the rules' version in a scanned archive's marker: an archive passed by older rules is scanned again
+MOST_HOPS = 40  # links followed in one path before it counts as a loop (as the kernel's ELOOP)
+
+
+def _inside(path: str, links: Mapping[str, str]) -> bool:
+    """Whether the prefix-relative `path`, followed through the archive's own symbolic links (`links`: member
+    name -> target), stays inside the prefix: a link's target is read from the link's folder, a `..` that
+    leaves the top leaves the prefix, and a chain of more than `MOST_HOPS` links is refused as a loop."""
+    parts: list[str] = []
+    pending = path.split("/")
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return False
+            parts.pop()
+            continue
+        target = links.get("/".join([*parts, part]))
+        if target is None:
+            parts.append(part)
+            continue
+        hops += 1
+        if hops > MOST_HOPS or target.startswith("/"):
+            return False
+        pending = target.split("/") + pending  # read from the link's folder: `parts` is that folder
+    return True
+
+
+def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
+    """Why members (name, link target or None, whether a hard link) may not be written into a prefix: a name
+    that is absolute or climbs, a member written through one of the archive's own links (`a/b -> ..` makes
+    `a/b/a/b/x` a path above `a`, whatever its text says), or a link whose target, followed through those
+    links, leaves the prefix (a hard link's target is named from the top of the archive)."""
+    problems = []
+    links = {posixpath.normpath(name): link for name, link, hard in entries if link is not None and not hard and not name.startswith("/")}
+    for name, link, hard in entries:
+        if name.startswith("/") or ".." in Path(name).parts:
+            problems.append(f"path `{name}` leaves the prefix")
+            continue
+        normal = posixpath.normpath(name)
+        through = next((folder for folder in _folders(normal) if folder in links), None)
+        if through is not None:
+            problems.append(f"path `{name}` is written through the archive's link `{through}`")
+        elif link is not None and (link.startswith("/") or not _inside(link if hard else posixpath.join(posixpath.dirname(normal), link), links)):
+            problems.append(f"link `{name}` -> `{link}` points outside the prefix")
+    return problems
+
+
+def _folders(name: str) -> list[str]:
+    """The folders above a member: `a/b/c` -> `a`, `a/b`."""
+    parts = name.split("/")
+    return ["/".join(parts[:end]) for end in range(1, len(parts))]
 
 
 def unsafe_members(path: Path) -> list[str]:
     """Why the archive at `path` may not be installed (empty when it is safe)."""
-    problems = []
-    for _, member, _ in members(path, "all"):
-        problem = _escapes(member.name, member.linkname if (member.issym() or member.islnk()) else None)
-        if problem:
-            problems.append(problem)
-    return problems
+    entries = [(member.name, member.linkname if (member.issym() or member.islnk()) else None, member.islnk()) for _, member, _ in members(path, "all")]
+    return _problems(entries)
 
 
 def check_archive(path: Path, label: str) -> None:
-    """Refuses an unsafe archive; a safe one is marked (`<archive>.scanned`), so the scan runs once per
+    """Refuses an unsafe archive; a safe one is marked (`<archive>.scanned-<rules>`), so the scan runs once per
     archive in the store (whose file names carry the archive's hash, checked on every fetch)."""
-    marker = path.with_name(path.name + ".scanned")
+    marker = path.with_name(f"{path.name}.scanned-{SCAN_RULES}")
     if marker.is_file():
         return
     try:

@@ -6,6 +6,7 @@ kept the same way under `$LOCKGEN_HOME/wheels` (`wheels()`); uv's own cache stay
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import shutil
 import tempfile
@@ -116,7 +117,8 @@ def discard(archive: Path) -> None:
     """Removes a stored archive lockgen refused (and its scan marker): it is the lock's, byte for byte, but
     unsafe, so keeping it only takes space and a later run fetches and refuses it again."""
     archive.unlink(missing_ok=True)
-    archive.with_name(archive.name + ".scanned").unlink(missing_ok=True)
+    for marker in archive.parent.glob(glob.escape(archive.name) + ".scanned*"):  # of any scan rules' version
+        marker.unlink(missing_ok=True)
 
 
 def _download(package: LockedPackage, destination: Path) -> None:
