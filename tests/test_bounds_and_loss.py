@@ -453,7 +453,7 @@ def test_a_5000_character_path_is_the_users_to_fix(store_env: tuple[Path, Path],
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", "channel", "stack"])
 
 
-@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG])
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.EEXIST, errno.ENOTDIR, errno.ELOOP])
 def test_the_machine_refusing_a_path_is_a_user_error(code: int, capsys: pytest.CaptureFixture[str]) -> None:
     """As a read-only LOCKGEN_HOME or --out, or a folder this user may not write, raise them (root passes
     chmod 0555, so the errors are raised here as the kernel raises them)."""
@@ -483,3 +483,16 @@ def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp
         "materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000", "LOCKGEN_FILE_ROOTS": f"{tmp_path}:/dev"}
     )  # /dev/zero: named
     assert "larger than 3000000 bytes" in _one_error(result)
+
+
+def test_a_file_where_a_path_needs_a_folder_is_the_users_to_fix(tmp_path: Path) -> None:
+    """`--out notes.txt/key` or a LOCKGEN_HOME that names a file: mkdir or open said FileExistsError or
+    NotADirectoryError, which ended as exit 3 ('unexpected'; found by an attack battery)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    lock = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks"
+    first_lock = sorted(lock.glob("*.conda-lock.yml"))[0]
+    for command in (("keygen", "--out", str(notes / "sub" / "k")), ("render", str(first_lock), "-o", str(notes / "sub" / "r.txt"))):
+        line = _one_error(run_cli(*command))
+        assert str(notes) in line and "folder" in line, line
+    assert notes.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
