@@ -363,3 +363,38 @@ def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(home: Path, 
     cached.write_bytes(other[: before.st_size].ljust(before.st_size, b"\0"))
     os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert f"lib/__pycache__/{cached.name} (not the byte code of its source)" in " ".join(check_lock(lock, Prefix(prefix)).lines())
+
+
+@pytest.mark.parametrize(
+    "manifest, stats",
+    [
+        (lambda data: data[:10], None),  # cut short by a crash or a full disk
+        (lambda data: b"\xff\xfe" + data, None),  # not UTF-8
+        (lambda data: b"[" * 100_000 + b"]" * 100_000, None),  # nested past the parser
+        (lambda data: b'{"files": "x"}', None),
+        (lambda data: b'{"files": [null]}', None),
+        (lambda data: b'{"files": [{"path": "a", "type": "file"}]}', None),
+        (None, lambda data: b'{"files": 5}'),  # stats: a cache, read as no fingerprints
+        (None, lambda data: b'{"files": {"lib/libfoo.txt": 7}}'),
+        (None, lambda data: data[:7]),
+    ],
+)
+@pytest.mark.slow
+def test_a_damaged_environment_record_is_one_error_or_rehashed(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, manifest, stats) -> None:
+    """A prefix's `.lockgen/manifest.json` cut short or edited ended check --prefix and materialize with exit 3
+    (JSONDecodeError, RecursionError, TypeError, AttributeError: found by an attack battery): now one error
+    naming it. Damaged stats (fingerprints, a cache) make every file hashed again, and the check still holds."""
+    from tests.conftest import run_cli
+
+    prefix, _ = materialize(tiny_lock[0], None, tmp_path / "env", lambda _: None)
+    for name, damage in ((".lockgen/manifest.json", manifest), (".lockgen/stats.json", stats)):
+        if damage is not None:
+            (prefix / name).write_bytes(damage((prefix / name).read_bytes()))
+    checked = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
+    again = run_cli("materialize", str(tiny_lock[0]), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
+    for result in (checked, again):
+        assert "Traceback" not in result.stderr and "unexpected" not in result.stderr, result.stderr
+        if manifest is not None:
+            assert result.returncode == 1 and "manifest.json` is damaged" in result.stderr and "hint:" in result.stderr, result.stderr
+        else:
+            assert result.returncode == 0, result.stderr

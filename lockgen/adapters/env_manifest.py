@@ -21,6 +21,7 @@ from typing import Any
 from lockgen.adapters import conda_meta
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
+from lockgen.errors import UserError
 
 MANIFEST = ".lockgen/manifest.json"
 STATS = ".lockgen/stats.json"
@@ -189,10 +190,44 @@ def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: 
 
 
 def read(prefix: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The manifest and the stats (`files` fingerprints, `dirs`); stats of an older lockgen (size and mtime
-    per path, no folders) read as fingerprints that never match, so every file is re-hashed."""
-    manifest = json.loads((prefix / MANIFEST).read_text())
-    stats = json.loads((prefix / STATS).read_text()) if (prefix / STATS).is_file() else {}
-    if "files" not in stats:
-        stats = {"files": {}, "dirs": None}
-    return manifest, stats
+    """The manifest and the stats (`files` fingerprints, `dirs`). A manifest that is not one (cut short by a
+    crash or a full disk, or edited) is an error naming it; stats that are not lockgen's (an older lockgen's,
+    size and mtime per path, or damaged ones) read as fingerprints that never match, so every file is
+    re-hashed."""
+    path = prefix / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):  # not UTF-8 JSON (UnicodeDecodeError is a ValueError), or nested past the parser
+        manifest = None
+    why = _not_a_manifest(manifest)
+    if why is not None:
+        raise UserError(f"`{path}` is damaged ({why}): the environment's record cannot be read", "remove the environment and materialize it again")
+    return manifest, _stats(prefix / STATS)
+
+
+def _not_a_manifest(manifest: Any) -> str | None:
+    """What makes `manifest` not a manifest `build` writes, or None."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        return "not a JSON object with a list of files"
+    for entry in manifest["files"]:
+        if not isinstance(entry, dict) or type(entry.get("path")) is not str:
+            return "an entry without a path"
+        kind = entry.get("type")
+        if kind == "file" and not (type(entry.get("size")) is int and type(entry.get("mode")) is str and type(entry.get("sha256")) is str):
+            return f"file `{entry['path'][:200]}` without its size, mode and sha256"
+        if kind == "link" and type(entry.get("target")) is not str:
+            return f"link `{entry['path'][:200]}` without its target"
+        if kind not in ("file", "link", "special"):
+            return f"`{entry['path'][:200]}` of no known kind"
+    return None
+
+
+def _stats(path: Path) -> dict[str, Any]:
+    try:
+        stats = json.loads(path.read_bytes()) if path.is_file() else {}
+    except (ValueError, RecursionError, OSError):
+        stats = {}
+    files = stats.get("files") if isinstance(stats, dict) else None
+    if not isinstance(files, dict) or not all(type(value) is list for value in files.values()):
+        return {"files": {}, "dirs": None}
+    return stats
