@@ -141,10 +141,10 @@ def _download(package: LockedPackage, destination: Path) -> None:
             _copy(response, destination, limit, what)
     except urllib.error.HTTPError as exc:
         hint = "the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE (never in the lock)" if exc.code in (401, 403) else "check the channel; the lock names this URL"
-        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {package.url}: HTTP {exc.code}", hint) from None
+        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {scrub_url(package.url)}: HTTP {exc.code}", hint) from None
     except (OSError, ValueError) as exc:
         raise ChannelError(
-            f"cannot fetch `{package.name}` {package.version} from {package.url}: {scrub_text(str(exc))}",
+            f"cannot fetch `{package.name}` {package.version} from {scrub_url(package.url)}: {scrub_text(str(exc))}",
             f"offline? put the archive in a local channel or the package store ({lockgen_home() / 'pkgs'})",
         ) from None
 

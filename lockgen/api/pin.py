@@ -28,6 +28,7 @@ from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.api.steps.manifest_steps import manifest_of
 from lockgen.core import lock_builder
 from lockgen.core.conformance import compare
+from lockgen.core.credentials import scrub_url
 from lockgen.core.expected_env import from_installed_record, python_xy, wheel_expected
 from lockgen.core.wheel_files import hex_of_record_hash, installed_to_prefix
 from lockgen.core.stack_layout import default_lock_path, manifests_path
@@ -137,7 +138,7 @@ def _pinned(
             f"{len(recordless)} distributions have no RECORD, so nothing can say what they installed: {', '.join(recordless[:6])}", "reinstall them from wheels (pip or uv writes the RECORD)"
         )
     accepted = _accepted(document, accept_changed)
-    progress(f"finding {len(inventory.distributions)} distributions on {index} (RECORDs by range requests)")
+    progress(f"finding {len(inventory.distributions)} distributions on {scrub_url(index)} (RECORDs by range requests)")
     with ThreadPoolExecutor(max_workers=16) as pool:
         outcomes = list(pool.map(lambda d: _pin_one(d, document, platform, index, accepted), inventory.distributions))
     unpublished = [o.dist.key for o in outcomes if o.unpublished]

@@ -11,9 +11,24 @@ _TOKEN_SEGMENT = re.compile(r"/t/[^/]+")
 _SECRET_QUERY_KEYS = re.compile(r"(token|key|secret|signature|sig|password|passwd|auth|credential)", re.IGNORECASE)
 
 
+def carries_credential(url: str) -> bool:
+    """Whether `url` holds what `scrub_url` takes out: user info, a `/t/<token>` segment or a secret query value
+    (a URL that does not parse counts as one: nothing can say it holds none)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return True
+    return "@" in parts.netloc or bool(_TOKEN_SEGMENT.search(parts.path)) or any(_SECRET_QUERY_KEYS.search(key) for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+
+
 def scrub_url(url: str) -> str:
-    """`url` without credentials; anything that is not a URL with a scheme is returned unchanged."""
-    parts = urlsplit(url)
+    """`url` without credentials; anything that is not a URL with a scheme is returned unchanged. A URL that
+    does not parse (`https://[host]/`: a bracketed host that is no IP address) loses anything between `//` and
+    an `@`, and every `/t/<token>` segment."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _TOKEN_SEGMENT.sub("", re.sub(r"//[^/@]*@", "//", url))
     if not parts.scheme or (not parts.netloc and parts.scheme != "file"):
         return url
     netloc = parts.netloc.rsplit("@", 1)[-1]

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lockgen.core import lock_meta
-from lockgen.core.credentials import scrub_url
+from lockgen.core.credentials import scrub_text, scrub_url
 from lockgen.core.torch_sources import routes_text
 from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CudaWindow, SolveRequest
@@ -137,7 +137,7 @@ def frozen_lock(target: str, frozen_from: str, platform: str, python: str | None
     if python:
         meta[f"python.{platform}"] = python
     if skipped:
-        meta[SKIPPED] = ", ".join(skipped)
+        meta[SKIPPED] = scrub_text(", ".join(skipped))
     return _lock(packages, LockMetadata(content_hash={}, channels=(), platforms=(platform,), sources=(frozen_from,), custom_metadata=_keys(meta)))
 
 
@@ -163,10 +163,10 @@ def imported_lock(
             meta[f"virtual-packages.{platform}"] = virtual
     if environment:
         meta["environment"] = environment
-    if skipped:
-        meta[SKIPPED] = "; ".join(skipped)
+    if skipped:  # what was left out is named by its text, which holds the other tool's URLs: never their credentials
+        meta[SKIPPED] = scrub_text("; ".join(skipped))
     if assumed:
-        meta["assumed"] = "; ".join(assumed)
+        meta["assumed"] = scrub_text("; ".join(assumed))
     return _lock(
         packages,
         LockMetadata(

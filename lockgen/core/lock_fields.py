@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
+from lockgen.core.credentials import carries_credential, scrub_url
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.package_identity import same_version
@@ -47,6 +48,14 @@ def _refuse(source: str, where: str, problem: str) -> LockFormatError:
     return LockFormatError(f"lock `{source}`: {where}: {problem}", _HINT)
 
 
+def _credential(source: str, where: str, url: str) -> LockFormatError:
+    """A URL with a credential in it: named without the credential, never echoed."""
+    return LockFormatError(
+        f"lock `{source}`: {where}: url `{shown(scrub_url(url))}` carries a credential (user info or a token)",
+        "a lock never holds one: take it out of the URL and give it for the host in ~/.netrc or $RATTLER_AUTH_FILE",
+    )
+
+
 def _text(source: str, where: str, value: str) -> None:
     if len(value) > MAX_TEXT:
         raise _refuse(source, where, f"{len(value)} characters is no lock field")
@@ -63,7 +72,9 @@ def check_lock(lock: Lock, source: str) -> None:
     for channel in meta.channels:
         _text(source, "metadata.channels", channel.url)
         if _SPACE_OR_CONTROL.search(channel.url):
-            raise _refuse(source, "metadata.channels", f"`{shown(channel.url)}` holds whitespace")
+            raise _refuse(source, "metadata.channels", f"`{shown(scrub_url(channel.url))}` holds whitespace")
+        if carries_credential(channel.url):
+            raise _credential(source, "metadata.channels", channel.url)
     for key, value in [*meta.content_hash.items(), *meta.custom_metadata.items()]:
         _text(source, f"metadata key `{shown(key)}`", key)
         _text(source, f"metadata `{shown(key)}`", value)
@@ -138,19 +149,21 @@ def _hashes(package: LockedPackage, source: str, where: str) -> None:
 def _url(package: LockedPackage, source: str, where: str) -> None:
     url = package.url
     if len(url) > 4096 or _SPACE_OR_CONTROL.search(url):
-        raise _refuse(source, where, f"url `{shown(url)}` holds whitespace or control characters (or is over 4,096 long)")
+        raise _refuse(source, where, f"url `{shown(scrub_url(url))}` holds whitespace or control characters (or is over 4,096 long)")
     try:
         parts = urlsplit(url)
     except ValueError:
-        raise _refuse(source, where, f"url `{shown(url)}` is not a URL") from None
+        raise _refuse(source, where, f"url `{shown(scrub_url(url))}` is not a URL") from None
     if parts.scheme == CHECK_ONLY_SCHEME and package.manager == "pip":
         if normalize(url.partition(":")[2].partition("==")[0]) != normalize(package.name):
-            raise _refuse(source, where, f"check-only url `{shown(url)}` names another project")
+            raise _refuse(source, where, f"check-only url `{shown(scrub_url(url))}` names another project")
         return
     if parts.scheme not in PACKAGE_SCHEMES or (parts.scheme != "file" and not parts.hostname):
-        raise _refuse(source, where, f"url `{shown(url)}` is not an https, http or file URL")
+        raise _refuse(source, where, f"url `{shown(scrub_url(url))}` is not an https, http or file URL")
     if parts.query or parts.fragment:
-        raise _refuse(source, where, f"url `{shown(url)}` has a query or fragment; a lock names the archive itself")
+        raise _refuse(source, where, f"url `{shown(scrub_url(url))}` has a query or fragment; a lock names the archive itself")
+    if carries_credential(url):
+        raise _credential(source, where, url)
     file_name = unquote(parts.path.rsplit("/", 1)[-1])
     problem = _conda_file(package, file_name) if package.manager == "conda" else _wheel_file(package, file_name)
     if problem:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from lockgen.adapters.channels import locate_channel, parse_aliases, run_aliases
 from lockgen.adapters.stack_file import read_stack
+from lockgen.core.credentials import scrub_url
 from lockgen.errors import UserError
 from lockgen.model.inputs import LoadedStack, StackBase
 
@@ -30,7 +31,7 @@ def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Calla
         if name not in spec.channels:
             close = difflib.get_close_matches(name, list(spec.channels), n=1)
             raise UserError(
-                f"--channel-alias `{name}` names no channel of {stack_path.name} (its channels: {', '.join(spec.channels) or 'none'})",
+                f"--channel-alias `{name}` names no channel of {stack_path.name} (its channels: {', '.join(scrub_url(c) for c in spec.channels) or 'none'})",
                 f"did you mean `{close[0]}`?" if close else "name one of the stack's channels",
             )
     channels = [locate_channel(c, alias_map, stack_path.parent) for c in spec.channels]

@@ -1,0 +1,72 @@
+"""No credential a user wrote into a URL reaches a lock, stdout or stderr (found by an attack battery): a lock
+that carries one is refused without echoing it, what `import` leaves out is named with its URLs scrubbed, and
+the scrubber itself survives URLs that do not parse. The oracle for "no leak" is the secret's own text: it
+must appear in no output and no file written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lockgen.core.credentials import carries_credential, scrub_url
+from tests.conftest import run_cli
+
+SECRET = "s3cretPW"
+QUICKSTART = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+
+
+def _leaks(*texts: str) -> bool:
+    return any(SECRET in text or "tk-SECRETTOKEN" in text for text in texts)
+
+
+def test_a_lock_carrying_a_credential_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    original = QUICKSTART.read_text()
+    assert "https://files.pythonhosted.org/" in original
+    variants = {
+        "userinfo": original.replace("https://files.pythonhosted.org/", f"https://alice:{SECRET}@files.pythonhosted.org/", 1),
+        "token": original.replace("https://files.pythonhosted.org/packages/", "https://files.pythonhosted.org/t/tk-SECRETTOKEN/packages/", 1),
+    }
+    for name, text in variants.items():
+        lock = tmp_path / f"{name}.conda-lock.yml"
+        lock.write_text(text)
+        for command in (("render", str(lock), "-f", "requirements"), ("render", str(lock), "-f", "pylock", "-o", str(tmp_path / f"{name}.toml")), ("diff", str(QUICKSTART), str(lock))):
+            result = run_cli(*command)
+            assert result.returncode in (1, 2) and "carries a credential" in result.stderr and "hint:" in result.stderr, (command, result.stderr)
+            assert not _leaks(result.stdout, result.stderr), (command, result.stdout, result.stderr)
+        assert not (tmp_path / f"{name}.toml").exists()
+
+
+def test_import_names_what_it_left_out_without_credentials(tmp_path: Path) -> None:
+    pixi = tmp_path / "pixi.lock"
+    pixi.write_text(
+        "version: 6\nenvironments:\n  default:\n    channels:\n    - url: https://conda.anaconda.org/conda-forge/\n    packages:\n      linux-64:\n"
+        "      - conda: https://conda.anaconda.org/conda-forge/linux-64/bzip2-1.0.8-hda65f42_9.conda\n"
+        f"      - pypi: git+https://oauth2:{SECRET}@gitlab.com/team/private.git@abc123\n"
+        "packages:\n- conda: https://conda.anaconda.org/conda-forge/linux-64/bzip2-1.0.8-hda65f42_9.conda\n"
+        "  sha256: 0b75d45f0bba3e95dc693336fa51f40ea28c980131fec438afb7ce6118ed05f6\n  md5: d2ffd7602c02f2b316fd921d39876885\n"
+        "  depends:\n  - __glibc >=2.17,<3.0.a0\n  license: bzip2-1.0.6\n"
+        f"- pypi: git+https://oauth2:{SECRET}@gitlab.com/team/private.git@abc123\n  name: private\n  version: 0.1.0\n"
+    )
+    out = tmp_path / "imported.conda-lock.yml"
+    result = run_cli("import", str(pixi), "-t", "t1", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "gitlab.com/team/private.git" in result.stderr + out.read_text()  # what was left out is still named
+    assert not _leaks(result.stdout, result.stderr, out.read_text())
+    assert run_cli("render", str(out)).returncode == 0  # and the lock it wrote reads back
+
+
+_HOSTS = st.sampled_from(["example.com", "127.0.0.1", "[::1]", "[evil]", "[", "host:abc", ""])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["https", "http", "file", "git+https"]), st.sampled_from(["", "u@", f"u:{SECRET}@", f":{SECRET}@"]), _HOSTS, st.text(alphabet="/abt-_.@?=&", max_size=20))
+def test_scrubbing_never_raises_and_leaves_no_password(scheme: str, userinfo: str, host: str, rest: str) -> None:
+    """`https://[evil]/` made urlsplit raise ValueError, which reached users as exit 3 from import, pin and
+    resolve (their URL checks scrub first)."""
+    url = f"{scheme}://{userinfo}{host}/{rest}"
+    scrubbed = scrub_url(url)
+    assert SECRET not in scrubbed
+    if userinfo:
+        assert carries_credential(url)
