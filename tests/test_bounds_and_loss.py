@@ -496,3 +496,25 @@ def test_a_file_where_a_path_needs_a_folder_is_the_users_to_fix(tmp_path: Path) 
         line = _one_error(run_cli(*command))
         assert str(notes) in line and "folder" in line, line
     assert notes.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.slow
+def test_input_past_the_readers_limits_is_one_error(tmp_path: Path) -> None:
+    """A stack, lock or foreign lock nested past the TOML or YAML reader (RecursionError), or holding an integer
+    past Python's 4,300 digits (ValueError), ended resolve, render, diff and import with exit 3 (found by an
+    attack battery)."""
+    deep, huge = "[" * 3000 + "]" * 3000, "9" * 5000
+    stack_deep, stack_huge = tmp_path / "deep" / "stack.toml", tmp_path / "huge" / "stack.toml"
+    for path, value in ((stack_deep, deep), (stack_huge, huge)):
+        path.parent.mkdir()
+        path.write_text(f'[stack]\nname = "x"\nlimits = {value}\n[targets.cpu]\narch = "cpu"\n')
+        assert "not a stack" in _one_error(run_cli("resolve", str(path)))
+        _one_error(run_cli("render", str(path)))  # a stack where a lock goes
+    lock = tmp_path / "huge.conda-lock.yml"
+    lock.write_text(f"version: 1\nmetadata: {{}}\npackage:\n- name: x\n  version: {huge}\n")
+    for command in (("render", str(lock)), ("diff", str(lock), str(lock))):
+        assert "is not a lock" in _one_error(run_cli(*command), 2 if command[0] == "diff" else 1)
+    uv_lock = tmp_path / "uv.lock"
+    uv_lock.write_text(f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "x"\nversion = "1"\nsource = {{ registry = "https://pypi.org/simple" }}\nodd = {deep}\n')
+    assert "nested deeper" in _one_error(run_cli("import", str(uv_lock), "-t", "cpu", "-o", str(tmp_path / "out.yml")))
+    assert not (tmp_path / "out.yml").exists()

@@ -63,6 +63,8 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
         uv = replace(uv, project=read_uv_project(pyproject)) if pyproject else uv
     try:
         return _read(form, path, text, environment, uv, digest)
+    except RecursionError:  # nested past the reader: no lock of any tool is
+        raise LockFormatError(f"`{path}` is a malformed {form}: nested deeper than a reader goes", f"it was edited or cut short: use the file {_producer(form)} wrote") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
         # tomllib's errors too; the readers' own errors (LockgenError) pass through
         raise LockFormatError(f"`{path}` is a malformed {form}: {_what_broke(exc)}", f"it was edited or cut short: use the file {_producer(form)} wrote") from None

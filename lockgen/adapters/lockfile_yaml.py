@@ -181,7 +181,7 @@ def _stack_instead(text: str, source: str) -> LockFormatError | None:
 
     try:
         data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError):
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(data.get("stack"), dict):
         return None
@@ -228,6 +228,8 @@ def parse_lock(text: str, source: str) -> Lock:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         data = yaml.load(text, Loader=loader)
+    except (RecursionError, ValueError):  # nested past the reader, or an integer past Python's 4,300 digits
+        raise LockFormatError(f"lock `{source}` is not a lock: it nests deeper, or holds longer numbers, than any lock", "re-create it with `lockgen resolve`") from None
     except yaml.YAMLError as exc:
         stack = _stack_instead(text, source)
         if stack is not None:

@@ -81,6 +81,8 @@ def _document(text: str, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         pass
+    except (RecursionError, ValueError) as exc:  # nested past the parser, or an integer past Python's 4,300 digits
+        raise SpecError(f"not a stack: {_past_limits(exc)}", "a stack.toml nests a few tables and holds short values: use one lockgen or a person wrote", source) from None
     import tomlkit
     from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
@@ -91,6 +93,11 @@ def _document(text: str, source: str) -> dict[str, Any]:
     except KeyAlreadyPresent as exc:  # tomlkit names the key but not the line
         key = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
         raise SpecError(f"key `{key}` is set twice in one table", "keep one of the two lines", source, _repeated_line(text, key)) from None
+
+
+def _past_limits(exc: BaseException) -> str:
+    """What a TOML or YAML reader met past its limits, in words (the exception's own text can be 4,300 digits)."""
+    return "nested deeper than a reader goes" if isinstance(exc, RecursionError) else "a number with more digits than a reader takes"
 
 
 def _stack_table(document: dict[str, Any], locator: "_Locator", refused: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
