@@ -103,3 +103,31 @@ def test_a_pep751_file_is_known_by_its_content(tmp_path: Path) -> None:
     _, named = import_lock(FOREIGN / "pylock.tiny.toml", "t", None, tmp_path / "u.yml", UvChoices())
     assert lock.meta("imported-format").startswith("pylock.toml (PEP 751")
     assert [(p.name, p.url) for p in lock.package] == [(p.name, p.url) for p in named.package]
+
+
+def test_a_package_listed_twice_is_imported_once_or_refused(tmp_path: Path) -> None:
+    """An @EXPLICIT file naming one archive twice was imported as a lock naming it twice, which lockgen then
+    refused to read (found by an attack battery): an exact repeat is kept once, as conda installs it once;
+    two builds of one name are refused, and nothing is written."""
+    line = "https://conda.anaconda.org/conda-forge/linux-64/bzip2-1.0.8-hda65f42_{build}.conda#d2ffd7602c02f2b316fd921d39876885\n"
+    twice, builds = tmp_path / "twice.txt", tmp_path / "builds.txt"
+    twice.write_text("# platform: linux-64\n@EXPLICIT\n" + line.format(build=9) * 2)
+    builds.write_text("# platform: linux-64\n@EXPLICIT\n" + line.format(build=9) + line.format(build=10))
+    _, lock = import_lock(twice, "cpu", out=tmp_path / "twice.conda-lock.yml")
+    assert [p.name for p in lock.package] == ["bzip2"]
+    assert [p.name for p in load_lock(tmp_path / "twice.conda-lock.yml").package] == ["bzip2"]
+    refused = run_cli("import", str(builds), "-t", "cpu", "-o", str(tmp_path / "builds.conda-lock.yml"))
+    assert refused.returncode == 1 and "bzip2 twice" in refused.stderr and "hda65f42_9 and 1.0.8 hda65f42_10" in refused.stderr, refused.stderr
+    assert not (tmp_path / "builds.conda-lock.yml").exists()
+
+
+def test_no_writer_writes_a_lock_naming_a_package_twice(tmp_path: Path) -> None:
+    """The rule has one home, the check every lock passes before a byte is written (pin wrote an inventory's
+    distribution listed twice) and after it is read."""
+    from lockgen.adapters.lockfile_yaml import checked_lock_text
+    from lockgen.errors import LockFormatError
+
+    lock = load_lock(Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml")
+    doubled = lock.model_copy(update={"package": (*lock.package, lock.package[0])})
+    with pytest.raises(LockFormatError, match="twice"):
+        checked_lock_text(doubled, "a writer")

@@ -248,14 +248,6 @@ def parse_lock(text: str, source: str) -> Lock:
             raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock", f"convert it first: lockgen import {source} --target NAME")
         raise LockFormatError(f"lock `{source}` has version {found!r}; lockgen reads conda-lock v{LOCK_VERSION}", "re-create it with `lockgen resolve`")
     lock = v1_lock(data, source, "re-create it with `lockgen resolve`")
-    seen: set[tuple[str, str, str]] = set()
-    for package in lock.package:  # up front: thousands of repeats would otherwise cost every later step
-        key = (package.platform, package.manager, package.name)
-        if key in seen:
-            raise LockFormatError(
-                f"lock `{source}` holds {package.manager} package `{package.name}` twice for {package.platform}", "re-create it with `lockgen resolve`; a lock names each package once per platform"
-            )
-        seen.add(key)
     check_lock(lock, source)
     return lock
 

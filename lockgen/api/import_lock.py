@@ -4,6 +4,7 @@ settings of its workspace's pyproject.toml (`--project`, else the one beside the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
@@ -13,7 +14,7 @@ from lockgen.adapters.uv_lock import UvChoices
 from lockgen.core.lock_builder import LockgenMeta, imported_lock
 from lockgen.core.stack_layout import default_lock_path
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import Lock
+from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.results import ImportNotes
 
 
@@ -28,18 +29,26 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
             f"`{source}` holds no Linux platform (it has {', '.join(imported.platforms)})" + (f" in environment `{environment}`" if environment else ""),
             "lock it for linux-64 or linux-aarch64 too (pixi: [workspace] platforms; conda-lock: -p linux-64)",
         )
-    seen: dict[tuple[str, str, str], str] = {}
-    for package in imported.packages:
-        key = (package.platform, package.manager, package.name)
-        if key in seen and seen[key] != package.version:
-            raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} ({seen[key]} and {package.version})", "name one with --python, --extra or --group (uv.lock)")
-        seen[key] = package.version
+    packages = _once_each(imported.packages, source)
     lock = imported_lock(
-        target, source.name, imported.format, imported.sha256, environment, imported.skipped, imported.channels, imported.platforms, imported.packages, imported.virtual_packages, imported.assumed
+        target, source.name, imported.format, imported.sha256, environment, imported.skipped, imported.channels, imported.platforms, packages, imported.virtual_packages, imported.assumed
     )
     path = out or default_lock_path(target)
     write_atomic(path, checked_lock_text(lock, f"imported from {source}"))
     return path, lock
+
+
+def _once_each(packages: Sequence[LockedPackage], source: Path) -> list[LockedPackage]:
+    """Each package once per platform: an entry listed again as it is (an @EXPLICIT file naming an archive twice)
+    is kept once, as conda installs it once; two entries of one name that differ (versions, builds) are refused."""
+    kept: dict[tuple[str, str, str], LockedPackage] = {}
+    for package in packages:
+        key = (package.platform, package.manager, package.name)
+        first = kept.setdefault(key, package)
+        if first is not package and (first.version, first.build, first.url, first.hash) != (package.version, package.build, package.url, package.hash):
+            one, other = (f"{p.version}" + (f" {p.build}" if p.build else "") for p in (first, package))
+            raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} ({one} and {other})", "name one with --python, --extra or --group (uv.lock), or keep one line of it")
+    return list(kept.values())
 
 
 def import_notes(lock: Lock) -> ImportNotes:

@@ -81,6 +81,15 @@ def check_lock(lock: Lock, source: str) -> None:
     for value in meta.sources:
         _text(source, "metadata.sources", value)
     _check_lockgen_keys(lock, source)
+    seen: set[tuple[str, str, str]] = set()
+    for package in lock.package:  # before the fields: thousands of repeats would otherwise cost every later step
+        identity = (package.platform, package.manager, package.name)
+        if identity in seen:
+            raise LockFormatError(
+                f"lock `{source}` holds {package.manager} package `{shown(package.name, 60)}` twice for {shown(package.platform, 30)}",
+                "re-create it with `lockgen resolve`; a lock names each package once per platform",
+            )
+        seen.add(identity)
     for index, package in enumerate(lock.package):
         check_package(package, source, index)
 
