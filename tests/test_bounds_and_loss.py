@@ -518,3 +518,29 @@ def test_input_past_the_readers_limits_is_one_error(tmp_path: Path) -> None:
     uv_lock.write_text(f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "x"\nversion = "1"\nsource = {{ registry = "https://pypi.org/simple" }}\nodd = {deep}\n')
     assert "nested deeper" in _one_error(run_cli("import", str(uv_lock), "-t", "cpu", "-o", str(tmp_path / "out.yml")))
     assert not (tmp_path / "out.yml").exists()
+
+
+def test_a_figure_past_a_floats_range_and_a_key_not_ed25519_are_one_error(tmp_path: Path) -> None:
+    """A figure of 10**400 (canonical JSON holds it) raised OverflowError in cert compare, and an RSA or EC key
+    passed as --key failed in the fingerprint ('format is invalid with this key'): exit 3 both (found by an
+    attack battery)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    huge = _certificate(tmp_path, "huge", lambda figures: figures["gemm"]["bf16"].update(value=10**400))
+    assert "not a finite number" in _one_error(run_cli("cert", "compare", str(huge), str(huge)))
+    key = ec.generate_private_key(ec.SECP256R1())
+    (tmp_path / "ec.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    (tmp_path / "ec.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    for private in (False, True):
+        with pytest.raises(UserError, match="not Ed25519"):
+            signing._load(tmp_path / ("ec.pem" if private else "ec.pub"), private)
+
+
+def test_a_lock_url_whose_port_is_no_number_is_refused_on_reading(tmp_path: Path) -> None:
+    """`https://files.pythonhosted.org:abc/…` passed the lock's checks and raised http.client.InvalidURL in
+    pack's fetch (exit 3; found by an attack battery)."""
+    quickstart = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    lock = tmp_path / "port.conda-lock.yml"
+    lock.write_text(quickstart.read_text().replace("https://files.pythonhosted.org/", "https://files.pythonhosted.org:abc/", 1))
+    assert "is not a URL" in _one_error(run_cli("render", str(lock)))

@@ -158,6 +158,9 @@ def test_npd_status_is_one_line_naming_the_failed_checks() -> None:
     body = failed(body_of(PASSED, KEY))
     odd = body.model_copy(update={"checks": tuple(c.model_copy(update={"name": "x\ny"}) if not c.passed else c for c in body.checks)})
     assert "\n" not in npd_status(odd) and "performance/x y" in npd_status(odd)
+    forged = body_of(PASSED, KEY).model_copy(deep=True)  # the subject's lock as the attack battery forged it
+    forged = forged.model_copy(update={"subject": forged.subject.model_copy(update={"lock_sha256": "../\nx=1"})})
+    assert "\n" not in npd_status(forged) and "lock ../ x=1" in npd_status(forged)
 
 
 @pytest.mark.parametrize("path, key", [(PASSED, KEY), (TF32_OFF, None)])

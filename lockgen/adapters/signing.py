@@ -76,6 +76,10 @@ def _load(path: Path, private: bool) -> Any:
     except (OSError, ValueError, TypeError) as exc:
         kind = "private" if private else "public"
         raise UserError(f"cannot read {kind} key `{path}`: {exc}", "make one with `lockgen keygen --out KEY`") from None
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    if not isinstance(key, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):  # RSA, EC: certificates are signed with Ed25519 alone
+        raise UserError(f"key `{path}` is a {type(key).__name__.removeprefix('_').replace('PublicKey', '').replace('PrivateKey', '')} key, not Ed25519", "make one with `lockgen keygen --out KEY`")
     return key
 
 

@@ -165,11 +165,12 @@ def _what(body: CertificateBody) -> str:
 def npd_status(body: CertificateBody) -> str:
     """Node Problem Detector's message for the certificate, one line (NPD cuts it at `max_output_length`, so
     the failed checks' names come first and their details stay in the certificate)."""
-    lock = f", lock {body.subject.lock_sha256[:12]}" if body.subject.lock_sha256 else ""
+    lock = f", lock {_one_line(body.subject.lock_sha256[:12])}" if body.subject.lock_sha256 else ""
+    run = _one_line(str(body.created))
     if body.passed:
-        return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {body.created}{lock})"
+        return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {run}{lock})"
     failures = body.failures()
-    return f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: {_failed_names(failures)} (run {body.created}{lock})"
+    return f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: {_failed_names(failures)} (run {run}{lock})"
 
 
 def junit_report(body: CertificateBody) -> str:

@@ -166,6 +166,14 @@ class FigureChange:
         return f"{self.name:<40} {show(self.old):>10} -> {show(self.new):<10} {self.unit}{delta}{flag}"
 
 
+def _finite(value: float) -> bool:
+    """A finite float: an integer past a float's range (10**400) is none, as NaN and inf are none."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def require_comparable(figures: dict[str, dict[str, dict[str, Any]]], where: str) -> None:
     """Refuses a figure whose value is neither null (not run) nor a finite number (NaN, inf, text, true),
     or whose unit is not text: a comparison would pass it silently or fail on it."""
@@ -174,7 +182,7 @@ def require_comparable(figures: dict[str, dict[str, dict[str, Any]]], where: str
             value, unit = figure.get("value"), figure.get("unit", "")
             if not isinstance(unit, str):
                 raise LockFormatError(f"{where}: figure {group}/{name} has unit {str(unit)[:40]!r}, not text", "certificates are written by `lockgen verify`; use the original file")
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value)):
                 raise LockFormatError(f"{where}: figure {group}/{name} is {str(value)[:40]!r}, not a finite number", "certificates are written by `lockgen verify`; use the original file")
 
 

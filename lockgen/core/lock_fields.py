@@ -161,6 +161,7 @@ def _url(package: LockedPackage, source: str, where: str) -> None:
         raise _refuse(source, where, f"url `{shown(scrub_url(url))}` holds whitespace or control characters (or is over 4,096 long)")
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises for a port that is no number, which fetching would meet)
     except ValueError:
         raise _refuse(source, where, f"url `{shown(scrub_url(url))}` is not a URL") from None
     if parts.scheme == CHECK_ONLY_SCHEME and package.manager == "pip":
