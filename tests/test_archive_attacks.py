@@ -488,6 +488,8 @@ def _linked_archive(folder: Path, members: list[tuple[str, str | None, str]]) ->
         ([("x", "y", "sym"), ("y", "x", "sym"), ("z", "x/w", "sym")], "points outside"),  # a loop of links
         ([("share/pw", "../etc/passwd", "hard")], "points outside"),  # a hard link is named from the top
         ([("../evil", None, "file")], "leaves the prefix"),
+        ([(".lockgen/manifest.json", None, "file")], "lockgen's record of the environment"),  # overwritten, then every check failed
+        ([("./.lockgen/services.json", None, "file")], "lockgen's record of the environment"),
     ],
 )
 def test_links_that_lead_out_through_the_archives_own_links_are_refused(tmp_path: Path, members, message: str) -> None:

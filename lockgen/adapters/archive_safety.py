@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lockgen.adapters.conda_archive import members
+from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder
 from lockgen.errors import LockFormatError
 
 
@@ -56,6 +57,9 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
             problems.append(f"path `{name}` leaves the prefix")
             continue
         normal = posixpath.normpath(name)
+        if in_own_folder(normal):
+            problems.append(f"path `{name}` is in {OWN_FOLDER}/, lockgen's record of the environment")
+            continue
         through = next((folder for folder in _folders(normal) if folder in links), None)
         if through is not None:
             problems.append(f"path `{name}` is written through the archive's link `{through}`")

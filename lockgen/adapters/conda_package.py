@@ -14,7 +14,7 @@ from typing import Any
 
 from lockgen.adapters.conda_archive import members
 from lockgen.core.package_identity import require_conda_index
-from lockgen.core.wheel_files import inside, shown
+from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder, inside, shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
@@ -99,6 +99,8 @@ def _confine(package: LockedPackage, paths: list[dict[str, Any]], has_prefix: by
             raise LockFormatError(
                 f"{label} is refused: its paths.json or has_prefix names `{shown(path)}`, outside the prefix", "the package tries to write outside the environment; nothing was installed"
             ) from None
+        if in_own_folder(clean):
+            raise LockFormatError(f"{label} is refused: it names `{shown(clean)}`, in {OWN_FOLDER}/, lockgen's record of the environment", "no package may write there; nothing was installed")
         parents = [clean[:i] for i, char in enumerate(clean) if char == "/"]
         through = next((parent for parent in parents if parent in links), None)
         if through is not None:

@@ -74,6 +74,15 @@ class Scheme:
         return {"purelib": self.site_packages, "platlib": self.site_packages, "scripts": "bin", "data": "", "headers": f"include/site/python{self.python}/{self.dist_name}"}[key]
 
 
+OWN_FOLDER = ".lockgen"  # a prefix's record of itself (manifest, fingerprints, services): lockgen's alone
+
+
+def in_own_folder(path: str) -> bool:
+    """Whether a normalised prefix-relative path is lockgen's own folder or inside it: no package may write there
+    (a package's `.lockgen/manifest.json` would be overwritten by the record, then fail every check)."""
+    return path == OWN_FOLDER or path.startswith(OWN_FOLDER + "/")
+
+
 def inside(base: str, path: str, what: str = "path") -> str:
     """`path` joined to the folder `base` (both relative to a root) and normalised; refuses absolute paths
     and paths that climb out of the root."""
@@ -198,7 +207,10 @@ def wheel_to_prefix(path: str, scheme: Scheme) -> str:
     key, _, inner = rest.partition("/")
     if key not in _SCHEME_KEYS or not inner:
         raise UserError(f"wheel member `{shown(path)}` uses an unknown data scheme `{shown(key, 40)}`", "installers accept only purelib, platlib, scripts, data and headers")
-    return inside(scheme.root_of(key), inner, "wheel member")
+    placed = inside(scheme.root_of(key), inner, "wheel member")
+    if in_own_folder(placed):
+        raise UserError(f"wheel member `{shown(path)}` would be written into {OWN_FOLDER}/, lockgen's record of the environment", "no package may write there: use another wheel")
+    return placed
 
 
 def installed_to_prefix(path: str, site_packages: str) -> str:
