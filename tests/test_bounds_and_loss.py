@@ -544,3 +544,20 @@ def test_a_lock_url_whose_port_is_no_number_is_refused_on_reading(tmp_path: Path
     lock = tmp_path / "port.conda-lock.yml"
     lock.write_text(quickstart.read_text().replace("https://files.pythonhosted.org/", "https://files.pythonhosted.org:abc/", 1))
     assert "is not a URL" in _one_error(run_cli("render", str(lock)))
+
+
+def test_gc_leaves_a_link_in_the_store_and_what_it_points_at(tmp_path: Path) -> None:
+    """A symbolic link among the store's environments (lockgen never makes one) stopped gc with 'Cannot call
+    rmtree on a symbolic link', a `.NAME.tmp-gc` link left behind and nothing else removed (found by an attack
+    battery)."""
+    home_dir = tmp_path / "home"
+    envs = home_dir / "envs"
+    elsewhere = tmp_path / "elsewhere"
+    for folder in (envs / "aaaa-x-linux-64", elsewhere):
+        (folder / ".lockgen").mkdir(parents=True)
+        (folder / ".lockgen" / "manifest.json").write_text(json.dumps({"format": 1, "files": [], "lock_sha256": "0" * 64, "environment_digest": "1" * 64, "platform": "linux-64"}))
+    (envs / "bbbb-x-linux-64").symlink_to(elsewhere)
+    keep = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    result = run_cli("gc", str(keep), env={"LOCKGEN_HOME": str(home_dir)})
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in envs.iterdir()) == ["bbbb-x-linux-64"] and (elsewhere / ".lockgen" / "manifest.json").is_file()

@@ -22,11 +22,12 @@ GUARD = ".gc.lock"
 
 
 def list_envs() -> list[StoreEntry]:
-    """Every environment in the store, by name."""
+    """Every environment in the store, by name. A symbolic link there is none: lockgen never makes one, and gc
+    would otherwise follow it to a folder elsewhere (it stopped on one, leaving its set-aside link behind)."""
     root = home.store_envs()
     entries = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
-        if path.is_dir() and not path.name.startswith(".") and (path / env_manifest.MANIFEST).is_file():
+        if not path.is_symlink() and path.is_dir() and not path.name.startswith(".") and (path / env_manifest.MANIFEST).is_file():
             manifest, _ = env_manifest.read(path)
             entries.append(StoreEntry(path, manifest["lock_sha256"], manifest["environment_digest"], manifest["platform"]))
     return entries
