@@ -540,3 +540,15 @@ def test_what_the_scan_passes_stays_inside_when_extracted(tmp_path_factory: pyte
         if path.is_symlink():
             resolved = Path(os.path.realpath(path))
             assert resolved == root or root in resolved.parents, f"{path} -> {resolved}"
+
+
+def test_a_check_reads_no_manifest_from_an_archive_the_scan_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check --lock reads a conda package's manifest from its archive: one that writes through its own links is
+    refused there too, as materialize refuses it (an environment another installer made from it passed)."""
+    from lockgen.api.steps.manifest_steps import manifest_of
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOCKGEN_FILE_ROOTS", str(tmp_path))
+    archive = _linked_archive(tmp_path, [("a/b", "..", "sym"), ("a/b/a/b/hostetc", "../../../../etc", "sym")])
+    with pytest.raises(LockFormatError, match="written through the archive's link"):
+        manifest_of(_package(archive), {})

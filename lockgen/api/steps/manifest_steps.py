@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters import conda_package, file_roots, manifest_store, package_store, wheel_record
+from lockgen.adapters import archive_safety, conda_package, file_roots, manifest_store, package_store, wheel_record
 from lockgen.core import lock_builder
 from lockgen.core.conformance import ExpectedPackage
 from lockgen.core.package_identity import require_manifest_of
@@ -56,6 +56,9 @@ def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest], arch
     if package.manager == "conda":
         if known is None:
             archive = archive or package_store.fetch(package)
+            # scanned as materialize scans it: an archive writing through its own links may not be the ground of
+            # a check (check --lock of an environment another installer made from it passed, naming the link)
+            archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
             known = conda_package.read_manifest(archive, package)
             manifest_store.keep(known)
             return known, lambda: archive
