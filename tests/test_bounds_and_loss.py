@@ -561,3 +561,14 @@ def test_gc_leaves_a_link_in_the_store_and_what_it_points_at(tmp_path: Path) -> 
     result = run_cli("gc", str(keep), env={"LOCKGEN_HOME": str(home_dir)})
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in envs.iterdir()) == ["bbbb-x-linux-64"] and (elsewhere / ".lockgen" / "manifest.json").is_file()
+
+
+def test_a_lock_entry_of_a_platform_the_lock_does_not_list_is_refused(tmp_path: Path) -> None:
+    """`platforms: []` over a lock's entries made render say 'the lock covers ' and nothing (found by an attack
+    battery): an entry whose platform is not among metadata.platforms is refused on reading, naming it."""
+    quickstart = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    text = quickstart.read_text()
+    assert "  platforms:\n  - linux-64\n" in text
+    lock = tmp_path / "none.conda-lock.yml"
+    lock.write_text(text.replace("  platforms:\n  - linux-64\n", "  platforms: []\n", 1))
+    assert "is not among metadata.platforms" in _one_error(run_cli("render", str(lock)))

@@ -84,6 +84,8 @@ def check_lock(lock: Lock, source: str) -> None:
     seen: set[tuple[str, str, str]] = set()
     for package in lock.package:  # before the fields: thousands of repeats would otherwise cost every later step
         identity = (package.platform, package.manager, package.name)
+        if package.platform not in meta.platforms:  # every reader picks a platform from the list, then its entries
+            raise _refuse(source, f"{package.manager} package `{shown(package.name, 60)}`", f"its platform `{shown(package.platform, 30)}` is not among metadata.platforms")
         if identity in seen:
             raise LockFormatError(
                 f"lock `{source}` holds {package.manager} package `{shown(package.name, 60)}` twice for {shown(package.platform, 30)}",
