@@ -572,3 +572,14 @@ def test_a_lock_entry_of_a_platform_the_lock_does_not_list_is_refused(tmp_path: 
     lock = tmp_path / "none.conda-lock.yml"
     lock.write_text(text.replace("  platforms:\n  - linux-64\n", "  platforms: []\n", 1))
     assert "is not among metadata.platforms" in _one_error(run_cli("render", str(lock)))
+
+
+def test_an_exclude_newer_past_the_last_utc_year_is_refused_by_lockgen(tmp_path: Path) -> None:
+    """`9999-12-31T23:59:59-23:59` is year 10000 in UTC: uv refused it with only "For more information, try
+    '--help'" (found by an attack battery); the stack's reader names it and its line."""
+    stack = tmp_path / "stack.toml"
+    stack.write_text(
+        '[stack]\nname = "x"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\nsix = "*"\n[pypi-options]\nexclude-newer = "9999-12-31T23:59:59-23:59"\n[targets.cpu]\narch = "cpu"\n'
+    )
+    line = _one_error(run_cli("resolve", str(stack)))
+    assert "exclude-newer `9999-12-31T23:59:59-23:59` is not a date" in line and ":8:" in line, line

@@ -337,14 +337,20 @@ def _arch_hint(value: Any) -> str:
 
 
 def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> dt.date | dt.datetime | None:
-    if value is None or isinstance(value, (dt.date, dt.datetime)):
-        return value
+    parsed = value if value is None or isinstance(value, (dt.date, dt.datetime)) else None
     if isinstance(value, str):
         try:
-            return dt.datetime.fromisoformat(value) if "T" in value else dt.date.fromisoformat(value)
+            parsed = dt.datetime.fromisoformat(value) if "T" in value else dt.date.fromisoformat(value)
         except ValueError:
             pass
-    raise locator.error(f"exclude-newer `{value}` is not a date", 'write a date like "2026-06-01" or an RFC 3339 time', where)
+    if isinstance(parsed, dt.datetime) and parsed.tzinfo is not None:
+        try:  # the solvers take it in UTC: 9999-12-31T23:59:59-23:59 is past the last year a date holds (uv said only "try '--help'")
+            parsed.astimezone(dt.timezone.utc)
+        except OverflowError:
+            parsed = None
+    if parsed is None and value is not None:
+        raise locator.error(f"exclude-newer `{value}` is not a date", 'write a date like "2026-06-01" or an RFC 3339 time', where)
+    return parsed
 
 
 class _Locator:
