@@ -583,3 +583,23 @@ def test_an_exclude_newer_past_the_last_utc_year_is_refused_by_lockgen(tmp_path:
     )
     line = _one_error(run_cli("resolve", str(stack)))
     assert "exclude-newer `9999-12-31T23:59:59-23:59` is not a date" in line and ":8:" in line, line
+
+
+def test_gc_removes_a_set_aside_link_and_a_damaged_environment(tmp_path: Path) -> None:
+    """A `.NAME.tmp-gc` link an older gc left stopped every later gc ('Cannot call rmtree on a symbolic link'),
+    and one damaged record stopped envs and gc whole (found by a review): the link goes (never what it points
+    at), and an environment whose record is damaged is one no lock names, listed as such and removed."""
+    home_dir = tmp_path / "home"
+    envs = home_dir / "envs"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mine.txt").write_text("kept\n")
+    (envs / "zzzz-x-linux-64" / ".lockgen").mkdir(parents=True)
+    (envs / "zzzz-x-linux-64" / ".lockgen" / "manifest.json").write_text('{"files": [')
+    (envs / ".old-x-linux-64.tmp-gc").symlink_to(elsewhere)
+    listed = run_cli("envs", env={"LOCKGEN_HOME": str(home_dir)})
+    assert listed.returncode == 0 and "zzzz-x-linux-64" in listed.stdout + listed.stderr and "damaged" in listed.stdout + listed.stderr, listed
+    keep = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    result = run_cli("gc", str(keep), env={"LOCKGEN_HOME": str(home_dir)})
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in envs.iterdir() if not p.name.startswith(".gc")) == [] and (elsewhere / "mine.txt").read_text() == "kept\n"

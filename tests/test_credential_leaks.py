@@ -61,7 +61,12 @@ _HOSTS = st.sampled_from(["example.com", "127.0.0.1", "[::1]", "[evil]", "[", "h
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(["https", "http", "file", "git+https"]), st.sampled_from(["", "u@", f"u:{SECRET}@", f":{SECRET}@"]), _HOSTS, st.text(alphabet="/abt-_.@?=&", max_size=20))
+@given(
+    st.sampled_from(["https", "http", "file", "git+https"]),
+    st.sampled_from(["", "u@", f"u:{SECRET}@", f":{SECRET}@", f"u:pa@{SECRET}@"]),  # an `@` in the password too (found by a review)
+    _HOSTS,
+    st.text(alphabet="/abt-_.@?=&", max_size=20),
+)
 def test_scrubbing_never_raises_and_leaves_no_password(scheme: str, userinfo: str, host: str, rest: str) -> None:
     """`https://[evil]/` made urlsplit raise ValueError, which reached users as exit 3 from import, pin and
     resolve (their URL checks scrub first)."""
@@ -70,3 +75,17 @@ def test_scrubbing_never_raises_and_leaves_no_password(scheme: str, userinfo: st
     assert SECRET not in scrubbed
     if userinfo:
         assert carries_credential(url)
+
+
+def test_user_info_without_slashes_and_file_paths_named_t(tmp_path: Path) -> None:
+    """`https:alice:PW@host/` has no host for Python's urlsplit but user info for rattler and uv (WHATWG): a
+    channel so written was printed by render (found by a review). A `file:` path with a folder named `t` is no
+    token."""
+    assert carries_credential(f"https:alice:{SECRET}@conda.example.org/private") and SECRET not in scrub_url(f"https:alice:{SECRET}@conda.example.org/private")
+    assert not carries_credential("file:///data/t/chan/linux-64/a-1-0.conda") and scrub_url("file:///data/t/chan/x") == "file:///data/t/chan/x"
+    original = QUICKSTART.read_text()
+    assert "  channels: []\n" in original
+    lock = tmp_path / "channel.conda-lock.yml"
+    lock.write_text(original.replace("  channels: []\n", f"  channels:\n  - url: https:alice:{SECRET}@conda.example.org/private\n    used_env_vars: []\n", 1))
+    result = run_cli("render", str(lock), "-f", "environment")
+    assert result.returncode == 1 and "carries a credential" in result.stderr and not _leaks(result.stdout, result.stderr), result.stderr

@@ -398,3 +398,21 @@ def test_a_damaged_environment_record_is_one_error_or_rehashed(home: Path, tiny_
             assert result.returncode == 1 and "manifest.json` is damaged" in result.stderr and "hint:" in result.stderr, result.stderr
         else:
             assert result.returncode == 0, result.stderr
+
+
+def test_a_file_a_package_left_in_lockgens_record_folder_is_refused_and_never_written_through(tmp_path: Path) -> None:
+    """A wheel member its RECORD does not list, `NAME.data/data/.lockgen/manifest.json`, is installed by uv as a
+    hard link into uv's cache; lockgen then wrote its record through that link, into the cache and every other
+    environment linked to it (found by a review). A fresh build holding anything in `.lockgen/` is refused, and
+    the record is replaced, never written in place."""
+    from lockgen.api.steps import shared_steps
+
+    prefix = tmp_path / "env"
+    (prefix / ".lockgen").mkdir(parents=True)
+    (tmp_path / "cache-file").write_text("the store's bytes\n")
+    os.link(tmp_path / "cache-file", prefix / ".lockgen" / "manifest.json")
+    walked, _ = env_manifest.scan_tree(prefix)
+    with pytest.raises(LockFormatError, match=r"\.lockgen/manifest\.json in \.lockgen/"):
+        shared_steps._nothing_unstated(prefix, prefix, [], walked)
+    env_manifest.write(prefix, {"format": 1, "files": []}, {"files": {}, "dirs": []}, {})
+    assert (tmp_path / "cache-file").read_text() == "the store's bytes\n"

@@ -1,11 +1,14 @@
-"""Refuses conda archives that would write outside the prefix: absolute paths, `..` components, or links
-that point out of the prefix. rattler skips such members silently; lockgen refuses the whole package.
+"""Refuses conda archives that would write outside the prefix: absolute paths, `..` components, members
+written through the archive's own links, links that lead out of the prefix when followed through those links,
+hard links to anything but a file of the archive, and members in `.lockgen/`, lockgen's record of the
+environment. rattler skips such members silently; lockgen refuses the whole package.
 The members are read by `conda_archive`, the one strict reader (it refuses a `.conda` whose zip reads
 differently to rattler than to Python's `zipfile`)."""
 
 from __future__ import annotations
 
 import posixpath
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from lockgen.errors import LockFormatError
 
 
 SCAN_RULES = 2  # the rules' version in a scanned archive's marker: an archive passed by older rules is scanned again
+PATH_MAX = 4096  # a name or link target past the kernel's own limit is refused unread (and keeps the walk linear)
 MOST_HOPS = 40  # links followed in one path before it counts as a loop (as the kernel's ELOOP)
 
 
@@ -22,11 +26,13 @@ def _inside(path: str, links: Mapping[str, str]) -> bool:
     """Whether the prefix-relative `path`, followed through the archive's own symbolic links (`links`: member
     name -> target), stays inside the prefix: a link's target is read from the link's folder, a `..` that
     leaves the top leaves the prefix, and a chain of more than `MOST_HOPS` links is refused as a loop."""
+    if len(path) > PATH_MAX:
+        return False
     parts: list[str] = []
-    pending = path.split("/")
+    pending = deque(path.split("/"))
     hops = 0
     while pending:
-        part = pending.pop(0)
+        part = pending.popleft()
         if part in ("", "."):
             continue
         if part == "..":
@@ -39,9 +45,9 @@ def _inside(path: str, links: Mapping[str, str]) -> bool:
             parts.append(part)
             continue
         hops += 1
-        if hops > MOST_HOPS or target.startswith("/"):
+        if hops > MOST_HOPS or target.startswith("/") or len(target) > PATH_MAX:
             return False
-        pending = target.split("/") + pending  # read from the link's folder: `parts` is that folder
+        pending.extendleft(reversed(target.split("/")))  # read from the link's folder: `parts` is that folder
     return True
 
 
@@ -52,7 +58,11 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
     links, leaves the prefix (a hard link's target is named from the top of the archive)."""
     problems = []
     links = {posixpath.normpath(name): link for name, link, hard in entries if link is not None and not hard and not name.startswith("/")}
+    files = {posixpath.normpath(name) for name, link, _ in entries if link is None}
     for name, link, hard in entries:
+        if len(name) > PATH_MAX or (link is not None and len(link) > PATH_MAX):
+            problems.append(f"a name or link target of over {PATH_MAX} characters (`{name[:80]}…`)")
+            continue
         if name.startswith("/") or ".." in Path(name).parts:
             problems.append(f"path `{name}` leaves the prefix")
             continue
@@ -63,6 +73,10 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
         through = next((folder for folder in _folders(normal) if folder in links), None)
         if through is not None:
             problems.append(f"path `{name}` is written through the archive's link `{through}`")
+        elif hard and link is not None and posixpath.normpath(link) not in files:
+            # an installer hard-links what the name is, a symbolic link included, whose text then reads from the
+            # new name's folder: a link inside from its own folder can lead out from another
+            problems.append(f"hard link `{name}` -> `{link}` is not to a file of the archive")
         elif link is not None and (link.startswith("/") or not _inside(link if hard else posixpath.join(posixpath.dirname(normal), link), links)):
             problems.append(f"link `{name}` -> `{link}` points outside the prefix")
     return problems

@@ -184,8 +184,9 @@ def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: 
     files = {"files": entries_json(manifest["files"])}
     environment = hashlib.sha256(canonical_json_with(manifest, files)).hexdigest()
     (prefix / ".lockgen").mkdir(exist_ok=True)
-    (prefix / MANIFEST).write_bytes(canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n")
-    (prefix / STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
+    # replaced, never written in place: a file there that is a hard link (a package's, or a store's) keeps its bytes
+    write_bytes_atomic(prefix / MANIFEST, canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n")
+    write_bytes_atomic(prefix / STATS, (json.dumps(stats, sort_keys=True) + "\n").encode())
     return environment
 
 

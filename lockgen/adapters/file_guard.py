@@ -120,7 +120,10 @@ def set_aside(path: Path, trash: Path) -> None:
 def delete_set_aside(trash: Path, shown: Path | None = None) -> Path:
     """Deletes a folder renamed aside for deletion by gc; returns `shown` (the entry it was), else the folder."""
     try:
-        shutil.rmtree(trash)
+        if trash.is_symlink():  # a link set aside (an older gc followed one): the link goes, never what it points at
+            trash.unlink()
+        else:
+            shutil.rmtree(trash)
     except OSError as exc:
         raise HostError(f"gc: cannot delete `{exc.filename or trash}`: {exc.strerror or exc}", f"fix its permissions or remove {trash} by hand, then run gc again") from None
     return shown or trash

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lockgen.core.wheel_files import shown
 from lockgen.errors import LockFormatError
 from lockgen.core import stack_layout
 from lockgen.adapters import lock_file
@@ -228,8 +229,10 @@ def parse_lock(text: str, source: str) -> Lock:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         data = yaml.load(text, Loader=loader)
-    except (RecursionError, ValueError):  # nested past the reader, or an integer past Python's 4,300 digits
-        raise LockFormatError(f"lock `{source}` is not a lock: it nests deeper, or holds longer numbers, than any lock", "re-create it with `lockgen resolve`") from None
+    except RecursionError:  # nested past the reader
+        raise LockFormatError(f"lock `{source}` is not a lock: it nests deeper than any lock", "re-create it with `lockgen resolve`") from None
+    except ValueError as exc:  # a value YAML cannot build: an integer past Python's 4,300 digits, a date like 2026-13-01
+        raise LockFormatError(f"lock `{source}` is not a lock: {shown(str(exc).splitlines()[0] if str(exc) else 'a value YAML cannot read', 160)}", "re-create it with `lockgen resolve`") from None
     except yaml.YAMLError as exc:
         stack = _stack_instead(text, source)
         if stack is not None:

@@ -28,8 +28,12 @@ def list_envs() -> list[StoreEntry]:
     entries = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
         if not path.is_symlink() and path.is_dir() and not path.name.startswith(".") and (path / env_manifest.MANIFEST).is_file():
-            manifest, _ = env_manifest.read(path)
-            entries.append(StoreEntry(path, manifest["lock_sha256"], manifest["environment_digest"], manifest["platform"]))
+            try:
+                manifest, _ = env_manifest.read(path)
+            except UserError:  # a damaged record: an environment no lock can name, which gc removes
+                entries.append(StoreEntry(path, "", "damaged", ""))
+                continue
+            entries.append(StoreEntry(path, str(manifest.get("lock_sha256", "")), str(manifest.get("environment_digest", "")), str(manifest.get("platform", ""))))
     return entries
 
 

@@ -124,7 +124,7 @@ _REFUSED = {  # the machine refusing a path the user chose (LOCKGEN_HOME, --pref
     errno.EPERM: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
     errno.ENAMETOOLONG: ("has a name too long for the file system", "choose a shorter path (each name at most 255 bytes)"),
     # a file where the path needs a folder (`--out notes.txt/x`, LOCKGEN_HOME naming a file), or a loop of links in it
-    errno.EEXIST: ("is a file where the path needs a folder", "choose a path whose every part above the last is a folder"),
+    errno.EEXIST: ("already exists (a file where the path needs a folder, or a name taken)", "choose a path whose every part above the last is a folder, or remove what is there"),
     errno.ENOTDIR: ("has a part that is not a folder", "choose a path whose every part above the last is a folder"),
     errno.ELOOP: ("runs into a loop of symbolic links", "choose a path whose links lead somewhere"),
 }

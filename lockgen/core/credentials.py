@@ -12,13 +12,16 @@ _SECRET_QUERY_KEYS = re.compile(r"(token|key|secret|signature|sig|password|passw
 
 
 def carries_credential(url: str) -> bool:
-    """Whether `url` holds what `scrub_url` takes out: user info, a `/t/<token>` segment or a secret query value
-    (a URL that does not parse counts as one: nothing can say it holds none)."""
+    """Whether `url` holds what `scrub_url` takes out: user info, an http(s) `/t/<token>` segment or a secret query
+    value (a URL that does not parse counts as one: nothing can say it holds none). User info is looked for as
+    rattler and uv read a URL (WHATWG): `https:alice:pw@host/` has it too, though Python's urlsplit sees no host."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return True
-    return "@" in parts.netloc or bool(_TOKEN_SEGMENT.search(parts.path)) or any(_SECRET_QUERY_KEYS.search(key) for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    authority = re.split(r"[/?#]", url[len(parts.scheme) + 1 :].lstrip("/\\"), maxsplit=1)[0] if parts.scheme else parts.netloc
+    token = parts.scheme in ("http", "https") and bool(_TOKEN_SEGMENT.search(parts.path))
+    return "@" in authority or token or any(_SECRET_QUERY_KEYS.search(key) for key, _ in parse_qsl(parts.query, keep_blank_values=True))
 
 
 def scrub_url(url: str) -> str:
@@ -27,12 +30,12 @@ def scrub_url(url: str) -> str:
     an `@`, and every `/t/<token>` segment."""
     try:
         parts = urlsplit(url)
-    except ValueError:
-        return _TOKEN_SEGMENT.sub("", re.sub(r"//[^/@]*@", "//", url))
-    if not parts.scheme or (not parts.netloc and parts.scheme != "file"):
-        return url
+    except ValueError:  # everything up to the last `@` before the path goes, and the query with it
+        return _TOKEN_SEGMENT.sub("", re.sub(r"//[^/?#]*@", "//", url.split("?", 1)[0]))
+    if not parts.scheme or (not parts.netloc and parts.scheme != "file"):  # `https:alice:pw@host/`: user info all the same
+        return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*:[/\\]*)[^/?#]*@", r"\1", url) if parts.scheme else url
     netloc = parts.netloc.rsplit("@", 1)[-1]
-    path = _TOKEN_SEGMENT.sub("", parts.path)
+    path = _TOKEN_SEGMENT.sub("", parts.path) if parts.scheme in ("http", "https") else parts.path
     query = parts.query
     if query:
         kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _SECRET_QUERY_KEYS.search(k)]

@@ -26,6 +26,7 @@ from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
 from lockgen.core.expected_env import conda_expected, lock_python
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.team import HeldEnvironment, package_key
+from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
@@ -208,6 +209,9 @@ def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], 
     file its RECORD does not list, rattler's `__clobbers__` copies) or a path two packages install: the
     conformance `check --lock` applies, by path alone (contents were proven as they were installed), on the
     paths of the walk `walked` (the tree's paths but its folders, with their lstat)."""
+    planted = sorted(path for path in walked if in_own_folder(path))
+    if planted:  # lockgen writes its record after this: a package's file there (a wheel member its RECORD does not list) would be written through
+        raise LockFormatError(f"installing left {planted[0]} in {OWN_FOLDER}/, lockgen's record of the environment", "a package writes where only lockgen may: refuse it; nothing was kept")
     stated = {f.path for package in expected for f in package.files}
     rest = {path: info for path, info in walked.items() if path not in stated}  # only these can be foreign
     observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys(), walked=rest, privileges=False)

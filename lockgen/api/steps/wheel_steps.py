@@ -20,6 +20,7 @@ from lockgen.errors import LockFormatError, ToolFailedError
 from lockgen.model.lock import LockedPackage
 
 Meter = Callable[[str, int, int], None]
+OFFLINE_MISS = "Network connectivity is disabled"  # how uv --offline says the cache lacked what it needed
 
 
 def _sha256_of(package: LockedPackage) -> str:
@@ -48,7 +49,9 @@ def _install(pip: list[LockedPackage], python: Path, progress: Callable[[str], N
     if stored:
         try:
             return installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing, offline=True)
-        except ToolFailedError:
+        except ToolFailedError as exc:
+            if OFFLINE_MISS not in exc.message:  # a hash refused, a full disk, a timeout: said as they are
+                raise
             progress("a wheel is no longer in lockgen's store: installing with the index")
             return installers.install_pip(pip, python, progress, wheel_store.uv_environment())
     installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing)
