@@ -20,7 +20,8 @@ from lockgen.errors import LockFormatError, ToolFailedError
 from lockgen.model.lock import LockedPackage
 
 Meter = Callable[[str, int, int], None]
-OFFLINE_MISS = "Network connectivity is disabled"  # how uv --offline says the cache lacked what it needed
+# how uv --offline says its cache lacked what it needed: the last line of its error (uv 0.13: the hint), or the cause
+OFFLINE_MISSES = ("the network was disabled", "Network connectivity is disabled")
 
 
 def _sha256_of(package: LockedPackage) -> str:
@@ -50,7 +51,7 @@ def _install(pip: list[LockedPackage], python: Path, progress: Callable[[str], N
         try:
             return installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing, offline=True)
         except ToolFailedError as exc:
-            if OFFLINE_MISS not in exc.message:  # a hash refused, a full disk, a timeout: said as they are
+            if not any(miss in exc.message for miss in OFFLINE_MISSES):  # a hash refused, a full disk, a timeout: said as they are
                 raise
             progress("a wheel is no longer in lockgen's store: installing with the index")
             return installers.install_pip(pip, python, progress, wheel_store.uv_environment())
