@@ -59,6 +59,27 @@ def test_the_digest_is_the_trees_on_any_number_of_cores(tmp_path: Path, monkeypa
     assert walked.walked is not None and "pkg007/sub/deeper/file.txt" in walked.walked and "pkg007/sub" not in walked.walked
 
 
+def test_a_kept_walk_shared_among_children_is_every_paths_lstat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first check keeps the walk for its work: walked by forked children (who send their part back) or here
+    alone, it holds every path but the folders, each with its own lstat's fields."""
+    root = _wide_and_deep(tmp_path / "tree")
+    (root / "pkg003" / "sub" / "caf\udce9.txt").write_bytes(b"a name that is not UTF-8")
+    expected = {}
+    for folder, dirs, files in os.walk(root):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            info = os.lstat(os.path.join(folder, name))
+            relative = os.path.relpath(os.path.join(folder, name), root)
+            expected[relative] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    for cores in (1, 3):
+        monkeypatch.setattr(parallel, "cores", lambda cores=cores: cores)
+        walked = stat_walk.tree_fingerprint(root, keep_walk=True).walked
+        assert walked is not None and {path: tuple(info) for path, info in walked.items()} == expected
+    assert forks, "with three cores the walk is shared"
+
+
 def test_where_no_child_can_be_forked_the_caller_walks_it_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A running thread forbids forking (`parallel.Forked`): the caller takes every share from the pipe itself."""
     root = _wide_and_deep(tmp_path / "tree")

@@ -52,13 +52,14 @@ def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], 
 
 class Forked:
     """`work` run in a forked child process (only where forking is safe: no other thread runs, whose locks would
-    stay held in the child); `result()` waits for the text it returned, None when the child failed or none was
-    forked (none is where a pipe or a fork fails too; then `work` never ran: the caller does it). Nothing is pickled: the child has the caller's memory
-    and sends back text. A context manager: leaving it ends a child never asked (its pipe closes)."""
+    stay held in the child); `result()` waits for the text it returned (`data()`: its bytes, for work that returns
+    bytes), None when the child failed or none was forked (none is where a pipe or a fork fails too; then `work`
+    never ran: the caller does it). Nothing is pickled: the child has the caller's memory and sends back text or
+    bytes. A context manager: leaving it ends a child never asked (its pipe closes)."""
 
-    def __init__(self, work: Callable[[], str]) -> None:
+    def __init__(self, work: Callable[[], str | bytes]) -> None:
         self._child: tuple[int, int] | None = None  # its pid, the read end of its pipe
-        self._result: str | None = None
+        self._result: bytes | None = None
         if not hasattr(os, "fork") or threading.active_count() > 1:
             return
         try:
@@ -78,7 +79,8 @@ class Forked:
                 for other in _READING:  # other children's pipes: theirs to end
                     os.close(other)
                 with os.fdopen(write, "wb") as stream:
-                    stream.write(work().encode("utf-8", "surrogateescape"))
+                    payload = work()
+                    stream.write(payload if isinstance(payload, bytes) else payload.encode("utf-8", "surrogateescape"))
                 code = 0
             finally:
                 os._exit(code)
@@ -92,14 +94,18 @@ class Forked:
         return self._child is not None
 
     def result(self) -> str | None:
+        data = self.data()
+        return data.decode("utf-8", "surrogateescape") if data is not None else None
+
+    def data(self) -> bytes | None:
         if self._child is not None:
             pid, read = self._child
             self._child = None
             _READING.discard(read)
             with os.fdopen(read, "rb") as stream:
-                text = stream.read().decode("utf-8", "surrogateescape")
+                data = stream.read()
             if os.waitpid(pid, 0)[1] == 0:  # exit 0 only after the whole text was written
-                self._result = text
+                self._result = data
         return self._result
 
     def __enter__(self) -> Forked:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lockgen.adapters.parallel import HashedAhead, hash_ahead, hash_files
 from lockgen.adapters.security_xattrs import privilege_of
-from lockgen.adapters.stat_walk import RACY_NS
+from lockgen.adapters.stat_walk import RACY_NS, StatFields
 from lockgen.core.conformance import ObservedFile
 from lockgen.core.launchers import LIMIT
 
@@ -49,7 +49,7 @@ def _text(path: str) -> str | None:
         return None
 
 
-def likely_wanted(prefix: Path, walked: Mapping[str, os.stat_result], proofs: Mapping[str, list]) -> HashedAhead:
+def likely_wanted(prefix: Path, walked: Mapping[str, StatFields], proofs: Mapping[str, list]) -> HashedAhead:
     """Starts hashing, in child processes (`parallel.hash_ahead`), the files of `walked` a check will most
     likely ask `observe` for, before the caller knows which its packages state: every regular file that no
     kept fingerprint of `proofs` proves, byte code too (its proof needs its sha256). A file no package states
@@ -59,7 +59,7 @@ def likely_wanted(prefix: Path, walked: Mapping[str, os.stat_result], proofs: Ma
     return hash_ahead([(f"{top}/{relative}", info.st_size) for relative, info in walked.items() if stat.S_ISREG(info.st_mode) and not _proven(proofs.get(relative), info)])
 
 
-def _proven(before: list | None, info: os.stat_result) -> bool:
+def _proven(before: list | None, info: StatFields) -> bool:
     return before is not None and before[:5] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
@@ -69,7 +69,7 @@ def observe(
     meter: Callable[[str, int, int], None] | None = None,
     read_these: Collection[str] = (),
     proofs: MutableMapping[str, list] | None = None,
-    walked: Mapping[str, os.stat_result] | None = None,
+    walked: Mapping[str, StatFields] | None = None,
     privileges: bool = True,
     seen: MutableMapping[str, list] | None = None,
     ahead: HashedAhead | None = None,
