@@ -61,6 +61,11 @@ class LockFormatError(UserError):
     """A lock file is unreadable, of an unknown version, or tampered with."""
 
 
+class LockFieldError(LockFormatError):
+    """A field of a lock breaks its rule (`lock_fields`). Its hint is for a lock that was read; a lock about to
+    be written gets the hint of the input its fields came from (`lockfile_yaml.checked_lock_text`)."""
+
+
 class PackError(UserError):
     """A pack archive (`lockgen pack`) is damaged or is not its lock's: `member` names the archive member
     that was refused (empty when the archive as a whole is)."""

@@ -82,6 +82,25 @@ def test_freeze_python_inventories_and_pins_in_one_step(pinned_venv: tuple[Path,
     assert checked.returncode == 0, checked.stderr
 
 
+@pytest.mark.network
+def test_a_pin_refused_at_the_end_writes_neither_lock_nor_manifests(pinned_venv: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifests bundle was written before the lock's fields were checked: a refused pin left it behind."""
+    from lockgen.api import pin as pin_use_case
+    from lockgen.errors import LockFieldError
+
+    def refused(lock: object, source: str, fix: str) -> str:
+        raise LockFieldError(f"lock `{source}`: a field breaks its rule", fix)
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(pin_use_case, "checked_lock_text", refused)
+    inventory = pinned_venv[1].parent.parent / "inv.json"
+    out = tmp_path / "locks" / "node.conda-lock.yml"
+    with pytest.raises(LockFieldError) as error:
+        pin_use_case.pin(inventory, "node", out, "https://pypi.org/simple", False, (), lambda _: None)
+    assert "inventory" in error.value.hint
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "tamper, expected",
     [

@@ -119,6 +119,12 @@ def test_a_package_listed_twice_is_imported_once_or_refused(tmp_path: Path) -> N
     refused = run_cli("import", str(builds), "-t", "cpu", "-o", str(tmp_path / "builds.conda-lock.yml"))
     assert refused.returncode == 1 and "bzip2 twice" in refused.stderr and "hda65f42_9 and 1.0.8 hda65f42_10" in refused.stderr, refused.stderr
     assert not (tmp_path / "builds.conda-lock.yml").exists()
+    # one version from two places: the message tells them apart by their files, not "1.0.8 and 1.0.8"
+    moved = tmp_path / "moved.txt"
+    moved.write_text("# platform: linux-64\n@EXPLICIT\n" + line.format(build=9) + line.format(build=9).replace("/linux-64/", "/linux-64/mirror/").replace("hda65f42_9.conda", "hda65f42_9.tar.bz2"))
+    refused = run_cli("import", str(moved), "-t", "cpu", "-o", str(tmp_path / "moved.conda-lock.yml"))
+    assert refused.returncode == 1 and "from bzip2-1.0.8-hda65f42_9.conda and 1.0.8 hda65f42_9" not in refused.stderr
+    assert "1.0.8 from bzip2-1.0.8-hda65f42_9.conda and 1.0.8 from bzip2-1.0.8-hda65f42_9.tar.bz2" in refused.stderr, refused.stderr
 
 
 def test_no_writer_writes_a_lock_naming_a_package_twice(tmp_path: Path) -> None:
@@ -130,4 +136,4 @@ def test_no_writer_writes_a_lock_naming_a_package_twice(tmp_path: Path) -> None:
     lock = load_lock(Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml")
     doubled = lock.model_copy(update={"package": (*lock.package, lock.package[0])})
     with pytest.raises(LockFormatError, match="twice"):
-        checked_lock_text(doubled, "a writer")
+        checked_lock_text(doubled, "a writer", "mend the writer's input")

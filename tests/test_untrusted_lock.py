@@ -253,9 +253,11 @@ def test_any_field_is_loaded_checked_or_refused_as_one_error(field: str, value: 
 def test_written_locks_are_checked_before_a_byte_is_written(tmp_path: Path) -> None:
     lock = load_lock(CPU_LOCK)
     bad = lock.model_copy(update={"package": (lock.package[0].model_copy(update={"build": "../x"}), *lock.package[1:])})
-    with pytest.raises(LockFormatError, match="is not a conda build string"):
-        checked_lock_text(bad, "a test")
+    with pytest.raises(LockFormatError, match="is not a conda build string") as refused:
+        checked_lock_text(bad, "a test", "correct the test's input")
     assert os.listdir(tmp_path) == []
+    # a lock that was never written is not re-created or left unedited: the hint names the input it came from
+    assert refused.value.hint == "correct the test's input"
 
 
 def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

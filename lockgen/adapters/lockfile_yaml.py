@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lockgen.core.wheel_files import shown
-from lockgen.errors import LockFormatError
+from lockgen.errors import LockFieldError, LockFormatError
 from lockgen.core import stack_layout
 from lockgen.adapters import lock_file
 from lockgen.core.lock_fields import check_lock
@@ -71,10 +71,14 @@ def _package(package: Any) -> dict[str, Any]:
     return data
 
 
-def checked_lock_text(lock: Lock, source: str) -> str:
+def checked_lock_text(lock: Lock, source: str, fix: str) -> str:
     """The text of a lock about to be written: a lock any field of which breaks its rule is refused before a
-    byte is written (`source` names where its entries came from)."""
-    check_lock(lock, source)
+    byte is written (`source` names where its entries came from, `fix` how to mend that input: a lock that was
+    never written cannot be re-created or left unedited, which is what a read lock's refusal advises)."""
+    try:
+        check_lock(lock, source)
+    except LockFieldError as refused:
+        raise LockFieldError(refused.message, fix) from None
     return dump_lock(lock)
 
 

@@ -62,7 +62,14 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
         raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
     lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
     path = out or default_lock_path(target)
-    write_atomic(path, checked_lock_text(lock, f"frozen from {lock.metadata.sources[0] if lock.metadata.sources else 'an environment'}"))
+    write_atomic(
+        path,
+        checked_lock_text(
+            lock,
+            f"frozen from {lock.metadata.sources[0] if lock.metadata.sources else 'an environment'}",
+            "the environment's own package records hold this value: reinstall that package from a published build and freeze again",
+        ),
+    )
     return path, lock
 
 

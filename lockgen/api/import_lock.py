@@ -11,8 +11,10 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.lockfile_yaml import checked_lock_text
 from lockgen.adapters.uv_lock import UvChoices
+from lockgen.core.credentials import scrub_url
 from lockgen.core.lock_builder import LockgenMeta, imported_lock
 from lockgen.core.stack_layout import default_lock_path
+from lockgen.core.wheel_files import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.results import ImportNotes
@@ -34,7 +36,7 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
         target, source.name, imported.format, imported.sha256, environment, imported.skipped, imported.channels, imported.platforms, packages, imported.virtual_packages, imported.assumed
     )
     path = out or default_lock_path(target)
-    write_atomic(path, checked_lock_text(lock, f"imported from {source}"))
+    write_atomic(path, checked_lock_text(lock, f"imported from {source}", "the foreign lock holds this value: correct it there (or lock again with its own tool) and import again"))
     return path, lock
 
 
@@ -46,9 +48,24 @@ def _once_each(packages: Sequence[LockedPackage], source: Path) -> list[LockedPa
         key = (package.platform, package.manager, package.name)
         first = kept.setdefault(key, package)
         if first is not package and (first.version, first.build, first.url, first.hash) != (package.version, package.build, package.url, package.hash):
-            one, other = (f"{p.version}" + (f" {p.build}" if p.build else "") for p in (first, package))
+            one, other = _told_apart(first, package)
             raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} ({one} and {other})", "name one with --python, --extra or --group (uv.lock), or keep one line of it")
     return list(kept.values())
+
+
+def _told_apart(first: LockedPackage, second: LockedPackage) -> tuple[str, str]:
+    """What tells two entries of one package apart, in words: their versions and builds, else their URLs' file
+    names, else their URLs, else the start of their hashes (one version from two places, or with two digests)."""
+    pair = (first, second)
+    if (first.version, first.build) != (second.version, second.build):
+        said = [p.version + (f" {p.build}" if p.build else "") for p in pair]
+    elif first.url.rsplit("/", 1)[-1] != second.url.rsplit("/", 1)[-1]:
+        said = [f"{p.version} from {shown(scrub_url(p.url).rsplit('/', 1)[-1], 80)}" for p in pair]
+    elif first.url != second.url:
+        said = [f"{p.version} from {shown(scrub_url(p.url), 120)}" for p in pair]
+    else:
+        said = [f"{p.version} with sha256 {(p.hash.sha256 or '-')[:12]}, md5 {(p.hash.md5 or '-')[:12]}" for p in pair]
+    return said[0], said[1]
 
 
 def import_notes(lock: Lock) -> ImportNotes:

@@ -158,9 +158,10 @@ def _pinned(
     entries = [(o.package, o.manifest) for o in outcomes if o.package is not None and o.manifest is not None]  # set together
     entries += [_check_only(o.dist, inventory.site_packages, platform) for o in outcomes if o.unpublished]
     lock = lock_builder.pinned_lock(target, source, source_sha256, platform, python_xy(inventory.python), accepted, unpublished, [package for package, _ in entries])
-    bundle = manifests_path(path)
+    text = checked_lock_text(lock, "pinned from the inventory", "the inventory holds this value: take the inventory on the node again (lockgen freeze --inventory) and pin it again")
+    bundle = manifests_path(path)  # written once the lock is known good: a refused lock leaves neither
     manifest_store.write_bundle(bundle, [manifest for _, manifest in entries])
-    write_atomic(path, checked_lock_text(lock, "pinned from the inventory"))
+    write_atomic(path, text)
     progress(
         f"pinned {len(entries) - len(unpublished)} distributions to their index wheels"
         + (f", {len(unpublished)} check-only" if unpublished else "")

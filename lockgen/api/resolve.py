@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.api.steps.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
+RESOLVED_FIX = "the stack or a channel's index gave this value: correct the stack (or the mirror's index) and resolve again"
 HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
 
 
@@ -172,7 +173,7 @@ def resolve(
             target, window, requests, plans_of_target, base, {platform: list(changes.values()) for (name, platform), changes in moved.items() if name == target.name}, base_lock
         )
         planned.append((target, lock_builder.resolved_lock(metadata, packages)))
-    texts = [checked_lock_text(lock, f"resolved for target {target.name}") for target, lock in planned]  # all, then write
+    texts = [checked_lock_text(lock, f"resolved for target {target.name}", RESOLVED_FIX) for target, lock in planned]  # all, then write
     results = []
     for (target, lock), text in zip(planned, texts):
         path, old = context.lock_path(target), current.get(target.name)

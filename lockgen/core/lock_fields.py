@@ -8,7 +8,7 @@ by PEP 440 (`packaging`); `sha256` exactly 64 and `md5` 32 lowercase hex digits;
 allowed scheme, without whitespace or control characters, whose file name is the entry's own archive
 (a conda entry's `name-version-build.conda|.tar.bz2`, a wheel's `name-version-…whl` of the same name and
 version); platforms as conda subdirs; `lockgen.target` by the target-name rule and `lockgen.python.*` an
-`X.Y`; no control character in any string. A bad field is one `LockFormatError` naming the entry.
+`X.Y`; no control character in any string. A bad field is one `LockFieldError` naming the entry.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.package_identity import same_version
 from lockgen.core.wheel_files import shown
-from lockgen.errors import LockFormatError, UserError
+from lockgen.errors import LockFieldError, LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import normalize
 
@@ -44,8 +44,8 @@ MAX_TEXT = 100_000  # no field of a real lock comes near (a pypi-constraints lin
 _HINT = "re-create the lock with `lockgen resolve` (or `lockgen import`); never edit a lock by hand"
 
 
-def _refuse(source: str, where: str, problem: str) -> LockFormatError:
-    return LockFormatError(f"lock `{source}`: {where}: {problem}", _HINT)
+def _refuse(source: str, where: str, problem: str) -> LockFieldError:
+    return LockFieldError(f"lock `{source}`: {where}: {problem}", _HINT)
 
 
 def _credential(source: str, where: str, url: str) -> LockFormatError:
@@ -87,7 +87,7 @@ def check_lock(lock: Lock, source: str) -> None:
         if package.platform not in meta.platforms:  # every reader picks a platform from the list, then its entries
             raise _refuse(source, f"{package.manager} package `{shown(package.name, 60)}`", f"its platform `{shown(package.platform, 30)}` is not among metadata.platforms")
         if identity in seen:
-            raise LockFormatError(
+            raise LockFieldError(
                 f"lock `{source}` holds {package.manager} package `{shown(package.name, 60)}` twice for {shown(package.platform, 30)}",
                 "re-create it with `lockgen resolve`; a lock names each package once per platform",
             )
