@@ -149,6 +149,52 @@ def test_a_file_outside_the_environment_is_refused(honest: tuple[Path, Path], tm
     assert "the image has no base" in said
 
 
+def typed_layer(members: list[tuple[str, bytes, str | None]]) -> bytes:
+    """An uncompressed layer of members given as (name, tar type, link target or file content as text)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = kind, 0o755
+            if kind == tarfile.SYMTYPE:
+                info.linkname = value or ""
+            if kind == tarfile.CHRTYPE:
+                info.devmajor, info.devminor = 1, 3
+            data = (value or "").encode() if kind == tarfile.REGTYPE else b""
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return raw.getvalue()
+
+
+@pytest.mark.slow
+def test_a_member_written_through_a_link_is_judged_where_it_lands(honest: tuple[Path, Path], tmp_path: Path) -> None:
+    """Every member's name starts with opt/env/, but the first makes opt/env/lib a link to /etc, the second is
+    written through it (umoci writes /etc/ld.so.preload), and the third puts the folder back: found by an attack
+    battery, passed as "every file accounted for" while names were judged as text."""
+    lock, layout = honest
+    swap = typed_layer(
+        [
+            ("opt/env/lib", tarfile.SYMTYPE, "/etc"),
+            ("opt/env/lib/ld.so.preload", tarfile.REGTYPE, "/opt/env/lib/evil.so\n"),
+            ("opt/env/lib", tarfile.DIRTYPE, None),
+        ]
+        + [(name, tarfile.REGTYPE, data.decode()) for name, data in image_files(layout).items() if name.startswith("opt/env/lib/") and data is not None]
+    )
+    forged, _ = rewritten(layout, tmp_path / "swap", [swap], lambda config: None)
+    refused(str(forged), lock, "adds /etc/ld.so.preload outside the environment at /opt/env")
+
+
+@pytest.mark.slow
+def test_a_device_node_in_the_environment_is_refused(honest: tuple[Path, Path], tmp_path: Path) -> None:
+    """A runtime unpacking as root makes the device (umoci does): the locked file it replaces is gone and the node
+    is named. lockgen's unpack skipped devices, so the file stayed and the check passed."""
+    lock, layout = honest
+    locked = next(name for name, data in image_files(layout).items() if name.startswith("opt/env/lib/") and data is not None)
+    forged, _ = rewritten(layout, tmp_path / "device", [typed_layer([(locked, tarfile.CHRTYPE, None)])], lambda config: None)
+    said = refused(str(forged), lock, f"puts a device node at /{locked} (character device) in the environment at /opt/env")
+    assert f"missing {locked.removeprefix('opt/env/')}" in said
+
+
 @pytest.mark.slow
 def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """(b) on a pinned base (umoci's, /etc/os-release) the base's layers account for what they hold; a layer

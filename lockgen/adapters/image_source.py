@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import env_manifest, image_layers, oci_layout, registry
+from lockgen.adapters import env_manifest, oci_layout, registry
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_config import is_environment_prefix
+from lockgen.core.image_reference import refuse_credentials
 from lockgen.model.image import ImageConfig, ImageManifest, LayerEntry
 from lockgen.model.inputs import LockBytes
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
@@ -80,6 +81,7 @@ def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecur
     folder, tag = split_tag(source)
     layout = Path(folder)
     if is_reference(source):
+        refuse_credentials(source)
         progress(f"pulling {source}")
         layout = work / "layout"
         registry.pull(source, layout, insecure, progress)
@@ -108,9 +110,8 @@ def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageMa
 
 def _unpack_final(layout: Path, root: Path, meter: Callable[[str, int, int], None] | None, manifest: ImageManifest) -> tuple[tuple[LayerEntry, ...], ...]:
     """Every layer extracted into `root`, whiteouts applied as each layer is (the final file system); the layers'
-    members."""
-    oci_layout.unpack(layout, root, meter)
-    return tuple(image_layers.layer_entries(layout, manifest))
+    members where they landed (a name inside the environment written through a link to elsewhere is elsewhere)."""
+    return tuple(oci_layout.unpack(layout, root, meter)[1])
 
 
 @contextlib.contextmanager

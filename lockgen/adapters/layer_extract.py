@@ -14,14 +14,17 @@ The root is opened once as a folder fd; each path is walked one component at a t
 - Symlinks are created with their target as text; it is never followed while unpacking.
 - A hard link must name a regular file already in the root (earlier in the layer or in an earlier
   one), found by the same walk without following its last component; otherwise the layer is refused.
-- FIFOs are created; character and block devices are skipped (never created: as root that would put a
-  live device node in a tree that later readers open); any other member type is refused.
+- FIFOs are created; character and block devices are never created (as root that would put a live device
+  node in a tree that later readers open): what an earlier entry left at the name is removed, as the
+  device a runtime makes there would replace it, and the device is recorded; any other member type is refused.
 - Modes as `tarfile`'s `tar` filter kept them: `mode & 0o755` (no setuid, setgid, sticky, group or
   other write); mtimes on files and folders, folders' last, after every layer (a read-only folder of
   one layer stays writable for the next). Owners are not applied: nothing reads them.
 - Whiteouts (OCI image spec, layer changesets) apply to what earlier layers left, before the layer's
   own entries: `.wh.NAME` removes NAME from its folder, `.wh..wh..opq` empties its folder; other
   `.wh..wh.` names are aufs metadata, ignored. No whiteout entry is created. Each removal is reported.
+- Each member is recorded at the path where it landed (`LayerEntry`): a member named inside a folder but
+  written through a link to elsewhere is judged where it is, not where its name says.
 A layer that breaks a rule is one `LockFormatError` naming the layer and the member."""
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import IO
 
 from lockgen.core.wheel_files import shown
 from lockgen.errors import HostError, LockFormatError
+from lockgen.model.image import LayerEntry
 
 MAX_LINKS = 40  # symlinks one walk may go through (Linux's MAXSYMLINKS)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -150,9 +154,12 @@ class Tree:
         self._root = os.open(root, _DIR)
         self._folders: dict[tuple[str, ...], tuple[int, float]] = {}  # mode and mtime, set at the end
         self.removed: list[Removal] = []
+        self.layers: list[tuple[LayerEntry, ...]] = []  # each layer's members where they landed, bottom first
+        self._landed: list[LayerEntry] = []
 
     def apply(self, layer: IO[bytes], where: str) -> None:
         """Applies one layer (a seekable uncompressed tar); `where` names it in errors."""
+        self._landed = []
         try:
             with tarfile.open(fileobj=layer, mode="r:") as tar:
                 listed = tar.getmembers()
@@ -160,6 +167,7 @@ class Tree:
                     self._run(where, member, lambda: self._whiteout(where, member))
                 for member in listed:
                     self._run(where, member, lambda: self._entry(tar, member))
+            self.layers.append(tuple(self._landed))
         except (tarfile.TarError, EOFError) as exc:
             raise LockFormatError(f"{where} is not a readable tar: {shown(str(exc))}", "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
 
@@ -186,6 +194,7 @@ class Tree:
         if base != _OPAQUE and name in ("", ".", ".."):
             raise _Refused("is a whiteout of no name in its folder")
         walk = _folder(self._root, folder, create=False)
+        self._landed.append(LayerEntry("/".join([*(walk.names if walk is not None else folder), base]), False))
         if walk is None:
             return
         try:
@@ -203,12 +212,19 @@ class Tree:
 
     def _entry(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         parts = _parts(member.name)
-        if not parts or parts[-1].startswith(_WHITEOUT) or member.ischr() or member.isblk():
+        if not parts or parts[-1].startswith(_WHITEOUT):
+            if not parts:  # the root itself
+                self._landed.append(LayerEntry("", member.isdir()))
             return
         walk = _folder(self._root, parts[:-1], create=True)
         assert walk is not None  # created
         try:
-            self._place(tar, member, walk, parts[-1])
+            device = "character device" if member.ischr() else "block device" if member.isblk() else None
+            self._landed.append(LayerEntry("/".join([*walk.names, parts[-1]]), member.isdir(), member.linkname if member.issym() else None, device))
+            if device is None:
+                self._place(tar, member, walk, parts[-1])
+            elif _remove(walk.fds[-1], parts[-1]):  # replaced by the device a runtime makes; none is made here
+                self._forget((*walk.names, parts[-1]))
         finally:
             walk.close()
 

@@ -334,10 +334,11 @@ def layer_reader(layout: Path, architecture: str | None = None) -> tuple[int, Ca
     return len(layers), layer
 
 
-def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> list[Removal]:
+def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> tuple[list[Removal], list[tuple[LayerEntry, ...]]]:
     """Applies every layer in order into `destination` (`layer_extract`: every path resolved inside it), each
     blob checked against its digest and its uncompressed tar against its diff_id first; returns what the
-    layers' whiteouts removed. `meter(phase, done, total)` hears of each layer applied."""
+    layers' whiteouts removed and each layer's members where they landed. `meter(phase, done, total)` hears
+    of each layer applied."""
     manifest, config, _ = read_image(layout)
     layers = manifest["layers"]
     with layer_extract.unpacking(destination) as tree:
@@ -349,7 +350,7 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
                 tree.apply(plain, f"layer {number} ({layer['digest'][:19]}…) of `{layout}`")
     if meter is not None:
         meter("check and unpack layers", len(layers), len(layers))
-    return tree.removed
+    return tree.removed, tree.layers
 
 
 def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[bytes]) -> None:

@@ -1,7 +1,8 @@
 """What makes an image its lock's beyond its environment, pure: the environment its config runs (CONDA_PREFIX,
 and the first `…/bin` on PATH under it), the config itself against the one export writes from the lock, and
 every layer member outside that environment accounted for by the image's pinned base (the base's layers) or
-refused, like any whiteout over the environment in the layers after the base's (export writes none).
+refused, like any whiteout over the environment or device node in it in the layers after the base's (export
+writes neither). A member is judged where it landed (`LayerEntry.path`), not where its name says.
 
 Each difference is one line naming it; the callers read the image and hand its values here."""
 
@@ -88,13 +89,17 @@ def _named(paths: list[str]) -> str:
 
 def outside_problems(layers: list[tuple[LayerEntry, ...]], base_layers: int, image_prefix: str) -> list[str]:
     """The members of the layers after the base's (`base_layers` of them) that lie outside the environment at
-    `image_prefix` (the folders holding it excepted), and their whiteouts over the environment: one line a layer."""
+    `image_prefix` (the folders holding it excepted), their whiteouts over the environment and their device
+    nodes in it: one line a layer for each."""
     prefix = image_prefix.strip("/")
     holders = {str(p) for p in PurePosixPath(prefix).parents if str(p) != "."}
     lines = []
     for number, entries in enumerate(layers[base_layers:], base_layers + 1):
         over = [e.removes or "/" for e in entries if e.removes is not None and _touches(e.removes, prefix)]
         outside = [e.path for e in entries if not _accounted(e, prefix, holders)]
+        devices = [f"{e.path} ({e.device})" for e in entries if e.device is not None and _accounted(e, prefix, holders)]
+        if devices:
+            lines.append(f"image: layer {number} puts a device node at {_named(devices)} in the environment at {image_prefix} (export writes none)")
         if over:
             lines.append(f"image: layer {number} removes {_named(over)} by a whiteout, over the environment at {image_prefix} (export writes no whiteout)")
         if outside:

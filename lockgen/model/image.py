@@ -94,12 +94,15 @@ class ImageConfig(_Open):
 
 @dataclass(frozen=True)
 class LayerEntry:
-    """One tar member of a layer: its path (relative, no leading `/`), whether it is a folder, and a symbolic
-    link's target as written (None for any other member)."""
+    """One tar member of a layer: the path it lands at when the layer is applied (relative, no leading `/`: its
+    name with every symbolic link met in its folders resolved inside the root, as a runtime resolves them),
+    whether it is a folder, a symbolic link's target as written (None for any other member), and for a
+    character or block device its kind (None for any other member)."""
 
     path: str
     folder: bool
     link: str | None = None
+    device: str | None = None
 
     @property
     def removes(self) -> str | None:
