@@ -89,3 +89,24 @@ def test_user_info_without_slashes_and_file_paths_named_t(tmp_path: Path) -> Non
     lock.write_text(original.replace("  channels: []\n", f"  channels:\n  - url: https:alice:{SECRET}@conda.example.org/private\n    used_env_vars: []\n", 1))
     result = run_cli("render", str(lock), "-f", "environment")
     assert result.returncode == 1 and "carries a credential" in result.stderr and not _leaks(result.stdout, result.stderr), result.stderr
+
+
+def test_an_image_reference_carrying_credentials_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    """push, check --image, export --from-image, attest and certs printed `docker://alice:PASSWORD@host/…` in their
+    progress and error lines (found by an attack battery); the reference is refused before any use, unrepeated."""
+    reference = f"docker://alice:{SECRET}@127.0.0.1:9/team/img:v1"
+    layout = tmp_path / "img"
+    layout.mkdir()
+    commands = [
+        ("push", str(layout), reference, "--insecure"),
+        ("check", "--image", reference, "--insecure"),
+        ("check", "--image", reference, "--lock", str(QUICKSTART), "--insecure"),
+        ("export", str(QUICKSTART), "--out", str(tmp_path / "out"), "--from-image", reference, "--insecure"),
+        ("attest", reference, str(QUICKSTART), "--key", str(QUICKSTART), "--insecure"),
+        ("certs", reference, "--insecure"),
+    ]
+    for command in commands:
+        result = run_cli(*command, env={"LOCKGEN_HOME": str(tmp_path / "home")})
+        assert result.returncode == 1 and "carries credentials" in result.stderr and "hint: log in with `skopeo login HOST`" in result.stderr, (command, result.stderr)
+        assert not _leaks(result.stdout, result.stderr) and "Traceback" not in result.stderr, (command, result.stderr)
+    assert not (tmp_path / "out").exists()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from lockgen.adapters import oci_layout, registry, registry_image
 from lockgen.api.steps import attestation_steps
+from lockgen.core.image_reference import refuse_credentials
 from lockgen.errors import HostError, UserError
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 
@@ -18,6 +19,7 @@ from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str], None] = lambda _: None, attest: tuple[Path, Path] | None = None, sbom: Path | None = None) -> str:
     """Pushes `layout` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds; with
     `attest` (certificate, key) the certificate (and `sbom`) is then attached to the pushed image by its digest."""
+    refuse_credentials(reference)
     manifest, _, local = oci_layout.read_image(layout)
     layers = manifest.get("layers", [])
     size = sum(int(layer.get("size", 0)) for layer in layers)

@@ -42,8 +42,16 @@ class ImageReference:
         return f"docker://{self.name}" + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
 
 
+def refuse_credentials(text: str, what: str = "the image reference") -> None:
+    """Refuses a reference (docker:// or another skopeo transport's) with user info before its host, without
+    repeating it: credentials come from the auth files `skopeo login` writes and are never written by lockgen."""
+    if "@" in text.partition("://")[2].split("/", 1)[0]:
+        raise UserError(f"{what} carries credentials (USER:PASSWORD@HOST)", "log in with `skopeo login HOST` and name the image as docker://HOST/REPO:TAG or docker://HOST/REPO@sha256:…")
+
+
 def parse_reference(text: str) -> ImageReference:
-    """`text` as a reference, or one error saying which part is wrong."""
+    """`text` as a reference, or one error saying which part is wrong (credentials refused unrepeated)."""
+    refuse_credentials(text)
     if not text.startswith("docker://"):
         raise UserError(f"`{text}` is not a registry reference", f"name the image as {FORM}")
     rest = text.removeprefix("docker://")

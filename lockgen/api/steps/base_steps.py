@@ -34,7 +34,7 @@ from typing import IO, Any, NamedTuple, cast
 from lockgen.adapters import oci_layout, registry_image
 from lockgen.adapters.layer_members import LayerOpener
 from lockgen.adapters.oci_distribution import Registry
-from lockgen.core.image_reference import ImageReference, parse_reference
+from lockgen.core.image_reference import ImageReference, parse_reference, refuse_credentials
 from lockgen.core.layer_lookup import file_at
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
@@ -131,8 +131,6 @@ def base_file(base: Base, platform: str, paths: Sequence[str], progress: Callabl
 
 
 def _reference(base: RegistryBase) -> ImageReference:
-    """The base's reference; one with credentials in it is refused without repeating it (they are read
-    from the auth files `skopeo login` writes, and never written anywhere by lockgen)."""
-    if "@" in base.reference.removeprefix("docker://").split("/", 1)[0]:
-        raise UserError("the --base reference carries credentials (USER:PASSWORD@HOST)", "log in with `skopeo login HOST` and name the image as docker://HOST/REPO@sha256:…")
+    """The base's reference; one with credentials in it is refused without repeating it (`refuse_credentials`)."""
+    refuse_credentials(base.reference, "the --base reference")
     return parse_reference(base.reference)
