@@ -431,3 +431,25 @@ def test_push_attest_pushes_and_attaches_in_one_go(world: dict) -> None:
     assert listed.returncode == 0 and "[image; signature valid (key " in listed.stdout, listed.stdout + listed.stderr
     half = run_cli("push", str(folder / "img"), f"docker://{host}/team/together:sm90", "--insecure", "--attest", str(world["certificate"]))
     assert half.returncode == 2 and "--attest and --key go together" in half.stderr
+
+
+@pytest.mark.parametrize("bad", ["no certificate", "another image's certificate", "a stranger's key", "another lock's SBOM"])
+def test_push_attest_refuses_before_the_first_byte_is_pushed(world: dict, bad: str) -> None:
+    """push --attest pushed the image and only then read the certificate (found by an attack battery): a refused
+    attestation left the tag in the registry. Whatever attaching would refuse is refused first; nothing is pushed."""
+    host, folder = world["host"], world["folder"]
+    certificate, key, sbom = world["certificate"], folder / "key", folder / "img" / "sbom.cdx.json"
+    if bad == "no certificate":
+        certificate = folder / "no-such.cert.json"
+    elif bad == "another image's certificate":
+        certificate = make_certificate(folder / "other.cert.json", folder / "key", image_digest=world["other"])
+    elif bad == "a stranger's key":
+        key = folder / "stranger"
+    else:
+        sbom = folder / "other-img" / "sbom.cdx.json"
+    repository = f"team/refused-{bad.split()[1].replace(chr(39), '')}"
+    done = run_cli("push", str(folder / "img"), f"docker://{host}/{repository}:sm90", "--insecure", "--attest", str(certificate), "--key", str(key), "--sbom", str(sbom))
+    assert done.returncode == 1 and "error:" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "pushing" not in done.stderr, done.stderr
+    status, _ = world["wire"].get(f"{repository}/manifests/sm90", "application/vnd.oci.image.manifest.v1+json")
+    assert status == 404, f"{bad}: the image was pushed"

@@ -2,16 +2,20 @@
 (`export --base docker://…`, its base layers absent), through lockgen's registry client: its own blobs
 uploaded, the base's mounted from the base's repository on the same registry or streamed from the base's
 registry. The registry must hold exactly the layout's manifest digest; with `--attest CERT --key KEY` its certificate (and SBOM) is then
-attached to the pushed digest as a signed attestation."""
+attached to the pushed digest as a signed attestation, made first for the layout's own image so that nothing is
+pushed when attaching would be refused."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lockgen.adapters import oci_layout, registry, registry_image
 from lockgen.api.steps import attestation_steps
-from lockgen.core.image_reference import refuse_credentials
+from lockgen.core.attestation import descriptor
+from lockgen.core.image_reference import parse_reference, refuse_credentials
 from lockgen.errors import HostError, UserError
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 
@@ -20,7 +24,9 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     """Pushes `layout` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds; with
     `attest` (certificate, key) the certificate (and `sbom`) is then attached to the pushed image by its digest."""
     refuse_credentials(reference)
-    manifest, _, local = oci_layout.read_image(layout)
+    manifest, config, local = oci_layout.read_image(layout)
+    if attest is not None:  # everything attaching would refuse, refused before the first byte is pushed
+        _attestable(layout, local, config, reference, attest, sbom)
     layers = manifest.get("layers", [])
     size = sum(int(layer.get("size", 0)) for layer in layers)
     progress(f"pushing {len(layers)} layers ({size / 1e6:,.1f} MB compressed) to {reference}")
@@ -39,3 +45,13 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
         name = repository.rsplit(":", 1)[0] if ":" in repository.rsplit("/", 1)[-1] else repository
         attestation_steps.attest(f"docker://{name}@{pushed}", attest[0], attest[1], sbom, insecure, progress)
     return pushed
+
+
+def _attestable(layout: Path, digest: str, config: dict[str, Any], reference: str, attest: tuple[Path, Path], sbom: Path | None) -> None:
+    """The attestations `push --attest` attaches, made for the layout's own image (the one the registry must then
+    hold, by digest), so a certificate, key or SBOM that would be refused is refused before anything is pushed."""
+    data = oci_layout.blob_path(layout, digest).read_bytes()
+    media_type = json.loads(data).get("mediaType", MANIFEST_MEDIA_TYPE)
+    labels = (config.get("config") or {}).get("Labels") or {}
+    image = attestation_steps.AttestedImage(descriptor(media_type, data), labels if isinstance(labels, dict) else {})
+    attestation_steps.attestations(parse_reference(reference), image, attest[0], attest[1], sbom)

@@ -147,14 +147,14 @@ def _artifact(image: AttestedImage, artifact_type: str, blob: bytes, annotations
     return blob, artifact_manifest(artifact_type, descriptor(artifact_type, blob), image.subject, annotations)
 
 
-def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path | None, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> list[PushedReferrer]:
-    """Attaches the certificate (and the SBOM) to the image as referrers; returns what was attached."""
-    reference = parse_reference(image_reference)
+def attestations(reference: ImageReference, image: AttestedImage, certificate_path: Path, key: Path, sbom: Path | None) -> list[tuple[bytes, bytes]]:
+    """The artifacts (blob, manifest) attaching the certificate (and the SBOM) to `image`, each checked: the
+    certificate read and its signer's key, its subject bound to the image's digest and lock label, the SBOM to
+    its labels. Nothing is read from or written to a registry: `push --attest` runs it on the layout's own image
+    before the first byte is pushed, `attest` on the image the registry holds."""
     document, _ = read_certificate(certificate_path, None)
     if document.get("signature"):
         signing.require_signed_by(document, key)
-    registry = Registry(reference, insecure)
-    image = image_of(registry, reference, progress)
     lock_path = (document["certificate"].get("subject") or {}).get("lock_path")
     name, sha256 = certificate_subject(document["certificate"], reference.name, image.digest, image.labels.get(LOCK_LABEL), PurePath(lock_path).name if lock_path else "_")
     payload = canonical_json(statement(name, sha256, document["certificate"]))
@@ -162,6 +162,16 @@ def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path |
     artifacts = [_artifact(image, DSSE_MEDIA_TYPE, envelope(payload, keyid, signature), certificate_annotations())]
     if sbom is not None:
         artifacts.append(_artifact(image, CYCLONEDX_MEDIA_TYPE, _sbom_of(sbom, image, reference), {}))
+    return artifacts
+
+
+def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path | None, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> list[PushedReferrer]:
+    """Attaches the certificate (and the SBOM) to the image as referrers; returns what was attached."""
+    reference = parse_reference(image_reference)
+    read_certificate(certificate_path, None)  # a file that is no certificate is refused before the registry is asked
+    registry = Registry(reference, insecure)
+    image = image_of(registry, reference, progress)
+    artifacts = attestations(reference, image, certificate_path, key, sbom)
     tag = referrers_tag(image.digest)  # the fallback index, read and merged before anything is pushed
     existing = registry.manifest(tag)
     before = index = existing[0] if existing else None
