@@ -20,7 +20,7 @@ from lockgen.core.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from tests.channel_factory import Pkg, build_channel
-from tests.conftest import loopback_registry
+from tests.conftest import loopback_registry, run_cli
 from tests.image_run import podman_run, require
 
 
@@ -118,6 +118,28 @@ def test_tampered_image_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
+def test_an_out_that_is_a_link_or_inside_the_environment_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ended in exit 3 (found by an attack battery): a link to a layout was built into, then rmtree refused
+    it; an --out inside the --from-prefix environment copied the environment into itself until ENAMETOOLONG."""
+    lock = make_lock(tmp_path, "1.0")
+    digest = run_export(lock, tmp_path / "real", tmp_path / "home", monkeypatch)
+    (tmp_path / "link").symlink_to("real")
+    environment = tmp_path / "env"
+    (environment / "lib").mkdir(parents=True)
+    home = {"LOCKGEN_HOME": str(tmp_path / "home")}
+    for command, said in (
+        (["--out", str(tmp_path / "link")], f"`{tmp_path / 'link'}` is a symbolic link"),
+        (["--from-prefix", str(environment), "--out", str(environment / "img")], f"--out {environment / 'img'} is inside the environment being exported"),
+    ):
+        done = run_cli("export", str(lock), *command, env=home)
+        assert done.returncode == 1 and said in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in environment.rglob("*")) == ["lib"]
+    assert (tmp_path / "link").is_symlink() and oci_layout.read_image(tmp_path / "real")[2] == digest
+    again = run_export(lock, tmp_path / "real", tmp_path / "home", monkeypatch)  # an existing layout is replaced whole
+    assert again == digest and not [p for p in tmp_path.iterdir() if p.name.startswith(".lockgen-export-")]
+
+
 def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = make_lock(tmp_path, "1.0")
     messages: list[str] = []
@@ -145,8 +167,6 @@ def registry_url(tmp_path: Path):
 
 @pytest.mark.slow
 def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_url: str) -> None:
-    from tests.conftest import run_cli
-
     lock = make_lock(tmp_path, "1.0")
     digest = run_export(lock, tmp_path / "img", tmp_path / "home", monkeypatch)
     pushed = run_cli("push", str(tmp_path / "img"), f"docker://{registry_url}/team/img:sm90", "--insecure")

@@ -111,10 +111,12 @@ def place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]
     (`NAME` in the folder, `OUT.NAME` beside an archive)."""
     for name, sbom in sboms.items():
         (layout / name).write_bytes(sbom)
-    if fmt == "oci-layout":
+    if fmt == "oci-layout":  # the old layout set aside, not removed, until the new one is in its place
+        old = work / "replaced"
         if out.exists():
-            shutil.rmtree(out)
+            os.rename(out, old)
         os.rename(layout, out)
+        shutil.rmtree(old, ignore_errors=True)
         return
     _require_every_blob(layout, fmt)
     archive = work / "archive.tar"

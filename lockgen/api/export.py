@@ -17,6 +17,7 @@ could not start its Python is refused, never written.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -90,6 +91,8 @@ def _work_folder(out: Path, fmt: str) -> AbstractContextManager[Path]:
 def _checked_out(out: Path, fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(FORMATS)}")
+    if out.is_symlink():  # replacing it would replace the link, or remove what it leads to
+        raise UserError(f"`{out}` is a symbolic link", "pass the path it leads to, or a new path, to --out")
     if fmt == "oci-layout" and out.exists() and not (out / "oci-layout").is_file():
         raise UserError(f"`{out}` exists and is not an OCI layout", "choose an empty or new --out folder")
     if fmt != "oci-layout" and out.is_dir():
@@ -194,6 +197,8 @@ def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefi
     prefix = _checked_prefix(origin.image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
     if not source.is_dir():
         raise UserError(f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder")
+    if Path(os.path.realpath(request.out)).is_relative_to(os.path.realpath(source)):  # the image would be made, and copied, inside what it copies
+        raise UserError(f"--out {request.out} is inside the environment being exported ({source})", "write the image outside the environment's folder")
     lock = loaded.lock
     with _work_folder(request.out, request.fmt) as work:
         tree = work / "tree"
