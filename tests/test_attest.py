@@ -421,6 +421,11 @@ def test_the_pure_parts_follow_their_specifications() -> None:
     for text in ("docker://team/img:tag", "docker://reg.example/Img:x", "docker://reg.example/img@sha256:short", "img:tag"):
         with pytest.raises(UserError):
             parse_reference(text)
+    # `$` matches before a final newline: a reference ending in one passed, and errors echoed it on two lines
+    for text in ("docker://reg.example/img:tag\n", "docker://reg.example/img\n", "docker://reg.example/img@sha256:" + "f" * 64 + "\n", "docker://reg.example\n/img"):
+        with pytest.raises(UserError) as refused:
+            parse_reference(text)
+        assert "\n" not in refused.value.message
 
 
 def test_push_attest_pushes_and_attaches_in_one_go(world: dict) -> None:

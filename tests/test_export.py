@@ -118,6 +118,15 @@ def test_tampered_image_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not (tmp_path / "x").exists()
 
 
+def test_a_tag_that_is_no_image_tag_is_a_usage_error(tmp_path: Path) -> None:
+    """`--tag` was written into index.json as given (found by an attack battery): `a\nb` could not be pushed and
+    `x:y` could not be named as DIR:TAG; the tag grammar of the distribution-spec is checked first."""
+    for tag in ("a\nb", "x:y", ".hidden", "t" * 129, "ok\n"):
+        done = run_cli("export", str(tmp_path / "any.conda-lock.yml"), "--out", str(tmp_path / "img"), "--tag", tag)
+        assert done.returncode == 2 and "is not an image tag" in done.stderr and len(done.stderr.splitlines()) == 2, (tag, done.stderr)
+    assert not (tmp_path / "img").exists()
+
+
 @pytest.mark.slow
 def test_an_out_that_is_a_link_or_inside_the_environment_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ended in exit 3 (found by an attack battery): a link to a layout was built into, then rmtree refused

@@ -252,6 +252,12 @@ def export(
         fail("--manifests, --image-prefix and --allow-foreign go with --from-prefix or --from-image", "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
     if from_image is not None and (from_prefix is not None or base is not None):
         fail("--from-image is the image's own environment, on its own layers", "drop --from-prefix and --base", 2)
+    if tag is not None:
+        from lockgen.core.image_reference import is_tag
+        from lockgen.core.wheel_files import shown
+
+        if not is_tag(tag):
+            fail(f"--tag `{shown(tag, 80)}` is not an image tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128, not starting with `.` or `-`", 2)
     several = all_platforms or len(platform) > 1
     if all_platforms and platform:
         fail("--all-platforms and --platform exclude each other", "pass one, or --platform once per platform", 2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lockgen.core.wheel_files import shown
 from lockgen.errors import UserError
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -42,6 +43,12 @@ class ImageReference:
         return f"docker://{self.name}" + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
 
 
+def is_tag(text: str) -> bool:
+    """Whether `text` is a tag by the distribution-spec's grammar (what a layout's index.json may name and a
+    registry takes): letters, digits, `_`, `.` and `-`, at most 128, not starting with `.` or `-`."""
+    return bool(_TAG.fullmatch(text))
+
+
 def refuse_credentials(text: str, what: str = "the image reference") -> None:
     """Refuses a reference (docker:// or another skopeo transport's) with user info before its host, without
     repeating it: credentials come from the auth files `skopeo login` writes and are never written by lockgen."""
@@ -52,21 +59,22 @@ def refuse_credentials(text: str, what: str = "the image reference") -> None:
 def parse_reference(text: str) -> ImageReference:
     """`text` as a reference, or one error saying which part is wrong (credentials refused unrepeated)."""
     refuse_credentials(text)
+    said = shown(text)  # echoed on one line, control characters escaped
     if not text.startswith("docker://"):
-        raise UserError(f"`{text}` is not a registry reference", f"name the image as {FORM}")
+        raise UserError(f"`{said}` is not a registry reference", f"name the image as {FORM}")
     rest = text.removeprefix("docker://")
     host, _, path = rest.partition("/")
-    if not path or not _HOST.match(host) or not ("." in host or ":" in host or host == "localhost"):
-        raise UserError(f"`{text}` does not start with a registry host", f"name the registry: {FORM}")
+    if not path or not _HOST.fullmatch(host) or not ("." in host or ":" in host or host == "localhost"):
+        raise UserError(f"`{said}` does not start with a registry host", f"name the registry: {FORM}")
     path, _, digest = path.partition("@")
     repository, tag = path, None
     last = path.rsplit("/", 1)[-1]
     if ":" in last:
         repository, tag = path.rsplit(":", 1)
-    if not _REPOSITORY.match(repository):
-        raise UserError(f"`{repository}` in `{text}` is not a repository name (lowercase components separated by /)", f"name the image as {FORM}")
-    if tag is not None and not _TAG.match(tag):
-        raise UserError(f"`{tag}` in `{text}` is not a tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128")
-    if digest and not _DIGEST.match(digest):
-        raise UserError(f"`{digest}` in `{text}` is not a sha256 digest", "write it as @sha256: and 64 lowercase hex digits")
+    if not _REPOSITORY.fullmatch(repository):
+        raise UserError(f"`{shown(repository)}` in `{said}` is not a repository name (lowercase components separated by /)", f"name the image as {FORM}")
+    if tag is not None and not is_tag(tag):
+        raise UserError(f"`{shown(tag)}` in `{said}` is not a tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128")
+    if digest and not _DIGEST.fullmatch(digest):
+        raise UserError(f"`{shown(digest)}` in `{said}` is not a sha256 digest", "write it as @sha256: and 64 lowercase hex digits")
     return ImageReference(host, repository, tag, digest or None)
