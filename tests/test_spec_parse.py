@@ -81,6 +81,36 @@ def test_bad_input_names_file_and_line(mutation, line: int, fragment: str) -> No
     assert error.hint
 
 
+@pytest.mark.parametrize(
+    "field",
+    [
+        'name = "llm-train"',
+        'driver = "550.54.15"',
+        'arch = "sm80"',
+        'python = "3.11.*"',
+        'version = "2.6.*"',
+        '[pypi-options]\nindex-url = "https://pypi.org/simple"',
+        '[pypi-options]\ntorch-indexes = { cu124 = "https://download.pytorch.org/whl/cu124" }',
+        '[pypi-dependencies]\nrequests = "==2.32.3"',
+    ],
+)
+def test_a_value_with_a_newline_is_refused(field: str) -> None:
+    """Patterns written `^...$` were matched with `re.match`, whose `$` also matches before a final newline: an
+    index URL or a name ending in one passed, and a newline in a URL becomes a line of uv's input; the index URLs
+    had no check at all, and a conda match spec with a line break was read by rattler as two words. (Version
+    texts are stripped, so theirs is put inside.)"""
+    text = GOOD if not field.startswith("[") else GOOD + "\n" + field + "\n"
+    key, _, value = field.rpartition("\n")[2].partition(" = ")
+    inside = key in ("python", "version", "requests")
+    if value.startswith("{"):
+        broken = value.replace('" }', '\\n" }')
+    else:
+        broken = value[:-1] + ('\\nnumpy"' if inside else '\\n"')
+    assert field.rpartition("\n")[2] in text
+    error = _error(text.replace(field.rpartition("\n")[2], f"{key} = {broken}", 1))
+    assert error.line is not None, error.message
+
+
 def test_gpu_target_without_driver_is_an_error() -> None:
     error = _error(GOOD.replace('driver = "550.54.15"\n', ""))
     assert "needs `driver`" in error.message and error.line == 12

@@ -25,7 +25,7 @@ from typing import IO
 
 import zstandard
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import LockFormatError
 
 _LOCAL, _CENTRAL, _END, _END64, _LOCATOR = b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"

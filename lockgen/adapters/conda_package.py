@@ -14,7 +14,8 @@ from typing import Any
 
 from lockgen.adapters.conda_archive import members
 from lockgen.core.package_identity import require_conda_index
-from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder, inside, shown
+from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder, inside
+from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from lockgen.adapters.tool_runner import find_tool, run_tool
 from lockgen.core.activation import Kind, Shell
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import CommandError
 
 ACTIVATE_D = Path("etc") / "conda" / "activate.d"

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import UserError
 
 VARIABLE = "LOCKGEN_FILE_ROOTS"

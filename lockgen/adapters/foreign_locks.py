@@ -18,7 +18,7 @@ from lockgen.adapters.lockfile_yaml import v1_lock
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
 from lockgen.adapters.uv_project import project_beside, read_uv_project
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.core.wheel_names import parse_wheel_filename, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from lockgen.adapters import fetch_auth
 from lockgen.adapters.http_deadline import Deadline, too_large
 from lockgen.core.credentials import scrub_url
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import ChannelError, NotFoundError, UserError
 
 _BLOCK = 1 << 16

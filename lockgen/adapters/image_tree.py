@@ -106,6 +106,11 @@ def build_layers(
     return [(descriptor, diff_id) for descriptor, diff_id, _ in done]
 
 
+def within(path: Path, folder: Path) -> bool:
+    """Whether `path` (where it leads, once made) lies in `folder` (where it leads), or is it."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
 def place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]) -> None:
     """The finished layout moved to `out` (or archived there) in one rename, its SBOMs beside it
     (`NAME` in the folder, `OUT.NAME` beside an archive)."""

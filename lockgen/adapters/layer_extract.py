@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import HostError, LockFormatError
 from lockgen.model.image import LayerEntry
 

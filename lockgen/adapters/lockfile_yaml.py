@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import LockFieldError, LockFormatError
 from lockgen.core import stack_layout
 from lockgen.adapters import lock_file

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from lockgen.adapters import gpu_host, home
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import UserError
 from lockgen.model.node import NodeFacts, NodeGpu
 

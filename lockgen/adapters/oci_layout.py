@@ -232,7 +232,7 @@ def _invalid(layout: Path | str, what: str, exc: ValidationError) -> LockFormatE
 def digest_at(layout: Path | str, holder: Any, where: str) -> str:
     """The digest of a descriptor, refused unless it is `sha256:` and 64 hex digits (it names a file)."""
     digest = holder.get("digest") if isinstance(holder, dict) else None
-    if not isinstance(digest, str) or not _DIGEST.match(digest):
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
         raise _malformed(layout, f"{where} has no sha256 digest")
     return digest
 

@@ -27,7 +27,7 @@ from typing import IO
 
 from lockgen.adapters import file_guard
 from lockgen.adapters.atomic_files import UMASK
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import PackError, UserError
 from lockgen.model.pack import PackMember
 

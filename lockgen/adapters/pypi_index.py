@@ -24,7 +24,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from lockgen.core.credentials import scrub_url
 from lockgen.adapters import file_roots
 from lockgen.adapters.http_fetch import Meter, get
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.core.wheel_names import choose, parse_wheel_filename
 from lockgen.model.names import normalize
 from lockgen.errors import NotFoundError, UserError

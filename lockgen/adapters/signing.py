@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, UserError
 

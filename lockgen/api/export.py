@@ -17,7 +17,6 @@ could not start its Python is refused, never written.
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -197,7 +196,7 @@ def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefi
     prefix = _checked_prefix(origin.image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
     if not source.is_dir():
         raise UserError(f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder")
-    if Path(os.path.realpath(request.out)).is_relative_to(os.path.realpath(source)):  # the image would be made, and copied, inside what it copies
+    if image_tree.within(request.out, source):  # the image would be made, and copied, inside what it copies
         raise UserError(f"--out {request.out} is inside the environment being exported ({source})", "write the image outside the environment's folder")
     lock = loaded.lock
     with _work_folder(request.out, request.fmt) as work:

@@ -14,7 +14,7 @@ from lockgen.adapters.uv_lock import UvChoices
 from lockgen.core.credentials import scrub_url
 from lockgen.core.lock_builder import LockgenMeta, imported_lock
 from lockgen.core.stack_layout import default_lock_path
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.results import ImportNotes

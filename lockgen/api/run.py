@@ -21,7 +21,7 @@ from lockgen.core import activation as rules
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.node_match import TargetFit, choose, fit, node_summary
 from lockgen.core.stack_layout import lock_path, target_of_lock
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import UserError
 from lockgen.model.node import NodeFacts
 from lockgen.model.spec import StackSpec

@@ -253,8 +253,8 @@ def export(
     if from_image is not None and (from_prefix is not None or base is not None):
         fail("--from-image is the image's own environment, on its own layers", "drop --from-prefix and --base", 2)
     if tag is not None:
-        from lockgen.core.image_reference import is_tag
-        from lockgen.core.wheel_files import shown
+        from lockgen.model.oci import is_tag
+        from lockgen.model.names import shown
 
         if not is_tag(tag):
             fail(f"--tag `{shown(tag, 80)}` is not an image tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128, not starting with `.` or `-`", 2)

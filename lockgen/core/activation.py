@@ -76,8 +76,8 @@ def sourced(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, st
 
 def changes(calling: Mapping[str, str], environment: Mapping[str, str]) -> Changes:
     """What turns `calling` into `environment`; names no shell can set (not identifiers) are left out."""
-    names = [k for k in environment if IDENTIFIER.match(k) and calling.get(k) != environment[k]]
-    gone = [k for k in calling if IDENTIFIER.match(k) and k not in environment]
+    names = [k for k in environment if IDENTIFIER.fullmatch(k) and calling.get(k) != environment[k]]
+    gone = [k for k in calling if IDENTIFIER.fullmatch(k) and k not in environment]
     return Changes(tuple(sorted((k, environment[k]) for k in names)), tuple(sorted(gone)))
 
 

@@ -199,5 +199,5 @@ def certificate_referrers(index: dict[str, Any]) -> list[str]:
         and e.get("artifactType") == DSSE_MEDIA_TYPE
         and (e.get("annotations") or {}).get(PREDICATE_ANNOTATION) == CERTIFICATE_PREDICATE_TYPE
         and isinstance(e.get("digest"), str)
-        and re.match(r"^sha256:[0-9a-f]{64}$", e["digest"])
+        and re.fullmatch(r"^sha256:[0-9a-f]{64}$", e["digest"])
     ]

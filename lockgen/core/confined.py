@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import LockFormatError
 
 NAME_MAX = 255  # bytes, the file-name limit of Linux file systems

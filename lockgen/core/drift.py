@@ -45,7 +45,7 @@ def cached_byte_code(paths: Iterable[str], recorded: set[str]) -> list[tuple[str
     for path in paths:
         folder, _, name = path.rpartition("/")
         parent, _, last = folder.rpartition("/")
-        match = _CACHED.match(name) if last == "__pycache__" else None
+        match = _CACHED.fullmatch(name) if last == "__pycache__" else None
         source = f"{parent}/{match['stem']}.py".lstrip("/") if match else None
         if source in recorded:
             pairs.append((path, source))
@@ -65,7 +65,7 @@ def uncovered_extras(paths: Iterable[str], recorded: set[str]) -> list[str]:
         folder, _, name = path.rpartition("/")
         parent, _, last = folder.rpartition("/")
         if last == "__pycache__":
-            match = _CACHED.match(name)
+            match = _CACHED.fullmatch(name)
             source = f"{parent}/{match['stem']}.py".lstrip("/") if match else None
             if source not in recorded:
                 extras.append(path)

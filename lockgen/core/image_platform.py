@@ -29,6 +29,6 @@ def choose_manifest(index: Any, architecture: str, where: str) -> dict[str, Any]
         )
     found.sort(key=lambda pair: pair[1].get("variant") not in _PLAIN_VARIANTS)  # stable: index order otherwise
     entry = found[0][0]
-    if not isinstance(entry.get("digest"), str) or not _DIGEST.match(entry["digest"]):
+    if not isinstance(entry.get("digest"), str) or not _DIGEST.fullmatch(entry["digest"]):
         raise LockFormatError(f"{where}'s linux/{architecture} entry has no sha256 digest", "pass a well-formed index")
     return entry

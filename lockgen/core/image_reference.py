@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import UserError
+from lockgen.model.oci import is_tag
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HOST = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(?::[0-9]{1,5})?$")
 FORM = "docker://HOST[:PORT]/REPO:TAG or docker://HOST[:PORT]/REPO@sha256:HEX"
@@ -41,12 +41,6 @@ class ImageReference:
 
     def __str__(self) -> str:
         return f"docker://{self.name}" + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
-
-
-def is_tag(text: str) -> bool:
-    """Whether `text` is a tag by the distribution-spec's grammar (what a layout's index.json may name and a
-    registry takes): letters, digits, `_`, `.` and `-`, at most 128, not starting with `.` or `-`."""
-    return bool(_TAG.fullmatch(text))
 
 
 def refuse_credentials(text: str, what: str = "the image reference") -> None:

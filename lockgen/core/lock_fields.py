@@ -20,10 +20,10 @@ from lockgen.core.credentials import carries_credential, scrub_url
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.package_identity import same_version
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import LockFieldError, LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
-from lockgen.model.names import normalize
+from lockgen.model.names import CONTROL, normalize
 
 CONDA_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 CONDA_VERSION = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.+!*]{0,99}")
@@ -36,7 +36,6 @@ PYTHON_XY = re.compile(r"[0-9]\.[0-9]{1,2}")
 CATEGORY = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 PACKAGE_SCHEMES = ("https", "http", "file")
 CHECK_ONLY_SCHEME = "unpublished"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 _CONDA_SUFFIXES = (".conda", ".tar.bz2")
 MAX_TEXT = 100_000  # no field of a real lock comes near (a pypi-constraints line of 200 pins is ~6,000)
@@ -59,7 +58,7 @@ def _credential(source: str, where: str, url: str) -> LockFormatError:
 def _text(source: str, where: str, value: str) -> None:
     if len(value) > MAX_TEXT:
         raise _refuse(source, where, f"{len(value)} characters is no lock field")
-    if _CONTROL.search(value):
+    if CONTROL.search(value):
         raise _refuse(source, where, f"`{shown(value)}` holds a control character")
 
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from lockgen.core import lock_builder
 from lockgen.core.confined import file_name
 from lockgen.core.lock_fields import PLATFORM
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, PackError
 from lockgen.model.lock import Lock, LockedPackage

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import UserError
 
 

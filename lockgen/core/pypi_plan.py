@@ -56,7 +56,7 @@ def held_by_conda(spec: StackSpec, conda_packages: list[LockedPackage]) -> tuple
     for package in conda_packages:
         if package.name == "python":
             python = "{}.{}".format(*major_minor(package.version))
-        elif "python" in package.dependencies and _PEP440.match(package.version):
+        elif "python" in package.dependencies and _PEP440.fullmatch(package.version):
             held[normalize(CONDA_TO_PYPI.get(package.name, package.name))] = package.version
     assert python is not None, "the spec model guarantees a python for pure-PyPI stacks"
     return python, held

@@ -20,17 +20,13 @@ import re
 from dataclasses import dataclass
 
 from lockgen.errors import UserError
+from lockgen.model.names import shown
 
 _SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "headers")
 _SCRIPT_GROUPS = {"console_scripts": "console", "gui_scripts": "gui"}
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?$")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SCRIPTS = re.compile(r"^[^/]+\.data/scripts/")
-
-
-def shown(text: str, limit: int = 120) -> str:
-    """User-supplied text fit for a one-line message: cut to `limit`, control characters escaped."""
-    return text[:limit].encode("unicode_escape").decode("ascii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +186,7 @@ def parse_entry_points(text: str) -> tuple[ScriptEntry, ...]:
     for group, kind in _SCRIPT_GROUPS.items():
         for name, value in parser.items(group) if parser.has_section(group) else []:
             target = (value or "").split("[", 1)[0].strip().replace(" ", "")
-            if not name or "/" in name or "\\" in name or name in (".", "..") or not _TARGET.match(target):
+            if not name or "/" in name or "\\" in name or name in (".", "..") or not _TARGET.fullmatch(target):
                 raise UserError(f"entry point `{shown(name)}` = `{shown(value or '')}` is not name = module:func", "the wheel is malformed")
             scripts.append(ScriptEntry(name, target, kind))
     return tuple(sorted(scripts, key=lambda s: s.name))

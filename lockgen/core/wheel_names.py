@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from lockgen.core.wheel_files import expand_tags, shown
+from lockgen.core.wheel_files import expand_tags
+from lockgen.model.names import shown
 from lockgen.errors import UserError
 from lockgen.model.names import normalize
 
@@ -54,7 +55,7 @@ def parse_wheel_filename(filename: str) -> WheelName:
     if not filename.endswith(".whl") or "/" in filename:
         raise UserError(f"`{shown(filename)}` is not a wheel file name", "wheel names end in .whl")
     parts = filename[:-4].split("-")
-    if len(parts) not in (5, 6) or not all(parts[:2]) or (len(parts) == 6 and not _BUILD.match(parts[2])):
+    if len(parts) not in (5, 6) or not all(parts[:2]) or (len(parts) == 6 and not _BUILD.fullmatch(parts[2])):
         raise UserError(f"`{shown(filename)}` is not name-version(-build)-python-abi-platform.whl", "see the binary distribution format specification")
     tags = frozenset(expand_tags("-".join(parts[-3:])))
     return WheelName(filename, parts[0], parts[1], parts[2] if len(parts) == 6 else None, tags)

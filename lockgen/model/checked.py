@@ -13,13 +13,13 @@ _GLIBC = re.compile(r"^\d{1,3}\.\d{1,3}$")
 
 
 def _driver(value: str) -> str:
-    if not _DRIVER.match(value):
+    if not _DRIVER.fullmatch(value):
         raise ValueError(f"driver `{value}` must be a Linux driver version like `550.54.15`")
     return value
 
 
 def _glibc(value: str) -> str:
-    if not _GLIBC.match(value):
+    if not _GLIBC.fullmatch(value):
         raise ValueError(f"glibc `{value}` must be a major.minor like `2.28`")
     return value
 

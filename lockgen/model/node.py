@@ -25,14 +25,14 @@ class NodeGpu(Frozen):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not _GPU_NAME.match(value):
+        if not _GPU_NAME.fullmatch(value):
             raise ValueError("a GPU name is 1 to 200 printable ASCII characters")
         return value
 
     @field_validator("compute_capability")
     @classmethod
     def _valid_capability(cls, value: str) -> str:
-        if not _COMPUTE_CAPABILITY.match(value):
+        if not _COMPUTE_CAPABILITY.fullmatch(value):
             raise ValueError(f"compute capability `{value}` must be a major.minor like `9.0`")
         return value
 
@@ -55,7 +55,7 @@ class NodeFacts(Frozen):
     @field_validator("platform")
     @classmethod
     def _valid_platform(cls, value: str) -> str:
-        if not _PLATFORM.match(value):
+        if not _PLATFORM.fullmatch(value):
             raise ValueError(f"platform `{value}` must be a conda platform like `linux-64`")
         return value
 

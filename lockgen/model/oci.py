@@ -1,8 +1,19 @@
 """OCI image constants lockgen writes and reads: media types (images, indexes, the empty config of an
-artifact, layers per compression and the levels each allows), the environment's path inside an image, the labels that name the lock and environment, and
-the image architecture of each platform."""
+artifact, layers per compression and the levels each allows), the environment's path inside an image, the labels that name the lock and environment,
+the image architecture of each platform, and the distribution-spec's tag grammar."""
 
 from __future__ import annotations
+
+import re
+
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+
+
+def is_tag(text: str) -> bool:
+    """Whether `text` is a tag (what a layout's index.json may name and a registry takes): letters, digits, `_`,
+    `.` and `-`, at most 128, not starting with `.` or `-`."""
+    return bool(_TAG.fullmatch(text))
+
 
 LAYER_MEDIA_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip", "zstd": "application/vnd.oci.image.layer.v1.tar+zstd"}  # compression -> layer media type
 COMPRESSION_LEVELS = {"gzip": range(1, 10), "zstd": range(1, 20)}  # zstd 20-22 need a decoder's large window

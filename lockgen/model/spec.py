@@ -10,7 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from lockgen.model.base import Frozen
 from lockgen.model.checked import DriverVersion, GlibcVersion
-from lockgen.model.names import normalize, normalize_arch
+from lockgen.model.names import CONTROL, normalize, normalize_arch, shown
 
 SUPPORTED_PLATFORMS = ("linux-64", "linux-aarch64")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -26,9 +26,16 @@ class Dependency(Frozen):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"`{value}` is not a valid conda package name")
         return value.lower()
+
+    @field_validator("spec")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        if CONTROL.search(value):  # rattler reads `3.11.*\nnumpy` as `3.11.* numpy`
+            raise ValueError(f"the match spec `{shown(value, 80)}` holds a control character (a newline, a tab)")
+        return value
 
     def match_spec(self) -> str:
         """The full match spec, e.g. `pytorch 2.6.* cuda*`."""
@@ -46,7 +53,7 @@ class PypiDependency(Frozen):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$", value):
+        if not re.fullmatch(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$", value):
             raise ValueError(f"`{value}` is not a valid PyPI project name")
         return normalize(value)
 
@@ -57,9 +64,16 @@ class PypiDependency(Frozen):
         if value in ("", "*"):
             return ""
         for clause in value.split(","):
-            if not re.match(r"^\s*(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*$", clause):
+            if not re.fullmatch(r"^\s*(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*$", clause):
                 raise ValueError(f'`{value}` is not a PEP 440 version specifier (e.g. ">=2.4,<2.8")')
         return value.replace(" ", "")
+
+    @field_validator("index")
+    @classmethod
+    def _index_url(cls, value: str | None) -> str | None:
+        if value is not None and not _INDEX_URL.fullmatch(value):
+            raise ValueError(f"the index `{shown(value, 80)}` must be an http(s) or file URL, without whitespace")
+        return value
 
     def requirement(self) -> str:
         extras = f"[{','.join(self.extras)}]" if self.extras else ""
@@ -87,13 +101,28 @@ class PypiOptions(Frozen):
     torch_variants: tuple[str, ...] = Field((), alias="torch-variants")
     torch_mirror: str | None = Field(None, alias="torch-mirror")
 
+    @field_validator("index_url")
+    @classmethod
+    def _main_index(cls, value: str) -> str:
+        if not _INDEX_URL.fullmatch(value):
+            raise ValueError(f"index-url `{shown(value, 80)}` must be an http(s) or file URL, without whitespace")
+        return value
+
+    @field_validator("extra_index_urls")
+    @classmethod
+    def _extra_indexes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for url in value:
+            if not _INDEX_URL.fullmatch(url):
+                raise ValueError(f"extra-index-urls: `{shown(url, 80)}` must be an http(s) or file URL, without whitespace")
+        return value
+
     @field_validator("torch_indexes")
     @classmethod
     def _known_variants(cls, value: dict[str, str]) -> dict[str, str]:
         for variant, url in value.items():
-            if not _VARIANT.match(variant):
+            if not _VARIANT.fullmatch(variant):
                 raise ValueError(f"`{variant}` is not a variant lockgen takes from its own index (`cpu` or a CUDA variant such as `cu126`)")
-            if not _INDEX_URL.match(url):
+            if not _INDEX_URL.fullmatch(url):
                 raise ValueError(f"the `{variant}` index `{url}` must be an http(s) or file URL")
         return value
 
@@ -101,7 +130,7 @@ class PypiOptions(Frozen):
     @classmethod
     def _cuda_variants(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for variant in value:
-            if not re.match(r"^cu\d{3}$", variant):
+            if not re.fullmatch(r"^cu\d{3}$", variant):
                 raise ValueError(f"torch-variants: `{variant}` is not a CUDA variant such as `cu126`")
         if len(set(value)) != len(value):
             raise ValueError("torch-variants names a variant twice")
@@ -110,7 +139,7 @@ class PypiOptions(Frozen):
     @field_validator("torch_mirror")
     @classmethod
     def _mirror_url(cls, value: str | None) -> str | None:
-        if value is not None and not _INDEX_URL.match(value):
+        if value is not None and not _INDEX_URL.fullmatch(value):
             raise ValueError(f"torch-mirror `{value}` must be an http(s) or file URL")
         return value.rstrip("/") if value else value
 
@@ -147,7 +176,7 @@ class Target(Frozen):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"target name `{value}` must be letters, digits, `.`, `_` or `-`")
         return value
 
@@ -155,7 +184,7 @@ class Target(Frozen):
     @classmethod
     def _valid_arch(cls, value: str) -> str:
         value = normalize_arch(value)
-        if value != "cpu" and not re.match(r"^sm\d{2,3}$", value):
+        if value != "cpu" and not re.fullmatch(r"^sm\d{2,3}$", value):
             raise ValueError(f"arch `{value}` must look like `sm90` or be `cpu`")
         return value
 
@@ -169,7 +198,7 @@ class Target(Frozen):
     @field_validator("cuda")
     @classmethod
     def _valid_cuda(cls, value: str | None) -> str | None:
-        if value is not None and not _MAJOR_MINOR.match(value):
+        if value is not None and not _MAJOR_MINOR.fullmatch(value):
             raise ValueError(f"cuda `{value}` must be a CUDA major.minor like `12.4`")
         return value
 
@@ -228,7 +257,7 @@ class ImageSettings(Frozen):
     @classmethod
     def _service_commands(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         for name, command in value.items():
-            if not _SERVICE_NAME.match(name):
+            if not _SERVICE_NAME.fullmatch(name):
                 raise ValueError(f'service name `{name}` must be lower-case letters, digits, `-` and `_` (e.g. "jupyter")')
             if not command or not command[0]:
                 raise ValueError(f'service `{name}` needs a command: a list such as ["jupyter", "lab"]')
@@ -262,7 +291,7 @@ class ImageSettings(Frozen):
             return value
         ports = []
         for port in value:
-            found = _PORT.match(str(port)) if isinstance(port, (str, int)) and not isinstance(port, bool) else None
+            found = _PORT.fullmatch(str(port)) if isinstance(port, (str, int)) and not isinstance(port, bool) else None
             if found is None or not 0 < int(found.group(1)) < 65536:
                 raise ValueError(f'exposed port `{port}` must be PORT or PORT/tcp|udp|sctp, 1 to 65535 (e.g. 8888 or "22/tcp")')
             ports.append(f"{int(found.group(1))}/{found.group(3) or 'tcp'}")
@@ -272,7 +301,7 @@ class ImageSettings(Frozen):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not _ENV_NAME.match(name):
+            if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"env name `{name}` must be letters, digits and `_`, not starting with a digit")
             if name in RESERVED_ENV:
                 raise ValueError(f"env `{name}` is the environment's own (lockgen sets it); choose another name")
@@ -289,7 +318,7 @@ class ImageSettings(Frozen):
     @field_validator("user")
     @classmethod
     def _user(cls, value: str) -> str:
-        if not _USER.match(value):
+        if not _USER.fullmatch(value):
             raise ValueError(f'user `{value}` must be USER, UID or UID:GID (e.g. "1000:1000")')
         if value.split(":")[0] in ("0", "root"):
             raise ValueError("the image's user must not be root: lockgen's images run as a non-root user")
@@ -328,14 +357,14 @@ class StackSpec(Frozen):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"stack name `{value}` must be letters, digits, `.`, `_` or `-`")
         return value
 
     @field_validator("python")
     @classmethod
     def _valid_python(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^3\.\d+$", value):
+        if value is not None and not re.fullmatch(r"^3\.\d+$", value):
             raise ValueError(f'python `{value}` must be a major.minor such as "3.11"')
         return value
 

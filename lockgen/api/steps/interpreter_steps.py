@@ -33,7 +33,7 @@ from lockgen.adapters.program_files import program_file
 from lockgen.api.steps import base_steps
 from lockgen.core.layer_lookup import file_at
 from lockgen.core.program_start import MACHINES, program_start
-from lockgen.core.wheel_files import shown
+from lockgen.model.names import shown
 from lockgen.errors import UserError
 from lockgen.model.image import LayerEntry
 
