@@ -195,6 +195,39 @@ def test_a_device_node_in_the_environment_is_refused(honest: tuple[Path, Path], 
     assert f"missing {locked.removeprefix('opt/env/')}" in said
 
 
+def with_manifest(honest: Path, out: Path, edit: Callable[[dict], None]) -> Path:
+    """A copy of the honest layout whose manifest is edited (its blobs as they are), index.json pointing at it."""
+    shutil.copytree(honest, out)
+    entry = json.loads((out / "index.json").read_text())["manifests"][0]
+    manifest = document(out, entry["digest"])
+    edit(manifest)
+    descriptor = {**entry, **put(out, json.dumps(manifest).encode())}
+    (out / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda m: m["layers"][0].update(size=m["layers"][0]["size"] + 5), "its descriptor says"),
+        (lambda m: m["layers"][0].update(size=2**63 + 5), "less than or equal to 9223372036854775807"),
+        (lambda m: m["layers"][0].update(mediaType="application/x-whatever"), "is no layer a runtime unpacks"),
+        (lambda m: m["config"].update(mediaType=LAYER_TAR), "is no image config's"),
+        (lambda m: m["config"].update(size=m["config"]["size"] - 1), "its descriptor says"),
+    ],
+)
+def test_descriptors_a_runtime_refuses_are_refused(honest: tuple[Path, Path], tmp_path: Path, edit: Callable[[dict], None], said: str) -> None:
+    """A layer's or config's size that is not its blob's, one past int64, a layer media type no runtime knows (it
+    was read as gzip), a config that says it is a layer: each passed the check (found by an attack battery);
+    umoci, the runtime here, refuses each, and is the oracle."""
+    lock, layout = honest
+    forged = with_manifest(layout, tmp_path / "forged", edit)
+    unpacked = subprocess.run([require("umoci"), "raw", "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(tmp_path / "rootfs")], capture_output=True, text=True)
+    assert unpacked.returncode != 0, "umoci unpacked it: not a forgery"
+    refused(str(forged), lock, said)
+
+
 @pytest.mark.slow
 def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """(b) on a pinned base (umoci's, /etc/os-release) the base's layers account for what they hold; a layer

@@ -38,7 +38,8 @@ from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
 from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest, LayerEntry
-from lockgen.model.oci import BASE_SOURCE_ANNOTATION, INDEX_MEDIA_TYPE, REF_NAME
+from lockgen.model.names import shown
+from lockgen.model.oci import BASE_SOURCE_ANNOTATION, IMAGE_CONFIG_MEDIA_TYPES, INDEX_MEDIA_TYPE, READABLE_LAYER_MEDIA_TYPES, REF_NAME
 
 
 def _info(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
@@ -246,10 +247,12 @@ def read_image(layout: Path, architecture: str | None = None, tag: str | None = 
     asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs
     are checked against their digests, and the structure every reader relies on is checked once (`check_image`)."""
 
-    def blob(digest: str, what: str) -> dict[str, Any]:
+    def blob(descriptor: Any, where: str, what: str) -> dict[str, Any]:
+        digest = digest_at(layout, descriptor, where)
         data = blob_path(layout, digest).read_bytes()
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise LockFormatError(f"blob {digest} of {layout} was changed", "the image was tampered with: re-export it")
+        _sized(layout, descriptor, len(data), what)
         document = json.loads(data)
         if not isinstance(document, dict):
             raise _malformed(layout, f"its {what} is not a JSON object")
@@ -263,14 +266,20 @@ def read_image(layout: Path, architecture: str | None = None, tag: str | None = 
                 raise LockFormatError(
                     f"`{layout}` holds an image index (one image per platform), not one image", "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG"
                 )
-            entry = choose_manifest(blob(digest_at(layout, entry, "index.json's manifest"), "image index"), architecture, f"`{layout}`")
+            entry = choose_manifest(blob(entry, "index.json's manifest", "image index"), architecture, f"`{layout}`")
         digest = digest_at(layout, entry, "index.json's manifest")
-        manifest = blob(digest, "manifest")
-        config = blob(digest_at(layout, manifest.get("config"), "the manifest's config"), "config")
+        manifest = blob(entry, "index.json's manifest", "manifest")
+        config = blob(manifest.get("config"), "the manifest's config", "config")
     except (OSError, ValueError) as exc:
         raise LockFormatError(f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export") from None
     check_image(layout, manifest, config)
     return manifest, config, digest
+
+
+def _sized(layout: Path, descriptor: dict[str, Any], size: int, what: str) -> None:
+    """Refuses a blob whose descriptor gives another size (a runtime refuses it: the size bounds its read)."""
+    if descriptor.get("size") != size:
+        raise LockFormatError(f"the {what} of {layout} is {size} bytes, its descriptor says {shown(str(descriptor.get('size')), 30)}", "the image was tampered with: re-export it")
 
 
 def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
@@ -310,6 +319,11 @@ def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, A
         raise _invalid(where, "manifest or config", exc) from None
     if len(typed_config.rootfs.diff_ids) != len(typed_manifest.layers):
         raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(typed_manifest.layers)})")
+    if typed_manifest.config.media_type not in IMAGE_CONFIG_MEDIA_TYPES:  # runtimes refuse it (umoci, containerd)
+        raise _malformed(where, f"its config's media type `{shown(typed_manifest.config.media_type, 80)}` is no image config's")
+    unknown = next((layer.media_type for layer in typed_manifest.layers if layer.media_type not in READABLE_LAYER_MEDIA_TYPES), None)
+    if unknown is not None:
+        raise _malformed(where, f"a layer's media type `{shown(unknown, 80)}` is no layer a runtime unpacks")
     return typed_manifest, typed_config
 
 
@@ -360,6 +374,7 @@ def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[by
         raise _missing(layout, layer["digest"])
     if "sha256:" + file_digest(path) != layer["digest"]:
         raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
+    _sized(layout, layer, path.stat().st_size, f"layer blob {layer['digest'][:19]}…")
     hasher = hashlib.sha256()
     try:
         with uncompressed_stream(path, layer["mediaType"]) as stream:

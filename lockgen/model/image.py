@@ -27,7 +27,7 @@ class Descriptor(Frozen):
 
     media_type: str = Field(alias="mediaType")
     digest: Digest
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=2**63 - 1)  # an int64, as the image-spec says
     urls: tuple[str, ...] | None = None
     annotations: dict[str, str] | None = None
     data: str | None = None

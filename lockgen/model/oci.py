@@ -18,6 +18,13 @@ def is_tag(text: str) -> bool:
 LAYER_MEDIA_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip", "zstd": "application/vnd.oci.image.layer.v1.tar+zstd"}  # compression -> layer media type
 COMPRESSION_LEVELS = {"gzip": range(1, 10), "zstd": range(1, 20)}  # zstd 20-22 need a decoder's large window
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
+IMAGE_CONFIG_MEDIA_TYPES = (CONFIG_MEDIA_TYPE, "application/vnd.docker.container.image.v1+json")  # an image's config: OCI's, Docker's
+READABLE_LAYER_MEDIA_TYPES = (  # the layers a runtime unpacks (OCI's, and Docker's schema 2, whose foreign layers are tar+gzip too)
+    "application/vnd.oci.image.layer.v1.tar",
+    *LAYER_MEDIA_TYPES.values(),
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+)
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
 DOCKER_MANIFEST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
