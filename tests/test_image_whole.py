@@ -121,8 +121,9 @@ def refused(image: str, lock: Path, *wanted: str) -> str:
 def test_the_honest_image_passes_also_named_by_its_tag(honest: tuple[Path, Path]) -> None:
     lock, layout = honest
     for image in (str(layout), f"{layout}:{TAG}"):
-        done = run_cli("check", "--image", image, "--lock", str(lock))
+        done = run_cli("check", "--image", image, "--lock", str(lock), "--json")
         assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["base_digest"] is None and "from base" not in done.stderr
     refused(f"{layout}:latest", lock, f"has no image tagged `latest` (its tags: {TAG})")
 
 
@@ -244,6 +245,12 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     export(ExportRequest(lock, tmp_path / "on-base", base=base), lambda _: None)
     done = run_cli("check", "--image", str(tmp_path / "on-base"), "--lock", str(lock))
     assert done.returncode == 0, done.stdout + done.stderr
+    # the base is trusted for everything outside the environment and no lock names it: the verdict names it
+    manifest = document(tmp_path / "on-base", json.loads((tmp_path / "on-base" / "index.json").read_text())["manifests"][0]["digest"])
+    base_digest = manifest["annotations"]["org.opencontainers.image.base.digest"]
+    assert f"from base {base_digest[:23]}…, trusted as the image pins it" in done.stderr, done.stderr
+    as_json = run_cli("check", "--image", str(tmp_path / "on-base"), "--lock", str(lock), "--json")
+    assert json.loads(as_json.stdout)["base_digest"] == base_digest
     forged, _ = rewritten(tmp_path / "on-base", tmp_path / "after", [tar_layer({"etc/ld.so.preload": b"/tmp/x.so\n"})])
     refused(str(forged), lock, "adds /etc/ld.so.preload outside the environment at /opt/env (after the base's 1 layers")
 

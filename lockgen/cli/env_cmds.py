@@ -123,7 +123,8 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
         progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
     if result.by_path_only:
         progress(f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on install and no archive here predicts them)")
-    progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…)")
+    on_base = f"; every file outside it from base {result.base_digest[:23]}…, trusted as the image pins it" if result.base_digest else ""
+    progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…){on_base}")
 
 
 @handles_errors

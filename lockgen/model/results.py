@@ -115,6 +115,9 @@ class Conformance:
     # path -> [device, inode, size, mtime_ns, ctime_ns, sha256] of each file this check hashed (or took by its kept
     # fingerprint), as it saw them: what export takes instead of hashing the tree again; none from a kept verdict
     hashes: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
+    # an image's pinned base (its manifest digest), whose layers are trusted for every file outside the environment
+    # and whose config the image's builds on: part of the verdict, since the lock does not name it
+    base_digest: str | None = None
 
     @property
     def clean(self) -> bool:
@@ -131,6 +134,7 @@ class Conformance:
             "where": self.where,
             "expected_digest": self.expected_digest,
             "image_digest": self.image_digest,
+            "base_digest": self.base_digest,
             "problems": list(self.problems),
             "allowed_foreign": dict(self.allowed),
             "by_path_only": self.by_path_only,

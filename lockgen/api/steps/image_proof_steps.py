@@ -78,7 +78,10 @@ def prove_opened(
     labelled = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
     expected_sbom = canonical_json(cyclonedx(lock, result.platform, result.lock_sha256, labelled))
     problems += [f"image: {finding}" for finding in sbom_problems(image, inside / SBOM_INSIDE, expected_sbom, labelled)]
-    return Conformance(result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest, result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only)
+    base = (opened.manifest.annotations or {}).get(BASE_DIGEST_ANNOTATION) if base_count else None
+    return Conformance(
+        result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest, result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only, base_digest=base
+    )
 
 
 def _config_problems(lock: Lock, result: Conformance, opened: image_source.OpenedImage, base_config: dict[str, Any] | None, prefix: str) -> list[str]:
