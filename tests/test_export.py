@@ -128,6 +128,21 @@ def test_a_tag_that_is_no_image_tag_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_an_environment_is_exported_at_another_path_only_when_it_conforms_there(tmp_path: Path) -> None:
+    """export --from-prefix P --image-prefix /opt/env proved the environment at P and wrote an image whose conda
+    prefix placeholders name P, which check --image --lock then refused (found by an attack battery): it is
+    proven at the path it gets in the image, and refused with what to do."""
+    lock, home = make_lock(tmp_path, "1.0"), {"LOCKGEN_HOME": str(tmp_path / "home")}
+    assert run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env=home).returncode == 0
+    moved = run_cli("export", str(lock), "--from-prefix", str(tmp_path / "env"), "--image-prefix", "/opt/env", "--out", str(tmp_path / "moved"), env=home)
+    assert moved.returncode == 1 and f"is not the environment of {lock} at /opt/env: cuda-version 12.4: modified etc/cuda-version/prefix.txt" in moved.stderr, moved.stderr
+    assert "hint: files an install patches name the path it was installed at" in moved.stderr and not (tmp_path / "moved").exists()
+    kept = run_cli("export", str(lock), "--from-prefix", str(tmp_path / "env"), "--out", str(tmp_path / "kept"), env=home)
+    assert kept.returncode == 0, kept.stderr
+    assert run_cli("check", "--image", str(tmp_path / "kept"), "--lock", str(lock), env=home).returncode == 0
+
+
+@pytest.mark.slow
 def test_an_out_that_is_a_link_or_inside_the_environment_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ended in exit 3 (found by an attack battery): a link to a layout was built into, then rmtree refused
     it; an --out inside the --from-prefix environment copied the environment into itself until ENAMETOOLONG."""

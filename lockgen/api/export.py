@@ -205,10 +205,18 @@ def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefi
         image_tree.link_tree(source, tree)
         # checked after the links are made (they move every inode's ctime), so the manifest below takes the
         # sha256 of each file the check read while its inode is untouched since: the tree is hashed once
-        conformance = conform(loaded, source, None, read_bundle(manifests), progress, meter, allow_foreign=origin.allow_foreign, carried_lock=False)  # the image gets this lock as its own
+        # proven as it will be in the image, at `prefix`: files a package patches with its path (conda's prefix
+        # placeholders, launchers) must name that one; the image gets this lock as its own
+        conformance = conform(loaded, source, None, read_bundle(manifests), progress, meter, prefix, allow_foreign=origin.allow_foreign, carried_lock=False)
         if not conformance.clean:
             first = conformance.lines()[0]
-            raise UserError(f"{source} is not the environment of {lock_path}: {first}", f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms")
+            moved = prefix != posixpath.abspath(source)
+            raise UserError(
+                f"{source} is not the environment of {lock_path}" + (f" at {prefix}" if moved else "") + f": {first}",
+                f"files an install patches name the path it was installed at: drop --image-prefix, or materialize the lock at {prefix} and export that"
+                if moved
+                else f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms",
+            )
         interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, posixpath.abspath(source), progress)
         interpreter_steps.prove_python_starts(base, conformance.platform, source, prefix, _glibc(lock), progress)
         manifest = env_manifest.build(tree, hashed=conformance.hashes)[0]
