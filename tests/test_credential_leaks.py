@@ -89,6 +89,10 @@ def test_user_info_without_slashes_and_file_paths_named_t(tmp_path: Path) -> Non
     lock.write_text(original.replace("  channels: []\n", f"  channels:\n  - url: https:alice:{SECRET}@conda.example.org/private\n    used_env_vars: []\n", 1))
     result = run_cli("render", str(lock), "-f", "environment")
     assert result.returncode == 1 and "carries a credential" in result.stderr and not _leaks(result.stdout, result.stderr), result.stderr
+    # a channel URL that does not parse is no URL, not one "carrying a credential" (a review found the wording)
+    lock.write_text(original.replace("  channels: []\n", "  channels:\n  - url: https://[conda.example.org]/private\n    used_env_vars: []\n", 1))
+    result = run_cli("render", str(lock), "-f", "environment")
+    assert result.returncode == 1 and "is not a URL" in result.stderr and "credential" not in result.stderr, result.stderr
 
 
 def test_an_image_reference_carrying_credentials_is_refused_without_echoing_it(tmp_path: Path) -> None:

@@ -72,6 +72,10 @@ def check_lock(lock: Lock, source: str) -> None:
         _text(source, "metadata.channels", channel.url)
         if _SPACE_OR_CONTROL.search(channel.url):
             raise _refuse(source, "metadata.channels", f"`{shown(scrub_url(channel.url))}` holds whitespace")
+        try:  # one that does not parse is no URL (carries_credential would count it as carrying one)
+            urlsplit(channel.url)
+        except ValueError:
+            raise _refuse(source, "metadata.channels", f"`{shown(scrub_url(channel.url))}` is not a URL") from None
         if carries_credential(channel.url):
             raise _credential(source, "metadata.channels", channel.url)
     for key, value in [*meta.content_hash.items(), *meta.custom_metadata.items()]:
