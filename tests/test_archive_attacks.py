@@ -516,6 +516,16 @@ def test_links_that_stay_inside_are_kept(tmp_path: Path) -> None:
     assert archive_safety.unsafe_members(_linked_archive(tmp_path, members)) == []
 
 
+def test_a_scanned_archive_keeps_only_the_current_rules_marker(tmp_path: Path) -> None:
+    """A marker of older rules was never read again nor removed (a review found them piling up in the store)."""
+    archive = _linked_archive(tmp_path, [("lib/libz.so.1.3", None, "file")])
+    older = archive.with_name(f"{archive.name}.scanned")
+    older.touch()
+    archive.with_name(f"{archive.name}.scanned-{archive_safety.SCAN_RULES - 1}").touch()
+    archive_safety.check_archive(archive, "`z` 1.3")
+    assert sorted(p.name for p in archive.parent.iterdir() if p.name.startswith(archive.name)) == [archive.name, f"{archive.name}.scanned-{archive_safety.SCAN_RULES}"]
+
+
 _PARTS = st.lists(st.sampled_from(["a", "b", "..", "."]), min_size=1, max_size=4)
 
 

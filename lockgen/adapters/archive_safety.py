@@ -7,13 +7,14 @@ differently to rattler than to Python's `zipfile`)."""
 
 from __future__ import annotations
 
+import glob
 import posixpath
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
 from lockgen.adapters.conda_archive import members
-from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder
+from lockgen.core.wheel_files import OWN_FOLDER, folders_above, in_own_folder
 from lockgen.errors import LockFormatError
 
 
@@ -70,7 +71,7 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
         if in_own_folder(normal):
             problems.append(f"path `{name}` is in {OWN_FOLDER}/, lockgen's record of the environment")
             continue
-        through = next((folder for folder in _folders(normal) if folder in links), None)
+        through = next((folder for folder in folders_above(normal) if folder in links), None)
         if through is not None:
             problems.append(f"path `{name}` is written through the archive's link `{through}`")
         elif hard and link is not None and posixpath.normpath(link) not in files:
@@ -80,12 +81,6 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
         elif link is not None and (link.startswith("/") or not _inside(link if hard else posixpath.join(posixpath.dirname(normal), link), links)):
             problems.append(f"link `{name}` -> `{link}` points outside the prefix")
     return problems
-
-
-def _folders(name: str) -> list[str]:
-    """The folders above a member: `a/b/c` -> `a`, `a/b`."""
-    parts = name.split("/")
-    return ["/".join(parts[:end]) for end in range(1, len(parts))]
 
 
 def unsafe_members(path: Path) -> list[str]:
@@ -109,3 +104,6 @@ def check_archive(path: Path, label: str) -> None:
             f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""), "the archive tries to write outside the environment; nothing was installed"
         )
     marker.touch()
+    for older in path.parent.glob(f"{glob.escape(path.name)}.scanned*"):  # verdicts of older rules, never read again
+        if older != marker:
+            older.unlink(missing_ok=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from lockgen.adapters.conda_archive import members
 from lockgen.core.package_identity import require_conda_index
-from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder, inside
+from lockgen.core.wheel_files import OWN_FOLDER, folders_above, in_own_folder, inside
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage
@@ -102,8 +102,7 @@ def _confine(package: LockedPackage, paths: list[dict[str, Any]], has_prefix: by
             ) from None
         if in_own_folder(clean):
             raise LockFormatError(f"{label} is refused: it names `{shown(clean)}`, in {OWN_FOLDER}/, lockgen's record of the environment", "no package may write there; nothing was installed")
-        parents = [clean[:i] for i, char in enumerate(clean) if char == "/"]
-        through = next((parent for parent in parents if parent in links), None)
+        through = next((parent for parent in folders_above(clean) if parent in links), None)
         if through is not None:
             raise LockFormatError(f"{label} is refused: `{shown(clean)}` goes through its own link `{shown(through)}`", "a package may not write through a link; nothing was installed")
     for name in points:

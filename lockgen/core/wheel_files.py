@@ -79,6 +79,12 @@ def in_own_folder(path: str) -> bool:
     return path == OWN_FOLDER or path.startswith(OWN_FOLDER + "/")
 
 
+def folders_above(path: str) -> list[str]:
+    """The folders above a normalised relative path, outermost first: `a/b/c` -> `a`, `a/b` (what a write to it
+    goes through: a package may not write through a link of its own)."""
+    return [path[:index] for index, char in enumerate(path) if char == "/"]
+
+
 def inside(base: str, path: str, what: str = "path") -> str:
     """`path` joined to the folder `base` (both relative to a root) and normalised; refuses absolute paths
     and paths that climb out of the root."""
