@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
 from lockgen.model.names import shown
 from lockgen.errors import HostError, LockFormatError
 from lockgen.model.image import LayerEntry
@@ -158,8 +159,14 @@ class Tree:
         self._landed: list[LayerEntry] = []
 
     def apply(self, layer: IO[bytes], where: str) -> None:
-        """Applies one layer (a seekable uncompressed tar); `where` names it in errors."""
+        """Applies one layer (a seekable uncompressed tar, its headers first read the one way a runtime's tar
+        reader cannot read otherwise: `tar_headers`); `where` names it in errors."""
         self._landed = []
+        try:
+            check_headers(layer)
+        except AmbiguousTar as exc:
+            raise LockFormatError(f"{where} is refused: {exc}", "tar readers would read this layer differently (lockgen one tree, a runtime another): nothing of the image was used") from None
+        layer.seek(0)
         try:
             with tarfile.open(fileobj=layer, mode="r:") as tar:
                 listed = tar.getmembers()

@@ -1,0 +1,183 @@
+"""A layer whose tar headers Python's tarfile (lockgen's unpack) and Go's archive/tar (a runtime's: umoci here) read
+differently is refused (`adapters/tar_headers`): an attack battery built ten such layers, each passing `check
+--image --lock` while umoci wrote /etc/ld.so.preload or changed a locked program. umoci is the oracle: each
+crafted layer is one it unpacks, to another tree than lockgen saw. Tars that real writers make pass: Python's in
+its three formats (hypothesis), Go's (umoci repack)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
+from tests.image_run import require
+from tests.test_image_whole import TAG, image_files, refused, rewritten
+
+EVIL = b"/opt/env/lib/evil.so\n"
+END = bytes(1024)
+
+
+def header(name: bytes, size: int = 0, kind: bytes = b"0", magic: bytes = b"ustar\x0000", prefix: bytes = b"", size_field: bytes | None = None) -> bytes:
+    """One 512-byte header as the ustar layout places its fields, its checksum over the block."""
+    block = bytearray(512)
+    for offset, value in ((0, name), (100, b"0000755\x00"), (108, b"0000000\x00"), (116, b"0000000\x00"), (136, b"00000000000\x00"), (156, kind), (257, magic), (345, prefix)):
+        block[offset : offset + len(value)] = value
+    block[124:136] = size_field if size_field is not None else b"%011o\x00" % size
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\x00 " % sum(block)
+    return bytes(block)
+
+
+def padded(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def member(name: bytes, data: bytes = b"", kind: bytes = b"0", **fields: bytes) -> bytes:
+    return header(name, len(data), kind, **fields) + padded(data)
+
+
+def record(key: str, value: str) -> bytes:
+    """A PAX record, `LENGTH KEY=VALUE\\n`, whose length counts its own digits."""
+    body = f" {key}={value}\n".encode()
+    length = len(body) + 1
+    while len(str(length)) + len(body) != length:
+        length = len(str(length)) + len(body)
+    return str(length).encode() + body
+
+
+def pax(**records: str) -> bytes:
+    return member(b"PaxHeader", b"".join(record(key.replace("_", "."), value) for key, value in records.items()), b"x")
+
+
+def long_name(name: bytes) -> bytes:
+    return member(b"././@LongLink", name + b"\x00", b"L", magic=b"ustar  \x00")
+
+
+def crafted(locked: dict[str, bytes]) -> dict[str, tuple[bytes, str]]:
+    """Each construct the battery found, as a layer over an honest image whose locked files are `locked`: the
+    layer and the refusal's words."""
+    libfoo, foo = locked["opt/env/lib/libfoo.txt"], locked["opt/env/bin/foo"]
+    inner = member(b"opt/env/lib/libfoo.txt", libfoo) + bytes(512)  # Python: an honest member, then the end
+    hidden = b"opt/env/lib/.wh..wh.pad"
+    go_pax, python_pax = record("path", "etc/ld.so.preload"), record("path", hidden.decode())
+    go_name = b"opt/env/bin/foo"
+    return {
+        "size field led by a NUL": (header(b"opt/env/lib/libfoo.txt", size_field=b"\x00" + b"%010o\x00" % len(inner)) + inner + member(b"etc/ld.so.preload", EVIL) + END, "not plain octal"),
+        "a PAX path, then a GNU long name": (pax(path=hidden.decode()) + long_name(b"etc/ld.so.preload") + member(b"x", EVIL) + END, "after another extended header"),
+        "two PAX headers": (pax(path=hidden.decode()) + pax(path="etc/ld.so.preload") + member(b"x", EVIL) + END, "after another extended header"),
+        "two GNU long names": (long_name(hidden) + long_name(b"etc/ld.so.preload") + member(b"x", EVIL) + END, "after another extended header"),
+        "PAX records in the padding": (header(b"PaxHeader", len(go_pax), b"x") + padded(go_pax + python_pax) + member(b"x", EVIL) + END, "after its declared size"),
+        "a long name past its size": (
+            header(b"././@LongLink", len(go_name), b"L", magic=b"ustar  \x00") + padded(go_name + b"/.wh..wh.x\x00") + member(b"x", b"#!/bin/sh\necho pwned\n") + END,
+            "after its declared size",
+        ),
+        "a file whose PAX path ends in /": (pax(path=hidden.decode() + "/") + header(b"x", len(evil := member(b"etc/ld.so.preload", EVIL)), b"\x00") + evil + END, "trailing `/`"),
+        "a prefix without ustar magic": (header(b"lib/libfoo.txt", len(libfoo), magic=bytes(8), prefix=b"opt/env") + padded(libfoo) + END, "prefix field without ustar magic"),
+        "GNU.sparse.name on a plain file": (pax(path="etc/ld.so.preload", GNU_sparse_name=hidden.decode()) + member(b"x", EVIL) + END, "GNU.sparse"),
+        "GNU.sparse.realsize on a plain file": (pax(GNU_sparse_realsize=str(len(foo))) + member(b"opt/env/bin/foo", foo + b"echo pwned > /tmp/pwned\n") + END, "GNU.sparse"),
+    }
+
+
+LOCKED = {"opt/env/lib/libfoo.txt": b"foo 1.0\n", "opt/env/bin/foo": b"#!/bin/sh\necho foo\n"}
+
+
+@pytest.mark.parametrize("construct", sorted(crafted(LOCKED)))
+def test_each_construct_read_two_ways_is_refused(construct: str) -> None:
+    layer, said = crafted(LOCKED)[construct]
+    with pytest.raises(AmbiguousTar, match=said.replace("`", ".")):
+        check_headers(io.BytesIO(layer))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("construct", sorted(crafted(LOCKED)))
+def test_an_image_with_it_is_refused_where_the_runtime_unpacks_another_tree(construct: str, honest: tuple[Path, Path], tmp_path: Path) -> None:
+    lock, layout = honest
+    locked = {name: data for name, data in image_files(layout).items() if data is not None}
+    layer, said = crafted(locked)[construct]
+    forged, _ = rewritten(layout, tmp_path / "forged", [layer])
+    refused(str(forged), lock, said)
+    rootfs = tmp_path / "rootfs"
+    unpacked = subprocess.run([require("umoci"), "raw", "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(rootfs)], capture_output=True, text=True)
+    assert unpacked.returncode == 0, unpacked.stderr  # the runtime takes it...
+    seen = {path: (rootfs / path).read_bytes() for path in ("etc/ld.so.preload", "opt/env/bin/foo", "lib/libfoo.txt") if (rootfs / path).is_file()}
+    assert seen.get("etc/ld.so.preload") == EVIL or seen.get("opt/env/bin/foo", locked["opt/env/bin/foo"]) != locked["opt/env/bin/foo"] or "lib/libfoo.txt" in seen, seen  # ...to another tree
+
+
+@pytest.fixture
+def honest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    from tests.test_export import make_lock, run_export
+
+    lock = make_lock(tmp_path, "1.0")
+    run_export(lock, tmp_path / "honest", tmp_path / "home", monkeypatch)
+    return lock, tmp_path / "honest"
+
+
+_NAMES = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00/"), min_size=1, max_size=40)
+_ENTRIES = st.lists(st.tuples(st.lists(_NAMES, min_size=1, max_size=6), st.sampled_from(["file", "folder", "link", "hard"]), st.binary(max_size=700)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=_ENTRIES, tar_format=st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT]))
+def test_tars_pythons_tarfile_writes_pass(entries: list, tar_format: int) -> None:
+    """Long names (past 100 bytes: prefix, GNU long names or PAX paths), any UTF-8, every member kind."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tar_format, encoding="utf-8") as tar:
+        for parts, kind, data in entries:
+            info = tarfile.TarInfo("/".join(parts))
+            if kind == "file":
+                info.size = len(data)
+                try:
+                    tar.addfile(info, io.BytesIO(data))
+                except ValueError:  # a name the format cannot hold (ustar): the writer refuses it
+                    continue
+                continue
+            info.type = {"folder": tarfile.DIRTYPE, "link": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[kind]
+            info.linkname = "target/" * 20 if kind != "folder" else ""
+            try:
+                tar.addfile(info)
+            except ValueError:
+                continue
+    raw.seek(0)
+    check_headers(raw)
+
+
+@pytest.mark.parametrize("tar_format", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_a_long_name_cut_at_a_slash_in_its_header_passes(tar_format: int) -> None:
+    """A PAX or GNU writer puts the name cut at 100 bytes in the header, which may end in `/` for a file: the
+    layer of a venv at a long path (a team image on an adopted base) was refused as if the file were a folder."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tar_format) as tar:
+        info = tarfile.TarInfo("a" * 99 + "/site-packages/module.py")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"x=1"))
+    blocks = [raw.getvalue()[at : at + 512] for at in range(0, len(raw.getvalue()), 512)]
+    assert any(block[:99] == b"a" * 99 and block[99:100] == b"/" for block in blocks)  # the member's own header
+    raw.seek(0)
+    check_headers(raw)
+
+
+@pytest.mark.slow
+def test_a_layer_gos_tar_writes_passes(tmp_path: Path) -> None:
+    """umoci (Go's archive/tar) writing long names, links and folders: its layer passes as it is."""
+    umoci = require("umoci")
+    subprocess.run([umoci, "init", "--layout", str(tmp_path / "img")], check=True, capture_output=True)
+    subprocess.run([umoci, "new", "--image", f"{tmp_path / 'img'}:t"], check=True, capture_output=True)
+    subprocess.run([umoci, "unpack", "--rootless", "--image", f"{tmp_path / 'img'}:t", str(tmp_path / "bundle")], check=True, capture_output=True)
+    deep = tmp_path / "bundle" / "rootfs" / ("long-folder-name-" * 8) / ("ü" * 60)
+    deep.mkdir(parents=True)
+    (deep / ("file-" * 40)).write_bytes(b"x" * 1000)
+    (deep / "link").symlink_to("../" + "target-" * 30)
+    subprocess.run([umoci, "repack", "--image", f"{tmp_path / 'img'}:t", str(tmp_path / "bundle")], check=True, capture_output=True)
+    layers = [path for path in (tmp_path / "img" / "blobs" / "sha256").iterdir() if path.read_bytes()[:2] == b"\x1f\x8b"]
+    assert layers
+    for layer in layers:
+        check_headers(io.BytesIO(gzip.decompress(layer.read_bytes())))
+    shutil.rmtree(tmp_path / "bundle", ignore_errors=True)
