@@ -109,8 +109,20 @@ def test_an_image_reference_carrying_credentials_is_refused_without_echoing_it(t
         ("attest", reference, str(QUICKSTART), "--key", str(QUICKSTART), "--insecure"),
         ("certs", reference, "--insecure"),
     ]
+    slashed = f"docker:///alice:{SECRET}@127.0.0.1:9/team/img:v1"  # a review's bypass: the host after a third slash
+    commands += [
+        ("check", "--image", slashed, "--insecure"),
+        ("fleet", "slurm", "--arch", "cpu", "--nodes", "2", "--certs", str(tmp_path / "certs"), "--out", str(tmp_path / "slurm"), "--image", reference),
+    ]
     for command in commands:
         result = run_cli(*command, env={"LOCKGEN_HOME": str(tmp_path / "home")})
         assert result.returncode == 1 and "carries credentials" in result.stderr and "hint: log in with `skopeo login HOST`" in result.stderr, (command, result.stderr)
         assert not _leaks(result.stdout, result.stderr) and "Traceback" not in result.stderr, (command, result.stderr)
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "slurm").exists()
+    archive = run_cli("export", str(QUICKSTART), "--out", str(tmp_path / "a.tar"), "--format", "docker-archive", "--base", reference)
+    assert archive.returncode == 1 and not _leaks(archive.stdout, archive.stderr), archive.stderr
+    stack = tmp_path / "team" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "team"\nextends = "{reference}"\n[dependencies]\nnumpy = "*"\n')
+    team = run_cli("resolve", str(stack), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert team.returncode == 1 and "`extends` carries credentials" in team.stderr and not _leaks(team.stdout, team.stderr), team.stderr

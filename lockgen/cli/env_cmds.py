@@ -300,7 +300,7 @@ def _base_image(base: Optional[str], insecure: bool, fmt: str):
             fail("--insecure goes with --base docker://…", "drop --insecure for a local --base LAYOUT", 2)
         return Path(base) if base is not None else None
     if fmt != "oci-layout":
-        fail(f"a {fmt} holds every blob, and {base} leaves its layers in its registry", "export an oci-layout (then lockgen push it), or pass a local layout", 1)
+        fail(f"a {fmt} holds every blob, and a registry's --base leaves its layers in its registry", "export an oci-layout (then lockgen push it), or pass a local layout", 1)
     from lockgen.model.base_image import RegistryBase
 
     return RegistryBase(reference=base, insecure=insecure)

@@ -46,7 +46,7 @@ class ImageReference:
 def refuse_credentials(text: str, what: str = "the image reference") -> None:
     """Refuses a reference (docker:// or another skopeo transport's) with user info before its host, without
     repeating it: credentials come from the auth files `skopeo login` writes and are never written by lockgen."""
-    if "@" in text.partition("://")[2].split("/", 1)[0]:
+    if "@" in text.partition("://")[2].lstrip("/").split("/", 1)[0]:  # `docker:///alice:pw@host/…` too
         raise UserError(f"{what} carries credentials (USER:PASSWORD@HOST)", "log in with `skopeo login HOST` and name the image as docker://HOST/REPO:TAG or docker://HOST/REPO@sha256:…")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from lockgen.core.image_reference import refuse_credentials
 from lockgen.errors import UserError
 from lockgen.model.fleet import CertifyJob, SlurmHealth
 from lockgen.model.requests import Image, Prefix, Python
@@ -36,6 +37,8 @@ def check_job(job: CertifyJob, *extra: str) -> None:
     of the scripts (the health check's output folders)."""
     bare = {"--arch": job.arch, "--partition": job.partition, "--time": job.time_limit, "--constraint": job.constraint, "--certs": job.out_dir}
     flag, *named = _environment_words(job)
+    if flag == "--image":  # written into every node's scripts: no credential ever is
+        refuse_credentials(named[0], "--image")
     words = {
         "--lockgen": (job.lockgen,),
         flag: tuple(named),

@@ -14,6 +14,7 @@ from lockgen.adapters import home, layer_members
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.api.steps import base_steps
 from lockgen.core.image_config import is_environment_prefix
+from lockgen.core.image_reference import refuse_credentials
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
 from lockgen.model.inputs import StackBase
@@ -24,6 +25,7 @@ def fetch_base_lock(stack_base: StackBase, insecure: bool, progress: Callable[[s
     """The lock the base image carries, kept where the team stack's base was located (its `path`); its bytes."""
     extends, image = stack_base.extends, stack_base.image
     assert image is not None  # located for a base that is an image
+    refuse_credentials(extends, "`extends`")
     if extends.startswith("docker://") and "@sha256:" not in extends:  # a tag moves, and the team lock with it
         raise UserError(f'`extends = "{extends}"` names the base image by a tag', "name it by its digest, docker://HOST/REPO@sha256:… (lockgen push prints it)")
     base: base_steps.Base = RegistryBase(reference=image, insecure=insecure) if isinstance(image, str) else image
