@@ -9,8 +9,11 @@ import io
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from lockgen.adapters import oci_layout
 from lockgen.digests import canonical_json
+from lockgen.errors import LockFormatError
 
 
 def _layer(folder: Path, name: str, entries: list[tuple[str, str | bytes]]) -> Path:
@@ -51,3 +54,22 @@ def test_a_later_layer_replaces_an_earlier_symlink_instead_of_following_it(tmp_p
     oci_layout.unpack(layout, root)
     assert (root / "opt/env/bin/python").readlink() == Path("/usr/bin/python3.11")
     assert (root / "opt/env/pyvenv.cfg").read_text().endswith("v = 2\n")
+
+
+def test_every_layer_media_type_a_runtime_unpacks_is_read_and_no_other() -> None:
+    """The media types a runtime refuses are refused (umoci is the oracle in test_image_whole), but every one
+    containerd unpacks is read: BuildKit writes Docker's uncompressed and zstd layers (a review found a first
+    list that left them out, so `export --base` on such an image failed)."""
+    config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "0" * 64]}}
+
+    def manifest(media_type: str) -> dict:
+        descriptor = {"digest": "sha256:" + "1" * 64, "size": 1}
+        return {"schemaVersion": 2, "config": {**descriptor, "mediaType": "application/vnd.oci.image.config.v1+json"}, "layers": [{**descriptor, "mediaType": media_type}]}
+
+    buildkit = ["application/vnd.docker.image.rootfs.diff.tar", "application/vnd.docker.image.rootfs.diff.tar.zstd", "application/vnd.docker.image.rootfs.diff.tar.gzip"]
+    oci = [f"application/vnd.oci.image.layer.{kind}v1.tar{suffix}" for kind in ("", "nondistributable.") for suffix in ("", "+gzip", "+zstd")]
+    for media_type in buildkit + oci + ["application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"]:
+        oci_layout.check_image("here", manifest(media_type), config)
+    for media_type in ("application/x-whatever", "application/vnd.oci.image.layer.v1.tar+bzip2", "application/vnd.oci.image.config.v1+json"):
+        with pytest.raises(LockFormatError, match="is no layer a runtime unpacks"):
+            oci_layout.check_image("here", manifest(media_type), config)

@@ -19,11 +19,10 @@ LAYER_MEDIA_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip", "zst
 COMPRESSION_LEVELS = {"gzip": range(1, 10), "zstd": range(1, 20)}  # zstd 20-22 need a decoder's large window
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 IMAGE_CONFIG_MEDIA_TYPES = (CONFIG_MEDIA_TYPE, "application/vnd.docker.container.image.v1+json")  # an image's config: OCI's, Docker's
-READABLE_LAYER_MEDIA_TYPES = (  # the layers a runtime unpacks (OCI's, and Docker's schema 2, whose foreign layers are tar+gzip too)
-    "application/vnd.oci.image.layer.v1.tar",
-    *LAYER_MEDIA_TYPES.values(),
-    "application/vnd.docker.image.rootfs.diff.tar.gzip",
-    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+READABLE_LAYER_MEDIA_TYPES = (  # the layers a runtime unpacks (containerd's list): OCI's, its nondistributable ones, Docker's schema 2
+    *(f"application/vnd.oci.image.layer.{kind}v1.tar{compression}" for kind in ("", "nondistributable.") for compression in ("", "+gzip", "+zstd")),
+    *(f"application/vnd.docker.image.rootfs.diff.tar{compression}" for compression in ("", ".gzip", ".zstd")),
+    *(f"application/vnd.docker.image.rootfs.foreign.diff.tar{compression}" for compression in ("", ".gzip")),
 )
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
