@@ -237,7 +237,7 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
             virtual[platform] = " ".join(str(v) for v in declared[platform_name]["virtual-packages"])
         for entry in entries:
             kind, url = next(iter(entry.items()))
-            if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)$", url):
+            if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)\Z", url):
                 skipped.append(f"{platform}: `{url}` {_not_an_archive(kind, url)}")
                 continue
             found = _pixi_entry(kind, url, records.get(url, {}), platform)
@@ -250,7 +250,7 @@ def _not_an_archive(kind: str, url: str) -> str:
     """Why a pixi entry is no locked archive, in the words a user acts on."""
     if url.startswith("git+") or ("://github.com/" in url and url.endswith(".git")):
         return "comes from git: build a wheel or package and pin it"
-    if kind == "pypi" and re.search(r"\.(tar\.gz|zip|tar\.bz2)$", url):
+    if kind == "pypi" and re.search(r"\.(tar\.gz|zip|tar\.bz2)\Z", url):
         return "is an sdist (it would be built on install), not a wheel"
     if "://" not in url or url.startswith("file:"):
         return "is a local path, built from source: build a package and pin it"

@@ -34,7 +34,7 @@ from lockgen.model.manifests import ManifestFile, PackageManifest
 TAIL = 1 << 16
 MEMBER_LIMIT = 64 << 20  # uncompressed bytes of one metadata member (torch's RECORD is a few MiB)
 _RECORD = re.compile(r"^([^/]+)\.dist-info/RECORD$")
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _open_remote(url: str, meter: Meter, timeout_s: float, max_download: int) ->
     reply = get(url, {"Range": f"bytes=-{TAIL}", "Accept-Encoding": "identity"}, meter, timeout_s, max_download)
     if reply.status == 200:
         return io.BytesIO(reply.body), True
-    found = _CONTENT_RANGE.match(reply.headers.get("content-range", ""))
+    found = _CONTENT_RANGE.fullmatch(reply.headers.get("content-range", ""))
     if reply.status != 206 or not found or int(found[2]) - int(found[1]) + 1 != len(reply.body):
         raise UserError(f"GET {scrub_url(url)}: HTTP {reply.status} without a usable Content-Range", "the server mishandles range requests")
     return _RangeFile(url, int(found[3]), (int(found[1]), reply.body), meter, timeout_s), False

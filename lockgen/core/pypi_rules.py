@@ -132,7 +132,7 @@ def wheel_cuda(packages: list[LockedPackage]) -> tuple[str | None, str | None]:
     torch = by_name.get("torch")
     if torch is None:
         return None, None
-    local = re.search(r"\+cu(\d+)(\d)$", torch.version)
+    local = re.search(r"\+cu(\d+)(\d)\Z", torch.version)
     if local:
         return torch.version, f"{int(local.group(1))}.{local.group(2)}"
     toolkit = resolved_toolkit(packages)
@@ -163,7 +163,7 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
             f"target `{target.name}` on {platform} would get torch {version}, a CPU-only build", "pin a torch release with a CUDA build for this platform, or add the PyTorch wheel index"
         )
     variant = f"cu{cuda.replace('.', '')}"
-    routed = dict(arch_lists).get(release) if re.search(rf"\+{variant}$", version) else None
+    routed = dict(arch_lists).get(release) if re.search(rf"\+{variant}\Z", version) else None
     arch_list = routed or next((w.arch_list for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform and w.variant == variant), None)
     if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
         arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
