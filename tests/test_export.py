@@ -307,3 +307,26 @@ def test_two_targets_share_the_layers_of_their_common_packages(tmp_path: Path, m
     ids = [oci_layout.read_image(tmp_path / name)[1]["rootfs"]["diff_ids"] for name in ("h100", "b200")]
     assert ids[0][:-1] == ids[1][:-1]  # every package layer is shared
     assert ids[0][-1] != ids[1][-1]  # the last layer names each target's lock
+
+
+def test_a_layout_that_cannot_be_put_in_place_leaves_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old layout is set aside while the new one is renamed into its place: a failed rename put it back (a
+    review found the set-aside copy removed with the work folder, so nothing was left at --out)."""
+    from lockgen.adapters import image_tree
+
+    out, work = tmp_path / "img", tmp_path / "work"
+    (out / "blobs").mkdir(parents=True)
+    (out / "oci-layout").write_text("old")
+    (work / "layout").mkdir(parents=True)
+    (work / "layout" / "oci-layout").write_text("new")
+    real = os.rename
+
+    def refused(source: object, target: object) -> None:
+        if Path(str(source)) == work / "layout":
+            raise OSError(28, "No space left on device")
+        real(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", refused)
+    with pytest.raises(OSError):
+        image_tree.place(work / "layout", work, out, "oci-layout", {})
+    assert (out / "oci-layout").read_text() == "old" and not (work / "replaced").exists()

@@ -108,12 +108,6 @@ def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageMa
     return view, typed_manifest, typed_config, config, digest
 
 
-def _unpack_final(layout: Path, root: Path, meter: Callable[[str, int, int], None] | None, manifest: ImageManifest) -> tuple[tuple[LayerEntry, ...], ...]:
-    """Every layer extracted into `root`, whiteouts applied as each layer is (the final file system); the layers'
-    members where they landed (a name inside the environment written through a link to elsewhere is elsewhere)."""
-    return tuple(oci_layout.unpack(layout, root, meter)[1])
-
-
 @contextlib.contextmanager
 def opened(source: str | Path, progress: Callable[[str], None], insecure: bool = False) -> Iterator[OpenedImage]:
     """Any image (a layout folder, `DIR:TAG`, or a registry reference, lockgen's or not), every blob and layer
@@ -123,7 +117,7 @@ def opened(source: str | Path, progress: Callable[[str], None], insecure: bool =
         with _layout_of(str(source), work, progress, insecure) as (layout, tag):
             layout, manifest, typed_config, config, digest = _one_image(layout, tag, work)
             progress(f"unpacking {digest[:19]}…")
-            layers = _unpack_final(layout, work / "root", None, manifest)
+            layers = oci_layout.unpack(layout, work / "root")
             yield OpenedImage(digest, config, work / "root", manifest, typed_config, layers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -158,7 +152,7 @@ def unpacked(
     work = Path(tempfile.mkdtemp(prefix="lockgen-image-"))
     try:
         with _layout_of(source, work, progress, insecure) as (layout, tag):
-            layout, manifest, typed_config, _, digest = _one_image(layout, tag, work)
+            layout, _, typed_config, _, digest = _one_image(layout, tag, work)
             labels = typed_config.config.labels or {}
             if ENVIRONMENT_LABEL not in labels:
                 raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)", "pass an image made by lockgen export")
@@ -166,7 +160,7 @@ def unpacked(
                 require_lock(labels, lock)
             progress(f"unpacking {digest[:19]}…")
             root = work / "root"
-            _unpack_final(layout, root, meter, manifest)
+            oci_layout.unpack(layout, root, meter)
         prefix = environment_in(root, labels.get(PREFIX_LABEL, IMAGE_PREFIX))  # an adopted one keeps its own path
         environment, _ = env_manifest.build(prefix)
         yield UnpackedImage(

@@ -120,7 +120,12 @@ def place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]
         old = work / "replaced"
         if out.exists():
             os.rename(out, old)
-        os.rename(layout, out)
+        try:
+            os.rename(layout, out)
+        except OSError:  # the old layout back where it was
+            if old.exists():
+                os.rename(old, out)
+            raise
         shutil.rmtree(old, ignore_errors=True)
         return
     _require_every_blob(layout, fmt)

@@ -33,7 +33,6 @@ import zstandard
 from pydantic import ValidationError
 
 from lockgen.adapters import layer_extract
-from lockgen.adapters.layer_extract import Removal
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
@@ -348,11 +347,10 @@ def layer_reader(layout: Path, architecture: str | None = None) -> tuple[int, Ca
     return len(layers), layer
 
 
-def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> tuple[list[Removal], list[tuple[LayerEntry, ...]]]:
+def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> tuple[tuple[LayerEntry, ...], ...]:
     """Applies every layer in order into `destination` (`layer_extract`: every path resolved inside it), each
-    blob checked against its digest and its uncompressed tar against its diff_id first; returns what the
-    layers' whiteouts removed and each layer's members where they landed. `meter(phase, done, total)` hears
-    of each layer applied."""
+    blob checked against its digest and its uncompressed tar against its diff_id first; returns each layer's
+    members where they landed, bottom layer first. `meter(phase, done, total)` hears of each layer applied."""
     manifest, config, _ = read_image(layout)
     layers = manifest["layers"]
     with layer_extract.unpacking(destination) as tree:
@@ -364,7 +362,7 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
                 tree.apply(plain, f"layer {number} ({layer['digest'][:19]}…) of `{layout}`")
     if meter is not None:
         meter("check and unpack layers", len(layers), len(layers))
-    return tree.removed, tree.layers
+    return tuple(tree.layers)
 
 
 def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[bytes]) -> None:

@@ -7,14 +7,12 @@ pushed when attaching would be refused."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import oci_layout, registry, registry_image
 from lockgen.api.steps import attestation_steps
-from lockgen.core.attestation import descriptor
 from lockgen.core.image_reference import parse_reference, refuse_credentials
 from lockgen.errors import HostError, UserError
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
@@ -26,7 +24,7 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     refuse_credentials(reference)
     manifest, config, local = oci_layout.read_image(layout)
     if attest is not None:  # everything attaching would refuse, refused before the first byte is pushed
-        _attestable(layout, local, config, reference, attest, sbom)
+        _attestable(layout, local, manifest, config, reference, attest, sbom)
     layers = manifest.get("layers", [])
     size = sum(int(layer.get("size", 0)) for layer in layers)
     progress(f"pushing {len(layers)} layers ({size / 1e6:,.1f} MB compressed) to {reference}")
@@ -47,11 +45,8 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     return pushed
 
 
-def _attestable(layout: Path, digest: str, config: dict[str, Any], reference: str, attest: tuple[Path, Path], sbom: Path | None) -> None:
+def _attestable(layout: Path, digest: str, manifest: dict[str, Any], config: dict[str, Any], reference: str, attest: tuple[Path, Path], sbom: Path | None) -> None:
     """The attestations `push --attest` attaches, made for the layout's own image (the one the registry must then
     hold, by digest), so a certificate, key or SBOM that would be refused is refused before anything is pushed."""
-    data = oci_layout.blob_path(layout, digest).read_bytes()
-    media_type = json.loads(data).get("mediaType", MANIFEST_MEDIA_TYPE)
-    labels = (config.get("config") or {}).get("Labels") or {}
-    image = attestation_steps.AttestedImage(descriptor(media_type, data), labels if isinstance(labels, dict) else {})
+    image = attestation_steps.AttestedImage.of(oci_layout.blob_path(layout, digest).read_bytes(), manifest.get("mediaType", MANIFEST_MEDIA_TYPE), config)
     attestation_steps.attestations(parse_reference(reference), image, attest[0], attest[1], sbom)

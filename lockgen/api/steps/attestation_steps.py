@@ -52,23 +52,26 @@ class AttestedImage:
     def digest(self) -> str:
         return self.subject["digest"]
 
+    @classmethod
+    def of(cls, manifest: bytes, media_type: str, config: dict[str, Any] | None) -> AttestedImage:
+        """The image whose manifest is these bytes (an image index: `config` None, no labels)."""
+        labels = ((config or {}).get("config") or {}).get("Labels") or {}
+        return cls(descriptor(media_type, manifest), labels if isinstance(labels, dict) else {})
+
 
 def image_of(registry: Registry, reference: ImageReference, progress: Callable[[str], None]) -> AttestedImage:
     found = registry.manifest(reference.reference)
     if found is None:
         raise UserError(f"there is no image at {reference}", "push it first: lockgen push LAYOUT docker://HOST/REPO:TAG")
     data, media_type = found
-    subject = descriptor(media_type, data)
-    progress(f"{reference} is {subject['digest']}")
+    progress(f"{reference} is {descriptor(media_type, data)['digest']}")
     if media_type in (INDEX_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE):
-        return AttestedImage(subject, {})  # several platforms: no one config, so no labels
+        return AttestedImage.of(data, media_type, None)  # several platforms: no one config, so no labels
     try:
-        config_digest = json.loads(data)["config"]["digest"]
-        config = json.loads(registry.blob(config_digest, 1 << 22))
-        labels = (config.get("config") or {}).get("Labels") or {}
+        config = json.loads(registry.blob(json.loads(data)["config"]["digest"], 1 << 22))
+        return AttestedImage.of(data, media_type, config if isinstance(config, dict) else None)
     except (ValueError, KeyError, TypeError, AttributeError):
         raise LockFormatError(f"{reference} is not an image manifest with a JSON config", "attest an image (a manifest with a config), e.g. one pushed by lockgen push") from None
-    return AttestedImage(subject, labels if isinstance(labels, dict) else {})
 
 
 def attached_certificates(image_reference: str, public_key: Path | None, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> tuple[str, list[AttachedCertificate]]:
