@@ -70,10 +70,8 @@ class PypiDependency(Frozen):
 
     @field_validator("index")
     @classmethod
-    def _index_url(cls, value: str | None) -> str | None:
-        if value is not None and not _INDEX_URL.fullmatch(value):
-            raise ValueError(f"the index `{shown(value, 80)}` must be an http(s) or file URL, without whitespace")
-        return value
+    def _own_index(cls, value: str | None) -> str | None:
+        return _index_url(value, "the index") if value is not None else None
 
     def requirement(self) -> str:
         extras = f"[{','.join(self.extras)}]" if self.extras else ""
@@ -84,6 +82,14 @@ PYTORCH_BASE = "https://download.pytorch.org/whl"  # PyTorch's own indexes: `<ba
 PYTORCH_CPU_INDEX = f"{PYTORCH_BASE}/cpu"
 _VARIANT = re.compile(r"^(cpu|cu\d{3})$")  # the PyTorch variants a stack may take from their own index
 _INDEX_URL = re.compile(r"^(https?|file)://[^\s]+$")
+
+
+def _index_url(url: str, what: str) -> str:
+    """`url` when it is an index's (http, https or file, no whitespace or control character), else the refusal
+    naming `what`: every index a stack names reaches uv's input."""
+    if not _INDEX_URL.fullmatch(url):
+        raise ValueError(f"{what} `{shown(url, 80)}` must be an http(s) or file URL, without whitespace")
+    return url
 
 
 class PypiOptions(Frozen):
@@ -104,17 +110,12 @@ class PypiOptions(Frozen):
     @field_validator("index_url")
     @classmethod
     def _main_index(cls, value: str) -> str:
-        if not _INDEX_URL.fullmatch(value):
-            raise ValueError(f"index-url `{shown(value, 80)}` must be an http(s) or file URL, without whitespace")
-        return value
+        return _index_url(value, "index-url")
 
     @field_validator("extra_index_urls")
     @classmethod
     def _extra_indexes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for url in value:
-            if not _INDEX_URL.fullmatch(url):
-                raise ValueError(f"extra-index-urls: `{shown(url, 80)}` must be an http(s) or file URL, without whitespace")
-        return value
+        return tuple(_index_url(url, "extra-index-urls:") for url in value)
 
     @field_validator("torch_indexes")
     @classmethod
@@ -122,8 +123,7 @@ class PypiOptions(Frozen):
         for variant, url in value.items():
             if not _VARIANT.fullmatch(variant):
                 raise ValueError(f"`{variant}` is not a variant lockgen takes from its own index (`cpu` or a CUDA variant such as `cu126`)")
-            if not _INDEX_URL.fullmatch(url):
-                raise ValueError(f"the `{variant}` index `{url}` must be an http(s) or file URL")
+            _index_url(url, f"the `{variant}` index")
         return value
 
     @field_validator("torch_variants")
@@ -139,9 +139,7 @@ class PypiOptions(Frozen):
     @field_validator("torch_mirror")
     @classmethod
     def _mirror_url(cls, value: str | None) -> str | None:
-        if value is not None and not _INDEX_URL.fullmatch(value):
-            raise ValueError(f"torch-mirror `{value}` must be an http(s) or file URL")
-        return value.rstrip("/") if value else value
+        return _index_url(value, "torch-mirror").rstrip("/") if value is not None else value
 
     def torch_index(self, variant: str) -> str:
         """A variant's index: the stack's `torch-indexes.<variant>`, else PyTorch's own; with `torch-mirror`,
