@@ -25,14 +25,17 @@ EVIL = b"/opt/env/lib/evil.so\n"
 END = bytes(1024)
 
 
-def header(name: bytes, size: int = 0, kind: bytes = b"0", magic: bytes = b"ustar\x0000", prefix: bytes = b"", size_field: bytes | None = None) -> bytes:
-    """One 512-byte header as the ustar layout places its fields, its checksum over the block."""
+def header(
+    name: bytes, size: int = 0, kind: bytes = b"0", magic: bytes = b"ustar\x0000", prefix: bytes = b"", size_field: bytes | None = None, checksum: bytes = b"%06o\x00 ", trailer: bytes = b""
+) -> bytes:
+    """One 512-byte header as the ustar layout places its fields, its checksum over the block (`checksum`: how
+    the sum is written)."""
     block = bytearray(512)
-    for offset, value in ((0, name), (100, b"0000755\x00"), (108, b"0000000\x00"), (116, b"0000000\x00"), (136, b"00000000000\x00"), (156, kind), (257, magic), (345, prefix)):
+    for offset, value in ((0, name), (100, b"0000755\x00"), (108, b"0000000\x00"), (116, b"0000000\x00"), (136, b"00000000000\x00"), (156, kind), (257, magic), (345, prefix), (508, trailer)):
         block[offset : offset + len(value)] = value
     block[124:136] = size_field if size_field is not None else b"%011o\x00" % size
     block[148:156] = b" " * 8
-    block[148:156] = b"%06o\x00 " % sum(block)
+    block[148:156] = checksum % sum(block)
     return bytes(block)
 
 
@@ -79,14 +82,22 @@ def crafted(locked: dict[str, bytes]) -> dict[str, tuple[bytes, str]]:
             header(b"././@LongLink", len(go_name), b"L", magic=b"ustar  \x00") + padded(go_name + b"/.wh..wh.x\x00") + member(b"x", b"#!/bin/sh\necho pwned\n") + END,
             "after its declared size",
         ),
-        "a file whose PAX path ends in /": (pax(path=hidden.decode() + "/") + header(b"x", len(evil := member(b"etc/ld.so.preload", EVIL)), b"\x00") + evil + END, "trailing `/`"),
+        "a file whose PAX path ends in /": (pax(path=hidden.decode() + "/") + header(b"x", len(evil := member(b"etc/ld.so.preload", EVIL)), b"\x00") + evil + END, "a folder by one of its names"),
         "a prefix without ustar magic": (header(b"lib/libfoo.txt", len(libfoo), magic=bytes(8), prefix=b"opt/env") + padded(libfoo) + END, "prefix field without ustar magic"),
         "GNU.sparse.name on a plain file": (pax(path="etc/ld.so.preload", GNU_sparse_name=hidden.decode()) + member(b"x", EVIL) + END, "GNU.sparse"),
         "GNU.sparse.realsize on a plain file": (pax(GNU_sparse_realsize=str(len(foo))) + member(b"opt/env/bin/foo", foo + b"echo pwned > /tmp/pwned\n") + END, "GNU.sparse"),
+        # a review's three more: Python stops at a checksum led by a NUL (it reads 0), Go reads on; Python joins a GNU
+        # header's atime as a prefix, Go does not; Go reads a star header's prefix as 131 bytes, Python as 155
+        "a checksum led by a NUL": (member(b"opt/env/lib/libfoo.txt", libfoo) + header(b"etc/ld.so.preload", len(EVIL), checksum=b"\x00%06o\x00") + padded(EVIL) + END, "checksum"),
+        "a GNU header with an atime": (header(b"etc/ld.so.preload", len(EVIL), magic=b"ustar  \x00", prefix=b"00000000001") + padded(EVIL) + END, "prefix field without ustar magic"),
+        "a star header's long prefix": (header(b"ld.so.preload", len(EVIL), prefix=b"etc/" + b"p" * 127 + b"/x", trailer=b"tar\x00") + padded(EVIL) + END, "star-format"),
     }
 
 
 LOCKED = {"opt/env/lib/libfoo.txt": b"foo 1.0\n", "opt/env/bin/foo": b"#!/bin/sh\necho foo\n"}
+
+
+TWO_ENDS = {"a checksum led by a NUL", "a GNU header with an atime", "a star header's long prefix"}  # umoci's tree is not the oracle's shape here
 
 
 @pytest.mark.parametrize("construct", sorted(crafted(LOCKED)))
@@ -97,7 +108,7 @@ def test_each_construct_read_two_ways_is_refused(construct: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("construct", sorted(crafted(LOCKED)))
+@pytest.mark.parametrize("construct", sorted(set(crafted(LOCKED)) - TWO_ENDS))
 def test_an_image_with_it_is_refused_where_the_runtime_unpacks_another_tree(construct: str, honest: tuple[Path, Path], tmp_path: Path) -> None:
     lock, layout = honest
     locked = {name: data for name, data in image_files(layout).items() if data is not None}
@@ -162,6 +173,14 @@ def test_a_long_name_cut_at_a_slash_in_its_header_passes(tar_format: int) -> Non
     assert any(block[:99] == b"a" * 99 and block[99:100] == b"/" for block in blocks)  # the member's own header
     raw.seek(0)
     check_headers(raw)
+
+
+def test_an_old_style_folder_named_with_a_slash_passes() -> None:
+    """bsdtar's v7 format writes a folder as a type-NUL member named `dir/`: a folder to Python and Go alike (a
+    review found a first rule that refused every such member)."""
+    check_headers(io.BytesIO(header(b"./", kind=b"\x00", magic=bytes(8)) + header(b"./dir/", kind=b"\x00", magic=bytes(8)) + member(b"./dir/file", b"x", b"\x00", magic=bytes(8)) + END))
+    with tarfile.open(fileobj=io.BytesIO(header(b"./dir/", kind=b"\x00", magic=bytes(8)) + END)) as tar:
+        assert tar.getmembers()[0].isdir()
 
 
 @pytest.mark.slow

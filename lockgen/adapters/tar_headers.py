@@ -8,12 +8,14 @@ resize a member for Python only; a `prefix` field without ustar magic is joined 
 file whose PAX name ends in `/` is a folder to Go only).
 
 `check_headers` walks the headers block by block, skipping file data by the size both readers agree on, and
-refuses each of those constructs, which no tar writer lockgen knows produces (GNU tar, Go, Python, BuildKit,
-umoci): a size field that is not octal digits (leading spaces allowed) ended by NULs or spaces, or base-256; an
-extended header (`x`, `L`, `K`) stacked on another of its kind, or a PAX one mixed with GNU ones; any non-NUL
-byte in an extended header's padding, or a NUL inside a long name; PAX records that do not parse, or any
-`GNU.sparse` record; a `g` (global) or `S` (sparse) header; a `prefix` without ustar magic; an old-style (type NUL)
-member named with a trailing `/`; a link, folder or device with a size. What the headers then say, `tarfile` reads."""
+refuses each of those constructs, which no tar writer lockgen knows produces for an image (GNU tar, Go, Python,
+BuildKit, umoci; bsdtar records a sparse file's holes, refused here): a size or checksum field that is not octal
+digits (leading spaces allowed) ended by NULs or spaces (a size may be base-256), or a checksum that is not the
+header's; an extended header (`x`, `L`, `K`) stacked on another of its kind, or a PAX one mixed with GNU ones;
+any non-NUL byte in an extended header's padding, or a NUL inside a long name; PAX records that do not parse, or
+any `GNU.sparse` record; a `g` (global) or `S` (sparse) header; a `prefix` without ustar magic, or in a star
+header; an old-style (type NUL) member that is a folder by one of its names and a file by the other; a link,
+folder or device with a size. What the headers then say, `tarfile` reads."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ def check_headers(stream: IO[bytes]) -> None:
             return
         if len(header) < BLOCK:
             raise AmbiguousTar(f"header {number}: the archive ends inside a header")
+        _checksum(header, number)
         kind, size = header[156:157], _size(header, number)
         if kind in (b"g", b"S"):
             raise AmbiguousTar(f"header {number}: a {'global PAX' if kind == b'g' else 'GNU sparse'} header, which tar readers apply differently")
@@ -58,6 +61,16 @@ def check_headers(stream: IO[bytes]) -> None:
         size = _member(header, kind, size, pending, number)
         pending = {}
         _skip(stream, size if kind not in _HEADER_ONLY else 0, number)
+
+
+def _checksum(header: bytes, number: int) -> None:
+    """A checksum field of plain octal digits (a leading NUL is 0 to Python, which then stops reading, and the sum
+    to Go, which reads on) that is the header's sum, unsigned or signed, with the field as spaces."""
+    digits = header[148:156].rstrip(b"\x00 ")
+    blanked = header[:148] + b" " * 8 + header[156:]
+    signed = sum(byte - 256 if byte > 127 else byte for byte in blanked)
+    if not _OCTAL.fullmatch(digits) or int(digits, 8) not in (sum(blanked), signed):
+        raise AmbiguousTar(f"header {number}: its checksum field is not the header's sum in plain octal digits")
 
 
 def _size(header: bytes, number: int) -> int:
@@ -110,18 +123,20 @@ def _pax_records(content: bytes, number: int) -> dict[bytes, bytes]:
 
 def _member(header: bytes, kind: bytes, size: int, pending: dict[bytes, bytes], number: int) -> int:
     """Judges a member's own header with the extended headers before it; returns the size of its data."""
-    magic, prefix = header[257:265], header[345:500]
-    if prefix.strip(b"\x00") and magic[:6] != b"ustar\x00" and magic != _GNU_MAGIC:  # joined by Python only
-        raise AmbiguousTar(f"header {number}: a prefix field without ustar magic")
+    magic, prefixed = header[257:265], header[345] != 0
+    if prefixed and magic != _POSIX_MAGIC:  # Python joins it whatever the magic; Go reads GNU's atime there, or nothing
+        raise AmbiguousTar(f"header {number}: a prefix field without ustar magic (a GNU incremental or sparse header, or none)")
+    if prefixed and header[508:512] == b"tar\x00":  # a star header, whose prefix Go reads as 131 bytes, Python as 155
+        raise AmbiguousTar(f"header {number}: a star-format header with a prefix")
     name = header[:100].split(b"\x00", 1)[0]
-    if magic == _POSIX_MAGIC and prefix.strip(b"\x00"):
-        name = prefix.split(b"\x00", 1)[0] + b"/" + name
+    if prefixed:
+        name = header[345:500].split(b"\x00", 1)[0] + b"/" + name
     records = _pax_records(pending[b"x"], number) if b"x" in pending else {}
     named = records.get(b"path", pending.get(b"L", name))
     # an old-style file (type NUL) named with a trailing `/` is a folder: to Python by its header's own name, to Go by
     # the name a PAX or GNU header gives it (a header's name is that one cut at 100 bytes, which may end in `/`)
-    if kind == b"\x00" and (named.endswith(b"/") or name.endswith(b"/")):
-        raise AmbiguousTar(f"header {number}: an old-style file named with a trailing `/`")
+    if kind == b"\x00" and named.endswith(b"/") != name.endswith(b"/"):
+        raise AmbiguousTar(f"header {number}: an old-style member that is a folder by one of its names and a file by the other")
     if b"size" in records:
         if not re.fullmatch(rb"[0-9]{1,20}", records[b"size"]):
             raise AmbiguousTar(f"header {number}: a PAX size that is not a number")
