@@ -29,6 +29,7 @@ _EXTENDED = {b"x": "a PAX header", b"L": "a GNU long name", b"K": "a GNU long li
 _HEADER_ONLY = (b"1", b"2", b"3", b"4", b"5", b"6")  # hard link, symbolic link, devices, folder, FIFO: no data
 _OCTAL = re.compile(rb" *[0-7]+")
 _RECORD_LENGTH = re.compile(rb"[1-9][0-9]{0,8} ")
+_LOW = bytes(range(128))  # deleted from a header, it leaves the bytes a signed checksum counts negative
 
 
 class AmbiguousTar(Exception):
@@ -40,6 +41,11 @@ def check_headers(stream: IO[bytes]) -> None:
     where it stands to the end-of-archive block (file data is read past, not kept)."""
     pending: dict[bytes, bytes] = {}  # extended headers waiting for their member: type -> content
     number = 0
+    end = None
+    if stream.seekable():  # data is skipped by seeks, within the stream's end, found once
+        start = stream.tell()
+        end = stream.seek(0, 2)
+        stream.seek(start)
     while True:
         number += 1
         header = stream.read(BLOCK)
@@ -60,16 +66,22 @@ def check_headers(stream: IO[bytes]) -> None:
             continue
         size = _member(header, kind, size, pending, number)
         pending = {}
-        _skip(stream, size if kind not in _HEADER_ONLY else 0, number)
+        _skip(stream, end, size if kind not in _HEADER_ONLY else 0, number)
+
+
+def _octal(field: bytes) -> int | None:
+    """A numeric field's value when it is plain octal digits (leading spaces allowed) ended by NULs or spaces, or
+    all NULs and spaces (0); None otherwise: a NUL before or among the digits is 0 to Python, a number to Go."""
+    digits = field.rstrip(b"\x00 ")
+    return int(digits, 8) if _OCTAL.fullmatch(digits) else 0 if not digits else None
 
 
 def _checksum(header: bytes, number: int) -> None:
     """A checksum field of plain octal digits (a leading NUL is 0 to Python, which then stops reading, and the sum
     to Go, which reads on) that is the header's sum, unsigned or signed, with the field as spaces."""
-    digits = header[148:156].rstrip(b"\x00 ")
-    blanked = header[:148] + b" " * 8 + header[156:]
-    signed = sum(byte - 256 if byte > 127 else byte for byte in blanked)
-    if not _OCTAL.fullmatch(digits) or int(digits, 8) not in (sum(blanked), signed):
+    stated, blanked = _octal(header[148:156]), header[:148] + b" " * 8 + header[156:]
+    unsigned = sum(blanked)
+    if stated != unsigned and stated != unsigned - 256 * len(blanked.translate(None, _LOW)):  # signed: bytes past 127 count negative
         raise AmbiguousTar(f"header {number}: its checksum field is not the header's sum in plain octal digits")
 
 
@@ -79,10 +91,10 @@ def _size(header: bytes, number: int) -> int:
         if field[0] != 0x80:
             raise AmbiguousTar(f"header {number}: a negative size")
         return int.from_bytes(field[1:], "big")
-    digits = field.rstrip(b"\x00 ")
-    if digits and not _OCTAL.fullmatch(digits):  # a NUL before or among the digits: 0 to Python, a number to Go
+    size = _octal(field)
+    if size is None:
         raise AmbiguousTar(f"header {number}: its size field is not plain octal digits")
-    return int(digits or b"0", 8)
+    return size
 
 
 def _content(stream: IO[bytes], size: int, number: int, kind: bytes) -> bytes:
@@ -146,11 +158,11 @@ def _member(header: bytes, kind: bytes, size: int, pending: dict[bytes, bytes], 
     return size
 
 
-def _skip(stream: IO[bytes], size: int, number: int) -> None:
-    """Past a member's data (and its padding): a seek where the stream can, else reads."""
+def _skip(stream: IO[bytes], end: int | None, size: int, number: int) -> None:
+    """Past a member's data (and its padding): a seek where the stream can (`end`: where it ends), else reads."""
     blocks = -(-size // BLOCK) * BLOCK
-    if blocks and stream.seekable():
-        at, end = stream.tell(), stream.seek(0, 2)
+    if blocks and end is not None:
+        at = stream.tell()
         if at + blocks > end:
             raise AmbiguousTar(f"header {number}: the archive ends inside the member's data")
         stream.seek(at + blocks)
