@@ -570,3 +570,64 @@ def test_a_check_reads_no_manifest_from_an_archive_the_scan_refuses(tmp_path: Pa
     archive = _linked_archive(tmp_path, [("a/b", "..", "sym"), ("a/b/a/b/hostetc", "../../../../etc", "sym")])
     with pytest.raises(LockFormatError, match="written through the archive's link"):
         manifest_of(_package(archive), {})
+
+
+# --- one reading of a conda archive's tar headers ----------------------------------------------------------
+
+
+def _stacked_package(folder: Path, victim: Path) -> Path:
+    """A `.tar.bz2` whose honest `info/paths.json` is followed by a member named by a PAX path (`info/notes.txt`,
+    what Python's tarfile keeps) stacked on a GNU long name (`info/paths.json`, what rattler's tar-rs keeps): to
+    rattler the package's paths.json is the second, which names `victim` (an absolute path outside any prefix)."""
+    import bz2
+
+    from tests.channel_factory import _contents
+    from tests.test_tar_headers import END, long_name, member, pax
+
+    info, files = _contents(Pkg("evil", "1.0"))
+    evil = json.dumps({"paths_version": 1, "paths": [{"_path": str(victim), "path_type": "hardlink", "size_in_bytes": 2}]}).encode()
+    honest = b"".join(member(name.encode(), data) for name, data in sorted({**info, **files}.items()))
+    stacked = pax(path="info/notes.txt") + long_name(b"info/paths.json") + member(b"info/x", evil)
+    archive = folder / "evil-1.0-h0_0.tar.bz2"
+    folder.mkdir(parents=True, exist_ok=True)
+    archive.write_bytes(bz2.compress(honest + stacked + END))
+    return archive
+
+
+def test_stacked_extended_headers_in_a_conda_tar_are_refused(tmp_path: Path) -> None:
+    """tar-rs and tarfile name the stacked member differently (the oracle shows rattler extracts the hidden
+    paths.json); the scan refuses the archive by the header rule before reading any member."""
+    import rattler.package_streaming as streaming
+
+    archive = _stacked_package(tmp_path / "built", tmp_path / "victim")
+    with tarfile.open(archive) as tar:  # Python's reading: the honest paths.json and a note
+        assert [m.name for m in tar if m.name.startswith("info/")][-1] == "info/notes.txt"
+    streaming.extract(str(archive), str(tmp_path / "rattler"))  # rattler's reading: the hidden one replaces it
+    assert str(tmp_path / "victim") in (tmp_path / "rattler" / "info" / "paths.json").read_text()
+    with pytest.raises(LockFormatError, match="reads differently to different tar readers .*after another extended header"):
+        archive_safety.check_archive(archive, "`evil` 1.0")
+    assert not list(archive.parent.glob("*.scanned*"))
+
+
+@pytest.mark.slow
+def test_materialize_leaves_a_file_a_stacked_header_names_outside_the_prefix(tmp_path: Path) -> None:
+    """The attack battery's package: rattler unlinked the absolute path its hidden paths.json names. Refused now,
+    by the package's name, and the victim is still there."""
+    import asyncio
+
+    import rattler.index
+
+    from tests.channel_factory import cpu_lock
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    channel = tmp_path / "channel"
+    (channel / "noarch").mkdir(parents=True)
+    _stacked_package(channel / "linux-64", victim)
+    asyncio.run(rattler.index.index_fs(channel, write_zst=False, write_shards=False, force=True))
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["evil"])
+    done = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 1 and "error: `evil` 1.0 (file://" in done.stderr, done.stderr
+    assert "reads differently to different tar readers" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
+    assert victim.read_text() == "keep me\n"
+    assert not (tmp_path / "env").exists()

@@ -11,11 +11,19 @@ included). Data descriptors, encryption and compression are refused: rattler's s
 read the first, and `.conda` writers (conda-package-handling, rattler) store every member.
 
 A `.tar.bz2` is one tar stream, read in order as rattler reads it. Members come out in stream order with
-the content of those asked for; any unreadable stream is one `LockFormatError` naming the archive."""
+the content of those asked for; any unreadable stream is one `LockFormatError` naming the archive.
+
+Every tar stream is first held to `tar_headers`' rule, the one that closed the same hole for image layers:
+rattler extracts with tar-rs, which reads stacked extended headers (a PAX path and a GNU long name before one
+member) differently from Python's `tarfile` (it keeps the GNU name, Python the PAX one), so a package could show
+lockgen one `info/paths.json` and give rattler another. A stream two readers could read differently is refused
+before any member of it is read; only then does `tarfile` read it (a second decompression of the stream: the
+scan runs once per archive in the store)."""
 
 from __future__ import annotations
 
 import bz2
+import contextlib
 import struct
 import tarfile
 from collections.abc import Callable, Iterator
@@ -25,6 +33,7 @@ from typing import IO
 
 import zstandard
 
+from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError
 
@@ -168,10 +177,14 @@ def conda_members(archive: Path) -> dict[str, tuple[int, int]]:
 
 
 class _Slice:
-    """`size` bytes of `stream` from where it stands, read as a file."""
+    """`size` bytes of `stream` from where it stands, read as a file, forward only (a bz2 stream would seek by
+    decompressing again: the header rule skips data by reading it once)."""
 
     def __init__(self, stream: IO[bytes], size: int) -> None:
         self._stream, self._left = stream, size
+
+    def seekable(self) -> bool:
+        return False
 
     def read(self, wanted: int = -1) -> bytes:
         data = self._stream.read(self._left if wanted is None or wanted < 0 else min(wanted, self._left))
@@ -179,18 +192,38 @@ class _Slice:
         return data
 
 
-def _tar_streams(archive: Path, part: str) -> Iterator[IO[bytes]]:
-    if archive.name.endswith(".tar.bz2"):
+@contextlib.contextmanager
+def _opened(archive: Path, place: tuple[int, int] | None) -> Iterator[IO[bytes]]:
+    """The decompressed tar of a `.tar.bz2` (`place` None) or of the `.conda` member at `place` (start, size)."""
+    if place is None:
         with bz2.open(archive, "rb") as stream:
             yield stream
         return
-    places = conda_members(archive)
-    for name in ("info", "pkg") if part == "all" else (part,):
-        if name in places:
-            with archive.open("rb") as raw:
-                raw.seek(places[name][0])
-                with zstandard.ZstdDecompressor().stream_reader(_Slice(raw, places[name][1])) as stream:  # type: ignore[arg-type]
-                    yield stream
+    with archive.open("rb") as raw:
+        raw.seek(place[0])
+        with zstandard.ZstdDecompressor().stream_reader(_Slice(raw, place[1])) as stream:  # type: ignore[arg-type]
+            yield stream
+
+
+def _tar_streams(archive: Path, part: str) -> Iterator[IO[bytes]]:
+    """Each tar of `part`, held to the header rule first (`AmbiguousTar` names the header), then opened again to be read."""
+    if archive.name.endswith(".tar.bz2"):
+        places: list[tuple[str, tuple[int, int] | None]] = [("", None)]
+    else:
+        found = conda_members(archive)
+        places = [(name, found[name]) for name in (("info", "pkg") if part == "all" else (part,)) if name in found]
+    for name, place in places:
+        with _opened(archive, place) as stream:
+            try:
+                check_headers(_Slice(stream, 1 << 62))  # type: ignore[arg-type]
+            except AmbiguousTar as exc:
+                where = f"its {name}-*.tar.zst" if name else "its tar"
+                raise LockFormatError(
+                    f"`{archive.name}` is refused: {where} reads differently to different tar readers ({exc})",
+                    "tar-rs (rattler's reader) and Python's tarfile would see other members: the package is malformed or crafted; nothing was installed",
+                ) from None
+        with _opened(archive, place) as stream:
+            yield stream
 
 
 def entry_name(member: tarfile.TarInfo) -> str:
