@@ -604,7 +604,7 @@ def test_stacked_extended_headers_in_a_conda_tar_are_refused(tmp_path: Path) -> 
         assert [m.name for m in tar if m.name.startswith("info/")][-1] == "info/notes.txt"
     streaming.extract(str(archive), str(tmp_path / "rattler"))  # rattler's reading: the hidden one replaces it
     assert str(tmp_path / "victim") in (tmp_path / "rattler" / "info" / "paths.json").read_text()
-    with pytest.raises(LockFormatError, match="reads differently to different tar readers .*after another extended header"):
+    with pytest.raises(LockFormatError, match=r"reads differently to different tar readers .*after another extended header"):
         archive_safety.check_archive(archive, "`evil` 1.0")
     assert not list(archive.parent.glob("*.scanned*"))
 
@@ -631,3 +631,107 @@ def test_materialize_leaves_a_file_a_stacked_header_names_outside_the_prefix(tmp
     assert "reads differently to different tar readers" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
     assert victim.read_text() == "keep me\n"
     assert not (tmp_path / "env").exists()
+
+
+# --- what rattler extracted, judged before anything is linked ----------------------------------------------
+
+
+def _extracted(tmp_path: Path, pkg: Pkg) -> tuple[Path, "object"]:
+    """A real package extracted by rattler's own extractor, and its manifest as lockgen reads the archive."""
+    import rattler.package_streaming as streaming
+
+    archive = write_package(pkg, tmp_path / "built")
+    folder = tmp_path / "extracted"
+    streaming.extract(str(archive), str(folder))
+    package = _package(archive).model_copy(update={"name": pkg.name, "version": pkg.version, "build": pkg.build})
+    return folder, conda_package.read_manifest(archive, package)
+
+
+def _tampered(folder: Path, how: str) -> str:
+    """Changes an honest extracted folder as a reader that parts from lockgen's would; returns the words of the refusal."""
+    if how == "extra file":
+        (folder / "bin" / "extra").write_text("#!/bin/sh\n")
+        return "`bin/extra` landed, and paths.json does not state it"
+    if how == "other bytes":
+        (folder / "bin" / "tool").write_text("#!/bin/sh\nrm -rf ~\n")
+        return "`bin/tool` is 19 bytes, where paths.json states 18"
+    if how == "same size, other bytes":
+        (folder / "bin" / "tool").write_text("#!/bin/sh\necho HI\n")
+        return "`bin/tool` does not have the sha256 paths.json states"
+    if how == "file made a link out":
+        (folder / "bin" / "tool").unlink()
+        (folder / "bin" / "tool").symlink_to("/etc/passwd")
+        return "`bin/tool` is not the regular file paths.json states"
+    if how == "link retargeted out":
+        (folder / "lib" / "libz.so").unlink()
+        (folder / "lib" / "libz.so").symlink_to("../../../etc/passwd")
+        return "link `lib/libz.so` -> `../../../etc/passwd`, where the archive as lockgen read it says `libz.so.1`"
+    if how == "missing":
+        (folder / "bin" / "tool").unlink()
+        return "`bin/tool` is stated by paths.json and did not land"
+    if how == "fifo":
+        os.mkfifo(folder / "etc" / "pipe")
+        return "`etc/pipe` landed, and paths.json does not state it"
+    if how == "info link out":
+        (folder / "info" / "recipe").symlink_to("/etc")
+        return "link `info/recipe` -> `/etc` points outside the package"
+    raise AssertionError(how)
+
+
+_JUDGED = Pkg("judged", "1.0", files={"bin/tool": "#!/bin/sh\necho hi\n", "lib/libz.so.1": "z"}, links={"lib/libz.so": "libz.so.1"})
+
+
+def test_an_honest_extracted_package_is_what_its_paths_json_states(tmp_path: Path) -> None:
+    from lockgen.adapters.rattler_cache import landed_problems
+
+    folder, manifest = _extracted(tmp_path, _JUDGED)
+    assert landed_problems(folder, manifest) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("how", ["extra file", "other bytes", "same size, other bytes", "file made a link out", "link retargeted out", "missing", "fifo", "info link out"])
+def test_what_landed_other_than_paths_json_states_is_named(tmp_path: Path, how: str) -> None:
+    from lockgen.adapters.rattler_cache import landed_problems
+
+    folder, manifest = _extracted(tmp_path, _JUDGED)
+    words = _tampered(folder, how)
+    assert words in landed_problems(folder, manifest), landed_problems(folder, manifest)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A differential the header rule does not know (simulated: rattler's extractor, wrapped, plants a link out of
+    the package): materialize refuses the package naming the member, links nothing, leaves no folder in the cache,
+    and the file the link names is untouched."""
+    import asyncio
+
+    import rattler.index
+    import rattler.package_streaming as streaming
+
+    from lockgen.api import materialize as api
+    from tests.channel_factory import cpu_lock
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    channel = tmp_path / "channel"
+    write_package(_JUDGED, channel / "linux-64")
+    (channel / "noarch").mkdir()
+    asyncio.run(rattler.index.index_fs(channel, write_zst=False, write_shards=False, force=True))
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = cpu_lock(tmp_path, channel.as_uri(), ["judged"])
+    real = streaming.extract
+
+    def parting(archive: str, dest: str) -> tuple[bytes, bytes]:
+        found = real(archive, dest)
+        Path(dest, "bin", "tool").unlink()
+        Path(dest, "bin", "tool").symlink_to(victim)
+        return found
+
+    monkeypatch.setattr(streaming, "extract", parting)
+    with pytest.raises(LockFormatError, match=r"`judged` 1.0 \(file://.*judged-1.0-h0_0.conda\) is refused: as rattler extracted it, `bin/tool` is not the regular file"):
+        api.materialize(lock, None, tmp_path / "env", lambda _: None)
+    assert victim.read_text() == "keep me\n" and not (tmp_path / "env").exists()
+    cache = tmp_path / "home" / "rattler-cache"
+    assert not [p.name for p in cache.iterdir() if p.name.startswith(("judged", ".extracting"))] if cache.exists() else True
+    monkeypatch.setattr(streaming, "extract", real)  # the honest extractor: the same lock materializes
+    api.materialize(lock, None, tmp_path / "env", lambda _: None)
+    assert (tmp_path / "env" / "bin" / "tool").read_text() == "#!/bin/sh\necho hi\n"

@@ -18,12 +18,12 @@ from lockgen.core.wheel_files import OWN_FOLDER, folders_above, in_own_folder
 from lockgen.errors import LockFormatError
 
 
-SCAN_RULES = 2  # the rules' version in a scanned archive's marker: an archive passed by older rules is scanned again
+SCAN_RULES = 3  # the rules' version in a scanned archive's marker: an archive passed by older rules is scanned again
 PATH_MAX = 4096  # a name or link target past the kernel's own limit is refused unread (and keeps the walk linear)
 MOST_HOPS = 40  # links followed in one path before it counts as a loop (as the kernel's ELOOP)
 
 
-def _inside(path: str, links: Mapping[str, str]) -> bool:
+def stays_inside(path: str, links: Mapping[str, str]) -> bool:
     """Whether the prefix-relative `path`, followed through the archive's own symbolic links (`links`: member
     name -> target), stays inside the prefix: a link's target is read from the link's folder, a `..` that
     leaves the top leaves the prefix, and a chain of more than `MOST_HOPS` links is refused as a loop."""
@@ -78,7 +78,7 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
             # an installer hard-links what the name is, a symbolic link included, whose text then reads from the
             # new name's folder: a link inside from its own folder can lead out from another
             problems.append(f"hard link `{name}` -> `{link}` is not to a file of the archive")
-        elif link is not None and (link.startswith("/") or not _inside(link if hard else posixpath.join(posixpath.dirname(normal), link), links)):
+        elif link is not None and (link.startswith("/") or not stays_inside(link if hard else posixpath.join(posixpath.dirname(normal), link), links)):
             problems.append(f"link `{name}` -> `{link}` points outside the prefix")
     return problems
 

@@ -191,7 +191,7 @@ def _link_conda(
             progress(f"fetched {index} conda packages (hash-checked)")
     cache = home.lockgen_home() / "rattler-cache"
     with rattler_cache.held(cache):
-        rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress)
+        rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress, archives)
         installers.install_conda(archives, temp, final, platform, cache, installed)
         rattler_cache.stamp(cache, list(zip(conda, manifests)))
     conda_meta.record_origins(temp, conda)
