@@ -32,6 +32,7 @@ from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.oci import ENVIRONMENT_LABEL
 from tests.channel_factory import Pkg, write_package
 from tests.conftest import run_cli
+from tests.test_tar_headers import END, header, long_name, member, padded, pax
 
 # --- .conda archives -------------------------------------------------------------------------------------
 
@@ -582,7 +583,6 @@ def _stacked_package(folder: Path, victim: Path) -> Path:
     import bz2
 
     from tests.channel_factory import _contents
-    from tests.test_tar_headers import END, long_name, member, pax
 
     info, files = _contents(Pkg("evil", "1.0"))
     evil = json.dumps({"paths_version": 1, "paths": [{"_path": str(victim), "path_type": "hardlink", "size_in_bytes": 2}]}).encode()
@@ -735,3 +735,58 @@ def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(tmp
     monkeypatch.setattr(streaming, "extract", real)  # the honest extractor: the same lock materializes
     api.materialize(lock, None, tmp_path / "env", lambda _: None)
     assert (tmp_path / "env" / "bin" / "tool").read_text() == "#!/bin/sh\necho hi\n"
+
+
+_SHAPES = st.sampled_from(["plain", "pax path", "gnu long name", "pax then gnu", "gnu then pax", "two pax", "nul-led size", "link then file"])
+
+
+def _shaped(shape: str, index: int) -> bytes:
+    """One member of a conda tar in a header shape of the attack battery's (stacked extended headers, NUL-led
+    fields, a link and then a file of its name)."""
+    name, other, data = f"share/f{index}", f"share/g{index}", f"content {index}\n".encode()
+    if shape == "plain":
+        return member(name.encode(), data)
+    if shape == "pax path":
+        return pax(path=name) + member(b"x", data)
+    if shape == "gnu long name":
+        return long_name(name.encode()) + member(b"x", data)
+    if shape == "pax then gnu":
+        return pax(path=name) + long_name(other.encode()) + member(b"x", data)
+    if shape == "gnu then pax":
+        return long_name(name.encode()) + pax(path=other) + member(b"x", data)
+    if shape == "two pax":
+        return pax(path=name) + pax(path=other) + member(b"x", data)
+    if shape == "nul-led size":
+        return header(name.encode(), size_field=b"\x00" + b"%010o\x00" % len(data)) + padded(data)
+    link = tarfile.TarInfo(name)
+    link.type, link.linkname = tarfile.SYMTYPE, f"g{index}"
+    return link.tobuf(tarfile.USTAR_FORMAT) + member(name.encode(), data)  # a link, then a file of its name
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_SHAPES, min_size=1, max_size=5))
+@example(["pax then gnu"])
+def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_factory: pytest.TempPathFactory, shapes: list[str]) -> None:
+    """rattler's extractor (tar-rs) is the oracle: for any tar the header rule passes, the regular files it lands
+    are exactly the members, with the contents, that lockgen's reader reads; the rest is refused by the rule."""
+    import bz2
+
+    import rattler.package_streaming as streaming
+
+    folder = tmp_path_factory.mktemp("shapes")
+    archive = folder / "shaped-1.0-h0_0.tar.bz2"
+    archive.write_bytes(bz2.compress(b"".join(_shaped(shape, index) for index, shape in enumerate(shapes)) + END))
+    try:
+        read = {name: data for name, member_, data in conda_archive.members(archive, "all", lambda _: True) if member_.isfile()}
+    except LockFormatError as exc:
+        assert "reads differently to different tar readers" in exc.message
+        assert any(shape not in ("plain", "pax path", "gnu long name", "link then file") for shape in shapes)
+        return
+    landed = folder / "landed"
+    with archive.open("rb") as stream:
+        try:
+            streaming.extract_tar_bz2(stream, str(landed))
+        except OSError:  # rattler refusing the tar lands nothing to compare
+            return
+    files = {str(p.relative_to(landed)): p.read_bytes() for p in landed.rglob("*") if p.is_file() and not p.is_symlink()}
+    assert files == read
