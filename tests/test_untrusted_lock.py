@@ -427,3 +427,44 @@ def test_a_file_url_outside_the_users_roots_is_never_read(tmp_path: Path, home: 
     assert through.returncode == 1 and "outside the folders lockgen reads local packages from" in through.stderr
     named = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={**elsewhere, "LOCKGEN_FILE_ROOTS": str(channel)})
     assert named.returncode == 0, named.stderr
+
+
+_TEAM_LOCK = Path(__file__).resolve().parent.parent / "envs" / "examples" / "team-jupyter" / "team" / "locks" / "cpu.conda-lock.yml"
+
+
+def _cut(text: str, name: str) -> str:
+    """The lock's text without the entry of `name`, as a hand edit leaves it."""
+    start = text.index(f"- name: {name}\n")
+    end = text.index("\n- name: ", start + 1) + 1
+    return text[:start] + text[end:]
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda text: _cut(text, "pygments"), "its linux-64 entries are not the ones lockgen wrote (91 entries now, 92 when written)"),
+        (lambda text: text.replace("sha256: a9462224a505", "sha256: b9462224a505", 1), "(92 entries, as written, one or more of them edited)"),
+    ],
+    ids=["an entry cut", "a hash edited"],
+)
+def test_a_lock_cut_or_edited_by_hand_is_refused_when_read(edit, words: str) -> None:
+    """issue 44: with pygments cut from a lock, materialize succeeded, `resolve --check` said fresh and `import
+    rich.syntax` failed later. Every lock lockgen writes records each platform's entry count and their digest."""
+    text = _TEAM_LOCK.read_text()
+    assert parse_lock(text, "team.lock").packages_for("linux-64")  # the lock as written reads
+    with pytest.raises(LockFormatError, match=re.escape(words)) as refused:
+        parse_lock(edit(text), "team.lock")
+    assert "never edited by hand" in refused.value.hint
+
+
+def test_a_cut_lock_is_refused_by_materialize_and_resolve_check(tmp_path: Path, home: Path) -> None:
+    stack = tmp_path / "team"
+    shutil.copytree(_TEAM_LOCK.parent.parent, stack)
+    shutil.copytree(_TEAM_LOCK.parent.parent.parent / "platform", tmp_path / "platform")
+    lock = stack / "locks" / "cpu.conda-lock.yml"
+    lock.write_text(_cut(lock.read_text(), "pygments"))
+    for args in (["materialize", str(lock), "--prefix", str(tmp_path / "env")], ["resolve", str(stack / "stack.toml"), "--check"]):
+        done = run_cli(*args)
+        assert done.returncode == 1 and "entries are not the ones lockgen wrote (91 entries now, 92 when written)" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "env").exists()

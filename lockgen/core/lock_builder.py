@@ -10,7 +10,9 @@ per platform `virtual-packages.<platform>`, `constraints.<platform>`,
 for frozen locks `frozen-from`; for pinned ones `pinned-from`, `inventory-sha256`,
 `accepted-changes.<platform>` (files that differ from their package, accepted by name with the hash
 found) and `unpublished` (check-only entries); for imported ones `imported-from`, `imported-format`,
-`imported-sha256`, `environment`; and `skipped` (what could not be locked, either way).
+`imported-sha256`, `environment`; and `skipped` (what could not be locked, either way). Every lock records, per
+platform, `package-set.<platform>`: the number of its entries and the sha256 of what each one pins (`package_set`),
+so a lock whose entries were cut or edited by hand is refused when it is read (`lock_fields.check_lock`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 from lockgen.core import lock_meta
 from lockgen.core.credentials import scrub_text, scrub_url
 from lockgen.core.torch_sources import routes_text
+from lockgen.digests import canonical_digest
 from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
@@ -39,8 +42,19 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
     """Every lock lockgen makes: packages sorted, and every URL through the one credential scrubber (a PyPI
     index's `/t/<token>/`, `user:pass@`, secret query values), whichever tool or file it came from; the
     fetchers put the host's credential back from the auth file or netrc when they download."""
-    scrubbed = (p if scrub_url(p.url) == p.url else p.model_copy(update={"url": scrub_url(p.url)}) for p in packages)
-    return Lock(metadata=metadata, package=tuple(sorted(scrubbed, key=lambda p: p.sort_key())))
+    scrubbed = tuple(sorted((p if scrub_url(p.url) == p.url else p.model_copy(update={"url": scrub_url(p.url)}) for p in packages), key=lambda p: p.sort_key()))
+    sets = {f"lockgen.{PACKAGE_SET}.{platform}": package_set([p for p in scrubbed if p.platform == platform]) for platform in metadata.platforms}
+    return Lock(metadata=metadata.model_copy(update={"custom_metadata": {**metadata.custom_metadata, **sets}}), package=scrubbed)
+
+
+PACKAGE_SET = "package-set"
+
+
+def package_set(packages: Sequence[LockedPackage]) -> str:
+    """`COUNT SHA256`: how many entries one platform of a lock holds and the digest of what each pins (manager,
+    name, version, build, URL, hashes, dependencies), in the lock's order."""
+    pins = [[p.manager, p.name, p.version, p.build or "", p.url, p.hash.sha256 or "", p.hash.md5 or "", sorted(p.dependencies.items())] for p in sorted(packages, key=lambda p: p.sort_key())]
+    return f"{len(pins)} {canonical_digest(pins)}"
 
 
 def resolved_metadata(
@@ -191,6 +205,10 @@ class LockgenMeta:
 
     def _key(self, key: str) -> str:
         return self._lock.meta(key)
+
+    def package_set(self, platform: str) -> str:
+        """What `package_set` gave for `platform`'s entries when lockgen wrote the lock ("" in a lock of before)."""
+        return self._key(f"{PACKAGE_SET}.{platform}")
 
     @property
     def target(self) -> str:

@@ -17,7 +17,7 @@ import re
 from urllib.parse import unquote, urlsplit
 
 from lockgen.core.credentials import carries_credential, scrub_url
-from lockgen.core.lock_builder import LockgenMeta
+from lockgen.core.lock_builder import LockgenMeta, package_set
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.package_identity import same_version
 from lockgen.model.names import shown
@@ -97,6 +97,24 @@ def check_lock(lock: Lock, source: str) -> None:
         seen.add(identity)
     for index, package in enumerate(lock.package):
         check_package(package, source, index)
+    _check_package_sets(lock, source)
+
+
+def _check_package_sets(lock: Lock, source: str) -> None:
+    """Refuses a lock whose entries of a platform are not those lockgen wrote: one cut, added or edited by hand."""
+    meta = LockgenMeta(lock)
+    for platform in lock.metadata.platforms:
+        recorded = meta.package_set(platform)
+        if not recorded:  # a lock of an older lockgen, or one of another tool
+            continue
+        found = package_set(lock.packages_for(platform))
+        if found != recorded:
+            now, then = found.split(" ", 1)[0], recorded.split(" ", 1)[0]
+            change = f"{now} entries now, {shown(then, 12)} when written" if now != then else f"{now} entries, as written, one or more of them edited"
+            raise LockFormatError(
+                f"lock `{source}`: its {platform} entries are not the ones lockgen wrote ({change})",
+                "a lock is never edited by hand: re-create it with `lockgen resolve` (git diff shows what changed)",
+            )
 
 
 def _check_lockgen_keys(lock: Lock, source: str) -> None:
