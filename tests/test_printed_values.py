@@ -3,15 +3,19 @@ every control character (newline, carriage return, ESC and so every ANSI or OSC 
 direction mark and lone surrogate in it is written as its escape (`model.names.escaped`), in rows (`cert compare`,
 `fleet status`, drift), plain lines (`cert verify`, `certs`) and error lines alike; rich markup in it is text; an
 error line is cut at `ui.ERROR_LIMIT`, saying how much went; every `print` of the CLI goes through `ui`. The
-machine formats keep their own escaping (`test_fleet_formats.py`: Prometheus, JUnit, NFD, NPD through hypothesis)."""
+machine formats keep their own escaping (`test_fleet_formats.py`: Prometheus, JUnit, NFD, NPD through hypothesis).
+Also the two messages that named something else than what the user gave, or failed where the docs say a record
+only costs work: `--prefix` a link to nothing, and a conformance record that is a folder."""
 
 from __future__ import annotations
 
 import ast
 import io
 import json
+import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -20,10 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from lockgen.adapters import prefix_observer
 from lockgen.adapters.signing import render as canonical
+from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
 from lockgen.cli import app, ui
+from lockgen.errors import UserError
 from lockgen.model.names import UNSHOWABLE, escaped
+from lockgen.model.requests import Prefix
 from tests.conftest import REPO, run_cli
 from tests.test_export import make_lock
 
@@ -224,3 +232,60 @@ def _cli_prints() -> list[str]:
 def test_every_line_the_cli_prints_goes_through_ui() -> None:
     """`say`, `progress` and `fail` escape; `print_json` and `emit` write documents their format escaped."""
     assert _cli_prints() == []
+
+
+def _settle() -> None:
+    time.sleep(prefix_observer.RACY_NS / 1e9 + 0.05)
+
+
+@pytest.mark.slow
+def test_a_conformance_record_that_is_a_folder_costs_work_not_the_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs: a record that cannot be read or written counts as none; the check hashes again and passes."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    _settle()
+    assert check_lock(lock, Prefix(prefix)).clean
+    records = sorted((tmp_path / "home" / "conformance").iterdir())
+    assert {re.sub(r"^[0-9a-f]{64}", "KEY", r.name) for r in records} == {"KEY.json", "KEY.verdict.json"}
+    for record in records:
+        record.unlink()
+        record.mkdir()
+    for _ in range(2):
+        said: list[str] = []
+        assert check_lock(lock, Prefix(prefix), progress=said.append).clean
+        assert any("hashing" in line for line in said), said
+    assert all(record.is_dir() and not list(record.iterdir()) for record in records)  # left as they were
+    done = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("target", ["nowhere", "missing/deeper", "loop"])
+def test_a_prefix_that_is_a_link_to_nothing_is_named_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """materialize (and unpack, through the same step) names the link the user gave and where it leads, before
+    building anything; nothing is made where it leads or beside it."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    link = tmp_path / "out" / "env"
+    link.parent.mkdir()
+    link.symlink_to(link if target == "loop" else tmp_path / "out" / target)
+    with pytest.raises(UserError) as refused:
+        materialize(lock, None, link, lambda _: None)
+    assert refused.value.message.startswith(f"{link} is a symbolic link to `") and "leads to nothing" in refused.value.message
+    assert ".tmp" not in refused.value.message
+    assert link.is_symlink() and not list(link.parent.glob(".env.tmp*")) and not (tmp_path / "out" / "nowhere").exists()
+
+
+@pytest.mark.slow
+def test_unpack_onto_a_link_to_nothing_names_the_link(tmp_path: Path) -> None:
+    lock = make_lock(tmp_path, "1.0")
+    env = {"LOCKGEN_HOME": str(tmp_path / "home")}
+    archive = tmp_path / "stack.tar"
+    assert run_cli("pack", str(lock), "--out", str(archive), env=env).returncode == 0
+    link = tmp_path / "env"
+    link.symlink_to(tmp_path / "nowhere")
+    done = run_cli("unpack", str(archive), "--prefix", str(link), env=env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    [error] = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert error == f"error: {link} is a symbolic link to `{tmp_path / 'nowhere'}`, which leads to nothing", done.stderr
+    assert ".tmp" not in done.stderr and link.is_symlink() and not (tmp_path / "nowhere").exists()
