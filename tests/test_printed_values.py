@@ -26,9 +26,11 @@ from typer.testing import CliRunner
 
 from lockgen.adapters import prefix_observer
 from lockgen.adapters.signing import render as canonical
+from lockgen.api.certs import check_certificate
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
 from lockgen.cli import app, ui
+from lockgen.core.cert_formats import npd_status
 from lockgen.errors import UserError
 from lockgen.model.names import UNSHOWABLE, escaped
 from lockgen.model.requests import Prefix
@@ -215,6 +217,16 @@ def test_a_progress_bar_phase_is_text_not_rich_markup(monkeypatch: pytest.Monkey
         meter("[red]read[/bold] \x1b[2J", 0, 2)
         [task] = meter._bar.tasks
         assert meter._bar.columns[0].render(task).plain == "[red]read[/bold] \\x1b[2J"
+
+
+def test_npd_s_one_line_carries_no_direction_or_invisible_mark() -> None:
+    """NPD's message (shown by `kubectl describe node`) keeps its own rule, a space for each character a terminal
+    would not show as it is: a right-to-left override in a check's name no longer reorders the line."""
+    with tempfile.TemporaryDirectory() as folder:
+        cert = _certificate(Path(folder), "n1.cert.json", check="conv\u202e\u200bgnihton\n\x1b[2J")
+        body = check_certificate(cert, None, None).certificate
+    line = npd_status(body)
+    assert "stack/conv  gnihton  [2J" in line and not _unshowable(line), line
 
 
 def _cli_prints() -> list[str]:
