@@ -230,13 +230,18 @@ def test_npd_s_one_line_carries_no_direction_or_invisible_mark() -> None:
 
 
 def _cli_prints() -> list[str]:
-    """Each `print(...)` of lockgen/cli outside ui.py that prints anything but constant text, as `module:line`."""
+    """Each `print(...)` of lockgen/cli outside ui.py that prints anything but constant text, and each `.write(...)`
+    on sys.stdout or sys.stderr there, as `module:line`."""
     found = []
     for module in sorted((REPO / "lockgen" / "cli").glob("*.py")):
         if module.name == "ui.py":
             continue
         for node in ast.walk(ast.parse(module.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print" and not all(isinstance(a, ast.Constant) for a in node.args):
+            if not isinstance(node, ast.Call):
+                continue
+            printed = isinstance(node.func, ast.Name) and node.func.id == "print" and not all(isinstance(a, ast.Constant) for a in node.args)
+            written = isinstance(node.func, ast.Attribute) and node.func.attr == "write" and ast.unparse(node.func.value) in ("sys.stdout", "sys.stderr")
+            if printed or written:
                 found.append(f"{module.name}:{node.lineno}")
     return found
 
