@@ -14,7 +14,9 @@ of a lockgen environment against its own record (`check --prefix`, a repeated ma
 too, with no lock (its record is a file of the tree). A repeated check whose stat walk gives
 the same fingerprint is that verdict; any other fingerprint means the per-file fingerprints above decide
 what is read again. Only a clean report of a settled tree is kept, so a record can only repeat a pass of
-exactly those files; an unreadable or inconsistent record counts as none."""
+exactly those files; an unreadable or inconsistent record counts as none, and one that cannot be written (a home
+lockgen cannot write, a folder where the record goes) is not kept: either costs the next check its hashing, never
+its verdict."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from lockgen import __version__
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
 from lockgen.adapters.parallel import Forked
+from lockgen.errors import UserError
 
 VERDICT_LAYOUT = 1
 Proofs = dict[str, list]  # prefix-relative path -> [device, inode, size, mtime_ns, ctime_ns, sha256]
@@ -55,10 +58,16 @@ def save(prefix: Path, lock_sha256: str, proofs: Proofs) -> None:
     """Keeps the fingerprints of this check (a home lockgen cannot write leaves the next check to hash again)."""
     path = _record(prefix, lock_sha256)
     text = json.dumps({"prefix": os.path.realpath(prefix), "lock_sha256": lock_sha256, "files": proofs}, sort_keys=True)
+    _kept(path, text.encode())
+
+
+def _kept(path: Path, data: bytes) -> None:
+    """Writes a record, atomically; one that cannot be written (a home lockgen cannot write: an OSError; a folder
+    where the record goes: write_bytes_atomic's UserError) is not kept, and the next check does the work again."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, text.encode())
-    except OSError:
+        write_bytes_atomic(path, data)
+    except (OSError, UserError):
         return
 
 
@@ -106,10 +115,7 @@ def save_verdict(prefix: Path, lock_sha256: str, context: list[str], tree: str, 
         "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "verdict": verdict,
     }
-    try:
-        write_bytes_atomic(_verdict_record(prefix, lock_sha256, context), json.dumps(record, sort_keys=True).encode())
-    except OSError:
-        return
+    _kept(_verdict_record(prefix, lock_sha256, context), json.dumps(record, sort_keys=True).encode())
 
 
 def drift_kept(prefix: Path, tree: str) -> bool:

@@ -15,7 +15,7 @@ import typer.main
 from typer.core import TyperArgument, TyperOption
 
 from lockgen.cli import arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds, verify_cmds
-from lockgen.cli.ui import state
+from lockgen.cli.ui import say, state
 
 app = typer.Typer(
     name="lockgen",
@@ -31,7 +31,7 @@ def _print_version(wanted: bool) -> None:
     if wanted:
         from lockgen import __version__
 
-        print(f"lockgen {__version__}")
+        say(f"lockgen {__version__}")
         raise typer.Exit()
 
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import handles_errors, print_json
+from lockgen.cli.ui import handles_errors, print_json, say
 
 
 @handles_errors
@@ -23,10 +23,10 @@ def arch(
             print_json(rows)
             return
         width = max(len(row["family"]) for row in rows) + 2  # whole family names, never cut mid-word
-        print(f"{'arch':<7}{'cc':<6}{'cuda':<13}{'family':<{width}}gpus")
+        say(f"{'arch':<7}{'cc':<6}{'cuda':<13}{'family':<{width}}gpus")
         for row in rows:
             cuda = f"{row['first_cuda']}-{row['last_cuda'] or ''}"
-            print(f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family']:<{width}}{', '.join(row['gpus'][:3])}")
+            say(f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family']:<{width}}{', '.join(row['gpus'][:3])}")
         return
     report = one_arch(name)
     if as_json:
@@ -34,8 +34,8 @@ def arch(
         return
     for key, value in report.items():
         if isinstance(value, list) and value:
-            print(f"{key}:")
+            say(f"{key}:")
             for item in value:
-                print(f"  - {item}")
+                say(f"  - {item}")
         else:
-            print(f"{key}: {value if value != [] else 'none'}")
+            say(f"{key}: {value if value != [] else 'none'}")

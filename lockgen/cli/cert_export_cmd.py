@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import fail, handles_errors, progress
+from lockgen.cli.ui import emit, fail, handles_errors, progress, say
 from lockgen.model.export_formats import EXPORT_FORMATS, FILE_FORMATS, NFD_VALID_FOR
 
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
@@ -74,8 +74,8 @@ def export(
     for note in exported.notes:
         progress(f"note: {note}")
     if out is None:
-        print(exported.text, end="")
+        emit(exported.text)
     else:
-        print(out)
+        say(out)
     if fmt == "npd" and not exported.passed:
         raise typer.Exit(1)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from lockgen.cli.ui import fail, handles_errors, print_environment, print_json, progress
+from lockgen.cli.ui import fail, handles_errors, print_environment, print_json, progress, say
 
 if TYPE_CHECKING:  # imported where a command renders them: a repeated materialize loads none (20 ms)
     from lockgen.model.results import Conformance, Drift, ImageDrift
@@ -79,7 +79,7 @@ def _render_image_drift(result: ImageDrift, image: str, as_json: bool) -> None:
     if as_json:
         print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed, "clean": result.clean, **_drift_dict(drift)})
     else:
-        print(f"environment digest sha256:{recomputed}")
+        say(f"environment digest sha256:{recomputed}")
     if not result.clean:
         fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records (sha256:{recorded[:16]})", "re-export it from its lock")
     progress(f"{image}: the environment matches the manifest the image records (pass --lock to prove it is a lock)")
@@ -91,7 +91,7 @@ def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: boo
     else:
         for kind, paths in _drift_dict(drift).items():
             for path in paths:
-                print(f"{kind} {path}")
+                say(f"{kind} {path}")
     if not drift.clean:
         fail(
             f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
@@ -110,7 +110,7 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
         print_json(result.to_dict())
     else:
         for line in result.lines():
-            print(line)
+            say(line)
     counts = result.report.counts
     if not result.clean:
         shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
@@ -138,7 +138,7 @@ def manifests(
 
     count = write_manifests(lock, out, progress, known)
     progress(f"{count} package manifests")
-    print(out)
+    say(out)
 
 
 @handles_errors
@@ -153,7 +153,7 @@ def envs(as_json: bool = typer.Option(False, "--json", help="Print the list as J
     if not found:
         progress("no environments in the store yet (lockgen materialize LOCK makes one)")
     for entry in found:
-        print(f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}")
+        say(f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}")
 
 
 @handles_errors
@@ -165,7 +165,7 @@ def gc(
     from lockgen.api.store import gc as run
 
     for path in run(roots, dry_run):
-        print(path)
+        say(path)
 
 
 @handles_errors
@@ -207,7 +207,7 @@ def _written(document: dict, path: Path, as_json: bool) -> None:
     if as_json:
         print_json(document)
     else:
-        print(path)
+        say(path)
 
 
 @handles_errors
@@ -284,13 +284,13 @@ def export(
         if as_json:
             print_json({"image_digest": result.digest, "environment_digests": result.environment_digests, "out": str(out), "format": fmt})
         else:
-            print(result.digest)
+            say(result.digest)
         return
     progress(f"environment digest sha256:{result.environment_digest}")
     if as_json:
         print_json({"image_digest": result.digest, "environment_digest": result.environment_digest, "out": str(out), "format": fmt})
     else:
-        print(result.digest)
+        say(result.digest)
 
 
 def _base_image(base: Optional[str], insecure: bool, fmt: str):
@@ -320,7 +320,7 @@ def push(
 
     if (attest is None) != (key is None) or (sbom is not None and attest is None):
         fail("--attest and --key go together (and --sbom with them)", "lockgen push DIR docker://REF --attest CERT --key KEY", 2)
-    print(run(layout, reference, insecure, progress, (attest, key) if attest and key else None, sbom))
+    say(run(layout, reference, insecure, progress, (attest, key) if attest and key else None, sbom))
 
 
 @handles_errors
@@ -337,4 +337,4 @@ def pin(
 
     path, bundle, _ = run(inventory, target, out, index, allow_unpublished, accept_changed, progress)
     progress(f"manifests for check --manifests: {bundle}")
-    print(path)
+    say(path)

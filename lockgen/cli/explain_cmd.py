@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lockgen.cli.ui import handles_errors, print_json
+from lockgen.cli.ui import handles_errors, print_json, say
 
 
 @handles_errors
@@ -23,11 +23,11 @@ def explain(
     if as_json:
         print_json(report)
         return
-    print(f"target {report['target']}: {report['arch']}, driver {report['driver'] or 'none'}")
+    say(f"target {report['target']}: {report['arch']}, driver {report['driver'] or 'none'}")
     if report["cuda_window"]:
-        print(f"CUDA window {report['cuda_window']}: {report['window_reason']}")
+        say(f"CUDA window {report['cuda_window']}: {report['window_reason']}")
     for platform, best in report["newest_admitted"].items():
-        print(f"newest admitted on {platform}: {best or 'none'}")
+        say(f"newest admitted on {platform}: {best or 'none'}")
     for c in report["candidates"]:
         verdict = "admitted" if c["admitted"] else "refused "
-        print(f"{verdict} {c['package']} {c['release']} {c['variant']} {c['source']} {c['platform']}  [{c['rule']}] {c['reason']}")
+        say(f"{verdict} {c['package']} {c['release']} {c['variant']} {c['source']} {c['platform']}  [{c['rule']}] {c['reason']}")

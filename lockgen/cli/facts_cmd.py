@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import handles_errors, print_json, progress
+from lockgen.cli.ui import handles_errors, print_json, progress, say
 
 facts_app = typer.Typer(help="The GPU facts lockgen decides with: their date and sources, and what they lack.", invoke_without_command=True, rich_markup_mode=None)
 
@@ -29,16 +29,16 @@ def facts(
     if as_json:
         print_json(report)
         return
-    print(f"facts valid as of {report['valid_as_of']} ({report['origin']})")
-    print(f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest {report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})")
+    say(f"facts valid as of {report['valid_as_of']} ({report['origin']})")
+    say(f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest {report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})")
     newest = ", ".join(f"{release} on {platform}" for platform, release in report["pypi_torch_newest"].items())
-    print(f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; {report['inferred_entries']} entries marked inferred")
-    print(f"  {len(report['sources'])} sources (lockgen facts --json lists them)")
+    say(f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; {report['inferred_entries']} entries marked inferred")
+    say(f"  {len(report['sources'])} sources (lockgen facts --json lists them)")
     if report["unverifiable"]:
-        print("not read from an authoritative source:")
+        say("not read from an authoritative source:")
         for line in report["unverifiable"]:
-            print(f"  - {line}")
-    print("newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index has that the facts lack")
+            say(f"  - {line}")
+    say("newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index has that the facts lack")
 
 
 @facts_app.command("check")
@@ -76,11 +76,11 @@ def facts_check(
         print_json(report)
     else:
         for release in report["newer_releases"]:
-            print(f"{release['platform']}: {release['decision']}")
+            say(f"{release['platform']}: {release['decision']}")
         for build in report["conda_builds"]:
-            print(f"{build['platform']}: {build['build']}: {build['decision']}")
+            say(f"{build['platform']}: {build['build']}: {build['decision']}")
         for toolkit in report["unknown_cuda_toolkits"]:
-            print(f"CUDA {toolkit['cuda']}: {toolkit['why']}")
+            say(f"CUDA {toolkit['cuda']}: {toolkit['why']}")
         if not (report["newer_releases"] or report["unknown_cuda_toolkits"] or report["conda_builds"]):
             progress(f"the facts (valid as of {report['valid_as_of']}) cover every torch release and build checked")
     if report["newer_releases"] or report["unknown_cuda_toolkits"] or report["conda_builds"]:

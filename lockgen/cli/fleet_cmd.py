@@ -12,7 +12,8 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress
+from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
+from lockgen.model.names import escaped
 
 fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -70,8 +71,8 @@ def slurm(
     if as_json:
         print_json({"sbatch": str(scripts.sbatch), "health": str(scripts.health)})
         return
-    print(scripts.sbatch)
-    print(scripts.health)
+    say(scripts.sbatch)
+    say(scripts.health)
     progress(f"submit: sbatch {scripts.sbatch}; health: HealthCheckProgram={scripts.health.resolve()} in slurm.conf")
 
 
@@ -100,14 +101,15 @@ def status(
     if as_json:
         print_json(report)
     else:
-        width = max((len(row["node"]) for row in rows), default=4) + 2
-        for row in rows:
+        nodes = [escaped(row["node"]) for row in rows]  # escaped before the columns are measured: a row is one line, aligned
+        width = max(map(len, nodes), default=4) + 2
+        for node, row in zip(nodes, rows):
             state = "FAILED" if not row["passed"] else "REGRESSED" if row["regressions"] else "passed"
             figures = ", ".join(f"{label} {entry['value']:.4g} {entry['unit']}" for label, entry in row["figures"].items())
             why = "; ".join(row["failed"][:3] or row["regressions"][:3])
-            print(f"{row['node']:<{width}}{row['covers']:<20} {state:<9} {row['age']:>6} ago  {figures}" + (f"  [{why}]" if why else ""))
+            say(f"{node:<{width}}{escaped(row['covers']):<20} {state:<9} {row['age']:>6} ago  {figures}" + (f"  [{why}]" if why else ""))
         for entry in report["refused"]:
-            print(f"REFUSED {entry['source']}: {entry['reason']}")
+            say(f"REFUSED {entry['source']}: {entry['reason']}")
     failing = [row["node"] for row in rows if not row["passed"]]
     if failing or report["refused"]:
         fail(
@@ -160,5 +162,5 @@ def kubernetes(
         print_json({"job": str(manifests.job), "daemonset": str(manifests.daemonset), "gate": str(manifests.gate)})
         return
     for path in (manifests.job, manifests.daemonset, manifests.gate):
-        print(path)
+        say(path)
     progress(f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; gate: merge {manifests.gate} into a training pod's spec")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import handles_errors, print_json
+from lockgen.cli.ui import emit, handles_errors, print_json, say
 from lockgen.errors import LockgenError
 
 
@@ -32,11 +32,11 @@ def diff(
         print_json({"changes": [c.__dict__ for c in result.changes], "platforms_only_in_a": result.platforms_only_in_a, "platforms_only_in_b": result.platforms_only_in_b})
     else:
         for platform in result.platforms_only_in_a:
-            print(f"- platform {platform}")
+            say(f"- platform {platform}")
         for platform in result.platforms_only_in_b:
-            print(f"+ platform {platform}")
+            say(f"+ platform {platform}")
         for change in result.changes:
-            print(change.line())
+            say(change.line())
     if differ and not exit_zero:
         raise typer.Exit(1)
 
@@ -80,7 +80,7 @@ def import_(
         progress(f"  {platform}: {len(entries) - pip} conda, {pip} pip")
     if notes.skipped:
         progress(f"  left out: {'; '.join(notes.skipped)}")
-    print(path)
+    say(path)
 
 
 @handles_errors
@@ -99,6 +99,6 @@ def render(
         out = pylock_name(lock)
     text = run(lock, platform, out, fmt)
     if out is None:
-        print(text, end="")
+        emit(text)
     else:
-        print(out)
+        say(out)

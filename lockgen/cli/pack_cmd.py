@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import handles_errors, print_environment, print_json, progress
+from lockgen.cli.ui import handles_errors, print_environment, print_json, progress, say
 
 
 @handles_errors
@@ -27,7 +27,7 @@ def pack(
     if as_json:
         print_json({"archive": str(packed.path), "sha256": packed.sha256, "size": packed.size, "platform": packed.platform, "artifacts": packed.artifacts})
     else:
-        print(packed.path)
+        say(packed.path)
 
 
 @handles_errors

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lockgen.cli.ui import handles_errors, print_json, progress
+from lockgen.cli.ui import handles_errors, print_json, progress, say
 
 
 @handles_errors
@@ -29,7 +29,7 @@ def resolve(
             print_json([r.__dict__ for r in reasons])
         else:
             for reason in reasons:
-                print(reason.line())
+                say(reason.line())
         if reasons:
             raise typer.Exit(1)
         progress("all locks are fresh")
@@ -44,4 +44,4 @@ def resolve(
             progress(f"  {result.target} {platform}: {result.packages[platform]} packages; {shown}")
         progress(f"{result.state} {result.path}")
         if not dry_run:
-            print(result.path)
+            say(result.path)

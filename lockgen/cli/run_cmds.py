@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperCommand
 
-from lockgen.cli.ui import fail, handles_errors, print_json, progress
+from lockgen.cli.ui import emit, fail, handles_errors, print_json, progress, say
 
 COMMAND = "lockgen.command"
 SOURCE_HELP = "A lock, or a stack (stack.toml or its folder; default ./stack.toml) whose target's lock to use."
@@ -83,7 +83,7 @@ def activate(
     --shell fish | source); nothing else goes to stdout."""
     from lockgen.api.run import Wanted, exports
 
-    print(_within(exports, Wanted(source, target, platform, prefix), shell_name), end="")
+    emit(_within(exports, Wanted(source, target, platform, prefix), shell_name))
 
 
 @handles_errors
@@ -105,4 +105,4 @@ def detect(
     for each in found.fits:
         verdict = "chosen" if each.target == found.chosen.target else ("matches, a closer one is chosen" if each.fits else "differs")
         progress(f"{each.target}: {verdict}: {'; '.join(each.reasons)}")
-    print(found.chosen.target)
+    say(found.chosen.target)

@@ -1,4 +1,8 @@
 """Terminal output: data on stdout, progress and errors on stderr, `error:` / `hint:` without tracebacks.
+Every line for a person goes out through `say`, `progress` or `fail`, which escape what could end or hide a line
+or drive the terminal (`model.names.escaped`): a certificate's, a lock's or an image's text is shown as it is, one
+line each; an error line is cut at ERROR_LIMIT characters, saying how many went. A document in a format of its own
+(JSON, Prometheus, JUnit, a shell's activation) goes out by `print_json` or `emit`, escaped by that format's rules.
 
 Exit codes: 0 ok, 1 a user-level failure (a `LockgenError`), 2 usage (typer), 3 unexpected.
 """
@@ -8,7 +12,6 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 
 from lockgen.errors import LockgenError
+from lockgen.model.names import escaped
 
 if TYPE_CHECKING:  # the models import pydantic: a command that needs no model (a repeated materialize) loads none
     from lockgen.model.requests import Environment
@@ -38,9 +42,19 @@ def _styled(text: str, code: str) -> str:
     return f"\x1b[{code}m{text}\x1b[0m"
 
 
+def say(line: object = "") -> None:
+    """One line for a person on stdout (a row, a path, a verdict), escaped."""
+    print(escaped(str(line)))
+
+
+def emit(document: str) -> None:
+    """A document in a format of its own on stdout, as it is: its rendering escaped it by that format's rules."""
+    sys.stdout.write(document)
+
+
 def progress(message: str) -> None:
-    """One progress line on stderr."""
-    print(_styled(message, "2"), file=sys.stderr, flush=True)
+    """One progress line on stderr, escaped."""
+    print(_styled(escaped(message), "2"), file=sys.stderr, flush=True)
 
 
 class Meter:
@@ -58,10 +72,10 @@ class Meter:
             if self._bar is None:
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-                self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True, console=None)
+                self._bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), transient=True, console=None)
                 self._bar.start()
             if phase not in self._tasks:
-                self._tasks[phase] = self._bar.add_task(phase, total=total)
+                self._tasks[phase] = self._bar.add_task(escaped(phase), total=total)
             self._bar.update(self._tasks[phase], completed=done)
         else:
             quarter = 4 * done // max(1, total)  # a line per quarter reached, each once
@@ -86,13 +100,17 @@ def print_json(document: object) -> None:
     print(json.dumps(document, indent=2, sort_keys=True, default=str))
 
 
-_BREAKS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+ERROR_LIMIT = 2000  # characters of an error or hint line (escaped); a longer one keeps its start and its end
 
 
-def _one_line(text: str) -> str:
-    """`text` with every character that could end or hide a line (newlines, carriage returns, the separators
-    `str.splitlines` splits on, terminal controls) escaped: a message names input (a path, a flag's value) as given."""
-    return _BREAKS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+def _error_line(text: str) -> str:
+    """`text` escaped (a message names input as given: a path, a flag's value, a certificate's text) and, past
+    ERROR_LIMIT, cut in the middle, saying how many characters went (an unreadable 40 KB line helps nobody)."""
+    line = escaped(text)
+    if len(line) <= ERROR_LIMIT:
+        return line
+    kept_end = ERROR_LIMIT // 4
+    return f"{line[: ERROR_LIMIT - kept_end]} [… {len(line) - ERROR_LIMIT:,} characters cut …] {line[-kept_end:]}"
 
 
 def environment(
@@ -111,9 +129,9 @@ def environment(
 
 
 def fail(message: str, hint: str = "", code: int = 1) -> NoReturn:
-    print(_styled("error:", "31;1") + f" {_one_line(message)}", file=sys.stderr)
+    print(_styled("error:", "31;1") + f" {_error_line(message)}", file=sys.stderr)
     if hint:
-        print(_styled("hint:", "36") + f" {_one_line(hint)}", file=sys.stderr)
+        print(_styled("hint:", "36") + f" {_error_line(hint)}", file=sys.stderr)
     raise typer.Exit(code)
 
 
@@ -174,4 +192,4 @@ def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, 
     if as_json:
         print_json({"prefix": str(path), "environment_digest": digest, **source})
     else:
-        print(path)
+        say(path)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
-from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress
+from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 
@@ -85,7 +85,7 @@ def verify(
     if as_json:
         print_json({"certificate": str(verified.path), "passed": body.passed, "checks": len(body.checks), "failed": [c.line() for c in failures], "not_run": not_run, "duration_s": body.duration_s})
     else:
-        print(verified.path)
+        say(verified.path)
     if failures:
         fail(
             f"{len(failures)} checks failed: " + "; ".join(f"{c.category}/{c.name}: {c.detail}" for c in failures[:3]),
@@ -99,8 +99,8 @@ def keygen(out: Path = typer.Option(..., "--out", help="Private key path; the pu
     from lockgen.api.certs import keygen as make
 
     private, public = make(out)
-    print(private)
-    print(public)
+    say(private)
+    say(public)
 
 
 @cert_app.command("verify")
@@ -131,7 +131,7 @@ def cert_verify(
             }
         )
     else:
-        print(f"{cert}: {state}; {body.arch} on {where}; {'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
+        say(f"{cert}: {state}; {body.arch} on {where}; {'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
     if not body.passed:
         raise typer.Exit(1)
 
@@ -155,7 +155,7 @@ def cert_compare(
         print_json([row.__dict__ for row in rows])
     else:
         for row in rows:
-            print(row.line())
+            say(row.line())
     regressions, missing = [r for r in rows if r.regression], [r for r in rows if r.missing]
     if regressions or missing:
         said = ([f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5])] if regressions else []) + (
@@ -214,7 +214,7 @@ def certs(
     if not found and not inherited:
         progress(f"no certificates under {where} (lockgen verify writes them to certs/ beside the lock, or --out)")
     for path, body in found:
-        print(f"{_summary(body)}  {path}")
+        say(f"{_summary(body)}  {path}")
     for team in inherited:
         if not team.certificates and team.base_image:
             where = f"lockgen certs {team.base_image}" if team.base_image.startswith("docker://") else "they are attached to it once it is pushed: lockgen certs docker://REF"
@@ -227,7 +227,7 @@ def certs(
         elif team.changes:
             progress(f"{team.team_lock}: needs its own certification, the base's do not cover it: it moved " + "; ".join(team.changes[:3]))
         for path, body in team.certificates if not team.changes else ():
-            print(f"{_summary(body)}  {path}  [inherited by {team.team_lock}: its CUDA stack is the base's]")
+            say(f"{_summary(body)}  {path}  [inherited by {team.team_lock}: its CUDA stack is the base's]")
 
 
 def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool, require_pass: Optional[str], lock: Optional[Path]) -> None:
@@ -240,9 +240,9 @@ def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool
     else:
         for attached in found:
             if attached.verified:
-                print(f"{_summary(attached.body)}  {attached.location}  [{attached.binding}; {attached.signature}]")
+                say(f"{_summary(attached.body)}  {attached.location}  [{attached.binding}; {attached.signature}]")
             else:
-                print(f"REFUSED {attached.location}: {attached.reason}")
+                say(f"REFUSED {attached.location}: {attached.reason}")
     refused = [a for a in found if not a.verified]
     if refused:
         fail(
@@ -263,7 +263,7 @@ def _require_pass(admission: Admission, arch: str, lock: Optional[Path]) -> None
     digest, proof = admission.digest, admission.proof
     if proof is not None and not proof.clean:
         for line in proof.lines():
-            print(line)
+            say(line)
         fail(
             f"{digest[:23]}… is not the image of {lock}: {proof.lines()[0]}", "its lock-bound certificates do not count: certify this image itself (lockgen verify --image) and attach that certificate"
         )
@@ -295,4 +295,4 @@ def attest(
         print_json([entry.__dict__ for entry in pushed])
     else:
         for entry in pushed:
-            print(entry.digest)
+            say(entry.digest)

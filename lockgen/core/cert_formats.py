@@ -21,11 +21,11 @@ from typing import Any
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check
 from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
+from lockgen.model.names import UNSHOWABLE
 
 NFD_NAMESPACE = "lockgen.io"
 _CREATED = "%Y-%m-%dT%H:%M:%SZ"
 _IDENTITY_LABELS = ("target", "arch", "mode", "lock_sha256", "image_digest")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes' label value rule
@@ -39,7 +39,9 @@ def _utf8(text: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    return _CONTROL.sub(" ", _utf8(text))
+    """`text` for a line of NFD's or NPD's: every character a person's terminal would not show as it is (controls,
+    line separators, direction and zero-width marks: `names.UNSHOWABLE`) a space, so the line stays one and reads as written."""
+    return UNSHOWABLE.sub(" ", _utf8(text))
 
 
 def _xml(text: str) -> str:

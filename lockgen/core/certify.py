@@ -16,6 +16,7 @@ from lockgen.core.versions import as_tuple, major_minor
 from lockgen.errors import LockFormatError, TargetError
 from lockgen.model.certificate import CertificateBody, Check, DistributedRun, Hardware, KernelReport, Subject
 from lockgen.model.lock import Lock
+from lockgen.model.names import escaped
 
 LOWER_IS_BETTER_UNITS = ("ms", "us", "s")
 ATTRIBUTED = ("performance", "training", "graphs")  # kernel checks whose failure a node fault can explain
@@ -158,12 +159,15 @@ class FigureChange:
     missing: str | None = None  # "old" or "new": the certificate without a value for a figure the other has
 
     def line(self) -> str:
+        """The row `cert compare` prints: the name and unit (a certificate's text) escaped before the columns are
+        laid out, so a row is one line whatever the certificate says."""
+
         def show(value: float | None) -> str:
             return "-" if value is None else f"{value:.4g}"
 
         delta = "" if self.change is None else f" ({self.change:+.1%})"
         flag = "  REGRESSION" if self.regression else (f"  MISSING from {self.missing}" if self.missing else "")
-        return f"{self.name:<40} {show(self.old):>10} -> {show(self.new):<10} {self.unit}{delta}{flag}"
+        return f"{escaped(self.name):<40} {show(self.old):>10} -> {show(self.new):<10} {escaped(self.unit)}{delta}{flag}"
 
 
 def _finite(value: float) -> bool:

@@ -10,7 +10,9 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from lockgen.core.certify import compare_figures
+from lockgen.errors import LockFormatError
 from lockgen.model.certificate import CertificateBody
+from lockgen.model.names import shown
 
 HEADLINES = (  # (group, name, label): the figures a person compares across nodes
     ("gemm", "bf16", "bf16 GEMM"),
@@ -74,8 +76,12 @@ def headline_figures(body: CertificateBody) -> dict[str, tuple[float, str]]:
     return found
 
 
-def _moment(created: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+def _moment(created: str, source: str) -> dt.datetime:
+    """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ)."""
+    try:
+        return dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        raise LockFormatError(f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
 
 
 def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.datetime, noise: float) -> list[StatusRow]:
@@ -97,7 +103,7 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
                 covers=covered,
                 source=source,
                 created=latest.created,
-                age_s=max(0.0, (now - _moment(latest.created)).total_seconds()),
+                age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
                 arch=latest.arch,
                 passed=latest.passed,
                 failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),

@@ -1,6 +1,7 @@
 """Names as lockgen compares them, in the lowest layer so models validate with them too: Python
 projects by PEP 503 (runs of `-`, `_`, `.` are one `-`, case folded) and GPU archs (`SM_90` -> `sm90`); and
-user-supplied text as a one-line message shows it."""
+text that is not lockgen's own (a path, a certificate's or a lock's value, an image's file name) as a person is
+shown it: `escaped` is the one rule, for every line lockgen prints and every message naming such text."""
 
 from __future__ import annotations
 
@@ -13,9 +14,21 @@ PLATFORM_OF_MACHINE = {machine: platform for platform, machine in MACHINE_OF_PLA
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # what breaks a line, a terminal or a tool's line-based input
 
 
+# what a terminal or a reader would take for something else than the text: controls (newline, carriage return,
+# ESC, which starts every ANSI and OSC sequence, the C1 codes, CSI among them), the line and paragraph separators,
+# the marks and overrides that reorder or hide text (bidi, zero-width), and lone surrogates (no encoding writes them)
+UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]")
+
+
+def escaped(text: str) -> str:
+    """`text` as one line a terminal shows as it is: each character of UNSHOWABLE written as its Python escape
+    (`\\n`, `\\x1b`, `\\u202e`), every other character as given."""
+    return UNSHOWABLE.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def shown(text: str, limit: int = 120) -> str:
-    """User-supplied text fit for a one-line message: cut to `limit`, control characters escaped."""
-    return text[:limit].encode("unicode_escape").decode("ascii")
+    """User-supplied text fit for a one-line message: cut to `limit`, then `escaped`."""
+    return escaped(text[:limit])
 
 
 def normalize(name: str) -> str:

@@ -58,6 +58,8 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
             raise UserError(f"{final} holds another lock's environment", "choose another --prefix or remove it")
         if final.exists():
             raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
+        if final.is_symlink():  # a link to nothing: the environment is renamed to the path, never made through a link
+            raise UserError(f"{final} is a symbolic link to `{final.readlink()}`, which leads to nothing", "remove the link, or pass --prefix the folder it names")
         with file_guard.built_beside(final) as temp:
             digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter, allow_md5=allow_md5, verify=verify)
     return digest
