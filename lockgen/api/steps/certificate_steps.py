@@ -4,15 +4,18 @@ have written (changed bytes, a bad signature, a body whose `passed` contradicts 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from lockgen.adapters import signing
+from lockgen.core.numerics import NumericsReference
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import Certificate, CertificateBody
+from lockgen.model.certificate import Certificate, CertificateBody, Numerics
+from lockgen.model.names import shown
 
 
 def read_certificate(path: Path, public_key: Path | None) -> tuple[dict[str, Any], Certificate]:
@@ -61,3 +64,23 @@ def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
         except LockFormatError:
             continue
     return sorted(found, key=lambda item: item[1].created)
+
+
+def read_numerics_references(path: Path) -> tuple[NumericsReference, ...]:
+    """The fingerprints `verify --expect-numerics FILE` pins: FILE is a certificate (its fingerprint, and its
+    stack to name what differs), one fingerprint `{"key": {...}, "digests": {...}}`, or a list of them."""
+    hint = "pass a certificate of a node known to be good, or its `numerics` object ({key, digests}), or a list of them"
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"cannot read the numerics reference `{shown(str(path))}`: {shown(str(exc))}", hint) from None
+    where = f"`{shown(str(path))}`"
+    if isinstance(document, dict) and "certificate" in document:
+        body = read_certificate(path, None)[1].certificate
+        if body.numerics is None:
+            raise UserError(f"{where} is a certificate without a numerics fingerprint (made before lockgen computed one)", "certify a good node again and pin that certificate")
+        return (NumericsReference(body.numerics, body.stack, where),)
+    entries = document if isinstance(document, list) else [document]
+    if not entries:
+        raise UserError(f"{where} holds no fingerprint", hint)
+    return tuple(NumericsReference(_validated(Numerics, entry, where), None, where) for entry in entries)
