@@ -18,7 +18,7 @@ from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.api.steps import team_steps
-from lockgen.api.steps.certificate_steps import list_certificates, read_certificate
+from lockgen.api.steps.certificate_steps import list_certificates, read_certificate, read_signed, signers
 from lockgen.core.certify import FigureChange, compare_figures, require_comparable
 from lockgen.core.numerics import PairComparison, compare_pair
 from lockgen.errors import LockFormatError, LockgenError, UserError
@@ -93,16 +93,7 @@ def compare(a: Path, b: Path, noise: float, keys: Sequence[Path] = ()) -> Compar
 
 
 def _comparable(path: Path, keys: Sequence[Path]) -> CertificateBody:
-    key = None
-    if keys:
-        document, _ = read_certificate(path, None)
-        signed_by = (document.get("signature") or {}).get("key_id")
-        if signed_by is None:
-            raise LockFormatError(f"`{path}` is not signed, so no --key can prove its figures", "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
-        key = next((k for k in keys if signing.public_fingerprint(k)[:16] == signed_by), None)
-        if key is None:
-            raise LockFormatError(f"`{path}` is signed by key {signed_by}, which no --key given is", "pass --key with the signer's public key (KEY.pub); repeat --key for two signers")
-    body = check_certificate(path, key, None).certificate
+    body = read_signed(path, signers(keys)).certificate
     require_comparable(body.figures, f"`{path}`")
     return body
 

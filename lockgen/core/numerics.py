@@ -72,17 +72,28 @@ def _foreign(stack: dict[str, Any]) -> list[str]:
     return list((stack.get("libraries") or {}).get("foreign") or [])
 
 
+def _setting_differences(mine: dict[str, str], theirs: list[dict[str, str]]) -> list[str]:
+    """`NAME=VALUE here, unset on the others` for each variable this node and its peers do not share."""
+    said = []
+    for name in sorted(set(mine) | {name for other in theirs for name in other}):
+        value, others = mine.get(name), [other.get(name) for other in theirs]
+        differing = [other for other in others if other != value]
+        if not differing:
+            continue
+        here = f"{name} unset" if value is None else f"{name}={value}"
+        there = " or ".join(sorted({"unset" if other is None else f"{name}={other}" for other in differing}))
+        said.append(f"{here} here, {there} on {'the others' if len(differing) == len(others) else 'some others'}")
+    return said
+
+
 def likely_cause(stack: dict[str, Any], numerics: Numerics, peers: Sequence[dict[str, Any]]) -> str:
     """Why the node of `stack` (the kernel's) and `numerics` computes other bits than `peers` (the stacks of the
     certificates it is compared with; none when a bare reference judges it), most likely first."""
     mine = _settings(stack)
     if peers:
-        theirs = [_settings(stack) for stack in peers]
-        only_here = [f"{name}={value}" for name, value in mine.items() if any(other.get(name) != value for other in theirs)]
-        only_there = sorted({name for other in theirs for name in other if name not in mine})
-        if only_here or only_there:
-            said = ([f"{', '.join(only_here[:3])} set here and not alike on the others"] if only_here else []) + ([f"{', '.join(only_there[:3])} set on the others only"] if only_there else [])
-            return f"a setting differs: {'; '.join(said)}"
+        said = _setting_differences(mine, [_settings(stack) for stack in peers])
+        if said:
+            return f"a setting differs: {'; '.join(said[:3])}"
     else:
         numeric = [f"{name}={value}" for name, value in mine.items() if name.startswith(NUMERIC_SETTINGS)]
         if numeric:

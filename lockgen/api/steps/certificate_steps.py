@@ -5,6 +5,7 @@ have written (changed bytes, a bad signature, a body whose `passed` contradicts 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,38 @@ def _require_consistent(body: CertificateBody, where: str) -> None:
         raise LockFormatError(f"{where} says passed={body.passed} while {len(body.failures())} of its checks failed: it was edited", "certificates are tamper-evident; use the original file")
 
 
+def certificate_paths(folder: Path) -> list[Path]:
+    """The certificate files under `folder` (a stack folder, its certs/ folder, or any folder), by path."""
+    root = folder.parent if folder.is_file() else folder
+    return sorted(set(root.rglob(f"*{CERT_SUFFIX}")))
+
+
+def signers(keys: Sequence[Path]) -> dict[str, Path]:
+    """The public keys given (`--key`, repeatable) by the key id a signature names."""
+    return {signing.public_fingerprint(key)[:16]: key for key in keys}
+
+
+def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
+    """A certificate read as `read_certificate` does and, when `keys` were given (`signers`), signed by one of
+    them with a signature that verifies: unsigned, signed by another key or changed, it is refused."""
+    document, certificate = read_certificate(path, None)
+    if not keys:
+        return certificate
+    signed_by = (document.get("signature") or {}).get("key_id")
+    if signed_by is None:
+        raise LockFormatError(f"`{shown(str(path))}` is not signed, so no --key can prove its figures", "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
+    key = keys.get(signed_by)
+    if key is None:
+        raise LockFormatError(
+            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is", "pass --key with the signer's public key (KEY.pub); repeat --key for two signers"
+        )
+    return read_certificate(path, key)[1]
+
+
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
     """The certificates under `folder` (a stack folder, its certs/ folder, or any folder), oldest first."""
-    root = folder.parent if folder.is_file() else folder
-    paths = sorted(set(root.rglob(f"*{CERT_SUFFIX}")))
     found = []
-    for path in paths:
+    for path in certificate_paths(folder):
         try:
             found.append((path, read_certificate(path, None)[1].certificate))
         except LockFormatError:
