@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run here (no GPU needed), from the repository root, after run-numerics.sh: fleet status and cert compare
-# over the certificates the device run wrote, every signature checked with the run's public key.
+# over the certificates the device runs wrote (this folder: the first lease; lease2/: the second, and its
+# five repeats with NVIDIA_TF32_OVERRIDE=0), every signature checked with the runs' public key.
 set -uo pipefail
 here=envs/examples/numerics-fingerprint
 pub=$here/numerics-signing.pub
