@@ -1,14 +1,24 @@
 """Why NVIDIA_TF32_OVERRIDE=0 changed the TF32 digest in one lease and not in another: the child's
-fingerprint with and without the override, several processes each, and a TF32 rate in the same process."""
-import json, os, subprocess, sys, time
+fingerprint with and without the override, several processes each, and a TF32 rate in the same process.
+Formatted with ruff after it ran (the same statements)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+
 def child(extra):
     env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8", **extra}
-    code = ("import verify.determinism as d; d.child('cuda', False)")
+    code = "import verify.determinism as d; d.child('cuda', False)"
     out = subprocess.run([sys.executable, "-c", code], input="go\n", capture_output=True, text=True, env=env).stdout.splitlines()[-1]
     d = json.loads(out)["fingerprint"]["digests"]
     return {k: d[k][:12] for k in ("gemm_fp32", "gemm_tf32")}
+
+
 def rate(extra):
-    code = r'''
+    code = r"""
 import torch, time, hashlib, ctypes
 torch.backends.cuda.matmul.allow_tf32 = True
 g = torch.Generator(device="cuda").manual_seed(48)
@@ -20,11 +30,14 @@ for _ in range(3): x @ x
 torch.cuda.synchronize(); t = time.perf_counter()
 for _ in range(10): x @ x
 torch.cuda.synchronize(); print("tf32 8192 rate TFLOP/s", round(10 * 2 * 8192**3 / (time.perf_counter() - t) / 1e12))
-'''
+"""
     env = {**os.environ, **extra}
     print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.strip())
+
+
 for label, extra in (("plain", {}), ("override=0", {"NVIDIA_TF32_OVERRIDE": "0"}), ("override=0 lt", {"NVIDIA_TF32_OVERRIDE": "0", "TORCH_BLAS_PREFER_CUBLASLT": "1"})):
     for run in range(3):
         started = time.perf_counter()
         print(label, run, child(extra), f"{time.perf_counter() - started:.1f} s", flush=True)
-    print(label, end=" "); rate(extra)
+    print(label, end=" ")
+    rate(extra)
