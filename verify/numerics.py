@@ -130,14 +130,13 @@ def _versions(device: torch.device) -> dict[str, str | None]:
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn_text(cudnn), "cublas": cublas_version() if device.type == "cuda" else None}
 
 
-def cublas_version(maps: str | None = None) -> str | None:
+def cublas_version() -> str | None:
     """The version of the libcublas this process loaded (`cublasGetProperty`), or None when none is loaded."""
-    if maps is None:
-        try:
-            with open("/proc/self/maps", encoding="utf-8") as stream:
-                maps = stream.read()
-        except OSError:
-            return None
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as stream:
+            maps = stream.read()
+    except OSError:
+        return None
     found = re.search(r"(/\S*/libcublas\.so[.\d]*)$", maps, re.MULTILINE)
     if found is None:
         return None

@@ -115,8 +115,10 @@ def status(
         for entry in report["refused"]:
             print(f"REFUSED {shown(entry['node'])} {shown(entry['source'], 300)}: {entry['reason']}")
         for entry in report["numerics"]["differ"]:
-            key = entry["key"]
-            print(f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} ({shown(key['device'])}, driver {key['driver']}); likely cause: {entry['cause']}")
+            shared = entry["key"]
+            print(
+                f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} ({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: {shown(entry['cause'], 400)}"
+            )
     failing = [row["node"] for row in rows if not row["passed"]]
     differ = [entry["node"] for entry in report["numerics"]["differ"]]
     if failing or report["refused"] or differ:

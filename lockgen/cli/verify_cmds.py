@@ -11,7 +11,7 @@ import typer
 from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
 from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress
 from lockgen.model.export_formats import NFD_VALID_FOR
-from lockgen.model.names import normalize_arch
+from lockgen.model.names import normalize_arch, shown
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from lockgen.api.attestations import Admission
@@ -168,7 +168,7 @@ def cert_compare(
         said = (
             ([f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5])] if regressions else [])
             + ([f"{len(missing)} figures are in one certificate only: " + ", ".join(f"{r.name} (missing from {r.missing})" for r in missing[:5])] if missing else [])
-            + ([f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: {numerics.cause}"] if numerics.differing else [])
+            + ([f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: {shown(numerics.cause, 400)}"] if numerics.differing else [])
         )
         fail(
             "; ".join(said),

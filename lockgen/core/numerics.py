@@ -116,9 +116,6 @@ class NumericsDifference:
     against: str  # "the 3 other nodes of its key", "no majority among 2 nodes", "the reference"
     cause: str
 
-    def line(self) -> str:
-        return f"{shown(self.node)}: {digests_text(self.digests)} from {self.against} ({key_text(self.key)}); likely cause: {self.cause}"
-
     def as_json(self) -> dict[str, object]:
         return {"node": self.node, "key": self.key.model_dump(), "digests": list(self.digests), "against": self.against, "cause": self.cause}
 
@@ -199,7 +196,7 @@ class PairComparison:
         if self.note:
             return f"numerics: {self.note}"
         if self.differing:
-            return f"numerics: {digests_text(self.differing)} from A's; likely cause: {self.cause}"
+            return f"numerics: {digests_text(self.differing)} from A's; likely cause: {shown(self.cause, 400)}"
         return "numerics: the same bits (every digest equal, same key)"
 
 
