@@ -406,7 +406,7 @@ def test_cert_compare_reports_a_figure_that_disappeared(tmp_path: Path) -> None:
     assert re.search(r"gemm/bf16 .* MISSING from new", result.stdout)
     back = run_cli("cert", "compare", str(gone), str(good), "--json")
     assert back.returncode == 1 and "missing from old" in back.stderr
-    assert [r["name"] for r in json.loads(back.stdout) if r["missing"]] == ["gemm/bf16"]
+    assert [r["name"] for r in json.loads(back.stdout)["figures"] if r["missing"]] == ["gemm/bf16"]
     same = run_cli("cert", "compare", str(good), str(good))
     assert same.returncode == 0 and "not checked" in same.stderr  # no --key: said plainly
 

@@ -49,11 +49,13 @@ def test_import_certs_cert_verify_and_compare(tmp_path: Path) -> None:
     assert checked["checked"] == "signature valid" and checked["passed"] and checked["failed"] == []
     degraded = _json("cert", "verify", str(H200 / "degraded-cudnn-off.cert.json"), "--key", str(H200 / "h200-signing.pub"), "--json", code=1)
     assert any("conv_bf16_floor" in line for line in degraded["failed"])
-    rows = _json(
+    compared = _json(
         "cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-quick.cert.json"), "--json", "--noise", "1", code=1
     )  # the quick run made fewer figures: each one it lacks is a difference
+    rows = compared["figures"]
     assert all(set(r) == {"name", "unit", "old", "new", "change", "regression", "missing"} for r in rows)
     assert {r["missing"] for r in rows} == {None, "new"}
+    assert compared["numerics"] == {"differing": [], "cause": "", "note": "no fingerprint in A and B (certified before lockgen computed one): not compared"}
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.signing import render
+from lockgen.adapters.signing import render, sign
 from tests.conftest import REPO, run_cli
 
 H200 = REPO / "envs" / "examples" / "h200-system"
@@ -120,3 +120,46 @@ def test_the_html_page_renders_the_matrix_and_the_charts_in_chromium(fleet: Path
     assert _count(rows, step, COLOURS["regressed"]) > 1000  # node-a's cell
     assert _count(rows, step, COLOURS["failed"]) > 1000  # node-c's cell
     assert _count(rows, step, "#3b6ea8") > 2000  # the bars of the charts
+
+
+@pytest.mark.slow
+def test_every_certificate_is_verified_where_it_is_shown(tmp_path: Path) -> None:
+    """With --key, a certificate whose figure was edited (re-rendered canonically, signature kept), one merely
+    re-serialized (other whitespace), an unsigned one and one of another signer are each listed under `refused`
+    with its node and reason, never as a row; without --key, changed bytes are still refused, not dropped."""
+    key, other = tmp_path / "k", tmp_path / "other"
+    assert run_cli("keygen", "--out", str(key)).returncode == 0 and run_cli("keygen", "--out", str(other)).returncode == 0
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    unsigned_copy(H200 / "h200-lock-full.cert.json", tmp_path / "template.cert.json", "2026-11-27T10:00:00Z")
+
+    def signed(name: str, signer: Path) -> dict:
+        body = json.loads((tmp_path / "template.cert.json").read_text())["certificate"]
+        document = {"certificate": body, "signature": sign(body, signer)}
+        (folder / f"{name}.cert.json").write_text(render(document))
+        return document
+
+    signed("good", key)
+    forged = signed("forged", key)
+    forged["certificate"]["figures"]["gemm"]["bf16"]["value"] = 999.0
+    (folder / "forged.cert.json").write_text(render(forged))
+    reserialized = signed("reserialized", key)
+    (folder / "reserialized.cert.json").write_text(json.dumps(reserialized, indent=1))
+    unsigned_copy(H200 / "h200-lock-full.cert.json", folder / "unsigned.cert.json", "2026-11-27T10:00:00Z")
+    signed("stranger", other)
+    (folder / "broken.cert.json").write_text("{not json")
+
+    checked = run_cli("fleet", "status", str(folder), "--key", f"{key}.pub", "--json")
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 1 and [row["node"] for row in report["rows"]] == ["good"]
+    refused = {entry["node"]: entry["reason"] for entry in report["refused"]}
+    assert set(refused) == {"forged", "reserialized", "unsigned", "stranger", "broken"}
+    assert "content was changed" in refused["forged"] and "canonical form" in refused["reserialized"]
+    assert "not signed" in refused["unsigned"] and "no --key given" in refused["stranger"] and "not JSON" in refused["broken"]
+    both = run_cli("fleet", "status", str(folder), "--key", f"{key}.pub", "--key", f"{other}.pub", "--json")
+    assert [row["node"] for row in json.loads(both.stdout)["rows"]] == ["good", "stranger"]
+    text = run_cli("fleet", "status", str(folder), "--key", f"{key}.pub")
+    assert "REFUSED forged" in text.stdout and "5 certificates refused" in text.stderr
+    unchecked = run_cli("fleet", "status", str(folder), "--json")
+    report = json.loads(unchecked.stdout)
+    assert {entry["node"] for entry in report["refused"]} == {"reserialized", "broken"} and "signatures were not checked" in unchecked.stderr

@@ -58,7 +58,7 @@ def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     body = json.loads(certificate.read_text())["certificate"]
     assert body["passed"] and body["arch"] == "cpu" and body["mode"] == "full"
     names = {c["name"] for c in body["checks"]}
-    assert {"gemm_fp32", "conv_forward", "sdpa_math", "fp32_loss_falls", "deterministic"} <= names
+    assert {"gemm_fp32", "conv_forward", "sdpa_math", "fp32_loss_falls", "deterministic", "fingerprint"} <= names
     assert body["figures"]["gemm"]["fp32"]["unit"] == "TFLOP/s"
     assert body["subject"]["target"] == "cpu" and len(body["subject"]["lock_sha256"]) == 64
     assert body["subject"]["conformance"]["clean"] and body["subject"]["environment_digest"]
@@ -69,6 +69,21 @@ def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     assert {"startup", "torch_import", "gemm", "training", "determinism_start", "determinism", "total"} <= set(phases)
     spent = sum(v["value"] for k, v in phases.items() if k not in ("total", "torch_import") and not k.startswith("training_"))
     assert abs(spent - phases["total"]["value"]) <= 0.5 + 0.05 * phases["total"]["value"]
+
+
+def test_the_fingerprint_is_signed_and_a_pinned_reference_judges_the_next_run(certificate: Path, conforming: tuple[Path, Path], tmp_path: Path) -> None:
+    """The certificate carries the CPU fingerprint under its key (the environment's digest among it); a
+    reference of that key one digest off, pinned, fails the next run of the environment, naming the digest
+    (the passing side: the H100 evidence's full-b.cert.json, pinned to node1-quick's)."""
+    body = json.loads(certificate.read_text())["certificate"]
+    numerics = body["numerics"]
+    assert numerics["key"]["environment_digest"] == body["subject"]["environment_digest"] and numerics["key"]["work"] == "lockgen.numerics/1 cpu gemm 256"
+    assert next(c for c in body["checks"] if c["name"] == "fingerprint")["passed"]
+    python, lock = conforming
+    reference = tmp_path / "reference.json"
+    reference.write_text(json.dumps([{**numerics, "digests": {**numerics["digests"], "gemm_fp32": "0" * 64}}]))
+    other = run_cli("verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--python", str(python), "--expect-numerics", str(reference), "--out", str(tmp_path / "other.cert.json"))
+    assert other.returncode == 1 and "numerics/expected_fingerprint: digest gemm_fp32 differs from the reference" in other.stderr, other.stderr
 
 
 def test_verify_reads_its_lock_and_expectations_once(conforming: tuple[Path, Path], tmp_path: Path) -> None:

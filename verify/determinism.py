@@ -1,6 +1,7 @@
-"""Determinism: two seeded runs of the small GPT with deterministic algorithms must give bit-identical losses.
+"""The deterministic child: the numerics fingerprint (`verify.numerics`, every run) and, in full runs, the
+determinism check: two seeded runs of the small GPT with deterministic algorithms must give bit-identical losses.
 
-They run in a child interpreter: deterministic cuBLAS needs CUBLAS_WORKSPACE_CONFIG=:4096:8 before
+Both run in a child interpreter: deterministic cuBLAS needs CUBLAS_WORKSPACE_CONFIG=:4096:8 before
 CUDA starts, and set in the kernel's own process it shrinks cuBLAS's workspace for every figure
 (measured on an H200: the bf16 GPT step went from 26 ms to 38-48 ms with it). The child is started
 early and waits: its interpreter start, torch import and CUDA start (some 5 s on an H200 VM) overlap
@@ -26,12 +27,13 @@ READY = "ready"
 class DeterminismRun:
     """The child interpreter: `start` at once, `wait_ready` before timing anything, `judge` at the end."""
 
-    def __init__(self, device_type: str, timeout_s: float = 300) -> None:
+    def __init__(self, device_type: str, losses: bool = True, timeout_s: float = 300) -> None:
         self.timeout_s = timeout_s
         self.device_type = device_type
+        self.losses = losses  # the determinism check's two runs too (the full run), not the fingerprint alone
         self.errors = tempfile.TemporaryFile(mode="w+")
         env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-        command = [sys.executable, "-c", f"import verify.determinism as d; d.child({device_type!r})"]
+        command = [sys.executable, "-c", f"import verify.determinism as d; d.child({device_type!r}, {losses!r})"]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True, env=env)
         self.failure: str | None = None
 
@@ -58,7 +60,7 @@ class DeterminismRun:
             self.failure = self._failed("did not start")
 
     def judge(self, results: Results) -> None:
-        """Lets the child run and records the check."""
+        """Lets the child run; records the fingerprint (`results.numerics`) and the determinism check."""
         if self.failure is None:
             assert self.process.stdin is not None
             try:
@@ -70,9 +72,15 @@ class DeterminismRun:
         if self.failure is None and not answer:
             self.failure = self._failed("failed")
         if self.failure is not None:
-            results.check("training", "deterministic", False, self.failure)
+            results.check("numerics", "fingerprint", False, self.failure)
+            if self.losses:
+                results.check("training", "deterministic", False, self.failure)
             return
-        first, second = json.loads(answer or "[]")
+        done = json.loads(answer or "{}")
+        _fingerprint(results, done["fingerprint"])
+        if not self.losses:
+            return
+        first, second = done["losses"]
         where = "" if self.device_type == "cuda" else " (on one CPU thread)"
         results.check("training", "deterministic", first == second, f"two seeded runs gave identical losses{where}" if first == second else f"losses differ{where}: {first} vs {second}")
 
@@ -83,10 +91,23 @@ class DeterminismRun:
         self.errors.close()
 
 
-def child(device_type: str) -> None:
-    """The child's side: start torch and CUDA, say ready, wait for go, run twice, print both runs' losses."""
+def _fingerprint(results: Results, found: dict) -> None:
+    if "error" in found:
+        results.check("numerics", "fingerprint", False, f"the deterministic work raised {found['error']}")
+        return
+    results.numerics = found
+    names = ", ".join(name.removeprefix("gemm_") for name in found["digests"])
+    results.check("numerics", "fingerprint", True, f"{len(found['digests'])} digests of deterministic work ({names}) in {found['seconds']:.1f} s")
+
+
+def child(device_type: str, losses: bool = True) -> None:
+    """The child's side: start torch and CUDA, say ready, wait for go, compute the fingerprint and (with
+    `losses`) run twice, print {fingerprint, losses}; a fingerprint that raised is its error's last line."""
+    import traceback
+
     import torch
 
+    from verify.numerics import fingerprint
     from verify.train import SMALL, run_steps
 
     device = torch.device(device_type, 0) if device_type == "cuda" else torch.device("cpu")
@@ -100,5 +121,9 @@ def child(device_type: str) -> None:
     print(READY, flush=True)
     if sys.stdin.readline().strip() != "go":
         return
-    runs = [run_steps(SMALL, device, "fp32", 6, seed=3, warmup=0)["losses"] for _ in range(2)]
-    print(json.dumps(runs), flush=True)
+    try:
+        found = fingerprint(device)
+    except Exception as exc:  # a fingerprint that cannot be computed is a failed check, not a lost determinism check
+        found = {"error": traceback.format_exception_only(type(exc), exc)[-1].strip()[:400]}
+    runs = [run_steps(SMALL, device, "fp32", 6, seed=3, warmup=0)["losses"] for _ in range(2)] if losses else None
+    print(json.dumps({"fingerprint": found, "losses": runs}), flush=True)

@@ -15,6 +15,7 @@ class Results:
     def __init__(self) -> None:
         self.checks: list[dict[str, Any]] = []
         self.figures: dict[str, dict[str, Any]] = {}
+        self.numerics: dict[str, Any] | None = None  # the deterministic child's fingerprint (`verify.numerics`)
         self.log: Callable[[str], None] = lambda _: None
 
     def check(self, category: str, name: str, passed: bool, detail: str, value: float | None = None) -> bool:

@@ -1,6 +1,6 @@
 """One kernel run: the stack probe, every check group in order, and the JSON document.
 
-Imported by `python -m verify` after it has started the determinism child, so that the child's own
+Imported by `python -m verify` after it has started the deterministic child, so that the child's own
 interpreter start and torch import overlap this process's.
 """
 
@@ -34,8 +34,8 @@ from verify.train import training
 OPTIMIZER_IMPORT = "torch._dynamo"
 
 
-def run(args: argparse.Namespace, child: DeterminismRun | None, import_s: float) -> int:
-    """Runs the checks (the child judges determinism where one was started) and writes the document."""
+def run(args: argparse.Namespace, child: DeterminismRun, import_s: float) -> int:
+    """Runs the checks (the child computes the fingerprint and, in full runs, judges determinism) and writes the document."""
     started = time.perf_counter()
     arch = args.arch.lower().replace("_", "")
     results = Results()
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, child: DeterminismRun | None, import_s: float)
     settings = preflight.settings_check(results)
     stack["settings"], stack["slowing_settings"] = settings, process_env.slowing_settings(settings)
     if device.type == "cuda":  # before the first kernel: who else is on the GPU, its memory and health
-        own = {os.getpid()} | ({child.pid} if child is not None else set())
+        own = {os.getpid(), child.pid}
         stack["node"] = preflight.node_checks(results, nvml, own, expected.get("node") or {})
     results.phase("stack", time.perf_counter() - started)  # NVML, CUDA's start, the stack and node checks
     telemetry_devices = list(range(nvml.device_count() or 0)) if device.type == "cuda" else []
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace, child: DeterminismRun | None, import_s: float)
         "checks": results.checks,
         "figures": results.figures,
         "telemetry": telemetry.summary(),
+        "numerics": results.numerics,
         "passed": all(c["passed"] for c in results.checks),
         "duration_s": round(time.perf_counter() - started, 2),
     }
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace, child: DeterminismRun | None, import_s: float)
     return 0
 
 
-def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry, child: DeterminismRun | None) -> None:
+def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry, child: DeterminismRun) -> None:
     """Every check group in order: correctness first, then the timed figures from an idle board (the
     determinism child ready and idle by then), the child's steps last."""
     # --quick trains with an optimizer in torch ops (verify.adamw), which needs no dynamo
@@ -94,8 +95,7 @@ def _checks(results: Results, device: torch.device, args: argparse.Namespace, ex
     results.guarded("correctness", "gemm", lambda: gemm(results, device, has_fp8, 1024 if device.type == "cuda" else 256))
     results.guarded("correctness", "convolution", lambda: convolution(results, device))
     results.guarded("correctness", "attention", lambda: attention(results, device))
-    if child is not None:
-        results.guarded("training", "determinism_start", child.wait_ready)
+    results.guarded("training", "determinism_start", child.wait_ready)
     if optimizer_import is not None:
         results.guarded("training", "optimizer_import", optimizer_import.join)
     # GEMM rates first, while the board is below its power cap (see verify.perf.gemm_throughput)
@@ -106,5 +106,4 @@ def _checks(results: Results, device: torch.device, args: argparse.Namespace, ex
     results.guarded("training", "training", lambda: runs.update(training(results, device, args.quick, args.compile, telemetry)))
     results.guarded("graphs", "cuda_graphs", lambda: cuda_graphs(results, device, args.quick, runs.get("bf16")))
     results.guarded("performance", "bandwidth", lambda: bandwidth(results, device))
-    if child is not None:
-        results.guarded("training", "determinism", lambda: child.judge(results))
+    results.guarded("training", "determinism", lambda: child.judge(results))

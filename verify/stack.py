@@ -69,7 +69,7 @@ def describe(arch: str, nvml: Nvml) -> dict[str, object]:
         "platform": f"{platform.system().lower()}-{platform.machine()}",
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "cudnn": _cudnn_text(cudnn),
+        "cudnn": cudnn_text(cudnn),
         "nccl": nccl,
         "cuda_available": cuda_ok,
         "arch_list": arch_list,
@@ -85,7 +85,8 @@ def describe(arch: str, nvml: Nvml) -> dict[str, object]:
     }
 
 
-def _cudnn_text(version: int | None) -> str | None:
+def cudnn_text(version: int | None) -> str | None:
+    """cuDNN's version number as text: 91900 -> `9.19.0`, 8902 -> `8.9.2`."""
     if version is None:
         return None
     if version >= 90000:  # cuDNN 9 encodes major*10000 + minor*100 + patch

@@ -42,7 +42,7 @@ class Admission:
 def admitting(image_reference: str, public_key: Path | None, insecure: bool, lock: Path | None, progress: Callable[[str], None] = lambda _: None) -> Admission:
     """The image's attestations and those that count: bound to its digest, or, with `lock`, bound to that lock
     once the image at that digest is proven the lock's (`check --image --lock` passing)."""
-    digest, found = attached_certificates(image_reference, public_key, insecure, progress)
+    digest, found = attached_certificates(image_reference, [public_key] if public_key is not None else [], insecure, progress)
     counted = [a for a in found if a.verified and a.binding == "image"]
     lock_bound = [a for a in found if a.verified and a.binding == "lock"]
     if lock is None or not lock_bound:

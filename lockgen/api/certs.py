@@ -18,15 +18,16 @@ from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.api.steps import team_steps
-from lockgen.api.steps.certificate_steps import list_certificates, read_certificate
+from lockgen.api.steps.certificate_steps import list_certificates, read_certificate, read_signed, signers
 from lockgen.core.certify import FigureChange, compare_figures, require_comparable
+from lockgen.core.numerics import PairComparison, compare_pair
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.results import CertificateExport
 
 
-__all__ = ["check_certificate", "compare", "export_certificate", "folder_certificates", "inherited_certificates", "keygen", "list_certificates", "require_verified"]
+__all__ = ["Comparison", "check_certificate", "compare", "export_certificate", "folder_certificates", "inherited_certificates", "keygen", "list_certificates", "require_verified"]
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
@@ -75,24 +76,24 @@ def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path 
     return CertificateExport(text=text, passed=body.passed, notes=tuple(notes))
 
 
-def compare(a: Path, b: Path, noise: float, keys: Sequence[Path] = ()) -> list[FigureChange]:
-    """Each figure's change from certificate `a` to `b`. With `keys` (public keys), each certificate must be
-    signed by one of them and its signature is checked first; without, only their form is."""
+@dataclass(frozen=True)
+class Comparison:
+    """Two certificates compared: each figure's change, and their numerics fingerprints."""
+
+    figures: list[FigureChange]
+    numerics: PairComparison
+
+
+def compare(a: Path, b: Path, noise: float, keys: Sequence[Path] = ()) -> Comparison:
+    """Each figure's change from certificate `a` to `b`, and whether `b` computes the bits `a` did. With `keys`
+    (public keys), each certificate must be signed by one of them and its signature is checked first; without,
+    only their form is."""
     first, second = _comparable(a, keys), _comparable(b, keys)
-    return compare_figures(first.figures, second.figures, noise)
+    return Comparison(compare_figures(first.figures, second.figures, noise), compare_pair(first, second))
 
 
 def _comparable(path: Path, keys: Sequence[Path]) -> CertificateBody:
-    key = None
-    if keys:
-        document, _ = read_certificate(path, None)
-        signed_by = (document.get("signature") or {}).get("key_id")
-        if signed_by is None:
-            raise LockFormatError(f"`{path}` is not signed, so no --key can prove its figures", "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
-        key = next((k for k in keys if signing.public_fingerprint(k)[:16] == signed_by), None)
-        if key is None:
-            raise LockFormatError(f"`{path}` is signed by key {signed_by}, which no --key given is", "pass --key with the signer's public key (KEY.pub); repeat --key for two signers")
-    body = check_certificate(path, key, None).certificate
+    body = read_signed(path, signers(keys)).certificate
     require_comparable(body.figures, f"`{path}`")
     return body
 

@@ -20,6 +20,7 @@ from lockgen import __version__
 from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import read_lock
+from lockgen.api.steps.certificate_steps import read_numerics_references
 from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
 from lockgen.api.steps.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
@@ -28,6 +29,7 @@ from lockgen.core.envelopes import conv_floors, node_floors
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_whole import environment_prefix
 from lockgen.core.lock_builder import LockgenMeta
+from lockgen.core.numerics import NumericsReference
 from lockgen.core.stack_layout import certificate_path
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, Subject
@@ -60,17 +62,20 @@ class VerifyOptions:
     allow_foreign: tuple[str, ...] = ()
     emit: tuple[tuple[str, Path], ...] = ()  # (format, file): renderings written after the certificate
     valid_for: dt.timedelta = NFD_VALID_FOR  # an nfd rendering's lifetime
+    expect_numerics: Path | None = None  # the pinned fingerprints the run's must equal (a certificate, or {key, digests})
 
 
 @dataclass(frozen=True)
 class _Run:
     """What one verify run was given, each input read once: the lock (None without `--lock`), the expectations
-    (the lock's for this host's platform, then `--expect`), the rendezvous of several nodes, the manifests bundle."""
+    (the lock's for this host's platform, then `--expect`), the rendezvous of several nodes, the manifests bundle,
+    the pinned numerics fingerprints (`--expect-numerics`)."""
 
     lock: LoadedLock | None
     expected: dict[str, Any]
     rendezvous: kernel.Rendezvous | None
     manifests: BundleBytes | None
+    references: tuple[NumericsReference, ...] = ()
 
 
 def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
@@ -81,7 +86,8 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
     rendezvous = _rendezvous(options)
     loaded = read_lock(options.lock) if options.lock is not None else None
     # the cheap refusals (wrong arch, wrong platform) before any hashing
-    given = _Run(loaded, _expectations(options, normalize_arch(options.arch), loaded), rendezvous, read_bundle(options.manifests))
+    references = read_numerics_references(options.expect_numerics) if options.expect_numerics is not None else ()
+    given = _Run(loaded, _expectations(options, normalize_arch(options.arch), loaded), rendezvous, read_bundle(options.manifests), references)
     target = options.environment
     if not isinstance(target, Image):
         python = _interpreter(target)
@@ -191,6 +197,7 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
         extra_checks=extra,
         rendezvous=rendezvous.endpoint if rendezvous else None,
         collectives_not_run=not_run,
+        references=given.references,
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
     )
     path = options.out or certificate_path(options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd())

@@ -13,7 +13,8 @@ from typing import Optional
 import typer
 
 from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
-from lockgen.model.names import escaped
+from lockgen.core.numerics import digests_text
+from lockgen.model.names import escaped, shown
 
 fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -85,11 +86,13 @@ def _absolute(path: Optional[Path]) -> Optional[str]:
 @handles_errors
 def status(
     sources: list[str] = typer.Argument(..., metavar="FOLDER|docker://REF...", help="Folders of certificates, images with attestations."),
-    key: Optional[Path] = typer.Option(None, "--key", help="With docker://REF: the signer's public key; attestations must verify."),
+    key: list[Path] = typer.Option([], "--key", help="A signer's public key (KEY.pub): every certificate and attestation must be signed by one of the keys given and verify. Repeatable."),
     insecure: bool = typer.Option(False, "--insecure", help="With docker://REF: plain HTTP or a self-signed registry."),
     noise: float = typer.Option(0.05, "--noise", help="A figure worse than the node's previous certificate by more is a regression."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write one static page: the matrix coloured by status, a chart per figure."),
-    as_json: bool = typer.Option(False, "--json", help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused} as JSON."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused: [{node, source, reason}], numerics: {compared, differ}} as JSON."
+    ),
 ) -> None:
     """Every node x lock: the latest result, its age, headline figures, regressions; exit 1 if a node failed."""
     import datetime as dt
@@ -98,6 +101,8 @@ def status(
 
     report = fleet_status(sources, key, insecure, noise, html, dt.datetime.now(dt.timezone.utc), progress)
     rows = report["rows"]
+    if not key:
+        progress("note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as trustworthy as the file")
     if as_json:
         print_json(report)
     else:
@@ -109,14 +114,21 @@ def status(
             why = "; ".join(row["failed"][:3] or row["regressions"][:3])
             say(f"{node:<{width}}{escaped(row['covers']):<20} {state:<9} {row['age']:>6} ago  {figures}" + (f"  [{why}]" if why else ""))
         for entry in report["refused"]:
-            say(f"REFUSED {entry['source']}: {entry['reason']}")
+            say(f"REFUSED {shown(entry['node'])} {shown(entry['source'], 300)}: {entry['reason']}")
+        for entry in report["numerics"]["differ"]:
+            shared = entry["key"]
+            say(
+                f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} ({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: {shown(entry['cause'], 400)}"
+            )
     failing = [row["node"] for row in rows if not row["passed"]]
-    if failing or report["refused"]:
+    differ = [entry["node"] for entry in report["numerics"]["differ"]]
+    if failing or report["refused"] or differ:
         fail(
             f"{len(failing)} of {len(rows)} node certificates failed"
             + (f" ({', '.join(failing[:5])})" if failing else "")
-            + (f"; {len(report['refused'])} attestations refused" if report["refused"] else ""),
-            "each row names its failed checks; lockgen cert verify CERT shows them all",
+            + (f"; {len(report['refused'])} certificates refused ({', '.join(shown(entry['node']) for entry in report['refused'][:5])})" if report["refused"] else "")
+            + (f"; {len(differ)} of {report['numerics']['compared']} nodes compute different bits than the others of their key ({', '.join(shown(node) for node in differ[:5])})" if differ else ""),
+            "each row names its failed checks (lockgen cert verify CERT shows them all); each REFUSED line says why that certificate does not count; each NUMERICS line names the digests that differ and the likely cause",
         )
 
 

@@ -11,7 +11,7 @@ import typer
 from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
 from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
 from lockgen.model.export_formats import NFD_VALID_FOR
-from lockgen.model.names import normalize_arch
+from lockgen.model.names import normalize_arch, shown
 
 if TYPE_CHECKING:  # heavy imports stay inside the commands
     from lockgen.api.attestations import Admission
@@ -30,6 +30,9 @@ def verify(
     image: Optional[str] = typer.Option(None, "--image", help="An image made by lockgen export (OCI layout folder, or docker://REF): runs its environment."),
     insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
     expect: Optional[Path] = typer.Option(None, "--expect", help="Extra expectations as JSON (torch, cuda, cudnn, nccl, driver_min, gpu_count)."),
+    expect_numerics: Optional[Path] = typer.Option(
+        None, "--expect-numerics", help="A reference numerics fingerprint the run's must equal: a good node's certificate, or its numerics object ({key, digests}), or a list of them."
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="Certificate path (default: next to the lock, in certs/)."),
     key: Optional[Path] = typer.Option(None, "--key", help="Ed25519 private key to sign with (lockgen keygen)."),
     quick: bool = typer.Option(False, "--quick", help="Fewer steps and repeats."),
@@ -73,6 +76,7 @@ def verify(
             allow_foreign=tuple(allow_foreign),
             emit=renderings,
             valid_for=NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for),
+            expect_numerics=expect_numerics,
         ),
         progress,
     )
@@ -143,25 +147,33 @@ def cert_compare(
     b: Path = typer.Argument(..., help="The new certificate."),
     noise: float = typer.Option(0.05, "--noise", help="Relative change treated as noise (0.05 = 5%)."),
     key: list[Path] = typer.Option([], "--key", help="A signer's public key (KEY.pub): each certificate's signature is checked against it before comparing. Repeatable (one per signer)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one {name, unit, old, new, change, regression, missing} per figure."),
+    as_json: bool = typer.Option(False, "--json", help="Print {figures: [{name, unit, old, new, change, regression, missing}], numerics: {differing, cause, note}}."),
 ) -> None:
-    """Each figure's change from A to B; exit 1 when one regressed beyond the noise threshold or is in one only."""
+    """Each figure's change from A to B, and whether B computes the bits A did (the numerics fingerprint, when
+    both share its key); exit 1 when a figure regressed beyond the noise threshold or is in one only, or B's bits differ."""
     from lockgen.api.certs import compare
 
-    rows = compare(a, b, noise, key)
+    comparison = compare(a, b, noise, key)
+    rows, numerics = comparison.figures, comparison.numerics
     if not key:
         progress("note: signatures were not checked (pass --key KEY.pub): the figures are only as trustworthy as the files")
     if as_json:
-        print_json([row.__dict__ for row in rows])
+        print_json({"figures": [row.__dict__ for row in rows], "numerics": {"differing": list(numerics.differing), "cause": numerics.cause, "note": numerics.note}})
     else:
         for row in rows:
             say(row.line())
+        say(numerics.line())
     regressions, missing = [r for r in rows if r.regression], [r for r in rows if r.missing]
-    if regressions or missing:
-        said = ([f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5])] if regressions else []) + (
-            [f"{len(missing)} figures are in one certificate only: " + ", ".join(f"{r.name} (missing from {r.missing})" for r in missing[:5])] if missing else []
+    if regressions or missing or numerics.differing:
+        said = (
+            ([f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5])] if regressions else [])
+            + ([f"{len(missing)} figures are in one certificate only: " + ", ".join(f"{r.name} (missing from {r.missing})" for r in missing[:5])] if missing else [])
+            + ([f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: {shown(numerics.cause, 400)}"] if numerics.differing else [])
         )
-        fail("; ".join(said), "look at the telemetry in both certificates (clocks, power) before blaming the stack; a missing figure is a check one run did not make (--quick, fewer GPUs)")
+        fail(
+            "; ".join(said),
+            "look at the telemetry in both certificates (clocks, power) before blaming the stack; a missing figure is a check one run did not make (--quick, fewer GPUs); different bits under one key: see the likely cause",
+        )
 
 
 def _summary(body) -> str:

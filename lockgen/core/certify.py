@@ -10,6 +10,7 @@ from typing import Any
 
 from lockgen.core.envelopes import envelope_checks
 from lockgen.core.failure_causes import likely_cause
+from lockgen.core.numerics import NumericsReference, numerics_of, reference_check
 from lockgen.core.facts import load_facts
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.versions import as_tuple, major_minor
@@ -110,9 +111,11 @@ def build_body(
     duration_s: float,
     rendezvous: str | None = None,
     collectives_not_run: str | None = None,
+    references: tuple[NumericsReference, ...] = (),
 ) -> CertificateBody:
-    """The certificate body: every kernel check, the envelope checks, merged figures and telemetry, and how
-    the multi-GPU checks ran (ranks, nodes, this node's rank, the rendezvous endpoint), or why they did not."""
+    """The certificate body: every kernel check, the envelope checks, merged figures and telemetry, the numerics
+    fingerprint (judged against `references` when any were pinned), and how the multi-GPU checks ran (ranks,
+    nodes, this node's rank, the rendezvous endpoint), or why they did not."""
     figures: dict[str, dict[str, dict[str, Any]]] = {k: dict(v) for k, v in single.figures.items()}
     if collectives_not_run:
         figures.setdefault("allreduce", {})["collectives"] = {"value": None, "unit": "", "reason": collectives_not_run}
@@ -128,6 +131,9 @@ def build_body(
     cause = likely_cause(stack, limits)
     checks = [c.model_copy(update={"detail": c.detail + cause}) if cause and not c.passed and c.category in ATTRIBUTED else c for c in checks]
     checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count, limits)
+    numerics = numerics_of(single.numerics, hardware, subject.environment_digest)
+    if references:
+        checks.append(reference_check(numerics, stack, references))
     return CertificateBody(
         created=created,
         tool=tool,
@@ -145,6 +151,7 @@ def build_body(
         distributed=None
         if distributed is None
         else DistributedRun(world_size=distributed.world_size or 0, nodes=distributed.nodes or 1, node_rank=distributed.node_rank or 0, backend=distributed.backend, rendezvous=rendezvous),
+        numerics=numerics,
     )
 
 

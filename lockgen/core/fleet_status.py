@@ -1,5 +1,6 @@
 """The fleet at a glance, from certificates: one row per node and lock (or image) with the latest result, its
-age, the headline figures and the regressions against that node's previous certificate of the same lock.
+age, the headline figures and the regressions against that node's previous certificate of the same lock; and
+the nodes whose latest numerics fingerprint differs from the others of its key (`core.numerics`).
 
 A node is named by where its certificate came from (`n1.cert.json` from `lockgen fleet slurm` is node
 `n1`; an attestation by its image), since certificates do not record a host name."""
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from lockgen.core.certify import compare_figures
 from lockgen.errors import LockFormatError
+from lockgen.core.numerics import NumericsDifference, odd_nodes
 from lockgen.model.certificate import CertificateBody
 from lockgen.model.names import shown
 
@@ -36,6 +38,7 @@ class StatusRow:
     figures: dict[str, tuple[float, str]]  # label -> (value, unit)
     regressions: tuple[str, ...]  # figure changes worse than the noise, against the previous certificate
     certificates: int  # how many certificates of this node and lock were seen
+    latest: CertificateBody | None = field(default=None, repr=False, compare=False)  # the latest certificate itself
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -110,9 +113,16 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
                 figures=headline_figures(latest),
                 regressions=regressions,
                 certificates=len(ordered),
+                latest=latest,
             )
         )
     return rows
+
+
+def numerics_differences(rows: list[StatusRow]) -> tuple[list[NumericsDifference], int]:
+    """The rows' latest certificates compared by numerics key: the nodes whose bits differ, and how many
+    nodes shared a key with another (were compared at all)."""
+    return odd_nodes([(row.node, row.latest) for row in rows if row.latest is not None])
 
 
 def age_text(seconds: float) -> str:

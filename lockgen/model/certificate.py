@@ -23,6 +23,16 @@ class Check(Frozen):
         return f"{'ok  ' if self.passed else 'FAIL'} {self.category}/{self.name}: {self.detail}"
 
 
+class KernelNumerics(Frozen):
+    """The fingerprint as the kernel wrote it (`verify.numerics`): lockgen adds the driver and the environment."""
+
+    work: str
+    device: str
+    versions: dict[str, str | None]
+    digests: dict[str, str]
+    seconds: float
+
+
 class KernelReport(Frozen):
     """What `python -m verify` (kind `single`) or `python -m verify.dist` (kind `distributed`) printed."""
 
@@ -42,6 +52,7 @@ class KernelReport(Frozen):
     backend: str | None = None
     nodes: int | None = None
     node_rank: int | None = None
+    numerics: KernelNumerics | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "KernelReport":
@@ -85,6 +96,29 @@ class DistributedRun(Frozen):
     rendezvous: str | None = None
 
 
+class NumericsKey(Frozen):
+    """What must be equal for two nodes' numerics fingerprints to be compared: the device (the GPU model, or on
+    CPUs the processor and the instruction set torch chose), the driver, the environment by digest, the
+    versions of torch, CUDA, cuDNN and cuBLAS the process loaded, and the work that was digested."""
+
+    device: str
+    driver: str | None = None
+    environment_digest: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    cublas: str | None = None
+    work: str
+
+
+class Numerics(Frozen):
+    """The numerics fingerprint: the SHA-256 of each piece of deterministic work's output bits (`verify.numerics`),
+    under the key nodes must share to be compared."""
+
+    key: NumericsKey
+    digests: dict[str, str]
+
+
 class CertificateBody(Frozen):
     """Everything a certificate attests; its canonical JSON is what gets signed."""
 
@@ -103,6 +137,7 @@ class CertificateBody(Frozen):
     passed: bool
     duration_s: float
     distributed: DistributedRun | None = None
+    numerics: Numerics | None = None
 
     def failures(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]

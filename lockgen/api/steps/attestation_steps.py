@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -74,8 +74,9 @@ def image_of(registry: Registry, reference: ImageReference, progress: Callable[[
         raise LockFormatError(f"{reference} is not an image manifest with a JSON config", "attest an image (a manifest with a config), e.g. one pushed by lockgen push") from None
 
 
-def attached_certificates(image_reference: str, public_key: Path | None, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> tuple[str, list[AttachedCertificate]]:
-    """(the image's digest, every lockgen certificate attestation attached to it, each checked)."""
+def attached_certificates(image_reference: str, public_keys: Sequence[Path], insecure: bool, progress: Callable[[str], None] = lambda _: None) -> tuple[str, list[AttachedCertificate]]:
+    """(the image's digest, every lockgen certificate attestation attached to it, each checked: with
+    `public_keys`, its envelope must be signed by one of them)."""
     reference = parse_reference(image_reference)
     registry = Registry(reference, insecure)
     image = image_of(registry, reference, progress)
@@ -86,23 +87,24 @@ def attached_certificates(image_reference: str, public_key: Path | None, insecur
             index = json.loads(fallback[0]) if fallback else {}
         except ValueError:
             index = {}
-    fingerprint = signing.public_fingerprint(public_key) if public_key is not None else None
-    return image.digest, [_checked(registry, artifact, image, public_key, fingerprint) for artifact in certificate_referrers(index)]
+    fingerprints = {signing.public_fingerprint(key): key for key in public_keys}
+    return image.digest, [_checked(registry, artifact, image, fingerprints) for artifact in certificate_referrers(index)]
 
 
-def _checked(registry: Registry, artifact: str, image: AttestedImage, public_key: Path | None, fingerprint: str | None) -> AttachedCertificate:
+def _checked(registry: Registry, artifact: str, image: AttestedImage, fingerprints: dict[str, Path]) -> AttachedCertificate:
     signature = "signature not checked (no --key)"
     try:
         envelope_ = read_envelope(_envelope_bytes(registry, artifact, image))
-        if public_key is not None:
+        if fingerprints:
             message = pae(envelope_.payload_type, envelope_.payload)
-            if not any(signing.verify_message(message, sig, public_key) for _, sig in envelope_.signatures):
-                named = sorted({k[:16] for k, _ in envelope_.signatures if k and k != fingerprint})
+            signer = next((f for f, key in fingerprints.items() for _, sig in envelope_.signatures if signing.verify_message(message, sig, key)), None)
+            if signer is None:
+                named = sorted({k[:16] for k, _ in envelope_.signatures if k and k not in fingerprints})
                 raise LockFormatError(
-                    f"its signature does not verify with key {str(fingerprint)[:16]}" + (f" (it names key {', '.join(named)})" if named else ": the envelope was changed"),
+                    f"its signature does not verify with key {', '.join(f[:16] for f in fingerprints)}" + (f" (it names key {', '.join(named)})" if named else ": the envelope was changed"),
                     "pass the signer's public key, or attest the certificate again",
                 )
-            signature = f"signature valid (key {str(fingerprint)[:16]})"
+            signature = f"signature valid (key {signer[:16]})"
         document = read_statement(envelope_)
         binding = statement_binding(document, image.digest, image.labels.get(LOCK_LABEL))
         body = validated_body(document["predicate"], f"attestation {artifact[:19]}…")

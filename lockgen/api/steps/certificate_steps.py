@@ -4,15 +4,19 @@ have written (changed bytes, a bad signature, a body whose `passed` contradicts 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from lockgen.adapters import signing
+from lockgen.core.numerics import NumericsReference
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import Certificate, CertificateBody
+from lockgen.model.certificate import Certificate, CertificateBody, Numerics
+from lockgen.model.names import shown
 
 
 def read_certificate(path: Path, public_key: Path | None) -> tuple[dict[str, Any], Certificate]:
@@ -50,14 +54,60 @@ def _require_consistent(body: CertificateBody, where: str) -> None:
         raise LockFormatError(f"{where} says passed={body.passed} while {len(body.failures())} of its checks failed: it was edited", "certificates are tamper-evident; use the original file")
 
 
+def certificate_paths(folder: Path) -> list[Path]:
+    """The certificate files under `folder` (a stack folder, its certs/ folder, or any folder), by path."""
+    root = folder.parent if folder.is_file() else folder
+    return sorted(set(root.rglob(f"*{CERT_SUFFIX}")))
+
+
+def signers(keys: Sequence[Path]) -> dict[str, Path]:
+    """The public keys given (`--key`, repeatable) by the key id a signature names."""
+    return {signing.public_fingerprint(key)[:16]: key for key in keys}
+
+
+def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
+    """A certificate read as `read_certificate` does and, when `keys` were given (`signers`), signed by one of
+    them with a signature that verifies: unsigned, signed by another key or changed, it is refused."""
+    document, certificate = read_certificate(path, None)
+    if not keys:
+        return certificate
+    signed_by = (document.get("signature") or {}).get("key_id")
+    if signed_by is None:
+        raise LockFormatError(f"`{shown(str(path))}` is not signed, so no --key can prove its figures", "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
+    key = keys.get(signed_by)
+    if key is None:
+        raise LockFormatError(
+            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is", "pass --key with the signer's public key (KEY.pub); repeat --key for two signers"
+        )
+    return read_certificate(path, key)[1]
+
+
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
     """The certificates under `folder` (a stack folder, its certs/ folder, or any folder), oldest first."""
-    root = folder.parent if folder.is_file() else folder
-    paths = sorted(set(root.rglob(f"*{CERT_SUFFIX}")))
     found = []
-    for path in paths:
+    for path in certificate_paths(folder):
         try:
             found.append((path, read_certificate(path, None)[1].certificate))
         except LockFormatError:
             continue
     return sorted(found, key=lambda item: item[1].created)
+
+
+def read_numerics_references(path: Path) -> tuple[NumericsReference, ...]:
+    """The fingerprints `verify --expect-numerics FILE` pins: FILE is a certificate (its fingerprint, and its
+    stack to name what differs), one fingerprint `{"key": {...}, "digests": {...}}`, or a list of them."""
+    hint = "pass a certificate of a node known to be good, or its `numerics` object ({key, digests}), or a list of them"
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"cannot read the numerics reference `{shown(str(path))}`: {shown(str(exc))}", hint) from None
+    where = f"`{shown(str(path))}`"
+    if isinstance(document, dict) and "certificate" in document:
+        body = read_certificate(path, None)[1].certificate
+        if body.numerics is None:
+            raise UserError(f"{where} is a certificate without a numerics fingerprint (made before lockgen computed one)", "certify a good node again and pin that certificate")
+        return (NumericsReference(body.numerics, body.stack, where),)
+    entries = document if isinstance(document, list) else [document]
+    if not entries:
+        raise UserError(f"{where} holds no fingerprint", hint)
+    return tuple(NumericsReference(_validated(Numerics, entry, where), None, where) for entry in entries)

@@ -1,0 +1,212 @@
+"""Numerics fingerprints compared, pure: which node computes different bits from the others of its key (the
+same GPU model, driver, environment and library versions: `NumericsKey`), which digests differ, and the
+likely cause, in order: a setting that differs from the nodes it is compared with (NVIDIA_TF32_OVERRIDE=0
+changes the TF32 product's bits), a library from outside the environment, software the key cannot tell apart
+(an environment without a digest), else the hardware itself (silent data corruption).
+
+A node is judged against the majority of its key's nodes, digest by digest; where no digest value has a
+majority (two nodes, say) every node in dispute is named, and a pinned reference (`verify --expect-numerics`)
+judges a node alone."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey
+from lockgen.model.names import shown
+
+UNCOMPARED_SETTINGS = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")  # where the kernel was found and which GPU it ran on: not numerics
+NUMERIC_SETTINGS = ("NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TORCH_BLAS_PREFER_CUBLASLT", "CUBLASLT_", "CUBLAS_", "CUDNN_", "LD_PRELOAD", "LD_LIBRARY_PATH")
+
+
+def numerics_of(found: KernelNumerics | None, hardware: Hardware, environment_digest: str | None) -> Numerics | None:
+    """The certificate's fingerprint from the kernel's, keyed by what nodes must share to compare it."""
+    if found is None:
+        return None
+    versions = found.versions
+    key = NumericsKey(
+        device=found.device,
+        driver=hardware.driver,
+        environment_digest=environment_digest,
+        torch=versions.get("torch"),
+        cuda=versions.get("cuda"),
+        cudnn=versions.get("cudnn"),
+        cublas=versions.get("cublas"),
+        work=found.work,
+    )
+    return Numerics(key=key, digests=dict(found.digests))
+
+
+def key_text(key: NumericsKey) -> str:
+    """The key in one line: the device, the driver, the environment and the versions that were recorded."""
+    parts = [key.device] + [f"{name} {value}" for name, value in (("driver", key.driver), ("torch", key.torch), ("CUDA", key.cuda), ("cuDNN", key.cudnn), ("cuBLAS", key.cublas)) if value]
+    parts.append(f"environment {key.environment_digest[:12]}" if key.environment_digest else "no environment digest")
+    return ", ".join(parts)
+
+
+def key_differences(first: NumericsKey, second: NumericsKey) -> list[str]:
+    """`name: A vs B` for each part of the key the two differ in."""
+    a, b = first.model_dump(), second.model_dump()
+    return [f"{name}: {a[name]} vs {b[name]}" for name in a if a[name] != b[name]]
+
+
+def digests_text(names: Sequence[str]) -> str:
+    """`digest gemm_tf32 differs` or `digests gemm_tf32, conv_bf16 differ`."""
+    return f"digest {names[0]} differs" if len(names) == 1 else f"digests {', '.join(names)} differ"
+
+
+def differing_digests(mine: dict[str, str], theirs: dict[str, str]) -> tuple[str, ...]:
+    """The digests two fingerprints of one key disagree on (one missing from either counts)."""
+    return tuple(name for name in sorted(set(mine) | set(theirs)) if mine.get(name) != theirs.get(name))
+
+
+def _settings(stack: dict[str, Any]) -> dict[str, str]:
+    settings = stack.get("settings") or {}
+    return {str(name): str(value) for name, value in settings.items() if name not in UNCOMPARED_SETTINGS} if isinstance(settings, dict) else {}
+
+
+def _foreign(stack: dict[str, Any]) -> list[str]:
+    return list((stack.get("libraries") or {}).get("foreign") or [])
+
+
+def _setting_differences(mine: dict[str, str], theirs: list[dict[str, str]]) -> list[str]:
+    """`NAME=VALUE here, unset on the others` for each variable this node and its peers do not share."""
+    said = []
+    for name in sorted(set(mine) | {name for other in theirs for name in other}):
+        value, others = mine.get(name), [other.get(name) for other in theirs]
+        differing = [other for other in others if other != value]
+        if not differing:
+            continue
+        here = f"{name} unset" if value is None else f"{name}={value}"
+        there = " or ".join(sorted({"unset" if other is None else f"{name}={other}" for other in differing}))
+        said.append(f"{here} here, {there} on {'the others' if len(differing) == len(others) else 'some others'}")
+    return said
+
+
+def likely_cause(stack: dict[str, Any], numerics: Numerics, peers: Sequence[dict[str, Any]]) -> str:
+    """Why the node of `stack` (the kernel's) and `numerics` computes other bits than `peers` (the stacks of the
+    certificates it is compared with; none when a bare reference judges it), most likely first."""
+    mine = _settings(stack)
+    if peers:
+        said = _setting_differences(mine, [_settings(stack) for stack in peers])
+        if said:
+            return f"a setting differs: {'; '.join(said[:3])}"
+    else:
+        numeric = [f"{name}={value}" for name, value in mine.items() if name.startswith(NUMERIC_SETTINGS)]
+        if numeric:
+            return f"a setting that changes numerics is set: {', '.join(numeric[:3])}"
+    foreign = _foreign(stack)
+    if foreign and not any(_foreign(other) == foreign for other in peers):
+        return f"libraries from outside the environment were loaded: {', '.join(foreign[:3])}"
+    if numerics.key.environment_digest is None:
+        return "other software cannot be ruled out: the environment has no digest (certify with --lock to pin it); else the hardware"
+    return "the same software, settings and libraries: suspect the hardware (silent data corruption); drain the node and run the vendor's diagnostics"
+
+
+@dataclass(frozen=True)
+class NumericsDifference:
+    """A node whose bits differ: which digests, from whom, and the likely cause."""
+
+    node: str
+    key: NumericsKey
+    digests: tuple[str, ...]
+    against: str  # "the 3 other nodes of its key", "no majority among 2 nodes", "the reference"
+    cause: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"node": self.node, "key": self.key.model_dump(), "digests": list(self.digests), "against": self.against, "cause": self.cause}
+
+
+def odd_nodes(latest: Sequence[tuple[str, CertificateBody]]) -> tuple[list[NumericsDifference], int]:
+    """The nodes whose digests differ from their key's majority, from each node's latest certificate; and how
+    many nodes were compared (those sharing a key with another)."""
+    groups: dict[NumericsKey, list[tuple[str, CertificateBody, Numerics]]] = {}
+    for node, body in latest:
+        if body.numerics is not None:
+            groups.setdefault(body.numerics.key, []).append((node, body, body.numerics))
+    found, compared = [], 0
+    for key, members in sorted(groups.items(), key=lambda item: key_text(item[0])):
+        if len(members) < 2:
+            continue
+        compared += len(members)
+        names = sorted({name for _, _, numerics in members for name in numerics.digests})
+        majority: dict[str, str | None] = {}
+        for name in names:
+            (value, count), *_ = Counter(numerics.digests.get(name, "") for _, _, numerics in members).most_common(1)
+            majority[name] = value if 2 * count > len(members) else None
+        for node, body, numerics in members:
+            disputed = tuple(name for name in names if majority[name] is None)
+            outvoted = tuple(name for name in names if majority[name] is not None and numerics.digests.get(name) != majority[name])
+            if not outvoted and not disputed:
+                continue
+            if outvoted:
+                peers = [b.stack for n, b, other in members if n != node and all(other.digests.get(name) == majority[name] for name in outvoted)]
+                against = f"the {len(peers)} other nodes of its key" if len(peers) != 1 else "the other node of its key"
+            else:
+                peers = [b.stack for n, b, _ in members if n != node]
+                against = f"the others: no value has a majority among its key's {len(members)} nodes (pin a reference: verify --expect-numerics)"
+            found.append(NumericsDifference(node, key, outvoted or disputed, against, likely_cause(body.stack, numerics, peers)))
+    return found, compared
+
+
+@dataclass(frozen=True)
+class NumericsReference:
+    """A pinned fingerprint (`verify --expect-numerics FILE`), with the stack of the certificate it came from."""
+
+    numerics: Numerics
+    stack: dict[str, Any] | None
+    source: str
+
+
+def reference_check(numerics: Numerics | None, stack: dict[str, Any], references: Sequence[NumericsReference]) -> Check:
+    """The `numerics/expected_fingerprint` check: the fingerprint (of a run whose kernel saw `stack`) equals
+    the reference of its key."""
+
+    def judged(passed: bool, detail: str) -> Check:
+        return Check(category="numerics", name="expected_fingerprint", passed=passed, detail=detail)
+
+    if numerics is None:
+        return judged(False, "no fingerprint was computed in this run (see numerics/fingerprint), so none can match the reference")
+    matching = [reference for reference in references if reference.numerics.key == numerics.key]
+    if not matching:
+        nearest = min(references, key=lambda reference: len(key_differences(reference.numerics.key, numerics.key)))
+        differences = "; ".join(key_differences(nearest.numerics.key, numerics.key)[:3])
+        return judged(False, f"no reference of {nearest.source} is for this node's key ({differences}, reference vs here): pin one made with this stack")
+    reference = matching[0]
+    differing = differing_digests(numerics.digests, reference.numerics.digests)
+    if not differing:
+        return judged(True, f"all {len(numerics.digests)} digests equal the reference of {reference.source}")
+    cause = likely_cause(stack, numerics, [reference.stack] if reference.stack is not None else [])
+    return judged(False, f"{digests_text(differing)} from the reference of {reference.source}; likely cause: {cause}")
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """Two certificates' fingerprints: `differing` digests when they share a key (empty: the same bits), else
+    a `note` saying why they cannot be compared."""
+
+    differing: tuple[str, ...] = ()
+    cause: str = ""
+    note: str = ""
+
+    def line(self) -> str:
+        if self.note:
+            return f"numerics: {self.note}"
+        if self.differing:
+            return f"numerics: {digests_text(self.differing)} from A's; likely cause: {shown(self.cause, 400)}"
+        return "numerics: the same bits (every digest equal, same key)"
+
+
+def compare_pair(first: CertificateBody, second: CertificateBody) -> PairComparison:
+    """Certificate B's fingerprint against A's: B is judged, A is the reference."""
+    if first.numerics is None or second.numerics is None:
+        which = " and ".join(name for name, body in (("A", first), ("B", second)) if body.numerics is None)
+        return PairComparison(note=f"no fingerprint in {which} (certified before lockgen computed one): not compared")
+    differences = key_differences(first.numerics.key, second.numerics.key)
+    if differences:
+        return PairComparison(note=f"not compared: the certificates differ in their key ({'; '.join(differences[:3])}), so their bits may differ by design")
+    differing = differing_digests(first.numerics.digests, second.numerics.digests)
+    return PairComparison(differing, likely_cause(second.stack, second.numerics, [first.stack]) if differing else "")

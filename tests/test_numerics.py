@@ -1,0 +1,158 @@
+"""The numerics fingerprint (issue 48): the kernel's digests are stable across processes on the CPU, nodes of
+one key whose digests differ are named with the digests and the likely cause (`fleet status`, `cert compare`),
+and a pinned reference judges a node alone (`verify --expect-numerics`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lockgen.core.numerics import NumericsReference, compare_pair, likely_cause, odd_nodes, reference_check
+from lockgen.model.certificate import Certificate, CertificateBody, Numerics
+from tests.conftest import run_cli
+
+EVIDENCE = Path(__file__).resolve().parent.parent / "envs" / "examples" / "numerics-fingerprint"
+DIGESTS = ("adamw_bf16", "conv_bf16", "gemm_bf16", "gemm_fp16", "gemm_fp32", "gemm_fp8", "gemm_tf32")
+
+
+def _device_body(name: str = "node1-quick") -> CertificateBody:
+    return Certificate.model_validate(json.loads((EVIDENCE / f"{name}.cert.json").read_text())).certificate
+
+
+TEMPLATE = _device_body()
+
+
+def _body(digests: dict[str, str], settings: dict[str, str] | None = None, foreign: list[str] | None = None, environment: str | None = "e" * 64) -> CertificateBody:
+    """The H100 certificate with these digests, settings and foreign libraries, and the environment digest."""
+    assert TEMPLATE.numerics is not None
+    key = TEMPLATE.numerics.key.model_copy(update={"environment_digest": environment})
+    stack = {**TEMPLATE.stack, "settings": settings or {}, "libraries": {"foreign": foreign or []}}
+    return TEMPLATE.model_copy(update={"numerics": Numerics(key=key, digests=digests), "stack": stack})
+
+
+def _digests(seed: int) -> dict[str, str]:
+    return {name: f"{seed:02d}{index:062d}" for index, name in enumerate(DIGESTS)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(3, 9), odd=st.integers(0, 8), digest=st.sampled_from(DIGESTS))
+def test_the_node_whose_one_digest_differs_is_named_with_it(nodes: int, odd: int, digest: str) -> None:
+    odd %= nodes
+    latest = []
+    for node in range(nodes):
+        digests = _digests(1)
+        if node == odd:
+            digests[digest] = "f" * 64
+        latest.append((f"n{node}", _body(digests)))
+    found, compared = odd_nodes(latest)
+    assert compared == nodes
+    assert [(d.node, d.digests) for d in found] == [(f"n{odd}", (digest,))]
+    assert found[0].against == (f"the {nodes - 1} other nodes of its key" if nodes > 2 else "the other node of its key")
+    assert "hardware" in found[0].cause  # same settings, libraries and software: nothing else explains it
+
+
+@settings(max_examples=30, deadline=None)
+@given(digest=st.sampled_from(DIGESTS))
+def test_two_nodes_that_differ_are_both_named_with_no_majority(digest: str) -> None:
+    other = _digests(1) | {digest: "f" * 64}
+    found, compared = odd_nodes([("a", _body(_digests(1))), ("b", _body(other))])
+    assert compared == 2 and [(d.node, d.digests) for d in found] == [("a", (digest,)), ("b", (digest,))]
+    assert all("no value has a majority" in d.against and "--expect-numerics" in d.against for d in found)
+
+
+def test_nodes_of_another_key_are_never_compared() -> None:
+    """Another driver is another key: its other bits are by design; a node alone in its key is not judged."""
+    other_driver = _body(_digests(2))
+    assert other_driver.numerics is not None
+    moved = other_driver.model_copy(update={"numerics": other_driver.numerics.model_copy(update={"key": other_driver.numerics.key.model_copy(update={"driver": "575.57.08"})})})
+    found, compared = odd_nodes([("a", _body(_digests(1))), ("b", _body(_digests(1))), ("c", moved)])
+    assert found == [] and compared == 2
+    assert "not compared" in compare_pair(_body(_digests(1)), moved).line() and "driver: 580.159.04 vs 575.57.08" in compare_pair(_body(_digests(1)), moved).note
+
+
+def test_the_likely_cause_in_order() -> None:
+    healthy = _body(_digests(1))
+    assert healthy.numerics is not None
+    tf32 = _body(_digests(1), settings={"NVIDIA_TF32_OVERRIDE": "0"})
+    assert likely_cause(tf32.stack, healthy.numerics, [healthy.stack]) == "a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others"
+    assert likely_cause(healthy.stack, healthy.numerics, [tf32.stack, healthy.stack]) == "a setting differs: NVIDIA_TF32_OVERRIDE unset here, NVIDIA_TF32_OVERRIDE=0 on some others"
+    assert "a setting that changes numerics is set: NVIDIA_TF32_OVERRIDE=0" in likely_cause(tf32.stack, healthy.numerics, [])  # a bare reference: no stack
+    preloaded = _body(_digests(1), foreign=["/tmp/libx.so"])
+    assert "/tmp/libx.so" in likely_cause(preloaded.stack, healthy.numerics, [healthy.stack])
+    undigested = _body(_digests(1), environment=None)
+    assert undigested.numerics is not None and "no digest" in likely_cause(undigested.stack, undigested.numerics, [healthy.stack])
+    assert "silent data corruption" in likely_cause(healthy.stack, healthy.numerics, [healthy.stack])
+
+
+def test_a_pinned_reference_judges_a_node_alone() -> None:
+    body = _body(_digests(1))
+    assert body.numerics is not None
+    same = NumericsReference(body.numerics, None, "`ref.json`")
+    assert reference_check(body.numerics, body.stack, [same]).passed
+    changed = NumericsReference(body.numerics.model_copy(update={"digests": _digests(1) | {"conv_bf16": "f" * 64}}), None, "`ref.json`")
+    check = reference_check(body.numerics, body.stack, [changed])
+    assert not check.passed and "digest conv_bf16 differs from the reference of `ref.json`" in check.detail
+    elsewhere = NumericsReference(body.numerics.model_copy(update={"key": body.numerics.key.model_copy(update={"cublas": "12.9.1"})}), None, "`ref.json`")
+    check = reference_check(body.numerics, body.stack, [changed, elsewhere][1:])
+    assert not check.passed and "cublas: 12.9.1 vs 13.1.0" in check.detail
+    assert not reference_check(None, body.stack, [same]).passed
+
+
+@pytest.mark.slow
+def test_the_device_evidence_agrees_and_names_the_tf32_node(tmp_path: Path) -> None:
+    """The certificates made on the lent H100: five healthy runs, one with NVIDIA_TF32_OVERRIDE=0, whose
+    TF32 digest alone differs; fleet status names it and the setting, cert compare too."""
+    folder = tmp_path / "certs"
+    folder.mkdir()
+    for path in EVIDENCE.glob("*.cert.json"):
+        shutil.copy(path, folder / path.name)
+    status = run_cli("fleet", "status", str(folder), "--json")
+    report = json.loads(status.stdout)
+    assert status.returncode == 1 and report["numerics"]["compared"] == 6
+    [odd] = report["numerics"]["differ"]
+    assert odd["node"] == "node4-tf32-off" and odd["digests"] == ["gemm_tf32"] and "NVIDIA_TF32_OVERRIDE=0" in odd["cause"]
+    text = run_cli("fleet", "status", str(folder))
+    assert "NUMERICS node4-tf32-off: digest gemm_tf32 differs from the 5 other nodes of its key" in text.stdout
+    assert "1 of 6 nodes compute different bits" in text.stderr
+    pub = str(EVIDENCE / "numerics-signing.pub")
+    differs = run_cli("cert", "compare", str(folder / "node1-quick.cert.json"), str(folder / "node4-tf32-off.cert.json"), "--key", pub)
+    assert differs.returncode == 1 and "numerics: digest gemm_tf32 differs from A's; likely cause: a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others" in differs.stdout
+    same = run_cli("cert", "compare", str(folder / "node1-quick.cert.json"), str(folder / "node2-quick.cert.json"), "--key", pub, "--noise", "0.5")
+    assert same.returncode == 0 and "numerics: the same bits" in same.stdout
+
+
+@pytest.mark.slow
+def test_an_unreadable_reference_is_refused_before_the_kernel(tmp_path: Path) -> None:
+    bad = tmp_path / "ref.json"
+    bad.write_text('{"key": {}}')
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--expect-numerics", str(bad), "--out", str(tmp_path / "x.cert.json"))
+    assert result.returncode == 1 and result.stderr.startswith("error:") and "hint:" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.cert.json").exists()
+
+
+def _cpu_fingerprint() -> dict:
+    """The deterministic child's fingerprint on the CPU, in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import verify.determinism as d; d.child('cpu', False)"],
+        input="go\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+        timeout=300,
+        check=True,
+    )
+    return json.loads(done.stdout.splitlines()[-1])["fingerprint"]
+
+
+@pytest.mark.slow
+def test_the_cpu_fingerprint_is_stable_across_two_processes() -> None:
+    first, second = _cpu_fingerprint(), _cpu_fingerprint()
+    assert "error" not in first and set(first["digests"]) == {"gemm_fp32", "gemm_bf16", "conv_bf16", "adamw_bf16"}
+    assert first["digests"] == second["digests"] and first["work"] == second["work"] == "lockgen.numerics/1 cpu gemm 256"
