@@ -120,7 +120,8 @@ def test_cert_compare_prints_one_row_per_figure_whatever_a_figure_is_named(name:
         result = CliRunner().invoke(app, ["cert", "compare", str(old), str(new)])
         figures = _figure_rows(new)
     assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
-    rows = result.stdout.splitlines()
+    rows, numerics = result.stdout.splitlines()[:-1], result.stdout.splitlines()[-1]  # the figures, then the numerics line
+    assert numerics.startswith("numerics:"), result.stdout
     assert len(rows) == figures and not _unshowable(result.stdout) and not _unshowable(result.stderr)
     assert not any(row.startswith(INJECTED_ROW) for row in rows)
     assert any(row.startswith(f"gemm/{escaped(name)}") for row in rows)

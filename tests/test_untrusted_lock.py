@@ -21,7 +21,7 @@ from lockgen.adapters.lockfile_yaml import checked_lock_text, dump_lock, load_lo
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import Pkg, build_channel, cpu_lock
-from tests.conftest import EXAMPLE_STACK, run_cli
+from tests.conftest import EXAMPLE_STACK, run_cli, unsealed
 from tests.wheel_index import Wheel, build_wheel
 
 CPU_LOCK = EXAMPLE_STACK.parent / "locks" / "cpu.conda-lock.yml"
@@ -120,7 +120,7 @@ def test_a_conda_entry_naming_another_version_than_its_archive_is_refused(tmp_pa
     lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
     text = lock.read_text()
     lied = tmp_path / "lied.conda-lock.yml"
-    lied.write_text(text.replace("version: '1.0'", "version: 9.9.9").replace('version: "1.0"', "version: 9.9.9"))
+    lied.write_text(unsealed(text.replace("version: '1.0'", "version: 9.9.9").replace('version: "1.0"', "version: 9.9.9")))
     assert "9.9.9" in lied.read_text()
     with pytest.raises(LockFormatError, match="not this entry's archive"):
         load_lock(lied)
@@ -171,7 +171,7 @@ def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path)
     text = lock.read_text()
     sha = _first_value(text, "sha256")
     md5_only = tmp_path / "md5.conda-lock.yml"
-    md5_only.write_text("".join(line for line in text.splitlines(keepends=True) if sha not in line))
+    md5_only.write_text(unsealed("".join(line for line in text.splitlines(keepends=True) if sha not in line)))
     assert "md5:" in md5_only.read_text() and "sha256:" not in md5_only.read_text().split("package:")[1]
     refused = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
     assert refused.returncode == 1 and "is pinned by md5 only" in refused.stderr and "--allow-md5" in refused.stderr

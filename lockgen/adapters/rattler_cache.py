@@ -162,7 +162,7 @@ def _extract_judged(cache: Path, package: LockedPackage, manifest: PackageManife
     staging = cache / f".extracting-{folder.name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        rattler.package_streaming.extract(str(archive), str(staging))
+        rattler.package_streaming.extract(str(archive), str(staging))  # type: ignore[arg-type]  # its stub says PathLike; it takes str only
         problems = landed_problems(staging, manifest)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

@@ -52,8 +52,9 @@ PACKAGE_SET = "package-set"
 
 def package_set(packages: Sequence[LockedPackage]) -> str:
     """`COUNT SHA256`: how many entries one platform of a lock holds and the digest of what each pins (manager,
-    name, version, build, URL, hashes, dependencies), in the lock's order."""
-    pins = [[p.manager, p.name, p.version, p.build or "", p.url, p.hash.sha256 or "", p.hash.md5 or "", sorted(p.dependencies.items())] for p in sorted(packages, key=lambda p: p.sort_key())]
+    name, version, build, hashes, dependencies), in the lock's order. Not the URL: it says where the bytes are, the
+    hash what they are, so a mirror's URL in place of the index's is no edit of the package set."""
+    pins = [[p.manager, p.name, p.version, p.build or "", p.hash.sha256 or "", p.hash.md5 or "", sorted(p.dependencies.items())] for p in sorted(packages, key=lambda p: p.sort_key())]
     return f"{len(pins)} {canonical_digest(pins)}"
 
 
