@@ -5,13 +5,27 @@ RecursionError, a uv.lock imports in time linear in its size, and the inputs tha
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from packaging.markers import Marker
 
+from lockgen.adapters import conformance_store, pypi_index, signing, user_files
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.uv_lock import UvChoices
+from lockgen.api.steps.certificate_steps import read_certificate
+from lockgen.core import nesting
+from lockgen.errors import LockFormatError, UserError
+from tests.conftest import EXAMPLE_STACK, REPO
+
+H200 = REPO / "envs" / "examples" / "h200-system"
 
 
 def _uv_lock_of_extras(packages: int) -> str:
@@ -45,3 +59,149 @@ def test_a_uv_lock_import_hands_each_marker_only_the_extras_it_names(tmp_path: P
     imported = read_foreign(lock, None, UvChoices(python="3.12"))
     assert {p.name for p in imported.packages} == {f"pkg{i}" for i in range(60)}
     assert handed and max(handed) <= 1, max(handed)
+
+
+def _one_error(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    """The single `error:` line of a refused command (with its `hint:`), no traceback."""
+    assert result.returncode == code, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "hint:" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    return errors[0]
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`lockgen ARGS`, given up on after `timeout` seconds: a command that waits on a FIFO fails the test."""
+    return subprocess.run([sys.executable, "-m", "lockgen", *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=timeout)
+
+
+@pytest.fixture
+def signed(tmp_path: Path) -> tuple[Path, Path]:
+    """(a certificate signed with a fresh key, that key's public half)."""
+    key, public = signing.keygen(tmp_path / "keys" / "k")
+    document = json.loads((H200 / "h200-full.cert.json").read_text())
+    document["signature"] = signing.sign(document["certificate"], key)
+    path = tmp_path / "signed.cert.json"
+    path.write_text(signing.render(document))
+    return path, public
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("cert", "verify", "{fifo}"),
+        ("cert", "verify", "{cert}", "--key", "{fifo}"),
+        ("cert", "export", "{fifo}", "--format", "nfd"),
+        ("detect", str(EXAMPLE_STACK), "--node", "{fifo}"),
+        ("import", "{fifo}", "-t", "cpu", "-o", "{tmp}/out.yml"),
+        ("unpack", "{fifo}", "--prefix", "{tmp}/env"),
+        ("resolve", "{fifo}"),
+        ("render", "{fifo}"),
+    ],
+)
+def test_a_fifo_named_as_an_input_is_refused_by_name_not_waited_on(tmp_path: Path, signed: tuple[Path, Path], command: tuple[str, ...]) -> None:
+    """A FIFO given as an archive, key, certificate, node facts file, stack or lock: the open waited for a writer
+    forever."""
+    fifo = tmp_path / "input.fifo"
+    os.mkfifo(fifo)
+    line = _one_error(_cli(*(part.format(fifo=fifo, cert=signed[0], tmp=tmp_path) for part in command)))
+    assert "a FIFO, not a regular file" in line, line
+    assert not (tmp_path / "out.yml").exists() and not (tmp_path / "env").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_device_as_a_key_is_refused_at_once(signed: tuple[Path, Path], device: str) -> None:
+    """`cert verify --key /dev/zero` read 6 GB in 20 s before giving up on it."""
+    started = time.monotonic()
+    line = _one_error(_cli("cert", "verify", str(signed[0]), "--key", device))
+    assert "a character device, not a regular file" in line and time.monotonic() - started < 30, line
+
+
+def test_a_key_or_certificate_past_its_cap_is_refused_after_reading_one_byte_past_it(tmp_path: Path, signed: tuple[Path, Path]) -> None:
+    """A regular file of 2 GB named as a key is a key of no kind: refused having read at most 1 MiB and a byte."""
+    huge = tmp_path / "huge.pub"
+    with huge.open("wb") as stream:
+        stream.truncate(2 << 30)  # sparse: nothing written
+    with pytest.raises(UserError, match="over 1 MiB, larger than any key"):
+        signing.public_fingerprint(huge)
+    certificate = tmp_path / "huge.cert.json"
+    with certificate.open("wb") as stream:
+        stream.truncate(user_files.CERTIFICATE_LIMIT + 1)
+    with pytest.raises(UserError, match="larger than any certificate"):
+        read_certificate(certificate, None)
+
+
+def _depth(value: object) -> int:
+    """The nesting depth of a parsed JSON value (a scalar 0, `[]` 1)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n'),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, limit=st.integers(min_value=0, max_value=8))
+def test_the_depth_bound_measures_what_the_parser_would_descend(value: object, limit: int) -> None:
+    """Brackets, quotes and backslashes inside strings count for nothing; every level outside them counts once."""
+    data = json.dumps(value).encode()
+    assert nesting.depth_within(data, limit) == (_depth(value) <= limit)
+    if _depth(value) <= limit:
+        assert nesting.loads(data, limit) == value
+    else:
+        with pytest.raises(nesting.TooDeepError):
+            nesting.loads(data, limit)
+
+
+@pytest.mark.parametrize("data", [b"[" * 100_000, b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"[" * 70 + b"1"])
+def test_json_nested_past_the_bound_is_a_value_error_not_a_recursion_error(data: bytes) -> None:
+    with pytest.raises(nesting.TooDeepError):
+        nesting.loads(data)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_deep_conformance_record_is_a_recheck_not_a_crash(tmp_path: Path) -> None:
+    """A record nested past Python's parser under $LOCKGEN_HOME/conformance ended `check --lock` in RecursionError
+    (exit 3); a record is only a saving, so one that cannot be read is none: the files are hashed again."""
+    prefix = tmp_path / "env"
+    prefix.mkdir()
+    conformance_store.save(prefix, "0" * 64, {"bin/x": [1, 2, 3, 4, 5, "a" * 64]})
+    assert conformance_store.load(prefix, "0" * 64)
+    records = list((Path(os.environ["LOCKGEN_HOME"]) / "conformance").glob("*.json"))
+    for record in records:
+        record.write_text(DEEP)
+    assert conformance_store.load(prefix, "0" * 64) == {}
+    conformance_store.save_verdict(prefix, "0" * 64, ["ctx"], "tree", 1, {"clean": True})
+    verdicts = list((Path(os.environ["LOCKGEN_HOME"]) / "conformance").glob("*.verdict.json"))
+    verdicts[0].write_text(DEEP)
+    assert conformance_store.load_verdict(prefix, "0" * 64, ["ctx"]) is None
+    verdicts[0].unlink()
+    os.mkfifo(verdicts[0])
+    assert conformance_store.load_verdict(prefix, "0" * 64, ["ctx"]) is None  # a FIFO there: none, not a hang
+
+
+def test_a_deep_pep_691_page_is_not_an_index_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index answering JSON nested past the parser ended resolve in RecursionError (exit 3)."""
+    page = tmp_path / "index" / "torch" / "index.v1_json"
+    page.parent.mkdir(parents=True)
+    page.write_text('{"files": ' + DEEP + "}")
+    monkeypatch.setenv("LOCKGEN_FILE_ROOTS", str(tmp_path))
+    with pytest.raises(UserError, match="is not a PEP 691 project page"):
+        pypi_index.project_wheels("torch", (tmp_path / "index").as_uri())
+
+
+def test_a_deep_certificate_is_refused_as_no_certificate(tmp_path: Path) -> None:
+    certificate = tmp_path / "deep.cert.json"
+    certificate.write_text(DEEP)
+    with pytest.raises(LockFormatError, match="nested deeper than 64 levels"):
+        read_certificate(certificate, None)

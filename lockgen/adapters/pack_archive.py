@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from lockgen.adapters import file_guard
+from lockgen.adapters import file_guard, user_files
 from lockgen.adapters.atomic_files import UMASK
 from lockgen.model.names import shown
 from lockgen.errors import PackError, UserError
@@ -211,11 +211,11 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
     """The archive at `path`, read in one pass (an uncompressed tar, as `lockgen pack` writes); `first`: the
     member expected first (named when the archive's first header is unreadable)."""
     try:
-        stream = path.open("rb")
+        stream = user_files.opened(path)
     except FileNotFoundError:
         raise UserError(f"pack archive `{path}` does not exist", "pass the .tar written by lockgen pack") from None
-    except IsADirectoryError:
-        raise UserError(f"`{path}` is a folder", "pass the .tar written by lockgen pack") from None
+    except OSError as exc:
+        raise UserError(f"cannot read pack archive `{path}`: {exc.strerror or exc}", "pass the .tar written by lockgen pack") from None
     with stream:
         try:
             tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")

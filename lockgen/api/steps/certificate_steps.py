@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lockgen.adapters import signing
+from lockgen.adapters import signing, user_files
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
@@ -18,7 +18,7 @@ from lockgen.model.certificate import Certificate, CertificateBody
 def read_certificate(path: Path, public_key: Path | None) -> tuple[dict[str, Any], Certificate]:
     """(the file's JSON document, its model), its bytes checked and, with a key, its signature."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate").decode("utf-8")
     except OSError as exc:
         raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
     except UnicodeDecodeError as exc:
