@@ -5,6 +5,7 @@ RecursionError, a uv.lock imports in time linear in its size, and the inputs tha
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,13 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
 
-from lockgen.adapters import conformance_store, pypi_index, signing, user_files
+from lockgen.adapters import conformance_store, pack_archive, pypi_index, signing, user_files
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.uv_lock import UvChoices
+from lockgen.api.certs import export_certificate
 from lockgen.api.steps.certificate_steps import read_certificate
 from lockgen.core import nesting
 from lockgen.errors import LockFormatError, UserError
 from tests.conftest import EXAMPLE_STACK, REPO
+from tests.test_archive_attacks import _chain_escape, _image, _layer_tar
 
 H200 = REPO / "envs" / "examples" / "h200-system"
 
@@ -205,3 +208,41 @@ def test_a_deep_certificate_is_refused_as_no_certificate(tmp_path: Path) -> None
     certificate.write_text(DEEP)
     with pytest.raises(LockFormatError, match="nested deeper than 64 levels"):
         read_certificate(certificate, None)
+
+
+def test_a_certificate_dated_9999_exported_for_nfd_is_one_error(tmp_path: Path, signed: tuple[Path, Path]) -> None:
+    """Its features' expiry, a week after the run, is past the calendar's end: OverflowError, exit 3."""
+    key = signed[1].with_suffix("")
+    document = json.loads((H200 / "h200-full.cert.json").read_text())
+    document["certificate"]["created"] = "9999-12-31T23:00:00Z"
+    document["certificate"]["subject"]["lock_sha256"] = "a" * 64
+    document["signature"] = signing.sign(document["certificate"], key)
+    certificate = tmp_path / "late.cert.json"
+    certificate.write_text(signing.render(document))
+    with pytest.raises(UserError, match="would expire after the year 9999"):
+        export_certificate(certificate, "nfd", signed[1], None)
+
+
+def test_an_archive_or_lock_written_where_no_file_can_be_made_is_one_error(tmp_path: Path) -> None:
+    """/proc/self is a folder that takes no new file: `pack --out /proc/self/x.tar` ended in FileNotFoundError (exit 3)."""
+    with pytest.raises(UserError, match="takes no new file"):
+        pack_archive.write(Path("/proc/self/x.tar"), [("lockgen/lock.yml", b"x")], [])
+    line = _one_error(_cli("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"), "-t", "cpu", "-o", "/proc/self/x.yml"))
+    assert "/proc/self" in line and "takes no new file" in line, line
+
+
+@pytest.mark.slow
+def test_an_image_whose_layers_put_no_environment_at_its_prefix_is_refused_without_a_lock(tmp_path: Path) -> None:
+    """CVE-2025-4517's chain of links as a layer: confined by the extractor, it unpacks, and leaves nothing at /opt/env.
+    With --lock the image was refused before unpacking (its labels name no lock) or reported every locked file
+    missing (the conformance check walks the lock's files); without, `check --image` and `verify --image` built the
+    environment's manifest from a folder that was not there: unexpected FileNotFoundError (exit 3)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("keep me\n")
+    plain = _layer_tar(_chain_escape(outside))
+    layout = _image(tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest())
+    for command in (("check", "--image", str(layout)), ("verify", "--image", str(layout), "--arch", "sm90")):
+        line = _one_error(_cli(*command))
+        assert "holds no environment at `/opt/env`" in line, line
+    assert (outside / "secret").read_text() == "keep me\n" and sorted(p.name for p in outside.iterdir()) == ["secret"]
