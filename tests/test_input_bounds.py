@@ -246,3 +246,22 @@ def test_an_image_whose_layers_put_no_environment_at_its_prefix_is_refused_witho
         line = _one_error(_cli(*command))
         assert "holds no environment at `/opt/env`" in line, line
     assert (outside / "secret").read_text() == "keep me\n" and sorted(p.name for p in outside.iterdir()) == ["secret"]
+
+
+@pytest.mark.slow
+def test_documents_nested_past_their_readers_are_one_error(tmp_path: Path) -> None:
+    """A lock of 100,000 nested flow sequences crashed `render` (libyaml's composer recursing past the C stack:
+    a segmentation fault); an image layout's index.json and a pyproject.toml nested past Python's readers ended
+    `check --image` and `import --project` in RecursionError (exit 3)."""
+    lock = tmp_path / "deep.conda-lock.yml"
+    lock.write_text("version: 1\nmetadata: " + DEEP + "\npackage: []\n")
+    assert "nests deeper than any lock" in _one_error(_cli("render", str(lock)))
+    layout = tmp_path / "layout"
+    layout.mkdir()
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    (layout / "index.json").write_text('{"schemaVersion": 2, "manifests": ' + DEEP + "}")
+    assert "nested deeper than 64 levels" in _one_error(_cli("check", "--image", str(layout)))
+    project = tmp_path / "pyproject.toml"
+    project.write_text('[project]\nname = "x"\nodd = ' + DEEP + "\n")
+    line = _one_error(_cli("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"), "-t", "cpu", "-o", str(tmp_path / "out.yml"), "--project", str(project)))
+    assert "nests deeper than a reader goes" in line and not (tmp_path / "out.yml").exists(), line

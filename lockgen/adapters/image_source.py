@@ -6,7 +6,6 @@ its prefix re-digested against the digest the image's labels record."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -15,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import env_manifest, oci_layout, registry
+from lockgen.adapters import env_manifest, oci_layout, registry, user_files
+from lockgen.core import nesting
 from lockgen.digests import canonical_json
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
@@ -97,7 +97,7 @@ def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageMa
     the config as written) and its digest."""
     manifest, config, digest = oci_layout.read_image(layout, tag=tag)
     typed_manifest, typed_config = oci_layout.check_image(layout, manifest, config)
-    index = json.loads((layout / "index.json").read_bytes())
+    index = nesting.loads(user_files.read_bytes(layout / "index.json"))
     if len(index["manifests"]) == 1:
         return layout, typed_manifest, typed_config, config, digest
     view = work / "chosen"
