@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
 
-from lockgen.adapters import conformance_store, pack_archive, pypi_index, signing, user_files
+from lockgen.adapters import conformance_store, fetch_auth, pack_archive, pypi_index, registry_auth, signing, user_files
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.certs import export_certificate
@@ -265,3 +265,15 @@ def test_documents_nested_past_their_readers_are_one_error(tmp_path: Path) -> No
     project.write_text('[project]\nname = "x"\nodd = ' + DEEP + "\n")
     line = _one_error(_cli("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"), "-t", "cpu", "-o", str(tmp_path / "out.yml"), "--project", str(project)))
     assert "nests deeper than a reader goes" in line and not (tmp_path / "out.yml").exists(), line
+
+
+def test_credential_files_nested_past_the_bound_are_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RATTLER_AUTH_FILE and a registry auth file nested past the parser ended a fetch in RecursionError."""
+    auth = tmp_path / "auth.json"
+    auth.write_text('{"h": ' + DEEP + "}")
+    monkeypatch.setenv("RATTLER_AUTH_FILE", str(auth))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth))
+    with pytest.raises(UserError, match="nested deeper than 64 levels"):
+        fetch_auth._auth_file_entry("h")
+    with pytest.raises(UserError, match="cannot read the registry auth file"):
+        registry_auth.credential("h", "r")
