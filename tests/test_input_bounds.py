@@ -277,3 +277,18 @@ def test_credential_files_nested_past_the_bound_are_one_error(tmp_path: Path, mo
         fetch_auth._auth_file_entry("h")
     with pytest.raises(UserError, match="cannot read the registry auth file"):
         registry_auth.credential("h", "r")
+
+
+@pytest.mark.slow
+def test_a_local_channel_whose_index_is_a_fifo_is_refused_by_name(tmp_path: Path) -> None:
+    """A file:// channel's repodata.json that is a FIFO held resolve forever."""
+    channel = tmp_path / "channel"
+    (channel / "noarch").mkdir(parents=True)
+    (channel / "noarch" / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
+    (channel / "linux-64").mkdir()
+    os.mkfifo(channel / "linux-64" / "repodata.json")
+    stack = tmp_path / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "x"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
+    line = _one_error(_cli("resolve", str(stack)))
+    assert "a FIFO, not a regular file" in line, line
