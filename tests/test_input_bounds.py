@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
 
-from lockgen.adapters import conformance_store, fetch_auth, pack_archive, pypi_index, registry_auth, signing, user_files
+from lockgen.adapters import conda_meta, conformance_store, fetch_auth, pack_archive, pypi_index, registry_auth, signing, user_files
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.certs import export_certificate
@@ -292,3 +292,17 @@ def test_a_local_channel_whose_index_is_a_fifo_is_refused_by_name(tmp_path: Path
     stack.write_text(f'[stack]\nname = "x"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
     line = _one_error(_cli("resolve", str(stack)))
     assert "a FIFO, not a regular file" in line, line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep", "list"])
+def test_a_conda_meta_record_that_is_no_record_is_refused_by_name(tmp_path: Path, kind: str) -> None:
+    """An environment's conda-meta/*.json that is a FIFO held freeze forever; one nested past the parser, or a list,
+    ended it in RecursionError or AttributeError (exit 3)."""
+    record = tmp_path / "env" / "conda-meta" / "x-1-0.json"
+    record.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(record)
+    else:
+        record.write_text(DEEP if kind == "deep" else "[]")
+    with pytest.raises(UserError, match="is no conda-meta record"):
+        conda_meta.listed_paths(tmp_path / "env")
