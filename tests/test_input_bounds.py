@@ -151,6 +151,7 @@ _JSON = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(value=_JSON, limit=st.integers(min_value=0, max_value=8))
 def test_the_depth_bound_measures_what_the_parser_would_descend(value: object, limit: int) -> None:
@@ -164,7 +165,11 @@ def test_the_depth_bound_measures_what_the_parser_would_descend(value: object, l
             nesting.loads(data, limit)
 
 
-@pytest.mark.parametrize("data", [b"[" * 100_000, b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"[" * 70 + b"1"])
+@pytest.mark.parametrize(
+    "data",
+    [b"[" * 100_000, b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"[" * 70 + b"1"],
+    ids=["unclosed", "closed", "objects", "unclosed-past-the-bound"],
+)
 def test_json_nested_past_the_bound_is_a_value_error_not_a_recursion_error(data: bytes) -> None:
     with pytest.raises(nesting.TooDeepError):
         nesting.loads(data)
