@@ -482,7 +482,11 @@ def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp
     result = run_cli(
         "materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000", "LOCKGEN_FILE_ROOTS": f"{tmp_path}:/dev"}
     )  # /dev/zero: named
-    assert "larger than 3000000 bytes" in _one_error(result)
+    assert "a character device, not a regular file" in _one_error(result)  # refused unread, not read to the cap
+    zero.unlink()
+    os.mkfifo(zero)  # a FIFO behind the URL: waited on forever before
+    result = run_cli("materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_FILE_ROOTS": str(tmp_path)})
+    assert "a FIFO, not a regular file" in _one_error(result)
 
 
 def test_a_file_where_a_path_needs_a_folder_is_the_users_to_fix(tmp_path: Path) -> None:

@@ -133,6 +133,9 @@ def test_an_image_cannot_point_a_check_at_the_host(tmp_path: Path) -> None:
     for label in ("../../../../tmp", "relative/env", "/", "/opt/up/tmp"):
         with pytest.raises(LockFormatError):
             environment_in(root, label)
+    with pytest.raises(LockFormatError, match="holds no environment"):  # its layers put nothing there
+        environment_in(root, "/opt/env")
+    (root / "opt" / "env").mkdir()
     assert environment_in(root, "/opt/env") == root / "opt" / "env"
 
 

@@ -24,13 +24,23 @@ def _umask() -> int:
 UMASK = _umask()  # read once, at import: changing it later would race other threads' mkdir and open
 
 
+def temporary_beside(path: Path) -> tuple[int, Path]:
+    """A new temporary file (its descriptor and path) in `path`'s folder, to be renamed onto `path`. A folder
+    that is there but takes no new file (under /proc or /sys: ENOENT for a name just made) is the user's to fix."""
+    try:
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except FileNotFoundError as exc:
+        raise UserError(f"`{path.parent}` takes no new file ({exc.strerror}): `{path.name}` cannot be written there", "choose a path on a disk, in a folder of ordinary files") from None
+    return handle, Path(temp)
+
+
 def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
     """Writes `data` to `path` through a temporary file in the same folder and a rename; `mode` (less the
     umask) is set before the rename (0o777 for a script), so the file appears whole with its mode."""
     if path.is_dir():
         raise UserError(f"`{path}` is a folder", "pass the path of a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, temp = temporary_beside(path)
     try:
         os.fchmod(handle, mode & ~UMASK)  # as open() would make it: mkstemp's 0600 is for secrets, not locks
         with os.fdopen(handle, "wb") as stream:

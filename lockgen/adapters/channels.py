@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from lockgen.adapters import user_files
 from lockgen.adapters.home import cache_dir
+from lockgen.core import nesting
 from lockgen.core.credentials import scrub_url
 from lockgen.errors import ChannelError, UserError
 
@@ -125,7 +127,7 @@ def read_local_index(channel: Channel, subdir: str) -> LocalIndex | None:
     fingerprint = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
     memo = cache_dir() / "index" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32] + ".json")
     try:
-        cached = json.loads(memo.read_text())
+        cached = nesting.loads(user_files.read_bytes(memo))
         if cached["stat"] == fingerprint:
             return LocalIndex(channel, subdir, path, cached["sha256"], cached["urls"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -143,13 +145,13 @@ def read_local_index(channel: Channel, subdir: str) -> LocalIndex | None:
 
 def _scan_index(channel: Channel, subdir: str, path: Path) -> LocalIndex:
     try:
-        raw = path.read_bytes()
+        raw = user_files.read_bytes(path)
     except OSError as exc:
-        raise ChannelError(f"channel `{channel.name}`: cannot read {path}: {exc}", "check the channel folder") from None
+        raise ChannelError(f"channel `{channel.name}`: cannot read {path}: {exc.strerror or exc}", "check the channel folder") from None
     index = LocalIndex(channel, subdir, path, "sha256:" + hashlib.sha256(raw).hexdigest())
     if b'"url"' in raw:
         try:
-            data = json.loads(raw)
+            data = nesting.loads(raw)
         except ValueError as exc:
             raise ChannelError(f"channel `{channel.name}`: {path} is not valid JSON ({exc})", "re-create the channel index") from None
         for key in ("packages", "packages.conda"):

@@ -12,7 +12,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lockgen.adapters import user_files
+from lockgen.core import nesting
 from lockgen.digests import canonical_json, file_digest
+from lockgen.errors import UserError
 
 if TYPE_CHECKING:
     from lockgen.model.lock import LockedPackage
@@ -21,6 +24,7 @@ FOLDER = "conda-meta"
 # fields that name the build host (its package store, how files were linked, the request)
 BUILD_HOST_FIELDS = ("extracted_package_dir", "package_tarball_full_path", "link", "requested_spec", "requested_specs")
 _VOLATILE_FIELDS = BUILD_HOST_FIELDS + ("url", "channel")
+_DAMAGED = "the environment's conda-meta was damaged: reinstall that package (a lockgen environment: materialize it again)"
 
 
 def is_record(relative: str) -> bool:
@@ -29,9 +33,16 @@ def is_record(relative: str) -> bool:
 
 
 def records(prefix: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Each record file of `prefix` and its content, by file name."""
+    """Each record file of `prefix` and its content, by file name; one that is not a regular file holding a JSON
+    object (a FIFO, which would be waited on; JSON nested past the bound) is refused by name."""
     for path in sorted((prefix / FOLDER).glob("*.json")):
-        yield path, json.loads(path.read_text())
+        try:
+            record = nesting.loads(user_files.read_bytes(path))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"`{path}` is no conda-meta record: {exc.strerror if isinstance(exc, OSError) else exc}", _DAMAGED) from None
+        if not isinstance(record, dict):
+            raise UserError(f"`{path}` is no conda-meta record: not a JSON object", _DAMAGED)
+        yield path, record
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:

@@ -14,9 +14,9 @@ of a lockgen environment against its own record (`check --prefix`, a repeated ma
 too, with no lock (its record is a file of the tree). A repeated check whose stat walk gives
 the same fingerprint is that verdict; any other fingerprint means the per-file fingerprints above decide
 what is read again. Only a clean report of a settled tree is kept, so a record can only repeat a pass of
-exactly those files; an unreadable or inconsistent record counts as none, and one that cannot be written (a home
-lockgen cannot write, a folder where the record goes) is not kept: either costs the next check its hashing, never
-its verdict."""
+exactly those files; an unreadable or inconsistent record (not a regular file, nested past any record lockgen
+writes) counts as none, and one that cannot be written (a home lockgen cannot write, a folder where the record
+goes) is not kept: either costs the next check its hashing, never its verdict."""
 
 from __future__ import annotations
 
@@ -30,9 +30,11 @@ from functools import partial
 from pathlib import Path
 
 from lockgen import __version__
+from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
 from lockgen.adapters.parallel import Forked
+from lockgen.core import nesting
 from lockgen.errors import UserError
 
 VERDICT_LAYOUT = 1
@@ -47,7 +49,7 @@ def _record(prefix: Path, lock_sha256: str) -> Path:
 def load(prefix: Path, lock_sha256: str) -> Proofs:
     """The fingerprints kept for this environment and lock (none when there are none, or they are unreadable)."""
     try:
-        kept = json.loads(_record(prefix, lock_sha256).read_text())
+        kept = nesting.loads(user_files.read_bytes(_record(prefix, lock_sha256)))
     except (OSError, ValueError):
         return {}
     files = kept.get("files") if isinstance(kept, dict) and kept.get("prefix") == os.path.realpath(prefix) else None
@@ -95,7 +97,7 @@ def load_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> dict | N
     """The verdict kept for this environment, lock and context: {"tree", "paths", "checked", "verdict"},
     or None (none kept, unreadable, or made for something else)."""
     try:
-        kept = json.loads(_verdict_record(prefix, lock_sha256, context).read_bytes())
+        kept = nesting.loads(user_files.read_bytes(_verdict_record(prefix, lock_sha256, context)))
     except (OSError, ValueError):
         return None
     if not isinstance(kept, dict) or [kept.get("layout"), kept.get("prefix"), kept.get("lock_sha256"), kept.get("context")] != [VERDICT_LAYOUT, os.path.realpath(prefix), lock_sha256, context]:

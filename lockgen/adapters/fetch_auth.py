@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from lockgen.adapters import user_files
+from lockgen.core import nesting
 from lockgen.errors import UserError
 
 
@@ -27,9 +29,11 @@ def _auth_file_entry(host: str) -> dict[str, Any] | None:
     if not path:
         return None
     try:
-        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+        entries = nesting.loads(user_files.read_bytes(path, user_files.STACK_LIMIT, "auth file").decode("utf-8"))
     except OSError as exc:
         raise UserError(f"cannot read RATTLER_AUTH_FILE `{path}`: {exc.strerror or type(exc).__name__}", "make the file readable, or unset RATTLER_AUTH_FILE") from None
+    except nesting.TooDeepError as exc:
+        raise UserError(f"cannot read RATTLER_AUTH_FILE `{path}`: it is {exc}", 'it must be JSON: {"host": {"BasicHTTP": {"username": "...", "password": "..."}}}') from None
     except ValueError as exc:  # JSON's and UTF-8's messages give a position, never the text around it
         where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "its encoding (not UTF-8)"
         raise UserError(f"cannot read RATTLER_AUTH_FILE `{path}`: it does not parse at {where}", 'it must be JSON: {"host": {"BasicHTTP": {"username": "...", "password": "..."}}}') from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lockgen.adapters import user_files
 from lockgen.adapters.lockfile_yaml import v1_lock
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
@@ -52,9 +53,9 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
     broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format. A
     uv.lock is read with its workspace's pyproject.toml settings (`project`, else the one beside it)."""
     try:
-        raw = path.read_bytes()
+        raw = user_files.read_bytes(path)
     except OSError as exc:
-        raise UserError(f"cannot read `{path}`: {exc}", "pass the path of a lock file") from None
+        raise UserError(f"cannot read `{path}`: {exc.strerror or exc}", "pass the path of a lock file") from None
     text = raw.decode("utf-8", errors="replace")
     digest = hashlib.sha256(raw).hexdigest()
     form = _format_of(path, text)

@@ -6,7 +6,6 @@ its prefix re-digested against the digest the image's labels record."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -15,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import env_manifest, oci_layout, registry
+from lockgen.adapters import env_manifest, oci_layout, registry, user_files
+from lockgen.core import nesting
 from lockgen.digests import canonical_json
+from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_config import is_environment_prefix
 from lockgen.core.image_reference import refuse_credentials
@@ -96,7 +97,7 @@ def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageMa
     the config as written) and its digest."""
     manifest, config, digest = oci_layout.read_image(layout, tag=tag)
     typed_manifest, typed_config = oci_layout.check_image(layout, manifest, config)
-    index = json.loads((layout / "index.json").read_bytes())
+    index = nesting.loads(user_files.read_bytes(layout / "index.json"))
     if len(index["manifests"]) == 1:
         return layout, typed_manifest, typed_config, config, digest
     view = work / "chosen"
@@ -178,10 +179,16 @@ def unpacked(
 
 def environment_in(root: Path, prefix: str) -> Path:
     """The folder of an unpacked image's root file system holding the environment at `prefix` (an image's
-    own label may name it: refused unless it is an absolute path that stays inside the root, links resolved)."""
+    own label may name it: refused unless it is an absolute path that stays inside the root, links resolved, and
+    a folder there: an image whose layers put nothing at its prefix has no environment to check or prove)."""
     if not is_environment_prefix(prefix):
         raise LockFormatError(f"the image names its environment at `{prefix}`, not a folder inside the image", "pass --image-prefix with the environment's absolute path inside the image")
     inside = root / prefix.strip("/")
     if os.path.commonpath([os.path.realpath(inside), os.path.realpath(root)]) != os.path.realpath(root):
         raise LockFormatError(f"`{prefix}` in the image leads outside it (through a link)", "the image was crafted to point a check at the host; refuse it")
+    if not inside.is_dir():
+        raise LockFormatError(
+            f"the image holds no environment at `{shown(prefix)}` (its layers put {'a file' if inside.exists() else 'nothing'} there)",
+            "pass an image lockgen exported, or --image-prefix with the environment's path inside the image",
+        )
     return inside

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.errors import UserError
 from lockgen.model.inventory import NodeInventory
@@ -32,7 +33,7 @@ def read(path: Path) -> tuple[NodeInventory, str]:
     """The inventory in `path`, gzipped or not, and the sha256 of the file's bytes (the source a pinned lock
     records), read once; a file that is not one is a user error."""
     try:
-        raw = path.read_bytes()
+        raw = user_files.read_bytes(path)
         document = NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
         return document, hashlib.sha256(raw).hexdigest()
     except OSError as exc:

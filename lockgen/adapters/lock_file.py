@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from lockgen.adapters import user_files
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.inputs import BundleBytes, LockBytes
 
@@ -15,7 +16,7 @@ from lockgen.model.inputs import BundleBytes, LockBytes
 def read(path: Path) -> LockBytes:
     """The bytes of the lock at `path` and their sha256; a missing or unreadable file is a LockFormatError."""
     try:
-        data = path.read_bytes()
+        data = user_files.read_bytes(path)
     except FileNotFoundError:
         raise LockFormatError(f"lock `{path}` does not exist", "run `lockgen resolve STACK` to write it") from None
     except OSError as exc:
@@ -26,6 +27,6 @@ def read(path: Path) -> LockBytes:
 def read_bundle(path: Path) -> BundleBytes:
     """A manifests bundle file's bytes (what a verdict reached with it is bound to)."""
     try:
-        return BundleBytes(path, path.read_bytes())
+        return BundleBytes(path, user_files.read_bytes(path))
     except OSError as exc:
         raise UserError(f"cannot read manifests `{path}`: {exc.strerror or exc}", "pass a file written by lockgen manifests") from None

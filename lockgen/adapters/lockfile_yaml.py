@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from lockgen.model.names import shown
 from lockgen.errors import LockFieldError, LockFormatError
-from lockgen.core import stack_layout
+from lockgen.core import nesting, stack_layout
 from lockgen.adapters import lock_file
 from lockgen.core.lock_fields import check_lock
 from lockgen.model.inputs import LockBytes
@@ -227,13 +227,36 @@ def loaded_lock(data: bytes, source: str, sha256: str | None = None) -> LoadedLo
     return LoadedLock(source=source, data=data, sha256=sha256 or hashlib.sha256(data).hexdigest(), lock=parse_lock(text, source))
 
 
+_C_COMPOSER_SAFE = 10_000  # libyaml's composer recurses unchecked: 20,000 levels load, 100,000 crash the process
+
+
+def _shallow(text: str, yaml: Any, loader: Any) -> bool:
+    """Whether a YAML document nests no deeper than `nesting.MAX_DEPTH`, judged where the composer could crash (a
+    segmentation fault, not a RecursionError): a document's depth is at most its flow brackets plus its longest
+    line (a block level is one more column of indent, or two characters of `- `), so a lock whose two stay under
+    what the composer survives is read at once; any other is walked event by event first, which nothing recurses."""
+    if text.count("[") + text.count("{") + max(map(len, text.splitlines()), default=0) <= _C_COMPOSER_SAFE:
+        return True
+    depth = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > nesting.MAX_DEPTH:
+                return False
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    return True
+
+
 def parse_lock(text: str, source: str) -> Lock:
     import yaml  # only reading needs it; resolve writes without it
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        if not _shallow(text, yaml, loader):
+            raise RecursionError
         data = yaml.load(text, Loader=loader)
-    except RecursionError:  # nested past the reader
+    except RecursionError:  # nested past the reader, or past the bound
         raise LockFormatError(f"lock `{source}` is not a lock: it nests deeper than any lock", "re-create it with `lockgen resolve`") from None
     except ValueError as exc:  # a value YAML cannot build: an integer past Python's 4,300 digits, a date like 2026-13-01
         raise LockFormatError(f"lock `{source}` is not a lock: {shown(str(exc).splitlines()[0] if str(exc) else 'a value YAML cannot read', 160)}", "re-create it with `lockgen resolve`") from None

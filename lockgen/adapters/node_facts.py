@@ -6,13 +6,13 @@ them instead (`detect --node FILE`, or `$LOCKGEN_NODE_FACTS` for every command),
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from lockgen.adapters import gpu_host, home
+from lockgen.adapters import gpu_host, home, user_files
+from lockgen.core import nesting
 from lockgen.model.names import shown
 from lockgen.errors import UserError
 from lockgen.model.node import NodeFacts, NodeGpu
@@ -47,18 +47,18 @@ def read(path: Path) -> NodeFacts:
         '[{"name": "NVIDIA H100", "compute_capability": "9.0"}]} (lockgen detect --json prints this node\'s)'
     )
     try:
-        with path.open("rb") as handle:
+        with user_files.opened(path) as handle:
             data = handle.read(_MAX_BYTES + 1)
     except OSError as exc:
         raise UserError(f"cannot read the node facts file `{path}`: {exc.strerror or exc}", hint) from None
     if len(data) > _MAX_BYTES:
         raise UserError(f"the node facts file `{path}` is over 1 MiB", hint)
     try:
-        return NodeFacts.model_validate(json.loads(data.decode("utf-8")))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise UserError(f"the node facts file `{path}` is not JSON", hint) from None
+        return NodeFacts.model_validate(nesting.loads(data.decode("utf-8")))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the document"
         message = first["msg"].removeprefix("Value error, ")
         raise UserError(f"the node facts file `{path}`: {shown(where, 60)}: {shown(message, 200)}", hint) from None
+    except ValueError:  # not UTF-8, not JSON, or nested past any facts file
+        raise UserError(f"the node facts file `{path}` is not JSON", hint) from None

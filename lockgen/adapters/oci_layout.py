@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -32,7 +31,8 @@ from typing import IO, Any, cast
 import zstandard
 from pydantic import ValidationError
 
-from lockgen.adapters import layer_extract
+from lockgen.adapters import layer_extract, user_files
+from lockgen.core import nesting
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image_platform import choose_manifest
@@ -203,7 +203,7 @@ def write_index(layout: Path, document: dict[str, Any], tag: str, annotations: d
 def base_source(layout: Path) -> str | None:
     """Where a shallow layout's base blobs live (`HOST/REPO@sha256:…`), as its index.json descriptor records it."""
     try:
-        entry = json.loads((layout / "index.json").read_text())["manifests"][0]
+        entry = nesting.loads(user_files.read_bytes(layout / "index.json"))["manifests"][0]
         source = entry.get("annotations", {}).get(BASE_SOURCE_ANNOTATION)
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
@@ -248,17 +248,17 @@ def read_image(layout: Path, architecture: str | None = None, tag: str | None = 
 
     def blob(descriptor: Any, where: str, what: str) -> dict[str, Any]:
         digest = digest_at(layout, descriptor, where)
-        data = blob_path(layout, digest).read_bytes()
+        data = user_files.read_bytes(blob_path(layout, digest))
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise LockFormatError(f"blob {digest} of {layout} was changed", "the image was tampered with: re-export it")
         _sized(layout, descriptor, len(data), what)
-        document = json.loads(data)
+        document = nesting.loads(data)
         if not isinstance(document, dict):
             raise _malformed(layout, f"its {what} is not a JSON object")
         return document
 
     try:
-        index = json.loads((layout / "index.json").read_text())
+        index = nesting.loads(user_files.read_bytes(layout / "index.json"))
         entry = tagged_entry(layout, index, tag)
         if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
             if architecture is None:
@@ -328,7 +328,7 @@ def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, A
 
 def tag_of(layout: Path) -> str:
     """The ref name of the layout's image."""
-    index = json.loads((layout / "index.json").read_text())
+    index = nesting.loads(user_files.read_bytes(layout / "index.json"))
     return index["manifests"][0].get("annotations", {}).get(REF_NAME, "latest")
 
 

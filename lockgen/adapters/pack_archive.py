@@ -20,13 +20,12 @@ import hashlib
 import io
 import os
 import tarfile
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from lockgen.adapters import file_guard
-from lockgen.adapters.atomic_files import UMASK
+from lockgen.adapters import file_guard, user_files
+from lockgen.adapters.atomic_files import UMASK, temporary_beside
 from lockgen.model.names import shown
 from lockgen.errors import PackError, UserError
 from lockgen.model.pack import PackMember
@@ -83,8 +82,7 @@ def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple
         raise UserError(f"`{out}` is a folder", "pass --out the path of the archive file to write (F.tar)")
     out.parent.mkdir(parents=True, exist_ok=True)
     file_guard.sweep_stale(out.parent, f".{out.name}.*.tmp")
-    handle, temp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    temp = Path(temp_name)
+    handle, temp = temporary_beside(out)
     guard = file_guard.hold_open(temp)
     total, done = sum(member.size for member, _ in files), 0
     try:
@@ -211,11 +209,11 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
     """The archive at `path`, read in one pass (an uncompressed tar, as `lockgen pack` writes); `first`: the
     member expected first (named when the archive's first header is unreadable)."""
     try:
-        stream = path.open("rb")
+        stream = user_files.opened(path)
     except FileNotFoundError:
         raise UserError(f"pack archive `{path}` does not exist", "pass the .tar written by lockgen pack") from None
-    except IsADirectoryError:
-        raise UserError(f"`{path}` is a folder", "pass the .tar written by lockgen pack") from None
+    except OSError as exc:
+        raise UserError(f"cannot read pack archive `{path}`: {exc.strerror or exc}", "pass the .tar written by lockgen pack") from None
     with stream:
         try:
             tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
-from lockgen.adapters import fetch_auth, file_guard, file_roots, http_deadline
+from lockgen.adapters import fetch_auth, file_guard, file_roots, http_deadline, user_files
 from lockgen.adapters.home import lockgen_home
 from lockgen.core.confined import child
 from lockgen.core.credentials import scrub_text, scrub_url
@@ -128,7 +128,7 @@ def _download(package: LockedPackage, destination: Path) -> None:
     what, limit = f"fetching `{package.name}` {package.version} from {package.url}", http_deadline.max_download_bytes()
     try:
         if parts.scheme == "file":
-            with open(file_roots.local_path(package.url, f"`{package.name}` {package.version}"), "rb") as source:
+            with user_files.opened(file_roots.local_path(package.url, f"`{package.name}` {package.version}")) as source:
                 _copy(source, destination, limit, what)
             return
         with (

@@ -16,13 +16,13 @@ JSON beside it, `index.v1_json` (bandersnatch's name). Such a folder is read onl
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import unquote, urljoin, urlsplit
 
+from lockgen.core import nesting
 from lockgen.core.credentials import scrub_url
-from lockgen.adapters import file_roots
+from lockgen.adapters import file_roots, user_files
 from lockgen.adapters.http_fetch import Meter, get
 from lockgen.model.names import shown
 from lockgen.core.wheel_names import choose, parse_wheel_filename
@@ -49,7 +49,7 @@ class IndexedWheel:
 
 def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
     try:
-        document = json.loads(page)
+        document = nesting.loads(page)
         entries = document["files"]
         wheels = {}
         for entry in entries:
@@ -122,9 +122,10 @@ def _local_files(page_url: str, html: bool) -> dict[str, IndexedWheel]:
     page = next((folder / n for n in names if (folder / n).is_file()), None)
     if page is None:
         raise NotFoundError(f"{scrub_url(page_url)} has no {' or '.join(names)}", "check the index folder: a PEP 503 index has <project>/index.html")
-    if page.stat().st_size > PAGE_LIMIT:
-        raise UserError(f"{shown(str(page))} is larger than {PAGE_LIMIT >> 20} MiB", "check the index folder")
-    body = page.read_bytes()
+    try:
+        body = user_files.read_bytes(page, PAGE_LIMIT, "index page")
+    except OSError as exc:
+        raise UserError(f"cannot read {shown(str(page))}: {exc.strerror or exc}", "check the index folder") from None
     wheels = _files(body, page.as_uri()) if page.name.endswith("json") else _html_files(body, page.as_uri())
     for wheel in wheels.values():
         if urlsplit(wheel.url).scheme != "file":

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import re
 from pathlib import Path
 
+from lockgen.adapters import user_files
+from lockgen.core import nesting
 from lockgen.errors import UserError
 
 
@@ -42,7 +43,7 @@ def credential(host: str, repository: str) -> tuple[str, str] | None:
         if not path.is_file():
             continue
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = nesting.loads(user_files.read_bytes(path, user_files.STACK_LIMIT, "auth file").decode("utf-8"))
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read the registry auth file `{path}` ({type(exc).__name__})", 'it must be JSON: {"auths": {"HOST": {"auth": "<base64 of user:password>"}}}') from None
         auths = document.get("auths") if isinstance(document, dict) else None

@@ -8,13 +8,13 @@ Credentials and `insecure` are `oci_distribution`'s."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import oci_layout
+from lockgen.core import nesting
 from lockgen.adapters.oci_distribution import Registry
 from lockgen.core.image_platform import choose_manifest
 from lockgen.core.image_reference import ImageReference, parse_reference
@@ -42,7 +42,7 @@ class RemoteImage:
 
 def _document(data: bytes, where: str) -> dict[str, Any]:
     try:
-        document = json.loads(data)
+        document = nesting.loads(data)
     except ValueError:
         document = None
     if not isinstance(document, dict):

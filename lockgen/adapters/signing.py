@@ -16,7 +16,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lockgen.adapters import user_files
 from lockgen.model.names import shown
+from lockgen.core import nesting
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, UserError
 
@@ -71,7 +73,7 @@ def _load(path: Path, private: bool) -> Any:
     from cryptography.hazmat.primitives import serialization
 
     try:
-        data = path.read_bytes()
+        data = user_files.read_bytes(path, user_files.KEY_LIMIT, "key")
         key = serialization.load_pem_private_key(data, None) if private else serialization.load_pem_public_key(data)
     except (OSError, ValueError, TypeError) as exc:
         kind = "private" if private else "public"
@@ -135,11 +137,11 @@ def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
 def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
     """The parsed certificate document, after checking its bytes and (with a key) its signature."""
     try:
-        document = json.loads(text)
+        document = nesting.loads(text)
+    except nesting.TooDeepError as exc:
+        raise LockFormatError(f"certificate is JSON {exc}", "it is not a certificate lockgen wrote; use the original file") from None
     except ValueError as exc:
         raise LockFormatError(f"certificate is not JSON: {exc}", "it was damaged; use the original file") from None
-    except RecursionError:
-        raise LockFormatError("certificate is JSON nested deeper than Python parses", "it is not a certificate lockgen wrote; use the original file") from None
     if render(document) != text:
         raise LockFormatError("certificate bytes differ from their canonical form: the file was edited", "certificates are tamper-evident; re-run lockgen verify")
     if not isinstance(document, dict):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from lockgen.adapters import user_files
 from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.spec_parse import extends_of, parse_stack_text
@@ -20,7 +21,7 @@ from lockgen.model.spec import LockBase
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return user_files.read_bytes(path, user_files.STACK_LIMIT, "stack file").decode("utf-8")
     except FileNotFoundError:
         raise SpecError(f"stack file `{path}` does not exist", "pass the path of a stack.toml") from None
     except (OSError, UnicodeDecodeError) as exc:

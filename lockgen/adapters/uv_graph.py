@@ -141,7 +141,7 @@ def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], a
         reached[key] = entry
         for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
             named = {item(edge["name"], "extra", extra) for extra in edge.get("extra", [])}
-            if not holds(edge.get("marker"), environment, active | named if grow else active):
+            if not holds(edge.get("marker"), environment, active, named if grow else frozenset()):
                 continue
             if grow:
                 active |= named
@@ -151,18 +151,23 @@ def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], a
     return reached
 
 
-def holds(marker: str | None, environment: dict[str, str], active: set[str] | frozenset[str]) -> bool:
-    """Whether a marker is true for the target, `extra == X` meaning X is an active item."""
+def holds(marker: str | None, environment: dict[str, str], active: set[str] | frozenset[str], named: set[str] | frozenset[str] = frozenset()) -> bool:
+    """Whether a marker is true for the target, `extra == X` meaning X is an active item (of `active`, or of
+    `named`: those an edge would activate). Only the items the marker names are handed to the evaluator, which
+    normalises every item it is given on every test: the whole active set there made an import quadratic."""
     if not marker:
         return True
-    return _parsed(marker).evaluate({**environment, "extras": active, "dependency_groups": set()}, context="lock_file")
+    parsed, mentioned = _parsed(marker)
+    extras = {name for name in mentioned if name in active or name in named}
+    return parsed.evaluate({**environment, "extras": extras, "dependency_groups": set()}, context="lock_file")
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed(marker: str) -> Marker:
+def _parsed(marker: str) -> tuple[Marker, frozenset[str]]:
+    """The marker with each `extra == X` as `X in extras`, and the items X it names (normalised as items are)."""
     rewritten = _EXTRA_TEST.sub(lambda m: f"'{m.group(3)}' {'in' if m.group(1) == '==' else 'not in'} extras", marker)
     try:
-        return Marker(rewritten)
+        return Marker(rewritten), frozenset(normalize(m.group(3)) for m in _EXTRA_TEST.finditer(marker))
     except InvalidMarker:
         raise LockFormatError(f"uv.lock has a marker lockgen cannot read: `{marker}`", "use the file `uv lock` wrote") from None
 

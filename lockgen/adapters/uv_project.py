@@ -9,6 +9,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from lockgen.adapters import user_files
 from lockgen.adapters.uv_lock import UvProject
 from lockgen.errors import UserError
 
@@ -28,7 +29,9 @@ def project_beside(lock: Path, given: Path | None) -> Path | None:
 def read_uv_project(path: Path) -> UvProject:
     """The settings uv would read from `path`."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(user_files.read_bytes(path, user_files.STACK_LIMIT, "pyproject.toml").decode("utf-8"))
+    except RecursionError:  # nested past the TOML reader
+        raise UserError(f"`{path}` is no pyproject.toml: it nests deeper than a reader goes", "pass the workspace root's pyproject.toml with --project") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UserError(
             f"cannot read `{path}` as a pyproject.toml: {str(exc).splitlines()[0] if str(exc) else exc}", "pass the workspace root's pyproject.toml with --project, or move the lock away from it"

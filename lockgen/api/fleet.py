@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.kubernetes_yaml import render_documents
 from lockgen.core.facts import arch_fact, load_facts
@@ -119,7 +120,7 @@ def write_kubernetes(
 
 def _lock_text(lock: Path) -> str:
     try:
-        return lock.read_bytes().decode("utf-8")
+        return user_files.read_bytes(lock).decode("utf-8")
     except OSError as error:
         raise UserError(f"cannot read the lock `{lock}`: {error.strerror}", "pass the lock the image was exported from") from None
     except UnicodeDecodeError:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from lockgen import __version__
-from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing
+from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing, user_files
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.steps.certificate_steps import read_numerics_references
 from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
 from lockgen.api.steps.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
+from lockgen.core import nesting
 from lockgen.core.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
 from lockgen.core.envelopes import conv_floors, node_floors
 from lockgen.core.facts import arch_fact, load_facts
@@ -264,9 +264,12 @@ def _expectations(options: VerifyOptions, arch: str, loaded: LoadedLock | None) 
         expected = expectations_from_lock(lock, platform)
     if options.expect:
         try:
-            expected.update(json.loads(options.expect.read_text()))
+            given = nesting.loads(user_files.read_bytes(options.expect, user_files.STACK_LIMIT, "expectations file"))
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read expectations `{options.expect}`: {exc}", "pass a JSON object") from None
+        if not isinstance(given, dict):
+            raise UserError(f"expectations `{options.expect}` are not a JSON object", "pass a JSON object")
+        expected.update(given)
     return expected
 
 

@@ -13,7 +13,6 @@ from typing import Optional
 import typer
 
 from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
-from lockgen.core.numerics import digests_text
 from lockgen.model.names import escaped, shown
 
 fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True, rich_markup_mode=None)
@@ -98,6 +97,7 @@ def status(
     import datetime as dt
 
     from lockgen.api.fleet_status import fleet_status
+    from lockgen.model.certificate import digests_text
 
     report = fleet_status(sources, key, insecure, noise, html, dt.datetime.now(dt.timezone.utc), progress)
     rows = report["rows"]

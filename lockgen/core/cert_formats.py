@@ -118,8 +118,16 @@ def prometheus_text(body: CertificateBody) -> str:
 
 
 def _nfd_expiry(body: CertificateBody, valid_for: dt.timedelta) -> dt.datetime:
-    """When NFD stops reading the certificate's features: `valid_for` after its run."""
-    return _created_at(body) + valid_for
+    """When NFD stops reading the certificate's features: `valid_for` after its run; a date past the calendar's
+    end (a run dated in the year 9999, a --valid-for of millennia) is refused."""
+    created = _created_at(body)
+    try:
+        return created + valid_for
+    except OverflowError:
+        raise UserError(
+            f"the node features would expire after the year 9999 (the certificate's run at {body.created}, valid for {valid_for.days} days)",
+            "certify again on a host whose clock is right, or pass a shorter --valid-for",
+        ) from None
 
 
 def _nfd_feature_name(body: CertificateBody) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey
+from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey, digests_text
 from lockgen.model.names import shown
 
 UNCOMPARED_SETTINGS = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")  # where the kernel was found and which GPU it ran on: not numerics
@@ -51,11 +51,6 @@ def key_differences(first: NumericsKey, second: NumericsKey) -> list[str]:
     """`name: A vs B` for each part of the key the two differ in."""
     a, b = first.model_dump(), second.model_dump()
     return [f"{name}: {a[name]} vs {b[name]}" for name in a if a[name] != b[name]]
-
-
-def digests_text(names: Sequence[str]) -> str:
-    """`digest gemm_tf32 differs` or `digests gemm_tf32, conv_bf16 differ`."""
-    return f"digest {names[0]} differs" if len(names) == 1 else f"digests {', '.join(names)} differ"
 
 
 def differing_digests(mine: dict[str, str], theirs: dict[str, str]) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ METADATA and wheel names, and lockgen takes on no version library for this one c
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -123,11 +124,18 @@ def target_tags(python: str, machine: str, glibc: str) -> list[str]:
     return tags + [f"{cp}-none-any"] + [f"py{v}-none-any" for v in versions]
 
 
+@functools.lru_cache(maxsize=64)
+def _rank(python: str, machine: str, glibc: str) -> dict[str, int]:
+    """Each tag of `target_tags` and its place: built once per target, not once per release (a 300k-package
+    import asks for the same few targets 600k times). Read, never changed."""
+    return {tag: number for number, tag in enumerate(target_tags(python, machine, glibc))}
+
+
 def best_for_target(filenames: list[str], python: str, machine: str, glibc: str) -> str | None:
     """Of a release's wheel files, the one an installer picks for the target (earliest tag in `target_tags`,
     then the highest build number, then the file name); None when none fits. A name that is no wheel name
     is passed over."""
-    rank = {tag: number for number, tag in enumerate(target_tags(python, machine, glibc))}
+    rank = _rank(python, machine, glibc)
     scored = []
     for filename in filenames:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lockgen.model.base import Frozen
@@ -94,6 +95,11 @@ class DistributedRun(Frozen):
     node_rank: int = 0
     backend: str | None = None
     rendezvous: str | None = None
+
+
+def digests_text(names: Sequence[str]) -> str:
+    """`digest gemm_tf32 differs` or `digests gemm_tf32, conv_bf16 differ`: how the fingerprints' difference is said."""
+    return f"digest {names[0]} differs" if len(names) == 1 else f"digests {', '.join(names)} differ"
 
 
 class NumericsKey(Frozen):

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from lockgen.adapters import signing
+from lockgen.adapters import signing, user_files
 from lockgen.adapters.oci_distribution import MAX_BLOB, Registry
 from lockgen.api.steps.certificate_steps import read_certificate, validated_body
+from lockgen.core import nesting
 from lockgen.core.attestation import (
     artifact_manifest,
     certificate_annotations,
@@ -135,8 +136,8 @@ def _envelope_bytes(registry: Registry, artifact: str, image: AttestedImage) -> 
 def _sbom_of(path: Path, image: AttestedImage, reference: ImageReference) -> bytes:
     """The SBOM file, refused unless it names the lock and environment the image's labels record."""
     try:
-        data = path.read_bytes()
-        document = json.loads(data)
+        data = user_files.read_bytes(path, MAX_BLOB, "SBOM")
+        document = nesting.loads(data)
         properties = {p["name"]: p["value"] for p in document["metadata"].get("properties", [])}
         environment = document["metadata"]["component"]["version"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -4,14 +4,14 @@ have written (changed bytes, a bad signature, a body whose `passed` contradicts 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from lockgen.adapters import signing
+from lockgen.adapters import signing, user_files
+from lockgen.core import nesting
 from lockgen.core.numerics import NumericsReference
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
@@ -22,7 +22,7 @@ from lockgen.model.names import shown
 def read_certificate(path: Path, public_key: Path | None) -> tuple[dict[str, Any], Certificate]:
     """(the file's JSON document, its model), its bytes checked and, with a key, its signature."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate").decode("utf-8")
     except OSError as exc:
         raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
     except UnicodeDecodeError as exc:
@@ -98,7 +98,7 @@ def read_numerics_references(path: Path) -> tuple[NumericsReference, ...]:
     stack to name what differs), one fingerprint `{"key": {...}, "digests": {...}}`, or a list of them."""
     hint = "pass a certificate of a node known to be good, or its `numerics` object ({key, digests}), or a list of them"
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = nesting.loads(user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "numerics reference").decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"cannot read the numerics reference `{shown(str(path))}`: {shown(str(exc))}", hint) from None
     where = f"`{shown(str(path))}`"

@@ -1,0 +1,61 @@
+"""The one way lockgen opens a file a user names (a stack, a lock, a foreign lock, a key, a certificate, a node
+facts file, an inventory, a pack archive, an expectations file) or one it keeps for itself (a conformance record):
+opened without waiting (`O_NONBLOCK`: a FIFO with no writer would hold an open for reading forever, a device
+would be read without end), judged on the descriptor opened, so nothing swapped in after is read, and refused
+unless it is a regular file; a file of a kind whose size is known is read no further than its cap.
+
+A refusal is an OSError naming what the path is (`a FIFO, not a regular file`; `over 1 MiB, no key is`), so
+each caller's handling of a file it cannot read, with its own message and hint, covers it unchanged."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+KEY_LIMIT = 1 << 20  # a PEM key is a few hundred bytes
+CERTIFICATE_LIMIT = 16 << 20  # a certificate's checks and figures: tens of KiB
+STACK_LIMIT = 16 << 20  # a stack.toml, a pyproject.toml, a node facts or expectations file: a few KiB
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class RefusedFile(OSError):
+    """A path that is not a regular file, or a file past its kind's cap: its `strerror` says which, in words."""
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def opened(path: Path | str) -> BinaryIO:
+    """`path` open for reading, in blocking mode again once judged a regular file; anything else a RefusedFile."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((word for test, word in _KINDS if test(mode)), "no regular file")
+            raise RefusedFile(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL, f"{kind}, not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path | str, limit: int | None = None, kind: str = "file") -> bytes:
+    """The bytes of the regular file `path`; with `limit`, a file larger than that (`kind` names what it should
+    be, for the refusal: "key") is refused after reading at most one byte past it."""
+    with opened(path) as stream:
+        if limit is None:
+            return stream.read()
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise RefusedFile(errno.EFBIG, f"over {_size(limit)}, larger than any {kind}")
+    return data
+
+
+def _size(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"

@@ -1,0 +1,313 @@
+"""Every input bounded (issue 47, item 4): a file a user names is a regular file of a sane size before it is read (a
+FIFO, device or socket refused by name, never waited on), a document nested past any real one is refused, not a
+RecursionError, a uv.lock imports in time linear in its size, and the inputs that ended in exit 3 (a certificate dated
+9999, an archive written under /proc, an image whose layer is refused checked without its lock) are refused cleanly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.markers import Marker
+
+from lockgen.adapters import conda_meta, conformance_store, fetch_auth, pack_archive, pypi_index, registry_auth, signing, user_files
+from lockgen.adapters.foreign_locks import read_foreign
+from lockgen.adapters.uv_lock import UvChoices
+from lockgen.api.certs import export_certificate
+from lockgen.api.steps.certificate_steps import read_certificate
+from lockgen.core import nesting
+from lockgen.errors import LockFormatError, UserError
+from tests.conftest import EXAMPLE_STACK, REPO
+from tests.test_archive_attacks import _chain_escape, _image, _layer_tar
+
+H200 = REPO / "envs" / "examples" / "h200-system"
+
+
+def _uv_lock_of_extras(packages: int) -> str:
+    """A uv.lock whose project asks a chain of packages each for its extra `fast`: as many active extras as
+    packages, and every edge under a marker naming an extra."""
+    parts = ['version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { virtual = "." }\ndependencies = [\n    { name = "pkg0", extra = ["fast"] },\n]\n']
+    for i in range(packages):
+        edge = f'    {{ name = "pkg{i + 1}", extra = ["fast"], marker = "extra != \'extra-3-app-cpu\'" }},\n' if i + 1 < packages else ""
+        wheel = f'    {{ url = "https://files.example/pkg{i}-1.0-py3-none-any.whl", hash = "sha256:{i:064x}" }},\n'
+        parts.append(
+            f'\n[[package]]\nname = "pkg{i}"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+            f"dependencies = [\n{edge}]\nwheels = [\n{wheel}]\n\n[package.optional-dependencies]\nfast = [\n{edge}]\n"
+        )
+    return "".join(parts)
+
+
+def test_a_uv_lock_import_hands_each_marker_only_the_extras_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every marker was evaluated against the whole set of active extras, which the evaluator normalises item by item
+    on every test, and in the activation pass that set was copied for every edge: an import quadratic in the lock's
+    size (10k packages 10 s, 30k 108 s). Each marker now sees only the items it names."""
+    handed: list[int] = []
+    evaluate = Marker.evaluate
+
+    def counting(self: Marker, environment: dict[str, object] | None = None, context: str = "metadata") -> bool:
+        handed.append(len(environment["extras"]) if environment and isinstance(environment.get("extras"), (set, frozenset)) else 0)  # type: ignore[arg-type]
+        return evaluate(self, environment, context)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Marker, "evaluate", counting)
+    lock = tmp_path / "uv.lock"
+    lock.write_text(_uv_lock_of_extras(60))
+    imported = read_foreign(lock, None, UvChoices(python="3.12"))
+    assert {p.name for p in imported.packages} == {f"pkg{i}" for i in range(60)}
+    assert handed and max(handed) <= 1, max(handed)
+
+
+def _one_error(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    """The single `error:` line of a refused command (with its `hint:`), no traceback."""
+    assert result.returncode == code, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "hint:" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    return errors[0]
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`lockgen ARGS`, given up on after `timeout` seconds: a command that waits on a FIFO fails the test."""
+    return subprocess.run([sys.executable, "-m", "lockgen", *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=timeout)
+
+
+@pytest.fixture
+def signed(tmp_path: Path) -> tuple[Path, Path]:
+    """(a certificate signed with a fresh key, that key's public half)."""
+    key, public = signing.keygen(tmp_path / "keys" / "k")
+    document = json.loads((H200 / "h200-full.cert.json").read_text())
+    document["signature"] = signing.sign(document["certificate"], key)
+    path = tmp_path / "signed.cert.json"
+    path.write_text(signing.render(document))
+    return path, public
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("cert", "verify", "{fifo}"),
+        ("cert", "verify", "{cert}", "--key", "{fifo}"),
+        ("cert", "export", "{fifo}", "--format", "nfd"),
+        ("detect", str(EXAMPLE_STACK), "--node", "{fifo}"),
+        ("import", "{fifo}", "-t", "cpu", "-o", "{tmp}/out.yml"),
+        ("unpack", "{fifo}", "--prefix", "{tmp}/env"),
+        ("resolve", "{fifo}"),
+        ("render", "{fifo}"),
+    ],
+)
+def test_a_fifo_named_as_an_input_is_refused_by_name_not_waited_on(tmp_path: Path, signed: tuple[Path, Path], command: tuple[str, ...]) -> None:
+    """A FIFO given as an archive, key, certificate, node facts file, stack or lock: the open waited for a writer
+    forever."""
+    fifo = tmp_path / "input.fifo"
+    os.mkfifo(fifo)
+    line = _one_error(_cli(*(part.format(fifo=fifo, cert=signed[0], tmp=tmp_path) for part in command)))
+    assert "a FIFO, not a regular file" in line, line
+    assert not (tmp_path / "out.yml").exists() and not (tmp_path / "env").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_device_as_a_key_is_refused_at_once(signed: tuple[Path, Path], device: str) -> None:
+    """`cert verify --key /dev/zero` read 6 GB in 20 s before giving up on it."""
+    started = time.monotonic()
+    line = _one_error(_cli("cert", "verify", str(signed[0]), "--key", device))
+    assert "a character device, not a regular file" in line and time.monotonic() - started < 30, line
+
+
+def test_a_key_or_certificate_past_its_cap_is_refused_after_reading_one_byte_past_it(tmp_path: Path, signed: tuple[Path, Path]) -> None:
+    """A regular file of 2 GB named as a key is a key of no kind: refused having read at most 1 MiB and a byte."""
+    huge = tmp_path / "huge.pub"
+    with huge.open("wb") as stream:
+        stream.truncate(2 << 30)  # sparse: nothing written
+    with pytest.raises(UserError, match="over 1 MiB, larger than any key"):
+        signing.public_fingerprint(huge)
+    certificate = tmp_path / "huge.cert.json"
+    with certificate.open("wb") as stream:
+        stream.truncate(user_files.CERTIFICATE_LIMIT + 1)
+    with pytest.raises(UserError, match="larger than any certificate"):
+        read_certificate(certificate, None)
+
+
+def _depth(value: object) -> int:
+    """The nesting depth of a parsed JSON value (a scalar 0, `[]` 1)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n'),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3),
+    max_leaves=40,
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, limit=st.integers(min_value=0, max_value=8))
+def test_the_depth_bound_measures_what_the_parser_would_descend(value: object, limit: int) -> None:
+    """Brackets, quotes and backslashes inside strings count for nothing; every level outside them counts once."""
+    data = json.dumps(value).encode()
+    assert nesting.depth_within(data, limit) == (_depth(value) <= limit)
+    if _depth(value) <= limit:
+        assert nesting.loads(data, limit) == value
+    else:
+        with pytest.raises(nesting.TooDeepError):
+            nesting.loads(data, limit)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"[" * 100_000, b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"[" * 70 + b"1"],
+    ids=["unclosed", "closed", "objects", "unclosed-past-the-bound"],
+)
+def test_json_nested_past_the_bound_is_a_value_error_not_a_recursion_error(data: bytes) -> None:
+    with pytest.raises(nesting.TooDeepError):
+        nesting.loads(data)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_deep_conformance_record_is_a_recheck_not_a_crash(tmp_path: Path) -> None:
+    """A record nested past Python's parser under $LOCKGEN_HOME/conformance ended `check --lock` in RecursionError
+    (exit 3); a record is only a saving, so one that cannot be read is none: the files are hashed again."""
+    prefix = tmp_path / "env"
+    prefix.mkdir()
+    conformance_store.save(prefix, "0" * 64, {"bin/x": [1, 2, 3, 4, 5, "a" * 64]})
+    assert conformance_store.load(prefix, "0" * 64)
+    records = list((Path(os.environ["LOCKGEN_HOME"]) / "conformance").glob("*.json"))
+    for record in records:
+        record.write_text(DEEP)
+    assert conformance_store.load(prefix, "0" * 64) == {}
+    conformance_store.save_verdict(prefix, "0" * 64, ["ctx"], "tree", 1, {"clean": True})
+    verdicts = list((Path(os.environ["LOCKGEN_HOME"]) / "conformance").glob("*.verdict.json"))
+    verdicts[0].write_text(DEEP)
+    assert conformance_store.load_verdict(prefix, "0" * 64, ["ctx"]) is None
+    verdicts[0].unlink()
+    os.mkfifo(verdicts[0])
+    assert conformance_store.load_verdict(prefix, "0" * 64, ["ctx"]) is None  # a FIFO there: none, not a hang
+
+
+def test_a_deep_pep_691_page_is_not_an_index_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index answering JSON nested past the parser ended resolve in RecursionError (exit 3)."""
+    page = tmp_path / "index" / "torch" / "index.v1_json"
+    page.parent.mkdir(parents=True)
+    page.write_text('{"files": ' + DEEP + "}")
+    monkeypatch.setenv("LOCKGEN_FILE_ROOTS", str(tmp_path))
+    with pytest.raises(UserError, match="is not a PEP 691 project page"):
+        pypi_index.project_wheels("torch", (tmp_path / "index").as_uri())
+
+
+def test_a_deep_certificate_is_refused_as_no_certificate(tmp_path: Path) -> None:
+    certificate = tmp_path / "deep.cert.json"
+    certificate.write_text(DEEP)
+    with pytest.raises(LockFormatError, match="nested deeper than 64 levels"):
+        read_certificate(certificate, None)
+
+
+def test_a_certificate_dated_9999_exported_for_nfd_is_one_error(tmp_path: Path, signed: tuple[Path, Path]) -> None:
+    """Its features' expiry, a week after the run, is past the calendar's end: OverflowError, exit 3."""
+    key = signed[1].with_suffix("")
+    document = json.loads((H200 / "h200-full.cert.json").read_text())
+    document["certificate"]["created"] = "9999-12-31T23:00:00Z"
+    document["certificate"]["subject"]["lock_sha256"] = "a" * 64
+    document["signature"] = signing.sign(document["certificate"], key)
+    certificate = tmp_path / "late.cert.json"
+    certificate.write_text(signing.render(document))
+    with pytest.raises(UserError, match="would expire after the year 9999"):
+        export_certificate(certificate, "nfd", signed[1], None)
+
+
+def test_an_archive_or_lock_written_where_no_file_can_be_made_is_one_error(tmp_path: Path) -> None:
+    """/proc/self is a folder that takes no new file: `pack --out /proc/self/x.tar` ended in FileNotFoundError (exit 3)."""
+    with pytest.raises(UserError, match="takes no new file"):
+        pack_archive.write(Path("/proc/self/x.tar"), [("lockgen/lock.yml", b"x")], [])
+    line = _one_error(_cli("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"), "-t", "cpu", "-o", "/proc/self/x.yml"))
+    assert "/proc/self" in line and "takes no new file" in line, line
+
+
+@pytest.mark.slow
+def test_an_image_whose_layers_put_no_environment_at_its_prefix_is_refused_without_a_lock(tmp_path: Path) -> None:
+    """CVE-2025-4517's chain of links as a layer: confined by the extractor, it unpacks, and leaves nothing at /opt/env.
+    With --lock the image was refused before unpacking (its labels name no lock) or reported every locked file
+    missing (the conformance check walks the lock's files); without, `check --image` and `verify --image` built the
+    environment's manifest from a folder that was not there: unexpected FileNotFoundError (exit 3)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("keep me\n")
+    plain = _layer_tar(_chain_escape(outside))
+    layout = _image(tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest())
+    for command in (("check", "--image", str(layout)), ("verify", "--image", str(layout), "--arch", "sm90")):
+        line = _one_error(_cli(*command))
+        assert "holds no environment at `/opt/env`" in line, line
+    assert (outside / "secret").read_text() == "keep me\n" and sorted(p.name for p in outside.iterdir()) == ["secret"]
+
+
+@pytest.mark.slow
+def test_documents_nested_past_their_readers_are_one_error(tmp_path: Path) -> None:
+    """A lock of 100,000 nested flow sequences crashed `render` (libyaml's composer recursing past the C stack:
+    a segmentation fault); an image layout's index.json and a pyproject.toml nested past Python's readers ended
+    `check --image` and `import --project` in RecursionError (exit 3)."""
+    lock = tmp_path / "deep.conda-lock.yml"
+    lock.write_text("version: 1\nmetadata: " + DEEP + "\npackage: []\n")
+    assert "nests deeper than any lock" in _one_error(_cli("render", str(lock)))
+    layout = tmp_path / "layout"
+    layout.mkdir()
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    (layout / "index.json").write_text('{"schemaVersion": 2, "manifests": ' + DEEP + "}")
+    assert "nested deeper than 64 levels" in _one_error(_cli("check", "--image", str(layout)))
+    project = tmp_path / "pyproject.toml"
+    project.write_text('[project]\nname = "x"\nodd = ' + DEEP + "\n")
+    line = _one_error(_cli("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"), "-t", "cpu", "-o", str(tmp_path / "out.yml"), "--project", str(project)))
+    assert "nests deeper than a reader goes" in line and not (tmp_path / "out.yml").exists(), line
+
+
+def test_credential_files_nested_past_the_bound_are_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RATTLER_AUTH_FILE and a registry auth file nested past the parser ended a fetch in RecursionError."""
+    auth = tmp_path / "auth.json"
+    auth.write_text('{"h": ' + DEEP + "}")
+    monkeypatch.setenv("RATTLER_AUTH_FILE", str(auth))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth))
+    with pytest.raises(UserError, match="nested deeper than 64 levels"):
+        fetch_auth._auth_file_entry("h")
+    with pytest.raises(UserError, match="cannot read the registry auth file"):
+        registry_auth.credential("h", "r")
+
+
+@pytest.mark.slow
+def test_a_local_channel_whose_index_is_a_fifo_is_refused_by_name(tmp_path: Path) -> None:
+    """A file:// channel's repodata.json that is a FIFO held resolve forever."""
+    channel = tmp_path / "channel"
+    (channel / "noarch").mkdir(parents=True)
+    (channel / "noarch" / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
+    (channel / "linux-64").mkdir()
+    os.mkfifo(channel / "linux-64" / "repodata.json")
+    stack = tmp_path / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "x"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
+    line = _one_error(_cli("resolve", str(stack)))
+    assert "a FIFO, not a regular file" in line, line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep", "list"])
+def test_a_conda_meta_record_that_is_no_record_is_refused_by_name(tmp_path: Path, kind: str) -> None:
+    """An environment's conda-meta/*.json that is a FIFO held freeze forever; one nested past the parser, or a list,
+    ended it in RecursionError or AttributeError (exit 3)."""
+    record = tmp_path / "env" / "conda-meta" / "x-1-0.json"
+    record.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(record)
+    else:
+        record.write_text(DEEP if kind == "deep" else "[]")
+    with pytest.raises(UserError, match="is no conda-meta record"):
+        conda_meta.listed_paths(tmp_path / "env")
