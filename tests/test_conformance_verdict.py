@@ -259,3 +259,24 @@ def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_
     assert check_prefix(prefix, full=False).clean
     target.chmod(0o666)
     assert check_prefix(prefix, full=False).unsafe
+
+
+def test_an_exec_bit_other_than_the_package_s_is_named_after_a_kept_verdict(checked: tuple[Path, Path, list[str]]) -> None:
+    """`chmod -x` of a locked program, `chmod +x` of a locked data file (same bytes each) and a sticky file: each
+    is named by `check --lock`, after a passing check kept its verdict and fingerprints (chmod moved only ctime and
+    mode, so the files hash equal: `chmod -x` passed before the package's exec bits were part of the expectation)."""
+    lock, prefix, _ = checked
+    program, data = prefix / "bin" / "foo", prefix / "lib" / "libfoo.txt"
+    program.chmod(0o644)
+    data.chmod(0o755)
+    result = check_lock(lock, Prefix(prefix))
+    libfoo = next(p for p in result.report.packages if p.key.startswith("libfoo "))
+    assert not result.clean and libfoo.exec_bit == ("bin/foo", "lib/libfoo.txt") and libfoo.modified == ()
+    assert f"{libfoo.key}: exec bit not the package's: bin/foo, lib/libfoo.txt" in result.report.lines()
+    done = run_cli("check", "--prefix", str(prefix), "--lock", str(lock), "--json")
+    assert done.returncode == 1 and json.loads(done.stdout)["report"]["counts"]["modified"] == 1, done.stdout
+    program.chmod(0o755)
+    data.chmod(0o644)
+    assert check_lock(lock, Prefix(prefix)).clean
+    program.chmod(0o1755)
+    assert check_lock(lock, Prefix(prefix)).report.mode == ("bin/foo",)

@@ -399,18 +399,25 @@ def test_modes_land_as_a_runtime_lands_them(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_later_layer_adding_setuid_to_a_locked_file_is_named(honest: tuple[Path, Path], tmp_path: Path) -> None:
-    """The same bytes of a locked program again in a later layer, setuid: umoci unpacks `-rwsr-xr-x`, and
-    `check --image --lock` names the mode (it passed while the extractor dropped the bit)."""
+@pytest.mark.parametrize(
+    "mode, landed, named",
+    [(0o4755, "-rwsr-xr-x", "mode: bin/foo is setuid"), (0o644, "-rw-r--r--", "exec bit not the package's: bin/foo"), (0o1755, "-rwxr-xr-t", "mode: bin/foo is setuid, setgid, sticky")],
+)
+def test_a_later_layer_changing_only_a_locked_file_s_mode_is_named(honest: tuple[Path, Path], tmp_path: Path, mode: int, landed: str, named: str) -> None:
+    """The same bytes of a locked program again in a later layer, setuid, not executable, or sticky: umoci lands
+    that mode, and `check --image --lock` names it (each passed while the extractor kept `mode & 0o755` and the
+    packages' exec bits were not expected)."""
     lock, layout = honest
     program = image_files(layout)["opt/env/bin/foo"]
     assert program is not None
-    forged, _ = rewritten(layout, tmp_path / "setuid", [moded_layer({"opt/env/bin/foo": (program, 0o4755)})])
+    forged, _ = rewritten(layout, tmp_path / "moded", [moded_layer({"opt/env/bin/foo": (program, mode)})])
     bundle = tmp_path / "bundle"
     subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(bundle)], check=True, capture_output=True)
-    assert stat.filemode((bundle / "rootfs" / "opt" / "env" / "bin" / "foo").stat().st_mode) == "-rwsr-xr-x"
+    assert stat.filemode((bundle / "rootfs" / "opt" / "env" / "bin" / "foo").stat().st_mode) == landed
     done = run_cli("check", "--image", str(forged), "--lock", str(lock))
-    assert done.returncode == 1 and "bin/foo" in done.stdout + done.stderr and "mode" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert done.returncode == 1 and named in done.stdout + done.stderr, done.stdout + done.stderr
+    recorded = run_cli("check", "--image", str(forged))  # against the environment's own record: drift too
+    assert recorded.returncode == 1 and "bin/foo" in recorded.stdout, recorded.stdout + recorded.stderr
 
 
 @pytest.mark.slow

@@ -80,8 +80,12 @@ def _render_image_drift(result: ImageDrift, image: str, as_json: bool) -> None:
         print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed, "clean": result.clean, **_drift_dict(drift)})
     else:
         print(f"environment digest sha256:{recomputed}")
+        for kind, paths in _drift_dict(drift).items():
+            for path in paths:
+                print(f"{kind} {path}")
     if not result.clean:
-        fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records (sha256:{recorded[:16]})", "re-export it from its lock")
+        counted = ", ".join(f"{len(paths)} {kind}" for kind, paths in _drift_dict(drift).items() if paths)
+        fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records (sha256:{recorded[:16]})" + (f": {counted}" if counted else ""), "re-export it from its lock")
     progress(f"{image}: the environment matches the manifest the image records (pass --lock to prove it is a lock)")
 
 

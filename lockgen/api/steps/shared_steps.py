@@ -251,7 +251,7 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
     infos, folder_infos = env_manifest.scan_tree(prefix)
     everything, folders = sorted(infos), sorted(folder_infos)
     present = {relative for relative in everything if env_manifest.covered(relative)}
-    modified, unsafe = [], []
+    modified = []
     verified: dict[str, list[int]] = {}
     for relative in sorted(present & recorded.keys()):
         now = env_manifest.fingerprint(infos[relative])
@@ -265,13 +265,7 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
             verified[relative] = now  # re-hashed and equal: a hard link's ctime moved (see refresh_fingerprints)
     if verified and not modified:
         env_manifest.refresh_fingerprints(prefix, stats, verified)
-    infos.update(folder_infos)
-    for relative in everything + folders:
-        why = drift_rules.unsafe_mode(relative, infos[relative].st_mode, infos[relative].st_size)
-        if why is None and stat.S_ISREG(infos[relative].st_mode):
-            why = security_xattrs.privilege_of(f"{prefix}/{relative}", infos[relative].st_mode)  # no Path per file
-        if why:
-            unsafe.append(f"{relative} ({why})")
+    unsafe = unsafe_modes(prefix, {**infos, **folder_infos})
     extra = sorted(present - recorded.keys())
     derived = [p for p in everything if p not in present]
     extra += drift_rules.uncovered_extras(derived, set(recorded))
@@ -280,4 +274,20 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
     if stats["dirs"] is not None:
         known = set(stats["dirs"]) | {".lockgen"}
         extra += [f"{d}/" for d in folders if d not in known and not d.endswith("/__pycache__") and d != "__pycache__"]
-    return Drift(sorted(recorded.keys() - present), sorted(extra), modified, sorted(unsafe))
+    return Drift(sorted(recorded.keys() - present), sorted(extra), modified, unsafe)
+
+
+def unsafe_modes(prefix: Path, walked: env_manifest.Walked | None = None) -> list[str]:
+    """`PATH (why)` for each file or folder of `prefix` (`walked`: its paths with their lstat, when the caller
+    walked it) whose mode no package installs (`core.drift.unsafe_mode`) or that carries file capabilities, sorted."""
+    if walked is None:
+        files, folders = env_manifest.scan_tree(prefix)
+        walked = {**files, **folders}
+    unsafe = []
+    for relative, info in walked.items():
+        why = drift_rules.unsafe_mode(relative, info.st_mode, info.st_size)
+        if why is None and stat.S_ISREG(info.st_mode):
+            why = security_xattrs.privilege_of(f"{prefix}/{relative}", info.st_mode)  # no Path per file
+        if why:
+            unsafe.append(f"{relative} ({why})")
+    return sorted(unsafe)
