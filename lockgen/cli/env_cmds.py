@@ -91,11 +91,12 @@ def _render_image_drift(result: ImageDrift, image: str, as_json: bool) -> None:
 
 def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: bool) -> None:
     if as_json:
-        print_json({"prefix": str(prefix), "full": full, "clean": drift.clean, **_drift_dict(drift)})
+        print_json({"prefix": str(prefix), "full": full, "clean": drift.clean, "read_every_byte": drift.read_every_byte, **_drift_dict(drift)})
     else:
         for kind, paths in _drift_dict(drift).items():
             for path in paths:
                 print(f"{kind} {path}")
+    _said_read(prefix, drift.read_every_byte)
     if not drift.clean:
         fail(
             f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
@@ -103,6 +104,12 @@ def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: boo
             "materialize the lock again into a fresh prefix",
         )
     progress(f"{prefix} matches its manifest")
+
+
+def _said_read(where: object, read_every_byte: Optional[str]) -> None:
+    """When every byte was last read, said on stderr (stat trust ends: `LOCKGEN_STAT_TRUST_S`, default a day)."""
+    if read_every_byte is not None:
+        progress(f"every byte of {where} last read {read_every_byte} (fingerprints stand for reading until $LOCKGEN_STAT_TRUST_S seconds after; --full reads every byte now)")
 
 
 def _drift_dict(drift: Drift) -> dict[str, list[str]]:
@@ -116,6 +123,7 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
         for line in result.lines():
             print(line)
     counts = result.report.counts
+    _said_read(result.where, result.read_every_byte)
     if not result.clean:
         shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
         problems = list(result.problems[:1]) + [f"and {len(result.problems) - 1} more"] * (len(result.problems) > 1)

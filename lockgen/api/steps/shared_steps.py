@@ -14,6 +14,7 @@ import gc
 import stat
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
@@ -230,17 +231,28 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     files (content, link target, exec bit or full mode), files and folders no rule accounts for, and modes
     (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
-    moved, the record included) is clean without reading anything."""
+    moved, the record included) is clean without reading anything. Both stand only within the stat trust window
+    (`conformance_store.byte_trust`): once the last look that read every byte is older, every byte is read again."""
+    trust = conformance_store.byte_trust(prefix, "")
+    full = full or trust.expired
     tree = stat_walk.tree_fingerprint(prefix)  # before anything is read
     if not full and conformance_store.drift_kept(prefix, tree.digest):
-        return Drift([], [], [], [])
+        return Drift([], [], [], [], _shown(trust.read))
     manifest, stats = env_manifest.read(prefix)
     drift = _drift(prefix, full, manifest, stats)
+    read = trust.now if full else trust.read
     if not drift.clean:
         conformance_store.drop_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
-    elif tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
-        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
-    return drift
+    else:
+        if full:  # every byte read, and found as recorded: the record's fingerprints stand again for a window
+            conformance_store.every_byte_read(prefix, "", trust.now)
+        if tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
+            conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
+    return replace(drift, read_every_byte=_shown(read))
+
+
+def _shown(when: float | None) -> str | None:
+    return conformance_store.shown_time(when) if when is not None else None
 
 
 def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
