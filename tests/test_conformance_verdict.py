@@ -194,6 +194,27 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
     assert kept is None or (isinstance(kept["tree"], str) and isinstance(kept["verdict"], dict))
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.binary(max_size=200)
+    | _JSON.map(lambda v: json.dumps(v).encode())
+    | st.fixed_dictionaries({"read": st.floats() | st.integers() | st.booleans() | st.text(max_size=4)}).map(lambda v: json.dumps(v).encode())
+)
+def test_any_read_record_bytes_are_a_full_read_in_the_window_or_none(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    """When every byte was last read: any bytes in its record give a time within the window, or an expired trust
+    (every byte read again); never an error."""
+    home = tmp_path_factory.mktemp("home")
+    prefix = home / "env"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOCKGEN_HOME", str(home))
+        conformance_store.every_byte_read(prefix, "", time.time())
+        assert not conformance_store.byte_trust(prefix, "").expired
+        [record] = (home / "conformance").glob("*.read.json")
+        record.write_bytes(data)
+        trust = conformance_store.byte_trust(prefix, "")
+    assert trust.expired or (trust.read is not None and trust.read <= trust.now < trust.read + conformance_store.DEFAULT_TRUST_S)
+
+
 LOADED = ("pydantic", "yaml", "lockgen.api.steps.shared_steps", "lockgen.adapters.lockfile_yaml", "lockgen.adapters.installers")
 SHOW_LOADED = (
     "import atexit, runpy, sys\n"

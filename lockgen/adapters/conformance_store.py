@@ -187,8 +187,8 @@ def byte_trust(prefix: Path, lock_sha256: str) -> ByteTrust:
         kept = json.loads(_read_record(prefix, lock_sha256).read_bytes())
     except (OSError, ValueError, RecursionError):
         kept = None
-    read = kept.get("read") if isinstance(kept, dict) and [kept.get("prefix"), kept.get("lock_sha256")] == [os.path.realpath(prefix), lock_sha256] else None
-    read = float(read) if type(read) in (int, float) and math.isfinite(read) else None
+    value = kept.get("read") if isinstance(kept, dict) and [kept.get("prefix"), kept.get("lock_sha256")] == [os.path.realpath(prefix), lock_sha256] else None
+    read = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
     return ByteTrust(read, now, read is None or not read <= now < read + window)
 
 
