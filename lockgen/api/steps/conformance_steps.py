@@ -92,9 +92,8 @@ def conform(
     standing = trust.read if trust is not None and not trust.expired else None  # that full read, while its keepings stand
     started = trust.now if trust is not None else time.time()
     read_every_byte = conformance_store.shown_time(standing if standing is not None else started)
-    if trust is not None and standing is None:
-        said = f"last read whole {conformance_store.shown_time(trust.read)}, past the stat trust window" if trust.read is not None else "no check here read it whole yet"
-        progress(f"reading every byte of {prefix}: {said}")
+    if trust is not None and trust.read is not None and standing is None:  # a first check reads every byte anyway
+        progress(f"reading every byte of {prefix}: last read whole {conformance_store.shown_time(trust.read)}, past the stat trust window ({conformance_store.TRUST_ENV})")
     kept = conformance_store.load_verdict(prefix, lock.sha256, context) if standing is not None else None
     # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
     tree = stat_walk.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
