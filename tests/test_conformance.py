@@ -67,8 +67,8 @@ def test_findings_and_their_lines():
         f"foreign: {SITE}/__pycache__/evil.cpython-312.pyc",
         f"foreign: {SITE}/evil.pyc",
         "foreign: lib64",
-        f"mode: {SITE}/six.py is setuid, setgid, world-writable or carries file capabilities",
-        "mode: lib64 is setuid, setgid, world-writable or carries file capabilities",
+        f"mode: {SITE}/six.py is setuid, setgid, sticky, world-writable or carries file capabilities",
+        "mode: lib64 is setuid, setgid, sticky, world-writable or carries file capabilities",
     )
     data = report.to_dict()
     assert json.loads(json.dumps(data)) == data

@@ -58,7 +58,9 @@ def test_an_unchanged_tree_is_its_verdict_read_from_nothing(checked: tuple[Path,
     again = check_lock(lock, Prefix(prefix), progress=said.append)
     assert again.clean and read == []
     assert any("proven by their fingerprints" in line for line in said)
-    assert again.to_dict() == check_lock(lock, Prefix(prefix), full=True).to_dict()  # the same report as the work gives
+    work = check_lock(lock, Prefix(prefix), full=True)  # the same report as the work gives, which read every byte now
+    assert {**again.to_dict(), "read_every_byte": None} == {**work.to_dict(), "read_every_byte": None}
+    assert again.read_every_byte is not None and work.read_every_byte is not None and again.read_every_byte <= work.read_every_byte
 
 
 def test_an_edit_keeping_size_and_mtime_is_read_and_fails(checked: tuple[Path, Path, list[str]]) -> None:
@@ -161,7 +163,9 @@ def test_the_cli_says_the_same_from_its_verdict(checked: tuple[Path, Path, list[
     full = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), "--json", "--full", env=home)
     assert again.returncode == 0 and full.returncode == 0, again.stderr + full.stderr
     assert "proven by their fingerprints" in again.stderr and "proven by their fingerprints" not in full.stderr
-    assert json.loads(again.stdout) == json.loads(full.stdout)
+    kept, read = json.loads(again.stdout), json.loads(full.stdout)
+    assert kept.pop("read_every_byte") <= read.pop("read_every_byte")  # the kept verdict's full read, and `--full`'s own now
+    assert kept == read
 
 
 _JSON = st.recursive(
@@ -188,6 +192,27 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
         record.write_bytes(data)
         kept = conformance_store.load_verdict(prefix, "0" * 64, ["c"])
     assert kept is None or (isinstance(kept["tree"], str) and isinstance(kept["verdict"], dict))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.binary(max_size=200)
+    | _JSON.map(lambda v: json.dumps(v).encode())
+    | st.fixed_dictionaries({"read": st.floats() | st.integers() | st.booleans() | st.text(max_size=4)}).map(lambda v: json.dumps(v).encode())
+)
+def test_any_read_record_bytes_are_a_full_read_in_the_window_or_none(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    """When every byte was last read: any bytes in its record give a time within the window, or an expired trust
+    (every byte read again); never an error."""
+    home = tmp_path_factory.mktemp("home")
+    prefix = home / "env"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOCKGEN_HOME", str(home))
+        conformance_store.every_byte_read(prefix, "", time.time())
+        assert not conformance_store.byte_trust(prefix, "").expired
+        [record] = (home / "conformance").glob("*.read.json")
+        record.write_bytes(data)
+        trust = conformance_store.byte_trust(prefix, "")
+    assert trust.expired or (trust.read is not None and trust.read <= trust.now < trust.read + conformance_store.DEFAULT_TRUST_S)
 
 
 LOADED = ("pydantic", "yaml", "lockgen.api.steps.shared_steps", "lockgen.adapters.lockfile_yaml", "lockgen.adapters.installers")
@@ -259,3 +284,129 @@ def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_
     assert check_prefix(prefix, full=False).clean
     target.chmod(0o666)
     assert check_prefix(prefix, full=False).unsafe
+
+
+def test_an_exec_bit_other_than_the_package_s_is_named_after_a_kept_verdict(checked: tuple[Path, Path, list[str]]) -> None:
+    """`chmod -x` of a locked program, `chmod +x` of a locked data file (same bytes each) and a sticky file: each
+    is named by `check --lock`, after a passing check kept its verdict and fingerprints (chmod moved only ctime and
+    mode, so the files hash equal: `chmod -x` passed before the package's exec bits were part of the expectation)."""
+    lock, prefix, _ = checked
+    program, data = prefix / "bin" / "foo", prefix / "lib" / "libfoo.txt"
+    program.chmod(0o644)
+    data.chmod(0o755)
+    result = check_lock(lock, Prefix(prefix))
+    libfoo = next(p for p in result.report.packages if p.key.startswith("libfoo "))
+    assert not result.clean and libfoo.exec_bit == ("bin/foo", "lib/libfoo.txt") and libfoo.modified == ()
+    assert f"{libfoo.key}: exec bit not the package's: bin/foo, lib/libfoo.txt" in result.report.lines()
+    done = run_cli("check", "--prefix", str(prefix), "--lock", str(lock), "--json")
+    assert done.returncode == 1 and json.loads(done.stdout)["report"]["counts"]["modified"] == 1, done.stdout
+    program.chmod(0o755)
+    data.chmod(0o644)
+    assert check_lock(lock, Prefix(prefix)).clean
+    program.chmod(0o1755)
+    assert check_lock(lock, Prefix(prefix)).report.mode == ("bin/foo",)
+
+
+def _stat_blind_edit(target: Path, proofs: Path | None = None) -> None:
+    """New bytes in `target` (same size) whose kept fingerprint is made the file's new one, as a write through a
+    writable mapping opened before the check leaves it (size, mtime, ctime and inode kept): only a read sees it.
+    `proofs`: the per-file record of `check --lock`; else the environment's own stats (`check --prefix`)."""
+    data = target.read_bytes()
+    target.write_bytes(bytes([data[0] ^ 1]) + data[1:])
+    info = target.stat()
+    relative = str(target.relative_to(target.parents[1]))
+    if proofs is not None:
+        record = json.loads(proofs.read_text())
+        record["files"][relative][:5] = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+        proofs.write_text(json.dumps(record))
+    else:
+        stats = target.parents[1] / ".lockgen" / "stats.json"
+        record = json.loads(stats.read_text())
+        record["files"][relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode]
+        stats.write_text(json.dumps(record))
+
+
+def test_stat_trust_ends_and_every_byte_is_read_again(checked: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit no stat shows passes while the kept fingerprints stand; a day after the check that read every byte
+    (or at once with LOCKGEN_STAT_TRUST_S=0) every byte is read again and the edit is found. Before, a kept
+    fingerprint stood for ever."""
+    lock, prefix, _ = checked
+    first = check_lock(lock, Prefix(prefix)).read_every_byte
+    assert first is not None
+    proofs = next(path for path in (tmp_path / "home" / "conformance").glob("*.json") if not path.name.endswith((".verdict.json", ".read.json")))
+    _stat_blind_edit(prefix / "lib" / "libfoo.txt", proofs)
+    trusted = check_lock(lock, Prefix(prefix))
+    assert trusted.clean and trusted.read_every_byte == first  # the window: what the docs say a stat check cannot see
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + conformance_store.DEFAULT_TRUST_S + 1)
+    said: list[str] = []
+    late = check_lock(lock, Prefix(prefix), progress=said.append)
+    assert not late.clean and any(p.modified == ("lib/libfoo.txt",) for p in late.report.packages)
+    assert late.read_every_byte != first and any("reading every byte" in line for line in said)
+    monkeypatch.setattr(time, "time", real)
+    monkeypatch.setenv("LOCKGEN_STAT_TRUST_S", "0")
+    assert not check_lock(lock, Prefix(prefix)).clean
+
+
+@pytest.mark.slow
+def test_the_drift_check_s_trust_ends_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check --prefix` (and a repeated materialize): the record's fingerprints stand a day after the look that read
+    every byte, then every byte is read; `check` says when that was, in text and `--json`; a window that is not a
+    number of seconds is one error."""
+    from lockgen.api.check import check_prefix
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    lock = make_lock(tmp_path, "1.0")
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    first = check_prefix(prefix, full=False)
+    assert first.clean and first.read_every_byte is not None
+    _stat_blind_edit(prefix / "lib" / "libfoo.txt")
+    assert check_prefix(prefix, full=False).clean  # the window
+    done = run_cli("check", "--prefix", str(prefix), "--json", env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0 and json.loads(done.stdout)["read_every_byte"] == first.read_every_byte, done.stdout
+    assert f"every byte of {prefix} last read {first.read_every_byte}" in done.stderr
+    assert materialize(lock, None, prefix, lambda _: None)[0] == prefix  # found unchanged, in the window
+    monkeypatch.setenv("LOCKGEN_STAT_TRUST_S", "0")
+    with pytest.raises(UserError, match="changed since it was made"):  # `run` finds it so too: the same step
+        materialize(lock, None, prefix, lambda _: None)
+    monkeypatch.delenv("LOCKGEN_STAT_TRUST_S")
+    done = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(tmp_path / "home"), "LOCKGEN_STAT_TRUST_S": "0"})
+    assert done.returncode == 1 and "modified lib/libfoo.txt" in done.stdout, done.stdout + done.stderr
+    done = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(tmp_path / "home"), "LOCKGEN_STAT_TRUST_S": "a day"})
+    assert done.returncode == 1 and "error: LOCKGEN_STAT_TRUST_S='a day' is not a number of seconds" in done.stderr and "hint: " in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_an_edit_through_a_mapping_opened_before_the_check_is_found_when_the_window_ends(checked: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mapping window, for real: a page written through a shared mapping, checked, then written again (no stat
+    moves: the kernel stamps only a clean page's first write) passes `check --lock`, `check --prefix` and a
+    repeated materialize (what `run` does) on their kept verdicts, and each finds it once the stat trust ends."""
+    import mmap
+
+    from lockgen.api.check import check_prefix
+
+    lock, prefix, _ = checked
+    target = prefix / "lib" / "libfoo.txt"
+    descriptor = os.open(target, os.O_RDWR)
+    mapped = mmap.mmap(descriptor, 0)
+    try:
+        mapped[:1] = mapped[:1]  # the page is written (dirty): the kernel stamps the file now, not again
+        _settle()
+        assert check_lock(lock, Prefix(prefix)).clean and check_prefix(prefix, full=False).clean
+        _settle()  # the drift check refreshed the record's fingerprint of the file (its ctime moved): settled again
+        assert check_prefix(prefix, full=False).clean and conformance_store.drift_verdict(prefix) is not None
+        before = target.stat()
+        mapped[:1] = bytes([mapped[0] ^ 1])
+        after = target.stat()
+        if (before.st_mtime_ns, before.st_ctime_ns) != (after.st_mtime_ns, after.st_ctime_ns):
+            pytest.skip("the page was written back meanwhile, so the kernel stamped the write: nothing hidden to find")
+        # the window the docs name
+        assert check_lock(lock, Prefix(prefix)).clean and check_prefix(prefix, full=False).clean
+        assert materialize(lock, None, prefix, lambda _: None)[0] == prefix
+        monkeypatch.setenv("LOCKGEN_STAT_TRUST_S", "0")
+        with pytest.raises(UserError, match="changed since it was made"):
+            materialize(lock, None, prefix, lambda _: None)
+        assert not check_lock(lock, Prefix(prefix)).clean and check_prefix(prefix, full=False).modified == ["lib/libfoo.txt"]
+    finally:
+        mapped.close()
+        os.close(descriptor)

@@ -51,11 +51,12 @@ def forking(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _records(folder: Path) -> dict[str, object]:
-    """The records kept under `folder`, but the time each verdict was reached."""
+    """The records kept under `folder`, but the time each verdict was reached and every byte was read."""
     found = {}
     for path in folder.glob("*.json"):
         record = json.loads(path.read_bytes())
         record.pop("checked", None)
+        record.pop("read", None)
         found[path.name] = record
     return found
 
@@ -189,13 +190,13 @@ def test_a_check_read_by_children_is_the_check_read_by_itself(tmp_path: Path, fo
     ahead = check_lock(lock, Prefix(prefix))
     assert ahead.clean and read == []  # every file read by the children, the record written by one
     kept = _records(records)
-    assert len(kept) == 2  # the fingerprints and the verdict
+    assert len(kept) == 3  # the fingerprints, the verdict and when every byte was read
     shutil.rmtree(records)
     with monkeypatch.context() as inline:
         inline.setattr(parallel, "FORK_FROM", 10**9)
         inline.setattr(parallel, "Forked", _Inline)
         itself = check_lock(lock, Prefix(prefix))
-    assert read and itself.to_dict() == ahead.to_dict() and itself.hashes == ahead.hashes
+    assert read and {**itself.to_dict(), "read_every_byte": None} == {**ahead.to_dict(), "read_every_byte": None} and itself.hashes == ahead.hashes
     assert _records(records) == kept
     target = prefix / "lib" / "libfoo.txt"
     before = target.stat()

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import shutil
+import stat
 import subprocess
 import tarfile
 from collections.abc import Callable
@@ -365,6 +366,58 @@ def test_the_file_system_checked_is_the_one_a_runtime_mounts(tmp_path: Path) -> 
     with image_source.opened(layout, lambda _: None) as opened:
         assert tree(opened.root) == tree(bundle / "rootfs") == {"d", "d/a", "d/c", "e"}
         assert (opened.root / "d" / "a").read_bytes() == b"6"
+
+
+def moded_layer(files: dict[str, tuple[bytes, int]]) -> bytes:
+    """An uncompressed layer of regular files, each with its content and the mode its header states."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return raw.getvalue()
+
+
+def test_modes_land_as_a_runtime_lands_them(tmp_path: Path) -> None:
+    """Every permission bit a member states lands as umoci lands it: setuid, setgid, sticky, an exec bit dropped,
+    group and other write. The extractor kept `mode & 0o755`, so a layer adding setuid to a file was not seen."""
+    from lockgen.adapters import image_source
+
+    modes = {"s": 0o4755, "g": 0o2755, "t": 0o1644, "x": 0o755, "plain": 0o644, "w": 0o666, "private": 0o600}
+    layout = write_layout(
+        tmp_path / "layers",
+        [moded_layer({name: (b"same\n", 0o755) for name in modes}), moded_layer({name: (b"same\n", mode) for name, mode in modes.items()})],
+        {"User": "1000"},
+    )
+    bundle = tmp_path / "bundle"
+    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{layout}:latest", str(bundle)], check=True, capture_output=True)
+    landed = {name: stat.S_IMODE((bundle / "rootfs" / name).stat().st_mode) for name in modes}
+    assert landed == modes, "umoci, the oracle, lands other modes"
+    with image_source.opened(layout, lambda _: None) as opened:
+        assert {name: stat.S_IMODE((opened.root / name).stat().st_mode) for name in modes} == landed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mode, landed, named",
+    [(0o4755, "-rwsr-xr-x", "mode: bin/foo is setuid"), (0o644, "-rw-r--r--", "exec bit not the package's: bin/foo"), (0o1755, "-rwxr-xr-t", "mode: bin/foo is setuid, setgid, sticky")],
+)
+def test_a_later_layer_changing_only_a_locked_file_s_mode_is_named(honest: tuple[Path, Path], tmp_path: Path, mode: int, landed: str, named: str) -> None:
+    """The same bytes of a locked program again in a later layer, setuid, not executable, or sticky: umoci lands
+    that mode, and `check --image --lock` names it (each passed while the extractor kept `mode & 0o755` and the
+    packages' exec bits were not expected)."""
+    lock, layout = honest
+    program = image_files(layout)["opt/env/bin/foo"]
+    assert program is not None
+    forged, _ = rewritten(layout, tmp_path / "moded", [moded_layer({"opt/env/bin/foo": (program, mode)})])
+    bundle = tmp_path / "bundle"
+    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(bundle)], check=True, capture_output=True)
+    assert stat.filemode((bundle / "rootfs" / "opt" / "env" / "bin" / "foo").stat().st_mode) == landed
+    done = run_cli("check", "--image", str(forged), "--lock", str(lock))
+    assert done.returncode == 1 and named in done.stdout + done.stderr, done.stdout + done.stderr
+    recorded = run_cli("check", "--image", str(forged))  # against the environment's own record: drift too
+    assert recorded.returncode == 1 and "bin/foo" in recorded.stdout, recorded.stdout + recorded.stderr
 
 
 @pytest.mark.slow

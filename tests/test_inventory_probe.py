@@ -104,7 +104,7 @@ def test_venv_conforms_to_the_wheels_own_record(venv):
         cli = prefix / SITE / "demo" / "cli.py"
         cli.chmod(0o4755)
         lines = compare(expected, observe(prefix), SITE).lines()
-        assert lines == (f"foreign: {SITE}/demo/__pycache__/evil.cpython-312.pyc", f"mode: {SITE}/demo/cli.py is setuid, setgid, world-writable or carries file capabilities")
+        assert lines == (f"foreign: {SITE}/demo/__pycache__/evil.cpython-312.pyc", f"mode: {SITE}/demo/cli.py is setuid, setgid, sticky, world-writable or carries file capabilities")
     finally:
         evil.unlink()
         cli.chmod(0o644)
@@ -121,7 +121,7 @@ def test_uv_venv_conforms_but_for_the_world_writable_lock_uv_leaves(tmp_path):
     expected = [ExpectedPackage("demo 1.0", tuple(ExpectedFile(r.path, r.sha256, r.size) for r in rows), dist_info=f"{SITE}/{contents.dist_info}", scripts=("demo-tool",))]
     assert probe(prefix / "bin" / "python").distributions[0].installer == "uv"
     lines = compare(expected, observe(prefix), SITE).lines()  # uv 0.13 leaves `.lock` as 0666; others may not
-    assert set(lines) <= {"mode: .lock is setuid, setgid, world-writable or carries file capabilities"}, lines
+    assert set(lines) <= {"mode: .lock is setuid, setgid, sticky, world-writable or carries file capabilities"}, lines
 
 
 def test_probe_errors_are_user_errors(tmp_path):

@@ -265,7 +265,7 @@ def test_a_conformance_record_that_is_a_folder_costs_work_not_the_verdict(tmp_pa
     _settle()
     assert check_lock(lock, Prefix(prefix)).clean
     records = sorted((tmp_path / "home" / "conformance").iterdir())
-    assert {re.sub(r"^[0-9a-f]{64}", "KEY", r.name) for r in records} == {"KEY.json", "KEY.verdict.json"}
+    assert {re.sub(r"^[0-9a-f]{64}", "KEY", r.name) for r in records} == {"KEY.json", "KEY.verdict.json", "KEY.read.json"}
     for record in records:
         record.unlink()
         record.mkdir()

@@ -317,6 +317,34 @@ def test_a_wheel_file_its_record_does_not_list_fails_materialize(tmp_path: Path,
     assert not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
+def test_a_wheel_s_exec_bits_are_uv_s_and_a_dropped_one_is_named(tmp_path: Path, home: Path) -> None:
+    """uv, the oracle, installs a wheel member whose Unix mode has an exec bit executable, and every
+    `.data/scripts` file (whatever its mode in the zip); `check --lock` expects exactly that, and names a
+    `chmod -x` of the executable member (same bytes: it passed before)."""
+    from lockgen.api.check import check_lock
+    from lockgen.model.requests import Prefix
+
+    files = {"demo/tool.sh": "#!/bin/sh\necho tool\n", "demo/data.txt": "data\n", "demo-1.0.data/scripts/run": "#!/bin/sh\necho run\n"}
+    plain = build_wheel(Wheel("demo", "1.0", files=files), tmp_path)
+    modes = {"demo/tool.sh": 0o755, "demo/data.txt": 0o644, "demo-1.0.data/scripts/run": 0o644}
+    wheel = tmp_path / "moded" / plain.name
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(wheel, "w") as out:
+        for info in source.infolist():
+            info.external_attr = modes.get(info.filename, 0o644) << 16
+            out.writestr(info, source.read(info))
+    lock = _pip_lock(tmp_path, wheel)
+    prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
+    site = next((prefix / "lib").glob("python3*/site-packages"))
+    landed = {path: bool((path).stat().st_mode & 0o111) for path in (site / "demo" / "tool.sh", site / "demo" / "data.txt", prefix / "bin" / "run")}
+    assert list(landed.values()) == [True, False, True], landed
+    assert check_lock(lock, Prefix(prefix)).clean
+    (site / "demo" / "tool.sh").chmod(0o644)
+    result = check_lock(lock, Prefix(prefix))
+    assert not result.clean and [p.exec_bit for p in result.report.packages] == [(f"{site.relative_to(prefix)}/demo/tool.sh",)]
+
+
 def test_two_conda_packages_installing_one_path_fail_materialize(tmp_path: Path, home: Path) -> None:
     channel = build_channel(tmp_path / "channel", [Pkg("first", "1.0", subdir="noarch", files={"share/same.txt": "1\n"}), Pkg("second", "1.0", subdir="noarch", files={"share/same.txt": "2\n"})])
     lock = cpu_lock(tmp_path, channel.as_uri(), ["first", "second"])
@@ -340,7 +368,7 @@ def test_file_capabilities_are_drift_for_both_checks(tmp_path: Path, home: Path)
     drift = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
     assert drift.returncode == 1 and "bin/tool (file capabilities (security.capability))" in drift.stdout, drift.stdout
     proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
-    assert proven.returncode == 1 and "bin/tool is setuid, setgid, world-writable or carries file capabilities" in proven.stdout, proven.stdout
+    assert proven.returncode == 1 and "bin/tool is setuid, setgid, sticky, world-writable or carries file capabilities" in proven.stdout, proven.stdout
 
 
 @pytest.mark.slow
@@ -365,7 +393,7 @@ def test_capabilities_of_a_file_made_executable_later_are_found(tmp_path: Path, 
     target.chmod(0o755)
     assert os.getxattr(target, "security.capability")  # chmod keeps them
     proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env=env)
-    assert proven.returncode == 1 and "share/data.txt is setuid, setgid, world-writable or carries file capabilities" in proven.stdout, proven.stdout
+    assert proven.returncode == 1 and "share/data.txt is setuid, setgid, sticky, world-writable or carries file capabilities" in proven.stdout, proven.stdout
     drift = run_cli("check", "--prefix", str(prefix), env=env)
     assert drift.returncode == 1 and "share/data.txt (file capabilities (security.capability))" in drift.stdout, drift.stdout
 

@@ -1,6 +1,6 @@
 """What a conda package archive (`.conda` or `.tar.bz2`, already verified against the lock's hash) says
 it installs: `info/paths.json` (path, sha256, size, prefix placeholder, text or binary mode, link or
-file; a file whose entry states no sha256, as in older packages, is hashed from the archive itself), `info/link.json`'s noarch-python entry points, and the bytes a placeholder file has once the
+file; a file whose entry states no sha256, as in older packages, is hashed from the archive itself), `info/link.json`'s noarch-python entry points, each file's exec bit (its member's mode), and the bytes a placeholder file has once the
 installer writes a prefix into it (text: every occurrence replaced; binary: inside each NUL-terminated
 string, padded with NULs to the same length, as conda and rattler do)."""
 
@@ -21,15 +21,27 @@ from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
 
 
-def _link_targets(archive: Path, wanted: set[str]) -> dict[str, str]:
-    """The targets of the archive's links named in `wanted`, as its tar holds them."""
-    return {name: member.linkname for name, member, _ in members(archive, "pkg") if name in wanted and member.issym()}
-
-
 def _members(archive: Path, part: str, wanted: set[str]) -> dict[str, bytes]:
     """The content of the regular files named in `wanted` (a later member of one name replaces an earlier one,
     as when the archive is extracted)."""
     return {name: data for name, _, data in members(archive, part, wanted.__contains__) if data is not None}
+
+
+def _payload(archive: Path, unhashed: set[str]) -> tuple[dict[str, bytes], dict[str, str], set[str]]:
+    """In one pass over the package's files (a later member of one name replaces an earlier one, as when the
+    archive is extracted): the content of the regular files named in `unhashed`, every link's target as its tar
+    holds it, and the files installed executable (any exec bit: rattler keeps the member's mode; a hard link
+    member is its target's inode, so it has its target's mode)."""
+    content: dict[str, bytes] = {}
+    targets: dict[str, str] = {}
+    executable: dict[str, bool] = {}
+    for name, member, data in members(archive, "pkg", unhashed.__contains__):
+        if data is not None:
+            content[name] = data
+        if member.issym():
+            targets[name] = member.linkname
+        executable[name] = executable.get(member.linkname, False) if member.islnk() else member.isfile() and bool(member.mode & 0o111)
+    return content, targets, {name for name, is_executable in executable.items() if is_executable}
 
 
 _INFO = ("info/paths.json", "info/link.json", "info/index.json", "info/has_prefix")
@@ -116,11 +128,10 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
     paths, link, index, has_prefix = _info(archive, label)
     require_conda_index(package, index)
     unhashed = {e["_path"] for e in paths if not e.get("sha256") and e.get("path_type") != "softlink"}
+    content, targets_of_links, executable = _payload(archive, unhashed)
     if unhashed:  # older packages state no sha256: taken from the verified archive's own bytes
-        content = _members(archive, "pkg", unhashed)
         paths = [{**e, "sha256": hashlib.sha256(content[e["_path"]]).hexdigest(), "size_in_bytes": len(content[e["_path"]])} if e["_path"] in content else e for e in paths]
     links = {e["_path"] for e in paths if e.get("path_type") == "softlink"}
-    targets_of_links = _link_targets(archive, links) if links else {}
     files = tuple(
         ManifestFile(
             path=e["_path"],
@@ -129,7 +140,8 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
             kind="link" if e["_path"] in links else "file",
             placeholder=e.get("prefix_placeholder"),
             text_mode=e.get("file_mode", "text") == "text",
-            target=targets_of_links.get(e["_path"]),
+            target=targets_of_links.get(e["_path"]) if e["_path"] in links else None,
+            executable=None if e["_path"] in links else e["_path"] in executable,
         )
         for e in paths
     )

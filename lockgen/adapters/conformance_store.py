@@ -16,16 +16,24 @@ the same fingerprint is that verdict; any other fingerprint means the per-file f
 what is read again. Only a clean report of a settled tree is kept, so a record can only repeat a pass of
 exactly those files; an unreadable or inconsistent record (not a regular file, nested past any record lockgen
 writes) counts as none, and one that cannot be written (a home lockgen cannot write, a folder where the record
-goes) is not kept: either costs the next check its hashing, never its verdict."""
+goes) is not kept: either costs the next check its hashing, never its verdict.
+
+Stat trust has an end: beside them, `<key>.read.json` keeps when a check last read every byte of the environment
+(for a lock, or for the drift check, key ""). Once that is `LOCKGEN_STAT_TRUST_S` seconds ago (default a day; 0:
+never trusted), no verdict and no fingerprint stands: the next check reads every byte and starts the window again.
+A stat check cannot see a write through a writable mapping opened before the check (it keeps size, mtime, ctime and
+inode); this bounds how long such an edit can pass (docs/reference/security-model.md)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -38,6 +46,8 @@ from lockgen.core import nesting
 from lockgen.errors import UserError
 
 VERDICT_LAYOUT = 1
+TRUST_ENV = "LOCKGEN_STAT_TRUST_S"
+DEFAULT_TRUST_S = 86400.0  # a day
 Proofs = dict[str, list]  # prefix-relative path -> [device, inode, size, mtime_ns, ctime_ns, sha256]
 
 
@@ -130,8 +140,8 @@ def drift_kept(prefix: Path, tree: str) -> bool:
 def drift_verdict(prefix: Path) -> tuple[str, dict] | None:
     """The stat walk (its digest) a clean drift check of this lockgen environment kept, and what that check
     kept of the environment's record beside it (its lock, platform, digest: fields of a file of that very walk,
-    so they stand while the walk does); None when none is kept."""
-    kept = load_verdict(prefix, "", DRIFT_CONTEXT)
+    so they stand while the walk does); None when none is kept, or the stat trust window ended (`byte_trust`)."""
+    kept = load_verdict(prefix, "", DRIFT_CONTEXT) if not byte_trust(prefix, "").expired else None
     return (kept["tree"], kept["verdict"]) if kept is not None else None
 
 
@@ -144,3 +154,57 @@ def drop_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> None:
         _verdict_record(prefix, lock_sha256, context).unlink(missing_ok=True)
     except OSError:
         return
+
+
+def trust_window_s() -> float:
+    """How many seconds after a check read every byte its kept fingerprints and verdict may stand for reading
+    (`LOCKGEN_STAT_TRUST_S`, default a day; 0: every check reads every byte)."""
+    text = os.environ.get(TRUST_ENV, "").strip()
+    if not text:
+        return DEFAULT_TRUST_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < math.inf:
+        raise UserError(f"{TRUST_ENV}={text[:40]!r} is not a number of seconds", f"set it to 0 or more seconds (0: every check reads every byte), or unset it for a day ({DEFAULT_TRUST_S:.0f})")
+    return value
+
+
+@dataclass(frozen=True)
+class ByteTrust:
+    """When a check last read every byte of an environment (epoch seconds, None: never, or not known here), the
+    time of this look, and whether what that read kept may still stand for reading (`trust_window_s`)."""
+
+    read: float | None
+    now: float
+    expired: bool
+
+
+def _read_record(prefix: Path, lock_sha256: str) -> Path:
+    key = hashlib.sha256(f"{os.path.realpath(prefix)}\0{lock_sha256}".encode()).hexdigest()
+    return lockgen_home() / "conformance" / f"{key}.read.json"
+
+
+def byte_trust(prefix: Path, lock_sha256: str) -> ByteTrust:
+    """How far the fingerprints and verdict kept for this environment and lock (`""`: its drift check) may be
+    trusted now: expired when no check read every byte within the window (or the clock went back past it)."""
+    window, now = trust_window_s(), time.time()
+    try:
+        kept = json.loads(_read_record(prefix, lock_sha256).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        kept = None
+    value = kept.get("read") if isinstance(kept, dict) and [kept.get("prefix"), kept.get("lock_sha256")] == [os.path.realpath(prefix), lock_sha256] else None
+    read = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    return ByteTrust(read, now, read is None or not read <= now < read + window)
+
+
+def every_byte_read(prefix: Path, lock_sha256: str, when: float) -> None:
+    """Keeps that a check which began at `when` read every byte of this environment (and kept what it read)."""
+    record = {"prefix": os.path.realpath(prefix), "lock_sha256": lock_sha256, "read": when}
+    _kept(_read_record(prefix, lock_sha256), json.dumps(record, sort_keys=True).encode())
+
+
+def shown_time(when: float) -> str:
+    """A time as the records and the CLI show it: UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))

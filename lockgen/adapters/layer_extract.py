@@ -17,8 +17,10 @@ The root is opened once as a folder fd; each path is walked one component at a t
 - FIFOs are created; character and block devices are never created (as root that would put a live device
   node in a tree that later readers open): what an earlier entry left at the name is removed, as the
   device a runtime makes there would replace it, and the device is recorded; any other member type is refused.
-- Modes as `tarfile`'s `tar` filter kept them: `mode & 0o755` (no setuid, setgid, sticky, group or
-  other write); mtimes on files and folders, folders' last, after every layer (a read-only folder of
+- Modes as a runtime keeps them (containerd, umoci): every permission bit the member states (`mode & 0o7777`:
+  setuid, setgid, sticky, group and other write included), so a later layer that only adds setuid to a file is
+  seen as the file a container runs; the root is a private temporary folder (0700), so a setuid file there runs
+  only as its owner. mtimes on files and folders, folders' last, after every layer (a read-only folder of
   one layer stays writable for the next). Owners are not applied: nothing reads them.
 - Whiteouts (OCI image spec, layer changesets) apply to what earlier layers left, before the layer's
   own entries: `.wh.NAME` removes NAME from its folder, `.wh..wh..opq` empties its folder; other
@@ -236,7 +238,7 @@ class Tree:
             walk.close()
 
     def _place(self, tar: tarfile.TarFile, member: tarfile.TarInfo, walk: _Walk, name: str) -> None:
-        parent, mode = walk.fds[-1], member.mode & 0o755
+        parent, mode = walk.fds[-1], stat.S_IMODE(member.mode)
         if member.isdir():
             existing = _existing(parent, name)
             if existing is None or not stat.S_ISDIR(existing):

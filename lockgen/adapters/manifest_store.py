@@ -25,9 +25,9 @@ from lockgen.model.manifests import ManifestBundle, PackageManifest
 
 
 # bumped whenever what a manifest holds grows or means more (2: link targets, entry-point targets; 3: name and
-# version proven from the file itself), so a manifest read by an
+# version proven from the file itself; 4: each file's exec bit), so a manifest read by an
 # older lockgen is read again from its package rather than trusted for what it lacks
-CACHE_LAYOUT = 3
+CACHE_LAYOUT = 4
 
 
 def _folder() -> Path:

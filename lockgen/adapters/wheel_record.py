@@ -35,6 +35,7 @@ TAIL = 1 << 16
 MEMBER_LIMIT = 64 << 20  # uncompressed bytes of one metadata member (torch's RECORD is a few MiB)
 _RECORD = re.compile(r"^([^/]+)\.dist-info/RECORD$")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+_UNIX = 3  # a zip member made on Unix: its external attributes' high 16 bits are its mode (the central directory's)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class WheelContents:
     wheel: WheelInfo
     scripts: tuple[ScriptEntry, ...]
     metadata: str
+    executable: frozenset[str] = frozenset()  # members an installer makes executable: a Unix mode with any exec bit (pip, uv)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
         parse_wheel(_member(archive, f"{dist_info}/WHEEL", where)),
         parse_entry_points(_member(archive, entry_points, where)) if entry_points in names else (),
         metadata,
+        frozenset(info.filename for info in archive.infolist() if info.create_system == _UNIX and info.external_attr >> 16 & 0o111),
     )
 
 
@@ -216,7 +219,7 @@ def wheel_manifest(contents: WheelContents, sha256: str, name: str, version: str
         name=normalize(name),
         version=version,
         kind="wheel",
-        files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size) for r in contents.record),
+        files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size, executable=r.path in contents.executable) for r in contents.record),
         dist_info=contents.dist_info,
         scripts=tuple(s.name for s in contents.scripts),
         entry_points={s.name: s.target for s in contents.scripts},

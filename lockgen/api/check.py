@@ -73,12 +73,14 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
     its prefix. With `lock`, the image must come from exactly that lock."""
     from lockgen.adapters import env_manifest, image_source
     from lockgen.api.steps.image_proof_steps import SBOM_INSIDE, sbom_problems
+    from lockgen.api.steps.shared_steps import unsafe_modes
     from lockgen.core.drift import manifest_drift
 
     exported_from = lock_file.read(lock) if lock is not None else None
     with image_source.unpacked(source, progress, insecure, exported_from, meter) as image:
         if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
-            drift = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
+            found = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
+            drift = Drift(found.missing, found.extra, found.modified, unsafe_modes(image.prefix))  # the modes as a runtime lands them
         else:
             drift = check_prefix(image.prefix, full=True)
         problems = sbom_problems(source, image.prefix / SBOM_INSIDE, None, image.recorded_environment)

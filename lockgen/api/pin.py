@@ -68,7 +68,8 @@ def _pin_one(dist: InstalledDistribution, document: NodeInventory, platform: str
     manifest, _ = manifest_of(package, {})  # kept by the wheel's hash, or its RECORD read by range requests
     # the RECORDs compared (changed files apart); the inventory holds no script text, so launchers are
     # checked where the files are, by check --lock
-    expected = dataclasses.replace(wheel_expected(manifest, inventory.python), entry_points=())
+    placed = wheel_expected(manifest, inventory.python)  # an installed RECORD states no modes: exec bits are not compared
+    expected = dataclasses.replace(placed, entry_points=(), files=tuple(f._replace(executable=None) for f in placed.files))
     report = compare([expected], from_installed_record(dist, inventory.site_packages), inventory.site_packages)
     if not report.clean:  # the installed RECORD is not the index wheel's: another build of this version
         return Pinned(dist, unpublished=f"not the index's {wheel.filename} ({report.lines()[0]})", problems=changed)

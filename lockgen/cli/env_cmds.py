@@ -80,18 +80,23 @@ def _render_image_drift(result: ImageDrift, image: str, as_json: bool) -> None:
         print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed, "clean": result.clean, **_drift_dict(drift)})
     else:
         say(f"environment digest sha256:{recomputed}")
+        for kind, paths in _drift_dict(drift).items():
+            for path in paths:
+                say(f"{kind} {path}")
     if not result.clean:
-        fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records (sha256:{recorded[:16]})", "re-export it from its lock")
+        counted = ", ".join(f"{len(paths)} {kind}" for kind, paths in _drift_dict(drift).items() if paths)
+        fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records (sha256:{recorded[:16]})" + (f": {counted}" if counted else ""), "re-export it from its lock")
     progress(f"{image}: the environment matches the manifest the image records (pass --lock to prove it is a lock)")
 
 
 def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: bool) -> None:
     if as_json:
-        print_json({"prefix": str(prefix), "full": full, "clean": drift.clean, **_drift_dict(drift)})
+        print_json({"prefix": str(prefix), "full": full, "clean": drift.clean, "read_every_byte": drift.read_every_byte, **_drift_dict(drift)})
     else:
         for kind, paths in _drift_dict(drift).items():
             for path in paths:
                 say(f"{kind} {path}")
+    _said_read(prefix, drift.read_every_byte)
     if not drift.clean:
         fail(
             f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
@@ -99,6 +104,12 @@ def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: boo
             "materialize the lock again into a fresh prefix",
         )
     progress(f"{prefix} matches its manifest")
+
+
+def _said_read(where: object, read_every_byte: Optional[str]) -> None:
+    """When every byte was last read, said on stderr (stat trust ends: `LOCKGEN_STAT_TRUST_S`, default a day)."""
+    if read_every_byte is not None:
+        progress(f"every byte of {where} last read {read_every_byte} (fingerprints stand for reading until $LOCKGEN_STAT_TRUST_S seconds after; --full reads every byte now)")
 
 
 def _drift_dict(drift: Drift) -> dict[str, list[str]]:
@@ -112,6 +123,7 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
         for line in result.lines():
             say(line)
     counts = result.report.counts
+    _said_read(result.where, result.read_every_byte)
     if not result.clean:
         shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
         problems = list(result.problems[:1]) + [f"and {len(result.problems) - 1} more"] * (len(result.problems) > 1)

@@ -19,9 +19,11 @@ the expectation has a hash, size when it has one, kind always), a named rule tha
 - `conda-meta`: `conda-meta/*.json` and `conda-meta/history`. `lockgen`: the manifest, stats and SBOM
   lockgen writes under `.lockgen/`.
 Rules accept by name only: the files they cover are derived by the installer, so no package states their
-bytes. setuid, setgid and world-writable files, and executable files carrying file capabilities (a file no one
-can run gains nothing from them), are `mode` drift whatever their content (uv's empty root `.lock` excepted while
-it stays empty); a path two packages expect with other content is a clobber. Any of these makes the report unclean.
+bytes. setuid, setgid, sticky and world-writable files, and executable files carrying file capabilities (a file no
+one can run gains nothing from them), are `mode` drift whatever their content (uv's empty root `.lock` excepted
+while it stays empty); a stated file whose exec bit is not the one its package installs it with (`exec bit`: an
+exec bit dropped or added) is drift of its package; a path two packages expect with other content is a clobber. Any
+of these makes the report unclean.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ _VENV_PYTHON = re.compile(r"bin/python(\d+(\.\d+)?t?)?")  # links only: a venv's
 _CONDA_META = re.compile(r"conda-meta/[^/]+\.json|conda-meta/history")
 _PYC = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^/]+)\.pyc")
 _CACHE_TAG = re.compile(r"[a-z]+-?\d+[a-z0-9]*")
-_BAD_MODE = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH
+_BAD_MODE = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWOTH
+_EXEC = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH  # any of them: an installer's "executable"
 
 
 class ExpectedFile(NamedTuple):
@@ -60,6 +63,7 @@ class ExpectedFile(NamedTuple):
     size: int | None
     kind: str = "file"
     target: str | None = None  # a link's target, when the package states it
+    executable: bool | None = None  # installed with an exec bit (None: the package does not say)
 
 
 @dataclass(frozen=True)
@@ -94,17 +98,20 @@ def _differs(expected: ExpectedFile, found: ObservedFile) -> bool:
 
 
 def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> PackageResult:
-    modified, missing = [], []
+    modified, missing, exec_bit = [], [], []
     for expected in package.files:
         found = observed.get(expected.path)
         if found is None:
             missing.append(expected.path)
-        elif expected.sha256 is not None and found.sha256 == expected.sha256 and found.kind == expected.kind == "file" and (expected.size is None or found.size == expected.size):
+            continue
+        if expected.executable is not None and found.kind == expected.kind == "file" and bool(found.mode & _EXEC) is not expected.executable:
+            exec_bit.append(expected.path)
+        if expected.sha256 is not None and found.sha256 == expected.sha256 and found.kind == expected.kind == "file" and (expected.size is None or found.size == expected.size):
             continue  # the common case, decided without a call: 60,000 calls are a tenth of a second
-        elif _differs(expected, found):
+        if _differs(expected, found):
             modified.append(expected.path)
     absent = bool(package.files) and len(missing) == len(package.files)
-    return PackageResult(package.key, tuple(sorted(set(modified))), tuple(sorted(set(missing))), absent)
+    return PackageResult(package.key, tuple(sorted(set(modified))), tuple(sorted(set(missing))), absent, tuple(sorted(set(exec_bit))))
 
 
 def pyc_pairs(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile]) -> list[tuple[str, str]]:

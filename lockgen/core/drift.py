@@ -23,7 +23,7 @@ def manifest_drift(recorded: dict[str, Any], current: dict[str, Any]) -> Drift:
 
 
 def unsafe_mode(relative: str, mode: int, size: int) -> str | None:
-    """Why a file or folder's mode is one no package installs: setuid, setgid, or writable by anyone
+    """Why a file or folder's mode is one no package installs: setuid, setgid, a sticky file, or writable by anyone
     (a world-writable folder with the sticky bit, like /tmp, too); None for an ordinary mode. uv's venv
     lock (`.lock` at the root, empty, made writable by every user that may run uv there) is the one
     world-writable file allowed."""
@@ -33,6 +33,8 @@ def unsafe_mode(relative: str, mode: int, size: int) -> str | None:
         return "setuid"
     if mode & stat.S_ISGID:
         return "setgid"
+    if mode & stat.S_ISVTX and not stat.S_ISDIR(mode):  # a sticky folder is a shared one (`world-writable` if it is)
+        return "sticky"
     if mode & stat.S_IWOTH:
         return "world-writable"
     return None

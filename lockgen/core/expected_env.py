@@ -1,5 +1,6 @@
 """The expected environment of a lock, pure: for each locked package, the files its own manifest (a
-wheel's RECORD, a conda package's paths.json) says it installs into a prefix, with their content hashes.
+wheel's RECORD, a conda package's paths.json) says it installs into a prefix, with their content hashes and exec bits (a conda member's mode; a wheel
+member's Unix mode, and every `.data/scripts` file, which installers make executable).
 
 The lock's Python (`lock_python`: its conda python, else the version it records) decides where wheels go.
 Placement follows the installers: a wheel's files by its scheme (site-packages, `NAME.data/...`); a
@@ -18,7 +19,7 @@ from typing import Any
 
 from lockgen.core.conformance import ExpectedFile, ExpectedPackage, ObservedFile
 from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.wheel_files import RecordRow, Scheme, expected_files
+from lockgen.core.wheel_files import RecordRow, Scheme, expected_files, is_script, wheel_to_prefix
 from lockgen.digests import canonical_digest
 from lockgen.model.inventory import InstalledDistribution
 from lockgen.model.lock import Lock
@@ -66,15 +67,18 @@ def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str
     site = site_packages_of(python)
     dist_name = (manifest.dist_info or manifest.name).removesuffix(".dist-info").rsplit("-", 1)[0]
     rows = tuple(RecordRow(f.path, f.sha256, f.size) for f in manifest.files)
-    placed = expected_files(rows, Scheme(site, python_xy(python), dist_name))
-    files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size) for r in placed)
+    scheme = Scheme(site, python_xy(python), dist_name)
+    placed = expected_files(rows, scheme)
+    executable = {wheel_to_prefix(f.path, scheme): True if is_script(f.path) else f.executable for f in manifest.files}
+    files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size, executable=executable.get(r.path)) for r in placed)
     dist_info = posixpath.join(site, manifest.dist_info) if manifest.dist_info else None
     return ExpectedPackage(_key(manifest), files, dist_info, manifest.scripts, _targets(manifest))
 
 
 # bumped whenever where `wheel_expected` puts a wheel's files changes (the scheme, the checks on a path), so the
-# placements kept on disk (`placed_record`) are worked out again from the manifest rather than trusted
-PLACEMENT_LAYOUT = 1
+# placements kept on disk (`placed_record`) are worked out again from the manifest rather than trusted (2: each
+# file's exec bit)
+PLACEMENT_LAYOUT = 2
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ def placed_record(manifest: PackageManifest, python: str) -> tuple[PlacedWheel, 
         "dist_info": placed.dist_info,
         "scripts": list(placed.scripts),
         "entry_points": [list(pair) for pair in placed.entry_points],
-        "files": [[f.path, f.sha256, f.size] for f in placed.files],
+        "files": [[f.path, f.sha256, f.size, f.executable] for f in placed.files],
     }
     return PlacedWheel(manifest.name, manifest.version, placed), record
 
@@ -124,13 +128,15 @@ def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | Non
         and all(_placed_row(row) for row in rows)
     ):
         return None
-    files = tuple(ExpectedFile(path, digest, size) for path, digest, size in rows)
+    files = tuple(ExpectedFile(path, digest, size, executable=executable) for path, digest, size, executable in rows)
     targets = tuple((script, target) for script, target in entry_points)
     return PlacedWheel(name, version, ExpectedPackage(f"{name} {version}", files, dist_info, tuple(scripts), targets))
 
 
 def _placed_row(row: Any) -> bool:
-    return type(row) is list and len(row) == 3 and type(row[0]) is str and (row[1] is None or type(row[1]) is str) and (row[2] is None or type(row[2]) is int)
+    return (
+        type(row) is list and len(row) == 4 and type(row[0]) is str and (row[1] is None or type(row[1]) is str) and (row[2] is None or type(row[2]) is int) and (row[3] is None or type(row[3]) is bool)
+    )
 
 
 def _conda_path(path: str, noarch_python: bool, python: str) -> str:
@@ -153,7 +159,7 @@ def conda_expected(manifest: PackageManifest, python: str | None, patched: Mappi
             sha256, size = patched.get(item.path), None
         if accepted and path in accepted:
             sha256, size = accepted[path], None
-        add(ExpectedFile(path, sha256, size, item.kind, item.target))
+        add(ExpectedFile(path, sha256, size, item.kind, item.target, item.executable))
     return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts, _targets(manifest))
 
 

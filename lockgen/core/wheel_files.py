@@ -220,11 +220,17 @@ def installed_to_prefix(path: str, site_packages: str) -> str:
     return inside(site_packages, path, "installed RECORD path")
 
 
+def is_script(path: str) -> bool:
+    """A wheel member in its `.data/scripts/` folder: installed into bin/, its `#!python` line rewritten and made
+    executable whatever its mode in the wheel (pip and uv)."""
+    return ".data/" in path and _SCRIPTS.match(posixpath.normpath(path)) is not None
+
+
 def expected_files(rows: tuple[RecordRow, ...], scheme: Scheme) -> tuple[RecordRow, ...]:
     """A wheel's RECORD as prefix-relative rows, sorted; `.data/scripts` files unhashed (rewritten on install)."""
     placed = []
     for row in rows:
         target = wheel_to_prefix(row.path, scheme)
-        scripted = ".data/" in row.path and _SCRIPTS.match(posixpath.normpath(row.path)) is not None
+        scripted = is_script(row.path)
         placed.append(RecordRow(target, None, None) if scripted else RecordRow(target, row.sha256, row.size))
     return tuple(sorted(placed, key=lambda r: r.path))

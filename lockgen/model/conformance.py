@@ -15,14 +15,15 @@ class PackageResult:
     modified: tuple[str, ...]
     missing: tuple[str, ...]
     absent: bool
+    exec_bit: tuple[str, ...] = ()  # files whose exec bit is not the one the package installs them with
 
     @property
     def status(self) -> str:
-        """`ok`, `missing package` (none of its files present), else `modified` or `missing` (the first that
-        applies; both lists are kept)."""
+        """`ok`, `missing package` (none of its files present), else `modified` (content, kind or exec bit) or
+        `missing` (the first that applies; every list is kept)."""
         if self.absent:
             return "missing package"
-        return "modified" if self.modified else ("missing" if self.missing else "ok")
+        return "modified" if self.modified or self.exec_bit else ("missing" if self.missing else "ok")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +83,7 @@ class ConformanceReport:
         return {
             "clean": self.clean,
             "counts": self.counts,
-            "packages": [{"package": p.key, "status": p.status, "modified": list(p.modified), "missing": list(p.missing)} for p in self.packages],
+            "packages": [{"package": p.key, "status": p.status, "modified": list(p.modified), "missing": list(p.missing), "exec_bit": list(p.exec_bit)} for p in self.packages],
             "foreign": list(self.foreign),
             "mode": list(self.mode),
             "clobbered": [{"path": c.path, "owners": list(c.owners)} for c in self.clobbered],
@@ -97,11 +98,11 @@ class ConformanceReport:
             if package.absent:
                 out.append(f"missing package {package.key}")
                 continue
-            for word, paths in (("modified", package.modified), ("missing", package.missing)):
+            for word, paths in (("modified", package.modified), ("missing", package.missing), ("exec bit not the package's:", package.exec_bit)):
                 if paths:
                     out.append(f"{package.key}: {word} {self._list(paths)}")
         out += [f"foreign: {path}" for path in self.foreign]
-        out += [f"mode: {path} is setuid, setgid, world-writable or carries file capabilities" for path in self.mode]
+        out += [f"mode: {path} is setuid, setgid, sticky, world-writable or carries file capabilities" for path in self.mode]
         out += [f"clobber: {c.path} ({', '.join(c.owners)})" for c in self.clobbered]
         out += [f"byte code: {item}" for item in self.bytecode]
         return tuple(out)

@@ -49,6 +49,7 @@ class Drift:
     extra: list[str]
     modified: list[str]
     unsafe: list[str] = field(default_factory=list)  # "PATH (setuid)": a mode no package installs
+    read_every_byte: str | None = None  # when every byte was last read (UTC), as `Conformance.read_every_byte`
 
     @property
     def clean(self) -> bool:
@@ -118,6 +119,9 @@ class Conformance:
     # an image's pinned base (its manifest digest), whose layers are trusted for every file outside the environment
     # and whose config the image's builds on: part of the verdict, since the lock does not name it
     base_digest: str | None = None
+    # when every byte of the environment was last read (UTC, to the second): by this check, or by the one whose
+    # kept fingerprints or verdict stood for reading, within the stat trust window; None: not known
+    read_every_byte: str | None = None
 
     @property
     def clean(self) -> bool:
@@ -138,6 +142,7 @@ class Conformance:
             "problems": list(self.problems),
             "allowed_foreign": dict(self.allowed),
             "by_path_only": self.by_path_only,
+            "read_every_byte": self.read_every_byte,
             "counts": self.report.counts,
             "report": self.report.to_dict(),
         }

@@ -9,8 +9,10 @@ are imported only when the work is done, since a repeated health check is otherw
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,13 +87,23 @@ def conform(
         hashlib.sha256(bundle).hexdigest() if bundle is not None else "",
         __version__,
     ]
-    kept = conformance_store.load_verdict(prefix, lock.sha256, context) if fingerprints else None
+    # what a check that read every byte kept stands for a while (`LOCKGEN_STAT_TRUST_S`), then every byte is read again
+    trust = conformance_store.byte_trust(prefix, lock.sha256) if fingerprints else None
+    standing = trust.read if trust is not None and not trust.expired else None  # that full read, while its keepings stand
+    started = trust.now if trust is not None else time.time()
+    read_every_byte = conformance_store.shown_time(standing if standing is not None else started)
+    if trust is not None and trust.read is not None and standing is None:  # a first check reads every byte anyway
+        progress(f"reading every byte of {prefix}: last read whole {conformance_store.shown_time(trust.read)}, past the stat trust window ({conformance_store.TRUST_ENV})")
+    kept = conformance_store.load_verdict(prefix, lock.sha256, context) if standing is not None else None
     # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
     tree = stat_walk.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
     again = _kept_verdict(lock.sha256, kept, prefix, tree, progress) if kept is not None and tree is not None else None
     if again is not None:
-        return again
-    result = _conform(lock, prefix, platform, manifests, progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree)
+        return replace(again, read_every_byte=read_every_byte)
+    result = _conform(lock, prefix, platform, manifests, progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree, standing is not None)
+    if trust is not None and standing is None:  # every byte read, and what was read kept (`_conform` saves the fingerprints)
+        conformance_store.every_byte_read(prefix, lock.sha256, started)
+    result = replace(result, read_every_byte=read_every_byte)
     if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
         conformance_store.drop_verdict(prefix, result.lock_sha256, context)
     elif tree is not None and tree.settled:
@@ -137,9 +149,12 @@ def _conform(
     carried_lock: bool,
     fingerprints: bool,
     tree: stat_walk.TreeFingerprint | None,
+    trusted: bool,
 ) -> Conformance:
     """The work of `conform`: every locked package's expected files against the prefix as found (by the stat
-    walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once)."""
+    walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once); kept
+    fingerprints spare a file its read only when `trusted` (within the stat trust window), and are kept anew
+    when `fingerprints`."""
     from hashlib import sha256
     from stat import S_ISREG
 
@@ -155,7 +170,7 @@ def _conform(
     loaded = parsed(given)
     lock, lock_sha256 = loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
-    kept = conformance_store.load(prefix, lock_sha256) if fingerprints else {}
+    kept = conformance_store.load(prefix, lock_sha256) if fingerprints and trusted else {}
     walked = tree.walked if tree is not None and tree.walked is not None else prefix_observer.walk(prefix)
     with ExitStack() as meanwhile:  # work the other cores do meanwhile (`parallel.Forked`), waited for at its end
         ahead = meanwhile.enter_context(prefix_observer.likely_wanted(prefix, walked, kept))  # hashing the files

@@ -14,6 +14,7 @@ import gc
 import stat
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
@@ -232,17 +233,28 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     files (content, link target, exec bit or full mode), files and folders no rule accounts for, and modes
     (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
-    moved, the record included) is clean without reading anything."""
+    moved, the record included) is clean without reading anything. Both stand only within the stat trust window
+    (`conformance_store.byte_trust`): once the last look that read every byte is older, every byte is read again."""
+    trust = conformance_store.byte_trust(prefix, "")
+    full = full or trust.expired
     tree = stat_walk.tree_fingerprint(prefix)  # before anything is read
     if not full and conformance_store.drift_kept(prefix, tree.digest):
-        return Drift([], [], [], [])
+        return Drift([], [], [], [], _shown(trust.read))
     manifest, stats = env_manifest.read(prefix)
     drift = _drift(prefix, full, manifest, stats)
+    read = trust.now if full else trust.read
     if not drift.clean:
         conformance_store.drop_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
-    elif tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
-        conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
-    return drift
+    else:
+        if full:  # every byte read, and found as recorded: the record's fingerprints stand again for a window
+            conformance_store.every_byte_read(prefix, "", trust.now)
+        if tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
+            conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
+    return replace(drift, read_every_byte=_shown(read))
+
+
+def _shown(when: float | None) -> str | None:
+    return conformance_store.shown_time(when) if when is not None else None
 
 
 def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
@@ -253,7 +265,7 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
     infos, folder_infos = env_manifest.scan_tree(prefix)
     everything, folders = sorted(infos), sorted(folder_infos)
     present = {relative for relative in everything if env_manifest.covered(relative)}
-    modified, unsafe = [], []
+    modified = []
     verified: dict[str, list[int]] = {}
     for relative in sorted(present & recorded.keys()):
         now = env_manifest.fingerprint(infos[relative])
@@ -267,13 +279,7 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
             verified[relative] = now  # re-hashed and equal: a hard link's ctime moved (see refresh_fingerprints)
     if verified and not modified:
         env_manifest.refresh_fingerprints(prefix, stats, verified)
-    infos.update(folder_infos)
-    for relative in everything + folders:
-        why = drift_rules.unsafe_mode(relative, infos[relative].st_mode, infos[relative].st_size)
-        if why is None and stat.S_ISREG(infos[relative].st_mode):
-            why = security_xattrs.privilege_of(f"{prefix}/{relative}", infos[relative].st_mode)  # no Path per file
-        if why:
-            unsafe.append(f"{relative} ({why})")
+    unsafe = unsafe_modes(prefix, {**infos, **folder_infos})
     extra = sorted(present - recorded.keys())
     derived = [p for p in everything if p not in present]
     extra += drift_rules.uncovered_extras(derived, set(recorded))
@@ -282,4 +288,20 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
     if stats["dirs"] is not None:
         known = set(stats["dirs"]) | {".lockgen"}
         extra += [f"{d}/" for d in folders if d not in known and not d.endswith("/__pycache__") and d != "__pycache__"]
-    return Drift(sorted(recorded.keys() - present), sorted(extra), modified, sorted(unsafe))
+    return Drift(sorted(recorded.keys() - present), sorted(extra), modified, unsafe)
+
+
+def unsafe_modes(prefix: Path, walked: env_manifest.Walked | None = None) -> list[str]:
+    """`PATH (why)` for each file or folder of `prefix` (`walked`: its paths with their lstat, when the caller
+    walked it) whose mode no package installs (`core.drift.unsafe_mode`) or that carries file capabilities, sorted."""
+    if walked is None:
+        files, folders = env_manifest.scan_tree(prefix)
+        walked = {**files, **folders}
+    unsafe = []
+    for relative, info in walked.items():
+        why = drift_rules.unsafe_mode(relative, info.st_mode, info.st_size)
+        if why is None and stat.S_ISREG(info.st_mode):
+            why = security_xattrs.privilege_of(f"{prefix}/{relative}", info.st_mode)  # no Path per file
+        if why:
+            unsafe.append(f"{relative} ({why})")
+    return sorted(unsafe)
