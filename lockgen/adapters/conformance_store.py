@@ -30,7 +30,6 @@ from pathlib import Path
 from lockgen import __version__
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
-from lockgen.adapters.parallel import Forked
 
 VERDICT_LAYOUT = 1
 Proofs = dict[str, list]  # prefix-relative path -> [device, inode, size, mtime_ns, ctime_ns, sha256]
@@ -66,6 +65,8 @@ def save(prefix: Path, lock_sha256: str, proofs: Proofs) -> None:
 def saving(prefix: Path, lock_sha256: str, proofs: Proofs) -> Iterator[None]:
     """Keeps the fingerprints (`save`) from a child process while the caller's block runs on (the JSON of 60,000
     files takes about 0.3 s), waited for at the block's end; in this process where no child could do it."""
+    from lockgen.adapters.parallel import Forked  # threads and futures: not for a command that only reads a verdict
+
     with Forked(partial(_saved, prefix, lock_sha256, proofs)) as child:
         yield
         if child.result() is None:

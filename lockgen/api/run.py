@@ -13,21 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from lockgen.adapters import env_process
-from lockgen.adapters.lockfile_yaml import read_lock
-from lockgen.adapters.tool_runner import find_tool
-from lockgen.api.steps.materialize_steps import materialized
+from lockgen.adapters import env_process, lock_file
+from lockgen.api.steps.materialize_steps import kept_made, materialized
 from lockgen.core import activation as rules
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.node_match import TargetFit, choose, fit, node_summary
 from lockgen.core.stack_layout import lock_path, target_of_lock
 from lockgen.model.names import shown
-from lockgen.errors import UserError
-from lockgen.model.node import NodeFacts
-from lockgen.model.spec import StackSpec
+from lockgen.errors import LockgenError, UserError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the models (pydantic): imported where a lock or stack is parsed, never on the kept path
     from lockgen.api.steps.shared_steps import Meter
+    from lockgen.core.node_match import TargetFit
+    from lockgen.model.node import NodeFacts
+    from lockgen.model.spec import StackSpec
 
 
 @dataclass(frozen=True)
@@ -66,6 +63,8 @@ def detect(stack: Path | None, node_file: Path | None = None) -> Detection:
 
 
 def _detect(path: Path, spec: StackSpec, node: NodeFacts) -> Detection:
+    from lockgen.core.node_match import choose, fit
+
     has_gpu = any(t.is_gpu for t in spec.targets)
     fits = tuple(fit(t, spec.platforms_of(t), node, has_gpu) for t in spec.targets)
     return Detection(path, node, choose(list(fits), node, str(path)), fits)
@@ -91,10 +90,36 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
             raise UserError("--target and --platform choose a lock's environment, and none is given", "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
         where, name = wanted.prefix.absolute(), wanted.prefix.absolute().name
     else:
+        from lockgen.adapters.lockfile_yaml import read_lock
+        from lockgen.core.lock_builder import LockgenMeta
+
         lock = _lock_of(wanted.source, wanted.target, progress)
         loaded = read_lock(lock)
         where, _ = materialized(loaded, wanted.platform, wanted.prefix, progress, meter)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
+    return _activated(where, name, lock, progress)
+
+
+def kept_activation(wanted: Wanted, progress: Callable[[str], None]) -> Activation | None:
+    """The activation of `wanted` when all of it is kept, without the models: a lock file named (not a stack,
+    no `--target`) whose bytes' checked value is kept (`kept_inputs`), its environment found made and unchanged
+    (`materialize_steps.unchanged`: the kept drift verdict and one stat walk). None for anything else, with
+    nothing said: `activation` decides it, and words it when it is an error. The same lock bytes give the same
+    environment, name and activation as `activation` gives."""
+    if wanted.source is None or wanted.target is not None or _is_stack(wanted.source):
+        return None
+    try:
+        read = lock_file.read(wanted.source)
+    except LockgenError:
+        return None
+    made = kept_made(read, wanted.platform, wanted.prefix, progress)
+    if made is None:
+        return None
+    return _activated(made.prefix, made.target or target_of_lock(wanted.source), wanted.source, progress)
+
+
+def _activated(where: Path, name: str, lock: Path | None, progress: Callable[[str], None]) -> Activation:
+    """The activation of the environment at `where` (named `name`, of `lock` when one made it)."""
     kind = env_process.environment_kind(where)
     if kind is None:
         raise UserError(f"{where} is not an environment (no conda-meta/, no pyvenv.cfg)", "pass the prefix of a conda environment or venv, or a LOCK to materialize")
@@ -113,11 +138,38 @@ def run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None],
     env_process.exec_command(list(command), activation(wanted, progress, meter).environment)
 
 
+def kept_run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None]) -> None:
+    """`run`, when all of the environment is kept (`kept_activation`); returns, having said nothing, otherwise."""
+    active = kept_activation(wanted, progress)
+    if active is not None:
+        env_process.exec_command(list(command), active.environment)
+
+
 def shell(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None = None) -> NoReturn:
     """Replaces lockgen with `$SHELL` (else bash) in the environment, its prompt marked `(lockgen:NAME)`."""
-    program = env_process.login_shell() or find_tool("bash", "install bash, or set SHELL to your shell")
+    program = _shell_program()
+    _exec_shell(program, activation(wanted, progress, meter))
+
+
+def kept_shell(wanted: Wanted, progress: Callable[[str], None]) -> None:
+    """`shell`, when all of the environment is kept and a shell is found; returns, having said nothing, otherwise."""
+    try:
+        program = _shell_program()
+    except LockgenError:  # no shell: `shell` says so
+        return
+    active = kept_activation(wanted, progress)
+    if active is not None:
+        _exec_shell(program, active)
+
+
+def _shell_program() -> str:
+    from lockgen.adapters.tool_runner import find_tool  # subprocess: not for run
+
+    return env_process.login_shell() or find_tool("bash", "install bash, or set SHELL to your shell")
+
+
+def _exec_shell(program: str, active: Activation) -> NoReturn:
     kind = rules.shell_kind(program)
-    active = activation(wanted, progress, meter)
     environment = dict(active.environment)
     if kind is not None:  # the activation again after the user's rc files (lockgen/data/shell/)
         environment["LOCKGEN_ACTIVATE"] = rules.exports(active.changes, kind)
@@ -126,10 +178,24 @@ def shell(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None =
 
 def exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None], meter: Meter | None = None) -> str:
     """The activation as lines for `eval` in `shell_name` (default: `$SHELL`'s kind, else bash)."""
+    return rules.exports(activation(wanted, progress, meter).changes, _export_kind(shell_name))
+
+
+def kept_exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None]) -> str | None:
+    """`exports`, when the shell is known and all of the environment is kept; None, having said nothing, otherwise."""
+    try:
+        kind = _export_kind(shell_name)
+    except UserError:
+        return None
+    active = kept_activation(wanted, progress)
+    return None if active is None else rules.exports(active.changes, kind)
+
+
+def _export_kind(shell_name: str | None) -> rules.Shell:
     kind = rules.shell_kind(shell_name) if shell_name else rules.shell_kind(env_process.login_shell() or "") or "bash"
     if kind is None:
         raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`", "pass --shell bash, zsh or fish")
-    return rules.exports(activation(wanted, progress, meter).changes, kind)
+    return kind
 
 
 def _stack_path(stack: Path | None) -> Path:
@@ -151,6 +217,7 @@ def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], 
         return source
     from lockgen.adapters.node_facts import node_facts  # a stack's: a lock given needs neither
     from lockgen.adapters.stack_file import read_stack
+    from lockgen.core.node_match import node_summary
 
     path = _stack_path(source)
     spec = read_stack(path).spec

@@ -5,10 +5,8 @@ Exit codes: 0 ok, 1 a user-level failure (a `LockgenError`), 2 usage (typer), 3 
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -17,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
-from lockgen.errors import LockgenError
+from lockgen.cli.terminal import print_environment as print_environment, print_json as print_json, progress as progress, refusal, say_error
 
 if TYPE_CHECKING:  # the models import pydantic: a command that needs no model (a repeated materialize) loads none
     from lockgen.model.requests import Environment
@@ -30,17 +28,6 @@ class _State:
 
 
 state = _State()
-
-
-def _styled(text: str, code: str) -> str:
-    if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
-        return text
-    return f"\x1b[{code}m{text}\x1b[0m"
-
-
-def progress(message: str) -> None:
-    """One progress line on stderr."""
-    print(_styled(message, "2"), file=sys.stderr, flush=True)
 
 
 class Meter:
@@ -79,22 +66,6 @@ class Meter:
             self._bar.stop()
 
 
-def print_json(document: object) -> None:
-    """One JSON document on stdout (every --json output: stable keys, sorted; progress stays on stderr)."""
-    import json
-
-    print(json.dumps(document, indent=2, sort_keys=True, default=str))
-
-
-_BREAKS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _one_line(text: str) -> str:
-    """`text` with every character that could end or hide a line (newlines, carriage returns, the separators
-    `str.splitlines` splits on, terminal controls) escaped: a message names input (a path, a flag's value) as given."""
-    return _BREAKS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
-
-
 def environment(
     prefix: Path | None, python: str | None, image: str | None, refusal: tuple[str, str, int], required: bool = False, insecure: bool = False, image_prefix: str | None = None
 ) -> Environment | None:
@@ -111,29 +82,8 @@ def environment(
 
 
 def fail(message: str, hint: str = "", code: int = 1) -> NoReturn:
-    print(_styled("error:", "31;1") + f" {_one_line(message)}", file=sys.stderr)
-    if hint:
-        print(_styled("hint:", "36") + f" {_one_line(hint)}", file=sys.stderr)
+    say_error(message, hint)
     raise typer.Exit(code)
-
-
-_FULL = (errno.ENOSPC, errno.EDQUOT)  # the machine's fault, not lockgen's: exit 1, not 3
-_REFUSED = {  # the machine refusing a path the user chose (LOCKGEN_HOME, --prefix, --out): exit 1, not 3
-    errno.EROFS: ("is on a read-only file system", "point LOCKGEN_HOME, --prefix or --out at a writable disk"),
-    errno.EACCES: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
-    errno.EPERM: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
-    errno.ENAMETOOLONG: ("has a name too long for the file system", "choose a shorter path (each name at most 255 bytes)"),
-    # a file where the path needs a folder (`--out notes.txt/x`, LOCKGEN_HOME naming a file), or a loop of links in it
-    errno.EEXIST: ("already exists (a file where the path needs a folder, or a name taken)", "choose a path whose every part above the last is a folder, or remove what is there"),
-    errno.ENOTDIR: ("has a part that is not a folder", "choose a path whose every part above the last is a folder"),
-    errno.ELOOP: ("runs into a loop of symbolic links", "choose a path whose links lead somewhere"),
-}
-
-
-def _shown_path(name: object) -> str:
-    """A path for an error line: a 5,000-character one shortened to its ends."""
-    text = os.fsdecode(name) if isinstance(name, (str, bytes, os.PathLike)) else str(name)
-    return text if len(text) <= 200 else f"{text[:80]}…{text[-80:]} ({len(text)} characters)"
 
 
 def handles_errors(command: F) -> F:
@@ -145,33 +95,9 @@ def handles_errors(command: F) -> F:
             return command(*args, **kwargs)
         except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
             raise
-        except LockgenError as exc:
+        except Exception as exc:  # lockgen's errors, and the last line of defence: no traceback unless -v
             if state.verbose:
                 traceback.print_exc()
-            fail(exc.message, exc.hint, exc.exit_code)
-        except Exception as exc:  # the last line of defence: no traceback unless -v
-            if state.verbose:
-                traceback.print_exc()
-            if isinstance(exc, OSError) and exc.errno in _REFUSED:
-                said, hint = _REFUSED[exc.errno]
-                where = f"`{_shown_path(exc.filename)}`" if exc.filename else "a path lockgen needs"
-                fail(f"{where} {said} ({exc.strerror or exc})", hint + "; nothing half done is kept")
-            if isinstance(exc, OSError) and exc.errno in _FULL:
-                where = f" writing {exc.filename}" if exc.filename else ""
-                fail(
-                    f"the disk is full{where}",
-                    "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at a larger disk, and run it again (what was being written is removed, nothing half done is kept)",
-                )
-            fail(f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3)
+            fail(*refusal(exc))
 
     return wrapper  # type: ignore[return-value]
-
-
-def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, str]) -> None:
-    """What materialize and unpack print of the environment they made: its digest on stderr, then its prefix
-    (or `{prefix, environment_digest, …source}` as JSON) on stdout."""
-    progress(f"environment digest sha256:{digest}")
-    if as_json:
-        print_json({"prefix": str(path), "environment_digest": digest, **source})
-    else:
-        print(path)

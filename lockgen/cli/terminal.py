@@ -1,0 +1,96 @@
+"""What a person sees on the terminal, without typer: progress lines on stderr, `error:`/`hint:` lines, the
+exit code an exception gives, and the environment materialize prints. Shared by the typer commands (`ui`) and
+the fast path (`fast_path`), which answers the daily commands before typer is imported; both print the same."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+from pathlib import Path
+
+from lockgen.errors import LockgenError
+
+
+def styled(text: str, code: str) -> str:
+    """`text` in the terminal colour `code` when stderr is a terminal and NO_COLOR is unset."""
+    if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
+        return text
+    return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr."""
+    print(styled(message, "2"), file=sys.stderr, flush=True)
+
+
+def print_json(document: object) -> None:
+    """One JSON document on stdout (every --json output: stable keys, sorted; progress stays on stderr)."""
+    import json
+
+    print(json.dumps(document, indent=2, sort_keys=True, default=str))
+
+
+def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, str]) -> None:
+    """What materialize and unpack print of the environment they made: its digest on stderr, then its prefix
+    (or `{prefix, environment_digest, …source}` as JSON) on stdout."""
+    progress(f"environment digest sha256:{digest}")
+    if as_json:
+        print_json({"prefix": str(path), "environment_digest": digest, **source})
+    else:
+        print(path)
+
+
+_BREAKS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """`text` with every character that could end or hide a line (newlines, carriage returns, the separators
+    `str.splitlines` splits on, terminal controls) escaped: a message names input (a path, a flag's value) as given."""
+    return _BREAKS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def say_error(message: str, hint: str = "") -> None:
+    """The `error:` line, and the `hint:` line when there is one, on stderr."""
+    print(styled("error:", "31;1") + f" {_one_line(message)}", file=sys.stderr)
+    if hint:
+        print(styled("hint:", "36") + f" {_one_line(hint)}", file=sys.stderr)
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)  # the machine's fault, not lockgen's: exit 1, not 3
+_REFUSED = {  # the machine refusing a path the user chose (LOCKGEN_HOME, --prefix, --out): exit 1, not 3
+    errno.EROFS: ("is on a read-only file system", "point LOCKGEN_HOME, --prefix or --out at a writable disk"),
+    errno.EACCES: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
+    errno.EPERM: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
+    errno.ENAMETOOLONG: ("has a name too long for the file system", "choose a shorter path (each name at most 255 bytes)"),
+    # a file where the path needs a folder (`--out notes.txt/x`, LOCKGEN_HOME naming a file), or a loop of links in it
+    errno.EEXIST: ("already exists (a file where the path needs a folder, or a name taken)", "choose a path whose every part above the last is a folder, or remove what is there"),
+    errno.ENOTDIR: ("has a part that is not a folder", "choose a path whose every part above the last is a folder"),
+    errno.ELOOP: ("runs into a loop of symbolic links", "choose a path whose links lead somewhere"),
+}
+
+
+def _shown_path(name: object) -> str:
+    """A path for an error line: a 5,000-character one shortened to its ends."""
+    text = os.fsdecode(name) if isinstance(name, (str, bytes, os.PathLike)) else str(name)
+    return text if len(text) <= 200 else f"{text[:80]}…{text[-80:]} ({len(text)} characters)"
+
+
+def refusal(exc: Exception) -> tuple[str, str, int]:
+    """The message, hint and exit code a command's exception ends it with: lockgen's errors carry theirs; the
+    machine refusing a path or full is exit 1; anything else is a bug (exit 3)."""
+    if isinstance(exc, LockgenError):
+        return exc.message, exc.hint, exc.exit_code
+    if isinstance(exc, OSError) and exc.errno in _REFUSED:
+        said, hint = _REFUSED[exc.errno]
+        where = f"`{_shown_path(exc.filename)}`" if exc.filename else "a path lockgen needs"
+        return f"{where} {said} ({exc.strerror or exc})", hint + "; nothing half done is kept", 1
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return (
+            f"the disk is full{where}",
+            "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at a larger disk, and run it again (what was being written is removed, nothing half done is kept)",
+            1,
+        )
+    return f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3
