@@ -178,7 +178,8 @@ def _exec_shell(program: str, active: Activation) -> NoReturn:
 
 def exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None], meter: Meter | None = None) -> str:
     """The activation as lines for `eval` in `shell_name` (default: `$SHELL`'s kind, else bash)."""
-    return rules.exports(activation(wanted, progress, meter).changes, _export_kind(shell_name))
+    kind = _export_kind(shell_name)  # a shell lockgen cannot write for is refused before anything is made
+    return rules.exports(activation(wanted, progress, meter).changes, kind)
 
 
 def kept_exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None]) -> str | None:
