@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from lockgen.adapters import env_process, lock_file
 from lockgen.api.steps.materialize_steps import kept_made, materialized
@@ -23,6 +23,7 @@ from lockgen.errors import LockgenError, UserError
 if TYPE_CHECKING:  # the models (pydantic): imported where a lock or stack is parsed, never on the kept path
     from lockgen.api.steps.shared_steps import Meter
     from lockgen.core.node_match import TargetFit
+    from lockgen.model.lock import LoadedLock
     from lockgen.model.node import NodeFacts
     from lockgen.model.spec import StackSpec
 
@@ -70,15 +71,23 @@ def _detect(path: Path, spec: StackSpec, node: NodeFacts) -> Detection:
     return Detection(path, node, choose(list(fits), node, str(path)), fits)
 
 
+Freshness = Literal["relock", "locked", "frozen"]
+
+
 @dataclass(frozen=True)
 class Wanted:
     """Which environment a command asks for: a lock or stack (`source`), the stack's `target`, the lock's
-    `platform`, and where it is or goes (`prefix`; alone: an existing environment)."""
+    `platform`, and where it is or goes (`prefix`; alone: an existing environment). A stack's lock is first
+    checked against what the stack says (`freshness`): a stale one is re-locked by `relock` (stack, target),
+    which the caller gives (resolve's), refused (`locked`, or when no `relock` is given), or used as it is
+    (`frozen`, which checks nothing)."""
 
     source: Path | None = None
     target: str | None = None
     platform: str | None = None
     prefix: Path | None = None
+    freshness: Freshness = "relock"
+    relock: Callable[[Path, str], object] | None = None
 
 
 def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None = None) -> Activation:
@@ -90,11 +99,10 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
             raise UserError("--target and --platform choose a lock's environment, and none is given", "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
         where, name = wanted.prefix.absolute(), wanted.prefix.absolute().name
     else:
-        from lockgen.adapters.lockfile_yaml import read_lock
         from lockgen.core.lock_builder import LockgenMeta
 
-        lock = _lock_of(wanted.source, wanted.target, progress)
-        loaded = read_lock(lock)
+        loaded = _lock_of(wanted, progress)
+        lock = Path(loaded.source)
         where, _ = materialized(loaded, wanted.platform, wanted.prefix, progress, meter)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
     return _activated(where, name, lock, progress)
@@ -208,20 +216,25 @@ def _is_stack(source: Path) -> bool:
     return source.suffix == ".toml" or source.is_dir()
 
 
-def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], None]) -> Path:
-    """The lock `source` names: a lock itself, or a stack's lock for `target` (detected when not given)."""
+def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
+    """The lock `wanted.source` names, read once: a lock itself, or a stack's lock for `wanted.target` (detected
+    when not given), fresh by what the stack says unless `frozen` (re-locked, or refused when `locked`)."""
+    from lockgen.adapters.lockfile_yaml import read_lock
+
+    source, target = wanted.source, wanted.target
     if source is None and not Path("stack.toml").is_file():
         raise UserError("no LOCK or STACK given, and no stack.toml in this folder", "lockgen run LOCK -- CMD, or lockgen run STACK -- CMD (--prefix DIR: an existing environment)")
     if source is not None and not _is_stack(source):
         if target is not None:
             raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")
-        return source
+        return read_lock(source)
     from lockgen.adapters.node_facts import node_facts  # a stack's: a lock given needs neither
     from lockgen.adapters.stack_file import read_stack
     from lockgen.core.node_match import node_summary
 
     path = _stack_path(source)
-    spec = read_stack(path).spec
+    stack = read_stack(path)
+    spec = stack.spec
     if target is None:
         found = _detect(path, spec, node_facts())
         target = found.chosen.target
@@ -231,4 +244,20 @@ def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], 
     lock = lock_path(path.parent, target)
     if not lock.is_file():
         raise UserError(f"target `{target}` of {path} has no lock yet ({lock})", f"lockgen resolve {path}")
-    return lock
+    loaded = read_lock(lock)
+    if wanted.freshness == "frozen":
+        return loaded
+    from lockgen.api.steps.stack_steps import stated_staleness
+
+    reasons = stated_staleness(stack, next(t for t in spec.targets if t.name == target), loaded)
+    if not reasons:
+        return loaded
+    said = "; ".join(reason.detail for reason in reasons)
+    if wanted.freshness == "locked" or wanted.relock is None:
+        raise UserError(
+            f"the lock of target `{target}` is stale: {said} ({lock})",
+            f"lockgen resolve {path} --target {target} re-locks it; without --locked, lockgen re-locks it before it runs; --frozen uses it as it is",
+        )
+    progress(f"{lock} is stale ({said}): re-locking target {target}")
+    wanted.relock(path, target)
+    return read_lock(lock)
