@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,25 @@ def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[s
         del rest[at : at + 2]
     assert rest == [str(lock)] and lock.suffix != ".toml"
     assert len(options) == len([w for w in words if w in known])
+
+
+def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from lockgen.api import run as use_case
+    from lockgen.cli import fast_path
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug on the fast path")
+
+    monkeypatch.setattr(use_case, "kept_activation", broken)
+    lock = tmp_path / "x.conda-lock.yml"
+    lock.write_text("version: 1\n")
+    assert fast_path.answered(["run", str(lock), "--", "true"]) is None
+    assert capsys.readouterr() == ("", "")
+
+    def said_then_broken(_: object, progress: Callable[[str], None]) -> None:
+        progress("found")
+        raise RuntimeError("a bug after the environment was found")
+
+    monkeypatch.setattr(use_case, "kept_activation", said_then_broken)
+    assert fast_path.answered(["run", str(lock), "--", "true"]) == 3
+    assert capsys.readouterr().err == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and report the traceback\n"

@@ -9,13 +9,14 @@ environment made and unchanged: the kept drift verdict and one stat walk). It re
 
 (LOCK a lock file, not a stack). Anything else, and anything the kept values do not answer (a lock never parsed,
 no environment made, one changed, a platform the lock lacks, an unreadable file), it leaves to the typer app with
-nothing said, so every error and every other case reads and exits as it always has. Once an environment is found,
-what follows (its activate.d scripts, the exec) is what the typer command does, and an error there is worded by
-the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns it off, with the kept values
+nothing said, so every error and every other case reads and exits as it always has (an error before anything was
+said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the
+typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns it off, with the kept values
 (`kept_inputs.trusted`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from lockgen.cli.terminal import print_environment, progress, refusal, say_error
@@ -79,15 +80,23 @@ def answered(args: list[str]) -> int | None:
         return None
     lock, options = read
     prefix = Path(options["prefix"]) if "prefix" in options else None
+    said: list[str] = []
+
+    def saying(message: str) -> None:
+        said.append(message)
+        progress(message)
+
     try:
-        return _answer(command, lock, prefix, options, after)
-    except Exception as exc:  # after the environment was found: worded as the typer command words it
-        message, hint, code = refusal(exc)
+        return _answer(command, lock, prefix, options, after, saying)
+    except Exception as exc:
+        if not said:  # nothing said yet: the typer app decides, and words it
+            return None
+        message, hint, code = refusal(exc)  # after the environment was found: worded as the typer command words it
         say_error(message, hint)
         return code
 
 
-def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, str], after: list[str]) -> int | None:
+def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, str], after: list[str], progress: Callable[[str], None]) -> int | None:
     if command == "materialize":
         from lockgen.api.materialize import kept_materialized
 
