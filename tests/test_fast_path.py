@@ -90,6 +90,7 @@ def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Pat
         ["materialize", "LOCK", "--platform", "osx-arm64"],
         ["run", "LOCK", "--", "no-such-program-here"],
         ["run", "LOCK", "--platform", "linux-64", "--", "sh", "-c", "echo $PATH"],
+        ["check", "--lock", "LOCK", "--prefix", "PREFIX", "--full"],
     ],
 )
 def test_the_fast_path_answers_as_the_typer_app(lock: Path, tmp_path: Path, args: list[str]) -> None:
@@ -98,8 +99,25 @@ def test_the_fast_path_answers_as_the_typer_app(lock: Path, tmp_path: Path, args
     line = [str(lock) if a == "LOCK" else str(prefix) if a == "PREFIX" else a for a in args]
     fast = _lockgen(*line, home=home, importtime=True)
     assert fast[:3] == _lockgen(*line, home=home, reparse=True)[:3]
-    answered = fast[0] == 0 or "no-such-program-here" in args  # the others are errors: the typer app's
+    answered = (fast[0] == 0 and "--full" not in args) or "no-such-program-here" in args  # errors and --full: the typer app's
     assert ("typer" not in fast[3].split()) == answered, fast
+
+
+@pytest.mark.slow
+def test_a_repeated_check_of_a_made_environment_answers_as_the_typer_app(lock: Path, tmp_path: Path) -> None:
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    for json_flag in ([], ["--json"]):
+        command = ["check", "--lock", str(lock), "--prefix", str(prefix), *json_flag]
+        first = _lockgen(*command, home=home)  # the first check keeps its verdict
+        assert first[0] == 0, first
+        fast = _lockgen(*command, home=home, importtime=True)
+        assert [name for name in SLOW_ONLY if name in fast[3].split()] == [] and "proven by their fingerprints" in fast[2]
+        assert fast[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+    (prefix / "lib" / "lib.txt").write_text("changed\n")
+    command = ["check", "--lock", str(lock), "--prefix", str(prefix)]
+    refused = _lockgen(*command, home=home, importtime=True)
+    assert refused[0] == 1 and "is not the environment of" in refused[2] and "pydantic" in refused[3].split()
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from lockgen.cli.terminal import print_conforming
 from lockgen.cli.ui import fail, handles_errors, print_environment, print_json, progress
 
 if TYPE_CHECKING:  # imported where a command renders them: a repeated materialize loads none (20 ms)
@@ -119,12 +120,7 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
             f"{result.where} is not the environment of {lock}: " + "; ".join(([shown] if shown else []) + problems),
             "re-export the image from the lock (lockgen export LOCK) and run it as exported" if problems and not shown else "materialize the lock into a fresh prefix, or re-pin the environment",
         )
-    for path, digest in result.allowed.items():
-        progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
-    if result.by_path_only:
-        progress(f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on install and no archive here predicts them)")
-    on_base = f"; every file outside it from base {result.base_digest[:23]}…, trusted as the image pins it" if result.base_digest else ""
-    progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…){on_base}")
+    print_conforming(result, lock)
 
 
 @handles_errors

@@ -6,25 +6,27 @@ environment made and unchanged: the kept drift verdict and one stat walk). It re
     lockgen shell LOCK [--prefix DIR] [--platform P]
     lockgen activate LOCK [--prefix DIR] [--platform P] [--shell NAME]
     lockgen materialize LOCK [--prefix DIR] [--platform P] [--json]
+    lockgen check --lock LOCK --prefix DIR [--platform P] [--json]
 
-(LOCK a lock file, not a stack). Anything else, and anything the kept values do not answer (a lock never parsed,
+(LOCK a lock file, not a stack; `check` only where the verdict of the last passing check of DIR against LOCK's
+bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
 no environment made, one changed, a platform the lock lacks, an unreadable file), it leaves to the typer app with
 nothing said, so every error and every other case reads and exits as it always has (an error before anything was
 said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the
-typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns it off, with the kept values
-(`kept_inputs.trusted`)."""
+typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns
+it off, with the kept values (`kept_inputs.trusted`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.cli.terminal import print_environment, progress, refusal, say_error
+from lockgen.cli.terminal import print_conforming, print_environment, print_json, progress, refusal, say_error
 
-COMMANDS = ("run", "shell", "activate", "materialize")
+COMMANDS = ("run", "shell", "activate", "materialize", "check")
 WITH_VALUE = {"--prefix": "prefix", "--platform": "platform", "-p": "platform"}
-EXTRA_WITH_VALUE = {"activate": {"--shell": "shell"}}
-FLAGS = {"materialize": {"--json": "json"}}
+EXTRA_WITH_VALUE = {"activate": {"--shell": "shell"}, "check": {"--lock": "lock"}}
+FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}}
 
 
 def _read(command: str, words: list[str]) -> tuple[Path, dict[str, str]] | None:
@@ -52,6 +54,10 @@ def _read(command: str, words: list[str]) -> tuple[Path, dict[str, str]] | None:
         else:
             source = word
             at += 1
+    if command == "check":  # no LOCK word: --lock names it, and --prefix the environment
+        if source is not None or "lock" not in options or "prefix" not in options:
+            return None
+        source = options.pop("lock")
     if source is None:
         return None
     lock = Path(source)
@@ -97,6 +103,20 @@ def answered(args: list[str]) -> int | None:
 
 
 def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, str], after: list[str], progress: Callable[[str], None]) -> int | None:
+    if command == "check":
+        from lockgen.api.check import kept_check_lock
+
+        assert prefix is not None  # `_read` reads `check` only with --prefix
+        conforming = kept_check_lock(lock, prefix, options.get("platform"), progress)  # a passing check's verdict
+        if conforming is None:
+            return None
+        if "json" in options:
+            print_json(conforming.to_dict())
+        else:
+            for line in conforming.lines():
+                print(line)
+        print_conforming(conforming, lock)
+        return 0
     if command == "materialize":
         from lockgen.api.materialize import kept_materialized
 

@@ -1,5 +1,5 @@
 """What a person sees on the terminal, without typer: progress lines on stderr, `error:`/`hint:` lines, the
-exit code an exception gives, and the environment materialize prints. Shared by the typer commands (`ui`) and
+exit code an exception gives, the environment materialize prints and what check --lock says of a conforming one. Shared by the typer commands (`ui`) and
 the fast path (`fast_path`), which answers the daily commands before typer is imported; both print the same."""
 
 from __future__ import annotations
@@ -9,8 +9,12 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lockgen.errors import LockgenError
+
+if TYPE_CHECKING:  # a plain result (dataclasses), named here for its fields
+    from lockgen.model.results import Conformance
 
 
 def styled(text: str, code: str) -> str:
@@ -40,6 +44,18 @@ def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, 
         print_json({"prefix": str(path), "environment_digest": digest, **source})
     else:
         print(path)
+
+
+def print_conforming(result: Conformance, lock: Path | None) -> None:
+    """What `check --lock` says on stderr of an environment found to be its lock (after the report on stdout):
+    the foreign files it was allowed, what was checked by path only, and the verdict."""
+    for path, digest in result.allowed.items():
+        progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
+    if result.by_path_only:
+        progress(f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on install and no archive here predicts them)")
+    on_base = f"; every file outside it from base {result.base_digest[:23]}…, trusted as the image pins it" if result.base_digest else ""
+    counts = result.report.counts
+    progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…){on_base}")
 
 
 _BREAKS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
