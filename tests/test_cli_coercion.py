@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.cli import command
+from lockgen.cli.app import command
 
 coercion_api = pytest.importorskip("typer._coercion", reason="typer before 0.2x converts with click: nothing replaced")
 from typer._click import Context  # noqa: E402

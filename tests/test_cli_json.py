@@ -75,11 +75,11 @@ def _keys_sorted(document: object) -> bool:
 
 
 def test_every_json_document_has_sorted_keys(tmp_path: Path) -> None:
-    """One renderer for every `--json` (ui.print_json, sorted keys): no command prints JSON of its own."""
+    """One renderer for every `--json` (terminal.print_json, sorted keys): no command prints JSON of its own."""
     own = [
         f"{path.name}:{number}"
         for path in sorted((REPO / "lockgen" / "cli").glob("*.py"))
-        if path.name != "ui.py"
+        if path.name != "terminal.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if "json.dumps(" in line
     ]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lockgen.cli import command
+from lockgen.cli.app import command
 from lockgen.adapters.stat_walk import RACY_NS
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel
 from tests.conftest import run_cli

@@ -10,7 +10,7 @@ import pytest
 import typer
 import yaml
 
-from lockgen.cli import app
+from lockgen.cli.app import app
 from tests.conftest import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]

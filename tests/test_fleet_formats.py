@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from lockgen.adapters.signing import render as canonical
 from lockgen.api.certs import check_certificate
-from lockgen.cli import app
+from lockgen.cli.app import app
 from lockgen.core.cert_formats import junit_report, nfd_features, npd_status, prometheus_text
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check

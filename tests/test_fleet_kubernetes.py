@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from lockgen.cli import app
+from lockgen.cli.app import app
 from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.slow  # the module renders and schema-checks a fleet first

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from lockgen.adapters import pack_archive
 from lockgen.api.pack import unpack
-from lockgen.cli import app
+from lockgen.cli.app import app
 from lockgen.core import pack_rules
 from lockgen.errors import LockFormatError, LockgenError, PackError
 from lockgen.model.lock import Lock, LockedPackage, LockMetadata, PackageHash

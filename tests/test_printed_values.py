@@ -2,7 +2,7 @@
 every control character (newline, carriage return, ESC and so every ANSI or OSC sequence), line separator,
 direction mark and lone surrogate in it is written as its escape (`model.names.escaped`), in rows (`cert compare`,
 `fleet status`, drift), plain lines (`cert verify`, `certs`) and error lines alike; rich markup in it is text; an
-error line is cut at `ui.ERROR_LIMIT`, saying how much went; every `print` of the CLI goes through `ui`. The
+error line is cut at `terminal.ERROR_LIMIT`, saying how much went; every `print` of the CLI goes through `ui`. The
 machine formats keep their own escaping (`test_fleet_formats.py`: Prometheus, JUnit, NFD, NPD through hypothesis).
 Also the two messages that named something else than what the user gave, or failed where the docs say a record
 only costs work: `--prefix` a link to nothing, and a conformance record that is a folder."""
@@ -29,7 +29,8 @@ from lockgen.adapters.signing import render as canonical
 from lockgen.api.certs import check_certificate
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
-from lockgen.cli import app, ui
+from lockgen.cli import terminal, ui
+from lockgen.cli.app import app
 from lockgen.core.cert_formats import npd_status
 from lockgen.errors import UserError
 from lockgen.model.names import UNSHOWABLE, escaped
@@ -197,8 +198,8 @@ def test_an_error_line_is_cut_saying_how_much_went(tmp_path: Path) -> None:
     new = _certificate(tmp_path, "new.cert.json", figure=("gemm", long_name, "GB/s"))
     result = CliRunner().invoke(app, ["cert", "compare", str(old), str(new)])
     [error] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert result.exit_code == 1 and len(error) <= len("error: ") + ui.ERROR_LIMIT + 40, len(error)
-    cut = len(escaped(f"1 figures are in one certificate only: gemm/{long_name} (missing from old)")) - ui.ERROR_LIMIT
+    assert result.exit_code == 1 and len(error) <= len("error: ") + terminal.ERROR_LIMIT + 40, len(error)
+    cut = len(escaped(f"1 figures are in one certificate only: gemm/{long_name} (missing from old)")) - terminal.ERROR_LIMIT
     assert f"[… {cut:,} characters cut …]" in error
     assert error.startswith("error: 1 figures are in one certificate only: gemm/aaa") and error.endswith("zzz (missing from old)")
 
@@ -207,7 +208,7 @@ def test_an_error_hint_is_cut_too(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(typer.Exit):
         ui.fail("short", "h" * 50_000)
     hint = capsys.readouterr().err.splitlines()[1]
-    assert hint.startswith("hint: hhh") and "[… 48,000 characters cut …]" in hint and len(hint) < ui.ERROR_LIMIT + 40
+    assert hint.startswith("hint: hhh") and "[… 48,000 characters cut …]" in hint and len(hint) < terminal.ERROR_LIMIT + 40
 
 
 def test_a_progress_bar_phase_is_text_not_rich_markup(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,11 +232,11 @@ def test_npd_s_one_line_carries_no_direction_or_invisible_mark() -> None:
 
 
 def _cli_prints() -> list[str]:
-    """Each `print(...)` of lockgen/cli outside ui.py that prints anything but constant text, and each `.write(...)`
-    on sys.stdout or sys.stderr there, as `module:line`."""
+    """Each `print(...)` of lockgen/cli outside terminal.py (the printing functions `ui` and the fast path share) that
+    prints anything but constant text, and each `.write(...)` on sys.stdout or sys.stderr there, as `module:line`."""
     found = []
     for module in sorted((REPO / "lockgen" / "cli").glob("*.py")):
-        if module.name == "ui.py":
+        if module.name == "terminal.py":
             continue
         for node in ast.walk(ast.parse(module.read_text())):
             if not isinstance(node, ast.Call):

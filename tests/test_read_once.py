@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lockgen.cli import app
+from lockgen.cli.app import app
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import REPO
 from tests.open_audit import opened

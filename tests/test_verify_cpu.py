@@ -17,7 +17,7 @@ import pytest
 
 from typer.testing import CliRunner
 
-from lockgen.cli import app
+from lockgen.cli.app import app
 from tests.conftest import EXAMPLE_STACK, run_cli
 from tests.open_audit import opened
 from tests.torch_stack import torch_lock

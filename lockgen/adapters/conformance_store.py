@@ -41,7 +41,6 @@ from lockgen import __version__
 from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
-from lockgen.adapters.parallel import Forked
 from lockgen.core import nesting
 from lockgen.errors import UserError
 
@@ -87,6 +86,8 @@ def _kept(path: Path, data: bytes) -> None:
 def saving(prefix: Path, lock_sha256: str, proofs: Proofs) -> Iterator[None]:
     """Keeps the fingerprints (`save`) from a child process while the caller's block runs on (the JSON of 60,000
     files takes about 0.3 s), waited for at the block's end; in this process where no child could do it."""
+    from lockgen.adapters.parallel import Forked  # threads and futures: not for a command that only reads a verdict
+
     with Forked(partial(_saved, prefix, lock_sha256, proofs)) as child:
         yield
         if child.result() is None:

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from lockgen.adapters.tool_runner import find_tool, run_tool
 from lockgen.core.activation import Kind, Shell
 from lockgen.model.names import shown
 from lockgen.errors import CommandError
@@ -44,6 +43,8 @@ def activate_scripts(prefix: Path) -> list[Path]:
 def sourced_environment(prefix: Path, environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
     """The variables bash has after sourcing the environment's activate.d scripts with `environment` set, and
     what the scripts printed (for stderr: stdout is the command's, or `activate`'s exports)."""
+    from lockgen.adapters.tool_runner import find_tool, run_tool  # subprocess: only for an environment with scripts
+
     bash = find_tool("bash", "install bash: a conda environment's activate.d scripts are bash")
     done = run_tool(
         [bash, "--noprofile", "--norc", "-c", _SOURCE, "lockgen-activate", str(prefix), sys.executable],

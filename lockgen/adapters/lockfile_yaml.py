@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from lockgen.model.names import shown
 from lockgen.errors import LockFieldError, LockFormatError
 from lockgen.core import nesting, stack_layout
-from lockgen.adapters import lock_file
+from lockgen.adapters import kept_inputs, lock_file
 from lockgen.core.lock_fields import check_lock
 from lockgen.model.inputs import LockBytes
 from lockgen.model.lock import LOCK_VERSION, LoadedLock, Lock
@@ -224,7 +224,9 @@ def loaded_lock(data: bytes, source: str, sha256: str | None = None) -> LoadedLo
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LockFormatError(f"lock `{source}` is not UTF-8 text (byte {exc.start})", "re-create it with `lockgen resolve`") from None
-    return LoadedLock(source=source, data=data, sha256=sha256 or hashlib.sha256(data).hexdigest(), lock=parse_lock(text, source))
+    loaded = LoadedLock(source=source, data=data, sha256=sha256 or hashlib.sha256(data).hexdigest(), lock=parse_lock(text, source))
+    kept_inputs.keep_lock(loaded.sha256, loaded.lock)
+    return loaded
 
 
 _C_COMPOSER_SAFE = 10_000  # libyaml's composer recurses unchecked: 20,000 levels load, 100,000 crash the process

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from itertools import accumulate
 from types import TracebackType
@@ -35,6 +34,8 @@ def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], 
     small = [path for path, size in files if size < BIG]
     total = sum(size for _, size in files) or 1
     digests: dict[str, str] = {}
+    from concurrent.futures import ThreadPoolExecutor  # futures and logging: not for a walk that only forks
+
     with ThreadPoolExecutor(max_workers=max(1, min(32, cores()))) as pool:
         pending = pool.map(lambda item: file_digest(item[0], follow=False), big)
         for path in small:

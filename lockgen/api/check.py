@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import lock_file
-from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
-from lockgen.errors import UserError
+from lockgen.adapters import kept_inputs, lock_file
+from lockgen.api.steps.conformance_steps import conform, kept_conformance, read_bundle, read_manifests
+from lockgen.errors import LockgenError, UserError
 from lockgen.model.requests import CheckRequest, CheckTarget, Image, Prefix, Python
 from lockgen.model.results import Conformance, Drift, ImageDrift
 
@@ -112,3 +112,17 @@ def check_lock(
     loaded = parsed(lock)
     read_manifests(loaded, platform, bundle, progress)  # a lock that cannot be proven: refused before the pull
     return prove_image(loaded, target.source, bundle, platform, target.insecure, target.prefix, progress, meter, allow_foreign)
+
+
+def kept_check_lock(lock_path: Path, prefix: Path, platform: str | None, progress: Callable[[str], None]) -> Conformance | None:
+    """`check_lock` of the environment at `prefix` (no bundle, nothing allowed, fingerprints trusted) when the
+    verdict of its last passing check against the lock's bytes stands: no lock parsed, no model loaded. None,
+    having said nothing, otherwise (an unreadable lock too, or kept values turned off: `LOCKGEN_REPARSE`), which
+    `check_lock` decides."""
+    if not kept_inputs.trusted():
+        return None
+    try:
+        lock = lock_file.read(lock_path)
+    except LockgenError:
+        return None
+    return kept_conformance(lock, prefix, platform, progress)

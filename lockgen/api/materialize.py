@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters import lock_file
-from lockgen.api.steps.materialize_steps import materialized
+from lockgen.api.steps.materialize_steps import kept_made, materialized
+from lockgen.errors import LockgenError
 
 if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
@@ -23,3 +24,14 @@ def materialize(
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
     fingerprint; an existing environment of the lock is then checked with `--full`)."""
     return materialized(lock_file.read(lock_path), platform, prefix, progress, meter, allow_md5, verify)
+
+
+def kept_materialized(lock_path: Path, platform: str | None, prefix: Path | None, progress: Callable[[str], None]) -> tuple[Path, str] | None:
+    """`materialize`'s answer when the lock's environment is found made and unchanged from what is kept, without
+    parsing the lock (`materialize_steps.kept_made`); None, having said nothing, otherwise (an unreadable lock too)."""
+    try:
+        read = lock_file.read(lock_path)
+    except LockgenError:
+        return None
+    made = kept_made(read, platform, prefix, progress)
+    return None if made is None else (made.prefix, made.digest)

@@ -11,23 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from lockgen.adapters import env_process
-from lockgen.adapters.lockfile_yaml import read_lock
-from lockgen.adapters.tool_runner import find_tool
-from lockgen.api.steps.materialize_steps import materialized
+from lockgen.adapters import env_process, lock_file
+from lockgen.api.steps.materialize_steps import kept_made, materialized
 from lockgen.core import activation as rules
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.node_match import TargetFit, choose, fit, node_summary
 from lockgen.core.stack_layout import lock_path, target_of_lock
 from lockgen.model.names import shown
-from lockgen.errors import UserError
-from lockgen.model.node import NodeFacts
-from lockgen.model.spec import StackSpec
+from lockgen.errors import LockgenError, UserError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the models (pydantic): imported where a lock or stack is parsed, never on the kept path
     from lockgen.api.steps.shared_steps import Meter
+    from lockgen.core.node_match import TargetFit
+    from lockgen.model.lock import LoadedLock
+    from lockgen.model.node import NodeFacts
+    from lockgen.model.spec import StackSpec
 
 
 @dataclass(frozen=True)
@@ -66,20 +64,30 @@ def detect(stack: Path | None, node_file: Path | None = None) -> Detection:
 
 
 def _detect(path: Path, spec: StackSpec, node: NodeFacts) -> Detection:
+    from lockgen.core.node_match import choose, fit
+
     has_gpu = any(t.is_gpu for t in spec.targets)
     fits = tuple(fit(t, spec.platforms_of(t), node, has_gpu) for t in spec.targets)
     return Detection(path, node, choose(list(fits), node, str(path)), fits)
 
 
+Freshness = Literal["relock", "locked", "frozen"]
+
+
 @dataclass(frozen=True)
 class Wanted:
     """Which environment a command asks for: a lock or stack (`source`), the stack's `target`, the lock's
-    `platform`, and where it is or goes (`prefix`; alone: an existing environment)."""
+    `platform`, and where it is or goes (`prefix`; alone: an existing environment). A stack's lock is first
+    checked against what the stack says (`freshness`): a stale one is re-locked by `relock` (stack, target),
+    which the caller gives (resolve's), refused (`locked`, or when no `relock` is given), or used as it is
+    (`frozen`, which checks nothing)."""
 
     source: Path | None = None
     target: str | None = None
     platform: str | None = None
     prefix: Path | None = None
+    freshness: Freshness = "relock"
+    relock: Callable[[Path, str], object] | None = None
 
 
 def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None = None) -> Activation:
@@ -91,10 +99,35 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
             raise UserError("--target and --platform choose a lock's environment, and none is given", "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
         where, name = wanted.prefix.absolute(), wanted.prefix.absolute().name
     else:
-        lock = _lock_of(wanted.source, wanted.target, progress)
-        loaded = read_lock(lock)
+        from lockgen.core.lock_builder import LockgenMeta
+
+        loaded = _lock_of(wanted, progress)
+        lock = Path(loaded.source)
         where, _ = materialized(loaded, wanted.platform, wanted.prefix, progress, meter)
         name = LockgenMeta(loaded.lock).target or target_of_lock(lock)
+    return _activated(where, name, lock, progress)
+
+
+def kept_activation(wanted: Wanted, progress: Callable[[str], None]) -> Activation | None:
+    """The activation of `wanted` when all of it is kept, without the models: a lock file named (not a stack,
+    no `--target`) whose bytes' checked value is kept (`kept_inputs`), its environment found made and unchanged
+    (`materialize_steps.unchanged`: the kept drift verdict and one stat walk). None for anything else, with
+    nothing said: `activation` decides it, and words it when it is an error. The same lock bytes give the same
+    environment, name and activation as `activation` gives."""
+    if wanted.source is None or wanted.target is not None or _is_stack(wanted.source):
+        return None
+    try:
+        read = lock_file.read(wanted.source)
+    except LockgenError:
+        return None
+    made = kept_made(read, wanted.platform, wanted.prefix, progress)
+    if made is None:
+        return None
+    return _activated(made.prefix, made.target or target_of_lock(wanted.source), wanted.source, progress)
+
+
+def _activated(where: Path, name: str, lock: Path | None, progress: Callable[[str], None]) -> Activation:
+    """The activation of the environment at `where` (named `name`, of `lock` when one made it)."""
     kind = env_process.environment_kind(where)
     if kind is None:
         raise UserError(f"{where} is not an environment (no conda-meta/, no pyvenv.cfg)", "pass the prefix of a conda environment or venv, or a LOCK to materialize")
@@ -113,11 +146,38 @@ def run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None],
     env_process.exec_command(list(command), activation(wanted, progress, meter).environment)
 
 
+def kept_run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None]) -> None:
+    """`run`, when all of the environment is kept (`kept_activation`); returns, having said nothing, otherwise."""
+    active = kept_activation(wanted, progress)
+    if active is not None:
+        env_process.exec_command(list(command), active.environment)
+
+
 def shell(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None = None) -> NoReturn:
     """Replaces lockgen with `$SHELL` (else bash) in the environment, its prompt marked `(lockgen:NAME)`."""
-    program = env_process.login_shell() or find_tool("bash", "install bash, or set SHELL to your shell")
+    program = _shell_program()
+    _exec_shell(program, activation(wanted, progress, meter))
+
+
+def kept_shell(wanted: Wanted, progress: Callable[[str], None]) -> None:
+    """`shell`, when all of the environment is kept and a shell is found; returns, having said nothing, otherwise."""
+    try:
+        program = _shell_program()
+    except LockgenError:  # no shell: `shell` says so
+        return
+    active = kept_activation(wanted, progress)
+    if active is not None:
+        _exec_shell(program, active)
+
+
+def _shell_program() -> str:
+    from lockgen.adapters.tool_runner import find_tool  # subprocess: not for run
+
+    return env_process.login_shell() or find_tool("bash", "install bash, or set SHELL to your shell")
+
+
+def _exec_shell(program: str, active: Activation) -> NoReturn:
     kind = rules.shell_kind(program)
-    active = activation(wanted, progress, meter)
     environment = dict(active.environment)
     if kind is not None:  # the activation again after the user's rc files (lockgen/data/shell/)
         environment["LOCKGEN_ACTIVATE"] = rules.exports(active.changes, kind)
@@ -126,10 +186,25 @@ def shell(wanted: Wanted, progress: Callable[[str], None], meter: Meter | None =
 
 def exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None], meter: Meter | None = None) -> str:
     """The activation as lines for `eval` in `shell_name` (default: `$SHELL`'s kind, else bash)."""
+    kind = _export_kind(shell_name)  # a shell lockgen cannot write for is refused before anything is made
+    return rules.exports(activation(wanted, progress, meter).changes, kind)
+
+
+def kept_exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str], None]) -> str | None:
+    """`exports`, when the shell is known and all of the environment is kept; None, having said nothing, otherwise."""
+    try:
+        kind = _export_kind(shell_name)
+    except UserError:
+        return None
+    active = kept_activation(wanted, progress)
+    return None if active is None else rules.exports(active.changes, kind)
+
+
+def _export_kind(shell_name: str | None) -> rules.Shell:
     kind = rules.shell_kind(shell_name) if shell_name else rules.shell_kind(env_process.login_shell() or "") or "bash"
     if kind is None:
         raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`", "pass --shell bash, zsh or fish")
-    return rules.exports(activation(wanted, progress, meter).changes, kind)
+    return kind
 
 
 def _stack_path(stack: Path | None) -> Path:
@@ -141,19 +216,25 @@ def _is_stack(source: Path) -> bool:
     return source.suffix == ".toml" or source.is_dir()
 
 
-def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], None]) -> Path:
-    """The lock `source` names: a lock itself, or a stack's lock for `target` (detected when not given)."""
+def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
+    """The lock `wanted.source` names, read once: a lock itself, or a stack's lock for `wanted.target` (detected
+    when not given), fresh by what the stack says unless `frozen` (re-locked, or refused when `locked`)."""
+    from lockgen.adapters.lockfile_yaml import read_lock
+
+    source, target = wanted.source, wanted.target
     if source is None and not Path("stack.toml").is_file():
         raise UserError("no LOCK or STACK given, and no stack.toml in this folder", "lockgen run LOCK -- CMD, or lockgen run STACK -- CMD (--prefix DIR: an existing environment)")
     if source is not None and not _is_stack(source):
         if target is not None:
             raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")
-        return source
+        return read_lock(source)
     from lockgen.adapters.node_facts import node_facts  # a stack's: a lock given needs neither
     from lockgen.adapters.stack_file import read_stack
+    from lockgen.core.node_match import node_summary
 
     path = _stack_path(source)
-    spec = read_stack(path).spec
+    stack = read_stack(path)
+    spec = stack.spec
     if target is None:
         found = _detect(path, spec, node_facts())
         target = found.chosen.target
@@ -163,4 +244,20 @@ def _lock_of(source: Path | None, target: str | None, progress: Callable[[str], 
     lock = lock_path(path.parent, target)
     if not lock.is_file():
         raise UserError(f"target `{target}` of {path} has no lock yet ({lock})", f"lockgen resolve {path}")
-    return lock
+    loaded = read_lock(lock)
+    if wanted.freshness == "frozen":
+        return loaded
+    from lockgen.api.steps.stack_steps import stated_staleness
+
+    reasons = stated_staleness(stack, next(t for t in spec.targets if t.name == target), loaded)
+    if not reasons:
+        return loaded
+    said = "; ".join(reason.detail for reason in reasons)
+    if wanted.freshness == "locked" or wanted.relock is None:
+        raise UserError(
+            f"the lock of target `{target}` is stale: {said} ({lock})",
+            f"lockgen resolve {path} --target {target} re-locks it; without --locked, lockgen re-locks it before it runs; --frozen uses it as it is",
+        )
+    progress(f"{lock} is stale ({said}): re-locking target {target}")
+    wanted.relock(path, target)
+    return read_lock(lock)

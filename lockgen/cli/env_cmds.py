@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from lockgen.cli.terminal import print_conforming, said_read
 from lockgen.cli.ui import fail, handles_errors, print_environment, print_json, progress, say
 
 if TYPE_CHECKING:  # imported where a command renders them: a repeated materialize loads none (20 ms)
@@ -96,7 +97,7 @@ def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: boo
         for kind, paths in _drift_dict(drift).items():
             for path in paths:
                 say(f"{kind} {path}")
-    _said_read(prefix, drift.read_every_byte)
+    said_read(prefix, drift.read_every_byte)
     if not drift.clean:
         fail(
             f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
@@ -104,12 +105,6 @@ def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: boo
             "materialize the lock again into a fresh prefix",
         )
     progress(f"{prefix} matches its manifest")
-
-
-def _said_read(where: object, read_every_byte: Optional[str]) -> None:
-    """When every byte was last read, said on stderr (stat trust ends: `LOCKGEN_STAT_TRUST_S`, default a day)."""
-    if read_every_byte is not None:
-        progress(f"every byte of {where} last read {read_every_byte} (fingerprints stand for reading until $LOCKGEN_STAT_TRUST_S seconds after; --full reads every byte now)")
 
 
 def _drift_dict(drift: Drift) -> dict[str, list[str]]:
@@ -123,7 +118,7 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
         for line in result.lines():
             say(line)
     counts = result.report.counts
-    _said_read(result.where, result.read_every_byte)
+    said_read(result.where, result.read_every_byte)
     if not result.clean:
         shown = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in DIFFERENCES if counts.get(k))
         problems = list(result.problems[:1]) + [f"and {len(result.problems) - 1} more"] * (len(result.problems) > 1)
@@ -131,12 +126,7 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
             f"{result.where} is not the environment of {lock}: " + "; ".join(([shown] if shown else []) + problems),
             "re-export the image from the lock (lockgen export LOCK) and run it as exported" if problems and not shown else "materialize the lock into a fresh prefix, or re-pin the environment",
         )
-    for path, digest in result.allowed.items():
-        progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
-    if result.by_path_only:
-        progress(f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on install and no archive here predicts them)")
-    on_base = f"; every file outside it from base {result.base_digest[:23]}…, trusted as the image pins it" if result.base_digest else ""
-    progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…){on_base}")
+    print_conforming(result, lock)
 
 
 @handles_errors

@@ -15,6 +15,8 @@ COMMAND = "lockgen.command"
 SOURCE_HELP = "A lock, or a stack (stack.toml or its folder; default ./stack.toml) whose target's lock to use."
 TARGET_HELP = "With a STACK: the target whose lock to use (default: the one this node matches, as lockgen detect says)."
 PLATFORM_HELP = "Which platform of the lock (default: this host's)."
+LOCKED_HELP = "With a STACK: refuse a lock its stack has changed since (error and hint) instead of re-locking it."
+FROZEN_HELP = "With a STACK: use its lock as it is, without checking it against the stack."
 PREFIX_HELP = "Where the environment is (default: the store's, $LOCKGEN_HOME/envs/…); alone, without LOCK or STACK: an existing conda environment or venv, used as it is."
 
 
@@ -32,6 +34,23 @@ class AfterDoubleDash(TyperCommand):
         return [*super().collect_usage_pieces(ctx), "-- CMD..."]
 
 
+def _wanted(source: Optional[Path], target: Optional[str], platform: Optional[str], prefix: Optional[Path], locked: bool, frozen: bool) -> Any:
+    """The environment asked for; a stack's stale lock is re-locked by resolve (its lines on stderr) unless
+    `--locked` (refused) or `--frozen` (used as it is)."""
+    from lockgen.api.run import Wanted
+
+    if locked and frozen:
+        fail("--locked and --frozen cannot be given together", "--locked refuses a stale lock, --frozen uses it as it is: pass one", 2)
+
+    def relock(stack: Path, name: str) -> None:
+        from lockgen.api.resolve import resolve
+
+        for result in resolve(stack, [name], progress=progress):
+            progress(f"{result.state} {result.path}")
+
+    return Wanted(source, target, platform, prefix, "locked" if locked else "frozen" if frozen else "relock", relock)
+
+
 def _within(replace: Any, *args: Any) -> Any:
     """Calls the use case `replace` with a progress meter (the environment may be materialized first)."""
     from lockgen.cli.ui import Meter
@@ -47,15 +66,17 @@ def run(
     target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
+    locked: bool = typer.Option(False, "--locked", help=LOCKED_HELP),
+    frozen: bool = typer.Option(False, "--frozen", help=FROZEN_HELP),
 ) -> None:
-    """Run `-- CMD…` in the environment (materialized first if it is not yet); its exit status and signals
-    are the command's (lockgen becomes it)."""
+    """Run `-- CMD…` in the environment (materialized first if it is not yet; a STACK's lock re-locked first if
+    the stack changed since); its exit status and signals are the command's (lockgen becomes it)."""
     command: list[str] = ctx.meta.get(COMMAND) or []
     if not command:
         fail("name the command to run after --", "lockgen run LOCK -- python -c 'print(1)'", 2)
-    from lockgen.api.run import Wanted, run as replace_with
+    from lockgen.api.run import run as replace_with
 
-    _within(replace_with, Wanted(source, target, platform, prefix), command)
+    _within(replace_with, _wanted(source, target, platform, prefix, locked, frozen), command)
 
 
 @handles_errors
@@ -64,11 +85,13 @@ def shell(
     target: Optional[str] = typer.Option(None, "--target", "-t", help=TARGET_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
+    locked: bool = typer.Option(False, "--locked", help=LOCKED_HELP),
+    frozen: bool = typer.Option(False, "--frozen", help=FROZEN_HELP),
 ) -> None:
     """Open $SHELL (else bash) in the environment, its prompt marked (lockgen:NAME); its exit status is lockgen's."""
-    from lockgen.api.run import Wanted, shell as replace_with
+    from lockgen.api.run import shell as replace_with
 
-    _within(replace_with, Wanted(source, target, platform, prefix))
+    _within(replace_with, _wanted(source, target, platform, prefix, locked, frozen))
 
 
 @handles_errors
@@ -78,12 +101,14 @@ def activate(
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help=PLATFORM_HELP),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help=PREFIX_HELP),
     shell_name: Optional[str] = typer.Option(None, "--shell", help="bash, zsh or fish (default: $SHELL's, else bash)."),
+    locked: bool = typer.Option(False, "--locked", help=LOCKED_HELP),
+    frozen: bool = typer.Option(False, "--frozen", help=FROZEN_HELP),
 ) -> None:
     """Print the environment's activation for eval: eval "$(lockgen activate LOCK)" (fish: lockgen activate LOCK
     --shell fish | source); nothing else goes to stdout."""
-    from lockgen.api.run import Wanted, exports
+    from lockgen.api.run import exports
 
-    emit(_within(exports, Wanted(source, target, platform, prefix), shell_name))
+    emit(_within(exports, _wanted(source, target, platform, prefix, locked, frozen), shell_name))
 
 
 @handles_errors

@@ -76,6 +76,16 @@ def stale_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Stale
     return reasons
 
 
+STATED = ("spec-changed", "target-changed", "exclude-newer-changed", "base-changed")  # what the stack itself says
+
+
+def stated_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Staleness]:
+    """The reasons of `stale_reasons` that the stack's own text decides (its requests, channels, target,
+    cut-offs and base lock), from the digests the lock keeps: no channel index, facts or solve is read, so it
+    takes milliseconds; what `run`, `shell` and `activate` check of a stack's lock before they use it."""
+    return [reason for reason in stale_reasons(target, lock, expected) if reason.kind in STATED]
+
+
 def _change(name: str, before: str | None, after: str | None) -> str:
     if before is None:
         return f"{name} added: {after}"

@@ -77,16 +77,7 @@ def conform(
     earlier check kept are not read again (`conformance_store`)."""
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
-    bundle = manifests.data if manifests is not None else None  # a verdict reached with a bundle is bound to its bytes
-    context = [
-        platform or "",
-        home.machine(),
-        final_prefix or str(prefix),
-        "\0".join(sorted(set(allow_foreign))),
-        str(carried_lock),
-        hashlib.sha256(bundle).hexdigest() if bundle is not None else "",
-        __version__,
-    ]
+    context = _verdict_context(prefix, platform, manifests, final_prefix, allow_foreign, carried_lock)
     # what a check that read every byte kept stands for a while (`LOCKGEN_STAT_TRUST_S`), then every byte is read again
     trust = conformance_store.byte_trust(prefix, lock.sha256) if fingerprints else None
     standing = trust.read if trust is not None and not trust.expired else None  # that full read, while its keepings stand
@@ -116,6 +107,40 @@ def conform(
             {"platform": result.platform, "expected_digest": result.expected_digest, "allowed": result.allowed, "by_path_only": result.by_path_only, "report": passing_record(result.report)},
         )
     return result
+
+
+def _verdict_context(prefix: Path, platform: str | None, manifests: BundleBytes | None, final_prefix: str | None, allow_foreign: Sequence[str], carried_lock: bool) -> list[str]:
+    """What a kept verdict is bound to besides the lock's bytes and the tree: the check's inputs."""
+    bundle = manifests.data if manifests is not None else None  # a verdict reached with a bundle is bound to its bytes
+    return [
+        platform or "",
+        home.machine(),
+        final_prefix or str(prefix),
+        "\0".join(sorted(set(allow_foreign))),
+        str(carried_lock),
+        hashlib.sha256(bundle).hexdigest() if bundle is not None else "",
+        __version__,
+    ]
+
+
+def kept_conformance(lock: LockBytes, prefix: Path, platform: str | None, progress: Callable[[str], None]) -> Conformance | None:
+    """`conform` of the environment at `prefix` with no bundle and nothing allowed, when the verdict of its last
+    passing check against these lock bytes stands (its stat walk unchanged: said, as `conform` says it); None,
+    with nothing said, for anything else, which `conform` decides."""
+    if not prefix.is_dir():
+        return None
+    trust = conformance_store.byte_trust(prefix, lock.sha256)
+    if trust.read is None or trust.expired:  # past the stat trust window: `conform` reads every byte, and says so
+        return None
+    kept = conformance_store.load_verdict(prefix, lock.sha256, _verdict_context(prefix, platform, None, None, (), True))
+    if kept is None:
+        return None
+    try:
+        tree = stat_walk.tree_fingerprint(prefix)
+    except OSError:  # gone or unreadable meanwhile: conform says which
+        return None
+    again = _kept_verdict(lock.sha256, kept, prefix, tree, progress)
+    return replace(again, read_every_byte=conformance_store.shown_time(trust.read)) if again is not None else None
 
 
 def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint, progress: Callable[[str], None]) -> Conformance | None:

@@ -11,16 +11,18 @@ then looks file by file)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import conformance_store, file_guard, home, stat_walk
+from lockgen.adapters import conformance_store, file_guard, home, kept_inputs, stat_walk
 from lockgen.core.confined import child
 from lockgen.core.platforms import choose_platform
+from lockgen.errors import LockgenError
+from lockgen.model.inputs import LockBytes
 
 if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
-    from lockgen.model.inputs import LockBytes
     from lockgen.model.lock import LoadedLock, Lock
 
 
@@ -41,20 +43,48 @@ def materialized(
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
     fingerprint; an existing environment of the lock is then checked with `--full`). `lock`: as the use case
     read it, once; its bytes are parsed here only when the entries are needed (the store's prefix, a build)."""
-    if prefix is None:  # the store's prefix for it is named from the lock
-        lock = _parsed(lock)
-        prefix = _store_prefix(lock, platform)
+    if prefix is None:  # the store's prefix for it is named from the lock: its bytes' kept facts, else its entries
+        kept = kept_inputs.kept_lock(lock.sha256)
+        if kept is None:
+            lock = _parsed(lock)
+            prefix = _store_prefix(lock, platform)
+        else:
+            prefix = store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform)
     final = prefix.absolute()
     if not verify:
-        digest = _found_unchanged(final, lock.sha256, platform)
+        digest = unchanged(final, lock.sha256, platform, progress)
         if digest is not None:
-            file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
-            progress(f"{final} is already materialized (unchanged since it was made)")
             return final, digest
     from lockgen.api.steps.shared_steps import materialize_into
 
     loaded = _parsed(lock)
     return final, materialize_into(loaded, lock_platform(loaded.lock, platform), final, progress, meter, allow_md5, verify)
+
+
+@dataclass(frozen=True)
+class Made:
+    """A lock's environment found made and unchanged from what is kept: the prefix, the environment's digest, and
+    the target the lock records ("" when none)."""
+
+    prefix: Path
+    digest: str
+    target: str
+
+
+def kept_made(lock: LockBytes, platform: str | None, prefix: Path | None, progress: Callable[[str], None]) -> Made | None:
+    """The environment of `lock` (its bytes, read once by the use case), at `prefix` (default: the store's, named
+    from the lock's kept facts), when it is found made and unchanged (said, as `materialized` says it) without
+    parsing the lock: its bytes' checked value kept (`kept_inputs`). None, with nothing said, for anything else
+    (none kept, a platform the lock lacks, no environment or one changed), which `materialized` decides."""
+    kept = kept_inputs.kept_lock(lock.sha256)
+    if kept is None:
+        return None
+    try:
+        final = (prefix or store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform)).absolute()
+    except LockgenError:
+        return None
+    digest = unchanged(final, lock.sha256, platform, progress)
+    return None if digest is None else Made(final, digest, kept.target)
 
 
 def _parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
@@ -64,12 +94,29 @@ def _parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
 
 
 def _store_prefix(loaded: LoadedLock, platform: str | None) -> Path:
-    """The store's prefix for the lock's environment on the platform chosen (refused when the lock lacks it)."""
     from lockgen.core.lock_builder import LockgenMeta
+
+    return store_prefix(loaded.sha256, LockgenMeta(loaded.lock).target, loaded.lock.metadata.platforms, loaded.source, platform)
+
+
+def store_prefix(lock_sha256: str, target: str, platforms: tuple[str, ...], source: str, platform: str | None) -> Path:
+    """The store's prefix for the environment of the lock whose bytes' sha256 is `lock_sha256` (its recorded
+    `target`, else the one its file `source` is named for) on the platform chosen of its `platforms` (refused
+    when it lacks it)."""
     from lockgen.core.stack_layout import target_of_lock
 
-    chosen = lock_platform(loaded.lock, platform)
-    return default_prefix(loaded.sha256, f"{LockgenMeta(loaded.lock).target or target_of_lock(Path(loaded.source))}-{chosen}")
+    chosen = choose_platform(platforms, platform, home.native_platform(), home.machine())
+    return default_prefix(lock_sha256, f"{target or target_of_lock(Path(source))}-{chosen}")
+
+
+def unchanged(final: Path, lock_sha256: str, platform: str | None, progress: Callable[[str], None]) -> str | None:
+    """The environment digest of the lock's environment at `final` when it is found made and unchanged (saying
+    so, and sweeping what an interrupted build of it left); None, with nothing said or done, otherwise."""
+    digest = _found_unchanged(final, lock_sha256, platform)
+    if digest is not None:
+        file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
+        progress(f"{final} is already materialized (unchanged since it was made)")
+    return digest
 
 
 def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str | None:

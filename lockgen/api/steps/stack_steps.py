@@ -1,7 +1,9 @@
 """A step below the use cases that read a stack (resolve, explain, facts check): the stack read once (a
 `LoadedStack`: its text, spec and base, located once), and the conda channels it names located through
 `--channel-alias` flags and `$LOCKGEN_CHANNEL_ALIAS`, with its `exclude-newer` as a UTC cut-off. A flag
-naming no channel of the stack is an error (a typo would otherwise reach the network)."""
+naming no channel of the stack is an error (a typo would otherwise reach the network). Also what the stack's
+own text says of a target's lock (`stated_staleness`: `resolve --check`'s rule on the digests the lock keeps,
+without channels or facts), which run, shell and activate check before they use a stack's lock."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from lockgen.model.inputs import LoadedStack, StackBase
 
 if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
     from lockgen.adapters.rattler_solver import ChannelSet
+    from lockgen.core.freshness import Staleness
+    from lockgen.model.lock import LoadedLock
+    from lockgen.model.spec import Target
 
 
 def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Callable[[StackBase], bytes] | None = None) -> tuple[LoadedStack, "ChannelSet | None"]:
@@ -45,3 +50,19 @@ def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Calla
     from lockgen.adapters.rattler_solver import ChannelSet
 
     return stack, ChannelSet(channels, exclude_newer=cutoff)
+
+
+def stated_staleness(stack: LoadedStack, target: Target, lock: LoadedLock) -> list[Staleness]:
+    """Why `lock` is stale for `target` of `stack` by what the stack itself states (its requests, channels,
+    target, cut-offs and base lock: `freshness.stated_reasons`); empty when it is fresh by them. The metadata
+    a resolve would record is built as `resolve --check` builds it, without the channels' indexes or a solve,
+    which those reasons never compare."""
+    from lockgen.api.steps.team_steps import base_lock_bytes
+    from lockgen.core.freshness import stated_reasons
+    from lockgen.core.lock_builder import resolved_metadata
+
+    spec = stack.spec
+    base = (spec.extends, base_lock_bytes(stack, target).sha256) if spec.extends else None
+    base_lock = stack.base_lock.lock if stack.base_lock is not None else None
+    expected = resolved_metadata(spec, target, None, [], {}, {}, stack.path.name, None, "", base, None, base_lock)
+    return stated_reasons(target.name, lock.lock, expected)

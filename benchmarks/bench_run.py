@@ -1,0 +1,85 @@
+"""Benchmark the daily commands on an environment already made: what `lockgen run LOCK -- python -c pass` costs over
+the bare interpreter, and a repeated `lockgen materialize LOCK --prefix DIR`, in CPU time (user + system of the
+process and its children, from outside: the steady figure on a shared machine), medians of alternating runs.
+
+- `run LOCK -- python -c pass` over `python -c pass`: target <= 50 ms of CPU more (issue 43)
+- `materialize LOCK --prefix DIR` of a prefix it made: target <= 100 ms of CPU
+- the same two with `LOCKGEN_REPARSE=1` (every byte parsed again, through the typer app), for comparison
+- `run` over the bare interpreter again with both started by `python -S` (no site-packages start-up files: this
+  machine's `.pth` hooks import pathlib, re and more before any program, which a bare `python -c pass` pays
+  and lockgen then finds loaded), the figure a machine without such hooks would see
+
+The environment is a conda one of small packages (the tests' channel factory); its `python` is this interpreter,
+named by its path, so both sides run the same program.
+
+    python benchmarks/bench_run.py [--runs 31] [--packages 20] [--files 150] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import add_smoke, bulk_stack, cpu_timed, isolated_env, median, report_crashes
+from lockgen.adapters.stat_walk import RACY_NS
+
+RUN_TARGET_MS = 50
+MATERIALIZE_TARGET_MS = 100
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=31)
+    parser.add_argument("--packages", type=int, default=20)
+    parser.add_argument("--files", type=int, default=150)
+    add_smoke(parser)
+    args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.packages, args.files = 1, 3, 10
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = isolated_env(root)
+        reparse = {**env, "LOCKGEN_REPARSE": "1"}
+        lock = bulk_stack(root, args.packages, args.files, 1)
+        lockgen = [sys.executable, "-m", "lockgen"]
+        bare = [sys.executable, "-c", "pass"]
+        run = lockgen + ["run", str(lock), "--", *bare]
+        materialize = lockgen + ["materialize", str(lock), "--prefix", str(root / "env")]
+        bare_without_site = [sys.executable, "-S", "-c", "pass"]
+        run_without_site = [sys.executable, "-S", "-m", "lockgen", "run", str(lock), "--", *bare_without_site]
+        env_without_site = {**env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # lockgen without site-packages
+        cpu_timed(run, env)  # makes the store's environment, and keeps the lock's checked value
+        cpu_timed(materialize, env)
+        time.sleep(RACY_NS / 1e9 + 0.1)  # a tree changed within RACY_NS of its check keeps no verdict
+        for _ in range(2):  # each environment's verdict kept again after the other's build linked the same files
+            cpu_timed(run, env)
+            cpu_timed(materialize, env)
+        samples: dict[str, list[float]] = {"bare": [], "run": [], "materialize": [], "run, reparsed": [], "materialize, reparsed": [], "bare -S": [], "run -S": []}
+        for _ in range(args.runs):  # alternating, so a burst of other work touches every figure alike
+            samples["bare"].append(cpu_timed(bare)[1])
+            samples["run"].append(cpu_timed(run, env)[1])
+            samples["materialize"].append(cpu_timed(materialize, env)[1])
+            samples["run, reparsed"].append(cpu_timed(run, reparse)[1])
+            samples["materialize, reparsed"].append(cpu_timed(materialize, reparse)[1])
+            samples["bare -S"].append(cpu_timed(bare_without_site)[1])
+            samples["run -S"].append(cpu_timed(run_without_site, env_without_site)[1])
+        cpu = {name: 1000 * (median(values) or 0.0) for name, values in samples.items()}
+        print(f"{args.runs} runs each, median CPU (user + sys): " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in cpu.items()))
+        for name, bare_name, limit in (("run", "bare", RUN_TARGET_MS), ("run, reparsed", "bare", RUN_TARGET_MS), ("run -S", "bare -S", RUN_TARGET_MS)):
+            over = cpu[name] - cpu[bare_name]
+            verdict = "smoke size, not judged" if args.smoke else f"target <= {limit} ms over: {'within' if over <= limit else 'OVER'}"
+            print(f"{name} -- python -c pass: {over:.0f} ms of CPU over the bare interpreter, ratio {cpu[name] / cpu[bare_name]:.2f} ({verdict})")
+        for name in ("materialize", "materialize, reparsed"):
+            verdict = "smoke size, not judged" if args.smoke else f"target <= {MATERIALIZE_TARGET_MS} ms: {'within' if cpu[name] <= MATERIALIZE_TARGET_MS else 'OVER'}"
+            print(f"repeated {name}: {cpu[name]:.0f} ms of CPU, {cpu[name] - cpu['bare']:.0f} ms over the bare interpreter ({verdict})")
+    report_crashes()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The fast path: the daily commands answered before typer, pydantic or the models are imported, when what they
+need is already checked and kept (a lock's checked value, by its bytes' sha256: `adapters/kept_inputs`; its
+environment made and unchanged: the kept drift verdict and one stat walk). It reads exactly these command lines:
+
+    lockgen run LOCK [--prefix DIR] [--platform P] -- CMD...
+    lockgen shell LOCK [--prefix DIR] [--platform P]
+    lockgen activate LOCK [--prefix DIR] [--platform P] [--shell NAME]
+    lockgen materialize LOCK [--prefix DIR] [--platform P] [--json]
+    lockgen check --lock LOCK --prefix DIR [--platform P] [--json]
+
+(LOCK a lock file, not a stack; `check` only where the verdict of the last passing check of DIR against LOCK's
+bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
+no environment made, one changed, a platform the lock lacks, an unreadable file), it leaves to the typer app with
+nothing said, so every error and every other case reads and exits as it always has (an error before anything was
+said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the
+typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns
+it off, with the kept values (`kept_inputs.trusted`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, refusal, said_read, say, say_error
+
+COMMANDS = ("run", "shell", "activate", "materialize", "check")
+WITH_VALUE = {"--prefix": "prefix", "--platform": "platform", "-p": "platform"}
+EXTRA_WITH_VALUE = {"activate": {"--shell": "shell"}, "check": {"--lock": "lock"}}
+FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}}
+
+
+def _read(command: str, words: list[str]) -> tuple[Path, dict[str, str]] | None:
+    """The LOCK and the options of `words` (the command line after the command's name, before `--`), when they
+    are exactly the forms this path reads: one LOCK that is not a stack, each option once, its value in the next
+    word; None for anything else."""
+    with_value = {**WITH_VALUE, **EXTRA_WITH_VALUE.get(command, {})}
+    flags = FLAGS.get(command, {})
+    source: str | None = None
+    options: dict[str, str] = {}
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word in with_value and at + 1 < len(words):
+            value = words[at + 1]
+            if with_value[word] in options or not value or value.startswith("-"):
+                return None
+            options[with_value[word]] = value
+            at += 2
+        elif word in flags and flags[word] not in options:
+            options[flags[word]] = ""
+            at += 1
+        elif word.startswith("-") or not word or source is not None:
+            return None
+        else:
+            source = word
+            at += 1
+    if command == "check":  # no LOCK word: --lock names it, and --prefix the environment
+        if source is not None or "lock" not in options or "prefix" not in options:
+            return None
+        source = options.pop("lock")
+    if source is None:
+        return None
+    lock = Path(source)
+    if lock.suffix == ".toml" or lock.is_dir():  # a stack: its freshness and target are the typer command's
+        return None
+    return lock, options
+
+
+def answered(args: list[str]) -> int | None:
+    """The exit code of the command line `args` when this path answered it (`run` and `shell` answer by
+    becoming the command); None when it leaves it to the typer app, having said nothing."""
+    if not args or args[0] not in COMMANDS:
+        return None
+    command, words, after = args[0], args[1:], []
+    if command == "run":
+        if "--" not in words:
+            return None
+        at = words.index("--")
+        words, after = words[:at], words[at + 1 :]
+        if not after:
+            return None
+    elif "--" in words:
+        return None
+    read = _read(command, words)
+    if read is None:
+        return None
+    lock, options = read
+    prefix = Path(options["prefix"]) if "prefix" in options else None
+    said: list[str] = []
+
+    def saying(message: str) -> None:
+        said.append(message)
+        progress(message)
+
+    try:
+        return _answer(command, lock, prefix, options, after, saying)
+    except Exception as exc:
+        if not said:  # nothing said yet: the typer app decides, and words it
+            return None
+        message, hint, code = refusal(exc)  # after the environment was found: worded as the typer command words it
+        say_error(message, hint)
+        return code
+
+
+def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, str], after: list[str], progress: Callable[[str], None]) -> int | None:
+    if command == "check":
+        from lockgen.api.check import kept_check_lock
+
+        assert prefix is not None  # `_read` reads `check` only with --prefix
+        conforming = kept_check_lock(lock, prefix, options.get("platform"), progress)  # a passing check's verdict
+        if conforming is None:
+            return None
+        if "json" in options:
+            print_json(conforming.to_dict())
+        else:
+            for line in conforming.lines():
+                say(line)
+        said_read(conforming.where, conforming.read_every_byte)
+        print_conforming(conforming, lock)
+        return 0
+    if command == "materialize":
+        from lockgen.api.materialize import kept_materialized
+
+        found = kept_materialized(lock, options.get("platform"), prefix, progress)
+        if found is None:
+            return None
+        print_environment(*found, "json" in options, {"lock": str(lock)})
+        return 0
+    from lockgen.api.run import Wanted, kept_exports, kept_run, kept_shell
+
+    wanted = Wanted(lock, None, options.get("platform"), prefix)
+    if command == "run":
+        kept_run(wanted, after, progress)  # returns only when nothing is kept
+    elif command == "shell":
+        kept_shell(wanted, progress)
+    else:
+        exports = kept_exports(wanted, options.get("shell"), progress)
+        if exports is not None:
+            emit(exports)
+            return 0
+    return None

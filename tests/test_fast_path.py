@@ -1,0 +1,209 @@
+"""The fast path (`lockgen.cli.fast_path`, issue 43 "parse once per bytes"): `run`, `shell`, `activate` and
+`materialize` of a lock whose checked value is kept and whose environment is made are answered before typer,
+pydantic or the models are imported, and answer exactly as the typer app does (`LOCKGEN_REPARSE=1`: every byte
+parsed again): the same stdout, stderr and exit code; a changed environment, a changed lock and a tampered kept
+value are refused or parsed again as before, so no proof is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lockgen.adapters import kept_inputs
+from lockgen.adapters.stat_walk import RACY_NS
+from lockgen.api import resolve as api
+from lockgen.cli.fast_path import _read
+from tests.channel_factory import Pkg, build_channel
+
+SLOW_ONLY = ("typer", "pydantic", "yaml", "rich", "lockgen.cli.app", "lockgen.model.lock", "lockgen.adapters.lockfile_yaml")
+
+
+@pytest.fixture(scope="module")
+def lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A resolved one-target conda stack's lock: a program and a library."""
+    root = tmp_path_factory.mktemp("fast-path")
+    channel = build_channel(root / "channel", [Pkg("tool", "1.0", depends=("lib",), files={"bin/tool": "#!/bin/sh\necho tool\n"}), Pkg("lib", "1.0", files={"lib/lib.txt": "lib\n"})])
+    stack = root / "stack" / "stack.toml"
+    stack.parent.mkdir()
+    stack.write_text(f'[stack]\nname = "fast"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ntool = "*"\n[targets.cpu]\narch = "cpu"\n')
+    api.resolve(stack)
+    return stack.parent / "locks" / "cpu.conda-lock.yml"
+
+
+def _lockgen(*args: str, home: Path, reparse: bool = False, importtime: bool = False) -> tuple[int, str, str, str]:
+    """A lockgen command's exit code, stdout, stderr and (with `importtime`) the modules lockgen's own process
+    imported; `reparse`: with LOCKGEN_REPARSE=1, the typer app's answer."""
+    env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home), "HOME": str(home.parent)}
+    env.pop("LOCKGEN_REPARSE", None)
+    if reparse:
+        env["LOCKGEN_REPARSE"] = "1"
+    done = subprocess.run([sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "lockgen", *args], capture_output=True, text=True, env=env)
+    imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    said = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
+    return done.returncode, done.stdout, said, " ".join(imported)
+
+
+def _made(lock: Path, home: Path, prefix: Path | None = None) -> None:
+    """The lock's environment made (at `prefix`, else the store's), and a verdict kept of it (a tree changed
+    within RACY_NS keeps none). One per home: another build linking the same package files moves their ctime."""
+    line = ["materialize", str(lock), *(["--prefix", str(prefix)] if prefix else [])]
+    assert _lockgen(*line, home=home)[0] == 0
+    time.sleep(RACY_NS / 1e9 + 0.1)
+    assert _lockgen(*line, home=home, reparse=True)[0] == 0
+
+
+@pytest.mark.slow
+def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    command = ["run", str(lock), "--", "sh", "-c", 'echo "$CONDA_PREFIX"; tool; exit 5']
+    first = _lockgen(*command, home=home)  # a fresh lock: parsed, kept, its environment made
+    assert first[0] == 5 and first[1].endswith("\ntool\n")
+    _made(lock, home)
+    code, out, err, imported = _lockgen(*command, home=home, importtime=True)
+    assert (code, out) == first[:2]
+    assert [name for name in SLOW_ONLY if name in imported.split()] == []
+    assert "lockgen.cli.fast_path" in imported.split()
+    slow = _lockgen(*command, home=home, reparse=True, importtime=True)
+    assert slow[:3] == (code, out, err)
+    assert "typer" in slow[3].split() and "pydantic" in slow[3].split()  # the probe sees them where they load
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["materialize", "LOCK", "--prefix", "PREFIX"],
+        ["materialize", "LOCK", "--prefix", "PREFIX", "--json"],
+        ["materialize", "LOCK"],
+        ["activate", "LOCK", "--shell", "fish"],
+        ["activate", "LOCK", "--prefix", "PREFIX", "--shell", "bash"],
+        ["activate", "LOCK", "--shell", "tcsh"],
+        ["materialize", "LOCK", "--platform", "osx-arm64"],
+        ["run", "LOCK", "--", "no-such-program-here"],
+        ["run", "LOCK", "--platform", "linux-64", "--", "sh", "-c", "echo $PATH"],
+        ["check", "--lock", "LOCK", "--prefix", "PREFIX", "--full"],
+    ],
+)
+def test_the_fast_path_answers_as_the_typer_app(lock: Path, tmp_path: Path, args: list[str]) -> None:
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix if "PREFIX" in args else None)
+    line = [str(lock) if a == "LOCK" else str(prefix) if a == "PREFIX" else a for a in args]
+    fast = _lockgen(*line, home=home, importtime=True)
+    assert fast[:3] == _lockgen(*line, home=home, reparse=True)[:3]
+    answered = (fast[0] == 0 and "--full" not in args) or "no-such-program-here" in args  # errors and --full: the typer app's
+    assert ("typer" not in fast[3].split()) == answered, fast
+
+
+@pytest.mark.slow
+def test_a_repeated_check_of_a_made_environment_answers_as_the_typer_app(lock: Path, tmp_path: Path) -> None:
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    for json_flag in ([], ["--json"]):
+        command = ["check", "--lock", str(lock), "--prefix", str(prefix), *json_flag]
+        first = _lockgen(*command, home=home)  # the first check keeps its verdict
+        assert first[0] == 0, first
+        fast = _lockgen(*command, home=home, importtime=True)
+        assert [name for name in SLOW_ONLY if name in fast[3].split()] == [] and "proven by their fingerprints" in fast[2]
+        assert fast[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+    (prefix / "lib" / "lib.txt").write_text("changed\n")
+    command = ["check", "--lock", str(lock), "--prefix", str(prefix)]
+    refused = _lockgen(*command, home=home, importtime=True)
+    assert refused[0] == 1 and "is not the environment of" in refused[2] and "pydantic" in refused[3].split()
+
+
+@pytest.mark.slow
+def test_a_changed_environment_is_refused_as_before(lock: Path, tmp_path: Path) -> None:
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    with (prefix / "lib" / "lib.txt").open("a") as changed:
+        changed.write("changed\n")
+    for command in (["materialize", str(lock), "--prefix", str(prefix)], ["run", str(lock), "--prefix", str(prefix), "--", "true"]):
+        fast = _lockgen(*command, home=home)
+        assert fast[0] == 1 and "changed since it was made (1 modified" in fast[2]
+        assert fast[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+
+
+@pytest.mark.slow
+def test_a_changed_lock_or_a_tampered_kept_value_is_parsed_again(lock: Path, tmp_path: Path) -> None:
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    (kept,) = (home / "kept").rglob("*.json")
+    command = ["run", str(lock), "--prefix", str(prefix), "--", "true"]  # the store's target names the activation
+    record = json.loads(kept.read_bytes())
+    for tampered in (b"{not json", json.dumps({**record, "sha256": "0" * 64}).encode(), json.dumps({**record, "value": {"target": 7}}).encode()):
+        kept.write_bytes(tampered)
+        code, _, _, imported = _lockgen(*command, home=home, importtime=True)
+        assert code == 0 and "pydantic" in imported.split()  # parsed again, and kept again
+        assert json.loads(kept.read_bytes()) == record
+    edited = tmp_path / "edited.conda-lock.yml"
+    edited.write_bytes(lock.read_bytes().replace(b"sha256: ", b"sha256: 0", 1))  # a lock changed by a byte: not kept
+    command = ["run", str(edited), "--prefix", str(prefix), "--", "true"]
+    fast = _lockgen(*command, home=home)
+    assert fast[0] == 1 and "sha256" in fast[2]
+    assert fast[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+
+
+def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    kept_inputs.keep("lock", "a" * 64, lambda: {"target": "cpu", "platforms": ["linux-64"]}, bool)
+    assert kept_inputs.kept_lock("a" * 64) == kept_inputs.KeptLock("cpu", ("linux-64",))
+    assert kept_inputs.kept_lock("b" * 64) is None and kept_inputs.kept("stack", "a" * 64) is None
+    monkeypatch.setenv("LOCKGEN_REPARSE", "1")
+    assert kept_inputs.kept_lock("a" * 64) is None
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("not a folder\n")
+    kept_inputs.keep("lock", "c" * 64, lambda: {"target": "cpu", "platforms": []}, bool)  # nothing kept, no error
+
+
+WORDS = st.sampled_from(["a.yml", "b.yml", "stack.toml", "--prefix", "--platform", "-p", "--shell", "--json", "-v", "--help", "--target", "", "-", "x"])
+
+
+@given(command=st.sampled_from(["run", "shell", "activate", "materialize"]), words=st.lists(WORDS, max_size=7))
+def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[str]) -> None:
+    """Accepted: one LOCK (not a stack) and each option it knows once, its value the next word; else None."""
+    read = _read(command, words)
+    if read is None:
+        return
+    lock, options = read
+    known = {"--prefix", "--platform", "-p"} | ({"--shell"} if command == "activate" else set()) | ({"--json"} if command == "materialize" else set())
+    rest = list(words)
+    for flag in [w for w in words if w in known]:
+        if flag == "--json":
+            rest.remove(flag)
+            continue
+        at = rest.index(flag)
+        assert rest[at + 1] and not rest[at + 1].startswith("-")
+        del rest[at : at + 2]
+    assert rest == [str(lock)] and lock.suffix != ".toml"
+    assert len(options) == len([w for w in words if w in known])
+
+
+def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from lockgen.api import run as use_case
+    from lockgen.cli import fast_path
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug on the fast path")
+
+    monkeypatch.setattr(use_case, "kept_activation", broken)
+    lock = tmp_path / "x.conda-lock.yml"
+    lock.write_text("version: 1\n")
+    assert fast_path.answered(["run", str(lock), "--", "true"]) is None
+    assert capsys.readouterr() == ("", "")
+
+    def said_then_broken(_: object, progress: Callable[[str], None]) -> None:
+        progress("found")
+        raise RuntimeError("a bug after the environment was found")
+
+    monkeypatch.setattr(use_case, "kept_activation", said_then_broken)
+    assert fast_path.answered(["run", str(lock), "--", "true"]) == 3
+    assert capsys.readouterr().err == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and report the traceback\n"
