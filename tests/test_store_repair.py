@@ -171,3 +171,25 @@ def test_the_notes_of_environments_made_are_kept_short(tmp_path: Path, monkeypat
     notes = (tmp_path / "home" / "proven" / "prefixes.jsonl").read_text().splitlines()
     assert len(notes) <= 4 and json.loads(notes[-1])["prefix"] == str(kept)
     assert [environment.prefix for environment in store_scrub.sharing("conda", [(kept.stat().st_dev, kept.stat().st_ino)], ["."])] == [kept]
+
+
+@pytest.mark.slow
+def test_the_store_environment_is_not_stuck_after_the_cache_is_cleaned(lock: Path, tmp_path: Path) -> None:  # noqa: F811
+    """The issue's second trial: the store's own environment (no --prefix) shares the damaged file; after the cache is
+    cleaned (`uv cache clean`) it was still refused for good. It is named with a command that makes it again."""
+    from lockgen.adapters import wheel_store
+
+    store_env, _ = materialize(lock, None, None, lambda _: None)
+    with open(store_env / SITE / "alpha" / "__init__.py", "a") as appended:
+        appended.write("x = 1\n")
+    said: list[str] = []
+    with pytest.raises(LockFormatError):
+        materialize(lock, None, tmp_path / "two", said.append)
+    [named] = [line.split("make it again: ", 1)[1] for line in said if line.startswith(f"{store_env} shares the damaged files")]
+    shutil.rmtree(wheel_store.cache_dir())  # uv cache clean
+    runnable = named.replace("&& lockgen ", f"&& {shlex.quote(sys.executable)} -m lockgen ")
+    done = subprocess.run(["bash", "-c", runnable], capture_output=True, text=True, env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    said.clear()
+    assert materialize(lock, None, None, said.append)[0] == store_env
+    assert any("already materialized" in line for line in said) and check_lock(lock, Prefix(store_env)).clean
