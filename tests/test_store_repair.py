@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lockgen.adapters import parallel, rattler_cache
 from lockgen.api.check import check_lock
@@ -193,3 +195,36 @@ def test_the_store_environment_is_not_stuck_after_the_cache_is_cleaned(lock: Pat
     said.clear()
     assert materialize(lock, None, None, said.append)[0] == store_env
     assert any("already materialized" in line for line in said) and check_lock(lock, Prefix(store_env)).clean
+
+
+@pytest.mark.slow
+def test_a_package_cache_folder_changed_through_an_environment_is_moved_out_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the changed folder was deleted unseen, and the environment sharing the change was not named."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    conda_lock = make_lock(tmp_path, "1.0")
+    first, _ = materialize(conda_lock, None, tmp_path / "first", lambda _: None)
+    with open(first / "lib" / "libfoo.txt", "a") as appended:
+        appended.write("tampered\n")
+    said: list[str] = []
+    second, _ = materialize(conda_lock, None, tmp_path / "second", said.append)
+    assert (second / "lib" / "libfoo.txt").read_text() == "foo 1.0\n"
+    [moved] = list((tmp_path / "home" / "quarantine").glob("*-conda-libfoo-1.0-*"))
+    assert (moved / "lib" / "libfoo.txt").read_text().endswith("tampered\n")
+    assert any(f"moved to {moved}" in line for line in said)
+    assert any(line.startswith(f"{first} shares the changed files; make it again: rm -rf -- {first} && lockgen materialize {conda_lock} --prefix {first}") for line in said)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.binary(max_size=300), lines=st.lists(st.dictionaries(st.sampled_from(["prefix", "lock", "platform"]), st.one_of(st.text(max_size=20), st.integers(), st.none())), max_size=4))
+def test_notes_of_any_shape_name_only_what_they_can(raw: bytes, lines: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notes are lockgen's own file, but anything may be in it (a line cut short, an edit): no shape breaks a
+    repair, and only a note with a prefix, lock and platform, all text, names an environment."""
+    from lockgen.adapters import store_scrub
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    notes = tmp_path / "home" / "proven" / "prefixes.jsonl"
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    notes.write_bytes(raw + b"\n" + "\n".join(json.dumps(line) for line in lines).encode())
+    for prefix, note in store_scrub._noted().items():
+        assert note["prefix"] == prefix and all(isinstance(note[key], str) for key in ("lock", "platform"))
+    assert store_scrub.sharing("wheel", [(0, 0)], ["x.py"]) == []

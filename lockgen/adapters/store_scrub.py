@@ -46,7 +46,7 @@ def _noted() -> dict[str, dict[str, str]]:
     """The environments the notes name, by prefix (the latest line of each wins)."""
     made: dict[str, dict[str, str]] = {}
     try:
-        lines = _prefixes().read_text(encoding="utf-8").splitlines()
+        lines = _prefixes().read_bytes().decode("utf-8", "surrogateescape").splitlines()  # a prefix is any bytes but NUL
     except OSError:
         lines = []
     for line in lines:
