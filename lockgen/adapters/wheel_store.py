@@ -34,6 +34,7 @@ from lockgen.adapters import file_guard
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
 from lockgen.core.confined import child
+from lockgen.errors import UserError
 
 Trusted = dict[tuple[int, int], tuple[int, int, str]]  # (device, inode) -> (size, mtime_ns, sha256)
 
@@ -257,7 +258,10 @@ def _inside(relative: str) -> bool:
 def _folder_path(record: dict) -> Path | None:
     """The cache folder a record names (`archive-v0/<id>`), else None."""
     top, _, name = record["folder"].partition("/")
-    return child(cache_dir() / top, name, "a wheel's cache folder") if top == "archive-v0" and name and "/" not in name else None
+    try:
+        return child(cache_dir() / top, name, "a wheel's cache folder") if top == "archive-v0" else None
+    except UserError:  # no plain name: a record changed by hand names no folder of the store
+        return None
 
 
 def proven_folders() -> Iterator[tuple[str, Path, dict[str, str]]]:
@@ -289,28 +293,24 @@ def proven_folder(wheel_sha256: str, inodes: Iterable[tuple[int, int]]) -> Path 
     return _folder_path(record) if named else None
 
 
-def drop_entries(folder: Path) -> int:
+def drop_entries(folder: Path) -> None:
     """Removes uv's entries for an archive folder moved out of the cache (`archive-v0/<id>`): the links to it and the
     pointer files beside them (`.http`, `.rev`, `.msgpack`) or naming its id, so that uv fetches the wheel again
-    rather than fail on a folder that is gone; returns how many entries went."""
-    needle, dropped = folder.name.encode(), 0
-    for root, _, names in os.walk(cache_dir()):
-        if root == str(cache_dir() / "archive-v0") or root.startswith(f"{cache_dir() / 'archive-v0'}/"):
-            continue
+    rather than fail on a folder that is gone."""
+    needle, top = folder.name.encode(), str(cache_dir())
+    for root, folders, names in os.walk(top):
+        if root == top:
+            folders[:] = [name for name in folders if name != "archive-v0"]  # the unpacked wheels: no entry there
         for name in names:
             path = os.path.join(root, name)
             if os.path.islink(path):
-                if os.path.basename(os.readlink(path)) != folder.name:
-                    continue
-                for stale in (path, *(f"{path}{suffix}" for suffix in (".http", ".rev", ".msgpack"))):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(stale)
-                dropped += 1
+                if os.path.basename(os.readlink(path)) == folder.name:
+                    for stale in (path, *(f"{path}{suffix}" for suffix in (".http", ".rev", ".msgpack"))):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(stale)
             elif name.endswith((".http", ".rev")) and os.path.getsize(path) < 1 << 20 and needle in Path(path).read_bytes():
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-                dropped += 1
-    return dropped
 
 
 def forget(wheel_sha256: str) -> None:
