@@ -1,7 +1,7 @@
 """Hash once, then trust fingerprints, for wheels: a second materialize of the same wheels reads none of the
 files uv links from lockgen's store (each proven against its RECORD the first time, its fingerprint
 unchanged), `--verify` reads them all, and a store file changed in place, even with its size and mtime put
-back (its ctime moves), is hashed again and refused."""
+back (its ctime moves while its link count stays), is hashed again, refused and moved out of the store."""
 
 from __future__ import annotations
 
@@ -53,22 +53,27 @@ def test_a_second_materialize_reads_no_proven_file(lock: Path, tmp_path: Path, h
     assert len([p for p in hashed if "/site-packages/" in p]) == len(wheel_files)  # --verify trusts nothing
 
 
-def test_a_store_file_changed_in_place_is_hashed_and_refused(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
+def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
     materialize(lock, None, tmp_path / "one", lambda _: None)
     stored = next((tmp_path / "home" / "uv-cache" / "archive-v0").glob("*/alpha/__init__.py"))
     before = stored.stat()
+    assert not before.st_mode & 0o222  # the store's files are read-only once proven
     data = stored.read_bytes()
     stored.write_bytes(data.replace(b"1.0", b"6.6") if b"1.0" in data else data[:-1] + b"#")
     os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))  # size and mtime as they were: only ctime moved
-    assert (stored.stat().st_size, stored.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert (stored.stat().st_size, stored.stat().st_mtime_ns, stored.stat().st_nlink) == (before.st_size, before.st_mtime_ns, before.st_nlink)
     hashed.clear()
+    said: list[str] = []
     with pytest.raises(LockFormatError) as refused:
-        materialize(lock, None, tmp_path / "two", lambda _: None)
+        materialize(lock, None, tmp_path / "two", said.append)
     assert "differ from their wheel's RECORD" in refused.value.message and "alpha/__init__.py" in refused.value.message
     assert any(p.endswith("alpha/__init__.py") for p in hashed)
     assert not (tmp_path / "two").exists()
-    with pytest.raises(LockFormatError):  # its proof was dropped: refused again, never trusted
-        materialize(lock, None, tmp_path / "two", lambda _: None)
+    quarantined = next((tmp_path / "home" / "quarantine").glob("*-wheel-*"))  # moved out, not deleted, and named
+    assert str(quarantined) in refused.value.message and (quarantined / "alpha" / "__init__.py").read_bytes() != data
+    assert any(line.startswith(f"{tmp_path / 'one'} shares the damaged files") for line in said)  # the environment linking it
+    second, _ = materialize(lock, None, tmp_path / "two", lambda _: None)  # fetched again against its locked hash
+    assert (second / "lib/python3.11/site-packages/alpha/__init__.py").read_bytes() == data
 
 
 def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
@@ -82,7 +87,7 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
     kept = {path: json.loads(path.read_text()) for path in records}
     assert all(record["layout"] == wheel_store.PROOF_LAYOUT for record in kept.values())
     damages = [
-        lambda r: {"files": {p: [*r["fingerprints"][5 * i : 5 * i + 5], r["sha256"][64 * i : 64 * i + 64]] for i, p in enumerate(r["paths"])}},  # the form of the first layout
+        lambda r: {"files": {p: [*r["fingerprints"][7 * i : 7 * i + 7], r["sha256"][64 * i : 64 * i + 64]] for i, p in enumerate(r["paths"])}},  # the form of the first layout
         lambda r: {**r, "fingerprints": r["fingerprints"][:-1]},
         lambda r: {**r, "sha256": r["sha256"][:-1]},
         lambda r: {**r, "sha256": [r["sha256"]]},

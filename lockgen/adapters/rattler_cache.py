@@ -2,14 +2,16 @@
 install: rattler links environments from the extracted folders it keeps there and never re-reads the
 archive, so a file changed in the cache (or in an environment, since hard links share the cache's
 inode) would reach every later environment. Each extracted file must have the hash its verified
-archive's `paths.json` states; after each install every folder it used is stamped with each file's
-fingerprint (device, inode, size, mtime_ns, ctime_ns), so the next install re-hashes only what changed
-since. ctime is what an edit cannot put back (one with its mtime restored still moves it); every hard link
-made or removed moves it too, which is why the stamps are written again after each install, under one lock
-with the check before it (`held`), and why a folder whose environment was deleted is re-hashed once. The
-stamps catch accidents (an edit through an environment's hard link); someone who can write the cache can
-also write its stamps, which is why `lockgen check --lock --full` hashes every file against the archive's
-manifest. A folder that fails is removed, and extracted again from the verified archive.
+archive's `paths.json` states; after each install every folder it used is made read-only (no write bit on its
+files: a stray write through an environment's link is refused) and stamped with each file's fingerprint
+(device, inode, size, mtime_ns, mode; with the link count and ctime seen beside them) and sha256, so the next
+install re-hashes only what changed since. A hard link made or removed moves an inode's ctime and its link
+count, and is no edit: the ctime is compared only where the link count is the recorded one, where a moved
+ctime is an edit even with the size and mtime put back. The stamps catch accidents (an edit through an
+environment's hard link); what a stat cannot see, and someone who can write the cache and its stamps, is for
+the scrubs that read every byte: `lockgen store verify` (against the stamps' sha256) and `lockgen check --lock
+--full` (against the archive's manifest). A folder that fails is moved into the quarantine (`store_scrub`),
+the environments sharing its changed files named, and it is extracted again from the verified archive (below).
 
 A folder rattler does not have yet is extracted here, by rattler's own extractor (tar-rs: the reader that would
 have made it), into a staging folder of the cache, and judged before it takes the name rattler links from
@@ -30,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from lockgen.adapters import file_guard
+from lockgen.adapters import file_guard, store_scrub
 from lockgen.adapters.archive_safety import stays_inside
 from lockgen.core.confined import file_name
 from lockgen.digests import file_digest
@@ -38,8 +40,11 @@ from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
 from lockgen.model.names import shown
+from lockgen.model.results import DamagedStoreFolder
 
 STAMPS = ".lockgen-verified"
+STAMP_LAYOUT = 2  # 1 kept ctime among the fields that must match, and no sha256: every environment removed threw the stamps away
+WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
 def _folder_name(package: LockedPackage) -> str:
@@ -51,7 +56,13 @@ def _signature(path: str) -> list[int] | None:
         info = os.lstat(path)
     except OSError:
         return None
-    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode, info.st_nlink, info.st_ctime_ns]
+
+
+def _unchanged(kept: object, now: list[int] | None) -> bool:
+    """Whether a file's stamp still holds: the same five fields, and the same ctime where the link count is the one
+    recorded (a link made or removed moves both)."""
+    return isinstance(kept, list) and now is not None and len(kept) == len(now) and kept[:5] == now[:5] and (kept[5] != now[5] or kept[6] == now[6])
 
 
 @contextlib.contextmanager
@@ -72,7 +83,8 @@ def _sha256(path: Path) -> str | None:
 def _write_stamp(stamp_path: Path, manifest: PackageManifest, signatures: dict[str, list[int] | None]) -> None:
     stamp_path.parent.mkdir(exist_ok=True)
     partial = stamp_path.with_name(f"{stamp_path.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps({"archive": manifest.sha256, "files": signatures}))
+    digests = {f.path: f.sha256 for f in manifest.files if f.path in signatures}
+    partial.write_text(json.dumps({"layout": STAMP_LAYOUT, "archive": manifest.sha256, "files": signatures, "sha256": digests}))
     os.replace(partial, stamp_path)
 
 
@@ -81,9 +93,22 @@ def _signatures(folder: Path, manifest: PackageManifest) -> dict[str, list[int] 
     return {f.path: _signature(os.path.join(top, f.path)) for f in manifest.files if f.kind == "file" and f.sha256}
 
 
-def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) -> bool | None:
-    """Whether the extracted folder of `package` is intact; None when there is none yet. A folder that is
-    not intact is removed."""
+def _seal(folder: Path, manifest: PackageManifest) -> None:
+    """Takes the write bits off the folder's regular files (the environment's hard links share the mode)."""
+    for f in manifest.files:
+        if f.kind == "file" and f.sha256:
+            path = os.path.join(str(folder), f.path)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_mode & WRITE_BITS:
+                os.chmod(path, stat.S_IMODE(info.st_mode) & ~WRITE_BITS)
+
+
+def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) -> DamagedStoreFolder | bool | None:
+    """Whether the extracted folder of `package` is intact; None when there is none yet. A folder that is not
+    intact is moved into the quarantine, and returned as damaged (the environments sharing its changed files named)."""
     folder = cache / _folder_name(package)
     if not folder.is_dir():
         return None
@@ -94,13 +119,16 @@ def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) 
         stamp = json.loads(stamp_path.read_text())
     except (OSError, ValueError):
         stamp = {}
-    if stamp.get("archive") == manifest.sha256 and stamp.get("files") == signatures:
+    kept = stamp.get("files") if isinstance(stamp, dict) and stamp.get("layout") == STAMP_LAYOUT and stamp.get("archive") == manifest.sha256 else None
+    if isinstance(kept, dict) and kept.keys() == signatures.keys() and all(_unchanged(kept[path], now) for path, now in signatures.items()):
         return True
-    if all(_sha256(folder / f.path) == f.sha256 for f in files):
-        return True  # stamped after the install (its links move every ctime)
-    shutil.rmtree(folder, ignore_errors=True)
+    changed = [f.path for f in files if _sha256(folder / f.path) != f.sha256]
+    if not changed:
+        return True  # stamped after the install
+    inodes = {(signature[0], signature[1]) for path in changed if (signature := signatures.get(path)) is not None}
+    environments = store_scrub.sharing("conda", inodes, changed)
     stamp_path.unlink(missing_ok=True)
-    return False
+    return DamagedStoreFolder("conda", folder, tuple(changed), store_scrub.quarantine(folder, "conda"), tuple(environments))
 
 
 def _landed_entry(path: str, info: os.stat_result, stated: ManifestFile | None, links: dict[str, str]) -> str | None:
@@ -176,17 +204,44 @@ def _extract_judged(cache: Path, package: LockedPackage, manifest: PackageManife
 
 
 def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]], progress: Callable[[str], None], archives: Sequence[Path] | None = None) -> None:
-    """Checks every extracted folder the install will link from (a changed one is removed, to be extracted
-    again); with `archives` (one per package), each folder not there (or just removed) is extracted from its
+    """Checks every extracted folder the install will link from (a changed one is moved into the quarantine, to be
+    extracted again; the environments that share its changed files are named with the command that makes each
+    again); with `archives` (one per package), each folder not there (or just moved out) is extracted from its
     archive and judged (`landed_problems`) before the install links from it."""
     with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:
         intact = list(pool.map(lambda item: _verify_one(cache, *item), packages))
-        purged = [f"{p.name} {p.version}" for (p, _), ok in zip(packages, intact) if ok is False]
-        if purged:
-            progress(f"the package cache held changed files of {', '.join(purged)}: extracting them again")
+        damaged = [(p, found) for (p, _), found in zip(packages, intact) if isinstance(found, DamagedStoreFolder)]
+        if damaged:
+            names = ", ".join(f"{shown(p.name)} {shown(p.version)}" for p, _ in damaged)
+            moved = ", ".join(shown(str(found.quarantined), 400) for _, found in damaged)
+            progress(f"the package cache held changed files of {names}: moved to {moved}; extracting them again")
+            for _, found in damaged:
+                for environment in found.environments:
+                    progress(f"{shown(str(environment.prefix), 400)} shares the changed files; make it again: {shown(environment.repair, 800)}")
         if archives is not None:
-            missing = [(package, manifest, archive) for (package, manifest), archive, ok in zip(packages, archives, intact) if not ok]
+            missing = [(package, manifest, archive) for (package, manifest), archive, found in zip(packages, archives, intact) if found is not True]
             list(pool.map(lambda item: _extract_judged(cache, *item), missing))  # the first refusal is raised
+
+
+def stamped_folders(cache: Path) -> list[tuple[Path, dict[str, str]]]:
+    """Every extracted folder with a stamp that keeps sha256s: the folder and each stamped file (folder-relative)
+    with the sha256 it was checked to have. A stamp naming a path outside its folder is left out."""
+    found = []
+    for stamp_path in sorted((cache / STAMPS).glob("*.json")):
+        try:
+            stamp = json.loads(stamp_path.read_text())
+        except (OSError, ValueError):
+            continue
+        digests = stamp.get("sha256") if isinstance(stamp, dict) and stamp.get("layout") == STAMP_LAYOUT else None
+        folder = cache / stamp_path.name.removesuffix(".json")
+        if isinstance(digests, dict) and folder.is_dir() and all(isinstance(v, str) and all(part not in ("", ".", "..") for part in k.split("/")) for k, v in digests.items()):
+            found.append((folder, digests))
+    return found
+
+
+def forget(folder: Path) -> None:
+    """Drops the stamp of an extracted folder (it was moved out of the cache)."""
+    (folder.parent / STAMPS / f"{folder.name}.json").unlink(missing_ok=True)
 
 
 def stamp(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]]) -> None:
@@ -195,4 +250,5 @@ def stamp(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]]
     for package, manifest in packages:
         folder = cache / _folder_name(package)
         if folder.is_dir():
+            _seal(folder, manifest)
             _write_stamp(cache / STAMPS / f"{folder.name}.json", manifest, _signatures(folder, manifest))

@@ -1,5 +1,7 @@
-"""Use cases over the store of environments (`$LOCKGEN_HOME/envs`): list them (`lockgen envs`), and
-remove those no lock refers to (`lockgen gc`).
+"""Use cases over lockgen's store: its environments (`$LOCKGEN_HOME/envs`), listed (`lockgen envs`) and removed
+where no lock refers to them (`lockgen gc`); and the files environments link from (its uv cache and rattler cache),
+read again byte by byte against their proofs and, with `--repair`, a damaged folder moved out to be fetched again
+(`lockgen store verify`).
 
 gc refuses a root that names no lock (a misspelt folder would otherwise keep nothing and remove every
 environment). One gc runs at a time, under a flock guard in the store (`file_guard.held`), so a
@@ -9,13 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockgen.adapters import env_manifest, file_guard, home, lock_file
+from lockgen.adapters import env_manifest, file_guard, home, lock_file, rattler_cache, store_scrub, wheel_store
 from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.errors import UserError
 from lockgen.model.inputs import LockBytes
 from lockgen.model.lock import LoadedLock
-from lockgen.model.results import StoreEntry
+from lockgen.model.results import DamagedStoreFolder, StoreEntry, StoreScrub
 
 TRASH_SUFFIX = ".tmp-gc"
 GUARD = ".gc.lock"
@@ -71,3 +73,36 @@ def _locks_named(roots: list[Path]) -> list[LockBytes | LoadedLock]:
         else:
             raise UserError(f"gc: `{root}` does not exist", "check the spelling: every argument must be a lock or a folder of locks whose environments stay; nothing was removed")
     return locks
+
+
+def verify_store(repair: bool) -> StoreScrub:
+    """Every file of lockgen's store that a proof keeps (a wheel's proven files in uv's cache, a conda package's
+    stamped files in rattler's) read again and compared with the sha256 it was proven to have; with `repair`, each
+    damaged folder is moved into the quarantine and its proof dropped, so the next materialize fetches it again
+    against its locked hash. The environments that link a damaged file are named either way."""
+    files, damaged = 0, []
+    with wheel_store.held():  # no install links from the store meanwhile
+        for wheel, folder, proven in wheel_store.proven_folders():
+            files += len(proven)
+            changed, inodes = store_scrub.damaged_files(folder, proven)
+            if changed:
+                moved = None
+                environments = tuple(store_scrub.sharing("wheel", inodes, changed))
+                if repair:
+                    moved = store_scrub.quarantine(folder, "wheel")
+                    wheel_store.forget(wheel)
+                    wheel_store.drop_entries(folder)
+                damaged.append(DamagedStoreFolder("wheel", folder, tuple(changed), moved, environments))
+    cache = home.lockgen_home() / "rattler-cache"
+    with rattler_cache.held(cache):
+        for folder, stamped in rattler_cache.stamped_folders(cache):
+            files += len(stamped)
+            changed, inodes = store_scrub.damaged_files(folder, stamped)
+            if changed:
+                moved = None
+                environments = tuple(store_scrub.sharing("conda", inodes, changed))
+                if repair:
+                    moved = store_scrub.quarantine(folder, "conda")
+                    rattler_cache.forget(folder)
+                damaged.append(DamagedStoreFolder("conda", folder, tuple(changed), moved, environments))
+    return StoreScrub(files, tuple(damaged))

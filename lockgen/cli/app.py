@@ -14,7 +14,7 @@ import typer
 import typer.main
 from typer.core import TyperArgument, TyperOption
 
-from lockgen.cli import arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds, verify_cmds
+from lockgen.cli import arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds, store_cmd, verify_cmds
 from lockgen.cli.ui import say, state
 
 app = typer.Typer(
@@ -72,6 +72,7 @@ app.command("attest")(verify_cmds.attest)
 app.add_typer(verify_cmds.cert_app, name="cert")
 app.add_typer(facts_cmd.facts_app, name="facts")
 app.add_typer(fleet_cmd.fleet_app, name="fleet")
+app.add_typer(store_cmd.store_app, name="store")
 
 
 METAVARS = {"--update": "PKG", "--prefix": "DIR", "--python": "PY"}  # clearer than the flag's own name

@@ -98,6 +98,35 @@ class StoreEntry:
 
 
 @dataclass(frozen=True)
+class SharingEnvironment:
+    """An environment that links a damaged store file (the same inode), and the shell command that makes it again."""
+
+    prefix: Path
+    repair: str
+
+
+@dataclass(frozen=True)
+class DamagedStoreFolder:
+    """A folder of lockgen's store holding files that are not the bytes its proof kept: which store (`wheel`: uv's
+    cache, `conda`: rattler's), the folder, its changed or missing files (folder-relative), where it was moved
+    (None when it was only found), and the environments sharing its changed inodes."""
+
+    store: Literal["wheel", "conda"]
+    folder: Path
+    files: tuple[str, ...]
+    quarantined: Path | None
+    environments: tuple[SharingEnvironment, ...]
+
+
+@dataclass(frozen=True)
+class StoreScrub:
+    """`lockgen store verify`: how many store files were read again, and the folders found damaged."""
+
+    files: int
+    damaged: tuple[DamagedStoreFolder, ...]
+
+
+@dataclass(frozen=True)
 class Conformance:
     """Whether an environment is its lock, judged from the packages' own manifests: the report (per
     package, foreign files, modes), the expected environment's digest, and what else was wrong

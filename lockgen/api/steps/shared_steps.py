@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
-from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs, stat_walk
+from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs, stat_walk, store_scrub
 from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
@@ -63,6 +63,8 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
             raise UserError(f"{final} is a symbolic link to `{final.readlink()}`, which leads to nothing", "remove the link, or pass --prefix the folder it names")
         with file_guard.built_beside(final) as temp:
             digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter, allow_md5=allow_md5, verify=verify)
+        if loaded.source:  # a damaged store file names the environments that link it
+            store_scrub.remember(final, Path(loaded.source), platform)
     return digest
 
 

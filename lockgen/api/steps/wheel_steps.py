@@ -13,11 +13,13 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
-from lockgen.adapters import env_manifest, installers, parallel, wheel_store
+from lockgen.adapters import env_manifest, installers, parallel, store_scrub, wheel_store
 from lockgen.core.conformance import ExpectedPackage
 from lockgen.errors import LockFormatError, ToolFailedError
 from lockgen.model.lock import LockedPackage
+from lockgen.model.names import shown
 
 Meter = Callable[[str, int, int], None]
 # how uv --offline says its cache lacked what it needed: the last line of its error (uv 0.13: the hint), or the cause
@@ -58,6 +60,38 @@ def _install(pip: list[LockedPackage], python: Path, progress: Callable[[str], N
     installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing)
 
 
+def _refuse(wrong: list[tuple[str, str]], pins: list[str], expected: list[ExpectedPackage], infos: env_manifest.Walked, prefix: Path, progress: Callable[[str], None]) -> NoReturn:
+    """Refuses installed files that differ from their wheel's RECORD (`wrong`: package key, path). A wheel whose
+    proof named a changed file's inode had its store folder damaged after it was proven: the folder is moved
+    into the quarantine (uv fetches the wheel again, against its locked hash, on the next materialize) and the
+    environments sharing the damaged files are named, each with the command that makes it again. A file never
+    proven is refused as before (the wheel's own RECORD may be wrong: fetching it again would not help). The proofs
+    of the wheels refused are dropped either way."""
+    quarantined: list[str] = []
+    for pin, placed in zip(pins, expected):
+        paths = [path for key, path in wrong if key == placed.key]
+        if not paths:
+            continue
+        inodes = {(infos[path].st_dev, infos[path].st_ino) for path in paths if path in infos}
+        folder = wheel_store.proven_folder(pin, inodes)
+        wheel_store.forget(pin)
+        if folder is None or not folder.is_dir():
+            continue
+        site = posixpath.dirname(placed.dist_info) if placed.dist_info else ""
+        relatives = [posixpath.relpath(path, site) if site else path for path in paths]
+        for environment in store_scrub.sharing("wheel", inodes, relatives, besides=prefix):
+            progress(f"{shown(str(environment.prefix), 400)} shares the damaged files; make it again: {shown(environment.repair, 800)}")
+        quarantined.append(shown(str(store_scrub.quarantine(folder, "wheel")), 400))
+        wheel_store.drop_entries(folder)
+    first = f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0][0]}: {wrong[0][1]}"
+    if quarantined:
+        raise LockFormatError(
+            f"{first}: lockgen's wheel store was damaged after it was proven; moved out to {', '.join(quarantined)}",
+            "materialize (or unpack) again: the wheel is fetched again against its locked hash",
+        )
+    raise LockFormatError(first, f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir {wheel_store.cache_dir()}) and materialize again")
+
+
 def install_proven(
     pip: list[LockedPackage],
     place: Callable[[], list[ExpectedPackage]],
@@ -96,13 +130,10 @@ def install_proven(
         found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
         wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
         if wrong:
-            for pin, placed in zip(pins, expected):
-                if any(key == placed.key for key, _ in wrong):
-                    wheel_store.forget(pin)
-            raise LockFormatError(
-                f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0][0]}: {wrong[0][1]}",
-                f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir {wheel_store.cache_dir()}) and materialize again",
-            )
+            _refuse(wrong, pins, expected, infos, prefix, progress)
+        sealed = wheel_store.seal(prefix, {path: infos[path] for path in found if path in infos})  # read-only from now on
+        infos.update(sealed)
+        tree[0].update(sealed)
         for pin, placed in zip(pins, expected):
             if placed.dist_info is not None:
                 mine = {f.path for f in placed.files if f.sha256}
