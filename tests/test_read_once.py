@@ -152,7 +152,7 @@ def test_a_step_that_reads_the_lock_again_is_caught(lock: Path, tmp_path: Path, 
     with pytest.raises(AssertionError, match="': 2"):
         each_once([lock], "materialize", str(lock), "--prefix", str(tmp_path / "env"))
     stack = lock.parent.parent / "stack.toml"
-    monkeypatch.setattr(stack_steps, "read_stack", lambda path, fetch=None: (path.read_text(), read_stack(path, fetch))[1])
+    monkeypatch.setattr(stack_steps, "read_stack", lambda path, fetch=None, text=None: (path.read_text(), read_stack(path, fetch, text))[1])
     with pytest.raises(AssertionError, match="': 2"):
         each_once([stack, lock], "resolve", str(stack), "--check")
 
