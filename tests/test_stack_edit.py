@@ -4,9 +4,6 @@ locks' changes shown, and a change that does not parse or solve leaving the stac
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,8 +15,8 @@ from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.resolve import resolve
 from lockgen.core.stack_edit import addition, default_table, with_added, without
 from lockgen.errors import UserError
-from tests.conftest import REPO, _QuietHandler, run_cli
-from tests.wheel_index import Wheel, build_index
+from tests.conftest import REPO, run_cli
+from tests.wheel_index import Wheel, served_index
 
 EXAMPLES = sorted((REPO / "envs" / "examples").glob("*/stack.toml"))
 CONDA_STACK = '# a tiny stack\n[stack]\nname = "tiny"   # its name\nchannels = ["{channel}"]\n\n[dependencies]\npytorch = "*"  # the CPU build\n\n# the fleet\n[targets.cpu]\narch = "cpu"\n'
@@ -159,11 +156,8 @@ def test_pypi_and_conda_together_are_a_usage_error(conda_stack: Path) -> None:
 
 @pytest.fixture
 def index_url(tmp_path: Path) -> Iterator[str]:
-    root = build_index(tmp_path / "index", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)), Wheel("delta", "1.0")])
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/simple"
-    server.shutdown()
+    with served_index(tmp_path / "index", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)), Wheel("delta", "1.0")]) as url:
+        yield url
 
 
 @pytest.mark.slow

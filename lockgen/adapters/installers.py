@@ -15,7 +15,7 @@ from pathlib import Path
 from lockgen.adapters import file_roots
 from lockgen.adapters.tool_runner import run_tool
 from lockgen.adapters.uv_resolver import uv_binary
-from lockgen.errors import LockFormatError
+from lockgen.errors import HostError, LockFormatError
 from lockgen.model.lock import LockedPackage
 
 
@@ -139,3 +139,39 @@ def install_pip(
         )
     finally:
         Path(requirements.name).unlink(missing_ok=True)
+
+
+VERSION_OF = "import platform; print(platform.python_version())"
+
+
+def interpreter_version(python: str) -> str:
+    """The `X.Y.Z` of the Python at `python`, as it says when run (a venv's `pyvenv.cfg` says what it was made with)."""
+    return run_tool([python, "-I", "-c", VERSION_OF], f"asking {python} for its version", "pass a Python that runs here", timeout_s=60).stdout.strip()
+
+
+def pinned_python(version: str, progress: Callable[[str], None]) -> str:
+    """The path of Python `version` (`X.Y.Z`, a lock's exact interpreter) on this host, as uv finds it (its managed
+    Pythons and the search path, outside any virtual environment), else as `uv python install` provides it (uv
+    downloads it, where its settings allow). Without it, a HostError naming the `X.Y.Z` this host has instead."""
+    found = _found_python(version)
+    if found is not None:
+        return found
+    progress(f"this host has no Python {version}: installing it with uv")
+    installed = run_tool([uv_binary(), "python", "install", version], f"installing Python {version}", timeout_s=600, check=False)
+    found = _found_python(version) if installed.returncode == 0 else None
+    if found is not None:
+        return found
+    minor = ".".join(version.split(".")[:2])
+    other = _found_python(minor)
+    here = f"this host's Python {minor} is {interpreter_version(other)} ({other})" if other else f"this host has no Python {minor}"
+    why = next((line.strip() for line in reversed(installed.stderr.splitlines()) if line.strip()), f"uv exit {installed.returncode}")
+    raise HostError(
+        f"the lock was made for Python {version}, and {here}; uv could not install {version}: {why}",
+        f'install Python {version} (uv python install {version}, where uv may download it) and run this again, or re-lock for the Python here: python = "{minor}" under [stack] takes any {minor}.x',
+    )
+
+
+def _found_python(request: str) -> str | None:
+    """The interpreter `uv python find` picks for `request` (`3.11.9`, `3.11`), never downloading, or None."""
+    found = run_tool([uv_binary(), "python", "find", "--system", "--no-project", "--no-python-downloads", request], f"finding Python {request}", timeout_s=60, check=False)
+    return found.stdout.strip() or None if found.returncode == 0 else None

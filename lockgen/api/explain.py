@@ -41,9 +41,9 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
         found += [] if target.is_gpu else cpu_target_candidates(facts, spec, target)
         sources = TorchSources(facts, spec)
         for platform in spec.platforms_of(target) if target.is_gpu else ():
-            inference = sources.inference(target, platform, spec.python) if spec.python else None
+            inference = sources.inference(target, platform, spec.python_minor) if spec.python_minor else None
             judged = with_inferred(facts, inference) if inference else facts
-            found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python))
+            found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python_minor))
     if channels is not None:
         for platform in spec.platforms_of(target):
             for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):

@@ -52,7 +52,7 @@ class PypiPlan:
 
 def held_by_conda(spec: StackSpec, conda_packages: list[LockedPackage]) -> tuple[str, dict[str, str]]:
     """(the Python major.minor, the conda Python packages uv must leave as they are, by PyPI name)."""
-    python = spec.python
+    python = spec.python_minor
     held: dict[str, str] = {}
     for package in conda_packages:
         if package.name == "python":
