@@ -8,14 +8,17 @@ import asyncio
 import errno
 import os
 import posixpath
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from lockgen.adapters import file_roots
-from lockgen.adapters.tool_runner import run_tool
+from lockgen.adapters.tool_runner import last_line, run_tool
 from lockgen.adapters.uv_resolver import uv_binary
-from lockgen.errors import HostError, LockFormatError
+from lockgen.core.credentials import scrub_url
+from lockgen.errors import HostError, LockFormatError, ToolFailedError
+from lockgen.model.names import shown
 from lockgen.model.lock import LockedPackage
 
 
@@ -99,6 +102,24 @@ def _venv_home(prefix: Path) -> str | None:
     return next((value.strip() for key, _, value in (line.partition("=") for line in lines) if key.strip() == "home"), None)
 
 
+INSTALL_HINT = "check the network or the index"
+_HASH_MISMATCH = re.compile(
+    r"Hash mismatch for `(?P<name>[^`@\s]+) @ (?P<url>[^`]+)`.*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64}).*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})", re.DOTALL
+)
+
+
+def _hash_mismatch(stderr: str) -> LockFormatError | None:
+    """uv's refusal of a wheel whose bytes are not the lock's sha256, said as what it is: the lock and the file
+    differ (a lock edited by hand, or an index that serves another file under the name), not the network."""
+    found = _HASH_MISMATCH.search(stderr)
+    if found is None:
+        return None
+    return LockFormatError(
+        f"`{shown(found['name'], 80)}`'s wheel at {shown(scrub_url(found['url']), 200)} has sha256 {found['computed']}, and the lock says {found['expected']}: nothing was installed",
+        "the lock's hash or the index's file changed since the lock was made: restore the lock lockgen wrote, or re-lock (lockgen resolve) from the index you trust",
+    )
+
+
 def install_pip(
     packages: list[LockedPackage], python: Path, progress: Callable[[str], None], env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None, offline: bool = False
 ) -> None:
@@ -114,7 +135,7 @@ def install_pip(
         requirements.write("\n".join(lines) + "\n")
     progress(f"installing {len(packages)} wheels with uv (hash-checked, no dependencies)")
     try:
-        run_tool(
+        done = run_tool(
             [
                 uv_binary(),
                 "pip",
@@ -131,12 +152,15 @@ def install_pip(
                 requirements.name,
             ],
             "installing the pip entries",
-            "a wheel that does not match its hash is refused; check the network or the index",
+            INSTALL_HINT,
             timeout_s=3600,
             env=env,
             heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"),
             meanwhile=meanwhile,
+            check=False,
         )
+        if done.returncode != 0:
+            raise _hash_mismatch(done.stderr) or ToolFailedError("installing the pip entries", "uv", done.returncode, last_line(done.stderr or done.stdout), INSTALL_HINT)
     finally:
         Path(requirements.name).unlink(missing_ok=True)
 
