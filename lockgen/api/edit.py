@@ -15,7 +15,7 @@ from lockgen.api.steps.stack_steps import stack_text
 from lockgen.core import stack_edit
 from lockgen.core.lock_diff import diff_locks
 from lockgen.errors import LockgenError, SpecError, UserError
-from lockgen.model.lock import Lock
+from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.requests import StackEditRequest
 from lockgen.model.results import RelockedTarget, StackEdited
 
@@ -49,29 +49,30 @@ def _relocked(request: StackEditRequest, old: str, new: str, progress: Progress)
     except SpecError as exc:
         raise UserError(f"the stack would not be valid after this change: {exc.message}", exc.hint) from None
     chosen = selected(resolving.spec, request.targets)
-    before = {target.name: _lock_before(resolving.lock_path(target), progress) for target in chosen}
-    locked = lock_targets(resolving, request.targets, progress=progress)
+    read = {target.name: _lock_before(resolving.lock_path(target), progress) for target in chosen}
+    before = {name: loaded for name, loaded in read.items() if loaded is not None}  # each read once: compared, and kept where unchanged
+    locked = lock_targets(resolving, request.targets, current=before, progress=progress)
     write_atomic(request.stack, new, request.stack.stat().st_mode & 0o777)
     names = {target.name for target in chosen}
     stale = tuple(t.name for t in resolving.spec.targets if t.name not in names and resolving.lock_path(t).is_file())
-    targets = tuple(RelockedTarget(done.result, _changes(before[done.result.target], done.lock)) for done in locked)
+    targets = tuple(RelockedTarget(done.result, _changes(before.get(done.result.target), done.lock)) for done in locked)
     return StackEdited(request.stack, tuple(stack_edit.changed_lines(old, new)), targets, stale)
 
 
-def _lock_before(path: Path, progress: Progress) -> Lock | None:
+def _lock_before(path: Path, progress: Progress) -> LoadedLock | None:
     """A target's lock as it was, to say what the edit changed in it; None where there is none, or one lockgen
     cannot read (the new lock replaces it all the same)."""
     if not path.is_file():
         return None
     try:
-        return read_lock(path).lock
+        return read_lock(path)
     except LockgenError as exc:
         progress(f"the lock {path} as it was cannot be read ({exc.message}): its changes are not shown")
         return None
 
 
-def _changes(old: Lock | None, new: Lock) -> tuple[str, ...] | None:
+def _changes(old: LoadedLock | None, new: Lock) -> tuple[str, ...] | None:
     if old is None:
         return None
-    diff = diff_locks(old, new)
+    diff = diff_locks(old.lock, new)
     return tuple([*(f"- platform {p}" for p in diff.platforms_only_in_a), *(f"+ platform {p}" for p in diff.platforms_only_in_b), *(c.line() for c in diff.changes)])
