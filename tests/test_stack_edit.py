@@ -4,6 +4,7 @@ locks' changes shown, and a change that does not parse or solve leaving the stac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -177,3 +178,8 @@ def test_add_to_a_pure_pypi_stack_with_two_targets(tmp_path: Path, index_url: st
     assert "not re-locked, stale now: old" in one.stderr
     check = run_cli("resolve", str(stack), "--check")
     assert check.returncode == 1 and "old" in check.stdout and "cpu" not in check.stdout
+    again = run_cli("add", "gamma==1.0", "--target", "old", "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    said = json.loads(again.stdout)
+    assert said["lines"] == ['+ gamma = "==1.0"'] and said["stale"] == ["cpu"]
+    assert [(t["target"], t["written"], t["changes"]) for t in said["targets"]] == [("old", True, [])]  # gamma was there: the lock stays as it was

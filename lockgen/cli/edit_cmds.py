@@ -4,7 +4,7 @@ kept), the stack re-locked as `lockgen resolve` would, and what changed in each 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
@@ -34,7 +34,7 @@ def add(
 
     if pypi and conda:
         fail("--pypi and --conda each name the table the packages go to", "pass one of them", 2)
-    table = "pypi-dependencies" if pypi else "dependencies" if conda else None
+    table: Literal["dependencies", "pypi-dependencies"] | None = "pypi-dependencies" if pypi else "dependencies" if conda else None
     _show(api.add(StackEditRequest(stack, tuple(packages), table, tuple(target), tuple(channel_alias)), progress), as_json)
 
 
