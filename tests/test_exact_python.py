@@ -103,3 +103,23 @@ def test_materialize_makes_the_venv_with_the_pinned_python_and_refuses_another(t
     error, hint = other.stderr.strip().splitlines()[-2:]
     assert error == f"error: {env} runs Python {HERE} ({env}/bin/python), and the lock was made for Python {ELSEWHERE}", other.stderr
     assert hint.startswith(f"hint: materialize the lock into a new prefix (lockgen materialize {elsewhere} --prefix DIR)")
+
+
+@pytest.mark.slow
+def test_a_kept_verdict_does_not_outlive_the_interpreter(tmp_path: Path, index_url: str) -> None:
+    """The venv's Python is outside it: replaced in place (a host upgrade, same path), a check that passed before
+    asks it again rather than stand on the verdict its unchanged files would give."""
+    lock, env = locked(tmp_path / "here", HERE, index_url), tmp_path / "env"
+    assert run_cli("materialize", str(lock), "--prefix", str(env), env=NO_DOWNLOADS).returncode == 0
+    outside = tmp_path / "host" / "python"  # stands in for the host's interpreter the venv links to
+    outside.parent.mkdir()
+    outside.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    outside.chmod(0o755)
+    (env / "bin" / "python").unlink()
+    (env / "bin" / "python").symlink_to(outside)
+    for _ in range(2):  # the work, then the kept verdict
+        passed = run_cli("check", "--lock", str(lock), "--prefix", str(env))
+        assert passed.returncode == 0, passed.stderr
+    outside.write_text("#!/bin/sh\necho 3.11.99-upgraded\n")  # same path, same link: another interpreter
+    refused = run_cli("check", "--lock", str(lock), "--prefix", str(env))
+    assert refused.returncode == 1 and f"runs Python 3.11.99-upgraded ({env}/bin/python), and the lock was made for Python {HERE}" in refused.stderr, refused.stderr

@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING
 from lockgen.adapters import lock_file
 from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
 from lockgen.errors import UserError
-from lockgen.model.inputs import LockBytes
 from lockgen.model.requests import CheckRequest, CheckTarget, Image, Prefix, Python
 from lockgen.model.results import Conformance, Drift, ImageDrift
 
 if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
-    from lockgen.model.lock import LoadedLock
 
 
 def check(request: CheckRequest, progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> Drift | ImageDrift | Conformance:
@@ -106,34 +104,12 @@ def check_lock(
     lock, bundle = lock_file.read(lock_path), read_bundle(manifests)
     if not isinstance(target, Image):
         prefix = _prefix_of(target)
-        given: LockBytes | LoadedLock = _same_interpreter(lock, target, prefix, platform) if (prefix / "pyvenv.cfg").is_file() else lock
-        return conform(given, prefix, platform, bundle, progress, meter, allow_foreign=allow_foreign, fingerprints=not full)
+        venv_python = target.interpreter if isinstance(target, Python) else str(prefix / "bin" / "python")
+        interpreter = venv_python if (prefix / "pyvenv.cfg").is_file() else None  # held to the lock's exact Python, if it names one
+        return conform(lock, prefix, platform, bundle, progress, meter, allow_foreign=allow_foreign, fingerprints=not full, interpreter=interpreter)
     from lockgen.adapters.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image
 
     loaded = parsed(lock)
     read_manifests(loaded, platform, bundle, progress)  # a lock that cannot be proven: refused before the pull
     return prove_image(loaded, target.source, bundle, platform, target.insecure, target.prefix, progress, meter, allow_foreign)
-
-
-def _same_interpreter(lock: LockBytes, target: Prefix | Python, prefix: Path, platform: str | None) -> LoadedLock:
-    """The lock parsed, once the venv at `prefix` is found to run the one Python the lock was made for, where
-    it names one (`lockgen.interpreter.<platform>`: a stack's `python = "X.Y.Z"`); a venv on another is refused
-    naming both. The interpreter is asked (a venv's `pyvenv.cfg` keeps what it was made with, not what runs)."""
-    from lockgen.adapters.installers import interpreter_version
-    from lockgen.adapters.lockfile_yaml import parsed
-    from lockgen.api.steps.materialize_steps import lock_platform
-    from lockgen.core.lock_builder import LockgenMeta
-
-    loaded = parsed(lock)
-    exact = LockgenMeta(loaded.lock).interpreter(lock_platform(loaded.lock, platform))
-    if not exact:
-        return loaded
-    interpreter = target.interpreter if isinstance(target, Python) else str(prefix / "bin" / "python")
-    runs = interpreter_version(interpreter)
-    if runs != exact:
-        raise UserError(
-            f"{prefix} runs Python {runs} ({interpreter}), and the lock was made for Python {exact}",
-            f"materialize the lock into a new prefix (lockgen materialize {lock.source} --prefix DIR): it makes the venv with Python {exact}",
-        )
-    return loaded
