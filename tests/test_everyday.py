@@ -64,6 +64,7 @@ def node_facts(tmp_path: Path, glibc: str) -> dict[str, str]:
     return {"LOCKGEN_NODE_FACTS": str(path)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("glibc", "chosen"), [("2.35", "cpu"), ("2.17", "cpu-el7")])
 def test_explain_takes_this_nodes_target_and_the_stack_here(tmp_path: Path, glibc: str, chosen: str) -> None:
     folder = tmp_path / "quickstart"
@@ -79,6 +80,7 @@ def test_explain_on_a_node_no_target_matches_names_the_way_out(tmp_path: Path) -
     assert result.returncode == 1 and "no target of" in result.stderr and "pass --target NAME" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_resolve_takes_the_stack_here(tmp_path: Path) -> None:
     folder = tmp_path / "quickstart"
     shutil.copytree(QUICKSTART, folder)

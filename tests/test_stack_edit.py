@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from lockgen.adapters.lockfile_yaml import load_lock
 from lockgen.api.resolve import resolve
+from lockgen.core.spec_parse import parse_stack_text
 from lockgen.core.stack_edit import addition, default_table, with_added, without
 from lockgen.errors import UserError
 from tests.conftest import REPO, run_cli
@@ -61,6 +62,28 @@ def test_an_addition_is_one_line_at_the_end_of_its_table(present: list[str], com
     added = with_added(text, [addition(new + spec, "pypi-dependencies")], "stack.toml")
     assert added == text.replace(lines, f'{lines}{new} = "{spec or "*"}"\n', 1)
     assert without(added, [new], "stack.toml") == text
+
+
+versions = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True)
+pypi_specs = st.one_of(st.just(""), st.tuples(st.sampled_from(["==", ">=", "<", "~=", "!="]), versions).map("".join))
+conda_specs = st.one_of(st.just(""), st.tuples(st.sampled_from(["", "=", ">=", "<", "==", " "]), versions, st.sampled_from(["", ".*", " cuda*", " *_cpu"])).map("".join))
+
+
+@settings(max_examples=30, deadline=None)
+@given(names, pypi_specs, st.lists(st.sampled_from(["torch", "jupyter", "dev"]), max_size=2, unique=True), names, conda_specs)
+def test_what_add_writes_is_what_the_stack_parser_reads(pypi_name: str, specifier: str, extras: list[str], conda_name: str, match_spec: str) -> None:
+    """A package as the command line writes it, put in a stack, reads back from the stack as that package (a bare
+    conda version is written apart from the name, `numpy 1.26`: `numpy1.26` is a name)."""
+    extra = f"[{','.join(extras)}]" if extras else ""
+    conda_name = conda_name if conda_name != pypi_name else conda_name + "-c"
+    text = with_added(
+        CONDA_STACK.format(channel="file:///c"),
+        [addition(f"{pypi_name}{extra}{specifier}", "pypi-dependencies"), addition(f"{conda_name}{' ' if match_spec[:1].isdigit() else ''}{match_spec}", "dependencies")],
+        "stack.toml",
+    )
+    spec = parse_stack_text(text, "stack.toml")
+    assert [(d.name, d.specifier, d.extras) for d in spec.pypi_dependencies] == [(pypi_name, specifier, tuple(extras))]
+    assert spec.dependencies[-1].name == conda_name and spec.dependencies[-1].spec == match_spec.strip()
 
 
 def test_a_table_the_stack_lacks_is_added_at_its_end() -> None:
