@@ -159,6 +159,7 @@ def test_add_then_remove_relocks_as_resolve_does(conda_stack: Path) -> None:
         (["remove", "plain-lib"], "error: `plain-lib` is not in [dependencies] or [pypi-dependencies] of"),
         (["add", "--pypi", "rich"], "error: [pypi-dependencies] need a Python"),
         (["add", "plain-lib", "--target", "gpu"], "error: no target `gpu` in stack `tiny`"),
+        (["remove", "pytorch"], "error: removing `pytorch` leaves"),
     ],
 )
 @pytest.mark.slow

@@ -96,7 +96,7 @@ def with_added(text: str, additions: list[Addition], source: str) -> str:
 
 def without(text: str, names: list[str], source: str) -> str:
     """The stack's text with the line of each named package taken out of whichever table holds it; a name the
-    stack's own tables do not hold is refused, naming the close ones."""
+    stack's own tables do not hold is refused, naming the close ones, and so is an edit that leaves none."""
     document = _document(text, source)
     for name in names:
         present = _present(document, name)
@@ -108,6 +108,8 @@ def without(text: str, names: list[str], source: str) -> str:
                 f"did you mean `{shown(close[0], 80)}`?" if close else f"its packages: {shown(', '.join(known), 200) or 'none'} (a base stack's are removed from the base)",
             )
         del _editable(document[present[0]], present[0], source)[present[1]]
+    if not any(document.get(table) for table in TABLES):
+        raise UserError(f"removing {', '.join(f'`{shown(n, 80)}`' for n in names)} leaves {source} no package to lock", "add the packages the stack is for first (lockgen add PKG), then remove these")
     return tomlkit.dumps(document)
 
 
