@@ -119,7 +119,7 @@ def test_arch_command() -> None:
 
 @pytest.mark.slow
 def test_usage_errors_exit_2() -> None:
-    assert run_cli("resolve").returncode == 2
+    assert run_cli("resolve", "--no-such-flag").returncode == 2
     assert run_cli("no-such-command").returncode == 2
 
 

@@ -119,6 +119,6 @@ def test_every_commands_help_reads_as_a_command_line(capsys: pytest.CaptureFixtu
         assert not re.search(r"\{\w+\}|\[[a-z_]+\]", usage), (path, usage)
         assert not re.search(r"<(list\[|str>|path>|int>|float>)", shown), (path, shown)
     real = run_cli("resolve", "--help")
-    assert "resolve [OPTIONS] STACK" in real.stdout and "--update PKG" in real.stdout
-    missing = run_cli("resolve")
-    assert missing.returncode == 2 and "Missing argument 'STACK'" in missing.stderr
+    assert "resolve [OPTIONS] [STACK]" in real.stdout and "--update PKG" in real.stdout
+    missing = run_cli("resolve", cwd=REPO / "docs")  # STACK is ./stack.toml, as for run (issue 44)
+    assert missing.returncode == 1 and "error: stack file `stack.toml` does not exist" in missing.stderr

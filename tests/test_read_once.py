@@ -74,6 +74,17 @@ def test_resolve_reads_a_team_stack_its_base_and_the_base_lock_once(team: tuple[
         each_once([stack, base, base_lock, team_lock], *args)
 
 
+def test_add_and_remove_read_the_stack_its_base_and_each_lock_once(team: tuple[Path, Path]) -> None:
+    """`lockgen add` reads the stack once (the text it edits is the text it solves), its base and the lock it
+    compares with once; `remove` the same."""
+    base, stack = team
+    base_lock = base.parent / "locks" / "cpu.conda-lock.yml"
+    invoke("resolve", str(stack))
+    team_lock = stack.parent / "locks" / "cpu.conda-lock.yml"
+    each_once([stack, base, base_lock, team_lock], "add", "tok", "--stack", str(stack))
+    each_once([stack, base, base_lock, team_lock], "remove", "tok", "--stack", str(stack))
+
+
 def test_resolve_check_of_the_team_jupyter_example_reads_each_file_once() -> None:
     """The example's team stack on its platform stack (PyPI only): nothing is solved, so no network."""
     team, platform = TEAM_JUPYTER / "team", TEAM_JUPYTER / "platform"
@@ -152,7 +163,7 @@ def test_a_step_that_reads_the_lock_again_is_caught(lock: Path, tmp_path: Path, 
     with pytest.raises(AssertionError, match="': 2"):
         each_once([lock], "materialize", str(lock), "--prefix", str(tmp_path / "env"))
     stack = lock.parent.parent / "stack.toml"
-    monkeypatch.setattr(stack_steps, "read_stack", lambda path, fetch=None: (path.read_text(), read_stack(path, fetch))[1])
+    monkeypatch.setattr(stack_steps, "read_stack", lambda path, fetch=None, text=None: (path.read_text(), read_stack(path, fetch, text))[1])
     with pytest.raises(AssertionError, match="': 2"):
         each_once([stack, lock], "resolve", str(stack), "--check")
 

@@ -4,9 +4,14 @@ for offline PyPI cases: hashes, environment markers, platform tags, yanked relea
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import hashlib
 import html
+import http.server
+import threading
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,3 +71,17 @@ def build_index(root: Path, wheels: list[Wheel]) -> Path:
     index = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
     (root / "simple" / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{index}</body></html>\n")
     return root
+
+
+@contextlib.contextmanager
+def served_index(root: Path, wheels: list[Wheel]) -> Iterator[str]:
+    """The index of `wheels` built under `root` and served over HTTP on loopback while the block runs: its URL."""
+    from tests.conftest import _QuietHandler
+
+    build_index(root, wheels)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()

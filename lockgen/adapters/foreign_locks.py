@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgen.adapters import user_files
-from lockgen.adapters.lockfile_yaml import v1_lock
+from lockgen.adapters.lockfile_yaml import v1_lock, yaml_problem
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
 from lockgen.adapters.uv_project import project_beside, read_uv_project
@@ -121,7 +121,7 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
                 "use the pixi.lock pixi wrote (pixi lock)",
             ) from None
         raise LockFormatError(
-            f"`{path}` is neither a known lock format nor valid YAML: {str(exc).splitlines()[0]}", "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file"
+            f"`{path}` is neither a known lock format nor valid YAML{yaml_problem(exc)}", "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file"
         ) from None
     if isinstance(data, dict) and "environments" in data and "packages" in data:
         return _pixi(data, environment, digest)

@@ -8,14 +8,17 @@ import asyncio
 import errno
 import os
 import posixpath
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from lockgen.adapters import file_roots
-from lockgen.adapters.tool_runner import run_tool
+from lockgen.adapters.tool_runner import last_line, run_tool
 from lockgen.adapters.uv_resolver import uv_binary
-from lockgen.errors import LockFormatError
+from lockgen.core.credentials import scrub_url
+from lockgen.errors import HostError, LockFormatError, ToolFailedError
+from lockgen.model.names import shown
 from lockgen.model.lock import LockedPackage
 
 
@@ -99,6 +102,24 @@ def _venv_home(prefix: Path) -> str | None:
     return next((value.strip() for key, _, value in (line.partition("=") for line in lines) if key.strip() == "home"), None)
 
 
+INSTALL_HINT = "check the network or the index"
+_HASH_MISMATCH = re.compile(
+    r"Hash mismatch for `(?P<name>[^`@\s]+) @ (?P<url>[^`]+)`.*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64}).*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})", re.DOTALL
+)
+
+
+def _hash_mismatch(stderr: str) -> LockFormatError | None:
+    """uv's refusal of a wheel whose bytes are not the lock's sha256, said as what it is: the lock and the file
+    differ (a lock edited by hand, or an index that serves another file under the name), not the network."""
+    found = _HASH_MISMATCH.search(stderr)
+    if found is None:
+        return None
+    return LockFormatError(
+        f"`{shown(found['name'], 80)}`'s wheel at {shown(scrub_url(found['url']), 200)} has sha256 {found['computed']}, and the lock says {found['expected']}: nothing was installed",
+        "the lock's hash or the index's file changed since the lock was made: restore the lock lockgen wrote, or re-lock (lockgen resolve) from the index you trust",
+    )
+
+
 def install_pip(
     packages: list[LockedPackage], python: Path, progress: Callable[[str], None], env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None, offline: bool = False
 ) -> None:
@@ -114,7 +135,7 @@ def install_pip(
         requirements.write("\n".join(lines) + "\n")
     progress(f"installing {len(packages)} wheels with uv (hash-checked, no dependencies)")
     try:
-        run_tool(
+        done = run_tool(
             [
                 uv_binary(),
                 "pip",
@@ -131,11 +152,50 @@ def install_pip(
                 requirements.name,
             ],
             "installing the pip entries",
-            "a wheel that does not match its hash is refused; check the network or the index",
+            INSTALL_HINT,
             timeout_s=3600,
             env=env,
             heartbeat=lambda seconds: progress(f"installing the wheels with uv: {seconds:.0f} s"),
             meanwhile=meanwhile,
+            check=False,
         )
+        if done.returncode != 0:
+            raise _hash_mismatch(done.stderr) or ToolFailedError("installing the pip entries", "uv", done.returncode, last_line(done.stderr or done.stdout), INSTALL_HINT)
     finally:
         Path(requirements.name).unlink(missing_ok=True)
+
+
+VERSION_OF = "import platform; print(platform.python_version())"
+
+
+def interpreter_version(python: str) -> str:
+    """The `X.Y.Z` of the Python at `python`, as it says when run (a venv's `pyvenv.cfg` says what it was made with)."""
+    return run_tool([python, "-I", "-c", VERSION_OF], f"asking {python} for its version", "pass a Python that runs here", timeout_s=60).stdout.strip()
+
+
+def pinned_python(version: str, progress: Callable[[str], None]) -> str:
+    """The path of Python `version` (`X.Y.Z`, a lock's exact interpreter) on this host, as uv finds it (its managed
+    Pythons and the search path, outside any virtual environment), else as `uv python install` provides it (uv
+    downloads it, where its settings allow). Without it, a HostError naming the `X.Y.Z` this host has instead."""
+    found = _found_python(version)
+    if found is not None:
+        return found
+    progress(f"this host has no Python {version}: installing it with uv")
+    installed = run_tool([uv_binary(), "python", "install", version], f"installing Python {version}", timeout_s=600, check=False)
+    found = _found_python(version) if installed.returncode == 0 else None
+    if found is not None:
+        return found
+    minor = ".".join(version.split(".")[:2])
+    other = _found_python(minor)
+    here = f"this host's Python {minor} is {interpreter_version(other)} ({other})" if other else f"this host has no Python {minor}"
+    why = next((line.strip() for line in reversed(installed.stderr.splitlines()) if line.strip()), f"uv exit {installed.returncode}")
+    raise HostError(
+        f"the lock was made for Python {version}, and {here}; uv could not install {version}: {why}",
+        f'install Python {version} (uv python install {version}, where uv may download it) and run this again, or re-lock for the Python here: python = "{minor}" under [stack] takes any {minor}.x',
+    )
+
+
+def _found_python(request: str) -> str | None:
+    """The interpreter `uv python find` picks for `request` (`3.11.9`, `3.11`), never downloading, or None."""
+    found = run_tool([uv_binary(), "python", "find", "--system", "--no-project", "--no-python-downloads", request], f"finding Python {request}", timeout_s=60, check=False)
+    return found.stdout.strip() or None if found.returncode == 0 else None

@@ -250,6 +250,14 @@ def _shallow(text: str, yaml: Any, loader: Any) -> bool:
     return True
 
 
+def yaml_problem(exc: BaseException) -> str:
+    """` at line N, column C: what the YAML reader found there` (its first line where it names no place)."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    said = problem if isinstance(problem, str) and problem else (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"{where}: {shown(said, 160)}"
+
+
 def parse_lock(text: str, source: str) -> Lock:
     import yaml  # only reading needs it; resolve writes without it
 
@@ -269,7 +277,7 @@ def parse_lock(text: str, source: str) -> Lock:
         foreign = _foreign_kind(text, None)
         if foreign:
             raise LockFormatError(f"`{source}` is a {foreign}, not a lockgen lock", f"convert it first: lockgen import {source} --target NAME") from None
-        raise LockFormatError(f"lock `{source}` is not valid YAML: {str(exc).splitlines()[0]}", "re-create it with `lockgen resolve`") from None
+        raise LockFormatError(f"lock `{source}` is not valid YAML{yaml_problem(exc)}", "re-create it with `lockgen resolve`") from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
         found = data.get("version") if isinstance(data, dict) else None
         foreign = _foreign_kind(text, data)

@@ -24,6 +24,7 @@ from lockgen.adapters.home import cache_dir
 from lockgen.core.credentials import scrub_url
 from lockgen.errors import ChannelError, UnsatisfiableError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
+from lockgen.model.names import shown
 from lockgen.model.plan import CandidateBuild, SolveRequest
 
 
@@ -216,3 +217,11 @@ def _classify(exc: BaseException, context: str, request_label: str = "") -> Exce
     if "Fetch" in kind or "Gateway" in kind or "connect" in text.lower() or "io error" in text.lower():
         return ChannelError(f"{context}: cannot read channel: {first}", "check the channel URL and the network, or use --channel-alias NAME=PATH for a local mirror")
     return ChannelError(f"{context}: {kind}: {first}", "run with -v for details")
+
+
+def check_match_spec(spec: str, hint: str) -> None:
+    """Refuses a conda match spec rattler cannot parse (`numpy >>1`) before anything is solved or written."""
+    try:
+        MatchSpec(spec)
+    except Exception as exc:  # rattler raises its own parse error types
+        raise UserError(f"`{shown(spec, 80)}` is not a conda match spec: {shown(str(exc), 200)}", hint) from None

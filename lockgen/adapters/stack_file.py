@@ -19,7 +19,8 @@ from lockgen.model.lock import LoadedLock
 from lockgen.model.spec import LockBase
 
 
-def _read(path: Path) -> str:
+def read_stack_text(path: Path) -> str:
+    """The stack file's text, read once (an edit's starting point); a missing or unreadable file is a SpecError."""
     try:
         return user_files.read_bytes(path, user_files.STACK_LIMIT, "stack file").decode("utf-8")
     except FileNotFoundError:
@@ -28,11 +29,12 @@ def _read(path: Path) -> str:
         raise SpecError(f"cannot read stack file `{path}`: {exc}", "check the file's permissions and encoding") from None
 
 
-def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None = None) -> LoadedStack:
+def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None = None, text: str | None = None) -> LoadedStack:
     """Reads and parses a stack file (and the base it `extends`, one level); every problem is a SpecError
     naming file and line. `fetch_image_base`: for a base that is an image, the bytes of the lock it carries
-    (resolve fetches them and keeps them beside the team's locks); without it, the kept copy is read."""
-    text = _read(path)
+    (resolve fetches them and keeps them beside the team's locks); without it, the kept copy is read. `text`:
+    the stack's text already read (an edit about to be written), parsed instead of the file's."""
+    text = read_stack_text(path) if text is None else text
     extends = extends_of(text, str(path))
     if extends is None:
         return LoadedStack(path, text, parse_stack_text(text, str(path)))
@@ -41,7 +43,7 @@ def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None
         carried = fetch_image_base(base) if base.kind == "image" and fetch_image_base is not None else None
         loaded = _base_lock(base, str(path), carried)
         return LoadedStack(path, text, parse_stack_text(text, str(path), lock_base(loaded, str(path))), base, loaded)
-    base_text = _read(base.path)
+    base_text = read_stack_text(base.path)
     if extends_of(base_text, str(base.path)) is not None:
         raise SpecError(f"the base stack {base.path} extends another stack itself", "extend the stack at the root of the chain: a team stack sits on one base", str(path))
     return LoadedStack(path, text, parse_stack_text(text, str(path), parse_stack_text(base_text, str(base.path))), base)

@@ -105,7 +105,10 @@ def check_lock(
     image parsed at once."""
     lock, bundle = lock_file.read(lock_path), read_bundle(manifests)
     if not isinstance(target, Image):
-        return conform(lock, _prefix_of(target), platform, bundle, progress, meter, allow_foreign=allow_foreign, fingerprints=not full)
+        prefix = _prefix_of(target)
+        venv_python = target.interpreter if isinstance(target, Python) else str(prefix / "bin" / "python")
+        interpreter = venv_python if (prefix / "pyvenv.cfg").is_file() else None  # held to the lock's exact Python, if it names one
+        return conform(lock, prefix, platform, bundle, progress, meter, allow_foreign=allow_foreign, fingerprints=not full, interpreter=interpreter)
     from lockgen.adapters.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image
 

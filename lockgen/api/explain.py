@@ -27,10 +27,16 @@ from lockgen.model.names import normalize
 _RULE_OF_KIND = {"newer-cuda": "driver-floor", "native": "native-kernels", "ptx": "ptx-only", "unknown-arch-list": "arch-list-unknown", "not-pinned": "pin", "cuda-build": "cpu-target"}
 
 
-def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> dict[str, Any]:
-    """The candidates of one target and their verdicts (a CUDA window a driver cannot reach is the error)."""
+def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = ()) -> dict[str, Any]:
+    """The candidates of one target (None: the one this node matches, as `lockgen detect` chooses it) and their
+    verdicts (a CUDA window a driver cannot reach is the error)."""
     stack, channels = load_stack(stack_path, aliases)
     spec = stack.spec
+    if target_name is None:
+        from lockgen.adapters.node_facts import node_facts
+        from lockgen.core.node_match import matched_target
+
+        target_name = matched_target(spec, node_facts(None), str(stack_path)).target
     target = next((t for t in spec.targets if t.name == target_name), None)
     if target is None:
         raise UserError(f"no target `{target_name}` in {stack_path}", f"its targets: {', '.join(t.name for t in spec.targets) or 'none'}")
@@ -41,9 +47,9 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
         found += [] if target.is_gpu else cpu_target_candidates(facts, spec, target)
         sources = TorchSources(facts, spec)
         for platform in spec.platforms_of(target) if target.is_gpu else ():
-            inference = sources.inference(target, platform, spec.python) if spec.python else None
+            inference = sources.inference(target, platform, spec.python_minor) if spec.python_minor else None
             judged = with_inferred(facts, inference) if inference else facts
-            found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python))
+            found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python_minor))
     if channels is not None:
         for platform in spec.platforms_of(target):
             for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):

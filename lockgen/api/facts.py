@@ -56,7 +56,7 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
     report: dict[str, Any] = {"index": None, "newer_releases": [], "unknown_cuda_toolkits": []}
     if spec.pypi_dependencies and platforms:
         options = spec.pypi_options
-        report = check(options.index_url, platforms, spec.python or "3.12", spec.pypi_exclude_newer, progress)
+        report = check(options.index_url, platforms, spec.python_minor or "3.12", spec.pypi_exclude_newer, progress)
     facts = load_facts()
     builds, toolkits = [], {t["cuda"]: t["why"] for t in report["unknown_cuda_toolkits"]}
     if channels is not None:

@@ -14,7 +14,7 @@ import typer
 import typer.main
 from typer.core import TyperArgument, TyperOption
 
-from lockgen.cli import arch_cmd, cert_export_cmd, coercion, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds, store_cmd, verify_cmds
+from lockgen.cli import arch_cmd, cert_export_cmd, coercion, edit_cmds, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds, store_cmd, verify_cmds
 from lockgen.cli.ui import say, state
 
 app = typer.Typer(
@@ -44,6 +44,8 @@ def _global(
 
 
 app.command("resolve")(resolve_cmd.resolve)
+app.command("add")(edit_cmds.add)
+app.command("remove")(edit_cmds.remove)
 app.command("arch")(arch_cmd.arch)
 app.command("explain")(explain_cmd.explain)
 app.command("diff")(lock_cmds.diff)

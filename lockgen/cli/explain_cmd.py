@@ -1,8 +1,9 @@
-"""`lockgen explain STACK --target T`: why a target gets the torch it gets, candidate by candidate."""
+"""`lockgen explain [STACK] [--target T]`: why a target (by default this node's) gets the torch it gets, candidate by candidate."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -11,15 +12,15 @@ from lockgen.cli.ui import handles_errors, print_json, say
 
 @handles_errors
 def explain(
-    stack: Path = typer.Argument(..., help="The stack.toml."),
-    target: str = typer.Option(..., "--target", "-t", help="The target to explain."),
+    stack: Path = typer.Argument(Path("stack.toml"), help="The stack.toml, or its folder (default: ./stack.toml).", show_default=False),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help="The target to explain (default: the one this node matches, as lockgen detect says)."),
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
     channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
 ) -> None:
     """Every torch candidate (release x variant x source x platform) with its verdict and deciding rule, newest first."""
     from lockgen.api.explain import explain as run
 
-    report = run(stack, target, channel_alias)
+    report = run(stack / "stack.toml" if stack.is_dir() else stack, target, channel_alias)
     if as_json:
         print_json(report)
         return

@@ -11,7 +11,7 @@ from lockgen.cli.ui import handles_errors, print_json, progress, say
 
 @handles_errors
 def resolve(
-    stack: Path = typer.Argument(..., help="The stack.toml to resolve."),
+    stack: Path = typer.Argument(Path("stack.toml"), help="The stack.toml to resolve, or its folder (default: ./stack.toml).", show_default=False),
     target: list[str] = typer.Option([], "--target", "-t", help="Only this target (repeatable)."),
     update: list[str] = typer.Option([], "--update", "-u", help="Re-solve PKG, holding every other package at its locked version."),
     check: bool = typer.Option(False, "--check", help="Solve nothing; exit 1 and print typed reasons if a lock is missing or stale."),
@@ -23,6 +23,7 @@ def resolve(
     """Resolve a stack into one conda lockfile per GPU target (locks/<target>.conda-lock.yml)."""
     from lockgen.api import resolve as api
 
+    stack = stack / "stack.toml" if stack.is_dir() else stack
     if check:
         reasons = api.stale(stack, target, channel_alias, progress, insecure)
         if as_json:

@@ -1,5 +1,6 @@
 """`lockgen run`, `shell`, `activate` and `detect`: work inside a lock's environment, materialized on first use.
-`run`'s command is everything after `--`, taken as it is (never parsed as lockgen's options)."""
+`run`'s command is everything after `--` (or, without it, from the first word after LOCK|STACK), taken as it is
+(never parsed as lockgen's options)."""
 
 from __future__ import annotations
 
@@ -21,17 +22,40 @@ PREFIX_HELP = "Where the environment is (default: the store's, $LOCKGEN_HOME/env
 
 
 class AfterDoubleDash(TyperCommand):
-    """A command whose arguments after `--` are a command line of its own, kept verbatim in `ctx.meta`."""
+    """A command whose arguments after `--` are a command line of its own, kept verbatim in `ctx.meta`; without
+    `--`, the command line starts at the first word that is neither an option, an option's value nor the
+    LOCK|STACK (`lockgen run LOCK python -V`, `lockgen run python -V` with ./stack.toml), as `uv run` takes it."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's own click Context
-        if "--" in args:
-            at = args.index("--")
-            ctx.meta[COMMAND] = args[at + 1 :]
-            args = args[:at]
+        dash = args.index("--") if "--" in args else len(args)
+        start = self._command_start(args[:dash])
+        if start is not None:
+            ctx.meta[COMMAND], args = args[start:], args[:start]
+        elif dash < len(args):
+            ctx.meta[COMMAND], args = args[dash + 1 :], args[:dash]
         return super().parse_args(ctx, args)
 
+    def _command_start(self, args: list[str]) -> int | None:
+        """Where the command begins in a line without `--`: the second plain word, or the first where it cannot
+        be the LOCK|STACK (no such file or folder, and no `.yml`, `.yaml` or `.toml` path)."""
+        valued = {flag for param in self.params if getattr(param, "opts", None) and not getattr(param, "is_flag", True) for flag in param.opts}
+        index, source_seen = 0, False
+        while index < len(args):
+            word = args[index]
+            if word in valued:
+                index += 2
+                continue
+            if word.startswith("-"):
+                index += 1
+                continue
+            if source_seen or not (Path(word).exists() or word.endswith((".yml", ".yaml", ".toml"))):
+                return index
+            source_seen = True
+            index += 1
+        return None
+
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        return [*super().collect_usage_pieces(ctx), "-- CMD..."]
+        return [*super().collect_usage_pieces(ctx), "[--] CMD..."]
 
 
 def _wanted(source: Optional[Path], target: Optional[str], platform: Optional[str], prefix: Optional[Path], locked: bool, frozen: bool) -> Any:
@@ -73,7 +97,7 @@ def run(
     the stack changed since); its exit status and signals are the command's (lockgen becomes it)."""
     command: list[str] = ctx.meta.get(COMMAND) or []
     if not command:
-        fail("name the command to run after --", "lockgen run LOCK -- python -c 'print(1)'", 2)
+        fail("name the command to run", "lockgen run LOCK python -c 'print(1)' (or after --, where it starts with a dash)", 2)
     from lockgen.api.run import run as replace_with
 
     _within(replace_with, _wanted(source, target, platform, prefix, locked, frozen), command)

@@ -6,7 +6,7 @@ arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window, spec-digest,
 exclude-newer, pypi-digest, pypi-exclude-newer (the PyPI layer's cut-off, when it has one), torch-sources
 (the PyPI and PyTorch variant indexes a GPU target's torch may come from, when the stack names variant indexes);
 per platform `virtual-packages.<platform>`, `constraints.<platform>`,
-`python.<platform>`, `pypi-constraints.<platform>`, `torch-index.<platform>` (the index the torch family was routed to: a CPU target's, or the variant index a GPU target's torch was chosen from), `decision.<platform>` (why that torch), `cuda-components.<platform>` (the CUDA-versioned wheels held within the window, and the rule admitting any a base holds above it); `index.<channel>/<subdir>` (each index read);
+`python.<platform>`, `interpreter.<platform>` (the exact Python a pure-PyPI stack pins: `python = "3.11.9"`), `pypi-constraints.<platform>`, `torch-index.<platform>` (the index the torch family was routed to: a CPU target's, or the variant index a GPU target's torch was chosen from), `decision.<platform>` (why that torch), `cuda-components.<platform>` (the CUDA-versioned wheels held within the window, and the rule admitting any a base holds above it); `index.<channel>/<subdir>` (each index read);
 for frozen locks `frozen-from`; for pinned ones `pinned-from`, `inventory-sha256`,
 `accepted-changes.<platform>` (files that differ from their package, accepted by name with the hash
 found) and `unpublished` (check-only entries); for imported ones `imported-from`, `imported-format`,
@@ -110,6 +110,8 @@ def resolved_metadata(
         meta[f"virtual-packages.{request.platform}"] = " ".join(v.text() for v in request.virtual_packages)
         if spec.has_conda:  # conda solve constraints mean nothing to a pure-PyPI lock
             meta[f"constraints.{request.platform}"] = "; ".join(request.constraints)
+        elif spec.python_exact:  # the one interpreter a pure-PyPI lock was made for (a conda python is its own entry)
+            meta[f"interpreter.{request.platform}"] = spec.python_exact
         if request.inferred_builds:  # conda builds of releases newer than the facts, admitted on an inferred list
             meta[f"newer-releases.{request.platform}"] = " | ".join(request.inferred_builds)
     for key, digest in index_digests.items():
@@ -271,6 +273,10 @@ class LockgenMeta:
     def python(self, platform: str) -> str:
         """The Python `X.Y` the lock records for a platform (a PyPI layer's, a frozen or pinned environment's)."""
         return self._key(f"python.{platform}")
+
+    def interpreter(self, platform: str) -> str:
+        """The exact Python `X.Y.Z` a pure-PyPI lock was made for (its stack pins one), or "" (any `X.Y`)."""
+        return self._key(f"interpreter.{platform}")
 
     def base_moved(self, platform: str) -> str:
         """The base packages a team lock moved on a platform (`override = true`), or ""."""

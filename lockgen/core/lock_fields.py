@@ -33,6 +33,7 @@ PLATFORM = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MD5 = re.compile(r"[0-9a-f]{32}")
 PYTHON_XY = re.compile(r"[0-9]\.[0-9]{1,2}")
+PYTHON_XYZ = re.compile(r"[0-9]\.[0-9]{1,2}\.[0-9]{1,3}")
 CATEGORY = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 PACKAGE_SCHEMES = ("https", "http", "file")
 CHECK_ONLY_SCHEME = "unpublished"
@@ -124,6 +125,8 @@ def _check_lockgen_keys(lock: Lock, source: str) -> None:
     for key, value in lock.metadata.custom_metadata.items():
         if key.startswith("lockgen.python.") and not PYTHON_XY.fullmatch(value):
             raise _refuse(source, key, f"`{shown(value)}` is not a Python version X.Y")
+        if key.startswith("lockgen.interpreter.") and not PYTHON_XYZ.fullmatch(value):
+            raise _refuse(source, key, f"`{shown(value)}` is not a Python version X.Y.Z")
 
 
 def check_package(package: LockedPackage, source: str, index: int = 0) -> None:

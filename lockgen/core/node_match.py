@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from lockgen.core.versions import as_tuple
 from lockgen.errors import TargetError
 from lockgen.model.node import NodeFacts
-from lockgen.model.spec import Target
+from lockgen.model.spec import StackSpec, Target
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,9 @@ def choose(fits: list[TargetFit], node: NodeFacts, source: str) -> TargetFit:
     if len(tied) > 1:
         raise TargetError(f"targets {', '.join(tied)} of {source} match this node equally ({node_summary(node)})", f"pass --target {tied[0]} (or another of them)")
     return fitting[0]
+
+
+def matched_target(spec: StackSpec, node: NodeFacts, source: str) -> TargetFit:
+    """The target of `spec` this node matches, as `lockgen detect` chooses it (`fit` for each, then `choose`)."""
+    has_gpu = any(t.is_gpu for t in spec.targets)
+    return choose([fit(t, spec.platforms_of(t), node, has_gpu) for t in spec.targets], node, source)

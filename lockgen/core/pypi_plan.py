@@ -27,6 +27,7 @@ from lockgen.core.explain import PYPI_SOURCE, Candidate, torch_specifier
 from lockgen.core.torch_choice import SourceOffer, TorchSource, choose_source, source_candidates
 from lockgen.core.torch_sources import cpu_routes, family_routes
 from lockgen.core.versions import major_minor
+from lockgen.errors import UserError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
 from lockgen.model.plan import CudaWindow
@@ -51,14 +52,18 @@ class PypiPlan:
 
 def held_by_conda(spec: StackSpec, conda_packages: list[LockedPackage]) -> tuple[str, dict[str, str]]:
     """(the Python major.minor, the conda Python packages uv must leave as they are, by PyPI name)."""
-    python = spec.python
+    python = spec.python_minor
     held: dict[str, str] = {}
     for package in conda_packages:
         if package.name == "python":
             python = "{}.{}".format(*major_minor(package.version))
         elif "python" in package.dependencies and _PEP440.fullmatch(package.version):
             held[normalize(CONDA_TO_PYPI.get(package.name, package.name))] = package.version
-    assert python is not None, "the spec model guarantees a python for pure-PyPI stacks"
+    if python is None:  # a pure-PyPI stack must name one (the spec model); a conda solution may hold none
+        raise UserError(
+            "[pypi-dependencies] need a Python, and the conda packages solved hold none and the stack names none",
+            'add python to [dependencies] (python = "3.11.*"), or set python = "3.11" under [stack]',
+        )
     return python, held
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # a type only: a repeated check of a prefix would otherwise import pydantic for it
     from lockgen.model.base_image import RegistryBase
@@ -125,3 +125,17 @@ def _absolute(path: Path) -> Path:
         return Path(path).absolute()
     except FileNotFoundError:
         return Path(path)
+
+
+@dataclass(frozen=True)
+class StackEditRequest:
+    """`lockgen add` and `lockgen remove`: the stack, the packages as the command line writes them, the table
+    an addition goes to (`dependencies` for conda, `pypi-dependencies`; None: the one the stack file uses),
+    the targets re-locked (none: every target) and resolve's own flags (`--channel-alias`, `--insecure`)."""
+
+    stack: Path
+    packages: tuple[str, ...]
+    table: Literal["dependencies", "pypi-dependencies"] | None = None
+    targets: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    insecure: bool = False

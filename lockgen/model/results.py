@@ -42,6 +42,26 @@ class TargetResult:
 
 
 @dataclass(frozen=True)
+class RelockedTarget:
+    """A target `lockgen add` or `remove` re-locked: resolve's word on its lock, and what changed in it, one
+    line a package (`+ linux-64 rich 14.0.0`, as `lockgen diff` writes them); None where it had no lock."""
+
+    result: TargetResult
+    changes: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class StackEdited:
+    """What `lockgen add` or `remove` did: the stack's lines put in (`+ rich = "*"`) and taken out (`- ...`),
+    each target re-locked, and the targets left out by `--target` whose locks are stale now."""
+
+    stack: Path
+    lines: tuple[str, ...]
+    targets: tuple[RelockedTarget, ...]
+    stale: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Drift:
     """Files of an environment missing, extra or changed against what it should hold."""
 

@@ -362,8 +362,8 @@ class StackSpec(Frozen):
     @field_validator("python")
     @classmethod
     def _valid_python(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"^3\.\d+$", value):
-            raise ValueError(f'python `{value}` must be a major.minor such as "3.11"')
+        if value is not None and not re.fullmatch(r"^3\.\d+(\.\d+)?$", value):
+            raise ValueError(f'python `{value}` must be a major.minor such as "3.11" (any 3.11.x), or an exact version such as "3.11.9"')
         return value
 
     @model_validator(mode="after")
@@ -374,7 +374,19 @@ class StackSpec(Frozen):
             raise ValueError("channels must name at least one channel for [dependencies]")
         if not self.dependencies and self.python is None:
             raise ValueError('a pure-PyPI stack needs `python = "3.11"` (no conda python decides it)')
+        if self.dependencies and self.python_exact:
+            raise ValueError(f'python `{self.python}` pins the interpreter of a pure-PyPI stack; a stack with [dependencies] pins its conda python there (python = "{self.python}")')
         return self
+
+    @property
+    def python_minor(self) -> str | None:
+        """The `X.Y` of `python` (what the PyPI layer resolves for), or None."""
+        return ".".join(self.python.split(".")[:2]) if self.python else None
+
+    @property
+    def python_exact(self) -> str | None:
+        """`python` when it names one interpreter (`3.11.9`) rather than a range (`3.11`: any 3.11.x)."""
+        return self.python if self.python and self.python.count(".") == 2 else None
 
     @property
     def has_conda(self) -> bool:

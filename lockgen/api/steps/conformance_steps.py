@@ -67,6 +67,7 @@ def conform(
     allow_foreign: Sequence[str] = (),
     carried_lock: bool = True,
     fingerprints: bool = False,
+    interpreter: str | None = None,
 ) -> Conformance:
     """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`) to the lock
     its use case read (its bytes; parsed here only when the work is done, unless the caller parsed it already).
@@ -74,10 +75,12 @@ def conform(
     they are hashed and recorded, and their byte code counts as theirs. `fingerprints`: for an environment
     that stays (not an image unpacked for one check), a tree whose stat walk is what the last passing check
     of it against this lock saw is that check's verdict, and otherwise files whose fingerprint is what an
-    earlier check kept are not read again (`conformance_store`)."""
+    earlier check kept are not read again (`conformance_store`). `interpreter`: the Python a venv runs, held to the
+    lock's exact one where it names one (`lockgen.interpreter.<platform>`); a kept verdict stands only for the
+    same interpreter file."""
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
-    context = _verdict_context(prefix, platform, manifests, final_prefix, allow_foreign, carried_lock)
+    context = _verdict_context(prefix, platform, manifests, final_prefix, allow_foreign, carried_lock) + ([_interpreter_file(interpreter)] if interpreter is not None else [])
     # what a check that read every byte kept stands for a while (`LOCKGEN_STAT_TRUST_S`), then every byte is read again
     trust = conformance_store.byte_trust(prefix, lock.sha256) if fingerprints else None
     standing = trust.read if trust is not None and not trust.expired else None  # that full read, while its keepings stand
@@ -91,7 +94,7 @@ def conform(
     again = _kept_verdict(lock.sha256, kept, prefix, tree, progress) if kept is not None and tree is not None else None
     if again is not None:
         return replace(again, read_every_byte=read_every_byte)
-    result = _conform(lock, prefix, platform, manifests, progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree, standing is not None)
+    result = _conform(lock, prefix, platform, manifests, progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree, standing is not None, interpreter)
     if trust is not None and standing is None:  # every byte read, and what was read kept (`_conform` saves the fingerprints)
         conformance_store.every_byte_read(prefix, lock.sha256, started)
     result = replace(result, read_every_byte=read_every_byte)
@@ -175,6 +178,7 @@ def _conform(
     fingerprints: bool,
     tree: stat_walk.TreeFingerprint | None,
     trusted: bool,
+    interpreter: str | None = None,
 ) -> Conformance:
     """The work of `conform`: every locked package's expected files against the prefix as found (by the stat
     walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once); kept
@@ -195,6 +199,8 @@ def _conform(
     loaded = parsed(given)
     lock, lock_sha256 = loaded.lock, loaded.sha256
     chosen = lock_platform(lock, platform)
+    if interpreter is not None:
+        _runs_the_locked_python(loaded, chosen, prefix, interpreter)
     kept = conformance_store.load(prefix, lock_sha256) if fingerprints and trusted else {}
     walked = tree.walked if tree is not None and tree.walked is not None else prefix_observer.walk(prefix)
     with ExitStack() as meanwhile:  # work the other cores do meanwhile (`parallel.Forked`), waited for at its end
@@ -231,3 +237,30 @@ def _conform(
         by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
         expected_sha256 = digest.result() or expected_digest(expected)
     return Conformance(lock_sha256, chosen, str(prefix), expected_sha256, report, allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)
+
+
+def _interpreter_file(interpreter: str) -> str:
+    """The file a venv's interpreter is, its links followed, by path, size and mtime (a stat, no run)."""
+    try:
+        real = Path(interpreter).resolve()
+        info = real.stat()
+    except OSError:
+        return f"{interpreter}: missing"
+    return f"{real}:{info.st_size}:{info.st_mtime_ns}"
+
+
+def _runs_the_locked_python(loaded: LoadedLock, platform: str, prefix: Path, interpreter: str) -> None:
+    """Refuses a venv whose interpreter, asked (`pyvenv.cfg` keeps what it was made with, not what runs), is not
+    the exact Python the lock was made for, where it names one (a stack's `python = "X.Y.Z"`)."""
+    from lockgen.adapters.installers import interpreter_version
+    from lockgen.core.lock_builder import LockgenMeta
+
+    exact = LockgenMeta(loaded.lock).interpreter(platform)
+    if not exact:
+        return
+    runs = interpreter_version(interpreter)
+    if runs != exact:
+        raise UserError(
+            f"{prefix} runs Python {runs} ({interpreter}), and the lock was made for Python {exact}",
+            f"materialize the lock into a new prefix (lockgen materialize {loaded.source} --prefix DIR): it makes the venv with Python {exact}",
+        )

@@ -129,7 +129,8 @@ def build_environment(
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
-        interpreter = venv_interpreter if venv_interpreter is not None and same_here else python
+        exact = LockgenMeta(lock).interpreter(platform)  # a stack's `python = "X.Y.Z"`: that one, found or installed by uv
+        interpreter = venv_interpreter if venv_interpreter is not None and same_here else installers.pinned_python(exact, progress) if exact else python
         venv = lambda meanwhile: installers.make_venv(temp, interpreter, meanwhile)  # noqa: E731
     walked: env_manifest.Tree | None = None
     if pip:

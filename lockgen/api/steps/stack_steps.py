@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters.channels import locate_channel, parse_aliases, run_aliases
-from lockgen.adapters.stack_file import read_stack
+from lockgen.adapters.stack_file import read_stack, read_stack_text
 from lockgen.core.credentials import scrub_url
 from lockgen.errors import UserError
 from lockgen.model.inputs import LoadedStack, StackBase
@@ -26,10 +26,11 @@ if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
     from lockgen.model.spec import Target
 
 
-def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Callable[[StackBase], bytes] | None = None) -> tuple[LoadedStack, "ChannelSet | None"]:
+def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Callable[[StackBase], bytes] | None = None, text: str | None = None) -> tuple[LoadedStack, "ChannelSet | None"]:
     """(the stack, its conda channels, or None for a pure-PyPI stack, which reads none). `fetch_image_base`:
-    for a base that is an image, the bytes of the lock it carries (resolve fetches them; else the kept copy)."""
-    stack = read_stack(stack_path, fetch_image_base)
+    for a base that is an image, the bytes of the lock it carries (resolve fetches them; else the kept copy).
+    `text`: the stack's text as `stack_text` read it and an edit changed it, parsed instead of the file's."""
+    stack = read_stack(stack_path, fetch_image_base, text)
     spec = stack.spec
     alias_map = run_aliases(list(aliases))
     for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
@@ -66,3 +67,8 @@ def stated_staleness(stack: LoadedStack, target: Target, lock: LoadedLock) -> li
     base_lock = stack.base_lock.lock if stack.base_lock is not None else None
     expected = resolved_metadata(spec, target, None, [], {}, {}, stack.path.name, None, "", base, None, base_lock)
     return stated_reasons(target.name, lock.lock, expected)
+
+
+def stack_text(stack_path: Path) -> str:
+    """The stack file's text as it is on disk, read once: what `lockgen add` and `remove` edit."""
+    return read_stack_text(stack_path)
