@@ -165,8 +165,8 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
     variant = f"cu{cuda.replace('.', '')}"
     routed = dict(arch_lists).get(release) if re.search(rf"\+{variant}\Z", version) else None
     arch_list = routed or next((w.arch_list for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform and w.variant == variant), None)
-    if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
-        arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
+    if arch_list is None:
+        arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant and o.platform == platform), None)
     ok, _, reason = judge_wheel(facts, target, window, variant, arch_list)
     if not ok:
         raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}", "constrain torch in [pypi-dependencies] or change the target's driver")
