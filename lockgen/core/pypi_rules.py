@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from lockgen.core.arch_rules import coverage
 from lockgen.core.explain import PYPI_SOURCE, Candidate, pinned_out
-from lockgen.core.facts import arch_fact
+from lockgen.core.facts import arch_fact, is_tegra, minor_compat_ceiling
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.model.names import normalize
 from lockgen.errors import TargetError
@@ -81,13 +81,18 @@ def known_releases(facts: GpuFacts, platform: str, unknown_refused: tuple[tuple[
 def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None) -> tuple[bool, str, str]:
     """(admitted, the rule that decided, why) for one torch build of a variant on a GPU target. Rules:
     `cpu-build`, `driver-floor` (its CUDA is newer than the driver runs), `arch-list-unknown`, `ptx-only`,
-    `no-kernels`, and `native-kernels` (admitted) or `ptx-jit` (admitted with allow-ptx-jit)."""
+    `no-kernels` (also a CUDA past the arch's last one that the driver would run: a V100 on R580 and cu130 has no
+    sm_70 code, whatever its driver), and `native-kernels` (admitted) or `ptx-jit` (admitted with allow-ptx-jit)."""
     if not target.is_gpu:
         return True, "cpu-target", "any build runs on a CPU"
     assert window is not None
     if variant == "cpu":
         return False, "cpu-build", "a CPU-only build"
     cuda = f"{variant[2:-1]}.{variant[-1]}"
+    arch = arch_fact(facts, target.arch)
+    if arch.last_cuda is not None and major_minor(arch.last_cuda) < major_minor(cuda) <= major_minor(_driver_ceiling(facts, target, window)):
+        listed = f": {variant} ({arch_list}) has no sm_{arch.compute_capability.replace('.', '')} code" if arch_list is not None else ""
+        return False, "no-kernels", f"built with CUDA {cuda}, which no longer targets {target.arch} (CUDA {arch.last_cuda} is the last that does){listed}; driver {target.driver} would run it"
     if major_minor(cuda) > major_minor(window.high):
         toolkit = facts.cuda_toolkits.get(cuda)
         needs = f" (needs driver >= {toolkit.min_driver})" if toolkit else ""
@@ -101,6 +106,15 @@ def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, vari
         return True, "ptx-jit", f"{variant}: {arch_list}"
     what = "reaches it only through PTX JIT" if covered == "ptx" else "has no kernels for it"
     return False, "ptx-only" if covered == "ptx" else "no-kernels", f"{variant} ({arch_list}) {what} ({target.arch})"
+
+
+def _driver_ceiling(facts: GpuFacts, target: Target, window: CudaWindow) -> str:
+    """The newest CUDA the target's driver runs (natively, or through minor-version compatibility in `minor` mode),
+    whatever its arch: the window before the arch's last CUDA caps it."""
+    assert target.driver is not None
+    if target.cuda_compat == "minor" and not is_tegra(facts, target.arch):
+        return minor_compat_ceiling(facts, target.driver) or window.native
+    return window.native
 
 
 def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate], specifier: SpecifierSet | None, unknown_refused: tuple[tuple[str, str], ...] = ()) -> TargetError:

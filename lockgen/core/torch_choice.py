@@ -122,6 +122,24 @@ def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: 
     return found
 
 
+def cpu_index_candidates(spec: StackSpec, target: Target, platform: str, offer: SourceOffer) -> list[Candidate]:
+    """Every release the CPU index serves a CPU target on a platform, judged by what its page shows (`python`,
+    `glibc`, `exclude-newer`) and the stack's pin; the others are admitted (`cpu-index`): uv takes the newest."""
+    specifier = torch_specifier(spec)
+    found = []
+    for served in offer.served:
+        if served.excluded:
+            admitted, rule, reason = False, served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
+        elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
+            admitted, rule, reason = False, "glibc", f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}"
+        elif pinned_out(specifier, served.release):
+            admitted, rule, reason = False, "pin", f"the stack asks for torch {specifier}"
+        else:
+            admitted, rule, reason = True, "cpu-index", f"a CPU build ({served.torch}), where a CPU target takes torch from"
+        found.append(Candidate("torch", served.release, "cpu", scrub_url(offer.index), platform, admitted, rule, reason))
+    return found
+
+
 def choose_source(candidates: list[Candidate], offers: tuple[SourceOffer, ...], facts: GpuFacts, platform: str, policy: str) -> TorchSource | None:
     """The variant index to route torch to on a platform, or None when PyPI's newest admitted release is at
     least as new as every index's (`candidates` are one platform's, of every source)."""
