@@ -169,7 +169,8 @@ def test_no_pypi_release_the_rules_admit_is_one_error_naming_why(tmp_path: Path,
     done = run_cli("resolve", str(pinned))
     assert done.returncode == 1 and "error: target `a100`: no torch release on PyPI fits sm80 with driver 550.54.15" in done.stderr
     assert "torch 2.7 on PyPI (linux-64): built with CUDA 12.6 (needs driver >= 560.28.03)" in done.stderr  # the one asked for
-    assert "cuda-compat" in done.stderr and "Traceback" not in done.stderr and not (tmp_path / "p" / "locks").exists()
+    assert 'add `torch-variants = ["cu118"]`' in done.stderr and "raise `driver` to >= 560.28.03" in done.stderr  # steps that work, for 2.7
+    assert "Traceback" not in done.stderr and not (tmp_path / "p" / "locks").exists()
     future = stack(tmp_path / "f", 'torch = "*"', A100, url, "3.14")
     done = run_cli("resolve", str(future))
     assert done.returncode == 1 and "no 2.15.0 wheel for Python 3.14 on the platform" in done.stderr
@@ -197,3 +198,31 @@ def test_explain_of_a_missing_target_or_an_unreachable_cuda_is_one_error(tmp_pat
     done = run_cli("explain", str(old), "--target", "b200")
     assert done.returncode == 1 and "runs CUDA <= 12.4 but sm100 needs CUDA >= 12.8" in done.stderr
     assert "hint: CUDA 12.8 needs driver >= 570.26" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "step"),
+    [
+        ('[targets.orin]\narch = "sm87"\ndriver = "540.4.0"\nplatforms = ["linux-aarch64"]', r"state it \(`(cuda = \"13\.0\")` in the target\)"),
+        ('[targets.gh200]\narch = "sm90"\ndriver = "570.86.10"\nplatforms = ["linux-aarch64"]', r"raise `driver` to >= (580\.65\.06) \(CUDA 13\.0\)"),
+        ('[targets.a100]\narch = "sm80"\ndriver = "470.256.02"', r"raise `driver` to >= (530\.30\.02) \(CUDA 12\.1\)"),
+    ],
+)
+def test_each_hint_names_a_step_that_works_for_that_target(tmp_path: Path, pypi, target: str, step: str) -> None:
+    """Orin on JetPack 6, GH200 on R570, an A100 on R470: the hint names a step that resolves when taken (a Jetson's
+    driver has no floors to raise to, and PyTorch's SBSA builds do not run on it; 'cuda-compat = "minor"' gives
+    GH200 no PyPI build), where it said "raise the driver or set cuda-compat" and "add the PyTorch index"."""
+    import re
+
+    url, _ = pypi
+    path = stack(tmp_path, 'torch = ">=2.4"', target, url)
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    found = re.search(step, done.stderr)
+    assert found, done.stderr
+    taken = found.group(1)
+    text = path.read_text()
+    path.write_text(text + taken + "\n" if taken.startswith("cuda") else re.sub(r'driver = "[^"]+"', f'driver = "{taken}"', text))
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr
