@@ -135,3 +135,15 @@ def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) 
     assert {p.name for p in newer.packages_for("linux-64")} == {"torch", "flash-attn", "capped"}
     bad = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "v.yml"), "--glibc", "new")
     assert bad.returncode == 1 and "error: --glibc new is not a glibc version 2.NN" in bad.stderr and "hint:" in bad.stderr
+
+
+@pytest.mark.parametrize(("source", "python"), [(CONFLICTS / "uv.lock", "3.11"), (Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml", "3.11")])
+def test_a_pure_pypi_import_records_the_python_its_wheels_were_chosen_for(tmp_path: Path, source: Path, python: str) -> None:
+    """A uv.lock or pylock imported with --python 3.11 holds wheels and no conda python: the lock records the
+    CPython they were chosen for (`lockgen.python.<platform>`, as resolve's PyPI layer does), which materialize,
+    check and export read; without it materialize refused "the lock has wheels but names no Python version"."""
+    from lockgen.core.expected_env import lock_python
+
+    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(python=python))
+    assert lock.metadata.platforms and all(lock_python(lock, platform) == python for platform in lock.metadata.platforms)
+    assert all(lock.metadata.custom_metadata[f"lockgen.python.{platform}"] == python for platform in lock.metadata.platforms)

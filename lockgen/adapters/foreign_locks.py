@@ -41,6 +41,7 @@ class Imported:
     skipped: tuple[str, ...] = ()  # what could not come over, one reason each
     virtual_packages: dict[str, str] = field(default_factory=dict)  # platform -> "__cuda=12.9 __glibc=2.28" (pixi v7)
     assumed: tuple[str, ...] = ()  # what the file does not say and the import took as given, one line each
+    python: str | None = None  # the CPython a PyPI lock (uv.lock, pylock.toml) was read for: its wheels' interpreter
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -107,7 +108,7 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
         import tomllib
 
         read, left, python = read_pylock(tomllib.loads(text), uv)
-        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left)
+        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left, python=python)
     import yaml
 
     try:
@@ -290,4 +291,4 @@ def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
     import tomllib
 
     found = read_uv_lock(tomllib.loads(text), choices)
-    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed)
+    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed, python=found.python)
