@@ -147,3 +147,25 @@ def test_a_pure_pypi_import_records_the_python_its_wheels_were_chosen_for(tmp_pa
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(python=python))
     assert lock.metadata.platforms and all(lock_python(lock, platform) == python for platform in lock.metadata.platforms)
     assert all(lock.metadata.custom_metadata[f"lockgen.python.{platform}"] == python for platform in lock.metadata.platforms)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
+def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_does(tmp_path: Path, platform: str) -> None:
+    """uv takes a workspace's `.python-version` before requires-python: `uv python pin` reads 3.12 there, and the
+    import takes what `uv export` selects for 3.12 (no tomli, which is for Python < 3.11), saying where the
+    Python came from; it took the oldest requires-python admits (3.10) and tomli with it."""
+    import subprocess
+
+    from lockgen.adapters.uv_resolver import uv_binary
+
+    project = tmp_path / "project"
+    shutil.copytree(CONFLICTS, project)
+    (project / ".python-version").write_text("# the team's Python\n3.12\n")
+    pinned = subprocess.run([uv_binary(), "python", "pin", "--no-python-downloads"], cwd=project, capture_output=True, text=True)
+    assert pinned.returncode == 0 and pinned.stdout.strip() == "3.12", pinned.stderr
+    expected = uv_selects(project, [], platform, pinned.stdout.strip())
+    assert lockgen_takes(project / "uv.lock", UvChoices(), platform, tmp_path / "t.yml") == expected
+    assert ("tomli", "2.5.0") not in expected
+    done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "u.yml"))
+    assert done.returncode == 0 and "CPython 3.12 from .python-version beside the pyproject.toml, as uv picks it" in done.stdout + done.stderr, done.stdout + done.stderr
