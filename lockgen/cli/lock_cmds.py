@@ -46,7 +46,7 @@ def import_(
     source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file."),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
-    python: Optional[str] = typer.Option(None, "--python", help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: the oldest its requires-python admits)."),
+    python: Optional[str] = typer.Option(None, "--python", help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: uv.lock's .python-version, else the oldest requires-python admits)."),
     extra: list[str] = typer.Option([], "--extra", help="uv.lock: an extra of the root project, as `uv sync --extra` (repeatable)."),
     all_extras: bool = typer.Option(False, "--all-extras", help="uv.lock: every extra of the root project."),
     group: list[str] = typer.Option([], "--group", help="uv.lock: a dependency group, as `uv sync --group` (repeatable)."),
