@@ -100,8 +100,8 @@ def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
         if normalize(choices.package) not in graph.members:
             raise UserError(f"the lock's workspace has no member `{choices.package}`", f"its members: {members}")
         return [graph.member(choices.package)]
-    if choices.all_packages:
-        return [graph.member(name) for name in graph.members]
+    if choices.all_packages:  # a root that is no project comes too, its groups with it (as uv exports them)
+        return [graph.member(name) for name in graph.members] + ([graph.workspace] if graph.workspace else [])
     project = choices.project
     if project is not None and project.name is not None:
         if normalize(project.name) not in graph.members:
@@ -121,10 +121,12 @@ def _at_root(entry: dict[str, Any]) -> bool:
 
 
 def _starts(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices) -> tuple[list[Node], tuple[str, ...]]:
-    """The walk's starting nodes (each root, its chosen extras and groups) and what was assumed to choose them.
+    """The walk's starting nodes (each root, its chosen extras and groups; with `--package`, the groups asked for
+    of a workspace root that is no project too, as uv exports them) and what was assumed to choose them.
     An extra or group no root has is refused, listing the ones they have."""
     extras = _known(roots, "extra", choices.extras)
-    groups = _known(roots, "group", choices.groups)
+    virtual = graph.workspace if choices.package is not None and graph.workspace is not None else None
+    groups = _known(roots + ([virtual] if virtual else []), "group", choices.groups)
     project = choices.project
     if choices.no_default_groups:
         defaults: set[str] = set()
@@ -139,6 +141,8 @@ def _starts(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices) -> 
         starts.append((root, "", ""))
         starts += [(root, "extra", e) for e in sorted(has_extras if choices.all_extras else has_extras & extras)]
         starts += [(root, "group", g) for g in sorted(has_groups & (groups | defaults))]
+    if virtual is not None:
+        starts += [(virtual, "group", g) for g in sorted(set(tables(virtual, "group")) & groups)]
     return starts, _assumed(graph, roots, choices, defaults)
 
 
