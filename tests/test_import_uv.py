@@ -169,3 +169,23 @@ def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_doe
     assert ("tomli", "2.5.0") not in expected
     done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "u.yml"))
     assert done.returncode == 0 and "CPython 3.12 from .python-version beside the pyproject.toml, as uv picks it" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, choices",
+    [
+        (["--all-groups"], UvChoices(all_groups=True)),
+        (["--only-group", "lint"], UvChoices(only_groups=("lint",))),
+        (["--all-groups", "--no-group", "dev"], UvChoices(all_groups=True, no_groups=("dev",))),
+        (["--no-group", "dev", "--extra", "cpu"], UvChoices(no_groups=("dev",), extras=("cpu",))),
+    ],
+    ids=["all-groups", "only-group", "all-groups-but-dev", "no-group-dev"],
+)
+def test_the_three_group_flags_select_what_uv_exports(tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+    """--all-groups, --only-group and --no-group, which the import lacked, select what `uv export` does with them."""
+    project = tmp_path / "project"
+    shutil.copytree(CONFLICTS, project)
+    expected = uv_selects(project, flags, "linux-64", "3.10")
+    assert lockgen_takes(project / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected
+    done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "cli.yml"), *flags)
+    assert done.returncode == 0, done.stderr
