@@ -61,11 +61,11 @@ def explain(stack_path: Path, target_name: str, aliases: Sequence[str] = ()) -> 
             for build in builds:
                 verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)
                 rule = "ptx-jit" if verdict.kind == "ptx" and verdict.allowed else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
-                admitted, reason = verdict.allowed, verdict.reason.split(": ", 1)[-1]
-                if admitted and build.name in taken and (build.name, build.version, build.build) not in solved:
-                    admitted, rule = False, "solve"
+                allowed, reason = verdict.allowed, verdict.reason.split(": ", 1)[-1]
+                if allowed and build.name in taken and (build.name, build.version, build.build) not in solved:
+                    allowed, rule = False, "solve"
                     reason = f"admitted by the arch rules ({reason}), but the conda solve took {build.name} {taken[build.name]}: this build's Python or dependencies do not fit the stack's"
-                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]), platform, admitted, rule, reason))
+                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]), platform, allowed, rule, reason))
     candidates = newest_first(found)
     admitted = [c for c in candidates if c.admitted]
     return {

@@ -161,8 +161,8 @@ def imported_lock(
     (`python.<platform>`, as resolve records a PyPI layer's, where no conda python is locked)."""
     packages = list(packages)
     meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name, "imported-format": source_format, "imported-sha256": source_sha256}
-    for platform in platforms if python else ():
-        if not any(p.platform == platform and p.manager == "conda" and p.name == "python" for p in packages):
+    for platform in platforms:
+        if python and not any(p.platform == platform and p.manager == "conda" and p.name == "python" for p in packages):
             meta[f"python.{platform}"] = ".".join(python.split(".")[:2])  # X.Y, as the key holds it (3.13.14 -> 3.13)
     for platform, virtual in sorted((virtual_packages or {}).items()):
         if platform in platforms:

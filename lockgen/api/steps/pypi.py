@@ -91,8 +91,8 @@ def resolve_pypi(
         pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
         if window is not None:  # every CUDA-versioned wheel within the window, but those a base holds
             pinned = frozenset(normalize(p.split("==")[0]) for p in pins) | frozenset(plan.held)
-            ruled = frozenset(by_owner_rule(facts, target, window))
-            plan = dataclasses.replace(plan, constraints=plan.constraints + window_constraints(window, pinned, ruled))
+            by_owner = frozenset(by_owner_rule(facts, target, window))
+            plan = dataclasses.replace(plan, constraints=plan.constraints + window_constraints(window, pinned, by_owner))
         if pins:
             plan = dataclasses.replace(plan, constraints=plan.constraints + pins, requirements=plan.requirements + (pins if require_held else ()))
         jobs.append(
