@@ -171,6 +171,7 @@ def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_doe
     assert done.returncode == 0 and "CPython 3.12 from .python-version beside the pyproject.toml, as uv picks it" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "flags, choices",
     [

@@ -155,6 +155,7 @@ def test_pylock_markers_extras_groups_and_what_cannot_come_over(tmp_path: Path, 
         import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(extras=("gpu",)))
 
 
+@pytest.mark.slow
 def test_explicit_render_keeps_the_pip_lines_as_conda_lock_writes_them(tmp_path: Path) -> None:
     """conda-lock's own explicit render is the oracle: a lock of conda and pip packages gives the same `URL#md5`
     lines and the same `# pip NAME @ URL#sha256=…` lines (the pip part was dropped to a count), and lockgen's
