@@ -10,6 +10,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
@@ -190,3 +192,30 @@ def test_the_three_group_flags_select_what_uv_exports(tmp_path: Path, flags: lis
     assert lockgen_takes(project / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected
     done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "cli.yml"), *flags)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_python_version_pin_is_read_as_uv_reads_it_or_refused(tmp_path: Path) -> None:
+    from lockgen.adapters.uv_project import pinned_python
+
+    for text, pinned in [("3.12\n", "3.12"), ("# a comment\n\n3.11.9\n", "3.11.9"), ("cpython@3.13\n", "3.13"), ("cpython-3.10\n", "3.10")]:
+        (tmp_path / ".python-version").write_text(text)
+        assert pinned_python([tmp_path]) == (pinned, tmp_path / ".python-version")
+    (tmp_path / ".python-version").write_text("pypy3.10\n")
+    with pytest.raises(UserError, match=r"not a CPython 3\.X version"):
+        pinned_python([tmp_path])
+    assert pinned_python([tmp_path / "nowhere"]) is None
+
+
+@pytest.mark.slow
+@given(st.binary(max_size=60) | st.text(max_size=60).map(str.encode))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_python_version_file_is_a_pin_or_one_refusal(tmp_path: Path, text: bytes) -> None:
+    from lockgen.adapters.uv_project import pinned_python
+
+    (tmp_path / ".python-version").write_bytes(text)
+    try:
+        found = pinned_python([tmp_path])
+    except UserError as refused:
+        assert "pass --python X.Y" in refused.hint
+    else:
+        assert found is not None and found[0].startswith("3.")

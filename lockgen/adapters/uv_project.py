@@ -27,6 +27,7 @@ def project_beside(lock: Path, given: Path | None) -> Path | None:
     return path
 
 
+_PIN_BYTES = 4096
 _PINNED = re.compile(r"(?:cpython[-@]?)?(3\.\d{1,2}(?:\.\d{1,2})?)")
 
 
@@ -35,10 +36,12 @@ def pinned_python(folders: list[Path]) -> tuple[str, Path] | None:
     `uv python pin` reads it (its first line that is no comment); None where none does."""
     for folder in folders:
         path = folder / ".python-version"
-        if not path.is_file():
+        if not path.is_file():  # a regular file only (a FIFO there would block the read)
             continue
         try:
-            lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+            with path.open("rb") as handle:
+                head = handle.read(_PIN_BYTES)  # a pin is one short line: what lies past this is not read
+            lines = [line.strip() for line in head.decode("utf-8").splitlines()]
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"cannot read `{path}`: {exc}", "fix it, or pass --python X.Y") from None
         request = next((line for line in lines if line and not line.startswith("#")), "")
