@@ -81,12 +81,17 @@ def _convert(src):
                 continue
             cf.append({"cuda": v, "platform": plat, "arch_list": leaf["value"], "sources": srcs(leaf)})
     official = {}
+    official_aarch64 = {}  # download.pytorch.org's linux-aarch64 (sbsa) builds, by release and variant
     for tv, p in src["pytorch"].items():
         lists = p.get("torch_cuda_arch_list", {})
         for cu, leaf in lists.items():
             if not isinstance(leaf, dict) or "value" not in leaf:
                 continue
             official.setdefault(tv, {})[cu] = {"arch_list": leaf["value"], "sources": srcs(leaf), "inferred": leaf.get("inferred", False)}
+        arm_lists = (p.get("linux_aarch64") or {}).get("torch_cuda_arch_list") or {}
+        if isinstance(arm_lists.get("value"), dict):
+            for cu, arch_list in arm_lists["value"].items():
+                official_aarch64.setdefault(tv, {})[cu] = {"arch_list": arch_list, "sources": srcs(arm_lists), "inferred": bool(arm_lists.get("inferred", False))}
     out = {
         "about": "GPU, CUDA, driver and PyTorch facts used by lockgen's target rules. Re-expressed from the sourced matrix "
         "shared/reference/gpu-matrix.json (horizon: " + src["meta"]["snapshot_horizon"]["value"][:120] + "...). Every entry keeps its sources.",
@@ -96,6 +101,7 @@ def _convert(src):
         "minor_version_compat": compat,
         "conda_forge_pytorch_arch_lists": cf,
         "pytorch_official_arch_lists": official,
+        "pytorch_official_aarch64_arch_lists": official_aarch64,
     }
 
     # PyPI: the variant each release publishes on pypi.org per platform, with its arch list
@@ -142,7 +148,9 @@ ADDITIONS = __import__("pathlib").Path(__file__).with_name("facts_additions.json
 def packaged(matrix_path, additions_path=ADDITIONS):
     """lockgen/data/gpu_facts.json: the matrix re-expressed, then the sourced additions and corrections read
     since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), official lists corrected, CUDA update
-    drivers, conda-forge variant lists, the pytorch channel's own lists, Jetson driver branches, and what could not be verified."""
+    drivers, conda-forge variant lists, the pytorch channel's own lists, download.pytorch.org's aarch64 lists read again,
+    Jetson driver branches, the CUDA rules NVIDIA states for its own packages (cuda-bindings), the last driver branch
+    of each retired architecture, and what could not be verified."""
     out = convert(matrix_path)
     add = json.load(open(additions_path))
     out["about"] += " Then " + add["about"]
@@ -157,9 +165,17 @@ def packaged(matrix_path, additions_path=ADDITIONS):
         out["cuda_toolkits"][cuda]["sources"] = sources
     for torch, by_tag in add["pytorch_official_arch_lists"].items():
         out["pytorch_official_arch_lists"].setdefault(torch, {}).update(by_tag)
+    for torch, by_tag in add["pytorch_official_aarch64_arch_lists"].items():
+        for tag, entry in by_tag.items():
+            known = out["pytorch_official_aarch64_arch_lists"].setdefault(torch, {}).get(tag)
+            if known is not None and known["arch_list"] == entry["arch_list"]:  # the same list, read again: one more source
+                entry = {**known, "sources": known["sources"] + [s for s in entry["sources"] if s not in known["sources"]], "inferred": known["inferred"] and entry["inferred"]}
+            out["pytorch_official_aarch64_arch_lists"][torch][tag] = entry
     out["conda_forge_pytorch_arch_lists"] += add["conda_forge_pytorch_arch_lists"]
     out["pytorch_channel_arch_lists"] = add["pytorch_channel_arch_lists"]
     out["tegra_drivers"] = add["tegra_drivers"]
+    out["package_cuda_rules"] = add["package_cuda_rules"]
+    out["last_driver_branches"] = add["last_driver_branches"]
     out["unverifiable"] = add["unverifiable"]
     return out
 

@@ -60,6 +60,18 @@ def test_driver_too_old_for_the_arch_is_an_error(arch: str, driver: str, fragmen
     assert fragment in caught.value.message and caught.value.hint
 
 
+@pytest.mark.parametrize("arch", ["sm50", "sm52", "sm60", "sm61", "sm70"])
+def test_a_driver_past_the_archs_last_branch_is_refused_naming_it(arch: str) -> None:
+    """NVIDIA's deprecation schedule: R580 is the last driver branch for Maxwell, Pascal and Volta, so a V100 on
+    590.44.01 (CUDA 13.1 natively) has no driver that supports it and gets no lock; on R580 it does."""
+    with pytest.raises(TargetError) as caught:
+        cuda_window(FACTS, gpu(arch, "590.44.01"))
+    assert "driver 590.44.01 is past R580, the last driver branch that supports Maxwell, Pascal and Volta GPUs" in caught.value.message
+    assert "R580" in caught.value.hint
+    assert cuda_window(FACTS, gpu(arch, "580.95.05")).high == "12.9"
+    assert cuda_window(FACTS, gpu("sm75", "590.44.01")).high == "13.1"  # Turing is still driven
+
+
 def test_cuda_pin_outside_the_window_is_an_error() -> None:
     with pytest.raises(TargetError, match="outside"):
         cuda_window(FACTS, gpu("sm90", "550.54.15", cuda="12.8"))

@@ -94,16 +94,40 @@ def test_explain_names_why_torch_2_7_is_out_for_sm80_on_550(tmp_path: Path, pypi
     assert "refused  torch 2.7 cu126 pypi.org linux-64  [driver-floor]" in text.stdout
 
 
-def test_each_rule_is_named_arch_list_pin_and_cpu_target(tmp_path: Path, pypi) -> None:
+def test_each_rule_is_named_arch_list_pin_and_no_sm70_code(tmp_path: Path, pypi) -> None:
     url, _ = pypi
     pascal = explain(stack(tmp_path / "p", 'torch = "*"', '[targets.p100]\narch = "sm60"\ndriver = "580.95.05"', url), "p100")
     assert by_release(pascal, "2.8")["rule"] == "no-kernels" and "7.0;7.5" in by_release(pascal, "2.8")["reason"]
     pinned = explain(stack(tmp_path / "h", 'torch = "==2.5.*"', '[targets.h100]\narch = "sm90"\ndriver = "580.95.05"', url), "h100")
     assert by_release(pinned, "2.6")["rule"] == "pin" and by_release(pinned, "2.5")["admitted"]
     assert by_release(pinned, "2.15")["rule"] == "driver-floor"  # the arch rules decide before the pin
-    cpu = explain(stack(tmp_path / "c", 'torch = "*"', '[targets.cpu]\narch = "cpu"', url), "cpu")
-    assert {c["rule"] for c in cpu["candidates"]} == {"cpu-target"} and cpu["cuda_window"] is None
-    assert "download.pytorch.org/whl/cpu" in cpu["candidates"][0]["reason"]
+    volta = explain(stack(tmp_path / "v", 'torch = "*"', '[targets.v100]\narch = "sm70"\ndriver = "580.95.05"', url), "v100")
+    cu130 = by_release(volta, "2.11")  # R580 runs CUDA 13.0: the driver is not why, the missing sm_70 code is
+    assert cu130["rule"] == "no-kernels" and "no sm_70 code" in cu130["reason"] and "CUDA 12.9 is the last that does" in cu130["reason"]
+    assert volta["newest_admitted"] == {"linux-64": "torch 2.10 (cu128, pypi.org)"}
+
+
+@pytest.mark.slow
+def test_a_cpu_target_is_explained_with_what_its_cpu_index_serves_as_resolve_takes_it(tmp_path: Path, pypi) -> None:
+    """explain said "none" where resolve took 2.13.0+cpu from the CPU index, and exited 0 when that index could
+    not be read: it reads the CPU index as resolve's uv does, so the two agree, and an unreadable one fails both."""
+    url, _ = pypi
+    site = Site()
+    publish(site, tmp_path / "cpu-wheels", [Wheel("torch", f"{v}+cpu", tag="cp311-cp311-manylinux_2_28_x86_64") for v in ("2.12.0", "2.13.0")])
+    server = RangeServer(site)
+    path = stack(tmp_path / "c", 'torch = "*"', '[targets.cpu]\narch = "cpu"', url, options=f'torch-indexes = {{ cpu = "{server.url}/simple" }}')
+    try:
+        cpu = explain(path, "cpu")
+        assert cpu["newest_admitted"] == {"linux-64": f"torch 2.13 (cpu, {server.url}/simple)"} and cpu["cuda_window"] is None
+        assert {c["rule"] for c in cpu["candidates"]} == {"cpu-target", "cpu-index"}
+        done = run_cli("resolve", str(path))
+        assert done.returncode == 0, done.stderr
+        assert {p.name: p.version for p in load_lock(tmp_path / "c" / "locks" / "cpu.conda-lock.yml").package}["torch"] == "2.13.0+cpu"
+    finally:
+        server.stop()
+    for command in ("explain", "resolve"):
+        done = run_cli(command, str(path), *(("--target", "cpu") if command == "explain" else ()))
+        assert done.returncode == 1 and "error: " in done.stderr and "Traceback" not in done.stderr, (command, done.stderr)
 
 
 A100 = '[targets.a100]\narch = "sm80"\ndriver = "550.54.15"\n'
@@ -145,7 +169,8 @@ def test_no_pypi_release_the_rules_admit_is_one_error_naming_why(tmp_path: Path,
     done = run_cli("resolve", str(pinned))
     assert done.returncode == 1 and "error: target `a100`: no torch release on PyPI fits sm80 with driver 550.54.15" in done.stderr
     assert "torch 2.7 on PyPI (linux-64): built with CUDA 12.6 (needs driver >= 560.28.03)" in done.stderr  # the one asked for
-    assert "cuda-compat" in done.stderr and "Traceback" not in done.stderr and not (tmp_path / "p" / "locks").exists()
+    assert 'add `torch-variants = ["cu118"]`' in done.stderr and "raise `driver` to >= 560.28.03" in done.stderr  # steps that work, for 2.7
+    assert "Traceback" not in done.stderr and not (tmp_path / "p" / "locks").exists()
     future = stack(tmp_path / "f", 'torch = "*"', A100, url, "3.14")
     done = run_cli("resolve", str(future))
     assert done.returncode == 1 and "no 2.15.0 wheel for Python 3.14 on the platform" in done.stderr
@@ -173,3 +198,31 @@ def test_explain_of_a_missing_target_or_an_unreachable_cuda_is_one_error(tmp_pat
     done = run_cli("explain", str(old), "--target", "b200")
     assert done.returncode == 1 and "runs CUDA <= 12.4 but sm100 needs CUDA >= 12.8" in done.stderr
     assert "hint: CUDA 12.8 needs driver >= 570.26" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "step"),
+    [
+        ('[targets.orin]\narch = "sm87"\ndriver = "540.4.0"\nplatforms = ["linux-aarch64"]', r"state it \(`(cuda = \"13\.0\")` in the target\)"),
+        ('[targets.gh200]\narch = "sm90"\ndriver = "570.86.10"\nplatforms = ["linux-aarch64"]', r"raise `driver` to >= (580\.65\.06) \(CUDA 13\.0\)"),
+        ('[targets.a100]\narch = "sm80"\ndriver = "470.256.02"', r"raise `driver` to >= (530\.30\.02) \(CUDA 12\.1\)"),
+    ],
+)
+def test_each_hint_names_a_step_that_works_for_that_target(tmp_path: Path, pypi, target: str, step: str) -> None:
+    """Orin on JetPack 6, GH200 on R570, an A100 on R470: the hint names a step that resolves when taken (a Jetson's
+    driver has no floors to raise to, and PyTorch's SBSA builds do not run on it; 'cuda-compat = "minor"' gives
+    GH200 no PyPI build), where it said "raise the driver or set cuda-compat" and "add the PyTorch index"."""
+    import re
+
+    url, _ = pypi
+    path = stack(tmp_path, 'torch = ">=2.4"', target, url)
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    found = re.search(step, done.stderr)
+    assert found, done.stderr
+    taken = found.group(1)
+    text = path.read_text()
+    path.write_text(text + taken + "\n" if taken.startswith("cuda") else re.sub(r'driver = "[^"]+"', f'driver = "{taken}"', text))
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr

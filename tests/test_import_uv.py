@@ -10,6 +10,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
@@ -135,3 +137,85 @@ def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) 
     assert {p.name for p in newer.packages_for("linux-64")} == {"torch", "flash-attn", "capped"}
     bad = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "v.yml"), "--glibc", "new")
     assert bad.returncode == 1 and "error: --glibc new is not a glibc version 2.NN" in bad.stderr and "hint:" in bad.stderr
+
+
+@pytest.mark.parametrize(("source", "python"), [(CONFLICTS / "uv.lock", "3.11"), (Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml", "3.11")])
+def test_a_pure_pypi_import_records_the_python_its_wheels_were_chosen_for(tmp_path: Path, source: Path, python: str) -> None:
+    """A uv.lock or pylock imported with --python 3.11 holds wheels and no conda python: the lock records the
+    CPython they were chosen for (`lockgen.python.<platform>`, as resolve's PyPI layer does), which materialize,
+    check and export read; without it materialize refused "the lock has wheels but names no Python version"."""
+    from lockgen.core.expected_env import lock_python
+
+    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(python=python))
+    assert lock.metadata.platforms and all(lock_python(lock, platform) == python for platform in lock.metadata.platforms)
+    assert all(lock.metadata.custom_metadata[f"lockgen.python.{platform}"] == python for platform in lock.metadata.platforms)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
+def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_does(tmp_path: Path, platform: str) -> None:
+    """uv takes a workspace's `.python-version` before requires-python: `uv python pin` reads 3.12 there, and the
+    import takes what `uv export` selects for 3.12 (no tomli, which is for Python < 3.11), saying where the
+    Python came from; it took the oldest requires-python admits (3.10) and tomli with it."""
+    import subprocess
+
+    from lockgen.adapters.uv_resolver import uv_binary
+
+    project = tmp_path / "project"
+    shutil.copytree(CONFLICTS, project)
+    (project / ".python-version").write_text("# the team's Python\n3.12\n")
+    pinned = subprocess.run([uv_binary(), "python", "pin", "--no-python-downloads"], cwd=project, capture_output=True, text=True)
+    assert pinned.returncode == 0 and pinned.stdout.strip() == "3.12", pinned.stderr
+    expected = uv_selects(project, [], platform, pinned.stdout.strip())
+    assert lockgen_takes(project / "uv.lock", UvChoices(), platform, tmp_path / "t.yml") == expected
+    assert ("tomli", "2.5.0") not in expected
+    done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "u.yml"))
+    assert done.returncode == 0 and "CPython 3.12 from .python-version beside the pyproject.toml, as uv picks it" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flags, choices",
+    [
+        (["--all-groups"], UvChoices(all_groups=True)),
+        (["--only-group", "lint"], UvChoices(only_groups=("lint",))),
+        (["--all-groups", "--no-group", "dev"], UvChoices(all_groups=True, no_groups=("dev",))),
+        (["--no-group", "dev", "--extra", "cpu"], UvChoices(no_groups=("dev",), extras=("cpu",))),
+    ],
+    ids=["all-groups", "only-group", "all-groups-but-dev", "no-group-dev"],
+)
+def test_the_three_group_flags_select_what_uv_exports(tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+    """--all-groups, --only-group and --no-group, which the import lacked, select what `uv export` does with them."""
+    project = tmp_path / "project"
+    shutil.copytree(CONFLICTS, project)
+    expected = uv_selects(project, flags, "linux-64", "3.10")
+    assert lockgen_takes(project / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected
+    done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "cli.yml"), *flags)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_python_version_pin_is_read_as_uv_reads_it_or_refused(tmp_path: Path) -> None:
+    from lockgen.adapters.uv_project import pinned_python
+
+    for text, pinned in [("3.12\n", "3.12"), ("# a comment\n\n3.11.9\n", "3.11.9"), ("cpython@3.13\n", "3.13"), ("cpython-3.10\n", "3.10")]:
+        (tmp_path / ".python-version").write_text(text)
+        assert pinned_python([tmp_path]) == (pinned, tmp_path / ".python-version")
+    (tmp_path / ".python-version").write_text("pypy3.10\n")
+    with pytest.raises(UserError, match=r"not a CPython 3\.X version"):
+        pinned_python([tmp_path])
+    assert pinned_python([tmp_path / "nowhere"]) is None
+
+
+@pytest.mark.slow
+@given(st.binary(max_size=60) | st.text(max_size=60).map(str.encode))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_python_version_file_is_a_pin_or_one_refusal(tmp_path: Path, text: bytes) -> None:
+    from lockgen.adapters.uv_project import pinned_python
+
+    (tmp_path / ".python-version").write_bytes(text)
+    try:
+        found = pinned_python([tmp_path])
+    except UserError as refused:
+        assert "pass --python X.Y" in refused.hint
+    else:
+        assert found is not None and found[0].startswith("3.")

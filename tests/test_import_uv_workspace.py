@@ -214,3 +214,34 @@ def virtual_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_workspace_root_that_is_no_project_installs_every_member_and_its_groups(virtual_root: Path, tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
     expected = uv_selects(virtual_root, flags, "linux-64", "3.10")
     assert lockgen_takes(virtual_root / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected
+
+
+@pytest.fixture(scope="module")
+def virtual_root_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace whose root is no project, with two groups of its own (`dev`, a default one, and `lint`)."""
+    member = '[project]\nname = "NAME"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = ["DEP"]\n' + BUILD
+    return write_project(
+        tmp_path_factory.mktemp("virtual-groups"),
+        {
+            "pyproject.toml": '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n[dependency-groups]\ndev = ["iniconfig"]\nlint = ["pyflakes"]\n',
+            "packages/a/pyproject.toml": member.replace("NAME", "a").replace("DEP", "six"),
+            "packages/b/pyproject.toml": member.replace("NAME", "b").replace("DEP", "attrs"),
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "flags, choices",
+    [
+        (["--all-packages"], UvChoices(all_packages=True)),
+        (["--all-packages", "--group", "lint"], UvChoices(all_packages=True, groups=("lint",))),
+        (["--package", "a", "--group", "lint"], UvChoices(package="a", groups=("lint",))),
+        (["--all-packages", "--no-dev"], UvChoices(all_packages=True, dev=False)),
+    ],
+    ids=["all-packages", "all-packages-lint", "a-lint", "all-packages-no-dev"],
+)
+def test_a_virtual_roots_groups_come_with_all_packages_and_package_as_uv_exports_them(virtual_root_groups: Path, tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+    """The root's `dev` group was dropped with --all-packages and its other groups refused with --package or
+    --all-packages; uv export selects them (uv is the oracle)."""
+    expected = uv_selects(virtual_root_groups, flags, "linux-64", "3.10")
+    assert lockgen_takes(virtual_root_groups / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected

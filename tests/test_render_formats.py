@@ -153,3 +153,33 @@ def test_pylock_markers_extras_groups_and_what_cannot_come_over(tmp_path: Path, 
     assert all(f"linux-64: {reason}" in skipped for reason in reasons) and skipped.count("linux-64:") == len(reasons)
     with pytest.raises(UserError, match="has no extra gpu"):
         import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(extras=("gpu",)))
+
+
+@pytest.mark.slow
+def test_explicit_render_keeps_the_pip_lines_as_conda_lock_writes_them(tmp_path: Path) -> None:
+    """conda-lock's own explicit render is the oracle: a lock of conda and pip packages gives the same `URL#md5`
+    lines and the same `# pip NAME @ URL#sha256=…` lines (the pip part was dropped to a count), and lockgen's
+    import reads the file back to the same pip entries."""
+    from conda_lock.conda_lock import render_lockfile_for_platform
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    from lockgen.adapters.lockfile_yaml import dump_lock
+    from lockgen.core.lock_builder import resolved_lock
+
+    examples = EXAMPLE_STACK.parent.parent
+    conda = load_lock(examples / "pytorch-cuda" / "locks" / "cpu.conda-lock.yml")
+    pip = [p for p in load_lock(examples / "quickstart" / "locks" / "cpu.conda-lock.yml").package if p.platform == "linux-64"]
+    mixed = resolved_lock(conda.metadata, tuple(conda.package) + tuple(pip))  # through the builder: its package set recorded anew
+    path = tmp_path / "mixed.conda-lock.yml"
+    path.write_text(dump_lock(mixed))
+    done = run_cli("render", str(path), "--format", "explicit", "--platform", "linux-64", "-o", str(tmp_path / "explicit.txt"))
+    assert done.returncode == 0, done.stderr
+    ours = [line for line in (tmp_path / "explicit.txt").read_text().splitlines() if not line.startswith("# ") or line.startswith("# pip ")]
+    theirs = render_lockfile_for_platform(
+        lockfile=parse_conda_lock_file(path), include_dev_dependencies=True, extras=None, kind="explicit", platform="linux-64", suppress_warning_for_pip_and_explicit=True
+    )
+    theirs = [line.strip() for line in theirs if line.strip() and (not line.startswith("#") or line.startswith("# pip "))]
+    assert [line for line in ours if line.startswith("# pip ")] == [line for line in theirs if line.startswith("# pip ")] and len(pip) == sum(line.startswith("# pip ") for line in ours)
+    assert sorted(line for line in ours if not line.startswith("#")) == sorted(line for line in theirs if not line.startswith("#"))
+    _, back = import_lock(tmp_path / "explicit.txt", "t", None, tmp_path / "back.yml", UvChoices())
+    assert {(p.name, p.url, p.hash.sha256) for p in back.package if p.manager == "pip"} == {(p.name, p.url, p.hash.sha256) for p in pip}

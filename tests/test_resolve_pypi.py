@@ -80,7 +80,7 @@ def test_gh200_on_an_old_driver_fails_naming_what_to_change(tmp_path: Path) -> N
     with pytest.raises(TargetError) as caught:
         api.resolve(stack)
     assert "no torch release on PyPI fits sm90" in caught.value.message
-    assert "580.65.06" in caught.value.hint and "CPU-only before 2.11" in caught.value.hint
+    assert "raise `driver` to >= 580.65.06" in caught.value.hint and 'add `torch-variants = ["cu126"]`' in caught.value.hint
 
 
 def test_jetson_thor_on_its_580_00_driver_gets_the_aarch64_cu130_torch(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ PYPI = [
     Wheel("filelock", "3.0.0"),
 ]
 CU126 = [Wheel("torch", f"{v}+cu126", tag=X86, requires=("nvidia-cuda-runtime-cu12==12.6.77", "filelock")) for v in ("2.13.0", "2.14.1")] + [
-    Wheel("torch", "2.14.1+cu126", tag="cp311-cp311-manylinux_2_28_aarch64")
+    Wheel("torch", "2.14.1+cu126", tag="cp311-cp311-manylinux_2_28_aarch64", requires=("nvidia-cuda-runtime-cu12==12.6.77", "filelock"))
 ]
 TARGETS = (
     '[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n'  # CUDA 12.9: PyPI's 2.11 on are cu130
@@ -118,15 +118,21 @@ def test_a_source_that_cannot_be_reached_refuses_the_target_naming_it(tmp_path: 
     assert "Traceback" not in done.stderr and not (tmp_path / "locks").exists()
 
 
-def test_aarch64_builds_of_a_variant_without_a_known_list_are_refused_and_explained(tmp_path: Path, indexes) -> None:
-    """download.pytorch.org's aarch64 cu126 lists are not in the facts: such a build decides nothing."""
+@pytest.mark.slow
+def test_a_gh200_takes_pytorchs_aarch64_build_judged_with_its_published_list(tmp_path: Path, indexes) -> None:
+    """download.pytorch.org's aarch64 cu126 list is RELEASE.md's (`8.0;9.0` for 2.12-2.14, the aarch64 CI script's):
+    a GH200 (sm90) takes 2.14.1+cu126 from it; without that list the build decided nothing (arch-list-unknown)."""
     pypi, pytorch, _ = indexes
     path = stack(tmp_path, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}', targets='[targets.gh200]\narch = "sm90"\ndriver = "575.57.08"\nplatforms = ["linux-aarch64"]\n')
     done = run_cli("explain", str(path), "--target", "gh200", "--json")
     assert done.returncode == 0, done.stderr
     mine = [c for c in json.loads(done.stdout)["candidates"] if c["source"] == f"{pytorch}/simple"]
-    assert [(c["release"], c["variant"], c["admitted"], c["rule"]) for c in mine] == [("2.14", "cu126", False, "arch-list-unknown")]
-    assert "no arch list for cu126 builds of 2.14 on linux-aarch64" in mine[0]["reason"]
+    assert [(c["release"], c["variant"], c["admitted"]) for c in mine] == [("2.14", "cu126", True)]
+    assert "8.0;9.0" in mine[0]["reason"], mine[0]
+    done = run_cli("resolve", str(path))
+    assert done.returncode == 0, done.stderr
+    locked = {p.name: p.version for p in load_lock(tmp_path / "locks" / "gh200.conda-lock.yml").package}
+    assert locked["torch"] == "2.14.1+cu126"
 
 
 def test_explain_lists_each_sources_candidates_with_verdicts(tmp_path: Path, indexes) -> None:

@@ -18,7 +18,7 @@ from lockgen.adapters import user_files
 from lockgen.adapters.lockfile_yaml import v1_lock, yaml_problem
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
-from lockgen.adapters.uv_project import project_beside, read_uv_project
+from lockgen.adapters.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.names import shown
 from lockgen.core.wheel_names import parse_wheel_filename, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
@@ -42,6 +42,7 @@ class Imported:
     skipped: tuple[str, ...] = ()  # what could not come over, one reason each
     virtual_packages: dict[str, str] = field(default_factory=dict)  # platform -> "__cuda=12.9 __glibc=2.28" (pixi v7)
     assumed: tuple[str, ...] = ()  # what the file does not say and the import took as given, one line each
+    python: str | None = None  # the CPython a PyPI lock (uv.lock, pylock.toml) was read for: its wheels' interpreter
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -59,11 +60,18 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
     text = raw.decode("utf-8", errors="replace")
     digest = hashlib.sha256(raw).hexdigest()
     form = _format_of(path, text)
-    if form == "uv.lock" and uv.project is None:
+    said: tuple[str, ...] = ()
+    if form == "uv.lock":
         pyproject = project_beside(path, project)
-        uv = replace(uv, project=read_uv_project(pyproject)) if pyproject else uv
+        if uv.project is None and pyproject:
+            uv = replace(uv, project=read_uv_project(pyproject))
+        pinned = pinned_python(list(dict.fromkeys([pyproject.parent, path.parent] if pyproject else [path.parent]))) if uv.python is None else None
+        if pinned is not None:  # uv takes the workspace's pin before requires-python
+            uv = replace(uv, python=pinned[0])
+            said = (f"CPython {pinned[0]} from {pinned[1].name} beside the {'pyproject.toml' if pyproject else 'lock'}, as uv picks it (--python overrides)",)
     try:
-        return _read(form, path, text, environment, uv, digest)
+        found = _read(form, path, text, environment, uv, digest)
+        return replace(found, assumed=said + found.assumed) if said else found
     except RecursionError:  # nested past the reader: no lock of any tool is
         raise LockFormatError(f"`{path}` is a malformed {form}: nested deeper than a reader goes", f"it was edited or cut short: use the file {_producer(form)} wrote") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
@@ -108,7 +116,7 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
         import tomllib
 
         read, left, python = read_pylock(tomllib.loads(text), uv)
-        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left)
+        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left, python=python)
     import yaml
 
     try:
@@ -291,4 +299,4 @@ def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
     import tomllib
 
     found = read_uv_lock(tomllib.loads(text), choices)
-    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed)
+    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed, python=found.python)

@@ -42,8 +42,9 @@ class UvProject:
 @dataclass(frozen=True)
 class UvChoices:
     """What `uv sync` would be told: the Python (X.Y or X.Y.Z), the extras and groups (the default groups are
-    in unless `no_default_groups`, `dev` unless `dev=False`, as uv does), the root (`package`, or
-    `all_packages`), the newest manylinux glibc a wheel may need, and the project's pyproject settings."""
+    in unless `no_default_groups`, `dev` unless `dev=False`, as uv does; `all_groups`, `only_groups` without
+    the projects themselves, `no_groups` left out of any), the root (`package`, or `all_packages`), the newest
+    manylinux glibc a wheel may need, and the project's pyproject settings."""
 
     python: str | None = None
     extras: tuple[str, ...] = ()
@@ -51,6 +52,9 @@ class UvChoices:
     groups: tuple[str, ...] = ()
     dev: bool = True
     no_default_groups: bool = False
+    all_groups: bool = False
+    only_groups: tuple[str, ...] = ()
+    no_groups: tuple[str, ...] = ()
     package: str | None = None
     all_packages: bool = False
     glibc: str = "2.28"
@@ -100,8 +104,8 @@ def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
         if normalize(choices.package) not in graph.members:
             raise UserError(f"the lock's workspace has no member `{choices.package}`", f"its members: {members}")
         return [graph.member(choices.package)]
-    if choices.all_packages:
-        return [graph.member(name) for name in graph.members]
+    if choices.all_packages:  # a root that is no project comes too, its groups with it (as uv exports them)
+        return [graph.member(name) for name in graph.members] + ([graph.workspace] if graph.workspace else [])
     project = choices.project
     if project is not None and project.name is not None:
         if normalize(project.name) not in graph.members:
@@ -121,12 +125,15 @@ def _at_root(entry: dict[str, Any]) -> bool:
 
 
 def _starts(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices) -> tuple[list[Node], tuple[str, ...]]:
-    """The walk's starting nodes (each root, its chosen extras and groups) and what was assumed to choose them.
+    """The walk's starting nodes (each root, its chosen extras and groups; with `--package`, the groups asked for
+    of a workspace root that is no project too, as uv exports them) and what was assumed to choose them.
     An extra or group no root has is refused, listing the ones they have."""
     extras = _known(roots, "extra", choices.extras)
-    groups = _known(roots, "group", choices.groups)
+    virtual = graph.workspace if choices.package is not None and graph.workspace is not None else None
+    groups = _known(roots + ([virtual] if virtual else []), "group", choices.groups + choices.only_groups)
+    left_out = {normalize(g) for g in choices.no_groups}
     project = choices.project
-    if choices.no_default_groups:
+    if choices.no_default_groups or choices.only_groups:
         defaults: set[str] = set()
     elif project is not None and project.all_default_groups:
         defaults = {name for root in roots for name in tables(root, "group")}
@@ -136,9 +143,12 @@ def _starts(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices) -> 
     starts: list[Node] = []
     for root in roots:
         has_extras, has_groups = set(tables(root, "extra")), set(tables(root, "group"))
-        starts.append((root, "", ""))
-        starts += [(root, "extra", e) for e in sorted(has_extras if choices.all_extras else has_extras & extras)]
-        starts += [(root, "group", g) for g in sorted(has_groups & (groups | defaults))]
+        if not choices.only_groups:  # --only-group: the groups alone, not the projects (as uv)
+            starts.append((root, "", ""))
+            starts += [(root, "extra", e) for e in sorted(has_extras if choices.all_extras else has_extras & extras)]
+        starts += [(root, "group", g) for g in sorted((has_groups if choices.all_groups else has_groups & (groups | defaults)) - left_out)]
+    if virtual is not None:
+        starts += [(virtual, "group", g) for g in sorted(set(tables(virtual, "group")) & groups - left_out)]
     return starts, _assumed(graph, roots, choices, defaults)
 
 

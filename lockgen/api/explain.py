@@ -4,7 +4,11 @@ reads them, with the releases newer than the facts its evidence admits; and the 
 stack's conda channels), each with its verdict and the rule that decided it, newest first, and the CUDA window
 they were judged in (a stack whose Python comes from its conda channels is judged for any Python, and without
 newer releases, whose requirements depend on it). A CPU target's PyPI candidates are decided by the target alone
-(`cpu-target`)."""
+(`cpu-target`); what the CPU index serves is read as resolve's uv reads it, and admitted (`cpu-index`) but for
+what its page or the stack's pin keeps out, so explain names the torch resolve takes, and an unreadable CPU index
+is an error in both. The conda channels' builds are judged by the arch rules and then by resolve's own conda solve
+of the target (its plan, `plan.plan_request`, and the same solver): an admitted build the solve did not take is
+named so (`solve`), so the newest admitted build is the one resolve locks."""
 
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ from lockgen.core.credentials import scrub_url
 from lockgen.core.explain import Candidate, cpu_target_candidates, newest_first
 from lockgen.core.facts import load_facts
 from lockgen.core.facts_inference import with_inferred
-from lockgen.core.torch_choice import source_candidates
+from lockgen.core.plan import plan_request
+from lockgen.core.torch_choice import cpu_index_candidates, source_candidates
 from lockgen.errors import UserError
 from lockgen.model.names import normalize
 
@@ -44,18 +49,29 @@ def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = 
     window = cuda_window(facts, target) if target.is_gpu else None
     found: list[Candidate] = []
     if any(normalize(d.name) == "torch" for d in spec.pypi_dependencies):
-        found += [] if target.is_gpu else cpu_target_candidates(facts, spec, target)
         sources = TorchSources(facts, spec)
+        if not target.is_gpu:
+            found += cpu_target_candidates(facts, spec, target)
+            for platform in spec.platforms_of(target):
+                found += cpu_index_candidates(spec, target, platform, sources.cpu_offer(target, platform, spec.python))
         for platform in spec.platforms_of(target) if target.is_gpu else ():
             inference = sources.inference(target, platform, spec.python_minor) if spec.python_minor else None
             judged = with_inferred(facts, inference) if inference else facts
             found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python_minor))
     if channels is not None:
         for platform in spec.platforms_of(target):
-            for build in channels.candidates(platform, ARCH_SPECIFIC_PACKAGES):
+            builds = channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
+            request = plan_request(facts, spec, target, platform, window, builds)  # resolve's plan: its errors are resolve's
+            solved = {(p.name, p.version, p.build) for p in channels.solve_all([(request, None)])[0] if p.name in ARCH_SPECIFIC_PACKAGES}
+            taken = {name: version for name, version, _ in solved}
+            for build in builds:
                 verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)
                 rule = "ptx-jit" if verdict.kind == "ptx" and verdict.allowed else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
-                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]), platform, verdict.allowed, rule, verdict.reason.split(": ", 1)[-1]))
+                allowed, reason = verdict.allowed, verdict.reason.split(": ", 1)[-1]
+                if allowed and build.name in taken and (build.name, build.version, build.build) not in solved:
+                    allowed, rule = False, "solve"
+                    reason = f"admitted by the arch rules ({reason}), but the conda solve took {build.name} {taken[build.name]}: this build's Python or dependencies do not fit the stack's"
+                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]), platform, allowed, rule, reason))
     candidates = newest_first(found)
     admitted = [c for c in candidates if c.admitted]
     return {

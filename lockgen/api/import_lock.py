@@ -33,7 +33,18 @@ def import_lock(source: Path, target: str, environment: str | None = None, out: 
         )
     packages = _once_each(imported.packages, source)
     lock = imported_lock(
-        target, source.name, imported.format, imported.sha256, environment, imported.skipped, imported.channels, imported.platforms, packages, imported.virtual_packages, imported.assumed
+        target,
+        source.name,
+        imported.format,
+        imported.sha256,
+        environment,
+        imported.skipped,
+        imported.channels,
+        imported.platforms,
+        packages,
+        imported.virtual_packages,
+        imported.assumed,
+        imported.python,
     )
     path = out or default_lock_path(target)
     write_atomic(path, checked_lock_text(lock, f"imported from {source}", "the foreign lock holds this value: correct it there (or lock again with its own tool) and import again"))

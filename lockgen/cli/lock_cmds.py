@@ -46,12 +46,15 @@ def import_(
     source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file."),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
-    python: Optional[str] = typer.Option(None, "--python", help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: the oldest its requires-python admits)."),
+    python: Optional[str] = typer.Option(None, "--python", help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: uv.lock's .python-version, else the oldest requires-python admits)."),
     extra: list[str] = typer.Option([], "--extra", help="uv.lock: an extra of the root project, as `uv sync --extra` (repeatable)."),
     all_extras: bool = typer.Option(False, "--all-extras", help="uv.lock: every extra of the root project."),
     group: list[str] = typer.Option([], "--group", help="uv.lock: a dependency group, as `uv sync --group` (repeatable)."),
     no_dev: bool = typer.Option(False, "--no-dev", help="uv.lock: leave out the dev group (uv includes it by default)."),
     no_default_groups: bool = typer.Option(False, "--no-default-groups", help="uv.lock: leave out [tool.uv] default-groups."),
+    all_groups: bool = typer.Option(False, "--all-groups", help="uv.lock: every dependency group, as `uv sync --all-groups`."),
+    only_group: list[str] = typer.Option([], "--only-group", help="uv.lock: only this group, not the projects, as `uv sync --only-group` (repeatable)."),
+    no_group: list[str] = typer.Option([], "--no-group", help="uv.lock: leave this group out, as `uv sync --no-group` (repeatable)."),
     package: Optional[str] = typer.Option(None, "--package", help="uv.lock: the workspace member to install, as `uv sync --package`."),
     all_packages: bool = typer.Option(False, "--all-packages", help="uv.lock: every workspace member, as `uv sync --all-packages`."),
     project: Optional[Path] = typer.Option(None, "--project", help="uv.lock: the workspace root's pyproject.toml (default: the one beside the lock), for default-groups and the root."),
@@ -64,7 +67,18 @@ def import_(
     from lockgen.cli.ui import progress
 
     choices = UvChoices(
-        python=python, extras=tuple(extra), all_extras=all_extras, groups=tuple(group), dev=not no_dev, no_default_groups=no_default_groups, package=package, all_packages=all_packages, glibc=glibc
+        python=python,
+        extras=tuple(extra),
+        all_extras=all_extras,
+        groups=tuple(group),
+        dev=not no_dev,
+        no_default_groups=no_default_groups,
+        all_groups=all_groups,
+        only_groups=tuple(only_group),
+        no_groups=tuple(no_group),
+        package=package,
+        all_packages=all_packages,
+        glibc=glibc,
     )
     path, lock = import_lock(source, target, environment, out, choices, project)
     notes = import_notes(lock)

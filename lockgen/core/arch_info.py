@@ -41,7 +41,8 @@ def arch_report(name: str) -> dict[str, Any]:
     official = []
     for release in sorted(facts.pytorch_official_arch_lists, key=lambda e: (_numeric(e.torch), _numeric(e.cuda_tag))):
         covered = coverage(release.arch_list, arch.compute_capability)
-        official.append(f"torch {release.torch} {release.cuda_tag}: {covered or 'no kernels'}")
+        where = "" if release.platform == "linux-64" else f" ({release.platform})"
+        official.append(f"torch {release.torch} {release.cuda_tag}{where}: {covered or 'no kernels'}")
     return {
         "arch": arch.name,
         "compute_capability": arch.compute_capability,

@@ -8,6 +8,8 @@ A target names its arch and its fleet's driver. From the facts:
   JetPack 6.1/6.2 CUDA 12.6, a JetPack 5 module's Jetson Linux `35.x` CUDA 11.4), or from the `cuda` the target
   states (a module with NVIDIA's CUDA upgradable package); a driver of neither is refused, and Table 3's dGPU
   floors never judge it;
+- a discrete GPU's driver must be of a branch that still supports its arch (the facts' `last_driver_branches`:
+  R580 is the last for Maxwell, Pascal and Volta, so a V100 on 590.44.01 gets no lock);
 - for packages whose kernels are compiled per arch (pytorch, libtorch), a build is admitted only if
   its CUDA lies in the window and its arch list has native kernels (SASS) for the target; a build
   that reaches the arch only through PTX JIT is admitted when the target says `allow-ptx-jit`.
@@ -22,7 +24,7 @@ import re
 from lockgen.core.facts import arch_fact, is_tegra, minor_compat_ceiling, target_native_cuda
 from lockgen.core.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError
-from lockgen.model.facts import GpuFacts
+from lockgen.model.facts import GpuFacts, LastDriverBranch
 from lockgen.model.plan import BuildVerdict, CandidateBuild, CudaWindow
 from lockgen.model.spec import Target
 
@@ -37,6 +39,12 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
     """The CUDA releases a GPU target may use, or a TargetError saying why there are none."""
     arch = arch_fact(facts, target.arch)
     assert target.driver is not None
+    retired = last_branch(facts, target)
+    if retired is not None:
+        raise TargetError(
+            f"target `{target.name}`: driver {target.driver} is past R{retired.branch}, the last driver branch that supports {retired.families} GPUs ({arch.name}: {arch.family})",
+            f"state the fleet's R{retired.branch} (or older) driver in `driver`; no newer branch drives {arch.name}",
+        )
     native, read = target_native_cuda(facts, target)
     if native is None and is_tegra(facts, target.arch):
         raise TargetError(f"target `{target.name}`: {read}", _driver_hint(facts, arch.first_cuda, target))
@@ -74,6 +82,15 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
         low = high = pin
         reason += f"; pinned to CUDA {target.cuda}"
     return CudaWindow(low=mm_text(low), high=mm_text(high), native=native, reason=reason)
+
+
+def last_branch(facts: GpuFacts, target: Target) -> LastDriverBranch | None:
+    """The facts' last driver branch for a discrete GPU's arch when the target's driver is of a later branch."""
+    assert target.driver is not None
+    if is_tegra(facts, target.arch):
+        return None
+    branch = int(target.driver.split(".")[0])
+    return next((b for b in facts.last_driver_branches if target.arch in b.archs and branch > int(b.branch)), None)
 
 
 def _driver_hint(facts: GpuFacts, needed: str, target: Target) -> str:
@@ -135,7 +152,7 @@ def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platfor
         if channel:
             return channel[0].arch_list, ""
         torch_mm = mm_text(major_minor(candidate.version))
-        same_tag = [e for e in facts.pytorch_official_arch_lists if e.cuda_tag == tag]
+        same_tag = [e for e in facts.pytorch_official_arch_lists if e.cuda_tag == tag and e.platform == "linux-64"]  # the channel's builds: the wheels' x86_64 lists
         exact = [e for e in same_tag if e.torch == torch_mm]
         if exact:
             return exact[0].arch_list, ""

@@ -16,8 +16,10 @@ from lockgen.model.facts import (
     CondaForgeArchList,
     CudaToolkitFact,
     GpuFacts,
+    LastDriverBranch,
     MinorCompatFact,
     OfficialArchList,
+    PackageCudaRule,
     PypiWheelFact,
     TegraDriverFact,
 )
@@ -42,10 +44,17 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
             cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
             minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
             conda_forge_pytorch_arch_lists=tuple(CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]),
-            pytorch_official_arch_lists=tuple(OfficialArchList(torch=torch, cuda_tag=tag, **entry) for torch, by_tag in raw["pytorch_official_arch_lists"].items() for tag, entry in by_tag.items()),
+            pytorch_official_arch_lists=tuple(
+                OfficialArchList(torch=torch, cuda_tag=tag, platform=platform, **entry)
+                for key, platform in (("pytorch_official_arch_lists", "linux-64"), ("pytorch_official_aarch64_arch_lists", "linux-aarch64"))
+                for torch, by_tag in raw.get(key, {}).items()
+                for tag, entry in by_tag.items()
+            ),
             pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
             pytorch_channel_arch_lists=tuple(ChannelArchList(**e) for e in raw.get("pytorch_channel_arch_lists", ())),
             tegra_drivers=tuple(TegraDriverFact(**e) for e in raw.get("tegra_drivers", ())),
+            package_cuda_rules=tuple(PackageCudaRule(**e) for e in raw.get("package_cuda_rules", ())),
+            last_driver_branches=tuple(LastDriverBranch(**e) for e in raw.get("last_driver_branches", ())),
             unverifiable=tuple(raw.get("unverifiable", ())),
             valid_as_of=str(raw.get("valid_as_of", "")),
             origin=origin,

@@ -82,12 +82,12 @@ def cuda_of_requirements(requires: tuple[str, ...], platform: str, python: str) 
 
 def base_list(facts: GpuFacts, platform: str, variant: str) -> tuple[str, str] | None:
     """(arch list, what it is) of the newest known build with this variant on this platform: a PyPI wheel,
-    else on linux-64 an official build (download.pytorch.org's lists are the x86_64 ones)."""
+    else an official build of that platform (download.pytorch.org's)."""
     same = [w for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant == variant and w.arch_list]
     wheel = max(same, key=lambda w: as_tuple(w.torch), default=None)
     if wheel is not None:
         return wheel.arch_list or "", f"{wheel.torch} {variant}"
-    official = [o for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant] if platform == "linux-64" else []
+    official = [o for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant and o.platform == platform]
     best = max(official, key=lambda o: as_tuple(o.torch), default=None)
     return (best.arch_list, f"the official {best.torch} {variant} build") if best else None
 

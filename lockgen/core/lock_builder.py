@@ -170,11 +170,17 @@ def imported_lock(
     packages: Iterable[LockedPackage],
     virtual_packages: Mapping[str, str] | None = None,
     assumed: Sequence[str] = (),
+    python: str | None = None,
 ) -> Lock:
     """Another tool's lock as a lockgen lock (`lockgen import`), with the virtual packages it states per
-    platform (pixi v7's `__cuda=12.9`) under the key resolve uses, and what the import assumed where the
-    file does not say (uv's default groups without a pyproject.toml)."""
+    platform (pixi v7's `__cuda=12.9`) under the key resolve uses, what the import assumed where the
+    file does not say (uv's default groups without a pyproject.toml), and the CPython a PyPI lock was read for
+    (`python.<platform>`, as resolve records a PyPI layer's, where no conda python is locked)."""
+    packages = list(packages)
     meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name, "imported-format": source_format, "imported-sha256": source_sha256}
+    for platform in platforms:
+        if python and not any(p.platform == platform and p.manager == "conda" and p.name == "python" for p in packages):
+            meta[f"python.{platform}"] = ".".join(python.split(".")[:2])  # X.Y, as the key holds it (3.13.14 -> 3.13)
     for platform, virtual in sorted((virtual_packages or {}).items()):
         if platform in platforms:
             meta[f"virtual-packages.{platform}"] = virtual

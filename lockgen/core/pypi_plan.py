@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from lockgen.model.names import normalize
 from lockgen.core.facts_inference import Inference, with_inferred
-from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, torch_admission
+from lockgen.core.pypi_rules import CONDA_TO_PYPI, known_releases, no_torch_error, torch_admission, working_steps
 from lockgen.core.explain import PYPI_SOURCE, Candidate, torch_specifier
 from lockgen.core.torch_choice import SourceOffer, TorchSource, choose_source, source_candidates
 from lockgen.core.torch_sources import cpu_routes, family_routes
@@ -102,7 +102,8 @@ def plan_pypi(
             source = choose_source(list(candidates), offers, facts, platform, spec.unknown_releases)
         pypi_fits = any(c.admitted for c in candidates if c.source == PYPI_SOURCE)
         if wants_torch and not pypi_fits and source is None:
-            raise no_torch_error(target, platform, candidates, torch_specifier(spec), unknown)
+            assert window is not None, "torch rules apply to GPU targets"
+            raise no_torch_error(target, platform, candidates, torch_specifier(spec), unknown, working_steps(facts, target, window, platform, torch_specifier(spec)))
         line = source.constraint if source else admission.constraint(known_releases(facts, platform, unknown))
         if line:
             constraints.append(line)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from lockgen.core.arch_rules import coverage
 from lockgen.core.explain import PYPI_SOURCE, Candidate, pinned_out
-from lockgen.core.facts import arch_fact
+from lockgen.core.facts import arch_fact, is_tegra, minor_compat_ceiling
 from lockgen.core.versions import as_tuple, major_minor
 from lockgen.model.names import normalize
 from lockgen.errors import TargetError
@@ -81,13 +81,18 @@ def known_releases(facts: GpuFacts, platform: str, unknown_refused: tuple[tuple[
 def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, variant: str, arch_list: str | None) -> tuple[bool, str, str]:
     """(admitted, the rule that decided, why) for one torch build of a variant on a GPU target. Rules:
     `cpu-build`, `driver-floor` (its CUDA is newer than the driver runs), `arch-list-unknown`, `ptx-only`,
-    `no-kernels`, and `native-kernels` (admitted) or `ptx-jit` (admitted with allow-ptx-jit)."""
+    `no-kernels` (also a CUDA past the arch's last one that the driver would run: a V100 on R580 and cu130 has no
+    sm_70 code, whatever its driver), and `native-kernels` (admitted) or `ptx-jit` (admitted with allow-ptx-jit)."""
     if not target.is_gpu:
         return True, "cpu-target", "any build runs on a CPU"
     assert window is not None
     if variant == "cpu":
         return False, "cpu-build", "a CPU-only build"
     cuda = f"{variant[2:-1]}.{variant[-1]}"
+    arch = arch_fact(facts, target.arch)
+    if arch.last_cuda is not None and major_minor(arch.last_cuda) < major_minor(cuda) <= major_minor(_driver_ceiling(facts, target, window)):
+        listed = f": {variant} ({arch_list}) has no sm_{arch.compute_capability.replace('.', '')} code" if arch_list is not None else ""
+        return False, "no-kernels", f"built with CUDA {cuda}, which no longer targets {target.arch} (CUDA {arch.last_cuda} is the last that does){listed}; driver {target.driver} would run it"
     if major_minor(cuda) > major_minor(window.high):
         toolkit = facts.cuda_toolkits.get(cuda)
         needs = f" (needs driver >= {toolkit.min_driver})" if toolkit else ""
@@ -103,9 +108,88 @@ def judge_wheel(facts: GpuFacts, target: Target, window: CudaWindow | None, vari
     return False, "ptx-only" if covered == "ptx" else "no-kernels", f"{variant} ({arch_list}) {what} ({target.arch})"
 
 
-def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate], specifier: SpecifierSet | None, unknown_refused: tuple[tuple[str, str], ...] = ()) -> TargetError:
+def _driver_ceiling(facts: GpuFacts, target: Target, window: CudaWindow) -> str:
+    """The newest CUDA the target's driver runs (natively, or through minor-version compatibility in `minor` mode),
+    whatever its arch: the window before the arch's last CUDA caps it."""
+    assert target.driver is not None
+    if target.cuda_compat == "minor" and not is_tegra(facts, target.arch):
+        return minor_compat_ceiling(facts, target.driver) or window.native
+    return window.native
+
+
+def _kernels(facts: GpuFacts, target: Target, arch_list: str) -> bool:
+    covered = coverage(arch_list, arch_fact(facts, target.arch).compute_capability)
+    return covered == "sass" or (covered == "ptx" and target.allow_ptx_jit)
+
+
+def _newest_variant_build(facts: GpuFacts, target: Target, platform: str, high: str, specifier: SpecifierSet | None) -> tuple[str, str] | None:
+    """(release, variant) of the newest build PyTorch's variant indexes have on the platform (their lists: the
+    official ones, and PyPI's wheels, which they promote) whose CUDA is at most `high` (and the arch's last) and
+    whose list has the arch's kernels, the stack's pin allowing it."""
+    arch = arch_fact(facts, target.arch)
+    lists = {(o.torch, o.cuda_tag): o.arch_list for o in facts.pytorch_official_arch_lists if o.platform == platform}
+    lists.update({(w.torch, w.variant): w.arch_list for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant.startswith("cu") and w.arch_list})
+    fitting = [
+        (release, variant)
+        for (release, variant), arch_list in lists.items()
+        if major_minor(f"{variant[2:-1]}.{variant[-1]}") <= min(major_minor(high), major_minor(arch.last_cuda or high)) and _kernels(facts, target, arch_list) and not pinned_out(specifier, release)
+    ]
+    return max(fitting, key=lambda b: (as_tuple(b[0]), as_tuple(b[1][2:])), default=None)
+
+
+def working_steps(facts: GpuFacts, target: Target, window: CudaWindow, platform: str, specifier: SpecifierSet | None) -> list[str]:
+    """What would give a GPU target a torch when no source of the stack fits, each step one that works by the
+    facts: a variant index of PyTorch's with a build its driver runs, that under minor-version compatibility, a
+    newer driver for PyPI's newest build with its kernels; for a Jetson module, the CUDA a compatibility package
+    gives it (its driver's own numbering has no floors to raise to)."""
+    assert target.driver is not None
+    steps = []
+    tegra = is_tegra(facts, target.arch)  # PyTorch's aarch64 builds are SBSA ones: a Jetson's own driver runs none before CUDA 13
+    within = None if tegra else _newest_variant_build(facts, target, platform, window.high, specifier)
+    if within is not None:
+        steps.append(f'PyTorch\'s index has torch {within[0]} {within[1]} for {platform} with {target.arch} kernels: add `torch-variants = ["{within[1]}"]` to [pypi-options]')
+    if within is None and not tegra and target.cuda_compat == "strict" and target.cuda is None:
+        ceiling = minor_compat_ceiling(facts, target.driver)
+        compat = _newest_variant_build(facts, target, platform, ceiling, specifier) if ceiling else None
+        if compat is not None:
+            steps.append(
+                f'with minor-version compatibility (limited features, no PTX JIT) PyTorch\'s torch {compat[0]} {compat[1]} runs on driver {target.driver}: set `cuda-compat = "minor"` and `torch-variants = ["{compat[1]}"]`'
+            )
+
+    def cuda_of(variant: str) -> str:
+        return f"{variant[2:-1]}.{variant[-1]}"
+
+    last = next((int(b.branch) for b in facts.last_driver_branches if target.arch in b.archs), None)
+    beyond = [
+        w
+        for w in facts.pytorch_pypi_wheels
+        if w.platform == platform
+        and w.variant.startswith("cu")
+        and w.arch_list
+        and _kernels(facts, target, w.arch_list)
+        and not pinned_out(specifier, w.torch)
+        and major_minor(cuda_of(w.variant)) > major_minor(window.high)
+        and cuda_of(w.variant) in facts.cuda_toolkits
+        and (last is None or int(facts.cuda_toolkits[cuda_of(w.variant)].min_driver.split(".")[0]) <= last)
+    ]
+    nearest = min(beyond, key=lambda w: (major_minor(cuda_of(w.variant)), tuple(-n for n in as_tuple(w.torch))), default=None)  # the least CUDA, its newest release
+    if nearest is not None:
+        cuda = cuda_of(nearest.variant)
+        if tegra and target.cuda is None:
+            steps.append(
+                f"if the module runs CUDA {cuda} or newer through NVIDIA's CUDA compatibility package, state it (`cuda = \"{cuda}\"` in the target): PyPI's torch {nearest.torch} ({nearest.variant}) has {target.arch} kernels"
+            )
+        elif not tegra:
+            steps.append(f"raise `driver` to >= {facts.cuda_toolkits[cuda].min_driver} (CUDA {cuda}): PyPI's torch {nearest.torch} ({nearest.variant}) has {target.arch} kernels")
+    return steps
+
+
+def no_torch_error(
+    target: Target, platform: str, candidates: Sequence[Candidate], specifier: SpecifierSet | None, unknown_refused: tuple[tuple[str, str], ...] = (), steps: Sequence[str] = ()
+) -> TargetError:
     """No torch source fits: why PyPI's releases are out (those the stack's pin asks for, else the newest two),
-    releases newer than the facts the evidence refused, and each variant index's newest."""
+    releases newer than the facts the evidence refused, each variant index's newest, and the `steps` that would
+    work (`working_steps`), else the generic ones."""
     pypi = sorted((c for c in candidates if c.source == PYPI_SOURCE and c.rule != "pin"), key=lambda c: as_tuple(c.release))
     named = [c for c in pypi if specifier is not None and not pinned_out(specifier, c.release)]
     hints = [f"torch {c.release} on PyPI ({platform}): {c.reason}" for c in (named or pypi)[-2:]]
@@ -118,10 +202,9 @@ def no_torch_error(target: Target, platform: str, candidates: Sequence[Candidate
         hints.append("the stack's torch sources are PyPI and " + ", ".join(dict.fromkeys(c.variant for c in others)))
     if not pypi:
         hints.append("the stack's index serves no torch build the facts know for this platform and Python")
-    if any(c.rule == "driver-floor" for c in pypi):
+    hints += steps
+    if not steps and any(c.rule == "driver-floor" for c in pypi):
         hints.append('raise the target\'s driver or set `cuda-compat = "minor"`')
-    if any(c.rule == "cpu-build" for c in pypi) and platform == "linux-aarch64":
-        hints.append("PyPI's torch for linux-aarch64 is CPU-only before 2.11; add the PyTorch index for older CUDA builds")
     where = "any of the stack's torch sources" if others else "PyPI"
     return TargetError(f"target `{target.name}`: no torch release on {where} fits {target.arch} with driver {target.driver} on {platform}", "; ".join(hints))
 
@@ -165,8 +248,8 @@ def check_resolved_torch(facts: GpuFacts, target: Target, platform: str, window:
     variant = f"cu{cuda.replace('.', '')}"
     routed = dict(arch_lists).get(release) if re.search(rf"\+{variant}\Z", version) else None
     arch_list = routed or next((w.arch_list for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform and w.variant == variant), None)
-    if arch_list is None and platform == "linux-64":  # the official lists are x86_64's
-        arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant), None)
+    if arch_list is None:
+        arch_list = next((o.arch_list for o in facts.pytorch_official_arch_lists if o.torch == release and o.cuda_tag == variant and o.platform == platform), None)
     ok, _, reason = judge_wheel(facts, target, window, variant, arch_list)
     if not ok:
         raise TargetError(f"target `{target.name}` on {platform} would get torch {version}: {reason}", "constrain torch in [pypi-dependencies] or change the target's driver")

@@ -7,8 +7,8 @@ one path for every source. Each release is judged by the arch rules (`pypi_rules
 arch list, taken from the facts: for PyPI, the facts' build of that release on the platform (its variant and list;
 releases newer than the facts are there when the index's evidence admitted them, `facts_inference`), a release the
 facts do not know deciding nothing; for a variant index, PyPI's build of that release and variant on the platform
-(PyPI carries the very wheel PyTorch's index promotes to it), else the official list of that release and variant
-(download.pytorch.org's, x86_64 only: its aarch64 lists could not be read); a release newer than every list the
+(PyPI carries the very wheel PyTorch's index promotes to it), else the official list of that release, variant and
+platform (download.pytorch.org's x86_64 lists, and its aarch64 ones from 2.9 on: RELEASE.md, the aarch64 CI script); a release newer than every list the
 facts hold for the variant takes the newest such list, marked inferred (refused with `unknown-releases =
 "refuse"`), as releases newer than the facts do on PyPI; any other build has no known list and is refused
 (`arch-list-unknown`).
@@ -67,7 +67,7 @@ def index_arch_list(facts: GpuFacts, release: str, platform: str, variant: str, 
     same = next((w for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform and w.variant == variant and w.arch_list), None)
     if same is not None and same.arch_list:
         return same.arch_list, f"PyPI's {release} {variant} build on {platform} (the same wheel)", same.inferred
-    official = [o for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant] if platform == "linux-64" else []
+    official = [o for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant and o.platform == platform]
     exact = next((o for o in official if o.torch == release), None)
     if exact is not None:
         return exact.arch_list, f"the official {release} {variant} list", exact.inferred
@@ -119,6 +119,24 @@ def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: 
             if admitted and pinned_out(specifier, served.release):
                 admitted, rule, reason = False, "pin", f"the stack asks for torch {specifier}"
             found.append(Candidate("torch", served.release, variant, source, platform, admitted, rule, reason))
+    return found
+
+
+def cpu_index_candidates(spec: StackSpec, target: Target, platform: str, offer: SourceOffer) -> list[Candidate]:
+    """Every release the CPU index serves a CPU target on a platform, judged by what its page shows (`python`,
+    `glibc`, `exclude-newer`) and the stack's pin; the others are admitted (`cpu-index`): uv takes the newest."""
+    specifier = torch_specifier(spec)
+    found = []
+    for served in offer.served:
+        if served.excluded:
+            admitted, rule, reason = False, served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
+        elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
+            admitted, rule, reason = False, "glibc", f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}"
+        elif pinned_out(specifier, served.release):
+            admitted, rule, reason = False, "pin", f"the stack asks for torch {specifier}"
+        else:
+            admitted, rule, reason = True, "cpu-index", f"a CPU build ({served.torch}), where a CPU target takes torch from"
+        found.append(Candidate("torch", served.release, "cpu", scrub_url(offer.index), platform, admitted, rule, reason))
     return found
 
 

@@ -62,13 +62,15 @@ class CondaForgeArchList(Frozen):
 
 
 class OfficialArchList(Frozen):
-    """The arch list of the official PyTorch builds (pytorch channel, PyPI) for a release and CUDA variant."""
+    """The arch list of the official PyTorch builds (pytorch channel, PyPI, download.pytorch.org) for a release,
+    CUDA variant and platform (linux-64's and linux-aarch64's builds differ)."""
 
     torch: str
     cuda_tag: str
     arch_list: str
     inferred: bool
     sources: tuple[str, ...]
+    platform: str = "linux-64"
 
 
 class PypiWheelFact(Frozen):
@@ -103,6 +105,26 @@ class TegraDriverFact(Frozen):
     sources: tuple[str, ...]
 
 
+class PackageCudaRule(Frozen):
+    """A rule the owner of a CUDA-versioned package states for the drivers it runs on, in place of the toolkit
+    window: `minor-version-compatibility` (NVIDIA's cuda-bindings: X.y runs on any driver of major X at or above
+    that major's minor-version compatibility floor)."""
+
+    packages: tuple[str, ...]
+    rule: str
+    note: str
+    sources: tuple[str, ...]
+
+
+class LastDriverBranch(Frozen):
+    """The last discrete-GPU driver branch that supports some archs (R580 for Maxwell, Pascal and Volta)."""
+
+    archs: tuple[str, ...]
+    branch: str
+    families: str
+    sources: tuple[str, ...]
+
+
 class GpuFacts(Frozen):
     """All facts, indexed by name."""
 
@@ -114,6 +136,8 @@ class GpuFacts(Frozen):
     pytorch_pypi_wheels: tuple[PypiWheelFact, ...]
     pytorch_channel_arch_lists: tuple[ChannelArchList, ...] = ()
     tegra_drivers: tuple[TegraDriverFact, ...] = ()
+    package_cuda_rules: tuple[PackageCudaRule, ...] = ()
+    last_driver_branches: tuple[LastDriverBranch, ...] = ()
     unverifiable: tuple[str, ...] = ()  # what could not be read from an authoritative source, and what follows
     valid_as_of: str = ""  # the date the facts' sources were last read
     origin: str = "lockgen/data/gpu_facts.json"  # the file they came from ($LOCKGEN_FACTS when set)

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lockgen.adapters import uv_resolver
 from lockgen.api.steps.torch_source_steps import TorchSources
-from lockgen.core.cuda_components import components_text, window_constraints
+from lockgen.core.cuda_components import by_owner_rule, components_text, window_constraints
 from lockgen.core.explain import decision
 from lockgen.core.facts_inference import Inference, with_inferred
 from lockgen.core.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
@@ -91,7 +91,8 @@ def resolve_pypi(
         pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
         if window is not None:  # every CUDA-versioned wheel within the window, but those a base holds
             pinned = frozenset(normalize(p.split("==")[0]) for p in pins) | frozenset(plan.held)
-            plan = dataclasses.replace(plan, constraints=plan.constraints + window_constraints(window, pinned))
+            by_owner = frozenset(by_owner_rule(facts, target, window))
+            plan = dataclasses.replace(plan, constraints=plan.constraints + window_constraints(window, pinned, by_owner))
         if pins:
             plan = dataclasses.replace(plan, constraints=plan.constraints + pins, requirements=plan.requirements + (pins if require_held else ()))
         jobs.append(
@@ -153,7 +154,7 @@ def _judged(facts: GpuFacts, spec: StackSpec, job: tuple, packages: list[LockedP
     kept = [p for p in packages if normalize(p.name) not in plan.held]
     torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
     progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels" + (f", torch {torch}" if torch else "") + f" in {seconds:.2f}s")
-    if window is not None and (components := components_text(window, packages, target.driver or "", _compat_floor(facts, window))):
+    if window is not None and (components := components_text(window, packages, target.driver or "", _compat_floor(facts, window), by_owner_rule(facts, target, window))):
         plan = dataclasses.replace(plan, components=components)
     if torch is not None:
         plan = dataclasses.replace(plan, decision=_decision(target, platform, torch, plan, inference))

@@ -83,6 +83,17 @@ class TorchSources:
                 self.progress(note)
         return self._inferred[(platform, python)]
 
+    def cpu_offer(self, target: Target, platform: str, python: str | None) -> SourceOffer:
+        """What the CPU index (`torch-indexes.cpu`) serves a CPU target on a platform: its `+cpu` builds, else its
+        builds without a local version (uv takes torch from it whatever the local version); an index that cannot
+        be read refuses the target, as uv's resolve does."""
+        index = self.spec.pypi_options.cpu_torch_index()
+        page = self._page(target, platform, "cpu", index, missing_ok=False)
+        assert page is not None, "a CPU index without a torch page is refused"
+        cutoff = release_evidence.cutoff_of(self.spec.pypi_exclude_newer)
+        served = release_evidence.served_releases(page, "cpu", platform, python, cutoff) or release_evidence.served_releases(page, None, platform, python, cutoff)
+        return SourceOffer("cpu", index, served)
+
     def offers(self, target: Target, platform: str, python: str | None) -> tuple[SourceOffer, ...]:
         """What each torch source serves for a GPU target on a platform: the stack's index first (`variant` ""),
         then each variant index."""
