@@ -48,9 +48,9 @@ asyncio.run(main())
 
 def plan_jobs(snapshot: Path) -> list[dict]:
     """The exact solves lockgen makes for the example stack, taken from its planner."""
-    from lockgen.api import resolve as api
+    from lockgen.api.steps import resolve_steps
 
-    context = api._context(STACK, [f"conda-forge={snapshot}"])
+    context = resolve_steps.context(STACK, [f"conda-forge={snapshot}"])
     jobs = []
     for target in context.spec.targets:
         for request in context.plan(target)[1]:

@@ -124,6 +124,6 @@ def test_a_wrong_sha256_reads_as_a_hash_mismatch(tmp_path: Path) -> None:
         result = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     error, hint = result.stderr.strip().splitlines()[-2:]
-    assert error == f"error: `alpha`'s wheel at {url.removesuffix('/simple')}/files/alpha-1.0-py3-none-any.whl has sha256 {real}, and the lock says {'ab' * 32}: nothing was installed"
+    assert error == f"error: `alpha`'s wheel at {url.removesuffix('/simple')}/files/alpha-1.0-py3-none-any.whl has sha256 {real}, and the lock says {'ab' * 32}: nothing was installed", result.stderr
     assert hint.startswith("hint: the lock's hash or the index's file changed since the lock was made") and "network" not in hint
     assert not (tmp_path / "env").exists()

@@ -103,19 +103,20 @@ def _venv_home(prefix: Path) -> str | None:
 
 
 INSTALL_HINT = "check the network or the index"
-_HASH_MISMATCH = re.compile(
-    r"Hash mismatch for `(?P<name>[^`@\s]+) @ (?P<url>[^`]+)`.*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64}).*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})", re.DOTALL
-)
+_HASH_MISMATCH = re.compile(r"Hash mismatch for `(?P<dist>[^`]+)`.*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64}).*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})", re.DOTALL)
+_STYLE = re.compile(r"\x1b\[[0-9;]*m")  # uv colours its report where it decides a terminal may read it
 
 
 def _hash_mismatch(stderr: str) -> LockFormatError | None:
     """uv's refusal of a wheel whose bytes are not the lock's sha256, said as what it is: the lock and the file
     differ (a lock edited by hand, or an index that serves another file under the name), not the network."""
-    found = _HASH_MISMATCH.search(stderr)
+    found = _HASH_MISMATCH.search(_STYLE.sub("", stderr))
     if found is None:
         return None
+    name, _, url = " ".join(found["dist"].split()).partition(" @ ")  # `NAME @ URL` (uv wraps a long one); `NAME==V` too
+    where = f" at {shown(scrub_url(url), 200)}" if url else ""
     return LockFormatError(
-        f"`{shown(found['name'], 80)}`'s wheel at {shown(scrub_url(found['url']), 200)} has sha256 {found['computed']}, and the lock says {found['expected']}: nothing was installed",
+        f"`{shown(name, 80)}`'s wheel{where} has sha256 {found['computed']}, and the lock says {found['expected']}: nothing was installed",
         "the lock's hash or the index's file changed since the lock was made: restore the lock lockgen wrote, or re-lock (lockgen resolve) from the index you trust",
     )
 
