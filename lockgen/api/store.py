@@ -9,7 +9,9 @@ environment). One gc runs at a time, under a flock guard in the store (`file_gua
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from lockgen.adapters import env_manifest, file_guard, home, lock_file, rattler_cache, store_scrub, wheel_store
 from lockgen.adapters.lockfile_yaml import read_lock
@@ -80,29 +82,32 @@ def verify_store(repair: bool) -> StoreScrub:
     stamped files in rattler's) read again and compared with the sha256 it was proven to have; with `repair`, each
     damaged folder is moved into the quarantine and its proof dropped, so the next materialize fetches it again
     against its locked hash. The environments that link a damaged file are named either way."""
-    files, damaged = 0, []
     with wheel_store.held():  # no install links from the store meanwhile
-        for wheel, folder, proven in wheel_store.proven_folders():
-            files += len(proven)
-            changed, inodes = store_scrub.damaged_files(folder, proven)
-            if changed:
-                moved = None
-                environments = tuple(store_scrub.sharing("wheel", inodes, changed))
-                if repair:
-                    moved = store_scrub.quarantine(folder, "wheel")
-                    wheel_store.forget(wheel)
-                    wheel_store.drop_entries(folder)
-                damaged.append(DamagedStoreFolder("wheel", folder, tuple(changed), moved, environments))
+        proofs = list(wheel_store.proven_folders())
+        wheels = {folder: wheel for wheel, folder, _ in proofs}
+
+        def forget_wheel(folder: Path) -> None:
+            wheel_store.forget(wheels[folder])
+            wheel_store.drop_entries(folder)
+
+        files, damaged = _scrubbed("wheel", [(folder, proven) for _, folder, proven in proofs], forget_wheel, repair)
     cache = home.lockgen_home() / "rattler-cache"
     with rattler_cache.held(cache):
-        for folder, stamped in rattler_cache.stamped_folders(cache):
-            files += len(stamped)
-            changed, inodes = store_scrub.damaged_files(folder, stamped)
-            if changed:
-                moved = None
-                environments = tuple(store_scrub.sharing("conda", inodes, changed))
-                if repair:
-                    moved = store_scrub.quarantine(folder, "conda")
-                    rattler_cache.forget(folder)
-                damaged.append(DamagedStoreFolder("conda", folder, tuple(changed), moved, environments))
-    return StoreScrub(files, tuple(damaged))
+        conda_files, conda_damaged = _scrubbed("conda", rattler_cache.stamped_folders(cache), rattler_cache.forget, repair)
+    return StoreScrub(files + conda_files, tuple(damaged + conda_damaged))
+
+
+def _scrubbed(kind: Literal["wheel", "conda"], folders: list[tuple[Path, dict[str, str]]], forget: Callable[[Path], None], repair: bool) -> tuple[int, list[DamagedStoreFolder]]:
+    """The files read and the damaged folders among `folders` (each with the sha256 its files were proven to
+    have) of the store's `kind` part; with `repair`, each damaged one moved into the quarantine and `forget`."""
+    files, damaged = 0, []
+    for folder, proven in folders:
+        files += len(proven)
+        changed, inodes = store_scrub.damaged_files(folder, proven)
+        if changed:
+            environments = tuple(store_scrub.sharing(kind, inodes, changed))
+            moved = store_scrub.quarantine(folder, kind) if repair else None
+            if repair:
+                forget(folder)
+            damaged.append(DamagedStoreFolder(kind, folder, tuple(changed), moved, environments))
+    return files, damaged
