@@ -178,9 +178,10 @@ def test_json_nested_past_the_bound_is_a_value_error_not_a_recursion_error(data:
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-def test_a_deep_conformance_record_is_a_recheck_not_a_crash(tmp_path: Path) -> None:
+def test_a_deep_conformance_record_is_a_recheck_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A record nested past Python's parser under $LOCKGEN_HOME/conformance ended `check --lock` in RecursionError
     (exit 3); a record is only a saving, so one that cannot be read is none: the files are hashed again."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))  # its own: the worker's home holds other tests' records, which the globs below would find
     prefix = tmp_path / "env"
     prefix.mkdir()
     conformance_store.save(prefix, "0" * 64, {"bin/x": [1, 2, 3, 4, 5, "a" * 64]})
@@ -260,7 +261,8 @@ def test_documents_nested_past_their_readers_are_one_error(tmp_path: Path) -> No
     `check --image` and `import --project` in RecursionError (exit 3)."""
     lock = tmp_path / "deep.conda-lock.yml"
     lock.write_text("version: 1\nmetadata: " + DEEP + "\npackage: []\n")
-    assert "nests deeper than any lock" in _one_error(_cli("render", str(lock)))
+    refused = _one_error(_cli("render", str(lock)))  # by lockgen's walk, or by a PyYAML that bounds nesting itself (a new venv's)
+    assert "nests deeper than any lock" in refused or "exceeded maximum nesting depth" in refused, refused
     layout = tmp_path / "layout"
     layout.mkdir()
     (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
