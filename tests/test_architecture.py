@@ -289,26 +289,46 @@ def test_a_plain_environment_build_needs_no_team_step() -> None:
     assert "lockgen.api.steps.team_steps" in api_closure("lockgen.api.steps.held_base_steps")  # the walk sees steps at all
 
 
-def positional_records(path: Path) -> list[str]:
-    """Parameters of a module's functions typed as a tuple of three or more values (`layering: tuple[int, str,
-    int]`): a record whose fields are told apart by position only, where a named type (a dataclass, a
-    NamedTuple, a request of `model/requests.py`) says which is which."""
+def _wide_tuples(annotation: ast.expr | None) -> list[str]:
+    """The tuples of three or more values (`tuple[int, str, int]`) an annotation names, or a bare `tuple`
+    (its arity unsaid), a string annotation read as the expression it holds."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    if annotation is None:
+        return []
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
-            annotation = arg.annotation
-            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-                annotation = ast.parse(annotation.value, mode="eval").body
-            for part in ast.walk(annotation) if annotation is not None else ():
-                if isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple" and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3:
-                    found.append(f"{node.name}({arg.arg}: {ast.unparse(part)})")
+    for part in ast.walk(annotation):
+        if isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple" and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3:
+            found.append(ast.unparse(part))
+    if isinstance(annotation, ast.Name) and annotation.id == "tuple":
+        found.append("tuple")
     return found
 
 
-def test_no_use_case_or_step_takes_a_positional_record() -> None:
-    """Requests and the values steps pass are named types (issue 32: export's `layering` tuple was one)."""
+def positional_records(path: Path) -> list[str]:
+    """Parameters and return types of a module's functions, and its type aliases, typed as a tuple of three or
+    more values (`layering: tuple[int, str, int]`, `-> tuple[Path, Path, Lock]`, `Plans = list[tuple[Target,
+    CudaWindow, list[SolveRequest]]]`): a record whose fields are told apart by position only, where a named type
+    (a dataclass, a NamedTuple, a request of `model/requests.py`) says which is which. A tuple of two (a pair, a
+    dict key of (target, platform)) and `tuple[X, ...]` stay."""
+    found = []
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+                found += [f"{node.name}({arg.arg}: {record})" for record in _wide_tuples(arg.annotation)]
+            found += [f"{node.name}() -> {record}" for record in _wide_tuples(node.returns)]
+    for node in tree.body:  # aliases: `Name = <a type expression>`, `Name: TypeAlias = ...`
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, (ast.Subscript, ast.BinOp)):
+            found += [f"{node.targets[0].id} = {record}" for record in _wide_tuples(node.value)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and ast.unparse(node.annotation).endswith("TypeAlias") and node.value is not None:
+            found += [f"{node.target.id} = {record}" for record in _wide_tuples(node.value)]
+    return found
+
+
+def test_no_use_case_or_step_takes_or_returns_a_positional_record() -> None:
+    """Requests, results and the values steps pass are named types (issue 32: export's `layering` tuple was one;
+    issue 46: resolve's per-(target, platform) work, a 6-tuple read by position)."""
     for path in modules("lockgen/api"):
         assert positional_records(path) == [], f"{path}: {positional_records(path)}"
 
@@ -316,9 +336,18 @@ def test_no_use_case_or_step_takes_a_positional_record() -> None:
 def test_the_positional_record_rule_catches_a_planted_tuple(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        '"""probe"""\n\ndef write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None):\n    pass\n'
+        '"""probe"""\n\nfrom typing import TypeAlias\n\n'
+        'Plans = list[tuple[str, "int | None", list[str]]]\nPair = tuple[str, str]\nJob: TypeAlias = "tuple[int, int, int]"\nLIMIT = (1, 2, 3)\n\n'
+        'def write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None, job: tuple = ()) -> tuple[Path, Path, int]:\n    pass\n'
     )
-    assert positional_records(probe) == ["write(layering: tuple[int, str, int])", "write(read: tuple[dict, dict, str])"]
+    assert positional_records(probe) == [
+        "write(layering: tuple[int, str, int])",
+        "write(read: tuple[dict, dict, str])",
+        "write(job: tuple)",
+        "write() -> tuple[Path, Path, int]",
+        "Plans = tuple[str, 'int | None', list[str]]",
+        "Job = tuple[int, int, int]",
+    ]
 
 
 def one_of_checks(path: Path) -> list[int]:
