@@ -69,7 +69,7 @@ def test_a_kept_walk_shared_among_children_is_every_paths_lstat(tmp_path: Path, 
         for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             info = os.lstat(os.path.join(folder, name))
             relative = os.path.relpath(os.path.join(folder, name), root)
-            expected[relative] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+            expected[relative] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_nlink)
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
