@@ -127,11 +127,13 @@ def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str
     kept = conformance_store.drift_verdict(final)
     if kept is None:
         return None
-    tree, record = kept
+    record = kept["verdict"]
     if record.get("lock_sha256") != lock_sha256 or record.get("platform") != (platform or home.native_platform()) or not isinstance(record.get("environment_digest"), str):
         return None
     try:
-        walked = stat_walk.tree_fingerprint(final).digest
+        walked = stat_walk.tree_fingerprint(final)
     except OSError:  # gone (its verdict outlives it), or unreadable: the full path says which
         return None
-    return str(record["environment_digest"]) if walked == tree else None
+    linked = conformance_store.standing(kept, walked)
+    # where link counts moved in a settled tree, the drift check keeps them anew (the full path, reading no file)
+    return str(record["environment_digest"]) if linked == 0 or (linked and not walked.settled) else None
