@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-_WRITES = '''
+_WRITES = """
 import os
 from pathlib import Path
 
@@ -22,7 +22,7 @@ def test_writes():
 
 def test_another_process_writes():
     (Path(os.environ["REAL_HOME"]) / ".lockgen" / "another-process").write_text("x")
-'''
+"""
 
 
 def _session(tmp_path: Path, selected: str) -> tuple[subprocess.CompletedProcess[str], Path]:
