@@ -241,7 +241,7 @@ def _solve(
     if context.spec.pypi_dependencies:
         from lockgen.api.steps.pypi import resolve_pypi
 
-        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, stand_ins, preferred, require_held=context.base_is_lock and hold_base)
+        pypi = resolve_pypi(context.facts, context.spec, context.stack.path.parent, conda, progress, pip_pins, stand_ins, preferred, require_held=context.base_is_lock and hold_base)
     return conda, pypi
 
 
