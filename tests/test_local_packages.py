@@ -106,10 +106,15 @@ def test_a_built_package_pins_its_source_tree_and_a_changed_tree_is_refused(tmp_
     assert refused.returncode == 1 and "local package `mypkg`: its source tree (pkgs/mypkg) changed" in refused.stderr, refused.stderr
     assert "lockgen resolve" in refused.stderr and "Traceback" not in refused.stderr
     assert not (tmp_path / "env2").exists()
-    for command in (["pack", str(lock_path), "--out", str(tmp_path / "p.tar")], ["export", str(lock_path), "--out", str(tmp_path / "img")]):
-        said = run_cli(*command)  # an image or a pack carries published packages only: refused, saying how to publish it
+    for command in (
+        ["pack", str(lock_path), "--out", str(tmp_path / "p.tar")],
+        ["export", str(lock_path), "--out", str(tmp_path / "img")],
+        ["render", str(lock_path), "--format", "requirements", "--out", str(tmp_path / "r.txt")],
+        ["check", "--lock", str(lock_path), "--prefix", str(prefix)],
+    ):
+        said = run_cli(*command)  # an image, a pack, another tool's format and a proof need a published file: refused
         assert said.returncode == 1 and "is a local package (local:pkgs/mypkg)" in said.stderr and "uv build" in said.stderr, said.stderr
-        assert not (tmp_path / command[-1]).exists()
+        assert not Path(command[-1]).exists() or command[0] == "check"
 
 
 def test_a_lock_naming_a_folder_outside_its_stack_or_another_mode_is_refused() -> None:

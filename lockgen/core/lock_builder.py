@@ -24,6 +24,7 @@ from lockgen.core import lock_meta
 from lockgen.core.credentials import scrub_text, scrub_url
 from lockgen.core.torch_sources import routes_text
 from lockgen.digests import canonical_digest
+from lockgen.errors import UserError
 from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
@@ -304,6 +305,18 @@ def local_of(package: LockedPackage) -> tuple[str, bool] | None:
         if package.manager == "pip" and package.url.startswith(scheme):
             return package.url[len(scheme) :], editable
     return None
+
+
+def refuse_local(packages: Iterable[LockedPackage], use: str) -> None:
+    """Refuses the first local package of `packages` for `use` (exported, packed, rendered, proven by check --lock):
+    only a published package has a file that states what it installs; materialize and run install it from its
+    folder."""
+    for package in packages:
+        if local_of(package) is not None:
+            raise UserError(
+                f"`{package.name}` {package.version} is a local package ({package.url}): it has no published wheel, so it cannot be {use}",
+                "build its wheel (uv build), serve it from an index or a file:// folder and depend on it by version; materialize and run install local packages",
+            )
 
 
 def _local_pin(package: LockedPackage) -> list[str]:

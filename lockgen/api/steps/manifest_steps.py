@@ -5,7 +5,7 @@ verified against the lock's hash when missing), or, for a wheel, by range reques
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -46,24 +46,12 @@ def keep_wheel_manifest(package: LockedPackage, wheel: Path) -> None:
     manifest_store.keep(wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url))
 
 
-def refuse_local(packages: Sequence[LockedPackage]) -> None:
-    """Refuses the first local package of `packages`: no published file states what it installs, so an image, a
-    pack or `check --lock` cannot carry or prove it (materialize and run install it from its folder)."""
-    for package in packages:
-        if lock_builder.local_of(package) is not None:
-            raise UserError(
-                f"`{package.name}` {package.version} is a local package ({package.url}): no published wheel states its files, so it cannot be exported, packed or proven by check --lock",
-                "build its wheel (uv build), serve it from an index or a file:// folder and depend on it by version; "
-                "materialize and run install local packages, and `check --prefix` compares such an environment with what materialize recorded",
-            )
-
-
 def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest], archive: Path | None = None) -> tuple[PackageManifest, Callable[[], Path | None]]:
     """The manifest of a locked package, and a way to its verified archive (conda packages; hashed only when
     asked for, since a known manifest rarely needs it). `archive`: one the caller has just verified. A local
     package has no published file to state what it installs: what needs one (an image, a pack, `check --lock`) is
     refused, naming it."""
-    refuse_local([package])
+    lock_builder.refuse_local([package], "proven by check --lock")
     pin = _pin(package)
     known = bundle.get(pin) or manifest_store.cached(pin)
     if known is not None and known.kind in ("conda", "wheel"):  # kept from the file itself: the entry must name it
