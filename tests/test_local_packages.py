@@ -149,3 +149,13 @@ def test_a_folder_reached_through_a_link_out_of_the_stack_is_refused(tmp_path: P
     (stack_folder / "inside").mkdir()
     with pytest.raises(UserError, match=r"holds no pyproject\.toml"):
         local_source.folder_of(stack_folder, "inside", "mypkg")
+
+
+@pytest.mark.slow
+def test_a_lock_moved_out_of_its_stack_names_where_its_local_package_is_found(tmp_path: Path, index_url: str) -> None:
+    stack, _ = _project(tmp_path, index_url, '{ path = "pkgs/mypkg", editable = true }')
+    moved = tmp_path / "cpu.conda-lock.yml"
+    moved.write_bytes(_resolved(stack).read_bytes())
+    said = run_cli("materialize", str(moved), "--prefix", str(tmp_path / "env"))
+    assert said.returncode == 1 and "not in a stack's locks/ folder" in said.stderr and "STACK_FOLDER/locks/" in said.stderr, said.stderr
+    assert not (tmp_path / "env").exists()

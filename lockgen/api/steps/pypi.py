@@ -9,7 +9,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-
 from pathlib import Path
 
 from lockgen.adapters import local_source, uv_resolver

@@ -107,15 +107,15 @@ def build_environment(
     venv of the same Python, and only their files are kept: the base has its own interpreter and venv files.
     `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise). `verify`: every installed
     wheel file is hashed, none trusted by its store proof. `stack_folder`: where the lock's local packages are
-    (the stack it sits in); without it, a lock with local packages is refused (an image, a pack)."""
+    (the stack whose locks/ it sits in); without it, a lock with local packages is refused."""
     if not lock.packages_for(platform):
         raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build", "re-create it with lockgen resolve (a lock cut short loses its package list)")
     built = [p for p in lock.packages_for(platform) if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
     local = [p for p in built if lock_builder.local_of(p) is not None]
     if local and stack_folder is None:
         raise UserError(
-            f"the lock's {', '.join(p.name for p in local)} is a local package ({local[0].url}): an image or a pack carries published packages only",
-            "build its wheel (uv build), serve it from an index or a file:// folder and depend on it by version; materialize and run install local packages from the lock in its stack's locks/",
+            f"the lock's {', '.join(p.name for p in local)} is a local package ({local[0].url}), a folder relative to the lock's stack, and this lock is not in a stack's locks/ folder",
+            "materialize the lock where resolve wrote it (STACK_FOLDER/locks/TARGET.conda-lock.yml)",
         )
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip" and p not in local]
     if local and stack_folder is not None:
