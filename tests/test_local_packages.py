@@ -82,6 +82,10 @@ def test_an_editable_package_is_locked_with_its_dependencies_and_read_where_it_i
     (package / "pyproject.toml").write_text((package / "pyproject.toml").read_text().replace('["alpha"]', '["alpha", "beta"]'))
     stale = run_cli("resolve", str(stack), "--check")
     assert stale.returncode == 1 and "local-changed" in stale.stdout + stale.stderr and "`mypkg`" in stale.stdout + stale.stderr
+    (package / "pyproject.toml").write_text((package / "pyproject.toml").read_text().replace('version = "0.1.0"', 'version = "0.2.0"'))
+    updated = run_cli("resolve", str(stack), "--update", "alpha")  # a local package is never held at its locked version
+    assert updated.returncode == 0, updated.stderr
+    assert {(p.name, p.version) for p in load_lock(lock_path).package} == {("alpha", "1.0"), ("beta", "1.0"), ("mypkg", "0.2.0")}
 
 
 @pytest.mark.slow
