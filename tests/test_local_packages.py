@@ -163,3 +163,15 @@ def test_a_lock_moved_out_of_its_stack_names_where_its_local_package_is_found(tm
     said = run_cli("materialize", str(moved), "--prefix", str(tmp_path / "env"))
     assert said.returncode == 1 and "not in a stack's locks/ folder" in said.stderr and "STACK_FOLDER/locks/" in said.stderr, said.stderr
     assert not (tmp_path / "env").exists()
+
+
+def test_a_team_stack_on_a_lock_with_a_local_package_is_refused(tmp_path: Path) -> None:
+    """A local entry's folder is relative to the stack that locked it: a team stack elsewhere cannot hold it."""
+    from tests.conftest import REPO
+
+    (tmp_path / "platform" / "locks").mkdir(parents=True)
+    (tmp_path / "platform" / "locks" / "cpu.conda-lock.yml").write_bytes((REPO / "envs" / "examples" / "local-package" / "locks" / "cpu.conda-lock.yml").read_bytes())
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "stack.toml").write_text('[stack]\nname = "team"\nextends = "../platform/locks/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n')
+    said = run_cli("resolve", str(tmp_path / "team" / "stack.toml"))
+    assert said.returncode == 1 and "holds the local package `hello` (editable:hello)" in said.stderr and "Traceback" not in said.stderr, said.stderr
