@@ -67,21 +67,39 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.delenv("LOCKGEN_CHANNEL_ALIAS", raising=False)
 
 
-def _user_home_state() -> list[tuple[str, int, int]]:
-    """What the user's real ~/.lockgen holds (path, size, mtime), to prove the suite leaves it alone."""
-    root = Path.home() / ".lockgen"
-    if not root.exists():
-        return []
-    return sorted((str(p.relative_to(root)), p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*"))
+_TESTS_HOME = "LOCKGEN_TESTS_HOME"  # the session's HOME: made by the first process, inherited by xdist's workers
+
+
+def _session_home(temporary: Path) -> Path:
+    """A HOME for the whole session holding a link to each entry of the user's home but `.lockgen` (their git
+    identity, uv's Pythons, caches and container settings reach the tests as before), so nothing the suite runs
+    can reach the user's ~/.lockgen, whatever LOCKGEN_HOME a test sets or unsets; and another process using the
+    user's ~/.lockgen meanwhile is no failure of the suite's."""
+    home = temporary / "user-home"
+    home.mkdir()
+    real = Path.home()
+    for entry in real.iterdir() if real.is_dir() else ():
+        if entry.name != ".lockgen":
+            (home / entry.name).symlink_to(entry)
+    return home
+
+
+def _written_lockgen_home(home: Path) -> list[str]:
+    """The files a test wrote into the session HOME's `.lockgen` (a lockgen run that fell back on ~/.lockgen)."""
+    root = home / ".lockgen"
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*") if not path.is_dir()) if root.is_dir() else []
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """A temporary lockgen home, lockgen cache and uv cache for the whole session, before any fixture
-    (module-scoped ones run before the per-test one above), and a record of the user's own ~/.lockgen to
-    compare at the end."""
-    session.config.stash[_HOME_KEY] = _user_home_state()
+    (module-scoped ones run before the per-test one above), and a HOME without the user's ~/.lockgen (made once:
+    xdist's workers start after this hook and inherit it)."""
     temporary = Path(tempfile.mkdtemp(prefix="lockgen-tests-"))
     session.config.stash[_TEMP_KEY] = temporary
+    if _TESTS_HOME not in os.environ:
+        home = _session_home(temporary)
+        session.config.stash[_HOME_KEY] = home
+        os.environ["HOME"] = os.environ[_TESTS_HOME] = str(home)
     os.environ["LOCKGEN_HOME"] = str(temporary / "home")
     os.environ["LOCKGEN_CACHE_DIR"] = str(temporary / "cache")
     # uv's cache too: wheels installed from per-test file:// paths (the CPU torch wheel, 700 MB unpacked) were
@@ -93,15 +111,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    home = session.config.stash.get(_HOME_KEY, None)
+    written = _written_lockgen_home(home) if home is not None else []
     if _TEMP_KEY in session.config.stash:
         shutil.rmtree(session.config.stash[_TEMP_KEY], ignore_errors=True)
-    before = session.config.stash.get(_HOME_KEY, None)
-    if before is not None and _user_home_state() != before:
+    if written:
         session.exitstatus = 1
-        print(f"\nFAILED: the suite changed the user's {Path.home() / '.lockgen'} (tests must use a temporary home)")
+        shown = ", ".join(written[:10]) + (f" and {len(written) - 10} more" if len(written) > 10 else "")
+        print(f"\nFAILED: tests wrote into ~/.lockgen (a lockgen run without LOCKGEN_HOME; tests must use a temporary home): {shown}")
 
 
-_HOME_KEY = pytest.StashKey[list]()
+_HOME_KEY = pytest.StashKey[Path]()
 _TEMP_KEY = pytest.StashKey[Path]()
 
 

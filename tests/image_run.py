@@ -3,6 +3,7 @@ it) and podman from a per-test store, so a test shows that an image starts, as i
 
 from __future__ import annotations
 
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -18,9 +19,17 @@ def require(tool: str) -> str:
     return path
 
 
+def host_ulimits() -> list[str]:
+    """The README's `--ulimit` flags: this process's own nofile limits (`$(ulimit -n):$(ulimit -Hn)`: podman's default
+    for root exceeds the hard limit of some hosts, and runc then cannot start the container) and podman's own nproc
+    default, which a `--ulimit` given replaces."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return ["--ulimit", f"nofile={soft}:{hard}", "--ulimit", "nproc=32768:32768"]
+
+
 def podman_run(layout: Path, tag: str, *command: str) -> subprocess.CompletedProcess[str]:
-    """Runs the image `layout:tag` with podman from a per-test store (vfs), no network, runc and the ulimits
-    these machines need; podman refuses a runroot path over 50 characters, so the stores live in a short
+    """Runs the image `layout:tag` with podman from a per-test store (vfs), no network, runc and the
+    README's ulimits (`host_ulimits`); podman refuses a runroot path over 50 characters, so the stores live in a short
     temporary folder, removed afterwards. No `command` runs the image's own entrypoint and cmd."""
     short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
     root_dir, run_dir = short / "r", short / "rr"
@@ -41,10 +50,7 @@ def podman_run(layout: Path, tag: str, *command: str) -> subprocess.CompletedPro
                 "--rm",
                 "--network",
                 "none",
-                "--ulimit",
-                "nofile=20000:20000",
-                "--ulimit",
-                "nproc=32768:32768",
+                *host_ulimits(),
                 "localhost/t:t",
                 *command,
             ],

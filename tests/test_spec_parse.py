@@ -217,3 +217,56 @@ def test_the_fast_reader_reads_what_tomlkit_reads(document: dict) -> None:
     text = tomlkit.dumps(document)
     read = _document(text, "stack.toml")
     assert read == tomlkit.parse(text).unwrap() and list(read) == list(tomlkit.parse(text).unwrap())
+
+
+_LOCAL = '[stack]\nname = "l"\npython = "3.11"\n[pypi-dependencies]\nmypkg = {entry}\n[targets.cpu]\narch = "cpu"\n'
+
+
+@pytest.mark.parametrize(
+    ("entry", "path", "editable"),
+    [
+        ('{ path = "src/mypkg", editable = true }', "src/mypkg", True),
+        ('{ path = "./src//mypkg/" }', "src/mypkg", False),  # normalized: the lock records one spelling
+        ('{ path = "src/./mypkg", extras = ["cli"] }', "src/mypkg", False),
+        ('{ path = ".", editable = true }', ".", True),
+    ],
+)
+def test_a_local_package_is_a_folder_below_the_stack(entry: str, path: str, editable: bool) -> None:
+    (dependency,) = parse_stack_text(_LOCAL.replace("{entry}", entry)).pypi_dependencies
+    assert (dependency.path, dependency.editable, dependency.is_local, dependency.requirement().split("[")[0]) == (path, editable, True, "mypkg")
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('{ path = "../elsewhere" }', "leaves the stack's folder"),
+        ('{ path = "src/../../x", editable = true }', "leaves the stack's folder"),
+        ('{ path = "/abs/mypkg" }', "is absolute"),
+        ('{ path = "C:/pkg" }', "is absolute"),
+        ('{ path = "src\\\\pkg" }', "written with `/`"),
+        ('{ path = "my pkg" }', "without whitespace"),
+        ('{ path = "" }', "must be a folder"),
+        ('{ editable = true, version = ">=1" }', "`editable` needs a `path`"),
+        ('{ path = "src/mypkg", version = ">=1" }', "takes no `version` or `index`"),
+        ('{ path = "." }', "is installed `editable = true`"),
+        ('{ path = "src", edit = true }', "unknown key `edit`"),
+    ],
+)
+def test_a_local_package_outside_the_stack_or_half_stated_is_refused(entry: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_stack_text(_LOCAL.replace("{entry}", entry))
+    assert message in caught.value.message and caught.value.line == 5, caught.value.message
+    assert "path" in caught.value.hint or "PyPI" in caught.value.hint
+
+
+@given(st.text(max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_any_accepted_path_stays_below_the_stack(path: str) -> None:
+    """Whatever a path is, one accepted is relative, normalized and climbs nowhere."""
+    from lockgen.model.spec import local_path
+
+    try:
+        kept = local_path(path)
+    except ValueError:
+        return
+    assert not kept.startswith("/") and ".." not in kept.split("/") and "" not in kept.split("/") and kept == local_path(kept)

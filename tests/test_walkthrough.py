@@ -20,9 +20,10 @@ RUN = ("lockgen ", "bash envs/", "podman run ")  # the block's commands; its oth
 
 
 def podman_store(short: Path) -> str:
-    """`podman` with a store of the test's own (vfs, runc, the ulimits these machines need; podman refuses a
+    """`podman` with a store of the test's own (vfs, runc; the ulimits are the README's own flag, which must work on
+    these machines, whose nofile limit is below podman's default; podman refuses a
     runroot path over 50 characters, so it lives in a short folder of /tmp, removed after the test)."""
-    return f"podman --root {short / 'r'} --runroot {short / 'rr'} --storage-driver vfs --runtime runc run --network none --ulimit nofile=20000:20000 --ulimit nproc=32768:32768"
+    return f"podman --root {short / 'r'} --runroot {short / 'rr'} --storage-driver vfs --runtime runc run --network none"
 
 
 def walkthrough() -> list[str]:
@@ -34,8 +35,9 @@ def walkthrough() -> list[str]:
 def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     commands = walkthrough()
     assert len(commands) >= 8 and commands[0].startswith("lockgen resolve")
-    example = tmp_path / "quickstart"
+    example, local = tmp_path / "quickstart", tmp_path / "local-package"
     shutil.copytree(REPO / "envs" / "examples" / "quickstart", example)
+    shutil.copytree(REPO / "envs" / "examples" / "local-package", local, ignore=shutil.ignore_patterns("__pycache__"))
     lockgen = f"{sys.executable} -m lockgen"
     env = {**os.environ, "NO_COLOR": "1"}
     assert any(c.startswith("podman run ") and "python -c" in c for c in commands)  # the exported image runs
@@ -44,19 +46,30 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     try:
         for command in commands:
             line = (
-                command.replace("envs/examples/quickstart", str(example)).replace("/tmp/qs", str(tmp_path / "qs")).replace("lockgen ", f"{lockgen} ", 1).replace("podman run", podman_store(short), 1)
+                command.replace("envs/examples/quickstart", str(example))
+                .replace("envs/examples/local-package", str(local))
+                .replace("/tmp/qs", str(tmp_path / "qs"))
+                .replace("lockgen ", f"{lockgen} ", 1)
+                .replace("podman run", podman_store(short), 1)
             )
             done = subprocess.run(line, shell=True, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
             assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
             said[" ".join(command.split()[:2])] = done
+            if "import hello" in command:  # the local package, installed editable from its folder
+                assert done.stdout == "hello from a local package\n", done.stderr
     finally:
         shutil.rmtree(short, ignore_errors=True)
     assert said["podman run"].stdout.strip() == "2.4.6", said["podman run"].stdout  # the lock's numpy, in the image's venv
     assert said["lockgen run"].stdout == "2.4.6\n" and said["lockgen detect"].stdout == "cpu\n"
     _the_digests_are_as_the_text_says(said, example, tmp_path, env)
     # the committed locks were fresh: resolving again changed no byte of them
-    for lock in (REPO / "envs" / "examples" / "quickstart" / "locks").iterdir():
-        assert (example / "locks" / lock.name).read_bytes() == lock.read_bytes(), lock.name
+    for copy, lock in [(example, lock) for lock in (REPO / "envs" / "examples" / "quickstart" / "locks").iterdir()] + [
+        (local, REPO / "envs" / "examples" / "local-package" / "locks" / "cpu.conda-lock.yml")
+    ]:
+        assert (copy / "locks" / lock.name).read_bytes() == lock.read_bytes(), lock.name
+    (local / "hello" / "src" / "hello" / "__init__.py").write_text("def greeting():\n    return 'edited'\n")  # editable: seen at once
+    edited = subprocess.run(f"{lockgen} run {local} -- python -c 'import hello; print(hello.greeting())'", shell=True, capture_output=True, text=True, env=env, timeout=600)
+    assert edited.stdout == "edited\n" and "installed local package" not in edited.stderr, edited.stderr
     # a venv lockgen made is locked again through its index: uv's direct_url.json keeps no hash
     prefix, lockgen_cmd = tmp_path / "qs-env", [sys.executable, "-m", "lockgen"]
     frozen = subprocess.run(lockgen_cmd + ["freeze", "--prefix", str(prefix), "--target", "again", "--out", str(tmp_path / "f.yml")], capture_output=True, text=True, env=env, timeout=120)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lockgen.adapters import user_files
 from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
-from lockgen.core.lock_builder import LockgenMeta
+from lockgen.core.lock_builder import LockgenMeta, local_of
 from lockgen.core.spec_parse import extends_of, parse_stack_text, stack_document
 from lockgen.core.stack_layout import located_base
 from lockgen.errors import LockgenError, SpecError
@@ -75,5 +75,9 @@ def lock_base(loaded: LoadedLock, source: str) -> LockBase:
     pythons = {lock_python(lock, platform) for platform in lock.metadata.platforms} - {None}
     if not target or len(pythons) > 1:
         raise SpecError(f"the base lock {loaded.source} names no target, or several Pythons", "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)
+    if local := next((p for p in lock.package if local_of(p) is not None), None):  # its folder is the base stack's
+        raise SpecError(
+            f"the base lock {loaded.source} holds the local package `{local.name}` ({local.url})", "a team stack extends a lock of published packages: publish it and depend on it by version", source
+        )
     facts = LockgenMeta(lock).target_facts
     return LockBase(target=target, platforms=lock.metadata.platforms, python=next(iter(pythons), None), facts=facts)

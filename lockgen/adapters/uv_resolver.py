@@ -60,6 +60,16 @@ class PypiRequest:
     exclude_newer: dt.date | dt.datetime | None
     no_build: bool
     routes: tuple[tuple[str, str], ...] = ()  # (package, index): these names come from that index only
+    local_sources: tuple[tuple[str, str], ...] = ()  # (package, absolute folder): a local package uv reads there
+
+    def requirement_lines(self) -> tuple[str, ...]:
+        """The requirements as uv reads them: a local package's as `name[extras] @ file:///its/folder`."""
+        folders = {normalize(name): folder for name, folder in self.local_sources}
+        lines = []
+        for line in self.requirements:
+            name = normalize(re.split(r"[\s\[<>=!~;@(]", line.strip(), maxsplit=1)[0])
+            lines.append(f"{line} @ {Path(folders[name]).as_uri()}" if name in folders else line)
+        return tuple(lines)
 
     def python_platform(self) -> str:
         return python_platform(self.platform, self.glibc)
@@ -120,7 +130,7 @@ def resolve(request: PypiRequest) -> list[LockedPackage]:
     uv = uv_binary()
     with tempfile.TemporaryDirectory(prefix="lockgen-uv-") as tmp:
         folder = Path(tmp)
-        (folder / "requirements.in").write_text("\n".join(request.requirements) + "\n")
+        (folder / "requirements.in").write_text("\n".join(request.requirement_lines()) + "\n")
         if request.routes:
             (folder / "pyproject.toml").write_text(_routed_project(request))
         (folder / "constraints.txt").write_text("\n".join(request.constraints) + "\n")
@@ -138,7 +148,7 @@ def _routed_project(request: PypiRequest) -> str:
     """The requirements as a pyproject.toml whose `[tool.uv.sources]` send each routed name to its own explicit
     index (uv reads no other package from it; the project itself is not part of the output)."""
     indexes = list(dict.fromkeys(index for _, index in request.routes))
-    lines = ["[project]", 'name = "lockgen-request"', 'version = "0"', f"dependencies = [{', '.join(json.dumps(r) for r in request.requirements)}]", "", "[tool.uv.sources]"]
+    lines = ["[project]", 'name = "lockgen-request"', 'version = "0"', f"dependencies = [{', '.join(json.dumps(r) for r in request.requirement_lines())}]", "", "[tool.uv.sources]"]
     lines += [f'{json.dumps(name)} = {{ index = "route-{indexes.index(index)}" }}' for name, index in request.routes]
     for number, index in enumerate(indexes):
         lines += ["", "[[tool.uv.index]]", f'name = "route-{number}"', f"url = {json.dumps(index)}", "explicit = true"]
@@ -178,8 +188,16 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
     document = tomllib.loads(text)
     packages = []
     stand_ins = {(normalize(name), version) for name, version in request.stand_ins}
+    local = {normalize(name) for name, _ in request.local_sources}
     for entry in document.get("packages", []):
         if (normalize(entry["name"]), str(entry.get("version"))) in stand_ins:  # the base's build: its entry is the lock's
+            continue
+        if "directory" in entry:  # a local package: its entry is made from its folder (`local_source`), not uv's
+            if normalize(entry["name"]) not in local:
+                raise UserError(
+                    f"{request.label}: `{entry['name']}` comes from the folder {entry['directory'].get('path', '')}, which the stack does not name",
+                    "name each local package in [pypi-dependencies] with its own `path` (a local package's path dependencies too)",
+                )
             continue
         wheels = entry.get("wheels") or []
         if not wheels:

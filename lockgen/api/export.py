@@ -30,6 +30,7 @@ from lockgen.api.steps import held_base_steps, base_steps, interpreter_steps
 from lockgen.api.steps.conformance_steps import conform, read_bundle
 from lockgen.api.steps.materialize_steps import lock_platform
 from lockgen.api.steps.shared_steps import Meter, build_environment
+from lockgen.core import lock_builder
 from lockgen.core.image_config import image_config, is_environment_prefix, service_files
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.sbom import cyclonedx
@@ -62,6 +63,7 @@ def export(request: ExportRequest, progress: Callable[[str], None], meter: Meter
     takes its entries, bytes and sha256 (the image's label, its carried copy, the conformance it is checked by)."""
     _checked_compression(request.layering)
     source, loaded = request.source, read_lock(request.lock)
+    lock_builder.refuse_local(loaded.lock.package, "exported in an image")  # before a base is read or anything is built
     if isinstance(source, FromPrefix):
         return _export_prefix(request, loaded, source, progress, meter)
     if isinstance(source, FromImage):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.core import lock_builder
 from lockgen.core.lock_builder import LockgenMeta
 from lockgen.core.lock_diff import LockDiff, diff_locks
 from lockgen.core.render import render_explicit
@@ -26,7 +27,9 @@ def render(lock_path: Path, platform: str | None, out: Path | None = None, fmt: 
     """The lock in format `fmt`; with `out`, also written there (atomically)."""
     if fmt not in RENDERERS:
         raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(RENDERERS)}")
-    text = RENDERERS[fmt](load_lock(lock_path), platform)
+    lock = load_lock(lock_path)
+    lock_builder.refuse_local(lock.package, "rendered for another tool")
+    text = RENDERERS[fmt](lock, platform)
     if out is not None:
         write_atomic(out, text)
     return text

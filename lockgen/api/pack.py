@@ -27,6 +27,7 @@ from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
 from lockgen.api.steps.manifest_steps import keep_wheel_manifest
 from lockgen.api.steps.materialize_steps import lock_platform
 from lockgen.api.steps.shared_steps import Meter, materialize_into
+from lockgen.core import lock_builder
 from lockgen.core import pack_rules
 from lockgen.core.pack_rules import INDEX, LOCK, Planned
 from lockgen.errors import PackError
@@ -45,6 +46,7 @@ def pack(lock_path: Path, out: Path, platform: str | None, progress: Callable[[s
     """Writes the archive `out` of the lock's artifacts for `platform` (default: this host's)."""
     loaded = read_lock(lock_path)
     chosen = lock_platform(loaded.lock, platform)
+    lock_builder.refuse_local(loaded.lock.packages_for(chosen), "packed")  # before anything is fetched
     entries = pack_rules.planned(loaded.lock, chosen)
     files = []
     with ThreadPoolExecutor(max_workers=8) as pool:  # downloads wait on the network, not the CPU

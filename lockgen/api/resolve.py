@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from lockgen.adapters.lockfile_yaml import load_lock, read_lock
 from lockgen.api.steps import team_steps
-from lockgen.api.steps import resolve_steps
+from lockgen.api.steps import resolve_steps, stack_steps
 from lockgen.api.steps.resolve_steps import Progress, ResolveContext, lock_targets, selected
 from lockgen.errors import UserError
 from lockgen.model.lock import LoadedLock, Lock
@@ -57,7 +57,7 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
         base_lock = context.stack.base_lock.lock if context.stack.base_lock is not None else None
         expected = context.metadata(target, window, requests, None, base, None, base_lock)
         lock = load_lock(path)
-        found = stale_reasons(target.name, lock, expected)
+        found = stale_reasons(target.name, lock, expected) + stack_steps.local_staleness(stack_path.parent, target.name, lock)
         if not found and context.spec.pypi_dependencies:
             found = _facts_reasons(context, target, window, lock, progress)
         reasons.extend(found)

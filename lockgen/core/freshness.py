@@ -20,6 +20,7 @@ REASONS = {
     "exclude-newer-changed": "exclude-newer changed",
     "facts-changed": "the torch releases the facts and the index's evidence admit changed",
     "base-changed": "the base lock the team's lock was held to changed",
+    "local-changed": "a local package changed since the lock was made (a built one's source tree, an editable one's pyproject.toml)",
 }
 
 
@@ -76,7 +77,12 @@ def stale_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Stale
     return reasons
 
 
-STATED = ("spec-changed", "target-changed", "exclude-newer-changed", "base-changed")  # what the stack itself says
+STATED = ("spec-changed", "target-changed", "exclude-newer-changed", "base-changed", "local-changed")  # what the stack's own folder says
+
+
+def local_changed(target: str, details: Sequence[str]) -> list[Staleness]:
+    """`local-changed`, naming each local package whose folder no longer matches its lock entry (`details`)."""
+    return [Staleness(target, "local-changed", f"{REASONS['local-changed']} ({'; '.join(details)})")] if details else []
 
 
 def stated_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Staleness]:

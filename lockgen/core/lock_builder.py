@@ -24,6 +24,7 @@ from lockgen.core import lock_meta
 from lockgen.core.credentials import scrub_text, scrub_url
 from lockgen.core.torch_sources import routes_text
 from lockgen.digests import canonical_digest
+from lockgen.errors import UserError
 from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
 from lockgen.model.plan import CudaWindow, SolveRequest
 from lockgen.model.spec import StackSpec, Target
@@ -53,8 +54,9 @@ PACKAGE_SET = "package-set"
 def package_set(packages: Sequence[LockedPackage]) -> str:
     """`COUNT SHA256`: how many entries one platform of a lock holds and the digest of what each pins (manager,
     name, version, build, hashes, dependencies), in the lock's order. Not the URL: it says where the bytes are, the
-    hash what they are, so a mirror's URL in place of the index's is no edit of the package set."""
-    pins = [[p.manager, p.name, p.version, p.build or "", p.hash.sha256 or "", p.hash.md5 or "", sorted(p.dependencies.items())] for p in sorted(packages, key=lambda p: p.sort_key())]
+    hash what they are, so a mirror's URL in place of the index's is no edit of the package set; but a local
+    package's URL is what it is (its folder, editable or built): pinned too."""
+    pins = [[p.manager, p.name, p.version, p.build or "", p.hash.sha256 or "", p.hash.md5 or "", sorted(p.dependencies.items()), *_local_pin(p)] for p in sorted(packages, key=lambda p: p.sort_key())]
     return f"{len(pins)} {canonical_digest(pins)}"
 
 
@@ -287,6 +289,40 @@ class LockgenMeta:
     def base_moved(self, platform: str) -> str:
         """The base packages a team lock moved on a platform (`override = true`), or ""."""
         return self._key(f"base-moved.{platform}")
+
+
+LOCAL_SCHEME, EDITABLE_SCHEME = "local:", "editable:"  # a local package's entry: its folder relative to the stack
+
+
+def local_url(path: str, editable: bool) -> str:
+    """The URL a lock names a local package by: its folder relative to the stack, and how it is installed."""
+    return f"{EDITABLE_SCHEME if editable else LOCAL_SCHEME}{path}"
+
+
+def local_of(package: LockedPackage) -> tuple[str, bool] | None:
+    """(folder relative to the stack, editable) of a local package's entry; None for a published one."""
+    for scheme, editable in ((EDITABLE_SCHEME, True), (LOCAL_SCHEME, False)):
+        if package.manager == "pip" and package.url.startswith(scheme):
+            return package.url[len(scheme) :], editable
+    return None
+
+
+def refuse_local(packages: Iterable[LockedPackage], use: str) -> None:
+    """Refuses the first local package of `packages` for `use` (exported, packed, rendered, proven by check --lock):
+    only a published package has a file that states what it installs; materialize and run install it from its
+    folder."""
+    for package in packages:
+        if local_of(package) is not None:
+            raise UserError(
+                f"`{package.name}` {package.version} is a local package ({package.url}): it has no published wheel, so it cannot be {use}",
+                "build its wheel (uv build), serve it from an index or a file:// folder and depend on it by version; materialize and run install local packages",
+            )
+
+
+def _local_pin(package: LockedPackage) -> list[str]:
+    """What the package set pins of a local entry beyond its hash: its URL (folder and mode); nothing for others,
+    so the records of locks without local packages stay as they were."""
+    return [package.url] if local_of(package) is not None else []
 
 
 UNPUBLISHED_SCHEME = "unpublished:"

@@ -17,13 +17,14 @@ import re
 from urllib.parse import unquote, urlsplit
 
 from lockgen.core.credentials import carries_credential, scrub_url
-from lockgen.core.lock_builder import LockgenMeta, package_set
+from lockgen.core.lock_builder import LockgenMeta, local_of, package_set
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.package_identity import same_version
 from lockgen.model.names import shown
 from lockgen.errors import LockFieldError, LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import CONTROL, normalize
+from lockgen.model.spec import local_path
 
 CONDA_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 CONDA_VERSION = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.+!*]{0,99}")
@@ -190,6 +191,14 @@ def _url(package: LockedPackage, source: str, where: str) -> None:
         parts.port  # noqa: B018 (raises for a port that is no number, which fetching would meet)
     except ValueError:
         raise _refuse(source, where, f"url `{shown(scrub_url(url))}` is not a URL") from None
+    local = local_of(package)
+    if local is not None:  # a local package: its folder below the stack's, by the stack's own rule
+        try:
+            if local_path(local[0]) != local[0] or (local[0] == "." and not local[1]):
+                raise ValueError("not as lockgen writes it")
+        except ValueError:
+            raise _refuse(source, where, f"url `{shown(url)}` names no folder below the stack's (a relative path without `..`)") from None
+        return
     if parts.scheme == CHECK_ONLY_SCHEME and package.manager == "pip":
         if normalize(url.partition(":")[2].partition("==")[0]) != normalize(package.name):
             raise _refuse(source, where, f"check-only url `{shown(scrub_url(url))}` names another project")

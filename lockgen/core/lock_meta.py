@@ -84,7 +84,7 @@ def pypi_digest(spec: StackSpec) -> str:
     return canonical_digest(
         {
             **indexes,
-            "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") for d in spec.pypi_dependencies),
+            "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") + _local_text(d) for d in spec.pypi_dependencies),
             "index_url": scrub_url(options.index_url),
             "extra_index_urls": [scrub_url(u) for u in options.extra_index_urls],
             "no_build": options.no_build,
@@ -94,7 +94,17 @@ def pypi_digest(spec: StackSpec) -> str:
 
 
 def pypi_request_text(requirement: PypiDependency) -> str:
-    """One PyPI request as a lock records it by name: extras, specifier (`*` for any) and its own index."""
+    """One PyPI request as a lock records it by name: extras, specifier (`*` for any) and its own index; a local
+    package's folder and whether it is installed editable."""
     extras = f"[{','.join(requirement.extras)}]" if requirement.extras else ""
     index = f" @index {scrub_url(requirement.index)}" if requirement.index else ""
+    if requirement.is_local:
+        return f"{extras}{_local_text(requirement).lstrip()}"
     return f"{extras}{requirement.specifier or '*'}{index}"
+
+
+def _local_text(requirement: PypiDependency) -> str:
+    """A local package's folder and mode as a request's text (`@path src/pkg editable`), "" for a published one."""
+    if requirement.path is None:
+        return ""
+    return f" @path {requirement.path}" + (" editable" if requirement.editable else "")

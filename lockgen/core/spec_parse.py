@@ -23,14 +23,14 @@ _TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "ta
 _STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unknown-releases", "extends", "override")
 _INHERITED_KEYS = ("platforms", "exclude-newer", "python", "unknown-releases")  # a team stack takes the base's
 _DEP_TABLE_KEYS = ("version", "build")
-_PYPI_TABLE_KEYS = ("version", "extras", "index")
+_PYPI_TABLE_KEYS = ("version", "extras", "index", "path", "editable")
 _PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build", "torch-indexes", "torch-variants", "torch-mirror")
 _IMAGE_KEYS = ("entrypoint", "cmd", "env", "workdir", "user", "exposed-ports", "labels", "volumes", "services")
 _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
     "target": "keys of a target: arch, driver, platforms, glibc, cuda, cuda-compat, allow-ptx-jit",
     "dependency": 'a dependency is a match spec string ("2.6.*") or a table { version = "2.6.*", build = "cuda*" }',
-    "pypi": 'a PyPI dependency is a PEP 440 specifier (">=2.4") or a table { version = ">=4.40", extras = ["torch"], index = "URL" }',
+    "pypi": 'a PyPI dependency is a PEP 440 specifier (">=2.4"), a table { version = ">=4.40", extras = ["torch"], index = "URL" }, or a local package { path = "src/mypkg", editable = true }',
     "pypi-options": "keys of [pypi-options]: " + ", ".join(_PYPI_OPTION_KEYS),
     "image": "keys of [image]: " + ", ".join(_IMAGE_KEYS),
 }
@@ -172,6 +172,8 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
     added_pypi = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
     if not added and not added_pypi:
         raise locator.error("the team stack adds no dependencies", "add [dependencies] or [pypi-dependencies] on top of the base", ())
+    if local := next((d.name for d in base.pypi_dependencies if d.is_local), None):  # its path is the base's folder's
+        raise locator.error(f"the base stack's `{local}` is a local package", f"a team stack extends a base of published packages: publish `{local}` and depend on it by version in {where}", ())
     held = {d.name for d in base.dependencies} | {d.name for d in base.pypi_dependencies}
     for table, name in [*(("dependencies", d.name) for d in added), *(("pypi-dependencies", d.name) for d in added_pypi)]:
         if name in held:
@@ -287,6 +289,8 @@ def _pypi_dependency(name: str, value: Any, locator: "_Locator") -> PypiDependen
         fields["specifier"] = str(value.get("version", ""))
         fields["extras"] = tuple(value.get("extras", ()))
         fields["index"] = value.get("index")
+        fields["path"] = value.get("path")
+        fields["editable"] = value.get("editable", False)
     else:
         raise locator.error(f"PyPI dependency `{name}` must be a string or a table", _HINT_KEYS["pypi"], where)
     try:

@@ -26,6 +26,12 @@ def lock_path(stack_folder: Path, target: str) -> Path:
     return stack_folder / "locks" / f"{target}{LOCK_SUFFIX}"
 
 
+def stack_folder_of_lock(lock: Path) -> Path | None:
+    """The folder of the stack a lock was resolved from, where it sits in that stack's `locks/` (what a local
+    package's path is relative to); None for a lock elsewhere."""
+    return lock.parent.parent if lock.parent.name == "locks" and lock.name.endswith(LOCK_SUFFIX) else None
+
+
 def default_lock_path(target: str) -> Path:
     """Where freeze and import write when no --out is given: `locks/<target>.conda-lock.yml`, relative."""
     return lock_path(Path("."), target).relative_to(".")

@@ -43,12 +43,15 @@ class Dependency(Frozen):
 
 
 class PypiDependency(Frozen):
-    """One PyPI requirement: a project name, its PEP 508 specifier and extras, optionally its own index."""
+    """One PyPI requirement: a project name, its PEP 508 specifier and extras, optionally its own index; or a local
+    package (`path`, a folder with a pyproject.toml below the stack's folder, installed `editable` or built)."""
 
     name: str
     specifier: str = ""
     extras: tuple[str, ...] = ()
     index: str | None = None
+    path: str | None = None
+    editable: bool = False
 
     @field_validator("name")
     @classmethod
@@ -73,9 +76,41 @@ class PypiDependency(Frozen):
     def _own_index(cls, value: str | None) -> str | None:
         return _index_url(value, "the index") if value is not None else None
 
-    def requirement(self) -> str:
+    @field_validator("path")
+    @classmethod
+    def _below_the_stack(cls, value: str | None) -> str | None:
+        return local_path(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _local_or_published(self) -> PypiDependency:
+        if self.path is None and self.editable:
+            raise ValueError("`editable` needs a `path` (a local package's folder)")
+        if self.path is not None and (self.specifier or self.index):
+            raise ValueError("a local package (`path`) takes no `version` or `index`: its folder is the source")
+        if self.path == "." and not self.editable:  # its source tree holds the locks made from it: never the same twice
+            raise ValueError('the stack\'s own folder (`path = "."`) is installed `editable = true` (a built one would pin a tree holding its own lock)')
+        return self
+
+    @property
+    def is_local(self) -> bool:
+        return self.path is not None
+
+    def requirement(self) -> str:  # a local package's by name: the uv adapter adds its folder
         extras = f"[{','.join(self.extras)}]" if self.extras else ""
         return f"{self.name}{extras}{self.specifier}"
+
+
+def local_path(value: str) -> str:
+    """A local package's folder, normalized (`./pkg/` -> `pkg`, `.` the stack's own): relative, below the stack's
+    (uv and pixi take any path; a lock travels, and names no folder of the host outside its project)."""
+    if not value or CONTROL.search(value) or "\\" in value or re.search(r"\s", value):
+        raise ValueError(f"path `{shown(value, 80)}` must be a folder below the stack's, written with `/` and without whitespace")
+    if value.startswith("/") or re.match(r"^[A-Za-z]:", value):
+        raise ValueError(f"path `{shown(value, 80)}` is absolute: write it relative to the stack's folder")
+    parts = [part for part in value.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"path `{shown(value, 80)}` leaves the stack's folder: a local package lives below it")
+    return "/".join(parts) or "."
 
 
 PYTORCH_BASE = "https://download.pytorch.org/whl"  # PyTorch's own indexes: `<base>/cpu`, `<base>/cu126`, ...

@@ -48,7 +48,10 @@ def keep_wheel_manifest(package: LockedPackage, wheel: Path) -> None:
 
 def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest], archive: Path | None = None) -> tuple[PackageManifest, Callable[[], Path | None]]:
     """The manifest of a locked package, and a way to its verified archive (conda packages; hashed only when
-    asked for, since a known manifest rarely needs it). `archive`: one the caller has just verified."""
+    asked for, since a known manifest rarely needs it). `archive`: one the caller has just verified. A local
+    package has no published file to state what it installs: what needs one (an image, a pack, `check --lock`) is
+    refused, naming it."""
+    lock_builder.refuse_local([package], "proven by check --lock")
     pin = _pin(package)
     known = bundle.get(pin) or manifest_store.cached(pin)
     if known is not None and known.kind in ("conda", "wheel"):  # kept from the file itself: the entry must name it

@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
-from lockgen.adapters import uv_resolver
+from lockgen.adapters import local_source, uv_resolver
 from lockgen.api.steps.torch_source_steps import TorchSources
 from lockgen.core.cuda_components import by_owner_rule, components_text, window_constraints
 from lockgen.core.explain import decision
@@ -75,6 +76,7 @@ def _compat_floor(facts: GpuFacts, window: CudaWindow) -> str | None:
 def resolve_pypi(
     facts: GpuFacts,
     spec: StackSpec,
+    stack_folder: Path,
     solved: list[SolvedRequest],
     progress: Callable[[str], None],
     held: dict[tuple[str, str], tuple[str, ...]] | None = None,
@@ -88,8 +90,11 @@ def resolve_pypi(
     against their versions;
     `preferred` versions (a base's, in the solve without its holds) are kept unless the requirements move them.
     With `require_held` the held pins are requirements too (a base that is a lock: no base stack requests
-    them, and the whole environment must be consistent, not only what the team's dependencies reach)."""
+    them, and the whole environment must be consistent, not only what the team's dependencies reach). Local
+    packages (`path`) are read in their folder below `stack_folder` (the stack file's): uv locks their dependencies, and each gets the
+    entry that pins its folder (`local_source`)."""
     options = spec.pypi_options
+    local_sources = tuple((d.name, str(local_source.folder_of(stack_folder, d.path, d.name))) for d in spec.pypi_dependencies if d.path is not None)
     extra_indexes = tuple(dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index)))
     sources = TorchSources(facts, spec, progress)
     jobs = []
@@ -128,6 +133,7 @@ def resolve_pypi(
                     exclude_newer=spec.pypi_exclude_newer,
                     no_build=options.no_build,
                     routes=plan.routes,
+                    local_sources=local_sources,
                 ),
             )
         )
@@ -154,7 +160,8 @@ def resolve_pypi(
                     f"comes from: make it reachable or set [pypi-options] torch-indexes.{variant} or "
                     f"torch-mirror to a mirror; {exc.hint}",
                 ) from None
-    return {(job.target.name, job.platform): _judged(facts, spec, job, packages, seconds, progress) for job, (packages, seconds) in zip(jobs, outcomes)}
+    local_entries = local_source.locked_entries(stack_folder, spec.pypi_dependencies, tuple(dict.fromkeys(job.platform for job in jobs))) if local_sources else {}
+    return {(job.target.name, job.platform): _judged(facts, spec, job, packages + local_entries.get(job.platform, []), seconds, progress) for job, (packages, seconds) in zip(jobs, outcomes)}
 
 
 def _judged(facts: GpuFacts, spec: StackSpec, job: PypiJob, packages: list[LockedPackage], seconds: float, progress: Callable[[str], None]) -> tuple[PypiPlan, list[LockedPackage]]:

@@ -250,7 +250,7 @@ def _solve(
     if context.spec.pypi_dependencies:
         from lockgen.api.steps.pypi import resolve_pypi
 
-        pypi = resolve_pypi(context.facts, context.spec, conda, progress, pip_pins, stand_ins, preferred, require_held=context.base_is_lock and hold_base)
+        pypi = resolve_pypi(context.facts, context.spec, context.stack.path.parent, conda, progress, pip_pins, stand_ins, preferred, require_held=context.base_is_lock and hold_base)
     return conda, pypi
 
 
@@ -290,7 +290,8 @@ def _pins(context: ResolveContext, target: Target, updates: Sequence[str], lock:
         if normalize(update) not in names:
             tables = [name for name, used in (("[dependencies]", context.spec.has_conda), ("[pypi-dependencies]", bool(context.spec.pypi_dependencies))) if used]
             raise UserError(f"`{update}` is not in the lock of target `{target.name}`", f"--update takes names of locked packages; add new ones to {' or '.join(tables)}")
-    return team.holds(lock, _update_family(lock, {normalize(u) for u in updates}))
+    local = {normalize(p.name) for p in lock.package if lock_builder.local_of(p) is not None}  # never held: read from its folder
+    return team.holds(lock, _update_family(lock, {normalize(u) for u in updates} | local))
 
 
 def _moved_nothing(existing: Lock, target: Target, lock: Lock) -> bool:

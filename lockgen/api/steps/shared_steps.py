@@ -18,11 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
-from lockgen.adapters import bytecode_proof, conformance_store, prefix_observer, rattler_cache, security_xattrs, stat_walk, store_scrub
+from lockgen.adapters import bytecode_proof, conformance_store, local_source, prefix_observer, rattler_cache, security_xattrs, stat_walk, store_scrub
 from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import install_proven
 from lockgen.core import drift as drift_rules
-from lockgen.core import lock_builder
+from lockgen.core import lock_builder, stack_layout
 from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
 from lockgen.core.expected_env import conda_expected, lock_python
 from lockgen.core.lock_builder import LockgenMeta
@@ -62,7 +62,8 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
         if final.is_symlink():  # a link to nothing: the environment is renamed to the path, never made through a link
             raise UserError(f"{final} is a symbolic link to `{final.readlink()}`, which leads to nothing", "remove the link, or pass --prefix the folder it names")
         with file_guard.built_beside(final) as temp:
-            digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter, allow_md5=allow_md5, verify=verify)
+            stack_folder = stack_layout.stack_folder_of_lock(Path(loaded.source).absolute()) if loaded.source else None
+            digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter, allow_md5=allow_md5, verify=verify, stack_folder=stack_folder)
         if loaded.source:  # a damaged store file names the environments that link it
             store_scrub.remember(final, Path(loaded.source), platform)
     return digest
@@ -96,6 +97,7 @@ def build_environment(
     held: HeldEnvironment | None = None,
     allow_md5: bool = False,
     verify: bool = False,
+    stack_folder: Path | None = None,
 ) -> str:
     """Builds the environment in `temp`, patched for `final`; returns its digest. A pure-PyPI venv is made
     with this host's Python, then pointed at `venv_interpreter` when given (an image's base Python).
@@ -104,11 +106,20 @@ def build_environment(
     base that is a Python environment (no conda packages), the team's wheels are installed into a scratch
     venv of the same Python, and only their files are kept: the base has its own interpreter and venv files.
     `allow_md5`: conda entries pinned by md5 alone are installed (refused otherwise). `verify`: every installed
-    wheel file is hashed, none trusted by its store proof."""
+    wheel file is hashed, none trusted by its store proof. `stack_folder`: where the lock's local packages are
+    (the stack whose locks/ it sits in); without it, a lock with local packages is refused."""
     if not lock.packages_for(platform):
         raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build", "re-create it with lockgen resolve (a lock cut short loses its package list)")
     built = [p for p in lock.packages_for(platform) if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
-    conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip"]
+    local = [p for p in built if lock_builder.local_of(p) is not None]
+    if local and stack_folder is None:
+        raise UserError(
+            f"the lock's {', '.join(p.name for p in local)} is a local package ({local[0].url}), a folder relative to the lock's stack, and this lock is not in a stack's locks/ folder",
+            "materialize the lock where resolve wrote it (STACK_FOLDER/locks/TARGET.conda-lock.yml)",
+        )
+    conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip" and p not in local]
+    if local and stack_folder is not None:
+        local_source.refuse_changed(local, stack_folder)
     unpublished = [p.name for p in pip if lock_builder.is_check_only(p)]
     if unpublished:
         raise UserError(
@@ -122,7 +133,7 @@ def build_environment(
     if conda:
         known.update(_link_conda(lock, platform, conda, temp, final, progress, meter, installed, allow_md5, expected))
         progress(f"linked {len(conda)} conda packages in {time.perf_counter() - started:.1f}s")
-    elif pip:
+    elif pip or local:
         python = LockgenMeta(lock).python(platform)
         if not python:
             raise UserError("the lock has pip entries but no conda python and no recorded Python version", "re-resolve it with lockgen resolve")
@@ -139,6 +150,12 @@ def build_environment(
         expected.extend(wheels.placed)
         known.update(wheels.proven)
         walked = wheels.tree
+    if local and stack_folder is not None:  # after the wheels: the local packages' dependencies are among them
+        if venv is not None and not pip:
+            venv(lambda: None)
+        local_source.install(local, stack_folder, temp / "bin" / "python", progress)
+        expected.extend(local_source.installed_expected(temp, package) for package in local)
+        walked = None  # the tree changed: walked again
     walked = walked or env_manifest.scan_tree(temp)  # one walk for the check below and the manifest
     _nothing_unstated(temp, final, expected, walked[0])
     scanned: env_manifest.Tree | None = walked

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from lockgen.adapters.channels import locate_channel, parse_aliases, run_aliases
 from lockgen.adapters.stack_file import read_stack, read_stack_text
+from lockgen.core import lock_builder
 from lockgen.core.credentials import scrub_url
 from lockgen.errors import UserError
 from lockgen.model.inputs import LoadedStack, StackBase
@@ -22,7 +23,7 @@ from lockgen.model.inputs import LoadedStack, StackBase
 if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
     from lockgen.adapters.rattler_solver import ChannelSet
     from lockgen.core.freshness import Staleness
-    from lockgen.model.lock import LoadedLock
+    from lockgen.model.lock import LoadedLock, Lock
     from lockgen.model.spec import Target
 
 
@@ -66,7 +67,16 @@ def stated_staleness(stack: LoadedStack, target: Target, lock: LoadedLock) -> li
     base = (spec.extends, base_lock_bytes(stack, target).sha256) if spec.extends else None
     base_lock = stack.base_lock.lock if stack.base_lock is not None else None
     expected = resolved_metadata(spec, target, None, [], {}, {}, stack.path.name, None, "", base, None, base_lock)
-    return stated_reasons(target.name, lock.lock, expected)
+    return stated_reasons(target.name, lock.lock, expected) + local_staleness(stack.path.parent, target.name, lock.lock)
+
+
+def local_staleness(stack_folder: Path, target: str, lock: Lock) -> list[Staleness]:
+    """`local-changed` when a local package's folder no longer matches its entry (each package named once)."""
+    from lockgen.adapters import local_source
+    from lockgen.core.freshness import local_changed
+
+    names = {p.name: p for p in lock.package if lock_builder.local_of(p) is not None}
+    return local_changed(target, [reason for package in names.values() if (reason := local_source.changed(stack_folder, package))])
 
 
 def stack_text(stack_path: Path) -> str:
