@@ -187,7 +187,7 @@ def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str)
     if is_local_project(entry):
         return f"{platform}: `{entry['name']}` is a local project of the workspace (no archive to lock)"
     if "git" in source:
-        return f"{label} comes from git ({source['git'].split('#')[0]}): build a wheel and pin it"
+        return f"{label} comes from git ({source['git']}): build a wheel and pin it"
     if "path" in source or "directory" in source:
         return f"{label} is a local path ({source.get('path') or source.get('directory')}): build a wheel and pin it"
     wheels = [wheel for wheel in entry.get("wheels", []) if "url" in wheel]
