@@ -157,9 +157,15 @@ def holds(marker: str | None, environment: dict[str, str], active: set[str] | fr
     normalises every item it is given on every test: the whole active set there made an import quadratic."""
     if not marker:
         return True
-    parsed, mentioned = _parsed(marker)
-    extras = {name for name in mentioned if name in active or name in named}
-    return parsed.evaluate({**environment, "extras": extras, "dependency_groups": set()}, context="lock_file")
+    _, mentioned = _parsed(marker)
+    return _verdict(marker, tuple(environment.items()), frozenset(name for name in mentioned if name in active or name in named))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _verdict(marker: str, environment: tuple[tuple[str, str], ...], extras: frozenset[str]) -> bool:
+    """A marker judged once per target and set of the items it names: a lock's edges share a few hundred markers,
+    judged hundreds of thousands of times in a large import."""
+    return _parsed(marker)[0].evaluate({**dict(environment), "extras": set(extras), "dependency_groups": set()}, context="lock_file")
 
 
 @functools.lru_cache(maxsize=4096)
