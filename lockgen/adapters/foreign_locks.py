@@ -19,6 +19,7 @@ from lockgen.adapters.lockfile_yaml import v1_lock, yaml_problem
 from lockgen.adapters.pylock import read_pylock
 from lockgen.adapters.python_wheels import UnhashedWheel
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
+from lockgen.adapters.uv_lock_toml import read_uv_toml
 from lockgen.adapters.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.names import shown
 from lockgen.core.wheel_names import parse_wheel_filename, wheel_file_name
@@ -298,7 +299,5 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
 
 
 def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
-    import tomllib
-
-    found = read_uv_lock(tomllib.loads(text), choices)
+    found = read_uv_lock(read_uv_toml(text), choices)
     return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed, python=found.python, unhashed=found.unhashed)
