@@ -126,3 +126,14 @@ def test_an_image_reference_carrying_credentials_is_refused_without_echoing_it(t
     stack.write_text(f'[stack]\nname = "team"\nextends = "{reference}"\n[dependencies]\nnumpy = "*"\n')
     team = run_cli("resolve", str(stack), env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert team.returncode == 1 and "`extends` carries credentials" in team.stderr and not _leaks(team.stdout, team.stderr), team.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["rev", "subdirectory", "tag", "a b", "x%2Fy", "tok"]), st.text(alphabet="ab/%2F+~: )(", max_size=8)), max_size=4))
+def test_a_query_holding_no_secret_is_kept_as_written(pairs: list[tuple[str, str]]) -> None:
+    """Only a secret pair is taken out of a URL's query; the rest is not decoded and encoded again (`%2F`, `+`,
+    `~`, and `):` stayed as written only by luck of urlencode's safe set)."""
+    query = "&".join(f"{key}={value}" for key, value in pairs)
+    url = f"https://github.com/org/repo.git?{query}#0123abcd"
+    assert scrub_url(url) == (url if query else "https://github.com/org/repo.git#0123abcd")
+    assert scrub_url(f"https://host/x?token={SECRET}&{query}") == f"https://host/x?{query}".rstrip("?")

@@ -219,3 +219,24 @@ def test_any_python_version_file_is_a_pin_or_one_refusal(tmp_path: Path, text: b
         assert "pass --python X.Y" in refused.hint
     else:
         assert found is not None and found[0].startswith("3.")
+
+
+GIT_URL = "https://github.com/org/foo%20bar.git?rev=v1.0&subdirectory=pkgs%2Ffoo#0123456789abcdef0123456789abcdef01234567"
+
+
+def test_a_git_source_is_named_by_its_url_as_the_lock_writes_it_commit_included(tmp_path: Path) -> None:
+    """What a git package left out says is the URL uv wrote, byte for byte, its `#commit` with it: the commit
+    was cut off, and the query re-encoded with the `):` after it (`pkgs%2Ffoo%29%3A`) by the credential scrub."""
+    source = tmp_path / "uv.lock"
+    source.write_text(
+        'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "tiny"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
+        'dependencies = [{ name = "foo" }, { name = "bar" }]\n\n[[package]]\nname = "foo"\nversion = "1.0"\n'
+        f'source = {{ git = "{GIT_URL}" }}\n\n[[package]]\nname = "bar"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+        f'wheels = [{{ url = "https://files.example/bar-1.0-py3-none-any.whl", hash = "sha256:{"0" * 64}" }}]\n'
+    )
+    result = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert result.returncode == 0, result.stderr
+    said = f"linux-64: `foo` 1.0 comes from git ({GIT_URL}): build a wheel and pin it"
+    assert said in result.stderr
+    _, lock = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices())
+    assert said in lock.meta("skipped").split("; ")

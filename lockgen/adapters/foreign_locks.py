@@ -17,7 +17,9 @@ from typing import Any
 from lockgen.adapters import user_files
 from lockgen.adapters.lockfile_yaml import v1_lock, yaml_problem
 from lockgen.adapters.pylock import read_pylock
+from lockgen.adapters.python_wheels import UnhashedWheel
 from lockgen.adapters.uv_lock import UvChoices, read_uv_lock
+from lockgen.adapters.uv_lock_toml import read_uv_toml
 from lockgen.adapters.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.names import shown
 from lockgen.core.wheel_names import parse_wheel_filename, wheel_file_name
@@ -43,6 +45,7 @@ class Imported:
     virtual_packages: dict[str, str] = field(default_factory=dict)  # platform -> "__cuda=12.9 __glibc=2.28" (pixi v7)
     assumed: tuple[str, ...] = ()  # what the file does not say and the import took as given, one line each
     python: str | None = None  # the CPython a PyPI lock (uv.lock, pylock.toml) was read for: its wheels' interpreter
+    unhashed: tuple[UnhashedWheel, ...] = ()  # wheels a PyPI lock chose without a sha256, with their index
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -115,8 +118,8 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
     if form == "pylock.toml":
         import tomllib
 
-        read, left, python = read_pylock(tomllib.loads(text), uv)
-        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left, python=python)
+        read, left, python, unhashed = read_pylock(tomllib.loads(text), uv)
+        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left, python=python, unhashed=unhashed)
     import yaml
 
     try:
@@ -296,7 +299,5 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
 
 
 def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
-    import tomllib
-
-    found = read_uv_lock(tomllib.loads(text), choices)
-    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed, python=found.python)
+    found = read_uv_lock(read_uv_toml(text), choices)
+    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed, python=found.python, unhashed=found.unhashed)

@@ -1,7 +1,8 @@
 """PEP 751 `pylock.toml` read for lockgen's Linux platforms: the packages whose markers hold for the
 platform, the CPython version and the chosen extras and dependency groups, each with the wheel that fits
 (its sha256 kept). What cannot come over is listed with its reason (no wheel for the platform, an sdist,
-a VCS, directory or archive source, a wheel without a sha256).
+a VCS, directory or archive source); a chosen wheel without a sha256 is returned as data, with the package's
+`index`, for the import to find its hash there or refuse it.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from typing import Any
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from lockgen.adapters.python_wheels import PLATFORMS, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
+from lockgen.adapters.python_wheels import PLATFORMS, UnhashedWheel, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 
 
-def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedPackage, ...], tuple[str, ...], str]:
-    """(packages, what could not come over, the CPython X.Y chosen)."""
+def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedPackage, ...], tuple[str, ...], str, tuple[UnhashedWheel, ...]]:
+    """(packages, what could not come over, the CPython X.Y chosen, the chosen wheels without a sha256)."""
     version = str(data.get("lock-version", ""))
     if not version.startswith("1."):
         raise LockFormatError(f"pylock.toml lock-version {version!r} is not supported", "lockgen reads lock-version 1.x (PEP 751)")
@@ -30,7 +31,7 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
             raise UserError(f"the pylock.toml has no {kind} {', '.join(sorted(chosen - known))}", f"it has: {', '.join(sorted(known)) or 'none'}")
     extras = known_extras if choices.all_extras else set(choices.extras)
     groups = set(choices.groups) | (set(data.get("default-groups", [])) if choices.dev else set())
-    packages, skipped = [], []
+    packages, skipped, unhashed = [], [], []
     for platform in PLATFORMS:
         environment = {**environment_of(platform, python), "extras": extras, "dependency_groups": groups}
         environments = data.get("environments") or []
@@ -52,10 +53,10 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
                 continue
             sha256 = (wheel.get("hashes") or {}).get("sha256")
             if not sha256:
-                skipped.append(f"{label} has a wheel without a sha256 ({wheel['url'].rsplit('/', 1)[-1]})")
+                unhashed.append(UnhashedWheel(platform, entry["name"], str(entry.get("version", "")), wheel["url"], str(entry.get("index", ""))))
                 continue
             packages.append(LockedPackage(name=entry["name"], version=str(entry.get("version", "")), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256)))
-    return tuple(packages), tuple(skipped), python.shown
+    return tuple(packages), tuple(skipped), python.shown, tuple(unhashed)
 
 
 def _holds(marker: str | None, environment: dict[str, Any]) -> bool:

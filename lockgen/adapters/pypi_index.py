@@ -27,7 +27,7 @@ from lockgen.adapters.http_fetch import Meter, get
 from lockgen.model.names import shown
 from lockgen.core.wheel_names import choose, parse_wheel_filename
 from lockgen.model.names import normalize
-from lockgen.errors import NotFoundError, UserError
+from lockgen.errors import LockgenError, NotFoundError, UserError
 
 PYPI = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -134,6 +134,17 @@ def _local_files(page_url: str, html: bool) -> dict[str, IndexedWheel]:
             )
         file_roots.local_path(wheel.url, f"the index page {shown(str(page))}")
     return wheels
+
+
+def listed_hashes(name: str, index: str, timeout_s: float = 30.0) -> dict[str, str]:
+    """The sha256 of each wheel file the index's page for project `name` (PEP 691 JSON, else PEP 503 HTML) lists
+    with one, by its exact file name. A page that cannot be read (the index unreachable, no index page) is a
+    `LookupError` saying why."""
+    try:
+        wheels = project_wheels(name, index, timeout_s, html=True)
+    except LockgenError as exc:
+        raise LookupError(f"its index could not be read ({exc.message})") from None
+    return {filename: wheel.sha256 for filename, wheel in wheels.items() if wheel.sha256}
 
 
 def find_wheel(name: str, version: str, tags: tuple[str, ...], index: str = PYPI, build: str | None = None, timeout_s: float = 30.0, meter: Meter | None = None) -> IndexedWheel:

@@ -7,6 +7,8 @@ and `--python 3.13` (judged as 3.13.14, the oldest patch release it admits), and
 version. Wheels are chosen by the compatibility-tag order of `core.wheel_names.best_for_target` (plain
 `linux_<arch>` wheels, as PyTorch's +cpu index and release pages publish, included); a release whose only
 fitting wheel needs a newer glibc than the one asked for is named with that glibc and the flag admitting it.
+A chosen wheel the lock gives no sha256 for is returned as data (`UnhashedWheel`), with the index it came from,
+for the import to look its hash up there or refuse it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from lockgen.core.wheel_names import best_for_target, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.names import MACHINE_OF_PLATFORM as MACHINE
 
 PLATFORMS = ("linux-64", "linux-aarch64")
@@ -106,3 +109,27 @@ def no_wheel_reason(wheels: list[dict[str, Any]], platform: str, python: Python,
     if needed is not None:
         return f"needs glibc 2.{needed} on {platform} (its wheel is manylinux_2_{needed}, newer than --glibc {glibc}): pass --glibc 2.{needed} to admit it"
     return f"has no wheel for {platform} at CPython {python.minor}" + (" (an sdist only: it would be built on install)" if has_sdist else "")
+
+
+@dataclass(frozen=True)
+class UnhashedWheel:
+    """The wheel a lock chose for a package on a platform, which the lock gives no sha256 for, and the index its
+    package came from (a PEP 503/691 base URL; "" for a package from a direct URL, which no index lists)."""
+
+    platform: str
+    name: str
+    version: str
+    url: str
+    index: str
+
+    @property
+    def filename(self) -> str:
+        return wheel_file_name(self.url)
+
+    def locked(self, sha256: str) -> LockedPackage:
+        """The lock entry, pinned by the sha256 its index lists for this very file."""
+        return LockedPackage(name=self.name, version=self.version, manager="pip", platform=self.platform, url=self.url, hash=PackageHash(sha256=sha256))
+
+    def left_out(self, why: str) -> str:
+        """The line naming it as left out, and why no hash was found."""
+        return f"{self.platform}: `{self.name}` {self.version} has a wheel without a sha256 ({self.filename}): {why}"

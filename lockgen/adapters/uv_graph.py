@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
@@ -42,6 +42,8 @@ class UvGraph:
     members: tuple[str, ...]
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
+    # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
+    edges: dict[int, tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
@@ -140,15 +142,25 @@ def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], a
             )
         reached[key] = entry
         for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
-            named = {item(edge["name"], "extra", extra) for extra in edge.get("extra", [])}
+            named, extras, candidates = _edge(graph, edge)
             if not holds(edge.get("marker"), environment, active, named if grow else frozenset()):
                 continue
             if grow:
                 active |= named
-            target = _target(edge, graph, environment, active)
+            target = candidates[0] if len(candidates) == 1 else _fork(candidates, environment, active)
             pending.append((target, "", ""))
-            pending += [(target, "extra", normalize(extra)) for extra in edge.get("extra", [])]
+            pending += [(target, "extra", extra) for extra in extras]
     return reached
+
+
+def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]:
+    """The items an edge's extras name, those extras normalised, and the entries it may point at: worked out
+    on the first walk over it, kept in the graph for the others."""
+    known = graph.edges.get(id(edge))
+    if known is None:
+        extras = tuple(normalize(extra) for extra in edge.get("extra", []))
+        known = graph.edges[id(edge)] = (frozenset(item(edge["name"], "extra", extra) for extra in extras), extras, _candidates(edge, graph))
+    return known
 
 
 def holds(marker: str | None, environment: dict[str, str], active: set[str] | frozenset[str], named: set[str] | frozenset[str] = frozenset()) -> bool:
@@ -157,9 +169,15 @@ def holds(marker: str | None, environment: dict[str, str], active: set[str] | fr
     normalises every item it is given on every test: the whole active set there made an import quadratic."""
     if not marker:
         return True
-    parsed, mentioned = _parsed(marker)
-    extras = {name for name in mentioned if name in active or name in named}
-    return parsed.evaluate({**environment, "extras": extras, "dependency_groups": set()}, context="lock_file")
+    _, mentioned = _parsed(marker)
+    return _verdict(marker, tuple(environment.items()), frozenset(name for name in mentioned if name in active or name in named))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _verdict(marker: str, environment: tuple[tuple[str, str], ...], extras: frozenset[str]) -> bool:
+    """A marker judged once per target and set of the items it names: a lock's edges share a few hundred markers,
+    judged hundreds of thousands of times in a large import."""
+    return _parsed(marker)[0].evaluate({**dict(environment), "extras": set(extras), "dependency_groups": set()}, context="lock_file")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -172,18 +190,22 @@ def _parsed(marker: str) -> tuple[Marker, frozenset[str]]:
         raise LockFormatError(f"uv.lock has a marker lockgen cannot read: `{marker}`", "use the file `uv lock` wrote") from None
 
 
-def _target(edge: dict[str, Any], graph: UvGraph, environment: dict[str, str], active: set[str]) -> dict[str, Any]:
-    """The package entry an edge points at: by name, then version and source where a name has several
-    entries (forks), then the fork whose resolution markers hold."""
+def _candidates(edge: dict[str, Any], graph: UvGraph) -> list[dict[str, Any]]:
+    """The package entries an edge may point at: by name, then version and source where a name has several
+    entries (forks); `_fork` chooses among several by their resolution markers."""
     candidates = graph.entries.get(normalize(edge["name"]), [])
     if "version" in edge:
         candidates = [c for c in candidates if str(c.get("version")) == str(edge["version"])]
     if "source" in edge:
         candidates = [c for c in candidates if c.get("source") == edge["source"]] or candidates
-    if len(candidates) > 1:
-        candidates = [c for c in candidates if not c.get("resolution-markers") or any(holds(m, environment, active) for m in c["resolution-markers"])] or candidates
     if not candidates:
         raise LockFormatError(
             f"uv.lock names {edge['name']} {edge.get('version', '')} as a dependency but holds no such package".replace("  ", " "), "the file was edited or cut short: use the one `uv lock` wrote"
         )
-    return candidates[0]
+    return candidates
+
+
+def _fork(candidates: list[dict[str, Any]], environment: dict[str, str], active: set[str]) -> dict[str, Any]:
+    """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do)."""
+    holding = [c for c in candidates if not c.get("resolution-markers") or any(holds(m, environment, active) for m in c["resolution-markers"])]
+    return (holding or candidates)[0]

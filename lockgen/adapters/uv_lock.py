@@ -12,8 +12,8 @@ one line of what was assumed when the lock has groups that make it matter.
 
 Nothing is taken from the top-level package list without an edge leading to it, so a Windows-only or
 PyPy-only package never comes over, and a needed package that cannot come over (no wheel for the platform,
-one that needs a newer glibc, an sdist, a git or local source, a wheel without a sha256) is listed with its
-reason.
+one that needs a newer glibc, an sdist, a git or local source) is listed with its reason; a chosen wheel without a
+sha256 is returned as data (`UvImport.unhashed`, with its index), for the import to find its hash or refuse it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lockgen.adapters.python_wheels import PLATFORMS, Python, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
+from lockgen.adapters.python_wheels import PLATFORMS, Python, UnhashedWheel, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
 from lockgen.adapters.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
@@ -67,6 +67,7 @@ class UvImport:
     skipped: tuple[str, ...]
     python: str
     assumed: tuple[str, ...] = ()
+    unhashed: tuple[UnhashedWheel, ...] = ()  # wheels chosen that the lock gives no sha256 for
 
 
 def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
@@ -81,6 +82,7 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     starts, assumed = _starts(graph, roots, choices)
     packages: list[LockedPackage] = []
     skipped: list[str] = []
+    unhashed: list[UnhashedWheel] = []
     for platform in PLATFORMS:
         environment = environment_of(platform, python)
         reached = installed(graph, starts, environment, activated(graph, starts, environment))
@@ -90,9 +92,11 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
             found = _converted(reached[key], platform, python, glibc)
             if isinstance(found, LockedPackage):
                 packages.append(found)
+            elif isinstance(found, UnhashedWheel):
+                unhashed.append(found)
             else:
                 skipped.append(found)
-    return UvImport(tuple(packages), tuple(skipped), python.shown, assumed)
+    return UvImport(tuple(packages), tuple(skipped), python.shown, assumed, tuple(unhashed))
 
 
 def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
@@ -180,14 +184,15 @@ def _assumed(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices, de
     )
 
 
-def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> LockedPackage | str:
-    """The lock entry for the package on `platform`, or why it cannot come over."""
+def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> LockedPackage | UnhashedWheel | str:
+    """The lock entry for the package on `platform`, the wheel chosen when the lock gives no sha256 for it, or
+    why it cannot come over."""
     source = entry.get("source", {})
     label = f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
     if is_local_project(entry):
         return f"{platform}: `{entry['name']}` is a local project of the workspace (no archive to lock)"
     if "git" in source:
-        return f"{label} comes from git ({source['git'].split('#')[0]}): build a wheel and pin it"
+        return f"{label} comes from git ({source['git']}): build a wheel and pin it"
     if "path" in source or "directory" in source:
         return f"{label} is a local path ({source.get('path') or source.get('directory')}): build a wheel and pin it"
     wheels = [wheel for wheel in entry.get("wheels", []) if "url" in wheel]
@@ -196,5 +201,5 @@ def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str)
         return f"{label} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}"
     sha256 = str(wheel.get("hash", "")).removeprefix("sha256:")
     if not str(wheel.get("hash", "")).startswith("sha256:"):
-        return f"{label} has a wheel without a sha256 ({wheel['url'].rsplit('/', 1)[-1]}): its index gave none"
+        return UnhashedWheel(platform, entry["name"], str(entry["version"]), wheel["url"], str(source.get("registry", "")))
     return LockedPackage(name=entry["name"], version=str(entry["version"]), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256))

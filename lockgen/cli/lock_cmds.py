@@ -59,6 +59,7 @@ def import_(
     all_packages: bool = typer.Option(False, "--all-packages", help="uv.lock: every workspace member, as `uv sync --all-packages`."),
     project: Optional[Path] = typer.Option(None, "--project", help="uv.lock: the workspace root's pyproject.toml (default: the one beside the lock), for default-groups and the root."),
     glibc: str = typer.Option("2.28", "--glibc", help="uv.lock, pylock: the newest manylinux glibc a wheel may need."),
+    allow_partial: bool = typer.Option(False, "--allow-partial", help="uv.lock, pylock: lock the rest when a wheel has no sha256 in the file nor on its index (named as left out) instead of failing."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
     as_json: bool = typer.Option(False, "--json", help="Print {path, format, platforms: {P: {conda, pip}}, skipped, assumed} as JSON."),
 ) -> None:
@@ -80,7 +81,7 @@ def import_(
         all_packages=all_packages,
         glibc=glibc,
     )
-    path, lock = import_lock(source, target, environment, out, choices, project)
+    path, lock = import_lock(source, target, environment, out, choices, project, allow_partial)
     notes = import_notes(lock)
     for line in notes.assumed:
         progress(f"warning: {line}")

@@ -5,7 +5,7 @@ query values that look like secrets (`token=`, `key=`, `signature=`, ...)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 _TOKEN_SEGMENT = re.compile(r"/t/[^/]+")
 _SECRET_QUERY_KEYS = re.compile(r"(token|key|secret|signature|sig|password|passwd|auth|credential)", re.IGNORECASE)
@@ -36,10 +36,9 @@ def scrub_url(url: str) -> str:
         return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*:[/\\]*)[^/?#]*@", r"\1", url) if parts.scheme else url
     netloc = parts.netloc.rsplit("@", 1)[-1]
     path = _TOKEN_SEGMENT.sub("", parts.path) if parts.scheme in ("http", "https") else parts.path
-    query = parts.query
-    if query:
-        kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _SECRET_QUERY_KEYS.search(k)]
-        query = urlencode(kept)
+    # a secret pair is dropped as it is written, the others kept byte for byte: decoding and encoding them again
+    # changed URLs that hold no credential (`%2F`, `+`, and the `):` that free text puts after a URL)
+    query = "&".join(pair for pair in parts.query.split("&") if not _SECRET_QUERY_KEYS.search(unquote_plus(pair.split("=", 1)[0])))
     return urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
 
 

@@ -58,8 +58,19 @@ def parse_wheel_filename(filename: str) -> WheelName:
     parts = filename[:-4].split("-")
     if len(parts) not in (5, 6) or not all(parts[:2]) or (len(parts) == 6 and not _BUILD.fullmatch(parts[2])):
         raise UserError(f"`{shown(filename)}` is not name-version(-build)-python-abi-platform.whl", "see the binary distribution format specification")
-    tags = frozenset(expand_tags("-".join(parts[-3:])))
-    return WheelName(filename, parts[0], parts[1], parts[2] if len(parts) == 6 else None, tags)
+    return WheelName(filename, parts[0], parts[1], parts[2] if len(parts) == 6 else None, _tag_set("-".join(parts[-3:])))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tag_set(compressed: str) -> frozenset[str]:
+    """A compressed tag triple's set, built once per triple: the releases of a lock share a few dozen of them."""
+    return frozenset(expand_tags(compressed))
+
+
+@functools.lru_cache(maxsize=4096)
+def _modern_tags(tags: frozenset[str]) -> frozenset[str]:
+    """The tags with legacy manylinux aliases written as PEP 600 names, once per tag set."""
+    return frozenset("-".join((*t.split("-")[:2], _platform_tag(t.split("-")[2]))) for t in tags)
 
 
 def covers(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], build: str | None = None) -> bool:
@@ -142,8 +153,7 @@ def best_for_target(filenames: list[str], python: str, machine: str, glibc: str)
             wheel = parse_wheel_filename(filename)
         except UserError:
             continue
-        tags = {"-".join((*t.split("-")[:2], _platform_tag(t.split("-")[2]))) for t in wheel.tags}
-        best = min((rank[t] for t in tags if t in rank), default=None)
+        best = min((rank[t] for t in _modern_tags(wheel.tags) if t in rank), default=None)
         if best is not None:
             number = re.match(r"\d+", wheel.build or "")  # PEP 427: a build tag starts with a digit
             build = int(number.group()) if number else -1

@@ -1,0 +1,134 @@
+"""uv.lock's TOML read fast, exactly as `tomllib` reads it, where the file has the layout uv writes.
+
+`tomllib` is pure Python: it read a 300k-package uv.lock (200 MiB) in about a minute. uv writes one layout:
+a preamble (version, requires-python, conflicts, `[options]`, `[manifest]`), then `[[package]]` tables whose
+values are one-line basic strings, integers, booleans, one-line inline tables and arrays, with the sub-tables
+`[package.X]` (and `[package.X.Y]`) after them. Such a package region is rewritten into JSON by a few regular
+expression passes over the whole text and read by the C JSON reader; the preamble, a few KiB, is read by
+`tomllib`.
+
+The rewrite is taken only where it cannot read the text otherwise than `tomllib` does; anything else, valid TOML or
+not, is read by `tomllib` whole, so its result and its errors are the ones `tomllib` gives. What the rewrite
+admits, checked on the text with its strings taken out (the skeleton):
+- strings are basic strings whose escapes JSON reads alike (quote, backslash, b f n r t, a non-surrogate
+  `\\uXXXX`), with no control character, and no string holds ` = `, a brace, `[ ,` or `, ]` (counted in the text
+  and in the skeleton: the same count), so a key, a brace or an array's edge outside a string is what it looks like;
+- outside strings: bare keys, ` = `, integers, `true`/`false`, `[ ] { } ,`, spaces and newlines, and the header
+  lines `[[package]]` and `[package.A]`/`[package.A.B]` (bare names); no comment, literal or multi-line string,
+  quoted or dotted key, float, date, `null` or `NaN`;
+- each inline table on one line (what is left after taking out the innermost one-line tables, again and again,
+  holds no brace), each ` = ` outside one a key at the start of a line, its value on the same line;
+- the JSON reader then refuses what TOML refuses (a missing comma, an unclosed array), a key given twice is
+  refused by the reader's pair hook, and a header TOML would read otherwise than in uv's order (a table given
+  twice, over a key, into an inline table, or under a table no header made) sends the text to `tomllib`.
+`tests/test_uv_lock_toml.py` holds this against `tomllib` on generated locks and on mutations of them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from typing import Any
+
+_FIRST_PACKAGE = "\n[[package]]\n"
+_UNESCAPED = r'[^"\\\x00-\x1f\x7f]*'
+_STRING = re.compile(f'"{_UNESCAPED}(?:\\\\(?:["\\\\bfnrt]|u(?![dD][89abAB])[0-9a-fA-F]{{4}}){_UNESCAPED})*"')
+_HEADER = re.compile(r"\n(?:\[\[package\]\]|\[package(?:\.[A-Za-z0-9_-]+){1,2}\])(?=\n)")
+_SKELETON = re.compile(r'[A-Za-z0-9_\-\[\]{}, =\n"]*')
+_ONE_LINE_TABLE = re.compile(r"\{[^{}\n]*\}")
+_LINE_KEY = re.compile(r"\n([A-Za-z0-9_-]+) = ")
+_INLINE_KEY = re.compile(r"([{,]) ([A-Za-z0-9_-]+) = ")
+_TRAILING_COMMA = re.compile(r",([ \n]*)\]")
+_IN_STRINGS_TOO = (" = ", "{", "}")  # what a string may not hold: the rewrite reads it as syntax
+_IN_STRINGS_TOO_RE = (re.compile(r"\[ *,"), _TRAILING_COMMA)
+
+
+class _NotSimple(Exception):
+    """The text is not in the layout the rewrite reads exactly: `tomllib` reads it."""
+
+
+def read_uv_toml(text: str) -> dict[str, Any]:
+    """The document `tomllib.loads(text)` gives, read fast where `text` has uv's layout."""
+    try:
+        return _read_simple(text)
+    except (_NotSimple, ValueError, RecursionError):
+        return tomllib.loads(text)
+
+
+def _read_simple(text: str) -> dict[str, Any]:
+    start = text.find(_FIRST_PACKAGE)
+    if start < 0:
+        raise _NotSimple
+    document = tomllib.loads(text[: start + 1])
+    if "package" in document:
+        raise _NotSimple
+    region = text[start:]  # from the newline before the first [[package]]
+    _check_layout(region)
+    sections = json.loads(_as_json(region), object_pairs_hook=_table, parse_float=_no_float, parse_constant=_no_float)
+    document["package"] = _assembled(sections)
+    return document
+
+
+def _check_layout(region: str) -> None:
+    """Refuses (`_NotSimple`) a package region the rewrite could read otherwise than TOML does."""
+    stringless = _STRING.sub('""', region)
+    if any(region.count(text) != stringless.count(text) for text in _IN_STRINGS_TOO):
+        raise _NotSimple
+    if any(len(pattern.findall(region)) != len(pattern.findall(stringless)) for pattern in _IN_STRINGS_TOO_RE):
+        raise _NotSimple
+    skeleton = _HEADER.sub("\n", stringless)
+    if not _SKELETON.fullmatch(skeleton) or '"' in skeleton.replace('""', "") or '"" = ' in skeleton:
+        raise _NotSimple
+    if re.search(r" = *\n", skeleton) or re.search(r"\[ *,", skeleton) or any(word in skeleton for word in ("null", "NaN", "Infinity")):
+        raise _NotSimple  # a value on the next line, an array opening on a comma, or what JSON reads and TOML does not
+    flat, found = skeleton, 1
+    while found:
+        flat, found = _ONE_LINE_TABLE.subn("0", flat)
+    if "{" in flat or "}" in flat or flat.count(" = ") != len(_LINE_KEY.findall(flat)):
+        raise _NotSimple
+
+
+def _as_json(region: str) -> str:
+    """The region as a JSON list of [header, table] pairs ("" for `[[package]]`, `A` or `A.B` for `[package.A]`)."""
+    text = region.replace("\n[[package]]\n", '\n}],["",{\n')
+    text = re.sub(r"\n\[package\.([A-Za-z0-9_.-]+)\](?=\n)", r'\n}],["\1",{', text)
+    text = _LINE_KEY.sub(r'\n,"\1": ', text)
+    text = _INLINE_KEY.sub(r'\1 "\2": ', text)
+    if " = " in text:
+        raise _NotSimple  # a key neither at a line's start nor after `{ ` or `, `
+    text = re.sub(r"\{(\n+),", r"{\1", text)
+    text = _TRAILING_COMMA.sub(r"\1]", text)
+    return "[" + text[4:] + "}]]"
+
+
+def _table(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    table = dict(pairs)
+    if len(table) != len(pairs):
+        raise _NotSimple  # a key given twice: tomllib names it
+    return table
+
+
+def _no_float(text: str) -> float:
+    raise _NotSimple  # uv writes no float: tomllib reads one (its forms are not JSON's)
+
+
+def _assembled(sections: list[list[Any]]) -> list[dict[str, Any]]:
+    """The packages from the [header, table] pairs, each sub-table put where its header says; a header TOML would
+    read otherwise (a table given twice, over a key, inside an inline table or one not yet made) is `_NotSimple`."""
+    packages: list[dict[str, Any]] = []
+    by_header: set[int] = set()  # the tables of the current package its headers made (the others are inline)
+    for header, table in sections:
+        if header == "":
+            packages.append(table)
+            by_header = {id(table)}
+            continue
+        if not packages:
+            raise _NotSimple
+        *parents, name = header.split(".")
+        owner = packages[-1] if not parents else packages[-1].get(parents[0])
+        if not isinstance(owner, dict) or id(owner) not in by_header or name in owner:
+            raise _NotSimple
+        owner[name] = table
+        by_header.add(id(table))
+    return packages
