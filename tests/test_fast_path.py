@@ -25,6 +25,7 @@ from lockgen.api import resolve as api
 from lockgen.cli.fast_path import _read
 from tests.channel_factory import Pkg, build_channel
 
+REPO = Path(__file__).resolve().parent.parent
 SLOW_ONLY = ("typer", "pydantic", "yaml", "rich", "lockgen.cli.app", "lockgen.model.lock", "lockgen.adapters.lockfile_yaml")
 
 
@@ -40,14 +41,18 @@ def lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return stack.parent / "locks" / "cpu.conda-lock.yml"
 
 
-def _lockgen(*args: str, home: Path, reparse: bool = False, importtime: bool = False) -> tuple[int, str, str, str]:
+def _lockgen(*args: str, home: Path, reparse: bool = False, importtime: bool = False, no_site: bool = False, env_extra: dict[str, str] | None = None) -> tuple[int, str, str, str]:
     """A lockgen command's exit code, stdout, stderr and (with `importtime`) the modules lockgen's own process
-    imported; `reparse`: with LOCKGEN_REPARSE=1, the typer app's answer."""
-    env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home), "HOME": str(home.parent)}
+    imported; `reparse`: with LOCKGEN_REPARSE=1, the typer app's answer; `no_site`: started by `python -S` (no
+    site-packages, so nothing beyond the standard library can load, and no start-up hook imports anything)."""
+    env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home), "HOME": str(home.parent), **(env_extra or {})}
     env.pop("LOCKGEN_REPARSE", None)
     if reparse:
         env["LOCKGEN_REPARSE"] = "1"
-    done = subprocess.run([sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "lockgen", *args], capture_output=True, text=True, env=env)
+    if no_site:
+        env["PYTHONPATH"] = str(REPO)
+    flags = [*(["-X", "importtime"] if importtime else []), *(["-S"] if no_site else [])]
+    done = subprocess.run([sys.executable, *flags, "-m", "lockgen", *args], capture_output=True, text=True, env=env)
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     said = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
     return done.returncode, done.stdout, said, " ".join(imported)
@@ -76,6 +81,64 @@ def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Pat
     slow = _lockgen(*command, home=home, reparse=True, importtime=True)
     assert slow[:3] == (code, out, err)
     assert "typer" in slow[3].split() and "pydantic" in slow[3].split()  # the probe sees them where they load
+
+
+KEPT_RUN_NEVER = ("pathlib", "typing", "re", "json", "dataclasses", "tempfile", "subprocess", "lockgen.api.run", "lockgen.adapters.conformance_store", "lockgen.adapters.kept_inputs")
+
+
+@pytest.mark.slow
+def test_a_repeated_run_is_answered_by_its_kept_record_with_the_standard_library_alone(lock: Path, tmp_path: Path) -> None:
+    """The second `run` of a made environment keeps its record; the third is answered by it (`kept_runs`), with
+    no pathlib, typing, re, json or dataclasses and none of the full fast path's modules, exactly as the typer app
+    answers, a nonzero exit code and the environment's variables included."""
+    home = tmp_path / "home"
+    _made(lock, home)
+    command = ["run", str(lock), "--", "sh", "-c", 'echo "$CONDA_PREFIX $CONDA_SHLVL $LOCKGEN_ENV_NAME"; tool; exit 7']
+    second = _lockgen(*command, home=home, importtime=True)
+    assert second[0] == 7 and "lockgen.api.run" in second[3].split()  # the full fast path, which keeps the record
+    (record,) = (home / "kept").rglob("run/*")
+    third = _lockgen(*command, home=home, importtime=True, no_site=True)
+    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.adapters.kept_runs" in third[3].split(), third[3]
+    assert third[:3] == second[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+    assert third[1].startswith(f"{second[2].split(' is already')[0]} 1 cpu\n") and third[1].endswith("tool\n")
+    assert (home / "kept").rglob("run/*").__next__() == record
+
+
+@pytest.mark.slow
+def test_a_kept_run_record_stands_only_while_its_whole_proof_does(lock: Path, tmp_path: Path) -> None:
+    """Each part of the proof the record stands for, taken away, sends `run` the full way (which answers as the
+    typer app): the drift verdict dropped, the stat trust window over, the record damaged, the lock's bytes
+    changed, and the environment changed (refused, as before)."""
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    command = ["run", str(lock), "--prefix", str(prefix), "--", "sh", "-c", "tool"]
+
+    def kept_answer(**extra: str) -> bool:
+        answer = _lockgen(*command, home=home, importtime=True, env_extra=extra)
+        assert answer[:3] == _lockgen(*command, home=home, reparse=True, env_extra=extra)[:3]
+        return "lockgen.api.run" not in answer[3].split()
+
+    assert not kept_answer() and kept_answer()  # kept by the first, answered by it from the second on
+    assert not kept_answer(LOCKGEN_STAT_TRUST_S="0")  # the window over: every byte read again, the full way
+    (record,) = (home / "kept").rglob("run/*")
+    record.write_bytes(b"\x00not a record")
+    assert not kept_answer() and kept_answer()  # damaged: the full way, which keeps it again
+    for verdict in (home / "conformance").glob("*.verdict.json"):
+        verdict.unlink()
+    assert not kept_answer()  # no verdict: the full path checks the tree again (and keeps a new verdict, then record)
+    edited = tmp_path / "copy" / lock.name
+    edited.parent.mkdir()
+    edited.write_bytes(lock.read_bytes() + b"\n")  # other bytes: no record of them
+    moved = ["run", str(edited), "--prefix", str(prefix), "--", "true"]
+    assert "lockgen.api.run" in _lockgen(*moved, home=home, importtime=True)[3].split()
+    time.sleep(RACY_NS / 1e9 + 0.1)
+    _lockgen(*command, home=home)
+    assert kept_answer()
+    with (prefix / "lib" / "lib.txt").open("a") as changed:
+        changed.write("changed\n")
+    refused = _lockgen(*command, home=home)
+    assert refused[0] == 1 and "changed since it was made (1 modified" in refused[2]
+    assert refused[:3] == _lockgen(*command, home=home, reparse=True)[:3]
 
 
 def _timeless(answer: tuple) -> tuple:
@@ -189,7 +252,7 @@ def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[s
         at = rest.index(flag)
         assert rest[at + 1] and not rest[at + 1].startswith("-")
         del rest[at : at + 2]
-    assert rest == [str(lock)] and lock.suffix != ".toml"
+    assert rest == [lock] and Path(lock).suffix != ".toml"
     assert len(options) == len([w for w in words if w in known])
 
 
@@ -197,7 +260,7 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_p
     from lockgen.api import run as use_case
     from lockgen.cli import fast_path
 
-    def broken(*_: object) -> None:
+    def broken(*_: object, **__: object) -> None:
         raise RuntimeError("a bug on the fast path")
 
     monkeypatch.setattr(use_case, "kept_activation", broken)
@@ -206,7 +269,7 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_p
     assert fast_path.answered(["run", str(lock), "--", "true"]) is None
     assert capsys.readouterr() == ("", "")
 
-    def said_then_broken(_: object, progress: Callable[[str], None]) -> None:
+    def said_then_broken(_: object, progress: Callable[[str], None], **__: object) -> None:
         progress("found")
         raise RuntimeError("a bug after the environment was found")
 

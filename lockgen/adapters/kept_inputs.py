@@ -13,31 +13,26 @@ still works. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, makes every co
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lockgen import __version__
-from lockgen.adapters.home import lockgen_home
+from lockgen.adapters.kept_runs import REPARSE, kept_folder, trusted
 from lockgen.errors import LockgenError
+
+__all__ = ["REPARSE", "KeptLock", "keep", "keep_lock", "kept", "kept_lock", "trusted"]
 
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
 SCHEMA = 1  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
 Kind = Literal["lock", "stack"]
-REPARSE = "LOCKGEN_REPARSE"
 
 
 def _path(kind: Kind, sha256: str) -> Path:
-    return lockgen_home() / "kept" / f"{__version__}-{SCHEMA}" / kind / f"{sha256}.json"
-
-
-def trusted() -> bool:
-    """Whether kept values may be used (not when `$LOCKGEN_REPARSE` is set to anything but 0 or empty)."""
-    return os.environ.get(REPARSE, "") in ("", "0")
+    return Path(kept_folder(kind, SCHEMA)) / f"{sha256}.json"
 
 
 def keep(kind: Kind, sha256: str, value: Callable[[], dict[str, Any]], readable: Callable[[dict[str, Any]], object]) -> None:

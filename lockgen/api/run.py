@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from lockgen.adapters import env_process, lock_file
+from lockgen.api.steps.kept_run_steps import keep_run
 from lockgen.api.steps.materialize_steps import kept_made, materialized
 from lockgen.core import activation as rules
 from lockgen.core.stack_layout import lock_path, target_of_lock
@@ -108,12 +109,13 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     return _activated(where, name, lock, progress)
 
 
-def kept_activation(wanted: Wanted, progress: Callable[[str], None]) -> Activation | None:
+def kept_activation(wanted: Wanted, progress: Callable[[str], None], for_run: bool = False) -> Activation | None:
     """The activation of `wanted` when all of it is kept, without the models: a lock file named (not a stack,
     no `--target`) whose bytes' checked value is kept (`kept_inputs`), its environment found made and unchanged
     (`materialize_steps.unchanged`: the kept drift verdict and one stat walk). None for anything else, with
     nothing said: `activation` decides it, and words it when it is an error. The same lock bytes give the same
-    environment, name and activation as `activation` gives."""
+    environment, name and activation as `activation` gives. `for_run`: the environment found is kept for the
+    next `run` of the same lock file and options (`kept_run_steps.keep_run`)."""
     if wanted.source is None or wanted.target is not None or _is_stack(wanted.source):
         return None
     try:
@@ -123,7 +125,11 @@ def kept_activation(wanted: Wanted, progress: Callable[[str], None]) -> Activati
     made = kept_made(read, wanted.platform, wanted.prefix, progress)
     if made is None:
         return None
-    return _activated(made.prefix, made.target or target_of_lock(wanted.source), wanted.source, progress)
+    name = made.target or target_of_lock(wanted.source)
+    active = _activated(made.prefix, name, wanted.source, progress)
+    if for_run:
+        keep_run(read, wanted.platform, wanted.prefix, made.prefix, active.kind, name)
+    return active
 
 
 def _activated(where: Path, name: str, lock: Path | None, progress: Callable[[str], None]) -> Activation:
@@ -148,7 +154,7 @@ def run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None],
 
 def kept_run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None]) -> None:
     """`run`, when all of the environment is kept (`kept_activation`); returns, having said nothing, otherwise."""
-    active = kept_activation(wanted, progress)
+    active = kept_activation(wanted, progress, for_run=True)
     if active is not None:
         env_process.exec_command(list(command), active.environment)
 

@@ -18,10 +18,14 @@ it off, with the kept values (`kept_inputs.trusted`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+import os
 
-from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, refusal, said_read, say, say_error
+from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, progress_kept, refusal, said_read, say, say_error
+
+TYPE_CHECKING = False  # typing and pathlib: imported past the kept `run` (`kept_run_steps`), which needs neither
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 COMMANDS = ("run", "shell", "activate", "materialize", "check")
 WITH_VALUE = {"--prefix": "prefix", "--platform": "platform", "-p": "platform"}
@@ -29,7 +33,7 @@ EXTRA_WITH_VALUE = {"activate": {"--shell": "shell"}, "check": {"--lock": "lock"
 FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}}
 
 
-def _read(command: str, words: list[str]) -> tuple[Path, dict[str, str]] | None:
+def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
     """The LOCK and the options of `words` (the command line after the command's name, before `--`), when they
     are exactly the forms this path reads: one LOCK that is not a stack, each option once, its value in the next
     word; None for anything else."""
@@ -58,12 +62,17 @@ def _read(command: str, words: list[str]) -> tuple[Path, dict[str, str]] | None:
         if source is not None or "lock" not in options or "prefix" not in options:
             return None
         source = options.pop("lock")
-    if source is None:
+    if source is None or _suffix(source) == ".toml" or os.path.isdir(source):  # a stack: its freshness and target are the typer command's
         return None
-    lock = Path(source)
-    if lock.suffix == ".toml" or lock.is_dir():  # a stack: its freshness and target are the typer command's
-        return None
-    return lock, options
+    return source, options
+
+
+def _suffix(word: str) -> str:
+    """The suffix `Path(word).suffix` gives, without pathlib: the last name's from its last dot, unless that dot
+    begins or ends the name."""
+    name = word.rstrip("/").rpartition("/")[2]
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
 def answered(args: list[str]) -> int | None:
@@ -84,16 +93,25 @@ def answered(args: list[str]) -> int | None:
     read = _read(command, words)
     if read is None:
         return None
-    lock, options = read
-    prefix = Path(options["prefix"]) if "prefix" in options else None
+    source, options = read
     said: list[str] = []
 
     def saying(message: str) -> None:
         said.append(message)
         progress(message)
 
+    def saying_kept(line: str) -> None:
+        said.append(line)
+        progress_kept(line)
+
     try:
-        return _answer(command, lock, prefix, options, after, saying)
+        if command == "run":  # the kept `run`: returns only when its record does not hold
+            from lockgen.api.steps.kept_run_steps import run_kept
+
+            run_kept(source, options.get("platform"), options.get("prefix"), after, saying_kept)
+        from pathlib import Path
+
+        return _answer(command, Path(source), Path(options["prefix"]) if "prefix" in options else None, options, after, saying)
     except Exception as exc:
         if not said:  # nothing said yet: the typer app decides, and words it
             return None

@@ -112,18 +112,25 @@ def store_prefix(lock_sha256: str, target: str, platforms: tuple[str, ...], sour
 def unchanged(final: Path, lock_sha256: str, platform: str | None, progress: Callable[[str], None]) -> str | None:
     """The environment digest of the lock's environment at `final` when it is found made and unchanged (saying
     so, and sweeping what an interrupted build of it left); None, with nothing said or done, otherwise."""
-    digest = _found_unchanged(final, lock_sha256, platform)
-    if digest is not None:
-        file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
-        progress(f"{final} is already materialized (unchanged since it was made)")
-    return digest
+    found = found_unchanged(final, lock_sha256, platform)
+    if found is None:
+        return None
+    file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
+    progress(found_line(final))
+    return found[0]
 
 
-def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str | None:
-    """The environment digest of the lock's environment at `final` when a clean drift check of it kept its
-    verdict with its record naming this lock's bytes and the platform asked for (this host's by default), and
-    the tree's stat walk is the one that check saw (the record is a file of that walk: not read again); None
-    for anything else, which the full path decides (and words, when it is an error)."""
+def found_line(final: Path) -> str:
+    """What a command says of an environment it found made and unchanged."""
+    return f"{final} is already materialized (unchanged since it was made)"
+
+
+def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> tuple[str, str] | None:
+    """The environment digest of the lock's environment at `final`, and the digest of its stat walk, when a
+    clean drift check of it kept its verdict with its record naming this lock's bytes and the platform asked
+    for (this host's by default), and the tree's stat walk is the one that check saw (the record is a file of
+    that walk: not read again); None for anything else, which the full path decides (and words, when it is an
+    error)."""
     kept = conformance_store.drift_verdict(final)
     if kept is None:
         return None
@@ -134,4 +141,4 @@ def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str
         walked = stat_walk.tree_fingerprint(final).digest
     except OSError:  # gone (its verdict outlives it), or unreadable: the full path says which
         return None
-    return str(record["environment_digest"]) if walked == tree else None
+    return (str(record["environment_digest"]), tree) if walked == tree else None

@@ -1,0 +1,54 @@
+"""A step of `run`: the kept `run`, the one answer the fast path gives with its imports cut to the interpreter's
+own and `hashlib`: a lock file's environment found made and unchanged by its kept record (`kept_runs`: the same
+proof the full fast path takes, re-checked in full), its activation's variables (`activation_vars`), and lockgen
+replaced by the command (`env_process.exec_command`: its exit status and signals are the command's). The record
+is kept (`keep_run`) after the full fast path found the environment, for an environment whose activation is its
+variables alone (no activate.d scripts: those are sourced by bash, the full path's work)."""
+
+from __future__ import annotations
+
+from lockgen.adapters import env_process, kept_runs
+from lockgen.core.activation_vars import activated
+
+TYPE_CHECKING = False  # typing, pathlib and the models: not imported on this path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from lockgen.model.inputs import LockBytes
+
+
+def run_kept(lock: str, platform: str | None, prefix: str | None, command: Sequence[str], said: Callable[[str], None]) -> None:
+    """Replaces lockgen with `command` in the environment of the lock file `lock` (`--platform`, `--prefix` as
+    given) when its kept record holds, having said so (`said`: a line escaped when it was kept); returns, having
+    said and done nothing, otherwise."""
+    found = kept_runs.found(lock, platform, prefix)
+    if found is None:
+        return
+    said(found.said)
+    env_process.exec_command(list(command), activated(found.kind, found.prefix, found.name, env_process.calling_environment()))
+
+
+def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, final: Path, kind: str, name: str) -> None:
+    """Keeps the record of the environment of `lock` at `final` (of `kind`, its activation named `name`) that the
+    full fast path just found, for `run` with this `--platform` and `--prefix`: only when the drift verdict
+    that proves it is confirmed again here, with its files unchanged across that look, and the environment has
+    no activate.d scripts. Costs a second stat walk, once per record."""
+    from pathlib import Path
+
+    from lockgen.adapters import conformance_store
+    from lockgen.api.steps.materialize_steps import found_line, found_unchanged
+    from lockgen.model.names import escaped
+
+    if env_process.activate_scripts(final):
+        return
+    files = conformance_store.drift_records(final)
+    before = kept_runs.identities(*files)
+    proven = found_unchanged(final, lock.sha256, platform)
+    read_at = conformance_store.byte_trust(final, "").read
+    after = kept_runs.identities(*files)
+    verdict, read = before
+    if proven is None or read_at is None or verdict is None or read is None or after != before:
+        return
+    found = kept_runs.KeptRun(str(final), kind, name, escaped(found_line(final)))
+    kept_runs.keep(lock.sha256, Path(lock.source).name, platform, None if prefix is None else str(prefix), found, proven[1], files, (verdict, read), read_at)
