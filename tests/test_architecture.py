@@ -405,7 +405,7 @@ def test_the_read_once_rules_catch_a_step_that_reads_again(tmp_path: Path) -> No
     assert reader_calls(probe) == ["lock_file.read:6", "read_lock:7", "file_digest:8", "read_stack:9"]
 
 
-STACK_PARSERS = {"parse_stack_text", "extends_of"}
+STACK_PARSERS = {"parse_stack_text", "extends_of", "stack_document"}
 STACK_READER = "lockgen/adapters/stack_file.py"
 # who reads a stack: the step resolve, explain and facts check share, and run's detect (which needs no channels)
 STACK_READERS = {"lockgen.api.steps.stack_steps", "lockgen.api.run"}

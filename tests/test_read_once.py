@@ -173,3 +173,24 @@ def test_the_recorder_is_inert_outside_its_block(lock: Path) -> None:
         pass
     lock.read_bytes()
     assert dict(counts) == {str(lock): 0}
+
+
+def test_a_stack_and_its_base_are_each_parsed_once(team: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a team stack parses each text's TOML once: its `extends` is taken from the tables the whole parse
+    uses (issue 43: `read_stack` parsed each text twice, for its `extends` and then whole)."""
+    import tomllib
+
+    from lockgen.adapters.stack_file import read_stack
+    from lockgen.core import spec_parse
+
+    parsed: list[str] = []
+    loads = tomllib.loads
+
+    def counted(text: str) -> dict:
+        parsed.append(text)
+        return loads(text)
+
+    monkeypatch.setattr(spec_parse.tomllib, "loads", counted)
+    base, stack = team
+    read_stack(stack)
+    assert sorted(parsed) == sorted([stack.read_text(), base.read_text()])

@@ -11,7 +11,7 @@ from pathlib import Path
 from lockgen.adapters import user_files
 from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
 from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.spec_parse import extends_of, parse_stack_text
+from lockgen.core.spec_parse import extends_of, parse_stack_text, stack_document
 from lockgen.core.stack_layout import located_base
 from lockgen.errors import LockgenError, SpecError
 from lockgen.model.inputs import LoadedStack, StackBase
@@ -35,18 +35,20 @@ def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None
     (resolve fetches them and keeps them beside the team's locks); without it, the kept copy is read. `text`:
     the stack's text already read (an edit about to be written), parsed instead of the file's."""
     text = read_stack_text(path) if text is None else text
-    extends = extends_of(text, str(path))
+    document = stack_document(text, str(path))  # the TOML read once, for its `extends` and its whole
+    extends = extends_of(text, str(path), document)
     if extends is None:
-        return LoadedStack(path, text, parse_stack_text(text, str(path)))
+        return LoadedStack(path, text, parse_stack_text(text, str(path), document=document))
     base = located_base(path, extends)
     if base.is_lock:
         carried = fetch_image_base(base) if base.kind == "image" and fetch_image_base is not None else None
         loaded = _base_lock(base, str(path), carried)
-        return LoadedStack(path, text, parse_stack_text(text, str(path), lock_base(loaded, str(path))), base, loaded)
+        return LoadedStack(path, text, parse_stack_text(text, str(path), lock_base(loaded, str(path)), document), base, loaded)
     base_text = read_stack_text(base.path)
-    if extends_of(base_text, str(base.path)) is not None:
+    base_document = stack_document(base_text, str(base.path))
+    if extends_of(base_text, str(base.path), base_document) is not None:
         raise SpecError(f"the base stack {base.path} extends another stack itself", "extend the stack at the root of the chain: a team stack sits on one base", str(path))
-    return LoadedStack(path, text, parse_stack_text(text, str(path), parse_stack_text(base_text, str(base.path))), base)
+    return LoadedStack(path, text, parse_stack_text(text, str(path), parse_stack_text(base_text, str(base.path), document=base_document), document), base)
 
 
 def _base_lock(base: StackBase, source: str, carried: bytes | None) -> LoadedLock:

@@ -71,12 +71,12 @@ def subtree_records(path: str, base: str, since: int, keep: Keep | None = None) 
     return "".join(records)
 
 
-def top_of_tree(prefix: str, since: int, keep: Keep | None) -> tuple[list[str], list[Waiting]]:
-    """The records of the top of the tree at `prefix`, looked at a level at a time until `FRONTIER` folders wait
-    (none, for a small tree: then the records are the whole walk), and the folders waiting."""
+def top_of_tree(prefix: str, since: int, keep: Keep | None, most_waiting: int = FRONTIER) -> tuple[list[str], list[Waiting]]:
+    """The records of the top of the tree at `prefix`, looked at a level at a time until `most_waiting` folders
+    wait (none, for a small tree: then the records are the whole walk), and the folders waiting."""
     records: list[str] = []
     frontier: list[Waiting] = [(prefix, "", 0, 0)]
-    while frontier and len(frontier) < FRONTIER:
+    while frontier and len(frontier) < most_waiting:
         level, frontier = frontier, []
         for path, base, _, _ in level:
             records.append(folder_record(path, base, since, frontier, keep))

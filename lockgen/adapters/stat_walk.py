@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from lockgen.adapters.stat_digest import RACY_NS, digest_of, folder_record, settled_since, subtree_records, top_of_tree
+from lockgen.adapters.stat_digest import FRONTIER, RACY_NS, digest_of, folder_record, settled_since, subtree_records, top_of_tree
 
 if TYPE_CHECKING:
     from lockgen.adapters.stat_digest import Keep
 
-__all__ = ["RACY_NS", "Lstat", "StatFields", "TreeFingerprint", "tree_fingerprint"]
+__all__ = ["FRONTIER", "RACY_NS", "Lstat", "StatFields", "TreeFingerprint", "tree_fingerprint"]
 BIG_FOLDER = 10  # a waiting folder linked this often (8 folders in it) is opened before the sharing
 MOST_SHARES = 1024  # the frontier is handed out in at most this many shares: `parallel.MOST_SHARES`, one write to the pipe
 
@@ -83,7 +83,7 @@ def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
     since = settled_since()
     walked: dict[str, Lstat] | None = {} if keep_walk else None
     keep = _keeper(walked)
-    folders, frontier = top_of_tree(str(prefix), since, keep)  # the top, a level at a time
+    folders, frontier = top_of_tree(str(prefix), since, keep, FRONTIER)  # the top, a level at a time
     while frontier and len(frontier) < MOST_SHARES // 2:  # a folder holding many folders is opened: shares even out
         biggest = max(range(len(frontier)), key=lambda index: frontier[index][2])
         if frontier[biggest][2] < BIG_FOLDER:

@@ -49,10 +49,16 @@ def _repeated_line(text: str, key: str) -> int | None:
     return None
 
 
-def extends_of(text: str, source: str = "stack.toml") -> str | None:
+def stack_document(text: str, source: str = "stack.toml") -> dict[str, Any]:
+    """The stack's tables, read from its text once, for `extends_of` and `parse_stack_text` to share (a
+    reader that needs the base before the whole stack does not parse the TOML twice)."""
+    return _document(text, source)
+
+
+def extends_of(text: str, source: str = "stack.toml", document: dict[str, Any] | None = None) -> str | None:
     """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later), read as
-    `_document` reads it."""
-    document = _document(text, source)
+    `_document` reads it (`document`: the text's tables, already read by `stack_document`)."""
+    document = _document(text, source) if document is None else document
     stack: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
     value = stack.get("extends")
     if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -60,11 +66,12 @@ def extends_of(text: str, source: str = "stack.toml") -> str | None:
     return value
 
 
-def parse_stack_text(text: str, source: str = "stack.toml", base: StackSpec | LockBase | None = None) -> StackSpec:
+def parse_stack_text(text: str, source: str = "stack.toml", base: StackSpec | LockBase | None = None, document: dict[str, Any] | None = None) -> StackSpec:
     """Parses the text of a stack file; every problem is a SpecError naming `source` and the line. A stack
     that `extends` another is parsed on top of `base`, whose channels, platforms, targets and rules it takes;
-    one that extends a lock, on top of what the lock says (its target, platforms and Python)."""
-    document = _document(text, source)
+    one that extends a lock, on top of what the lock says (its target, platforms and Python). `document`: the
+    text's tables, already read by `stack_document` (the text is then not parsed again)."""
+    document = _document(text, source) if document is None else document
     locator = _Locator(text, source)
     if isinstance(base, LockBase):
         return _team_stack_on_lock(document, locator, base)
