@@ -105,6 +105,26 @@ def test_a_repeated_run_is_answered_by_its_kept_record_with_the_standard_library
 
 
 @pytest.mark.slow
+def test_a_repeated_materialize_is_answered_by_the_same_record(lock: Path, tmp_path: Path) -> None:
+    """A repeated `materialize` keeps the record too, and the next one (or a `run` of the same lock and options)
+    stands on it with the standard library alone, printing what the typer app prints; `--json` goes the full
+    fast path (it names the lock as pathlib does)."""
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    command = ["materialize", str(lock), "--prefix", str(prefix)]
+    second = _lockgen(*command, home=home, importtime=True)
+    assert second[0] == 0 and "lockgen.api.materialize" in second[3].split()
+    third = _lockgen(*command, home=home, importtime=True, no_site=True)
+    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.api.materialize" not in third[3].split(), third[3]
+    assert third[:3] == second[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+    assert third[1] == f"{prefix}\n" and "environment digest sha256:" in third[2]
+    run = _lockgen("run", str(lock), "--prefix", str(prefix), "--", "true", home=home, importtime=True, no_site=True)
+    assert run[0] == 0 and "lockgen.api.run" not in run[3].split()
+    as_json = _lockgen(*command, "--json", home=home, importtime=True)
+    assert as_json[:3] == _lockgen(*command, "--json", home=home, reparse=True)[:3] and "json" in as_json[3].split()
+
+
+@pytest.mark.slow
 def test_a_kept_run_record_stands_only_while_its_whole_proof_does(lock: Path, tmp_path: Path) -> None:
     """Each part of the proof the record stands for, taken away, sends `run` the full way (which answers as the
     typer app): the drift verdict dropped, the stat trust window over, the record damaged, the lock's bytes

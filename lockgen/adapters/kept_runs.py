@@ -1,4 +1,5 @@
-"""The kept `run`: what `lockgen run LOCK -- CMD` needs to find a lock's environment made and unchanged, kept as
+"""The kept `run`: what `lockgen run LOCK -- CMD` (and a repeated `materialize LOCK`) needs to find a lock's
+environment made and unchanged, kept as
 one small record per (lock bytes, lock file name, `--platform`, `--prefix`, machine) under
 `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/run/<key>`, read with nothing imported but `os`, `hashlib`,
 `marshal` and `time` (no pathlib, re, json, typing or dataclasses: a command that only starts a program in a made
@@ -40,12 +41,13 @@ Identity = tuple[int, int, int, int, int]
 
 class KeptRun:
     """A lock's environment found made and unchanged by its kept record: its prefix, kind (`conda`, `venv`),
-    the name its activation gives it, and the line saying it was found (escaped when it was kept)."""
+    the name its activation gives it, its environment digest (64 hex digits), and the lines saying it was
+    found and naming its prefix (escaped when they were kept)."""
 
-    __slots__ = ("kind", "name", "prefix", "said")
+    __slots__ = ("digest", "kind", "name", "prefix", "said", "shown")
 
-    def __init__(self, prefix: str, kind: str, name: str, said: str) -> None:
-        self.prefix, self.kind, self.name, self.said = prefix, kind, name, said
+    def __init__(self, prefix: str, kind: str, name: str, digest: str, said: str, shown: str) -> None:
+        self.prefix, self.kind, self.name, self.digest, self.said, self.shown = prefix, kind, name, digest, said, shown
 
 
 def trusted() -> bool:
@@ -99,7 +101,9 @@ def keep(lock_sha256: str, lock_name: str, platform: str | None, prefix: str | N
         "prefix": found.prefix,
         "kind": found.kind,
         "name": found.name,
+        "digest": found.digest,
         "said": found.said,
+        "shown": found.shown,
         "tree": tree,
         "files": [str(files[0]), str(files[1])],
         "confirmed": [list(confirmed[0]), list(confirmed[1])],
@@ -113,6 +117,14 @@ def keep(lock_sha256: str, lock_name: str, platform: str | None, prefix: str | N
         write_bytes_atomic(Path(path), marshal.dumps(record))
     except (OSError, LockgenError):  # a home lockgen cannot write: the next run goes the full way again
         return
+
+
+def standing(lock_sha256: str, lock_name: str, platform: str | None, prefix: str | None) -> bool:
+    """Whether a record for these inputs is kept and its proof's files still stand (no walk: for a writer that
+    need not write it again)."""
+    inputs = _inputs(lock_sha256, lock_name, platform, prefix)
+    record = _record(_record_path(inputs), [__version__, str(SCHEMA), *inputs])
+    return record is not None and _proof_stands(record)
 
 
 def found(lock: str, platform: str | None, prefix: str | None) -> KeptRun | None:
@@ -143,7 +155,7 @@ def found(lock: str, platform: str | None, prefix: str | None) -> KeptRun | None
         _sweep_dead_builds(final)
     except OSError:  # gone, or unreadable: the full path says which
         return None
-    return KeptRun(final, record["kind"], record["name"], record["said"])
+    return KeptRun(final, record["kind"], record["name"], record["digest"], record["said"], record["shown"])
 
 
 def _record(path: str, inputs: list[str]) -> dict | None:
@@ -154,8 +166,10 @@ def _record(path: str, inputs: list[str]) -> dict | None:
         return None
     if not isinstance(record, dict) or record.get("inputs") != inputs:
         return None
-    strings = ("prefix", "kind", "name", "said", "tree")
+    strings = ("prefix", "kind", "name", "digest", "said", "shown", "tree")
     if not all(isinstance(record.get(key), str) for key in strings) or record["kind"] not in ("conda", "venv") or not os.path.isabs(record["prefix"]):
+        return None
+    if len(record["digest"]) != 64 or record["digest"].strip("0123456789abcdef"):  # said as it is: hex digits only
         return None
     files, confirmed, read_at = record.get("files"), record.get("confirmed"), record.get("read_at")
     if not (isinstance(files, list) and len(files) == 2 and all(isinstance(f, str) for f in files)):

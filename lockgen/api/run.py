@@ -125,10 +125,9 @@ def kept_activation(wanted: Wanted, progress: Callable[[str], None], for_run: bo
     made = kept_made(read, wanted.platform, wanted.prefix, progress)
     if made is None:
         return None
-    name = made.target or target_of_lock(wanted.source)
-    active = _activated(made.prefix, name, wanted.source, progress)
+    active = _activated(made.prefix, made.target or target_of_lock(wanted.source), wanted.source, progress)
     if for_run:
-        keep_run(read, wanted.platform, wanted.prefix, made.prefix, active.kind, name)
+        keep_run(read, wanted.platform, wanted.prefix, made)
     return active
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, progress_kept, refusal, said_read, say, say_error
+from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, progress_kept, refusal, said_read, say, say_error, say_kept
 
 TYPE_CHECKING = False  # typing and pathlib: imported past the kept `run` (`kept_run_steps`), which needs neither
 if TYPE_CHECKING:
@@ -109,6 +109,14 @@ def answered(args: list[str]) -> int | None:
             from lockgen.api.steps.kept_run_steps import run_kept
 
             run_kept(source, options.get("platform"), options.get("prefix"), after, saying_kept)
+        elif command == "materialize" and "json" not in options:  # the same record; --json names the lock as Path does
+            from lockgen.api.steps.kept_run_steps import materialized_kept
+
+            found = materialized_kept(source, options.get("platform"), options.get("prefix"), saying_kept)
+            if found is not None:
+                progress_kept(f"environment digest sha256:{found.digest}")  # hex digits: nothing to escape
+                say_kept(found.shown)
+                return 0
         from pathlib import Path
 
         return _answer(command, Path(source), Path(options["prefix"]) if "prefix" in options else None, options, after, saying)

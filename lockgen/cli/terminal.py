@@ -51,6 +51,11 @@ def progress_kept(line: str) -> None:
     print(styled(line, "2"), file=sys.stderr, flush=True)
 
 
+def say_kept(line: str) -> None:
+    """One line on stdout that was escaped by `escaped` when it was kept (a kept record's)."""
+    print(line)
+
+
 def print_json(document: object) -> None:
     """One JSON document on stdout (every --json output: stable keys, sorted; progress stays on stderr)."""
     import json

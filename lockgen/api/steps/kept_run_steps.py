@@ -3,7 +3,8 @@ own and `hashlib`: a lock file's environment found made and unchanged by its kep
 proof the full fast path takes, re-checked in full), its activation's variables (`activation_vars`), and lockgen
 replaced by the command (`env_process.exec_command`: its exit status and signals are the command's). The record
 is kept (`keep_run`) after the full fast path found the environment, for an environment whose activation is its
-variables alone (no activate.d scripts: those are sourced by bash, the full path's work)."""
+variables alone (no activate.d scripts: those are sourced by bash, the full path's work). A repeated
+`materialize` of the same lock file and options stands on the same record (`materialized_kept`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from lockgen.api.steps.materialize_steps import Made
     from lockgen.model.inputs import LockBytes
 
 
@@ -29,18 +31,34 @@ def run_kept(lock: str, platform: str | None, prefix: str | None, command: Seque
     env_process.exec_command(list(command), activated(found.kind, found.prefix, found.name, env_process.calling_environment()))
 
 
-def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, final: Path, kind: str, name: str) -> None:
-    """Keeps the record of the environment of `lock` at `final` (of `kind`, its activation named `name`) that the
-    full fast path just found, for `run` with this `--platform` and `--prefix`: only when the drift verdict
-    that proves it is confirmed again here, with its files unchanged across that look, and the environment has
-    no activate.d scripts. Costs a second stat walk, once per record."""
+def materialized_kept(lock: str, platform: str | None, prefix: str | None, said: Callable[[str], None]) -> kept_runs.KeptRun | None:
+    """A repeated `materialize` of the lock file `lock` (`--platform`, `--prefix` as given) when its kept record
+    holds: the environment found, having said so; None, having said and done nothing, otherwise."""
+    found = kept_runs.found(lock, platform, prefix)
+    if found is not None:
+        said(found.said)
+    return found
+
+
+def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: Made) -> None:
+    """Keeps the record of the environment of `lock` that the full fast path just found (`made`), for `run` and
+    `materialize` with this `--platform` and `--prefix`: only when the drift verdict that proves it is confirmed
+    again here, with its files unchanged across that look, and the environment is one `run` activates by its
+    variables alone (a conda environment without activate.d scripts, or a venv). Costs a second stat walk, once
+    per record."""
     from pathlib import Path
 
     from lockgen.adapters import conformance_store
     from lockgen.api.steps.materialize_steps import found_line, found_unchanged
+    from lockgen.core.stack_layout import target_of_lock
     from lockgen.model.names import escaped
 
-    if env_process.activate_scripts(final):
+    given = None if prefix is None else str(prefix)
+    if kept_runs.standing(lock.sha256, Path(lock.source).name, platform, given):
+        return
+    final = made.prefix
+    kind = env_process.environment_kind(final)
+    if kind is None or env_process.activate_scripts(final):
         return
     files = conformance_store.drift_records(final)
     before = kept_runs.identities(*files)
@@ -50,5 +68,6 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, final: 
     verdict, read = before
     if proven is None or read_at is None or verdict is None or read is None or after != before:
         return
-    found = kept_runs.KeptRun(str(final), kind, name, escaped(found_line(final)))
-    kept_runs.keep(lock.sha256, Path(lock.source).name, platform, None if prefix is None else str(prefix), found, proven[1], files, (verdict, read), read_at)
+    name = made.target or target_of_lock(Path(lock.source))
+    found = kept_runs.KeptRun(str(final), kind, name, proven[0], escaped(found_line(final)), escaped(str(final)))
+    kept_runs.keep(lock.sha256, Path(lock.source).name, platform, given, found, proven[1], files, (verdict, read), read_at)
