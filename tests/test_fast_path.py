@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from lockgen.adapters import kept_inputs
 from lockgen.adapters.stat_walk import RACY_NS
 from lockgen.api import resolve as api
-from lockgen.cli.fast_path import _read
+from lockgen.cli.fast_path import _read, _suffix
 from tests.channel_factory import Pkg, build_channel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -296,3 +296,9 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_p
     monkeypatch.setattr(use_case, "kept_activation", said_then_broken)
     assert fast_path.answered(["run", str(lock), "--", "true"]) == 3
     assert capsys.readouterr().err == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and report the traceback\n"
+
+
+@given(st.text(alphabet="/.ab", max_size=10))
+def test_a_word_s_suffix_is_read_as_pathlib_reads_it(word: str) -> None:
+    """`fast_path._suffix` (no pathlib: the kept `run`'s path) tells a stack's `.toml` as `Path.suffix` does."""
+    assert _suffix(word) == Path(word).suffix
