@@ -14,7 +14,10 @@ no environment made, one changed, a platform the lock lacks, an unreadable file)
 nothing said, so every error and every other case reads and exits as it always has (an error before anything was
 said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the
 typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns
-it off, with the kept values (`kept_inputs.trusted`)."""
+it off, with the kept values (`kept_inputs.trusted`).
+
+`run` and `materialize` (without `--json`) are first offered to the kept run record (`kept_run_steps`: the same
+proof re-checked with the standard library alone), so this module imports no pathlib or typing before that."""
 
 from __future__ import annotations
 
