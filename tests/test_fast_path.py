@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -122,6 +123,34 @@ def test_a_repeated_materialize_is_answered_by_the_same_record(lock: Path, tmp_p
     assert run[0] == 0 and "lockgen.api.run" not in run[3].split()
     as_json = _lockgen(*command, "--json", home=home, importtime=True)
     assert as_json[:3] == _lockgen(*command, "--json", home=home, reparse=True)[:3] and "json" in as_json[3].split()
+
+
+@pytest.mark.slow
+def test_a_fresh_stack_with_its_target_is_answered_before_typer_and_a_stale_one_as_before(lock: Path, tmp_path: Path) -> None:
+    """`run STACK --target T` (issue 43: stacks kept): the first run checks the stack's freshness through the
+    typer app and keeps that verdict by the stack's and the lock's bytes; the next is answered by the fast path,
+    as the typer app answers, for every freshness mode. A stack changed since (stale) goes the typer way again:
+    refused under --locked exactly as before."""
+    home = tmp_path / "home"
+    stack = tmp_path / "stack"
+    shutil.copytree(lock.parent.parent, stack)
+    stack_file = stack / "stack.toml"
+    _made(stack / "locks" / lock.name, home)
+    command = ["run", str(stack_file), "--target", "cpu", "--", "sh", "-c", 'echo "$LOCKGEN_ENV_NAME"; tool; exit 4']
+    first = _lockgen(*command, home=home, importtime=True)
+    assert first[0] == 4 and "typer" in first[3].split()
+    for mode in ([], ["--locked"], ["--frozen"]):
+        line = [*command[:4], *mode, *command[4:]]
+        fast = _lockgen(*line, home=home, importtime=True)
+        assert [name for name in SLOW_ONLY if name in fast[3].split()] == [], (mode, fast)
+        assert fast[:3] == first[:3] == _lockgen(*line, home=home, reparse=True)[:3]
+    folder = _lockgen("run", str(stack), "-t", "cpu", "--", "true", home=home, importtime=True)  # the stack's folder
+    assert folder[0] == 0 and "typer" not in folder[3].split()
+    stack_file.write_text(stack_file.read_text().replace('tool = "*"', 'tool = ">=1"'))  # a request changed: stale
+    stale = ["run", str(stack_file), "--target", "cpu", "--locked", "--", "true"]
+    refused = _lockgen(*stale, home=home, importtime=True)
+    assert refused[0] == 1 and "is stale" in refused[2] and "typer" in refused[3].split()
+    assert refused[:3] == _lockgen(*stale, home=home, reparse=True)[:3]
 
 
 @pytest.mark.slow
@@ -253,7 +282,7 @@ def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, mo
     kept_inputs.keep("lock", "c" * 64, lambda: {"target": "cpu", "platforms": []}, bool)  # nothing kept, no error
 
 
-WORDS = st.sampled_from(["a.yml", "b.yml", "stack.toml", "--prefix", "--platform", "-p", "--shell", "--json", "-v", "--help", "--target", "", "-", "x"])
+WORDS = st.sampled_from(["a.yml", "b.yml", "stack.toml", "--prefix", "--platform", "-p", "--shell", "--json", "-v", "--help", "--target", "-t", "--locked", "--frozen", "", "-", "x"])
 
 
 @given(command=st.sampled_from(["run", "shell", "activate", "materialize"]), words=st.lists(WORDS, max_size=7))
@@ -263,16 +292,18 @@ def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[s
     if read is None:
         return
     lock, options = read
-    known = {"--prefix", "--platform", "-p"} | ({"--shell"} if command == "activate" else set()) | ({"--json"} if command == "materialize" else set())
+    stack_options = {"--target", "-t", "--locked", "--frozen"} if command != "materialize" else set()
+    known = {"--prefix", "--platform", "-p"} | ({"--shell"} if command == "activate" else set()) | ({"--json"} if command == "materialize" else set()) | stack_options
     rest = list(words)
     for flag in [w for w in words if w in known]:
-        if flag == "--json":
+        if flag in ("--json", "--locked", "--frozen"):
             rest.remove(flag)
             continue
         at = rest.index(flag)
         assert rest[at + 1] and not rest[at + 1].startswith("-")
         del rest[at : at + 2]
-    assert rest == [lock] and Path(lock).suffix != ".toml"
+    assert rest == [lock] and (Path(lock).suffix == ".toml") == ("target" in options)  # a stack only with its --target
+    assert not ("locked" in options and "frozen" in options)
     assert len(options) == len([w for w in words if w in known])
 
 

@@ -8,8 +8,9 @@ environment made and unchanged: the kept drift verdict and one stat walk). It re
     lockgen materialize LOCK [--prefix DIR] [--platform P] [--json]
     lockgen check --lock LOCK --prefix DIR [--platform P] [--json]
 
-(LOCK a lock file, not a stack; `check` only where the verdict of the last passing check of DIR against LOCK's
-bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
+(LOCK a lock file; for run, shell and activate also a STACK with `--target T` [`--locked` or `--frozen`], where
+its target's lock was found fresh for exactly the stack's and the lock's bytes: `run.kept_stack_lock`; `check`
+only where the verdict of the last passing check of DIR against LOCK's bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
 no environment made, one changed, a platform the lock lacks, an unreadable file), it leaves to the typer app with
 nothing said, so every error and every other case reads and exits as it always has (an error before anything was
 said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
 
 COMMANDS = ("run", "shell", "activate", "materialize", "check")
 WITH_VALUE = {"--prefix": "prefix", "--platform": "platform", "-p": "platform"}
-EXTRA_WITH_VALUE = {"activate": {"--shell": "shell"}, "check": {"--lock": "lock"}}
-FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}}
+STACK_TARGET = {"--target": "target", "-t": "target"}  # run, shell, activate: a stack's target, named
+STACK_FLAGS = {"--locked": "locked", "--frozen": "frozen"}
+EXTRA_WITH_VALUE = {"run": STACK_TARGET, "shell": STACK_TARGET, "activate": {"--shell": "shell", **STACK_TARGET}, "check": {"--lock": "lock"}}
+FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}, "run": STACK_FLAGS, "shell": STACK_FLAGS, "activate": STACK_FLAGS}
 
 
 def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
@@ -65,8 +68,12 @@ def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
         if source is not None or "lock" not in options or "prefix" not in options:
             return None
         source = options.pop("lock")
-    if source is None or _suffix(source) == ".toml" or os.path.isdir(source):  # a stack: its freshness and target are the typer command's
+    if source is None:
         return None
+    is_stack = _suffix(source) == ".toml" or os.path.isdir(source)
+    stack_options = [name for name in ("target", "locked", "frozen") if name in options]
+    if is_stack != bool(stack_options) or (is_stack and ("target" not in options or ("locked" in options and "frozen" in options))):
+        return None  # a stack without --target (detected: the typer command's), or a lock with a stack's options
     return source, options
 
 
@@ -108,7 +115,7 @@ def answered(args: list[str]) -> int | None:
         progress_kept(line)
 
     try:
-        if command == "run":  # the kept `run`: returns only when its record does not hold
+        if command == "run" and "target" not in options:  # the kept `run` of a lock: returns only when its record does not hold
             from lockgen.api.steps.kept_run_steps import run_kept
 
             run_kept(source, options.get("platform"), options.get("prefix"), after, saying_kept)
@@ -157,7 +164,7 @@ def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, st
         return 0
     from lockgen.api.run import Wanted, kept_exports, kept_run, kept_shell
 
-    wanted = Wanted(lock, None, options.get("platform"), prefix)
+    wanted = Wanted(lock, options.get("target"), options.get("platform"), prefix)  # a stack's: its lock found fresh, or nothing
     if command == "run":
         kept_run(wanted, after, progress)  # returns only when nothing is kept
     elif command == "shell":
