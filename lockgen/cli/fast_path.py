@@ -78,9 +78,10 @@ def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
 
 
 def _suffix(word: str) -> str:
-    """The suffix `Path(word).suffix` gives, without pathlib: the last name's from its last dot, unless that dot
-    begins or ends the name."""
-    name = word.rstrip("/").rpartition("/")[2]
+    """The suffix `Path(word).suffix` gives, without pathlib: the last name's (empty and `.` parts dropped, as
+    pathlib drops them) from its last dot, unless that dot begins or ends the name."""
+    names = [part for part in word.split("/") if part not in ("", ".")]
+    name = names[-1] if names else ""
     dot = name.rfind(".")
     return name[dot:] if 0 < dot < len(name) - 1 else ""
 
