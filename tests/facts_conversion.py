@@ -148,7 +148,7 @@ ADDITIONS = __import__("pathlib").Path(__file__).with_name("facts_additions.json
 def packaged(matrix_path, additions_path=ADDITIONS):
     """lockgen/data/gpu_facts.json: the matrix re-expressed, then the sourced additions and corrections read
     since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), official lists corrected, CUDA update
-    drivers, conda-forge variant lists, the pytorch channel's own lists, download.pytorch.org's aarch64 lists read again,
+    drivers, the floors of CUDA toolkits the matrix has none for, conda-forge variant lists, the pytorch channel's own lists, download.pytorch.org's aarch64 lists read again,
     Jetson driver branches, the CUDA rules NVIDIA states for its own packages (cuda-bindings), the last driver branch
     of each retired architecture, and what could not be verified."""
     out = convert(matrix_path)
@@ -163,6 +163,9 @@ def packaged(matrix_path, additions_path=ADDITIONS):
         out["cuda_toolkits"][cuda]["updates"] = updates
     for cuda, sources in add["cuda_toolkit_sources"].items():
         out["cuda_toolkits"][cuda]["sources"] = sources
+    for cuda, floor in add["cuda_toolkit_floors"].items():  # toolkits the matrix has no driver row for
+        assert cuda not in out["cuda_toolkits"], f"the matrix now has CUDA {cuda}'s floor: drop the addition"
+        out["cuda_toolkits"][cuda] = floor
     for torch, by_tag in add["pytorch_official_arch_lists"].items():
         out["pytorch_official_arch_lists"].setdefault(torch, {}).update(by_tag)
     for torch, by_tag in add["pytorch_official_aarch64_arch_lists"].items():

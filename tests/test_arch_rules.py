@@ -36,7 +36,7 @@ def test_native_cuda_of_a_driver(driver: str, native: str | None) -> None:
 
 def test_minor_compat_extends_to_the_last_minor_of_the_major() -> None:
     assert minor_compat_ceiling(FACTS, "550.54.15") == "12.9"
-    assert minor_compat_ceiling(FACTS, "580.65.06") == "13.3"
+    assert minor_compat_ceiling(FACTS, "580.65.06") == "13.5"
 
 
 def test_windows_follow_arch_and_driver() -> None:

@@ -132,14 +132,46 @@ def test_core_is_pure() -> None:
                 assert "file_digest" not in name, f"{path}: core does not read files ({name})"
 
 
-def test_core_reads_no_files_except_its_data_loader() -> None:
-    for path in modules("lockgen/core"):
-        if path.relative_to(REPO).as_posix() == CORE_DATA_LOADER:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call):
-                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-                assert called not in READING_CALLS, f"{path}:{node.lineno}: {called}() is I/O"
+def file_calls(path: Path, names: set[str]) -> list[str]:
+    """The calls of a module to any of `names`, a builtin (`open(...)`) or a method (`path.read_text()`), as
+    `name:line`: the file reads and writes an import rule cannot see (`open` is a builtin, a `Path` method needs
+    no import of its own)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in names:
+                found.append((node.lineno, f"{called}:{node.lineno}"))
+    return [call for _, call in sorted(found)]
+
+
+def test_core_and_model_read_no_files_except_the_data_loader() -> None:
+    """core does no I/O but `core/package_data.py`, the one loader of lockgen/data; model none at all."""
+    for path in modules("lockgen/core") + modules("lockgen/model"):
+        if path.relative_to(REPO).as_posix() != CORE_DATA_LOADER:
+            assert file_calls(path, READING_CALLS) == [], f"{path}: {file_calls(path, READING_CALLS)} is I/O"
+
+
+# what a use case may not do itself, though it imports nothing for it: open a file as a stream (builtin `open`,
+# `io.open`, `Path.open`) or as text (`read_text`, `write_text`: a decoding by the locale's default). A file it is
+# handed is read or written whole, as bytes (`read_bytes`, `write_bytes`), which a digest can be taken of;
+# anything more is an adapter's (`adapters/user_files.py` reads a file a user names, to its kind's cap)
+OPENING_CALLS = {"open", "read_text", "write_text"}
+
+
+def test_api_opens_no_file_itself() -> None:
+    for path in modules("lockgen/api"):
+        assert file_calls(path, OPENING_CALLS) == [], f"{path}: {file_calls(path, OPENING_CALLS)} (move the I/O into an adapter)"
+
+
+def test_the_file_call_rules_catch_a_planted_open(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""probe"""\n\nimport io\n\ndef conform(path, lock):\n    with open(path) as stream:\n        stream.read()\n'
+        "    io.open(path)\n    path.open('rb')\n    text = lock.read_text()\n    lock.write_bytes(b'')\n    return text.replace('a', 'b')\n"
+    )
+    assert file_calls(probe, OPENING_CALLS) == ["open:6", "open:8", "open:9", "read_text:10"]
+    assert file_calls(probe, READING_CALLS) == ["open:6", "open:8", "open:9", "read_text:10", "write_bytes:11"]
 
 
 def test_adapters_never_import_api_or_cli() -> None:
@@ -289,26 +321,46 @@ def test_a_plain_environment_build_needs_no_team_step() -> None:
     assert "lockgen.api.steps.team_steps" in api_closure("lockgen.api.steps.held_base_steps")  # the walk sees steps at all
 
 
-def positional_records(path: Path) -> list[str]:
-    """Parameters of a module's functions typed as a tuple of three or more values (`layering: tuple[int, str,
-    int]`): a record whose fields are told apart by position only, where a named type (a dataclass, a
-    NamedTuple, a request of `model/requests.py`) says which is which."""
+def _wide_tuples(annotation: ast.expr | None) -> list[str]:
+    """The tuples of three or more values (`tuple[int, str, int]`) an annotation names, or a bare `tuple`
+    (its arity unsaid), a string annotation read as the expression it holds."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    if annotation is None:
+        return []
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
-            annotation = arg.annotation
-            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-                annotation = ast.parse(annotation.value, mode="eval").body
-            for part in ast.walk(annotation) if annotation is not None else ():
-                if isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple" and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3:
-                    found.append(f"{node.name}({arg.arg}: {ast.unparse(part)})")
+    for part in ast.walk(annotation):
+        if isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple" and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3:
+            found.append(ast.unparse(part))
+    if isinstance(annotation, ast.Name) and annotation.id == "tuple":
+        found.append("tuple")
     return found
 
 
-def test_no_use_case_or_step_takes_a_positional_record() -> None:
-    """Requests and the values steps pass are named types (issue 32: export's `layering` tuple was one)."""
+def positional_records(path: Path) -> list[str]:
+    """Parameters and return types of a module's functions, and its type aliases, typed as a tuple of three or
+    more values (`layering: tuple[int, str, int]`, `-> tuple[Path, Path, Lock]`, `Plans = list[tuple[Target,
+    CudaWindow, list[SolveRequest]]]`): a record whose fields are told apart by position only, where a named type
+    (a dataclass, a NamedTuple, a request of `model/requests.py`) says which is which. A tuple of two (a pair, a
+    dict key of (target, platform)) and `tuple[X, ...]` stay."""
+    found = []
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+                found += [f"{node.name}({arg.arg}: {record})" for record in _wide_tuples(arg.annotation)]
+            found += [f"{node.name}() -> {record}" for record in _wide_tuples(node.returns)]
+    for node in tree.body:  # aliases: `Name = <a type expression>`, `Name: TypeAlias = ...`
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, (ast.Subscript, ast.BinOp)):
+            found += [f"{node.targets[0].id} = {record}" for record in _wide_tuples(node.value)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and ast.unparse(node.annotation).endswith("TypeAlias") and node.value is not None:
+            found += [f"{node.target.id} = {record}" for record in _wide_tuples(node.value)]
+    return found
+
+
+def test_no_use_case_or_step_takes_or_returns_a_positional_record() -> None:
+    """Requests, results and the values steps pass are named types (issue 32: export's `layering` tuple was one;
+    issue 46: resolve's per-(target, platform) work, a 6-tuple read by position)."""
     for path in modules("lockgen/api"):
         assert positional_records(path) == [], f"{path}: {positional_records(path)}"
 
@@ -316,9 +368,18 @@ def test_no_use_case_or_step_takes_a_positional_record() -> None:
 def test_the_positional_record_rule_catches_a_planted_tuple(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        '"""probe"""\n\ndef write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None):\n    pass\n'
+        '"""probe"""\n\nfrom typing import TypeAlias\n\n'
+        'Plans = list[tuple[str, "int | None", list[str]]]\nPair = tuple[str, str]\nJob: TypeAlias = "tuple[int, int, int]"\nLIMIT = (1, 2, 3)\n\n'
+        'def write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None, job: tuple = ()) -> tuple[Path, Path, int]:\n    pass\n'
     )
-    assert positional_records(probe) == ["write(layering: tuple[int, str, int])", "write(read: tuple[dict, dict, str])"]
+    assert positional_records(probe) == [
+        "write(layering: tuple[int, str, int])",
+        "write(read: tuple[dict, dict, str])",
+        "write(job: tuple)",
+        "write() -> tuple[Path, Path, int]",
+        "Plans = tuple[str, 'int | None', list[str]]",
+        "Job = tuple[int, int, int]",
+    ]
 
 
 def one_of_checks(path: Path) -> list[int]:

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from lockgen.cli.app import command
 
-coercion_api = pytest.importorskip("typer._coercion", reason="typer before 0.2x converts with click: nothing replaced")
-from typer._click import Context  # noqa: E402
-from typer._click.exceptions import BadParameter  # noqa: E402
+import typer._coercion as coercion_api  # the pinned typer has it (no skip)
+from typer._click import Context
+from typer._click.exceptions import BadParameter
 
 BUILT: Any = command()
 PARAMS = {(name, param.name): param for name in ("export", "verify", "gc", "check", "materialize") for param in BUILT.commands[name].params}
@@ -55,3 +55,23 @@ def test_values_that_are_not_text_convert_as_typer_converts_them(value: Any) -> 
     for param in PARAMS.values():
         own = coercion_api.build_runtime_param(param.type_descriptor)
         assert _outcome(param.get_runtime_param(), value, param) == _outcome(own, value, param), param.name
+
+
+def test_typer_is_pinned_to_the_minor_whose_private_parts_lockgen_uses() -> None:
+    """lockgen/cli uses typer's private conversion and help parts, which typer 0.x moves between minors: the
+    dependency is bounded to one minor, the installed typer is in it, and the parts are there."""
+    import importlib.metadata
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from lockgen.cli import coercion
+    from tests.conftest import REPO
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    typer_dep = next(Requirement(d) for d in pyproject["project"]["dependencies"] if Requirement(d).name == "typer")
+    bounds = {clause.operator: Version(clause.version) for clause in typer_dep.specifier}
+    assert set(bounds) == {">=", "<"} and bounds["<"].release[:2] == (bounds[">="].major, bounds[">="].minor + 1), typer_dep
+    assert Version(importlib.metadata.version("typer")) in typer_dep.specifier
+    assert coercion.RuntimeParam is not None and "_usage_display_name" in dir(BUILT.commands["resolve"].params[0])

@@ -132,7 +132,8 @@ def test_full_that_fails_drops_the_verdict(checked: tuple[Path, Path, list[str]]
     (prefix / "lib" / "libfoo.txt").write_text("FOO 1.0\n")
     [record] = _verdicts(tmp_path)
     kept = json.loads(record.read_text())
-    record.write_text(json.dumps({**kept, "tree": stat_walk.tree_fingerprint(prefix).digest}))
+    now = stat_walk.tree_fingerprint(prefix)
+    record.write_text(json.dumps({**kept, "tree": now.digest, "stamps": now.stamps}))
     assert check_lock(lock, Prefix(prefix)).clean  # what a record is trusted for: hence --full
     assert not check_lock(lock, Prefix(prefix), full=True).clean
     assert _verdicts(tmp_path) == []
@@ -187,7 +188,7 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
     prefix = home / "env"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LOCKGEN_HOME", str(home))
-        conformance_store.save_verdict(prefix, "0" * 64, ["c"], "t", 1, {})
+        conformance_store.save_verdict(prefix, "0" * 64, ["c"], stat_walk.TreeFingerprint("t", 1, True, {"": "1 2"}), {})
         [record] = (home / "conformance").glob("*.verdict.json")
         record.write_bytes(data)
         kept = conformance_store.load_verdict(prefix, "0" * 64, ["c"])

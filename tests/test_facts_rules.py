@@ -50,6 +50,25 @@ def test_strict_is_by_minor_the_floor_is_the_ga_driver_of_each_cuda_minor() -> N
     assert "2.7" not in admitted(gpu("sm80", "560.28.02")) and "2.7" in admitted(gpu("sm80", "560.28.03"))
 
 
+def test_cuda_13_4_and_13_5_have_floors_from_drivers_nvidia_ships_for_them() -> None:
+    """Table 3 of 13.4/13.5 was not read: their floors are drivers NVIDIA ships for them (the cuda-compat-13-4 package,
+    the driver manifest whose compat package is cuda13.5), conservative, each citing NVIDIA's file and saying so."""
+    for cuda, driver in {"13.4": "615.71.09", "13.5": "620.70.06"}.items():
+        toolkit = FACTS.cuda_toolkits[cuda]
+        assert toolkit.min_driver == driver
+        assert any("developer.download.nvidia.com" in s for s in toolkit.sources) and "unverified" in " ".join(toolkit.sources)
+        assert native_cuda(FACTS, driver) == cuda
+    assert native_cuda(FACTS, "615.40.01") == "13.3"  # an older R615 is not known to run 13.4: the CUDA before
+    assert native_cuda(FACTS, "620.10.01") == "13.4"
+
+
+def test_a_driver_past_the_newest_floor_reads_as_the_newest_known_cuda_and_says_so() -> None:
+    window = cuda_window(FACTS, gpu("sm90", "650.10.02"))
+    assert window.native == window.high == "13.5"
+    assert "13.5 is the newest CUDA lockgen's facts know" in window.reason
+    assert "newest CUDA" not in cuda_window(FACTS, gpu("sm90", "595.45.04")).reason
+
+
 def _build(build: str, depends: tuple[str, ...], channel: str = "https://conda.anaconda.org/conda-forge/linux-aarch64", name: str = "pytorch", version: str = "2.7.1") -> CandidateBuild:
     return CandidateBuild(name=name, version=version, build=build, channel=channel, depends=depends)
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
 
-from lockgen.adapters import conda_meta, conformance_store, fetch_auth, pack_archive, pypi_index, registry_auth, signing, user_files
+from lockgen.adapters import conda_meta, conformance_store, fetch_auth, pack_archive, pypi_index, registry_auth, signing, stat_walk, user_files
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.certs import export_certificate
@@ -190,7 +190,7 @@ def test_a_deep_conformance_record_is_a_recheck_not_a_crash(tmp_path: Path, monk
     for record in records:
         record.write_text(DEEP)
     assert conformance_store.load(prefix, "0" * 64) == {}
-    conformance_store.save_verdict(prefix, "0" * 64, ["ctx"], "tree", 1, {"clean": True})
+    conformance_store.save_verdict(prefix, "0" * 64, ["ctx"], stat_walk.TreeFingerprint("tree", 1, True), {"clean": True})
     verdicts = list((Path(os.environ["LOCKGEN_HOME"]) / "conformance").glob("*.verdict.json"))
     verdicts[0].write_text(DEEP)
     assert conformance_store.load_verdict(prefix, "0" * 64, ["ctx"]) is None

@@ -26,8 +26,8 @@ OTHERS = [Wheel("cuda-toolkit", "13.0.3"), Wheel("cuda-toolkit", "13.9.1"), Whee
 UPLOADED = {"2.14.0": "2026-09-02T13:44:10Z", "2.16.0rc1": "2026-10-20T10:00:00Z", "2.16.0": "2026-11-10T15:17:10Z", "2.17.0": "2026-11-20T09:00:00Z", "2.18.0": "2026-11-25T09:00:00Z"}
 
 
-def publish(site: Site, folder: Path, wheels: list[Wheel]) -> None:
-    """Writes every project's PEP 691 page (with PEP 700 upload times) and its wheel files into `site`."""
+def publish(site: Site, folder: Path, wheels: list[Wheel], root: str = "/simple") -> None:
+    """Writes every project's PEP 691 page (with PEP 700 upload times) under `root` and its wheel files into `site`."""
     pages: dict[str, list[dict]] = {}
     folder.mkdir(parents=True, exist_ok=True)
     for wheel in wheels:
@@ -45,7 +45,7 @@ def publish(site: Site, folder: Path, wheels: list[Wheel]) -> None:
         )
     for name, files in pages.items():
         body = json.dumps({"meta": {"api-version": "1.1"}, "name": name, "files": files}).encode()
-        site.files[f"/simple/{name}/"] = (body, "application/vnd.pypi.simple.v1+json")
+        site.files[f"{root}/{name}/"] = (body, "application/vnd.pypi.simple.v1+json")
 
 
 @pytest.fixture
@@ -186,3 +186,40 @@ def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
     facts_file.write_text('{"archs": 3}')
     broken = run_cli("facts", env=env)
     assert broken.returncode == 1 and "does not follow the facts schema" in broken.stderr and "Traceback" not in broken.stderr
+
+
+# PyTorch's cu130 index the day 2.16 is published (made-up wheels): 2.14.0+cu130 the facts list, 2.16.0+cu130 and a
+# 2.16.0+cu136 build whose CUDA has no driver floor in the facts
+VARIANT = [
+    Wheel("torch", "2.14.0+cu130", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX,)),
+    Wheel("torch", "2.16.0+cu130", tag=TAG, requires=("cuda-toolkit[cudart]==13.0.3" + LINUX,)),
+    Wheel("torch", "2.16.0+cu136", tag=TAG, requires=("cuda-toolkit[cudart]==13.6.0" + LINUX,)),
+]
+
+
+@pytest.mark.slow
+def test_facts_check_names_a_new_release_and_its_cuda_variants_the_day_it_is_published(tmp_path: Path, index) -> None:
+    """torch 2.16 (scheduled 2026-12-22) on a PyTorch variant index: facts check names each CUDA variant build with
+    the CUDA its tag names and the arch list resolve would judge it by; resolve admits 2.16.0+cu130 on that
+    evidence (explain, which is resolve's record, admits it from that index), with no change to the facts or the code."""
+    server, site = index
+    publish(site, tmp_path / "variant", VARIANT, root="/whl/cu130")
+    done = run_cli("facts", "check", "--index", f"{server.url}/whl/cu130", "--platform", "linux-64", "--python", "3.11", "--json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert [(b["torch"], b["cuda"], b["admitted"], b["arch_list"]) for b in report["variant_builds"]] == [
+        ("2.16.0+cu130", "13.0", True, "7.5;8.0;8.6;9.0;10.0;12.0"),
+        ("2.16.0+cu136", "13.6", False, None),
+    ]
+    assert "inferred: the list of 2.14 cu130 on linux-64" in report["variant_builds"][0]["decision"]
+    assert [t["cuda"] for t in report["unknown_cuda_toolkits"]] == ["13.6"]
+    said = run_cli("facts", "check", "--index", f"{server.url}/whl/cu130", "--platform", "linux-64", "--python", "3.11")
+    assert "linux-64: torch 2.16.0+cu130 (" in said.stdout and "admitted with arch list 7.5;8.0;8.6;9.0;10.0;12.0" in said.stdout
+    # a stack that takes torch from that index: facts check --stack reads it too, and explain (resolve's record) admits 2.16.0+cu130
+    path = stack(tmp_path / "s", server.url, options=f'torch-indexes = {{ cu130 = "{server.url}/whl/cu130" }}')
+    checked = json.loads(run_cli("facts", "check", "--stack", str(path), "--json").stdout)
+    assert [(b["torch"], b["admitted"]) for b in checked["variant_builds"]] == [("2.16.0+cu130", True)]  # the index's own variant
+    assert [r["torch"] for r in checked["newer_releases"]] == ["2.16.0", "2.17.0"]  # PyPI's, as before
+    report = json.loads(run_cli("explain", str(path), "--target", "h100", "--json").stdout)
+    from_index = [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"] if c["source"].endswith("/whl/cu130")]
+    assert from_index == [("2.16", True, "native-kernels"), ("2.14", True, "native-kernels")], report["candidates"]

@@ -91,6 +91,22 @@ def test_resolve_check_of_the_team_jupyter_example_reads_each_file_once() -> Non
     each_once([team / "stack.toml", platform / "stack.toml", platform / "locks" / "cpu.conda-lock.yml", team / "locks" / "cpu.conda-lock.yml"], "resolve", str(team / "stack.toml"), "--check")
 
 
+def test_each_stack_file_is_parsed_once_per_command(team: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TOML of each stack file is read once, for what it extends and for its spec (issue 46: a plain stack was
+    parsed twice per resolve, a team stack and its base four times), by resolve and explain alike."""
+    from lockgen.core import spec_parse
+
+    base, stack = team
+    parsed: list[str] = []
+    real = spec_parse._document
+    monkeypatch.setattr(spec_parse, "_document", lambda text, source: parsed.append(source) or real(text, source))
+    invoke("resolve", str(stack))
+    assert sorted(Path(p).resolve() for p in parsed) == sorted([stack.resolve(), base.resolve()]), parsed
+    parsed.clear()
+    invoke("explain", str(base), "--target", "cpu")
+    assert parsed == [str(base)]
+
+
 def test_a_team_stack_on_a_lock_reads_the_lock_once(tmp_path: Path) -> None:
     """The base lock (the example's platform lock, a venv's) is read with the stack, which takes its target and
     Python from it, and is what resolve holds and hashes."""
@@ -173,24 +189,3 @@ def test_the_recorder_is_inert_outside_its_block(lock: Path) -> None:
         pass
     lock.read_bytes()
     assert dict(counts) == {str(lock): 0}
-
-
-def test_a_stack_and_its_base_are_each_parsed_once(team: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reading a team stack parses each text's TOML once: its `extends` is taken from the tables the whole parse
-    uses (issue 43: `read_stack` parsed each text twice, for its `extends` and then whole)."""
-    import tomllib
-
-    from lockgen.adapters.stack_file import read_stack
-    from lockgen.core import spec_parse
-
-    parsed: list[str] = []
-    loads = tomllib.loads
-
-    def counted(text: str) -> dict:
-        parsed.append(text)
-        return loads(text)
-
-    monkeypatch.setattr(spec_parse.tomllib, "loads", counted)
-    base, stack = team
-    read_stack(stack)
-    assert sorted(parsed) == sorted([stack.read_text(), base.read_text()])

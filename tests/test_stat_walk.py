@@ -5,6 +5,7 @@ of a path anywhere in the tree (deep in a shared subtree or in the top levels wa
 from __future__ import annotations
 
 import os
+import time
 import threading
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def test_a_kept_walk_shared_among_children_is_every_paths_lstat(tmp_path: Path, 
         for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             info = os.lstat(os.path.join(folder, name))
             relative = os.path.relpath(os.path.join(folder, name), root)
-            expected[relative] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+            expected[relative] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_nlink)
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
@@ -115,6 +116,36 @@ def test_any_change_anywhere_gives_another_digest(tmp_path: Path, monkeypatch: p
         "relink": lambda: (os.unlink(root / "link-to-folder"), os.symlink("lone.txt", root / "link-to-folder")),
     }[change]()
     assert len(_digests(root, monkeypatch) | {before}) == 2
+
+
+def test_a_link_made_or_removed_elsewhere_is_no_change_and_an_edit_putting_size_and_mtime_back_is_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another environment linking a file of the tree (made, then removed) moves the file's ctime and link count: the
+    digest stays and `links_moved` counts the file, which a kept verdict then stands for (issue 43). An edit with the
+    size and mtime put back moves the ctime with the link count as it was: the walk is another (git's rule), and so is
+    a link made and removed again since the kept walk (the stat data cannot tell it from that edit). Before, the ctime
+    was in the digest, so the link alone gave another digest."""
+    root = _wide_and_deep(tmp_path / "tree")
+    monkeypatch.setattr(parallel, "cores", lambda: 3)
+    deep = root / "pkg070" / "sub" / "deeper" / "file.txt"
+    kept = stat_walk.tree_fingerprint(root)
+    tick = 0.05  # past the coarse clock a file system stamps ctime from
+    time.sleep(tick)
+    os.link(deep, tmp_path / "elsewhere")
+    linked = stat_walk.tree_fingerprint(root)
+    assert linked.digest == kept.digest and stat_walk.links_moved(kept.stamps, linked.stamps) == 1
+    time.sleep(tick)
+    os.unlink(tmp_path / "elsewhere")
+    removed = stat_walk.tree_fingerprint(root)
+    assert removed.digest == kept.digest and stat_walk.links_moved(linked.stamps, removed.stamps) == 1  # after a look that kept the new count
+    assert stat_walk.links_moved(kept.stamps, removed.stamps) is None  # the count back to the kept one, the ctime moved: read again
+    before = deep.stat()
+    time.sleep(tick)
+    deep.write_bytes(bytes(byte ^ 1 for byte in deep.read_bytes()))  # the same size
+    os.utime(deep, ns=(before.st_atime_ns, before.st_mtime_ns))
+    edited = stat_walk.tree_fingerprint(root)
+    assert edited.digest == kept.digest and stat_walk.links_moved(removed.stamps, edited.stamps) is None
+    assert stat_walk.links_moved({**removed.stamps, "": "not numbers"}, edited.stamps) is None  # a damaged record
+    assert stat_walk.links_moved({}, edited.stamps) is None
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -155,3 +155,76 @@ def test_the_cpu_kernel_names_a_preloaded_library_and_the_setting(tmp_path: Path
     checks = {c["name"]: c for c in json.loads(out.read_text())["checks"] if c["category"] == "process"}
     assert not checks["libraries"]["passed"] and str(copied) in checks["libraries"]["detail"]
     assert not checks["settings"]["passed"] and f"LD_PRELOAD={copied}" in checks["settings"]["detail"]
+
+
+# A kernel that dies (issue 48): with PYTORCH_NO_CUDA_MEMORY_CACHING=1 the kernel died by SIGABRT on the lent
+# H100 and the error line was a C++ stack frame; the phase and the setting must be named instead.
+ABORT_TAIL = [
+    "ok   training/bf16_loss_falls: first 10.500, mean of last 3 7.594 (must be < 80% of first)",
+    "@phase cuda_graphs",
+    "@phase cuda_graphs/capture",
+    "terminate called after throwing an instance of 'c10::AcceleratorError'",
+    "  what():  CUDA error: operation not permitted when stream is capturing",
+    "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:44 (most recent call first):",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x9d (0x7f0 in libc10.so)",
+    "frame #22: _start + 0x25 (0x5a4 in /opt/torch/.venv/bin/python3)",
+]
+
+
+def test_a_dead_kernel_is_named_with_its_phase_and_the_setting_that_breaks_it() -> None:
+    from lockgen.core.kernel_deaths import describe_death
+
+    message, unset = describe_death("the verification kernel", -6, ABORT_TAIL, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "HOME": "/root"})
+    assert message.startswith("the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing")
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1: CUDA graph capture needs PyTorch's caching allocator" in message and "frame #" not in message
+    assert unset == ["PYTORCH_NO_CUDA_MEMORY_CACHING"]
+    # the same death without the setting names no setting; a setting that breaks another phase is named as such
+    assert describe_death("k", -6, ABORT_TAIL, {}) == ("k died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing", [])
+    elsewhere, _ = describe_death("k", -9, ["@phase training", "frame #3: x"], {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    assert elsewhere.startswith("k died by SIGKILL in phase training") and "also set in its environment: PYTORCH_NO_CUDA_MEMORY_CACHING=1" in elsewhere
+    assert describe_death("k", 3, ["Traceback (most recent call last):", "ValueError: bad"], {})[0] == "k exit 3 before its first phase: ValueError: bad"
+
+
+def test_a_kernel_killed_by_a_signal_is_named_with_its_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in kernel announces its phases as verify does, prints an abort's frames and kills itself with
+    SIGABRT inside the graph capture: lockgen's error names the signal, the phase, the error line and the setting."""
+    from lockgen.adapters import kernel
+    from lockgen.errors import KernelError
+
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from verify.results import mark_phase\n"
+        "mark_phase('training')\nmark_phase('cuda_graphs')\nmark_phase('cuda_graphs/capture')\n"
+        f"sys.stderr.write({chr(10).join(ABORT_TAIL[3:]) + chr(10)!r})\nsys.stderr.flush()\n"
+        "os.kill(os.getpid(), signal.SIGABRT)\n"
+    )
+    monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
+    with pytest.raises(KernelError) as raised:
+        kernel._run([sys.executable, str(script)], 60, lambda line: None, "the verification kernel", {}, [str(script)])
+    assert str(raised.value).startswith("the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted")
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in str(raised.value) and raised.value.hint == "unset PYTORCH_NO_CUDA_MEMORY_CACHING and verify again"
+
+
+def test_the_cpu_kernel_killed_in_a_phase_is_named_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real CPU kernel, killed (SIGKILL) once it reports its first correctness check: the error names the
+    signal and the phase its own `@phase` line announced."""
+    from lockgen.adapters import kernel
+    from lockgen.errors import KernelError
+
+    started: list[subprocess.Popen] = []
+
+    class Kept(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            started.append(self)
+
+    monkeypatch.setattr(kernel.subprocess, "Popen", Kept)
+
+    def progress(line: str) -> None:
+        if "correctness/gemm_fp32" in line:
+            os.kill(started[0].pid, 9)
+
+    with pytest.raises(KernelError) as raised:
+        kernel.run_single(sys.executable, "cpu", {}, True, False, False, 300, progress)
+    assert str(raised.value).startswith("the verification kernel died by SIGKILL in phase gemm")

@@ -168,3 +168,55 @@ def test_wheels_in_the_store_install_after_their_index_is_gone(tmp_path: Path, m
     with pytest.raises(ToolFailedError):
         materialize(lock, None, tmp_path / "three", said.append)
     assert any("no longer in lockgen's store" in line for line in said) and not (tmp_path / "three").exists()
+
+
+def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Environments A and B link the same store files; removing B moves the ctime and link count of A's files. A's
+    `check --lock`, `check --prefix` and a repeated materialize stand on their kept verdicts, reading no file and
+    saying so; an edit of A's file through its content, its size and mtime put back (its ctime moves, its link
+    count does not), is still found by each. Before, every file B shared was read again by each of them."""
+    import shutil
+    import time
+
+    from lockgen.adapters import prefix_observer, stat_walk
+    from lockgen.api.check import check_lock, check_prefix
+    from lockgen.model.requests import Prefix
+    from tests.conftest import run_cli
+
+    a, _ = materialize(lock, None, tmp_path / "a", lambda _: None)
+    b, _ = materialize(lock, None, tmp_path / "b", lambda _: None)
+    target = a / "lib/python3.11/site-packages/alpha/__init__.py"
+    assert target.stat().st_ino == (b / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino
+    settle = stat_walk.RACY_NS / 1e9 + 0.05
+    time.sleep(settle)
+    assert check_prefix(a, full=False).clean  # its record's fingerprints kept anew (B's links moved their ctime)
+    time.sleep(settle)
+    assert check_lock(lock, Prefix(a)).clean and check_prefix(a, full=False).clean  # every byte read once; verdicts kept
+    links = target.stat().st_nlink
+    shutil.rmtree(b)
+    assert target.stat().st_nlink == links - 1
+    read: list[str] = []
+    real_hash, real_ahead = prefix_observer.hash_files, prefix_observer.hash_ahead
+    monkeypatch.setattr(prefix_observer, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real_hash(files, progress))
+    monkeypatch.setattr(prefix_observer, "hash_ahead", lambda files: read.extend(p for p, _ in files) or real_ahead(files))
+    monkeypatch.setattr(parallel, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real_hash(files, progress))
+    said: list[str] = []
+    assert check_lock(lock, Prefix(a), progress=said.append).clean and read == []  # at once: the tree not settled yet
+    assert any("another environment sharing them was made or removed: no edit, 0 files read" in line for line in said), said
+    assert check_prefix(a, full=False).clean and read == []
+    time.sleep(settle)
+    done = run_cli("check", "--prefix", str(a), "--lock", str(lock), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0 and "0 files read" in done.stderr, done.stderr  # settled: the link counts of now kept
+    assert check_prefix(a, full=False).clean and read == []  # the record's fingerprints kept anew, unread
+    assert materialize(lock, None, a, lambda _: None)[0] == a and read == []
+    data, before = target.read_bytes(), target.stat()
+    target.chmod(0o644)
+    target.write_bytes(data[:-1] + (b"#" if data[-1:] != b"#" else b"!"))  # same size
+    target.chmod(stat_mode := before.st_mode & 0o7777)
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # size, mtime, mode as they were; ctime moved
+    assert (target.stat().st_size, target.stat().st_mtime_ns, target.stat().st_mode & 0o7777, target.stat().st_nlink) == (before.st_size, before.st_mtime_ns, stat_mode, before.st_nlink)
+    result = check_lock(lock, Prefix(a))
+    assert not result.clean and str(target) in read
+    assert check_prefix(a, full=False).modified == ["lib/python3.11/site-packages/alpha/__init__.py"]
+    with pytest.raises(Exception, match="changed since it was made"):
+        materialize(lock, None, a, lambda _: None)

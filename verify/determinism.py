@@ -1,94 +1,101 @@
-"""The deterministic child: the numerics fingerprint (`verify.numerics`, every run) and, in full runs, the
-determinism check: two seeded runs of the small GPT with deterministic algorithms must give bit-identical losses.
+"""The deterministic work, in the kernel's own process: the numerics fingerprint (`verify.numerics`, every run)
+and, in full runs, the determinism check: two seeded runs of the small GPT with deterministic algorithms must
+give bit-identical losses.
 
-Both run in a child interpreter: deterministic cuBLAS needs CUBLAS_WORKSPACE_CONFIG=:4096:8 before
-CUDA starts, and set in the kernel's own process it shrinks cuBLAS's workspace for every figure
-(measured on an H200: the bf16 GPT step went from 26 ms to 38-48 ms with it). The child is started
-early and waits: its interpreter start, torch import and CUDA start (some 5 s on an H200 VM) overlap
-the kernel's correctness checks; it is ready, idle, before any figure is timed, and runs its steps
-when the kernel says go, after the last figure.
+Deterministic cuBLAS needs `CUBLAS_WORKSPACE_CONFIG=:4096:8` before cuBLAS starts: `python -m verify` sets it
+(`pin_workspace`) before it imports torch. On Hopper and later (compute capability 9 to 12) that is torch's
+default workspace anyway (32 MiB, `4096*8*1024` in torch's CublasHandlePool), so every figure runs as a job
+would; on older GPUs it is 32 MiB instead of torch's 8 MiB, more than the 4 MiB cuBLAS asks for there.
+Measured on an H100 (2026-12-06, torch 2.11.0+cu130): GEMM figures and the GPT steps with and without the
+variable agreed (bf16 800/800 TFLOP/s, fp32 step 137.9/137.2 ms), and the fingerprint computed here, after
+other work, gave the seven digests its own child process had given (issue 48's evidence). A child process
+cost a second torch import and CUDA start (2-5 s of waiting on the lent H100s) for nothing.
+
+Everything the process may have changed is pinned for the deterministic work and restored after
+(`pinned`): deterministic algorithms on, cuDNN's autotuner off, TF32 off for matrix products (torch's
+defaults otherwise), and on CPUs one thread: two seeded CPU runs gave losses apart by rounding (1e-6 from the
+second step) on a loaded 2-core host, as the CPU DDP check saw in the tied embedding's gradient, since some CPU
+kernels sum per-thread parts in the order threads finish, which deterministic algorithms do not cover.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-import select
-import subprocess
-import sys
-import tempfile
-import time
+import traceback
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from verify.results import Results
+if TYPE_CHECKING:  # torch is imported after `pin_workspace` ran
+    import torch
 
-READY = "ready"
+    from verify.results import Results
+
+WORKSPACE_VARIABLE, WORKSPACE = "CUBLAS_WORKSPACE_CONFIG", ":4096:8"
 
 
-class DeterminismRun:
-    """The child interpreter: `start` at once, `wait_ready` before timing anything, `judge` at the end."""
+def pin_workspace() -> str | None:
+    """Sets cuBLAS's deterministic workspace for this process (before torch starts cuBLAS); returns the value
+    the environment gave (None: unset), which the document records as the environment's."""
+    given = os.environ.get(WORKSPACE_VARIABLE)
+    os.environ[WORKSPACE_VARIABLE] = WORKSPACE
+    return given
 
-    def __init__(self, device_type: str, losses: bool = True, timeout_s: float = 300) -> None:
-        self.timeout_s = timeout_s
-        self.device_type = device_type
-        self.losses = losses  # the determinism check's two runs too (the full run), not the fingerprint alone
-        self.errors = tempfile.TemporaryFile(mode="w+")
-        env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-        command = [sys.executable, "-c", f"import verify.determinism as d; d.child({device_type!r}, {losses!r})"]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True, env=env)
-        self.failure: str | None = None
 
-    @property
-    def pid(self) -> int:
-        """The child's process id (on the GPU beside this one: not another user of it)."""
-        return self.process.pid
+@contextlib.contextmanager
+def pinned(device: torch.device) -> Iterator[None]:
+    """Deterministic algorithms, cuDNN's autotuner off, TF32 off for products, one CPU thread on CPUs; the
+    process's own settings restored after."""
+    import torch
 
-    def _line(self, deadline: float) -> str | None:
-        """The child's next stdout line, or None when it ended or the deadline passed."""
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], max(deadline - time.monotonic(), 0))
-        return self.process.stdout.readline().strip() if ready else None
+    backends = torch.backends
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),  # torch.use_deterministic_algorithms(True) would also import torch._inductor
+        # (to set its config): 3.4 s on the lent H100, 5.8 s on a CPU host, for no compiled code; its switch alone is set
+        backends.cudnn.benchmark,
+        backends.cudnn.deterministic,
+        backends.cuda.matmul.allow_tf32,
+        backends.cudnn.allow_tf32,
+        torch.get_num_threads(),
+    )
+    torch._C._set_deterministic_algorithms(True)
+    backends.cudnn.benchmark, backends.cudnn.deterministic = False, True
+    backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32 = False, True
+    if device.type != "cuda":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch._C._set_deterministic_algorithms(saved[0])
+        backends.cudnn.benchmark, backends.cudnn.deterministic = saved[1], saved[2]
+        backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32 = saved[3], saved[4]
+        torch.set_num_threads(saved[5])
 
-    def _failed(self, what: str) -> str:
-        self.errors.seek(0)
-        lines = self.errors.read().strip().splitlines()
-        code = self.process.poll()
-        return f"child {what}: {lines[-1] if lines else f'exit {code}' if code is not None else 'no answer'}"
 
-    def wait_ready(self) -> None:
-        """Blocks until the child has started CUDA and waits (or has failed: judged later)."""
-        if self._line(time.monotonic() + self.timeout_s) != READY:
-            self.failure = self._failed("did not start")
+def deterministic_work(device: torch.device, losses: bool) -> dict[str, Any]:
+    """{fingerprint, losses}: the fingerprint (its error's last line when it raised: a failed check, not a lost
+    determinism check) and, with `losses`, the two seeded runs' losses."""
+    from verify.numerics import fingerprint
+    from verify.train import SMALL, run_steps
 
-    def judge(self, results: Results) -> None:
-        """Lets the child run; records the fingerprint (`results.numerics`) and the determinism check."""
-        if self.failure is None:
-            assert self.process.stdin is not None
-            try:
-                self.process.stdin.write("go\n")
-                self.process.stdin.flush()
-            except BrokenPipeError:
-                self.failure = self._failed("ended early")
-        answer = self._line(time.monotonic() + self.timeout_s) if self.failure is None else None
-        if self.failure is None and not answer:
-            self.failure = self._failed("failed")
-        if self.failure is not None:
-            results.check("numerics", "fingerprint", False, self.failure)
-            if self.losses:
-                results.check("training", "deterministic", False, self.failure)
-            return
-        done = json.loads(answer or "{}")
-        _fingerprint(results, done["fingerprint"])
-        if not self.losses:
-            return
-        first, second = done["losses"]
-        where = "" if self.device_type == "cuda" else " (on one CPU thread)"
-        results.check("training", "deterministic", first == second, f"two seeded runs gave identical losses{where}" if first == second else f"losses differ{where}: {first} vs {second}")
+    with pinned(device):
+        try:
+            found = fingerprint(device)
+        except Exception as exc:
+            found = {"error": traceback.format_exception_only(type(exc), exc)[-1].strip()[:400]}
+        runs = [run_steps(SMALL, device, "fp32", 6, seed=3, warmup=0)["losses"] for _ in range(2)] if losses else None
+    return {"fingerprint": found, "losses": runs}
 
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        self.errors.close()
+
+def judge(results: Results, device: torch.device, losses: bool) -> None:
+    """Runs the deterministic work; records the fingerprint (`results.numerics`) and the determinism check."""
+    done = deterministic_work(device, losses)
+    _fingerprint(results, done["fingerprint"])
+    if not losses:
+        return
+    first, second = done["losses"]
+    where = "" if device.type == "cuda" else " (on one CPU thread)"
+    results.check("training", "deterministic", first == second, f"two seeded runs gave identical losses{where}" if first == second else f"losses differ{where}: {first} vs {second}")
 
 
 def _fingerprint(results: Results, found: dict) -> None:
@@ -98,32 +105,3 @@ def _fingerprint(results: Results, found: dict) -> None:
     results.numerics = found
     names = ", ".join(name.removeprefix("gemm_") for name in found["digests"])
     results.check("numerics", "fingerprint", True, f"{len(found['digests'])} digests of deterministic work ({names}) in {found['seconds']:.1f} s")
-
-
-def child(device_type: str, losses: bool = True) -> None:
-    """The child's side: start torch and CUDA, say ready, wait for go, compute the fingerprint and (with
-    `losses`) run twice, print {fingerprint, losses}; a fingerprint that raised is its error's last line."""
-    import traceback
-
-    import torch
-
-    from verify.numerics import fingerprint
-    from verify.train import SMALL, run_steps
-
-    device = torch.device(device_type, 0) if device_type == "cuda" else torch.device("cpu")
-    if device_type != "cuda":
-        # two seeded CPU runs gave losses apart by rounding (1e-6 from the second step) on a loaded 2-core host,
-        # as the CPU DDP check saw in the tied embedding's gradient: some CPU kernels sum per-thread parts in
-        # the order threads finish, which deterministic algorithms do not cover; the CPU stand-in runs one thread
-        torch.set_num_threads(1)
-    torch.zeros(1, device=device)  # CUDA's start, before the kernel times anything
-    torch.use_deterministic_algorithms(True)
-    print(READY, flush=True)
-    if sys.stdin.readline().strip() != "go":
-        return
-    try:
-        found = fingerprint(device)
-    except Exception as exc:  # a fingerprint that cannot be computed is a failed check, not a lost determinism check
-        found = {"error": traceback.format_exception_only(type(exc), exc)[-1].strip()[:400]}
-    runs = [run_steps(SMALL, device, "fp32", 6, seed=3, warmup=0)["losses"] for _ in range(2)] if losses else None
-    print(json.dumps({"fingerprint": found, "losses": runs}), flush=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from verify.results import Results
+from verify.results import Results, mark_phase
 from verify.train import FULL, GptConfig, StepClock, run_steps, seeded_run, train_step
 
 WARMUP = 3  # eager steps before the capture, on a side stream, as torch.cuda.graph requires
@@ -41,6 +41,7 @@ def _replayed(config: GptConfig, device: torch.device, steps: int, ops_optimizer
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     fault = os.environ.get("VERIFY_FAULT_GRAPH", "")
+    mark_phase("cuda_graphs/capture")
     with torch.cuda.graph(graph):
         static_loss = train_step(model, optimizer, scaler, inputs, targets, config, "bf16", in_graph=True)
         if fault == "sync":
@@ -48,6 +49,7 @@ def _replayed(config: GptConfig, device: torch.device, steps: int, ops_optimizer
     if fault == "corrupt":
         with torch.no_grad():
             model.embed.weight.mul_(3.0)
+    mark_phase("cuda_graphs/replay")
     clock = StepClock(device)
     for _ in range(steps):
         clock.mark()

@@ -1,5 +1,6 @@
 """The numerics fingerprint: SHA-256 digests of the exact bits that deterministic work leaves, computed in the
-deterministic child (`verify.determinism`: deterministic algorithms, `CUBLAS_WORKSPACE_CONFIG=:4096:8`).
+kernel's process with deterministic settings pinned (`verify.determinism`: deterministic algorithms,
+`CUBLAS_WORKSPACE_CONFIG=:4096:8`).
 
 The work is the same in quick and full runs, from fixed seeds: a matrix product per precision the device has
 (fp32, TF32, bf16, fp16, and fp8 e4m3 from compute capability 8.9), a bf16 convolution forward and backward,
@@ -7,7 +8,7 @@ and a few AdamW steps of a small GPT under bf16 autocast (the parameters and los
 the same GPU model, driver, environment and library versions must give the same digests: a node whose bits
 differ runs another setting (NVIDIA_TF32_OVERRIDE=0 changes the TF32 product's bits), another library, or
 hardware that computes wrong without an error (silent data corruption). lockgen compares them across nodes;
-the kernel only computes them. On CPUs the sizes are smaller and the child runs one thread.
+the kernel only computes them. On CPUs the sizes are smaller and the work runs on one thread.
 """
 
 from __future__ import annotations

@@ -44,12 +44,14 @@ def _burst_figure(results: Results, name: str, flops: int, seconds: list[float],
 
 
 def rest(device: torch.device, quick: bool) -> None:
-    """An idle pause on GPUs, so that a figure starts below the power cap: 0.25 s, 0.15 s for --quick
-    (figures judged by the same floors, from a board a little nearer its cap; 0.4 s before issue 20,
-    twelve of them a full run)."""
+    """An idle pause on GPUs, so that a figure starts below the power cap: 0.25 s, 0.05 s for --quick, whose
+    bursts are short (0.4 s before issue 20, twelve of them a full run). On an H100 (2026-12-06, the quick
+    GEMM figures, two runs of each): 0.05 s gave what 0.15 s gave (bf16 787-796 against 792-795 TFLOP/s, fp16
+    763 against 765-767, TF32 407-409 against 409-411), no rest did not (bf16 768, fp16 690-699, TF32 340-351);
+    the convolution figures held even with no rest (418-419 against 420)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        time.sleep(0.15 if quick else 0.25)
+        time.sleep(0.05 if quick else 0.25)
 
 
 def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick: bool) -> None:

@@ -14,6 +14,7 @@ into the document's `stack` (`node`, `settings`, `libraries`) for the host to at
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from verify import node_health, process_env
@@ -23,10 +24,32 @@ from verify.results import Results
 FREE_MEMORY_FRACTION = 0.9  # of the GPU's memory, unless lockgen's envelope says otherwise (`expected`)
 
 
-def node_checks(results: Results, nvml: Nvml, own_pids: set[int], expected: dict[str, Any]) -> dict[str, Any]:
-    """The node checks of CUDA device 0 (the one the kernel uses); returns its readings."""
+class EarlyReading:
+    """The node's readings of CUDA device 0, taken on a thread while this process imports torch (NVML's calls
+    and the window at rest release the GIL, and none of this process's kernels runs yet): 0.5 s of the
+    stack phase on the lent H100s, 0.3 s of it the window at rest."""
+
+    def __init__(self) -> None:
+        self.reading: dict[str, Any] | None = None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            self.reading = node_health.health(Nvml(), nvml_index(0))
+        except Exception:  # read again, in the stack phase, where a failure is a failed check
+            self.reading = None
+
+    def result(self) -> dict[str, Any] | None:
+        self.thread.join()
+        return self.reading
+
+
+def node_checks(results: Results, nvml: Nvml, own_pids: set[int], expected: dict[str, Any], early: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The node checks of CUDA device 0 (the one the kernel uses), from `early` readings (`EarlyReading`)
+    where there are some; returns its readings."""
     index = nvml_index(0)
-    reading: dict[str, Any] = node_health.health(nvml, index)  # its values: each reading's own kind
+    reading: dict[str, Any] = early if early is not None else node_health.health(nvml, index)  # its values: each reading's own kind
     if not reading.get("available"):
         results.check("node", "readings", True, f"NVML is not available here ({nvml.error or 'no GPU'}): node checks skipped")
         return reading
@@ -118,9 +141,10 @@ def _pcie(results: Results, reading: dict[str, Any]) -> None:
     )
 
 
-def settings_check(results: Results) -> dict[str, str]:
-    """The behaviour-changing variables of this process, one check that none of them slows the node's work."""
-    variables = process_env.behaviour_variables()
+def settings_check(results: Results, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The behaviour-changing variables of the environment (this process's, unless `environ` is given), one
+    check that none of them slows the node's work."""
+    variables = process_env.behaviour_variables(environ)
     slowing = process_env.slowing_settings(variables)
     results.check("process", "settings", not slowing, "; ".join(slowing) if slowing else f"{len(variables)} CUDA/PyTorch/NCCL/OpenMP variables set, none known to slow or serialise work")
     return variables

@@ -1,12 +1,24 @@
 """The record of one run: checks (pass/fail with a reason), figures (numbers with units) and how long
-each phase took (the `phases` figures, in seconds)."""
+each phase took (the `phases` figures, in seconds).
+
+Before each phase the kernel writes `@phase NAME` on stderr (`mark_phase`): a kernel that dies (a signal, an
+abort inside a library) cannot say where it was, so the host names the phase from the last such line."""
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+
+PHASE_MARK = "@phase "
+
+
+def mark_phase(name: str) -> None:
+    """Says on stderr, flushed, that the phase `name` (`group/step` for a step inside one) starts now."""
+    print(f"{PHASE_MARK}{name}", file=sys.stderr, flush=True)
 
 
 class Results:
@@ -15,7 +27,7 @@ class Results:
     def __init__(self) -> None:
         self.checks: list[dict[str, Any]] = []
         self.figures: dict[str, dict[str, Any]] = {}
-        self.numerics: dict[str, Any] | None = None  # the deterministic child's fingerprint (`verify.numerics`)
+        self.numerics: dict[str, Any] | None = None  # the numerics fingerprint (`verify.numerics`, `verify.determinism`)
         self.log: Callable[[str], None] = lambda _: None
 
     def check(self, category: str, name: str, passed: bool, detail: str, value: float | None = None) -> bool:
@@ -32,6 +44,7 @@ class Results:
 
     def guarded(self, category: str, name: str, function: Callable[[], None]) -> None:
         """Runs a group of checks, timed as the phase `name`; an exception fails it with the error's last line."""
+        mark_phase(name)
         started = time.perf_counter()
         try:
             function()

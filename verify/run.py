@@ -1,7 +1,6 @@
 """One kernel run: the stack probe, every check group in order, and the JSON document.
 
-Imported by `python -m verify` after it has started the deterministic child, so that the child's own
-interpreter start and torch import overlap this process's.
+Imported by `python -m verify` once it has set cuBLAS's deterministic workspace (`verify.determinism`).
 """
 
 from __future__ import annotations
@@ -16,15 +15,14 @@ import time
 
 import torch
 
-from verify import SCHEMA, preflight, process_env
+from verify import SCHEMA, determinism, preflight, process_env
 from verify.conv import conv_throughput
 from verify.correctness import attention, convolution, gemm
-from verify.determinism import DeterminismRun
 from verify.expect import expectations, stack_checks
 from verify.graphs import cuda_graphs
 from verify.nvml import Nvml, Telemetry
 from verify.perf import bandwidth, gemm_throughput
-from verify.results import Results
+from verify.results import Results, mark_phase
 from verify.stack import arch_cc, describe, seconds_since_start
 from verify.train import training
 
@@ -34,8 +32,11 @@ from verify.train import training
 OPTIMIZER_IMPORT = "torch._dynamo"
 
 
-def run(args: argparse.Namespace, child: DeterminismRun, import_s: float) -> int:
-    """Runs the checks (the child computes the fingerprint and, in full runs, judges determinism) and writes the document."""
+def run(args: argparse.Namespace, import_s: float, given_workspace: str | None, early: preflight.EarlyReading | None = None) -> int:
+    """Runs the checks and writes the document; `given_workspace`: CUBLAS_WORKSPACE_CONFIG as the environment
+    gave it (the document records the environment's settings, not the kernel's own); `early`: the node's
+    readings taken while torch was imported."""
+    mark_phase("stack")
     started = time.perf_counter()
     arch = args.arch.lower().replace("_", "")
     results = Results()
@@ -44,20 +45,21 @@ def run(args: argparse.Namespace, child: DeterminismRun, import_s: float) -> int
     results.phase("torch_import", import_s)
     nvml = Nvml()
     stack = describe(arch, nvml)
-    expected = json.loads(open(args.expect, encoding="utf-8").read()) if args.expect else {}
+    expected = _expectations(args.expect)
     gpu_ready = stack_checks(results, arch, stack, args.allow_ptx, expected.get("gpu_count"))
     expectations(results, stack, expected)
     device = torch.device("cuda", 0) if arch_cc(arch) and gpu_ready else torch.device("cpu")
-    settings = preflight.settings_check(results)
+    environ = {name: value for name, value in os.environ.items() if name != determinism.WORKSPACE_VARIABLE}
+    environ.update({determinism.WORKSPACE_VARIABLE: given_workspace} if given_workspace is not None else {})
+    settings = preflight.settings_check(results, environ)
     stack["settings"], stack["slowing_settings"] = settings, process_env.slowing_settings(settings)
     if device.type == "cuda":  # before the first kernel: who else is on the GPU, its memory and health
-        own = {os.getpid(), child.pid}
-        stack["node"] = preflight.node_checks(results, nvml, own, expected.get("node") or {})
+        stack["node"] = preflight.node_checks(results, nvml, {os.getpid()}, expected.get("node") or {}, early.result() if early else None)
     results.phase("stack", time.perf_counter() - started)  # NVML, CUDA's start, the stack and node checks
     telemetry_devices = list(range(nvml.device_count() or 0)) if device.type == "cuda" else []
     with Telemetry(nvml, telemetry_devices) as telemetry:
         if arch == "cpu" or gpu_ready:
-            _checks(results, device, args, expected, telemetry, child)
+            _checks(results, device, args, expected, telemetry)
     stack["libraries"] = preflight.libraries_check(results)  # after the checks: every library they needed is loaded
     total = seconds_since_start()
     results.phase("total", total if total is not None else time.perf_counter() - started)
@@ -84,9 +86,17 @@ def run(args: argparse.Namespace, child: DeterminismRun, import_s: float) -> int
     return 0
 
 
-def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry, child: DeterminismRun) -> None:
-    """Every check group in order: correctness first, then the timed figures from an idle board (the
-    determinism child ready and idle by then), the child's steps last."""
+def _expectations(source: str | None) -> dict:
+    """The expectations: none, a JSON file, or (`-`) JSON on stdin, which the host writes once it has them."""
+    if not source:
+        return {}
+    text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()
+    return json.loads(text) if text.strip() else {}
+
+
+def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry) -> None:
+    """Every check group in order: correctness and the deterministic work (the fingerprint, and in full runs
+    the determinism check) first, as they time nothing; then the timed figures."""
     # --quick trains with an optimizer in torch ops (verify.adamw), which needs no dynamo
     optimizer_import = None if args.quick else threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,), daemon=True)
     if optimizer_import is not None:
@@ -95,9 +105,10 @@ def _checks(results: Results, device: torch.device, args: argparse.Namespace, ex
     results.guarded("correctness", "gemm", lambda: gemm(results, device, has_fp8, 1024 if device.type == "cuda" else 256))
     results.guarded("correctness", "convolution", lambda: convolution(results, device))
     results.guarded("correctness", "attention", lambda: attention(results, device))
-    results.guarded("training", "determinism_start", child.wait_ready)
-    if optimizer_import is not None:
+    if optimizer_import is not None:  # before the determinism check, whose fused AdamW imports it too (two threads
+        # importing torch._dynamo at once deadlocked on its module lock on the lent H100)
         results.guarded("training", "optimizer_import", optimizer_import.join)
+    results.guarded("training", "determinism", lambda: determinism.judge(results, device, losses=not args.quick))
     # GEMM rates first, while the board is below its power cap (see verify.perf.gemm_throughput)
     results.guarded("performance", "gemm_throughput", lambda: gemm_throughput(results, device, has_fp8, args.quick))
     floors = expected.get("conv_floor_tflops") or {}
@@ -106,4 +117,3 @@ def _checks(results: Results, device: torch.device, args: argparse.Namespace, ex
     results.guarded("training", "training", lambda: runs.update(training(results, device, args.quick, args.compile, telemetry)))
     results.guarded("graphs", "cuda_graphs", lambda: cuda_graphs(results, device, args.quick, runs.get("bf16")))
     results.guarded("performance", "bandwidth", lambda: bandwidth(results, device))
-    results.guarded("training", "determinism", lambda: child.judge(results))

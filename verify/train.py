@@ -9,6 +9,7 @@ time, tokens/s and model TFLOP/s (llm.c's 6N + 12·L·d·T FLOPs per token), and
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import statistics
 import time
@@ -38,7 +39,10 @@ class GptConfig:
 
 FULL = GptConfig(vocab=32768, width=512, layers=12, heads=8, sequence=512, batch=32)  # about 55M parameters
 SMALL = GptConfig(vocab=256, width=64, layers=2, heads=4, sequence=32, batch=8)
-HOST_PROBE_STEPS = 3  # after the timed steps, on GPUs: see run_steps
+HOST_PROBE_STEPS = 3  # after the timed steps of the AMP modes, on GPUs: see run_steps
+# the models as their seeds initialise them, on the CPU: initialising the full model took 0.7-0.8 s of CPU on
+# an H100 host (2026-12-06), a copy 0.03-0.1 s, and the training, graph and determinism runs start from the same seeds
+_INITIAL: dict[tuple[GptConfig, int], Gpt] = {}
 
 
 def _norm(width: int) -> nn.Module:
@@ -104,7 +108,9 @@ def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer
     `ops_optimizer` it is the same update in torch ops (`verify.adamw`: no torch._dynamo import)."""
     torch.manual_seed(seed)
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    model = Gpt(config).to(device)
+    if (config, seed) not in _INITIAL:
+        _INITIAL[config, seed] = Gpt(config)
+    model = copy.deepcopy(_INITIAL[config, seed]).to(device)  # the same bits as a fresh model from `seed`
     cuda = device.type == "cuda"
     optimizer = TorchOpsAdamW(model.parameters(), lr=3e-3) if ops_optimizer else torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
     return model, optimizer, batch_of(config, device, generator)
@@ -112,9 +118,10 @@ def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer
 
 def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0, compiled: bool = False, warmup: int = 3, ops_optimizer: bool = False) -> dict[str, Any]:
     """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
-    `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs a few
-    more steps each start from an idle GPU, and the median host time to issue one is `host_issue_ms`:
-    when it comes near the step time, the host, not the GPU, set the pace."""
+    `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs, in the
+    AMP modes, a few more steps each start from an idle GPU, and the median host time to issue one is
+    `host_issue_ms`: when it comes near the step time, the host, not the GPU, set the pace (an fp32 or TF32
+    step, 70-140 ms of GPU work on an H100, is never host-bound, so those modes do without)."""
     model, optimizer, (inputs, targets) = seeded_run(config, device, seed, ops_optimizer)
     forward = torch.compile(model) if compiled else model
     scaler = torch.amp.GradScaler(device.type, enabled=mode == "fp16")
@@ -124,7 +131,7 @@ def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, se
     clock = StepClock(device)
     issue_s = []
     with backward_on_this_thread():
-        for step in range(steps + (HOST_PROBE_STEPS if device.type == "cuda" else 0)):
+        for step in range(steps + (HOST_PROBE_STEPS if device.type == "cuda" and mode in ("bf16", "fp16") else 0)):
             if step == warmup:
                 clock.mark()
             probing = step >= steps
@@ -219,16 +226,18 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
     """Every precision mode: loss falls, finite, no memory growth; figures for speed and AMP speedups.
     Each step-time figure carries the GPU's clocks, power and clock limits during that mode. Returns
     each mode's run. fp32 and tf32 (whose steps vary by under 1% on an H200) take 10 steps, the fast
-    AMP modes 20 (10 with --quick, whose optimizer is written in torch ops: `verify.adamw`)."""
+    AMP modes 20 (10 with --quick, whose optimizer is written in torch ops: `verify.adamw`). --quick's fp32
+    takes 6, 4 of them timed: on an H100 (2026-12-06) its steps spread by 0.1% (137.8-137.9 ms) and its loss
+    was 10.49, 10.18, 8.03, 7.68, 7.62, 7.63 in the first six (the loss check's bound: 8.39)."""
     config = FULL if device.type == "cuda" else SMALL
     modes = ["fp32", "tf32", "bf16", "fp16"] if device.type == "cuda" and not quick else ["fp32", "bf16"]
     step_ms: dict[str, float] = {}
     runs = {}
     for mode in modes + (["bf16-compiled"] if compiled else []):
-        steps = 10 if quick or mode in ("fp32", "tf32") else 20
+        steps, warmup = (6, 2) if quick and mode == "fp32" else (10 if quick or mode in ("fp32", "tf32") else 20, 3)
         rest(device, quick)  # each mode from below the power cap, as the GEMM figures
         started = time.monotonic()
-        run = runs[mode] = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"), ops_optimizer=quick)
+        run = runs[mode] = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"), warmup=warmup, ops_optimizer=quick)
         ended = time.monotonic()
         results.phase(f"training_{mode}", ended - started)
         during = telemetry.during(nvml_index(device.index or 0), started, ended) if telemetry and device.type == "cuda" else {}

@@ -20,6 +20,7 @@ from typing import Any
 
 from lockgen.adapters import conda_meta
 from lockgen.adapters.atomic_files import write_bytes_atomic
+from lockgen.core.stat_rules import ctime_stands
 from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
 from lockgen.errors import UserError
 
@@ -102,9 +103,9 @@ def build(
     and the folders.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
     so they are not read again; `scanned_tree`: what `scan_tree` found, when the caller walked the prefix
-    (unchanged since) for its own checks; `hashed`: path -> [device, inode, size, mtime_ns, ctime_ns, sha256]
-    of files a check just read (conformance), whose sha256 stands where the file's lstat is still that one
-    (the same inode, untouched since: a hard link of it made before that check counts)."""
+    (unchanged since) for its own checks; `hashed`: path -> [device, inode, size, mtime_ns, ctime_ns, sha256, link
+    count] of files a check just read (conformance), whose sha256 stands where the file's lstat is still that one
+    (the same inode, untouched since: a hard link of it made or removed since counts, `stat_rules.ctime_stands`)."""
     scanned, folder_infos = scanned_tree or scan_tree(prefix)  # one lstat per path, from the walk itself
     known = {**_unchanged(scanned, hashed), **(known or {})} if hashed else (known or {})
     entries, fingerprints = [], {}
@@ -115,7 +116,7 @@ def build(
             entries.append({"path": relative, "type": "file", "size": info.st_size, "mode": "755" if mode & 0o111 else "644", "sha256": digest})
         else:  # read: few and small
             entries.append(entry_of(prefix, relative))
-        fingerprints[relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, mode]  # as `fingerprint`
+        fingerprints[relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, mode, info.st_nlink]  # as `fingerprint`
     return {"format": 1, "files": entries}, {"files": fingerprints, "dirs": sorted(folder_infos)}
 
 
@@ -124,15 +125,29 @@ def _unchanged(scanned: Mapping[str, os.stat_result], hashed: Mapping[str, list]
     found = {}
     for relative, seen in hashed.items():
         info = scanned.get(relative)
-        if info is not None and seen[:5] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]:
+        links = seen[6] if len(seen) > 6 and type(seen[6]) is int else None
+        if info is not None and seen[:4] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns] and ctime_stands(links, info.st_nlink, seen[4], info.st_ctime_ns):
             found[relative] = seen[5]
     return found
 
 
 def fingerprint(info: os.stat_result) -> list[int]:
-    """What the fast check compares before re-hashing a file: size, mtime, ctime (moved by any write or
-    chmod, and not settable back), inode (a file replaced by another) and the full mode (setuid, o+w)."""
-    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode]
+    """What the fast check compares before re-hashing a file (`unchanged`): size, mtime, ctime (moved by any write or
+    chmod, and not settable back), inode (a file replaced by another), the full mode (setuid, o+w), and the link
+    count the ctime was seen with."""
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode, info.st_nlink]
+
+
+def unchanged(before: list | None, now: list[int]) -> bool:
+    """Whether a recorded `fingerprint` still stands for the file whose fingerprint is `now`: the same size, mtime,
+    inode and mode, and a ctime that stands (`stat_rules.ctime_stands`: the same, or moved with the link count,
+    which is no edit: removing another environment that shares the file moves both). A record of five fields (an
+    older lockgen's, without the link count) stands only where all five are the same."""
+    if before is None or len(before) < 5:
+        return False
+    if len(before) == 5:
+        return before == now[:5]
+    return before[:2] == now[:2] and before[3:5] == now[3:5] and ctime_stands(before[5], now[5], before[2], now[2])
 
 
 def refresh_fingerprints(prefix: Path, stats: dict[str, Any], verified: dict[str, list[int]]) -> None:

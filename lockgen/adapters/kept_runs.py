@@ -12,7 +12,9 @@ and the identity (device, inode, size, mtime, ctime) of the verdict's and the re
 the verdict was confirmed. `found` stands for that same proof only while all of it holds again: the lock file's
 bytes hash to the record's key, both files are exactly the ones confirmed (any rewrite, a dropped verdict or a
 newer read time moves an identity: every record is written whole to a new file), the trust window has not
-ended (`LOCKGEN_STAT_TRUST_S`, read now), and a fresh stat walk of the whole tree gives the verdict's digest.
+ended (`LOCKGEN_STAT_TRUST_S`, read now), and a fresh stat walk of the whole tree gives the verdict's digest with
+every file's link count and ctime as the verdict saw them (one moved with its link count: the full path, which
+renews the verdict, then the record).
 Anything else reads as not kept, and the command goes the full way, which words every error. So it trusts what
 the drift verdict trusts (docs/guide/store.md), and no more: the lockgen home is lockgen's own, as for every kept
 value. `LOCKGEN_REPARSE=1`, or removing `kept/`, turns it off."""
@@ -33,7 +35,7 @@ TYPE_CHECKING = False  # typing is not imported: this module is the kept `run`'s
 if TYPE_CHECKING:
     from pathlib import Path
 
-SCHEMA = 1  # the record's form: raised whenever what is kept, or what `found` takes from it, changes
+SCHEMA = 2  # the record's form: raised whenever what is kept, or what `found` takes from it, changes
 REPARSE = "LOCKGEN_REPARSE"
 RECORD_LIMIT = 1 << 16  # a record is a few hundred bytes
 Identity = tuple[int, int, int, int, int]
@@ -89,9 +91,11 @@ def identities(verdict: Path, read: Path) -> tuple[Identity | None, Identity | N
     return _identity(str(verdict)), _identity(str(read))
 
 
-def keep(lock_sha256: str, lock_name: str, platform: str | None, prefix: str | None, found: KeptRun, tree: str, files: tuple[Path, Path], confirmed: tuple[Identity, Identity], read_at: float) -> None:
+def keep(
+    lock_sha256: str, lock_name: str, platform: str | None, prefix: str | None, found: KeptRun, tree: tuple[str, str], files: tuple[Path, Path], confirmed: tuple[Identity, Identity], read_at: float
+) -> None:
     """Keeps the record of an environment the full fast path just proved (`found`), by the drift verdict of the
-    stat walk `tree` whose files (`files`: verdict, read time) had the identities `confirmed` before and after
+    stat walk `tree` (its digest, and the `stamps_digest` of its link counts and ctimes) whose files (`files`: verdict, read time) had the identities `confirmed` before and after
     that proof, its bytes last read whole at `read_at`. Best-effort: a home lockgen cannot write keeps nothing."""
     from lockgen.adapters.atomic_files import write_bytes_atomic  # tempfile: only a command that keeps loads it
 
@@ -104,7 +108,8 @@ def keep(lock_sha256: str, lock_name: str, platform: str | None, prefix: str | N
         "digest": found.digest,
         "said": found.said,
         "shown": found.shown,
-        "tree": tree,
+        "tree": tree[0],
+        "stamps": tree[1],
         "files": [str(files[0]), str(files[1])],
         "confirmed": [list(confirmed[0]), list(confirmed[1])],
         "read_at": float(read_at),
@@ -143,14 +148,15 @@ def found(lock: str, platform: str | None, prefix: str | None) -> KeptRun | None
         return None
     final = record["prefix"]
     try:
-        walked = stat_digest.small_tree_digest(final)
+        walked = stat_digest.small_tree_digests(final)
         if walked is None:  # a tree too big for one process: walked as the full path walks it, shared among the cores
             from pathlib import Path
 
             from lockgen.adapters.stat_walk import tree_fingerprint
 
-            walked = tree_fingerprint(Path(final)).digest
-        if walked != record["tree"]:
+            whole = tree_fingerprint(Path(final))
+            walked = (whole.digest, stat_digest.stamps_digest(whole.stamps))
+        if walked != (record["tree"], record["stamps"]):  # the same walk, every link count and ctime as they were
             return None
         _sweep_dead_builds(final)
     except OSError:  # gone, or unreadable: the full path says which
@@ -166,7 +172,7 @@ def _record(path: str, inputs: list[str]) -> dict | None:
         return None
     if not isinstance(record, dict) or record.get("inputs") != inputs:
         return None
-    strings = ("prefix", "kind", "name", "digest", "said", "shown", "tree")
+    strings = ("prefix", "kind", "name", "digest", "said", "shown", "tree", "stamps")
     if not all(isinstance(record.get(key), str) for key in strings) or record["kind"] not in ("conda", "venv") or not os.path.isabs(record["prefix"]):
         return None
     if len(record["digest"]) != 64 or record["digest"].strip("0123456789abcdef"):  # said as it is: hex digits only

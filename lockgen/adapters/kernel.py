@@ -3,7 +3,9 @@
 c10d rendezvous).
 
 The kernel's stderr is streamed as progress; its JSON comes back through a file. Each run has a
-timeout: on expiry, or when a rank dies, the whole process group is killed, so no rank is left behind.
+timeout: on expiry, or when a rank dies, the whole process group is killed, so no rank is left behind. A
+kernel that dies is named with the phase it was in (its last `@phase` line) and the settings of its
+environment known to break that phase (`core.kernel_deaths`).
 NVLink multicast stays off in every launched process (NCCL_NVLS_ENABLE=0 and its two siblings).
 """
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lockgen.core.kernel_deaths import PHASE_MARK, describe_death
 from lockgen.errors import KernelError
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -50,21 +53,39 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], None], what: str, extra_env: dict[str, str], shown: Sequence[str]) -> None:
-    """Runs the kernel `command`; `shown`: its arguments as a failure's hint gives them, to run it by hand."""
+def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], None], what: str, extra_env: dict[str, str], shown: Sequence[str], given: str | None = None) -> None:
+    """Runs the kernel `command`; `shown`: its arguments as a failure's hint gives them, to run it by hand;
+    `given`: text for its stdin (the expectations, which it reads once torch is imported)."""
+    environment = _environment(extra_env)
     try:
-        process = subprocess.Popen(list(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_environment(extra_env), start_new_session=True)
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE if given is not None else subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+            start_new_session=True,
+        )
     except FileNotFoundError:
         raise KernelError(f"{what}: interpreter `{command[0]}` not found", "pass --python PATH of the environment's python") from None
+    if given is not None:
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a kernel that ended at once is reported below
+            process.stdin.write(given)
+            process.stdin.close()
     tail: list[str] = []
+    phase: list[str] = []  # the kernel's last `@phase` line, kept apart from the tail, which an abort's frames fill
 
     def pump() -> None:  # forwards the kernel's check lines as they come, keeps the last lines for errors
         assert process.stderr is not None
         for raw in process.stderr:
             line = raw.rstrip("\n")
             tail.append(line)
-            del tail[:-30]
-            if line.startswith(("ok  ", "FAIL")):
+            del tail[:-200]  # an abort prints dozens of stack frames after the line that says what went wrong
+            if line.startswith(PHASE_MARK):
+                phase[:] = [line]
+            elif line.startswith(("ok  ", "FAIL")):
                 progress(f"  {line}")
 
     reader = threading.Thread(target=pump, daemon=True)
@@ -84,11 +105,15 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
     if process.returncode != 0:
         text = "\n".join(tail)
         ranks = re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", text)
+        hint = f"re-run with -v, or run the kernel by hand: {by_hand(command[0], *shown)}"
         if ranks:
             last = "; ".join(f"rank {rank} exited with code {code}" for rank, code in ranks)
+            message = f"{what} failed (exit {process.returncode}): {last[:300]}"
         else:
-            last = next((line for line in reversed(tail) if line.strip() and not set(line.strip()) <= set("=-*") and "Traceback" not in line), "").strip()
-        error = KernelError(f"{what} failed (exit {process.returncode}): {last[:300]}", f"re-run with -v, or run the kernel by hand: {by_hand(command[0], *shown)}")
+            message, breakers = describe_death(what, process.returncode, [*phase, *tail], environment)
+            if breakers:
+                hint = f"unset {' and '.join(breakers)} and verify again"
+        error = KernelError(message, hint)
         error.rendezvous_timed_out = any("RendezvousTimeoutError" in line for line in tail)
         raise error
 
@@ -107,11 +132,10 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
 def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, compiled: bool, allow_ptx: bool, timeout_s: float, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
     """The single-process kernel; returns its document and the exact bytes it wrote."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
-        expect_path, out_path = Path(folder) / "expect.json", Path(folder) / "single.json"
-        expect_path.write_text(json.dumps(expected))
-        command = [python, "-m", "verify", "--arch", arch, "--expect", str(expect_path), "--out", str(out_path)]
+        out_path = Path(folder) / "single.json"
+        command = [python, "-m", "verify", "--arch", arch, "--expect", "-", "--out", str(out_path)]
         command += ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
-        _run(command, timeout_s, progress, "the verification kernel", {}, ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2 :]])
+        _run(command, timeout_s, progress, "the verification kernel", {}, ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2 :]], json.dumps(expected))
         return _read(out_path, "the verification kernel")
 
 

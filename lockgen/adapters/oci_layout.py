@@ -241,6 +241,11 @@ def blob_path(layout: Path, digest: str) -> Path:
     return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
 
 
+def open_blob(layout: Path, digest: str) -> IO[bytes]:
+    """A layout's blob opened for reading, as a stream (a layer is read as far as a decision needs)."""
+    return blob_path(layout, digest).open("rb")
+
+
 def read_image(layout: Path, architecture: str | None = None, tag: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(manifest, config, manifest digest) of the layout's image tagged `tag` (its single image when no tag is
     asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs

@@ -18,6 +18,7 @@ from lockgen.adapters.parallel import HashedAhead, hash_ahead, hash_files
 from lockgen.adapters.security_xattrs import privilege_of
 from lockgen.adapters.stat_walk import RACY_NS, StatFields
 from lockgen.core.conformance import ObservedFile
+from lockgen.core.stat_rules import ctime_stands
 from lockgen.core.launchers import LIMIT
 
 SCRIPT_LIMIT = LIMIT + 1  # read one byte past a launcher's limit, so a longer file is seen as longer
@@ -60,7 +61,15 @@ def likely_wanted(prefix: Path, walked: Mapping[str, StatFields], proofs: Mappin
 
 
 def _proven(before: list | None, info: StatFields) -> bool:
-    return before is not None and before[:5] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    """Whether a kept fingerprint ([device, inode, size, mtime_ns, ctime_ns, sha256, link count]) still proves the
+    file: the same first four, and a ctime that stands (`stat_rules.ctime_stands`: the same, or moved with the link
+    count; a record without the link count compares the ctime alone)."""
+    return (
+        before is not None
+        and before[:4] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
+        and len(before) >= 6
+        and ctime_stands(before[6] if len(before) > 6 and type(before[6]) is int else None, info.st_nlink, before[4], info.st_ctime_ns)
+    )
 
 
 def observe(
@@ -75,9 +84,9 @@ def observe(
     ahead: HashedAhead | None = None,
 ) -> list[ObservedFile]:
     """Every path of `prefix`; files named in `hash_these` (prefix-relative) carry their sha256, small files
-    named in `read_these` (entry-point launchers) their text. `proofs` (path -> fingerprint and sha256, as
-    `conformance_store` keeps them) gives the sha256 of a file whose fingerprint is unchanged, unread; it is
-    left holding the fingerprint and sha256 of every file of `hash_these` that changed more than `RACY_NS`
+    named in `read_these` (entry-point launchers) their text. `proofs` (path -> fingerprint, sha256 and link count, as
+    `conformance_store` keeps them) gives the sha256 of a file whose fingerprint is unchanged (`_proven`), unread; it is
+    left holding the fingerprint, sha256 and link count of every file of `hash_these` that changed more than `RACY_NS`
     before this look (a file changed since is read again next time). `walked`: the tree's paths but its
     folders with their lstat, from a walk the caller made (`env_manifest.scan_tree`) and shares; `privileges`
     false: file capabilities are not looked for (a caller judging paths alone); `seen` is filled like `proofs`
@@ -89,15 +98,17 @@ def observe(
     kept = proofs if proofs is not None else {}
     recorded = proofs is not None or seen is not None
     digests: dict[str, str] = {}
-    now: dict[str, list] = {}  # path -> [device, inode, size, mtime_ns, ctime_ns], the sha256 appended below
+    now: dict[str, list] = {}  # path -> [device, inode, size, mtime_ns, ctime_ns], the sha256 and link count appended below
+    links: dict[str, int] = {}
     unread: list[str] = []
     for relative, info in entries.items():  # one pass: what is wanted, and what a kept fingerprint proves
         if relative in hash_these and stat.S_ISREG(info.st_mode):
             if recorded:
-                fingerprint = now[relative] = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+                now[relative] = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+                links[relative] = info.st_nlink
                 before = kept.get(relative)
-                if before is not None and before[:5] == fingerprint:
-                    digests[relative] = before[5]
+                if _proven(before, info):
+                    digests[relative] = before[5]  # type: ignore[index]  # `_proven` holds it to a list of six or more
                     continue
             unread.append(relative)
     paths = [f"{top}/{relative}" for relative in unread]
@@ -107,7 +118,7 @@ def observe(
     for path, relative in zip(paths, unread):
         digests[relative] = hashed[path]
     for relative, fingerprint in now.items():
-        fingerprint.append(digests[relative])
+        fingerprint += [digests[relative], links[relative]]
     if seen is not None:
         seen.update(now)
     if proofs is not None:

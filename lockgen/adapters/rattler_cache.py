@@ -41,6 +41,7 @@ from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
 from lockgen.model.names import shown
 from lockgen.model.results import DamagedStoreFolder
+from lockgen.core.stat_rules import ctime_stands
 
 STAMPS = ".lockgen-verified"
 STAMP_LAYOUT = 2  # 1 kept ctime among the fields that must match, and no sha256: every environment removed threw the stamps away
@@ -62,7 +63,7 @@ def _signature(path: str) -> list[int] | None:
 def _unchanged(kept: object, now: list[int] | None) -> bool:
     """Whether a file's stamp still holds: the same five fields, and the same ctime where the link count is the one
     recorded (a link made or removed moves both)."""
-    return isinstance(kept, list) and now is not None and len(kept) == len(now) and kept[:5] == now[:5] and (kept[5] != now[5] or kept[6] == now[6])
+    return isinstance(kept, list) and now is not None and len(kept) == len(now) and kept[:5] == now[:5] and ctime_stands(kept[5], now[5], kept[6], now[6])
 
 
 @contextlib.contextmanager

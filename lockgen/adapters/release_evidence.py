@@ -105,6 +105,11 @@ def _final_wheels(page: dict[str, pypi_index.IndexedWheel]) -> Iterator[tuple[py
             yield wheel, parsed, version
 
 
+def cuda_variants(page: dict[str, pypi_index.IndexedWheel]) -> tuple[str, ...]:
+    """The CUDA variants (`cu126`, `cu130`: local versions) a project page has final releases of, sorted."""
+    return tuple(sorted({str(version.local) for _, _, version in _final_wheels(page) if version.local and re.fullmatch(r"cu\d{3,4}", str(version.local))}))
+
+
 def served_releases(page: dict[str, pypi_index.IndexedWheel], local: str | None, platform: str, python: str | None, cutoff: dt.datetime | None) -> tuple[ServedRelease, ...]:
     """The torch releases a source's `page` serves for the platform, its builds being those of local version
     `local` (`cu126` on a variant index, None on PyPI): the newest patch of each minor, oldest first, its wheel

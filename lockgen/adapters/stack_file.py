@@ -1,7 +1,7 @@
 """Reads a `stack.toml` from disk once for the pure parser (`core.spec_parse`), turning a missing or
 unreadable file into a SpecError naming it: the stack's text, its base located once (`core.stack_layout`) and
 read first (a base stack, or a lock: its own or the one its image carries, read once), and the spec parsed on
-it, as one `LoadedStack`."""
+it, as one `LoadedStack`. Each file's TOML is read once (a `StackDocument`), for what it extends and its spec."""
 
 from __future__ import annotations
 
@@ -39,20 +39,19 @@ def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None
     from lockgen.model.inputs import LoadedStack
 
     text = read_stack_text(path) if text is None else text
-    document = stack_document(text, str(path))  # the TOML read once, for its `extends` and its whole
-    extends = extends_of(text, str(path), document)
+    document = stack_document(text, str(path))
+    extends = extends_of(document)
     if extends is None:
-        return LoadedStack(path, text, parse_stack_text(text, str(path), document=document))
+        return LoadedStack(path, text, parse_stack_text(document))
     base = located_base(path, extends)
     if base.is_lock:
         carried = fetch_image_base(base) if base.kind == "image" and fetch_image_base is not None else None
         loaded = _base_lock(base, str(path), carried)
-        return LoadedStack(path, text, parse_stack_text(text, str(path), lock_base(loaded, str(path)), document), base, loaded)
-    base_text = read_stack_text(base.path)
-    base_document = stack_document(base_text, str(base.path))
-    if extends_of(base_text, str(base.path), base_document) is not None:
+        return LoadedStack(path, text, parse_stack_text(document, base=lock_base(loaded, str(path))), base, loaded)
+    base_document = stack_document(read_stack_text(base.path), str(base.path))
+    if extends_of(base_document) is not None:
         raise SpecError(f"the base stack {base.path} extends another stack itself", "extend the stack at the root of the chain: a team stack sits on one base", str(path))
-    return LoadedStack(path, text, parse_stack_text(text, str(path), parse_stack_text(base_text, str(base.path), document=base_document), document), base)
+    return LoadedStack(path, text, parse_stack_text(document, base=parse_stack_text(base_document)), base)
 
 
 def _base_lock(base: StackBase, source: str, carried: bytes | None) -> LoadedLock:

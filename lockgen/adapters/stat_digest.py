@@ -37,12 +37,14 @@ def settled_since() -> int:
 
 def folder_record(path: str, base: str, since: int, folders: list[Waiting], keep: Keep | None) -> str:
     """One folder's record (`base`, the digest of its entries' lines, how many, whether none but folders changed
-    since `since`), each field ended by a NUL, the record by a newline; its subfolders appended to `folders`
-    (path, relative path with a slash, its link count: how many folders it holds, its size: about how many
-    entries); `keep`, when given, gets each path but the folders with its lstat."""
+    since `since`, the link count and ctime of its files and links: "-" for none), each field ended by a NUL, the
+    record by a newline; its subfolders appended to `folders` (path, relative path with a slash, its link count:
+    how many folders it holds, its size: about how many entries); `keep`, when given, gets each path but the
+    folders with its lstat."""
     settled = True
     lines: list[str] = []
-    add = lines.append
+    stamps: list[str] = []
+    add, stamp = lines.append, stamps.append
     with os.scandir(path) as entries:
         for entry in entries:
             info = entry.stat(follow_symlinks=False)
@@ -50,15 +52,17 @@ def folder_record(path: str, base: str, since: int, folders: list[Waiting], keep
             relative = base + entry.name
             if stat.S_ISDIR(mode):
                 folders.append((entry.path, f"{relative}/", info.st_nlink, info.st_size))
-            else:
-                if keep is not None:
-                    keep(relative, info)
-                if info.st_ctime_ns >= since:
-                    settled = False
+                add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}\n")
+                continue
+            if keep is not None:
+                keep(relative, info)
+            if info.st_ctime_ns >= since:
+                settled = False
             leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
-            add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}{leads}\n")
+            add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {mode}{leads}\n")
+            stamp(f"{info.st_nlink} {info.st_ctime_ns}")
     digest = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
-    return f"{base}\0{digest}\0{len(lines)}\0{int(settled)}\0\n"
+    return f"{base}\0{digest}\0{len(lines)}\0{int(settled)}\0{' '.join(stamps) or '-'}\0\n"
 
 
 def subtree_records(path: str, base: str, since: int, keep: Keep | None = None) -> str:
@@ -83,22 +87,32 @@ def top_of_tree(prefix: str, since: int, keep: Keep | None, most_waiting: int = 
     return records, frontier
 
 
-def digest_of(records: list[str]) -> tuple[str, int, bool]:
+def digest_of(records: list[str]) -> tuple[str, int, bool, dict[str, str]]:
     """The digest of a walk's folder records (in any order: they are sorted by the folder's path), how many paths
-    they cover, and whether all of them are settled."""
+    they cover, whether all of them are settled, and the stamps (link counts and ctimes) of each folder's files."""
     rows = sorted(record.split("\0") for record in "".join(records).split("\0\n") if record)
-    text = "".join(f"{base}\0{digest} {count}\n" for base, digest, count, _ in rows)
-    paths = sum(int(count) for _, _, count, _ in rows)
-    settled = all(calm == "1" for _, _, _, calm in rows)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), paths, settled
+    text = "".join(f"{base}\0{digest} {count}\n" for base, digest, count, _, _ in rows)
+    paths = sum(int(count) for _, _, count, _, _ in rows)
+    settled = all(calm == "1" for _, _, _, calm, _ in rows)
+    stamps = {base: stamped for base, _, _, _, stamped in rows}
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), paths, settled, stamps
 
 
-def small_tree_digest(prefix: str) -> str | None:
-    """The digest `stat_walk.tree_fingerprint` gives the tree at `prefix`, when the tree is small enough to be
-    walked here at once (its top walk leaves no folder waiting); None for a bigger one (the caller walks it with
-    `stat_walk`, shared among the cores). An OSError is the caller's (a tree gone, unreadable)."""
+def stamps_digest(stamps: dict[str, str]) -> str:
+    """One sha256 of a walk's stamps, for a record that holds them exactly (the kept `run`'s)."""
+    return hashlib.sha256("".join(f"{base}\0{stamps[base]}\n" for base in sorted(stamps)).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def small_tree_digests(prefix: str) -> tuple[str, str] | None:
+    """The digest `stat_walk.tree_fingerprint` gives the tree at `prefix` and the `stamps_digest` of its stamps,
+    when the tree is small enough to be walked here at once (its top walk leaves no folder waiting); None for a
+    bigger one (the caller walks it with `stat_walk`, shared among the cores). An OSError is the caller's (a tree
+    gone, unreadable)."""
     records, frontier = top_of_tree(prefix, settled_since(), None)
-    return None if frontier else digest_of(records)[0]
+    if frontier:
+        return None
+    digest, _, _, stamps = digest_of(records)
+    return digest, stamps_digest(stamps)
 
 
 def trust_window_s() -> float:

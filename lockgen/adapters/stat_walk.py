@@ -4,7 +4,13 @@ at every file, so that the found-unchanged path loads nothing it does not need.
 
 A file changed less than `RACY_NS` before a look is not trusted by its fingerprint later (git's racy entries): a
 file system stamps times from a coarse clock (a jiffy, or a whole second on some), so an edit made in the same
-tick right after lockgen read a file would leave it unchanged."""
+tick right after lockgen read a file would leave it unchanged.
+
+A file's ctime and link count are kept beside the digest, not in it (`TreeFingerprint.stamps`): environments
+hard-link the store's files, so removing one moves the ctime of every file another shares with it, and that is no
+edit. A kept walk stands for a new one of the same digest where every ctime that moved moved with its link count
+(`links_moved`, the rule of `core.drift.ctime_stands`); a ctime moved with the link count as it was (an edit with
+size and mtime put back, a chmod back, new file capabilities) is a changed tree, as before."""
 
 from __future__ import annotations
 
@@ -15,11 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from lockgen.adapters.stat_digest import FRONTIER, RACY_NS, digest_of, folder_record, settled_since, subtree_records, top_of_tree
+from lockgen.core.stat_rules import ctime_stands
 
 if TYPE_CHECKING:
     from lockgen.adapters.stat_digest import Keep
 
-__all__ = ["FRONTIER", "RACY_NS", "Lstat", "StatFields", "TreeFingerprint", "tree_fingerprint"]
+__all__ = ["FRONTIER", "RACY_NS", "Lstat", "StatFields", "TreeFingerprint", "links_moved", "tree_fingerprint"]
 BIG_FOLDER = 10  # a waiting folder linked this often (8 folders in it) is opened before the sharing
 MOST_SHARES = 1024  # the frontier is handed out in at most this many shares: `parallel.MOST_SHARES`, one write to the pipe
 
@@ -39,6 +46,8 @@ class StatFields(Protocol):
     def st_ctime_ns(self) -> int: ...
     @property
     def st_mode(self) -> int: ...
+    @property
+    def st_nlink(self) -> int: ...
 
 
 class Lstat(NamedTuple):
@@ -51,28 +60,58 @@ class Lstat(NamedTuple):
     st_mtime_ns: int
     st_ctime_ns: int
     st_mode: int
+    st_nlink: int
 
 
 @dataclass(frozen=True)
 class TreeFingerprint:
     """The sha256 of a tree's stat walk, how many paths it covers, and whether none of them changed within
-    `RACY_NS` of the look (only a settled tree's fingerprint may stand for its content later); `walked`, when
-    kept: the walk's paths but its folders with the lstat the digest covers, for a caller that goes on to look
-    at the files (`prefix_observer.observe(walked=...)`: the tree is walked once)."""
+    `RACY_NS` of the look (only a settled tree's fingerprint may stand for its content later); `stamps`: per
+    folder (its path with a slash, "" the top), the link count and ctime of each of its files and links, in the
+    order the digest covers them, as text (`links_moved` compares two walks' stamps); `walked`, when kept: the
+    walk's paths but its folders with their lstat, for a caller that goes on to look at the files
+    (`prefix_observer.observe(walked=...)`: the tree is walked once)."""
 
     digest: str
     paths: int
     settled: bool
+    stamps: dict[str, str] = field(default_factory=dict, repr=False)
     walked: dict[str, Lstat] | None = field(default=None, compare=False, repr=False)
+
+
+def links_moved(kept: object, now: dict[str, str]) -> int | None:
+    """How many files' ctime moved with their link count between a kept walk's `stamps` and a new walk's of the
+    same digest (another environment linking them was made or removed: no edit); None when a ctime moved with the
+    link count as it was (an edit, git's rule), or `kept` is not stamps of the same folders (a damaged record)."""
+    if not isinstance(kept, dict) or kept.keys() != now.keys():
+        return None
+    moved = 0
+    for base, stamps in now.items():
+        before = kept[base]
+        if before == stamps:
+            continue
+        if not isinstance(before, str):
+            return None
+        old, new = before.split(), stamps.split()
+        if len(old) != len(new) or not all(value.isdigit() for value in old):
+            return None
+        for at in range(0, len(new), 2):
+            if old[at + 1] != new[at + 1]:
+                if not ctime_stands(int(old[at]), int(new[at]), int(old[at + 1]), int(new[at + 1])):
+                    return None
+                moved += 1
+    return moved
 
 
 def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
     """Every path under `prefix`, folders too (an empty one is drift), each with (device, inode, size,
-    mtime_ns, ctime_ns, mode) and, for a link, whether it leads to a folder (what conformance sees of it
-    outside the tree), hashed: any edit (ctime moves even when mtime is put back), replacement (inode), new or
-    removed path, mode or capability change (ctime) gives another digest. Links are never entered. Folders are
-    not judged settled or not: what they hold is in the walk itself. `keep_walk`: the walk's paths but its
-    folders are kept with their lstat (`walked`), for a caller that looks at the files next.
+    mtime_ns, mode; a folder's ctime too) and, for a link, whether it leads to a folder (what conformance sees of
+    it outside the tree), hashed: an edit that moves size or mtime, replacement (inode), new or removed path or
+    mode change gives another digest; the ctime and link count of files and links are the walk's `stamps`, which
+    `links_moved` holds to git's rule (an edit with size and mtime put back, or a capability change, moves the
+    ctime alone). Links are never entered. Folders are not judged settled or not: what they hold is in the walk
+    itself. `keep_walk`: the walk's paths but its folders are kept with their lstat (`walked`), for a caller that
+    looks at the files next.
 
     The digest is of each folder's own entries, hashed apart and listed by the folder's path, so who looks at
     which folder does not change it: the top of the tree is looked at here until `FRONTIER` folders wait, the
@@ -96,8 +135,8 @@ def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
     for index, (path, base, _, _) in enumerate(frontier):
         if index not in done:  # not forked, a child that failed: walked here, where an error is met as before
             folders.append(subtree_records(path, base, since, keep))
-    digest, paths, settled = digest_of(folders)
-    return TreeFingerprint(digest, paths, settled, walked)
+    digest, paths, settled, stamps = digest_of(folders)
+    return TreeFingerprint(digest, paths, settled, stamps, walked)
 
 
 def _keeper(walked: dict[str, Lstat] | None) -> Keep | None:
@@ -106,7 +145,7 @@ def _keeper(walked: dict[str, Lstat] | None) -> Keep | None:
         return None
 
     def keep(relative: str, info: os.stat_result) -> None:
-        walked[relative] = Lstat(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+        walked[relative] = Lstat(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_nlink)
 
     return keep
 

@@ -298,7 +298,8 @@ def _image(built: BuiltTree, layout: Path, layering: Layering, base: base_steps.
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
     _write_services(lock, tree)
-    base_layers, base_config, annotations = base_steps.base_image(base, layout, chosen, progress) if base else ([], None, {})
+    on = base_steps.base_image(base, layout, chosen, progress) if base else None
+    base_layers, base_config, annotations = (on.layers, on.config, on.annotations) if on else ([], None, {})
     if base is not None:  # the base's manifest and config, by which a check tells the base's layers and settings
         for inside, data in zip((BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE), base_steps.base_documents(base, chosen, progress)):
             (tree / inside).write_bytes(data)

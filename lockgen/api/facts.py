@@ -1,7 +1,9 @@
 """Use case `lockgen facts`: what the GPU facts are (their date, origin and sources), and `lockgen facts
 check`: what an index publishes that they lack (torch releases newer than them, each with the CUDA its
-metadata states and what the evidence decides; CUDA toolkits with no driver floor), or with `--stack`,
-what that stack's PyPI index and conda channels offer that they lack."""
+metadata states and what the evidence decides; the CUDA-variant builds of a PyTorch index, `+cu130`, whose
+arch list the facts do not hold, with the list the resolver would judge them by; CUDA toolkits with no driver
+floor), or with `--stack`, what that stack's PyPI index, PyTorch variant indexes and conda channels offer that
+they lack. What it reports as admitted is what resolve admits on the same evidence (the same functions decide)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from lockgen.api.steps.stack_steps import load_stack
 from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, arch_list_for, build_cuda
 from lockgen.core.credentials import scrub_url
 from lockgen.core.facts import load_facts, toolkits_ascending
-from lockgen.core.facts_inference import cuda_of_requirements, infer_releases, newest_known
+from lockgen.core.facts_inference import cuda_of_requirements, infer_releases, newest_known, variant_cuda
+from lockgen.core.torch_choice import index_arch_list
 from lockgen.core.versions import as_tuple, mm_text
+from lockgen.model.facts import GpuFacts
 from lockgen.model.names import MACHINE_OF_PLATFORM
 
 
@@ -53,12 +57,21 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
     stack, channels = load_stack(stack_path, aliases)
     spec = stack.spec
     platforms = tuple(dict.fromkeys(p for t in spec.targets if t.is_gpu for p in spec.platforms_of(t)))
-    report: dict[str, Any] = {"index": None, "newer_releases": [], "unknown_cuda_toolkits": []}
+    report: dict[str, Any] = {"index": None, "newer_releases": [], "variant_builds": [], "unknown_cuda_toolkits": []}
+    facts = load_facts()
     if spec.pypi_dependencies and platforms:
         options = spec.pypi_options
-        report = check(options.index_url, platforms, spec.python_minor or "3.12", spec.pypi_exclude_newer, progress)
-    facts = load_facts()
+        python = spec.python_minor or "3.12"
+        report = check(options.index_url, platforms, python, spec.pypi_exclude_newer, progress)
+        cutoff = release_evidence.cutoff_of(spec.pypi_exclude_newer)
+        for variant, index in options.gpu_torch_sources():
+            progress(f"reading {scrub_url(index)} for {variant} torch builds the facts hold no arch list of")
+            found = variant_builds(facts, release_evidence.torch_page(index), index, (variant,), platforms, python, cutoff)
+            report["variant_builds"] += found
     builds, toolkits = [], {t["cuda"]: t["why"] for t in report["unknown_cuda_toolkits"]}
+    for build in report["variant_builds"]:
+        if build["cuda"] not in facts.cuda_toolkits:
+            toolkits.setdefault(build["cuda"], f"named by torch {build['torch']} of {build['index']}; no driver floor in the facts")
     if channels is not None:
         for platform in platforms:
             progress(f"reading the stack's channels for pytorch/libtorch builds on {platform}")
@@ -98,6 +111,10 @@ def check(
     releases, toolkits = [], {}
     progress(f"reading {scrub_url(index)} for torch releases newer than the facts")
     page = release_evidence.torch_page(index)
+    builds = variant_builds(facts, page, index, release_evidence.cuda_variants(page), platforms, python, release_evidence.cutoff_of(exclude_newer))
+    for build in builds:
+        if build["cuda"] not in facts.cuda_toolkits:
+            toolkits[build["cuda"]] = f"named by torch {build['torch']}; no driver floor in the facts"
     for platform in platforms:
         known = newest_known(facts, platform) or (0, 0)
         evidence = release_evidence.newer_releases(page, platform, python, known, release_evidence.cutoff_of(exclude_newer))
@@ -123,5 +140,46 @@ def check(
         "valid_as_of": facts.valid_as_of or "undated",
         "origin": facts.origin,
         "newer_releases": releases,
+        "variant_builds": builds,
         "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))],
     }
+
+
+def variant_builds(facts: GpuFacts, page: dict[str, Any], index: str, variants: Sequence[str], platforms: Sequence[str], python: str, cutoff: dt.datetime | None) -> list[dict[str, Any]]:
+    """The CUDA-variant builds (`2.16.0+cu130`) a PyTorch index's torch `page` serves whose arch list the facts do
+    not hold: each with the CUDA its tag names and the list resolve would judge it by (`index_arch_list`, inferred
+    from the newest known build of the variant), or why it is refused. Older builds the facts have no list of are
+    left out: they are not news."""
+    found = []
+    for platform in platforms:
+        for variant in variants:
+            known = [as_tuple(w.torch) for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant == variant and w.arch_list]
+            known += [as_tuple(o.torch) for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant and o.platform == platform]
+            for served in release_evidence.served_releases(page, variant, platform, python, cutoff):
+                arch_list, how, inferred = index_arch_list(facts, served.release, platform, variant, "infer")
+                stale = arch_list is None and known and as_tuple(served.release) < max(known)
+                if not served.wheel or stale or (arch_list is not None and not inferred):
+                    continue
+                cuda = variant_cuda(variant)
+                newer = f"torch {served.torch} ({scrub_url(index)}) has no arch list in lockgen's facts"
+                if cuda not in facts.cuda_toolkits:
+                    decision = f"{newer}; refused: its CUDA {cuda} has no driver floor in the facts"
+                elif arch_list is None:
+                    decision = f"{newer}; refused: {how}"
+                else:
+                    decision = f"{newer}; admitted with arch list {arch_list} ({how})"
+                admitted = arch_list is not None and cuda in facts.cuda_toolkits
+                found.append(
+                    {
+                        "torch": served.torch,
+                        "platform": platform,
+                        "variant": variant,
+                        "index": scrub_url(index),
+                        "wheel": served.wheel,
+                        "cuda": cuda,
+                        "arch_list": arch_list if admitted else None,
+                        "admitted": admitted,
+                        "decision": decision,
+                    }
+                )
+    return found

@@ -17,6 +17,7 @@ reaches the network. A refused archive leaves nothing at the prefix.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -67,10 +68,10 @@ def unpack(archive: Path, prefix: Path, platform: str | None, lock_path: Path | 
     staging_parent = home.lockgen_home() / "unpack"
     staging_parent.mkdir(parents=True, exist_ok=True)
     with file_guard.temporary_folder(staging_parent, ".unpack-") as staging:
-        loaded, index, entries = _read_verified(archive, staging, platform, expected, meter)
-        progress(f"read {archive}: the lock and {len(entries)} artifacts, every one against the lock's sha256")
+        verified = _read_verified(archive, staging, platform, expected, meter)
+        progress(f"read {archive}: the lock and {len(verified.entries)} artifacts, every one against the lock's sha256")
         wheels = {}
-        for number, entry in enumerate(entries):
+        for number, entry in enumerate(verified.entries):
             member = staging / f"{number:06d}"
             if entry.package.manager == "conda":
                 package_store.admit(entry.package, member)
@@ -79,11 +80,20 @@ def unpack(archive: Path, prefix: Path, platform: str | None, lock_path: Path | 
                 keep_wheel_manifest(entry.package, stored)
                 wheels[entry.package.url] = stored
         with wheel_mirror.serving(wheels) if wheels else contextlib.nullcontext():
-            digest = materialize_into(loaded, index.platform, final, progress, meter)
+            digest = materialize_into(verified.loaded, verified.index.platform, final, progress, meter)
     return final, digest
 
 
-def _read_verified(archive: Path, staging: Path, platform: str | None, expected: LoadedLock | None, meter: Meter | None) -> tuple[LoadedLock, PackIndex, tuple[Planned, ...]]:
+@dataclass(frozen=True)
+class VerifiedArchive:
+    """A pack archive read and checked: its lock, its index, and its artifacts (as the lock plans them)."""
+
+    loaded: LoadedLock
+    index: PackIndex
+    entries: tuple[Planned, ...]
+
+
+def _read_verified(archive: Path, staging: Path, platform: str | None, expected: LoadedLock | None, meter: Meter | None) -> VerifiedArchive:
     """The archive's lock, index and artifacts (written to `staging/<n>` in index order), every one checked."""
     with pack_archive.reading(archive, INDEX) as reader:
         index = pack_rules.parse_index(reader.read_bytes(INDEX, pack_rules.MAX_INDEX), http_deadline.max_download_bytes())
@@ -104,4 +114,4 @@ def _read_verified(archive: Path, staging: Path, platform: str | None, expected:
             if meter is not None and total >> 20:
                 meter("read and check the archive (MiB)", done >> 20, total >> 20)
         reader.end()
-    return loaded, index, entries
+    return VerifiedArchive(loaded, index, entries)

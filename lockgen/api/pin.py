@@ -34,10 +34,11 @@ from lockgen.core.wheel_files import hex_of_record_hash, installed_to_prefix
 from lockgen.core.stack_layout import default_lock_path, manifests_path
 from lockgen.errors import ChannelError, UserError
 from lockgen.model.inventory import InstalledDistribution, NodeInventory
-from lockgen.model.lock import Lock, LockedPackage, PackageHash
+from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.manifests import ManifestFile, PackageManifest
 from lockgen.model.names import normalize
 from lockgen.model.names import PLATFORM_OF_MACHINE
+from lockgen.model.results import PinnedLock
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,14 @@ def _accepted(document: NodeInventory, paths: Sequence[str]) -> dict[str, str]:
     return accepted
 
 
-def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
-    """Writes the lock and its manifests bundle; returns (lock path, bundle path, lock)."""
+def pin(inventory_path: Path, target: str, out: Path | None, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> PinnedLock:
+    """Writes the lock and its manifests bundle; returns both paths and the lock."""
     path = _lock_path(out, target)
     document, sha256 = inventory_file.read(inventory_path)
     return _pinned(document, inventory_path.name, sha256, target, path, index, allow_unpublished, accept_changed, progress)
 
 
-def pin_python(python: str, target: str, out: Path | None, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> tuple[Path, Path, Lock]:
+def pin_python(python: str, target: str, out: Path | None, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]) -> PinnedLock:
     """`freeze --python` on a connected machine: the interpreter inventoried and pinned in one step (what
     `freeze --inventory` and then `pin` do, without the file between them); the lock names the interpreter."""
     path = _lock_path(out, target)
@@ -127,7 +128,7 @@ def _lock_path(out: Path | None, target: str) -> Path:
 
 def _pinned(
     document: NodeInventory, source: str, source_sha256: str, target: str, path: Path, index: str, allow_unpublished: bool, accept_changed: Sequence[str], progress: Callable[[str], None]
-) -> tuple[Path, Path, Lock]:
+) -> PinnedLock:
     inventory = document.inventory
     machine = inventory.platform.rsplit("-", 1)[-1]
     platform = PLATFORM_OF_MACHINE.get(machine)
@@ -168,4 +169,4 @@ def _pinned(
         + (f", {len(unpublished)} check-only" if unpublished else "")
         + (f"; {len(accepted)} changed files accepted by name" if accepted else "")
     )
-    return path, bundle, lock
+    return PinnedLock(path, bundle, lock)

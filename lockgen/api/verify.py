@@ -13,15 +13,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockgen import __version__
-from lockgen.adapters import env_manifest, gpu_host, home, image_source, kernel, python_dists, signing, user_files
+from lockgen.adapters import env_manifest, gpu_host, home, kernel, python_dists, signing, user_files
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.lockfile_yaml import read_lock
 from lockgen.api.steps.certificate_steps import read_numerics_references
 from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
-from lockgen.api.steps.image_proof_steps import prove_opened
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.core import nesting
 from lockgen.core.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
@@ -40,6 +39,9 @@ from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 from lockgen.model.requests import Environment, Image, Prefix, Python
 from lockgen.model.results import Conformance, Verified
+
+if TYPE_CHECKING:  # the image modules are imported where an image is verified: 0.5 s of lockgen's 1 s import before the kernel starts
+    from lockgen.adapters import image_source
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
         python = _interpreter(target)
         conformance = _conformance(options, given.manifests, loaded, python_dists.prefix_of(python), None, progress) if loaded else None
         return _verify(options, given, python, None, conformance, progress)
+    from lockgen.adapters import image_source
+
     if loaded is not None:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
         read_manifests(loaded, None, given.manifests, progress)
         return _verify_proven_image(options, given, loaded, target, progress)
@@ -116,6 +120,9 @@ def _interpreter(target: Prefix | Python | None) -> str:
 def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image, progress: Callable[[str], None]) -> Verified:
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
+    from lockgen.adapters import image_source
+    from lockgen.api.steps.image_proof_steps import prove_opened
+
     with image_source.opened(target.source, progress, target.insecure) as opened:
         proven = prove_opened(loaded, opened, target.source, given.manifests, None, None, progress, None, options.allow_foreign)
         _require_clean(proven, f"{target.source} is not the image of {options.lock}", f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms")

@@ -4,8 +4,9 @@ every command, those that use no model included (a repeated materialize, `check 
 parameters lockgen declares are plain: `str`, `Path`, `bool`, `int`, `float`, lists of them, with no parser and no checks
 beyond typer's defaults. For those this gives typer the result its adapter gives a `str` (a `Path` through typer's
 own path checks; an `int` or `float` only from plain digits), and hands every other value, annotation or typer
-to typer's own conversion. A typer without this machinery (before 0.2x: click converts, with no pydantic) is left
-as it is."""
+to typer's own conversion. These are typer's private parts (`typer._coercion`, `typer._param_types`), so
+pyproject.toml bounds typer to the minor they are tested with; a typer without them (before 0.2x: click converts,
+with no pydantic) is left as it is."""
 
 from __future__ import annotations
 

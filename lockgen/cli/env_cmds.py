@@ -195,7 +195,8 @@ def freeze(
     if python is not None and prefix is None and not skip_unpinnable:
         from lockgen.api.pin import pin_python
 
-        path, bundle, lock = pin_python(python, target, out, index, False, (), progress)
+        pinned = pin_python(python, target, out, index, False, (), progress)
+        path, bundle, lock = pinned.path, pinned.manifests, pinned.lock
     else:
         from lockgen.api.freeze import freeze as run
 
@@ -337,6 +338,6 @@ def pin(
     """Write a lock from a node's inventory: every distribution at its index wheel, checked against its RECORD."""
     from lockgen.api.pin import pin as run
 
-    path, bundle, _ = run(inventory, target, out, index, allow_unpublished, accept_changed, progress)
-    progress(f"manifests for check --manifests: {bundle}")
-    say(path)
+    pinned = run(inventory, target, out, index, allow_unpublished, accept_changed, progress)
+    progress(f"manifests for check --manifests: {pinned.manifests}")
+    say(pinned.path)

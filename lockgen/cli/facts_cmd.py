@@ -1,5 +1,5 @@
-"""`lockgen facts`: the GPU facts' date, origin and sources; `lockgen facts check`: what an index publishes
-that they lack (exit 1 when it publishes anything they lack)."""
+"""`lockgen facts`: the GPU facts' date, origin and sources; `lockgen facts check`: what an index (or a stack's
+indexes and channels) publishes that they lack (exit 1 when it publishes anything they lack)."""
 
 from __future__ import annotations
 
@@ -52,10 +52,10 @@ def facts_check(
         None, "--stack", help="Check what this stack reads instead: its PyPI index, platforms, Python and exclude-newer, and the pytorch/libtorch builds of its conda channels."
     ),
     channel_alias: list[str] = typer.Option([], "--channel-alias", help="With --stack: NAME=PATH_OR_URL, as for resolve."),
-    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, unknown_cuda_toolkits, conda_builds} as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, variant_builds, unknown_cuda_toolkits, conda_builds} as JSON."),
 ) -> None:
-    """List the torch releases, conda builds and CUDA toolkits an index or a stack's channels offer that the
-    facts lack; exit 1 if any."""
+    """List the torch releases, CUDA-variant builds (a PyTorch index's `+cu130`), conda builds and CUDA toolkits an
+    index, or a stack's indexes and channels, offer that the facts lack; exit 1 if any."""
     from lockgen.api.facts import check, check_stack
     from lockgen.errors import UserError
 
@@ -77,11 +77,14 @@ def facts_check(
     else:
         for release in report["newer_releases"]:
             say(f"{release['platform']}: {release['decision']}")
+        for variant_build in report["variant_builds"]:
+            say(f"{variant_build['platform']}: {variant_build['decision']}")
         for build in report["conda_builds"]:
             say(f"{build['platform']}: {build['build']}: {build['decision']}")
         for toolkit in report["unknown_cuda_toolkits"]:
             say(f"CUDA {toolkit['cuda']}: {toolkit['why']}")
-        if not (report["newer_releases"] or report["unknown_cuda_toolkits"] or report["conda_builds"]):
-            progress(f"the facts (valid as of {report['valid_as_of']}) cover every torch release and build checked")
-    if report["newer_releases"] or report["unknown_cuda_toolkits"] or report["conda_builds"]:
+    lacking = any(report[key] for key in ("newer_releases", "variant_builds", "unknown_cuda_toolkits", "conda_builds"))
+    if not as_json and not lacking:
+        progress(f"the facts (valid as of {report['valid_as_of']}) cover every torch release and build checked")
+    if lacking:
         raise typer.Exit(1)

@@ -107,7 +107,8 @@ def tegra_branch(facts: GpuFacts, target: Target) -> TegraDriverFact | None:
 def target_native_cuda(facts: GpuFacts, target: Target) -> tuple[str | None, str]:
     """(the newest CUDA a GPU target's driver runs natively, how it was read). A Jetson target's is the CUDA it
     states (a module with NVIDIA's CUDA upgradable package runs a newer CUDA than its Jetson Linux), else its
-    driver's branch in the Tegra facts, else None; never through Table 3's floors, which are dGPU drivers'."""
+    driver's branch in the Tegra facts, else None; never through Table 3's floors, which are dGPU drivers'. A dGPU
+    driver past the newest floor the facts know reads as that newest CUDA, and says so."""
     assert target.driver is not None
     if is_tegra(facts, target.arch):
         if target.cuda is not None:
@@ -117,6 +118,11 @@ def target_native_cuda(facts: GpuFacts, target: Target) -> tuple[str | None, str
             return None, f"lockgen's Tegra facts know no branch of Jetson driver {target.driver} for {target.arch}"
         return fact.cuda, f"Jetson driver {target.driver} ({fact.release}) runs {fact.cuda}"
     native = native_cuda(facts, target.driver)
+    newest = toolkits_ascending(facts)[-1]
+    if native == newest.version and as_tuple(target.driver) > as_tuple(newest.min_driver):
+        return native, (
+            f"driver {target.driver} runs {native} natively ({native} is the newest CUDA lockgen's facts know: a newer one this driver may run is not used until the facts name its driver floor)"
+        )
     return native, f"driver {target.driver} runs {native} natively"
 
 

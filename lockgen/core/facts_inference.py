@@ -80,6 +80,11 @@ def cuda_of_requirements(requires: tuple[str, ...], platform: str, python: str) 
     return ("?", None, cuda_named) if cuda_named else (None, None, "no CUDA requirement")
 
 
+def variant_cuda(variant: str) -> str:
+    """The CUDA major.minor a PyTorch variant tag names (`cu130` -> 13.0, `cu126` -> 12.6)."""
+    return f"{variant[2:-1]}.{variant[-1]}"
+
+
 def base_list(facts: GpuFacts, platform: str, variant: str) -> tuple[str, str] | None:
     """(arch list, what it is) of the newest known build with this variant on this platform: a PyPI wheel,
     else an official build of that platform (download.pytorch.org's)."""

@@ -11,6 +11,7 @@ import datetime as dt
 import re
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -49,30 +50,40 @@ def _repeated_line(text: str, key: str) -> int | None:
     return None
 
 
-def stack_document(text: str, source: str = "stack.toml") -> dict[str, Any]:
-    """The stack's tables, read from its text once, for `extends_of` and `parse_stack_text` to share (a
-    reader that needs the base before the whole stack does not parse the TOML twice)."""
-    return _document(text, source)
+@dataclass(frozen=True)
+class StackDocument:
+    """A stack file's text and its TOML tables, read once: what `extends_of` and `parse_stack_text` both take, so
+    a command that asks what a stack extends and then parses it reads the TOML once."""
+
+    text: str
+    source: str
+    tables: dict[str, Any]
 
 
-def extends_of(text: str, source: str = "stack.toml", document: dict[str, Any] | None = None) -> str | None:
-    """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later), read as
-    `_document` reads it (`document`: the text's tables, already read by `stack_document`)."""
-    document = _document(text, source) if document is None else document
-    stack: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
-    value = stack.get("extends")
+def stack_document(text: str, source: str = "stack.toml") -> StackDocument:
+    """The stack's tables, read once (`_document`); every problem is a SpecError naming `source` and the line."""
+    return StackDocument(text, source, _document(text, source))
+
+
+def extends_of(stack: str | StackDocument, source: str = "stack.toml") -> str | None:
+    """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later)."""
+    read = stack if isinstance(stack, StackDocument) else stack_document(stack, source)
+    text, source, document = read.text, read.source, read.tables
+    table: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
+    value = table.get("extends")
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise _Locator(text, source).error("`extends` must name a base stack file", 'write extends = "../platform/stack.toml"', ("stack", "extends"))
     return value
 
 
-def parse_stack_text(text: str, source: str = "stack.toml", base: StackSpec | LockBase | None = None, document: dict[str, Any] | None = None) -> StackSpec:
-    """Parses the text of a stack file; every problem is a SpecError naming `source` and the line. A stack
-    that `extends` another is parsed on top of `base`, whose channels, platforms, targets and rules it takes;
-    one that extends a lock, on top of what the lock says (its target, platforms and Python). `document`: the
-    text's tables, already read by `stack_document` (the text is then not parsed again)."""
-    document = _document(text, source) if document is None else document
-    locator = _Locator(text, source)
+def parse_stack_text(stack: str | StackDocument, source: str = "stack.toml", base: StackSpec | LockBase | None = None) -> StackSpec:
+    """Parses the text of a stack file (or its `StackDocument`, read already); every problem is a SpecError
+    naming `source` and the line. A stack that `extends` another is parsed on top of `base`, whose channels,
+    platforms, targets and rules it takes; one that extends a lock, on top of what the lock says (its target,
+    platforms and Python)."""
+    read = stack if isinstance(stack, StackDocument) else stack_document(stack, source)
+    document = read.tables
+    locator = _Locator(read.text, read.source)
     if isinstance(base, LockBase):
         return _team_stack_on_lock(document, locator, base)
     if base is not None:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from lockgen.model.base import Frozen
+
+if TYPE_CHECKING:  # types only: a plan is made before any lock is read
+    from lockgen.model.lock import LockedPackage
+    from lockgen.model.spec import Target
 
 
 class VirtualPackage(Frozen):
@@ -60,3 +67,14 @@ class SolveRequest(Frozen):
     @property
     def label(self) -> str:
         return f"target `{self.target}` on {self.platform}"
+
+
+@dataclass(frozen=True)
+class SolvedRequest:
+    """One solve request of a target with what conda solved for it (nothing for a stack without conda
+    dependencies): what the PyPI layer resolves on top of."""
+
+    target: Target
+    window: CudaWindow | None
+    request: SolveRequest
+    packages: list[LockedPackage]

@@ -12,6 +12,9 @@ if TYPE_CHECKING:  # a type only here: resolve, which returns TargetResult, load
 if TYPE_CHECKING:  # a pydantic model: `verify` builds it
     from lockgen.model.certificate import CertificateBody
 
+if TYPE_CHECKING:  # a pydantic model: `pin` builds it
+    from lockgen.model.lock import Lock
+
 
 LockState = Literal["wrote", "would write", "unchanged"]  # what resolve did with a target's lock
 
@@ -215,6 +218,15 @@ class ImportNotes:
     format: str
     skipped: tuple[str, ...]
     assumed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PinnedLock:
+    """What `pin` (and `freeze --python`) wrote: the lock, its manifests bundle, and the lock itself."""
+
+    path: Path
+    manifests: Path
+    lock: Lock
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,15 @@ def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) ->
     return BaseRead(manifest, config, digest)
 
 
-def base_image(base: Base, layout: Path, platform: str, progress: Callable[[str], None]) -> tuple[Layers, dict[str, Any], dict[str, str]]:
+class BaseLayers(NamedTuple):
+    """What an export builds on: the base image's layers, its config, and the manifest annotations that pin it."""
+
+    layers: Layers
+    config: dict[str, Any]
+    annotations: dict[str, str]
+
+
+def base_image(base: Base, layout: Path, platform: str, progress: Callable[[str], None]) -> BaseLayers:
     """The base image's layers (a local base's blobs checked against their digests and hard-linked into
     `layout`, or copied across file systems; a registry base's referenced only), its config, and the
     manifest annotations that pin it by digest."""
@@ -84,7 +92,7 @@ def base_image(base: Base, layout: Path, platform: str, progress: Callable[[str]
                 raise LockFormatError(f"the base image's layer blob {descriptor['digest']} is missing or was changed", "export or copy the base image again")
             descriptor = {**descriptor, **linked}
         layers.append((descriptor, diff_id))
-    return layers, config, {BASE_DIGEST_ANNOTATION: digest}
+    return BaseLayers(layers, config, {BASE_DIGEST_ANNOTATION: digest})
 
 
 def base_documents(base: Base, platform: str, progress: Callable[[str], None]) -> tuple[bytes, bytes]:
@@ -107,7 +115,7 @@ def layer_opener(base: Base) -> LayerOpener:
         client = Registry(_reference(base), base.insecure)
         # a CheckedStream reads as IO[bytes] (read, readinto, close); its base io.RawIOBase's stub is not IO
         return lambda layer: cast(AbstractContextManager[IO[bytes]], client.blob_stream(layer["digest"]))
-    return lambda layer: oci_layout.blob_path(base, layer["digest"]).open("rb")
+    return lambda layer: oci_layout.open_blob(base, layer["digest"])
 
 
 def index_annotations(base: Base | None, manifest: dict[str, Any]) -> dict[str, str]:

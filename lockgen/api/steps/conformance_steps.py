@@ -91,7 +91,7 @@ def conform(
     kept = conformance_store.load_verdict(prefix, lock.sha256, context) if standing is not None else None
     # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
     tree = stat_walk.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
-    again = _kept_verdict(lock.sha256, kept, prefix, tree, progress) if kept is not None and tree is not None else None
+    again = _kept_verdict(lock.sha256, kept, prefix, tree, progress, context) if kept is not None and tree is not None else None
     if again is not None:
         return replace(again, read_every_byte=read_every_byte)
     result = _conform(lock, prefix, platform, manifests, progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree, standing is not None, interpreter)
@@ -105,8 +105,7 @@ def conform(
             prefix,
             result.lock_sha256,
             context,
-            tree.digest,
-            tree.paths,
+            tree,
             {"platform": result.platform, "expected_digest": result.expected_digest, "allowed": result.allowed, "by_path_only": result.by_path_only, "report": passing_record(result.report)},
         )
     return result
@@ -135,25 +134,26 @@ def kept_conformance(lock: LockBytes, prefix: Path, platform: str | None, progre
     trust = conformance_store.byte_trust(prefix, lock.sha256)
     if trust.read is None or trust.expired:  # past the stat trust window: `conform` reads every byte, and says so
         return None
-    kept = conformance_store.load_verdict(prefix, lock.sha256, _verdict_context(prefix, platform, None, None, (), True))
+    context = _verdict_context(prefix, platform, None, None, (), True)
+    kept = conformance_store.load_verdict(prefix, lock.sha256, context)
     if kept is None:
         return None
     try:
         tree = stat_walk.tree_fingerprint(prefix)
     except OSError:  # gone or unreadable meanwhile: conform says which
         return None
-    again = _kept_verdict(lock.sha256, kept, prefix, tree, progress)
+    again = _kept_verdict(lock.sha256, kept, prefix, tree, progress, context)
     return replace(again, read_every_byte=conformance_store.shown_time(trust.read)) if again is not None else None
 
 
-def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint, progress: Callable[[str], None]) -> Conformance | None:
-    """The verdict `kept` by the last passing check of this tree against these lock bytes, when its stat walk is
-    unchanged; None when anything moved or the record is not usable."""
+def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint, progress: Callable[[str], None], context: list[str]) -> Conformance | None:
+    """The verdict `kept` by the last passing check of this tree against these lock bytes (and `context`), when its
+    stat walk is unchanged but for files whose ctime moved with their link count (another environment sharing them
+    was made or removed); None when anything else moved or the record is not usable."""
     verdict, report = kept["verdict"], passing_report(kept["verdict"].get("report"))
     allowed = verdict.get("allowed")
     if (
-        tree.digest != kept["tree"]
-        or report is None
+        report is None
         or not isinstance(verdict.get("platform"), str)
         or not isinstance(verdict.get("expected_digest"), str)
         or type(verdict.get("by_path_only")) is not int
@@ -161,7 +161,15 @@ def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.Tr
         or not all(isinstance(v, (str, type(None))) for v in allowed.values())
     ):
         return None
-    progress(f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of {kept.get('checked')} (check --lock --full reads every file)")
+    linked = conformance_store.standing(kept, tree)
+    if linked is None:
+        return None
+    if linked and tree.settled:  # the link counts of now kept, so that an edit putting size and mtime back is seen
+        again = stat_walk.tree_fingerprint(prefix, keep_walk=True)
+        if again.digest == tree.digest and again.stamps == tree.stamps:
+            conformance_store.renew(prefix, lock_sha256, context, kept, again)
+    moved = f" but the link counts of {linked} (another environment sharing them was made or removed: no edit, 0 files read)" if linked else ""
+    progress(f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of {kept.get('checked')}{moved} (check --lock --full reads every file)")
     return Conformance(lock_sha256, verdict["platform"], str(prefix), verdict["expected_digest"], report, allowed=dict(allowed), by_path_only=verdict["by_path_only"])
 
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lockgen.adapters import image_source, oci_layout
 from lockgen.api.steps.conformance_steps import conform
@@ -66,8 +66,9 @@ def prove_opened(
     result = conform(loaded, inside, platform, manifests, progress, meter, prefix, allow_foreign)
     problems = [f"image: runs as root (User {opened.user or 'unset'})"] if opened.user in ROOT_USERS else []
     lock = loaded.lock
-    base_count, base_config, base_problems = _base(opened.manifest, opened.typed_config, inside, lock)
-    problems += base_problems
+    account = _base(opened.manifest, opened.typed_config, inside, lock)
+    base_count, base_config = account.layers, account.config
+    problems += account.problems
     if base_count:
         progress(f"files outside {prefix}: the {base_count} layers of the base its manifest pins, {(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)")
     if base_count is not None:
@@ -96,36 +97,47 @@ def _config_problems(lock: Lock, result: Conformance, opened: image_source.Opene
     return config_differences(expected, opened.config)
 
 
-def _base(manifest: ImageManifest, config: ImageConfig, inside: Path, lock: Lock) -> tuple[int | None, dict[str, Any] | None, list[str]]:
-    """(how many of the image's layers are its pinned base's, the base's config as written, problems); no base:
-    (0, None, []). A base the image does not carry the manifest and config of, or one whose layers are not the
+class BaseAccount(NamedTuple):
+    """How an image's files outside its environment are accounted for by its pinned base: how many of its layers
+    are the base's (None: they cannot be told), the base's config as written, and the problems found."""
+
+    layers: int | None
+    config: dict[str, Any] | None
+    problems: list[str]
+
+
+def _base(manifest: ImageManifest, config: ImageConfig, inside: Path, lock: Lock) -> BaseAccount:
+    """How the image's pinned base accounts for its files outside the environment; no base: 0 layers, no config,
+    no problem. A base the image does not carry the manifest and config of, or one whose layers are not the
     image's first ones, gives None and the problem: nothing outside the environment can then be accounted for."""
     pinned = (manifest.annotations or {}).get(BASE_DIGEST_ANNOTATION)
     if pinned is None:
-        return 0, None, []
+        return BaseAccount(0, None, [])
     try:
         data, config_data = (inside / BASE_MANIFEST_INSIDE).read_bytes(), (inside / BASE_CONFIG_INSIDE).read_bytes()
     except OSError:
-        return None, None, [f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"]
+        return BaseAccount(
+            None, None, [f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"]
+        )
     if "sha256:" + hashlib.sha256(data).hexdigest() != pinned:
-        return None, None, [f"image: the base manifest it carries is not base {pinned[:23]}…, which its manifest pins"]
+        return BaseAccount(None, None, [f"image: the base manifest it carries is not base {pinned[:23]}…, which its manifest pins"])
     try:
         written = json.loads(config_data)
         base_manifest, base_config = oci_layout.check_image("the image's base", json.loads(data), written)
     except (LockgenError, ValueError):
-        return None, None, [f"image: the base manifest and config it carries ({BASE_MANIFEST_INSIDE}) are not an image's"]
+        return BaseAccount(None, None, [f"image: the base manifest and config it carries ({BASE_MANIFEST_INSIDE}) are not an image's"])
     count = len(base_manifest.layers)
     if base_manifest.config.digest != "sha256:" + hashlib.sha256(config_data).hexdigest():
-        return None, None, [f"image: the base config it carries is not the one base {pinned[:23]}… names"]
+        return BaseAccount(None, None, [f"image: the base config it carries is not the one base {pinned[:23]}… names"])
     if [layer.digest for layer in base_manifest.layers] != [layer.digest for layer in manifest.layers[:count]] or base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
-        return None, None, [f"image: its first {count} layers are not those of its base {pinned[:23]}…"]
+        return BaseAccount(None, None, [f"image: its first {count} layers are not those of its base {pinned[:23]}…"])
     held_to, base_lock = LockgenMeta(lock).base_lock, (base_config.config.labels or {}).get(LOCK_LABEL)
     problems = (
         [f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base lock {held_to[:16]}… the lock was held to"]
         if held_to and base_lock and base_lock != held_to
         else []
     )
-    return count, written, problems
+    return BaseAccount(count, written, problems)
 
 
 def _stated_environment(sbom: bytes) -> str | None:

@@ -49,6 +49,7 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: M
     from pathlib import Path
 
     from lockgen.adapters import conformance_store
+    from lockgen.adapters.stat_digest import stamps_digest
     from lockgen.api.steps.materialize_steps import found_line, found_unchanged
     from lockgen.core.stack_layout import target_of_lock
     from lockgen.model.names import escaped
@@ -66,8 +67,9 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: M
     read_at = conformance_store.byte_trust(final, "").read
     after = kept_runs.identities(*files)
     verdict, read = before
-    if proven is None or read_at is None or verdict is None or read is None or after != before:
-        return
+    if proven is None or proven[2] != 0 or read_at is None or verdict is None or read is None or after != before:
+        return  # the record stands for a walk exactly the verdict's (no link count moved since: the full path renews those)
     name = made.target or target_of_lock(Path(lock.source))
     found = kept_runs.KeptRun(str(final), kind, name, proven[0], escaped(found_line(final)), escaped(str(final)))
-    kept_runs.keep(lock.sha256, Path(lock.source).name, platform, given, found, proven[1], files, (verdict, read), read_at)
+    walked = proven[1]
+    kept_runs.keep(lock.sha256, Path(lock.source).name, platform, given, found, (walked.digest, stamps_digest(walked.stamps)), files, (verdict, read), read_at)

@@ -125,20 +125,22 @@ def found_line(final: Path) -> str:
     return f"{final} is already materialized (unchanged since it was made)"
 
 
-def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> tuple[str, str] | None:
-    """The environment digest of the lock's environment at `final`, and the digest of its stat walk, when a
-    clean drift check of it kept its verdict with its record naming this lock's bytes and the platform asked
-    for (this host's by default), and the tree's stat walk is the one that check saw (the record is a file of
-    that walk: not read again); None for anything else, which the full path decides (and words, when it is an
-    error)."""
+def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> tuple[str, stat_walk.TreeFingerprint, int] | None:
+    """The environment digest of the lock's environment at `final`, its stat walk, and how many files' ctime moved
+    with their link count only since the verdict (`conformance_store.standing`), when a clean drift check of it
+    kept its verdict with its record naming this lock's bytes and the platform asked for (this host's by
+    default), and the tree's stat walk is the one that check saw (the record is a file of that walk: not read
+    again); None for anything else, which the full path decides (and words, when it is an error)."""
     kept = conformance_store.drift_verdict(final)
     if kept is None:
         return None
-    tree, record = kept
+    record = kept["verdict"]
     if record.get("lock_sha256") != lock_sha256 or record.get("platform") != (platform or home.native_platform()) or not isinstance(record.get("environment_digest"), str):
         return None
     try:
-        walked = stat_walk.tree_fingerprint(final).digest
+        walked = stat_walk.tree_fingerprint(final)
     except OSError:  # gone (its verdict outlives it), or unreadable: the full path says which
         return None
-    return (str(record["environment_digest"]), tree) if walked == tree else None
+    linked = conformance_store.standing(kept, walked)
+    # where link counts moved in a settled tree, the drift check keeps them anew (the full path, reading no file)
+    return (str(record["environment_digest"]), walked, linked) if linked == 0 or (linked and not walked.settled) else None

@@ -9,6 +9,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from lockgen.adapters import uv_resolver
 from lockgen.api.steps.torch_source_steps import TorchSources
@@ -22,10 +23,20 @@ from lockgen.errors import ChannelError, UnsatisfiableError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize
-from lockgen.model.plan import CudaWindow, SolveRequest
+from lockgen.model.plan import CudaWindow, SolvedRequest
 from lockgen.model.spec import StackSpec, Target
 
-Solved = list[tuple[Target, CudaWindow | None, SolveRequest, list[LockedPackage]]]
+
+@dataclass(frozen=True)
+class PypiJob:
+    """One target x platform's PyPI resolution: what it was planned with, and the request uv resolves."""
+
+    target: Target
+    window: CudaWindow | None
+    platform: str
+    plan: PypiPlan
+    inference: Inference | None
+    request: uv_resolver.PypiRequest
 
 
 def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str, inference: Inference | None) -> UnsatisfiableError:
@@ -64,7 +75,7 @@ def _compat_floor(facts: GpuFacts, window: CudaWindow) -> str | None:
 def resolve_pypi(
     facts: GpuFacts,
     spec: StackSpec,
-    solved: Solved,
+    solved: list[SolvedRequest],
     progress: Callable[[str], None],
     held: dict[tuple[str, str], tuple[str, ...]] | None = None,
     stand_ins: dict[tuple[str, str], tuple[tuple[str, str], ...]] | None = None,
@@ -82,7 +93,8 @@ def resolve_pypi(
     extra_indexes = tuple(dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index)))
     sources = TorchSources(facts, spec, progress)
     jobs = []
-    for target, window, request, conda_packages in solved:
+    for solve in solved:
+        target, window, request, conda_packages = solve.target, solve.window, solve.request, solve.packages
         python, held_here = held_by_conda(spec, conda_packages)
         ruled = needs_torch_rules(spec, target, held_here)
         inference = sources.inference(target, request.platform, python) if ruled else None
@@ -96,7 +108,7 @@ def resolve_pypi(
         if pins:
             plan = dataclasses.replace(plan, constraints=plan.constraints + pins, requirements=plan.requirements + (pins if require_held else ()))
         jobs.append(
-            (
+            PypiJob(
                 target,
                 window,
                 request.platform,
@@ -120,9 +132,9 @@ def resolve_pypi(
             )
         )
 
-    def run(job: tuple) -> tuple[list[LockedPackage], float]:
+    def run(job: PypiJob) -> tuple[list[LockedPackage], float]:
         started = time.perf_counter()
-        return uv_resolver.resolve(job[5]), time.perf_counter() - started
+        return uv_resolver.resolve(job.request), time.perf_counter() - started
 
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs)))) as pool:
         futures = [pool.submit(run, job) for job in jobs]
@@ -131,24 +143,24 @@ def resolve_pypi(
             try:
                 outcomes.append(future.result())
             except UnsatisfiableError as exc:
-                raise _explained(exc, facts, spec, job[0], job[1], job[2], job[4]) from None
+                raise _explained(exc, facts, spec, job.target, job.window, job.platform, job.inference) from None
             except ChannelError as exc:
-                if not job[3].routes:
+                if not job.plan.routes:
                     raise
-                variant = job[3].source.variant if job[3].source else "cpu"
+                variant = job.plan.source.variant if job.plan.source else "cpu"
                 raise ChannelError(
                     exc.message,
-                    f"{routes_text(job[3].routes)} is where target `{job[0].name}`'s torch "
+                    f"{routes_text(job.plan.routes)} is where target `{job.target.name}`'s torch "
                     f"comes from: make it reachable or set [pypi-options] torch-indexes.{variant} or "
                     f"torch-mirror to a mirror; {exc.hint}",
                 ) from None
-    return {(job[0].name, job[2]): _judged(facts, spec, job, packages, seconds, progress) for job, (packages, seconds) in zip(jobs, outcomes)}
+    return {(job.target.name, job.platform): _judged(facts, spec, job, packages, seconds, progress) for job, (packages, seconds) in zip(jobs, outcomes)}
 
 
-def _judged(facts: GpuFacts, spec: StackSpec, job: tuple, packages: list[LockedPackage], seconds: float, progress: Callable[[str], None]) -> tuple[PypiPlan, list[LockedPackage]]:
+def _judged(facts: GpuFacts, spec: StackSpec, job: PypiJob, packages: list[LockedPackage], seconds: float, progress: Callable[[str], None]) -> tuple[PypiPlan, list[LockedPackage]]:
     """One resolution judged (its torch against the arch rules, a CPU target's against any CUDA package), told
     to the user with the decision, and without the packages conda holds."""
-    target, window, platform, plan, inference, _ = job
+    target, window, platform, plan, inference = job.target, job.window, job.platform, job.plan, job.inference
     check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages, plan.source.arch_lists if plan.source else ())
     check_cpu_lock(target, platform, packages, plan.routes)
     kept = [p for p in packages if normalize(p.name) not in plan.held]

@@ -22,7 +22,7 @@ from lockgen.model.facts import GpuFacts
 from lockgen.model.inputs import LoadedStack, StackBase
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage, LockMetadata
 from lockgen.model.names import normalize
-from lockgen.model.plan import CandidateBuild, CudaWindow, SolveRequest
+from lockgen.model.plan import CandidateBuild, CudaWindow, SolvedRequest, SolveRequest
 from lockgen.model.results import LockState, TargetResult
 from lockgen.model.spec import StackSpec, Target
 
@@ -151,12 +151,12 @@ def lock_targets(
     plans = []
     for target in selected(context.spec, targets):
         window, requests = context.plan(target)
-        plans.append((target, window, requests))
+        plans.append(PlannedTarget(target, window, requests))
         for request in requests:
             progress(f"resolving {target.name} ({target.arch}) for {request.platform}")
             for note in request.inferred_builds:
                 progress(f"  {note}")
-    bases = {t.name: team_steps.base_lock(context.stack, t) for t, _, _ in plans} if context.spec.extends else {}
+    bases = {p.target.name: team_steps.base_lock(context.stack, p.target) for p in plans} if context.spec.extends else {}
     released: dict[str, set[str]] = {}
     moved: dict[tuple[str, str], dict[str, str]] = {}
     try:
@@ -168,8 +168,8 @@ def lock_targets(
         released = {name: {package for (t, _), changes in moved.items() if t == name for package in changes} for name in bases}
         conda, pypi = _solve(context, plans, updates, current, bases, released, progress)
     planned = []
-    for target, window, requests in plans:
-        packages = [p for t, _, r, found in conda if t is target for p in found]
+    for target, window, requests in ((p.target, p.window, p.requests) for p in plans):
+        packages = [p for solve in conda if solve.target is target for p in solve.packages]
         packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
         plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
         base = (context.spec.extends, bases[target.name].sha256) if target.name in bases and context.spec.extends else None
@@ -196,7 +196,16 @@ def lock_targets(
     return results
 
 
-Plans = list[tuple[Target, "CudaWindow | None", list[SolveRequest]]]
+@dataclass(frozen=True)
+class PlannedTarget:
+    """A selected target with its CUDA window and its solve requests (one per platform)."""
+
+    target: Target
+    window: CudaWindow | None
+    requests: list[SolveRequest]
+
+
+Plans = list[PlannedTarget]
 
 
 def _solve(
@@ -208,13 +217,13 @@ def _solve(
     released: dict[str, set[str]],
     progress: Progress,
     hold_base: bool = True,
-) -> tuple[list, dict]:
+) -> tuple[list[SolvedRequest], dict]:
     """The conda solves of every plan, then the PyPI layer on top: (conda results, PyPI results)."""
     jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]] = []
     pip_pins: dict[tuple[str, str], tuple[str, ...]] = {}
     stand_ins: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
     preferred: dict[tuple[str, str], tuple[LockedPackage, ...]] = {}
-    for target, _, requests in plans:
+    for target, requests in ((p.target, p.requests) for p in plans):
         pinned, held_pip = _pins(context, target, updates, current[target.name].lock) if updates else ({}, {})
         if target.name in bases and hold_base:
             base_holds = team.holds(bases[target.name].lock, released.get(target.name, set()))
@@ -236,7 +245,7 @@ def _solve(
         if failing is None:
             raise
         raise _unsatisfiable(exc, failing, bool(updates)) from None
-    conda = [(target, window, request, next(solved)) for target, window, requests in plans for request in requests]
+    conda = [SolvedRequest(p.target, p.window, request, next(solved)) for p in plans for request in p.requests]
     pypi = {}
     if context.spec.pypi_dependencies:
         from lockgen.api.steps.pypi import resolve_pypi
@@ -256,11 +265,12 @@ def _moved_by_team(
     except UnsatisfiableError:
         raise failed from None
     moved = {}
-    for target, _, request, found in conda:
-        found = found + pypi.get((target.name, request.platform), (None, []))[1]
-        changes = team.moved(bases[target.name].lock, request.platform, found, context.base_is_lock)
+    for solve in conda:
+        name, platform = solve.target.name, solve.request.platform
+        found = solve.packages + pypi.get((name, platform), (None, []))[1]
+        changes = team.moved(bases[name].lock, platform, found, context.base_is_lock)
         if changes:
-            moved[(target.name, request.platform)] = changes
+            moved[(name, platform)] = changes
     if not moved:
         raise failed
     shown = "; ".join(f"{name} on {platform}: {', '.join(list(changes.values())[:4])}" for (name, platform), changes in sorted(moved.items()))
@@ -273,7 +283,7 @@ def _moved_by_team(
     return moved
 
 
-def _pins(context: ResolveContext, target: Target, updates: Sequence[str], lock: Lock) -> tuple[dict[str, list[tuple[str, str, str]]], dict[str, tuple[str, ...]]]:
+def _pins(context: ResolveContext, target: Target, updates: Sequence[str], lock: Lock) -> tuple[team.CondaPins, dict[str, tuple[str, ...]]]:
     """For `--update`: the conda records to hold per platform, and the pip pins (`name==version`)."""
     names = {normalize(p.name) for p in lock.package}
     for update in updates:

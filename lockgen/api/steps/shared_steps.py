@@ -234,15 +234,19 @@ def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], 
 def recorded_drift(prefix: Path, full: bool) -> Drift:
     """A lockgen environment against the manifest it recorded when it was made: missing, extra and modified
     files (content, link target, exec bit or full mode), files and folders no rule accounts for, and modes
-    (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, ctime, inode, mode) moved are re-hashed
+    (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, inode, mode; ctime where the link count is as it was) moved are re-hashed
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything. Both stand only within the stat trust window
     (`conformance_store.byte_trust`): once the last look that read every byte is older, every byte is read again."""
     trust = conformance_store.byte_trust(prefix, "")
     full = full or trust.expired
     tree = stat_walk.tree_fingerprint(prefix)  # before anything is read
-    if not full and conformance_store.drift_kept(prefix, tree.digest):
+    kept = None if full else conformance_store.load_verdict(prefix, "", conformance_store.DRIFT_CONTEXT)
+    linked = conformance_store.standing(kept, tree) if kept is not None else None
+    if linked == 0 or (linked and not tree.settled):
         return Drift([], [], [], [], _shown(trust.read))
+    # else the work: where only link counts moved (another environment sharing the files was made or removed), it
+    # reads no file and keeps them anew in the record's fingerprints, then the verdict of the walk after that
     manifest, stats = env_manifest.read(prefix)
     drift = _drift(prefix, full, manifest, stats)
     read = trust.now if full else trust.read
@@ -252,7 +256,7 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
         if full:  # every byte read, and found as recorded: the record's fingerprints stand again for a window
             conformance_store.every_byte_read(prefix, "", trust.now)
         if tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
-            conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree.digest, tree.paths, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
+            conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
     return replace(drift, read_every_byte=_shown(read))
 
 
@@ -270,16 +274,19 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
     present = {relative for relative in everything if env_manifest.covered(relative)}
     modified = []
     verified: dict[str, list[int]] = {}
+    settled_before = time.time_ns() - stat_walk.RACY_NS
     for relative in sorted(present & recorded.keys()):
         now = env_manifest.fingerprint(infos[relative])
         before = fingerprints.get(relative)
-        if not full and before == now:
+        if not full and env_manifest.unchanged(before, now):
+            if before != now and now[2] < settled_before:  # its ctime moved with its link count: kept anew, unread (not racy)
+                verified[relative] = now
             continue
-        mode_moved = before is not None and before[-1] != now[-1]
+        mode_moved = before is not None and len(before) >= 5 and before[4] != now[4]
         if mode_moved or env_manifest.entry_of(prefix, relative) != recorded[relative]:
             modified.append(relative)
         elif before is not None and before != now:
-            verified[relative] = now  # re-hashed and equal: a hard link's ctime moved (see refresh_fingerprints)
+            verified[relative] = now  # re-hashed and equal: a hard link's ctime moved, its link count as it was
     if verified and not modified:
         env_manifest.refresh_fingerprints(prefix, stats, verified)
     unsafe = unsafe_modes(prefix, {**infos, **folder_infos})
