@@ -67,9 +67,9 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: M
     read_at = conformance_store.byte_trust(final, "").read
     after = kept_runs.identities(*files)
     verdict, read = before
-    if proven is None or proven[2] != 0 or read_at is None or verdict is None or read is None or after != before:
+    if proven is None or proven.links_moved != 0 or read_at is None or verdict is None or read is None or after != before:
         return  # the record stands for a walk exactly the verdict's (no link count moved since: the full path renews those)
     name = made.target or target_of_lock(Path(lock.source))
-    found = kept_runs.KeptRun(str(final), kind, name, proven[0], escaped(found_line(final)), escaped(str(final)))
-    walked = proven[1]
+    found = kept_runs.KeptRun(str(final), kind, name, proven.environment_digest, escaped(found_line(final)), escaped(str(final)))
+    walked = proven.walk
     kept_runs.keep(lock.sha256, Path(lock.source).name, platform, given, found, (walked.digest, stamps_digest(walked.stamps)), files, (verdict, read), read_at)

@@ -117,7 +117,7 @@ def unchanged(final: Path, lock_sha256: str, platform: str | None, progress: Cal
         return None
     file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
     progress(found_line(final))
-    return found[0]
+    return found.environment_digest
 
 
 def found_line(final: Path) -> str:
@@ -125,9 +125,19 @@ def found_line(final: Path) -> str:
     return f"{final} is already materialized (unchanged since it was made)"
 
 
-def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> tuple[str, stat_walk.TreeFingerprint, int] | None:
+@dataclass(frozen=True)
+class Unchanged:
+    """A lock's environment found unchanged by its kept drift verdict: its environment digest, the stat walk of
+    now, and how many files' ctime moved with their link count only since the verdict (`conformance_store.standing`)."""
+
+    environment_digest: str
+    walk: stat_walk.TreeFingerprint
+    links_moved: int
+
+
+def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> Unchanged | None:
     """The environment digest of the lock's environment at `final`, its stat walk, and how many files' ctime moved
-    with their link count only since the verdict (`conformance_store.standing`), when a clean drift check of it
+    with their link count only since the verdict, when a clean drift check of it
     kept its verdict with its record naming this lock's bytes and the platform asked for (this host's by
     default), and the tree's stat walk is the one that check saw (the record is a file of that walk: not read
     again); None for anything else, which the full path decides (and words, when it is an error)."""
@@ -143,4 +153,4 @@ def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> tupl
         return None
     linked = conformance_store.standing(kept, walked)
     # where link counts moved in a settled tree, the drift check keeps them anew (the full path, reading no file)
-    return (str(record["environment_digest"]), walked, linked) if linked == 0 or (linked and not walked.settled) else None
+    return Unchanged(str(record["environment_digest"]), walked, linked) if linked == 0 or (linked and not walked.settled) else None
