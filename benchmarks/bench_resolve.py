@@ -5,7 +5,7 @@ Also times `lockgen --help` against `python -c "import typer"` (start-up cost of
 
     python benchmarks/bench_resolve.py [--runs 9] [--snapshot envs/examples/conda-forge-snapshot] [--smoke]
 
-Prints medians and ratios; the targets (issue 31) are ratio <= 1.5 for resolve and <= 1.3 for `--help`. A raw solve that crashes (rattler has been
+Prints medians of wall and CPU time (the process and its children: the steadier figure on a shared machine) and ratios; the targets (issue 31) are ratio <= 1.5 for resolve and <= 1.3 for `--help`. A raw solve that crashes (rattler has been
 seen to SIGSEGV) is run again and reported (`harness.timed`). `--smoke`: one run of each, not judged.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.harness import add_smoke, median_pair, report, report_crashes, timed  # noqa: E402
+from benchmarks.harness import add_smoke, isolated_env, median, report, report_crashes, timed, wall_and_cpu  # noqa: E402
 
 STACK = REPO / "envs" / "examples" / "pytorch-cuda" / "stack.toml"
 
@@ -67,8 +66,17 @@ def plan_jobs(snapshot: Path) -> list[dict]:
 
 
 def compare(name: str, ours: list[str], baseline: list[str], runs: int, env: dict[str, str], smoke: bool, target: float) -> None:
+    """Wall and CPU medians (the process and its children) of alternating runs, each ratio judged."""
     timed(ours, env, required=True), timed(baseline, env)  # warm the page cache and the import caches
-    report(f"{name} ({runs} runs each, alternating)", *median_pair(runs, lambda: timed(ours, env, required=True), lambda: timed(baseline, env)), target, smoke)
+    mine: list[tuple[float, float] | None] = []
+    base: list[tuple[float, float] | None] = []
+    for _ in range(runs):
+        mine.append(wall_and_cpu(ours, env, required=True))
+        base.append(wall_and_cpu(baseline, env))
+    for index, kind in ((0, "wall"), (1, "CPU")):
+        ours_median = median([m[index] for m in mine if m is not None])
+        base_median = median([b[index] for b in base if b is not None])
+        report(f"{name}, {kind} ({runs} runs each, alternating)", ours_median, base_median, target, smoke)
 
 
 def main() -> int:
@@ -79,8 +87,8 @@ def main() -> int:
     args = parser.parse_args()
     args.runs = 1 if args.smoke else args.runs
     snapshot = args.snapshot.resolve()
-    env = {**os.environ, "NO_COLOR": "1"}
     with tempfile.TemporaryDirectory() as tmp:
+        env = isolated_env(Path(tmp))  # a home and cache of its own: the first (warming) run fills its index cache
         stack_dir = Path(tmp) / "stack"
         shutil.copytree(STACK.parent, stack_dir, ignore=shutil.ignore_patterns("locks"))
         raw = Path(tmp) / "raw_solve.py"

@@ -5,6 +5,8 @@ process and its children, from outside: the steady figure on a shared machine), 
 - `run LOCK -- python -c pass` over `python -c pass`: target <= 50 ms of CPU more (issue 43)
 - `materialize LOCK --prefix DIR` of a prefix it made: target <= 100 ms of CPU
 - the same two with `LOCKGEN_REPARSE=1` (every byte parsed again, through the typer app), for comparison
+- the anchor (issue 43): `uv run --offline python -c pass` in a project `uv init --bare` + `uv sync --offline`
+  make here, over that project's own `python -c pass` (left out when uv is missing or cannot make one offline)
 - `run` over the bare interpreter again with both started by `python -S` (no site-packages start-up files: this
   machine's `.pth` hooks import pathlib, re and more before any program, which a bare `python -c pass` pays
   and lockgen then finds loaded), the figure a machine without such hooks would see
@@ -18,6 +20,8 @@ named by its path, so both sides run the same program.
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +34,24 @@ from lockgen.adapters.stat_walk import RACY_NS
 
 RUN_TARGET_MS = 50
 MATERIALIZE_TARGET_MS = 100
+
+
+def uv_project(root: Path) -> tuple[list[str], list[str], dict[str, str]] | None:
+    """(`uv run ... python -c pass`, the project's own `python -c pass`, their environment) for a synced project
+    of no dependencies made offline under `root` with this interpreter; None where uv cannot make one."""
+    uv = shutil.which("uv")
+    if uv is None:
+        return None
+    project = root / "uv-project"
+    project.mkdir()
+    env = {**isolated_env(root), "UV_CACHE_DIR": str(root / "uv-cache")}
+    for step in (["init", "--bare", "--offline", "--python", sys.executable, "-q", str(project)], ["sync", "--offline", "--python", sys.executable, "-q", "--project", str(project)]):
+        if subprocess.run([uv, *step], env=env, capture_output=True).returncode != 0:
+            return None
+    run = [uv, "run", "--offline", "--project", str(project), "python", "-c", "pass"]
+    if subprocess.run(run, env=env, capture_output=True).returncode != 0:  # also its first run, untimed
+        return None
+    return run, [str(project / ".venv" / "bin" / "python"), "-c", "pass"], env
 
 
 def main() -> int:
@@ -60,7 +82,13 @@ def main() -> int:
             cpu_timed(run, env)
             cpu_timed(materialize, env)
         samples: dict[str, list[float]] = {"bare": [], "run": [], "materialize": [], "run, reparsed": [], "materialize, reparsed": [], "bare -S": [], "run -S": []}
+        anchor = uv_project(root)
+        if anchor is not None:
+            samples.update({"uv run": [], "uv's python": []})
         for _ in range(args.runs):  # alternating, so a burst of other work touches every figure alike
+            if anchor is not None:
+                samples["uv run"].append(cpu_timed(anchor[0], anchor[2])[1])
+                samples["uv's python"].append(cpu_timed(anchor[1], anchor[2])[1])
             samples["bare"].append(cpu_timed(bare)[1])
             samples["run"].append(cpu_timed(run, env)[1])
             samples["materialize"].append(cpu_timed(materialize, env)[1])
@@ -74,6 +102,11 @@ def main() -> int:
             over = cpu[name] - cpu[bare_name]
             verdict = "smoke size, not judged" if args.smoke else f"target <= {limit} ms over: {'within' if over <= limit else 'OVER'}"
             print(f"{name} -- python -c pass: {over:.0f} ms of CPU over the bare interpreter, ratio {cpu[name] / cpu[bare_name]:.2f} ({verdict})")
+        if anchor is not None:
+            uv_over = cpu["uv run"] - cpu["uv's python"]
+            print(
+                f"the anchor, uv run -- python -c pass: {uv_over:.0f} ms of CPU over its project's python (lockgen run: {cpu['run'] - cpu['bare']:.0f} ms, started by python -S {cpu['run -S'] - cpu['bare -S']:.0f} ms)"
+            )
         for name in ("materialize", "materialize, reparsed"):
             verdict = "smoke size, not judged" if args.smoke else f"target <= {MATERIALIZE_TARGET_MS} ms: {'within' if cpu[name] <= MATERIALIZE_TARGET_MS else 'OVER'}"
             print(f"repeated {name}: {cpu[name]:.0f} ms of CPU, {cpu[name] - cpu['bare']:.0f} ms over the bare interpreter ({verdict})")

@@ -66,13 +66,20 @@ def timed(command: Sequence[str] | str, env: Mapping[str, str] | None = None, sh
 def cpu_timed(command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the process and its children) of one run of lockgen's own command: on a
     machine shared with other work the CPU time is the steadier figure (wall time waits for the cores)."""
+    measured = wall_and_cpu(command, env, required=True)
+    assert measured is not None
+    return measured
+
+
+def wall_and_cpu(command: Sequence[str], env: Mapping[str, str] | None = None, required: bool = False) -> tuple[float, float] | None:
+    """(wall seconds, CPU seconds of the process and its children, every attempt's) of one successful run, as
+    `timed` runs it (a baseline's failed runs retried); None when every attempt failed."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall = timed(command, env, required=True)
+    wall = timed(command, env, required=required)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    assert wall is not None
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return None if wall is None else (wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
 
 
 def median(values: Sequence[float | None]) -> float | None:

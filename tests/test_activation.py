@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import PurePosixPath
 
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockgen.core.activation import Changes, activated, changes, exports, prompt_name, sourced
+from lockgen.core.activation_vars import bin_folder
 
 PREFIX = PurePosixPath("/store/envs/abc-cpu-linux-64")
 
@@ -64,3 +66,15 @@ def test_exports_evaluated_by_real_shells_give_back_every_value(values: dict[str
         done = subprocess.run(args, capture_output=True, text=True, env=calling)
         assert done.returncode == 0, (shell, done.stderr)
         assert json.loads(done.stdout) == values, shell
+
+
+@given(st.text(alphabet="/.ab\\x", max_size=12))
+def test_a_bin_folder_is_named_as_pathlib_names_it(folder: str) -> None:
+    """`activation_vars.bin_folder` (no pathlib: the kept `run`'s path) names what `PurePosixPath(f) / "bin"` names."""
+    assert bin_folder(folder) == str(PurePosixPath(folder) / "bin")
+
+
+@given(st.text(max_size=80))
+def test_a_prompt_name_keeps_letters_digits_dots_dashes_and_underscores(name: str) -> None:
+    """The prompt name without `re` (the kept `run`'s path) is the rule it was: `[^A-Za-z0-9._-]` becomes `_`."""
+    assert prompt_name(name) == (re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "env")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -22,9 +23,10 @@ from hypothesis import strategies as st
 from lockgen.adapters import kept_inputs
 from lockgen.adapters.stat_walk import RACY_NS
 from lockgen.api import resolve as api
-from lockgen.cli.fast_path import _read
+from lockgen.cli.fast_path import _read, _suffix
 from tests.channel_factory import Pkg, build_channel
 
+REPO = Path(__file__).resolve().parent.parent
 SLOW_ONLY = ("typer", "pydantic", "yaml", "rich", "lockgen.cli.app", "lockgen.model.lock", "lockgen.adapters.lockfile_yaml")
 
 
@@ -40,14 +42,18 @@ def lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return stack.parent / "locks" / "cpu.conda-lock.yml"
 
 
-def _lockgen(*args: str, home: Path, reparse: bool = False, importtime: bool = False) -> tuple[int, str, str, str]:
+def _lockgen(*args: str, home: Path, reparse: bool = False, importtime: bool = False, no_site: bool = False, env_extra: dict[str, str] | None = None) -> tuple[int, str, str, str]:
     """A lockgen command's exit code, stdout, stderr and (with `importtime`) the modules lockgen's own process
-    imported; `reparse`: with LOCKGEN_REPARSE=1, the typer app's answer."""
-    env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home), "HOME": str(home.parent)}
+    imported; `reparse`: with LOCKGEN_REPARSE=1, the typer app's answer; `no_site`: started by `python -S` (no
+    site-packages, so nothing beyond the standard library can load, and no start-up hook imports anything)."""
+    env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home), "HOME": str(home.parent), **(env_extra or {})}
     env.pop("LOCKGEN_REPARSE", None)
     if reparse:
         env["LOCKGEN_REPARSE"] = "1"
-    done = subprocess.run([sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "lockgen", *args], capture_output=True, text=True, env=env)
+    if no_site:
+        env["PYTHONPATH"] = str(REPO)
+    flags = [*(["-X", "importtime"] if importtime else []), *(["-S"] if no_site else [])]
+    done = subprocess.run([sys.executable, *flags, "-m", "lockgen", *args], capture_output=True, text=True, env=env)
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     said = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
     return done.returncode, done.stdout, said, " ".join(imported)
@@ -76,6 +82,112 @@ def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Pat
     slow = _lockgen(*command, home=home, reparse=True, importtime=True)
     assert slow[:3] == (code, out, err)
     assert "typer" in slow[3].split() and "pydantic" in slow[3].split()  # the probe sees them where they load
+
+
+KEPT_RUN_NEVER = ("pathlib", "typing", "re", "json", "dataclasses", "tempfile", "subprocess", "lockgen.api.run", "lockgen.adapters.conformance_store", "lockgen.adapters.kept_inputs")
+
+
+@pytest.mark.slow
+def test_a_repeated_run_is_answered_by_its_kept_record_with_the_standard_library_alone(lock: Path, tmp_path: Path) -> None:
+    """The second `run` of a made environment keeps its record; the third is answered by it (`kept_runs`), with
+    no pathlib, typing, re, json or dataclasses and none of the full fast path's modules, exactly as the typer app
+    answers, a nonzero exit code and the environment's variables included."""
+    home = tmp_path / "home"
+    _made(lock, home)
+    command = ["run", str(lock), "--", "sh", "-c", 'echo "$CONDA_PREFIX $CONDA_SHLVL $LOCKGEN_ENV_NAME"; tool; exit 7']
+    second = _lockgen(*command, home=home, importtime=True)
+    assert second[0] == 7 and "lockgen.api.run" in second[3].split()  # the full fast path, which keeps the record
+    (record,) = (home / "kept").rglob("run/*")
+    third = _lockgen(*command, home=home, importtime=True, no_site=True)
+    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.adapters.kept_runs" in third[3].split(), third[3]
+    assert third[:3] == second[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+    assert third[1].startswith(f"{second[2].split(' is already')[0]} 1 cpu\n") and third[1].endswith("tool\n")
+    assert (home / "kept").rglob("run/*").__next__() == record
+
+
+@pytest.mark.slow
+def test_a_repeated_materialize_is_answered_by_the_same_record(lock: Path, tmp_path: Path) -> None:
+    """A repeated `materialize` keeps the record too, and the next one (or a `run` of the same lock and options)
+    stands on it with the standard library alone, printing what the typer app prints; `--json` goes the full
+    fast path (it names the lock as pathlib does)."""
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    command = ["materialize", str(lock), "--prefix", str(prefix)]
+    second = _lockgen(*command, home=home, importtime=True)
+    assert second[0] == 0 and "lockgen.api.materialize" in second[3].split()
+    third = _lockgen(*command, home=home, importtime=True, no_site=True)
+    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.api.materialize" not in third[3].split(), third[3]
+    assert third[:3] == second[:3] == _lockgen(*command, home=home, reparse=True)[:3]
+    assert third[1] == f"{prefix}\n" and "environment digest sha256:" in third[2]
+    run = _lockgen("run", str(lock), "--prefix", str(prefix), "--", "true", home=home, importtime=True, no_site=True)
+    assert run[0] == 0 and "lockgen.api.run" not in run[3].split()
+    as_json = _lockgen(*command, "--json", home=home, importtime=True)
+    assert as_json[:3] == _lockgen(*command, "--json", home=home, reparse=True)[:3] and "json" in as_json[3].split()
+
+
+@pytest.mark.slow
+def test_a_fresh_stack_with_its_target_is_answered_before_typer_and_a_stale_one_as_before(lock: Path, tmp_path: Path) -> None:
+    """`run STACK --target T` (issue 43: stacks kept): the first run checks the stack's freshness through the
+    typer app and keeps that verdict by the stack's and the lock's bytes; the next is answered by the fast path,
+    as the typer app answers, for every freshness mode. A stack changed since (stale) goes the typer way again:
+    refused under --locked exactly as before."""
+    home = tmp_path / "home"
+    stack = tmp_path / "stack"
+    shutil.copytree(lock.parent.parent, stack)
+    stack_file = stack / "stack.toml"
+    _made(stack / "locks" / lock.name, home)
+    command = ["run", str(stack_file), "--target", "cpu", "--", "sh", "-c", 'echo "$LOCKGEN_ENV_NAME"; tool; exit 4']
+    first = _lockgen(*command, home=home, importtime=True)
+    assert first[0] == 4 and "typer" in first[3].split()
+    for mode in ([], ["--locked"], ["--frozen"]):
+        line = [*command[:4], *mode, *command[4:]]
+        fast = _lockgen(*line, home=home, importtime=True)
+        assert [name for name in SLOW_ONLY if name in fast[3].split()] == [], (mode, fast)
+        assert fast[:3] == first[:3] == _lockgen(*line, home=home, reparse=True)[:3]
+    folder = _lockgen("run", str(stack), "-t", "cpu", "--", "true", home=home, importtime=True)  # the stack's folder
+    assert folder[0] == 0 and "typer" not in folder[3].split()
+    stack_file.write_text(stack_file.read_text().replace('tool = "*"', 'tool = ">=1"'))  # a request changed: stale
+    stale = ["run", str(stack_file), "--target", "cpu", "--locked", "--", "true"]
+    refused = _lockgen(*stale, home=home, importtime=True)
+    assert refused[0] == 1 and "is stale" in refused[2] and "typer" in refused[3].split()
+    assert refused[:3] == _lockgen(*stale, home=home, reparse=True)[:3]
+
+
+@pytest.mark.slow
+def test_a_kept_run_record_stands_only_while_its_whole_proof_does(lock: Path, tmp_path: Path) -> None:
+    """Each part of the proof the record stands for, taken away, sends `run` the full way (which answers as the
+    typer app): the drift verdict dropped, the stat trust window over, the record damaged, the lock's bytes
+    changed, and the environment changed (refused, as before)."""
+    home, prefix = tmp_path / "home", tmp_path / "env"
+    _made(lock, home, prefix)
+    command = ["run", str(lock), "--prefix", str(prefix), "--", "sh", "-c", "tool"]
+
+    def kept_answer(**extra: str) -> bool:
+        answer = _lockgen(*command, home=home, importtime=True, env_extra=extra)
+        assert answer[:3] == _lockgen(*command, home=home, reparse=True, env_extra=extra)[:3]
+        return "lockgen.api.run" not in answer[3].split()
+
+    assert not kept_answer() and kept_answer()  # kept by the first, answered by it from the second on
+    assert not kept_answer(LOCKGEN_STAT_TRUST_S="0")  # the window over: every byte read again, the full way
+    (record,) = (home / "kept").rglob("run/*")
+    record.write_bytes(b"\x00not a record")
+    assert not kept_answer() and kept_answer()  # damaged: the full way, which keeps it again
+    for verdict in (home / "conformance").glob("*.verdict.json"):
+        verdict.unlink()
+    assert not kept_answer()  # no verdict: the full path checks the tree again (and keeps a new verdict, then record)
+    edited = tmp_path / "copy" / lock.name
+    edited.parent.mkdir()
+    edited.write_bytes(lock.read_bytes() + b"\n")  # other bytes: no record of them
+    moved = ["run", str(edited), "--prefix", str(prefix), "--", "true"]
+    assert "lockgen.api.run" in _lockgen(*moved, home=home, importtime=True)[3].split()
+    time.sleep(RACY_NS / 1e9 + 0.1)
+    _lockgen(*command, home=home)
+    assert kept_answer()
+    with (prefix / "lib" / "lib.txt").open("a") as changed:
+        changed.write("changed\n")
+    refused = _lockgen(*command, home=home)
+    assert refused[0] == 1 and "changed since it was made (1 modified" in refused[2]
+    assert refused[:3] == _lockgen(*command, home=home, reparse=True)[:3]
 
 
 def _timeless(answer: tuple) -> tuple:
@@ -170,7 +282,7 @@ def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, mo
     kept_inputs.keep("lock", "c" * 64, lambda: {"target": "cpu", "platforms": []}, bool)  # nothing kept, no error
 
 
-WORDS = st.sampled_from(["a.yml", "b.yml", "stack.toml", "--prefix", "--platform", "-p", "--shell", "--json", "-v", "--help", "--target", "", "-", "x"])
+WORDS = st.sampled_from(["a.yml", "b.yml", "stack.toml", "--prefix", "--platform", "-p", "--shell", "--json", "-v", "--help", "--target", "-t", "--locked", "--frozen", "", "-", "x"])
 
 
 @given(command=st.sampled_from(["run", "shell", "activate", "materialize"]), words=st.lists(WORDS, max_size=7))
@@ -180,16 +292,18 @@ def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[s
     if read is None:
         return
     lock, options = read
-    known = {"--prefix", "--platform", "-p"} | ({"--shell"} if command == "activate" else set()) | ({"--json"} if command == "materialize" else set())
+    stack_options = {"--target", "-t", "--locked", "--frozen"} if command != "materialize" else set()
+    known = {"--prefix", "--platform", "-p"} | ({"--shell"} if command == "activate" else set()) | ({"--json"} if command == "materialize" else set()) | stack_options
     rest = list(words)
     for flag in [w for w in words if w in known]:
-        if flag == "--json":
+        if flag in ("--json", "--locked", "--frozen"):
             rest.remove(flag)
             continue
         at = rest.index(flag)
         assert rest[at + 1] and not rest[at + 1].startswith("-")
         del rest[at : at + 2]
-    assert rest == [str(lock)] and lock.suffix != ".toml"
+    assert rest == [lock] and (Path(lock).suffix == ".toml") == ("target" in options)  # a stack only with its --target
+    assert not ("locked" in options and "frozen" in options)
     assert len(options) == len([w for w in words if w in known])
 
 
@@ -197,7 +311,7 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_p
     from lockgen.api import run as use_case
     from lockgen.cli import fast_path
 
-    def broken(*_: object) -> None:
+    def broken(*_: object, **__: object) -> None:
         raise RuntimeError("a bug on the fast path")
 
     monkeypatch.setattr(use_case, "kept_activation", broken)
@@ -206,10 +320,16 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_p
     assert fast_path.answered(["run", str(lock), "--", "true"]) is None
     assert capsys.readouterr() == ("", "")
 
-    def said_then_broken(_: object, progress: Callable[[str], None]) -> None:
+    def said_then_broken(_: object, progress: Callable[[str], None], **__: object) -> None:
         progress("found")
         raise RuntimeError("a bug after the environment was found")
 
     monkeypatch.setattr(use_case, "kept_activation", said_then_broken)
     assert fast_path.answered(["run", str(lock), "--", "true"]) == 3
     assert capsys.readouterr().err == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and report the traceback\n"
+
+
+@given(st.text(alphabet="/.ab", max_size=10))
+def test_a_word_s_suffix_is_read_as_pathlib_reads_it(word: str) -> None:
+    """`fast_path._suffix` (no pathlib: the kept `run`'s path) tells a stack's `.toml` as `Path.suffix` does."""
+    assert _suffix(word) == Path(word).suffix

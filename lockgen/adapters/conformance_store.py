@@ -43,14 +43,15 @@ from lockgen import __version__
 from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
+from lockgen.adapters.stat_digest import DEFAULT_TRUST_S, TRUST_ENV, trust_window_s
 from lockgen.adapters.stat_walk import TreeFingerprint, links_moved
 from lockgen.core import nesting
 from lockgen.core.stat_rules import ctime_stands
 from lockgen.errors import UserError
 
+__all__ = ["DEFAULT_TRUST_S", "TRUST_ENV", "trust_window_s"]  # the stat trust window's, read here too
+
 VERDICT_LAYOUT = 2  # 1 kept every file's ctime in the walk's digest: removing an environment sharing its files threw it away
-TRUST_ENV = "LOCKGEN_STAT_TRUST_S"
-DEFAULT_TRUST_S = 86400.0  # a day
 Proofs = dict[str, list]  # prefix-relative path -> [device, inode, size, mtime_ns, ctime_ns, sha256, link count]
 
 
@@ -182,21 +183,6 @@ def drop_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> None:
         return
 
 
-def trust_window_s() -> float:
-    """How many seconds after a check read every byte its kept fingerprints and verdict may stand for reading
-    (`LOCKGEN_STAT_TRUST_S`, default a day; 0: every check reads every byte)."""
-    text = os.environ.get(TRUST_ENV, "").strip()
-    if not text:
-        return DEFAULT_TRUST_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < math.inf:
-        raise UserError(f"{TRUST_ENV}={text[:40]!r} is not a number of seconds", f"set it to 0 or more seconds (0: every check reads every byte), or unset it for a day ({DEFAULT_TRUST_S:.0f})")
-    return value
-
-
 @dataclass(frozen=True)
 class ByteTrust:
     """When a check last read every byte of an environment (epoch seconds, None: never, or not known here), the
@@ -205,6 +191,11 @@ class ByteTrust:
     read: float | None
     now: float
     expired: bool
+
+
+def drift_records(prefix: Path) -> tuple[Path, Path]:
+    """The files the drift check of this lockgen environment keeps: its verdict, and when it last read every byte."""
+    return _verdict_record(prefix, "", DRIFT_CONTEXT), _read_record(prefix, "")
 
 
 def _read_record(prefix: Path, lock_sha256: str) -> Path:

@@ -11,21 +11,23 @@ which run the user's own start-up files, then the activation again, then mark th
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
-from collections.abc import Mapping
-from pathlib import Path
-from typing import NoReturn
 
-from lockgen.core.activation import Kind, Shell
-from lockgen.model.names import shown
 from lockgen.errors import CommandError
 
-ACTIVATE_D = Path("etc") / "conda" / "activate.d"
+TYPE_CHECKING = False  # typing, pathlib, json: not imported on the kept `run`'s path, which ends in `exec_command`
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import NoReturn
+
+    from lockgen.core.activation import Kind, Shell
+
+ACTIVATE_D = "etc/conda/activate.d"
 _SOURCE = 'for f in "$1"/etc/conda/activate.d/*.sh; do if [ -f "$f" ]; then . "$f" >&2; fi; done; exec "$2" -I -S -c "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"'
-SHELL_DATA = Path(__file__).resolve().parent.parent / "data" / "shell"
+SHELL_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "shell")
 _FISH_INIT = (
     "eval $LOCKGEN_ACTIVATE; set -e LOCKGEN_ACTIVATE; "
     "functions -q fish_prompt; and functions -c fish_prompt _lockgen_prompt; "
@@ -43,6 +45,8 @@ def activate_scripts(prefix: Path) -> list[Path]:
 def sourced_environment(prefix: Path, environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
     """The variables bash has after sourcing the environment's activate.d scripts with `environment` set, and
     what the scripts printed (for stderr: stdout is the command's, or `activate`'s exports)."""
+    import json
+
     from lockgen.adapters.tool_runner import find_tool, run_tool  # subprocess: only for an environment with scripts
 
     bash = find_tool("bash", "install bash: a conda environment's activate.d scripts are bash")
@@ -67,6 +71,8 @@ def exec_command(argv: list[str], environment: Mapping[str, str]) -> NoReturn:
     except OSError as exc:
         raise CommandError(f"`{argv[0]}` cannot be run: {exc.strerror or exc}", "pass a program this machine can run (a file with its x bit, for this machine's architecture)", 126) from None
     except ValueError:  # an empty name, or a NUL in an argument: no program has one
+        from lockgen.model.names import shown
+
         raise CommandError(f"`{shown(argv[0], 60)}` cannot name a program (empty, or with a NUL byte in the command)", "name a program after --", 127) from None
 
 
@@ -75,11 +81,11 @@ def exec_shell(shell: str, kind: Shell | None, environment: Mapping[str, str], m
     env = dict(environment)
     argv = [shell]
     if kind == "bash":
-        argv += ["--rcfile", str(SHELL_DATA / "bashrc")]
+        argv += ["--rcfile", os.path.join(SHELL_DATA, "bashrc")]
     elif kind == "zsh":
         if "ZDOTDIR" in env:
             env["LOCKGEN_USER_ZDOTDIR"] = env["ZDOTDIR"]
-        env["ZDOTDIR"] = str(SHELL_DATA / "zsh")
+        env["ZDOTDIR"] = os.path.join(SHELL_DATA, "zsh")
     elif kind == "fish":
         argv += ["-C", _FISH_INIT]
     else:  # a POSIX sh reads its prompt from the environment

@@ -7,16 +7,27 @@ The stack model (pydantic, 0.1 s to import) is imported only to name the platfor
 from __future__ import annotations
 
 import os
-import platform as host_platform
-from pathlib import Path
+
+TYPE_CHECKING = False  # pathlib, platform: imported where a Path is made (not on the kept `run`'s path)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def home_folder() -> str:
+    """lockgen's home as a string, for a caller that imports no pathlib: `$LOCKGEN_HOME`, else `~/.lockgen`."""
+    return os.environ.get("LOCKGEN_HOME") or os.path.join(os.path.expanduser("~"), ".lockgen")
 
 
 def lockgen_home() -> Path:
-    return Path(os.environ.get("LOCKGEN_HOME") or Path.home() / ".lockgen")
+    from pathlib import Path
+
+    return Path(home_folder())
 
 
 def cache_dir() -> Path:
     """Where lockgen keeps downloaded indexes: `$LOCKGEN_CACHE_DIR`, else `~/.cache/lockgen`."""
+    from pathlib import Path
+
     return Path(os.environ.get("LOCKGEN_CACHE_DIR") or Path.home() / ".cache" / "lockgen")
 
 
@@ -27,6 +38,8 @@ def store_envs() -> Path:
 
 def machine() -> str:
     """This host's `uname -m`."""
+    import platform as host_platform
+
     return host_platform.machine()
 
 
@@ -39,4 +52,6 @@ def native_platform(default: str = "") -> str:
 
 def system_and_machine() -> str:
     """This host's OS and machine as certificates name them (`linux-x86_64`)."""
+    import platform as host_platform
+
     return f"{host_platform.system().lower()}-{machine()}"

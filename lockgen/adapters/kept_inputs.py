@@ -1,4 +1,5 @@
-"""Inputs checked once per bytes: the value pydantic accepted for a lock's or a stack's exact bytes, kept under
+"""Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
+its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`), kept under
 `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
 command given the same bytes can load what was checked without pydantic or the models (the fast path,
 `lockgen.cli.fast_path`), as git keeps its index and uv its resolutions.
@@ -12,32 +13,28 @@ still works. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, makes every co
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lockgen import __version__
-from lockgen.adapters.home import lockgen_home
+from lockgen.adapters.kept_runs import REPARSE, kept_folder, trusted
 from lockgen.errors import LockgenError
+
+__all__ = ["REPARSE", "KeptLock", "keep", "keep_fresh", "keep_lock", "kept", "kept_fresh", "kept_lock", "trusted"]
 
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
 SCHEMA = 1  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
 Kind = Literal["lock", "stack"]
-REPARSE = "LOCKGEN_REPARSE"
 
 
 def _path(kind: Kind, sha256: str) -> Path:
-    return lockgen_home() / "kept" / f"{__version__}-{SCHEMA}" / kind / f"{sha256}.json"
-
-
-def trusted() -> bool:
-    """Whether kept values may be used (not when `$LOCKGEN_REPARSE` is set to anything but 0 or empty)."""
-    return os.environ.get(REPARSE, "") in ("", "0")
+    return Path(kept_folder(kind, SCHEMA)) / f"{sha256}.json"
 
 
 def keep(kind: Kind, sha256: str, value: Callable[[], dict[str, Any]], readable: Callable[[dict[str, Any]], object]) -> None:
@@ -105,3 +102,28 @@ def _lock_facts(value: dict[str, Any]) -> KeptLock | None:
     if not isinstance(target, str) or not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms):
         return None
     return KeptLock(target, tuple(platforms))
+
+
+def keep_fresh(stack_key: str, target: str, lock_sha256: str, parents: list[tuple[str, str]]) -> None:
+    """Keeps that the lock whose bytes' sha256 is `lock_sha256` was found fresh for `target` of the stack
+    `stack_key` names (the sha256 of its file name and bytes), by what the stack states (`run`'s freshness
+    check, issue 44), with the other files that check read (`parents`: a base lock's absolute path and the
+    sha256 of the bytes read), so a later `run` of the same bytes need not parse the stack to know it."""
+    keep("stack", _fresh_key(stack_key, target, lock_sha256), lambda: {"parents": [list(parent) for parent in parents]}, _parents)
+
+
+def kept_fresh(stack_key: str, target: str, lock_sha256: str) -> list[tuple[str, str]] | None:
+    """The parents (path, sha256) of a kept fresh verdict for exactly these bytes and target; None when none is kept."""
+    value = kept("stack", _fresh_key(stack_key, target, lock_sha256))
+    return None if value is None else _parents(value)
+
+
+def _fresh_key(stack_key: str, target: str, lock_sha256: str) -> str:
+    return hashlib.sha256(f"{stack_key}\0{target}\0{lock_sha256}".encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
+    parents = value.get("parents")
+    if not isinstance(parents, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(part, str) for part in p) for p in parents):
+        return None
+    return [(p[0], p[1]) for p in parents]

@@ -5,18 +5,18 @@ it, as one `LoadedStack`. Each file's TOML is read once (a `StackDocument`), for
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lockgen.adapters import user_files
-from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
-from lockgen.core.lock_builder import LockgenMeta, local_of
-from lockgen.core.spec_parse import extends_of, parse_stack_text, stack_document
-from lockgen.core.stack_layout import located_base
 from lockgen.errors import LockgenError, SpecError
-from lockgen.model.inputs import LoadedStack, StackBase
-from lockgen.model.lock import LoadedLock
-from lockgen.model.spec import LockBase
+
+if TYPE_CHECKING:  # the parser and the models: imported by `read_stack`, not by a caller that only hashes the text
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from lockgen.model.inputs import LoadedStack, StackBase
+    from lockgen.model.lock import LoadedLock
+    from lockgen.model.spec import LockBase
 
 
 def read_stack_text(path: Path) -> str:
@@ -34,6 +34,10 @@ def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None
     naming file and line. `fetch_image_base`: for a base that is an image, the bytes of the lock it carries
     (resolve fetches them and keeps them beside the team's locks); without it, the kept copy is read. `text`:
     the stack's text already read (an edit about to be written), parsed instead of the file's."""
+    from lockgen.core.spec_parse import extends_of, parse_stack_text, stack_document
+    from lockgen.core.stack_layout import located_base
+    from lockgen.model.inputs import LoadedStack
+
     text = read_stack_text(path) if text is None else text
     document = stack_document(text, str(path))
     extends = extends_of(document)
@@ -52,6 +56,8 @@ def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None
 
 def _base_lock(base: StackBase, source: str, carried: bytes | None) -> LoadedLock:
     """The lock a team stack's base is (or its image carries: `carried`, its bytes when just fetched), read once."""
+    from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
+
     if carried is None and not base.path.is_file():
         raise SpecError(
             f"the base lock {base.path} does not exist",
@@ -69,6 +75,8 @@ def _base_lock(base: StackBase, source: str, carried: bytes | None) -> LoadedLoc
 def lock_base(loaded: LoadedLock, source: str) -> LockBase:
     """What a team stack takes from the lock it extends (its target, platforms, Python, recorded hardware)."""
     from lockgen.core.expected_env import lock_python  # a stack on a lock's only
+    from lockgen.core.lock_builder import LockgenMeta, local_of
+    from lockgen.model.spec import LockBase
 
     lock = loaded.lock
     target = LockgenMeta(lock).target

@@ -14,21 +14,19 @@ size and mtime put back, a chmod back, new file capabilities) is a changed tree,
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
-import stat
-import time
-from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from lockgen.adapters.stat_digest import FRONTIER, RACY_NS, digest_of, folder_record, settled_since, subtree_records, top_of_tree
 from lockgen.core.stat_rules import ctime_stands
 
-RACY_NS = 1_000_000_000  # a whole second: the coarsest stamps of the file systems lockgen trusts fingerprints on
-FRONTIER = 64  # the top of a walk is looked at a level at a time until this many folders wait to be shared
+if TYPE_CHECKING:
+    from lockgen.adapters.stat_digest import Keep
+
+__all__ = ["FRONTIER", "RACY_NS", "Lstat", "StatFields", "TreeFingerprint", "links_moved", "tree_fingerprint"]
 BIG_FOLDER = 10  # a waiting folder linked this often (8 folders in it) is opened before the sharing
 MOST_SHARES = 1024  # the frontier is handed out in at most this many shares: `parallel.MOST_SHARES`, one write to the pipe
 
@@ -121,77 +119,46 @@ def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
     and forked children, one per other core (the stat calls are most of a repeated check, and a tenth of a first
     one on 16 cores), who send back their part of the walk too when it is kept. Where no child can be forked,
     it is all walked here: the same digest, the same walk."""
-    since = time.time_ns() - RACY_NS
+    since = settled_since()
     walked: dict[str, Lstat] | None = {} if keep_walk else None
-    folders: list[str] = []  # a record per folder looked at: its path, own digest, entries, settled
-    frontier = [(str(prefix), "", 0, 0)]
-    while frontier and len(frontier) < FRONTIER:  # the top, a level at a time
-        level, frontier = frontier, []
-        for path, base, _, _ in level:
-            folders.append(_folder(path, base, since, frontier, walked))
+    keep = _keeper(walked)
+    folders, frontier = top_of_tree(str(prefix), since, keep, FRONTIER)  # the top, a level at a time
     while frontier and len(frontier) < MOST_SHARES // 2:  # a folder holding many folders is opened: shares even out
         biggest = max(range(len(frontier)), key=lambda index: frontier[index][2])
         if frontier[biggest][2] < BIG_FOLDER:
             break
         path, base, _, _ = frontier.pop(biggest)
-        folders.append(_folder(path, base, since, frontier, walked))
+        folders.append(folder_record(path, base, since, frontier, keep))
     frontier.sort(key=lambda waiting: -waiting[3])  # most entries first (a folder's size grows with them): the last shares are small
     theirs, done = _shared(frontier, since, walked)
     folders.append(theirs)
     for index, (path, base, _, _) in enumerate(frontier):
         if index not in done:  # not forked, a child that failed: walked here, where an error is met as before
-            folders.append(_subtree(path, base, since, walked))
-    records = sorted(record.split("\0") for record in "".join(folders).split("\0\n") if record)
-    text = "".join(f"{base}\0{digest} {count}\n" for base, digest, count, _, _ in records)
-    paths = sum(int(count) for _, _, count, _, _ in records)
-    settled = all(calm == "1" for _, _, _, calm, _ in records)
-    stamps = {base: stamped for base, _, _, _, stamped in records}
-    return TreeFingerprint(hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), paths, settled, stamps, walked)
+            folders.append(subtree_records(path, base, since, keep))
+    digest, paths, settled, stamps = digest_of(folders)
+    return TreeFingerprint(digest, paths, settled, stamps, walked)
 
 
-def _folder(path: str, base: str, since: int, folders: list[tuple[str, str, int, int]], walked: dict[str, Lstat] | None) -> str:
-    """One folder's record (`base`, the digest of its entries' lines, how many, whether none but folders changed
-    since `since`, the link count and ctime of its files and links: "-" for none), each field ended by a NUL, the
-    record by a newline; its subfolders appended to `folders` (path, relative path with a slash, its link count:
-    how many folders it holds, its size: about how many entries)."""
-    settled = True
-    lines: list[str] = []
-    stamps: list[str] = []
-    add, stamp = lines.append, stamps.append
-    with os.scandir(path) as entries:
-        for entry in entries:
-            info = entry.stat(follow_symlinks=False)
-            mode = info.st_mode
-            relative = base + entry.name
-            if stat.S_ISDIR(mode):
-                folders.append((entry.path, f"{relative}/", info.st_nlink, info.st_size))
-                add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}\n")
-                continue
-            if walked is not None:
-                walked[relative] = Lstat(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, mode, info.st_nlink)
-            if info.st_ctime_ns >= since:
-                settled = False
-            leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
-            add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {mode}{leads}\n")
-            stamp(f"{info.st_nlink} {info.st_ctime_ns}")
-    digest = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
-    return f"{base}\0{digest}\0{len(lines)}\0{int(settled)}\0{' '.join(stamps) or '-'}\0\n"
+def _keeper(walked: dict[str, Lstat] | None) -> Keep | None:
+    """What puts a walked path's lstat fields in `walked` (None when the walk is not kept)."""
+    if walked is None:
+        return None
 
+    def keep(relative: str, info: os.stat_result) -> None:
+        walked[relative] = Lstat(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_nlink)
 
-def _subtree(path: str, base: str, since: int, walked: dict[str, Lstat] | None = None) -> str:
-    """The records of one folder and every folder below it."""
-    records = []
-    pending = [(path, base, 0, 0)]
-    while pending:
-        folder, relative, _, _ = pending.pop()
-        records.append(_folder(folder, relative, since, pending, walked))
-    return "".join(records)
+    return keep
 
 
 def _shared(frontier: list[tuple[str, str, int, int]], since: int, walked: dict[str, Lstat] | None) -> tuple[str, set[int]]:
     """The records of the frontier's subtrees walked by this process and a forked child per other core, each
     taking the next share from one pipe (a big subtree does not hold up the rest), and which subtrees they are
     (a child that failed gave none of its own); `walked`, when kept, gets every path they walked."""
+    if not frontier:  # a small tree, walked whole at its top: nothing to share (and no threads imported)
+        return "", set()
+    from contextlib import ExitStack
+    from functools import partial
+
     from lockgen.adapters import parallel
 
     children = min(parallel.cores(), len(frontier)) - 1
@@ -244,6 +211,6 @@ def _taken(read: int, frontier: list[tuple[str, str, int, int]], shares: int, si
     for share in taken_shares(read):
         for index in range(share * len(frontier) // shares, (share + 1) * len(frontier) // shares):
             path, base, _, _ = frontier[index]
-            records.append(_subtree(path, base, since, walked))
+            records.append(subtree_records(path, base, since, _keeper(walked)))
             done.append(str(index))
     return "".join(records) + "\0\0" + " ".join(done)

@@ -13,8 +13,11 @@ import errno
 import fcntl
 import os
 import stat
-from pathlib import Path
-from typing import BinaryIO
+
+TYPE_CHECKING = False  # pathlib, typing: for annotations only (this module is on the kept `run`'s path)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import BinaryIO
 
 KEY_LIMIT = 1 << 20  # a PEM key is a few hundred bytes
 CERTIFICATE_LIMIT = 16 << 20  # a certificate's checks and figures: tens of KiB

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters import lock_file
+from lockgen.api.steps.kept_run_steps import keep_run
 from lockgen.api.steps.materialize_steps import kept_made, materialized
 from lockgen.errors import LockgenError
 
@@ -34,4 +35,7 @@ def kept_materialized(lock_path: Path, platform: str | None, prefix: Path | None
     except LockgenError:
         return None
     made = kept_made(read, platform, prefix, progress)
-    return None if made is None else (made.prefix, made.digest)
+    if made is None:
+        return None
+    keep_run(read, platform, prefix, made)  # the next `materialize` (or `run`) of it stands on its record
+    return made.prefix, made.digest

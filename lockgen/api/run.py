@@ -8,12 +8,14 @@ The activation's rules are `core.activation`; bash sources the activate.d script
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from lockgen.adapters import env_process, lock_file
+from lockgen.adapters import env_process, kept_inputs, lock_file
+from lockgen.api.steps.kept_run_steps import keep_run
 from lockgen.api.steps.materialize_steps import kept_made, materialized
 from lockgen.core import activation as rules
 from lockgen.core.stack_layout import lock_path, target_of_lock
@@ -23,6 +25,7 @@ from lockgen.errors import LockgenError, UserError
 if TYPE_CHECKING:  # the models (pydantic): imported where a lock or stack is parsed, never on the kept path
     from lockgen.api.steps.shared_steps import Meter
     from lockgen.core.node_match import TargetFit
+    from lockgen.model.inputs import LoadedStack, LockBytes
     from lockgen.model.lock import LoadedLock
     from lockgen.model.node import NodeFacts
     from lockgen.model.spec import StackSpec
@@ -108,22 +111,77 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     return _activated(where, name, lock, progress)
 
 
-def kept_activation(wanted: Wanted, progress: Callable[[str], None]) -> Activation | None:
-    """The activation of `wanted` when all of it is kept, without the models: a lock file named (not a stack,
-    no `--target`) whose bytes' checked value is kept (`kept_inputs`), its environment found made and unchanged
-    (`materialize_steps.unchanged`: the kept drift verdict and one stat walk). None for anything else, with
-    nothing said: `activation` decides it, and words it when it is an error. The same lock bytes give the same
-    environment, name and activation as `activation` gives."""
-    if wanted.source is None or wanted.target is not None or _is_stack(wanted.source):
+def kept_activation(wanted: Wanted, progress: Callable[[str], None], for_run: bool = False) -> Activation | None:
+    """The activation of `wanted` when all of it is kept, without the models: a lock file named, or a stack with
+    `--target` whose target's lock was found fresh for exactly these bytes (`kept_stack_lock`), the lock's
+    checked value kept (`kept_inputs`), its environment found made and unchanged (`materialize_steps.unchanged`:
+    the kept drift verdict and one stat walk). None for anything else, with nothing said: `activation` decides
+    it, and words it when it is an error. The same bytes give the same environment, name and activation as
+    `activation` gives. `for_run`: the environment found is kept for the next `run` of the same lock file and
+    options (`kept_run_steps.keep_run`)."""
+    if wanted.source is None:
         return None
-    try:
-        read = lock_file.read(wanted.source)
-    except LockgenError:
+    read = kept_stack_lock(wanted) if _is_stack(wanted.source) else None if wanted.target is not None else _lock_bytes(wanted.source)
+    if read is None:
         return None
     made = kept_made(read, wanted.platform, wanted.prefix, progress)
     if made is None:
         return None
-    return _activated(made.prefix, made.target or target_of_lock(wanted.source), wanted.source, progress)
+    lock = Path(read.source)
+    active = _activated(made.prefix, made.target or target_of_lock(lock), lock, progress)
+    if for_run:
+        keep_run(read, wanted.platform, wanted.prefix, made)
+    return active
+
+
+def _lock_bytes(path: Path) -> LockBytes | None:
+    try:
+        return lock_file.read(path)
+    except LockgenError:
+        return None
+
+
+def kept_stack_lock(wanted: Wanted) -> LockBytes | None:
+    """The lock of `wanted`'s stack for its `--target`, read once, when a fresh verdict is kept for exactly the
+    stack's file name and bytes, that target and the lock's bytes, and every other file that verdict read (a base
+    lock) still holds the bytes it read (`kept_inputs.kept_fresh`); None otherwise, with nothing said (a stale
+    lock, a stack never checked: the typer command re-locks it, refuses it or uses it as `--frozen` says). A
+    fresh lock is what every freshness mode uses as it is."""
+    from lockgen.adapters.stack_file import read_stack_text
+
+    path = _stack_path(wanted.source)
+    if wanted.target is None:
+        return None
+    try:
+        key = _stack_key(path, read_stack_text(path))
+        read = lock_file.read(lock_path(path.parent, wanted.target))
+    except LockgenError:
+        return None
+    parents = kept_inputs.kept_fresh(key, wanted.target, read.sha256)
+    if parents is None:
+        return None
+    for where, sha256 in parents:
+        parent = _lock_bytes(Path(where))
+        if parent is None or parent.sha256 != sha256:
+            return None
+    return read
+
+
+def _stack_key(path: Path, text: str) -> str:
+    """What a stack's fresh verdict is keyed by: its file's name (the lock's metadata records it) and its bytes."""
+    return hashlib.sha256(path.name.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8")).hexdigest()
+
+
+def _keep_fresh(stack: LoadedStack, target: str, lock: LoadedLock) -> None:
+    """Keeps that `lock` is fresh for `target` of `stack` (`kept_inputs.keep_fresh`), with the base lock it was
+    checked against; a team stack on a base stack or on an image's lock is not kept (the base's own bytes, or
+    the image's, are not what this command read)."""
+    parents: list[tuple[str, str]] = []
+    if stack.base is not None:
+        if not stack.base.is_lock or stack.base.kind == "image" or stack.base_lock is None:
+            return
+        parents.append((str(Path(stack.base_lock.source).absolute()), stack.base_lock.sha256))
+    kept_inputs.keep_fresh(_stack_key(stack.path, stack.text), target, lock.sha256, parents)
 
 
 def _activated(where: Path, name: str, lock: Path | None, progress: Callable[[str], None]) -> Activation:
@@ -148,7 +206,7 @@ def run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None],
 
 def kept_run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None]) -> None:
     """`run`, when all of the environment is kept (`kept_activation`); returns, having said nothing, otherwise."""
-    active = kept_activation(wanted, progress)
+    active = kept_activation(wanted, progress, for_run=True)
     if active is not None:
         env_process.exec_command(list(command), active.environment)
 
@@ -251,6 +309,7 @@ def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
 
     reasons = stated_staleness(stack, next(t for t in spec.targets if t.name == target), loaded)
     if not reasons:
+        _keep_fresh(stack, target, loaded)  # the next run of these bytes knows it without parsing the stack
         return loaded
     said = "; ".join(reason.detail for reason in reasons)
     if wanted.freshness == "locked" or wanted.relock is None:

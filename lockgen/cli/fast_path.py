@@ -8,28 +8,38 @@ environment made and unchanged: the kept drift verdict and one stat walk). It re
     lockgen materialize LOCK [--prefix DIR] [--platform P] [--json]
     lockgen check --lock LOCK --prefix DIR [--platform P] [--json]
 
-(LOCK a lock file, not a stack; `check` only where the verdict of the last passing check of DIR against LOCK's
-bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
+(LOCK a lock file; for run, shell and activate also a STACK with `--target T` [`--locked` or `--frozen`], where
+its target's lock was found fresh for exactly the stack's and the lock's bytes: `run.kept_stack_lock`; `check`
+only where the verdict of the last passing check of DIR against LOCK's bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
 no environment made, one changed, a platform the lock lacks, an unreadable file), it leaves to the typer app with
 nothing said, so every error and every other case reads and exits as it always has (an error before anything was
 said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the
 typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns
-it off, with the kept values (`kept_inputs.trusted`)."""
+it off, with the kept values (`kept_inputs.trusted`).
+
+`run` and `materialize` (without `--json`) are first offered to the kept run record (`kept_run_steps`: the same
+proof re-checked with the standard library alone), so this module imports no pathlib or typing before that."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+import os
 
-from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, refusal, said_read, say, say_error
+from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, progress_kept, refusal, said_read, say, say_error, say_kept
+
+TYPE_CHECKING = False  # typing and pathlib: imported past the kept `run` (`kept_run_steps`), which needs neither
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 COMMANDS = ("run", "shell", "activate", "materialize", "check")
 WITH_VALUE = {"--prefix": "prefix", "--platform": "platform", "-p": "platform"}
-EXTRA_WITH_VALUE = {"activate": {"--shell": "shell"}, "check": {"--lock": "lock"}}
-FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}}
+STACK_TARGET = {"--target": "target", "-t": "target"}  # run, shell, activate: a stack's target, named
+STACK_FLAGS = {"--locked": "locked", "--frozen": "frozen"}
+EXTRA_WITH_VALUE = {"run": STACK_TARGET, "shell": STACK_TARGET, "activate": {"--shell": "shell", **STACK_TARGET}, "check": {"--lock": "lock"}}
+FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}, "run": STACK_FLAGS, "shell": STACK_FLAGS, "activate": STACK_FLAGS}
 
 
-def _read(command: str, words: list[str]) -> tuple[Path, dict[str, str]] | None:
+def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
     """The LOCK and the options of `words` (the command line after the command's name, before `--`), when they
     are exactly the forms this path reads: one LOCK that is not a stack, each option once, its value in the next
     word; None for anything else."""
@@ -60,10 +70,20 @@ def _read(command: str, words: list[str]) -> tuple[Path, dict[str, str]] | None:
         source = options.pop("lock")
     if source is None:
         return None
-    lock = Path(source)
-    if lock.suffix == ".toml" or lock.is_dir():  # a stack: its freshness and target are the typer command's
-        return None
-    return lock, options
+    is_stack = _suffix(source) == ".toml" or os.path.isdir(source)
+    stack_options = [name for name in ("target", "locked", "frozen") if name in options]
+    if is_stack != bool(stack_options) or (is_stack and ("target" not in options or ("locked" in options and "frozen" in options))):
+        return None  # a stack without --target (detected: the typer command's), or a lock with a stack's options
+    return source, options
+
+
+def _suffix(word: str) -> str:
+    """The suffix `Path(word).suffix` gives, without pathlib: the last name's (empty and `.` parts dropped, as
+    pathlib drops them) from its last dot, unless that dot begins or ends the name."""
+    names = [part for part in word.split("/") if part not in ("", ".")]
+    name = names[-1] if names else ""
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
 def answered(args: list[str]) -> int | None:
@@ -84,16 +104,33 @@ def answered(args: list[str]) -> int | None:
     read = _read(command, words)
     if read is None:
         return None
-    lock, options = read
-    prefix = Path(options["prefix"]) if "prefix" in options else None
+    source, options = read
     said: list[str] = []
 
     def saying(message: str) -> None:
         said.append(message)
         progress(message)
 
+    def saying_kept(line: str) -> None:
+        said.append(line)
+        progress_kept(line)
+
     try:
-        return _answer(command, lock, prefix, options, after, saying)
+        if command == "run" and "target" not in options:  # the kept `run` of a lock: returns only when its record does not hold
+            from lockgen.api.steps.kept_run_steps import run_kept
+
+            run_kept(source, options.get("platform"), options.get("prefix"), after, saying_kept)
+        elif command == "materialize" and "json" not in options:  # the same record; --json names the lock as Path does
+            from lockgen.api.steps.kept_run_steps import materialized_kept
+
+            found = materialized_kept(source, options.get("platform"), options.get("prefix"), saying_kept)
+            if found is not None:
+                progress_kept(f"environment digest sha256:{found.digest}")  # hex digits: nothing to escape
+                say_kept(found.shown)
+                return 0
+        from pathlib import Path
+
+        return _answer(command, Path(source), Path(options["prefix"]) if "prefix" in options else None, options, after, saying)
     except Exception as exc:
         if not said:  # nothing said yet: the typer app decides, and words it
             return None
@@ -128,7 +165,7 @@ def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, st
         return 0
     from lockgen.api.run import Wanted, kept_exports, kept_run, kept_shell
 
-    wanted = Wanted(lock, None, options.get("platform"), prefix)
+    wanted = Wanted(lock, options.get("target"), options.get("platform"), prefix)  # a stack's: its lock found fresh, or nothing
     if command == "run":
         kept_run(wanted, after, progress)  # returns only when nothing is kept
     elif command == "shell":

@@ -7,13 +7,13 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 from lockgen.errors import LockgenError
-from lockgen.model.names import escaped
+
+TYPE_CHECKING = False  # typing, pathlib and re (the escaping): not imported before a line is escaped here
 
 if TYPE_CHECKING:  # a plain result (dataclasses), named here for its fields
+    from pathlib import Path
+
     from lockgen.model.results import Conformance
 
 
@@ -22,6 +22,13 @@ def styled(text: str, code: str) -> str:
     if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
         return text
     return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def escaped(text: str) -> str:
+    """`text` with every character a terminal would act on escaped (`model.names.escaped`, imported when needed)."""
+    from lockgen.model.names import escaped as escaped_text
+
+    return escaped_text(text)
 
 
 def say(line: object = "") -> None:
@@ -37,6 +44,16 @@ def emit(document: str) -> None:
 def progress(message: str) -> None:
     """One progress line on stderr, escaped."""
     print(styled(escaped(message), "2"), file=sys.stderr, flush=True)
+
+
+def progress_kept(line: str) -> None:
+    """One progress line on stderr that was escaped by `escaped` when it was kept (a kept `run`'s record)."""
+    print(styled(line, "2"), file=sys.stderr, flush=True)
+
+
+def say_kept(line: str) -> None:
+    """One line on stdout that was escaped by `escaped` when it was kept (a kept record's)."""
+    print(line)
 
 
 def print_json(document: object) -> None:

@@ -24,10 +24,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
+from lockgen.core.activation_vars import DEFAULT_PATH, activated, prompt_name
+
+__all__ = ["DEFAULT_PATH", "activated", "prompt_name"]  # the variables' rules: `activation_vars`, imported by the kept `run` alone
+
 Kind = Literal["conda", "venv"]
 Shell = Literal["bash", "zsh", "fish"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"  # where PATH is not set at all
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SHELL_OWN = ("_", "SHLVL", "PWD", "OLDPWD")  # set by the bash that sources the scripts, not by them
 
@@ -38,32 +41,6 @@ class Changes:
 
     set: tuple[tuple[str, str], ...]
     unset: tuple[str, ...]
-
-
-def prompt_name(name: str) -> str:
-    """A name for a prompt marker: letters, digits, `.`, `_`, `-` only (anything else becomes `_`), so no
-    shell ever expands it."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "env"
-
-
-def activated(kind: Kind, prefix: PurePosixPath, name: str, inherited: Mapping[str, str]) -> dict[str, str]:
-    """The environment a command runs with in the environment of `kind` at `prefix` (its scripts not yet
-    sourced), from the calling one."""
-    bin_folder = str(prefix / "bin")
-    leaving = {str(PurePosixPath(inherited[v]) / "bin") for v in ("CONDA_PREFIX", "VIRTUAL_ENV") if inherited.get(v)}
-    entries = inherited["PATH"].split(":") if "PATH" in inherited else DEFAULT_PATH.split(":")
-    path = ":".join([bin_folder] + [e for e in entries if e != bin_folder and e not in leaving])
-    result = {k: v for k, v in inherited.items() if k != "PYTHONHOME"}
-    result.update(PATH=path, LOCKGEN_ENV_NAME=prompt_name(name))
-    if kind == "conda":
-        result.pop("VIRTUAL_ENV", None)
-        result.pop("VIRTUAL_ENV_PROMPT", None)
-        result.update(CONDA_PREFIX=str(prefix), CONDA_DEFAULT_ENV=str(prefix), CONDA_SHLVL="1")
-    else:
-        result.pop("CONDA_PREFIX", None)
-        result.pop("CONDA_DEFAULT_ENV", None)
-        result.update(VIRTUAL_ENV=str(prefix), VIRTUAL_ENV_PROMPT=prompt_name(name))
-    return result
 
 
 def sourced(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:

@@ -112,18 +112,35 @@ def store_prefix(lock_sha256: str, target: str, platforms: tuple[str, ...], sour
 def unchanged(final: Path, lock_sha256: str, platform: str | None, progress: Callable[[str], None]) -> str | None:
     """The environment digest of the lock's environment at `final` when it is found made and unchanged (saying
     so, and sweeping what an interrupted build of it left); None, with nothing said or done, otherwise."""
-    digest = _found_unchanged(final, lock_sha256, platform)
-    if digest is not None:
-        file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
-        progress(f"{final} is already materialized (unchanged since it was made)")
-    return digest
+    found = found_unchanged(final, lock_sha256, platform)
+    if found is None:
+        return None
+    file_guard.sweep_dead_builds(final.parent, final.name)  # what an interrupted build of it left
+    progress(found_line(final))
+    return found.environment_digest
 
 
-def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str | None:
-    """The environment digest of the lock's environment at `final` when a clean drift check of it kept its
-    verdict with its record naming this lock's bytes and the platform asked for (this host's by default), and
-    the tree's stat walk is the one that check saw (the record is a file of that walk: not read again); None
-    for anything else, which the full path decides (and words, when it is an error)."""
+def found_line(final: Path) -> str:
+    """What a command says of an environment it found made and unchanged."""
+    return f"{final} is already materialized (unchanged since it was made)"
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """A lock's environment found unchanged by its kept drift verdict: its environment digest, the stat walk of
+    now, and how many files' ctime moved with their link count only since the verdict (`conformance_store.standing`)."""
+
+    environment_digest: str
+    walk: stat_walk.TreeFingerprint
+    links_moved: int
+
+
+def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> Unchanged | None:
+    """The environment digest of the lock's environment at `final`, its stat walk, and how many files' ctime moved
+    with their link count only since the verdict, when a clean drift check of it
+    kept its verdict with its record naming this lock's bytes and the platform asked for (this host's by
+    default), and the tree's stat walk is the one that check saw (the record is a file of that walk: not read
+    again); None for anything else, which the full path decides (and words, when it is an error)."""
     kept = conformance_store.drift_verdict(final)
     if kept is None:
         return None
@@ -136,4 +153,4 @@ def _found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> str
         return None
     linked = conformance_store.standing(kept, walked)
     # where link counts moved in a settled tree, the drift check keeps them anew (the full path, reading no file)
-    return str(record["environment_digest"]) if linked == 0 or (linked and not walked.settled) else None
+    return Unchanged(str(record["environment_digest"]), walked, linked) if linked == 0 or (linked and not walked.settled) else None
