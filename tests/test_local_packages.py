@@ -102,8 +102,13 @@ def test_a_built_package_pins_its_source_tree_and_a_changed_tree_is_refused(tmp_
     assert _x(prefix) == f"1 {prefix / 'lib' / 'python3.11' / 'site-packages' / 'mypkg' / '__init__.py'}"  # built and installed
     (package / "src" / "mypkg" / "__pycache__" / "y.pyc").write_bytes(b"more cache")
     assert run_cli("resolve", str(stack), "--check").returncode == 0
+    for _ in range(2):  # a second run of a fresh stack is the one a kept verdict could answer
+        ran = run_cli("run", str(stack), "--target", "cpu", "--locked", "--prefix", str(prefix), "--", "python", "-c", "pass")
+        assert ran.returncode == 0, ran.stderr
     (package / "src" / "mypkg" / "__init__.py").write_text("X = 2\n")
     assert _x(prefix).startswith("1 ")  # the environment holds the build the lock pins
+    locked = run_cli("run", str(stack), "--target", "cpu", "--locked", "--prefix", str(prefix), "--", "python", "-c", "pass")
+    assert locked.returncode == 1 and "mypkg" in locked.stderr, locked.stderr  # no kept verdict stands for the folder's files
     stale = run_cli("resolve", str(stack), "--check")
     assert stale.returncode == 1 and "local-changed" in stale.stdout + stale.stderr and "source tree (pkgs/mypkg)" in stale.stdout + stale.stderr
     refused = run_cli("materialize", str(lock_path), "--prefix", str(tmp_path / "env2"))

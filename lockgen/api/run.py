@@ -175,7 +175,10 @@ def _stack_key(path: Path, text: str) -> str:
 def _keep_fresh(stack: LoadedStack, target: str, lock: LoadedLock) -> None:
     """Keeps that `lock` is fresh for `target` of `stack` (`kept_inputs.keep_fresh`), with the base lock it was
     checked against; a team stack on a base stack or on an image's lock is not kept (the base's own bytes, or
-    the image's, are not what this command read)."""
+    the image's, are not what this command read), nor a stack with a local package (its folder's files decide
+    its freshness, and they are not among the bytes the verdict is keyed by)."""
+    if any(dependency.path is not None for dependency in stack.spec.pypi_dependencies):
+        return
     parents: list[tuple[str, str]] = []
     if stack.base is not None:
         if not stack.base.is_lock or stack.base.kind == "image" or stack.base_lock is None:
