@@ -606,7 +606,7 @@ def test_stacked_extended_headers_in_a_conda_tar_are_refused(tmp_path: Path) -> 
         assert [m.name for m in tar if m.name.startswith("info/")][-1] == "info/notes.txt"
     streaming.extract(str(archive), str(tmp_path / "rattler"))  # rattler's reading: the hidden one replaces it
     assert str(tmp_path / "victim") in (tmp_path / "rattler" / "info" / "paths.json").read_text()
-    with pytest.raises(LockFormatError, match=r"reads differently to different tar readers .*after another extended header"):
+    with pytest.raises(LockFormatError, match=r"reads differently to different tar readers \(header \d+, member `info/notes.txt`: .*after another extended header"):
         archive_safety.check_archive(archive, "`evil` 1.0")
     assert not list(archive.parent.glob("*.scanned*"))
 
@@ -633,6 +633,74 @@ def test_materialize_leaves_a_file_a_stacked_header_names_outside_the_prefix(tmp
     assert "reads differently to different tar readers" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
     assert victim.read_text() == "keep me\n"
     assert not (tmp_path / "env").exists()
+
+
+@pytest.mark.parametrize("suffix", [".tar.bz2", ".conda"])
+def test_each_tar_of_a_conda_archive_is_decompressed_once_per_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """The header rule judges each header as tarfile reads it: the scan and each reading of the manifest open (and
+    decompress) every tar they read once; the rule's first version walked each tar, then decompressed it again."""
+    archive = write_package(Pkg("once", "1.0", archive=suffix, files={"bin/tool": "#!/bin/sh\n"}), tmp_path / "built")
+    opened: list[object] = []
+    real = conda_archive._opened
+
+    def counted(path: Path, place: tuple[int, int] | None) -> object:
+        opened.append(place)
+        return real(path, place)
+
+    monkeypatch.setattr(conda_archive, "_opened", counted)
+    archive_safety.check_archive(archive, "`once` 1.0")
+    assert len(opened) == (1 if suffix == ".tar.bz2" else 2)  # the one tar, or info and pkg
+    opened.clear()
+    package = _package(archive).model_copy(update={"name": "once"})
+    assert "bin/tool" in {f.path for f in conda_package.read_manifest(archive, package).files}
+    assert len(opened) == 2  # the info read, then the payload read (a .tar.bz2's one tar for each)
+
+
+def _apart(construct: str) -> tuple[bytes, str]:
+    """A tar that Python's tarfile and rattler's tar-rs read apart (each found with rattler as the oracle), and the
+    refusal's words: tarfile stops silently at a time or mode field it cannot parse, where tar-rs reads on; tarfile
+    takes a Solaris `X` header as PAX, tar-rs as a file; tarfile stops reading PAX records at one with no key, tar-rs
+    reads on; of a key given twice tarfile keeps the last, tar-rs the first."""
+    honest = member(b"info/paths.json", b'{"paths": []}')
+
+    def fields(name: bytes, data: bytes, at: int, value: bytes) -> bytes:
+        block = bytearray(header(name, len(data)))
+        block[at : at + len(value)] = value
+        block[148:156] = b" " * 8
+        block[148:156] = b"%06o\x00 " % sum(block)
+        return bytes(block) + padded(data)
+
+    def records(*pairs: bytes) -> bytes:
+        return member(b"PaxHeader", b"".join(pairs), b"x")
+
+    hidden = member(b"bin/hidden", b"#!/bin/sh\necho pwned\n")
+    return {
+        "time field": (honest + fields(b"bin/a", b"a\n", 136, b"zzzzzzzzzzz\x00") + hidden + END, "member `bin/a`: its time field is not plain octal"),
+        "mode field": (honest + fields(b"bin/a", b"a\n", 100, b"zzzzzzz\x00") + hidden + END, "member `bin/a`: its mode field is not plain octal"),
+        "Solaris X header": (honest + member(b"PaxHeader", b"20 path=bin/hidden\n", b"X") + member(b"bin/a", b"a\n") + END, "a Solaris extended header"),
+        "PAX record with no key": (honest + records(b"5 =x\n", b"19 path=bin/hidden\n") + member(b"bin/a", b"a\n") + END, "member `bin/hidden`: a PAX record with no key"),
+        "PAX key twice": (honest + records(b"19 path=bin/hidden\n", b"14 path=bin/a\n") + member(b"bin/a", b"a\n") + END, "a PAX header with two `path` records"),
+    }[construct]
+
+
+@pytest.mark.parametrize("construct", ["time field", "mode field", "Solaris X header", "PAX record with no key", "PAX key twice"])
+def test_a_conda_tar_that_tarfile_and_tar_rs_read_apart_is_refused(tmp_path: Path, construct: str) -> None:
+    """rattler's extractor is the oracle: it lands a file tarfile never read (or misses one it read); the reader
+    refuses the archive naming the member, before a reading of it ends."""
+    import bz2
+
+    import rattler.package_streaming as streaming
+
+    raw, said = _apart(construct)
+    archive = tmp_path / "apart-1.0-h0_0.tar.bz2"
+    archive.write_bytes(bz2.compress(raw))
+    with tarfile.open(fileobj=io.BytesIO(raw), mode="r|") as tar:
+        python_reads = {m.name for m in tar if m.isfile()}
+    streaming.extract(str(archive), str(tmp_path / "landed"))
+    landed = {str(p.relative_to(tmp_path / "landed")) for p in (tmp_path / "landed").rglob("*") if p.is_file()}
+    assert landed != python_reads, (landed, python_reads)
+    with pytest.raises(LockFormatError, match=re.escape(said)):
+        list(conda_archive.members(archive, "all"))
 
 
 # --- what rattler extracted, judged before anything is linked ----------------------------------------------
