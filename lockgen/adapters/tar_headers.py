@@ -32,7 +32,7 @@ from __future__ import annotations
 import io
 import re
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from lockgen.model.names import shown
@@ -52,7 +52,16 @@ _PIECE = 1 << 20  # file data read past in pieces of at most this size
 
 
 class AmbiguousTar(Exception):
-    """Why a tar's headers may be read two ways (the header's number, its member's name and what is wrong)."""
+    """Why a tar's headers may be read two ways: the header's number, its member (by the name the headers give it,
+    `?` where none can be read) and what is wrong."""
+
+    def __init__(self, number: int, member: str, problem: str) -> None:
+        super().__init__(f"header {number}, member `{shown(member, 200)}`: {problem}" if member else f"header {number}: {problem}")
+        self.number, self.member, self.problem = number, member, problem
+
+
+class _Problem(Exception):
+    """What is wrong with the header being judged (the rule adds which header and member)."""
 
 
 class HeaderRule:
@@ -63,14 +72,14 @@ class HeaderRule:
 
     def __init__(self) -> None:
         self.passed = False
+        self.members: list[tuple[int, str]] = []  # each member's header number and name, in order
         self._number = 0  # of the header being read
+        self._member = ""  # its member's name, as the headers give it
         self._pending: dict[bytes, bytes] = {}  # extended headers waiting for their member: type -> content
         self._gathered = bytearray()  # a header's block, or an extended header's content and padding
         self._needed = BLOCK  # how many bytes `_gathered` holds once it is complete
         self._extended: tuple[bytes, int, bytes] | None = None  # (type, size, block) of the extended header gathered
         self._data_left = 0  # a member's data and padding not yet passed
-        self._where = "header 0"  # the header being judged and its member, as refusals name them
-        self.members: list[str] = []  # each member's header and name (`header N, member NAME`), in order
 
     def wanted(self) -> int:
         """How many bytes the rule can take next without reading past the end-of-archive block (0 once passed)."""
@@ -97,22 +106,34 @@ class HeaderRule:
                 step = min(self._needed - len(self._gathered), len(view) - at)
                 self._gathered += view[at : at + step]
                 if len(self._gathered) == self._needed:
-                    self._complete()
+                    self._judged(self._complete)
             at += step
 
     def end(self) -> None:
         """The stream ends here: refused unless it ends at a member's end."""
-        if self.passed:
-            return
+        if not self.passed:
+            self._judged(self._ended)
+
+    def _judged(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except _Problem as problem:
+            raise AmbiguousTar(self._number, self._member, str(problem)) from None
+
+    def _ended(self) -> None:
         if self._data_left:
-            raise AmbiguousTar(f"{self._where}: the archive ends inside the member's data")
+            raise _Problem("the archive ends inside the member's data")
         if self._extended is not None:
-            raise AmbiguousTar(f"{self._where}: the archive ends inside {_EXTENDED[self._extended[0]]}")
-        self._number += 1
+            raise _Problem(f"the archive ends inside {_EXTENDED[self._extended[0]]}")
+        self._number, self._member = self._number + 1, ""
         if self._gathered:
-            raise AmbiguousTar(f"header {self._number}: the archive ends inside a header")
+            raise _Problem("the archive ends inside a header")
+        self._end_block()
+
+    def _end_block(self) -> None:
         if self._pending:
-            raise AmbiguousTar(f"header {self._number}: the archive ends after {_EXTENDED[next(iter(self._pending))]} that names no member")
+            self._member = self._named(b"")
+            raise _Problem(f"the archive ends after {_EXTENDED[next(iter(self._pending))]} that names no member")
         self.passed = True
 
     def _complete(self) -> None:
@@ -122,41 +143,41 @@ class HeaderRule:
         if self._extended is not None:
             kind, size, header = self._extended
             self._extended = None
-            self._pending[kind] = _content(gathered, size, kind, self._named(header, kind, gathered[:size]))
+            self._member = self._named(header, kind, gathered[:size])
+            self._pending[kind] = _content(gathered, size, kind)
             return
         self._number += 1
         if gathered == _ZERO:
-            if self._pending:
-                raise AmbiguousTar(f"header {self._number}: the archive ends after {_EXTENDED[next(iter(self._pending))]} that names no member")
-            self.passed = True
+            self._member = ""
+            self._end_block()
             return
+        self._member = self._named(gathered)
         self._judge(gathered)
 
     def _judge(self, header: bytes) -> None:
-        self._where = self._named(header)
-        _checksum(header, self._where)
-        _numbers(header, self._where)
-        kind, size = header[156:157], _size(header, self._where)
+        _checksum(header)
+        _numbers(header)
+        kind, size = header[156:157], _size(header)
         if kind in _APPLIED_BY_SOME:
-            raise AmbiguousTar(f"{self._where}: {_APPLIED_BY_SOME[kind]}, which tar readers apply differently")
+            raise _Problem(f"{_APPLIED_BY_SOME[kind]}, which tar readers apply differently")
         if kind in _EXTENDED:
             pending = self._pending
             if kind in pending or (kind == b"x" and pending) or (kind != b"x" and b"x" in pending):
-                raise AmbiguousTar(f"{self._where}: {_EXTENDED[kind]} after another extended header of the same member: tar readers keep different ones")
+                raise _Problem(f"{_EXTENDED[kind]} after another extended header of the same member: tar readers keep different ones")
             if size > EXTENDED_LIMIT:
-                raise AmbiguousTar(f"{self._where}: {_EXTENDED[kind]} of {size} bytes (Go's tar reader refuses one over {EXTENDED_LIMIT})")
+                raise _Problem(f"{_EXTENDED[kind]} of {size} bytes (Go's tar reader refuses one over {EXTENDED_LIMIT})")
             self._extended, self._needed = (kind, size, header), -(-size // BLOCK) * BLOCK
             if not self._needed:
                 self._complete()
             return
-        size = _member(header, kind, size, self._pending, self._where)
-        self.members.append(self._where)
+        size = _member(header, kind, size, self._pending)
+        self.members.append((self._number, self._member))
         self._pending = {}
         self._data_left = -(-size // BLOCK) * BLOCK if kind not in _HEADER_ONLY else 0
 
     def _named(self, header: bytes, kind: bytes = b"", content: bytes = b"") -> str:
-        """`header N, member NAME`: the name the extended headers before it (or `content`, an extended header's own,
-        of type `kind`) give the member, else its header's (`?` where none can be read)."""
+        """The name the extended headers before it (or `content`, an extended header's own, of type `kind`) give
+        the member, else its header's ("" where none can be read)."""
         sources = {**self._pending, kind: content} if kind else self._pending
         name = sources[b"L"].split(b"\x00", 1)[0] if b"L" in sources else None
         found = _PATH_RECORD.search(b"\n" + sources[b"x"]) if b"x" in sources else None
@@ -166,8 +187,7 @@ class HeaderRule:
             name = header[:100].split(b"\x00", 1)[0]
             if header[257:263] == b"ustar\x00" and header[345]:
                 name = header[345:500].split(b"\x00", 1)[0] + b"/" + name
-        text = shown(name.decode("utf-8", "replace"), 200) if name else "?"
-        return f"header {self._number}, member `{text}`"
+        return name.decode("utf-8", "replace")
 
 
 def check_headers(stream: IO[bytes]) -> None:
@@ -233,7 +253,7 @@ def ruled_members(stream: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, tarfile.
             yield member, tar
     ruled.finish()
     if read != len(ruled.rule.members):
-        raise AmbiguousTar(f"{ruled.rule.members[read]}: Python's tarfile stops reading there, where other tar readers read on")
+        raise AmbiguousTar(*ruled.rule.members[read], "Python's tarfile stops reading there, where other tar readers read on")
 
 
 def _octal(field: bytes) -> int | None:
@@ -243,55 +263,55 @@ def _octal(field: bytes) -> int | None:
     return int(digits, 8) if _OCTAL.fullmatch(digits) else 0 if not digits else None
 
 
-def _checksum(header: bytes, where: str) -> None:
+def _checksum(header: bytes) -> None:
     """A checksum field of plain octal digits (a leading NUL is 0 to Python, which then stops reading, and the sum
     to Go, which reads on) that is the header's sum, unsigned or signed, with the field as spaces."""
     stated, blanked = _octal(header[148:156]), header[:148] + b" " * 8 + header[156:]
     unsigned = sum(blanked)
     if stated != unsigned and stated != unsigned - 256 * len(blanked.translate(None, _LOW)):  # signed: bytes past 127 count negative
-        raise AmbiguousTar(f"{where}: its checksum field is not the header's sum in plain octal digits")
+        raise _Problem("its checksum field is not the header's sum in plain octal digits")
 
 
 _NUMBERS = {"mode": (100, 108), "owner": (108, 116), "group": (116, 124), "time": (136, 148), "device major": (329, 337), "device minor": (337, 345)}
 
 
-def _numbers(header: bytes, where: str) -> None:
+def _numbers(header: bytes) -> None:
     """Mode, owner, group, time and device fields of plain octal digits or base-256 (led by 0x80, or 0xff for a
     negative number): Python stops reading the archive, silently, at a header with a field it cannot parse, where
     tar-rs reads on and extracts the rest."""
     for field, (start, end) in _NUMBERS.items():
         value = header[start:end]
         if value[0] not in (0x80, 0xFF) and _octal(value) is None:
-            raise AmbiguousTar(f"{where}: its {field} field is not plain octal digits")
+            raise _Problem(f"its {field} field is not plain octal digits")
 
 
-def _size(header: bytes, where: str) -> int:
+def _size(header: bytes) -> int:
     field = header[124:136]
     if field[0] & 0x80:  # base-256 (GNU, Go, Python alike); 0xff would be negative
         if field[0] != 0x80:
-            raise AmbiguousTar(f"{where}: a negative size")
+            raise _Problem("a negative size")
         return int.from_bytes(field[1:], "big")
     size = _octal(field)
     if size is None:
-        raise AmbiguousTar(f"{where}: its size field is not plain octal digits")
+        raise _Problem("its size field is not plain octal digits")
     return size
 
 
-def _content(data: bytes, size: int, kind: bytes, where: str) -> bytes:
+def _content(data: bytes, size: int, kind: bytes) -> bytes:
     """An extended header's content (`data`: it and its padding): the padding all NUL (Python reads the padding
     too, Go does not); a long name without a NUL inside it (Python ends it at the first NUL, Go at the size)."""
     content, padding = data[:size], data[size:]
     if padding.strip(b"\x00"):
-        raise AmbiguousTar(f"{where}: {_EXTENDED[kind]} holds bytes after its declared size")
+        raise _Problem(f"{_EXTENDED[kind]} holds bytes after its declared size")
     if kind != b"x":
         name = content.rstrip(b"\x00")
         if b"\x00" in name:
-            raise AmbiguousTar(f"{where}: {_EXTENDED[kind]} holds a NUL inside it")
+            raise _Problem(f"{_EXTENDED[kind]} holds a NUL inside it")
         return name
     return content
 
 
-def _pax_records(content: bytes, where: str) -> dict[bytes, bytes]:
+def _pax_records(content: bytes) -> dict[bytes, bytes]:
     """`LENGTH KEY=VALUE\\n` records, each exactly its length; a record that does not parse, has no key or repeats
     one, or a `GNU.sparse` one (Python renames and resizes a member by them, Go reads them only for sparse files), is refused."""
     records: dict[bytes, bytes] = {}
@@ -301,39 +321,39 @@ def _pax_records(content: bytes, where: str) -> dict[bytes, bytes]:
         length = int(found.group()[:-1]) if found else 0
         record = content[position : position + length]
         if not found or len(record) != length or not record.endswith(b"\n") or b"=" not in record[found.end() - position :]:
-            raise AmbiguousTar(f"{where}: a PAX record that does not parse")
+            raise _Problem("a PAX record that does not parse")
         key, _, value = record[found.end() - position : -1].partition(b"=")
         if not key:  # Python stops reading the records there, tar-rs reads on
-            raise AmbiguousTar(f"{where}: a PAX record with no key")
+            raise _Problem("a PAX record with no key")
         if key.startswith(b"GNU.sparse"):
-            raise AmbiguousTar(f"{where}: a GNU.sparse PAX record, which tar readers apply differently")
+            raise _Problem("a GNU.sparse PAX record, which tar readers apply differently")
         if key in records:  # Python and Go keep the last, tar-rs the first
-            raise AmbiguousTar(f"{where}: a PAX header with two `{shown(key.decode('utf-8', 'replace'))}` records")
+            raise _Problem(f"a PAX header with two `{shown(key.decode('utf-8', 'replace'))}` records")
         records[key] = value
         position += length
     return records
 
 
-def _member(header: bytes, kind: bytes, size: int, pending: dict[bytes, bytes], where: str) -> int:
+def _member(header: bytes, kind: bytes, size: int, pending: dict[bytes, bytes]) -> int:
     """Judges a member's own header with the extended headers before it; returns the size of its data."""
     magic, prefixed = header[257:265], header[345] != 0
     if prefixed and magic != _POSIX_MAGIC:  # Python joins it whatever the magic; Go reads GNU's atime there, or nothing
-        raise AmbiguousTar(f"{where}: a prefix field without ustar magic (a GNU incremental or sparse header, or none)")
+        raise _Problem("a prefix field without ustar magic (a GNU incremental or sparse header, or none)")
     if prefixed and header[508:512] == b"tar\x00":  # a star header, whose prefix Go reads as 131 bytes, Python as 155
-        raise AmbiguousTar(f"{where}: a star-format header with a prefix")
+        raise _Problem("a star-format header with a prefix")
     name = header[:100].split(b"\x00", 1)[0]
     if prefixed:
         name = header[345:500].split(b"\x00", 1)[0] + b"/" + name
-    records = _pax_records(pending[b"x"], where) if b"x" in pending else {}
+    records = _pax_records(pending[b"x"]) if b"x" in pending else {}
     named = records.get(b"path", pending.get(b"L", name))
     # an old-style file (type NUL) named with a trailing `/` is a folder: to Python by its header's own name, to Go by
     # the name a PAX or GNU header gives it (a header's name is that one cut at 100 bytes, which may end in `/`)
     if kind == b"\x00" and named.endswith(b"/") != name.endswith(b"/"):
-        raise AmbiguousTar(f"{where}: an old-style member that is a folder by one of its names and a file by the other")
+        raise _Problem("an old-style member that is a folder by one of its names and a file by the other")
     if b"size" in records:
         if not re.fullmatch(rb"[0-9]{1,20}", records[b"size"]):
-            raise AmbiguousTar(f"{where}: a PAX size that is not a number")
+            raise _Problem("a PAX size that is not a number")
         size = int(records[b"size"])
     if kind in _HEADER_ONLY and size:
-        raise AmbiguousTar(f"{where}: a link, folder or device with a size, whose data tar readers skip differently")
+        raise _Problem("a link, folder or device with a size, whose data tar readers skip differently")
     return size
