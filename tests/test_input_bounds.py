@@ -378,15 +378,25 @@ def test_a_fifo_in_an_image_layout_is_refused_by_name_not_waited_on(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_a_layer_blob_that_is_a_fifo_is_refused_by_name_not_waited_on(tmp_path: Path) -> None:
-    """`check --image` called a layer blob that is a FIFO missing; an adopted base's layers, read as lookups need
-    them (`layer_reader`), waited on it forever."""
+def test_a_layer_blob_that_is_a_fifo_is_named_by_check_image(tmp_path: Path) -> None:
+    """`check --image` called a layer blob that is a FIFO missing."""
     layout, _ = _layout_with_a_fifo(tmp_path, "layer")
     line = _one_error(_cli("check", "--image", str(layout)))
     assert "cannot be read: a FIFO, not a regular file" in line, line
+
+
+def test_a_base_layout_s_layer_that_is_a_fifo_is_refused_by_name_not_waited_on(tmp_path: Path) -> None:
+    """An adopted base layout's layers, read as lookups need them (`layer_reader`) and opened by export to carry
+    them (`layer_opener`), waited on a layer blob that is a FIFO forever."""
+    from lockgen.api.steps import base_steps
+
+    layout, _ = _layout_with_a_fifo(tmp_path, "layer")
     count, layer = oci_layout.layer_reader(layout)
     with _within(20), pytest.raises(LockFormatError, match="cannot be read: a FIFO, not a regular file"):
         layer(count - 1)
+    manifest, _, _ = oci_layout.read_image(layout)
+    with _within(20), pytest.raises(LockFormatError, match="cannot be read: a FIFO, not a regular file"):
+        base_steps.layer_opener(layout)(manifest["layers"][0])
 
 
 def test_an_sbom_that_is_a_fifo_is_refused_by_name_not_waited_on(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, cast
+from typing import IO, Any, BinaryIO, cast
 
 import zstandard
 from pydantic import ValidationError
@@ -397,6 +397,16 @@ def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[by
     if "sha256:" + hasher.hexdigest() != diff_id:
         raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}", "the image was tampered with: re-export it")
     plain.seek(0)
+
+
+def open_blob(layout: Path, digest: str) -> BinaryIO:
+    """The layout's blob `digest`, open for reading: a regular file (`user_files`), else refused naming it."""
+    try:
+        return user_files.opened(blob_path(layout, digest))
+    except FileNotFoundError:
+        raise _missing(layout, digest) from None
+    except OSError as exc:
+        raise _unreadable(layout, digest, exc) from None
 
 
 def _unreadable(layout: Path, digest: str, error: OSError) -> LockFormatError:

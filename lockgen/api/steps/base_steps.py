@@ -107,7 +107,7 @@ def layer_opener(base: Base) -> LayerOpener:
         client = Registry(_reference(base), base.insecure)
         # a CheckedStream reads as IO[bytes] (read, readinto, close); its base io.RawIOBase's stub is not IO
         return lambda layer: cast(AbstractContextManager[IO[bytes]], client.blob_stream(layer["digest"]))
-    return lambda layer: oci_layout.blob_path(base, layer["digest"]).open("rb")
+    return lambda layer: oci_layout.open_blob(base, layer["digest"])
 
 
 def index_annotations(base: Base | None, manifest: dict[str, Any]) -> dict[str, str]:
