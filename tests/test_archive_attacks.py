@@ -32,7 +32,7 @@ from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.oci import ENVIRONMENT_LABEL
 from tests.channel_factory import Pkg, write_package
 from tests.conftest import run_cli
-from tests.test_tar_headers import END, header, long_name, member, padded, pax
+from tests.test_tar_headers import END, header, long_name, member, padded, pax, record
 
 # --- .conda archives -------------------------------------------------------------------------------------
 
@@ -807,13 +807,35 @@ def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(tmp
     assert (tmp_path / "env" / "bin" / "tool").read_text() == "#!/bin/sh\necho hi\n"
 
 
-_SHAPES = st.sampled_from(["plain", "pax path", "gnu long name", "pax then gnu", "gnu then pax", "two pax", "nul-led size", "link then file"])
+_HONEST_SHAPES = ("plain", "pax path", "gnu long name", "link then file", "long pax path", "long gnu name", "ustar prefix")
+_SHAPES = st.sampled_from([*_HONEST_SHAPES, "pax then gnu", "gnu then pax", "two pax", "nul-led size", "bad time field", "solaris x", "pax record with no key", "pax key twice"])
 
 
 def _shaped(shape: str, index: int) -> bytes:
     """One member of a conda tar in a header shape of the attack battery's (stacked extended headers, NUL-led
-    fields, a link and then a file of its name)."""
+    fields, a link and then a file of its name), a long name (past the header's 100 bytes: a PAX path, a GNU long
+    name, ustar's prefix field), or one found reading the rule's one-pass walk against rattler (a time field
+    tarfile cannot parse, a Solaris `X` header, PAX records with no key or a key twice)."""
     name, other, data = f"share/f{index}", f"share/g{index}", f"content {index}\n".encode()
+    long = f"share/{'long-folder-' * 12}/f{index}"
+    if shape in ("long pax path", "long gnu name", "ustar prefix"):
+        if shape == "ustar prefix":
+            info = tarfile.TarInfo(long)
+            info.size = len(data)
+            return info.tobuf(tarfile.USTAR_FORMAT) + padded(data)  # the folders in the prefix field, the file's name after
+        return (pax(path=long) if shape == "long pax path" else long_name(long.encode())) + member(b"x", data)
+    if shape == "bad time field":
+        block = bytearray(header(name.encode(), len(data)))
+        block[136:148] = b"zzzzzzzzzzz\x00"
+        block[148:156] = b" " * 8
+        block[148:156] = b"%06o\x00 " % sum(block)
+        return bytes(block) + padded(data)
+    if shape == "solaris x":
+        return member(b"PaxHeader", record("path", other), b"X") + member(name.encode(), data)
+    if shape == "pax record with no key":
+        return member(b"PaxHeader", b"5 =x\n" + record("path", name), b"x") + member(other.encode(), data)
+    if shape == "pax key twice":
+        return member(b"PaxHeader", record("path", name) + record("path", other), b"x") + member(b"x", data)
     if shape == "plain":
         return member(name.encode(), data)
     if shape == "pax path":
@@ -836,6 +858,11 @@ def _shaped(shape: str, index: int) -> bytes:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_SHAPES, min_size=1, max_size=5))
 @example(["pax then gnu"])
+@example(["plain", "bad time field", "plain"])
+@example(["solaris x"])
+@example(["pax record with no key"])
+@example(["pax key twice"])
+@example(["long pax path", "long gnu name", "ustar prefix"])
 def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_factory: pytest.TempPathFactory, shapes: list[str]) -> None:
     """rattler's extractor (tar-rs) is the oracle: for any tar the header rule passes, the regular files it lands
     are exactly the members, with the contents, that lockgen's reader reads; the rest is refused by the rule."""
@@ -850,7 +877,7 @@ def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_fa
         read = {name: data for name, member_, data in conda_archive.members(archive, "all", lambda _: True) if member_.isfile()}
     except LockFormatError as exc:
         assert "reads differently to different tar readers" in exc.message
-        assert any(shape not in ("plain", "pax path", "gnu long name", "link then file") for shape in shapes)
+        assert any(shape not in _HONEST_SHAPES for shape in shapes)
         return
     landed = folder / "landed"
     with archive.open("rb") as stream:
