@@ -46,7 +46,7 @@ _APPLIED_BY_SOME = {b"g": "a global PAX header", b"S": "a GNU sparse header", b"
 _HEADER_ONLY = (b"1", b"2", b"3", b"4", b"5", b"6")  # hard link, symbolic link, devices, folder, FIFO: no data
 _OCTAL = re.compile(rb" *[0-7]+")
 _RECORD_LENGTH = re.compile(rb"[1-9][0-9]{0,8} ")
-_PATH_RECORD = re.compile(rb"(?:^|\n)[0-9]+ path=([^\n]*)\n")
+_PATH_RECORD = re.compile(rb"\n[0-9]+ path=([^\n]*)\n")  # searched in a PAX header's content after a newline
 _LOW = bytes(range(128))  # deleted from a header, it leaves the bytes a signed checksum counts negative
 _PIECE = 1 << 20  # file data read past in pieces of at most this size
 
@@ -97,6 +97,7 @@ class HeaderRule:
         self._data_left -= min(size, self._data_left)
 
     def feed(self, data: bytes) -> None:
+        """The next bytes of the tar, in a piece of any size; every header they complete is judged."""
         view, at = memoryview(data), 0
         while at < len(view) and not self.passed:
             if self._data_left:
@@ -236,6 +237,7 @@ class RuledStream(io.RawIOBase):
         return data
 
     def finish(self) -> None:
+        """Reads (and judges) the rest of the tar up to its end-of-archive block."""
         while not self.rule.passed:
             self.read(self.rule.wanted())
 
