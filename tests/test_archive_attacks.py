@@ -32,7 +32,7 @@ from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.oci import ENVIRONMENT_LABEL
 from tests.channel_factory import Pkg, write_package
 from tests.conftest import run_cli
-from tests.test_tar_headers import END, header, long_name, member, padded, pax
+from tests.test_tar_headers import END, header, long_name, member, padded, pax, record
 
 # --- .conda archives -------------------------------------------------------------------------------------
 
@@ -606,7 +606,7 @@ def test_stacked_extended_headers_in_a_conda_tar_are_refused(tmp_path: Path) -> 
         assert [m.name for m in tar if m.name.startswith("info/")][-1] == "info/notes.txt"
     streaming.extract(str(archive), str(tmp_path / "rattler"))  # rattler's reading: the hidden one replaces it
     assert str(tmp_path / "victim") in (tmp_path / "rattler" / "info" / "paths.json").read_text()
-    with pytest.raises(LockFormatError, match=r"reads differently to different tar readers .*after another extended header"):
+    with pytest.raises(LockFormatError, match=r"reads differently to different tar readers \(header \d+, member `info/notes.txt`: .*after another extended header"):
         archive_safety.check_archive(archive, "`evil` 1.0")
     assert not list(archive.parent.glob("*.scanned*"))
 
@@ -633,6 +633,74 @@ def test_materialize_leaves_a_file_a_stacked_header_names_outside_the_prefix(tmp
     assert "reads differently to different tar readers" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
     assert victim.read_text() == "keep me\n"
     assert not (tmp_path / "env").exists()
+
+
+@pytest.mark.parametrize("suffix", [".tar.bz2", ".conda"])
+def test_each_tar_of_a_conda_archive_is_decompressed_once_per_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """The header rule judges each header as tarfile reads it: the scan and each reading of the manifest open (and
+    decompress) every tar they read once; the rule's first version walked each tar, then decompressed it again."""
+    archive = write_package(Pkg("once", "1.0", archive=suffix, files={"bin/tool": "#!/bin/sh\n"}), tmp_path / "built")
+    opened: list[object] = []
+    real = conda_archive._opened
+
+    def counted(path: Path, place: tuple[int, int] | None) -> object:
+        opened.append(place)
+        return real(path, place)
+
+    monkeypatch.setattr(conda_archive, "_opened", counted)
+    archive_safety.check_archive(archive, "`once` 1.0")
+    assert len(opened) == (1 if suffix == ".tar.bz2" else 2)  # the one tar, or info and pkg
+    opened.clear()
+    package = _package(archive).model_copy(update={"name": "once"})
+    assert "bin/tool" in {f.path for f in conda_package.read_manifest(archive, package).files}
+    assert len(opened) == 2  # the info read, then the payload read (a .tar.bz2's one tar for each)
+
+
+def _apart(construct: str) -> tuple[bytes, str]:
+    """A tar that Python's tarfile and rattler's tar-rs read apart (each found with rattler as the oracle), and the
+    refusal's words: tarfile stops silently at a time or mode field it cannot parse, where tar-rs reads on; tarfile
+    takes a Solaris `X` header as PAX, tar-rs as a file; tarfile stops reading PAX records at one with no key, tar-rs
+    reads on; of a key given twice tarfile keeps the last, tar-rs the first."""
+    honest = member(b"info/paths.json", b'{"paths": []}')
+
+    def fields(name: bytes, data: bytes, at: int, value: bytes) -> bytes:
+        block = bytearray(header(name, len(data)))
+        block[at : at + len(value)] = value
+        block[148:156] = b" " * 8
+        block[148:156] = b"%06o\x00 " % sum(block)
+        return bytes(block) + padded(data)
+
+    def records(*pairs: bytes) -> bytes:
+        return member(b"PaxHeader", b"".join(pairs), b"x")
+
+    hidden = member(b"bin/hidden", b"#!/bin/sh\necho pwned\n")
+    return {
+        "time field": (honest + fields(b"bin/a", b"a\n", 136, b"zzzzzzzzzzz\x00") + hidden + END, "member `bin/a`: its time field is not plain octal"),
+        "mode field": (honest + fields(b"bin/a", b"a\n", 100, b"zzzzzzz\x00") + hidden + END, "member `bin/a`: its mode field is not plain octal"),
+        "Solaris X header": (honest + member(b"PaxHeader", b"20 path=bin/hidden\n", b"X") + member(b"bin/a", b"a\n") + END, "a Solaris extended header"),
+        "PAX record with no key": (honest + records(b"5 =x\n", b"19 path=bin/hidden\n") + member(b"bin/a", b"a\n") + END, "member `bin/hidden`: a PAX record with no key"),
+        "PAX key twice": (honest + records(b"19 path=bin/hidden\n", b"14 path=bin/a\n") + member(b"bin/a", b"a\n") + END, "a PAX header with two `path` records"),
+    }[construct]
+
+
+@pytest.mark.parametrize("construct", ["time field", "mode field", "Solaris X header", "PAX record with no key", "PAX key twice"])
+def test_a_conda_tar_that_tarfile_and_tar_rs_read_apart_is_refused(tmp_path: Path, construct: str) -> None:
+    """rattler's extractor is the oracle: it lands a file tarfile never read (or misses one it read); the reader
+    refuses the archive naming the member, before a reading of it ends."""
+    import bz2
+
+    import rattler.package_streaming as streaming
+
+    raw, said = _apart(construct)
+    archive = tmp_path / "apart-1.0-h0_0.tar.bz2"
+    archive.write_bytes(bz2.compress(raw))
+    with tarfile.open(fileobj=io.BytesIO(raw), mode="r|") as tar:
+        python_reads = {m.name for m in tar if m.isfile()}
+    streaming.extract(str(archive), str(tmp_path / "landed"))
+    landed = {str(p.relative_to(tmp_path / "landed")) for p in (tmp_path / "landed").rglob("*") if p.is_file()}
+    assert landed != python_reads, (landed, python_reads)
+    with pytest.raises(LockFormatError, match=re.escape(said)):
+        list(conda_archive.members(archive, "all"))
 
 
 # --- what rattler extracted, judged before anything is linked ----------------------------------------------
@@ -739,13 +807,35 @@ def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(tmp
     assert (tmp_path / "env" / "bin" / "tool").read_text() == "#!/bin/sh\necho hi\n"
 
 
-_SHAPES = st.sampled_from(["plain", "pax path", "gnu long name", "pax then gnu", "gnu then pax", "two pax", "nul-led size", "link then file"])
+_HONEST_SHAPES = ("plain", "pax path", "gnu long name", "link then file", "long pax path", "long gnu name", "ustar prefix")
+_SHAPES = st.sampled_from([*_HONEST_SHAPES, "pax then gnu", "gnu then pax", "two pax", "nul-led size", "bad time field", "solaris x", "pax record with no key", "pax key twice"])
 
 
 def _shaped(shape: str, index: int) -> bytes:
     """One member of a conda tar in a header shape of the attack battery's (stacked extended headers, NUL-led
-    fields, a link and then a file of its name)."""
+    fields, a link and then a file of its name), a long name (past the header's 100 bytes: a PAX path, a GNU long
+    name, ustar's prefix field), or one found reading the rule's one-pass walk against rattler (a time field
+    tarfile cannot parse, a Solaris `X` header, PAX records with no key or a key twice)."""
     name, other, data = f"share/f{index}", f"share/g{index}", f"content {index}\n".encode()
+    long = f"share/{'long-folder-' * 12}/f{index}"
+    if shape in ("long pax path", "long gnu name", "ustar prefix"):
+        if shape == "ustar prefix":
+            info = tarfile.TarInfo(long)
+            info.size = len(data)
+            return info.tobuf(tarfile.USTAR_FORMAT) + padded(data)  # the folders in the prefix field, the file's name after
+        return (pax(path=long) if shape == "long pax path" else long_name(long.encode())) + member(b"x", data)
+    if shape == "bad time field":
+        block = bytearray(header(name.encode(), len(data)))
+        block[136:148] = b"zzzzzzzzzzz\x00"
+        block[148:156] = b" " * 8
+        block[148:156] = b"%06o\x00 " % sum(block)
+        return bytes(block) + padded(data)
+    if shape == "solaris x":
+        return member(b"PaxHeader", record("path", other), b"X") + member(name.encode(), data)
+    if shape == "pax record with no key":
+        return member(b"PaxHeader", b"5 =x\n" + record("path", name), b"x") + member(other.encode(), data)
+    if shape == "pax key twice":
+        return member(b"PaxHeader", record("path", name) + record("path", other), b"x") + member(b"x", data)
     if shape == "plain":
         return member(name.encode(), data)
     if shape == "pax path":
@@ -768,6 +858,11 @@ def _shaped(shape: str, index: int) -> bytes:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_SHAPES, min_size=1, max_size=5))
 @example(["pax then gnu"])
+@example(["plain", "bad time field", "plain"])
+@example(["solaris x"])
+@example(["pax record with no key"])
+@example(["pax key twice"])
+@example(["long pax path", "long gnu name", "ustar prefix"])
 def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_factory: pytest.TempPathFactory, shapes: list[str]) -> None:
     """rattler's extractor (tar-rs) is the oracle: for any tar the header rule passes, the regular files it lands
     are exactly the members, with the contents, that lockgen's reader reads; the rest is refused by the rule."""
@@ -782,7 +877,7 @@ def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_fa
         read = {name: data for name, member_, data in conda_archive.members(archive, "all", lambda _: True) if member_.isfile()}
     except LockFormatError as exc:
         assert "reads differently to different tar readers" in exc.message
-        assert any(shape not in ("plain", "pax path", "gnu long name", "link then file") for shape in shapes)
+        assert any(shape not in _HONEST_SHAPES for shape in shapes)
         return
     landed = folder / "landed"
     with archive.open("rb") as stream:

@@ -5,12 +5,15 @@ RecursionError, a uv.lock imports in time linear in its size, and the inputs tha
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
 
-from lockgen.adapters import conda_meta, conformance_store, fetch_auth, pack_archive, pypi_index, registry_auth, signing, stat_walk, user_files
+from lockgen.adapters import conda_meta, conformance_store, fetch_auth, oci_layout, pack_archive, pypi_index, registry_auth, signing, stat_walk, user_files
 from lockgen.adapters.foreign_locks import read_foreign
 from lockgen.adapters.uv_lock import UvChoices
 from lockgen.api.certs import export_certificate
@@ -72,6 +75,26 @@ def _one_error(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
     return errors[0]
 
 
+class _Waited(BaseException):
+    """A block ran past its time (a BaseException: no reader's `except OSError` or `except Exception` takes it)."""
+
+
+@contextlib.contextmanager
+def _within(seconds: int) -> Iterator[None]:
+    """Fails the block (`_Waited`) if it runs past `seconds`: an open of a FIFO waits for a writer that never comes."""
+
+    def waited(signum: int, frame: object) -> None:
+        raise _Waited(f"still waiting after {seconds} s (on the FIFO?)")
+
+    previous = signal.signal(signal.SIGALRM, waited)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`lockgen ARGS`, given up on after `timeout` seconds: a command that waits on a FIFO fails the test."""
     return subprocess.run([sys.executable, "-m", "lockgen", *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=timeout)
@@ -100,11 +123,27 @@ def signed(tmp_path: Path) -> tuple[Path, Path]:
         ("unpack", "{fifo}", "--prefix", "{tmp}/env"),
         ("resolve", "{fifo}"),
         ("render", "{fifo}"),
+        (
+            "fleet",
+            "kubernetes",
+            "--image",
+            "docker://r.example/t@sha256:" + "5e" * 32,
+            "--lockgen-image",
+            "r.example/l@sha256:" + "0f" * 32,
+            "--arch",
+            "cpu",
+            "--certs-claim",
+            "c",
+            "--lock",
+            "{fifo}",
+            "--out",
+            "{tmp}/env",
+        ),
     ],
 )
 def test_a_fifo_named_as_an_input_is_refused_by_name_not_waited_on(tmp_path: Path, signed: tuple[Path, Path], command: tuple[str, ...]) -> None:
-    """A FIFO given as an archive, key, certificate, node facts file, stack or lock: the open waited for a writer
-    forever."""
+    """A FIFO given as an archive, key, certificate, node facts file, stack or lock (fleet kubernetes' --lock too):
+    the open waited for a writer forever."""
     fifo = tmp_path / "input.fifo"
     os.mkfifo(fifo)
     line = _one_error(_cli(*(part.format(fifo=fifo, cert=signed[0], tmp=tmp_path) for part in command)))
@@ -311,5 +350,61 @@ def test_a_conda_meta_record_that_is_no_record_is_refused_by_name(tmp_path: Path
         os.mkfifo(record)
     else:
         record.write_text(DEEP if kind == "deep" else "[]")
-    with pytest.raises(UserError, match="is no conda-meta record"):
+    with _within(20), pytest.raises(UserError, match="is no conda-meta record"):
         conda_meta.listed_paths(tmp_path / "env")
+
+
+def _layout_with_a_fifo(tmp_path: Path, which: str) -> tuple[Path, Path]:
+    """An image layout (one layer) whose `which` file (index.json, or the manifest, config or layer blob) is a FIFO."""
+    plain = _layer_tar([("opt/env/x", "f", b"x")])
+    layout = _image(tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest())
+    blobs = layout / "blobs" / "sha256"
+    manifest_digest = json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]
+    manifest = json.loads((blobs / manifest_digest.split(":")[1]).read_text())
+    digest = {"manifest": manifest_digest, "config": manifest["config"]["digest"], "layer": manifest["layers"][0]["digest"]}.get(which)
+    path = layout / "index.json" if digest is None else blobs / digest.split(":")[1]
+    path.unlink()
+    os.mkfifo(path)
+    return layout, path
+
+
+@pytest.mark.parametrize("which", ["index.json", "manifest", "config"])
+def test_a_fifo_in_an_image_layout_is_refused_by_name_not_waited_on(tmp_path: Path, which: str) -> None:
+    """A layout's index.json, or its manifest or config blob, that is a FIFO held every reader of the image forever
+    (`check --image` finds no layout without a regular index.json first; an adopted base is read directly)."""
+    layout, _ = _layout_with_a_fifo(tmp_path, which)
+    with _within(20), pytest.raises(LockFormatError, match="a FIFO, not a regular file"):
+        oci_layout.read_image(layout)
+
+
+@pytest.mark.slow
+def test_a_layer_blob_that_is_a_fifo_is_named_by_check_image(tmp_path: Path) -> None:
+    """`check --image` called a layer blob that is a FIFO missing."""
+    layout, _ = _layout_with_a_fifo(tmp_path, "layer")
+    line = _one_error(_cli("check", "--image", str(layout)))
+    assert "cannot be read: a FIFO, not a regular file" in line, line
+
+
+def test_a_base_layout_s_layer_that_is_a_fifo_is_refused_by_name_not_waited_on(tmp_path: Path) -> None:
+    """An adopted base layout's layers, read as lookups need them (`layer_reader`) and opened by export to carry
+    them (`layer_opener`), waited on a layer blob that is a FIFO forever."""
+    from lockgen.api.steps import base_steps
+
+    layout, _ = _layout_with_a_fifo(tmp_path, "layer")
+    count, layer = oci_layout.layer_reader(layout)
+    with _within(20), pytest.raises(LockFormatError, match="cannot be read: a FIFO, not a regular file"):
+        layer(count - 1)
+    manifest, _, _ = oci_layout.read_image(layout)
+    with _within(20), pytest.raises(LockFormatError, match="cannot be read: a FIFO, not a regular file"):
+        base_steps.layer_opener(layout)(manifest["layers"][0])
+
+
+def test_an_sbom_that_is_a_fifo_is_refused_by_name_not_waited_on(tmp_path: Path) -> None:
+    """`push --attest --sbom FIFO` and `attest --sbom FIFO` waited for a writer forever; the SBOM is read before
+    anything of the image is looked at."""
+    from lockgen.api.steps import attestation_steps
+
+    fifo = tmp_path / "sbom.cdx.json"
+    os.mkfifo(fifo)
+    with _within(20), pytest.raises(UserError, match="is not a CycloneDX SBOM"):
+        attestation_steps._sbom_of(fifo, None, None)  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from lockgen.adapters import env_manifest
 from lockgen.api import resolve as resolve_api
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import _QuietHandler, run_cli
+from tests.test_tar_headers import long_name, pax
 from tests.wheel_index import Wheel, build_index
 
 
@@ -252,7 +253,8 @@ DAMAGE: dict[str, tuple[Callable[[Path], bytes], str]] = {
     "a flipped byte in an artifact": (lambda a: _flipped(a.read_bytes(), _data_offset(a, LIBFOO) + 100), LIBFOO),
     "a flipped byte in the index": (lambda a: _flipped(a.read_bytes(), _data_offset(a, INDEX) + 60), INDEX),
     "a flipped byte in the lock": (lambda a: _flipped(a.read_bytes(), _data_offset(a, LOCK) + 300), LOCK),
-    "a flipped byte in a member's header": (lambda a: _flipped(a.read_bytes(), _header_offset(a, LIBFOO) + 3), LIBFOO),
+    # named as its damaged header reads: the header rule refuses its checksum before any member is read
+    "a flipped byte in a member's header": (lambda a: _flipped(a.read_bytes(), _header_offset(a, LIBFOO) + 3), _flipped(LIBFOO.encode(), 3).decode()),
     "cut short inside the last member": (lambda a: a.read_bytes()[: _data_offset(a, LIBFOO) + 200], LIBFOO),
     "cut short before the last member": (lambda a: a.read_bytes()[: _header_offset(a, LIBFOO)], LIBFOO),
     "a member missing": (lambda a: _rewritten(a, lambda m: [x for x in m if x[0].name != FOO_DATA]), FOO_DATA),
@@ -293,6 +295,26 @@ def test_a_damaged_archive_is_refused_naming_the_member(tmp_path: Path, good_arc
     done = netless_cli("unpack", str(damaged), "--prefix", str(prefix), env=_home(tmp_path, "fresh"))
     _refused(done, member, prefix)
     assert not (tmp_path / "fresh" / "pkgs").exists()  # nothing taken into the store from a refused archive
+
+
+def test_a_member_named_two_ways_is_refused_before_any_member_is_read(tmp_path: Path, good_archive: Path) -> None:
+    """A GNU long name and then a PAX path before an artifact's header: Python's tarfile takes the long name (the
+    artifact's own, so lockgen unpacked the archive as honest), GNU tar the PAX path (the oracle: a path out of the
+    folder it extracts into). The header rule refuses the archive naming the member, before any member is read."""
+    outside = "../../outside-the-folder.conda"
+    at = _header_offset(good_archive, LIBFOO)
+    data = good_archive.read_bytes()
+    forged = tmp_path / "forged.tar"
+    forged.write_bytes(data[:at] + long_name(LIBFOO.encode()) + pax(path=outside) + data[at:])
+    listed = subprocess.run(["tar", "-tf", str(forged)], capture_output=True, text=True).stdout.splitlines()
+    assert outside in listed and LIBFOO not in listed, listed  # GNU tar's reading
+    with tarfile.open(forged) as tar:  # Python's reading
+        assert LIBFOO in tar.getnames() and outside not in tar.getnames()
+    prefix = tmp_path / "env"
+    done = netless_cli("unpack", str(forged), "--prefix", str(prefix), env=_home(tmp_path, "fresh"))
+    _refused(done, LIBFOO, prefix)
+    assert "read differently to different tar readers" in done.stderr and "after another extended header" in done.stderr
+    assert not (tmp_path / "fresh").exists() or not any((tmp_path / "fresh").rglob("*.conda"))  # no member was taken anywhere
 
 
 def test_another_lock_platform_or_prefix_is_refused(tmp_path: Path, good_archive: Path, conda_lock: tuple[Path, Path]) -> None:

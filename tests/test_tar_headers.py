@@ -11,13 +11,14 @@ import io
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
+from lockgen.adapters.tar_headers import EXTENDED_LIMIT, AmbiguousTar, HeaderRule, check_headers, ruled_members
 from tests.image_run import require
 from tests.test_image_whole import TAG, image_files, refused, rewritten
 
@@ -200,3 +201,69 @@ def test_a_layer_gos_tar_writes_passes(tmp_path: Path) -> None:
     for layer in layers:
         check_headers(io.BytesIO(gzip.decompress(layer.read_bytes())))
     shutil.rmtree(tmp_path / "bundle", ignore_errors=True)
+
+
+# --- one reading: the rule fed as a reader reads -----------------------------------------------------------
+
+
+def _verdict(judge: Callable[[], None]) -> str:
+    try:
+        judge()
+    except AmbiguousTar as exc:
+        return str(exc)
+    return "passed"
+
+
+_TARS = [layer for layer, _ in crafted(LOCKED).values()] + [
+    member(b"a", b"x" * 700) + pax(path="b" * 150) + member(b"x", b"y" * 1100) + long_name(b"c" * 200) + member(b"x") + END,
+    member(b"a", b"x" * 10) + END + b"bytes after the end block, which no reader reads",
+    member(b"a", b"x" * 10),  # no end block: tarfile's to judge
+    pax(path="only-an-extended-header"),
+]
+
+
+@settings(max_examples=120, deadline=None)
+@given(tar=st.sampled_from(_TARS), cuts=st.lists(st.integers(min_value=1, max_value=1500), max_size=12))
+def test_the_rule_fed_in_any_pieces_judges_as_a_walk_of_the_whole(tar: bytes, cuts: list[int]) -> None:
+    """`HeaderRule` is fed what a reader reads, in its pieces: its verdict (pass, or the refusal's words) is the
+    whole walk's (`check_headers` over a seekable stream, which seeks past file data)."""
+    rule = HeaderRule()
+
+    def fed() -> None:
+        at = 0
+        for cut in cuts:
+            rule.feed(tar[at : at + cut])
+            at += cut
+        rule.feed(tar[at:])
+        rule.end()
+
+    assert _verdict(fed) == _verdict(lambda: check_headers(io.BytesIO(tar)))
+
+
+def test_an_extended_header_past_go_s_limit_is_refused_unread() -> None:
+    """A PAX header or long name over 1 MiB (Go refuses it; Python read it whole, however large it claimed to be)."""
+    huge = header(b"PaxHeader", EXTENDED_LIMIT + 1, b"x")
+    with pytest.raises(AmbiguousTar, match=f"a PAX header of {EXTENDED_LIMIT + 1} bytes"):
+        check_headers(io.BytesIO(huge))  # refused from its header alone: its content is not there to read
+
+
+def test_a_tar_tarfile_stops_reading_before_its_end_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tarfile ends its reading silently at a header it cannot parse (past the first); the rule walks on to the end
+    block, and a tar whose members tarfile did not all read is refused, naming the first it missed (simulated: a
+    tarfile that cannot parse the second header, as a later Python's stricter parser may not)."""
+    real = tarfile.TarInfo.fromtarfile.__func__
+    calls = []
+
+    def stopping(cls: type[tarfile.TarInfo], tar: tarfile.TarFile) -> tarfile.TarInfo:
+        calls.append(1)
+        if len(calls) == 2:
+            raise tarfile.InvalidHeaderError("bad header")
+        return real(cls, tar)
+
+    monkeypatch.setattr(tarfile.TarInfo, "fromtarfile", classmethod(stopping))
+    raw = member(b"a", b"1") + member(b"b", b"2") + member(b"c", b"3") + END
+    read = []
+    with pytest.raises(AmbiguousTar, match="header 2, member `b`: Python's tarfile stops reading there"):
+        for info, _ in ruled_members(io.BytesIO(raw)):
+            read.append(info.name)
+    assert read == ["a"]

@@ -13,12 +13,14 @@ read the first, and `.conda` writers (conda-package-handling, rattler) store eve
 A `.tar.bz2` is one tar stream, read in order as rattler reads it. Members come out in stream order with
 the content of those asked for; any unreadable stream is one `LockFormatError` naming the archive.
 
-Every tar stream is first held to `tar_headers`' rule, the one that closed the same hole for image layers:
-rattler extracts with tar-rs, which reads stacked extended headers (a PAX path and a GNU long name before one
-member) differently from Python's `tarfile` (it keeps the GNU name, Python the PAX one), so a package could show
-lockgen one `info/paths.json` and give rattler another. A stream two readers could read differently is refused
-before any member of it is read; only then does `tarfile` read it (a second decompression of the stream: the
-scan runs once per archive in the store)."""
+Every tar stream is held to `tar_headers`' rule, the one that closed the same hole for image layers: rattler
+extracts with tar-rs, which reads stacked extended headers (a PAX path and a GNU long name before one member)
+differently from Python's `tarfile` (it keeps the GNU name, Python the PAX one), so a package could show lockgen one
+`info/paths.json` and give rattler another. Each tar is decompressed once per reading: `tarfile` reads it through
+`tar_headers.ruled_members`, which judges every header before tarfile reads it, and reads on to the end-of-archive
+block once tarfile is done, so a member is handed out only once its header (and every one before it) passed, and
+an archive with any header two readers could read differently is refused, naming the header's member, before
+`members` ends: a reader that reads to the end (each of lockgen's does) acts on nothing the rule refuses."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from typing import IO
 
 import zstandard
 
-from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
+from lockgen.adapters.tar_headers import AmbiguousTar, ruled_members
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError
 
@@ -177,14 +179,10 @@ def conda_members(archive: Path) -> dict[str, tuple[int, int]]:
 
 
 class _Slice:
-    """`size` bytes of `stream` from where it stands, read as a file, forward only (a bz2 stream would seek by
-    decompressing again: the header rule skips data by reading it once)."""
+    """`size` bytes of `stream` from where it stands (a `.conda` member), read as a file, forward only."""
 
     def __init__(self, stream: IO[bytes], size: int) -> None:
         self._stream, self._left = stream, size
-
-    def seekable(self) -> bool:
-        return False
 
     def read(self, wanted: int = -1) -> bytes:
         data = self._stream.read(self._left if wanted is None or wanted < 0 else min(wanted, self._left))
@@ -205,25 +203,12 @@ def _opened(archive: Path, place: tuple[int, int] | None) -> Iterator[IO[bytes]]
             yield stream
 
 
-def _tar_streams(archive: Path, part: str) -> Iterator[IO[bytes]]:
-    """Each tar of `part`, held to the header rule first (`AmbiguousTar` names the header), then opened again to be read."""
+def _tars(archive: Path, part: str) -> list[tuple[str, tuple[int, int] | None]]:
+    """Each tar of `part`: its name in a `.conda` (`info`, `pkg`; "" for the one tar of a `.tar.bz2`) and place."""
     if archive.name.endswith(".tar.bz2"):
-        places: list[tuple[str, tuple[int, int] | None]] = [("", None)]
-    else:
-        found = conda_members(archive)
-        places = [(name, found[name]) for name in (("info", "pkg") if part == "all" else (part,)) if name in found]
-    for name, place in places:
-        with _opened(archive, place) as stream:
-            try:
-                check_headers(_Slice(stream, 1 << 62))  # type: ignore[arg-type]
-            except AmbiguousTar as exc:
-                where = f"its {name}-*.tar.zst" if name else "its tar"
-                raise LockFormatError(
-                    f"`{archive.name}` is refused: {where} reads differently to different tar readers ({exc})",
-                    "tar-rs (rattler's reader) and Python's tarfile would see other members: the package is malformed or crafted; nothing was installed",
-                ) from None
-        with _opened(archive, place) as stream:
-            yield stream
+        return [("", None)]
+    found = conda_members(archive)
+    return [(name, found[name]) for name in (("info", "pkg") if part == "all" else (part,)) if name in found]
 
 
 def entry_name(member: tarfile.TarInfo) -> str:
@@ -241,18 +226,30 @@ def members(
     read: Callable[[str], bool] = lambda _: False,
 ) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
     """The tar members of `part` (`info`, `pkg` or `all`; a `.tar.bz2` has one tar for all) in stream order:
-    (`entry_name`, member, content when it is a regular file whose entry name `read` asks for)."""
+    (`entry_name`, member, content when it is a regular file whose entry name `read` asks for); each tar
+    decompressed once and held to the header rule as it is read."""
     try:
-        for stream in _tar_streams(archive, part):
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
-                for member in tar:
-                    name = entry_name(member)
-                    wanted = member.isfile() and read(name)
-                    if wanted and name.startswith("info/") and member.size > INFO_LIMIT:
-                        raise LockFormatError(
-                            f"`{archive.name}`: {shown(name)} claims {member.size} bytes (lockgen reads info/ files of up to {INFO_LIMIT >> 20} MiB)",
-                            "the package is malformed or crafted: nothing was installed",
-                        )
-                    yield name, member, tar.extractfile(member).read() if wanted else None  # type: ignore[union-attr]
+        for name, place in _tars(archive, part):
+            with _opened(archive, place) as stream:
+                try:
+                    yield from _read_members(archive, ruled_members(stream), read)
+                except AmbiguousTar as exc:
+                    where = f"its {name}-*.tar.zst" if name else "its tar"
+                    raise LockFormatError(
+                        f"`{archive.name}` is refused: {where} reads differently to different tar readers ({exc})",
+                        "tar-rs (rattler's reader) and Python's tarfile would see other members: the package is malformed or crafted; nothing was installed",
+                    ) from None
     except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
         raise LockFormatError(f"`{archive.name}` is not a readable conda package: {shown(str(exc))}", "the package's own bytes are damaged: nothing was installed") from None
+
+
+def _read_members(archive: Path, ruled: Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]], read: Callable[[str], bool]) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
+    for member, tar in ruled:
+        name = entry_name(member)
+        wanted = member.isfile() and read(name)
+        if wanted and name.startswith("info/") and member.size > INFO_LIMIT:
+            raise LockFormatError(
+                f"`{archive.name}`: {shown(name)} claims {member.size} bytes (lockgen reads info/ files of up to {INFO_LIMIT >> 20} MiB)",
+                "the package is malformed or crafted: nothing was installed",
+            )
+        yield name, member, tar.extractfile(member).read() if wanted else None  # type: ignore[union-attr]

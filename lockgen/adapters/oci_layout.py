@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, cast
+from typing import IO, Any, BinaryIO, cast
 
 import zstandard
 from pydantic import ValidationError
@@ -116,7 +116,8 @@ def compress(tar_path: Path, destination: Path, compression: str, level: int) ->
 
 @contextmanager
 def uncompressed_stream(path: Path, media_type: str) -> Iterator[IO[bytes]]:
-    with path.open("rb") as raw, uncompressed(raw, media_type) as stream:
+    """The tar stream of the layer blob at `path`, a regular file (`user_files`: a FIFO there is refused, not waited on)."""
+    with user_files.opened(path) as raw, uncompressed(raw, media_type) as stream:
         yield stream
 
 
@@ -241,11 +242,6 @@ def blob_path(layout: Path, digest: str) -> Path:
     return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
 
 
-def open_blob(layout: Path, digest: str) -> IO[bytes]:
-    """A layout's blob opened for reading, as a stream (a layer is read as far as a decision needs)."""
-    return blob_path(layout, digest).open("rb")
-
-
 def read_image(layout: Path, architecture: str | None = None, tag: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(manifest, config, manifest digest) of the layout's image tagged `tag` (its single image when no tag is
     asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs
@@ -345,8 +341,13 @@ def layer_reader(layout: Path, architecture: str | None = None) -> tuple[int, Ca
 
     def layer(index: int) -> dict[str, LayerEntry]:
         if index not in read:
-            with uncompressed_stream(blob_path(layout, layers[index]["digest"]), layers[index].get("mediaType", "")) as stream:
-                read[index] = members(stream)
+            try:
+                with uncompressed_stream(blob_path(layout, layers[index]["digest"]), layers[index].get("mediaType", "")) as stream:
+                    read[index] = members(stream)
+            except FileNotFoundError:
+                raise _missing(layout, layers[index]["digest"]) from None
+            except OSError as exc:
+                raise _unreadable(layout, layers[index]["digest"], exc) from None
         return read[index]
 
     return len(layers), layer
@@ -373,9 +374,16 @@ def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], Non
 def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[bytes]) -> None:
     """The layer's uncompressed tar written into `plain` (rewound), its blob and diff_id checked."""
     path = blob_path(layout, layer["digest"])
-    if not path.is_file():
+    if not path.exists():
         raise _missing(layout, layer["digest"])
-    if "sha256:" + file_digest(path) != layer["digest"]:
+    try:
+        blob_hasher = hashlib.sha256()
+        with user_files.opened(path) as blob:
+            for block in iter(lambda: blob.read(1 << 20), b""):
+                blob_hasher.update(block)
+    except OSError as exc:
+        raise _unreadable(layout, layer["digest"], exc) from None
+    if "sha256:" + blob_hasher.hexdigest() != layer["digest"]:
         raise LockFormatError(f"layer blob {layer['digest']} was changed", "the image was tampered with: re-export it")
     _sized(layout, layer, path.stat().st_size, f"layer blob {layer['digest'][:19]}…")
     hasher = hashlib.sha256()
@@ -389,6 +397,20 @@ def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[by
     if "sha256:" + hasher.hexdigest() != diff_id:
         raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}", "the image was tampered with: re-export it")
     plain.seek(0)
+
+
+def open_blob(layout: Path, digest: str) -> BinaryIO:
+    """The layout's blob `digest`, open for reading: a regular file (`user_files`), else refused naming it."""
+    try:
+        return user_files.opened(blob_path(layout, digest))
+    except FileNotFoundError:
+        raise _missing(layout, digest) from None
+    except OSError as exc:
+        raise _unreadable(layout, digest, exc) from None
+
+
+def _unreadable(layout: Path, digest: str, error: OSError) -> LockFormatError:
+    return LockFormatError(f"layer blob {digest[:19]}… of {layout} cannot be read: {error.strerror or error}", "the layout is damaged: copy it whole, or re-export it")
 
 
 def _missing(layout: Path, digest: str) -> LockFormatError:

@@ -7,8 +7,11 @@ the order given; each file is hashed as it is copied in and refused unless it ha
 states. The archive is written to a temporary file beside `out` and renamed into place, so a failure or Ctrl-C leaves
 nothing half written (the temporary files of runs that were killed are swept).
 
-Reading (`reading`) is one pass in archive order, as `tarfile`'s stream mode gives it: each member must be a regular
-file (no link, folder, device or sparse file), named a relative path without `..`, be exactly the member expected next,
+Reading (`reading`) first holds the archive to `tar_headers`' rule, the one conda packages and image layers are held
+to: an archive whose headers two tar readers could read differently (a PAX path stacked on a GNU long name names one
+member `conda/x.conda` to Python's tarfile and `../x` to GNU tar, Go and tar-rs) is refused, naming the member, before
+any member is read; the walk reads only the headers, seeking past the data. Then it is one pass in archive order, as
+`tarfile`'s stream mode gives it: each member must be a regular file (no link, folder, device or sparse file), named a relative path without `..`, be exactly the member expected next,
 and have the size stated for it (checked before a byte of it is read); its bytes are hashed as they are written out.
 Nothing is extracted by tarfile itself, and no metadata of the archive (mode, owner, time) is applied.
 """
@@ -26,6 +29,7 @@ from typing import IO
 
 from lockgen.adapters import file_guard, user_files
 from lockgen.adapters.atomic_files import UMASK, temporary_beside
+from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
 from lockgen.model.names import shown
 from lockgen.errors import PackError, UserError
 from lockgen.model.pack import PackMember
@@ -215,6 +219,19 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
     except OSError as exc:
         raise UserError(f"cannot read pack archive `{path}`: {exc.strerror or exc}", "pass the .tar written by lockgen pack") from None
     with stream:
+        try:
+            check_headers(stream)
+        except AmbiguousTar as exc:
+            if exc.number == 1:  # where the first member must be: not a tar, or not one lockgen pack wrote
+                raise PackError(
+                    f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({exc.problem})", "pass the .tar written by lockgen pack (uncompressed)", first
+                ) from None
+            raise PackError(
+                f"pack archive `{shown(str(path), 200)}`, member `{shown(exc.member, 120)}`: its headers read differently to different tar readers ({exc})",
+                "tarfile (lockgen) and GNU tar, Go or tar-rs would see other members: the archive was damaged or crafted after lockgen pack wrote it; nothing was unpacked",
+                exc.member,
+            ) from None
+        stream.seek(0)
         try:
             tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
         except (tarfile.TarError, EOFError) as exc:
