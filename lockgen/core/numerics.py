@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey, digests_text
 from lockgen.model.names import shown
@@ -115,10 +115,21 @@ class NumericsDifference:
         return {"node": self.node, "key": self.key.model_dump(), "digests": list(self.digests), "against": self.against, "cause": self.cause}
 
 
-def odd_nodes(latest: Sequence[tuple[str, CertificateBody]]) -> tuple[list[NumericsDifference], int]:
+class Fingerprinted(Protocol):
+    """What a node's comparison reads of its latest certificate (a `CertificateBody`, or a fleet status row
+    that kept only this): the fingerprint and the kernel's stack (its settings and foreign libraries)."""
+
+    @property
+    def numerics(self) -> Numerics | None: ...
+
+    @property
+    def stack(self) -> dict[str, Any]: ...
+
+
+def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[NumericsDifference], int]:
     """The nodes whose digests differ from their key's majority, from each node's latest certificate; and how
     many nodes were compared (those sharing a key with another)."""
-    groups: dict[NumericsKey, list[tuple[str, CertificateBody, Numerics]]] = {}
+    groups: dict[NumericsKey, list[tuple[str, Fingerprinted, Numerics]]] = {}
     for node, body in latest:
         if body.numerics is not None:
             groups.setdefault(body.numerics.key, []).append((node, body, body.numerics))
