@@ -11,8 +11,10 @@ so what is held is a few hundred bytes a node, never the certificates; the nodes
 from __future__ import annotations
 
 import datetime as dt
+import json
 import pickle
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from itertools import groupby
 from pathlib import Path
@@ -110,6 +112,7 @@ def _share_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float
     certificates are held at a time."""
     rows: list[StatusRow] = []
     refused: list[Refusal] = []
+    shared: dict[str, Any] = {}  # a fleet's nodes mostly share their settings and fingerprint: one copy of each
     for node, group in groupby(paths, key=_node_of):
         found = []
         for path in group:
@@ -117,5 +120,8 @@ def _share_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float
                 found.append((node, str(path), read_signed_quickly(path, keys).certificate))
             except LockgenError as error:
                 refused.append({"node": node, "source": str(path), "reason": error.message})
-        rows += status_rows(found, now, noise)
+        for row in status_rows(found, now, noise):
+            stack = shared.setdefault(json.dumps(row.stack, sort_keys=True), row.stack)
+            numerics = shared.setdefault(row.numerics.model_dump_json(), row.numerics) if row.numerics is not None else None
+            rows.append(replace(row, stack=stack, numerics=numerics))
     return rows, refused
