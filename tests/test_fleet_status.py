@@ -267,3 +267,21 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
     rows = status_rows([(f"n{node:04d}", "x", body) for node in range(2000)], dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc), 0.05)
     page = status_page(rows, "now")
     assert len(page) < 1_000_000 and page.count("<rect") <= 40 * 5 and "the 40 lowest of 2000 nodes; 1960 more from" in page
+
+
+@settings(max_examples=50, deadline=None)
+@given(head=st.dictionaries(st.sampled_from(["numerics", "refused"]), JSON_VALUES, max_size=2), rows=st.lists(JSON_VALUES, max_size=4))
+def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
+    """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once):
+    the bytes are `print_json`'s of the whole report."""
+    import contextlib
+    import io
+
+    from lockgen.cli.terminal import print_json, print_json_rows
+
+    whole, streamed = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(whole):
+        print_json({**head, "rows": rows})
+    with contextlib.redirect_stdout(streamed):
+        print_json_rows(head, "rows", iter(rows))
+    assert streamed.getvalue() == whole.getvalue()

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import partial
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from lockgen.adapters import parallel
 from lockgen.adapters.atomic_files import write_atomic
@@ -75,7 +75,28 @@ def fleet_status(
         write_atomic(html, status_page(rows, now.strftime("%Y-%m-%dT%H:%M:%SZ")))
         progress(f"wrote {html}")
     differ, compared = numerics_differences(rows)
-    return {"rows": [row.as_json() for row in rows], "refused": refused, "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]}}
+    return {"rows": JsonRows(rows), "refused": refused, "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]}}
+
+
+class JsonRows(Sequence[dict[str, Any]]):
+    """The rows as JSON objects, each made when it is read: a fleet's report never holds them all at once."""
+
+    def __init__(self, rows: list[StatusRow]) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [row.as_json() for row in self._rows[index]]
+        return self._rows[index].as_json()
 
 
 def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float) -> tuple[list[StatusRow], list[Refusal]]:
