@@ -8,6 +8,7 @@ A node is named by where its certificate came from (`n1.cert.json` from `lockgen
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ HEADLINES = (  # (group, name, label): the figures a person compares across node
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a fleet's status holds one per node
 class StatusRow:
     node: str
     covers: str  # "lock 1a2b3c4d5e6f", "image sha256:…", or "no lock"
@@ -77,7 +78,7 @@ def headline_figures(body: CertificateBody) -> dict[str, tuple[float, str]]:
     for group, name, label in HEADLINES:
         entry = body.figures.get(group, {}).get(name, {})
         if isinstance(entry.get("value"), (int, float)):
-            found[label] = (float(entry["value"]), str(entry.get("unit") or ""))
+            found[label] = (float(entry["value"]), sys.intern(str(entry.get("unit") or "")))  # one copy of each unit
     return found
 
 
@@ -113,11 +114,11 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
         rows.append(
             StatusRow(
                 node=node,
-                covers=covered,
+                covers=sys.intern(covered),
                 source=source,
                 created=latest.created,
                 age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
-                arch=latest.arch,
+                arch=sys.intern(latest.arch),
                 passed=latest.passed,
                 failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),
                 figures=headline_figures(latest),
