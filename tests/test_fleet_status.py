@@ -200,6 +200,7 @@ MUTATIONS = {
     "passed contradicts its checks": lambda document: render({**document, "certificate": {**document["certificate"], "passed": not document["certificate"]["passed"]}}),
     "an empty list opened": lambda document: render(document).replace('"distributed": null', '"distributed": [\n    ]', 1),
     "deep": lambda document: render({**document, "certificate": {**document["certificate"], "stack": {"x": json.loads("[" * 70 + "]" * 70)}}}),
+    "nested past the recursion": lambda document: '{"certificate": {"stack": ' + "[" * 900 + "]" * 900 + "}}\n",
 }
 
 

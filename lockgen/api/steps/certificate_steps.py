@@ -110,7 +110,11 @@ def read_signed_quickly(path: Path, keys: Signers) -> Certificate:
         document = json.loads(text) if DEEP_LINE not in text else None
     except (OSError, ValueError, RecursionError):
         document = None
-    if document is not None and signing.signed_and_canonical(text, document, keys.loaded):
+    try:  # a document nested past the renderer's recursion (not canonical, or DEEP_LINE would be in it) is read below
+        proven = document is not None and signing.signed_and_canonical(text, document, keys.loaded)
+    except RecursionError:
+        proven = False
+    if proven:
         try:
             certificate = Certificate.model_validate(document)
         except ValidationError:
