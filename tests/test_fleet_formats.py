@@ -388,3 +388,100 @@ def test_verify_emits_its_certificate_for_node_exporter_and_ci(tmp_path: Path) -
     suite = ET.fromstring(junit.read_text()).find("testsuite")
     assert int(suite.get("tests")) == len(body["checks"]) and suite.get("failures") == "0"
     assert sorted(p.name for p in prom.parent.iterdir()) == ["lockgen.prom"]
+
+
+NUMERICS = REPO / "envs" / "examples" / "numerics-fingerprint"
+NUMERICS_KEY = NUMERICS / "numerics-signing.pub"
+DIGESTS = ("adamw_bf16", "conv_bf16", "gemm_bf16", "gemm_fp16", "gemm_fp32", "gemm_fp8", "gemm_tf32")
+
+
+def _fingerprinted() -> CertificateBody:
+    """The passed H200 lock certificate carrying the H100 evidence's fingerprint (none of the committed certificates
+    has both a lock, which NFD needs, and a fingerprint)."""
+    return body_of(PASSED, KEY).model_copy(update={"numerics": body_of(NUMERICS / "node1-quick.cert.json", NUMERICS_KEY).numerics})
+
+
+@settings(max_examples=40, deadline=None)
+@given(digest=st.sampled_from(DIGESTS), tf32_off=st.booleans())
+def test_a_pinned_reference_judges_each_certificate_alone_in_every_format(digest: str, tf32_off: bool) -> None:
+    """A certificate one digest off the reference of its key fails in each format, read back by each format's own
+    parser: Prometheus (the passed gauge 0, `lockgen_numerics_reference_match` 0 naming the digest and the cause),
+    JUnit (a failed numerics/expected_fingerprint testcase naming both), NFD (no label, a comment naming the digest);
+    the reference itself passes everywhere (match 1, the `.numerics=matches` label)."""
+    from lockgen.core.numerics import NumericsReference, judged_certificate
+
+    good = _fingerprinted()
+    assert good.numerics is not None
+    stack = {**good.stack, "settings": {"NVIDIA_TF32_OVERRIDE": "0"}} if tf32_off else good.stack
+    odd = good.model_copy(update={"numerics": good.numerics.model_copy(update={"digests": {**good.numerics.digests, digest: "f" * 64}}), "stack": stack})
+    reference = (NumericsReference(good.numerics, good.stack, "`good.cert.json`"),)
+    judged, judgement = judged_certificate(odd, reference)
+    assert not judged.passed and judgement.differing == (digest,)
+    cause = "NVIDIA_TF32_OVERRIDE=0 here" if tf32_off else "the hardware"
+    metrics = samples(prometheus_text(judged, judgement))
+    body = judged.model_dump(mode="json")
+    assert metrics[("lockgen_certificate_passed", identity(body))] == 0
+    [(labels, value)] = [(dict(labels), value) for (name, labels), value in metrics.items() if name == "lockgen_numerics_reference_match"]
+    assert value == 0 and labels["differing"] == digest and cause in labels["cause"]
+    suite = ET.fromstring(junit_report(judged, judgement)).find("testsuite")
+    [case] = [case for case in suite.iter("testcase") if case.get("name") == "expected_fingerprint"]
+    assert case.get("classname").endswith(".numerics") and f"digest {digest} differs from the reference" in case.find("failure").get("message") and cause in case.find("failure").get("message")
+    assert {p.get("name"): p.get("value") for p in suite.iter("property")}["numerics.differing"] == digest
+    features = nfd_features(judged, dt.timedelta(days=3650), judgement).splitlines()
+    assert not [line for line in features if NFD_LINE.fullmatch(line)] and any(line.startswith("# numerics: " + digest) for line in features)
+    same, judgement = judged_certificate(good, reference)
+    assert same.passed and judgement.check.passed
+    assert dict(next(labels for (name, labels), _ in samples(prometheus_text(same, judgement)).items() if name == "lockgen_numerics_reference_match")) == dict(identity(body)) | {
+        "differing": "",
+        "cause": "",
+    }
+    labels = [line for line in nfd_features(same, dt.timedelta(days=3650), judgement).splitlines() if NFD_LINE.fullmatch(line)]
+    assert labels[-1] == "lockgen.io/h200.numerics=matches" and len(labels) == 3
+
+
+@pytest.mark.slow
+def test_cert_export_judges_against_a_pinned_reference_and_node_exporter_reads_it(tmp_path: Path) -> None:
+    """`cert export --expect-numerics GOOD`: the TF32-off node of the H100 evidence fails (npd exits 1 naming the
+    check), its metrics, read back by node_exporter's textfile collector, say which digest and the setting; a
+    reference of another key fails it too, saying so; a healthy node matches."""
+    good, odd = NUMERICS / "node1-quick.cert.json", NUMERICS / "node4-tf32-off.cert.json"
+    npd = run_cli("cert", "export", str(NUMERICS / "node2-quick.cert.json"), "--format", "npd", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good))
+    assert npd.returncode == 0 and "passed" in npd.stdout, npd.stdout + npd.stderr
+    npd = run_cli("cert", "export", str(odd), "--format", "npd", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good))
+    assert npd.returncode == 1 and "numerics/expected_fingerprint" in npd.stdout
+    other_key = tmp_path / "other-key.json"
+    numerics = raw_body(good)["numerics"]
+    other_key.write_text(json.dumps({**numerics, "key": {**numerics["key"], "driver": "575.57.08"}}))
+    junit = run_cli("cert", "export", str(good), "--format", "junit", "--expect-numerics", str(other_key))
+    [case] = [case for case in ET.fromstring(junit.stdout).iter("testcase") if case.get("name") == "expected_fingerprint"]
+    assert junit.returncode == 0 and "driver: 575.57.08 vs 580.159.04" in case.find("failure").get("message")
+    bad = run_cli("cert", "export", str(good), "--format", "prom", "--expect-numerics", str(tmp_path / "missing.json"))
+    assert bad.returncode == 1 and bad.stderr.startswith("error:") and "hint:" in bad.stderr and "Traceback" not in bad.stderr
+    binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    assert binary, "node_exporter is missing: apt-get install -y prometheus-node-exporter (.ci/run does)"
+    textfiles = tmp_path / "textfile"
+    for name, path in (("good", NUMERICS / "node2-quick.cert.json"), ("odd", odd)):
+        exported = run_cli("cert", "export", str(path), "--format", "prom", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good), "--out", str(textfiles / f"{name}.prom"))
+        assert exported.returncode == 0, exported.stderr
+    port = _free_port()
+    exporter = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}", "--web.disable-exporter-metrics"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        scraped = samples(_scrape(exporter, f"http://127.0.0.1:{port}/metrics"))
+    finally:
+        exporter.terminate()
+        try:
+            exporter.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            exporter.kill()
+            exporter.wait(timeout=10)
+        exporter.stderr.close()
+    assert scraped[("node_textfile_scrape_error", frozenset())] == 0
+    matches = {labels: value for (name, labels), value in scraped.items() if name == "lockgen_numerics_reference_match"}
+    assert sorted(matches.values()) == [0.0, 1.0]
+    [odd_labels] = [dict(labels) for labels, value in matches.items() if value == 0]
+    assert odd_labels["differing"] == "gemm_tf32" and "NVIDIA_TF32_OVERRIDE=0" in odd_labels["cause"] and odd_labels["mode"] == "quick"

@@ -11,8 +11,9 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
-from lockgen.adapters.signing import render, sign
+from lockgen.adapters.signing import render, rendered, sign
 from tests.conftest import REPO, run_cli
 
 H200 = REPO / "envs" / "examples" / "h200-system"
@@ -163,3 +164,125 @@ def test_every_certificate_is_verified_where_it_is_shown(tmp_path: Path) -> None
     unchecked = run_cli("fleet", "status", str(folder), "--json")
     report = json.loads(unchecked.stdout)
     assert {entry["node"] for entry in report["refused"]} == {"reserialized", "broken"} and "signatures were not checked" in unchecked.stderr
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=JSON_VALUES)
+def test_the_quick_rendering_is_the_certificate_file_byte_for_byte(document: object) -> None:
+    """`signing.rendered` (the fleet's quick proof) against `signing.render` (json's own encoder, what verify writes):
+    any JSON document, NaN, infinities, huge integers, control characters and lone surrogates included."""
+    assert rendered(document) == render(document)
+
+
+def _signed_document(key: Path) -> dict:
+    body = json.loads((H200 / "h200-lock-full.cert.json").read_text())["certificate"]
+    return {"certificate": body, "signature": sign(body, key)}
+
+
+MUTATIONS = {
+    "canonical": lambda document: render(document),
+    "indented by one": lambda document: json.dumps(document, sort_keys=True, indent=1, ensure_ascii=True) + "\n",
+    "no space after colons": lambda document: json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True, separators=(",", ":")) + "\n",
+    "keys unsorted": lambda document: json.dumps({"signature": document["signature"], "certificate": dict(reversed(document["certificate"].items()))}, indent=2) + "\n",
+    "no final newline": lambda document: render(document)[:-1],
+    "a figure changed": lambda document: render({**document, "certificate": {**document["certificate"], "duration_s": document["certificate"]["duration_s"] + 1}}),
+    "unsigned": lambda document: render({"certificate": document["certificate"]}),
+    "signature malformed": lambda document: render({**document, "signature": {**document["signature"], "algorithm": "rsa"}}),
+    "another key id": lambda document: render({**document, "signature": {**document["signature"], "key_id": "0" * 16}}),
+    "a key more": lambda document: render({**document, "extra": 1}),
+    "passed contradicts its checks": lambda document: render({**document, "certificate": {**document["certificate"], "passed": not document["certificate"]["passed"]}}),
+    "an empty list opened": lambda document: render(document).replace('"distributed": null', '"distributed": [\n    ]', 1),
+    "deep": lambda document: render({**document, "certificate": {**document["certificate"], "stack": {"x": json.loads("[" * 70 + "]" * 70)}}}),
+    "nested past the recursion": lambda document: '{"certificate": {"stack": ' + "[" * 900 + "]" * 900 + "}}\n",
+}
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_the_quick_proof_accepts_and_refuses_exactly_what_cert_verify_does(tmp_path: Path, keyed: bool) -> None:
+    """Each way a file can differ from what `lockgen verify` wrote: `read_signed_quickly` (what fleet status
+    reads with) accepts it exactly when `read_signed` does, and refuses it with the same reason."""
+    from lockgen.api.steps.certificate_steps import loaded_signers, read_signed, read_signed_quickly
+    from lockgen.errors import LockgenError
+
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    keys = loaded_signers([tmp_path / "k.pub"] if keyed else [])
+    document = _signed_document(tmp_path / "k")
+    for name, mutate in MUTATIONS.items():
+        path = tmp_path / f"{name.replace(' ', '-')}.cert.json"
+        path.write_text(mutate(document))
+        verdicts = []
+        for read in (lambda: read_signed(path, keys.paths), lambda: read_signed_quickly(path, keys)):
+            try:
+                verdicts.append(read().model_dump())
+            except LockgenError as error:
+                verdicts.append(error.message)
+        assert verdicts[0] == verdicts[1], name
+        assert isinstance(verdicts[0], dict) == (name == "canonical" or (not keyed and name in ("unsigned", "another key id", "a figure changed"))), name
+
+
+def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nodes shared out among forked children (a share of 20 nodes here, not 500): every node's rows come back once,
+    a node's two certificates land in one share (its regression is found), and the refusals of every share are
+    listed, none dropped."""
+    import datetime as dt
+
+    from lockgen.api import fleet_status as use_case
+
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    document = _signed_document(tmp_path / "k")
+    folder = tmp_path / "fleet"
+    for node in range(90):
+        (folder / f"rack{node % 3}").mkdir(parents=True, exist_ok=True)
+        (folder / f"rack{node % 3}" / f"n{node:03d}.cert.json").write_text(render(document) if node % 30 else json.dumps(document))
+    body = dict(document["certificate"], created="2099-11-28T10:00:00Z")
+    body["figures"] = json.loads(json.dumps(body["figures"]))
+    body["figures"]["gemm"]["bf16"]["value"] *= 0.5
+    (folder / "later" / "n007.cert.json").parent.mkdir()
+    (folder / "later" / "n007.cert.json").write_text(render({"certificate": body, "signature": sign(body, tmp_path / "k")}))
+    monkeypatch.setattr(use_case, "NODES_PER_SHARE", 20)
+    assert len(use_case._shares(sorted(folder.rglob("*.cert.json"), key=lambda p: (use_case._node_of(p), str(p))), 2)) == 2
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc))
+    assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(90) if node % 30]
+    assert {entry["node"] for entry in report["refused"]} == {"n000", "n030", "n060"}
+    assert all("canonical form" in entry["reason"] for entry in report["refused"])
+    [seventh] = [row for row in report["rows"] if row["node"] == "n007"]
+    assert seventh["certificates"] == 2 and seventh["regressions"] == ["gemm/bf16 -50.0%"]
+
+
+def test_the_page_of_a_large_fleet_stays_small() -> None:
+    """Each chart draws the 40 nodes to look at, and says how many more and their range: 10,000 nodes made 9 MB."""
+    import datetime as dt
+
+    from lockgen.core.fleet_html import status_page
+    from lockgen.core.fleet_status import status_rows
+    from lockgen.model.certificate import Certificate
+
+    body = Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate
+    rows = status_rows([(f"n{node:04d}", "x", body) for node in range(2000)], dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc), 0.05)
+    page = status_page(rows, "now")
+    assert len(page) < 1_000_000 and page.count("<rect") <= 40 * 5 and "the 40 lowest of 2000 nodes; 1960 more from" in page
+
+
+@settings(max_examples=50, deadline=None)
+@given(head=st.dictionaries(st.sampled_from(["numerics", "refused"]), JSON_VALUES, max_size=2), rows=st.lists(JSON_VALUES, max_size=4))
+def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
+    """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once):
+    the bytes are `print_json`'s of the whole report."""
+    import contextlib
+    import io
+
+    from lockgen.cli.terminal import print_json, print_json_rows
+
+    whole, streamed = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(whole):
+        print_json({**head, "rows": rows})
+    with contextlib.redirect_stdout(streamed):
+        print_json_rows(head, "rows", iter(rows))
+    assert streamed.getvalue() == whole.getvalue()

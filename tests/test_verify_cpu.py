@@ -77,13 +77,29 @@ def test_the_fingerprint_is_signed_and_a_pinned_reference_judges_the_next_run(ce
     (the passing side: the H100 evidence's full-b.cert.json, pinned to node1-quick's)."""
     body = json.loads(certificate.read_text())["certificate"]
     numerics = body["numerics"]
-    assert numerics["key"]["environment_digest"] == body["subject"]["environment_digest"] and numerics["key"]["work"] == "lockgen.numerics/1 cpu gemm 256"
+    recorded = json.loads((conforming[0].parent.parent / ".lockgen" / "manifest.json").read_text())["environment_digest"]
+    assert numerics["key"]["environment_digest"] == recorded and numerics["key"]["work"] == "lockgen.numerics/1 cpu gemm 256"
     assert next(c for c in body["checks"] if c["name"] == "fingerprint")["passed"]
     python, lock = conforming
     reference = tmp_path / "reference.json"
     reference.write_text(json.dumps([{**numerics, "digests": {**numerics["digests"], "gemm_fp32": "0" * 64}}]))
     other = run_cli("verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--python", str(python), "--expect-numerics", str(reference), "--out", str(tmp_path / "other.cert.json"))
     assert other.returncode == 1 and "numerics/expected_fingerprint: digest gemm_fp32 differs from the reference" in other.stderr, other.stderr
+
+
+def test_one_environment_has_one_numerics_key_with_lock_or_without(certificate: Path, conforming: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 48: `verify --lock L --python PY` and `verify --python PY` of one materialized prefix put its
+    fingerprint under one key (the tree's digest, its manifest's), while each subject keeps its own digest: the
+    lock's expected environment with --lock, the environment's record without. Before, the key took the subject's
+    digest, so the node's two certificates fell under two keys and were never compared."""
+    python, _ = conforming
+    out = tmp_path / "bare.cert.json"
+    bare = run_cli("verify", "--arch", "cpu", "--quick", "--python", str(python), "--out", str(out))
+    assert bare.returncode == 0, bare.stderr
+    with_lock, without = (json.loads(path.read_text())["certificate"] for path in (certificate, out))
+    assert with_lock["numerics"]["key"] == without["numerics"]["key"]
+    assert with_lock["subject"]["environment_digest"] == with_lock["subject"]["conformance"]["expected_digest"] != without["subject"]["environment_digest"]
+    assert without["numerics"]["key"]["environment_digest"] == without["subject"]["environment_digest"]
 
 
 def test_verify_reads_its_lock_and_expectations_once(conforming: tuple[Path, Path], tmp_path: Path) -> None:

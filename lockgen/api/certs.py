@@ -18,9 +18,9 @@ from lockgen.core.stack_layout import LOCK_SUFFIX
 from lockgen.core.inheritance import cuda_stack_changes
 from lockgen.core.cert_formats import render_certificate, rendering_notes
 from lockgen.api.steps import team_steps
-from lockgen.api.steps.certificate_steps import list_certificates, read_certificate, read_signed, signers
+from lockgen.api.steps.certificate_steps import list_certificates, read_certificate, read_numerics_references, read_signed, signers
 from lockgen.core.certify import FigureChange, compare_figures, require_comparable
-from lockgen.core.numerics import PairComparison, compare_pair
+from lockgen.core.numerics import PairComparison, compare_pair, judged_certificate
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
 from lockgen.model.export_formats import NFD_VALID_FOR
@@ -64,12 +64,18 @@ def require_verified(path: Path, certificate: Certificate, public_key: Path | No
     return "unsigned: only its form was checked (anyone could have written it)"
 
 
-def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path | None, valid_for: dt.timedelta = NFD_VALID_FOR) -> CertificateExport:
+def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path | None, valid_for: dt.timedelta = NFD_VALID_FOR, expect_numerics: Path | None = None) -> CertificateExport:
     """The certificate rendered in `fmt` (prom, nfd, npd, junit), after the checks `cert verify` makes (the
-    signature too, with `public_key`); with `out`, written there atomically, so a reader that polls the
-    file (node_exporter, NFD) sees the old rendering or the new, never half of one."""
+    signature too, with `public_key`); with `expect_numerics` (a reference fingerprint per key, as `verify
+    --expect-numerics` reads it), judged alone against it first, so a node whose bits differ fails in every
+    format. With `out`, written there atomically, so a reader that polls the file (node_exporter, NFD) sees the
+    old rendering or the new, never half of one."""
+    references = read_numerics_references(expect_numerics) if expect_numerics is not None else ()
     body = check_certificate(path, public_key, None).certificate
-    text = render_certificate(body, fmt, valid_for)
+    judgement = None
+    if references:
+        body, judgement = judged_certificate(body, references)
+    text = render_certificate(body, fmt, valid_for, judgement)
     if out is not None:
         write_atomic(out, text)
     notes = rendering_notes(body, fmt, out, dt.datetime.now(dt.timezone.utc), valid_for)

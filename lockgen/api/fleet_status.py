@@ -1,20 +1,31 @@
 """Use case `lockgen fleet status`: every node x lock (or image) from certificate folders and images'
 attestations, each checked (and with `--key` its signature) before it counts, with its latest result, age,
 headline figures, regressions against the node's previous certificate and the nodes whose numerics differ;
-as text, `--json`, or one static HTML page (`--html`), written atomically."""
+as text, `--json`, or one static HTML page (`--html`), written atomically.
+
+At fleet size (issue 48: 10,000 certificates) the folders' certificates are read node by node, each proven once
+(`certificate_steps.read_signed_quickly`) and reduced to its node's rows as soon as the node's last one is read,
+so what is held is a few hundred bytes a node, never the certificates; the nodes are shared out among the cores
+(`parallel.Forked`: children of this process, their rows sent back pickled), each share whole nodes."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import pickle
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
+from lockgen.adapters import parallel
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.api.steps.attestation_steps import attached_certificates
-from lockgen.api.steps.certificate_steps import certificate_paths, read_signed, signers
+from lockgen.api.steps.certificate_steps import Signers, certificate_paths, loaded_signers, read_signed_quickly
 from lockgen.core.fleet_html import status_page
-from lockgen.core.fleet_status import numerics_differences, status_rows
+from lockgen.core.fleet_status import StatusRow, numerics_differences, status_rows
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockgenError, UserError
 from lockgen.model.certificate import CertificateBody
@@ -25,6 +36,10 @@ def _node_of(path: Path) -> str:
     return path.name.removesuffix(CERT_SUFFIX).removesuffix(".health")
 
 
+Refusal = dict[str, str]  # {node, source, reason}
+NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
+
+
 def fleet_status(
     sources: Sequence[str], public_keys: Sequence[Path], insecure: bool, noise: float, html: Path | None, now: dt.datetime, progress: Callable[[str], None] = lambda _: None
 ) -> dict[str, Any]:
@@ -33,31 +48,101 @@ def fleet_status(
     `public_keys`, must be signed by one of them; one that is not (changed bytes, a signature that does not
     verify, none, another signer, not a certificate) is listed under `refused` with its node and the reason,
     never shown as a result."""
-    found: list[tuple[str, str, CertificateBody]] = []
-    refused: list[dict[str, str]] = []
-    keys = signers(public_keys)
+    attached: list[tuple[str, str, CertificateBody]] = []
+    refused: list[Refusal] = []
+    keys = loaded_signers(public_keys)
+    paths: list[Path] = []
     for source in sources:
         if source.startswith("docker://"):
-            _, attached = attached_certificates(source, public_keys, insecure, progress)
-            for attestation in attached:
+            _, found = attached_certificates(source, public_keys, insecure, progress)
+            for attestation in found:
                 if attestation.body is None:
                     refused.append({"node": source.removeprefix("docker://"), "source": attestation.location, "reason": attestation.reason or ""})
                 else:
-                    found.append((source.removeprefix("docker://"), attestation.location, attestation.body))
+                    attached.append((source.removeprefix("docker://"), attestation.location, attestation.body))
             continue
         folder = Path(source)
         if not folder.exists():
             raise UserError(f"`{source}` is neither a folder of certificates nor docker://REF", "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references")
-        for path in certificate_paths(folder):
-            try:
-                found.append((_node_of(path), str(path), read_signed(path, keys).certificate))
-            except LockgenError as error:
-                refused.append({"node": _node_of(path), "source": str(path), "reason": error.message})
-    if not found and not refused:
+        paths += certificate_paths(folder)
+    if not paths and not attached and not refused:
         raise UserError(f"no certificates in {', '.join(sources)}", "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder")
-    rows = status_rows(found, now, noise)
+    rows, folder_refused = _folder_rows(sorted(set(paths), key=lambda path: (_node_of(path), str(path))), keys, now, noise)
+    rows += status_rows(attached, now, noise)
+    rows.sort(key=lambda row: (row.node, row.covers))
+    refused += folder_refused
     if html is not None:
         write_atomic(html, status_page(rows, now.strftime("%Y-%m-%dT%H:%M:%SZ")))
         progress(f"wrote {html}")
     differ, compared = numerics_differences(rows)
-    return {"rows": [row.as_json() for row in rows], "refused": refused, "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]}}
+    return {"rows": JsonRows(rows), "refused": refused, "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]}}
+
+
+class JsonRows(Sequence[dict[str, Any]]):
+    """The rows as JSON objects, each made when it is read: a fleet's report never holds them all at once."""
+
+    def __init__(self, rows: list[StatusRow]) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [row.as_json() for row in self._rows[index]]
+        return self._rows[index].as_json()
+
+
+def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float) -> tuple[list[StatusRow], list[Refusal]]:
+    """The rows and refusals of `paths` (sorted by node), shared out among the cores by whole nodes: a child per
+    other core takes a share, this process the last; a share whose child failed is read here."""
+    shares = _shares(paths, min(parallel.cores(), max(1, len(paths) // NODES_PER_SHARE)))
+    children = [parallel.Forked(partial(_share_pickled, share, keys, now, noise)) for share in shares[:-1]]
+    rows, refused = _share_rows(shares[-1], keys, now, noise) if shares else ([], [])
+    for child, share in zip(children, shares):
+        data = child.data()
+        their_rows, their_refused = pickle.loads(data) if data is not None else _share_rows(share, keys, now, noise)  # our own child's bytes
+        rows += their_rows
+        refused += their_refused
+    return rows, refused
+
+
+def _shares(paths: list[Path], count: int) -> list[list[Path]]:
+    """`paths` (sorted by node) cut into `count` shares of about the same size, never inside a node's certificates."""
+    shares: list[list[Path]] = [[]]
+    size = -(-len(paths) // max(count, 1))
+    for _, group in groupby(paths, key=_node_of):
+        if len(shares[-1]) >= size:
+            shares.append([])
+        shares[-1] += group
+    return shares if shares[0] else []
+
+
+def _share_pickled(paths: list[Path], keys: Signers, now: dt.datetime, noise: float) -> bytes:
+    return pickle.dumps(_share_rows(paths, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _share_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float) -> tuple[list[StatusRow], list[Refusal]]:
+    """Each node's rows as soon as its certificates (consecutive in `paths`) are read: only one node's
+    certificates are held at a time."""
+    rows: list[StatusRow] = []
+    refused: list[Refusal] = []
+    shared: dict[str, Any] = {}  # a fleet's nodes mostly share their settings and fingerprint: one copy of each
+    for node, group in groupby(paths, key=_node_of):
+        found = []
+        for path in group:
+            try:
+                found.append((node, str(path), read_signed_quickly(path, keys).certificate))
+            except LockgenError as error:
+                refused.append({"node": node, "source": str(path), "reason": error.message})
+        for row in status_rows(found, now, noise):
+            stack = shared.setdefault(json.dumps(row.stack, sort_keys=True), row.stack)
+            numerics = shared.setdefault(row.numerics.model_dump_json(), row.numerics) if row.numerics is not None else None
+            rows.append(replace(row, stack=stack, numerics=numerics))
+    return rows, refused

@@ -28,7 +28,7 @@ from lockgen.core.envelopes import conv_floors, node_floors
 from lockgen.core.facts import arch_fact, load_facts
 from lockgen.core.image_whole import environment_prefix
 from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.numerics import NumericsReference
+from lockgen.core.numerics import NumericsReference, judge_against
 from lockgen.core.stack_layout import certificate_path
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, Subject
@@ -182,6 +182,7 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
         not_run = "one GPU: the all-reduce (bandwidth, small-message latency) and DDP checks need two or more"
     wrong = wrong_world_size(distributed.world_size, gpus, options.nodes, rendezvous is not None) if distributed else None
     extra += [wrong] if wrong else []
+    tree = None if image else _recorded_tree(python, damaged_is_none=conformance is not None)
     body = build_body(
         created=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
         tool=f"lockgen {__version__}",
@@ -190,7 +191,7 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
         subject=Subject(
             stack=LockgenMeta(lock).stack if lock else None,
             target=LockgenMeta(lock).target if lock else None,
-            environment_digest=(conformance.expected_digest if conformance else image.recorded_environment if image else _environment_digest(python)),
+            environment_digest=(conformance.expected_digest if conformance else image.recorded_environment if image else tree.digest if tree else None),
             lock_path=str(options.lock) if options.lock else None,
             lock_sha256=lock_sha256,
             image_digest=image.digest if image else None,
@@ -205,20 +206,23 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
         rendezvous=rendezvous.endpoint if rendezvous else None,
         collectives_not_run=not_run,
         references=given.references,
+        numerics_environment=_numerics_environment(image, tree, lock_sha256),
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
     )
     path = options.out or certificate_path(options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd())
     data = body.model_dump(mode="json", by_alias=True)
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
-    _emit(body, options, progress)
+    _emit(body, options, given.references, progress)
     return Verified(path, body)
 
 
-def _emit(body: CertificateBody, options: VerifyOptions, progress: Callable[[str], None]) -> None:
+def _emit(body: CertificateBody, options: VerifyOptions, references: tuple[NumericsReference, ...], progress: Callable[[str], None]) -> None:
     """The certificate's renderings for fleet tools, each written atomically; all are rendered before the
-    first is written, so a rendering that fails leaves every file as it was (the certificate stays)."""
-    renderings = [(fmt, out, render_certificate(body, fmt, options.valid_for)) for fmt, out in options.emit]
+    first is written, so a rendering that fails leaves every file as it was (the certificate stays). With
+    pinned numerics references, each says how the fingerprint compares apart (the check is in the body already)."""
+    judgement = judge_against(body.numerics, body.stack, references) if references else None
+    renderings = [(fmt, out, render_certificate(body, fmt, options.valid_for, judgement)) for fmt, out in options.emit]
     for fmt, out, text in renderings:
         write_atomic(out, text)
         progress(f"wrote {fmt} {out}")
@@ -280,12 +284,44 @@ def _expectations(options: VerifyOptions, arch: str, loaded: LoadedLock | None) 
     return expected
 
 
-def _environment_digest(python: str) -> str | None:
-    """The digest of the materialized environment the interpreter belongs to, when it is one."""
+@dataclass(frozen=True)
+class _RecordedTree:
+    """What a lockgen environment's manifest records of itself: its digest and the lock it was made from."""
+
+    digest: str | None
+    lock_sha256: str | None
+
+
+def _recorded_tree(python: str, damaged_is_none: bool) -> _RecordedTree | None:
+    """The record of the materialized environment the interpreter belongs to, when it is one. A damaged record
+    is refused (the only digest a run without `--lock` has), or with `damaged_is_none` (the environment just
+    proven its lock's, file by file) taken as none."""
     prefix = Path(python).absolute().parent.parent
     if not (prefix / env_manifest.MANIFEST).is_file():
         return None
-    return env_manifest.read(prefix)[0].get("environment_digest")
+    try:
+        manifest = env_manifest.read(prefix)[0]
+    except UserError:
+        if damaged_is_none:
+            return None
+        raise
+    digest, lock = manifest.get("environment_digest"), manifest.get("lock_sha256")
+    return _RecordedTree(digest if isinstance(digest, str) else None, lock if isinstance(lock, str) else None)
+
+
+def _numerics_environment(image: image_source.UnpackedImage | None, tree: _RecordedTree | None, lock_sha256: str | None) -> str | None:
+    """The environment part of the numerics key: the digest of the tree the kernel ran in, the same whether the
+    run was given `--lock` or only `--python`/`--image` (issue 48: one node's fingerprints fell under two keys).
+    The subject's digest differs by design: with `--lock` it is the lock's expected environment (what
+    `check --lock` proves, prefix-free for PyPI locks), without it the environment's own record (`lockgen
+    materialize`'s, an image's label). A fingerprint is of the tree, so both runs take the tree's: an image's
+    label (without --lock checked against its unpacked tree, with it the image proven the lock's whole), or a
+    prefix's manifest, when it records this lock (else the subject's digest: a venv lockgen did not make)."""
+    if image is not None:
+        return image.recorded_environment
+    if tree is not None and tree.digest is not None and (lock_sha256 is None or tree.lock_sha256 == lock_sha256):
+        return tree.digest
+    return None
 
 
 def _report(document: dict[str, Any], kind: str) -> KernelReport:

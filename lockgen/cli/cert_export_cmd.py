@@ -60,6 +60,11 @@ def export(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here, atomically, instead of stdout (not for npd)."),
     key: Optional[Path] = typer.Option(None, "--key", help="The signer's public key (KEY.pub): the signature is checked first."),
     valid_for: Optional[str] = typer.Option(None, "--valid-for", help="nfd: how long after the run the features stay valid (30m, 12h, 7d, 2w; default 7d)."),
+    expect_numerics: Optional[Path] = typer.Option(
+        None,
+        "--expect-numerics",
+        help="A reference numerics fingerprint per key (a good node's certificate, its numerics object, or a list): a certificate whose fingerprint differs fails in the rendering, naming the digests and the likely cause.",
+    ),
 ) -> None:
     """Render a certificate for the tools fleets read: metrics, node features, a problem detector, CI reports."""
     from lockgen.api.certs import export_certificate
@@ -70,7 +75,7 @@ def export(
         fail("npd is a line and an exit status for Node Problem Detector, not a file", "leave out --out", 2)
     if valid_for is not None and fmt != "nfd":
         fail("--valid-for is the lifetime of node features", "pass it with --format nfd", 2)
-    exported = export_certificate(cert, fmt, key, out, NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for))
+    exported = export_certificate(cert, fmt, key, out, NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for), expect_numerics)
     for note in exported.notes:
         progress(f"note: {note}")
     if out is None:

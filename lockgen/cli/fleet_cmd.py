@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
+from lockgen.cli.ui import environment, fail, handles_errors, print_json, print_json_rows, progress, say
 from lockgen.model.names import escaped, shown
 
 fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True, rich_markup_mode=None)
@@ -104,7 +104,7 @@ def status(
     if not key:
         progress("note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as trustworthy as the file")
     if as_json:
-        print_json(report)
+        print_json_rows({name: value for name, value in report.items() if name != "rows"}, "rows", rows)
     else:
         nodes = [escaped(row["node"]) for row in rows]  # escaped before the columns are measured: a row is one line, aligned
         width = max(map(len, nodes), default=4) + 2

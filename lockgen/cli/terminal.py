@@ -12,6 +12,7 @@ from lockgen.errors import LockgenError
 TYPE_CHECKING = False  # typing, pathlib and re (the escaping): not imported before a line is escaped here
 
 if TYPE_CHECKING:  # a plain result (dataclasses), named here for its fields
+    from collections.abc import Iterable
     from pathlib import Path
 
     from lockgen.model.results import Conformance
@@ -61,6 +62,22 @@ def print_json(document: object) -> None:
     import json
 
     print(json.dumps(document, indent=2, sort_keys=True, default=str))
+
+
+def print_json_rows(document: dict[str, object], key: str, rows: Iterable[object]) -> None:
+    """`print_json({**document, key: list(rows)})`, byte for byte, with the rows written one at a time (a fleet's
+    100,000 status rows are never one list of dicts, nor one text, in memory); `key` sorts after every key of
+    `document`."""
+    import json
+
+    assert all(other < key for other in document)
+    head = json.dumps(document, indent=2, sort_keys=True, default=str)
+    sys.stdout.write((head[:-2] + ",\n" if document else "{\n") + f"  {json.dumps(key)}: [")
+    wrote = False
+    for row in rows:
+        sys.stdout.write(("," if wrote else "") + "\n    " + json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n    "))
+        wrote = True
+    sys.stdout.write(("\n  ]" if wrote else "]") + "\n}\n")
 
 
 def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, str]) -> None:

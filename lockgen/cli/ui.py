@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
-from lockgen.cli.terminal import emit as emit, print_environment as print_environment, print_json as print_json, progress as progress, refusal, say as say, say_error
+from lockgen.cli.terminal import (
+    emit as emit,
+    print_environment as print_environment,
+    print_json as print_json,
+    print_json_rows as print_json_rows,
+    progress as progress,
+    refusal,
+    say as say,
+    say_error,
+)
 from lockgen.model.names import escaped
 
 if TYPE_CHECKING:  # the models import pydantic: a command that needs no model (a repeated materialize) loads none

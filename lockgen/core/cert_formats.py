@@ -7,6 +7,13 @@ imported only when one is rendered, so `lockgen verify` without `--emit prom` ne
 Every string of a certificate reaches these formats cleaned: no control character ends a line early or
 breaks XML, no lone surrogate breaks UTF-8; Prometheus label names are fixed (the library escapes the
 values), and the one NFD name taken from the certificate, its target, is made a Kubernetes label name.
+
+A certificate judged against a pinned numerics reference (`cert export --expect-numerics`, `verify
+--expect-numerics --emit`: a `numerics.ReferenceJudgement`) says so in each: its `numerics/expected_fingerprint`
+check among the others (a failed JUnit testcase, the passed gauge 0, no NFD label), and apart, what each tool
+can select on: Prometheus's `lockgen_numerics_reference_match` (1 or 0, the differing digests and the likely cause
+as labels), NFD's `<target>.numerics=matches` while it passes (a comment naming the digests when it does not),
+JUnit's `numerics.*` properties.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lockgen.core.numerics import ReferenceJudgement
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check
 from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
@@ -31,6 +39,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes' label value rule
 _NOT_IN_LABEL_NAME = re.compile(r"[^-A-Za-z0-9_.]")
 _NFD_SUFFIX = ".arch"
+_NFD_NUMERICS = ".numerics"
 
 
 def _utf8(text: str) -> str:
@@ -82,8 +91,9 @@ class _CertificateCollector:
     """The certificate as Prometheus gauges, every one labelled with what it certified (prometheus-client's
     collector protocol: a `collect()` yielding metric families)."""
 
-    def __init__(self, body: CertificateBody) -> None:
+    def __init__(self, body: CertificateBody, judgement: ReferenceJudgement | None) -> None:
         self._body = body
+        self._judgement = judgement
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -104,16 +114,24 @@ class _CertificateCollector:
         for group, name, unit, value in _numeric_figures(body):
             figures.add_metric([*identity, _utf8(group), _utf8(name), _utf8(unit)], value)
         yield from (passed, created, duration, checks, figures)
+        if self._judgement is not None:
+            match = GaugeMetricFamily(
+                "lockgen_numerics_reference_match",
+                "1 when the certificate's numerics fingerprint equals the pinned reference of its key, else 0 (differing: the digests that differ; cause: the likely cause)",
+                labels=(*_IDENTITY_LABELS, "differing", "cause"),
+            )
+            match.add_metric([*identity, _utf8(",".join(self._judgement.differing)), _utf8(self._judgement.cause)], 1.0 if self._judgement.check.passed else 0.0)
+            yield match
 
 
-def prometheus_text(body: CertificateBody) -> str:
+def prometheus_text(body: CertificateBody, judgement: ReferenceJudgement | None = None) -> str:
     """The Prometheus text exposition of the certificate (node_exporter's textfile collector reads it).
     No sample carries a timestamp: the textfile collector refuses them; the run's time is a gauge."""
     from prometheus_client.exposition import generate_latest
     from prometheus_client.registry import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_CertificateCollector(body))
+    registry.register(_CertificateCollector(body, judgement))
     return generate_latest(registry).decode("utf-8")
 
 
@@ -140,7 +158,7 @@ def _nfd_feature_name(body: CertificateBody) -> str:
     return name
 
 
-def nfd_features(body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR) -> str:
+def nfd_features(body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR, judgement: ReferenceJudgement | None = None) -> str:
     """A feature file for NFD's `local` source (features.d): while the certificate passed,
     `lockgen.io/<target>=<12 hex of the lock sha256>` and `lockgen.io/<target>.arch=<arch>`, expiring
     `valid_for` after the run. A failed certificate gives no label at all, so a selector on either never
@@ -159,8 +177,12 @@ def nfd_features(body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR)
     lines = [f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, {'passed' if body.passed else 'FAILED'}", f"# +expiry-time={expiry.strftime(_CREATED)}"]
     if body.passed:
         lines += [f"{NFD_NAMESPACE}/{name}={lock[:12]}", f"{NFD_NAMESPACE}/{name}{_NFD_SUFFIX}={body.arch}"]
+        if judgement is not None:
+            lines.append(f"{NFD_NAMESPACE}/{name[: 63 - len(_NFD_NUMERICS)].rstrip('-_.')}{_NFD_NUMERICS}=matches")  # a name part holds 63 characters
     else:
         lines.append(f"# no labels: {_failed_names(body.failures())} failed")
+        if judgement is not None and judgement.differing:
+            lines.append(f"# numerics: {_one_line(', '.join(judgement.differing))} differ from the reference; likely cause: {_one_line(judgement.cause)}")
     return "\n".join(lines) + "\n"
 
 
@@ -183,7 +205,7 @@ def npd_status(body: CertificateBody) -> str:
     return f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: {_failed_names(failures)} (run {run}{lock})"
 
 
-def junit_report(body: CertificateBody) -> str:
+def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = None) -> str:
     """JUnit XML: one testsuite for the certificate, one testcase per check (a failed check is a failure
     carrying its detail), and what the certificate covers and measured as the suite's properties."""
     failures = body.failures()
@@ -210,6 +232,8 @@ def junit_report(body: CertificateBody) -> str:
         "driver": body.hardware.driver,
         "gpus": ", ".join(body.hardware.gpu_names) or None,
     }
+    if judgement is not None:
+        covered |= {"numerics.reference": "matches" if judgement.check.passed else "differs", "numerics.differing": ", ".join(judgement.differing) or None, "numerics.cause": judgement.cause or None}
     for key, value in covered.items():
         if value:
             ET.SubElement(properties, "property", name=key, value=_xml(value))
@@ -224,16 +248,17 @@ def junit_report(body: CertificateBody) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def render_certificate(body: CertificateBody, fmt: str, valid_for: dt.timedelta = NFD_VALID_FOR) -> str:
-    """The certificate in format `fmt` (one of EXPORT_FORMATS), as the text to print or write."""
+def render_certificate(body: CertificateBody, fmt: str, valid_for: dt.timedelta = NFD_VALID_FOR, judgement: ReferenceJudgement | None = None) -> str:
+    """The certificate in format `fmt` (one of EXPORT_FORMATS), as the text to print or write; with `judgement`,
+    `body` is the certificate judged against a numerics reference (`numerics.judged_certificate`)."""
     if fmt == "prom":
-        return prometheus_text(body)
+        return prometheus_text(body, judgement)
     if fmt == "nfd":
-        return nfd_features(body, valid_for)
+        return nfd_features(body, valid_for, judgement)
     if fmt == "npd":
         return npd_status(body) + "\n"
     if fmt == "junit":
-        return junit_report(body)
+        return junit_report(body, judgement)
     raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(EXPORT_FORMATS)}")
 
 

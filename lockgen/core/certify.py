@@ -112,9 +112,11 @@ def build_body(
     rendezvous: str | None = None,
     collectives_not_run: str | None = None,
     references: tuple[NumericsReference, ...] = (),
+    numerics_environment: str | None = None,
 ) -> CertificateBody:
     """The certificate body: every kernel check, the envelope checks, merged figures and telemetry, the numerics
-    fingerprint (judged against `references` when any were pinned), and how the multi-GPU checks ran (ranks,
+    fingerprint under `numerics_environment` (the environment part of its key; the subject's digest when not
+    given) and judged against `references` when any were pinned, and how the multi-GPU checks ran (ranks,
     nodes, this node's rank, the rendezvous endpoint), or why they did not."""
     figures: dict[str, dict[str, dict[str, Any]]] = {k: dict(v) for k, v in single.figures.items()}
     if collectives_not_run:
@@ -131,7 +133,7 @@ def build_body(
     cause = likely_cause(stack, limits)
     checks = [c.model_copy(update={"detail": c.detail + cause}) if cause and not c.passed and c.category in ATTRIBUTED else c for c in checks]
     checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count, limits)
-    numerics = numerics_of(single.numerics, hardware, subject.environment_digest)
+    numerics = numerics_of(single.numerics, hardware, numerics_environment or subject.environment_digest)
     if references:
         checks.append(reference_check(numerics, stack, references))
     return CertificateBody(

@@ -8,12 +8,14 @@ A node is named by where its certificate came from (`n1.cert.json` from `lockgen
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from lockgen.core.certify import compare_figures
 from lockgen.errors import LockFormatError
 from lockgen.core.numerics import NumericsDifference, odd_nodes
-from lockgen.model.certificate import CertificateBody
+from lockgen.model.certificate import CertificateBody, Numerics
 from lockgen.model.names import shown
 
 HEADLINES = (  # (group, name, label): the figures a person compares across nodes
@@ -25,7 +27,7 @@ HEADLINES = (  # (group, name, label): the figures a person compares across node
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a fleet's status holds one per node
 class StatusRow:
     node: str
     covers: str  # "lock 1a2b3c4d5e6f", "image sha256:…", or "no lock"
@@ -38,7 +40,8 @@ class StatusRow:
     figures: dict[str, tuple[float, str]]  # label -> (value, unit)
     regressions: tuple[str, ...]  # figure changes worse than the noise, against the previous certificate
     certificates: int  # how many certificates of this node and lock were seen
-    latest: CertificateBody | None = field(default=None, repr=False, compare=False)  # the latest certificate itself
+    numerics: Numerics | None = None  # the latest certificate's fingerprint
+    stack: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # of its kernel's stack, what names a cause: settings, foreign libraries
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -75,7 +78,7 @@ def headline_figures(body: CertificateBody) -> dict[str, tuple[float, str]]:
     for group, name, label in HEADLINES:
         entry = body.figures.get(group, {}).get(name, {})
         if isinstance(entry.get("value"), (int, float)):
-            found[label] = (float(entry["value"]), str(entry.get("unit") or ""))
+            found[label] = (float(entry["value"]), sys.intern(str(entry.get("unit") or "")))  # one copy of each unit
     return found
 
 
@@ -87,8 +90,16 @@ def _moment(created: str, source: str) -> dt.datetime:
         raise LockFormatError(f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
 
 
+def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
+    """Of a kernel's stack, what `numerics.likely_cause` reads (the settings, the foreign libraries): a row keeps
+    this, not the certificate, so a fleet's status holds a few hundred bytes a node."""
+    libraries = stack.get("libraries")
+    return {"settings": stack.get("settings") or {}, "libraries": {"foreign": (libraries.get("foreign") if isinstance(libraries, dict) else None) or []}}
+
+
 def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.datetime, noise: float) -> list[StatusRow]:
-    """Rows from (node, source, body) triples, one per node and what it covers, sorted by node."""
+    """Rows from (node, source, body) triples, one per node and what it covers, sorted by node; each row keeps
+    the figures, fingerprint and settings of its latest certificate, not the certificate."""
     groups: dict[tuple[str, str], _Group] = {}
     for node, source, body in certificates:
         groups.setdefault((node, covers(body)), _Group()).entries.append((source, body))
@@ -103,17 +114,18 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
         rows.append(
             StatusRow(
                 node=node,
-                covers=covered,
+                covers=sys.intern(covered),
                 source=source,
                 created=latest.created,
                 age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
-                arch=latest.arch,
+                arch=sys.intern(latest.arch),
                 passed=latest.passed,
                 failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),
                 figures=headline_figures(latest),
                 regressions=regressions,
                 certificates=len(ordered),
-                latest=latest,
+                numerics=latest.numerics,
+                stack=cause_evidence(latest.stack),
             )
         )
     return rows
@@ -122,7 +134,7 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
 def numerics_differences(rows: list[StatusRow]) -> tuple[list[NumericsDifference], int]:
     """The rows' latest certificates compared by numerics key: the nodes whose bits differ, and how many
     nodes shared a key with another (were compared at all)."""
-    return odd_nodes([(row.node, row.latest) for row in rows if row.latest is not None])
+    return odd_nodes([(row.node, row) for row in rows])
 
 
 def age_text(seconds: float) -> str:

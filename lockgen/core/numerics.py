@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey, digests_text
 from lockgen.model.names import shown
@@ -115,10 +115,21 @@ class NumericsDifference:
         return {"node": self.node, "key": self.key.model_dump(), "digests": list(self.digests), "against": self.against, "cause": self.cause}
 
 
-def odd_nodes(latest: Sequence[tuple[str, CertificateBody]]) -> tuple[list[NumericsDifference], int]:
+class Fingerprinted(Protocol):
+    """What a node's comparison reads of its latest certificate (a `CertificateBody`, or a fleet status row
+    that kept only this): the fingerprint and the kernel's stack (its settings and foreign libraries)."""
+
+    @property
+    def numerics(self) -> Numerics | None: ...
+
+    @property
+    def stack(self) -> dict[str, Any]: ...
+
+
+def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[NumericsDifference], int]:
     """The nodes whose digests differ from their key's majority, from each node's latest certificate; and how
     many nodes were compared (those sharing a key with another)."""
-    groups: dict[NumericsKey, list[tuple[str, CertificateBody, Numerics]]] = {}
+    groups: dict[NumericsKey, list[tuple[str, Fingerprinted, Numerics]]] = {}
     for node, body in latest:
         if body.numerics is not None:
             groups.setdefault(body.numerics.key, []).append((node, body, body.numerics))
@@ -156,12 +167,27 @@ class NumericsReference:
     source: str
 
 
+@dataclass(frozen=True)
+class ReferenceJudgement:
+    """A fingerprint judged against the pinned reference of its key: the `numerics/expected_fingerprint` check,
+    and, when the bits differ, which digests and the likely cause (for the formats that carry them apart)."""
+
+    check: Check
+    differing: tuple[str, ...] = ()
+    cause: str = ""
+
+
 def reference_check(numerics: Numerics | None, stack: dict[str, Any], references: Sequence[NumericsReference]) -> Check:
     """The `numerics/expected_fingerprint` check: the fingerprint (of a run whose kernel saw `stack`) equals
     the reference of its key."""
+    return judge_against(numerics, stack, references).check
 
-    def judged(passed: bool, detail: str) -> Check:
-        return Check(category="numerics", name="expected_fingerprint", passed=passed, detail=detail)
+
+def judge_against(numerics: Numerics | None, stack: dict[str, Any], references: Sequence[NumericsReference]) -> ReferenceJudgement:
+    """`reference_check`, with the digests that differ and the likely cause."""
+
+    def judged(passed: bool, detail: str, differing: tuple[str, ...] = (), cause: str = "") -> ReferenceJudgement:
+        return ReferenceJudgement(Check(category="numerics", name="expected_fingerprint", passed=passed, detail=detail), differing, cause)
 
     if numerics is None:
         return judged(False, "no fingerprint was computed in this run (see numerics/fingerprint), so none can match the reference")
@@ -175,7 +201,16 @@ def reference_check(numerics: Numerics | None, stack: dict[str, Any], references
     if not differing:
         return judged(True, f"all {len(numerics.digests)} digests equal the reference of {reference.source}")
     cause = likely_cause(stack, numerics, [reference.stack] if reference.stack is not None else [])
-    return judged(False, f"{digests_text(differing)} from the reference of {reference.source}; likely cause: {cause}")
+    return judged(False, f"{digests_text(differing)} from the reference of {reference.source}; likely cause: {cause}", differing, cause)
+
+
+def judged_certificate(body: CertificateBody, references: Sequence[NumericsReference]) -> tuple[CertificateBody, ReferenceJudgement]:
+    """The certificate judged alone against the pinned references (`cert export --expect-numerics`): its
+    `numerics/expected_fingerprint` check is this judgement (one its run made is replaced), and it passes only
+    if every check does. The signed certificate is unchanged; this is what its renderings say."""
+    judgement = judge_against(body.numerics, body.stack, references)
+    checks = tuple(check for check in body.checks if (check.category, check.name) != ("numerics", "expected_fingerprint")) + (judgement.check,)
+    return body.model_copy(update={"checks": checks, "passed": all(check.passed for check in checks)}), judgement
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,159 @@
+"""Benchmark `lockgen fleet status FOLDER --key PUB --json` (and `--html`) at fleet size (issue 48's anchor: 10,000
+valid signed certificates in <= 2 s and <= 200 MB; 100,000 without memory growing with the count).
+
+N certificates are written into a temporary folder, each signed with Ed25519 as `lockgen verify --key` signs
+(the canonical JSON of the body, the file in its canonical rendering): the H100 certificate of
+`envs/examples/numerics-fingerprint/` with its node (the file's name), its time, its bf16 GEMM figure and, on one
+node in 500, its TF32 digest changed. The command runs in a child process; its wall time, CPU time (user +
+system) and peak RSS (`ru_maxrss` of the child, from `resource.getrusage(RUSAGE_CHILDREN)` in a fresh
+measuring process each run) are printed, medians of `--runs` runs, beside the anchor's targets.
+
+    python benchmarks/bench_fleet.py [--counts 1000 10000 100000] [--runs 3] [--html]
+    python benchmarks/bench_fleet.py --smoke                    (200 certificates, one run, not judged: CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import add_smoke, median
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = REPO / "envs" / "examples" / "numerics-fingerprint" / "node1-quick.cert.json"
+TARGET_WALL_S, TARGET_RSS_MB, TARGET_COUNT = 2.0, 200.0, 10_000
+CREATED, GEMM, TF32 = "2026-12-06T10:51:02Z", "788.12345678", "6112472e99ff98a80d261e2df115d6b223b3e1bfbf97758c7b22bb87da22dd92"
+
+
+def _templates() -> tuple[str, str]:
+    """The canonical file text and the canonical body JSON of the template certificate, with placeholders of
+    fixed width where each certificate differs (so filling them in keeps both canonical)."""
+    from lockgen.adapters.signing import render
+    from lockgen.digests import canonical_json
+
+    body = json.loads(TEMPLATE.read_text())["certificate"]
+    body["created"] = CREATED
+    body["figures"]["gemm"]["bf16"]["value"] = float(GEMM)
+    assert body["numerics"]["digests"]["gemm_tf32"] == TF32
+    return render({"certificate": body, "signature": {"algorithm": "ed25519", "key_id": "K" * 16, "value": "S" * 88}}), canonical_json(body).decode()
+
+
+def write_fleet(folder: Path, count: int, private_key: Path) -> None:
+    """`count` signed certificates under `folder` (100 nodes a sub-folder, as several `--certs` folders)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from lockgen.adapters.signing import key_id
+
+    key = serialization.load_pem_private_key(private_key.read_bytes(), None)
+    identity = key_id(key.public_key())  # type: ignore[union-attr]
+    text, canonical = _templates()
+    text = text.replace("K" * 16, identity)
+    for node in range(count):
+        created = f"2026-12-{1 + node % 28:02d}T{node % 24:02d}:{node % 60:02d}:{(node // 60) % 60:02d}Z"
+        gemm = f"{780 + node % 100 + 0.12345678:.8f}"  # as many characters as GEMM, and its own shortest repr
+        tf32 = "f" * 64 if node % 500 == 499 else TF32
+        filled = canonical.replace(CREATED, created).replace(GEMM, gemm).replace(TF32, tf32)
+        signature = base64.b64encode(key.sign(filled.encode())).decode()  # type: ignore[union-attr]
+        assert len(signature) == 88
+        document = text.replace(CREATED, created).replace(GEMM, gemm).replace(TF32, tf32).replace("S" * 88, signature)
+        part = folder / f"rack{node // 100:04d}"
+        if node % 100 == 0:
+            part.mkdir(parents=True)
+        (part / f"node{node:06d}.cert.json").write_text(document)
+
+
+FLOOR = """
+import base64, json, os, sys
+from pathlib import Path
+from cryptography.hazmat.primitives import serialization
+key = serialization.load_pem_public_key(Path(sys.argv[2]).read_bytes())
+paths = sorted(Path(sys.argv[1]).rglob("*.cert.json"))
+cores, share, children = len(os.sched_getaffinity(0)), 0, []
+for other in range(1, cores):
+    pid = os.fork()
+    if pid == 0:
+        share, children = other, []
+        break
+    children.append(pid)
+for path in paths[share::cores]:
+    document = json.loads(path.read_bytes())
+    body = json.dumps(document["certificate"], sort_keys=True, separators=(",", ":")).encode()
+    key.verify(base64.b64decode(document["signature"]["value"]), body)
+if share:
+    os._exit(0)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+MEASURE = """
+import resource, subprocess, sys, time
+started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+print(done.returncode, wall, cpu, after.ru_maxrss / 1024, done.stderr.decode()[-300:].replace(chr(10), " | "))
+"""
+
+
+def measured(command: list[str]) -> tuple[int, float, float, float, str]:
+    """(exit code, wall s, CPU s, peak RSS MB of the command's largest process) of one run, measured by a fresh
+    process whose only child is the command (RUSAGE_CHILDREN's maxrss is then the command's own)."""
+    line = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True).stdout
+    code, wall, cpu, rss, tail = line.rstrip("\n").split(" ", 4)
+    return int(code), float(wall), float(cpu), float(rss), tail
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--html", action="store_true", help="also time --html and print the page's size")
+    add_smoke(parser)
+    args = parser.parse_args()
+    counts, runs = ([200], 1) if args.smoke else (args.counts, args.runs)
+    env = {**os.environ, "NO_COLOR": "1"}
+    print(f"lockgen fleet status FOLDER --key PUB --json on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})")
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-") as scratch:
+        root = Path(scratch)
+        key = root / "signing"
+        subprocess.run([sys.executable, "-m", "lockgen", "keygen", "--out", str(key)], check=True, env=env, capture_output=True)
+        for count in counts:
+            folder = root / f"fleet-{count}"
+            started = time.perf_counter()
+            write_fleet(folder, count, key)
+            size = sum(path.stat().st_size for path in folder.rglob("*.cert.json"))
+            print(f"{count} certificates, {size / 1e6:.0f} MB, written in {time.perf_counter() - started:.1f} s")
+            command = [sys.executable, "-m", "lockgen", "fleet", "status", str(folder), "--key", f"{key}.pub", "--json"]
+            variants = [("--json", command)] + ([("--json --html", [*command, "--html", str(root / "fleet.html")])] if args.html else [])
+            floor = [sys.executable, "-c", FLOOR, str(folder), f"{key}.pub"]
+            for name, argv in variants:
+                results, floors = [], []
+                for _ in range(runs):  # alternating, so both see the same load
+                    results.append(measured(argv))
+                    floors.append(measured(floor))
+                code, _, _, _, tail = results[-1]
+                if code != (1 if count >= 500 else 0):  # one node in 500 computes other TF32 bits: the status names it and exits 1
+                    raise SystemExit(f"fleet status exited {code}: {tail}")
+                wall, cpu, rss = (median([r[i] for r in results]) or 0.0 for i in (1, 2, 3))
+                verdict = (
+                    "" if args.smoke or count != TARGET_COUNT else f" (targets {TARGET_WALL_S} s, {TARGET_RSS_MB:.0f} MB: {'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
+                )
+                print(f"  {name}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, {1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}")
+                floor_wall, floor_cpu = (median([r[i] for r in floors]) or 0.0 for i in (1, 2))
+                print(f"    floor (read, json.loads, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s; lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
+                if "--html" in argv:
+                    print(f"  the HTML page: {(root / 'fleet.html').stat().st_size / 1e6:.2f} MB")
+            subprocess.run(["rm", "-rf", str(folder)], check=True)
+
+
+if __name__ == "__main__":
+    main()
