@@ -36,7 +36,7 @@ def _sorted(mapping: dict[str, Any]) -> dict[str, Any]:
 
 
 def lock_to_data(lock: Lock) -> dict[str, Any]:
-    """The plain data of a lock's head in conda-lock's key order (its packages: `_package_lines`)."""
+    """The plain data of a lock's head in conda-lock's key order (its packages: `_package_entry`)."""
     meta = lock.metadata
     return {
         "version": lock.version,
@@ -53,13 +53,16 @@ def lock_to_data(lock: Lock) -> dict[str, Any]:
     }
 
 
-def _package_lines(package: LockedPackage, lines: list[str]) -> None:
-    """One entry of `package:` as the emitter writes a mapping in a sequence, in conda-lock's key order, written
-    straight from the model: a lock of 600k entries spent seconds building and walking their dicts."""
-    lines.append(f"- name: {_scalar(package.name)}")
-    lines.append(f"  version: {_scalar(package.version)}")
-    lines.append(f"  manager: {_scalar(package.manager)}")
-    lines.append(f"  platform: {_scalar(package.platform)}")
+def _package_entry(package: LockedPackage) -> str:
+    """One entry of `package:`, its lines as the emitter writes a mapping in a sequence, in conda-lock's key order,
+    written straight from the model as one string: a lock of 600k entries spent seconds building and walking their
+    dicts, and hundreds of MiB holding a string per line."""
+    lines = [
+        f"- name: {_scalar(package.name)}",
+        f"  version: {_scalar(package.version)}",
+        f"  manager: {_scalar(package.manager)}",
+        f"  platform: {_scalar(package.platform)}",
+    ]
     if package.dependencies:
         lines.append("  dependencies:")
         lines += [f"    {_scalar(name)}: {_scalar(package.dependencies[name])}" for name in sorted(package.dependencies)]
@@ -73,6 +76,7 @@ def _package_lines(package: LockedPackage, lines: list[str]) -> None:
         lines.append(f"  build: {_scalar(package.build)}")
     lines.append(f"  category: {_scalar(package.category)}")
     lines.append(f"  optional: {_scalar(package.optional)}")
+    return "\n".join(lines)
 
 
 def checked_lock_text(lock: Lock, source: str, fix: str) -> str:
@@ -91,8 +95,7 @@ def dump_lock(lock: Lock) -> str:
     lines: list[str] = []
     _emit_mapping(lock_to_data(lock), 0, lines)
     lines.append("package:" if lock.package else "package: []")
-    for package in sorted(lock.package, key=lambda p: p.sort_key()):
-        _package_lines(package, lines)
+    lines += [_package_entry(package) for package in sorted(lock.package, key=lambda p: p.sort_key())]
     return HEADER + "\n".join(lines) + "\n"
 
 

@@ -65,7 +65,10 @@ def _read_simple(text: str) -> dict[str, Any]:
         raise _NotSimple
     region = text[start:]  # from the newline before the first [[package]]
     _check_layout(region)
-    sections = json.loads(_as_json(region), object_pairs_hook=_table, parse_float=_no_float, parse_constant=_no_float)
+    as_json = _as_json(region)
+    del region  # each a copy of the file: not held while the document is built
+    sections = json.loads(as_json, object_pairs_hook=_table, parse_float=_no_float, parse_constant=_no_float)
+    del as_json
     document["package"] = _assembled(sections)
     return document
 
