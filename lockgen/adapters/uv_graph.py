@@ -127,9 +127,7 @@ def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
             )
 
 
-def _traverse(
-    graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str], grow: bool, unsettled: list[bool] | None = None
-) -> dict[str, dict[str, Any]]:
+def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str], grow: bool, unsettled: list[bool] | None = None) -> dict[str, dict[str, Any]]:
     """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
     when it holds, activates them (in `active`). `unsettled` is given an entry when a verdict of this walk could
     change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""

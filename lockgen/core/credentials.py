@@ -8,6 +8,7 @@ import re
 from urllib.parse import SplitResult, parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 _TOKEN_SEGMENT = re.compile(r"/t/[^/]+")
+_SECRET_QUERY_KEYS = re.compile(r"(token|key|secret|signature|sig|password|passwd|auth|credential)", re.IGNORECASE)
 # an http(s) URL of a bare host and a path of URL characters, no port, user info, query or fragment: how an index
 # names a file. `urlsplit` would give it exactly as the groups do; a lock of 600k such URLs spent seconds there.
 _PLAIN_URL = re.compile(r"(https?)://([A-Za-z0-9.-]+)(/[A-Za-z0-9._~!$&'()*+,;=:%/-]*)")
@@ -24,7 +25,6 @@ def split_url(url: str) -> SplitResult:
 def _plain(url: str) -> bool:
     """Whether `url` is a plain index URL without a `/t/` segment: nothing in it for `scrub_url` to take out."""
     return "/t/" not in url and _PLAIN_URL.fullmatch(url) is not None
-_SECRET_QUERY_KEYS = re.compile(r"(token|key|secret|signature|sig|password|passwd|auth|credential)", re.IGNORECASE)
 
 
 def carries_credential(url: str) -> bool:
