@@ -44,6 +44,9 @@ class UvGraph:
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
     # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
     edges: dict[int, tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(default_factory=dict, compare=False, repr=False)
+    # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
+    # package's dependency is most often listed again under its extras)
+    alike: dict[tuple[str, tuple[str, ...]], tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
@@ -171,7 +174,13 @@ def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[s
     known = graph.edges.get(id(edge))
     if known is None:
         extras = tuple(normalize(extra) for extra in edge.get("extra", []))
-        known = graph.edges[id(edge)] = (frozenset(item(edge["name"], "extra", extra) for extra in extras), extras, _candidates(edge, graph))
+        by_name = "version" not in edge and "source" not in edge  # what it names follows from its name and extras
+        known = graph.alike.get((edge["name"], extras)) if by_name else None
+        if known is None:
+            known = (frozenset(item(edge["name"], "extra", extra) for extra in extras), extras, _candidates(edge, graph))
+            if by_name:
+                graph.alike[(edge["name"], extras)] = known
+        graph.edges[id(edge)] = known
     return known
 
 
