@@ -6,8 +6,10 @@ must appear in no output and no file written."""
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
+from urllib.parse import urlsplit
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lockgen.core.credentials import carries_credential, scrub_url
@@ -137,3 +139,32 @@ def test_a_query_holding_no_secret_is_kept_as_written(pairs: list[tuple[str, str
     url = f"https://github.com/org/repo.git?{query}#0123abcd"
     assert scrub_url(url) == (url if query else "https://github.com/org/repo.git#0123abcd")
     assert scrub_url(f"https://host/x?token={SECRET}&{query}") == f"https://host/x?{query}".rstrip("?")
+
+
+_URL_PARTS = st.sampled_from(["a", "Z", "0", ".", "-", "/", "/t/", "t", "@", ":", "%2F", "?", "#", "=", "&", ";", "~", "+", "!", "'", "(", " ", "\t", "[", "]", "é"])
+
+
+@settings(max_examples=500, deadline=None)
+@example("https://files.example/pkg-1.0-py3-none-any.whl")
+@example("https://alice@files.example/pkg.whl")
+@example("https://files.example/simple/t/secret/pkg.whl")
+@example("https://files.example:8443/pkg.whl")
+@example("https://files.example/pkg.whl?token=x")
+@example("https://files.example/pkg.whl#sha256=00")
+@example("https://files.example")
+@example("HTTPS://files.example/a%2Fb.whl")
+@given(st.builds(str.__add__, st.sampled_from(["https://", "http://", "HTTPS://", "file://", "https:", ""]), st.lists(_URL_PARTS, max_size=12).map("".join)))
+def test_a_plain_index_url_is_read_as_urlsplit_reads_it(url: str) -> None:
+    """The fast path for plain index URLs (`split_url`, and `scrub_url`/`carries_credential` passing them as they
+    are) gives what the full parse gives, on URLs built of the characters that matter to either."""
+    from lockgen.core import credentials
+
+    try:
+        expected = urlsplit(url)
+    except ValueError:
+        expected = None
+    if expected is not None:
+        assert credentials.split_url(url) == expected
+    fast = (credentials.scrub_url(url), credentials.carries_credential(url))
+    with patch.object(credentials, "_plain", lambda _: False):
+        assert fast == (credentials.scrub_url(url), credentials.carries_credential(url))

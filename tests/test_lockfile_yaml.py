@@ -132,3 +132,41 @@ def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_b
     imported = _conda_lock(yaml.safe_load(text), "d" * 64, Path("the.yml"))
     assert imported.packages == parse_lock(yaml.safe_dump(_v1_document(built)), "the.yml").package
     assert imported.channels == ("conda-forge",)
+
+
+def _generic_text(lock: Lock) -> str:
+    """The lock as the generic emitter writes its plain data, each entry a dict in conda-lock's key order: what
+    `dump_lock` wrote before it wrote entries straight from the models."""
+    from lockgen.adapters.lockfile_yaml import HEADER, _emit_mapping, lock_to_data
+
+    def entry(p: LockedPackage) -> dict[str, object]:
+        hashes = {k: v for k, v in (("md5", p.hash.md5), ("sha256", p.hash.sha256)) if v}
+        data = {"name": p.name, "version": p.version, "manager": p.manager, "platform": p.platform, "dependencies": dict(sorted(p.dependencies.items())), "url": p.url, "hash": hashes}
+        return {**data, **({"build": p.build} if p.build is not None else {}), "category": p.category, "optional": p.optional}
+
+    lines: list[str] = []
+    _emit_mapping({**lock_to_data(lock), "package": [entry(p) for p in sorted(lock.package, key=lambda p: p.sort_key())]}, 0, lines)
+    return HEADER + "\n".join(lines) + "\n"
+
+
+_ENTRY = st.builds(
+    LockedPackage,
+    name=_text.filter(bool),
+    version=_text,
+    manager=st.sampled_from(["conda", "pip"]),
+    platform=st.sampled_from(["linux-64", "linux-aarch64"]),
+    dependencies=st.dictionaries(_text, _text, max_size=3),
+    url=_text,
+    hash=st.builds(PackageHash, md5=st.one_of(st.none(), _text), sha256=st.one_of(st.none(), _text)),
+    build=st.one_of(st.none(), _text),
+    category=_text,
+    optional=st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ENTRY, max_size=4))
+def test_entries_written_straight_from_the_models_as_the_generic_emitter_writes_them(packages: list[LockedPackage]) -> None:
+    meta = LockMetadata(content_hash={}, channels=(), platforms=("linux-64", "linux-aarch64"), sources=(), custom_metadata={})
+    lock = Lock(metadata=meta, package=tuple(packages))
+    assert dump_lock(lock) == _generic_text(lock)

@@ -62,6 +62,7 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
         raise UserError(f"cannot read `{path}`: {exc.strerror or exc}", "pass the path of a lock file") from None
     text = raw.decode("utf-8", errors="replace")
     digest = hashlib.sha256(raw).hexdigest()
+    del raw  # a large lock's bytes are not held while it is converted
     form = _format_of(path, text)
     said: tuple[str, ...] = ()
     if form == "uv.lock":
@@ -73,7 +74,12 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
             uv = replace(uv, python=pinned[0])
             said = (f"CPython {pinned[0]} from {pinned[1].name} beside the {'pyproject.toml' if pyproject else 'lock'}, as uv picks it (--python overrides)",)
     try:
-        found = _read(form, path, text, environment, uv, digest)
+        if form == "uv.lock":  # the text is not held while the walk runs: the parsed document is what it reads
+            document = read_uv_toml(text)
+            del text
+            found = _uv(document, uv, digest)
+        else:
+            found = _read(form, path, text, environment, uv, digest)
         return replace(found, assumed=said + found.assumed) if said else found
     except RecursionError:  # nested past the reader: no lock of any tool is
         raise LockFormatError(f"`{path}` is a malformed {form}: nested deeper than a reader goes", f"it was edited or cut short: use the file {_producer(form)} wrote") from None
@@ -113,8 +119,6 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
     if form == "@EXPLICIT file":
         packages, skipped = _explicit(text, path)
         return Imported("@EXPLICIT", (), tuple(packages), digest, tuple(skipped))
-    if form == "uv.lock":
-        return _uv(text, uv, digest)
     if form == "pylock.toml":
         import tomllib
 
@@ -298,6 +302,6 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
     )
 
 
-def _uv(text: str, choices: UvChoices, digest: str) -> Imported:
-    found = read_uv_lock(read_uv_toml(text), choices)
+def _uv(document: dict[str, Any], choices: UvChoices, digest: str) -> Imported:
+    found = read_uv_lock(document, choices)
     return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed, python=found.python, unhashed=found.unhashed)

@@ -44,6 +44,9 @@ class UvGraph:
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
     # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
     edges: dict[int, tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(default_factory=dict, compare=False, repr=False)
+    # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
+    # package's dependency is most often listed again under its extras)
+    alike: dict[tuple[str, tuple[str, ...]], tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
@@ -96,12 +99,15 @@ def tables(entry: dict[str, Any], kind: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def activated(graph: UvGraph, starts: list[Node], environment: dict[str, str]) -> frozenset[str]:
-    """Every item active for the target: the starts' own, and those edges holding for the target activate."""
+    """Every item active for the target: the starts' own, and those edges holding for the target activate. Another
+    walk is taken while the last one activated items, unless nothing it judged could come out otherwise under the
+    grown set (no edge naming an item was refused, no fork was chosen): then it would walk the same edges."""
     active = {item(entry["name"], kind, name) for entry, kind, name in starts if kind}
     while True:
         before = len(active)
-        _traverse(graph, starts, environment, active, grow=True)
-        if len(active) == before:
+        unsettled: list[bool] = []
+        _traverse(graph, starts, environment, active, grow=True, unsettled=unsettled)
+        if len(active) == before or not unsettled:
             return frozenset(active)
 
 
@@ -124,9 +130,10 @@ def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
             )
 
 
-def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str], grow: bool) -> dict[str, dict[str, Any]]:
+def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str], grow: bool, unsettled: list[bool] | None = None) -> dict[str, dict[str, Any]]:
     """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
-    when it holds, activates them (in `active`)."""
+    when it holds, activates them (in `active`). `unsettled` is given an entry when a verdict of this walk could
+    change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
     reached: dict[str, dict[str, Any]] = {}
     pending, expanded = list(starts), set()
     while pending:
@@ -143,11 +150,19 @@ def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], a
         reached[key] = entry
         for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
             named, extras, candidates = _edge(graph, edge)
-            if not holds(edge.get("marker"), environment, active, named if grow else frozenset()):
+            marker = edge.get("marker")
+            if not holds(marker, environment, active, named if grow else frozenset()):
+                if unsettled is not None and not unsettled and marker and _parsed(marker)[1]:
+                    unsettled.append(True)
                 continue
             if grow:
                 active |= named
-            target = candidates[0] if len(candidates) == 1 else _fork(candidates, environment, active)
+            if len(candidates) == 1:
+                target = candidates[0]
+            else:
+                target = _fork(candidates, environment, active)
+                if unsettled is not None and not unsettled:
+                    unsettled.append(True)
             pending.append((target, "", ""))
             pending += [(target, "extra", extra) for extra in extras]
     return reached
@@ -159,7 +174,13 @@ def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[s
     known = graph.edges.get(id(edge))
     if known is None:
         extras = tuple(normalize(extra) for extra in edge.get("extra", []))
-        known = graph.edges[id(edge)] = (frozenset(item(edge["name"], "extra", extra) for extra in extras), extras, _candidates(edge, graph))
+        by_name = "version" not in edge and "source" not in edge  # what it names follows from its name and extras
+        known = graph.alike.get((edge["name"], extras)) if by_name else None
+        if known is None:
+            known = (frozenset(item(edge["name"], "extra", extra) for extra in extras), extras, _candidates(edge, graph))
+            if by_name:
+                graph.alike[(edge["name"], extras)] = known
+        graph.edges[id(edge)] = known
     return known
 
 

@@ -38,8 +38,10 @@ _HEADER = re.compile(r"\n(?:\[\[package\]\]|\[package(?:\.[A-Za-z0-9_-]+){1,2}\]
 _SKELETON = re.compile(r'[A-Za-z0-9_\-\[\]{}, =\n"]*')
 _ONE_LINE_TABLE = re.compile(r"\{[^{}\n]*\}")
 _LINE_KEY = re.compile(r"\n([A-Za-z0-9_-]+) = ")
-_INLINE_KEY = re.compile(r"([{,]) ([A-Za-z0-9_-]+) = ")
 _TRAILING_COMMA = re.compile(r",([ \n]*)\]")
+_TRAILING_COMMA_ONLY = re.compile(r",(?=[ \n]*\])")
+_LINE_KEY_START = re.compile(r"\n(?=[A-Za-z0-9_-]+ = )")
+_INLINE_KEY_START = re.compile(r"(?<=[{,] )(?=[A-Za-z0-9_-]+ = )")
 _IN_STRINGS_TOO = (" = ", "{", "}")  # what a string may not hold: the rewrite reads it as syntax
 _IN_STRINGS_TOO_RE = (re.compile(r"\[ *,"), _TRAILING_COMMA)
 
@@ -65,7 +67,10 @@ def _read_simple(text: str) -> dict[str, Any]:
         raise _NotSimple
     region = text[start:]  # from the newline before the first [[package]]
     _check_layout(region)
-    sections = json.loads(_as_json(region), object_pairs_hook=_table, parse_float=_no_float, parse_constant=_no_float)
+    as_json = _as_json(region)
+    del region  # each a copy of the file: not held while the document is built
+    sections = json.loads(as_json, object_pairs_hook=_table, parse_float=_no_float, parse_constant=_no_float)
+    del as_json
     document["package"] = _assembled(sections)
     return document
 
@@ -90,15 +95,21 @@ def _check_layout(region: str) -> None:
 
 
 def _as_json(region: str) -> str:
-    """The region as a JSON list of [header, table] pairs ("" for `[[package]]`, `A` or `A.B` for `[package.A]`)."""
+    """The region as a JSON list of [header, table] pairs ("" for `[[package]]`, `A` or `A.B` for `[package.A]`).
+    A key `K = ` becomes `"K": ` (`,"K": ` at a line's start) by inserting the quote where a key starts and then
+    replacing every ` = `, which must then each have had one; the passes replace by fixed text: Python 3.11 expands
+    a replacement naming a group in Python, once per match (a million of them in a 300k-package lock)."""
     text = region.replace("\n[[package]]\n", '\n}],["",{\n')
     text = re.sub(r"\n\[package\.([A-Za-z0-9_.-]+)\](?=\n)", r'\n}],["\1",{', text)
-    text = _LINE_KEY.sub(r'\n,"\1": ', text)
-    text = _INLINE_KEY.sub(r'\1 "\2": ', text)
-    if " = " in text:
+    separators = text.count(" = ")
+    text, at_line_start = _LINE_KEY_START.subn('\n,"', text)
+    text, inline = _INLINE_KEY_START.subn('"', text)
+    text = text.replace(" = ", '": ')
+    if at_line_start + inline != separators or " = " in text:
         raise _NotSimple  # a key neither at a line's start nor after `{ ` or `, `
-    text = re.sub(r"\{(\n+),", r"{\1", text)
-    text = _TRAILING_COMMA.sub(r"\1]", text)
+    text = text.replace('{\n,"', '{\n"')  # a table's first key at a line's start, as most are
+    text = re.sub(r"\{(\n+),", r"{\1", text)  # after blank lines
+    text = _TRAILING_COMMA_ONLY.sub("", text)
     return "[" + text[4:] + "}]]"
 
 

@@ -301,10 +301,11 @@ def local_url(path: str, editable: bool) -> str:
 
 def local_of(package: LockedPackage) -> tuple[str, bool] | None:
     """(folder relative to the stack, editable) of a local package's entry; None for a published one."""
-    for scheme, editable in ((EDITABLE_SCHEME, True), (LOCAL_SCHEME, False)):
-        if package.manager == "pip" and package.url.startswith(scheme):
-            return package.url[len(scheme) :], editable
-    return None
+    url = package.url
+    if package.manager != "pip" or not url.startswith((EDITABLE_SCHEME, LOCAL_SCHEME)):  # asked of every entry
+        return None
+    editable = url.startswith(EDITABLE_SCHEME)
+    return url[len(EDITABLE_SCHEME if editable else LOCAL_SCHEME) :], editable
 
 
 def refuse_local(packages: Iterable[LockedPackage], use: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-from lockgen.core.credentials import carries_credential, scrub_url
+from lockgen.core.credentials import carries_credential, scrub_url, split_url
 from lockgen.core.lock_builder import LockgenMeta, local_of, package_set
 from lockgen.core.stack_layout import TARGET_NAME
 from lockgen.core.package_identity import same_version
@@ -187,7 +187,7 @@ def _url(package: LockedPackage, source: str, where: str) -> None:
     if len(url) > 4096 or _SPACE_OR_CONTROL.search(url):
         raise _refuse(source, where, f"url `{shown(scrub_url(url))}` holds whitespace or control characters (or is over 4,096 long)")
     try:
-        parts = urlsplit(url)
+        parts = split_url(url)
         parts.port  # noqa: B018 (raises for a port that is no number, which fetching would meet)
     except ValueError:
         raise _refuse(source, where, f"url `{shown(scrub_url(url))}` is not a URL") from None

@@ -19,6 +19,8 @@ _HINT = "the lock pins a file that is another package: re-create the lock with l
 
 def same_version(a: str, b: str) -> bool:
     """PEP 440 equality (`1.0` is `1.0.0`); versions that are no PEP 440 compare as written, case folded."""
+    if a == b:  # equal as written, equal either way (a lock's entry and its wheel's name mostly are)
+        return True
     from packaging.version import InvalidVersion, Version  # here: a conda lock's checks never compare PEP 440 versions
 
     try:

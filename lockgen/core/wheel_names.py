@@ -146,16 +146,23 @@ def best_for_target(filenames: list[str], python: str, machine: str, glibc: str)
     """Of a release's wheel files, the one an installer picks for the target (earliest tag in `target_tags`,
     then the highest build number, then the file name); None when none fits. A name that is no wheel name
     is passed over."""
-    rank = _rank(python, machine, glibc)
     scored = []
     for filename in filenames:
         try:
             wheel = parse_wheel_filename(filename)
         except UserError:
             continue
-        best = min((rank[t] for t in _modern_tags(wheel.tags) if t in rank), default=None)
+        best = _best_rank(wheel.tags, python, machine, glibc)
         if best is not None:
-            number = re.match(r"\d+", wheel.build or "")  # PEP 427: a build tag starts with a digit
+            number = re.match(r"\d+", wheel.build) if wheel.build else None  # PEP 427: a build tag starts with a digit
             build = int(number.group()) if number else -1
             scored.append((best, -build, filename))
     return min(scored)[2] if scored else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _best_rank(tags: frozenset[str], python: str, machine: str, glibc: str) -> int | None:
+    """The place in `target_tags` of a tag set's earliest tag (None when none fits), once per tag set and target:
+    a lock's wheels share a few dozen tag sets."""
+    rank = _rank(python, machine, glibc)
+    return min((rank[t] for t in _modern_tags(tags) if t in rank), default=None)

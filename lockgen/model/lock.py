@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from lockgen.model.base import Frozen
 
 LOCK_VERSION = 1
@@ -36,7 +38,7 @@ class LockedPackage(Frozen):
     version: str
     manager: Literal["conda", "pip"]
     platform: str
-    dependencies: dict[str, str] = {}
+    dependencies: dict[str, str] = Field(default_factory=dict)  # a new one each (a default pydantic deep-copies per entry)
     url: str
     hash: PackageHash
     build: str | None = None
