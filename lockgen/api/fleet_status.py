@@ -3,14 +3,16 @@ attestations, each checked (and with `--key` its signature) before it counts, wi
 headline figures, regressions against the node's previous certificate and the nodes whose numerics differ;
 as text, `--json`, or one static HTML page (`--html`), written atomically.
 
-At fleet size (issue 48: 10,000 certificates) the folders' certificates are read node by node, each proven once
-(`certificate_steps.read_signed_quickly`) and reduced to its node's rows as soon as the node's last one is read,
+At fleet size (issue 48: 10,000 certificates) the folders' certificates are read node by node, each hashed and
+its kept verdict taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
+(`certificate_steps.proven_certificate`), and reduced to its node's rows as soon as the node's last one is read,
 so what is held is a few hundred bytes a node, never the certificates; the nodes are shared out among the cores
 (`parallel.Forked`: children of this process, their rows sent back pickled), each share whole nodes."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import pickle
 from collections.abc import Callable, Sequence
@@ -20,15 +22,18 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any, overload
 
-from lockgen.adapters import parallel
+from pydantic import ValidationError
+
+from lockgen.adapters import parallel, signing, user_files
 from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.kept_verdicts import keep_verdict, kept_verdict
 from lockgen.api.steps.attestation_steps import attached_certificates
-from lockgen.api.steps.certificate_steps import Signers, certificate_paths, loaded_signers, read_signed_quickly
+from lockgen.api.steps.certificate_steps import Signers, certificate_paths, loaded_signers, proven_certificate, read_signed
 from lockgen.core.fleet_html import status_page
-from lockgen.core.fleet_status import StatusRow, numerics_differences, status_rows
+from lockgen.core.fleet_status import CertificateFacts, StatusRow, certificate_facts, facts_from_plain, numerics_differences, status_rows
 from lockgen.core.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockgenError, UserError
-from lockgen.model.certificate import CertificateBody
+from lockgen.model.certificate import CertificateBody, Numerics
 
 
 def _node_of(path: Path) -> str:
@@ -68,7 +73,7 @@ def fleet_status(
     if not paths and not attached and not refused:
         raise UserError(f"no certificates in {', '.join(sources)}", "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder")
     rows, folder_refused = _folder_rows(sorted(set(paths), key=lambda path: (_node_of(path), str(path))), keys, now, noise)
-    rows += status_rows(attached, now, noise)
+    rows += status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
     rows.sort(key=lambda row: (row.node, row.covers))
     refused += folder_refused
     if html is not None:
@@ -134,11 +139,19 @@ def _share_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float
     rows: list[StatusRow] = []
     refused: list[Refusal] = []
     shared: dict[str, Any] = {}  # a fleet's nodes mostly share their settings and fingerprint: one copy of each
+    fingerprints = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
+    accepted = set(fingerprints.values()) or {""}
+
+    def numerics_of(plain: dict[str, Any]) -> Numerics:
+        text = json.dumps(plain, sort_keys=True)
+        found = shared.get(text)
+        return found if isinstance(found, Numerics) else shared.setdefault(text, Numerics.model_validate(plain))
+
     for node, group in groupby(paths, key=_node_of):
         found = []
         for path in group:
             try:
-                found.append((node, str(path), read_signed_quickly(path, keys).certificate))
+                found.append((node, str(path), _verified_facts(path, keys, fingerprints, accepted, numerics_of)))
             except LockgenError as error:
                 refused.append({"node": node, "source": str(path), "reason": error.message})
         for row in status_rows(found, now, noise):
@@ -146,3 +159,32 @@ def _share_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float
             numerics = shared.setdefault(row.numerics.model_dump_json(), row.numerics) if row.numerics is not None else None
             rows.append(replace(row, stack=stack, numerics=numerics))
     return rows, refused
+
+
+def _verified_facts(path: Path, keys: Signers, fingerprints: dict[str, str], accepted: set[str], numerics_of: Callable[[dict[str, Any]], Numerics]) -> CertificateFacts:
+    """The facts of the certificate at `path`: kept ones when its bytes' verdict under one of the keys is kept
+    (`kept_verdicts`), else those of the certificate proven now (and kept when the quick proof accepted exactly
+    the bytes hashed); a refusal (LockgenError) is made again every time, by `read_signed`."""
+    try:
+        data: bytes | None = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate")
+    except OSError:
+        data = None
+    if data is None:
+        return certificate_facts(read_signed(path, keys.paths).certificate)  # says why it cannot be read
+    sha256 = hashlib.sha256(data).hexdigest()
+    kept = kept_verdict(sha256, accepted)
+    if kept is not None:
+        try:
+            facts = facts_from_plain(kept, numerics_of)
+        except ValidationError:
+            facts = None
+        if facts is not None:
+            return facts
+    certificate = proven_certificate(data, keys)
+    if certificate is None:
+        return certificate_facts(read_signed(path, keys.paths).certificate)  # refuses it, saying why, or accepts what the quick proof cannot
+    facts = certificate_facts(certificate.certificate)
+    signer = fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
+    if signer or not fingerprints:
+        keep_verdict(sha256, signer, facts.plain())
+    return facts

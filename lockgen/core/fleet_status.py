@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,9 +61,60 @@ class StatusRow:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class CertificateFacts:
+    """Of one verified certificate, what the status reads: what it covers, when, its verdict, its figures (all of
+    them, for the regressions of the node's next certificate), its fingerprint and its stack's cause evidence.
+    A fleet's folders keep these per certificate's bytes and key (`adapters.kept_verdicts`), as `plain` values."""
+
+    covers: str
+    created: str
+    arch: str
+    passed: bool
+    failed: tuple[str, ...]
+    figures: dict[str, dict[str, dict[str, Any]]]
+    numerics: Numerics | None
+    stack: dict[str, Any]
+
+    def plain(self) -> list[Any]:
+        """The facts as values marshal and JSON hold (`facts_from_plain` reads them back)."""
+        numerics = self.numerics.model_dump(mode="json") if self.numerics is not None else None
+        return [self.covers, self.created, self.arch, self.passed, list(self.failed), self.figures, numerics, self.stack]
+
+
+def certificate_facts(body: CertificateBody) -> CertificateFacts:
+    return CertificateFacts(
+        covers=covers(body),
+        created=body.created,
+        arch=body.arch,
+        passed=body.passed,
+        failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
+        figures=body.figures,
+        numerics=body.numerics,
+        stack=cause_evidence(body.stack),
+    )
+
+
+def facts_from_plain(value: object, numerics_of: Callable[[dict[str, Any]], Numerics]) -> CertificateFacts | None:
+    """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape (`numerics_of`
+    makes the fingerprint's model, and may share one among certificates)."""
+    if not isinstance(value, list) or len(value) != 8:
+        return None
+    covered, created, arch, passed, failed, figures, numerics, stack = value
+    if not (isinstance(covered, str) and isinstance(created, str) and isinstance(arch, str) and isinstance(passed, bool)):
+        return None
+    if not (isinstance(failed, list) and all(isinstance(name, str) for name in failed) and isinstance(figures, dict) and isinstance(stack, dict)):
+        return None
+    if not all(isinstance(entries, dict) and all(isinstance(entry, dict) for entry in entries.values()) for entries in figures.values()):
+        return None
+    if numerics is not None and not isinstance(numerics, dict):
+        return None
+    return CertificateFacts(covered, created, arch, passed, tuple(failed), figures, None if numerics is None else numerics_of(numerics), stack)
+
+
 @dataclass
 class _Group:
-    entries: list[tuple[str, CertificateBody]] = field(default_factory=list)
+    entries: list[tuple[str, CertificateFacts]] = field(default_factory=list)
 
 
 def covers(body: CertificateBody) -> str:
@@ -73,10 +125,10 @@ def covers(body: CertificateBody) -> str:
     return "no lock"
 
 
-def headline_figures(body: CertificateBody) -> dict[str, tuple[float, str]]:
+def headline_figures(figures: dict[str, dict[str, dict[str, Any]]]) -> dict[str, tuple[float, str]]:
     found = {}
     for group, name, label in HEADLINES:
-        entry = body.figures.get(group, {}).get(name, {})
+        entry = figures.get(group, {}).get(name, {})
         if isinstance(entry.get("value"), (int, float)):
             found[label] = (float(entry["value"]), sys.intern(str(entry.get("unit") or "")))  # one copy of each unit
     return found
@@ -97,12 +149,12 @@ def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
     return {"settings": stack.get("settings") or {}, "libraries": {"foreign": (libraries.get("foreign") if isinstance(libraries, dict) else None) or []}}
 
 
-def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.datetime, noise: float) -> list[StatusRow]:
-    """Rows from (node, source, body) triples, one per node and what it covers, sorted by node; each row keeps
-    the figures, fingerprint and settings of its latest certificate, not the certificate."""
+def status_rows(certificates: list[tuple[str, str, CertificateFacts]], now: dt.datetime, noise: float) -> list[StatusRow]:
+    """Rows from (node, source, facts) triples, one per node and what it covers, sorted by node; each row keeps
+    the headline figures, fingerprint and settings of its latest certificate, not the certificate."""
     groups: dict[tuple[str, str], _Group] = {}
-    for node, source, body in certificates:
-        groups.setdefault((node, covers(body)), _Group()).entries.append((source, body))
+    for node, source, facts in certificates:
+        groups.setdefault((node, facts.covers), _Group()).entries.append((source, facts))
     rows = []
     for (node, covered), group in sorted(groups.items()):
         ordered = sorted(group.entries, key=lambda item: item[1].created)
@@ -120,12 +172,12 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
                 age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
                 arch=sys.intern(latest.arch),
                 passed=latest.passed,
-                failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),
-                figures=headline_figures(latest),
+                failed=latest.failed,
+                figures=headline_figures(latest.figures),
                 regressions=regressions,
                 certificates=len(ordered),
                 numerics=latest.numerics,
-                stack=cause_evidence(latest.stack),
+                stack=latest.stack,
             )
         )
     return rows
