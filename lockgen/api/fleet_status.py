@@ -16,7 +16,6 @@ import hashlib
 import json
 import pickle
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from functools import partial
 from itertools import groupby
 from pathlib import Path
@@ -138,33 +137,37 @@ def _share_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float
     certificates are held at a time."""
     rows: list[StatusRow] = []
     refused: list[Refusal] = []
-    shared: dict[str, Any] = {}  # a fleet's nodes mostly share their settings and fingerprint: one copy of each
+    numerics_by_text: dict[str, Numerics] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
+    stacks_by_text: dict[str, dict[str, Any]] = {}
     fingerprints = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(fingerprints.values()) or {""}
 
-    def numerics_of(plain: dict[str, Any]) -> Numerics:
-        text = json.dumps(plain, sort_keys=True)
-        found = shared.get(text)
-        return found if isinstance(found, Numerics) else shared.setdefault(text, Numerics.model_validate(plain))
+    def numerics_of(text: str) -> Numerics:
+        found = numerics_by_text.get(text)
+        return found if found is not None else numerics_by_text.setdefault(text, Numerics.model_validate_json(text))
+
+    def stack_of(text: str) -> dict[str, Any]:
+        found = stacks_by_text.get(text)
+        return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
+
+    def facts(path: Path) -> CertificateFacts:
+        return _verified_facts(path, keys, fingerprints, accepted, lambda value: facts_from_plain(value, numerics_of, stack_of))
 
     for node, group in groupby(paths, key=_node_of):
         found = []
         for path in group:
             try:
-                found.append((node, str(path), _verified_facts(path, keys, fingerprints, accepted, numerics_of)))
+                found.append((node, str(path), facts(path)))
             except LockgenError as error:
                 refused.append({"node": node, "source": str(path), "reason": error.message})
-        for row in status_rows(found, now, noise):
-            stack = shared.setdefault(json.dumps(row.stack, sort_keys=True), row.stack)
-            numerics = shared.setdefault(row.numerics.model_dump_json(), row.numerics) if row.numerics is not None else None
-            rows.append(replace(row, stack=stack, numerics=numerics))
+        rows += status_rows(found, now, noise)
     return rows, refused
 
 
-def _verified_facts(path: Path, keys: Signers, fingerprints: dict[str, str], accepted: set[str], numerics_of: Callable[[dict[str, Any]], Numerics]) -> CertificateFacts:
-    """The facts of the certificate at `path`: kept ones when its bytes' verdict under one of the keys is kept
-    (`kept_verdicts`), else those of the certificate proven now (and kept when the quick proof accepted exactly
-    the bytes hashed); a refusal (LockgenError) is made again every time, by `read_signed`."""
+def _verified_facts(path: Path, keys: Signers, fingerprints: dict[str, str], accepted: set[str], from_plain: Callable[[Any], CertificateFacts | None]) -> CertificateFacts:
+    """The facts of the certificate at `path`: the kept ones when its bytes' verdict under one of the keys is kept
+    (`kept_verdicts`), else those of the certificate proven now (kept when the quick proof accepted exactly the
+    bytes hashed); a refusal (LockgenError) is made again every time, by `read_signed`."""
     try:
         data: bytes | None = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate")
     except OSError:
@@ -175,16 +178,16 @@ def _verified_facts(path: Path, keys: Signers, fingerprints: dict[str, str], acc
     kept = kept_verdict(sha256, accepted)
     if kept is not None:
         try:
-            facts = facts_from_plain(kept, numerics_of)
-        except ValidationError:
+            facts = from_plain(kept)
+        except (ValidationError, ValueError):  # a fingerprint or evidence that is not JSON of its shape: not kept
             facts = None
         if facts is not None:
             return facts
     certificate = proven_certificate(data, keys)
     if certificate is None:
         return certificate_facts(read_signed(path, keys.paths).certificate)  # refuses it, saying why, or accepts what the quick proof cannot
-    facts = certificate_facts(certificate.certificate)
+    plain = certificate_facts(certificate.certificate).plain()
     signer = fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
     if signer or not fingerprints:
-        keep_verdict(sha256, signer, facts.plain())
-    return facts
+        keep_verdict(sha256, signer, plain)
+    return from_plain(plain) or certificate_facts(certificate.certificate)  # the kept form: shared fingerprint and evidence

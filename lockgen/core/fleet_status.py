@@ -8,6 +8,8 @@ A node is named by where its certificate came from (`n1.cert.json` from `lockgen
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,9 +65,11 @@ class StatusRow:
 
 @dataclass(frozen=True, slots=True)
 class CertificateFacts:
-    """Of one verified certificate, what the status reads: what it covers, when, its verdict, its figures (all of
-    them, for the regressions of the node's next certificate), its fingerprint and its stack's cause evidence.
-    A fleet's folders keep these per certificate's bytes and key (`adapters.kept_verdicts`), as `plain` values."""
+    """Of one verified certificate, what the status reads: what it covers, when, its verdict, its figures' values
+    and units (all but the phases' timings, which no regression names: for the regressions of the node's next
+    certificate), its fingerprint and its stack's cause evidence. A fleet's folders keep these per certificate's
+    bytes and key (`adapters.kept_verdicts`) as `plain` values, the fingerprint and the evidence as canonical
+    JSON text, by which the certificates of a fleet share one copy of each."""
 
     covers: str
     created: str
@@ -77,9 +81,9 @@ class CertificateFacts:
     stack: dict[str, Any]
 
     def plain(self) -> list[Any]:
-        """The facts as values marshal and JSON hold (`facts_from_plain` reads them back)."""
-        numerics = self.numerics.model_dump(mode="json") if self.numerics is not None else None
-        return [self.covers, self.created, self.arch, self.passed, list(self.failed), self.figures, numerics, self.stack]
+        """The facts as values marshal holds (`facts_from_plain` reads them back)."""
+        numerics = self.numerics.model_dump_json() if self.numerics is not None else None
+        return [self.covers, self.created, self.arch, self.passed, list(self.failed), self.figures, numerics, json.dumps(self.stack, sort_keys=True)]
 
 
 def certificate_facts(body: CertificateBody) -> CertificateFacts:
@@ -89,27 +93,25 @@ def certificate_facts(body: CertificateBody) -> CertificateFacts:
         arch=body.arch,
         passed=body.passed,
         failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
-        figures=body.figures,
+        figures={group: {name: {"value": entry.get("value"), "unit": entry.get("unit")} for name, entry in entries.items()} for group, entries in body.figures.items() if group != "phases"},
         numerics=body.numerics,
         stack=cause_evidence(body.stack),
     )
 
 
-def facts_from_plain(value: object, numerics_of: Callable[[dict[str, Any]], Numerics]) -> CertificateFacts | None:
-    """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape (`numerics_of`
-    makes the fingerprint's model, and may share one among certificates)."""
-    if not isinstance(value, list) or len(value) != 8:
+def facts_from_plain(value: object, numerics_of: Callable[[str], Numerics], stack_of: Callable[[str], dict[str, Any]]) -> CertificateFacts | None:
+    """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape; `numerics_of` and
+    `stack_of` make the fingerprint and the evidence of their JSON text (and may share one copy of each)."""
+    if type(value) is not list or len(value) != 8:
         return None
     covered, created, arch, passed, failed, figures, numerics, stack = value
-    if not (isinstance(covered, str) and isinstance(created, str) and isinstance(arch, str) and isinstance(passed, bool)):
+    if not (type(covered) is str and type(created) is str and type(arch) is str and type(passed) is bool and type(stack) is str):
         return None
-    if not (isinstance(failed, list) and all(isinstance(name, str) for name in failed) and isinstance(figures, dict) and isinstance(stack, dict)):
+    if not (type(failed) is list and all(type(name) is str for name in failed) and type(figures) is dict and (numerics is None or type(numerics) is str)):
         return None
-    if not all(isinstance(entries, dict) and all(isinstance(entry, dict) for entry in entries.values()) for entries in figures.values()):
+    if not all(type(entries) is dict and all(type(entry) is dict for entry in entries.values()) for entries in figures.values()):
         return None
-    if numerics is not None and not isinstance(numerics, dict):
-        return None
-    return CertificateFacts(covered, created, arch, passed, tuple(failed), figures, None if numerics is None else numerics_of(numerics), stack)
+    return CertificateFacts(sys.intern(covered), created, sys.intern(arch), passed, tuple(failed), figures, None if numerics is None else numerics_of(numerics), stack_of(stack))
 
 
 @dataclass
@@ -134,10 +136,17 @@ def headline_figures(figures: dict[str, dict[str, dict[str, Any]]]) -> dict[str,
     return found
 
 
+CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
+
+
 def _moment(created: str, source: str) -> dt.datetime:
     """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ)."""
+    matched = CREATED.fullmatch(created)
     try:
-        return dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+        if matched is None:
+            raise ValueError(created)
+        year, month, day, hour, minute, second = map(int, matched.groups())
+        return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.timezone.utc)
     except ValueError:
         raise LockFormatError(f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
 
