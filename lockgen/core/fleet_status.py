@@ -1,6 +1,6 @@
 """The fleet at a glance, from certificates: one row per node and lock (or image) with the latest result, its
-age, the headline figures and the regressions against that node's previous certificate of the same lock; and
-the nodes whose latest numerics fingerprint differs from the others of its key (`core.numerics`).
+age, the headline figures and the regressions against that node's previous certificate of the same lock (the
+nodes whose latest numerics fingerprint differs from the others of its key: `core.numerics.odd_nodes`).
 
 A node is named by where its certificate came from (`n1.cert.json` from `lockgen fleet slurm` is node
 `n1`; an attestation by its image), since certificates do not record a host name."""
@@ -17,7 +17,6 @@ from typing import Any
 
 from lockgen.core.certify import compare_figures
 from lockgen.errors import LockFormatError
-from lockgen.core.numerics import NumericsDifference, odd_nodes
 from lockgen.model.certificate import CertificateBody, Numerics
 from lockgen.model.names import shown
 
@@ -190,12 +189,6 @@ def status_rows(certificates: list[tuple[str, str, CertificateFacts]], now: dt.d
             )
         )
     return rows
-
-
-def numerics_differences(rows: list[StatusRow]) -> tuple[list[NumericsDifference], int]:
-    """The rows' latest certificates compared by numerics key: the nodes whose bits differ, and how many
-    nodes shared a key with another (were compared at all)."""
-    return odd_nodes([(row.node, row) for row in rows])
 
 
 def age_text(seconds: float) -> str:
