@@ -4,9 +4,12 @@ valid signed certificates in <= 2 s and <= 200 MB; 100,000 without memory growin
 N certificates are written into a temporary folder, each signed with Ed25519 as `lockgen verify --key` signs
 (the canonical JSON of the body, the file in its canonical rendering): the H100 certificate of
 `envs/examples/numerics-fingerprint/` with its node (the file's name), its time, its bf16 GEMM figure and, on one
-node in 500, its TF32 digest changed. The command runs in a child process; its wall time, CPU time (user +
-system) and peak RSS (`ru_maxrss` of the child, from `resource.getrusage(RUSAGE_CHILDREN)` in a fresh
-measuring process each run) are printed, medians of `--runs` runs, beside the anchor's targets.
+node in 500, its TF32 digest changed. The command runs in a child process, with a LOCKGEN_HOME of its own:
+a first run (no kept verdict: every certificate parsed and verified, and its verdict kept) then a repeated
+run (every verdict kept: each file read and hashed); their wall time, CPU time (user + system) and peak RSS
+(`ru_maxrss` of the child, from `resource.getrusage(RUSAGE_CHILDREN)` in a fresh measuring process each run)
+are printed, medians of `--runs` runs, beside the anchor's targets and the floor's (a bare reader that parses
+and verifies every file).
 
     python benchmarks/bench_fleet.py [--counts 1000 10000 100000] [--runs 3] [--html]
     python benchmarks/bench_fleet.py --smoke                    (200 certificates, one run, not judged: CI)
@@ -18,6 +21,7 @@ import argparse
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,10 +108,10 @@ print(done.returncode, wall, cpu, after.ru_maxrss / 1024, done.stderr.decode()[-
 """
 
 
-def measured(command: list[str]) -> tuple[int, float, float, float, str]:
+def measured(command: list[str], env: dict[str, str]) -> tuple[int, float, float, float, str]:
     """(exit code, wall s, CPU s, peak RSS MB of the command's largest process) of one run, measured by a fresh
     process whose only child is the command (RUSAGE_CHILDREN's maxrss is then the command's own)."""
-    line = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True).stdout
+    line = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True, env=env).stdout
     code, wall, cpu, rss, tail = line.rstrip("\n").split(" ", 4)
     return int(code), float(wall), float(cpu), float(rss), tail
 
@@ -120,10 +124,12 @@ def main() -> None:
     add_smoke(parser)
     args = parser.parse_args()
     counts, runs = ([200], 1) if args.smoke else (args.counts, args.runs)
-    env = {**os.environ, "NO_COLOR": "1"}
     print(f"lockgen fleet status FOLDER --key PUB --json on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})")
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as scratch:
         root = Path(scratch)
+        home = root / "home"  # its own LOCKGEN_HOME: the kept verdicts are removed before each first run
+        env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home)}
+        env.pop("LOCKGEN_REPARSE", None)
         key = root / "signing"
         subprocess.run([sys.executable, "-m", "lockgen", "keygen", "--out", str(key)], check=True, env=env, capture_output=True)
         for count in counts:
@@ -136,20 +142,24 @@ def main() -> None:
             variants = [("--json", command)] + ([("--json --html", [*command, "--html", str(root / "fleet.html")])] if args.html else [])
             floor = [sys.executable, "-c", FLOOR, str(folder), f"{key}.pub"]
             for name, argv in variants:
-                results, floors = [], []
-                for _ in range(runs):  # alternating, so both see the same load
-                    results.append(measured(argv))
-                    floors.append(measured(floor))
-                code, _, _, _, tail = results[-1]
-                if code != (1 if count >= 500 else 0):  # one node in 500 computes other TF32 bits: the status names it and exits 1
-                    raise SystemExit(f"fleet status exited {code}: {tail}")
-                wall, cpu, rss = (median([r[i] for r in results]) or 0.0 for i in (1, 2, 3))
-                verdict = (
-                    "" if args.smoke or count != TARGET_COUNT else f" (targets {TARGET_WALL_S} s, {TARGET_RSS_MB:.0f} MB: {'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
-                )
-                print(f"  {name}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, {1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}")
+                first, repeated, floors = [], [], []
+                for _ in range(runs):  # alternating, so all see the same load
+                    shutil.rmtree(home / "kept", ignore_errors=True)
+                    first.append(measured(argv, env))  # no kept verdict: every certificate parsed and verified
+                    repeated.append(measured(argv, env))  # every verdict kept: each file read and hashed
+                    floors.append(measured(floor, env))
                 floor_wall, floor_cpu = (median([r[i] for r in floors]) or 0.0 for i in (1, 2))
-                print(f"    floor (read, json.loads, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s; lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
+                for when, results in (("first run", first), ("repeated run", repeated)):
+                    code, _, _, _, tail = results[-1]
+                    if code != (1 if count >= 500 else 0):  # one node in 500 computes other TF32 bits: the status names it and exits 1
+                        raise SystemExit(f"fleet status exited {code}: {tail}")
+                    wall, cpu, rss = (median([r[i] for r in results]) or 0.0 for i in (1, 2, 3))
+                    verdict = (
+                        "" if args.smoke or count != TARGET_COUNT else f" (targets {TARGET_WALL_S} s, {TARGET_RSS_MB:.0f} MB: {'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
+                    )
+                    print(f"  {name}, {when}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, {1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}")
+                    print(f"    lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
+                print(f"  floor (read, json.loads, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s")
                 if "--html" in argv:
                     print(f"  the HTML page: {(root / 'fleet.html').stat().st_size / 1e6:.2f} MB")
             subprocess.run(["rm", "-rf", str(folder)], check=True)

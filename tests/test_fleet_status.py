@@ -206,9 +206,10 @@ MUTATIONS = {
 
 @pytest.mark.parametrize("keyed", [True, False])
 def test_the_quick_proof_accepts_and_refuses_exactly_what_cert_verify_does(tmp_path: Path, keyed: bool) -> None:
-    """Each way a file can differ from what `lockgen verify` wrote: `read_signed_quickly` (what fleet status
-    reads with) accepts it exactly when `read_signed` does, and refuses it with the same reason."""
-    from lockgen.api.steps.certificate_steps import loaded_signers, read_signed, read_signed_quickly
+    """Each way a file can differ from what `lockgen verify` wrote: the quick proof (`proven_certificate`, what
+    fleet status reads with, `read_signed` when it proves nothing) accepts it exactly when `read_signed` does,
+    and never accepts what `read_signed` refuses."""
+    from lockgen.api.steps.certificate_steps import loaded_signers, proven_certificate, read_signed
     from lockgen.errors import LockgenError
 
     assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
@@ -218,7 +219,7 @@ def test_the_quick_proof_accepts_and_refuses_exactly_what_cert_verify_does(tmp_p
         path = tmp_path / f"{name.replace(' ', '-')}.cert.json"
         path.write_text(mutate(document))
         verdicts = []
-        for read in (lambda: read_signed(path, keys.paths), lambda: read_signed_quickly(path, keys)):
+        for read in (lambda: read_signed(path, keys.paths), lambda: proven_certificate(path.read_bytes(), keys) or read_signed(path, keys.paths)):
             try:
                 verdicts.append(read().model_dump())
             except LockgenError as error:
@@ -256,16 +257,69 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(tmp_
     assert seventh["certificates"] == 2 and seventh["regressions"] == ["gemm/bf16 -50.0%"]
 
 
+def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certificate's verdict under a key is kept by its bytes' sha256 and the key, and taken on the next run
+    (the kept facts are what is shown); a certificate forged or re-serialized after that run is hashed anew and
+    refused; a verdict kept under one key is not taken under another; LOCKGEN_REPARSE=1 verifies everything."""
+    import datetime as dt
+    import hashlib
+    import marshal
+
+    from lockgen import __version__
+    from lockgen.adapters import kept_verdicts
+    from lockgen.api import fleet_status as use_case
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0 and run_cli("keygen", "--out", str(tmp_path / "other")).returncode == 0
+    document = _signed_document(tmp_path / "k")
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    for node in ("a", "b", "c"):
+        (folder / f"{node}.cert.json").write_text(render(document))
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+
+    def status(key: str = "k") -> tuple[dict[str, float], dict[str, str]]:
+        report = use_case.fleet_status([str(folder)], [tmp_path / f"{key}.pub"], False, 0.05, None, now)
+        return {row["node"]: row["figures"]["bf16 GEMM"]["value"] for row in report["rows"]}, {entry["node"]: entry["reason"] for entry in report["refused"]}
+
+    figure = document["certificate"]["figures"]["gemm"]["bf16"]["value"]
+    assert status() == ({"a": figure, "b": figure, "c": figure}, {})
+    record_path = Path(kept_verdicts._path(hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()))
+    sha256, version, schema, key, facts = marshal.loads(record_path.read_bytes())
+    assert (version, schema, key) == (__version__, kept_verdicts.SCHEMA, hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest())
+    facts[5]["gemm"]["bf16"]["value"] = 1.5  # marked: the next run shows what was kept, not what it parsed
+    record_path.write_bytes(marshal.dumps((sha256, version, schema, key, facts)))
+
+    forged = json.loads(json.dumps(document))
+    forged["certificate"]["figures"]["gemm"]["bf16"]["value"] = 999.0
+    (folder / "b.cert.json").write_text(render(forged))  # signature kept: its content was changed
+    (folder / "c.cert.json").write_text(json.dumps(document, indent=1))  # the same JSON, other whitespace
+    shown, refused = status()
+    assert shown == {"a": 1.5} and set(refused) == {"b", "c"}
+    assert "content was changed" in refused["b"] and "canonical form" in refused["c"]
+    assert status() == (shown, refused)  # refusals are not kept: made again, the same
+
+    assert status("other")[1].keys() == {"a", "b", "c"}  # a verdict kept under k is no verdict under another key
+    monkeypatch.setenv("LOCKGEN_REPARSE", "1")
+    assert status()[0] == {"a": figure}
+
+
+def _raw_public_key(path: Path) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return serialization.load_pem_public_key(path.read_bytes()).public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
 def test_the_page_of_a_large_fleet_stays_small() -> None:
     """Each chart draws the 40 nodes to look at, and says how many more and their range: 10,000 nodes made 9 MB."""
     import datetime as dt
 
     from lockgen.core.fleet_html import status_page
-    from lockgen.core.fleet_status import status_rows
+    from lockgen.core.fleet_status import certificate_facts, status_rows
     from lockgen.model.certificate import Certificate
 
-    body = Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate
-    rows = status_rows([(f"n{node:04d}", "x", body) for node in range(2000)], dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc), 0.05)
+    facts = certificate_facts(Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate)
+    rows = status_rows([(f"n{node:04d}", "x", facts) for node in range(2000)], dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc), 0.05)
     page = status_page(rows, "now")
     assert len(page) < 1_000_000 and page.count("<rect") <= 40 * 5 and "the 40 lowest of 2000 nodes; 1960 more from" in page
 

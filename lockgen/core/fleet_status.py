@@ -1,6 +1,6 @@
 """The fleet at a glance, from certificates: one row per node and lock (or image) with the latest result, its
-age, the headline figures and the regressions against that node's previous certificate of the same lock; and
-the nodes whose latest numerics fingerprint differs from the others of its key (`core.numerics`).
+age, the headline figures and the regressions against that node's previous certificate of the same lock (the
+nodes whose latest numerics fingerprint differs from the others of its key: `core.numerics.odd_nodes`).
 
 A node is named by where its certificate came from (`n1.cert.json` from `lockgen fleet slurm` is node
 `n1`; an attestation by its image), since certificates do not record a host name."""
@@ -8,13 +8,15 @@ A node is named by where its certificate came from (`n1.cert.json` from `lockgen
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from lockgen.core.certify import compare_figures
 from lockgen.errors import LockFormatError
-from lockgen.core.numerics import NumericsDifference, odd_nodes
 from lockgen.model.certificate import CertificateBody, Numerics
 from lockgen.model.names import shown
 
@@ -60,9 +62,60 @@ class StatusRow:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class CertificateFacts:
+    """Of one verified certificate, what the status reads: what it covers, when, its verdict, its figures' values
+    and units (all but the phases' timings, which no regression names: for the regressions of the node's next
+    certificate), its fingerprint and its stack's cause evidence. A fleet's folders keep these per certificate's
+    bytes and key (`adapters.kept_verdicts`) as `plain` values, the fingerprint and the evidence as canonical
+    JSON text, by which the certificates of a fleet share one copy of each."""
+
+    covers: str
+    created: str
+    arch: str
+    passed: bool
+    failed: tuple[str, ...]
+    figures: dict[str, dict[str, dict[str, Any]]]
+    numerics: Numerics | None
+    stack: dict[str, Any]
+
+    def plain(self) -> list[Any]:
+        """The facts as values marshal holds (`facts_from_plain` reads them back)."""
+        numerics = self.numerics.model_dump_json() if self.numerics is not None else None
+        return [self.covers, self.created, self.arch, self.passed, list(self.failed), self.figures, numerics, json.dumps(self.stack, sort_keys=True)]
+
+
+def certificate_facts(body: CertificateBody) -> CertificateFacts:
+    return CertificateFacts(
+        covers=covers(body),
+        created=body.created,
+        arch=body.arch,
+        passed=body.passed,
+        failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
+        figures={group: {name: {"value": entry.get("value"), "unit": entry.get("unit")} for name, entry in entries.items()} for group, entries in body.figures.items() if group != "phases"},
+        numerics=body.numerics,
+        stack=cause_evidence(body.stack),
+    )
+
+
+def facts_from_plain(value: object, numerics_of: Callable[[str], Numerics], stack_of: Callable[[str], dict[str, Any]]) -> CertificateFacts | None:
+    """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape; `numerics_of` and
+    `stack_of` make the fingerprint and the evidence of their JSON text (and may share one copy of each)."""
+    if type(value) is not list or len(value) != 8:
+        return None
+    covered, created, arch, passed, failed, figures, numerics, stack = value
+    if not (type(covered) is str and type(created) is str and type(arch) is str and type(passed) is bool and type(stack) is str):
+        return None
+    if not (type(failed) is list and all(type(name) is str for name in failed) and type(figures) is dict and (numerics is None or type(numerics) is str)):
+        return None
+    if not all(type(entries) is dict and all(type(entry) is dict for entry in entries.values()) for entries in figures.values()):
+        return None
+    return CertificateFacts(sys.intern(covered), created, sys.intern(arch), passed, tuple(failed), figures, None if numerics is None else numerics_of(numerics), stack_of(stack))
+
+
 @dataclass
 class _Group:
-    entries: list[tuple[str, CertificateBody]] = field(default_factory=list)
+    entries: list[tuple[str, CertificateFacts]] = field(default_factory=list)
 
 
 def covers(body: CertificateBody) -> str:
@@ -73,19 +126,26 @@ def covers(body: CertificateBody) -> str:
     return "no lock"
 
 
-def headline_figures(body: CertificateBody) -> dict[str, tuple[float, str]]:
+def headline_figures(figures: dict[str, dict[str, dict[str, Any]]]) -> dict[str, tuple[float, str]]:
     found = {}
     for group, name, label in HEADLINES:
-        entry = body.figures.get(group, {}).get(name, {})
+        entry = figures.get(group, {}).get(name, {})
         if isinstance(entry.get("value"), (int, float)):
             found[label] = (float(entry["value"]), sys.intern(str(entry.get("unit") or "")))  # one copy of each unit
     return found
 
 
+CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
+
+
 def _moment(created: str, source: str) -> dt.datetime:
     """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ)."""
+    matched = CREATED.fullmatch(created)
     try:
-        return dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+        if matched is None:
+            raise ValueError(created)
+        year, month, day, hour, minute, second = map(int, matched.groups())
+        return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.timezone.utc)
     except ValueError:
         raise LockFormatError(f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
 
@@ -97,12 +157,12 @@ def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
     return {"settings": stack.get("settings") or {}, "libraries": {"foreign": (libraries.get("foreign") if isinstance(libraries, dict) else None) or []}}
 
 
-def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.datetime, noise: float) -> list[StatusRow]:
-    """Rows from (node, source, body) triples, one per node and what it covers, sorted by node; each row keeps
-    the figures, fingerprint and settings of its latest certificate, not the certificate."""
+def status_rows(certificates: list[tuple[str, str, CertificateFacts]], now: dt.datetime, noise: float) -> list[StatusRow]:
+    """Rows from (node, source, facts) triples, one per node and what it covers, sorted by node; each row keeps
+    the headline figures, fingerprint and settings of its latest certificate, not the certificate."""
     groups: dict[tuple[str, str], _Group] = {}
-    for node, source, body in certificates:
-        groups.setdefault((node, covers(body)), _Group()).entries.append((source, body))
+    for node, source, facts in certificates:
+        groups.setdefault((node, facts.covers), _Group()).entries.append((source, facts))
     rows = []
     for (node, covered), group in sorted(groups.items()):
         ordered = sorted(group.entries, key=lambda item: item[1].created)
@@ -120,21 +180,15 @@ def status_rows(certificates: list[tuple[str, str, CertificateBody]], now: dt.da
                 age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
                 arch=sys.intern(latest.arch),
                 passed=latest.passed,
-                failed=tuple(f"{c.category}/{c.name}" for c in latest.failures()),
-                figures=headline_figures(latest),
+                failed=latest.failed,
+                figures=headline_figures(latest.figures),
                 regressions=regressions,
                 certificates=len(ordered),
                 numerics=latest.numerics,
-                stack=cause_evidence(latest.stack),
+                stack=latest.stack,
             )
         )
     return rows
-
-
-def numerics_differences(rows: list[StatusRow]) -> tuple[list[NumericsDifference], int]:
-    """The rows' latest certificates compared by numerics key: the nodes whose bits differ, and how many
-    nodes shared a key with another (were compared at all)."""
-    return odd_nodes([(row.node, row) for row in rows])
 
 
 def age_text(seconds: float) -> str:

@@ -85,6 +85,7 @@ def likely_cause(stack: dict[str, Any], numerics: Numerics, peers: Sequence[dict
     """Why the node of `stack` (the kernel's) and `numerics` computes other bits than `peers` (the stacks of the
     certificates it is compared with; none when a bare reference judges it), most likely first."""
     mine = _settings(stack)
+    peers = list({id(peer): peer for peer in peers}.values())  # a fleet's rows share one stack among nodes alike: what differs is said of the distinct ones
     if peers:
         said = _setting_differences(mine, [_settings(stack) for stack in peers])
         if said:

@@ -101,16 +101,16 @@ def loaded_signers(keys: Sequence[Path]) -> Signers:
 DEEP_LINE = "\n" + " " * 2 * (nesting.MAX_DEPTH - 4)  # in a canonical file, a line this indented lies near the nesting bound
 
 
-def read_signed_quickly(path: Path, keys: Signers) -> Certificate:
-    """`read_signed(path, keys.paths)`, the same certificates accepted, the file read once and proven with the
-    keys loaded once (`signing.signed_and_canonical`); one this cannot prove is read by `read_signed`, whose
-    refusal says why."""
+def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
+    """The certificate whose file's bytes are `data`, when the quick proof (`signing.signed_and_canonical`, the
+    keys loaded once) accepts exactly these bytes, as `read_signed` would; None when it cannot prove them: then
+    `read_signed` says why, or accepts what this cannot."""
     try:
-        text = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate").decode("utf-8")
+        text = data.decode("utf-8")
         document = json.loads(text) if DEEP_LINE not in text else None
-    except (OSError, ValueError, RecursionError):
+    except (ValueError, RecursionError):
         document = None
-    try:  # a document nested past the renderer's recursion (not canonical, or DEEP_LINE would be in it) is read below
+    try:  # a document nested past the renderer's recursion (not canonical, or DEEP_LINE would be in it) is read by read_signed
         proven = document is not None and signing.signed_and_canonical(text, document, keys.loaded)
     except RecursionError:
         proven = False
@@ -121,7 +121,7 @@ def read_signed_quickly(path: Path, keys: Signers) -> Certificate:
             certificate = None
         if certificate is not None and certificate.certificate.passed == all(check.passed for check in certificate.certificate.checks):
             return certificate
-    return read_signed(path, keys.paths)
+    return None
 
 
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
