@@ -41,7 +41,7 @@ CREATED, GEMM, TF32 = "2026-12-06T10:51:02Z", "788.12345678", "6112472e99ff98a80
 def _templates() -> tuple[str, str]:
     """The canonical file text and the canonical body JSON of the template certificate, with placeholders of
     fixed width where each certificate differs (so filling them in keeps both canonical)."""
-    from lockgen.adapters.signing import render
+    from lockgen.adapters.node.signing import render
     from lockgen.digests import canonical_json
 
     body = json.loads(TEMPLATE.read_text())["certificate"]
@@ -55,7 +55,7 @@ def write_fleet(folder: Path, count: int, private_key: Path) -> None:
     """`count` signed certificates under `folder` (100 nodes a sub-folder, as several `--certs` folders)."""
     from cryptography.hazmat.primitives import serialization
 
-    from lockgen.adapters.signing import key_id
+    from lockgen.adapters.node.signing import key_id
 
     key = serialization.load_pem_private_key(private_key.read_bytes(), None)
     identity = key_id(key.public_key())  # type: ignore[union-attr]

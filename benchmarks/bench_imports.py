@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import add_smoke, bulk_stack, isolated_env  # noqa: E402
-from lockgen.adapters.stat_walk import RACY_NS  # noqa: E402
+from lockgen.adapters.proof.stat_walk import RACY_NS  # noqa: E402
 
 STACK = REPO / "envs" / "examples" / "pytorch-cuda" / "stack.toml"
 SNAPSHOT = REPO / "envs" / "examples" / "conda-forge-snapshot"

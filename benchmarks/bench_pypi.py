@@ -47,9 +47,9 @@ with ThreadPoolExecutor(min(8, len(jobs))) as pool:
 
 def jobs_of(stack: Path) -> list[dict]:
     """The exact uv inputs lockgen uses for each target and platform of `stack`, from its own planner."""
-    from lockgen.adapters.uv_resolver import python_platform
+    from lockgen.adapters.pypi.uv_resolver import python_platform
     from lockgen.api.steps import resolve_steps
-    from lockgen.core.pypi_plan import plan_pypi
+    from lockgen.core.pypi.pypi_plan import plan_pypi
 
     context = resolve_steps.context(stack, [])
     options = context.spec.pypi_options

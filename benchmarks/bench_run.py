@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import add_smoke, bulk_stack, cpu_timed, isolated_env, median, report_crashes
-from lockgen.adapters.stat_walk import RACY_NS
+from lockgen.adapters.proof.stat_walk import RACY_NS
 
 RUN_TARGET_MS = 50
 MATERIALIZE_TARGET_MS = 100

@@ -71,8 +71,8 @@ def lock_of(root: Path, index: str, names: list[str], env: dict[str, str]) -> Pa
 def uv_line(root: Path, lock: Path) -> str:
     """`uv venv` + `uv pip install --no-deps --require-hashes` of the lock's wheels, from a copy of lockgen's uv
     cache (as warm, its own inodes: uv's cache is its own, as lockgen's store is lockgen's)."""
-    from lockgen.adapters.lockfile_yaml import load_lock
-    from lockgen.adapters.uv_resolver import uv_binary
+    from lockgen.adapters.lock.lockfile_yaml import load_lock
+    from lockgen.adapters.pypi.uv_resolver import uv_binary
 
     lines = [f"{p.name} @ {p.url} --hash=sha256:{p.hash.sha256}" for p in load_lock(lock).packages_for("linux-64")]
     (root / "requirements.txt").write_text("\n".join(lines) + "\n")

@@ -1,4 +1,4 @@
-"""The activation's rules (`core.activation`): the variables of a conda environment and a venv, what a calling
+"""The activation's rules (`core.env.activation`): the variables of a conda environment and a venv, what a calling
 environment's active environment loses, and the exports `activate` prints, evaluated by real bash, zsh and fish
 for values of every kind (hypothesis): each variable comes back byte for byte, each unset one is gone."""
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.core.activation import Changes, activated, changes, exports, prompt_name, sourced
-from lockgen.core.activation_vars import bin_folder
+from lockgen.core.env.activation import Changes, activated, changes, exports, prompt_name, sourced
+from lockgen.core.env.activation_vars import bin_folder
 
 PREFIX = PurePosixPath("/store/envs/abc-cpu-linux-64")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import oci_layout
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.image import oci_layout
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from tests.conftest import loopback_registry, run_cli
 from tests.test_conformance_envs import DEAD_PROXY
 from tests.image_run import require

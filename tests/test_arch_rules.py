@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lockgen.core.arch_rules import build_constraint, build_cuda, coverage, cuda_window, judge_build
-from lockgen.core.facts import load_facts, minor_compat_ceiling, native_cuda
-from lockgen.core.plan import virtual_packages
+from lockgen.core.gpu.arch_rules import build_constraint, build_cuda, coverage, cuda_window, judge_build
+from lockgen.core.gpu.facts import load_facts, minor_compat_ceiling, native_cuda
+from lockgen.core.stack.plan import virtual_packages
 from lockgen.errors import TargetError
 from lockgen.model.plan import CandidateBuild
 from lockgen.model.spec import Target

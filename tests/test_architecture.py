@@ -33,7 +33,7 @@ FORBIDDEN_IN_CORE = {
     "zipfile",
     "tarfile",
 }  # pathlib: pure path arithmetic
-CORE_DATA_LOADER = "lockgen/core/package_data.py"
+CORE_DATA_LOADER = "lockgen/core/gpu/package_data.py"
 API_STEPS = {".".join(path.relative_to(REPO).with_suffix("").parts) for path in (REPO / "lockgen" / "api" / "steps").glob("*.py") if path.stem != "__init__"}
 STEPS_PACKAGE = "lockgen.api.steps"  # steps below the use cases, not use cases
 # api/ wires: the modules that reach the file system's trees, processes, the network, archives and codecs, or an
@@ -146,7 +146,7 @@ def file_calls(path: Path, names: set[str]) -> list[str]:
 
 
 def test_core_and_model_read_no_files_except_the_data_loader() -> None:
-    """core does no I/O but `core/package_data.py`, the one loader of lockgen/data; model none at all."""
+    """core does no I/O but `core/gpu/package_data.py`, the one loader of lockgen/data; model none at all."""
     for path in modules("lockgen/core") + modules("lockgen/model"):
         if path.relative_to(REPO).as_posix() != CORE_DATA_LOADER:
             assert file_calls(path, READING_CALLS) == [], f"{path}: {file_calls(path, READING_CALLS)} is I/O"
@@ -215,8 +215,8 @@ def test_the_cli_rule_catches_an_adapter_import(tmp_path: Path) -> None:
     """The rule above is not vacuous: a CLI module that reaches an adapter is caught."""
     bad = REPO / "lockgen" / "cli" / "_architecture_probe.py"
     try:
-        bad.write_text('"""probe"""\n\ndef push():\n    from lockgen.adapters import registry\n    from lockgen.adapters.oci_layout import read_image\n')
-        assert violations_of_cli(bad) == ["lockgen.adapters", "lockgen.adapters.oci_layout", "lockgen.adapters.registry"]
+        bad.write_text('"""probe"""\n\ndef push():\n    from lockgen.adapters.distribution import registry\n    from lockgen.adapters.image.oci_layout import read_image\n')
+        assert violations_of_cli(bad) == ["lockgen.adapters.distribution", "lockgen.adapters.distribution.registry", "lockgen.adapters.image.oci_layout"]
     finally:
         bad.unlink(missing_ok=True)
 
@@ -275,13 +275,15 @@ def test_every_module_the_feature_table_names_exists() -> None:
     for row in rows:
         for column, folder in folders.items():
             for name in re.findall(r"`([a-z_/]+\.py)`", row[column]):
-                path = REPO / "lockgen" / name if "/" in name else REPO / folder / name
+                path = REPO / folder / name  # `module.py`, or a domain's `domain/module.py`
+                if not path.is_file() and "/" in name:
+                    path = REPO / "lockgen" / name  # a path from lockgen/ (another layer's module)
                 assert path.is_file(), f"{row[0]}: {name} is not in {folder}"
         for step in re.findall(r"`(\w+_steps|pypi)`", row[2]):
             assert f"{STEPS_PACKAGE}.{step}" in API_STEPS, f"{row[0]}: {step}"
 
 
-LOCK_BUILDER = "lockgen/core/lock_builder.py"
+LOCK_BUILDER = "lockgen/core/lock/lock_builder.py"
 
 
 def meta_reads(path: Path) -> list[int]:
@@ -467,7 +469,7 @@ def test_the_read_once_rules_catch_a_step_that_reads_again(tmp_path: Path) -> No
 
 
 STACK_PARSERS = {"parse_stack_text", "extends_of", "stack_document"}
-STACK_READER = "lockgen/adapters/stack_file.py"
+STACK_READER = "lockgen/adapters/lock/stack_file.py"
 # who reads a stack: the step resolve, explain and facts check share, and run's detect (which needs no channels)
 STACK_READERS = {"lockgen.api.steps.stack_steps", "lockgen.api.run"}
 
@@ -478,12 +480,12 @@ def stack_parses(path: Path) -> list[int]:
 
 
 def reads_stacks(path: Path) -> bool:
-    """Whether a module imports the stack reader (`adapters/stack_file.py`)."""
-    return any(name == "lockgen.adapters.stack_file" or name.startswith("lockgen.adapters.stack_file.") for name in imports_of(path))
+    """Whether a module imports the stack reader (`adapters/lock/stack_file.py`)."""
+    return any(name == "lockgen.adapters.lock.stack_file" or name.startswith("lockgen.adapters.lock.stack_file.") for name in imports_of(path))
 
 
 def test_a_stack_is_read_in_one_place_once() -> None:
-    """A stack is read by `adapters/stack_file.read_stack`, once, into a `LoadedStack` (its text, spec, base
+    """A stack is read by `adapters/lock/stack_file.read_stack`, once, into a `LoadedStack` (its text, spec, base
     located once, the base's lock): resolve, explain and facts check through `stack_steps`, detect and run in
     `run`; no other module reads a stack file or parses its text again (before issue 32 resolve read the stack
     for its `extends`, then again whole)."""
@@ -497,7 +499,7 @@ def test_a_stack_is_read_in_one_place_once() -> None:
 def test_the_stack_rules_catch_a_second_reader_and_a_second_parse(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        '"""probe"""\n\nfrom lockgen.core import spec_parse\n\ndef base_of(path):\n    from lockgen.adapters.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n'
+        '"""probe"""\n\nfrom lockgen.core import spec_parse\n\ndef base_of(path):\n    from lockgen.adapters.lock.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n'
     )
     assert reads_stacks(probe) and stack_parses(probe) == [7]
 
@@ -518,3 +520,20 @@ def test_every_module_is_type_checked() -> None:
 def test_the_type_check_rule_catches_an_exemption() -> None:
     planted = '[[tool.mypy.overrides]]\nmodule = ["lockgen.api.resolve", "verify.train"]\nignore_errors = true\n'
     assert type_check_exemptions(planted) == ["lockgen.api.resolve", "verify.train"]
+
+
+def test_adapters_and_core_keep_their_modules_in_domains() -> None:
+    """A layer keeps at most 20 flat modules (those every domain shares); each domain sub-package has a docstring
+    and a row in docs/architecture.md's table of domains naming every module it holds."""
+    page = (REPO / "docs" / "architecture.md").read_text()
+    for layer in ("adapters", "core"):
+        root = REPO / "lockgen" / layer
+        flat = sorted(path.stem for path in root.glob("*.py") if path.stem != "__init__")
+        assert len(flat) <= 20, f"{layer}/ has {len(flat)} flat modules: move some into a domain"
+        for init in sorted(root.glob("*/__init__.py")):
+            domain = init.parent.name
+            assert ast.get_docstring(ast.parse(init.read_text())), f"{layer}/{domain}/ says nothing of what it owns"
+            row = next((line for line in page.splitlines() if line.startswith(f"| `{layer}/{domain}/` |")), None)
+            assert row is not None, f"{layer}/{domain}/ has no row in docs/architecture.md"
+            for module in sorted(path.stem for path in init.parent.glob("*.py") if path.stem != "__init__"):
+                assert f"`{module}.py`" in row, f"{layer}/{domain}/{module}.py is not named in its row"

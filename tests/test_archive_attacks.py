@@ -25,7 +25,9 @@ import zstandard
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import archive_safety, conda_archive, conda_package, layer_extract, oci_layout
+from lockgen.adapters import archive_safety
+from lockgen.adapters.conda import conda_archive, conda_package
+from lockgen.adapters.image import layer_extract, oci_layout
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage, PackageHash
@@ -449,7 +451,7 @@ def test_any_info_file_reads_or_is_one_error(tmp_path: Path, name: str, document
 
 
 def test_an_info_file_too_large_to_read_is_refused_by_its_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lockgen.adapters import conda_archive
+    from lockgen.adapters.conda import conda_archive
 
     monkeypatch.setattr(conda_archive, "INFO_LIMIT", 1024)
     archive = tmp_path / "evil-1.0-h0_0.conda"
@@ -752,7 +754,7 @@ _JUDGED = Pkg("judged", "1.0", files={"bin/tool": "#!/bin/sh\necho hi\n", "lib/l
 
 
 def test_an_honest_extracted_package_is_what_its_paths_json_states(tmp_path: Path) -> None:
-    from lockgen.adapters.rattler_cache import landed_problems
+    from lockgen.adapters.conda.rattler_cache import landed_problems
 
     folder, manifest = _extracted(tmp_path, _JUDGED)
     assert landed_problems(folder, manifest) == []  # type: ignore[arg-type]
@@ -760,7 +762,7 @@ def test_an_honest_extracted_package_is_what_its_paths_json_states(tmp_path: Pat
 
 @pytest.mark.parametrize("how", ["extra file", "other bytes", "same size, other bytes", "file made a link out", "link retargeted out", "missing", "fifo", "info link out"])
 def test_what_landed_other_than_paths_json_states_is_named(tmp_path: Path, how: str) -> None:
-    from lockgen.adapters.rattler_cache import landed_problems
+    from lockgen.adapters.conda.rattler_cache import landed_problems
 
     folder, manifest = _extracted(tmp_path, _JUDGED)
     words = _tampered(folder, how)

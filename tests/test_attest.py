@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import signing
+from lockgen.adapters.node import signing
 from lockgen.model.certificate import Check, CertificateBody, Hardware, Subject
 from tests.conftest import loopback_registry, run_cli
 from tests.test_export import make_lock, run_export
@@ -394,8 +394,8 @@ def test_credentials_meet_the_registry_challenge_and_never_show(world: dict, tmp
 def test_the_pure_parts_follow_their_specifications() -> None:
     """DSSE's PAE test vector, the distribution-spec's referrers-tag table, the merge that keeps other tools'
     entries and refuses a tag that is not an index, and references lockgen refuses to guess at."""
-    from lockgen.core.attestation import merged_referrers, pae, read_envelope, referrers_tag
-    from lockgen.core.image_reference import parse_reference
+    from lockgen.core.certificate.attestation import merged_referrers, pae, read_envelope, referrers_tag
+    from lockgen.core.image.image_reference import parse_reference
     from lockgen.errors import LockFormatError, UserError
 
     assert pae("http://example.com/HelloWorld", b"hello world") == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"

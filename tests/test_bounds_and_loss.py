@@ -26,16 +26,18 @@ from pathlib import Path
 import pytest
 import typer
 
-from lockgen.adapters import file_guard, http_fetch, signing
-from lockgen.adapters.layer_members import read_members
-from lockgen.adapters.oci_distribution import Registry
+from lockgen.adapters import http_fetch
+from lockgen.adapters.node import signing
+from lockgen.adapters.store import file_guard
+from lockgen.adapters.image.layer_members import read_members
+from lockgen.adapters.distribution.oci_distribution import Registry
 from lockgen.api import resolve as api
 from lockgen.api.export import export
 from lockgen.model.requests import ExportRequest
 from lockgen.api.materialize import materialize
 from lockgen.api.store import gc, list_envs
 from lockgen.cli.ui import handles_errors
-from lockgen.core.image_reference import parse_reference
+from lockgen.core.image.image_reference import parse_reference
 from lockgen.errors import HostError, LockFormatError, UserError
 from lockgen.model.oci import LAYER_MEDIA_TYPES, LOCK_INSIDE
 from tests.channel_factory import Pkg, build_channel

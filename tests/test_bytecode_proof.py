@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import bytecode_proof
+from lockgen.adapters.proof import bytecode_proof
 
 
 def _sha(path: Path) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import env_manifest
+from lockgen.adapters.store import env_manifest
 from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
 
 _values = st.recursive(

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.gpu_host import HostGpus
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core.certify import clock_limits_seen, compare_figures, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
-from lockgen.core.envelopes import envelope_checks
+from lockgen.adapters.node.gpu_host import HostGpus
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.core.certificate.certify import clock_limits_seen, compare_figures, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
+from lockgen.core.certificate.envelopes import envelope_checks
 from lockgen.errors import TargetError
 from lockgen.model.certificate import Check
 from tests.conftest import EXAMPLE_STACK, REPO

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lockgen.cli.app import command
-from lockgen.adapters.stat_walk import RACY_NS
+from lockgen.adapters.proof.stat_walk import RACY_NS
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel
 from tests.conftest import run_cli
 
@@ -52,9 +52,9 @@ def test_the_real_entry_point_lists_every_command() -> None:
 
 # modules resolve has no use for on a conda stack: the conformance models (they render checks), the wheel file-name
 # parser, PEP 440 versions and the INI reader (PyPI entries and entry points only)
-NOT_FOR_RESOLVE = ("lockgen.model.conformance", "lockgen.core.wheel_names", "packaging.version", "configparser")
+NOT_FOR_RESOLVE = ("lockgen.model.conformance", "lockgen.core.pypi.wheel_names", "packaging.version", "configparser")
 # a repeated check --lock of a prefix whose kept verdict stands is a stat walk: no model library, no lock parser
-NOT_FOR_A_KEPT_VERDICT = ("pydantic", "yaml", "lockgen.adapters.lockfile_yaml", "lockgen.api.steps.manifest_steps", "lockgen.adapters.bytecode_proof")
+NOT_FOR_A_KEPT_VERDICT = ("pydantic", "yaml", "lockgen.adapters.lock.lockfile_yaml", "lockgen.api.steps.manifest_steps", "lockgen.adapters.proof.bytecode_proof")
 SHOW_LOADED = (
     "import atexit, os, runpy, sys\n"
     "watched = sys.argv.pop(1).split(',')\n"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.core.conformance import ExpectedFile, ExpectedPackage, ObservedFile, compare
+from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage, ObservedFile, compare
 
 SITE = "lib/python3.12/site-packages"
 H1, H2 = "1" * 64, "2" * 64

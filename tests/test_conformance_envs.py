@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import env_manifest
-from lockgen.adapters.lockfile_yaml import dump_lock, load_lock
+from lockgen.adapters.store import env_manifest
+from lockgen.adapters.lock.lockfile_yaml import dump_lock, load_lock
 from lockgen.api.check import check_lock
 from lockgen.model.requests import ExportRequest, Prefix
 from lockgen.api.export import BuiltTree, _write_image
 from lockgen.api.materialize import materialize
 from lockgen.digests import file_digest
-from lockgen.core import lock_builder
+from lockgen.core.lock import lock_builder
 from lockgen.errors import UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 from tests.conftest import run_cli
@@ -239,7 +239,7 @@ def test_a_package_link_pointing_elsewhere_is_modified(tmp_path: Path, monkeypat
 def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime_put_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`check --lock` of an environment checked before reads only files whose fingerprint moved; an edit that
     keeps size and mtime still moves ctime, so it is read and found; `full` reads everything."""
-    from lockgen.adapters import prefix_observer
+    from lockgen.adapters.proof import prefix_observer
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lockgen.adapters.manifest_store import read_bundle
-from lockgen.adapters import inventory_file
-from lockgen.core.launchers import is_launcher
+from lockgen.adapters.proof.manifest_store import read_bundle
+from lockgen.adapters.node import inventory_file
+from lockgen.core.image.launchers import is_launcher
 from lockgen.errors import UserError
 from tests.conftest import run_cli
 

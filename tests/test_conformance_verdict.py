@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import conformance_store, prefix_observer, stat_walk
+from lockgen.adapters.proof import conformance_store, prefix_observer, stat_walk
 from lockgen.api.check import check_lock
 from lockgen.model.requests import Prefix
 from lockgen.api.materialize import materialize
-from lockgen.core.conformance import passing_report
+from lockgen.core.env.conformance import passing_report
 from lockgen.errors import UserError
 from tests.conftest import run_cli
 from tests.test_export import make_lock
@@ -216,7 +216,7 @@ def test_any_read_record_bytes_are_a_full_read_in_the_window_or_none(tmp_path_fa
     assert trust.expired or (trust.read is not None and trust.read <= trust.now < trust.read + conformance_store.DEFAULT_TRUST_S)
 
 
-LOADED = ("pydantic", "yaml", "lockgen.api.steps.shared_steps", "lockgen.adapters.lockfile_yaml", "lockgen.adapters.installers")
+LOADED = ("pydantic", "yaml", "lockgen.api.steps.shared_steps", "lockgen.adapters.lock.lockfile_yaml", "lockgen.adapters.store.installers")
 SHOW_LOADED = (
     "import atexit, runpy, sys\n"
     f"atexit.register(lambda: print('loaded:', [m for m in {LOADED!r} if m in sys.modules], file=sys.stderr))\n"
@@ -244,7 +244,7 @@ def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_ste
     code, loaded = _loaded("materialize", str(other), "--prefix", str(prefix))
     assert code == 1 and "lockgen.api.steps.shared_steps" in loaded
     code, loaded = _loaded("materialize", str(lock), "--prefix", str(prefix), "--platform", "linux-aarch64")
-    assert code == 1 and "lockgen.adapters.lockfile_yaml" in loaded
+    assert code == 1 and "lockgen.adapters.lock.lockfile_yaml" in loaded
     (prefix / "lib" / "libfoo.txt").write_text("moved\n")
     done = run_cli("materialize", str(lock), "--prefix", str(prefix))
     assert done.returncode == 1 and "changed since it was made" in done.stderr
@@ -254,7 +254,7 @@ def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_
     """The drift check against the environment's own record (`check --prefix`, a repeated materialize) keeps
     its clean verdict the same way: nothing is read while the walk is the same; an edit with size and mtime
     put back, a new empty folder, a mode change are each drift."""
-    from lockgen.adapters import env_manifest
+    from lockgen.adapters.store import env_manifest
     from lockgen.api.check import check_prefix
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))

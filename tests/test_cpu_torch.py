@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from tests.conftest import run_cli
 from tests.range_server import RangeServer, Site
 from tests.test_newer_releases import publish

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.lockfile_yaml import parse_lock
+from lockgen.adapters.lock.lockfile_yaml import parse_lock
 from lockgen.api.resolve import resolve
 from lockgen.cli.app import command
 from lockgen.cli.run_cmds import COMMAND

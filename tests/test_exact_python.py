@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.resolve import resolve, stale
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.spec_parse import parse_stack_text
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.stack.spec_parse import parse_stack_text
 from lockgen.errors import SpecError
 from tests.conftest import run_cli
 from tests.wheel_index import Wheel, served_index

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.explain import explain
-from lockgen.core.facts import load_facts
-from lockgen.core.versions import as_tuple
+from lockgen.core.gpu.facts import load_facts
+from lockgen.core.gpu.versions import as_tuple
 from tests.conftest import REPO, run_cli
 from tests.range_server import RangeServer, Site
 from tests.test_newer_releases import publish

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.explain import explain
-from lockgen.core.versions import major_minor
+from lockgen.core.gpu.versions import major_minor
 from tests.conftest import REPO
 from tests.test_explain import pypi  # noqa: F401 (the stand-in PyPI fixture)
 

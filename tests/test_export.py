@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import resolve as api
-from lockgen.adapters import oci_layout
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.image import oci_layout
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.check import check_image, check_lock
 from lockgen.api.export import export
 from lockgen.model.requests import ExportRequest, Image
-from lockgen.core.sbom import cyclonedx
+from lockgen.core.image.sbom import cyclonedx
 from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from tests.channel_factory import Pkg, build_channel
@@ -312,7 +312,7 @@ def test_two_targets_share_the_layers_of_their_common_packages(tmp_path: Path, m
 def test_a_layout_that_cannot_be_put_in_place_leaves_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The old layout is set aside while the new one is renamed into its place: a failed rename put it back (a
     review found the set-aside copy removed with the work folder, so nothing was left at --out)."""
-    from lockgen.adapters import image_tree
+    from lockgen.adapters.image import image_tree
 
     out, work = tmp_path / "img", tmp_path / "work"
     (out / "blobs").mkdir(parents=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import env_manifest
+from lockgen.adapters.store import env_manifest
 from lockgen.api import export as export_module
 from lockgen.api.export import export
 from lockgen.model.requests import ExportRequest, FromPrefix

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import oci_layout
+from lockgen.adapters.image import oci_layout
 from lockgen.api import resolve as api
 from lockgen.api.check import check_image
 from lockgen.api.export import export

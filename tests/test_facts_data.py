@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from lockgen.core.facts import load_facts
+from lockgen.core.gpu.facts import load_facts
 from tests.conftest import REPO, shared_dir
 from tests.facts_conversion import packaged
 

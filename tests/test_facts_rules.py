@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core.arch_rules import cuda_window, judge_build
-from lockgen.core.facts import load_facts, native_cuda
-from lockgen.core.pypi_rules import torch_admission
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.core.gpu.arch_rules import cuda_window, judge_build
+from lockgen.core.gpu.facts import load_facts, native_cuda
+from lockgen.core.pypi.pypi_rules import torch_admission
 from lockgen.errors import TargetError
 from lockgen.model.plan import CandidateBuild
 from lockgen.model.spec import Target

@@ -20,14 +20,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lockgen.adapters import kept_inputs
-from lockgen.adapters.stat_walk import RACY_NS
+from lockgen.adapters.lock import kept_inputs
+from lockgen.adapters.proof.stat_walk import RACY_NS
 from lockgen.api import resolve as api
 from lockgen.cli.fast_path import _read, _suffix
 from tests.channel_factory import Pkg, build_channel
 
 REPO = Path(__file__).resolve().parent.parent
-SLOW_ONLY = ("typer", "pydantic", "yaml", "rich", "lockgen.cli.app", "lockgen.model.lock", "lockgen.adapters.lockfile_yaml")
+SLOW_ONLY = ("typer", "pydantic", "yaml", "rich", "lockgen.cli.app", "lockgen.model.lock", "lockgen.adapters.lock.lockfile_yaml")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Pat
     assert "typer" in slow[3].split() and "pydantic" in slow[3].split()  # the probe sees them where they load
 
 
-KEPT_RUN_NEVER = ("pathlib", "typing", "re", "json", "dataclasses", "tempfile", "subprocess", "lockgen.api.run", "lockgen.adapters.conformance_store", "lockgen.adapters.kept_inputs")
+KEPT_RUN_NEVER = ("pathlib", "typing", "re", "json", "dataclasses", "tempfile", "subprocess", "lockgen.api.run", "lockgen.adapters.proof.conformance_store", "lockgen.adapters.lock.kept_inputs")
 
 
 @pytest.mark.slow
@@ -99,7 +99,7 @@ def test_a_repeated_run_is_answered_by_its_kept_record_with_the_standard_library
     assert second[0] == 7 and "lockgen.api.run" in second[3].split()  # the full fast path, which keeps the record
     (record,) = (home / "kept").rglob("run/*")
     third = _lockgen(*command, home=home, importtime=True, no_site=True)
-    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.adapters.kept_runs" in third[3].split(), third[3]
+    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.adapters.proof.kept_runs" in third[3].split(), third[3]
     assert third[:3] == second[:3] == _lockgen(*command, home=home, reparse=True)[:3]
     assert third[1].startswith(f"{second[2].split(' is already')[0]} 1 cpu\n") and third[1].endswith("tool\n")
     assert (home / "kept").rglob("run/*").__next__() == record

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockgen.cli.app import VERBOSE, command, verbose_first
-from lockgen.core.spec_parse import parse_stack_text
+from lockgen.core.stack.spec_parse import parse_stack_text
 from lockgen.errors import SpecError
 from tests.conftest import REPO, run_cli
 

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from lockgen.adapters.signing import render as canonical
+from lockgen.adapters.node.signing import render as canonical
 from lockgen.api.certs import check_certificate
 from lockgen.cli.app import app
-from lockgen.core.cert_formats import junit_report, nfd_features, npd_status, prometheus_text
+from lockgen.core.certificate.cert_formats import junit_report, nfd_features, npd_status, prometheus_text
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check
 from tests.conftest import REPO, run_cli
@@ -408,7 +408,7 @@ def test_a_pinned_reference_judges_each_certificate_alone_in_every_format(digest
     parser: Prometheus (the passed gauge 0, `lockgen_numerics_reference_match` 0 naming the digest and the cause),
     JUnit (a failed numerics/expected_fingerprint testcase naming both), NFD (no label, a comment naming the digest);
     the reference itself passes everywhere (match 1, the `.numerics=matches` label)."""
-    from lockgen.core.numerics import NumericsReference, judged_certificate
+    from lockgen.core.certificate.numerics import NumericsReference, judged_certificate
 
     good = _fingerprinted()
     assert good.numerics is not None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lockgen.adapters.signing import render, rendered, sign
+from lockgen.adapters.node.signing import render, rendered, sign
 from tests.conftest import REPO, run_cli
 
 H200 = REPO / "envs" / "examples" / "h200-system"
@@ -115,7 +115,7 @@ def test_the_html_page_renders_the_matrix_and_the_charts_in_chromium(fleet: Path
         check=True,
     )
     _, step, rows = _png_pixels(shot)
-    from lockgen.core.fleet_html import COLOURS
+    from lockgen.core.fleet.fleet_html import COLOURS
 
     assert _count(rows, step, COLOURS["passed"]) > 1000  # node-b's cell
     assert _count(rows, step, COLOURS["regressed"]) > 1000  # node-a's cell
@@ -266,7 +266,7 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(tmp_path: Path,
     import marshal
 
     from lockgen import __version__
-    from lockgen.adapters import kept_verdicts
+    from lockgen.adapters.node import kept_verdicts
     from lockgen.api import fleet_status as use_case
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
@@ -314,8 +314,8 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
     """Each chart draws the 40 nodes to look at, and says how many more and their range: 10,000 nodes made 9 MB."""
     import datetime as dt
 
-    from lockgen.core.fleet_html import status_page
-    from lockgen.core.fleet_status import certificate_facts, status_rows
+    from lockgen.core.fleet.fleet_html import status_page
+    from lockgen.core.fleet.fleet_status import certificate_facts, status_rows
     from lockgen.model.certificate import Certificate
 
     facts = certificate_facts(Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate)

@@ -113,7 +113,7 @@ def _edit_json(document: object, data: st.DataObject, depth: int = 0) -> object:
 @given(data=st.data())
 def test_cert_verify_of_an_edited_certificate(tmp_path: Path, data: st.DataObject) -> None:
     """Edited and re-rendered canonically (so the byte check passes and the model is what is tested)."""
-    from lockgen.adapters.signing import render as canonical
+    from lockgen.adapters.node.signing import render as canonical
 
     edited = _edit_json(json.loads(CERTIFICATE.read_text()), data)
     path = tmp_path / "edited.cert.json"
@@ -185,7 +185,7 @@ def test_check_image_of_an_edited_layout(tmp_path: Path, image: Path, data: st.D
 def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject) -> None:
     """`extends` naming a lock: whatever the lock file holds, reading the team stack parses or fails as one
     located error line (the base lock is read before the team stack)."""
-    from lockgen.adapters.stack_file import read_stack
+    from lockgen.adapters.lock.stack_file import read_stack
 
     folder = Path(tempfile.mkdtemp(dir=tmp_path))
     base = REPO / "envs" / "examples" / "h200-system" / "locks" / "h200.conda-lock.yml"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.conftest import EXAMPLE_STACK, run_cli
@@ -125,7 +125,7 @@ def test_a_closed_pipe_ends_quietly() -> None:
 
 
 def test_an_image_cannot_point_a_check_at_the_host(tmp_path: Path) -> None:
-    from lockgen.adapters.image_source import environment_in
+    from lockgen.adapters.image.image_source import environment_in
 
     root = tmp_path / "root"
     (root / "opt").mkdir(parents=True)
@@ -273,7 +273,7 @@ def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize("prefix", ["/opt/../etc", "/", "opt/env", "/opt//env", "/opt/env/"])
 def test_a_base_image_label_cannot_move_the_team_environment_out_of_a_folder(prefix: str) -> None:
     """A team export puts its environment at its base image's prefix label: only a plain absolute folder."""
-    from lockgen.core.team import team_prefix
+    from lockgen.core.stack.team import team_prefix
     from lockgen.errors import LockFormatError
     from lockgen.model.lock import Lock, LockMetadata
 

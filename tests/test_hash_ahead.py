@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import conformance_store, parallel, prefix_observer
+from lockgen.adapters import parallel
+from lockgen.adapters.proof import conformance_store, prefix_observer
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
 from lockgen.model.requests import Prefix

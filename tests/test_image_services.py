@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.core.image_config import image_config
-from lockgen.core.lock_meta import image_text
-from lockgen.core.spec_parse import parse_stack_text as parse_stack
+from lockgen.core.image.image_config import image_config
+from lockgen.core.lock.lock_meta import image_text
+from lockgen.core.stack.spec_parse import parse_stack_text as parse_stack
 from lockgen.errors import UserError
 
 LAUNCHER = Path(__file__).resolve().parent.parent / "lockgen" / "data" / "service_launcher.py"

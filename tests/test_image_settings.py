@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import oci_layout
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.image import oci_layout
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api import resolve as api
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli

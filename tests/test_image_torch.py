@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from tests.conftest import run_cli, unsealed
 from tests.python_base import PYTHON, python_base
 from tests.torch_stack import torch_lock

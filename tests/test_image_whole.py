@@ -350,7 +350,7 @@ def test_a_lock_bound_attestation_admits_only_an_image_proven_the_lock_s(honest:
 
 def test_the_file_system_checked_is_the_one_a_runtime_mounts(tmp_path: Path) -> None:
     """Whiteouts as umoci applies them: a plain one, an opaque folder, and a file put back by a later layer."""
-    from lockgen.adapters import image_source
+    from lockgen.adapters.image import image_source
 
     layout = write_layout(
         tmp_path / "layers",
@@ -382,7 +382,7 @@ def moded_layer(files: dict[str, tuple[bytes, int]]) -> bytes:
 def test_modes_land_as_a_runtime_lands_them(tmp_path: Path) -> None:
     """Every permission bit a member states lands as umoci lands it: setuid, setgid, sticky, an exec bit dropped,
     group and other write. The extractor kept `mode & 0o755`, so a layer adding setuid to a file was not seen."""
-    from lockgen.adapters import image_source
+    from lockgen.adapters.image import image_source
 
     modes = {"s": 0o4755, "g": 0o2755, "t": 0o1644, "x": 0o755, "plain": 0o644, "w": 0o666, "private": 0o600}
     layout = write_layout(

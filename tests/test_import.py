@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.adapters.uv_lock import UvChoices
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import LockgenError
 from tests.conftest import NEEDS_SHARED, has_shared, run_cli, shared_dir

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.adapters.uv_lock import UvChoices
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
 from tests.conftest import run_cli
 
@@ -130,7 +130,7 @@ def test_a_package_listed_twice_is_imported_once_or_refused(tmp_path: Path) -> N
 def test_no_writer_writes_a_lock_naming_a_package_twice(tmp_path: Path) -> None:
     """The rule has one home, the check every lock passes before a byte is written (pin wrote an inventory's
     distribution listed twice) and after it is read."""
-    from lockgen.adapters.lockfile_yaml import checked_lock_text
+    from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
     from lockgen.errors import LockFormatError
 
     lock = load_lock(Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import read_lock
+from lockgen.adapters.lock.lockfile_yaml import read_lock
 from tests.conftest import run_cli
 from tests.wheel_index import Wheel, served_index
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.uv_lock import UvChoices
+from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import UserError
 from tests.conftest import NEEDS_SHARED, has_shared, run_cli, shared_dir
@@ -144,7 +144,7 @@ def test_a_pure_pypi_import_records_the_python_its_wheels_were_chosen_for(tmp_pa
     """A uv.lock or pylock imported with --python 3.11 holds wheels and no conda python: the lock records the
     CPython they were chosen for (`lockgen.python.<platform>`, as resolve's PyPI layer does), which materialize,
     check and export read; without it materialize refused "the lock has wheels but names no Python version"."""
-    from lockgen.core.expected_env import lock_python
+    from lockgen.core.env.expected_env import lock_python
 
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(python=python))
     assert lock.metadata.platforms and all(lock_python(lock, platform) == python for platform in lock.metadata.platforms)
@@ -159,7 +159,7 @@ def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_doe
     Python came from; it took the oldest requires-python admits (3.10) and tomli with it."""
     import subprocess
 
-    from lockgen.adapters.uv_resolver import uv_binary
+    from lockgen.adapters.pypi.uv_resolver import uv_binary
 
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
@@ -195,7 +195,7 @@ def test_the_three_group_flags_select_what_uv_exports(tmp_path: Path, flags: lis
 
 
 def test_a_python_version_pin_is_read_as_uv_reads_it_or_refused(tmp_path: Path) -> None:
-    from lockgen.adapters.uv_project import pinned_python
+    from lockgen.adapters.foreign.uv_project import pinned_python
 
     for text, pinned in [("3.12\n", "3.12"), ("# a comment\n\n3.11.9\n", "3.11.9"), ("cpython@3.13\n", "3.13"), ("cpython-3.10\n", "3.10")]:
         (tmp_path / ".python-version").write_text(text)
@@ -210,7 +210,7 @@ def test_a_python_version_pin_is_read_as_uv_reads_it_or_refused(tmp_path: Path) 
 @given(st.binary(max_size=60) | st.text(max_size=60).map(str.encode))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_python_version_file_is_a_pin_or_one_refusal(tmp_path: Path, text: bytes) -> None:
-    from lockgen.adapters.uv_project import pinned_python
+    from lockgen.adapters.foreign.uv_project import pinned_python
 
     (tmp_path / ".python-version").write_bytes(text)
     try:

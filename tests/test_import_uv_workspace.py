@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.uv_lock import UvChoices
+from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.api.import_lock import import_lock
 from tests.conftest import run_cli
 from tests.uv_oracle import lockgen_takes, uv_export, uv_selects, write_project

@@ -21,9 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
 
-from lockgen.adapters import conda_meta, conformance_store, fetch_auth, oci_layout, pack_archive, pypi_index, registry_auth, signing, stat_walk, user_files
-from lockgen.adapters.foreign_locks import read_foreign
-from lockgen.adapters.uv_lock import UvChoices
+from lockgen.adapters import fetch_auth, pack_archive, user_files
+from lockgen.adapters.conda import conda_meta
+from lockgen.adapters.distribution import registry_auth
+from lockgen.adapters.image import oci_layout
+from lockgen.adapters.node import signing
+from lockgen.adapters.proof import conformance_store, stat_walk
+from lockgen.adapters.pypi import pypi_index
+from lockgen.adapters.foreign.foreign_locks import read_foreign
+from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.api.certs import export_certificate
 from lockgen.api.steps.certificate_steps import read_certificate
 from lockgen.core import nesting

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.inventory_probe import SNIPPET, probe, rehash
-from lockgen.adapters.wheel_record import read_wheel_file
-from lockgen.adapters import prefix_observer
-from lockgen.core.conformance import ExpectedFile, ExpectedPackage, ObservedFile, compare
-from lockgen.core.wheel_files import Scheme, expected_files
+from lockgen.adapters.node.inventory_probe import SNIPPET, probe, rehash
+from lockgen.adapters.pypi.wheel_record import read_wheel_file
+from lockgen.adapters.proof import prefix_observer
+from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage, ObservedFile, compare
+from lockgen.core.env.wheel_files import Scheme, expected_files
 from lockgen.errors import UserError
 from tests.test_wheel_record import demo_wheel
 
@@ -139,7 +139,7 @@ def test_freeze_reads_the_distributions_the_probe_reads(venv, tmp_path):
     direct_url.json records the archive's sha256) becomes a pip entry, a legacy egg-info (a folder, or one
     PKG-INFO file) is listed as importlib.metadata would list it, named unpinnable by the local freeze
     (--skip-unpinnable), and refused for its RECORD by pin and by freeze --python's one-step pin."""
-    from lockgen.adapters.lockfile_yaml import load_lock
+    from lockgen.adapters.lock.lockfile_yaml import load_lock
     from tests.conftest import run_cli
 
     prefix, wheel = venv

@@ -1,4 +1,4 @@
-"""`core.layer_lookup` against a model of the layers applied bottom up, as a runtime that extracts them in order
+"""`core.image.layer_lookup` against a model of the layers applied bottom up, as a runtime that extracts them in order
 (containers/storage's vfs driver) makes the file system: whiteouts remove what the layers below put there, a
 member replaces what lies at its path (a folder over a folder merges), and a path is then walked from the
 root, each link followed as it is met. Any layers (folders, files, links absolute and relative, whiteouts,
@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.core.layer_lookup import MAX_LINKS, file_at
+from lockgen.core.image.layer_lookup import MAX_LINKS, file_at
 from lockgen.model.image import LayerEntry
 
 NAMES = ("a", "b")

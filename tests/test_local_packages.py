@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import local_source
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.pypi import local_source
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.digests import file_digest
 from lockgen.errors import UserError
 from tests.conftest import _QuietHandler, run_cli, unsealed
@@ -129,8 +129,8 @@ def test_a_built_package_pins_its_source_tree_and_a_changed_tree_is_refused(tmp_
 def test_a_lock_naming_a_folder_outside_its_stack_or_another_mode_is_refused() -> None:
     """The package-set record pins a local entry's URL (its folder and mode): editable turned built by hand is
     refused; without the record, a URL whose folder leaves the stack's is refused by the field rules."""
-    from lockgen.adapters.lockfile_yaml import dump_lock, parse_lock
-    from lockgen.core.lock_builder import frozen_lock
+    from lockgen.adapters.lock.lockfile_yaml import dump_lock, parse_lock
+    from lockgen.core.lock.lock_builder import frozen_lock
     from lockgen.errors import LockFieldError, LockFormatError
     from lockgen.model.lock import LockedPackage, PackageHash
 

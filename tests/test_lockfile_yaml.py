@@ -9,7 +9,7 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.lockfile_yaml import dump_lock, load_lock, parse_lock
+from lockgen.adapters.lock.lockfile_yaml import dump_lock, load_lock, parse_lock
 from lockgen.errors import LockFormatError
 from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata, PackageHash
 from tests.conftest import EXAMPLE_STACK
@@ -112,7 +112,7 @@ def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_b
     """One reader of the v1 format (`v1_lock`): a lock lockgen reads and the same file imported give the same
     entries (import adds the `build` conda-lock leaves out, from the archive's name, which lockgen's own
     rules want written), and a document of a value of the wrong type fails both with the same message."""
-    from lockgen.adapters.foreign_locks import _conda_lock
+    from lockgen.adapters.foreign.foreign_locks import _conda_lock
 
     built = [{**e, "build": e["url"].rsplit("-", 1)[1].removesuffix(".conda")} for e in entries]
     if broken is not None:  # as a hand edit or another writer leaves it
@@ -137,7 +137,7 @@ def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_b
 def _generic_text(lock: Lock) -> str:
     """The lock as the generic emitter writes its plain data, each entry a dict in conda-lock's key order: what
     `dump_lock` wrote before it wrote entries straight from the models."""
-    from lockgen.adapters.lockfile_yaml import HEADER, _emit_mapping, lock_to_data
+    from lockgen.adapters.lock.lockfile_yaml import HEADER, _emit_mapping, lock_to_data
 
     def entry(p: LockedPackage) -> dict[str, object]:
         hashes = {k: v for k, v in (("md5", p.hash.md5), ("sha256", p.hash.sha256)) if v}

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import resolve as api
-from lockgen.adapters import env_manifest, prefix_observer
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.proof import prefix_observer
+from lockgen.adapters.store import env_manifest
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.check import check_lock, check_prefix as check
 from lockgen.model.requests import Prefix
 from lockgen.api.materialize import materialize
@@ -266,7 +267,7 @@ def test_materialize_from_a_channel_served_over_http(home: Path, tmp_path: Path,
 
 
 def test_check_an_environment_made_by_rattler_directly(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
-    from lockgen.adapters import installers, package_store
+    from lockgen.adapters.store import installers, package_store
 
     lock, _ = tiny_lock
     conda = [p for p in load_lock(lock).package if p.manager == "conda"]

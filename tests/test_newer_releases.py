@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from tests.conftest import run_cli
 from tests.range_server import RangeServer, Site
 from tests.wheel_index import Wheel, build_wheel
@@ -168,7 +168,7 @@ def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path,
 
 @pytest.mark.slow
 def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
-    from lockgen.core.package_data import load_json
+    from lockgen.core.gpu.package_data import load_json
 
     server, _ = index
     newer = load_json("gpu_facts.json") | {"valid_as_of": "2099-01-01"}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lockgen.core.numerics import NumericsReference, compare_pair, likely_cause, odd_nodes, reference_check
+from lockgen.core.certificate.numerics import NumericsReference, compare_pair, likely_cause, odd_nodes, reference_check
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics
 from tests.conftest import run_cli
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import oci_layout
+from lockgen.adapters.image import oci_layout
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lockgen.adapters import env_manifest
+from lockgen.adapters.store import env_manifest
 from lockgen.api import resolve as resolve_api
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import _QuietHandler, run_cli

@@ -251,8 +251,8 @@ def test_bad_arguments_are_one_error_and_hint_or_a_usage_error(
 def test_the_mirror_answers_https_wheel_urls_of_a_host_that_does_not_exist(tmp_path: Path) -> None:
     """uv (the oracle) installs a wheel by an https URL whose host has no address, through the mirror and its
     one-run authority: the same URL lands in direct_url.json; a URL the mirror was not given is refused (404)."""
-    from lockgen.adapters import wheel_mirror
-    from lockgen.adapters.uv_resolver import uv_binary
+    from lockgen.adapters.pypi import wheel_mirror
+    from lockgen.adapters.pypi.uv_resolver import uv_binary
     from tests.wheel_index import build_wheel
 
     wheel = build_wheel(Wheel("alpha", "1.0"), tmp_path)

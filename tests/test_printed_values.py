@@ -24,14 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from lockgen.adapters import prefix_observer
-from lockgen.adapters.signing import render as canonical
+from lockgen.adapters.proof import prefix_observer
+from lockgen.adapters.node.signing import render as canonical
 from lockgen.api.certs import check_certificate
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
 from lockgen.cli import terminal, ui
 from lockgen.cli.app import app
-from lockgen.core.cert_formats import npd_status
+from lockgen.core.certificate.cert_formats import npd_status
 from lockgen.errors import UserError
 from lockgen.model.names import UNSHOWABLE, escaped
 from lockgen.model.requests import Prefix

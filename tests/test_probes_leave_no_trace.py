@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lockgen.adapters import inventory_probe, python_dists
+from lockgen.adapters.node import inventory_probe
+from lockgen.adapters.pypi import python_dists
 
 
 def venv_with_a_hook(root: Path) -> Path:

@@ -1,4 +1,4 @@
-"""`core.program_start` against the owners of the formats: readelf for the PT_INTERP of this host's real ELF
+"""`core.image.program_start` against the owners of the formats: readelf for the PT_INTERP of this host's real ELF
 programs, and the kernel itself for `#!` lines (each generated script is executed: the interpreter's argv, or
 the kernel's ENOEXEC, is the answer). Arbitrary bytes, cut and damaged programs never raise."""
 
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from lockgen.core.program_start import BINPRM_BUF_SIZE, Start, program_start
+from lockgen.core.image.program_start import BINPRM_BUF_SIZE, Start, program_start
 
 HOST_PROGRAMS = [Path(p) for p in ("/usr/bin/python3.11", "/bin/ls", "/sbin/ldconfig", "/usr/bin/ldd")]
 _INTERP = re.compile(r"\[Requesting program interpreter: (.*)\]")
@@ -171,8 +171,8 @@ def test_hash_bang_lines_of_note() -> None:
 
 
 def test_an_environment_path_is_followed_as_the_container_will_follow_it(tmp_path: Path) -> None:
-    """`adapters.program_files`: links of the tree that will sit at /opt/env, followed from the image's root."""
-    from lockgen.adapters.program_files import program_file
+    """`adapters.image.program_files`: links of the tree that will sit at /opt/env, followed from the image's root."""
+    from lockgen.adapters.image.program_files import program_file
 
     tree = tmp_path / "tree"
     (tree / "bin").mkdir(parents=True)

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from lockgen.adapters.pypi_index import JSON_TYPE, find_wheel
-from lockgen.adapters.wheel_record import read_wheel_url
-from lockgen.core.wheel_files import parse_wheel
+from lockgen.adapters.pypi.pypi_index import JSON_TYPE, find_wheel
+from lockgen.adapters.pypi.wheel_record import read_wheel_url
+from lockgen.core.env.wheel_files import parse_wheel
 from lockgen.errors import UserError
 from tests.range_server import RangeServer, Site
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import resolve as api
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from tests.wheel_index import Wheel, build_index
 
 WHEELS = [
@@ -108,7 +108,7 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
 
 @pytest.mark.slow
 def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lockgen.adapters.uv_resolver import uv_binary
+    from lockgen.adapters.pypi.uv_resolver import uv_binary
     from lockgen.api.check import check_prefix as check
 
     prefix, _ = materialized(tmp_path, index_url, 'alpha = "*"', monkeypatch)

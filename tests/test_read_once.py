@@ -94,7 +94,7 @@ def test_resolve_check_of_the_team_jupyter_example_reads_each_file_once() -> Non
 def test_each_stack_file_is_parsed_once_per_command(team: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The TOML of each stack file is read once, for what it extends and for its spec (issue 46: a plain stack was
     parsed twice per resolve, a team stack and its base four times), by resolve and explain alike."""
-    from lockgen.core import spec_parse
+    from lockgen.core.stack import spec_parse
 
     base, stack = team
     parsed: list[str] = []
@@ -171,8 +171,8 @@ def test_a_manifests_bundle_is_read_once(lock: Path, tmp_path: Path) -> None:
 def test_a_step_that_reads_the_lock_again_is_caught(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The counts are not vacuous: a materialize step that re-reads the lock by its name (as it did before issue
     32), or a stack step that opens the stack a second time, fails the check."""
-    from lockgen.adapters import lockfile_yaml
-    from lockgen.adapters.stack_file import read_stack
+    from lockgen.adapters.lock import lockfile_yaml
+    from lockgen.adapters.lock.stack_file import read_stack
     from lockgen.api.steps import materialize_steps, stack_steps
 
     monkeypatch.setattr(materialize_steps, "_parsed", lambda given: lockfile_yaml.read_lock(Path(given.source)))

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.adapters.uv_lock import UvChoices
-from lockgen.adapters.uv_resolver import uv_binary
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.api import resolve as api
 from lockgen.api.import_lock import import_lock
 from lockgen.api.locks import render
@@ -163,8 +163,8 @@ def test_explicit_render_keeps_the_pip_lines_as_conda_lock_writes_them(tmp_path:
     from conda_lock.conda_lock import render_lockfile_for_platform
     from conda_lock.lockfile import parse_conda_lock_file
 
-    from lockgen.adapters.lockfile_yaml import dump_lock
-    from lockgen.core.lock_builder import resolved_lock
+    from lockgen.adapters.lock.lockfile_yaml import dump_lock
+    from lockgen.core.lock.lock_builder import resolved_lock
 
     examples = EXAMPLE_STACK.parent.parent
     conda = load_lock(examples / "pytorch-cuda" / "locks" / "cpu.conda-lock.yml")

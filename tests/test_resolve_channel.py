@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import resolve as api
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.errors import TargetError, UnsatisfiableError
 
 
@@ -120,7 +120,7 @@ def test_channel_credentials_never_reach_the_lock(tmp_path: Path, gpu_channel: P
 
 @pytest.mark.parametrize("written", ["https://user:pw@example.org/chan", "https://example.org/t/tk-123/chan", "https://example.org/chan?token=abc&x=1"])
 def test_every_credential_form_is_scrubbed(written: str) -> None:
-    from lockgen.adapters.channels import Channel, index_key
+    from lockgen.adapters.conda.channels import Channel, index_key
     from lockgen.core.credentials import scrub_url, scrub_text
 
     for text in (scrub_url(written), index_key(Channel(written, written, None, ""), "linux-64"), scrub_text(f"GET {written}/repodata.json failed")):

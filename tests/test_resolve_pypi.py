@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import resolve as api
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.errors import ChannelError, SpecError, TargetError, UnsatisfiableError
 from tests.conftest import REPO, run_cli
 

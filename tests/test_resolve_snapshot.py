@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lockgen.api import resolve as api
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.errors import UserError
 from tests.conftest import EXAMPLE_STACK, SNAPSHOT, run_cli, shared_dir
 

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockgen.api.steps import base_steps
-from lockgen.core.image_platform import choose_manifest
+from lockgen.core.image.image_platform import choose_manifest
 from lockgen.errors import LockgenError
 from lockgen.model.base_image import RegistryBase
 from tests.conftest import loopback_registry, run_cli

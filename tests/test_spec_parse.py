@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.core.spec_parse import parse_stack_text
+from lockgen.core.stack.spec_parse import parse_stack_text
 from lockgen.errors import SpecError
 from lockgen.model.spec import LockBase
 
@@ -212,7 +212,7 @@ def test_the_fast_reader_reads_what_tomlkit_reads(document: dict) -> None:
     the same tables, values and order for any document (here, any tomlkit writes)."""
     import tomlkit
 
-    from lockgen.core.spec_parse import _document
+    from lockgen.core.stack.spec_parse import _document
 
     text = tomlkit.dumps(document)
     read = _document(text, "stack.toml")

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.resolve import resolve
-from lockgen.core.spec_parse import parse_stack_text
-from lockgen.core.stack_edit import addition, default_table, with_added, without
+from lockgen.core.stack.spec_parse import parse_stack_text
+from lockgen.core.stack.stack_edit import addition, default_table, with_added, without
 from lockgen.errors import UserError
 from tests.conftest import REPO, run_cli
 from tests.wheel_index import Wheel, served_index

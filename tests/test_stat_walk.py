@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import parallel, stat_walk
+from lockgen.adapters import parallel
+from lockgen.adapters.proof import stat_walk
 
 NAMES = st.text(alphabet="abc\n\x01 é", min_size=1, max_size=3)
 TREES = st.recursive(st.binary(max_size=4), lambda inner: st.dictionaries(NAMES, inner, max_size=4), max_leaves=30)

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import parallel, rattler_cache
+from lockgen.adapters import parallel
+from lockgen.adapters.conda import rattler_cache
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
@@ -161,7 +162,7 @@ def test_store_verify_of_an_empty_store_reads_nothing(tmp_path: Path) -> None:
 
 def test_the_notes_of_environments_made_are_kept_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The notes grow a line per build; past their bound they are written again with the environments still there."""
-    from lockgen.adapters import store_scrub
+    from lockgen.adapters.proof import store_scrub
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(store_scrub, "MOST_NOTES_BYTES", 600)
@@ -179,7 +180,7 @@ def test_the_notes_of_environments_made_are_kept_short(tmp_path: Path, monkeypat
 def test_the_store_environment_is_not_stuck_after_the_cache_is_cleaned(lock: Path, tmp_path: Path) -> None:  # noqa: F811
     """The issue's second trial: the store's own environment (no --prefix) shares the damaged file; after the cache is
     cleaned (`uv cache clean`) it was still refused for good. It is named with a command that makes it again."""
-    from lockgen.adapters import wheel_store
+    from lockgen.adapters.pypi import wheel_store
 
     store_env, _ = materialize(lock, None, None, lambda _: None)
     with open(store_env / SITE / "alpha" / "__init__.py", "a") as appended:
@@ -219,7 +220,7 @@ def test_a_package_cache_folder_changed_through_an_environment_is_moved_out_and_
 def test_notes_of_any_shape_name_only_what_they_can(raw: bytes, lines: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The notes are lockgen's own file, but anything may be in it (a line cut short, an edit): no shape breaks a
     repair, and only a note with a prefix, lock and platform, all text, names an environment."""
-    from lockgen.adapters import store_scrub
+    from lockgen.adapters.proof import store_scrub
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     notes = tmp_path / "home" / "proven" / "prefixes.jsonl"
@@ -234,7 +235,7 @@ def test_notes_of_any_shape_name_only_what_they_can(raw: bytes, lines: list[dict
 def test_a_proof_naming_a_path_outside_the_store_proves_nothing(tmp_path: Path, folder: str, path: str) -> None:
     """A proof record is lockgen's, but anyone who can write the store can change it: one naming a folder or file
     outside the store is left out of the scrub (nothing outside is read, moved or named), not an error."""
-    from lockgen.adapters import wheel_store
+    from lockgen.adapters.pypi import wheel_store
 
     proofs = tmp_path / "home" / "proven" / "wheels"
     proofs.mkdir(parents=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import oci_layout
+from lockgen.adapters.image import oci_layout
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import loopback_registry, run_cli
 from tests.python_base import python_base
@@ -107,8 +107,8 @@ def test_the_team_image_on_its_base_is_the_environment_built_whole(tmp_path: Pat
 
 def _forged_base(tmp_path: Path, base: Path, base_layout: Path) -> Path:
     """The base image with libtorchish's library replaced and every digest and label recomputed to match."""
-    from lockgen.adapters import env_manifest
-    from lockgen.adapters.lockfile_yaml import load_lock
+    from lockgen.adapters.store import env_manifest
+    from lockgen.adapters.lock.lockfile_yaml import load_lock
     from lockgen.api.export import BuiltTree, _write_image
     from lockgen.model.requests import ExportRequest
     from lockgen.digests import file_digest

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
 
@@ -105,7 +105,7 @@ def test_the_base_must_be_resolved_first(tmp_path: Path) -> None:
 def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(tmp_path: Path) -> None:
     import json
 
-    from lockgen.adapters.signing import render
+    from lockgen.adapters.node.signing import render
     from lockgen.digests import file_digest
     from tests.conftest import REPO
 
@@ -144,9 +144,9 @@ def test_a_lock_s_python_has_one_precedence_for_every_reader(tmp_path: Path, con
     """The conda python (the interpreter the environment runs, whose folder its wheels go into) over the version
     the lock records, which stands alone for a lock without one (a venv's): what export and check place wheels by
     is what a team stack on that lock takes as its Python."""
-    from lockgen.adapters.lockfile_yaml import dump_lock, read_lock
-    from lockgen.adapters.stack_file import lock_base
-    from lockgen.core.expected_env import lock_python
+    from lockgen.adapters.lock.lockfile_yaml import dump_lock, read_lock
+    from lockgen.adapters.lock.stack_file import lock_base
+    from lockgen.core.env.expected_env import lock_python
     from lockgen.model.lock import Lock, LockedPackage, LockMetadata, PackageHash
 
     packages = (
@@ -179,7 +179,7 @@ def test_a_wheel_s_layer_key_is_one_from_its_lock_entry_and_its_dist_info(name: 
     installs (its name escaped as installers write it, `-`/`.` as `_`) must give the same one."""
     import re
 
-    from lockgen.core.team import dist_info_key, package_key
+    from lockgen.core.stack.team import dist_info_key, package_key
     from lockgen.model.lock import LockedPackage, PackageHash
 
     entry = LockedPackage(name=name, version=version, manager="pip", platform="linux-64", url=f"https://example.invalid/{name}-{version}-py3-none-any.whl", hash=PackageHash(sha256="ab" * 32))
@@ -199,7 +199,7 @@ def test_a_wheel_s_layer_key_is_one_from_its_lock_entry_and_its_dist_info(name: 
 def test_where_a_base_lock_is_has_one_answer(extends: str, expected: str, kind: str, image: object) -> None:
     """From the team stack (resolve, the stack reader: located once) and from a team lock file (export, certs):
     the same path."""
-    from lockgen.core.stack_layout import base_lock_of, located_base, team_lock_base
+    from lockgen.core.stack.stack_layout import base_lock_of, located_base, team_lock_base
 
     team = Path("/teams/ml")
     base = located_base(team / "stack.toml", extends)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.lockfile_yaml import checked_lock_text, dump_lock, load_lock, parse_lock, read_lock
+from lockgen.adapters.lock.lockfile_yaml import checked_lock_text, dump_lock, load_lock, parse_lock, read_lock
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from tests.channel_factory import Pkg, build_channel, cpu_lock

@@ -1,4 +1,4 @@
-"""The fast uv.lock reader (`adapters.uv_lock_toml`) against `tomllib`, the oracle: on generated locks in uv's
+"""The fast uv.lock reader (`adapters.foreign.uv_lock_toml`) against `tomllib`, the oracle: on generated locks in uv's
 layout (strings holding `[[package]]`, ` = `, quotes, escapes, `#`, braces), on the shared corpus and the fixtures,
 the two read the same document; on any mutation of a lock (a snippet of TOML syntax put in, a piece cut out), the
 rewrite either hands the text to `tomllib` or reads what `tomllib` reads: it never admits a text `tomllib`
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import uv_lock_toml
-from lockgen.adapters.uv_lock_toml import read_uv_toml
+from lockgen.adapters.foreign import uv_lock_toml
+from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
 from tests.conftest import has_shared, shared_dir
 
 _TRICKY = ["[[package]]", " = ", "#", "'", '"', "\\", "{", "}", ", ]", "[ ,", "\n", "\t", "é", "\u2028", "\x7f", "null", "1e5", "'''", '"""']

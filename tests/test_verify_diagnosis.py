@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.core.envelopes import envelope_checks
-from lockgen.core.failure_causes import likely_cause
+from lockgen.core.certificate.envelopes import envelope_checks
+from lockgen.core.certificate.failure_causes import likely_cause
 from tests.conftest import REPO
 from verify import node_health, preflight, process_env
 from verify.results import Results
@@ -172,7 +172,7 @@ ABORT_TAIL = [
 
 
 def test_a_dead_kernel_is_named_with_its_phase_and_the_setting_that_breaks_it() -> None:
-    from lockgen.core.kernel_deaths import describe_death
+    from lockgen.core.certificate.kernel_deaths import describe_death
 
     message, unset = describe_death("the verification kernel", -6, ABORT_TAIL, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "HOME": "/root"})
     assert message.startswith("the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing")
@@ -188,7 +188,7 @@ def test_a_dead_kernel_is_named_with_its_phase_and_the_setting_that_breaks_it() 
 def test_a_kernel_killed_by_a_signal_is_named_with_its_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in kernel announces its phases as verify does, prints an abort's frames and kills itself with
     SIGABRT inside the graph capture: lockgen's error names the signal, the phase, the error line and the setting."""
-    from lockgen.adapters import kernel
+    from lockgen.adapters.node import kernel
     from lockgen.errors import KernelError
 
     script = tmp_path / "dies.py"
@@ -209,7 +209,7 @@ def test_a_kernel_killed_by_a_signal_is_named_with_its_phase(tmp_path: Path, mon
 def test_the_cpu_kernel_killed_in_a_phase_is_named_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real CPU kernel, killed (SIGKILL) once it reports its first correctness check: the error names the
     signal and the phase its own `@phase` line announced."""
-    from lockgen.adapters import kernel
+    from lockgen.adapters.node import kernel
     from lockgen.errors import KernelError
 
     started: list[subprocess.Popen] = []

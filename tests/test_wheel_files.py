@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.core import wheel_files as wf
-from lockgen.core.wheel_names import best_for_target, choose, parse_wheel_filename, target_tags
+from lockgen.core.env import wheel_files as wf
+from lockgen.core.pypi.wheel_names import best_for_target, choose, parse_wheel_filename, target_tags
 from lockgen.model.names import normalize
 from lockgen.errors import UserError
 
@@ -222,7 +222,7 @@ def test_a_wheel_member_lands_where_normpath_puts_it(path: str, site: str) -> No
 def test_an_installed_record_is_read_by_the_one_record_reader(tmp_path) -> None:
     """dist_info (an export's layer ownership, a scratch venv cut down to its wheels) reads RECORD through
     `parse_record`: the same rows, placed from site-packages, and a row leaving the prefix refused."""
-    from lockgen.adapters.dist_info import recorded_files
+    from lockgen.adapters.pypi.dist_info import recorded_files
 
     folder = tmp_path / "lib" / "python3.12" / "site-packages" / "x-1.dist-info"
     folder.mkdir(parents=True)

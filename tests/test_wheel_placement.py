@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters import manifest_store
+from lockgen.adapters.proof import manifest_store
 from lockgen.api.steps import manifest_steps
-from lockgen.core.expected_env import PLACEMENT_LAYOUT, expected_digest, placed_of_record, placed_record, wheel_expected
+from lockgen.core.env.expected_env import PLACEMENT_LAYOUT, expected_digest, placed_of_record, placed_record, wheel_expected
 from lockgen.errors import UserError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest

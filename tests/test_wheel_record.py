@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters import wheel_record
-from lockgen.adapters.wheel_record import check_sha256, read_wheel_file, read_wheel_url
+from lockgen.adapters.pypi import wheel_record
+from lockgen.adapters.pypi.wheel_record import check_sha256, read_wheel_file, read_wheel_url
 from lockgen.errors import UserError
 from tests.range_server import RangeServer, Site
 from tests.wheel_index import Wheel, build_wheel

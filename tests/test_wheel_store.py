@@ -79,7 +79,7 @@ def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(lock: Pat
 def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
     import json
 
-    from lockgen.adapters import wheel_store
+    from lockgen.adapters.pypi import wheel_store
 
     materialize(lock, None, tmp_path / "one", lambda _: None)
     records = sorted((tmp_path / "home" / "proven" / "wheels").glob("*.json"))
@@ -108,7 +108,7 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
 def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from lockgen.adapters import installers
+    from lockgen.adapters.store import installers
 
     seen: list[bool] = []
     real = installers.install_pip
@@ -137,7 +137,7 @@ def test_wheels_in_the_store_install_after_their_index_is_gone(tmp_path: Path, m
     import shutil
     import threading
 
-    from lockgen.adapters import wheel_store
+    from lockgen.adapters.pypi import wheel_store
     from lockgen.errors import ToolFailedError
     from tests.conftest import _QuietHandler
     from tests.wheel_index import Wheel, build_index
@@ -178,7 +178,7 @@ def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others
     import shutil
     import time
 
-    from lockgen.adapters import prefix_observer, stat_walk
+    from lockgen.adapters.proof import prefix_observer, stat_walk
     from lockgen.api.check import check_lock, check_prefix
     from lockgen.model.requests import Prefix
     from tests.conftest import run_cli

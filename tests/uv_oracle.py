@@ -11,8 +11,8 @@ from pathlib import Path
 
 from packaging.markers import Marker
 
-from lockgen.adapters.uv_lock import UvChoices
-from lockgen.adapters.uv_resolver import uv_binary
+from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.api.import_lock import import_lock
 from lockgen.model.names import MACHINE_OF_PLATFORM
 

@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
-from lockgen.adapters.conda_archive import members
-from lockgen.core.wheel_files import OWN_FOLDER, folders_above, in_own_folder
+from lockgen.adapters.conda.conda_archive import members
+from lockgen.core.env.wheel_files import OWN_FOLDER, folders_above, in_own_folder
 from lockgen.errors import LockFormatError
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import NoReturn
 
-    from lockgen.core.activation import Kind, Shell
+    from lockgen.core.env.activation import Kind, Shell
 
 ACTIVATE_D = "etc/conda/activate.d"
 _SOURCE = 'for f in "$1"/etc/conda/activate.d/*.sh; do if [ -f "$f" ]; then . "$f" >&2; fi; done; exec "$2" -I -S -c "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"'

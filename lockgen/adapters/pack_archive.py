@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from lockgen.adapters import file_guard, user_files
+from lockgen.adapters import user_files
+from lockgen.adapters.store import file_guard
 from lockgen.adapters.atomic_files import UMASK, temporary_beside
 from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
 from lockgen.model.names import shown

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockgen.core.arch_info import arch_report, arch_table
+from lockgen.core.gpu.arch_info import arch_report, arch_table
 from lockgen.model.names import normalize_arch
 
 

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.adapters.lockfile_yaml import read_lock
+from lockgen.adapters.lock.lockfile_yaml import read_lock
 from lockgen.api.steps.attestation_steps import attached_certificates, attest
 from lockgen.api.steps.conformance_steps import read_manifests
 from lockgen.api.steps.image_proof_steps import prove_image
-from lockgen.core.image_reference import parse_reference
+from lockgen.core.image.image_reference import parse_reference
 from lockgen.model.attestation import AttachedCertificate
 from lockgen.model.results import Conformance
 

@@ -9,18 +9,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.adapters import lock_file, signing
+from lockgen.adapters.lock import lock_file
+from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core import stack_layout
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.stack_layout import LOCK_SUFFIX
-from lockgen.core.inheritance import cuda_stack_changes
-from lockgen.core.cert_formats import render_certificate, rendering_notes
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.core.stack import stack_layout
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.stack.stack_layout import LOCK_SUFFIX
+from lockgen.core.stack.inheritance import cuda_stack_changes
+from lockgen.core.certificate.cert_formats import render_certificate, rendering_notes
 from lockgen.api.steps import team_steps
 from lockgen.api.steps.certificate_steps import list_certificates, read_certificate, read_numerics_references, read_signed, signers
-from lockgen.core.certify import FigureChange, compare_figures, require_comparable
-from lockgen.core.numerics import PairComparison, compare_pair, judged_certificate
+from lockgen.core.certificate.certify import FigureChange, compare_figures, require_comparable
+from lockgen.core.certificate.numerics import PairComparison, compare_pair, judged_certificate
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody
 from lockgen.model.export_formats import NFD_VALID_FOR

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import kept_inputs, lock_file
+from lockgen.adapters.lock import kept_inputs, lock_file
 from lockgen.api.steps.conformance_steps import conform, kept_conformance, read_bundle, read_manifests
 from lockgen.errors import LockgenError, UserError
 from lockgen.model.requests import CheckRequest, CheckTarget, Image, Prefix, Python
@@ -38,7 +38,7 @@ def check(request: CheckRequest, progress: Callable[[str], None] = lambda _: Non
 def _prefix_of(target: Prefix | Python) -> Path:
     if isinstance(target, Prefix):
         return target.path
-    from lockgen.adapters import python_dists
+    from lockgen.adapters.pypi import python_dists
 
     return python_dists.prefix_of(target.interpreter)
 
@@ -46,7 +46,8 @@ def _prefix_of(target: Prefix | Python) -> Path:
 def check_prefix(prefix: Path, full: bool) -> Drift:
     """Files missing, extra or changed against the manifest; only files whose size or mtime moved are
     re-hashed unless `full`."""
-    from lockgen.adapters import conda_meta, env_manifest
+    from lockgen.adapters.conda import conda_meta
+    from lockgen.adapters.store import env_manifest
     from lockgen.api.steps.shared_steps import recorded_drift
 
     if not (prefix / env_manifest.MANIFEST).is_file():
@@ -59,7 +60,8 @@ def check_prefix(prefix: Path, full: bool) -> Drift:
 def _check_conda_meta(prefix: Path) -> Drift:
     """Drift of an environment lockgen did not make (say, by `rattler.install` itself), against the
     paths and hashes its conda-meta records list. Files under conda-meta/ and caches are not judged."""
-    from lockgen.adapters import conda_meta, env_manifest
+    from lockgen.adapters.conda import conda_meta
+    from lockgen.adapters.store import env_manifest
 
     expected = conda_meta.listed_paths(prefix)
     present = {p for p in env_manifest.walk(prefix) if not p.startswith(f"{conda_meta.FOLDER}/") and p != "CACHEDIR.TAG"}
@@ -71,10 +73,11 @@ def _check_conda_meta(prefix: Path) -> Drift:
 def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False, progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> ImageDrift:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix. With `lock`, the image must come from exactly that lock."""
-    from lockgen.adapters import env_manifest, image_source
+    from lockgen.adapters.image import image_source
+    from lockgen.adapters.store import env_manifest
     from lockgen.api.steps.image_proof_steps import SBOM_INSIDE, sbom_problems
     from lockgen.api.steps.shared_steps import unsafe_modes
-    from lockgen.core.drift import manifest_drift
+    from lockgen.core.env.drift import manifest_drift
 
     exported_from = lock_file.read(lock) if lock is not None else None
     with image_source.unpacked(source, progress, insecure, exported_from, meter) as image:
@@ -109,7 +112,7 @@ def check_lock(
         venv_python = target.interpreter if isinstance(target, Python) else str(prefix / "bin" / "python")
         interpreter = venv_python if (prefix / "pyvenv.cfg").is_file() else None  # held to the lock's exact Python, if it names one
         return conform(lock, prefix, platform, bundle, progress, meter, allow_foreign=allow_foreign, fingerprints=not full, interpreter=interpreter)
-    from lockgen.adapters.lockfile_yaml import parsed
+    from lockgen.adapters.lock.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image
 
     loaded = parsed(lock)

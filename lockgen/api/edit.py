@@ -1,5 +1,5 @@
 """Use case `lockgen add` and `lockgen remove`: a package put in or taken out of the stack's `[dependencies]`
-or `[pypi-dependencies]` (every other byte of the file as it was: `core/stack_edit.py`), the stack re-locked
+or `[pypi-dependencies]` (every other byte of the file as it was: `core/stack/stack_edit.py`), the stack re-locked
 by resolve's own step on the edited text, and what changed in each lock. The edited stack is written only
 after every lock is: a change that does not parse or solve leaves the stack, and its locks, as they were."""
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import read_lock
+from lockgen.adapters.lock.lockfile_yaml import read_lock
 from lockgen.api.steps import resolve_steps
 from lockgen.api.steps.resolve_steps import Progress, lock_targets, selected
 from lockgen.api.steps.stack_steps import stack_text
-from lockgen.core import stack_edit
-from lockgen.core.lock_diff import diff_locks
+from lockgen.core.stack import stack_edit
+from lockgen.core.lock.lock_diff import diff_locks
 from lockgen.errors import LockgenError, SpecError, UserError
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.requests import StackEditRequest
@@ -28,7 +28,7 @@ def add(request: StackEditRequest, progress: Progress = lambda _: None) -> Stack
     table = request.table or stack_edit.default_table(old)
     additions = [stack_edit.addition(word, table) for word in request.packages]
     if table == "dependencies":
-        from lockgen.adapters.rattler_solver import check_match_spec
+        from lockgen.adapters.conda.rattler_solver import check_match_spec
 
         for added in additions:
             check_match_spec(added.match_spec, f"write {stack_edit.EXAMPLES['dependencies']}")

@@ -18,13 +18,13 @@ from typing import Any
 
 from lockgen.api.steps.stack_steps import load_stack
 from lockgen.api.steps.torch_source_steps import TorchSources
-from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window, judge_build
+from lockgen.core.gpu.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window, judge_build
 from lockgen.core.credentials import scrub_url
-from lockgen.core.explain import Candidate, cpu_target_candidates, newest_first
-from lockgen.core.facts import load_facts
-from lockgen.core.facts_inference import with_inferred
-from lockgen.core.plan import plan_request
-from lockgen.core.torch_choice import cpu_index_candidates, source_candidates
+from lockgen.core.gpu.explain import Candidate, cpu_target_candidates, newest_first
+from lockgen.core.gpu.facts import load_facts
+from lockgen.core.gpu.facts_inference import with_inferred
+from lockgen.core.stack.plan import plan_request
+from lockgen.core.pypi.torch_choice import cpu_index_candidates, source_candidates
 from lockgen.errors import UserError
 from lockgen.model.names import normalize
 
@@ -38,8 +38,8 @@ def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = 
     stack, channels = load_stack(stack_path, aliases)
     spec = stack.spec
     if target_name is None:
-        from lockgen.adapters.node_facts import node_facts
-        from lockgen.core.node_match import matched_target
+        from lockgen.adapters.node.node_facts import node_facts
+        from lockgen.core.fleet.node_match import matched_target
 
         target_name = matched_target(spec, node_facts(None), str(stack_path)).target
     target = next((t for t in spec.targets if t.name == target_name), None)

@@ -7,7 +7,7 @@ folder; each package becomes one layer (a conda package: its files and its conda
 distribution: what its RECORD lists), grouped past the layer budget; the rest (the venv's own
 files, `.lockgen/`) is the last layer. An existing environment becomes an image too: one on disk
 (`FromPrefix`, re-layered) or one in a vendor's image (`FromImage`, its layers kept as they are
-and one layer added with the environment's record). Layers come from the layer cache (`adapters.layer_cache`), so
+and one layer added with the environment's record). Layers come from the layer cache (`adapters.image.layer_cache`), so
 exporting again, or the next target, tars and compresses only what is new. `FromLock(index=True)` writes one
 image per platform of the lock, under one OCI image index; a foreign platform is built only when it is
 all conda (rattler links packages of any platform without running them; wheels need that platform's Python).
@@ -24,17 +24,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, env_manifest, file_guard, home, image_source, image_tree, oci_layout
-from lockgen.adapters.lockfile_yaml import read_lock
+from lockgen.adapters import home
+from lockgen.adapters.conda import conda_meta
+from lockgen.adapters.image import image_source, image_tree, oci_layout
+from lockgen.adapters.store import env_manifest, file_guard
+from lockgen.adapters.lock.lockfile_yaml import read_lock
 from lockgen.api.steps import held_base_steps, base_steps, interpreter_steps
 from lockgen.api.steps.conformance_steps import conform, read_bundle
 from lockgen.api.steps.materialize_steps import lock_platform
 from lockgen.api.steps.shared_steps import Meter, build_environment
-from lockgen.core import lock_builder
-from lockgen.core.image_config import image_config, is_environment_prefix, service_files
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.sbom import cyclonedx
-from lockgen.core.team import HeldEnvironment, package_key, team_prefix
+from lockgen.core.lock import lock_builder
+from lockgen.core.image.image_config import image_config, is_environment_prefix, service_files
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.image.sbom import cyclonedx
+from lockgen.core.stack.team import HeldEnvironment, package_key, team_prefix
 from lockgen.digests import canonical_json
 from lockgen.errors import UserError
 from lockgen.model.lock import LoadedLock, Lock

@@ -12,15 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import release_evidence
-from lockgen.adapters.pypi_index import PYPI
+from lockgen.adapters.pypi import release_evidence
+from lockgen.adapters.pypi.pypi_index import PYPI
 from lockgen.api.steps.stack_steps import load_stack
-from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, arch_list_for, build_cuda
+from lockgen.core.gpu.arch_rules import ARCH_SPECIFIC_PACKAGES, arch_list_for, build_cuda
 from lockgen.core.credentials import scrub_url
-from lockgen.core.facts import load_facts, toolkits_ascending
-from lockgen.core.facts_inference import cuda_of_requirements, infer_releases, newest_known, variant_cuda
-from lockgen.core.torch_choice import index_arch_list
-from lockgen.core.versions import as_tuple, mm_text
+from lockgen.core.gpu.facts import load_facts, toolkits_ascending
+from lockgen.core.gpu.facts_inference import cuda_of_requirements, infer_releases, newest_known, variant_cuda
+from lockgen.core.pypi.torch_choice import index_arch_list
+from lockgen.core.gpu.versions import as_tuple, mm_text
 from lockgen.model.facts import GpuFacts
 from lockgen.model.names import MACHINE_OF_PLATFORM
 

@@ -1,7 +1,7 @@
 """Use case `lockgen fleet`: what certifies nodes inside the engines fleets run, written atomically into
 one folder. `slurm`: `certify.sbatch` (N nodes in one job, one certificate per node) and `lockgen-health.sh`
 (a `HealthCheckProgram` that drains a failing node with lockgen's reason). `kubernetes`: the manifests of a
-certifying Job, a re-certifying DaemonSet and a training pod's gate (`core/kubernetes_manifests.py`)."""
+certifying Job, a re-certifying DaemonSet and a training pod's gate (`core/fleet/kubernetes_manifests.py`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.kubernetes_yaml import render_documents
-from lockgen.core.facts import arch_fact, load_facts
-from lockgen.core.image_reference import parse_reference
-from lockgen.core.kubernetes_manifests import GPUS_PER_NODE_DEFAULT, CertifyFleet, certify_job, check_fleet, gate_fragment, lock_config_map, monitor_daemon_set
-from lockgen.core.slurm_scripts import check_job, health_script, sbatch_script
+from lockgen.core.gpu.facts import arch_fact, load_facts
+from lockgen.core.image.image_reference import parse_reference
+from lockgen.core.fleet.kubernetes_manifests import GPUS_PER_NODE_DEFAULT, CertifyFleet, certify_job, check_fleet, gate_fragment, lock_config_map, monitor_daemon_set
+from lockgen.core.fleet.slurm_scripts import check_job, health_script, sbatch_script
 from lockgen.errors import UserError
 from lockgen.model.fleet import CertifyJob, SlurmHealth
 from lockgen.model.names import normalize_arch

@@ -28,16 +28,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lockgen.adapters import parallel, signing, user_files
+from lockgen.adapters import parallel, user_files
+from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.kept_verdicts import keep_verdict, kept_verdict
+from lockgen.adapters.node.kept_verdicts import keep_verdict, kept_verdict
 from lockgen.adapters.spill_files import SpillFile
 from lockgen.api.steps.attestation_steps import attached_certificates
 from lockgen.api.steps.certificate_steps import Signers, certificate_paths, loaded_signers, proven_certificate, read_signed
-from lockgen.core.fleet_html import status_page
-from lockgen.core.fleet_status import CertificateFacts, StatusRow, certificate_facts, facts_from_plain, status_rows
-from lockgen.core.numerics import odd_nodes
-from lockgen.core.stack_layout import CERT_SUFFIX
+from lockgen.core.fleet.fleet_html import status_page
+from lockgen.core.fleet.fleet_status import CertificateFacts, StatusRow, certificate_facts, facts_from_plain, status_rows
+from lockgen.core.certificate.numerics import odd_nodes
+from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockgenError, UserError
 from lockgen.model.certificate import CertificateBody, Numerics
 

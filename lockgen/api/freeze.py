@@ -2,7 +2,7 @@
 can be pinned, checked and certified like one lockgen made.
 
 conda packages come from `conda-meta/*.json` (URL, md5, sha256, depends); Python distributions that
-conda did not install come from the inventory probe (`adapters.inventory_probe`, the one reader of an
+conda did not install come from the inventory probe (`adapters.node.inventory_probe`, the one reader of an
 interpreter's installed distributions: run isolated, its dist-info and egg-info folders): those installed from a URL with
 a recorded archive hash (`direct_url.json`, as uv and pip write for `name @ URL`) become pip entries.
 A distribution installed from an index keeps no wheel URL or hash, so it cannot be locked: it is an
@@ -21,12 +21,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, home, inventory_file, inventory_probe
+from lockgen.adapters import home
+from lockgen.adapters.conda import conda_meta
+from lockgen.adapters.node import inventory_file, inventory_probe
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import checked_lock_text
-from lockgen.core.expected_env import python_xy
-from lockgen.core.lock_builder import frozen_lock
-from lockgen.core.stack_layout import default_lock_path
+from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
+from lockgen.core.env.expected_env import python_xy
+from lockgen.core.lock.lock_builder import frozen_lock
+from lockgen.core.stack.stack_layout import default_lock_path
 from lockgen.errors import UserError
 from lockgen.model.inventory import InstalledDistribution, NodeInventory
 from lockgen.model.lock import Lock, LockedPackage, PackageHash

@@ -16,14 +16,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.foreign_locks import read_foreign
-from lockgen.adapters.pypi_index import listed_hashes
-from lockgen.adapters.python_wheels import UnhashedWheel
-from lockgen.adapters.lockfile_yaml import checked_lock_text
-from lockgen.adapters.uv_lock import UvChoices
+from lockgen.adapters.foreign.foreign_locks import read_foreign
+from lockgen.adapters.pypi.pypi_index import listed_hashes
+from lockgen.adapters.pypi.python_wheels import UnhashedWheel
+from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
+from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.core.credentials import scrub_url
-from lockgen.core.lock_builder import LockgenMeta, imported_lock
-from lockgen.core.stack_layout import default_lock_path
+from lockgen.core.lock.lock_builder import LockgenMeta, imported_lock
+from lockgen.core.stack.stack_layout import default_lock_path
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import load_lock
-from lockgen.core import lock_builder
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.lock_diff import LockDiff, diff_locks
-from lockgen.core.render import render_explicit
-from lockgen.core.render_formats import render_environment, render_pylock, render_requirements
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.core.lock import lock_builder
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.lock.lock_diff import LockDiff, diff_locks
+from lockgen.core.lock.render import render_explicit
+from lockgen.core.lock.render_formats import render_environment, render_pylock, render_requirements
 from lockgen.errors import UserError
 
 

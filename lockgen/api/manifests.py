@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import manifest_store
-from lockgen.adapters.lockfile_yaml import load_lock
+from lockgen.adapters.proof import manifest_store
+from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.steps.manifest_steps import bundle_of
 
 

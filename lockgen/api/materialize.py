@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import lock_file
+from lockgen.adapters.lock import lock_file
 from lockgen.api.steps.kept_run_steps import keep_run
 from lockgen.api.steps.materialize_steps import kept_made, materialized
 from lockgen.errors import LockgenError

@@ -10,7 +10,7 @@ lock it carries (and, with `--lock`, that lock byte for byte against the user's)
 sha256, before any is used. Then lockgen's stores are seeded from the verified members (conda archives into the package
 store, wheels into the wheel file store with their RECORD manifests) and the environment is made by the same step
 `lockgen materialize` uses, with the original lock, so its digest is exactly materialize's. uv fetches wheels by the
-lock's URLs as it always does, answered from the verified files by a loopback mirror (`adapters.wheel_mirror`): nothing
+lock's URLs as it always does, answered from the verified files by a loopback mirror (`adapters.pypi.wheel_mirror`): nothing
 reaches the network. A refused archive leaves nothing at the prefix.
 """
 
@@ -22,12 +22,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from lockgen.adapters import file_guard, home, http_deadline, package_store, pack_archive, wheel_mirror
-from lockgen.adapters.lockfile_yaml import loaded_lock, read_lock
+from lockgen.adapters import home, http_deadline, pack_archive
+from lockgen.adapters.pypi import wheel_mirror
+from lockgen.adapters.store import file_guard, package_store
+from lockgen.adapters.lock.lockfile_yaml import loaded_lock, read_lock
 from lockgen.api.steps.manifest_steps import keep_wheel_manifest
 from lockgen.api.steps.materialize_steps import lock_platform
 from lockgen.api.steps.shared_steps import Meter, materialize_into
-from lockgen.core import lock_builder
+from lockgen.core.lock import lock_builder
 from lockgen.core import pack_rules
 from lockgen.core.pack_rules import INDEX, LOCK, Planned
 from lockgen.errors import PackError

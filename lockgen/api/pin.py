@@ -22,16 +22,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.adapters import inventory_file, inventory_probe, manifest_store, pypi_index
+from lockgen.adapters.node import inventory_file, inventory_probe
+from lockgen.adapters.proof import manifest_store
+from lockgen.adapters.pypi import pypi_index
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import checked_lock_text
+from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
 from lockgen.api.steps.manifest_steps import manifest_of
-from lockgen.core import lock_builder
-from lockgen.core.conformance import compare
+from lockgen.core.lock import lock_builder
+from lockgen.core.env.conformance import compare
 from lockgen.core.credentials import scrub_url
-from lockgen.core.expected_env import from_installed_record, python_xy, wheel_expected
-from lockgen.core.wheel_files import hex_of_record_hash, installed_to_prefix
-from lockgen.core.stack_layout import default_lock_path, manifests_path
+from lockgen.core.env.expected_env import from_installed_record, python_xy, wheel_expected
+from lockgen.core.env.wheel_files import hex_of_record_hash, installed_to_prefix
+from lockgen.core.stack.stack_layout import default_lock_path, manifests_path
 from lockgen.errors import ChannelError, UserError
 from lockgen.model.inventory import InstalledDistribution, NodeInventory
 from lockgen.model.lock import LockedPackage, PackageHash

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import oci_layout, registry, registry_image
+from lockgen.adapters.distribution import registry
+from lockgen.adapters.image import oci_layout, registry_image
 from lockgen.api.steps import attestation_steps
-from lockgen.core.image_reference import parse_reference, refuse_credentials
+from lockgen.core.image.image_reference import parse_reference, refuse_credentials
 from lockgen.errors import HostError, UserError
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters.lockfile_yaml import load_lock, read_lock
+from lockgen.adapters.lock.lockfile_yaml import load_lock, read_lock
 from lockgen.api.steps import team_steps
 from lockgen.api.steps import resolve_steps, stack_steps
 from lockgen.api.steps.resolve_steps import Progress, ResolveContext, lock_targets, selected
@@ -19,7 +19,7 @@ from lockgen.model.results import TargetResult
 from lockgen.model.spec import Target
 
 if TYPE_CHECKING:
-    from lockgen.core.freshness import Staleness
+    from lockgen.core.lock.freshness import Staleness
 
 
 def resolve(
@@ -43,7 +43,7 @@ def _current_lock(context: ResolveContext, target: Target) -> LoadedLock:
 
 def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] = (), progress: Progress = lambda _: None, insecure: bool = False) -> list[Staleness]:
     """Why each selected target's lock is stale (empty when all are fresh)."""
-    from lockgen.core.freshness import Staleness, stale_reasons
+    from lockgen.core.lock.freshness import Staleness, stale_reasons
 
     context = resolve_steps.context(stack_path, aliases, insecure, progress)
     reasons: list[Staleness] = []
@@ -67,10 +67,10 @@ def stale(stack_path: Path, targets: Sequence[str] = (), aliases: Sequence[str] 
 def _facts_reasons(context: ResolveContext, target: Target, window: CudaWindow | None, lock: Lock, progress: Progress) -> list[Staleness]:
     """`facts-changed`: the torch releases admitted now (facts, and the index's evidence of newer releases)
     against those the lock was resolved with, on top of the lock's own conda packages."""
-    from lockgen.core.freshness import facts_changed
-    from lockgen.core.pypi_plan import plan_pypi
+    from lockgen.core.lock.freshness import facts_changed
+    from lockgen.core.pypi.pypi_plan import plan_pypi
 
-    from lockgen.core.pypi_plan import held_by_conda, needs_torch_rules
+    from lockgen.core.pypi.pypi_plan import held_by_conda, needs_torch_rules
 
     sources = context.torch_sources(progress)
     found: list[Staleness] = []

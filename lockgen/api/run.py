@@ -2,8 +2,8 @@
 materialized when it is not yet (`materialize_steps`: into the store's default prefix, or `--prefix`, so the
 second call builds nothing), then a command runs in it, a shell opens in it, or its activation is printed
 for `eval`. Given a stack and no `--target`, the target is the one this node matches (`detect`: the node's
-facts against the stack's targets, `core.node_match`), and its lock the stack's `locks/<target>.conda-lock.yml`.
-The activation's rules are `core.activation`; bash sources the activate.d scripts and the exec happens in
+facts against the stack's targets, `core.fleet.node_match`), and its lock the stack's `locks/<target>.conda-lock.yml`.
+The activation's rules are `core.env.activation`; bash sources the activate.d scripts and the exec happens in
 `adapters.env_process`."""
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from lockgen.adapters import env_process, kept_inputs, lock_file
+from lockgen.adapters import env_process
+from lockgen.adapters.lock import kept_inputs, lock_file
 from lockgen.api.steps.kept_run_steps import keep_run
 from lockgen.api.steps.materialize_steps import kept_made, materialized
-from lockgen.core import activation as rules
-from lockgen.core.stack_layout import lock_path, target_of_lock
+from lockgen.core.env import activation as rules
+from lockgen.core.stack.stack_layout import lock_path, target_of_lock
 from lockgen.model.names import shown
 from lockgen.errors import LockgenError, UserError
 
 if TYPE_CHECKING:  # the models (pydantic): imported where a lock or stack is parsed, never on the kept path
     from lockgen.api.steps.shared_steps import Meter
-    from lockgen.core.node_match import TargetFit
+    from lockgen.core.fleet.node_match import TargetFit
     from lockgen.model.inputs import LoadedStack, LockBytes
     from lockgen.model.lock import LoadedLock
     from lockgen.model.node import NodeFacts
@@ -59,15 +60,15 @@ class Activation:
 def detect(stack: Path | None, node_file: Path | None = None) -> Detection:
     """The target of `stack` (default `./stack.toml`) this node matches (facts from `node_file`, else
     `$LOCKGEN_NODE_FACTS`, else probed)."""
-    from lockgen.adapters.node_facts import node_facts
-    from lockgen.adapters.stack_file import read_stack
+    from lockgen.adapters.node.node_facts import node_facts
+    from lockgen.adapters.lock.stack_file import read_stack
 
     path = _stack_path(stack)
     return _detect(path, read_stack(path).spec, node_facts(node_file))
 
 
 def _detect(path: Path, spec: StackSpec, node: NodeFacts) -> Detection:
-    from lockgen.core.node_match import choose, fit
+    from lockgen.core.fleet.node_match import choose, fit
 
     has_gpu = any(t.is_gpu for t in spec.targets)
     fits = tuple(fit(t, spec.platforms_of(t), node, has_gpu) for t in spec.targets)
@@ -102,7 +103,7 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
             raise UserError("--target and --platform choose a lock's environment, and none is given", "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
         where, name = wanted.prefix.absolute(), wanted.prefix.absolute().name
     else:
-        from lockgen.core.lock_builder import LockgenMeta
+        from lockgen.core.lock.lock_builder import LockgenMeta
 
         loaded = _lock_of(wanted, progress)
         lock = Path(loaded.source)
@@ -147,7 +148,7 @@ def kept_stack_lock(wanted: Wanted) -> LockBytes | None:
     lock) still holds the bytes it read (`kept_inputs.kept_fresh`); None otherwise, with nothing said (a stale
     lock, a stack never checked: the typer command re-locks it, refuses it or uses it as `--frozen` says). A
     fresh lock is what every freshness mode uses as it is."""
-    from lockgen.adapters.stack_file import read_stack_text
+    from lockgen.adapters.lock.stack_file import read_stack_text
 
     path = _stack_path(wanted.source)
     if wanted.target is None:
@@ -280,7 +281,7 @@ def _is_stack(source: Path) -> bool:
 def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
     """The lock `wanted.source` names, read once: a lock itself, or a stack's lock for `wanted.target` (detected
     when not given), fresh by what the stack says unless `frozen` (re-locked, or refused when `locked`)."""
-    from lockgen.adapters.lockfile_yaml import read_lock
+    from lockgen.adapters.lock.lockfile_yaml import read_lock
 
     source, target = wanted.source, wanted.target
     if source is None and not Path("stack.toml").is_file():
@@ -289,9 +290,9 @@ def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
         if target is not None:
             raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")
         return read_lock(source)
-    from lockgen.adapters.node_facts import node_facts  # a stack's: a lock given needs neither
-    from lockgen.adapters.stack_file import read_stack
-    from lockgen.core.node_match import node_summary
+    from lockgen.adapters.node.node_facts import node_facts  # a stack's: a lock given needs neither
+    from lockgen.adapters.lock.stack_file import read_stack
+    from lockgen.core.fleet.node_match import node_summary
 
     path = _stack_path(source)
     stack = read_stack(path)

@@ -13,9 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from lockgen.adapters import env_manifest, file_guard, home, lock_file, rattler_cache, store_scrub, wheel_store
-from lockgen.adapters.lockfile_yaml import read_lock
-from lockgen.core.stack_layout import LOCK_SUFFIX
+from lockgen.adapters import home
+from lockgen.adapters.conda import rattler_cache
+from lockgen.adapters.lock import lock_file
+from lockgen.adapters.proof import store_scrub
+from lockgen.adapters.pypi import wheel_store
+from lockgen.adapters.store import env_manifest, file_guard
+from lockgen.adapters.lock.lockfile_yaml import read_lock
+from lockgen.core.stack.stack_layout import LOCK_SUFFIX
 from lockgen.errors import UserError
 from lockgen.model.inputs import LockBytes
 from lockgen.model.lock import LoadedLock

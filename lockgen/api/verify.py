@@ -16,20 +16,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lockgen import __version__
-from lockgen.adapters import env_manifest, gpu_host, home, kernel, python_dists, signing, user_files
+from lockgen.adapters import home, user_files
+from lockgen.adapters.node import gpu_host, kernel, signing
+from lockgen.adapters.pypi import python_dists
+from lockgen.adapters.store import env_manifest
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import read_lock
+from lockgen.adapters.lock.lockfile_yaml import read_lock
 from lockgen.api.steps.certificate_steps import read_numerics_references
 from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
-from lockgen.core.cert_formats import render_certificate, rendering_notes
+from lockgen.core.certificate.cert_formats import render_certificate, rendering_notes
 from lockgen.core import nesting
-from lockgen.core.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
-from lockgen.core.envelopes import conv_floors, node_floors
-from lockgen.core.facts import arch_fact, load_facts
-from lockgen.core.image_whole import environment_prefix
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.numerics import NumericsReference, judge_against
-from lockgen.core.stack_layout import certificate_path
+from lockgen.core.certificate.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
+from lockgen.core.certificate.envelopes import conv_floors, node_floors
+from lockgen.core.gpu.facts import arch_fact, load_facts
+from lockgen.core.image.image_whole import environment_prefix
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.certificate.numerics import NumericsReference, judge_against
+from lockgen.core.stack.stack_layout import certificate_path
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, Subject
 from lockgen.model.inputs import BundleBytes
@@ -41,7 +44,7 @@ from lockgen.model.requests import Environment, Image, Prefix, Python
 from lockgen.model.results import Conformance, Verified
 
 if TYPE_CHECKING:  # the image modules are imported where an image is verified: 0.5 s of lockgen's 1 s import before the kernel starts
-    from lockgen.adapters import image_source
+    from lockgen.adapters.image import image_source
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
         python = _interpreter(target)
         conformance = _conformance(options, given.manifests, loaded, python_dists.prefix_of(python), None, progress) if loaded else None
         return _verify(options, given, python, None, conformance, progress)
-    from lockgen.adapters import image_source
+    from lockgen.adapters.image import image_source
 
     if loaded is not None:  # a lock whose packages cannot be proven is refused before the image is pulled and unpacked
         read_manifests(loaded, None, given.manifests, progress)
@@ -120,7 +123,7 @@ def _interpreter(target: Prefix | Python | None) -> str:
 def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image, progress: Callable[[str], None]) -> Verified:
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
-    from lockgen.adapters import image_source
+    from lockgen.adapters.image import image_source
     from lockgen.api.steps.image_proof_steps import prove_opened
 
     with image_source.opened(target.source, progress, target.insecure) as opened:

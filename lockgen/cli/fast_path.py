@@ -1,5 +1,5 @@
 """The fast path: the daily commands answered before typer, pydantic or the models are imported, when what they
-need is already checked and kept (a lock's checked value, by its bytes' sha256: `adapters/kept_inputs`; its
+need is already checked and kept (a lock's checked value, by its bytes' sha256: `adapters/lock/kept_inputs`; its
 environment made and unchanged: the kept drift verdict and one stat walk). It reads exactly these command lines:
 
     lockgen run LOCK [--prefix DIR] [--platform P] -- CMD...

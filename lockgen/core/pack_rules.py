@@ -17,9 +17,9 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import ValidationError
 
-from lockgen.core import lock_builder
-from lockgen.core.confined import file_name
-from lockgen.core.lock_fields import PLATFORM
+from lockgen.core.lock import lock_builder
+from lockgen.core.env.confined import file_name
+from lockgen.core.lock.lock_fields import PLATFORM
 from lockgen.model.names import shown
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, PackError

@@ -1,4 +1,4 @@
-"""A conformance comparison's findings (`core.conformance.compare` makes them): per locked package what is
+"""A conformance comparison's findings (`core.env.conformance.compare` makes them): per locked package what is
 modified or missing, the foreign files, unsafe modes, clobbers and byte code that is not its source's, and
 the files accepted by a rule; rendered as lines and as stable JSON."""
 

@@ -1,5 +1,5 @@
 """What `lockgen fleet slurm` writes scripts for, as values the CLI builds from its flags: the job that
-certifies nodes (`core/slurm_scripts.py` renders it) and how the health check runs."""
+certifies nodes (`core/fleet/slurm_scripts.py` renders it) and how the health check runs."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ class Lock(Frozen):
 
 class LoadedLock(Frozen):
     """A lock as read from its file, once per command: the exact bytes, their sha256 (what certificates,
-    manifests and images bind to) and the entries, every field checked (`core.lock_fields`). The digest is
+    manifests and images bind to) and the entries, every field checked (`core.lock.lock_fields`). The digest is
     of the bytes that were parsed, so nothing re-reads a file that may have changed since."""
 
     source: str

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from lockgen.adapters import signing, user_files
-from lockgen.adapters.oci_distribution import MAX_BLOB, Registry
+from lockgen.adapters import user_files
+from lockgen.adapters.node import signing
+from lockgen.adapters.distribution.oci_distribution import MAX_BLOB, Registry
 from lockgen.api.steps.certificate_steps import read_certificate, validated_body
 from lockgen.core import nesting
-from lockgen.core.attestation import (
+from lockgen.core.certificate.attestation import (
     artifact_manifest,
     certificate_annotations,
     certificate_referrers,
@@ -35,7 +36,7 @@ from lockgen.core.attestation import (
     statement,
     statement_binding,
 )
-from lockgen.core.image_reference import ImageReference, parse_reference
+from lockgen.core.image.image_reference import ImageReference, parse_reference
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.attestation import CYCLONEDX_MEDIA_TYPE, DSSE_MEDIA_TYPE, IN_TOTO_PAYLOAD_TYPE, AttachedCertificate, PushedReferrer

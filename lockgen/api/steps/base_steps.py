@@ -19,8 +19,8 @@ Where the absent blobs live, read before choosing:
   from; `base.name` (the registry and repository, `HOST/REPO@sha256:…`) is on index.json's descriptor of a
   shallow layout, outside the manifest digest: it says where the missing blobs are.
 skopeo cannot copy a layout with absent blobs (containers/image opens each blob file), so `lockgen push`
-puts a shallow layout itself (mount or stream, `adapters.registry_image`), and the commands that need
-every blob (`check --image`, `verify --image`, archives: `adapters/image_tree.place`) refuse it with one error
+puts a shallow layout itself (mount or stream, `adapters.image.registry_image`), and the commands that need
+every blob (`check --image`, `verify --image`, archives: `adapters/image/image_tree.place`) refuse it with one error
 saying to push it first.
 """
 
@@ -31,11 +31,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
-from lockgen.adapters import oci_layout, registry_image
-from lockgen.adapters.layer_members import LayerOpener
-from lockgen.adapters.oci_distribution import Registry
-from lockgen.core.image_reference import ImageReference, parse_reference, refuse_credentials
-from lockgen.core.layer_lookup import file_at
+from lockgen.adapters.image import oci_layout, registry_image
+from lockgen.adapters.image.layer_members import LayerOpener
+from lockgen.adapters.distribution.oci_distribution import Registry
+from lockgen.core.image.image_reference import ImageReference, parse_reference, refuse_credentials
+from lockgen.core.image.layer_lookup import file_at
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
 from lockgen.model.oci import ARCHITECTURE, BASE_DIGEST_ANNOTATION, BASE_SOURCE_ANNOTATION
@@ -128,7 +128,7 @@ def index_annotations(base: Base | None, manifest: dict[str, Any]) -> dict[str, 
 
 def base_file(base: Base, platform: str, paths: Sequence[str], progress: Callable[[str], None]) -> str | None:
     """The first of `paths` (absolute) that is a file in the base image's file system for `platform`, links
-    followed and whiteouts applied (`core.layer_lookup`), or None: its layers are read top down, each once and
+    followed and whiteouts applied (`core.image.layer_lookup`), or None: its layers are read top down, each once and
     only as far as a decision needs (a registry's streamed, and named in progress)."""
     architecture = ARCHITECTURE[platform]
     if isinstance(base, RegistryBase):

@@ -12,10 +12,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lockgen.adapters import signing, user_files
+from lockgen.adapters import user_files
+from lockgen.adapters.node import signing
 from lockgen.core import nesting
-from lockgen.core.numerics import NumericsReference
-from lockgen.core.stack_layout import CERT_SUFFIX
+from lockgen.core.certificate.numerics import NumericsReference
+from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics
 from lockgen.model.names import shown

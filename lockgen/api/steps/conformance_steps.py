@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen import __version__
-from lockgen.adapters import conformance_store, home, parallel, prefix_observer, stat_walk
-from lockgen.core.conformance import passing_record, passing_report
+from lockgen.adapters import home, parallel
+from lockgen.adapters.proof import conformance_store, prefix_observer, stat_walk
+from lockgen.core.env.conformance import passing_record, passing_report
 from lockgen.errors import UserError
 from lockgen.model.results import Conformance
 
@@ -36,7 +37,7 @@ def read_bundle(path: Path | None) -> BundleBytes | None:
     """The `--manifests` bundle's bytes, read once for the command (None without one)."""
     if path is None:
         return None
-    from lockgen.adapters import lock_file
+    from lockgen.adapters.lock import lock_file
 
     return lock_file.read_bundle(path)
 
@@ -45,7 +46,7 @@ def read_manifests(loaded: LoadedLock, platform: str | None, manifests: BundleBy
     """Every locked package's manifest read (and kept), each checked against the hash the lock pins: run before
     an image is pulled and unpacked, a lock whose packages cannot be proven is refused before that work, and
     `conform` then finds each manifest kept."""
-    from lockgen.adapters import manifest_store
+    from lockgen.adapters.proof import manifest_store
     from lockgen.api.steps.manifest_steps import expected_manifests
     from lockgen.api.steps.materialize_steps import lock_platform
 
@@ -195,13 +196,13 @@ def _conform(
     from hashlib import sha256
     from stat import S_ISREG
 
-    from lockgen.adapters import bytecode_proof, manifest_store
-    from lockgen.adapters.lockfile_yaml import parsed
+    from lockgen.adapters.proof import bytecode_proof, manifest_store
+    from lockgen.adapters.lock.lockfile_yaml import parsed
     from lockgen.api.steps.manifest_steps import expected_packages
     from lockgen.api.steps.materialize_steps import lock_platform
-    from lockgen.core.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
-    from lockgen.core.expected_env import expected_digest, lock_python, site_packages_of
-    from lockgen.core.image_config import service_files
+    from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage, compare, launcher_targets, pyc_pairs
+    from lockgen.core.env.expected_env import expected_digest, lock_python, site_packages_of
+    from lockgen.core.image.image_config import service_files
     from lockgen.model.oci import LOCK_INSIDE
 
     loaded = parsed(given)
@@ -260,8 +261,8 @@ def _interpreter_file(interpreter: str) -> str:
 def _runs_the_locked_python(loaded: LoadedLock, platform: str, prefix: Path, interpreter: str) -> None:
     """Refuses a venv whose interpreter, asked (`pyvenv.cfg` keeps what it was made with, not what runs), is not
     the exact Python the lock was made for, where it names one (a stack's `python = "X.Y.Z"`)."""
-    from lockgen.adapters.installers import interpreter_version
-    from lockgen.core.lock_builder import LockgenMeta
+    from lockgen.adapters.store.installers import interpreter_version
+    from lockgen.core.lock.lock_builder import LockgenMeta
 
     exact = LockgenMeta(loaded.lock).interpreter(platform)
     if not exact:

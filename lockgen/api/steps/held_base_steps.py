@@ -27,15 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import conda_meta, env_manifest, manifest_store
-from lockgen.adapters import layer_members
-from lockgen.adapters.layer_members import LayerOpener
+from lockgen.adapters.conda import conda_meta
+from lockgen.adapters.proof import manifest_store
+from lockgen.adapters.store import env_manifest
+from lockgen.adapters.image import layer_members
+from lockgen.adapters.image.layer_members import LayerOpener
 from lockgen.api.steps import team_steps
-from lockgen.core import lock_builder
-from lockgen.core.expected_env import is_wheel, lock_python, package_expected, site_packages_of
-from lockgen.core.image_config import service_files
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.team import HeldEnvironment, package_key, python_closure, same_builds
+from lockgen.core.lock import lock_builder
+from lockgen.core.env.expected_env import is_wheel, lock_python, package_expected, site_packages_of
+from lockgen.core.image.image_config import service_files
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.stack.team import HeldEnvironment, package_key, python_closure, same_builds
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock
 from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters import home, layer_members
+from lockgen.adapters import home
+from lockgen.adapters.image import layer_members
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.api.steps import base_steps
-from lockgen.core.image_config import is_environment_prefix
-from lockgen.core.image_reference import refuse_credentials
+from lockgen.core.image.image_config import is_environment_prefix
+from lockgen.core.image.image_reference import refuse_credentials
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.base_image import RegistryBase
 from lockgen.model.inputs import StackBase

@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lockgen.adapters import image_source, oci_layout
+from lockgen.adapters.image import image_source, oci_layout
 from lockgen.api.steps.conformance_steps import conform
 from lockgen.api.steps.shared_steps import Meter
-from lockgen.core.image_config import image_config
-from lockgen.core.image_whole import config_differences, environment_prefix, outside_problems
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.sbom import cyclonedx
+from lockgen.core.image.image_config import image_config
+from lockgen.core.image.image_whole import config_differences, environment_prefix, outside_problems
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.image.sbom import cyclonedx
 from lockgen.digests import canonical_json
 from lockgen.errors import LockgenError
 from lockgen.model.inputs import BundleBytes

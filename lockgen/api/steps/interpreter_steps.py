@@ -6,14 +6,14 @@ ends with "executable file not found" or a dangling link), so export refuses it,
 writing it:
 - a pure-PyPI lock's venv is pointed at the base image's `pythonX.Y` (`/usr/local/bin` of the `python:X.Y`
   images first, else Debian's `/usr/bin`), which must be a file of the base (links followed, whiteouts
-  applied: `core.layer_lookup`);
+  applied: `core.image.layer_lookup`);
 - an existing venv (`--from-prefix`) keeps its links, so the Python they lead to must be a file of the base at
   that very path (and the one `home` names, when it is another folder);
 - a vendor's image adopted as it is (`--from-image`) must hold the Python its venv links to;
 - a team's wheels added to a base that is a Python environment run on the base venv's Python, which the base
   image's own environment manifest records as its `bin/python` link: it must be a file of the base.
 A conda python is a file of the environment, and a program the kernel starts by its own rules
-(`core.program_start`): a dynamically linked ELF program with the dynamic loader its `PT_INTERP` names
+(`core.image.program_start`): a dynamically linked ELF program with the dynamic loader its `PT_INTERP` names
 (`/lib64/ld-linux-x86-64.so.2` of glibc on x86_64, `/lib/ld-linux-aarch64.so.1` on aarch64), a script with the
 interpreter its `#!` line names. `prove_python_starts` reads the environment's `bin/python` (links followed)
 and refuses an image that has no file at that path, neither in the environment nor in the base's layers, or
@@ -28,11 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lockgen.adapters import installers
-from lockgen.adapters.program_files import program_file
+from lockgen.adapters.store import installers
+from lockgen.adapters.image.program_files import program_file
 from lockgen.api.steps import base_steps
-from lockgen.core.layer_lookup import file_at
-from lockgen.core.program_start import MACHINES, program_start
+from lockgen.core.image.layer_lookup import file_at
+from lockgen.core.image.program_start import MACHINES, program_start
 from lockgen.model.names import shown
 from lockgen.errors import UserError
 from lockgen.model.image import LayerEntry

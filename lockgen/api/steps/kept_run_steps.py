@@ -8,8 +8,9 @@ variables alone (no activate.d scripts: those are sourced by bash, the full path
 
 from __future__ import annotations
 
-from lockgen.adapters import env_process, kept_runs
-from lockgen.core.activation_vars import activated
+from lockgen.adapters import env_process
+from lockgen.adapters.proof import kept_runs
+from lockgen.core.env.activation_vars import activated
 
 TYPE_CHECKING = False  # typing, pathlib and the models: not imported on this path
 if TYPE_CHECKING:
@@ -48,10 +49,10 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: M
     per record."""
     from pathlib import Path
 
-    from lockgen.adapters import conformance_store
-    from lockgen.adapters.stat_digest import stamps_digest
+    from lockgen.adapters.proof import conformance_store
+    from lockgen.adapters.proof.stat_digest import stamps_digest
     from lockgen.api.steps.materialize_steps import found_line, found_unchanged
-    from lockgen.core.stack_layout import target_of_lock
+    from lockgen.core.stack.stack_layout import target_of_lock
     from lockgen.model.names import escaped
 
     given = None if prefix is None else str(prefix)

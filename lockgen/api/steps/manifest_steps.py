@@ -10,12 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters import archive_safety, conda_package, file_roots, manifest_store, package_store, wheel_record
-from lockgen.core import lock_builder
-from lockgen.core.conformance import ExpectedPackage
-from lockgen.core.package_identity import require_manifest_of
-from lockgen.core.expected_env import PLACEMENT_LAYOUT, is_wheel, lock_python, package_expected, placed_of_record
-from lockgen.core.expected_env import placed_record, wheel_expected
+from lockgen.adapters import archive_safety
+from lockgen.adapters.conda import conda_package
+from lockgen.adapters.proof import manifest_store
+from lockgen.adapters.pypi import wheel_record
+from lockgen.adapters.store import file_roots, package_store
+from lockgen.core.lock import lock_builder
+from lockgen.core.env.conformance import ExpectedPackage
+from lockgen.core.env.package_identity import require_manifest_of
+from lockgen.core.env.expected_env import PLACEMENT_LAYOUT, is_wheel, lock_python, package_expected, placed_of_record
+from lockgen.core.env.expected_env import placed_record, wheel_expected
 from lockgen.errors import UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.manifests import PackageManifest

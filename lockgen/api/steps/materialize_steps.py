@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters import conformance_store, file_guard, home, kept_inputs, stat_walk
-from lockgen.core.confined import child
-from lockgen.core.platforms import choose_platform
+from lockgen.adapters import home
+from lockgen.adapters.lock import kept_inputs
+from lockgen.adapters.proof import conformance_store, stat_walk
+from lockgen.adapters.store import file_guard
+from lockgen.core.env.confined import child
+from lockgen.core.stack.platforms import choose_platform
 from lockgen.errors import LockgenError
 from lockgen.model.inputs import LockBytes
 
@@ -88,13 +91,13 @@ def kept_made(lock: LockBytes, platform: str | None, prefix: Path | None, progre
 
 
 def _parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
-    from lockgen.adapters.lockfile_yaml import parsed
+    from lockgen.adapters.lock.lockfile_yaml import parsed
 
     return parsed(lock)
 
 
 def _store_prefix(loaded: LoadedLock, platform: str | None) -> Path:
-    from lockgen.core.lock_builder import LockgenMeta
+    from lockgen.core.lock.lock_builder import LockgenMeta
 
     return store_prefix(loaded.sha256, LockgenMeta(loaded.lock).target, loaded.lock.metadata.platforms, loaded.source, platform)
 
@@ -103,7 +106,7 @@ def store_prefix(lock_sha256: str, target: str, platforms: tuple[str, ...], sour
     """The store's prefix for the environment of the lock whose bytes' sha256 is `lock_sha256` (its recorded
     `target`, else the one its file `source` is named for) on the platform chosen of its `platforms` (refused
     when it lacks it)."""
-    from lockgen.core.stack_layout import target_of_lock
+    from lockgen.core.stack.stack_layout import target_of_lock
 
     chosen = choose_platform(platforms, platform, home.native_platform(), home.machine())
     return default_prefix(lock_sha256, f"{target or target_of_lock(Path(source))}-{chosen}")

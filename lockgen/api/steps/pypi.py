@@ -12,14 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockgen.adapters import local_source, uv_resolver
+from lockgen.adapters.pypi import local_source, uv_resolver
 from lockgen.api.steps.torch_source_steps import TorchSources
-from lockgen.core.cuda_components import by_owner_rule, components_text, window_constraints
-from lockgen.core.explain import decision
-from lockgen.core.facts_inference import Inference, with_inferred
-from lockgen.core.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
-from lockgen.core.pypi_rules import check_resolved_torch, torch_admission
-from lockgen.core.torch_sources import check_cpu_lock, routes_text
+from lockgen.core.gpu.cuda_components import by_owner_rule, components_text, window_constraints
+from lockgen.core.gpu.explain import decision
+from lockgen.core.gpu.facts_inference import Inference, with_inferred
+from lockgen.core.pypi.pypi_plan import PypiPlan, held_by_conda, needs_torch_rules, plan_pypi
+from lockgen.core.pypi.pypi_rules import check_resolved_torch, torch_admission
+from lockgen.core.pypi.torch_sources import check_cpu_lock, routes_text
 from lockgen.errors import ChannelError, UnsatisfiableError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.lock import LockedPackage

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.lockfile_yaml import checked_lock_text
+from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
 from lockgen.api.steps import team_steps
 from lockgen.api.steps.stack_steps import load_stack
-from lockgen.core import lock_builder, lock_meta, stack_layout, team
-from lockgen.core.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
-from lockgen.core.facts import arch_fact, load_facts
-from lockgen.core.plan import explain_exclusions, plan_request
+from lockgen.core.lock import lock_builder, lock_meta
+from lockgen.core.stack import stack_layout, team
+from lockgen.core.gpu.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
+from lockgen.core.gpu.facts import arch_fact, load_facts
+from lockgen.core.stack.plan import explain_exclusions, plan_request
 from lockgen.errors import UnsatisfiableError, UserError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.inputs import LoadedStack, StackBase
@@ -27,8 +28,8 @@ from lockgen.model.results import LockState, TargetResult
 from lockgen.model.spec import StackSpec, Target
 
 if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only for PyPI ones
-    from lockgen.adapters.rattler_solver import ChannelSet
-    from lockgen.core.pypi_plan import PypiPlan
+    from lockgen.adapters.conda.rattler_solver import ChannelSet
+    from lockgen.core.pypi.pypi_plan import PypiPlan
     from lockgen.api.steps.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
@@ -298,7 +299,7 @@ def _moved_nothing(existing: Lock, target: Target, lock: Lock) -> bool:
     """Whether an `--update` solve changed no package of the existing lock, whose inputs are otherwise current:
     then that lock is kept byte for byte (the holds it was solved with are no input of the stack, and a plain
     resolve would only write the same lock back)."""
-    from lockgen.core.freshness import stale_reasons
+    from lockgen.core.lock.freshness import stale_reasons
 
     return existing.package == lock.package and not stale_reasons(target.name, existing, lock.metadata)
 

@@ -17,17 +17,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from lockgen.adapters import archive_safety, conda_meta, dist_info, env_manifest, file_guard, home, installers, package_store
-from lockgen.adapters import bytecode_proof, conformance_store, local_source, prefix_observer, rattler_cache, security_xattrs, stat_walk, store_scrub
+from lockgen.adapters import archive_safety, home
+from lockgen.adapters.conda import conda_meta
+from lockgen.adapters.pypi import dist_info
+from lockgen.adapters.store import env_manifest, file_guard, installers, package_store
+from lockgen.adapters.conda import rattler_cache
+from lockgen.adapters.proof import bytecode_proof, conformance_store, prefix_observer, security_xattrs, stat_walk, store_scrub
+from lockgen.adapters.pypi import local_source
 from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import install_proven
-from lockgen.core import drift as drift_rules
-from lockgen.core import lock_builder, stack_layout
-from lockgen.core.conformance import ExpectedPackage, launcher_targets, unstated
-from lockgen.core.expected_env import conda_expected, lock_python
-from lockgen.core.lock_builder import LockgenMeta
-from lockgen.core.team import HeldEnvironment, package_key
-from lockgen.core.wheel_files import OWN_FOLDER, in_own_folder
+from lockgen.core.env import drift as drift_rules
+from lockgen.core.lock import lock_builder
+from lockgen.core.stack import stack_layout
+from lockgen.core.env.conformance import ExpectedPackage, launcher_targets, unstated
+from lockgen.core.env.expected_env import conda_expected, lock_python
+from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.core.stack.team import HeldEnvironment, package_key
+from lockgen.core.env.wheel_files import OWN_FOLDER, in_own_folder
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
@@ -320,7 +326,7 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
 
 def unsafe_modes(prefix: Path, walked: env_manifest.Walked | None = None) -> list[str]:
     """`PATH (why)` for each file or folder of `prefix` (`walked`: its paths with their lstat, when the caller
-    walked it) whose mode no package installs (`core.drift.unsafe_mode`) or that carries file capabilities, sorted."""
+    walked it) whose mode no package installs (`core.env.drift.unsafe_mode`) or that carries file capabilities, sorted."""
     if walked is None:
         files, folders = env_manifest.scan_tree(prefix)
         walked = {**files, **folders}

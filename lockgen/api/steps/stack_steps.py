@@ -13,16 +13,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters.channels import locate_channel, parse_aliases, run_aliases
-from lockgen.adapters.stack_file import read_stack, read_stack_text
-from lockgen.core import lock_builder
+from lockgen.adapters.conda.channels import locate_channel, parse_aliases, run_aliases
+from lockgen.adapters.lock.stack_file import read_stack, read_stack_text
+from lockgen.core.lock import lock_builder
 from lockgen.core.credentials import scrub_url
 from lockgen.errors import UserError
 from lockgen.model.inputs import LoadedStack, StackBase
 
 if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
-    from lockgen.adapters.rattler_solver import ChannelSet
-    from lockgen.core.freshness import Staleness
+    from lockgen.adapters.conda.rattler_solver import ChannelSet
+    from lockgen.core.lock.freshness import Staleness
     from lockgen.model.lock import LoadedLock, Lock
     from lockgen.model.spec import Target
 
@@ -49,7 +49,7 @@ def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Calla
         cutoff = cutoff.replace(tzinfo=dt.timezone.utc)
     if not spec.has_conda:
         return stack, None
-    from lockgen.adapters.rattler_solver import ChannelSet
+    from lockgen.adapters.conda.rattler_solver import ChannelSet
 
     return stack, ChannelSet(channels, exclude_newer=cutoff)
 
@@ -60,8 +60,8 @@ def stated_staleness(stack: LoadedStack, target: Target, lock: LoadedLock) -> li
     a resolve would record is built as `resolve --check` builds it, without the channels' indexes or a solve,
     which those reasons never compare."""
     from lockgen.api.steps.team_steps import base_lock_bytes
-    from lockgen.core.freshness import stated_reasons
-    from lockgen.core.lock_builder import resolved_metadata
+    from lockgen.core.lock.freshness import stated_reasons
+    from lockgen.core.lock.lock_builder import resolved_metadata
 
     spec = stack.spec
     base = (spec.extends, base_lock_bytes(stack, target).sha256) if spec.extends else None
@@ -72,8 +72,8 @@ def stated_staleness(stack: LoadedStack, target: Target, lock: LoadedLock) -> li
 
 def local_staleness(stack_folder: Path, target: str, lock: Lock) -> list[Staleness]:
     """`local-changed` when a local package's folder no longer matches its entry (each package named once)."""
-    from lockgen.adapters import local_source
-    from lockgen.core.freshness import local_changed
+    from lockgen.adapters.pypi import local_source
+    from lockgen.core.lock.freshness import local_changed
 
     names = {p.name: p for p in lock.package if lock_builder.local_of(p) is not None}
     return local_changed(target, [reason for package in names.values() if (reason := local_source.changed(stack_folder, package))])

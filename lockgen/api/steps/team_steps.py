@@ -1,7 +1,7 @@
 """A step of resolve for team stacks (`[stack] extends`): the base's lock for each target, read once (a base
 that is a lock comes read with its `LoadedStack`), so resolve can hold it, package for package, under the team's solve (the holds, the packages a
 free solve would move, and the entries a team lock takes from a base that is a lock are pure rules in
-`core/team.py`).
+`core/stack/team.py`).
 
 The base may be a lock instead of a stack (`extends = "../vendor/locks/node.conda-lock.yml"`): a Python
 environment adopted from a vendor image or a node by `freeze --inventory` and `pin`. Its packages are held
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockgen.adapters import lock_file
-from lockgen.adapters.lockfile_yaml import read_lock
-from lockgen.core import stack_layout
-from lockgen.core.lock_builder import LockgenMeta
+from lockgen.adapters.lock import lock_file
+from lockgen.adapters.lock.lockfile_yaml import read_lock
+from lockgen.core.stack import stack_layout
+from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.errors import UserError
 from lockgen.model.inputs import LoadedStack, LockBytes
 from lockgen.model.lock import LoadedLock, Lock

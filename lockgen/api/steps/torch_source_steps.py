@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lockgen.adapters import pypi_index, release_evidence
+from lockgen.adapters.pypi import pypi_index, release_evidence
 from lockgen.core.credentials import scrub_url
-from lockgen.core.facts_inference import Inference, infer_releases, newest_known
-from lockgen.core.torch_choice import SourceOffer
+from lockgen.core.gpu.facts_inference import Inference, infer_releases, newest_known
+from lockgen.core.pypi.torch_choice import SourceOffer
 from lockgen.errors import ChannelError, LockgenError, NotFoundError
 from lockgen.model.facts import GpuFacts
 from lockgen.model.names import normalize

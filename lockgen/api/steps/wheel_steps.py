@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from lockgen.adapters import env_manifest, installers, parallel, store_scrub, wheel_store
-from lockgen.core.conformance import ExpectedPackage
+from lockgen.adapters import parallel
+from lockgen.adapters.proof import store_scrub
+from lockgen.adapters.pypi import wheel_store
+from lockgen.adapters.store import env_manifest, installers
+from lockgen.core.env.conformance import ExpectedPackage
 from lockgen.errors import LockFormatError, ToolFailedError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import shown

@@ -1,0 +1,1 @@
+"""Registries: the OCI distribution protocol, pushes and their credentials."""

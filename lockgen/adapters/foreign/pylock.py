@@ -1,0 +1,89 @@
+"""PEP 751 `pylock.toml` read for lockgen's Linux platforms: the packages whose markers hold for the
+platform, the CPython version and the chosen extras and dependency groups, each with the wheel that fits
+(its sha256 kept). What cannot come over is listed with its reason (no wheel for the platform, an sdist,
+a VCS, directory or archive source); a chosen wheel without a sha256 is returned as data, with the package's
+`index`, for the import to find its hash there or refuse it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.markers import InvalidMarker, Marker
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from lockgen.adapters.pypi.python_wheels import PLATFORMS, UnhashedWheel, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
+from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.lock import LockedPackage, PackageHash
+
+
+def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedPackage, ...], tuple[str, ...], str, tuple[UnhashedWheel, ...]]:
+    """(packages, what could not come over, the CPython X.Y chosen, the chosen wheels without a sha256)."""
+    version = str(data.get("lock-version", ""))
+    if not version.startswith("1."):
+        raise LockFormatError(f"pylock.toml lock-version {version!r} is not supported", "lockgen reads lock-version 1.x (PEP 751)")
+    glibc = checked_glibc(choices.glibc)
+    python = python_within(str(data.get("requires-python", "")), choices.python)
+    known_extras, known_groups = set(data.get("extras", [])), set(data.get("dependency-groups", []))
+    for kind, chosen, known in (("extra", set(choices.extras), known_extras), ("dependency group", set(choices.groups), known_groups)):
+        if chosen - known:
+            raise UserError(f"the pylock.toml has no {kind} {', '.join(sorted(chosen - known))}", f"it has: {', '.join(sorted(known)) or 'none'}")
+    extras = known_extras if choices.all_extras else set(choices.extras)
+    groups = set(choices.groups) | (set(data.get("default-groups", [])) if choices.dev else set())
+    packages, skipped, unhashed = [], [], []
+    for platform in PLATFORMS:
+        environment = {**environment_of(platform, python), "extras": extras, "dependency_groups": groups}
+        environments = data.get("environments") or []
+        if environments and not any(_holds(m, environment) for m in environments):
+            skipped.append(f"{platform}: the file's environments do not include it ({'; '.join(environments)})")
+            continue
+        for entry in data.get("packages", []):
+            if not _holds(entry.get("marker"), environment) or not _python_ok(entry.get("requires-python"), python.full):
+                continue
+            label = f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
+            reason = _not_convertible(entry)
+            if reason:
+                skipped.append(f"{label} {reason}")
+                continue
+            wheels = [w for w in entry.get("wheels", []) if isinstance(w, dict) and "url" in w]
+            wheel = best_wheel(wheels, platform, python, glibc)
+            if wheel is None:
+                skipped.append(f"{label} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}")
+                continue
+            sha256 = (wheel.get("hashes") or {}).get("sha256")
+            if not sha256:
+                unhashed.append(UnhashedWheel(platform, entry["name"], str(entry.get("version", "")), wheel["url"], str(entry.get("index", ""))))
+                continue
+            packages.append(LockedPackage(name=entry["name"], version=str(entry.get("version", "")), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256)))
+    return tuple(packages), tuple(skipped), python.shown, tuple(unhashed)
+
+
+def _holds(marker: str | None, environment: dict[str, Any]) -> bool:
+    if not marker:
+        return True
+    try:
+        return Marker(marker).evaluate(environment, context="lock_file")
+    except InvalidMarker:
+        raise LockFormatError(f"pylock.toml has a marker lockgen cannot read: `{marker}`", "") from None
+
+
+def _python_ok(requires: str | None, python: str) -> bool:
+    if not requires:
+        return True
+    try:
+        return SpecifierSet(requires).contains(python)
+    except InvalidSpecifier:
+        raise LockFormatError(f"pylock.toml has a requires-python lockgen cannot read: `{requires}`", "") from None
+
+
+def _not_convertible(entry: dict[str, Any]) -> str | None:
+    if "vcs" in entry:
+        return f"comes from {entry['vcs'].get('type', 'a VCS')} ({entry['vcs'].get('url', '?')}): build a wheel and pin it"
+    if "directory" in entry:
+        return f"is a local directory ({entry['directory'].get('path', '?')}): build a wheel and pin it"
+    if "archive" in entry:
+        return "is an archive URL, not a wheel: build a wheel and pin it"
+    if not entry.get("wheels") and "sdist" in entry:
+        return "has an sdist only: it would be built on install"
+    return None

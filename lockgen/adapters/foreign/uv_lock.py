@@ -1,0 +1,205 @@
+"""uv.lock (v1) read as uv itself installs it: from the roots `uv sync` would install, with the extras and
+groups it would be told, along every edge whose marker holds for the target (platform, CPython version,
+the active extras and groups: `adapters.foreign.uv_graph`), to the wheel that fits each package.
+
+uv.lock is universal: one file for every platform and Python, forks of a package per Python range
+(`resolution-markers`) and, with `[tool.uv] conflicts`, per extra or group. It records the workspace's
+members and conflicts, but not the settings uv reads from pyproject.toml at install time: which project is
+the root (the one in the folder uv runs in) and `[tool.uv] default-groups`. Those come from the pyproject
+(`adapters.foreign.uv_project`); without one, the root is the lock's own project (the local package at `.`, else
+every member, as for a workspace root that is no project) and the default groups uv's `["dev"]`, said in
+one line of what was assumed when the lock has groups that make it matter.
+
+Nothing is taken from the top-level package list without an edge leading to it, so a Windows-only or
+PyPy-only package never comes over, and a needed package that cannot come over (no wheel for the platform,
+one that needs a newer glibc, an sdist, a git or local source) is listed with its reason; a chosen wheel without a
+sha256 is returned as data (`UvImport.unhashed`, with its index), for the import to find its hash or refuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lockgen.adapters.pypi.python_wheels import PLATFORMS, Python, UnhashedWheel, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
+from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.names import normalize
+
+
+@dataclass(frozen=True)
+class UvProject:
+    """What the workspace root's pyproject.toml says that uv.lock does not record: the project's name (None
+    for a workspace root that is no project) and `[tool.uv] default-groups` (`all_default_groups` for "all")."""
+
+    source: str
+    name: str | None
+    default_groups: tuple[str, ...] = ("dev",)
+    all_default_groups: bool = False
+
+
+@dataclass(frozen=True)
+class UvChoices:
+    """What `uv sync` would be told: the Python (X.Y or X.Y.Z), the extras and groups (the default groups are
+    in unless `no_default_groups`, `dev` unless `dev=False`, as uv does; `all_groups`, `only_groups` without
+    the projects themselves, `no_groups` left out of any), the root (`package`, or `all_packages`), the newest
+    manylinux glibc a wheel may need, and the project's pyproject settings."""
+
+    python: str | None = None
+    extras: tuple[str, ...] = ()
+    all_extras: bool = False
+    groups: tuple[str, ...] = ()
+    dev: bool = True
+    no_default_groups: bool = False
+    all_groups: bool = False
+    only_groups: tuple[str, ...] = ()
+    no_groups: tuple[str, ...] = ()
+    package: str | None = None
+    all_packages: bool = False
+    glibc: str = "2.28"
+    project: UvProject | None = None
+
+
+@dataclass(frozen=True)
+class UvImport:
+    packages: tuple[LockedPackage, ...]
+    skipped: tuple[str, ...]
+    python: str
+    assumed: tuple[str, ...] = ()
+    unhashed: tuple[UnhashedWheel, ...] = ()  # wheels chosen that the lock gives no sha256 for
+
+
+def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
+    """The wheels uv would install from `data` (a parsed uv.lock) on each Linux platform, and what it would
+    need that cannot come over."""
+    if data.get("version") != 1:
+        raise LockFormatError(f"uv.lock version {data.get('version')!r} is not supported", "lockgen imports uv.lock v1")
+    glibc = checked_glibc(choices.glibc)
+    python = python_within(data.get("requires-python", ""), choices.python)
+    graph = UvGraph.of(data)
+    roots = _roots(graph, choices)
+    starts, assumed = _starts(graph, roots, choices)
+    packages: list[LockedPackage] = []
+    skipped: list[str] = []
+    unhashed: list[UnhashedWheel] = []
+    for platform in PLATFORMS:
+        environment = environment_of(platform, python)
+        reached = installed(graph, starts, environment, activated(graph, starts, environment))
+        for key in sorted(reached):
+            if reached[key] is graph.workspace:
+                continue
+            found = _converted(reached[key], platform, python, glibc)
+            if isinstance(found, LockedPackage):
+                packages.append(found)
+            elif isinstance(found, UnhashedWheel):
+                unhashed.append(found)
+            else:
+                skipped.append(found)
+    return UvImport(tuple(packages), tuple(skipped), python.shown, assumed, tuple(unhashed))
+
+
+def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
+    """The projects `uv sync` installs: `--package`'s, every member's, the pyproject's project, or the lock's
+    own (the local package at `.`; every member, and the root's own requirements and groups, where the
+    workspace root is no project)."""
+    members = ", ".join(graph.members)
+    if choices.package is not None:
+        if normalize(choices.package) not in graph.members:
+            raise UserError(f"the lock's workspace has no member `{choices.package}`", f"its members: {members}")
+        return [graph.member(choices.package)]
+    if choices.all_packages:  # a root that is no project comes too, its groups with it (as uv exports them)
+        return [graph.member(name) for name in graph.members] + ([graph.workspace] if graph.workspace else [])
+    project = choices.project
+    if project is not None and project.name is not None:
+        if normalize(project.name) not in graph.members:
+            raise UserError(
+                f"`{project.source}` is the project `{project.name}`, which this uv.lock does not hold", f"pass the pyproject.toml of the workspace that wrote the lock (its members: {members})"
+            )
+        return [graph.member(project.name)]
+    own = [graph.member(name) for name in graph.members if _at_root(graph.member(name))]
+    if own and project is None:
+        return own[:1]
+    return [graph.member(name) for name in graph.members] + ([graph.workspace] if graph.workspace else [])
+
+
+def _at_root(entry: dict[str, Any]) -> bool:
+    source = entry.get("source", {})
+    return source.get("editable", source.get("virtual")) == "."
+
+
+def _starts(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices) -> tuple[list[Node], tuple[str, ...]]:
+    """The walk's starting nodes (each root, its chosen extras and groups; with `--package`, the groups asked for
+    of a workspace root that is no project too, as uv exports them) and what was assumed to choose them.
+    An extra or group no root has is refused, listing the ones they have."""
+    extras = _known(roots, "extra", choices.extras)
+    virtual = graph.workspace if choices.package is not None and graph.workspace is not None else None
+    groups = _known(roots + ([virtual] if virtual else []), "group", choices.groups + choices.only_groups)
+    left_out = {normalize(g) for g in choices.no_groups}
+    project = choices.project
+    if choices.no_default_groups or choices.only_groups:
+        defaults: set[str] = set()
+    elif project is not None and project.all_default_groups:
+        defaults = {name for root in roots for name in tables(root, "group")}
+    else:
+        defaults = {normalize(g) for g in (project.default_groups if project else ("dev",))}
+    defaults -= set() if choices.dev else {"dev"}
+    starts: list[Node] = []
+    for root in roots:
+        has_extras, has_groups = set(tables(root, "extra")), set(tables(root, "group"))
+        if not choices.only_groups:  # --only-group: the groups alone, not the projects (as uv)
+            starts.append((root, "", ""))
+            starts += [(root, "extra", e) for e in sorted(has_extras if choices.all_extras else has_extras & extras)]
+        starts += [(root, "group", g) for g in sorted((has_groups if choices.all_groups else has_groups & (groups | defaults)) - left_out)]
+    if virtual is not None:
+        starts += [(virtual, "group", g) for g in sorted(set(tables(virtual, "group")) & groups - left_out)]
+    return starts, _assumed(graph, roots, choices, defaults)
+
+
+def _known(roots: list[dict[str, Any]], kind: str, wanted: tuple[str, ...]) -> set[str]:
+    chosen = {normalize(name) for name in wanted}
+    known = {name for root in roots for name in tables(root, kind)}
+    unknown = ", ".join(sorted(chosen - known))
+    if unknown:
+        word, words = ("extra", "extras") if kind == "extra" else ("dependency group", "groups")
+        if len(roots) == 1:
+            raise UserError(f"the project `{roots[0]['name']}` has no {word} {unknown}", f"its {words}: {', '.join(sorted(known)) or 'none'} (another member: --package NAME)")
+        raise UserError(f"no workspace member has the {word} {unknown}", f"their {words}: {', '.join(sorted(known)) or 'none'}")
+    return chosen
+
+
+def _assumed(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices, defaults: set[str]) -> tuple[str, ...]:
+    """The one line saying that uv's default groups were assumed, where no pyproject said and it matters (a
+    root has a default group, or the lock's conflicts name groups)."""
+    if choices.project is not None or choices.no_default_groups:
+        return ()
+    groups = {name for root in roots for name in tables(root, "group")}
+    conflicting = any(kind == "group" for conflict in graph.conflicts for _, kind, _ in conflict)
+    if not (groups & defaults or conflicting):
+        return ()
+    return (
+        'no pyproject.toml beside the lock: assumed uv\'s default-groups ["dev"] (uv.lock does not record '
+        "[tool.uv] default-groups), pass --project PATH/pyproject.toml to read it, or choose with --group, "
+        "--no-dev or --no-default-groups",
+    )
+
+
+def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> LockedPackage | UnhashedWheel | str:
+    """The lock entry for the package on `platform`, the wheel chosen when the lock gives no sha256 for it, or
+    why it cannot come over."""
+    source = entry.get("source", {})
+    label = f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
+    if is_local_project(entry):
+        return f"{platform}: `{entry['name']}` is a local project of the workspace (no archive to lock)"
+    if "git" in source:
+        return f"{label} comes from git ({source['git']}): build a wheel and pin it"
+    if "path" in source or "directory" in source:
+        return f"{label} is a local path ({source.get('path') or source.get('directory')}): build a wheel and pin it"
+    wheels = [wheel for wheel in entry.get("wheels", []) if "url" in wheel]
+    wheel = best_wheel(wheels, platform, python, glibc)
+    if wheel is None:
+        return f"{label} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}"
+    sha256 = str(wheel.get("hash", "")).removeprefix("sha256:")
+    if not str(wheel.get("hash", "")).startswith("sha256:"):
+        return UnhashedWheel(platform, entry["name"], str(entry["version"]), wheel["url"], str(source.get("registry", "")))
+    return LockedPackage(name=entry["name"], version=str(entry["version"]), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256))

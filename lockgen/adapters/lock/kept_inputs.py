@@ -1,0 +1,129 @@
+"""Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
+its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`), kept under
+`$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
+command given the same bytes can load what was checked without pydantic or the models (the fast path,
+`lockgen.cli.fast_path`), as git keeps its index and uv its resolutions.
+
+What a kept value trusts: that the file under lockgen's home was written by lockgen, after the models accepted
+the bytes whose sha256 names it, by this version of lockgen and this SCHEMA of the kept form (another version
+reads its own folder). It is written whole (a temporary file and a rename) or not at all, and read back only
+when its own record names the same sha256, kind, version and schema; anything else reads as not kept, and the
+bytes are parsed again. Keeping is best-effort: a home lockgen cannot write keeps nothing, and every command
+still works. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, makes every command parse every byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from lockgen import __version__
+from lockgen.adapters.proof.kept_runs import REPARSE, kept_folder, trusted
+from lockgen.errors import LockgenError
+
+__all__ = ["REPARSE", "KeptLock", "keep", "keep_fresh", "keep_lock", "kept", "kept_fresh", "kept_lock", "trusted"]
+
+if TYPE_CHECKING:
+    from lockgen.model.lock import Lock
+
+SCHEMA = 1  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
+Kind = Literal["lock", "stack"]
+
+
+def _path(kind: Kind, sha256: str) -> Path:
+    return Path(kept_folder(kind, SCHEMA)) / f"{sha256}.json"
+
+
+def keep(kind: Kind, sha256: str, value: Callable[[], dict[str, Any]], readable: Callable[[dict[str, Any]], object]) -> None:
+    """Keeps what the models accepted for the bytes whose sha256 is `sha256` (`value()`, plain JSON values),
+    unless a value its reader can read (`readable` of it is truthy) is kept already: one that cannot be read
+    (damaged, or of another shape) is written again."""
+    path = _path(kind, sha256)
+    found = _value(kind, sha256)
+    if found is not None and readable(found):
+        return
+    from lockgen.adapters.atomic_files import write_bytes_atomic  # tempfile: only a command that keeps loads it
+
+    record = {"kind": kind, "sha256": sha256, "lockgen": __version__, "schema": SCHEMA, "value": value()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
+    except (OSError, ValueError, LockgenError):  # a home lockgen cannot write (read-only, full, a folder there), a value JSON cannot hold
+        pass  # nothing kept: the next command parses the bytes again
+
+
+def kept(kind: Kind, sha256: str) -> dict[str, Any] | None:
+    """The value kept for the bytes whose sha256 is `sha256`, None when none is kept (or kept values are off)."""
+    return _value(kind, sha256) if trusted() else None
+
+
+def _value(kind: Kind, sha256: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(_path(kind, sha256).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or (record.get("kind"), record.get("sha256"), record.get("lockgen"), record.get("schema")) != (kind, sha256, __version__, SCHEMA):
+        return None
+    value = record.get("value")
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class KeptLock:
+    """What the fast path reads of a kept lock: its recorded target ("" when it records none) and its platforms."""
+
+    target: str
+    platforms: tuple[str, ...]
+
+
+def keep_lock(sha256: str, lock: Lock) -> None:
+    """Keeps a lock the models accepted: its checked value, its target (by `LockgenMeta`, the one reader of its
+    keys) and its platforms."""
+
+    def value() -> dict[str, Any]:
+        from lockgen.core.lock.lock_builder import LockgenMeta
+
+        return {"lock": lock.model_dump(mode="json"), "target": LockgenMeta(lock).target, "platforms": list(lock.metadata.platforms)}
+
+    keep("lock", sha256, value, _lock_facts)
+
+
+def kept_lock(sha256: str) -> KeptLock | None:
+    """The kept lock whose bytes' sha256 is `sha256`, None when none is kept (or its record is not of that shape)."""
+    value = kept("lock", sha256)
+    return None if value is None else _lock_facts(value)
+
+
+def _lock_facts(value: dict[str, Any]) -> KeptLock | None:
+    target, platforms = value.get("target"), value.get("platforms")
+    if not isinstance(target, str) or not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms):
+        return None
+    return KeptLock(target, tuple(platforms))
+
+
+def keep_fresh(stack_key: str, target: str, lock_sha256: str, parents: list[tuple[str, str]]) -> None:
+    """Keeps that the lock whose bytes' sha256 is `lock_sha256` was found fresh for `target` of the stack
+    `stack_key` names (the sha256 of its file name and bytes), by what the stack states (`run`'s freshness
+    check, issue 44), with the other files that check read (`parents`: a base lock's absolute path and the
+    sha256 of the bytes read), so a later `run` of the same bytes need not parse the stack to know it."""
+    keep("stack", _fresh_key(stack_key, target, lock_sha256), lambda: {"parents": [list(parent) for parent in parents]}, _parents)
+
+
+def kept_fresh(stack_key: str, target: str, lock_sha256: str) -> list[tuple[str, str]] | None:
+    """The parents (path, sha256) of a kept fresh verdict for exactly these bytes and target; None when none is kept."""
+    value = kept("stack", _fresh_key(stack_key, target, lock_sha256))
+    return None if value is None else _parents(value)
+
+
+def _fresh_key(stack_key: str, target: str, lock_sha256: str) -> str:
+    return hashlib.sha256(f"{stack_key}\0{target}\0{lock_sha256}".encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
+    parents = value.get("parents")
+    if not isinstance(parents, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(part, str) for part in p) for p in parents):
+        return None
+    return [(p[0], p[1]) for p in parents]

@@ -1,0 +1,1 @@
+"""PyPI wheels: indexes, uv's resolver, the wheel store and mirror, RECORDs and installed distributions."""

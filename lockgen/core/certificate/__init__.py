@@ -1,0 +1,1 @@
+"""Certificates: what verify measured against its envelopes, numerics, causes, formats, attestations."""

@@ -1,0 +1,276 @@
+"""A certificate rendered for the tools fleets read, pure: Prometheus's text exposition (for node_exporter's
+textfile collector), a Node Feature Discovery feature file, Node Problem Detector's one-line verdict, and a
+JUnit XML report. Each is a function of the certificate body (NFD's also of how long its labels stay
+valid); writing the text, atomically, is the caller's. prometheus-client builds the exposition; it is
+imported only when one is rendered, so `lockgen verify` without `--emit prom` needs no more wheels.
+
+Every string of a certificate reaches these formats cleaned: no control character ends a line early or
+breaks XML, no lone surrogate breaks UTF-8; Prometheus label names are fixed (the library escapes the
+values), and the one NFD name taken from the certificate, its target, is made a Kubernetes label name.
+
+A certificate judged against a pinned numerics reference (`cert export --expect-numerics`, `verify
+--expect-numerics --emit`: a `numerics.ReferenceJudgement`) says so in each: its `numerics/expected_fingerprint`
+check among the others (a failed JUnit testcase, the passed gauge 0, no NFD label), and apart, what each tool
+can select on: Prometheus's `lockgen_numerics_reference_match` (1 or 0, the differing digests and the likely cause
+as labels), NFD's `<target>.numerics=matches` while it passes (a comment naming the digests when it does not),
+JUnit's `numerics.*` properties.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lockgen.core.certificate.numerics import ReferenceJudgement
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.certificate import CertificateBody, Check
+from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
+from lockgen.model.names import UNSHOWABLE
+
+NFD_NAMESPACE = "lockgen.io"
+_CREATED = "%Y-%m-%dT%H:%M:%SZ"
+_IDENTITY_LABELS = ("target", "arch", "mode", "lock_sha256", "image_digest")
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes' label value rule
+_NOT_IN_LABEL_NAME = re.compile(r"[^-A-Za-z0-9_.]")
+_NFD_SUFFIX = ".arch"
+_NFD_NUMERICS = ".numerics"
+
+
+def _utf8(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (JSON's `\\ud800`) becomes `?`."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _one_line(text: str) -> str:
+    """`text` for a line of NFD's or NPD's: every character a person's terminal would not show as it is (controls,
+    line separators, direction and zero-width marks: `names.UNSHOWABLE`) a space, so the line stays one and reads as written."""
+    return UNSHOWABLE.sub(" ", _utf8(text))
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", _utf8(text))
+
+
+def _created_at(body: CertificateBody) -> dt.datetime:
+    """When the certificate's run started (UTC), as `lockgen verify` records it."""
+    try:
+        return dt.datetime.strptime(body.created, _CREATED).replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        raise LockFormatError(f"the certificate's time {_one_line(body.created)!r} is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
+
+
+def _number(value: object) -> float | None:
+    """A figure's value as a float, or None where it is not a number (not run, or a value too large)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+def _numeric_figures(body: CertificateBody) -> list[tuple[str, str, str, float]]:
+    """(group, name, unit, value) of every figure that has a number, sorted; figures not run have none."""
+    found = []
+    for group, entries in sorted(body.figures.items()):
+        for name, entry in sorted(entries.items()):
+            value = _number(entry.get("value"))
+            if value is not None:
+                unit = entry.get("unit")
+                found.append((group, name, unit if isinstance(unit, str) else "", value))
+    return found
+
+
+class _CertificateCollector:
+    """The certificate as Prometheus gauges, every one labelled with what it certified (prometheus-client's
+    collector protocol: a `collect()` yielding metric families)."""
+
+    def __init__(self, body: CertificateBody, judgement: ReferenceJudgement | None) -> None:
+        self._body = body
+        self._judgement = judgement
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        body = self._body
+        identity = [_utf8(value or "") for value in (body.subject.target, body.arch, body.mode, body.subject.lock_sha256, body.subject.image_digest)]
+        passed = GaugeMetricFamily("lockgen_certificate_passed", "1 when every check of the lockgen certificate passed, else 0", labels=_IDENTITY_LABELS)
+        passed.add_metric(identity, 1.0 if body.passed else 0.0)
+        created = GaugeMetricFamily("lockgen_certificate_timestamp_seconds", "When the certified lockgen verify run started, in seconds since the epoch", labels=_IDENTITY_LABELS)
+        created.add_metric(identity, _created_at(body).timestamp())
+        duration = GaugeMetricFamily("lockgen_certificate_duration_seconds", "How long the certified lockgen verify run took", labels=_IDENTITY_LABELS)
+        duration.add_metric(identity, body.duration_s)
+        checks = GaugeMetricFamily("lockgen_certificate_checks", "Checks of the lockgen certificate, by status", labels=(*_IDENTITY_LABELS, "status"))
+        failed = len(body.failures())
+        checks.add_metric([*identity, "passed"], float(len(body.checks) - failed))
+        checks.add_metric([*identity, "failed"], float(failed))
+        figures = GaugeMetricFamily("lockgen_figure", "A figure the lockgen certificate measured, in its unit", labels=(*_IDENTITY_LABELS, "group", "name", "unit"))
+        for group, name, unit, value in _numeric_figures(body):
+            figures.add_metric([*identity, _utf8(group), _utf8(name), _utf8(unit)], value)
+        yield from (passed, created, duration, checks, figures)
+        if self._judgement is not None:
+            match = GaugeMetricFamily(
+                "lockgen_numerics_reference_match",
+                "1 when the certificate's numerics fingerprint equals the pinned reference of its key, else 0 (differing: the digests that differ; cause: the likely cause)",
+                labels=(*_IDENTITY_LABELS, "differing", "cause"),
+            )
+            match.add_metric([*identity, _utf8(",".join(self._judgement.differing)), _utf8(self._judgement.cause)], 1.0 if self._judgement.check.passed else 0.0)
+            yield match
+
+
+def prometheus_text(body: CertificateBody, judgement: ReferenceJudgement | None = None) -> str:
+    """The Prometheus text exposition of the certificate (node_exporter's textfile collector reads it).
+    No sample carries a timestamp: the textfile collector refuses them; the run's time is a gauge."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_CertificateCollector(body, judgement))
+    return generate_latest(registry).decode("utf-8")
+
+
+def _nfd_expiry(body: CertificateBody, valid_for: dt.timedelta) -> dt.datetime:
+    """When NFD stops reading the certificate's features: `valid_for` after its run; a date past the calendar's
+    end (a run dated in the year 9999, a --valid-for of millennia) is refused."""
+    created = _created_at(body)
+    try:
+        return created + valid_for
+    except OverflowError:
+        raise UserError(
+            f"the node features would expire after the year 9999 (the certificate's run at {body.created}, valid for {valid_for.days} days)",
+            "certify again on a host whose clock is right, or pass a shorter --valid-for",
+        ) from None
+
+
+def _nfd_feature_name(body: CertificateBody) -> str:
+    """The certificate's NFD feature name: its lock's target (or, when the target is not recorded, the
+    arch), with the characters a Kubernetes label name cannot hold turned into `-`."""
+    raw = _utf8(body.subject.target or body.arch)
+    name = _NOT_IN_LABEL_NAME.sub("-", raw)[: 63 - len(_NFD_SUFFIX)].strip("-_.")
+    if not name:
+        raise UserError(f"target {_one_line(raw)!r} has no letter or digit a node label name can hold", "name the target with letters, digits, `-`, `_` or `.`")
+    return name
+
+
+def nfd_features(body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR, judgement: ReferenceJudgement | None = None) -> str:
+    """A feature file for NFD's `local` source (features.d): while the certificate passed,
+    `lockgen.io/<target>=<12 hex of the lock sha256>` and `lockgen.io/<target>.arch=<arch>`, expiring
+    `valid_for` after the run. A failed certificate gives no label at all, so a selector on either never
+    matches a node whose certificate failed; its comment names the failed checks."""
+    lock = body.subject.lock_sha256
+    if lock is None:
+        raise UserError(
+            "the certificate covers no lock, and a node feature names the lock the node was certified for", "certify with `lockgen verify --lock LOCK` (or --image of an image lockgen exported)"
+        )
+    if not _SHA256.fullmatch(lock):
+        raise LockFormatError("the certificate's lock sha256 is not 64 hex digits", "certificates are written by `lockgen verify`; use the original file")
+    if not _LABEL_VALUE.fullmatch(body.arch):
+        raise LockFormatError(f"the certificate's arch {_one_line(body.arch)!r} is not a label value", "certificates are written by `lockgen verify`; use the original file")
+    name = _nfd_feature_name(body)
+    expiry = _nfd_expiry(body, valid_for)
+    lines = [f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, {'passed' if body.passed else 'FAILED'}", f"# +expiry-time={expiry.strftime(_CREATED)}"]
+    if body.passed:
+        lines += [f"{NFD_NAMESPACE}/{name}={lock[:12]}", f"{NFD_NAMESPACE}/{name}{_NFD_SUFFIX}={body.arch}"]
+        if judgement is not None:
+            lines.append(f"{NFD_NAMESPACE}/{name[: 63 - len(_NFD_NUMERICS)].rstrip('-_.')}{_NFD_NUMERICS}=matches")  # a name part holds 63 characters
+    else:
+        lines.append(f"# no labels: {_failed_names(body.failures())} failed")
+        if judgement is not None and judgement.differing:
+            lines.append(f"# numerics: {_one_line(', '.join(judgement.differing))} differ from the reference; likely cause: {_one_line(judgement.cause)}")
+    return "\n".join(lines) + "\n"
+
+
+def _failed_names(failures: list[Check]) -> str:
+    return ", ".join(_one_line(f"{c.category}/{c.name}") for c in failures)
+
+
+def _what(body: CertificateBody) -> str:
+    return " ".join(_one_line(part) for part in (body.subject.target, body.arch) if part)
+
+
+def npd_status(body: CertificateBody) -> str:
+    """Node Problem Detector's message for the certificate, one line (NPD cuts it at `max_output_length`, so
+    the failed checks' names come first and their details stay in the certificate)."""
+    lock = f", lock {_one_line(body.subject.lock_sha256[:12])}" if body.subject.lock_sha256 else ""
+    run = _one_line(str(body.created))
+    if body.passed:
+        return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {run}{lock})"
+    failures = body.failures()
+    return f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: {_failed_names(failures)} (run {run}{lock})"
+
+
+def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = None) -> str:
+    """JUnit XML: one testsuite for the certificate, one testcase per check (a failed check is a failure
+    carrying its detail), and what the certificate covers and measured as the suite's properties."""
+    failures = body.failures()
+    root = ET.Element("testsuites", name="lockgen verify", tests=str(len(body.checks)), failures=str(len(failures)), errors="0", time=f"{body.duration_s:.1f}")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=_xml(f"lockgen {_what(body)} ({body.mode})"),
+        tests=str(len(body.checks)),
+        failures=str(len(failures)),
+        errors="0",
+        skipped="0",
+        time=f"{body.duration_s:.1f}",
+        timestamp=_created_at(body).strftime("%Y-%m-%dT%H:%M:%S"),
+    )
+    properties = ET.SubElement(suite, "properties")
+    covered = {
+        "created": body.created,
+        "tool": body.tool,
+        "target": body.subject.target,
+        "lock_sha256": body.subject.lock_sha256,
+        "image_digest": body.subject.image_digest,
+        "environment_digest": body.subject.environment_digest,
+        "driver": body.hardware.driver,
+        "gpus": ", ".join(body.hardware.gpu_names) or None,
+    }
+    if judgement is not None:
+        covered |= {"numerics.reference": "matches" if judgement.check.passed else "differs", "numerics.differing": ", ".join(judgement.differing) or None, "numerics.cause": judgement.cause or None}
+    for key, value in covered.items():
+        if value:
+            ET.SubElement(properties, "property", name=key, value=_xml(value))
+    for group, name, unit, figure in _numeric_figures(body):
+        ET.SubElement(properties, "property", name=_xml(f"figure.{group}.{name}"), value=_xml(f"{figure} {unit}".strip()))
+    for check in body.checks:
+        case = ET.SubElement(suite, "testcase", classname=_xml(f"lockgen.{body.arch}.{check.category}"), name=_xml(check.name))
+        if not check.passed:
+            failure = ET.SubElement(case, "failure", message=_xml(check.detail), type="lockgen check failed")
+            failure.text = _xml(check.line())
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render_certificate(body: CertificateBody, fmt: str, valid_for: dt.timedelta = NFD_VALID_FOR, judgement: ReferenceJudgement | None = None) -> str:
+    """The certificate in format `fmt` (one of EXPORT_FORMATS), as the text to print or write; with `judgement`,
+    `body` is the certificate judged against a numerics reference (`numerics.judged_certificate`)."""
+    if fmt == "prom":
+        return prometheus_text(body, judgement)
+    if fmt == "nfd":
+        return nfd_features(body, valid_for, judgement)
+    if fmt == "npd":
+        return npd_status(body) + "\n"
+    if fmt == "junit":
+        return junit_report(body, judgement)
+    raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(EXPORT_FORMATS)}")
+
+
+def rendering_notes(body: CertificateBody, fmt: str, out: Path | None, now: dt.datetime, valid_for: dt.timedelta = NFD_VALID_FOR) -> list[str]:
+    """What the reader of a rendering will do with it that its writer may not expect."""
+    notes = []
+    if fmt == "prom" and out is not None and out.suffix != ".prom":
+        notes.append(f"node_exporter's textfile collector reads only *.prom files, not `{out.name}`")
+    if fmt == "nfd" and _nfd_expiry(body, valid_for) <= now:
+        notes.append(
+            f"these node features expired at {_nfd_expiry(body, valid_for).strftime(_CREATED)} "
+            f"(the certificate's run was at {body.created}): NFD ignores them; certify again, "
+            "or pass a longer --valid-for"
+        )
+    return notes

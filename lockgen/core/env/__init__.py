@@ -1,0 +1,1 @@
+"""Environments: activation, confinement, conformance, drift and the expected state of a prefix."""

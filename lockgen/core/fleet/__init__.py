@@ -1,0 +1,1 @@
+"""Fleets: Slurm and Kubernetes manifests, node matching, the fleet's status."""

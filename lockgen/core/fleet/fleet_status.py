@@ -1,0 +1,198 @@
+"""The fleet at a glance, from certificates: one row per node and lock (or image) with the latest result, its
+age, the headline figures and the regressions against that node's previous certificate of the same lock (the
+nodes whose latest numerics fingerprint differs from the others of its key: `core.certificate.numerics.odd_nodes`).
+
+A node is named by where its certificate came from (`n1.cert.json` from `lockgen fleet slurm` is node
+`n1`; an attestation by its image), since certificates do not record a host name."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockgen.core.certificate.certify import compare_figures
+from lockgen.errors import LockFormatError
+from lockgen.model.certificate import CertificateBody, Numerics
+from lockgen.model.names import shown
+
+HEADLINES = (  # (group, name, label): the figures a person compares across nodes
+    ("gemm", "bf16", "bf16 GEMM"),
+    ("conv", "bf16", "bf16 convolution"),
+    ("training", "bf16_step_ms", "bf16 training step"),
+    ("bandwidth", "device_copy", "device copy"),
+    ("allreduce", "1024MiB", "all-reduce 1 GiB"),
+)
+
+
+@dataclass(frozen=True, slots=True)  # slots: a fleet's status holds one per node
+class StatusRow:
+    node: str
+    covers: str  # "lock 1a2b3c4d5e6f", "image sha256:…", or "no lock"
+    source: str
+    created: str
+    age_s: float
+    arch: str
+    passed: bool
+    failed: tuple[str, ...]
+    figures: dict[str, tuple[float, str]]  # label -> (value, unit)
+    regressions: tuple[str, ...]  # figure changes worse than the noise, against the previous certificate
+    certificates: int  # how many certificates of this node and lock were seen
+    numerics: Numerics | None = None  # the latest certificate's fingerprint
+    stack: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # of its kernel's stack, what names a cause: settings, foreign libraries
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "covers": self.covers,
+            "source": self.source,
+            "created": self.created,
+            "age_s": round(self.age_s),
+            "age": age_text(self.age_s),
+            "arch": self.arch,
+            "passed": self.passed,
+            "failed": list(self.failed),
+            "figures": {label: {"value": value, "unit": unit} for label, (value, unit) in self.figures.items()},
+            "regressions": list(self.regressions),
+            "certificates": self.certificates,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateFacts:
+    """Of one verified certificate, what the status reads: what it covers, when, its verdict, its figures' values
+    and units (all but the phases' timings, which no regression names: for the regressions of the node's next
+    certificate), its fingerprint and its stack's cause evidence. A fleet's folders keep these per certificate's
+    bytes and key (`adapters.node.kept_verdicts`) as `plain` values, the fingerprint and the evidence as canonical
+    JSON text, by which the certificates of a fleet share one copy of each."""
+
+    covers: str
+    created: str
+    arch: str
+    passed: bool
+    failed: tuple[str, ...]
+    figures: dict[str, dict[str, dict[str, Any]]]
+    numerics: Numerics | None
+    stack: dict[str, Any]
+
+    def plain(self) -> list[Any]:
+        """The facts as values marshal holds (`facts_from_plain` reads them back)."""
+        numerics = self.numerics.model_dump_json() if self.numerics is not None else None
+        return [self.covers, self.created, self.arch, self.passed, list(self.failed), self.figures, numerics, json.dumps(self.stack, sort_keys=True)]
+
+
+def certificate_facts(body: CertificateBody) -> CertificateFacts:
+    return CertificateFacts(
+        covers=covers(body),
+        created=body.created,
+        arch=body.arch,
+        passed=body.passed,
+        failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
+        figures={group: {name: {"value": entry.get("value"), "unit": entry.get("unit")} for name, entry in entries.items()} for group, entries in body.figures.items() if group != "phases"},
+        numerics=body.numerics,
+        stack=cause_evidence(body.stack),
+    )
+
+
+def facts_from_plain(value: object, numerics_of: Callable[[str], Numerics], stack_of: Callable[[str], dict[str, Any]]) -> CertificateFacts | None:
+    """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape; `numerics_of` and
+    `stack_of` make the fingerprint and the evidence of their JSON text (and may share one copy of each)."""
+    if type(value) is not list or len(value) != 8:
+        return None
+    covered, created, arch, passed, failed, figures, numerics, stack = value
+    if not (type(covered) is str and type(created) is str and type(arch) is str and type(passed) is bool and type(stack) is str):
+        return None
+    if not (type(failed) is list and all(type(name) is str for name in failed) and type(figures) is dict and (numerics is None or type(numerics) is str)):
+        return None
+    if not all(type(entries) is dict and all(type(entry) is dict for entry in entries.values()) for entries in figures.values()):
+        return None
+    return CertificateFacts(sys.intern(covered), created, sys.intern(arch), passed, tuple(failed), figures, None if numerics is None else numerics_of(numerics), stack_of(stack))
+
+
+@dataclass
+class _Group:
+    entries: list[tuple[str, CertificateFacts]] = field(default_factory=list)
+
+
+def covers(body: CertificateBody) -> str:
+    if body.subject.lock_sha256:
+        return f"lock {body.subject.lock_sha256[:12]}"
+    if body.subject.image_digest:
+        return f"image {body.subject.image_digest[:19]}"
+    return "no lock"
+
+
+def headline_figures(figures: dict[str, dict[str, dict[str, Any]]]) -> dict[str, tuple[float, str]]:
+    found = {}
+    for group, name, label in HEADLINES:
+        entry = figures.get(group, {}).get(name, {})
+        if isinstance(entry.get("value"), (int, float)):
+            found[label] = (float(entry["value"]), sys.intern(str(entry.get("unit") or "")))  # one copy of each unit
+    return found
+
+
+CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
+
+
+def _moment(created: str, source: str) -> dt.datetime:
+    """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ)."""
+    matched = CREATED.fullmatch(created)
+    try:
+        if matched is None:
+            raise ValueError(created)
+        year, month, day, hour, minute, second = map(int, matched.groups())
+        return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.timezone.utc)
+    except ValueError:
+        raise LockFormatError(f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
+
+
+def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
+    """Of a kernel's stack, what `numerics.likely_cause` reads (the settings, the foreign libraries): a row keeps
+    this, not the certificate, so a fleet's status holds a few hundred bytes a node."""
+    libraries = stack.get("libraries")
+    return {"settings": stack.get("settings") or {}, "libraries": {"foreign": (libraries.get("foreign") if isinstance(libraries, dict) else None) or []}}
+
+
+def status_rows(certificates: list[tuple[str, str, CertificateFacts]], now: dt.datetime, noise: float) -> list[StatusRow]:
+    """Rows from (node, source, facts) triples, one per node and what it covers, sorted by node; each row keeps
+    the headline figures, fingerprint and settings of its latest certificate, not the certificate."""
+    groups: dict[tuple[str, str], _Group] = {}
+    for node, source, facts in certificates:
+        groups.setdefault((node, facts.covers), _Group()).entries.append((source, facts))
+    rows = []
+    for (node, covered), group in sorted(groups.items()):
+        ordered = sorted(group.entries, key=lambda item: item[1].created)
+        source, latest = ordered[-1]
+        regressions: tuple[str, ...] = ()
+        if len(ordered) > 1:
+            changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
+            regressions = tuple(f"{c.name} {c.change:+.1%}" for c in changes if c.regression and c.change is not None and not c.name.startswith("phases/"))
+        rows.append(
+            StatusRow(
+                node=node,
+                covers=sys.intern(covered),
+                source=source,
+                created=latest.created,
+                age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
+                arch=sys.intern(latest.arch),
+                passed=latest.passed,
+                failed=latest.failed,
+                figures=headline_figures(latest.figures),
+                regressions=regressions,
+                certificates=len(ordered),
+                numerics=latest.numerics,
+                stack=latest.stack,
+            )
+        )
+    return rows
+
+
+def age_text(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"

@@ -1,0 +1,139 @@
+"""Loads the packaged GPU facts and answers questions about drivers and archs.
+
+The facts file is package data, read once per process; nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockgen.core.gpu.package_data import facts_document
+from lockgen.core.gpu.versions import as_tuple, major_minor, mm_text
+from lockgen.errors import TargetError, UserError
+from lockgen.model.facts import (
+    ArchFact,
+    ChannelArchList,
+    CondaForgeArchList,
+    CudaToolkitFact,
+    GpuFacts,
+    LastDriverBranch,
+    MinorCompatFact,
+    OfficialArchList,
+    PackageCudaRule,
+    PypiWheelFact,
+    TegraDriverFact,
+)
+from lockgen.model.spec import Target
+
+
+def load_facts() -> GpuFacts:
+    """The GPU facts: `$LOCKGEN_FACTS` when set, else those shipped in `lockgen/data/gpu_facts.json`."""
+    raw, origin = facts_document()
+    if origin not in _PARSED:  # once per process and file
+        _PARSED[origin] = _parsed(origin, raw)
+    return _PARSED[origin]
+
+
+_PARSED: dict[str, GpuFacts] = {}
+
+
+def _parsed(origin: str, raw: Any) -> GpuFacts:
+    try:
+        return GpuFacts(
+            archs={name: ArchFact(name=name, **entry) for name, entry in raw["archs"].items()},
+            cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
+            minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
+            conda_forge_pytorch_arch_lists=tuple(CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]),
+            pytorch_official_arch_lists=tuple(
+                OfficialArchList(torch=torch, cuda_tag=tag, platform=platform, **entry)
+                for key, platform in (("pytorch_official_arch_lists", "linux-64"), ("pytorch_official_aarch64_arch_lists", "linux-aarch64"))
+                for torch, by_tag in raw.get(key, {}).items()
+                for tag, entry in by_tag.items()
+            ),
+            pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
+            pytorch_channel_arch_lists=tuple(ChannelArchList(**e) for e in raw.get("pytorch_channel_arch_lists", ())),
+            tegra_drivers=tuple(TegraDriverFact(**e) for e in raw.get("tegra_drivers", ())),
+            package_cuda_rules=tuple(PackageCudaRule(**e) for e in raw.get("package_cuda_rules", ())),
+            last_driver_branches=tuple(LastDriverBranch(**e) for e in raw.get("last_driver_branches", ())),
+            unverifiable=tuple(raw.get("unverifiable", ())),
+            valid_as_of=str(raw.get("valid_as_of", "")),
+            origin=origin,
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"the facts file {origin} does not follow the facts schema: {first}", "compare it with the packaged lockgen/data/gpu_facts.json, or unset LOCKGEN_FACTS") from None
+
+
+def sorted_archs(facts: GpuFacts) -> list[ArchFact]:
+    return sorted(facts.archs.values(), key=lambda a: as_tuple(a.compute_capability))
+
+
+def arch_fact(facts: GpuFacts, arch: str) -> ArchFact:
+    """The facts for `arch`, or a TargetError listing the known ones."""
+    try:
+        return facts.archs[arch]
+    except KeyError:
+        known = ", ".join(a.name for a in sorted_archs(facts))
+        raise TargetError(f"unknown arch `{arch}`", f"known archs: cpu, {known} (see `lockgen arch`)") from None
+
+
+def toolkits_ascending(facts: GpuFacts) -> list[CudaToolkitFact]:
+    return sorted(facts.cuda_toolkits.values(), key=lambda t: major_minor(t.version))
+
+
+def native_cuda(facts: GpuFacts, driver: str) -> str | None:
+    """The newest CUDA toolkit the driver runs natively, or None when it runs none we know."""
+    best = None
+    for toolkit in toolkits_ascending(facts):
+        if as_tuple(driver) >= as_tuple(toolkit.min_driver):
+            best = toolkit.version
+    return best
+
+
+def is_tegra(facts: GpuFacts, arch: str) -> bool:
+    """Whether an arch is only found in Jetson modules (integrated GPUs with their own driver numbering)."""
+    fact = facts.archs.get(arch)
+    return fact is not None and bool(fact.gpus) and all(gpu.startswith("Jetson") for gpu in fact.gpus)
+
+
+def tegra_branch(facts: GpuFacts, target: Target) -> TegraDriverFact | None:
+    """The Tegra facts' branch a Jetson target's driver belongs to: the longest branch that is the driver or
+    its leading components (`540.4` holds `540.4.0`, `35` holds `35.4.1`, `580` holds `580.00`), for its arch."""
+    assert target.driver is not None
+    found = [f for f in facts.tegra_drivers if target.arch in f.archs and (target.driver == f.branch or target.driver.startswith(f.branch + "."))]
+    return max(found, key=lambda f: len(f.branch.split(".")), default=None)
+
+
+def target_native_cuda(facts: GpuFacts, target: Target) -> tuple[str | None, str]:
+    """(the newest CUDA a GPU target's driver runs natively, how it was read). A Jetson target's is the CUDA it
+    states (a module with NVIDIA's CUDA upgradable package runs a newer CUDA than its Jetson Linux), else its
+    driver's branch in the Tegra facts, else None; never through Table 3's floors, which are dGPU drivers'. A dGPU
+    driver past the newest floor the facts know reads as that newest CUDA, and says so."""
+    assert target.driver is not None
+    if is_tegra(facts, target.arch):
+        if target.cuda is not None:
+            return mm_text(major_minor(target.cuda)), f"Jetson driver {target.driver} runs {target.cuda} (the target states it)"
+        fact = tegra_branch(facts, target)
+        if fact is None:
+            return None, f"lockgen's Tegra facts know no branch of Jetson driver {target.driver} for {target.arch}"
+        return fact.cuda, f"Jetson driver {target.driver} ({fact.release}) runs {fact.cuda}"
+    native = native_cuda(facts, target.driver)
+    newest = toolkits_ascending(facts)[-1]
+    if native == newest.version and as_tuple(target.driver) > as_tuple(newest.min_driver):
+        return native, (
+            f"driver {target.driver} runs {native} natively ({native} is the newest CUDA lockgen's facts know: a newer one this driver may run is not used until the facts name its driver floor)"
+        )
+    return native, f"driver {target.driver} runs {native} natively"
+
+
+def minor_compat_ceiling(facts: GpuFacts, driver: str) -> str | None:
+    """The newest CUDA the driver may run through minor-version compatibility (same major as native)."""
+    native = native_cuda(facts, driver)
+    if native is None:
+        return None
+    major = str(major_minor(native)[0])
+    compat = facts.minor_version_compat.get(major)
+    if compat is None or as_tuple(driver) < as_tuple(compat.min_driver):
+        return native
+    same_major = [t.version for t in toolkits_ascending(facts) if major_minor(t.version)[0] == int(major)]
+    return same_major[-1]

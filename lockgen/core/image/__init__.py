@@ -1,0 +1,1 @@
+"""Images: layers, config, platforms, references, launchers, SBOMs, and an image proven whole."""

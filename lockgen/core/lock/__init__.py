@@ -1,0 +1,1 @@
+"""The lock's rules: every `lockgen.*` key, fields, freshness, diffs and renderings."""

@@ -1,0 +1,1 @@
+"""The stack spec: parsing, plans, platforms, inheritance, team layouts and edits."""
