@@ -272,8 +272,8 @@ def test_a_changed_lock_or_a_tampered_kept_value_is_parsed_again(lock: Path, tmp
 
 def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    kept_inputs.keep("lock", "a" * 64, lambda: {"target": "cpu", "platforms": ["linux-64"]}, bool)
-    assert kept_inputs.kept_lock("a" * 64) == kept_inputs.KeptLock("cpu", ("linux-64",))
+    kept_inputs.keep("lock", "a" * 64, lambda: {"target": "cpu", "platforms": ["linux-64"], "editable": False}, bool)
+    assert kept_inputs.kept_lock("a" * 64) == kept_inputs.KeptLock("cpu", ("linux-64",), False)
     assert kept_inputs.kept_lock("b" * 64) is None and kept_inputs.kept("stack", "a" * 64) is None
     monkeypatch.setenv("LOCKGEN_REPARSE", "1")
     assert kept_inputs.kept_lock("a" * 64) is None

@@ -126,6 +126,23 @@ def test_a_built_package_pins_its_source_tree_and_a_changed_tree_is_refused(tmp_
         assert not Path(command[-1]).exists() or command[0] == "check"
 
 
+@pytest.mark.slow
+def test_two_checkouts_of_one_editable_lock_each_run_their_own_package(tmp_path: Path, index_url: str) -> None:
+    """The store keeps one environment per lock's bytes, but an editable package is read where the lock's folder
+    keeps it: two checkouts holding the same lock bytes get an environment each, and each `run` (the typer path,
+    then the fast path) imports its own checkout's package."""
+    stacks = [_project(tmp_path / name, index_url, '{ path = "pkgs/mypkg", editable = true }') for name in ("a", "b")]
+    first = _resolved(stacks[0][0])
+    second = stacks[1][0].parent / "locks" / first.name
+    second.parent.mkdir()
+    second.write_bytes(first.read_bytes())  # the same bytes in another folder
+    for (stack, package), lock in zip(stacks, (first, second)):
+        for _ in range(2):  # the second run is the one a kept record could answer
+            done = run_cli("run", str(lock), "--", "python", "-c", "import mypkg; print(mypkg.__file__)")
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.strip() == str(package / "src" / "mypkg" / "__init__.py"), done.stderr
+
+
 def test_a_lock_naming_a_folder_outside_its_stack_or_another_mode_is_refused() -> None:
     """The package-set record pins a local entry's URL (its folder and mode): editable turned built by hand is
     refused; without the record, a URL whose folder leaves the stack's is refused by the field rules."""

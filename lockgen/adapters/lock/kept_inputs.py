@@ -29,7 +29,7 @@ __all__ = ["REPARSE", "KeptLock", "keep", "keep_fresh", "keep_lock", "kept", "ke
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
-SCHEMA = 1  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
+SCHEMA = 2  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
 Kind = Literal["lock", "stack"]
 
 
@@ -73,10 +73,13 @@ def _value(kind: Kind, sha256: str) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class KeptLock:
-    """What the fast path reads of a kept lock: its recorded target ("" when it records none) and its platforms."""
+    """What the fast path reads of a kept lock: its recorded target ("" when it records none), its platforms, and
+    whether it holds an editable local package (whose environment reads that package where the lock's folder is,
+    so it is one environment per folder, not per lock bytes: `materialize_steps.store_prefix`)."""
 
     target: str
     platforms: tuple[str, ...]
+    editable: bool = False
 
 
 def keep_lock(sha256: str, lock: Lock) -> None:
@@ -84,9 +87,10 @@ def keep_lock(sha256: str, lock: Lock) -> None:
     keys) and its platforms."""
 
     def value() -> dict[str, Any]:
-        from lockgen.core.lock.lock_builder import LockgenMeta
+        from lockgen.core.lock.lock_builder import LockgenMeta, has_editable
 
-        return {"lock": lock.model_dump(mode="json"), "target": LockgenMeta(lock).target, "platforms": list(lock.metadata.platforms)}
+        facts = {"target": LockgenMeta(lock).target, "platforms": list(lock.metadata.platforms), "editable": has_editable(lock.package)}
+        return {"lock": lock.model_dump(mode="json"), **facts}
 
     keep("lock", sha256, value, _lock_facts)
 
@@ -98,10 +102,10 @@ def kept_lock(sha256: str) -> KeptLock | None:
 
 
 def _lock_facts(value: dict[str, Any]) -> KeptLock | None:
-    target, platforms = value.get("target"), value.get("platforms")
-    if not isinstance(target, str) or not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms):
+    target, platforms, editable = value.get("target"), value.get("platforms"), value.get("editable")
+    if not isinstance(target, str) or not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms) or not isinstance(editable, bool):
         return None
-    return KeptLock(target, tuple(platforms))
+    return KeptLock(target, tuple(platforms), editable)
 
 
 def keep_fresh(stack_key: str, target: str, lock_sha256: str, parents: list[tuple[str, str]]) -> None:

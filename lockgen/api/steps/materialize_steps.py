@@ -52,7 +52,7 @@ def materialized(
             lock = _parsed(lock)
             prefix = _store_prefix(lock, platform)
         else:
-            prefix = store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform)
+            prefix = store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform, kept.editable)
     final = prefix.absolute()
     if not verify:
         digest = unchanged(final, lock.sha256, platform, progress)
@@ -83,7 +83,7 @@ def kept_made(lock: LockBytes, platform: str | None, prefix: Path | None, progre
     if kept is None:
         return None
     try:
-        final = (prefix or store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform)).absolute()
+        final = (prefix or store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform, kept.editable)).absolute()
     except LockgenError:
         return None
     digest = unchanged(final, lock.sha256, platform, progress)
@@ -97,18 +97,26 @@ def _parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
 
 
 def _store_prefix(loaded: LoadedLock, platform: str | None) -> Path:
-    from lockgen.core.lock.lock_builder import LockgenMeta
+    from lockgen.core.lock.lock_builder import LockgenMeta, has_editable
 
-    return store_prefix(loaded.sha256, LockgenMeta(loaded.lock).target, loaded.lock.metadata.platforms, loaded.source, platform)
+    meta = LockgenMeta(loaded.lock)
+    return store_prefix(loaded.sha256, meta.target, loaded.lock.metadata.platforms, loaded.source, platform, has_editable(loaded.lock.package))
 
 
-def store_prefix(lock_sha256: str, target: str, platforms: tuple[str, ...], source: str, platform: str | None) -> Path:
+def store_prefix(lock_sha256: str, target: str, platforms: tuple[str, ...], source: str, platform: str | None, editable: bool = False) -> Path:
     """The store's prefix for the environment of the lock whose bytes' sha256 is `lock_sha256` (its recorded
     `target`, else the one its file `source` is named for) on the platform chosen of its `platforms` (refused
-    when it lacks it)."""
+    when it lacks it). A lock with an `editable` local package gets one environment per folder of its file: the
+    environment reads the package where that folder's stack keeps it, so two checkouts of the same lock bytes
+    must not share one."""
+    import hashlib
+
     from lockgen.core.stack.stack_layout import target_of_lock
 
     chosen = choose_platform(platforms, platform, home.native_platform(), home.machine())
+    if editable:
+        folder = str(Path(source).absolute().parent).encode("utf-8", "surrogateescape")
+        lock_sha256 = hashlib.sha256(lock_sha256.encode() + b"\0" + folder).hexdigest()
     return default_prefix(lock_sha256, f"{target or target_of_lock(Path(source))}-{chosen}")
 
 

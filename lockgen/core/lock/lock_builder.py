@@ -308,6 +308,11 @@ def local_of(package: LockedPackage) -> tuple[str, bool] | None:
     return url[len(EDITABLE_SCHEME if editable else LOCAL_SCHEME) :], editable
 
 
+def has_editable(packages: Iterable[LockedPackage]) -> bool:
+    """Whether any of `packages` is an editable local package (read where the lock's folder is, not copied)."""
+    return any(local is not None and local[1] for local in map(local_of, packages))
+
+
 def refuse_local(packages: Iterable[LockedPackage], use: str) -> None:
     """Refuses the first local package of `packages` for `use` (exported, packed, rendered, proven by check --lock):
     only a published package has a file that states what it installs; materialize and run install it from its
