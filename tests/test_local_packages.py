@@ -136,7 +136,7 @@ def test_two_checkouts_of_one_editable_lock_each_run_their_own_package(tmp_path:
     second = stacks[1][0].parent / "locks" / first.name
     second.parent.mkdir()
     second.write_bytes(first.read_bytes())  # the same bytes in another folder
-    for (stack, package), lock in zip(stacks, (first, second)):
+    for (_, package), lock in zip(stacks, (first, second)):
         for _ in range(2):  # the second run is the one a kept record could answer
             done = run_cli("run", str(lock), "--", "python", "-c", "import mypkg; print(mypkg.__file__)")
             assert done.returncode == 0, done.stderr
