@@ -123,11 +123,14 @@ def test_a_link_made_or_removed_elsewhere_is_no_change_and_an_edit_putting_size_
     """Another environment linking a file of the tree (made, then removed) moves the file's ctime and link count: the
     digest stays and `links_moved` counts the file, which a kept verdict then stands for (issue 43). An edit with the
     size and mtime put back moves the ctime with the link count as it was: the walk is another (git's rule), and so is
-    a link made and removed again since the kept walk (the stat data cannot tell it from that edit). Before, the ctime
-    was in the digest, so the link alone gave another digest."""
+    a link made and removed again since the kept walk (the stat data cannot tell it from that edit), and a link made of
+    a file that was not shared at the kept walk (an edit then a link would pass otherwise). Before, the ctime was in
+    the digest, so the link alone gave another digest."""
     root = _wide_and_deep(tmp_path / "tree")
     monkeypatch.setattr(parallel, "cores", lambda: 3)
     deep = root / "pkg070" / "sub" / "deeper" / "file.txt"
+    os.link(deep, tmp_path / "store-copy")  # shared, as a store file is, before the kept walk
+    alone = next(path for path in root.rglob("*") if path.is_file() and path != deep)  # a link count of 1
     kept = stat_walk.tree_fingerprint(root)
     tick = 0.05  # past the coarse clock a file system stamps ctime from
     time.sleep(tick)
@@ -139,6 +142,10 @@ def test_a_link_made_or_removed_elsewhere_is_no_change_and_an_edit_putting_size_
     removed = stat_walk.tree_fingerprint(root)
     assert removed.digest == kept.digest and stat_walk.links_moved(linked.stamps, removed.stamps) == 1  # after a look that kept the new count
     assert stat_walk.links_moved(kept.stamps, removed.stamps) is None  # the count back to the kept one, the ctime moved: read again
+    os.link(alone, tmp_path / "alone-elsewhere")  # a file no other place linked at the look: its ctime moved with its count
+    assert stat_walk.links_moved(removed.stamps, stat_walk.tree_fingerprint(root).stamps) is None  # a link made after an edit would hide it
+    os.unlink(tmp_path / "alone-elsewhere")
+    removed = stat_walk.tree_fingerprint(root)
     before = deep.stat()
     time.sleep(tick)
     deep.write_bytes(bytes(byte ^ 1 for byte in deep.read_bytes()))  # the same size

@@ -220,3 +220,29 @@ def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others
     assert check_prefix(a, full=False).modified == ["lib/python3.11/site-packages/alpha/__init__.py"]
     with pytest.raises(Exception, match="changed since it was made"):
         materialize(lock, None, a, lambda _: None)
+
+
+def test_a_hard_link_made_after_an_edit_hides_nothing_in_a_file_of_the_environment_alone(lock: Path, tmp_path: Path) -> None:
+    """A file no other environment or the store links (a launcher, `pyvenv.cfg`: a link count of 1), edited with
+    its size and mtime put back and then hard-linked elsewhere, moves its ctime and its link count together: the
+    rule that lets a sibling environment's removal be no edit must not let this one pass (found by a review:
+    `check --prefix` and a repeated materialize passed it)."""
+    import time
+
+    from lockgen.adapters.proof import stat_walk
+    from lockgen.api.check import check_lock, check_prefix
+    from lockgen.model.requests import Prefix
+
+    a, _ = materialize(lock, None, tmp_path / "a", lambda _: None)
+    time.sleep(stat_walk.RACY_NS / 1e9 + 0.05)
+    assert check_lock(lock, Prefix(a)).clean and check_prefix(a, full=False).clean  # verdicts kept, tree settled
+    target = a / "pyvenv.cfg"
+    before = target.stat()
+    assert before.st_nlink == 1
+    data = target.read_bytes()
+    target.write_bytes(data[:-1] + (b"#" if data[-1:] != b"#" else b"!"))  # same size
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.link(target, tmp_path / "elsewhere")  # its link count moves with its ctime
+    assert check_prefix(a, full=False).modified == ["pyvenv.cfg"]  # (`check --lock` proves the files packages state)
+    with pytest.raises(Exception, match="changed since it was made"):
+        materialize(lock, None, a, lambda _: None)
