@@ -146,6 +146,10 @@ def test_a_fresh_stack_with_its_target_is_answered_before_typer_and_a_stale_one_
         assert fast[:3] == first[:3] == _lockgen(*line, home=home, reparse=True)[:3]
     folder = _lockgen("run", str(stack), "-t", "cpu", "--", "true", home=home, importtime=True)  # the stack's folder
     assert folder[0] == 0 and "typer" not in folder[3].split()
+    copy = tmp_path / "copy"  # the same bytes in another folder (a second checkout): its base, if any, is its own
+    shutil.copytree(stack, copy)
+    elsewhere = _lockgen("run", str(copy / "stack.toml"), "--target", "cpu", "--locked", "--", "true", home=home, importtime=True)
+    assert elsewhere[0] == 0 and "typer" in elsewhere[3].split()  # checked there, not taken from the first folder's verdict
     stack_file.write_text(stack_file.read_text().replace('tool = "*"', 'tool = ">=1"'))  # a request changed: stale
     stale = ["run", str(stack_file), "--target", "cpu", "--locked", "--", "true"]
     refused = _lockgen(*stale, home=home, importtime=True)

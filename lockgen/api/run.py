@@ -144,7 +144,7 @@ def _lock_bytes(path: Path) -> LockBytes | None:
 
 def kept_stack_lock(wanted: Wanted) -> LockBytes | None:
     """The lock of `wanted`'s stack for its `--target`, read once, when a fresh verdict is kept for exactly the
-    stack's file name and bytes, that target and the lock's bytes, and every other file that verdict read (a base
+    stack's file path and bytes, that target and the lock's bytes, and every other file that verdict read (a base
     lock) still holds the bytes it read (`kept_inputs.kept_fresh`); None otherwise, with nothing said (a stale
     lock, a stack never checked: the typer command re-locks it, refuses it or uses it as `--frozen` says). A
     fresh lock is what every freshness mode uses as it is."""
@@ -169,8 +169,12 @@ def kept_stack_lock(wanted: Wanted) -> LockBytes | None:
 
 
 def _stack_key(path: Path, text: str) -> str:
-    """What a stack's fresh verdict is keyed by: its file's name (the lock's metadata records it) and its bytes."""
-    return hashlib.sha256(path.name.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8")).hexdigest()
+    """What a stack's fresh verdict is keyed by: its file's absolute path and its bytes. The path, not only the
+    name: the stack's base (`extends`) and its local packages are found from its folder, so another checkout of
+    the same bytes is checked on its own (a review found a second checkout's updated base lock judged by the
+    first checkout's)."""
+    where = str(path.absolute()).encode("utf-8", "surrogateescape")
+    return hashlib.sha256(where + b"\0" + text.encode("utf-8")).hexdigest()
 
 
 def _keep_fresh(stack: LoadedStack, target: str, lock: LoadedLock) -> None:

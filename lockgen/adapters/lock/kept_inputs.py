@@ -110,7 +110,7 @@ def _lock_facts(value: dict[str, Any]) -> KeptLock | None:
 
 def keep_fresh(stack_key: str, target: str, lock_sha256: str, parents: list[tuple[str, str]]) -> None:
     """Keeps that the lock whose bytes' sha256 is `lock_sha256` was found fresh for `target` of the stack
-    `stack_key` names (the sha256 of its file name and bytes), by what the stack states (`run`'s freshness
+    `stack_key` names (the sha256 of its file's absolute path and bytes), by what the stack states (`run`'s freshness
     check, issue 44), with the other files that check read (`parents`: a base lock's absolute path and the
     sha256 of the bytes read), so a later `run` of the same bytes need not parse the stack to know it."""
     keep("stack", _fresh_key(stack_key, target, lock_sha256), lambda: {"parents": [list(parent) for parent in parents]}, _parents)
