@@ -110,6 +110,9 @@ _SNIPPETS = [
     '"k" = 1',
     '"""',
     "\\u12",
+    "\\ud800",
+    "\\udc00",
+    "\\uDFFF",
     "\\U0001F600",
     "NaN",
 ]
@@ -135,3 +138,14 @@ FIXTURES = [*sorted((Path(__file__).parent / "fixtures").rglob("uv.lock")), *(so
 def test_the_fixture_and_corpus_locks_read_as_tomllib_reads_them(source: Path) -> None:
     text = source.read_text()
     assert uv_lock_toml._read_simple(text) == tomllib.loads(text)
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udbff", "\\udc00", "\\uDFFF"])
+def test_an_escaped_surrogate_is_refused_as_tomllib_refuses_it(escape: str) -> None:
+    """A `\\uXXXX` naming a surrogate (high or low) is no Unicode scalar value: tomllib refuses it, and so does the
+    fast reader's rule, handing the text to tomllib (a review found low surrogates read as lone characters)."""
+    text = f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "a{escape}"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+    with pytest.raises(uv_lock_toml._NotSimple):
+        uv_lock_toml._read_simple(text)
+    with pytest.raises(tomllib.TOMLDecodeError):
+        tomllib.loads(text)

@@ -10,8 +10,8 @@ expression passes over the whole text and read by the C JSON reader; the preambl
 The rewrite is taken only where it cannot read the text otherwise than `tomllib` does; anything else, valid TOML or
 not, is read by `tomllib` whole, so its result and its errors are the ones `tomllib` gives. What the rewrite
 admits, checked on the text with its strings taken out (the skeleton):
-- strings are basic strings whose escapes JSON reads alike (quote, backslash, b f n r t, a non-surrogate
-  `\\uXXXX`), with no control character, and no string holds ` = `, a brace, `[ ,` or `, ]` (counted in the text
+- strings are basic strings whose escapes JSON reads alike (quote, backslash, b f n r t, a `\\uXXXX` that names no
+  surrogate, high or low), with no control character, and no string holds ` = `, a brace, `[ ,` or `, ]` (counted in the text
   and in the skeleton: the same count), so a key, a brace or an array's edge outside a string is what it looks like;
 - outside strings: bare keys, ` = `, integers, `true`/`false`, `[ ] { } ,`, spaces and newlines, and the header
   lines `[[package]]` and `[package.A]`/`[package.A.B]` (bare names); no comment, literal or multi-line string,
@@ -33,7 +33,7 @@ from typing import Any
 
 _FIRST_PACKAGE = "\n[[package]]\n"
 _UNESCAPED = r'[^"\\\x00-\x1f\x7f]*'
-_STRING = re.compile(f'"{_UNESCAPED}(?:\\\\(?:["\\\\bfnrt]|u(?![dD][89abAB])[0-9a-fA-F]{{4}}){_UNESCAPED})*"')
+_STRING = re.compile(f'"{_UNESCAPED}(?:\\\\(?:["\\\\bfnrt]|u(?![dD][89a-fA-F])[0-9a-fA-F]{{4}}){_UNESCAPED})*"')
 _HEADER = re.compile(r"\n(?:\[\[package\]\]|\[package(?:\.[A-Za-z0-9_-]+){1,2}\])(?=\n)")
 _SKELETON = re.compile(r'[A-Za-z0-9_\-\[\]{}, =\n"]*')
 _ONE_LINE_TABLE = re.compile(r"\{[^{}\n]*\}")
