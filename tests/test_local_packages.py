@@ -197,3 +197,29 @@ def test_a_team_stack_on_a_lock_with_a_local_package_is_refused(tmp_path: Path) 
     (tmp_path / "team" / "stack.toml").write_text('[stack]\nname = "team"\nextends = "../platform/locks/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n')
     said = run_cli("resolve", str(tmp_path / "team" / "stack.toml"))
     assert said.returncode == 1 and "holds the local package `hello` (editable:hello)" in said.stderr and "Traceback" not in said.stderr, said.stderr
+
+
+def test_a_built_package_s_digest_covers_what_a_build_reads_and_refuses_links_out(tmp_path: Path) -> None:
+    """A subpackage named `build` is source (only the top's `build/` and `dist/` are outputs); a link's digest
+    follows it to the content a build reads; a link out of the package's folder is refused (a review found both
+    edits left the digest as it was, and a link's target outside read unpinned)."""
+    package = tmp_path / "pkg"
+    (package / "src" / "mypkg" / "build").mkdir(parents=True)
+    (package / "pyproject.toml").write_text('[project]\nname = "mypkg"\nversion = "0.1.0"\n')
+    (package / "src" / "mypkg" / "build" / "__init__.py").write_text("X = 1\n")
+    (package / "shared.py").write_text("Y = 1\n")
+    (package / "src" / "mypkg" / "data.py").symlink_to("../../shared.py")
+    (package / "build").mkdir()  # the top's build output: not source
+    (package / "build" / "junk").write_text("1")
+    before = local_source.tree_digest(package)
+    (package / "build" / "junk").write_text("2")
+    assert local_source.tree_digest(package) == before
+    (package / "src" / "mypkg" / "build" / "__init__.py").write_text("X = 2\n")
+    nested = local_source.tree_digest(package)
+    assert nested != before
+    (package / "shared.py").write_text("Y = 2\n")  # what the link leads to
+    assert local_source.tree_digest(package) != nested
+    (tmp_path / "outside.py").write_text("Z = 1\n")
+    (package / "src" / "mypkg" / "out.py").symlink_to(tmp_path / "outside.py")
+    with pytest.raises(UserError, match="leads outside"):
+        local_source.tree_digest(package)

@@ -4,8 +4,11 @@ the lock entry that pins it, and its install by uv with the project's own build 
 A local entry is a pip entry whose URL names the folder relative to the stack (`local:src/mypkg` built,
 `editable:src/mypkg` editable: `core/lock/lock_fields.py` holds the rules) with, as its sha256:
 - built (not editable): the digest of the source tree, what a build reads: every regular file and symbolic link
-  below the folder (path, kind, executable bit, content sha256 or link target, canonical JSON, sorted by path), but
-  version-control and cache folders (`SKIPPED_FOLDERS`, `*.egg-info`) and compiled `*.pyc`. A tree that changed
+  below the folder (path, kind, executable bit, content sha256; a link's target and, for a link to a file, the
+  content it leads to, as a build follows it), but the version-control, environment and build-output folders at
+  its top (`TOP_SKIPPED`: a `build/` or `dist/` deeper down is source), caches at any depth (`__pycache__`,
+  `*.egg-info`) and compiled `*.pyc`. A link that leads out of the package's folder is refused: what it reaches
+  is not the package's. A tree that changed
   since the lock was made is refused by materialize (naming the package) and is stale to `resolve --check`. The
   stack's own folder (`path = "."`) is editable only: its tree holds the locks made from it.
 - editable: the sha256 of its `pyproject.toml`: its code is read where it is, each edit visible without a new
@@ -35,7 +38,7 @@ from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.names import normalize, shown
 from lockgen.model.spec import PypiDependency
 
-SKIPPED_FOLDERS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"})
+TOP_SKIPPED = frozenset({".git", ".hg", ".svn", ".venv", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"})
 _HINT = "a local package is a folder below the stack's holding a pyproject.toml with [project] name and version"
 
 
@@ -65,8 +68,22 @@ def _version(folder: Path, name: str) -> str:
     return str(project["version"])
 
 
+def _skipped(name: str, top: bool) -> bool:
+    return name == "__pycache__" or name.endswith(".egg-info") or (top and name in TOP_SKIPPED)
+
+
+def _link_entry(folder: Path, path: Path, key: str) -> list[str]:
+    """A link's entry: its target and, for a link to a file, that file's content; refused when it leads out of
+    the package's folder (or nowhere a build could read)."""
+    target, resolved = os.readlink(path), path.resolve()
+    if resolved != folder and folder not in resolved.parents:
+        raise UserError(f"local package folder {shown(str(folder))}: the link {shown(key)} leads outside it ({shown(target)})", "copy what it reaches into the package's folder")
+    return [key, "link", target, file_digest(resolved) if resolved.is_file() else ""]
+
+
 def tree_digest(folder: Path) -> str:
     """The digest of the source tree a build of `folder` reads (the module docstring says what it covers)."""
+    folder = folder.resolve()
     entries: list[list[str]] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         here = Path(dirpath)
@@ -74,10 +91,10 @@ def tree_digest(folder: Path) -> str:
         kept = []
         for name in sorted(dirnames):
             path, key = here / name, name if relative == "." else f"{relative}/{name}"
-            if name in SKIPPED_FOLDERS or name.endswith(".egg-info"):
+            if _skipped(name, relative == "."):
                 continue
             if path.is_symlink():
-                entries.append([key, "link", os.readlink(path)])
+                entries.append(_link_entry(folder, path, key))
             else:
                 kept.append(name)
         dirnames[:] = kept
@@ -87,7 +104,7 @@ def tree_digest(folder: Path) -> str:
                 continue
             info = path.lstat()
             if stat.S_ISLNK(info.st_mode):
-                entries.append([key, "link", os.readlink(path)])
+                entries.append(_link_entry(folder, path, key))
             elif stat.S_ISREG(info.st_mode):
                 entries.append([key, "exec" if info.st_mode & 0o111 else "file", file_digest(path)])
     return canonical_digest(sorted(entries))
