@@ -311,6 +311,28 @@ def test_a_damaged_certificate_through_cert_export(data: st.DataObject, fmt: str
         assert out.read_text() == "previous\n" and [p.name for p in out.parent.iterdir()] == [out.name]
 
 
+def _scraped_by_node_exporter(binary: str, textfiles: Path) -> dict[tuple[str, frozenset], float]:
+    """The samples node_exporter's textfile collector serves for the files in `textfiles` (on loopback)."""
+    port = _free_port()
+    exporter = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}", "--web.disable-exporter-metrics"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        return samples(_scrape(exporter, f"http://127.0.0.1:{port}/metrics"))
+    finally:
+        exporter.terminate()
+        try:
+            exporter.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            exporter.kill()
+            exporter.wait(timeout=10)
+        assert exporter.stderr is not None
+        exporter.stderr.close()
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -339,23 +361,7 @@ def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
     for name, path in (("image", IMAGE), ("tf32", TF32_OFF)):
         exported = run_cli("cert", "export", str(path), "--format", "prom", "--out", str(textfiles / f"{name}.prom"))
         assert exported.returncode == 0, exported.stderr
-    port = _free_port()
-    exporter = subprocess.Popen(
-        [binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}", "--web.disable-exporter-metrics"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        scraped = samples(_scrape(exporter, f"http://127.0.0.1:{port}/metrics"))
-    finally:
-        exporter.terminate()
-        try:
-            exporter.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            exporter.kill()
-            exporter.wait(timeout=10)
-        exporter.stderr.close()
+    scraped = _scraped_by_node_exporter(binary, textfiles)
     assert scraped[("node_textfile_scrape_error", frozenset())] == 0  # node_exporter read both files without error
     image, tf32 = raw_body(IMAGE), raw_body(TF32_OFF)
     assert scraped[("lockgen_certificate_passed", identity(image))] == 1
@@ -463,23 +469,7 @@ def test_cert_export_judges_against_a_pinned_reference_and_node_exporter_reads_i
     for name, path in (("good", NUMERICS / "node2-quick.cert.json"), ("odd", odd)):
         exported = run_cli("cert", "export", str(path), "--format", "prom", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good), "--out", str(textfiles / f"{name}.prom"))
         assert exported.returncode == 0, exported.stderr
-    port = _free_port()
-    exporter = subprocess.Popen(
-        [binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}", "--web.disable-exporter-metrics"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        scraped = samples(_scrape(exporter, f"http://127.0.0.1:{port}/metrics"))
-    finally:
-        exporter.terminate()
-        try:
-            exporter.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            exporter.kill()
-            exporter.wait(timeout=10)
-        exporter.stderr.close()
+    scraped = _scraped_by_node_exporter(binary, textfiles)
     assert scraped[("node_textfile_scrape_error", frozenset())] == 0
     matches = {labels: value for (name, labels), value in scraped.items() if name == "lockgen_numerics_reference_match"}
     assert sorted(matches.values()) == [0.0, 1.0]
