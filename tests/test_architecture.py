@@ -461,7 +461,7 @@ def test_api_hashes_no_file_by_its_path() -> None:
 def test_the_read_once_rules_catch_a_step_that_reads_again(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        '"""probe"""\n\nfrom lockgen.adapters import lock_file\n\ndef conform(lock, lock_path, stack_path):\n'
+        '"""probe"""\n\nfrom lockgen.adapters.lock import lock_file\n\ndef conform(lock, lock_path, stack_path):\n'
         "    again = lock_file.read(lock_path)\n    loaded = read_lock(lock_path)\n"
         "    digest = file_digest(lock_path)\n    return stack_file.read_stack(stack_path), lock.sha256\n"
     )
@@ -499,7 +499,7 @@ def test_a_stack_is_read_in_one_place_once() -> None:
 def test_the_stack_rules_catch_a_second_reader_and_a_second_parse(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        '"""probe"""\n\nfrom lockgen.core import spec_parse\n\ndef base_of(path):\n    from lockgen.adapters.lock.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n'
+        '"""probe"""\n\nfrom lockgen.core.stack import spec_parse\n\ndef base_of(path):\n    from lockgen.adapters.lock.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n'
     )
     assert reads_stacks(probe) and stack_parses(probe) == [7]
 

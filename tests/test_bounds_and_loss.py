@@ -124,7 +124,7 @@ def test_gc_leaves_a_live_gc_alone(store_env: tuple[Path, Path], tmp_path: Path)
             sys.executable,
             "-c",
             "import sys, time\nfrom pathlib import Path\n"
-            "from lockgen.adapters import file_guard\n"
+            "from lockgen.adapters.store import file_guard\n"
             "with file_guard.held(Path(sys.argv[1])):\n"
             "    Path(sys.argv[2]).mkdir(); print('held', flush=True); time.sleep(3)\n"
             "    Path(sys.argv[2]).rmdir()\n",
