@@ -55,10 +55,7 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: M
     from lockgen.core.stack.stack_layout import target_of_lock
     from lockgen.model.names import escaped
 
-    from lockgen.adapters.lock import kept_inputs
-
-    kept = kept_inputs.kept_lock(lock.sha256)
-    if kept is None or kept.editable:  # its record is keyed by the lock's bytes and name, not its folder
+    if made.editable:  # its record is keyed by the lock's bytes and name, not its folder
         return
     given = None if prefix is None else str(prefix)
     if kept_runs.standing(lock.sha256, Path(lock.source).name, platform, given):

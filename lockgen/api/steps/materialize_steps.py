@@ -66,12 +66,13 @@ def materialized(
 
 @dataclass(frozen=True)
 class Made:
-    """A lock's environment found made and unchanged from what is kept: the prefix, the environment's digest, and
-    the target the lock records ("" when none)."""
+    """A lock's environment found made and unchanged from what is kept: the prefix, the environment's digest, the
+    target the lock records ("" when none), and whether the lock holds an editable local package (its kept facts)."""
 
     prefix: Path
     digest: str
     target: str
+    editable: bool
 
 
 def kept_made(lock: LockBytes, platform: str | None, prefix: Path | None, progress: Callable[[str], None]) -> Made | None:
@@ -87,7 +88,7 @@ def kept_made(lock: LockBytes, platform: str | None, prefix: Path | None, progre
     except LockgenError:
         return None
     digest = unchanged(final, lock.sha256, platform, progress)
-    return None if digest is None else Made(final, digest, kept.target)
+    return None if digest is None else Made(final, digest, kept.target, kept.editable)
 
 
 def _parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
