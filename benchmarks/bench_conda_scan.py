@@ -44,8 +44,16 @@ def _tar(files: int, payload: int, seed: int) -> bytes:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         names = [f"lib/python3.11/site-packages/pkg/module_{i:05d}.so" for i in range(files)]
-        paths = json.dumps({"paths_version": 1, "paths": [{"_path": name, "path_type": "hardlink", "size_in_bytes": size} for name in names]}).encode()
-        for name, data in [("info/paths.json", paths), *((name, rng.randbytes(size).translate(_LETTERS)) for name in names)]:
+        paths = json.dumps(
+            {
+                "paths_version": 1,
+                "paths": [{"_path": name, "path_type": "hardlink", "size_in_bytes": size} for name in names],
+            }
+        ).encode()
+        for name, data in [
+            ("info/paths.json", paths),
+            *((name, rng.randbytes(size).translate(_LETTERS)) for name in names),
+        ]:
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o755
             tar.addfile(info, io.BytesIO(data))
@@ -83,7 +91,11 @@ def _anchor(archive: Path) -> Callable[[], None]:
             streams = [bz2.open(archive)]
         else:
             with zipfile.ZipFile(archive) as whole:
-                streams = [zstandard.ZstdDecompressor().stream_reader(whole.read(name)) for name in whole.namelist() if name.endswith(".tar.zst")]
+                streams = [
+                    zstandard.ZstdDecompressor().stream_reader(whole.read(name))
+                    for name in whole.namelist()
+                    if name.endswith(".tar.zst")
+                ]
         for stream in streams:
             with stream, tarfile.open(fileobj=stream, mode="r|") as tar:
                 for _ in tar:
@@ -112,7 +124,9 @@ def main() -> int:
             assert scan is not None and anchor is not None
             ratio = scan / anchor
             verdict = "" if args.smoke or not judged else f" (target <= 1.25: {'within' if ratio <= 1.25 else 'OVER'})"
-            print(f"{archive.name} ({archive.stat().st_size >> 20} MiB): scan {scan:.3f} s CPU, one plain tarfile reading {anchor:.3f} s CPU, ratio {ratio:.2f}{verdict}")
+            print(
+                f"{archive.name} ({archive.stat().st_size >> 20} MiB): scan {scan:.3f} s CPU, one plain tarfile reading {anchor:.3f} s CPU, ratio {ratio:.2f}{verdict}"
+            )
     return 0
 
 

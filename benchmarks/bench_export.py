@@ -39,14 +39,20 @@ def synthetic_locks(root: Path, packages: int, megabytes: int, env: dict[str, st
     """Two locks over a channel of big packages that differ in one package's version."""
     from tests.channel_factory import Pkg, build_channel
 
-    built = [Pkg(f"big{i:02d}", v, files={f"lib/big{i:02d}.so.txt": payload(i * 10 + int(v[-1]), megabytes)}) for i in range(packages) for v in (["1.0", "1.1"] if i == 0 else ["1.0"])]
+    built = [
+        Pkg(f"big{i:02d}", v, files={f"lib/big{i:02d}.so.txt": payload(i * 10 + int(v[-1]), megabytes)})
+        for i in range(packages)
+        for v in (["1.0", "1.1"] if i == 0 else ["1.0"])
+    ]
     channel = build_channel(root / "channel", built)
     locks = []
     for version in ("1.0", "1.1"):
         stack = root / f"stack-{version}" / "stack.toml"
         stack.parent.mkdir()
         deps = "\n".join(f'big{i:02d} = "{version if i == 0 else "1.0"}"' for i in range(packages))
-        stack.write_text(f'[stack]\nname = "big"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n')
+        stack.write_text(
+            f'[stack]\nname = "big"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
+        )
         timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], env, required=True)
         locks.append(stack.parent / "locks" / "cpu.conda-lock.yml")
     return locks[0], locks[1]
@@ -69,7 +75,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         env = isolated_env(root)
-        old, new = (args.lock.resolve(), args.changed_lock.resolve()) if args.lock else synthetic_locks(root, args.packages, args.mb, env)
+        old, new = (
+            (args.lock.resolve(), args.changed_lock.resolve())
+            if args.lock
+            else synthetic_locks(root, args.packages, args.mb, env)
+        )
         base = ["--base", str(args.base.resolve())] if args.base else []
         tree = root / "tree"
         timed([sys.executable, "-m", "lockgen", "materialize", str(old), "--prefix", str(tree)], env, required=True)
@@ -78,7 +88,11 @@ def main() -> int:
 
         def export(lock: Path, out: str) -> float | None:
             shutil.rmtree(root / out, ignore_errors=True)
-            return timed([sys.executable, "-m", "lockgen", "export", str(lock), "--out", str(root / out), *base], env, required=True)
+            return timed(
+                [sys.executable, "-m", "lockgen", "export", str(lock), "--out", str(root / out), *base],
+                env,
+                required=True,
+            )
 
         def full() -> float | None:
             shutil.rmtree(root / "home" / "layers", ignore_errors=True)

@@ -35,7 +35,11 @@ from benchmarks.harness import add_smoke, median
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "envs" / "examples" / "numerics-fingerprint" / "node1-quick.cert.json"
 TARGET_WALL_S, TARGET_RSS_MB, TARGET_COUNT = 2.0, 200.0, 10_000
-CREATED, GEMM, TF32 = "2026-12-06T10:51:02Z", "788.12345678", "6112472e99ff98a80d261e2df115d6b223b3e1bfbf97758c7b22bb87da22dd92"
+CREATED, GEMM, TF32 = (
+    "2026-12-06T10:51:02Z",
+    "788.12345678",
+    "6112472e99ff98a80d261e2df115d6b223b3e1bfbf97758c7b22bb87da22dd92",
+)
 
 
 def _templates() -> tuple[str, str]:
@@ -48,7 +52,9 @@ def _templates() -> tuple[str, str]:
     body["created"] = CREATED
     body["figures"]["gemm"]["bf16"]["value"] = float(GEMM)
     assert body["numerics"]["digests"]["gemm_tf32"] == TF32
-    return render({"certificate": body, "signature": {"algorithm": "ed25519", "key_id": "K" * 16, "value": "S" * 88}}), canonical_json(body).decode()
+    return render(
+        {"certificate": body, "signature": {"algorithm": "ed25519", "key_id": "K" * 16, "value": "S" * 88}}
+    ), canonical_json(body).decode()
 
 
 def write_fleet(folder: Path, count: int, private_key: Path) -> None:
@@ -111,7 +117,9 @@ print(done.returncode, wall, cpu, after.ru_maxrss / 1024, done.stderr.decode()[-
 def measured(command: list[str], env: dict[str, str]) -> tuple[int, float, float, float, str]:
     """(exit code, wall s, CPU s, peak RSS MB of the command's largest process) of one run, measured by a fresh
     process whose only child is the command (RUSAGE_CHILDREN's maxrss is then the command's own)."""
-    line = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True, env=env).stdout
+    line = subprocess.run(
+        [sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True, env=env
+    ).stdout
     code, wall, cpu, rss, tail = line.rstrip("\n").split(" ", 4)
     return int(code), float(wall), float(cpu), float(rss), tail
 
@@ -124,14 +132,18 @@ def main() -> None:
     add_smoke(parser)
     args = parser.parse_args()
     counts, runs = ([200], 1) if args.smoke else (args.counts, args.runs)
-    print(f"lockgen fleet status FOLDER --key PUB --json on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"lockgen fleet status FOLDER --key PUB --json on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as scratch:
         root = Path(scratch)
         home = root / "home"  # its own LOCKGEN_HOME: the kept verdicts are removed before each first run
         env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home)}
         env.pop("LOCKGEN_REPARSE", None)
         key = root / "signing"
-        subprocess.run([sys.executable, "-m", "lockgen", "keygen", "--out", str(key)], check=True, env=env, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "lockgen", "keygen", "--out", str(key)], check=True, env=env, capture_output=True
+        )
         for count in counts:
             folder = root / f"fleet-{count}"
             started = time.perf_counter()
@@ -139,7 +151,9 @@ def main() -> None:
             size = sum(path.stat().st_size for path in folder.rglob("*.cert.json"))
             print(f"{count} certificates, {size / 1e6:.0f} MB, written in {time.perf_counter() - started:.1f} s")
             command = [sys.executable, "-m", "lockgen", "fleet", "status", str(folder), "--key", f"{key}.pub", "--json"]
-            variants = [("--json", command)] + ([("--json --html", [*command, "--html", str(root / "fleet.html")])] if args.html else [])
+            variants = [("--json", command)] + (
+                [("--json --html", [*command, "--html", str(root / "fleet.html")])] if args.html else []
+            )
             floor = [sys.executable, "-c", FLOOR, str(folder), f"{key}.pub"]
             for name, argv in variants:
                 first, repeated, floors = [], [], []
@@ -151,13 +165,19 @@ def main() -> None:
                 floor_wall, floor_cpu = (median([r[i] for r in floors]) or 0.0 for i in (1, 2))
                 for when, results in (("first run", first), ("repeated run", repeated)):
                     code, _, _, _, tail = results[-1]
-                    if code != (1 if count >= 500 else 0):  # one node in 500 computes other TF32 bits: the status names it and exits 1
+                    if code != (
+                        1 if count >= 500 else 0
+                    ):  # one node in 500 computes other TF32 bits: the status names it and exits 1
                         raise SystemExit(f"fleet status exited {code}: {tail}")
                     wall, cpu, rss = (median([r[i] for r in results]) or 0.0 for i in (1, 2, 3))
                     verdict = (
-                        "" if args.smoke or count != TARGET_COUNT else f" (targets {TARGET_WALL_S} s, {TARGET_RSS_MB:.0f} MB: {'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
+                        ""
+                        if args.smoke or count != TARGET_COUNT
+                        else f" (targets {TARGET_WALL_S} s, {TARGET_RSS_MB:.0f} MB: {'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
                     )
-                    print(f"  {name}, {when}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, {1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}")
+                    print(
+                        f"  {name}, {when}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, {1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}"
+                    )
                     print(f"    lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
                 print(f"  floor (read, json.loads, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s")
                 if "--html" in argv:

@@ -65,7 +65,14 @@ def step_ms(model: nn.Module, config: GptConfig, device: torch.device, steps: in
 
 
 def train_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor, targets: torch.Tensor, config: GptConfig, device: torch.device, in_graph: bool = False, loss_in_autocast: bool = False
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    config: GptConfig,
+    device: torch.device,
+    in_graph: bool = False,
+    loss_in_autocast: bool = False,
 ) -> None:
     """The kernel's bf16 step: autocast forward, loss on the bf16 logits (in autocast's fp32 with
     `loss_in_autocast`, as before), backward, AdamW (autocast's cast cache off inside a CUDA graph, where
@@ -136,7 +143,10 @@ def main() -> int:
     device = torch.device("cuda", 0) if torch.cuda.is_available() and not args.small else torch.device("cpu")
     tokens = config.batch * config.sequence
     results = {}
-    for name, build, in_autocast in (("before: LayerNorm, biases, fp32 loss", old_model, True), ("kernel: RMSNorm, no biases, bf16 loss", Gpt, False)):
+    for name, build, in_autocast in (
+        ("before: LayerNorm, biases, fp32 loss", old_model, True),
+        ("kernel: RMSNorm, no biases, bf16 loss", Gpt, False),
+    ):
         runs = []
         for repeat in range(args.repeats):
             torch.manual_seed(repeat)
@@ -150,10 +160,14 @@ def main() -> int:
     print(f"ratio kernel/before: {after / before:.2f}")
     threaded = statistics.median(issue_ms(config, device, args.steps, True) for _ in range(args.repeats))
     calling = statistics.median(issue_ms(config, device, args.steps, False) for _ in range(args.repeats))
-    print(f"host issue time of one step: {threaded:.2f} ms with autograd's worker thread, {calling:.2f} ms on the calling thread (the kernel's), ratio {calling / threaded:.2f}")
+    print(
+        f"host issue time of one step: {threaded:.2f} ms with autograd's worker thread, {calling:.2f} ms on the calling thread (the kernel's), ratio {calling / threaded:.2f}"
+    )
     if device.type == "cuda":
         gpu = statistics.median(graphed_ms(config, device, args.steps) for _ in range(args.repeats))
-        print(f"GPU alone (step in a CUDA graph): {gpu:.2f} ms; host headroom {gpu / threaded:.2f}x with the worker thread, {gpu / calling:.2f}x on the calling thread")
+        print(
+            f"GPU alone (step in a CUDA graph): {gpu:.2f} ms; host headroom {gpu / threaded:.2f}x with the worker thread, {gpu / calling:.2f}x on the calling thread"
+        )
     return 0
 
 

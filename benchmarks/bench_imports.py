@@ -84,7 +84,9 @@ def main() -> int:
         resolve = [*lockgen, "resolve", str(stack), "--channel-alias", f"conda-forge={SNAPSHOT}"]
         subprocess.run([sys.executable, *resolve], env=env, capture_output=True, check=True)
         bare = {row[0] for row in imports_of(["-c", "pass"], env)}
-        print(f"-X importtime, beyond the {len(bare)} modules the bare interpreter imports at its start here ({sys.version.split()[0]}):")
+        print(
+            f"-X importtime, beyond the {len(bare)} modules the bare interpreter imports at its start here ({sys.version.split()[0]}):"
+        )
         for name, command in (
             ("run LOCK -- true", run),
             ("materialize (repeated)", materialize),

@@ -76,12 +76,21 @@ def main() -> int:
             shutil.rmtree(root / "copy", ignore_errors=True)
             return timed(["cp", "-al", str(prefix), str(root / "copy")], env)
 
-        report("re-materialize vs cp -al", *median_pair(args.runs, lambda: timed(materialize, env, required=True), copy), 1.0, args.smoke)
+        report(
+            "re-materialize vs cp -al",
+            *median_pair(args.runs, lambda: timed(materialize, env, required=True), copy),
+            1.0,
+            args.smoke,
+        )
         cores = os.cpu_count() or 1
         all_cores = f"find {prefix} -type f -print0 | xargs -0 -P{cores} -n 500 sha256sum > /dev/null"
         report(
             f"check --lock vs find | sha256sum on {cores} cores",
-            *median_pair(args.runs, lambda: timed(lockgen + ["check", "--lock", str(lock), "--prefix", str(prefix)], env, required=True), lambda: timed(all_cores, env, shell=True)),
+            *median_pair(
+                args.runs,
+                lambda: timed(lockgen + ["check", "--lock", str(lock), "--prefix", str(prefix)], env, required=True),
+                lambda: timed(all_cores, env, shell=True),
+            ),
             1.2,
             args.smoke,
         )
@@ -95,7 +104,9 @@ def main() -> int:
             1.0,
             args.smoke,
         )
-        fast = median([timed(lockgen + ["check", "--prefix", str(prefix)], env, required=True) for _ in range(args.runs)])
+        fast = median(
+            [timed(lockgen + ["check", "--prefix", str(prefix)], env, required=True) for _ in range(args.runs)]
+        )
         verdict = "smoke size, not judged" if args.smoke else f"target <= 0.3 s: {'within' if fast <= 0.3 else 'OVER'}"
         print(f"check (fingerprints) of {files} files: {fast:.2f} s ({verdict})")
     report_crashes()

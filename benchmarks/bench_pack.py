@@ -27,7 +27,9 @@ from benchmarks.harness import add_smoke, channel_stack, isolated_env, median_pa
 
 
 def _lock(root: Path, packages: int, mib: int) -> Path:
-    return channel_stack(root, "blobs", {f"blob{i:02d}": {f"share/blob{i:02d}/data.bin": os.urandom(mib << 20)} for i in range(packages)})
+    return channel_stack(
+        root, "blobs", {f"blob{i:02d}": {f"share/blob{i:02d}/data.bin": os.urandom(mib << 20)} for i in range(packages)}
+    )
 
 
 def main() -> int:
@@ -47,11 +49,27 @@ def main() -> int:
         pack = [sys.executable, "-m", "lockgen", "pack", str(lock), "--out", str(out)]
         timed(pack, env, required=True)  # the store warm: every artifact fetched and checked once
         store = sorted(str(p) for p in (root / "home" / "pkgs").iterdir() if p.name.endswith((".conda", ".tar.bz2")))
-        print(f"{len(store)} archives, {sum(os.path.getsize(p) for p in store) >> 20} MiB; the pack archive {out.stat().st_size >> 20} MiB")
+        print(
+            f"{len(store)} archives, {sum(os.path.getsize(p) for p in store) >> 20} MiB; the pack archive {out.stat().st_size >> 20} MiB"
+        )
         files = " ".join(store)
-        report("pack vs tar cf", *median_pair(args.runs, lambda: timed(pack, env, required=True), lambda: timed(f"tar cf {root / 'plain.tar'} {files}", env, shell=True)), 5.0, args.smoke)
+        report(
+            "pack vs tar cf",
+            *median_pair(
+                args.runs,
+                lambda: timed(pack, env, required=True),
+                lambda: timed(f"tar cf {root / 'plain.tar'} {files}", env, shell=True),
+            ),
+            5.0,
+            args.smoke,
+        )
         floor = f"sha256sum {files} > /dev/null && tar cf {root / 'plain.tar'} {files} && sync {root / 'plain.tar'}"
-        report("pack vs sha256sum + tar cf + sync", *median_pair(args.runs, lambda: timed(pack, env, required=True), lambda: timed(floor, env, shell=True)), 1.3, args.smoke)
+        report(
+            "pack vs sha256sum + tar cf + sync",
+            *median_pair(args.runs, lambda: timed(pack, env, required=True), lambda: timed(floor, env, shell=True)),
+            1.3,
+            args.smoke,
+        )
     report_crashes()
     return 0
 

@@ -65,7 +65,9 @@ def jobs_of(stack: Path) -> list[dict]:
                     "python": plan.python,
                     "platform": python_platform(request.platform, target.glibc),
                     "index_url": options.index_url,
-                    "exclude_newer": ["--exclude-newer", options.exclude_newer.isoformat()] if options.exclude_newer else [],
+                    "exclude_newer": ["--exclude-newer", options.exclude_newer.isoformat()]
+                    if options.exclude_newer
+                    else [],
                 }
             )
     return jobs
@@ -110,9 +112,14 @@ def main() -> int:
         ours = [sys.executable, "-m", "lockgen", "resolve", str(stack)]
         baseline = [sys.executable, str(raw), find_uv_bin(), json.dumps(jobs)]
         timed(ours, env, required=True), timed(baseline, env)
-        print(f"{len(jobs)} uv resolutions (targets x platforms) of {'a local index' if args.smoke else STACK.relative_to(REPO)}")
+        print(
+            f"{len(jobs)} uv resolutions (targets x platforms) of {'a local index' if args.smoke else STACK.relative_to(REPO)}"
+        )
         report(
-            f"lockgen resolve vs uv pip compile ({args.runs} runs each, alternating)", *median_pair(args.runs, lambda: timed(ours, env, required=True), lambda: timed(baseline, env)), 1.2, args.smoke
+            f"lockgen resolve vs uv pip compile ({args.runs} runs each, alternating)",
+            *median_pair(args.runs, lambda: timed(ours, env, required=True), lambda: timed(baseline, env)),
+            1.2,
+            args.smoke,
         )
     report_crashes()
     return 0

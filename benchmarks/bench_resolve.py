@@ -65,7 +65,9 @@ def plan_jobs(snapshot: Path) -> list[dict]:
     return jobs
 
 
-def compare(name: str, ours: list[str], baseline: list[str], runs: int, env: dict[str, str], smoke: bool, target: float) -> None:
+def compare(
+    name: str, ours: list[str], baseline: list[str], runs: int, env: dict[str, str], smoke: bool, target: float
+) -> None:
     """Wall and CPU medians (the process and its children) of alternating runs, each ratio judged."""
     timed(ours, env, required=True), timed(baseline, env)  # warm the page cache and the import caches
     mine: list[tuple[float, float] | None] = []
@@ -94,11 +96,27 @@ def main() -> int:
         raw = Path(tmp) / "raw_solve.py"
         raw.write_text(RAW_SCRIPT)
         jobs = plan_jobs(snapshot)
-        lockgen = [sys.executable, "-m", "lockgen", "resolve", str(stack_dir / "stack.toml"), "--channel-alias", f"conda-forge={snapshot}"]
+        lockgen = [
+            sys.executable,
+            "-m",
+            "lockgen",
+            "resolve",
+            str(stack_dir / "stack.toml"),
+            "--channel-alias",
+            f"conda-forge={snapshot}",
+        ]
         baseline = [sys.executable, str(raw), str(snapshot), json.dumps(jobs)]
         print(f"{len(jobs)} solves (targets x platforms) of {STACK.relative_to(REPO)} on {snapshot}")
         compare("resolve", lockgen, baseline, args.runs, env, args.smoke, 1.5)
-        compare("--help", [sys.executable, "-m", "lockgen", "--help"], [sys.executable, "-c", "import typer"], args.runs, env, args.smoke, 1.3)
+        compare(
+            "--help",
+            [sys.executable, "-m", "lockgen", "--help"],
+            [sys.executable, "-c", "import typer"],
+            args.runs,
+            env,
+            args.smoke,
+            1.3,
+        )
     report_crashes()
     return 0
 

@@ -45,7 +45,10 @@ def uv_project(root: Path) -> tuple[list[str], list[str], dict[str, str]] | None
     project = root / "uv-project"
     project.mkdir()
     env = {**isolated_env(root), "UV_CACHE_DIR": str(root / "uv-cache")}
-    for step in (["init", "--bare", "--offline", "--python", sys.executable, "-q", str(project)], ["sync", "--offline", "--python", sys.executable, "-q", "--project", str(project)]):
+    for step in (
+        ["init", "--bare", "--offline", "--python", sys.executable, "-q", str(project)],
+        ["sync", "--offline", "--python", sys.executable, "-q", "--project", str(project)],
+    ):
         if subprocess.run([uv, *step], env=env, capture_output=True).returncode != 0:
             return None
     run = [uv, "run", "--offline", "--project", str(project), "python", "-c", "pass"]
@@ -74,14 +77,25 @@ def main() -> int:
         materialize = lockgen + ["materialize", str(lock), "--prefix", str(root / "env")]
         bare_without_site = [sys.executable, "-S", "-c", "pass"]
         run_without_site = [sys.executable, "-S", "-m", "lockgen", "run", str(lock), "--", *bare_without_site]
-        env_without_site = {**env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # lockgen without site-packages
+        env_without_site = {
+            **env,
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        }  # lockgen without site-packages
         cpu_timed(run, env)  # makes the store's environment, and keeps the lock's checked value
         cpu_timed(materialize, env)
         time.sleep(RACY_NS / 1e9 + 0.1)  # a tree changed within RACY_NS of its check keeps no verdict
         for _ in range(2):  # each environment's verdict kept again after the other's build linked the same files
             cpu_timed(run, env)
             cpu_timed(materialize, env)
-        samples: dict[str, list[float]] = {"bare": [], "run": [], "materialize": [], "run, reparsed": [], "materialize, reparsed": [], "bare -S": [], "run -S": []}
+        samples: dict[str, list[float]] = {
+            "bare": [],
+            "run": [],
+            "materialize": [],
+            "run, reparsed": [],
+            "materialize, reparsed": [],
+            "bare -S": [],
+            "run -S": [],
+        }
         anchor = uv_project(root)
         if anchor is not None:
             samples.update({"uv run": [], "uv's python": []})
@@ -97,19 +111,38 @@ def main() -> int:
             samples["bare -S"].append(cpu_timed(bare_without_site)[1])
             samples["run -S"].append(cpu_timed(run_without_site, env_without_site)[1])
         cpu = {name: 1000 * (median(values) or 0.0) for name, values in samples.items()}
-        print(f"{args.runs} runs each, median CPU (user + sys): " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in cpu.items()))
-        for name, bare_name, limit in (("run", "bare", RUN_TARGET_MS), ("run, reparsed", "bare", RUN_TARGET_MS), ("run -S", "bare -S", RUN_TARGET_MS)):
+        print(
+            f"{args.runs} runs each, median CPU (user + sys): "
+            + ", ".join(f"{name} {ms:.0f} ms" for name, ms in cpu.items())
+        )
+        for name, bare_name, limit in (
+            ("run", "bare", RUN_TARGET_MS),
+            ("run, reparsed", "bare", RUN_TARGET_MS),
+            ("run -S", "bare -S", RUN_TARGET_MS),
+        ):
             over = cpu[name] - cpu[bare_name]
-            verdict = "smoke size, not judged" if args.smoke else f"target <= {limit} ms over: {'within' if over <= limit else 'OVER'}"
-            print(f"{name} -- python -c pass: {over:.0f} ms of CPU over the bare interpreter, ratio {cpu[name] / cpu[bare_name]:.2f} ({verdict})")
+            verdict = (
+                "smoke size, not judged"
+                if args.smoke
+                else f"target <= {limit} ms over: {'within' if over <= limit else 'OVER'}"
+            )
+            print(
+                f"{name} -- python -c pass: {over:.0f} ms of CPU over the bare interpreter, ratio {cpu[name] / cpu[bare_name]:.2f} ({verdict})"
+            )
         if anchor is not None:
             uv_over = cpu["uv run"] - cpu["uv's python"]
             print(
                 f"the anchor, uv run -- python -c pass: {uv_over:.0f} ms of CPU over its project's python (lockgen run: {cpu['run'] - cpu['bare']:.0f} ms, started by python -S {cpu['run -S'] - cpu['bare -S']:.0f} ms)"
             )
         for name in ("materialize", "materialize, reparsed"):
-            verdict = "smoke size, not judged" if args.smoke else f"target <= {MATERIALIZE_TARGET_MS} ms: {'within' if cpu[name] <= MATERIALIZE_TARGET_MS else 'OVER'}"
-            print(f"repeated {name}: {cpu[name]:.0f} ms of CPU, {cpu[name] - cpu['bare']:.0f} ms over the bare interpreter ({verdict})")
+            verdict = (
+                "smoke size, not judged"
+                if args.smoke
+                else f"target <= {MATERIALIZE_TARGET_MS} ms: {'within' if cpu[name] <= MATERIALIZE_TARGET_MS else 'OVER'}"
+            )
+            print(
+                f"repeated {name}: {cpu[name]:.0f} ms of CPU, {cpu[name] - cpu['bare']:.0f} ms over the bare interpreter ({verdict})"
+            )
     report_crashes()
     return 0
 

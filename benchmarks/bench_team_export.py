@@ -28,13 +28,17 @@ def stacks(root: Path, packages: int, megabytes: int, team_mb: int, env: dict[st
     """(the base lock, the team lock) over a channel of big packages; the base is resolved first."""
     from tests.channel_factory import Pkg, build_channel
 
-    built = [Pkg(f"big{i:02d}", "1.0", files={f"lib/big{i:02d}.so.txt": payload(i, megabytes)}) for i in range(packages)]
+    built = [
+        Pkg(f"big{i:02d}", "1.0", files={f"lib/big{i:02d}.so.txt": payload(i, megabytes)}) for i in range(packages)
+    ]
     built.append(Pkg("teamlib", "1.0", files={"lib/teamlib.so.txt": payload(99, team_mb)}))
     channel = build_channel(root / "channel", built)
     deps = "\n".join(f'big{i:02d} = "*"' for i in range(packages))
     base = root / "platform" / "stack.toml"
     base.parent.mkdir()
-    base.write_text(f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n')
+    base.write_text(
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
+    )
     team = root / "team" / "stack.toml"
     team.parent.mkdir()
     team.write_text('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamlib = "*"\n')
@@ -61,13 +65,24 @@ def main() -> None:
         timed(lockgen + [str(base_lock), "--out", str(root / "base-img")], env, required=True)
         on_base, scratch = [], []
         for run in range(args.runs):  # alternating, each in a fresh home: no layer of the team's is cached
-            for kind, extra, times in (("on-base", ["--base", str(root / "base-img")], on_base), ("scratch", [], scratch)):
+            for kind, extra, times in (
+                ("on-base", ["--base", str(root / "base-img")], on_base),
+                ("scratch", [], scratch),
+            ):
                 out, home = root / f"{kind}-{run}", root / f"home-{kind}-{run}"
-                times.append(timed(lockgen + [str(team_lock), "--out", str(out), *extra], {**env, "LOCKGEN_HOME": str(home)}, required=True))
+                times.append(
+                    timed(
+                        lockgen + [str(team_lock), "--out", str(out), *extra],
+                        {**env, "LOCKGEN_HOME": str(home)},
+                        required=True,
+                    )
+                )
                 shutil.rmtree(out)
                 shutil.rmtree(home, ignore_errors=True)
         share = args.team_mb / (args.team_mb + args.packages * args.mb)
-        print(f"base: {args.packages} packages x {args.mb} MB; the team adds {args.team_mb} MB ({share:.0%} of the bytes)")
+        print(
+            f"base: {args.packages} packages x {args.mb} MB; the team adds {args.team_mb} MB ({share:.0%} of the bytes)"
+        )
         print(f"team image on the base image: {[round(t, 2) for t in on_base]}")
         print(f"team image from scratch:      {[round(t, 2) for t in scratch]}")
         report("team image on its base vs from scratch", median(on_base), median(scratch), 0.2, args.smoke)

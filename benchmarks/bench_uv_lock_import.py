@@ -46,9 +46,14 @@ def uv_lock_text(packages: int) -> str:
     ]
     for i in range(packages):
         children = [child for child in (2 * i + 1, 2 * i + 2) if child < packages]
-        edges = "".join(f'    {{ name = "pkg{child}", extra = ["fast"], marker = "{_ON_LINUX if child % 2 else _NOT_CPU}" }},\n' for child in children)
+        edges = "".join(
+            f'    {{ name = "pkg{child}", extra = ["fast"], marker = "{_ON_LINUX if child % 2 else _NOT_CPU}" }},\n'
+            for child in children
+        )
         name, digest = f"pkg{i}", f"{i:064x}"
-        wheels = _WHEEL.format(name=name, tag="py3-none-manylinux_2_17_x86_64", digest=digest) + _WHEEL.format(name=name, tag="py3-none-manylinux_2_17_aarch64", digest=digest)
+        wheels = _WHEEL.format(name=name, tag="py3-none-manylinux_2_17_x86_64", digest=digest) + _WHEEL.format(
+            name=name, tag="py3-none-manylinux_2_17_aarch64", digest=digest
+        )
         parts.append(
             f'\n[[package]]\nname = "{name}"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
             + (f"dependencies = [\n{edges}]\n" if edges else "")
@@ -64,7 +69,9 @@ _TOMLLIB = "import sys, tomllib; tomllib.loads(open(sys.argv[1], encoding='utf-8
 
 def _import(lock: Path, out: Path, env: dict[str, str]) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, peak resident set in MiB) of one `lockgen import`."""
-    return _child([sys.executable, "-m", "lockgen", "import", str(lock), "-t", "cpu", "--python", "3.12", "-o", str(out)], env)
+    return _child(
+        [sys.executable, "-m", "lockgen", "import", str(lock), "-t", "cpu", "--python", "3.12", "-o", str(out)], env
+    )
 
 
 def _child(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
@@ -84,7 +91,11 @@ def _child(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,30000,300000", help="package counts, comma-separated, each run in its own child (its peak memory its own)")
+    parser.add_argument(
+        "--sizes",
+        default="10000,30000,300000",
+        help="package counts, comma-separated, each run in its own child (its peak memory its own)",
+    )
     add_smoke(parser)
     args = parser.parse_args()
     sizes = [500] if args.smoke else [int(size) for size in args.sizes.split(",")]
@@ -106,12 +117,18 @@ def main() -> int:
             )
     if sizes[-1] >= 100_000:  # below, the command's start (about half a second) is most of it
         target = _TARGET_CPU_S * sizes[-1] / 300_000
-        print(f"target at {sizes[-1]} packages: {target:.1f} s CPU ({_TARGET_CPU_S:.0f} s at 300k): {'met' if per_package[-1] * sizes[-1] <= target else 'NOT met'}")
+        print(
+            f"target at {sizes[-1]} packages: {target:.1f} s CPU ({_TARGET_CPU_S:.0f} s at 300k): {'met' if per_package[-1] * sizes[-1] <= target else 'NOT met'}"
+        )
         memory = _TARGET_PEAK_MIB * sizes[-1] / 300_000
-        print(f"memory target at {sizes[-1]} packages: {memory:.0f} MiB peak ({_TARGET_PEAK_MIB} MiB at 300k): {peaks[-1]} MiB, {'met' if peaks[-1] <= memory else 'NOT met'}")
+        print(
+            f"memory target at {sizes[-1]} packages: {memory:.0f} MiB peak ({_TARGET_PEAK_MIB} MiB at 300k): {peaks[-1]} MiB, {'met' if peaks[-1] <= memory else 'NOT met'}"
+        )
     if len(sizes) > 1:
         ratio = per_package[-1] / per_package[0]
-        print(f"CPU time per package, {sizes[-1]} vs {sizes[0]}: ratio {ratio:.2f} (target <= 3: {'within' if ratio <= 3 else 'OVER'})")
+        print(
+            f"CPU time per package, {sizes[-1]} vs {sizes[0]}: ratio {ratio:.2f} (target <= 3: {'within' if ratio <= 3 else 'OVER'})"
+        )
     return 0
 
 

@@ -47,11 +47,16 @@ def serve_wheels(root: Path, sources: list[Path]) -> str:
             if not (simple / name / wheel.name).exists():
                 (simple / name / wheel.name).symlink_to(wheel.resolve())
     for project in simple.iterdir():
-        links = "".join(f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n' for w in sorted(project.glob("*.whl")))
+        links = "".join(
+            f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
+            for w in sorted(project.glob("*.whl"))
+        )
         (project / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
     from tests.conftest import _QuietHandler
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root / "index")))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root / "index"))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/simple"
 
@@ -101,8 +106,13 @@ def sibling_removed(lockgen: list[str], lock: Path, root: Path, env: dict[str, s
     said = subprocess.run(check, env=env, capture_output=True, text=True, check=True).stderr
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime
-    told = next((line.strip() for line in said.splitlines() if "proven by their fingerprints" in line or "hashing the" in line), "(no such line)")
-    print(f"check --lock after an environment sharing its files was removed: {wall:.2f} s, {cpu:.2f} s CPU; it said: {told}")
+    told = next(
+        (line.strip() for line in said.splitlines() if "proven by their fingerprints" in line or "hashing the" in line),
+        "(no such line)",
+    )
+    print(
+        f"check --lock after an environment sharing its files was removed: {wall:.2f} s, {cpu:.2f} s CPU; it said: {told}"
+    )
 
 
 def main() -> int:
@@ -122,7 +132,10 @@ def main() -> int:
             from tests.wheel_index import Wheel, build_index
 
             args.runs = 1
-            folder = build_index(root / "tiny", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",))]) / "files"
+            folder = (
+                build_index(root / "tiny", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",))])
+                / "files"
+            )
             lock = lock_of(root, serve_wheels(root, [folder]), ["gamma"], env)
         else:
             lock = lock_of(root, serve_wheels(root, args.wheels), args.require, env)
@@ -149,8 +162,15 @@ def main() -> int:
             cpus["uv"].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             return wall
 
-        report("materialize into a new prefix (from lockgen's store) vs uv venv + uv pip install (warm cache)", *median_pair(args.runs, fresh, uv), 1.2, args.smoke)
-        print(f"  CPU (process and children): lockgen {median(cpus['lockgen']) or 0:.2f} s, uv {median(cpus['uv']) or 0:.2f} s; load average {os.getloadavg()[0]:.1f}")
+        report(
+            "materialize into a new prefix (from lockgen's store) vs uv venv + uv pip install (warm cache)",
+            *median_pair(args.runs, fresh, uv),
+            1.2,
+            args.smoke,
+        )
+        print(
+            f"  CPU (process and children): lockgen {median(cpus['lockgen']) or 0:.2f} s, uv {median(cpus['uv']) or 0:.2f} s; load average {os.getloadavg()[0]:.1f}"
+        )
         hashed: list[str] = []
         loop_cpus: dict[str, list[float]] = {"lockgen": [], "uv": []}
 
@@ -164,7 +184,11 @@ def main() -> int:
             said = subprocess.run(lockgen + [str(prefix)], env=env, capture_output=True, text=True, check=True).stderr
             wall = time.perf_counter() - started
             loop_cpus["lockgen"].append(children_cpu() - cpu)
-            hashed.extend(line.split("RECORD: ", 1)[1].rstrip(")") for line in said.splitlines() if "every file against its RECORD" in line)
+            hashed.extend(
+                line.split("RECORD: ", 1)[1].rstrip(")")
+                for line in said.splitlines()
+                if "every file against its RECORD" in line
+            )
             shutil.rmtree(prefix)
             return wall
 
@@ -177,9 +201,16 @@ def main() -> int:
 
         runs = iter(range(1000, 1000 + 2 * args.runs + 2))
         shutil.rmtree(root / "first")
-        report("create -> remove -> create loop: materialize vs uv venv + uv pip install", *median_pair(args.runs, made_and_removed, uv_made_and_removed), 1.2, args.smoke)
+        report(
+            "create -> remove -> create loop: materialize vs uv venv + uv pip install",
+            *median_pair(args.runs, made_and_removed, uv_made_and_removed),
+            1.2,
+            args.smoke,
+        )
         mine, theirs = median(loop_cpus["lockgen"]) or 0, median(loop_cpus["uv"]) or 0
-        print(f"  CPU (children): lockgen {mine:.2f} s, uv {theirs:.2f} s, ratio {mine / theirs if theirs else 0:.2f}; load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"  CPU (children): lockgen {mine:.2f} s, uv {theirs:.2f} s, ratio {mine / theirs if theirs else 0:.2f}; load average {os.getloadavg()[0]:.1f}"
+        )
         print(f"  each loop's proof: {'; '.join(hashed)}")
         after = timed(lockgen + [str(root / "after-rm")], env, required=True)
         print(f"materialize after the loop's environments were removed (their proofs kept): {after:.2f} s")
@@ -189,7 +220,9 @@ def main() -> int:
         again, cpu = median([w for w, _ in pairs]), median([c for _, c in pairs])
         assert again is not None and cpu is not None
         verdict = "smoke size, not judged" if args.smoke else f"target <= 0.3 s: {'within' if again <= 0.3 else 'OVER'}"
-        print(f"re-materialize of the existing environment: {again:.2f} s, {cpu:.2f} s CPU ({verdict}; load average {os.getloadavg()[0]:.1f})")
+        print(
+            f"re-materialize of the existing environment: {again:.2f} s, {cpu:.2f} s CPU ({verdict}; load average {os.getloadavg()[0]:.1f})"
+        )
         sibling_removed(lockgen, lock, root, env)
     report_crashes()
     return 0

@@ -32,7 +32,11 @@ _compiled()
 
 
 def add_smoke(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--smoke", action="store_true", help="a size that runs in seconds, one run each, no target judged (CI runs every benchmark so)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a size that runs in seconds, one run each, no target judged (CI runs every benchmark so)",
+    )
 
 
 def _name(command: Sequence[str] | str) -> str:
@@ -42,14 +46,23 @@ def _name(command: Sequence[str] | str) -> str:
     return Path(useful[0]).name if useful else command[0]
 
 
-def timed(command: Sequence[str] | str, env: Mapping[str, str] | None = None, shell: bool = False, required: bool = False) -> float | None:
+def timed(
+    command: Sequence[str] | str, env: Mapping[str, str] | None = None, shell: bool = False, required: bool = False
+) -> float | None:
     """Wall seconds of one successful run; a failed run is counted and run again, at most `ATTEMPTS`
     times. None when every attempt failed (reported at the end), unless `required`: lockgen's own
     command failing is a broken benchmark, and stops it."""
     error = ""
     for _ in range(ATTEMPTS):
         started = time.perf_counter()
-        done = subprocess.run(command, shell=shell, env=dict(env) if env is not None else None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(
+            command,
+            shell=shell,
+            env=dict(env) if env is not None else None,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if done.returncode == 0:
             return time.perf_counter() - started
         key = f"{_name(command)} exit {done.returncode}"
@@ -71,7 +84,9 @@ def cpu_timed(command: Sequence[str], env: Mapping[str, str] | None = None) -> t
     return measured
 
 
-def wall_and_cpu(command: Sequence[str], env: Mapping[str, str] | None = None, required: bool = False) -> tuple[float, float] | None:
+def wall_and_cpu(
+    command: Sequence[str], env: Mapping[str, str] | None = None, required: bool = False
+) -> tuple[float, float] | None:
     """(wall seconds, CPU seconds of the process and its children, every attempt's) of one successful run, as
     `timed` runs it (a baseline's failed runs retried); None when every attempt failed."""
     import resource
@@ -87,7 +102,9 @@ def median(values: Sequence[float | None]) -> float | None:
     return statistics.median(kept) if kept else None
 
 
-def median_pair(runs: int, ours: Callable[[], float | None], theirs: Callable[[], float | None]) -> tuple[float | None, float | None]:
+def median_pair(
+    runs: int, ours: Callable[[], float | None], theirs: Callable[[], float | None]
+) -> tuple[float | None, float | None]:
     """Medians of `runs` alternating runs of each."""
     mine, base = [], []
     for _ in range(runs):
@@ -101,7 +118,9 @@ def report(name: str, ours: float | None, theirs: float | None, target: float, s
     if ours is None or theirs is None:
         print(f"{name}: lockgen {_ms(ours)}, baseline {_ms(theirs)}: no ratio (a side never succeeded)")
         return
-    verdict = "smoke size, not judged" if smoke else f"target <= {target}: {'within' if ours / theirs <= target else 'OVER'}"
+    verdict = (
+        "smoke size, not judged" if smoke else f"target <= {target}: {'within' if ours / theirs <= target else 'OVER'}"
+    )
     print(f"{name}: lockgen {_ms(ours)}, baseline {_ms(theirs)}, ratio {ours / theirs:.2f} ({verdict})")
 
 
@@ -126,7 +145,10 @@ def bulk_stack(root: Path, packages: int, files: int, kib: int, big_files: int =
         line = f"{i}-{j}\n"
         return line * max(1, kib * 1024 // len(line))
 
-    packages_files: dict[str, dict[str, str | bytes]] = {f"bulk{i:02d}": {f"share/bulk{i:02d}/f{j:04d}.txt": content(i, j) for j in range(files)} for i in range(packages)}
+    packages_files: dict[str, dict[str, str | bytes]] = {
+        f"bulk{i:02d}": {f"share/bulk{i:02d}/f{j:04d}.txt": content(i, j) for j in range(files)}
+        for i in range(packages)
+    }
     if big_files:
         packages_files["bulkbig"] = {f"lib/libbig{j:02d}.so": os.urandom(big_mib << 20) for j in range(big_files)}
     return channel_stack(root, "bulk", packages_files)
@@ -142,7 +164,9 @@ def channel_stack(root: Path, name: str, packages: dict[str, dict[str, str | byt
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
     deps = "\n".join(f'{package} = "*"' for package in packages)
-    stack.write_text(f'[stack]\nname = "{name}"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "{name}"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
+    )
     timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], isolated_env(root), required=True)
     return stack.parent / "locks" / "cpu.conda-lock.yml"
 
@@ -151,4 +175,10 @@ def isolated_env(root: Path) -> dict[str, str]:
     """This process's environment with a lockgen home and cache under `root` (uv's own cache is the user's), and
     `root` among the folders lockgen reads local packages from (the benchmark's own channels and wheels)."""
     roots = os.pathsep.join(p for p in (str(root), os.environ.get("LOCKGEN_FILE_ROOTS", "")) if p)
-    return {**os.environ, "LOCKGEN_HOME": str(root / "home"), "LOCKGEN_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1", "LOCKGEN_FILE_ROOTS": roots}
+    return {
+        **os.environ,
+        "LOCKGEN_HOME": str(root / "home"),
+        "LOCKGEN_CACHE_DIR": str(root / "cache"),
+        "NO_COLOR": "1",
+        "LOCKGEN_FILE_ROOTS": roots,
+    }

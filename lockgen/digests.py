@@ -28,7 +28,14 @@ def canonical_json_with(value: Mapping[str, Any], encoded: Mapping[str, bytes]) 
     (`encoded`, by key: those of `value` are then not read): a large part shared by two documents (an
     environment manifest's files, in its digest and in the file written) is encoded once."""
     keys = sorted({*value, *encoded})
-    return b"{" + b",".join(canonical_json(key) + b":" + (encoded[key] if key in encoded else canonical_json(value[key])) for key in keys) + b"}"
+    return (
+        b"{"
+        + b",".join(
+            canonical_json(key) + b":" + (encoded[key] if key in encoded else canonical_json(value[key]))
+            for key in keys
+        )
+        + b"}"
+    )
 
 
 def canonical_digest(value: Any) -> str:

@@ -51,7 +51,9 @@ class UnsatisfiableError(UserError):
     """The solver found no set of packages for one solve request (`request_label` names it; `packages`
     are the package names the solver's explanation mentions, when the adapter could tell)."""
 
-    def __init__(self, message: str, hint: str = "", request_label: str = "", packages: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, message: str, hint: str = "", request_label: str = "", packages: frozenset[str] = frozenset()
+    ) -> None:
         super().__init__(message, hint)
         self.request_label = request_label
         self.packages = packages

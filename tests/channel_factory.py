@@ -57,7 +57,10 @@ def _tar(entries: dict[str, bytes], links: dict[str, str] | None = None) -> byte
 
 
 def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    files = {k: v if isinstance(v, bytes) else v.encode() for k, v in (pkg.files or {f"share/{pkg.name}/README": f"{pkg.name} {pkg.version}\n"}).items()}
+    files = {
+        k: v if isinstance(v, bytes) else v.encode()
+        for k, v in (pkg.files or {f"share/{pkg.name}/README": f"{pkg.name} {pkg.version}\n"}).items()
+    }
     files[f"etc/{pkg.name}/prefix.txt"] = f"installed at {PLACEHOLDER}\n".encode()
     index = {
         "name": pkg.name,
@@ -78,20 +81,36 @@ def _contents(pkg: Pkg) -> tuple[dict[str, bytes], dict[str, bytes]]:
     paths = {
         "paths_version": 1,
         "paths": [
-            {"_path": p, "path_type": "hardlink", "size_in_bytes": len(d), **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {})}
+            {
+                "_path": p,
+                "path_type": "hardlink",
+                "size_in_bytes": len(d),
+                **({"file_mode": "text", "prefix_placeholder": PLACEHOLDER} if p.endswith("prefix.txt") else {}),
+            }
             for p, d in sorted(files.items())
         ]
-        + [{"_path": p.removesuffix("@"), "path_type": "softlink" if p.endswith("@") else "hardlink", "size_in_bytes": 0} for p in pkg.extra_paths]
+        + [
+            {
+                "_path": p.removesuffix("@"),
+                "path_type": "softlink" if p.endswith("@") else "hardlink",
+                "size_in_bytes": 0,
+            }
+            for p in pkg.extra_paths
+        ]
         + [{"_path": p, "path_type": "softlink"} for p in sorted(pkg.links)],
     }
     info = {
         "info/index.json": json.dumps(index, indent=2).encode(),
         "info/paths.json": json.dumps(paths, indent=2).encode(),
         "info/files": "\n".join(sorted(files)).encode() + b"\n",
-        "info/has_prefix": (pkg.has_prefix if pkg.has_prefix is not None else f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n").encode(),
+        "info/has_prefix": (
+            pkg.has_prefix if pkg.has_prefix is not None else f"{PLACEHOLDER} text etc/{pkg.name}/prefix.txt\n"
+        ).encode(),
     }
     if noarch_python:
-        info["info/link.json"] = json.dumps({"noarch": {"type": "python", "entry_points": list(pkg.entry_points)}, "package_metadata_version": 1}).encode()
+        info["info/link.json"] = json.dumps(
+            {"noarch": {"type": "python", "entry_points": list(pkg.entry_points)}, "package_metadata_version": 1}
+        ).encode()
     return info, files
 
 
@@ -133,7 +152,16 @@ def build_channel(root: Path, packages: list[Pkg]) -> Path:
 
 def gpu_channel_packages() -> list[Pkg]:
     """A tiny CUDA world: cuda-version gating on __cuda, pytorch in CUDA and CPU builds, a GPU-only tool."""
-    cuda_versions = [Pkg("cuda-version", v, build="h0_3", subdir="noarch", constrains=(f"__cuda >={v.split('.')[0]}", f"cudatoolkit {v}|{v}.*")) for v in ("11.8", "12.4", "12.9")]
+    cuda_versions = [
+        Pkg(
+            "cuda-version",
+            v,
+            build="h0_3",
+            subdir="noarch",
+            constrains=(f"__cuda >={v.split('.')[0]}", f"cudatoolkit {v}|{v}.*"),
+        )
+        for v in ("11.8", "12.4", "12.9")
+    ]
     torch = [
         Pkg("pytorch", "2.5.0", build="cuda118_h1_0", depends=("__cuda", "cuda-version >=11.8,<12")),
         Pkg("pytorch", "2.5.0", build="cuda124_h1_0", depends=("__cuda", "cuda-version >=12.4,<13")),
@@ -154,6 +182,8 @@ def cpu_lock(folder: Path, channel: str, names: list[str]) -> Path:
     stack = folder / "stack" / "stack.toml"
     stack.parent.mkdir()
     deps = "".join(f'{name} = "*"\n' for name in names)
-    stack.write_text(f'[stack]\nname = "t"\nchannels = ["{channel}"]\n[dependencies]\n{deps}[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "t"\nchannels = ["{channel}"]\n[dependencies]\n{deps}[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml"

@@ -118,7 +118,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if written:
         session.exitstatus = 1
         shown = ", ".join(written[:10]) + (f" and {len(written) - 10} more" if len(written) > 10 else "")
-        print(f"\nFAILED: tests wrote into ~/.lockgen (a lockgen run without LOCKGEN_HOME; tests must use a temporary home): {shown}")
+        print(
+            f"\nFAILED: tests wrote into ~/.lockgen (a lockgen run without LOCKGEN_HOME; tests must use a temporary home): {shown}"
+        )
 
 
 _HOME_KEY = pytest.StashKey[Path]()
@@ -129,7 +131,9 @@ def unsealed(lock_text: str) -> str:
     """A lock's text without its `lockgen.package-set.*` records, as an older lockgen wrote it, or as one who edits
     its entries would leave it to get past that check: what the tests of the deeper defenses (an archive's own
     metadata, the pinned hashes) edit, since the record guards against hand edits, not against an attacker."""
-    return "".join(line for line in lock_text.splitlines(keepends=True) if not line.lstrip().startswith("lockgen.package-set."))
+    return "".join(
+        line for line in lock_text.splitlines(keepends=True) if not line.lstrip().startswith("lockgen.package-set.")
+    )
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -177,7 +181,9 @@ def loopback_registry(folder: Path) -> Iterator[str]:
     if binary is None:
         pytest.fail("docker-registry is not installed: .ci/run installs it with apt-get")
     config = folder / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\nhttp:\n  addr: 127.0.0.1:0\n")
+    config.write_text(
+        f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\nhttp:\n  addr: 127.0.0.1:0\n"
+    )
     log_path = folder / "registry.log"
     with log_path.open("w") as log:
         process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)

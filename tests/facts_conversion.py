@@ -49,8 +49,14 @@ def _convert(src):
                 "gpus": a["typical_gpus"]["value"],
                 "first_cuda": first,
                 "last_cuda": last,
-                "tensor_cores": {k.replace("_tensor_core", ""): a[k]["value"] for k in ("tf32_tensor_core", "bf16_tensor_core", "fp8_tensor_core", "fp4_tensor_core") if k in a},
-                "inferred": any(a[k].get("inferred", False) for k in ("first_cuda_sass", "last_cuda", "compute_capability")),
+                "tensor_cores": {
+                    k.replace("_tensor_core", ""): a[k]["value"]
+                    for k in ("tf32_tensor_core", "bf16_tensor_core", "fp8_tensor_core", "fp4_tensor_core")
+                    if k in a
+                },
+                "inferred": any(
+                    a[k].get("inferred", False) for k in ("first_cuda_sass", "last_cuda", "compute_capability")
+                ),
                 "sources": srcs(a["compute_capability"], a["first_cuda_sass"], a["last_cuda"], a["typical_gpus"]),
             }
     cuda = {}
@@ -59,7 +65,10 @@ def _convert(src):
             continue
         if not re.match(r">=\d", t["toolkit_driver_linux_x86_64"]["value"]):
             continue
-        cuda[ver] = {"min_driver": t["toolkit_driver_linux_x86_64"]["value"].lstrip(">="), "sources": srcs(t["toolkit_driver_linux_x86_64"])}
+        cuda[ver] = {
+            "min_driver": t["toolkit_driver_linux_x86_64"]["value"].lstrip(">="),
+            "sources": srcs(t["toolkit_driver_linux_x86_64"]),
+        }
     compat = {}
     for major, leaf in src["cuda_driver"]["minor_version_compat_min_driver_linux"].items():
         m = re.search(r">=\s*(\d+(?:\.\d+)*)", leaf["value"]).group(1)
@@ -87,14 +96,24 @@ def _convert(src):
         for cu, leaf in lists.items():
             if not isinstance(leaf, dict) or "value" not in leaf:
                 continue
-            official.setdefault(tv, {})[cu] = {"arch_list": leaf["value"], "sources": srcs(leaf), "inferred": leaf.get("inferred", False)}
+            official.setdefault(tv, {})[cu] = {
+                "arch_list": leaf["value"],
+                "sources": srcs(leaf),
+                "inferred": leaf.get("inferred", False),
+            }
         arm_lists = (p.get("linux_aarch64") or {}).get("torch_cuda_arch_list") or {}
         if isinstance(arm_lists.get("value"), dict):
             for cu, arch_list in arm_lists["value"].items():
-                official_aarch64.setdefault(tv, {})[cu] = {"arch_list": arch_list, "sources": srcs(arm_lists), "inferred": bool(arm_lists.get("inferred", False))}
+                official_aarch64.setdefault(tv, {})[cu] = {
+                    "arch_list": arch_list,
+                    "sources": srcs(arm_lists),
+                    "inferred": bool(arm_lists.get("inferred", False)),
+                }
     out = {
         "about": "GPU, CUDA, driver and PyTorch facts used by lockgen's target rules. Re-expressed from the sourced matrix "
-        "shared/reference/gpu-matrix.json (horizon: " + src["meta"]["snapshot_horizon"]["value"][:120] + "...). Every entry keeps its sources.",
+        "shared/reference/gpu-matrix.json (horizon: "
+        + src["meta"]["snapshot_horizon"]["value"][:120]
+        + "...). Every entry keeps its sources.",
         "rules": [r["value"] for r in src["rules"][:2]],
         "archs": archs,
         "cuda_toolkits": cuda,
@@ -135,7 +154,8 @@ def _convert(src):
                 "variant": variant,
                 "arch_list": arch_list,
                 "inferred": bool(arm["pypi"].get("inferred")) or "assumed" in value,
-                "sources": srcs(arm["pypi"]) + (srcs(arm["torch_cuda_arch_list"]) if arm.get("torch_cuda_arch_list") else []),
+                "sources": srcs(arm["pypi"])
+                + (srcs(arm["torch_cuda_arch_list"]) if arm.get("torch_cuda_arch_list") else []),
             }
         )
     out["pytorch_pypi_wheels"] = pypi
@@ -158,7 +178,9 @@ def packaged(matrix_path, additions_path=ADDITIONS):
     rows = {(w["torch"], w["platform"]): w for w in out["pytorch_pypi_wheels"]}
     for wheel in add["pytorch_pypi_wheels"]:
         rows[(wheel["torch"], wheel["platform"])] = {k: v for k, v in wheel.items() if v is not None or k != "toolkit"}
-    out["pytorch_pypi_wheels"] = sorted(rows.values(), key=lambda w: (tuple(int(p) for p in w["torch"].split(".")), w["platform"]))
+    out["pytorch_pypi_wheels"] = sorted(
+        rows.values(), key=lambda w: (tuple(int(p) for p in w["torch"].split(".")), w["platform"])
+    )
     for cuda, updates in add["cuda_toolkit_updates"].items():
         out["cuda_toolkits"][cuda]["updates"] = updates
     for cuda, sources in add["cuda_toolkit_sources"].items():
@@ -171,8 +193,14 @@ def packaged(matrix_path, additions_path=ADDITIONS):
     for torch, by_tag in add["pytorch_official_aarch64_arch_lists"].items():
         for tag, entry in by_tag.items():
             known = out["pytorch_official_aarch64_arch_lists"].setdefault(torch, {}).get(tag)
-            if known is not None and known["arch_list"] == entry["arch_list"]:  # the same list, read again: one more source
-                entry = {**known, "sources": known["sources"] + [s for s in entry["sources"] if s not in known["sources"]], "inferred": known["inferred"] and entry["inferred"]}
+            if (
+                known is not None and known["arch_list"] == entry["arch_list"]
+            ):  # the same list, read again: one more source
+                entry = {
+                    **known,
+                    "sources": known["sources"] + [s for s in entry["sources"] if s not in known["sources"]],
+                    "inferred": known["inferred"] and entry["inferred"],
+                }
             out["pytorch_official_aarch64_arch_lists"][torch][tag] = entry
     out["conda_forge_pytorch_arch_lists"] += add["conda_forge_pytorch_arch_lists"]
     out["pytorch_channel_arch_lists"] = add["pytorch_channel_arch_lists"]

@@ -34,7 +34,16 @@ def podman_run(layout: Path, tag: str, *command: str) -> subprocess.CompletedPro
     short = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
     root_dir, run_dir = short / "r", short / "rr"
     try:
-        subprocess.run([require("skopeo"), "copy", f"oci:{layout}:{tag}", f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/t:t"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                require("skopeo"),
+                "copy",
+                f"oci:{layout}:{tag}",
+                f"containers-storage:[vfs@{root_dir}+{run_dir}]localhost/t:t",
+            ],
+            check=True,
+            capture_output=True,
+        )
         return subprocess.run(
             [
                 require("podman"),

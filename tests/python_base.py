@@ -56,7 +56,12 @@ def _add(entries: dict[str, tarfile.TarInfo | bytes], path: str) -> None:
             link = tarfile.TarInfo(name)
             link.type, link.linkname = tarfile.SYMTYPE, os.readlink(here)
             entries[name] = link
-            _add(entries, os.path.realpath(here) + "/" + "/".join(parts[depth:]) if depth < len(parts) else os.path.realpath(here))
+            _add(
+                entries,
+                os.path.realpath(here) + "/" + "/".join(parts[depth:])
+                if depth < len(parts)
+                else os.path.realpath(here),
+            )
             return
         if depth < len(parts) or os.path.isdir(here):
             entries.setdefault(name, tarfile.TarInfo(name))
@@ -122,9 +127,16 @@ def python_base(folder: Path, python: bool = True, tag: str = "base", programs: 
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "layers": [layer],
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put(json.dumps(config, sort_keys=True).encode())},
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            **put(json.dumps(config, sort_keys=True).encode()),
+        },
     }
-    top = {"mediaType": "application/vnd.oci.image.manifest.v1+json", **put(json.dumps(manifest, sort_keys=True).encode()), "annotations": {"org.opencontainers.image.ref.name": tag}}
+    top = {
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        **put(json.dumps(manifest, sort_keys=True).encode()),
+        "annotations": {"org.opencontainers.image.ref.name": tag},
+    }
     (folder / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
     (folder / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
     return folder

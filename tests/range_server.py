@@ -51,7 +51,9 @@ def _handler(site: Site) -> type[http.server.BaseHTTPRequestHandler]:
             body, kind = site.files[self.path]
             self._send(200, body, kind, {"Accept-Ranges": "bytes"}, with_body=False)
 
-        def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None, with_body: bool = True) -> None:
+        def _send(
+            self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None, with_body: bool = True
+        ) -> None:
             self.send_response(status)
             for key, value in {"Content-Type": kind, "Content-Length": str(len(body)), **(extra or {})}.items():
                 self.send_header(key, value)

@@ -32,7 +32,11 @@ def _free_ports(count: int) -> list[int]:
 
 
 def _plugin_dir() -> str:
-    for candidate in ("/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/aarch64-linux-gnu/slurm-wlm", "/usr/lib/slurm-wlm"):
+    for candidate in (
+        "/usr/lib/x86_64-linux-gnu/slurm-wlm",
+        "/usr/lib/aarch64-linux-gnu/slurm-wlm",
+        "/usr/lib/slurm-wlm",
+    ):
         if Path(candidate).is_dir():
             return candidate
     raise RuntimeError("no Slurm plugin folder found (apt-get install slurm-wlm)")
@@ -82,7 +86,10 @@ class SlurmCluster:
             # (300) makes it back off to 2, 8, 32 s, and a 19 s job was seen done only at 42 s
             "MinJobAge=0",
         ]
-        lines += [f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=1000 State=UNKNOWN" for name, port in zip(NODES, node_ports)]
+        lines += [
+            f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=1000 State=UNKNOWN"
+            for name, port in zip(NODES, node_ports)
+        ]
         lines.append(f"PartitionName=test Nodes={','.join(NODES)} Default=YES MaxTime=20 State=UP")
         return "\n".join(lines) + "\n"
 
@@ -95,7 +102,15 @@ class SlurmCluster:
         self.conf.write_text(self._config())
         r = self.root
         subprocess.run(
-            ["munged", f"--key-file={key}", f"--socket={r}/munge.socket", f"--pid-file={r}/munged.pid", f"--log-file={r}/log/munged.log", f"--seed-file={r}/munged.seed", "--force"],
+            [
+                "munged",
+                f"--key-file={key}",
+                f"--socket={r}/munge.socket",
+                f"--pid-file={r}/munged.pid",
+                f"--log-file={r}/log/munged.log",
+                f"--seed-file={r}/munged.seed",
+                "--force",
+            ],
             check=True,
             timeout=30,
         )
@@ -105,9 +120,13 @@ class SlurmCluster:
         self.wait_idle(NODES, 60)
         return self
 
-    def run(self, *command: str, timeout: float = 60, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *command: str, timeout: float = 60, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """A client command against this cluster; `env` adds to the clients' environment."""
-        return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env={**self.env, **(env or {})}, check=check)
+        return subprocess.run(
+            list(command), capture_output=True, text=True, timeout=timeout, env={**self.env, **(env or {})}, check=check
+        )
 
     def states(self) -> dict[str, tuple[str, str]]:
         """{node: (state, reason)} as sinfo reports them."""

@@ -21,13 +21,21 @@ PREFIX = PurePosixPath("/store/envs/abc-cpu-linux-64")
 
 
 def test_a_conda_environment_and_a_venv() -> None:
-    calling = {"PATH": "/old/venv/bin:/usr/bin:/store/envs/abc-cpu-linux-64/bin:/bin", "VIRTUAL_ENV": "/old/venv", "VIRTUAL_ENV_PROMPT": "old", "PYTHONHOME": "/x", "HOME": "/home/u"}
+    calling = {
+        "PATH": "/old/venv/bin:/usr/bin:/store/envs/abc-cpu-linux-64/bin:/bin",
+        "VIRTUAL_ENV": "/old/venv",
+        "VIRTUAL_ENV_PROMPT": "old",
+        "PYTHONHOME": "/x",
+        "HOME": "/home/u",
+    }
     conda = activated("conda", PREFIX, "cpu", calling)
     assert conda["PATH"] == f"{PREFIX}/bin:/usr/bin:/bin"  # first once; the venv active before taken out
     assert (conda["CONDA_PREFIX"], conda["CONDA_DEFAULT_ENV"], conda["CONDA_SHLVL"]) == (str(PREFIX),) * 2 + ("1",)
     assert "VIRTUAL_ENV" not in conda and "VIRTUAL_ENV_PROMPT" not in conda and "PYTHONHOME" not in conda
     assert conda["HOME"] == "/home/u" and conda["LOCKGEN_ENV_NAME"] == "cpu"
-    venv = activated("venv", PREFIX, "cpu", {"PATH": "/conda/bin:/usr/bin", "CONDA_PREFIX": "/conda", "CONDA_DEFAULT_ENV": "base"})
+    venv = activated(
+        "venv", PREFIX, "cpu", {"PATH": "/conda/bin:/usr/bin", "CONDA_PREFIX": "/conda", "CONDA_DEFAULT_ENV": "base"}
+    )
     assert venv["PATH"] == f"{PREFIX}/bin:/usr/bin" and venv["VIRTUAL_ENV"] == str(PREFIX)
     assert "CONDA_PREFIX" not in venv and "CONDA_DEFAULT_ENV" not in venv
     assert activated("venv", PREFIX, "cpu", {})["PATH"] == f"{PREFIX}/bin:/usr/local/bin:/usr/bin:/bin"

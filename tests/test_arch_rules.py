@@ -40,10 +40,15 @@ def test_minor_compat_extends_to_the_last_minor_of_the_major() -> None:
 
 
 def test_windows_follow_arch_and_driver() -> None:
-    assert (cuda_window(FACTS, gpu("sm80", "550.54.15")).low, cuda_window(FACTS, gpu("sm80", "550.54.15")).high) == ("11.0", "12.4")
+    assert (cuda_window(FACTS, gpu("sm80", "550.54.15")).low, cuda_window(FACTS, gpu("sm80", "550.54.15")).high) == (
+        "11.0",
+        "12.4",
+    )
     assert cuda_window(FACTS, gpu("sm80", "550.54.15", **{"cuda-compat": "minor"})).high == "12.9"
     assert cuda_window(FACTS, gpu("sm100", "575.57.08")).low == "12.8"
-    assert cuda_window(FACTS, gpu("sm70", "580.65.06", **{"cuda-compat": "minor"})).high == "12.9"  # no CUDA 13 for Volta
+    assert (
+        cuda_window(FACTS, gpu("sm70", "580.65.06", **{"cuda-compat": "minor"})).high == "12.9"
+    )  # no CUDA 13 for Volta
     assert cuda_window(FACTS, gpu("sm90", "575.57.08", cuda="12.6")).low == "12.6"
 
 
@@ -66,7 +71,10 @@ def test_a_driver_past_the_archs_last_branch_is_refused_naming_it(arch: str) -> 
     590.44.01 (CUDA 13.1 natively) has no driver that supports it and gets no lock; on R580 it does."""
     with pytest.raises(TargetError) as caught:
         cuda_window(FACTS, gpu(arch, "590.44.01"))
-    assert "driver 590.44.01 is past R580, the last driver branch that supports Maxwell, Pascal and Volta GPUs" in caught.value.message
+    assert (
+        "driver 590.44.01 is past R580, the last driver branch that supports Maxwell, Pascal and Volta GPUs"
+        in caught.value.message
+    )
     assert "R580" in caught.value.hint
     assert cuda_window(FACTS, gpu(arch, "580.95.05")).high == "12.9"
     assert cuda_window(FACTS, gpu("sm75", "590.44.01")).high == "13.1"  # Turing is still driven
@@ -112,7 +120,9 @@ def test_coverage(arch_list: str, cc: str, expected: str | None) -> None:
     assert coverage(arch_list, cc) == expected
 
 
-def _candidate(build: str, channel: str = "https://conda.anaconda.org/conda-forge/linux-64/x.conda", version: str = "2.6.0") -> CandidateBuild:
+def _candidate(
+    build: str, channel: str = "https://conda.anaconda.org/conda-forge/linux-64/x.conda", version: str = "2.6.0"
+) -> CandidateBuild:
     return CandidateBuild(name="pytorch", version=version, build=build, channel=channel, depends=())
 
 
@@ -128,7 +138,9 @@ def test_ptx_only_build_needs_allow_ptx_jit() -> None:
 
 def test_official_pytorch_channel_builds_use_official_lists() -> None:
     sm100 = gpu("sm100", "575.57.08", **{"allow-ptx-jit": True})
-    build = _candidate("py3.12_cuda12.4_cudnn9.1.0_0", "https://conda.anaconda.org/pytorch/linux-64/pytorch.tar.bz2", "2.5.1")
+    build = _candidate(
+        "py3.12_cuda12.4_cudnn9.1.0_0", "https://conda.anaconda.org/pytorch/linux-64/pytorch.tar.bz2", "2.5.1"
+    )
     verdict = judge_build(FACTS, sm100, cuda_window(FACTS, sm100), "linux-64", build)
     assert not verdict.allowed and verdict.kind == "no-kernels"  # official cu124 list ends at 9.0 without PTX
 
@@ -144,12 +156,19 @@ def test_cpu_and_gpu_targets_exclude_each_others_builds() -> None:
 def test_build_constraint_admits_exactly_the_allowed_builds() -> None:
     sm90 = gpu("sm90", "575.57.08")
     window = cuda_window(FACTS, sm90)
-    verdicts = [judge_build(FACTS, sm90, window, "linux-64", _candidate(b)) for b in ("cuda129_a", "cpu_b", "cuda130_c")]
+    verdicts = [
+        judge_build(FACTS, sm90, window, "linux-64", _candidate(b)) for b in ("cuda129_a", "cpu_b", "cuda130_c")
+    ]
     assert build_constraint("pytorch", verdicts) == "pytorch[build='^(cuda129_a)$']"
 
 
 def test_virtual_packages_are_stated_not_detected() -> None:
-    vps = {v.name: v for v in virtual_packages(FACTS, gpu("sm90", "570.86.10", glibc="2.34"), "linux-aarch64", cuda_window(FACTS, gpu("sm90", "570.86.10")))}
+    vps = {
+        v.name: v
+        for v in virtual_packages(
+            FACTS, gpu("sm90", "570.86.10", glibc="2.34"), "linux-aarch64", cuda_window(FACTS, gpu("sm90", "570.86.10"))
+        )
+    }
     assert vps["__cuda"].version == "12.8" and vps["__glibc"].version == "2.34"
     assert vps["__archspec"].build == "aarch64" and vps["__cuda_arch"].version == "9.0"
     cpu = {v.name for v in virtual_packages(FACTS, Target(name="c", arch="cpu"), "linux-64", None)}

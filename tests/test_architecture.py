@@ -34,7 +34,11 @@ FORBIDDEN_IN_CORE = {
     "tarfile",
 }  # pathlib: pure path arithmetic
 CORE_DATA_LOADER = "lockgen/core/gpu/package_data.py"
-API_STEPS = {".".join(path.relative_to(REPO).with_suffix("").parts) for path in (REPO / "lockgen" / "api" / "steps").glob("*.py") if path.stem != "__init__"}
+API_STEPS = {
+    ".".join(path.relative_to(REPO).with_suffix("").parts)
+    for path in (REPO / "lockgen" / "api" / "steps").glob("*.py")
+    if path.stem != "__init__"
+}
 STEPS_PACKAGE = "lockgen.api.steps"  # steps below the use cases, not use cases
 # api/ wires: the modules that reach the file system's trees, processes, the network, archives and codecs, or an
 # outside tool's library, are the adapters' (pathlib and posixpath stay: path arithmetic, and a use case may read
@@ -161,7 +165,9 @@ OPENING_CALLS = {"open", "read_text", "write_text"}
 
 def test_api_opens_no_file_itself() -> None:
     for path in modules("lockgen/api"):
-        assert file_calls(path, OPENING_CALLS) == [], f"{path}: {file_calls(path, OPENING_CALLS)} (move the I/O into an adapter)"
+        assert file_calls(path, OPENING_CALLS) == [], (
+            f"{path}: {file_calls(path, OPENING_CALLS)} (move the I/O into an adapter)"
+        )
 
 
 def test_the_file_call_rules_catch_a_planted_open(tmp_path: Path) -> None:
@@ -182,7 +188,9 @@ def test_adapters_never_import_api_or_cli() -> None:
 
 def io_imports_of(path: Path) -> list[str]:
     """The I/O modules a module imports (at the top or inside functions), which api/ leaves to adapters."""
-    return sorted(n for n in imports_of(path) if n.split(".")[0] in FORBIDDEN_IN_API and not n.startswith("urllib.parse"))
+    return sorted(
+        n for n in imports_of(path) if n.split(".")[0] in FORBIDDEN_IN_API and not n.startswith("urllib.parse")
+    )
 
 
 def test_api_imports_no_io_module() -> None:
@@ -193,7 +201,9 @@ def test_api_imports_no_io_module() -> None:
 def test_the_api_io_rule_catches_a_planted_import(tmp_path: Path) -> None:
     """The rule above is not vacuous: a use case that moves files itself, or compresses, is caught."""
     probe = tmp_path / "probe.py"
-    probe.write_text('"""probe"""\n\nimport posixpath\nimport hashlib\nfrom urllib.parse import urlsplit\nimport os.path\n\ndef place():\n    import shutil\n    from gzip import compress\n')
+    probe.write_text(
+        '"""probe"""\n\nimport posixpath\nimport hashlib\nfrom urllib.parse import urlsplit\nimport os.path\n\ndef place():\n    import shutil\n    from gzip import compress\n'
+    )
     assert io_imports_of(probe) == ["gzip", "gzip.compress", "os.path", "shutil"]
 
 
@@ -215,8 +225,14 @@ def test_the_cli_rule_catches_an_adapter_import(tmp_path: Path) -> None:
     """The rule above is not vacuous: a CLI module that reaches an adapter is caught."""
     bad = REPO / "lockgen" / "cli" / "_architecture_probe.py"
     try:
-        bad.write_text('"""probe"""\n\ndef push():\n    from lockgen.adapters.distribution import registry\n    from lockgen.adapters.image.oci_layout import read_image\n')
-        assert violations_of_cli(bad) == ["lockgen.adapters.distribution", "lockgen.adapters.distribution.registry", "lockgen.adapters.image.oci_layout"]
+        bad.write_text(
+            '"""probe"""\n\ndef push():\n    from lockgen.adapters.distribution import registry\n    from lockgen.adapters.image.oci_layout import read_image\n'
+        )
+        assert violations_of_cli(bad) == [
+            "lockgen.adapters.distribution",
+            "lockgen.adapters.distribution.registry",
+            "lockgen.adapters.image.oci_layout",
+        ]
     finally:
         bad.unlink(missing_ok=True)
 
@@ -233,7 +249,9 @@ def test_every_module_has_a_docstring_and_stays_small(folder: str) -> None:
     for path in modules(folder):
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{path} has no module docstring"
-        assert len(path.read_text().splitlines()) <= 450, f"{path} is too long"
+        # 450 lines at 200 columns; formatting at 120 spread the same code over 17.7% more lines (lockgen 29,910 ->
+        # 35,194), so the bound on what a module holds moved in proportion
+        assert len(path.read_text().splitlines()) <= 530, f"{path} is too long"
 
 
 def test_no_error_message_prints_a_python_list() -> None:
@@ -243,7 +261,9 @@ def test_no_error_message_prints_a_python_list() -> None:
             if isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.Subscript):
                 sliced = node.value.value
                 lines = isinstance(sliced, ast.Call) and getattr(sliced.func, "attr", "") in {"splitlines", "split"}
-                assert not (lines and isinstance(node.value.slice, ast.Slice)), f"{path}:{node.lineno}: a list in an f-string"
+                assert not (lines and isinstance(node.value.slice, ast.Slice)), (
+                    f"{path}:{node.lineno}: a list in an f-string"
+                )
 
 
 def doc_table(heading: str) -> list[list[str]]:
@@ -288,7 +308,11 @@ LOCK_BUILDER = "lockgen/core/lock/lock_builder.py"
 
 def meta_reads(path: Path) -> list[int]:
     """The lines where a module reads a lock's `lockgen.*` key by its string name (`lock.meta("target")`)."""
-    return [node.lineno for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "meta"]
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "meta"
+    ]
 
 
 def test_only_the_lock_builder_reads_lockgen_keys_by_name() -> None:
@@ -313,14 +337,24 @@ def api_closure(name: str) -> set[str]:
             continue
         seen.add(current)
         path = REPO.joinpath(*current.split(".")).with_suffix(".py")
-        pending.extend(n for n in real_modules(lockgen_imports(path)) if n.startswith("lockgen.api.") and n not in seen and n != STEPS_PACKAGE)
+        pending.extend(
+            n
+            for n in real_modules(lockgen_imports(path))
+            if n.startswith("lockgen.api.") and n not in seen and n != STEPS_PACKAGE
+        )
     return seen - {name}
 
 
 def test_a_plain_environment_build_needs_no_team_step() -> None:
     """shared_steps builds every environment (materialize, check, export): it reaches no team step (issue 32)."""
-    assert api_closure("lockgen.api.steps.shared_steps") & {"lockgen.api.steps.team_steps", "lockgen.api.steps.held_base_steps"} == set()
-    assert "lockgen.api.steps.team_steps" in api_closure("lockgen.api.steps.held_base_steps")  # the walk sees steps at all
+    assert (
+        api_closure("lockgen.api.steps.shared_steps")
+        & {"lockgen.api.steps.team_steps", "lockgen.api.steps.held_base_steps"}
+        == set()
+    )
+    assert "lockgen.api.steps.team_steps" in api_closure(
+        "lockgen.api.steps.held_base_steps"
+    )  # the walk sees steps at all
 
 
 def _wide_tuples(annotation: ast.expr | None) -> list[str]:
@@ -332,7 +366,12 @@ def _wide_tuples(annotation: ast.expr | None) -> list[str]:
         return []
     found = []
     for part in ast.walk(annotation):
-        if isinstance(part, ast.Subscript) and getattr(part.value, "id", "") == "tuple" and isinstance(part.slice, ast.Tuple) and len(part.slice.elts) >= 3:
+        if (
+            isinstance(part, ast.Subscript)
+            and getattr(part.value, "id", "") == "tuple"
+            and isinstance(part.slice, ast.Tuple)
+            and len(part.slice.elts) >= 3
+        ):
             found.append(ast.unparse(part))
     if isinstance(annotation, ast.Name) and annotation.id == "tuple":
         found.append("tuple")
@@ -353,9 +392,19 @@ def positional_records(path: Path) -> list[str]:
                 found += [f"{node.name}({arg.arg}: {record})" for record in _wide_tuples(arg.annotation)]
             found += [f"{node.name}() -> {record}" for record in _wide_tuples(node.returns)]
     for node in tree.body:  # aliases: `Name = <a type expression>`, `Name: TypeAlias = ...`
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, (ast.Subscript, ast.BinOp)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, (ast.Subscript, ast.BinOp))
+        ):
             found += [f"{node.targets[0].id} = {record}" for record in _wide_tuples(node.value)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and ast.unparse(node.annotation).endswith("TypeAlias") and node.value is not None:
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and ast.unparse(node.annotation).endswith("TypeAlias")
+            and node.value is not None
+        ):
             found += [f"{node.target.id} = {record}" for record in _wide_tuples(node.value)]
     return found
 
@@ -391,7 +440,12 @@ def one_of_checks(path: Path) -> list[int]:
     lines = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Tuple) and len(node.elts) >= 2:
-            values = [e.elts[1] if isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant) else e for e in node.elts]  # a (flag, value) pair counts as its value
+            values = [
+                e.elts[1]
+                if isinstance(e, ast.Tuple) and len(e.elts) == 2 and isinstance(e.elts[0], ast.Constant)
+                else e
+                for e in node.elts
+            ]  # a (flag, value) pair counts as its value
             names = {getattr(e, "id", None) for e in values}
             if {"prefix", "image"} <= names and names <= {"prefix", "python", "image"}:
                 lines.append(node.lineno)
@@ -418,7 +472,10 @@ def test_the_one_of_rule_catches_a_second_count(tmp_path: Path) -> None:
 INPUT_READERS = {"read_lock", "load_lock", "read_stack", "lock_file.read", "file_digest"}
 # the one step that reads each input a use case hands down: the stack (with its base and the base's lock),
 # and a team's base locks (one per target, and the one a team lock names)
-READS_ITS_INPUT = {"lockgen.api.steps.stack_steps": {"read_stack"}, "lockgen.api.steps.team_steps": {"read_lock", "lock_file.read"}}
+READS_ITS_INPUT = {
+    "lockgen.api.steps.stack_steps": {"read_stack"},
+    "lockgen.api.steps.team_steps": {"read_lock", "lock_file.read"},
+}
 
 
 def reader_calls(path: Path) -> list[str]:
@@ -476,12 +533,20 @@ STACK_READERS = {"lockgen.api.steps.stack_steps", "lockgen.api.run"}
 
 def stack_parses(path: Path) -> list[int]:
     """The lines where a module parses a stack's text itself (`parse_stack_text`, `extends_of`)."""
-    return [node.lineno for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in STACK_PARSERS]
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in STACK_PARSERS
+    ]
 
 
 def reads_stacks(path: Path) -> bool:
     """Whether a module imports the stack reader (`adapters/lock/stack_file.py`)."""
-    return any(name == "lockgen.adapters.lock.stack_file" or name.startswith("lockgen.adapters.lock.stack_file.") for name in imports_of(path))
+    return any(
+        name == "lockgen.adapters.lock.stack_file" or name.startswith("lockgen.adapters.lock.stack_file.")
+        for name in imports_of(path)
+    )
 
 
 def test_a_stack_is_read_in_one_place_once() -> None:
@@ -509,7 +574,12 @@ def type_check_exemptions(pyproject_text: str) -> list[str]:
     import tomllib
 
     overrides = tomllib.loads(pyproject_text).get("tool", {}).get("mypy", {}).get("overrides", [])
-    return sorted(name for entry in overrides if entry.get("ignore_errors") for name in ([entry["module"]] if isinstance(entry["module"], str) else entry["module"]))
+    return sorted(
+        name
+        for entry in overrides
+        if entry.get("ignore_errors")
+        for name in ([entry["module"]] if isinstance(entry["module"], str) else entry["module"])
+    )
 
 
 def test_every_module_is_type_checked() -> None:

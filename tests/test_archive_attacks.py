@@ -39,7 +39,12 @@ from tests.test_tar_headers import END, header, long_name, member, padded, pax, 
 # --- .conda archives -------------------------------------------------------------------------------------
 
 
-def _zip(members: list[tuple[str, bytes]], listed: list[int] | None = None, renamed: dict[str, str] | None = None, before: bytes = b"") -> bytes:
+def _zip(
+    members: list[tuple[str, bytes]],
+    listed: list[int] | None = None,
+    renamed: dict[str, str] | None = None,
+    before: bytes = b"",
+) -> bytes:
     """A stored zip of `members` (local headers in this order, after `before`); its central directory lists
     the members at the indexes `listed` (default: all, in order), under `renamed` names where given."""
     out, entries = bytearray(before), []
@@ -53,7 +58,12 @@ def _zip(members: list[tuple[str, bytes]], listed: list[int] | None = None, rena
     for index in chosen:
         name, offset, crc, size = entries[index]
         name = (renamed or {}).get(name, name)
-        out += struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, crc, size, size, len(name), 0, 0, 0, 0, 0, offset) + name.encode()
+        out += (
+            struct.pack(
+                "<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, crc, size, size, len(name), 0, 0, 0, 0, 0, offset
+            )
+            + name.encode()
+        )
     out += struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(chosen), len(chosen), len(out) - start, start, 0)
     return bytes(out)
 
@@ -73,11 +83,15 @@ def _info_files(data: bytes) -> list[tuple[str, bytes]]:
         return [(m.name, tar.extractfile(m).read()) for m in tar]  # type: ignore[union-attr]
 
 
-def _parts(tmp_path: Path, info: dict[str, bytes] | None = None, more: tuple[tuple[str, bytes], ...] = ()) -> list[tuple[str, bytes]]:
+def _parts(
+    tmp_path: Path, info: dict[str, bytes] | None = None, more: tuple[tuple[str, bytes], ...] = ()
+) -> list[tuple[str, bytes]]:
     """The members of a real package's `.conda` (metadata.json, pkg-…, info-…, in this order), its info/ files
     replaced by `info` and followed by the members `more`."""
     with zipfile.ZipFile(write_package(Pkg("evil", "1.0"), tmp_path / "built")) as built:
-        members = sorted(((n, built.read(n)) for n in built.namelist()), key=lambda m: "metadata pkg- info-".find(m[0][:4]))
+        members = sorted(
+            ((n, built.read(n)) for n in built.namelist()), key=lambda m: "metadata pkg- info-".find(m[0][:4])
+        )
     name, data = members[2]
     files = [(n, (info or {}).get(n, content)) for n, content in _info_files(data)]
     files += [(n, content) for n, content in (info or {}).items() if n not in dict(files)] + list(more)
@@ -93,7 +107,13 @@ def _evil_info(members: list[tuple[str, bytes]]) -> tuple[str, bytes]:
 
 def _package(archive: Path) -> LockedPackage:
     return LockedPackage(
-        name="evil", version="1.0", manager="conda", platform="linux-64", url=archive.as_uri(), hash=PackageHash(sha256=hashlib.sha256(archive.read_bytes()).hexdigest()), build="h0_0"
+        name="evil",
+        version="1.0",
+        manager="conda",
+        platform="linux-64",
+        url=archive.as_uri(),
+        hash=PackageHash(sha256=hashlib.sha256(archive.read_bytes()).hexdigest()),
+        build="h0_0",
     )
 
 
@@ -145,20 +165,28 @@ def test_a_conda_whose_directories_disagree_is_refused_before_rattler(tmp_path: 
     "info, message",
     [
         ({"info/paths.json": b"{not json"}, "info/paths.json is not UTF-8 JSON"),
-        ({"info/paths.json": '{"paths": [{"_path": "caf\u00e9"}]}'.encode("latin-1")}, "info/paths.json is not UTF-8 JSON"),
+        (
+            {"info/paths.json": '{"paths": [{"_path": "caf\u00e9"}]}'.encode("latin-1")},
+            "info/paths.json is not UTF-8 JSON",
+        ),
         ({"info/paths.json": b"[1, 2]"}, "info/paths.json is not a JSON object"),
         ({"info/paths.json": b'{"paths": {"_path": "a"}}'}, "info/paths.json is not a list of path entries"),
         ({"info/paths.json": b'{"paths": [{"_path": 3}]}'}, "info/paths.json is not a list of path entries"),
         ({"info/paths.json": b'{"paths": [{"_path": "a", "size_in_bytes": "9"}]}'}, "info/paths.json is not a list"),
         ({"info/paths.json": b'{"paths": [{"_path": "a", "sha256": ["x"]}]}'}, "info/paths.json is not a list"),
         ({"info/paths.json": b'{"paths": [' * 100_000}, "info/paths.json is not UTF-8 JSON"),
-        ({"info/link.json": b'{"noarch": {"type": "python", "entry_points": "a = b:c"}}'}, "info/link.json has no noarch"),
+        (
+            {"info/link.json": b'{"noarch": {"type": "python", "entry_points": "a = b:c"}}'},
+            "info/link.json has no noarch",
+        ),
         ({"info/link.json": b'{"noarch": "python"}'}, "info/link.json has no noarch"),
         ({"info/link.json": b'"noarch"'}, "info/link.json is not a JSON object"),
         ({"info/index.json": b"[]"}, "info/index.json is not a JSON object"),
     ],
 )
-def test_odd_info_files_are_one_error_naming_package_and_file(tmp_path: Path, info: dict[str, bytes], message: str) -> None:
+def test_odd_info_files_are_one_error_naming_package_and_file(
+    tmp_path: Path, info: dict[str, bytes], message: str
+) -> None:
     archive = tmp_path / "evil-1.0-h0_0.conda"
     archive.write_bytes(_zip(_parts(tmp_path, info)))
     with pytest.raises(LockFormatError, match=f"`evil` 1.0 .*{message}"):
@@ -191,9 +219,13 @@ def test_materialize_refuses_a_conda_that_reads_two_ways(tmp_path: Path) -> None
     (channel / "linux-64" / "evil-1.0-h0_0.conda").write_bytes(_zip([_evil_info(members), *members], listed=[1, 2, 3]))
     asyncio.run(rattler.index.index_fs(channel, write_zst=False, write_shards=False, force=True))
     lock = cpu_lock(tmp_path, channel.as_uri(), ["evil"])
-    done = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    done = run_cli(
+        "materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(tmp_path / "home")}
+    )
     assert done.returncode == 1 and "error: `evil` 1.0 (file://" in done.stderr
-    assert "evil-1.0-h0_0.conda` is refused: member `metadata.json` is not the next local header" in done.stderr, done.stderr
+    assert "evil-1.0-h0_0.conda` is refused: member `metadata.json` is not the next local header" in done.stderr, (
+        done.stderr
+    )
     assert "hint:" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "env").exists() and not (tmp_path / "evil").exists()
 
@@ -205,7 +237,14 @@ Entry = tuple[str, str, "str | bytes"]  # (name, kind: f d l h fifo chr, file co
 
 def _layer_tar(entries: list[Entry], mode: int = 0o644) -> bytes:
     buffer = io.BytesIO()
-    kinds = {"f": tarfile.REGTYPE, "d": tarfile.DIRTYPE, "l": tarfile.SYMTYPE, "h": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}
+    kinds = {
+        "f": tarfile.REGTYPE,
+        "d": tarfile.DIRTYPE,
+        "l": tarfile.SYMTYPE,
+        "h": tarfile.LNKTYPE,
+        "fifo": tarfile.FIFOTYPE,
+        "chr": tarfile.CHRTYPE,
+    }
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, kind, value in entries:
             info = tarfile.TarInfo(name)
@@ -232,7 +271,15 @@ def _snapshot(folder: Path, skip: Path) -> dict[str, object]:
             if path == skip:
                 continue
             info = path.lstat()
-            found[str(path)] = (os.readlink(path) if stat.S_ISLNK(info.st_mode) else path.read_bytes() if stat.S_ISREG(info.st_mode) else "dir", info.st_nlink, info.st_mode)
+            found[str(path)] = (
+                os.readlink(path)
+                if stat.S_ISLNK(info.st_mode)
+                else path.read_bytes()
+                if stat.S_ISREG(info.st_mode)
+                else "dir",
+                info.st_nlink,
+                info.st_mode,
+            )
     return found
 
 
@@ -297,10 +344,14 @@ def _chain_escape(outside: Path) -> list[Entry]:
         ([[("link", "l", "{outside}")], [("link/", "d", ""), ("link/secret", "f", b"pwned\n")]], None),
     ],
 )
-def test_no_layer_touches_anything_outside_the_root(world: tuple[Path, Path], layers: list[list[Entry]], refused: str | None) -> None:
+def test_no_layer_touches_anything_outside_the_root(
+    world: tuple[Path, Path], layers: list[list[Entry]], refused: str | None
+) -> None:
     root, outside = world
     fill = {"outside": str(outside), "rel": str(outside).lstrip("/")}
-    layers = [[(n.format(**fill), k, v.format(**fill) if isinstance(v, str) else v) for n, k, v in layer] for layer in layers]
+    layers = [
+        [(n.format(**fill), k, v.format(**fill) if isinstance(v, str) else v) for n, k, v in layer] for layer in layers
+    ]
     before = _snapshot(root.parent, root)
     if refused is None:
         _apply(root, layers)
@@ -324,7 +375,17 @@ def test_oci_replacement_and_whiteouts(world: tuple[Path, Path]) -> None:
     removed = _apply(
         root,
         [
-            [("x/y", "f", b"y"), ("z", "f", b"z"), ("d/f1", "f", b"1"), ("d/f2", "f", b"2"), ("w/a", "f", b"a"), ("s", "l", "/etc"), ("keep", "f", b"k"), ("h1", "f", b"one"), ("h2", "h", "h1")],
+            [
+                ("x/y", "f", b"y"),
+                ("z", "f", b"z"),
+                ("d/f1", "f", b"1"),
+                ("d/f2", "f", b"2"),
+                ("w/a", "f", b"a"),
+                ("s", "l", "/etc"),
+                ("keep", "f", b"k"),
+                ("h1", "f", b"one"),
+                ("h2", "h", "h1"),
+            ],
             [
                 ("x", "f", b"file over folder"),
                 ("z/", "d", ""),
@@ -353,22 +414,44 @@ def test_modes_as_stated_links_and_special_files(world: tuple[Path, Path]) -> No
     root, _ = world
     with layer_extract.unpacking(root) as tree:
         tree.apply(io.BytesIO(_layer_tar([("ro/", "d", ""), ("ro/f", "f", b"x")], mode=0o6777)), "layer 1")
-        tree.apply(io.BytesIO(_layer_tar([("ro/g", "f", b"y"), ("pipe", "fifo", ""), ("dev", "chr", ""), ("abs", "l", "/usr/bin/python3")])), "layer 2")
-    assert stat.S_IMODE((root / "ro/f").stat().st_mode) == 0o6777 and stat.S_IMODE((root / "ro").stat().st_mode) == 0o6777
+        tree.apply(
+            io.BytesIO(
+                _layer_tar(
+                    [("ro/g", "f", b"y"), ("pipe", "fifo", ""), ("dev", "chr", ""), ("abs", "l", "/usr/bin/python3")]
+                )
+            ),
+            "layer 2",
+        )
+    assert (
+        stat.S_IMODE((root / "ro/f").stat().st_mode) == 0o6777 and stat.S_IMODE((root / "ro").stat().st_mode) == 0o6777
+    )
     assert stat.S_ISFIFO((root / "pipe").lstat().st_mode) and not (root / "dev").exists()
     assert os.readlink(root / "abs") == "/usr/bin/python3" and (root / "ro/g").read_bytes() == b"y"
 
 
-_NAMES = st.lists(st.sampled_from(["a", "b", "..", ".", "", ".wh.a", ".wh..wh..opq", "{outside}", "secret"]), min_size=1, max_size=4).map("/".join)
-_ENTRIES = st.lists(st.tuples(_NAMES, st.sampled_from(["f", "d", "l", "h", "fifo"]), st.sampled_from(["a", "../..", "..", "/", "{outside}", "{outside}/secret", "a/b", "b"])), max_size=8)
+_NAMES = st.lists(
+    st.sampled_from(["a", "b", "..", ".", "", ".wh.a", ".wh..wh..opq", "{outside}", "secret"]), min_size=1, max_size=4
+).map("/".join)
+_ENTRIES = st.lists(
+    st.tuples(
+        _NAMES,
+        st.sampled_from(["f", "d", "l", "h", "fifo"]),
+        st.sampled_from(["a", "../..", "..", "/", "{outside}", "{outside}/secret", "a/b", "b"]),
+    ),
+    max_size=8,
+)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(layers=st.lists(_ENTRIES, min_size=1, max_size=3))
-def test_random_layers_never_touch_anything_outside_the_root(world: tuple[Path, Path], layers: list[list[Entry]]) -> None:
+def test_random_layers_never_touch_anything_outside_the_root(
+    world: tuple[Path, Path], layers: list[list[Entry]]
+) -> None:
     root, outside = world
-    layers = [[(n.format(outside=str(outside)), k, v.format(outside=str(outside))) for n, k, v in layer] for layer in layers]
+    layers = [
+        [(n.format(outside=str(outside)), k, v.format(outside=str(outside))) for n, k, v in layer] for layer in layers
+    ]
     before = _snapshot(root.parent, root)
     try:
         _apply(root, layers)
@@ -383,11 +466,19 @@ def _image(folder: Path, blob: bytes, media_type: str, diff_id: str) -> Path:
     layout = folder / "img"
     layout.mkdir()
     layer = oci_layout.put_blob(layout, blob)
-    config = {"architecture": "amd64", "os": "linux", "config": {"Labels": {ENVIRONMENT_LABEL: "sha256:" + "0" * 64}}, "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Labels": {ENVIRONMENT_LABEL: "sha256:" + "0" * 64}},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **oci_layout.put_blob(layout, canonical_json(config))},
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            **oci_layout.put_blob(layout, canonical_json(config)),
+        },
         "layers": [{"mediaType": media_type, **layer}],
     }
     oci_layout.write_index(layout, manifest, "t")
@@ -415,7 +506,9 @@ def test_a_mislabelled_layer_is_one_error(tmp_path: Path, compress, media_type: 
 
 def test_a_hostile_layer_through_the_cli_is_one_error(tmp_path: Path) -> None:
     plain = _layer_tar([("link", "l", "/"), ("../escape", "f", b"pwned\n")])
-    layout = _image(tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest())
+    layout = _image(
+        tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest()
+    )
     done = run_cli("check", "--image", str(layout))
     assert done.returncode == 1 and "error: layer 1 (sha256:" in done.stderr and "member `../escape`" in done.stderr
     assert "hint:" in done.stderr and "Traceback" not in done.stderr and not (tmp_path / "escape").exists()
@@ -426,7 +519,23 @@ _JSON = st.recursive(
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.dictionaries(
-            st.sampled_from(["paths", "_path", "sha256", "size_in_bytes", "path_type", "noarch", "type", "entry_points", "name", "version", "build", "prefix_placeholder", "file_mode"]),
+            st.sampled_from(
+                [
+                    "paths",
+                    "_path",
+                    "sha256",
+                    "size_in_bytes",
+                    "path_type",
+                    "noarch",
+                    "type",
+                    "entry_points",
+                    "name",
+                    "version",
+                    "build",
+                    "prefix_placeholder",
+                    "file_mode",
+                ]
+            ),
             inner,
             max_size=5,
         )
@@ -437,8 +546,15 @@ _JSON = st.recursive(
 
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(["info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"]), document=_JSON, raw=st.booleans(), garbage=st.binary(max_size=40))
-def test_any_info_file_reads_or_is_one_error(tmp_path: Path, name: str, document: object, raw: bool, garbage: bytes) -> None:
+@given(
+    name=st.sampled_from(["info/paths.json", "info/link.json", "info/index.json", "info/has_prefix"]),
+    document=_JSON,
+    raw=st.booleans(),
+    garbage=st.binary(max_size=40),
+)
+def test_any_info_file_reads_or_is_one_error(
+    tmp_path: Path, name: str, document: object, raw: bool, garbage: bytes
+) -> None:
     """Whatever an info/ file holds (any JSON shape, any bytes), reading the package's manifest gives a
     manifest or one LockFormatError naming the package: never another exception (exit 3)."""
     archive = tmp_path / "evil-1.0-h0_0.conda"
@@ -450,12 +566,16 @@ def test_any_info_file_reads_or_is_one_error(tmp_path: Path, name: str, document
         assert "\n" not in refused.message and refused.hint
 
 
-def test_an_info_file_too_large_to_read_is_refused_by_its_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_info_file_too_large_to_read_is_refused_by_its_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lockgen.adapters.conda import conda_archive
 
     monkeypatch.setattr(conda_archive, "INFO_LIMIT", 1024)
     archive = tmp_path / "evil-1.0-h0_0.conda"
-    archive.write_bytes(_zip(_parts(tmp_path, {"info/paths.json": json.dumps({"paths": [], "pad": "x" * 4096}).encode()})))
+    archive.write_bytes(
+        _zip(_parts(tmp_path, {"info/paths.json": json.dumps({"paths": [], "pad": "x" * 4096}).encode()}))
+    )
     with pytest.raises(LockFormatError, match=r"info/paths.json claims \d+ bytes"):
         conda_package.read_manifest(archive, _package(archive))
 
@@ -483,7 +603,10 @@ def _linked_archive(folder: Path, members: list[tuple[str, str | None, str]]) ->
     [
         # a link to `..` made by the archive, then a member written through it: rattler followed it out (the
         # attack battery's package put PREFIX/hostetc -> /etc, and materialize, pack/unpack and check passed it)
-        ([("a/b", "..", "sym"), ("a/b/" * 6 + "hostetc", "../" * 12 + "etc", "sym")], "written through the archive's link `a/b`"),
+        (
+            [("a/b", "..", "sym"), ("a/b/" * 6 + "hostetc", "../" * 12 + "etc", "sym")],
+            "written through the archive's link `a/b`",
+        ),
         ([("a/b", "..", "sym"), ("a/b/c", "..", "sym")], "written through the archive's link `a/b`"),
         ([("a/b", "..", "sym"), ("a/b/x.txt", None, "file")], "written through the archive's link `a/b`"),
         # a link whose text stays inside but whose path runs through another link of the archive
@@ -491,13 +614,22 @@ def _linked_archive(folder: Path, members: list[tuple[str, str | None, str]]) ->
         ([("lib/up", "../..", "sym")], "points outside"),
         ([("share/etc", "/etc", "sym")], "points outside"),
         ([("x", "y", "sym"), ("y", "x", "sym"), ("z", "x/w", "sym")], "points outside"),  # a loop of links
-        ([("share/pw", "../etc/passwd", "hard")], "is not to a file of the archive"),  # a hard link is named from the top
+        (
+            [("share/pw", "../etc/passwd", "hard")],
+            "is not to a file of the archive",
+        ),  # a hard link is named from the top
         ([("../evil", None, "file")], "leaves the prefix"),
         ([(".lockgen/manifest.json", None, "file")], "lockgen's record of the environment"),
         # a hard link to a symbolic link: rattler links the link itself, whose text then reads from the new folder
-        ([("s/" * 12 + "l", "../" * 12 + "etc", "sym"), ("hostetc", "s/" * 12 + "l", "hard")], "is not to a file of the archive"),
+        (
+            [("s/" * 12 + "l", "../" * 12 + "etc", "sym"), ("hostetc", "s/" * 12 + "l", "hard")],
+            "is not to a file of the archive",
+        ),
         ([("sub/l", "..", "sym"), ("h", "sub/l", "hard")], "is not to a file of the archive"),
-        ([("a", "b" * 5000, "sym")], "over 4096 characters"),  # and the walk stays linear: 40,000 parts took 11 s  # overwritten, then every check failed
+        (
+            [("a", "b" * 5000, "sym")],
+            "over 4096 characters",
+        ),  # and the walk stays linear: 40,000 parts took 11 s  # overwritten, then every check failed
         ([("./.lockgen/services.json", None, "file")], "lockgen's record of the environment"),
     ],
 )
@@ -528,7 +660,10 @@ def test_a_scanned_archive_keeps_only_the_current_rules_marker(tmp_path: Path) -
     older.touch()
     archive.with_name(f"{archive.name}.scanned-{archive_safety.SCAN_RULES - 1}").touch()
     archive_safety.check_archive(archive, "`z` 1.3")
-    assert sorted(p.name for p in archive.parent.iterdir() if p.name.startswith(archive.name)) == [archive.name, f"{archive.name}.scanned-{archive_safety.SCAN_RULES}"]
+    assert sorted(p.name for p in archive.parent.iterdir() if p.name.startswith(archive.name)) == [
+        archive.name,
+        f"{archive.name}.scanned-{archive_safety.SCAN_RULES}",
+    ]
 
 
 _PARTS = st.lists(st.sampled_from(["a", "b", "..", "."]), min_size=1, max_size=4)
@@ -538,7 +673,9 @@ _PARTS = st.lists(st.sampled_from(["a", "b", "..", "."]), min_size=1, max_size=4
 @given(st.lists(st.tuples(_PARTS, st.one_of(st.none(), _PARTS), st.sampled_from(["sym", "hard"])), max_size=5))
 @example([(["a", "b"], [".."], "sym"), (["c"], ["a", "b"], "hard")])  # the review's: `c` a hard link of `a/b -> ..`
 @example([(["a", "b"], [".."], "sym"), (["a", "b", "c"], [".."], "sym")])  # the attack battery's: written through `a/b`
-def test_what_the_scan_passes_stays_inside_when_rattler_extracts_it(tmp_path_factory: pytest.TempPathFactory, drawn: list) -> None:
+def test_what_the_scan_passes_stays_inside_when_rattler_extracts_it(
+    tmp_path_factory: pytest.TempPathFactory, drawn: list
+) -> None:
     """The oracle is rattler's own extractor, the one materialize runs: an archive the scan passes, extracted by
     it, leaves nothing outside its folder and no link there that resolves outside it (a hard link to a symbolic
     link, which rattler links as the link itself, got `PREFIX/hostetc -> /etc` past the first version of the
@@ -565,7 +702,9 @@ def test_what_the_scan_passes_stays_inside_when_rattler_extracts_it(tmp_path_fac
             assert resolved == root or root in resolved.parents, f"{path} -> {resolved}"
 
 
-def test_a_check_reads_no_manifest_from_an_archive_the_scan_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_check_reads_no_manifest_from_an_archive_the_scan_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """check --lock reads a conda package's manifest from its archive: one that writes through its own links is
     refused there too, as materialize refuses it (an environment another installer made from it passed)."""
     from lockgen.api.steps.manifest_steps import manifest_of
@@ -589,7 +728,9 @@ def _stacked_package(folder: Path, victim: Path) -> Path:
     from tests.channel_factory import _contents
 
     info, files = _contents(Pkg("evil", "1.0"))
-    evil = json.dumps({"paths_version": 1, "paths": [{"_path": str(victim), "path_type": "hardlink", "size_in_bytes": 2}]}).encode()
+    evil = json.dumps(
+        {"paths_version": 1, "paths": [{"_path": str(victim), "path_type": "hardlink", "size_in_bytes": 2}]}
+    ).encode()
     honest = b"".join(member(name.encode(), data) for name, data in sorted({**info, **files}.items()))
     stacked = pax(path="info/notes.txt") + long_name(b"info/paths.json") + member(b"info/x", evil)
     archive = folder / "evil-1.0-h0_0.tar.bz2"
@@ -608,7 +749,10 @@ def test_stacked_extended_headers_in_a_conda_tar_are_refused(tmp_path: Path) -> 
         assert [m.name for m in tar if m.name.startswith("info/")][-1] == "info/notes.txt"
     streaming.extract(str(archive), str(tmp_path / "rattler"))  # rattler's reading: the hidden one replaces it
     assert str(tmp_path / "victim") in (tmp_path / "rattler" / "info" / "paths.json").read_text()
-    with pytest.raises(LockFormatError, match=r"reads differently to different tar readers \(header \d+, member `info/notes.txt`: .*after another extended header"):
+    with pytest.raises(
+        LockFormatError,
+        match=r"reads differently to different tar readers \(header \d+, member `info/notes.txt`: .*after another extended header",
+    ):
         archive_safety.check_archive(archive, "`evil` 1.0")
     assert not list(archive.parent.glob("*.scanned*"))
 
@@ -630,15 +774,23 @@ def test_materialize_leaves_a_file_a_stacked_header_names_outside_the_prefix(tmp
     _stacked_package(channel / "linux-64", victim)
     asyncio.run(rattler.index.index_fs(channel, write_zst=False, write_shards=False, force=True))
     lock = cpu_lock(tmp_path, channel.as_uri(), ["evil"])
-    done = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    done = run_cli(
+        "materialize", str(lock), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(tmp_path / "home")}
+    )
     assert done.returncode == 1 and "error: `evil` 1.0 (file://" in done.stderr, done.stderr
-    assert "reads differently to different tar readers" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
+    assert (
+        "reads differently to different tar readers" in done.stderr
+        and "hint:" in done.stderr
+        and "Traceback" not in done.stderr
+    )
     assert victim.read_text() == "keep me\n"
     assert not (tmp_path / "env").exists()
 
 
 @pytest.mark.parametrize("suffix", [".tar.bz2", ".conda"])
-def test_each_tar_of_a_conda_archive_is_decompressed_once_per_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+def test_each_tar_of_a_conda_archive_is_decompressed_once_per_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
     """The header rule judges each header as tarfile reads it: the scan and each reading of the manifest open (and
     decompress) every tar they read once; the rule's first version walked each tar, then decompressed it again."""
     archive = write_package(Pkg("once", "1.0", archive=suffix, files={"bin/tool": "#!/bin/sh\n"}), tmp_path / "built")
@@ -677,15 +829,32 @@ def _apart(construct: str) -> tuple[bytes, str]:
 
     hidden = member(b"bin/hidden", b"#!/bin/sh\necho pwned\n")
     return {
-        "time field": (honest + fields(b"bin/a", b"a\n", 136, b"zzzzzzzzzzz\x00") + hidden + END, "member `bin/a`: its time field is not plain octal"),
-        "mode field": (honest + fields(b"bin/a", b"a\n", 100, b"zzzzzzz\x00") + hidden + END, "member `bin/a`: its mode field is not plain octal"),
-        "Solaris X header": (honest + member(b"PaxHeader", b"20 path=bin/hidden\n", b"X") + member(b"bin/a", b"a\n") + END, "a Solaris extended header"),
-        "PAX record with no key": (honest + records(b"5 =x\n", b"19 path=bin/hidden\n") + member(b"bin/a", b"a\n") + END, "member `bin/hidden`: a PAX record with no key"),
-        "PAX key twice": (honest + records(b"19 path=bin/hidden\n", b"14 path=bin/a\n") + member(b"bin/a", b"a\n") + END, "a PAX header with two `path` records"),
+        "time field": (
+            honest + fields(b"bin/a", b"a\n", 136, b"zzzzzzzzzzz\x00") + hidden + END,
+            "member `bin/a`: its time field is not plain octal",
+        ),
+        "mode field": (
+            honest + fields(b"bin/a", b"a\n", 100, b"zzzzzzz\x00") + hidden + END,
+            "member `bin/a`: its mode field is not plain octal",
+        ),
+        "Solaris X header": (
+            honest + member(b"PaxHeader", b"20 path=bin/hidden\n", b"X") + member(b"bin/a", b"a\n") + END,
+            "a Solaris extended header",
+        ),
+        "PAX record with no key": (
+            honest + records(b"5 =x\n", b"19 path=bin/hidden\n") + member(b"bin/a", b"a\n") + END,
+            "member `bin/hidden`: a PAX record with no key",
+        ),
+        "PAX key twice": (
+            honest + records(b"19 path=bin/hidden\n", b"14 path=bin/a\n") + member(b"bin/a", b"a\n") + END,
+            "a PAX header with two `path` records",
+        ),
     }[construct]
 
 
-@pytest.mark.parametrize("construct", ["time field", "mode field", "Solaris X header", "PAX record with no key", "PAX key twice"])
+@pytest.mark.parametrize(
+    "construct", ["time field", "mode field", "Solaris X header", "PAX record with no key", "PAX key twice"]
+)
 def test_a_conda_tar_that_tarfile_and_tar_rs_read_apart_is_refused(tmp_path: Path, construct: str) -> None:
     """rattler's extractor is the oracle: it lands a file tarfile never read (or misses one it read); the reader
     refuses the archive naming the member, before a reading of it ends."""
@@ -750,7 +919,12 @@ def _tampered(folder: Path, how: str) -> str:
     raise AssertionError(how)
 
 
-_JUDGED = Pkg("judged", "1.0", files={"bin/tool": "#!/bin/sh\necho hi\n", "lib/libz.so.1": "z"}, links={"lib/libz.so": "libz.so.1"})
+_JUDGED = Pkg(
+    "judged",
+    "1.0",
+    files={"bin/tool": "#!/bin/sh\necho hi\n", "lib/libz.so.1": "z"},
+    links={"lib/libz.so": "libz.so.1"},
+)
 
 
 def test_an_honest_extracted_package_is_what_its_paths_json_states(tmp_path: Path) -> None:
@@ -760,7 +934,19 @@ def test_an_honest_extracted_package_is_what_its_paths_json_states(tmp_path: Pat
     assert landed_problems(folder, manifest) == []  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("how", ["extra file", "other bytes", "same size, other bytes", "file made a link out", "link retargeted out", "missing", "fifo", "info link out"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "extra file",
+        "other bytes",
+        "same size, other bytes",
+        "file made a link out",
+        "link retargeted out",
+        "missing",
+        "fifo",
+        "info link out",
+    ],
+)
 def test_what_landed_other_than_paths_json_states_is_named(tmp_path: Path, how: str) -> None:
     from lockgen.adapters.conda.rattler_cache import landed_problems
 
@@ -770,7 +956,9 @@ def test_what_landed_other_than_paths_json_states_is_named(tmp_path: Path, how: 
 
 
 @pytest.mark.slow
-def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A differential the header rule does not know (simulated: rattler's extractor, wrapped, plants a link out of
     the package): materialize refuses the package naming the member, links nothing, leaves no folder in the cache,
     and the file the link names is untouched."""
@@ -799,18 +987,45 @@ def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(tmp
         return found
 
     monkeypatch.setattr(streaming, "extract", parting)
-    with pytest.raises(LockFormatError, match=r"`judged` 1.0 \(file://.*judged-1.0-h0_0.conda\) is refused: as rattler extracted it, `bin/tool` is not the regular file"):
+    with pytest.raises(
+        LockFormatError,
+        match=r"`judged` 1.0 \(file://.*judged-1.0-h0_0.conda\) is refused: as rattler extracted it, `bin/tool` is not the regular file",
+    ):
         api.materialize(lock, None, tmp_path / "env", lambda _: None)
     assert victim.read_text() == "keep me\n" and not (tmp_path / "env").exists()
     cache = tmp_path / "home" / "rattler-cache"
-    assert not [p.name for p in cache.iterdir() if p.name.startswith(("judged", ".extracting"))] if cache.exists() else True
+    assert (
+        not [p.name for p in cache.iterdir() if p.name.startswith(("judged", ".extracting"))]
+        if cache.exists()
+        else True
+    )
     monkeypatch.setattr(streaming, "extract", real)  # the honest extractor: the same lock materializes
     api.materialize(lock, None, tmp_path / "env", lambda _: None)
     assert (tmp_path / "env" / "bin" / "tool").read_text() == "#!/bin/sh\necho hi\n"
 
 
-_HONEST_SHAPES = ("plain", "pax path", "gnu long name", "link then file", "long pax path", "long gnu name", "ustar prefix")
-_SHAPES = st.sampled_from([*_HONEST_SHAPES, "pax then gnu", "gnu then pax", "two pax", "nul-led size", "bad time field", "solaris x", "pax record with no key", "pax key twice"])
+_HONEST_SHAPES = (
+    "plain",
+    "pax path",
+    "gnu long name",
+    "link then file",
+    "long pax path",
+    "long gnu name",
+    "ustar prefix",
+)
+_SHAPES = st.sampled_from(
+    [
+        *_HONEST_SHAPES,
+        "pax then gnu",
+        "gnu then pax",
+        "two pax",
+        "nul-led size",
+        "bad time field",
+        "solaris x",
+        "pax record with no key",
+        "pax key twice",
+    ]
+)
 
 
 def _shaped(shape: str, index: int) -> bytes:
@@ -824,7 +1039,9 @@ def _shaped(shape: str, index: int) -> bytes:
         if shape == "ustar prefix":
             info = tarfile.TarInfo(long)
             info.size = len(data)
-            return info.tobuf(tarfile.USTAR_FORMAT) + padded(data)  # the folders in the prefix field, the file's name after
+            return info.tobuf(tarfile.USTAR_FORMAT) + padded(
+                data
+            )  # the folders in the prefix field, the file's name after
         return (pax(path=long) if shape == "long pax path" else long_name(long.encode())) + member(b"x", data)
     if shape == "bad time field":
         block = bytearray(header(name.encode(), len(data)))
@@ -865,7 +1082,9 @@ def _shaped(shape: str, index: int) -> bytes:
 @example(["pax record with no key"])
 @example(["pax key twice"])
 @example(["long pax path", "long gnu name", "ustar prefix"])
-def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_factory: pytest.TempPathFactory, shapes: list[str]) -> None:
+def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(
+    tmp_path_factory: pytest.TempPathFactory, shapes: list[str]
+) -> None:
     """rattler's extractor (tar-rs) is the oracle: for any tar the header rule passes, the regular files it lands
     are exactly the members, with the contents, that lockgen's reader reads; the rest is refused by the rule."""
     import bz2
@@ -876,7 +1095,11 @@ def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_fa
     archive = folder / "shaped-1.0-h0_0.tar.bz2"
     archive.write_bytes(bz2.compress(b"".join(_shaped(shape, index) for index, shape in enumerate(shapes)) + END))
     try:
-        read = {name: data for name, member_, data in conda_archive.members(archive, "all", lambda _: True) if member_.isfile()}
+        read = {
+            name: data
+            for name, member_, data in conda_archive.members(archive, "all", lambda _: True)
+            if member_.isfile()
+        }
     except LockFormatError as exc:
         assert "reads differently to different tar readers" in exc.message
         assert any(shape not in _HONEST_SHAPES for shape in shapes)
@@ -887,5 +1110,7 @@ def test_a_conda_tar_the_header_rule_passes_lands_as_lockgen_read_it(tmp_path_fa
             streaming.extract_tar_bz2(stream, str(landed))
         except OSError:  # rattler refusing the tar lands nothing to compare
             return
-    files = {str(p.relative_to(landed)): p.read_bytes() for p in landed.rglob("*") if p.is_file() and not p.is_symlink()}
+    files = {
+        str(p.relative_to(landed)): p.read_bytes() for p in landed.rglob("*") if p.is_file() and not p.is_symlink()
+    }
     assert files == read

@@ -35,25 +35,45 @@ class Wire:
 
     def get(self, path: str, accept: str = "*/*") -> tuple[int, bytes]:
         try:
-            with urllib.request.urlopen(urllib.request.Request(f"{self.base}/{path}", headers={"Accept": accept})) as answer:
+            with urllib.request.urlopen(
+                urllib.request.Request(f"{self.base}/{path}", headers={"Accept": accept})
+            ) as answer:
                 return answer.status, answer.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()
 
     def json(self, path: str) -> dict:
-        status, body = self.get(path, "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json")
+        status, body = self.get(
+            path, "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"
+        )
         assert status == 200, (path, status, body[:200])
         return json.loads(body)
 
     def put_blob(self, repository: str, data: bytes) -> dict:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        opened = urllib.request.urlopen(urllib.request.Request(f"{self.base}/{repository}/blobs/uploads/", data=b"", method="POST"))
+        opened = urllib.request.urlopen(
+            urllib.request.Request(f"{self.base}/{repository}/blobs/uploads/", data=b"", method="POST")
+        )
         location = opened.headers["Location"]
-        urllib.request.urlopen(urllib.request.Request(f"{location}{'&' if '?' in location else '?'}digest={digest}", data=data, method="PUT", headers={"Content-Type": "application/octet-stream"}))
+        urllib.request.urlopen(
+            urllib.request.Request(
+                f"{location}{'&' if '?' in location else '?'}digest={digest}",
+                data=data,
+                method="PUT",
+                headers={"Content-Type": "application/octet-stream"},
+            )
+        )
         return {"digest": digest, "size": len(data)}
 
     def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> None:
-        urllib.request.urlopen(urllib.request.Request(f"{self.base}/{repository}/manifests/{reference}", data=data, method="PUT", headers={"Content-Type": media_type}))
+        urllib.request.urlopen(
+            urllib.request.Request(
+                f"{self.base}/{repository}/manifests/{reference}",
+                data=data,
+                method="PUT",
+                headers={"Content-Type": media_type},
+            )
+        )
 
     def attach(self, repository: str, image: dict, envelope: bytes) -> str:
         """A DSSE referrer of `image` as another tool would push it: artifact manifest and fallback index entry."""
@@ -75,29 +95,53 @@ class Wire:
         self.put_manifest(repository, digest, manifest, "application/vnd.oci.image.manifest.v1+json")
         tag = "sha256-" + image["digest"].split(":")[1]
         index = self.json(f"{repository}/manifests/{tag}")
-        index["manifests"].append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": len(manifest), "artifactType": layer["mediaType"], "annotations": annotations})
+        index["manifests"].append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": digest,
+                "size": len(manifest),
+                "artifactType": layer["mediaType"],
+                "annotations": annotations,
+            }
+        )
         self.put_manifest(repository, tag, json.dumps(index).encode(), "application/vnd.oci.image.index.v1+json")
         return digest
 
     def image(self, repository: str, tag: str) -> dict:
         status, body = self.get(f"{repository}/manifests/{tag}", "application/vnd.oci.image.manifest.v1+json")
         assert status == 200
-        return {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + hashlib.sha256(body).hexdigest(), "size": len(body)}
+        return {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+            "size": len(body),
+        }
 
     def envelope(self, repository: str, artifact: str) -> bytes:
         manifest = self.json(f"{repository}/manifests/{artifact}")
         return self.get(f"{repository}/blobs/{manifest['layers'][0]['digest']}")[1]
 
 
-def make_certificate(path: Path, key: Path, *, image_digest: str | None = None, lock_sha256: str | None = None, passed: bool = True) -> Path:
+def make_certificate(
+    path: Path, key: Path, *, image_digest: str | None = None, lock_sha256: str | None = None, passed: bool = True
+) -> Path:
     """A certificate as `lockgen verify` writes one (canonical file, Ed25519 over the body), of an image or a lock."""
     body = CertificateBody(
         created="2026-12-01T12:00:00Z",
         tool="lockgen 0.1.0",
         arch="cpu",
         mode="quick",
-        subject=Subject(target="h100", lock_sha256=lock_sha256, image_digest=image_digest, python="/opt/env/bin/python"),
-        hardware=Hardware(gpu_names=(), gpu_count=0, compute_capability=None, driver=None, interconnect="none", topology="", host_platform="linux-64"),
+        subject=Subject(
+            target="h100", lock_sha256=lock_sha256, image_digest=image_digest, python="/opt/env/bin/python"
+        ),
+        hardware=Hardware(
+            gpu_names=(),
+            gpu_count=0,
+            compute_capability=None,
+            driver=None,
+            interconnect="none",
+            topology="",
+            host_platform="linux-64",
+        ),
         stack={"torch": "2.13.0"},
         checks=(Check(category="stack", name="probe", passed=passed, detail="ran"),),
         figures={"gemm": {"fp32": {"value": 0.5, "unit": "TFLOP/s"}}},
@@ -126,9 +170,27 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         for name in ("key", "stranger"):
             assert run_cli("keygen", "--out", str(folder / name)).returncode == 0
         certificate = make_certificate(folder / "img.cert.json", folder / "key", image_digest=digest)
-        attested = run_cli("attest", f"docker://{host}/team/img:sm90", str(certificate), "--key", str(folder / "key"), "--sbom", str(folder / "img" / "sbom.cdx.json"), "--insecure")
+        attested = run_cli(
+            "attest",
+            f"docker://{host}/team/img:sm90",
+            str(certificate),
+            "--key",
+            str(folder / "key"),
+            "--sbom",
+            str(folder / "img" / "sbom.cdx.json"),
+            "--insecure",
+        )
         assert attested.returncode == 0, attested.stderr
-        yield {"host": host, "folder": folder, "digest": digest, "other": other, "lock": lock, "certificate": certificate, "artifacts": attested.stdout.split(), "wire": Wire(host)}
+        yield {
+            "host": host,
+            "folder": folder,
+            "digest": digest,
+            "other": other,
+            "lock": lock,
+            "certificate": certificate,
+            "artifacts": attested.stdout.split(),
+            "wire": Wire(host),
+        }
 
 
 def test_attest_then_certs_lists_and_verifies_it(world: dict) -> None:
@@ -138,7 +200,9 @@ def test_attest_then_certs_lists_and_verifies_it(world: dict) -> None:
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("2026-12-01T12:00:00Z cpu    CPU PASS")
-    assert f"docker://{host}/team/img@{world['artifacts'][0]}" in lines[0] and "[image; signature valid (key " in lines[0]
+    assert (
+        f"docker://{host}/team/img@{world['artifacts'][0]}" in lines[0] and "[image; signature valid (key " in lines[0]
+    )
     by_digest = run_cli("certs", f"docker://{host}/team/img@{world['digest']}", "--insecure", "--json")
     entries = json.loads(by_digest.stdout)
     assert by_digest.returncode == 0 and len(entries) == 1
@@ -152,14 +216,21 @@ def test_the_wire_format_is_an_oci_1_1_referrer_listed_by_the_fallback_tag(world
     index = wire.json(f"team/img/manifests/sha256-{digest.split(':')[1]}")
     assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
     assert [e["digest"] for e in index["manifests"]] == world["artifacts"]
-    assert [e["artifactType"] for e in index["manifests"]] == ["application/vnd.dsse.envelope.v1+json", "application/vnd.cyclonedx+json"]
+    assert [e["artifactType"] for e in index["manifests"]] == [
+        "application/vnd.dsse.envelope.v1+json",
+        "application/vnd.cyclonedx+json",
+    ]
     assert index["manifests"][0]["annotations"] == {"in-toto.io/predicate-type": "https://lockgen.dev/certificate/v1"}
     image = wire.image("team/img", "sm90")
     for entry in index["manifests"]:
         manifest = wire.json(f"team/img/manifests/{entry['digest']}")
         assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
         assert manifest["artifactType"] == entry["artifactType"] == manifest["layers"][0]["mediaType"]
-        assert manifest["config"] == {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2}
+        assert manifest["config"] == {
+            "mediaType": "application/vnd.oci.empty.v1+json",
+            "digest": EMPTY_DIGEST,
+            "size": 2,
+        }
         assert manifest["subject"] == image and len(manifest["layers"]) == 1
     sbom = wire.json(f"team/img/manifests/{world['artifacts'][1]}")["layers"][0]["digest"]
     assert wire.get(f"team/img/blobs/{sbom}")[1] == (world["folder"] / "img" / "sbom.cdx.json").read_bytes()
@@ -182,7 +253,9 @@ def test_an_independent_dsse_implementation_verifies_the_envelope(world: dict) -
     statement = json.loads(envelope.payload)
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
     assert statement["predicateType"] == "https://lockgen.dev/certificate/v1"
-    assert statement["subject"] == [{"name": f"{world['host']}/team/img", "digest": {"sha256": world["digest"].split(":")[1]}}]
+    assert statement["subject"] == [
+        {"name": f"{world['host']}/team/img", "digest": {"sha256": world["digest"].split(":")[1]}}
+    ]
     assert statement["predicate"] == json.loads(world["certificate"].read_text())["certificate"]
     changed = Envelope.from_dict(json.loads(raw))
     changed.payload = changed.payload.replace(b'"passed":true', b'"passed":fals', 1)
@@ -193,9 +266,18 @@ def test_an_independent_dsse_implementation_verifies_the_envelope(world: dict) -
 def test_attesting_again_pushes_the_same_bytes_and_adds_no_entry(world: dict) -> None:
     host, folder, wire = world["host"], world["folder"], world["wire"]
     envelope = wire.envelope("team/img", world["artifacts"][0])
-    again = run_cli("attest", f"docker://{host}/team/img@{world['digest']}", str(world["certificate"]), "--key", str(folder / "key"), "--insecure")
+    again = run_cli(
+        "attest",
+        f"docker://{host}/team/img@{world['digest']}",
+        str(world["certificate"]),
+        "--key",
+        str(folder / "key"),
+        "--insecure",
+    )
     assert again.returncode == 0, again.stderr
-    assert again.stdout.split() == world["artifacts"][:1]  # Ed25519 is deterministic: the same envelope, the same manifest
+    assert (
+        again.stdout.split() == world["artifacts"][:1]
+    )  # Ed25519 is deterministic: the same envelope, the same manifest
     assert wire.envelope("team/img", world["artifacts"][0]) == envelope
     index = wire.json(f"team/img/manifests/sha256-{world['digest'].split(':')[1]}")
     assert [e["digest"] for e in index["manifests"]] == world["artifacts"]
@@ -204,7 +286,14 @@ def test_attesting_again_pushes_the_same_bytes_and_adds_no_entry(world: dict) ->
 def _fresh_image(world: dict, repository: str) -> str:
     pushed = run_cli("push", str(world["folder"] / "img"), f"docker://{world['host']}/{repository}:sm90", "--insecure")
     assert pushed.returncode == 0, pushed.stderr
-    attested = run_cli("attest", f"docker://{world['host']}/{repository}:sm90", str(world["certificate"]), "--key", str(world["folder"] / "key"), "--insecure")
+    attested = run_cli(
+        "attest",
+        f"docker://{world['host']}/{repository}:sm90",
+        str(world["certificate"]),
+        "--key",
+        str(world["folder"] / "key"),
+        "--insecure",
+    )
     assert attested.returncode == 0, attested.stderr
     return attested.stdout.strip()
 
@@ -234,7 +323,9 @@ def test_a_forged_or_mismatched_attestation_is_refused(world: dict, case: str, r
         public = folder / "stranger.pub"
     else:  # a valid attestation of the other image, copied onto this one
         other_cert = make_certificate(folder / "other.cert.json", folder / "key", image_digest=world["other"])
-        copied = run_cli("attest", f"docker://{host}/team/other:sm90", str(other_cert), "--key", str(folder / "key"), "--insecure")
+        copied = run_cli(
+            "attest", f"docker://{host}/team/other:sm90", str(other_cert), "--key", str(folder / "key"), "--insecure"
+        )
         assert copied.returncode == 0, copied.stderr
         wire.attach(repository, wire.image(repository, "sm90"), wire.envelope("team/other", copied.stdout.strip()))
     listed = run_cli("certs", f"docker://{host}/{repository}:sm90", "--key", str(public), "--insecure")
@@ -261,7 +352,16 @@ def test_attest_refuses_before_pushing_anything(world: dict) -> None:
         ((str(other_image), "--key", str(folder / "key")), "the certificate covers image sha256:"),
         ((str(other_lock), "--key", str(folder / "key")), "the certificate covers lock sha256 abababab"),
         ((str(world["certificate"]), "--key", str(folder / "stranger")), "the certificate is signed by key "),
-        ((str(world["certificate"]), "--key", str(folder / "key"), "--sbom", str(folder / "other-img" / "sbom.cdx.json")), "is not the SBOM of docker://"),
+        (
+            (
+                str(world["certificate"]),
+                "--key",
+                str(folder / "key"),
+                "--sbom",
+                str(folder / "other-img" / "sbom.cdx.json"),
+            ),
+            "is not the SBOM of docker://",
+        ),
     ]:
         refused = run_cli("attest", f"docker://{host}/{repository}:sm90", *args, "--insecure")
         errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
@@ -281,9 +381,13 @@ def test_a_bare_metal_certificate_binds_through_the_image_lock(world: dict) -> N
     from lockgen.digests import file_digest
 
     certificate = make_certificate(folder / "bare.cert.json", folder / "key", lock_sha256=file_digest(world["lock"]))
-    attested = run_cli("attest", f"docker://{host}/{repository}:sm90", str(certificate), "--key", str(folder / "key"), "--insecure")
+    attested = run_cli(
+        "attest", f"docker://{host}/{repository}:sm90", str(certificate), "--key", str(folder / "key"), "--insecure"
+    )
     assert attested.returncode == 0, attested.stderr
-    statement = json.loads(base64.b64decode(json.loads(world["wire"].envelope(repository, attested.stdout.strip()))["payload"]))
+    statement = json.loads(
+        base64.b64decode(json.loads(world["wire"].envelope(repository, attested.stdout.strip()))["payload"])
+    )
     assert statement["subject"] == [{"name": "_", "digest": {"sha256": file_digest(world["lock"])}}]
     listed = run_cli("certs", f"docker://{host}/{repository}:sm90", "--key", str(folder / "key.pub"), "--insecure")
     assert listed.returncode == 0 and "[lock; signature valid" in listed.stdout, listed.stdout + listed.stderr
@@ -295,13 +399,28 @@ def test_require_pass_admits_only_a_verified_passing_certificate_of_the_arch(wor
     image = f"docker://{host}/team/img@{world['digest']}"
     assert run_cli("certs", image, "--key", public, "--require-pass", "cpu", "--insecure").returncode == 0
     other_arch = run_cli("certs", image, "--key", public, "--require-pass", "SM_90", "--insecure")
-    assert other_arch.returncode == 1 and "passed on sm90 (it carries: cpu PASS)" in other_arch.stderr, other_arch.stderr
+    assert other_arch.returncode == 1 and "passed on sm90 (it carries: cpu PASS)" in other_arch.stderr, (
+        other_arch.stderr
+    )
     assert "hint:" in other_arch.stderr and "Traceback" not in other_arch.stderr
     repository = "team/failed"
     assert run_cli("push", str(folder / "img"), f"docker://{host}/{repository}:sm90", "--insecure").returncode == 0
     failed = make_certificate(folder / "failed.cert.json", folder / "key", image_digest=world["digest"], passed=False)
-    assert run_cli("attest", f"docker://{host}/{repository}:sm90", str(failed), "--key", str(folder / "key"), "--insecure").returncode == 0
-    refused = run_cli("certs", f"docker://{host}/{repository}@{world['digest']}", "--key", public, "--require-pass", "cpu", "--insecure")
+    assert (
+        run_cli(
+            "attest", f"docker://{host}/{repository}:sm90", str(failed), "--key", str(folder / "key"), "--insecure"
+        ).returncode
+        == 0
+    )
+    refused = run_cli(
+        "certs",
+        f"docker://{host}/{repository}@{world['digest']}",
+        "--key",
+        public,
+        "--require-pass",
+        "cpu",
+        "--insecure",
+    )
     assert refused.returncode == 1 and "(it carries: cpu FAIL)" in refused.stderr, refused.stderr
     unsigned = run_cli("certs", image, "--require-pass", "cpu", "--insecure")
     assert unsigned.returncode == 2 and "--require-pass judges an image's signed attestations" in unsigned.stderr
@@ -336,7 +455,11 @@ class _Gate(BaseHTTPRequestHandler):
             return self._reply(200 if ok else 401, json.dumps({"token": "tkn-4711"}).encode() if ok else b"")
         if given != (basic if self.scheme == "basic" else "Bearer tkn-4711"):
             port = self.server.server_address[1]
-            challenge = 'Basic realm="gate"' if self.scheme == "basic" else f'Bearer realm="http://127.0.0.1:{port}/token",service="gate",scope="repository:team/gated:pull,push"'
+            challenge = (
+                'Basic realm="gate"'
+                if self.scheme == "basic"
+                else f'Bearer realm="http://127.0.0.1:{port}/token",service="gate",scope="repository:team/gated:pull,push"'
+            )
             return self._reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {"WWW-Authenticate": challenge})
         length = int(self.headers.get("Content-Length") or 0)
         request = urllib.request.Request(
@@ -350,14 +473,20 @@ class _Gate(BaseHTTPRequestHandler):
                 status, headers, body = answer.status, answer.headers, answer.read()
         except urllib.error.HTTPError as error:
             status, headers, body = error.code, error.headers, error.read()
-        keep = {k: v.replace(self.upstream, f"127.0.0.1:{self.server.server_address[1]}") for k, v in headers.items() if k in ("Content-Type", "Location", "Docker-Content-Digest", "OCI-Subject")}
+        keep = {
+            k: v.replace(self.upstream, f"127.0.0.1:{self.server.server_address[1]}")
+            for k, v in headers.items()
+            if k in ("Content-Type", "Location", "Docker-Content-Digest", "OCI-Subject")
+        }
         self._reply(status, body, keep)
 
     do_GET = do_HEAD = do_PUT = do_POST = _handle
 
 
 @pytest.mark.parametrize("scheme, where", [("bearer", "REGISTRY_AUTH_FILE"), ("basic", "docker config")])
-def test_credentials_meet_the_registry_challenge_and_never_show(world: dict, tmp_path: Path, scheme: str, where: str) -> None:
+def test_credentials_meet_the_registry_challenge_and_never_show(
+    world: dict, tmp_path: Path, scheme: str, where: str
+) -> None:
     gate = type("Gate", (_Gate,), {"upstream": world["host"], "scheme": scheme, "seen_authorization": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), gate)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -365,10 +494,19 @@ def test_credentials_meet_the_registry_challenge_and_never_show(world: dict, tmp
     pushed = run_cli("push", str(world["folder"] / "img"), f"docker://{world['host']}/team/gated:sm90", "--insecure")
     assert pushed.returncode == 0, pushed.stderr
     home = tmp_path / "home"
-    isolated = {"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path / "run"), "XDG_CONFIG_HOME": str(tmp_path / "config"), "REGISTRY_AUTH_FILE": ""}
+    isolated = {
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "REGISTRY_AUTH_FILE": "",
+    }
     try:
         refused = run_cli("certs", f"docker://{front}/team/gated:sm90", "--insecure", env=isolated)
-        assert refused.returncode == 1 and "answered 401 (UNAUTHORIZED)" in refused.stderr and "skopeo login" in refused.stderr
+        assert (
+            refused.returncode == 1
+            and "answered 401 (UNAUTHORIZED)" in refused.stderr
+            and "skopeo login" in refused.stderr
+        )
         entry = {"auth": base64.b64encode(b"robot:s3cret-pass").decode()}
         if where == "REGISTRY_AUTH_FILE":
             auth_file = tmp_path / "auth.json"
@@ -378,9 +516,24 @@ def test_credentials_meet_the_registry_challenge_and_never_show(world: dict, tmp
             (home / ".docker").mkdir(parents=True)
             (home / ".docker" / "config.json").write_text(json.dumps({"auths": {f"https://{front}/v1/": entry}}))
             environment = isolated
-        attested = run_cli("attest", f"docker://{front}/team/gated:sm90", str(world["certificate"]), "--key", str(world["folder"] / "key"), "--insecure", env=environment)
+        attested = run_cli(
+            "attest",
+            f"docker://{front}/team/gated:sm90",
+            str(world["certificate"]),
+            "--key",
+            str(world["folder"] / "key"),
+            "--insecure",
+            env=environment,
+        )
         assert attested.returncode == 0, attested.stderr
-        listed = run_cli("certs", f"docker://{front}/team/gated:sm90", "--key", str(world["folder"] / "key.pub"), "--insecure", env=environment)
+        listed = run_cli(
+            "certs",
+            f"docker://{front}/team/gated:sm90",
+            "--key",
+            str(world["folder"] / "key.pub"),
+            "--insecure",
+            env=environment,
+        )
         assert listed.returncode == 0 and "[image; signature valid" in listed.stdout, listed.stderr
         assert f"docker://{front}/team/gated@{attested.stdout.strip()}" in listed.stdout
         for output in (refused, attested, listed):
@@ -398,7 +551,10 @@ def test_the_pure_parts_follow_their_specifications() -> None:
     from lockgen.core.image.image_reference import parse_reference
     from lockgen.errors import LockFormatError, UserError
 
-    assert pae("http://example.com/HelloWorld", b"hello world") == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    assert (
+        pae("http://example.com/HelloWorld", b"hello world")
+        == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    )
     assert referrers_tag("sha256:" + "a" * 64) == "sha256-" + "a" * 64
     assert referrers_tag("sha512:" + "a" * 128) == "sha512-" + "a" * 64
     assert (
@@ -408,21 +564,44 @@ def test_the_pure_parts_follow_their_specifications() -> None:
         )
         == "test-algorithm-using-algorithm-s-alsoSome-InTheEncodedSectionToShowHyphenReplacementAndLotsAndLot"
     )
-    foreign = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "1" * 64, "size": 9, "artifactType": "application/vnd.dev.sigstore.bundle.v0.3+json"}
+    foreign = {
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": "sha256:" + "1" * 64,
+        "size": 9,
+        "artifactType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+    }
     ours = {**foreign, "digest": "sha256:" + "2" * 64, "artifactType": "application/vnd.dsse.envelope.v1+json"}
-    existing = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [foreign]}).encode()
+    existing = json.dumps(
+        {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [foreign]}
+    ).encode()
     merged = merged_referrers(existing, ours, "sha256-x")
     assert json.loads(merged)["manifests"] == [foreign, ours] and merged_referrers(merged, ours, "sha256-x") is None
     with pytest.raises(LockFormatError, match="holds something other than an image index"):
         merged_referrers(b'{"schemaVersion":2,"config":{}}', ours, "sha256-x")
-    urlsafe = json.dumps({"payload": base64.urlsafe_b64encode(b"\xfb\xff").decode().rstrip("="), "payloadType": "t", "signatures": [{"sig": "AA"}]}).encode()
+    urlsafe = json.dumps(
+        {
+            "payload": base64.urlsafe_b64encode(b"\xfb\xff").decode().rstrip("="),
+            "payloadType": "t",
+            "signatures": [{"sig": "AA"}],
+        }
+    ).encode()
     assert read_envelope(urlsafe).payload == b"\xfb\xff"  # DSSE: verifiers accept URL-safe base64, padded or not
     assert parse_reference("docker://localhost:5000/a/b@sha256:" + "f" * 64).reference == "sha256:" + "f" * 64
-    for text in ("docker://team/img:tag", "docker://reg.example/Img:x", "docker://reg.example/img@sha256:short", "img:tag"):
+    for text in (
+        "docker://team/img:tag",
+        "docker://reg.example/Img:x",
+        "docker://reg.example/img@sha256:short",
+        "img:tag",
+    ):
         with pytest.raises(UserError):
             parse_reference(text)
     # `$` matches before a final newline: a reference ending in one passed, and errors echoed it on two lines
-    for text in ("docker://reg.example/img:tag\n", "docker://reg.example/img\n", "docker://reg.example/img@sha256:" + "f" * 64 + "\n", "docker://reg.example\n/img"):
+    for text in (
+        "docker://reg.example/img:tag\n",
+        "docker://reg.example/img\n",
+        "docker://reg.example/img@sha256:" + "f" * 64 + "\n",
+        "docker://reg.example\n/img",
+    ):
         with pytest.raises(UserError) as refused:
             parse_reference(text)
         assert "\n" not in refused.value.message
@@ -430,15 +609,33 @@ def test_the_pure_parts_follow_their_specifications() -> None:
 
 def test_push_attest_pushes_and_attaches_in_one_go(world: dict) -> None:
     host, folder = world["host"], world["folder"]
-    pushed = run_cli("push", str(folder / "img"), f"docker://{host}/team/together:sm90", "--insecure", "--attest", str(world["certificate"]), "--key", str(folder / "key"))
+    pushed = run_cli(
+        "push",
+        str(folder / "img"),
+        f"docker://{host}/team/together:sm90",
+        "--insecure",
+        "--attest",
+        str(world["certificate"]),
+        "--key",
+        str(folder / "key"),
+    )
     assert pushed.returncode == 0 and pushed.stdout.strip() == world["digest"], pushed.stderr
     listed = run_cli("certs", f"docker://{host}/team/together:sm90", "--key", str(folder / "key.pub"), "--insecure")
     assert listed.returncode == 0 and "[image; signature valid (key " in listed.stdout, listed.stdout + listed.stderr
-    half = run_cli("push", str(folder / "img"), f"docker://{host}/team/together:sm90", "--insecure", "--attest", str(world["certificate"]))
+    half = run_cli(
+        "push",
+        str(folder / "img"),
+        f"docker://{host}/team/together:sm90",
+        "--insecure",
+        "--attest",
+        str(world["certificate"]),
+    )
     assert half.returncode == 2 and "--attest and --key go together" in half.stderr
 
 
-@pytest.mark.parametrize("bad", ["no certificate", "another image's certificate", "a stranger's key", "another lock's SBOM"])
+@pytest.mark.parametrize(
+    "bad", ["no certificate", "another image's certificate", "a stranger's key", "another lock's SBOM"]
+)
 def test_push_attest_refuses_before_the_first_byte_is_pushed(world: dict, bad: str) -> None:
     """push --attest pushed the image and only then read the certificate (found by an attack battery): a refused
     attestation left the tag in the registry. Whatever attaching would refuse is refused first; nothing is pushed."""
@@ -453,8 +650,21 @@ def test_push_attest_refuses_before_the_first_byte_is_pushed(world: dict, bad: s
     else:
         sbom = folder / "other-img" / "sbom.cdx.json"
     repository = f"team/refused-{bad.split()[1].replace(chr(39), '')}"
-    done = run_cli("push", str(folder / "img"), f"docker://{host}/{repository}:sm90", "--insecure", "--attest", str(certificate), "--key", str(key), "--sbom", str(sbom))
-    assert done.returncode == 1 and "error:" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    done = run_cli(
+        "push",
+        str(folder / "img"),
+        f"docker://{host}/{repository}:sm90",
+        "--insecure",
+        "--attest",
+        str(certificate),
+        "--key",
+        str(key),
+        "--sbom",
+        str(sbom),
+    )
+    assert (
+        done.returncode == 1 and "error:" in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
+    ), done.stderr
     assert "pushing" not in done.stderr, done.stderr
     status, _ = world["wire"].get(f"{repository}/manifests/sm90", "application/vnd.oci.image.manifest.v1+json")
     assert status == 404, f"{bad}: the image was pushed"

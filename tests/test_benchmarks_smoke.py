@@ -22,8 +22,20 @@ def test_benchmark_runs_at_smoke_size(name: str, tmp_path: Path) -> None:
     if name in NEEDS_TORCH and importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed")
     # without the suite's LOCKGEN_FILE_ROOTS: a benchmark names the folders of its own channels, as run by hand
-    env = {**{k: v for k, v in os.environ.items() if k != "LOCKGEN_FILE_ROOTS"}, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), "--smoke"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "LOCKGEN_FILE_ROOTS"},
+        "PYTHONPATH": str(REPO),
+        "NO_COLOR": "1",
+        "TMPDIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / name), "--smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, f"{name} --smoke failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert "OVER" not in done.stdout and "within" not in done.stdout  # smoke sizes are never judged
     assert "left out, every attempt failed" not in done.stdout, done.stdout
@@ -35,7 +47,9 @@ def test_every_benchmark_has_a_smoke_size() -> None:
     assert not missing, f"benchmarks without --smoke: {missing}"
 
 
-def test_a_crashing_baseline_is_retried_reported_and_never_aborts(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crashing_baseline_is_retried_reported_and_never_aborts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     sys.path.insert(0, str(REPO))
     from benchmarks import harness
 

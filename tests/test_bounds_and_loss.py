@@ -59,7 +59,9 @@ def store_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
     channel = build_channel(tmp_path / "channel", [Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n"})])
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
     prefix, _ = materialize(lock, None, None, lambda _: None)
@@ -159,7 +161,9 @@ def test_keygen_never_overwrites_a_key(tmp_path: Path, existing: str) -> None:
 _HOLD_FOLDER = "import fcntl, os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(d, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n"
 
 
-def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(store_env: tuple[Path, Path], tmp_path: Path) -> None:
+def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(
+    store_env: tuple[Path, Path], tmp_path: Path
+) -> None:
     lock, _ = store_env
     out = tmp_path / "images" / "img"
     out.parent.mkdir()
@@ -173,7 +177,9 @@ def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(st
     live = out.parent / ".lockgen-export-live"  # an old folder another export is still working in
     live.mkdir()
     os.utime(live, (old, old))
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_FOLDER, str(live)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_FOLDER, str(live)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         ours: list[Path] = []
@@ -263,7 +269,9 @@ def _lock_fetching_from(lock: Path, url: str, tmp_path: Path) -> Path:
         ("drip", {"LOCKGEN_TRANSFER_DEADLINE_S": "1.5"}, "not finished within 1.5 s"),
     ],
 )
-def test_a_package_download_is_bounded_in_size_and_time(store_env: tuple[Path, Path], tmp_path: Path, mode: str, env: dict[str, str], said: str) -> None:
+def test_a_package_download_is_bounded_in_size_and_time(
+    store_env: tuple[Path, Path], tmp_path: Path, mode: str, env: dict[str, str], said: str
+) -> None:
     lock, _ = store_env
     home = tmp_path / "fresh-home"  # an empty store: the archive must be fetched
     with _hostile(mode) as url:
@@ -280,7 +288,11 @@ def test_a_package_download_is_bounded_in_size_and_time(store_env: tuple[Path, P
 def test_a_bad_download_limit_is_refused(store_env: tuple[Path, Path], tmp_path: Path, value: str) -> None:
     lock, _ = store_env
     with _hostile("endless") as url:
-        result = run_cli("materialize", str(_lock_fetching_from(lock, url, tmp_path)), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": value})
+        result = run_cli(
+            "materialize",
+            str(_lock_fetching_from(lock, url, tmp_path)),
+            env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": value},
+        )
     assert "LOCKGEN_MAX_DOWNLOAD_BYTES" in _one_error(result)
 
 
@@ -292,7 +304,10 @@ def test_registry_calls_and_blob_streams_are_bounded(monkeypatch: pytest.MonkeyP
         with pytest.raises(HostError, match="not finished within 1 s"):
             registry.manifest("v1")
         monkeypatch.setenv("LOCKGEN_TRANSFER_DEADLINE_S", "1")
-        with pytest.raises(HostError, match="not finished within 1 s"), registry.blob_stream("sha256:" + "0" * 64) as stream:
+        with (
+            pytest.raises(HostError, match="not finished within 1 s"),
+            registry.blob_stream("sha256:" + "0" * 64) as stream,
+        ):
             stream.verify()
         assert time.monotonic() - started < 15  # the TLS probe, then two deadlines
     with _hostile("endless") as url:
@@ -300,7 +315,10 @@ def test_registry_calls_and_blob_streams_are_bounded(monkeypatch: pytest.MonkeyP
         with pytest.raises(UserError, match="more than 4 MiB"):
             registry.manifest("v1")  # past the distribution-spec's 4 MB
         monkeypatch.setenv("LOCKGEN_MAX_DOWNLOAD_BYTES", str(8 << 20))
-        with pytest.raises(UserError, match=f"larger than {8 << 20} bytes"), registry.blob_stream("sha256:" + "0" * 64) as stream:
+        with (
+            pytest.raises(UserError, match=f"larger than {8 << 20} bytes"),
+            registry.blob_stream("sha256:" + "0" * 64) as stream,
+        ):
             stream.verify()
 
 
@@ -311,11 +329,29 @@ def test_a_huge_lock_member_in_a_base_layer_is_refused_unread() -> None:
     layer = gzip.compress(header.tobuf(format=tarfile.PAX_FORMAT) + b"\0" * 4096)  # the rest is never sent
     descriptor = {"digest": "sha256:" + hashlib.sha256(layer).hexdigest(), "mediaType": LAYER_MEDIA_TYPES["gzip"]}
     with pytest.raises(LockFormatError, match=f"{3 << 30} bytes"):
-        read_members(lambda _: io.BytesIO(layer), [descriptor], "/opt/env", lambda relative: relative == LOCK_INSIDE, lambda relative: False)
+        read_members(
+            lambda _: io.BytesIO(layer),
+            [descriptor],
+            "/opt/env",
+            lambda relative: relative == LOCK_INSIDE,
+            lambda relative: False,
+        )
 
 
 def _slurm(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("fleet", "slurm", "--arch", "cpu", "--nodes", "2", "--certs", str(tmp_path / "certs"), "--out", str(tmp_path / "slurm"), *args)
+    return run_cli(
+        "fleet",
+        "slurm",
+        "--arch",
+        "cpu",
+        "--nodes",
+        "2",
+        "--certs",
+        str(tmp_path / "certs"),
+        "--out",
+        str(tmp_path / "slurm"),
+        *args,
+    )
 
 
 @pytest.mark.slow
@@ -338,7 +374,19 @@ def test_fleet_slurm_refuses_values_a_script_cannot_carry(tmp_path: Path, flag: 
     args = [flag, value] if flag == "--python" else [flag, value, "--python", "/opt/env/bin/python"]
     if flag == "--arch":
         args = ["--python", "/opt/env/bin/python"]
-        result = run_cli("fleet", "slurm", "--arch", value, "--nodes", "2", "--certs", str(tmp_path / "certs"), "--out", str(tmp_path / "slurm"), *args)
+        result = run_cli(
+            "fleet",
+            "slurm",
+            "--arch",
+            value,
+            "--nodes",
+            "2",
+            "--certs",
+            str(tmp_path / "certs"),
+            "--out",
+            str(tmp_path / "slurm"),
+            *args,
+        )
     else:
         result = _slurm(tmp_path, *args)
     assert flag in _one_error(result)
@@ -353,7 +401,18 @@ def test_fleet_slurm_quotes_what_a_shell_would_split(tmp_path: Path) -> None:
     stand_in = tmp_path / "record-args.py"
     stand_in.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
     python = f"/opt/my env;touch {marker}/$SLURMD_NODENAME/bin/python"
-    result = _slurm(tmp_path, "--python", python, "--partition", "gpu,debug", "--constraint", "a100&nvlink", "--lockgen", f"{sys.executable} {stand_in}", "--json")
+    result = _slurm(
+        tmp_path,
+        "--python",
+        python,
+        "--partition",
+        "gpu,debug",
+        "--constraint",
+        "a100&nvlink",
+        "--lockgen",
+        f"{sys.executable} {stand_in}",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     written = json.loads(result.stdout)
     sbatch, health = Path(written["sbatch"]), Path(written["health"])
@@ -361,7 +420,9 @@ def test_fleet_slurm_quotes_what_a_shell_would_split(tmp_path: Path) -> None:
         assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     assert "#SBATCH --partition=gpu,debug\n" in sbatch.read_text()
     assert "#SBATCH --constraint=a100&nvlink\n" in sbatch.read_text()
-    ran = subprocess.run(["bash", str(health)], capture_output=True, text=True, timeout=60, env={**os.environ, "SLURMD_NODENAME": "n1"})
+    ran = subprocess.run(
+        ["bash", str(health)], capture_output=True, text=True, timeout=60, env={**os.environ, "SLURMD_NODENAME": "n1"}
+    )
     assert ran.returncode == 0, (ran.stdout, ran.stderr)
     argv = json.loads((tmp_path / "certs" / "n1.health.log").read_text())
     assert argv[argv.index("--python") + 1] == f"/opt/my env;touch {marker}/n1/bin/python"
@@ -423,14 +484,23 @@ def test_cert_compare_checks_signatures_with_key(tmp_path: Path) -> None:
     faster = lambda figures: figures["gemm"]["bf16"].update(value=figures["gemm"]["bf16"]["value"] * 2)  # noqa: E731
     edited = _certificate(tmp_path, "edited", faster, signed_as=base)  # the figures changed, the signature kept
     assert run_cli("cert", "compare", str(base), str(edited)).returncode == 0  # unchecked, it passes: hence --key
-    assert "signature does not verify" in _one_error(run_cli("cert", "compare", str(base), str(edited), "--key", str(pub)))
+    assert "signature does not verify" in _one_error(
+        run_cli("cert", "compare", str(base), str(edited), "--key", str(pub))
+    )
     unsigned = _certificate(tmp_path, "unsigned")
     assert "not signed" in _one_error(run_cli("cert", "compare", str(base), str(unsigned), "--key", str(pub)))
     by_other = _certificate(tmp_path, "by-other", key=other)
     assert "no --key given" in _one_error(run_cli("cert", "compare", str(base), str(by_other), "--key", str(pub)))
     both = run_cli("cert", "compare", str(base), str(by_other), "--key", str(pub), "--key", str(tmp_path / "other.pub"))
     assert both.returncode == 0 and "not checked" not in both.stderr, both.stderr
-    recorded = run_cli("cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-full.cert.json"), "--key", str(H200 / "h200-signing.pub"))
+    recorded = run_cli(
+        "cert",
+        "compare",
+        str(H200 / "h200-full.cert.json"),
+        str(H200 / "h200-full.cert.json"),
+        "--key",
+        str(H200 / "h200-signing.pub"),
+    )
     assert recorded.returncode == 0 and "gemm/bf16" in recorded.stdout
 
 
@@ -449,13 +519,20 @@ def test_cert_compare_survives_odd_and_deep_documents(tmp_path: Path) -> None:
 def test_a_5000_character_path_is_the_users_to_fix(store_env: tuple[Path, Path], tmp_path: Path) -> None:
     lock, _ = store_env
     long = tmp_path / ("n" * 5000)
-    for command in (("keygen", "--out", str(long / "k")), ("export", str(lock), "--out", str(long / "img")), ("materialize", str(lock), "--prefix", str(long / "env")), ("keygen", "--out", str(long))):
+    for command in (
+        ("keygen", "--out", str(long / "k")),
+        ("export", str(lock), "--out", str(long / "img")),
+        ("materialize", str(lock), "--prefix", str(long / "env")),
+        ("keygen", "--out", str(long)),
+    ):
         line = _one_error(run_cli(*command))
         assert "too long" in line and "5" in line and len(line) < 400, line
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", "channel", "stack"])
 
 
-@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.EEXIST, errno.ENOTDIR, errno.ELOOP])
+@pytest.mark.parametrize(
+    "code", [errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.EEXIST, errno.ENOTDIR, errno.ELOOP]
+)
 def test_the_machine_refusing_a_path_is_a_user_error(code: int, capsys: pytest.CaptureFixture[str]) -> None:
     """As a read-only LOCKGEN_HOME or --out, or a folder this user may not write, raise them (root passes
     chmod 0555, so the errors are raised here as the kernel raises them)."""
@@ -467,7 +544,11 @@ def test_the_machine_refusing_a_path_is_a_user_error(code: int, capsys: pytest.C
         handles_errors(writes)()
     assert ended.value.exit_code == 1
     said = capsys.readouterr().err.splitlines()
-    assert len(said) == 2 and said[0].startswith("error: `/srv/lockgen-home/envs/.x.tmp-1`") and said[1].startswith("hint:")
+    assert (
+        len(said) == 2
+        and said[0].startswith("error: `/srv/lockgen-home/envs/.x.tmp-1`")
+        and said[1].startswith("hint:")
+    )
 
 
 @pytest.mark.slow
@@ -482,12 +563,22 @@ def test_a_file_url_that_never_ends_is_cut_off(store_env: tuple[Path, Path], tmp
     endless = tmp_path / "endless.conda-lock.yml"
     endless.write_text(text.replace(found[1], zero.as_uri()))
     result = run_cli(
-        "materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000", "LOCKGEN_FILE_ROOTS": f"{tmp_path}:/dev"}
+        "materialize",
+        str(endless),
+        env={
+            "LOCKGEN_HOME": str(tmp_path / "fresh-home"),
+            "LOCKGEN_MAX_DOWNLOAD_BYTES": "3000000",
+            "LOCKGEN_FILE_ROOTS": f"{tmp_path}:/dev",
+        },
     )  # /dev/zero: named
     assert "a character device, not a regular file" in _one_error(result)  # refused unread, not read to the cap
     zero.unlink()
     os.mkfifo(zero)  # a FIFO behind the URL: waited on forever before
-    result = run_cli("materialize", str(endless), env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_FILE_ROOTS": str(tmp_path)})
+    result = run_cli(
+        "materialize",
+        str(endless),
+        env={"LOCKGEN_HOME": str(tmp_path / "fresh-home"), "LOCKGEN_FILE_ROOTS": str(tmp_path)},
+    )
     assert "a FIFO, not a regular file" in _one_error(result)
 
 
@@ -498,7 +589,10 @@ def test_a_file_where_a_path_needs_a_folder_is_the_users_to_fix(tmp_path: Path) 
     notes.write_text("mine\n")
     lock = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks"
     first_lock = sorted(lock.glob("*.conda-lock.yml"))[0]
-    for command in (("keygen", "--out", str(notes / "sub" / "k")), ("render", str(first_lock), "-o", str(notes / "sub" / "r.txt"))):
+    for command in (
+        ("keygen", "--out", str(notes / "sub" / "k")),
+        ("render", str(first_lock), "-o", str(notes / "sub" / "r.txt")),
+    ):
         line = _one_error(run_cli(*command))
         assert str(notes) in line and "folder" in line, line
     assert notes.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
@@ -521,7 +615,9 @@ def test_input_past_the_readers_limits_is_one_error(tmp_path: Path) -> None:
     for command in (("render", str(lock)), ("diff", str(lock), str(lock))):
         assert "is not a lock" in _one_error(run_cli(*command), 2 if command[0] == "diff" else 1)
     uv_lock = tmp_path / "uv.lock"
-    uv_lock.write_text(f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "x"\nversion = "1"\nsource = {{ registry = "https://pypi.org/simple" }}\nodd = {deep}\n')
+    uv_lock.write_text(
+        f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "x"\nversion = "1"\nsource = {{ registry = "https://pypi.org/simple" }}\nodd = {deep}\n'
+    )
     assert "nested deeper" in _one_error(run_cli("import", str(uv_lock), "-t", "cpu", "-o", str(tmp_path / "out.yml")))
     assert not (tmp_path / "out.yml").exists()
 
@@ -536,8 +632,12 @@ def test_a_figure_past_a_floats_range_and_a_key_not_ed25519_are_one_error(tmp_pa
     huge = _certificate(tmp_path, "huge", lambda figures: figures["gemm"]["bf16"].update(value=10**400))
     assert "not a finite number" in _one_error(run_cli("cert", "compare", str(huge), str(huge)))
     key = ec.generate_private_key(ec.SECP256R1())
-    (tmp_path / "ec.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    (tmp_path / "ec.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    (tmp_path / "ec.pub").write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    (tmp_path / "ec.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     for private in (False, True):
         with pytest.raises(UserError, match="not Ed25519"):
             signing._load(tmp_path / ("ec.pem" if private else "ec.pub"), private)
@@ -546,9 +646,13 @@ def test_a_figure_past_a_floats_range_and_a_key_not_ed25519_are_one_error(tmp_pa
 def test_a_lock_url_whose_port_is_no_number_is_refused_on_reading(tmp_path: Path) -> None:
     """`https://files.pythonhosted.org:abc/…` passed the lock's checks and raised http.client.InvalidURL in
     pack's fetch (exit 3; found by an attack battery)."""
-    quickstart = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    quickstart = (
+        Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    )
     lock = tmp_path / "port.conda-lock.yml"
-    lock.write_text(quickstart.read_text().replace("https://files.pythonhosted.org/", "https://files.pythonhosted.org:abc/", 1))
+    lock.write_text(
+        quickstart.read_text().replace("https://files.pythonhosted.org/", "https://files.pythonhosted.org:abc/", 1)
+    )
     assert "is not a URL" in _one_error(run_cli("render", str(lock)))
 
 
@@ -561,18 +665,33 @@ def test_gc_leaves_a_link_in_the_store_and_what_it_points_at(tmp_path: Path) -> 
     elsewhere = tmp_path / "elsewhere"
     for folder in (envs / "aaaa-x-linux-64", elsewhere):
         (folder / ".lockgen").mkdir(parents=True)
-        (folder / ".lockgen" / "manifest.json").write_text(json.dumps({"format": 1, "files": [], "lock_sha256": "0" * 64, "environment_digest": "1" * 64, "platform": "linux-64"}))
+        (folder / ".lockgen" / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "format": 1,
+                    "files": [],
+                    "lock_sha256": "0" * 64,
+                    "environment_digest": "1" * 64,
+                    "platform": "linux-64",
+                }
+            )
+        )
     (envs / "bbbb-x-linux-64").symlink_to(elsewhere)
     keep = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
     result = run_cli("gc", str(keep), env={"LOCKGEN_HOME": str(home_dir)})
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in envs.iterdir()) == ["bbbb-x-linux-64"] and (elsewhere / ".lockgen" / "manifest.json").is_file()
+    assert (
+        sorted(p.name for p in envs.iterdir()) == ["bbbb-x-linux-64"]
+        and (elsewhere / ".lockgen" / "manifest.json").is_file()
+    )
 
 
 def test_a_lock_entry_of_a_platform_the_lock_does_not_list_is_refused(tmp_path: Path) -> None:
     """`platforms: []` over a lock's entries made render say 'the lock covers ' and nothing (found by an attack
     battery): an entry whose platform is not among metadata.platforms is refused on reading, naming it."""
-    quickstart = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    quickstart = (
+        Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    )
     text = quickstart.read_text()
     assert "  platforms:\n  - linux-64\n" in text
     lock = tmp_path / "none.conda-lock.yml"
@@ -604,8 +723,15 @@ def test_gc_removes_a_set_aside_link_and_a_damaged_environment(tmp_path: Path) -
     (envs / "zzzz-x-linux-64" / ".lockgen" / "manifest.json").write_text('{"files": [')
     (envs / ".old-x-linux-64.tmp-gc").symlink_to(elsewhere)
     listed = run_cli("envs", env={"LOCKGEN_HOME": str(home_dir)})
-    assert listed.returncode == 0 and "zzzz-x-linux-64" in listed.stdout + listed.stderr and "damaged" in listed.stdout + listed.stderr, listed
+    assert (
+        listed.returncode == 0
+        and "zzzz-x-linux-64" in listed.stdout + listed.stderr
+        and "damaged" in listed.stdout + listed.stderr
+    ), listed
     keep = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
     result = run_cli("gc", str(keep), env={"LOCKGEN_HOME": str(home_dir)})
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in envs.iterdir() if not p.name.startswith(".gc")) == [] and (elsewhere / "mine.txt").read_text() == "kept\n"
+    assert (
+        sorted(p.name for p in envs.iterdir() if not p.name.startswith(".gc")) == []
+        and (elsewhere / "mine.txt").read_text() == "kept\n"
+    )

@@ -13,7 +13,9 @@ from lockgen.adapters.store import env_manifest
 from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
 
 _values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=4), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
 )
 
 
@@ -28,10 +30,15 @@ def test_parts_encoded_beforehand_give_the_same_bytes(value: dict[str, Any], cho
 
 def test_the_manifest_written_holds_its_own_digest(tmp_path) -> None:  # type: ignore[no-untyped-def]
     manifest = {"format": 1, "files": [{"path": "a é", "type": "file", "size": 1, "mode": "644", "sha256": "0" * 64}]}
-    digest = env_manifest.write(tmp_path, manifest, {"files": {}, "dirs": []}, {"prefix": "/p", "lock_sha256": "1" * 64})
+    digest = env_manifest.write(
+        tmp_path, manifest, {"files": {}, "dirs": []}, {"prefix": "/p", "lock_sha256": "1" * 64}
+    )
     written = (tmp_path / env_manifest.MANIFEST).read_bytes()
     assert digest == canonical_digest(manifest) == env_manifest.digest(manifest)
-    assert written == canonical_json({**manifest, "prefix": "/p", "lock_sha256": "1" * 64, "environment_digest": digest}) + b"\n"
+    assert (
+        written
+        == canonical_json({**manifest, "prefix": "/p", "lock_sha256": "1" * 64, "environment_digest": digest}) + b"\n"
+    )
 
 
 _file_entries = st.fixed_dictionaries(
@@ -43,7 +50,11 @@ _file_entries = st.fixed_dictionaries(
         "sha256": st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
     }
 )
-_odd_entries = st.dictionaries(st.sampled_from(["path", "type", "size", "mode", "sha256", "target"]), _values | st.just("file") | st.floats(allow_nan=False), max_size=6)
+_odd_entries = st.dictionaries(
+    st.sampled_from(["path", "type", "size", "mode", "sha256", "target"]),
+    _values | st.just("file") | st.floats(allow_nan=False),
+    max_size=6,
+)
 
 
 @settings(max_examples=100, deadline=None)

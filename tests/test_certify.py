@@ -11,7 +11,14 @@ import pytest
 
 from lockgen.adapters.node.gpu_host import HostGpus
 from lockgen.adapters.lock.lockfile_yaml import load_lock
-from lockgen.core.certificate.certify import clock_limits_seen, compare_figures, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
+from lockgen.core.certificate.certify import (
+    clock_limits_seen,
+    compare_figures,
+    expectations_from_lock,
+    gpus_not_visible,
+    refuse_wrong_hardware,
+    wrong_world_size,
+)
 from lockgen.core.certificate.envelopes import envelope_checks
 from lockgen.errors import TargetError
 from lockgen.model.certificate import Check
@@ -29,7 +36,13 @@ def recorded(name: str) -> dict:
 def test_healthy_h200_figures_clear_every_floor() -> None:
     cert = recorded("h200x2-sm90")
     checks = envelope_checks("sm90", cert["figures"], cert["stack"], "nvlink", 2)
-    assert {c.name for c in checks} >= {"gemm_bf16_floor", "gemm_tf32_floor", "amp_speedup_floor", "train_mfu_floor", "allreduce_busbw_floor"}
+    assert {c.name for c in checks} >= {
+        "gemm_bf16_floor",
+        "gemm_tf32_floor",
+        "amp_speedup_floor",
+        "train_mfu_floor",
+        "allreduce_busbw_floor",
+    }
     assert all(c.passed for c in checks), [c.line() for c in checks if not c.passed]
 
 
@@ -71,10 +84,14 @@ def test_a_broken_cuda_graph_fails_with_its_cause(fault: str, check: str, cause:
         ("pcie", 80.0, {}, True),
     ],
 )
-def test_small_allreduce_latency_has_a_ceiling_by_interconnect(interconnect: str, latency: float, settings: dict, passed: bool) -> None:
+def test_small_allreduce_latency_has_a_ceiling_by_interconnect(
+    interconnect: str, latency: float, settings: dict, passed: bool
+) -> None:
     cert = recorded("h200x2-sm90")
     figures = {**cert["figures"], "allreduce_latency": {"8B": {"value": latency, "unit": "us"}}}
-    checks = {c.name: c for c in envelope_checks("sm90", figures, {**cert["stack"], "nccl_env": settings}, interconnect, 2)}
+    checks = {
+        c.name: c for c in envelope_checks("sm90", figures, {**cert["stack"], "nccl_env": settings}, interconnect, 2)
+    }
     assert checks["allreduce_latency_ceiling"].passed is passed
     if not passed:
         assert "NCCL_PROTO=Simple" in checks["allreduce_latency_ceiling"].detail
@@ -105,7 +122,11 @@ def test_the_hidden_gpu_rule_gives_the_check_the_device_run_recorded() -> None:
     assert gpus_not_visible("sm90", 2, healthy) is None  # both seen: the multi-GPU checks run
     assert gpus_not_visible("sm90", 1, hidden["stack"]) is None and gpus_not_visible("cpu", 2, {}) is None
     unset = gpus_not_visible("sm90", 4, {**healthy, "cuda_visible_devices": None})
-    assert unset is not None and unset.detail.startswith("the environment sees 2 of the 4 GPUs") and "CUDA_VISIBLE" not in unset.detail
+    assert (
+        unset is not None
+        and unset.detail.startswith("the environment sees 2 of the 4 GPUs")
+        and "CUDA_VISIBLE" not in unset.detail
+    )
 
 
 def test_the_world_size_rule_holds_the_ranks_to_gpus_times_nodes() -> None:

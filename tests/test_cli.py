@@ -39,7 +39,10 @@ def assert_clean_failure(result, fragment: str) -> None:
         (lambda t: t.replace('arch = "sm90"', 'arch = "sm99"'), "unknown arch `sm99`"),
         (lambda t: t.replace('driver = "575.57.08"', 'driver = "450.80.02"'), "needs CUDA >= 11.8"),
         (lambda t: t.replace('pytorch = ">=2.4"', 'pytorch = ">=9"'), "unsatisfiable"),
-        (lambda t: t.replace('python = ">=3.11,<3.13"', 'python = ">=3.11,<3.13"\nno-such-package = "*"'), "unsatisfiable"),
+        (
+            lambda t: t.replace('python = ">=3.11,<3.13"', 'python = ">=3.11,<3.13"\nno-such-package = "*"'),
+            "unsatisfiable",
+        ),
     ],
 )
 def test_bad_input_fails_cleanly_and_writes_nothing(tmp_path: Path, snapshot: Path, change, fragment: str) -> None:
@@ -137,7 +140,9 @@ def test_version_and_an_empty_certificate_listing_say_so(tmp_path: Path) -> None
 def test_arch_output_keeps_names_whole_sorts_versions_as_numbers_and_cites_followable_sources() -> None:
     listing = run_cli("arch").stdout
     assert "Blackwell (datacenter, GB100/GB102)" in listing  # was cut to "Blackwell (datace"
-    official = [line.split()[2] for line in run_cli("arch", "sm90").stdout.splitlines() if line.startswith("  - torch ")]
+    official = [
+        line.split()[2] for line in run_cli("arch", "sm90").stdout.splitlines() if line.startswith("  - torch ")
+    ]
     numbers = [tuple(int(x) for x in v.split(".")) for v in official]
     assert numbers == sorted(numbers) and numbers.index((2, 9)) < numbers.index((2, 10))
     shown = run_cli("arch", "sm90").stdout

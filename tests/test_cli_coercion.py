@@ -17,10 +17,24 @@ from typer._click import Context
 from typer._click.exceptions import BadParameter
 
 BUILT: Any = command()
-PARAMS = {(name, param.name): param for name in ("export", "verify", "gc", "check", "materialize") for param in BUILT.commands[name].params}
-KINDS = [("materialize", "platform"), ("materialize", "prefix"), ("materialize", "as_json"), ("check", "allow_foreign"), ("gc", "roots"), ("export", "layers"), ("verify", "timeout")]
+PARAMS = {
+    (name, param.name): param
+    for name in ("export", "verify", "gc", "check", "materialize")
+    for param in BUILT.commands[name].params
+}
+KINDS = [
+    ("materialize", "platform"),
+    ("materialize", "prefix"),
+    ("materialize", "as_json"),
+    ("check", "allow_foreign"),
+    ("gc", "roots"),
+    ("export", "layers"),
+    ("verify", "timeout"),
+]
 TEXT = st.one_of(
-    st.text(max_size=12), st.from_regex(r"[+-]?[0-9]{1,4}(\.[0-9]{1,3})?", fullmatch=True), st.sampled_from(["", "a\x00b", " 1", "1_0", "0x1", "1e3", "nan", "-0", "007", ".5", "/", "a//b/"])
+    st.text(max_size=12),
+    st.from_regex(r"[+-]?[0-9]{1,4}(\.[0-9]{1,3})?", fullmatch=True),
+    st.sampled_from(["", "a\x00b", " 1", "1_0", "0x1", "1e3", "nan", "-0", "007", ".5", "/", "a//b/"]),
 )
 
 
@@ -72,6 +86,8 @@ def test_typer_is_pinned_to_the_minor_whose_private_parts_lockgen_uses() -> None
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     typer_dep = next(Requirement(d) for d in pyproject["project"]["dependencies"] if Requirement(d).name == "typer")
     bounds = {clause.operator: Version(clause.version) for clause in typer_dep.specifier}
-    assert set(bounds) == {">=", "<"} and bounds["<"].release[:2] == (bounds[">="].major, bounds[">="].minor + 1), typer_dep
+    assert set(bounds) == {">=", "<"} and bounds["<"].release[:2] == (bounds[">="].major, bounds[">="].minor + 1), (
+        typer_dep
+    )
     assert Version(importlib.metadata.version("typer")) in typer_dep.specifier
     assert coercion.RuntimeParam is not None and "_usage_display_name" in dir(BUILT.commands["resolve"].params[0])

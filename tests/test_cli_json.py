@@ -34,28 +34,60 @@ def test_materialize_check_export_and_envs(tmp_path: Path) -> None:
     exported = _json("export", str(lock), "--out", str(tmp_path / "img"), "--json", env=env)
     assert set(exported) == {"image_digest", "environment_digest", "out", "format"}
     image = _json("check", "--image", str(tmp_path / "img"), "--json", env=env)
-    assert image["clean"] and image["recorded_environment"] == image["recomputed_environment"] == exported["environment_digest"]
+    assert (
+        image["clean"]
+        and image["recorded_environment"] == image["recomputed_environment"] == exported["environment_digest"]
+    )
     listed = _json("envs", "--json", env=env)
     assert listed == [] or all(set(e) == {"prefix", "environment_digest", "lock_sha256", "platform"} for e in listed)
 
 
 @pytest.mark.slow
 def test_import_certs_cert_verify_and_compare(tmp_path: Path) -> None:
-    imported = _json("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.pixi.lock"), "--target", "t", "--out", str(tmp_path / "t.yml"), "--json")
+    imported = _json(
+        "import",
+        str(REPO / "tests" / "fixtures" / "foreign" / "tiny.pixi.lock"),
+        "--target",
+        "t",
+        "--out",
+        str(tmp_path / "t.yml"),
+        "--json",
+    )
     assert imported["platforms"] == {"linux-64": {"conda": 2, "pip": 1}} and imported["skipped"] == []
     listed = _json("certs", str(H200), "--json")
     assert listed and all({"certificate", "created", "arch", "passed", "gpus"} <= set(c) for c in listed)
-    checked = _json("cert", "verify", str(H200 / "h200-full.cert.json"), "--key", str(H200 / "h200-signing.pub"), "--json")
+    checked = _json(
+        "cert", "verify", str(H200 / "h200-full.cert.json"), "--key", str(H200 / "h200-signing.pub"), "--json"
+    )
     assert checked["checked"] == "signature valid" and checked["passed"] and checked["failed"] == []
-    degraded = _json("cert", "verify", str(H200 / "degraded-cudnn-off.cert.json"), "--key", str(H200 / "h200-signing.pub"), "--json", code=1)
+    degraded = _json(
+        "cert",
+        "verify",
+        str(H200 / "degraded-cudnn-off.cert.json"),
+        "--key",
+        str(H200 / "h200-signing.pub"),
+        "--json",
+        code=1,
+    )
     assert any("conv_bf16_floor" in line for line in degraded["failed"])
     compared = _json(
-        "cert", "compare", str(H200 / "h200-full.cert.json"), str(H200 / "h200-quick.cert.json"), "--json", "--noise", "1", code=1
+        "cert",
+        "compare",
+        str(H200 / "h200-full.cert.json"),
+        str(H200 / "h200-quick.cert.json"),
+        "--json",
+        "--noise",
+        "1",
+        code=1,
     )  # the quick run made fewer figures: each one it lacks is a difference
     rows = compared["figures"]
     assert all(set(r) == {"name", "unit", "old", "new", "change", "regression", "missing"} for r in rows)
     assert {r["missing"] for r in rows} == {None, "new"}
-    assert compared["numerics"] == {"differing": [], "cause": "", "note": "no fingerprint in A and B (certified before lockgen computed one): not compared"}
+    assert compared["numerics"] == {
+        "differing": [],
+        "cause": "",
+        "note": "no fingerprint in A and B (certified before lockgen computed one): not compared",
+    }
 
 
 @pytest.mark.slow
@@ -100,10 +132,16 @@ def test_every_json_document_has_sorted_keys(tmp_path: Path) -> None:
 def test_diff_exits_2_on_trouble(tmp_path: Path, case: str) -> None:
     """GNU diff's convention: 0 the same, 1 they differ, 2 trouble, so a script can tell a difference from a typo."""
     good = REPO / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
-    bad = {"missing": tmp_path / "nope.conda-lock.yml", "not a lock": tmp_path / "x.conda-lock.yml", "a stack": REPO / "envs" / "examples" / "quickstart" / "stack.toml"}[case]
+    bad = {
+        "missing": tmp_path / "nope.conda-lock.yml",
+        "not a lock": tmp_path / "x.conda-lock.yml",
+        "a stack": REPO / "envs" / "examples" / "quickstart" / "stack.toml",
+    }[case]
     if case == "not a lock":
         bad.write_text("garbage: [\n")
     for args in ([str(bad), str(good)], [str(good), str(bad)], [str(bad), str(good), "--exit-zero"]):
         result = run_cli("diff", *args)
-        assert result.returncode == 2 and result.stderr.startswith("error:") and "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == 2 and result.stderr.startswith("error:") and "Traceback" not in result.stderr, (
+            result.stderr
+        )
     assert run_cli("diff", str(good), str(good)).returncode == 0

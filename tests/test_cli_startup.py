@@ -18,7 +18,19 @@ from lockgen.adapters.proof.stat_walk import RACY_NS
 from tests.channel_factory import PLACEHOLDER, Pkg, build_channel
 from tests.conftest import run_cli
 
-ASKED = [["--help"], [], ["--help", "materialize"], ["-v", "--help"], ["cert", "--help"], ["fleet", "--help"], ["materialize", "--help"], ["run", "--help"], ["nosuch"], ["--bogus"], ["--version"]]
+ASKED = [
+    ["--help"],
+    [],
+    ["--help", "materialize"],
+    ["-v", "--help"],
+    ["cert", "--help"],
+    ["fleet", "--help"],
+    ["materialize", "--help"],
+    ["run", "--help"],
+    ["nosuch"],
+    ["--bogus"],
+    ["--version"],
+]
 
 
 def _said(built: Any, args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[object, str, str]:
@@ -54,7 +66,13 @@ def test_the_real_entry_point_lists_every_command() -> None:
 # parser, PEP 440 versions and the INI reader (PyPI entries and entry points only)
 NOT_FOR_RESOLVE = ("lockgen.model.conformance", "lockgen.core.pypi.wheel_names", "packaging.version", "configparser")
 # a repeated check --lock of a prefix whose kept verdict stands is a stat walk: no model library, no lock parser
-NOT_FOR_A_KEPT_VERDICT = ("pydantic", "yaml", "lockgen.adapters.lock.lockfile_yaml", "lockgen.api.steps.manifest_steps", "lockgen.adapters.proof.bytecode_proof")
+NOT_FOR_A_KEPT_VERDICT = (
+    "pydantic",
+    "yaml",
+    "lockgen.adapters.lock.lockfile_yaml",
+    "lockgen.api.steps.manifest_steps",
+    "lockgen.adapters.proof.bytecode_proof",
+)
 SHOW_LOADED = (
     "import atexit, os, runpy, sys\n"
     "watched = sys.argv.pop(1).split(',')\n"
@@ -69,7 +87,12 @@ SHOW_LOADED = (
 
 def _loaded(watched: tuple[str, ...], *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """A lockgen command's exit status and which of the `watched` modules it loaded (its stderr's last line)."""
-    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, ",".join(watched), *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1", **(env or {})})
+    done = subprocess.run(
+        [sys.executable, "-c", SHOW_LOADED, ",".join(watched), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+    )
     return done.returncode, done.stderr.strip().splitlines()[-1]
 
 
@@ -77,9 +100,13 @@ def _loaded(watched: tuple[str, ...], *args: str, env: dict[str, str] | None = N
 def test_resolve_of_a_conda_stack_loads_only_what_it_uses(example_copy: Path, snapshot: Path, tmp_path: Path) -> None:
     """Each of these modules is imported where it is used, not at start-up: a resolve of the conda example loads
     none of them; a check --lock, which renders conformance, does load its models (the probe sees them)."""
-    code, loaded = _loaded(NOT_FOR_RESOLVE, "resolve", str(example_copy), "--channel-alias", f"conda-forge={snapshot}", "--dry-run")
+    code, loaded = _loaded(
+        NOT_FOR_RESOLVE, "resolve", str(example_copy), "--channel-alias", f"conda-forge={snapshot}", "--dry-run"
+    )
     assert (code, loaded) == (0, "loaded: []")
-    code, loaded = _loaded(NOT_FOR_RESOLVE, "check", "--lock", str(tmp_path / "none.yml"), "--prefix", str(tmp_path / "nowhere"))
+    code, loaded = _loaded(
+        NOT_FOR_RESOLVE, "check", "--lock", str(tmp_path / "none.yml"), "--prefix", str(tmp_path / "nowhere")
+    )
     assert code == 1 and "lockgen.model.conformance" in loaded
 
 
@@ -87,10 +114,21 @@ def test_resolve_of_a_conda_stack_loads_only_what_it_uses(example_copy: Path, sn
 def test_a_repeated_check_of_a_prefix_loads_no_model_library(tmp_path: Path) -> None:
     """The second check of an unchanged environment is proven by its kept verdict: it imports neither pydantic
     nor the lock's parser (the first check, which does the work, loads both: the probe sees them)."""
-    channel = build_channel(tmp_path / "channel", [Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "etc/libfoo/prefix.txt": f"installed at {PLACEHOLDER}\n"})])
+    channel = build_channel(
+        tmp_path / "channel",
+        [
+            Pkg(
+                "libfoo",
+                "1.0",
+                files={"lib/libfoo.txt": "foo\n", "etc/libfoo/prefix.txt": f"installed at {PLACEHOLDER}\n"},
+            )
+        ],
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     home = {"LOCKGEN_HOME": str(tmp_path / "home")}
     assert run_cli("resolve", str(stack), env=home).returncode == 0
     lock, prefix = stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "env"
@@ -99,6 +137,10 @@ def test_a_repeated_check_of_a_prefix_loads_no_model_library(tmp_path: Path) -> 
     assert run_cli("manifests", str(lock), "--out", str(bundle), env=home).returncode == 0
     time.sleep(RACY_NS / 1e9 + 0.1)  # a tree changed within RACY_NS of a check keeps no verdict
     for offline in ([], ["--manifests", str(bundle)]):  # a verdict reached with a bundle is bound to its bytes
-        first = _loaded(NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), *offline, env=home)
+        first = _loaded(
+            NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), *offline, env=home
+        )
         assert first[0] == 0 and "pydantic" in first[1] and "yaml" in first[1]
-        assert _loaded(NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), *offline, env=home) == (0, "loaded: []")
+        assert _loaded(
+            NOT_FOR_A_KEPT_VERDICT, "check", "--lock", str(lock), "--prefix", str(prefix), *offline, env=home
+        ) == (0, "loaded: []")

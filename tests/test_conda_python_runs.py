@@ -49,7 +49,12 @@ def conda_python_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     its standard library at `lib/python3.11`, where the interpreter finds it from its own path."""
     binary = host_python()
     stdlib = {f"lib/{path.relative_to('/usr/lib')}": path.read_bytes() for path in stdlib_files()}
-    python = Pkg("python", "3.11.0", links={"bin/python": f"python{PYTHON}"}, files={f"bin/python{PYTHON}": binary.read_bytes(), **stdlib})
+    python = Pkg(
+        "python",
+        "3.11.0",
+        links={"bin/python": f"python{PYTHON}"},
+        files={f"bin/python{PYTHON}": binary.read_bytes(), **stdlib},
+    )
     return _lock(tmp_path_factory.mktemp("conda-python"), [python], ["python"])
 
 
@@ -59,10 +64,16 @@ def test_a_conda_python_with_no_base_is_refused_naming_its_loader(tmp_path: Path
     assert error == (
         f"error: the environment's Python (/opt/env/bin/python{PYTHON}) is an ELF program that needs the dynamic loader {LOADER}, and no --base image brings one: the image could not start its Python"
     )
-    assert hint == (f"hint: pass --base an image with glibc >= 2.28 (the lock's lockgen.glibc) that has {LOADER}, e.g. docker://docker.io/library/debian:bookworm-slim")
-    no_loader = base_layout(tmp_path / "no-loader", {"amd64": [{"etc/os-release": b"ID=none\n", "lib64/other.so": b"x"}]})
+    assert hint == (
+        f"hint: pass --base an image with glibc >= 2.28 (the lock's lockgen.glibc) that has {LOADER}, e.g. docker://docker.io/library/debian:bookworm-slim"
+    )
+    no_loader = base_layout(
+        tmp_path / "no-loader", {"amd64": [{"etc/os-release": b"ID=none\n", "lib64/other.so": b"x"}]}
+    )
     error, _ = _refused(run_cli("export", str(conda_python_lock), "--base", str(no_loader), "--out", str(out)), out)
-    assert error.endswith(f"needs the dynamic loader {LOADER}, and the base image has no file there: the image could not start its Python")
+    assert error.endswith(
+        f"needs the dynamic loader {LOADER}, and the base image has no file there: the image could not start its Python"
+    )
     with pytest.raises(UserError, match="an image index takes no --base to bring one") as refused:
         export(ExportRequest(conda_python_lock, out, FromLock(("linux-64",), True)), lambda _: None)
     assert refused.value.hint.startswith("export --platform linux-64 alone and pass --base an image with glibc")
@@ -76,13 +87,17 @@ def test_an_existing_conda_environment_needs_its_loader_in_the_base(tmp_path: Pa
     error, _ = _refused(run_cli("export", str(conda_python_lock), "--from-prefix", str(prefix), "--out", str(out)), out)
     assert f"is an ELF program that needs the dynamic loader {LOADER}, and no --base image brings one" in error
     base = python_base(tmp_path / "glibc", python=False)
-    done = run_cli("export", str(conda_python_lock), "--from-prefix", str(prefix), "--base", str(base), "--out", str(out))
+    done = run_cli(
+        "export", str(conda_python_lock), "--from-prefix", str(prefix), "--base", str(base), "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr
     assert f"needs the dynamic loader {LOADER}, a file of the image: it starts there" in done.stderr
 
 
 @pytest.mark.slow
-def test_a_conda_python_on_a_base_with_glibc_runs_under_podman(tmp_path: Path, conda_python_lock: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_conda_python_on_a_base_with_glibc_runs_under_podman(
+    tmp_path: Path, conda_python_lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The oracle: podman starts the environment's own interpreter, whose prefix is /opt/env, on a base that
     brings only the loader and the C libraries (no Python of its own); and the image the refusal prevents (the
     proof left out) is one podman cannot start."""
@@ -109,7 +124,9 @@ def test_a_script_python_is_judged_by_its_interpreter_line(tmp_path: Path) -> No
     lock = _lock(tmp_path / "script", [Pkg("python", "3.11.0", files={"bin/python": script})], ["python"])
     out = tmp_path / "img"
     error, hint = _refused(run_cli("export", str(lock), "--out", str(out)), out)
-    assert error == ("error: the environment's Python (/opt/env/bin/python) is a script run by /bin/sh (its #! line), and no --base image brings one: the image could not start its Python")
+    assert error == (
+        "error: the environment's Python (/opt/env/bin/python) is a script run by /bin/sh (its #! line), and no --base image brings one: the image could not start its Python"
+    )
     assert "that has /bin/sh, e.g. docker://docker.io/library/debian:bookworm-slim" in hint
     base = python_base(tmp_path / "sh", python=False, programs=(Path("/bin/sh"),))
     done = run_cli("export", str(lock), "--base", str(base), "--out", str(out))
@@ -122,7 +139,11 @@ def test_a_script_python_is_judged_by_its_interpreter_line(tmp_path: Path) -> No
 def test_a_chain_of_scripts_in_the_environment_is_followed_to_the_base(tmp_path: Path) -> None:
     """`bin/python` runs a script of the environment by its absolute image path, which runs /bin/sh: the last
     one is what the image must hold."""
-    lock = _lock(tmp_path / "chain", [Pkg("python", "3.11.0", files={"bin/python": "#!/opt/env/libexec/run -x\n", "libexec/run": "#!/bin/sh\n"})], ["python"])
+    lock = _lock(
+        tmp_path / "chain",
+        [Pkg("python", "3.11.0", files={"bin/python": "#!/opt/env/libexec/run -x\n", "libexec/run": "#!/bin/sh\n"})],
+        ["python"],
+    )
     out = tmp_path / "img"
     error, _ = _refused(run_cli("export", str(lock), "--out", str(out)), out)
     assert error == (
@@ -137,8 +158,17 @@ def test_a_chain_of_scripts_in_the_environment_is_followed_to_the_base(tmp_path:
 
 def _elf(machine: int, interpreter: bytes) -> bytes:
     """A 64-bit little-endian ELF program of `machine` with one PT_INTERP header naming `interpreter`."""
-    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 3, machine, 1, 0, 64, 0, 0, 64, 56, 1, 0, 0, 0)
-    return header + struct.pack("<IIQQQQQQ", 3, 4, 120, 0, 0, len(interpreter) + 1, len(interpreter) + 1, 1) + interpreter + b"\0"
+    header = (
+        b"\x7fELF\x02\x01\x01"
+        + bytes(9)
+        + struct.pack("<HHIQQQIHHHHHH", 3, machine, 1, 0, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+    )
+    return (
+        header
+        + struct.pack("<IIQQQQQQ", 3, 4, 120, 0, 0, len(interpreter) + 1, len(interpreter) + 1, 1)
+        + interpreter
+        + b"\0"
+    )
 
 
 def test_a_python_for_another_machine_or_none_the_kernel_reads_is_refused(tmp_path: Path) -> None:
@@ -147,44 +177,63 @@ def test_a_python_for_another_machine_or_none_the_kernel_reads_is_refused(tmp_pa
         "python-cut": (b"\x7fELF cut short", "is an ELF file of no class or byte order the kernel reads"),
         "python-text": (b"print('no line')\n", "is neither an ELF program nor a script with a #! line"),
     }
-    channel = build_channel(tmp_path / "channel", [Pkg(name, "3.11.0", files={"bin/python": data}) for name, (data, _) in wanted.items()])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg(name, "3.11.0", files={"bin/python": data}) for name, (data, _) in wanted.items()]
+    )
     out = tmp_path / "img"
     for name, (_, why) in wanted.items():
         (tmp_path / name).mkdir()
         lock = cpu_lock(tmp_path / name, channel.as_uri(), [name])
         error, _ = _refused(run_cli("export", str(lock), "--out", str(out)), out)
-        assert error == f"error: the environment's Python (/opt/env/bin/python) {why}: the image could not start its Python"
+        assert (
+            error
+            == f"error: the environment's Python (/opt/env/bin/python) {why}: the image could not start its Python"
+        )
 
 
 def test_a_bin_python_that_leads_nowhere_is_refused(tmp_path: Path) -> None:
     lock = _lock(tmp_path / "dangling", [Pkg("python", "3.11.0", links={"bin/python": "python3.11"})], ["python"])
     out = tmp_path / "img"
     error, _ = _refused(run_cli("export", str(lock), "--out", str(out)), out)
-    assert error == ("error: the environment's bin/python leads to /opt/env/bin/python3.11, and the image has no file there: it could not start its Python")
+    assert error == (
+        "error: the environment's bin/python leads to /opt/env/bin/python3.11, and the image has no file there: it could not start its Python"
+    )
 
 
 def test_an_aarch64_python_needs_the_aarch64_loader_in_its_base(tmp_path: Path) -> None:
     """A linux-aarch64 environment (all conda, so built on this host) whose python names aarch64's loader: refused
     on an arm64 base without it, exported on one that has it at /lib (a link, as Debian's /lib -> usr/lib)."""
-    python = Pkg("python", "3.11.0", subdir="linux-aarch64", files={"bin/python": _elf(183, b"/lib/ld-linux-aarch64.so.1")})
+    python = Pkg(
+        "python", "3.11.0", subdir="linux-aarch64", files={"bin/python": _elf(183, b"/lib/ld-linux-aarch64.so.1")}
+    )
     channel = build_channel(tmp_path / "channel", [python])
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\nplatforms = ["linux-aarch64"]\n[dependencies]\npython = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\nplatforms = ["linux-aarch64"]\n[dependencies]\npython = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     assert run_cli("resolve", str(stack)).returncode == 0
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
     out = tmp_path / "img"
     bare = base_layout(tmp_path / "bare", {"arm64": [{"etc/os-release": b"ID=none\n"}]})
-    error, _ = _refused(run_cli("export", str(lock), "--platform", "linux-aarch64", "--base", str(bare), "--out", str(out)), out)
+    error, _ = _refused(
+        run_cli("export", str(lock), "--platform", "linux-aarch64", "--base", str(bare), "--out", str(out)), out
+    )
     assert "needs the dynamic loader /lib/ld-linux-aarch64.so.1, and the base image has no file there" in error
-    loader = base_layout(tmp_path / "loader", {"arm64": [{"usr/lib/ld-linux-aarch64.so.1": b"\x7fELF", "lib": "usr/lib"}]})
+    loader = base_layout(
+        tmp_path / "loader", {"arm64": [{"usr/lib/ld-linux-aarch64.so.1": b"\x7fELF", "lib": "usr/lib"}]}
+    )
     done = run_cli("export", str(lock), "--platform", "linux-aarch64", "--base", str(loader), "--out", str(out))
     assert done.returncode == 0, done.stderr
 
 
 def test_an_environment_with_no_python_is_exported_on_no_base(tmp_path: Path) -> None:
     """Only libraries (a CUDA runtime's kind): nothing to start, nothing refused."""
-    lock = _lock(tmp_path / "libs", [Pkg("cuda-cudart", "12.4.0", files={"lib/libcudart.so.12": b"\x7fELF libs"})], ["cuda-cudart"])
+    lock = _lock(
+        tmp_path / "libs",
+        [Pkg("cuda-cudart", "12.4.0", files={"lib/libcudart.so.12": b"\x7fELF libs"})],
+        ["cuda-cudart"],
+    )
     out = tmp_path / "img"
     done = run_cli("export", str(lock), "--out", str(out))
     assert done.returncode == 0, done.stderr

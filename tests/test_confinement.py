@@ -23,12 +23,26 @@ def _lock(tmp_path: Path, package: Pkg) -> Path:
         (Pkg("evil", "1.0", extra_paths=("../../victim.txt",)), "outside the prefix"),
         (Pkg("evil", "1.0", extra_paths=("../evil-1.0-0/x_pj",)), "outside the prefix"),
         (Pkg("evil", "1.0", extra_paths=("/etc/evil",)), "outside the prefix"),
-        (Pkg("evil", "1.0", has_prefix="/opt/anaconda1anaconda2anaconda3 text ../../victim.txt\n"), "outside the prefix"),
+        (
+            Pkg("evil", "1.0", has_prefix="/opt/anaconda1anaconda2anaconda3 text ../../victim.txt\n"),
+            "outside the prefix",
+        ),
         (Pkg("evil", "1.0", extra_paths=("lib/up@", "lib/up/victim.txt")), "goes through its own link"),
-        (Pkg("evil", "1.0", subdir="noarch", entry_points=("../../victim.txt = os:system",), files={"site-packages/evil/__init__.py": ""}), "not a file name in bin/"),
+        (
+            Pkg(
+                "evil",
+                "1.0",
+                subdir="noarch",
+                entry_points=("../../victim.txt = os:system",),
+                files={"site-packages/evil/__init__.py": ""},
+            ),
+            "not a file name in bin/",
+        ),
     ],
 )
-def test_a_package_naming_paths_outside_is_refused_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, package: Pkg, message: str) -> None:
+def test_a_package_naming_paths_outside_is_refused_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, package: Pkg, message: str
+) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = _lock(tmp_path, package)
     victim = tmp_path / "victim.txt"

@@ -33,7 +33,13 @@ pytestmark = pytest.mark.slow  # every test here builds a venv, an image or a re
 
 TAG = sys.implementation.cache_tag
 SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
-DEAD_PROXY = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "no_proxy": ""}
+DEAD_PROXY = {
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "no_proxy": "",
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +49,40 @@ def pinned_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-cache-dir", "--index-url", "https://pypi.org/simple", "six==1.17.0", "idna==3.10"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-cache-dir",
+            "--index-url",
+            "https://pypi.org/simple",
+            "six==1.17.0",
+            "idna==3.10",
+        ],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr
     home = {"LOCKGEN_HOME": str(root / "home")}
-    assert run_cli("freeze", "--python", str(venv / "bin" / "python"), "--inventory", str(root / "inv.json"), env=home).returncode == 0
-    pinned = run_cli("pin", str(root / "inv.json"), "--target", "node", "--out", str(root / "locks" / "node.conda-lock.yml"), env=home)
+    assert (
+        run_cli(
+            "freeze", "--python", str(venv / "bin" / "python"), "--inventory", str(root / "inv.json"), env=home
+        ).returncode
+        == 0
+    )
+    pinned = run_cli(
+        "pin",
+        str(root / "inv.json"),
+        "--target",
+        "node",
+        "--out",
+        str(root / "locks" / "node.conda-lock.yml"),
+        env=home,
+    )
     assert pinned.returncode == 0, pinned.stderr
     return venv, root / "locks" / "node.conda-lock.yml", root / "locks" / "node.manifests.json.gz"
 
@@ -60,8 +92,19 @@ def test_a_pip_venv_is_pinned_to_pypi_and_proven(pinned_venv: tuple[Path, Path, 
     venv, lock, _ = pinned_venv
     packages = {p.name: p for p in load_lock(lock).package}
     assert set(packages) == {"six", "idna"}
-    assert all(p.url.startswith("https://files.pythonhosted.org/") and len(p.hash.sha256 or "") == 64 for p in packages.values())
-    checked = run_cli("check", "--lock", str(lock), "--python", str(venv / "bin" / "python"), "--json", env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert all(
+        p.url.startswith("https://files.pythonhosted.org/") and len(p.hash.sha256 or "") == 64
+        for p in packages.values()
+    )
+    checked = run_cli(
+        "check",
+        "--lock",
+        str(lock),
+        "--python",
+        str(venv / "bin" / "python"),
+        "--json",
+        env={"LOCKGEN_HOME": str(tmp_path / "home")},
+    )
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout)["clean"] is True
 
@@ -73,9 +116,24 @@ def test_freeze_python_inventories_and_pins_in_one_step(pinned_venv: tuple[Path,
     the same wheels at the same hashes, and the environment proven against the lock."""
     venv, two_steps, _ = pinned_venv
     lock = tmp_path / "locks" / "node.conda-lock.yml"
-    done = run_cli("freeze", "--python", str(venv / "bin" / "python"), "--target", "node", "--out", str(lock), "--json", env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    done = run_cli(
+        "freeze",
+        "--python",
+        str(venv / "bin" / "python"),
+        "--target",
+        "node",
+        "--out",
+        str(lock),
+        "--json",
+        env={"LOCKGEN_HOME": str(tmp_path / "home")},
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"lock": str(lock), "manifests": str(tmp_path / "locks" / "node.manifests.json.gz"), "packages": 2, "target": "node"}
+    assert json.loads(done.stdout) == {
+        "lock": str(lock),
+        "manifests": str(tmp_path / "locks" / "node.manifests.json.gz"),
+        "packages": 2,
+        "target": "node",
+    }
     assert list(json.loads(done.stdout)) == sorted(json.loads(done.stdout))
     assert load_lock(lock).package == load_lock(two_steps).package
     checked = run_cli("check", "--lock", str(lock), "--python", str(venv / "bin" / "python"))
@@ -83,7 +141,9 @@ def test_freeze_python_inventories_and_pins_in_one_step(pinned_venv: tuple[Path,
 
 
 @pytest.mark.network
-def test_a_pin_refused_at_the_end_writes_neither_lock_nor_manifests(pinned_venv: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pin_refused_at_the_end_writes_neither_lock_nor_manifests(
+    pinned_venv: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The manifests bundle was written before the lock's fields were checked: a refused pin left it behind."""
     from lockgen.api import pin as pin_use_case
     from lockgen.errors import LockFieldError
@@ -105,17 +165,34 @@ def test_a_pin_refused_at_the_end_writes_neither_lock_nor_manifests(pinned_venv:
     "tamper, expected",
     [
         (lambda v: (v / SITE / "six.py").write_text("print('changed')\n"), "six 1.17.0: modified six.py"),
-        (lambda v: (v / SITE / "__pycache__").mkdir(exist_ok=True) or (v / SITE / "__pycache__" / f"evil.{TAG}.pyc").write_bytes(b"\0"), "foreign: " + SITE + f"/__pycache__/evil.{TAG}.pyc"),
+        (
+            lambda v: (
+                (v / SITE / "__pycache__").mkdir(exist_ok=True)
+                or (v / SITE / "__pycache__" / f"evil.{TAG}.pyc").write_bytes(b"\0")
+            ),
+            "foreign: " + SITE + f"/__pycache__/evil.{TAG}.pyc",
+        ),
         (lambda v: os.chmod(v / SITE / "idna" / "core.py", 0o4755), "mode: " + SITE + "/idna/core.py"),
         (lambda v: shutil.rmtree(v / SITE / "idna"), "idna 3.10: missing"),
     ],
 )
-def test_each_tampering_fails_naming_the_package(pinned_venv: tuple[Path, Path, Path], tmp_path: Path, tamper, expected) -> None:
+def test_each_tampering_fails_naming_the_package(
+    pinned_venv: tuple[Path, Path, Path], tmp_path: Path, tamper, expected
+) -> None:
     venv, lock, bundle = pinned_venv
     copy = tmp_path / "venv"
     shutil.copytree(venv, copy, symlinks=True)
     tamper(copy)
-    checked = run_cli("check", "--lock", str(lock), "--prefix", str(copy), "--manifests", str(bundle), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    checked = run_cli(
+        "check",
+        "--lock",
+        str(lock),
+        "--prefix",
+        str(copy),
+        "--manifests",
+        str(bundle),
+        env={"LOCKGEN_HOME": str(tmp_path / "home")},
+    )
     assert checked.returncode == 1
     assert any(line.startswith(expected) for line in checked.stdout.splitlines()), checked.stdout
     assert "error:" in checked.stderr and "Traceback" not in checked.stderr
@@ -132,7 +209,9 @@ def test_the_offline_bundle_needs_no_network(pinned_venv: tuple[Path, Path, Path
 
 
 @pytest.mark.network
-def test_verify_refuses_an_environment_that_is_not_its_lock(pinned_venv: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_verify_refuses_an_environment_that_is_not_its_lock(
+    pinned_venv: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
     _, lock, bundle = pinned_venv
     other = tmp_path / "other"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
@@ -171,7 +250,9 @@ def test_a_tampered_package_cache_is_extracted_again(tmp_path: Path, monkeypatch
         materialize(lock, None, tmp_path / "first", lambda _: None)
 
 
-def test_a_package_cache_file_changed_with_its_mtime_put_back_is_extracted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_package_cache_file_changed_with_its_mtime_put_back_is_extracted_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Same size, same mtime, same inode: only the ctime tells (the cache's stamps keep it, recorded again
     after each install since the install's own links move it)."""
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
@@ -182,7 +263,11 @@ def test_a_package_cache_file_changed_with_its_mtime_put_back_is_extracted_again
     before = cached.stat()
     cached.write_text("FOO 1.0\n")
     os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert (cached.stat().st_size, cached.stat().st_mtime_ns, cached.stat().st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    assert (cached.stat().st_size, cached.stat().st_mtime_ns, cached.stat().st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
     said: list[str] = []
     third, _ = materialize(lock, None, tmp_path / "third", said.append)
     assert (third / "lib" / "libfoo.txt").read_text() == "foo 1.0\n"
@@ -201,22 +286,48 @@ def test_a_forged_image_is_refused_whatever_it_records(tmp_path: Path, monkeypat
     (tree / "bin" / "foo").unlink()
     (tree / "bin" / "foo").write_text("#!/bin/sh\necho owned\n")
     manifest, _ = env_manifest.build(tree)
-    env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest), "lock_sha256": file_digest(lock), "platform": "linux-64", "prefix": "/opt/env"})
+    env_manifest.write(
+        tree,
+        manifest,
+        {},
+        {
+            "environment_digest": env_manifest.digest(manifest),
+            "lock_sha256": file_digest(lock),
+            "platform": "linux-64",
+            "prefix": "/opt/env",
+        },
+    )
     _write_image(
-        BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"), tmp_path / "work", ExportRequest(lock, tmp_path / "forged"), lambda _: None
+        BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"),
+        tmp_path / "work",
+        ExportRequest(lock, tmp_path / "forged"),
+        lambda _: None,
     )
     labels_say = run_cli("check", "--image", str(tmp_path / "forged"))
     assert labels_say.returncode == 0  # the image agrees with itself: that proves nothing
-    proven = run_cli("check", "--lock", str(lock), "--image", str(tmp_path / "forged"), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    proven = run_cli(
+        "check", "--lock", str(lock), "--image", str(tmp_path / "forged"), env={"LOCKGEN_HOME": str(tmp_path / "home")}
+    )
     assert proven.returncode == 1 and "libfoo 1.0: modified bin/foo" in proven.stdout, proven.stdout + proven.stderr
 
 
 def test_a_check_only_entry_is_refused_by_materialize(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    entry = LockedPackage(name="localbuild", version="1.0", manager="pip", platform="linux-64", url=lock_builder.unpublished_url("localbuild", "1.0"), hash=PackageHash(sha256="0" * 64))
+    entry = LockedPackage(
+        name="localbuild",
+        version="1.0",
+        manager="pip",
+        platform="linux-64",
+        url=lock_builder.unpublished_url("localbuild", "1.0"),
+        hash=PackageHash(sha256="0" * 64),
+    )
     lock = tmp_path / "locks" / "x.conda-lock.yml"
     lock.parent.mkdir()
-    lock.write_text(dump_lock(lock_builder.pinned_lock("x", "inv.json", "0" * 64, "linux-64", "3.11", {}, ["localbuild 1.0"], [entry])))
+    lock.write_text(
+        dump_lock(
+            lock_builder.pinned_lock("x", "inv.json", "0" * 64, "linux-64", "3.11", {}, ["localbuild 1.0"], [entry])
+        )
+    )
     with pytest.raises(UserError, match="check-only"):
         materialize(lock, None, tmp_path / "env", lambda _: None)
 
@@ -226,7 +337,10 @@ def test_a_package_link_pointing_elsewhere_is_modified(tmp_path: Path, monkeypat
     from tests.channel_factory import Pkg, build_channel, cpu_lock
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    channel = build_channel(tmp_path / "channel", [Pkg("libfoo", "1.0", files={"lib/libfoo.so.1": "elf\n"}, links={"lib/libfoo.so": "libfoo.so.1"})])
+    channel = build_channel(
+        tmp_path / "channel",
+        [Pkg("libfoo", "1.0", files={"lib/libfoo.so.1": "elf\n"}, links={"lib/libfoo.so": "libfoo.so.1"})],
+    )
     lock = cpu_lock(tmp_path, channel.as_uri(), ["libfoo"])
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     assert os.readlink(prefix / "lib" / "libfoo.so") == "libfoo.so.1"
@@ -236,7 +350,9 @@ def test_a_package_link_pointing_elsewhere_is_modified(tmp_path: Path, monkeypat
     assert "libfoo 1.0: modified lib/libfoo.so" in check_lock(lock, Prefix(prefix)).lines()
 
 
-def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime_put_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`check --lock` of an environment checked before reads only files whose fingerprint moved; an edit that
     keeps size and mtime still moves ctime, so it is read and found; `full` reads everything."""
     from lockgen.adapters.proof import prefix_observer
@@ -247,7 +363,11 @@ def test_a_repeated_check_proves_by_fingerprints_and_sees_an_edit_with_its_mtime
     time.sleep(prefix_observer.RACY_NS / 1e9)  # files changed within RACY_NS of a check are read again by the next
     read: list[str] = []
     real = prefix_observer.hash_files
-    monkeypatch.setattr(prefix_observer, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
+    monkeypatch.setattr(
+        prefix_observer,
+        "hash_files",
+        lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress),
+    )
     assert check_lock(lock, Prefix(prefix)).clean and any(p.endswith("lib/libfoo.txt") for p in read)
     read.clear()
     assert check_lock(lock, Prefix(prefix)).clean and read == []  # every file proven by its fingerprint

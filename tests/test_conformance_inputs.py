@@ -18,7 +18,9 @@ from tests.conftest import run_cli
 
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=400), st.booleans(), st.sampled_from([b"", b"\x1f\x8b", b"\x1f\x8b\x08\x00"]))
-def test_any_bytes_as_inventory_or_bundle_are_a_user_error(tmp_path_factory, data: bytes, zipped: bool, magic: bytes) -> None:
+def test_any_bytes_as_inventory_or_bundle_are_a_user_error(
+    tmp_path_factory, data: bytes, zipped: bool, magic: bytes
+) -> None:
     """`magic`: bytes that start as gzip does and are not gzip (a cut or damaged download)."""
     path = tmp_path_factory.mktemp("bad") / "input.json"
     path.write_bytes(gzip.compress(data) if zipped else magic + data)

@@ -41,7 +41,11 @@ def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path
     _settle()
     read: list[str] = []
     real = prefix_observer.hash_files
-    monkeypatch.setattr(prefix_observer, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
+    monkeypatch.setattr(
+        prefix_observer,
+        "hash_files",
+        lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress),
+    )
     assert check_lock(lock, Prefix(prefix)).clean and read
     assert _verdicts(tmp_path)
     read.clear()
@@ -60,7 +64,11 @@ def test_an_unchanged_tree_is_its_verdict_read_from_nothing(checked: tuple[Path,
     assert any("proven by their fingerprints" in line for line in said)
     work = check_lock(lock, Prefix(prefix), full=True)  # the same report as the work gives, which read every byte now
     assert {**again.to_dict(), "read_every_byte": None} == {**work.to_dict(), "read_every_byte": None}
-    assert again.read_every_byte is not None and work.read_every_byte is not None and again.read_every_byte <= work.read_every_byte
+    assert (
+        again.read_every_byte is not None
+        and work.read_every_byte is not None
+        and again.read_every_byte <= work.read_every_byte
+    )
 
 
 def test_an_edit_keeping_size_and_mtime_is_read_and_fails(checked: tuple[Path, Path, list[str]]) -> None:
@@ -165,17 +173,26 @@ def test_the_cli_says_the_same_from_its_verdict(checked: tuple[Path, Path, list[
     assert again.returncode == 0 and full.returncode == 0, again.stderr + full.stderr
     assert "proven by their fingerprints" in again.stderr and "proven by their fingerprints" not in full.stderr
     kept, read = json.loads(again.stdout), json.loads(full.stdout)
-    assert kept.pop("read_every_byte") <= read.pop("read_every_byte")  # the kept verdict's full read, and `--full`'s own now
+    assert kept.pop("read_every_byte") <= read.pop(
+        "read_every_byte"
+    )  # the kept verdict's full read, and `--full`'s own now
     assert kept == read
 
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
 )
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.sampled_from(["packages", "accepted", "files_expected", "files_observed", "site_packages"]), _JSON) | _JSON)
+@given(
+    st.dictionaries(
+        st.sampled_from(["packages", "accepted", "files_expected", "files_observed", "site_packages"]), _JSON
+    )
+    | _JSON
+)
 def test_a_kept_report_is_a_clean_report_or_none(record: object) -> None:
     report = passing_report(record)
     assert report is None or (report.clean and not report.lines())
@@ -188,7 +205,9 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
     prefix = home / "env"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LOCKGEN_HOME", str(home))
-        conformance_store.save_verdict(prefix, "0" * 64, ["c"], stat_walk.TreeFingerprint("t", 1, True, {"": "1 2"}), {})
+        conformance_store.save_verdict(
+            prefix, "0" * 64, ["c"], stat_walk.TreeFingerprint("t", 1, True, {"": "1 2"}), {}
+        )
         [record] = (home / "conformance").glob("*.verdict.json")
         record.write_bytes(data)
         kept = conformance_store.load_verdict(prefix, "0" * 64, ["c"])
@@ -199,9 +218,13 @@ def test_any_record_bytes_load_as_a_verdict_or_none(tmp_path_factory: pytest.Tem
 @given(
     st.binary(max_size=200)
     | _JSON.map(lambda v: json.dumps(v).encode())
-    | st.fixed_dictionaries({"read": st.floats() | st.integers() | st.booleans() | st.text(max_size=4)}).map(lambda v: json.dumps(v).encode())
+    | st.fixed_dictionaries({"read": st.floats() | st.integers() | st.booleans() | st.text(max_size=4)}).map(
+        lambda v: json.dumps(v).encode()
+    )
 )
-def test_any_read_record_bytes_are_a_full_read_in_the_window_or_none(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+def test_any_read_record_bytes_are_a_full_read_in_the_window_or_none(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
     """When every byte was last read: any bytes in its record give a time within the window, or an expired trust
     (every byte read again); never an error."""
     home = tmp_path_factory.mktemp("home")
@@ -213,10 +236,18 @@ def test_any_read_record_bytes_are_a_full_read_in_the_window_or_none(tmp_path_fa
         [record] = (home / "conformance").glob("*.read.json")
         record.write_bytes(data)
         trust = conformance_store.byte_trust(prefix, "")
-    assert trust.expired or (trust.read is not None and trust.read <= trust.now < trust.read + conformance_store.DEFAULT_TRUST_S)
+    assert trust.expired or (
+        trust.read is not None and trust.read <= trust.now < trust.read + conformance_store.DEFAULT_TRUST_S
+    )
 
 
-LOADED = ("pydantic", "yaml", "lockgen.api.steps.shared_steps", "lockgen.adapters.lock.lockfile_yaml", "lockgen.adapters.store.installers")
+LOADED = (
+    "pydantic",
+    "yaml",
+    "lockgen.api.steps.shared_steps",
+    "lockgen.adapters.lock.lockfile_yaml",
+    "lockgen.adapters.store.installers",
+)
 SHOW_LOADED = (
     "import atexit, runpy, sys\n"
     f"atexit.register(lambda: print('loaded:', [m for m in {LOADED!r} if m in sys.modules], file=sys.stderr))\n"
@@ -226,11 +257,15 @@ SHOW_LOADED = (
 
 def _loaded(*args: str) -> tuple[int, str]:
     """A lockgen command's exit status and the heavy modules it loaded (its stderr's last line)."""
-    done = subprocess.run([sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", SHOW_LOADED, *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}
+    )
     return done.returncode, done.stderr.strip().splitlines()[-1]
 
 
-def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The found-unchanged path reads the manifest and the kept drift verdict only: no lock parser, no model,
     no build step. Another lock at that prefix, another platform, or a tree that moved take the full path,
     which says what is wrong."""
@@ -250,7 +285,9 @@ def test_a_repeated_materialize_found_unchanged_loads_no_parser_and_no_build_ste
     assert done.returncode == 1 and "changed since it was made" in done.stderr
 
 
-def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The drift check against the environment's own record (`check --prefix`, a repeated materialize) keeps
     its clean verdict the same way: nothing is read while the walk is the same; an edit with size and mtime
     put back, a new empty folder, a mode change are each drift."""
@@ -287,7 +324,9 @@ def test_a_lockgen_environment_unchanged_is_clean_by_one_walk_and_any_change_is_
     assert check_prefix(prefix, full=False).unsafe
 
 
-def test_an_exec_bit_other_than_the_package_s_is_named_after_a_kept_verdict(checked: tuple[Path, Path, list[str]]) -> None:
+def test_an_exec_bit_other_than_the_package_s_is_named_after_a_kept_verdict(
+    checked: tuple[Path, Path, list[str]],
+) -> None:
     """`chmod -x` of a locked program, `chmod +x` of a locked data file (same bytes each) and a sticky file: each
     is named by `check --lock`, after a passing check kept its verdict and fingerprints (chmod moved only ctime and
     mode, so the files hash equal: `chmod -x` passed before the package's exec bits were part of the expectation)."""
@@ -327,14 +366,20 @@ def _stat_blind_edit(target: Path, proofs: Path | None = None) -> None:
         stats.write_text(json.dumps(record))
 
 
-def test_stat_trust_ends_and_every_byte_is_read_again(checked: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stat_trust_ends_and_every_byte_is_read_again(
+    checked: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An edit no stat shows passes while the kept fingerprints stand; a day after the check that read every byte
     (or at once with LOCKGEN_STAT_TRUST_S=0) every byte is read again and the edit is found. Before, a kept
     fingerprint stood for ever."""
     lock, prefix, _ = checked
     first = check_lock(lock, Prefix(prefix)).read_every_byte
     assert first is not None
-    proofs = next(path for path in (tmp_path / "home" / "conformance").glob("*.json") if not path.name.endswith((".verdict.json", ".read.json")))
+    proofs = next(
+        path
+        for path in (tmp_path / "home" / "conformance").glob("*.json")
+        if not path.name.endswith((".verdict.json", ".read.json"))
+    )
     _stat_blind_edit(prefix / "lib" / "libfoo.txt", proofs)
     trusted = check_lock(lock, Prefix(prefix))
     assert trusted.clean and trusted.read_every_byte == first  # the window: what the docs say a stat check cannot see
@@ -371,14 +416,24 @@ def test_the_drift_check_s_trust_ends_too(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(UserError, match="changed since it was made"):  # `run` finds it so too: the same step
         materialize(lock, None, prefix, lambda _: None)
     monkeypatch.delenv("LOCKGEN_STAT_TRUST_S")
-    done = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(tmp_path / "home"), "LOCKGEN_STAT_TRUST_S": "0"})
+    done = run_cli(
+        "check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(tmp_path / "home"), "LOCKGEN_STAT_TRUST_S": "0"}
+    )
     assert done.returncode == 1 and "modified lib/libfoo.txt" in done.stdout, done.stdout + done.stderr
-    done = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(tmp_path / "home"), "LOCKGEN_STAT_TRUST_S": "a day"})
-    assert done.returncode == 1 and "error: LOCKGEN_STAT_TRUST_S='a day' is not a number of seconds" in done.stderr and "hint: " in done.stderr, done.stderr
+    done = run_cli(
+        "check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(tmp_path / "home"), "LOCKGEN_STAT_TRUST_S": "a day"}
+    )
+    assert (
+        done.returncode == 1
+        and "error: LOCKGEN_STAT_TRUST_S='a day' is not a number of seconds" in done.stderr
+        and "hint: " in done.stderr
+    ), done.stderr
 
 
 @pytest.mark.slow
-def test_an_edit_through_a_mapping_opened_before_the_check_is_found_when_the_window_ends(checked: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_edit_through_a_mapping_opened_before_the_check_is_found_when_the_window_ends(
+    checked: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The mapping window, for real: a page written through a shared mapping, checked, then written again (no stat
     moves: the kernel stamps only a clean page's first write) passes `check --lock`, `check --prefix` and a
     repeated materialize (what `run` does) on their kept verdicts, and each finds it once the stat trust ends."""
@@ -407,7 +462,9 @@ def test_an_edit_through_a_mapping_opened_before_the_check_is_found_when_the_win
         monkeypatch.setenv("LOCKGEN_STAT_TRUST_S", "0")
         with pytest.raises(UserError, match="changed since it was made"):
             materialize(lock, None, prefix, lambda _: None)
-        assert not check_lock(lock, Prefix(prefix)).clean and check_prefix(prefix, full=False).modified == ["lib/libfoo.txt"]
+        assert not check_lock(lock, Prefix(prefix)).clean and check_prefix(prefix, full=False).modified == [
+            "lib/libfoo.txt"
+        ]
     finally:
         mapped.close()
         os.close(descriptor)

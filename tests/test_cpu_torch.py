@@ -25,7 +25,10 @@ PYPI = [Wheel("torch", "2.14.1", tag=t, requires=CUDA_TORCH) for t in (X86, ARM)
     Wheel("numpy", "2.0.0"),
     Wheel("needs-torch", "1.0", requires=("torch",)),
 ]
-CPU = [Wheel("torch", "2.9.1+cpu", tag=t, requires=("filelock",)) for t in (X86, ARM)] + [Wheel("torchvision", "0.24.1+cpu", tag=X86, requires=("torch==2.9.1",)), Wheel("numpy", "1.0.0")]
+CPU = [Wheel("torch", "2.9.1+cpu", tag=t, requires=("filelock",)) for t in (X86, ARM)] + [
+    Wheel("torchvision", "0.24.1+cpu", tag=X86, requires=("torch==2.9.1",)),
+    Wheel("numpy", "1.0.0"),
+]
 
 
 @pytest.fixture
@@ -39,7 +42,9 @@ def indexes(tmp_path: Path):
         server.stop()
 
 
-def stack(folder: Path, pypi: str, deps: str, options: str = "", platforms: str = '["linux-64", "linux-aarch64"]') -> Path:
+def stack(
+    folder: Path, pypi: str, deps: str, options: str = "", platforms: str = '["linux-64", "linux-aarch64"]'
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
     path.write_text(
@@ -51,17 +56,27 @@ def stack(folder: Path, pypi: str, deps: str, options: str = "", platforms: str 
 @pytest.mark.slow
 def test_a_cpu_target_takes_torch_from_the_cpu_index_and_no_cuda_package(tmp_path: Path, indexes) -> None:
     pypi, cpu = indexes
-    path = stack(tmp_path, pypi, 'torch = ">=2.4"\ntorchvision = "*"\nnumpy = "*"', f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-64"]')
+    path = stack(
+        tmp_path,
+        pypi,
+        'torch = ">=2.4"\ntorchvision = "*"\nnumpy = "*"',
+        f'torch-indexes = {{ cpu = "{cpu}/simple" }}',
+        platforms='["linux-64"]',
+    )
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
     lock = load_lock(tmp_path / "locks" / "cpu.conda-lock.yml")
     picked = {p.name: p for p in lock.package}
     assert picked["torch"].version == "2.9.1+cpu" and picked["torch"].url.startswith(cpu)
     assert picked["torchvision"].version == "0.24.1+cpu"
-    assert picked["numpy"].version == "2.0.0" and picked["numpy"].url.startswith(pypi)  # only the torch family is routed
+    assert picked["numpy"].version == "2.0.0" and picked["numpy"].url.startswith(
+        pypi
+    )  # only the torch family is routed
     assert not [n for n in picked if n.startswith(("nvidia-", "cuda-")) or n == "triton"]
     assert lock.meta("torch-index.linux-64") == f"torch torchvision @ {cpu}/simple"
-    assert f"cpu on linux-64: torch 2.9.1+cpu from torch torchvision @ {cpu}/simple" in done.stderr  # resolve's decision line
+    assert (
+        f"cpu on linux-64: torch 2.9.1+cpu from torch torchvision @ {cpu}/simple" in done.stderr
+    )  # resolve's decision line
     assert lock.meta("decision.linux-64").endswith("a CPU target takes no PyPI build (cpu-target)")
 
 
@@ -69,7 +84,9 @@ def test_a_cpu_target_takes_torch_from_the_cpu_index_and_no_cuda_package(tmp_pat
 def test_on_aarch64_too_and_torchvision_alone_routes_torch(tmp_path: Path, indexes) -> None:
     """PyPI's aarch64 torch is a CUDA build from 2.11 on (the facts), so aarch64 takes the CPU index as well."""
     pypi, cpu = indexes
-    path = stack(tmp_path, pypi, 'torch = "*"', f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-aarch64"]')
+    path = stack(
+        tmp_path, pypi, 'torch = "*"', f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-aarch64"]'
+    )
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
     lock = load_lock(tmp_path / "locks" / "cpu.conda-lock.yml")
@@ -79,7 +96,9 @@ def test_on_aarch64_too_and_torchvision_alone_routes_torch(tmp_path: Path, index
 @pytest.mark.slow
 def test_torch_reached_only_through_another_package_is_refused_not_locked(tmp_path: Path, indexes) -> None:
     pypi, cpu = indexes
-    path = stack(tmp_path, pypi, 'needs-torch = "*"', f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-64"]')
+    path = stack(
+        tmp_path, pypi, 'needs-torch = "*"', f'torch-indexes = {{ cpu = "{cpu}/simple" }}', platforms='["linux-64"]'
+    )
     done = run_cli("resolve", str(path))
     assert done.returncode == 1, done.stderr
     assert "error: target `cpu` on linux-64 is a CPU target but would get CUDA packages" in done.stderr

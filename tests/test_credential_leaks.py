@@ -16,7 +16,9 @@ from lockgen.core.credentials import carries_credential, scrub_url
 from tests.conftest import run_cli
 
 SECRET = "s3cretPW"
-QUICKSTART = Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+QUICKSTART = (
+    Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+)
 
 
 def _leaks(*texts: str) -> bool:
@@ -27,15 +29,25 @@ def test_a_lock_carrying_a_credential_is_refused_without_echoing_it(tmp_path: Pa
     original = QUICKSTART.read_text()
     assert "https://files.pythonhosted.org/" in original
     variants = {
-        "userinfo": original.replace("https://files.pythonhosted.org/", f"https://alice:{SECRET}@files.pythonhosted.org/", 1),
-        "token": original.replace("https://files.pythonhosted.org/packages/", "https://files.pythonhosted.org/t/tk-SECRETTOKEN/packages/", 1),
+        "userinfo": original.replace(
+            "https://files.pythonhosted.org/", f"https://alice:{SECRET}@files.pythonhosted.org/", 1
+        ),
+        "token": original.replace(
+            "https://files.pythonhosted.org/packages/", "https://files.pythonhosted.org/t/tk-SECRETTOKEN/packages/", 1
+        ),
     }
     for name, text in variants.items():
         lock = tmp_path / f"{name}.conda-lock.yml"
         lock.write_text(text)
-        for command in (("render", str(lock), "-f", "requirements"), ("render", str(lock), "-f", "pylock", "-o", str(tmp_path / f"{name}.toml")), ("diff", str(QUICKSTART), str(lock))):
+        for command in (
+            ("render", str(lock), "-f", "requirements"),
+            ("render", str(lock), "-f", "pylock", "-o", str(tmp_path / f"{name}.toml")),
+            ("diff", str(QUICKSTART), str(lock)),
+        ):
             result = run_cli(*command)
-            assert result.returncode in (1, 2) and "carries a credential" in result.stderr and "hint:" in result.stderr, (command, result.stderr)
+            assert (
+                result.returncode in (1, 2) and "carries a credential" in result.stderr and "hint:" in result.stderr
+            ), (command, result.stderr)
             assert not _leaks(result.stdout, result.stderr), (command, result.stdout, result.stderr)
         assert not (tmp_path / f"{name}.toml").exists()
 
@@ -65,7 +77,9 @@ _HOSTS = st.sampled_from(["example.com", "127.0.0.1", "[::1]", "[evil]", "[", "h
 @settings(max_examples=200, deadline=None)
 @given(
     st.sampled_from(["https", "http", "file", "git+https"]),
-    st.sampled_from(["", "u@", f"u:{SECRET}@", f":{SECRET}@", f"u:pa@{SECRET}@"]),  # an `@` in the password too (found by a review)
+    st.sampled_from(
+        ["", "u@", f"u:{SECRET}@", f":{SECRET}@", f"u:pa@{SECRET}@"]
+    ),  # an `@` in the password too (found by a review)
     _HOSTS,
     st.text(alphabet="/abt-_.@?=&", max_size=20),
 )
@@ -83,18 +97,37 @@ def test_user_info_without_slashes_and_file_paths_named_t(tmp_path: Path) -> Non
     """`https:alice:PW@host/` has no host for Python's urlsplit but user info for rattler and uv (WHATWG): a
     channel so written was printed by render (found by a review). A `file:` path with a folder named `t` is no
     token."""
-    assert carries_credential(f"https:alice:{SECRET}@conda.example.org/private") and SECRET not in scrub_url(f"https:alice:{SECRET}@conda.example.org/private")
-    assert not carries_credential("file:///data/t/chan/linux-64/a-1-0.conda") and scrub_url("file:///data/t/chan/x") == "file:///data/t/chan/x"
+    assert carries_credential(f"https:alice:{SECRET}@conda.example.org/private") and SECRET not in scrub_url(
+        f"https:alice:{SECRET}@conda.example.org/private"
+    )
+    assert (
+        not carries_credential("file:///data/t/chan/linux-64/a-1-0.conda")
+        and scrub_url("file:///data/t/chan/x") == "file:///data/t/chan/x"
+    )
     original = QUICKSTART.read_text()
     assert "  channels: []\n" in original
     lock = tmp_path / "channel.conda-lock.yml"
-    lock.write_text(original.replace("  channels: []\n", f"  channels:\n  - url: https:alice:{SECRET}@conda.example.org/private\n    used_env_vars: []\n", 1))
+    lock.write_text(
+        original.replace(
+            "  channels: []\n",
+            f"  channels:\n  - url: https:alice:{SECRET}@conda.example.org/private\n    used_env_vars: []\n",
+            1,
+        )
+    )
     result = run_cli("render", str(lock), "-f", "environment")
-    assert result.returncode == 1 and "carries a credential" in result.stderr and not _leaks(result.stdout, result.stderr), result.stderr
+    assert (
+        result.returncode == 1 and "carries a credential" in result.stderr and not _leaks(result.stdout, result.stderr)
+    ), result.stderr
     # a channel URL that does not parse is no URL, not one "carrying a credential" (a review found the wording)
-    lock.write_text(original.replace("  channels: []\n", "  channels:\n  - url: https://[conda.example.org]/private\n    used_env_vars: []\n", 1))
+    lock.write_text(
+        original.replace(
+            "  channels: []\n", "  channels:\n  - url: https://[conda.example.org]/private\n    used_env_vars: []\n", 1
+        )
+    )
     result = run_cli("render", str(lock), "-f", "environment")
-    assert result.returncode == 1 and "is not a URL" in result.stderr and "credential" not in result.stderr, result.stderr
+    assert result.returncode == 1 and "is not a URL" in result.stderr and "credential" not in result.stderr, (
+        result.stderr
+    )
 
 
 def test_an_image_reference_carrying_credentials_is_refused_without_echoing_it(tmp_path: Path) -> None:
@@ -114,24 +147,53 @@ def test_an_image_reference_carrying_credentials_is_refused_without_echoing_it(t
     slashed = f"docker:///alice:{SECRET}@127.0.0.1:9/team/img:v1"  # a review's bypass: the host after a third slash
     commands += [
         ("check", "--image", slashed, "--insecure"),
-        ("fleet", "slurm", "--arch", "cpu", "--nodes", "2", "--certs", str(tmp_path / "certs"), "--out", str(tmp_path / "slurm"), "--image", reference),
+        (
+            "fleet",
+            "slurm",
+            "--arch",
+            "cpu",
+            "--nodes",
+            "2",
+            "--certs",
+            str(tmp_path / "certs"),
+            "--out",
+            str(tmp_path / "slurm"),
+            "--image",
+            reference,
+        ),
     ]
     for command in commands:
         result = run_cli(*command, env={"LOCKGEN_HOME": str(tmp_path / "home")})
-        assert result.returncode == 1 and "carries credentials" in result.stderr and "hint: log in with `skopeo login HOST`" in result.stderr, (command, result.stderr)
+        assert (
+            result.returncode == 1
+            and "carries credentials" in result.stderr
+            and "hint: log in with `skopeo login HOST`" in result.stderr
+        ), (command, result.stderr)
         assert not _leaks(result.stdout, result.stderr) and "Traceback" not in result.stderr, (command, result.stderr)
     assert not (tmp_path / "out").exists() and not (tmp_path / "slurm").exists()
-    archive = run_cli("export", str(QUICKSTART), "--out", str(tmp_path / "a.tar"), "--format", "docker-archive", "--base", reference)
+    archive = run_cli(
+        "export", str(QUICKSTART), "--out", str(tmp_path / "a.tar"), "--format", "docker-archive", "--base", reference
+    )
     assert archive.returncode == 1 and not _leaks(archive.stdout, archive.stderr), archive.stderr
     stack = tmp_path / "team" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(f'[stack]\nname = "team"\nextends = "{reference}"\n[dependencies]\nnumpy = "*"\n')
     team = run_cli("resolve", str(stack), env={"LOCKGEN_HOME": str(tmp_path / "home")})
-    assert team.returncode == 1 and "`extends` carries credentials" in team.stderr and not _leaks(team.stdout, team.stderr), team.stderr
+    assert (
+        team.returncode == 1 and "`extends` carries credentials" in team.stderr and not _leaks(team.stdout, team.stderr)
+    ), team.stderr
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["rev", "subdirectory", "tag", "a b", "x%2Fy", "tok"]), st.text(alphabet="ab/%2F+~: )(", max_size=8)), max_size=4))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["rev", "subdirectory", "tag", "a b", "x%2Fy", "tok"]),
+            st.text(alphabet="ab/%2F+~: )(", max_size=8),
+        ),
+        max_size=4,
+    )
+)
 def test_a_query_holding_no_secret_is_kept_as_written(pairs: list[tuple[str, str]]) -> None:
     """Only a secret pair is taken out of a URL's query; the rest is not decoded and encoded again (`%2F`, `+`,
     `~`, and `):` stayed as written only by luck of urlencode's safe set)."""
@@ -141,7 +203,36 @@ def test_a_query_holding_no_secret_is_kept_as_written(pairs: list[tuple[str, str
     assert scrub_url(f"https://host/x?token={SECRET}&{query}") == f"https://host/x?{query}".rstrip("?")
 
 
-_URL_PARTS = st.sampled_from(["a", "Z", "0", ".", "-", "/", "/t/", "t", "@", ":", "%2F", "?", "#", "=", "&", ";", "~", "+", "!", "'", "(", " ", "\t", "[", "]", "é"])
+_URL_PARTS = st.sampled_from(
+    [
+        "a",
+        "Z",
+        "0",
+        ".",
+        "-",
+        "/",
+        "/t/",
+        "t",
+        "@",
+        ":",
+        "%2F",
+        "?",
+        "#",
+        "=",
+        "&",
+        ";",
+        "~",
+        "+",
+        "!",
+        "'",
+        "(",
+        " ",
+        "\t",
+        "[",
+        "]",
+        "é",
+    ]
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -153,7 +244,13 @@ _URL_PARTS = st.sampled_from(["a", "Z", "0", ".", "-", "/", "/t/", "t", "@", ":"
 @example("https://files.example/pkg.whl#sha256=00")
 @example("https://files.example")
 @example("HTTPS://files.example/a%2Fb.whl")
-@given(st.builds(str.__add__, st.sampled_from(["https://", "http://", "HTTPS://", "file://", "https:", ""]), st.lists(_URL_PARTS, max_size=12).map("".join)))
+@given(
+    st.builds(
+        str.__add__,
+        st.sampled_from(["https://", "http://", "HTTPS://", "file://", "https:", ""]),
+        st.lists(_URL_PARTS, max_size=12).map("".join),
+    )
+)
 def test_a_plain_index_url_is_read_as_urlsplit_reads_it(url: str) -> None:
     """The fast path for plain index URLs (`split_url`, and `scrub_url`/`carries_credential` passing them as they
     are) gives what the full parse gives, on URLs built of the characters that matter to either."""

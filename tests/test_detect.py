@@ -21,9 +21,24 @@ QUICKSTART = REPO / "envs" / "examples" / "quickstart"
 NAME = string.ascii_letters + string.digits + " ._-"
 
 
-def node(tmp_path: Path, platform: str = "linux-64", glibc: str | None = "2.35", driver: str | None = None, *capabilities: str) -> Path:
+def node(
+    tmp_path: Path,
+    platform: str = "linux-64",
+    glibc: str | None = "2.35",
+    driver: str | None = None,
+    *capabilities: str,
+) -> Path:
     path = tmp_path / "node.json"
-    path.write_text(json.dumps({"platform": platform, "glibc": glibc, "driver": driver, "gpus": [{"name": f"GPU {c}", "compute_capability": c} for c in capabilities]}))
+    path.write_text(
+        json.dumps(
+            {
+                "platform": platform,
+                "glibc": glibc,
+                "driver": driver,
+                "gpus": [{"name": f"GPU {c}", "compute_capability": c} for c in capabilities],
+            }
+        )
+    )
     return path
 
 
@@ -69,23 +84,32 @@ def test_cpu_targets_by_glibc_and_a_gpu_node_of_a_cpu_only_stack(tmp_path: Path)
     today = run_cli("detect", str(QUICKSTART), "--node", str(node(tmp_path, "linux-64", "2.36")))
     assert today.stdout == "cpu\n" and "cpu-el7: matches, a closer one is chosen" in today.stderr
     old = run_cli("detect", str(QUICKSTART), env={"LOCKGEN_NODE_FACTS": str(node(tmp_path, "linux-64", "2.17"))})
-    assert old.stdout == "cpu-el7\n" and "cpu: differs: glibc: the node has 2.17, the target needs >= 2.28\n" in old.stderr
-    gpu = run_cli("detect", str(QUICKSTART), "--json", "--node", str(node(tmp_path, "linux-64", "2.36", "580.95.05", "9.0")))
+    assert (
+        old.stdout == "cpu-el7\n" and "cpu: differs: glibc: the node has 2.17, the target needs >= 2.28\n" in old.stderr
+    )
+    gpu = run_cli(
+        "detect", str(QUICKSTART), "--json", "--node", str(node(tmp_path, "linux-64", "2.36", "580.95.05", "9.0"))
+    )
     document = json.loads(gpu.stdout)
     assert document["target"] == "cpu" and "the stack has no GPU target; unused: 1 GPU" in document["reasons"][-1]
 
 
 def test_a_gpu_node_never_falls_back_to_a_cpu_target_of_a_gpu_stack(tmp_path: Path) -> None:
     stack = tmp_path / "stack.toml"
-    stack.write_text('[stack]\nname = "s"\npython = "3.11"\n[pypi-dependencies]\nnumpy = "*"\n[targets.cpu]\narch = "cpu"\n[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n')
+    stack.write_text(
+        '[stack]\nname = "s"\npython = "3.11"\n[pypi-dependencies]\nnumpy = "*"\n[targets.cpu]\narch = "cpu"\n[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n'
+    )
     old_driver = run_cli("detect", str(stack), "--node", str(node(tmp_path, "linux-64", "2.35", "550.54.15", "9.0")))
     assert (
         old_driver.returncode == 1
-        and "): cpu: cpu target, and the node has 1 GPU the stack has GPU targets for (--target chooses it); h100: driver: the node has 550.54.15, the target needs >= 580.95.05" in old_driver.stderr
+        and "): cpu: cpu target, and the node has 1 GPU the stack has GPU targets for (--target chooses it); h100: driver: the node has 550.54.15, the target needs >= 580.95.05"
+        in old_driver.stderr
     )
     stack.write_text(stack.read_text() + '[targets.h100b]\narch = "sm90"\ndriver = "580.95.05"\n')
     tied = run_cli("detect", str(stack), "--node", str(node(tmp_path, "linux-64", "2.35", "580.95.05", "9.0")))
-    assert tied.returncode == 1 and "targets h100, h100b of" in tied.stderr and "hint: pass --target h100" in tied.stderr
+    assert (
+        tied.returncode == 1 and "targets h100, h100b of" in tied.stderr and "hint: pass --target h100" in tied.stderr
+    )
 
 
 def test_this_node_probed(tmp_path: Path) -> None:
@@ -103,7 +127,9 @@ def test_this_node_probed(tmp_path: Path) -> None:
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
 )
 FIELDS = st.fixed_dictionaries(
     {},
@@ -111,7 +137,12 @@ FIELDS = st.fixed_dictionaries(
         "platform": st.sampled_from(["linux-64", "linux-aarch64", "osx-arm64", "", "linux 64", "x\n"]),
         "glibc": st.sampled_from(["2.28", "2.17", "2", "2.x", None, 2.28]),
         "driver": st.sampled_from(["580.95.05", "580", None, "5a0.1", ""]),
-        "gpus": st.lists(st.fixed_dictionaries({"name": st.text(max_size=8), "compute_capability": st.sampled_from(["9.0", "10.0", "9", "sm90", ""])}), max_size=2),
+        "gpus": st.lists(
+            st.fixed_dictionaries(
+                {"name": st.text(max_size=8), "compute_capability": st.sampled_from(["9.0", "10.0", "9", "sm90", ""])}
+            ),
+            max_size=2,
+        ),
         "extra": st.integers(),
     },
 )
@@ -161,7 +192,12 @@ def test_bad_input_through_the_new_commands(tmp_path: Path, command: str, data: 
         args = [str(QUICKSTART)] + (["--node", str(tmp_path / "node.json")] if command == "detect" else args)
         env = {"LOCKGEN_NODE_FACTS": str(tmp_path / "node.json")}
     else:
-        args.insert(0, str(tmp_path / "absent" / (data.draw(st.text(NAME, min_size=1, max_size=30)) + ".toml" * (kind == "stack"))))
+        args.insert(
+            0,
+            str(
+                tmp_path / "absent" / (data.draw(st.text(NAME, min_size=1, max_size=30)) + ".toml" * (kind == "stack"))
+            ),
+        )
     tail = ["--", "true"] if command == "run" else []
     result = run_cli(command, *args, *tail, env=env if kind == "node" else None, cwd=tmp_path)
     if result.returncode == 0:  # text that happens to be good (a platform the lock has, a shell lockgen knows)

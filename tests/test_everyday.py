@@ -41,14 +41,25 @@ def parsed_run(args: list[str]) -> tuple[dict[str, object], list[str]]:
         (["LOCK.conda-lock.yml", "python", "-V"], "LOCK.conda-lock.yml", None, ["python", "-V"]),
         (["LOCK.conda-lock.yml", "--", "python", "-V"], "LOCK.conda-lock.yml", None, ["python", "-V"]),
         (["python", "-V"], None, None, ["python", "-V"]),  # ./stack.toml's environment, as `uv run python -V`
-        (["-t", "cpu", "stack.toml", "python", "-c", "x", "--", "--target"], "stack.toml", "cpu", ["python", "-c", "x", "--", "--target"]),
+        (
+            ["-t", "cpu", "stack.toml", "python", "-c", "x", "--", "--target"],
+            "stack.toml",
+            "cpu",
+            ["python", "-c", "x", "--", "--target"],
+        ),
         (["--target", "cpu", "--platform", "linux-64", "pytest", "-x"], None, "cpu", ["pytest", "-x"]),
         (["stack.toml", "--", "--weird-program"], "stack.toml", None, ["--weird-program"]),
     ],
 )
-def test_run_takes_its_command_with_or_without_a_double_dash(args: list[str], source: str | None, target: str | None, ran: list[str]) -> None:
+def test_run_takes_its_command_with_or_without_a_double_dash(
+    args: list[str], source: str | None, target: str | None, ran: list[str]
+) -> None:
     params, command_line = parsed_run(args)
-    assert (str(params["source"]) if params["source"] else None, params["target"], command_line) == (source, target, ran)
+    assert (str(params["source"]) if params["source"] else None, params["target"], command_line) == (
+        source,
+        target,
+        ran,
+    )
 
 
 def test_run_without_a_double_dash_runs_the_command(tmp_path: Path) -> None:
@@ -77,7 +88,9 @@ def test_explain_takes_this_nodes_target_and_the_stack_here(tmp_path: Path, glib
 
 def test_explain_on_a_node_no_target_matches_names_the_way_out(tmp_path: Path) -> None:
     result = run_cli("explain", str(QUICKSTART), env=node_facts(tmp_path, "2.12"))
-    assert result.returncode == 1 and "no target of" in result.stderr and "pass --target NAME" in result.stderr, result.stderr
+    assert result.returncode == 1 and "no target of" in result.stderr and "pass --target NAME" in result.stderr, (
+        result.stderr
+    )
 
 
 @pytest.mark.slow
@@ -103,7 +116,9 @@ def test_a_yaml_error_names_its_line(lock: Path, line: int) -> None:
     lines[line] = "\t" + lines[line]
     with pytest.raises(LockFormatError) as refused:
         parse_lock("".join(lines), "x.conda-lock.yml")
-    assert re.match(rf"lock `x\.conda-lock\.yml` is not valid YAML at line {line + 1}, column \d+: \S", refused.value.message), refused.value.message
+    assert re.match(
+        rf"lock `x\.conda-lock\.yml` is not valid YAML at line {line + 1}, column \d+: \S", refused.value.message
+    ), refused.value.message
 
 
 def test_an_import_of_broken_yaml_names_its_line(tmp_path: Path) -> None:
@@ -116,14 +131,24 @@ def test_an_import_of_broken_yaml_names_its_line(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_wrong_sha256_reads_as_a_hash_mismatch(tmp_path: Path) -> None:
     with served_index(tmp_path / "index", [Wheel("alpha", "1.0")]) as url:
-        (tmp_path / "stack.toml").write_text(f'[stack]\nname = "x"\npython = "3.11"\n[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n')
+        (tmp_path / "stack.toml").write_text(
+            f'[stack]\nname = "x"\npython = "3.11"\n[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n'
+        )
         resolve(tmp_path / "stack.toml")
         lock = tmp_path / "locks" / "cpu.conda-lock.yml"
         real = re.search(r"sha256: ([0-9a-f]{64})", lock.read_text())[1]  # type: ignore[index]
-        lock.write_text(unsealed(lock.read_text().replace(real, "ab" * 32)))  # past the package-set record: the fetch's own check
+        lock.write_text(
+            unsealed(lock.read_text().replace(real, "ab" * 32))
+        )  # past the package-set record: the fetch's own check
         result = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     error, hint = result.stderr.strip().splitlines()[-2:]
-    assert error == f"error: `alpha`'s wheel at {url.removesuffix('/simple')}/files/alpha-1.0-py3-none-any.whl has sha256 {real}, and the lock says {'ab' * 32}: nothing was installed", result.stderr
-    assert hint.startswith("hint: the lock's hash or the index's file changed since the lock was made") and "network" not in hint
+    assert (
+        error
+        == f"error: `alpha`'s wheel at {url.removesuffix('/simple')}/files/alpha-1.0-py3-none-any.whl has sha256 {real}, and the lock says {'ab' * 32}: nothing was installed"
+    ), result.stderr
+    assert (
+        hint.startswith("hint: the lock's hash or the index's file changed since the lock was made")
+        and "network" not in hint
+    )
     assert not (tmp_path / "env").exists()

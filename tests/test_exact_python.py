@@ -37,13 +37,18 @@ def test_a_stack_names_a_range_or_one_interpreter(python: str, exact: str | None
 @pytest.mark.parametrize(
     ("line", "said"),
     [
-        ('python = "3.11.9.1"', 'must be a major.minor such as "3.11" (any 3.11.x), or an exact version such as "3.11.9"'),
+        (
+            'python = "3.11.9.1"',
+            'must be a major.minor such as "3.11" (any 3.11.x), or an exact version such as "3.11.9"',
+        ),
         ('python = "3.11.x"', "or an exact version"),
     ],
 )
 def test_what_is_not_a_python_is_refused_on_its_line(line: str, said: str) -> None:
     with pytest.raises(SpecError) as refused:
-        parse_stack_text(STACK.format(python="3.11", url="https://pypi.org/simple").replace('python = "3.11"', line), "stack.toml")
+        parse_stack_text(
+            STACK.format(python="3.11", url="https://pypi.org/simple").replace('python = "3.11"', line), "stack.toml"
+        )
     assert refused.value.message.startswith("stack.toml:3: ") and said in refused.value.message
 
 
@@ -78,9 +83,15 @@ def test_the_lock_records_the_exact_interpreter_and_a_range_records_none(tmp_pat
 
 def test_a_hand_edited_interpreter_key_is_refused(tmp_path: Path, index_url: str) -> None:
     lock = locked(tmp_path / "exact", "3.11.9", index_url)
-    lock.write_text(lock.read_text().replace("lockgen.interpreter.linux-64: 3.11.9", "lockgen.interpreter.linux-64: '3.11'"))
+    lock.write_text(
+        lock.read_text().replace("lockgen.interpreter.linux-64: 3.11.9", "lockgen.interpreter.linux-64: '3.11'")
+    )
     result = run_cli("render", str(lock), "--format", "requirements")
-    assert result.returncode == 1 and "lockgen.interpreter.linux-64" in result.stderr and "is not a Python version X.Y.Z" in result.stderr, result.stderr
+    assert (
+        result.returncode == 1
+        and "lockgen.interpreter.linux-64" in result.stderr
+        and "is not a Python version X.Y.Z" in result.stderr
+    ), result.stderr
 
 
 @pytest.mark.slow
@@ -89,20 +100,33 @@ def test_materialize_makes_the_venv_with_the_pinned_python_and_refuses_another(t
     env = tmp_path / "env"
     made = run_cli("materialize", str(here), "--prefix", str(env), env=NO_DOWNLOADS)
     assert made.returncode == 0, made.stderr
-    ran = subprocess.run([env / "bin" / "python", "-c", "import platform, alpha; print(platform.python_version())"], capture_output=True, text=True)
+    ran = subprocess.run(
+        [env / "bin" / "python", "-c", "import platform, alpha; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+    )
     assert ran.stdout == f"{HERE}\n", ran.stderr
     assert run_cli("check", "--lock", str(here), "--prefix", str(env)).returncode == 0
     refused = run_cli("materialize", str(elsewhere), "--prefix", str(tmp_path / "other"), env=NO_DOWNLOADS)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
     error, hint = refused.stderr.strip().splitlines()[-2:]
-    assert error.startswith(f"error: the lock was made for Python {ELSEWHERE}, and this host's Python {MINOR} is {HERE} (")
-    assert hint.startswith(f"hint: install Python {ELSEWHERE} (uv python install {ELSEWHERE}") and f'python = "{MINOR}" under [stack]' in hint
+    assert error.startswith(
+        f"error: the lock was made for Python {ELSEWHERE}, and this host's Python {MINOR} is {HERE} ("
+    )
+    assert (
+        hint.startswith(f"hint: install Python {ELSEWHERE} (uv python install {ELSEWHERE}")
+        and f'python = "{MINOR}" under [stack]' in hint
+    )
     assert not (tmp_path / "other").exists()
     other = run_cli("check", "--lock", str(elsewhere), "--prefix", str(env))
     assert other.returncode == 1, other.stderr
     error, hint = other.stderr.strip().splitlines()[-2:]
-    assert error == f"error: {env} runs Python {HERE} ({env}/bin/python), and the lock was made for Python {ELSEWHERE}", other.stderr
-    assert hint.startswith(f"hint: materialize the lock into a new prefix (lockgen materialize {elsewhere} --prefix DIR)")
+    assert (
+        error == f"error: {env} runs Python {HERE} ({env}/bin/python), and the lock was made for Python {ELSEWHERE}"
+    ), other.stderr
+    assert hint.startswith(
+        f"hint: materialize the lock into a new prefix (lockgen materialize {elsewhere} --prefix DIR)"
+    )
 
 
 @pytest.mark.slow
@@ -122,4 +146,8 @@ def test_a_kept_verdict_does_not_outlive_the_interpreter(tmp_path: Path, index_u
         assert passed.returncode == 0, passed.stderr
     outside.write_text("#!/bin/sh\necho 3.11.99-upgraded\n")  # same path, same link: another interpreter
     refused = run_cli("check", "--lock", str(lock), "--prefix", str(env))
-    assert refused.returncode == 1 and f"runs Python 3.11.99-upgraded ({env}/bin/python), and the lock was made for Python {HERE}" in refused.stderr, refused.stderr
+    assert (
+        refused.returncode == 1
+        and f"runs Python 3.11.99-upgraded ({env}/bin/python), and the lock was made for Python {HERE}"
+        in refused.stderr
+    ), refused.stderr

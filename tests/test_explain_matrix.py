@@ -50,7 +50,14 @@ def test_explain_admits_the_torch_resolve_locked(tmp_path: Path, pypi, stack: st
     source = EXAMPLES / stack
     path = tmp_path / "stack.toml"  # the example pointed at the stand-in PyPI, beside its committed locks
     text = source.read_text()
-    path.write_text(text.replace("[pypi-options]\n", f'[pypi-options]\nindex-url = "{url}/simple"\n') if "[pypi-options]" in text else text)
+    path.write_text(
+        text.replace("[pypi-options]\n", f'[pypi-options]\nindex-url = "{url}/simple"\n')
+        if "[pypi-options]" in text
+        else text
+    )
     report = explain(path, target, ALIASES.get(source.parent.name, ()))
-    said = {platform: ("{}.{}".format(*major_minor(line.split()[1])) if line else None) for platform, line in report["newest_admitted"].items()}
+    said = {
+        platform: ("{}.{}".format(*major_minor(line.split()[1])) if line else None)
+        for platform, line in report["newest_admitted"].items()
+    }
     assert said == _locked(source.parent, target), report["candidates"][:6]

@@ -30,14 +30,24 @@ def make_lock(tmp_path: Path, libfoo: str) -> Path:
         build_channel(
             channel,
             [
-                *(Pkg("libfoo", v, files={"lib/libfoo.txt": f"foo {v}\n", "bin/foo": "#!/bin/sh\necho foo\n"}, depends=("cuda-version >=12",)) for v in ("1.0", "1.1")),
+                *(
+                    Pkg(
+                        "libfoo",
+                        v,
+                        files={"lib/libfoo.txt": f"foo {v}\n", "bin/foo": "#!/bin/sh\necho foo\n"},
+                        depends=("cuda-version >=12",),
+                    )
+                    for v in ("1.0", "1.1")
+                ),
                 Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
                 Pkg("cuda-version", "12.4", subdir="noarch", build="h0_3"),
             ],
         )
     stack = tmp_path / f"stack-{libfoo}" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\nlibfoo = "=={libfoo}"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n')
+    stack.write_text(
+        f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\nlibfoo = "=={libfoo}"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n'
+    )
     api.resolve(stack)
     return stack.parent / "locks" / "h100.conda-lock.yml"
 
@@ -73,12 +83,32 @@ def test_image_contents_config_and_tools(tmp_path: Path, monkeypatch: pytest.Mon
     assert expected == got and drift.clean
     with pytest.raises(UserError, match="exported from lock"):
         check_image(tmp_path / "img", make_lock(tmp_path, "1.1"))
-    raw = subprocess.run([require("skopeo"), "inspect", "--raw", f"oci:{tmp_path / 'img'}:h100-linux-64"], capture_output=True, check=True).stdout
+    raw = subprocess.run(
+        [require("skopeo"), "inspect", "--raw", f"oci:{tmp_path / 'img'}:h100-linux-64"],
+        capture_output=True,
+        check=True,
+    ).stdout
     assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == digest
-    validated = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64", str(tmp_path / "img")], capture_output=True, text=True)
+    validated = subprocess.run(
+        [
+            require("oci-image-tool"),
+            "validate",
+            "--type",
+            "image",
+            "--ref",
+            "name=h100-linux-64",
+            str(tmp_path / "img"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert validated.returncode == 0, validated.stdout + validated.stderr
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:h100-linux-64", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:h100-linux-64", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     placeholder = bundle / "rootfs" / "opt" / "env" / "etc" / "libfoo" / "prefix.txt"
     assert placeholder.read_text() == "installed at /opt/env\n"
 
@@ -106,7 +136,19 @@ def test_tampered_image_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     blob.unlink()  # a layout copied half: one error line, not a FileNotFoundError
     with pytest.raises(LockFormatError, match="is missing from"):
         check_image(tmp_path / "img")
-    tampered = subprocess.run([require("oci-image-tool"), "validate", "--type", "image", "--ref", "name=h100-linux-64", str(tmp_path / "img")], capture_output=True, text=True)
+    tampered = subprocess.run(
+        [
+            require("oci-image-tool"),
+            "validate",
+            "--type",
+            "image",
+            "--ref",
+            "name=h100-linux-64",
+            str(tmp_path / "img"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert tampered.returncode != 0
     (tmp_path / "not-a-layout").mkdir()
     (tmp_path / "not-a-layout" / "file").write_text("x")
@@ -123,7 +165,10 @@ def test_a_tag_that_is_no_image_tag_is_a_usage_error(tmp_path: Path) -> None:
     `x:y` could not be named as DIR:TAG; the tag grammar of the distribution-spec is checked first."""
     for tag in ("a\nb", "x:y", ".hidden", "t" * 129, "ok\n"):
         done = run_cli("export", str(tmp_path / "any.conda-lock.yml"), "--out", str(tmp_path / "img"), "--tag", tag)
-        assert done.returncode == 2 and "is not an image tag" in done.stderr and len(done.stderr.splitlines()) == 2, (tag, done.stderr)
+        assert done.returncode == 2 and "is not an image tag" in done.stderr and len(done.stderr.splitlines()) == 2, (
+            tag,
+            done.stderr,
+        )
     assert not (tmp_path / "img").exists()
 
 
@@ -134,16 +179,37 @@ def test_an_environment_is_exported_at_another_path_only_when_it_conforms_there(
     proven at the path it gets in the image, and refused with what to do."""
     lock, home = make_lock(tmp_path, "1.0"), {"LOCKGEN_HOME": str(tmp_path / "home")}
     assert run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env=home).returncode == 0
-    moved = run_cli("export", str(lock), "--from-prefix", str(tmp_path / "env"), "--image-prefix", "/opt/env", "--out", str(tmp_path / "moved"), env=home)
-    assert moved.returncode == 1 and f"is not the environment of {lock} at /opt/env: cuda-version 12.4: modified etc/cuda-version/prefix.txt" in moved.stderr, moved.stderr
-    assert "hint: files an install patches name the path it was installed at" in moved.stderr and not (tmp_path / "moved").exists()
-    kept = run_cli("export", str(lock), "--from-prefix", str(tmp_path / "env"), "--out", str(tmp_path / "kept"), env=home)
+    moved = run_cli(
+        "export",
+        str(lock),
+        "--from-prefix",
+        str(tmp_path / "env"),
+        "--image-prefix",
+        "/opt/env",
+        "--out",
+        str(tmp_path / "moved"),
+        env=home,
+    )
+    assert (
+        moved.returncode == 1
+        and f"is not the environment of {lock} at /opt/env: cuda-version 12.4: modified etc/cuda-version/prefix.txt"
+        in moved.stderr
+    ), moved.stderr
+    assert (
+        "hint: files an install patches name the path it was installed at" in moved.stderr
+        and not (tmp_path / "moved").exists()
+    )
+    kept = run_cli(
+        "export", str(lock), "--from-prefix", str(tmp_path / "env"), "--out", str(tmp_path / "kept"), env=home
+    )
     assert kept.returncode == 0, kept.stderr
     assert run_cli("check", "--image", str(tmp_path / "kept"), "--lock", str(lock), env=home).returncode == 0
 
 
 @pytest.mark.slow
-def test_an_out_that_is_a_link_or_inside_the_environment_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_out_that_is_a_link_or_inside_the_environment_is_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both ended in exit 3 (found by an attack battery): a link to a layout was built into, then rmtree refused
     it; an --out inside the --from-prefix environment copied the environment into itself until ENAMETOOLONG."""
     lock = make_lock(tmp_path, "1.0")
@@ -154,10 +220,15 @@ def test_an_out_that_is_a_link_or_inside_the_environment_is_one_error(tmp_path: 
     home = {"LOCKGEN_HOME": str(tmp_path / "home")}
     for command, said in (
         (["--out", str(tmp_path / "link")], f"`{tmp_path / 'link'}` is a symbolic link"),
-        (["--from-prefix", str(environment), "--out", str(environment / "img")], f"--out {environment / 'img'} is inside the environment being exported"),
+        (
+            ["--from-prefix", str(environment), "--out", str(environment / "img")],
+            f"--out {environment / 'img'} is inside the environment being exported",
+        ),
     ):
         done = run_cli("export", str(lock), *command, env=home)
-        assert done.returncode == 1 and said in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert (
+            done.returncode == 1 and said in done.stderr and "hint:" in done.stderr and "Traceback" not in done.stderr
+        ), done.stderr
     assert sorted(p.name for p in environment.rglob("*")) == ["lib"]
     assert (tmp_path / "link").is_symlink() and oci_layout.read_image(tmp_path / "real")[2] == digest
     again = run_export(lock, tmp_path / "real", tmp_path / "home", monkeypatch)  # an existing layout is replaced whole
@@ -171,7 +242,9 @@ def test_layer_cache_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     export(ExportRequest(lock, tmp_path / "one"), messages.append)
     export(ExportRequest(lock, tmp_path / "two"), messages.append)
     assert any("3 taken from the layer cache" in m or "4 taken from the layer cache" in m for m in messages)
-    assert json.loads((tmp_path / "one" / "index.json").read_text()) == json.loads((tmp_path / "two" / "index.json").read_text())
+    assert json.loads((tmp_path / "one" / "index.json").read_text()) == json.loads(
+        (tmp_path / "two" / "index.json").read_text()
+    )
     # cached blobs are hard-linked into layouts: a blob changed in place in one must not reach the next
     manifest, _, _ = oci_layout.read_image(tmp_path / "two")
     blob = tmp_path / "two" / "blobs" / "sha256" / manifest["layers"][0]["digest"].split(":", 1)[1]
@@ -196,12 +269,24 @@ def test_push_and_pull_back_keep_the_digest(tmp_path: Path, monkeypatch: pytest.
     pushed = run_cli("push", str(tmp_path / "img"), f"docker://{registry_url}/team/img:sm90", "--insecure")
     assert pushed.returncode == 0, pushed.stderr
     assert pushed.stdout.strip() == digest
-    subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{registry_url}/team/img:sm90", f"oci:{tmp_path / 'pulled'}:back"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            require("skopeo"),
+            "copy",
+            "--src-tls-verify=false",
+            f"docker://{registry_url}/team/img:sm90",
+            f"oci:{tmp_path / 'pulled'}:back",
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert json.loads((tmp_path / "pulled" / "index.json").read_text())["manifests"][0]["digest"] == digest
     checked = run_cli("check", "--image", f"docker://{registry_url}/team/img:sm90", "--insecure", "--lock", str(lock))
     assert checked.returncode == 0, checked.stderr
     missing = run_cli("check", "--image", f"docker://{registry_url}/team/none:x", "--insecure")
-    assert missing.returncode == 1 and "error: pulling docker://" in missing.stderr and "Traceback" not in missing.stderr
+    assert (
+        missing.returncode == 1 and "error: pulling docker://" in missing.stderr and "Traceback" not in missing.stderr
+    )
     refused = run_cli("push", str(tmp_path / "img"), "docker://127.0.0.1:9/team/img:x", "--insecure")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.splitlines()[0].startswith("pushing 4 layers (")  # progress, then the one error line
@@ -228,16 +313,27 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
     )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     run_export(stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "img", tmp_path / "home", monkeypatch)
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:cpu-linux-64", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--image", f"{tmp_path / 'img'}:cpu-linux-64", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     config = json.loads((bundle / "config.json").read_text())
     config["process"]["terminal"] = False
     config["process"]["args"] = ["/opt/env/bin/hello"]
     (bundle / "config.json").write_text(json.dumps(config))
-    ran = subprocess.run([require("runc"), "run", "-b", str(bundle), f"lockgen-test-{os.getpid()}"], capture_output=True, text=True, timeout=60)
+    ran = subprocess.run(
+        [require("runc"), "run", "-b", str(bundle), f"lockgen-test-{os.getpid()}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "uid=1000 hello from the lock\n"
     # and through podman, from a per-test store
@@ -272,7 +368,11 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
     subprocess.run([umoci, "init", "--layout", str(base)], check=True, capture_output=True)
     subprocess.run([umoci, "new", "--image", f"{base}:latest"], check=True, capture_output=True)
     (tmp_path / "os-release").write_text("ID=base\n")
-    subprocess.run([umoci, "insert", "--image", f"{base}:latest", str(tmp_path / "os-release"), "/etc/os-release"], check=True, capture_output=True)
+    subprocess.run(
+        [umoci, "insert", "--image", f"{base}:latest", str(tmp_path / "os-release"), "/etc/os-release"],
+        check=True,
+        capture_output=True,
+    )
     base_manifest, _, base_digest = oci_layout.read_image(base)
     assert len(base_manifest["layers"]) == 1
     lock = make_lock(tmp_path, "1.0")
@@ -292,7 +392,12 @@ def test_sbom_base_image_and_archive_formats(tmp_path: Path, monkeypatch: pytest
             export(ExportRequest(lock, out, fmt=fmt), lambda _: None)
             archives.append(out.read_bytes())
     assert archives[0] == archives[2] and archives[1] == archives[3]
-    inspected = subprocess.run([require("skopeo"), "inspect", f"oci-archive:{tmp_path / 'one.oci-archive.tar'}"], capture_output=True, text=True, check=True)
+    inspected = subprocess.run(
+        [require("skopeo"), "inspect", f"oci-archive:{tmp_path / 'one.oci-archive.tar'}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(inspected.stdout)["Labels"]["dev.lockgen.target"] == "h100"
 
 
@@ -309,7 +414,9 @@ def test_two_targets_share_the_layers_of_their_common_packages(tmp_path: Path, m
     assert ids[0][-1] != ids[1][-1]  # the last layer names each target's lock
 
 
-def test_a_layout_that_cannot_be_put_in_place_leaves_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_layout_that_cannot_be_put_in_place_leaves_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The old layout is set aside while the new one is renamed into its place: a failed rename put it back (a
     review found the set-aside copy removed with the work folder, so nothing was left at --out)."""
     from lockgen.adapters.image import image_tree

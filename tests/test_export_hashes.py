@@ -19,7 +19,9 @@ from tests.test_export import make_lock
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     read: list[str] = []
     real = env_manifest.entry_of
-    monkeypatch.setattr(env_manifest, "entry_of", lambda prefix, relative: read.append(relative) or real(prefix, relative))
+    monkeypatch.setattr(
+        env_manifest, "entry_of", lambda prefix, relative: read.append(relative) or real(prefix, relative)
+    )
     return read
 
 

@@ -32,7 +32,16 @@ def two_platform_lock(tmp_path: Path) -> Path:
     channel = build_channel(
         tmp_path / "channel",
         [
-            *(Pkg("libfoo", "1.0", subdir=subdir, files={"lib/libfoo.txt": f"foo for {subdir}\n"}, depends=("cuda-version >=12",)) for subdir in ("linux-64", "linux-aarch64")),
+            *(
+                Pkg(
+                    "libfoo",
+                    "1.0",
+                    subdir=subdir,
+                    files={"lib/libfoo.txt": f"foo for {subdir}\n"},
+                    depends=("cuda-version >=12",),
+                )
+                for subdir in ("linux-64", "linux-aarch64")
+            ),
             Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
             Pkg("cuda-version", "12.4", subdir="noarch", build="h0_3"),
         ],
@@ -56,7 +65,9 @@ def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, mon
     digests = []
     for run in ("a", "b"):
         monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / f"home-{run}"))
-        digests.append(export(ExportRequest(lock, tmp_path / run, FromLock(("linux-64", "linux-aarch64"), True)), lambda _: None))
+        digests.append(
+            export(ExportRequest(lock, tmp_path / run, FromLock(("linux-64", "linux-aarch64"), True)), lambda _: None)
+        )
     assert digests[0] == digests[1]
     files = lambda root: {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}  # noqa: E731
     assert files(tmp_path / "a") == files(tmp_path / "b")
@@ -82,9 +93,19 @@ def test_an_index_of_two_platforms_same_bytes_from_two_homes(tmp_path: Path, mon
 
 
 @pytest.mark.slow
-def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lock = two_platform_lock(tmp_path)
-    exported = run_cli("export", str(lock), "--all-platforms", "--out", str(tmp_path / "img"), "--json", env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    exported = run_cli(
+        "export",
+        str(lock),
+        "--all-platforms",
+        "--out",
+        str(tmp_path / "img"),
+        "--json",
+        env={"LOCKGEN_HOME": str(tmp_path / "home")},
+    )
     assert exported.returncode == 0, exported.stderr
     result = json.loads(exported.stdout)
     assert set(result["environment_digests"]) == {"linux-64", "linux-aarch64"}
@@ -104,17 +125,34 @@ def test_oci_image_tool_and_skopeo_read_the_index_per_architecture(tmp_path: Pat
     assert "sha256:" + hashlib.sha256(raw).hexdigest() == result["image_digest"]
     assert json.loads(raw)["mediaType"] == INDEX_MEDIA_TYPE
     for arch, platform in (("amd64", "linux-64"), ("arm64", "linux-aarch64")):
-        inspected = json.loads(subprocess.run([require("skopeo"), "inspect", "--override-arch", arch, reference], capture_output=True, check=True, text=True).stdout)
+        inspected = json.loads(
+            subprocess.run(
+                [require("skopeo"), "inspect", "--override-arch", arch, reference],
+                capture_output=True,
+                check=True,
+                text=True,
+            ).stdout
+        )
         assert inspected["Architecture"] == arch
-        assert inspected["Labels"]["dev.lockgen.environment.digest"] == "sha256:" + result["environment_digests"][platform]
+        assert (
+            inspected["Labels"]["dev.lockgen.environment.digest"] == "sha256:" + result["environment_digests"][platform]
+        )
         # one platform copied out is a whole image: valid, and its files are the environment it records
-        subprocess.run([require("skopeo"), "copy", "--override-arch", arch, reference, f"oci:{tmp_path / arch}:h100"], check=True, capture_output=True)
+        subprocess.run(
+            [require("skopeo"), "copy", "--override-arch", arch, reference, f"oci:{tmp_path / arch}:h100"],
+            check=True,
+            capture_output=True,
+        )
         validate("image", tmp_path / arch, "--ref", "name=h100")
         checked = check_image(tmp_path / arch)
         recorded, recomputed, drift = checked.recorded, checked.recomputed, checked.drift
         assert recorded == recomputed == result["environment_digests"][platform] and drift.clean
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--image", f"{tmp_path / 'arm64'}:h100", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--image", f"{tmp_path / 'arm64'}:h100", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     assert (bundle / "rootfs" / "opt" / "env" / "lib" / "libfoo.txt").read_text() == "foo for linux-aarch64\n"
 
 
@@ -150,6 +188,9 @@ def test_refusals_are_one_error_line_and_write_nothing(tmp_path: Path, monkeypat
     with pytest.raises(UserError, match="named twice"):
         export(ExportRequest(lock, tmp_path / "out", FromLock(("linux-64", "linux-64"), True)), lambda _: None)
     usage = run_cli("export", str(lock), "--all-platforms", "--platform", "linux-64", "--out", str(tmp_path / "out"))
-    assert usage.returncode == 2 and usage.stderr.splitlines()[0] == "error: --all-platforms and --platform exclude each other"
+    assert (
+        usage.returncode == 2
+        and usage.stderr.splitlines()[0] == "error: --all-platforms and --platform exclude each other"
+    )
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.tar").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".lockgen-export-")]

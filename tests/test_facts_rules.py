@@ -32,7 +32,15 @@ def admitted(target: Target, platform: str = "linux-64") -> tuple[str, ...]:
 
 
 # NVIDIA CUDA Compatibility guide / release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions" (Linux, GA rows)
-TABLE_3_GA = {"12.4": "550.54.14", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06", "13.1": "590.44.01", "13.2": "595.45.04"}
+TABLE_3_GA = {
+    "12.4": "550.54.14",
+    "12.6": "560.28.03",
+    "12.8": "570.26",
+    "12.9": "575.51.03",
+    "13.0": "580.65.06",
+    "13.1": "590.44.01",
+    "13.2": "595.45.04",
+}
 
 
 def test_strict_is_by_minor_the_floor_is_the_ga_driver_of_each_cuda_minor() -> None:
@@ -56,7 +64,9 @@ def test_cuda_13_4_and_13_5_have_floors_from_drivers_nvidia_ships_for_them() -> 
     for cuda, driver in {"13.4": "615.71.09", "13.5": "620.70.06"}.items():
         toolkit = FACTS.cuda_toolkits[cuda]
         assert toolkit.min_driver == driver
-        assert any("developer.download.nvidia.com" in s for s in toolkit.sources) and "unverified" in " ".join(toolkit.sources)
+        assert any("developer.download.nvidia.com" in s for s in toolkit.sources) and "unverified" in " ".join(
+            toolkit.sources
+        )
         assert native_cuda(FACTS, driver) == cuda
     assert native_cuda(FACTS, "615.40.01") == "13.3"  # an older R615 is not known to run 13.4: the CUDA before
     assert native_cuda(FACTS, "620.10.01") == "13.4"
@@ -69,31 +79,61 @@ def test_a_driver_past_the_newest_floor_reads_as_the_newest_known_cuda_and_says_
     assert "newest CUDA" not in cuda_window(FACTS, gpu("sm90", "595.45.04")).reason
 
 
-def _build(build: str, depends: tuple[str, ...], channel: str = "https://conda.anaconda.org/conda-forge/linux-aarch64", name: str = "pytorch", version: str = "2.7.1") -> CandidateBuild:
+def _build(
+    build: str,
+    depends: tuple[str, ...],
+    channel: str = "https://conda.anaconda.org/conda-forge/linux-aarch64",
+    name: str = "pytorch",
+    version: str = "2.7.1",
+) -> CandidateBuild:
     return CandidateBuild(name=name, version=version, build=build, channel=channel, depends=depends)
 
 
 def test_a_tegra_build_is_judged_by_the_tegra_list_never_the_generic_one() -> None:
     target = gpu("sm90", "575.57.08")
     window = cuda_window(FACTS, target)
-    generic = judge_build(FACTS, target, window, "linux-aarch64", _build("cuda129_generic_h1_0", ("cuda-version >=12.9,<13",)))
-    tegra = judge_build(FACTS, target, window, "linux-aarch64", _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")))
+    generic = judge_build(
+        FACTS, target, window, "linux-aarch64", _build("cuda129_generic_h1_0", ("cuda-version >=12.9,<13",))
+    )
+    tegra = judge_build(
+        FACTS,
+        target,
+        window,
+        "linux-aarch64",
+        _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")),
+    )
     assert generic.allowed and generic.kind == "native"
     assert not tegra.allowed and tegra.kind == "ptx" and "8.7+PTX" in tegra.reason  # Jetson cubins, PTX only for sm90
     upgraded = gpu("sm87", "540.4.0", cuda="12.9")  # JetPack 6 with NVIDIA's CUDA 12.9 upgradable package
-    orin = judge_build(FACTS, upgraded, cuda_window(FACTS, upgraded), "linux-aarch64", _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")))
+    orin = judge_build(
+        FACTS,
+        upgraded,
+        cuda_window(FACTS, upgraded),
+        "linux-aarch64",
+        _build("cuda129_generic_h2_0", ("cuda-version >=12.9,<13", "arm-variant * tegra")),
+    )
     assert orin.allowed
 
 
 def test_a_newer_pytorch_channel_release_takes_the_newest_list_of_its_variant() -> None:
     target = gpu("sm90", "575.57.08")
     window = cuda_window(FACTS, target)
-    newer = _build("py3.12_cuda12.6_cudnn9_0", ("cuda-version >=12.6,<12.7",), "https://conda.anaconda.org/pytorch/linux-64", version="2.16.0")
+    newer = _build(
+        "py3.12_cuda12.6_cudnn9_0",
+        ("cuda-version >=12.6,<12.7",),
+        "https://conda.anaconda.org/pytorch/linux-64",
+        version="2.16.0",
+    )
     verdict = judge_build(FACTS, target, window, "linux-64", newer)
     assert verdict.allowed and "is newer than lockgen's facts (2.14 cu126)" in verdict.inferred
     refused = judge_build(FACTS, target, window, "linux-64", newer, "refuse")
     assert not refused.allowed and refused.kind == "unknown-arch-list" and "LOCKGEN_FACTS" in refused.reason
-    cu118 = _build("py3.10_cuda11.8_cudnn8_0", ("pytorch-cuda 11.8.*",), "https://conda.anaconda.org/pytorch/linux-64", version="2.1.0")
+    cu118 = _build(
+        "py3.10_cuda11.8_cudnn8_0",
+        ("pytorch-cuda 11.8.*",),
+        "https://conda.anaconda.org/pytorch/linux-64",
+        version="2.1.0",
+    )
     p40 = gpu("sm61", "520.61.05")
     assert judge_build(FACTS, p40, cuda_window(FACTS, p40), "linux-64", cu118).allowed  # the channel's list has 6.1
 
@@ -117,17 +157,25 @@ def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
     driver runs with minor-version compatibility, whether or not the facts list it."""
     with urllib.request.urlopen("https://pypi.org/pypi/torch/json", timeout=30) as reply:
         releases = [
-            Version(v) for v, files in json.load(reply)["releases"].items() if files and not Version(v).is_prerelease and any("manylinux" in f["filename"] and "x86_64" in f["filename"] for f in files)
+            Version(v)
+            for v, files in json.load(reply)["releases"].items()
+            if files
+            and not Version(v).is_prerelease
+            and any("manylinux" in f["filename"] and "x86_64" in f["filename"] for f in files)
         ]
     stack = tmp_path / "stack.toml"
-    stack.write_text('[stack]\nname = "newest"\npython = "3.12"\n[pypi-dependencies]\ntorch = ">=2.4"\n[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\ncuda-compat = "minor"\n')
+    stack.write_text(
+        '[stack]\nname = "newest"\npython = "3.12"\n[pypi-dependencies]\ntorch = ">=2.4"\n[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\ncuda-compat = "minor"\n'
+    )
     done = run_cli("resolve", str(stack))
     assert done.returncode == 0, done.stderr
     lock = load_lock(tmp_path / "locks" / "h100.conda-lock.yml")
     torch = next(p.version for p in lock.package if p.name == "torch")
     notes = lock.metadata.custom_metadata.get("lockgen.newer-releases.linux-64", "")
     newest = max(releases)  # chosen, or a release newer than the facts that the lock says was refused and why
-    assert Version(torch) == newest or (f"torch {newest} is newer than lockgen's facts" in notes and "refused" in notes), (torch, newest, done.stderr)
+    assert Version(torch) == newest or (
+        f"torch {newest} is newer than lockgen's facts" in notes and "refused" in notes
+    ), (torch, newest, done.stderr)
 
 
 @pytest.mark.slow
@@ -138,12 +186,18 @@ def test_facts_check_of_a_stack_names_the_channel_builds_the_facts_cannot_judge(
         tmp_path / "channel",
         [
             Pkg("cuda-version", "13.1", build="h0_3", subdir="noarch", constrains=("__cuda >=13",)),
-            Pkg("pytorch", "2.9.0", build="cuda129_h1_0", depends=("cuda-version >=12.9,<13",)),  # the facts know its list
-            Pkg("pytorch", "2.9.0", build="cuda131_h1_0", depends=("cuda-version >=13.1,<14",)),  # they know no 13.1 list
+            Pkg(
+                "pytorch", "2.9.0", build="cuda129_h1_0", depends=("cuda-version >=12.9,<13",)
+            ),  # the facts know its list
+            Pkg(
+                "pytorch", "2.9.0", build="cuda131_h1_0", depends=("cuda-version >=13.1,<14",)
+            ),  # they know no 13.1 list
         ],
     )
     stack = tmp_path / "stack.toml"
-    stack.write_text(f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = "*"\n[targets.h100]\narch = "sm90"\ndriver = "595.45.04"\n')
+    stack.write_text(
+        f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = "*"\n[targets.h100]\narch = "sm90"\ndriver = "595.45.04"\n'
+    )
     done = run_cli("facts", "check", "--stack", str(stack), "--json")
     assert done.returncode == 1, done.stderr
     builds = json.loads(done.stdout)["conda_builds"]
@@ -170,13 +224,26 @@ def test_jetson_orin_is_read_by_its_own_driver_numbering() -> None:
     """JetPack 6.1/6.2 (Jetson Linux 36.4) reports driver 540.4.0 with CUDA 12.6; JetPack 5 has no nvidia-smi, its
     target states the Jetson Linux release (35.x: CUDA 11.4). Through Table 3, 540.4.0 would read as CUDA 12.2."""
     jp6 = cuda_window(FACTS, gpu("sm87", "540.4.0"))
-    assert (jp6.low, jp6.high, jp6.native) == ("11.4", "12.6", "12.6") and "JetPack 6.1/6.2 (Jetson Linux 36.4)" in jp6.reason
-    assert cuda_window(FACTS, gpu("sm87", "35.4.1")).high == "11.4" and cuda_window(FACTS, gpu("sm72", "35.6.2")).high == "11.4"
+    assert (jp6.low, jp6.high, jp6.native) == (
+        "11.4",
+        "12.6",
+        "12.6",
+    ) and "JetPack 6.1/6.2 (Jetson Linux 36.4)" in jp6.reason
+    assert (
+        cuda_window(FACTS, gpu("sm87", "35.4.1")).high == "11.4"
+        and cuda_window(FACTS, gpu("sm72", "35.6.2")).high == "11.4"
+    )
     assert admitted(gpu("sm87", "540.4.0"), "linux-aarch64") == ()  # PyPI's aarch64 CUDA builds are cu130 on
-    for driver, arch in (("540.3.0", "sm87"), ("540.4.0", "sm72"), ("36.4.3", "sm87")):  # JetPack 6.0; Xavier has no JP6
+    for driver, arch in (
+        ("540.3.0", "sm87"),
+        ("540.4.0", "sm72"),
+        ("36.4.3", "sm87"),
+    ):  # JetPack 6.0; Xavier has no JP6
         with pytest.raises(TargetError) as caught:
             cuda_window(FACTS, gpu(arch, driver))
-        assert "know no branch of Jetson driver" in caught.value.message and "numbered on their own" in caught.value.hint
+        assert (
+            "know no branch of Jetson driver" in caught.value.message and "numbered on their own" in caught.value.hint
+        )
         assert 'cuda = "' in caught.value.hint
     assert "540.4.x: CUDA 12.6" in caught.value.hint
     stated = cuda_window(FACTS, gpu("sm87", "540.3.0", cuda="12.2"))

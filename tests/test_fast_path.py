@@ -27,22 +27,45 @@ from lockgen.cli.fast_path import _read, _suffix
 from tests.channel_factory import Pkg, build_channel
 
 REPO = Path(__file__).resolve().parent.parent
-SLOW_ONLY = ("typer", "pydantic", "yaml", "rich", "lockgen.cli.app", "lockgen.model.lock", "lockgen.adapters.lock.lockfile_yaml")
+SLOW_ONLY = (
+    "typer",
+    "pydantic",
+    "yaml",
+    "rich",
+    "lockgen.cli.app",
+    "lockgen.model.lock",
+    "lockgen.adapters.lock.lockfile_yaml",
+)
 
 
 @pytest.fixture(scope="module")
 def lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A resolved one-target conda stack's lock: a program and a library."""
     root = tmp_path_factory.mktemp("fast-path")
-    channel = build_channel(root / "channel", [Pkg("tool", "1.0", depends=("lib",), files={"bin/tool": "#!/bin/sh\necho tool\n"}), Pkg("lib", "1.0", files={"lib/lib.txt": "lib\n"})])
+    channel = build_channel(
+        root / "channel",
+        [
+            Pkg("tool", "1.0", depends=("lib",), files={"bin/tool": "#!/bin/sh\necho tool\n"}),
+            Pkg("lib", "1.0", files={"lib/lib.txt": "lib\n"}),
+        ],
+    )
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "fast"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ntool = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "fast"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ntool = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml"
 
 
-def _lockgen(*args: str, home: Path, reparse: bool = False, importtime: bool = False, no_site: bool = False, env_extra: dict[str, str] | None = None) -> tuple[int, str, str, str]:
+def _lockgen(
+    *args: str,
+    home: Path,
+    reparse: bool = False,
+    importtime: bool = False,
+    no_site: bool = False,
+    env_extra: dict[str, str] | None = None,
+) -> tuple[int, str, str, str]:
     """A lockgen command's exit code, stdout, stderr and (with `importtime`) the modules lockgen's own process
     imported; `reparse`: with LOCKGEN_REPARSE=1, the typer app's answer; `no_site`: started by `python -S` (no
     site-packages, so nothing beyond the standard library can load, and no start-up hook imports anything)."""
@@ -84,11 +107,24 @@ def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Pat
     assert "typer" in slow[3].split() and "pydantic" in slow[3].split()  # the probe sees them where they load
 
 
-KEPT_RUN_NEVER = ("pathlib", "typing", "re", "json", "dataclasses", "tempfile", "subprocess", "lockgen.api.run", "lockgen.adapters.proof.conformance_store", "lockgen.adapters.lock.kept_inputs")
+KEPT_RUN_NEVER = (
+    "pathlib",
+    "typing",
+    "re",
+    "json",
+    "dataclasses",
+    "tempfile",
+    "subprocess",
+    "lockgen.api.run",
+    "lockgen.adapters.proof.conformance_store",
+    "lockgen.adapters.lock.kept_inputs",
+)
 
 
 @pytest.mark.slow
-def test_a_repeated_run_is_answered_by_its_kept_record_with_the_standard_library_alone(lock: Path, tmp_path: Path) -> None:
+def test_a_repeated_run_is_answered_by_its_kept_record_with_the_standard_library_alone(
+    lock: Path, tmp_path: Path
+) -> None:
     """The second `run` of a made environment keeps its record; the third is answered by it (`kept_runs`), with
     no pathlib, typing, re, json or dataclasses and none of the full fast path's modules, exactly as the typer app
     answers, a nonzero exit code and the environment's variables included."""
@@ -99,7 +135,9 @@ def test_a_repeated_run_is_answered_by_its_kept_record_with_the_standard_library
     assert second[0] == 7 and "lockgen.api.run" in second[3].split()  # the full fast path, which keeps the record
     (record,) = (home / "kept").rglob("run/*")
     third = _lockgen(*command, home=home, importtime=True, no_site=True)
-    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.adapters.proof.kept_runs" in third[3].split(), third[3]
+    assert [
+        name for name in KEPT_RUN_NEVER if name in third[3].split()
+    ] == [] and "lockgen.adapters.proof.kept_runs" in third[3].split(), third[3]
     assert third[:3] == second[:3] == _lockgen(*command, home=home, reparse=True)[:3]
     assert third[1].startswith(f"{second[2].split(' is already')[0]} 1 cpu\n") and third[1].endswith("tool\n")
     assert (home / "kept").rglob("run/*").__next__() == record
@@ -116,7 +154,9 @@ def test_a_repeated_materialize_is_answered_by_the_same_record(lock: Path, tmp_p
     second = _lockgen(*command, home=home, importtime=True)
     assert second[0] == 0 and "lockgen.api.materialize" in second[3].split()
     third = _lockgen(*command, home=home, importtime=True, no_site=True)
-    assert [name for name in KEPT_RUN_NEVER if name in third[3].split()] == [] and "lockgen.api.materialize" not in third[3].split(), third[3]
+    assert [
+        name for name in KEPT_RUN_NEVER if name in third[3].split()
+    ] == [] and "lockgen.api.materialize" not in third[3].split(), third[3]
     assert third[:3] == second[:3] == _lockgen(*command, home=home, reparse=True)[:3]
     assert third[1] == f"{prefix}\n" and "environment digest sha256:" in third[2]
     run = _lockgen("run", str(lock), "--prefix", str(prefix), "--", "true", home=home, importtime=True, no_site=True)
@@ -126,7 +166,9 @@ def test_a_repeated_materialize_is_answered_by_the_same_record(lock: Path, tmp_p
 
 
 @pytest.mark.slow
-def test_a_fresh_stack_with_its_target_is_answered_before_typer_and_a_stale_one_as_before(lock: Path, tmp_path: Path) -> None:
+def test_a_fresh_stack_with_its_target_is_answered_before_typer_and_a_stale_one_as_before(
+    lock: Path, tmp_path: Path
+) -> None:
     """`run STACK --target T` (issue 43: stacks kept): the first run checks the stack's freshness through the
     typer app and keeps that verdict by the stack's and the lock's bytes; the next is answered by the fast path,
     as the typer app answers, for every freshness mode. A stack changed since (stale) goes the typer way again:
@@ -148,8 +190,12 @@ def test_a_fresh_stack_with_its_target_is_answered_before_typer_and_a_stale_one_
     assert folder[0] == 0 and "typer" not in folder[3].split()
     copy = tmp_path / "copy"  # the same bytes in another folder (a second checkout): its base, if any, is its own
     shutil.copytree(stack, copy)
-    elsewhere = _lockgen("run", str(copy / "stack.toml"), "--target", "cpu", "--locked", "--", "true", home=home, importtime=True)
-    assert elsewhere[0] == 0 and "typer" in elsewhere[3].split()  # checked there, not taken from the first folder's verdict
+    elsewhere = _lockgen(
+        "run", str(copy / "stack.toml"), "--target", "cpu", "--locked", "--", "true", home=home, importtime=True
+    )
+    assert (
+        elsewhere[0] == 0 and "typer" in elsewhere[3].split()
+    )  # checked there, not taken from the first folder's verdict
     stack_file.write_text(stack_file.read_text().replace('tool = "*"', 'tool = ">=1"'))  # a request changed: stale
     stale = ["run", str(stack_file), "--target", "cpu", "--locked", "--", "true"]
     refused = _lockgen(*stale, home=home, importtime=True)
@@ -196,7 +242,9 @@ def test_a_kept_run_record_stands_only_while_its_whole_proof_does(lock: Path, tm
 
 def _timeless(answer: tuple) -> tuple:
     """An answer with the times it names (when every byte was last read: `--full` reads them now) as `TIME`."""
-    return tuple(re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "TIME", part) if isinstance(part, str) else part for part in answer)
+    return tuple(
+        re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "TIME", part) if isinstance(part, str) else part for part in answer
+    )
 
 
 @pytest.mark.slow
@@ -221,7 +269,9 @@ def test_the_fast_path_answers_as_the_typer_app(lock: Path, tmp_path: Path, args
     line = [str(lock) if a == "LOCK" else str(prefix) if a == "PREFIX" else a for a in args]
     fast = _lockgen(*line, home=home, importtime=True)
     assert _timeless(fast[:3]) == _timeless(_lockgen(*line, home=home, reparse=True)[:3])
-    answered = (fast[0] == 0 and "--full" not in args) or "no-such-program-here" in args  # errors and --full: the typer app's
+    answered = (
+        fast[0] == 0 and "--full" not in args
+    ) or "no-such-program-here" in args  # errors and --full: the typer app's
     assert ("typer" not in fast[3].split()) == answered, fast
 
 
@@ -234,7 +284,9 @@ def test_a_repeated_check_of_a_made_environment_answers_as_the_typer_app(lock: P
         first = _lockgen(*command, home=home)  # the first check keeps its verdict
         assert first[0] == 0, first
         fast = _lockgen(*command, home=home, importtime=True)
-        assert [name for name in SLOW_ONLY if name in fast[3].split()] == [] and "proven by their fingerprints" in fast[2]
+        assert [name for name in SLOW_ONLY if name in fast[3].split()] == [] and "proven by their fingerprints" in fast[
+            2
+        ]
         assert fast[:3] == _lockgen(*command, home=home, reparse=True)[:3]
     (prefix / "lib" / "lib.txt").write_text("changed\n")
     command = ["check", "--lock", str(lock), "--prefix", str(prefix)]
@@ -248,7 +300,10 @@ def test_a_changed_environment_is_refused_as_before(lock: Path, tmp_path: Path) 
     _made(lock, home, prefix)
     with (prefix / "lib" / "lib.txt").open("a") as changed:
         changed.write("changed\n")
-    for command in (["materialize", str(lock), "--prefix", str(prefix)], ["run", str(lock), "--prefix", str(prefix), "--", "true"]):
+    for command in (
+        ["materialize", str(lock), "--prefix", str(prefix)],
+        ["run", str(lock), "--prefix", str(prefix), "--", "true"],
+    ):
         fast = _lockgen(*command, home=home)
         assert fast[0] == 1 and "changed since it was made (1 modified" in fast[2]
         assert fast[:3] == _lockgen(*command, home=home, reparse=True)[:3]
@@ -261,7 +316,11 @@ def test_a_changed_lock_or_a_tampered_kept_value_is_parsed_again(lock: Path, tmp
     (kept,) = (home / "kept").rglob("*.json")
     command = ["run", str(lock), "--prefix", str(prefix), "--", "true"]  # the store's target names the activation
     record = json.loads(kept.read_bytes())
-    for tampered in (b"{not json", json.dumps({**record, "sha256": "0" * 64}).encode(), json.dumps({**record, "value": {"target": 7}}).encode()):
+    for tampered in (
+        b"{not json",
+        json.dumps({**record, "sha256": "0" * 64}).encode(),
+        json.dumps({**record, "value": {"target": 7}}).encode(),
+    ):
         kept.write_bytes(tampered)
         code, _, _, imported = _lockgen(*command, home=home, importtime=True)
         assert code == 0 and "pydantic" in imported.split()  # parsed again, and kept again
@@ -286,7 +345,27 @@ def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, mo
     kept_inputs.keep("lock", "c" * 64, lambda: {"target": "cpu", "platforms": []}, bool)  # nothing kept, no error
 
 
-WORDS = st.sampled_from(["a.yml", "b.yml", "stack.toml", "--prefix", "--platform", "-p", "--shell", "--json", "-v", "--help", "--target", "-t", "--locked", "--frozen", "", "-", "x"])
+WORDS = st.sampled_from(
+    [
+        "a.yml",
+        "b.yml",
+        "stack.toml",
+        "--prefix",
+        "--platform",
+        "-p",
+        "--shell",
+        "--json",
+        "-v",
+        "--help",
+        "--target",
+        "-t",
+        "--locked",
+        "--frozen",
+        "",
+        "-",
+        "x",
+    ]
+)
 
 
 @given(command=st.sampled_from(["run", "shell", "activate", "materialize"]), words=st.lists(WORDS, max_size=7))
@@ -297,7 +376,12 @@ def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[s
         return
     lock, options = read
     stack_options = {"--target", "-t", "--locked", "--frozen"} if command != "materialize" else set()
-    known = {"--prefix", "--platform", "-p"} | ({"--shell"} if command == "activate" else set()) | ({"--json"} if command == "materialize" else set()) | stack_options
+    known = (
+        {"--prefix", "--platform", "-p"}
+        | ({"--shell"} if command == "activate" else set())
+        | ({"--json"} if command == "materialize" else set())
+        | stack_options
+    )
     rest = list(words)
     for flag in [w for w in words if w in known]:
         if flag in ("--json", "--locked", "--frozen"):
@@ -311,7 +395,9 @@ def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[s
     assert len(options) == len([w for w in words if w in known])
 
 
-def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from lockgen.api import run as use_case
     from lockgen.cli import fast_path
 
@@ -330,7 +416,10 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(tmp_p
 
     monkeypatch.setattr(use_case, "kept_activation", said_then_broken)
     assert fast_path.answered(["run", str(lock), "--", "true"]) == 3
-    assert capsys.readouterr().err == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and report the traceback\n"
+    assert (
+        capsys.readouterr().err
+        == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and report the traceback\n"
+    )
 
 
 @given(st.text(alphabet="/.ab", max_size=10))

@@ -68,11 +68,18 @@ def _made(tmp_path: Path) -> Path:
 
 
 def _everything_written(*roots: Path) -> str:
-    return "".join(p.read_bytes().decode("utf-8", "replace") for root in roots for p in root.rglob("*") if p.is_file() and p.stat().st_size < 1 << 20)
+    return "".join(
+        p.read_bytes().decode("utf-8", "replace")
+        for root in roots
+        for p in root.rglob("*")
+        if p.is_file() and p.stat().st_size < 1 << 20
+    )
 
 
 @pytest.mark.slow
-def test_netrc_credentials_resolve_and_materialize_and_stay_out_of_everything(tmp_path: Path, private_channel: tuple[str, list], user_home: Path) -> None:
+def test_netrc_credentials_resolve_and_materialize_and_stay_out_of_everything(
+    tmp_path: Path, private_channel: tuple[str, list], user_home: Path
+) -> None:
     url, seen = private_channel
     netrc_file = user_home / ".netrc"
     netrc_file.write_text(f"machine 127.0.0.1 login {USER} password {PASSWORD}\n")
@@ -85,7 +92,9 @@ def test_netrc_credentials_resolve_and_materialize_and_stay_out_of_everything(tm
     assert again.returncode == 0 and PASSWORD not in again.stdout + again.stderr
 
 
-def test_rattler_auth_file_with_a_wildcard_host(tmp_path: Path, private_channel: tuple[str, list], user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rattler_auth_file_with_a_wildcard_host(
+    tmp_path: Path, private_channel: tuple[str, list], user_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, _ = private_channel
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"127.0.0.1": {"BasicHTTP": {"username": USER, "password": PASSWORD}}}))
@@ -96,7 +105,9 @@ def test_rattler_auth_file_with_a_wildcard_host(tmp_path: Path, private_channel:
 
 
 @pytest.mark.slow
-def test_without_credentials_the_error_says_where_they_go(tmp_path: Path, private_channel: tuple[str, list], user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_credentials_the_error_says_where_they_go(
+    tmp_path: Path, private_channel: tuple[str, list], user_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, _ = private_channel
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"127.0.0.1": {"BasicHTTP": {"username": USER, "password": PASSWORD}}}))
@@ -107,14 +118,29 @@ def test_without_credentials_the_error_says_where_they_go(tmp_path: Path, privat
         materialize(lock, None, tmp_path / "env", lambda _: None)
     assert "~/.netrc or $RATTLER_AUTH_FILE" in raised.value.hint
     refused = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"))
-    assert refused.returncode == 1 and "error: cannot fetch `libfoo`" in refused.stderr and "Traceback" not in refused.stderr
+    assert (
+        refused.returncode == 1
+        and "error: cannot fetch `libfoo`" in refused.stderr
+        and "Traceback" not in refused.stderr
+    )
 
 
 def test_each_credential_form(tmp_path: Path, user_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     auth = tmp_path / "auth.json"
-    auth.write_text(json.dumps({"*.example.org": {"BearerToken": "tk"}, "conda.acme.io": {"CondaToken": "ct-1"}, "basic.acme.io": {"BasicHTTP": {"username": "u", "password": "p"}}}))
+    auth.write_text(
+        json.dumps(
+            {
+                "*.example.org": {"BearerToken": "tk"},
+                "conda.acme.io": {"CondaToken": "ct-1"},
+                "basic.acme.io": {"BasicHTTP": {"username": "u", "password": "p"}},
+            }
+        )
+    )
     monkeypatch.setenv("RATTLER_AUTH_FILE", str(auth))
-    assert fetch_auth.authorized("https://repo.example.org/c/x.conda") == ("https://repo.example.org/c/x.conda", {"Authorization": "Bearer tk"})
+    assert fetch_auth.authorized("https://repo.example.org/c/x.conda") == (
+        "https://repo.example.org/c/x.conda",
+        {"Authorization": "Bearer tk"},
+    )
     assert fetch_auth.authorized("https://conda.acme.io/c/x.conda") == ("https://conda.acme.io/t/ct-1/c/x.conda", {})
     assert fetch_auth.authorized("https://basic.acme.io/x")[1] == {"Authorization": "Basic dTpw"}
     assert fetch_auth.authorized("https://other.net/x") == ("https://other.net/x", {})

@@ -25,7 +25,10 @@ QUICKSTART = REPO / "envs" / "examples" / "quickstart" / "stack.toml"
 
 def test_a_stack_given_for_a_lock_is_named_a_stack(tmp_path: Path) -> None:
     """`lockgen materialize stack.toml`: not "not valid YAML ... re-create it", but what to pass instead."""
-    for args in (["materialize", str(QUICKSTART), "--prefix", str(tmp_path / "env")], ["diff", str(QUICKSTART), str(QUICKSTART)]):
+    for args in (
+        ["materialize", str(QUICKSTART), "--prefix", str(tmp_path / "env")],
+        ["diff", str(QUICKSTART), str(QUICKSTART)],
+    ):
         result = run_cli(*args)
         assert result.returncode in (1, 2) and "Traceback" not in result.stderr
         error, hint = result.stderr.strip().splitlines()[-2:]
@@ -36,7 +39,10 @@ def test_a_stack_given_for_a_lock_is_named_a_stack(tmp_path: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(st.integers(min_value=0, max_value=99), st.decimals(min_value=0, max_value=99, places=2).map(str)), st.sampled_from(["", "  # the interpreter", "\t"]))
+@given(
+    st.one_of(st.integers(min_value=0, max_value=99), st.decimals(min_value=0, max_value=99, places=2).map(str)),
+    st.sampled_from(["", "  # the interpreter", "\t"]),
+)
 def test_a_version_written_as_a_number_says_to_quote_it_as_written(number: object, comment: str) -> None:
     """`python = 3.10` is the float 3.1 to TOML: the hint quotes what the file says, not what TOML read."""
     written = str(number)
@@ -54,13 +60,20 @@ def test_the_update_hint_names_the_table_the_stack_uses(tmp_path: Path) -> None:
     for lock in (QUICKSTART.parent / "locks").iterdir():
         (tmp_path / "locks" / lock.name).write_bytes(lock.read_bytes())
     result = run_cli("resolve", str(stack), "--update", "no-such-package")
-    assert result.returncode == 1 and "hint: --update takes names of locked packages; add new ones to [pypi-dependencies]" in result.stderr, result.stderr
+    assert (
+        result.returncode == 1
+        and "hint: --update takes names of locked packages; add new ones to [pypi-dependencies]" in result.stderr
+    ), result.stderr
 
 
 @pytest.mark.parametrize("where", ["before", "after", "between"])
 def test_verbose_anywhere_on_the_line(tmp_path: Path, where: str) -> None:
     missing = str(tmp_path / "missing.conda-lock.yml")
-    args = {"before": ["-v", "diff", missing, missing], "after": ["diff", missing, missing, "--verbose"], "between": ["diff", missing, "-v", missing]}[where]
+    args = {
+        "before": ["-v", "diff", missing, missing],
+        "after": ["diff", missing, missing, "--verbose"],
+        "between": ["diff", missing, "-v", missing],
+    }[where]
     result = run_cli(*args)
     assert result.returncode == 2 and "Traceback" in result.stderr and "error: lock" in result.stderr
     assert "Traceback" not in run_cli("diff", missing, missing).stderr
@@ -92,7 +105,14 @@ def test_the_kernel_hint_runs_from_any_folder(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as a user's shell has it
-    helped = subprocess.run(by_hand.replace("--arch cpu --quick", "--help"), shell=True, capture_output=True, text=True, cwd=elsewhere, env=plain)
+    helped = subprocess.run(
+        by_hand.replace("--arch cpu --quick", "--help"),
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=plain,
+    )
     assert helped.returncode == 0 and "usage: python -m verify" in helped.stdout, helped.stderr
     bare = subprocess.run([python, "-m", "verify", "--help"], capture_output=True, text=True, cwd=elsewhere, env=plain)
     assert bare.returncode != 0 and "No module named verify" in bare.stderr

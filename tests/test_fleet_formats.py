@@ -40,7 +40,9 @@ CUDNN_OFF = H200 / "degraded-cudnn-off.cert.json"  # failed two convolution floo
 TF32_OFF = H200 / "degraded-tf32-off.cert.json"  # failed the TF32 floor; signed by another key than KEY
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-NFD_LINE = re.compile(r"lockgen\.io/([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)=([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+NFD_LINE = re.compile(
+    r"lockgen\.io/([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)=([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
+)
 
 
 def body_of(path: Path, key: Path | None = None) -> CertificateBody:
@@ -77,12 +79,22 @@ def identity(body: dict, **extra: str) -> frozenset:
 
 
 def numeric_figures(body: dict) -> dict[tuple[str, str], tuple[str, float]]:
-    return {(group, name): (entry.get("unit", ""), entry["value"]) for group, entries in body["figures"].items() for name, entry in entries.items() if isinstance(entry.get("value"), (int, float))}
+    return {
+        (group, name): (entry.get("unit", ""), entry["value"])
+        for group, entries in body["figures"].items()
+        for name, entry in entries.items()
+        if isinstance(entry.get("value"), (int, float))
+    }
 
 
 def failed(body: CertificateBody) -> CertificateBody:
     """The certificate as if its bf16 GEMM floor had failed (no committed certificate with a lock failed)."""
-    checks = tuple(c.model_copy(update={"passed": False, "detail": "bf16 GEMM 402 TFLOP/s, floor 600"}) if c.name == "gemm_bf16_floor" else c for c in body.checks)
+    checks = tuple(
+        c.model_copy(update={"passed": False, "detail": "bf16 GEMM 402 TFLOP/s, floor 600"})
+        if c.name == "gemm_bf16_floor"
+        else c
+        for c in body.checks
+    )
     assert checks != body.checks
     return body.model_copy(update={"checks": checks, "passed": False})
 
@@ -115,7 +127,9 @@ def test_prometheus_labels_name_the_lock_and_image_and_are_escaped() -> None:
     body = body_of(PASSED, KEY)
     odd = body.model_copy(update={"subject": body.subject.model_copy(update={"target": 'a "b" \\c\nd \ud800'})})
     labels = [dict(labels) for name, labels in samples(prometheus_text(odd)) if name == "lockgen_certificate_passed"]
-    assert labels[0]["target"] == 'a "b" \\c\nd ?'  # escaped by the library and read back whole; a lone surrogate is `?`
+    assert (
+        labels[0]["target"] == 'a "b" \\c\nd ?'
+    )  # escaped by the library and read back whole; a lone surrogate is `?`
 
 
 def test_nfd_labels_the_lock_while_the_certificate_passed() -> None:
@@ -136,7 +150,9 @@ def test_nfd_labels_the_lock_while_the_certificate_passed() -> None:
 
 def test_nfd_names_are_label_names_and_a_certificate_without_lock_is_refused() -> None:
     body = body_of(PASSED, KEY)
-    renamed = body.model_copy(update={"subject": body.subject.model_copy(update={"target": "gh200 (arm)/x" + "y" * 80})})
+    renamed = body.model_copy(
+        update={"subject": body.subject.model_copy(update={"target": "gh200 (arm)/x" + "y" * 80})}
+    )
     labels = [line for line in nfd_features(renamed).splitlines() if not line.startswith("#")]
     assert labels[0].startswith("lockgen.io/gh200--arm--xyyy") and all(NFD_LINE.fullmatch(line) for line in labels)
     assert len(labels[1].split("=")[0].split("/")[1]) <= 63
@@ -145,7 +161,9 @@ def test_nfd_names_are_label_names_and_a_certificate_without_lock_is_refused() -
         nfd_features(unnamed)
     with pytest.raises(UserError, match="covers no lock"):
         nfd_features(body_of(TF32_OFF))
-    forged = body.model_copy(update={"subject": body.subject.model_copy(update={"lock_sha256": "15f25bda0af4=x\nevil"})})
+    forged = body.model_copy(
+        update={"subject": body.subject.model_copy(update={"lock_sha256": "15f25bda0af4=x\nevil"})}
+    )
     with pytest.raises(LockFormatError, match="not 64 hex digits"):
         nfd_features(forged)
 
@@ -154,9 +172,13 @@ def test_npd_status_is_one_line_naming_the_failed_checks() -> None:
     ok = npd_status(body_of(PASSED, KEY))
     assert ok == "lockgen h200 sm90: certificate passed 42 checks (run 2026-12-01T11:20:57Z, lock 15f25bda0af4)"
     problem = npd_status(body_of(CUDNN_OFF, KEY))
-    assert problem.startswith("lockgen sm90: certificate FAILED 2 of 34 checks: performance/conv_bf16_floor, performance/conv_fp16_floor")
+    assert problem.startswith(
+        "lockgen sm90: certificate FAILED 2 of 34 checks: performance/conv_bf16_floor, performance/conv_fp16_floor"
+    )
     body = failed(body_of(PASSED, KEY))
-    odd = body.model_copy(update={"checks": tuple(c.model_copy(update={"name": "x\ny"}) if not c.passed else c for c in body.checks)})
+    odd = body.model_copy(
+        update={"checks": tuple(c.model_copy(update={"name": "x\ny"}) if not c.passed else c for c in body.checks)}
+    )
     assert "\n" not in npd_status(odd) and "performance/x y" in npd_status(odd)
     forged = body_of(PASSED, KEY).model_copy(deep=True)  # the subject's lock as the attack battery forged it
     forged = forged.model_copy(update={"subject": forged.subject.model_copy(update={"lock_sha256": "../\nx=1"})})
@@ -173,7 +195,9 @@ def test_junit_has_one_testcase_per_check_and_the_failures_with_their_detail(pat
     failures = [c for c in body["checks"] if not c["passed"]]
     assert len(cases) == len(body["checks"]) == int(suite.get("tests"))
     assert int(suite.get("failures")) == len(failures) == len(suite.findall("testcase/failure"))
-    assert [(c.get("classname"), c.get("name")) for c in cases] == [(f"lockgen.sm90.{c['category']}", c["name"]) for c in body["checks"]]
+    assert [(c.get("classname"), c.get("name")) for c in cases] == [
+        (f"lockgen.sm90.{c['category']}", c["name"]) for c in body["checks"]
+    ]
     for check in failures:
         case = next(c for c in cases if c.get("name") == check["name"])
         assert case.find("failure").get("message") == check["detail"]
@@ -187,9 +211,13 @@ def test_junit_has_one_testcase_per_check_and_the_failures_with_their_detail(pat
 @given(detail=st.text(max_size=40), name=st.text(min_size=1, max_size=12))
 def test_junit_stays_xml_whatever_a_check_says(detail: str, name: str) -> None:
     body = body_of(PASSED, KEY)
-    odd = body.model_copy(update={"passed": False, "checks": (Check(category="stack", name=name, passed=False, detail=detail),)})
+    odd = body.model_copy(
+        update={"passed": False, "checks": (Check(category="stack", name=name, passed=False, detail=detail),)}
+    )
     failure = ET.fromstring(junit_report(odd)).find("testsuite/testcase/failure")
-    if all(ch in "\t\n\r" or (" " <= ch <= "\ud7ff") or ("\ue000" <= ch <= "\ufffd") or ch >= "\U00010000" for ch in detail):
+    if all(
+        ch in "\t\n\r" or (" " <= ch <= "\ud7ff") or ("\ue000" <= ch <= "\ufffd") or ch >= "\U00010000" for ch in detail
+    ):
         assert failure.get("message") == detail  # every character XML can hold comes back as it was
     else:
         assert "\ufffd" in failure.get("message")
@@ -208,7 +236,11 @@ def test_cert_export_writes_each_format_atomically_and_npd_exits_with_the_verdic
         result = run_cli("cert", "export", str(PASSED), "--format", fmt, "--key", str(KEY), "--out", str(out))
         assert result.returncode == 0 and result.stdout == f"{out}\n" and result.stderr == "", result.stderr
         assert check(out.read_text())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lockgen.junit", "lockgen.nfd", "lockgen.prom"]  # no temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "lockgen.junit",
+        "lockgen.nfd",
+        "lockgen.prom",
+    ]  # no temp file
     ok = run_cli("cert", "export", str(PASSED), "--format", "npd", "--key", str(KEY))
     assert (ok.returncode, ok.stdout.count("\n"), ok.stderr) == (0, 1, "") and "passed 42 checks" in ok.stdout
     problem = run_cli("cert", "export", str(CUDNN_OFF), "--format", "npd", "--key", str(KEY))
@@ -226,7 +258,12 @@ def test_cert_export_refuses_a_wrong_key_bad_input_and_bad_flags(tmp_path: Path)
     _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "prom", "--key", str(KEY), "--out", str(out)))
     _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "nfd", "--out", str(out)))  # no lock
     _fails_cleanly(run_cli("cert", "export", str(tmp_path / "missing.cert.json"), "--format", "npd"))
-    for flags in (["--format", "xml"], ["--format", "npd", "--out", str(out)], ["--format", "prom", "--valid-for", "7d"], ["--format", "nfd", "--valid-for", "seven days"]):
+    for flags in (
+        ["--format", "xml"],
+        ["--format", "npd", "--out", str(out)],
+        ["--format", "prom", "--valid-for", "7d"],
+        ["--format", "nfd", "--valid-for", "seven days"],
+    ):
         _fails_cleanly(run_cli("cert", "export", str(PASSED), *flags), code=2)
     assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["lockgen.prom"]
     latin1 = tmp_path / "latin1.cert.json"  # not UTF-8: was a UnicodeDecodeError (exit 3) in `cert verify` too
@@ -256,7 +293,11 @@ RENDERED_FIELDS = [
     ("checks", 0, "passed"),
 ]
 ANY_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(10**400), max_value=10**400) | st.floats() | st.text(max_size=12),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats()
+    | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2),
     max_leaves=4,
 )
@@ -315,7 +356,14 @@ def _scraped_by_node_exporter(binary: str, textfiles: Path) -> dict[tuple[str, f
     """The samples node_exporter's textfile collector serves for the files in `textfiles` (on loopback)."""
     port = _free_port()
     exporter = subprocess.Popen(
-        [binary, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}", "--web.disable-exporter-metrics"],
+        [
+            binary,
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            f"--collector.textfile.directory={textfiles}",
+            "--web.disable-exporter-metrics",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -369,14 +417,25 @@ def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
     assert scraped[("lockgen_certificate_checks", identity(tf32, status="failed"))] == 1
     bf16 = image["figures"]["gemm"]["bf16"]
     assert scraped[("lockgen_figure", identity(image, group="gemm", name="bf16", unit="TFLOP/s"))] == bf16["value"]
-    assert scraped[("lockgen_figure", identity(tf32, group="gemm", name="tf32", unit="TFLOP/s"))] == tf32["figures"]["gemm"]["tf32"]["value"]
-    assert sum(name == "lockgen_figure" for name, _ in scraped) == len(numeric_figures(image)) + len(numeric_figures(tf32))
+    assert (
+        scraped[("lockgen_figure", identity(tf32, group="gemm", name="tf32", unit="TFLOP/s"))]
+        == tf32["figures"]["gemm"]["tf32"]["value"]
+    )
+    assert sum(name == "lockgen_figure" for name, _ in scraped) == len(numeric_figures(image)) + len(
+        numeric_figures(tf32)
+    )
 
 
 @pytest.mark.slow
 def test_verify_emit_refuses_npd_unknown_formats_and_nfd_without_a_lock(tmp_path: Path) -> None:
     out = tmp_path / "c.cert.json"
-    for emit, code in (("npd=x", 2), ("metrics.prom", 2), ("xml=r.xml", 2), (f"prom={out}", 2), (f"nfd={tmp_path / 'lockgen'}", 1)):
+    for emit, code in (
+        ("npd=x", 2),
+        ("metrics.prom", 2),
+        ("xml=r.xml", 2),
+        (f"prom={out}", 2),
+        (f"nfd={tmp_path / 'lockgen'}", 1),
+    ):
         _fails_cleanly(run_cli("verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", emit), code=code)
     assert list(tmp_path.iterdir()) == []  # refused before the kernel ran: no certificate, no rendering
 
@@ -384,13 +443,18 @@ def test_verify_emit_refuses_npd_unknown_formats_and_nfd_without_a_lock(tmp_path
 @pytest.mark.slow
 def test_verify_emits_its_certificate_for_node_exporter_and_ci(tmp_path: Path) -> None:
     out, prom, junit = tmp_path / "c.cert.json", tmp_path / "metrics" / "lockgen.prom", tmp_path / "report.xml"
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", f"prom={prom}", "--emit", f"junit={junit}")
+    result = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--out", str(out), "--emit", f"prom={prom}", "--emit", f"junit={junit}"
+    )
     assert result.returncode == 0 and result.stdout == f"{out}\n", result.stderr
     assert f"wrote prom {prom}" in result.stderr and f"wrote junit {junit}" in result.stderr
     body = raw_body(out)
     found = samples(prom.read_text())
     assert found[("lockgen_certificate_passed", identity(body))] == 1 and body["arch"] == "cpu"
-    assert found[("lockgen_figure", identity(body, group="gemm", name="fp32", unit="TFLOP/s"))] == body["figures"]["gemm"]["fp32"]["value"]
+    assert (
+        found[("lockgen_figure", identity(body, group="gemm", name="fp32", unit="TFLOP/s"))]
+        == body["figures"]["gemm"]["fp32"]["value"]
+    )
     suite = ET.fromstring(junit.read_text()).find("testsuite")
     assert int(suite.get("tests")) == len(body["checks"]) and suite.get("failures") == "0"
     assert sorted(p.name for p in prom.parent.iterdir()) == ["lockgen.prom"]
@@ -404,7 +468,9 @@ DIGESTS = ("adamw_bf16", "conv_bf16", "gemm_bf16", "gemm_fp16", "gemm_fp32", "ge
 def _fingerprinted() -> CertificateBody:
     """The passed H200 lock certificate carrying the H100 evidence's fingerprint (none of the committed certificates
     has both a lock, which NFD needs, and a fingerprint)."""
-    return body_of(PASSED, KEY).model_copy(update={"numerics": body_of(NUMERICS / "node1-quick.cert.json", NUMERICS_KEY).numerics})
+    return body_of(PASSED, KEY).model_copy(
+        update={"numerics": body_of(NUMERICS / "node1-quick.cert.json", NUMERICS_KEY).numerics}
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -419,7 +485,12 @@ def test_a_pinned_reference_judges_each_certificate_alone_in_every_format(digest
     good = _fingerprinted()
     assert good.numerics is not None
     stack = {**good.stack, "settings": {"NVIDIA_TF32_OVERRIDE": "0"}} if tf32_off else good.stack
-    odd = good.model_copy(update={"numerics": good.numerics.model_copy(update={"digests": {**good.numerics.digests, digest: "f" * 64}}), "stack": stack})
+    odd = good.model_copy(
+        update={
+            "numerics": good.numerics.model_copy(update={"digests": {**good.numerics.digests, digest: "f" * 64}}),
+            "stack": stack,
+        }
+    )
     reference = (NumericsReference(good.numerics, good.stack, "`good.cert.json`"),)
     judged, judgement = judged_certificate(odd, reference)
     assert not judged.passed and judgement.differing == (digest,)
@@ -427,21 +498,37 @@ def test_a_pinned_reference_judges_each_certificate_alone_in_every_format(digest
     metrics = samples(prometheus_text(judged, judgement))
     body = judged.model_dump(mode="json")
     assert metrics[("lockgen_certificate_passed", identity(body))] == 0
-    [(labels, value)] = [(dict(labels), value) for (name, labels), value in metrics.items() if name == "lockgen_numerics_reference_match"]
+    [(labels, value)] = [
+        (dict(labels), value) for (name, labels), value in metrics.items() if name == "lockgen_numerics_reference_match"
+    ]
     assert value == 0 and labels["differing"] == digest and cause in labels["cause"]
     suite = ET.fromstring(junit_report(judged, judgement)).find("testsuite")
     [case] = [case for case in suite.iter("testcase") if case.get("name") == "expected_fingerprint"]
-    assert case.get("classname").endswith(".numerics") and f"digest {digest} differs from the reference" in case.find("failure").get("message") and cause in case.find("failure").get("message")
+    assert (
+        case.get("classname").endswith(".numerics")
+        and f"digest {digest} differs from the reference" in case.find("failure").get("message")
+        and cause in case.find("failure").get("message")
+    )
     assert {p.get("name"): p.get("value") for p in suite.iter("property")}["numerics.differing"] == digest
     features = nfd_features(judged, dt.timedelta(days=3650), judgement).splitlines()
-    assert not [line for line in features if NFD_LINE.fullmatch(line)] and any(line.startswith("# numerics: " + digest) for line in features)
+    assert not [line for line in features if NFD_LINE.fullmatch(line)] and any(
+        line.startswith("# numerics: " + digest) for line in features
+    )
     same, judgement = judged_certificate(good, reference)
     assert same.passed and judgement.check.passed
-    assert dict(next(labels for (name, labels), _ in samples(prometheus_text(same, judgement)).items() if name == "lockgen_numerics_reference_match")) == dict(identity(body)) | {
+    assert dict(
+        next(
+            labels
+            for (name, labels), _ in samples(prometheus_text(same, judgement)).items()
+            if name == "lockgen_numerics_reference_match"
+        )
+    ) == dict(identity(body)) | {
         "differing": "",
         "cause": "",
     }
-    labels = [line for line in nfd_features(same, dt.timedelta(days=3650), judgement).splitlines() if NFD_LINE.fullmatch(line)]
+    labels = [
+        line for line in nfd_features(same, dt.timedelta(days=3650), judgement).splitlines() if NFD_LINE.fullmatch(line)
+    ]
     assert labels[-1] == "lockgen.io/h200.numerics=matches" and len(labels) == 3
 
 
@@ -451,27 +538,62 @@ def test_cert_export_judges_against_a_pinned_reference_and_node_exporter_reads_i
     check), its metrics, read back by node_exporter's textfile collector, say which digest and the setting; a
     reference of another key fails it too, saying so; a healthy node matches."""
     good, odd = NUMERICS / "node1-quick.cert.json", NUMERICS / "node4-tf32-off.cert.json"
-    npd = run_cli("cert", "export", str(NUMERICS / "node2-quick.cert.json"), "--format", "npd", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good))
+    npd = run_cli(
+        "cert",
+        "export",
+        str(NUMERICS / "node2-quick.cert.json"),
+        "--format",
+        "npd",
+        "--key",
+        str(NUMERICS_KEY),
+        "--expect-numerics",
+        str(good),
+    )
     assert npd.returncode == 0 and "passed" in npd.stdout, npd.stdout + npd.stderr
-    npd = run_cli("cert", "export", str(odd), "--format", "npd", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good))
+    npd = run_cli(
+        "cert", "export", str(odd), "--format", "npd", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good)
+    )
     assert npd.returncode == 1 and "numerics/expected_fingerprint" in npd.stdout
     other_key = tmp_path / "other-key.json"
     numerics = raw_body(good)["numerics"]
     other_key.write_text(json.dumps({**numerics, "key": {**numerics["key"], "driver": "575.57.08"}}))
     junit = run_cli("cert", "export", str(good), "--format", "junit", "--expect-numerics", str(other_key))
-    [case] = [case for case in ET.fromstring(junit.stdout).iter("testcase") if case.get("name") == "expected_fingerprint"]
+    [case] = [
+        case for case in ET.fromstring(junit.stdout).iter("testcase") if case.get("name") == "expected_fingerprint"
+    ]
     assert junit.returncode == 0 and "driver: 575.57.08 vs 580.159.04" in case.find("failure").get("message")
     bad = run_cli("cert", "export", str(good), "--format", "prom", "--expect-numerics", str(tmp_path / "missing.json"))
-    assert bad.returncode == 1 and bad.stderr.startswith("error:") and "hint:" in bad.stderr and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 1
+        and bad.stderr.startswith("error:")
+        and "hint:" in bad.stderr
+        and "Traceback" not in bad.stderr
+    )
     binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
     assert binary, "node_exporter is missing: apt-get install -y prometheus-node-exporter (.ci/run does)"
     textfiles = tmp_path / "textfile"
     for name, path in (("good", NUMERICS / "node2-quick.cert.json"), ("odd", odd)):
-        exported = run_cli("cert", "export", str(path), "--format", "prom", "--key", str(NUMERICS_KEY), "--expect-numerics", str(good), "--out", str(textfiles / f"{name}.prom"))
+        exported = run_cli(
+            "cert",
+            "export",
+            str(path),
+            "--format",
+            "prom",
+            "--key",
+            str(NUMERICS_KEY),
+            "--expect-numerics",
+            str(good),
+            "--out",
+            str(textfiles / f"{name}.prom"),
+        )
         assert exported.returncode == 0, exported.stderr
     scraped = _scraped_by_node_exporter(binary, textfiles)
     assert scraped[("node_textfile_scrape_error", frozenset())] == 0
     matches = {labels: value for (name, labels), value in scraped.items() if name == "lockgen_numerics_reference_match"}
     assert sorted(matches.values()) == [0.0, 1.0]
     [odd_labels] = [dict(labels) for labels, value in matches.items() if value == 0]
-    assert odd_labels["differing"] == "gemm_tf32" and "NVIDIA_TF32_OVERRIDE=0" in odd_labels["cause"] and odd_labels["mode"] == "quick"
+    assert (
+        odd_labels["differing"] == "gemm_tf32"
+        and "NVIDIA_TF32_OVERRIDE=0" in odd_labels["cause"]
+        and odd_labels["mode"] == "quick"
+    )

@@ -53,7 +53,20 @@ GPU_ARGS = (
     "--namespace",
     "gpu-validation",
 )
-CPU_ARGS = ("--image", IMAGE, "--lockgen-image", LOCKGEN_IMAGE, "--arch", "cpu", "--nodes", "2", "--certs-claim", "lockgen-certs", "--name", "ci-cpu")
+CPU_ARGS = (
+    "--image",
+    IMAGE,
+    "--lockgen-image",
+    LOCKGEN_IMAGE,
+    "--arch",
+    "cpu",
+    "--nodes",
+    "2",
+    "--certs-claim",
+    "lockgen-certs",
+    "--name",
+    "ci-cpu",
+)
 LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -61,7 +74,9 @@ SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z
 def generate(out: Path, *args: str) -> dict[str, list[dict]]:
     done = run_cli("fleet", "kubernetes", *args, "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr
-    return {name: list(yaml.safe_load_all(Path(path).read_text())) for name, path in yaml.safe_load(done.stdout).items()}
+    return {
+        name: list(yaml.safe_load_all(Path(path).read_text())) for name, path in yaml.safe_load(done.stdout).items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +110,14 @@ def pod_spec(manifest: dict) -> dict:
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("which", ["gpu", "cpu"])
-def test_every_manifest_validates_against_the_kubernetes_schemas(which: str, version: str, request: pytest.FixtureRequest) -> None:
+def test_every_manifest_validates_against_the_kubernetes_schemas(
+    which: str, version: str, request: pytest.FixtureRequest
+) -> None:
     written = request.getfixturevalue(which)
     documents = written["job"] + written["daemonset"] + [as_pod(written["gate"][0])]
-    assert {d["kind"] for d in documents} == ({"ConfigMap", "Job", "DaemonSet", "Pod"} if which == "gpu" else {"Job", "DaemonSet", "Pod"})
+    assert {d["kind"] for d in documents} == (
+        {"ConfigMap", "Job", "DaemonSet", "Pod"} if which == "gpu" else {"Job", "DaemonSet", "Pod"}
+    )
     for document in documents:
         kubernetes_validate.validate(document, version, strict=True)
 
@@ -160,7 +179,10 @@ def test_a_cpu_fleet_requests_no_gpu(cpu: dict) -> None:
 def test_the_daemonset_watches_every_node_with_quick_runs_features_and_a_readiness_verdict(gpu: dict) -> None:
     daemonset = the(gpu["daemonset"], "DaemonSet")
     pod = pod_spec(daemonset)
-    assert daemonset["spec"]["selector"]["matchLabels"].items() <= daemonset["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        daemonset["spec"]["selector"]["matchLabels"].items()
+        <= daemonset["spec"]["template"]["metadata"]["labels"].items()
+    )
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": PRODUCT} and "restartPolicy" not in pod  # Always
     [container] = pod["containers"]
     script = container["command"][2]
@@ -172,9 +194,14 @@ def test_the_daemonset_watches_every_node_with_quick_runs_features_and_a_readine
     assert "--key /keys/signing.pub" in probe[2]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["node-features"]["hostPath"]["path"] == "/etc/kubernetes/node-feature-discovery/features.d"
-    assert container["securityContext"]["runAsUser"] == 1000 and container["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert container["securityContext"]["runAsUser"] == 1000 and container["resources"]["limits"] == {
+        "nvidia.com/gpu": 8
+    }
     [init] = pod["initContainers"]
-    assert init["securityContext"]["runAsUser"] == 0 and init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert init["securityContext"]["runAsUser"] == 0 and init["securityContext"]["capabilities"] == {
+        "drop": ["ALL"],
+        "add": ["CHOWN"],
+    }
     assert [m["name"] for m in init["volumeMounts"]] == ["node-features"]  # the one root step touches nothing else
 
 
@@ -186,7 +213,9 @@ def test_the_monitor_loop_keeps_no_stale_certificate(gpu: dict, tmp_path: Path) 
     for folder in (certs, features, tools):
         folder.mkdir()
     script = script.replace("/certs/", f"{certs}/").replace("/features.d/", f"{features}/")
-    (tools / "lockgen").write_text('#!/bin/sh\n[ -n "$WRITES" ] || exit 1\nwhile [ $# -gt 0 ]; do case "$1" in --out) echo cert > "$2";; --emit) echo features > "${2#nfd=}";; esac; shift; done\n')
+    (tools / "lockgen").write_text(
+        '#!/bin/sh\n[ -n "$WRITES" ] || exit 1\nwhile [ $# -gt 0 ]; do case "$1" in --out) echo cert > "$2";; --emit) echo features > "${2#nfd=}";; esac; shift; done\n'
+    )
     (tools / "sleep").write_text("#!/bin/sh\nkill -TERM $PPID\n")  # one round of the loop
     for tool in ("lockgen", "sleep"):
         (tools / tool).chmod(0o755)
@@ -206,8 +235,13 @@ def test_the_gate_checks_the_pinned_image_with_the_public_key_only(gpu: dict) ->
     assert init["args"] == ["certs", IMAGE, "--key", "/keys/signing.pub", "--require-pass", "sm90"]
     assert init["image"] == LOCKGEN_IMAGE and init["securityContext"]["runAsNonRoot"]
     volumes = {v["name"]: v for v in gate["volumes"]}
-    assert volumes["lockgen-signing-pub"] == {"name": "lockgen-signing-pub", "configMap": {"name": "lockgen-sm90-signing-pub"}}
-    assert not any("lockgen-signing" == v.get("secret", {}).get("secretName") for v in gate["volumes"])  # no private key
+    assert volumes["lockgen-signing-pub"] == {
+        "name": "lockgen-signing-pub",
+        "configMap": {"name": "lockgen-sm90-signing-pub"},
+    }
+    assert not any(
+        "lockgen-signing" == v.get("secret", {}).get("secretName") for v in gate["volumes"]
+    )  # no private key
 
 
 def test_the_same_inputs_give_the_same_bytes_from_two_folders(tmp_path: Path) -> None:
@@ -223,9 +257,27 @@ def test_the_same_inputs_give_the_same_bytes_from_two_folders(tmp_path: Path) ->
 
 
 def _bad_value(draw: st.DrawFn) -> tuple[str, str]:
-    flag = draw(st.sampled_from(["--gpu-product", "--nodes", "--name", "--namespace", "--image", "--interval", "--gpus-per-node", "--certs-claim", "--lockgen-image"]))
+    flag = draw(
+        st.sampled_from(
+            [
+                "--gpu-product",
+                "--nodes",
+                "--name",
+                "--namespace",
+                "--image",
+                "--interval",
+                "--gpus-per-node",
+                "--certs-claim",
+                "--lockgen-image",
+            ]
+        )
+    )
     if flag == "--gpu-product":
-        value = draw(st.one_of(st.text(min_size=1, max_size=70), st.from_regex(r"[A-Za-z0-9]{64,80}", fullmatch=True)).filter(lambda text: not LABEL_VALUE.fullmatch(text)))
+        value = draw(
+            st.one_of(st.text(min_size=1, max_size=70), st.from_regex(r"[A-Za-z0-9]{64,80}", fullmatch=True)).filter(
+                lambda text: not LABEL_VALUE.fullmatch(text)
+            )
+        )
     elif flag == "--nodes":
         value = str(draw(st.integers(-(10**6), 0)))
     elif flag == "--gpus-per-node":
@@ -233,7 +285,16 @@ def _bad_value(draw: st.DrawFn) -> tuple[str, str]:
     elif flag == "--interval":
         value = str(draw(st.one_of(st.integers(-10, 59), st.integers(7 * 24 * 3600 + 1, 10**9))))
     elif flag == "--image":
-        value = draw(st.sampled_from([IMAGE.split("@")[0] + ":latest", IMAGE.removeprefix("docker://"), IMAGE[:-1], "docker://team/train@" + DIGEST]))
+        value = draw(
+            st.sampled_from(
+                [
+                    IMAGE.split("@")[0] + ":latest",
+                    IMAGE.removeprefix("docker://"),
+                    IMAGE[:-1],
+                    "docker://team/train@" + DIGEST,
+                ]
+            )
+        )
     elif flag == "--lockgen-image":
         value = draw(st.sampled_from(["docker://" + LOCKGEN_IMAGE, "has space", "-x"]))
     else:  # an object name: never a DNS-1123 subdomain; for --name and --namespace, also too long a label
@@ -254,7 +315,11 @@ def test_bad_input_is_one_error_and_hint_and_writes_nothing(bad: tuple[str, str]
     result = CliRunner().invoke(app, ["fleet", "kubernetes", *args, f"{flag}={value}", "--out", str(out)])
     lines = result.stderr.splitlines()
     assert result.exit_code == 1, (flag, value, result.exit_code, result.stderr, result.exception)
-    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), (flag, value, result.stderr)
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), (
+        flag,
+        value,
+        result.stderr,
+    )
     assert not out.exists()
 
 

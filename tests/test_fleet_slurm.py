@@ -23,7 +23,9 @@ pytestmark = pytest.mark.slow
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     missing = missing_tools()
     if missing or os.geteuid() != 0:
-        pytest.fail(f"the Slurm tests need root and {', '.join(missing) or 'Slurm'}: apt-get install slurm-wlm munge (the README's set-up line does)")
+        pytest.fail(
+            f"the Slurm tests need root and {', '.join(missing) or 'Slurm'}: apt-get install slurm-wlm munge (the README's set-up line does)"
+        )
     running = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
     yield running
     running.stop()
@@ -88,11 +90,16 @@ def test_the_health_check_drains_a_broken_node_with_its_reason(tmp_path: Path, c
     healthy = envs / "n1" / "bin" / "python"  # this interpreter, as it runs: a link to a venv's python loses the venv
     healthy.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
     healthy.chmod(0o755)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(envs / "n2")], check=True, timeout=120)  # no torch
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(envs / "n2")], check=True, timeout=120
+    )  # no torch
     prom = tmp_path / "textfile"
     _, health, certs = scripts(tmp_path, str(envs) + "/$SLURMD_NODENAME/bin/python", "--prom-dir", str(prom))
     healthy = cluster.run("srun", "-w", "n1", "-N1", str(health), timeout=120, check=False)
-    assert healthy.returncode == 0 and healthy.stdout.strip() == "lockgen: n1 certified", (healthy.stdout, healthy.stderr)
+    assert healthy.returncode == 0 and healthy.stdout.strip() == "lockgen: n1 certified", (
+        healthy.stdout,
+        healthy.stderr,
+    )
     assert "lockgen_certificate_passed" in (prom / "lockgen.prom").read_text()  # node_exporter's textfile, whole
     try:
         broken = cluster.run("srun", "-w", "n2", "-N1", str(health), timeout=120, check=False)

@@ -94,7 +94,9 @@ def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
 
 def _count(rows: list[bytes], step: int, colour: str) -> int:
     want = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
-    return sum(1 for row in rows for x in range(0, len(row), step) if all(abs(row[x + i] - want[i]) <= 6 for i in range(3)))
+    return sum(
+        1 for row in rows for x in range(0, len(row), step) if all(abs(row[x + i] - want[i]) <= 6 for i in range(3))
+    )
 
 
 @pytest.mark.slow
@@ -109,7 +111,17 @@ def test_the_html_page_renders_the_matrix_and_the_charts_in_chromium(fleet: Path
     assert "<script" not in html and "http" not in html.split("</style>", 1)[1]  # no script, no external asset
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,1400", f"--screenshot={shot}", page.as_uri()],
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1000,1400",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
         capture_output=True,
         timeout=120,
         check=True,
@@ -129,7 +141,9 @@ def test_every_certificate_is_verified_where_it_is_shown(tmp_path: Path) -> None
     re-serialized (other whitespace), an unsigned one and one of another signer are each listed under `refused`
     with its node and reason, never as a row; without --key, changed bytes are still refused, not dropped."""
     key, other = tmp_path / "k", tmp_path / "other"
-    assert run_cli("keygen", "--out", str(key)).returncode == 0 and run_cli("keygen", "--out", str(other)).returncode == 0
+    assert (
+        run_cli("keygen", "--out", str(key)).returncode == 0 and run_cli("keygen", "--out", str(other)).returncode == 0
+    )
     folder = tmp_path / "fleet"
     folder.mkdir()
     unsigned_copy(H200 / "h200-lock-full.cert.json", tmp_path / "template.cert.json", "2026-11-27T10:00:00Z")
@@ -156,14 +170,21 @@ def test_every_certificate_is_verified_where_it_is_shown(tmp_path: Path) -> None
     refused = {entry["node"]: entry["reason"] for entry in report["refused"]}
     assert set(refused) == {"forged", "reserialized", "unsigned", "stranger", "broken"}
     assert "content was changed" in refused["forged"] and "canonical form" in refused["reserialized"]
-    assert "not signed" in refused["unsigned"] and "no --key given" in refused["stranger"] and "not JSON" in refused["broken"]
+    assert (
+        "not signed" in refused["unsigned"]
+        and "no --key given" in refused["stranger"]
+        and "not JSON" in refused["broken"]
+    )
     both = run_cli("fleet", "status", str(folder), "--key", f"{key}.pub", "--key", f"{other}.pub", "--json")
     assert [row["node"] for row in json.loads(both.stdout)["rows"]] == ["good", "stranger"]
     text = run_cli("fleet", "status", str(folder), "--key", f"{key}.pub")
     assert "REFUSED forged" in text.stdout and "5 certificates refused" in text.stderr
     unchecked = run_cli("fleet", "status", str(folder), "--json")
     report = json.loads(unchecked.stdout)
-    assert {entry["node"] for entry in report["refused"]} == {"reserialized", "broken"} and "signatures were not checked" in unchecked.stderr
+    assert {entry["node"] for entry in report["refused"]} == {
+        "reserialized",
+        "broken",
+    } and "signatures were not checked" in unchecked.stderr
 
 
 JSON_VALUES = st.recursive(
@@ -189,17 +210,38 @@ def _signed_document(key: Path) -> dict:
 MUTATIONS = {
     "canonical": lambda document: render(document),
     "indented by one": lambda document: json.dumps(document, sort_keys=True, indent=1, ensure_ascii=True) + "\n",
-    "no space after colons": lambda document: json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True, separators=(",", ":")) + "\n",
-    "keys unsorted": lambda document: json.dumps({"signature": document["signature"], "certificate": dict(reversed(document["certificate"].items()))}, indent=2) + "\n",
+    "no space after colons": lambda document: (
+        json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True, separators=(",", ":")) + "\n"
+    ),
+    "keys unsorted": lambda document: (
+        json.dumps(
+            {"signature": document["signature"], "certificate": dict(reversed(document["certificate"].items()))},
+            indent=2,
+        )
+        + "\n"
+    ),
     "no final newline": lambda document: render(document)[:-1],
-    "a figure changed": lambda document: render({**document, "certificate": {**document["certificate"], "duration_s": document["certificate"]["duration_s"] + 1}}),
+    "a figure changed": lambda document: render(
+        {
+            **document,
+            "certificate": {**document["certificate"], "duration_s": document["certificate"]["duration_s"] + 1},
+        }
+    ),
     "unsigned": lambda document: render({"certificate": document["certificate"]}),
-    "signature malformed": lambda document: render({**document, "signature": {**document["signature"], "algorithm": "rsa"}}),
+    "signature malformed": lambda document: render(
+        {**document, "signature": {**document["signature"], "algorithm": "rsa"}}
+    ),
     "another key id": lambda document: render({**document, "signature": {**document["signature"], "key_id": "0" * 16}}),
     "a key more": lambda document: render({**document, "extra": 1}),
-    "passed contradicts its checks": lambda document: render({**document, "certificate": {**document["certificate"], "passed": not document["certificate"]["passed"]}}),
-    "an empty list opened": lambda document: render(document).replace('"distributed": null', '"distributed": [\n    ]', 1),
-    "deep": lambda document: render({**document, "certificate": {**document["certificate"], "stack": {"x": json.loads("[" * 70 + "]" * 70)}}}),
+    "passed contradicts its checks": lambda document: render(
+        {**document, "certificate": {**document["certificate"], "passed": not document["certificate"]["passed"]}}
+    ),
+    "an empty list opened": lambda document: render(document).replace(
+        '"distributed": null', '"distributed": [\n    ]', 1
+    ),
+    "deep": lambda document: render(
+        {**document, "certificate": {**document["certificate"], "stack": {"x": json.loads("[" * 70 + "]" * 70)}}}
+    ),
     "nested past the recursion": lambda document: '{"certificate": {"stack": ' + "[" * 900 + "]" * 900 + "}}\n",
 }
 
@@ -219,16 +261,23 @@ def test_the_quick_proof_accepts_and_refuses_exactly_what_cert_verify_does(tmp_p
         path = tmp_path / f"{name.replace(' ', '-')}.cert.json"
         path.write_text(mutate(document))
         verdicts = []
-        for read in (lambda: read_signed(path, keys.paths), lambda: proven_certificate(path.read_bytes(), keys) or read_signed(path, keys.paths)):
+        for read in (
+            lambda: read_signed(path, keys.paths),
+            lambda: proven_certificate(path.read_bytes(), keys) or read_signed(path, keys.paths),
+        ):
             try:
                 verdicts.append(read().model_dump())
             except LockgenError as error:
                 verdicts.append(error.message)
         assert verdicts[0] == verdicts[1], name
-        assert isinstance(verdicts[0], dict) == (name == "canonical" or (not keyed and name in ("unsigned", "another key id", "a figure changed"))), name
+        assert isinstance(verdicts[0], dict) == (
+            name == "canonical" or (not keyed and name in ("unsigned", "another key id", "a figure changed"))
+        ), name
 
 
-def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Nodes shared out among forked children (a share of 20 nodes here, not 500): every node's rows come back once,
     a node's two certificates land in one share (its regression is found), and the refusals of every share are
     listed, none dropped."""
@@ -241,15 +290,23 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(tmp_
     folder = tmp_path / "fleet"
     for node in range(90):
         (folder / f"rack{node % 3}").mkdir(parents=True, exist_ok=True)
-        (folder / f"rack{node % 3}" / f"n{node:03d}.cert.json").write_text(render(document) if node % 30 else json.dumps(document))
+        (folder / f"rack{node % 3}" / f"n{node:03d}.cert.json").write_text(
+            render(document) if node % 30 else json.dumps(document)
+        )
     body = dict(document["certificate"], created="2099-11-28T10:00:00Z")
     body["figures"] = json.loads(json.dumps(body["figures"]))
     body["figures"]["gemm"]["bf16"]["value"] *= 0.5
     (folder / "later" / "n007.cert.json").parent.mkdir()
-    (folder / "later" / "n007.cert.json").write_text(render({"certificate": body, "signature": sign(body, tmp_path / "k")}))
+    (folder / "later" / "n007.cert.json").write_text(
+        render({"certificate": body, "signature": sign(body, tmp_path / "k")})
+    )
     monkeypatch.setattr(use_case, "NODES_PER_SHARE", 20)
-    assert len(use_case._shares(sorted(folder.rglob("*.cert.json"), key=lambda p: (use_case._node_of(p), str(p))), 2)) == 2
-    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc))
+    assert (
+        len(use_case._shares(sorted(folder.rglob("*.cert.json"), key=lambda p: (use_case._node_of(p), str(p))), 2)) == 2
+    )
+    report = use_case.fleet_status(
+        [str(folder)], [tmp_path / "k.pub"], False, 0.05, None, dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    )
     assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(90) if node % 30]
     assert {entry["node"] for entry in report["refused"]} == {"n000", "n030", "n060"}
     assert all("canonical form" in entry["reason"] for entry in report["refused"])
@@ -257,7 +314,9 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(tmp_
     assert seventh["certificates"] == 2 and seventh["regressions"] == ["gemm/bf16 -50.0%"]
 
 
-def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A certificate's verdict under a key is kept by its bytes' sha256 and the key, and taken on the next run
     (the kept facts are what is shown); a certificate forged or re-serialized after that run is hashed anew and
     refused; a verdict kept under one key is not taken under another; LOCKGEN_REPARSE=1 verifies everything."""
@@ -270,7 +329,10 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(tmp_path: Path,
     from lockgen.api import fleet_status as use_case
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
-    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0 and run_cli("keygen", "--out", str(tmp_path / "other")).returncode == 0
+    assert (
+        run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+        and run_cli("keygen", "--out", str(tmp_path / "other")).returncode == 0
+    )
     document = _signed_document(tmp_path / "k")
     folder = tmp_path / "fleet"
     folder.mkdir()
@@ -280,13 +342,19 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(tmp_path: Path,
 
     def status(key: str = "k") -> tuple[dict[str, float], dict[str, str]]:
         report = use_case.fleet_status([str(folder)], [tmp_path / f"{key}.pub"], False, 0.05, None, now)
-        return {row["node"]: row["figures"]["bf16 GEMM"]["value"] for row in report["rows"]}, {entry["node"]: entry["reason"] for entry in report["refused"]}
+        return {row["node"]: row["figures"]["bf16 GEMM"]["value"] for row in report["rows"]}, {
+            entry["node"]: entry["reason"] for entry in report["refused"]
+        }
 
     figure = document["certificate"]["figures"]["gemm"]["bf16"]["value"]
     assert status() == ({"a": figure, "b": figure, "c": figure}, {})
     record_path = Path(kept_verdicts._path(hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()))
     sha256, version, schema, key, facts = marshal.loads(record_path.read_bytes())
-    assert (version, schema, key) == (__version__, kept_verdicts.SCHEMA, hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest())
+    assert (version, schema, key) == (
+        __version__,
+        kept_verdicts.SCHEMA,
+        hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest(),
+    )
     facts[5]["gemm"]["bf16"]["value"] = 1.5  # marked: the next run shows what was kept, not what it parsed
     record_path.write_bytes(marshal.dumps((sha256, version, schema, key, facts)))
 
@@ -307,7 +375,9 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(tmp_path: Path,
 def _raw_public_key(path: Path) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
-    return serialization.load_pem_public_key(path.read_bytes()).public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return serialization.load_pem_public_key(path.read_bytes()).public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
 
 
 def test_the_page_of_a_large_fleet_stays_small() -> None:
@@ -318,14 +388,25 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
     from lockgen.core.fleet.fleet_status import certificate_facts, status_rows
     from lockgen.model.certificate import Certificate
 
-    facts = certificate_facts(Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate)
-    rows = status_rows([(f"n{node:04d}", "x", facts) for node in range(2000)], dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc), 0.05)
+    facts = certificate_facts(
+        Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate
+    )
+    rows = status_rows(
+        [(f"n{node:04d}", "x", facts) for node in range(2000)], dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc), 0.05
+    )
     page = status_page(rows, "now")
-    assert len(page) < 1_000_000 and page.count("<rect") <= 40 * 5 and "the 40 lowest of 2000 nodes; 1960 more from" in page
+    assert (
+        len(page) < 1_000_000
+        and page.count("<rect") <= 40 * 5
+        and "the 40 lowest of 2000 nodes; 1960 more from" in page
+    )
 
 
 @settings(max_examples=50, deadline=None)
-@given(head=st.dictionaries(st.sampled_from(["numerics", "refused"]), JSON_VALUES, max_size=2), rows=st.lists(JSON_VALUES, max_size=4))
+@given(
+    head=st.dictionaries(st.sampled_from(["numerics", "refused"]), JSON_VALUES, max_size=2),
+    rows=st.lists(JSON_VALUES, max_size=4),
+)
 def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
     """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once):
     the bytes are `print_json`'s of the whole report."""

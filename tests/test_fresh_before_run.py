@@ -24,10 +24,14 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_a_stack_changed_since_its_lock_is_relocked_refused_or_used_as_it_is(tmp_path: Path) -> None:
-    channel = build_channel(tmp_path / "channel", [Pkg(name, "1.0", files={f"share/{name}/a.txt": name}) for name in ("alpha", "beta")])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg(name, "1.0", files={f"share/{name}/a.txt": name}) for name in ("alpha", "beta")]
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "fresh"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nalpha = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "fresh"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nalpha = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
     env = _env(tmp_path)
@@ -39,7 +43,9 @@ def test_a_stack_changed_since_its_lock_is_relocked_refused_or_used_as_it_is(tmp
     refused = run_cli("run", str(stack), "--target", "cpu", "--locked", "--", "sh", "-c", LISTED, env=env)
     assert refused.returncode == 1 and refused.stdout == "" and lock.read_bytes() == before
     error, hint = refused.stderr.strip().splitlines()[-2:]
-    assert error.startswith("error: the lock of target `cpu` is stale: dependencies or channels changed (beta added: *)")
+    assert error.startswith(
+        "error: the lock of target `cpu` is stale: dependencies or channels changed (beta added: *)"
+    )
     assert hint.startswith(f"hint: lockgen resolve {stack} --target cpu")
     said = run_cli("activate", str(stack), "--target", "cpu", "--locked", env=env)
     assert said.returncode == 1 and said.stdout == "" and "is stale" in said.stderr
@@ -49,7 +55,9 @@ def test_a_stack_changed_since_its_lock_is_relocked_refused_or_used_as_it_is(tmp
 
     relocked = run_cli("run", str(stack), "--target", "cpu", "--", "sh", "-c", LISTED, env=env)
     assert (relocked.returncode, relocked.stdout) == (0, "alpha\nbeta\n"), relocked.stderr
-    assert f"{lock} is stale (dependencies or channels changed (beta added: *)): re-locking target cpu" in relocked.stderr
+    assert (
+        f"{lock} is stale (dependencies or channels changed (beta added: *)): re-locking target cpu" in relocked.stderr
+    )
     assert lock.read_bytes() != before and run_cli("resolve", str(stack), "--check", env=env).returncode == 0
     again = run_cli("run", str(stack), "--target", "cpu", "--locked", "--", "sh", "-c", LISTED, env=env)
     assert (again.returncode, again.stdout) == (0, "alpha\nbeta\n") and "stale" not in again.stderr
@@ -72,12 +80,17 @@ def test_a_dependency_added_to_the_quickstart_is_locked_before_run(tmp_path: Pat
     probe = "import importlib.util; print(importlib.util.find_spec('packaging') is not None)"
 
     refused = run_cli("run", str(folder), "--target", "cpu", "--locked", "--", "python", "-c", probe, env=env)
-    assert refused.returncode == 1 and "stale: dependencies or channels changed (pypi packaging added: *)" in refused.stderr
+    assert (
+        refused.returncode == 1
+        and "stale: dependencies or channels changed (pypi packaging added: *)" in refused.stderr
+    )
     assert lock.read_bytes() == before
 
     frozen = run_cli("run", str(folder), "--target", "cpu", "--frozen", "--", "python", "-c", probe, env=env)
     assert (frozen.returncode, frozen.stdout) == (0, "False\n"), frozen.stderr
 
-    relocked = run_cli("run", str(folder), "--target", "cpu", "--", "python", "-c", "import packaging, rich; print('ok')", env=env)
+    relocked = run_cli(
+        "run", str(folder), "--target", "cpu", "--", "python", "-c", "import packaging, rich; print('ok')", env=env
+    )
     assert (relocked.returncode, relocked.stdout) == (0, "ok\n"), relocked.stderr
     assert "re-locking target cpu" in relocked.stderr and b"name: packaging" in lock.read_bytes()

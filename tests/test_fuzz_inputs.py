@@ -24,7 +24,9 @@ from lockgen.api.locks import diff, render
 from lockgen.errors import LockgenError
 from tests.conftest import EXAMPLE_STACK, REPO
 
-FOREIGN = sorted(p for p in (Path(__file__).parent / "fixtures" / "foreign").rglob("*") if p.is_file() and p.name != "pyproject.toml") + [EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"]
+FOREIGN = sorted(
+    p for p in (Path(__file__).parent / "fixtures" / "foreign").rglob("*") if p.is_file() and p.name != "pyproject.toml"
+) + [EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"]
 LOCKS = sorted((EXAMPLE_STACK.parent / "locks").glob("*.conda-lock.yml"))
 CERTIFICATE = REPO / "envs" / "examples" / "h200-system" / "h200-quick.cert.json"
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -86,7 +88,16 @@ def test_render_and_diff_of_a_damaged_lock(tmp_path: Path, data: st.DataObject, 
 
 
 def _edited_value(data: st.DataObject) -> object:
-    return data.draw(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
+    return data.draw(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            st.text(max_size=8),
+            st.lists(st.integers(), max_size=2),
+            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        )
+    )
 
 
 def _edit_json(document: object, data: st.DataObject, depth: int = 0) -> object:
@@ -189,9 +200,15 @@ def test_a_team_stack_on_a_damaged_base_lock(tmp_path: Path, data: st.DataObject
 
     folder = Path(tempfile.mkdtemp(dir=tmp_path))
     base = REPO / "envs" / "examples" / "h200-system" / "locks" / "h200.conda-lock.yml"
-    (folder / "base.conda-lock.yml").write_text(_mutated(base.read_text()[:6000], data), encoding="utf-8", errors="replace")
-    extends = data.draw(st.sampled_from(["base.conda-lock.yml", "missing.conda-lock.yml", "../x.yaml", "img-dir", "base.toml"]))
-    (folder / "team.toml").write_text(f'[stack]\nname = "t"\nextends = "{extends}"\n[pypi-dependencies]\nsix = "*"\n[targets.h200]\narch = "cpu"\n')
+    (folder / "base.conda-lock.yml").write_text(
+        _mutated(base.read_text()[:6000], data), encoding="utf-8", errors="replace"
+    )
+    extends = data.draw(
+        st.sampled_from(["base.conda-lock.yml", "missing.conda-lock.yml", "../x.yaml", "img-dir", "base.toml"])
+    )
+    (folder / "team.toml").write_text(
+        f'[stack]\nname = "t"\nextends = "{extends}"\n[pypi-dependencies]\nsix = "*"\n[targets.h200]\narch = "cpu"\n'
+    )
     try:
         read_stack(folder / "team.toml")
     except LockgenError as error:
@@ -204,7 +221,11 @@ def tiny_channel_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("tiny")
     channel = build_channel(
-        folder / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"}), Pkg("hello-tool", "2.0", depends=("hello-data",), files={"bin/hello": "hi\n"})]
+        folder / "channel",
+        [
+            Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"}),
+            Pkg("hello-tool", "2.0", depends=("hello-data",), files={"bin/hello": "hi\n"}),
+        ],
     )
     return cpu_lock(folder, channel.as_uri(), ["hello-tool"])
 
@@ -212,7 +233,9 @@ def tiny_channel_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 @FUZZ
 @given(data=st.data())
-def test_materialize_and_check_of_a_damaged_lock(tmp_path: Path, tiny_channel_lock: Path, data: st.DataObject, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_materialize_and_check_of_a_damaged_lock(
+    tmp_path: Path, tiny_channel_lock: Path, data: st.DataObject, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A damaged lock of a real local channel through the commands that act on it: an environment, or one
     clean error and no environment; nothing outside the run's folders."""
     from lockgen.api.check import check_lock

@@ -34,7 +34,9 @@ def _signed_certificate(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signature", ['"just a string"', '{"algorithm": "ed25518", "key_id": "x", "value": "y"}', "[1]"])
+@pytest.mark.parametrize(
+    "signature", ['"just a string"', '{"algorithm": "ed25518", "key_id": "x", "value": "y"}', "[1]"]
+)
 def test_a_malformed_signature_is_refused_without_a_key(tmp_path: Path, signature: str) -> None:
     document = json.loads(_signed_certificate(tmp_path).read_text())
     document["signature"] = json.loads(signature)
@@ -72,10 +74,19 @@ def test_a_fifo_in_an_environment_never_blocks_check(tmp_path: Path, monkeypatch
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     (prefix / "lib" / "libfoo.txt").unlink()
     os.mkfifo(prefix / "lib" / "libfoo.txt")
-    done = subprocess.run([sys.executable, "-m", "lockgen", "check", "--prefix", str(prefix), "--full"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "lockgen", "check", "--prefix", str(prefix), "--full"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and "modified lib/libfoo.txt" in done.stdout
     proven = subprocess.run(
-        [sys.executable, "-m", "lockgen", "check", "--lock", str(lock), "--prefix", str(prefix)], capture_output=True, text=True, timeout=60, env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")}
+        [sys.executable, "-m", "lockgen", "check", "--lock", str(lock), "--prefix", str(prefix)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")},
     )
     assert proven.returncode == 1 and "libfoo 1.0: modified lib/libfoo.txt" in proven.stdout
 
@@ -119,7 +130,10 @@ def _umask() -> int:
 @pytest.mark.slow
 def test_a_closed_pipe_ends_quietly() -> None:
     done = subprocess.run(
-        f"{sys.executable} -m lockgen arch --json | head -c 1 > /dev/null; {sys.executable} -m lockgen arch sm90 --json | head -1 > /dev/null", shell=True, capture_output=True, text=True
+        f"{sys.executable} -m lockgen arch --json | head -c 1 > /dev/null; {sys.executable} -m lockgen arch sm90 --json | head -1 > /dev/null",
+        shell=True,
+        capture_output=True,
+        text=True,
     )
     assert "Traceback" not in done.stderr and "unexpected" not in done.stderr, done.stderr
 
@@ -183,14 +197,21 @@ def test_a_killed_fetch_leaves_nothing_that_lasts(tmp_path: Path, monkeypatch: p
 )
 def test_the_hint_fixes_the_case(tmp_path: Path, arch: str, driver: str, hint: str) -> None:
     stack = tmp_path / "stack.toml"
-    stack.write_text(f'[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\npytorch = "*"\n[targets.x]\narch = "{arch}"\ndriver = "{driver}"\n')
+    stack.write_text(
+        f'[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\npytorch = "*"\n[targets.x]\narch = "{arch}"\ndriver = "{driver}"\n'
+    )
     result = run_cli("resolve", str(stack))
     assert result.returncode == 1 and hint in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, kind", [("tiny.pixi.lock", "pixi.lock"), ("tiny.uv.lock", "uv.lock"), ("tiny.explicit.txt", "@EXPLICIT file")])
-def test_a_foreign_lock_given_where_a_lockgen_lock_belongs_points_at_import(tmp_path: Path, name: str, kind: str) -> None:
+@pytest.mark.parametrize(
+    "name, kind",
+    [("tiny.pixi.lock", "pixi.lock"), ("tiny.uv.lock", "uv.lock"), ("tiny.explicit.txt", "@EXPLICIT file")],
+)
+def test_a_foreign_lock_given_where_a_lockgen_lock_belongs_points_at_import(
+    tmp_path: Path, name: str, kind: str
+) -> None:
     source = Path(__file__).parent / "fixtures" / "foreign" / name
     for command in (["materialize", str(source), "--prefix", str(tmp_path / "p")], ["render", str(source)]):
         result = run_cli(*command)
@@ -202,7 +223,9 @@ def test_a_foreign_lock_given_where_a_lockgen_lock_belongs_points_at_import(tmp_
 @pytest.mark.slow
 def test_a_misspelt_channel_alias_is_an_error_not_a_network_resolve(tmp_path: Path) -> None:
     stack = tmp_path / "stack.toml"
-    stack.write_text('[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\nzlib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        '[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\nzlib = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     result = run_cli("resolve", str(stack), "--channel-alias", f"conda-frge={tmp_path}")
     assert result.returncode == 1 and "--channel-alias `conda-frge` names no channel" in result.stderr
     assert "hint: did you mean `conda-forge`?" in result.stderr and not (tmp_path / "locks").exists()
@@ -229,7 +252,12 @@ def test_work_done_while_a_tool_runs_overlaps_it_and_a_failure_of_it_kills_the_t
 
     flag = tmp_path / "flag"
     seen: list[bool] = []  # the program waits for a file the work writes: done while it runs, not after
-    done = tool_runner.run_tool(["sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.01; done; echo saw it"], "waiting", timeout_s=20, meanwhile=lambda: (seen.append(flag.exists()), flag.touch()))
+    done = tool_runner.run_tool(
+        ["sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.01; done; echo saw it"],
+        "waiting",
+        timeout_s=20,
+        meanwhile=lambda: (seen.append(flag.exists()), flag.touch()),
+    )
     assert (seen, done.stdout) == ([False], "saw it\n")
     pids = tmp_path / "pid"
 
@@ -240,7 +268,9 @@ def test_work_done_while_a_tool_runs_overlaps_it_and_a_failure_of_it_kills_the_t
 
     started = time.monotonic()
     with pytest.raises(KeyError):
-        tool_runner.run_tool(["sh", "-c", f"echo $$ > {pids}.tmp; mv {pids}.tmp {pids}; exec sleep 30"], "hanging", meanwhile=failing)
+        tool_runner.run_tool(
+            ["sh", "-c", f"echo $$ > {pids}.tmp; mv {pids}.tmp {pids}; exec sleep 30"], "hanging", meanwhile=failing
+        )
     assert time.monotonic() - started < 5
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
         os.kill(int(pids.read_text()), 0)
@@ -277,11 +307,23 @@ def test_a_base_image_label_cannot_move_the_team_environment_out_of_a_folder(pre
     from lockgen.errors import LockFormatError
     from lockgen.model.lock import Lock, LockMetadata
 
-    lock = Lock(metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata={"lockgen.base-lock": "ab" * 32}), package=())
+    lock = Lock(
+        metadata=LockMetadata(
+            content_hash={},
+            channels=(),
+            platforms=("linux-64",),
+            sources=(),
+            custom_metadata={"lockgen.base-lock": "ab" * 32},
+        ),
+        package=(),
+    )
     labels = {"dev.lockgen.lock.sha256": "ab" * 32, "dev.lockgen.prefix": prefix}
     with pytest.raises(LockFormatError, match="not a folder inside the image"):
         team_prefix(lock, {"config": {"Labels": labels}}, "/opt/env")
-    assert team_prefix(lock, {"config": {"Labels": {**labels, "dev.lockgen.prefix": "/opt/torch/.venv"}}}, "/opt/env") == "/opt/torch/.venv"
+    assert (
+        team_prefix(lock, {"config": {"Labels": {**labels, "dev.lockgen.prefix": "/opt/torch/.venv"}}}, "/opt/env")
+        == "/opt/torch/.venv"
+    )
 
 
 def test_a_team_lock_without_services_is_refused_on_a_base_that_runs_them() -> None:
@@ -291,7 +333,12 @@ def test_a_team_lock_without_services_is_refused_on_a_base_that_runs_them() -> N
     from lockgen.model.lock import Lock, LockMetadata
 
     def lock(meta: dict[str, str]) -> Lock:
-        return Lock(metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata=meta), package=())
+        return Lock(
+            metadata=LockMetadata(
+                content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata=meta
+            ),
+            package=(),
+        )
 
     runs_services = {"config": {"Entrypoint": ["/opt/env/bin/python", "/opt/env/.lockgen/service_launcher.py"]}}
     with pytest.raises(UserError, match="base image runs \\[image\\] services"):

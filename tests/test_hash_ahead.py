@@ -85,7 +85,9 @@ def _sized(paths: list[Path]) -> list[tuple[str, int]]:
     return [(str(p), p.stat().st_size) for p in paths]
 
 
-def test_a_failed_child_is_no_digest_for_what_it_took(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_child_is_no_digest_for_what_it_took(
+    tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     caller, real = os.getpid(), parallel._digest_or_nothing
 
     def fails_in_a_child(path: str) -> str:
@@ -139,7 +141,9 @@ def test_shares_cover_every_file_once_in_order_within_the_pipe(sizes: list[int])
     assert all(sum(costs[i] for i in share) >= each for share in shares[:-1])
 
 
-def test_a_block_left_early_takes_the_shares_away(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_block_left_early_takes_the_shares_away(
+    tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = parallel._digest_or_nothing
 
     def slow(path: str) -> str:
@@ -163,7 +167,9 @@ def test_children_never_asked_end_with_the_block(tmp_path: Path, forking: None) 
             os.waitpid(pid, os.WNOHANG)
 
 
-def test_no_child_beside_another_thread_or_for_few_files(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_child_beside_another_thread_or_for_few_files(
+    tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     paths = _sized(_files(tmp_path, 4))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
@@ -179,13 +185,19 @@ def test_no_child_beside_another_thread_or_for_few_files(tmp_path: Path, forking
         assert ahead.digests() == {}
 
 
-def test_a_check_read_by_children_is_the_check_read_by_itself(tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_check_read_by_children_is_the_check_read_by_itself(
+    tmp_path: Path, forking: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     read: list[str] = []
     real = prefix_observer.hash_files
-    monkeypatch.setattr(prefix_observer, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress))
+    monkeypatch.setattr(
+        prefix_observer,
+        "hash_files",
+        lambda files, progress=None: read.extend(p for p, _ in files) or real(files, progress),
+    )
     records = tmp_path / "home" / "conformance"
     time.sleep(prefix_observer.RACY_NS / 1e9 + 0.05)  # settled: each first check keeps its fingerprints
     ahead = check_lock(lock, Prefix(prefix))
@@ -197,7 +209,11 @@ def test_a_check_read_by_children_is_the_check_read_by_itself(tmp_path: Path, fo
         inline.setattr(parallel, "FORK_FROM", 10**9)
         inline.setattr(parallel, "Forked", _Inline)
         itself = check_lock(lock, Prefix(prefix))
-    assert read and {**itself.to_dict(), "read_every_byte": None} == {**ahead.to_dict(), "read_every_byte": None} and itself.hashes == ahead.hashes
+    assert (
+        read
+        and {**itself.to_dict(), "read_every_byte": None} == {**ahead.to_dict(), "read_every_byte": None}
+        and itself.hashes == ahead.hashes
+    )
     assert _records(records) == kept
     target = prefix / "lib" / "libfoo.txt"
     before = target.stat()
@@ -220,7 +236,9 @@ def test_forked_work_returns_its_text_and_a_failure_or_a_thread_returns_none() -
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert parallel.Forked(lambda: ran.append("here") or "x").result() is None and ran == []  # never run: the caller does it
+        assert (
+            parallel.Forked(lambda: ran.append("here") or "x").result() is None and ran == []
+        )  # never run: the caller does it
     finally:
         stop.set()
         other.join()
@@ -251,7 +269,9 @@ def test_fingerprints_kept_from_a_child_or_here(tmp_path: Path, monkeypatch: pyt
         ({}, None),
     ],
 )
-def test_the_cores_are_those_the_cgroup_quota_grants(tmp_path: Path, files: dict[str, str], expected: int | None) -> None:
+def test_the_cores_are_those_the_cgroup_quota_grants(
+    tmp_path: Path, files: dict[str, str], expected: int | None
+) -> None:
     """A container limited to a few CPUs on a big node gets a child per CPU it may use, not per core it sees."""
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

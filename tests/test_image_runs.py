@@ -25,7 +25,9 @@ TAG = "cpu-linux-64"
 @pytest.fixture
 def pure_lock(tmp_path: Path) -> Path:
     """A pure-PyPI lock of one wheel (`hello`, from a file:// index the test writes) for this host's Python."""
-    index = build_index(tmp_path / "index", [Wheel("hello", "1.0", files={"hello/greet.py": "WORDS = 'from the lock'\n"})])
+    index = build_index(
+        tmp_path / "index", [Wheel("hello", "1.0", files={"hello/greet.py": "WORDS = 'from the lock'\n"})]
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
@@ -75,7 +77,9 @@ def test_an_existing_venv_linking_outside_itself_needs_that_python_in_its_base(t
     assert "and the image has no file there: it could not start its Python" in error
     assert hint.startswith("hint: pass --base with an image that has /")
     bare = python_base(tmp_path / "glibc-only", python=False)
-    _refused(run_cli("export", str(pure_lock), "--from-prefix", str(prefix), "--base", str(bare), "--out", str(out)), out)
+    _refused(
+        run_cli("export", str(pure_lock), "--from-prefix", str(prefix), "--base", str(bare), "--out", str(out)), out
+    )
     assert interpreter.is_file()  # the venv itself runs here: only the image would lack its Python
 
 
@@ -86,7 +90,9 @@ def test_a_pure_pypi_image_on_a_base_with_its_python_runs_it(tmp_path: Path, pur
     done = run_cli("export", str(pure_lock), "--base", str(base), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert f"the venv runs on the base image's /usr/bin/python{PYTHON}" in done.stderr
-    ran = podman_run(out, TAG, "python", "-c", "import hello.greet, sys; print(hello.VERSION, hello.greet.WORDS, sys.prefix)")
+    ran = podman_run(
+        out, TAG, "python", "-c", "import hello.greet, sys; print(hello.VERSION, hello.greet.WORDS, sys.prefix)"
+    )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "1.0 from the lock /opt/env\n"
     checked = run_cli("check", "--image", str(out), "--lock", str(pure_lock))

@@ -38,7 +38,10 @@ class _Lock:
 
 
 def test_services_are_recorded_and_become_the_launcher_entrypoint() -> None:
-    spec = parse_stack(STACK + 'workdir = "/home/dev"\n[image.services]\nweb = ["python", "-m", "http.server"]\nssh = ["/usr/sbin/sshd", "-D"]\n')
+    spec = parse_stack(
+        STACK
+        + 'workdir = "/home/dev"\n[image.services]\nweb = ["python", "-m", "http.server"]\nssh = ["/usr/sbin/sshd", "-D"]\n'
+    )
     recorded = json.loads(image_text(spec))
     assert recorded["services"] == {"ssh": ["/usr/sbin/sshd", "-D"], "web": ["python", "-m", "http.server"]}
     base = {"config": {"Entrypoint": ["/bin/base"], "Cmd": ["bash"], "Env": ["PATH=/usr/bin"]}}

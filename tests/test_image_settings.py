@@ -33,10 +33,14 @@ def stack_with_image(tmp_path: Path, image: str) -> Path:
     source = tmp_path / "show.c"
     source.write_text(SHOW)
     subprocess.run([require("gcc"), "-static", "-O2", "-o", str(tmp_path / "show"), str(source)], check=True)
-    channel = build_channel(tmp_path / "channel", [Pkg("show", "1.0", files={"bin/show": (tmp_path / "show").read_bytes()})])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg("show", "1.0", files={"bin/show": (tmp_path / "show").read_bytes()})]
+    )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nshow = "*"\n[targets.cpu]\narch = "cpu"\n{image}')
+    stack.write_text(
+        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nshow = "*"\n[targets.cpu]\narch = "cpu"\n{image}'
+    )
     api.resolve(stack)
     return stack
 
@@ -77,7 +81,9 @@ def test_the_image_runs_and_exposes_what_the_stack_says(tmp_path: Path, monkeypa
 )
 def test_bad_image_settings_are_one_error_naming_the_line(tmp_path: Path, line: str, fragment: str) -> None:
     stack = tmp_path / "stack.toml"
-    stack.write_text(f'[stack]\nname = "t"\npython = "3.11"\n[pypi-dependencies]\nsix = "*"\n[targets.cpu]\narch = "cpu"\n[image]\n{line}\n')
+    stack.write_text(
+        f'[stack]\nname = "t"\npython = "3.11"\n[pypi-dependencies]\nsix = "*"\n[targets.cpu]\narch = "cpu"\n[image]\n{line}\n'
+    )
     done = run_cli("resolve", str(stack), "--dry-run")
     assert done.returncode == 1 and fragment in done.stderr and f"{stack}:9:" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "locks").exists()

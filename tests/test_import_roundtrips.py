@@ -22,7 +22,12 @@ SIX = "https://files.pythonhosted.org/packages/b7/ce/149a00dd41f10bc29e5921b496a
 ORJSON = "https://files.pythonhosted.org/packages/source/o/orjson/orjson-3.10.0.tar.gz"
 CONDA_LOCK = {
     "version": 1,
-    "metadata": {"content_hash": {"linux-64": "0" * 64}, "channels": [{"url": "conda-forge", "used_env_vars": []}], "platforms": ["linux-64"], "sources": ["environment.yml"]},
+    "metadata": {
+        "content_hash": {"linux-64": "0" * 64},
+        "channels": [{"url": "conda-forge", "used_env_vars": []}],
+        "platforms": ["linux-64"],
+        "sources": ["environment.yml"],
+    },
     "package": [
         {
             "name": "zlib",
@@ -35,8 +40,28 @@ CONDA_LOCK = {
             "category": "main",
             "optional": False,
         },
-        {"name": "six", "version": "1.17.0", "manager": "pip", "platform": "linux-64", "dependencies": {}, "url": SIX, "hash": {"sha256": "c" * 64}, "category": "main", "optional": False},
-        {"name": "orjson", "version": "3.10.0", "manager": "pip", "platform": "linux-64", "dependencies": {}, "url": ORJSON, "hash": {"sha256": "d" * 64}, "category": "main", "optional": False},
+        {
+            "name": "six",
+            "version": "1.17.0",
+            "manager": "pip",
+            "platform": "linux-64",
+            "dependencies": {},
+            "url": SIX,
+            "hash": {"sha256": "c" * 64},
+            "category": "main",
+            "optional": False,
+        },
+        {
+            "name": "orjson",
+            "version": "3.10.0",
+            "manager": "pip",
+            "platform": "linux-64",
+            "dependencies": {},
+            "url": ORJSON,
+            "hash": {"sha256": "d" * 64},
+            "category": "main",
+            "optional": False,
+        },
     ],
 }
 
@@ -49,12 +74,19 @@ def conda_lock_file(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(tmp_path: Path, conda_lock_file: Path) -> None:
+def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(
+    tmp_path: Path, conda_lock_file: Path
+) -> None:
     from conda_lock.conda_lock import render_lockfile_for_platform
     from conda_lock.lockfile import parse_conda_lock_file
 
     lines = render_lockfile_for_platform(
-        lockfile=parse_conda_lock_file(conda_lock_file), include_dev_dependencies=True, extras=None, kind="explicit", platform="linux-64", suppress_warning_for_pip_and_explicit=True
+        lockfile=parse_conda_lock_file(conda_lock_file),
+        include_dev_dependencies=True,
+        extras=None,
+        kind="explicit",
+        platform="linux-64",
+        suppress_warning_for_pip_and_explicit=True,
     )
     explicit = tmp_path / "conda-linux-64.lock"
     explicit.write_text("\n".join(lines) + "\n")
@@ -63,7 +95,9 @@ def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(tm
     pip = [(p.name, p.version, p.url, p.hash.sha256) for p in lock.package if p.manager == "pip"]
     assert pip == [("six", "1.17.0", SIX, "c" * 64)]
     assert [p.name for p in lock.package if p.manager == "conda"] == ["zlib"]
-    assert lock.meta("skipped") == ("linux-64: `orjson` is an sdist (it would be built on install): orjson-3.10.0.tar.gz; lockgen locks wheels only")
+    assert lock.meta("skipped") == (
+        "linux-64: `orjson` is an sdist (it would be built on install): orjson-3.10.0.tar.gz; lockgen locks wheels only"
+    )
     assert load_lock(tmp_path / "t.yml") == lock
 
 
@@ -79,7 +113,10 @@ def test_a_conda_lock_sdist_pip_entry_is_listed_not_locked(tmp_path: Path, conda
 @pytest.mark.slow
 def test_a_pixi_environment_without_linux_is_refused_naming_its_platforms(tmp_path: Path) -> None:
     text = (FOREIGN / "tiny.pixi.lock").read_text()
-    text = text.replace("      linux-64:\n      - conda: https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda\n", "      osx-arm64:\n")
+    text = text.replace(
+        "      linux-64:\n      - conda: https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda\n",
+        "      osx-arm64:\n",
+    )
     source = tmp_path / "pixi.lock"
     source.write_text(text)
     done = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
@@ -90,7 +127,11 @@ def test_a_pixi_environment_without_linux_is_refused_naming_its_platforms(tmp_pa
 
 def test_a_pixi_pypi_entry_without_a_hash_is_listed(tmp_path: Path) -> None:
     source = tmp_path / "pixi.lock"
-    source.write_text((FOREIGN / "tiny.pixi.lock").read_text().replace(f"  sha256: {'a' * 64}\n  requires_python", "  requires_python"))
+    source.write_text(
+        (FOREIGN / "tiny.pixi.lock")
+        .read_text()
+        .replace(f"  sha256: {'a' * 64}\n  requires_python", "  requires_python")
+    )
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml")
     assert "six" not in {p.name for p in lock.package}
     assert "linux-64: `six` 1.17.0 has no hash in the file (six-1.17.0-py2.py3-none-any.whl)" in lock.meta("skipped")
@@ -117,14 +158,26 @@ def test_a_package_listed_twice_is_imported_once_or_refused(tmp_path: Path) -> N
     assert [p.name for p in lock.package] == ["bzip2"]
     assert [p.name for p in load_lock(tmp_path / "twice.conda-lock.yml").package] == ["bzip2"]
     refused = run_cli("import", str(builds), "-t", "cpu", "-o", str(tmp_path / "builds.conda-lock.yml"))
-    assert refused.returncode == 1 and "bzip2 twice" in refused.stderr and "hda65f42_9 and 1.0.8 hda65f42_10" in refused.stderr, refused.stderr
+    assert (
+        refused.returncode == 1
+        and "bzip2 twice" in refused.stderr
+        and "hda65f42_9 and 1.0.8 hda65f42_10" in refused.stderr
+    ), refused.stderr
     assert not (tmp_path / "builds.conda-lock.yml").exists()
     # one version from two places: the message tells them apart by their files, not "1.0.8 and 1.0.8"
     moved = tmp_path / "moved.txt"
-    moved.write_text("# platform: linux-64\n@EXPLICIT\n" + line.format(build=9) + line.format(build=9).replace("/linux-64/", "/linux-64/mirror/").replace("hda65f42_9.conda", "hda65f42_9.tar.bz2"))
+    moved.write_text(
+        "# platform: linux-64\n@EXPLICIT\n"
+        + line.format(build=9)
+        + line.format(build=9)
+        .replace("/linux-64/", "/linux-64/mirror/")
+        .replace("hda65f42_9.conda", "hda65f42_9.tar.bz2")
+    )
     refused = run_cli("import", str(moved), "-t", "cpu", "-o", str(tmp_path / "moved.conda-lock.yml"))
     assert refused.returncode == 1 and "from bzip2-1.0.8-hda65f42_9.conda and 1.0.8 hda65f42_9" not in refused.stderr
-    assert "1.0.8 from bzip2-1.0.8-hda65f42_9.conda and 1.0.8 from bzip2-1.0.8-hda65f42_9.tar.bz2" in refused.stderr, refused.stderr
+    assert "1.0.8 from bzip2-1.0.8-hda65f42_9.conda and 1.0.8 from bzip2-1.0.8-hda65f42_9.tar.bz2" in refused.stderr, (
+        refused.stderr
+    )
 
 
 def test_no_writer_writes_a_lock_naming_a_package_twice(tmp_path: Path) -> None:
@@ -133,7 +186,9 @@ def test_no_writer_writes_a_lock_naming_a_package_twice(tmp_path: Path) -> None:
     from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
     from lockgen.errors import LockFormatError
 
-    lock = load_lock(Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml")
+    lock = load_lock(
+        Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
+    )
     doubled = lock.model_copy(update={"package": (*lock.package, lock.package[0])})
     with pytest.raises(LockFormatError, match="twice"):
         checked_lock_text(doubled, "a writer", "mend the writer's input")

@@ -71,7 +71,9 @@ def test_a_wheel_its_index_gives_no_hash_for_fails_the_import_unless_allow_parti
         other_file = write(tmp_path, index, "gpukit-1.0-py3-none-manylinux_2_17_x86_64.whl")
         refused = run_cli("import", str(other_file), "-t", "t", "-o", str(out), "--python", "3.11")
     assert refused.returncode == 1 and not out.exists(), refused.stderr
-    assert "gives no sha256 for `gpukit`" in refused.stderr and "lists no sha256 for a file of that name" in refused.stderr
+    assert (
+        "gives no sha256 for `gpukit`" in refused.stderr and "lists no sha256 for a file of that name" in refused.stderr
+    )
     assert "hint: import with --allow-partial" in refused.stderr and "Traceback" not in refused.stderr
     unreachable = write(tmp_path, f"http://127.0.0.1:{_closed_port()}/simple", KIT.filename)
     refused = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), "--python", "3.11")
@@ -82,4 +84,7 @@ def test_a_wheel_its_index_gives_no_hash_for_fails_the_import_unless_allow_parti
     assert "left out: " in partial.stderr and "linux-64: `gpukit` 1.0 has a wheel without a sha256" in partial.stderr
     lock = read_lock(out).lock
     assert {p.name for p in lock.package} == {"other"}
-    assert any(line.startswith("linux-aarch64: `gpukit` 1.0 has a wheel without a sha256") for line in lock.meta("skipped").split("; "))
+    assert any(
+        line.startswith("linux-aarch64: `gpukit` 1.0 has a wheel without a sha256")
+        for line in lock.meta("skipped").split("; ")
+    )

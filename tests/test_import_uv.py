@@ -33,7 +33,9 @@ CONFLICTS = Path(__file__).parent / "fixtures" / "foreign" / "conflicts"
     ],
 )
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
-def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(tmp_path: Path, flags: list[str], choices: UvChoices, platform: str) -> None:
+def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(
+    tmp_path: Path, flags: list[str], choices: UvChoices, platform: str
+) -> None:
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
     python = choices.python or "3.10"
@@ -73,7 +75,9 @@ def test_the_shared_uv_locks_import_what_uv_installs(tmp_path: Path, source: Pat
     project = tmp_path / "project"
     project.mkdir()
     shutil.copy(source, project / "uv.lock")
-    (project / "pyproject.toml").write_text(f'[project]\nname = "{root["name"]}"\nversion = "0"\nrequires-python = "{data["requires-python"]}"\n')
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "{root["name"]}"\nversion = "0"\nrequires-python = "{data["requires-python"]}"\n'
+    )
     expected = uv_selects(project, ["--python", python], platform, python)
     taken = lockgen_takes(project / "uv.lock", UvChoices(python=python), platform, tmp_path / "t.yml")
     assert taken == expected, (sorted(taken - expected), sorted(expected - taken))
@@ -128,32 +132,50 @@ def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) 
     source.write_text(WHEELS_LOCK)
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices())
     x86 = {p.name: p.url.rsplit("/", 1)[-1] for p in lock.packages_for("linux-64")}
-    assert x86 == {"torch": "torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl", "flash-attn": "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"}
+    assert x86 == {
+        "torch": "torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl",
+        "flash-attn": "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl",
+    }
     skipped = lock.meta("skipped").split("; ")
-    assert ("linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc 2.28): pass --glibc 2.35 to admit it") in skipped
+    assert (
+        "linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc 2.28): pass --glibc 2.35 to admit it"
+    ) in skipped
     assert any(s.startswith("linux-aarch64: `capped` 1.0 needs glibc 2.39") and "--glibc 2.39" in s for s in skipped)
     assert "linux-aarch64: `torch` 2.6.0+cpu has no wheel for linux-aarch64 at CPython 3.11" in skipped
     _, newer = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices(glibc="2.35"))
     assert {p.name for p in newer.packages_for("linux-64")} == {"torch", "flash-attn", "capped"}
     bad = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "v.yml"), "--glibc", "new")
-    assert bad.returncode == 1 and "error: --glibc new is not a glibc version 2.NN" in bad.stderr and "hint:" in bad.stderr
+    assert (
+        bad.returncode == 1 and "error: --glibc new is not a glibc version 2.NN" in bad.stderr and "hint:" in bad.stderr
+    )
 
 
-@pytest.mark.parametrize(("source", "python"), [(CONFLICTS / "uv.lock", "3.11"), (Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml", "3.11")])
-def test_a_pure_pypi_import_records_the_python_its_wheels_were_chosen_for(tmp_path: Path, source: Path, python: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "python"),
+    [(CONFLICTS / "uv.lock", "3.11"), (Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml", "3.11")],
+)
+def test_a_pure_pypi_import_records_the_python_its_wheels_were_chosen_for(
+    tmp_path: Path, source: Path, python: str
+) -> None:
     """A uv.lock or pylock imported with --python 3.11 holds wheels and no conda python: the lock records the
     CPython they were chosen for (`lockgen.python.<platform>`, as resolve's PyPI layer does), which materialize,
     check and export read; without it materialize refused "the lock has wheels but names no Python version"."""
     from lockgen.core.env.expected_env import lock_python
 
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(python=python))
-    assert lock.metadata.platforms and all(lock_python(lock, platform) == python for platform in lock.metadata.platforms)
-    assert all(lock.metadata.custom_metadata[f"lockgen.python.{platform}"] == python for platform in lock.metadata.platforms)
+    assert lock.metadata.platforms and all(
+        lock_python(lock, platform) == python for platform in lock.metadata.platforms
+    )
+    assert all(
+        lock.metadata.custom_metadata[f"lockgen.python.{platform}"] == python for platform in lock.metadata.platforms
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
-def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_does(tmp_path: Path, platform: str) -> None:
+def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_does(
+    tmp_path: Path, platform: str
+) -> None:
     """uv takes a workspace's `.python-version` before requires-python: `uv python pin` reads 3.12 there, and the
     import takes what `uv export` selects for 3.12 (no tomli, which is for Python < 3.11), saying where the
     Python came from; it took the oldest requires-python admits (3.10) and tomli with it."""
@@ -164,13 +186,18 @@ def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_doe
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
     (project / ".python-version").write_text("# the team's Python\n3.12\n")
-    pinned = subprocess.run([uv_binary(), "python", "pin", "--no-python-downloads"], cwd=project, capture_output=True, text=True)
+    pinned = subprocess.run(
+        [uv_binary(), "python", "pin", "--no-python-downloads"], cwd=project, capture_output=True, text=True
+    )
     assert pinned.returncode == 0 and pinned.stdout.strip() == "3.12", pinned.stderr
     expected = uv_selects(project, [], platform, pinned.stdout.strip())
     assert lockgen_takes(project / "uv.lock", UvChoices(), platform, tmp_path / "t.yml") == expected
     assert ("tomli", "2.5.0") not in expected
     done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "u.yml"))
-    assert done.returncode == 0 and "CPython 3.12 from .python-version beside the pyproject.toml, as uv picks it" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert (
+        done.returncode == 0
+        and "CPython 3.12 from .python-version beside the pyproject.toml, as uv picks it" in done.stdout + done.stderr
+    ), done.stdout + done.stderr
 
 
 @pytest.mark.slow
@@ -197,7 +224,12 @@ def test_the_three_group_flags_select_what_uv_exports(tmp_path: Path, flags: lis
 def test_a_python_version_pin_is_read_as_uv_reads_it_or_refused(tmp_path: Path) -> None:
     from lockgen.adapters.foreign.uv_project import pinned_python
 
-    for text, pinned in [("3.12\n", "3.12"), ("# a comment\n\n3.11.9\n", "3.11.9"), ("cpython@3.13\n", "3.13"), ("cpython-3.10\n", "3.10")]:
+    for text, pinned in [
+        ("3.12\n", "3.12"),
+        ("# a comment\n\n3.11.9\n", "3.11.9"),
+        ("cpython@3.13\n", "3.13"),
+        ("cpython-3.10\n", "3.10"),
+    ]:
         (tmp_path / ".python-version").write_text(text)
         assert pinned_python([tmp_path]) == (pinned, tmp_path / ".python-version")
     (tmp_path / ".python-version").write_text("pypy3.10\n")
@@ -221,7 +253,9 @@ def test_any_python_version_file_is_a_pin_or_one_refusal(tmp_path: Path, text: b
         assert found is not None and found[0].startswith("3.")
 
 
-GIT_URL = "https://github.com/org/foo%20bar.git?rev=v1.0&subdirectory=pkgs%2Ffoo#0123456789abcdef0123456789abcdef01234567"
+GIT_URL = (
+    "https://github.com/org/foo%20bar.git?rev=v1.0&subdirectory=pkgs%2Ffoo#0123456789abcdef0123456789abcdef01234567"
+)
 
 
 def test_a_git_source_is_named_by_its_url_as_the_lock_writes_it_commit_included(tmp_path: Path) -> None:

@@ -79,7 +79,14 @@ vllm = ["packaging==24.2"]
 
 
 def _workspace(folder: Path, defaults: str = "") -> Path:
-    return write_project(folder, {"pyproject.toml": ROOT.replace("DEFAULTS", defaults), "packages/lib/pyproject.toml": LIB, "packages/other/pyproject.toml": OTHER})
+    return write_project(
+        folder,
+        {
+            "pyproject.toml": ROOT.replace("DEFAULTS", defaults),
+            "packages/lib/pyproject.toml": LIB,
+            "packages/other/pyproject.toml": OTHER,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +99,10 @@ CHOICES = [
     (["--extra", "cu128"], UvChoices(extras=("cu128",))),  # lib[cu128-x] through the edge: wheel on x86_64 only
     (["--extra", "cpu"], UvChoices(extras=("cpu",))),
     (["--extra", "vllm"], UvChoices(extras=("vllm",))),
-    (["--extra", "cu128", "--extra", "vllm", "--group", "lint", "--no-dev"], UvChoices(extras=("cu128", "vllm"), groups=("lint",), dev=False)),
+    (
+        ["--extra", "cu128", "--extra", "vllm", "--group", "lint", "--no-dev"],
+        UvChoices(extras=("cu128", "vllm"), groups=("lint",), dev=False),
+    ),
     (["--all-packages"], UvChoices(all_packages=True)),
     (["--all-packages", "--extra", "cpu-x"], UvChoices(all_packages=True, extras=("cpu-x",))),
     (["--package", "other", "--extra", "vllm"], UvChoices(package="other", extras=("vllm",))),
@@ -102,7 +112,9 @@ CHOICES = [
 
 @pytest.mark.parametrize("flags, choices", CHOICES, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_a_workspace_imports_what_uv_installs(workspace: Path, tmp_path: Path, flags: list[str], choices: UvChoices, platform: str) -> None:
+def test_a_workspace_imports_what_uv_installs(
+    workspace: Path, tmp_path: Path, flags: list[str], choices: UvChoices, platform: str
+) -> None:
     expected = uv_selects(workspace, flags, platform, "3.10")
     assert lockgen_takes(workspace / "uv.lock", choices, platform, tmp_path / "t.yml") == expected
 
@@ -120,19 +132,32 @@ def test_member_extras_reached_through_an_edge_bring_their_cuda_fork(workspace: 
 @pytest.mark.parametrize(
     "flags, message, hint",
     [
-        (["--all-packages", "--extra", "vllm"], r"`app\[vllm\]` and `other\[vllm\]` conflicting", "--extra vllm with --package app"),
+        (
+            ["--all-packages", "--extra", "vllm"],
+            r"`app\[vllm\]` and `other\[vllm\]` conflicting",
+            "--extra vllm with --package app",
+        ),
         (["--extra", "nope"], "the project `app` has no extra nope", "its extras: cpu, cu128, vllm"),
         (["--group", "nope"], "the project `app` has no dependency group nope", "its groups: dev, lint"),
         (["--package", "nope"], "the lock's workspace has no member `nope`", "its members: app, lib, other"),
-        (["--all-packages", "--extra", "nope"], "no workspace member has the extra nope", "cpu, cpu-x, cu128, cu128-x, vllm"),
+        (
+            ["--all-packages", "--extra", "nope"],
+            "no workspace member has the extra nope",
+            "cpu, cpu-x, cu128, cu128-x, vllm",
+        ),
     ],
 )
-def test_choices_uv_refuses_are_refused_naming_what_exists(workspace: Path, tmp_path: Path, flags: list[str], message: str, hint: str) -> None:
+def test_choices_uv_refuses_are_refused_naming_what_exists(
+    workspace: Path, tmp_path: Path, flags: list[str], message: str, hint: str
+) -> None:
     assert uv_export(workspace, flags).returncode != 0
     done = run_cli("import", str(workspace / "uv.lock"), "-t", "t", "-o", str(tmp_path / "t.yml"), *flags)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.splitlines()
-    errors, hints = [line for line in lines if line.startswith("error:")], [line for line in lines if line.startswith("hint:")]
+    errors, hints = (
+        [line for line in lines if line.startswith("error:")],
+        [line for line in lines if line.startswith("hint:")],
+    )
     assert len(errors) == 1 and len(hints) == 1 and re.search(message, errors[0]) and hint in hints[0]
     assert not (tmp_path / "t.yml").exists()
 
@@ -149,7 +174,9 @@ def test_choices_uv_refuses_are_refused_naming_what_exists(workspace: Path, tmp_
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_default_groups_come_from_the_pyproject(tmp_path: Path, defaults: str, flags: list[str], platform: str) -> None:
     project = _workspace(tmp_path / "project", defaults)
-    choices = UvChoices(groups=tuple(flags[1:]) if flags[:1] == ["--group"] else (), no_default_groups="--no-default-groups" in flags)
+    choices = UvChoices(
+        groups=tuple(flags[1:]) if flags[:1] == ["--group"] else (), no_default_groups="--no-default-groups" in flags
+    )
     expected = uv_selects(project, flags, platform, "3.10")
     assert lockgen_takes(project / "uv.lock", choices, platform, tmp_path / "t.yml") == expected
     alone = tmp_path / "alone"
@@ -210,8 +237,14 @@ def virtual_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-@pytest.mark.parametrize("flags, choices", [([], UvChoices()), (["--no-dev"], UvChoices(dev=False)), (["--package", "a"], UvChoices(package="a"))], ids=["default", "no-dev", "a"])
-def test_a_workspace_root_that_is_no_project_installs_every_member_and_its_groups(virtual_root: Path, tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+@pytest.mark.parametrize(
+    "flags, choices",
+    [([], UvChoices()), (["--no-dev"], UvChoices(dev=False)), (["--package", "a"], UvChoices(package="a"))],
+    ids=["default", "no-dev", "a"],
+)
+def test_a_workspace_root_that_is_no_project_installs_every_member_and_its_groups(
+    virtual_root: Path, tmp_path: Path, flags: list[str], choices: UvChoices
+) -> None:
     expected = uv_selects(virtual_root, flags, "linux-64", "3.10")
     assert lockgen_takes(virtual_root / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected
 
@@ -240,7 +273,9 @@ def virtual_root_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
     ids=["all-packages", "all-packages-lint", "a-lint", "all-packages-no-dev"],
 )
-def test_a_virtual_roots_groups_come_with_all_packages_and_package_as_uv_exports_them(virtual_root_groups: Path, tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+def test_a_virtual_roots_groups_come_with_all_packages_and_package_as_uv_exports_them(
+    virtual_root_groups: Path, tmp_path: Path, flags: list[str], choices: UvChoices
+) -> None:
     """The root's `dev` group was dropped with --all-packages and its other groups refused with --package or
     --all-packages; uv export selects them (uv is the oracle)."""
     expected = uv_selects(virtual_root_groups, flags, "linux-64", "3.10")

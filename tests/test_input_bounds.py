@@ -43,9 +43,15 @@ H200 = REPO / "envs" / "examples" / "h200-system"
 def _uv_lock_of_extras(packages: int) -> str:
     """A uv.lock whose project asks a chain of packages each for its extra `fast`: as many active extras as
     packages, and every edge under a marker naming an extra."""
-    parts = ['version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { virtual = "." }\ndependencies = [\n    { name = "pkg0", extra = ["fast"] },\n]\n']
+    parts = [
+        'version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { virtual = "." }\ndependencies = [\n    { name = "pkg0", extra = ["fast"] },\n]\n'
+    ]
     for i in range(packages):
-        edge = f'    {{ name = "pkg{i + 1}", extra = ["fast"], marker = "extra != \'extra-3-app-cpu\'" }},\n' if i + 1 < packages else ""
+        edge = (
+            f'    {{ name = "pkg{i + 1}", extra = ["fast"], marker = "extra != \'extra-3-app-cpu\'" }},\n'
+            if i + 1 < packages
+            else ""
+        )
         wheel = f'    {{ url = "https://files.example/pkg{i}-1.0-py3-none-any.whl", hash = "sha256:{i:064x}" }},\n'
         parts.append(
             f'\n[[package]]\nname = "pkg{i}"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
@@ -54,7 +60,9 @@ def _uv_lock_of_extras(packages: int) -> str:
     return "".join(parts)
 
 
-def test_a_uv_lock_import_hands_each_marker_only_the_extras_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_uv_lock_import_hands_each_marker_only_the_extras_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every marker was evaluated against the whole set of active extras, which the evaluator normalises item by item
     on every test, and in the activation pass that set was copied for every edge: an import quadratic in the lock's
     size (10k packages 10 s, 30k 108 s). Each marker now sees only the items it names."""
@@ -62,7 +70,9 @@ def test_a_uv_lock_import_hands_each_marker_only_the_extras_it_names(tmp_path: P
     evaluate = Marker.evaluate
 
     def counting(self: Marker, environment: dict[str, object] | None = None, context: str = "metadata") -> bool:
-        handed.append(len(environment["extras"]) if environment and isinstance(environment.get("extras"), (set, frozenset)) else 0)  # type: ignore[arg-type]
+        handed.append(
+            len(environment["extras"]) if environment and isinstance(environment.get("extras"), (set, frozenset)) else 0
+        )  # type: ignore[arg-type]
         return evaluate(self, environment, context)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Marker, "evaluate", counting)
@@ -103,7 +113,13 @@ def _within(seconds: int) -> Iterator[None]:
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`lockgen ARGS`, given up on after `timeout` seconds: a command that waits on a FIFO fails the test."""
-    return subprocess.run([sys.executable, "-m", "lockgen", *args], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lockgen", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -147,7 +163,9 @@ def signed(tmp_path: Path) -> tuple[Path, Path]:
         ),
     ],
 )
-def test_a_fifo_named_as_an_input_is_refused_by_name_not_waited_on(tmp_path: Path, signed: tuple[Path, Path], command: tuple[str, ...]) -> None:
+def test_a_fifo_named_as_an_input_is_refused_by_name_not_waited_on(
+    tmp_path: Path, signed: tuple[Path, Path], command: tuple[str, ...]
+) -> None:
     """A FIFO given as an archive, key, certificate, node facts file, stack or lock (fleet kubernetes' --lock too):
     the open waited for a writer forever."""
     fifo = tmp_path / "input.fifo"
@@ -166,7 +184,9 @@ def test_a_device_as_a_key_is_refused_at_once(signed: tuple[Path, Path], device:
     assert "a character device, not a regular file" in line and time.monotonic() - started < 30, line
 
 
-def test_a_key_or_certificate_past_its_cap_is_refused_after_reading_one_byte_past_it(tmp_path: Path, signed: tuple[Path, Path]) -> None:
+def test_a_key_or_certificate_past_its_cap_is_refused_after_reading_one_byte_past_it(
+    tmp_path: Path, signed: tuple[Path, Path]
+) -> None:
     """A regular file of 2 GB named as a key is a key of no kind: refused having read at most 1 MiB and a byte."""
     huge = tmp_path / "huge.pub"
     with huge.open("wb") as stream:
@@ -191,7 +211,9 @@ def _depth(value: object) -> int:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n'),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3)
+    ),
     max_leaves=40,
 )
 
@@ -226,7 +248,9 @@ DEEP = "[" * 100_000 + "]" * 100_000
 def test_a_deep_conformance_record_is_a_recheck_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A record nested past Python's parser under $LOCKGEN_HOME/conformance ended `check --lock` in RecursionError
     (exit 3); a record is only a saving, so one that cannot be read is none: the files are hashed again."""
-    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))  # its own: the worker's home holds other tests' records, which the globs below would find
+    monkeypatch.setenv(
+        "LOCKGEN_HOME", str(tmp_path / "home")
+    )  # its own: the worker's home holds other tests' records, which the globs below would find
     prefix = tmp_path / "env"
     prefix.mkdir()
     conformance_store.save(prefix, "0" * 64, {"bin/x": [1, 2, 3, 4, 5, "a" * 64]})
@@ -235,7 +259,9 @@ def test_a_deep_conformance_record_is_a_recheck_not_a_crash(tmp_path: Path, monk
     for record in records:
         record.write_text(DEEP)
     assert conformance_store.load(prefix, "0" * 64) == {}
-    conformance_store.save_verdict(prefix, "0" * 64, ["ctx"], stat_walk.TreeFingerprint("tree", 1, True), {"clean": True})
+    conformance_store.save_verdict(
+        prefix, "0" * 64, ["ctx"], stat_walk.TreeFingerprint("tree", 1, True), {"clean": True}
+    )
     verdicts = list((Path(os.environ["LOCKGEN_HOME"]) / "conformance").glob("*.verdict.json"))
     verdicts[0].write_text(DEEP)
     assert conformance_store.load_verdict(prefix, "0" * 64, ["ctx"]) is None
@@ -278,7 +304,16 @@ def test_an_archive_or_lock_written_where_no_file_can_be_made_is_one_error(tmp_p
     """/proc/self is a folder that takes no new file: `pack --out /proc/self/x.tar` ended in FileNotFoundError (exit 3)."""
     with pytest.raises(UserError, match="takes no new file"):
         pack_archive.write(Path("/proc/self/x.tar"), [("lockgen/lock.yml", b"x")], [])
-    line = _one_error(_cli("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"), "-t", "cpu", "-o", "/proc/self/x.yml"))
+    line = _one_error(
+        _cli(
+            "import",
+            str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"),
+            "-t",
+            "cpu",
+            "-o",
+            "/proc/self/x.yml",
+        )
+    )
     assert "/proc/self" in line and "takes no new file" in line, line
 
 
@@ -292,7 +327,9 @@ def test_an_image_whose_layers_put_no_environment_at_its_prefix_is_refused_witho
     outside.mkdir()
     (outside / "secret").write_text("keep me\n")
     plain = _layer_tar(_chain_escape(outside))
-    layout = _image(tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest())
+    layout = _image(
+        tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest()
+    )
     for command in (("check", "--image", str(layout)), ("verify", "--image", str(layout), "--arch", "sm90")):
         line = _one_error(_cli(*command))
         assert "holds no environment at `/opt/env`" in line, line
@@ -306,7 +343,9 @@ def test_documents_nested_past_their_readers_are_one_error(tmp_path: Path) -> No
     `check --image` and `import --project` in RecursionError (exit 3)."""
     lock = tmp_path / "deep.conda-lock.yml"
     lock.write_text("version: 1\nmetadata: " + DEEP + "\npackage: []\n")
-    refused = _one_error(_cli("render", str(lock)))  # by lockgen's walk, or by a PyYAML that bounds nesting itself (a new venv's)
+    refused = _one_error(
+        _cli("render", str(lock))
+    )  # by lockgen's walk, or by a PyYAML that bounds nesting itself (a new venv's)
     assert "nests deeper than any lock" in refused or "exceeded maximum nesting depth" in refused, refused
     layout = tmp_path / "layout"
     layout.mkdir()
@@ -315,7 +354,18 @@ def test_documents_nested_past_their_readers_are_one_error(tmp_path: Path) -> No
     assert "nested deeper than 64 levels" in _one_error(_cli("check", "--image", str(layout)))
     project = tmp_path / "pyproject.toml"
     project.write_text('[project]\nname = "x"\nodd = ' + DEEP + "\n")
-    line = _one_error(_cli("import", str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"), "-t", "cpu", "-o", str(tmp_path / "out.yml"), "--project", str(project)))
+    line = _one_error(
+        _cli(
+            "import",
+            str(REPO / "tests" / "fixtures" / "foreign" / "tiny.uv.lock"),
+            "-t",
+            "cpu",
+            "-o",
+            str(tmp_path / "out.yml"),
+            "--project",
+            str(project),
+        )
+    )
     assert "nests deeper than a reader goes" in line and not (tmp_path / "out.yml").exists(), line
 
 
@@ -336,12 +386,16 @@ def test_a_local_channel_whose_index_is_a_fifo_is_refused_by_name(tmp_path: Path
     """A file:// channel's repodata.json that is a FIFO held resolve forever."""
     channel = tmp_path / "channel"
     (channel / "noarch").mkdir(parents=True)
-    (channel / "noarch" / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}')
+    (channel / "noarch" / "repodata.json").write_text(
+        '{"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}'
+    )
     (channel / "linux-64").mkdir()
     os.mkfifo(channel / "linux-64" / "repodata.json")
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "x"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "x"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     line = _one_error(_cli("resolve", str(stack)))
     assert "a FIFO, not a regular file" in line, line
 
@@ -363,11 +417,17 @@ def test_a_conda_meta_record_that_is_no_record_is_refused_by_name(tmp_path: Path
 def _layout_with_a_fifo(tmp_path: Path, which: str) -> tuple[Path, Path]:
     """An image layout (one layer) whose `which` file (index.json, or the manifest, config or layer blob) is a FIFO."""
     plain = _layer_tar([("opt/env/x", "f", b"x")])
-    layout = _image(tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest())
+    layout = _image(
+        tmp_path, plain, "application/vnd.oci.image.layer.v1.tar", "sha256:" + hashlib.sha256(plain).hexdigest()
+    )
     blobs = layout / "blobs" / "sha256"
     manifest_digest = json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]
     manifest = json.loads((blobs / manifest_digest.split(":")[1]).read_text())
-    digest = {"manifest": manifest_digest, "config": manifest["config"]["digest"], "layer": manifest["layers"][0]["digest"]}.get(which)
+    digest = {
+        "manifest": manifest_digest,
+        "config": manifest["config"]["digest"],
+        "layer": manifest["layers"][0]["digest"],
+    }.get(which)
     path = layout / "index.json" if digest is None else blobs / digest.split(":")[1]
     path.unlink()
     os.mkfifo(path)

@@ -76,11 +76,20 @@ def _stack(folder: Path, url: str) -> Path:
     return path
 
 
-def _interrupted(command: list[str], slow: _Slow, env: dict[str, str], cwd: Path, group: bool = True) -> subprocess.CompletedProcess[str]:
+def _interrupted(
+    command: list[str], slow: _Slow, env: dict[str, str], cwd: Path, group: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Runs `lockgen COMMAND` in its own process group and sends SIGINT once the slow request came: to the
     group, as a terminal's Ctrl-C does, or (`group=False`, `kill -INT PID`) to lockgen alone."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "lockgen", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True, preexec_fn=signals_as_from_a_terminal
+        [sys.executable, "-m", "lockgen", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=signals_as_from_a_terminal,
     )
     try:
         assert slow.asked.wait(timeout=180), "the run never asked for the slow file"
@@ -103,11 +112,19 @@ def test_ctrl_c_during_materialize_leaves_nothing(tmp_path: Path, index: tuple[s
     url, slow = index
     env = _environment(tmp_path)
     stack = _stack(tmp_path / "stack", url)
-    resolved = subprocess.run([sys.executable, "-m", "lockgen", "resolve", str(stack)], capture_output=True, text=True, env=env, cwd=REPO)
+    resolved = subprocess.run(
+        [sys.executable, "-m", "lockgen", "resolve", str(stack)], capture_output=True, text=True, env=env, cwd=REPO
+    )
     assert resolved.returncode == 0, resolved.stderr
     slow.suffix = BIG.filename  # from here on, the big wheel comes slowly
     envs = tmp_path / "envs"
-    done = _interrupted(["materialize", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--prefix", str(envs / "env")], slow, env, REPO, group)
+    done = _interrupted(
+        ["materialize", str(stack.parent / "locks" / "cpu.conda-lock.yml"), "--prefix", str(envs / "env")],
+        slow,
+        env,
+        REPO,
+        group,
+    )
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines()[-1] == "interrupted" and done.stderr.count("interrupted") == 1, done.stderr
     assert "Traceback" not in done.stderr and "Aborted" not in done.stderr and done.stdout == ""

@@ -34,7 +34,20 @@ def venv(tmp_path_factory):
     prefix = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=60)
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "install", "--no-deps", "--no-index", "--no-cache-dir", "--disable-pip-version-check", "-q", str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(prefix / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "-q",
+            str(wheel),
+        ],
         check=True,
         timeout=120,
     )
@@ -93,7 +106,14 @@ def test_venv_conforms_to_the_wheels_own_record(venv):
     prefix, wheel = venv
     contents = read_wheel_file(wheel, hashlib.sha256(wheel.read_bytes()).hexdigest())
     rows = expected_files(contents.record, Scheme(SITE, PY, "demo"))
-    expected = [ExpectedPackage("demo 1.0", tuple(ExpectedFile(r.path, r.sha256, r.size) for r in rows), dist_info=f"{SITE}/{contents.dist_info}", scripts=tuple(s.name for s in contents.scripts))]
+    expected = [
+        ExpectedPackage(
+            "demo 1.0",
+            tuple(ExpectedFile(r.path, r.sha256, r.size) for r in rows),
+            dist_info=f"{SITE}/{contents.dist_info}",
+            scripts=tuple(s.name for s in contents.scripts),
+        )
+    ]
     subprocess.run([str(prefix / "bin" / "python"), "-c", "import demo.cli"], check=True, timeout=60)  # writes .pyc
     report = compare(expected, observe(prefix), SITE)
     assert report.clean, report.lines()
@@ -104,7 +124,10 @@ def test_venv_conforms_to_the_wheels_own_record(venv):
         cli = prefix / SITE / "demo" / "cli.py"
         cli.chmod(0o4755)
         lines = compare(expected, observe(prefix), SITE).lines()
-        assert lines == (f"foreign: {SITE}/demo/__pycache__/evil.cpython-312.pyc", f"mode: {SITE}/demo/cli.py is setuid, setgid, sticky, world-writable or carries file capabilities")
+        assert lines == (
+            f"foreign: {SITE}/demo/__pycache__/evil.cpython-312.pyc",
+            f"mode: {SITE}/demo/cli.py is setuid, setgid, sticky, world-writable or carries file capabilities",
+        )
     finally:
         evil.unlink()
         cli.chmod(0o644)
@@ -115,10 +138,32 @@ def test_uv_venv_conforms_but_for_the_world_writable_lock_uv_leaves(tmp_path):
     prefix = tmp_path / "uv-venv"
     env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}  # nothing left in the user's cache
     subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(prefix)], check=True, timeout=60, env=env)
-    subprocess.run(["uv", "pip", "install", "-q", "--offline", "--no-deps", "--python", str(prefix / "bin" / "python"), str(wheel)], check=True, timeout=120, env=env)
+    subprocess.run(
+        [
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--offline",
+            "--no-deps",
+            "--python",
+            str(prefix / "bin" / "python"),
+            str(wheel),
+        ],
+        check=True,
+        timeout=120,
+        env=env,
+    )
     contents = read_wheel_file(wheel)
     rows = expected_files(contents.record, Scheme(SITE, PY, "demo"))
-    expected = [ExpectedPackage("demo 1.0", tuple(ExpectedFile(r.path, r.sha256, r.size) for r in rows), dist_info=f"{SITE}/{contents.dist_info}", scripts=("demo-tool",))]
+    expected = [
+        ExpectedPackage(
+            "demo 1.0",
+            tuple(ExpectedFile(r.path, r.sha256, r.size) for r in rows),
+            dist_info=f"{SITE}/{contents.dist_info}",
+            scripts=("demo-tool",),
+        )
+    ]
     assert probe(prefix / "bin" / "python").distributions[0].installer == "uv"
     lines = compare(expected, observe(prefix), SITE).lines()  # uv 0.13 leaves `.lock` as 0666; others may not
     assert set(lines) <= {"mode: .lock is setuid, setgid, sticky, world-writable or carries file capabilities"}, lines
@@ -150,15 +195,35 @@ def test_freeze_reads_the_distributions_the_probe_reads(venv, tmp_path):
     try:
         listed = {d.key: d.record_sha256 for d in probe(prefix / "bin" / "python").distributions}
         assert listed.keys() == {"demo 1.0", "legacy 0.1", "Single 2.0"} and listed["legacy 0.1"] is None
-        refused = run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--target", "node", "--out", str(tmp_path / "a.yml"))
+        refused = run_cli(
+            "freeze", "--python", str(prefix / "bin" / "python"), "--target", "node", "--out", str(tmp_path / "a.yml")
+        )
         # freeze --python inventories and pins in one step: a distribution with no RECORD cannot be pinned
         assert refused.returncode == 1 and "2 distributions have no RECORD" in refused.stderr, refused.stderr
         assert "legacy 0.1, Single 2.0" in refused.stderr and not (tmp_path / "a.yml").exists()
-        done = run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--target", "node", "--out", str(tmp_path / "b.yml"), "--skip-unpinnable")
+        done = run_cli(
+            "freeze",
+            "--python",
+            str(prefix / "bin" / "python"),
+            "--target",
+            "node",
+            "--out",
+            str(tmp_path / "b.yml"),
+            "--skip-unpinnable",
+        )
         assert done.returncode == 0, done.stderr
         (entry,) = load_lock(tmp_path / "b.yml").package
-        assert (entry.name, entry.version, entry.hash.sha256) == ("demo", "1.0", hashlib.sha256(wheel.read_bytes()).hexdigest())
-        assert run_cli("freeze", "--python", str(prefix / "bin" / "python"), "--inventory", str(tmp_path / "inv.json")).returncode == 0
+        assert (entry.name, entry.version, entry.hash.sha256) == (
+            "demo",
+            "1.0",
+            hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        )
+        assert (
+            run_cli(
+                "freeze", "--python", str(prefix / "bin" / "python"), "--inventory", str(tmp_path / "inv.json")
+            ).returncode
+            == 0
+        )
         pinned = run_cli("pin", str(tmp_path / "inv.json"), "--target", "node", "--out", str(tmp_path / "c.yml"))
         assert pinned.returncode == 1 and "2 distributions have no RECORD" in pinned.stderr, pinned.stderr
     finally:

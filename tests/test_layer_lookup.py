@@ -15,7 +15,9 @@ from lockgen.model.image import LayerEntry
 NAMES = ("a", "b")
 PATHS = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
 TARGETS = st.builds(lambda absolute, path: ("/" if absolute else "") + path, st.booleans(), PATHS)
-KIND = st.one_of(st.just("folder"), st.just("file"), st.just("whiteout"), st.just("opaque"), TARGETS.map(lambda t: "->" + t))
+KIND = st.one_of(
+    st.just("folder"), st.just("file"), st.just("whiteout"), st.just("opaque"), TARGETS.map(lambda t: "->" + t)
+)
 
 
 def _layer(members: dict[str, str]) -> dict[str, LayerEntry]:
@@ -97,7 +99,11 @@ def test_a_path_is_the_file_the_applied_layers_give(layers: list[dict[str, str]]
 
 
 def test_only_the_layers_a_decision_needs_are_read() -> None:
-    built = [_layer({"usr/bin/python3.11": "file"}), _layer({"usr/local/bin/python3.11": "file"}), _layer({"etc/x": "file"})]
+    built = [
+        _layer({"usr/bin/python3.11": "file"}),
+        _layer({"usr/local/bin/python3.11": "file"}),
+        _layer({"etc/x": "file"}),
+    ]
     read: list[int] = []
 
     def layer(index: int) -> dict[str, LayerEntry]:
@@ -112,4 +118,7 @@ def test_only_the_layers_a_decision_needs_are_read() -> None:
     # a folder over a lower layer's link (or file) at its path hides it, and what it led to
     over = [_layer({"opt/python3.11": "file", "bin": "->opt"}), _layer({"bin/other": "file"})]
     assert file_at("/bin/python3.11", over.__getitem__, 2) is None
-    assert _walk(_apply(over), "bin/python3.11") is None and file_at("/bin/python3.11", over.__getitem__, 1) == "opt/python3.11"
+    assert (
+        _walk(_apply(over), "bin/python3.11") is None
+        and file_at("/bin/python3.11", over.__getitem__, 1) == "opt/python3.11"
+    )

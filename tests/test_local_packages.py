@@ -41,7 +41,9 @@ def _project(tmp_path: Path, index_url: str, entry: str, requires: str = '"alpha
     )
     (package / "src" / "mypkg" / "__init__.py").write_text("X = 1\n")
     stack = stack_folder / "stack.toml"
-    stack.write_text(f'[stack]\nname = "local"\npython = "3.11"\n[pypi-dependencies]\nmypkg = {entry}\n[pypi-options]\nindex-url = "{index_url}"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "local"\npython = "3.11"\n[pypi-dependencies]\nmypkg = {entry}\n[pypi-options]\nindex-url = "{index_url}"\n[targets.cpu]\narch = "cpu"\n'
+    )
     return stack, package
 
 
@@ -54,13 +56,19 @@ def _resolved(stack: Path) -> Path:
 def _x(prefix: Path) -> str:
     import subprocess
 
-    done = subprocess.run([str(prefix / "bin" / "python"), "-c", "import mypkg, alpha; print(mypkg.X, mypkg.__file__)"], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import mypkg, alpha; print(mypkg.X, mypkg.__file__)"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
 @pytest.mark.slow
-def test_an_editable_package_is_locked_with_its_dependencies_and_read_where_it_is(tmp_path: Path, index_url: str) -> None:
+def test_an_editable_package_is_locked_with_its_dependencies_and_read_where_it_is(
+    tmp_path: Path, index_url: str
+) -> None:
     stack, package = _project(tmp_path, index_url, '{ path = "./pkgs/mypkg/", editable = true }')
     lock_path = _resolved(stack)
     lock = load_lock(lock_path)
@@ -79,13 +87,25 @@ def test_an_editable_package_is_locked_with_its_dependencies_and_read_where_it_i
     assert _x(prefix).startswith("2 ")
     assert run_cli("check", "--prefix", str(prefix)).returncode == 0
     assert run_cli("resolve", str(stack), "--check").returncode == 0  # code edits leave an editable lock fresh
-    (package / "pyproject.toml").write_text((package / "pyproject.toml").read_text().replace('["alpha"]', '["alpha", "beta"]'))
+    (package / "pyproject.toml").write_text(
+        (package / "pyproject.toml").read_text().replace('["alpha"]', '["alpha", "beta"]')
+    )
     stale = run_cli("resolve", str(stack), "--check")
-    assert stale.returncode == 1 and "local-changed" in stale.stdout + stale.stderr and "`mypkg`" in stale.stdout + stale.stderr
-    (package / "pyproject.toml").write_text((package / "pyproject.toml").read_text().replace('version = "0.1.0"', 'version = "0.2.0"'))
+    assert (
+        stale.returncode == 1
+        and "local-changed" in stale.stdout + stale.stderr
+        and "`mypkg`" in stale.stdout + stale.stderr
+    )
+    (package / "pyproject.toml").write_text(
+        (package / "pyproject.toml").read_text().replace('version = "0.1.0"', 'version = "0.2.0"')
+    )
     updated = run_cli("resolve", str(stack), "--update", "alpha")  # a local package is never held at its locked version
     assert updated.returncode == 0, updated.stderr
-    assert {(p.name, p.version) for p in load_lock(lock_path).package} == {("alpha", "1.0"), ("beta", "1.0"), ("mypkg", "0.2.0")}
+    assert {(p.name, p.version) for p in load_lock(lock_path).package} == {
+        ("alpha", "1.0"),
+        ("beta", "1.0"),
+        ("mypkg", "0.2.0"),
+    }
 
 
 @pytest.mark.slow
@@ -99,20 +119,34 @@ def test_a_built_package_pins_its_source_tree_and_a_changed_tree_is_refused(tmp_
     prefix = tmp_path / "env"
     done = run_cli("materialize", str(lock_path), "--prefix", str(prefix))
     assert done.returncode == 0, done.stderr
-    assert _x(prefix) == f"1 {prefix / 'lib' / 'python3.11' / 'site-packages' / 'mypkg' / '__init__.py'}"  # built and installed
+    assert (
+        _x(prefix) == f"1 {prefix / 'lib' / 'python3.11' / 'site-packages' / 'mypkg' / '__init__.py'}"
+    )  # built and installed
     (package / "src" / "mypkg" / "__pycache__" / "y.pyc").write_bytes(b"more cache")
     assert run_cli("resolve", str(stack), "--check").returncode == 0
     for _ in range(2):  # a second run of a fresh stack is the one a kept verdict could answer
-        ran = run_cli("run", str(stack), "--target", "cpu", "--locked", "--prefix", str(prefix), "--", "python", "-c", "pass")
+        ran = run_cli(
+            "run", str(stack), "--target", "cpu", "--locked", "--prefix", str(prefix), "--", "python", "-c", "pass"
+        )
         assert ran.returncode == 0, ran.stderr
     (package / "src" / "mypkg" / "__init__.py").write_text("X = 2\n")
     assert _x(prefix).startswith("1 ")  # the environment holds the build the lock pins
-    locked = run_cli("run", str(stack), "--target", "cpu", "--locked", "--prefix", str(prefix), "--", "python", "-c", "pass")
-    assert locked.returncode == 1 and "mypkg" in locked.stderr, locked.stderr  # no kept verdict stands for the folder's files
+    locked = run_cli(
+        "run", str(stack), "--target", "cpu", "--locked", "--prefix", str(prefix), "--", "python", "-c", "pass"
+    )
+    assert locked.returncode == 1 and "mypkg" in locked.stderr, (
+        locked.stderr
+    )  # no kept verdict stands for the folder's files
     stale = run_cli("resolve", str(stack), "--check")
-    assert stale.returncode == 1 and "local-changed" in stale.stdout + stale.stderr and "source tree (pkgs/mypkg)" in stale.stdout + stale.stderr
+    assert (
+        stale.returncode == 1
+        and "local-changed" in stale.stdout + stale.stderr
+        and "source tree (pkgs/mypkg)" in stale.stdout + stale.stderr
+    )
     refused = run_cli("materialize", str(lock_path), "--prefix", str(tmp_path / "env2"))
-    assert refused.returncode == 1 and "local package `mypkg`: its source tree (pkgs/mypkg) changed" in refused.stderr, refused.stderr
+    assert (
+        refused.returncode == 1 and "local package `mypkg`: its source tree (pkgs/mypkg) changed" in refused.stderr
+    ), refused.stderr
     assert "lockgen resolve" in refused.stderr and "Traceback" not in refused.stderr
     assert not (tmp_path / "env2").exists()
     for command in (
@@ -122,7 +156,11 @@ def test_a_built_package_pins_its_source_tree_and_a_changed_tree_is_refused(tmp_
         ["check", "--lock", str(lock_path), "--prefix", str(prefix)],
     ):
         said = run_cli(*command)  # an image, a pack, another tool's format and a proof need a published file: refused
-        assert said.returncode == 1 and "is a local package (local:pkgs/mypkg)" in said.stderr and "uv build" in said.stderr, said.stderr
+        assert (
+            said.returncode == 1
+            and "is a local package (local:pkgs/mypkg)" in said.stderr
+            and "uv build" in said.stderr
+        ), said.stderr
         assert not Path(command[-1]).exists() or command[0] == "check"
 
 
@@ -152,7 +190,14 @@ def test_a_lock_naming_a_folder_outside_its_stack_or_another_mode_is_refused() -
     from lockgen.model.lock import LockedPackage, PackageHash
 
     def text(url: str) -> str:
-        package = LockedPackage(name="mypkg", version="0.1.0", manager="pip", platform="linux-64", url=url, hash=PackageHash(sha256="a" * 64))
+        package = LockedPackage(
+            name="mypkg",
+            version="0.1.0",
+            manager="pip",
+            platform="linux-64",
+            url=url,
+            hash=PackageHash(sha256="a" * 64),
+        )
         return dump_lock(frozen_lock("cpu", "x", "linux-64", "3.11", (), [package]))
 
     assert parse_lock(text("editable:pkgs/mypkg"), "cpu.conda-lock.yml").package[0].url == "editable:pkgs/mypkg"
@@ -183,7 +228,11 @@ def test_a_lock_moved_out_of_its_stack_names_where_its_local_package_is_found(tm
     moved = tmp_path / "cpu.conda-lock.yml"
     moved.write_bytes(_resolved(stack).read_bytes())
     said = run_cli("materialize", str(moved), "--prefix", str(tmp_path / "env"))
-    assert said.returncode == 1 and "not in a stack's locks/ folder" in said.stderr and "STACK_FOLDER/locks/" in said.stderr, said.stderr
+    assert (
+        said.returncode == 1
+        and "not in a stack's locks/ folder" in said.stderr
+        and "STACK_FOLDER/locks/" in said.stderr
+    ), said.stderr
     assert not (tmp_path / "env").exists()
 
 
@@ -192,11 +241,19 @@ def test_a_team_stack_on_a_lock_with_a_local_package_is_refused(tmp_path: Path) 
     from tests.conftest import REPO
 
     (tmp_path / "platform" / "locks").mkdir(parents=True)
-    (tmp_path / "platform" / "locks" / "cpu.conda-lock.yml").write_bytes((REPO / "envs" / "examples" / "local-package" / "locks" / "cpu.conda-lock.yml").read_bytes())
+    (tmp_path / "platform" / "locks" / "cpu.conda-lock.yml").write_bytes(
+        (REPO / "envs" / "examples" / "local-package" / "locks" / "cpu.conda-lock.yml").read_bytes()
+    )
     (tmp_path / "team").mkdir()
-    (tmp_path / "team" / "stack.toml").write_text('[stack]\nname = "team"\nextends = "../platform/locks/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n')
+    (tmp_path / "team" / "stack.toml").write_text(
+        '[stack]\nname = "team"\nextends = "../platform/locks/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n'
+    )
     said = run_cli("resolve", str(tmp_path / "team" / "stack.toml"))
-    assert said.returncode == 1 and "holds the local package `hello` (editable:hello)" in said.stderr and "Traceback" not in said.stderr, said.stderr
+    assert (
+        said.returncode == 1
+        and "holds the local package `hello` (editable:hello)" in said.stderr
+        and "Traceback" not in said.stderr
+    ), said.stderr
 
 
 def test_a_built_package_s_digest_covers_what_a_build_reads_and_refuses_links_out(tmp_path: Path) -> None:

@@ -43,7 +43,14 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     server.stop()
 
 
-def stack(folder: Path, url: str, stack_options: str = "", pypi_options: str = "", deps: str = 'torch = "*"', driver: str = "580.65.06") -> Path:
+def stack(
+    folder: Path,
+    url: str,
+    stack_options: str = "",
+    pypi_options: str = "",
+    deps: str = 'torch = "*"',
+    driver: str = "580.65.06",
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
     path.write_text(
@@ -75,7 +82,9 @@ def test_cuda_versioned_wheels_stay_inside_the_window_and_the_lock_says_so(tmp_p
 
 @pytest.mark.slow
 @pytest.mark.parametrize("deps", ['torch = "*"', 'torch = "==2.10.*"'])
-def test_an_r570_fleet_gets_torch_2_10_whose_cuda_bindings_nvidia_runs_on_any_12_driver(tmp_path: Path, index: str, deps: str) -> None:
+def test_an_r570_fleet_gets_torch_2_10_whose_cuda_bindings_nvidia_runs_on_any_12_driver(
+    tmp_path: Path, index: str, deps: str
+) -> None:
     """torch 2.10.0+cu128 pins cuda-bindings==12.9.4: NVIDIA's cuda-python runs bindings 12.x on any driver >= 525.60.13,
     so a strict R570 target (CUDA 12.8 natively) takes it; held to the toolkit window (<12.9), uv fell back to 2.9.1
     and a `torch==2.10.*` pin was unsatisfiable."""
@@ -87,7 +96,10 @@ def test_an_r570_fleet_gets_torch_2_10_whose_cuda_bindings_nvidia_runs_on_any_12
     meta = load_lock(tmp_path / "locks" / "h100.conda-lock.yml").metadata.custom_metadata
     constraints = set(meta["lockgen.pypi-constraints.linux-64"].split("; "))
     assert {"cuda-bindings<13", "nvidia-cuda-runtime-cu12<12.9"} <= constraints
-    assert "cuda-bindings 12.9.4 (CUDA 12.9): admitted by its owner's rule, 12.x runs on any driver >= 525.60.13 (driver 570.86.15)" in meta["lockgen.cuda-components.linux-64"]
+    assert (
+        "cuda-bindings 12.9.4 (CUDA 12.9): admitted by its owner's rule, 12.x runs on any driver >= 525.60.13 (driver 570.86.15)"
+        in meta["lockgen.cuda-components.linux-64"]
+    )
 
 
 def test_the_stacks_cut_off_reaches_uv_and_the_lock_when_pypi_options_has_none(tmp_path: Path, index: str) -> None:
@@ -106,5 +118,8 @@ def test_check_names_a_changed_pypi_cut_off(tmp_path: Path, index: str) -> None:
     path.write_text(path.read_text().replace("2026-11-01", "2026-12-01"))
     stale = run_cli("resolve", str(path), "--check")
     assert stale.returncode == 1
-    assert stale.stdout == "h100: exclude-newer-changed: exclude-newer changed (PyPI exclude-newer: 2026-11-01 -> 2026-12-01)\n"
+    assert (
+        stale.stdout
+        == "h100: exclude-newer-changed: exclude-newer changed (PyPI exclude-newer: 2026-11-01 -> 2026-12-01)\n"
+    )
     assert run_cli("resolve", str(path)).returncode == 0 and versions(tmp_path) == {"rich": "14.2.0"}

@@ -33,7 +33,13 @@ def _lock(meta_value: str, dep_spec: str, version: str) -> Lock:
         hash=PackageHash(md5="0" * 32, sha256="1" * 64),
         build="h0_0",
     )
-    meta = LockMetadata(content_hash={"linux-64": "ab" * 32}, channels=(LockChannel(url="conda-forge"),), platforms=("linux-64",), sources=("stack.toml",), custom_metadata={"lockgen.x": meta_value})
+    meta = LockMetadata(
+        content_hash={"linux-64": "ab" * 32},
+        channels=(LockChannel(url="conda-forge"),),
+        platforms=("linux-64",),
+        sources=("stack.toml",),
+        custom_metadata={"lockgen.x": meta_value},
+    )
     return Lock(metadata=meta, package=(package,))
 
 
@@ -46,7 +52,11 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 @given(
     meta_value=_text,
     dep_spec=_text,
-    version=st.one_of(_text.filter(bool), st.from_regex(r"\A[0-9]{1,3}([._][0-9]{1,3}){0,3}[a-z]?\Z"), st.sampled_from(["2_6_6", "0x1f", "0o17", "0b101", "1e5", "1_000", "12.9.79", "2026c"])),
+    version=st.one_of(
+        _text.filter(bool),
+        st.from_regex(r"\A[0-9]{1,3}([._][0-9]{1,3}){0,3}[a-z]?\Z"),
+        st.sampled_from(["2_6_6", "0x1f", "0o17", "0b101", "1e5", "1_000", "12.9.79", "2026c"]),
+    ),
 )
 def test_any_string_survives_a_real_yaml_parser(meta_value: str, dep_spec: str, version: str) -> None:
     text = dump_lock(_lock(meta_value, dep_spec, version))
@@ -107,7 +117,11 @@ def _v1_document(entries: list[dict]) -> dict:
 
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_CONDA_ENTRY, min_size=1, max_size=5, unique_by=lambda e: e["name"]), st.booleans(), st.sampled_from(["version", "hash", "optional", "url", None]))
+@given(
+    st.lists(_CONDA_ENTRY, min_size=1, max_size=5, unique_by=lambda e: e["name"]),
+    st.booleans(),
+    st.sampled_from(["version", "hash", "optional", "url", None]),
+)
 def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_build: bool, broken: str | None) -> None:
     """One reader of the v1 format (`v1_lock`): a lock lockgen reads and the same file imported give the same
     entries (import adds the `build` conda-lock leaves out, from the archive's name, which lockgen's own
@@ -141,11 +155,28 @@ def _generic_text(lock: Lock) -> str:
 
     def entry(p: LockedPackage) -> dict[str, object]:
         hashes = {k: v for k, v in (("md5", p.hash.md5), ("sha256", p.hash.sha256)) if v}
-        data = {"name": p.name, "version": p.version, "manager": p.manager, "platform": p.platform, "dependencies": dict(sorted(p.dependencies.items())), "url": p.url, "hash": hashes}
-        return {**data, **({"build": p.build} if p.build is not None else {}), "category": p.category, "optional": p.optional}
+        data = {
+            "name": p.name,
+            "version": p.version,
+            "manager": p.manager,
+            "platform": p.platform,
+            "dependencies": dict(sorted(p.dependencies.items())),
+            "url": p.url,
+            "hash": hashes,
+        }
+        return {
+            **data,
+            **({"build": p.build} if p.build is not None else {}),
+            "category": p.category,
+            "optional": p.optional,
+        }
 
     lines: list[str] = []
-    _emit_mapping({**lock_to_data(lock), "package": [entry(p) for p in sorted(lock.package, key=lambda p: p.sort_key())]}, 0, lines)
+    _emit_mapping(
+        {**lock_to_data(lock), "package": [entry(p) for p in sorted(lock.package, key=lambda p: p.sort_key())]},
+        0,
+        lines,
+    )
     return HEADER + "\n".join(lines) + "\n"
 
 
@@ -166,7 +197,11 @@ _ENTRY = st.builds(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_ENTRY, max_size=4))
-def test_entries_written_straight_from_the_models_as_the_generic_emitter_writes_them(packages: list[LockedPackage]) -> None:
-    meta = LockMetadata(content_hash={}, channels=(), platforms=("linux-64", "linux-aarch64"), sources=(), custom_metadata={})
+def test_entries_written_straight_from_the_models_as_the_generic_emitter_writes_them(
+    packages: list[LockedPackage],
+) -> None:
+    meta = LockMetadata(
+        content_hash={}, channels=(), platforms=("linux-64", "linux-aarch64"), sources=(), custom_metadata={}
+    )
     lock = Lock(metadata=meta, package=tuple(packages))
     assert dump_lock(lock) == _generic_text(lock)

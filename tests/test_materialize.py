@@ -53,13 +53,19 @@ def tiny_lock(tmp_path: Path) -> tuple[Path, Path]:
     channel = build_channel(
         tmp_path / "channel",
         [
-            Pkg("libfoo", "1.0", files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n", "lib/foo.py": "x = 1\n"}),
+            Pkg(
+                "libfoo",
+                "1.0",
+                files={"lib/libfoo.txt": "foo\n", "bin/foo": "#!/bin/sh\necho foo\n", "lib/foo.py": "x = 1\n"},
+            ),
             Pkg("foo-data", "2.0", subdir="noarch", archive=".tar.bz2", depends=("libfoo",)),
         ],
     )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml", channel
 
@@ -228,14 +234,18 @@ def test_envs_and_gc(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -
     assert list_envs() == []
 
 
-def test_freeze_round_trips_a_materialized_environment(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+def test_freeze_round_trips_a_materialized_environment(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path
+) -> None:
     from lockgen.api.freeze import freeze
 
     lock, _ = tiny_lock
     prefix, _ = materialize(lock, None, None, lambda _: None)
     frozen_path, frozen = freeze(prefix, None, "again", tmp_path / "frozen.conda-lock.yml", False)
     original = load_lock(lock)
-    assert {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in frozen.package} == {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in original.package}
+    assert {(p.name, p.version, p.build, p.url, p.hash.sha256) for p in frozen.package} == {
+        (p.name, p.version, p.build, p.url, p.hash.sha256) for p in original.package
+    }
     again, _ = materialize(frozen_path, None, tmp_path / "again", lambda _: None)
     files = {e["path"] for e in json.loads((again / ".lockgen/manifest.json").read_text())["files"]}
     assert "lib/libfoo.txt" in files and "etc/libfoo/prefix.txt" in files
@@ -254,11 +264,15 @@ def test_freeze_refuses_index_installed_distributions(tmp_path: Path) -> None:
 
 
 def test_materialize_from_a_channel_served_over_http(home: Path, tmp_path: Path, http_channel) -> None:
-    channel = build_channel(tmp_path / "channel", [Pkg("libfoo", "1.0"), Pkg("bar", "1.0", subdir="noarch", archive=".tar.bz2")])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg("libfoo", "1.0"), Pkg("bar", "1.0", subdir="noarch", archive=".tar.bz2")]
+    )
     url = http_channel(channel)
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "http"\nchannels = ["{url}"]\n[dependencies]\nlibfoo = "*"\nbar = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "http"\nchannels = ["{url}"]\n[dependencies]\nlibfoo = "*"\nbar = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
     prefix, _ = materialize(lock, None, None, lambda _: None)
@@ -266,7 +280,9 @@ def test_materialize_from_a_channel_served_over_http(home: Path, tmp_path: Path,
     assert all(p.url.startswith("http://") for p in load_lock(lock).package)
 
 
-def test_check_an_environment_made_by_rattler_directly(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+def test_check_an_environment_made_by_rattler_directly(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path
+) -> None:
     from lockgen.adapters.store import installers, package_store
 
     lock, _ = tiny_lock
@@ -302,7 +318,9 @@ def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path
     )
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "py"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npyfoo = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "py"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npyfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(stack)
     prefix, _ = materialize(stack.parent / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)
     assert (prefix / "lib" / "python3.11" / "site-packages" / "pyfoo" / "__init__.py").is_file()
@@ -318,7 +336,9 @@ def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path
     assert "foreign: bin/pyfoo-cli" in check_lock(lock, Prefix(prefix)).lines()
 
 
-def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A hard link elsewhere (`cp -al`, a sibling environment from the same package cache) moves every linked
     file's ctime: the next fast check re-hashes them, finds them equal and records that; the one after
     re-hashes nothing. A real edit is still found."""
@@ -334,7 +354,9 @@ def test_hard_link_churn_costs_one_rehash_then_the_fast_check_is_fast_again(home
     assert check(prefix, full=False).modified == ["lib/libfoo.txt"]
 
 
-def test_a_relative_prefix_is_checked_as_the_folder_it_names(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_relative_prefix_is_checked_as_the_folder_it_names(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path
+) -> None:
     """A placeholder file holds the absolute prefix it was installed at: `check --prefix env`, run beside it,
     must compare against that path (it once expected the text `env` and called the package modified)."""
     lock = tiny_lock[0]
@@ -346,7 +368,9 @@ def test_a_relative_prefix_is_checked_as_the_folder_it_names(home: Path, tiny_lo
 
 
 @pytest.mark.slow
-def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path) -> None:
+def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path
+) -> None:
     """A check whose kept verdict cannot stand (another file moved) proves the byte code by its fingerprint and
     its kept proof, without reading it (it once hashed every `.pyc` on every check); byte code swapped for
     other code, its size and mtime put back, is still refused."""
@@ -365,7 +389,9 @@ def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(home: Path, 
     other = cached.read_bytes()[:16] + marshal.dumps(compile("x = 2\n", "x", "exec"))
     cached.write_bytes(other[: before.st_size].ljust(before.st_size, b"\0"))
     os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert f"lib/__pycache__/{cached.name} (not the byte code of its source)" in " ".join(check_lock(lock, Prefix(prefix)).lines())
+    assert f"lib/__pycache__/{cached.name} (not the byte code of its source)" in " ".join(
+        check_lock(lock, Prefix(prefix)).lines()
+    )
 
 
 @pytest.mark.parametrize(
@@ -383,7 +409,9 @@ def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(home: Path, 
     ],
 )
 @pytest.mark.slow
-def test_a_damaged_environment_record_is_one_error_or_rehashed(home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, manifest, stats) -> None:
+def test_a_damaged_environment_record_is_one_error_or_rehashed(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, manifest, stats
+) -> None:
     """A prefix's `.lockgen/manifest.json` cut short or edited ended check --prefix and materialize with exit 3
     (JSONDecodeError, RecursionError, TypeError, AttributeError: found by an attack battery): now one error
     naming it. Damaged stats (fingerprints, a cache) make every file hashed again, and the check still holds."""
@@ -398,7 +426,9 @@ def test_a_damaged_environment_record_is_one_error_or_rehashed(home: Path, tiny_
     for result in (checked, again):
         assert "Traceback" not in result.stderr and "unexpected" not in result.stderr, result.stderr
         if manifest is not None:
-            assert result.returncode == 1 and "manifest.json` is damaged" in result.stderr and "hint:" in result.stderr, result.stderr
+            assert (
+                result.returncode == 1 and "manifest.json` is damaged" in result.stderr and "hint:" in result.stderr
+            ), result.stderr
         else:
             assert result.returncode == 0, result.stderr
 

@@ -23,7 +23,13 @@ TORCH = [  # the facts know torch up to 2.15 on PyPI
     Wheel("torch", "2.17.0", tag=TAG, requires=("cuda-toolkit[cudart]==13.9.1" + LINUX,)),  # a CUDA no fact knows
 ]
 OTHERS = [Wheel("cuda-toolkit", "13.0.3"), Wheel("cuda-toolkit", "13.9.1"), Wheel("filelock", "3.0.0")]
-UPLOADED = {"2.14.0": "2026-09-02T13:44:10Z", "2.16.0rc1": "2026-10-20T10:00:00Z", "2.16.0": "2026-11-10T15:17:10Z", "2.17.0": "2026-11-20T09:00:00Z", "2.18.0": "2026-11-25T09:00:00Z"}
+UPLOADED = {
+    "2.14.0": "2026-09-02T13:44:10Z",
+    "2.16.0rc1": "2026-10-20T10:00:00Z",
+    "2.16.0": "2026-11-10T15:17:10Z",
+    "2.17.0": "2026-11-20T09:00:00Z",
+    "2.18.0": "2026-11-25T09:00:00Z",
+}
 
 
 def publish(site: Site, folder: Path, wheels: list[Wheel], root: str = "/simple") -> None:
@@ -106,7 +112,10 @@ def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: P
     server, _ = index
     stderr, torch = resolved_torch(tmp_path, server.url, extra='unknown-releases = "refuse"')
     assert torch == "2.14.0"
-    assert 'torch 2.16.0 is newer than lockgen\'s facts (2.15 on linux-64); refused: the stack says unknown-releases = "refuse"' in stderr
+    assert (
+        'torch 2.16.0 is newer than lockgen\'s facts (2.15 on linux-64); refused: the stack says unknown-releases = "refuse"'
+        in stderr
+    )
     bad = stack(tmp_path / "bad", server.url, extra='unknown-releases = "maybe"')
     refused = run_cli("resolve", str(bad))
     assert refused.returncode == 1 and "unknown-releases" in refused.stderr and "Traceback" not in refused.stderr
@@ -126,7 +135,11 @@ def test_check_reports_a_release_published_after_the_lock(tmp_path: Path, index)
     assert run_cli("resolve", str(path)).returncode == 0
     fresh = run_cli("resolve", str(path), "--check")
     assert fresh.returncode == 0 and fresh.stdout == "", fresh.stdout
-    publish(site, tmp_path / "later", TORCH + OTHERS + [Wheel("torch", "2.18.0", tag=TAG, requires=("cuda-toolkit==13.0.3",))])
+    publish(
+        site,
+        tmp_path / "later",
+        TORCH + OTHERS + [Wheel("torch", "2.18.0", tag=TAG, requires=("cuda-toolkit==13.0.3",))],
+    )
     stale = run_cli("resolve", str(path), "--check")
     assert stale.returncode == 1, stale.stdout
     assert "h100: facts-changed: " in stale.stdout and "(now admitted: 2.18)" in stale.stdout
@@ -147,7 +160,10 @@ def test_an_index_answering_pep503_html_is_read_as_resolve_and_explain_read_any_
     assert torch_of(path.parent / "locks" / "h100.conda-lock.yml") == "2.16.0"
     assert any(r is not None and r.startswith("bytes=") for p, r, _ in site.log if p.endswith("2.16.0-" + TAG + ".whl"))
     report = json.loads(run_cli("explain", str(path), "--target", "h100", "--json").stdout)
-    assert [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"]] == [("2.16", True, "native-kernels"), ("2.14", True, "native-kernels")]  # only what the index serves
+    assert [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"]] == [
+        ("2.16", True, "native-kernels"),
+        ("2.14", True, "native-kernels"),
+    ]  # only what the index serves
     site.files["/simple/torch/"] = (b"<html>nothing here</html>", "text/html")
     empty = run_cli("resolve", str(stack(tmp_path / "empty", server.url)))
     assert empty.returncode == 1 and "no torch release on PyPI fits sm90" in empty.stderr
@@ -157,10 +173,15 @@ def test_an_index_answering_pep503_html_is_read_as_resolve_and_explain_read_any_
 @pytest.mark.slow
 def test_facts_check_lists_what_the_index_has_and_the_facts_lack(tmp_path: Path, index) -> None:
     server, _ = index
-    done = run_cli("facts", "check", "--index", f"{server.url}/simple", "--platform", "linux-64", "--python", "3.11", "--json")
+    done = run_cli(
+        "facts", "check", "--index", f"{server.url}/simple", "--platform", "linux-64", "--python", "3.11", "--json"
+    )
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
-    assert [(r["torch"], r["cuda"], r["admitted"]) for r in report["newer_releases"]] == [("2.16.0", "13.0", True), ("2.17.0", "13.9", False)]
+    assert [(r["torch"], r["cuda"], r["admitted"]) for r in report["newer_releases"]] == [
+        ("2.16.0", "13.0", True),
+        ("2.17.0", "13.9", False),
+    ]
     assert [t["cuda"] for t in report["unknown_cuda_toolkits"]] == ["13.9"]
     summary = run_cli("facts", "--json")
     assert summary.returncode == 0 and json.loads(summary.stdout)["origin"] == "lockgen/data/gpu_facts.json"
@@ -172,7 +193,16 @@ def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
 
     server, _ = index
     newer = load_json("gpu_facts.json") | {"valid_as_of": "2099-01-01"}
-    newer["pytorch_pypi_wheels"] = newer["pytorch_pypi_wheels"] + [{"torch": "2.17", "platform": "linux-64", "variant": "cu139", "arch_list": "9.0", "inferred": False, "sources": ["a test"]}]
+    newer["pytorch_pypi_wheels"] = newer["pytorch_pypi_wheels"] + [
+        {
+            "torch": "2.17",
+            "platform": "linux-64",
+            "variant": "cu139",
+            "arch_list": "9.0",
+            "inferred": False,
+            "sources": ["a test"],
+        }
+    ]
     newer["cuda_toolkits"] = newer["cuda_toolkits"] | {"13.9": {"min_driver": "580.65.06", "sources": ["a test"]}}
     facts_file = tmp_path / "facts.json"
     facts_file.write_text(json.dumps(newer))
@@ -185,7 +215,11 @@ def test_lockgen_facts_points_at_a_newer_file(tmp_path: Path, index) -> None:
     assert meta["lockgen.facts-valid-as-of"] == "2099-01-01"
     facts_file.write_text('{"archs": 3}')
     broken = run_cli("facts", env=env)
-    assert broken.returncode == 1 and "does not follow the facts schema" in broken.stderr and "Traceback" not in broken.stderr
+    assert (
+        broken.returncode == 1
+        and "does not follow the facts schema" in broken.stderr
+        and "Traceback" not in broken.stderr
+    )
 
 
 # PyTorch's cu130 index the day 2.16 is published (made-up wheels): 2.14.0+cu130 the facts list, 2.16.0+cu130 and a
@@ -204,7 +238,9 @@ def test_facts_check_names_a_new_release_and_its_cuda_variants_the_day_it_is_pub
     evidence (explain, which is resolve's record, admits it from that index), with no change to the facts or the code."""
     server, site = index
     publish(site, tmp_path / "variant", VARIANT, root="/whl/cu130")
-    done = run_cli("facts", "check", "--index", f"{server.url}/whl/cu130", "--platform", "linux-64", "--python", "3.11", "--json")
+    done = run_cli(
+        "facts", "check", "--index", f"{server.url}/whl/cu130", "--platform", "linux-64", "--python", "3.11", "--json"
+    )
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert [(b["torch"], b["cuda"], b["admitted"], b["arch_list"]) for b in report["variant_builds"]] == [
@@ -214,12 +250,19 @@ def test_facts_check_names_a_new_release_and_its_cuda_variants_the_day_it_is_pub
     assert "inferred: the list of 2.14 cu130 on linux-64" in report["variant_builds"][0]["decision"]
     assert [t["cuda"] for t in report["unknown_cuda_toolkits"]] == ["13.6"]
     said = run_cli("facts", "check", "--index", f"{server.url}/whl/cu130", "--platform", "linux-64", "--python", "3.11")
-    assert "linux-64: torch 2.16.0+cu130 (" in said.stdout and "admitted with arch list 7.5;8.0;8.6;9.0;10.0;12.0" in said.stdout
+    assert (
+        "linux-64: torch 2.16.0+cu130 (" in said.stdout
+        and "admitted with arch list 7.5;8.0;8.6;9.0;10.0;12.0" in said.stdout
+    )
     # a stack that takes torch from that index: facts check --stack reads it too, and explain (resolve's record) admits 2.16.0+cu130
     path = stack(tmp_path / "s", server.url, options=f'torch-indexes = {{ cu130 = "{server.url}/whl/cu130" }}')
     checked = json.loads(run_cli("facts", "check", "--stack", str(path), "--json").stdout)
-    assert [(b["torch"], b["admitted"]) for b in checked["variant_builds"]] == [("2.16.0+cu130", True)]  # the index's own variant
+    assert [(b["torch"], b["admitted"]) for b in checked["variant_builds"]] == [
+        ("2.16.0+cu130", True)
+    ]  # the index's own variant
     assert [r["torch"] for r in checked["newer_releases"]] == ["2.16.0", "2.17.0"]  # PyPI's, as before
     report = json.loads(run_cli("explain", str(path), "--target", "h100", "--json").stdout)
-    from_index = [(c["release"], c["admitted"], c["rule"]) for c in report["candidates"] if c["source"].endswith("/whl/cu130")]
+    from_index = [
+        (c["release"], c["admitted"], c["rule"]) for c in report["candidates"] if c["source"].endswith("/whl/cu130")
+    ]
     assert from_index == [("2.16", True, "native-kernels"), ("2.14", True, "native-kernels")], report["candidates"]

@@ -29,7 +29,12 @@ def _device_body(name: str = "node1-quick") -> CertificateBody:
 TEMPLATE = _device_body()
 
 
-def _body(digests: dict[str, str], settings: dict[str, str] | None = None, foreign: list[str] | None = None, environment: str | None = "e" * 64) -> CertificateBody:
+def _body(
+    digests: dict[str, str],
+    settings: dict[str, str] | None = None,
+    foreign: list[str] | None = None,
+    environment: str | None = "e" * 64,
+) -> CertificateBody:
     """The H100 certificate with these digests, settings and foreign libraries, and the environment digest."""
     assert TEMPLATE.numerics is not None
     key = TEMPLATE.numerics.key.model_copy(update={"environment_digest": environment})
@@ -71,23 +76,42 @@ def test_nodes_of_another_key_are_never_compared() -> None:
     """Another driver is another key: its other bits are by design; a node alone in its key is not judged."""
     other_driver = _body(_digests(2))
     assert other_driver.numerics is not None
-    moved = other_driver.model_copy(update={"numerics": other_driver.numerics.model_copy(update={"key": other_driver.numerics.key.model_copy(update={"driver": "575.57.08"})})})
+    moved = other_driver.model_copy(
+        update={
+            "numerics": other_driver.numerics.model_copy(
+                update={"key": other_driver.numerics.key.model_copy(update={"driver": "575.57.08"})}
+            )
+        }
+    )
     found, compared = odd_nodes([("a", _body(_digests(1))), ("b", _body(_digests(1))), ("c", moved)])
     assert found == [] and compared == 2
-    assert "not compared" in compare_pair(_body(_digests(1)), moved).line() and "driver: 580.159.04 vs 575.57.08" in compare_pair(_body(_digests(1)), moved).note
+    assert (
+        "not compared" in compare_pair(_body(_digests(1)), moved).line()
+        and "driver: 580.159.04 vs 575.57.08" in compare_pair(_body(_digests(1)), moved).note
+    )
 
 
 def test_the_likely_cause_in_order() -> None:
     healthy = _body(_digests(1))
     assert healthy.numerics is not None
     tf32 = _body(_digests(1), settings={"NVIDIA_TF32_OVERRIDE": "0"})
-    assert likely_cause(tf32.stack, healthy.numerics, [healthy.stack]) == "a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others"
-    assert likely_cause(healthy.stack, healthy.numerics, [tf32.stack, healthy.stack]) == "a setting differs: NVIDIA_TF32_OVERRIDE unset here, NVIDIA_TF32_OVERRIDE=0 on some others"
-    assert "a setting that changes numerics is set: NVIDIA_TF32_OVERRIDE=0" in likely_cause(tf32.stack, healthy.numerics, [])  # a bare reference: no stack
+    assert (
+        likely_cause(tf32.stack, healthy.numerics, [healthy.stack])
+        == "a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others"
+    )
+    assert (
+        likely_cause(healthy.stack, healthy.numerics, [tf32.stack, healthy.stack])
+        == "a setting differs: NVIDIA_TF32_OVERRIDE unset here, NVIDIA_TF32_OVERRIDE=0 on some others"
+    )
+    assert "a setting that changes numerics is set: NVIDIA_TF32_OVERRIDE=0" in likely_cause(
+        tf32.stack, healthy.numerics, []
+    )  # a bare reference: no stack
     preloaded = _body(_digests(1), foreign=["/tmp/libx.so"])
     assert "/tmp/libx.so" in likely_cause(preloaded.stack, healthy.numerics, [healthy.stack])
     undigested = _body(_digests(1), environment=None)
-    assert undigested.numerics is not None and "no digest" in likely_cause(undigested.stack, undigested.numerics, [healthy.stack])
+    assert undigested.numerics is not None and "no digest" in likely_cause(
+        undigested.stack, undigested.numerics, [healthy.stack]
+    )
     assert "silent data corruption" in likely_cause(healthy.stack, healthy.numerics, [healthy.stack])
 
 
@@ -96,10 +120,16 @@ def test_a_pinned_reference_judges_a_node_alone() -> None:
     assert body.numerics is not None
     same = NumericsReference(body.numerics, None, "`ref.json`")
     assert reference_check(body.numerics, body.stack, [same]).passed
-    changed = NumericsReference(body.numerics.model_copy(update={"digests": _digests(1) | {"conv_bf16": "f" * 64}}), None, "`ref.json`")
+    changed = NumericsReference(
+        body.numerics.model_copy(update={"digests": _digests(1) | {"conv_bf16": "f" * 64}}), None, "`ref.json`"
+    )
     check = reference_check(body.numerics, body.stack, [changed])
     assert not check.passed and "digest conv_bf16 differs from the reference of `ref.json`" in check.detail
-    elsewhere = NumericsReference(body.numerics.model_copy(update={"key": body.numerics.key.model_copy(update={"cublas": "12.9.1"})}), None, "`ref.json`")
+    elsewhere = NumericsReference(
+        body.numerics.model_copy(update={"key": body.numerics.key.model_copy(update={"cublas": "12.9.1"})}),
+        None,
+        "`ref.json`",
+    )
     check = reference_check(body.numerics, body.stack, [changed, elsewhere][1:])
     assert not check.passed and "cublas: 12.9.1 vs 13.1.0" in check.detail
     assert not reference_check(None, body.stack, [same]).passed
@@ -117,14 +147,31 @@ def test_the_device_evidence_agrees_and_names_the_tf32_node(tmp_path: Path) -> N
     report = json.loads(status.stdout)
     assert status.returncode == 1 and report["numerics"]["compared"] == 6
     [odd] = report["numerics"]["differ"]
-    assert odd["node"] == "node4-tf32-off" and odd["digests"] == ["gemm_tf32"] and "NVIDIA_TF32_OVERRIDE=0" in odd["cause"]
+    assert (
+        odd["node"] == "node4-tf32-off" and odd["digests"] == ["gemm_tf32"] and "NVIDIA_TF32_OVERRIDE=0" in odd["cause"]
+    )
     text = run_cli("fleet", "status", str(folder))
     assert "NUMERICS node4-tf32-off: digest gemm_tf32 differs from the 5 other nodes of its key" in text.stdout
     assert "1 of 6 nodes compute different bits" in text.stderr
     pub = str(EVIDENCE / "numerics-signing.pub")
-    differs = run_cli("cert", "compare", str(folder / "node1-quick.cert.json"), str(folder / "node4-tf32-off.cert.json"), "--key", pub)
-    assert differs.returncode == 1 and "numerics: digest gemm_tf32 differs from A's; likely cause: a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others" in differs.stdout
-    same = run_cli("cert", "compare", str(folder / "node1-quick.cert.json"), str(folder / "node2-quick.cert.json"), "--key", pub, "--noise", "0.5")
+    differs = run_cli(
+        "cert", "compare", str(folder / "node1-quick.cert.json"), str(folder / "node4-tf32-off.cert.json"), "--key", pub
+    )
+    assert (
+        differs.returncode == 1
+        and "numerics: digest gemm_tf32 differs from A's; likely cause: a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others"
+        in differs.stdout
+    )
+    same = run_cli(
+        "cert",
+        "compare",
+        str(folder / "node1-quick.cert.json"),
+        str(folder / "node2-quick.cert.json"),
+        "--key",
+        pub,
+        "--noise",
+        "0.5",
+    )
     assert same.returncode == 0 and "numerics: the same bits" in same.stdout
 
 
@@ -132,15 +179,29 @@ def test_the_device_evidence_agrees_and_names_the_tf32_node(tmp_path: Path) -> N
 def test_an_unreadable_reference_is_refused_before_the_kernel(tmp_path: Path) -> None:
     bad = tmp_path / "ref.json"
     bad.write_text('{"key": {}}')
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--expect-numerics", str(bad), "--out", str(tmp_path / "x.cert.json"))
-    assert result.returncode == 1 and result.stderr.startswith("error:") and "hint:" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--expect-numerics", str(bad), "--out", str(tmp_path / "x.cert.json")
+    )
+    assert (
+        result.returncode == 1
+        and result.stderr.startswith("error:")
+        and "hint:" in result.stderr
+        and "Traceback" not in result.stderr
+    )
     assert not (tmp_path / "x.cert.json").exists()
 
 
 def _cpu_fingerprint() -> dict:
     """The kernel's fingerprint on the CPU (`verify.determinism`, as `python -m verify` runs it), in a process of its own."""
     code = "import json, torch, verify.determinism as d; print(json.dumps(d.deterministic_work(torch.device('cpu'), False)))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}, timeout=300, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+        timeout=300,
+        check=True,
+    )
     return json.loads(done.stdout.splitlines()[-1])["fingerprint"]
 
 
@@ -148,4 +209,6 @@ def _cpu_fingerprint() -> dict:
 def test_the_cpu_fingerprint_is_stable_across_two_processes() -> None:
     first, second = _cpu_fingerprint(), _cpu_fingerprint()
     assert "error" not in first and set(first["digests"]) == {"gemm_fp32", "gemm_bf16", "conv_bf16", "adamw_bf16"}
-    assert first["digests"] == second["digests"] and first["work"] == second["work"] == "lockgen.numerics/1 cpu gemm 256"
+    assert (
+        first["digests"] == second["digests"] and first["work"] == second["work"] == "lockgen.numerics/1 cpu gemm 256"
+    )

@@ -36,11 +36,22 @@ def _layout(folder: Path, layers: list[Path]) -> Path:
     layout.mkdir()
     (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
     blobs = [oci_layout.put_blob_file(layout, layer) for layer in layers]
-    config = {"architecture": "amd64", "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for p in layers]}}
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {},
+        "rootfs": {
+            "type": "layers",
+            "diff_ids": ["sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for p in layers],
+        },
+    }
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **oci_layout.put_blob(layout, canonical_json(config))},
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            **oci_layout.put_blob(layout, canonical_json(config)),
+        },
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **blob} for blob in blobs],
     }
     oci_layout.write_index(layout, manifest, "t")
@@ -49,7 +60,13 @@ def _layout(folder: Path, layers: list[Path]) -> Path:
 
 def test_a_later_layer_replaces_an_earlier_symlink_instead_of_following_it(tmp_path: Path) -> None:
     venv = [("opt/env/bin/python", "/usr/bin/python3.11"), ("opt/env/pyvenv.cfg", b"home = /usr/bin\n")]
-    layout = _layout(tmp_path, [_layer(tmp_path, "a.tar", venv), _layer(tmp_path, "b.tar", [*venv[:1], ("opt/env/pyvenv.cfg", b"home = /usr/bin\nv = 2\n")])])
+    layout = _layout(
+        tmp_path,
+        [
+            _layer(tmp_path, "a.tar", venv),
+            _layer(tmp_path, "b.tar", [*venv[:1], ("opt/env/pyvenv.cfg", b"home = /usr/bin\nv = 2\n")]),
+        ],
+    )
     root = tmp_path / "root"
     oci_layout.unpack(layout, root)
     assert (root / "opt/env/bin/python").readlink() == Path("/usr/bin/python3.11")
@@ -64,12 +81,28 @@ def test_every_layer_media_type_a_runtime_unpacks_is_read_and_no_other() -> None
 
     def manifest(media_type: str) -> dict:
         descriptor = {"digest": "sha256:" + "1" * 64, "size": 1}
-        return {"schemaVersion": 2, "config": {**descriptor, "mediaType": "application/vnd.oci.image.config.v1+json"}, "layers": [{**descriptor, "mediaType": media_type}]}
+        return {
+            "schemaVersion": 2,
+            "config": {**descriptor, "mediaType": "application/vnd.oci.image.config.v1+json"},
+            "layers": [{**descriptor, "mediaType": media_type}],
+        }
 
-    buildkit = ["application/vnd.docker.image.rootfs.diff.tar", "application/vnd.docker.image.rootfs.diff.tar.zstd", "application/vnd.docker.image.rootfs.diff.tar.gzip"]
-    oci = [f"application/vnd.oci.image.layer.{kind}v1.tar{suffix}" for kind in ("", "nondistributable.") for suffix in ("", "+gzip", "+zstd")]
+    buildkit = [
+        "application/vnd.docker.image.rootfs.diff.tar",
+        "application/vnd.docker.image.rootfs.diff.tar.zstd",
+        "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    ]
+    oci = [
+        f"application/vnd.oci.image.layer.{kind}v1.tar{suffix}"
+        for kind in ("", "nondistributable.")
+        for suffix in ("", "+gzip", "+zstd")
+    ]
     for media_type in buildkit + oci + ["application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"]:
         oci_layout.check_image("here", manifest(media_type), config)
-    for media_type in ("application/x-whatever", "application/vnd.oci.image.layer.v1.tar+bzip2", "application/vnd.oci.image.config.v1+json"):
+    for media_type in (
+        "application/x-whatever",
+        "application/vnd.oci.image.layer.v1.tar+bzip2",
+        "application/vnd.oci.image.config.v1+json",
+    ):
         with pytest.raises(LockFormatError, match="is no layer a runtime unpacks"):
             oci_layout.check_image("here", manifest(media_type), config)

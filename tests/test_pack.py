@@ -56,12 +56,20 @@ def test_the_network_is_really_cut() -> None:
     if NETLESS:
         import sys
 
-        reach = subprocess.run([*NETLESS, sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 3)"], capture_output=True, text=True)
+        reach = subprocess.run(
+            [*NETLESS, sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 3)"],
+            capture_output=True,
+            text=True,
+        )
         assert reach.returncode != 0 and "unreachable" in reach.stderr.lower(), reach.stderr
 
 
 def _home(root: Path, name: str) -> dict[str, str]:
-    return {"LOCKGEN_HOME": str(root / name), "LOCKGEN_CACHE_DIR": str(root / f"{name}-cache"), "UV_CACHE_DIR": str(root / f"{name}-uv")}
+    return {
+        "LOCKGEN_HOME": str(root / name),
+        "LOCKGEN_CACHE_DIR": str(root / f"{name}-cache"),
+        "UV_CACHE_DIR": str(root / f"{name}-uv"),
+    }
 
 
 def _materialized(lock: Path, prefix: Path, env: dict[str, str]) -> tuple[str, dict]:
@@ -73,7 +81,14 @@ def _materialized(lock: Path, prefix: Path, env: dict[str, str]) -> tuple[str, d
     return digest, manifest
 
 
-def _same_environment(root: Path, lock: Path, archive: Path, prefix: Path, packed_env: dict[str, str], make_unreachable: Callable[[], None]) -> None:
+def _same_environment(
+    root: Path,
+    lock: Path,
+    archive: Path,
+    prefix: Path,
+    packed_env: dict[str, str],
+    make_unreachable: Callable[[], None],
+) -> None:
     """Materialize in the packing home, then unpack in a fresh home with the lock's URLs out of reach: one digest,
     one manifest."""
     digest, manifest = _materialized(lock, prefix, packed_env)
@@ -102,7 +117,12 @@ def _pack_twice(root: Path, lock: Path) -> Path:
 def _tar_oracle(archive: Path, lock: Path, folder: Path) -> list[str]:
     """GNU tar's view: the members in order, each regular, owned 0/0, dated 1970; extracted, each has the sha256
     the lock pins (the lock itself byte for byte)."""
-    listing = subprocess.run(["tar", "--list", "--verbose", "--numeric-owner", "--full-time", "-f", str(archive)], capture_output=True, text=True, check=True).stdout.splitlines()
+    listing = subprocess.run(
+        ["tar", "--list", "--verbose", "--numeric-owner", "--full-time", "-f", str(archive)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert all(line.startswith("-rw-r--r-- 0/0") and " 1970-01-01 00:00:00 " in line for line in listing), listing
     names = [line.rsplit(" ", 1)[1] for line in listing]
     folder.mkdir()
@@ -127,7 +147,9 @@ def conda_lock(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     )
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
-    stack.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n')
+    stack.write_text(
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     resolve_api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml", channel
 
@@ -137,7 +159,12 @@ def test_a_conda_lock_unpacked_offline_is_what_materialize_makes(tmp_path: Path,
     lock, channel = conda_lock
     archive = _pack_twice(tmp_path, lock)
     names = _tar_oracle(archive, lock, tmp_path / "extracted")
-    assert names == ["lockgen-pack.json", "lock.conda-lock.yml", "conda/foo-data-2.0-h0_0.tar.bz2", "conda/libfoo-1.0-h0_0.conda"]
+    assert names == [
+        "lockgen-pack.json",
+        "lock.conda-lock.yml",
+        "conda/foo-data-2.0-h0_0.tar.bz2",
+        "conda/libfoo-1.0-h0_0.conda",
+    ]
     hidden = channel.with_name("channel-moved-away")
 
     def remove_channel() -> None:
@@ -178,13 +205,22 @@ def pypi_lock(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
 
 
 @pytest.mark.slow
-def test_a_pure_pypi_lock_unpacked_offline_is_what_materialize_makes(tmp_path: Path, pypi_lock: tuple[Path, Callable[[], None]]) -> None:
+def test_a_pure_pypi_lock_unpacked_offline_is_what_materialize_makes(
+    tmp_path: Path, pypi_lock: tuple[Path, Callable[[], None]]
+) -> None:
     lock, stop = pypi_lock
     archive = _pack_twice(tmp_path, lock)
-    assert _tar_oracle(archive, lock, tmp_path / "extracted")[2:] == ["pypi/alpha-1.0-py3-none-any.whl", "pypi/gamma-1.0-py3-none-any.whl"]
+    assert _tar_oracle(archive, lock, tmp_path / "extracted")[2:] == [
+        "pypi/alpha-1.0-py3-none-any.whl",
+        "pypi/gamma-1.0-py3-none-any.whl",
+    ]
     prefix = tmp_path / "env"
     _same_environment(tmp_path, lock, archive, prefix, _home(tmp_path, "packer"), stop)
-    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"], capture_output=True, text=True)
+    ran = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"],
+        capture_output=True,
+        text=True,
+    )
     assert ran.stdout.strip() == "1.0", ran.stderr
     direct_url = prefix / "lib" / "python3.11" / "site-packages" / "alpha-1.0.dist-info" / "direct_url.json"
     assert "/files/alpha-1.0-py3-none-any.whl" in direct_url.read_text()  # the lock's URL, as materialize records it
@@ -225,7 +261,9 @@ def _members(archive: Path) -> list[tuple[tarfile.TarInfo, bytes]]:
         return [(info, tar.extractfile(info).read()) for info in tar.getmembers()]  # type: ignore[union-attr]
 
 
-def _rewritten(archive: Path, edit: Callable[[list[tuple[tarfile.TarInfo, bytes]]], list[tuple[tarfile.TarInfo, bytes]]]) -> bytes:
+def _rewritten(
+    archive: Path, edit: Callable[[list[tuple[tarfile.TarInfo, bytes]]], list[tuple[tarfile.TarInfo, bytes]]]
+) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for info, data in edit(_members(archive)):
@@ -248,22 +286,39 @@ def _extra(members, info_name: str, kind: bytes = tarfile.REGTYPE):  # type: ign
     return [*members, (info, b"abc" if kind == tarfile.REGTYPE else b"")]
 
 
-LIBFOO, FOO_DATA, LOCK, INDEX = ("conda/libfoo-1.0-h0_0.conda", "conda/foo-data-2.0-h0_0.tar.bz2", "lock.conda-lock.yml", "lockgen-pack.json")
+LIBFOO, FOO_DATA, LOCK, INDEX = (
+    "conda/libfoo-1.0-h0_0.conda",
+    "conda/foo-data-2.0-h0_0.tar.bz2",
+    "lock.conda-lock.yml",
+    "lockgen-pack.json",
+)
 DAMAGE: dict[str, tuple[Callable[[Path], bytes], str]] = {
     "a flipped byte in an artifact": (lambda a: _flipped(a.read_bytes(), _data_offset(a, LIBFOO) + 100), LIBFOO),
     "a flipped byte in the index": (lambda a: _flipped(a.read_bytes(), _data_offset(a, INDEX) + 60), INDEX),
     "a flipped byte in the lock": (lambda a: _flipped(a.read_bytes(), _data_offset(a, LOCK) + 300), LOCK),
     # named as its damaged header reads: the header rule refuses its checksum before any member is read
-    "a flipped byte in a member's header": (lambda a: _flipped(a.read_bytes(), _header_offset(a, LIBFOO) + 3), _flipped(LIBFOO.encode(), 3).decode()),
+    "a flipped byte in a member's header": (
+        lambda a: _flipped(a.read_bytes(), _header_offset(a, LIBFOO) + 3),
+        _flipped(LIBFOO.encode(), 3).decode(),
+    ),
     "cut short inside the last member": (lambda a: a.read_bytes()[: _data_offset(a, LIBFOO) + 200], LIBFOO),
     "cut short before the last member": (lambda a: a.read_bytes()[: _header_offset(a, LIBFOO)], LIBFOO),
     "a member missing": (lambda a: _rewritten(a, lambda m: [x for x in m if x[0].name != FOO_DATA]), FOO_DATA),
     "the lock missing": (lambda a: _rewritten(a, lambda m: [x for x in m if x[0].name != LOCK]), LOCK),
-    "an extra member": (lambda a: _rewritten(a, lambda m: _extra(m, "conda/evil-1.0-0.conda")), "conda/evil-1.0-0.conda"),
-    "a member renamed": (lambda a: _rewritten(a, lambda m: _renamed(m, LIBFOO, "conda/libfoo-1.1-h0_0.conda")), "conda/libfoo-1.1-h0_0.conda"),
+    "an extra member": (
+        lambda a: _rewritten(a, lambda m: _extra(m, "conda/evil-1.0-0.conda")),
+        "conda/evil-1.0-0.conda",
+    ),
+    "a member renamed": (
+        lambda a: _rewritten(a, lambda m: _renamed(m, LIBFOO, "conda/libfoo-1.1-h0_0.conda")),
+        "conda/libfoo-1.1-h0_0.conda",
+    ),
     "a link added": (lambda a: _rewritten(a, lambda m: _extra(m, "conda/link", tarfile.SYMTYPE)), "conda/link"),
     "a member out of the folder": (lambda a: _rewritten(a, lambda m: _extra(m, "../escape")), "../escape"),
-    "an absolute member": (lambda a: _rewritten(a, lambda m: _extra(m, "/tmp/lockgen-absolute")), "/tmp/lockgen-absolute"),
+    "an absolute member": (
+        lambda a: _rewritten(a, lambda m: _extra(m, "/tmp/lockgen-absolute")),
+        "/tmp/lockgen-absolute",
+    ),
     "not a tar at all": (lambda a: b"PK\x03\x04" + a.read_bytes()[4:1000], INDEX),
 }
 
@@ -314,10 +369,14 @@ def test_a_member_named_two_ways_is_refused_before_any_member_is_read(tmp_path: 
     done = netless_cli("unpack", str(forged), "--prefix", str(prefix), env=_home(tmp_path, "fresh"))
     _refused(done, LIBFOO, prefix)
     assert "read differently to different tar readers" in done.stderr and "after another extended header" in done.stderr
-    assert not (tmp_path / "fresh").exists() or not any((tmp_path / "fresh").rglob("*.conda"))  # no member was taken anywhere
+    assert not (tmp_path / "fresh").exists() or not any(
+        (tmp_path / "fresh").rglob("*.conda")
+    )  # no member was taken anywhere
 
 
-def test_another_lock_platform_or_prefix_is_refused(tmp_path: Path, good_archive: Path, conda_lock: tuple[Path, Path]) -> None:
+def test_another_lock_platform_or_prefix_is_refused(
+    tmp_path: Path, good_archive: Path, conda_lock: tuple[Path, Path]
+) -> None:
     other = tmp_path / "other.conda-lock.yml"
     other.write_bytes(conda_lock[0].read_bytes().replace(b"# This lock", b"# this lock", 1))
     prefix = tmp_path / "env"

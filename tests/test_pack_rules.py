@@ -29,8 +29,14 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 SHA = "ab" * 32
 
 
-def _package(name: str, manager: str = "conda", sha256: str | None = SHA, md5: str | None = None, url: str = "") -> LockedPackage:
-    default = f"https://conda.example/linux-64/{name}-1.0-h0_0.conda" if manager == "conda" else f"https://files.example/{name}-1.0-py3-none-any.whl"
+def _package(
+    name: str, manager: str = "conda", sha256: str | None = SHA, md5: str | None = None, url: str = ""
+) -> LockedPackage:
+    default = (
+        f"https://conda.example/linux-64/{name}-1.0-h0_0.conda"
+        if manager == "conda"
+        else f"https://files.example/{name}-1.0-py3-none-any.whl"
+    )
     return LockedPackage(
         name=name,
         version="1.0",
@@ -43,7 +49,10 @@ def _package(name: str, manager: str = "conda", sha256: str | None = SHA, md5: s
 
 
 def _lock(*packages: LockedPackage) -> Lock:
-    return Lock(metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata={}), package=packages)
+    return Lock(
+        metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata={}),
+        package=packages,
+    )
 
 
 def test_the_members_a_lock_makes() -> None:
@@ -72,11 +81,21 @@ def _index(paths: list[str], sizes: list[int] | None = None) -> bytes:
 
 def test_an_index_against_its_lock() -> None:
     lock = _lock(_package("alpha"), _package("beta"))
-    good = pack_rules.parse_index(_index([pack_rules.LOCK, "conda/alpha-1.0-h0_0.conda", "conda/beta-1.0-h0_0.conda"]), 100)
-    assert [e.path for e in pack_rules.check_against_lock(good, lock, "linux-64")] == ["conda/alpha-1.0-h0_0.conda", "conda/beta-1.0-h0_0.conda"]
+    good = pack_rules.parse_index(
+        _index([pack_rules.LOCK, "conda/alpha-1.0-h0_0.conda", "conda/beta-1.0-h0_0.conda"]), 100
+    )
+    assert [e.path for e in pack_rules.check_against_lock(good, lock, "linux-64")] == [
+        "conda/alpha-1.0-h0_0.conda",
+        "conda/beta-1.0-h0_0.conda",
+    ]
     cases = {
         "conda/beta-1.0-h0_0.conda": [pack_rules.LOCK, "conda/alpha-1.0-h0_0.conda"],  # a pinned file left out
-        "conda/gamma-1.0-h0_0.conda": [pack_rules.LOCK, "conda/alpha-1.0-h0_0.conda", "conda/beta-1.0-h0_0.conda", "conda/gamma-1.0-h0_0.conda"],
+        "conda/gamma-1.0-h0_0.conda": [
+            pack_rules.LOCK,
+            "conda/alpha-1.0-h0_0.conda",
+            "conda/beta-1.0-h0_0.conda",
+            "conda/gamma-1.0-h0_0.conda",
+        ],
     }  # a file the lock does not pin
     for member, paths in cases.items():
         with pytest.raises(PackError) as raised:
@@ -106,7 +125,9 @@ def test_an_index_that_breaks_a_rule(paths: list[str], sizes: list[int] | None, 
     assert says in raised.value.message and raised.value.member == pack_rules.INDEX
 
 
-_PATHS = st.lists(st.from_regex(r"(conda|pypi)/[a-z][a-z0-9_.-]{0,30}\.(conda|whl)", fullmatch=True), unique=True, max_size=6)
+_PATHS = st.lists(
+    st.from_regex(r"(conda|pypi)/[a-z][a-z0-9_.-]{0,30}\.(conda|whl)", fullmatch=True), unique=True, max_size=6
+)
 
 
 @FUZZ
@@ -140,10 +161,14 @@ def test_any_bytes_as_an_index_are_one_clean_refusal(data: bytes) -> None:
 
 
 def test_the_writer_is_what_gnu_tar_reads_with_fixed_metadata(tmp_path: Path) -> None:
-    long_name = "pypi/" + "a" * 40 + "-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.manylinux_2_28_x86_64.whl"
+    long_name = (
+        "pypi/" + "a" * 40 + "-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.manylinux_2_28_x86_64.whl"
+    )
     source = tmp_path / "wheel"
     source.write_bytes(b"wheel bytes\n" * 1000)
-    member = PackMember(path=long_name, size=source.stat().st_size, sha256=hashlib.sha256(source.read_bytes()).hexdigest())
+    member = PackMember(
+        path=long_name, size=source.stat().st_size, sha256=hashlib.sha256(source.read_bytes()).hexdigest()
+    )
     written = []
     for name in ("one", "two"):
         out = tmp_path / name / "a.tar"
@@ -151,7 +176,9 @@ def test_the_writer_is_what_gnu_tar_reads_with_fixed_metadata(tmp_path: Path) ->
         assert hashlib.sha256(out.read_bytes()).hexdigest() == sha256 and out.stat().st_size == size
         written.append(out.read_bytes())
     assert written[0] == written[1]
-    listing = subprocess.run(["tar", "-tvf", str(tmp_path / "one" / "a.tar"), "--numeric-owner"], capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["tar", "-tvf", str(tmp_path / "one" / "a.tar"), "--numeric-owner"], capture_output=True, text=True, check=True
+    ).stdout
     assert long_name in listing and listing.count("0/0") == 2 and "1970-01-01" in listing
     with tarfile.open(tmp_path / "one" / "a.tar") as tar:
         infos = tar.getmembers()
@@ -186,7 +213,11 @@ def test_a_file_that_is_not_its_member_or_an_interrupt_leaves_nothing(tmp_path: 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_a_damaged_archive_never_gets_past_the_reader_unnoticed(tmp_path_factory: pytest.TempPathFactory, good_archive: Path, data: st.DataObject) -> None:  # noqa: F811
+def test_a_damaged_archive_never_gets_past_the_reader_unnoticed(
+    tmp_path_factory: pytest.TempPathFactory,
+    good_archive: Path,  # noqa: F811
+    data: st.DataObject,
+) -> None:
     """Random flips, cuts and insertions through `unpack`: the environment, or one clean refusal and nothing at the
     prefix. (A flip in the tar's padding changes nothing that is read: that archive unpacks.)"""
     original = good_archive.read_bytes()
@@ -230,7 +261,10 @@ def test_bad_arguments_are_one_error_and_hint_or_a_usage_error(
     target = root / "out" / (name.replace("/", "_").replace("\x00", "") or "x")
     given_path = str(root / "missing" / (name.replace("\x00", "") or "x"))
     cases = (
-        [["pack", str(conda_lock[0]), "--out", str(target), "--platform", platform], ["pack", given_path, "--out", str(target)]]
+        [
+            ["pack", str(conda_lock[0]), "--out", str(target), "--platform", platform],
+            ["pack", given_path, "--out", str(target)],
+        ]
         if command == "pack"
         else [
             ["unpack", str(good_archive), "--prefix", str(target), "--platform", platform],
@@ -244,7 +278,10 @@ def test_bad_arguments_are_one_error_and_hint_or_a_usage_error(
         assert result.exit_code in (1, 2), (args, result.exit_code, result.stderr, result.exception)
         assert "Traceback" not in result.stderr
         if result.exit_code == 1:
-            assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), (args, result.stderr)
+            assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), (
+                args,
+                result.stderr,
+            )
         assert not target.exists()
 
 

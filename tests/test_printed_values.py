@@ -121,13 +121,18 @@ def test_cert_compare_prints_one_row_per_figure_whatever_a_figure_is_named(name:
         result = CliRunner().invoke(app, ["cert", "compare", str(old), str(new)])
         figures = _figure_rows(new)
     assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
-    rows, numerics = result.stdout.splitlines()[:-1], result.stdout.splitlines()[-1]  # the figures, then the numerics line
+    rows, numerics = (
+        result.stdout.splitlines()[:-1],
+        result.stdout.splitlines()[-1],
+    )  # the figures, then the numerics line
     assert numerics.startswith("numerics:"), result.stdout
     assert len(rows) == figures and not _unshowable(result.stdout) and not _unshowable(result.stderr)
     assert not any(row.startswith(INJECTED_ROW) for row in rows)
     assert any(row.startswith(f"gemm/{escaped(name)}") for row in rows)
     errors = result.stderr.splitlines()
-    assert len(errors) == 3 and errors[1].startswith("error: ") and errors[2].startswith("hint: "), result.stderr  # the note, then error and hint
+    assert len(errors) == 3 and errors[1].startswith("error: ") and errors[2].startswith("hint: "), (
+        result.stderr
+    )  # the note, then error and hint
 
 
 @pytest.mark.slow
@@ -155,7 +160,10 @@ def test_a_certificate_s_time_is_shown_escaped_and_fleet_status_refuses_it_by_na
     assert listed.exit_code == 0 and listed.stdout.startswith(escaped(created) + " sm90"), listed.stdout
     fleet = CliRunner().invoke(app, ["fleet", "status", str(tmp_path)])
     assert fleet.exit_code == 1 and fleet.stdout == "", (fleet.stdout, fleet.stderr)
-    assert fleet.stderr.splitlines()[0] == f"error: `{tmp_path / 'n1.cert.json'}`: its time `{escaped(created)}` is not YYYY-MM-DDTHH:MM:SSZ"
+    assert (
+        fleet.stderr.splitlines()[0]
+        == f"error: `{tmp_path / 'n1.cert.json'}`: its time `{escaped(created)}` is not YYYY-MM-DDTHH:MM:SSZ"
+    )
 
 
 def test_a_node_named_with_escapes_keeps_the_fleet_table_aligned(tmp_path: Path) -> None:
@@ -169,7 +177,9 @@ def test_a_node_named_with_escapes_keeps_the_fleet_table_aligned(tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_a_file_named_with_a_newline_and_escapes_is_one_drift_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_named_with_a_newline_and_escapes_is_one_drift_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An environment's file names are not lockgen's: `check --prefix` names an extra file as one escaped line."""
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
@@ -181,13 +191,19 @@ def test_a_file_named_with_a_newline_and_escapes_is_one_drift_line(tmp_path: Pat
     assert not _unshowable(done.stderr)
 
 
-def test_progress_and_error_lines_are_escaped(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_and_error_lines_are_escaped(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     ui.progress(f"a line\n{INJECTED_ROW}\x1b]0;x\x07")
     with pytest.raises(typer.Exit):
         ui.fail("bad\x1b[2J\nvalue", "hint\u2028more")
     err = capsys.readouterr().err
-    assert err.splitlines() == [f"a line\\n{INJECTED_ROW}\\x1b]0;x\\x07", "error: bad\\x1b[2J\\nvalue", "hint: hint\\u2028more"]
+    assert err.splitlines() == [
+        f"a line\\n{INJECTED_ROW}\\x1b]0;x\\x07",
+        "error: bad\\x1b[2J\\nvalue",
+        "hint: hint\\u2028more",
+    ]
 
 
 def test_an_error_line_is_cut_saying_how_much_went(tmp_path: Path) -> None:
@@ -199,16 +215,23 @@ def test_an_error_line_is_cut_saying_how_much_went(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["cert", "compare", str(old), str(new)])
     [error] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert result.exit_code == 1 and len(error) <= len("error: ") + terminal.ERROR_LIMIT + 40, len(error)
-    cut = len(escaped(f"1 figures are in one certificate only: gemm/{long_name} (missing from old)")) - terminal.ERROR_LIMIT
+    cut = (
+        len(escaped(f"1 figures are in one certificate only: gemm/{long_name} (missing from old)"))
+        - terminal.ERROR_LIMIT
+    )
     assert f"[… {cut:,} characters cut …]" in error
-    assert error.startswith("error: 1 figures are in one certificate only: gemm/aaa") and error.endswith("zzz (missing from old)")
+    assert error.startswith("error: 1 figures are in one certificate only: gemm/aaa") and error.endswith(
+        "zzz (missing from old)"
+    )
 
 
 def test_an_error_hint_is_cut_too(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(typer.Exit):
         ui.fail("short", "h" * 50_000)
     hint = capsys.readouterr().err.splitlines()[1]
-    assert hint.startswith("hint: hhh") and "[… 48,000 characters cut …]" in hint and len(hint) < terminal.ERROR_LIMIT + 40
+    assert (
+        hint.startswith("hint: hhh") and "[… 48,000 characters cut …]" in hint and len(hint) < terminal.ERROR_LIMIT + 40
+    )
 
 
 def test_a_progress_bar_phase_is_text_not_rich_markup(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,8 +264,16 @@ def _cli_prints() -> list[str]:
         for node in ast.walk(ast.parse(module.read_text())):
             if not isinstance(node, ast.Call):
                 continue
-            printed = isinstance(node.func, ast.Name) and node.func.id == "print" and not all(isinstance(a, ast.Constant) for a in node.args)
-            written = isinstance(node.func, ast.Attribute) and node.func.attr == "write" and ast.unparse(node.func.value) in ("sys.stdout", "sys.stderr")
+            printed = (
+                isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+                and not all(isinstance(a, ast.Constant) for a in node.args)
+            )
+            written = (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr == "write"
+                and ast.unparse(node.func.value) in ("sys.stdout", "sys.stderr")
+            )
             if printed or written:
                 found.append(f"{module.name}:{node.lineno}")
     return found
@@ -258,7 +289,9 @@ def _settle() -> None:
 
 
 @pytest.mark.slow
-def test_a_conformance_record_that_is_a_folder_costs_work_not_the_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_conformance_record_that_is_a_folder_costs_work_not_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The docs: a record that cannot be read or written counts as none; the check hashes again and passes."""
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     lock = make_lock(tmp_path, "1.0")
@@ -266,7 +299,11 @@ def test_a_conformance_record_that_is_a_folder_costs_work_not_the_verdict(tmp_pa
     _settle()
     assert check_lock(lock, Prefix(prefix)).clean
     records = sorted((tmp_path / "home" / "conformance").iterdir())
-    assert {re.sub(r"^[0-9a-f]{64}", "KEY", r.name) for r in records} == {"KEY.json", "KEY.verdict.json", "KEY.read.json"}
+    assert {re.sub(r"^[0-9a-f]{64}", "KEY", r.name) for r in records} == {
+        "KEY.json",
+        "KEY.verdict.json",
+        "KEY.read.json",
+    }
     for record in records:
         record.unlink()
         record.mkdir()
@@ -280,7 +317,9 @@ def test_a_conformance_record_that_is_a_folder_costs_work_not_the_verdict(tmp_pa
 
 
 @pytest.mark.parametrize("target", ["nowhere", "missing/deeper", "loop"])
-def test_a_prefix_that_is_a_link_to_nothing_is_named_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+def test_a_prefix_that_is_a_link_to_nothing_is_named_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
     """materialize (and unpack, through the same step) names the link the user gave and where it leads, before
     building anything; nothing is made where it leads or beside it."""
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
@@ -290,7 +329,10 @@ def test_a_prefix_that_is_a_link_to_nothing_is_named_as_given(tmp_path: Path, mo
     link.symlink_to(link if target == "loop" else tmp_path / "out" / target)
     with pytest.raises(UserError) as refused:
         materialize(lock, None, link, lambda _: None)
-    assert refused.value.message.startswith(f"{link} is a symbolic link to `") and "leads to nothing" in refused.value.message
+    assert (
+        refused.value.message.startswith(f"{link} is a symbolic link to `")
+        and "leads to nothing" in refused.value.message
+    )
     assert ".tmp" not in refused.value.message
     assert link.is_symlink() and not list(link.parent.glob(".env.tmp*")) and not (tmp_path / "out" / "nowhere").exists()
 

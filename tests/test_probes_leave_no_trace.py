@@ -33,7 +33,9 @@ def test_the_hook_writes_byte_code_when_python_is_run_plainly(tmp_path: Path) ->
     """The premise: without -B the same interpreter does write into its environment."""
     prefix = venv_with_a_hook(tmp_path)
     subprocess.run([str(prefix / "bin" / "python"), "-I", "-c", "pass"], check=True, timeout=60)
-    assert any(path.endswith("hook_module.cpython-%d%d.pyc" % sys.version_info[:2]) for path in written_byte_code(prefix))
+    assert any(
+        path.endswith("hook_module.cpython-%d%d.pyc" % sys.version_info[:2]) for path in written_byte_code(prefix)
+    )
 
 
 def test_asking_for_the_prefix_and_the_inventory_writes_nothing(tmp_path: Path) -> None:

@@ -72,7 +72,10 @@ def test_arbitrary_bytes_never_raise(data: bytes) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(cut=st.integers(min_value=0, max_value=20_000), flips=st.lists(st.tuples(st.integers(0, 2047), st.integers(0, 255)), max_size=4))
+@given(
+    cut=st.integers(min_value=0, max_value=20_000),
+    flips=st.lists(st.tuples(st.integers(0, 2047), st.integers(0, 255)), max_size=4),
+)
 def test_cut_or_damaged_programs_are_refused_or_read_the_same(cut: int, flips: list[tuple[int, int]]) -> None:
     whole = Path("/bin/ls").read_bytes()
     read = program_start(whole[:cut])
@@ -83,14 +86,26 @@ def test_cut_or_damaged_programs_are_refused_or_read_the_same(cut: int, flips: l
     assert program_start(bytes(damaged)).kind in ("loader", "static", "script", "refused")
 
 
-def _elf(bits: int, order: str, machine: int, interp: bytes | None, *, kind: int = 3, entsize: int | None = None, filesz: int | None = None, extra_headers: int = 1) -> bytes:
+def _elf(
+    bits: int,
+    order: str,
+    machine: int,
+    interp: bytes | None,
+    *,
+    kind: int = 3,
+    entsize: int | None = None,
+    filesz: int | None = None,
+    extra_headers: int = 1,
+) -> bytes:
     """An ELF program written from the ELF spec: `extra_headers` PT_LOAD headers, then a PT_INTERP naming
     `interp` (none when None), the name after the headers."""
     word, size, header = ("Q", 56, 64) if bits == 64 else ("I", 32, 52)
     count = extra_headers + (interp is not None)
     start = header + count * size
     ident = b"\x7fELF" + bytes([bits // 32, 1 if order == "<" else 2, 1]) + bytes(9)
-    fields = struct.pack(order + "HHI" + word * 3 + "IHHHHHH", kind, machine, 1, 0, header, 0, 0, header, entsize or size, count, 0, 0, 0)
+    fields = struct.pack(
+        order + "HHI" + word * 3 + "IHHHHHH", kind, machine, 1, 0, header, 0, 0, header, entsize or size, count, 0, 0, 0
+    )
     headers = b""
     for index in range(count):
         p_type = 3 if interp is not None and index == count - 1 else 1
@@ -105,7 +120,9 @@ def _elf(bits: int, order: str, machine: int, interp: bytes | None, *, kind: int
 @pytest.mark.parametrize("bits,order,machine", [(64, "<", 183), (64, ">", 21), (32, "<", 40), (32, ">", 8)])
 def test_elf_programs_of_every_class_and_byte_order(bits: int, order: str, machine: int) -> None:
     loader = b"/lib/ld-linux-aarch64.so.1"
-    assert program_start(_elf(bits, order, machine, loader, extra_headers=3)) == Start("loader", loader.decode(), machine=machine)
+    assert program_start(_elf(bits, order, machine, loader, extra_headers=3)) == Start(
+        "loader", loader.decode(), machine=machine
+    )
     assert program_start(_elf(bits, order, machine, None)) == Start("static", machine=machine)
     assert program_start(_elf(bits, order, machine, loader, kind=1)).why.startswith("is an ELF file of type 1")
     assert "program headers" in program_start(_elf(bits, order, machine, loader, entsize=40)).why
@@ -137,7 +154,9 @@ _ARGUMENT = st.text(alphabet=st.sampled_from(list("ab- =\t \0\\'\"x")), max_size
     end=st.sampled_from(["\n", "", "\nexit 3\n"]),
     lead=st.sampled_from([0, 0, 0, 0, 180, 200, 220, 254, 300]),
 )
-def test_a_hash_bang_line_is_read_as_the_kernel_reads_it(tmp_path: Path, argv_printer: Path, before: str, separator: str, argument: str, after: str, end: str, lead: int) -> None:
+def test_a_hash_bang_line_is_read_as_the_kernel_reads_it(
+    tmp_path: Path, argv_printer: Path, before: str, separator: str, argument: str, after: str, end: str, lead: int
+) -> None:
     """The oracle is execve: the script is run, and the interpreter it started prints what it was given. `lead`
     spaces before the name move it to the end of the 256 bytes the kernel reads, or past them."""
     head = f"#!{' ' * lead}{before}{argv_printer}{separator}{argument}{after}{end}"
@@ -150,7 +169,10 @@ def test_a_hash_bang_line_is_read_as_the_kernel_reads_it(tmp_path: Path, argv_pr
     except OSError as refused:  # ENOEXEC, or no file at the path the line names (the name ran into the argument)
         event(f"execve: {errno.errorcode[refused.errno or 0]}")
         assert (start.kind, refused.errno) == ("refused", errno.ENOEXEC) or (
-            start.kind == "script" and start.interpreter != str(argv_printer) and refused.errno == errno.ENOENT and start.interpreter.startswith(str(argv_printer))
+            start.kind == "script"
+            and start.interpreter != str(argv_printer)
+            and refused.errno == errno.ENOENT
+            and start.interpreter.startswith(str(argv_printer))
         ), (head, start, refused)
         return
     finally:
@@ -195,4 +217,7 @@ def test_an_environment_path_is_followed_as_the_container_will_follow_it(tmp_pat
     assert read["loop"][1] is None and read["dir"] == ("/opt/env/bin", None)
     assert read["under"] == ("/opt/env/bin/python3.11/x", None)
     assert program_file(tree, "/opt/env", "/opt/env/bin/absent") == ("/opt/env/bin/absent", None)
-    assert program_file(tree, "/opt/env", "/opt/env/bin/./dir/../bin/python") == ("/opt/env/bin/python3.11", b"#!/bin/sh\n")
+    assert program_file(tree, "/opt/env", "/opt/env/bin/./dir/../bin/python") == (
+        "/opt/env/bin/python3.11",
+        b"#!/bin/sh\n",
+    )

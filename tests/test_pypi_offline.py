@@ -63,7 +63,9 @@ def test_markers_platform_tags_yanked_and_hashes(tmp_path: Path, index_url: str,
     arm = {p.name: p for p in lock.packages_for("linux-aarch64")}
     assert x86["alpha"].version == "1.0"  # 2.0 is yanked
     assert "delta" in arm and "delta" not in x86  # the marker holds on aarch64 only
-    assert x86["beta"].version == "1.0" and x86["beta"].url.endswith("manylinux_2_17_x86_64.whl")  # 1.1 needs glibc 2.34
+    assert x86["beta"].version == "1.0" and x86["beta"].url.endswith(
+        "manylinux_2_17_x86_64.whl"
+    )  # 1.1 needs glibc 2.34
     assert arm["beta"].url.endswith("manylinux_2_17_aarch64.whl")
     root = served[1]
     for package in lock.package:
@@ -75,7 +77,10 @@ def test_newer_glibc_target_gets_the_newer_wheel(tmp_path: Path, index_url: str)
     path = stack(tmp_path, index_url, 'beta = "*"')
     path.write_text(path.read_text().replace('arch = "cpu"', 'arch = "cpu"\nglibc = "2.34"'))
     api.resolve(path)
-    assert {p.platform: p.version for p in load_lock(tmp_path / "locks" / "cpu.conda-lock.yml").package} == {"linux-64": "1.1", "linux-aarch64": "1.0"}
+    assert {p.platform: p.version for p in load_lock(tmp_path / "locks" / "cpu.conda-lock.yml").package} == {
+        "linux-64": "1.1",
+        "linux-aarch64": "1.0",
+    }
 
 
 def test_a_package_without_a_linux_wheel_fails(tmp_path: Path, index_url: str) -> None:
@@ -101,25 +106,37 @@ def test_materialize_a_pure_pypi_lock(tmp_path: Path, index_url: str, monkeypatc
     from lockgen.api.check import check_prefix as check
 
     prefix, digest = materialized(tmp_path, index_url, 'gamma = "*"', monkeypatch)
-    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"], capture_output=True, text=True)
+    ran = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import alpha, gamma; print(alpha.VERSION)"],
+        capture_output=True,
+        text=True,
+    )
     assert ran.stdout.strip() == "1.0", ran.stderr
     assert check(prefix, full=True).clean and len(digest) == 64
 
 
 @pytest.mark.slow
-def test_a_pip_install_into_the_prefix_is_drift(tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pip_install_into_the_prefix_is_drift(
+    tmp_path: Path, index_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lockgen.adapters.pypi.uv_resolver import uv_binary
     from lockgen.api.check import check_prefix as check
 
     prefix, _ = materialized(tmp_path, index_url, 'alpha = "*"', monkeypatch)
-    subprocess.run([uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", index_url, "delta"], check=True, capture_output=True)
+    subprocess.run(
+        [uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", index_url, "delta"],
+        check=True,
+        capture_output=True,
+    )
     drift = check(prefix, full=False)
     assert any(p.startswith("lib/python3.11/site-packages/delta") for p in drift.extra)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["climber", "scripter"])
-def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(tmp_path: Path, index_url: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wheel_naming_paths_outside_the_prefix_writes_nothing_outside(
+    tmp_path: Path, index_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lockgen.errors import LockgenError
 
     with pytest.raises(LockgenError) as raised:

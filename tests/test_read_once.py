@@ -51,10 +51,18 @@ def write(path: Path, text: str) -> Path:
 @pytest.fixture
 def team(tmp_path: Path) -> tuple[Path, Path]:
     """(the base stack, resolved, and a team stack on it), both on a tiny local channel."""
-    channel = build_channel(tmp_path / "channel", [Pkg("tok", "0.21.4"), Pkg("base-lib", "1.0", depends=("tok",)), Pkg("teamtool", "1.0")])
-    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    channel = build_channel(
+        tmp_path / "channel", [Pkg("tok", "0.21.4"), Pkg("base-lib", "1.0", depends=("tok",)), Pkg("teamtool", "1.0")]
+    )
+    base = write(
+        tmp_path / "platform" / "stack.toml",
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+    )
     invoke("resolve", str(base))
-    stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = "*"\n')
+    stack = write(
+        tmp_path / "team" / "stack.toml",
+        '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = "*"\n',
+    )
     return base, stack
 
 
@@ -62,7 +70,12 @@ def test_resolve_reads_a_plain_stack_and_its_lock_once(tmp_path: Path) -> None:
     lock = make_lock(tmp_path, "1.0")
     stack = lock.parent.parent / "stack.toml"
     each_once([stack, lock], "resolve", str(stack))  # the lock, unchanged, read once to be compared
-    for args in (("resolve", str(stack)), ("resolve", str(stack), "--check"), ("resolve", str(stack), "--update", "libfoo"), ("resolve", str(stack), "--dry-run")):
+    for args in (
+        ("resolve", str(stack)),
+        ("resolve", str(stack), "--check"),
+        ("resolve", str(stack), "--update", "libfoo"),
+        ("resolve", str(stack), "--dry-run"),
+    ):
         each_once([stack, lock], *args)
 
 
@@ -70,7 +83,11 @@ def test_resolve_reads_a_team_stack_its_base_and_the_base_lock_once(team: tuple[
     base, stack = team
     base_lock, team_lock = base.parent / "locks" / "cpu.conda-lock.yml", stack.parent / "locks" / "cpu.conda-lock.yml"
     each_once([stack, base, base_lock], "resolve", str(stack))
-    for args in (("resolve", str(stack), "--check"), ("resolve", str(stack), "--update", "teamtool"), ("resolve", str(stack))):
+    for args in (
+        ("resolve", str(stack), "--check"),
+        ("resolve", str(stack), "--update", "teamtool"),
+        ("resolve", str(stack)),
+    ):
         each_once([stack, base, base_lock, team_lock], *args)
 
 
@@ -88,7 +105,17 @@ def test_add_and_remove_read_the_stack_its_base_and_each_lock_once(team: tuple[P
 def test_resolve_check_of_the_team_jupyter_example_reads_each_file_once() -> None:
     """The example's team stack on its platform stack (PyPI only): nothing is solved, so no network."""
     team, platform = TEAM_JUPYTER / "team", TEAM_JUPYTER / "platform"
-    each_once([team / "stack.toml", platform / "stack.toml", platform / "locks" / "cpu.conda-lock.yml", team / "locks" / "cpu.conda-lock.yml"], "resolve", str(team / "stack.toml"), "--check")
+    each_once(
+        [
+            team / "stack.toml",
+            platform / "stack.toml",
+            platform / "locks" / "cpu.conda-lock.yml",
+            team / "locks" / "cpu.conda-lock.yml",
+        ],
+        "resolve",
+        str(team / "stack.toml"),
+        "--check",
+    )
 
 
 def test_each_stack_file_is_parsed_once_per_command(team: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +139,10 @@ def test_a_team_stack_on_a_lock_reads_the_lock_once(tmp_path: Path) -> None:
     Python from it, and is what resolve holds and hashes."""
     base_lock = tmp_path / "vendor" / "cpu.conda-lock.yml"
     write(base_lock, (TEAM_JUPYTER / "platform" / "locks" / "cpu.conda-lock.yml").read_text())
-    stack = write(tmp_path / "adopted" / "stack.toml", '[stack]\nname = "adopted"\nextends = "../vendor/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n')
+    stack = write(
+        tmp_path / "adopted" / "stack.toml",
+        '[stack]\nname = "adopted"\nextends = "../vendor/cpu.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n',
+    )
     with opened(stack, base_lock) as counts:
         done = CliRunner().invoke(app, ["resolve", str(stack), "--check"])
     assert done.exit_code == 1 and "target-missing" in done.output, done.output  # no lock of its own yet
@@ -123,7 +153,9 @@ def test_explain_detect_and_activate_read_the_stack_once(tmp_path: Path, team: t
     _, stack = team
     team_stack, platform = TEAM_JUPYTER / "team" / "stack.toml", TEAM_JUPYTER / "platform" / "stack.toml"
     each_once([team_stack, platform], "explain", str(team_stack), "--target", "cpu")
-    node = write(tmp_path / "node.json", json.dumps({"platform": "linux-64", "glibc": "2.35", "driver": None, "gpus": []}))
+    node = write(
+        tmp_path / "node.json", json.dumps({"platform": "linux-64", "glibc": "2.35", "driver": None, "gpus": []})
+    )
     each_once([team_stack, platform], "detect", str(team_stack), "--node", str(node))
     invoke("resolve", str(stack))
     team_lock = stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -164,11 +196,25 @@ def test_a_manifests_bundle_is_read_once(lock: Path, tmp_path: Path) -> None:
     invoke("materialize", str(lock), "--prefix", str(prefix))
     each_once([lock, bundle], "check", "--image", str(image), "--lock", str(lock), "--manifests", str(bundle))
     each_once([lock, bundle], "check", "--lock", str(lock), "--prefix", str(prefix), "--manifests", str(bundle))
-    each_once([lock, bundle], "check", "--lock", str(lock), "--prefix", str(prefix), "--manifests", str(bundle))  # kept verdict
-    each_once([lock, bundle], "export", str(lock), "--from-prefix", str(prefix), "--manifests", str(bundle), "--out", str(tmp_path / "p"))
+    each_once(
+        [lock, bundle], "check", "--lock", str(lock), "--prefix", str(prefix), "--manifests", str(bundle)
+    )  # kept verdict
+    each_once(
+        [lock, bundle],
+        "export",
+        str(lock),
+        "--from-prefix",
+        str(prefix),
+        "--manifests",
+        str(bundle),
+        "--out",
+        str(tmp_path / "p"),
+    )
 
 
-def test_a_step_that_reads_the_lock_again_is_caught(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_step_that_reads_the_lock_again_is_caught(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The counts are not vacuous: a materialize step that re-reads the lock by its name (as it did before issue
     32), or a stack step that opens the stack a second time, fails the check."""
     from lockgen.adapters.lock import lockfile_yaml
@@ -179,7 +225,11 @@ def test_a_step_that_reads_the_lock_again_is_caught(lock: Path, tmp_path: Path, 
     with pytest.raises(AssertionError, match="': 2"):
         each_once([lock], "materialize", str(lock), "--prefix", str(tmp_path / "env"))
     stack = lock.parent.parent / "stack.toml"
-    monkeypatch.setattr(stack_steps, "read_stack", lambda path, fetch=None, text=None: (path.read_text(), read_stack(path, fetch, text))[1])
+    monkeypatch.setattr(
+        stack_steps,
+        "read_stack",
+        lambda path, fetch=None, text=None: (path.read_text(), read_stack(path, fetch, text))[1],
+    )
     with pytest.raises(AssertionError, match="': 2"):
         each_once([stack, lock], "resolve", str(stack), "--check")
 

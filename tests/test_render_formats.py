@@ -34,7 +34,10 @@ from tests.wheel_index import Wheel, build_index, build_wheel
 @pytest.fixture(scope="module")
 def pypi_lock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A lock of three pure wheels resolved from a loopback index (which stays up for the installs)."""
-    root = build_index(tmp_path_factory.mktemp("index"), [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)), Wheel("omega", "2.1")])
+    root = build_index(
+        tmp_path_factory.mktemp("index"),
+        [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)), Wheel("omega", "2.1")],
+    )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     folder = tmp_path_factory.mktemp("stack")
@@ -51,12 +54,19 @@ def pypi_lock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _venv(folder: Path) -> Path:
-    subprocess.run([uv_binary(), "venv", "-q", "--python", shutil.which("python3.11") or "3.11", str(folder)], check=True)
+    subprocess.run(
+        [uv_binary(), "venv", "-q", "--python", shutil.which("python3.11") or "3.11", str(folder)], check=True
+    )
     return folder / "bin" / "python"
 
 
 def _installed(python: Path) -> set[tuple[str, str]]:
-    listed = subprocess.run([uv_binary(), "pip", "list", "--format", "json", "--python", str(python)], capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        [uv_binary(), "pip", "list", "--format", "json", "--python", str(python)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return {(normal(entry["name"]), entry["version"]) for entry in json.loads(listed.stdout)}
 
 
@@ -67,13 +77,32 @@ def test_pylock_and_requirements_install_exactly_the_lock_with_uv(tmp_path: Path
     done = run_cli("render", str(pypi_lock), "--format", "pylock", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "pylock.cpu.toml", done.stderr
     python = _venv(tmp_path / "a")
-    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "-r", str(tmp_path / "pylock.cpu.toml")], check=True, capture_output=True)
+    subprocess.run(
+        [uv_binary(), "pip", "install", "-q", "--python", str(python), "-r", str(tmp_path / "pylock.cpu.toml")],
+        check=True,
+        capture_output=True,
+    )
     assert _installed(python) == expected
     requirements = tmp_path / "requirements.txt"
     render(pypi_lock, None, requirements, "requirements")
     assert all("--hash=sha256:" in line for line in requirements.read_text().splitlines() if not line.startswith("#"))
     python = _venv(tmp_path / "b")
-    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), "--require-hashes", "--no-deps", "-r", str(requirements)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            uv_binary(),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            str(requirements),
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert _installed(python) == expected
 
 
@@ -97,7 +126,9 @@ def test_a_local_version_wheel_goes_through_pylock_as_uv_reads_it(tmp_path: Path
     render(tmp_path / "cu130.conda-lock.yml", "linux-64", pylock, "pylock")
     assert 'name = "tinycuda-1.0+cu130-py3-none-any.whl"' in pylock.read_text() and url in pylock.read_text()
     python = _venv(tmp_path / "venv")
-    done = subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "-r", str(pylock)], capture_output=True, text=True)
+    done = subprocess.run(
+        [uv_binary(), "pip", "install", "--python", str(python), "-r", str(pylock)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert _installed(python) == {("tinycuda", "1.0+cu130")}
 
@@ -111,14 +142,37 @@ def test_lockgen_to_pylock_and_back_keeps_every_url_and_hash(tmp_path: Path, pyp
     assert "linux-aarch64: the file's environments do not include it" in back.meta("skipped")
 
 
-@pytest.mark.parametrize("flags, choices", [(["--extra", "cu128"], UvChoices(extras=("cu128",))), (["--extra", "cpu", "--group", "lint"], UvChoices(extras=("cpu",), groups=("lint",)))])
+@pytest.mark.parametrize(
+    "flags, choices",
+    [
+        (["--extra", "cu128"], UvChoices(extras=("cu128",))),
+        (["--extra", "cpu", "--group", "lint"], UvChoices(extras=("cpu",), groups=("lint",))),
+    ],
+)
 def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
-    subprocess.run([uv_binary(), "export", "--frozen", "--format", "pylock.toml", "--no-emit-project", *flags, "-o", "pylock.toml"], cwd=project, check=True, capture_output=True)
+    subprocess.run(
+        [
+            uv_binary(),
+            "export",
+            "--frozen",
+            "--format",
+            "pylock.toml",
+            "--no-emit-project",
+            *flags,
+            "-o",
+            "pylock.toml",
+        ],
+        cwd=project,
+        check=True,
+        capture_output=True,
+    )
     _, lock = import_lock(project / "pylock.toml", "t", None, tmp_path / "t.yml", UvChoices(python="3.10"))
     for platform in ("linux-64", "linux-aarch64"):
-        assert {(normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(project, flags, platform, "3.10")
+        assert {(normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(
+            project, flags, platform, "3.10"
+        )
 
 
 @pytest.mark.slow
@@ -140,11 +194,17 @@ def test_environment_yml_pins_every_conda_package_and_errors_name_the_way_out(tm
     "choices, names, reasons",
     [
         (UvChoices(), {"six", "iniconfig"}, ["`tool` 0.1 comes from git"]),
-        (UvChoices(extras=("fast",)), {"six", "iniconfig"}, ["`orjson` 3.10.0 has an sdist only", "`tool` 0.1 comes from git"]),
+        (
+            UvChoices(extras=("fast",)),
+            {"six", "iniconfig"},
+            ["`orjson` 3.10.0 has an sdist only", "`tool` 0.1 comes from git"],
+        ),
         (UvChoices(dev=False), {"six"}, ["`tool` 0.1 comes from git"]),
     ],
 )
-def test_pylock_markers_extras_groups_and_what_cannot_come_over(tmp_path: Path, choices: UvChoices, names: set[str], reasons: list[str]) -> None:
+def test_pylock_markers_extras_groups_and_what_cannot_come_over(
+    tmp_path: Path, choices: UvChoices, names: set[str], reasons: list[str]
+) -> None:
     source = Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml"
     _, lock = import_lock(source, "t", None, tmp_path / "t.yml", choices)
     for platform in ("linux-64", "linux-aarch64"):
@@ -168,18 +228,43 @@ def test_explicit_render_keeps_the_pip_lines_as_conda_lock_writes_them(tmp_path:
 
     examples = EXAMPLE_STACK.parent.parent
     conda = load_lock(examples / "pytorch-cuda" / "locks" / "cpu.conda-lock.yml")
-    pip = [p for p in load_lock(examples / "quickstart" / "locks" / "cpu.conda-lock.yml").package if p.platform == "linux-64"]
-    mixed = resolved_lock(conda.metadata, tuple(conda.package) + tuple(pip))  # through the builder: its package set recorded anew
+    pip = [
+        p
+        for p in load_lock(examples / "quickstart" / "locks" / "cpu.conda-lock.yml").package
+        if p.platform == "linux-64"
+    ]
+    mixed = resolved_lock(
+        conda.metadata, tuple(conda.package) + tuple(pip)
+    )  # through the builder: its package set recorded anew
     path = tmp_path / "mixed.conda-lock.yml"
     path.write_text(dump_lock(mixed))
-    done = run_cli("render", str(path), "--format", "explicit", "--platform", "linux-64", "-o", str(tmp_path / "explicit.txt"))
-    assert done.returncode == 0, done.stderr
-    ours = [line for line in (tmp_path / "explicit.txt").read_text().splitlines() if not line.startswith("# ") or line.startswith("# pip ")]
-    theirs = render_lockfile_for_platform(
-        lockfile=parse_conda_lock_file(path), include_dev_dependencies=True, extras=None, kind="explicit", platform="linux-64", suppress_warning_for_pip_and_explicit=True
+    done = run_cli(
+        "render", str(path), "--format", "explicit", "--platform", "linux-64", "-o", str(tmp_path / "explicit.txt")
     )
-    theirs = [line.strip() for line in theirs if line.strip() and (not line.startswith("#") or line.startswith("# pip "))]
-    assert [line for line in ours if line.startswith("# pip ")] == [line for line in theirs if line.startswith("# pip ")] and len(pip) == sum(line.startswith("# pip ") for line in ours)
-    assert sorted(line for line in ours if not line.startswith("#")) == sorted(line for line in theirs if not line.startswith("#"))
+    assert done.returncode == 0, done.stderr
+    ours = [
+        line
+        for line in (tmp_path / "explicit.txt").read_text().splitlines()
+        if not line.startswith("# ") or line.startswith("# pip ")
+    ]
+    theirs = render_lockfile_for_platform(
+        lockfile=parse_conda_lock_file(path),
+        include_dev_dependencies=True,
+        extras=None,
+        kind="explicit",
+        platform="linux-64",
+        suppress_warning_for_pip_and_explicit=True,
+    )
+    theirs = [
+        line.strip() for line in theirs if line.strip() and (not line.startswith("#") or line.startswith("# pip "))
+    ]
+    assert [line for line in ours if line.startswith("# pip ")] == [
+        line for line in theirs if line.startswith("# pip ")
+    ] and len(pip) == sum(line.startswith("# pip ") for line in ours)
+    assert sorted(line for line in ours if not line.startswith("#")) == sorted(
+        line for line in theirs if not line.startswith("#")
+    )
     _, back = import_lock(tmp_path / "explicit.txt", "t", None, tmp_path / "back.yml", UvChoices())
-    assert {(p.name, p.url, p.hash.sha256) for p in back.package if p.manager == "pip"} == {(p.name, p.url, p.hash.sha256) for p in pip}
+    assert {(p.name, p.url, p.hash.sha256) for p in back.package if p.manager == "pip"} == {
+        (p.name, p.url, p.hash.sha256) for p in pip
+    }

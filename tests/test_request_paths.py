@@ -24,5 +24,9 @@ def test_a_relative_prefix_in_a_removed_folder_is_said_not_there(tmp_path: Path)
     lock = tmp_path / "lock.yml"
     lock.write_text("version: 1\n")
     script = f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); sys.argv = ['lockgen', 'check', '--lock', {str(lock)!r}, '--prefix', 'env']\nfrom lockgen.cli import main\nmain()"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
-    assert done.returncode == 1 and "error: env is not a folder" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}
+    )
+    assert done.returncode == 1 and "error: env is not a folder" in done.stderr and "Traceback" not in done.stderr, (
+        done.stderr
+    )

@@ -15,7 +15,9 @@ from lockgen.errors import TargetError, UnsatisfiableError
 def write_stack(folder: Path, channel: Path, deps: str, targets: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
-    path.write_text(f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n\n[dependencies]\n{deps}\n\n{targets}\n')
+    path.write_text(
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n\n[dependencies]\n{deps}\n\n{targets}\n'
+    )
     return path
 
 
@@ -72,7 +74,9 @@ def test_build_string_selection_is_checked_against_the_target(tmp_path: Path, gp
 
 
 def test_sm100_with_a_cuda_12_8_driver_finds_no_native_build(tmp_path: Path, gpu_channel: Path) -> None:
-    stack = write_stack(tmp_path, gpu_channel, 'pytorch = "*"', '[targets.b200]\narch = "sm100"\ndriver = "570.86.10"\n')
+    stack = write_stack(
+        tmp_path, gpu_channel, 'pytorch = "*"', '[targets.b200]\narch = "sm100"\ndriver = "570.86.10"\n'
+    )
     with pytest.raises(TargetError) as caught:
         api.resolve(stack)
     assert "no pytorch build" in caught.value.message and "native sm100 kernels" in caught.value.message
@@ -81,13 +85,20 @@ def test_sm100_with_a_cuda_12_8_driver_finds_no_native_build(tmp_path: Path, gpu
 
 
 def test_allow_ptx_jit_admits_a_ptx_build(tmp_path: Path, gpu_channel: Path) -> None:
-    stack = write_stack(tmp_path, gpu_channel, 'pytorch = "*"', '[targets.b200]\narch = "sm100"\ndriver = "570.86.10"\nallow-ptx-jit = true\n')
+    stack = write_stack(
+        tmp_path,
+        gpu_channel,
+        'pytorch = "*"',
+        '[targets.b200]\narch = "sm100"\ndriver = "570.86.10"\nallow-ptx-jit = true\n',
+    )
     api.resolve(stack)
     assert picked(stack, "b200", "pytorch") == "2.5.0 cuda124_h1_0"
 
 
 def test_cuda_pin(tmp_path: Path, gpu_channel: Path) -> None:
-    stack = write_stack(tmp_path, gpu_channel, 'pytorch = "*"', '[targets.a100]\narch = "sm80"\ndriver = "575.57.08"\ncuda = "11.8"\n')
+    stack = write_stack(
+        tmp_path, gpu_channel, 'pytorch = "*"', '[targets.a100]\narch = "sm80"\ndriver = "575.57.08"\ncuda = "11.8"\n'
+    )
     api.resolve(stack)
     assert picked(stack, "a100", "pytorch") == "2.5.0 cuda118_h1_0"
     assert picked(stack, "a100", "cuda-version") == "11.8 h0_3"
@@ -118,10 +129,17 @@ def test_channel_credentials_never_reach_the_lock(tmp_path: Path, gpu_channel: P
     assert f"lockgen.index.{url}/linux-64" in text
 
 
-@pytest.mark.parametrize("written", ["https://user:pw@example.org/chan", "https://example.org/t/tk-123/chan", "https://example.org/chan?token=abc&x=1"])
+@pytest.mark.parametrize(
+    "written",
+    ["https://user:pw@example.org/chan", "https://example.org/t/tk-123/chan", "https://example.org/chan?token=abc&x=1"],
+)
 def test_every_credential_form_is_scrubbed(written: str) -> None:
     from lockgen.adapters.conda.channels import Channel, index_key
     from lockgen.core.credentials import scrub_url, scrub_text
 
-    for text in (scrub_url(written), index_key(Channel(written, written, None, ""), "linux-64"), scrub_text(f"GET {written}/repodata.json failed")):
+    for text in (
+        scrub_url(written),
+        index_key(Channel(written, written, None, ""), "linux-64"),
+        scrub_text(f"GET {written}/repodata.json failed"),
+    ):
         assert "pw" not in text and "tk-123" not in text and "abc" not in text

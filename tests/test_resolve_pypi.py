@@ -46,10 +46,14 @@ def test_each_target_gets_the_torch_its_arch_and_driver_allow(pypi_locks: Path) 
     assert release(picked["b200"]["torch"]) >= (2, 8)
     assert release(picked["h100-r580ga"]["torch"]) == (2, 14)  # 13.0 GA's driver runs the CUDA 13.0.3 build natively
     decision = load_lock(pypi_locks / "a100.conda-lock.yml").meta("decision.linux-64")
-    assert decision.startswith("torch 2.6.") and "2.7 passed over by driver-floor" in decision and "560.28.03" in decision
+    assert (
+        decision.startswith("torch 2.6.") and "2.7 passed over by driver-floor" in decision and "560.28.03" in decision
+    )
     assert release(picked["gh200"]["torch"]) >= (2, 11) and picked["gh200"]["nvidia-cuda-runtime"].startswith("13.")
     gh200 = load_lock(pypi_locks / "gh200.conda-lock.yml")
-    assert gh200.metadata.platforms == ("linux-aarch64",) and all("aarch64" in p.url or "none-any" in p.url for p in gh200.package)
+    assert gh200.metadata.platforms == ("linux-aarch64",) and all(
+        "aarch64" in p.url or "none-any" in p.url for p in gh200.package
+    )
     assert all(p.manager == "pip" and p.hash.sha256 for p in gh200.package)
 
 
@@ -76,15 +80,28 @@ PURE = '[stack]\nname = "p"\npython = "3.11"\n[pypi-dependencies]\n{deps}\n[targ
 
 
 def test_gh200_on_an_old_driver_fails_naming_what_to_change(tmp_path: Path) -> None:
-    stack = write(tmp_path, PURE.format(deps='torch = "*"', arch="sm90", extra='driver = "570.86.10"\nplatforms = ["linux-aarch64"]'))
+    stack = write(
+        tmp_path,
+        PURE.format(deps='torch = "*"', arch="sm90", extra='driver = "570.86.10"\nplatforms = ["linux-aarch64"]'),
+    )
     with pytest.raises(TargetError) as caught:
         api.resolve(stack)
     assert "no torch release on PyPI fits sm90" in caught.value.message
-    assert "raise `driver` to >= 580.65.06" in caught.value.hint and 'add `torch-variants = ["cu126"]`' in caught.value.hint
+    assert (
+        "raise `driver` to >= 580.65.06" in caught.value.hint
+        and 'add `torch-variants = ["cu126"]`' in caught.value.hint
+    )
 
 
 def test_jetson_thor_on_its_580_00_driver_gets_the_aarch64_cu130_torch(tmp_path: Path) -> None:
-    stack = write(tmp_path, PURE.format(deps='torch = "*"', arch="sm110", extra='driver = "580.00"\nplatforms = ["linux-aarch64"]\n[pypi-options]\nexclude-newer = "2026-12-01"'))
+    stack = write(
+        tmp_path,
+        PURE.format(
+            deps='torch = "*"',
+            arch="sm110",
+            extra='driver = "580.00"\nplatforms = ["linux-aarch64"]\n[pypi-options]\nexclude-newer = "2026-12-01"',
+        ),
+    )
     api.resolve(stack)
     lock = load_lock(tmp_path / "locks" / "t.conda-lock.yml")
     picked = {p.name: p for p in lock.package}
@@ -109,7 +126,9 @@ def test_small_pure_pypi_stack_and_cpu_target(tmp_path: Path) -> None:
 
 
 def test_conda_base_with_pypi_on_top(example_copy: Path, snapshot: Path) -> None:
-    text = example_copy.read_text().replace("[targets.a100]", '[pypi-dependencies]\nsix = "*"\njinja2 = "*"\n\n[targets.a100]')
+    text = example_copy.read_text().replace(
+        "[targets.a100]", '[pypi-dependencies]\nsix = "*"\njinja2 = "*"\n\n[targets.a100]'
+    )
     example_copy.write_text(text)
     api.resolve(example_copy, targets=["h100"], aliases=[f"conda-forge={snapshot}"])
     lock = load_lock(example_copy.parent / "locks" / "h100.conda-lock.yml")
@@ -121,7 +140,9 @@ def test_conda_base_with_pypi_on_top(example_copy: Path, snapshot: Path) -> None
 
 
 def test_conflicting_conda_and_pypi_pins(example_copy: Path, snapshot: Path) -> None:
-    text = example_copy.read_text().replace("[targets.a100]", '[pypi-dependencies]\njinja2 = "==3.0.0"\n\n[targets.a100]')
+    text = example_copy.read_text().replace(
+        "[targets.a100]", '[pypi-dependencies]\njinja2 = "==3.0.0"\n\n[targets.a100]'
+    )
     example_copy.write_text(text)
     with pytest.raises(UnsatisfiableError, match="PyPI requirements are unsatisfiable"):
         api.resolve(example_copy, targets=["h100"], aliases=[f"conda-forge={snapshot}"])
@@ -134,7 +155,10 @@ def test_bad_pypi_input_fails_cleanly(tmp_path: Path, monkeypatch: pytest.Monkey
         api.resolve(write(tmp_path / "b", PURE.format(deps='no-such-project-lockgen-test = "*"', arch="cpu", extra="")))
     # uv retries a refused connection with back-off (about 9 s a run); the error is the same after none
     monkeypatch.setenv("UV_HTTP_RETRIES", "0")
-    unreachable = PURE.format(deps='six = "*"', arch="cpu", extra="") + '[pypi-options]\nindex-url = "http://127.0.0.1:9/simple"\n'
+    unreachable = (
+        PURE.format(deps='six = "*"', arch="cpu", extra="")
+        + '[pypi-options]\nindex-url = "http://127.0.0.1:9/simple"\n'
+    )
     with pytest.raises(ChannelError, match="cannot reach the package index"):
         api.resolve(write(tmp_path / "c", unreachable))
     result = run_cli("resolve", str(tmp_path / "c" / "stack.toml"))
@@ -148,11 +172,17 @@ def test_check_reports_a_changed_pypi_spec(tmp_path: Path) -> None:
     api.resolve(stack)
     assert api.stale(stack) == []
     stack.write_text(stack.read_text().replace("==1.16.0", "==1.17.0"))
-    assert [(r.kind, r.detail.endswith("(pypi six: ==1.16.0 -> ==1.17.0)")) for r in api.stale(stack)] == [("spec-changed", True)]
+    assert [(r.kind, r.detail.endswith("(pypi six: ==1.16.0 -> ==1.17.0)")) for r in api.stale(stack)] == [
+        ("spec-changed", True)
+    ]
 
 
 def test_update_one_pip_package_holds_the_others(tmp_path: Path) -> None:
-    stack = write(tmp_path, PURE.format(deps='six = "*"\nidna = "*"', arch="cpu", extra="") + '[pypi-options]\nexclude-newer = "2021-01-01"\n')
+    stack = write(
+        tmp_path,
+        PURE.format(deps='six = "*"\nidna = "*"', arch="cpu", extra="")
+        + '[pypi-options]\nexclude-newer = "2021-01-01"\n',
+    )
     api.resolve(stack)
     old = versions(tmp_path / "locks" / "t.conda-lock.yml")
     stack.write_text(stack.read_text().replace('exclude-newer = "2021-01-01"', 'exclude-newer = "2025-01-01"'))

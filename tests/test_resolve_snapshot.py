@@ -37,7 +37,12 @@ def test_the_committed_snapshot_is_the_shared_one_byte_for_byte() -> None:
     """The repository's copy (envs/examples/conda-forge-snapshot) stands in for ../shared's; a local channel's
     index digest is its file's sha256, so the two must not drift apart."""
     shared = shared_dir() / "snapshots" / "public-locks"
-    for name in ("linux-64/repodata.json", "linux-aarch64/repodata.json", "noarch/repodata.json", "snapshot-report.json"):
+    for name in (
+        "linux-64/repodata.json",
+        "linux-aarch64/repodata.json",
+        "noarch/repodata.json",
+        "snapshot-report.json",
+    ):
         assert (SNAPSHOT / name).read_bytes() == (shared / name).read_bytes(), name
 
 
@@ -102,13 +107,21 @@ def test_check_fresh_then_stale_for_each_reason(example_copy: Path, snapshot: Pa
     cases = {  # each reason names what changed
         ("spec-changed", "(pytorch: >=2.4 -> >=2.5)"): text.replace('pytorch = ">=2.4"', 'pytorch = ">=2.5"'),
         ("spec-changed", "(numpy added: *)"): text.replace('pytorch = ">=2.4"', 'pytorch = ">=2.4"\nnumpy = "*"'),
-        ("target-changed", "(driver: 550.54.15 -> 550.90.07)"): text.replace('driver = "550.54.15"', 'driver = "550.90.07"'),
-        ("exclude-newer-changed", "(exclude-newer: (none) -> 2026-01-01)"): text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'),
+        ("target-changed", "(driver: 550.54.15 -> 550.90.07)"): text.replace(
+            'driver = "550.54.15"', 'driver = "550.90.07"'
+        ),
+        ("exclude-newer-changed", "(exclude-newer: (none) -> 2026-01-01)"): text.replace(
+            'platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'
+        ),
     }
     for (kind, named), changed in cases.items():
         example_copy.write_text(changed)
         stale = run_cli("resolve", str(example_copy), "--check", *flags)
-        assert stale.returncode == 1 and f": {kind}: " in stale.stdout and named in stale.stdout, (kind, stale.stdout, stale.stderr)
+        assert stale.returncode == 1 and f": {kind}: " in stale.stdout and named in stale.stdout, (
+            kind,
+            stale.stdout,
+            stale.stderr,
+        )
     example_copy.write_text(text)
     mirror = example_copy.parent / "mirror"
     shutil.copytree(snapshot, mirror)
@@ -122,7 +135,9 @@ def test_update_changes_only_the_named_package(example_copy: Path, snapshot: Pat
     flags = alias(snapshot)
     lock_path = example_copy.parent / "locks" / "h100.conda-lock.yml"
     text = example_copy.read_text()
-    example_copy.write_text(text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'))
+    example_copy.write_text(
+        text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"')
+    )
     api.resolve(example_copy, targets=["h100"], aliases=flags)
     before = {p.name: p.version for p in load_lock(lock_path).package}
     example_copy.write_text(text)
@@ -140,10 +155,21 @@ def test_update_changes_only_the_named_package(example_copy: Path, snapshot: Pat
 def test_diff_lists_the_cuda_stack_first(resolved: Path) -> None:
     result = run_cli("diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "h100.conda-lock.yml"))
     assert result.returncode == 1  # they differ, as diff(1) says it
-    assert run_cli("diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "h100.conda-lock.yml"), "--exit-zero").returncode == 0
+    assert (
+        run_cli(
+            "diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "h100.conda-lock.yml"), "--exit-zero"
+        ).returncode
+        == 0
+    )
     lines = result.stdout.splitlines()
     assert any(line.startswith("~ linux-64 pytorch 2.5.1") for line in lines)
-    first_plain = next(i for i, line in enumerate(lines) if not line.split()[2].startswith(("cuda", "libcu", "libnv", "nccl", "cudnn", "pytorch", "libtorch", "torch", "nvidia", "triton")))
+    first_plain = next(
+        i
+        for i, line in enumerate(lines)
+        if not line.split()[2].startswith(
+            ("cuda", "libcu", "libnv", "nccl", "cudnn", "pytorch", "libtorch", "torch", "nvidia", "triton")
+        )
+    )
     assert all(not line.split()[2].startswith(("cuda-", "pytorch")) for line in lines[first_plain:])
     same = run_cli("diff", str(resolved / "a100.conda-lock.yml"), str(resolved / "a100.conda-lock.yml"))
     assert same.returncode == 0 and same.stdout == ""
@@ -164,7 +190,9 @@ def test_render_explicit(resolved: Path) -> None:
 
 def test_exclude_newer_passes_through(example_copy: Path, snapshot: Path) -> None:
     text = example_copy.read_text()
-    example_copy.write_text(text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"'))
+    example_copy.write_text(
+        text.replace('platforms = ["linux-64"]', 'platforms = ["linux-64"]\nexclude-newer = "2026-01-01"')
+    )
     api.resolve(example_copy, targets=["h100"], aliases=alias(snapshot))
     lock = load_lock(example_copy.parent / "locks" / "h100.conda-lock.yml")
     assert pick(example_copy.parent / "locks" / "h100.conda-lock.yml", "pytorch")[0] == "2.8.0"
@@ -172,7 +200,9 @@ def test_exclude_newer_passes_through(example_copy: Path, snapshot: Path) -> Non
 
 
 @pytest.mark.slow
-def test_snapshot_over_http_gives_the_same_choices(example_copy: Path, snapshot: Path, http_channel, resolved: Path) -> None:
+def test_snapshot_over_http_gives_the_same_choices(
+    example_copy: Path, snapshot: Path, http_channel, resolved: Path
+) -> None:
     url = http_channel(snapshot)
     results = api.resolve(example_copy, aliases=[f"conda-forge={url}"])
     assert [r.target for r in results] == list(TARGETS)

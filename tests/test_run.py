@@ -40,13 +40,23 @@ def conda_stack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     channel = build_channel(
         root / "channel",
         [
-            Pkg("cudatool", "1.0", depends=("plain-lib",), files={"bin/hello": '#!/bin/sh\necho "hello from $CUDA_HOME"\n', "etc/conda/activate.d/cudatool_activate.sh": ACTIVATE_SCRIPT}),
+            Pkg(
+                "cudatool",
+                "1.0",
+                depends=("plain-lib",),
+                files={
+                    "bin/hello": '#!/bin/sh\necho "hello from $CUDA_HOME"\n',
+                    "etc/conda/activate.d/cudatool_activate.sh": ACTIVATE_SCRIPT,
+                },
+            ),
             Pkg("plain-lib", "1.0", subdir="noarch", archive=".tar.bz2"),
         ],
     )
     path = root / "stack" / "stack.toml"
     path.parent.mkdir()
-    path.write_text(f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ncudatool = "*"\n[targets.cpu]\narch = "cpu"\n')
+    path.write_text(
+        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ncudatool = "*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     api.resolve(path)
     return path
 
@@ -58,7 +68,12 @@ def _lock(stack_path: Path) -> str:
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """A fresh lockgen home, and a HOME and XDG config of the test's own (no user rc file is read)."""
     (tmp_path / "user").mkdir(exist_ok=True)
-    return {"LOCKGEN_HOME": str(tmp_path / "home"), "HOME": str(tmp_path / "user"), "XDG_CONFIG_HOME": str(tmp_path / "user" / ".config"), **extra}
+    return {
+        "LOCKGEN_HOME": str(tmp_path / "home"),
+        "HOME": str(tmp_path / "user"),
+        "XDG_CONFIG_HOME": str(tmp_path / "user" / ".config"),
+        **extra,
+    }
 
 
 def _store_prefix(tmp_path: Path) -> Path:
@@ -69,7 +84,14 @@ def _store_prefix(tmp_path: Path) -> Path:
 def test_run_materializes_once_then_runs_in_the_conda_environment(conda_stack: Path, tmp_path: Path) -> None:
     other = "/elsewhere/venv"
     env = _env(tmp_path, LOCKGEN_TEST_GONE="1", VIRTUAL_ENV=other, PATH=f"{other}/bin:{os.environ['PATH']}")
-    command = ["run", _lock(conda_stack), "--", "sh", "-c", f'{SHOW}; echo "$NVCC_PREPEND_FLAGS|${{LOCKGEN_TEST_GONE-gone}}"; hello; exit 7']
+    command = [
+        "run",
+        _lock(conda_stack),
+        "--",
+        "sh",
+        "-c",
+        f'{SHOW}; echo "$NVCC_PREPEND_FLAGS|${{LOCKGEN_TEST_GONE-gone}}"; hello; exit 7',
+    ]
     first = run_cli(*command, env=env)
     assert first.returncode == 7, first.stderr
     prefix = _store_prefix(tmp_path)
@@ -96,7 +118,10 @@ def test_activate_evaluated_by_a_real_shell_gives_what_run_gives(conda_stack: Pa
     exports = tmp_path / "exports"
     exports.write_text(printed.stdout)
     if shell == "fish":
-        script = ['source $argv[1]; printf "%s\\n" "$PATH" "$CONDA_PREFIX" "$CUDA_HOME" unset; set -q LOCKGEN_TEST_GONE; and echo $LOCKGEN_TEST_GONE; or echo gone', str(exports)]
+        script = [
+            'source $argv[1]; printf "%s\\n" "$PATH" "$CONDA_PREFIX" "$CUDA_HOME" unset; set -q LOCKGEN_TEST_GONE; and echo $LOCKGEN_TEST_GONE; or echo gone',
+            str(exports),
+        ]
     else:
         script = [f'eval "$(cat "$1")"; {SHOW}; echo "${{LOCKGEN_TEST_GONE-gone}}"', "activate", str(exports)]
     evaluated = subprocess.run([shell, "-c", *script], capture_output=True, text=True, env={**os.environ, **env})
@@ -108,7 +133,15 @@ def interactive(argv: list[str], env: dict[str, str], lines: list[str], timeout_
     """Runs `argv` on a pseudo-terminal (its controlling terminal, as a login gives a shell); once the prompt
     marker shows, types `lines`; returns the exit status and everything the terminal showed."""
     master, slave = pty.openpty()
-    child = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    child = subprocess.Popen(
+        argv,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )
     os.close(slave)
     shown, typed, deadline = b"", False, time.monotonic() + timeout_s
     try:
@@ -135,11 +168,19 @@ RC_FILES = {"bash": ".bashrc", "zsh": ".zshrc", "fish": ".config/fish/config.fis
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_shell_opens_in_the_environment_with_a_marked_prompt(conda_stack: Path, tmp_path: Path, shell: str) -> None:
-    env = _env(tmp_path, SHELL=subprocess.run(["sh", "-c", f"command -v {shell}"], capture_output=True, text=True).stdout.strip(), NO_COLOR="1")
+    env = _env(
+        tmp_path,
+        SHELL=subprocess.run(["sh", "-c", f"command -v {shell}"], capture_output=True, text=True).stdout.strip(),
+        NO_COLOR="1",
+    )
     rc = tmp_path / "user" / RC_FILES[shell]  # a user rc file that moves PATH, as conda init's does
     rc.parent.mkdir(parents=True, exist_ok=True)
     rc.write_text("set -gx PATH /elsewhere/bin $PATH\n" if shell == "fish" else "export PATH=/elsewhere/bin:$PATH\n")
-    status, shown = interactive([sys.executable, "-m", "lockgen", "shell", _lock(conda_stack)], {**os.environ, **env}, ['echo "IN:$CUDA_HOME:$PATH"', "exit 9"])
+    status, shown = interactive(
+        [sys.executable, "-m", "lockgen", "shell", _lock(conda_stack)],
+        {**os.environ, **env},
+        ['echo "IN:$CUDA_HOME:$PATH"', "exit 9"],
+    )
     prefix = _store_prefix(tmp_path)
     assert status == 9, shown
     assert "(lockgen:cpu) " in shown
@@ -194,7 +235,9 @@ def test_prefix_chosen_and_existing(conda_stack: Path, tmp_path: Path) -> None:
 
 def test_a_stack_runs_the_lock_of_the_target_this_node_matches(conda_stack: Path, tmp_path: Path) -> None:
     node = tmp_path / "node.json"
-    node.write_text('{"platform": "linux-64", "glibc": "2.36", "driver": "580.95.05", "gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}]}')
+    node.write_text(
+        '{"platform": "linux-64", "glibc": "2.36", "driver": "580.95.05", "gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}]}'
+    )
     env = _env(tmp_path, LOCKGEN_NODE_FACTS=str(node))
     ran = run_cli("run", str(conda_stack.parent), "--", "sh", "-c", "echo $CONDA_PREFIX", env=env)
     assert ran.returncode == 0 and ran.stdout == f"{_store_prefix(tmp_path)}\n", ran.stderr
@@ -223,6 +266,11 @@ def test_run_and_activate_in_a_pure_pypi_venv(tmp_path: Path, index_url: str, mo
     assert ran.returncode == 0 and ran.stdout == f"{prefix} {prefix} None\n", ran.stderr
     shown = run_cli("run", lock, "--", "sh", "-c", SHOW, env=env)
     printed = run_cli("activate", lock, "--shell", "bash", env=env)
-    evaluated = subprocess.run(["bash", "-c", f'eval "$1"; {SHOW}', "activate", printed.stdout], capture_output=True, text=True, env={**os.environ, **env})
+    evaluated = subprocess.run(
+        ["bash", "-c", f'eval "$1"; {SHOW}', "activate", printed.stdout],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
     assert evaluated.stdout == shown.stdout and shown.stdout.splitlines()[0].startswith(f"{prefix}/bin:")
     assert "unset CONDA_PREFIX\n" in printed.stdout and "/elsewhere/conda/bin" not in shown.stdout

@@ -64,10 +64,31 @@ def base_layout(folder: Path, platforms: dict[str, list[dict[str, bytes | str]]]
                     info.size, info.mode = len(content), 0o755
                     tar.addfile(info, io.BytesIO(content))
             diff_ids.append("sha256:" + hashlib.sha256(raw.getvalue()).hexdigest())
-            descriptors.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **put(gzip.compress(raw.getvalue(), mtime=0))})
-        config = {"architecture": architecture, "os": "linux", "config": {"Env": ["PATH=/usr/bin:/bin"]}, "rootfs": {"type": "layers", "diff_ids": diff_ids}}
-        manifest = {"schemaVersion": 2, "mediaType": MANIFEST, "layers": descriptors, "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put(canonical(config))}}
-        images.append({"mediaType": MANIFEST, **put(canonical(manifest)), "platform": {"architecture": architecture, "os": "linux"}})
+            descriptors.append(
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    **put(gzip.compress(raw.getvalue(), mtime=0)),
+                }
+            )
+        config = {
+            "architecture": architecture,
+            "os": "linux",
+            "config": {"Env": ["PATH=/usr/bin:/bin"]},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        }
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST,
+            "layers": descriptors,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put(canonical(config))},
+        }
+        images.append(
+            {
+                "mediaType": MANIFEST,
+                **put(canonical(manifest)),
+                "platform": {"architecture": architecture, "os": "linux"},
+            }
+        )
     if len(images) == 1:
         top = {k: v for k, v in images[0].items() if k != "platform"}
     else:
@@ -85,7 +106,9 @@ def skopeo(*args: str) -> subprocess.CompletedProcess[str]:
 def upload(layout: Path, tag: str, reference: str) -> str:
     """`skopeo copy --all` of the layout into the registry; the digest the registry holds."""
     digest_file = layout.parent / f"{layout.name}.digest"
-    copied = skopeo("copy", "--all", "--dest-tls-verify=false", "--digestfile", str(digest_file), f"oci:{layout}:{tag}", reference)
+    copied = skopeo(
+        "copy", "--all", "--dest-tls-verify=false", "--digestfile", str(digest_file), f"oci:{layout}:{tag}", reference
+    )
     assert copied.returncode == 0, copied.stderr
     return digest_file.read_text().strip()
 
@@ -105,7 +128,11 @@ class AccessLog:
 
     def blob_gets(self, repository: str) -> set[str]:
         prefix = f"/v2/{repository}/blobs/"
-        return {uri.removeprefix(prefix) for method, uri, status in self.since() if method == "GET" and uri.startswith(prefix) and status == 200}
+        return {
+            uri.removeprefix(prefix)
+            for method, uri, status in self.since()
+            if method == "GET" and uri.startswith(prefix) and status == 200
+        }
 
 
 def layers_of(layout: Path, digest: str) -> list[str]:
@@ -132,7 +159,10 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     (folder / "a").mkdir()
     (folder / "b").mkdir()
     with loopback_registry(folder / "a") as a, loopback_registry(folder / "b") as b:
-        base = base_layout(folder / "base", {"amd64": [{"etc/os-release": b"ID=base\n"}, {"usr/share/big.bin": bytes(range(256)) * 4096}]})
+        base = base_layout(
+            folder / "base",
+            {"amd64": [{"etc/os-release": b"ID=base\n"}, {"usr/share/big.bin": bytes(range(256)) * 4096}]},
+        )
         digest = upload(base, "base", f"docker://{a}/platform/base:1")
         yield {
             "a": a,
@@ -151,7 +181,14 @@ def shallow(world) -> tuple[Path, str]:
     """The lock exported on docker://A/platform/base@DIGEST: (layout, manifest digest)."""
     world["log"].reset()
     out = world["folder"] / "shallow-img"
-    done = export(world["lock"], out, world["folder"] / "home-1", "--base", f"docker://{world['a']}/platform/base@{world['digest']}", "--insecure")
+    done = export(
+        world["lock"],
+        out,
+        world["folder"] / "home-1",
+        "--base",
+        f"docker://{world['a']}/platform/base@{world['digest']}",
+        "--insecure",
+    )
     assert done.returncode == 0, done.stderr
     return out, done.stdout.strip()
 
@@ -169,12 +206,30 @@ def test_a_shallow_export_reads_the_manifest_and_config_only(world, shallow) -> 
     entry = json.loads((out / "index.json").read_text())["manifests"][0]
     assert entry["annotations"]["org.opencontainers.image.base.name"] == f"{world['a']}/platform/base@{world['digest']}"
     # reproducible: another folder and home; a tag resolved to the same digest; a local copy of the base
-    again = export(world["lock"], world["folder"] / "again", world["folder"] / "home-2", "--base", f"docker://{world['a']}/platform/base:1", "--insecure")
+    again = export(
+        world["lock"],
+        world["folder"] / "again",
+        world["folder"] / "home-2",
+        "--base",
+        f"docker://{world['a']}/platform/base:1",
+        "--insecure",
+    )
     assert again.returncode == 0 and again.stdout.strip() == digest, again.stderr
     assert f"platform/base@{world['digest']}" in again.stderr  # the tag's digest, said
-    copy = skopeo("copy", "--src-tls-verify=false", f"docker://{world['a']}/platform/base@{world['digest']}", f"oci:{world['folder'] / 'base-copy'}:copied")
+    copy = skopeo(
+        "copy",
+        "--src-tls-verify=false",
+        f"docker://{world['a']}/platform/base@{world['digest']}",
+        f"oci:{world['folder'] / 'base-copy'}:copied",
+    )
     assert copy.returncode == 0, copy.stderr
-    local = export(world["lock"], world["folder"] / "local", world["folder"] / "home-3", "--base", str(world["folder"] / "base-copy"))
+    local = export(
+        world["lock"],
+        world["folder"] / "local",
+        world["folder"] / "home-3",
+        "--base",
+        str(world["folder"] / "base-copy"),
+    )
     assert local.returncode == 0 and local.stdout.strip() == digest, local.stderr
 
 
@@ -183,7 +238,14 @@ def test_commands_that_need_every_blob_refuse_a_shallow_layout(world, shallow) -
     out, _ = shallow
     one_line_error(run_cli("check", "--image", str(out), "--lock", str(world["lock"])), "shallow", "platform/base@")
     archive = export(
-        world["lock"], world["folder"] / "img.tar", world["folder"] / "home-1", "--format", "oci-archive", "--base", f"docker://{world['a']}/platform/base@{world['digest']}", "--insecure"
+        world["lock"],
+        world["folder"] / "img.tar",
+        world["folder"] / "home-1",
+        "--format",
+        "oci-archive",
+        "--base",
+        f"docker://{world['a']}/platform/base@{world['digest']}",
+        "--insecure",
     )
     one_line_error(archive, "oci-archive")
     assert not (world["folder"] / "img.tar").exists()
@@ -221,11 +283,26 @@ def test_push_mounts_on_the_base_s_registry_and_streams_to_another(world, shallo
 @pytest.mark.slow
 def test_a_base_index_gives_the_lock_s_platform(world) -> None:
     folder = world["folder"]
-    multi = base_layout(folder / "multi", {"arm64": [{"etc/os-release": b"ID=arm\n"}], "amd64": [{"etc/os-release": b"ID=amd\n"}]}, "multi")
+    multi = base_layout(
+        folder / "multi",
+        {"arm64": [{"etc/os-release": b"ID=arm\n"}], "amd64": [{"etc/os-release": b"ID=amd\n"}]},
+        "multi",
+    )
     upload(multi, "multi", f"docker://{world['a']}/platform/multi:1")
     index = json.loads((multi / "index.json").read_text())["manifests"][0]["digest"]
-    amd64 = next(e["digest"] for e in json.loads((multi / "blobs" / "sha256" / index.split(":")[1]).read_bytes())["manifests"] if e["platform"]["architecture"] == "amd64")
-    remote = export(world["lock"], folder / "on-multi", folder / "home-1", "--base", f"docker://{world['a']}/platform/multi:1", "--insecure")
+    amd64 = next(
+        e["digest"]
+        for e in json.loads((multi / "blobs" / "sha256" / index.split(":")[1]).read_bytes())["manifests"]
+        if e["platform"]["architecture"] == "amd64"
+    )
+    remote = export(
+        world["lock"],
+        folder / "on-multi",
+        folder / "home-1",
+        "--base",
+        f"docker://{world['a']}/platform/multi:1",
+        "--insecure",
+    )
     assert remote.returncode == 0, remote.stderr
     manifest = json.loads((folder / "on-multi" / "blobs" / "sha256" / remote.stdout.strip().split(":")[1]).read_bytes())
     assert manifest["annotations"]["org.opencontainers.image.base.digest"] == amd64  # the linux-64 lock's image
@@ -234,7 +311,18 @@ def test_a_base_index_gives_the_lock_s_platform(world) -> None:
 
     foreign = base_layout(folder / "foreign", {"arm64": [{"a": b"a"}], "ppc64le": [{"b": b"b"}]}, "foreign")
     upload(foreign, "foreign", f"docker://{world['a']}/platform/foreign:1")
-    one_line_error(export(world["lock"], folder / "x", folder / "home-1", "--base", f"docker://{world['a']}/platform/foreign:1", "--insecure"), "no linux/amd64", "linux/arm64")
+    one_line_error(
+        export(
+            world["lock"],
+            folder / "x",
+            folder / "home-1",
+            "--base",
+            f"docker://{world['a']}/platform/foreign:1",
+            "--insecure",
+        ),
+        "no linux/amd64",
+        "linux/arm64",
+    )
     one_line_error(export(world["lock"], folder / "x", folder / "home-1", "--base", str(foreign)), "no linux/amd64")
 
 
@@ -258,7 +346,11 @@ def test_bad_bases_are_one_line_errors(world) -> None:
 
 def test_a_pure_pypi_lock_s_python_is_found_reading_layers_top_down(world) -> None:
     folder = world["folder"]
-    python = base_layout(folder / "python", {"amd64": [{"usr/bin/python3.12": b"lower"}, {"usr/local/bin/python3.12": b"upper"}, {"etc/motd": b"top\n"}]}, "py")
+    python = base_layout(
+        folder / "python",
+        {"amd64": [{"usr/bin/python3.12": b"lower"}, {"usr/local/bin/python3.12": b"upper"}, {"etc/motd": b"top\n"}]},
+        "py",
+    )
     digest = upload(python, "py", f"docker://{world['a']}/platform/python:1")
     layers, said = layers_of(python, digest), []
     world["log"].reset()
@@ -267,15 +359,35 @@ def test_a_pure_pypi_lock_s_python_is_found_reading_layers_top_down(world) -> No
     assert base_steps.base_file(base, "linux-64", wanted, said.append) == "/usr/local/bin/python3.12"
     assert world["log"].blob_gets("platform/python") & set(layers) == set(layers[1:])  # the top two: not the lowest
     assert sum("reading base layer" in line for line in said) == 2
-    assert base_steps.base_file(base, "linux-64", ["/usr/local/bin/python3.11", "/usr/bin/python3.11"], said.append) is None
-    assert base_steps.base_file(python, "linux-64", wanted, said.append) == "/usr/local/bin/python3.12"  # a local layout: same
+    assert (
+        base_steps.base_file(base, "linux-64", ["/usr/local/bin/python3.11", "/usr/bin/python3.11"], said.append)
+        is None
+    )
+    assert (
+        base_steps.base_file(python, "linux-64", wanted, said.append) == "/usr/local/bin/python3.12"
+    )  # a local layout: same
 
 
 PLATFORM = st.fixed_dictionaries(
-    {}, optional={"os": st.sampled_from(["linux", "windows", ""]), "architecture": st.sampled_from(["amd64", "arm64", "ppc64le", 7]), "variant": st.sampled_from(["v8", "v7", "", None])}
+    {},
+    optional={
+        "os": st.sampled_from(["linux", "windows", ""]),
+        "architecture": st.sampled_from(["amd64", "arm64", "ppc64le", 7]),
+        "variant": st.sampled_from(["v8", "v7", "", None]),
+    },
 )
-ENTRY = st.fixed_dictionaries({}, optional={"digest": st.sampled_from(["sha256:" + "a" * 64, "sha256:x", 3, None]), "platform": PLATFORM | st.text(max_size=3) | st.none()})
-DOCUMENT = st.fixed_dictionaries({}, optional={"manifests": st.lists(ENTRY | st.integers(), max_size=5) | st.text()}) | st.lists(st.integers(), max_size=2) | st.none()
+ENTRY = st.fixed_dictionaries(
+    {},
+    optional={
+        "digest": st.sampled_from(["sha256:" + "a" * 64, "sha256:x", 3, None]),
+        "platform": PLATFORM | st.text(max_size=3) | st.none(),
+    },
+)
+DOCUMENT = (
+    st.fixed_dictionaries({}, optional={"manifests": st.lists(ENTRY | st.integers(), max_size=5) | st.text()})
+    | st.lists(st.integers(), max_size=2)
+    | st.none()
+)
 
 
 @pytest.mark.slow

@@ -49,7 +49,9 @@ def _lock(tmp_path: Path, index: str, deps: str, monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.slow
-def test_the_same_bytes_from_two_wheels_are_one_file(tmp_path: Path, index: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_same_bytes_from_two_wheels_are_one_file(
+    tmp_path: Path, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lock = _lock(tmp_path, index, 'blas-parts = "*"\ndnn-parts = "*"', monkeypatch)
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     assert (prefix / SITE / "nvidia" / "__init__.py").read_text() == ""
@@ -60,6 +62,8 @@ def test_the_same_bytes_from_two_wheels_are_one_file(tmp_path: Path, index: str,
 @pytest.mark.slow
 def test_other_bytes_at_one_path_are_a_clobber(tmp_path: Path, index: str, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = _lock(tmp_path, index, 'blas-parts = "*"\nother-parts = "*"', monkeypatch)
-    with pytest.raises(LockFormatError, match=f"{SITE}/nvidia/__init__.py"):  # the file left is one wheel's, not the other's RECORD
+    with pytest.raises(
+        LockFormatError, match=f"{SITE}/nvidia/__init__.py"
+    ):  # the file left is one wheel's, not the other's RECORD
         materialize(lock, None, tmp_path / "env", lambda _: None)
     assert not (tmp_path / "env").exists()

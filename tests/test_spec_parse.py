@@ -180,7 +180,9 @@ def test_a_team_stack_on_a_lock_takes_its_target_platforms_and_python() -> None:
     spec = parse_stack_text(TEAM_ON_LOCK, "stack.toml", ON_LOCK)
     assert spec.python == "3.12" and spec.platforms == ("linux-64",) and [t.name for t in spec.targets] == ["node"]
     assert spec.targets[0].arch == "sm90" and spec.extends == "../vendor/locks/node.conda-lock.yml"
-    recorded = parse_stack_text(TEAM_ON_LOCK.split("[targets.node]")[0], "stack.toml", ON_LOCK.model_copy(update={"facts": {"arch": "cpu"}}))
+    recorded = parse_stack_text(
+        TEAM_ON_LOCK.split("[targets.node]")[0], "stack.toml", ON_LOCK.model_copy(update={"facts": {"arch": "cpu"}})
+    )
     assert recorded.targets[0].arch == "cpu"  # a lock that records its hardware needs no [targets]
 
 
@@ -201,7 +203,13 @@ def test_any_key_added_to_a_team_stack_on_a_lock_parses_or_fails_cleanly(section
 
 
 _KEY = st.text('abcxyz-_.1 "é', min_size=1, max_size=6)
-_VALUE = st.one_of(st.text(max_size=12), st.integers(-(10**6), 10**6), st.booleans(), st.lists(st.text(max_size=5), max_size=3), st.dates())
+_VALUE = st.one_of(
+    st.text(max_size=12),
+    st.integers(-(10**6), 10**6),
+    st.booleans(),
+    st.lists(st.text(max_size=5), max_size=3),
+    st.dates(),
+)
 _DOC = st.dictionaries(_KEY, st.one_of(_VALUE, st.dictionaries(_KEY, _VALUE, max_size=4)), max_size=5)
 
 
@@ -233,7 +241,12 @@ _LOCAL = '[stack]\nname = "l"\npython = "3.11"\n[pypi-dependencies]\nmypkg = {en
 )
 def test_a_local_package_is_a_folder_below_the_stack(entry: str, path: str, editable: bool) -> None:
     (dependency,) = parse_stack_text(_LOCAL.replace("{entry}", entry)).pypi_dependencies
-    assert (dependency.path, dependency.editable, dependency.is_local, dependency.requirement().split("[")[0]) == (path, editable, True, "mypkg")
+    assert (dependency.path, dependency.editable, dependency.is_local, dependency.requirement().split("[")[0]) == (
+        path,
+        editable,
+        True,
+        "mypkg",
+    )
 
 
 @pytest.mark.parametrize(
@@ -269,4 +282,9 @@ def test_any_accepted_path_stays_below_the_stack(path: str) -> None:
         kept = local_path(path)
     except ValueError:
         return
-    assert not kept.startswith("/") and ".." not in kept.split("/") and "" not in kept.split("/") and kept == local_path(kept)
+    assert (
+        not kept.startswith("/")
+        and ".." not in kept.split("/")
+        and "" not in kept.split("/")
+        and kept == local_path(kept)
+    )

@@ -49,8 +49,16 @@ comments = st.sampled_from(["", "  # pinned", "\t# why"])
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(names, min_size=1, max_size=5, unique=True), comments, st.sampled_from(["\n", "\n\n", "\n\n# the fleet\n"]), names, st.sampled_from(["", ">=1.2", "==2.0.*", "~=3.1"]))
-def test_an_addition_is_one_line_at_the_end_of_its_table(present: list[str], comment: str, gap: str, new: str, spec: str) -> None:
+@given(
+    st.lists(names, min_size=1, max_size=5, unique=True),
+    comments,
+    st.sampled_from(["\n", "\n\n", "\n\n# the fleet\n"]),
+    names,
+    st.sampled_from(["", ">=1.2", "==2.0.*", "~=3.1"]),
+)
+def test_an_addition_is_one_line_at_the_end_of_its_table(
+    present: list[str], comment: str, gap: str, new: str, spec: str
+) -> None:
     """Whatever the table's comments and the blank lines and comments before the next table, the new line
     lands right after the table's last key, and taking it out gives back the original bytes."""
     lines = "".join(f'{name} = ">=1"{comment}\n' for name in present)
@@ -66,19 +74,35 @@ def test_an_addition_is_one_line_at_the_end_of_its_table(present: list[str], com
 
 versions = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True)
 pypi_specs = st.one_of(st.just(""), st.tuples(st.sampled_from(["==", ">=", "<", "~=", "!="]), versions).map("".join))
-conda_specs = st.one_of(st.just(""), st.tuples(st.sampled_from(["", "=", ">=", "<", "==", " "]), versions, st.sampled_from(["", ".*", " cuda*", " *_cpu"])).map("".join))
+conda_specs = st.one_of(
+    st.just(""),
+    st.tuples(
+        st.sampled_from(["", "=", ">=", "<", "==", " "]), versions, st.sampled_from(["", ".*", " cuda*", " *_cpu"])
+    ).map("".join),
+)
 
 
 @settings(max_examples=30, deadline=None)
-@given(names, pypi_specs, st.lists(st.sampled_from(["torch", "jupyter", "dev"]), max_size=2, unique=True), names, conda_specs)
-def test_what_add_writes_is_what_the_stack_parser_reads(pypi_name: str, specifier: str, extras: list[str], conda_name: str, match_spec: str) -> None:
+@given(
+    names,
+    pypi_specs,
+    st.lists(st.sampled_from(["torch", "jupyter", "dev"]), max_size=2, unique=True),
+    names,
+    conda_specs,
+)
+def test_what_add_writes_is_what_the_stack_parser_reads(
+    pypi_name: str, specifier: str, extras: list[str], conda_name: str, match_spec: str
+) -> None:
     """A package as the command line writes it, put in a stack, reads back from the stack as that package (a bare
     conda version is written apart from the name, `numpy 1.26`: `numpy1.26` is a name)."""
     extra = f"[{','.join(extras)}]" if extras else ""
     conda_name = conda_name if conda_name != pypi_name else conda_name + "-c"
     text = with_added(
         CONDA_STACK.format(channel="file:///c"),
-        [addition(f"{pypi_name}{extra}{specifier}", "pypi-dependencies"), addition(f"{conda_name}{' ' if match_spec[:1].isdigit() else ''}{match_spec}", "dependencies")],
+        [
+            addition(f"{pypi_name}{extra}{specifier}", "pypi-dependencies"),
+            addition(f"{conda_name}{' ' if match_spec[:1].isdigit() else ''}{match_spec}", "dependencies"),
+        ],
         "stack.toml",
     )
     spec = parse_stack_text(text, "stack.toml")
@@ -118,7 +142,10 @@ def test_a_package_present_or_absent_is_refused_naming_it() -> None:
     assert "lockgen remove pytorch" in present.value.hint
     with pytest.raises(UserError) as absent:
         without(text, ["pytorh"], "stack.toml")
-    assert absent.value.message == "`pytorh` is not in [dependencies] or [pypi-dependencies] of stack.toml" and absent.value.hint == "did you mean `pytorch`?"
+    assert (
+        absent.value.message == "`pytorh` is not in [dependencies] or [pypi-dependencies] of stack.toml"
+        and absent.value.hint == "did you mean `pytorch`?"
+    )
 
 
 @pytest.fixture
@@ -181,7 +208,9 @@ def test_pypi_and_conda_together_are_a_usage_error(conda_stack: Path) -> None:
 
 @pytest.fixture
 def index_url(tmp_path: Path) -> Iterator[str]:
-    with served_index(tmp_path / "index", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)), Wheel("delta", "1.0")]) as url:
+    with served_index(
+        tmp_path / "index", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",)), Wheel("delta", "1.0")]
+    ) as url:
         yield url
 
 
@@ -195,7 +224,10 @@ def test_add_to_a_pure_pypi_stack_with_two_targets(tmp_path: Path, index_url: st
     assert run_cli("resolve", str(stack)).returncode == 0
     added = run_cli("add", "gamma", cwd=tmp_path)
     assert added.returncode == 0, added.stderr
-    assert added.stdout == "cpu:\n  + linux-64 alpha 1.0\n  + linux-64 gamma 1.0\nold:\n  + linux-64 alpha 1.0\n  + linux-64 gamma 1.0\n"
+    assert (
+        added.stdout
+        == "cpu:\n  + linux-64 alpha 1.0\n  + linux-64 gamma 1.0\nold:\n  + linux-64 alpha 1.0\n  + linux-64 gamma 1.0\n"
+    )
     assert 'delta = "*"\ngamma = "*"\n\n[pypi-options]' in stack.read_text()
     one = run_cli("remove", "gamma", "--target", "cpu", cwd=tmp_path)
     assert one.returncode == 0 and one.stdout == "cpu:\n  - linux-64 alpha 1.0\n  - linux-64 gamma 1.0\n", one.stderr
@@ -206,4 +238,6 @@ def test_add_to_a_pure_pypi_stack_with_two_targets(tmp_path: Path, index_url: st
     assert again.returncode == 0, again.stderr
     said = json.loads(again.stdout)
     assert said["lines"] == ['+ gamma = "==1.0"'] and said["stale"] == ["cpu"]
-    assert [(t["target"], t["written"], t["changes"]) for t in said["targets"]] == [("old", True, [])]  # gamma was there: the lock stays as it was
+    assert [(t["target"], t["written"], t["changes"]) for t in said["targets"]] == [
+        ("old", True, [])
+    ]  # gamma was there: the lock stays as it was

@@ -57,11 +57,21 @@ def test_the_digest_is_the_trees_on_any_number_of_cores(tmp_path: Path, monkeypa
     root = _wide_and_deep(tmp_path / "tree")
     assert len(_digests(root, monkeypatch)) == 1
     walked = stat_walk.tree_fingerprint(root, keep_walk=True)
-    assert walked.paths == stat_walk.tree_fingerprint(root).paths == sum(len(dirs) + len(files) for _, dirs, files in os.walk(root))
-    assert walked.walked is not None and "pkg007/sub/deeper/file.txt" in walked.walked and "pkg007/sub" not in walked.walked
+    assert (
+        walked.paths
+        == stat_walk.tree_fingerprint(root).paths
+        == sum(len(dirs) + len(files) for _, dirs, files in os.walk(root))
+    )
+    assert (
+        walked.walked is not None
+        and "pkg007/sub/deeper/file.txt" in walked.walked
+        and "pkg007/sub" not in walked.walked
+    )
 
 
-def test_a_kept_walk_shared_among_children_is_every_paths_lstat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kept_walk_shared_among_children_is_every_paths_lstat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A first check keeps the walk for its work: walked by forked children (who send their part back) or here
     alone, it holds every path but the folders, each with its own lstat's fields."""
     root = _wide_and_deep(tmp_path / "tree")
@@ -71,7 +81,15 @@ def test_a_kept_walk_shared_among_children_is_every_paths_lstat(tmp_path: Path, 
         for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             info = os.lstat(os.path.join(folder, name))
             relative = os.path.relpath(os.path.join(folder, name), root)
-            expected[relative] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_nlink)
+            expected[relative] = (
+                info.st_dev,
+                info.st_ino,
+                info.st_size,
+                info.st_mtime_ns,
+                info.st_ctime_ns,
+                info.st_mode,
+                info.st_nlink,
+            )
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
@@ -119,7 +137,9 @@ def test_any_change_anywhere_gives_another_digest(tmp_path: Path, monkeypatch: p
     assert len(_digests(root, monkeypatch) | {before}) == 2
 
 
-def test_a_link_made_or_removed_elsewhere_is_no_change_and_an_edit_putting_size_and_mtime_back_is_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_link_made_or_removed_elsewhere_is_no_change_and_an_edit_putting_size_and_mtime_back_is_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another environment linking a file of the tree (made, then removed) moves the file's ctime and link count: the
     digest stays and `links_moved` counts the file, which a kept verdict then stands for (issue 43). An edit with the
     size and mtime put back moves the ctime with the link count as it was: the walk is another (git's rule), and so is
@@ -140,10 +160,18 @@ def test_a_link_made_or_removed_elsewhere_is_no_change_and_an_edit_putting_size_
     time.sleep(tick)
     os.unlink(tmp_path / "elsewhere")
     removed = stat_walk.tree_fingerprint(root)
-    assert removed.digest == kept.digest and stat_walk.links_moved(linked.stamps, removed.stamps) == 1  # after a look that kept the new count
-    assert stat_walk.links_moved(kept.stamps, removed.stamps) is None  # the count back to the kept one, the ctime moved: read again
-    os.link(alone, tmp_path / "alone-elsewhere")  # a file no other place linked at the look: its ctime moved with its count
-    assert stat_walk.links_moved(removed.stamps, stat_walk.tree_fingerprint(root).stamps) is None  # a link made after an edit would hide it
+    assert (
+        removed.digest == kept.digest and stat_walk.links_moved(linked.stamps, removed.stamps) == 1
+    )  # after a look that kept the new count
+    assert (
+        stat_walk.links_moved(kept.stamps, removed.stamps) is None
+    )  # the count back to the kept one, the ctime moved: read again
+    os.link(
+        alone, tmp_path / "alone-elsewhere"
+    )  # a file no other place linked at the look: its ctime moved with its count
+    assert (
+        stat_walk.links_moved(removed.stamps, stat_walk.tree_fingerprint(root).stamps) is None
+    )  # a link made after an edit would hide it
     os.unlink(tmp_path / "alone-elsewhere")
     removed = stat_walk.tree_fingerprint(root)
     before = deep.stat()
@@ -158,7 +186,9 @@ def test_a_link_made_or_removed_elsewhere_is_no_change_and_an_edit_putting_size_
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=TREES)
-def test_small_trees_split_early_read_the_same(tree: dict | bytes, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_trees_split_early_read_the_same(
+    tree: dict | bytes, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With a frontier of two folders, trees of a few paths are split, opened and shared too: one digest each way."""
     root = tmp_path_factory.mktemp("tree")
     _plant(root, tree)

@@ -54,7 +54,9 @@ def test_removing_an_environment_keeps_the_wheels_proofs(lock: Path, tmp_path: P
 
 
 @pytest.mark.slow
-def test_removing_an_environment_keeps_the_package_cache_stamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_removing_an_environment_keeps_the_package_cache_stamps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fails before: the conda packages' extracted folders were hashed again after an environment was removed."""
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     conda_lock = make_lock(tmp_path, "1.0")
@@ -91,7 +93,12 @@ def test_an_edit_through_an_environment_is_repaired_by_the_command_named(lock: P
     command = named[0].split("make it again: ", 1)[1]
     assert shlex.split(command)[:4] == ["rm", "-rf", "--", str(one)]
     runnable = command.replace("&& lockgen ", f"&& {shlex.quote(sys.executable)} -m lockgen ")
-    done = subprocess.run(["bash", "-c", runnable], capture_output=True, text=True, env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")})
+    done = subprocess.run(
+        ["bash", "-c", runnable],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")},
+    )
     assert done.returncode == 0, done.stderr
     assert edited.read_bytes() == data and check_lock(lock, Prefix(one)).clean
     two, _ = materialize(lock, None, tmp_path / "two", lambda _: None)
@@ -114,7 +121,10 @@ def test_store_verify_reads_what_a_stat_cannot_see_and_repairs_it(lock: Path, tm
     clean = run_cli("store", "verify", env=home)
     assert clean.returncode == 1, clean.stderr
     assert f"damaged wheel folder {stored.parent.parent}" in clean.stdout and "left in place" in clean.stdout
-    assert f"{two} links the damaged files; make it again: rm -rf -- {two} && lockgen materialize {lock} --prefix {two}" in clean.stdout
+    assert (
+        f"{two} links the damaged files; make it again: rm -rf -- {two} && lockgen materialize {lock} --prefix {two}"
+        in clean.stdout
+    )
     assert "hint: lockgen store verify --repair" in clean.stderr
     repaired = run_cli("store", "verify", "--repair", "--json", env=home)
     assert repaired.returncode == 0, repaired.stderr
@@ -147,9 +157,13 @@ def test_store_verify_repairs_a_package_cache_folder(tmp_path: Path, monkeypatch
     os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))
     found = run_cli("store", "verify", "--repair", env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert found.returncode == 0, found.stderr
-    assert f"damaged conda folder {cached.parent.parent}: 1 files differ (first lib/libfoo.txt); moved to " in found.stdout
+    assert (
+        f"damaged conda folder {cached.parent.parent}: 1 files differ (first lib/libfoo.txt); moved to " in found.stdout
+    )
     assert not cached.parent.parent.exists()
-    second, _ = materialize(conda_lock, None, tmp_path / "second", lambda _: None)  # extracted again from the verified archive
+    second, _ = materialize(
+        conda_lock, None, tmp_path / "second", lambda _: None
+    )  # extracted again from the verified archive
     assert (second / "lib" / "libfoo.txt").read_text() == "foo 1.0\n"
     assert check_lock(conda_lock, Prefix(second)).clean
 
@@ -173,7 +187,10 @@ def test_the_notes_of_environments_made_are_kept_short(tmp_path: Path, monkeypat
     store_scrub.remember(kept, tmp_path / "a.conda-lock.yml", "linux-64")
     notes = (tmp_path / "home" / "proven" / "prefixes.jsonl").read_text().splitlines()
     assert len(notes) <= 4 and json.loads(notes[-1])["prefix"] == str(kept)
-    assert [environment.prefix for environment in store_scrub.sharing("conda", [(kept.stat().st_dev, kept.stat().st_ino)], ["."])] == [kept]
+    assert [
+        environment.prefix
+        for environment in store_scrub.sharing("conda", [(kept.stat().st_dev, kept.stat().st_ino)], ["."])
+    ] == [kept]
 
 
 @pytest.mark.slow
@@ -188,10 +205,17 @@ def test_the_store_environment_is_not_stuck_after_the_cache_is_cleaned(lock: Pat
     said: list[str] = []
     with pytest.raises(LockFormatError):
         materialize(lock, None, tmp_path / "two", said.append)
-    [named] = [line.split("make it again: ", 1)[1] for line in said if line.startswith(f"{store_env} shares the damaged files")]
+    [named] = [
+        line.split("make it again: ", 1)[1] for line in said if line.startswith(f"{store_env} shares the damaged files")
+    ]
     shutil.rmtree(wheel_store.cache_dir())  # uv cache clean
     runnable = named.replace("&& lockgen ", f"&& {shlex.quote(sys.executable)} -m lockgen ")
-    done = subprocess.run(["bash", "-c", runnable], capture_output=True, text=True, env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")})
+    done = subprocess.run(
+        ["bash", "-c", runnable],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")},
+    )
     assert done.returncode == 0, done.stderr
     said.clear()
     assert materialize(lock, None, None, said.append)[0] == store_env
@@ -199,7 +223,9 @@ def test_the_store_environment_is_not_stuck_after_the_cache_is_cleaned(lock: Pat
 
 
 @pytest.mark.slow
-def test_a_package_cache_folder_changed_through_an_environment_is_moved_out_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_package_cache_folder_changed_through_an_environment_is_moved_out_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before: the changed folder was deleted unseen, and the environment sharing the change was not named."""
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     conda_lock = make_lock(tmp_path, "1.0")
@@ -212,12 +238,27 @@ def test_a_package_cache_folder_changed_through_an_environment_is_moved_out_and_
     [moved] = list((tmp_path / "home" / "quarantine").glob("*-conda-libfoo-1.0-*"))
     assert (moved / "lib" / "libfoo.txt").read_text().endswith("tampered\n")
     assert any(f"moved to {moved}" in line for line in said), said
-    assert any(line.startswith(f"{first} shares the changed files; make it again: rm -rf -- {first} && lockgen materialize {conda_lock} --prefix {first}") for line in said), said
+    assert any(
+        line.startswith(
+            f"{first} shares the changed files; make it again: rm -rf -- {first} && lockgen materialize {conda_lock} --prefix {first}"
+        )
+        for line in said
+    ), said
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(raw=st.binary(max_size=300), lines=st.lists(st.dictionaries(st.sampled_from(["prefix", "lock", "platform"]), st.one_of(st.text(max_size=20), st.integers(), st.none())), max_size=4))
-def test_notes_of_any_shape_name_only_what_they_can(raw: bytes, lines: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@given(
+    raw=st.binary(max_size=300),
+    lines=st.lists(
+        st.dictionaries(
+            st.sampled_from(["prefix", "lock", "platform"]), st.one_of(st.text(max_size=20), st.integers(), st.none())
+        ),
+        max_size=4,
+    ),
+)
+def test_notes_of_any_shape_name_only_what_they_can(
+    raw: bytes, lines: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The notes are lockgen's own file, but anything may be in it (a line cut short, an edit): no shape breaks a
     repair, and only a note with a prefix, lock and platform, all text, names an environment."""
     from lockgen.adapters.proof import store_scrub
@@ -231,7 +272,15 @@ def test_notes_of_any_shape_name_only_what_they_can(raw: bytes, lines: list[dict
     assert store_scrub.sharing("wheel", [(0, 0)], ["x.py"]) == []
 
 
-@pytest.mark.parametrize("folder, path", [("archive-v0/../../etc", "passwd"), ("archive-v0/\x00x", "a.py"), ("elsewhere/x", "a.py"), ("archive-v0/x", "../../../etc/passwd")])
+@pytest.mark.parametrize(
+    "folder, path",
+    [
+        ("archive-v0/../../etc", "passwd"),
+        ("archive-v0/\x00x", "a.py"),
+        ("elsewhere/x", "a.py"),
+        ("archive-v0/x", "../../../etc/passwd"),
+    ],
+)
 def test_a_proof_naming_a_path_outside_the_store_proves_nothing(tmp_path: Path, folder: str, path: str) -> None:
     """A proof record is lockgen's, but anyone who can write the store can change it: one naming a folder or file
     outside the store is left out of the scrub (nothing outside is read, moved or named), not an error."""
@@ -240,7 +289,14 @@ def test_a_proof_naming_a_path_outside_the_store_proves_nothing(tmp_path: Path, 
     proofs = tmp_path / "home" / "proven" / "wheels"
     proofs.mkdir(parents=True)
     (tmp_path / "home" / "uv-cache" / "archive-v0" / "x").mkdir(parents=True)
-    record = {"layout": wheel_store.PROOF_LAYOUT, "wheel": "a" * 64, "folder": folder, "paths": [path], "fingerprints": [0] * wheel_store.WIDTH, "sha256": "0" * 64}
+    record = {
+        "layout": wheel_store.PROOF_LAYOUT,
+        "wheel": "a" * 64,
+        "folder": folder,
+        "paths": [path],
+        "fingerprints": [0] * wheel_store.WIDTH,
+        "sha256": "0" * 64,
+    }
     (proofs / f"{'a' * 64}.json").write_text(json.dumps(record))
     done = run_cli("store", "verify", "--repair", env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert done.returncode == 0 and "read 0 store files again: 0 folders damaged" in done.stderr, done.stderr

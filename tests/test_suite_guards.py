@@ -33,7 +33,21 @@ def _session(tmp_path: Path, selected: str) -> tuple[subprocess.CompletedProcess
     (tmp_path / "test_planted.py").write_text(_WRITES)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "LOCKGEN_"))}
     env.update({"HOME": str(real), "REAL_HOME": str(real), "PYTHONPATH": str(REPO)})
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest", "-n", "0", "--rootdir", str(tmp_path), f"test_planted.py::{selected}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "tests.conftest",
+        "-n",
+        "0",
+        "--rootdir",
+        str(tmp_path),
+        f"test_planted.py::{selected}",
+    ]
     return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120), real
 
 

@@ -27,12 +27,29 @@ END = bytes(1024)
 
 
 def header(
-    name: bytes, size: int = 0, kind: bytes = b"0", magic: bytes = b"ustar\x0000", prefix: bytes = b"", size_field: bytes | None = None, checksum: bytes = b"%06o\x00 ", trailer: bytes = b""
+    name: bytes,
+    size: int = 0,
+    kind: bytes = b"0",
+    magic: bytes = b"ustar\x0000",
+    prefix: bytes = b"",
+    size_field: bytes | None = None,
+    checksum: bytes = b"%06o\x00 ",
+    trailer: bytes = b"",
 ) -> bytes:
     """One 512-byte header as the ustar layout places its fields, its checksum over the block (`checksum`: how
     the sum is written)."""
     block = bytearray(512)
-    for offset, value in ((0, name), (100, b"0000755\x00"), (108, b"0000000\x00"), (116, b"0000000\x00"), (136, b"00000000000\x00"), (156, kind), (257, magic), (345, prefix), (508, trailer)):
+    for offset, value in (
+        (0, name),
+        (100, b"0000755\x00"),
+        (108, b"0000000\x00"),
+        (116, b"0000000\x00"),
+        (136, b"00000000000\x00"),
+        (156, kind),
+        (257, magic),
+        (345, prefix),
+        (508, trailer),
+    ):
         block[offset : offset + len(value)] = value
     block[124:136] = size_field if size_field is not None else b"%011o\x00" % size
     block[148:156] = b" " * 8
@@ -74,31 +91,87 @@ def crafted(locked: dict[str, bytes]) -> dict[str, tuple[bytes, str]]:
     go_pax, python_pax = record("path", "etc/ld.so.preload"), record("path", hidden.decode())
     go_name = b"opt/env/bin/foo"
     return {
-        "size field led by a NUL": (header(b"opt/env/lib/libfoo.txt", size_field=b"\x00" + b"%010o\x00" % len(inner)) + inner + member(b"etc/ld.so.preload", EVIL) + END, "not plain octal"),
-        "a PAX path, then a GNU long name": (pax(path=hidden.decode()) + long_name(b"etc/ld.so.preload") + member(b"x", EVIL) + END, "after another extended header"),
-        "two PAX headers": (pax(path=hidden.decode()) + pax(path="etc/ld.so.preload") + member(b"x", EVIL) + END, "after another extended header"),
-        "two GNU long names": (long_name(hidden) + long_name(b"etc/ld.so.preload") + member(b"x", EVIL) + END, "after another extended header"),
-        "PAX records in the padding": (header(b"PaxHeader", len(go_pax), b"x") + padded(go_pax + python_pax) + member(b"x", EVIL) + END, "after its declared size"),
-        "a long name past its size": (
-            header(b"././@LongLink", len(go_name), b"L", magic=b"ustar  \x00") + padded(go_name + b"/.wh..wh.x\x00") + member(b"x", b"#!/bin/sh\necho pwned\n") + END,
+        "size field led by a NUL": (
+            header(b"opt/env/lib/libfoo.txt", size_field=b"\x00" + b"%010o\x00" % len(inner))
+            + inner
+            + member(b"etc/ld.so.preload", EVIL)
+            + END,
+            "not plain octal",
+        ),
+        "a PAX path, then a GNU long name": (
+            pax(path=hidden.decode()) + long_name(b"etc/ld.so.preload") + member(b"x", EVIL) + END,
+            "after another extended header",
+        ),
+        "two PAX headers": (
+            pax(path=hidden.decode()) + pax(path="etc/ld.so.preload") + member(b"x", EVIL) + END,
+            "after another extended header",
+        ),
+        "two GNU long names": (
+            long_name(hidden) + long_name(b"etc/ld.so.preload") + member(b"x", EVIL) + END,
+            "after another extended header",
+        ),
+        "PAX records in the padding": (
+            header(b"PaxHeader", len(go_pax), b"x") + padded(go_pax + python_pax) + member(b"x", EVIL) + END,
             "after its declared size",
         ),
-        "a file whose PAX path ends in /": (pax(path=hidden.decode() + "/") + header(b"x", len(evil := member(b"etc/ld.so.preload", EVIL)), b"\x00") + evil + END, "a folder by one of its names"),
-        "a prefix without ustar magic": (header(b"lib/libfoo.txt", len(libfoo), magic=bytes(8), prefix=b"opt/env") + padded(libfoo) + END, "prefix field without ustar magic"),
-        "GNU.sparse.name on a plain file": (pax(path="etc/ld.so.preload", GNU_sparse_name=hidden.decode()) + member(b"x", EVIL) + END, "GNU.sparse"),
-        "GNU.sparse.realsize on a plain file": (pax(GNU_sparse_realsize=str(len(foo))) + member(b"opt/env/bin/foo", foo + b"echo pwned > /tmp/pwned\n") + END, "GNU.sparse"),
+        "a long name past its size": (
+            header(b"././@LongLink", len(go_name), b"L", magic=b"ustar  \x00")
+            + padded(go_name + b"/.wh..wh.x\x00")
+            + member(b"x", b"#!/bin/sh\necho pwned\n")
+            + END,
+            "after its declared size",
+        ),
+        "a file whose PAX path ends in /": (
+            pax(path=hidden.decode() + "/")
+            + header(b"x", len(evil := member(b"etc/ld.so.preload", EVIL)), b"\x00")
+            + evil
+            + END,
+            "a folder by one of its names",
+        ),
+        "a prefix without ustar magic": (
+            header(b"lib/libfoo.txt", len(libfoo), magic=bytes(8), prefix=b"opt/env") + padded(libfoo) + END,
+            "prefix field without ustar magic",
+        ),
+        "GNU.sparse.name on a plain file": (
+            pax(path="etc/ld.so.preload", GNU_sparse_name=hidden.decode()) + member(b"x", EVIL) + END,
+            "GNU.sparse",
+        ),
+        "GNU.sparse.realsize on a plain file": (
+            pax(GNU_sparse_realsize=str(len(foo)))
+            + member(b"opt/env/bin/foo", foo + b"echo pwned > /tmp/pwned\n")
+            + END,
+            "GNU.sparse",
+        ),
         # a review's three more: Python stops at a checksum led by a NUL (it reads 0), Go reads on; Python joins a GNU
         # header's atime as a prefix, Go does not; Go reads a star header's prefix as 131 bytes, Python as 155
-        "a checksum led by a NUL": (member(b"opt/env/lib/libfoo.txt", libfoo) + header(b"etc/ld.so.preload", len(EVIL), checksum=b"\x00%06o\x00") + padded(EVIL) + END, "checksum"),
-        "a GNU header with an atime": (header(b"etc/ld.so.preload", len(EVIL), magic=b"ustar  \x00", prefix=b"00000000001") + padded(EVIL) + END, "prefix field without ustar magic"),
-        "a star header's long prefix": (header(b"ld.so.preload", len(EVIL), prefix=b"etc/" + b"p" * 127 + b"/x", trailer=b"tar\x00") + padded(EVIL) + END, "star-format"),
+        "a checksum led by a NUL": (
+            member(b"opt/env/lib/libfoo.txt", libfoo)
+            + header(b"etc/ld.so.preload", len(EVIL), checksum=b"\x00%06o\x00")
+            + padded(EVIL)
+            + END,
+            "checksum",
+        ),
+        "a GNU header with an atime": (
+            header(b"etc/ld.so.preload", len(EVIL), magic=b"ustar  \x00", prefix=b"00000000001") + padded(EVIL) + END,
+            "prefix field without ustar magic",
+        ),
+        "a star header's long prefix": (
+            header(b"ld.so.preload", len(EVIL), prefix=b"etc/" + b"p" * 127 + b"/x", trailer=b"tar\x00")
+            + padded(EVIL)
+            + END,
+            "star-format",
+        ),
     }
 
 
 LOCKED = {"opt/env/lib/libfoo.txt": b"foo 1.0\n", "opt/env/bin/foo": b"#!/bin/sh\necho foo\n"}
 
 
-TWO_ENDS = {"a checksum led by a NUL", "a GNU header with an atime", "a star header's long prefix"}  # umoci's tree is not the oracle's shape here
+TWO_ENDS = {
+    "a checksum led by a NUL",
+    "a GNU header with an atime",
+    "a star header's long prefix",
+}  # umoci's tree is not the oracle's shape here
 
 
 @pytest.mark.parametrize("construct", sorted(crafted(LOCKED)))
@@ -110,17 +183,31 @@ def test_each_construct_read_two_ways_is_refused(construct: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("construct", sorted(set(crafted(LOCKED)) - TWO_ENDS))
-def test_an_image_with_it_is_refused_where_the_runtime_unpacks_another_tree(construct: str, honest: tuple[Path, Path], tmp_path: Path) -> None:
+def test_an_image_with_it_is_refused_where_the_runtime_unpacks_another_tree(
+    construct: str, honest: tuple[Path, Path], tmp_path: Path
+) -> None:
     lock, layout = honest
     locked = {name: data for name, data in image_files(layout).items() if data is not None}
     layer, said = crafted(locked)[construct]
     forged, _ = rewritten(layout, tmp_path / "forged", [layer])
     refused(str(forged), lock, said)
     rootfs = tmp_path / "rootfs"
-    unpacked = subprocess.run([require("umoci"), "raw", "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(rootfs)], capture_output=True, text=True)
+    unpacked = subprocess.run(
+        [require("umoci"), "raw", "unpack", "--rootless", "--image", f"{forged}:{TAG}", str(rootfs)],
+        capture_output=True,
+        text=True,
+    )
     assert unpacked.returncode == 0, unpacked.stderr  # the runtime takes it...
-    seen = {path: (rootfs / path).read_bytes() for path in ("etc/ld.so.preload", "opt/env/bin/foo", "lib/libfoo.txt") if (rootfs / path).is_file()}
-    assert seen.get("etc/ld.so.preload") == EVIL or seen.get("opt/env/bin/foo", locked["opt/env/bin/foo"]) != locked["opt/env/bin/foo"] or "lib/libfoo.txt" in seen, seen  # ...to another tree
+    seen = {
+        path: (rootfs / path).read_bytes()
+        for path in ("etc/ld.so.preload", "opt/env/bin/foo", "lib/libfoo.txt")
+        if (rootfs / path).is_file()
+    }
+    assert (
+        seen.get("etc/ld.so.preload") == EVIL
+        or seen.get("opt/env/bin/foo", locked["opt/env/bin/foo"]) != locked["opt/env/bin/foo"]
+        or "lib/libfoo.txt" in seen
+    ), seen  # ...to another tree
 
 
 @pytest.fixture
@@ -133,7 +220,14 @@ def honest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
 
 
 _NAMES = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00/"), min_size=1, max_size=40)
-_ENTRIES = st.lists(st.tuples(st.lists(_NAMES, min_size=1, max_size=6), st.sampled_from(["file", "folder", "link", "hard"]), st.binary(max_size=700)), max_size=8)
+_ENTRIES = st.lists(
+    st.tuples(
+        st.lists(_NAMES, min_size=1, max_size=6),
+        st.sampled_from(["file", "folder", "link", "hard"]),
+        st.binary(max_size=700),
+    ),
+    max_size=8,
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -179,7 +273,14 @@ def test_a_long_name_cut_at_a_slash_in_its_header_passes(tar_format: int) -> Non
 def test_an_old_style_folder_named_with_a_slash_passes() -> None:
     """bsdtar's v7 format writes a folder as a type-NUL member named `dir/`: a folder to Python and Go alike (a
     review found a first rule that refused every such member)."""
-    check_headers(io.BytesIO(header(b"./", kind=b"\x00", magic=bytes(8)) + header(b"./dir/", kind=b"\x00", magic=bytes(8)) + member(b"./dir/file", b"x", b"\x00", magic=bytes(8)) + END))
+    check_headers(
+        io.BytesIO(
+            header(b"./", kind=b"\x00", magic=bytes(8))
+            + header(b"./dir/", kind=b"\x00", magic=bytes(8))
+            + member(b"./dir/file", b"x", b"\x00", magic=bytes(8))
+            + END
+        )
+    )
     with tarfile.open(fileobj=io.BytesIO(header(b"./dir/", kind=b"\x00", magic=bytes(8)) + END)) as tar:
         assert tar.getmembers()[0].isdir()
 
@@ -190,13 +291,21 @@ def test_a_layer_gos_tar_writes_passes(tmp_path: Path) -> None:
     umoci = require("umoci")
     subprocess.run([umoci, "init", "--layout", str(tmp_path / "img")], check=True, capture_output=True)
     subprocess.run([umoci, "new", "--image", f"{tmp_path / 'img'}:t"], check=True, capture_output=True)
-    subprocess.run([umoci, "unpack", "--rootless", "--image", f"{tmp_path / 'img'}:t", str(tmp_path / "bundle")], check=True, capture_output=True)
+    subprocess.run(
+        [umoci, "unpack", "--rootless", "--image", f"{tmp_path / 'img'}:t", str(tmp_path / "bundle")],
+        check=True,
+        capture_output=True,
+    )
     deep = tmp_path / "bundle" / "rootfs" / ("long-folder-name-" * 8) / ("ü" * 60)
     deep.mkdir(parents=True)
     (deep / ("file-" * 40)).write_bytes(b"x" * 1000)
     (deep / "link").symlink_to("../" + "target-" * 30)
-    subprocess.run([umoci, "repack", "--image", f"{tmp_path / 'img'}:t", str(tmp_path / "bundle")], check=True, capture_output=True)
-    layers = [path for path in (tmp_path / "img" / "blobs" / "sha256").iterdir() if path.read_bytes()[:2] == b"\x1f\x8b"]
+    subprocess.run(
+        [umoci, "repack", "--image", f"{tmp_path / 'img'}:t", str(tmp_path / "bundle")], check=True, capture_output=True
+    )
+    layers = [
+        path for path in (tmp_path / "img" / "blobs" / "sha256").iterdir() if path.read_bytes()[:2] == b"\x1f\x8b"
+    ]
     assert layers
     for layer in layers:
         check_headers(io.BytesIO(gzip.decompress(layer.read_bytes())))
@@ -215,7 +324,12 @@ def _verdict(judge: Callable[[], None]) -> str:
 
 
 _TARS = [layer for layer, _ in crafted(LOCKED).values()] + [
-    member(b"a", b"x" * 700) + pax(path="b" * 150) + member(b"x", b"y" * 1100) + long_name(b"c" * 200) + member(b"x") + END,
+    member(b"a", b"x" * 700)
+    + pax(path="b" * 150)
+    + member(b"x", b"y" * 1100)
+    + long_name(b"c" * 200)
+    + member(b"x")
+    + END,
     member(b"a", b"x" * 10) + END + b"bytes after the end block, which no reader reads",
     member(b"a", b"x" * 10),  # no end block: tarfile's to judge
     pax(path="only-an-extended-header"),

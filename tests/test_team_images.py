@@ -22,7 +22,11 @@ BASE = [
     Pkg("tok", "0.21.4"),
     Pkg("base-lib", "1.0", depends=("tok", "libtorchish"), files={"bin/base-tool": "#!/bin/sh\necho base\n"}),
 ]
-TEAM = [Pkg("teamtool", "1.0", files={"share/teamtool/data.txt": "team\n"}), Pkg("tok", "0.22.1"), Pkg("trans", "1.0", depends=("tok >=0.22",))]
+TEAM = [
+    Pkg("teamtool", "1.0", files={"share/teamtool/data.txt": "team\n"}),
+    Pkg("tok", "0.22.1"),
+    Pkg("trans", "1.0", depends=("tok >=0.22",)),
+]
 
 
 def export(lock: Path, out: Path, *extra: str) -> str:
@@ -35,7 +39,10 @@ def export(lock: Path, out: Path, *extra: str) -> str:
 def base_image(tmp_path: Path) -> tuple[Path, Path]:
     """(the base stack, its exported image)."""
     channel = build_channel(tmp_path / "channel", BASE)
-    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    base = write(
+        tmp_path / "platform" / "stack.toml",
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+    )
     assert run_cli("resolve", str(base)).returncode == 0
     export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img")
     build_channel(channel, BASE + TEAM)
@@ -64,7 +71,9 @@ def test_a_team_image_is_the_base_image_plus_the_team_s_layers(tmp_path: Path, b
     assert len(team_layers) - len(base_layers) == 2  # teamtool's layer, and the last (the records, the manifest)
     for blob in base_layers:  # the blob itself, not a re-compressed copy
         name = blob.split(":", 1)[1]
-        assert (tmp_path / "team-img" / "blobs" / "sha256" / name).read_bytes() == (base_layout / "blobs" / "sha256" / name).read_bytes()
+        assert (tmp_path / "team-img" / "blobs" / "sha256" / name).read_bytes() == (
+            base_layout / "blobs" / "sha256" / name
+        ).read_bytes()
     checked = run_cli("check", "--image", str(tmp_path / "team-img"), "--lock", str(lock))
     assert checked.returncode == 0, checked.stdout + checked.stderr  # the union is the team lock's environment
     assert run_cli("check", "--image", str(tmp_path / "team-img")).returncode == 0
@@ -79,10 +88,24 @@ def test_only_the_team_lock_s_own_base_image_is_reused(tmp_path: Path, base_imag
     moved = team(tmp_path / "a", 'trans = "*"', "override = true")
     moved.parent.parent.joinpath("platform").symlink_to(base.parent)
     assert run_cli("resolve", str(moved)).returncode == 0
-    refused = run_cli("export", str(moved.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "x"), "--base", str(base_layout))
-    assert refused.returncode == 1 and "moved base packages (override)" in refused.stderr and not (tmp_path / "x").exists()
+    refused = run_cli(
+        "export",
+        str(moved.parent / "locks" / "cpu.conda-lock.yml"),
+        "--out",
+        str(tmp_path / "x"),
+        "--base",
+        str(base_layout),
+    )
+    assert (
+        refused.returncode == 1 and "moved base packages (override)" in refused.stderr and not (tmp_path / "x").exists()
+    )
     alone = run_cli(
-        "export", str(base.parent / "locks" / "cpu.conda-lock.yml"), "--out", str(tmp_path / "y"), "--base", str(base_layout)
+        "export",
+        str(base.parent / "locks" / "cpu.conda-lock.yml"),
+        "--out",
+        str(tmp_path / "y"),
+        "--base",
+        str(base_layout),
     )  # a lock that extends no base, on a lockgen image at /opt/env
     assert alone.returncode == 1 and "this lock extends no base" in alone.stderr, alone.stderr
 
@@ -93,14 +116,18 @@ def environment_digest(layout: Path) -> str:
 
 
 @pytest.mark.slow
-def test_the_team_image_on_its_base_is_the_environment_built_whole(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+def test_the_team_image_on_its_base_is_the_environment_built_whole(
+    tmp_path: Path, base_image: tuple[Path, Path]
+) -> None:
     """The held packages are not linked or hashed again (the base image's records and manifest stand in for
     them), yet the environment digest is the one of the whole team environment built from scratch."""
     _, base_layout = base_image
     lock = resolved_team_lock(tmp_path)
     done = run_cli("export", str(lock), "--out", str(tmp_path / "on-base"), "--base", str(base_layout))
     assert done.returncode == 0, done.stderr
-    assert "linked 1 conda packages" in done.stderr and "taken as its image records them (3 of 3 packages" in done.stderr
+    assert (
+        "linked 1 conda packages" in done.stderr and "taken as its image records them (3 of 3 packages" in done.stderr
+    )
     export(lock, tmp_path / "whole")  # every package built, no base
     assert environment_digest(tmp_path / "on-base") == environment_digest(tmp_path / "whole")
 
@@ -119,10 +146,23 @@ def _forged_base(tmp_path: Path, base: Path, base_layout: Path) -> Path:
     (tree / "lib" / "libtorchish.so").write_text("owned\n")
     manifest, _ = env_manifest.build(tree)
     lock = base.parent / "locks" / "cpu.conda-lock.yml"
-    env_manifest.write(tree, manifest, {}, {"environment_digest": env_manifest.digest(manifest), "lock_sha256": file_digest(lock), "platform": "linux-64", "prefix": "/opt/env"})
+    env_manifest.write(
+        tree,
+        manifest,
+        {},
+        {
+            "environment_digest": env_manifest.digest(manifest),
+            "lock_sha256": file_digest(lock),
+            "platform": "linux-64",
+            "prefix": "/opt/env",
+        },
+    )
     (tree / env_manifest.STATS).unlink()
     _write_image(
-        BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"), tmp_path / "work", ExportRequest(lock, tmp_path / "forged"), lambda _: None
+        BuiltTree(load_lock(lock), "linux-64", file_digest(lock), env_manifest.digest(manifest), tree, "/opt/env"),
+        tmp_path / "work",
+        ExportRequest(lock, tmp_path / "forged"),
+        lambda _: None,
     )
     return tmp_path / "forged"
 
@@ -150,14 +190,22 @@ def test_a_held_build_republished_under_the_same_name_is_refused(tmp_path: Path,
     """A channel that replaced tok 0.21.4's archive after the base was locked: the team lock pins the new
     archive, which the base image's layers do not hold."""
     _, base_layout = base_image
-    republished = [Pkg("tok", "0.21.4", files={"share/tok/README": "changed\n"}) if p.name == "tok" else p for p in BASE]
+    republished = [
+        Pkg("tok", "0.21.4", files={"share/tok/README": "changed\n"}) if p.name == "tok" else p for p in BASE
+    ]
     build_channel(tmp_path / "channel", republished + TEAM[:1])
-    refused = run_cli("export", str(resolved_team_lock(tmp_path)), "--out", str(tmp_path / "x"), "--base", str(base_layout))
-    assert refused.returncode == 1 and "tok 0.21.4 is another archive than its base lock's" in refused.stderr, refused.stderr
+    refused = run_cli(
+        "export", str(resolved_team_lock(tmp_path)), "--out", str(tmp_path / "x"), "--base", str(base_layout)
+    )
+    assert refused.returncode == 1 and "tok 0.21.4 is another archive than its base lock's" in refused.stderr, (
+        refused.stderr
+    )
 
 
 @pytest.mark.slow
-def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp_path: Path, base_image: tuple[Path, Path]) -> None:
+def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(
+    tmp_path: Path, base_image: tuple[Path, Path]
+) -> None:
     _, base_layout = base_image
     lock = resolved_team_lock(tmp_path)
     (tmp_path / "registry").mkdir()
@@ -165,8 +213,21 @@ def test_a_team_image_on_the_base_in_a_registry_is_the_image_on_a_local_copy(tmp
         pushed = run_cli("push", str(base_layout), f"docker://{host}/platform/torch:1", "--insecure")
         assert pushed.returncode == 0, pushed.stderr
         base = f"{host}/platform/torch@{pushed.stdout.strip()}"
-        subprocess.run([require("skopeo"), "copy", "--src-tls-verify=false", f"docker://{base}", f"oci:{tmp_path / 'base-copy'}:copy"], check=True, capture_output=True, timeout=120)
-        on_remote = run_cli("export", str(lock), "--out", str(tmp_path / "team-remote"), "--base", f"docker://{base}", "--insecure")
+        subprocess.run(
+            [
+                require("skopeo"),
+                "copy",
+                "--src-tls-verify=false",
+                f"docker://{base}",
+                f"oci:{tmp_path / 'base-copy'}:copy",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        on_remote = run_cli(
+            "export", str(lock), "--out", str(tmp_path / "team-remote"), "--base", f"docker://{base}", "--insecure"
+        )
         assert on_remote.returncode == 0, on_remote.stderr
         assert "linked 1 conda packages" in on_remote.stderr  # the held records read from the registry's layers
         remote = on_remote.stdout.strip().splitlines()[0]
@@ -206,9 +267,20 @@ def test_a_team_image_on_a_base_behind_registry_credentials(tmp_path: Path, base
         env = {"REGISTRY_AUTH_FILE": str(auth), "HOME": str(tmp_path / "h"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
         try:
             base = f"docker://{front}/platform/torch@{pushed.stdout.strip()}"
-            refused = run_cli("export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "x"), env={**env, "REGISTRY_AUTH_FILE": str(tmp_path / "none.json")})
+            refused = run_cli(
+                "export",
+                str(lock),
+                "--base",
+                base,
+                "--insecure",
+                "--out",
+                str(tmp_path / "x"),
+                env={**env, "REGISTRY_AUTH_FILE": str(tmp_path / "none.json")},
+            )
             assert refused.returncode == 1 and "401" in refused.stderr, refused.stderr
-            exported = run_cli("export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "team-img"), env=env)
+            exported = run_cli(
+                "export", str(lock), "--base", base, "--insecure", "--out", str(tmp_path / "team-img"), env=env
+            )
             assert exported.returncode == 0 and "linked 1 conda packages" in exported.stderr, exported.stderr
             target = f"docker://{front}/team/nlp:1"
             pushed_team = run_cli("push", str(tmp_path / "team-img"), target, "--insecure", env=env)
@@ -234,14 +306,22 @@ def _venv_style_python(tmp_path: Path) -> Pkg:
     binary = Path(shutil.which("python3", path="/usr/bin") or "/usr/bin/python3").resolve()
     if not binary.is_file():
         pytest.fail("this test links Debian's /usr/bin/python3 as a conda python; install python3 with apt")
-    version = subprocess.run([str(binary), "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [str(binary), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     xy = ".".join(version.split(".")[:2])
     return Pkg(
         "python",
         version,
         depends=("libpyrt",),
         links={"bin/python": f"python{xy}"},
-        files={f"bin/python{xy}": binary.read_bytes(), "pyvenv.cfg": f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {version}\n"},
+        files={
+            f"bin/python{xy}": binary.read_bytes(),
+            "pyvenv.cfg": f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {version}\n",
+        },
     )
 
 
@@ -254,7 +334,14 @@ def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, e
     are solved on top of its conda python and packages)."""
     from tests.wheel_index import Wheel, build_index
 
-    channel = build_channel(tmp_path / "channel", [_venv_style_python(tmp_path), Pkg("libpyrt", "1.0"), Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000})])
+    channel = build_channel(
+        tmp_path / "channel",
+        [
+            _venv_style_python(tmp_path),
+            Pkg("libpyrt", "1.0"),
+            Pkg("libtorchish", "1.0", files={"lib/libtorchish.so": "x" * 200_000}),
+        ],
+    )
     index = build_index(tmp_path / "index", [Wheel("teamwheel", "1.0")])
     base = write(
         tmp_path / "platform" / "stack.toml",
@@ -266,7 +353,10 @@ def test_a_team_adding_wheels_links_only_the_base_python_again(tmp_path: Path, e
     glibc = python_base(tmp_path / "glibc", python=False)  # the loader and C libraries the conda python needs
     export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img", "--base", str(glibc))
     options = f'[pypi-options]\nindex-url = "{(index / "simple").as_uri()}"\n' if extends == "../base-img" else ""
-    stack = write(tmp_path / "team" / "stack.toml", f'[stack]\nname = "team"\nextends = "{extends}"\n[pypi-dependencies]\nteamwheel = "*"\n{options}')
+    stack = write(
+        tmp_path / "team" / "stack.toml",
+        f'[stack]\nname = "team"\nextends = "{extends}"\n[pypi-dependencies]\nteamwheel = "*"\n{options}',
+    )
     resolved = run_cli("resolve", str(stack))
     assert resolved.returncode == 0, resolved.stderr
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"

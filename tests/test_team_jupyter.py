@@ -31,7 +31,10 @@ from lockgen.adapters.lock.lockfile_yaml import load_lock
 from tests.conftest import REPO, run_cli
 from tests.test_export import require
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("team_jupyter")]  # its module fixtures are made once (pyproject: loadgroup)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("team_jupyter"),
+]  # its module fixtures are made once (pyproject: loadgroup)
 EXAMPLE = REPO / "envs" / "examples" / "team-jupyter"
 PLATFORM_LOCK = EXAMPLE / "platform" / "locks" / "cpu.conda-lock.yml"
 TEAM_LOCK = EXAMPLE / "team" / "locks" / "cpu.conda-lock.yml"
@@ -50,7 +53,9 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     for tool in ("mmdebstrap", "umoci"):
         require(tool)
     folder = tmp_path_factory.mktemp("team-jupyter")
-    built = subprocess.run(["bash", str(EXAMPLE / "os-base.sh"), str(folder / "os-base")], capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        ["bash", str(EXAMPLE / "os-base.sh"), str(folder / "os-base")], capture_output=True, text=True, timeout=600
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     _export(PLATFORM_LOCK, folder / "platform-img", folder / "os-base")
     _export(TEAM_LOCK, folder / "team-img", folder / "platform-img")
@@ -91,7 +96,9 @@ def _until(deadline: float, what: str, attempt):  # type: ignore[no-untyped-def]
 
 
 def _get(port: int, path: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"token {token}"} if token else {})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"token {token}"} if token else {}
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as answer:
             return answer.status, answer.read().decode()
@@ -115,10 +122,29 @@ def _podman(layout: Path) -> Iterator[list[str]]:
     """The podman command line for a per-test overlay store holding `layout:TAG` as localhost/team:jupyter;
     every container and the store are removed afterwards."""
     short = Path(tempfile.mkdtemp(prefix="lgj-", dir="/tmp"))  # podman refuses a runroot path over 50 characters
-    podman = [require("podman"), "--root", str(short / "r"), "--runroot", str(short / "rr"), "--storage-driver", "overlay", "--runtime", "runc"]
+    podman = [
+        require("podman"),
+        "--root",
+        str(short / "r"),
+        "--runroot",
+        str(short / "rr"),
+        "--storage-driver",
+        "overlay",
+        "--runtime",
+        "runc",
+    ]
     try:
         subprocess.run(
-            [require("skopeo"), "copy", "-q", f"oci:{layout}:{TAG}", f"containers-storage:[overlay@{short / 'r'}+{short / 'rr'}]localhost/team:jupyter"], check=True, capture_output=True, timeout=300
+            [
+                require("skopeo"),
+                "copy",
+                "-q",
+                f"oci:{layout}:{TAG}",
+                f"containers-storage:[overlay@{short / 'r'}+{short / 'rr'}]localhost/team:jupyter",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
         yield podman
     finally:
@@ -177,7 +203,12 @@ def test_jupyter_and_ssh_answer_on_loopback_and_stop_together(images: tuple[Path
         assert status == 200 and "started" in json.loads(body), body
         assert banner.startswith("SSH-2.0-OpenSSH_"), banner
 
-        host_key = subprocess.run([*podman, "exec", "jupyter", "cat", "/home/dev/.ssh/ssh_host_ed25519_key.pub"], capture_output=True, text=True, timeout=60)
+        host_key = subprocess.run(
+            [*podman, "exec", "jupyter", "cat", "/home/dev/.ssh/ssh_host_ed25519_key.pub"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert host_key.returncode == 0, host_key.stderr
         known = tmp_path / "known_hosts"
         known.write_text(f"[127.0.0.1]:{ssh} {host_key.stdout.strip()}\n")  # the container's own key, checked
@@ -213,6 +244,11 @@ def test_jupyter_and_ssh_answer_on_loopback_and_stop_together(images: tuple[Path
         stopped = subprocess.run([*podman, "stop", "-t", "20", "jupyter"], capture_output=True, text=True, timeout=60)
         assert stopped.returncode == 0, stopped.stderr
         assert time.monotonic() - began < 15  # the launcher forwarded SIGTERM; podman did not wait and kill
-        code = subprocess.run([*podman, "inspect", "--format", "{{.State.ExitCode}}", "jupyter"], capture_output=True, text=True, timeout=60)
+        code = subprocess.run(
+            [*podman, "inspect", "--format", "{{.State.ExitCode}}", "jupyter"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert code.stdout.strip() == "0", code.stdout + code.stderr + logs()
         assert "[services] stopped on signal 15" in logs()

@@ -28,7 +28,10 @@ def write(path: Path, text: str) -> Path:
 def platform(tmp_path: Path) -> tuple[Path, Path]:
     """(the channel, the base stack), the base resolved while the channel held only BASE_PACKAGES."""
     channel = build_channel(tmp_path / "channel", BASE_PACKAGES)
-    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    base = write(
+        tmp_path / "platform" / "stack.toml",
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+    )
     assert run_cli("resolve", str(base)).returncode == 0
     build_channel(channel, BASE_PACKAGES + LATER)
     return channel, base
@@ -39,7 +42,10 @@ def versions(lock: Path) -> dict[str, str]:
 
 
 def team(tmp_path: Path, deps: str, extra: str = "") -> Path:
-    return write(tmp_path / "team" / "stack.toml", f'[stack]\nname = "team"\nextends = "../platform/stack.toml"\n{extra}\n[dependencies]\n{deps}\n')
+    return write(
+        tmp_path / "team" / "stack.toml",
+        f'[stack]\nname = "team"\nextends = "../platform/stack.toml"\n{extra}\n[dependencies]\n{deps}\n',
+    )
 
 
 @pytest.mark.slow
@@ -62,13 +68,19 @@ def test_a_team_stack_holds_the_base_and_adds_its_own(tmp_path: Path, platform: 
 
 
 @pytest.mark.slow
-def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(tmp_path: Path, platform: tuple[Path, Path]) -> None:
+def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(
+    tmp_path: Path, platform: tuple[Path, Path]
+) -> None:
     stack = team(tmp_path, 'trans = "*"')
     refused = run_cli("resolve", str(stack))
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "would move packages the base holds: cpu on linux-64: tok 0.21.4 -> 0.22.1" in refused.stderr, refused.stderr
     assert "override = true" in refused.stderr and not (stack.parent / "locks").exists()
-    stack.write_text(stack.read_text().replace('extends = "../platform/stack.toml"', 'extends = "../platform/stack.toml"\noverride = true'))
+    stack.write_text(
+        stack.read_text().replace(
+            'extends = "../platform/stack.toml"', 'extends = "../platform/stack.toml"\noverride = true'
+        )
+    )
     done = run_cli("resolve", str(stack))
     assert done.returncode == 0, done.stderr
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -80,10 +92,22 @@ def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(tmp_path: P
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nbase-lib = "*"\n', "is the base's dependency"),
-        ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\nplatforms = ["linux-64"]\n[dependencies]\nteamtool = "*"\n', "`platforms` comes from the base stack"),
-        ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = "*"\n[targets.gpu]\narch = "sm90"\n', "[targets] comes from the base stack"),
-        ('[stack]\nname = "team"\nextends = "../nowhere/stack.toml"\n[dependencies]\nteamtool = "*"\n', "does not exist"),
+        (
+            '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nbase-lib = "*"\n',
+            "is the base's dependency",
+        ),
+        (
+            '[stack]\nname = "team"\nextends = "../platform/stack.toml"\nplatforms = ["linux-64"]\n[dependencies]\nteamtool = "*"\n',
+            "`platforms` comes from the base stack",
+        ),
+        (
+            '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = "*"\n[targets.gpu]\narch = "sm90"\n',
+            "[targets] comes from the base stack",
+        ),
+        (
+            '[stack]\nname = "team"\nextends = "../nowhere/stack.toml"\n[dependencies]\nteamtool = "*"\n',
+            "does not exist",
+        ),
         ('[stack]\nname = "team"\nextends = "../platform/stack.toml"\n', "adds no dependencies"),
     ],
 )
@@ -96,7 +120,10 @@ def test_a_bad_team_stack_is_one_error(tmp_path: Path, platform: tuple[Path, Pat
 
 def test_the_base_must_be_resolved_first(tmp_path: Path) -> None:
     channel = build_channel(tmp_path / "channel", BASE_PACKAGES)
-    write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n')
+    write(
+        tmp_path / "platform" / "stack.toml",
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+    )
     done = run_cli("resolve", str(team(tmp_path, 'teamtool = "*"')))
     assert done.returncode == 1 and "resolve the base first: lockgen resolve" in done.stderr, done.stderr
 
@@ -110,17 +137,32 @@ def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(
     from tests.conftest import REPO
 
     channel = build_channel(tmp_path / "channel", [Pkg("pytorch", "2.5.0", build="cpu_h1_0"), Pkg("teamtool", "1.0")])
-    base = write(tmp_path / "platform" / "stack.toml", f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = "*"\n[targets.cpu]\narch = "cpu"\n')
+    base = write(
+        tmp_path / "platform" / "stack.toml",
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = "*"\n[targets.cpu]\narch = "cpu"\n',
+    )
     assert run_cli("resolve", str(base)).returncode == 0
-    body = json.loads((REPO / "envs" / "examples" / "h200-system" / "h200-lock-full.cert.json").read_text())["certificate"]
+    body = json.loads((REPO / "envs" / "examples" / "h200-system" / "h200-lock-full.cert.json").read_text())[
+        "certificate"
+    ]
     body["subject"]["lock_sha256"] = file_digest(base.parent / "locks" / "cpu.conda-lock.yml")
     write(base.parent / "certs" / "cpu-sm90.cert.json", render({"certificate": body}))
-    build_channel(channel, [Pkg("pytorch", "2.5.0", build="cpu_h1_0"), Pkg("pytorch", "2.6.0", build="cpu_h1_0"), Pkg("teamtool", "1.0"), Pkg("trans", "1.0", depends=("pytorch >=2.6",))])
+    build_channel(
+        channel,
+        [
+            Pkg("pytorch", "2.5.0", build="cpu_h1_0"),
+            Pkg("pytorch", "2.6.0", build="cpu_h1_0"),
+            Pkg("teamtool", "1.0"),
+            Pkg("trans", "1.0", depends=("pytorch >=2.6",)),
+        ],
+    )
     same = team(tmp_path / "a", 'teamtool = "*"')
     same.parent.parent.joinpath("platform").symlink_to(base.parent)
     assert run_cli("resolve", str(same)).returncode == 0
     listed = run_cli("certs", str(same.parent))
-    assert "[inherited by" in listed.stdout and "its CUDA stack is the base's" in listed.stdout, listed.stdout + listed.stderr
+    assert "[inherited by" in listed.stdout and "its CUDA stack is the base's" in listed.stdout, (
+        listed.stdout + listed.stderr
+    )
     moved = team(tmp_path / "b", 'trans = "*"', "override = true")
     moved.parent.parent.joinpath("platform").symlink_to(base.parent)
     assert run_cli("resolve", str(moved)).returncode == 0
@@ -131,7 +173,10 @@ def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(
 
 @pytest.mark.slow
 def test_a_team_stack_on_a_missing_or_unreadable_lock_is_one_error(tmp_path: Path) -> None:
-    stack = write(tmp_path / "team" / "stack.toml", '[stack]\nname = "team"\nextends = "../vendor/node.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n[targets.node]\narch = "cpu"\n')
+    stack = write(
+        tmp_path / "team" / "stack.toml",
+        '[stack]\nname = "team"\nextends = "../vendor/node.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n[targets.node]\narch = "cpu"\n',
+    )
     missing = run_cli("resolve", str(stack))
     assert missing.returncode == 1 and "the base lock" in missing.stderr and "does not exist" in missing.stderr
     write(tmp_path / "vendor" / "node.conda-lock.yml", "version: [not a lock\n")
@@ -139,8 +184,13 @@ def test_a_team_stack_on_a_missing_or_unreadable_lock_is_one_error(tmp_path: Pat
     assert broken.returncode == 1 and "error:" in broken.stderr and "Traceback" not in broken.stderr, broken.stderr
 
 
-@pytest.mark.parametrize("conda_python, recorded, expected", [("3.12.4", "3.11", "3.12"), ("3.12.4", "", "3.12"), (None, "3.11", "3.11"), (None, "", None)])
-def test_a_lock_s_python_has_one_precedence_for_every_reader(tmp_path: Path, conda_python: str | None, recorded: str, expected: str | None) -> None:
+@pytest.mark.parametrize(
+    "conda_python, recorded, expected",
+    [("3.12.4", "3.11", "3.12"), ("3.12.4", "", "3.12"), (None, "3.11", "3.11"), (None, "", None)],
+)
+def test_a_lock_s_python_has_one_precedence_for_every_reader(
+    tmp_path: Path, conda_python: str | None, recorded: str, expected: str | None
+) -> None:
     """The conda python (the interpreter the environment runs, whose folder its wheels go into) over the version
     the lock records, which stands alone for a lock without one (a venv's): what export and check place wheels by
     is what a team stack on that lock takes as its Python."""
@@ -165,7 +215,10 @@ def test_a_lock_s_python_has_one_precedence_for_every_reader(tmp_path: Path, con
         )
     )
     meta = {"lockgen.target": "cpu", **({"lockgen.python.linux-64": recorded} if recorded else {})}
-    lock = Lock(metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata=meta), package=packages)
+    lock = Lock(
+        metadata=LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata=meta),
+        package=packages,
+    )
     path = tmp_path / "base.conda-lock.yml"
     path.write_text(dump_lock(lock))
     assert lock_python(lock, "linux-64") == expected
@@ -173,7 +226,10 @@ def test_a_lock_s_python_has_one_precedence_for_every_reader(tmp_path: Path, con
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,20}[A-Za-z0-9])?", fullmatch=True), st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,3}", fullmatch=True))
+@given(
+    st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,20}[A-Za-z0-9])?", fullmatch=True),
+    st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,3}", fullmatch=True),
+)
 def test_a_wheel_s_layer_key_is_one_from_its_lock_entry_and_its_dist_info(name: str, version: str) -> None:
     """Export tells the base's layers by key: a lock entry's (`package_key`) and the dist-info folder the wheel
     installs (its name escaped as installers write it, `-`/`.` as `_`) must give the same one."""
@@ -182,7 +238,14 @@ def test_a_wheel_s_layer_key_is_one_from_its_lock_entry_and_its_dist_info(name: 
     from lockgen.core.stack.team import dist_info_key, package_key
     from lockgen.model.lock import LockedPackage, PackageHash
 
-    entry = LockedPackage(name=name, version=version, manager="pip", platform="linux-64", url=f"https://example.invalid/{name}-{version}-py3-none-any.whl", hash=PackageHash(sha256="ab" * 32))
+    entry = LockedPackage(
+        name=name,
+        version=version,
+        manager="pip",
+        platform="linux-64",
+        url=f"https://example.invalid/{name}-{version}-py3-none-any.whl",
+        hash=PackageHash(sha256="ab" * 32),
+    )
     folder = f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
     assert dist_info_key(folder) == package_key(entry)
 
@@ -192,7 +255,12 @@ def test_a_wheel_s_layer_key_is_one_from_its_lock_entry_and_its_dist_info(name: 
     [
         ("../platform/stack.toml", "../platform/locks/cpu.conda-lock.yml", "stack", None),
         ("../vendor/locks/node.conda-lock.yml", "../vendor/locks/node.conda-lock.yml", "lock", None),
-        ("docker://registry.example/base@sha256:" + "ab" * 32, "locks/_base.conda-lock.yml", "image", "docker://registry.example/base@sha256:" + "ab" * 32),
+        (
+            "docker://registry.example/base@sha256:" + "ab" * 32,
+            "locks/_base.conda-lock.yml",
+            "image",
+            "docker://registry.example/base@sha256:" + "ab" * 32,
+        ),
         ("../base-img", "locks/_base.conda-lock.yml", "image", Path("/teams/ml/../base-img")),
     ],
 )

@@ -30,8 +30,16 @@ PYPI = [
     Wheel("cuda-toolkit", "13.2.2"),
     Wheel("filelock", "3.0.0"),
 ]
-CU126 = [Wheel("torch", f"{v}+cu126", tag=X86, requires=("nvidia-cuda-runtime-cu12==12.6.77", "filelock")) for v in ("2.13.0", "2.14.1")] + [
-    Wheel("torch", "2.14.1+cu126", tag="cp311-cp311-manylinux_2_28_aarch64", requires=("nvidia-cuda-runtime-cu12==12.6.77", "filelock"))
+CU126 = [
+    Wheel("torch", f"{v}+cu126", tag=X86, requires=("nvidia-cuda-runtime-cu12==12.6.77", "filelock"))
+    for v in ("2.13.0", "2.14.1")
+] + [
+    Wheel(
+        "torch",
+        "2.14.1+cu126",
+        tag="cp311-cp311-manylinux_2_28_aarch64",
+        requires=("nvidia-cuda-runtime-cu12==12.6.77", "filelock"),
+    )
 ]
 TARGETS = (
     '[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n'  # CUDA 12.9: PyPI's 2.11 on are cu130
@@ -45,7 +53,9 @@ def indexes(tmp_path: Path):
     publish(pypi, tmp_path / "pypi-wheels", PYPI)
     publish(pytorch, tmp_path / "cu126-wheels", CU126)
     for path in list(pytorch.files):  # the same index under a mirror's prefix (pages link ../../files/)
-        moved = path.replace("/simple/", "/mirror/whl/cu126/", 1) if path.startswith("/simple/") else "/mirror/whl" + path
+        moved = (
+            path.replace("/simple/", "/mirror/whl/cu126/", 1) if path.startswith("/simple/") else "/mirror/whl" + path
+        )
         pytorch.files[moved] = pytorch.files[path]
     servers = RangeServer(pypi), RangeServer(pytorch)
     yield servers[0].url, servers[1].url, pytorch
@@ -56,7 +66,9 @@ def indexes(tmp_path: Path):
 def stack(folder: Path, pypi: str, options: str, targets: str = TARGETS) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
-    path.write_text(f'[stack]\nname = "variants"\npython = "3.11"\n[pypi-dependencies]\ntorch = ">=2.4"\n[pypi-options]\nindex-url = "{pypi}/simple"\n{options}\n{targets}')
+    path.write_text(
+        f'[stack]\nname = "variants"\npython = "3.11"\n[pypi-dependencies]\ntorch = ">=2.4"\n[pypi-options]\nindex-url = "{pypi}/simple"\n{options}\n{targets}'
+    )
     return path
 
 
@@ -82,7 +94,10 @@ def test_a_v100_takes_the_newest_cu126_build_and_an_h100_keeps_pypi(tmp_path: Pa
     assert meta["lockgen.decision.linux-64"].startswith(line) and f"v100 on linux-64: {line}" in done.stderr
     h100 = torch_of(path.parent, "h100")
     assert h100.version == "2.14.1" and h100.url.startswith(pypi)  # the same release: PyPI is kept
-    assert "lockgen.torch-index.linux-64" not in load_lock(path.parent / "locks" / "h100.conda-lock.yml").metadata.custom_metadata
+    assert (
+        "lockgen.torch-index.linux-64"
+        not in load_lock(path.parent / "locks" / "h100.conda-lock.yml").metadata.custom_metadata
+    )
     assert run_cli("resolve", str(path), "--check").returncode == 0
     again = stack(tmp_path / "b", pypi, f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}')
     assert run_cli("resolve", str(again)).returncode == 0
@@ -93,7 +108,12 @@ def test_a_v100_takes_the_newest_cu126_build_and_an_h100_keeps_pypi(tmp_path: Pa
 
 def test_the_mirror_prefix_replaces_pytorchs_base_for_a_named_variant(tmp_path: Path, indexes) -> None:
     pypi, pytorch, _ = indexes
-    path = stack(tmp_path, pypi, f'torch-variants = ["cu126"]\ntorch-mirror = "{pytorch}/mirror/whl"', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    path = stack(
+        tmp_path,
+        pypi,
+        f'torch-variants = ["cu126"]\ntorch-mirror = "{pytorch}/mirror/whl"',
+        targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n',
+    )
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
     assert torch_of(tmp_path, "v100").version == "2.14.1+cu126"
@@ -123,7 +143,12 @@ def test_a_gh200_takes_pytorchs_aarch64_build_judged_with_its_published_list(tmp
     """download.pytorch.org's aarch64 cu126 list is RELEASE.md's (`8.0;9.0` for 2.12-2.14, the aarch64 CI script's):
     a GH200 (sm90) takes 2.14.1+cu126 from it; without that list the build decided nothing (arch-list-unknown)."""
     pypi, pytorch, _ = indexes
-    path = stack(tmp_path, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}', targets='[targets.gh200]\narch = "sm90"\ndriver = "575.57.08"\nplatforms = ["linux-aarch64"]\n')
+    path = stack(
+        tmp_path,
+        pypi,
+        f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}',
+        targets='[targets.gh200]\narch = "sm90"\ndriver = "575.57.08"\nplatforms = ["linux-aarch64"]\n',
+    )
     done = run_cli("explain", str(path), "--target", "gh200", "--json")
     assert done.returncode == 0, done.stderr
     mine = [c for c in json.loads(done.stdout)["candidates"] if c["source"] == f"{pytorch}/simple"]
@@ -172,7 +197,12 @@ def test_a_pep503_html_index_as_download_pytorch_org_serves_is_read_too(tmp_path
     files = json.loads(site.files["/simple/torch/"][0])["files"]
     anchors = "".join(f'<a href="{f["url"]}#sha256={f["hashes"]["sha256"]}">{f["filename"]}</a><br/>' for f in files)
     site.files["/simple/torch/"] = (f"<!DOCTYPE html><html><body>{anchors}</body></html>".encode(), "text/html")
-    path = stack(tmp_path, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    path = stack(
+        tmp_path,
+        pypi,
+        f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}',
+        targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n',
+    )
     done = run_cli("resolve", str(path))
     assert done.returncode == 0, done.stderr
     assert torch_of(tmp_path, "v100").version == "2.14.1+cu126"
@@ -181,7 +211,10 @@ def test_a_pep503_html_index_as_download_pytorch_org_serves_is_read_too(tmp_path
     path.write_text(path.read_text().replace("[pypi-options]\n", '[pypi-options]\nexclude-newer = "2026-06-01"\n'))
     dated = json.loads(run_cli("explain", str(path), "--target", "v100", "--json").stdout)
     mine = [c for c in dated["candidates"] if c["source"] == f"{pytorch}/simple"]
-    assert [(c["release"], c["admitted"], c["rule"]) for c in mine] == [("2.14", False, "exclude-newer"), ("2.13", False, "exclude-newer")]
+    assert [(c["release"], c["admitted"], c["rule"]) for c in mine] == [
+        ("2.14", False, "exclude-newer"),
+        ("2.13", False, "exclude-newer"),
+    ]
     assert "no 2.14.1+cu126 wheel uploaded before the cut-off (2026-06-01;" in mine[0]["reason"]
 
 
@@ -189,12 +222,23 @@ def test_a_pep503_html_index_as_download_pytorch_org_serves_is_read_too(tmp_path
     "change, rule, said",
     [
         (('python = "3.11"', 'python = "3.12"'), "python", "no 2.14.1+cu126 wheel for Python 3.12 on the platform"),
-        (('driver = "575.57.08"', 'driver = "575.57.08"\nglibc = "2.17"'), "glibc", "needs glibc >= 2.28, the target states 2.17"),
+        (
+            ('driver = "575.57.08"', 'driver = "575.57.08"\nglibc = "2.17"'),
+            "glibc",
+            "needs glibc >= 2.28, the target states 2.17",
+        ),
     ],
 )
-def test_python_and_glibc_decide_a_sources_candidates_too(tmp_path: Path, indexes, change, rule: str, said: str) -> None:
+def test_python_and_glibc_decide_a_sources_candidates_too(
+    tmp_path: Path, indexes, change, rule: str, said: str
+) -> None:
     pypi, pytorch, _ = indexes
-    path = stack(tmp_path, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    path = stack(
+        tmp_path,
+        pypi,
+        f'torch-indexes = {{ cu126 = "{pytorch}/simple" }}',
+        targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n',
+    )
     path.write_text(path.read_text().replace(*change))
     done = run_cli("explain", str(path), "--target", "v100", "--json")
     assert done.returncode == 0, done.stderr
@@ -207,7 +251,9 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 @FUZZ
 @given(data=st.data())
-def test_any_index_page_or_source_setting_gives_candidates_or_one_error(tmp_path: Path, indexes, data: st.DataObject) -> None:
+def test_any_index_page_or_source_setting_gives_candidates_or_one_error(
+    tmp_path: Path, indexes, data: st.DataObject
+) -> None:
     """A damaged HTML page (cut, spliced with random text or attributes) and any torch-variants / torch-mirror
     value through explain: it works, or it is a LockgenError with a one-line message and a hint."""
     from lockgen.api.explain import explain
@@ -216,12 +262,19 @@ def test_any_index_page_or_source_setting_gives_candidates_or_one_error(tmp_path
     files = json.loads(site.files["/simple/torch/"][0])["files"] if "json" in site.files["/simple/torch/"][1] else []
     page = "".join(f'<a href="{f["url"]}#sha256={f["hashes"]["sha256"]}">{f["filename"]}</a>' for f in files) or "<a>"
     cut = data.draw(st.integers(0, len(page)))
-    noise = data.draw(st.text(alphabet=st.sampled_from('<>"=#a href data-yanked sha256 torch-2.14.1+cu126.whl \x00é'), max_size=40))
+    noise = data.draw(
+        st.text(alphabet=st.sampled_from('<>"=#a href data-yanked sha256 torch-2.14.1+cu126.whl \x00é'), max_size=40)
+    )
     site.files["/html/torch/"] = ((page[:cut] + noise + page[cut:]).encode("utf-8", "surrogatepass"), "text/html")
     variants = data.draw(st.sampled_from(['["cu126"]', '["cu126", "cu130"]', "[]", '["cu1x6"]', '"cu126"', "[1]"]))
     mirror = data.draw(st.sampled_from([f'"{pytorch}"', '""', '"ftp://x"', "3", f'"{pytorch}/missing"']))
     folder = tmp_path / f"f{data.draw(st.integers(0, 10**9))}"
-    path = stack(folder, pypi, f'torch-indexes = {{ cu126 = "{pytorch}/html" }}\ntorch-variants = {variants}\ntorch-mirror = {mirror}', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    path = stack(
+        folder,
+        pypi,
+        f'torch-indexes = {{ cu126 = "{pytorch}/html" }}\ntorch-variants = {variants}\ntorch-mirror = {mirror}',
+        targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n',
+    )
     try:
         report = explain(path, "v100")
     except LockgenError as exc:
@@ -238,9 +291,18 @@ def test_a_file_index_folder_is_read_under_the_file_roots_as_an_air_gapped_mirro
     pypi, _, _ = indexes
     mirror = build_index(tmp_path / "mirror" / "whl" / "cu126", CU126)
     folder = (mirror / "simple").as_uri()
-    path = stack(tmp_path / "s", pypi, f'torch-indexes = {{ cu126 = "{folder}" }}', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    path = stack(
+        tmp_path / "s",
+        pypi,
+        f'torch-indexes = {{ cu126 = "{folder}" }}',
+        targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n',
+    )
     outside = run_cli("resolve", str(path), env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "s")})
-    assert outside.returncode == 1 and "its torch source cu126 @ " in outside.stderr and "outside the folders" in outside.stderr
+    assert (
+        outside.returncode == 1
+        and "its torch source cu126 @ " in outside.stderr
+        and "outside the folders" in outside.stderr
+    )
     assert "hint: " in outside.stderr and "Traceback" not in outside.stderr and not (tmp_path / "s" / "locks").exists()
     done = run_cli("resolve", str(path), env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "mirror")})
     assert done.returncode == 0, done.stderr
@@ -248,9 +310,15 @@ def test_a_file_index_folder_is_read_under_the_file_roots_as_an_air_gapped_mirro
     assert torch.version == "2.14.1+cu126" and torch.url.startswith((mirror / "files").as_uri())
     meta = load_lock(path.parent / "locks" / "v100.conda-lock.yml").metadata.custom_metadata
     assert meta["lockgen.torch-index.linux-64"] == f"torch @ {folder}"
-    report = json.loads(run_cli("explain", str(path), "--target", "v100", "--json", env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "mirror")}).stdout)
+    report = json.loads(
+        run_cli(
+            "explain", str(path), "--target", "v100", "--json", env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "mirror")}
+        ).stdout
+    )
     assert ("2.14", folder, True) in [(c["release"], c["source"], c["admitted"]) for c in report["candidates"]]
-    (mirror / "simple" / "torch" / "index.html").write_text(f'<a href="https://elsewhere.example/torch-2.14.1+cu126-{X86}.whl">x</a>')
+    (mirror / "simple" / "torch" / "index.html").write_text(
+        f'<a href="https://elsewhere.example/torch-2.14.1+cu126-{X86}.whl">x</a>'
+    )
     escaped = run_cli("explain", str(path), "--target", "v100", env={"LOCKGEN_FILE_ROOTS": str(tmp_path / "mirror")})
     assert escaped.returncode == 1 and "outside the folder" in escaped.stderr and "Traceback" not in escaped.stderr
 
@@ -266,11 +334,36 @@ def test_any_local_index_page_gives_candidates_or_one_error(tmp_path: Path, inde
     folder = Path(tempfile.mkdtemp(dir=tmp_path)) / "torch"
     folder.mkdir()
     name = data.draw(st.sampled_from(["index.html", "index.v1_json"]))
-    href = data.draw(st.sampled_from([f"torch-2.14.1+cu126-{X86}.whl", f"/etc/torch-2.14.1+cu126-{X86}.whl", f"http://127.0.0.1:1/torch-2.14.1+cu126-{X86}.whl", "../../../x.whl"]))
-    text = data.draw(st.sampled_from([f'<a href="{href}">t</a>', json.dumps({"files": [{"filename": href.rsplit("/")[-1], "url": href, "hashes": {"sha256": "a" * 64}}]})]))
+    href = data.draw(
+        st.sampled_from(
+            [
+                f"torch-2.14.1+cu126-{X86}.whl",
+                f"/etc/torch-2.14.1+cu126-{X86}.whl",
+                f"http://127.0.0.1:1/torch-2.14.1+cu126-{X86}.whl",
+                "../../../x.whl",
+            ]
+        )
+    )
+    text = data.draw(
+        st.sampled_from(
+            [
+                f'<a href="{href}">t</a>',
+                json.dumps(
+                    {"files": [{"filename": href.rsplit("/")[-1], "url": href, "hashes": {"sha256": "a" * 64}}]}
+                ),
+            ]
+        )
+    )
     noise = data.draw(st.text(max_size=30))
-    (folder / name).write_text(text[: data.draw(st.integers(0, len(text)))] + noise, encoding="utf-8", errors="surrogatepass")
-    path = stack(folder.parent, pypi, f'torch-indexes = {{ cu126 = "{folder.parent.as_uri()}" }}', targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n')
+    (folder / name).write_text(
+        text[: data.draw(st.integers(0, len(text)))] + noise, encoding="utf-8", errors="surrogatepass"
+    )
+    path = stack(
+        folder.parent,
+        pypi,
+        f'torch-indexes = {{ cu126 = "{folder.parent.as_uri()}" }}',
+        targets='[targets.v100]\narch = "sm70"\ndriver = "575.57.08"\n',
+    )
     try:
         report = explain(path, "v100")
     except LockgenError as exc:

@@ -57,7 +57,9 @@ def _victim(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ["build", "version", "name"])
-def test_a_build_version_or_name_that_climbs_is_refused_and_removes_nothing(tmp_path: Path, home: Path, key: str) -> None:
+def test_a_build_version_or_name_that_climbs_is_refused_and_removes_nothing(
+    tmp_path: Path, home: Path, key: str
+) -> None:
     victim = _victim(tmp_path)
     text = CPU_LOCK.read_text()
     value = _first_value(text, key)
@@ -74,7 +76,10 @@ def test_a_sha256_that_is_a_path_never_reaches_the_manifest_cache(tmp_path: Path
     victim = _victim(tmp_path)
     sha = _first_value(CPU_LOCK.read_text(), "sha256")
     lock = _edited(tmp_path, CPU_LOCK, f"sha256: {sha}", f"sha256: ../../../../../../..{victim}/keep")
-    for command in (["check", "--lock", str(lock), "--prefix", str(tmp_path)], ["manifests", str(lock), "--out", str(tmp_path / "m.json")]):
+    for command in (
+        ["check", "--lock", str(lock), "--prefix", str(tmp_path)],
+        ["manifests", str(lock), "--out", str(tmp_path / "m.json")],
+    ):
         result = run_cli(*command, env={"LOCKGEN_HOME": str(home)})
         assert result.returncode == 1 and "is not 64 lowercase hex digits" in result.stderr, result.stderr
     assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"] and not (tmp_path / "m.json").exists()
@@ -102,7 +107,9 @@ def test_a_python_that_is_a_program_is_never_run(tmp_path: Path, home: Path) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("injected", ["\n-r /etc/shadow", " --index-url http://127.0.0.1:9/", "\nevil @ file:///tmp/evil.whl"])
+@pytest.mark.parametrize(
+    "injected", ["\n-r /etc/shadow", " --index-url http://127.0.0.1:9/", "\nevil @ file:///tmp/evil.whl"]
+)
 def test_a_url_that_holds_a_requirement_line_is_refused(tmp_path: Path, home: Path, injected: str) -> None:
     url = _first_value(PYPI_LOCK.read_text(), "url")
     quoted = '"' + (url + injected).replace("\n", "\\n") + '"'
@@ -116,11 +123,15 @@ def test_a_url_that_holds_a_requirement_line_is_refused(tmp_path: Path, home: Pa
 def test_a_conda_entry_naming_another_version_than_its_archive_is_refused(tmp_path: Path, home: Path) -> None:
     """The lock says hello-data 9.9.9; the URL and the hash are 1.0's archive. Renamed on the mirror, the file
     name agrees with the entry, and the archive's own info/index.json still says 1.0."""
-    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})]
+    )
     lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
     text = lock.read_text()
     lied = tmp_path / "lied.conda-lock.yml"
-    lied.write_text(unsealed(text.replace("version: '1.0'", "version: 9.9.9").replace('version: "1.0"', "version: 9.9.9")))
+    lied.write_text(
+        unsealed(text.replace("version: '1.0'", "version: 9.9.9").replace('version: "1.0"', "version: 9.9.9"))
+    )
     assert "9.9.9" in lied.read_text()
     with pytest.raises(LockFormatError, match="not this entry's archive"):
         load_lock(lied)
@@ -130,7 +141,9 @@ def test_a_conda_entry_naming_another_version_than_its_archive_is_refused(tmp_pa
     with pytest.raises(LockFormatError, match=r"info/index.json says `hello-data 1.0 h0_0`"):
         materialize(lied, None, tmp_path / "env", lambda _: None)
     assert not (tmp_path / "env").exists()
-    result = run_cli("check", "--lock", str(lied), "--prefix", str(tmp_path), env={"LOCKGEN_HOME": str(tmp_path / "home2")})
+    result = run_cli(
+        "check", "--lock", str(lied), "--prefix", str(tmp_path), env={"LOCKGEN_HOME": str(tmp_path / "home2")}
+    )
     assert result.returncode == 1 and "info/index.json says" in result.stderr
 
 
@@ -142,7 +155,14 @@ def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Pat
 
     honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
     renamed = honest.rename(tmp_path / "demo-2.0-py3-none-any.whl")
-    entry = LockedPackage(name="demo", version="2.0", manager="pip", platform="linux-64", url=renamed.as_uri(), hash={"sha256": file_digest(renamed)})
+    entry = LockedPackage(
+        name="demo",
+        version="2.0",
+        manager="pip",
+        platform="linux-64",
+        url=renamed.as_uri(),
+        hash={"sha256": file_digest(renamed)},
+    )
     with pytest.raises(LockFormatError, match=re.escape("dist-info folder says `demo-1.0.dist-info`")):
         manifest_of(entry, {})
     honest_entry = entry.model_copy(update={"version": "1.0", "url": (tmp_path / "demo-1.0-py3-none-any.whl").as_uri()})
@@ -158,15 +178,28 @@ def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path
     from lockgen.model.lock import LockedPackage
 
     wheel = build_wheel(Wheel("demo", "1.0"), tmp_path)
-    forged = _rewritten(wheel, tmp_path / "forged", lambda name, data: data.replace(b"Name: demo", b"Name: other") if name.endswith("METADATA") else data)
-    entry = LockedPackage(name="demo", version="1.0", manager="pip", platform="linux-64", url=forged.as_uri(), hash={"sha256": file_digest(forged)})
+    forged = _rewritten(
+        wheel,
+        tmp_path / "forged",
+        lambda name, data: data.replace(b"Name: demo", b"Name: other") if name.endswith("METADATA") else data,
+    )
+    entry = LockedPackage(
+        name="demo",
+        version="1.0",
+        manager="pip",
+        platform="linux-64",
+        url=forged.as_uri(),
+        hash={"sha256": file_digest(forged)},
+    )
     with pytest.raises(LockFormatError, match=re.escape("METADATA says `other 1.0`")):
         manifest_of(entry, {})
 
 
 @pytest.mark.slow
 def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path) -> None:
-    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})]
+    )
     lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
     text = lock.read_text()
     sha = _first_value(text, "sha256")
@@ -176,7 +209,9 @@ def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path)
     refused = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
     assert refused.returncode == 1 and "is pinned by md5 only" in refused.stderr and "--allow-md5" in refused.stderr
     assert not (tmp_path / "env").exists()
-    allowed = run_cli("materialize", str(md5_only), "--prefix", str(tmp_path / "env"), "--allow-md5", env={"LOCKGEN_HOME": str(home)})
+    allowed = run_cli(
+        "materialize", str(md5_only), "--prefix", str(tmp_path / "env"), "--allow-md5", env={"LOCKGEN_HOME": str(home)}
+    )
     assert allowed.returncode == 0, allowed.stderr
     assert (tmp_path / "env" / "share" / "hello.txt").read_text() == "1\n"
 
@@ -185,7 +220,9 @@ def test_an_md5_only_entry_is_refused_unless_allowed(tmp_path: Path, home: Path)
 def test_a_file_url_never_reveals_the_hash_of_what_it_names(tmp_path: Path, home: Path) -> None:
     """A lock naming a local file the lock did not bring (here one the attacker cannot read, renamed into the
     entry's archive name) gets a refusal that does not print the file's digest."""
-    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})]
+    )
     lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
     secret = channel / "noarch" / "hello-data-1.0-h0_0.conda"
     secret.write_bytes(b"root:$y$j9T$secret\n")
@@ -222,7 +259,18 @@ def test_read_lock_binds_the_digest_to_the_bytes_it_parsed(tmp_path: Path) -> No
     assert dump_lock(loaded.lock).encode() == loaded.data
 
 
-_FIELDS = ("name", "version", "build", "url", "sha256", "md5", "platform", "category", "lockgen.target", "lockgen.python.linux-64")
+_FIELDS = (
+    "name",
+    "version",
+    "build",
+    "url",
+    "sha256",
+    "md5",
+    "platform",
+    "category",
+    "lockgen.target",
+    "lockgen.python.linux-64",
+)
 
 
 @pytest.mark.slow
@@ -247,7 +295,9 @@ def test_any_field_is_loaded_checked_or_refused_as_one_error(field: str, value: 
         assert package.hash.md5 is None or re.fullmatch(r"[0-9a-f]{32}", package.hash.md5)
         assert not re.search(r"\s", package.url)
     assert "/" not in lock.meta("target")
-    assert all(re.fullmatch(r"\d\.\d+", v) for k, v in lock.metadata.custom_metadata.items() if k.startswith("lockgen.python."))
+    assert all(
+        re.fullmatch(r"\d\.\d+", v) for k, v in lock.metadata.custom_metadata.items() if k.startswith("lockgen.python.")
+    )
 
 
 def test_written_locks_are_checked_before_a_byte_is_written(tmp_path: Path) -> None:
@@ -260,7 +310,9 @@ def test_written_locks_are_checked_before_a_byte_is_written(tmp_path: Path) -> N
     assert refused.value.hint == "correct the test's input"
 
 
-def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lockgen.adapters import fetch_auth
     from lockgen.errors import UserError
 
@@ -269,7 +321,10 @@ def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(tmp_path:
     monkeypatch.setenv("NETRC", str(netrc_file))
     with pytest.raises(UserError) as caught:
         fetch_auth.authorized("https://pypi.example.org/simple/")
-    assert "does not parse at line" in caught.value.message and "secret-tail" not in caught.value.message + caught.value.hint
+    assert (
+        "does not parse at line" in caught.value.message
+        and "secret-tail" not in caught.value.message + caught.value.hint
+    )
     auth = tmp_path / "auth.json"
     auth.write_text('{"pypi.example.org": {"BasicHTTP": {"username": "me", "password": "hunter2"}} trailing-secret')
     monkeypatch.setenv("RATTLER_AUTH_FILE", str(auth))
@@ -278,7 +333,9 @@ def test_a_netrc_or_auth_file_that_does_not_parse_never_shows_a_secret(tmp_path:
     assert "does not parse" in caught.value.message and "secret" not in caught.value.message + caught.value.hint
 
 
-def _rewritten(wheel: Path, folder: Path, edit: Callable[[str, bytes], bytes], added: dict[str, bytes] | None = None) -> Path:
+def _rewritten(
+    wheel: Path, folder: Path, edit: Callable[[str, bytes], bytes], added: dict[str, bytes] | None = None
+) -> Path:
     """A copy of `wheel` in `folder` (same file name) with each member passed through `edit`, plus `added`
     members its RECORD does not list."""
     folder.mkdir()
@@ -310,10 +367,21 @@ def _pip_lock(tmp_path: Path, wheel: Path) -> Path:
 @pytest.mark.slow
 def test_a_wheel_file_its_record_does_not_list_fails_materialize(tmp_path: Path, home: Path) -> None:
     honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
-    smuggled = _rewritten(honest, tmp_path / "smuggled", lambda name, data: data, {"demo/sitecustomize_hook.py": b"import os\n"})
+    smuggled = _rewritten(
+        honest, tmp_path / "smuggled", lambda name, data: data, {"demo/sitecustomize_hook.py": b"import os\n"}
+    )
     assert materialize(_pip_lock(tmp_path, honest), None, tmp_path / "honest-env", lambda _: None)[0].is_dir()
-    result = run_cli("materialize", str(_pip_lock(tmp_path, smuggled)), "--prefix", str(tmp_path / "env"), env={"LOCKGEN_HOME": str(home)})
-    assert result.returncode == 1 and "files no package states; first lib/python3.11/site-packages/demo/sitecustomize_hook.py" in result.stderr, result.stderr
+    result = run_cli(
+        "materialize",
+        str(_pip_lock(tmp_path, smuggled)),
+        "--prefix",
+        str(tmp_path / "env"),
+        env={"LOCKGEN_HOME": str(home)},
+    )
+    assert (
+        result.returncode == 1
+        and "files no package states; first lib/python3.11/site-packages/demo/sitecustomize_hook.py" in result.stderr
+    ), result.stderr
     assert not (tmp_path / "env").exists()
 
 
@@ -325,7 +393,11 @@ def test_a_wheel_s_exec_bits_are_uv_s_and_a_dropped_one_is_named(tmp_path: Path,
     from lockgen.api.check import check_lock
     from lockgen.model.requests import Prefix
 
-    files = {"demo/tool.sh": "#!/bin/sh\necho tool\n", "demo/data.txt": "data\n", "demo-1.0.data/scripts/run": "#!/bin/sh\necho run\n"}
+    files = {
+        "demo/tool.sh": "#!/bin/sh\necho tool\n",
+        "demo/data.txt": "data\n",
+        "demo-1.0.data/scripts/run": "#!/bin/sh\necho run\n",
+    }
     plain = build_wheel(Wheel("demo", "1.0", files=files), tmp_path)
     modes = {"demo/tool.sh": 0o755, "demo/data.txt": 0o644, "demo-1.0.data/scripts/run": 0o644}
     wheel = tmp_path / "moded" / plain.name
@@ -337,16 +409,27 @@ def test_a_wheel_s_exec_bits_are_uv_s_and_a_dropped_one_is_named(tmp_path: Path,
     lock = _pip_lock(tmp_path, wheel)
     prefix, _ = materialize(lock, None, tmp_path / "env", lambda _: None)
     site = next((prefix / "lib").glob("python3*/site-packages"))
-    landed = {path: bool((path).stat().st_mode & 0o111) for path in (site / "demo" / "tool.sh", site / "demo" / "data.txt", prefix / "bin" / "run")}
+    landed = {
+        path: bool((path).stat().st_mode & 0o111)
+        for path in (site / "demo" / "tool.sh", site / "demo" / "data.txt", prefix / "bin" / "run")
+    }
     assert list(landed.values()) == [True, False, True], landed
     assert check_lock(lock, Prefix(prefix)).clean
     (site / "demo" / "tool.sh").chmod(0o644)
     result = check_lock(lock, Prefix(prefix))
-    assert not result.clean and [p.exec_bit for p in result.report.packages] == [(f"{site.relative_to(prefix)}/demo/tool.sh",)]
+    assert not result.clean and [p.exec_bit for p in result.report.packages] == [
+        (f"{site.relative_to(prefix)}/demo/tool.sh",)
+    ]
 
 
 def test_two_conda_packages_installing_one_path_fail_materialize(tmp_path: Path, home: Path) -> None:
-    channel = build_channel(tmp_path / "channel", [Pkg("first", "1.0", subdir="noarch", files={"share/same.txt": "1\n"}), Pkg("second", "1.0", subdir="noarch", files={"share/same.txt": "2\n"})])
+    channel = build_channel(
+        tmp_path / "channel",
+        [
+            Pkg("first", "1.0", subdir="noarch", files={"share/same.txt": "1\n"}),
+            Pkg("second", "1.0", subdir="noarch", files={"share/same.txt": "2\n"}),
+        ],
+    )
     lock = cpu_lock(tmp_path, channel.as_uri(), ["first", "second"])
     with pytest.raises(LockFormatError, match=r"two packages of the lock install share/same.txt"):
         materialize(lock, None, tmp_path / "env", lambda _: None)
@@ -368,7 +451,10 @@ def test_file_capabilities_are_drift_for_both_checks(tmp_path: Path, home: Path)
     drift = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
     assert drift.returncode == 1 and "bin/tool (file capabilities (security.capability))" in drift.stdout, drift.stdout
     proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
-    assert proven.returncode == 1 and "bin/tool is setuid, setgid, sticky, world-writable or carries file capabilities" in proven.stdout, proven.stdout
+    assert (
+        proven.returncode == 1
+        and "bin/tool is setuid, setgid, sticky, world-writable or carries file capabilities" in proven.stdout
+    ), proven.stdout
 
 
 @pytest.mark.slow
@@ -393,9 +479,14 @@ def test_capabilities_of_a_file_made_executable_later_are_found(tmp_path: Path, 
     target.chmod(0o755)
     assert os.getxattr(target, "security.capability")  # chmod keeps them
     proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env=env)
-    assert proven.returncode == 1 and "share/data.txt is setuid, setgid, sticky, world-writable or carries file capabilities" in proven.stdout, proven.stdout
+    assert (
+        proven.returncode == 1
+        and "share/data.txt is setuid, setgid, sticky, world-writable or carries file capabilities" in proven.stdout
+    ), proven.stdout
     drift = run_cli("check", "--prefix", str(prefix), env=env)
-    assert drift.returncode == 1 and "share/data.txt (file capabilities (security.capability))" in drift.stdout, drift.stdout
+    assert drift.returncode == 1 and "share/data.txt (file capabilities (security.capability))" in drift.stdout, (
+        drift.stdout
+    )
 
 
 @pytest.mark.slow
@@ -423,12 +514,18 @@ def test_byte_code_beside_a_proven_source_must_be_its_byte_code(tmp_path: Path, 
         assert honest_run.returncode == 0, honest_run.stdout + honest_run.stderr
     evil = compile("OTHER_CODE = True", str(source), "exec")
     cached.write_bytes(cached.read_bytes()[:16] + marshal.dumps(evil))
-    ran = subprocess_run([str(prefix / "bin" / "python"), "-c", "import demo, sys; print(getattr(demo, 'VERSION', 'other code'))"])
+    ran = subprocess_run(
+        [str(prefix / "bin" / "python"), "-c", "import demo, sys; print(getattr(demo, 'VERSION', 'other code'))"]
+    )
     assert ran == "other code"  # Python did run the byte code, not the source
     drift = run_cli("check", "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
-    assert drift.returncode == 1 and "__init__" in drift.stdout and "not the byte code of its source" in drift.stdout, drift.stdout
+    assert drift.returncode == 1 and "__init__" in drift.stdout and "not the byte code of its source" in drift.stdout, (
+        drift.stdout
+    )
     proven = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env={"LOCKGEN_HOME": str(home)})
-    assert proven.returncode == 1 and "byte code: lib/python3.11/site-packages/demo/__pycache__/" in proven.stdout, proven.stdout
+    assert proven.returncode == 1 and "byte code: lib/python3.11/site-packages/demo/__pycache__/" in proven.stdout, (
+        proven.stdout
+    )
 
 
 def subprocess_run(command: list[str]) -> str:
@@ -441,7 +538,9 @@ def subprocess_run(command: list[str]) -> str:
 def test_a_file_url_outside_the_users_roots_is_never_read(tmp_path: Path, home: Path) -> None:
     """A lock names a local file by a file: URL; lockgen reads it only under $LOCKGEN_FILE_ROOTS, links resolved
     (the suite's roots are the temporary folder and the repository)."""
-    channel = build_channel(tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})])
+    channel = build_channel(
+        tmp_path / "channel", [Pkg("hello-data", "1.0", subdir="noarch", files={"share/hello.txt": "1\n"})]
+    )
     lock = cpu_lock(tmp_path, channel.as_uri(), ["hello-data"])
     elsewhere = {"LOCKGEN_HOME": str(home), "LOCKGEN_FILE_ROOTS": str(tmp_path / "somewhere-else")}
     refused = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env=elsewhere)
@@ -451,13 +550,29 @@ def test_a_file_url_outside_the_users_roots_is_never_read(tmp_path: Path, home: 
     (tmp_path / "somewhere-else" / "noarch").symlink_to(channel / "noarch")  # a link inside a root, out of it
     linked = lock.read_text().replace(channel.as_uri(), (tmp_path / "somewhere-else").as_uri())
     (tmp_path / "linked.conda-lock.yml").write_text(linked)
-    through = run_cli("materialize", str(tmp_path / "linked.conda-lock.yml"), "--prefix", str(tmp_path / "env"), env=elsewhere)
+    through = run_cli(
+        "materialize", str(tmp_path / "linked.conda-lock.yml"), "--prefix", str(tmp_path / "env"), env=elsewhere
+    )
     assert through.returncode == 1 and "outside the folders lockgen reads local packages from" in through.stderr
-    named = run_cli("materialize", str(lock), "--prefix", str(tmp_path / "env"), env={**elsewhere, "LOCKGEN_FILE_ROOTS": str(channel)})
+    named = run_cli(
+        "materialize",
+        str(lock),
+        "--prefix",
+        str(tmp_path / "env"),
+        env={**elsewhere, "LOCKGEN_FILE_ROOTS": str(channel)},
+    )
     assert named.returncode == 0, named.stderr
 
 
-_TEAM_LOCK = Path(__file__).resolve().parent.parent / "envs" / "examples" / "team-jupyter" / "team" / "locks" / "cpu.conda-lock.yml"
+_TEAM_LOCK = (
+    Path(__file__).resolve().parent.parent
+    / "envs"
+    / "examples"
+    / "team-jupyter"
+    / "team"
+    / "locks"
+    / "cpu.conda-lock.yml"
+)
 
 
 def _cut(text: str, name: str) -> str:
@@ -470,8 +585,14 @@ def _cut(text: str, name: str) -> str:
 @pytest.mark.parametrize(
     "edit, words",
     [
-        (lambda text: _cut(text, "pygments"), "its linux-64 entries are not the ones lockgen wrote (91 entries now, 92 when written)"),
-        (lambda text: text.replace("sha256: a9462224a505", "sha256: b9462224a505", 1), "(92 entries, as written, one or more of them edited)"),
+        (
+            lambda text: _cut(text, "pygments"),
+            "its linux-64 entries are not the ones lockgen wrote (91 entries now, 92 when written)",
+        ),
+        (
+            lambda text: text.replace("sha256: a9462224a505", "sha256: b9462224a505", 1),
+            "(92 entries, as written, one or more of them edited)",
+        ),
     ],
     ids=["an entry cut", "a hash edited"],
 )
@@ -491,8 +612,14 @@ def test_a_cut_lock_is_refused_by_materialize_and_resolve_check(tmp_path: Path, 
     shutil.copytree(_TEAM_LOCK.parent.parent.parent / "platform", tmp_path / "platform")
     lock = stack / "locks" / "cpu.conda-lock.yml"
     lock.write_text(_cut(lock.read_text(), "pygments"))
-    for args in (["materialize", str(lock), "--prefix", str(tmp_path / "env")], ["resolve", str(stack / "stack.toml"), "--check"]):
+    for args in (
+        ["materialize", str(lock), "--prefix", str(tmp_path / "env")],
+        ["resolve", str(stack / "stack.toml"), "--check"],
+    ):
         done = run_cli(*args)
-        assert done.returncode == 1 and "entries are not the ones lockgen wrote (91 entries now, 92 when written)" in done.stderr, (args, done.stderr)
+        assert (
+            done.returncode == 1
+            and "entries are not the ones lockgen wrote (91 entries now, 92 when written)" in done.stderr
+        ), (args, done.stderr)
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "env").exists()

@@ -18,8 +18,30 @@ from lockgen.adapters.foreign import uv_lock_toml
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
 from tests.conftest import has_shared, shared_dir
 
-_TRICKY = ["[[package]]", " = ", "#", "'", '"', "\\", "{", "}", ", ]", "[ ,", "\n", "\t", "é", "\u2028", "\x7f", "null", "1e5", "'''", '"""']
-_TEXT = st.lists(st.one_of(st.sampled_from(_TRICKY), st.text(alphabet="abcXYZ09-_.:/=<>!~ ", max_size=12)), max_size=5).map("".join)
+_TRICKY = [
+    "[[package]]",
+    " = ",
+    "#",
+    "'",
+    '"',
+    "\\",
+    "{",
+    "}",
+    ", ]",
+    "[ ,",
+    "\n",
+    "\t",
+    "é",
+    "\u2028",
+    "\x7f",
+    "null",
+    "1e5",
+    "'''",
+    '"""',
+]
+_TEXT = st.lists(
+    st.one_of(st.sampled_from(_TRICKY), st.text(alphabet="abcXYZ09-_.:/=<>!~ ", max_size=12)), max_size=5
+).map("".join)
 _SAFE = st.text(alphabet="abcxyz0189-_.:/=<>!~ '", max_size=20).filter(lambda s: " = " not in s)
 _KEY = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)
 
@@ -34,7 +56,9 @@ def _value(strings: st.SearchStrategy[str], depth: int = 2) -> st.SearchStrategy
     if depth == 0:
         return leaves
     inner = _value(strings, depth - 1)
-    table = st.dictionaries(_KEY, inner, max_size=3).map(lambda d: "{ " + ", ".join(f"{k} = {v}" for k, v in d.items()) + " }" if d else "{}")
+    table = st.dictionaries(_KEY, inner, max_size=3).map(
+        lambda d: "{ " + ", ".join(f"{k} = {v}" for k, v in d.items()) + " }" if d else "{}"
+    )
     array = st.lists(inner, max_size=3).map(lambda items: "[" + ", ".join(items) + "]")
     return st.one_of(leaves, table, array)
 
@@ -44,13 +68,21 @@ def _lock(draw: st.DrawFn, strings: st.SearchStrategy[str]) -> str:
     """A uv.lock of uv's layout: the preamble, packages with one-line and multi-line arrays and sub-tables."""
     parts = ['version = 1\nrevision = 2\nrequires-python = ">=3.10"\n\n[manifest]\nmembers = ["app"]\n']
     for number in range(draw(st.integers(1, 4))):
-        lines = [f'\n[[package]]\nname = "pkg{number}"\nversion = {_string(draw(strings))}\nsource = {{ registry = {_string(draw(strings))} }}']
-        for key, value in draw(st.dictionaries(_KEY.filter(lambda k: k not in ("name", "version", "source")), _value(strings), max_size=3)).items():
+        lines = [
+            f'\n[[package]]\nname = "pkg{number}"\nversion = {_string(draw(strings))}\nsource = {{ registry = {_string(draw(strings))} }}'
+        ]
+        for key, value in draw(
+            st.dictionaries(_KEY.filter(lambda k: k not in ("name", "version", "source")), _value(strings), max_size=3)
+        ).items():
             lines.append(f"{key} = {value}")
         if draw(st.booleans()):
             items = draw(st.lists(_value(strings, 1), max_size=3))
             lines.append("wheels = [\n" + "".join(f"    {item},\n" for item in items) + "]")
-        for table in draw(st.lists(st.sampled_from(["optional-dependencies", "metadata", "dev-dependencies"]), unique=True, max_size=2)):
+        for table in draw(
+            st.lists(
+                st.sampled_from(["optional-dependencies", "metadata", "dev-dependencies"]), unique=True, max_size=2
+            )
+        ):
             body = draw(st.dictionaries(_KEY, _value(strings, 1), max_size=2))
             lines.append(f"\n[package.{table}]\n" + "".join(f"{k} = {v}\n" for k, v in body.items()).rstrip("\n"))
             if table == "metadata" and draw(st.booleans()):
@@ -119,8 +151,13 @@ _SNIPPETS = [
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_lock(_SAFE), st.lists(st.tuples(st.floats(0, 1), st.sampled_from(_SNIPPETS), st.integers(0, 3)), min_size=1, max_size=3))
-def test_a_mutated_lock_is_read_as_tomllib_reads_it_or_handed_to_it(text: str, edits: list[tuple[float, str, int]]) -> None:
+@given(
+    _lock(_SAFE),
+    st.lists(st.tuples(st.floats(0, 1), st.sampled_from(_SNIPPETS), st.integers(0, 3)), min_size=1, max_size=3),
+)
+def test_a_mutated_lock_is_read_as_tomllib_reads_it_or_handed_to_it(
+    text: str, edits: list[tuple[float, str, int]]
+) -> None:
     for where, snippet, cut in edits:
         at = int(where * len(text))
         text = text[:at] + snippet + text[at + cut :]
@@ -131,7 +168,10 @@ def test_a_mutated_lock_is_read_as_tomllib_reads_it_or_handed_to_it(text: str, e
     assert fast == tomllib.loads(text)  # and tomllib raises nothing where the rewrite admitted the text
 
 
-FIXTURES = [*sorted((Path(__file__).parent / "fixtures").rglob("uv.lock")), *(sorted(shared_dir().glob("corpus/*uv.lock")) if has_shared() else [])]
+FIXTURES = [
+    *sorted((Path(__file__).parent / "fixtures").rglob("uv.lock")),
+    *(sorted(shared_dir().glob("corpus/*uv.lock")) if has_shared() else []),
+]
 
 
 @pytest.mark.parametrize("source", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}"[-40:])

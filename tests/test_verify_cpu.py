@@ -22,7 +22,10 @@ from tests.conftest import EXAMPLE_STACK, run_cli
 from tests.open_audit import opened
 from tests.torch_stack import torch_lock
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("verify_cpu")]  # its module fixtures are made once (pyproject: loadgroup)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("verify_cpu"),
+]  # its module fixtures are made once (pyproject: loadgroup)
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +48,24 @@ def conforming(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path], conforming: tuple[Path, Path]) -> Path:
+def certificate(
+    tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path], conforming: tuple[Path, Path]
+) -> Path:
     out = tmp_path_factory.mktemp("cert") / "cpu.cert.json"
     python, lock = conforming
-    result = run_cli("verify", "--arch", "cpu", "--lock", str(lock), "--python", str(python), "--key", str(keys[0]), "--out", str(out))
+    result = run_cli(
+        "verify",
+        "--arch",
+        "cpu",
+        "--lock",
+        str(lock),
+        "--python",
+        str(python),
+        "--key",
+        str(keys[0]),
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(out)
     return out
@@ -67,27 +84,54 @@ def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     assert "need two or more" in body["figures"]["allreduce"]["collectives"]["reason"]
     phases = body["figures"]["phases"]  # every phase timed; together they are the run (startup included)
     assert {"startup", "torch_import", "gemm", "training", "determinism", "total"} <= set(phases)
-    spent = sum(v["value"] for k, v in phases.items() if k not in ("total", "torch_import") and not k.startswith("training_"))
+    spent = sum(
+        v["value"] for k, v in phases.items() if k not in ("total", "torch_import") and not k.startswith("training_")
+    )
     assert abs(spent - phases["total"]["value"]) <= 0.5 + 0.05 * phases["total"]["value"]
 
 
-def test_the_fingerprint_is_signed_and_a_pinned_reference_judges_the_next_run(certificate: Path, conforming: tuple[Path, Path], tmp_path: Path) -> None:
+def test_the_fingerprint_is_signed_and_a_pinned_reference_judges_the_next_run(
+    certificate: Path, conforming: tuple[Path, Path], tmp_path: Path
+) -> None:
     """The certificate carries the CPU fingerprint under its key (the environment's digest among it); a
     reference of that key one digest off, pinned, fails the next run of the environment, naming the digest
     (the passing side: the H100 evidence's full-b.cert.json, pinned to node1-quick's)."""
     body = json.loads(certificate.read_text())["certificate"]
     numerics = body["numerics"]
-    recorded = json.loads((conforming[0].parent.parent / ".lockgen" / "manifest.json").read_text())["environment_digest"]
-    assert numerics["key"]["environment_digest"] == recorded and numerics["key"]["work"] == "lockgen.numerics/1 cpu gemm 256"
+    recorded = json.loads((conforming[0].parent.parent / ".lockgen" / "manifest.json").read_text())[
+        "environment_digest"
+    ]
+    assert (
+        numerics["key"]["environment_digest"] == recorded
+        and numerics["key"]["work"] == "lockgen.numerics/1 cpu gemm 256"
+    )
     assert next(c for c in body["checks"] if c["name"] == "fingerprint")["passed"]
     python, lock = conforming
     reference = tmp_path / "reference.json"
     reference.write_text(json.dumps([{**numerics, "digests": {**numerics["digests"], "gemm_fp32": "0" * 64}}]))
-    other = run_cli("verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--python", str(python), "--expect-numerics", str(reference), "--out", str(tmp_path / "other.cert.json"))
-    assert other.returncode == 1 and "numerics/expected_fingerprint: digest gemm_fp32 differs from the reference" in other.stderr, other.stderr
+    other = run_cli(
+        "verify",
+        "--arch",
+        "cpu",
+        "--quick",
+        "--lock",
+        str(lock),
+        "--python",
+        str(python),
+        "--expect-numerics",
+        str(reference),
+        "--out",
+        str(tmp_path / "other.cert.json"),
+    )
+    assert (
+        other.returncode == 1
+        and "numerics/expected_fingerprint: digest gemm_fp32 differs from the reference" in other.stderr
+    ), other.stderr
 
 
-def test_one_environment_has_one_numerics_key_with_lock_or_without(certificate: Path, conforming: tuple[Path, Path], tmp_path: Path) -> None:
+def test_one_environment_has_one_numerics_key_with_lock_or_without(
+    certificate: Path, conforming: tuple[Path, Path], tmp_path: Path
+) -> None:
     """Issue 48: `verify --lock L --python PY` and `verify --python PY` of one materialized prefix put its
     fingerprint under one key (the tree's digest, its manifest's), while each subject keeps its own digest: the
     lock's expected environment with --lock, the environment's record without. Before, the key took the subject's
@@ -98,7 +142,11 @@ def test_one_environment_has_one_numerics_key_with_lock_or_without(certificate: 
     assert bare.returncode == 0, bare.stderr
     with_lock, without = (json.loads(path.read_text())["certificate"] for path in (certificate, out))
     assert with_lock["numerics"]["key"] == without["numerics"]["key"]
-    assert with_lock["subject"]["environment_digest"] == with_lock["subject"]["conformance"]["expected_digest"] != without["subject"]["environment_digest"]
+    assert (
+        with_lock["subject"]["environment_digest"]
+        == with_lock["subject"]["conformance"]["expected_digest"]
+        != without["subject"]["environment_digest"]
+    )
     assert without["numerics"]["key"]["environment_digest"] == without["subject"]["environment_digest"]
 
 
@@ -110,10 +158,29 @@ def test_verify_reads_its_lock_and_expectations_once(conforming: tuple[Path, Pat
     expect = tmp_path / "expect.json"
     expect.write_text("{}")
     with opened(lock, expect) as counts:
-        done = CliRunner().invoke(app, ["verify", "--arch", "cpu", "--quick", "--lock", str(lock), "--python", str(python), "--expect", str(expect), "--out", str(tmp_path / "once.cert.json")])
+        done = CliRunner().invoke(
+            app,
+            [
+                "verify",
+                "--arch",
+                "cpu",
+                "--quick",
+                "--lock",
+                str(lock),
+                "--python",
+                str(python),
+                "--expect",
+                str(expect),
+                "--out",
+                str(tmp_path / "once.cert.json"),
+            ],
+        )
     assert done.exit_code == 0, done.output
     assert dict(counts) == {str(lock): 1, str(expect): 1}
-    assert json.loads((tmp_path / "once.cert.json").read_text())["certificate"]["subject"]["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
+    assert (
+        json.loads((tmp_path / "once.cert.json").read_text())["certificate"]["subject"]["lock_sha256"]
+        == hashlib.sha256(lock.read_bytes()).hexdigest()
+    )
 
 
 def test_a_lock_the_environment_is_not_is_refused_before_the_kernel(tmp_path: Path) -> None:
@@ -124,11 +191,21 @@ def test_a_lock_the_environment_is_not_is_refused_before_the_kernel(tmp_path: Pa
     assert not (tmp_path / "x.cert.json").exists()
 
 
-def test_signature_and_lock_binding(certificate: Path, keys: tuple[Path, Path], conforming: tuple[Path, Path], tmp_path: Path) -> None:
+def test_signature_and_lock_binding(
+    certificate: Path, keys: tuple[Path, Path], conforming: tuple[Path, Path], tmp_path: Path
+) -> None:
     lock = conforming[1]
     ok = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]), "--lock", str(lock))
     assert ok.returncode == 0 and "signature valid" in ok.stdout and "cpu on the CPU" in ok.stdout
-    other_lock = run_cli("cert", "verify", str(certificate), "--key", str(keys[1]), "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"))
+    other_lock = run_cli(
+        "cert",
+        "verify",
+        str(certificate),
+        "--key",
+        str(keys[1]),
+        "--lock",
+        str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"),
+    )
     assert other_lock.returncode == 1 and "covers lock sha256" in other_lock.stderr
     other_key = tmp_path / "other"
     run_cli("keygen", "--out", str(other_key))
@@ -204,7 +281,11 @@ def test_two_nodes_meet_through_the_rendezvous(tmp_path: Path) -> None:
     # spin a thread on every core of this host wait on each other (16.5 s for both nodes here, 7.9 s so)
     nodes = [
         subprocess.Popen(
-            [*command, "--out", str(tmp_path / f"node{i}.cert.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1", "OMP_NUM_THREADS": "1"}
+            [*command, "--out", str(tmp_path / f"node{i}.cert.json")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1", "OMP_NUM_THREADS": "1"},
         )
         for i in range(2)
     ]
@@ -231,12 +312,31 @@ def test_a_node_whose_peers_never_come_fails_cleanly(tmp_path: Path, torchrun_de
     15 s on two busy cores (a CI trial)."""
     port = _free_port()
     python = tmp_path / "python"  # this interpreter, its torchrun started `torchrun_delay_s` late
-    python.write_text(f'#!/bin/sh\ncase " $* " in *" torch.distributed.run "*) sleep {torchrun_delay_s};; esac\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.write_text(
+        f'#!/bin/sh\ncase " $* " in *" torch.distributed.run "*) sleep {torchrun_delay_s};; esac\nexec {shlex.quote(sys.executable)} "$@"\n'
+    )
     python.chmod(0o755)
     result = run_cli(
-        "verify", "--arch", "cpu", "--quick", "--gpus", "1", "--nodes", "2", "--rendezvous", f"127.0.0.1:{port}", "--timeout", "40", "--python", str(python), "--out", str(tmp_path / "x.json")
+        "verify",
+        "--arch",
+        "cpu",
+        "--quick",
+        "--gpus",
+        "1",
+        "--nodes",
+        "2",
+        "--rendezvous",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        "40",
+        "--python",
+        str(python),
+        "--out",
+        str(tmp_path / "x.json"),
     )
-    assert result.returncode == 1 and f"the other nodes did not join at 127.0.0.1:{port}" in result.stderr, result.stderr
+    assert result.returncode == 1 and f"the other nodes did not join at 127.0.0.1:{port}" in result.stderr, (
+        result.stderr
+    )
     assert re.search(r"within (32|40) s" if torchrun_delay_s == 0 else r"within 40 s", result.stderr), result.stderr
     assert "hint: start the same command on every node" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.json").exists()
@@ -255,7 +355,9 @@ def test_several_nodes_need_a_rendezvous(tmp_path: Path) -> None:
         ("VERIFY_FAULT_HANG_RANK", "29", "the 2-process distributed kernel did not finish within 29 s"),
     ],
 )
-def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, timeout: str, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_or_hanging_rank_fails_cleanly(
+    tmp_path: Path, fault: str, timeout: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The hang is killed at --timeout, and the message names the distributed run that hung. The single-process
     kernel runs first under the same limit: about 3 s alone here, over 10 s on a fresh venv beside the other
     test worker and up to 15 s on two busy cores (a CI trial beside another suite), so the limit is 29 s: below
@@ -263,7 +365,19 @@ def test_a_failing_or_hanging_rank_fails_cleanly(tmp_path: Path, fault: str, tim
     first and be reported as a rank's exit."""
     monkeypatch.setenv(fault, "1")
     mark = f"LOCKGEN_TEST_RUN={tmp_path}"  # every process this run starts inherits it: the leftovers are found by it
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--timeout", timeout, "--out", str(tmp_path / "x.json"), env={"LOCKGEN_TEST_RUN": str(tmp_path)})
+    result = run_cli(
+        "verify",
+        "--arch",
+        "cpu",
+        "--quick",
+        "--gpus",
+        "2",
+        "--timeout",
+        timeout,
+        "--out",
+        str(tmp_path / "x.json"),
+        env={"LOCKGEN_TEST_RUN": str(tmp_path)},
+    )
     assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.json").exists()
     assert _processes_marked(mark) == []
@@ -284,5 +398,7 @@ def _processes_marked(mark: str) -> list[str]:
 def test_gpu_arch_on_a_host_without_gpus_is_refused(tmp_path: Path) -> None:
     result = run_cli("verify", "--arch", "sm90", "--out", str(tmp_path / "x.json"))
     assert result.returncode == 1 and "no NVIDIA GPU" in result.stderr
-    mismatch = run_cli("verify", "--arch", "sm80", "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml"))
+    mismatch = run_cli(
+        "verify", "--arch", "sm80", "--lock", str(EXAMPLE_STACK.parent / "locks" / "h100.conda-lock.yml")
+    )
     assert mismatch.returncode == 1 and "lock is for sm90" in mismatch.stderr

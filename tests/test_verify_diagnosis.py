@@ -51,15 +51,27 @@ def _node(monkeypatch: pytest.MonkeyPatch, reading: dict, own: set[int] = frozen
 
 def test_a_healthy_node_passes_every_node_check(monkeypatch: pytest.MonkeyPatch) -> None:
     checks = _node(monkeypatch, HEALTHY)
-    assert {n: c["passed"] for n, c in checks.items()} == {"no_other_process": True, "free_memory": True, "memory_health": True, "pcie_link": True}
+    assert {n: c["passed"] for n, c in checks.items()} == {
+        "no_other_process": True,
+        "free_memory": True,
+        "memory_health": True,
+        "pcie_link": True,
+    }
 
 
 def test_another_process_and_the_memory_it_holds_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     stray = {"pid": 4242, "name": "python3", "memory_mib": 122880, "kind": "compute"}
     mine = {"pid": os.getpid(), "name": "python3", "memory_mib": 500, "kind": "compute"}
-    reading = {**HEALTHY, "processes": [stray, mine], "memory": {"total_gib": 139.8, "free_gib": 19.3, "used_gib": 120.5}}
+    reading = {
+        **HEALTHY,
+        "processes": [stray, mine],
+        "memory": {"total_gib": 139.8, "free_gib": 19.3, "used_gib": 120.5},
+    }
     checks = _node(monkeypatch, reading, {os.getpid()})
-    assert not checks["no_other_process"]["passed"] and "pid 4242 (python3, 120.0 GiB)" in checks["no_other_process"]["detail"]
+    assert (
+        not checks["no_other_process"]["passed"]
+        and "pid 4242 (python3, 120.0 GiB)" in checks["no_other_process"]["detail"]
+    )
     assert f"pid {os.getpid()}" not in checks["no_other_process"]["detail"]  # the kernel itself is no other process
     assert not checks["free_memory"]["passed"] and "19.3 of 139.8 GiB free" in checks["free_memory"]["detail"]
     assert "held by pid 4242" in checks["free_memory"]["detail"]
@@ -86,9 +98,13 @@ def test_a_narrowed_pcie_link_fails_but_a_slower_generation_at_rest_does_not(mon
 
 
 def test_settings_known_to_slow_work_are_named() -> None:
-    variables = process_env.behaviour_variables({"CUDA_LAUNCH_BLOCKING": "1", "NCCL_DEBUG": "INFO", "HOME": "/root", "NVIDIA_TF32_OVERRIDE": "1"})
+    variables = process_env.behaviour_variables(
+        {"CUDA_LAUNCH_BLOCKING": "1", "NCCL_DEBUG": "INFO", "HOME": "/root", "NVIDIA_TF32_OVERRIDE": "1"}
+    )
     assert variables == {"CUDA_LAUNCH_BLOCKING": "1", "NCCL_DEBUG": "INFO", "NVIDIA_TF32_OVERRIDE": "1"}
-    assert process_env.slowing_settings(variables) == ["CUDA_LAUNCH_BLOCKING=1 (makes every kernel launch wait for the GPU (serialised launches))"]
+    assert process_env.slowing_settings(variables) == [
+        "CUDA_LAUNCH_BLOCKING=1 (makes every kernel launch wait for the GPU (serialised launches))"
+    ]
     assert process_env.slowing_settings({"CUDA_LAUNCH_BLOCKING": "0"}) == []
 
 
@@ -109,7 +125,10 @@ def test_libraries_from_outside_the_environment_are_foreign(tmp_path: Path) -> N
     )
     loaded = process_env.loaded_libraries(maps)
     assert len(loaded) == 5
-    assert process_env.foreign_libraries(loaded, str(env), str(tmp_path / "base"), []) == ["/tmp/preload/libhook.so", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"]
+    assert process_env.foreign_libraries(loaded, str(env), str(tmp_path / "base"), []) == [
+        "/tmp/preload/libhook.so",
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.9",
+    ]
 
 
 def test_the_cause_named_first_is_the_strongest_evidence() -> None:
@@ -119,7 +138,9 @@ def test_the_cause_named_first_is_the_strongest_evidence() -> None:
         "libraries": {"foreign": ["/tmp/x.so"]},
     }
     limits = ("software power cap",)
-    assert "another process was on the GPU when the run started: pid 9 (train.py, 2.0 GiB)" in likely_cause(stack, limits)
+    assert "another process was on the GPU when the run started: pid 9 (train.py, 2.0 GiB)" in likely_cause(
+        stack, limits
+    )
     assert "power cap" not in likely_cause(stack, limits)
     stack["node"] = {"other_processes": [], "util_at_rest": 97.0}
     assert "97% busy before the first kernel" in likely_cause(stack, limits)
@@ -143,14 +164,32 @@ def test_a_failed_floor_blames_the_other_process_not_the_power_cap() -> None:
 def test_the_cpu_kernel_names_a_preloaded_library_and_the_setting(tmp_path: Path) -> None:
     """For real: the CPU kernel under LD_PRELOAD of a library copied outside the environment and the system."""
     system_libz = ctypes.util.find_library("z")
-    found = next((p for p in ("/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/aarch64-linux-gnu/libz.so.1") if Path(p).exists()), None)
+    found = next(
+        (
+            p
+            for p in (
+                "/usr/lib/x86_64-linux-gnu/libz.so.1",
+                "/lib/x86_64-linux-gnu/libz.so.1",
+                "/usr/lib/aarch64-linux-gnu/libz.so.1",
+            )
+            if Path(p).exists()
+        ),
+        None,
+    )
     assert system_libz and found, "zlib is part of every Debian system"
     copied = tmp_path / "preload" / "libz.so.1"
     copied.parent.mkdir()
     shutil.copy(found, copied)
     out = tmp_path / "report.json"
     env = {**os.environ, "LD_PRELOAD": str(copied), "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "verify", "--arch", "cpu", "--quick", "--out", str(out)], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "--arch", "cpu", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     checks = {c["name"]: c for c in json.loads(out.read_text())["checks"] if c["category"] == "process"}
     assert not checks["libraries"]["passed"] and str(copied) in checks["libraries"]["detail"]
@@ -174,15 +213,31 @@ ABORT_TAIL = [
 def test_a_dead_kernel_is_named_with_its_phase_and_the_setting_that_breaks_it() -> None:
     from lockgen.core.certificate.kernel_deaths import describe_death
 
-    message, unset = describe_death("the verification kernel", -6, ABORT_TAIL, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "HOME": "/root"})
-    assert message.startswith("the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing")
-    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1: CUDA graph capture needs PyTorch's caching allocator" in message and "frame #" not in message
+    message, unset = describe_death(
+        "the verification kernel", -6, ABORT_TAIL, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "HOME": "/root"}
+    )
+    assert message.startswith(
+        "the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing"
+    )
+    assert (
+        "PYTORCH_NO_CUDA_MEMORY_CACHING=1: CUDA graph capture needs PyTorch's caching allocator" in message
+        and "frame #" not in message
+    )
     assert unset == ["PYTORCH_NO_CUDA_MEMORY_CACHING"]
     # the same death without the setting names no setting; a setting that breaks another phase is named as such
-    assert describe_death("k", -6, ABORT_TAIL, {}) == ("k died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing", [])
+    assert describe_death("k", -6, ABORT_TAIL, {}) == (
+        "k died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing",
+        [],
+    )
     elsewhere, _ = describe_death("k", -9, ["@phase training", "frame #3: x"], {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
-    assert elsewhere.startswith("k died by SIGKILL in phase training") and "also set in its environment: PYTORCH_NO_CUDA_MEMORY_CACHING=1" in elsewhere
-    assert describe_death("k", 3, ["Traceback (most recent call last):", "ValueError: bad"], {})[0] == "k exit 3 before its first phase: ValueError: bad"
+    assert (
+        elsewhere.startswith("k died by SIGKILL in phase training")
+        and "also set in its environment: PYTORCH_NO_CUDA_MEMORY_CACHING=1" in elsewhere
+    )
+    assert (
+        describe_death("k", 3, ["Traceback (most recent call last):", "ValueError: bad"], {})[0]
+        == "k exit 3 before its first phase: ValueError: bad"
+    )
 
 
 def test_a_kernel_killed_by_a_signal_is_named_with_its_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,8 +257,13 @@ def test_a_kernel_killed_by_a_signal_is_named_with_its_phase(tmp_path: Path, mon
     monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
     with pytest.raises(KernelError) as raised:
         kernel._run([sys.executable, str(script)], 60, lambda line: None, "the verification kernel", {}, [str(script)])
-    assert str(raised.value).startswith("the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted")
-    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in str(raised.value) and raised.value.hint == "unset PYTORCH_NO_CUDA_MEMORY_CACHING and verify again"
+    assert str(raised.value).startswith(
+        "the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted"
+    )
+    assert (
+        "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in str(raised.value)
+        and raised.value.hint == "unset PYTORCH_NO_CUDA_MEMORY_CACHING and verify again"
+    )
 
 
 def test_the_cpu_kernel_killed_in_a_phase_is_named_with_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,13 +32,31 @@ def failures(results: Results) -> dict[str, str]:
 def test_healthy_stack_passes() -> None:
     results = Results()
     assert stack_checks(results, "sm90", GPU_STACK, False, None)
-    expectations(results, GPU_STACK, {"torch": "2.11.0", "cuda": "13.0", "cudnn": "9.19.0.56", "nccl": "2.28.9.1", "driver_min": "580.65.06", "gpu_count": 2})
+    expectations(
+        results,
+        GPU_STACK,
+        {
+            "torch": "2.11.0",
+            "cuda": "13.0",
+            "cudnn": "9.19.0.56",
+            "nccl": "2.28.9.1",
+            "driver_min": "580.65.06",
+            "gpu_count": 2,
+        },
+    )
     assert failures(results) == {}
 
 
 def test_cpu_only_torch_on_a_gpu_target_names_the_cause() -> None:
     results = Results()
-    cpu_torch = {**GPU_STACK, "torch": "2.13.0+cpu", "cuda": None, "cuda_available": False, "devices": [], "arch_list": []}
+    cpu_torch = {
+        **GPU_STACK,
+        "torch": "2.13.0+cpu",
+        "cuda": None,
+        "cuda_available": False,
+        "devices": [],
+        "arch_list": [],
+    }
     assert not stack_checks(results, "sm90", cpu_torch, False, None)
     assert "CPU-only build" in failures(results)["cuda_build"]
 
@@ -68,7 +86,14 @@ class _FakeNvml:
     available, error = True, ""
 
     def sample(self, index: int) -> dict:
-        return {"util": 100.0, "power_w": 690.0, "temp_c": 60.0, "sm_mhz": 1755.0, "mem_mhz": 3201.0, "clock_limits": 4.0}
+        return {
+            "util": 100.0,
+            "power_w": 690.0,
+            "temp_c": 60.0,
+            "sm_mhz": 1755.0,
+            "mem_mhz": 3201.0,
+            "clock_limits": 4.0,
+        }
 
 
 def test_telemetry_of_one_phase_and_the_nvml_index(monkeypatch) -> None:
@@ -99,7 +124,10 @@ def test_a_ddp_mismatch_names_the_tensors_that_differ() -> None:
     from verify.dist import _where_they_differ
 
     named = [("wte.weight", torch.zeros(3)), ("head.bias", torch.zeros(2))]
-    assert _where_they_differ(named, torch.tensor([0.0, 0.0, 0.0, 2e-7, 0.0])) == "1 of 2 tensors: head.bias: 1 values, up to 2e-07"
+    assert (
+        _where_they_differ(named, torch.tensor([0.0, 0.0, 0.0, 2e-7, 0.0]))
+        == "1 of 2 tensors: head.bias: 1 values, up to 2e-07"
+    )
 
 
 @pytest.mark.slow

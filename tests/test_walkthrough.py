@@ -23,7 +23,9 @@ def podman_store(short: Path) -> str:
     """`podman` with a store of the test's own (vfs, runc; the ulimits are the README's own flag, which must work on
     these machines, whose nofile limit is below podman's default; podman refuses a
     runroot path over 50 characters, so it lives in a short folder of /tmp, removed after the test)."""
-    return f"podman --root {short / 'r'} --runroot {short / 'rr'} --storage-driver vfs --runtime runc run --network none"
+    return (
+        f"podman --root {short / 'r'} --runroot {short / 'rr'} --storage-driver vfs --runtime runc run --network none"
+    )
 
 
 def walkthrough() -> list[str]:
@@ -59,7 +61,9 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
                 assert done.stdout == "hello from a local package\n", done.stderr
     finally:
         shutil.rmtree(short, ignore_errors=True)
-    assert said["podman run"].stdout.strip() == "2.4.6", said["podman run"].stdout  # the lock's numpy, in the image's venv
+    assert said["podman run"].stdout.strip() == "2.4.6", said[
+        "podman run"
+    ].stdout  # the lock's numpy, in the image's venv
     assert said["lockgen run"].stdout == "2.4.6\n" and said["lockgen detect"].stdout == "cpu\n"
     _the_digests_are_as_the_text_says(said, example, tmp_path, env)
     # the committed locks were fresh: resolving again changed no byte of them
@@ -67,12 +71,27 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         (local, REPO / "envs" / "examples" / "local-package" / "locks" / "cpu.conda-lock.yml")
     ]:
         assert (copy / "locks" / lock.name).read_bytes() == lock.read_bytes(), lock.name
-    (local / "hello" / "src" / "hello" / "__init__.py").write_text("def greeting():\n    return 'edited'\n")  # editable: seen at once
-    edited = subprocess.run(f"{lockgen} run {local} -- python -c 'import hello; print(hello.greeting())'", shell=True, capture_output=True, text=True, env=env, timeout=600)
+    (local / "hello" / "src" / "hello" / "__init__.py").write_text(
+        "def greeting():\n    return 'edited'\n"
+    )  # editable: seen at once
+    edited = subprocess.run(
+        f"{lockgen} run {local} -- python -c 'import hello; print(hello.greeting())'",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert edited.stdout == "edited\n" and "installed local package" not in edited.stderr, edited.stderr
     # a venv lockgen made is locked again through its index: uv's direct_url.json keeps no hash
     prefix, lockgen_cmd = tmp_path / "qs-env", [sys.executable, "-m", "lockgen"]
-    frozen = subprocess.run(lockgen_cmd + ["freeze", "--prefix", str(prefix), "--target", "again", "--out", str(tmp_path / "f.yml")], capture_output=True, text=True, env=env, timeout=120)
+    frozen = subprocess.run(
+        lockgen_cmd + ["freeze", "--prefix", str(prefix), "--target", "again", "--out", str(tmp_path / "f.yml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert frozen.returncode == 1 and "lockgen pin inv.json.gz --target again" in frozen.stderr, frozen.stderr
     inventory, again = tmp_path / "inv.json.gz", tmp_path / "again.conda-lock.yml"
     for step in (
@@ -84,7 +103,9 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         assert done.returncode == 0, f"{step}\n{done.stderr[-2000:]}"
 
 
-def _the_digests_are_as_the_text_says(said: dict[str, subprocess.CompletedProcess[str]], example: Path, tmp_path: Path, env: dict[str, str]) -> None:
+def _the_digests_are_as_the_text_says(
+    said: dict[str, subprocess.CompletedProcess[str]], example: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
     """The text after the block: each lock's sha256 as quoted, the store's environment named by it, the
     environment digest the same in two prefixes and another in the image, the image digest reproduced."""
     import hashlib
@@ -105,6 +126,18 @@ def _the_digests_are_as_the_text_says(said: dict[str, subprocess.CompletedProces
     (in_image,) = environment.findall(said["lockgen export"].stderr)
     assert store["environment_digest"] == in_prefix != in_image
     again = subprocess.run(
-        lockgen + ["export", str(example / "locks" / "cpu.conda-lock.yml"), "--base", str(tmp_path / "qs-base"), "--out", str(tmp_path / "again")], capture_output=True, text=True, env=env, timeout=600
+        lockgen
+        + [
+            "export",
+            str(example / "locks" / "cpu.conda-lock.yml"),
+            "--base",
+            str(tmp_path / "qs-base"),
+            "--out",
+            str(tmp_path / "again"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert again.stdout == said["lockgen export"].stdout and again.stdout.startswith("sha256:"), again.stderr

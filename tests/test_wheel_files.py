@@ -26,12 +26,27 @@ def b64(data: bytes) -> str:
 def test_record_rows_hex_and_sizes():
     text = f"six.py,sha256={b64(b'x')},1\nsix-1.16.0.dist-info/RECORD,,\n"
     rows = wf.parse_record(text)
-    assert rows == (wf.RecordRow("six.py", hashlib.sha256(b"x").hexdigest(), 1), wf.RecordRow("six-1.16.0.dist-info/RECORD", None, None))
+    assert rows == (
+        wf.RecordRow("six.py", hashlib.sha256(b"x").hexdigest(), 1),
+        wf.RecordRow("six-1.16.0.dist-info/RECORD", None, None),
+    )
     assert wf.render_record(rows) == text
 
 
 @pytest.mark.parametrize(
-    "line", ["/etc/passwd,,", "../evil.py,,", "a/../../evil.py,,", "C:/x.py,,", "a.py,md5=abc,1", "a.py,sha256=!!,1", f"a.py,sha256={b64(b'x')}x,1", "a.py,,-1", "a.py", "a.py,,1,extra"]
+    "line",
+    [
+        "/etc/passwd,,",
+        "../evil.py,,",
+        "a/../../evil.py,,",
+        "C:/x.py,,",
+        "a.py,md5=abc,1",
+        "a.py,sha256=!!,1",
+        f"a.py,sha256={b64(b'x')}x,1",
+        "a.py,,-1",
+        "a.py",
+        "a.py,,1,extra",
+    ],
 )
 def test_record_refusals(line):
     with pytest.raises(UserError):
@@ -54,7 +69,10 @@ def test_wheel_file_tags_expanded():
 
 def test_entry_points_scripts_only():
     text = "[console_scripts]\nsix-tool = six.cli:main [extra]\n[gui_scripts]\nsixw=six:gui\n[other.group]\nx = y:z\n"
-    assert wf.parse_entry_points(text) == (wf.ScriptEntry("six-tool", "six.cli:main", "console"), wf.ScriptEntry("sixw", "six:gui", "gui"))
+    assert wf.parse_entry_points(text) == (
+        wf.ScriptEntry("six-tool", "six.cli:main", "console"),
+        wf.ScriptEntry("sixw", "six:gui", "gui"),
+    )
     with pytest.raises(UserError):
         wf.parse_entry_points("[console_scripts]\n../x = a:b\n")
 
@@ -78,7 +96,14 @@ def test_wheel_placement(member, placed):
 # .lockgen/manifest.json was overwritten by the record, and every check of the environment then failed)
 @pytest.mark.parametrize(
     "member",
-    ["demo-1.0.data/bogus/x", "demo-1.0.data/data/../../../x", "../x", "demo-1.0.data/data/.lockgen/manifest.json", "demo-1.0.data/data/.lockgen", "demo-1.0.data/data/./.lockgen/services.json"],
+    [
+        "demo-1.0.data/bogus/x",
+        "demo-1.0.data/data/../../../x",
+        "../x",
+        "demo-1.0.data/data/.lockgen/manifest.json",
+        "demo-1.0.data/data/.lockgen",
+        "demo-1.0.data/data/./.lockgen/services.json",
+    ],
 )
 def test_wheel_placement_refusals(member):
     with pytest.raises(UserError):
@@ -87,7 +112,10 @@ def test_wheel_placement_refusals(member):
 
 def test_expected_files_unhash_scripts():
     rows = (wf.RecordRow("demo-1.0.data/scripts/tool", "ab" * 32, 9), wf.RecordRow("demo.py", "cd" * 32, 3))
-    assert wf.expected_files(rows, SCHEME) == (wf.RecordRow("bin/tool", None, None), wf.RecordRow(f"{SITE}/demo.py", "cd" * 32, 3))
+    assert wf.expected_files(rows, SCHEME) == (
+        wf.RecordRow("bin/tool", None, None),
+        wf.RecordRow(f"{SITE}/demo.py", "cd" * 32, 3),
+    )
 
 
 def test_wheel_filenames_and_choice():
@@ -104,7 +132,10 @@ def test_wheel_filenames_and_choice():
     assert choose([plain, built], "six", "1.16.0", ("py3-none-any",), build="1") is built
     with pytest.raises(UserError, match=re.escape("no wheel of six==1.17.0 covers the installed tags py3-none-any")):
         choose([six], "six", "1.17.0", ("py3-none-any",))
-    torch = [parse_wheel_filename(f"torch-2.5.1-cp312-cp312-{p}.whl") for p in ("manylinux1_x86_64", "manylinux2014_aarch64", "win_amd64")]
+    torch = [
+        parse_wheel_filename(f"torch-2.5.1-cp312-cp312-{p}.whl")
+        for p in ("manylinux1_x86_64", "manylinux2014_aarch64", "win_amd64")
+    ]
     assert choose(torch, "torch", "2.5.1", ("cp312-cp312-linux_x86_64",)) is torch[0]  # renamed, not retagged
     with pytest.raises(UserError):
         choose(torch, "torch", "2.5.1", ("cp311-cp311-linux_x86_64",))
@@ -117,16 +148,32 @@ def test_wheel_filenames_and_choice():
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_parsers_raise_only_user_errors(text):
-    for parse in (wf.parse_record, wf.parse_wheel, wf.parse_entry_points, wf.expand_tags, parse_wheel_filename, lambda t: wf.wheel_to_prefix(t, SCHEME), lambda t: wf.installed_to_prefix(t, SITE)):
+    for parse in (
+        wf.parse_record,
+        wf.parse_wheel,
+        wf.parse_entry_points,
+        wf.expand_tags,
+        parse_wheel_filename,
+        lambda t: wf.wheel_to_prefix(t, SCHEME),
+        lambda t: wf.installed_to_prefix(t, SITE),
+    ):
         try:
             parse(text)
         except UserError as exc:
             assert "\n" not in exc.message and "\n" not in exc.hint
 
 
-_segment = st.text(st.characters(codec="utf-8", exclude_characters="/\x00\r\n", exclude_categories=("Cs",)), min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
+_segment = st.text(
+    st.characters(codec="utf-8", exclude_characters="/\x00\r\n", exclude_categories=("Cs",)), min_size=1, max_size=12
+).filter(lambda s: s not in (".", ".."))
 _rows = st.lists(
-    st.builds(wf.RecordRow, st.lists(_segment, min_size=1, max_size=4).map("/".join), st.none() | st.binary(min_size=32, max_size=32).map(bytes.hex), st.none() | st.integers(0, 2**40)), max_size=20
+    st.builds(
+        wf.RecordRow,
+        st.lists(_segment, min_size=1, max_size=4).map("/".join),
+        st.none() | st.binary(min_size=32, max_size=32).map(bytes.hex),
+        st.none() | st.integers(0, 2**40),
+    ),
+    max_size=20,
 )
 
 
@@ -140,7 +187,9 @@ def test_record_round_trips(rows):
 
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.from_regex(r"[a-z0-9_]{1,8}", fullmatch=True), min_size=1, max_size=3), min_size=3, max_size=3))
+@given(
+    st.lists(st.lists(st.from_regex(r"[a-z0-9_]{1,8}", fullmatch=True), min_size=1, max_size=3), min_size=3, max_size=3)
+)
 def test_compressed_tags_expand_to_the_product(parts):
     tags = wf.expand_tags("-".join(".".join(p) for p in parts))
     assert set(tags) == {f"{a}-{b}-{c}" for a in parts[0] for b in parts[1] for c in parts[2]}
@@ -155,17 +204,35 @@ def test_compressed_tags_expand_to_the_product(parts):
             "m-1-py312-none-any.whl",
         ),  # uv lists them by name: the first is Python 3.10's
         (
-            ["n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"],
+            [
+                "n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+            ],
             "2.28",
             "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
         ),
         (
-            ["n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"],
+            [
+                "n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                "n-2-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+            ],
             "2.17",
             "n-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
         ),
-        (["x-1-cp39-abi3-manylinux2014_x86_64.whl", "x-1-cp312-cp312-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl"], "2.28", "x-1-cp312-cp312-manylinux2014_x86_64.whl"),
-        (["x-1-cp39-abi3-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl"], "2.28", "x-1-cp39-abi3-manylinux2014_x86_64.whl"),
+        (
+            [
+                "x-1-cp39-abi3-manylinux2014_x86_64.whl",
+                "x-1-cp312-cp312-manylinux2014_x86_64.whl",
+                "x-1-py3-none-any.whl",
+            ],
+            "2.28",
+            "x-1-cp312-cp312-manylinux2014_x86_64.whl",
+        ),
+        (
+            ["x-1-cp39-abi3-manylinux2014_x86_64.whl", "x-1-py3-none-any.whl"],
+            "2.28",
+            "x-1-cp39-abi3-manylinux2014_x86_64.whl",
+        ),
         (["x-1-cp313-cp313-manylinux2014_x86_64.whl", "x-1-cp312-cp312-musllinux_1_2_x86_64.whl"], "2.28", None),
     ],
 )
@@ -228,7 +295,11 @@ def test_an_installed_record_is_read_by_the_one_record_reader(tmp_path) -> None:
     folder.mkdir(parents=True)
     empty = wf.record_hash_of_hex(hashlib.sha256(b"").hexdigest())
     (folder / "RECORD").write_text(f"x/__init__.py,{empty},0\n../../../bin/x,{empty},0\nx-1.dist-info/RECORD,,\n")
-    assert recorded_files(tmp_path, folder) == ["lib/python3.12/site-packages/x/__init__.py", "bin/x", "lib/python3.12/site-packages/x-1.dist-info/RECORD"]
+    assert recorded_files(tmp_path, folder) == [
+        "lib/python3.12/site-packages/x/__init__.py",
+        "bin/x",
+        "lib/python3.12/site-packages/x-1.dist-info/RECORD",
+    ]
     (folder / "RECORD").write_text("../../../../etc/passwd,,\n")
     with pytest.raises(UserError, match="leaves the prefix"):
         recorded_files(tmp_path, folder)

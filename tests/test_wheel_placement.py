@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from lockgen.adapters.proof import manifest_store
 from lockgen.api.steps import manifest_steps
-from lockgen.core.env.expected_env import PLACEMENT_LAYOUT, expected_digest, placed_of_record, placed_record, wheel_expected
+from lockgen.core.env.expected_env import (
+    PLACEMENT_LAYOUT,
+    expected_digest,
+    placed_of_record,
+    placed_record,
+    wheel_expected,
+)
 from lockgen.errors import UserError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.manifests import ManifestFile, PackageManifest
@@ -39,8 +45,20 @@ _member = st.sampled_from(
 
 
 def _manifest(members: list[str], hashed: bool = True) -> PackageManifest:
-    files = tuple(ManifestFile(path=m, sha256=hashlib.sha256(m.encode()).hexdigest() if hashed else None, size=len(m)) for m in dict.fromkeys(members))
-    return PackageManifest(sha256=SHA, name="Demo", version="1.0", kind="wheel", files=files, dist_info="demo-1.0.dist-info", scripts=("tool",), entry_points={"tool": "demo:main"})
+    files = tuple(
+        ManifestFile(path=m, sha256=hashlib.sha256(m.encode()).hexdigest() if hashed else None, size=len(m))
+        for m in dict.fromkeys(members)
+    )
+    return PackageManifest(
+        sha256=SHA,
+        name="Demo",
+        version="1.0",
+        kind="wheel",
+        files=files,
+        dist_info="demo-1.0.dist-info",
+        scripts=("tool",),
+        entry_points={"tool": "demo:main"},
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -86,7 +104,10 @@ def test_a_change_of_the_placement_rules_bumps_the_layout() -> None:
     ]
     placed = wheel_expected(_manifest(members), "3.11")
     # when this fails, the rules place a wheel's files elsewhere now: bump PLACEMENT_LAYOUT, then the digest here
-    assert (PLACEMENT_LAYOUT, expected_digest([placed])) == (2, "2ed2e5785451ec0ea1b9f9905ce0af7c161dd91ce6ca0dd513553af18ce3526a")
+    assert (PLACEMENT_LAYOUT, expected_digest([placed])) == (
+        2,
+        "2ed2e5785451ec0ea1b9f9905ce0af7c161dd91ce6ca0dd513553af18ce3526a",
+    )
 
 
 def test_a_kept_placement_naming_another_package_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,7 +115,14 @@ def test_a_kept_placement_naming_another_package_is_refused(tmp_path: Path, monk
     manifest = _manifest(["demo/__init__.py"])
     manifest_store.keep(manifest)
     package = LockedPackage.model_validate(
-        {"name": "demo", "version": "1.0", "manager": "pip", "platform": "linux-64", "url": "https://example.invalid/demo-1.0-py3-none-any.whl", "hash": {"sha256": SHA}}
+        {
+            "name": "demo",
+            "version": "1.0",
+            "manager": "pip",
+            "platform": "linux-64",
+            "url": "https://example.invalid/demo-1.0-py3-none-any.whl",
+            "hash": {"sha256": SHA},
+        }
     )
     read: list[str] = []
     monkeypatch.setattr(manifest_steps, "manifest_of", lambda *a: (read.append("manifest"), (manifest, None))[1])

@@ -20,7 +20,11 @@ FILLER = hashlib.sha256(b"0").hexdigest() * 8000
 
 
 def demo_wheel(folder: Path, big: bool = False) -> Path:
-    files = {"demo/cli.py": "def main():\n    return 0\n", "demo-1.0.data/scripts/demo-sh": "#!python\nprint(1)\n", "demo-1.0.dist-info/entry_points.txt": ENTRY_POINTS}
+    files = {
+        "demo/cli.py": "def main():\n    return 0\n",
+        "demo-1.0.data/scripts/demo-sh": "#!python\nprint(1)\n",
+        "demo-1.0.dist-info/entry_points.txt": ENTRY_POINTS,
+    }
     if big:
         files["demo/filler.txt"] = FILLER
     return build_wheel(Wheel("demo", "1.0", tag="py2.py3-none-any", files=files), folder)
@@ -39,7 +43,11 @@ def test_local_wheel_contents(tmp_path):
     assert contents.dist_info == "demo-1.0.dist-info"
     assert contents.wheel.tags == ("py2-none-any", "py3-none-any")
     assert [s.name for s in contents.scripts] == ["demo-tool"]
-    assert {r.path for r in contents.record} >= {"demo/cli.py", "demo-1.0.data/scripts/demo-sh", "demo-1.0.dist-info/RECORD"}
+    assert {r.path for r in contents.record} >= {
+        "demo/cli.py",
+        "demo-1.0.data/scripts/demo-sh",
+        "demo-1.0.dist-info/RECORD",
+    }
     with zipfile.ZipFile(path) as archive:
         cli = archive.read("demo/cli.py")
     assert next(r for r in contents.record if r.path == "demo/cli.py").sha256 == hashlib.sha256(cli).hexdigest()

@@ -48,12 +48,16 @@ def test_a_second_materialize_reads_no_proven_file(lock: Path, tmp_path: Path, h
     second, again = materialize(lock, None, tmp_path / "two", lambda _: None)
     assert again == digest
     assert [p for p in hashed if "/site-packages/" in p] == []  # proven links: stat only
-    assert (second / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino == (first / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino
+    assert (second / "lib/python3.11/site-packages/alpha/__init__.py").stat().st_ino == (
+        first / "lib/python3.11/site-packages/alpha/__init__.py"
+    ).stat().st_ino
     materialize(lock, None, tmp_path / "three", lambda _: None, verify=True)
     assert len([p for p in hashed if "/site-packages/" in p]) == len(wheel_files)  # --verify trusts nothing
 
 
-def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
+def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(
+    lock: Path, tmp_path: Path, hashed: list[str]
+) -> None:
     materialize(lock, None, tmp_path / "one", lambda _: None)
     stored = next((tmp_path / "home" / "uv-cache" / "archive-v0").glob("*/alpha/__init__.py"))
     before = stored.stat()
@@ -61,7 +65,11 @@ def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(lock: Pat
     data = stored.read_bytes()
     stored.write_bytes(data.replace(b"1.0", b"6.6") if b"1.0" in data else data[:-1] + b"#")
     os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))  # size and mtime as they were: only ctime moved
-    assert (stored.stat().st_size, stored.stat().st_mtime_ns, stored.stat().st_nlink) == (before.st_size, before.st_mtime_ns, before.st_nlink)
+    assert (stored.stat().st_size, stored.stat().st_mtime_ns, stored.stat().st_nlink) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_nlink,
+    )
     hashed.clear()
     said: list[str] = []
     with pytest.raises(LockFormatError) as refused:
@@ -71,7 +79,9 @@ def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(lock: Pat
     assert not (tmp_path / "two").exists()
     quarantined = next((tmp_path / "home" / "quarantine").glob("*-wheel-*"))  # moved out, not deleted, and named
     assert str(quarantined) in refused.value.message and (quarantined / "alpha" / "__init__.py").read_bytes() != data
-    assert any(line.startswith(f"{tmp_path / 'one'} shares the damaged files") for line in said)  # the environment linking it
+    assert any(
+        line.startswith(f"{tmp_path / 'one'} shares the damaged files") for line in said
+    )  # the environment linking it
     second, _ = materialize(lock, None, tmp_path / "two", lambda _: None)  # fetched again against its locked hash
     assert (second / "lib/python3.11/site-packages/alpha/__init__.py").read_bytes() == data
 
@@ -87,7 +97,12 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
     kept = {path: json.loads(path.read_text()) for path in records}
     assert all(record["layout"] == wheel_store.PROOF_LAYOUT for record in kept.values())
     damages = [
-        lambda r: {"files": {p: [*r["fingerprints"][7 * i : 7 * i + 7], r["sha256"][64 * i : 64 * i + 64]] for i, p in enumerate(r["paths"])}},  # the form of the first layout
+        lambda r: {
+            "files": {
+                p: [*r["fingerprints"][7 * i : 7 * i + 7], r["sha256"][64 * i : 64 * i + 64]]
+                for i, p in enumerate(r["paths"])
+            }
+        },  # the form of the first layout
         lambda r: {**r, "fingerprints": r["fingerprints"][:-1]},
         lambda r: {**r, "sha256": r["sha256"][:-1]},
         lambda r: {**r, "sha256": [r["sha256"]]},
@@ -105,7 +120,9 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
     assert [p for p in hashed if "/site-packages/" in p] == []  # and trusted again from them
 
 
-def test_the_collector_is_paused_for_a_build_and_on_again_after_it(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_collector_is_paused_for_a_build_and_on_again_after_it(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import gc
 
     from lockgen.adapters.store import installers
@@ -153,7 +170,9 @@ def test_wheels_in_the_store_install_after_their_index_is_gone(tmp_path: Path, m
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         path = stack(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/simple", 'gamma = "*"')
-        path.write_text(path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]'))
+        path.write_text(
+            path.read_text().replace('platforms = ["linux-64", "linux-aarch64"]', 'platforms = ["linux-64"]')
+        )
         api.resolve(path)
         lock = tmp_path / "locks" / "cpu.conda-lock.yml"
         _, digest = materialize(lock, None, tmp_path / "one", lambda _: None)
@@ -170,7 +189,9 @@ def test_wheels_in_the_store_install_after_their_index_is_gone(tmp_path: Path, m
     assert any("no longer in lockgen's store" in line for line in said) and not (tmp_path / "three").exists()
 
 
-def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Environments A and B link the same store files; removing B moves the ctime and link count of A's files. A's
     `check --lock`, `check --prefix` and a repeated materialize stand on their kept verdicts, reading no file and
     saying so; an edit of A's file through its content, its size and mtime put back (its ctime moves, its link
@@ -191,18 +212,32 @@ def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others
     time.sleep(settle)
     assert check_prefix(a, full=False).clean  # its record's fingerprints kept anew (B's links moved their ctime)
     time.sleep(settle)
-    assert check_lock(lock, Prefix(a)).clean and check_prefix(a, full=False).clean  # every byte read once; verdicts kept
+    assert (
+        check_lock(lock, Prefix(a)).clean and check_prefix(a, full=False).clean
+    )  # every byte read once; verdicts kept
     links = target.stat().st_nlink
     shutil.rmtree(b)
     assert target.stat().st_nlink == links - 1
     read: list[str] = []
     real_hash, real_ahead = prefix_observer.hash_files, prefix_observer.hash_ahead
-    monkeypatch.setattr(prefix_observer, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real_hash(files, progress))
-    monkeypatch.setattr(prefix_observer, "hash_ahead", lambda files: read.extend(p for p, _ in files) or real_ahead(files))
-    monkeypatch.setattr(parallel, "hash_files", lambda files, progress=None: read.extend(p for p, _ in files) or real_hash(files, progress))
+    monkeypatch.setattr(
+        prefix_observer,
+        "hash_files",
+        lambda files, progress=None: read.extend(p for p, _ in files) or real_hash(files, progress),
+    )
+    monkeypatch.setattr(
+        prefix_observer, "hash_ahead", lambda files: read.extend(p for p, _ in files) or real_ahead(files)
+    )
+    monkeypatch.setattr(
+        parallel,
+        "hash_files",
+        lambda files, progress=None: read.extend(p for p, _ in files) or real_hash(files, progress),
+    )
     said: list[str] = []
     assert check_lock(lock, Prefix(a), progress=said.append).clean and read == []  # at once: the tree not settled yet
-    assert any("another environment sharing them was made or removed: no edit, 0 files read" in line for line in said), said
+    assert any(
+        "another environment sharing them was made or removed: no edit, 0 files read" in line for line in said
+    ), said
     assert check_prefix(a, full=False).clean and read == []
     time.sleep(settle)
     done = run_cli("check", "--prefix", str(a), "--lock", str(lock), env={"LOCKGEN_HOME": str(tmp_path / "home")})
@@ -214,7 +249,12 @@ def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others
     target.write_bytes(data[:-1] + (b"#" if data[-1:] != b"#" else b"!"))  # same size
     target.chmod(stat_mode := before.st_mode & 0o7777)
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # size, mtime, mode as they were; ctime moved
-    assert (target.stat().st_size, target.stat().st_mtime_ns, target.stat().st_mode & 0o7777, target.stat().st_nlink) == (before.st_size, before.st_mtime_ns, stat_mode, before.st_nlink)
+    assert (
+        target.stat().st_size,
+        target.stat().st_mtime_ns,
+        target.stat().st_mode & 0o7777,
+        target.stat().st_nlink,
+    ) == (before.st_size, before.st_mtime_ns, stat_mode, before.st_nlink)
     result = check_lock(lock, Prefix(a))
     assert not result.clean and str(target) in read
     assert check_prefix(a, full=False).modified == ["lib/python3.11/site-packages/alpha/__init__.py"]
@@ -222,7 +262,9 @@ def test_removing_an_environment_that_shares_the_wheels_is_no_edit_of_the_others
         materialize(lock, None, a, lambda _: None)
 
 
-def test_a_hard_link_made_after_an_edit_hides_nothing_in_a_file_of_the_environment_alone(lock: Path, tmp_path: Path) -> None:
+def test_a_hard_link_made_after_an_edit_hides_nothing_in_a_file_of_the_environment_alone(
+    lock: Path, tmp_path: Path
+) -> None:
     """A file no other environment or the store links (a launcher, `pyvenv.cfg`: a link count of 1), edited with
     its size and mtime put back and then hard-linked elsewhere, moves its ctime and its link count together: the
     rule that lets a sibling environment's removal be no edit must not let this one pass (found by a review:

@@ -19,7 +19,21 @@ PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 def _torch_index(folder: Path) -> str:
     """pip downloads this host's torch and its dependencies as wheels; a simple index lists them by hash."""
     wheels = folder / "wheels"
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels), f"torch=={importlib.metadata.version('torch')}"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--only-binary=:all:",
+            "-d",
+            str(wheels),
+            f"torch=={importlib.metadata.version('torch')}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     for wheel in sorted(wheels.glob("*.whl")):
         project = wheel.name.split("-")[0].lower().replace("_", "-")

@@ -22,7 +22,22 @@ def normal(name: str) -> str:
 
 
 def uv_export(project: Path, flags: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([uv_binary(), "export", "--frozen", "--format", "requirements-txt", "--no-hashes", "--no-emit-project", "--no-header", *flags], cwd=project, capture_output=True, text=True)
+    return subprocess.run(
+        [
+            uv_binary(),
+            "export",
+            "--frozen",
+            "--format",
+            "requirements-txt",
+            "--no-hashes",
+            "--no-emit-project",
+            "--no-header",
+            *flags,
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
 
 
 def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> set[tuple[str, str]]:
@@ -53,7 +68,9 @@ def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> s
     return selected
 
 
-def lockgen_takes(source: Path, choices: UvChoices, platform: str, out: Path, project: Path | None = None) -> set[tuple[str, str]]:
+def lockgen_takes(
+    source: Path, choices: UvChoices, platform: str, out: Path, project: Path | None = None
+) -> set[tuple[str, str]]:
     """(name, version) lockgen imports for the platform, with what it lists as not convertible."""
     _, lock = import_lock(source, "t", None, out, choices, project)
     taken = {(normal(p.name), p.version) for p in lock.packages_for(platform)}

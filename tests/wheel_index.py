@@ -38,7 +38,13 @@ def _record_line(path: str, data: bytes) -> str:
 def build_wheel(wheel: Wheel, folder: Path) -> Path:
     module = wheel.name.replace("-", "_")
     dist_info = f"{module}-{wheel.version}.dist-info"
-    metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {wheel.name}", f"Version: {wheel.version}"] + [f"Requires-Dist: {r}" for r in wheel.requires]) + "\n"
+    metadata = (
+        "\n".join(
+            ["Metadata-Version: 2.1", f"Name: {wheel.name}", f"Version: {wheel.version}"]
+            + [f"Requires-Dist: {r}" for r in wheel.requires]
+        )
+        + "\n"
+    )
     entries = {
         f"{module}/__init__.py": f"VERSION = {wheel.version!r}\n",
         **wheel.files,
@@ -63,7 +69,9 @@ def build_index(root: Path, wheels: list[Wheel]) -> Path:
         path = build_wheel(wheel, files)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         yanked = ' data-yanked="broken"' if wheel.yanked else ""
-        projects.setdefault(wheel.name, []).append(f'<a href="../../files/{path.name}#sha256={digest}"{yanked}>{html.escape(path.name)}</a>')
+        projects.setdefault(wheel.name, []).append(
+            f'<a href="../../files/{path.name}#sha256={digest}"{yanked}>{html.escape(path.name)}</a>'
+        )
     for project, links in projects.items():
         page = root / "simple" / project
         page.mkdir(parents=True, exist_ok=True)

@@ -23,10 +23,19 @@ from verify.results import mark_phase
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verify", description=__doc__.splitlines()[0])
     parser.add_argument("--arch", required=True, help="the arch to certify: sm80, sm90, sm100 ... or cpu")
-    parser.add_argument("--expect", help="a JSON file of expectations (arch, driver_min, torch, cuda, cudnn, nccl, gpu_count), or - for stdin")
-    parser.add_argument("--quick", action="store_true", help="fp32 and bf16 training only, fewer steps and repeats, no determinism check (the fingerprint stays)")
+    parser.add_argument(
+        "--expect",
+        help="a JSON file of expectations (arch, driver_min, torch, cuda, cudnn, nccl, gpu_count), or - for stdin",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fp32 and bf16 training only, fewer steps and repeats, no determinism check (the fingerprint stays)",
+    )
     parser.add_argument("--compile", action="store_true", help="also train with torch.compile (slower start)")
-    parser.add_argument("--allow-ptx", action="store_true", help="accept a build that reaches the arch only through PTX JIT")
+    parser.add_argument(
+        "--allow-ptx", action="store_true", help="accept a build that reaches the arch only through PTX JIT"
+    )
     parser.add_argument("--out", help="write the document here as well as to stdout")
     args = parser.parse_args(argv)
     given_workspace = pin_workspace()

@@ -14,7 +14,14 @@ import torch
 class TorchOpsAdamW:
     """`zero_grad` and `step` of AdamW over `params`, with torch.optim.AdamW's defaults but `lr`."""
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
         self.params: list[torch.Tensor] = [p for p in params if p.requires_grad]  # the foreach ops take Tensor lists
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
         self.param_groups = [{"params": self.params, "lr": lr}]  # GradScaler.unscale_ reads the groups' params

@@ -65,7 +65,11 @@ class _CudnnSettings:
 
     def __exit__(self, *_: object) -> None:
         backend = torch.backends.cudnn
-        backend.enabled, backend.benchmark, backend.deterministic = (self.saved["enabled"], self.saved["benchmark"], self.saved["deterministic"])
+        backend.enabled, backend.benchmark, backend.deterministic = (
+            self.saved["enabled"],
+            self.saved["benchmark"],
+            self.saved["deterministic"],
+        )
 
 
 def _top_kernels(run: Callable[[], None], count: int = 3) -> list[dict[str, object]]:
@@ -75,13 +79,20 @@ def _top_kernels(run: Callable[[], None], count: int = 3) -> list[dict[str, obje
     with profile(activities=[ProfilerActivity.CUDA]) as profiler:
         run()
         torch.cuda.synchronize()
-    rows = [(e.key, e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total) for e in profiler.key_averages()]
+    rows = [
+        (e.key, e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
+        for e in profiler.key_averages()
+    ]
     rows = [(name, us) for name, us in rows if us > 0]
     total = sum(us for _, us in rows) or 1.0
-    return [{"kernel": name[:160], "share": round(us / total, 3)} for name, us in sorted(rows, key=lambda r: -r[1])[:count]]
+    return [
+        {"kernel": name[:160], "share": round(us / total, 3)} for name, us in sorted(rows, key=lambda r: -r[1])[:count]
+    ]
 
 
-def _weights(channels: int, device: torch.device, dtype: torch.dtype, generator: torch.Generator) -> Iterator[torch.Tensor]:
+def _weights(
+    channels: int, device: torch.device, dtype: torch.dtype, generator: torch.Generator
+) -> Iterator[torch.Tensor]:
     for _ in range(2 * BLOCKS):
         weight = torch.randn(channels, channels, 3, 3, generator=generator) / (3 * channels**0.5)
         yield weight.to(device=device, dtype=dtype).to(memory_format=torch.channels_last).requires_grad_()
@@ -101,8 +112,21 @@ def conv_throughput(results: Results, device: torch.device, quick: bool, floors:
             x = x.to(memory_format=torch.channels_last).requires_grad_()
             weights = list(_weights(channels, device, dtype, generator))
             rest(device, quick)
-            seconds = time_bursts(lambda: _step(x, weights), device, bursts=2 if quick or not cuda else 3, per_burst=5 if cuda else 1, warmup=2)
-            extra: dict[str, object] = {"batch": batch, "channels": channels, "side": side, "blocks": BLOCKS, "bursts": [round(flops / s / 1e12, 1) for s in seconds], "cudnn": settings}
+            seconds = time_bursts(
+                lambda: _step(x, weights),
+                device,
+                bursts=2 if quick or not cuda else 3,
+                per_burst=5 if cuda else 1,
+                warmup=2,
+            )
+            extra: dict[str, object] = {
+                "batch": batch,
+                "channels": channels,
+                "side": side,
+                "blocks": BLOCKS,
+                "bursts": [round(flops / s / 1e12, 1) for s in seconds],
+                "cudnn": settings,
+            }
             measured = flops / min(seconds) / 1e12
             if cuda and name in floors and measured < floors[name]:
                 extra["kernels"] = _top_kernels(lambda: _step(x, weights))

@@ -35,7 +35,9 @@ def gemm(results: Results, device: torch.device, has_fp8: bool, size: int) -> No
         finally:
             torch.backends.cuda.matmul.allow_tf32 = previous
         limit = GEMM_TOLERANCE[name]
-        results.check("correctness", f"gemm_{name}", error <= limit, f"relative error {error:.2e} (limit {limit:.0e})", error)
+        results.check(
+            "correctness", f"gemm_{name}", error <= limit, f"relative error {error:.2e} (limit {limit:.0e})", error
+        )
     if has_fp8:
         scale = torch.tensor(1.0, device=device)
         a8 = a.to(device).to(torch.float8_e4m3fn)
@@ -43,7 +45,13 @@ def gemm(results: Results, device: torch.device, has_fp8: bool, size: int) -> No
         reference = a8.double().cpu() @ b8.double().cpu()
         out = torch._scaled_mm(a8, b8, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
         error = _relative_error(out.cpu(), reference)
-        results.check("correctness", "gemm_fp8", error <= GEMM_TOLERANCE["fp8"], f"relative error {error:.2e} (limit {GEMM_TOLERANCE['fp8']:.0e}, e4m3 in, bf16 out)", error)
+        results.check(
+            "correctness",
+            "gemm_fp8",
+            error <= GEMM_TOLERANCE["fp8"],
+            f"relative error {error:.2e} (limit {GEMM_TOLERANCE['fp8']:.0e}, e4m3 in, bf16 out)",
+            error,
+        )
 
 
 def convolution(results: Results, device: torch.device) -> None:
@@ -93,6 +101,13 @@ def attention(results: Results, device: torch.device) -> None:
             continue
         ran.append(name)
         error = _relative_error(out.float().cpu(), reference.double().cpu())
-        results.check("correctness", f"sdpa_{name}", error <= limit, f"relative error {error:.2e} (limit {limit:.0e})", error)
+        results.check(
+            "correctness", f"sdpa_{name}", error <= limit, f"relative error {error:.2e} (limit {limit:.0e})", error
+        )
     if device.type == "cuda":
-        results.check("correctness", "sdpa_fused_backend", any(n in ran for n in ("flash", "efficient", "cudnn")), f"fused backends that ran: {', '.join(n for n in ran if n != 'math') or 'none'}")
+        results.check(
+            "correctness",
+            "sdpa_fused_backend",
+            any(n in ran for n in ("flash", "efficient", "cudnn")),
+            f"fused backends that ran: {', '.join(n for n in ran if n != 'math') or 'none'}",
+        )

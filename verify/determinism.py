@@ -95,7 +95,14 @@ def judge(results: Results, device: torch.device, losses: bool) -> None:
         return
     first, second = done["losses"]
     where = "" if device.type == "cuda" else " (on one CPU thread)"
-    results.check("training", "deterministic", first == second, f"two seeded runs gave identical losses{where}" if first == second else f"losses differ{where}: {first} vs {second}")
+    results.check(
+        "training",
+        "deterministic",
+        first == second,
+        f"two seeded runs gave identical losses{where}"
+        if first == second
+        else f"losses differ{where}: {first} vs {second}",
+    )
 
 
 def _fingerprint(results: Results, found: dict) -> None:
@@ -104,4 +111,9 @@ def _fingerprint(results: Results, found: dict) -> None:
         return
     results.numerics = found
     names = ", ".join(name.removeprefix("gemm_") for name in found["digests"])
-    results.check("numerics", "fingerprint", True, f"{len(found['digests'])} digests of deterministic work ({names}) in {found['seconds']:.1f} s")
+    results.check(
+        "numerics",
+        "fingerprint",
+        True,
+        f"{len(found['digests'])} digests of deterministic work ({names}) in {found['seconds']:.1f} s",
+    )

@@ -44,7 +44,14 @@ def _bus_bandwidth(results: Results, device: torch.device, world: int, sizes_mib
         _sync(device)
         seconds = (time.perf_counter() - started) / iterations
         algbw = tensor.numel() * 4 / seconds / 1e9
-        results.figure("allreduce", f"{size}MiB", algbw * 2 * (world - 1) / world, "GB/s bus", algbw=round(algbw, 2), time_us=round(seconds * 1e6, 1))
+        results.figure(
+            "allreduce",
+            f"{size}MiB",
+            algbw * 2 * (world - 1) / world,
+            "GB/s bus",
+            algbw=round(algbw, 2),
+            time_us=round(seconds * 1e6, 1),
+        )
 
 
 LATENCY_SIZES = (8, 64, 512, 4096, 32768, 262144)  # bytes
@@ -65,7 +72,13 @@ def _latency(results: Results, device: torch.device, batches: int = 7, per_batch
                 dist.all_reduce(tensor)
             _sync(device)
             times.append((time.perf_counter() - started) / per_batch)
-        results.figure("allreduce_latency", _size_name(size), statistics.median(times) * 1e6, "us", batches_us=[round(t * 1e6, 1) for t in times])
+        results.figure(
+            "allreduce_latency",
+            _size_name(size),
+            statistics.median(times) * 1e6,
+            "us",
+            batches_us=[round(t * 1e6, 1) for t in times],
+        )
 
 
 def _size_name(size: int) -> str:
@@ -103,9 +116,15 @@ def _ddp_step(results: Results, device: torch.device, rank: int) -> None:
         "distributed",
         "ddp_parameters_identical",
         identical,
-        f"{flat.numel()} parameters {'identical' if identical else 'DIFFER'} on every rank after 3 DDP steps" + ("" if identical else f" ({_where_they_differ(named, high - low)})"),
+        f"{flat.numel()} parameters {'identical' if identical else 'DIFFER'} on every rank after 3 DDP steps"
+        + ("" if identical else f" ({_where_they_differ(named, high - low)})"),
     )
-    results.check("distributed", "ddp_loss_finite", all(x == x and abs(x) != float("inf") for x in losses), f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}")
+    results.check(
+        "distributed",
+        "ddp_loss_finite",
+        all(x == x and abs(x) != float("inf") for x in losses),
+        f"rank {rank} losses {', '.join(f'{x:.3f}' for x in losses)}",
+    )
 
 
 def _where_they_differ(named: Sequence[tuple[str, torch.Tensor]], spread: torch.Tensor) -> str:
@@ -158,8 +177,19 @@ def main(argv: list[str] | None = None) -> int:
         value = torch.full((4096,), float(rank + 1), device=device)
         dist.all_reduce(value)
         expected = world * (world + 1) / 2
-        results.check("distributed", "allreduce_sum", bool(torch.all(value == expected)), f"sum over {world} ranks: {value[0].item():g} (expected {expected:g})")
-        results.guarded("distributed", "allreduce_bandwidth", lambda: _bus_bandwidth(results, device, world, [int(s) for s in args.sizes_mib.split(",")], args.iterations))
+        results.check(
+            "distributed",
+            "allreduce_sum",
+            bool(torch.all(value == expected)),
+            f"sum over {world} ranks: {value[0].item():g} (expected {expected:g})",
+        )
+        results.guarded(
+            "distributed",
+            "allreduce_bandwidth",
+            lambda: _bus_bandwidth(
+                results, device, world, [int(s) for s in args.sizes_mib.split(",")], args.iterations
+            ),
+        )
         results.guarded("distributed", "allreduce_latency", lambda: _latency(results, device))
         results.guarded("distributed", "ddp_step", lambda: _ddp_step(results, device, rank))
         dist.barrier()

@@ -27,7 +27,9 @@ WARMUP = 3  # eager steps before the capture, on a side stream, as torch.cuda.gr
 TOLERANCE = 2e-2  # relative, per step: the same kernels run, only the optimizer's bias correction moves on device
 
 
-def _replayed(config: GptConfig, device: torch.device, steps: int, ops_optimizer: bool) -> tuple[list[float], list[float]]:
+def _replayed(
+    config: GptConfig, device: torch.device, steps: int, ops_optimizer: bool
+) -> tuple[list[float], list[float]]:
     """Losses of WARMUP eager steps then `steps` replays of the captured step, and the replays' times (the
     optimizer the training check used: `ops_optimizer` with --quick)."""
     model, optimizer, (inputs, targets) = seeded_run(config, device, 0, ops_optimizer)
@@ -73,7 +75,9 @@ def cuda_graphs(results: Results, device: torch.device, quick: bool, eager: dict
         replay_losses, replay_s = _replayed(FULL, device, steps, quick)
     except RuntimeError as exc:
         text = str(exc).strip().splitlines()
-        results.check("graphs", "capture", False, f"capturing the bf16 training step raised: {text[0][:300] if text else exc!r}")
+        results.check(
+            "graphs", "capture", False, f"capturing the bf16 training step raised: {text[0][:300] if text else exc!r}"
+        )
         return
     results.check("graphs", "capture", True, f"bf16 training step captured, replayed {steps} times")
     worst = max(abs(r - e) / max(abs(e), 1e-6) for r, e in zip(replay_losses, eager_losses))

@@ -22,7 +22,12 @@ REST_WINDOW_S = 0.3  # utilisation readings at rest: NVML's rate covers its last
 
 
 class _ProcessInfo(ctypes.Structure):
-    _fields_ = [("pid", ctypes.c_uint), ("used_memory", ctypes.c_ulonglong), ("gpu_instance", ctypes.c_uint), ("compute_instance", ctypes.c_uint)]
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("used_memory", ctypes.c_ulonglong),
+        ("gpu_instance", ctypes.c_uint),
+        ("compute_instance", ctypes.c_uint),
+    ]
 
 
 class _Memory(ctypes.Structure):
@@ -71,7 +76,10 @@ def processes(nvml: Nvml, index: int) -> list[dict[str, object]] | None:
             return None
         for info in infos[: count.value]:
             memory = None if info.used_memory == _NOT_AVAILABLE else round(info.used_memory / 2**20)
-            found.setdefault(info.pid, {"pid": info.pid, "name": _process_name(nvml.lib, info.pid), "memory_mib": memory, "kind": kind})
+            found.setdefault(
+                info.pid,
+                {"pid": info.pid, "name": _process_name(nvml.lib, info.pid), "memory_mib": memory, "kind": kind},
+            )
     return [found[pid] for pid in sorted(found)]
 
 
@@ -80,7 +88,11 @@ def memory(nvml: Nvml, index: int) -> dict[str, float] | None:
     reading = _Memory()
     if handle is None or nvml.lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(reading)) != _SUCCESS:
         return None
-    return {"total_gib": round(reading.total / 2**30, 2), "free_gib": round(reading.free / 2**30, 2), "used_gib": round(reading.used / 2**30, 2)}
+    return {
+        "total_gib": round(reading.total / 2**30, 2),
+        "free_gib": round(reading.free / 2**30, 2),
+        "used_gib": round(reading.used / 2**30, 2),
+    }
 
 
 def _ecc(nvml: Nvml, handle: ctypes.c_void_p) -> dict[str, object]:
@@ -100,10 +112,20 @@ def _remapping(nvml: Nvml, handle: ctypes.c_void_p) -> dict[str, object]:
     function = getattr(nvml.lib, "nvmlDeviceGetRemappedRows", None)
     values = [ctypes.c_uint() for _ in range(4)]
     if function is None or function(handle, *(ctypes.byref(v) for v in values)) != _SUCCESS:
-        remapped: dict[str, object] = {"remapped_rows_corrected": None, "remapped_rows_uncorrected": None, "remap_pending": None, "remap_failed": None}
+        remapped: dict[str, object] = {
+            "remapped_rows_corrected": None,
+            "remapped_rows_uncorrected": None,
+            "remap_pending": None,
+            "remap_failed": None,
+        }
     else:
         corrected, uncorrected, pending, failed = (v.value for v in values)
-        remapped = {"remapped_rows_corrected": corrected, "remapped_rows_uncorrected": uncorrected, "remap_pending": bool(pending), "remap_failed": bool(failed)}
+        remapped = {
+            "remapped_rows_corrected": corrected,
+            "remapped_rows_uncorrected": uncorrected,
+            "remap_pending": bool(pending),
+            "remap_failed": bool(failed),
+        }
     retired = _uint(nvml.lib, "nvmlDeviceGetRetiredPagesPendingStatus", handle)
     remapped["retired_pages_pending"] = None if retired is None else bool(retired)
     return remapped
@@ -132,7 +154,10 @@ def at_rest(nvml: Nvml, index: int) -> dict[str, object]:
         time.sleep(0.1)
     utils = [v for v in (r.get("util") for r in readings) if v is not None]
     masks = {int(v) for v in (r.get("clock_limits") for r in readings) if v is not None}
-    return {"util_at_rest": max(utils) if utils else None, "clock_limits_at_rest": sorted({n for m in masks for n in clock_limit_names(m)})}
+    return {
+        "util_at_rest": max(utils) if utils else None,
+        "clock_limits_at_rest": sorted({n for m in masks for n in clock_limit_names(m)}),
+    }
 
 
 def health(nvml: Nvml, index: int) -> dict[str, object]:

@@ -39,8 +39,22 @@ class Sizes:
     steps: int
 
 
-GPU_SIZES = Sizes(gemm=4096, conv_batch=16, conv_channels=64, conv_side=56, model=GptConfig(vocab=1024, width=256, layers=2, heads=4, sequence=128, batch=8), steps=5)
-CPU_SIZES = Sizes(gemm=256, conv_batch=2, conv_channels=8, conv_side=16, model=GptConfig(vocab=256, width=64, layers=2, heads=4, sequence=32, batch=4), steps=3)
+GPU_SIZES = Sizes(
+    gemm=4096,
+    conv_batch=16,
+    conv_channels=64,
+    conv_side=56,
+    model=GptConfig(vocab=1024, width=256, layers=2, heads=4, sequence=128, batch=8),
+    steps=5,
+)
+CPU_SIZES = Sizes(
+    gemm=256,
+    conv_batch=2,
+    conv_channels=8,
+    conv_side=16,
+    model=GptConfig(vocab=256, width=64, layers=2, heads=4, sequence=32, batch=4),
+    steps=3,
+)
 
 
 def digest(*tensors: torch.Tensor) -> str:
@@ -75,7 +89,11 @@ def _gemms(device: torch.device, size: int) -> dict[str, str]:
     a = torch.randn(size, size, generator=generator, device=device)
     b = torch.randn(size, size, generator=generator, device=device)
     cuda = device.type == "cuda"
-    products = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16} if cuda else {"fp32": torch.float32, "bf16": torch.bfloat16}
+    products = (
+        {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+        if cuda
+        else {"fp32": torch.float32, "bf16": torch.bfloat16}
+    )
     digests = {}
     previous = torch.backends.cuda.matmul.allow_tf32
     try:
@@ -95,8 +113,16 @@ def _convolution(device: torch.device, sizes: Sizes) -> str:
     """A bf16 3x3 convolution's output and both gradients (cuDNN's deterministic algorithms on GPUs)."""
     generator = torch.Generator(device=device).manual_seed(49)
     side, channels = sizes.conv_side, sizes.conv_channels
-    x = torch.randn(sizes.conv_batch, channels, side, side, generator=generator, device=device).to(torch.bfloat16).requires_grad_()
-    w = (torch.randn(2 * channels, channels, 3, 3, generator=generator, device=device) / 24).to(torch.bfloat16).requires_grad_()
+    x = (
+        torch.randn(sizes.conv_batch, channels, side, side, generator=generator, device=device)
+        .to(torch.bfloat16)
+        .requires_grad_()
+    )
+    w = (
+        (torch.randn(2 * channels, channels, 3, 3, generator=generator, device=device) / 24)
+        .to(torch.bfloat16)
+        .requires_grad_()
+    )
     out = F.conv2d(x, w, padding=1)
     out.float().square().mean().backward()
     assert x.grad is not None and w.grad is not None  # backward() gave both leaves a gradient
@@ -108,7 +134,9 @@ def _training(device: torch.device, sizes: Sizes) -> str:
     parameters and losses after them."""
     model, optimizer, (inputs, targets) = seeded_run(sizes.model, device, seed=50, ops_optimizer=True)
     scaler = torch.amp.GradScaler(device.type, enabled=False)
-    losses = [train_step(model, optimizer, scaler, inputs, targets, sizes.model, "bf16").detach() for _ in range(sizes.steps)]
+    losses = [
+        train_step(model, optimizer, scaler, inputs, targets, sizes.model, "bf16").detach() for _ in range(sizes.steps)
+    ]
     return digest(torch.stack(losses), *model.parameters())
 
 
@@ -128,7 +156,12 @@ def _device_name(device: torch.device) -> str:
 
 def _versions(device: torch.device) -> dict[str, str | None]:
     cudnn = torch.backends.cudnn.version() if device.type == "cuda" and torch.backends.cudnn.is_available() else None
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn_text(cudnn), "cublas": cublas_version() if device.type == "cuda" else None}
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn_text(cudnn),
+        "cublas": cublas_version() if device.type == "cuda" else None,
+    }
 
 
 def cublas_version() -> str | None:

@@ -82,7 +82,13 @@ class Nvml:
     def sample(self, index: int) -> dict[str, float | None]:
         """One reading of one GPU: utilisation %, power W, temperature C, SM and memory clocks MHz, clock limits."""
         handle = self._handle(index) if self.available else None
-        reading: dict[str, float | None] = {"util": None, "power_w": None, "temp_c": None, "sm_mhz": None, "mem_mhz": None}
+        reading: dict[str, float | None] = {
+            "util": None,
+            "power_w": None,
+            "temp_c": None,
+            "sm_mhz": None,
+            "mem_mhz": None,
+        }
         if handle is None:
             return reading
         util = _Utilization()

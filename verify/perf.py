@@ -30,7 +30,9 @@ def _time(function: Callable[[], object], device: torch.device, repeats: int, wa
     return (time.perf_counter() - started) / repeats
 
 
-def time_bursts(function: Callable[[], object], device: torch.device, bursts: int, per_burst: int, warmup: int = 0) -> list[float]:
+def time_bursts(
+    function: Callable[[], object], device: torch.device, bursts: int, per_burst: int, warmup: int = 0
+) -> list[float]:
     """Seconds per call in each of several short timed bursts, each after its own warm-up call, after
     `warmup` calls first (an autotuner's first call, say)."""
     for _ in range(warmup):
@@ -40,7 +42,14 @@ def time_bursts(function: Callable[[], object], device: torch.device, bursts: in
 
 def _burst_figure(results: Results, name: str, flops: int, seconds: list[float], size: int) -> None:
     """The best burst's TFLOP/s as the figure, every burst's beside it."""
-    results.figure("gemm", name, flops / min(seconds) / 1e12, "TFLOP/s", size=size, bursts=[round(flops / s / 1e12, 1) for s in seconds])
+    results.figure(
+        "gemm",
+        name,
+        flops / min(seconds) / 1e12,
+        "TFLOP/s",
+        size=size,
+        bursts=[round(flops / s / 1e12, 1) for s in seconds],
+    )
 
 
 def rest(device: torch.device, quick: bool) -> None:
@@ -88,7 +97,9 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         a = torch.randn(size, size, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(size, size, device=device).to(torch.float8_e4m3fn).t().contiguous().t()
         scale = torch.tensor(1.0, device=device)
-        seconds = time_bursts(lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16), device, bursts, 10)
+        seconds = time_bursts(
+            lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16), device, bursts, 10
+        )
         _burst_figure(results, "fp8", flops, seconds, size)
     if cuda and not quick:
         rest(device, quick)

@@ -45,13 +45,19 @@ class EarlyReading:
         return self.reading
 
 
-def node_checks(results: Results, nvml: Nvml, own_pids: set[int], expected: dict[str, Any], early: dict[str, Any] | None = None) -> dict[str, Any]:
+def node_checks(
+    results: Results, nvml: Nvml, own_pids: set[int], expected: dict[str, Any], early: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The node checks of CUDA device 0 (the one the kernel uses), from `early` readings (`EarlyReading`)
     where there are some; returns its readings."""
     index = nvml_index(0)
-    reading: dict[str, Any] = early if early is not None else node_health.health(nvml, index)  # its values: each reading's own kind
+    reading: dict[str, Any] = (
+        early if early is not None else node_health.health(nvml, index)
+    )  # its values: each reading's own kind
     if not reading.get("available"):
-        results.check("node", "readings", True, f"NVML is not available here ({nvml.error or 'no GPU'}): node checks skipped")
+        results.check(
+            "node", "readings", True, f"NVML is not available here ({nvml.error or 'no GPU'}): node checks skipped"
+        )
         return reading
     others = [p for p in reading.get("processes") or [] if int(p["pid"]) not in own_pids]
     reading["other_processes"] = others
@@ -88,7 +94,9 @@ def _other_processes(results: Results, reading: dict[str, Any], others: list[dic
         "node",
         "no_other_process",
         not others,
-        ("no other process on the GPU" + busy) if not others else f"{len(others)} other processes on the GPU: {', '.join(_describe(p) for p in others[:5])}{busy}",
+        ("no other process on the GPU" + busy)
+        if not others
+        else f"{len(others)} other processes on the GPU: {', '.join(_describe(p) for p in others[:5])}{busy}",
     )
 
 
@@ -137,7 +145,11 @@ def _pcie(results: Results, reading: dict[str, Any]) -> None:
     if not width or not widest:
         return
     results.check(
-        "node", "pcie_link", width >= widest, f"PCIe x{width} of x{widest} (gen {reading.get('pcie_gen')} of {reading.get('pcie_gen_max')} at rest, where links slow down by design)", float(width)
+        "node",
+        "pcie_link",
+        width >= widest,
+        f"PCIe x{width} of x{widest} (gen {reading.get('pcie_gen')} of {reading.get('pcie_gen_max')} at rest, where links slow down by design)",
+        float(width),
     )
 
 
@@ -146,7 +158,14 @@ def settings_check(results: Results, environ: dict[str, str] | None = None) -> d
     check that none of them slows the node's work."""
     variables = process_env.behaviour_variables(environ)
     slowing = process_env.slowing_settings(variables)
-    results.check("process", "settings", not slowing, "; ".join(slowing) if slowing else f"{len(variables)} CUDA/PyTorch/NCCL/OpenMP variables set, none known to slow or serialise work")
+    results.check(
+        "process",
+        "settings",
+        not slowing,
+        "; ".join(slowing)
+        if slowing
+        else f"{len(variables)} CUDA/PyTorch/NCCL/OpenMP variables set, none known to slow or serialise work",
+    )
     return variables
 
 

@@ -17,7 +17,22 @@ import re
 import site
 import sys
 
-PREFIXES = ("CUDA_", "CUDNN_", "CUBLAS", "CUBLASLT_", "NCCL_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "NVIDIA_", "NVSHMEM_", "TORCHINDUCTOR_", "TRITON_")
+PREFIXES = (
+    "CUDA_",
+    "CUDNN_",
+    "CUBLAS",
+    "CUBLASLT_",
+    "NCCL_",
+    "TORCH_",
+    "PYTORCH_",
+    "OMP_",
+    "KMP_",
+    "MKL_",
+    "NVIDIA_",
+    "NVSHMEM_",
+    "TORCHINDUCTOR_",
+    "TRITON_",
+)
 NAMED = ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "CUBLAS_WORKSPACE_CONFIG")
 # settings that change speed or results for every job on the node: (name, harmful value or None for "set"), what it does
 SLOWING = {
@@ -85,7 +100,9 @@ def _site_folders() -> list[str]:
         return []
 
 
-def foreign_libraries(libraries: list[str], environment: str | None = None, base: str | None = None, site_folders: list[str] | None = None) -> list[str]:
+def foreign_libraries(
+    libraries: list[str], environment: str | None = None, base: str | None = None, site_folders: list[str] | None = None
+) -> list[str]:
     """The loaded libraries that are neither the environment's (its prefix, or the site-packages it imports
     from), nor its base interpreter's, nor the driver's, nor, for libraries other than the CUDA stack's, the
     system's."""

@@ -27,16 +27,24 @@ class Results:
     def __init__(self) -> None:
         self.checks: list[dict[str, Any]] = []
         self.figures: dict[str, dict[str, Any]] = {}
-        self.numerics: dict[str, Any] | None = None  # the numerics fingerprint (`verify.numerics`, `verify.determinism`)
+        self.numerics: dict[str, Any] | None = (
+            None  # the numerics fingerprint (`verify.numerics`, `verify.determinism`)
+        )
         self.log: Callable[[str], None] = lambda _: None
 
     def check(self, category: str, name: str, passed: bool, detail: str, value: float | None = None) -> bool:
-        self.checks.append({"category": category, "name": name, "passed": bool(passed), "detail": detail, "value": value})
+        self.checks.append(
+            {"category": category, "name": name, "passed": bool(passed), "detail": detail, "value": value}
+        )
         self.log(f"{'ok  ' if passed else 'FAIL'} {category}/{name}: {detail}")
         return bool(passed)
 
     def figure(self, group: str, name: str, value: float | None, unit: str, **extra: Any) -> None:
-        self.figures.setdefault(group, {})[name] = {"value": None if value is None else round(float(value), 4), "unit": unit, **extra}
+        self.figures.setdefault(group, {})[name] = {
+            "value": None if value is None else round(float(value), 4),
+            "unit": unit,
+            **extra,
+        }
 
     def phase(self, name: str, seconds: float) -> None:
         """The wall time one phase of the run took, as a figure of the `phases` group."""

@@ -32,7 +32,9 @@ from verify.train import training
 OPTIMIZER_IMPORT = "torch._dynamo"
 
 
-def run(args: argparse.Namespace, import_s: float, given_workspace: str | None, early: preflight.EarlyReading | None = None) -> int:
+def run(
+    args: argparse.Namespace, import_s: float, given_workspace: str | None, early: preflight.EarlyReading | None = None
+) -> int:
     """Runs the checks and writes the document; `given_workspace`: CUBLAS_WORKSPACE_CONFIG as the environment
     gave it (the document records the environment's settings, not the kernel's own); `early`: the node's
     readings taken while torch was imported."""
@@ -54,7 +56,9 @@ def run(args: argparse.Namespace, import_s: float, given_workspace: str | None, 
     settings = preflight.settings_check(results, environ)
     stack["settings"], stack["slowing_settings"] = settings, process_env.slowing_settings(settings)
     if device.type == "cuda":  # before the first kernel: who else is on the GPU, its memory and health
-        stack["node"] = preflight.node_checks(results, nvml, {os.getpid()}, expected.get("node") or {}, early.result() if early else None)
+        stack["node"] = preflight.node_checks(
+            results, nvml, {os.getpid()}, expected.get("node") or {}, early.result() if early else None
+        )
     results.phase("stack", time.perf_counter() - started)  # NVML, CUDA's start, the stack and node checks
     telemetry_devices = list(range(nvml.device_count() or 0)) if device.type == "cuda" else []
     with Telemetry(nvml, telemetry_devices) as telemetry:
@@ -94,15 +98,21 @@ def _expectations(source: str | None) -> dict:
     return json.loads(text) if text.strip() else {}
 
 
-def _checks(results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry) -> None:
+def _checks(
+    results: Results, device: torch.device, args: argparse.Namespace, expected: dict, telemetry: Telemetry
+) -> None:
     """Every check group in order: correctness and the deterministic work (the fingerprint, and in full runs
     the determinism check) first, as they time nothing; then the timed figures."""
     # --quick trains with an optimizer in torch ops (verify.adamw), which needs no dynamo
-    optimizer_import = None if args.quick else threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,), daemon=True)
+    optimizer_import = (
+        None if args.quick else threading.Thread(target=importlib.import_module, args=(OPTIMIZER_IMPORT,), daemon=True)
+    )
     if optimizer_import is not None:
         optimizer_import.start()
     has_fp8 = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
-    results.guarded("correctness", "gemm", lambda: gemm(results, device, has_fp8, 1024 if device.type == "cuda" else 256))
+    results.guarded(
+        "correctness", "gemm", lambda: gemm(results, device, has_fp8, 1024 if device.type == "cuda" else 256)
+    )
     results.guarded("correctness", "convolution", lambda: convolution(results, device))
     results.guarded("correctness", "attention", lambda: attention(results, device))
     if optimizer_import is not None:  # before the determinism check, whose fused AdamW imports it too (two threads
@@ -114,6 +124,8 @@ def _checks(results: Results, device: torch.device, args: argparse.Namespace, ex
     floors = expected.get("conv_floor_tflops") or {}
     results.guarded("performance", "conv_throughput", lambda: conv_throughput(results, device, args.quick, floors))
     runs: dict = {}
-    results.guarded("training", "training", lambda: runs.update(training(results, device, args.quick, args.compile, telemetry)))
+    results.guarded(
+        "training", "training", lambda: runs.update(training(results, device, args.quick, args.compile, telemetry))
+    )
     results.guarded("graphs", "cuda_graphs", lambda: cuda_graphs(results, device, args.quick, runs.get("bf16")))
     results.guarded("performance", "bandwidth", lambda: bandwidth(results, device))

@@ -58,7 +58,11 @@ class Block(nn.Module):
         self.norm1, self.norm2 = _norm(config.width), _norm(config.width)
         self.qkv = nn.Linear(config.width, 3 * config.width, bias=False)
         self.proj = nn.Linear(config.width, config.width, bias=False)
-        self.mlp = nn.Sequential(nn.Linear(config.width, 4 * config.width, bias=False), nn.GELU(), nn.Linear(4 * config.width, config.width, bias=False))
+        self.mlp = nn.Sequential(
+            nn.Linear(config.width, 4 * config.width, bias=False),
+            nn.GELU(),
+            nn.Linear(4 * config.width, config.width, bias=False),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
@@ -102,7 +106,9 @@ def batch_of(config: GptConfig, device: torch.device, generator: torch.Generator
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer: bool = False) -> tuple[Gpt, torch.optim.Optimizer | TorchOpsAdamW, tuple[torch.Tensor, torch.Tensor]]:
+def seeded_run(
+    config: GptConfig, device: torch.device, seed: int, ops_optimizer: bool = False
+) -> tuple[Gpt, torch.optim.Optimizer | TorchOpsAdamW, tuple[torch.Tensor, torch.Tensor]]:
     """The model, its AdamW and the batch of a run from `seed`. On GPUs the optimizer is fused and capturable
     (the step count stays on the GPU, as a CUDA graph needs: verify.graphs replays this run); with
     `ops_optimizer` it is the same update in torch ops (`verify.adamw`: no torch._dynamo import)."""
@@ -112,11 +118,24 @@ def seeded_run(config: GptConfig, device: torch.device, seed: int, ops_optimizer
         _INITIAL[config, seed] = Gpt(config)
     model = copy.deepcopy(_INITIAL[config, seed]).to(device)  # the same bits as a fresh model from `seed`
     cuda = device.type == "cuda"
-    optimizer = TorchOpsAdamW(model.parameters(), lr=3e-3) if ops_optimizer else torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
+    optimizer = (
+        TorchOpsAdamW(model.parameters(), lr=3e-3)
+        if ops_optimizer
+        else torch.optim.AdamW(model.parameters(), lr=3e-3, fused=cuda, capturable=cuda)
+    )
     return model, optimizer, batch_of(config, device, generator)
 
 
-def run_steps(config: GptConfig, device: torch.device, mode: str, steps: int, seed: int = 0, compiled: bool = False, warmup: int = 3, ops_optimizer: bool = False) -> dict[str, Any]:
+def run_steps(
+    config: GptConfig,
+    device: torch.device,
+    mode: str,
+    steps: int,
+    seed: int = 0,
+    compiled: bool = False,
+    warmup: int = 3,
+    ops_optimizer: bool = False,
+) -> dict[str, Any]:
     """Trains from a fixed seed on one fixed batch. Steps are queued without a host sync; each step after
     `warmup` is timed with CUDA events (wall clock on CPUs) and the figure is their median. On GPUs, in the
     AMP modes, a few more steps each start from an idle GPU, and the median host time to issue one is
@@ -173,7 +192,12 @@ def train_step(
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mode)
     device_type = inputs.device.type
     optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None, cache_enabled=not in_graph):
+    with torch.autocast(
+        device_type,
+        dtype=autocast_dtype or torch.float32,
+        enabled=autocast_dtype is not None,
+        cache_enabled=not in_graph,
+    ):
         logits = forward(inputs)
         if mode != "bf16":
             loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
@@ -222,7 +246,9 @@ class StepClock:
         return [b - a for a, b in zip(self.marks, self.marks[1:])]
 
 
-def training(results: Results, device: torch.device, quick: bool, compiled: bool, telemetry: Telemetry | None = None) -> dict[str, dict[str, object]]:
+def training(
+    results: Results, device: torch.device, quick: bool, compiled: bool, telemetry: Telemetry | None = None
+) -> dict[str, dict[str, object]]:
     """Every precision mode: loss falls, finite, no memory growth; figures for speed and AMP speedups.
     Each step-time figure carries the GPU's clocks, power and clock limits during that mode. Returns
     each mode's run. fp32 and tf32 (whose steps vary by under 1% on an H200) take 10 steps, the fast
@@ -237,18 +263,44 @@ def training(results: Results, device: torch.device, quick: bool, compiled: bool
         steps, warmup = (6, 2) if quick and mode == "fp32" else (10 if quick or mode in ("fp32", "tf32") else 20, 3)
         rest(device, quick)  # each mode from below the power cap, as the GEMM figures
         started = time.monotonic()
-        run = runs[mode] = run_steps(config, device, mode.split("-")[0], steps, compiled=mode.endswith("compiled"), warmup=warmup, ops_optimizer=quick)
+        run = runs[mode] = run_steps(
+            config,
+            device,
+            mode.split("-")[0],
+            steps,
+            compiled=mode.endswith("compiled"),
+            warmup=warmup,
+            ops_optimizer=quick,
+        )
         ended = time.monotonic()
         results.phase(f"training_{mode}", ended - started)
-        during = telemetry.during(nvml_index(device.index or 0), started, ended) if telemetry and device.type == "cuda" else {}
+        during = (
+            telemetry.during(nvml_index(device.index or 0), started, ended)
+            if telemetry and device.type == "cuda"
+            else {}
+        )
         losses = run["losses"]
         finite = all(math.isfinite(x) for x in losses)
-        results.check("training", f"{mode}_finite", finite, f"{len(losses)} steps, losses {losses[0]:.3f} -> {losses[-1]:.3f}")
+        results.check(
+            "training", f"{mode}_finite", finite, f"{len(losses)} steps, losses {losses[0]:.3f} -> {losses[-1]:.3f}"
+        )
         tail = statistics.mean(losses[-3:])
-        results.check("training", f"{mode}_loss_falls", finite and tail < losses[0] * 0.8, f"first {losses[0]:.3f}, mean of last 3 {tail:.3f} (must be < 80% of first)", tail)
+        results.check(
+            "training",
+            f"{mode}_loss_falls",
+            finite and tail < losses[0] * 0.8,
+            f"first {losses[0]:.3f}, mean of last 3 {tail:.3f} (must be < 80% of first)",
+            tail,
+        )
         if device.type == "cuda":
             growth = run["memory"][-1] - run["memory"][2]
-            results.check("training", f"{mode}_no_memory_growth", growth <= 2**20, f"allocated memory grew {growth / 2**20:.2f} MiB from step 3 to step {steps}", growth)
+            results.check(
+                "training",
+                f"{mode}_no_memory_growth",
+                growth <= 2**20,
+                f"allocated memory grew {growth / 2**20:.2f} MiB from step 3 to step {steps}",
+                growth,
+            )
         median = run["step_s"]
         step_ms[mode] = median * 1000
         tokens = config.batch * config.sequence / median

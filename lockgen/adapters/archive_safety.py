@@ -58,7 +58,11 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
     `a/b/a/b/x` a path above `a`, whatever its text says), or a link whose target, followed through those
     links, leaves the prefix (a hard link's target is named from the top of the archive)."""
     problems = []
-    links = {posixpath.normpath(name): link for name, link, hard in entries if link is not None and not hard and not name.startswith("/")}
+    links = {
+        posixpath.normpath(name): link
+        for name, link, hard in entries
+        if link is not None and not hard and not name.startswith("/")
+    }
     files = {posixpath.normpath(name) for name, link, _ in entries if link is None}
     for name, link, hard in entries:
         if len(name) > PATH_MAX or (link is not None and len(link) > PATH_MAX):
@@ -78,14 +82,20 @@ def _problems(entries: list[tuple[str, str | None, bool]]) -> list[str]:
             # an installer hard-links what the name is, a symbolic link included, whose text then reads from the
             # new name's folder: a link inside from its own folder can lead out from another
             problems.append(f"hard link `{name}` -> `{link}` is not to a file of the archive")
-        elif link is not None and (link.startswith("/") or not stays_inside(link if hard else posixpath.join(posixpath.dirname(normal), link), links)):
+        elif link is not None and (
+            link.startswith("/")
+            or not stays_inside(link if hard else posixpath.join(posixpath.dirname(normal), link), links)
+        ):
             problems.append(f"link `{name}` -> `{link}` points outside the prefix")
     return problems
 
 
 def unsafe_members(path: Path) -> list[str]:
     """Why the archive at `path` may not be installed (empty when it is safe)."""
-    entries = [(member.name, member.linkname if (member.issym() or member.islnk()) else None, member.islnk()) for _, member, _ in members(path, "all")]
+    entries = [
+        (member.name, member.linkname if (member.issym() or member.islnk()) else None, member.islnk())
+        for _, member, _ in members(path, "all")
+    ]
     return _problems(entries)
 
 
@@ -101,7 +111,8 @@ def check_archive(path: Path, label: str) -> None:
         raise LockFormatError(f"{label}: {exc.message}", exc.hint) from None
     if problems:
         raise LockFormatError(
-            f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""), "the archive tries to write outside the environment; nothing was installed"
+            f"{label} is refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            "the archive tries to write outside the environment; nothing was installed",
         )
     marker.touch()
     for older in path.parent.glob(f"{glob.escape(path.name)}.scanned*"):  # verdicts of older rules, never read again

@@ -30,7 +30,10 @@ def temporary_beside(path: Path) -> tuple[int, Path]:
     try:
         handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except FileNotFoundError as exc:
-        raise UserError(f"`{path.parent}` takes no new file ({exc.strerror}): `{path.name}` cannot be written there", "choose a path on a disk, in a folder of ordinary files") from None
+        raise UserError(
+            f"`{path.parent}` takes no new file ({exc.strerror}): `{path.name}` cannot be written there",
+            "choose a path on a disk, in a folder of ordinary files",
+        ) from None
     return handle, Path(temp)
 
 

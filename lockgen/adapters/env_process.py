@@ -67,13 +67,25 @@ def exec_command(argv: list[str], environment: Mapping[str, str]) -> NoReturn:
     try:
         os.execvpe(argv[0], argv, dict(environment))
     except FileNotFoundError:
-        raise CommandError(f"`{argv[0]}` is not a program on the environment's PATH", "name a program the environment has (ls PREFIX/bin), or give its path", 127) from None
+        raise CommandError(
+            f"`{argv[0]}` is not a program on the environment's PATH",
+            "name a program the environment has (ls PREFIX/bin), or give its path",
+            127,
+        ) from None
     except OSError as exc:
-        raise CommandError(f"`{argv[0]}` cannot be run: {exc.strerror or exc}", "pass a program this machine can run (a file with its x bit, for this machine's architecture)", 126) from None
+        raise CommandError(
+            f"`{argv[0]}` cannot be run: {exc.strerror or exc}",
+            "pass a program this machine can run (a file with its x bit, for this machine's architecture)",
+            126,
+        ) from None
     except ValueError:  # an empty name, or a NUL in an argument: no program has one
         from lockgen.model.names import shown
 
-        raise CommandError(f"`{shown(argv[0], 60)}` cannot name a program (empty, or with a NUL byte in the command)", "name a program after --", 127) from None
+        raise CommandError(
+            f"`{shown(argv[0], 60)}` cannot name a program (empty, or with a NUL byte in the command)",
+            "name a program after --",
+            127,
+        ) from None
 
 
 def exec_shell(shell: str, kind: Shell | None, environment: Mapping[str, str], marker: str) -> NoReturn:

@@ -31,12 +31,21 @@ def _auth_file_entry(host: str) -> dict[str, Any] | None:
     try:
         entries = nesting.loads(user_files.read_bytes(path, user_files.STACK_LIMIT, "auth file").decode("utf-8"))
     except OSError as exc:
-        raise UserError(f"cannot read RATTLER_AUTH_FILE `{path}`: {exc.strerror or type(exc).__name__}", "make the file readable, or unset RATTLER_AUTH_FILE") from None
+        raise UserError(
+            f"cannot read RATTLER_AUTH_FILE `{path}`: {exc.strerror or type(exc).__name__}",
+            "make the file readable, or unset RATTLER_AUTH_FILE",
+        ) from None
     except nesting.TooDeepError as exc:
-        raise UserError(f"cannot read RATTLER_AUTH_FILE `{path}`: it is {exc}", 'it must be JSON: {"host": {"BasicHTTP": {"username": "...", "password": "..."}}}') from None
+        raise UserError(
+            f"cannot read RATTLER_AUTH_FILE `{path}`: it is {exc}",
+            'it must be JSON: {"host": {"BasicHTTP": {"username": "...", "password": "..."}}}',
+        ) from None
     except ValueError as exc:  # JSON's and UTF-8's messages give a position, never the text around it
         where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "its encoding (not UTF-8)"
-        raise UserError(f"cannot read RATTLER_AUTH_FILE `{path}`: it does not parse at {where}", 'it must be JSON: {"host": {"BasicHTTP": {"username": "...", "password": "..."}}}') from None
+        raise UserError(
+            f"cannot read RATTLER_AUTH_FILE `{path}`: it does not parse at {where}",
+            'it must be JSON: {"host": {"BasicHTTP": {"username": "...", "password": "..."}}}',
+        ) from None
     if not isinstance(entries, dict):
         raise UserError(f"RATTLER_AUTH_FILE `{path}` is not a JSON object", "map each host to its credential")
     if host in entries:
@@ -54,9 +63,14 @@ def _netrc_pair(host: str) -> tuple[str, str] | None:
     try:
         found = netrc.netrc(path).authenticators(host)
     except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or type(exc).__name__}", "make the netrc file readable, or unset NETRC") from None
+        raise UserError(
+            f"cannot read {path}: {exc.strerror or type(exc).__name__}", "make the netrc file readable, or unset NETRC"
+        ) from None
     except netrc.NetrcParseError as exc:  # its message quotes the token it stopped at, which may be a password
-        raise UserError(f"cannot read {path}: it does not parse at line {exc.lineno}", "fix the netrc file (machine HOST login USER password PASS)") from None
+        raise UserError(
+            f"cannot read {path}: it does not parse at line {exc.lineno}",
+            "fix the netrc file (machine HOST login USER password PASS)",
+        ) from None
     return (found[0], found[2] or "") if found else None
 
 

@@ -43,7 +43,10 @@ def _positive(name: str, default: N, kind: Callable[[str], N]) -> N:
     except ValueError:
         value = kind("0")
     if not value > 0 or math.isinf(value):
-        raise UserError(f"{name}={text[:40]!r} is not a positive number", f"set it to a positive number, or unset it for the default ({default})")
+        raise UserError(
+            f"{name}={text[:40]!r} is not a positive number",
+            f"set it to a positive number, or unset it for the default ({default})",
+        )
     return value
 
 
@@ -59,7 +62,10 @@ def transfer_deadline_s() -> float:
 
 def too_large(what: str, limit: int) -> UserError:
     """The error of a reply past its size limit."""
-    return UserError(f"{what}: the reply is larger than {limit} bytes, the most lockgen reads", f"check the URL; a larger file is allowed by raising {MAX_DOWNLOAD_ENV}")
+    return UserError(
+        f"{what}: the reply is larger than {limit} bytes, the most lockgen reads",
+        f"check the URL; a larger file is allowed by raising {MAX_DOWNLOAD_ENV}",
+    )
 
 
 class Deadline:
@@ -81,7 +87,10 @@ class Deadline:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._timer.cancel()
         if self.expired and (kind is None or issubclass(kind, Exception)):
-            raise HostError(f"{self._what}: not finished within {self.seconds:g} s (the server is too slow, or keeps sending)", self._hint) from None
+            raise HostError(
+                f"{self._what}: not finished within {self.seconds:g} s (the server is too slow, or keeps sending)",
+                self._hint,
+            ) from None
 
     def open(self, request: urllib.request.Request, timeout: float, context: ssl.SSLContext | None = None) -> Any:
         """`urllib.request.urlopen(request, timeout)`, its sockets (redirects' too) under this deadline."""

@@ -83,7 +83,9 @@ def _get_once(url: str, headers: dict[str, str], meter: Meter, timeout_s: float,
         return _read(clock, request, safe, meter, timeout_s, limit)
 
 
-def _read(clock: Deadline, request: urllib.request.Request, safe: str, meter: Meter, timeout_s: float, limit: int) -> Reply:
+def _read(
+    clock: Deadline, request: urllib.request.Request, safe: str, meter: Meter, timeout_s: float, limit: int
+) -> Reply:
     try:
         with clock.open(request, timeout_s) as response:
             meter.requests += 1
@@ -102,6 +104,8 @@ def _read(clock: Deadline, request: urllib.request.Request, safe: str, meter: Me
     except urllib.error.URLError as exc:
         raise _Retryable(f"GET {safe}: {exc.reason}", "check the network and the index URL") from None
     except (OSError, http.client.HTTPException) as exc:
-        raise _Retryable(f"GET {safe}: {type(exc).__name__} {shown(str(exc))}", "check the network and the index URL") from None
+        raise _Retryable(
+            f"GET {safe}: {type(exc).__name__} {shown(str(exc))}", "check the network and the index URL"
+        ) from None
     except ValueError:
         raise UserError(f"GET {safe}: not a valid URL", "check the URL") from None

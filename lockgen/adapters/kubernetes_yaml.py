@@ -26,5 +26,13 @@ _Dumper.add_representer(str, _text)
 
 def render_documents(documents: list[dict[str, Any]], heading: str) -> str:
     """`documents` as one YAML stream (`---` before each), preceded by `heading` as comment lines."""
-    body = yaml.dump_all(documents, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120, allow_unicode=True, explicit_start=True)
+    body = yaml.dump_all(
+        documents,
+        Dumper=_Dumper,
+        sort_keys=True,
+        default_flow_style=False,
+        width=120,
+        allow_unicode=True,
+        explicit_start=True,
+    )
     return "".join(f"# {line}\n" for line in heading.splitlines()) + body

@@ -80,7 +80,12 @@ def _info(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple[PackMember, Path]], meter: Meter | None = None) -> tuple[str, int]:
+def write(
+    out: Path,
+    leading: Sequence[tuple[str, bytes]],
+    files: Sequence[tuple[PackMember, Path]],
+    meter: Meter | None = None,
+) -> tuple[str, int]:
     """Writes the archive `out`: the `leading` members (name, bytes), then each file as its member; returns the
     archive's sha256 and size. A file whose size or sha256 is not its member's is refused, and nothing is kept."""
     if out.is_dir():
@@ -95,7 +100,9 @@ def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple
         with os.fdopen(handle, "wb") as stream:
             sink = _Hashing(stream)
             # 1 MiB reads, not tarfile's 16 KiB: a sixty-fourth of the calls per byte hashed
-            with tarfile.TarFile(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8", copybufsize=_BLOCK) as tar:
+            with tarfile.TarFile(
+                fileobj=sink, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8", copybufsize=_BLOCK
+            ) as tar:
                 for name, data in leading:
                     tar.addfile(_info(name, len(data)), io.BytesIO(data))
                 for member, path in files:
@@ -117,11 +124,19 @@ def write(out: Path, leading: Sequence[tuple[str, bytes]], files: Sequence[tuple
 def _add_file(tar: tarfile.TarFile, member: PackMember, path: Path) -> None:
     with path.open("rb") as source:
         if os.fstat(source.fileno()).st_size != member.size:
-            raise PackError(f"{path} changed while it was packed (its size is not {member.size})", "pack again; nothing was written", member.path)
+            raise PackError(
+                f"{path} changed while it was packed (its size is not {member.size})",
+                "pack again; nothing was written",
+                member.path,
+            )
         checked = _Checked(source)
         tar.addfile(_info(member.path, member.size), checked)
     if checked.sha256.hexdigest() != member.sha256:
-        raise PackError(f"{path} does not have the sha256 the lock pins ({member.sha256}) as it is packed", "the store's copy was changed: remove it and pack again; nothing was written", member.path)
+        raise PackError(
+            f"{path} does not have the sha256 the lock pins ({member.sha256}) as it is packed",
+            "the store's copy was changed: remove it and pack again; nothing was written",
+            member.path,
+        )
 
 
 class PackReader:
@@ -131,15 +146,21 @@ class PackReader:
         self._tar, self._source, self._last = tar, source, ""
 
     def _refuse(self, member: str, problem: str) -> PackError:
-        return PackError(f"pack archive `{shown(self._source, 200)}`, member `{shown(member, 120)}`: {problem}", _HINT, member)
+        return PackError(
+            f"pack archive `{shown(self._source, 200)}`, member `{shown(member, 120)}`: {problem}", _HINT, member
+        )
 
     def _next(self, expected: str) -> tarfile.TarInfo:
         try:
             info = self._tar.next()
         except (tarfile.TarError, EOFError, OSError) as exc:
-            raise self._refuse(expected, f"where it should be, the archive is unreadable ({shown(str(exc), 80)})") from None
+            raise self._refuse(
+                expected, f"where it should be, the archive is unreadable ({shown(str(exc), 80)})"
+            ) from None
         if info is None:
-            raise self._refuse(expected, "the archive ends where this member should be (missing, cut short, or its header damaged)")
+            raise self._refuse(
+                expected, "the archive ends where this member should be (missing, cut short, or its header damaged)"
+            )
         self._check_entry(info, expected)
         return info
 
@@ -154,7 +175,9 @@ class PackReader:
         self._check_safe(info)
         name = info.name
         if name != expected:
-            raise self._refuse(name, f"the index names `{shown(expected, 120)}` here, not this member (renamed, reordered or added)")
+            raise self._refuse(
+                name, f"the index names `{shown(expected, 120)}` here, not this member (renamed, reordered or added)"
+            )
 
     def read_bytes(self, expected: str, limit: int) -> bytes:
         """The next member, which must be `expected`, of at most `limit` bytes, as bytes."""
@@ -203,7 +226,9 @@ class PackReader:
         try:
             info = self._tar.next()
         except (tarfile.TarError, EOFError, OSError) as exc:
-            raise self._refuse(f"after {self._last}", f"the archive is unreadable there ({shown(str(exc), 80)})") from None
+            raise self._refuse(
+                f"after {self._last}", f"the archive is unreadable there ({shown(str(exc), 80)})"
+            ) from None
         if info is not None:
             self._check_safe(info)
             raise self._refuse(info.name, "the index names no such member (added to the archive)")
@@ -218,14 +243,18 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
     except FileNotFoundError:
         raise UserError(f"pack archive `{path}` does not exist", "pass the .tar written by lockgen pack") from None
     except OSError as exc:
-        raise UserError(f"cannot read pack archive `{path}`: {exc.strerror or exc}", "pass the .tar written by lockgen pack") from None
+        raise UserError(
+            f"cannot read pack archive `{path}`: {exc.strerror or exc}", "pass the .tar written by lockgen pack"
+        ) from None
     with stream:
         try:
             check_headers(stream)
         except AmbiguousTar as exc:
             if exc.number == 1:  # where the first member must be: not a tar, or not one lockgen pack wrote
                 raise PackError(
-                    f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({exc.problem})", "pass the .tar written by lockgen pack (uncompressed)", first
+                    f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({exc.problem})",
+                    "pass the .tar written by lockgen pack (uncompressed)",
+                    first,
                 ) from None
             raise PackError(
                 f"pack archive `{shown(str(path), 200)}`, member `{shown(exc.member, 120)}`: its headers read differently to different tar readers ({exc})",
@@ -237,7 +266,9 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
             tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
         except (tarfile.TarError, EOFError) as exc:
             raise PackError(
-                f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({shown(str(exc), 80)})", "pass the .tar written by lockgen pack (uncompressed)", first
+                f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({shown(str(exc), 80)})",
+                "pass the .tar written by lockgen pack (uncompressed)",
+                first,
             ) from None
         with tar:
             yield PackReader(tar, str(path))

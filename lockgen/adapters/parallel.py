@@ -22,7 +22,9 @@ from types import TracebackType
 from lockgen.digests import file_digest
 
 BIG = 1 << 20
-PER_FILE = 64 << 10  # what a file costs beside its bytes (an open, a stat, a close: about 30 µs), in bytes hashed meanwhile
+PER_FILE = (
+    64 << 10
+)  # what a file costs beside its bytes (an open, a stat, a close: about 30 µs), in bytes hashed meanwhile
 FORK_FROM = 2000  # work of fewer small files than this is hashed by the caller: a child would cost about what it saves
 PER_CHILD = 1000  # at least this many small files' work for each child
 MOST_SHARES = 1024  # work is handed out in at most this many shares, 4 bytes each: one write to the pipe
@@ -112,7 +114,9 @@ class Forked:
     def __enter__(self) -> Forked:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self._child is not None:  # never asked: the child meets a closed pipe and ends
             pid, read = self._child
             self._child = None
@@ -165,7 +169,11 @@ class HashedAhead:
         hashes them its own way (`hash_files`, big files on threads)."""
         if self._digests is None:
             self._digests = {}
-            texts = [self._taken(progress), *(child.result() or "" for child in self._children)] if any(child.forked for child in self._children) else []
+            texts = (
+                [self._taken(progress), *(child.result() or "" for child in self._children)]
+                if any(child.forked for child in self._children)
+                else []
+            )
             self._close()
             for text in texts:
                 for line in filter(None, text.split("\n")):
@@ -181,7 +189,9 @@ class HashedAhead:
     def __enter__(self) -> HashedAhead:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self._queue is not None:  # never asked: the shares left are taken away, so each child ends after its own
             while os.read(self._queue, 4096):  # the write end is closed: the shares, then the end, never a wait
                 pass
@@ -263,7 +273,10 @@ def _cpu_quota(root: str) -> int | None:
     if v2 is not None:
         return _whole(v2[0], v2[1]) if len(v2) == 2 else None
     for folder in ("cpu", "cpu,cpuacct"):
-        quota, period = _words(os.path.join(root, folder, "cpu.cfs_quota_us")), _words(os.path.join(root, folder, "cpu.cfs_period_us"))
+        quota, period = (
+            _words(os.path.join(root, folder, "cpu.cfs_quota_us")),
+            _words(os.path.join(root, folder, "cpu.cfs_period_us")),
+        )
         if quota and period:
             return _whole(quota[0], period[0])
     return None

@@ -56,7 +56,9 @@ class AmbiguousTar(Exception):
     `?` where none can be read) and what is wrong."""
 
     def __init__(self, number: int, member: str, problem: str) -> None:
-        super().__init__(f"header {number}, member `{shown(member, 200)}`: {problem}" if member else f"header {number}: {problem}")
+        super().__init__(
+            f"header {number}, member `{shown(member, 200)}`: {problem}" if member else f"header {number}: {problem}"
+        )
         self.number, self.member, self.problem = number, member, problem
 
 
@@ -164,7 +166,9 @@ class HeaderRule:
         if kind in _EXTENDED:
             pending = self._pending
             if kind in pending or (kind == b"x" and pending) or (kind != b"x" and b"x" in pending):
-                raise _Problem(f"{_EXTENDED[kind]} after another extended header of the same member: tar readers keep different ones")
+                raise _Problem(
+                    f"{_EXTENDED[kind]} after another extended header of the same member: tar readers keep different ones"
+                )
             if size > EXTENDED_LIMIT:
                 raise _Problem(f"{_EXTENDED[kind]} of {size} bytes (Go's tar reader refuses one over {EXTENDED_LIMIT})")
             self._extended, self._needed = (kind, size, header), -(-size // BLOCK) * BLOCK
@@ -255,7 +259,9 @@ def ruled_members(stream: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, tarfile.
             yield member, tar
     ruled.finish()
     if read != len(ruled.rule.members):
-        raise AmbiguousTar(*ruled.rule.members[read], "Python's tarfile stops reading there, where other tar readers read on")
+        raise AmbiguousTar(
+            *ruled.rule.members[read], "Python's tarfile stops reading there, where other tar readers read on"
+        )
 
 
 def _octal(field: bytes) -> int | None:
@@ -270,11 +276,20 @@ def _checksum(header: bytes) -> None:
     to Go, which reads on) that is the header's sum, unsigned or signed, with the field as spaces."""
     stated, blanked = _octal(header[148:156]), header[:148] + b" " * 8 + header[156:]
     unsigned = sum(blanked)
-    if stated != unsigned and stated != unsigned - 256 * len(blanked.translate(None, _LOW)):  # signed: bytes past 127 count negative
+    if stated != unsigned and stated != unsigned - 256 * len(
+        blanked.translate(None, _LOW)
+    ):  # signed: bytes past 127 count negative
         raise _Problem("its checksum field is not the header's sum in plain octal digits")
 
 
-_NUMBERS = {"mode": (100, 108), "owner": (108, 116), "group": (116, 124), "time": (136, 148), "device major": (329, 337), "device minor": (337, 345)}
+_NUMBERS = {
+    "mode": (100, 108),
+    "owner": (108, 116),
+    "group": (116, 124),
+    "time": (136, 148),
+    "device major": (329, 337),
+    "device minor": (337, 345),
+}
 
 
 def _numbers(header: bytes) -> None:
@@ -322,7 +337,12 @@ def _pax_records(content: bytes) -> dict[bytes, bytes]:
         found = _RECORD_LENGTH.match(content, position)
         length = int(found.group()[:-1]) if found else 0
         record = content[position : position + length]
-        if not found or len(record) != length or not record.endswith(b"\n") or b"=" not in record[found.end() - position :]:
+        if (
+            not found
+            or len(record) != length
+            or not record.endswith(b"\n")
+            or b"=" not in record[found.end() - position :]
+        ):
             raise _Problem("a PAX record that does not parse")
         key, _, value = record[found.end() - position : -1].partition(b"=")
         if not key:  # Python stops reading the records there, tar-rs reads on

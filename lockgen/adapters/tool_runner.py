@@ -52,11 +52,23 @@ def run_tool(
     tool = os.path.basename(command[0])
     started = time.monotonic()
     try:
-        child = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env) if env is not None else None)
+        child = subprocess.Popen(
+            list(command),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(env) if env is not None else None,
+        )
     except FileNotFoundError:
         raise ToolMissingError(command[0], missing_hint or f"install {tool}, or put it on PATH") from None
     except OSError as exc:  # a folder, a file without the x bit, a binary for another machine
-        raise ToolFailedError(what, tool, 126, f"cannot run `{command[0]}`: {exc.strerror or exc}", missing_hint or "pass a program that can run here") from None
+        raise ToolFailedError(
+            what,
+            tool,
+            126,
+            f"cannot run `{command[0]}`: {exc.strerror or exc}",
+            missing_hint or "pass a program that can run here",
+        ) from None
     with child:  # an interrupt or an error here kills the child, as subprocess.run does
         if meanwhile is not None:
             try:
@@ -76,7 +88,15 @@ def _kill(child: subprocess.Popen[str]) -> None:
     child.communicate()
 
 
-def _wait(child: subprocess.Popen[str], what: str, tool: str, hint: str, started: float, timeout_s: float, heartbeat: Callable[[float], None] | None) -> tuple[str, str]:
+def _wait(
+    child: subprocess.Popen[str],
+    what: str,
+    tool: str,
+    hint: str,
+    started: float,
+    timeout_s: float,
+    heartbeat: Callable[[float], None] | None,
+) -> tuple[str, str]:
     try:
         while True:  # bounded: each wait is at most HEARTBEAT_S, and the whole run at most timeout_s
             left = timeout_s - (time.monotonic() - started)

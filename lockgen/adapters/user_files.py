@@ -23,7 +23,13 @@ KEY_LIMIT = 1 << 20  # a PEM key is a few hundred bytes
 CERTIFICATE_LIMIT = 16 << 20  # a certificate's checks and figures: tens of KiB
 STACK_LIMIT = 16 << 20  # a stack.toml, a pyproject.toml, a node facts or expectations file: a few KiB
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class RefusedFile(OSError):

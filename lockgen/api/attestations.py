@@ -25,7 +25,12 @@ from lockgen.core.image.image_reference import parse_reference
 from lockgen.model.attestation import AttachedCertificate
 from lockgen.model.results import Conformance
 
-__all__ = ["Admission", "admitting", "attached_certificates", "attest"]  # the work is the step's, shared with push --attest and fleet status
+__all__ = [
+    "Admission",
+    "admitting",
+    "attached_certificates",
+    "attest",
+]  # the work is the step's, shared with push --attest and fleet status
 
 
 @dataclass(frozen=True)
@@ -39,10 +44,18 @@ class Admission:
     proof: Conformance | None
 
 
-def admitting(image_reference: str, public_key: Path | None, insecure: bool, lock: Path | None, progress: Callable[[str], None] = lambda _: None) -> Admission:
+def admitting(
+    image_reference: str,
+    public_key: Path | None,
+    insecure: bool,
+    lock: Path | None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Admission:
     """The image's attestations and those that count: bound to its digest, or, with `lock`, bound to that lock
     once the image at that digest is proven the lock's (`check --image --lock` passing)."""
-    digest, found = attached_certificates(image_reference, [public_key] if public_key is not None else [], insecure, progress)
+    digest, found = attached_certificates(
+        image_reference, [public_key] if public_key is not None else [], insecure, progress
+    )
     counted = [a for a in found if a.verified and a.binding == "image"]
     lock_bound = [a for a in found if a.verified and a.binding == "lock"]
     if lock is None or not lock_bound:

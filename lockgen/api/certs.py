@@ -19,7 +19,13 @@ from lockgen.core.stack.stack_layout import LOCK_SUFFIX
 from lockgen.core.stack.inheritance import cuda_stack_changes
 from lockgen.core.certificate.cert_formats import render_certificate, rendering_notes
 from lockgen.api.steps import team_steps
-from lockgen.api.steps.certificate_steps import list_certificates, read_certificate, read_numerics_references, read_signed, signers
+from lockgen.api.steps.certificate_steps import (
+    list_certificates,
+    read_certificate,
+    read_numerics_references,
+    read_signed,
+    signers,
+)
 from lockgen.core.certificate.certify import FigureChange, compare_figures, require_comparable
 from lockgen.core.certificate.numerics import PairComparison, compare_pair, judged_certificate
 from lockgen.errors import LockFormatError, LockgenError, UserError
@@ -28,7 +34,17 @@ from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.results import CertificateExport
 
 
-__all__ = ["Comparison", "check_certificate", "compare", "export_certificate", "folder_certificates", "inherited_certificates", "keygen", "list_certificates", "require_verified"]
+__all__ = [
+    "Comparison",
+    "check_certificate",
+    "compare",
+    "export_certificate",
+    "folder_certificates",
+    "inherited_certificates",
+    "keygen",
+    "list_certificates",
+    "require_verified",
+]
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
@@ -43,11 +59,15 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
         digest = lock_file.read(lock).sha256
         covered = certificate.certificate.subject.lock_sha256
         if covered != digest:
-            raise LockFormatError(f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)", "certify this lock with `lockgen verify --lock`")
+            raise LockFormatError(
+                f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",
+                "certify this lock with `lockgen verify --lock`",
+            )
         conformance = certificate.certificate.subject.conformance or {}
         if not conformance.get("clean"):
             raise LockFormatError(
-                f"the certificate names `{lock}` but records no proof that the environment was it", "certify again with this lockgen: `lockgen verify --lock` checks conformance first"
+                f"the certificate names `{lock}` but records no proof that the environment was it",
+                "certify again with this lockgen: `lockgen verify --lock` checks conformance first",
             )
     return certificate
 
@@ -65,7 +85,14 @@ def require_verified(path: Path, certificate: Certificate, public_key: Path | No
     return "unsigned: only its form was checked (anyone could have written it)"
 
 
-def export_certificate(path: Path, fmt: str, public_key: Path | None, out: Path | None, valid_for: dt.timedelta = NFD_VALID_FOR, expect_numerics: Path | None = None) -> CertificateExport:
+def export_certificate(
+    path: Path,
+    fmt: str,
+    public_key: Path | None,
+    out: Path | None,
+    valid_for: dt.timedelta = NFD_VALID_FOR,
+    expect_numerics: Path | None = None,
+) -> CertificateExport:
     """The certificate rendered in `fmt` (prom, nfd, npd, junit), after the checks `cert verify` makes (the
     signature too, with `public_key`); with `expect_numerics` (a reference fingerprint per key, as `verify
     --expect-numerics` reads it), judged alone against it first, so a node whose bits differ fails in every
@@ -134,7 +161,11 @@ def inherited_certificates(folder: Path) -> list[Inherited]:
         if not held_to or base_path is None or not base_path.is_file():
             continue
         base = load_lock(base_path)
-        certificates = [(path, body) for path, body in list_certificates(base_path.parent.parent) if body.subject.lock_sha256 == held_to]
+        certificates = [
+            (path, body)
+            for path, body in list_certificates(base_path.parent.parent)
+            if body.subject.lock_sha256 == held_to
+        ]
         image = LockgenMeta(team).extends if stack_layout.names_an_image(LockgenMeta(team).extends) else None
         found.append(Inherited(team_path, base_path, certificates, cuda_stack_changes(base, team), image))
     return found

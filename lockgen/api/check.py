@@ -24,12 +24,23 @@ if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
 
 
-def check(request: CheckRequest, progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> Drift | ImageDrift | Conformance:
+def check(
+    request: CheckRequest, progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None
+) -> Drift | ImageDrift | Conformance:
     """The check the request asks: conformance with its lock, else the drift of a prefix (an interpreter's) or
     an image's environment from what it recorded."""
     target = request.target
     if request.lock is not None:
-        return check_lock(request.lock, target, request.manifests, request.platform, progress, meter, request.allow_foreign, request.full)
+        return check_lock(
+            request.lock,
+            target,
+            request.manifests,
+            request.platform,
+            progress,
+            meter,
+            request.allow_foreign,
+            request.full,
+        )
     if isinstance(target, Image):
         return check_image(target.source, None, target.insecure, progress, meter)
     return check_prefix(_prefix_of(target), request.full)
@@ -53,7 +64,9 @@ def check_prefix(prefix: Path, full: bool) -> Drift:
     if not (prefix / env_manifest.MANIFEST).is_file():
         if (prefix / conda_meta.FOLDER).is_dir():
             return _check_conda_meta(prefix)
-        raise UserError(f"{prefix} has no lockgen manifest and no conda-meta", "materialize it with lockgen materialize")
+        raise UserError(
+            f"{prefix} has no lockgen manifest and no conda-meta", "materialize it with lockgen materialize"
+        )
     return recorded_drift(prefix, full)
 
 
@@ -64,13 +77,21 @@ def _check_conda_meta(prefix: Path) -> Drift:
     from lockgen.adapters.store import env_manifest
 
     expected = conda_meta.listed_paths(prefix)
-    present = {p for p in env_manifest.walk(prefix) if not p.startswith(f"{conda_meta.FOLDER}/") and p != "CACHEDIR.TAG"}
+    present = {
+        p for p in env_manifest.walk(prefix) if not p.startswith(f"{conda_meta.FOLDER}/") and p != "CACHEDIR.TAG"
+    }
     modified = conda_meta.changed_files(prefix, expected, present & expected.keys())
     missing = sorted(p for p in expected.keys() - present if not (prefix / p).is_symlink())
     return Drift(missing, sorted(present - expected.keys()), modified)
 
 
-def check_image(source: str | Path, lock: Path | None = None, insecure: bool = False, progress: Callable[[str], None] = lambda _: None, meter: Meter | None = None) -> ImageDrift:
+def check_image(
+    source: str | Path,
+    lock: Path | None = None,
+    insecure: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+    meter: Meter | None = None,
+) -> ImageDrift:
     """Unpacks the image (a layout folder or a registry reference) and recomputes the environment digest at
     its prefix. With `lock`, the image must come from exactly that lock."""
     from lockgen.adapters.image import image_source
@@ -83,7 +104,9 @@ def check_image(source: str | Path, lock: Path | None = None, insecure: bool = F
     with image_source.unpacked(source, progress, insecure, exported_from, meter) as image:
         if (image.prefix / env_manifest.MANIFEST).is_file():  # compared with the files as unpacked: hashed once
             found = manifest_drift(env_manifest.read(image.prefix)[0], image.manifest)
-            drift = Drift(found.missing, found.extra, found.modified, unsafe_modes(image.prefix))  # the modes as a runtime lands them
+            drift = Drift(
+                found.missing, found.extra, found.modified, unsafe_modes(image.prefix)
+            )  # the modes as a runtime lands them
         else:
             drift = check_prefix(image.prefix, full=True)
         problems = sbom_problems(source, image.prefix / SBOM_INSIDE, None, image.recorded_environment)
@@ -110,17 +133,33 @@ def check_lock(
     if not isinstance(target, Image):
         prefix = _prefix_of(target)
         venv_python = target.interpreter if isinstance(target, Python) else str(prefix / "bin" / "python")
-        interpreter = venv_python if (prefix / "pyvenv.cfg").is_file() else None  # held to the lock's exact Python, if it names one
-        return conform(lock, prefix, platform, bundle, progress, meter, allow_foreign=allow_foreign, fingerprints=not full, interpreter=interpreter)
+        interpreter = (
+            venv_python if (prefix / "pyvenv.cfg").is_file() else None
+        )  # held to the lock's exact Python, if it names one
+        return conform(
+            lock,
+            prefix,
+            platform,
+            bundle,
+            progress,
+            meter,
+            allow_foreign=allow_foreign,
+            fingerprints=not full,
+            interpreter=interpreter,
+        )
     from lockgen.adapters.lock.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image
 
     loaded = parsed(lock)
     read_manifests(loaded, platform, bundle, progress)  # a lock that cannot be proven: refused before the pull
-    return prove_image(loaded, target.source, bundle, platform, target.insecure, target.prefix, progress, meter, allow_foreign)
+    return prove_image(
+        loaded, target.source, bundle, platform, target.insecure, target.prefix, progress, meter, allow_foreign
+    )
 
 
-def kept_check_lock(lock_path: Path, prefix: Path, platform: str | None, progress: Callable[[str], None]) -> Conformance | None:
+def kept_check_lock(
+    lock_path: Path, prefix: Path, platform: str | None, progress: Callable[[str], None]
+) -> Conformance | None:
     """`check_lock` of the environment at `prefix` (no bundle, nothing allowed, fingerprints trusted) when the
     verdict of its last passing check against the lock's bytes stands: no lock parsed, no model loaded. None,
     having said nothing, otherwise (an unreadable lock too, or kept values turned off: `LOCKGEN_REPARSE`), which

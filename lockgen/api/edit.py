@@ -50,7 +50,9 @@ def _relocked(request: StackEditRequest, old: str, new: str, progress: Progress)
         raise UserError(f"the stack would not be valid after this change: {exc.message}", exc.hint) from None
     chosen = selected(resolving.spec, request.targets)
     read = {target.name: _lock_before(resolving.lock_path(target), progress) for target in chosen}
-    before = {name: loaded for name, loaded in read.items() if loaded is not None}  # each read once: compared, and kept where unchanged
+    before = {
+        name: loaded for name, loaded in read.items() if loaded is not None
+    }  # each read once: compared, and kept where unchanged
     locked = lock_targets(resolving, request.targets, current=before, progress=progress)
     write_atomic(request.stack, new, request.stack.stat().st_mode & 0o777)
     names = {target.name for target in chosen}
@@ -75,4 +77,10 @@ def _changes(old: LoadedLock | None, new: Lock) -> tuple[str, ...] | None:
     if old is None:
         return None
     diff = diff_locks(old.lock, new)
-    return tuple([*(f"- platform {p}" for p in diff.platforms_only_in_a), *(f"+ platform {p}" for p in diff.platforms_only_in_b), *(c.line() for c in diff.changes)])
+    return tuple(
+        [
+            *(f"- platform {p}" for p in diff.platforms_only_in_a),
+            *(f"+ platform {p}" for p in diff.platforms_only_in_b),
+            *(c.line() for c in diff.changes),
+        ]
+    )

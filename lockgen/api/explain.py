@@ -29,7 +29,14 @@ from lockgen.errors import UserError
 from lockgen.model.names import normalize
 
 # the conda rules' verdict kinds under the names the PyPI rules use, so one rule reads the same from any source
-_RULE_OF_KIND = {"newer-cuda": "driver-floor", "native": "native-kernels", "ptx": "ptx-only", "unknown-arch-list": "arch-list-unknown", "not-pinned": "pin", "cuda-build": "cpu-target"}
+_RULE_OF_KIND = {
+    "newer-cuda": "driver-floor",
+    "native": "native-kernels",
+    "ptx": "ptx-only",
+    "unknown-arch-list": "arch-list-unknown",
+    "not-pinned": "pin",
+    "cuda-build": "cpu-target",
+}
 
 
 def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = ()) -> dict[str, Any]:
@@ -44,7 +51,10 @@ def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = 
         target_name = matched_target(spec, node_facts(None), str(stack_path)).target
     target = next((t for t in spec.targets if t.name == target_name), None)
     if target is None:
-        raise UserError(f"no target `{target_name}` in {stack_path}", f"its targets: {', '.join(t.name for t in spec.targets) or 'none'}")
+        raise UserError(
+            f"no target `{target_name}` in {stack_path}",
+            f"its targets: {', '.join(t.name for t in spec.targets) or 'none'}",
+        )
     facts = load_facts()
     window = cuda_window(facts, target) if target.is_gpu else None
     found: list[Candidate] = []
@@ -57,21 +67,44 @@ def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = 
         for platform in spec.platforms_of(target) if target.is_gpu else ():
             inference = sources.inference(target, platform, spec.python_minor) if spec.python_minor else None
             judged = with_inferred(facts, inference) if inference else facts
-            found += source_candidates(judged, spec, target, window, platform, sources.offers(target, platform, spec.python_minor))
+            found += source_candidates(
+                judged, spec, target, window, platform, sources.offers(target, platform, spec.python_minor)
+            )
     if channels is not None:
         for platform in spec.platforms_of(target):
             builds = channels.candidates(platform, ARCH_SPECIFIC_PACKAGES)
-            request = plan_request(facts, spec, target, platform, window, builds)  # resolve's plan: its errors are resolve's
-            solved = {(p.name, p.version, p.build) for p in channels.solve_all([(request, None)])[0] if p.name in ARCH_SPECIFIC_PACKAGES}
+            request = plan_request(
+                facts, spec, target, platform, window, builds
+            )  # resolve's plan: its errors are resolve's
+            solved = {
+                (p.name, p.version, p.build)
+                for p in channels.solve_all([(request, None)])[0]
+                if p.name in ARCH_SPECIFIC_PACKAGES
+            }
             taken = {name: version for name, version, _ in solved}
             for build in builds:
                 verdict = judge_build(facts, target, window, platform, build, spec.unknown_releases)
-                rule = "ptx-jit" if verdict.kind == "ptx" and verdict.allowed else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
+                rule = (
+                    "ptx-jit"
+                    if verdict.kind == "ptx" and verdict.allowed
+                    else _RULE_OF_KIND.get(verdict.kind, verdict.kind)
+                )
                 allowed, reason = verdict.allowed, verdict.reason.split(": ", 1)[-1]
                 if allowed and build.name in taken and (build.name, build.version, build.build) not in solved:
                     allowed, rule = False, "solve"
                     reason = f"admitted by the arch rules ({reason}), but the conda solve took {build.name} {taken[build.name]}: this build's Python or dependencies do not fit the stack's"
-                found.append(Candidate(build.name, build.version, build.build, scrub_url(build.channel.rsplit("/", 2)[0]), platform, allowed, rule, reason))
+                found.append(
+                    Candidate(
+                        build.name,
+                        build.version,
+                        build.build,
+                        scrub_url(build.channel.rsplit("/", 2)[0]),
+                        platform,
+                        allowed,
+                        rule,
+                        reason,
+                    )
+                )
     candidates = newest_first(found)
     admitted = [c for c in candidates if c.admitted]
     return {
@@ -80,6 +113,9 @@ def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = 
         "driver": target.driver,
         "cuda_window": f"{window.low}..{window.high}" if window else None,
         "window_reason": window.reason if window else None,
-        "newest_admitted": {p: next((f"{c.package} {c.release} ({c.variant}, {c.source})" for c in admitted if c.platform == p), None) for p in spec.platforms_of(target)},
+        "newest_admitted": {
+            p: next((f"{c.package} {c.release} ({c.variant}, {c.source})" for c in admitted if c.platform == p), None)
+            for p in spec.platforms_of(target)
+        },
         "candidates": [c.as_dict() for c in candidates],
     }

@@ -43,7 +43,18 @@ from lockgen.errors import UserError
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.requests import ExportRequest, FromImage, FromPrefix, Layering
 from lockgen.model.results import Conformance, ExportedImage, ExportedIndex
-from lockgen.model.oci import ARCHITECTURE, BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, COMPRESSION_LEVELS, CONFIG_MEDIA_TYPE, FORMATS, IMAGE_PREFIX, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, PREFIX_LABEL
+from lockgen.model.oci import (
+    ARCHITECTURE,
+    BASE_CONFIG_INSIDE,
+    BASE_MANIFEST_INSIDE,
+    COMPRESSION_LEVELS,
+    CONFIG_MEDIA_TYPE,
+    FORMATS,
+    IMAGE_PREFIX,
+    INDEX_MEDIA_TYPE,
+    MANIFEST_MEDIA_TYPE,
+    PREFIX_LABEL,
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +71,9 @@ class BuiltTree:
     held: frozenset[str] = frozenset()
 
 
-def export(request: ExportRequest, progress: Callable[[str], None], meter: Meter | None = None) -> ExportedImage | ExportedIndex:
+def export(
+    request: ExportRequest, progress: Callable[[str], None], meter: Meter | None = None
+) -> ExportedImage | ExportedIndex:
     """Writes the image the request asks, atomically, to its `out`: from the lock (one platform, or an index
     of several), from an existing prefix, or from a vendor's image. The lock is read once, here: every step
     takes its entries, bytes and sha256 (the image's label, its carried copy, the conformance it is checked by)."""
@@ -104,7 +117,13 @@ def _checked_out(out: Path, fmt: str) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _export_lock(request: ExportRequest, loaded: LoadedLock, platform: str | None, progress: Callable[[str], None], meter: Meter | None) -> ExportedImage:
+def _export_lock(
+    request: ExportRequest,
+    loaded: LoadedLock,
+    platform: str | None,
+    progress: Callable[[str], None],
+    meter: Meter | None,
+) -> ExportedImage:
     """The lock's environment built and written as one image. With a base (an OCI layout of one image, or a
     registry's) its layers come first and its config is kept, pinned by digest in the manifest's annotations."""
     lock_path, base, lock, lock_digest = request.lock, request.base, loaded.lock, loaded.sha256
@@ -120,21 +139,34 @@ def _export_lock(request: ExportRequest, loaded: LoadedLock, platform: str | Non
             interpreter_steps.prove_held_python(base, chosen, on_base.entries, prefix, progress)
         elif _pure_pypi(lock, chosen):
             interpreter = interpreter_steps.venv_python(base, chosen, LockgenMeta(lock).python(chosen), progress)
-        env_digest = build_environment(lock, lock_digest, chosen, tree, Path(prefix), progress, meter, venv_interpreter=interpreter, held=on_base)
+        env_digest = build_environment(
+            lock, lock_digest, chosen, tree, Path(prefix), progress, meter, venv_interpreter=interpreter, held=on_base
+        )
         interpreter_steps.prove_python_starts(base, chosen, tree, prefix, _glibc(lock), progress)
         _drop_build_host_traces(tree)
         image_tree.keep_lock(tree, loaded.data)
-        digest = _write_image(BuiltTree(lock, chosen, lock_digest, env_digest, tree, prefix, held), work, request, progress, meter)
+        digest = _write_image(
+            BuiltTree(lock, chosen, lock_digest, env_digest, tree, prefix, held), work, request, progress, meter
+        )
     return ExportedImage(digest, env_digest)
 
 
-def _export_index(request: ExportRequest, loaded: LoadedLock, platforms: Sequence[str], progress: Callable[[str], None], meter: Meter | None) -> ExportedIndex:
+def _export_index(
+    request: ExportRequest,
+    loaded: LoadedLock,
+    platforms: Sequence[str],
+    progress: Callable[[str], None],
+    meter: Meter | None,
+) -> ExportedIndex:
     """The lock's environment of each of `platforms` (every platform it locks when empty) as one image each,
     under one tag naming an OCI image index of them, each with its platform (`linux`, `amd64`/`arm64`).
     Layers two platforms share (noarch packages) are stored once."""
     out, fmt, lock, lock_digest = request.out, request.fmt, loaded.lock, loaded.sha256
     if fmt == "docker-archive":
-        raise UserError("a docker-archive holds one image, not an index of several platforms", "pass --format oci-layout or oci-archive, or export one --platform")
+        raise UserError(
+            "a docker-archive holds one image, not an index of several platforms",
+            "pass --format oci-layout or oci-archive, or export one --platform",
+        )
     chosen = list(platforms) or list(lock.metadata.platforms)
     if len(set(chosen)) != len(chosen):
         raise UserError(f"a platform is named twice in {', '.join(chosen)}", "name each platform once")
@@ -154,11 +186,26 @@ def _export_index(request: ExportRequest, loaded: LoadedLock, platforms: Sequenc
             progress(f"{platform}: building the environment")
             tree = work / f"tree-{platform}"
             env_digest = build_environment(lock, lock_digest, platform, tree, Path(IMAGE_PREFIX), progress, meter)
-            interpreter_steps.prove_python_starts(None, platform, tree, IMAGE_PREFIX, _glibc(lock), progress, index=True)
+            interpreter_steps.prove_python_starts(
+                None, platform, tree, IMAGE_PREFIX, _glibc(lock), progress, index=True
+            )
             _drop_build_host_traces(tree)
             image_tree.keep_lock(tree, loaded.data)
-            manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(BuiltTree(lock, platform, lock_digest, env_digest, tree, IMAGE_PREFIX), layout, request.layering, None, progress, meter)
-            images.append({"mediaType": MANIFEST_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(manifest)), "platform": {"architecture": ARCHITECTURE[platform], "os": "linux"}})
+            manifest, sboms[f"sbom.{platform}.cdx.json"] = _image(
+                BuiltTree(lock, platform, lock_digest, env_digest, tree, IMAGE_PREFIX),
+                layout,
+                request.layering,
+                None,
+                progress,
+                meter,
+            )
+            images.append(
+                {
+                    "mediaType": MANIFEST_MEDIA_TYPE,
+                    **oci_layout.put_blob(layout, canonical_json(manifest)),
+                    "platform": {"architecture": ARCHITECTURE[platform], "os": "linux"},
+                }
+            )
             env_digests[platform] = env_digest
             image_tree.remove_tree(tree)
         index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
@@ -168,7 +215,14 @@ def _export_index(request: ExportRequest, loaded: LoadedLock, platforms: Sequenc
 
 
 def _on_base(
-    lock: Lock, lock_path: Path, platform: str, base: base_steps.Base | None, prefix: str, progress: Callable[[str], None], build_on: bool = True, read: base_steps.BaseRead | None = None
+    lock: Lock,
+    lock_path: Path,
+    platform: str,
+    base: base_steps.Base | None,
+    prefix: str,
+    progress: Callable[[str], None],
+    build_on: bool = True,
+    read: base_steps.BaseRead | None = None,
 ) -> tuple[frozenset[str], HeldEnvironment | None]:
     """The packages the base image holds (their layers are reused) and, when `build_on`, the base environment
     to build on instead of building those again. `read`: the base's manifest and config, when already read."""
@@ -179,8 +233,12 @@ def _on_base(
     if base_lock is None or not build_on:
         return held, None
     if not isinstance(base, Path):
-        progress(f"reading the held records from the base's {len(manifest['layers'])} layers in its registry, each only as far as its record")
-    return held, held_base_steps.held_environment(lock, base_lock, held, platform, base_steps.layer_opener(base), manifest, config, prefix, progress)
+        progress(
+            f"reading the held records from the base's {len(manifest['layers'])} layers in its registry, each only as far as its record"
+        )
+    return held, held_base_steps.held_environment(
+        lock, base_lock, held, platform, base_steps.layer_opener(base), manifest, config, prefix, progress
+    )
 
 
 def _buildable_here(lock: Lock, platform: str) -> None:
@@ -189,20 +247,28 @@ def _buildable_here(lock: Lock, platform: str) -> None:
     native = home.native_platform()
     if platform != native and any(p.manager == "pip" for p in lock.packages_for(platform)):
         raise UserError(
-            f"the lock's {platform} environment has PyPI packages, which only a {platform} host can install", f"export {platform} on a {platform} host, or pass --platform {native or 'of this host'}"
+            f"the lock's {platform} environment has PyPI packages, which only a {platform} host can install",
+            f"export {platform} on a {platform} host, or pass --platform {native or 'of this host'}",
         )
 
 
-def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefix, progress: Callable[[str], None], meter: Meter | None) -> ExportedImage:
+def _export_prefix(
+    request: ExportRequest, loaded: LoadedLock, origin: FromPrefix, progress: Callable[[str], None], meter: Meter | None
+) -> ExportedImage:
     """An existing environment (a venv uv or pip made, a node's prefix) as an image, at its own path unless
     `image_prefix` says otherwise; refused unless it conforms to the lock (every file from the lock's
     packages, checked against their own hashes). The source is hard-linked, never changed."""
     lock_path, source, base, manifests = request.lock, origin.path, request.base, origin.manifests
     prefix = _checked_prefix(origin.image_prefix or posixpath.abspath(source))  # `..` resolved as the shell would
     if not source.is_dir():
-        raise UserError(f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder")
+        raise UserError(
+            f"there is no environment folder at {source} to export", "pass --from-prefix DIR, an environment's folder"
+        )
     if image_tree.within(request.out, source):  # the image would be made, and copied, inside what it copies
-        raise UserError(f"--out {request.out} is inside the environment being exported ({source})", "write the image outside the environment's folder")
+        raise UserError(
+            f"--out {request.out} is inside the environment being exported ({source})",
+            "write the image outside the environment's folder",
+        )
     lock = loaded.lock
     with _work_folder(request.out, request.fmt) as work:
         tree = work / "tree"
@@ -212,7 +278,17 @@ def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefi
         # sha256 of each file the check read while its inode is untouched since: the tree is hashed once
         # proven as it will be in the image, at `prefix`: files a package patches with its path (conda's prefix
         # placeholders, launchers) must name that one; the image gets this lock as its own
-        conformance = conform(loaded, source, None, read_bundle(manifests), progress, meter, prefix, allow_foreign=origin.allow_foreign, carried_lock=False)
+        conformance = conform(
+            loaded,
+            source,
+            None,
+            read_bundle(manifests),
+            progress,
+            meter,
+            prefix,
+            allow_foreign=origin.allow_foreign,
+            carried_lock=False,
+        )
         if not conformance.clean:
             first = conformance.lines()[0]
             moved = prefix != posixpath.abspath(source)
@@ -222,7 +298,9 @@ def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefi
                 if moved
                 else f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms",
             )
-        interpreter_steps.prove_existing_venv(base, conformance.platform, source, prefix, posixpath.abspath(source), progress)
+        interpreter_steps.prove_existing_venv(
+            base, conformance.platform, source, prefix, posixpath.abspath(source), progress
+        )
         interpreter_steps.prove_python_starts(base, conformance.platform, source, prefix, _glibc(lock), progress)
         manifest = env_manifest.build(tree, hashed=conformance.hashes)[0]
         env_digest = _record_existing(tree, manifest, conformance, prefix, loaded)
@@ -232,7 +310,9 @@ def _export_prefix(request: ExportRequest, loaded: LoadedLock, origin: FromPrefi
     return ExportedImage(digest, env_digest)
 
 
-def _export_from_image(request: ExportRequest, loaded: LoadedLock, origin: FromImage, progress: Callable[[str], None], meter: Meter | None) -> ExportedImage:
+def _export_from_image(
+    request: ExportRequest, loaded: LoadedLock, origin: FromImage, progress: Callable[[str], None], meter: Meter | None
+) -> ExportedImage:
     """A vendor's image whose environment (at `image_prefix`, else its prefix label, else /opt/env) is the
     lock's, as lockgen's image of that lock: the vendor's layers unchanged (a registry's referenced by digest),
     plus one layer with the environment's record under `.lockgen/`, and labels binding it to the lock. Refused
@@ -243,21 +323,40 @@ def _export_from_image(request: ExportRequest, loaded: LoadedLock, origin: FromI
     lock = loaded.lock
     with _work_folder(request.out, request.fmt) as work:
         with image_source.opened(source, progress, origin.insecure) as opened:
-            prefix = _checked_prefix(origin.image_prefix or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL) or IMAGE_PREFIX)
+            prefix = _checked_prefix(
+                origin.image_prefix
+                or (opened.config.get("config", {}).get("Labels") or {}).get(PREFIX_LABEL)
+                or IMAGE_PREFIX
+            )
             inside = image_source.environment_in(opened.root, prefix)
-            conformance = conform(loaded, inside, None, read_bundle(manifests), progress, meter, prefix, origin.allow_foreign, carried_lock=False)  # the new image carries this lock instead
+            conformance = conform(
+                loaded,
+                inside,
+                None,
+                read_bundle(manifests),
+                progress,
+                meter,
+                prefix,
+                origin.allow_foreign,
+                carried_lock=False,
+            )  # the new image carries this lock instead
             if not conformance.clean:
                 raise UserError(
-                    f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}", f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}"
+                    f"the environment at {prefix} in {source} is not {lock_path}: {conformance.lines()[0]}",
+                    f"see lockgen check --lock {lock_path} --image {source} --image-prefix {prefix}",
                 )
             interpreter_steps.prove_in_layers(opened.layers, inside, prefix, conformance.platform, progress)
             manifest, _ = env_manifest.build(inside, hashed=conformance.hashes)  # what the check read, not again
             layers_checked = opened.config.get("rootfs", {}).get("diff_ids")
         # the layers the new image names must be the ones just checked (a tag that moved, an index read for
         # another platform): their uncompressed digests, which no manifest conversion changes
-        if base_steps.base_manifest(vendor, conformance.platform, progress).config.get("rootfs", {}).get("diff_ids") != layers_checked:
+        if (
+            base_steps.base_manifest(vendor, conformance.platform, progress).config.get("rootfs", {}).get("diff_ids")
+            != layers_checked
+        ):
             raise UserError(
-                f"{source} is not the image just checked (a tag that moved, or an index of other platforms)", "name the image by its digest (docker://HOST/REPO@sha256:…) or as a local layout"
+                f"{source} is not the image just checked (a tag that moved, or an index of other platforms)",
+                "name the image by its digest (docker://HOST/REPO@sha256:…) or as a local layout",
             )
         tree = work / "tree"
         tree.mkdir(parents=True)
@@ -269,10 +368,22 @@ def _export_from_image(request: ExportRequest, loaded: LoadedLock, origin: FromI
     return ExportedImage(digest, env_digest)
 
 
-def _record_existing(tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, loaded: LoadedLock) -> str:
+def _record_existing(
+    tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, loaded: LoadedLock
+) -> str:
     """An existing environment's record in `tree/.lockgen/` (its manifest, bound to the lock it conforms to and
     the conformance digest, and the lock itself); returns the environment digest."""
-    env_digest = env_manifest.write(tree, manifest, {}, {"lock_sha256": conformance.lock_sha256, "platform": conformance.platform, "prefix": prefix, "conformance_digest": conformance.expected_digest})
+    env_digest = env_manifest.write(
+        tree,
+        manifest,
+        {},
+        {
+            "lock_sha256": conformance.lock_sha256,
+            "platform": conformance.platform,
+            "prefix": prefix,
+            "conformance_digest": conformance.expected_digest,
+        },
+    )
     image_tree.keep_lock(tree, loaded.data)
     return env_digest
 
@@ -281,11 +392,16 @@ def _checked_prefix(prefix: str) -> str:
     """The environment's path in the image, refused unless a plain absolute folder path (its label, shebangs
     and patched placeholders carry it as it is)."""
     if not is_environment_prefix(prefix):
-        raise UserError(f"`{prefix[:120]}` cannot be the environment's path in the image", "pass --image-prefix with an absolute path of letters, digits and ._+@- (e.g. /opt/env)")
+        raise UserError(
+            f"`{prefix[:120]}` cannot be the environment's path in the image",
+            "pass --image-prefix with an absolute path of letters, digits and ._+@- (e.g. /opt/env)",
+        )
     return prefix
 
 
-def _write_image(built: BuiltTree, work: Path, request: ExportRequest, progress: Callable[[str], None], meter: Meter | None = None) -> str:
+def _write_image(
+    built: BuiltTree, work: Path, request: ExportRequest, progress: Callable[[str], None], meter: Meter | None = None
+) -> str:
     """The image of the built environment, on the request's base, written to its `out` (in its format, under
     its tag); the manifest digest."""
     layout, base = work / "layout", request.base
@@ -296,9 +412,22 @@ def _write_image(built: BuiltTree, work: Path, request: ExportRequest, progress:
     return digest
 
 
-def _image(built: BuiltTree, layout: Path, layering: Layering, base: base_steps.Base | None, progress: Callable[[str], None], meter: Meter | None) -> tuple[dict[str, Any], bytes]:
+def _image(
+    built: BuiltTree,
+    layout: Path,
+    layering: Layering,
+    base: base_steps.Base | None,
+    progress: Callable[[str], None],
+    meter: Meter | None,
+) -> tuple[dict[str, Any], bytes]:
     """Layers and config of the built environment put into `layout`: (the image manifest, its SBOM)."""
-    lock, chosen, lock_digest, env_digest, tree = built.lock, built.platform, built.lock_digest, built.env_digest, built.tree
+    lock, chosen, lock_digest, env_digest, tree = (
+        built.lock,
+        built.platform,
+        built.lock_digest,
+        built.env_digest,
+        built.tree,
+    )
     sbom = canonical_json(cyclonedx(lock, chosen, lock_digest, env_digest))
     (tree / ".lockgen").mkdir(exist_ok=True)
     (tree / ".lockgen" / "sbom.cdx.json").write_bytes(sbom)
@@ -306,10 +435,14 @@ def _image(built: BuiltTree, layout: Path, layering: Layering, base: base_steps.
     on = base_steps.base_image(base, layout, chosen, progress) if base else None
     base_layers, base_config, annotations = (on.layers, on.config, on.annotations) if on else ([], None, {})
     if base is not None:  # the base's manifest and config, by which a check tells the base's layers and settings
-        for inside, data in zip((BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE), base_steps.base_documents(base, chosen, progress)):
+        for inside, data in zip(
+            (BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE), base_steps.base_documents(base, chosen, progress)
+        ):
             (tree / inside).write_bytes(data)
     layers = base_layers + image_tree.build_layers(tree, layout, layering, progress, built.prefix, meter, built.held)
-    config = image_config(lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, built.prefix)
+    config = image_config(
+        lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, built.prefix
+    )
     manifest = {
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,

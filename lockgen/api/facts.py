@@ -31,7 +31,13 @@ def summary() -> dict[str, Any]:
     sources = sorted(
         {
             s
-            for group in (facts.archs.values(), facts.cuda_toolkits.values(), facts.conda_forge_pytorch_arch_lists, facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels)
+            for group in (
+                facts.archs.values(),
+                facts.cuda_toolkits.values(),
+                facts.conda_forge_pytorch_arch_lists,
+                facts.pytorch_official_arch_lists,
+                facts.pytorch_pypi_wheels,
+            )
             for entry in group
             for s in entry.sources
         }
@@ -41,16 +47,29 @@ def summary() -> dict[str, Any]:
         "valid_as_of": facts.valid_as_of or "undated",
         "origin": facts.origin,
         "archs": len(facts.archs),
-        "cuda_toolkits": {"count": len(facts.cuda_toolkits), "newest": newest_toolkit.version, "newest_min_driver": newest_toolkit.min_driver},
-        "pypi_torch_newest": {platform: mm_text(newest_known(facts, platform) or (0, 0)) for platform in MACHINE_OF_PLATFORM},
+        "cuda_toolkits": {
+            "count": len(facts.cuda_toolkits),
+            "newest": newest_toolkit.version,
+            "newest_min_driver": newest_toolkit.min_driver,
+        },
+        "pypi_torch_newest": {
+            platform: mm_text(newest_known(facts, platform) or (0, 0)) for platform in MACHINE_OF_PLATFORM
+        },
         "official_torch_newest": max((o.torch for o in facts.pytorch_official_arch_lists), key=as_tuple),
-        "inferred_entries": sum(1 for group in (facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels) for entry in group if entry.inferred),
+        "inferred_entries": sum(
+            1
+            for group in (facts.pytorch_official_arch_lists, facts.pytorch_pypi_wheels)
+            for entry in group
+            if entry.inferred
+        ),
         "sources": sources,
         "unverifiable": list(facts.unverifiable),
     }
 
 
-def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def check_stack(
+    stack_path: Path, aliases: Sequence[str] = (), progress: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
     """`check` against what a stack reads: its PyPI index (when it has PyPI dependencies) for its platforms,
     with its Python and exclude-newer, and every pytorch/libtorch build its conda channels offer whose CUDA,
     arch list or release the facts lack."""
@@ -66,12 +85,16 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
         cutoff = release_evidence.cutoff_of(spec.pypi_exclude_newer)
         for variant, index in options.gpu_torch_sources():
             progress(f"reading {scrub_url(index)} for {variant} torch builds the facts hold no arch list of")
-            found = variant_builds(facts, release_evidence.torch_page(index), index, (variant,), platforms, python, cutoff)
+            found = variant_builds(
+                facts, release_evidence.torch_page(index), index, (variant,), platforms, python, cutoff
+            )
             report["variant_builds"] += found
     builds, toolkits = [], {t["cuda"]: t["why"] for t in report["unknown_cuda_toolkits"]}
     for build in report["variant_builds"]:
         if build["cuda"] not in facts.cuda_toolkits:
-            toolkits.setdefault(build["cuda"], f"named by torch {build['torch']} of {build['index']}; no driver floor in the facts")
+            toolkits.setdefault(
+                build["cuda"], f"named by torch {build['torch']} of {build['index']}; no driver floor in the facts"
+            )
     if channels is not None:
         for platform in platforms:
             progress(f"reading the stack's channels for pytorch/libtorch builds on {platform}")
@@ -90,7 +113,8 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
                             "platform": platform,
                             "cuda": cuda,
                             "channel": scrub_url(candidate.channel),
-                            "decision": inferred or f"no arch list known for CUDA {cuda} builds from this channel: refused",
+                            "decision": inferred
+                            or f"no arch list known for CUDA {cuda} builds from this channel: refused",
                         }
                     )
     return {
@@ -98,12 +122,18 @@ def check_stack(stack_path: Path, aliases: Sequence[str] = (), progress: Callabl
         "valid_as_of": facts.valid_as_of or "undated",
         "origin": facts.origin,
         "conda_builds": builds,
-        "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))],
+        "unknown_cuda_toolkits": [
+            {"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))
+        ],
     }
 
 
 def check(
-    index: str = PYPI, platforms: Sequence[str] = tuple(MACHINE_OF_PLATFORM), python: str = "3.12", exclude_newer: dt.date | None = None, progress: Callable[[str], None] = lambda _: None
+    index: str = PYPI,
+    platforms: Sequence[str] = tuple(MACHINE_OF_PLATFORM),
+    python: str = "3.12",
+    exclude_newer: dt.date | None = None,
+    progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """What `index` publishes that the facts lack: torch releases newer than them per platform (with the
     CUDA their METADATA states and whether the evidence admits them) and CUDA toolkits with no driver floor."""
@@ -111,13 +141,23 @@ def check(
     releases, toolkits = [], {}
     progress(f"reading {scrub_url(index)} for torch releases newer than the facts")
     page = release_evidence.torch_page(index)
-    builds = variant_builds(facts, page, index, release_evidence.cuda_variants(page), platforms, python, release_evidence.cutoff_of(exclude_newer))
+    builds = variant_builds(
+        facts,
+        page,
+        index,
+        release_evidence.cuda_variants(page),
+        platforms,
+        python,
+        release_evidence.cutoff_of(exclude_newer),
+    )
     for build in builds:
         if build["cuda"] not in facts.cuda_toolkits:
             toolkits[build["cuda"]] = f"named by torch {build['torch']}; no driver floor in the facts"
     for platform in platforms:
         known = newest_known(facts, platform) or (0, 0)
-        evidence = release_evidence.newer_releases(page, platform, python, known, release_evidence.cutoff_of(exclude_newer))
+        evidence = release_evidence.newer_releases(
+            page, platform, python, known, release_evidence.cutoff_of(exclude_newer)
+        )
         decided = infer_releases(facts, evidence, python, "infer")
         for item, note in zip(sorted(evidence, key=lambda e: as_tuple(e.torch)), decided.notes):
             cuda, _, said = cuda_of_requirements(item.requires, platform, python)
@@ -141,11 +181,21 @@ def check(
         "origin": facts.origin,
         "newer_releases": releases,
         "variant_builds": builds,
-        "unknown_cuda_toolkits": [{"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))],
+        "unknown_cuda_toolkits": [
+            {"cuda": c, "why": why} for c, why in sorted(toolkits.items(), key=lambda i: as_tuple(i[0]))
+        ],
     }
 
 
-def variant_builds(facts: GpuFacts, page: dict[str, Any], index: str, variants: Sequence[str], platforms: Sequence[str], python: str, cutoff: dt.datetime | None) -> list[dict[str, Any]]:
+def variant_builds(
+    facts: GpuFacts,
+    page: dict[str, Any],
+    index: str,
+    variants: Sequence[str],
+    platforms: Sequence[str],
+    python: str,
+    cutoff: dt.datetime | None,
+) -> list[dict[str, Any]]:
     """The CUDA-variant builds (`2.16.0+cu130`) a PyTorch index's torch `page` serves whose arch list the facts do
     not hold: each with the CUDA its tag names and the list resolve would judge it by (`index_arch_list`, inferred
     from the newest known build of the variant), or why it is refused. Older builds the facts have no list of are
@@ -153,8 +203,16 @@ def variant_builds(facts: GpuFacts, page: dict[str, Any], index: str, variants: 
     found = []
     for platform in platforms:
         for variant in variants:
-            known = [as_tuple(w.torch) for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant == variant and w.arch_list]
-            known += [as_tuple(o.torch) for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant and o.platform == platform]
+            known = [
+                as_tuple(w.torch)
+                for w in facts.pytorch_pypi_wheels
+                if w.platform == platform and w.variant == variant and w.arch_list
+            ]
+            known += [
+                as_tuple(o.torch)
+                for o in facts.pytorch_official_arch_lists
+                if o.cuda_tag == variant and o.platform == platform
+            ]
             for served in release_evidence.served_releases(page, variant, platform, python, cutoff):
                 arch_list, how, inferred = index_arch_list(facts, served.release, platform, variant, "infer")
                 stale = arch_list is None and known and as_tuple(served.release) < max(known)

@@ -13,7 +13,15 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.kubernetes_yaml import render_documents
 from lockgen.core.gpu.facts import arch_fact, load_facts
 from lockgen.core.image.image_reference import parse_reference
-from lockgen.core.fleet.kubernetes_manifests import GPUS_PER_NODE_DEFAULT, CertifyFleet, certify_job, check_fleet, gate_fragment, lock_config_map, monitor_daemon_set
+from lockgen.core.fleet.kubernetes_manifests import (
+    GPUS_PER_NODE_DEFAULT,
+    CertifyFleet,
+    certify_job,
+    check_fleet,
+    gate_fragment,
+    lock_config_map,
+    monitor_daemon_set,
+)
 from lockgen.core.fleet.slurm_scripts import check_job, health_script, sbatch_script
 from lockgen.errors import UserError
 from lockgen.model.fleet import CertifyJob, SlurmHealth
@@ -31,9 +39,14 @@ class SlurmScripts:
 def write_slurm(folder: Path, job: CertifyJob, health: SlurmHealth) -> SlurmScripts:
     """Writes both scripts into `folder` (made if needed); each is executable and complete, or not there."""
     if (job.manifests or job.allow_foreign) and not job.lock:
-        raise UserError("--manifests and --allow-foreign go with --lock", "pass --lock LOCK, the lock the nodes must be")
+        raise UserError(
+            "--manifests and --allow-foreign go with --lock", "pass --lock LOCK, the lock the nodes must be"
+        )
     if job.environment is None:
-        raise UserError("the scripts need the environment to certify on each node", "pass --python PY, --prefix DIR or --image REF (PY and DIR may use $SLURMD_NODENAME)")
+        raise UserError(
+            "the scripts need the environment to certify on each node",
+            "pass --python PY, --prefix DIR or --image REF (PY and DIR may use $SLURMD_NODENAME)",
+        )
     prom_dir, nfd_dir, health_limit_s = health.prom_dir, health.nfd_dir, health.limit_s
     check_job(job, *(d for d in (prom_dir, nfd_dir) if d))
     if nfd_dir and not job.lock:
@@ -42,7 +55,8 @@ def write_slurm(folder: Path, job: CertifyJob, health: SlurmHealth) -> SlurmScri
         raise UserError(f"--nodes {job.nodes} certifies nothing", "pass --nodes 1 or more")
     if not 5 <= health_limit_s < SLURM_HEALTH_LIMIT_S:
         raise UserError(
-            f"--health-limit {health_limit_s} s does not fit Slurm's health check", f"Slurm kills a HealthCheckProgram after {SLURM_HEALTH_LIMIT_S} s: pass 5 to {SLURM_HEALTH_LIMIT_S - 1}"
+            f"--health-limit {health_limit_s} s does not fit Slurm's health check",
+            f"Slurm kills a HealthCheckProgram after {SLURM_HEALTH_LIMIT_S} s: pass 5 to {SLURM_HEALTH_LIMIT_S - 1}",
         )
     folder.mkdir(parents=True, exist_ok=True)
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)  # sbatch opens its --output there before the script runs
@@ -100,11 +114,24 @@ def write_kubernetes(
     )
     check_fleet(fleet)
     shared = [lock_config_map(fleet, _lock_text(lock))] if lock else []
-    heading = f"Written by `lockgen fleet kubernetes`: certifies {fleet.pinned_image} as {arch}" + (f" on nodes labelled {fleet.gpu_product}" if fleet.gpu_product else "") + "."
-    manifests = KubernetesManifests(folder / "certify-job.yaml", folder / "monitor-daemonset.yaml", folder / "gate-init-container.yaml")
+    heading = (
+        f"Written by `lockgen fleet kubernetes`: certifies {fleet.pinned_image} as {arch}"
+        + (f" on nodes labelled {fleet.gpu_product}" if fleet.gpu_product else "")
+        + "."
+    )
+    manifests = KubernetesManifests(
+        folder / "certify-job.yaml", folder / "monitor-daemonset.yaml", folder / "gate-init-container.yaml"
+    )
     texts = {
-        manifests.job: render_documents([*shared, certify_job(fleet)], heading + f"\nkubectl apply -f this file: one pod per node on {fleet.nodes} nodes, certificates on the claim {certs_claim}."),
-        manifests.daemonset: render_documents([*shared, monitor_daemon_set(fleet)], heading + f"\nkubectl apply -f this file: re-certifies every such node with --quick every {interval_s} s."),
+        manifests.job: render_documents(
+            [*shared, certify_job(fleet)],
+            heading
+            + f"\nkubectl apply -f this file: one pod per node on {fleet.nodes} nodes, certificates on the claim {certs_claim}.",
+        ),
+        manifests.daemonset: render_documents(
+            [*shared, monitor_daemon_set(fleet)],
+            heading + f"\nkubectl apply -f this file: re-certifies every such node with --quick every {interval_s} s.",
+        ),
         manifests.gate: render_documents(
             [gate_fragment(fleet)],
             heading + "\nMerge into a training pod's spec: its "
@@ -122,6 +149,11 @@ def _lock_text(lock: Path) -> str:
     try:
         return user_files.read_bytes(lock).decode("utf-8")
     except OSError as error:
-        raise UserError(f"cannot read the lock `{lock}`: {error.strerror}", "pass the lock the image was exported from") from None
+        raise UserError(
+            f"cannot read the lock `{lock}`: {error.strerror}", "pass the lock the image was exported from"
+        ) from None
     except UnicodeDecodeError:
-        raise UserError(f"`{lock}` is not a text lock file", "pass the lock (conda-lock YAML, pylock.toml) the image was exported from") from None
+        raise UserError(
+            f"`{lock}` is not a text lock file",
+            "pass the lock (conda-lock YAML, pylock.toml) the image was exported from",
+        ) from None

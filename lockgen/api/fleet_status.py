@@ -34,9 +34,21 @@ from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.node.kept_verdicts import keep_verdict, kept_verdict
 from lockgen.adapters.spill_files import SpillFile
 from lockgen.api.steps.attestation_steps import attached_certificates
-from lockgen.api.steps.certificate_steps import Signers, certificate_paths, loaded_signers, proven_certificate, read_signed
+from lockgen.api.steps.certificate_steps import (
+    Signers,
+    certificate_paths,
+    loaded_signers,
+    proven_certificate,
+    read_signed,
+)
 from lockgen.core.fleet.fleet_html import status_page
-from lockgen.core.fleet.fleet_status import CertificateFacts, StatusRow, certificate_facts, facts_from_plain, status_rows
+from lockgen.core.fleet.fleet_status import (
+    CertificateFacts,
+    StatusRow,
+    certificate_facts,
+    facts_from_plain,
+    status_rows,
+)
 from lockgen.core.certificate.numerics import odd_nodes
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockgenError, UserError
@@ -53,7 +65,13 @@ NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost abo
 
 
 def fleet_status(
-    sources: Sequence[str], public_keys: Sequence[Path], insecure: bool, noise: float, html: Path | None, now: dt.datetime, progress: Callable[[str], None] = lambda _: None
+    sources: Sequence[str],
+    public_keys: Sequence[Path],
+    insecure: bool,
+    noise: float,
+    html: Path | None,
+    now: dt.datetime,
+    progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """{"rows": [...], "refused": [...], "numerics": {compared, differ: [...]}} for the certificates under each
     folder and attached to each image. Every certificate is checked as `cert verify` checks it and, with
@@ -69,16 +87,28 @@ def fleet_status(
             _, found = attached_certificates(source, public_keys, insecure, progress)
             for attestation in found:
                 if attestation.body is None:
-                    refused.append({"node": source.removeprefix("docker://"), "source": attestation.location, "reason": attestation.reason or ""})
+                    refused.append(
+                        {
+                            "node": source.removeprefix("docker://"),
+                            "source": attestation.location,
+                            "reason": attestation.reason or "",
+                        }
+                    )
                 else:
                     attached.append((source.removeprefix("docker://"), attestation.location, attestation.body))
             continue
         folder = Path(source)
         if not folder.exists():
-            raise UserError(f"`{source}` is neither a folder of certificates nor docker://REF", "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references")
+            raise UserError(
+                f"`{source}` is neither a folder of certificates nor docker://REF",
+                "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references",
+            )
         paths += certificate_paths(folder)
     if not paths and not attached and not refused:
-        raise UserError(f"no certificates in {', '.join(sources)}", "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder")
+        raise UserError(
+            f"no certificates in {', '.join(sources)}",
+            "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder",
+        )
     folders = _folder_rows(sorted(set(paths), key=lambda path: (_node_of(path), str(path))), keys, now, noise)
     rows, fingerprints = folders.rows, folders.fingerprints
     images = status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
@@ -86,10 +116,16 @@ def fleet_status(
     fingerprints += [(row.node, Fingerprint(row.numerics, row.stack)) for row in images if row.numerics is not None]
     refused += folders.refused
     if html is not None:
-        write_atomic(html, status_page(list(rows.rows()), now.strftime("%Y-%m-%dT%H:%M:%SZ")))  # the page draws every node: it holds them
+        write_atomic(
+            html, status_page(list(rows.rows()), now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        )  # the page draws every node: it holds them
         progress(f"wrote {html}")
     differ, compared = odd_nodes(sorted(fingerprints, key=lambda item: item[0]))
-    return {"rows": rows, "refused": refused, "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]}}
+    return {
+        "rows": rows,
+        "refused": refused,
+        "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]},
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +160,40 @@ class SpilledRows:
 
     def _spilled(self) -> Iterator[StatusRow]:
         for spill, count in self._files:
-            for node, covered, source, created, age_s, arch, passed, failed, figures, regressions, certificates in spill.records(count):
-                yield StatusRow(node, covered, source, created, age_s, arch, passed, failed, figures, regressions, certificates)
+            for (
+                node,
+                covered,
+                source,
+                created,
+                age_s,
+                arch,
+                passed,
+                failed,
+                figures,
+                regressions,
+                certificates,
+            ) in spill.records(count):
+                yield StatusRow(
+                    node, covered, source, created, age_s, arch, passed, failed, figures, regressions, certificates
+                )
 
 
 def _spill(row: StatusRow, spill: SpillFile) -> None:
-    spill.append((row.node, row.covers, row.source, row.created, row.age_s, row.arch, row.passed, row.failed, row.figures, row.regressions, row.certificates))
+    spill.append(
+        (
+            row.node,
+            row.covers,
+            row.source,
+            row.created,
+            row.age_s,
+            row.arch,
+            row.passed,
+            row.failed,
+            row.figures,
+            row.regressions,
+            row.certificates,
+        )
+    )
 
 
 NodeFingerprints = list[tuple[str, Fingerprint]]
@@ -159,7 +223,10 @@ def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: floa
     here, so this process reads it back), this process the last; a share whose child failed is read here."""
     shares = _shares(paths, min(parallel.cores(), max(1, len(paths) // NODES_PER_SHARE)))
     streams = [SpillFile() for _ in shares]
-    children = [parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise)) for share, stream in zip(shares[:-1], streams)]
+    children = [
+        parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise))
+        for share, stream in zip(shares[:-1], streams)
+    ]
     files: list[tuple[SpillFile, int]] = []
     fingerprints: NodeFingerprints = []
     refused: list[Refusal] = []
@@ -167,7 +234,9 @@ def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: floa
         data = children[index].data() if index < len(children) else None
         if data is None:  # this process's share, or one whose child failed (what it wrote is written again)
             stream.clear()
-        read: ShareRead = pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)  # our own child's bytes
+        read: ShareRead = (
+            pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)
+        )  # our own child's bytes
         files.append((stream, read.rows))
         fingerprints += read.fingerprints
         refused += read.refused
@@ -196,7 +265,9 @@ def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.dat
     count = 0
     fingerprints: NodeFingerprints = []
     refused: list[Refusal] = []
-    numerics_by_text: dict[str, Numerics] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
+    numerics_by_text: dict[
+        str, Numerics
+    ] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
     stacks_by_text: dict[str, dict[str, Any]] = {}
     kept_keys = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(kept_keys.values()) or {""}
@@ -210,7 +281,9 @@ def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.dat
         return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
 
     def facts(path: Path) -> CertificateFacts:
-        return _verified_facts(path, keys, kept_keys, accepted, lambda value: facts_from_plain(value, numerics_of, stack_of))
+        return _verified_facts(
+            path, keys, kept_keys, accepted, lambda value: facts_from_plain(value, numerics_of, stack_of)
+        )
 
     for node, group in groupby(paths, key=_node_of):
         found = []
@@ -228,7 +301,13 @@ def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.dat
     return ShareRead(count, fingerprints, refused)
 
 
-def _verified_facts(path: Path, keys: Signers, fingerprints: dict[str, str], accepted: set[str], from_plain: Callable[[Any], CertificateFacts | None]) -> CertificateFacts:
+def _verified_facts(
+    path: Path,
+    keys: Signers,
+    fingerprints: dict[str, str],
+    accepted: set[str],
+    from_plain: Callable[[Any], CertificateFacts | None],
+) -> CertificateFacts:
     """The facts of the certificate at `path`: the kept ones when its bytes' verdict under one of the keys is kept
     (`kept_verdicts`), else those of the certificate proven now (kept when the quick proof accepted exactly the
     bytes hashed); a refusal (LockgenError) is made again every time, by `read_signed`."""
@@ -249,9 +328,15 @@ def _verified_facts(path: Path, keys: Signers, fingerprints: dict[str, str], acc
             return facts
     certificate = proven_certificate(data, keys)
     if certificate is None:
-        return certificate_facts(read_signed(path, keys.paths).certificate)  # refuses it, saying why, or accepts what the quick proof cannot
+        return certificate_facts(
+            read_signed(path, keys.paths).certificate
+        )  # refuses it, saying why, or accepts what the quick proof cannot
     plain = certificate_facts(certificate.certificate).plain()
-    signer = fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
+    signer = (
+        fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
+    )
     if signer or not fingerprints:
         keep_verdict(sha256, signer, plain)
-    return from_plain(plain) or certificate_facts(certificate.certificate)  # the kept form: shared fingerprint and evidence
+    return from_plain(plain) or certificate_facts(
+        certificate.certificate
+    )  # the kept form: shared fingerprint and evidence

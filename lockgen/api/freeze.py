@@ -35,7 +35,9 @@ from lockgen.model.lock import Lock, LockedPackage, PackageHash
 from lockgen.model.names import normalize
 
 
-def freeze(prefix: Path | None, python: str | None, target: str, out: Path | None, skip_unpinnable: bool) -> tuple[Path, Lock]:
+def freeze(
+    prefix: Path | None, python: str | None, target: str, out: Path | None, skip_unpinnable: bool
+) -> tuple[Path, Lock]:
     if prefix is None and python is None:
         raise UserError("freeze needs --prefix or --python", "name the environment to pin")
     platform = home.native_platform("linux-64")
@@ -75,7 +77,9 @@ def freeze(prefix: Path | None, python: str | None, target: str, out: Path | Non
     return path, lock
 
 
-def _pip_entries(distributions: Sequence[InstalledDistribution], platform: str, conda_names: set[str]) -> tuple[list[LockedPackage], list[str]]:
+def _pip_entries(
+    distributions: Sequence[InstalledDistribution], platform: str, conda_names: set[str]
+) -> tuple[list[LockedPackage], list[str]]:
     entries, unpinnable = [], []
     for dist in sorted(distributions, key=lambda d: normalize(d.name)):
         name = normalize(dist.name)
@@ -83,9 +87,20 @@ def _pip_entries(distributions: Sequence[InstalledDistribution], platform: str, 
             continue
         direct = _direct_url(dist)
         archive = direct.get("archive_info") or {}
-        sha256 = (archive.get("hashes") or {}).get("sha256") or (archive.get("hash", "").removeprefix("sha256=") or None)
+        sha256 = (archive.get("hashes") or {}).get("sha256") or (
+            archive.get("hash", "").removeprefix("sha256=") or None
+        )
         if direct.get("url") and sha256 and not direct.get("dir_info"):
-            entries.append(LockedPackage(name=name, version=dist.version, manager="pip", platform=platform, url=direct["url"], hash=PackageHash(sha256=sha256)))
+            entries.append(
+                LockedPackage(
+                    name=name,
+                    version=dist.version,
+                    manager="pip",
+                    platform=platform,
+                    url=direct["url"],
+                    hash=PackageHash(sha256=sha256),
+                )
+            )
         else:
             unpinnable.append(f"{name}=={dist.version}")
     return entries, unpinnable
@@ -98,7 +113,10 @@ def _direct_url(dist: InstalledDistribution) -> dict[str, Any]:
     except ValueError:
         found = None
     if not isinstance(found, dict):
-        raise UserError(f"{dist.key}: its direct_url.json ({dist.dist_info}) is not a JSON object", "reinstall the distribution (its installer writes the file again)")
+        raise UserError(
+            f"{dist.key}: its direct_url.json ({dist.dist_info}) is not a JSON object",
+            "reinstall the distribution (its installer writes the file again)",
+        )
     return found
 
 

@@ -31,7 +31,13 @@ from lockgen.model.results import ImportNotes
 
 
 def import_lock(
-    source: Path, target: str, environment: str | None = None, out: Path | None = None, uv: UvChoices = UvChoices(), project: Path | None = None, allow_partial: bool = False
+    source: Path,
+    target: str,
+    environment: str | None = None,
+    out: Path | None = None,
+    uv: UvChoices = UvChoices(),
+    project: Path | None = None,
+    allow_partial: bool = False,
 ) -> tuple[Path, Lock]:
     """Converts `source` and writes it to `out` (default `locks/<target>.conda-lock.yml`); `uv` says what
     `uv sync` would be told (Python, extras, groups, root) for a uv.lock, `project` where its pyproject is;
@@ -54,7 +60,15 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _import(source: Path, target: str, environment: str | None, out: Path | None, uv: UvChoices, project: Path | None, allow_partial: bool) -> tuple[Path, Lock]:
+def _import(
+    source: Path,
+    target: str,
+    environment: str | None,
+    out: Path | None,
+    uv: UvChoices,
+    project: Path | None,
+    allow_partial: bool,
+) -> tuple[Path, Lock]:
     imported = read_foreign(source, environment, uv, project)
     if imported.unhashed:
         pinned, left_out = _pinned_from_index(imported.unhashed)
@@ -67,10 +81,14 @@ def _import(source: Path, target: str, environment: str | None, out: Path | None
         lines = tuple(wheel.left_out(why) for wheel, why in left_out)
         imported = replace(imported, packages=imported.packages + pinned, skipped=imported.skipped + lines, unhashed=())
     if not imported.packages:
-        raise UserError(f"`{source}` holds no package for a Linux platform lockgen locks", "check --environment (pixi), or --python, --extra and --group (uv.lock)")
+        raise UserError(
+            f"`{source}` holds no package for a Linux platform lockgen locks",
+            "check --environment (pixi), or --python, --extra and --group (uv.lock)",
+        )
     if not any(platform.startswith("linux-") for platform in imported.platforms):
         raise UserError(
-            f"`{source}` holds no Linux platform (it has {', '.join(imported.platforms)})" + (f" in environment `{environment}`" if environment else ""),
+            f"`{source}` holds no Linux platform (it has {', '.join(imported.platforms)})"
+            + (f" in environment `{environment}`" if environment else ""),
             "lock it for linux-64 or linux-aarch64 too (pixi: [workspace] platforms; conda-lock: -p linux-64)",
         )
     packages = _once_each(imported.packages, source)
@@ -89,11 +107,20 @@ def _import(source: Path, target: str, environment: str | None, out: Path | None
         imported.python,
     )
     path = out or default_lock_path(target)
-    write_atomic(path, checked_lock_text(lock, f"imported from {source}", "the foreign lock holds this value: correct it there (or lock again with its own tool) and import again"))
+    write_atomic(
+        path,
+        checked_lock_text(
+            lock,
+            f"imported from {source}",
+            "the foreign lock holds this value: correct it there (or lock again with its own tool) and import again",
+        ),
+    )
     return path, lock
 
 
-def _pinned_from_index(wheels: Sequence[UnhashedWheel]) -> tuple[tuple[LockedPackage, ...], list[tuple[UnhashedWheel, str]]]:
+def _pinned_from_index(
+    wheels: Sequence[UnhashedWheel],
+) -> tuple[tuple[LockedPackage, ...], list[tuple[UnhashedWheel, str]]]:
     """The wheels whose index lists a sha256 for a file of exactly their name, pinned by it; and the others, each
     with why it has none. Each index page is read once."""
     pages: dict[tuple[str, str], dict[str, str] | LookupError] = {}
@@ -132,9 +159,17 @@ def _once_each(packages: Sequence[LockedPackage], source: Path) -> list[LockedPa
     for package in packages:
         key = (package.platform, package.manager, package.name)
         first = kept.setdefault(key, package)
-        if first is not package and (first.version, first.build, first.url, first.hash) != (package.version, package.build, package.url, package.hash):
+        if first is not package and (first.version, first.build, first.url, first.hash) != (
+            package.version,
+            package.build,
+            package.url,
+            package.hash,
+        ):
             one, other = _told_apart(first, package)
-            raise LockFormatError(f"`{source}` holds {package.name} twice for {package.platform} ({one} and {other})", "name one with --python, --extra or --group (uv.lock), or keep one line of it")
+            raise LockFormatError(
+                f"`{source}` holds {package.name} twice for {package.platform} ({one} and {other})",
+                "name one with --python, --extra or --group (uv.lock), or keep one line of it",
+            )
     return list(kept.values())
 
 

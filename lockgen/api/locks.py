@@ -20,7 +20,12 @@ def diff(a: Path, b: Path) -> LockDiff:
     return diff_locks(load_lock(a), load_lock(b))
 
 
-RENDERERS = {"explicit": render_explicit, "requirements": render_requirements, "pylock": render_pylock, "environment": render_environment}
+RENDERERS = {
+    "explicit": render_explicit,
+    "requirements": render_requirements,
+    "pylock": render_pylock,
+    "environment": render_environment,
+}
 
 
 def render(lock_path: Path, platform: str | None, out: Path | None = None, fmt: str = "explicit") -> str:

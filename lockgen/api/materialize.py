@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 
 
 def materialize(
-    lock_path: Path, platform: str | None, prefix: Path | None, progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False, verify: bool = False
+    lock_path: Path,
+    platform: str | None,
+    prefix: Path | None,
+    progress: Callable[[str], None],
+    meter: Meter | None = None,
+    allow_md5: bool = False,
+    verify: bool = False,
 ) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
@@ -27,7 +33,9 @@ def materialize(
     return materialized(lock_file.read(lock_path), platform, prefix, progress, meter, allow_md5, verify)
 
 
-def kept_materialized(lock_path: Path, platform: str | None, prefix: Path | None, progress: Callable[[str], None]) -> tuple[Path, str] | None:
+def kept_materialized(
+    lock_path: Path, platform: str | None, prefix: Path | None, progress: Callable[[str], None]
+) -> tuple[Path, str] | None:
     """`materialize`'s answer when the lock's environment is found made and unchanged from what is kept, without
     parsing the lock (`materialize_steps.kept_made`); None, having said nothing, otherwise (an unreadable lock too)."""
     try:

@@ -44,7 +44,9 @@ def _fetched(entry: Planned) -> tuple[PackMember, Path]:
     return PackMember(path=entry.path, size=path.stat().st_size, sha256=entry.sha256), path
 
 
-def pack(lock_path: Path, out: Path, platform: str | None, progress: Callable[[str], None], meter: Meter | None = None) -> PackedArchive:
+def pack(
+    lock_path: Path, out: Path, platform: str | None, progress: Callable[[str], None], meter: Meter | None = None
+) -> PackedArchive:
     """Writes the archive `out` of the lock's artifacts for `platform` (default: this host's)."""
     loaded = read_lock(lock_path)
     chosen = lock_platform(loaded.lock, platform)
@@ -64,7 +66,14 @@ def pack(lock_path: Path, out: Path, platform: str | None, progress: Callable[[s
     return PackedArchive(path=out, sha256=sha256, size=size, platform=chosen, artifacts=len(files))
 
 
-def unpack(archive: Path, prefix: Path, platform: str | None, lock_path: Path | None, progress: Callable[[str], None], meter: Meter | None = None) -> tuple[Path, str]:
+def unpack(
+    archive: Path,
+    prefix: Path,
+    platform: str | None,
+    lock_path: Path | None,
+    progress: Callable[[str], None],
+    meter: Meter | None = None,
+) -> tuple[Path, str]:
     """The environment of the archive's lock at `prefix`, made with no network; returns the prefix and its digest.
     `lock_path`: the lock the archive must carry, byte for byte."""
     expected = read_lock(lock_path) if lock_path is not None else None
@@ -97,10 +106,14 @@ class VerifiedArchive:
     entries: tuple[Planned, ...]
 
 
-def _read_verified(archive: Path, staging: Path, platform: str | None, expected: LoadedLock | None, meter: Meter | None) -> VerifiedArchive:
+def _read_verified(
+    archive: Path, staging: Path, platform: str | None, expected: LoadedLock | None, meter: Meter | None
+) -> VerifiedArchive:
     """The archive's lock, index and artifacts (written to `staging/<n>` in index order), every one checked."""
     with pack_archive.reading(archive, INDEX) as reader:
-        index = pack_rules.parse_index(reader.read_bytes(INDEX, pack_rules.MAX_INDEX), http_deadline.max_download_bytes())
+        index = pack_rules.parse_index(
+            reader.read_bytes(INDEX, pack_rules.MAX_INDEX), http_deadline.max_download_bytes()
+        )
         loaded = loaded_lock(reader.read_member(index.members[0]), f"{archive}:{LOCK}")
         if expected is not None and expected.data != loaded.data:
             raise PackError(

@@ -19,7 +19,14 @@ from lockgen.errors import HostError, UserError
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 
 
-def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str], None] = lambda _: None, attest: tuple[Path, Path] | None = None, sbom: Path | None = None) -> str:
+def push(
+    layout: Path,
+    reference: str,
+    insecure: bool,
+    progress: Callable[[str], None] = lambda _: None,
+    attest: tuple[Path, Path] | None = None,
+    sbom: Path | None = None,
+) -> str:
     """Pushes `layout` to `reference` (docker://HOST/REPO:TAG) and returns the digest the registry holds; with
     `attest` (certificate, key) the certificate (and `sbom`) is then attached to the pushed image by its digest."""
     refuse_credentials(reference)
@@ -32,13 +39,28 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     source, absent = oci_layout.base_source(layout), oci_layout.missing_blobs(layout, manifest)
     if absent:  # a shallow layout (export --base docker://…): skopeo cannot read it, lockgen puts it itself
         if source is None:
-            raise UserError(f"{layout} lacks {len(absent)} layer blobs and records no base registry they live in", "copy the layout whole, or export it again")
+            raise UserError(
+                f"{layout} lacks {len(absent)} layer blobs and records no base registry they live in",
+                "copy the layout whole, or export it again",
+            )
         progress(f"{len(absent)} base layers are not in the layout: mounted or streamed from {source}")
-        pushed = registry_image.push(layout, oci_layout.blob_path(layout, local).read_bytes(), manifest, manifest.get("mediaType", MANIFEST_MEDIA_TYPE), reference, source, insecure, progress)
+        pushed = registry_image.push(
+            layout,
+            oci_layout.blob_path(layout, local).read_bytes(),
+            manifest,
+            manifest.get("mediaType", MANIFEST_MEDIA_TYPE),
+            reference,
+            source,
+            insecure,
+            progress,
+        )
     else:
         pushed = registry.push(layout, oci_layout.tag_of(layout), reference, insecure, progress)
     if pushed != local:
-        raise HostError(f"the registry holds {pushed}, not the layout's {local}", "the registry rewrote the manifest; push to another")
+        raise HostError(
+            f"the registry holds {pushed}, not the layout's {local}",
+            "the registry rewrote the manifest; push to another",
+        )
     if attest is not None:
         repository = reference.removeprefix("docker://").rsplit("@", 1)[0]
         name = repository.rsplit(":", 1)[0] if ":" in repository.rsplit("/", 1)[-1] else repository
@@ -46,8 +68,18 @@ def push(layout: Path, reference: str, insecure: bool, progress: Callable[[str],
     return pushed
 
 
-def _attestable(layout: Path, digest: str, manifest: dict[str, Any], config: dict[str, Any], reference: str, attest: tuple[Path, Path], sbom: Path | None) -> None:
+def _attestable(
+    layout: Path,
+    digest: str,
+    manifest: dict[str, Any],
+    config: dict[str, Any],
+    reference: str,
+    attest: tuple[Path, Path],
+    sbom: Path | None,
+) -> None:
     """The attestations `push --attest` attaches, made for the layout's own image (the one the registry must then
     hold, by digest), so a certificate, key or SBOM that would be refused is refused before anything is pushed."""
-    image = attestation_steps.AttestedImage.of(oci_layout.blob_path(layout, digest).read_bytes(), manifest.get("mediaType", MANIFEST_MEDIA_TYPE), config)
+    image = attestation_steps.AttestedImage.of(
+        oci_layout.blob_path(layout, digest).read_bytes(), manifest.get("mediaType", MANIFEST_MEDIA_TYPE), config
+    )
     attestation_steps.attestations(parse_reference(reference), image, attest[0], attest[1], sbom)

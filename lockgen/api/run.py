@@ -42,7 +42,13 @@ class Detection:
     fits: tuple[TargetFit, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"stack": str(self.stack), "target": self.chosen.target, "reasons": list(self.chosen.reasons), "node": self.node.model_dump(mode="json"), "targets": [f.as_dict() for f in self.fits]}
+        return {
+            "stack": str(self.stack),
+            "target": self.chosen.target,
+            "reasons": list(self.chosen.reasons),
+            "node": self.node.model_dump(mode="json"),
+            "targets": [f.as_dict() for f in self.fits],
+        }
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,10 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
     lock: Path | None = None
     if wanted.source is None and wanted.prefix is not None:
         if wanted.target is not None or wanted.platform is not None:
-            raise UserError("--target and --platform choose a lock's environment, and none is given", "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is")
+            raise UserError(
+                "--target and --platform choose a lock's environment, and none is given",
+                "pass the LOCK or STACK too, or drop them to use the environment at --prefix as it is",
+            )
         where, name = wanted.prefix.absolute(), wanted.prefix.absolute().name
     else:
         from lockgen.core.lock.lock_builder import LockgenMeta
@@ -122,7 +131,13 @@ def kept_activation(wanted: Wanted, progress: Callable[[str], None], for_run: bo
     options (`kept_run_steps.keep_run`)."""
     if wanted.source is None:
         return None
-    read = kept_stack_lock(wanted) if _is_stack(wanted.source) else None if wanted.target is not None else _lock_bytes(wanted.source)
+    read = (
+        kept_stack_lock(wanted)
+        if _is_stack(wanted.source)
+        else None
+        if wanted.target is not None
+        else _lock_bytes(wanted.source)
+    )
     if read is None:
         return None
     made = kept_made(read, wanted.platform, wanted.prefix, progress)
@@ -196,7 +211,10 @@ def _activated(where: Path, name: str, lock: Path | None, progress: Callable[[st
     """The activation of the environment at `where` (named `name`, of `lock` when one made it)."""
     kind = env_process.environment_kind(where)
     if kind is None:
-        raise UserError(f"{where} is not an environment (no conda-meta/, no pyvenv.cfg)", "pass the prefix of a conda environment or venv, or a LOCK to materialize")
+        raise UserError(
+            f"{where} is not an environment (no conda-meta/, no pyvenv.cfg)",
+            "pass the prefix of a conda environment or venv, or a LOCK to materialize",
+        )
     calling = env_process.calling_environment()
     environment = rules.activated(kind, PurePosixPath(where), name, calling)
     if kind == "conda" and env_process.activate_scripts(where):
@@ -207,7 +225,9 @@ def _activated(where: Path, name: str, lock: Path | None, progress: Callable[[st
     return Activation(where, kind, rules.prompt_name(name), lock, environment, rules.changes(calling, environment))
 
 
-def run(wanted: Wanted, command: Sequence[str], progress: Callable[[str], None], meter: Meter | None = None) -> NoReturn:
+def run(
+    wanted: Wanted, command: Sequence[str], progress: Callable[[str], None], meter: Meter | None = None
+) -> NoReturn:
     """Replaces lockgen with `command` in the environment (its exit status and signals are the command's)."""
     env_process.exec_command(list(command), activation(wanted, progress, meter).environment)
 
@@ -269,7 +289,10 @@ def kept_exports(wanted: Wanted, shell_name: str | None, progress: Callable[[str
 def _export_kind(shell_name: str | None) -> rules.Shell:
     kind = rules.shell_kind(shell_name) if shell_name else rules.shell_kind(env_process.login_shell() or "") or "bash"
     if kind is None:
-        raise UserError(f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`", "pass --shell bash, zsh or fish")
+        raise UserError(
+            f"lockgen writes activations for bash, zsh and fish, not `{shown(shell_name or '', 40)}`",
+            "pass --shell bash, zsh or fish",
+        )
     return kind
 
 
@@ -289,10 +312,15 @@ def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
 
     source, target = wanted.source, wanted.target
     if source is None and not Path("stack.toml").is_file():
-        raise UserError("no LOCK or STACK given, and no stack.toml in this folder", "lockgen run LOCK -- CMD, or lockgen run STACK -- CMD (--prefix DIR: an existing environment)")
+        raise UserError(
+            "no LOCK or STACK given, and no stack.toml in this folder",
+            "lockgen run LOCK -- CMD, or lockgen run STACK -- CMD (--prefix DIR: an existing environment)",
+        )
     if source is not None and not _is_stack(source):
         if target is not None:
-            raise UserError(f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack")
+            raise UserError(
+                f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack"
+            )
         return read_lock(source)
     from lockgen.adapters.node.node_facts import node_facts  # a stack's: a lock given needs neither
     from lockgen.adapters.lock.stack_file import read_stack

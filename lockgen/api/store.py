@@ -36,13 +36,25 @@ def list_envs() -> list[StoreEntry]:
     root = home.store_envs()
     entries = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
-        if not path.is_symlink() and path.is_dir() and not path.name.startswith(".") and (path / env_manifest.MANIFEST).is_file():
+        if (
+            not path.is_symlink()
+            and path.is_dir()
+            and not path.name.startswith(".")
+            and (path / env_manifest.MANIFEST).is_file()
+        ):
             try:
                 manifest, _ = env_manifest.read(path)
             except UserError:  # a damaged record: an environment no lock can name, which gc removes
                 entries.append(StoreEntry(path, "", "damaged", ""))
                 continue
-            entries.append(StoreEntry(path, str(manifest.get("lock_sha256", "")), str(manifest.get("environment_digest", "")), str(manifest.get("platform", ""))))
+            entries.append(
+                StoreEntry(
+                    path,
+                    str(manifest.get("lock_sha256", "")),
+                    str(manifest.get("environment_digest", "")),
+                    str(manifest.get("platform", "")),
+                )
+            )
     return entries
 
 
@@ -75,10 +87,16 @@ def _locks_named(roots: list[Path]) -> list[LockBytes | LoadedLock]:
         elif root.is_dir():
             found = sorted(root.rglob(f"*{LOCK_SUFFIX}"))
             if not found:
-                raise UserError(f"gc: `{root}` holds no *{LOCK_SUFFIX}, so it names no environment to keep", "pass the locks (or their folders) whose environments stay; nothing was removed")
+                raise UserError(
+                    f"gc: `{root}` holds no *{LOCK_SUFFIX}, so it names no environment to keep",
+                    "pass the locks (or their folders) whose environments stay; nothing was removed",
+                )
             locks.extend(lock_file.read(path) for path in found)
         else:
-            raise UserError(f"gc: `{root}` does not exist", "check the spelling: every argument must be a lock or a folder of locks whose environments stay; nothing was removed")
+            raise UserError(
+                f"gc: `{root}` does not exist",
+                "check the spelling: every argument must be a lock or a folder of locks whose environments stay; nothing was removed",
+            )
     return locks
 
 
@@ -98,11 +116,18 @@ def verify_store(repair: bool) -> StoreScrub:
         files, damaged = _scrubbed("wheel", [(folder, proven) for _, folder, proven in proofs], forget_wheel, repair)
     cache = home.lockgen_home() / "rattler-cache"
     with rattler_cache.held(cache):
-        conda_files, conda_damaged = _scrubbed("conda", rattler_cache.stamped_folders(cache), rattler_cache.forget, repair)
+        conda_files, conda_damaged = _scrubbed(
+            "conda", rattler_cache.stamped_folders(cache), rattler_cache.forget, repair
+        )
     return StoreScrub(files + conda_files, tuple(damaged + conda_damaged))
 
 
-def _scrubbed(kind: Literal["wheel", "conda"], folders: list[tuple[Path, dict[str, str]]], forget: Callable[[Path], None], repair: bool) -> tuple[int, list[DamagedStoreFolder]]:
+def _scrubbed(
+    kind: Literal["wheel", "conda"],
+    folders: list[tuple[Path, dict[str, str]]],
+    forget: Callable[[Path], None],
+    repair: bool,
+) -> tuple[int, list[DamagedStoreFolder]]:
     """The files read and the damaged folders among `folders` (each with the sha256 its files were proven to
     have) of the store's `kind` part; with `repair`, each damaged one moved into the quarantine and `forget`."""
     files, damaged = 0, []

@@ -26,7 +26,13 @@ from lockgen.api.steps.certificate_steps import read_numerics_references
 from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
 from lockgen.core.certificate.cert_formats import render_certificate, rendering_notes
 from lockgen.core import nesting
-from lockgen.core.certificate.certify import build_body, expectations_from_lock, gpus_not_visible, refuse_wrong_hardware, wrong_world_size
+from lockgen.core.certificate.certify import (
+    build_body,
+    expectations_from_lock,
+    gpus_not_visible,
+    refuse_wrong_hardware,
+    wrong_world_size,
+)
 from lockgen.core.certificate.envelopes import conv_floors, node_floors
 from lockgen.core.gpu.facts import arch_fact, load_facts
 from lockgen.core.image.image_whole import environment_prefix
@@ -43,7 +49,9 @@ from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 from lockgen.model.requests import Environment, Image, Prefix, Python
 from lockgen.model.results import Conformance, Verified
 
-if TYPE_CHECKING:  # the image modules are imported where an image is verified: 0.5 s of lockgen's 1 s import before the kernel starts
+if (
+    TYPE_CHECKING
+):  # the image modules are imported where an image is verified: 0.5 s of lockgen's 1 s import before the kernel starts
     from lockgen.adapters.image import image_source
 
 
@@ -67,7 +75,9 @@ class VerifyOptions:
     allow_foreign: tuple[str, ...] = ()
     emit: tuple[tuple[str, Path], ...] = ()  # (format, file): renderings written after the certificate
     valid_for: dt.timedelta = NFD_VALID_FOR  # an nfd rendering's lifetime
-    expect_numerics: Path | None = None  # the pinned fingerprints the run's must equal (a certificate, or {key, digests})
+    expect_numerics: Path | None = (
+        None  # the pinned fingerprints the run's must equal (a certificate, or {key, digests})
+    )
 
 
 @dataclass(frozen=True)
@@ -92,11 +102,21 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
     loaded = read_lock(options.lock) if options.lock is not None else None
     # the cheap refusals (wrong arch, wrong platform) before any hashing
     references = read_numerics_references(options.expect_numerics) if options.expect_numerics is not None else ()
-    given = _Run(loaded, _expectations(options, normalize_arch(options.arch), loaded), rendezvous, read_bundle(options.manifests), references)
+    given = _Run(
+        loaded,
+        _expectations(options, normalize_arch(options.arch), loaded),
+        rendezvous,
+        read_bundle(options.manifests),
+        references,
+    )
     target = options.environment
     if not isinstance(target, Image):
         python = _interpreter(target)
-        conformance = _conformance(options, given.manifests, loaded, python_dists.prefix_of(python), None, progress) if loaded else None
+        conformance = (
+            _conformance(options, given.manifests, loaded, python_dists.prefix_of(python), None, progress)
+            if loaded
+            else None
+        )
         return _verify(options, given, python, None, conformance, progress)
     from lockgen.adapters.image import image_source
 
@@ -120,16 +140,26 @@ def _interpreter(target: Prefix | Python | None) -> str:
     return target.interpreter if target is not None else sys.executable
 
 
-def _verify_proven_image(options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image, progress: Callable[[str], None]) -> Verified:
+def _verify_proven_image(
+    options: VerifyOptions, given: _Run, loaded: LoadedLock, target: Image, progress: Callable[[str], None]
+) -> Verified:
     """The kernel run in an image proven whole to be the lock's first (`check --image --lock`: the environment
     its config runs, the config, every file outside it), in the same unpacked root."""
     from lockgen.adapters.image import image_source
     from lockgen.api.steps.image_proof_steps import prove_opened
 
     with image_source.opened(target.source, progress, target.insecure) as opened:
-        proven = prove_opened(loaded, opened, target.source, given.manifests, None, None, progress, None, options.allow_foreign)
-        _require_clean(proven, f"{target.source} is not the image of {options.lock}", f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms")
-        progress(f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside its environment")
+        proven = prove_opened(
+            loaded, opened, target.source, given.manifests, None, None, progress, None, options.allow_foreign
+        )
+        _require_clean(
+            proven,
+            f"{target.source} is not the image of {options.lock}",
+            f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms",
+        )
+        progress(
+            f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside its environment"
+        )
         image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))
         return _verify(options, given, str(image.prefix / "bin" / "python"), image, proven, progress)
 
@@ -141,16 +171,43 @@ def _require_clean(result: Conformance, what: str, hint: str) -> None:
         raise UserError(f"{what}: {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""), hint)
 
 
-def _conformance(options: VerifyOptions, manifests: BundleBytes | None, loaded: LoadedLock, prefix: Path, final_prefix: str | None, progress: Callable[[str], None]) -> Conformance:
+def _conformance(
+    options: VerifyOptions,
+    manifests: BundleBytes | None,
+    loaded: LoadedLock,
+    prefix: Path,
+    final_prefix: str | None,
+    progress: Callable[[str], None],
+) -> Conformance:
     """The environment must be the lock's before the kernel runs in it; one on disk (no `final_prefix`: not
     an unpacked image) checked before is proven by the fingerprints of its files where they did not move."""
-    result = conform(loaded, prefix, None, manifests, progress, final_prefix=final_prefix, allow_foreign=options.allow_foreign, fingerprints=final_prefix is None)
-    _require_clean(result, f"{final_prefix or prefix} is not the environment of {options.lock}", f"see lockgen check --lock {options.lock}; certify only an environment that conforms")
+    result = conform(
+        loaded,
+        prefix,
+        None,
+        manifests,
+        progress,
+        final_prefix=final_prefix,
+        allow_foreign=options.allow_foreign,
+        fingerprints=final_prefix is None,
+    )
+    _require_clean(
+        result,
+        f"{final_prefix or prefix} is not the environment of {options.lock}",
+        f"see lockgen check --lock {options.lock}; certify only an environment that conforms",
+    )
     progress(f"conforms to {options.lock}: {result.report.counts['ok']} packages, every file accounted for")
     return result
 
 
-def _verify(options: VerifyOptions, given: _Run, python: str, image: image_source.UnpackedImage | None, conformance: Conformance | None, progress: Callable[[str], None]) -> Verified:
+def _verify(
+    options: VerifyOptions,
+    given: _Run,
+    python: str,
+    image: image_source.UnpackedImage | None,
+    conformance: Conformance | None,
+    progress: Callable[[str], None],
+) -> Verified:
     started = dt.datetime.now(dt.timezone.utc)
     arch, rendezvous = normalize_arch(options.arch), given.rendezvous
     if arch != "cpu":
@@ -158,16 +215,27 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
     lock = given.lock.lock if given.lock else None
     lock_sha256 = given.lock.sha256 if given.lock else image.labels.get(LOCK_LABEL) if image else None
     if lock_sha256 is None and any(fmt == "nfd" for fmt, _ in options.emit):
-        raise UserError("--emit nfd names the lock the node is certified for, and this run has none", "pass --lock LOCK (or --image of an image lockgen exported from a lock)")
+        raise UserError(
+            "--emit nfd names the lock the node is certified for, and this run has none",
+            "pass --lock LOCK (or --image of an image lockgen exported from a lock)",
+        )
     expected = dict(given.expected)
     host = gpu_host.probe() if arch != "cpu" else None
     if arch != "cpu":
-        refuse_wrong_hardware(arch, host.names if host else (), host.compute_capabilities if host else (), host.driver if host else None, expected.get("driver_min"))
+        refuse_wrong_hardware(
+            arch,
+            host.names if host else (),
+            host.compute_capabilities if host else (),
+            host.driver if host else None,
+            expected.get("driver_min"),
+        )
         expected.setdefault("gpu_count", options.gpus if options.gpus is not None else (host.count if host else 0))
     expected.setdefault("conv_floor_tflops", conv_floors(arch))
     expected.setdefault("node", node_floors(arch))
     progress(f"verifying {arch} with {python}" + (f" against {options.lock}" if options.lock else ""))
-    single_doc, single_raw = kernel.run_single(python, arch, expected, options.quick, options.compiled, options.allow_ptx, options.timeout_s, progress)
+    single_doc, single_raw = kernel.run_single(
+        python, arch, expected, options.quick, options.compiled, options.allow_ptx, options.timeout_s, progress
+    )
     single = _report(single_doc, "single")
     gpus = options.gpus if options.gpus is not None else (host.count if host else 1)
     world = gpus * options.nodes
@@ -175,15 +243,22 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
     hidden = gpus_not_visible(arch, gpus, single.stack)
     extra = [hidden] if hidden else []
     if hidden is None and world > 1:
-        progress(f"running the {gpus}-GPU checks under torchrun" + (f", one node of {options.nodes} meeting at {rendezvous.endpoint}" if rendezvous else ""))
+        progress(
+            f"running the {gpus}-GPU checks under torchrun"
+            + (f", one node of {options.nodes} meeting at {rendezvous.endpoint}" if rendezvous else "")
+        )
         sizes = "1,16" if arch == "cpu" else "1,16,128,1024"  # gloo on CPUs: small sizes say enough
-        dist_doc, dist_raw = kernel.run_distributed(python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous)
+        dist_doc, dist_raw = kernel.run_distributed(
+            python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous
+        )
         distributed = _report(dist_doc, "distributed")
         digests["distributed"] = hashlib.sha256(dist_raw).hexdigest()
     not_run = None
     if world == 1:
         not_run = "one GPU: the all-reduce (bandwidth, small-message latency) and DDP checks need two or more"
-    wrong = wrong_world_size(distributed.world_size, gpus, options.nodes, rendezvous is not None) if distributed else None
+    wrong = (
+        wrong_world_size(distributed.world_size, gpus, options.nodes, rendezvous is not None) if distributed else None
+    )
     extra += [wrong] if wrong else []
     tree = None if image else _recorded_tree(python, damaged_is_none=conformance is not None)
     body = build_body(
@@ -194,7 +269,15 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
         subject=Subject(
             stack=LockgenMeta(lock).stack if lock else None,
             target=LockgenMeta(lock).target if lock else None,
-            environment_digest=(conformance.expected_digest if conformance else image.recorded_environment if image else tree.digest if tree else None),
+            environment_digest=(
+                conformance.expected_digest
+                if conformance
+                else image.recorded_environment
+                if image
+                else tree.digest
+                if tree
+                else None
+            ),
             lock_path=str(options.lock) if options.lock else None,
             lock_sha256=lock_sha256,
             image_digest=image.digest if image else None,
@@ -212,7 +295,9 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
         numerics_environment=_numerics_environment(image, tree, lock_sha256),
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
     )
-    path = options.out or certificate_path(options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd())
+    path = options.out or certificate_path(
+        options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd()
+    )
     data = body.model_dump(mode="json", by_alias=True)
     document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
@@ -220,7 +305,12 @@ def _verify(options: VerifyOptions, given: _Run, python: str, image: image_sourc
     return Verified(path, body)
 
 
-def _emit(body: CertificateBody, options: VerifyOptions, references: tuple[NumericsReference, ...], progress: Callable[[str], None]) -> None:
+def _emit(
+    body: CertificateBody,
+    options: VerifyOptions,
+    references: tuple[NumericsReference, ...],
+    progress: Callable[[str], None],
+) -> None:
     """The certificate's renderings for fleet tools, each written atomically; all are rendered before the
     first is written, so a rendering that fails leaves every file as it was (the certificate stays). With
     pinned numerics references, each says how the fingerprint compares apart (the check is in the body already)."""
@@ -260,7 +350,10 @@ def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:
             raise UserError("--rendezvous is for several nodes", "pass --nodes N with it, or leave it out")
         return None
     if not options.rendezvous_endpoint:
-        raise UserError(f"--nodes {options.nodes} needs a rendezvous endpoint", "pass --rendezvous HOST:PORT, the same on every node (HOST: one of the nodes)")
+        raise UserError(
+            f"--nodes {options.nodes} needs a rendezvous endpoint",
+            "pass --rendezvous HOST:PORT, the same on every node (HOST: one of the nodes)",
+        )
     return kernel.Rendezvous(options.nodes, options.rendezvous_endpoint, options.rendezvous_id)
 
 
@@ -274,7 +367,10 @@ def _expectations(options: VerifyOptions, arch: str, loaded: LoadedLock | None) 
             raise UserError(f"the lock is for {locked_arch}, not {arch}", f"pass --arch {locked_arch}")
         platform = home.native_platform("linux-64")
         if platform not in lock.metadata.platforms:
-            raise UserError(f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})", "certify on a host of the lock's platform")
+            raise UserError(
+                f"the lock has no {platform} packages (it covers {', '.join(lock.metadata.platforms)})",
+                "certify on a host of the lock's platform",
+            )
         expected = expectations_from_lock(lock, platform)
     if options.expect:
         try:
@@ -312,7 +408,9 @@ def _recorded_tree(python: str, damaged_is_none: bool) -> _RecordedTree | None:
     return _RecordedTree(digest if isinstance(digest, str) else None, lock if isinstance(lock, str) else None)
 
 
-def _numerics_environment(image: image_source.UnpackedImage | None, tree: _RecordedTree | None, lock_sha256: str | None) -> str | None:
+def _numerics_environment(
+    image: image_source.UnpackedImage | None, tree: _RecordedTree | None, lock_sha256: str | None
+) -> str | None:
     """The environment part of the numerics key: the digest of the tree the kernel ran in, the same whether the
     run was given `--lock` or only `--python`/`--image` (issue 48: one node's fingerprints fell under two keys).
     The subject's digest differs by design: with `--lock` it is the lock's expected environment (what
@@ -331,9 +429,14 @@ def _report(document: dict[str, Any], kind: str) -> KernelReport:
     try:
         report = KernelReport.from_json(document)
     except Exception as exc:  # pydantic's ValidationError: the kernel and lockgen disagree on the schema
-        raise LockFormatError(f"the {kind} kernel's JSON does not match lockgen's model: {str(exc).splitlines()[0]}", "use the verify/ kernel shipped with this lockgen") from None
+        raise LockFormatError(
+            f"the {kind} kernel's JSON does not match lockgen's model: {str(exc).splitlines()[0]}",
+            "use the verify/ kernel shipped with this lockgen",
+        ) from None
     if report.schema_ != KERNEL_SCHEMA:
-        raise LockFormatError(f"the kernel wrote schema {report.schema_!r}", "use the verify/ kernel shipped with this lockgen")
+        raise LockFormatError(
+            f"the kernel wrote schema {report.schema_!r}", "use the verify/ kernel shipped with this lockgen"
+        )
     return report
 
 

@@ -14,7 +14,23 @@ import typer
 import typer.main
 from typer.core import TyperArgument, TyperOption
 
-from lockgen.cli import arch_cmd, cert_export_cmd, coercion, edit_cmds, env_cmds, explain_cmd, facts_cmd, fleet_cmd, lock_cmds, pack_cmd, resolve_cmd, run_cmds, store_cmd, verify_cmds
+from lockgen.cli import (
+    arch_cmd,
+    cert_export_cmd,
+    coercion,
+    edit_cmds,
+    env_cmds,
+    explain_cmd,
+    facts_cmd,
+    fleet_cmd,
+    image_cmds,
+    lock_cmds,
+    pack_cmd,
+    resolve_cmd,
+    run_cmds,
+    store_cmd,
+    verify_cmds,
+)
 from lockgen.cli.ui import say, state
 
 app = typer.Typer(
@@ -38,7 +54,9 @@ def _print_version(wanted: bool) -> None:
 @app.callback()
 def _global(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks and debug detail."),
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print lockgen's version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print lockgen's version and exit."
+    ),
 ) -> None:
     state.verbose = verbose
 
@@ -62,10 +80,10 @@ app.command("run", cls=run_cmds.AfterDoubleDash)(run_cmds.run)
 app.command("shell")(run_cmds.shell)
 app.command("activate")(run_cmds.activate)
 app.command("detect")(run_cmds.detect)
-app.command("export")(env_cmds.export)
+app.command("export")(image_cmds.export)
 app.command("pack")(pack_cmd.pack)
 app.command("unpack")(pack_cmd.unpack)
-app.command("push")(env_cmds.push)
+app.command("push")(image_cmds.push)
 app.command("verify")(verify_cmds.verify)
 app.command("keygen")(verify_cmds.keygen)
 app.command("certs")(verify_cmds.certs)
@@ -90,7 +108,12 @@ def _named(command: object) -> None:
             shown = (param.metavar if param.required else f"[{param.metavar}]") + ("..." if param.nargs != 1 else "")
             param._usage_display_name = lambda shown=shown: shown  # type: ignore[method-assign,misc]
             param.display_type_rich = lambda ctx: ""  # type: ignore[method-assign]
-        elif isinstance(param, TyperOption) and not param.is_flag and param.metavar is None and not param.type_descriptor.is_choice:
+        elif (
+            isinstance(param, TyperOption)
+            and not param.is_flag
+            and param.metavar is None
+            and not param.type_descriptor.is_choice
+        ):
             flag = max(param.opts, key=len)
             param.metavar = METAVARS.get(flag, flag.lstrip("-").replace("-", "_").upper())
     for sub in getattr(command, "commands", {}).values():
@@ -129,7 +152,14 @@ def _stand_ins(group: typer.core.TyperGroup) -> None:
 
     groups = dict(group.commands)
     listed = {
-        info.name: TyperCommand(name=info.name, help=inspect.getdoc(info.callback), short_help=info.short_help, hidden=info.hidden, deprecated=info.deprecated, rich_markup_mode=None)
+        info.name: TyperCommand(
+            name=info.name,
+            help=inspect.getdoc(info.callback),
+            short_help=info.short_help,
+            hidden=info.hidden,
+            deprecated=info.deprecated,
+            rich_markup_mode=None,
+        )
         for info in app.registered_commands
         if info.name
     }

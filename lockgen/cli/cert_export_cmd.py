@@ -15,7 +15,12 @@ from lockgen.cli.ui import emit, fail, handles_errors, progress, say
 from lockgen.model.export_formats import EXPORT_FORMATS, FILE_FORMATS, NFD_VALID_FOR
 
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
-_UNIT = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1), "w": dt.timedelta(weeks=1)}
+_UNIT = {
+    "m": dt.timedelta(minutes=1),
+    "h": dt.timedelta(hours=1),
+    "d": dt.timedelta(days=1),
+    "w": dt.timedelta(weeks=1),
+}
 _EMIT_EXAMPLE = "e.g. --emit prom=/var/lib/prometheus/node-exporter/lockgen.prom,junit=report.xml"
 
 
@@ -36,7 +41,11 @@ def parse_emit(values: list[str], certificate_out: Optional[Path]) -> tuple[tupl
         if not equals or not file.strip():
             fail(f"--emit {item!r} is not FORMAT=FILE", _EMIT_EXAMPLE, 2)
         if fmt == "npd":
-            fail("npd is a line and an exit status for Node Problem Detector, not a file", "make NPD's custom plugin run `lockgen cert export CERT --format npd`", 2)
+            fail(
+                "npd is a line and an exit status for Node Problem Detector, not a file",
+                "make NPD's custom plugin run `lockgen cert export CERT --format npd`",
+                2,
+            )
         if fmt not in FILE_FORMATS:
             fail(f"--emit names the unknown format `{fmt}`", f"file formats: {', '.join(FILE_FORMATS)}", 2)
         path = Path(file.strip())
@@ -57,9 +66,15 @@ def export(
         "Discovery features.d file), npd (Node Problem Detector plugin: one line, exit 1 when "
         "the certificate failed), junit (JUnit XML).",
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here, atomically, instead of stdout (not for npd)."),
-    key: Optional[Path] = typer.Option(None, "--key", help="The signer's public key (KEY.pub): the signature is checked first."),
-    valid_for: Optional[str] = typer.Option(None, "--valid-for", help="nfd: how long after the run the features stay valid (30m, 12h, 7d, 2w; default 7d)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Write here, atomically, instead of stdout (not for npd)."
+    ),
+    key: Optional[Path] = typer.Option(
+        None, "--key", help="The signer's public key (KEY.pub): the signature is checked first."
+    ),
+    valid_for: Optional[str] = typer.Option(
+        None, "--valid-for", help="nfd: how long after the run the features stay valid (30m, 12h, 7d, 2w; default 7d)."
+    ),
     expect_numerics: Optional[Path] = typer.Option(
         None,
         "--expect-numerics",
@@ -75,7 +90,9 @@ def export(
         fail("npd is a line and an exit status for Node Problem Detector, not a file", "leave out --out", 2)
     if valid_for is not None and fmt != "nfd":
         fail("--valid-for is the lifetime of node features", "pass it with --format nfd", 2)
-    exported = export_certificate(cert, fmt, key, out, NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for), expect_numerics)
+    exported = export_certificate(
+        cert, fmt, key, out, NFD_VALID_FOR if valid_for is None else parse_valid_for(valid_for), expect_numerics
+    )
     for note in exported.notes:
         progress(f"note: {note}")
     if out is None:

@@ -20,12 +20,16 @@ TARGET_HELP = "Re-lock only this target (repeatable); the others' locks are stal
 
 @handles_errors
 def add(
-    packages: list[str] = typer.Argument(..., help='Packages as a spec: numpy, "numpy>=1.26", "transformers[torch]>=4.40".', metavar="PKG"),
+    packages: list[str] = typer.Argument(
+        ..., help='Packages as a spec: numpy, "numpy>=1.26", "transformers[torch]>=4.40".', metavar="PKG"
+    ),
     pypi: bool = typer.Option(False, "--pypi", help="Add to [pypi-dependencies]."),
     conda: bool = typer.Option(False, "--conda", help="Add to [dependencies] (conda)."),
     stack: Path = typer.Option(Path("stack.toml"), "--stack", "-s", help=STACK_HELP),
     target: list[str] = typer.Option([], "--target", "-t", help=TARGET_HELP),
-    channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
+    channel_alias: list[str] = typer.Option(
+        [], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON on stdout."),
 ) -> None:
     """Add packages to the stack (the table it uses, unless --pypi or --conda), re-lock, show the locks' changes."""
@@ -34,8 +38,12 @@ def add(
 
     if pypi and conda:
         fail("--pypi and --conda each name the table the packages go to", "pass one of them", 2)
-    table: Literal["dependencies", "pypi-dependencies"] | None = "pypi-dependencies" if pypi else "dependencies" if conda else None
-    _show(api.add(StackEditRequest(stack, tuple(packages), table, tuple(target), tuple(channel_alias)), progress), as_json)
+    table: Literal["dependencies", "pypi-dependencies"] | None = (
+        "pypi-dependencies" if pypi else "dependencies" if conda else None
+    )
+    _show(
+        api.add(StackEditRequest(stack, tuple(packages), table, tuple(target), tuple(channel_alias)), progress), as_json
+    )
 
 
 @handles_errors
@@ -43,14 +51,19 @@ def remove(
     packages: list[str] = typer.Argument(..., help="Package names, as the stack writes them.", metavar="PKG"),
     stack: Path = typer.Option(Path("stack.toml"), "--stack", "-s", help=STACK_HELP),
     target: list[str] = typer.Option([], "--target", "-t", help=TARGET_HELP),
-    channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
+    channel_alias: list[str] = typer.Option(
+        [], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON on stdout."),
 ) -> None:
     """Remove packages from the stack, re-lock, show the locks' changes."""
     from lockgen.api import edit as api
     from lockgen.model.requests import StackEditRequest
 
-    _show(api.remove(StackEditRequest(stack, tuple(packages), None, tuple(target), tuple(channel_alias)), progress), as_json)
+    _show(
+        api.remove(StackEditRequest(stack, tuple(packages), None, tuple(target), tuple(channel_alias)), progress),
+        as_json,
+    )
 
 
 def _show(edited: StackEdited, as_json: bool) -> None:
@@ -59,7 +72,10 @@ def _show(edited: StackEdited, as_json: bool) -> None:
             {
                 "stack": str(edited.stack),
                 "lines": list(edited.lines),
-                "targets": [{**t.result.to_dict(), "changes": None if t.changes is None else list(t.changes)} for t in edited.targets],
+                "targets": [
+                    {**t.result.to_dict(), "changes": None if t.changes is None else list(t.changes)}
+                    for t in edited.targets
+                ],
                 "stale": list(edited.stale),
             }
         )
@@ -78,4 +94,6 @@ def _show(edited: StackEdited, as_json: bool) -> None:
             for change in relocked.changes:
                 say(f"  {shown(change, 200)}")
     if edited.stale:
-        progress(f"not re-locked, stale now: {', '.join(shown(name) for name in edited.stale)} (lockgen resolve {shown(str(edited.stack))})")
+        progress(
+            f"not re-locked, stale now: {', '.join(shown(name) for name in edited.stale)} (lockgen resolve {shown(str(edited.stack))})"
+        )

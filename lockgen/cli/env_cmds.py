@@ -1,4 +1,5 @@
-"""`lockgen materialize` and `lockgen check`: a lock becomes an environment; an environment is checked for drift."""
+"""`lockgen materialize`, `check`, `envs`, `gc`, `freeze`, `pin` and `manifests`: a lock becomes an environment; an
+environment is checked for drift, listed, collected, frozen into a lock. (`export` and `push`: `image_cmds`.)"""
 
 from __future__ import annotations
 
@@ -19,11 +20,23 @@ DIFFERENCES = ("modified", "missing", "missing_packages", "foreign", "mode", "cl
 @handles_errors
 def materialize(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve (or import)."),
-    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
-    prefix: Optional[Path] = typer.Option(None, "--prefix", help="Where (default: $LOCKGEN_HOME/envs/<lock digest>-<name>)."),
+    platform: Optional[str] = typer.Option(
+        None, "--platform", "-p", help="Which platform of the lock (default: this host's)."
+    ),
+    prefix: Optional[Path] = typer.Option(
+        None, "--prefix", help="Where (default: $LOCKGEN_HOME/envs/<lock digest>-<name>)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print {prefix, environment_digest, lock} as JSON."),
-    allow_md5: bool = typer.Option(False, "--allow-md5", help="Install conda entries the lock pins by md5 alone (refused by default: md5 is no proof of content)."),
-    verify: bool = typer.Option(False, "--verify", help="Hash every installed wheel file against its RECORD, trusting no fingerprint of lockgen's wheel store."),
+    allow_md5: bool = typer.Option(
+        False,
+        "--allow-md5",
+        help="Install conda entries the lock pins by md5 alone (refused by default: md5 is no proof of content).",
+    ),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Hash every installed wheel file against its RECORD, trusting no fingerprint of lockgen's wheel store.",
+    ),
 ) -> None:
     """Install exactly the lock's packages, hash-checked, atomically; print the prefix."""
     from lockgen.api.materialize import materialize as run
@@ -37,16 +50,38 @@ def materialize(
 @handles_errors
 def check(
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="An environment's folder."),
-    python: Optional[str] = typer.Option(None, "--python", help="With --lock: an interpreter, whose environment is checked."),
+    python: Optional[str] = typer.Option(
+        None, "--python", help="With --lock: an interpreter, whose environment is checked."
+    ),
     image: Optional[str] = typer.Option(None, "--image", help="An OCI layout, or docker://REF."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="Prove the environment is this lock, from the packages' own hashes."),
-    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests (no network)."),
+    lock: Optional[Path] = typer.Option(
+        None, "--lock", help="Prove the environment is this lock, from the packages' own hashes."
+    ),
+    manifests: Optional[Path] = typer.Option(
+        None, "--manifests", help="With --lock: a bundle from lockgen manifests (no network)."
+    ),
     platform: Optional[str] = typer.Option(None, "--platform", "-p", help="With --lock: which platform of the lock."),
-    image_prefix: Optional[str] = typer.Option(None, "--image-prefix", help="With --image --lock: where the environment is; it must be the one the image's config runs (CONDA_PREFIX)."),
-    insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
-    full: bool = typer.Option(False, "--full", help="Re-hash every file, not only those whose fingerprint (size, mtime, ctime, inode) changed since lockgen recorded or last checked it."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (with --lock: the conformance report)."),
-    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that you accept (prefix-relative); hashed and reported. Repeatable."),
+    image_prefix: Optional[str] = typer.Option(
+        None,
+        "--image-prefix",
+        help="With --image --lock: where the environment is; it must be the one the image's config runs (CONDA_PREFIX).",
+    ),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."
+    ),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help="Re-hash every file, not only those whose fingerprint (size, mtime, ctime, inode) changed since lockgen recorded or last checked it.",
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the report as JSON (with --lock: the conformance report)."
+    ),
+    allow_foreign: list[str] = typer.Option(
+        [],
+        "--allow-foreign",
+        help="With --lock: a file no package states that you accept (prefix-relative); hashed and reported. Repeatable.",
+    ),
 ) -> None:
     """Check an environment: with --lock, against the lock's packages (exit 1 on any difference); else
     against the manifest lockgen recorded."""
@@ -55,11 +90,19 @@ def check(
     from lockgen.model.requests import CheckRequest
 
     if lock is not None:
-        refusal = ("check --lock needs exactly one of --prefix, --python and --image", "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)", 1)
+        refusal = (
+            "check --lock needs exactly one of --prefix, --python and --image",
+            "lockgen check --lock L --prefix DIR (or --python PY, or --image LAYOUT|docker://REF)",
+            1,
+        )
     elif python is not None or manifests is not None:
         fail("--python and --manifests need --lock", "lockgen check --lock L --python PY", 2)
     else:
-        refusal = ("pass exactly one of --prefix and --image", "lockgen check --prefix DIR, or lockgen check --lock L --image LAYOUT", 2)
+        refusal = (
+            "pass exactly one of --prefix and --image",
+            "lockgen check --prefix DIR, or lockgen check --lock L --image LAYOUT",
+            2,
+        )
     target = environment(prefix, python, image, refusal, required=True, insecure=insecure, image_prefix=image_prefix)
     assert target is not None  # required: none has failed
     request = CheckRequest(target, lock, manifests, platform, tuple(allow_foreign), full)
@@ -78,7 +121,15 @@ def check(
 def _render_image_drift(result: ImageDrift, image: str, as_json: bool) -> None:
     recorded, recomputed, drift = result.recorded, result.recomputed, result.drift
     if as_json:
-        print_json({"image": image, "recorded_environment": recorded, "recomputed_environment": recomputed, "clean": result.clean, **_drift_dict(drift)})
+        print_json(
+            {
+                "image": image,
+                "recorded_environment": recorded,
+                "recomputed_environment": recomputed,
+                "clean": result.clean,
+                **_drift_dict(drift),
+            }
+        )
     else:
         say(f"environment digest sha256:{recomputed}")
         for kind, paths in _drift_dict(drift).items():
@@ -86,13 +137,25 @@ def _render_image_drift(result: ImageDrift, image: str, as_json: bool) -> None:
                 say(f"{kind} {path}")
     if not result.clean:
         counted = ", ".join(f"{len(paths)} {kind}" for kind, paths in _drift_dict(drift).items() if paths)
-        fail(f"the image's environment (sha256:{recomputed[:16]}) differs from what it records (sha256:{recorded[:16]})" + (f": {counted}" if counted else ""), "re-export it from its lock")
+        fail(
+            f"the image's environment (sha256:{recomputed[:16]}) differs from what it records (sha256:{recorded[:16]})"
+            + (f": {counted}" if counted else ""),
+            "re-export it from its lock",
+        )
     progress(f"{image}: the environment matches the manifest the image records (pass --lock to prove it is a lock)")
 
 
 def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: bool) -> None:
     if as_json:
-        print_json({"prefix": str(prefix), "full": full, "clean": drift.clean, "read_every_byte": drift.read_every_byte, **_drift_dict(drift)})
+        print_json(
+            {
+                "prefix": str(prefix),
+                "full": full,
+                "clean": drift.clean,
+                "read_every_byte": drift.read_every_byte,
+                **_drift_dict(drift),
+            }
+        )
     else:
         for kind, paths in _drift_dict(drift).items():
             for path in paths:
@@ -101,7 +164,8 @@ def _render_drift(drift: Drift, prefix: Optional[Path], full: bool, as_json: boo
     if not drift.clean:
         fail(
             f"{prefix} drifted from its lock: {len(drift.missing)} missing, {len(drift.extra)} extra, "
-            f"{len(drift.modified)} modified files" + (f", {len(drift.unsafe)} with unsafe modes" if drift.unsafe else ""),
+            f"{len(drift.modified)} modified files"
+            + (f", {len(drift.unsafe)} with unsafe modes" if drift.unsafe else ""),
             "materialize the lock again into a fresh prefix",
         )
     progress(f"{prefix} matches its manifest")
@@ -124,7 +188,9 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
         problems = list(result.problems[:1]) + [f"and {len(result.problems) - 1} more"] * (len(result.problems) > 1)
         fail(
             f"{result.where} is not the environment of {lock}: " + "; ".join(([shown] if shown else []) + problems),
-            "re-export the image from the lock (lockgen export LOCK) and run it as exported" if problems and not shown else "materialize the lock into a fresh prefix, or re-pin the environment",
+            "re-export the image from the lock (lockgen export LOCK) and run it as exported"
+            if problems and not shown
+            else "materialize the lock into a fresh prefix, or re-pin the environment",
         )
     print_conforming(result, lock)
 
@@ -133,7 +199,11 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
 def manifests(
     lock: Path = typer.Argument(..., help="A lock."),
     out: Path = typer.Option(..., "--out", "-o", help="The bundle to write (.json, or .json.gz)."),
-    known: Optional[Path] = typer.Option(None, "--manifests", help="A bundle to take manifests from (the one pin wrote, for check-only entries: a team lock on an adopted base)."),
+    known: Optional[Path] = typer.Option(
+        None,
+        "--manifests",
+        help="A bundle to take manifests from (the one pin wrote, for check-only entries: a team lock on an adopted base).",
+    ),
 ) -> None:
     """Write the manifests of every package of a lock (RECORDs, paths.json), for check --manifests offline."""
     from lockgen.api.manifests import write_manifests
@@ -150,17 +220,31 @@ def envs(as_json: bool = typer.Option(False, "--json", help="Print the list as J
 
     found = list_envs()
     if as_json:
-        print_json([{"prefix": str(e.path), "environment_digest": e.environment_digest, "lock_sha256": e.lock_sha256, "platform": e.platform} for e in found])
+        print_json(
+            [
+                {
+                    "prefix": str(e.path),
+                    "environment_digest": e.environment_digest,
+                    "lock_sha256": e.lock_sha256,
+                    "platform": e.platform,
+                }
+                for e in found
+            ]
+        )
         return
     if not found:
         progress("no environments in the store yet (lockgen materialize LOCK makes one)")
     for entry in found:
-        say(f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}")
+        say(
+            f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}"
+        )
 
 
 @handles_errors
 def gc(
-    roots: list[Path] = typer.Argument(..., help="Locks, or folders searched for *.conda-lock.yml, whose environments stay."),
+    roots: list[Path] = typer.Argument(
+        ..., help="Locks, or folders searched for *.conda-lock.yml, whose environments stay."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only print what would be removed."),
 ) -> None:
     """Remove store environments that none of the given locks refers to."""
@@ -172,13 +256,38 @@ def gc(
 
 @handles_errors
 def freeze(
-    prefix: Optional[Path] = typer.Option(None, "--prefix", metavar="DIR", help="A conda environment (conda-meta) to pin."),
-    python: Optional[str] = typer.Option(None, "--python", metavar="PY", help="An interpreter whose installed distributions to pin: inventoried and found on --index in one step."),
-    target: Optional[str] = typer.Option(None, "--target", "-t", metavar="NAME", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE", help="Write here instead of locks/<NAME>.conda-lock.yml."),
-    skip_unpinnable: bool = typer.Option(False, "--skip-unpinnable", help="Lock only what the environment records a wheel URL and hash of (no index asked); leave out the rest."),
-    inventory: Optional[Path] = typer.Option(None, "--inventory", metavar="FILE", help="With --python: write the node's inventory here (no network) for `lockgen pin` on a connected machine."),
-    index: str = typer.Option("https://pypi.org/simple", "--index", metavar="URL", help="With --python: the index the distributions came from (PEP 691)."),
+    prefix: Optional[Path] = typer.Option(
+        None, "--prefix", metavar="DIR", help="A conda environment (conda-meta) to pin."
+    ),
+    python: Optional[str] = typer.Option(
+        None,
+        "--python",
+        metavar="PY",
+        help="An interpreter whose installed distributions to pin: inventoried and found on --index in one step.",
+    ),
+    target: Optional[str] = typer.Option(
+        None, "--target", "-t", metavar="NAME", help="Name of the lock: locks/<NAME>.conda-lock.yml."
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", metavar="FILE", help="Write here instead of locks/<NAME>.conda-lock.yml."
+    ),
+    skip_unpinnable: bool = typer.Option(
+        False,
+        "--skip-unpinnable",
+        help="Lock only what the environment records a wheel URL and hash of (no index asked); leave out the rest.",
+    ),
+    inventory: Optional[Path] = typer.Option(
+        None,
+        "--inventory",
+        metavar="FILE",
+        help="With --python: write the node's inventory here (no network) for `lockgen pin` on a connected machine.",
+    ),
+    index: str = typer.Option(
+        "https://pypi.org/simple",
+        "--index",
+        metavar="URL",
+        help="With --python: the index the distributions came from (PEP 691).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON on stdout."),
 ) -> None:
     """Write a lock from an existing environment, or (--inventory) what `lockgen pin` needs to write one."""
@@ -188,7 +297,9 @@ def freeze(
         if python is None or prefix is not None or target is not None:
             fail("--inventory takes --python only", "lockgen freeze --python PY --inventory OUT", 2)
         document = write_inventory(python, inventory, progress)
-        _written({"inventory": str(inventory), "distributions": len(document.inventory.distributions)}, inventory, as_json)
+        _written(
+            {"inventory": str(inventory), "distributions": len(document.inventory.distributions)}, inventory, as_json
+        )
         return
     if target is None:
         fail("freeze needs --target NAME", "lockgen freeze --python PY --target NAME", 2)
@@ -202,7 +313,16 @@ def freeze(
 
         (path, lock), bundle = run(prefix, python, target, out, skip_unpinnable), None
     progress(f"pinned {len(lock.package)} packages")
-    _written({"lock": str(path), "target": target, "packages": len(lock.package), "manifests": str(bundle) if bundle else None}, path, as_json)
+    _written(
+        {
+            "lock": str(path),
+            "target": target,
+            "packages": len(lock.package),
+            "manifests": str(bundle) if bundle else None,
+        },
+        path,
+        as_json,
+    )
 
 
 def _written(document: dict, path: Path, as_json: bool) -> None:
@@ -214,126 +334,23 @@ def _written(document: dict, path: Path, as_json: bool) -> None:
 
 
 @handles_errors
-def export(
-    lock: Path = typer.Argument(..., help="A lock written by lockgen resolve (or pin)."),
-    out: Path = typer.Option(..., "--out", help="The OCI image layout folder to write."),
-    platform: list[str] = typer.Option([], "--platform", "-p", help="Which platform of the lock (default: this host's); repeated, one image per platform under one image index."),
-    all_platforms: bool = typer.Option(False, "--all-platforms", help="An image index of every platform the lock locks."),
-    tag: Optional[str] = typer.Option(None, "--tag", help="The tag in the layout (default: <target>-<platform>, or <target> for an index)."),
-    layers: int = typer.Option(100, "--layers", help="Layer budget: one per package up to this, then grouped."),
-    compression: str = typer.Option("gzip", "--compression", help="Layer compression: gzip, or zstd (smaller, faster to unpack; podman and containerd read it, older Docker engines do not)."),
-    level: int = typer.Option(1, "--compression-level", help="Level of new layers (gzip 1 fast ... 9 small, zstd 1 ... 19)."),
-    base: Optional[str] = typer.Option(
-        None,
-        "--base",
-        help="A base image (a CUDA runtime, a Debian slim): an OCI layout, "
-        "or docker://HOST/REPO@sha256:… (or :TAG), read shallow: its layers are not downloaded. "
-        "A pure-PyPI lock needs one with its pythonX.Y, a conda python one "
-        "with glibc.",
-    ),
-    insecure: bool = typer.Option(False, "--insecure", help="With --base docker://…: plain HTTP or a self-signed registry."),
-    fmt: str = typer.Option("oci-layout", "--format", help="oci-layout (a folder), oci-archive or docker-archive (a file)."),
-    from_prefix: Optional[Path] = typer.Option(None, "--from-prefix", help="Export this existing environment (it must conform to the lock) instead of building one."),
-    from_image: Optional[str] = typer.Option(
-        None,
-        "--from-image",
-        help="Make this vendor image (a layout or docker://REF), "
-        "whose environment must conform to the lock, lockgen's image of it: its "
-        "layers kept as they are, one added with the environment's record.",
-    ),
-    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --from-prefix or --from-image: a manifests bundle (no network)."),
-    image_prefix: Optional[str] = typer.Option(
-        None,
-        "--image-prefix",
-        help="With --from-prefix: its path in the image (default: the same path, so its scripts stay right); with --from-image: where the environment is in it (default: its label, else /opt/env).",
-    ),
-    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --from-prefix or --from-image: a file no package states that you accept in the image. Repeatable."),
-    as_json: bool = typer.Option(False, "--json", help="Print {image_digest, environment_digest, out, format} as JSON (environment_digests, per platform, for an index)."),
-) -> None:
-    """Write the lock's environment (at /opt/env, at its base's prefix, or an existing one at its path) as an OCI
-    image; print the digest."""
-    if from_prefix is None and from_image is None and (manifests is not None or image_prefix is not None or allow_foreign):
-        fail("--manifests, --image-prefix and --allow-foreign go with --from-prefix or --from-image", "lockgen export LOCK --from-prefix DIR --out LAYOUT", 2)
-    if from_image is not None and (from_prefix is not None or base is not None):
-        fail("--from-image is the image's own environment, on its own layers", "drop --from-prefix and --base", 2)
-    if tag is not None:
-        from lockgen.model.oci import is_tag
-        from lockgen.model.names import shown
-
-        if not is_tag(tag):
-            fail(f"--tag `{shown(tag, 80)}` is not an image tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128, not starting with `.` or `-`", 2)
-    several = all_platforms or len(platform) > 1
-    if all_platforms and platform:
-        fail("--all-platforms and --platform exclude each other", "pass one, or --platform once per platform", 2)
-    if several and (from_prefix is not None or base is not None or from_image is not None):
-        fail("an image index of several platforms is built from the lock, on no base image", "drop --from-prefix and --base, or export one --platform", 2)
-    from lockgen.api.export import export as run
-    from lockgen.cli.ui import Meter
-    from lockgen.model.requests import ExportRequest, FromImage, FromLock, FromPrefix, Layering
-
-    source: FromLock | FromPrefix | FromImage = FromLock(tuple(platform), several)
-    if from_image is not None:
-        source = FromImage(from_image, insecure, manifests, image_prefix, tuple(allow_foreign))
-    elif from_prefix is not None:
-        source = FromPrefix(from_prefix, manifests, image_prefix, tuple(allow_foreign))
-    request = ExportRequest(lock, out, source, _base_image(from_image or base, insecure, fmt), tag, Layering(layers, compression, level), fmt)
-    from lockgen.model.results import ExportedIndex
-
-    with Meter() as meter:
-        result = run(request, progress, meter)
-    if isinstance(result, ExportedIndex):
-        for name, env_digest in result.environment_digests.items():
-            progress(f"{name}: environment digest sha256:{env_digest}")
-        if as_json:
-            print_json({"image_digest": result.digest, "environment_digests": result.environment_digests, "out": str(out), "format": fmt})
-        else:
-            say(result.digest)
-        return
-    progress(f"environment digest sha256:{result.environment_digest}")
-    if as_json:
-        print_json({"image_digest": result.digest, "environment_digest": result.environment_digest, "out": str(out), "format": fmt})
-    else:
-        say(result.digest)
-
-
-def _base_image(base: Optional[str], insecure: bool, fmt: str):
-    """`--base` as the export takes it: a layout's Path, or a registry reference to read shallow."""
-    if base is None or "://" not in base:
-        if insecure:
-            fail("--insecure goes with --base docker://…", "drop --insecure for a local --base LAYOUT", 2)
-        return Path(base) if base is not None else None
-    if fmt != "oci-layout":
-        fail(f"a {fmt} holds every blob, and a registry's --base leaves its layers in its registry", "export an oci-layout (then lockgen push it), or pass a local layout", 1)
-    from lockgen.model.base_image import RegistryBase
-
-    return RegistryBase(reference=base, insecure=insecure)
-
-
-@handles_errors
-def push(
-    layout: Path = typer.Argument(..., help="An OCI layout made by lockgen export."),
-    reference: str = typer.Argument(..., help="Where: docker://HOST[:PORT]/REPO:TAG."),
-    insecure: bool = typer.Option(False, "--insecure", help="Plain HTTP or a self-signed registry (loopback tests)."),
-    attest: Optional[Path] = typer.Option(None, "--attest", help="Also attach this certificate to the pushed image as a signed in-toto attestation (as lockgen attest does)."),
-    key: Optional[Path] = typer.Option(None, "--key", help="With --attest: the Ed25519 key to sign the attestation with."),
-    sbom: Optional[Path] = typer.Option(None, "--sbom", help="With --attest: also attach this SBOM (export's sbom.cdx.json)."),
-) -> None:
-    """Push an exported image with skopeo; print the manifest digest, which stays the layout's."""
-    from lockgen.api.publish import push as run
-
-    if (attest is None) != (key is None) or (sbom is not None and attest is None):
-        fail("--attest and --key go together (and --sbom with them)", "lockgen push DIR docker://REF --attest CERT --key KEY", 2)
-    say(run(layout, reference, insecure, progress, (attest, key) if attest and key else None, sbom))
-
-
-@handles_errors
 def pin(
-    inventory: Path = typer.Argument(..., help="The file `lockgen freeze --python PY --inventory OUT` wrote on the node."),
+    inventory: Path = typer.Argument(
+        ..., help="The file `lockgen freeze --python PY --inventory OUT` wrote on the node."
+    ),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
-    index: str = typer.Option("https://pypi.org/simple", "--index", help="The index the distributions came from (PEP 691)."),
-    allow_unpublished: bool = typer.Option(False, "--allow-unpublished", help="Keep distributions no index has as check-only entries."),
-    accept_changed: list[str] = typer.Option([], "--accept-changed", help="A file (prefix-relative) that differs from its package on purpose; the lock records the hash found. Repeatable."),
+    index: str = typer.Option(
+        "https://pypi.org/simple", "--index", help="The index the distributions came from (PEP 691)."
+    ),
+    allow_unpublished: bool = typer.Option(
+        False, "--allow-unpublished", help="Keep distributions no index has as check-only entries."
+    ),
+    accept_changed: list[str] = typer.Option(
+        [],
+        "--accept-changed",
+        help="A file (prefix-relative) that differs from its package on purpose; the lock records the hash found. Repeatable.",
+    ),
 ) -> None:
     """Write a lock from a node's inventory: every distribution at its index wheel, checked against its RECORD."""
     from lockgen.api.pin import pin as run

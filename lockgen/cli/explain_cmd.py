@@ -12,10 +12,19 @@ from lockgen.cli.ui import handles_errors, print_json, say
 
 @handles_errors
 def explain(
-    stack: Path = typer.Argument(Path("stack.toml"), help="The stack.toml, or its folder (default: ./stack.toml).", show_default=False),
-    target: Optional[str] = typer.Option(None, "--target", "-t", help="The target to explain (default: the one this node matches, as lockgen detect says)."),
+    stack: Path = typer.Argument(
+        Path("stack.toml"), help="The stack.toml, or its folder (default: ./stack.toml).", show_default=False
+    ),
+    target: Optional[str] = typer.Option(
+        None,
+        "--target",
+        "-t",
+        help="The target to explain (default: the one this node matches, as lockgen detect says).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
-    channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
+    channel_alias: list[str] = typer.Option(
+        [], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."
+    ),
 ) -> None:
     """Every torch candidate (release x variant x source x platform) with its verdict and deciding rule, newest first."""
     from lockgen.api.explain import explain as run
@@ -31,4 +40,6 @@ def explain(
         say(f"newest admitted on {platform}: {best or 'none'}")
     for c in report["candidates"]:
         verdict = "admitted" if c["admitted"] else "refused "
-        say(f"{verdict} {c['package']} {c['release']} {c['variant']} {c['source']} {c['platform']}  [{c['rule']}] {c['reason']}")
+        say(
+            f"{verdict} {c['package']} {c['release']} {c['variant']} {c['source']} {c['platform']}  [{c['rule']}] {c['reason']}"
+        )

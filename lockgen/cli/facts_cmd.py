@@ -11,14 +11,20 @@ import typer
 
 from lockgen.cli.ui import handles_errors, print_json, progress, say
 
-facts_app = typer.Typer(help="The GPU facts lockgen decides with: their date and sources, and what they lack.", invoke_without_command=True, rich_markup_mode=None)
+facts_app = typer.Typer(
+    help="The GPU facts lockgen decides with: their date and sources, and what they lack.",
+    invoke_without_command=True,
+    rich_markup_mode=None,
+)
 
 
 @facts_app.callback()
 @handles_errors
 def facts(
     context: typer.Context,
-    as_json: bool = typer.Option(False, "--json", help="Print {valid_as_of, origin, archs, cuda_toolkits, ..., sources} as JSON."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print {valid_as_of, origin, archs, cuda_toolkits, ..., sources} as JSON."
+    ),
 ) -> None:
     """Show the facts' date, origin ($LOCKGEN_FACTS or the packaged file), what they cover, and their sources."""
     if context.invoked_subcommand is not None:
@@ -30,15 +36,21 @@ def facts(
         print_json(report)
         return
     say(f"facts valid as of {report['valid_as_of']} ({report['origin']})")
-    say(f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest {report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})")
+    say(
+        f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest {report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})"
+    )
     newest = ", ".join(f"{release} on {platform}" for platform, release in report["pypi_torch_newest"].items())
-    say(f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; {report['inferred_entries']} entries marked inferred")
+    say(
+        f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; {report['inferred_entries']} entries marked inferred"
+    )
     say(f"  {len(report['sources'])} sources (lockgen facts --json lists them)")
     if report["unverifiable"]:
         say("not read from an authoritative source:")
         for line in report["unverifiable"]:
             say(f"  - {line}")
-    say("newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index has that the facts lack")
+    say(
+        "newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index has that the facts lack"
+    )
 
 
 @facts_app.command("check")
@@ -46,13 +58,25 @@ def facts(
 def facts_check(
     index: str = typer.Option("https://pypi.org/simple", "--index", help="A PEP 691 index (PyPI, a mirror)."),
     platform: list[str] = typer.Option([], "--platform", help="linux-64 or linux-aarch64 (repeatable; default both)."),
-    python: str = typer.Option("3.12", "--python", help="Whose wheels to read (their requirements can differ by Python)."),
-    exclude_newer: Optional[str] = typer.Option(None, "--exclude-newer", help="Ignore files uploaded on or after this date (YYYY-MM-DD)."),
-    stack: Optional[Path] = typer.Option(
-        None, "--stack", help="Check what this stack reads instead: its PyPI index, platforms, Python and exclude-newer, and the pytorch/libtorch builds of its conda channels."
+    python: str = typer.Option(
+        "3.12", "--python", help="Whose wheels to read (their requirements can differ by Python)."
     ),
-    channel_alias: list[str] = typer.Option([], "--channel-alias", help="With --stack: NAME=PATH_OR_URL, as for resolve."),
-    as_json: bool = typer.Option(False, "--json", help="Print {index, valid_as_of, newer_releases, variant_builds, unknown_cuda_toolkits, conda_builds} as JSON."),
+    exclude_newer: Optional[str] = typer.Option(
+        None, "--exclude-newer", help="Ignore files uploaded on or after this date (YYYY-MM-DD)."
+    ),
+    stack: Optional[Path] = typer.Option(
+        None,
+        "--stack",
+        help="Check what this stack reads instead: its PyPI index, platforms, Python and exclude-newer, and the pytorch/libtorch builds of its conda channels.",
+    ),
+    channel_alias: list[str] = typer.Option(
+        [], "--channel-alias", help="With --stack: NAME=PATH_OR_URL, as for resolve."
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print {index, valid_as_of, newer_releases, variant_builds, unknown_cuda_toolkits, conda_builds} as JSON.",
+    ),
 ) -> None:
     """List the torch releases, CUDA-variant builds (a PyTorch index's `+cu130`), conda builds and CUDA toolkits an
     index, or a stack's indexes and channels, offer that the facts lack; exit 1 if any."""
@@ -71,7 +95,10 @@ def facts_check(
     if stack is not None:
         report = check_stack(stack, channel_alias, progress)
     else:
-        report = {**check(index, tuple(platform) or ("linux-64", "linux-aarch64"), python, cutoff, progress), "conda_builds": []}
+        report = {
+            **check(index, tuple(platform) or ("linux-64", "linux-aarch64"), python, cutoff, progress),
+            "conda_builds": [],
+        }
     if as_json:
         print_json(report)
     else:

@@ -24,7 +24,19 @@ from __future__ import annotations
 
 import os
 
-from lockgen.cli.terminal import emit, print_conforming, print_environment, print_json, progress, progress_kept, refusal, said_read, say, say_error, say_kept
+from lockgen.cli.terminal import (
+    emit,
+    print_conforming,
+    print_environment,
+    print_json,
+    progress,
+    progress_kept,
+    refusal,
+    said_read,
+    say,
+    say_error,
+    say_kept,
+)
 
 TYPE_CHECKING = False  # typing and pathlib: imported past the kept `run` (`kept_run_steps`), which needs neither
 if TYPE_CHECKING:
@@ -35,8 +47,19 @@ COMMANDS = ("run", "shell", "activate", "materialize", "check")
 WITH_VALUE = {"--prefix": "prefix", "--platform": "platform", "-p": "platform"}
 STACK_TARGET = {"--target": "target", "-t": "target"}  # run, shell, activate: a stack's target, named
 STACK_FLAGS = {"--locked": "locked", "--frozen": "frozen"}
-EXTRA_WITH_VALUE = {"run": STACK_TARGET, "shell": STACK_TARGET, "activate": {"--shell": "shell", **STACK_TARGET}, "check": {"--lock": "lock"}}
-FLAGS = {"materialize": {"--json": "json"}, "check": {"--json": "json"}, "run": STACK_FLAGS, "shell": STACK_FLAGS, "activate": STACK_FLAGS}
+EXTRA_WITH_VALUE = {
+    "run": STACK_TARGET,
+    "shell": STACK_TARGET,
+    "activate": {"--shell": "shell", **STACK_TARGET},
+    "check": {"--lock": "lock"},
+}
+FLAGS = {
+    "materialize": {"--json": "json"},
+    "check": {"--json": "json"},
+    "run": STACK_FLAGS,
+    "shell": STACK_FLAGS,
+    "activate": STACK_FLAGS,
+}
 
 
 def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
@@ -72,7 +95,9 @@ def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
         return None
     is_stack = _suffix(source) == ".toml" or os.path.isdir(source)
     stack_options = [name for name in ("target", "locked", "frozen") if name in options]
-    if is_stack != bool(stack_options) or (is_stack and ("target" not in options or ("locked" in options and "frozen" in options))):
+    if is_stack != bool(stack_options) or (
+        is_stack and ("target" not in options or ("locked" in options and "frozen" in options))
+    ):
         return None  # a stack without --target (detected: the typer command's), or a lock with a stack's options
     return source, options
 
@@ -116,7 +141,9 @@ def answered(args: list[str]) -> int | None:
         progress_kept(line)
 
     try:
-        if command == "run" and "target" not in options:  # the kept `run` of a lock: returns only when its record does not hold
+        if (
+            command == "run" and "target" not in options
+        ):  # the kept `run` of a lock: returns only when its record does not hold
             from lockgen.api.steps.kept_run_steps import run_kept
 
             run_kept(source, options.get("platform"), options.get("prefix"), after, saying_kept)
@@ -130,7 +157,9 @@ def answered(args: list[str]) -> int | None:
                 return 0
         from pathlib import Path
 
-        return _answer(command, Path(source), Path(options["prefix"]) if "prefix" in options else None, options, after, saying)
+        return _answer(
+            command, Path(source), Path(options["prefix"]) if "prefix" in options else None, options, after, saying
+        )
     except Exception as exc:
         if not said:  # nothing said yet: the typer app decides, and words it
             return None
@@ -139,7 +168,14 @@ def answered(args: list[str]) -> int | None:
         return code
 
 
-def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, str], after: list[str], progress: Callable[[str], None]) -> int | None:
+def _answer(
+    command: str,
+    lock: Path,
+    prefix: Path | None,
+    options: dict[str, str],
+    after: list[str],
+    progress: Callable[[str], None],
+) -> int | None:
     if command == "check":
         from lockgen.api.check import kept_check_lock
 
@@ -165,7 +201,9 @@ def _answer(command: str, lock: Path, prefix: Path | None, options: dict[str, st
         return 0
     from lockgen.api.run import Wanted, kept_exports, kept_run, kept_shell
 
-    wanted = Wanted(lock, options.get("target"), options.get("platform"), prefix)  # a stack's: its lock found fresh, or nothing
+    wanted = Wanted(
+        lock, options.get("target"), options.get("platform"), prefix
+    )  # a stack's: its lock found fresh, or nothing
     if command == "run":
         kept_run(wanted, after, progress)  # returns only when nothing is kept
     elif command == "shell":

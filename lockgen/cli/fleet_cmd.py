@@ -15,33 +15,71 @@ import typer
 from lockgen.cli.ui import environment, fail, handles_errors, print_json, print_json_rows, progress, say
 from lockgen.model.names import escaped, shown
 
-fleet_app = typer.Typer(help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.", no_args_is_help=True, rich_markup_mode=None)
+fleet_app = typer.Typer(
+    help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 
 @fleet_app.command("slurm")
 @handles_errors
 def slurm(
-    arch: str = typer.Option(..., "--arch", help="The arch every node must certify as (sm90, ...; cpu for a test cluster)."),
-    python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter on each node; $SLURMD_NODENAME and other variables are expanded there."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", help="A materialized environment on each node (PREFIX/bin/python)."),
-    image: Optional[str] = typer.Option(None, "--image", help="An image each node runs (OCI layout path or docker://REF)."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock each node's environment must be (conformance first)."),
-    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: the manifests bundle (nodes without network)."),
-    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that nodes may have (recorded in each certificate). Repeatable."),
+    arch: str = typer.Option(
+        ..., "--arch", help="The arch every node must certify as (sm90, ...; cpu for a test cluster)."
+    ),
+    python: Optional[str] = typer.Option(
+        None,
+        "--python",
+        help="The environment's interpreter on each node; $SLURMD_NODENAME and other variables are expanded there.",
+    ),
+    prefix: Optional[str] = typer.Option(
+        None, "--prefix", help="A materialized environment on each node (PREFIX/bin/python)."
+    ),
+    image: Optional[str] = typer.Option(
+        None, "--image", help="An image each node runs (OCI layout path or docker://REF)."
+    ),
+    lock: Optional[Path] = typer.Option(
+        None, "--lock", help="The lock each node's environment must be (conformance first)."
+    ),
+    manifests: Optional[Path] = typer.Option(
+        None, "--manifests", help="With --lock: the manifests bundle (nodes without network)."
+    ),
+    allow_foreign: list[str] = typer.Option(
+        [],
+        "--allow-foreign",
+        help="With --lock: a file no package states that nodes may have (recorded in each certificate). Repeatable.",
+    ),
     key: Optional[Path] = typer.Option(None, "--key", help="The signing key, at a path every node can read."),
     nodes: int = typer.Option(..., "--nodes", help="Nodes the sbatch job certifies together."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Processes per node (default: every GPU)."),
-    quick: bool = typer.Option(False, "--quick", help="The job certifies with --quick too (the health check always does)."),
+    gpus_per_node: Optional[int] = typer.Option(
+        None, "--gpus-per-node", help="Processes per node (default: every GPU)."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="The job certifies with --quick too (the health check always does)."
+    ),
     partition: Optional[str] = typer.Option(None, "--partition", help="sbatch --partition."),
     time_limit: str = typer.Option("00:15:00", "--time", help="sbatch --time."),
     constraint: Optional[str] = typer.Option(None, "--constraint", help="sbatch --constraint (node features)."),
     timeout: int = typer.Option(600, "--timeout", help="Seconds each node's kernel may run in the job."),
-    health_limit: int = typer.Option(55, "--health-limit", help="Seconds the health check may take (Slurm kills it at 60)."),
+    health_limit: int = typer.Option(
+        55, "--health-limit", help="Seconds the health check may take (Slurm kills it at 60)."
+    ),
     no_drain: bool = typer.Option(False, "--no-drain", help="The health check reports a failure but does not drain."),
-    prom_dir: Optional[Path] = typer.Option(None, "--prom-dir", help="The health check writes lockgen.prom here (node_exporter's --collector.textfile.directory)."),
-    nfd_dir: Optional[Path] = typer.Option(None, "--nfd-dir", help="The health check writes the node features here (NFD's features.d; needs --lock)."),
-    certs: Path = typer.Option(Path("certs"), "--certs", help="Where nodes write certificates and logs (shared by all nodes)."),
-    lockgen_command: Optional[str] = typer.Option(None, "--lockgen", help="How nodes run lockgen (default: this interpreter's)."),
+    prom_dir: Optional[Path] = typer.Option(
+        None,
+        "--prom-dir",
+        help="The health check writes lockgen.prom here (node_exporter's --collector.textfile.directory).",
+    ),
+    nfd_dir: Optional[Path] = typer.Option(
+        None, "--nfd-dir", help="The health check writes the node features here (NFD's features.d; needs --lock)."
+    ),
+    certs: Path = typer.Option(
+        Path("certs"), "--certs", help="Where nodes write certificates and logs (shared by all nodes)."
+    ),
+    lockgen_command: Optional[str] = typer.Option(
+        None, "--lockgen", help="How nodes run lockgen (default: this interpreter's)."
+    ),
     out: Path = typer.Option(Path("slurm"), "--out", help="Folder for certify.sbatch and lockgen-health.sh."),
     as_json: bool = typer.Option(False, "--json", help="Print {sbatch, health} as JSON."),
 ) -> None:
@@ -49,7 +87,12 @@ def slurm(
     from lockgen.api.fleet import write_slurm
     from lockgen.model.fleet import CertifyJob, SlurmHealth
 
-    target = environment(Path(prefix) if prefix is not None else None, python, image, ("--python, --prefix and --image each name the environment to certify", "pass one of them", 2))
+    target = environment(
+        Path(prefix) if prefix is not None else None,
+        python,
+        image,
+        ("--python, --prefix and --image each name the environment to certify", "pass one of them", 2),
+    )
     job = CertifyJob(
         lockgen=lockgen_command or f"{shlex.quote(sys.executable)} -m lockgen",
         arch=arch,
@@ -84,13 +127,25 @@ def _absolute(path: Optional[Path]) -> Optional[str]:
 @fleet_app.command("status")
 @handles_errors
 def status(
-    sources: list[str] = typer.Argument(..., metavar="FOLDER|docker://REF...", help="Folders of certificates, images with attestations."),
-    key: list[Path] = typer.Option([], "--key", help="A signer's public key (KEY.pub): every certificate and attestation must be signed by one of the keys given and verify. Repeatable."),
+    sources: list[str] = typer.Argument(
+        ..., metavar="FOLDER|docker://REF...", help="Folders of certificates, images with attestations."
+    ),
+    key: list[Path] = typer.Option(
+        [],
+        "--key",
+        help="A signer's public key (KEY.pub): every certificate and attestation must be signed by one of the keys given and verify. Repeatable.",
+    ),
     insecure: bool = typer.Option(False, "--insecure", help="With docker://REF: plain HTTP or a self-signed registry."),
-    noise: float = typer.Option(0.05, "--noise", help="A figure worse than the node's previous certificate by more is a regression."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write one static page: the matrix coloured by status, a chart per figure."),
+    noise: float = typer.Option(
+        0.05, "--noise", help="A figure worse than the node's previous certificate by more is a regression."
+    ),
+    html: Optional[Path] = typer.Option(
+        None, "--html", help="Also write one static page: the matrix coloured by status, a chart per figure."
+    ),
     as_json: bool = typer.Option(
-        False, "--json", help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused: [{node, source, reason}], numerics: {compared, differ}} as JSON."
+        False,
+        "--json",
+        help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused: [{node, source, reason}], numerics: {compared, differ}} as JSON.",
     ),
 ) -> None:
     """Every node x lock: the latest result, its age, headline figures, regressions; exit 1 if a node failed."""
@@ -102,17 +157,26 @@ def status(
     report = fleet_status(sources, key, insecure, noise, html, dt.datetime.now(dt.timezone.utc), progress)
     rows = report["rows"]
     if not key:
-        progress("note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as trustworthy as the file")
+        progress(
+            "note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as trustworthy as the file"
+        )
     if as_json:
         print_json_rows({name: value for name, value in report.items() if name != "rows"}, "rows", rows)
     else:
-        nodes = [escaped(row["node"]) for row in rows]  # escaped before the columns are measured: a row is one line, aligned
+        nodes = [
+            escaped(row["node"]) for row in rows
+        ]  # escaped before the columns are measured: a row is one line, aligned
         width = max(map(len, nodes), default=4) + 2
         for node, row in zip(nodes, rows):
             state = "FAILED" if not row["passed"] else "REGRESSED" if row["regressions"] else "passed"
-            figures = ", ".join(f"{label} {entry['value']:.4g} {entry['unit']}" for label, entry in row["figures"].items())
+            figures = ", ".join(
+                f"{label} {entry['value']:.4g} {entry['unit']}" for label, entry in row["figures"].items()
+            )
             why = "; ".join(row["failed"][:3] or row["regressions"][:3])
-            say(f"{node:<{width}}{escaped(row['covers']):<20} {state:<9} {row['age']:>6} ago  {figures}" + (f"  [{why}]" if why else ""))
+            say(
+                f"{node:<{width}}{escaped(row['covers']):<20} {state:<9} {row['age']:>6} ago  {figures}"
+                + (f"  [{why}]" if why else "")
+            )
         for entry in report["refused"]:
             say(f"REFUSED {shown(entry['node'])} {shown(entry['source'], 300)}: {entry['reason']}")
         for entry in report["numerics"]["differ"]:
@@ -126,8 +190,16 @@ def status(
         fail(
             f"{len(failing)} of {len(rows)} node certificates failed"
             + (f" ({', '.join(failing[:5])})" if failing else "")
-            + (f"; {len(report['refused'])} certificates refused ({', '.join(shown(entry['node']) for entry in report['refused'][:5])})" if report["refused"] else "")
-            + (f"; {len(differ)} of {report['numerics']['compared']} nodes compute different bits than the others of their key ({', '.join(shown(node) for node in differ[:5])})" if differ else ""),
+            + (
+                f"; {len(report['refused'])} certificates refused ({', '.join(shown(entry['node']) for entry in report['refused'][:5])})"
+                if report["refused"]
+                else ""
+            )
+            + (
+                f"; {len(differ)} of {report['numerics']['compared']} nodes compute different bits than the others of their key ({', '.join(shown(node) for node in differ[:5])})"
+                if differ
+                else ""
+            ),
             "each row names its failed checks (lockgen cert verify CERT shows them all); each REFUSED line says why that certificate does not count; each NUMERICS line names the digests that differ and the likely cause",
         )
 
@@ -136,17 +208,45 @@ def status(
 @handles_errors
 def kubernetes(
     image: str = typer.Option(..., "--image", help="The image to certify, pinned: docker://HOST/REPO@sha256:HEX."),
-    lockgen_image: str = typer.Option(..., "--lockgen-image", help="The image the pods run: lockgen and skopeo on PATH, and sh (registry.example/tools/lockgen@sha256:...)."),
-    arch: str = typer.Option(..., "--arch", help="The arch every node must certify as (sm90, ...; cpu for a test cluster)."),
-    gpu_product: Optional[str] = typer.Option(None, "--gpu-product", help="The nodes' nvidia.com/gpu.product label (GPU Feature Discovery's), e.g. NVIDIA-H100-80GB-HBM3; needed unless --arch cpu."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="nvidia.com/gpu each pod requests and verify --gpus (default 8; none for --arch cpu)."),
+    lockgen_image: str = typer.Option(
+        ...,
+        "--lockgen-image",
+        help="The image the pods run: lockgen and skopeo on PATH, and sh (registry.example/tools/lockgen@sha256:...).",
+    ),
+    arch: str = typer.Option(
+        ..., "--arch", help="The arch every node must certify as (sm90, ...; cpu for a test cluster)."
+    ),
+    gpu_product: Optional[str] = typer.Option(
+        None,
+        "--gpu-product",
+        help="The nodes' nvidia.com/gpu.product label (GPU Feature Discovery's), e.g. NVIDIA-H100-80GB-HBM3; needed unless --arch cpu.",
+    ),
+    gpus_per_node: Optional[int] = typer.Option(
+        None,
+        "--gpus-per-node",
+        help="nvidia.com/gpu each pod requests and verify --gpus (default 8; none for --arch cpu).",
+    ),
     nodes: int = typer.Option(1, "--nodes", help="Nodes the Job certifies, one pod on each."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the image must be (conformance first); carried in a ConfigMap (default: the image's own lock label)."),
+    lock: Optional[Path] = typer.Option(
+        None,
+        "--lock",
+        help="The lock the image must be (conformance first); carried in a ConfigMap (default: the image's own lock label).",
+    ),
     namespace: str = typer.Option("default", "--namespace", help="The namespace of every object."),
     name: Optional[str] = typer.Option(None, "--name", help="Prefix of the objects' names (default lockgen-ARCH)."),
-    certs_claim: str = typer.Option(..., "--certs-claim", help="A PersistentVolumeClaim (ReadWriteMany) the pods write certificates to."),
-    key_secret: Optional[str] = typer.Option(None, "--key-secret", help="A Secret with signing.key and signing.pub (lockgen keygen's pair): certificates are signed and probes check them."),
-    registry_auth_secret: Optional[str] = typer.Option(None, "--registry-auth-secret", help="A dockerconfigjson Secret for pulling the image and reading its attestations."),
+    certs_claim: str = typer.Option(
+        ..., "--certs-claim", help="A PersistentVolumeClaim (ReadWriteMany) the pods write certificates to."
+    ),
+    key_secret: Optional[str] = typer.Option(
+        None,
+        "--key-secret",
+        help="A Secret with signing.key and signing.pub (lockgen keygen's pair): certificates are signed and probes check them.",
+    ),
+    registry_auth_secret: Optional[str] = typer.Option(
+        None,
+        "--registry-auth-secret",
+        help="A dockerconfigjson Secret for pulling the image and reading its attestations.",
+    ),
     interval: int = typer.Option(3600, "--interval", help="Seconds between the DaemonSet's quick certifications."),
     out: Path = typer.Option(Path("kubernetes"), "--out", help="Folder for the manifests."),
     as_json: bool = typer.Option(False, "--json", help="Print {job, daemonset, gate} as JSON."),
@@ -175,4 +275,6 @@ def kubernetes(
         return
     for path in (manifests.job, manifests.daemonset, manifests.gate):
         say(path)
-    progress(f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; gate: merge {manifests.gate} into a training pod's spec")
+    progress(
+        f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; gate: merge {manifests.gate} into a training pod's spec"
+    )

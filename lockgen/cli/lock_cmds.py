@@ -29,7 +29,13 @@ def diff(
         raise
     differ = bool(result.changes or result.platforms_only_in_a or result.platforms_only_in_b)
     if as_json:
-        print_json({"changes": [c.__dict__ for c in result.changes], "platforms_only_in_a": result.platforms_only_in_a, "platforms_only_in_b": result.platforms_only_in_b})
+        print_json(
+            {
+                "changes": [c.__dict__ for c in result.changes],
+                "platforms_only_in_a": result.platforms_only_in_a,
+                "platforms_only_in_b": result.platforms_only_in_b,
+            }
+        )
     else:
         for platform in result.platforms_only_in_a:
             say(f"- platform {platform}")
@@ -46,22 +52,54 @@ def import_(
     source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file."),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
-    python: Optional[str] = typer.Option(None, "--python", help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: uv.lock's .python-version, else the oldest requires-python admits)."),
-    extra: list[str] = typer.Option([], "--extra", help="uv.lock: an extra of the root project, as `uv sync --extra` (repeatable)."),
+    python: Optional[str] = typer.Option(
+        None,
+        "--python",
+        help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: uv.lock's .python-version, else the oldest requires-python admits).",
+    ),
+    extra: list[str] = typer.Option(
+        [], "--extra", help="uv.lock: an extra of the root project, as `uv sync --extra` (repeatable)."
+    ),
     all_extras: bool = typer.Option(False, "--all-extras", help="uv.lock: every extra of the root project."),
-    group: list[str] = typer.Option([], "--group", help="uv.lock: a dependency group, as `uv sync --group` (repeatable)."),
-    no_dev: bool = typer.Option(False, "--no-dev", help="uv.lock: leave out the dev group (uv includes it by default)."),
-    no_default_groups: bool = typer.Option(False, "--no-default-groups", help="uv.lock: leave out [tool.uv] default-groups."),
-    all_groups: bool = typer.Option(False, "--all-groups", help="uv.lock: every dependency group, as `uv sync --all-groups`."),
-    only_group: list[str] = typer.Option([], "--only-group", help="uv.lock: only this group, not the projects, as `uv sync --only-group` (repeatable)."),
-    no_group: list[str] = typer.Option([], "--no-group", help="uv.lock: leave this group out, as `uv sync --no-group` (repeatable)."),
-    package: Optional[str] = typer.Option(None, "--package", help="uv.lock: the workspace member to install, as `uv sync --package`."),
-    all_packages: bool = typer.Option(False, "--all-packages", help="uv.lock: every workspace member, as `uv sync --all-packages`."),
-    project: Optional[Path] = typer.Option(None, "--project", help="uv.lock: the workspace root's pyproject.toml (default: the one beside the lock), for default-groups and the root."),
+    group: list[str] = typer.Option(
+        [], "--group", help="uv.lock: a dependency group, as `uv sync --group` (repeatable)."
+    ),
+    no_dev: bool = typer.Option(
+        False, "--no-dev", help="uv.lock: leave out the dev group (uv includes it by default)."
+    ),
+    no_default_groups: bool = typer.Option(
+        False, "--no-default-groups", help="uv.lock: leave out [tool.uv] default-groups."
+    ),
+    all_groups: bool = typer.Option(
+        False, "--all-groups", help="uv.lock: every dependency group, as `uv sync --all-groups`."
+    ),
+    only_group: list[str] = typer.Option(
+        [], "--only-group", help="uv.lock: only this group, not the projects, as `uv sync --only-group` (repeatable)."
+    ),
+    no_group: list[str] = typer.Option(
+        [], "--no-group", help="uv.lock: leave this group out, as `uv sync --no-group` (repeatable)."
+    ),
+    package: Optional[str] = typer.Option(
+        None, "--package", help="uv.lock: the workspace member to install, as `uv sync --package`."
+    ),
+    all_packages: bool = typer.Option(
+        False, "--all-packages", help="uv.lock: every workspace member, as `uv sync --all-packages`."
+    ),
+    project: Optional[Path] = typer.Option(
+        None,
+        "--project",
+        help="uv.lock: the workspace root's pyproject.toml (default: the one beside the lock), for default-groups and the root.",
+    ),
     glibc: str = typer.Option("2.28", "--glibc", help="uv.lock, pylock: the newest manylinux glibc a wheel may need."),
-    allow_partial: bool = typer.Option(False, "--allow-partial", help="uv.lock, pylock: lock the rest when a wheel has no sha256 in the file nor on its index (named as left out) instead of failing."),
+    allow_partial: bool = typer.Option(
+        False,
+        "--allow-partial",
+        help="uv.lock, pylock: lock the rest when a wheel has no sha256 in the file nor on its index (named as left out) instead of failing.",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
-    as_json: bool = typer.Option(False, "--json", help="Print {path, format, platforms: {P: {conda, pip}}, skipped, assumed} as JSON."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print {path, format, platforms: {P: {conda, pip}}, skipped, assumed} as JSON."
+    ),
 ) -> None:
     """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
     from lockgen.api.import_lock import UvChoices, import_lock, import_notes
@@ -86,8 +124,22 @@ def import_(
     for line in notes.assumed:
         progress(f"warning: {line}")
     if as_json:
-        counts = {p: {"conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"), "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip")} for p in lock.metadata.platforms}
-        print_json({"path": str(path), "format": notes.format, "platforms": counts, "skipped": list(notes.skipped), "assumed": list(notes.assumed)})
+        counts = {
+            p: {
+                "conda": sum(1 for e in lock.packages_for(p) if e.manager == "conda"),
+                "pip": sum(1 for e in lock.packages_for(p) if e.manager == "pip"),
+            }
+            for p in lock.metadata.platforms
+        }
+        print_json(
+            {
+                "path": str(path),
+                "format": notes.format,
+                "platforms": counts,
+                "skipped": list(notes.skipped),
+                "assumed": list(notes.assumed),
+            }
+        )
         return
     for platform in lock.metadata.platforms:
         entries = lock.packages_for(platform)
@@ -101,10 +153,17 @@ def import_(
 @handles_errors
 def render(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve."),
-    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform (needed when the lock has several)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of stdout (pylock: pylock.<target>.toml)."),
+    platform: Optional[str] = typer.Option(
+        None, "--platform", "-p", help="Which platform (needed when the lock has several)."
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Write here instead of stdout (pylock: pylock.<target>.toml)."
+    ),
     fmt: str = typer.Option(
-        "explicit", "--format", "-f", help="explicit (conda create --file), requirements (pip --require-hashes), pylock (PEP 751 pylock.toml), environment (conda environment.yml)."
+        "explicit",
+        "--format",
+        "-f",
+        help="explicit (conda create --file), requirements (pip --require-hashes), pylock (PEP 751 pylock.toml), environment (conda environment.yml).",
     ),
 ) -> None:
     """Write the lock for another tool: an @EXPLICIT file, hashed requirements, pylock.toml or environment.yml."""

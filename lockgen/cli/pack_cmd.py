@@ -15,7 +15,9 @@ from lockgen.cli.ui import handles_errors, print_environment, print_json, progre
 def pack(
     lock: Path = typer.Argument(..., help="A lock written by lockgen resolve (or import)."),
     out: Path = typer.Option(..., "--out", "-o", help="The archive to write (F.tar; written whole or not at all)."),
-    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="Which platform of the lock (default: this host's)."),
+    platform: Optional[str] = typer.Option(
+        None, "--platform", "-p", help="Which platform of the lock (default: this host's)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print {archive, sha256, size, platform, artifacts} as JSON."),
 ) -> None:
     """Put every artifact the lock pins for a platform, hash-checked, and the lock itself into one tar archive."""
@@ -25,7 +27,15 @@ def pack(
     with Meter() as meter:
         packed = run(lock, out, platform, progress, meter)
     if as_json:
-        print_json({"archive": str(packed.path), "sha256": packed.sha256, "size": packed.size, "platform": packed.platform, "artifacts": packed.artifacts})
+        print_json(
+            {
+                "archive": str(packed.path),
+                "sha256": packed.sha256,
+                "size": packed.size,
+                "platform": packed.platform,
+                "artifacts": packed.artifacts,
+            }
+        )
     else:
         say(packed.path)
 
@@ -33,8 +43,12 @@ def pack(
 @handles_errors
 def unpack(
     archive: Path = typer.Argument(..., help="An archive written by lockgen pack."),
-    prefix: Path = typer.Option(..., "--prefix", help="Where to make the environment (nothing is left there on failure)."),
-    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="The archive's platform (default: the one it holds)."),
+    prefix: Path = typer.Option(
+        ..., "--prefix", help="Where to make the environment (nothing is left there on failure)."
+    ),
+    platform: Optional[str] = typer.Option(
+        None, "--platform", "-p", help="The archive's platform (default: the one it holds)."
+    ),
     lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the archive must carry, byte for byte."),
     as_json: bool = typer.Option(False, "--json", help="Print {prefix, environment_digest, archive} as JSON."),
 ) -> None:

@@ -11,14 +11,26 @@ from lockgen.cli.ui import handles_errors, print_json, progress, say
 
 @handles_errors
 def resolve(
-    stack: Path = typer.Argument(Path("stack.toml"), help="The stack.toml to resolve, or its folder (default: ./stack.toml).", show_default=False),
+    stack: Path = typer.Argument(
+        Path("stack.toml"), help="The stack.toml to resolve, or its folder (default: ./stack.toml).", show_default=False
+    ),
     target: list[str] = typer.Option([], "--target", "-t", help="Only this target (repeatable)."),
-    update: list[str] = typer.Option([], "--update", "-u", help="Re-solve PKG, holding every other package at its locked version."),
-    check: bool = typer.Option(False, "--check", help="Solve nothing; exit 1 and print typed reasons if a lock is missing or stale."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Solve but write no lock (a base image's own lock is still kept, an input)."),
+    update: list[str] = typer.Option(
+        [], "--update", "-u", help="Re-solve PKG, holding every other package at its locked version."
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="Solve nothing; exit 1 and print typed reasons if a lock is missing or stale."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Solve but write no lock (a base image's own lock is still kept, an input)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON on stdout."),
-    channel_alias: list[str] = typer.Option([], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."),
-    insecure: bool = typer.Option(False, "--insecure", help='A base image (`extends = "docker://…"`) in a plain-HTTP or self-signed registry.'),
+    channel_alias: list[str] = typer.Option(
+        [], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."
+    ),
+    insecure: bool = typer.Option(
+        False, "--insecure", help='A base image (`extends = "docker://…"`) in a plain-HTTP or self-signed registry.'
+    ),
 ) -> None:
     """Resolve a stack into one conda lockfile per GPU target (locks/<target>.conda-lock.yml)."""
     from lockgen.api import resolve as api
@@ -41,7 +53,9 @@ def resolve(
         return
     for result in results:
         for platform, picks in result.highlights.items():
-            shown = ", ".join(f"{k} {v}" for k, v in picks.items() if k in ("python", "pytorch", "cuda-version", "torch"))
+            shown = ", ".join(
+                f"{k} {v}" for k, v in picks.items() if k in ("python", "pytorch", "cuda-version", "torch")
+            )
             progress(f"  {result.target} {platform}: {result.packages[platform]} packages; {shown}")
         progress(f"{result.state} {result.path}")
         if not dry_run:

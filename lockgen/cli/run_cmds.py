@@ -38,7 +38,12 @@ class AfterDoubleDash(TyperCommand):
     def _command_start(self, args: list[str]) -> int | None:
         """Where the command begins in a line without `--`: the second plain word, or the first where it cannot
         be the LOCK|STACK (no such file or folder, and no `.yml`, `.yaml` or `.toml` path)."""
-        valued = {flag for param in self.params if getattr(param, "opts", None) and not getattr(param, "is_flag", True) for flag in param.opts}
+        valued = {
+            flag
+            for param in self.params
+            if getattr(param, "opts", None) and not getattr(param, "is_flag", True)
+            for flag in param.opts
+        }
         index, source_seen = 0, False
         while index < len(args):
             word = args[index]
@@ -58,13 +63,24 @@ class AfterDoubleDash(TyperCommand):
         return [*super().collect_usage_pieces(ctx), "[--] CMD..."]
 
 
-def _wanted(source: Optional[Path], target: Optional[str], platform: Optional[str], prefix: Optional[Path], locked: bool, frozen: bool) -> Any:
+def _wanted(
+    source: Optional[Path],
+    target: Optional[str],
+    platform: Optional[str],
+    prefix: Optional[Path],
+    locked: bool,
+    frozen: bool,
+) -> Any:
     """The environment asked for; a stack's stale lock is re-locked by resolve (its lines on stderr) unless
     `--locked` (refused) or `--frozen` (used as it is)."""
     from lockgen.api.run import Wanted
 
     if locked and frozen:
-        fail("--locked and --frozen cannot be given together", "--locked refuses a stale lock, --frozen uses it as it is: pass one", 2)
+        fail(
+            "--locked and --frozen cannot be given together",
+            "--locked refuses a stale lock, --frozen uses it as it is: pass one",
+            2,
+        )
 
     def relock(stack: Path, name: str) -> None:
         from lockgen.api.resolve import resolve
@@ -97,7 +113,11 @@ def run(
     the stack changed since); its exit status and signals are the command's (lockgen becomes it)."""
     command: list[str] = ctx.meta.get(COMMAND) or []
     if not command:
-        fail("name the command to run", "lockgen run LOCK python -c 'print(1)' (or after --, where it starts with a dash)", 2)
+        fail(
+            "name the command to run",
+            "lockgen run LOCK python -c 'print(1)' (or after --, where it starts with a dash)",
+            2,
+        )
     from lockgen.api.run import run as replace_with
 
     _within(replace_with, _wanted(source, target, platform, prefix, locked, frozen), command)
@@ -137,9 +157,13 @@ def activate(
 
 @handles_errors
 def detect(
-    stack: Optional[Path] = typer.Argument(None, help="A stack.toml, or its folder (default: ./stack.toml).", metavar="STACK"),
+    stack: Optional[Path] = typer.Argument(
+        None, help="A stack.toml, or its folder (default: ./stack.toml).", metavar="STACK"
+    ),
     node: Optional[Path] = typer.Option(
-        None, "--node", help="State the node's facts in a JSON file instead of probing this one (for tests and dry runs; $LOCKGEN_NODE_FACTS does it for every command)."
+        None,
+        "--node",
+        help="State the node's facts in a JSON file instead of probing this one (for tests and dry runs; $LOCKGEN_NODE_FACTS does it for every command).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print {target, reasons, node, targets} as JSON."),
 ) -> None:
@@ -152,6 +176,10 @@ def detect(
         print_json(found.as_dict())
         return
     for each in found.fits:
-        verdict = "chosen" if each.target == found.chosen.target else ("matches, a closer one is chosen" if each.fits else "differs")
+        verdict = (
+            "chosen"
+            if each.target == found.chosen.target
+            else ("matches, a closer one is chosen" if each.fits else "differs")
+        )
         progress(f"{each.target}: {verdict}: {'; '.join(each.reasons)}")
     say(found.chosen.target)

@@ -75,7 +75,11 @@ def print_json_rows(document: dict[str, object], key: str, rows: Iterable[object
     sys.stdout.write((head[:-2] + ",\n" if document else "{\n") + f"  {json.dumps(key)}: [")
     wrote = False
     for row in rows:
-        sys.stdout.write(("," if wrote else "") + "\n    " + json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n    "))
+        sys.stdout.write(
+            ("," if wrote else "")
+            + "\n    "
+            + json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n    ")
+        )
         wrote = True
     sys.stdout.write(("\n  ]" if wrote else "]") + "\n}\n")
 
@@ -93,7 +97,9 @@ def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, 
 def said_read(where: object, read_every_byte: str | None) -> None:
     """When every byte was last read, said on stderr (stat trust ends: `LOCKGEN_STAT_TRUST_S`, default a day)."""
     if read_every_byte is not None:
-        progress(f"every byte of {where} last read {read_every_byte} (fingerprints stand for reading until $LOCKGEN_STAT_TRUST_S seconds after; --full reads every byte now)")
+        progress(
+            f"every byte of {where} last read {read_every_byte} (fingerprints stand for reading until $LOCKGEN_STAT_TRUST_S seconds after; --full reads every byte now)"
+        )
 
 
 def print_conforming(result: Conformance, lock: Path | None) -> None:
@@ -102,10 +108,18 @@ def print_conforming(result: Conformance, lock: Path | None) -> None:
     for path, digest in result.allowed.items():
         progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
     if result.by_path_only:
-        progress(f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on install and no archive here predicts them)")
-    on_base = f"; every file outside it from base {result.base_digest[:23]}…, trusted as the image pins it" if result.base_digest else ""
+        progress(
+            f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on install and no archive here predicts them)"
+        )
+    on_base = (
+        f"; every file outside it from base {result.base_digest[:23]}…, trusted as the image pins it"
+        if result.base_digest
+        else ""
+    )
     counts = result.report.counts
-    progress(f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…){on_base}")
+    progress(
+        f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…){on_base}"
+    )
 
 
 ERROR_LIMIT = 2000  # characters of an error or hint line (escaped); a longer one keeps its start and its end
@@ -133,9 +147,15 @@ _REFUSED = {  # the machine refusing a path the user chose (LOCKGEN_HOME, --pref
     errno.EROFS: ("is on a read-only file system", "point LOCKGEN_HOME, --prefix or --out at a writable disk"),
     errno.EACCES: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
     errno.EPERM: ("is not permitted to this user", "fix its permissions, or choose a path this user may write"),
-    errno.ENAMETOOLONG: ("has a name too long for the file system", "choose a shorter path (each name at most 255 bytes)"),
+    errno.ENAMETOOLONG: (
+        "has a name too long for the file system",
+        "choose a shorter path (each name at most 255 bytes)",
+    ),
     # a file where the path needs a folder (`--out notes.txt/x`, LOCKGEN_HOME naming a file), or a loop of links in it
-    errno.EEXIST: ("already exists (a file where the path needs a folder, or a name taken)", "choose a path whose every part above the last is a folder, or remove what is there"),
+    errno.EEXIST: (
+        "already exists (a file where the path needs a folder, or a name taken)",
+        "choose a path whose every part above the last is a folder, or remove what is there",
+    ),
     errno.ENOTDIR: ("has a part that is not a folder", "choose a path whose every part above the last is a folder"),
     errno.ELOOP: ("runs into a loop of symbolic links", "choose a path whose links lead somewhere"),
 }

@@ -61,7 +61,13 @@ class Meter:
             if self._bar is None:
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-                self._bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), transient=True, console=None)
+                self._bar = Progress(
+                    TextColumn("{task.description}", markup=False),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    transient=True,
+                    console=None,
+                )
                 self._bar.start()
             if phase not in self._tasks:
                 self._tasks[phase] = self._bar.add_task(escaped(phase), total=total)
@@ -83,7 +89,13 @@ class Meter:
 
 
 def environment(
-    prefix: Path | None, python: str | None, image: str | None, refusal: tuple[str, str, int], required: bool = False, insecure: bool = False, image_prefix: str | None = None
+    prefix: Path | None,
+    python: str | None,
+    image: str | None,
+    refusal: tuple[str, str, int],
+    required: bool = False,
+    insecure: bool = False,
+    image_prefix: str | None = None,
 ) -> Environment | None:
     """The one environment the flags name, None when none: the one-of rule of --prefix, --python and --image,
     checked here once; more than one (or none, when `required`) fails with `refusal` (message, hint, exit code)."""

@@ -22,37 +22,79 @@ cert_app = typer.Typer(help="Check, compare and export certificates.", no_args_i
 @handles_errors
 def verify(
     arch: str = typer.Option(..., "--arch", help="The arch to certify (sm80, sm90, sm100 ...) or cpu."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="The lock the environment must be: checked from its packages' own hashes before the kernel runs; expectations and digests come from it."),
-    manifests: Optional[Path] = typer.Option(None, "--manifests", help="With --lock: a bundle from lockgen manifests or pin (no network)."),
-    allow_foreign: list[str] = typer.Option([], "--allow-foreign", help="With --lock: a file no package states that you accept; hashed and recorded in the certificate. Repeatable."),
+    lock: Optional[Path] = typer.Option(
+        None,
+        "--lock",
+        help="The lock the environment must be: checked from its packages' own hashes before the kernel runs; expectations and digests come from it.",
+    ),
+    manifests: Optional[Path] = typer.Option(
+        None, "--manifests", help="With --lock: a bundle from lockgen manifests or pin (no network)."
+    ),
+    allow_foreign: list[str] = typer.Option(
+        [],
+        "--allow-foreign",
+        help="With --lock: a file no package states that you accept; hashed and recorded in the certificate. Repeatable.",
+    ),
     python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter (default: this one)."),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="A materialized environment: uses PREFIX/bin/python."),
-    image: Optional[str] = typer.Option(None, "--image", help="An image made by lockgen export (OCI layout folder, or docker://REF): runs its environment."),
-    insecure: bool = typer.Option(False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."),
-    expect: Optional[Path] = typer.Option(None, "--expect", help="Extra expectations as JSON (torch, cuda, cudnn, nccl, driver_min, gpu_count)."),
+    image: Optional[str] = typer.Option(
+        None,
+        "--image",
+        help="An image made by lockgen export (OCI layout folder, or docker://REF): runs its environment.",
+    ),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."
+    ),
+    expect: Optional[Path] = typer.Option(
+        None, "--expect", help="Extra expectations as JSON (torch, cuda, cudnn, nccl, driver_min, gpu_count)."
+    ),
     expect_numerics: Optional[Path] = typer.Option(
-        None, "--expect-numerics", help="A reference numerics fingerprint the run's must equal: a good node's certificate, or its numerics object ({key, digests}), or a list of them."
+        None,
+        "--expect-numerics",
+        help="A reference numerics fingerprint the run's must equal: a good node's certificate, or its numerics object ({key, digests}), or a list of them.",
     ),
     out: Optional[Path] = typer.Option(None, "--out", help="Certificate path (default: next to the lock, in certs/)."),
     key: Optional[Path] = typer.Option(None, "--key", help="Ed25519 private key to sign with (lockgen keygen)."),
     quick: bool = typer.Option(False, "--quick", help="Fewer steps and repeats."),
     compiled: bool = typer.Option(False, "--compile", help="Also train with torch.compile."),
     allow_ptx: bool = typer.Option(False, "--allow-ptx", help="Accept a torch that reaches the arch only by PTX JIT."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="Processes for the multi-GPU checks (default: every GPU of the host)."),
-    timeout: float = typer.Option(600, "--timeout", help="Seconds each kernel run may take before it is killed."),
-    nodes: int = typer.Option(1, "--nodes", help="Nodes taking part in the multi-GPU checks; run the same command on each."),
-    rendezvous: Optional[str] = typer.Option(None, "--rendezvous", help="With --nodes: HOST:PORT where the nodes meet (torchrun's c10d rendezvous), the same on every node."),
-    rendezvous_id: str = typer.Option("lockgen-verify", "--rendezvous-id", help="With --nodes: a name for this run, the same on every node."),
-    emit: list[str] = typer.Option(
-        [], "--emit", help="Also write the certificate as FORMAT=FILE, atomically: prom (node_exporter textfile), nfd (NFD features.d; needs --lock), junit. Repeatable or comma-separated."
+    gpus: Optional[int] = typer.Option(
+        None, "--gpus", help="Processes for the multi-GPU checks (default: every GPU of the host)."
     ),
-    valid_for: Optional[str] = typer.Option(None, "--valid-for", help="With --emit nfd=FILE: how long the node features stay valid (30m, 12h, 7d, 2w; default 7d)."),
+    timeout: float = typer.Option(600, "--timeout", help="Seconds each kernel run may take before it is killed."),
+    nodes: int = typer.Option(
+        1, "--nodes", help="Nodes taking part in the multi-GPU checks; run the same command on each."
+    ),
+    rendezvous: Optional[str] = typer.Option(
+        None,
+        "--rendezvous",
+        help="With --nodes: HOST:PORT where the nodes meet (torchrun's c10d rendezvous), the same on every node.",
+    ),
+    rendezvous_id: str = typer.Option(
+        "lockgen-verify", "--rendezvous-id", help="With --nodes: a name for this run, the same on every node."
+    ),
+    emit: list[str] = typer.Option(
+        [],
+        "--emit",
+        help="Also write the certificate as FORMAT=FILE, atomically: prom (node_exporter textfile), nfd (NFD features.d; needs --lock), junit. Repeatable or comma-separated.",
+    ),
+    valid_for: Optional[str] = typer.Option(
+        None,
+        "--valid-for",
+        help="With --emit nfd=FILE: how long the node features stay valid (30m, 12h, 7d, 2w; default 7d).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print {certificate, passed, checks, failed, not_run} as JSON."),
 ) -> None:
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
     from lockgen.api.verify import VerifyOptions, verify as run
 
-    target = environment(prefix, python, image, ("--prefix, --python and --image each name the environment to verify", "pass one of them", 1), insecure=insecure)
+    target = environment(
+        prefix,
+        python,
+        image,
+        ("--prefix, --python and --image each name the environment to verify", "pass one of them", 1),
+        insecure=insecure,
+    )
     renderings = parse_emit(emit, out)
     if valid_for is not None and not any(fmt == "nfd" for fmt, _ in renderings):
         fail("--valid-for is the lifetime of node features", "pass it with --emit nfd=FILE", 2)
@@ -82,12 +124,28 @@ def verify(
     )
     body = verified.body
     failures = body.failures()
-    not_run = {f"{group}/{name}": entry["reason"] for group, entries in sorted(body.figures.items()) for name, entry in sorted(entries.items()) if entry.get("value") is None and entry.get("reason")}
+    not_run = {
+        f"{group}/{name}": entry["reason"]
+        for group, entries in sorted(body.figures.items())
+        for name, entry in sorted(entries.items())
+        if entry.get("value") is None and entry.get("reason")
+    }
     for name, reason in not_run.items():
         progress(f"  not run {name}: {reason}")
-    progress(f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; certificate {'PASSED' if body.passed else 'FAILED'}")
+    progress(
+        f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; certificate {'PASSED' if body.passed else 'FAILED'}"
+    )
     if as_json:
-        print_json({"certificate": str(verified.path), "passed": body.passed, "checks": len(body.checks), "failed": [c.line() for c in failures], "not_run": not_run, "duration_s": body.duration_s})
+        print_json(
+            {
+                "certificate": str(verified.path),
+                "passed": body.passed,
+                "checks": len(body.checks),
+                "failed": [c.line() for c in failures],
+                "not_run": not_run,
+                "duration_s": body.duration_s,
+            }
+        )
     else:
         say(verified.path)
     if failures:
@@ -113,7 +171,9 @@ def cert_verify(
     cert: Path = typer.Argument(..., help="A certificate file."),
     key: Optional[Path] = typer.Option(None, "--key", help="The signer's public key (KEY.pub)."),
     lock: Optional[Path] = typer.Option(None, "--lock", help="Also require that the certificate covers this lock."),
-    as_json: bool = typer.Option(False, "--json", help="Print {certificate, checked, arch, gpus, passed, failed} as JSON."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print {certificate, checked, arch, gpus, passed, failed} as JSON."
+    ),
 ) -> None:
     """Check a certificate: unchanged bytes, a valid signature, the lock it covers; exit 1 if it failed."""
     from lockgen.api.certs import check_certificate, require_verified
@@ -121,7 +181,11 @@ def cert_verify(
     certificate = check_certificate(cert, key, lock)
     state = require_verified(cert, certificate, key)
     body = certificate.certificate
-    where = f"{body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names)))}" if body.hardware.gpu_count else "the CPU"
+    where = (
+        f"{body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names)))}"
+        if body.hardware.gpu_count
+        else "the CPU"
+    )
     if as_json:
         print_json(
             {
@@ -135,7 +199,9 @@ def cert_verify(
             }
         )
     else:
-        say(f"{cert}: {state}; {body.arch} on {where}; {'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)")
+        say(
+            f"{cert}: {state}; {body.arch} on {where}; {'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)"
+        )
     if not body.passed:
         raise typer.Exit(1)
 
@@ -146,8 +212,16 @@ def cert_compare(
     a: Path = typer.Argument(..., help="The baseline certificate."),
     b: Path = typer.Argument(..., help="The new certificate."),
     noise: float = typer.Option(0.05, "--noise", help="Relative change treated as noise (0.05 = 5%)."),
-    key: list[Path] = typer.Option([], "--key", help="A signer's public key (KEY.pub): each certificate's signature is checked against it before comparing. Repeatable (one per signer)."),
-    as_json: bool = typer.Option(False, "--json", help="Print {figures: [{name, unit, old, new, change, regression, missing}], numerics: {differing, cause, note}}."),
+    key: list[Path] = typer.Option(
+        [],
+        "--key",
+        help="A signer's public key (KEY.pub): each certificate's signature is checked against it before comparing. Repeatable (one per signer).",
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print {figures: [{name, unit, old, new, change, regression, missing}], numerics: {differing, cause, note}}.",
+    ),
 ) -> None:
     """Each figure's change from A to B, and whether B computes the bits A did (the numerics fingerprint, when
     both share its key); exit 1 when a figure regressed beyond the noise threshold or is in one only, or B's bits differ."""
@@ -156,9 +230,16 @@ def cert_compare(
     comparison = compare(a, b, noise, key)
     rows, numerics = comparison.figures, comparison.numerics
     if not key:
-        progress("note: signatures were not checked (pass --key KEY.pub): the figures are only as trustworthy as the files")
+        progress(
+            "note: signatures were not checked (pass --key KEY.pub): the figures are only as trustworthy as the files"
+        )
     if as_json:
-        print_json({"figures": [row.__dict__ for row in rows], "numerics": {"differing": list(numerics.differing), "cause": numerics.cause, "note": numerics.note}})
+        print_json(
+            {
+                "figures": [row.__dict__ for row in rows],
+                "numerics": {"differing": list(numerics.differing), "cause": numerics.cause, "note": numerics.note},
+            }
+        )
     else:
         for row in rows:
             say(row.line())
@@ -166,9 +247,29 @@ def cert_compare(
     regressions, missing = [r for r in rows if r.regression], [r for r in rows if r.missing]
     if regressions or missing or numerics.differing:
         said = (
-            ([f"{len(regressions)} figures regressed by more than {noise:.0%}: " + ", ".join(r.name for r in regressions[:5])] if regressions else [])
-            + ([f"{len(missing)} figures are in one certificate only: " + ", ".join(f"{r.name} (missing from {r.missing})" for r in missing[:5])] if missing else [])
-            + ([f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: {shown(numerics.cause, 400)}"] if numerics.differing else [])
+            (
+                [
+                    f"{len(regressions)} figures regressed by more than {noise:.0%}: "
+                    + ", ".join(r.name for r in regressions[:5])
+                ]
+                if regressions
+                else []
+            )
+            + (
+                [
+                    f"{len(missing)} figures are in one certificate only: "
+                    + ", ".join(f"{r.name} (missing from {r.missing})" for r in missing[:5])
+                ]
+                if missing
+                else []
+            )
+            + (
+                [
+                    f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: {shown(numerics.cause, 400)}"
+                ]
+                if numerics.differing
+                else []
+            )
         )
         fail(
             "; ".join(said),
@@ -187,25 +288,55 @@ def _summary(body) -> str:
 
 
 def _entry(body) -> dict:
-    return {"created": body.created, "arch": body.arch, "mode": body.mode, "gpus": list(body.hardware.gpu_names), "passed": body.passed, "lock_sha256": body.subject.lock_sha256}
+    return {
+        "created": body.created,
+        "arch": body.arch,
+        "mode": body.mode,
+        "gpus": list(body.hardware.gpu_names),
+        "passed": body.passed,
+        "lock_sha256": body.subject.lock_sha256,
+    }
 
 
 @handles_errors
 def certs(
-    where: str = typer.Argument("envs", metavar="FOLDER|docker://REF", help="A folder holding certificates, or an image whose attestations to list."),
-    key: Optional[Path] = typer.Option(None, "--key", help="With docker://REF: the signer's public key (KEY.pub); every attestation must verify with it."),
+    where: str = typer.Argument(
+        "envs",
+        metavar="FOLDER|docker://REF",
+        help="A folder holding certificates, or an image whose attestations to list.",
+    ),
+    key: Optional[Path] = typer.Option(
+        None,
+        "--key",
+        help="With docker://REF: the signer's public key (KEY.pub); every attestation must verify with it.",
+    ),
     insecure: bool = typer.Option(False, "--insecure", help="With docker://REF: plain HTTP or a self-signed registry."),
     require_pass: Optional[str] = typer.Option(
-        None, "--require-pass", metavar="ARCH", help="With docker://REF and --key: exit 1 unless an attestation that verifies is a passing certificate of ARCH (a gate before a pod starts)."
+        None,
+        "--require-pass",
+        metavar="ARCH",
+        help="With docker://REF and --key: exit 1 unless an attestation that verifies is a passing certificate of ARCH (a gate before a pod starts).",
     ),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="With --require-pass: also count a certificate of this lock (bare metal), once the image is proven the lock's (check --image --lock)."),
+    lock: Optional[Path] = typer.Option(
+        None,
+        "--lock",
+        help="With --require-pass: also count a certificate of this lock (bare metal), once the image is proven the lock's (check --image --lock).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the list as JSON."),
 ) -> None:
     """List certificates, oldest first: when, arch, GPUs, result, headline figures; of an image, its attestations, verified."""
     if require_pass is not None and (key is None or not where.startswith("docker://")):
-        fail("--require-pass judges an image's signed attestations", "lockgen certs docker://HOST/REPO@sha256:HEX --key KEY.pub --require-pass ARCH", 2)
+        fail(
+            "--require-pass judges an image's signed attestations",
+            "lockgen certs docker://HOST/REPO@sha256:HEX --key KEY.pub --require-pass ARCH",
+            2,
+        )
     if lock is not None and require_pass is None:
-        fail("--lock goes with --require-pass", "lockgen certs docker://REF --key KEY.pub --require-pass ARCH --lock LOCK", 2)
+        fail(
+            "--lock goes with --require-pass",
+            "lockgen certs docker://REF --key KEY.pub --require-pass ARCH --lock LOCK",
+            2,
+        )
     if where.startswith("docker://"):
         return _attached(where, key, insecure, as_json, normalize_arch(require_pass) if require_pass else None, lock)
     if key is not None or insecure:
@@ -217,7 +348,13 @@ def certs(
         print_json(
             [{"certificate": str(path), **_entry(body)} for path, body in found]
             + [
-                {"certificate": str(path), **_entry(body), "inherited_by": str(team.team_lock), "inherited": not team.changes, "moved": team.changes}
+                {
+                    "certificate": str(path),
+                    **_entry(body),
+                    "inherited_by": str(team.team_lock),
+                    "inherited": not team.changes,
+                    "moved": team.changes,
+                }
                 for team in inherited
                 for path, body in team.certificates
             ]
@@ -229,26 +366,57 @@ def certs(
         say(f"{_summary(body)}  {path}")
     for team in inherited:
         if not team.certificates and team.base_image:
-            where = f"lockgen certs {team.base_image}" if team.base_image.startswith("docker://") else "they are attached to it once it is pushed: lockgen certs docker://REF"
+            where = (
+                f"lockgen certs {team.base_image}"
+                if team.base_image.startswith("docker://")
+                else "they are attached to it once it is pushed: lockgen certs docker://REF"
+            )
             progress(
                 f"{team.team_lock}: its base is the image {team.base_image}; its certificates are attestations "
-                f"({where})" + ("" if not team.changes else "; they do not cover this lock, which moved " + "; ".join(team.changes[:3]))
+                f"({where})"
+                + (
+                    ""
+                    if not team.changes
+                    else "; they do not cover this lock, which moved " + "; ".join(team.changes[:3])
+                )
             )
         elif not team.certificates:
             progress(f"{team.team_lock}: the base lock it was held to ({team.base_lock}) has no certificate yet")
         elif team.changes:
-            progress(f"{team.team_lock}: needs its own certification, the base's do not cover it: it moved " + "; ".join(team.changes[:3]))
+            progress(
+                f"{team.team_lock}: needs its own certification, the base's do not cover it: it moved "
+                + "; ".join(team.changes[:3])
+            )
         for path, body in team.certificates if not team.changes else ():
             say(f"{_summary(body)}  {path}  [inherited by {team.team_lock}: its CUDA stack is the base's]")
 
 
-def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool, require_pass: Optional[str], lock: Optional[Path]) -> None:
+def _attached(
+    reference: str,
+    key: Optional[Path],
+    insecure: bool,
+    as_json: bool,
+    require_pass: Optional[str],
+    lock: Optional[Path],
+) -> None:
     from lockgen.api.attestations import admitting
 
     admission = admitting(reference, key, insecure, lock if require_pass else None, progress)
     digest, found = admission.digest, admission.found
     if as_json:
-        print_json([{"attestation": a.location, "verified": a.verified, "reason": a.reason, "binding": a.binding, "signature": a.signature, **(_entry(a.body) if a.body else {})} for a in found])
+        print_json(
+            [
+                {
+                    "attestation": a.location,
+                    "verified": a.verified,
+                    "reason": a.reason,
+                    "binding": a.binding,
+                    "signature": a.signature,
+                    **(_entry(a.body) if a.body else {}),
+                }
+                for a in found
+            ]
+        )
     else:
         for attached in found:
             if attached.verified:
@@ -264,7 +432,10 @@ def _attached(reference: str, key: Optional[Path], insecure: bool, as_json: bool
     if not found:
         progress(f"no lockgen certificates are attached to {digest} (lockgen attest attaches them)")
         if key is not None:
-            fail(f"nothing attached to {digest[:23]}… verifies with `{key}`", "attach one with lockgen attest IMAGE CERT --key KEY")
+            fail(
+                f"nothing attached to {digest[:23]}… verifies with `{key}`",
+                "attach one with lockgen attest IMAGE CERT --key KEY",
+            )
     if require_pass:
         _require_pass(admission, require_pass, lock)
 
@@ -277,13 +448,20 @@ def _require_pass(admission: Admission, arch: str, lock: Optional[Path]) -> None
         for line in proof.lines():
             say(line)
         fail(
-            f"{digest[:23]}… is not the image of {lock}: {proof.lines()[0]}", "its lock-bound certificates do not count: certify this image itself (lockgen verify --image) and attach that certificate"
+            f"{digest[:23]}… is not the image of {lock}: {proof.lines()[0]}",
+            "its lock-bound certificates do not count: certify this image itself (lockgen verify --image) and attach that certificate",
         )
     if any(a.body is not None and a.body.passed and a.body.arch == arch for a in admission.counted):
         return
-    carried = ", ".join(f"{a.body.arch} {'PASS' if a.body.passed else 'FAIL'}" for a in admission.found if a.body is not None)
+    carried = ", ".join(
+        f"{a.body.arch} {'PASS' if a.body.passed else 'FAIL'}" for a in admission.found if a.body is not None
+    )
     uncounted = [a for a in admission.found if a.verified and a not in admission.counted]
-    why = f"; {len(uncounted)} bound only to a lock, which count once the image is proven that lock's (--lock LOCK)" if uncounted and lock is None else ""
+    why = (
+        f"; {len(uncounted)} bound only to a lock, which count once the image is proven that lock's (--lock LOCK)"
+        if uncounted and lock is None
+        else ""
+    )
     fail(
         f"no certificate attached to {digest[:23]}… passed on {arch} (it carries: {carried}){why}",
         f"certify the image on {arch} (lockgen verify --arch {arch} --image ...) and attach it: lockgen attest",
@@ -292,12 +470,22 @@ def _require_pass(admission: Admission, arch: str, lock: Optional[Path]) -> None
 
 @handles_errors
 def attest(
-    image: str = typer.Argument(..., metavar="IMAGE", help="docker://HOST[:PORT]/REPO:TAG or docker://HOST/REPO@sha256:..."),
-    cert: Path = typer.Argument(..., help="The certificate (lockgen verify); it must record this image, or the lock it was exported from."),
-    key: Path = typer.Option(..., "--key", help="The Ed25519 private key to sign with (lockgen keygen); a signed certificate's own signer."),
-    sbom: Optional[Path] = typer.Option(None, "--sbom", help="Also attach the image's CycloneDX SBOM (sbom.cdx.json beside the layout export wrote)."),
+    image: str = typer.Argument(
+        ..., metavar="IMAGE", help="docker://HOST[:PORT]/REPO:TAG or docker://HOST/REPO@sha256:..."
+    ),
+    cert: Path = typer.Argument(
+        ..., help="The certificate (lockgen verify); it must record this image, or the lock it was exported from."
+    ),
+    key: Path = typer.Option(
+        ..., "--key", help="The Ed25519 private key to sign with (lockgen keygen); a signed certificate's own signer."
+    ),
+    sbom: Optional[Path] = typer.Option(
+        None, "--sbom", help="Also attach the image's CycloneDX SBOM (sbom.cdx.json beside the layout export wrote)."
+    ),
     insecure: bool = typer.Option(False, "--insecure", help="Plain HTTP or a self-signed registry (loopback tests)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one {digest, artifact_type, listed_by} per attached artifact."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one {digest, artifact_type, listed_by} per attached artifact."
+    ),
 ) -> None:
     """Attach a certificate to its image as a signed in-toto attestation (an OCI 1.1 referrer); print its digest."""
     from lockgen.api.attestations import attest as run

@@ -37,9 +37,15 @@ def carries_credential(url: str) -> bool:
         parts = urlsplit(url)
     except ValueError:
         return True
-    authority = re.split(r"[/?#]", url[len(parts.scheme) + 1 :].lstrip("/\\"), maxsplit=1)[0] if parts.scheme else parts.netloc
+    authority = (
+        re.split(r"[/?#]", url[len(parts.scheme) + 1 :].lstrip("/\\"), maxsplit=1)[0] if parts.scheme else parts.netloc
+    )
     token = parts.scheme in ("http", "https") and bool(_TOKEN_SEGMENT.search(parts.path))
-    return "@" in authority or token or any(_SECRET_QUERY_KEYS.search(key) for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return (
+        "@" in authority
+        or token
+        or any(_SECRET_QUERY_KEYS.search(key) for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    )
 
 
 def scrub_url(url: str) -> str:
@@ -52,13 +58,17 @@ def scrub_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:  # everything up to the last `@` before the path goes, and the query with it
         return _TOKEN_SEGMENT.sub("", re.sub(r"//[^/?#]*@", "//", url.split("?", 1)[0]))
-    if not parts.scheme or (not parts.netloc and parts.scheme != "file"):  # `https:alice:pw@host/`: user info all the same
+    if not parts.scheme or (
+        not parts.netloc and parts.scheme != "file"
+    ):  # `https:alice:pw@host/`: user info all the same
         return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*:[/\\]*)[^/?#]*@", r"\1", url) if parts.scheme else url
     netloc = parts.netloc.rsplit("@", 1)[-1]
     path = _TOKEN_SEGMENT.sub("", parts.path) if parts.scheme in ("http", "https") else parts.path
     # a secret pair is dropped as it is written, the others kept byte for byte: decoding and encoding them again
     # changed URLs that hold no credential (`%2F`, `+`, and the `):` that free text puts after a URL)
-    query = "&".join(pair for pair in parts.query.split("&") if not _SECRET_QUERY_KEYS.search(unquote_plus(pair.split("=", 1)[0])))
+    query = "&".join(
+        pair for pair in parts.query.split("&") if not _SECRET_QUERY_KEYS.search(unquote_plus(pair.split("=", 1)[0]))
+    )
     return urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
 
 

@@ -27,7 +27,9 @@ def depth_within(data: bytes, limit: int = MAX_DEPTH) -> bool:
         return True
     # the strings taken out, in C: escaped backslashes, then escaped quotes, then all but quotes and brackets go;
     # what lies between the quotes that are left is outside every string
-    brackets = b"".join(data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE).split(b'"')[::2])
+    brackets = b"".join(
+        data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE).split(b'"')[::2]
+    )
     for level in range(limit + 1):
         shorter = _INNERMOST.sub(b"", brackets)  # one level, the innermost pairs, per pass
         if len(shorter) == len(brackets):

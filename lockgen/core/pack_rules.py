@@ -60,16 +60,26 @@ def planned(lock: Lock, platform: str) -> tuple[Planned, ...]:
     for package in lock.packages_for(platform):
         if package.manager == "pip" and lock_builder.is_check_only(package):
             raise LockFormatError(
-                f"the lock's {package.name} {package.version} is check-only (no published wheel to pack)", "pack a lock whose every package has a URL; check-only entries serve check and verify"
+                f"the lock's {package.name} {package.version} is check-only (no published wheel to pack)",
+                "pack a lock whose every package has a URL; check-only entries serve check and verify",
             )
         if package.hash.sha256 is None:
-            raise LockFormatError(f"`{package.name}` {package.version} is pinned by md5 alone: an archive member is checked by sha256", "re-create the lock so it pins a sha256 (lockgen resolve)")
+            raise LockFormatError(
+                f"`{package.name}` {package.version} is pinned by md5 alone: an archive member is checked by sha256",
+                "re-create the lock so it pins a sha256 (lockgen resolve)",
+            )
         entry = Planned(member_of(package), package)
         before = found.setdefault(entry.path, entry)
         if before.sha256 != entry.sha256:
-            raise LockFormatError(f"two entries of the lock name the file {entry.path} with different sha256", "the lock is not one consistent environment: re-resolve it")
+            raise LockFormatError(
+                f"two entries of the lock name the file {entry.path} with different sha256",
+                "the lock is not one consistent environment: re-resolve it",
+            )
     if not found:
-        raise LockFormatError(f"the lock holds no package for {platform}: there is nothing to pack", "pass --platform with one of the lock's platforms, or re-create it with lockgen resolve")
+        raise LockFormatError(
+            f"the lock holds no package for {platform}: there is nothing to pack",
+            "pass --platform with one of the lock's platforms, or re-create it with lockgen resolve",
+        )
     return tuple(found[path] for path in sorted(found))
 
 
@@ -124,13 +134,19 @@ def check_against_lock(index: PackIndex, lock: Lock, platform: str) -> tuple[Pla
     """The artifacts of the index, proven to be exactly those the lock pins for `platform` (by path and sha256);
     the first difference is refused, naming the member."""
     if platform != index.platform:
-        raise PackError(f"the pack archive holds the artifacts of {index.platform}, not {platform}", f"unpack it with --platform {index.platform} (or pack the lock again with --platform {platform})")
+        raise PackError(
+            f"the pack archive holds the artifacts of {index.platform}, not {platform}",
+            f"unpack it with --platform {index.platform} (or pack the lock again with --platform {platform})",
+        )
     expected = planned(lock, platform)
     stated = {m.path: m for m in index.members[1:]}
     for entry in expected:
         member = stated.get(entry.path)
         if member is None:
-            raise _refuse(f"the lock pins {entry.package.name} {entry.package.version} but the index does not name its member", entry.path)
+            raise _refuse(
+                f"the lock pins {entry.package.name} {entry.package.version} but the index does not name its member",
+                entry.path,
+            )
         if member.sha256 != entry.sha256:
             raise _refuse(f"the index gives sha256 {member.sha256}, the lock pins {entry.sha256}", entry.path)
     extra = sorted(stated.keys() - {entry.path for entry in expected})

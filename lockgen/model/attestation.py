@@ -10,7 +10,9 @@ from lockgen.model.certificate import CertificateBody
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"  # the DSSE payloadType of an in-toto Statement
-CERTIFICATE_PREDICATE_TYPE = "https://lockgen.dev/certificate/v1"  # predicate: a certificate body, lockgen.certificate/1
+CERTIFICATE_PREDICATE_TYPE = (
+    "https://lockgen.dev/certificate/v1"  # predicate: a certificate body, lockgen.certificate/1
+)
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"  # the artifact type and the layer holding the envelope
 CYCLONEDX_MEDIA_TYPE = "application/vnd.cyclonedx+json"  # the artifact type and the layer of an attached SBOM
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"  # on the artifact manifest, so a referrers listing shows it

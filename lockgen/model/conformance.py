@@ -55,7 +55,13 @@ class ConformanceReport:
 
     @property
     def clean(self) -> bool:
-        return all(p.status == "ok" for p in self.packages) and not self.foreign and not self.mode and not self.clobbered and not self.bytecode
+        return (
+            all(p.status == "ok" for p in self.packages)
+            and not self.foreign
+            and not self.mode
+            and not self.clobbered
+            and not self.bytecode
+        )
 
     @property
     def counts(self) -> dict[str, int]:
@@ -83,7 +89,16 @@ class ConformanceReport:
         return {
             "clean": self.clean,
             "counts": self.counts,
-            "packages": [{"package": p.key, "status": p.status, "modified": list(p.modified), "missing": list(p.missing), "exec_bit": list(p.exec_bit)} for p in self.packages],
+            "packages": [
+                {
+                    "package": p.key,
+                    "status": p.status,
+                    "modified": list(p.modified),
+                    "missing": list(p.missing),
+                    "exec_bit": list(p.exec_bit),
+                }
+                for p in self.packages
+            ],
             "foreign": list(self.foreign),
             "mode": list(self.mode),
             "clobbered": [{"path": c.path, "owners": list(c.owners)} for c in self.clobbered],
@@ -98,11 +113,17 @@ class ConformanceReport:
             if package.absent:
                 out.append(f"missing package {package.key}")
                 continue
-            for word, paths in (("modified", package.modified), ("missing", package.missing), ("exec bit not the package's:", package.exec_bit)):
+            for word, paths in (
+                ("modified", package.modified),
+                ("missing", package.missing),
+                ("exec bit not the package's:", package.exec_bit),
+            ):
                 if paths:
                     out.append(f"{package.key}: {word} {self._list(paths)}")
         out += [f"foreign: {path}" for path in self.foreign]
-        out += [f"mode: {path} is setuid, setgid, sticky, world-writable or carries file capabilities" for path in self.mode]
+        out += [
+            f"mode: {path} is setuid, setgid, sticky, world-writable or carries file capabilities" for path in self.mode
+        ]
         out += [f"clobber: {c.path} ({', '.join(c.owners)})" for c in self.clobbered]
         out += [f"byte code: {item}" for item in self.bytecode]
         return tuple(out)

@@ -38,7 +38,9 @@ class LockedPackage(Frozen):
     version: str
     manager: Literal["conda", "pip"]
     platform: str
-    dependencies: dict[str, str] = Field(default_factory=dict)  # a new one each (a default pydantic deep-copies per entry)
+    dependencies: dict[str, str] = Field(
+        default_factory=dict
+    )  # a new one each (a default pydantic deep-copies per entry)
     url: str
     hash: PackageHash
     build: str | None = None

@@ -28,7 +28,9 @@ class ManifestFile(Frozen):
     placeholder: str | None = None
     text_mode: bool = True
     target: str | None = None  # a link's target, as the archive holds it
-    executable: bool | None = None  # installed with an exec bit (the archive member's mode); None: not known (a bundle or an installed RECORD)
+    executable: bool | None = (
+        None  # installed with an exec bit (the archive member's mode); None: not known (a bundle or an installed RECORD)
+    )
 
 
 class PackageManifest(Frozen):

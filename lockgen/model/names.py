@@ -17,7 +17,9 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # what breaks a line,
 # what a terminal or a reader would take for something else than the text: controls (newline, carriage return,
 # ESC, which starts every ANSI and OSC sequence, the C1 codes, CSI among them), the line and paragraph separators,
 # the marks and overrides that reorder or hide text (bidi, zero-width), and lone surrogates (no encoding writes them)
-UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]")
+UNSHOWABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]"
+)
 
 
 def escaped(text: str) -> str:

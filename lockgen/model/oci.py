@@ -15,12 +15,22 @@ def is_tag(text: str) -> bool:
     return bool(_TAG.fullmatch(text))
 
 
-LAYER_MEDIA_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip", "zstd": "application/vnd.oci.image.layer.v1.tar+zstd"}  # compression -> layer media type
+LAYER_MEDIA_TYPES = {
+    "gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
+    "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
+}  # compression -> layer media type
 COMPRESSION_LEVELS = {"gzip": range(1, 10), "zstd": range(1, 20)}  # zstd 20-22 need a decoder's large window
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
-IMAGE_CONFIG_MEDIA_TYPES = (CONFIG_MEDIA_TYPE, "application/vnd.docker.container.image.v1+json")  # an image's config: OCI's, Docker's
+IMAGE_CONFIG_MEDIA_TYPES = (
+    CONFIG_MEDIA_TYPE,
+    "application/vnd.docker.container.image.v1+json",
+)  # an image's config: OCI's, Docker's
 READABLE_LAYER_MEDIA_TYPES = (  # the layers a runtime unpacks (containerd's list): OCI's, its nondistributable ones, Docker's schema 2
-    *(f"application/vnd.oci.image.layer.{kind}v1.tar{compression}" for kind in ("", "nondistributable.") for compression in ("", "+gzip", "+zstd")),
+    *(
+        f"application/vnd.oci.image.layer.{kind}v1.tar{compression}"
+        for kind in ("", "nondistributable.")
+        for compression in ("", "+gzip", "+zstd")
+    ),
     *(f"application/vnd.docker.image.rootfs.diff.tar{compression}" for compression in ("", ".gzip", ".zstd")),
     *(f"application/vnd.docker.image.rootfs.foreign.diff.tar{compression}" for compression in ("", ".gzip")),
 )
@@ -40,7 +50,9 @@ BASE_DIGEST_ANNOTATION = "org.opencontainers.image.base.digest"  # in the manife
 REF_NAME = "org.opencontainers.image.ref.name"  # on index.json's descriptor: the image's tag
 BASE_MANIFEST_INSIDE = ".lockgen/base-manifest.json"  # in the environment: the base's manifest, byte for byte
 BASE_CONFIG_INSIDE = ".lockgen/base-config.json"  # and its config: they hash to the digests the manifest pins
-BASE_SOURCE_ANNOTATION = "org.opencontainers.image.base.name"  # on index.json's descriptor: where absent base blobs live
+BASE_SOURCE_ANNOTATION = (
+    "org.opencontainers.image.base.name"  # on index.json's descriptor: where absent base blobs live
+)
 SERVICE_LAUNCHER = ".lockgen/service_launcher.py"  # in the environment: an image's `[image] services` launcher
 SERVICES_FILE = ".lockgen/services.json"  # beside it: the services it starts (name -> command)
 ARCHITECTURE = {"linux-64": "amd64", "linux-aarch64": "arm64"}

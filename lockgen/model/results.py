@@ -41,7 +41,15 @@ class TargetResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `resolve --json` entry (its two booleans kept as they were: `written`, `unchanged`)."""
-        return {"target": self.target, "arch": self.arch, "path": str(self.path), "written": self.written, "unchanged": self.unchanged, "packages": self.packages, "highlights": self.highlights}
+        return {
+            "target": self.target,
+            "arch": self.arch,
+            "path": str(self.path),
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "packages": self.packages,
+            "highlights": self.highlights,
+        }
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,9 @@ class PypiDependency(Frozen):
         if self.path is not None and (self.specifier or self.index):
             raise ValueError("a local package (`path`) takes no `version` or `index`: its folder is the source")
         if self.path == "." and not self.editable:  # its source tree holds the locks made from it: never the same twice
-            raise ValueError('the stack\'s own folder (`path = "."`) is installed `editable = true` (a built one would pin a tree holding its own lock)')
+            raise ValueError(
+                'the stack\'s own folder (`path = "."`) is installed `editable = true` (a built one would pin a tree holding its own lock)'
+            )
         return self
 
     @property
@@ -104,7 +106,9 @@ def local_path(value: str) -> str:
     """A local package's folder, normalized (`./pkg/` -> `pkg`, `.` the stack's own): relative, below the stack's
     (uv and pixi take any path; a lock travels, and names no folder of the host outside its project)."""
     if not value or CONTROL.search(value) or "\\" in value or re.search(r"\s", value):
-        raise ValueError(f"path `{shown(value, 80)}` must be a folder below the stack's, written with `/` and without whitespace")
+        raise ValueError(
+            f"path `{shown(value, 80)}` must be a folder below the stack's, written with `/` and without whitespace"
+        )
     if value.startswith("/") or re.match(r"^[A-Za-z]:", value):
         raise ValueError(f"path `{shown(value, 80)}` is absolute: write it relative to the stack's folder")
     parts = [part for part in value.split("/") if part not in ("", ".")]
@@ -157,7 +161,9 @@ class PypiOptions(Frozen):
     def _known_variants(cls, value: dict[str, str]) -> dict[str, str]:
         for variant, url in value.items():
             if not _VARIANT.fullmatch(variant):
-                raise ValueError(f"`{variant}` is not a variant lockgen takes from its own index (`cpu` or a CUDA variant such as `cu126`)")
+                raise ValueError(
+                    f"`{variant}` is not a variant lockgen takes from its own index (`cpu` or a CUDA variant such as `cu126`)"
+                )
             _index_url(url, f"the `{variant}` index")
         return value
 
@@ -291,7 +297,9 @@ class ImageSettings(Frozen):
     def _service_commands(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         for name, command in value.items():
             if not _SERVICE_NAME.fullmatch(name):
-                raise ValueError(f'service name `{name}` must be lower-case letters, digits, `-` and `_` (e.g. "jupyter")')
+                raise ValueError(
+                    f'service name `{name}` must be lower-case letters, digits, `-` and `_` (e.g. "jupyter")'
+                )
             if not command or not command[0]:
                 raise ValueError(f'service `{name}` needs a command: a list such as ["jupyter", "lab"]')
         return dict(sorted(value.items()))
@@ -299,7 +307,9 @@ class ImageSettings(Frozen):
     @model_validator(mode="after")
     def _services_are_the_entrypoint(self) -> "ImageSettings":
         if self.services and (self.entrypoint is not None or self.cmd is not None):
-            raise ValueError("`services` and `entrypoint`/`cmd` both say what the image runs: with services the entrypoint is lockgen's service launcher; state one of them")
+            raise ValueError(
+                "`services` and `entrypoint`/`cmd` both say what the image runs: with services the entrypoint is lockgen's service launcher; state one of them"
+            )
         return self
 
     @field_validator("workdir")
@@ -326,7 +336,9 @@ class ImageSettings(Frozen):
         for port in value:
             found = _PORT.fullmatch(str(port)) if isinstance(port, (str, int)) and not isinstance(port, bool) else None
             if found is None or not 0 < int(found.group(1)) < 65536:
-                raise ValueError(f'exposed port `{port}` must be PORT or PORT/tcp|udp|sctp, 1 to 65535 (e.g. 8888 or "22/tcp")')
+                raise ValueError(
+                    f'exposed port `{port}` must be PORT or PORT/tcp|udp|sctp, 1 to 65535 (e.g. 8888 or "22/tcp")'
+                )
             ports.append(f"{int(found.group(1))}/{found.group(3) or 'tcp'}")
         return tuple(sorted(set(ports)))
 
@@ -345,7 +357,9 @@ class ImageSettings(Frozen):
     def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
             if name.startswith(RESERVED_LABEL_PREFIX):
-                raise ValueError(f"label `{name}` is lockgen's: `{RESERVED_LABEL_PREFIX}*` labels bind an image to its lock")
+                raise ValueError(
+                    f"label `{name}` is lockgen's: `{RESERVED_LABEL_PREFIX}*` labels bind an image to its lock"
+                )
         return value
 
     @field_validator("user")
@@ -378,7 +392,9 @@ class StackSpec(Frozen):
     platforms: tuple[str, ...] = ("linux-64",)
     exclude_newer: dt.date | dt.datetime | None = Field(None, alias="exclude-newer")
     python: str | None = None
-    unknown_releases: Literal["infer", "refuse"] = Field("infer", alias="unknown-releases")  # torch releases the facts lack
+    unknown_releases: Literal["infer", "refuse"] = Field(
+        "infer", alias="unknown-releases"
+    )  # torch releases the facts lack
     dependencies: tuple[Dependency, ...] = ()
     pypi_dependencies: tuple[PypiDependency, ...] = ()
     pypi_options: PypiOptions = PypiOptions()
@@ -398,7 +414,9 @@ class StackSpec(Frozen):
     @classmethod
     def _valid_python(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"^3\.\d+(\.\d+)?$", value):
-            raise ValueError(f'python `{value}` must be a major.minor such as "3.11" (any 3.11.x), or an exact version such as "3.11.9"')
+            raise ValueError(
+                f'python `{value}` must be a major.minor such as "3.11" (any 3.11.x), or an exact version such as "3.11.9"'
+            )
         return value
 
     @model_validator(mode="after")
@@ -410,7 +428,9 @@ class StackSpec(Frozen):
         if not self.dependencies and self.python is None:
             raise ValueError('a pure-PyPI stack needs `python = "3.11"` (no conda python decides it)')
         if self.dependencies and self.python_exact:
-            raise ValueError(f'python `{self.python}` pins the interpreter of a pure-PyPI stack; a stack with [dependencies] pins its conda python there (python = "{self.python}")')
+            raise ValueError(
+                f'python `{self.python}` pins the interpreter of a pure-PyPI stack; a stack with [dependencies] pins its conda python there (python = "{self.python}")'
+            )
         return self
 
     @property

@@ -36,7 +36,10 @@ def parse_aliases(items: list[str], env: str | None = None) -> dict[str, str]:
     for item in env_items + list(items):
         name, sep, location = item.partition("=")
         if not sep or not name.strip() or not location.strip():
-            raise UserError(f"channel alias `{item}` is not NAME=PATH_OR_URL", "write e.g. --channel-alias conda-forge=../shared/snapshots/public-locks")
+            raise UserError(
+                f"channel alias `{item}` is not NAME=PATH_OR_URL",
+                "write e.g. --channel-alias conda-forge=../shared/snapshots/public-locks",
+            )
         aliases[name.strip()] = location.strip()
     return aliases
 
@@ -80,7 +83,10 @@ def locate_channel(name: str, aliases: dict[str, str], base_dir: Path) -> Channe
     else:
         return Channel(written, f"{DEFAULT_CHANNEL_BASE}/{location}", None, canonical)
     if not path.is_dir():
-        raise ChannelError(f"channel `{written}`: folder `{path}` does not exist", "check the path, or point the name elsewhere with --channel-alias NAME=PATH_OR_URL")
+        raise ChannelError(
+            f"channel `{written}`: folder `{path}` does not exist",
+            "check the path, or point the name elsewhere with --channel-alias NAME=PATH_OR_URL",
+        )
     return Channel(written, str(path), path, canonical)
 
 
@@ -147,13 +153,17 @@ def _scan_index(channel: Channel, subdir: str, path: Path) -> LocalIndex:
     try:
         raw = user_files.read_bytes(path)
     except OSError as exc:
-        raise ChannelError(f"channel `{channel.name}`: cannot read {path}: {exc.strerror or exc}", "check the channel folder") from None
+        raise ChannelError(
+            f"channel `{channel.name}`: cannot read {path}: {exc.strerror or exc}", "check the channel folder"
+        ) from None
     index = LocalIndex(channel, subdir, path, "sha256:" + hashlib.sha256(raw).hexdigest())
     if b'"url"' in raw:
         try:
             data = nesting.loads(raw)
         except ValueError as exc:
-            raise ChannelError(f"channel `{channel.name}`: {path} is not valid JSON ({exc})", "re-create the channel index") from None
+            raise ChannelError(
+                f"channel `{channel.name}`: {path} is not valid JSON ({exc})", "re-create the channel index"
+            ) from None
         for key in ("packages", "packages.conda"):
             for file_name, record in (data.get(key) or {}).items():
                 if isinstance(record, dict) and isinstance(record.get("url"), str):

@@ -84,7 +84,14 @@ def _end_of_directory(archive: Path, stream: IO[bytes], length: int) -> tuple[in
     stream.seek(max(0, length - _END_RECORD.size - 0xFFFF))
     tail = stream.read()
     start = length - len(tail)
-    at = next((i for i in range(len(tail) - _END_RECORD.size, -1, -1) if tail[i : i + 4] == _END and i + _END_RECORD.size + struct.unpack_from("<H", tail, i + 20)[0] == len(tail)), None)
+    at = next(
+        (
+            i
+            for i in range(len(tail) - _END_RECORD.size, -1, -1)
+            if tail[i : i + 4] == _END and i + _END_RECORD.size + struct.unpack_from("<H", tail, i + 20)[0] == len(tail)
+        ),
+        None,
+    )
     if at is None:
         raise _refused(archive, "it is not a zip (no end of central directory at its end)")
     _, disk, disk_of_directory, here, entries, size, offset, _ = _END_RECORD.unpack_from(tail, at)
@@ -94,7 +101,13 @@ def _end_of_directory(archive: Path, stream: IO[bytes], length: int) -> tuple[in
     if signature == _LOCATOR or _FULL32 in (size, offset) or _FULL16 in (here, entries):  # zip64 records rule
         stream.seek(end64)
         record = stream.read(_END64_RECORD.size)
-        if signature != _LOCATOR or disks != 1 or len(record) != _END64_RECORD.size or record[:4] != _END64 or end64 + 12 + struct.unpack_from("<Q", record, 4)[0] != start + locator:
+        if (
+            signature != _LOCATOR
+            or disks != 1
+            or len(record) != _END64_RECORD.size
+            or record[:4] != _END64
+            or end64 + 12 + struct.unpack_from("<Q", record, 4)[0] != start + locator
+        ):
             raise _refused(archive, "its zip64 end records are not where its end record says")
         _, _, _, _, disk, disk_of_directory, here, entries, size, offset = _END64_RECORD.unpack(record)
         end = end64
@@ -110,13 +123,17 @@ def _central(archive: Path, stream: IO[bytes], entries: int, offset: int, end: i
     for _ in range(entries):
         if len(block) < at + _CENTRAL_HEADER.size or block[at : at + 4] != _CENTRAL:
             raise _refused(archive, "its central directory holds fewer entries than its end record says")
-        (_, _, _, flags, method, _, _, crc, packed, size, name_length, extra_length, comment_length, _, _, _, local) = _CENTRAL_HEADER.unpack_from(block, at)
+        (_, _, _, flags, method, _, _, crc, packed, size, name_length, extra_length, comment_length, _, _, _, local) = (
+            _CENTRAL_HEADER.unpack_from(block, at)
+        )
         name = block[at + _CENTRAL_HEADER.size : at + _CENTRAL_HEADER.size + name_length]
         extra = block[at + _CENTRAL_HEADER.size + name_length : at + _CENTRAL_HEADER.size + name_length + extra_length]
         big = _zip64(extra, [size == _FULL32, packed == _FULL32, local == _FULL32])
         size, packed, local = (b if b >= 0 else v for b, v in zip(big, (size, packed, local)))
         if packed != size:
-            raise _refused(archive, f"member `{shown(name.decode('latin-1'))}` is compressed (a .conda stores its members)")
+            raise _refused(
+                archive, f"member `{shown(name.decode('latin-1'))}` is compressed (a .conda stores its members)"
+            )
         members.append(_Member(_name(archive, name), local, flags, method, crc, size))
         at += _CENTRAL_HEADER.size + name_length + extra_length + comment_length
     if at != len(block):
@@ -143,8 +160,17 @@ def _walk_locals(archive: Path, stream: IO[bytes], listed: list[_Member], direct
         name = stream.read(name_length)
         big = _zip64(stream.read(extra_length), [size == _FULL32, packed == _FULL32])
         size, packed = (b if b >= 0 else v for b, v in zip(big, (size, packed)))
-        if name != member.name.encode() or (flags, method, crc, packed, size) != (member.flags, member.method, member.crc, member.size, member.size):
-            raise _refused(archive, f"the local header at offset {at} (`{shown(name.decode('latin-1'))}`) differs from its central directory entry `{member.name}`")
+        if name != member.name.encode() or (flags, method, crc, packed, size) != (
+            member.flags,
+            member.method,
+            member.crc,
+            member.size,
+            member.size,
+        ):
+            raise _refused(
+                archive,
+                f"the local header at offset {at} (`{shown(name.decode('latin-1'))}`) differs from its central directory entry `{member.name}`",
+            )
         if flags & (_ENCRYPTED | _DESCRIPTOR) or method != 0:
             raise _refused(archive, f"member `{member.name}` is encrypted, compressed or has a data descriptor")
         data = at + _LOCAL_HEADER.size + name_length + extra_length
@@ -161,7 +187,10 @@ def _check_names(archive: Path, members: list[_Member]) -> None:
     pkg = [n for n in names if n.startswith("pkg-") and n.endswith(".tar.zst")]
     others = [n for n in names if n not in info and n not in pkg and n != "metadata.json"]
     if len(set(names)) != len(names) or len(info) != 1 or len(pkg) > 1 or others:
-        raise _refused(archive, f"its members are {', '.join(f'`{n}`' for n in names) or 'none'}: a .conda holds metadata.json, one info-*.tar.zst and at most one pkg-*.tar.zst, each once")
+        raise _refused(
+            archive,
+            f"its members are {', '.join(f'`{n}`' for n in names) or 'none'}: a .conda holds metadata.json, one info-*.tar.zst and at most one pkg-*.tar.zst, each once",
+        )
 
 
 def conda_members(archive: Path) -> dict[str, tuple[int, int]]:
@@ -240,10 +269,15 @@ def members(
                         "tar-rs (rattler's reader) and Python's tarfile would see other members: the package is malformed or crafted; nothing was installed",
                     ) from None
     except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
-        raise LockFormatError(f"`{archive.name}` is not a readable conda package: {shown(str(exc))}", "the package's own bytes are damaged: nothing was installed") from None
+        raise LockFormatError(
+            f"`{archive.name}` is not a readable conda package: {shown(str(exc))}",
+            "the package's own bytes are damaged: nothing was installed",
+        ) from None
 
 
-def _read_members(archive: Path, ruled: Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]], read: Callable[[str], bool]) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
+def _read_members(
+    archive: Path, ruled: Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]], read: Callable[[str], bool]
+) -> Iterator[tuple[str, tarfile.TarInfo, bytes | None]]:
     for member, tar in ruled:
         name = entry_name(member)
         wanted = member.isfile() and read(name)

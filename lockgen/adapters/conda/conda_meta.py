@@ -24,7 +24,9 @@ FOLDER = "conda-meta"
 # fields that name the build host (its package store, how files were linked, the request)
 BUILD_HOST_FIELDS = ("extracted_package_dir", "package_tarball_full_path", "link", "requested_spec", "requested_specs")
 _VOLATILE_FIELDS = BUILD_HOST_FIELDS + ("url", "channel")
-_DAMAGED = "the environment's conda-meta was damaged: reinstall that package (a lockgen environment: materialize it again)"
+_DAMAGED = (
+    "the environment's conda-meta was damaged: reinstall that package (a lockgen environment: materialize it again)"
+)
 
 
 def is_record(relative: str) -> bool:
@@ -39,7 +41,9 @@ def records(prefix: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
         try:
             record = nesting.loads(user_files.read_bytes(path))
         except (OSError, ValueError) as exc:
-            raise UserError(f"`{path}` is no conda-meta record: {exc.strerror if isinstance(exc, OSError) else exc}", _DAMAGED) from None
+            raise UserError(
+                f"`{path}` is no conda-meta record: {exc.strerror if isinstance(exc, OSError) else exc}", _DAMAGED
+            ) from None
         if not isinstance(record, dict):
             raise UserError(f"`{path}` is no conda-meta record: not a JSON object", _DAMAGED)
         yield path, record

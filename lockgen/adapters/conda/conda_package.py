@@ -40,7 +40,9 @@ def _payload(archive: Path, unhashed: set[str]) -> tuple[dict[str, bytes], dict[
             content[name] = data
         if member.issym():
             targets[name] = member.linkname
-        executable[name] = executable.get(member.linkname, False) if member.islnk() else member.isfile() and bool(member.mode & 0o111)
+        executable[name] = (
+            executable.get(member.linkname, False) if member.islnk() else member.isfile() and bool(member.mode & 0o111)
+        )
     return content, targets, {name for name, is_executable in executable.items() if is_executable}
 
 
@@ -56,7 +58,10 @@ _PATH_FIELDS: dict[str, tuple[type, ...]] = {
 
 
 def _malformed(label: str, name: str, what: str) -> LockFormatError:
-    return LockFormatError(f"{label} is refused: its {name} {what}", "the package's metadata is malformed (its publisher's build is broken): nothing was installed")
+    return LockFormatError(
+        f"{label} is refused: its {name} {what}",
+        "the package's metadata is malformed (its publisher's build is broken): nothing was installed",
+    )
 
 
 def _info_files(archive: Path, label: str) -> dict[str, bytes]:
@@ -84,16 +89,28 @@ def _info(archive: Path, label: str) -> tuple[list[dict[str, Any]], dict[str, An
     """(paths.json's entries, link.json's noarch table, index.json, has_prefix), their shapes checked."""
     info = _info_files(archive, label)
     if "info/paths.json" not in info:
-        raise LockFormatError(f"{label} has no info/paths.json", "lockgen checks conda packages against their paths.json (conda-build 3 and later write it)")
+        raise LockFormatError(
+            f"{label} has no info/paths.json",
+            "lockgen checks conda packages against their paths.json (conda-build 3 and later write it)",
+        )
     paths = _document(label, "info/paths.json", info["info/paths.json"]).get("paths", [])
     if not isinstance(paths, list) or not all(
-        isinstance(e, dict) and isinstance(e.get("_path"), str) and not isinstance(e.get("size_in_bytes"), bool) and all(isinstance(e[k], types) for k, types in _PATH_FIELDS.items() if k in e)
+        isinstance(e, dict)
+        and isinstance(e.get("_path"), str)
+        and not isinstance(e.get("size_in_bytes"), bool)
+        and all(isinstance(e[k], types) for k, types in _PATH_FIELDS.items() if k in e)
         for e in paths
     ):
-        raise _malformed(label, "info/paths.json", "is not a list of path entries (`_path`, `sha256`, `size_in_bytes`, …)")
+        raise _malformed(
+            label, "info/paths.json", "is not a list of path entries (`_path`, `sha256`, `size_in_bytes`, …)"
+        )
     link = _document(label, "info/link.json", info.get("info/link.json", b"{}")).get("noarch") or {}
     points = link.get("entry_points", []) if isinstance(link, dict) else None
-    if not isinstance(points, list) or not all(isinstance(p, str) for p in points) or not isinstance(link.get("type", ""), str):
+    if (
+        not isinstance(points, list)
+        or not all(isinstance(p, str) for p in points)
+        or not isinstance(link.get("type", ""), str)
+    ):
         raise _malformed(label, "info/link.json", "has no noarch table of a type and entry point strings")
     index = _document(label, "info/index.json", info.get("info/index.json", b"{}"))
     return paths, link, index, info.get("info/has_prefix", b"")
@@ -104,22 +121,34 @@ def _confine(package: LockedPackage, paths: list[dict[str, Any]], has_prefix: by
     links: paths.json `_path`s, has_prefix entries, noarch entry-point names (rattler links what they say)."""
     label = f"`{package.name}` {package.version}"
     links = {e["_path"] for e in paths if e.get("path_type") == "softlink"}
-    named = [e["_path"] for e in paths] + [line.split()[-1] for line in has_prefix.decode("utf-8", "replace").splitlines() if line.strip()]
+    named = [e["_path"] for e in paths] + [
+        line.split()[-1] for line in has_prefix.decode("utf-8", "replace").splitlines() if line.strip()
+    ]
     for path in named:
         try:
             clean = inside("", path, "path")
         except UserError:
             raise LockFormatError(
-                f"{label} is refused: its paths.json or has_prefix names `{shown(path)}`, outside the prefix", "the package tries to write outside the environment; nothing was installed"
+                f"{label} is refused: its paths.json or has_prefix names `{shown(path)}`, outside the prefix",
+                "the package tries to write outside the environment; nothing was installed",
             ) from None
         if in_own_folder(clean):
-            raise LockFormatError(f"{label} is refused: it names `{shown(clean)}`, in {OWN_FOLDER}/, lockgen's record of the environment", "no package may write there; nothing was installed")
+            raise LockFormatError(
+                f"{label} is refused: it names `{shown(clean)}`, in {OWN_FOLDER}/, lockgen's record of the environment",
+                "no package may write there; nothing was installed",
+            )
         through = next((parent for parent in folders_above(clean) if parent in links), None)
         if through is not None:
-            raise LockFormatError(f"{label} is refused: `{shown(clean)}` goes through its own link `{shown(through)}`", "a package may not write through a link; nothing was installed")
+            raise LockFormatError(
+                f"{label} is refused: `{shown(clean)}` goes through its own link `{shown(through)}`",
+                "a package may not write through a link; nothing was installed",
+            )
     for name in points:
         if not name or "/" in name or name in (".", "..") or "\0" in name:
-            raise LockFormatError(f"{label} is refused: entry point name `{shown(name)}` is not a file name in bin/", "the package names a script outside bin/; nothing was installed")
+            raise LockFormatError(
+                f"{label} is refused: entry point name `{shown(name)}` is not a file name in bin/",
+                "the package names a script outside bin/; nothing was installed",
+            )
 
 
 def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
@@ -130,7 +159,12 @@ def read_manifest(archive: Path, package: LockedPackage) -> PackageManifest:
     unhashed = {e["_path"] for e in paths if not e.get("sha256") and e.get("path_type") != "softlink"}
     content, targets_of_links, executable = _payload(archive, unhashed)
     if unhashed:  # older packages state no sha256: taken from the verified archive's own bytes
-        paths = [{**e, "sha256": hashlib.sha256(content[e["_path"]]).hexdigest(), "size_in_bytes": len(content[e["_path"]])} if e["_path"] in content else e for e in paths]
+        paths = [
+            {**e, "sha256": hashlib.sha256(content[e["_path"]]).hexdigest(), "size_in_bytes": len(content[e["_path"]])}
+            if e["_path"] in content
+            else e
+            for e in paths
+        ]
     links = {e["_path"] for e in paths if e.get("path_type") == "softlink"}
     files = tuple(
         ManifestFile(
@@ -172,7 +206,10 @@ def patched_bytes(data: bytes, placeholder: str, prefix: str, text_mode: bool) -
         string = match.group(0)
         replaced = string.replace(old, new)
         if len(replaced) > len(string):
-            raise LockFormatError(f"the prefix {prefix} is longer than the package's placeholder", "use a shorter prefix for binary files with placeholders")
+            raise LockFormatError(
+                f"the prefix {prefix} is longer than the package's placeholder",
+                "use a shorter prefix for binary files with placeholders",
+            )
         return replaced[:-1] + b"\0" * (len(string) - len(replaced) + 1)
 
     return re.sub(re.escape(old) + rb"[^\0]*\0", padded, data)
@@ -184,4 +221,9 @@ def patched_digests(archive: Path, manifest: PackageManifest, prefix: str) -> di
     if not wanted:
         return {}
     contents = _members(archive, "pkg", set(wanted))
-    return {path: hashlib.sha256(patched_bytes(data, wanted[path].placeholder or "", prefix, wanted[path].text_mode)).hexdigest() for path, data in contents.items()}
+    return {
+        path: hashlib.sha256(
+            patched_bytes(data, wanted[path].placeholder or "", prefix, wanted[path].text_mode)
+        ).hexdigest()
+        for path, data in contents.items()
+    }

@@ -45,7 +45,9 @@ from lockgen.model.results import DamagedStoreFolder
 from lockgen.core.env.stat_rules import ctime_stands
 
 STAMPS = ".lockgen-verified"
-STAMP_LAYOUT = 2  # 1 kept ctime among the fields that must match, and no sha256: every environment removed threw the stamps away
+STAMP_LAYOUT = (
+    2  # 1 kept ctime among the fields that must match, and no sha256: every environment removed threw the stamps away
+)
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
@@ -64,7 +66,13 @@ def _signature(path: str) -> list[int] | None:
 def _unchanged(kept: object, now: list[int] | None) -> bool:
     """Whether a file's stamp still holds: the same five fields, and the same ctime where the link count is the one
     recorded (a link made or removed moves both)."""
-    return isinstance(kept, list) and now is not None and len(kept) == len(now) and kept[:5] == now[:5] and ctime_stands(kept[5], now[5], kept[6], now[6])
+    return (
+        isinstance(kept, list)
+        and now is not None
+        and len(kept) == len(now)
+        and kept[:5] == now[:5]
+        and ctime_stands(kept[5], now[5], kept[6], now[6])
+    )
 
 
 @contextlib.contextmanager
@@ -86,7 +94,9 @@ def _write_stamp(stamp_path: Path, manifest: PackageManifest, signatures: dict[s
     stamp_path.parent.mkdir(exist_ok=True)
     partial = stamp_path.with_name(f"{stamp_path.name}.{os.getpid()}.partial")
     digests = {f.path: f.sha256 for f in manifest.files if f.path in signatures}
-    partial.write_text(json.dumps({"layout": STAMP_LAYOUT, "archive": manifest.sha256, "files": signatures, "sha256": digests}))
+    partial.write_text(
+        json.dumps({"layout": STAMP_LAYOUT, "archive": manifest.sha256, "files": signatures, "sha256": digests})
+    )
     os.replace(partial, stamp_path)
 
 
@@ -121,8 +131,16 @@ def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) 
         stamp = json.loads(stamp_path.read_text())
     except (OSError, ValueError):
         stamp = {}
-    kept = stamp.get("files") if isinstance(stamp, dict) and stamp.get("layout") == STAMP_LAYOUT and stamp.get("archive") == manifest.sha256 else None
-    if isinstance(kept, dict) and kept.keys() == signatures.keys() and all(_unchanged(kept[path], now) for path, now in signatures.items()):
+    kept = (
+        stamp.get("files")
+        if isinstance(stamp, dict) and stamp.get("layout") == STAMP_LAYOUT and stamp.get("archive") == manifest.sha256
+        else None
+    )
+    if (
+        isinstance(kept, dict)
+        and kept.keys() == signatures.keys()
+        and all(_unchanged(kept[path], now) for path, now in signatures.items())
+    ):
         return True
     changed = [f.path for f in files if _sha256(folder / f.path) != f.sha256]
     if not changed:
@@ -130,13 +148,19 @@ def _verify_one(cache: Path, package: LockedPackage, manifest: PackageManifest) 
     inodes = {(signature[0], signature[1]) for path in changed if (signature := signatures.get(path)) is not None}
     environments = store_scrub.sharing("conda", inodes, changed)
     stamp_path.unlink(missing_ok=True)
-    return DamagedStoreFolder("conda", folder, tuple(changed), store_scrub.quarantine(folder, "conda"), tuple(environments))
+    return DamagedStoreFolder(
+        "conda", folder, tuple(changed), store_scrub.quarantine(folder, "conda"), tuple(environments)
+    )
 
 
 def _landed_entry(path: str, info: os.stat_result, stated: ManifestFile | None, links: dict[str, str]) -> str | None:
     """Why one extracted path (not under `info/`) is not what paths.json states, or None."""
     if stat.S_ISDIR(info.st_mode):  # a folder above stated paths, or an empty one (a `directory` entry has no hash)
-        return f"`{shown(path)}` is a folder where paths.json states a file" if stated is not None and stated.sha256 else None
+        return (
+            f"`{shown(path)}` is a folder where paths.json states a file"
+            if stated is not None and stated.sha256
+            else None
+        )
     if stated is None:
         return f"`{shown(path)}` landed, and paths.json does not state it"
     if stated.kind == "link":
@@ -168,18 +192,28 @@ def landed_problems(folder: Path, manifest: PackageManifest) -> list[str]:
     problems = []
     for path, info in sorted(landed.items()):
         if path == "info" or path.startswith("info/"):  # the package's metadata, never linked into a prefix
-            if stat.S_ISLNK(info.st_mode) and (links[path].startswith("/") or not stays_inside(os.path.join(os.path.dirname(path), links[path]), links)):
+            if stat.S_ISLNK(info.st_mode) and (
+                links[path].startswith("/") or not stays_inside(os.path.join(os.path.dirname(path), links[path]), links)
+            ):
                 problems.append(f"link `{shown(path)}` -> `{shown(links[path])}` points outside the package")
             elif not (stat.S_ISLNK(info.st_mode) or stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
                 problems.append(f"`{shown(path)}` is neither a file, a link nor a folder")
             continue
         problem = _landed_entry(path, info, stated.get(path), links)
-        if problem is None and stated.get(path) is not None and stated[path].kind == "file" and stated[path].sha256 and stat.S_ISREG(info.st_mode):
+        if (
+            problem is None
+            and stated.get(path) is not None
+            and stated[path].kind == "file"
+            and stated[path].sha256
+            and stat.S_ISREG(info.st_mode)
+        ):
             if _sha256(folder / path) != stated[path].sha256:
                 problem = f"`{shown(path)}` does not have the sha256 paths.json states"
         if problem:
             problems.append(problem)
-    problems += [f"`{shown(path)}` is stated by paths.json and did not land" for path in sorted(stated.keys() - landed.keys())]
+    problems += [
+        f"`{shown(path)}` is stated by paths.json and did not land" for path in sorted(stated.keys() - landed.keys())
+    ]
     return problems
 
 
@@ -205,7 +239,12 @@ def _extract_judged(cache: Path, package: LockedPackage, manifest: PackageManife
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, PackageManifest]], progress: Callable[[str], None], archives: Sequence[Path] | None = None) -> None:
+def verify_extracted(
+    cache: Path,
+    packages: Sequence[tuple[LockedPackage, PackageManifest]],
+    progress: Callable[[str], None],
+    archives: Sequence[Path] | None = None,
+) -> None:
     """Checks every extracted folder the install will link from (a changed one is moved into the quarantine, to be
     extracted again; the environments that share its changed files are named with the command that makes each
     again); with `archives` (one per package), each folder not there (or just moved out) is extracted from its
@@ -219,9 +258,15 @@ def verify_extracted(cache: Path, packages: Sequence[tuple[LockedPackage, Packag
             progress(f"the package cache held changed files of {names}: moved to {moved}; extracting them again")
             for _, found in damaged:
                 for environment in found.environments:
-                    progress(f"{shown(str(environment.prefix), 400)} shares the changed files; make it again: {shown(environment.repair, 800)}")
+                    progress(
+                        f"{shown(str(environment.prefix), 400)} shares the changed files; make it again: {shown(environment.repair, 800)}"
+                    )
         if archives is not None:
-            missing = [(package, manifest, archive) for (package, manifest), archive, found in zip(packages, archives, intact) if found is not True]
+            missing = [
+                (package, manifest, archive)
+                for (package, manifest), archive, found in zip(packages, archives, intact)
+                if found is not True
+            ]
             list(pool.map(lambda item: _extract_judged(cache, *item), missing))  # the first refusal is raised
 
 
@@ -236,7 +281,14 @@ def stamped_folders(cache: Path) -> list[tuple[Path, dict[str, str]]]:
             continue
         digests = stamp.get("sha256") if isinstance(stamp, dict) and stamp.get("layout") == STAMP_LAYOUT else None
         folder = cache / stamp_path.name.removesuffix(".json")
-        if isinstance(digests, dict) and folder.is_dir() and all(isinstance(v, str) and all(part not in ("", ".", "..") for part in k.split("/")) for k, v in digests.items()):
+        if (
+            isinstance(digests, dict)
+            and folder.is_dir()
+            and all(
+                isinstance(v, str) and all(part not in ("", ".", "..") for part in k.split("/"))
+                for k, v in digests.items()
+            )
+        ):
             found.append((folder, digests))
     return found
 

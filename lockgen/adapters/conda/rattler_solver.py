@@ -62,7 +62,10 @@ class ChannelSet:
                 sources.append(self._sparse[key])
         if not sources:
             names = ", ".join(c.name for c in self.channels)
-            raise ChannelError(f"no index for {platform} or noarch in channels {names}", "a channel folder needs <subdir>/repodata.json (noarch at least)")
+            raise ChannelError(
+                f"no index for {platform} or noarch in channels {names}",
+                "a channel folder needs <subdir>/repodata.json (noarch at least)",
+            )
         return sources
 
     def gateway(self) -> Any:
@@ -82,13 +85,25 @@ class ChannelSet:
         """Every record of the named packages for a platform (and noarch), from every channel."""
         if self.all_local:
             return [r for source in self._sparse_for(platform) for name in names for r in source.load_records(name)]
-        groups = _run(self.gateway().query(self._rattler_channels(), [platform, "noarch"], list(names), recursive=False), "reading channels")
+        groups = _run(
+            self.gateway().query(self._rattler_channels(), [platform, "noarch"], list(names), recursive=False),
+            "reading channels",
+        )
         return [r for group in groups for r in group]
 
     def candidates(self, platform: str, names: tuple[str, ...]) -> list[CandidateBuild]:
         """Every build of the named packages the channels offer for a platform."""
         records = self._records(platform, names)
-        return [CandidateBuild(name=r.name.normalized, version=str(r.version), build=str(r.build), channel=self._lock_url(r), depends=tuple(r.depends)) for r in records]
+        return [
+            CandidateBuild(
+                name=r.name.normalized,
+                version=str(r.version),
+                build=str(r.build),
+                channel=self._lock_url(r),
+                depends=tuple(r.depends),
+            )
+            for r in records
+        ]
 
     def index_digests(self, platform: str, specs: tuple[str, ...]) -> dict[str, str]:
         """The digest of every index a solve for `platform` reads, keyed `channel/subdir`."""
@@ -109,17 +124,28 @@ class ChannelSet:
         however many targets ask."""
         key = (platform, specs)
         if key not in self._closures:
-            groups = _run(self.gateway().query(self._rattler_channels(remote), [platform, "noarch"], list(specs), recursive=True), "reading channels")
+            groups = _run(
+                self.gateway().query(self._rattler_channels(remote), [platform, "noarch"], list(specs), recursive=True),
+                "reading channels",
+            )
             digests = {}
             for channel, records in zip(remote, groups):
                 for subdir in (platform, "noarch"):
-                    lines = sorted(f"{r.file_name} {r.sha256.hex() if r.sha256 else r.md5.hex() if r.md5 else ''}" for r in records if r.subdir == subdir)
+                    lines = sorted(
+                        f"{r.file_name} {r.sha256.hex() if r.sha256 else r.md5.hex() if r.md5 else ''}"
+                        for r in records
+                        if r.subdir == subdir
+                    )
                     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
                     digests[index_key(channel, subdir)] = "closure-sha256:" + digest
             self._closures[key] = digests
         return self._closures[key]
 
-    def solve_all(self, jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]], on_done: Callable[[SolveRequest, int, float], None] = lambda *_: None) -> list[list[LockedPackage]]:
+    def solve_all(
+        self,
+        jobs: list[tuple[SolveRequest, list[tuple[str, str, str]] | None]],
+        on_done: Callable[[SolveRequest, int, float], None] = lambda *_: None,
+    ) -> list[list[LockedPackage]]:
         """Solves every request concurrently (rattler solves off the event loop, so targets share the
         cores); results come back in request order, and the first failing request in that order raises."""
         coroutines = [self._timed(request, self._coroutine(request, pinned), on_done) for request, pinned in jobs]
@@ -141,16 +167,27 @@ class ChannelSet:
         return records
 
     def _coroutine(self, request: SolveRequest, pinned: list[tuple[str, str, str]] | None) -> Any:
-        virtual = [GenericVirtualPackage(PackageName(v.name), Version(v.version), BuildString(v.build)) for v in request.virtual_packages]
+        virtual = [
+            GenericVirtualPackage(PackageName(v.name), Version(v.version), BuildString(v.build))
+            for v in request.virtual_packages
+        ]
         try:
             specs = [MatchSpec(s) for s in request.specs]
             constraints = [MatchSpec(s) for s in request.constraints]
         except Exception as exc:  # rattler raises its own parse error types
-            raise UserError(f"{request.label}: invalid match spec: {exc}", "check [dependencies] in stack.toml (conda match-spec syntax)") from None
+            raise UserError(
+                f"{request.label}: invalid match spec: {exc}",
+                "check [dependencies] in stack.toml (conda match-spec syntax)",
+            ) from None
         pinned_records = self._pinned_records(request.platform, pinned or [])
         if self.all_local:
             return rattler.solve_with_sparse_repodata(
-                specs, self._sparse_for(request.platform), virtual_packages=virtual, constraints=constraints, pinned_packages=pinned_records, exclude_newer=self.exclude_newer
+                specs,
+                self._sparse_for(request.platform),
+                virtual_packages=virtual,
+                constraints=constraints,
+                pinned_packages=pinned_records,
+                exclude_newer=self.exclude_newer,
             )
         return rattler.solve(
             self._rattler_channels(),
@@ -179,7 +216,9 @@ class ChannelSet:
             platform=platform,
             dependencies=dependency_map(record.depends),
             url=self._lock_url(record),
-            hash=PackageHash.model_construct(md5=record.md5.hex() if record.md5 else None, sha256=record.sha256.hex() if record.sha256 else None),
+            hash=PackageHash.model_construct(
+                md5=record.md5.hex() if record.md5 else None, sha256=record.sha256.hex() if record.sha256 else None
+            ),
             build=str(record.build),
             category="main",
             optional=False,
@@ -215,7 +254,10 @@ def _classify(exc: BaseException, context: str, request_label: str = "") -> Exce
         return UnsatisfiableError(f"{context}: no solution", text, request_label)
     first = text.splitlines()[0] if text else kind
     if "Fetch" in kind or "Gateway" in kind or "connect" in text.lower() or "io error" in text.lower():
-        return ChannelError(f"{context}: cannot read channel: {first}", "check the channel URL and the network, or use --channel-alias NAME=PATH for a local mirror")
+        return ChannelError(
+            f"{context}: cannot read channel: {first}",
+            "check the channel URL and the network, or use --channel-alias NAME=PATH for a local mirror",
+        )
     return ChannelError(f"{context}: {kind}: {first}", "run with -v for details")
 
 

@@ -39,7 +39,9 @@ MAX_DOCUMENT = 4 << 20  # a manifest or an index: the distribution-spec's 4 MB
 MAX_BLOB = 64 << 20  # an envelope or an SBOM
 MAX_REFERRER_PAGES = 32
 DEADLINE_HINT = "the registry is too slow or keeps sending; check it and retry"
-ACCEPT_MANIFESTS = ", ".join((MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE))
+ACCEPT_MANIFESTS = ", ".join(
+    (MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE)
+)
 LOGIN_HINT = "log in with `skopeo login HOST` (lockgen reads the containers auth files and ~/.docker/config.json), and check the reference"
 
 
@@ -75,7 +77,9 @@ class Registry:
             self._scheme = "https"
             if self._insecure:
                 try:
-                    self._open(urllib.request.Request(f"https://{self.reference.host}/v2/"), 1 << 16)  # any answer: https
+                    self._open(
+                        urllib.request.Request(f"https://{self.reference.host}/v2/"), 1 << 16
+                    )  # any answer: https
                 except (urllib.error.URLError, OSError, HostError):  # no TLS there (or none within the deadline)
                     self._scheme = "http"
         return f"{self._scheme}://{self.reference.host}/v2/{self.reference.repository}"
@@ -91,7 +95,14 @@ class Registry:
                 return Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
 
     def _send(
-        self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None, limit: int = MAX_DOCUMENT, challenged: bool = False, seconds: float | None = None
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        limit: int = MAX_DOCUMENT,
+        challenged: bool = False,
+        seconds: float | None = None,
     ) -> Answer:
         """One request, sent once more after a 401 challenge the credentials can meet; any status returned."""
         request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
@@ -101,7 +112,10 @@ class Registry:
             answer = self._open(request, limit, seconds)
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise HostError(f"cannot reach the registry at {scrub_url(url)}: {reason}", "check the host and port, and pass --insecure for a plain-HTTP registry") from None
+            raise HostError(
+                f"cannot reach the registry at {scrub_url(url)}: {reason}",
+                "check the host and port, and pass --insecure for a plain-HTTP registry",
+            ) from None
         if answer.status == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
             return self._send(method, url, body, headers, limit, True, seconds)
         return answer
@@ -121,7 +135,9 @@ class Registry:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if k in ("service", "scope")})
         request = urllib.request.Request(urllib.parse.urlunsplit(realm._replace(query=query)))
         if pair is not None and (realm.scheme == "https" or realm.netloc == self.reference.host):
-            request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode())
+            request.add_unredirected_header(
+                "Authorization", "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode()
+            )
         try:
             answer = self._open(request, 1 << 20)
             document = json.loads(answer.body) if answer.status == 200 else None
@@ -139,8 +155,14 @@ class Registry:
         except (ValueError, AttributeError):
             codes = []
         named = f" ({', '.join(str(c) for c in codes)})" if codes else ""
-        hint = LOGIN_HINT if answer.status in (401, 403) else "check the reference and that the registry accepts OCI 1.1 artifacts"
-        return HostError(f"{what}: {self.reference.host} answered {answer.status}{named}", hint.replace("HOST", self.reference.host))
+        hint = (
+            LOGIN_HINT
+            if answer.status in (401, 403)
+            else "check the reference and that the registry accepts OCI 1.1 artifacts"
+        )
+        return HostError(
+            f"{what}: {self.reference.host} answered {answer.status}{named}", hint.replace("HOST", self.reference.host)
+        )
 
     # -- manifests and blobs ---------------------------------------------------------------------------
     def manifest(self, reference: str) -> tuple[bytes, str] | None:
@@ -151,7 +173,10 @@ class Registry:
         if answer.status != 200:
             raise self._refused(f"reading the manifest {self.reference.name}:{reference}", answer)
         if reference.startswith("sha256:") and "sha256:" + hashlib.sha256(answer.body).hexdigest() != reference:
-            raise LockFormatError(f"the registry served other bytes for manifest {reference}", "the registry or something between is altering content; use another")
+            raise LockFormatError(
+                f"the registry served other bytes for manifest {reference}",
+                "the registry or something between is altering content; use another",
+            )
         media_type = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
         try:
             stated = json.loads(answer.body).get("mediaType")
@@ -164,7 +189,10 @@ class Registry:
         if answer.status != 200:
             raise self._refused(f"reading blob {digest[:19]}…", answer)
         if "sha256:" + hashlib.sha256(answer.body).hexdigest() != digest:
-            raise LockFormatError(f"the registry served other bytes for blob {digest}", "the registry or something between is altering content; use another")
+            raise LockFormatError(
+                f"the registry served other bytes for blob {digest}",
+                "the registry or something between is altering content; use another",
+            )
         return answer.body
 
     def push_blob(self, data: bytes) -> None:
@@ -216,7 +244,9 @@ class Registry:
     def blob_stream(self, digest: str) -> Iterator["CheckedStream"]:
         """The blob's bytes as a stream, read as the caller reads (bounded memory); `verify()` at its end."""
         url = f"{self._base()}/blobs/{digest}"
-        with Deadline(transfer_deadline_s(), f"reading blob {digest[:19]}… from {scrub_url(url)}", DEADLINE_HINT) as clock:
+        with Deadline(
+            transfer_deadline_s(), f"reading blob {digest[:19]}… from {scrub_url(url)}", DEADLINE_HINT
+        ) as clock:
             for challenged in (False, True):
                 request = urllib.request.Request(url)
                 if self._authorization:
@@ -226,12 +256,17 @@ class Registry:
                     break
                 except urllib.error.HTTPError as error:
                     answer = Answer(error.code, error.headers, _bounded(error, 1 << 16, url))
-                    if error.code == 401 and not challenged and self._authorize(answer.headers.get("WWW-Authenticate", "")):
+                    if (
+                        error.code == 401
+                        and not challenged
+                        and self._authorize(answer.headers.get("WWW-Authenticate", ""))
+                    ):
                         continue
                     raise self._refused(f"reading blob {digest[:19]}…", answer) from None
                 except (urllib.error.URLError, OSError) as error:
                     raise HostError(
-                        f"cannot reach the registry at {scrub_url(url)}: {getattr(error, 'reason', error)}", "check the host and port, and pass --insecure for a plain-HTTP registry"
+                        f"cannot reach the registry at {scrub_url(url)}: {getattr(error, 'reason', error)}",
+                        "check the host and port, and pass --insecure for a plain-HTTP registry",
                     ) from None
             with response:
                 yield CheckedStream(response, digest, max_download_bytes())
@@ -256,12 +291,18 @@ class Registry:
                 index = json.loads(answer.body)
                 manifests += index["manifests"]
             except (ValueError, TypeError, KeyError):
-                raise LockFormatError("the registry's referrers answer is not an image index", "the registry does not follow the distribution-spec; use another") from None
+                raise LockFormatError(
+                    "the registry's referrers answer is not an image index",
+                    "the registry does not follow the distribution-spec; use another",
+                ) from None
             following = re.search(r'<([^>]+)>;\s*rel="?next"?', answer.headers.get("Link") or "")
             if not following:
                 return {**index, "manifests": manifests}
             url = urllib.parse.urljoin(url, following.group(1))
-        raise HostError(f"the referrers of {digest[:19]}… run past {MAX_REFERRER_PAGES} pages", "the registry keeps answering `Link: next`; report it to its operator")
+        raise HostError(
+            f"the referrers of {digest[:19]}… run past {MAX_REFERRER_PAGES} pages",
+            "the registry keeps answering `Link: next`; report it to its operator",
+        )
 
 
 class CheckedStream(io.RawIOBase):
@@ -286,11 +327,16 @@ class CheckedStream(io.RawIOBase):
         for _ in iter(lambda: self.read(1 << 20), b""):
             pass
         if "sha256:" + self._hasher.hexdigest() != self._digest:
-            raise LockFormatError(f"the registry served other bytes for blob {self._digest}", "the registry or something between is altering content; use another")
+            raise LockFormatError(
+                f"the registry served other bytes for blob {self._digest}",
+                "the registry or something between is altering content; use another",
+            )
 
 
 def _bounded(response, limit: int, url: str) -> bytes:
     data = response.read(limit + 1)
     if len(data) > limit:
-        raise UserError(f"{scrub_url(url)} answered more than {limit >> 20} MiB", "this is not an attestation lockgen wrote")
+        raise UserError(
+            f"{scrub_url(url)} answered more than {limit >> 20} MiB", "this is not an attestation lockgen wrote"
+        )
     return data

@@ -45,7 +45,10 @@ def credential(host: str, repository: str) -> tuple[str, str] | None:
         try:
             document = nesting.loads(user_files.read_bytes(path, user_files.STACK_LIMIT, "auth file").decode("utf-8"))
         except (OSError, ValueError) as exc:
-            raise UserError(f"cannot read the registry auth file `{path}` ({type(exc).__name__})", 'it must be JSON: {"auths": {"HOST": {"auth": "<base64 of user:password>"}}}') from None
+            raise UserError(
+                f"cannot read the registry auth file `{path}` ({type(exc).__name__})",
+                'it must be JSON: {"auths": {"HOST": {"auth": "<base64 of user:password>"}}}',
+            ) from None
         auths = document.get("auths") if isinstance(document, dict) else None
         entries = {_normalised(k): v for k, v in (auths or {}).items() if isinstance(k, str) and isinstance(v, dict)}
         for key in wanted:
@@ -61,5 +64,8 @@ def _pair(encoded: str, path: Path, key: str) -> tuple[str, str]:
     except (binascii.Error, ValueError):
         user, colon, password = "", "", ""
     if not colon:
-        raise UserError(f"the auth entry for `{key}` in `{path}` is not base64 of user:password", f"log in again: `skopeo login {key.split('/')[0]}`")
+        raise UserError(
+            f"the auth entry for `{key}` in `{path}` is not base64 of user:password",
+            f"log in again: `skopeo login {key.split('/')[0]}`",
+        )
     return user, password

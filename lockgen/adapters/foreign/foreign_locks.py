@@ -28,7 +28,9 @@ from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
 
 _PEP751 = re.compile(r"^lock-version\s*=", re.M)  # a PEP 751 file by its content, whatever its name
 _PACKAGES = re.compile(r"^\[\[packages\]\]", re.M)
-_PIP_LINE = re.compile(r"# pip (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*) @ (?P<url>[^#\s]+)(#sha256=(?P<sha256>[0-9a-f]{64}))?\s*")
+_PIP_LINE = re.compile(
+    r"# pip (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*) @ (?P<url>[^#\s]+)(#sha256=(?P<sha256>[0-9a-f]{64}))?\s*"
+)
 _SDIST = re.compile(r"\.(tar\.gz|zip|tar\.bz2)$")
 SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
 
@@ -69,10 +71,16 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
         pyproject = project_beside(path, project)
         if uv.project is None and pyproject:
             uv = replace(uv, project=read_uv_project(pyproject))
-        pinned = pinned_python(list(dict.fromkeys([pyproject.parent, path.parent] if pyproject else [path.parent]))) if uv.python is None else None
+        pinned = (
+            pinned_python(list(dict.fromkeys([pyproject.parent, path.parent] if pyproject else [path.parent])))
+            if uv.python is None
+            else None
+        )
         if pinned is not None:  # uv takes the workspace's pin before requires-python
             uv = replace(uv, python=pinned[0])
-            said = (f"CPython {pinned[0]} from {pinned[1].name} beside the {'pyproject.toml' if pyproject else 'lock'}, as uv picks it (--python overrides)",)
+            said = (
+                f"CPython {pinned[0]} from {pinned[1].name} beside the {'pyproject.toml' if pyproject else 'lock'}, as uv picks it (--python overrides)",
+            )
     try:
         if form == "uv.lock":  # the text is not held while the walk runs: the parsed document is what it reads
             document = read_uv_toml(text)
@@ -82,16 +90,24 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
             found = _read(form, path, text, environment, uv, digest)
         return replace(found, assumed=said + found.assumed) if said else found
     except RecursionError:  # nested past the reader: no lock of any tool is
-        raise LockFormatError(f"`{path}` is a malformed {form}: nested deeper than a reader goes", f"it was edited or cut short: use the file {_producer(form)} wrote") from None
+        raise LockFormatError(
+            f"`{path}` is a malformed {form}: nested deeper than a reader goes",
+            f"it was edited or cut short: use the file {_producer(form)} wrote",
+        ) from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
         # tomllib's errors too; the readers' own errors (LockgenError) pass through
-        raise LockFormatError(f"`{path}` is a malformed {form}: {_what_broke(exc)}", f"it was edited or cut short: use the file {_producer(form)} wrote") from None
+        raise LockFormatError(
+            f"`{path}` is a malformed {form}: {_what_broke(exc)}",
+            f"it was edited or cut short: use the file {_producer(form)} wrote",
+        ) from None
 
 
 def _format_of(path: Path, text: str) -> str:
     if "@EXPLICIT" in text.splitlines():
         return "@EXPLICIT file"
-    if (path.name.startswith("pylock.") and path.suffix == ".toml") or (_PEP751.search(text) and _PACKAGES.search(text)):
+    if (path.name.startswith("pylock.") and path.suffix == ".toml") or (
+        _PEP751.search(text) and _PACKAGES.search(text)
+    ):
         return "pylock.toml"
     if path.suffix == ".lock" and text.lstrip().startswith("version = "):
         return "uv.lock"
@@ -99,7 +115,9 @@ def _format_of(path: Path, text: str) -> str:
 
 
 def _producer(form: str) -> str:
-    return {"@EXPLICIT file": "conda list --explicit", "uv.lock": "uv lock", "pylock.toml": "its installer"}.get(form, "pixi or conda-lock")
+    return {"@EXPLICIT file": "conda list --explicit", "uv.lock": "uv lock", "pylock.toml": "its installer"}.get(
+        form, "pixi or conda-lock"
+    )
 
 
 def _what_broke(exc: Exception) -> str:
@@ -123,7 +141,9 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
         import tomllib
 
         read, left, python, unhashed = read_pylock(tomllib.loads(text), uv)
-        return Imported(f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left, python=python, unhashed=unhashed)
+        return Imported(
+            f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left, python=python, unhashed=unhashed
+        )
     import yaml
 
     try:
@@ -132,19 +152,28 @@ def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoic
         mark = getattr(exc, "problem_mark", None)
         if text.lstrip().startswith("version:") and "environments:" in text:
             raise LockFormatError(
-                f"`{path}` looks like a truncated or damaged pixi.lock" + (f" at line {mark.line + 1}" if mark is not None else "") + f": {str(exc).splitlines()[0]}",
+                f"`{path}` looks like a truncated or damaged pixi.lock"
+                + (f" at line {mark.line + 1}" if mark is not None else "")
+                + f": {str(exc).splitlines()[0]}",
                 "use the pixi.lock pixi wrote (pixi lock)",
             ) from None
         raise LockFormatError(
-            f"`{path}` is neither a known lock format nor valid YAML{yaml_problem(exc)}", "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file"
+            f"`{path}` is neither a known lock format nor valid YAML{yaml_problem(exc)}",
+            "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file",
         ) from None
     if isinstance(data, dict) and "environments" in data and "packages" in data:
         return _pixi(data, environment, digest)
     if isinstance(data, dict) and "environments" in data and data.get("version") in (4, 5, 6, 7):
-        raise LockFormatError(f"`{path}` looks like a truncated pixi.lock: it has environments but no packages section", "it was cut short: use the pixi.lock pixi wrote (pixi lock)")
+        raise LockFormatError(
+            f"`{path}` looks like a truncated pixi.lock: it has environments but no packages section",
+            "it was cut short: use the pixi.lock pixi wrote (pixi lock)",
+        )
     if isinstance(data, dict) and data.get("version") == 1 and "package" in data:
         return _conda_lock(data, digest, path)
-    raise LockFormatError(f"`{path}` is not a lock format lockgen imports", "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1), pylock.toml (PEP 751) or an @EXPLICIT file")
+    raise LockFormatError(
+        f"`{path}` is not a lock format lockgen imports",
+        "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1), pylock.toml (PEP 751) or an @EXPLICIT file",
+    )
 
 
 def _split_conda_file(url: str) -> tuple[str, str, str, str]:
@@ -154,14 +183,19 @@ def _split_conda_file(url: str) -> tuple[str, str, str, str]:
     stem = re.sub(r"\.(conda|tar\.bz2)$", "", file_name)
     pieces = stem.rsplit("-", 2)
     if len(parts) < 2 or len(pieces) != 3:
-        raise LockFormatError(f"`{shown(url)}` does not name a conda archive (subdir/name-version-build.conda)", "each conda entry's URL ends in its archive's file name")
+        raise LockFormatError(
+            f"`{shown(url)}` does not name a conda archive (subdir/name-version-build.conda)",
+            "each conda entry's URL ends in its archive's file name",
+        )
     return parts[-2], pieces[0], pieces[1], pieces[2]
 
 
 def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
     """The conda archives of an @EXPLICIT file, and the `# pip NAME @ URL#sha256=HASH` lines conda-lock writes
     below them (its pip packages, for `pip install` after the conda ones)."""
-    platform = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None)
+    platform = next(
+        (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None
+    )
     if platform is None:
         raise LockFormatError(f"`{path}` has no `# platform:` line", "explicit files name their platform in a comment")
     packages: list[LockedPackage] = []
@@ -171,7 +205,10 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
         if line.startswith("# pip "):
             found = _PIP_LINE.fullmatch(line)
             if found is None:
-                raise LockFormatError(f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`", "use the file `conda-lock render --kind explicit` wrote")
+                raise LockFormatError(
+                    f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`",
+                    "use the file `conda-lock render --kind explicit` wrote",
+                )
             pip = _pip_entry(found["name"], None, found["url"], PackageHash(sha256=found["sha256"]), platform)
             _sort_into(pip, packages, skipped)
             continue
@@ -179,12 +216,22 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
             continue
         url, _, digest = line.partition("#")
         _, name, version, build = _split_conda_file(url)
-        hashes = PackageHash(sha256=digest.removeprefix("sha256:")) if digest.startswith("sha256:") or len(digest) == 64 else PackageHash(md5=digest or None)
-        packages.append(LockedPackage(name=name, version=version, manager="conda", platform=platform, url=url, hash=hashes, build=build))
+        hashes = (
+            PackageHash(sha256=digest.removeprefix("sha256:"))
+            if digest.startswith("sha256:") or len(digest) == 64
+            else PackageHash(md5=digest or None)
+        )
+        packages.append(
+            LockedPackage(
+                name=name, version=version, manager="conda", platform=platform, url=url, hash=hashes, build=build
+            )
+        )
     return packages, skipped
 
 
-def _pip_entry(name: str, version: str | None, url: str, hashes: PackageHash, platform: str, **fields: Any) -> LockedPackage | str:
+def _pip_entry(
+    name: str, version: str | None, url: str, hashes: PackageHash, platform: str, **fields: Any
+) -> LockedPackage | str:
     """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
     gives none), or why it cannot be one: not a wheel (an sdist is built on install), or no hash."""
     file_name = wheel_file_name(url)
@@ -196,7 +243,9 @@ def _pip_entry(name: str, version: str | None, url: str, hashes: PackageHash, pl
         return f"{label} is {what}: {shown(file_name)}; lockgen locks wheels only"
     if not (hashes.sha256 or hashes.md5):
         return f"{label} has no hash in the file ({shown(file_name)}): lockgen pins every archive by its hash"
-    return LockedPackage(name=name, version=version or wheel.version, manager="pip", platform=platform, url=url, hash=hashes, **fields)
+    return LockedPackage(
+        name=name, version=version or wheel.version, manager="pip", platform=platform, url=url, hash=hashes, **fields
+    )
 
 
 def _sort_into(found: LockedPackage | str, packages: list[LockedPackage], skipped: list[str]) -> None:
@@ -210,17 +259,30 @@ def _sort_into(found: LockedPackage | str, packages: list[LockedPackage], skippe
 def _conda_lock(data: dict[str, Any], digest: str, path: Path) -> Imported:
     """A conda-lock.yml read by the one v1 reader (`lockfile_yaml.v1_lock`); its pip entries are kept when they
     are wheels with a hash, and a conda entry without a `build` (conda-lock writes none) takes its archive's."""
-    entries = [{k: v for k, v in e.items() if k != "source"} if isinstance(e, dict) else e for e in data["package"] or []]
+    entries = [
+        {k: v for k, v in e.items() if k != "source"} if isinstance(e, dict) else e for e in data["package"] or []
+    ]
     lock = v1_lock({**data, "package": entries}, str(path), "use the conda-lock.yml conda-lock wrote")
     packages: list[LockedPackage] = []
     skipped: list[str] = []
     for entry in lock.package:
         if entry.manager == "pip":
-            pip = _pip_entry(entry.name, entry.version, entry.url, entry.hash, entry.platform, dependencies=entry.dependencies, category=entry.category, optional=entry.optional)
+            pip = _pip_entry(
+                entry.name,
+                entry.version,
+                entry.url,
+                entry.hash,
+                entry.platform,
+                dependencies=entry.dependencies,
+                category=entry.category,
+                optional=entry.optional,
+            )
             _sort_into(pip, packages, skipped)
             continue
         packages.append(entry if entry.build else entry.model_copy(update={"build": _split_conda_file(entry.url)[3]}))
-    return Imported("conda-lock.yml v1", tuple(c.url for c in lock.metadata.channels), tuple(packages), digest, tuple(skipped))
+    return Imported(
+        "conda-lock.yml v1", tuple(c.url for c in lock.metadata.channels), tuple(packages), digest, tuple(skipped)
+    )
 
 
 def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Imported:
@@ -238,7 +300,9 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
         records[key] = record
     if not env.get("packages"):
         others = [n for n, e in environments.items() if e.get("packages")]
-        raise UserError(f"pixi environment `{name}` holds no packages", f"name one with --environment: {', '.join(others)}")
+        raise UserError(
+            f"pixi environment `{name}` holds no packages", f"name one with --environment: {', '.join(others)}"
+        )
     declared = {p["name"]: p for p in data.get("platforms") or [] if isinstance(p, dict) and "name" in p}  # v7
     packages: list[LockedPackage] = []
     skipped: list[str] = []
@@ -304,4 +368,13 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
 
 def _uv(document: dict[str, Any], choices: UvChoices, digest: str) -> Imported:
     found = read_uv_lock(document, choices)
-    return Imported(f"uv.lock v1 (CPython {found.python})", (), found.packages, digest, found.skipped, assumed=found.assumed, python=found.python, unhashed=found.unhashed)
+    return Imported(
+        f"uv.lock v1 (CPython {found.python})",
+        (),
+        found.packages,
+        digest,
+        found.skipped,
+        assumed=found.assumed,
+        python=found.python,
+        unhashed=found.unhashed,
+    )

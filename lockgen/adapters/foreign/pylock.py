@@ -12,23 +12,41 @@ from typing import Any
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from lockgen.adapters.pypi.python_wheels import PLATFORMS, UnhashedWheel, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
+from lockgen.adapters.pypi.python_wheels import (
+    PLATFORMS,
+    UnhashedWheel,
+    best_wheel,
+    checked_glibc,
+    environment_of,
+    no_wheel_reason,
+    python_within,
+)
 from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 
 
-def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedPackage, ...], tuple[str, ...], str, tuple[UnhashedWheel, ...]]:
+def read_pylock(
+    data: dict[str, Any], choices: UvChoices
+) -> tuple[tuple[LockedPackage, ...], tuple[str, ...], str, tuple[UnhashedWheel, ...]]:
     """(packages, what could not come over, the CPython X.Y chosen, the chosen wheels without a sha256)."""
     version = str(data.get("lock-version", ""))
     if not version.startswith("1."):
-        raise LockFormatError(f"pylock.toml lock-version {version!r} is not supported", "lockgen reads lock-version 1.x (PEP 751)")
+        raise LockFormatError(
+            f"pylock.toml lock-version {version!r} is not supported", "lockgen reads lock-version 1.x (PEP 751)"
+        )
     glibc = checked_glibc(choices.glibc)
     python = python_within(str(data.get("requires-python", "")), choices.python)
     known_extras, known_groups = set(data.get("extras", [])), set(data.get("dependency-groups", []))
-    for kind, chosen, known in (("extra", set(choices.extras), known_extras), ("dependency group", set(choices.groups), known_groups)):
+    for kind, chosen, known in (
+        ("extra", set(choices.extras), known_extras),
+        ("dependency group", set(choices.groups), known_groups),
+    ):
         if chosen - known:
-            raise UserError(f"the pylock.toml has no {kind} {', '.join(sorted(chosen - known))}", f"it has: {', '.join(sorted(known)) or 'none'}")
+            raise UserError(
+                f"the pylock.toml has no {kind} {', '.join(sorted(chosen - known))}",
+                f"it has: {', '.join(sorted(known)) or 'none'}",
+            )
     extras = known_extras if choices.all_extras else set(choices.extras)
     groups = set(choices.groups) | (set(data.get("default-groups", [])) if choices.dev else set())
     packages, skipped, unhashed = [], [], []
@@ -39,7 +57,9 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
             skipped.append(f"{platform}: the file's environments do not include it ({'; '.join(environments)})")
             continue
         for entry in data.get("packages", []):
-            if not _holds(entry.get("marker"), environment) or not _python_ok(entry.get("requires-python"), python.full):
+            if not _holds(entry.get("marker"), environment) or not _python_ok(
+                entry.get("requires-python"), python.full
+            ):
                 continue
             label = f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
             reason = _not_convertible(entry)
@@ -53,9 +73,26 @@ def read_pylock(data: dict[str, Any], choices: UvChoices) -> tuple[tuple[LockedP
                 continue
             sha256 = (wheel.get("hashes") or {}).get("sha256")
             if not sha256:
-                unhashed.append(UnhashedWheel(platform, entry["name"], str(entry.get("version", "")), wheel["url"], str(entry.get("index", ""))))
+                unhashed.append(
+                    UnhashedWheel(
+                        platform,
+                        entry["name"],
+                        str(entry.get("version", "")),
+                        wheel["url"],
+                        str(entry.get("index", "")),
+                    )
+                )
                 continue
-            packages.append(LockedPackage(name=entry["name"], version=str(entry.get("version", "")), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256)))
+            packages.append(
+                LockedPackage(
+                    name=entry["name"],
+                    version=str(entry.get("version", "")),
+                    manager="pip",
+                    platform=platform,
+                    url=wheel["url"],
+                    hash=PackageHash(sha256=sha256),
+                )
+            )
     return tuple(packages), tuple(skipped), python.shown, tuple(unhashed)
 
 
@@ -79,7 +116,9 @@ def _python_ok(requires: str | None, python: str) -> bool:
 
 def _not_convertible(entry: dict[str, Any]) -> str | None:
     if "vcs" in entry:
-        return f"comes from {entry['vcs'].get('type', 'a VCS')} ({entry['vcs'].get('url', '?')}): build a wheel and pin it"
+        return (
+            f"comes from {entry['vcs'].get('type', 'a VCS')} ({entry['vcs'].get('url', '?')}): build a wheel and pin it"
+        )
     if "directory" in entry:
         return f"is a local directory ({entry['directory'].get('path', '?')}): build a wheel and pin it"
     if "archive" in entry:

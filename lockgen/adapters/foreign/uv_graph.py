@@ -43,10 +43,14 @@ class UvGraph:
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
     # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
-    edges: dict[int, tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(default_factory=dict, compare=False, repr=False)
+    edges: dict[int, tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
     # package's dependency is most often listed again under its extras)
-    alike: dict[tuple[str, tuple[str, ...]], tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(default_factory=dict, compare=False, repr=False)
+    alike: dict[tuple[str, tuple[str, ...]], tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
@@ -56,9 +60,19 @@ class UvGraph:
         members = [normalize(name) for name in (data.get("manifest") or {}).get("members", [])]
         members = members or sorted(name for name, group in entries.items() if any(is_local_project(e) for e in group))
         if not members:
-            raise LockFormatError("uv.lock names no project of its own (no virtual or editable package)", "import a uv.lock written by `uv lock` in a project")
+            raise LockFormatError(
+                "uv.lock names no project of its own (no virtual or editable package)",
+                "import a uv.lock written by `uv lock` in a project",
+            )
         conflicts = tuple(
-            tuple((normalize(c.get("package", "")), "extra" if "extra" in c else "group", normalize(c.get("extra") or c.get("group", ""))) for c in conflict)
+            tuple(
+                (
+                    normalize(c.get("package", "")),
+                    "extra" if "extra" in c else "group",
+                    normalize(c.get("extra") or c.get("group", "")),
+                )
+                for c in conflict
+            )
             for conflict in data.get("conflicts") or []
         )
         return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
@@ -66,7 +80,10 @@ class UvGraph:
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
         if not found:
-            raise LockFormatError(f"uv.lock lists `{name}` as a workspace member but holds no local package of that name", "the file was edited or cut short: use the one `uv lock` wrote")
+            raise LockFormatError(
+                f"uv.lock lists `{name}` as a workspace member but holds no local package of that name",
+                "the file was edited or cut short: use the one `uv lock` wrote",
+            )
         return found[0]
 
 
@@ -111,7 +128,9 @@ def activated(graph: UvGraph, starts: list[Node], environment: dict[str, str]) -
             return frozenset(active)
 
 
-def installed(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: frozenset[str]) -> dict[str, dict[str, Any]]:
+def installed(
+    graph: UvGraph, starts: list[Node], environment: dict[str, str], active: frozenset[str]
+) -> dict[str, dict[str, Any]]:
     """Every package reached from the starts along edges whose markers hold: normalized name -> its entry."""
     refuse_conflicting(graph, active)
     return _traverse(graph, starts, environment, set(active), grow=False)
@@ -122,7 +141,10 @@ def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
     for conflict in graph.conflicts:
         on = sorted({c for c in conflict if item(*c) in active})
         if len(on) > 1:
-            listed = " and ".join(f"`{package}[{name}]`" if kind == "extra" else f"`{package}:{name}` (group)" for package, kind, name in on)
+            listed = " and ".join(
+                f"`{package}[{name}]`" if kind == "extra" else f"`{package}:{name}` (group)"
+                for package, kind, name in on
+            )
             others = len({package for package, _, _ in on}) > 1
             raise UserError(
                 f"the lock declares {listed} conflicting ([tool.uv] conflicts): they cannot be installed together",
@@ -130,7 +152,14 @@ def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
             )
 
 
-def _traverse(graph: UvGraph, starts: list[Node], environment: dict[str, str], active: set[str], grow: bool, unsettled: list[bool] | None = None) -> dict[str, dict[str, Any]]:
+def _traverse(
+    graph: UvGraph,
+    starts: list[Node],
+    environment: dict[str, str],
+    active: set[str],
+    grow: bool,
+    unsettled: list[bool] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
     when it holds, activates them (in `active`). `unsettled` is given an entry when a verdict of this walk could
     change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
@@ -177,28 +206,41 @@ def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[s
         by_name = "version" not in edge and "source" not in edge  # what it names follows from its name and extras
         known = graph.alike.get((edge["name"], extras)) if by_name else None
         if known is None:
-            known = (frozenset(item(edge["name"], "extra", extra) for extra in extras), extras, _candidates(edge, graph))
+            known = (
+                frozenset(item(edge["name"], "extra", extra) for extra in extras),
+                extras,
+                _candidates(edge, graph),
+            )
             if by_name:
                 graph.alike[(edge["name"], extras)] = known
         graph.edges[id(edge)] = known
     return known
 
 
-def holds(marker: str | None, environment: dict[str, str], active: set[str] | frozenset[str], named: set[str] | frozenset[str] = frozenset()) -> bool:
+def holds(
+    marker: str | None,
+    environment: dict[str, str],
+    active: set[str] | frozenset[str],
+    named: set[str] | frozenset[str] = frozenset(),
+) -> bool:
     """Whether a marker is true for the target, `extra == X` meaning X is an active item (of `active`, or of
     `named`: those an edge would activate). Only the items the marker names are handed to the evaluator, which
     normalises every item it is given on every test: the whole active set there made an import quadratic."""
     if not marker:
         return True
     _, mentioned = _parsed(marker)
-    return _verdict(marker, tuple(environment.items()), frozenset(name for name in mentioned if name in active or name in named))
+    return _verdict(
+        marker, tuple(environment.items()), frozenset(name for name in mentioned if name in active or name in named)
+    )
 
 
 @functools.lru_cache(maxsize=1 << 14)
 def _verdict(marker: str, environment: tuple[tuple[str, str], ...], extras: frozenset[str]) -> bool:
     """A marker judged once per target and set of the items it names: a lock's edges share a few hundred markers,
     judged hundreds of thousands of times in a large import."""
-    return _parsed(marker)[0].evaluate({**dict(environment), "extras": set(extras), "dependency_groups": set()}, context="lock_file")
+    return _parsed(marker)[0].evaluate(
+        {**dict(environment), "extras": set(extras), "dependency_groups": set()}, context="lock_file"
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -208,7 +250,9 @@ def _parsed(marker: str) -> tuple[Marker, frozenset[str]]:
     try:
         return Marker(rewritten), frozenset(normalize(m.group(3)) for m in _EXTRA_TEST.finditer(marker))
     except InvalidMarker:
-        raise LockFormatError(f"uv.lock has a marker lockgen cannot read: `{marker}`", "use the file `uv lock` wrote") from None
+        raise LockFormatError(
+            f"uv.lock has a marker lockgen cannot read: `{marker}`", "use the file `uv lock` wrote"
+        ) from None
 
 
 def _candidates(edge: dict[str, Any], graph: UvGraph) -> list[dict[str, Any]]:
@@ -221,12 +265,19 @@ def _candidates(edge: dict[str, Any], graph: UvGraph) -> list[dict[str, Any]]:
         candidates = [c for c in candidates if c.get("source") == edge["source"]] or candidates
     if not candidates:
         raise LockFormatError(
-            f"uv.lock names {edge['name']} {edge.get('version', '')} as a dependency but holds no such package".replace("  ", " "), "the file was edited or cut short: use the one `uv lock` wrote"
+            f"uv.lock names {edge['name']} {edge.get('version', '')} as a dependency but holds no such package".replace(
+                "  ", " "
+            ),
+            "the file was edited or cut short: use the one `uv lock` wrote",
         )
     return candidates
 
 
 def _fork(candidates: list[dict[str, Any]], environment: dict[str, str], active: set[str]) -> dict[str, Any]:
     """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do)."""
-    holding = [c for c in candidates if not c.get("resolution-markers") or any(holds(m, environment, active) for m in c["resolution-markers"])]
+    holding = [
+        c
+        for c in candidates
+        if not c.get("resolution-markers") or any(holds(m, environment, active) for m in c["resolution-markers"])
+    ]
     return (holding or candidates)[0]

@@ -21,7 +21,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lockgen.adapters.pypi.python_wheels import PLATFORMS, Python, UnhashedWheel, best_wheel, checked_glibc, environment_of, no_wheel_reason, python_within
+from lockgen.adapters.pypi.python_wheels import (
+    PLATFORMS,
+    Python,
+    UnhashedWheel,
+    best_wheel,
+    checked_glibc,
+    environment_of,
+    no_wheel_reason,
+    python_within,
+)
 from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
@@ -114,7 +123,8 @@ def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
     if project is not None and project.name is not None:
         if normalize(project.name) not in graph.members:
             raise UserError(
-                f"`{project.source}` is the project `{project.name}`, which this uv.lock does not hold", f"pass the pyproject.toml of the workspace that wrote the lock (its members: {members})"
+                f"`{project.source}` is the project `{project.name}`, which this uv.lock does not hold",
+                f"pass the pyproject.toml of the workspace that wrote the lock (its members: {members})",
             )
         return [graph.member(project.name)]
     own = [graph.member(name) for name in graph.members if _at_root(graph.member(name))]
@@ -150,7 +160,10 @@ def _starts(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices) -> 
         if not choices.only_groups:  # --only-group: the groups alone, not the projects (as uv)
             starts.append((root, "", ""))
             starts += [(root, "extra", e) for e in sorted(has_extras if choices.all_extras else has_extras & extras)]
-        starts += [(root, "group", g) for g in sorted((has_groups if choices.all_groups else has_groups & (groups | defaults)) - left_out)]
+        starts += [
+            (root, "group", g)
+            for g in sorted((has_groups if choices.all_groups else has_groups & (groups | defaults)) - left_out)
+        ]
     if virtual is not None:
         starts += [(virtual, "group", g) for g in sorted(set(tables(virtual, "group")) & groups - left_out)]
     return starts, _assumed(graph, roots, choices, defaults)
@@ -163,8 +176,13 @@ def _known(roots: list[dict[str, Any]], kind: str, wanted: tuple[str, ...]) -> s
     if unknown:
         word, words = ("extra", "extras") if kind == "extra" else ("dependency group", "groups")
         if len(roots) == 1:
-            raise UserError(f"the project `{roots[0]['name']}` has no {word} {unknown}", f"its {words}: {', '.join(sorted(known)) or 'none'} (another member: --package NAME)")
-        raise UserError(f"no workspace member has the {word} {unknown}", f"their {words}: {', '.join(sorted(known)) or 'none'}")
+            raise UserError(
+                f"the project `{roots[0]['name']}` has no {word} {unknown}",
+                f"its {words}: {', '.join(sorted(known)) or 'none'} (another member: --package NAME)",
+            )
+        raise UserError(
+            f"no workspace member has the {word} {unknown}", f"their {words}: {', '.join(sorted(known)) or 'none'}"
+        )
     return chosen
 
 
@@ -201,5 +219,14 @@ def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str)
         return f"{label} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}"
     sha256 = str(wheel.get("hash", "")).removeprefix("sha256:")
     if not str(wheel.get("hash", "")).startswith("sha256:"):
-        return UnhashedWheel(platform, entry["name"], str(entry["version"]), wheel["url"], str(source.get("registry", "")))
-    return LockedPackage(name=entry["name"], version=str(entry["version"]), manager="pip", platform=platform, url=wheel["url"], hash=PackageHash(sha256=sha256))
+        return UnhashedWheel(
+            platform, entry["name"], str(entry["version"]), wheel["url"], str(source.get("registry", ""))
+        )
+    return LockedPackage(
+        name=entry["name"],
+        version=str(entry["version"]),
+        manager="pip",
+        platform=platform,
+        url=wheel["url"],
+        hash=PackageHash(sha256=sha256),
+    )

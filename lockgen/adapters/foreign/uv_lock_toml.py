@@ -85,7 +85,11 @@ def _check_layout(region: str) -> None:
     skeleton = _HEADER.sub("\n", stringless)
     if not _SKELETON.fullmatch(skeleton) or '"' in skeleton.replace('""', "") or '"" = ' in skeleton:
         raise _NotSimple
-    if re.search(r" = *\n", skeleton) or re.search(r"\[ *,", skeleton) or any(word in skeleton for word in ("null", "NaN", "Infinity")):
+    if (
+        re.search(r" = *\n", skeleton)
+        or re.search(r"\[ *,", skeleton)
+        or any(word in skeleton for word in ("null", "NaN", "Infinity"))
+    ):
         raise _NotSimple  # a value on the next line, an array opening on a comma, or what JSON reads and TOML does not
     flat, found = skeleton, 1
     while found:

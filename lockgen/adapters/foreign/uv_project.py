@@ -24,7 +24,10 @@ def project_beside(lock: Path, given: Path | None) -> Path | None:
         return beside if beside.is_file() else None
     path = given / "pyproject.toml" if given.is_dir() else given
     if not path.is_file():
-        raise UserError(f"--project `{given}` is no pyproject.toml (nor a folder holding one)", "pass the pyproject.toml of the workspace root that wrote the uv.lock")
+        raise UserError(
+            f"--project `{given}` is no pyproject.toml (nor a folder holding one)",
+            "pass the pyproject.toml of the workspace root that wrote the uv.lock",
+        )
     return path
 
 
@@ -48,7 +51,9 @@ def pinned_python(folders: list[Path]) -> tuple[str, Path] | None:
         request = next((line for line in lines if line and not line.startswith("#")), "")
         found = _PINNED.fullmatch(request)
         if found is None:
-            raise UserError(f"`{path}` pins `{request[:40]}`, not a CPython 3.X version lockgen can import for", "pass --python X.Y")
+            raise UserError(
+                f"`{path}` pins `{request[:40]}`, not a CPython 3.X version lockgen can import for", "pass --python X.Y"
+            )
         return found.group(1), path
     return None
 
@@ -58,10 +63,14 @@ def read_uv_project(path: Path) -> UvProject:
     try:
         data = tomllib.loads(user_files.read_bytes(path, user_files.STACK_LIMIT, "pyproject.toml").decode("utf-8"))
     except RecursionError:  # nested past the TOML reader
-        raise UserError(f"`{path}` is no pyproject.toml: it nests deeper than a reader goes", "pass the workspace root's pyproject.toml with --project") from None
+        raise UserError(
+            f"`{path}` is no pyproject.toml: it nests deeper than a reader goes",
+            "pass the workspace root's pyproject.toml with --project",
+        ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UserError(
-            f"cannot read `{path}` as a pyproject.toml: {str(exc).splitlines()[0] if str(exc) else exc}", "pass the workspace root's pyproject.toml with --project, or move the lock away from it"
+            f"cannot read `{path}` as a pyproject.toml: {str(exc).splitlines()[0] if str(exc) else exc}",
+            "pass the workspace root's pyproject.toml with --project, or move the lock away from it",
         ) from None
     project, tool = data.get("project"), (data.get("tool") or {}).get("uv") or {}
     name = project.get("name") if isinstance(project, dict) else None
@@ -71,5 +80,8 @@ def read_uv_project(path: Path) -> UvProject:
     if defaults == "all":
         return UvProject(str(path), name, (), all_default_groups=True)
     if not isinstance(defaults, list) or not all(isinstance(group, str) for group in defaults):
-        raise UserError(f'`{path}`: [tool.uv] default-groups is neither a list of group names nor "all"', "fix the pyproject.toml uv reads (uv refuses it too)")
+        raise UserError(
+            f'`{path}`: [tool.uv] default-groups is neither a list of group names nor "all"',
+            "fix the pyproject.toml uv reads (uv refuses it too)",
+        )
     return UvProject(str(path), name, tuple(defaults))

@@ -50,7 +50,10 @@ def require_lock(labels: dict[str, Any], lock: LockBytes) -> None:
     have = labels.get(LOCK_LABEL)
     if have != wanted:
         came_from = f"lock sha256 {str(have)[:16]}…" if have else "a lock it does not name (no lock label)"
-        raise UserError(f"the image was exported from {came_from}, not `{lock.source}` ({wanted[:16]}…)", "pass the lock the image was exported from, or export this lock")
+        raise UserError(
+            f"the image was exported from {came_from}, not `{lock.source}` ({wanted[:16]}…)",
+            "pass the lock the image was exported from, or export this lock",
+        )
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,9 @@ def split_tag(source: str) -> tuple[str, str | None]:
 
 
 @contextlib.contextmanager
-def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecure: bool) -> Iterator[tuple[Path, str | None]]:
+def _layout_of(
+    source: str, work: Path, progress: Callable[[str], None], insecure: bool
+) -> Iterator[tuple[Path, str | None]]:
     """The layout to read (a folder, or a registry image pulled into one) and the tag asked for."""
     folder, tag = split_tag(source)
     layout = Path(folder)
@@ -90,11 +95,15 @@ def _layout_of(source: str, work: Path, progress: Callable[[str], None], insecur
         layout = work / "layout"
         registry.pull(source, layout, insecure, progress)
     elif not (layout / "index.json").is_file():
-        raise UserError(f"`{source}` is not an OCI image layout", "pass an OCI layout folder (DIR or DIR:TAG), or docker://REF")
+        raise UserError(
+            f"`{source}` is not an OCI image layout", "pass an OCI layout folder (DIR or DIR:TAG), or docker://REF"
+        )
     yield layout, tag
 
 
-def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageManifest, ImageConfig, dict[str, Any], str]:
+def _one_image(
+    layout: Path, tag: str | None, work: Path
+) -> tuple[Path, ImageManifest, ImageConfig, dict[str, Any], str]:
     """The image `tag` names (the layout's only one without a tag) as a layout of that image alone (its blobs
     those of `layout`), so unpacking reads the image the tag names; with its manifest and config (typed, and
     the config as written) and its digest."""
@@ -132,7 +141,10 @@ def lockgen_image(opened: OpenedImage, prefix: str) -> UnpackedImage:
     environment manifest recomputed from the unpacked files."""
     labels = opened.typed_config.config.labels or {}
     if ENVIRONMENT_LABEL not in labels:
-        raise LockFormatError(f"the image {opened.digest[:19]}… was not exported by lockgen (no {ENVIRONMENT_LABEL} label)", "pass an image made by lockgen export")
+        raise LockFormatError(
+            f"the image {opened.digest[:19]}… was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
+            "pass an image made by lockgen export",
+        )
     folder = environment_in(opened.root, prefix)
     manifest, _ = env_manifest.build(folder)
     return UnpackedImage(
@@ -148,7 +160,11 @@ def lockgen_image(opened: OpenedImage, prefix: str) -> UnpackedImage:
 
 @contextlib.contextmanager
 def unpacked(
-    source: str | Path, progress: Callable[[str], None], insecure: bool = False, lock: LockBytes | None = None, meter: Callable[[str, int, int], None] | None = None
+    source: str | Path,
+    progress: Callable[[str], None],
+    insecure: bool = False,
+    lock: LockBytes | None = None,
+    meter: Callable[[str, int, int], None] | None = None,
 ) -> Iterator[UnpackedImage]:
     """Yields a lockgen image unpacked in a temporary folder (removed afterwards); with `lock`, an image
     exported from another lock is refused before anything is unpacked."""
@@ -159,7 +175,10 @@ def unpacked(
             layout, _, typed_config, _, digest = _one_image(layout, tag, work)
             labels = typed_config.config.labels or {}
             if ENVIRONMENT_LABEL not in labels:
-                raise LockFormatError(f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)", "pass an image made by lockgen export")
+                raise LockFormatError(
+                    f"`{source}` was not exported by lockgen (no {ENVIRONMENT_LABEL} label)",
+                    "pass an image made by lockgen export",
+                )
             if lock is not None:
                 require_lock(labels, lock)
             progress(f"unpacking {digest[:19]}…")
@@ -185,10 +204,16 @@ def environment_in(root: Path, prefix: str) -> Path:
     own label may name it: refused unless it is an absolute path that stays inside the root, links resolved, and
     a folder there: an image whose layers put nothing at its prefix has no environment to check or prove)."""
     if not is_environment_prefix(prefix):
-        raise LockFormatError(f"the image names its environment at `{prefix}`, not a folder inside the image", "pass --image-prefix with the environment's absolute path inside the image")
+        raise LockFormatError(
+            f"the image names its environment at `{prefix}`, not a folder inside the image",
+            "pass --image-prefix with the environment's absolute path inside the image",
+        )
     inside = root / prefix.strip("/")
     if os.path.commonpath([os.path.realpath(inside), os.path.realpath(root)]) != os.path.realpath(root):
-        raise LockFormatError(f"`{prefix}` in the image leads outside it (through a link)", "the image was crafted to point a check at the host; refuse it")
+        raise LockFormatError(
+            f"`{prefix}` in the image leads outside it (through a link)",
+            "the image was crafted to point a check at the host; refuse it",
+        )
     if not inside.is_dir():
         raise LockFormatError(
             f"the image holds no environment at `{shown(prefix)}` (its layers put {'a file' if inside.exists() else 'nothing'} there)",

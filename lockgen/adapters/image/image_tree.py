@@ -79,11 +79,21 @@ def _manifest_digests(tree: Path) -> dict[str, str]:
     """Content digests the environment manifest already holds (conda-meta records excepted: the manifest
     digests them without their volatile fields)."""
     manifest, _ = env_manifest.read(tree)
-    return {e["path"]: e["sha256"] for e in manifest["files"] if e["type"] == "file" and not e["path"].startswith("conda-meta/")}
+    return {
+        e["path"]: e["sha256"]
+        for e in manifest["files"]
+        if e["type"] == "file" and not e["path"].startswith("conda-meta/")
+    }
 
 
 def build_layers(
-    tree: Path, layout: Path, layering: Layering, progress: Callable[[str], None], prefix: str, meter: Meter | None = None, held: frozenset[str] = frozenset()
+    tree: Path,
+    layout: Path,
+    layering: Layering,
+    progress: Callable[[str], None],
+    prefix: str,
+    meter: Meter | None = None,
+    held: frozenset[str] = frozenset(),
 ) -> list[tuple[dict[str, Any], str]]:
     """The layers of the environment in `tree` put into `layout`, (descriptor, diff_id) in plan order: one per
     package (grouped past the budget), the rest last; `held` packages are the base's layers, so only their
@@ -91,7 +101,11 @@ def build_layers(
     budget, compression, level = layering.budget, layering.compression, layering.level
     owned, rest = _ownership(tree)
     if held:  # the base's layers hold these packages; their records go into the last layer, the team's own
-        reused = {key for key in owned if (dist_info_key(key.removeprefix("pypi-")) if key.startswith("pypi-") else key) in held}
+        reused = {
+            key
+            for key in owned
+            if (dist_info_key(key.removeprefix("pypi-")) if key.startswith("pypi-") else key) in held
+        }
         rest = sorted(set(rest) | {f for key in reused for f in owned[key] if f.startswith("conda-meta/")})
         owned = {key: files for key, files in owned.items() if key not in reused}
     sizes = {key: sum((tree / f).lstat().st_size for f in files) for key, files in owned.items()}

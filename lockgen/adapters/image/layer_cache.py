@@ -49,7 +49,9 @@ class LayerCache:
         partial.write_text(json.dumps(value))
         os.replace(partial, path)
 
-    def layer(self, tree: Path, files: list[str], layout: Path, known: dict[str, str], prefix: str = IMAGE_PREFIX) -> tuple[dict[str, Any], str, bool]:
+    def layer(
+        self, tree: Path, files: list[str], layout: Path, known: dict[str, str], prefix: str = IMAGE_PREFIX
+    ) -> tuple[dict[str, Any], str, bool]:
         """The layer of `files` of `tree` (under `prefix` in the image) in `layout`: (descriptor, diff_id,
         taken from the cache)."""
         entry = self.root / f"{oci_layout.layer_key(tree, files, prefix, known)}-{self.suffix}.json"
@@ -63,7 +65,9 @@ class LayerCache:
         try:
             diff_id = oci_layout.write_layer_tar(tree, sorted(files), prefix, tar_path)
             by_diff_id = self.root / f"{diff_id.split(':', 1)[1]}-{self.suffix}.json"
-            descriptor = self._linked(layout, json.loads(by_diff_id.read_text())["digest"]) if by_diff_id.is_file() else None
+            descriptor = (
+                self._linked(layout, json.loads(by_diff_id.read_text())["digest"]) if by_diff_id.is_file() else None
+            )
             hit = descriptor is not None
             if not hit:
                 partial = _partial(self.root, "compressing")

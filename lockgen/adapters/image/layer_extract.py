@@ -167,7 +167,10 @@ class Tree:
         try:
             check_headers(layer)
         except AmbiguousTar as exc:
-            raise LockFormatError(f"{where} is refused: {exc}", "tar readers would read this layer differently (lockgen one tree, a runtime another): nothing of the image was used") from None
+            raise LockFormatError(
+                f"{where} is refused: {exc}",
+                "tar readers would read this layer differently (lockgen one tree, a runtime another): nothing of the image was used",
+            ) from None
         layer.seek(0)
         try:
             with tarfile.open(fileobj=layer, mode="r:") as tar:
@@ -178,7 +181,10 @@ class Tree:
                     self._run(where, member, lambda: self._entry(tar, member))
             self.layers.append(tuple(self._landed))
         except (tarfile.TarError, EOFError) as exc:
-            raise LockFormatError(f"{where} is not a readable tar: {shown(str(exc))}", "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
+            raise LockFormatError(
+                f"{where} is not a readable tar: {shown(str(exc))}",
+                "the image's layer is damaged or mislabelled: re-export or re-pull it",
+            ) from None
 
     def _run(self, where: str, member: tarfile.TarInfo, step: Callable[[], None]) -> None:
         try:
@@ -192,7 +198,8 @@ class Tree:
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise HostError(f"unpacking {where} failed: {exc.strerror}", "free space where TMPDIR points") from None
             raise LockFormatError(
-                f"{where} is refused: member `{shown(member.name)}` cannot be unpacked ({exc})", "the layer holds a name or entry no file system takes: nothing of the image was used"
+                f"{where} is refused: member `{shown(member.name)}` cannot be unpacked ({exc})",
+                "the layer holds a name or entry no file system takes: nothing of the image was used",
             ) from None
 
     def _whiteout(self, where: str, member: tarfile.TarInfo) -> None:
@@ -229,7 +236,14 @@ class Tree:
         assert walk is not None  # created
         try:
             device = "character device" if member.ischr() else "block device" if member.isblk() else None
-            self._landed.append(LayerEntry("/".join([*walk.names, parts[-1]]), member.isdir(), member.linkname if member.issym() else None, device))
+            self._landed.append(
+                LayerEntry(
+                    "/".join([*walk.names, parts[-1]]),
+                    member.isdir(),
+                    member.linkname if member.issym() else None,
+                    device,
+                )
+            )
             if device is None:
                 self._place(tar, member, walk, parts[-1])
             elif _remove(walk.fds[-1], parts[-1]):  # replaced by the device a runtime makes; none is made here

@@ -30,7 +30,14 @@ MAX_MEMBER = 256 << 20  # a recorded manifest, a conda-meta record or a lock: me
 LayerOpener = Callable[[dict[str, Any]], AbstractContextManager[IO[bytes]]]  # a layer descriptor -> its blob's bytes
 
 
-def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, wanted: Callable[[str], bool], past: Callable[[str], bool], limit: int = MAX_MEMBER) -> dict[str, bytes]:
+def read_members(
+    open_layer: LayerOpener,
+    layers: list[dict[str, Any]],
+    prefix: str,
+    wanted: Callable[[str], bool],
+    past: Callable[[str], bool],
+    limit: int = MAX_MEMBER,
+) -> dict[str, bytes]:
     """The regular files under `prefix` (relative to it) that `wanted` accepts, from every layer in order,
     each at most `limit` bytes (by its tar header, before any is read: a larger one is refused).
     `past(relative)` says that, in sorted order, no wanted file can follow: a sorted layer is left there.
@@ -40,7 +47,11 @@ def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: 
     found: dict[str, bytes] = {}
     for layer in layers:
         try:
-            with open_layer(layer) as raw, uncompressed(raw, layer["mediaType"]) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+            with (
+                open_layer(layer) as raw,
+                uncompressed(raw, layer["mediaType"]) as stream,
+                tarfile.open(fileobj=stream, mode="r|") as tar,
+            ):
                 previous, in_order = "", True
                 for member in tar:  # bounded by the layer; sorted layers are left early
                     name = member.name.removeprefix("./")
@@ -59,14 +70,19 @@ def read_members(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: 
                     elif in_order and past(relative):
                         break
         except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
-            raise LockFormatError(f"base layer {layer['digest']} cannot be read: {exc}", "the base image is damaged: export or pull it again") from None
+            raise LockFormatError(
+                f"base layer {layer['digest']} cannot be read: {exc}",
+                "the base image is damaged: export or pull it again",
+            ) from None
     return found
 
 
 _RECORDS = f"{conda_meta.FOLDER}/"
 
 
-def environment_record(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, records: bool) -> dict[str, bytes]:
+def environment_record(
+    open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, records: bool
+) -> dict[str, bytes]:
     """The environment manifest under `prefix` and, with `records`, every conda-meta record there, by
     prefix-relative path. Without `records` (a Python environment's base has none to gather) only the
     topmost layer holding a manifest is read, from the top down, so a vendor's layers under lockgen's, which
@@ -74,7 +90,9 @@ def environment_record(open_layer: LayerOpener, layers: list[dict[str, Any]], pr
     if records:
         return read_members(open_layer, layers, prefix, _manifest_or_record, _past_records)
     for layer in reversed(layers):  # bounded by the layers
-        found = read_members(open_layer, [layer], prefix, lambda relative: relative == env_manifest.MANIFEST, _past_records)
+        found = read_members(
+            open_layer, [layer], prefix, lambda relative: relative == env_manifest.MANIFEST, _past_records
+        )
         if found:
             return found
     return {}
@@ -90,6 +108,12 @@ def _past_records(relative: str) -> bool:
 
 def carried_lock(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str) -> tuple[bytes, str] | None:
     """The lock an image of lockgen's carries in the last of its `layers`, and its sha256; None when it carries none."""
-    found = read_members(open_layer, layers[-1:], prefix, lambda relative: relative == LOCK_INSIDE, lambda relative: relative > ".lockgen/" and not relative.startswith(".lockgen/"))
+    found = read_members(
+        open_layer,
+        layers[-1:],
+        prefix,
+        lambda relative: relative == LOCK_INSIDE,
+        lambda relative: relative > ".lockgen/" and not relative.startswith(".lockgen/"),
+    )
     data = found.get(LOCK_INSIDE)
     return None if data is None else (data, hashlib.sha256(data).hexdigest())

@@ -39,7 +39,13 @@ from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image.image_platform import choose_manifest
 from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest, LayerEntry
 from lockgen.model.names import shown
-from lockgen.model.oci import BASE_SOURCE_ANNOTATION, IMAGE_CONFIG_MEDIA_TYPES, INDEX_MEDIA_TYPE, READABLE_LAYER_MEDIA_TYPES, REF_NAME
+from lockgen.model.oci import (
+    BASE_SOURCE_ANNOTATION,
+    IMAGE_CONFIG_MEDIA_TYPES,
+    INDEX_MEDIA_TYPE,
+    READABLE_LAYER_MEDIA_TYPES,
+    REF_NAME,
+)
 
 
 def _info(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
@@ -136,7 +142,10 @@ def uncompressed(raw: IO[bytes], media_type: str) -> Iterator[IO[bytes]]:
             with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
                 yield cast(IO[bytes], stream)  # a GzipFile reads as IO[bytes]; its stub says BufferedIOBase
     except (zstandard.ZstdError, gzip.BadGzipFile, zlib.error, EOFError) as exc:
-        raise LockFormatError(f"a layer is not the {media_type} it is labelled: {exc}", "the image's layer is damaged or mislabelled: re-export or re-pull it") from None
+        raise LockFormatError(
+            f"a layer is not the {media_type} it is labelled: {exc}",
+            "the image's layer is damaged or mislabelled: re-export or re-pull it",
+        ) from None
 
 
 def members(stream: IO[bytes]) -> dict[str, LayerEntry]:
@@ -149,7 +158,9 @@ def members(stream: IO[bytes]) -> dict[str, LayerEntry]:
                 path = member.name.removeprefix("./").strip("/")
                 found[path] = LayerEntry(path, member.isdir(), member.linkname if member.issym() else None)
     except (tarfile.TarError, EOFError) as exc:
-        raise LockFormatError(f"a layer is not a readable tar: {exc}", "the image's layer is damaged: re-export or re-pull it") from None
+        raise LockFormatError(
+            f"a layer is not a readable tar: {exc}", "the image's layer is damaged: re-export or re-pull it"
+        ) from None
     return found
 
 
@@ -166,7 +177,10 @@ def put_blob_file(layout: Path, source: Path) -> dict[str, Any]:
     folder = layout / "blobs" / "sha256"
     folder.mkdir(parents=True, exist_ok=True)
     hasher, size = hashlib.sha256(), 0
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".partial-", delete=False) as target, source.open("rb") as stream:
+    with (
+        tempfile.NamedTemporaryFile(dir=folder, prefix=".partial-", delete=False) as target,
+        source.open("rb") as stream,
+    ):
         for block in iter(lambda: stream.read(1 << 20), b""):
             hasher.update(block)
             target.write(block)
@@ -195,7 +209,11 @@ def write_index(layout: Path, document: dict[str, Any], tag: str, annotations: d
     """Writes `document` (an image manifest, or an image index of one per platform), `index.json` naming it
     `tag` (with `annotations` on its descriptor: outside the manifest digest), and `oci-layout`; returns the
     document's digest."""
-    descriptor = {"mediaType": document["mediaType"], **put_blob(layout, canonical_json(document)), "annotations": {**(annotations or {}), REF_NAME: tag}}
+    descriptor = {
+        "mediaType": document["mediaType"],
+        **put_blob(layout, canonical_json(document)),
+        "annotations": {**(annotations or {}), REF_NAME: tag},
+    }
     index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [descriptor]}
     (layout / "index.json").write_bytes(canonical_json(index))
     (layout / "oci-layout").write_bytes(canonical_json({"imageLayoutVersion": "1.0.0"}))
@@ -243,7 +261,9 @@ def blob_path(layout: Path, digest: str) -> Path:
     return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
 
 
-def read_image(layout: Path, architecture: str | None = None, tag: str | None = None) -> tuple[dict[str, Any], dict[str, Any], str]:
+def read_image(
+    layout: Path, architecture: str | None = None, tag: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(manifest, config, manifest digest) of the layout's image tagged `tag` (its single image when no tag is
     asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs
     are checked against their digests, and the structure every reader relies on is checked once (`check_image`)."""
@@ -265,14 +285,17 @@ def read_image(layout: Path, architecture: str | None = None, tag: str | None = 
         if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
             if architecture is None:
                 raise LockFormatError(
-                    f"`{layout}` holds an image index (one image per platform), not one image", "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG"
+                    f"`{layout}` holds an image index (one image per platform), not one image",
+                    "copy one platform out first: skopeo copy --override-arch arm64 oci:DIR:TAG oci:ONE:TAG",
                 )
             entry = choose_manifest(blob(entry, "index.json's manifest", "image index"), architecture, f"`{layout}`")
         digest = digest_at(layout, entry, "index.json's manifest")
         manifest = blob(entry, "index.json's manifest", "manifest")
         config = blob(manifest.get("config"), "the manifest's config", "config")
     except (OSError, ValueError) as exc:
-        raise LockFormatError(f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export") from None
+        raise LockFormatError(
+            f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export"
+        ) from None
     check_image(layout, manifest, config)
     return manifest, config, digest
 
@@ -280,7 +303,10 @@ def read_image(layout: Path, architecture: str | None = None, tag: str | None = 
 def _sized(layout: Path, descriptor: dict[str, Any], size: int, what: str) -> None:
     """Refuses a blob whose descriptor gives another size (a runtime refuses it: the size bounds its read)."""
     if descriptor.get("size") != size:
-        raise LockFormatError(f"the {what} of {layout} is {size} bytes, its descriptor says {shown(str(descriptor.get('size')), 30)}", "the image was tampered with: re-export it")
+        raise LockFormatError(
+            f"the {what} of {layout} is {size} bytes, its descriptor says {shown(str(descriptor.get('size')), 30)}",
+            "the image was tampered with: re-export it",
+        )
 
 
 def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
@@ -296,20 +322,30 @@ def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
     names = [(descriptor.annotations or {}).get(REF_NAME) for descriptor in typed.manifests]
     twice = sorted({n for n in names if n is not None and names.count(n) > 1})
     if twice:
-        raise LockFormatError(f"`{layout}` names two images by the tag `{twice[0]}` in its index.json", "a tag names one image: re-export the layout, or copy the one you mean out (skopeo copy)")
+        raise LockFormatError(
+            f"`{layout}` names two images by the tag `{twice[0]}` in its index.json",
+            "a tag names one image: re-export the layout, or copy the one you mean out (skopeo copy)",
+        )
     if tag is not None:
         found = [number for number, name in enumerate(names) if name == tag]
         if not found:
             have = ", ".join(sorted(n for n in names if n is not None)) or "none"
-            raise UserError(f"`{layout}` has no image tagged `{tag}` (its tags: {have})", "name one of its tags: LAYOUT:TAG")
+            raise UserError(
+                f"`{layout}` has no image tagged `{tag}` (its tags: {have})", "name one of its tags: LAYOUT:TAG"
+            )
         return index["manifests"][found[0]]
     if len(names) > 1:
         have = ", ".join(n for n in names if n is not None) or "untagged"
-        raise UserError(f"`{layout}` holds {len(names)} images (tags: {have}), and no tag says which", "name the image by its tag: LAYOUT:TAG")
+        raise UserError(
+            f"`{layout}` holds {len(names)} images (tags: {have}), and no tag says which",
+            "name the image by its tag: LAYOUT:TAG",
+        )
     return index["manifests"][0]
 
 
-def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, Any]) -> tuple[ImageManifest, ImageConfig]:
+def check_image(
+    where: Path | str, manifest: dict[str, Any], config: dict[str, Any]
+) -> tuple[ImageManifest, ImageConfig]:
     """The image's manifest and config as typed values, refused (one error) unless their descriptors, layers,
     diff_ids and labels are what every reader relies on, so a damaged or hostile image (a layout's or a
     registry's) is one error, never a crash further on."""
@@ -319,10 +355,17 @@ def check_image(where: Path | str, manifest: dict[str, Any], config: dict[str, A
     except ValidationError as exc:
         raise _invalid(where, "manifest or config", exc) from None
     if len(typed_config.rootfs.diff_ids) != len(typed_manifest.layers):
-        raise _malformed(where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(typed_manifest.layers)})")
+        raise _malformed(
+            where, f"its config's rootfs.diff_ids are not one sha256 digest per layer ({len(typed_manifest.layers)})"
+        )
     if typed_manifest.config.media_type not in IMAGE_CONFIG_MEDIA_TYPES:  # runtimes refuse it (umoci, containerd)
-        raise _malformed(where, f"its config's media type `{shown(typed_manifest.config.media_type, 80)}` is no image config's")
-    unknown = next((layer.media_type for layer in typed_manifest.layers if layer.media_type not in READABLE_LAYER_MEDIA_TYPES), None)
+        raise _malformed(
+            where, f"its config's media type `{shown(typed_manifest.config.media_type, 80)}` is no image config's"
+        )
+    unknown = next(
+        (layer.media_type for layer in typed_manifest.layers if layer.media_type not in READABLE_LAYER_MEDIA_TYPES),
+        None,
+    )
     if unknown is not None:
         raise _malformed(where, f"a layer's media type `{shown(unknown, 80)}` is no layer a runtime unpacks")
     return typed_manifest, typed_config
@@ -343,7 +386,9 @@ def layer_reader(layout: Path, architecture: str | None = None) -> tuple[int, Ca
     def layer(index: int) -> dict[str, LayerEntry]:
         if index not in read:
             try:
-                with uncompressed_stream(blob_path(layout, layers[index]["digest"]), layers[index].get("mediaType", "")) as stream:
+                with uncompressed_stream(
+                    blob_path(layout, layers[index]["digest"]), layers[index].get("mediaType", "")
+                ) as stream:
                     read[index] = members(stream)
             except FileNotFoundError:
                 raise _missing(layout, layers[index]["digest"]) from None
@@ -354,7 +399,9 @@ def layer_reader(layout: Path, architecture: str | None = None) -> tuple[int, Ca
     return len(layers), layer
 
 
-def unpack(layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None) -> tuple[tuple[LayerEntry, ...], ...]:
+def unpack(
+    layout: Path, destination: Path, meter: Callable[[str, int, int], None] | None = None
+) -> tuple[tuple[LayerEntry, ...], ...]:
     """Applies every layer in order into `destination` (`layer_extract`: every path resolved inside it), each
     blob checked against its digest and its uncompressed tar against its diff_id first; returns each layer's
     members where they landed, bottom layer first. `meter(phase, done, total)` hears of each layer applied."""
@@ -396,7 +443,9 @@ def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[by
     except LockFormatError as exc:  # named by its digest and layout
         raise LockFormatError(f"layer {layer['digest'][:19]}… of `{layout}`: {exc.message}", exc.hint) from None
     if "sha256:" + hasher.hexdigest() != diff_id:
-        raise LockFormatError(f"layer {layer['digest']} does not match its diff_id {diff_id}", "the image was tampered with: re-export it")
+        raise LockFormatError(
+            f"layer {layer['digest']} does not match its diff_id {diff_id}", "the image was tampered with: re-export it"
+        )
     plain.seek(0)
 
 
@@ -411,7 +460,10 @@ def open_blob(layout: Path, digest: str) -> BinaryIO:
 
 
 def _unreadable(layout: Path, digest: str, error: OSError) -> LockFormatError:
-    return LockFormatError(f"layer blob {digest[:19]}… of {layout} cannot be read: {error.strerror or error}", "the layout is damaged: copy it whole, or re-export it")
+    return LockFormatError(
+        f"layer blob {digest[:19]}… of {layout} cannot be read: {error.strerror or error}",
+        "the layout is damaged: copy it whole, or re-export it",
+    )
 
 
 def _missing(layout: Path, digest: str) -> LockFormatError:
@@ -421,4 +473,6 @@ def _missing(layout: Path, digest: str) -> LockFormatError:
             f"layer blob {digest[:19]}… of {layout} is the base image's, which this shallow layout does not hold (it lives at {source})",
             "push the layout (lockgen push LAYOUT docker://REPO:TAG) and use docker://REPO:TAG, or export on a local --base LAYOUT",
         )
-    return LockFormatError(f"layer blob {digest} is missing from {layout}", "the layout is incomplete: copy it whole, or re-export it")
+    return LockFormatError(
+        f"layer blob {digest} is missing from {layout}", "the layout is incomplete: copy it whole, or re-export it"
+    )

@@ -66,11 +66,15 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
         got = client.manifest(digest)
         if got is None:
             raise UserError(
-                f"the registry lacks the linux/{architecture} image {digest} its index {reference} names", "the index is incomplete in that registry; copy it there whole (skopeo copy --all)"
+                f"the registry lacks the linux/{architecture} image {digest} its index {reference} names",
+                "the index is incomplete in that registry; copy it there whole (skopeo copy --all)",
             )
         data, media_type = got
     if media_type not in IMAGES:
-        raise UserError(f"{reference} is a {media_type or 'document of no media type'}, not an image", "pass an OCI or Docker image, or an image index of them")
+        raise UserError(
+            f"{reference} is a {media_type or 'document of no media type'}, not an image",
+            "pass an OCI or Docker image, or an image index of them",
+        )
     manifest = _document(data, f"the manifest of {reference}")
     oci_layout.digest_at(str(reference), manifest.get("config"), "the manifest's config")
     config_bytes = client.blob(manifest["config"]["digest"])
@@ -84,7 +88,9 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
 _READ: dict[tuple[ImageReference, str, bool], RemoteImage] = {}
 
 
-def read_once(reference: ImageReference, architecture: str, insecure: bool, progress: Callable[[str], None]) -> RemoteImage:
+def read_once(
+    reference: ImageReference, architecture: str, insecure: bool, progress: Callable[[str], None]
+) -> RemoteImage:
     """`read`, once per process for each reference, architecture and `insecure`: an export reads its base
     several times (manifest, layers, documents, a Python), and a tag must resolve to one digest for all."""
     key = (reference, architecture, insecure)
@@ -93,7 +99,9 @@ def read_once(reference: ImageReference, architecture: str, insecure: bool, prog
     return _READ[key]
 
 
-def layer_reader(image: RemoteImage, insecure: bool, looking_for: str, progress: Callable[[str], None]) -> tuple[int, Callable[[int], dict[str, LayerEntry]]]:
+def layer_reader(
+    image: RemoteImage, insecure: bool, looking_for: str, progress: Callable[[str], None]
+) -> tuple[int, Callable[[int], dict[str, LayerEntry]]]:
     """(how many layers the image has, a reader of layer N's members, bottom layer 0): each layer streamed once,
     only when asked, checked against its digest, and named in progress with what is `looking_for`."""
     client = Registry(image.reference, insecure)
@@ -102,7 +110,9 @@ def layer_reader(image: RemoteImage, insecure: bool, looking_for: str, progress:
     def layer(index: int) -> dict[str, LayerEntry]:
         if index not in read:
             descriptor = layers[index]
-            progress(f"reading base layer {index + 1} of {len(layers)} ({int(descriptor.get('size', 0)) / 1e6:,.1f} MB, {descriptor['digest'][:19]}…) for {looking_for}")
+            progress(
+                f"reading base layer {index + 1} of {len(layers)} ({int(descriptor.get('size', 0)) / 1e6:,.1f} MB, {descriptor['digest'][:19]}…) for {looking_for}"
+            )
             with client.blob_stream(descriptor["digest"]) as stream:
                 with oci_layout.uncompressed(stream, descriptor["mediaType"]) as tar_stream:  # type: ignore[arg-type]
                     read[index] = oci_layout.members(tar_stream)
@@ -112,7 +122,16 @@ def layer_reader(image: RemoteImage, insecure: bool, looking_for: str, progress:
     return len(layers), layer
 
 
-def push(layout: Path, manifest_bytes: bytes, manifest: dict[str, Any], media_type: str, target_text: str, base_text: str, insecure: bool, progress: Callable[[str], None]) -> str:
+def push(
+    layout: Path,
+    manifest_bytes: bytes,
+    manifest: dict[str, Any],
+    media_type: str,
+    target_text: str,
+    base_text: str,
+    insecure: bool,
+    progress: Callable[[str], None],
+) -> str:
     """Puts a shallow layout into `target_text` (docker://HOST/REPO[:TAG]): the blobs it holds uploaded from
     its files, the base's blobs it lacks mounted from `base_text`'s repository (same registry) or streamed
     from its registry, then the manifest, byte for byte; returns the manifest's digest."""
@@ -133,14 +152,21 @@ def push(layout: Path, manifest_bytes: bytes, manifest: dict[str, Any], media_ty
         elif same_registry and target.mount_blob(digest, base_ref.repository):
             mounted += 1
         else:
-            progress(f"streaming base blob {digest[:19]}… ({size / 1e6:,.1f} MB) from {base_ref.name} to {target_ref.name}")
+            progress(
+                f"streaming base blob {digest[:19]}… ({size / 1e6:,.1f} MB) from {base_ref.name} to {target_ref.name}"
+            )
             with base.blob_stream(digest) as stream:
                 target.push_blob_stream(digest, size, stream)
                 stream.verify()
             streamed += 1
     digest = "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()
     if target_ref.digest not in (None, digest):
-        raise UserError(f"{target_text} names digest {target_ref.digest}, the layout's is {digest}", "push to a tag, or to the layout's own digest")
+        raise UserError(
+            f"{target_text} names digest {target_ref.digest}, the layout's is {digest}",
+            "push to a tag, or to the layout's own digest",
+        )
     target.push_manifest(target_ref.digest or target_ref.tag or "latest", manifest_bytes, media_type)
-    progress(f"pushed {digest}: {uploaded} blobs uploaded, {mounted} base blobs mounted from {base_ref.repository}, {streamed} streamed from {base_ref.host}")
+    progress(
+        f"pushed {digest}: {uploaded} blobs uploaded, {mounted} base blobs mounted from {base_ref.repository}, {streamed} streamed from {base_ref.host}"
+    )
     return digest

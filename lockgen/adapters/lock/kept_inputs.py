@@ -37,7 +37,9 @@ def _path(kind: Kind, sha256: str) -> Path:
     return Path(kept_folder(kind, SCHEMA)) / f"{sha256}.json"
 
 
-def keep(kind: Kind, sha256: str, value: Callable[[], dict[str, Any]], readable: Callable[[dict[str, Any]], object]) -> None:
+def keep(
+    kind: Kind, sha256: str, value: Callable[[], dict[str, Any]], readable: Callable[[dict[str, Any]], object]
+) -> None:
     """Keeps what the models accepted for the bytes whose sha256 is `sha256` (`value()`, plain JSON values),
     unless a value its reader can read (`readable` of it is truthy) is kept already: one that cannot be read
     (damaged, or of another shape) is written again."""
@@ -51,7 +53,11 @@ def keep(kind: Kind, sha256: str, value: Callable[[], dict[str, Any]], readable:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
-    except (OSError, ValueError, LockgenError):  # a home lockgen cannot write (read-only, full, a folder there), a value JSON cannot hold
+    except (
+        OSError,
+        ValueError,
+        LockgenError,
+    ):  # a home lockgen cannot write (read-only, full, a folder there), a value JSON cannot hold
         pass  # nothing kept: the next command parses the bytes again
 
 
@@ -65,7 +71,12 @@ def _value(kind: Kind, sha256: str) -> dict[str, Any] | None:
         record = json.loads(_path(kind, sha256).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or (record.get("kind"), record.get("sha256"), record.get("lockgen"), record.get("schema")) != (kind, sha256, __version__, SCHEMA):
+    if not isinstance(record, dict) or (
+        record.get("kind"),
+        record.get("sha256"),
+        record.get("lockgen"),
+        record.get("schema"),
+    ) != (kind, sha256, __version__, SCHEMA):
         return None
     value = record.get("value")
     return value if isinstance(value, dict) else None
@@ -89,7 +100,11 @@ def keep_lock(sha256: str, lock: Lock) -> None:
     def value() -> dict[str, Any]:
         from lockgen.core.lock.lock_builder import LockgenMeta, has_editable
 
-        facts = {"target": LockgenMeta(lock).target, "platforms": list(lock.metadata.platforms), "editable": has_editable(lock.package)}
+        facts = {
+            "target": LockgenMeta(lock).target,
+            "platforms": list(lock.metadata.platforms),
+            "editable": has_editable(lock.package),
+        }
         return {"lock": lock.model_dump(mode="json"), **facts}
 
     keep("lock", sha256, value, _lock_facts)
@@ -103,7 +118,12 @@ def kept_lock(sha256: str) -> KeptLock | None:
 
 def _lock_facts(value: dict[str, Any]) -> KeptLock | None:
     target, platforms, editable = value.get("target"), value.get("platforms"), value.get("editable")
-    if not isinstance(target, str) or not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms) or not isinstance(editable, bool):
+    if (
+        not isinstance(target, str)
+        or not isinstance(platforms, list)
+        or not all(isinstance(p, str) for p in platforms)
+        or not isinstance(editable, bool)
+    ):
         return None
     return KeptLock(target, tuple(platforms), editable)
 
@@ -113,7 +133,12 @@ def keep_fresh(stack_key: str, target: str, lock_sha256: str, parents: list[tupl
     `stack_key` names (the sha256 of its file's absolute path and bytes), by what the stack states (`run`'s freshness
     check, issue 44), with the other files that check read (`parents`: a base lock's absolute path and the
     sha256 of the bytes read), so a later `run` of the same bytes need not parse the stack to know it."""
-    keep("stack", _fresh_key(stack_key, target, lock_sha256), lambda: {"parents": [list(parent) for parent in parents]}, _parents)
+    keep(
+        "stack",
+        _fresh_key(stack_key, target, lock_sha256),
+        lambda: {"parents": [list(parent) for parent in parents]},
+        _parents,
+    )
 
 
 def kept_fresh(stack_key: str, target: str, lock_sha256: str) -> list[tuple[str, str]] | None:
@@ -128,6 +153,8 @@ def _fresh_key(stack_key: str, target: str, lock_sha256: str) -> str:
 
 def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
     parents = value.get("parents")
-    if not isinstance(parents, list) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(part, str) for part in p) for p in parents):
+    if not isinstance(parents, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(part, str) for part in p) for p in parents
+    ):
         return None
     return [(p[0], p[1]) for p in parents]

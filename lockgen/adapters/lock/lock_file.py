@@ -20,7 +20,9 @@ def read(path: Path) -> LockBytes:
     except FileNotFoundError:
         raise LockFormatError(f"lock `{path}` does not exist", "run `lockgen resolve STACK` to write it") from None
     except OSError as exc:
-        raise LockFormatError(f"cannot read lock `{path}`: {exc.strerror or exc}", "pass the path of a .conda-lock.yml") from None
+        raise LockFormatError(
+            f"cannot read lock `{path}`: {exc.strerror or exc}", "pass the path of a .conda-lock.yml"
+        ) from None
     return LockBytes(str(path), data, hashlib.sha256(data).hexdigest())
 
 
@@ -29,4 +31,6 @@ def read_bundle(path: Path) -> BundleBytes:
     try:
         return BundleBytes(path, user_files.read_bytes(path))
     except OSError as exc:
-        raise UserError(f"cannot read manifests `{path}`: {exc.strerror or exc}", "pass a file written by lockgen manifests") from None
+        raise UserError(
+            f"cannot read manifests `{path}`: {exc.strerror or exc}", "pass a file written by lockgen manifests"
+        ) from None

@@ -26,10 +26,14 @@ def read_stack_text(path: Path) -> str:
     except FileNotFoundError:
         raise SpecError(f"stack file `{path}` does not exist", "pass the path of a stack.toml") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read stack file `{path}`: {exc}", "check the file's permissions and encoding") from None
+        raise SpecError(
+            f"cannot read stack file `{path}`: {exc}", "check the file's permissions and encoding"
+        ) from None
 
 
-def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None = None, text: str | None = None) -> LoadedStack:
+def read_stack(
+    path: Path, fetch_image_base: Callable[[StackBase], bytes] | None = None, text: str | None = None
+) -> LoadedStack:
     """Reads and parses a stack file (and the base it `extends`, one level); every problem is a SpecError
     naming file and line. `fetch_image_base`: for a base that is an image, the bytes of the lock it carries
     (resolve fetches them and keeps them beside the team's locks); without it, the kept copy is read. `text`:
@@ -50,7 +54,11 @@ def read_stack(path: Path, fetch_image_base: Callable[[StackBase], bytes] | None
         return LoadedStack(path, text, parse_stack_text(document, base=lock_base(loaded, str(path))), base, loaded)
     base_document = stack_document(read_stack_text(base.path), str(base.path))
     if extends_of(base_document) is not None:
-        raise SpecError(f"the base stack {base.path} extends another stack itself", "extend the stack at the root of the chain: a team stack sits on one base", str(path))
+        raise SpecError(
+            f"the base stack {base.path} extends another stack itself",
+            "extend the stack at the root of the chain: a team stack sits on one base",
+            str(path),
+        )
     return LoadedStack(path, text, parse_stack_text(document, base=parse_stack_text(base_document)), base)
 
 
@@ -69,7 +77,9 @@ def _base_lock(base: StackBase, source: str, carried: bytes | None) -> LoadedLoc
     try:
         return read_lock(base.path) if carried is None else loaded_lock(carried, str(base.path))
     except LockgenError as exc:
-        raise SpecError(f"the base lock {base.path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source) from None
+        raise SpecError(
+            f"the base lock {base.path}: {exc.message}", exc.hint or "pass a lock lockgen wrote", source
+        ) from None
 
 
 def lock_base(loaded: LoadedLock, source: str) -> LockBase:
@@ -82,10 +92,16 @@ def lock_base(loaded: LoadedLock, source: str) -> LockBase:
     target = LockgenMeta(lock).target
     pythons = {lock_python(lock, platform) for platform in lock.metadata.platforms} - {None}
     if not target or len(pythons) > 1:
-        raise SpecError(f"the base lock {loaded.source} names no target, or several Pythons", "extend a lock that lockgen pin, freeze or resolve wrote for one target", source)
+        raise SpecError(
+            f"the base lock {loaded.source} names no target, or several Pythons",
+            "extend a lock that lockgen pin, freeze or resolve wrote for one target",
+            source,
+        )
     if local := next((p for p in lock.package if local_of(p) is not None), None):  # its folder is the base stack's
         raise SpecError(
-            f"the base lock {loaded.source} holds the local package `{local.name}` ({local.url})", "a team stack extends a lock of published packages: publish it and depend on it by version", source
+            f"the base lock {loaded.source} holds the local package `{local.name}` ({local.url})",
+            "a team stack extends a lock of published packages: publish it and depend on it by version",
+            source,
         )
     facts = LockgenMeta(lock).target_facts
     return LockBase(target=target, platforms=lock.metadata.platforms, python=next(iter(pythons), None), facts=facts)

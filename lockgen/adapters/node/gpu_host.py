@@ -38,13 +38,23 @@ def probe() -> HostGpus | None:
     """The host's GPUs, or None when there is no `nvidia-smi` or it finds no driver."""
     if shutil.which("nvidia-smi") is None:
         return None
-    query = run_tool(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"], "asking nvidia-smi for the GPUs", timeout_s=60, check=False)
+    query = run_tool(
+        ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+        "asking nvidia-smi for the GPUs",
+        timeout_s=60,
+        check=False,
+    )
     if query.returncode != 0:
         return None
     rows = [[cell.strip() for cell in line.split(",")] for line in query.stdout.strip().splitlines() if line.strip()]
     topology = run_tool(["nvidia-smi", "topo", "-m"], "asking nvidia-smi for the topology", timeout_s=60, check=False)
     clean = _strip_ansi(topology.stdout) if topology.returncode == 0 else ""
-    return HostGpus(names=tuple(r[0] for r in rows), compute_capabilities=tuple(r[1] for r in rows), driver=rows[0][2] if rows else None, topology=clean)
+    return HostGpus(
+        names=tuple(r[0] for r in rows),
+        compute_capabilities=tuple(r[1] for r in rows),
+        driver=rows[0][2] if rows else None,
+        topology=clean,
+    )
 
 
 def _strip_ansi(text: str) -> str:

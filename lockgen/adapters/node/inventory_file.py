@@ -37,6 +37,10 @@ def read(path: Path) -> tuple[NodeInventory, str]:
         document = NodeInventory.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
         return document, hashlib.sha256(raw).hexdigest()
     except OSError as exc:
-        raise UserError(f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote") from None
+        raise UserError(
+            f"cannot read inventory `{path}`: {exc.strerror or exc}", "pass the file freeze --inventory wrote"
+        ) from None
     except (ValidationError, EOFError, zlib.error):
-        raise UserError(f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT") from None
+        raise UserError(
+            f"`{path}` is not a lockgen inventory", "write one with lockgen freeze --python PY --inventory OUT"
+        ) from None

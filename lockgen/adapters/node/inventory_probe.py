@@ -27,9 +27,16 @@ SNIPPET = Path(__file__).with_name("inventory_snippet.py")
 def _run(python: Path, mode: str, timeout_s: float) -> Any:
     what = f"the inventory probe ({mode}) in {python}"
     try:
-        done = run_tool([str(python), "-I", "-B", "-c", SNIPPET.read_text(), mode], what, "is it a Python 3.8+ interpreter?", timeout_s=timeout_s)
+        done = run_tool(
+            [str(python), "-I", "-B", "-c", SNIPPET.read_text(), mode],
+            what,
+            "is it a Python 3.8+ interpreter?",
+            timeout_s=timeout_s,
+        )
     except ToolMissingError:
-        raise UserError(f"interpreter {python} not found", "pass the environment's python (PREFIX/bin/python)") from None
+        raise UserError(
+            f"interpreter {python} not found", "pass the environment's python (PREFIX/bin/python)"
+        ) from None
     try:
         return json.loads(done.stdout)
     except ValueError:
@@ -60,10 +67,23 @@ def probe(python: Path, timeout_s: float = 120.0) -> Inventory:
     """The inventory of the distributions `python` has installed."""
     raw = _run(python, "inventory", timeout_s)
     try:
-        distributions = tuple(sorted((_distribution(d, str(python)) for d in raw["distributions"]), key=lambda d: (d.name.lower(), d.version)))
-        return Inventory(format=raw["format"], python=raw["python"], platform=raw["platform"], site_packages=raw["site_packages"], distributions=distributions)
+        distributions = tuple(
+            sorted(
+                (_distribution(d, str(python)) for d in raw["distributions"]), key=lambda d: (d.name.lower(), d.version)
+            )
+        )
+        return Inventory(
+            format=raw["format"],
+            python=raw["python"],
+            platform=raw["platform"],
+            site_packages=raw["site_packages"],
+            distributions=distributions,
+        )
     except (KeyError, TypeError, AttributeError, ValidationError) as exc:
-        raise UserError(f"the inventory probe of {python} printed an unexpected document ({type(exc).__name__})", "run the probe of the same lockgen version") from None
+        raise UserError(
+            f"the inventory probe of {python} printed an unexpected document ({type(exc).__name__})",
+            "run the probe of the same lockgen version",
+        ) from None
 
 
 def rehash(python: Path, timeout_s: float = 600.0) -> Rehash:
@@ -72,7 +92,10 @@ def rehash(python: Path, timeout_s: float = 600.0) -> Rehash:
     try:
         return Rehash.model_validate(raw)
     except ValidationError as exc:
-        raise UserError(f"the re-hash probe of {python} printed an unexpected document ({exc.error_count()} errors)", "run the probe of the same lockgen version") from None
+        raise UserError(
+            f"the re-hash probe of {python} printed an unexpected document ({exc.error_count()} errors)",
+            "run the probe of the same lockgen version",
+        ) from None
 
 
 def node_inventory(python: Path, progress: Callable[[str], None]) -> NodeInventory:

@@ -42,7 +42,12 @@ def _dist_infos():
         site = sysconfig.get_paths()[key]
         if os.path.isdir(site) and os.path.realpath(site) not in [os.path.realpath(s) for s in sites]:
             sites.append(site)
-    return [os.path.join(site, name) for site in sites for name in sorted(os.listdir(site)) if name.endswith((".dist-info", ".egg-info"))]
+    return [
+        os.path.join(site, name)
+        for site in sites
+        for name in sorted(os.listdir(site))
+        if name.endswith((".dist-info", ".egg-info"))
+    ]
 
 
 def _metadata(folder):
@@ -69,7 +74,13 @@ def _distribution(folder):
 
 def inventory():
     site = os.path.relpath(sysconfig.get_paths()["purelib"], sys.prefix).replace(os.sep, "/")
-    return {"format": 1, "python": ".".join(map(str, sys.version_info[:3])), "platform": sysconfig.get_platform(), "site_packages": site, "distributions": [_distribution(f) for f in _dist_infos()]}
+    return {
+        "format": 1,
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "platform": sysconfig.get_platform(),
+        "site_packages": site,
+        "distributions": [_distribution(f) for f in _dist_infos()],
+    }
 
 
 def _check(job):

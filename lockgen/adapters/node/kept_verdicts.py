@@ -45,7 +45,12 @@ def kept_verdict(sha256: str, keys: Collection[str]) -> Any:
             record = marshal.loads(stream.read(RECORD_LIMIT))
     except (OSError, EOFError, ValueError, TypeError):
         return None
-    if type(record) is not tuple or len(record) != 5 or record[:3] != (sha256, __version__, SCHEMA) or record[3] not in keys:
+    if (
+        type(record) is not tuple
+        or len(record) != 5
+        or record[:3] != (sha256, __version__, SCHEMA)
+        or record[3] not in keys
+    ):
         return None
     return record[4]
 

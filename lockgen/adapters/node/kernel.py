@@ -53,7 +53,15 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], None], what: str, extra_env: dict[str, str], shown: Sequence[str], given: str | None = None) -> None:
+def _run(
+    command: Sequence[str],
+    timeout_s: float,
+    progress: Callable[[str], None],
+    what: str,
+    extra_env: dict[str, str],
+    shown: Sequence[str],
+    given: str | None = None,
+) -> None:
     """Runs the kernel `command`; `shown`: its arguments as a failure's hint gives them, to run it by hand;
     `given`: text for its stdin (the expectations, which it reads once torch is imported)."""
     environment = _environment(extra_env)
@@ -68,7 +76,9 @@ def _run(command: Sequence[str], timeout_s: float, progress: Callable[[str], Non
             start_new_session=True,
         )
     except FileNotFoundError:
-        raise KernelError(f"{what}: interpreter `{command[0]}` not found", "pass --python PATH of the environment's python") from None
+        raise KernelError(
+            f"{what}: interpreter `{command[0]}` not found", "pass --python PATH of the environment's python"
+        ) from None
     if given is not None:
         assert process.stdin is not None
         with contextlib.suppress(BrokenPipeError):  # a kernel that ended at once is reported below
@@ -129,13 +139,30 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
             process.wait(timeout=5)
 
 
-def run_single(python: str, arch: str, expected: dict[str, Any], quick: bool, compiled: bool, allow_ptx: bool, timeout_s: float, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
+def run_single(
+    python: str,
+    arch: str,
+    expected: dict[str, Any],
+    quick: bool,
+    compiled: bool,
+    allow_ptx: bool,
+    timeout_s: float,
+    progress: Callable[[str], None],
+) -> tuple[dict[str, Any], bytes]:
     """The single-process kernel; returns its document and the exact bytes it wrote."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
         out_path = Path(folder) / "single.json"
         command = [python, "-m", "verify", "--arch", arch, "--expect", "-", "--out", str(out_path)]
         command += ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
-        _run(command, timeout_s, progress, "the verification kernel", {}, ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2 :]], json.dumps(expected))
+        _run(
+            command,
+            timeout_s,
+            progress,
+            "the verification kernel",
+            {},
+            ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2 :]],
+            json.dumps(expected),
+        )
         return _read(out_path, "the verification kernel")
 
 
@@ -150,7 +177,13 @@ class Rendezvous:
 
 
 def run_distributed(
-    python: str, gpus: int, sizes_mib: str, timeout_s: float, progress: Callable[[str], None], extra_env: dict[str, str] | None = None, rendezvous: Rendezvous | None = None
+    python: str,
+    gpus: int,
+    sizes_mib: str,
+    timeout_s: float,
+    progress: Callable[[str], None],
+    extra_env: dict[str, str] | None = None,
+    rendezvous: Rendezvous | None = None,
 ) -> tuple[dict[str, Any], bytes]:
     """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs), on this host
     alone or, with `rendezvous`, as one node of several."""
@@ -160,7 +193,13 @@ def run_distributed(
         launch = (
             ["--standalone"]
             if rendezvous is None
-            else [f"--nnodes={rendezvous.nodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rendezvous.endpoint}", f"--rdzv_id={rendezvous.run_id}", f"--rdzv_conf=join_timeout={join_timeout_s}"]
+            else [
+                f"--nnodes={rendezvous.nodes}",
+                "--rdzv_backend=c10d",
+                f"--rdzv_endpoint={rendezvous.endpoint}",
+                f"--rdzv_id={rendezvous.run_id}",
+                f"--rdzv_conf=join_timeout={join_timeout_s}",
+            ]
         )
         joined = Path(folder) / "joined"  # made by the node's first rank once every rank has met
         command = [
@@ -188,7 +227,18 @@ def run_distributed(
                 progress,
                 what,
                 extra_env or {},
-                ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m", "verify.dist", "--out", "dist.json", "--sizes-mib", sizes_mib],
+                [
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    f"--nproc_per_node={gpus}",
+                    "-m",
+                    "verify.dist",
+                    "--out",
+                    "dist.json",
+                    "--sizes-mib",
+                    sizes_mib,
+                ],
             )
         except KernelError as exc:
             # torchrun gave up on the other nodes, or (a slow start on a busy host) lockgen's limit came first

@@ -36,8 +36,20 @@ def probe() -> NodeFacts:
     except (ValueError, OSError):  # not glibc (musl has no such name)
         libc = ""
     glibc = libc.removeprefix("glibc ").strip() if libc.startswith("glibc ") else None
-    listed = tuple(NodeGpu(name=name, compute_capability=capability) for name, capability in zip(gpus.names, gpus.compute_capabilities)) if gpus else ()
-    return NodeFacts(platform=home.native_platform(f"linux-{home.machine()}"), glibc=glibc, driver=gpus.driver if listed and gpus else None, gpus=listed)
+    listed = (
+        tuple(
+            NodeGpu(name=name, compute_capability=capability)
+            for name, capability in zip(gpus.names, gpus.compute_capabilities)
+        )
+        if gpus
+        else ()
+    )
+    return NodeFacts(
+        platform=home.native_platform(f"linux-{home.machine()}"),
+        glibc=glibc,
+        driver=gpus.driver if listed and gpus else None,
+        gpus=listed,
+    )
 
 
 def read(path: Path) -> NodeFacts:

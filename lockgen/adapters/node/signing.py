@@ -62,7 +62,13 @@ def _float(value: float) -> str:
     return float.__repr__(value) if value - value == 0.0 else json.dumps(value)  # NaN, Infinity: json's own spelling
 
 
-_SCALARS: dict[type, Callable[[Any], str]] = {str: encode_basestring_ascii, float: _float, int: int.__repr__, bool: {True: "true", False: "false"}.__getitem__, type(None): lambda _: "null"}
+_SCALARS: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring_ascii,
+    float: _float,
+    int: int.__repr__,
+    bool: {True: "true", False: "false"}.__getitem__,
+    type(None): lambda _: "null",
+}
 
 
 def _rendered(value: Any, newline: str) -> str:
@@ -78,7 +84,14 @@ def _rendered(value: Any, newline: str) -> str:
         return (
             "{"
             + inner
-            + ("," + inner).join([encode_basestring_ascii(key) + _KEY_END + (scalars[type(item)](item) if type(item) in scalars else _rendered(item, inner)) for key, item in sorted(value.items())])
+            + ("," + inner).join(
+                [
+                    encode_basestring_ascii(key)
+                    + _KEY_END
+                    + (scalars[type(item)](item) if type(item) in scalars else _rendered(item, inner))
+                    for key, item in sorted(value.items())
+                ]
+            )
             + newline
             + "}"
         )
@@ -99,17 +112,38 @@ def signed_and_canonical(text: str, document: Any, keys: Mapping[str, Any]) -> b
     """Whether `text` (which parsed to `document`) is a certificate file `verify_file` accepts with the key its
     signature names, one of `keys` (none given: whether it is canonical, its signature, if any, well formed).
     False says only that this quick proof failed: `verify_file` then says why, or accepts what this cannot."""
-    if type(document) is not dict or type(document.get("certificate")) is not dict or not set(document) <= {"certificate", "signature"}:
+    if (
+        type(document) is not dict
+        or type(document.get("certificate")) is not dict
+        or not set(document) <= {"certificate", "signature"}
+    ):
         return False
     signature = document.get("signature")
     indent = _NEWLINE + _LEVEL
     body = _rendered(document["certificate"], indent)
-    marked = "{" + indent + '"certificate"' + _KEY_END + body + "," + indent + '"signature"' + _KEY_END + _rendered(signature, indent) + "\n}"
+    marked = (
+        "{"
+        + indent
+        + '"certificate"'
+        + _KEY_END
+        + body
+        + ","
+        + indent
+        + '"signature"'
+        + _KEY_END
+        + _rendered(signature, indent)
+        + "\n}"
+    )
     if _laid_out(marked) + "\n" != text:
         return False
     if signature is None:
         return not keys
-    if type(signature) is not dict or signature.get("algorithm") != "ed25519" or type(signature.get("value")) is not str or type(signature.get("key_id")) is not str:
+    if (
+        type(signature) is not dict
+        or signature.get("algorithm") != "ed25519"
+        or type(signature.get("value")) is not str
+        or type(signature.get("key_id")) is not str
+    ):
         return False
     if not keys:
         return True
@@ -136,7 +170,9 @@ def keygen(path: Path) -> tuple[Path, Path]:
         if os.path.lexists(existing):
             raise _exists(existing)
     key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_new(path, private, 0o600)
@@ -149,7 +185,10 @@ def keygen(path: Path) -> tuple[Path, Path]:
 
 
 def _exists(path: Path) -> UserError:
-    return UserError(f"`{path}` already exists; keygen never overwrites a key", f"choose another --out, or move `{path}` aside deliberately")
+    return UserError(
+        f"`{path}` already exists; keygen never overwrites a key",
+        f"choose another --out, or move `{path}` aside deliberately",
+    )
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:
@@ -177,8 +216,13 @@ def _load(path: Path, private: bool) -> Any:
         raise UserError(f"cannot read {kind} key `{path}`: {exc}", "make one with `lockgen keygen --out KEY`") from None
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    if not isinstance(key, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):  # RSA, EC: certificates are signed with Ed25519 alone
-        raise UserError(f"key `{path}` is a {type(key).__name__.removeprefix('_').replace('PublicKey', '').replace('PrivateKey', '')} key, not Ed25519", "make one with `lockgen keygen --out KEY`")
+    if not isinstance(
+        key, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)
+    ):  # RSA, EC: certificates are signed with Ed25519 alone
+        raise UserError(
+            f"key `{path}` is a {type(key).__name__.removeprefix('_').replace('PublicKey', '').replace('PrivateKey', '')} key, not Ed25519",
+            "make one with `lockgen keygen --out KEY`",
+        )
     return key
 
 
@@ -221,14 +265,19 @@ def require_signed_by(document: dict[str, Any], private_key_path: Path) -> None:
     key = _load(private_key_path, private=True).public_key()
     if document["signature"].get("key_id") != key_id(key):
         raise LockFormatError(
-            f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` is key {key_id(key)}", "pass --key with the private key that signed the certificate"
+            f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` is key {key_id(key)}",
+            "pass --key with the private key that signed the certificate",
         )
     _check_signature(document, key)
 
 
 def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
     key = _load(private_key_path, private=True)
-    return {"algorithm": "ed25519", "key_id": key_id(key.public_key()), "value": base64.b64encode(key.sign(canonical_json(body))).decode()}
+    return {
+        "algorithm": "ed25519",
+        "key_id": key_id(key.public_key()),
+        "value": base64.b64encode(key.sign(canonical_json(body))).decode(),
+    }
 
 
 def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
@@ -236,18 +285,29 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
     try:
         document = nesting.loads(text)
     except nesting.TooDeepError as exc:
-        raise LockFormatError(f"certificate is JSON {exc}", "it is not a certificate lockgen wrote; use the original file") from None
+        raise LockFormatError(
+            f"certificate is JSON {exc}", "it is not a certificate lockgen wrote; use the original file"
+        ) from None
     except ValueError as exc:
         raise LockFormatError(f"certificate is not JSON: {exc}", "it was damaged; use the original file") from None
     if render(document) != text:
-        raise LockFormatError("certificate bytes differ from their canonical form: the file was edited", "certificates are tamper-evident; re-run lockgen verify")
+        raise LockFormatError(
+            "certificate bytes differ from their canonical form: the file was edited",
+            "certificates are tamper-evident; re-run lockgen verify",
+        )
     if not isinstance(document, dict):
         raise LockFormatError("certificate is not a JSON object", "it was damaged; use the original file")
     signature = document.get("signature")
     if signature is not None and (
-        not isinstance(signature, dict) or signature.get("algorithm") != "ed25519" or not isinstance(signature.get("value"), str) or not isinstance(signature.get("key_id"), str)
+        not isinstance(signature, dict)
+        or signature.get("algorithm") != "ed25519"
+        or not isinstance(signature.get("value"), str)
+        or not isinstance(signature.get("key_id"), str)
     ):
-        raise LockFormatError("certificate signature is malformed (lockgen signs with ed25519: algorithm, key_id, value)", "the file was edited; use the original certificate")
+        raise LockFormatError(
+            "certificate signature is malformed (lockgen signs with ed25519: algorithm, key_id, value)",
+            "the file was edited; use the original certificate",
+        )
     if public_key_path is None:
         return document
     if not signature:
@@ -261,8 +321,14 @@ def _check_signature(document: dict[str, Any], key: Any) -> None:
 
     signature = document["signature"]
     if signature.get("key_id") != key_id(key):
-        raise LockFormatError(f"certificate was signed by key {shown(str(signature.get('key_id')))}, not {key_id(key)}", "pass the public key that matches the signing key")
+        raise LockFormatError(
+            f"certificate was signed by key {shown(str(signature.get('key_id')))}, not {key_id(key)}",
+            "pass the public key that matches the signing key",
+        )
     try:
         key.verify(base64.b64decode(signature["value"]), canonical_json(document["certificate"]))
     except (InvalidSignature, ValueError, KeyError):
-        raise LockFormatError("certificate signature does not verify: its content was changed", "certificates are tamper-evident; re-run lockgen verify") from None
+        raise LockFormatError(
+            "certificate signature does not verify: its content was changed",
+            "certificates are tamper-evident; re-run lockgen verify",
+        ) from None

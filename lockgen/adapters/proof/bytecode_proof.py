@@ -41,7 +41,11 @@ def _store() -> Path:
 @lru_cache(maxsize=None)
 def _cache_tag_of(python: str) -> str | None:
     try:
-        done = run_tool([python, "-I", "-S", "-c", "import sys; print(sys.implementation.cache_tag)"], "asking a Python its version", timeout_s=30)
+        done = run_tool(
+            [python, "-I", "-S", "-c", "import sys; print(sys.implementation.cache_tag)"],
+            "asking a Python its version",
+            timeout_s=30,
+        )
     except LockgenError:
         return None
     return done.stdout.strip()
@@ -57,20 +61,34 @@ def interpreter_for(tag: str) -> str | None:
         if candidate and os.path.isfile(candidate) and _cache_tag_of(candidate) == tag:
             return candidate
     try:  # last: one uv manages (asking uv starts a process)
-        found = run_tool([uv_binary(), "python", "find", "--no-project", "--no-python-downloads", f"3.{minor}"], "finding a Python", timeout_s=30, check=False).stdout.strip()
+        found = run_tool(
+            [uv_binary(), "python", "find", "--no-project", "--no-python-downloads", f"3.{minor}"],
+            "finding a Python",
+            timeout_s=30,
+            check=False,
+        ).stdout.strip()
     except LockgenError:
         return None
     return found if found and os.path.isfile(found) and _cache_tag_of(found) == tag else None
 
 
-def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[[str], None] = lambda _: None, known: Mapping[str, str] | None = None) -> dict[str, str]:
+def unproven(
+    prefix: Path,
+    pairs: Sequence[tuple[str, str]],
+    progress: Callable[[str], None] = lambda _: None,
+    known: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Of `(pyc, source)` pairs (prefix-relative; the source already proven), the byte code files that are not
     their source's, each with the reason. `known`: sha256 of files as they are now (what conformance just
     hashed or trusted by fingerprint), not hashed again."""
     if not pairs:
         return {}
     tagged = [(pyc, source, _TAG.search(pyc)) for pyc, source in pairs]
-    problems = {pyc: "byte code of a Python lockgen cannot prove (only CPython 3 .pyc files are)" for pyc, _, found in tagged if found is None}
+    problems = {
+        pyc: "byte code of a Python lockgen cannot prove (only CPython 3 .pyc files are)"
+        for pyc, _, found in tagged
+        if found is None
+    }
     known = known or {}
     wanted = sorted({p for pyc, source, found in tagged if found for p in (pyc, source) if p not in known})
     hashed = hash_files([(str(prefix / p), os.lstat(prefix / p).st_size) for p in wanted])
@@ -83,13 +101,17 @@ def unproven(prefix: Path, pairs: Sequence[tuple[str, str]], progress: Callable[
             continue
         marker = f"{found['tag']}-{digests[pyc]}-{digests[source]}"
         if marker not in proven:
-            pending.setdefault(found["tag"], []).append((pyc, source, int(found["opt"] or 0), store / marker, digests[pyc], digests[source]))
+            pending.setdefault(found["tag"], []).append(
+                (pyc, source, int(found["opt"] or 0), store / marker, digests[pyc], digests[source])
+            )
     for tag, items in sorted(pending.items()):
         problems.update(_prove(prefix, tag, items, progress))
     return problems
 
 
-def _prove(prefix: Path, tag: str, items: list[tuple[str, str, int, Path, str, str]], progress: Callable[[str], None]) -> dict[str, str]:
+def _prove(
+    prefix: Path, tag: str, items: list[tuple[str, str, int, Path, str, str]], progress: Callable[[str], None]
+) -> dict[str, str]:
     """The byte code of `items` that is not its source's; a proof is kept (a marker named by both sha256s) only
     of a pair the checker found to be those very bytes, read once."""
     python = interpreter_for(tag)
@@ -98,7 +120,13 @@ def _prove(prefix: Path, tag: str, items: list[tuple[str, str, int, Path, str, s
         return {pyc: why for pyc, *_ in items}
     progress(f"proving {len(items)} byte-code files against their sources with {python}")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as listing:
-        json.dump([[str(prefix / pyc), str(prefix / source), optimize, pyc_sha, source_sha] for pyc, source, optimize, _, pyc_sha, source_sha in items], listing)
+        json.dump(
+            [
+                [str(prefix / pyc), str(prefix / source), optimize, pyc_sha, source_sha]
+                for pyc, source, optimize, _, pyc_sha, source_sha in items
+            ],
+            listing,
+        )
     try:
         done = run_tool(
             [python, "-I", "-S", "-B", str(CHECKER), listing.name],

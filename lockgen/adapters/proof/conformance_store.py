@@ -51,7 +51,9 @@ from lockgen.errors import UserError
 
 __all__ = ["DEFAULT_TRUST_S", "TRUST_ENV", "trust_window_s"]  # the stat trust window's, read here too
 
-VERDICT_LAYOUT = 2  # 1 kept every file's ctime in the walk's digest: removing an environment sharing its files threw it away
+VERDICT_LAYOUT = (
+    2  # 1 kept every file's ctime in the walk's digest: removing an environment sharing its files threw it away
+)
 Proofs = dict[str, list]  # prefix-relative path -> [device, inode, size, mtime_ns, ctime_ns, sha256, link count]
 
 
@@ -116,12 +118,25 @@ def load_verdict(prefix: Path, lock_sha256: str, context: list[str]) -> dict | N
         kept = nesting.loads(user_files.read_bytes(_verdict_record(prefix, lock_sha256, context)))
     except (OSError, ValueError):
         return None
-    if not isinstance(kept, dict) or [kept.get("layout"), kept.get("prefix"), kept.get("lock_sha256"), kept.get("context")] != [VERDICT_LAYOUT, os.path.realpath(prefix), lock_sha256, context]:
+    if not isinstance(kept, dict) or [
+        kept.get("layout"),
+        kept.get("prefix"),
+        kept.get("lock_sha256"),
+        kept.get("context"),
+    ] != [VERDICT_LAYOUT, os.path.realpath(prefix), lock_sha256, context]:
         return None
-    return kept if isinstance(kept.get("tree"), str) and isinstance(kept.get("stamps"), dict) and isinstance(kept.get("verdict"), dict) else None
+    return (
+        kept
+        if isinstance(kept.get("tree"), str)
+        and isinstance(kept.get("stamps"), dict)
+        and isinstance(kept.get("verdict"), dict)
+        else None
+    )
 
 
-def save_verdict(prefix: Path, lock_sha256: str, context: list[str], tree: TreeFingerprint, verdict: dict, checked: str | None = None) -> None:
+def save_verdict(
+    prefix: Path, lock_sha256: str, context: list[str], tree: TreeFingerprint, verdict: dict, checked: str | None = None
+) -> None:
     """Keeps a passing verdict of the walk `tree` (atomically; a home lockgen cannot write leaves the next check to
     do the work); `checked`: when the check that found it was made (default now)."""
     record = {
@@ -154,9 +169,17 @@ def renew(prefix: Path, lock_sha256: str, context: list[str], kept: dict, tree: 
     renewed = 0
     for relative, proof in proofs.items():
         info = tree.walked.get(relative) if tree.walked is not None else None
-        if info is None or not isinstance(proof, list) or len(proof) < 6 or proof[:4] != [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns] or proof[4] == info.st_ctime_ns:
+        if (
+            info is None
+            or not isinstance(proof, list)
+            or len(proof) < 6
+            or proof[:4] != [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
+            or proof[4] == info.st_ctime_ns
+        ):
             continue
-        if ctime_stands(proof[6] if len(proof) > 6 and type(proof[6]) is int else None, info.st_nlink, proof[4], info.st_ctime_ns):
+        if ctime_stands(
+            proof[6] if len(proof) > 6 and type(proof[6]) is int else None, info.st_nlink, proof[4], info.st_ctime_ns
+        ):
             proof[4:] = [info.st_ctime_ns, proof[5], info.st_nlink]
             renewed += 1
     if renewed:
@@ -211,8 +234,17 @@ def byte_trust(prefix: Path, lock_sha256: str) -> ByteTrust:
         kept = json.loads(_read_record(prefix, lock_sha256).read_bytes())
     except (OSError, ValueError, RecursionError):
         kept = None
-    value = kept.get("read") if isinstance(kept, dict) and [kept.get("prefix"), kept.get("lock_sha256")] == [os.path.realpath(prefix), lock_sha256] else None
-    read = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    value = (
+        kept.get("read")
+        if isinstance(kept, dict)
+        and [kept.get("prefix"), kept.get("lock_sha256")] == [os.path.realpath(prefix), lock_sha256]
+        else None
+    )
+    read = (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        else None
+    )
     return ByteTrust(read, now, read is None or not read <= now < read + window)
 
 

@@ -76,7 +76,9 @@ def _inputs(lock_sha256: str, lock_name: str, platform: str | None, prefix: str 
 
 
 def _record_path(inputs: list[str]) -> str:
-    return os.path.join(kept_folder("run", SCHEMA), hashlib.sha256("\0".join(inputs).encode("utf-8", "surrogateescape")).hexdigest())
+    return os.path.join(
+        kept_folder("run", SCHEMA), hashlib.sha256("\0".join(inputs).encode("utf-8", "surrogateescape")).hexdigest()
+    )
 
 
 def _identity(path: str) -> Identity | None:
@@ -93,7 +95,15 @@ def identities(verdict: Path, read: Path) -> tuple[Identity | None, Identity | N
 
 
 def keep(
-    lock_sha256: str, lock_name: str, platform: str | None, prefix: str | None, found: KeptRun, tree: tuple[str, str], files: tuple[Path, Path], confirmed: tuple[Identity, Identity], read_at: float
+    lock_sha256: str,
+    lock_name: str,
+    platform: str | None,
+    prefix: str | None,
+    found: KeptRun,
+    tree: tuple[str, str],
+    files: tuple[Path, Path],
+    confirmed: tuple[Identity, Identity],
+    read_at: float,
 ) -> None:
     """Keeps the record of an environment the full fast path just proved (`found`), by the drift verdict of the
     stat walk `tree` (its digest, and the `stamps_digest` of its link counts and ctimes) whose files (`files`: verdict, read time) had the identities `confirmed` before and after
@@ -174,14 +184,22 @@ def _record(path: str, inputs: list[str]) -> dict | None:
     if not isinstance(record, dict) or record.get("inputs") != inputs:
         return None
     strings = ("prefix", "kind", "name", "digest", "said", "shown", "tree", "stamps")
-    if not all(isinstance(record.get(key), str) for key in strings) or record["kind"] not in ("conda", "venv") or not os.path.isabs(record["prefix"]):
+    if (
+        not all(isinstance(record.get(key), str) for key in strings)
+        or record["kind"] not in ("conda", "venv")
+        or not os.path.isabs(record["prefix"])
+    ):
         return None
     if len(record["digest"]) != 64 or record["digest"].strip("0123456789abcdef"):  # said as it is: hex digits only
         return None
     files, confirmed, read_at = record.get("files"), record.get("confirmed"), record.get("read_at")
     if not (isinstance(files, list) and len(files) == 2 and all(isinstance(f, str) for f in files)):
         return None
-    if not (isinstance(confirmed, list) and len(confirmed) == 2 and all(isinstance(i, list) and len(i) == 5 and all(type(n) is int for n in i) for i in confirmed)):
+    if not (
+        isinstance(confirmed, list)
+        and len(confirmed) == 2
+        and all(isinstance(i, list) and len(i) == 5 and all(type(n) is int for n in i) for i in confirmed)
+    ):
         return None
     return record if type(read_at) is float else None
 

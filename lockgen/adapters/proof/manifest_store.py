@@ -47,7 +47,9 @@ def cached(sha256: str) -> PackageManifest | None:
 
 
 def keep(manifest: PackageManifest) -> None:
-    write_bytes_atomic(child(_folder(), f"{manifest.sha256}.json", "a manifest's archive hash"), manifest.model_dump_json().encode())
+    write_bytes_atomic(
+        child(_folder(), f"{manifest.sha256}.json", "a manifest's archive hash"), manifest.model_dump_json().encode()
+    )
 
 
 def _patched_path(sha256: str, prefix: str) -> Path:
@@ -105,5 +107,7 @@ def parse_bundle(raw: bytes, path: Path) -> dict[str, PackageManifest]:
         # pydantic's own JSON reader: the H200 bundle's 49,444 files in 0.25 s against 0.32-0.47 s through json.loads
         bundle = ManifestBundle.model_validate_json(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     except (ValueError, ValidationError, EOFError, OSError, zlib.error):
-        raise UserError(f"`{path}` is not a lockgen manifests bundle", "write one with lockgen manifests LOCK --out FILE") from None
+        raise UserError(
+            f"`{path}` is not a lockgen manifests bundle", "write one with lockgen manifests LOCK --out FILE"
+        ) from None
     return {m.sha256: m for m in bundle.manifests}

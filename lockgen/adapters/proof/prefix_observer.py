@@ -57,7 +57,13 @@ def likely_wanted(prefix: Path, walked: Mapping[str, StatFields], proofs: Mappin
     is read for nothing: an environment that holds one does not conform (an extra file) unless the caller
     allows it by name."""
     top = str(prefix)
-    return hash_ahead([(f"{top}/{relative}", info.st_size) for relative, info in walked.items() if stat.S_ISREG(info.st_mode) and not _proven(proofs.get(relative), info)])
+    return hash_ahead(
+        [
+            (f"{top}/{relative}", info.st_size)
+            for relative, info in walked.items()
+            if stat.S_ISREG(info.st_mode) and not _proven(proofs.get(relative), info)
+        ]
+    )
 
 
 def _proven(before: list | None, info: StatFields) -> bool:
@@ -68,7 +74,12 @@ def _proven(before: list | None, info: StatFields) -> bool:
         before is not None
         and before[:4] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
         and len(before) >= 6
-        and ctime_stands(before[6] if len(before) > 6 and type(before[6]) is int else None, info.st_nlink, before[4], info.st_ctime_ns)
+        and ctime_stands(
+            before[6] if len(before) > 6 and type(before[6]) is int else None,
+            info.st_nlink,
+            before[4],
+            info.st_ctime_ns,
+        )
     )
 
 
@@ -98,7 +109,9 @@ def observe(
     kept = proofs if proofs is not None else {}
     recorded = proofs is not None or seen is not None
     digests: dict[str, str] = {}
-    now: dict[str, list] = {}  # path -> [device, inode, size, mtime_ns, ctime_ns], the sha256 and link count appended below
+    now: dict[
+        str, list
+    ] = {}  # path -> [device, inode, size, mtime_ns, ctime_ns], the sha256 and link count appended below
     links: dict[str, int] = {}
     unread: list[str] = []
     for relative, info in entries.items():  # one pass: what is wanted, and what a kept fingerprint proves
@@ -114,7 +127,11 @@ def observe(
     paths = [f"{top}/{relative}" for relative in unread]
     shown = (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter is not None else None
     hashed = dict(ahead.digests(shown)) if ahead is not None and unread else {}
-    hashed.update(hash_files([(path, entries[relative].st_size) for path, relative in zip(paths, unread) if path not in hashed], shown))
+    hashed.update(
+        hash_files(
+            [(path, entries[relative].st_size) for path, relative in zip(paths, unread) if path not in hashed], shown
+        )
+    )
     for path, relative in zip(paths, unread):
         digests[relative] = hashed[path]
     for relative, fingerprint in now.items():
@@ -132,7 +149,14 @@ def observe(
             path = f"{top}/{relative}"
             add(
                 ObservedFile(
-                    relative, "file", info.st_size, stat.S_IMODE(mode), digests.get(relative), _text(path) if relative in read_these else None, None, privilege_of(path, mode) if privileges else None
+                    relative,
+                    "file",
+                    info.st_size,
+                    stat.S_IMODE(mode),
+                    digests.get(relative),
+                    _text(path) if relative in read_these else None,
+                    None,
+                    privilege_of(path, mode) if privileges else None,
                 )
             )
             continue
@@ -140,5 +164,15 @@ def observe(
         kind = "link" if stat.S_ISLNK(mode) else "other"
         if kind == "link" and os.path.isdir(path):
             kind = "dir-link"
-        add(ObservedFile(relative, kind, info.st_size, stat.S_IMODE(mode), None, None, os.readlink(path) if kind != "other" else None))
+        add(
+            ObservedFile(
+                relative,
+                kind,
+                info.st_size,
+                stat.S_IMODE(mode),
+                None,
+                None,
+                os.readlink(path) if kind != "other" else None,
+            )
+        )
     return observed

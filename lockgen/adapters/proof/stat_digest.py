@@ -21,7 +21,9 @@ TYPE_CHECKING = False  # typing is not imported: this module is on the kept `run
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    Waiting = tuple[str, str, int, int]  # a folder waiting to be looked at: its path, relative path with a slash, link count, size
+    Waiting = tuple[
+        str, str, int, int
+    ]  # a folder waiting to be looked at: its path, relative path with a slash, link count, size
     Keep = Callable[[str, os.stat_result], None]
 
 RACY_NS = 1_000_000_000  # a whole second: the coarsest stamps of the file systems lockgen trusts fingerprints on
@@ -52,7 +54,9 @@ def folder_record(path: str, base: str, since: int, folders: list[Waiting], keep
             relative = base + entry.name
             if stat.S_ISDIR(mode):
                 folders.append((entry.path, f"{relative}/", info.st_nlink, info.st_size))
-                add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}\n")
+                add(
+                    f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}\n"
+                )
                 continue
             if keep is not None:
                 keep(relative, info)
@@ -75,7 +79,9 @@ def subtree_records(path: str, base: str, since: int, keep: Keep | None = None) 
     return "".join(records)
 
 
-def top_of_tree(prefix: str, since: int, keep: Keep | None, most_waiting: int = FRONTIER) -> tuple[list[str], list[Waiting]]:
+def top_of_tree(
+    prefix: str, since: int, keep: Keep | None, most_waiting: int = FRONTIER
+) -> tuple[list[str], list[Waiting]]:
     """The records of the top of the tree at `prefix`, looked at a level at a time until `most_waiting` folders
     wait (none, for a small tree: then the records are the whole walk), and the folders waiting."""
     records: list[str] = []
@@ -100,7 +106,9 @@ def digest_of(records: list[str]) -> tuple[str, int, bool, dict[str, str]]:
 
 def stamps_digest(stamps: dict[str, str]) -> str:
     """One sha256 of a walk's stamps, for a record that holds them exactly (the kept `run`'s)."""
-    return hashlib.sha256("".join(f"{base}\0{stamps[base]}\n" for base in sorted(stamps)).encode("utf-8", "surrogateescape")).hexdigest()
+    return hashlib.sha256(
+        "".join(f"{base}\0{stamps[base]}\n" for base in sorted(stamps)).encode("utf-8", "surrogateescape")
+    ).hexdigest()
 
 
 def small_tree_digests(prefix: str) -> tuple[str, str] | None:
@@ -126,5 +134,8 @@ def trust_window_s() -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value < float("inf"):
-        raise UserError(f"{TRUST_ENV}={text[:40]!r} is not a number of seconds", f"set it to 0 or more seconds (0: every check reads every byte), or unset it for a day ({DEFAULT_TRUST_S:.0f})")
+        raise UserError(
+            f"{TRUST_ENV}={text[:40]!r} is not a number of seconds",
+            f"set it to 0 or more seconds (0: every check reads every byte), or unset it for a day ({DEFAULT_TRUST_S:.0f})",
+        )
     return value

@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from lockgen.adapters.proof.stat_digest import FRONTIER, RACY_NS, digest_of, folder_record, settled_since, subtree_records, top_of_tree
+from lockgen.adapters.proof.stat_digest import (
+    FRONTIER,
+    RACY_NS,
+    digest_of,
+    folder_record,
+    settled_since,
+    subtree_records,
+    top_of_tree,
+)
 from lockgen.core.env.stat_rules import ctime_stands
 
 if TYPE_CHECKING:
@@ -28,7 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FRONTIER", "RACY_NS", "Lstat", "StatFields", "TreeFingerprint", "links_moved", "tree_fingerprint"]
 BIG_FOLDER = 10  # a waiting folder linked this often (8 folders in it) is opened before the sharing
-MOST_SHARES = 1024  # the frontier is handed out in at most this many shares: `parallel.MOST_SHARES`, one write to the pipe
+MOST_SHARES = (
+    1024  # the frontier is handed out in at most this many shares: `parallel.MOST_SHARES`, one write to the pipe
+)
 
 
 class StatFields(Protocol):
@@ -129,7 +139,9 @@ def tree_fingerprint(prefix: Path, keep_walk: bool = False) -> TreeFingerprint:
             break
         path, base, _, _ = frontier.pop(biggest)
         folders.append(folder_record(path, base, since, frontier, keep))
-    frontier.sort(key=lambda waiting: -waiting[3])  # most entries first (a folder's size grows with them): the last shares are small
+    frontier.sort(
+        key=lambda waiting: -waiting[3]
+    )  # most entries first (a folder's size grows with them): the last shares are small
     theirs, done = _shared(frontier, since, walked)
     folders.append(theirs)
     for index, (path, base, _, _) in enumerate(frontier):
@@ -145,12 +157,16 @@ def _keeper(walked: dict[str, Lstat] | None) -> Keep | None:
         return None
 
     def keep(relative: str, info: os.stat_result) -> None:
-        walked[relative] = Lstat(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_nlink)
+        walked[relative] = Lstat(
+            info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_nlink
+        )
 
     return keep
 
 
-def _shared(frontier: list[tuple[str, str, int, int]], since: int, walked: dict[str, Lstat] | None) -> tuple[str, set[int]]:
+def _shared(
+    frontier: list[tuple[str, str, int, int]], since: int, walked: dict[str, Lstat] | None
+) -> tuple[str, set[int]]:
     """The records of the frontier's subtrees walked by this process and a forked child per other core, each
     taking the next share from one pipe (a big subtree does not hold up the rest), and which subtrees they are
     (a child that failed gave none of its own); `walked`, when kept, gets every path they walked."""
@@ -189,7 +205,9 @@ def _child(read: int, frontier: list[tuple[str, str, int, int]], shares: int, si
     70,000 paths are read back in a fifth of the time lines of numbers take to parse."""
     walked: dict[str, Lstat] | None = {} if keep else None
     text = _taken(read, frontier, shares, since, walked)
-    return marshal.dumps((text, list(walked), [tuple(info) for info in walked.values()]) if walked is not None else (text, [], []))
+    return marshal.dumps(
+        (text, list(walked), [tuple(info) for info in walked.values()]) if walked is not None else (text, [], [])
+    )
 
 
 def _sent(data: bytes | None, walked: dict[str, Lstat] | None) -> str:
@@ -202,7 +220,9 @@ def _sent(data: bytes | None, walked: dict[str, Lstat] | None) -> str:
     return str(text)
 
 
-def _taken(read: int, frontier: list[tuple[str, str, int, int]], shares: int, since: int, walked: dict[str, Lstat] | None) -> str:
+def _taken(
+    read: int, frontier: list[tuple[str, str, int, int]], shares: int, since: int, walked: dict[str, Lstat] | None
+) -> str:
     """Shares of the frontier walked until the pipe of their numbers is empty: their subtrees' records, two NULs
     (no record holds them: no field is empty), their numbers; `walked`, when kept, gets their paths."""
     from lockgen.adapters.parallel import taken_shares

@@ -40,14 +40,21 @@ def remember(prefix: Path, lock: Path, platform: str) -> None:
         with open(notes, "a", encoding="utf-8") as kept:
             kept.write(line)
         if notes.stat().st_size > MOST_NOTES_BYTES:
-            write_bytes_atomic(notes, "".join(json.dumps(note) + "\n" for note in _noted().values() if os.path.isdir(note["prefix"])).encode())
+            write_bytes_atomic(
+                notes,
+                "".join(
+                    json.dumps(note) + "\n" for note in _noted().values() if os.path.isdir(note["prefix"])
+                ).encode(),
+            )
 
 
 def _noted() -> dict[str, dict[str, str]]:
     """The environments the notes name, by prefix (the latest line of each wins)."""
     made: dict[str, dict[str, str]] = {}
     try:
-        lines = _prefixes().read_bytes().decode("utf-8", "surrogateescape").splitlines()  # a prefix is any bytes but NUL
+        lines = (
+            _prefixes().read_bytes().decode("utf-8", "surrogateescape").splitlines()
+        )  # a prefix is any bytes but NUL
     except OSError:
         lines = []
     for line in lines:
@@ -77,7 +84,9 @@ def repair_command(note: Mapping[str, str]) -> str:
     return f"rm -rf -- {prefix} && lockgen materialize {shlex.quote(note['lock'])} --prefix {prefix}{platform}"
 
 
-def sharing(store: str, inodes: Iterable[tuple[int, int]], relatives: Iterable[str], besides: Path | None = None) -> list[SharingEnvironment]:
+def sharing(
+    store: str, inodes: Iterable[tuple[int, int]], relatives: Iterable[str], besides: Path | None = None
+) -> list[SharingEnvironment]:
     """The environments lockgen made (but `besides`, one being built) whose file at one of `relatives` is one of
     `inodes`: a conda package's files lie at the same path in a prefix (`store` "conda"), a wheel's under its
     site-packages ("wheel")."""
@@ -115,7 +124,9 @@ def damaged_files(folder: Path, proven: Mapping[str, str]) -> tuple[list[str], s
         else:  # gone, or a link or folder now: no proven file
             missing.append(relative)
     digests = parallel.hash_files(here)
-    changed = [relative for relative in proven if digests.get(str(folder / relative), proven[relative]) != proven[relative]]
+    changed = [
+        relative for relative in proven if digests.get(str(folder / relative), proven[relative]) != proven[relative]
+    ]
     inodes = {inode for relative in changed if (inode := _inode(str(folder / relative))) is not None}
     return sorted(changed + missing), inodes
 

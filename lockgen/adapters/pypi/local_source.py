@@ -38,7 +38,9 @@ from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.names import normalize, shown
 from lockgen.model.spec import PypiDependency
 
-TOP_SKIPPED = frozenset({".git", ".hg", ".svn", ".venv", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"})
+TOP_SKIPPED = frozenset(
+    {".git", ".hg", ".svn", ".venv", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"}
+)
 _HINT = "a local package is a folder below the stack's holding a pyproject.toml with [project] name and version"
 
 
@@ -48,7 +50,8 @@ def folder_of(stack_folder: Path, relative: str, name: str) -> Path:
     folder = (root / relative).resolve()
     if folder != root and root not in folder.parents:
         raise UserError(
-            f"local package `{name}`: {shown(relative)} leads outside the stack's folder {shown(str(root))}", "keep the package in a folder below the stack's (a link out of it counts as outside)"
+            f"local package `{name}`: {shown(relative)} leads outside the stack's folder {shown(str(root))}",
+            "keep the package in a folder below the stack's (a link out of it counts as outside)",
         )
     if not (folder / "pyproject.toml").is_file():
         raise UserError(f"local package `{name}`: {shown(str(folder))} holds no pyproject.toml", _HINT)
@@ -60,11 +63,19 @@ def _version(folder: Path, name: str) -> str:
     try:
         project = tomllib.loads((folder / "pyproject.toml").read_text()).get("project", {})
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"local package `{name}`: its pyproject.toml is not TOML: {shown(str(exc), 200)}", "fix the file") from None
+        raise UserError(
+            f"local package `{name}`: its pyproject.toml is not TOML: {shown(str(exc), 200)}", "fix the file"
+        ) from None
     if normalize(str(project.get("name", ""))) != normalize(name):
-        raise UserError(f"local package `{name}`: its pyproject.toml names the project `{shown(str(project.get('name', '')), 80)}`", "name the dependency in the stack as the project names itself")
+        raise UserError(
+            f"local package `{name}`: its pyproject.toml names the project `{shown(str(project.get('name', '')), 80)}`",
+            "name the dependency in the stack as the project names itself",
+        )
     if not isinstance(project.get("version"), str):
-        raise UserError(f"local package `{name}`: its pyproject.toml states no static [project] version", 'write `version = "…"` in [project] (a lock pins a local package\'s version)')
+        raise UserError(
+            f"local package `{name}`: its pyproject.toml states no static [project] version",
+            'write `version = "…"` in [project] (a lock pins a local package\'s version)',
+        )
     return str(project["version"])
 
 
@@ -77,7 +88,10 @@ def _link_entry(folder: Path, path: Path, key: str) -> list[str]:
     the package's folder (or nowhere a build could read)."""
     target, resolved = os.readlink(path), path.resolve()
     if resolved != folder and folder not in resolved.parents:
-        raise UserError(f"local package folder {shown(str(folder))}: the link {shown(key)} leads outside it ({shown(target)})", "copy what it reaches into the package's folder")
+        raise UserError(
+            f"local package folder {shown(str(folder))}: the link {shown(key)} leads outside it ({shown(target)})",
+            "copy what it reaches into the package's folder",
+        )
     return [key, "link", target, file_digest(resolved) if resolved.is_file() else ""]
 
 
@@ -115,7 +129,9 @@ def source_digest(folder: Path, editable: bool) -> str:
     return file_digest(folder / "pyproject.toml") if editable else tree_digest(folder)
 
 
-def locked_entries(stack_folder: Path, dependencies: tuple[PypiDependency, ...], platforms: tuple[str, ...]) -> dict[str, list[LockedPackage]]:
+def locked_entries(
+    stack_folder: Path, dependencies: tuple[PypiDependency, ...], platforms: tuple[str, ...]
+) -> dict[str, list[LockedPackage]]:
     """Each platform's lock entries of the stack's local packages (every folder read and digested once)."""
     entries: dict[str, list[LockedPackage]] = {platform: [] for platform in platforms}
     for dependency in dependencies:
@@ -125,7 +141,17 @@ def locked_entries(stack_folder: Path, dependencies: tuple[PypiDependency, ...],
         pinned = PackageHash(sha256=source_digest(folder, dependency.editable))
         version, url = _version(folder, dependency.name), local_url(dependency.path, dependency.editable)
         for platform in platforms:
-            entries[platform].append(LockedPackage(name=dependency.name, version=version, manager="pip", platform=platform, url=url, hash=pinned, dependencies={}))
+            entries[platform].append(
+                LockedPackage(
+                    name=dependency.name,
+                    version=version,
+                    manager="pip",
+                    platform=platform,
+                    url=url,
+                    hash=pinned,
+                    dependencies={},
+                )
+            )
     return entries
 
 
@@ -149,7 +175,10 @@ def refuse_changed(packages: list[LockedPackage], stack_folder: Path) -> None:
     for package in packages:
         reason = changed(stack_folder, package)
         if reason is not None:
-            raise LockFormatError(reason, f"lock it again: `lockgen resolve` the stack in {shown(str(stack_folder))} (resolve --check names what changed)")
+            raise LockFormatError(
+                reason,
+                f"lock it again: `lockgen resolve` the stack in {shown(str(stack_folder))} (resolve --check names what changed)",
+            )
 
 
 def install(packages: list[LockedPackage], stack_folder: Path, python: Path, progress: Callable[[str], None]) -> None:
@@ -163,10 +192,20 @@ def install(packages: list[LockedPackage], stack_folder: Path, python: Path, pro
             if editable:
                 source = ["--editable", str(folder)]
             else:
-                run_tool([uv_binary(), "build", "--wheel", "--no-config", "--out-dir", out, str(folder)], f"building local package {package.name}", timeout_s=900)
+                run_tool(
+                    [uv_binary(), "build", "--wheel", "--no-config", "--out-dir", out, str(folder)],
+                    f"building local package {package.name}",
+                    timeout_s=900,
+                )
                 source = [str(next(Path(out).glob("*.whl")))]
-            run_tool([uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--no-config", *source], f"installing local package {package.name}", timeout_s=900)
-        progress(f"installed local package {package.name} {package.version} ({'editable' if editable else 'built'}, from {relative})")
+            run_tool(
+                [uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--no-config", *source],
+                f"installing local package {package.name}",
+                timeout_s=900,
+            )
+        progress(
+            f"installed local package {package.name} {package.version} ({'editable' if editable else 'built'}, from {relative})"
+        )
 
 
 def installed_expected(prefix: Path, package: LockedPackage) -> ExpectedPackage:
@@ -181,5 +220,6 @@ def installed_expected(prefix: Path, package: LockedPackage) -> ExpectedPackage:
             files = tuple(ExpectedFile(posixpath.normpath(f"{site}/{row.path}"), row.sha256, row.size) for row in rows)
             return ExpectedPackage(f"{package.name} {package.version}", files, f"{site}/{record.parent.name}")
     raise LockFormatError(
-        f"installing local package `{package.name}` {package.version} left no dist-info of that name and version", "its pyproject.toml's [project] name and version are the lock's: lock it again"
+        f"installing local package `{package.name}` {package.version} left no dist-info of that name and version",
+        "its pyproject.toml's [project] name and version are the lock's: lock it again",
     )

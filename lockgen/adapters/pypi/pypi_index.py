@@ -70,7 +70,10 @@ def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
                 )
         return wheels
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise UserError(f"{scrub_url(page_url)} is not a PEP 691 project page", "the index answered JSON without a `files` list of filename/url/hashes") from None
+        raise UserError(
+            f"{scrub_url(page_url)} is not a PEP 691 project page",
+            "the index answered JSON without a `files` list of filename/url/hashes",
+        ) from None
 
 
 class _Anchors(HTMLParser):
@@ -96,11 +99,21 @@ def _html_files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
         sha256 = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
         if filename.endswith(".whl") and len(sha256) in (0, 64):  # PEP 503: the hash is optional
             metadata = anchor.get("data-core-metadata", anchor.get("data-dist-info-metadata"))
-            wheels[filename] = IndexedWheel(filename, url, sha256.lower(), None, "data-yanked" in anchor, anchor.get("data-upload-time"), bool(metadata) and metadata != "false")
+            wheels[filename] = IndexedWheel(
+                filename,
+                url,
+                sha256.lower(),
+                None,
+                "data-yanked" in anchor,
+                anchor.get("data-upload-time"),
+                bool(metadata) and metadata != "false",
+            )
     return wheels
 
 
-def project_wheels(name: str, index: str = PYPI, timeout_s: float = 30.0, meter: Meter | None = None, html: bool = False) -> dict[str, IndexedWheel]:
+def project_wheels(
+    name: str, index: str = PYPI, timeout_s: float = 30.0, meter: Meter | None = None, html: bool = False
+) -> dict[str, IndexedWheel]:
     """Every wheel file the index lists for project `name`, by file name (from a PEP 503 HTML page too, with
     `html`: such pages give no sizes)."""
     page_url = f"{index.rstrip('/')}/{normalize(name)}/"
@@ -112,7 +125,10 @@ def project_wheels(name: str, index: str = PYPI, timeout_s: float = 30.0, meter:
     if html and kind.startswith("text/html"):
         return _html_files(reply.body, page_url)
     if not kind.startswith(JSON_TYPE):
-        raise UserError(f"{scrub_url(page_url)} did not answer in PEP 691 JSON", "use an index that serves application/vnd.pypi.simple.v1+json (PyPI, devpi, a uv/pip mirror)")
+        raise UserError(
+            f"{scrub_url(page_url)} did not answer in PEP 691 JSON",
+            "use an index that serves application/vnd.pypi.simple.v1+json (PyPI, devpi, a uv/pip mirror)",
+        )
     return _files(reply.body, page_url)
 
 
@@ -122,7 +138,10 @@ def _local_files(page_url: str, html: bool) -> dict[str, IndexedWheel]:
     names = ("index.v1_json", "index.html") if html else ("index.v1_json",)
     page = next((folder / n for n in names if (folder / n).is_file()), None)
     if page is None:
-        raise NotFoundError(f"{scrub_url(page_url)} has no {' or '.join(names)}", "check the index folder: a PEP 503 index has <project>/index.html")
+        raise NotFoundError(
+            f"{scrub_url(page_url)} has no {' or '.join(names)}",
+            "check the index folder: a PEP 503 index has <project>/index.html",
+        )
     try:
         body = user_files.read_bytes(page, PAGE_LIMIT, "index page")
     except OSError as exc:
@@ -131,7 +150,8 @@ def _local_files(page_url: str, html: bool) -> dict[str, IndexedWheel]:
     for wheel in wheels.values():
         if urlsplit(wheel.url).scheme != "file":
             raise UserError(
-                f"the local index page {shown(str(page))} links {scrub_url(wheel.url)}, outside the folder", "a local mirror's pages link its own files (file: URLs under $LOCKGEN_FILE_ROOTS)"
+                f"the local index page {shown(str(page))} links {scrub_url(wheel.url)}, outside the folder",
+                "a local mirror's pages link its own files (file: URLs under $LOCKGEN_FILE_ROOTS)",
             )
         file_roots.local_path(wheel.url, f"the index page {shown(str(page))}")
     return wheels
@@ -148,7 +168,15 @@ def listed_hashes(name: str, index: str, timeout_s: float = 30.0) -> dict[str, s
     return {filename: wheel.sha256 for filename, wheel in wheels.items() if wheel.sha256}
 
 
-def find_wheel(name: str, version: str, tags: tuple[str, ...], index: str = PYPI, build: str | None = None, timeout_s: float = 30.0, meter: Meter | None = None) -> IndexedWheel:
+def find_wheel(
+    name: str,
+    version: str,
+    tags: tuple[str, ...],
+    index: str = PYPI,
+    build: str | None = None,
+    timeout_s: float = 30.0,
+    meter: Meter | None = None,
+) -> IndexedWheel:
     """The index's wheel of `name==version` whose tags cover `tags` (and the build tag, when given)."""
     wheels = project_wheels(name, index, timeout_s, meter)
     names = []

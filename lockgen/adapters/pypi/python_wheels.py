@@ -49,7 +49,9 @@ def python_within(requires: str, wanted: str | None) -> Python:
     try:
         allowed = SpecifierSet(requires)
     except InvalidSpecifier:
-        raise LockFormatError(f"the lock's requires-python `{requires}` is not a version range", "use the file its tool wrote") from None
+        raise LockFormatError(
+            f"the lock's requires-python `{requires}` is not a version range", "use the file its tool wrote"
+        ) from None
     inside = [Python(minor, full) for minor in PYTHONS if (full := _oldest_patch(allowed, minor))]
     hint = f"pass one of: {', '.join(p.minor for p in inside) or 'none (the range is empty)'}"
     if wanted is None:
@@ -69,7 +71,9 @@ def python_within(requires: str, wanted: str | None) -> Python:
 def checked_glibc(glibc: str) -> str:
     """`--glibc`, a glibc 2.NN (the newest manylinux_2_NN a wheel may need)."""
     if not re.fullmatch(r"2\.\d{1,2}", glibc):
-        raise UserError(f"--glibc {glibc} is not a glibc version 2.NN", "e.g. --glibc 2.28 (manylinux_2_28) or --glibc 2.35")
+        raise UserError(
+            f"--glibc {glibc} is not a glibc version 2.NN", "e.g. --glibc 2.28 (manylinux_2_28) or --glibc 2.35"
+        )
     return glibc
 
 
@@ -105,10 +109,19 @@ def no_wheel_reason(wheels: list[dict[str, Any]], platform: str, python: Python,
     """Why no wheel of a release fits (best_wheel gave None): the glibc its wheels need, else no wheel at all."""
     names = sorted(wheel_file_name(wheel["url"]) for wheel in wheels)
     floor = int(glibc.split(".")[1])
-    needed = next((minor for minor in range(floor + 1, _NEWEST_GLIBC + 1) if best_for_target(names, python.minor, MACHINE[platform], f"2.{minor}")), None)
+    needed = next(
+        (
+            minor
+            for minor in range(floor + 1, _NEWEST_GLIBC + 1)
+            if best_for_target(names, python.minor, MACHINE[platform], f"2.{minor}")
+        ),
+        None,
+    )
     if needed is not None:
         return f"needs glibc 2.{needed} on {platform} (its wheel is manylinux_2_{needed}, newer than --glibc {glibc}): pass --glibc 2.{needed} to admit it"
-    return f"has no wheel for {platform} at CPython {python.minor}" + (" (an sdist only: it would be built on install)" if has_sdist else "")
+    return f"has no wheel for {platform} at CPython {python.minor}" + (
+        " (an sdist only: it would be built on install)" if has_sdist else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,14 @@ class UnhashedWheel:
 
     def locked(self, sha256: str) -> LockedPackage:
         """The lock entry, pinned by the sha256 its index lists for this very file."""
-        return LockedPackage(name=self.name, version=self.version, manager="pip", platform=self.platform, url=self.url, hash=PackageHash(sha256=sha256))
+        return LockedPackage(
+            name=self.name,
+            version=self.version,
+            manager="pip",
+            platform=self.platform,
+            url=self.url,
+            hash=PackageHash(sha256=sha256),
+        )
 
     def left_out(self, why: str) -> str:
         """The line naming it as left out, and why no hash was found."""

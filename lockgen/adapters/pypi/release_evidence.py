@@ -54,7 +54,11 @@ def _uploaded_before(uploaded: str | None, cutoff: dt.datetime | None) -> bool:
 def _fits(tags: frozenset[str], platform: str, python: str | None) -> bool:
     machine = MACHINE_OF_PLATFORM[platform]
     wanted = f"cp{python.replace('.', '')}" if python else None
-    return any(re.fullmatch(r"(cp3\d+)-(cp3\d+t?|abi3)-(manylinux[0-9_]*|linux)_" + re.escape(machine), tag) and (wanted is None or tag.startswith(f"{wanted}-")) for tag in tags)
+    return any(
+        re.fullmatch(r"(cp3\d+)-(cp3\d+t?|abi3)-(manylinux[0-9_]*|linux)_" + re.escape(machine), tag)
+        and (wanted is None or tag.startswith(f"{wanted}-"))
+        for tag in tags
+    )
 
 
 def _metadata(wheel: pypi_index.IndexedWheel) -> str:
@@ -73,7 +77,13 @@ def torch_page(index: str) -> dict[str, pypi_index.IndexedWheel]:
     return pypi_index.project_wheels("torch", index, html=True)
 
 
-def newer_releases(page: dict[str, pypi_index.IndexedWheel], platform: str, python: str | None, newer_than: tuple[int, int], cutoff: dt.datetime | None) -> tuple[ReleaseEvidence, ...]:
+def newer_releases(
+    page: dict[str, pypi_index.IndexedWheel],
+    platform: str,
+    python: str | None,
+    newer_than: tuple[int, int],
+    cutoff: dt.datetime | None,
+) -> tuple[ReleaseEvidence, ...]:
     """The newest patch of each minor release on a project `page` newer than `newer_than` with a wheel for the
     platform (and `python`'s tag) uploaded before `cutoff`, each with its METADATA's requirements."""
     by_minor: dict[tuple[int, int], tuple[Version, pypi_index.IndexedWheel]] = {}
@@ -81,7 +91,11 @@ def newer_releases(page: dict[str, pypi_index.IndexedWheel], platform: str, pyth
         if version.local:
             continue
         minor = (version.major, version.minor)
-        if minor <= newer_than or not _fits(parsed.tags, platform, python) or not _uploaded_before(wheel.uploaded, cutoff):
+        if (
+            minor <= newer_than
+            or not _fits(parsed.tags, platform, python)
+            or not _uploaded_before(wheel.uploaded, cutoff)
+        ):
             continue
         if minor not in by_minor or version > by_minor[minor][0]:
             by_minor[minor] = (version, wheel)
@@ -89,11 +103,17 @@ def newer_releases(page: dict[str, pypi_index.IndexedWheel], platform: str, pyth
     for minor in sorted(by_minor)[:MAX_RELEASES]:
         version, wheel = by_minor[minor]
         requires = tuple(m.strip() for m in _REQUIRES.findall(_metadata(wheel)))
-        found.append(ReleaseEvidence(torch=str(version), platform=platform, wheel=wheel.filename, requires=requires, uploaded=wheel.uploaded))
+        found.append(
+            ReleaseEvidence(
+                torch=str(version), platform=platform, wheel=wheel.filename, requires=requires, uploaded=wheel.uploaded
+            )
+        )
     return tuple(found)
 
 
-def _final_wheels(page: dict[str, pypi_index.IndexedWheel]) -> Iterator[tuple[pypi_index.IndexedWheel, WheelName, Version]]:
+def _final_wheels(
+    page: dict[str, pypi_index.IndexedWheel],
+) -> Iterator[tuple[pypi_index.IndexedWheel, WheelName, Version]]:
     """Each wheel of a page, by file name, that names a final release (no pre-, dev- or yanked release), with
     its parsed file name and version; a file whose name or version does not parse is passed over."""
     for filename, wheel in sorted(page.items()):
@@ -108,10 +128,24 @@ def _final_wheels(page: dict[str, pypi_index.IndexedWheel]) -> Iterator[tuple[py
 
 def cuda_variants(page: dict[str, pypi_index.IndexedWheel]) -> tuple[str, ...]:
     """The CUDA variants (`cu126`, `cu130`: local versions) a project page has final releases of, sorted."""
-    return tuple(sorted({str(version.local) for _, _, version in _final_wheels(page) if version.local and re.fullmatch(r"cu\d{3,4}", str(version.local))}))
+    return tuple(
+        sorted(
+            {
+                str(version.local)
+                for _, _, version in _final_wheels(page)
+                if version.local and re.fullmatch(r"cu\d{3,4}", str(version.local))
+            }
+        )
+    )
 
 
-def served_releases(page: dict[str, pypi_index.IndexedWheel], local: str | None, platform: str, python: str | None, cutoff: dt.datetime | None) -> tuple[ServedRelease, ...]:
+def served_releases(
+    page: dict[str, pypi_index.IndexedWheel],
+    local: str | None,
+    platform: str,
+    python: str | None,
+    cutoff: dt.datetime | None,
+) -> tuple[ServedRelease, ...]:
     """The torch releases a source's `page` serves for the platform, its builds being those of local version
     `local` (`cu126` on a variant index, None on PyPI): the newest patch of each minor, oldest first, its wheel
     with the oldest glibc floor; and each release it has builds of for the platform but none kept, with why
@@ -122,15 +156,32 @@ def served_releases(page: dict[str, pypi_index.IndexedWheel], local: str | None,
         if version.local != local or not _fits(parsed.tags, platform, None):
             continue
         minor = (version.major, version.minor)
-        why = "python" if not _fits(parsed.tags, platform, python) else "exclude-newer" if not _uploaded_before(wheel.uploaded, cutoff) else ""
+        why = (
+            "python"
+            if not _fits(parsed.tags, platform, python)
+            else "exclude-newer"
+            if not _uploaded_before(wheel.uploaded, cutoff)
+            else ""
+        )
         if why:
             if why == "exclude-newer" or minor not in out:
                 out[minor] = (max(version, out.get(minor, (version, ""))[0]), why)
             continue
         floor = glibc_floor(parsed.tags)
         best = kept.get(minor)
-        if best is None or version > best[0] or (version == best[0] and as_tuple(floor or "0") < as_tuple(best[2] or "0")):
+        if (
+            best is None
+            or version > best[0]
+            or (version == best[0] and as_tuple(floor or "0") < as_tuple(best[2] or "0"))
+        ):
             kept[minor] = (version, wheel.filename, floor)
-    found = [ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel=name, glibc=floor) for m, (v, name, floor) in kept.items()]
-    found += [ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel="", excluded=why) for m, (v, why) in out.items() if m not in kept]
+    found = [
+        ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel=name, glibc=floor)
+        for m, (v, name, floor) in kept.items()
+    ]
+    found += [
+        ServedRelease(torch=str(v), release=f"{m[0]}.{m[1]}", wheel="", excluded=why)
+        for m, (v, why) in out.items()
+        if m not in kept
+    ]
     return tuple(sorted(found, key=lambda r: as_tuple(r.release)))

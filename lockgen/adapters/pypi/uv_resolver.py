@@ -148,7 +148,14 @@ def _routed_project(request: PypiRequest) -> str:
     """The requirements as a pyproject.toml whose `[tool.uv.sources]` send each routed name to its own explicit
     index (uv reads no other package from it; the project itself is not part of the output)."""
     indexes = list(dict.fromkeys(index for _, index in request.routes))
-    lines = ["[project]", 'name = "lockgen-request"', 'version = "0"', f"dependencies = [{', '.join(json.dumps(r) for r in request.requirement_lines())}]", "", "[tool.uv.sources]"]
+    lines = [
+        "[project]",
+        'name = "lockgen-request"',
+        'version = "0"',
+        f"dependencies = [{', '.join(json.dumps(r) for r in request.requirement_lines())}]",
+        "",
+        "[tool.uv.sources]",
+    ]
     lines += [f'{json.dumps(name)} = {{ index = "route-{indexes.index(index)}" }}' for name, index in request.routes]
     for number, index in enumerate(indexes):
         lines += ["", "[[tool.uv.index]]", f'name = "route-{number}"', f"url = {json.dumps(index)}", "explicit = true"]
@@ -169,7 +176,15 @@ def _write_stand_in(folder: Path, name: str, version: str) -> LockedPackage:
     with zipfile.ZipFile(path, "w") as archive:
         for member, text in files.items():
             archive.writestr(member, text)
-    return LockedPackage(name=name, version=version, manager="pip", platform="", url=path.as_uri(), hash=PackageHash(sha256=file_digest(path)), dependencies={})
+    return LockedPackage(
+        name=name,
+        version=version,
+        manager="pip",
+        platform="",
+        url=path.as_uri(),
+        hash=PackageHash(sha256=file_digest(path)),
+        dependencies={},
+    )
 
 
 def _preferences(packages: tuple[LockedPackage, ...]) -> str:
@@ -178,7 +193,13 @@ def _preferences(packages: tuple[LockedPackage, ...]) -> str:
     lines = ['lock-version = "1.0"', 'created-by = "lockgen"']
     for package in packages:
         wheel = f'{{ url = {json.dumps(package.url)}, hashes = {{ sha256 = "{package.hash.sha256}" }} }}'
-        lines += ["", "[[packages]]", f"name = {json.dumps(package.name)}", f"version = {json.dumps(package.version)}", f"wheels = [{wheel}]"]
+        lines += [
+            "",
+            "[[packages]]",
+            f"name = {json.dumps(package.name)}",
+            f"version = {json.dumps(package.version)}",
+            f"wheels = [{wheel}]",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -190,7 +211,10 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
     stand_ins = {(normalize(name), version) for name, version in request.stand_ins}
     local = {normalize(name) for name, _ in request.local_sources}
     for entry in document.get("packages", []):
-        if (normalize(entry["name"]), str(entry.get("version"))) in stand_ins:  # the base's build: its entry is the lock's
+        if (
+            normalize(entry["name"]),
+            str(entry.get("version")),
+        ) in stand_ins:  # the base's build: its entry is the lock's
             continue
         if "directory" in entry:  # a local package: its entry is made from its folder (`local_source`), not uv's
             if normalize(entry["name"]) not in local:
@@ -208,7 +232,13 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
         wheel = _best_wheel(request, wheels)
         packages.append(
             LockedPackage(
-                name=entry["name"], version=str(entry["version"]), manager="pip", platform=request.platform, url=wheel["url"], hash=PackageHash(sha256=wheel["hashes"]["sha256"]), dependencies={}
+                name=entry["name"],
+                version=str(entry["version"]),
+                manager="pip",
+                platform=request.platform,
+                url=wheel["url"],
+                hash=PackageHash(sha256=wheel["hashes"]["sha256"]),
+                dependencies={},
             )
         )
     return packages
@@ -226,14 +256,41 @@ def _error(request: PypiRequest, stderr: str) -> Exception:
     text = " ".join(lines)
     mentioned = frozenset(name for name in _requested_names(request) if re.search(rf"\b{re.escape(name)}\b", text))
     if "No solution found" in text or "unsatisfiable" in text:
-        return UnsatisfiableError(f"{request.label}: the PyPI requirements are unsatisfiable", text[:1500], request.label, mentioned)
-    if any(word in text for word in ("Failed to fetch", "error sending request", "dns error", "Connection refused", "connection", "timed out")):
-        return ChannelError(f"{request.label}: cannot reach the package index: {lines[-1] if lines else ''}"[:400], "check [pypi-options] index-url and the network")
+        return UnsatisfiableError(
+            f"{request.label}: the PyPI requirements are unsatisfiable", text[:1500], request.label, mentioned
+        )
+    if any(
+        word in text
+        for word in (
+            "Failed to fetch",
+            "error sending request",
+            "dns error",
+            "Connection refused",
+            "connection",
+            "timed out",
+        )
+    ):
+        return ChannelError(
+            f"{request.label}: cannot reach the package index: {lines[-1] if lines else ''}"[:400],
+            "check [pypi-options] index-url and the network",
+        )
     if "Failed to parse" in text or "Expected" in text:
-        return UserError(f"{request.label}: invalid PyPI requirement: {lines[-1] if lines else ''}"[:400], "check [pypi-dependencies] (PEP 508 names, PEP 440 specifiers)")
-    return UnsatisfiableError(f"{request.label}: uv failed: {lines[-1] if lines else 'no message'}"[:400], text[:1500], request.label, mentioned)
+        return UserError(
+            f"{request.label}: invalid PyPI requirement: {lines[-1] if lines else ''}"[:400],
+            "check [pypi-dependencies] (PEP 508 names, PEP 440 specifiers)",
+        )
+    return UnsatisfiableError(
+        f"{request.label}: uv failed: {lines[-1] if lines else 'no message'}"[:400],
+        text[:1500],
+        request.label,
+        mentioned,
+    )
 
 
 def _requested_names(request: PypiRequest) -> set[str]:
     """The project names the request's requirements and constraints name (for what a conflict mentions)."""
-    return {re.split(r"[\s\[<>=!~;@(]", line.strip(), maxsplit=1)[0].lower() for line in request.requirements + request.constraints if line.strip()}
+    return {
+        re.split(r"[\s\[<>=!~;@(]", line.strip(), maxsplit=1)[0].lower()
+        for line in request.requirements + request.constraints
+        if line.strip()
+    }

@@ -108,12 +108,18 @@ class _Authority:
                     .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
                     .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                     .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-                    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
+                    .add_extension(
+                        x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False
+                    )
                     .sign(self._key, hashes.SHA256())
                 )
                 chain = self._folder / f"host-{len(self._contexts)}.pem"
                 chain.write_bytes(
-                    key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()) + certificate.public_bytes(serialization.Encoding.PEM) + self.pem
+                    key.private_bytes(
+                        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                    )
+                    + certificate.public_bytes(serialization.Encoding.PEM)
+                    + self.pem
                 )
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 context.load_cert_chain(chain)
@@ -194,11 +200,19 @@ def serving(files: Mapping[str, Path]) -> Iterator[None]:
             server = _Server({url_key(url): path for url, path in files.items()}, authority)
         except OSError as exc:
             raise HostError(
-                f"cannot listen on 127.0.0.1 to hand the archive's wheels to uv: {exc.strerror or exc}", "bring the loopback interface up (in a network namespace: ip link set lo up)"
+                f"cannot listen on 127.0.0.1 to hand the archive's wheels to uv: {exc.strerror or exc}",
+                "bring the loopback interface up (in a network namespace: ip link set lo up)",
             ) from None
         threading.Thread(target=server.serve_forever, name="lockgen-wheel-mirror", daemon=True).start()
         address = f"http://127.0.0.1:{server.server_address[1]}"
-        os.environ.update({**dict.fromkeys(_PROXY_VARIABLES, address), "NO_PROXY": "", "no_proxy": "", "SSL_CERT_FILE": str(authority.bundle)})
+        os.environ.update(
+            {
+                **dict.fromkeys(_PROXY_VARIABLES, address),
+                "NO_PROXY": "",
+                "no_proxy": "",
+                "SSL_CERT_FILE": str(authority.bundle),
+            }
+        )
         yield
     finally:
         for name, value in saved.items():

@@ -26,7 +26,14 @@ from lockgen.core.credentials import scrub_url
 from lockgen.core.env.package_identity import require_wheel_metadata
 from lockgen.digests import file_digest
 from lockgen.adapters.http_fetch import Meter, get
-from lockgen.core.env.wheel_files import RecordRow, ScriptEntry, WheelInfo, parse_entry_points, parse_record, parse_wheel
+from lockgen.core.env.wheel_files import (
+    RecordRow,
+    ScriptEntry,
+    WheelInfo,
+    parse_entry_points,
+    parse_record,
+    parse_wheel,
+)
 from lockgen.model.names import normalize
 from lockgen.errors import UserError
 from lockgen.model.manifests import ManifestFile, PackageManifest
@@ -47,7 +54,9 @@ class WheelContents:
     wheel: WheelInfo
     scripts: tuple[ScriptEntry, ...]
     metadata: str
-    executable: frozenset[str] = frozenset()  # members an installer makes executable: a Unix mode with any exec bit (pip, uv)
+    executable: frozenset[str] = (
+        frozenset()
+    )  # members an installer makes executable: a Unix mode with any exec bit (pip, uv)
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,10 @@ def check_sha256(path: Path, expected: str) -> None:
     """Refuses a wheel whose sha256 is not the pinned one."""
     actual = file_digest(path)
     if actual != expected.lower():
-        raise UserError(f"{path.name} has sha256 {actual}, the lock pins {expected.lower()}", "the file was replaced or corrupted; fetch it again from the index")
+        raise UserError(
+            f"{path.name} has sha256 {actual}, the lock pins {expected.lower()}",
+            "the file was replaced or corrupted; fetch it again from the index",
+        )
 
 
 def _member(archive: zipfile.ZipFile, name: str, where: str) -> str:
@@ -84,7 +96,9 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
         raise UserError(f"{where} holds {len(stems)} dist-info RECORD files, not one", "the wheel is malformed")
     dist_info = f"{stems[0]}.dist-info"
     if normalize(stems[0].split("-")[0]) != normalize(filename.split("-")[0]):
-        raise UserError(f"{where}: {dist_info} belongs to another distribution than {filename}", "the wheel is malformed")
+        raise UserError(
+            f"{where}: {dist_info} belongs to another distribution than {filename}", "the wheel is malformed"
+        )
     names = set(archive.namelist())
     if f"{dist_info}/WHEEL" not in names:
         raise UserError(f"{where} has no {dist_info}/WHEEL", "the wheel is malformed")
@@ -98,7 +112,11 @@ def _contents(archive: zipfile.ZipFile, filename: str, where: str) -> WheelConte
         parse_wheel(_member(archive, f"{dist_info}/WHEEL", where)),
         parse_entry_points(_member(archive, entry_points, where)) if entry_points in names else (),
         metadata,
-        frozenset(info.filename for info in archive.infolist() if info.create_system == _UNIX and info.external_attr >> 16 & 0o111),
+        frozenset(
+            info.filename
+            for info in archive.infolist()
+            if info.create_system == _UNIX and info.external_attr >> 16 & 0o111
+        ),
     )
 
 
@@ -160,7 +178,10 @@ class _RangeFile(io.RawIOBase):
     def _fetch(self, start: int, stop: int) -> bytes:
         reply = get(self.url, {"Range": f"bytes={start}-{stop - 1}"}, self.meter, self.timeout_s, stop - start)
         if reply.status != 206 or len(reply.body) != stop - start:
-            raise UserError(f"GET {scrub_url(self.url)}: bytes {start}-{stop - 1} came back as HTTP {reply.status} with {len(reply.body)} bytes", "the server mishandles range requests")
+            raise UserError(
+                f"GET {scrub_url(self.url)}: bytes {start}-{stop - 1} came back as HTTP {reply.status} with {len(reply.body)} bytes",
+                "the server mishandles range requests",
+            )
         return reply.body
 
 
@@ -170,7 +191,10 @@ def _open_remote(url: str, meter: Meter, timeout_s: float, max_download: int) ->
         return io.BytesIO(reply.body), True
     found = _CONTENT_RANGE.fullmatch(reply.headers.get("content-range", ""))
     if reply.status != 206 or not found or int(found[2]) - int(found[1]) + 1 != len(reply.body):
-        raise UserError(f"GET {scrub_url(url)}: HTTP {reply.status} without a usable Content-Range", "the server mishandles range requests")
+        raise UserError(
+            f"GET {scrub_url(url)}: HTTP {reply.status} without a usable Content-Range",
+            "the server mishandles range requests",
+        )
     return _RangeFile(url, int(found[3]), (int(found[1]), reply.body), meter, timeout_s), False
 
 
@@ -204,7 +228,9 @@ def read_metadata_url(url: str, separate_file: bool, timeout_s: float = 30.0) ->
             names = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
             chosen = stem if stem in names else (names[0] if len(names) == 1 else None)
             if chosen is None:
-                raise UserError(f"{where} holds {len(names)} dist-info METADATA files, not one", "the wheel is malformed")
+                raise UserError(
+                    f"{where} holds {len(names)} dist-info METADATA files, not one", "the wheel is malformed"
+                )
             return _member(archive, chosen, where)
     except zipfile.BadZipFile as exc:
         raise UserError(f"{where} is not a readable wheel: {exc}", "check the URL") from None
@@ -219,7 +245,10 @@ def wheel_manifest(contents: WheelContents, sha256: str, name: str, version: str
         name=normalize(name),
         version=version,
         kind="wheel",
-        files=tuple(ManifestFile(path=r.path, sha256=r.sha256, size=r.size, executable=r.path in contents.executable) for r in contents.record),
+        files=tuple(
+            ManifestFile(path=r.path, sha256=r.sha256, size=r.size, executable=r.path in contents.executable)
+            for r in contents.record
+        ),
         dist_info=contents.dist_info,
         scripts=tuple(s.name for s in contents.scripts),
         entry_points={s.name: s.target for s in contents.scripts},

@@ -102,7 +102,14 @@ def _read(wheel_sha256: str) -> dict | None:
 
 def _write(wheel_sha256: str, folder: str, proven: Proven) -> None:
     paths, fingerprints, digests = proven
-    record = {"layout": PROOF_LAYOUT, "wheel": wheel_sha256, "folder": folder, "paths": paths, "fingerprints": fingerprints, "sha256": digests}
+    record = {
+        "layout": PROOF_LAYOUT,
+        "wheel": wheel_sha256,
+        "folder": folder,
+        "paths": paths,
+        "fingerprints": fingerprints,
+        "sha256": digests,
+    }
     write_bytes_atomic(_record_path(wheel_sha256), json.dumps(record).encode())
 
 
@@ -138,14 +145,23 @@ def trusted(wheels: Iterable[str]) -> Trusted:
             continue
         folder = os.path.join(top, record["folder"])
         kept, digests = iter(record["fingerprints"]), record["sha256"]  # `WIDTH` at a time, by zip
-        for relative, device, inode, size, mtime, mode, links, ctime, at in zip(record["paths"], kept, kept, kept, kept, kept, kept, kept, range(0, len(digests), 64)):
+        for relative, device, inode, size, mtime, mode, links, ctime, at in zip(
+            record["paths"], kept, kept, kept, kept, kept, kept, kept, range(0, len(digests), 64)
+        ):
             try:
                 now = lstat(f"{folder}/{relative}")  # no join per file: 15,000 cost 0.06 s
             except OSError:
                 continue
             # the fingerprint compared field by field, most likely to differ first: no list per file; the ctime only
             # where the link count is the one recorded (a link made or removed moves both: no edit)
-            if now.st_ino == inode and now.st_mtime_ns == mtime and now.st_size == size and now.st_mode == mode and now.st_dev == device and (now.st_nlink != links or now.st_ctime_ns == ctime):
+            if (
+                now.st_ino == inode
+                and now.st_mtime_ns == mtime
+                and now.st_size == size
+                and now.st_mode == mode
+                and now.st_dev == device
+                and (now.st_nlink != links or now.st_ctime_ns == ctime)
+            ):
                 found[(device, inode)] = (size, mtime, digests[at : at + 64])
     return found
 
@@ -187,18 +203,26 @@ def seal(prefix: Path, infos: Mapping[str, os.stat_result]) -> dict[str, os.stat
     for relative, info in infos.items():
         if info.st_nlink > 1 and info.st_mode & WRITE_BITS:
             path = f"{top}/{relative}"
-            os.chmod(path, stat.S_IMODE(info.st_mode) & ~WRITE_BITS)  # a regular file (`regular_files`) of the folder being built
+            os.chmod(
+                path, stat.S_IMODE(info.st_mode) & ~WRITE_BITS
+            )  # a regular file (`regular_files`) of the folder being built
             sealed[relative] = os.lstat(path)
     return sealed
 
 
-def prove(wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_result], digests: Mapping[str, str]) -> None:
+def prove(
+    wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_result], digests: Mapping[str, str]
+) -> None:
     """Records the cache files behind one wheel's installed files, each of which was just proven to have the
     sha256 in `digests` (installed path -> sha256; `installed`: their lstat after the install;
     `dist_info`: the wheel's `.dist-info` folder name). Nothing is recorded where uv copied. Where the
     wheel's record already names every linked inode, only the fingerprints are renewed (the cache folder is
     not walked again)."""
-    by_inode = {(info.st_dev, info.st_ino): (info, digests[path]) for path, info in installed.items() if info.st_nlink > 1 and path in digests}
+    by_inode = {
+        (info.st_dev, info.st_ino): (info, digests[path])
+        for path, info in installed.items()
+        if info.st_nlink > 1 and path in digests
+    }
     record = _read(wheel_sha256)
     proven = _renewed(record, by_inode) if record is not None else None
     if proven is not None and record is not None:
@@ -308,7 +332,11 @@ def drop_entries(folder: Path) -> None:
                     for stale in (path, *(f"{path}{suffix}" for suffix in (".http", ".rev", ".msgpack"))):
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(stale)
-            elif name.endswith((".http", ".rev")) and os.path.getsize(path) < 1 << 20 and needle in Path(path).read_bytes():
+            elif (
+                name.endswith((".http", ".rev"))
+                and os.path.getsize(path) < 1 << 20
+                and needle in Path(path).read_bytes()
+            ):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
 

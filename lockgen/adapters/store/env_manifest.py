@@ -60,7 +60,13 @@ def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
     if not stat.S_ISREG(info.st_mode):  # a FIFO, device or socket is never opened (a FIFO would block)
         return {"path": relative, "type": "special", "mode": oct(stat.S_IFMT(info.st_mode))}
     data = _content(path, relative)
-    return {"path": relative, "type": "file", "size": len(data), "mode": "755" if info.st_mode & 0o111 else "644", "sha256": hashlib.sha256(data).hexdigest()}
+    return {
+        "path": relative,
+        "type": "file",
+        "size": len(data),
+        "mode": "755" if info.st_mode & 0o111 else "644",
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 def walk(prefix: Path, covered_only: bool = True) -> list[str]:
@@ -97,7 +103,10 @@ def scan_tree(prefix: Path) -> tuple[dict[str, os.stat_result], dict[str, os.sta
 
 
 def build(
-    prefix: Path, known: Mapping[str, str] | None = None, scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None, hashed: Mapping[str, list] | None = None
+    prefix: Path,
+    known: Mapping[str, str] | None = None,
+    scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None,
+    hashed: Mapping[str, list] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint
     and the folders.
@@ -113,10 +122,25 @@ def build(
         info = scanned[relative]
         mode, digest = info.st_mode, known.get(relative)
         if digest is not None and stat.S_ISREG(mode) and not conda_meta.is_record(relative):
-            entries.append({"path": relative, "type": "file", "size": info.st_size, "mode": "755" if mode & 0o111 else "644", "sha256": digest})
+            entries.append(
+                {
+                    "path": relative,
+                    "type": "file",
+                    "size": info.st_size,
+                    "mode": "755" if mode & 0o111 else "644",
+                    "sha256": digest,
+                }
+            )
         else:  # read: few and small
             entries.append(entry_of(prefix, relative))
-        fingerprints[relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, mode, info.st_nlink]  # as `fingerprint`
+        fingerprints[relative] = [
+            info.st_size,
+            info.st_mtime_ns,
+            info.st_ctime_ns,
+            info.st_ino,
+            mode,
+            info.st_nlink,
+        ]  # as `fingerprint`
     return {"format": 1, "files": entries}, {"files": fingerprints, "dirs": sorted(folder_infos)}
 
 
@@ -126,7 +150,11 @@ def _unchanged(scanned: Mapping[str, os.stat_result], hashed: Mapping[str, list]
     for relative, seen in hashed.items():
         info = scanned.get(relative)
         links = seen[6] if len(seen) > 6 and type(seen[6]) is int else None
-        if info is not None and seen[:4] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns] and ctime_stands(links, info.st_nlink, seen[4], info.st_ctime_ns):
+        if (
+            info is not None
+            and seen[:4] == [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns]
+            and ctime_stands(links, info.st_nlink, seen[4], info.st_ctime_ns)
+        ):
             found[relative] = seen[5]
     return found
 
@@ -178,7 +206,12 @@ FILE_KEYS = ("mode", "path", "sha256", "size", "type")  # a file entry's keys, s
 def _entry_json(entry: Any) -> str:
     """`canonical_json(entry)` as text; a file entry (the bulk of a manifest) written field by field, which is two
     to three times faster than the encoder sorting each entry's keys, anything else by the encoder itself."""
-    if isinstance(entry, dict) and entry.get("type") == "file" and len(entry) == 5 and all(key in entry for key in FILE_KEYS):
+    if (
+        isinstance(entry, dict)
+        and entry.get("type") == "file"
+        and len(entry) == 5
+        and all(key in entry for key in FILE_KEYS)
+    ):
         mode, path, sha256, size = entry["mode"], entry["path"], entry["sha256"], entry["size"]
         if type(mode) is str and type(path) is str and type(sha256) is str and type(size) is int:
             quote = encode_basestring_ascii
@@ -200,7 +233,9 @@ def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: 
     environment = hashlib.sha256(canonical_json_with(manifest, files)).hexdigest()
     (prefix / ".lockgen").mkdir(exist_ok=True)
     # replaced, never written in place: a file there that is a hard link (a package's, or a store's) keeps its bytes
-    write_bytes_atomic(prefix / MANIFEST, canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n")
+    write_bytes_atomic(
+        prefix / MANIFEST, canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n"
+    )
     write_bytes_atomic(prefix / STATS, (json.dumps(stats, sort_keys=True) + "\n").encode())
     return environment
 
@@ -213,11 +248,17 @@ def read(prefix: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     path = prefix / MANIFEST
     try:
         manifest = json.loads(path.read_bytes())
-    except (ValueError, RecursionError):  # not UTF-8 JSON (UnicodeDecodeError is a ValueError), or nested past the parser
+    except (
+        ValueError,
+        RecursionError,
+    ):  # not UTF-8 JSON (UnicodeDecodeError is a ValueError), or nested past the parser
         manifest = None
     why = _not_a_manifest(manifest)
     if why is not None:
-        raise UserError(f"`{path}` is damaged ({why}): the environment's record cannot be read", "remove the environment and materialize it again")
+        raise UserError(
+            f"`{path}` is damaged ({why}): the environment's record cannot be read",
+            "remove the environment and materialize it again",
+        )
     return manifest, _stats(prefix / STATS)
 
 
@@ -229,7 +270,9 @@ def _not_a_manifest(manifest: Any) -> str | None:
         if not isinstance(entry, dict) or type(entry.get("path")) is not str:
             return "an entry without a path"
         kind = entry.get("type")
-        if kind == "file" and not (type(entry.get("size")) is int and type(entry.get("mode")) is str and type(entry.get("sha256")) is str):
+        if kind == "file" and not (
+            type(entry.get("size")) is int and type(entry.get("mode")) is str and type(entry.get("sha256")) is str
+        ):
             return f"file `{entry['path'][:200]}` without its size, mode and sha256"
         if kind == "link" and type(entry.get("target")) is not str:
             return f"link `{entry['path'][:200]}` without its target"

@@ -36,7 +36,10 @@ def held(path: Path) -> Iterator[None]:
             break
         stream.close()
     else:
-        raise HostError(f"cannot hold {path}: it was removed and re-made {ATTEMPTS} times while waiting", "another program is deleting lockgen's lock files; stop it and run again")
+        raise HostError(
+            f"cannot hold {path}: it was removed and re-made {ATTEMPTS} times while waiting",
+            "another program is deleting lockgen's lock files; stop it and run again",
+        )
     try:
         yield
     finally:
@@ -125,5 +128,8 @@ def delete_set_aside(trash: Path, shown: Path | None = None) -> Path:
         else:
             shutil.rmtree(trash)
     except OSError as exc:
-        raise HostError(f"gc: cannot delete `{exc.filename or trash}`: {exc.strerror or exc}", f"fix its permissions or remove {trash} by hand, then run gc again") from None
+        raise HostError(
+            f"gc: cannot delete `{exc.filename or trash}`: {exc.strerror or exc}",
+            f"fix its permissions or remove {trash} by hand, then run gc again",
+        ) from None
     return shown or trash

@@ -33,6 +33,7 @@ def local_path(url: str, what: str) -> Path:
         raise UserError(
             f"{what} names the local file {shown(str(path))}, outside the folders lockgen reads local "
             f"packages from ({'$' + VARIABLE + '=' + shown(named) if named else '$' + VARIABLE + ' is not set'})",
-            f"if you trust that folder, name it: export {VARIABLE}={shown(str(real.parent))}" + (f":{shown(named)}" if named else ""),
+            f"if you trust that folder, name it: export {VARIABLE}={shown(str(real.parent))}"
+            + (f":{shown(named)}" if named else ""),
         )
     return path

@@ -22,7 +22,9 @@ from lockgen.model.names import shown
 from lockgen.model.lock import LockedPackage
 
 
-def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path, installed: Sequence[Path] = ()) -> None:
+def install_conda(
+    archives: list[Path], prefix: Path, final_prefix: Path, platform: str, cache: Path, installed: Sequence[Path] = ()
+) -> None:
     """Links verified archives into `prefix`, with `final_prefix` patched into every placeholder.
     `installed`: conda-meta records already in `prefix` whose packages stay as they are (a base
     environment the prefix is built on; its files need not be there)."""
@@ -48,7 +50,8 @@ def install_conda(archives: list[Path], prefix: Path, final_prefix: Path, platfo
         if "(os error 28)" in str(exc) or "(os error 122)" in str(exc):  # ENOSPC, EDQUOT: the machine's, said as such
             raise OSError(errno.ENOSPC, "No space left on device", f"{prefix} or the package cache {cache}") from None
         raise LockFormatError(
-            f"installing into {prefix} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", "an archive was refused (bad content or paths outside the prefix); nothing was kept"
+            f"installing into {prefix} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+            "an archive was refused (bad content or paths outside the prefix); nothing was kept",
         ) from None
 
 
@@ -70,7 +73,10 @@ def point_venv_at(prefix: Path, interpreter: str) -> None:
     link.unlink()
     link.symlink_to(interpreter)
     config = prefix / "pyvenv.cfg"
-    lines = [f"home = {Path(interpreter).parent}" if line.startswith("home =") else line for line in config.read_text().splitlines()]
+    lines = [
+        f"home = {Path(interpreter).parent}" if line.startswith("home =") else line
+        for line in config.read_text().splitlines()
+    ]
     config.write_text("\n".join(lines) + "\n")
 
 
@@ -85,8 +91,17 @@ def outside_interpreter(prefix: Path, image_prefix: str, source: str | None = No
         if not link.is_symlink():
             return None
         target = os.readlink(link)
-        absolute = posixpath.normpath(target if target.startswith("/") else posixpath.join(image_prefix, posixpath.dirname(current), target))
-        owner = next((root for root in (image_prefix, source) if root and (absolute == root or absolute.startswith(root.rstrip("/") + "/"))), None)
+        absolute = posixpath.normpath(
+            target if target.startswith("/") else posixpath.join(image_prefix, posixpath.dirname(current), target)
+        )
+        owner = next(
+            (
+                root
+                for root in (image_prefix, source)
+                if root and (absolute == root or absolute.startswith(root.rstrip("/") + "/"))
+            ),
+            None,
+        )
         if owner is None:
             return absolute, _venv_home(prefix)
         current = posixpath.relpath(absolute, owner)
@@ -99,11 +114,16 @@ def _venv_home(prefix: Path) -> str | None:
         lines = (prefix / "pyvenv.cfg").read_text(errors="replace").splitlines()
     except OSError:
         return None
-    return next((value.strip() for key, _, value in (line.partition("=") for line in lines) if key.strip() == "home"), None)
+    return next(
+        (value.strip() for key, _, value in (line.partition("=") for line in lines) if key.strip() == "home"), None
+    )
 
 
 INSTALL_HINT = "check the network or the index"
-_HASH_MISMATCH = re.compile(r"Hash mismatch for `(?P<dist>[^`]+)`.*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64}).*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})", re.DOTALL)
+_HASH_MISMATCH = re.compile(
+    r"Hash mismatch for `(?P<dist>[^`]+)`.*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64}).*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})",
+    re.DOTALL,
+)
 _STYLE = re.compile(r"\x1b\[[0-9;]*m")  # uv colours its report where it decides a terminal may read it
 
 
@@ -122,7 +142,12 @@ def _hash_mismatch(stderr: str) -> LockFormatError | None:
 
 
 def install_pip(
-    packages: list[LockedPackage], python: Path, progress: Callable[[str], None], env: Mapping[str, str] | None = None, meanwhile: Callable[[], object] | None = None, offline: bool = False
+    packages: list[LockedPackage],
+    python: Path,
+    progress: Callable[[str], None],
+    env: Mapping[str, str] | None = None,
+    meanwhile: Callable[[], object] | None = None,
+    offline: bool = False,
 ) -> None:
     """Installs exactly the locked wheels: `--require-hashes --no-deps --only-binary :all:` (uv fetches
     them; a line every few seconds says the install is still going); `env`: uv's environment (its cache
@@ -161,7 +186,9 @@ def install_pip(
             check=False,
         )
         if done.returncode != 0:
-            raise _hash_mismatch(done.stderr) or ToolFailedError("installing the pip entries", "uv", done.returncode, last_line(done.stderr or done.stdout), INSTALL_HINT)
+            raise _hash_mismatch(done.stderr) or ToolFailedError(
+                "installing the pip entries", "uv", done.returncode, last_line(done.stderr or done.stdout), INSTALL_HINT
+            )
     finally:
         Path(requirements.name).unlink(missing_ok=True)
 
@@ -171,7 +198,12 @@ VERSION_OF = "import platform; print(platform.python_version())"
 
 def interpreter_version(python: str) -> str:
     """The `X.Y.Z` of the Python at `python`, as it says when run (a venv's `pyvenv.cfg` says what it was made with)."""
-    return run_tool([python, "-I", "-c", VERSION_OF], f"asking {python} for its version", "pass a Python that runs here", timeout_s=60).stdout.strip()
+    return run_tool(
+        [python, "-I", "-c", VERSION_OF],
+        f"asking {python} for its version",
+        "pass a Python that runs here",
+        timeout_s=60,
+    ).stdout.strip()
 
 
 def pinned_python(version: str, progress: Callable[[str], None]) -> str:
@@ -182,14 +214,23 @@ def pinned_python(version: str, progress: Callable[[str], None]) -> str:
     if found is not None:
         return found
     progress(f"this host has no Python {version}: installing it with uv")
-    installed = run_tool([uv_binary(), "python", "install", version], f"installing Python {version}", timeout_s=600, check=False)
+    installed = run_tool(
+        [uv_binary(), "python", "install", version], f"installing Python {version}", timeout_s=600, check=False
+    )
     found = _found_python(version) if installed.returncode == 0 else None
     if found is not None:
         return found
     minor = ".".join(version.split(".")[:2])
     other = _found_python(minor)
-    here = f"this host's Python {minor} is {interpreter_version(other)} ({other})" if other else f"this host has no Python {minor}"
-    why = next((line.strip() for line in reversed(installed.stderr.splitlines()) if line.strip()), f"uv exit {installed.returncode}")
+    here = (
+        f"this host's Python {minor} is {interpreter_version(other)} ({other})"
+        if other
+        else f"this host has no Python {minor}"
+    )
+    why = next(
+        (line.strip() for line in reversed(installed.stderr.splitlines()) if line.strip()),
+        f"uv exit {installed.returncode}",
+    )
     raise HostError(
         f"the lock was made for Python {version}, and {here}; uv could not install {version}: {why}",
         f'install Python {version} (uv python install {version}, where uv may download it) and run this again, or re-lock for the Python here: python = "{minor}" under [stack] takes any {minor}.x',
@@ -198,5 +239,10 @@ def pinned_python(version: str, progress: Callable[[str], None]) -> str:
 
 def _found_python(request: str) -> str | None:
     """The interpreter `uv python find` picks for `request` (`3.11.9`, `3.11`), never downloading, or None."""
-    found = run_tool([uv_binary(), "python", "find", "--system", "--no-project", "--no-python-downloads", request], f"finding Python {request}", timeout_s=60, check=False)
+    found = run_tool(
+        [uv_binary(), "python", "find", "--system", "--no-project", "--no-python-downloads", request],
+        f"finding Python {request}",
+        timeout_s=60,
+        check=False,
+    )
     return found.stdout.strip() or None if found.returncode == 0 else None

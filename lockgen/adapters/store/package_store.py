@@ -34,9 +34,12 @@ def _expected(package: LockedPackage, allow_md5: bool = False) -> tuple[str, str
         return "md5", package.hash.md5
     if package.hash.md5:
         raise LockFormatError(
-            f"`{package.name}` {package.version} is pinned by md5 only", "md5 is no proof of content: re-create the lock so it pins a sha256 (or materialize --allow-md5 to install it knowingly)"
+            f"`{package.name}` {package.version} is pinned by md5 only",
+            "md5 is no proof of content: re-create the lock so it pins a sha256 (or materialize --allow-md5 to install it knowingly)",
         )
-    raise LockFormatError(f"`{package.name}` has no hash in the lock", "a lock entry without a hash cannot be installed safely")
+    raise LockFormatError(
+        f"`{package.name}` has no hash in the lock", "a lock entry without a hash cannot be installed safely"
+    )
 
 
 def _stored_path(package: LockedPackage, store: Path, allow_md5: bool = False) -> Path:
@@ -133,7 +136,11 @@ def _download(package: LockedPackage, destination: Path) -> None:
                 _copy(source, destination, limit, what)
             return
         with (
-            http_deadline.Deadline(http_deadline.transfer_deadline_s(), what, f"the channel is too slow or keeps sending; retry, or allow longer with {http_deadline.TRANSFER_DEADLINE_ENV}") as clock,
+            http_deadline.Deadline(
+                http_deadline.transfer_deadline_s(),
+                what,
+                f"the channel is too slow or keeps sending; retry, or allow longer with {http_deadline.TRANSFER_DEADLINE_ENV}",
+            ) as clock,
             clock.open(fetch_auth.authorized_request(package.url), 60) as response,
         ):
             stated = response.headers.get("Content-Length") or ""
@@ -141,8 +148,14 @@ def _download(package: LockedPackage, destination: Path) -> None:
                 raise http_deadline.too_large(what, limit)
             _copy(response, destination, limit, what)
     except urllib.error.HTTPError as exc:
-        hint = "the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE (never in the lock)" if exc.code in (401, 403) else "check the channel; the lock names this URL"
-        raise ChannelError(f"cannot fetch `{package.name}` {package.version} from {scrub_url(package.url)}: HTTP {exc.code}", hint) from None
+        hint = (
+            "the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE (never in the lock)"
+            if exc.code in (401, 403)
+            else "check the channel; the lock names this URL"
+        )
+        raise ChannelError(
+            f"cannot fetch `{package.name}` {package.version} from {scrub_url(package.url)}: HTTP {exc.code}", hint
+        ) from None
     except (OSError, ValueError) as exc:
         raise ChannelError(
             f"cannot fetch `{package.name}` {package.version} from {scrub_url(package.url)}: {scrub_text(str(exc))}",

@@ -39,8 +39,21 @@ from lockgen.core.certificate.attestation import (
 from lockgen.core.image.image_reference import ImageReference, parse_reference
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, LockgenError, UserError
-from lockgen.model.attestation import CYCLONEDX_MEDIA_TYPE, DSSE_MEDIA_TYPE, IN_TOTO_PAYLOAD_TYPE, AttachedCertificate, PushedReferrer
-from lockgen.model.oci import DOCKER_LIST_MEDIA_TYPE, EMPTY_BLOB, ENVIRONMENT_LABEL, INDEX_MEDIA_TYPE, LOCK_LABEL, MANIFEST_MEDIA_TYPE
+from lockgen.model.attestation import (
+    CYCLONEDX_MEDIA_TYPE,
+    DSSE_MEDIA_TYPE,
+    IN_TOTO_PAYLOAD_TYPE,
+    AttachedCertificate,
+    PushedReferrer,
+)
+from lockgen.model.oci import (
+    DOCKER_LIST_MEDIA_TYPE,
+    EMPTY_BLOB,
+    ENVIRONMENT_LABEL,
+    INDEX_MEDIA_TYPE,
+    LOCK_LABEL,
+    MANIFEST_MEDIA_TYPE,
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +77,9 @@ class AttestedImage:
 def image_of(registry: Registry, reference: ImageReference, progress: Callable[[str], None]) -> AttestedImage:
     found = registry.manifest(reference.reference)
     if found is None:
-        raise UserError(f"there is no image at {reference}", "push it first: lockgen push LAYOUT docker://HOST/REPO:TAG")
+        raise UserError(
+            f"there is no image at {reference}", "push it first: lockgen push LAYOUT docker://HOST/REPO:TAG"
+        )
     data, media_type = found
     progress(f"{reference} is {descriptor(media_type, data)['digest']}")
     if media_type in (INDEX_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE):
@@ -73,10 +88,15 @@ def image_of(registry: Registry, reference: ImageReference, progress: Callable[[
         config = json.loads(registry.blob(json.loads(data)["config"]["digest"], 1 << 22))
         return AttestedImage.of(data, media_type, config if isinstance(config, dict) else None)
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise LockFormatError(f"{reference} is not an image manifest with a JSON config", "attest an image (a manifest with a config), e.g. one pushed by lockgen push") from None
+        raise LockFormatError(
+            f"{reference} is not an image manifest with a JSON config",
+            "attest an image (a manifest with a config), e.g. one pushed by lockgen push",
+        ) from None
 
 
-def attached_certificates(image_reference: str, public_keys: Sequence[Path], insecure: bool, progress: Callable[[str], None] = lambda _: None) -> tuple[str, list[AttachedCertificate]]:
+def attached_certificates(
+    image_reference: str, public_keys: Sequence[Path], insecure: bool, progress: Callable[[str], None] = lambda _: None
+) -> tuple[str, list[AttachedCertificate]]:
     """(the image's digest, every lockgen certificate attestation attached to it, each checked: with
     `public_keys`, its envelope must be signed by one of them)."""
     reference = parse_reference(image_reference)
@@ -90,20 +110,33 @@ def attached_certificates(image_reference: str, public_keys: Sequence[Path], ins
         except ValueError:
             index = {}
     fingerprints = {signing.public_fingerprint(key): key for key in public_keys}
-    return image.digest, [_checked(registry, artifact, image, fingerprints) for artifact in certificate_referrers(index)]
+    return image.digest, [
+        _checked(registry, artifact, image, fingerprints) for artifact in certificate_referrers(index)
+    ]
 
 
-def _checked(registry: Registry, artifact: str, image: AttestedImage, fingerprints: dict[str, Path]) -> AttachedCertificate:
+def _checked(
+    registry: Registry, artifact: str, image: AttestedImage, fingerprints: dict[str, Path]
+) -> AttachedCertificate:
     signature = "signature not checked (no --key)"
     try:
         envelope_ = read_envelope(_envelope_bytes(registry, artifact, image))
         if fingerprints:
             message = pae(envelope_.payload_type, envelope_.payload)
-            signer = next((f for f, key in fingerprints.items() for _, sig in envelope_.signatures if signing.verify_message(message, sig, key)), None)
+            signer = next(
+                (
+                    f
+                    for f, key in fingerprints.items()
+                    for _, sig in envelope_.signatures
+                    if signing.verify_message(message, sig, key)
+                ),
+                None,
+            )
             if signer is None:
                 named = sorted({k[:16] for k, _ in envelope_.signatures if k and k not in fingerprints})
                 raise LockFormatError(
-                    f"its signature does not verify with key {', '.join(f[:16] for f in fingerprints)}" + (f" (it names key {', '.join(named)})" if named else ": the envelope was changed"),
+                    f"its signature does not verify with key {', '.join(f[:16] for f in fingerprints)}"
+                    + (f" (it names key {', '.join(named)})" if named else ": the envelope was changed"),
                     "pass the signer's public key, or attest the certificate again",
                 )
             signature = f"signature valid (key {signer[:16]})"
@@ -128,7 +161,10 @@ def _envelope_bytes(registry: Registry, artifact: str, image: AttestedImage) -> 
     except (ValueError, KeyError, TypeError, AttributeError):
         raise LockFormatError("its manifest is not an OCI artifact manifest", "attest the certificate again") from None
     if subject != image.digest:
-        raise LockFormatError(f"its manifest's subject is {subject}, not this image", "the referrers index lists another image's artifact; attest again")
+        raise LockFormatError(
+            f"its manifest's subject is {subject}, not this image",
+            "the referrers index lists another image's artifact; attest again",
+        )
     if not single:
         raise LockFormatError("its manifest has no single DSSE envelope layer", "attest the certificate again")
     return registry.blob(layers[0]["digest"])
@@ -142,19 +178,29 @@ def _sbom_of(path: Path, image: AttestedImage, reference: ImageReference) -> byt
         properties = {p["name"]: p["value"] for p in document["metadata"].get("properties", [])}
         environment = document["metadata"]["component"]["version"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        raise UserError(f"`{path}` is not a CycloneDX SBOM written by lockgen export", "pass the sbom.cdx.json export wrote beside the image's layout") from None
+        raise UserError(
+            f"`{path}` is not a CycloneDX SBOM written by lockgen export",
+            "pass the sbom.cdx.json export wrote beside the image's layout",
+        ) from None
     lock, labelled = image.labels.get(LOCK_LABEL), str(image.labels.get(ENVIRONMENT_LABEL, "")).removeprefix("sha256:")
     if properties.get("lockgen:lock.sha256") != lock or str(environment).removeprefix("sha256:") != labelled:
-        raise UserError(f"`{path}` is not the SBOM of {reference}: it names another lock or environment than the image's labels", "pass the sbom.cdx.json export wrote beside this image's layout")
+        raise UserError(
+            f"`{path}` is not the SBOM of {reference}: it names another lock or environment than the image's labels",
+            "pass the sbom.cdx.json export wrote beside this image's layout",
+        )
     return data
 
 
-def _artifact(image: AttestedImage, artifact_type: str, blob: bytes, annotations: dict[str, str]) -> tuple[bytes, bytes]:
+def _artifact(
+    image: AttestedImage, artifact_type: str, blob: bytes, annotations: dict[str, str]
+) -> tuple[bytes, bytes]:
     """(the blob, the artifact manifest attaching it to the image)."""
     return blob, artifact_manifest(artifact_type, descriptor(artifact_type, blob), image.subject, annotations)
 
 
-def attestations(reference: ImageReference, image: AttestedImage, certificate_path: Path, key: Path, sbom: Path | None) -> list[tuple[bytes, bytes]]:
+def attestations(
+    reference: ImageReference, image: AttestedImage, certificate_path: Path, key: Path, sbom: Path | None
+) -> list[tuple[bytes, bytes]]:
     """The artifacts (blob, manifest) attaching the certificate (and the SBOM) to `image`, each checked: the
     certificate read and its signer's key, its subject bound to the image's digest and lock label, the SBOM to
     its labels. Nothing is read from or written to a registry: `push --attest` runs it on the layout's own image
@@ -163,7 +209,13 @@ def attestations(reference: ImageReference, image: AttestedImage, certificate_pa
     if document.get("signature"):
         signing.require_signed_by(document, key)
     lock_path = (document["certificate"].get("subject") or {}).get("lock_path")
-    name, sha256 = certificate_subject(document["certificate"], reference.name, image.digest, image.labels.get(LOCK_LABEL), PurePath(lock_path).name if lock_path else "_")
+    name, sha256 = certificate_subject(
+        document["certificate"],
+        reference.name,
+        image.digest,
+        image.labels.get(LOCK_LABEL),
+        PurePath(lock_path).name if lock_path else "_",
+    )
     payload = canonical_json(statement(name, sha256, document["certificate"]))
     keyid, signature = signing.sign_message(pae(IN_TOTO_PAYLOAD_TYPE, payload), key)
     artifacts = [_artifact(image, DSSE_MEDIA_TYPE, envelope(payload, keyid, signature), certificate_annotations())]
@@ -172,7 +224,14 @@ def attestations(reference: ImageReference, image: AttestedImage, certificate_pa
     return artifacts
 
 
-def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path | None, insecure: bool, progress: Callable[[str], None] = lambda _: None) -> list[PushedReferrer]:
+def attest(
+    image_reference: str,
+    certificate_path: Path,
+    key: Path,
+    sbom: Path | None,
+    insecure: bool,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[PushedReferrer]:
     """Attaches the certificate (and the SBOM) to the image as referrers; returns what was attached."""
     reference = parse_reference(image_reference)
     read_certificate(certificate_path, None)  # a file that is no certificate is refused before the registry is asked
@@ -192,7 +251,9 @@ def attest(image_reference: str, certificate_path: Path, key: Path, sbom: Path |
         taken.append(bool(registry.push_manifest(digest, manifest, MANIFEST_MEDIA_TYPE)))
         pushed.append((digest, json.loads(manifest)["artifactType"]))
     listed_by = "referrers API" if all(taken) else f"index at tag {tag}"
-    if not all(taken) and index is not None and index != before:  # no OCI-Subject answer: the client keeps the tag's index
+    if (
+        not all(taken) and index is not None and index != before
+    ):  # no OCI-Subject answer: the client keeps the tag's index
         registry.push_manifest(tag, index, INDEX_MEDIA_TYPE)
     for digest, artifact_type in pushed:
         progress(f"attached {digest[:19]}… ({artifact_type}), listed by the {listed_by}")

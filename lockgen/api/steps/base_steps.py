@@ -64,7 +64,10 @@ def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) ->
     else:
         manifest, config, digest = oci_layout.read_image(base, architecture)
     if config.get("architecture") != architecture:
-        raise UserError(f"the base image is for {config.get('architecture')}, the lock's platform is {platform}", "pass a base image of the lock's architecture")
+        raise UserError(
+            f"the base image is for {config.get('architecture')}, the lock's platform is {platform}",
+            "pass a base image of the lock's architecture",
+        )
     return BaseRead(manifest, config, digest)
 
 
@@ -82,14 +85,19 @@ def base_image(base: Base, layout: Path, platform: str, progress: Callable[[str]
     manifest annotations that pin it by digest."""
     manifest, config, digest = base_manifest(base, platform, progress)
     if isinstance(base, RegistryBase):
-        progress(f"base {_registry_image(base, ARCHITECTURE[platform], progress).pinned}: {len(manifest['layers'])} layers referenced by digest, their blobs left in the registry")
+        progress(
+            f"base {_registry_image(base, ARCHITECTURE[platform], progress).pinned}: {len(manifest['layers'])} layers referenced by digest, their blobs left in the registry"
+        )
     layers = []
     for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):
         if not isinstance(base, RegistryBase):
             source = oci_layout.blob_path(base, descriptor["digest"])
             linked = oci_layout.link_cached_blob(layout, source, descriptor["digest"]) if source.is_file() else None
             if linked is None:
-                raise LockFormatError(f"the base image's layer blob {descriptor['digest']} is missing or was changed", "export or copy the base image again")
+                raise LockFormatError(
+                    f"the base image's layer blob {descriptor['digest']} is missing or was changed",
+                    "export or copy the base image again",
+                )
             descriptor = {**descriptor, **linked}
         layers.append((descriptor, diff_id))
     return BaseLayers(layers, config, {BASE_DIGEST_ANNOTATION: digest})
@@ -101,10 +109,15 @@ def base_documents(base: Base, platform: str, progress: Callable[[str], None]) -
     if isinstance(base, RegistryBase):
         return _registry_image(base, ARCHITECTURE[platform], progress).documents
     manifest, _, digest = base_manifest(base, platform, progress)
-    return (oci_layout.blob_path(base, digest).read_bytes(), oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes())
+    return (
+        oci_layout.blob_path(base, digest).read_bytes(),
+        oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes(),
+    )
 
 
-def _registry_image(base: RegistryBase, architecture: str, progress: Callable[[str], None]) -> registry_image.RemoteImage:
+def _registry_image(
+    base: RegistryBase, architecture: str, progress: Callable[[str], None]
+) -> registry_image.RemoteImage:
     return registry_image.read_once(_reference(base), architecture, base.insecure, progress)
 
 
@@ -132,7 +145,9 @@ def base_file(base: Base, platform: str, paths: Sequence[str], progress: Callabl
     only as far as a decision needs (a registry's streamed, and named in progress)."""
     architecture = ARCHITECTURE[platform]
     if isinstance(base, RegistryBase):
-        count, layer = registry_image.layer_reader(_registry_image(base, architecture, progress), base.insecure, " or ".join(paths), progress)
+        count, layer = registry_image.layer_reader(
+            _registry_image(base, architecture, progress), base.insecure, " or ".join(paths), progress
+        )
     else:
         count, layer = oci_layout.layer_reader(base, architecture)
     return next((path for path in paths if file_at(path, layer, count) is not None), None)

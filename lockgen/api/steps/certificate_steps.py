@@ -29,7 +29,10 @@ def read_certificate(path: Path, public_key: Path | None) -> tuple[dict[str, Any
     except OSError as exc:
         raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
     except UnicodeDecodeError as exc:
-        raise LockFormatError(f"`{path}` is not UTF-8 text (byte {exc.start}): it was damaged", "certificates are written by `lockgen verify`; use the original file") from None
+        raise LockFormatError(
+            f"`{path}` is not UTF-8 text (byte {exc.start}): it was damaged",
+            "certificates are written by `lockgen verify`; use the original file",
+        ) from None
     document = signing.verify_file(text, public_key)
     certificate = _validated(Certificate, document, f"`{path}`")
     _require_consistent(certificate.certificate, f"`{path}`")
@@ -49,12 +52,18 @@ def _validated(model: Any, document: Any, where: str) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         at = ".".join(str(part) for part in first["loc"]) or "the top level"
-        raise LockFormatError(f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}", "certificates are written by `lockgen verify`; use the original file") from None
+        raise LockFormatError(
+            f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}",
+            "certificates are written by `lockgen verify`; use the original file",
+        ) from None
 
 
 def _require_consistent(body: CertificateBody, where: str) -> None:
     if body.passed != all(c.passed for c in body.checks):
-        raise LockFormatError(f"{where} says passed={body.passed} while {len(body.failures())} of its checks failed: it was edited", "certificates are tamper-evident; use the original file")
+        raise LockFormatError(
+            f"{where} says passed={body.passed} while {len(body.failures())} of its checks failed: it was edited",
+            "certificates are tamper-evident; use the original file",
+        )
 
 
 def certificate_paths(folder: Path) -> list[Path]:
@@ -76,11 +85,15 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
         return certificate
     signed_by = (document.get("signature") or {}).get("key_id")
     if signed_by is None:
-        raise LockFormatError(f"`{shown(str(path))}` is not signed, so no --key can prove its figures", "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key")
+        raise LockFormatError(
+            f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
+            "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key",
+        )
     key = keys.get(signed_by)
     if key is None:
         raise LockFormatError(
-            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is", "pass --key with the signer's public key (KEY.pub); repeat --key for two signers"
+            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is",
+            "pass --key with the signer's public key (KEY.pub); repeat --key for two signers",
         )
     return read_certificate(path, key)[1]
 
@@ -99,7 +112,9 @@ def loaded_signers(keys: Sequence[Path]) -> Signers:
     return Signers(signers(keys), loaded)
 
 
-DEEP_LINE = "\n" + " " * 2 * (nesting.MAX_DEPTH - 4)  # in a canonical file, a line this indented lies near the nesting bound
+DEEP_LINE = "\n" + " " * 2 * (
+    nesting.MAX_DEPTH - 4
+)  # in a canonical file, a line this indented lies near the nesting bound
 
 
 def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
@@ -120,7 +135,9 @@ def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
             certificate = Certificate.model_validate(document)
         except ValidationError:
             certificate = None
-        if certificate is not None and certificate.certificate.passed == all(check.passed for check in certificate.certificate.checks):
+        if certificate is not None and certificate.certificate.passed == all(
+            check.passed for check in certificate.certificate.checks
+        ):
             return certificate
     return None
 
@@ -141,14 +158,19 @@ def read_numerics_references(path: Path) -> tuple[NumericsReference, ...]:
     stack to name what differs), one fingerprint `{"key": {...}, "digests": {...}}`, or a list of them."""
     hint = "pass a certificate of a node known to be good, or its `numerics` object ({key, digests}), or a list of them"
     try:
-        document = nesting.loads(user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "numerics reference").decode("utf-8"))
+        document = nesting.loads(
+            user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "numerics reference").decode("utf-8")
+        )
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"cannot read the numerics reference `{shown(str(path))}`: {shown(str(exc))}", hint) from None
     where = f"`{shown(str(path))}`"
     if isinstance(document, dict) and "certificate" in document:
         body = read_certificate(path, None)[1].certificate
         if body.numerics is None:
-            raise UserError(f"{where} is a certificate without a numerics fingerprint (made before lockgen computed one)", "certify a good node again and pin that certificate")
+            raise UserError(
+                f"{where} is a certificate without a numerics fingerprint (made before lockgen computed one)",
+                "certify a good node again and pin that certificate",
+            )
         return (NumericsReference(body.numerics, body.stack, where),)
     entries = document if isinstance(document, list) else [document]
     if not entries:

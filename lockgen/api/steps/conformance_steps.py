@@ -42,7 +42,9 @@ def read_bundle(path: Path | None) -> BundleBytes | None:
     return lock_file.read_bundle(path)
 
 
-def read_manifests(loaded: LoadedLock, platform: str | None, manifests: BundleBytes | None, progress: Callable[[str], None]) -> None:
+def read_manifests(
+    loaded: LoadedLock, platform: str | None, manifests: BundleBytes | None, progress: Callable[[str], None]
+) -> None:
     """Every locked package's manifest read (and kept), each checked against the hash the lock pins: run before
     an image is pulled and unpacked, a lock whose packages cannot be proven is refused before that work, and
     `conform` then finds each manifest kept."""
@@ -54,7 +56,9 @@ def read_manifests(loaded: LoadedLock, platform: str | None, manifests: BundleBy
     bundle = manifest_store.parse_bundle(manifests.data, manifests.source) if manifests is not None else {}
     chosen = lock_platform(lock, platform)
     expected_manifests(lock, chosen, bundle, lambda _: None)  # said once, here; conform's own read finds them kept
-    progress(f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked against its pinned hash)")
+    progress(
+        f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked against its pinned hash)"
+    )
 
 
 def conform(
@@ -81,22 +85,48 @@ def conform(
     same interpreter file."""
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
-    context = _verdict_context(prefix, platform, manifests, final_prefix, allow_foreign, carried_lock) + ([_interpreter_file(interpreter)] if interpreter is not None else [])
+    context = _verdict_context(prefix, platform, manifests, final_prefix, allow_foreign, carried_lock) + (
+        [_interpreter_file(interpreter)] if interpreter is not None else []
+    )
     # what a check that read every byte kept stands for a while (`LOCKGEN_STAT_TRUST_S`), then every byte is read again
     trust = conformance_store.byte_trust(prefix, lock.sha256) if fingerprints else None
-    standing = trust.read if trust is not None and not trust.expired else None  # that full read, while its keepings stand
+    standing = (
+        trust.read if trust is not None and not trust.expired else None
+    )  # that full read, while its keepings stand
     started = trust.now if trust is not None else time.time()
     read_every_byte = conformance_store.shown_time(standing if standing is not None else started)
     if trust is not None and trust.read is not None and standing is None:  # a first check reads every byte anyway
-        progress(f"reading every byte of {prefix}: last read whole {conformance_store.shown_time(trust.read)}, past the stat trust window ({conformance_store.TRUST_ENV})")
+        progress(
+            f"reading every byte of {prefix}: last read whole {conformance_store.shown_time(trust.read)}, past the stat trust window ({conformance_store.TRUST_ENV})"
+        )
     kept = conformance_store.load_verdict(prefix, lock.sha256, context) if standing is not None else None
     # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
     tree = stat_walk.tree_fingerprint(prefix, keep_walk=kept is None) if fingerprints else None
-    again = _kept_verdict(lock.sha256, kept, prefix, tree, progress, context) if kept is not None and tree is not None else None
+    again = (
+        _kept_verdict(lock.sha256, kept, prefix, tree, progress, context)
+        if kept is not None and tree is not None
+        else None
+    )
     if again is not None:
         return replace(again, read_every_byte=read_every_byte)
-    result = _conform(lock, prefix, platform, manifests, progress, meter, final_prefix, allow_foreign, carried_lock, fingerprints, tree, standing is not None, interpreter)
-    if trust is not None and standing is None:  # every byte read, and what was read kept (`_conform` saves the fingerprints)
+    result = _conform(
+        lock,
+        prefix,
+        platform,
+        manifests,
+        progress,
+        meter,
+        final_prefix,
+        allow_foreign,
+        carried_lock,
+        fingerprints,
+        tree,
+        standing is not None,
+        interpreter,
+    )
+    if (
+        trust is not None and standing is None
+    ):  # every byte read, and what was read kept (`_conform` saves the fingerprints)
         conformance_store.every_byte_read(prefix, lock.sha256, started)
     result = replace(result, read_every_byte=read_every_byte)
     if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
@@ -107,12 +137,25 @@ def conform(
             result.lock_sha256,
             context,
             tree,
-            {"platform": result.platform, "expected_digest": result.expected_digest, "allowed": result.allowed, "by_path_only": result.by_path_only, "report": passing_record(result.report)},
+            {
+                "platform": result.platform,
+                "expected_digest": result.expected_digest,
+                "allowed": result.allowed,
+                "by_path_only": result.by_path_only,
+                "report": passing_record(result.report),
+            },
         )
     return result
 
 
-def _verdict_context(prefix: Path, platform: str | None, manifests: BundleBytes | None, final_prefix: str | None, allow_foreign: Sequence[str], carried_lock: bool) -> list[str]:
+def _verdict_context(
+    prefix: Path,
+    platform: str | None,
+    manifests: BundleBytes | None,
+    final_prefix: str | None,
+    allow_foreign: Sequence[str],
+    carried_lock: bool,
+) -> list[str]:
     """What a kept verdict is bound to besides the lock's bytes and the tree: the check's inputs."""
     bundle = manifests.data if manifests is not None else None  # a verdict reached with a bundle is bound to its bytes
     return [
@@ -126,7 +169,9 @@ def _verdict_context(prefix: Path, platform: str | None, manifests: BundleBytes 
     ]
 
 
-def kept_conformance(lock: LockBytes, prefix: Path, platform: str | None, progress: Callable[[str], None]) -> Conformance | None:
+def kept_conformance(
+    lock: LockBytes, prefix: Path, platform: str | None, progress: Callable[[str], None]
+) -> Conformance | None:
     """`conform` of the environment at `prefix` with no bundle and nothing allowed, when the verdict of its last
     passing check against these lock bytes stands (its stat walk unchanged: said, as `conform` says it); None,
     with nothing said, for anything else, which `conform` decides."""
@@ -147,7 +192,14 @@ def kept_conformance(lock: LockBytes, prefix: Path, platform: str | None, progre
     return replace(again, read_every_byte=conformance_store.shown_time(trust.read)) if again is not None else None
 
 
-def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.TreeFingerprint, progress: Callable[[str], None], context: list[str]) -> Conformance | None:
+def _kept_verdict(
+    lock_sha256: str,
+    kept: dict,
+    prefix: Path,
+    tree: stat_walk.TreeFingerprint,
+    progress: Callable[[str], None],
+    context: list[str],
+) -> Conformance | None:
     """The verdict `kept` by the last passing check of this tree against these lock bytes (and `context`), when its
     stat walk is unchanged but for files whose ctime moved with their link count (another environment sharing them
     was made or removed); None when anything else moved or the record is not usable."""
@@ -169,9 +221,23 @@ def _kept_verdict(lock_sha256: str, kept: dict, prefix: Path, tree: stat_walk.Tr
         again = stat_walk.tree_fingerprint(prefix, keep_walk=True)
         if again.digest == tree.digest and again.stamps == tree.stamps:
             conformance_store.renew(prefix, lock_sha256, context, kept, again)
-    moved = f" but the link counts of {linked} (another environment sharing them was made or removed: no edit, 0 files read)" if linked else ""
-    progress(f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of {kept.get('checked')}{moved} (check --lock --full reads every file)")
-    return Conformance(lock_sha256, verdict["platform"], str(prefix), verdict["expected_digest"], report, allowed=dict(allowed), by_path_only=verdict["by_path_only"])
+    moved = (
+        f" but the link counts of {linked} (another environment sharing them was made or removed: no edit, 0 files read)"
+        if linked
+        else ""
+    )
+    progress(
+        f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of {kept.get('checked')}{moved} (check --lock --full reads every file)"
+    )
+    return Conformance(
+        lock_sha256,
+        verdict["platform"],
+        str(prefix),
+        verdict["expected_digest"],
+        report,
+        allowed=dict(allowed),
+        by_path_only=verdict["by_path_only"],
+    )
 
 
 def _conform(
@@ -221,31 +287,83 @@ def _conform(
         services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
         # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
         carried = {LOCK_INSIDE: lock_sha256} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
-        stated = {f.path for p in expected for f in p.files if f.sha256 is not None} | set(allowed) | set(services) | set(carried)
+        stated = (
+            {f.path for p in expected for f in p.files if f.sha256 is not None}
+            | set(allowed)
+            | set(services)
+            | set(carried)
+        )
         # byte code is hashed with the rest (ahead, on every core) and trusted by its fingerprint later, as a stated
         # file is: its proof against its source is keyed by both sha256s (`bytecode_proof`)
-        byte_code = {path for path, info in walked.items() if path.endswith(".pyc") and "__pycache__/" in path and S_ISREG(info.st_mode)}
+        byte_code = {
+            path
+            for path, info in walked.items()
+            if path.endswith(".pyc") and "__pycache__/" in path and S_ISREG(info.st_mode)
+        }
         wanted = stated | byte_code
         proofs = dict(kept) if fingerprints else None
-        said = f"the {len(stated)} files the packages state" + (f" and {len(byte_code)} byte-code files" if byte_code else "")
-        progress(f"hashing {said} in {prefix}" + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else ""))
+        said = f"the {len(stated)} files the packages state" + (
+            f" and {len(byte_code)} byte-code files" if byte_code else ""
+        )
+        progress(
+            f"hashing {said} in {prefix}"
+            + (f" (those whose fingerprint moved since the last check: {len(kept)} kept)" if kept else "")
+        )
         seen: dict[str, list] = {}
-        observed = prefix_observer.observe(prefix, wanted, meter, read_these=launcher_targets(expected).keys(), proofs=proofs, walked=walked, seen=seen, ahead=ahead)
+        observed = prefix_observer.observe(
+            prefix,
+            wanted,
+            meter,
+            read_these=launcher_targets(expected).keys(),
+            proofs=proofs,
+            walked=walked,
+            seen=seen,
+            ahead=ahead,
+        )
         if proofs is not None and proofs != kept:
             meanwhile.enter_context(conformance_store.saving(prefix, lock_sha256, proofs))
         found = {o.path: o.sha256 for o in observed} if allowed else {}
-        hook = [ExpectedPackage(ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found))] if allowed else []
+        hook = (
+            [
+                ExpectedPackage(
+                    ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found)
+                )
+            ]
+            if allowed
+            else []
+        )
         # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
-        hook += [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))] if services else []
+        hook += (
+            [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))]
+            if services
+            else []
+        )
         # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
-        hook += [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))] if carried else []
+        hook += (
+            [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))]
+            if carried
+            else []
+        )
         python = lock_python(lock, chosen)
         pairs = pyc_pairs(expected, observed)
-        unproven = bytecode_proof.unproven(prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256} if pairs else {})  # sources and byte code: just hashed
-        report = compare(expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix), unproven)
+        unproven = bytecode_proof.unproven(
+            prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256} if pairs else {}
+        )  # sources and byte code: just hashed
+        report = compare(
+            expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix), unproven
+        )
         by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
         expected_sha256 = digest.result() or expected_digest(expected)
-    return Conformance(lock_sha256, chosen, str(prefix), expected_sha256, report, allowed={path: found.get(path) for path in allowed}, by_path_only=by_path_only, hashes=seen)
+    return Conformance(
+        lock_sha256,
+        chosen,
+        str(prefix),
+        expected_sha256,
+        report,
+        allowed={path: found.get(path) for path in allowed},
+        by_path_only=by_path_only,
+        hashes=seen,
+    )
 
 
 def _interpreter_file(interpreter: str) -> str:

@@ -45,7 +45,14 @@ from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL, SERVI
 _RECORDS = f"{conda_meta.FOLDER}/"
 
 
-def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config: dict[str, Any], prefix: str, progress: Callable[[str], None]) -> tuple[Lock | None, frozenset[str]]:
+def held_packages(
+    lock: Lock,
+    lock_path: Path | None,
+    platform: str,
+    base_config: dict[str, Any],
+    prefix: str,
+    progress: Callable[[str], None],
+) -> tuple[Lock | None, frozenset[str]]:
     """(the base lock, the packages it holds) when the base image is lockgen's image of the base lock `lock`
     was held to, at the same prefix: their layers are the base's, reused byte for byte. (None, empty) for a
     base with no lockgen environment at `prefix`; a lockgen image of any other lock there is refused: its
@@ -56,7 +63,8 @@ def held_packages(lock: Lock, lock_path: Path | None, platform: str, base_config
     held_to = LockgenMeta(lock).base_lock
     if labels[LOCK_LABEL] != held_to or lock_path is None:
         raise UserError(
-            f"the base image is lockgen's image of lock {labels[LOCK_LABEL][:16]}… at {prefix}, " + (f"not of this team lock's base ({held_to[:16]}…)" if held_to else "and this lock extends no base"),
+            f"the base image is lockgen's image of lock {labels[LOCK_LABEL][:16]}… at {prefix}, "
+            + (f"not of this team lock's base ({held_to[:16]}…)" if held_to else "and this lock extends no base"),
             "pass the image of the lock's own base stack, or a base without an environment at that prefix",
         )
     if any(LockgenMeta(lock).base_moved(p) for p in lock.metadata.platforms):
@@ -92,7 +100,15 @@ def refuse_leftover_services(lock: Lock, base_config: dict[str, Any], prefix: st
 
 
 def held_environment(
-    lock: Lock, base_lock: Lock, held: frozenset[str], platform: str, open_layer: LayerOpener, base_manifest: dict[str, Any], base_config: dict[str, Any], prefix: str, progress: Callable[[str], None]
+    lock: Lock,
+    base_lock: Lock,
+    held: frozenset[str],
+    platform: str,
+    open_layer: LayerOpener,
+    base_manifest: dict[str, Any],
+    base_config: dict[str, Any],
+    prefix: str,
+    progress: Callable[[str], None],
 ) -> HeldEnvironment | None:
     """The base environment a team export builds on, read from the base image and checked (module
     docstring); None when the team adds wheels and the base's Python is no conda package (built whole then)."""
@@ -100,14 +116,22 @@ def held_environment(
     relinked: frozenset[str] = frozenset()
     python_environment = all(p.manager == "pip" for p in (*base_lock.packages_for(platform), *own))  # wheels only
     if any(p.manager == "pip" for p in own) and python_environment:
-        progress(f"the base is a Python environment: the team's {len(own)} packages are installed alone, into its prefix")
+        progress(
+            f"the base is a Python environment: the team's {len(own)} packages are installed alone, into its prefix"
+        )
     elif any(p.manager == "pip" for p in own):
         relinked = python_closure(base_lock, platform)
         if not relinked:
-            progress("the team adds PyPI packages and the base's Python is no conda package: building the whole environment")
+            progress(
+                "the team adds PyPI packages and the base's Python is no conda package: building the whole environment"
+            )
             return None
-        progress(f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are linked again to install them")
-    found = layer_members.environment_record(open_layer, base_manifest["layers"], prefix, records=not python_environment)
+        progress(
+            f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are linked again to install them"
+        )
+    found = layer_members.environment_record(
+        open_layer, base_manifest["layers"], prefix, records=not python_environment
+    )
     recorded = _recorded_manifest(found, base_config, platform, prefix)
     entries = {entry["path"]: entry for entry in recorded["files"]}
     site = site_packages_of(lock_python(base_lock, platform) or "")
@@ -121,12 +145,16 @@ def held_environment(
         path = f"{_RECORDS}{package_key(package)}.json"
         if package.manager == "conda" and path not in records:
             raise LockFormatError(
-                f"the base image has no conda-meta record of its package {package.name} {package.version}", "pass the base stack's own lockgen image, exported again if it was changed"
+                f"the base image has no conda-meta record of its package {package.name} {package.version}",
+                "pass the base stack's own lockgen image, exported again if it was changed",
             )
     for path, data in records.items():
         digest = entries.get(path, {}).get("sha256")
         if digest != env_manifest.content_digest(path, data):
-            raise LockFormatError(f"the base image's {path} is not what its environment manifest records", "the base image was changed: export or pull it again")
+            raise LockFormatError(
+                f"the base image's {path} is not what its environment manifest records",
+                "the base image was changed: export or pull it again",
+            )
     proven = _proven(base_lock, platform, prefix, entries)
     progress(
         f"the base's {len(entries)} files are taken as its image records them ({proven} of "
@@ -136,7 +164,9 @@ def held_environment(
     return HeldEnvironment(held, records, entries, relinked)
 
 
-def _recorded_manifest(found: dict[str, bytes], base_config: dict[str, Any], platform: str, prefix: str) -> dict[str, Any]:
+def _recorded_manifest(
+    found: dict[str, bytes], base_config: dict[str, Any], platform: str, prefix: str
+) -> dict[str, Any]:
     """The base image's environment manifest, held to its image's label and the base lock."""
     labels = (base_config.get("config") or {}).get("Labels") or {}
     try:
@@ -144,11 +174,24 @@ def _recorded_manifest(found: dict[str, bytes], base_config: dict[str, Any], pla
         files = recorded["files"]
         digest = env_manifest.digest({"format": recorded["format"], "files": files})
     except (KeyError, ValueError, TypeError):
-        raise LockFormatError("the base image holds no readable environment manifest", "pass the base stack's own lockgen image, exported again") from None
+        raise LockFormatError(
+            "the base image holds no readable environment manifest",
+            "pass the base stack's own lockgen image, exported again",
+        ) from None
     if f"sha256:{digest}" != labels.get(ENVIRONMENT_LABEL) or recorded.get("environment_digest") != digest:
-        raise LockFormatError(f"the base image's environment manifest ({digest[:19]}…) is not the environment its label names", "the base image was changed: export or pull it again")
-    if recorded.get("prefix") != prefix or recorded.get("platform") != platform or recorded.get("lock_sha256") != labels.get(LOCK_LABEL):
-        raise LockFormatError("the base image's environment manifest is of another lock, platform or prefix", "the base image was changed: export or pull it again")
+        raise LockFormatError(
+            f"the base image's environment manifest ({digest[:19]}…) is not the environment its label names",
+            "the base image was changed: export or pull it again",
+        )
+    if (
+        recorded.get("prefix") != prefix
+        or recorded.get("platform") != platform
+        or recorded.get("lock_sha256") != labels.get(LOCK_LABEL)
+    ):
+        raise LockFormatError(
+            "the base image's environment manifest is of another lock, platform or prefix",
+            "the base image was changed: export or pull it again",
+        )
     return recorded
 
 
@@ -165,7 +208,12 @@ def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, dict
         expected = package_expected(manifest, python, accepted, patched)
         for file in expected.files:
             recorded = entries.get(file.path, {})
-            if file.kind == "file" and file.sha256 and env_manifest.covered(file.path) and recorded.get("sha256") != file.sha256:
+            if (
+                file.kind == "file"
+                and file.sha256
+                and env_manifest.covered(file.path)
+                and recorded.get("sha256") != file.sha256
+            ):
                 raise LockFormatError(
                     f"the base image records {file.path} of {expected.key} as {str(recorded.get('sha256'))[:12]}…, the package states {file.sha256[:12]}…",
                     "the base image was changed: export or pull it again",

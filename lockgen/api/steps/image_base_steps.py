@@ -28,26 +28,33 @@ def fetch_base_lock(stack_base: StackBase, insecure: bool, progress: Callable[[s
     assert image is not None  # located for a base that is an image
     refuse_credentials(extends, "`extends`")
     if extends.startswith("docker://") and "@sha256:" not in extends:  # a tag moves, and the team lock with it
-        raise UserError(f'`extends = "{extends}"` names the base image by a tag', "name it by its digest, docker://HOST/REPO@sha256:… (lockgen push prints it)")
+        raise UserError(
+            f'`extends = "{extends}"` names the base image by a tag',
+            "name it by its digest, docker://HOST/REPO@sha256:… (lockgen push prints it)",
+        )
     base: base_steps.Base = RegistryBase(reference=image, insecure=insecure) if isinstance(image, str) else image
     if isinstance(base, Path) and not (base / "index.json").is_file():
         raise UserError(
-            f'`extends = "{extends}"` names no stack.toml, lock file or OCI layout ({base})', 'name a base stack ("../platform/stack.toml"), a lock, or its image (docker://HOST/REPO@sha256:…)'
+            f'`extends = "{extends}"` names no stack.toml, lock file or OCI layout ({base})',
+            'name a base stack ("../platform/stack.toml"), a lock, or its image (docker://HOST/REPO@sha256:…)',
         )
     manifest, config, _ = base_steps.base_manifest(base, home.native_platform() or "linux-64", progress)
     labels = (config.get("config") or {}).get("Labels") or {}
     if not labels.get(LOCK_LABEL):
         raise UserError(
-            f"the base image {extends} is not lockgen's image of a lock (no {LOCK_LABEL} label)", "extend its stack.toml or lock, or make lockgen's image of it: lockgen export LOCK --from-image IMAGE"
+            f"the base image {extends} is not lockgen's image of a lock (no {LOCK_LABEL} label)",
+            "extend its stack.toml or lock, or make lockgen's image of it: lockgen export LOCK --from-image IMAGE",
         )
     if not is_environment_prefix(str(labels.get(PREFIX_LABEL, ""))):
         raise LockFormatError(
-            f"the base image {extends} names its environment at `{str(labels.get(PREFIX_LABEL))[:80]}`, not a folder inside the image", "export the base image again with this lockgen"
+            f"the base image {extends} names its environment at `{str(labels.get(PREFIX_LABEL))[:80]}`, not a folder inside the image",
+            "export the base image again with this lockgen",
         )
     carried = layer_members.carried_lock(base_steps.layer_opener(base), manifest["layers"], labels[PREFIX_LABEL])
     if carried is None or carried[1] != labels[LOCK_LABEL]:
         raise LockFormatError(
-            f"the base image {extends} carries no lock, or not the one its label names" + (" (an older lockgen exported it)" if carried is None else ""),
+            f"the base image {extends} carries no lock, or not the one its label names"
+            + (" (an older lockgen exported it)" if carried is None else ""),
             "export the base image again with this lockgen, or extend the base's lock file",
         )
     data, path = carried[0], stack_base.path

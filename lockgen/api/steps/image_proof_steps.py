@@ -25,7 +25,13 @@ from lockgen.errors import LockgenError
 from lockgen.model.inputs import BundleBytes
 from lockgen.model.image import ImageConfig, ImageManifest
 from lockgen.model.lock import LoadedLock, Lock
-from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_DIGEST_ANNOTATION, BASE_MANIFEST_INSIDE, ENVIRONMENT_LABEL, LOCK_LABEL
+from lockgen.model.oci import (
+    BASE_CONFIG_INSIDE,
+    BASE_DIGEST_ANNOTATION,
+    BASE_MANIFEST_INSIDE,
+    ENVIRONMENT_LABEL,
+    LOCK_LABEL,
+)
 from lockgen.model.results import Conformance
 
 ROOT_USERS = ("", "0", "0:0", "root", "root:root")
@@ -70,7 +76,9 @@ def prove_opened(
     base_count, base_config = account.layers, account.config
     problems += account.problems
     if base_count:
-        progress(f"files outside {prefix}: the {base_count} layers of the base its manifest pins, {(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)")
+        progress(
+            f"files outside {prefix}: the {base_count} layers of the base its manifest pins, {(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)"
+        )
     if base_count is not None:
         problems += outside_problems(list(opened.layers), base_count, prefix)
         problems += _config_problems(lock, result, opened, base_config, prefix)
@@ -81,11 +89,22 @@ def prove_opened(
     problems += [f"image: {finding}" for finding in sbom_problems(image, inside / SBOM_INSIDE, expected_sbom, labelled)]
     base = (opened.manifest.annotations or {}).get(BASE_DIGEST_ANNOTATION) if base_count else None
     return Conformance(
-        result.lock_sha256, result.platform, f"{image}:{prefix}", result.expected_digest, result.report, tuple(problems), opened.digest, result.allowed, result.by_path_only, base_digest=base
+        result.lock_sha256,
+        result.platform,
+        f"{image}:{prefix}",
+        result.expected_digest,
+        result.report,
+        tuple(problems),
+        opened.digest,
+        result.allowed,
+        result.by_path_only,
+        base_digest=base,
     )
 
 
-def _config_problems(lock: Lock, result: Conformance, opened: image_source.OpenedImage, base_config: dict[str, Any] | None, prefix: str) -> list[str]:
+def _config_problems(
+    lock: Lock, result: Conformance, opened: image_source.OpenedImage, base_config: dict[str, Any] | None, prefix: str
+) -> list[str]:
     """The image's config (as written) against the one export writes from the lock over the image's own layers
     and environment label (which the files and the SBOM check), on its base's config."""
     environment = (opened.typed_config.config.labels or {}).get(ENVIRONMENT_LABEL, "").removeprefix("sha256:")
@@ -117,23 +136,35 @@ def _base(manifest: ImageManifest, config: ImageConfig, inside: Path, lock: Lock
         data, config_data = (inside / BASE_MANIFEST_INSIDE).read_bytes(), (inside / BASE_CONFIG_INSIDE).read_bytes()
     except OSError:
         return BaseAccount(
-            None, None, [f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"]
+            None,
+            None,
+            [
+                f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"
+            ],
         )
     if "sha256:" + hashlib.sha256(data).hexdigest() != pinned:
-        return BaseAccount(None, None, [f"image: the base manifest it carries is not base {pinned[:23]}…, which its manifest pins"])
+        return BaseAccount(
+            None, None, [f"image: the base manifest it carries is not base {pinned[:23]}…, which its manifest pins"]
+        )
     try:
         written = json.loads(config_data)
         base_manifest, base_config = oci_layout.check_image("the image's base", json.loads(data), written)
     except (LockgenError, ValueError):
-        return BaseAccount(None, None, [f"image: the base manifest and config it carries ({BASE_MANIFEST_INSIDE}) are not an image's"])
+        return BaseAccount(
+            None, None, [f"image: the base manifest and config it carries ({BASE_MANIFEST_INSIDE}) are not an image's"]
+        )
     count = len(base_manifest.layers)
     if base_manifest.config.digest != "sha256:" + hashlib.sha256(config_data).hexdigest():
         return BaseAccount(None, None, [f"image: the base config it carries is not the one base {pinned[:23]}… names"])
-    if [layer.digest for layer in base_manifest.layers] != [layer.digest for layer in manifest.layers[:count]] or base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
+    if [layer.digest for layer in base_manifest.layers] != [
+        layer.digest for layer in manifest.layers[:count]
+    ] or base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
         return BaseAccount(None, None, [f"image: its first {count} layers are not those of its base {pinned[:23]}…"])
     held_to, base_lock = LockgenMeta(lock).base_lock, (base_config.config.labels or {}).get(LOCK_LABEL)
     problems = (
-        [f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base lock {held_to[:16]}… the lock was held to"]
+        [
+            f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base lock {held_to[:16]}… the lock was held to"
+        ]
         if held_to and base_lock and base_lock != held_to
         else []
     )

@@ -44,7 +44,9 @@ _WAYS_OUT = (
 )
 
 
-def venv_python(base: base_steps.Base | None, platform: str, version: str | None, progress: Callable[[str], None]) -> str:
+def venv_python(
+    base: base_steps.Base | None, platform: str, version: str | None, progress: Callable[[str], None]
+) -> str:
     """The base image's `pythonX.Y` that a pure-PyPI lock's venv is pointed at; refused when the base has none,
     or there is no base."""
     version = ".".join((version or "3").split(".")[:2])
@@ -61,13 +63,26 @@ def venv_python(base: base_steps.Base | None, platform: str, version: str | None
     return found
 
 
-def prove_existing_venv(base: base_steps.Base | None, platform: str, environment: Path, image_prefix: str, source: str | None, progress: Callable[[str], None]) -> None:
+def prove_existing_venv(
+    base: base_steps.Base | None,
+    platform: str,
+    environment: Path,
+    image_prefix: str,
+    source: str | None,
+    progress: Callable[[str], None],
+) -> None:
     """Refuses an existing environment (`--from-prefix`) whose `bin/python` links to a Python outside it that
     the base image does not hold at that path (or that has no base)."""
     _prove_links(_in_base(base, platform, progress), environment, image_prefix, source, progress)
 
 
-def prove_in_layers(layers: Sequence[Sequence[LayerEntry]], environment: Path, image_prefix: str, platform: str, progress: Callable[[str], None]) -> None:
+def prove_in_layers(
+    layers: Sequence[Sequence[LayerEntry]],
+    environment: Path,
+    image_prefix: str,
+    platform: str,
+    progress: Callable[[str], None],
+) -> None:
     """Refuses a vendor image (`--from-image`, its layers' members as read when it was unpacked) whose
     environment's `bin/python` links to a Python outside it that the image does not hold, or is a program
     whose loader or interpreter the image does not hold."""
@@ -95,12 +110,26 @@ def prove_in_layers(layers: Sequence[Sequence[LayerEntry]], environment: Path, i
     )
 
 
-def prove_python_starts(base: base_steps.Base | None, platform: str, environment: Path, image_prefix: str, glibc: str, progress: Callable[[str], None], index: bool = False) -> None:
+def prove_python_starts(
+    base: base_steps.Base | None,
+    platform: str,
+    environment: Path,
+    image_prefix: str,
+    glibc: str,
+    progress: Callable[[str], None],
+    index: bool = False,
+) -> None:
     """Refuses an image of the environment at `environment` (at `image_prefix` in the image, on `base` or on
     none) whose `bin/python` the kernel could not start there: its dynamic loader (or `#!` interpreter) is a
     file neither of the environment nor of the base. `glibc`: the lock's `lockgen.glibc`, for the hint;
     `index`: the image is one platform's of an image index, which takes no base."""
-    where = "the base image has no file there" if base is not None else "an image index takes no --base to bring one" if index else "no --base image brings one"
+    where = (
+        "the base image has no file there"
+        if base is not None
+        else "an image index takes no --base to bring one"
+        if index
+        else "no --base image brings one"
+    )
     wanted = f"glibc >= {glibc} (the lock's lockgen.glibc)" if glibc else "glibc"
     _prove_starts(
         _in_base(base, platform, progress),
@@ -109,11 +138,20 @@ def prove_python_starts(base: base_steps.Base | None, platform: str, environment
         platform,
         where,
         progress,
-        (f"export --platform {platform} alone and " if index else "") + f"pass --base an image with {wanted} that has {{interpreter}}, e.g. docker://docker.io/library/debian:bookworm-slim",
+        (f"export --platform {platform} alone and " if index else "")
+        + f"pass --base an image with {wanted} that has {{interpreter}}, e.g. docker://docker.io/library/debian:bookworm-slim",
     )
 
 
-def _prove_starts(holds: Callable[[str], bool], environment: Path, prefix: str, platform: str, where: str, progress: Callable[[str], None], hint: str) -> None:
+def _prove_starts(
+    holds: Callable[[str], bool],
+    environment: Path,
+    prefix: str,
+    platform: str,
+    where: str,
+    progress: Callable[[str], None],
+    hint: str,
+) -> None:
     """The kernel's way from the environment's `bin/python` to a program it maps, each step proven in the image:
     a file of the environment is read and judged again, one outside it must be a file `holds` has."""
     top = prefix.rstrip("/")
@@ -132,36 +170,74 @@ def _prove_starts(holds: Callable[[str], bool], environment: Path, prefix: str, 
         start = program_start(data)
         if start.kind == "refused" or (start.machine and MACHINES.get(platform, start.machine) != start.machine):
             why = start.why or f"is an ELF program for machine {start.machine}, not {platform}'s ({MACHINES[platform]})"
-            raise UserError(f"{what} {why}: the image could not start its Python", f"the package that ships it is broken for this platform: lock a python built for {platform}")
+            raise UserError(
+                f"{what} {why}: the image could not start its Python",
+                f"the package that ships it is broken for this platform: lock a python built for {platform}",
+            )
         if start.kind == "static":
             progress(f"{what} is a static program: it starts alone")
             return
-        needs = f"is an ELF program that needs the dynamic loader {shown(start.interpreter)}" if start.kind == "loader" else f"is a script run by {shown(start.interpreter)} (its #! line)"
+        needs = (
+            f"is an ELF program that needs the dynamic loader {shown(start.interpreter)}"
+            if start.kind == "loader"
+            else f"is a script run by {shown(start.interpreter)} (its #! line)"
+        )
         if not start.interpreter.startswith("/"):
             raise UserError(
-                f"{what} {needs}, a path relative to the working folder: the image could not start its Python", "the package that ships it is broken: lock a python that names an absolute path"
+                f"{what} {needs}, a path relative to the working folder: the image could not start its Python",
+                "the package that ships it is broken: lock a python that names an absolute path",
             )
         found, data = program_file(environment, prefix, start.interpreter)
         if data is None or start.kind == "loader":  # a loader is mapped, not read for a #! line
             if data is not None or holds(found):
                 progress(f"{what} {needs}, a file of the image: it starts there")
                 return
-            raise UserError(f"{what} {needs}, and {where}: the image could not start its Python", hint.format(interpreter=shown(start.interpreter)))
+            raise UserError(
+                f"{what} {needs}, and {where}: the image could not start its Python",
+                hint.format(interpreter=shown(start.interpreter)),
+            )
         what = f"{what}'s interpreter {shown(found)}"
-    raise UserError(f"{what} is a script run by a script more than 5 times: the kernel would not start it", "lock a python whose bin/python is a program")
+    raise UserError(
+        f"{what} is a script run by a script more than 5 times: the kernel would not start it",
+        "lock a python whose bin/python is a program",
+    )
 
 
-def _prove_links(holds: Callable[[str], bool], environment: Path, image_prefix: str, source: str | None, progress: Callable[[str], None], *hint: str) -> None:
+def _prove_links(
+    holds: Callable[[str], bool],
+    environment: Path,
+    image_prefix: str,
+    source: str | None,
+    progress: Callable[[str], None],
+    *hint: str,
+) -> None:
     outside = installers.outside_interpreter(environment, image_prefix, source)
     if outside is None:
         return
     interpreter, home = outside
-    wanted = [interpreter] + ([posixpath.join(home, posixpath.basename(interpreter))] if home and home != posixpath.dirname(interpreter) else [])
+    wanted = [interpreter] + (
+        [posixpath.join(home, posixpath.basename(interpreter))]
+        if home and home != posixpath.dirname(interpreter)
+        else []
+    )
     for path in wanted:
-        _prove(holds, path, f"the environment's bin/python links to {interpreter} outside it" + (f" (pyvenv.cfg home = {home})" if home else ""), progress, *hint)
+        _prove(
+            holds,
+            path,
+            f"the environment's bin/python links to {interpreter} outside it"
+            + (f" (pyvenv.cfg home = {home})" if home else ""),
+            progress,
+            *hint,
+        )
 
 
-def prove_held_python(base: base_steps.Base, platform: str, entries: Mapping[str, Mapping[str, Any]], prefix: str, progress: Callable[[str], None]) -> None:
+def prove_held_python(
+    base: base_steps.Base,
+    platform: str,
+    entries: Mapping[str, Mapping[str, Any]],
+    prefix: str,
+    progress: Callable[[str], None],
+) -> None:
     """Refuses a team export on a base Python environment whose recorded `bin/python` links (the base image's
     environment manifest, `entries` by path) lead outside it to a Python the base image does not hold."""
     current = "bin/python"
@@ -172,7 +248,12 @@ def prove_held_python(base: base_steps.Base, platform: str, entries: Mapping[str
         target = str(entry.get("target", ""))
         absolute = posixpath.normpath(posixpath.join(prefix, posixpath.dirname(current), target))
         if absolute != prefix and not absolute.startswith(prefix + "/"):
-            _prove(_in_base(base, platform, progress), absolute, f"the base environment's bin/python links to {absolute} outside it", progress)
+            _prove(
+                _in_base(base, platform, progress),
+                absolute,
+                f"the base environment's bin/python links to {absolute} outside it",
+                progress,
+            )
             return
         current = posixpath.relpath(absolute, prefix)
 
@@ -188,7 +269,9 @@ def _prove(
     if holds(interpreter):
         progress(f"{interpreter} is a file of the image: the environment's Python runs there")
         return
-    raise UserError(f"{why}, and the image has no file there: it could not start its Python", hint.format(interpreter=interpreter))
+    raise UserError(
+        f"{why}, and the image has no file there: it could not start its Python", hint.format(interpreter=interpreter)
+    )
 
 
 def _in_base(base: base_steps.Base | None, platform: str, progress: Callable[[str], None]) -> Callable[[str], bool]:

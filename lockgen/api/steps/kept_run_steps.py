@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from lockgen.model.inputs import LockBytes
 
 
-def run_kept(lock: str, platform: str | None, prefix: str | None, command: Sequence[str], said: Callable[[str], None]) -> None:
+def run_kept(
+    lock: str, platform: str | None, prefix: str | None, command: Sequence[str], said: Callable[[str], None]
+) -> None:
     """Replaces lockgen with `command` in the environment of the lock file `lock` (`--platform`, `--prefix` as
     given) when its kept record holds, having said so (`said`: a line escaped when it was kept); returns, having
     said and done nothing, otherwise."""
@@ -29,10 +31,14 @@ def run_kept(lock: str, platform: str | None, prefix: str | None, command: Seque
     if found is None:
         return
     said(found.said)
-    env_process.exec_command(list(command), activated(found.kind, found.prefix, found.name, env_process.calling_environment()))
+    env_process.exec_command(
+        list(command), activated(found.kind, found.prefix, found.name, env_process.calling_environment())
+    )
 
 
-def materialized_kept(lock: str, platform: str | None, prefix: str | None, said: Callable[[str], None]) -> kept_runs.KeptRun | None:
+def materialized_kept(
+    lock: str, platform: str | None, prefix: str | None, said: Callable[[str], None]
+) -> kept_runs.KeptRun | None:
     """A repeated `materialize` of the lock file `lock` (`--platform`, `--prefix` as given) when its kept record
     holds: the environment found, having said so; None, having said and done nothing, otherwise."""
     found = kept_runs.found(lock, platform, prefix)
@@ -70,9 +76,28 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: M
     read_at = conformance_store.byte_trust(final, "").read
     after = kept_runs.identities(*files)
     verdict, read = before
-    if proven is None or proven.links_moved != 0 or read_at is None or verdict is None or read is None or after != before:
+    if (
+        proven is None
+        or proven.links_moved != 0
+        or read_at is None
+        or verdict is None
+        or read is None
+        or after != before
+    ):
         return  # the record stands for a walk exactly the verdict's (no link count moved since: the full path renews those)
     name = made.target or target_of_lock(Path(lock.source))
-    found = kept_runs.KeptRun(str(final), kind, name, proven.environment_digest, escaped(found_line(final)), escaped(str(final)))
+    found = kept_runs.KeptRun(
+        str(final), kind, name, proven.environment_digest, escaped(found_line(final)), escaped(str(final))
+    )
     walked = proven.walk
-    kept_runs.keep(lock.sha256, Path(lock.source).name, platform, given, found, (walked.digest, stamps_digest(walked.stamps)), files, (verdict, read), read_at)
+    kept_runs.keep(
+        lock.sha256,
+        Path(lock.source).name,
+        platform,
+        given,
+        found,
+        (walked.digest, stamps_digest(walked.stamps)),
+        files,
+        (verdict, read),
+        read_at,
+    )

@@ -31,13 +31,21 @@ def _pin(package: LockedPackage) -> str:
 
 def _wheel_manifest(package: LockedPackage) -> PackageManifest:
     if lock_builder.is_check_only(package):
-        raise UserError(f"{package.name} {package.version} is a check-only entry and its manifest is not here", "pass the bundle lockgen pin wrote with --manifests FILE")
+        raise UserError(
+            f"{package.name} {package.version} is a check-only entry and its manifest is not here",
+            "pass the bundle lockgen pin wrote with --manifests FILE",
+        )
     if package.url.startswith("file://"):  # a local wheel: read whole, checked against the lock's hash first
-        contents = wheel_record.read_wheel_file(file_roots.local_path(package.url, f"{package.name} {package.version}"), _pin(package))
+        contents = wheel_record.read_wheel_file(
+            file_roots.local_path(package.url, f"{package.name} {package.version}"), _pin(package)
+        )
     elif package.url.startswith(("http://", "https://")):
         contents, _ = wheel_record.read_wheel_url(package.url)
     else:
-        raise UserError(f"no manifest of {package.name} {package.version} ({package.url})", "pass --manifests FILE, written by lockgen manifests LOCK on a machine that can read it")
+        raise UserError(
+            f"no manifest of {package.name} {package.version} ({package.url})",
+            "pass --manifests FILE, written by lockgen manifests LOCK on a machine that can read it",
+        )
     manifest = wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url)
     manifest_store.keep(manifest)
     return manifest
@@ -46,11 +54,17 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
 def keep_wheel_manifest(package: LockedPackage, wheel: Path) -> None:
     """Keeps the manifest of a locked wheel read from a local copy of it (checked against the lock's sha256 first),
     so nothing needs its URL for it (`lockgen unpack`)."""
-    contents = wheel_record.read_wheel_file(wheel, _pin(package), unquote(urlsplit(package.url).path.rsplit("/", 1)[-1]))
-    manifest_store.keep(wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url))
+    contents = wheel_record.read_wheel_file(
+        wheel, _pin(package), unquote(urlsplit(package.url).path.rsplit("/", 1)[-1])
+    )
+    manifest_store.keep(
+        wheel_record.wheel_manifest(contents, _pin(package), package.name, package.version, package.url)
+    )
 
 
-def manifest_of(package: LockedPackage, bundle: dict[str, PackageManifest], archive: Path | None = None) -> tuple[PackageManifest, Callable[[], Path | None]]:
+def manifest_of(
+    package: LockedPackage, bundle: dict[str, PackageManifest], archive: Path | None = None
+) -> tuple[PackageManifest, Callable[[], Path | None]]:
     """The manifest of a locked package, and a way to its verified archive (conda packages; hashed only when
     asked for, since a known manifest rarely needs it). `archive`: one the caller has just verified. A local
     package has no published file to state what it installs: what needs one (an image, a pack, `check --lock`) is
@@ -82,7 +96,9 @@ def placed_wheel(package: LockedPackage, python: str, afresh: bool = False) -> E
     instead of 0.3 s; `afresh` (materialize --verify) works it out from the manifest again. A kept placement
     must name the locked package, as a kept manifest must."""
     pin = _pin(package)
-    kept = None if afresh else placed_of_record(manifest_store.cached_placed(pin, python, PLACEMENT_LAYOUT), pin, python)
+    kept = (
+        None if afresh else placed_of_record(manifest_store.cached_placed(pin, python, PLACEMENT_LAYOUT), pin, python)
+    )
     if kept is None:
         manifest = manifest_of(package, {})[0]
         if manifest.kind != "wheel":
@@ -93,7 +109,9 @@ def placed_wheel(package: LockedPackage, python: str, afresh: bool = False) -> E
     return kept.placed
 
 
-def expected_manifests(lock: Lock, platform: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]) -> list[tuple[PackageManifest, Callable[[], Path | None]]]:
+def expected_manifests(
+    lock: Lock, platform: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]
+) -> list[tuple[PackageManifest, Callable[[], Path | None]]]:
     """The manifest of every locked package of `platform` (read in parallel), with its way to the archive."""
     packages = lock.packages_for(platform)
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -102,7 +120,9 @@ def expected_manifests(lock: Lock, platform: str, bundle: dict[str, PackageManif
     return found
 
 
-def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]) -> list[ExpectedPackage]:
+def expected_packages(
+    lock: Lock, platform: str, prefix: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]
+) -> list[ExpectedPackage]:
     """Every locked package of `platform` as the files it puts into an environment at `prefix`."""
     python = lock_python(lock, platform)
     accepted = lock_builder.accepted_changes(lock, platform)
@@ -110,7 +130,9 @@ def expected_packages(lock: Lock, platform: str, prefix: str, bundle: dict[str, 
     expected = []
     for manifest, archive in found:
         if python is None and manifest.kind == "wheel":  # a check-only entry ("installed") is placed already
-            raise UserError("the lock has wheels but names no Python version", "re-create it with lockgen resolve or pin")
+            raise UserError(
+                "the lock has wheels but names no Python version", "re-create it with lockgen resolve or pin"
+            )
         patched = {} if is_wheel(manifest) else _patched(manifest, archive, prefix)
         expected.append(package_expected(manifest, python, accepted, patched))
     return expected

@@ -40,7 +40,13 @@ def default_prefix(lock_digest: str, name: str) -> Path:
 
 
 def materialized(
-    lock: LockBytes | LoadedLock, platform: str | None, prefix: Path | None, progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False, verify: bool = False
+    lock: LockBytes | LoadedLock,
+    platform: str | None,
+    prefix: Path | None,
+    progress: Callable[[str], None],
+    meter: Meter | None = None,
+    allow_md5: bool = False,
+    verify: bool = False,
 ) -> tuple[Path, str]:
     """The prefix holding exactly the lock's packages, and its environment digest (`allow_md5`: install
     conda entries the lock pins by md5 alone; `verify`: hash every installed wheel file, trusting no store
@@ -61,7 +67,9 @@ def materialized(
     from lockgen.api.steps.shared_steps import materialize_into
 
     loaded = _parsed(lock)
-    return final, materialize_into(loaded, lock_platform(loaded.lock, platform), final, progress, meter, allow_md5, verify)
+    return final, materialize_into(
+        loaded, lock_platform(loaded.lock, platform), final, progress, meter, allow_md5, verify
+    )
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,9 @@ class Made:
     editable: bool
 
 
-def kept_made(lock: LockBytes, platform: str | None, prefix: Path | None, progress: Callable[[str], None]) -> Made | None:
+def kept_made(
+    lock: LockBytes, platform: str | None, prefix: Path | None, progress: Callable[[str], None]
+) -> Made | None:
     """The environment of `lock` (its bytes, read once by the use case), at `prefix` (default: the store's, named
     from the lock's kept facts), when it is found made and unchanged (said, as `materialized` says it) without
     parsing the lock: its bytes' checked value kept (`kept_inputs`). None, with nothing said, for anything else
@@ -84,7 +94,9 @@ def kept_made(lock: LockBytes, platform: str | None, prefix: Path | None, progre
     if kept is None:
         return None
     try:
-        final = (prefix or store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform, kept.editable)).absolute()
+        final = (
+            prefix or store_prefix(lock.sha256, kept.target, kept.platforms, lock.source, platform, kept.editable)
+        ).absolute()
     except LockgenError:
         return None
     digest = unchanged(final, lock.sha256, platform, progress)
@@ -101,10 +113,19 @@ def _store_prefix(loaded: LoadedLock, platform: str | None) -> Path:
     from lockgen.core.lock.lock_builder import LockgenMeta, has_editable
 
     meta = LockgenMeta(loaded.lock)
-    return store_prefix(loaded.sha256, meta.target, loaded.lock.metadata.platforms, loaded.source, platform, has_editable(loaded.lock.package))
+    return store_prefix(
+        loaded.sha256,
+        meta.target,
+        loaded.lock.metadata.platforms,
+        loaded.source,
+        platform,
+        has_editable(loaded.lock.package),
+    )
 
 
-def store_prefix(lock_sha256: str, target: str, platforms: tuple[str, ...], source: str, platform: str | None, editable: bool = False) -> Path:
+def store_prefix(
+    lock_sha256: str, target: str, platforms: tuple[str, ...], source: str, platform: str | None, editable: bool = False
+) -> Path:
     """The store's prefix for the environment of the lock whose bytes' sha256 is `lock_sha256` (its recorded
     `target`, else the one its file `source` is named for) on the platform chosen of its `platforms` (refused
     when it lacks it). A lock with an `editable` local package gets one environment per folder of its file: the
@@ -157,7 +178,11 @@ def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> Unch
     if kept is None:
         return None
     record = kept["verdict"]
-    if record.get("lock_sha256") != lock_sha256 or record.get("platform") != (platform or home.native_platform()) or not isinstance(record.get("environment_digest"), str):
+    if (
+        record.get("lock_sha256") != lock_sha256
+        or record.get("platform") != (platform or home.native_platform())
+        or not isinstance(record.get("environment_digest"), str)
+    ):
         return None
     try:
         walked = stat_walk.tree_fingerprint(final)
@@ -165,4 +190,8 @@ def found_unchanged(final: Path, lock_sha256: str, platform: str | None) -> Unch
         return None
     linked = conformance_store.standing(kept, walked)
     # where link counts moved in a settled tree, the drift check keeps them anew (the full path, reading no file)
-    return Unchanged(str(record["environment_digest"]), walked, linked) if linked == 0 or (linked and not walked.settled) else None
+    return (
+        Unchanged(str(record["environment_digest"]), walked, linked)
+        if linked == 0 or (linked and not walked.settled)
+        else None
+    )

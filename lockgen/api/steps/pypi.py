@@ -40,7 +40,15 @@ class PypiJob:
     request: uv_resolver.PypiRequest
 
 
-def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str, inference: Inference | None) -> UnsatisfiableError:
+def _explained(
+    exc: UnsatisfiableError,
+    facts: GpuFacts,
+    spec: StackSpec,
+    target: Target,
+    window: CudaWindow | None,
+    platform: str,
+    inference: Inference | None,
+) -> UnsatisfiableError:
     """Adds the torch releases the arch rules kept out (those the requirement names, else the newest),
     when torch is part of the conflict."""
     if "torch" not in exc.packages or not target.is_gpu:
@@ -51,7 +59,9 @@ def _explained(exc: UnsatisfiableError, facts: GpuFacts, spec: StackSpec, target
     asked = " ".join(d.specifier for d in spec.pypi_dependencies if d.name == "torch")
     named = [reason for release, reason in refused if release in asked]
     reasons = "; ".join(named or [reason for _, reason in refused[-3:]])
-    return UnsatisfiableError(exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800], exc.request_label, exc.packages)
+    return UnsatisfiableError(
+        exc.message, f"the arch rules keep out: {reasons}. uv said: {exc.hint}"[:1800], exc.request_label, exc.packages
+    )
 
 
 def _decision(target: Target, platform: str, torch: str, plan: PypiPlan, inference: Inference | None) -> str:
@@ -94,8 +104,14 @@ def resolve_pypi(
     packages (`path`) are read in their folder below `stack_folder` (the stack file's): uv locks their dependencies, and each gets the
     entry that pins its folder (`local_source`)."""
     options = spec.pypi_options
-    local_sources = tuple((d.name, str(local_source.folder_of(stack_folder, d.path, d.name))) for d in spec.pypi_dependencies if d.path is not None)
-    extra_indexes = tuple(dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index)))
+    local_sources = tuple(
+        (d.name, str(local_source.folder_of(stack_folder, d.path, d.name)))
+        for d in spec.pypi_dependencies
+        if d.path is not None
+    )
+    extra_indexes = tuple(
+        dict.fromkeys(options.extra_index_urls + tuple(d.index for d in spec.pypi_dependencies if d.index))
+    )
     sources = TorchSources(facts, spec, progress)
     jobs = []
     for solve in solved:
@@ -105,13 +121,21 @@ def resolve_pypi(
         inference = sources.inference(target, request.platform, python) if ruled else None
         offers = sources.offers(target, request.platform, python) if ruled else ()
         plan = plan_pypi(facts, spec, target, request.platform, window, conda_packages, inference, offers)
-        pins = tuple(p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held)
+        pins = tuple(
+            p for p in (held or {}).get((target.name, request.platform), ()) if p.split("==")[0] not in plan.held
+        )
         if window is not None:  # every CUDA-versioned wheel within the window, but those a base holds
             pinned = frozenset(normalize(p.split("==")[0]) for p in pins) | frozenset(plan.held)
             by_owner = frozenset(by_owner_rule(facts, target, window))
-            plan = dataclasses.replace(plan, constraints=plan.constraints + window_constraints(window, pinned, by_owner))
+            plan = dataclasses.replace(
+                plan, constraints=plan.constraints + window_constraints(window, pinned, by_owner)
+            )
         if pins:
-            plan = dataclasses.replace(plan, constraints=plan.constraints + pins, requirements=plan.requirements + (pins if require_held else ()))
+            plan = dataclasses.replace(
+                plan,
+                constraints=plan.constraints + pins,
+                requirements=plan.requirements + (pins if require_held else ()),
+            )
         jobs.append(
             PypiJob(
                 target,
@@ -160,20 +184,53 @@ def resolve_pypi(
                     f"comes from: make it reachable or set [pypi-options] torch-indexes.{variant} or "
                     f"torch-mirror to a mirror; {exc.hint}",
                 ) from None
-    local_entries = local_source.locked_entries(stack_folder, spec.pypi_dependencies, tuple(dict.fromkeys(job.platform for job in jobs))) if local_sources else {}
-    return {(job.target.name, job.platform): _judged(facts, spec, job, packages + local_entries.get(job.platform, []), seconds, progress) for job, (packages, seconds) in zip(jobs, outcomes)}
+    local_entries = (
+        local_source.locked_entries(
+            stack_folder, spec.pypi_dependencies, tuple(dict.fromkeys(job.platform for job in jobs))
+        )
+        if local_sources
+        else {}
+    )
+    return {
+        (job.target.name, job.platform): _judged(
+            facts, spec, job, packages + local_entries.get(job.platform, []), seconds, progress
+        )
+        for job, (packages, seconds) in zip(jobs, outcomes)
+    }
 
 
-def _judged(facts: GpuFacts, spec: StackSpec, job: PypiJob, packages: list[LockedPackage], seconds: float, progress: Callable[[str], None]) -> tuple[PypiPlan, list[LockedPackage]]:
+def _judged(
+    facts: GpuFacts,
+    spec: StackSpec,
+    job: PypiJob,
+    packages: list[LockedPackage],
+    seconds: float,
+    progress: Callable[[str], None],
+) -> tuple[PypiPlan, list[LockedPackage]]:
     """One resolution judged (its torch against the arch rules, a CPU target's against any CUDA package), told
     to the user with the decision, and without the packages conda holds."""
     target, window, platform, plan, inference = job.target, job.window, job.platform, job.plan, job.inference
-    check_resolved_torch(with_inferred(facts, inference) if inference else facts, target, platform, window, packages, plan.source.arch_lists if plan.source else ())
+    check_resolved_torch(
+        with_inferred(facts, inference) if inference else facts,
+        target,
+        platform,
+        window,
+        packages,
+        plan.source.arch_lists if plan.source else (),
+    )
     check_cpu_lock(target, platform, packages, plan.routes)
     kept = [p for p in packages if normalize(p.name) not in plan.held]
     torch = next((p.version for p in kept if normalize(p.name) == "torch"), None)
-    progress(f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels" + (f", torch {torch}" if torch else "") + f" in {seconds:.2f}s")
-    if window is not None and (components := components_text(window, packages, target.driver or "", _compat_floor(facts, window), by_owner_rule(facts, target, window))):
+    progress(
+        f"resolved PyPI for {target.name} on {platform}: {len(kept)} wheels"
+        + (f", torch {torch}" if torch else "")
+        + f" in {seconds:.2f}s"
+    )
+    if window is not None and (
+        components := components_text(
+            window, packages, target.driver or "", _compat_floor(facts, window), by_owner_rule(facts, target, window)
+        )
+    ):
         plan = dataclasses.replace(plan, components=components)
     if torch is not None:
         plan = dataclasses.replace(plan, decision=_decision(target, platform, torch, plan, inference))

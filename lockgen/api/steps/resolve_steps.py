@@ -33,8 +33,23 @@ if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only 
     from lockgen.api.steps.torch_source_steps import TorchSources
 
 Progress = Callable[[str], None]
-RESOLVED_FIX = "the stack or a channel's index gave this value: correct the stack (or the mirror's index) and resolve again"
-HIGHLIGHTS = ("python", "pytorch", "libtorch", "cuda-version", "pytorch-cuda", "cudatoolkit", "cudnn", "nccl", "torch", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
+RESOLVED_FIX = (
+    "the stack or a channel's index gave this value: correct the stack (or the mirror's index) and resolve again"
+)
+HIGHLIGHTS = (
+    "python",
+    "pytorch",
+    "libtorch",
+    "cuda-version",
+    "pytorch-cuda",
+    "cudatoolkit",
+    "cudnn",
+    "nccl",
+    "torch",
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu11",
+)
 
 
 @dataclass(frozen=True)
@@ -93,7 +108,17 @@ class ResolveContext:
         if target.is_gpu:
             arch_fact(self.facts, target.arch)
             window = cuda_window(self.facts, target)
-        requests = [plan_request(self.facts, self.spec, target, platform, window, self.candidates(platform) if self.spec.has_conda else []) for platform in self.spec.platforms_of(target)]
+        requests = [
+            plan_request(
+                self.facts,
+                self.spec,
+                target,
+                platform,
+                window,
+                self.candidates(platform) if self.spec.has_conda else [],
+            )
+            for platform in self.spec.platforms_of(target)
+        ]
         return window, requests
 
     def metadata(
@@ -111,15 +136,38 @@ class ResolveContext:
         digests: dict[str, str] = {}
         hashes: dict[str, str] = {}
         for request in requests:
-            platform_digests = self.conda_channels.index_digests(request.platform, request.specs) if self.spec.has_conda else {}
+            platform_digests = (
+                self.conda_channels.index_digests(request.platform, request.specs) if self.spec.has_conda else {}
+            )
             digests.update(platform_digests)
             plan = (pypi or {}).get(request.platform)
-            extra: dict[str, str | list[str]] = {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
+            extra: dict[str, str | list[str]] = (
+                {"python": plan.python, "pypi-constraints": list(plan.constraints)} if plan else {}
+            )
             hashes[request.platform] = lock_meta.content_hash(self.spec, target, request, {**platform_digests, **extra})
-        return lock_builder.resolved_metadata(self.spec, target, window, requests, digests, hashes, self.stack_path.name, pypi, self.facts.valid_as_of, base, moved, base_lock)
+        return lock_builder.resolved_metadata(
+            self.spec,
+            target,
+            window,
+            requests,
+            digests,
+            hashes,
+            self.stack_path.name,
+            pypi,
+            self.facts.valid_as_of,
+            base,
+            moved,
+            base_lock,
+        )
 
 
-def context(stack_path: Path, aliases: Sequence[str], insecure: bool = False, progress: Progress = lambda _: None, text: str | None = None) -> ResolveContext:
+def context(
+    stack_path: Path,
+    aliases: Sequence[str],
+    insecure: bool = False,
+    progress: Progress = lambda _: None,
+    text: str | None = None,
+) -> ResolveContext:
     """The stack, read once, and its channels; a base named by its image has the lock it carries fetched as the
     stack is read (kept beside the team's locks, an input like a channel's index, so even --check and --dry-run
     keep it). `text`: the stack's text as an edit would write it, parsed instead of the file's."""
@@ -142,7 +190,12 @@ def selected(spec: StackSpec, names: Sequence[str]) -> list[Target]:
 
 
 def lock_targets(
-    context: ResolveContext, targets: Sequence[str] = (), updates: Sequence[str] = (), current: dict[str, LoadedLock] | None = None, dry_run: bool = False, progress: Progress = lambda _: None
+    context: ResolveContext,
+    targets: Sequence[str] = (),
+    updates: Sequence[str] = (),
+    current: dict[str, LoadedLock] | None = None,
+    dry_run: bool = False,
+    progress: Progress = lambda _: None,
 ) -> list[LockedTarget]:
     """Solves every selected target and writes its lock; nothing is written unless all succeed. A team stack
     (`extends`) is solved with every package of the base's lock for the target held. `current`: for `--update`,
@@ -157,7 +210,9 @@ def lock_targets(
             progress(f"resolving {target.name} ({target.arch}) for {request.platform}")
             for note in request.inferred_builds:
                 progress(f"  {note}")
-    bases = {p.target.name: team_steps.base_lock(context.stack, p.target) for p in plans} if context.spec.extends else {}
+    bases = (
+        {p.target.name: team_steps.base_lock(context.stack, p.target) for p in plans} if context.spec.extends else {}
+    )
     released: dict[str, set[str]] = {}
     moved: dict[tuple[str, str], dict[str, str]] = {}
     try:
@@ -166,22 +221,45 @@ def lock_targets(
         if not bases:
             raise
         moved = _moved_by_team(context, plans, updates, current, bases, exc, progress)
-        released = {name: {package for (t, _), changes in moved.items() if t == name for package in changes} for name in bases}
+        released = {
+            name: {package for (t, _), changes in moved.items() if t == name for package in changes} for name in bases
+        }
         conda, pypi = _solve(context, plans, updates, current, bases, released, progress)
     planned = []
     for target, window, requests in ((p.target, p.window, p.requests) for p in plans):
         packages = [p for solve in conda if solve.target is target for p in solve.packages]
         packages += [p for r in requests for p in pypi.get((target.name, r.platform), (None, []))[1]]
-        plans_of_target = {r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi}
-        base = (context.spec.extends, bases[target.name].sha256) if target.name in bases and context.spec.extends else None
+        plans_of_target = {
+            r.platform: pypi[(target.name, r.platform)][0] for r in requests if (target.name, r.platform) in pypi
+        }
+        base = (
+            (context.spec.extends, bases[target.name].sha256) if target.name in bases and context.spec.extends else None
+        )
         base_lock = bases[target.name].lock if target.name in bases and context.base_is_lock else None
         if base_lock is not None:
-            packages = [p for r in requests for p in team.with_base_entries(base_lock, r.platform, [p for p in packages if p.platform == r.platform], released.get(target.name, set()))]
+            packages = [
+                p
+                for r in requests
+                for p in team.with_base_entries(
+                    base_lock,
+                    r.platform,
+                    [p for p in packages if p.platform == r.platform],
+                    released.get(target.name, set()),
+                )
+            ]
         metadata = context.metadata(
-            target, window, requests, plans_of_target, base, {platform: list(changes.values()) for (name, platform), changes in moved.items() if name == target.name}, base_lock
+            target,
+            window,
+            requests,
+            plans_of_target,
+            base,
+            {platform: list(changes.values()) for (name, platform), changes in moved.items() if name == target.name},
+            base_lock,
         )
         planned.append((target, lock_builder.resolved_lock(metadata, packages)))
-    texts = [checked_lock_text(lock, f"resolved for target {target.name}", RESOLVED_FIX) for target, lock in planned]  # all, then write
+    texts = [
+        checked_lock_text(lock, f"resolved for target {target.name}", RESOLVED_FIX) for target, lock in planned
+    ]  # all, then write
     results = []
     for (target, lock), text in zip(planned, texts):
         path, old = context.lock_path(target), current.get(target.name)
@@ -193,7 +271,9 @@ def lock_targets(
         if not dry_run and not unchanged:
             write_atomic(path, text)
         state: LockState = "unchanged" if unchanged else "would write" if dry_run else "wrote"
-        results.append(LockedTarget(TargetResult(target.name, target.arch, path, state, _counts(lock), _highlights(lock)), lock))
+        results.append(
+            LockedTarget(TargetResult(target.name, target.arch, path, state, _counts(lock), _highlights(lock)), lock)
+        )
     return results
 
 
@@ -232,7 +312,9 @@ def _solve(
         if target.name in bases:
             stand_ins.update({(target.name, p): held for p, held in team.check_only(bases[target.name].lock).items()})
         if target.name in bases and not hold_base:  # what moves: the fewest base packages uv must change
-            preferred.update({(target.name, r.platform): team.published_pip(bases[target.name].lock, r.platform) for r in requests})
+            preferred.update(
+                {(target.name, r.platform): team.published_pip(bases[target.name].lock, r.platform) for r in requests}
+            )
         pip_pins.update({(target.name, platform): pins for platform, pins in held_pip.items()})
         jobs.extend((request, pinned.get(request.platform)) for request in requests)
 
@@ -240,7 +322,11 @@ def _solve(
         progress(f"resolved {request.target} for {request.platform}: {count} packages in {seconds:.2f}s")
 
     try:  # a base that is a lock has its conda packages solved already: the team's wheels go on top of them
-        solved = iter(context.conda_channels.solve_all(jobs, done) if context.spec.has_conda else [team.conda_of(bases[r.target].lock, r.platform) if r.target in bases else [] for r, _ in jobs])
+        solved = iter(
+            context.conda_channels.solve_all(jobs, done)
+            if context.spec.has_conda
+            else [team.conda_of(bases[r.target].lock, r.platform) if r.target in bases else [] for r, _ in jobs]
+        )
     except UnsatisfiableError as exc:
         failing = next((r for r, _ in jobs if r.label == exc.request_label), None)
         if failing is None:
@@ -251,12 +337,28 @@ def _solve(
     if context.spec.pypi_dependencies:
         from lockgen.api.steps.pypi import resolve_pypi
 
-        pypi = resolve_pypi(context.facts, context.spec, context.stack.path.parent, conda, progress, pip_pins, stand_ins, preferred, require_held=context.base_is_lock and hold_base)
+        pypi = resolve_pypi(
+            context.facts,
+            context.spec,
+            context.stack.path.parent,
+            conda,
+            progress,
+            pip_pins,
+            stand_ins,
+            preferred,
+            require_held=context.base_is_lock and hold_base,
+        )
     return conda, pypi
 
 
 def _moved_by_team(
-    context: ResolveContext, plans: Plans, updates: Sequence[str], current: dict[str, LoadedLock], bases: dict[str, LoadedLock], failed: UnsatisfiableError, progress: Progress
+    context: ResolveContext,
+    plans: Plans,
+    updates: Sequence[str],
+    current: dict[str, LoadedLock],
+    bases: dict[str, LoadedLock],
+    failed: UnsatisfiableError,
+    progress: Progress,
 ) -> dict[tuple[str, str], dict[str, str]]:
     """Which base packages the team's dependencies move, from a solve without the holds; an error naming them
     unless the stack says `override = true`. When even the free solve fails, the holds were not the cause."""
@@ -274,7 +376,10 @@ def _moved_by_team(
             moved[(name, platform)] = changes
     if not moved:
         raise failed
-    shown = "; ".join(f"{name} on {platform}: {', '.join(list(changes.values())[:4])}" for (name, platform), changes in sorted(moved.items()))
+    shown = "; ".join(
+        f"{name} on {platform}: {', '.join(list(changes.values())[:4])}"
+        for (name, platform), changes in sorted(moved.items())
+    )
     if not context.spec.override:
         raise UserError(
             f"the team's dependencies would move packages the base holds: {shown}",
@@ -284,14 +389,28 @@ def _moved_by_team(
     return moved
 
 
-def _pins(context: ResolveContext, target: Target, updates: Sequence[str], lock: Lock) -> tuple[team.CondaPins, dict[str, tuple[str, ...]]]:
+def _pins(
+    context: ResolveContext, target: Target, updates: Sequence[str], lock: Lock
+) -> tuple[team.CondaPins, dict[str, tuple[str, ...]]]:
     """For `--update`: the conda records to hold per platform, and the pip pins (`name==version`)."""
     names = {normalize(p.name) for p in lock.package}
     for update in updates:
         if normalize(update) not in names:
-            tables = [name for name, used in (("[dependencies]", context.spec.has_conda), ("[pypi-dependencies]", bool(context.spec.pypi_dependencies))) if used]
-            raise UserError(f"`{update}` is not in the lock of target `{target.name}`", f"--update takes names of locked packages; add new ones to {' or '.join(tables)}")
-    local = {normalize(p.name) for p in lock.package if lock_builder.local_of(p) is not None}  # never held: read from its folder
+            tables = [
+                name
+                for name, used in (
+                    ("[dependencies]", context.spec.has_conda),
+                    ("[pypi-dependencies]", bool(context.spec.pypi_dependencies)),
+                )
+                if used
+            ]
+            raise UserError(
+                f"`{update}` is not in the lock of target `{target.name}`",
+                f"--update takes names of locked packages; add new ones to {' or '.join(tables)}",
+            )
+    local = {
+        normalize(p.name) for p in lock.package if lock_builder.local_of(p) is not None
+    }  # never held: read from its folder
     return team.holds(lock, _update_family(lock, {normalize(u) for u in updates} | local))
 
 
@@ -309,7 +428,11 @@ def _stays(lock: Lock, updates: Sequence[str]) -> str:
     said = []
     for update in updates:
         versions = {p.platform: p.version for p in lock.package if normalize(p.name) == normalize(update)}
-        shown = next(iter(versions.values())) if len(set(versions.values())) == 1 else ", ".join(f"{v} on {platform}" for platform, v in sorted(versions.items()))
+        shown = (
+            next(iter(versions.values()))
+            if len(set(versions.values())) == 1
+            else ", ".join(f"{v} on {platform}" for platform, v in sorted(versions.items()))
+        )
         said.append(f"{update} stays at {shown}")
     return "; ".join(said)
 
@@ -338,7 +461,12 @@ def _unsatisfiable(exc: UnsatisfiableError, request: SolveRequest, pinned: bool)
     if pinned:
         hint_parts.append("the update needs other locked packages to change: resolve without --update")
     hint_parts.append("loosen [dependencies] or change the target's driver/cuda")
-    return UnsatisfiableError(f"{request.label} is unsatisfiable: {detail}", "; ".join(p for p in hint_parts if p), request.label, exc.packages)
+    return UnsatisfiableError(
+        f"{request.label} is unsatisfiable: {detail}",
+        "; ".join(p for p in hint_parts if p),
+        request.label,
+        exc.packages,
+    )
 
 
 def _counts(lock: Lock) -> dict[str, int]:
@@ -346,4 +474,9 @@ def _counts(lock: Lock) -> dict[str, int]:
 
 
 def _highlights(lock: Lock) -> dict[str, dict[str, str]]:
-    return {platform: {p.name: f"{p.version} {p.build or ''}".strip() for p in lock.packages_for(platform) if p.name in HIGHLIGHTS} for platform in lock.metadata.platforms}
+    return {
+        platform: {
+            p.name: f"{p.version} {p.build or ''}".strip() for p in lock.packages_for(platform) if p.name in HIGHLIGHTS
+        }
+        for platform in lock.metadata.platforms
+    }

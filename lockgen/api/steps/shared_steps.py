@@ -22,7 +22,14 @@ from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.pypi import dist_info
 from lockgen.adapters.store import env_manifest, file_guard, installers, package_store
 from lockgen.adapters.conda import rattler_cache
-from lockgen.adapters.proof import bytecode_proof, conformance_store, prefix_observer, security_xattrs, stat_walk, store_scrub
+from lockgen.adapters.proof import (
+    bytecode_proof,
+    conformance_store,
+    prefix_observer,
+    security_xattrs,
+    stat_walk,
+    store_scrub,
+)
 from lockgen.adapters.pypi import local_source
 from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import install_proven
@@ -41,7 +48,15 @@ from lockgen.model.results import Drift
 Meter = Callable[[str, int, int], None]
 
 
-def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: Callable[[str], None], meter: Meter | None = None, allow_md5: bool = False, verify: bool = False) -> str:
+def materialize_into(
+    loaded: LoadedLock,
+    platform: str,
+    final: Path,
+    progress: Callable[[str], None],
+    meter: Meter | None = None,
+    allow_md5: bool = False,
+    verify: bool = False,
+) -> str:
     """Makes the environment of `loaded` for `platform` at the absolute path `final` and returns its digest: built in
     a temporary folder beside it and renamed into place (nothing is left at `final` on failure). An environment of
     this lock already there is checked against its manifest (`verify`: every file hashed) and kept."""
@@ -66,10 +81,24 @@ def materialize_into(loaded: LoadedLock, platform: str, final: Path, progress: C
         if final.exists():
             raise UserError(f"{final} exists and is not a lockgen environment", "choose another --prefix")
         if final.is_symlink():  # a link to nothing: the environment is renamed to the path, never made through a link
-            raise UserError(f"{final} is a symbolic link to `{final.readlink()}`, which leads to nothing", "remove the link, or pass --prefix the folder it names")
+            raise UserError(
+                f"{final} is a symbolic link to `{final.readlink()}`, which leads to nothing",
+                "remove the link, or pass --prefix the folder it names",
+            )
         with file_guard.built_beside(final) as temp:
             stack_folder = stack_layout.stack_folder_of_lock(Path(loaded.source).absolute()) if loaded.source else None
-            digest = build_environment(loaded.lock, loaded.sha256, platform, temp, final, progress, meter, allow_md5=allow_md5, verify=verify, stack_folder=stack_folder)
+            digest = build_environment(
+                loaded.lock,
+                loaded.sha256,
+                platform,
+                temp,
+                final,
+                progress,
+                meter,
+                allow_md5=allow_md5,
+                verify=verify,
+                stack_folder=stack_folder,
+            )
         if loaded.source:  # a damaged store file names the environments that link it
             store_scrub.remember(final, Path(loaded.source), platform)
     return digest
@@ -115,8 +144,15 @@ def build_environment(
     wheel file is hashed, none trusted by its store proof. `stack_folder`: where the lock's local packages are
     (the stack whose locks/ it sits in); without it, a lock with local packages is refused."""
     if not lock.packages_for(platform):
-        raise LockFormatError(f"the lock holds no package for {platform}: there is no environment to build", "re-create it with lockgen resolve (a lock cut short loses its package list)")
-    built = [p for p in lock.packages_for(platform) if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked]
+        raise LockFormatError(
+            f"the lock holds no package for {platform}: there is no environment to build",
+            "re-create it with lockgen resolve (a lock cut short loses its package list)",
+        )
+    built = [
+        p
+        for p in lock.packages_for(platform)
+        if held is None or package_key(p) not in held.packages or package_key(p) in held.relinked
+    ]
     local = [p for p in built if lock_builder.local_of(p) is not None]
     if local and stack_folder is None:
         raise UserError(
@@ -129,7 +165,8 @@ def build_environment(
     unpublished = [p.name for p in pip if lock_builder.is_check_only(p)]
     if unpublished:
         raise UserError(
-            f"the lock's {', '.join(unpublished)} is check-only (no published wheel to install)", "materialize a lock whose every package has a URL; check-only entries serve check and verify"
+            f"the lock's {', '.join(unpublished)} is check-only (no published wheel to install)",
+            "materialize a lock whose every package has a URL; check-only entries serve check and verify",
         )
     started = time.perf_counter()
     known: dict[str, str] = {}
@@ -142,17 +179,36 @@ def build_environment(
     elif pip or local:
         python = LockgenMeta(lock).python(platform)
         if not python:
-            raise UserError("the lock has pip entries but no conda python and no recorded Python version", "re-resolve it with lockgen resolve")
+            raise UserError(
+                "the lock has pip entries but no conda python and no recorded Python version",
+                "re-resolve it with lockgen resolve",
+            )
         # an image's interpreter, when this host has it at the same path, makes the venv byte for byte the
         # one a bare-metal materialize with that interpreter gives (pyvenv.cfg records its exact version)
         same_here = venv_interpreter is not None and Path(venv_interpreter).exists()
-        exact = LockgenMeta(lock).interpreter(platform)  # a stack's `python = "X.Y.Z"`: that one, found or installed by uv
-        interpreter = venv_interpreter if venv_interpreter is not None and same_here else installers.pinned_python(exact, progress) if exact else python
+        exact = LockgenMeta(lock).interpreter(
+            platform
+        )  # a stack's `python = "X.Y.Z"`: that one, found or installed by uv
+        interpreter = (
+            venv_interpreter
+            if venv_interpreter is not None and same_here
+            else installers.pinned_python(exact, progress)
+            if exact
+            else python
+        )
         venv = lambda meanwhile: installers.make_venv(temp, interpreter, meanwhile)  # noqa: E731
     walked: env_manifest.Tree | None = None
     if pip:
         python_xy = lock_python(lock, platform) or ""
-        wheels = install_proven(pip, lambda: [placed_wheel(package, python_xy, verify) for package in pip], temp, progress, meter, verify, venv)
+        wheels = install_proven(
+            pip,
+            lambda: [placed_wheel(package, python_xy, verify) for package in pip],
+            temp,
+            progress,
+            meter,
+            verify,
+            venv,
+        )
         expected.extend(wheels.placed)
         known.update(wheels.proven)
         walked = wheels.tree
@@ -174,7 +230,9 @@ def build_environment(
     manifest, stats = env_manifest.build(temp, known, scanned)
     if held:
         manifest = env_manifest.overlay(held.entries, manifest)
-    return env_manifest.write(temp, manifest, stats, {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)})
+    return env_manifest.write(
+        temp, manifest, stats, {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)}
+    )
 
 
 def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
@@ -240,17 +298,26 @@ def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], 
     paths of the walk `walked` (the tree's paths but its folders, with their lstat)."""
     planted = sorted(path for path in walked if in_own_folder(path))
     if planted:  # lockgen writes its record after this: a package's file there (a wheel member its RECORD does not list) would be written through
-        raise LockFormatError(f"installing left {planted[0]} in {OWN_FOLDER}/, lockgen's record of the environment", "a package writes where only lockgen may: refuse it; nothing was kept")
+        raise LockFormatError(
+            f"installing left {planted[0]} in {OWN_FOLDER}/, lockgen's record of the environment",
+            "a package writes where only lockgen may: refuse it; nothing was kept",
+        )
     stated = {f.path for package in expected for f in package.files}
     rest = {path: info for path, info in walked.items() if path not in stated}  # only these can be foreign
-    observed = prefix_observer.observe(temp, (), read_these=launcher_targets(expected).keys(), walked=rest, privileges=False)
+    observed = prefix_observer.observe(
+        temp, (), read_these=launcher_targets(expected).keys(), walked=rest, privileges=False
+    )
     foreign, clobbered = unstated(expected, observed, str(final))
     if clobbered:
         clash = clobbered[0]
-        raise LockFormatError(f"two packages of the lock install {clash.path} ({', '.join(clash.owners)})", "the lock is not one consistent environment: re-resolve it; nothing was kept")
+        raise LockFormatError(
+            f"two packages of the lock install {clash.path} ({', '.join(clash.owners)})",
+            "the lock is not one consistent environment: re-resolve it; nothing was kept",
+        )
     if foreign:
         raise LockFormatError(
-            f"installing left {len(foreign)} files no package states; first {foreign[0]}", "a package installs more than its manifest (RECORD, paths.json) lists: refuse it; nothing was kept"
+            f"installing left {len(foreign)} files no package states; first {foreign[0]}",
+            "a package installs more than its manifest (RECORD, paths.json) lists: refuse it; nothing was kept",
         )
 
 
@@ -279,7 +346,13 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
         if full:  # every byte read, and found as recorded: the record's fingerprints stand again for a window
             conformance_store.every_byte_read(prefix, "", trust.now)
         if tree.settled:  # with the record's own fields: a repeated materialize then reads no record (3 MB for a torch)
-            conformance_store.save_verdict(prefix, "", conformance_store.DRIFT_CONTEXT, tree, {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")})
+            conformance_store.save_verdict(
+                prefix,
+                "",
+                conformance_store.DRIFT_CONTEXT,
+                tree,
+                {key: manifest.get(key) for key in ("lock_sha256", "platform", "environment_digest")},
+            )
     return replace(drift, read_every_byte=_shown(read))
 
 
@@ -302,7 +375,9 @@ def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
         now = env_manifest.fingerprint(infos[relative])
         before = fingerprints.get(relative)
         if not full and env_manifest.unchanged(before, now):
-            if before != now and now[2] < settled_before:  # its ctime moved with its link count: kept anew, unread (not racy)
+            if (
+                before != now and now[2] < settled_before
+            ):  # its ctime moved with its link count: kept anew, unread (not racy)
                 verified[relative] = now
             continue
         mode_moved = before is not None and len(before) >= 5 and before[4] != now[4]

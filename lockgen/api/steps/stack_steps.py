@@ -27,7 +27,12 @@ if TYPE_CHECKING:  # rattler is imported only for stacks with conda channels
     from lockgen.model.spec import Target
 
 
-def load_stack(stack_path: Path, aliases: Sequence[str], fetch_image_base: Callable[[StackBase], bytes] | None = None, text: str | None = None) -> tuple[LoadedStack, "ChannelSet | None"]:
+def load_stack(
+    stack_path: Path,
+    aliases: Sequence[str],
+    fetch_image_base: Callable[[StackBase], bytes] | None = None,
+    text: str | None = None,
+) -> tuple[LoadedStack, "ChannelSet | None"]:
     """(the stack, its conda channels, or None for a pure-PyPI stack, which reads none). `fetch_image_base`:
     for a base that is an image, the bytes of the lock it carries (resolve fetches them; else the kept copy).
     `text`: the stack's text as `stack_text` read it and an edit changed it, parsed instead of the file's."""
@@ -76,7 +81,9 @@ def local_staleness(stack_folder: Path, target: str, lock: Lock) -> list[Stalene
     from lockgen.core.lock.freshness import local_changed
 
     names = {p.name: p for p in lock.package if lock_builder.local_of(p) is not None}
-    return local_changed(target, [reason for package in names.values() if (reason := local_source.changed(stack_folder, package))])
+    return local_changed(
+        target, [reason for package in names.values() if (reason := local_source.changed(stack_folder, package))]
+    )
 
 
 def stack_text(stack_path: Path) -> str:

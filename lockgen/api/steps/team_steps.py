@@ -57,5 +57,8 @@ def _base_stack_lock(stack: LoadedStack, target: Target) -> Path:
     assert stack.base is not None and not stack.base.is_lock  # a base lock was read with the stack
     path = stack_layout.base_lock_of(stack.base, target.name)
     if not path.is_file():
-        raise UserError(f"the base stack has no lock for target `{target.name}` ({path})", f"resolve the base first: lockgen resolve {stack.base.path}")
+        raise UserError(
+            f"the base stack has no lock for target `{target.name}` ({path})",
+            f"resolve the base first: lockgen resolve {stack.base.path}",
+        )
     return path

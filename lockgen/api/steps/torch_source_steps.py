@@ -50,7 +50,8 @@ class TorchSources:
         where = "[pypi-options] index-url" if name == "PyPI" else f"[pypi-options] torch-indexes.{name} or torch-mirror"
         drop = "" if name == "PyPI" else f", or take {name} out of the stack's torch sources"
         return ChannelError(
-            f"target `{target.name}` on {platform}: its torch source {name} @ {scrub_url(index)} cannot be read ({why})", f"make it reachable, point {where} at a mirror that serves it{drop}"
+            f"target `{target.name}` on {platform}: its torch source {name} @ {scrub_url(index)} cannot be read ({why})",
+            f"make it reachable, point {where} at a mirror that serves it{drop}",
         )
 
     def stack_index(self, target: Target, platform: str) -> tuple[str, Page] | None:
@@ -72,11 +73,21 @@ class TorchSources:
             found = self.stack_index(target, platform)
             index = found[0] if found else self.spec.pypi_options.index_url
             try:
-                evidence = release_evidence.newer_releases(found[1] if found else {}, platform, python, known, release_evidence.cutoff_of(self.spec.pypi_exclude_newer))
+                evidence = release_evidence.newer_releases(
+                    found[1] if found else {},
+                    platform,
+                    python,
+                    known,
+                    release_evidence.cutoff_of(self.spec.pypi_exclude_newer),
+                )
                 inferred = infer_releases(self.facts, evidence, python, self.spec.unknown_releases)
             except LockgenError as exc:  # the releases stay out, and the user and the lock are told why
                 inferred = Inference(
-                    (), (), (f"torch releases newer than lockgen's facts ({known[0]}.{known[1]} on {platform}) could not be read from {scrub_url(index)} ({exc.message}); they stay out",)
+                    (),
+                    (),
+                    (
+                        f"torch releases newer than lockgen's facts ({known[0]}.{known[1]} on {platform}) could not be read from {scrub_url(index)} ({exc.message}); they stay out",
+                    ),
                 )
             self._inferred[(platform, python)] = inferred
             for note in inferred.notes:
@@ -91,7 +102,9 @@ class TorchSources:
         page = self._page(target, platform, "cpu", index, missing_ok=False)
         assert page is not None, "a CPU index without a torch page is refused"
         cutoff = release_evidence.cutoff_of(self.spec.pypi_exclude_newer)
-        served = release_evidence.served_releases(page, "cpu", platform, python, cutoff) or release_evidence.served_releases(page, None, platform, python, cutoff)
+        served = release_evidence.served_releases(
+            page, "cpu", platform, python, cutoff
+        ) or release_evidence.served_releases(page, None, platform, python, cutoff)
         return SourceOffer("cpu", index, served)
 
     def offers(self, target: Target, platform: str, python: str | None) -> tuple[SourceOffer, ...]:
@@ -109,6 +122,10 @@ class TorchSources:
             for variant, index in self.spec.pypi_options.gpu_torch_sources():
                 page = self._page(target, platform, variant, index, missing_ok=False)
                 assert page is not None, "a variant index without a torch page is refused"
-                found.append(SourceOffer(variant, index, release_evidence.served_releases(page, variant, platform, python, cutoff)))
+                found.append(
+                    SourceOffer(
+                        variant, index, release_evidence.served_releases(page, variant, platform, python, cutoff)
+                    )
+                )
             self._offers[(platform, python)] = tuple(found)
         return self._offers[(platform, python)]

@@ -32,7 +32,10 @@ OFFLINE_MISSES = ("the network was disabled", "Network connectivity is disabled"
 def _sha256_of(package: LockedPackage) -> str:
     """The sha256 a wheel is installed by (uv's --require-hashes takes no md5)."""
     if package.hash.sha256 is None:
-        raise LockFormatError(f"pip entry `{package.name}` {package.version} is pinned by md5 alone", "re-create the lock so every wheel pins a sha256 (PyPI publishes one for every file)")
+        raise LockFormatError(
+            f"pip entry `{package.name}` {package.version} is pinned by md5 alone",
+            "re-create the lock so every wheel pins a sha256 (PyPI publishes one for every file)",
+        )
     return package.hash.sha256
 
 
@@ -47,7 +50,9 @@ class Installed:
     tree: env_manifest.Tree
 
 
-def _install(pip: list[LockedPackage], python: Path, progress: Callable[[str], None], stored: bool, placing: Callable[[], None]) -> None:
+def _install(
+    pip: list[LockedPackage], python: Path, progress: Callable[[str], None], stored: bool, placing: Callable[[], None]
+) -> None:
     """uv's install of the wheels from lockgen's store: without a request when every wheel was installed from it
     before (`stored`): uv would otherwise revalidate each cached wheel whose index sent no lasting cache
     headers, and fail when that index is gone, although the locked bytes are in the store; anything not
@@ -56,14 +61,23 @@ def _install(pip: list[LockedPackage], python: Path, progress: Callable[[str], N
         try:
             return installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing, offline=True)
         except ToolFailedError as exc:
-            if not any(miss in exc.message for miss in OFFLINE_MISSES):  # a hash refused, a full disk, a timeout: said as they are
+            if not any(
+                miss in exc.message for miss in OFFLINE_MISSES
+            ):  # a hash refused, a full disk, a timeout: said as they are
                 raise
             progress("a wheel is no longer in lockgen's store: installing with the index")
             return installers.install_pip(pip, python, progress, wheel_store.uv_environment())
     installers.install_pip(pip, python, progress, wheel_store.uv_environment(), placing)
 
 
-def _refuse(wrong: list[tuple[str, str]], pins: list[str], expected: list[ExpectedPackage], infos: env_manifest.Walked, prefix: Path, progress: Callable[[str], None]) -> NoReturn:
+def _refuse(
+    wrong: list[tuple[str, str]],
+    pins: list[str],
+    expected: list[ExpectedPackage],
+    infos: env_manifest.Walked,
+    prefix: Path,
+    progress: Callable[[str], None],
+) -> NoReturn:
     """Refuses installed files that differ from their wheel's RECORD (`wrong`: package key, path). A wheel whose
     proof named a changed file's inode had its store folder damaged after it was proven: the folder is moved
     into the quarantine (uv fetches the wheel again, against its locked hash, on the next materialize) and the
@@ -83,7 +97,9 @@ def _refuse(wrong: list[tuple[str, str]], pins: list[str], expected: list[Expect
         site = posixpath.dirname(placed.dist_info) if placed.dist_info else ""
         relatives = [posixpath.relpath(path, site) if site else path for path in paths]
         for environment in store_scrub.sharing("wheel", inodes, relatives, besides=prefix):
-            progress(f"{shown(str(environment.prefix), 400)} shares the damaged files; make it again: {shown(environment.repair, 800)}")
+            progress(
+                f"{shown(str(environment.prefix), 400)} shares the damaged files; make it again: {shown(environment.repair, 800)}"
+            )
         quarantined.append(shown(str(store_scrub.quarantine(folder, "wheel")), 400))
         wheel_store.drop_entries(folder)
     first = f"{len(wrong)} installed files differ from their wheel's RECORD; first {wrong[0][0]}: {wrong[0][1]}"
@@ -92,7 +108,10 @@ def _refuse(wrong: list[tuple[str, str]], pins: list[str], expected: list[Expect
             f"{first}: lockgen's wheel store was damaged after it was proven; moved out to {', '.join(quarantined)}",
             "materialize (or unpack) again: the wheel is fetched again against its locked hash",
         )
-    raise LockFormatError(first, f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir {wheel_store.cache_dir()}) and materialize again")
+    raise LockFormatError(
+        first,
+        f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir {wheel_store.cache_dir()}) and materialize again",
+    )
 
 
 def install_proven(
@@ -129,17 +148,29 @@ def install_proven(
         tree = env_manifest.scan_tree(prefix)
         infos = wheel_store.regular_files(tree[0], stated)
         known, unread = wheel_store.split_by_proof(infos, trusted)
-        hashed = parallel.hash_files([(str(prefix / path), infos[path].st_size) for path in unread], (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None)
+        hashed = parallel.hash_files(
+            [(str(prefix / path), infos[path].st_size) for path in unread],
+            (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None,
+        )
         found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
         wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
         if wrong:
             _refuse(wrong, pins, expected, infos, prefix, progress)
-        sealed = wheel_store.seal(prefix, {path: infos[path] for path in found if path in infos})  # read-only from now on
+        sealed = wheel_store.seal(
+            prefix, {path: infos[path] for path in found if path in infos}
+        )  # read-only from now on
         infos.update(sealed)
         tree[0].update(sealed)
         for pin, placed in zip(pins, expected):
             if placed.dist_info is not None:
                 mine = {f.path for f in placed.files if f.sha256}
-                wheel_store.prove(pin, posixpath.basename(placed.dist_info), {path: infos[path] for path in mine if path in infos}, {path: found[path] for path in mine})
-    progress(f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven before and unchanged)")
+                wheel_store.prove(
+                    pin,
+                    posixpath.basename(placed.dist_info),
+                    {path: infos[path] for path in mine if path in infos},
+                    {path: found[path] for path in mine},
+                )
+    progress(
+        f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven before and unchanged)"
+    )
     return Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)

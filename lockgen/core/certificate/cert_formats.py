@@ -62,7 +62,10 @@ def _created_at(body: CertificateBody) -> dt.datetime:
     try:
         return dt.datetime.strptime(body.created, _CREATED).replace(tzinfo=dt.timezone.utc)
     except ValueError:
-        raise LockFormatError(f"the certificate's time {_one_line(body.created)!r} is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
+        raise LockFormatError(
+            f"the certificate's time {_one_line(body.created)!r} is not YYYY-MM-DDTHH:MM:SSZ",
+            "certificates are written by `lockgen verify`; use the original file",
+        ) from None
 
 
 def _number(value: object) -> float | None:
@@ -99,18 +102,47 @@ class _CertificateCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         body = self._body
-        identity = [_utf8(value or "") for value in (body.subject.target, body.arch, body.mode, body.subject.lock_sha256, body.subject.image_digest)]
-        passed = GaugeMetricFamily("lockgen_certificate_passed", "1 when every check of the lockgen certificate passed, else 0", labels=_IDENTITY_LABELS)
+        identity = [
+            _utf8(value or "")
+            for value in (
+                body.subject.target,
+                body.arch,
+                body.mode,
+                body.subject.lock_sha256,
+                body.subject.image_digest,
+            )
+        ]
+        passed = GaugeMetricFamily(
+            "lockgen_certificate_passed",
+            "1 when every check of the lockgen certificate passed, else 0",
+            labels=_IDENTITY_LABELS,
+        )
         passed.add_metric(identity, 1.0 if body.passed else 0.0)
-        created = GaugeMetricFamily("lockgen_certificate_timestamp_seconds", "When the certified lockgen verify run started, in seconds since the epoch", labels=_IDENTITY_LABELS)
+        created = GaugeMetricFamily(
+            "lockgen_certificate_timestamp_seconds",
+            "When the certified lockgen verify run started, in seconds since the epoch",
+            labels=_IDENTITY_LABELS,
+        )
         created.add_metric(identity, _created_at(body).timestamp())
-        duration = GaugeMetricFamily("lockgen_certificate_duration_seconds", "How long the certified lockgen verify run took", labels=_IDENTITY_LABELS)
+        duration = GaugeMetricFamily(
+            "lockgen_certificate_duration_seconds",
+            "How long the certified lockgen verify run took",
+            labels=_IDENTITY_LABELS,
+        )
         duration.add_metric(identity, body.duration_s)
-        checks = GaugeMetricFamily("lockgen_certificate_checks", "Checks of the lockgen certificate, by status", labels=(*_IDENTITY_LABELS, "status"))
+        checks = GaugeMetricFamily(
+            "lockgen_certificate_checks",
+            "Checks of the lockgen certificate, by status",
+            labels=(*_IDENTITY_LABELS, "status"),
+        )
         failed = len(body.failures())
         checks.add_metric([*identity, "passed"], float(len(body.checks) - failed))
         checks.add_metric([*identity, "failed"], float(failed))
-        figures = GaugeMetricFamily("lockgen_figure", "A figure the lockgen certificate measured, in its unit", labels=(*_IDENTITY_LABELS, "group", "name", "unit"))
+        figures = GaugeMetricFamily(
+            "lockgen_figure",
+            "A figure the lockgen certificate measured, in its unit",
+            labels=(*_IDENTITY_LABELS, "group", "name", "unit"),
+        )
         for group, name, unit, value in _numeric_figures(body):
             figures.add_metric([*identity, _utf8(group), _utf8(name), _utf8(unit)], value)
         yield from (passed, created, duration, checks, figures)
@@ -120,7 +152,10 @@ class _CertificateCollector:
                 "1 when the certificate's numerics fingerprint equals the pinned reference of its key, else 0 (differing: the digests that differ; cause: the likely cause)",
                 labels=(*_IDENTITY_LABELS, "differing", "cause"),
             )
-            match.add_metric([*identity, _utf8(",".join(self._judgement.differing)), _utf8(self._judgement.cause)], 1.0 if self._judgement.check.passed else 0.0)
+            match.add_metric(
+                [*identity, _utf8(",".join(self._judgement.differing)), _utf8(self._judgement.cause)],
+                1.0 if self._judgement.check.passed else 0.0,
+            )
             yield match
 
 
@@ -154,11 +189,16 @@ def _nfd_feature_name(body: CertificateBody) -> str:
     raw = _utf8(body.subject.target or body.arch)
     name = _NOT_IN_LABEL_NAME.sub("-", raw)[: 63 - len(_NFD_SUFFIX)].strip("-_.")
     if not name:
-        raise UserError(f"target {_one_line(raw)!r} has no letter or digit a node label name can hold", "name the target with letters, digits, `-`, `_` or `.`")
+        raise UserError(
+            f"target {_one_line(raw)!r} has no letter or digit a node label name can hold",
+            "name the target with letters, digits, `-`, `_` or `.`",
+        )
     return name
 
 
-def nfd_features(body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR, judgement: ReferenceJudgement | None = None) -> str:
+def nfd_features(
+    body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR, judgement: ReferenceJudgement | None = None
+) -> str:
     """A feature file for NFD's `local` source (features.d): while the certificate passed,
     `lockgen.io/<target>=<12 hex of the lock sha256>` and `lockgen.io/<target>.arch=<arch>`, expiring
     `valid_for` after the run. A failed certificate gives no label at all, so a selector on either never
@@ -166,23 +206,37 @@ def nfd_features(body: CertificateBody, valid_for: dt.timedelta = NFD_VALID_FOR,
     lock = body.subject.lock_sha256
     if lock is None:
         raise UserError(
-            "the certificate covers no lock, and a node feature names the lock the node was certified for", "certify with `lockgen verify --lock LOCK` (or --image of an image lockgen exported)"
+            "the certificate covers no lock, and a node feature names the lock the node was certified for",
+            "certify with `lockgen verify --lock LOCK` (or --image of an image lockgen exported)",
         )
     if not _SHA256.fullmatch(lock):
-        raise LockFormatError("the certificate's lock sha256 is not 64 hex digits", "certificates are written by `lockgen verify`; use the original file")
+        raise LockFormatError(
+            "the certificate's lock sha256 is not 64 hex digits",
+            "certificates are written by `lockgen verify`; use the original file",
+        )
     if not _LABEL_VALUE.fullmatch(body.arch):
-        raise LockFormatError(f"the certificate's arch {_one_line(body.arch)!r} is not a label value", "certificates are written by `lockgen verify`; use the original file")
+        raise LockFormatError(
+            f"the certificate's arch {_one_line(body.arch)!r} is not a label value",
+            "certificates are written by `lockgen verify`; use the original file",
+        )
     name = _nfd_feature_name(body)
     expiry = _nfd_expiry(body, valid_for)
-    lines = [f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, {'passed' if body.passed else 'FAILED'}", f"# +expiry-time={expiry.strftime(_CREATED)}"]
+    lines = [
+        f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, {'passed' if body.passed else 'FAILED'}",
+        f"# +expiry-time={expiry.strftime(_CREATED)}",
+    ]
     if body.passed:
         lines += [f"{NFD_NAMESPACE}/{name}={lock[:12]}", f"{NFD_NAMESPACE}/{name}{_NFD_SUFFIX}={body.arch}"]
         if judgement is not None:
-            lines.append(f"{NFD_NAMESPACE}/{name[: 63 - len(_NFD_NUMERICS)].rstrip('-_.')}{_NFD_NUMERICS}=matches")  # a name part holds 63 characters
+            lines.append(
+                f"{NFD_NAMESPACE}/{name[: 63 - len(_NFD_NUMERICS)].rstrip('-_.')}{_NFD_NUMERICS}=matches"
+            )  # a name part holds 63 characters
     else:
         lines.append(f"# no labels: {_failed_names(body.failures())} failed")
         if judgement is not None and judgement.differing:
-            lines.append(f"# numerics: {_one_line(', '.join(judgement.differing))} differ from the reference; likely cause: {_one_line(judgement.cause)}")
+            lines.append(
+                f"# numerics: {_one_line(', '.join(judgement.differing))} differ from the reference; likely cause: {_one_line(judgement.cause)}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -209,7 +263,14 @@ def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = N
     """JUnit XML: one testsuite for the certificate, one testcase per check (a failed check is a failure
     carrying its detail), and what the certificate covers and measured as the suite's properties."""
     failures = body.failures()
-    root = ET.Element("testsuites", name="lockgen verify", tests=str(len(body.checks)), failures=str(len(failures)), errors="0", time=f"{body.duration_s:.1f}")
+    root = ET.Element(
+        "testsuites",
+        name="lockgen verify",
+        tests=str(len(body.checks)),
+        failures=str(len(failures)),
+        errors="0",
+        time=f"{body.duration_s:.1f}",
+    )
     suite = ET.SubElement(
         root,
         "testsuite",
@@ -233,14 +294,22 @@ def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = N
         "gpus": ", ".join(body.hardware.gpu_names) or None,
     }
     if judgement is not None:
-        covered |= {"numerics.reference": "matches" if judgement.check.passed else "differs", "numerics.differing": ", ".join(judgement.differing) or None, "numerics.cause": judgement.cause or None}
+        covered |= {
+            "numerics.reference": "matches" if judgement.check.passed else "differs",
+            "numerics.differing": ", ".join(judgement.differing) or None,
+            "numerics.cause": judgement.cause or None,
+        }
     for key, value in covered.items():
         if value:
             ET.SubElement(properties, "property", name=key, value=_xml(value))
     for group, name, unit, figure in _numeric_figures(body):
-        ET.SubElement(properties, "property", name=_xml(f"figure.{group}.{name}"), value=_xml(f"{figure} {unit}".strip()))
+        ET.SubElement(
+            properties, "property", name=_xml(f"figure.{group}.{name}"), value=_xml(f"{figure} {unit}".strip())
+        )
     for check in body.checks:
-        case = ET.SubElement(suite, "testcase", classname=_xml(f"lockgen.{body.arch}.{check.category}"), name=_xml(check.name))
+        case = ET.SubElement(
+            suite, "testcase", classname=_xml(f"lockgen.{body.arch}.{check.category}"), name=_xml(check.name)
+        )
         if not check.passed:
             failure = ET.SubElement(case, "failure", message=_xml(check.detail), type="lockgen check failed")
             failure.text = _xml(check.line())
@@ -248,7 +317,12 @@ def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = N
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def render_certificate(body: CertificateBody, fmt: str, valid_for: dt.timedelta = NFD_VALID_FOR, judgement: ReferenceJudgement | None = None) -> str:
+def render_certificate(
+    body: CertificateBody,
+    fmt: str,
+    valid_for: dt.timedelta = NFD_VALID_FOR,
+    judgement: ReferenceJudgement | None = None,
+) -> str:
     """The certificate in format `fmt` (one of EXPORT_FORMATS), as the text to print or write; with `judgement`,
     `body` is the certificate judged against a numerics reference (`numerics.judged_certificate`)."""
     if fmt == "prom":
@@ -262,7 +336,9 @@ def render_certificate(body: CertificateBody, fmt: str, valid_for: dt.timedelta 
     raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(EXPORT_FORMATS)}")
 
 
-def rendering_notes(body: CertificateBody, fmt: str, out: Path | None, now: dt.datetime, valid_for: dt.timedelta = NFD_VALID_FOR) -> list[str]:
+def rendering_notes(
+    body: CertificateBody, fmt: str, out: Path | None, now: dt.datetime, valid_for: dt.timedelta = NFD_VALID_FOR
+) -> list[str]:
     """What the reader of a rendering will do with it that its writer may not expect."""
     notes = []
     if fmt == "prom" and out is not None and out.suffix != ".prom":

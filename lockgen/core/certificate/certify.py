@@ -48,19 +48,30 @@ def expectations_from_lock(lock: Lock, platform: str) -> dict[str, Any]:
     return {k: v for k, v in expected.items() if v}
 
 
-def refuse_wrong_hardware(arch: str, names: tuple[str, ...], capabilities: tuple[str, ...], driver: str | None, driver_min: str | None) -> None:
+def refuse_wrong_hardware(
+    arch: str, names: tuple[str, ...], capabilities: tuple[str, ...], driver: str | None, driver_min: str | None
+) -> None:
     """Before running anything: the host's GPUs must be the arch, and its driver at least the lock's floor."""
     if arch == "cpu":
         return
     if not names:
-        raise TargetError(f"no NVIDIA GPU found on this host, but --arch is {arch}", "run on the target hardware, or use --arch cpu for the CPU checks")
+        raise TargetError(
+            f"no NVIDIA GPU found on this host, but --arch is {arch}",
+            "run on the target hardware, or use --arch cpu for the CPU checks",
+        )
     facts = load_facts()
     wanted = facts.archs[arch].compute_capability if arch in facts.archs else arch
     wrong = sorted({f"{n} ({c})" for n, c in zip(names, capabilities) if c != wanted})
     if wrong:
-        raise TargetError(f"this host's GPUs are {', '.join(wrong)}, not {arch} (compute capability {wanted})", "certify on the hardware the lock targets, or pass the matching --arch")
+        raise TargetError(
+            f"this host's GPUs are {', '.join(wrong)}, not {arch} (compute capability {wanted})",
+            "certify on the hardware the lock targets, or pass the matching --arch",
+        )
     if driver_min and driver and as_tuple(driver) < as_tuple(driver_min):
-        raise TargetError(f"driver {driver} is older than {driver_min}, the floor of the lock's CUDA", "upgrade the driver, or certify a lock resolved for this driver")
+        raise TargetError(
+            f"driver {driver} is older than {driver_min}, the floor of the lock's CUDA",
+            "upgrade the driver, or certify a lock resolved for this driver",
+        )
 
 
 def gpus_not_visible(arch: str, gpus: int, stack: dict[str, Any] | None) -> Check | None:
@@ -87,12 +98,23 @@ def wrong_world_size(ran: int | None, gpus: int, nodes: int, several_nodes: bool
     world = gpus * nodes
     if ran == world:
         return None
-    return Check(category="distributed", name="world_size", passed=False, detail=f"{ran} ranks ran, {world} expected" + (f" ({nodes} nodes of {gpus})" if several_nodes else ""))
+    return Check(
+        category="distributed",
+        name="world_size",
+        passed=False,
+        detail=f"{ran} ranks ran, {world} expected" + (f" ({nodes} nodes of {gpus})" if several_nodes else ""),
+    )
 
 
 def clock_limits_seen(telemetry: dict[str, Any]) -> tuple[str, ...]:
     """Every clock limit (power cap, thermal slowdown...) any GPU reported in any part of the run."""
-    names = {name for part in telemetry.values() if isinstance(part, dict) for gpu in (part.get("gpus") or {}).values() for name in gpu.get("clock_limits_seen", ())}
+    names = {
+        name
+        for part in telemetry.values()
+        if isinstance(part, dict)
+        for gpu in (part.get("gpus") or {}).values()
+        for name in gpu.get("clock_limits_seen", ())
+    }
     return tuple(sorted(names))
 
 
@@ -131,7 +153,10 @@ def build_body(
     stack = single.stack or {}
     limits = clock_limits_seen(telemetry)
     cause = likely_cause(stack, limits)
-    checks = [c.model_copy(update={"detail": c.detail + cause}) if cause and not c.passed and c.category in ATTRIBUTED else c for c in checks]
+    checks = [
+        c.model_copy(update={"detail": c.detail + cause}) if cause and not c.passed and c.category in ATTRIBUTED else c
+        for c in checks
+    ]
     checks += envelope_checks(arch, figures, stack, hardware.interconnect, hardware.gpu_count, limits)
     numerics = numerics_of(single.numerics, hardware, numerics_environment or subject.environment_digest)
     if references:
@@ -152,7 +177,13 @@ def build_body(
         duration_s=duration_s,
         distributed=None
         if distributed is None
-        else DistributedRun(world_size=distributed.world_size or 0, nodes=distributed.nodes or 1, node_rank=distributed.node_rank or 0, backend=distributed.backend, rendezvous=rendezvous),
+        else DistributedRun(
+            world_size=distributed.world_size or 0,
+            nodes=distributed.nodes or 1,
+            node_rank=distributed.node_rank or 0,
+            backend=distributed.backend,
+            rendezvous=rendezvous,
+        ),
         numerics=numerics,
     )
 
@@ -176,7 +207,9 @@ class FigureChange:
 
         delta = "" if self.change is None else f" ({self.change:+.1%})"
         flag = "  REGRESSION" if self.regression else (f"  MISSING from {self.missing}" if self.missing else "")
-        return f"{escaped(self.name):<40} {show(self.old):>10} -> {show(self.new):<10} {escaped(self.unit)}{delta}{flag}"
+        return (
+            f"{escaped(self.name):<40} {show(self.old):>10} -> {show(self.new):<10} {escaped(self.unit)}{delta}{flag}"
+        )
 
 
 def _finite(value: float) -> bool:
@@ -194,12 +227,22 @@ def require_comparable(figures: dict[str, dict[str, dict[str, Any]]], where: str
         for name, figure in entries.items():
             value, unit = figure.get("value"), figure.get("unit", "")
             if not isinstance(unit, str):
-                raise LockFormatError(f"{where}: figure {group}/{name} has unit {str(unit)[:40]!r}, not text", "certificates are written by `lockgen verify`; use the original file")
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value)):
-                raise LockFormatError(f"{where}: figure {group}/{name} is {str(value)[:40]!r}, not a finite number", "certificates are written by `lockgen verify`; use the original file")
+                raise LockFormatError(
+                    f"{where}: figure {group}/{name} has unit {str(unit)[:40]!r}, not text",
+                    "certificates are written by `lockgen verify`; use the original file",
+                )
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value)
+            ):
+                raise LockFormatError(
+                    f"{where}: figure {group}/{name} is {str(value)[:40]!r}, not a finite number",
+                    "certificates are written by `lockgen verify`; use the original file",
+                )
 
 
-def compare_figures(old: dict[str, dict[str, dict[str, Any]]], new: dict[str, dict[str, dict[str, Any]]], noise: float) -> list[FigureChange]:
+def compare_figures(
+    old: dict[str, dict[str, dict[str, Any]]], new: dict[str, dict[str, dict[str, Any]]], noise: float
+) -> list[FigureChange]:
     """Each figure's change from `old` to `new` (checked by `require_comparable`); worse by more than `noise`
     (a fraction) is a regression, and a value in one only is `missing` from the other."""
     rows = []
@@ -214,5 +257,7 @@ def compare_figures(old: dict[str, dict[str, dict[str, Any]]], new: dict[str, di
             if (unit.split() or [""])[0] in LOWER_IS_BETTER_UNITS:
                 change = -change
         missing = "old" if x is None and y is not None else ("new" if y is None and x is not None else None)
-        rows.append(FigureChange(f"{group}/{name}", unit, x, y, change, change is not None and change < -noise, missing))
+        rows.append(
+            FigureChange(f"{group}/{name}", unit, x, y, change, change is not None and change < -noise, missing)
+        )
     return rows

@@ -31,7 +31,10 @@ def conv_floors(arch: str) -> dict[str, float]:
     if envelope is None:
         return {}
     peaks = envelope["datasheet"]
-    return {dtype: round(fraction * peaks[dtype], 1) for dtype, fraction in envelope["floors"].get("conv_fraction", {}).items()}
+    return {
+        dtype: round(fraction * peaks[dtype], 1)
+        for dtype, fraction in envelope["floors"].get("conv_fraction", {}).items()
+    }
 
 
 def node_floors(arch: str) -> dict[str, float]:
@@ -48,7 +51,14 @@ def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str)
     return None if entry is None else entry.get("value")
 
 
-def envelope_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], interconnect: str, gpu_count: int, clock_limits: tuple[str, ...] = ()) -> list[Check]:
+def envelope_checks(
+    arch: str,
+    figures: dict[str, dict[str, dict[str, Any]]],
+    stack: dict[str, Any],
+    interconnect: str,
+    gpu_count: int,
+    clock_limits: tuple[str, ...] = (),
+) -> list[Check]:
     """One check per floor of the arch; no envelope (cpu, an arch without data) gives no checks.
     A failed floor names its likely cause (`failure_causes`: another process, a setting, a foreign library,
     the clock limits NVML reported), and a failed training floor a host-bound step."""
@@ -69,7 +79,9 @@ def _host_bound_note(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
     return f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
 
 
-def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], interconnect: str, gpu_count: int) -> list[Check]:
+def _floor_checks(
+    arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], interconnect: str, gpu_count: int
+) -> list[Check]:
     envelope = load_envelopes().get(arch)
     if envelope is None:
         return []
@@ -85,7 +97,15 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
         if dtype == "tf32" and measured < floor and fp32 and measured < 1.5 * fp32:
             override = stack.get("tf32_override")
             detail += f"; TF32 runs at FP32 speed: TF32 is disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
-        checks.append(Check(category="performance", name=f"gemm_{dtype}_floor", passed=measured >= floor, detail=detail, value=measured))
+        checks.append(
+            Check(
+                category="performance",
+                name=f"gemm_{dtype}_floor",
+                passed=measured >= floor,
+                detail=detail,
+                value=measured,
+            )
+        )
     host_bound = _host_bound_note(figures)  # the cause named by a failed training floor
     speedup = _value(figures, "training", "speedup_bf16_over_fp32")
     if speedup is not None:
@@ -95,7 +115,8 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
                 category="performance",
                 name="amp_speedup_floor",
                 passed=speedup >= floor,
-                detail=f"bf16 autocast trains {speedup:.1f}x faster than fp32 (floor {floor:g}x)" + ("" if speedup >= floor else host_bound),
+                detail=f"bf16 autocast trains {speedup:.1f}x faster than fp32 (floor {floor:g}x)"
+                + ("" if speedup >= floor else host_bound),
                 value=speedup,
             )
         )
@@ -108,7 +129,8 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
                 category="performance",
                 name="train_mfu_floor",
                 passed=mfu >= floor,
-                detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})" + ("" if mfu >= floor else host_bound),
+                detail=f"bf16 GPT step at {model_tflops:.0f} TFLOP/s of model FLOPs = {mfu:.0%} MFU (floor {floor:.0%})"
+                + ("" if mfu >= floor else host_bound),
                 value=mfu,
             )
         )
@@ -119,7 +141,11 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
         floor = envelope["allreduce_busbw_gbps"][link]
         checks.append(
             Check(
-                category="performance", name="allreduce_busbw_floor", passed=busbw >= floor, detail=f"1 GiB all-reduce at {busbw:.0f} GB/s bus bandwidth over {link} (floor {floor} GB/s)", value=busbw
+                category="performance",
+                name="allreduce_busbw_floor",
+                passed=busbw >= floor,
+                detail=f"1 GiB all-reduce at {busbw:.0f} GB/s bus bandwidth over {link} (floor {floor} GB/s)",
+                value=busbw,
             )
         )
     latency = _value(figures, "allreduce_latency", "8B")
@@ -129,11 +155,24 @@ def _floor_checks(arch: str, figures: dict[str, dict[str, dict[str, Any]]], stac
         detail = f"8 B all-reduce in {latency:.1f} us over {link} (ceiling {ceiling} us)"
         if latency > ceiling:
             detail += _nccl_settings(stack)
-        checks.append(Check(category="performance", name="allreduce_latency_ceiling", passed=latency <= ceiling, detail=detail, value=latency))
+        checks.append(
+            Check(
+                category="performance",
+                name="allreduce_latency_ceiling",
+                passed=latency <= ceiling,
+                detail=detail,
+                value=latency,
+            )
+        )
     return checks
 
 
-def _conv_checks(figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], peaks: dict[str, float], fractions: dict[str, float]) -> list[Check]:
+def _conv_checks(
+    figures: dict[str, dict[str, dict[str, Any]]],
+    stack: dict[str, Any],
+    peaks: dict[str, float],
+    fractions: dict[str, float],
+) -> list[Check]:
     """The convolution block stack's TFLOP/s per dtype against its floor; a miss names what chose the kernels."""
     checks = []
     for dtype, fraction in fractions.items():
@@ -145,7 +184,9 @@ def _conv_checks(figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str,
         detail = f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
         if not passed:
             detail += _conv_cause(entry, stack)
-        checks.append(Check(category="performance", name=f"conv_{dtype}_floor", passed=passed, detail=detail, value=measured))
+        checks.append(
+            Check(category="performance", name=f"conv_{dtype}_floor", passed=passed, detail=detail, value=measured)
+        )
     return checks
 
 
@@ -168,11 +209,22 @@ def _conv_cause(entry: dict[str, Any], stack: dict[str, Any]) -> str:
     return "; " + ", ".join(parts)
 
 
-NCCL_LATENCY_SETTINGS = ("NCCL_PROTO", "NCCL_ALGO", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET", "NCCL_IB_DISABLE")
+NCCL_LATENCY_SETTINGS = (
+    "NCCL_PROTO",
+    "NCCL_ALGO",
+    "NCCL_P2P_DISABLE",
+    "NCCL_SHM_DISABLE",
+    "NCCL_NET",
+    "NCCL_IB_DISABLE",
+)
 
 
 def _nccl_settings(stack: dict[str, Any]) -> str:
     """The NCCL variables the kernel saw that move small-message latency (NCCL_PROTO=Simple drops LL/LL128)."""
     seen = stack.get("nccl_env") or {}
     named = [f"{name}={seen[name]}" for name in NCCL_LATENCY_SETTINGS if name in seen]
-    return f"; NCCL {stack.get('nccl') or '?'} with {', '.join(named)}" if named else f"; NCCL {stack.get('nccl') or '?'}, no NCCL_* setting in the environment"
+    return (
+        f"; NCCL {stack.get('nccl') or '?'} with {', '.join(named)}"
+        if named
+        else f"; NCCL {stack.get('nccl') or '?'}, no NCCL_* setting in the environment"
+    )

@@ -25,7 +25,13 @@ BREAKING_SETTINGS: dict[tuple[str, str | None], tuple[str, str]] = {
 }
 
 _FRAME = re.compile(r"^\s*(frame #\d+:|Exception raised from |\[?\s*\d+\]|#\d+\s)")
-_NOISE = ("Traceback", "Search for `", "CUDA kernel errors might be", "For debugging consider", "Compile with `TORCH_USE_CUDA_DSA`")
+_NOISE = (
+    "Traceback",
+    "Search for `",
+    "CUDA kernel errors might be",
+    "For debugging consider",
+    "Compile with `TORCH_USE_CUDA_DSA`",
+)
 
 
 def last_phase(lines: Sequence[str]) -> str | None:
@@ -56,7 +62,13 @@ def error_line(lines: Sequence[str]) -> str:
             return message or following
     for line in reversed(lines):
         text = line.strip()
-        if not text or set(text) <= set("=-*") or text.startswith(PHASE_MARK) or _FRAME.match(line) or text.startswith(_NOISE):
+        if (
+            not text
+            or set(text) <= set("=-*")
+            or text.startswith(PHASE_MARK)
+            or _FRAME.match(line)
+            or text.startswith(_NOISE)
+        ):
             continue
         return text
     return ""
@@ -76,7 +88,9 @@ def breaking_settings(phase: str | None, environ: Mapping[str, str]) -> tuple[li
     return here, elsewhere
 
 
-def describe_death(what: str, returncode: int, lines: Sequence[str], environ: Mapping[str, str]) -> tuple[str, list[str]]:
+def describe_death(
+    what: str, returncode: int, lines: Sequence[str], environ: Mapping[str, str]
+) -> tuple[str, list[str]]:
     """The one-line error for a kernel that ended with `returncode` and the settings to unset (for the hint)."""
     phase = last_phase(lines)
     where = f" in phase {phase}" if phase else " before its first phase"

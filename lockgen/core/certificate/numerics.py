@@ -15,11 +15,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey, digests_text
+from lockgen.model.certificate import (
+    CertificateBody,
+    Check,
+    Hardware,
+    KernelNumerics,
+    Numerics,
+    NumericsKey,
+    digests_text,
+)
 from lockgen.model.names import shown
 
-UNCOMPARED_SETTINGS = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")  # where the kernel was found and which GPU it ran on: not numerics
-NUMERIC_SETTINGS = ("NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TORCH_BLAS_PREFER_CUBLASLT", "CUBLASLT_", "CUBLAS_", "CUDNN_", "LD_PRELOAD", "LD_LIBRARY_PATH")
+UNCOMPARED_SETTINGS = (
+    "PYTHONPATH",
+    "CUDA_VISIBLE_DEVICES",
+)  # where the kernel was found and which GPU it ran on: not numerics
+NUMERIC_SETTINGS = (
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "TORCH_BLAS_PREFER_CUBLASLT",
+    "CUBLASLT_",
+    "CUBLAS_",
+    "CUDNN_",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+)
 
 
 def numerics_of(found: KernelNumerics | None, hardware: Hardware, environment_digest: str | None) -> Numerics | None:
@@ -42,7 +62,17 @@ def numerics_of(found: KernelNumerics | None, hardware: Hardware, environment_di
 
 def key_text(key: NumericsKey) -> str:
     """The key in one line: the device, the driver, the environment and the versions that were recorded."""
-    parts = [key.device] + [f"{name} {value}" for name, value in (("driver", key.driver), ("torch", key.torch), ("CUDA", key.cuda), ("cuDNN", key.cudnn), ("cuBLAS", key.cublas)) if value]
+    parts = [key.device] + [
+        f"{name} {value}"
+        for name, value in (
+            ("driver", key.driver),
+            ("torch", key.torch),
+            ("CUDA", key.cuda),
+            ("cuDNN", key.cudnn),
+            ("cuBLAS", key.cublas),
+        )
+        if value
+    ]
     parts.append(f"environment {key.environment_digest[:12]}" if key.environment_digest else "no environment digest")
     return ", ".join(parts)
 
@@ -60,7 +90,11 @@ def differing_digests(mine: dict[str, str], theirs: dict[str, str]) -> tuple[str
 
 def _settings(stack: dict[str, Any]) -> dict[str, str]:
     settings = stack.get("settings") or {}
-    return {str(name): str(value) for name, value in settings.items() if name not in UNCOMPARED_SETTINGS} if isinstance(settings, dict) else {}
+    return (
+        {str(name): str(value) for name, value in settings.items() if name not in UNCOMPARED_SETTINGS}
+        if isinstance(settings, dict)
+        else {}
+    )
 
 
 def _foreign(stack: dict[str, Any]) -> list[str]:
@@ -85,7 +119,9 @@ def likely_cause(stack: dict[str, Any], numerics: Numerics, peers: Sequence[dict
     """Why the node of `stack` (the kernel's) and `numerics` computes other bits than `peers` (the stacks of the
     certificates it is compared with; none when a bare reference judges it), most likely first."""
     mine = _settings(stack)
-    peers = list({id(peer): peer for peer in peers}.values())  # a fleet's rows share one stack among nodes alike: what differs is said of the distinct ones
+    peers = list(
+        {id(peer): peer for peer in peers}.values()
+    )  # a fleet's rows share one stack among nodes alike: what differs is said of the distinct ones
     if peers:
         said = _setting_differences(mine, [_settings(stack) for stack in peers])
         if said:
@@ -113,7 +149,13 @@ class NumericsDifference:
     cause: str
 
     def as_json(self) -> dict[str, object]:
-        return {"node": self.node, "key": self.key.model_dump(), "digests": list(self.digests), "against": self.against, "cause": self.cause}
+        return {
+            "node": self.node,
+            "key": self.key.model_dump(),
+            "digests": list(self.digests),
+            "against": self.against,
+            "cause": self.cause,
+        }
 
 
 class Fingerprinted(Protocol):
@@ -146,16 +188,24 @@ def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[Numeric
             majority[name] = value if 2 * count > len(members) else None
         for node, body, numerics in members:
             disputed = tuple(name for name in names if majority[name] is None)
-            outvoted = tuple(name for name in names if majority[name] is not None and numerics.digests.get(name) != majority[name])
+            outvoted = tuple(
+                name for name in names if majority[name] is not None and numerics.digests.get(name) != majority[name]
+            )
             if not outvoted and not disputed:
                 continue
             if outvoted:
-                peers = [b.stack for n, b, other in members if n != node and all(other.digests.get(name) == majority[name] for name in outvoted)]
+                peers = [
+                    b.stack
+                    for n, b, other in members
+                    if n != node and all(other.digests.get(name) == majority[name] for name in outvoted)
+                ]
                 against = f"the {len(peers)} other nodes of its key" if len(peers) != 1 else "the other node of its key"
             else:
                 peers = [b.stack for n, b, _ in members if n != node]
                 against = f"the others: no value has a majority among its key's {len(members)} nodes (pin a reference: verify --expect-numerics)"
-            found.append(NumericsDifference(node, key, outvoted or disputed, against, likely_cause(body.stack, numerics, peers)))
+            found.append(
+                NumericsDifference(node, key, outvoted or disputed, against, likely_cause(body.stack, numerics, peers))
+            )
     return found, compared
 
 
@@ -184,33 +234,51 @@ def reference_check(numerics: Numerics | None, stack: dict[str, Any], references
     return judge_against(numerics, stack, references).check
 
 
-def judge_against(numerics: Numerics | None, stack: dict[str, Any], references: Sequence[NumericsReference]) -> ReferenceJudgement:
+def judge_against(
+    numerics: Numerics | None, stack: dict[str, Any], references: Sequence[NumericsReference]
+) -> ReferenceJudgement:
     """`reference_check`, with the digests that differ and the likely cause."""
 
     def judged(passed: bool, detail: str, differing: tuple[str, ...] = (), cause: str = "") -> ReferenceJudgement:
-        return ReferenceJudgement(Check(category="numerics", name="expected_fingerprint", passed=passed, detail=detail), differing, cause)
+        return ReferenceJudgement(
+            Check(category="numerics", name="expected_fingerprint", passed=passed, detail=detail), differing, cause
+        )
 
     if numerics is None:
-        return judged(False, "no fingerprint was computed in this run (see numerics/fingerprint), so none can match the reference")
+        return judged(
+            False, "no fingerprint was computed in this run (see numerics/fingerprint), so none can match the reference"
+        )
     matching = [reference for reference in references if reference.numerics.key == numerics.key]
     if not matching:
         nearest = min(references, key=lambda reference: len(key_differences(reference.numerics.key, numerics.key)))
         differences = "; ".join(key_differences(nearest.numerics.key, numerics.key)[:3])
-        return judged(False, f"no reference of {nearest.source} is for this node's key ({differences}, reference vs here): pin one made with this stack")
+        return judged(
+            False,
+            f"no reference of {nearest.source} is for this node's key ({differences}, reference vs here): pin one made with this stack",
+        )
     reference = matching[0]
     differing = differing_digests(numerics.digests, reference.numerics.digests)
     if not differing:
         return judged(True, f"all {len(numerics.digests)} digests equal the reference of {reference.source}")
     cause = likely_cause(stack, numerics, [reference.stack] if reference.stack is not None else [])
-    return judged(False, f"{digests_text(differing)} from the reference of {reference.source}; likely cause: {cause}", differing, cause)
+    return judged(
+        False,
+        f"{digests_text(differing)} from the reference of {reference.source}; likely cause: {cause}",
+        differing,
+        cause,
+    )
 
 
-def judged_certificate(body: CertificateBody, references: Sequence[NumericsReference]) -> tuple[CertificateBody, ReferenceJudgement]:
+def judged_certificate(
+    body: CertificateBody, references: Sequence[NumericsReference]
+) -> tuple[CertificateBody, ReferenceJudgement]:
     """The certificate judged alone against the pinned references (`cert export --expect-numerics`): its
     `numerics/expected_fingerprint` check is this judgement (one its run made is replaced), and it passes only
     if every check does. The signed certificate is unchanged; this is what its renderings say."""
     judgement = judge_against(body.numerics, body.stack, references)
-    checks = tuple(check for check in body.checks if (check.category, check.name) != ("numerics", "expected_fingerprint")) + (judgement.check,)
+    checks = tuple(
+        check for check in body.checks if (check.category, check.name) != ("numerics", "expected_fingerprint")
+    ) + (judgement.check,)
     return body.model_copy(update={"checks": checks, "passed": all(check.passed for check in checks)}), judgement
 
 
@@ -238,6 +306,8 @@ def compare_pair(first: CertificateBody, second: CertificateBody) -> PairCompari
         return PairComparison(note=f"no fingerprint in {which} (certified before lockgen computed one): not compared")
     differences = key_differences(first.numerics.key, second.numerics.key)
     if differences:
-        return PairComparison(note=f"not compared: the certificates differ in their key ({'; '.join(differences[:3])}), so their bits may differ by design")
+        return PairComparison(
+            note=f"not compared: the certificates differ in their key ({'; '.join(differences[:3])}), so their bits may differ by design"
+        )
     differing = differing_digests(first.numerics.digests, second.numerics.digests)
     return PairComparison(differing, likely_cause(second.stack, second.numerics, [first.stack]) if differing else "")

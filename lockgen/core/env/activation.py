@@ -26,7 +26,11 @@ from typing import Literal
 
 from lockgen.core.env.activation_vars import DEFAULT_PATH, activated, prompt_name
 
-__all__ = ["DEFAULT_PATH", "activated", "prompt_name"]  # the variables' rules: `activation_vars`, imported by the kept `run` alone
+__all__ = [
+    "DEFAULT_PATH",
+    "activated",
+    "prompt_name",
+]  # the variables' rules: `activation_vars`, imported by the kept `run` alone
 
 Kind = Literal["conda", "venv"]
 Shell = Literal["bash", "zsh", "fish"]

@@ -17,9 +17,16 @@ NAME_MAX = 255  # bytes, the file-name limit of Linux file systems
 def file_name(value: str, what: str) -> str:
     """`value` when it is one plain file name: not empty, not `.` or `..`, no `/`, no NUL or control
     character, at most 255 bytes."""
-    if not value or value in (".", "..") or "/" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value) or len(value.encode("utf-8", "surrogateescape")) > NAME_MAX:
+    if (
+        not value
+        or value in (".", "..")
+        or "/" in value
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+        or len(value.encode("utf-8", "surrogateescape")) > NAME_MAX
+    ):
         raise LockFormatError(
-            f"{what} `{shown(value)}` cannot be a file name (a path, a control character or over {NAME_MAX} bytes)", "the input was made by hand or tampered with: re-create it with lockgen"
+            f"{what} `{shown(value)}` cannot be a file name (a path, a control character or over {NAME_MAX} bytes)",
+            "the input was made by hand or tampered with: re-create it with lockgen",
         )
     return value
 

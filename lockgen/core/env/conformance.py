@@ -93,8 +93,14 @@ class ObservedFile(NamedTuple):
 
 def _differs(expected: ExpectedFile, found: ObservedFile) -> bool:
     if expected.kind == "link":
-        return found.kind not in ("link", "dir-link") or (expected.target is not None and found.target != expected.target)
-    return found.kind != "file" or (expected.sha256 is not None and found.sha256 != expected.sha256) or (expected.size is not None and found.size != expected.size)
+        return found.kind not in ("link", "dir-link") or (
+            expected.target is not None and found.target != expected.target
+        )
+    return (
+        found.kind != "file"
+        or (expected.sha256 is not None and found.sha256 != expected.sha256)
+        or (expected.size is not None and found.size != expected.size)
+    )
 
 
 def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> PackageResult:
@@ -104,20 +110,33 @@ def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> Packa
         if found is None:
             missing.append(expected.path)
             continue
-        if expected.executable is not None and found.kind == expected.kind == "file" and bool(found.mode & _EXEC) is not expected.executable:
+        if (
+            expected.executable is not None
+            and found.kind == expected.kind == "file"
+            and bool(found.mode & _EXEC) is not expected.executable
+        ):
             exec_bit.append(expected.path)
-        if expected.sha256 is not None and found.sha256 == expected.sha256 and found.kind == expected.kind == "file" and (expected.size is None or found.size == expected.size):
+        if (
+            expected.sha256 is not None
+            and found.sha256 == expected.sha256
+            and found.kind == expected.kind == "file"
+            and (expected.size is None or found.size == expected.size)
+        ):
             continue  # the common case, decided without a call: 60,000 calls are a tenth of a second
         if _differs(expected, found):
             modified.append(expected.path)
     absent = bool(package.files) and len(missing) == len(package.files)
-    return PackageResult(package.key, tuple(sorted(set(modified))), tuple(sorted(set(missing))), absent, tuple(sorted(set(exec_bit))))
+    return PackageResult(
+        package.key, tuple(sorted(set(modified))), tuple(sorted(set(missing))), absent, tuple(sorted(set(exec_bit)))
+    )
 
 
 def pyc_pairs(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile]) -> list[tuple[str, str]]:
     """(`.pyc`, its source) for each observed byte-code file whose source a package states: what the `pyc`
     rule accepts once the byte code is proven to be its source's (`adapters.proof.bytecode_proof`)."""
-    candidates = [(o.path, source) for o in observed if o.kind == "file" and (source := _pyc_source(o.path)) is not None]
+    candidates = [
+        (o.path, source) for o in observed if o.kind == "file" and (source := _pyc_source(o.path)) is not None
+    ]
     owned = {f.path for package in expected for f in package.files} if candidates else set()
     return [(path, source) for path, source in candidates if source in owned]
 
@@ -149,7 +168,14 @@ def _derived(packages: Sequence[ExpectedPackage]) -> dict[str, tuple[str, str]]:
     return derived
 
 
-def _rule(found: ObservedFile, owners: _Owners, derived: dict[str, tuple[str, str]], launchers: dict[str, str], prefix: str | None, unproven: Mapping[str, str]) -> Accepted | None:
+def _rule(
+    found: ObservedFile,
+    owners: _Owners,
+    derived: dict[str, tuple[str, str]],
+    launchers: dict[str, str],
+    prefix: str | None,
+    unproven: Mapping[str, str],
+) -> Accepted | None:
     path = found.path
     source = _pyc_source(path) if found.kind == "file" else None
     if source is not None and source in owners.first and path not in unproven:
@@ -159,7 +185,11 @@ def _rule(found: ObservedFile, owners: _Owners, derived: dict[str, tuple[str, st
         if target is not None and not is_launcher(found.text or "", target, prefix):
             return None  # not the launcher its entry point derives: foreign
         return Accepted(path, *derived[path])
-    if (_VENV_FILES.fullmatch(path) and found.kind == "file") or (_VENV_PYTHON.fullmatch(path) and found.kind == "link") or (path == "lib64" and found.kind == "dir-link" and found.target == "lib"):
+    if (
+        (_VENV_FILES.fullmatch(path) and found.kind == "file")
+        or (_VENV_PYTHON.fullmatch(path) and found.kind == "link")
+        or (path == "lib64" and found.kind == "dir-link" and found.target == "lib")
+    ):
         return Accepted(path, "venv", None)
     if _CONDA_META.fullmatch(path):
         return Accepted(path, "conda-meta", None)
@@ -173,21 +203,43 @@ def _empty_uv_lock(found: ObservedFile) -> bool:
     return found.path == ".lock" and found.size == 0 and not found.mode & (stat.S_ISUID | stat.S_ISGID)
 
 
-def compare(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile], site_packages: str = "", prefix: str | None = None, unproven: Mapping[str, str] = {}) -> ConformanceReport:
+def compare(
+    expected: Sequence[ExpectedPackage],
+    observed: Iterable[ObservedFile],
+    site_packages: str = "",
+    prefix: str | None = None,
+    unproven: Mapping[str, str] = {},
+) -> ConformanceReport:
     """The conformance report of an observed environment against the expected one; `prefix` (the path the
     environment was installed for) is what its launchers' interpreter lines must name. `unproven`: byte-code
     files (of `pyc_pairs`) that are not their source's, with why; they are findings, not accepted."""
     found = {item.path: item for item in observed}
     owners = _owners(expected)
     accepted, foreign = _accounted(expected, found, owners, prefix, unproven)
-    mode = sorted(p for p, f in found.items() if f.kind == "file" and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege))
+    mode = sorted(
+        p
+        for p, f in found.items()
+        if f.kind == "file" and ((f.mode & _BAD_MODE and not _empty_uv_lock(f)) or f.privilege)
+    )
     clobbered = _clobbers(owners)
     results = tuple(sorted((_check(p, found) for p in expected), key=lambda r: r.key))
     bytecode = tuple(f"{path} ({why})" for path, why in sorted(unproven.items()))
-    return ConformanceReport(results, tuple(foreign), tuple(mode), clobbered, tuple(accepted), len(owners.first), len(found), site_packages, bytecode)
+    return ConformanceReport(
+        results,
+        tuple(foreign),
+        tuple(mode),
+        clobbered,
+        tuple(accepted),
+        len(owners.first),
+        len(found),
+        site_packages,
+        bytecode,
+    )
 
 
-def unstated(expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile], prefix: str | None = None) -> tuple[tuple[str, ...], tuple[Clobber, ...]]:
+def unstated(
+    expected: Sequence[ExpectedPackage], observed: Iterable[ObservedFile], prefix: str | None = None
+) -> tuple[tuple[str, ...], tuple[Clobber, ...]]:
     """What an environment just built must not hold: the paths no package states and no rule derives
     (foreign), and the paths two packages state (clobbers); as `compare` finds them. `observed` need hold
     only the paths no package states (the rest cannot be foreign), so a caller looks closely at those alone."""
@@ -228,10 +280,21 @@ def _owners(expected: Sequence[ExpectedPackage]) -> _Owners:
 def _alike(one: ExpectedFile, other: ExpectedFile) -> bool:
     """Two statements of one path that fix the same bytes: files, each with a sha256 (a path stated by name
     alone proves nothing about its content) and the same size."""
-    return one.kind == other.kind == "file" and one.sha256 is not None and one.sha256 == other.sha256 and one.size == other.size
+    return (
+        one.kind == other.kind == "file"
+        and one.sha256 is not None
+        and one.sha256 == other.sha256
+        and one.size == other.size
+    )
 
 
-def _accounted(expected: Sequence[ExpectedPackage], found: dict[str, ObservedFile], owners: _Owners, prefix: str | None, unproven: Mapping[str, str]) -> tuple[list[Accepted], list[str]]:
+def _accounted(
+    expected: Sequence[ExpectedPackage],
+    found: dict[str, ObservedFile],
+    owners: _Owners,
+    prefix: str | None,
+    unproven: Mapping[str, str],
+) -> tuple[list[Accepted], list[str]]:
     """The found paths no package states: those a rule accepts, and the foreign rest (sorted)."""
     derived = _derived(expected)
     launchers = launcher_targets(expected)
@@ -274,10 +337,26 @@ def passing_report(record: object) -> ConformanceReport | None:
         isinstance(keys, list)
         and all(isinstance(k, str) for k in keys)
         and isinstance(kept, list)
-        and all(isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) and isinstance(a[1], str) and isinstance(a[2], (str, type(None))) for a in kept)
+        and all(
+            isinstance(a, list)
+            and len(a) == 3
+            and isinstance(a[0], str)
+            and isinstance(a[1], str)
+            and isinstance(a[2], (str, type(None)))
+            for a in kept
+        )
         and type(expected) is int
         and type(observed) is int
         and isinstance(site, str)
     ):
         return None
-    return ConformanceReport(tuple(PackageResult(key, (), (), False) for key in keys), (), (), (), tuple(Accepted(*a) for a in kept), expected, observed, site)
+    return ConformanceReport(
+        tuple(PackageResult(key, (), (), False) for key in keys),
+        (),
+        (),
+        (),
+        tuple(Accepted(*a) for a in kept),
+        expected,
+        observed,
+        site,
+    )

@@ -11,15 +11,30 @@ from typing import Any
 from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, LOCK_INSIDE
 from lockgen.model.results import Drift
 
-LOCKGEN_FILES = frozenset({".lockgen/manifest.json", ".lockgen/stats.json", ".lockgen/sbom.cdx.json", LOCK_INSIDE, BASE_MANIFEST_INSIDE, BASE_CONFIG_INSIDE})
-_CACHED = re.compile(r"^(?P<stem>[^/.][^/]*?)\.(?:cpython|pypy)-?\d+[^/]*?\.pyc$")  # foo.cpython-312.pyc, foo.cpython-312.opt-1.pyc
+LOCKGEN_FILES = frozenset(
+    {
+        ".lockgen/manifest.json",
+        ".lockgen/stats.json",
+        ".lockgen/sbom.cdx.json",
+        LOCK_INSIDE,
+        BASE_MANIFEST_INSIDE,
+        BASE_CONFIG_INSIDE,
+    }
+)
+_CACHED = re.compile(
+    r"^(?P<stem>[^/.][^/]*?)\.(?:cpython|pypy)-?\d+[^/]*?\.pyc$"
+)  # foo.cpython-312.pyc, foo.cpython-312.opt-1.pyc
 
 
 def manifest_drift(recorded: dict[str, Any], current: dict[str, Any]) -> Drift:
     """Files missing, extra or changed between a recorded manifest and one built from the files now."""
     before = {e["path"]: e for e in recorded["files"]}
     now = {e["path"]: e for e in current["files"]}
-    return Drift(sorted(before.keys() - now.keys()), sorted(now.keys() - before.keys()), sorted(p for p in before.keys() & now.keys() if before[p] != now[p]))
+    return Drift(
+        sorted(before.keys() - now.keys()),
+        sorted(now.keys() - before.keys()),
+        sorted(p for p in before.keys() & now.keys() if before[p] != now[p]),
+    )
 
 
 def unsafe_mode(relative: str, mode: int, size: int) -> str | None:

@@ -36,7 +36,9 @@ def lock_python(lock: Lock, platform: str) -> str | None:
     layer's, a frozen or pinned venv's). The conda package wins where both are there: it is the interpreter
     the environment runs, and the folder its wheels go into; the recorded version is what resolve read from it.
     Every reader of a lock's Python asks here (export, check, a team stack on a base lock)."""
-    conda_python = next((p.version for p in lock.packages_for(platform) if p.manager == "conda" and p.name == "python"), None)
+    conda_python = next(
+        (p.version for p in lock.packages_for(platform) if p.manager == "conda" and p.name == "python"), None
+    )
     version = conda_python or LockgenMeta(lock).python(platform) or None
     return python_xy(version) if version else None
 
@@ -52,7 +54,11 @@ def _key(manifest: PackageManifest) -> str:
 
 def installed_expected(manifest: PackageManifest, accepted: Mapping[str, str] = {}) -> ExpectedPackage:
     """A check-only distribution: the files its installed RECORD states (already prefix-relative)."""
-    files = tuple(ExpectedFile(f.path, accepted.get(f.path, f.sha256), None if f.path in accepted else f.size) for f in manifest.files if not f.path.endswith(".pyc"))
+    files = tuple(
+        ExpectedFile(f.path, accepted.get(f.path, f.sha256), None if f.path in accepted else f.size)
+        for f in manifest.files
+        if not f.path.endswith(".pyc")
+    )
     return ExpectedPackage(_key(manifest), files, manifest.dist_info, manifest.scripts, _targets(manifest))
 
 
@@ -70,7 +76,15 @@ def wheel_expected(manifest: PackageManifest, python: str, accepted: Mapping[str
     scheme = Scheme(site, python_xy(python), dist_name)
     placed = expected_files(rows, scheme)
     executable = {wheel_to_prefix(f.path, scheme): True if is_script(f.path) else f.executable for f in manifest.files}
-    files = tuple(ExpectedFile(r.path, accepted.get(r.path, r.sha256), None if r.path in accepted else r.size, executable=executable.get(r.path)) for r in placed)
+    files = tuple(
+        ExpectedFile(
+            r.path,
+            accepted.get(r.path, r.sha256),
+            None if r.path in accepted else r.size,
+            executable=executable.get(r.path),
+        )
+        for r in placed
+    )
     dist_info = posixpath.join(site, manifest.dist_info) if manifest.dist_info else None
     return ExpectedPackage(_key(manifest), files, dist_info, manifest.scripts, _targets(manifest))
 
@@ -112,7 +126,12 @@ def placed_record(manifest: PackageManifest, python: str) -> tuple[PlacedWheel, 
 def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | None:
     """The placement a record of `placed_record` holds, when it is one, of this wheel, Python and layout;
     None for anything else (the caller works it out again)."""
-    if not (isinstance(record, dict) and record.get("layout") == PLACEMENT_LAYOUT and record.get("sha256") == sha256 and record.get("python") == python):
+    if not (
+        isinstance(record, dict)
+        and record.get("layout") == PLACEMENT_LAYOUT
+        and record.get("sha256") == sha256
+        and record.get("python") == python
+    ):
         return None
     name, version, dist_info = record.get("name"), record.get("version"), record.get("dist_info")
     scripts, entry_points, rows = record.get("scripts"), record.get("entry_points"), record.get("files")
@@ -135,7 +154,12 @@ def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | Non
 
 def _placed_row(row: Any) -> bool:
     return (
-        type(row) is list and len(row) == 4 and type(row[0]) is str and (row[1] is None or type(row[1]) is str) and (row[2] is None or type(row[2]) is int) and (row[3] is None or type(row[3]) is bool)
+        type(row) is list
+        and len(row) == 4
+        and type(row[0]) is str
+        and (row[1] is None or type(row[1]) is str)
+        and (row[2] is None or type(row[2]) is int)
+        and (row[3] is None or type(row[3]) is bool)
     )
 
 
@@ -147,7 +171,9 @@ def _conda_path(path: str, noarch_python: bool, python: str) -> str:
     return path
 
 
-def conda_expected(manifest: PackageManifest, python: str | None, patched: Mapping[str, str], accepted: Mapping[str, str] = {}) -> ExpectedPackage:
+def conda_expected(
+    manifest: PackageManifest, python: str | None, patched: Mapping[str, str], accepted: Mapping[str, str] = {}
+) -> ExpectedPackage:
     """The files a conda package links into a prefix; `patched` maps its placeholder files (archive paths)
     to the hash of their bytes with the prefix written in."""
     files: list[ExpectedFile] = []
@@ -163,7 +189,9 @@ def conda_expected(manifest: PackageManifest, python: str | None, patched: Mappi
     return ExpectedPackage(_key(manifest), tuple(files), None, manifest.scripts, _targets(manifest))
 
 
-def package_expected(manifest: PackageManifest, python: str | None, accepted: Mapping[str, str], patched: Mapping[str, str] = {}) -> ExpectedPackage:
+def package_expected(
+    manifest: PackageManifest, python: str | None, accepted: Mapping[str, str], patched: Mapping[str, str] = {}
+) -> ExpectedPackage:
     """The files a locked package puts into a prefix, by its manifest's kind: a wheel's (for Python `X.Y`) or
     a check-only distribution's installed RECORD, else a conda package's (`patched`: its placeholder files'
     hashes for the prefix)."""
@@ -180,10 +208,15 @@ def is_wheel(manifest: PackageManifest) -> bool:
 def from_installed_record(dist: InstalledDistribution, site_packages: str) -> list[ObservedFile]:
     """An installed RECORD read as if it were the files on disk (`lockgen pin` compares it with the
     wheel's: the re-hash of the files themselves is checked apart)."""
-    return [ObservedFile(posixpath.normpath(posixpath.join(site_packages, r.path)), "file", r.size or 0, 0o644, r.sha256) for r in dist.record]
+    return [
+        ObservedFile(posixpath.normpath(posixpath.join(site_packages, r.path)), "file", r.size or 0, 0o644, r.sha256)
+        for r in dist.record
+    ]
 
 
 def expected_digest(packages: Iterable[ExpectedPackage]) -> str:
     """One digest of an expected environment: every package's files and stated hashes (prefix-free for
     pure-PyPI locks, so a venv on bare metal and the same lock in an image share it)."""
-    return canonical_digest(sorted([p.key, sorted((f.path, f.sha256, f.kind) for f in p.files), list(p.scripts)] for p in packages))  # tuples: the same JSON as lists, made faster
+    return canonical_digest(
+        sorted([p.key, sorted((f.path, f.sha256, f.kind) for f in p.files), list(p.scripts)] for p in packages)
+    )  # tuples: the same JSON as lists, made faster

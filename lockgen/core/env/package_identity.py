@@ -30,17 +30,24 @@ def same_version(a: str, b: str) -> bool:
 
 
 def _mismatch(manager: str, stated: str, what: str, says: str) -> LockFormatError:
-    return LockFormatError(f"the lock's {manager} entry `{shown(stated)}` pins a file whose {what} says `{shown(says)}`", _HINT)
+    return LockFormatError(
+        f"the lock's {manager} entry `{shown(stated)}` pins a file whose {what} says `{shown(says)}`", _HINT
+    )
 
 
 def require_conda_index(package: LockedPackage, index: Any) -> None:
     """Refuses a conda archive whose `info/index.json` is not a mapping naming the entry's name, version
     and build."""
     if not isinstance(index, dict):
-        raise LockFormatError(f"`{package.name}` {package.version}: info/index.json is not a JSON object", "the archive is malformed; nothing was installed")
+        raise LockFormatError(
+            f"`{package.name}` {package.version}: info/index.json is not a JSON object",
+            "the archive is malformed; nothing was installed",
+        )
     found = tuple(str(index.get(key, "")) for key in ("name", "version", "build"))
     if found != (package.name, package.version, package.build or ""):
-        raise _mismatch("conda", f"{package.name} {package.version} {package.build}", "info/index.json", " ".join(found))
+        raise _mismatch(
+            "conda", f"{package.name} {package.version} {package.build}", "info/index.json", " ".join(found)
+        )
 
 
 def require_wheel_metadata(package_name: str, package_version: str, dist_info: str, metadata: str) -> None:
@@ -64,4 +71,9 @@ def require_manifest_of(package: LockedPackage, manifest_name: str, manifest_ver
     else:
         same = normalize(manifest_name) == normalize(package.name) and same_version(manifest_version, package.version)
     if not same:
-        raise _mismatch(package.manager, f"{package.name} {package.version}", "manifest (read from the file itself)", f"{manifest_name} {manifest_version}")
+        raise _mismatch(
+            package.manager,
+            f"{package.name} {package.version}",
+            "manifest (read from the file itself)",
+            f"{manifest_name} {manifest_version}",
+        )

@@ -67,7 +67,13 @@ class Scheme:
     dist_name: str
 
     def root_of(self, key: str) -> str:
-        return {"purelib": self.site_packages, "platlib": self.site_packages, "scripts": "bin", "data": "", "headers": f"include/site/python{self.python}/{self.dist_name}"}[key]
+        return {
+            "purelib": self.site_packages,
+            "platlib": self.site_packages,
+            "scripts": "bin",
+            "data": "",
+            "headers": f"include/site/python{self.python}/{self.dist_name}",
+        }[key]
 
 
 OWN_FOLDER = ".lockgen"  # a prefix's record of itself (manifest, fingerprints, services): lockgen's alone
@@ -89,7 +95,9 @@ def inside(base: str, path: str, what: str = "path") -> str:
     """`path` joined to the folder `base` (both relative to a root) and normalised; refuses absolute paths
     and paths that climb out of the root."""
     if not path or "\x00" in path or path.startswith(("/", "\\")) or _DRIVE.match(path):
-        raise UserError(f"{what} `{shown(path)}` is absolute or empty", "a package may only place files inside its prefix")
+        raise UserError(
+            f"{what} `{shown(path)}` is absolute or empty", "a package may only place files inside its prefix"
+        )
     if _normal(path) and (not base or _normal(base)):  # most paths: nothing for normpath to change (0.1 s a torch)
         return f"{base}/{path}" if base else path
     joined = posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
@@ -108,7 +116,10 @@ def hex_of_record_hash(value: str) -> str:
     """`sha256=<urlsafe base64, unpadded>` as hex; other algorithms and malformed digests are refused."""
     algorithm, sep, digest = value.partition("=")
     if not sep or algorithm != "sha256":
-        raise UserError(f"RECORD hash `{shown(value)}` is not sha256=<digest>", "lockgen checks wheels by sha256, the hash every installer writes")
+        raise UserError(
+            f"RECORD hash `{shown(value)}` is not sha256=<digest>",
+            "lockgen checks wheels by sha256, the hash every installer writes",
+        )
     try:
         raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
     except (binascii.Error, ValueError):
@@ -125,7 +136,9 @@ def record_hash_of_hex(hex_digest: str) -> str:
 
 def _row(fields: list[str], base: str, number: int) -> RecordRow:
     if len(fields) != 3:
-        raise UserError(f"RECORD line {number} has {len(fields)} fields, not 3 (path,hash,size)", "the RECORD is corrupt")
+        raise UserError(
+            f"RECORD line {number} has {len(fields)} fields, not 3 (path,hash,size)", "the RECORD is corrupt"
+        )
     path, digest, size = fields
     inside(base, path, f"RECORD line {number} path")
     if size and not (size.isascii() and size.isdigit()):
@@ -175,7 +188,12 @@ def expand_tags(compressed: str) -> tuple[str, ...]:
     parts = compressed.split("-")
     if len(parts) != 3 or "" in ".".join(parts).split(".") or any(c.isspace() for c in compressed):
         raise UserError(f"wheel tag `{shown(compressed)}` is not python-abi-platform", "the wheel is malformed")
-    return tuple(f"{py}-{abi}-{plat}" for py in parts[0].split(".") for abi in parts[1].split(".") for plat in parts[2].split("."))
+    return tuple(
+        f"{py}-{abi}-{plat}"
+        for py in parts[0].split(".")
+        for abi in parts[1].split(".")
+        for plat in parts[2].split(".")
+    )
 
 
 def parse_entry_points(text: str) -> tuple[ScriptEntry, ...]:
@@ -187,13 +205,18 @@ def parse_entry_points(text: str) -> tuple[ScriptEntry, ...]:
     try:
         parser.read_string(text)
     except configparser.Error as exc:
-        raise UserError(f"entry_points.txt is not INI: {shown(str(exc).split(chr(10))[0])}", "the wheel is malformed") from None
+        raise UserError(
+            f"entry_points.txt is not INI: {shown(str(exc).split(chr(10))[0])}", "the wheel is malformed"
+        ) from None
     scripts = []
     for group, kind in _SCRIPT_GROUPS.items():
         for name, value in parser.items(group) if parser.has_section(group) else []:
             target = (value or "").split("[", 1)[0].strip().replace(" ", "")
             if not name or "/" in name or "\\" in name or name in (".", "..") or not _TARGET.fullmatch(target):
-                raise UserError(f"entry point `{shown(name)}` = `{shown(value or '')}` is not name = module:func", "the wheel is malformed")
+                raise UserError(
+                    f"entry point `{shown(name)}` = `{shown(value or '')}` is not name = module:func",
+                    "the wheel is malformed",
+                )
             scripts.append(ScriptEntry(name, target, kind))
     return tuple(sorted(scripts, key=lambda s: s.name))
 
@@ -208,10 +231,16 @@ def wheel_to_prefix(path: str, scheme: Scheme) -> str:
         return f"{site}/{clean}" if site and _normal(site) and _normal(path) else inside(site, clean, "wheel member")
     key, _, inner = rest.partition("/")
     if key not in _SCHEME_KEYS or not inner:
-        raise UserError(f"wheel member `{shown(path)}` uses an unknown data scheme `{shown(key, 40)}`", "installers accept only purelib, platlib, scripts, data and headers")
+        raise UserError(
+            f"wheel member `{shown(path)}` uses an unknown data scheme `{shown(key, 40)}`",
+            "installers accept only purelib, platlib, scripts, data and headers",
+        )
     placed = inside(scheme.root_of(key), inner, "wheel member")
     if in_own_folder(placed):
-        raise UserError(f"wheel member `{shown(path)}` would be written into {OWN_FOLDER}/, lockgen's record of the environment", "no package may write there: use another wheel")
+        raise UserError(
+            f"wheel member `{shown(path)}` would be written into {OWN_FOLDER}/, lockgen's record of the environment",
+            "no package may write there: use another wheel",
+        )
     return placed
 
 

@@ -62,7 +62,9 @@ def status_page(rows: list[StatusRow], generated: str) -> str:
     columns = sorted({row.covers for row in rows})
     by_cell = {(row.node, row.covers): row for row in rows}
     header = "".join(f"<th>{escape(column)}</th>" for column in columns)
-    body = "".join(f"<tr><th>{escape(node)}</th>{''.join(_cell(by_cell.get((node, c))) for c in columns)}</tr>" for node in nodes)
+    body = "".join(
+        f"<tr><th>{escape(node)}</th>{''.join(_cell(by_cell.get((node, c))) for c in columns)}</tr>" for node in nodes
+    )
     counts = {state: sum(1 for row in rows if _state(row) == state) for state in COLOURS}
     summary = ", ".join(f"{count} {state}" for state, count in counts.items())
     charts = "".join(_chart(label, group in LOWER_IS_BETTER, rows) for group, _, label in HEADLINES)

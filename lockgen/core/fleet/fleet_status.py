@@ -43,7 +43,9 @@ class StatusRow:
     regressions: tuple[str, ...]  # figure changes worse than the noise, against the previous certificate
     certificates: int  # how many certificates of this node and lock were seen
     numerics: Numerics | None = None  # the latest certificate's fingerprint
-    stack: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # of its kernel's stack, what names a cause: settings, foreign libraries
+    stack: dict[str, Any] = field(
+        default_factory=dict, repr=False, compare=False
+    )  # of its kernel's stack, what names a cause: settings, foreign libraries
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -82,7 +84,16 @@ class CertificateFacts:
     def plain(self) -> list[Any]:
         """The facts as values marshal holds (`facts_from_plain` reads them back)."""
         numerics = self.numerics.model_dump_json() if self.numerics is not None else None
-        return [self.covers, self.created, self.arch, self.passed, list(self.failed), self.figures, numerics, json.dumps(self.stack, sort_keys=True)]
+        return [
+            self.covers,
+            self.created,
+            self.arch,
+            self.passed,
+            list(self.failed),
+            self.figures,
+            numerics,
+            json.dumps(self.stack, sort_keys=True),
+        ]
 
 
 def certificate_facts(body: CertificateBody) -> CertificateFacts:
@@ -92,25 +103,53 @@ def certificate_facts(body: CertificateBody) -> CertificateFacts:
         arch=body.arch,
         passed=body.passed,
         failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
-        figures={group: {name: {"value": entry.get("value"), "unit": entry.get("unit")} for name, entry in entries.items()} for group, entries in body.figures.items() if group != "phases"},
+        figures={
+            group: {name: {"value": entry.get("value"), "unit": entry.get("unit")} for name, entry in entries.items()}
+            for group, entries in body.figures.items()
+            if group != "phases"
+        },
         numerics=body.numerics,
         stack=cause_evidence(body.stack),
     )
 
 
-def facts_from_plain(value: object, numerics_of: Callable[[str], Numerics], stack_of: Callable[[str], dict[str, Any]]) -> CertificateFacts | None:
+def facts_from_plain(
+    value: object, numerics_of: Callable[[str], Numerics], stack_of: Callable[[str], dict[str, Any]]
+) -> CertificateFacts | None:
     """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape; `numerics_of` and
     `stack_of` make the fingerprint and the evidence of their JSON text (and may share one copy of each)."""
     if type(value) is not list or len(value) != 8:
         return None
     covered, created, arch, passed, failed, figures, numerics, stack = value
-    if not (type(covered) is str and type(created) is str and type(arch) is str and type(passed) is bool and type(stack) is str):
+    if not (
+        type(covered) is str
+        and type(created) is str
+        and type(arch) is str
+        and type(passed) is bool
+        and type(stack) is str
+    ):
         return None
-    if not (type(failed) is list and all(type(name) is str for name in failed) and type(figures) is dict and (numerics is None or type(numerics) is str)):
+    if not (
+        type(failed) is list
+        and all(type(name) is str for name in failed)
+        and type(figures) is dict
+        and (numerics is None or type(numerics) is str)
+    ):
         return None
-    if not all(type(entries) is dict and all(type(entry) is dict for entry in entries.values()) for entries in figures.values()):
+    if not all(
+        type(entries) is dict and all(type(entry) is dict for entry in entries.values()) for entries in figures.values()
+    ):
         return None
-    return CertificateFacts(sys.intern(covered), created, sys.intern(arch), passed, tuple(failed), figures, None if numerics is None else numerics_of(numerics), stack_of(stack))
+    return CertificateFacts(
+        sys.intern(covered),
+        created,
+        sys.intern(arch),
+        passed,
+        tuple(failed),
+        figures,
+        None if numerics is None else numerics_of(numerics),
+        stack_of(stack),
+    )
 
 
 @dataclass
@@ -147,17 +186,25 @@ def _moment(created: str, source: str) -> dt.datetime:
         year, month, day, hour, minute, second = map(int, matched.groups())
         return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.timezone.utc)
     except ValueError:
-        raise LockFormatError(f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ", "certificates are written by `lockgen verify`; use the original file") from None
+        raise LockFormatError(
+            f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ",
+            "certificates are written by `lockgen verify`; use the original file",
+        ) from None
 
 
 def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
     """Of a kernel's stack, what `numerics.likely_cause` reads (the settings, the foreign libraries): a row keeps
     this, not the certificate, so a fleet's status holds a few hundred bytes a node."""
     libraries = stack.get("libraries")
-    return {"settings": stack.get("settings") or {}, "libraries": {"foreign": (libraries.get("foreign") if isinstance(libraries, dict) else None) or []}}
+    return {
+        "settings": stack.get("settings") or {},
+        "libraries": {"foreign": (libraries.get("foreign") if isinstance(libraries, dict) else None) or []},
+    }
 
 
-def status_rows(certificates: list[tuple[str, str, CertificateFacts]], now: dt.datetime, noise: float) -> list[StatusRow]:
+def status_rows(
+    certificates: list[tuple[str, str, CertificateFacts]], now: dt.datetime, noise: float
+) -> list[StatusRow]:
     """Rows from (node, source, facts) triples, one per node and what it covers, sorted by node; each row keeps
     the headline figures, fingerprint and settings of its latest certificate, not the certificate."""
     groups: dict[tuple[str, str], _Group] = {}
@@ -170,7 +217,11 @@ def status_rows(certificates: list[tuple[str, str, CertificateFacts]], now: dt.d
         regressions: tuple[str, ...] = ()
         if len(ordered) > 1:
             changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
-            regressions = tuple(f"{c.name} {c.change:+.1%}" for c in changes if c.regression and c.change is not None and not c.name.startswith("phases/"))
+            regressions = tuple(
+                f"{c.name} {c.change:+.1%}"
+                for c in changes
+                if c.regression and c.change is not None and not c.name.startswith("phases/")
+            )
         rows.append(
             StatusRow(
                 node=node,

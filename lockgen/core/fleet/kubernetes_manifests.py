@@ -67,26 +67,48 @@ def check_fleet(fleet: CertifyFleet) -> None:
     """Refuses, with one error and a hint each, every value the manifests could not carry or Kubernetes
     would refuse; called before any manifest is built."""
     if fleet.image.digest is None:
-        raise UserError(f"`{fleet.image}` names a tag, which can move between the certificate and the pods", f"pin it: {fleet.image.at('sha256:<digest>')} (lockgen push prints the digest)")
+        raise UserError(
+            f"`{fleet.image}` names a tag, which can move between the certificate and the pods",
+            f"pin it: {fleet.image.at('sha256:<digest>')} (lockgen push prints the digest)",
+        )
     if not _DNS_LABEL.fullmatch(fleet.name) or len(fleet.name) > NAME_MAX:
-        raise UserError(f"--name {fleet.name!r} is not a Kubernetes object name of at most {NAME_MAX} characters", "use lowercase letters, digits and `-`, starting and ending with a letter or digit")
+        raise UserError(
+            f"--name {fleet.name!r} is not a Kubernetes object name of at most {NAME_MAX} characters",
+            "use lowercase letters, digits and `-`, starting and ending with a letter or digit",
+        )
     if not _DNS_LABEL.fullmatch(fleet.namespace):
-        raise UserError(f"--namespace {fleet.namespace!r} is not a namespace name", "use at most 63 lowercase letters, digits and `-`, starting and ending with a letter or digit")
-    for flag, value in (("--certs-claim", fleet.certs_claim), ("--key-secret", fleet.key_secret), ("--registry-auth-secret", fleet.registry_auth_secret)):
+        raise UserError(
+            f"--namespace {fleet.namespace!r} is not a namespace name",
+            "use at most 63 lowercase letters, digits and `-`, starting and ending with a letter or digit",
+        )
+    for flag, value in (
+        ("--certs-claim", fleet.certs_claim),
+        ("--key-secret", fleet.key_secret),
+        ("--registry-auth-secret", fleet.registry_auth_secret),
+    ):
         if value is not None and (not _DNS_SUBDOMAIN.fullmatch(value) or len(value) > 253):
-            raise UserError(f"{flag} {value!r} is not a Kubernetes object name", "use lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit")
+            raise UserError(
+                f"{flag} {value!r} is not a Kubernetes object name",
+                "use lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit",
+            )
     if not _CONTAINER_IMAGE.fullmatch(fleet.lockgen_image) or fleet.lockgen_image.startswith("docker://"):
-        raise UserError(f"--lockgen-image {fleet.lockgen_image!r} is not a container image reference", "name it as Kubernetes does, without docker://: registry.example/tools/lockgen@sha256:...")
+        raise UserError(
+            f"--lockgen-image {fleet.lockgen_image!r} is not a container image reference",
+            "name it as Kubernetes does, without docker://: registry.example/tools/lockgen@sha256:...",
+        )
     if fleet.arch == "cpu":
         if fleet.gpus_per_node is not None:
             raise UserError("--gpus-per-node asks for GPUs, and the arch is cpu", "leave it out for --arch cpu")
     else:
         if fleet.gpu_product is None:
             raise UserError(
-                f"the {fleet.arch} pods need the GPU model of the nodes to run on", f"pass --gpu-product, the value of the node label {GPU_PRODUCT_LABEL} (kubectl get nodes -L nvidia.com/gpu.product)"
+                f"the {fleet.arch} pods need the GPU model of the nodes to run on",
+                f"pass --gpu-product, the value of the node label {GPU_PRODUCT_LABEL} (kubectl get nodes -L nvidia.com/gpu.product)",
             )
         if fleet.gpus_per_node is None or fleet.gpus_per_node < 1:
-            raise UserError(f"--gpus-per-node {fleet.gpus_per_node} requests no GPU", "pass 1 or more (the node's GPUs)")
+            raise UserError(
+                f"--gpus-per-node {fleet.gpus_per_node} requests no GPU", "pass 1 or more (the node's GPUs)"
+            )
     if fleet.gpu_product is not None and not _LABEL_VALUE.fullmatch(fleet.gpu_product):
         raise UserError(
             f"--gpu-product {fleet.gpu_product!r} is not a Kubernetes label value",
@@ -95,21 +117,39 @@ def check_fleet(fleet: CertifyFleet) -> None:
     if fleet.nodes < 1:
         raise UserError(f"--nodes {fleet.nodes} certifies nothing", "pass --nodes 1 or more")
     if not INTERVAL_MIN_S <= fleet.interval_s <= INTERVAL_MAX_S:
-        raise UserError(f"--interval {fleet.interval_s} s is not a re-certification interval", f"pass {INTERVAL_MIN_S} (a quick run's length) to {INTERVAL_MAX_S} (a week) seconds; default 3600")
+        raise UserError(
+            f"--interval {fleet.interval_s} s is not a re-certification interval",
+            f"pass {INTERVAL_MIN_S} (a quick run's length) to {INTERVAL_MAX_S} (a week) seconds; default 3600",
+        )
     if fleet.lock_name is not None and not _CONFIGMAP_KEY.fullmatch(fleet.lock_name):
-        raise UserError(f"the lock's file name `{fleet.lock_name}` cannot be a ConfigMap key", "rename the lock to letters, digits, `-`, `_` and `.`")
+        raise UserError(
+            f"the lock's file name `{fleet.lock_name}` cannot be a ConfigMap key",
+            "rename the lock to letters, digits, `-`, `_` and `.`",
+        )
 
 
 def lock_config_map(fleet: CertifyFleet, lock_text: str) -> dict[str, Any]:
     """The ConfigMap that carries the lock into the pods (mounted at /lock): conformance runs against it."""
     assert fleet.lock_name is not None
     if len(lock_text.encode("utf-8")) > CONFIGMAP_LIMIT_BYTES:
-        raise UserError(f"the lock `{fleet.lock_name}` is over {CONFIGMAP_LIMIT_BYTES} bytes, more than a ConfigMap holds", "certify against the image's own lock label instead: leave out --lock")
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(fleet, f"{fleet.name}-lock", "lock"), "data": {fleet.lock_name: lock_text}}
+        raise UserError(
+            f"the lock `{fleet.lock_name}` is over {CONFIGMAP_LIMIT_BYTES} bytes, more than a ConfigMap holds",
+            "certify against the image's own lock label instead: leave out --lock",
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(fleet, f"{fleet.name}-lock", "lock"),
+        "data": {fleet.lock_name: lock_text},
+    }
 
 
 def _labels(fleet: CertifyFleet, component: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "lockgen", "app.kubernetes.io/instance": fleet.name, "app.kubernetes.io/component": component}
+    return {
+        "app.kubernetes.io/name": "lockgen",
+        "app.kubernetes.io/instance": fleet.name,
+        "app.kubernetes.io/component": component,
+    }
 
 
 def _metadata(fleet: CertifyFleet, name: str, component: str) -> dict[str, Any]:
@@ -145,11 +185,21 @@ def _environment(fleet: CertifyFleet) -> list[dict[str, Any]]:
 
 
 def _container_security() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True, "runAsUser": IMAGE_UID, "runAsGroup": IMAGE_UID}
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": IMAGE_UID,
+        "runAsGroup": IMAGE_UID,
+    }
 
 
 def _mounts_and_volumes(fleet: CertifyFleet) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    mounts: list[dict[str, Any]] = [{"name": "certs", "mountPath": "/certs"}, {"name": "scratch", "mountPath": "/scratch"}, {"name": "shm", "mountPath": "/dev/shm"}]
+    mounts: list[dict[str, Any]] = [
+        {"name": "certs", "mountPath": "/certs"},
+        {"name": "scratch", "mountPath": "/scratch"},
+        {"name": "shm", "mountPath": "/dev/shm"},
+    ]
     volumes: list[dict[str, Any]] = [
         {"name": "certs", "persistentVolumeClaim": {"claimName": fleet.certs_claim}},
         {"name": "scratch", "emptyDir": {}},
@@ -160,17 +210,34 @@ def _mounts_and_volumes(fleet: CertifyFleet) -> tuple[list[dict[str, Any]], list
         volumes.append({"name": "lock", "configMap": {"name": f"{fleet.name}-lock"}})
     if fleet.key_secret:
         mounts.append({"name": "signing-key", "mountPath": "/keys", "readOnly": True})
-        volumes.append({"name": "signing-key", "secret": {"secretName": fleet.key_secret, "defaultMode": 0o440, "items": [{"key": key, "path": key} for key in ("signing.key", "signing.pub")]}})
+        volumes.append(
+            {
+                "name": "signing-key",
+                "secret": {
+                    "secretName": fleet.key_secret,
+                    "defaultMode": 0o440,
+                    "items": [{"key": key, "path": key} for key in ("signing.key", "signing.pub")],
+                },
+            }
+        )
     if fleet.registry_auth_secret:
         mounts.append({"name": "registry-auth", "mountPath": "/registry-auth", "readOnly": True})
-        volumes.append({"name": "registry-auth", "secret": {"secretName": fleet.registry_auth_secret, "defaultMode": 0o440}})
+        volumes.append(
+            {"name": "registry-auth", "secret": {"secretName": fleet.registry_auth_secret, "defaultMode": 0o440}}
+        )
     return mounts, volumes
 
 
 def _pod_spec(fleet: CertifyFleet, container: dict[str, Any], volumes: list[dict[str, Any]]) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [container],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": IMAGE_UID, "runAsGroup": IMAGE_UID, "fsGroup": IMAGE_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": IMAGE_UID,
+            "runAsGroup": IMAGE_UID,
+            "fsGroup": IMAGE_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "volumes": volumes,
     }
@@ -191,14 +258,26 @@ def certify_job(fleet: CertifyFleet) -> dict[str, Any]:
         "name": "certify",
         "image": fleet.lockgen_image,
         "command": ["lockgen"],
-        "args": [*_verify_args(fleet, quick=False), "--out", "/certs/$(NODE_NAME).cert.json", "--emit", "junit=/certs/$(NODE_NAME).junit.xml"],
+        "args": [
+            *_verify_args(fleet, quick=False),
+            "--out",
+            "/certs/$(NODE_NAME).cert.json",
+            "--emit",
+            "junit=/certs/$(NODE_NAME).junit.xml",
+        ],
         "env": _environment(fleet),
         "securityContext": _container_security(),
         "volumeMounts": mounts,
     }
     spec = _pod_spec(fleet, container, volumes)
     spec["restartPolicy"] = "Never"
-    spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": _labels(fleet, "certify")}, "topologyKey": "kubernetes.io/hostname"}]}}
+    spec["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": _labels(fleet, "certify")}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -244,7 +323,9 @@ def monitor_daemon_set(fleet: CertifyFleet) -> dict[str, Any]:
     mounts, volumes = _mounts_and_volumes(fleet)
     mounts.append({"name": "node-features", "mountPath": "/features.d"})
     volumes.append({"name": "node-features", "hostPath": {"path": FEATURES_DIR, "type": "DirectoryOrCreate"}})
-    probe = 'exec lockgen cert export "/certs/$NODE_NAME.quick.cert.json" --format npd' + (" --key /keys/signing.pub" if fleet.key_secret else "")
+    probe = 'exec lockgen cert export "/certs/$NODE_NAME.quick.cert.json" --format npd' + (
+        " --key /keys/signing.pub" if fleet.key_secret else ""
+    )
     container = {
         "name": "monitor",
         "image": fleet.lockgen_image,
@@ -252,7 +333,13 @@ def monitor_daemon_set(fleet: CertifyFleet) -> dict[str, Any]:
         "env": _environment(fleet),
         "securityContext": _container_security(),
         "volumeMounts": mounts,
-        "readinessProbe": {"exec": {"command": ["sh", "-c", probe]}, "periodSeconds": 60, "timeoutSeconds": 30, "failureThreshold": 1, "successThreshold": 1},
+        "readinessProbe": {
+            "exec": {"command": ["sh", "-c", probe]},
+            "periodSeconds": 60,
+            "timeoutSeconds": 30,
+            "failureThreshold": 1,
+            "successThreshold": 1,
+        },
     }
     spec = _pod_spec(fleet, container, volumes)
     spec["initContainers"] = [
@@ -260,7 +347,12 @@ def monitor_daemon_set(fleet: CertifyFleet) -> dict[str, Any]:
             "name": "features-dir",
             "image": fleet.lockgen_image,
             "command": ["sh", "-c", f"chgrp {IMAGE_UID} /features.d && chmod g+w /features.d"],
-            "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": False, "runAsUser": 0, "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}},
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "runAsNonRoot": False,
+                "runAsUser": 0,
+                "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+            },
             "volumeMounts": [{"name": "node-features", "mountPath": "/features.d"}],
         }
     ]
@@ -279,7 +371,9 @@ def gate_fragment(fleet: CertifyFleet) -> dict[str, Any]:
     key and is a passing certificate of the arch, so the pod's containers never start on an uncertified
     image. The public key comes from the ConfigMap `NAME-signing-pub` (no private key in a training pod)."""
     mounts = [{"name": "lockgen-signing-pub", "mountPath": "/keys", "readOnly": True}]
-    volumes: list[dict[str, Any]] = [{"name": "lockgen-signing-pub", "configMap": {"name": f"{fleet.name}-signing-pub"}}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "lockgen-signing-pub", "configMap": {"name": f"{fleet.name}-signing-pub"}}
+    ]
     env = []
     if fleet.registry_auth_secret:
         mounts.append({"name": "lockgen-registry-auth", "mountPath": "/registry-auth", "readOnly": True})

@@ -63,7 +63,9 @@ def fit(target: Target, platforms: tuple[str, ...], node: NodeFacts, stack_has_g
     elif not stack_has_gpu:
         matched.append(f"cpu target (the stack has no GPU target; unused: {_gpus(node)})")
     else:
-        differs.append(f"cpu target, and the node has {_gpus(node)} the stack has GPU targets for (--target chooses it)")
+        differs.append(
+            f"cpu target, and the node has {_gpus(node)} the stack has GPU targets for (--target chooses it)"
+        )
     rank = (target.is_gpu, as_tuple(target.driver or "0"), as_tuple(target.glibc))
     return TargetFit(target.name, not differs, tuple(differs or matched), rank)
 
@@ -93,10 +95,16 @@ def choose(fits: list[TargetFit], node: NodeFacts, source: str) -> TargetFit:
     fitting = sorted((f for f in fits if f.fits), key=lambda f: f.rank, reverse=True)
     if not fitting:
         every = "; ".join(f"{f.target}: {', '.join(f.reasons)}" for f in fits) or "it has none"
-        raise TargetError(f"no target of {source} matches this node ({node_summary(node)}): {every}", "add a target for this node to the stack, or pass --target NAME to choose one")
+        raise TargetError(
+            f"no target of {source} matches this node ({node_summary(node)}): {every}",
+            "add a target for this node to the stack, or pass --target NAME to choose one",
+        )
     tied = [f.target for f in fitting if f.rank == fitting[0].rank]
     if len(tied) > 1:
-        raise TargetError(f"targets {', '.join(tied)} of {source} match this node equally ({node_summary(node)})", f"pass --target {tied[0]} (or another of them)")
+        raise TargetError(
+            f"targets {', '.join(tied)} of {source} match this node equally ({node_summary(node)})",
+            f"pass --target {tied[0]} (or another of them)",
+        )
     return fitting[0]
 
 

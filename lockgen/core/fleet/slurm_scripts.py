@@ -35,7 +35,13 @@ def check_job(job: CertifyJob, *extra: str) -> None:
     """Refuses (one UserError naming the flag) a value with a control character, a `$` that is not a plain
     `$NAME`/`${NAME}`, or, for an #SBATCH line, a character outside its safe set; `extra` are more words
     of the scripts (the health check's output folders)."""
-    bare = {"--arch": job.arch, "--partition": job.partition, "--time": job.time_limit, "--constraint": job.constraint, "--certs": job.out_dir}
+    bare = {
+        "--arch": job.arch,
+        "--partition": job.partition,
+        "--time": job.time_limit,
+        "--constraint": job.constraint,
+        "--certs": job.out_dir,
+    }
     flag, *named = _environment_words(job)
     if flag == "--image":  # written into every node's scripts: no credential ever is
         refuse_credentials(named[0], "--image")
@@ -51,13 +57,22 @@ def check_job(job: CertifyJob, *extra: str) -> None:
     for flag, values in {**{k: (v,) for k, v in bare.items()}, **words}.items():
         for value in (v for v in values if v is not None):
             if _CONTROL.search(value):
-                raise UserError(f"{flag} {value[:80]!r} holds a control character (a newline ends a script line)", f"pass {flag} without newlines, tabs or other control characters")
+                raise UserError(
+                    f"{flag} {value[:80]!r} holds a control character (a newline ends a script line)",
+                    f"pass {flag} without newlines, tabs or other control characters",
+                )
             if "$" in _VARIABLE.sub("", value):
-                raise UserError(f"{flag} {value[:80]!r} holds a `$` that is not a variable ($NAME or ${{NAME}})", "the node's shell expands plain variables only; write the value out")
+                raise UserError(
+                    f"{flag} {value[:80]!r} holds a `$` that is not a variable ($NAME or ${{NAME}})",
+                    "the node's shell expands plain variables only; write the value out",
+                )
     for flag, setting in bare.items():
         pattern, allowed = _SBATCH_SAFE[flag]
         if setting is not None and not pattern.fullmatch(setting):
-            raise UserError(f"{flag} {setting[:80]!r} cannot go on an #SBATCH line, which sbatch reads without a shell", f"use {allowed}")
+            raise UserError(
+                f"{flag} {setting[:80]!r} cannot go on an #SBATCH line, which sbatch reads without a shell",
+                f"use {allowed}",
+            )
 
 
 def _word(value: str) -> str:
@@ -125,7 +140,9 @@ def sbatch_script(job: CertifyJob) -> str:
             'head_addr=$(scontrol show node "$head_node" | sed -n "s/.*NodeAddr=\\([^ ]*\\).*/\\1/p")',
             f"port=$(( {RENDEZVOUS_BASE_PORT} + SLURM_JOB_ID % 1000 ))",
             "# one launcher per node; a node that fails does not stop the others (its log says why)",
-            "srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c '" + verify.replace("'", "'\\''") + ' --nodes "$SLURM_JOB_NUM_NODES" --rendezvous "$0:$1" --rendezvous-id "lockgen-$SLURM_JOB_ID"'
+            "srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c '"
+            + verify.replace("'", "'\\''")
+            + ' --nodes "$SLURM_JOB_NUM_NODES" --rendezvous "$0:$1" --rendezvous-id "lockgen-$SLURM_JOB_ID"'
             ' --out "$2/$SLURMD_NODENAME.cert.json" > "$2/$SLURMD_NODENAME.log" 2>&1\' "$head_addr" "$port" "$out"',
             "status=0",
             'for node in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do',
@@ -154,7 +171,8 @@ def health_script(job: CertifyJob, health: SlurmHealth) -> str:
     lines = [
         "#!/bin/bash",
         "# Written by `lockgen fleet slurm`: slurm.conf `HealthCheckProgram=` this file. It certifies this node",
-        f"# with lockgen verify --quick within {limit_s} s; on a failure it prints lockgen's reason" + (" and drains the node with it." if drain else "."),
+        f"# with lockgen verify --quick within {limit_s} s; on a failure it prints lockgen's reason"
+        + (" and drains the node with it." if drain else "."),
         "set -uo pipefail",
         'node="${SLURMD_NODENAME:-$(hostname -s)}"',
         f"out={shlex.quote(job.out_dir)}",

@@ -12,7 +12,17 @@ from lockgen.model.facts import GpuFacts
 def arch_table() -> list[dict[str, Any]]:
     """One row per known arch, oldest first."""
     facts = load_facts()
-    return [{"arch": a.name, "compute_capability": a.compute_capability, "family": a.family, "gpus": list(a.gpus), "first_cuda": a.first_cuda, "last_cuda": a.last_cuda} for a in sorted_archs(facts)]
+    return [
+        {
+            "arch": a.name,
+            "compute_capability": a.compute_capability,
+            "family": a.family,
+            "gpus": list(a.gpus),
+            "first_cuda": a.first_cuda,
+            "last_cuda": a.last_cuda,
+        }
+        for a in sorted_archs(facts)
+    ]
 
 
 def arch_report(name: str) -> dict[str, Any]:
@@ -63,7 +73,9 @@ def _min_driver(facts: GpuFacts, arch: str, dgpu_floor: str | None, first_cuda: 
     """The driver an arch needs: Table 3's floor of its first CUDA, or for a Jetson arch its Tegra branches."""
     if is_tegra(facts, arch):
         branches = [f"Jetson R{t.branch} ({t.release}): CUDA {t.cuda}" for t in facts.tegra_drivers if arch in t.archs]
-        return "; ".join(branches) or f"a Jetson driver (numbered on its own): state the target's `cuda` (>= {first_cuda})"
+        return (
+            "; ".join(branches) or f"a Jetson driver (numbered on its own): state the target's `cuda` (>= {first_cuda})"
+        )
     return f"{dgpu_floor} (CUDA {first_cuda})" if dgpu_floor else "unknown"
 
 

@@ -142,7 +142,9 @@ def build_variant(candidate: CandidateBuild) -> str | None:
     return None
 
 
-def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platform: str, unknown_releases: str = "infer") -> tuple[str | None, str]:
+def arch_list_for(
+    facts: GpuFacts, candidate: CandidateBuild, cuda: str, platform: str, unknown_releases: str = "infer"
+) -> tuple[str | None, str]:
     """(the TORCH_CUDA_ARCH_LIST this build was made with, by its origin, or None when unknown; why it is
     inferred, empty when a fact states it). A `pytorch`-channel release newer than the facts takes the list
     of the newest known release with its CUDA variant, unless the stack refuses unknown releases."""
@@ -152,13 +154,17 @@ def arch_list_for(facts: GpuFacts, candidate: CandidateBuild, cuda: str, platfor
         if channel:
             return channel[0].arch_list, ""
         torch_mm = mm_text(major_minor(candidate.version))
-        same_tag = [e for e in facts.pytorch_official_arch_lists if e.cuda_tag == tag and e.platform == "linux-64"]  # the channel's builds: the wheels' x86_64 lists
+        same_tag = [
+            e for e in facts.pytorch_official_arch_lists if e.cuda_tag == tag and e.platform == "linux-64"
+        ]  # the channel's builds: the wheels' x86_64 lists
         exact = [e for e in same_tag if e.torch == torch_mm]
         if exact:
             return exact[0].arch_list, ""
         newest = max(same_tag, key=lambda e: as_tuple(e.torch), default=None)
         if newest is not None and as_tuple(torch_mm) > as_tuple(newest.torch) and unknown_releases == "infer":
-            return newest.arch_list, (f"{candidate.name} {candidate.version} is newer than lockgen's facts ({newest.torch} {tag}); arch list of {newest.torch} {tag} (inferred)")
+            return newest.arch_list, (
+                f"{candidate.name} {candidate.version} is newer than lockgen's facts ({newest.torch} {tag}); arch list of {newest.torch} {tag} (inferred)"
+            )
         return None, ""
     variant = build_variant(candidate)  # a tegra build never takes the generic list
     same = [e for e in facts.conda_forge_pytorch_arch_lists if e.cuda == cuda and e.variant == variant]
@@ -182,14 +188,23 @@ def coverage(arch_list: str, compute_capability: str) -> str | None:
     return "ptx" if ptx else None
 
 
-def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, platform: str, candidate: CandidateBuild, unknown_releases: str = "infer") -> BuildVerdict:
+def judge_build(
+    facts: GpuFacts,
+    target: Target,
+    window: CudaWindow | None,
+    platform: str,
+    candidate: CandidateBuild,
+    unknown_releases: str = "infer",
+) -> BuildVerdict:
     """Whether an arch-specific build may be locked for the target, with the reason."""
     cuda = build_cuda(candidate)
     label = f"{candidate.name} {candidate.version} {candidate.build}"
     inferred = ""
 
     def verdict(allowed: bool, kind: str, reason: str) -> BuildVerdict:
-        return BuildVerdict(candidate=candidate, allowed=allowed, kind=kind, cuda=cuda, reason=f"{label}: {reason}", inferred=inferred)
+        return BuildVerdict(
+            candidate=candidate, allowed=allowed, kind=kind, cuda=cuda, reason=f"{label}: {reason}", inferred=inferred
+        )
 
     if not target.is_gpu:
         if cuda is None:
@@ -201,14 +216,22 @@ def judge_build(facts: GpuFacts, target: Target, window: CudaWindow | None, plat
     if major_minor(cuda) > major_minor(window.high):
         needs = facts.cuda_toolkits.get(cuda)
         driver = f" (needs driver >= {needs.min_driver})" if needs else ""
-        return verdict(False, "newer-cuda", f"built with CUDA {cuda}{driver}, newer than the CUDA {window.high} driver {target.driver} allows ({target.cuda_compat})")
+        return verdict(
+            False,
+            "newer-cuda",
+            f"built with CUDA {cuda}{driver}, newer than the CUDA {window.high} driver {target.driver} allows ({target.cuda_compat})",
+        )
     if target.cuda is not None and major_minor(cuda) != major_minor(target.cuda):
         return verdict(False, "not-pinned", f"built with CUDA {cuda}, not the pinned {target.cuda}")
     arch_list, inferred = arch_list_for(facts, candidate, cuda, platform, unknown_releases)
     if arch_list is None:
         variant = build_variant(candidate)
         what = f"CUDA {cuda}" + (f", {variant} variant" if variant else "")
-        return verdict(False, "unknown-arch-list", f"no arch list known for this build ({what}), so its {target.arch} kernels are unproven; facts that list it (LOCKGEN_FACTS) would admit it")
+        return verdict(
+            False,
+            "unknown-arch-list",
+            f"no arch list known for this build ({what}), so its {target.arch} kernels are unproven; facts that list it (LOCKGEN_FACTS) would admit it",
+        )
     cc = arch_fact(facts, target.arch).compute_capability
     covered = coverage(arch_list, cc)
     if covered == "sass":
@@ -228,11 +251,17 @@ def no_build_error(target: Target, window: CudaWindow | None, name: str, verdict
     newer = [v for v in verdicts if v.kind == "newer-cuda"]
     if newer:
         best = max(newer, key=lambda v: (major_minor(v.cuda or "0"), as_tuple(v.candidate.version)))
-        hints.append(best.reason.split(": ", 1)[1].split(", newer")[0].replace("built with", f"{best.candidate.name} {best.candidate.version} is built with"))
+        hints.append(
+            best.reason.split(": ", 1)[1]
+            .split(", newer")[0]
+            .replace("built with", f"{best.candidate.name} {best.candidate.version} is built with")
+        )
         if target.cuda_compat == "strict":
             hints.append('or set `cuda-compat = "minor"` if the fleet may use minor-version compatibility')
     if "ptx" in kinds:
-        hints.append(f"builds that reach {target.arch} only through PTX JIT exist: set `allow-ptx-jit = true` to accept them")
+        hints.append(
+            f"builds that reach {target.arch} only through PTX JIT exist: set `allow-ptx-jit = true` to accept them"
+        )
     if kinds <= {"cpu-build"} and target.is_gpu:
         hints.append("the channels offer only CPU builds: add a channel with CUDA builds")
     if not hints:

@@ -48,7 +48,12 @@ CUDA_VERSIONED = (
 def _names(window: CudaWindow) -> list[str]:
     """The CUDA-versioned names of the window's newest major (older majors' wheels lie below it anyway)."""
     major = major_minor(window.high)[0]
-    return [name + suffix for name in CUDA_VERSIONED for suffix in ("", f"-cu{major}") if not (suffix and name.startswith("cuda-"))]
+    return [
+        name + suffix
+        for name in CUDA_VERSIONED
+        for suffix in ("", f"-cu{major}")
+        if not (suffix and name.startswith("cuda-"))
+    ]
 
 
 def by_owner_rule(facts: GpuFacts, target: Target, window: CudaWindow) -> dict[str, str]:
@@ -58,19 +63,36 @@ def by_owner_rule(facts: GpuFacts, target: Target, window: CudaWindow) -> dict[s
     compat = facts.minor_version_compat.get(str(major_minor(window.high)[0]))
     if compat is None or is_tegra(facts, target.arch) or as_tuple(target.driver) < as_tuple(compat.min_driver):
         return {}
-    ruled = {normalize(name) for rule in facts.package_cuda_rules if rule.rule == "minor-version-compatibility" for name in rule.packages}
+    ruled = {
+        normalize(name)
+        for rule in facts.package_cuda_rules
+        if rule.rule == "minor-version-compatibility"
+        for name in rule.packages
+    }
     return {name: compat.min_driver for name in _names(window) if name in ruled}
 
 
-def window_constraints(window: CudaWindow, held: frozenset[str] = frozenset(), ruled: frozenset[str] = frozenset()) -> tuple[str, ...]:
+def window_constraints(
+    window: CudaWindow, held: frozenset[str] = frozenset(), ruled: frozenset[str] = frozenset()
+) -> tuple[str, ...]:
     """uv constraints holding every CUDA-versioned wheel at or below the window's newest CUDA minor, those its
     owner's rule admits (`ruled`, from `by_owner_rule`) at or below its major only (`held`: names a base holds at its
     build, which stay as they are and are judged in the lock instead)."""
     major, minor = major_minor(window.high)
-    return tuple(f"{name}<{major + 1}" if name in ruled else f"{name}<{major}.{minor + 1}" for name in _names(window) if name not in held)
+    return tuple(
+        f"{name}<{major + 1}" if name in ruled else f"{name}<{major}.{minor + 1}"
+        for name in _names(window)
+        if name not in held
+    )
 
 
-def components_text(window: CudaWindow, packages: list[LockedPackage], driver: str, compat_floor: str | None, ruled: dict[str, str] | None = None) -> str:
+def components_text(
+    window: CudaWindow,
+    packages: list[LockedPackage],
+    driver: str,
+    compat_floor: str | None,
+    ruled: dict[str, str] | None = None,
+) -> str:
     """What the lock records: the CUDA-versioned wheels held within the window, each one above it with the rule
     that admits it (its owner's, `ruled` from `by_owner_rule`; minor-version compatibility for a base's held build)
     or that none does, and triton's own ptxas. `compat_floor` is the driver minor-version compatibility needs for
@@ -85,11 +107,17 @@ def components_text(window: CudaWindow, packages: list[LockedPackage], driver: s
         if cuda <= high:
             within.append(f"{package.name} {package.version}")
         elif floor is not None and cuda[0] == high[0]:
-            above.append(f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}): admitted by its owner's rule, {cuda[0]}.x runs on any driver >= {floor} (driver {driver})")
+            above.append(
+                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}): admitted by its owner's rule, {cuda[0]}.x runs on any driver >= {floor} (driver {driver})"
+            )
         elif compat_floor is not None and as_tuple(driver) >= as_tuple(compat_floor):
-            above.append(f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): admitted by minor-version compatibility, driver {driver} >= {compat_floor} (no PTX JIT)")
+            above.append(
+                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): admitted by minor-version compatibility, driver {driver} >= {compat_floor} (no PTX JIT)"
+            )
         else:
-            above.append(f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): beyond the window, no compatibility rule admits it")
+            above.append(
+                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): beyond the window, no compatibility rule admits it"
+            )
     parts = [f"within CUDA <= {window.high} (the window): {', '.join(within)}"] if within else []
     parts += above
     triton = next((p for p in packages if normalize(p.name) in ("triton", "pytorch-triton")), None)

@@ -73,7 +73,13 @@ def newest_first(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (as_tuple(c.release), c.platform, c.source, c.variant), reverse=True)
 
 
-def decision(platform: str, chosen: str, candidates: Sequence[Candidate], refused_newer: tuple[tuple[str, str], ...] = (), routed: tuple[str, str] | None = None) -> str:
+def decision(
+    platform: str,
+    chosen: str,
+    candidates: Sequence[Candidate],
+    refused_newer: tuple[tuple[str, str], ...] = (),
+    routed: tuple[str, str] | None = None,
+) -> str:
     """One line: the torch chosen on a platform (and the variant index it came from, `routed`), and the rule
     that kept out the nearest newer release of any source (`candidates`, every source's, judged), then releases
     newer than the facts that the index's evidence refused."""
@@ -82,7 +88,9 @@ def decision(platform: str, chosen: str, candidates: Sequence[Candidate], refuse
     head = f"torch {chosen}"
     if routed is not None:
         head += f" from {routed[0]} @ {scrub_url(routed[1])}"
-        same = next((c for c in mine if c.source == PYPI_SOURCE and major_minor(c.release) == release and not c.admitted), None)
+        same = next(
+            (c for c in mine if c.source == PYPI_SOURCE and major_minor(c.release) == release and not c.admitted), None
+        )
         head += f" (PyPI's {same.release} build, {same.variant}: {same.rule})" if same else ""
     above = [c for c in mine if not c.admitted and as_tuple(c.release) > release]
     if above:

@@ -43,10 +43,15 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
             archs={name: ArchFact(name=name, **entry) for name, entry in raw["archs"].items()},
             cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
             minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
-            conda_forge_pytorch_arch_lists=tuple(CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]),
+            conda_forge_pytorch_arch_lists=tuple(
+                CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]
+            ),
             pytorch_official_arch_lists=tuple(
                 OfficialArchList(torch=torch, cuda_tag=tag, platform=platform, **entry)
-                for key, platform in (("pytorch_official_arch_lists", "linux-64"), ("pytorch_official_aarch64_arch_lists", "linux-aarch64"))
+                for key, platform in (
+                    ("pytorch_official_arch_lists", "linux-64"),
+                    ("pytorch_official_aarch64_arch_lists", "linux-aarch64"),
+                )
                 for torch, by_tag in raw.get(key, {}).items()
                 for tag, entry in by_tag.items()
             ),
@@ -61,7 +66,10 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"the facts file {origin} does not follow the facts schema: {first}", "compare it with the packaged lockgen/data/gpu_facts.json, or unset LOCKGEN_FACTS") from None
+        raise UserError(
+            f"the facts file {origin} does not follow the facts schema: {first}",
+            "compare it with the packaged lockgen/data/gpu_facts.json, or unset LOCKGEN_FACTS",
+        ) from None
 
 
 def sorted_archs(facts: GpuFacts) -> list[ArchFact]:
@@ -100,7 +108,11 @@ def tegra_branch(facts: GpuFacts, target: Target) -> TegraDriverFact | None:
     """The Tegra facts' branch a Jetson target's driver belongs to: the longest branch that is the driver or
     its leading components (`540.4` holds `540.4.0`, `35` holds `35.4.1`, `580` holds `580.00`), for its arch."""
     assert target.driver is not None
-    found = [f for f in facts.tegra_drivers if target.arch in f.archs and (target.driver == f.branch or target.driver.startswith(f.branch + "."))]
+    found = [
+        f
+        for f in facts.tegra_drivers
+        if target.arch in f.archs and (target.driver == f.branch or target.driver.startswith(f.branch + "."))
+    ]
     return max(found, key=lambda f: len(f.branch.split(".")), default=None)
 
 
@@ -112,7 +124,9 @@ def target_native_cuda(facts: GpuFacts, target: Target) -> tuple[str | None, str
     assert target.driver is not None
     if is_tegra(facts, target.arch):
         if target.cuda is not None:
-            return mm_text(major_minor(target.cuda)), f"Jetson driver {target.driver} runs {target.cuda} (the target states it)"
+            return mm_text(
+                major_minor(target.cuda)
+            ), f"Jetson driver {target.driver} runs {target.cuda} (the target states it)"
         fact = tegra_branch(facts, target)
         if fact is None:
             return None, f"lockgen's Tegra facts know no branch of Jetson driver {target.driver} for {target.arch}"

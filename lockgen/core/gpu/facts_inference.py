@@ -114,12 +114,21 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
             continue
         cuda, toolkit, said = cuda_of_requirements(item.requires, item.platform, python)
         if cuda is None:
-            wheel = PypiWheelFact(torch=release, platform=item.platform, variant="cpu", arch_list=None, inferred=True, sources=(f"inferred by lockgen from {item.wheel}: {said}, a CPU-only build",))
+            wheel = PypiWheelFact(
+                torch=release,
+                platform=item.platform,
+                variant="cpu",
+                arch_list=None,
+                inferred=True,
+                sources=(f"inferred by lockgen from {item.wheel}: {said}, a CPU-only build",),
+            )
             admitted.append(wheel)
             notes.append(f"{newer}; admitted from its metadata: a CPU-only build ({said})")
             continue
         if cuda == "?":
-            reason = f"{newer}; refused: its requirements name CUDA libraries (`{said}`) but no CUDA runtime version; {fix}"
+            reason = (
+                f"{newer}; refused: its requirements name CUDA libraries (`{said}`) but no CUDA runtime version; {fix}"
+            )
             refused.append((release, reason))
             notes.append(reason)
             continue
@@ -143,7 +152,9 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
                 arch_list=base[0],
                 inferred=True,
                 toolkit=toolkit,
-                sources=(f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} on {item.platform}",),
+                sources=(
+                    f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} on {item.platform}",
+                ),
             )
         )
         notes.append(f"{newer}; admitted from its metadata: CUDA {cuda} (`{said}`), arch list of {base[1]} (inferred)")

@@ -39,7 +39,11 @@ def facts_document() -> tuple[Any, str]:
         return json.loads(Path(override).read_text(encoding="utf-8")), override
     except OSError as exc:
         raise UserError(
-            f"${FACTS_ENV} names {override}, which cannot be read ({exc.strerror or exc})", f"point {FACTS_ENV} at a facts file (lockgen facts --json shows the packaged one's form), or unset it"
+            f"${FACTS_ENV} names {override}, which cannot be read ({exc.strerror or exc})",
+            f"point {FACTS_ENV} at a facts file (lockgen facts --json shows the packaged one's form), or unset it",
         ) from None
     except ValueError as exc:
-        raise UserError(f"${FACTS_ENV} file {override} is not JSON ({exc})", f"fix the file, or unset {FACTS_ENV} to use the packaged facts") from None
+        raise UserError(
+            f"${FACTS_ENV} file {override} is not JSON ({exc})",
+            f"fix the file, or unset {FACTS_ENV} to use the packaged facts",
+        ) from None

@@ -14,7 +14,15 @@ from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.gpu.package_data import data_bytes
 from lockgen.digests import canonical_json
 from lockgen.model.lock import Lock
-from lockgen.model.oci import ARCHITECTURE, ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER, SERVICES_FILE
+from lockgen.model.oci import (
+    ARCHITECTURE,
+    ENVIRONMENT_LABEL,
+    IMAGE_PREFIX,
+    LOCK_LABEL,
+    PREFIX_LABEL,
+    SERVICE_LAUNCHER,
+    SERVICES_FILE,
+)
 
 _PREFIX_SEGMENT = re.compile(r"^[A-Za-z0-9._+@-]+$")
 
@@ -36,7 +44,11 @@ def _environment_variables(lock: Lock, platform: str, prefix: str) -> list[str]:
     cuda = next((packages[name] for name in _CUDA_RUNTIME_PACKAGES if name in packages), None)
     if LockgenMeta(lock).arch not in ("", "cpu") and cuda is not None:
         major_minor = ".".join(cuda.version.split(".")[:2])
-        env += ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility", f"NVIDIA_REQUIRE_CUDA=cuda>={major_minor}"]
+        env += [
+            "NVIDIA_VISIBLE_DEVICES=all",
+            "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+            f"NVIDIA_REQUIRE_CUDA=cuda>={major_minor}",
+        ]
     return env
 
 
@@ -56,7 +68,15 @@ def service_files(lock: Lock) -> dict[str, bytes]:
     return {SERVICE_LAUNCHER: data_bytes("service_launcher.py"), SERVICES_FILE: canonical_json(services)}
 
 
-def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, diff_ids: list[str], base: dict[str, Any] | None = None, prefix: str = IMAGE_PREFIX) -> dict[str, Any]:
+def image_config(
+    lock: Lock,
+    platform: str,
+    lock_digest: str,
+    env_digest: str,
+    diff_ids: list[str],
+    base: dict[str, Any] | None = None,
+    prefix: str = IMAGE_PREFIX,
+) -> dict[str, Any]:
     """The config blob's content for `lock` on `platform` over layers `diff_ids` (base layers first), the
     environment at `prefix`."""
     env = _environment_variables(lock, platform, prefix)
@@ -75,7 +95,11 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
         key = line.split("=", 1)[0]
         if key == "PATH":  # a lockgen base image's PATH already starts with the environment
             inherited_path = line.split("=", 1)[1]
-            env[0] = f"PATH={inherited_path}" if inherited_path.startswith(f"{prefix}/bin:") else f"PATH={prefix}/bin:{inherited_path}"
+            env[0] = (
+                f"PATH={inherited_path}"
+                if inherited_path.startswith(f"{prefix}/bin:")
+                else f"PATH={prefix}/bin:{inherited_path}"
+            )
         elif not any(e.startswith(key + "=") for e in env) and key not in settings.get("env", {}):
             env.append(line)
     env += [f"{key}={value}" for key, value in sorted(settings.get("env", {}).items())]
@@ -95,4 +119,10 @@ def image_config(lock: Lock, platform: str, lock_digest: str, env_digest: str, d
     for key, field in (("ExposedPorts", "exposed-ports"), ("Volumes", "volumes")):
         if settings.get(field):
             config[key] = {**inherited.get(key, {}), **{entry: {} for entry in settings[field]}}
-    return {"created": "1970-01-01T00:00:00Z", "architecture": ARCHITECTURE[platform], "os": "linux", "config": config, "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    return {
+        "created": "1970-01-01T00:00:00Z",
+        "architecture": ARCHITECTURE[platform],
+        "os": "linux",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }

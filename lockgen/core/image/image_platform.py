@@ -20,7 +20,11 @@ def choose_manifest(index: Any, architecture: str, where: str) -> dict[str, Any]
     if not isinstance(entries, list):
         raise LockFormatError(f"{where} is an image index that lists no manifests", "pass a well-formed image or index")
     platforms = [(e, e.get("platform")) for e in entries if isinstance(e, dict)]
-    found = [(e, p) for e, p in platforms if isinstance(p, dict) and p.get("os") == "linux" and p.get("architecture") == architecture]
+    found = [
+        (e, p)
+        for e, p in platforms
+        if isinstance(p, dict) and p.get("os") == "linux" and p.get("architecture") == architecture
+    ]
     if not found:
         have = sorted({f"{p.get('os')}/{p.get('architecture')}" for _, p in platforms if isinstance(p, dict)})
         raise UserError(

@@ -40,14 +40,19 @@ class ImageReference:
         return f"docker://{self.name}@{digest}"
 
     def __str__(self) -> str:
-        return f"docker://{self.name}" + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+        return (
+            f"docker://{self.name}" + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+        )
 
 
 def refuse_credentials(text: str, what: str = "the image reference") -> None:
     """Refuses a reference (docker:// or another skopeo transport's) with user info before its host, without
     repeating it: credentials come from the auth files `skopeo login` writes and are never written by lockgen."""
     if "@" in text.partition("://")[2].lstrip("/").split("/", 1)[0]:  # `docker:///alice:pw@host/…` too
-        raise UserError(f"{what} carries credentials (USER:PASSWORD@HOST)", "log in with `skopeo login HOST` and name the image as docker://HOST/REPO:TAG or docker://HOST/REPO@sha256:…")
+        raise UserError(
+            f"{what} carries credentials (USER:PASSWORD@HOST)",
+            "log in with `skopeo login HOST` and name the image as docker://HOST/REPO:TAG or docker://HOST/REPO@sha256:…",
+        )
 
 
 def parse_reference(text: str) -> ImageReference:
@@ -66,9 +71,16 @@ def parse_reference(text: str) -> ImageReference:
     if ":" in last:
         repository, tag = path.rsplit(":", 1)
     if not _REPOSITORY.fullmatch(repository):
-        raise UserError(f"`{shown(repository)}` in `{said}` is not a repository name (lowercase components separated by /)", f"name the image as {FORM}")
+        raise UserError(
+            f"`{shown(repository)}` in `{said}` is not a repository name (lowercase components separated by /)",
+            f"name the image as {FORM}",
+        )
     if tag is not None and not is_tag(tag):
-        raise UserError(f"`{shown(tag)}` in `{said}` is not a tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128")
+        raise UserError(
+            f"`{shown(tag)}` in `{said}` is not a tag", "a tag is letters, digits, `_`, `.` and `-`, at most 128"
+        )
     if digest and not _DIGEST.fullmatch(digest):
-        raise UserError(f"`{shown(digest)}` in `{said}` is not a sha256 digest", "write it as @sha256: and 64 lowercase hex digits")
+        raise UserError(
+            f"`{shown(digest)}` in `{said}` is not a sha256 digest", "write it as @sha256: and 64 lowercase hex digits"
+        )
     return ImageReference(host, repository, tag, digest or None)

@@ -31,7 +31,10 @@ def environment_prefix(config: ImageConfig, asked: str | None) -> str:
         )
     first = next((entry for entry in (config.config.variable("PATH") or "").split(":") if entry.endswith("/bin")), None)
     if first != f"{prefix}/bin":
-        raise UserError(f"the image runs `{first or 'nothing'}` first on its PATH, not its environment's {prefix}/bin (CONDA_PREFIX)", "re-export the image from the lock: lockgen export LOCK")
+        raise UserError(
+            f"the image runs `{first or 'nothing'}` first on its PATH, not its environment's {prefix}/bin (CONDA_PREFIX)",
+            "re-export the image from the lock: lockgen export LOCK",
+        )
     labels = config.config.labels or {}
     for what, named in ((f"its label {PREFIX_LABEL}", labels.get(PREFIX_LABEL)), ("--image-prefix", asked)):
         if named is not None and named != prefix:
@@ -63,7 +66,9 @@ def config_differences(expected: dict[str, Any], found: dict[str, Any]) -> list[
             added = [line for line in have[key] if line not in want.get(key, [])]
             lacking = [line for line in want.get(key, []) if line not in have[key]]
             said = [f"adds {_shown(added)}"] * bool(added) + [f"lacks {_shown(lacking)}"] * bool(lacking)
-            lines.append(f"image: config Env {' and '.join(said) or 'is in another order'} (export writes {_shown(want.get(key))})")
+            lines.append(
+                f"image: config Env {' and '.join(said) or 'is in another order'} (export writes {_shown(want.get(key))})"
+            )
         elif key == "Labels" and isinstance(have.get(key), dict):
             labels = want.get(key, {})
             lines += [
@@ -99,12 +104,18 @@ def outside_problems(layers: list[tuple[LayerEntry, ...]], base_layers: int, ima
         outside = [e.path for e in entries if not _accounted(e, prefix, holders)]
         devices = [f"{e.path} ({e.device})" for e in entries if e.device is not None and _accounted(e, prefix, holders)]
         if devices:
-            lines.append(f"image: layer {number} puts a device node at {_named(devices)} in the environment at {image_prefix} (export writes none)")
+            lines.append(
+                f"image: layer {number} puts a device node at {_named(devices)} in the environment at {image_prefix} (export writes none)"
+            )
         if over:
-            lines.append(f"image: layer {number} removes {_named(over)} by a whiteout, over the environment at {image_prefix} (export writes no whiteout)")
+            lines.append(
+                f"image: layer {number} removes {_named(over)} by a whiteout, over the environment at {image_prefix} (export writes no whiteout)"
+            )
         if outside:
             after = f"after the base's {base_layers} layers" if base_layers else "the image has no base"
-            lines.append(f"image: layer {number} adds {_named(outside)} outside the environment at {image_prefix} ({after}: nothing accounts for it)")
+            lines.append(
+                f"image: layer {number} adds {_named(outside)} outside the environment at {image_prefix} ({after}: nothing accounts for it)"
+            )
     return lines
 
 

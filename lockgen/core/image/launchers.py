@@ -38,7 +38,9 @@ if __name__ == '__main__':
 \tsys.argv[0] = re.sub(r'(-script\\.pyw?|\\.exe)?$', '', sys.argv[0])
 \tsys.exit({attr}())
 """
-_RELOCATABLE = re.compile(r"""'''exec' "\$\(dirname -- "\$\(realpath -- "\$0"\)"\)"/'python[0-9.]*' "\$0" "\$@"\n' '''\n""")
+_RELOCATABLE = re.compile(
+    r"""'''exec' "\$\(dirname -- "\$\(realpath -- "\$0"\)"\)"/'python[0-9.]*' "\$0" "\$@"\n' '''\n"""
+)
 _INTERPRETER = re.compile(r"#!(?P<prefix>/.*)/bin/python(\d+(\.\d+)?)?\n")
 
 

@@ -73,7 +73,9 @@ def file_at(path: str, layer: Callable[[int], Layer], count: int) -> str | None:
     parts = _normal(path.split("/"))
     for _ in range(MAX_LINKS + 1):  # bounded: each round follows one link
         folders: set[str] = set()
-        decided = next((d for d in (_decide(layer(index), parts, folders) for index in range(count - 1, -1, -1)) if d), None)
+        decided = next(
+            (d for d in (_decide(layer(index), parts, folders) for index in range(count - 1, -1, -1)) if d), None
+        )
         if decided is None or decided[0] == "gone":
             return None
         if decided[0] == "file":

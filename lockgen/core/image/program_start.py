@@ -63,7 +63,9 @@ def _elf(data: bytes) -> Start:
     (phoff,) = struct.unpack_from(order + word, head, at_offset)
     phentsize, phnum = struct.unpack_from(order + "HH", head, at_sizes)
     if kind not in (ET_EXEC, ET_DYN):
-        return Start("refused", machine=machine, why=f"is an ELF file of type {kind}, not a program (ET_EXEC or ET_DYN)")
+        return Start(
+            "refused", machine=machine, why=f"is an ELF file of type {kind}, not a program (ET_EXEC or ET_DYN)"
+        )
     if phentsize != size or not 0 < phnum * size <= 65536 or phoff + phnum * size > len(data):
         return Start("refused", machine=machine, why="is an ELF program whose program headers the kernel cannot read")
     for index in range(phnum):
@@ -106,7 +108,9 @@ def _script(buf: bytes) -> Start:
     separator = terminator(name, end)
     argument = non_spacetab(separator, end) if separator is not None and buf[separator] != 0 else None
     interpreter = buf[name : separator if argument is not None else end].split(b"\0", 1)[0]
-    return Start("script", _text(interpreter), _text(buf[argument:end].split(b"\0", 1)[0]) if argument is not None else None)
+    return Start(
+        "script", _text(interpreter), _text(buf[argument:end].split(b"\0", 1)[0]) if argument is not None else None
+    )
 
 
 def _text(path: bytes) -> str:

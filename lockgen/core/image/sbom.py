@@ -40,9 +40,16 @@ def cyclonedx(lock: Lock, platform: str, lock_sha256: str, environment_digest: s
         "version": 1,
         "serialNumber": f"urn:uuid:{uuid.UUID(lock_sha256[:32])}",
         "metadata": {
-            "component": {"type": "container", "name": f"{LockgenMeta(lock).stack} {LockgenMeta(lock).target}".strip(), "version": f"sha256:{environment_digest}"},
+            "component": {
+                "type": "container",
+                "name": f"{LockgenMeta(lock).stack} {LockgenMeta(lock).target}".strip(),
+                "version": f"sha256:{environment_digest}",
+            },
             "tools": {"components": [{"type": "application", "name": "lockgen"}]},
-            "properties": [{"name": "lockgen:lock.sha256", "value": lock_sha256}, {"name": "lockgen:platform", "value": platform}],
+            "properties": [
+                {"name": "lockgen:lock.sha256", "value": lock_sha256},
+                {"name": "lockgen:platform", "value": platform},
+            ],
         },
         "components": sorted(components, key=lambda c: c["purl"]),
     }

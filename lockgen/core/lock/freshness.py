@@ -68,16 +68,39 @@ def stale_reasons(target: str, lock: Lock, expected: LockMetadata) -> list[Stale
         ],
     )
     cutoffs = differs("lockgen.exclude-newer") + differs("lockgen.pypi-exclude-newer")
-    add("exclude-newer-changed", cutoffs, [_change(key.removeprefix("lockgen.").replace("pypi-", "PyPI ", 1), have.get(key), want.get(key)) for key in cutoffs])
+    add(
+        "exclude-newer-changed",
+        cutoffs,
+        [
+            _change(key.removeprefix("lockgen.").replace("pypi-", "PyPI ", 1), have.get(key), want.get(key))
+            for key in cutoffs
+        ],
+    )
     add("virtual-packages-changed", differs("lockgen.virtual-packages."))
     add("channel-index-changed", differs("lockgen.index."))
-    add("base-changed", differs("lockgen.base-lock"), [_change("base lock", (have.get("lockgen.base-lock") or "")[:12] or None, (want.get("lockgen.base-lock") or "")[:12] or None)])
+    add(
+        "base-changed",
+        differs("lockgen.base-lock"),
+        [
+            _change(
+                "base lock",
+                (have.get("lockgen.base-lock") or "")[:12] or None,
+                (want.get("lockgen.base-lock") or "")[:12] or None,
+            )
+        ],
+    )
     if not reasons:
         add("arch-rules-changed", differs("lockgen.constraints."))
     return reasons
 
 
-STATED = ("spec-changed", "target-changed", "exclude-newer-changed", "base-changed", "local-changed")  # what the stack's own folder says
+STATED = (
+    "spec-changed",
+    "target-changed",
+    "exclude-newer-changed",
+    "base-changed",
+    "local-changed",
+)  # what the stack's own folder says
 
 
 def local_changed(target: str, details: Sequence[str]) -> list[Staleness]:
@@ -107,7 +130,11 @@ def _changed_requests(have: LockMetadata, want: LockMetadata) -> list[str]:
         return []
     old = {k.removeprefix(prefix): v for k, v in have.custom_metadata.items() if k.startswith(prefix)}
     new = {k.removeprefix(prefix): v for k, v in want.custom_metadata.items() if k.startswith(prefix)}
-    named = [_change(key.replace("conda.", "", 1).replace("pypi.", "pypi ", 1), old.get(key), new.get(key)) for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    named = [
+        _change(key.replace("conda.", "", 1).replace("pypi.", "pypi ", 1), old.get(key), new.get(key))
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
     before, after = [c.url for c in have.channels], [c.url for c in want.channels]
     if before != after:
         named.append(_change("channels", " ".join(before), " ".join(after)))
@@ -116,11 +143,15 @@ def _changed_requests(have: LockMetadata, want: LockMetadata) -> list[str]:
     return named
 
 
-def facts_changed(target: str, platform: str, lock: Lock, constraints: tuple[str, ...], notes: tuple[str, ...]) -> list[Staleness]:
+def facts_changed(
+    target: str, platform: str, lock: Lock, constraints: tuple[str, ...], notes: tuple[str, ...]
+) -> list[Staleness]:
     """A `facts-changed` reason when the torch releases a resolve would admit now (newer facts, or releases
     the index published since) are not those the lock was resolved with; it names them and the evidence."""
     have = lock.metadata.custom_metadata
-    recorded = [c for c in (have.get(f"lockgen.pypi-constraints.{platform}") or "").split("; ") if c.startswith("torch")]
+    recorded = [
+        c for c in (have.get(f"lockgen.pypi-constraints.{platform}") or "").split("; ") if c.startswith("torch")
+    ]
     wanted = [c for c in constraints if c.startswith("torch")]
     if recorded == wanted:
         return []

@@ -43,9 +43,19 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
     """Every lock lockgen makes: packages sorted, and every URL through the one credential scrubber (a PyPI
     index's `/t/<token>/`, `user:pass@`, secret query values), whichever tool or file it came from; the
     fetchers put the host's credential back from the auth file or netrc when they download."""
-    scrubbed = tuple(sorted((p if scrub_url(p.url) == p.url else p.model_copy(update={"url": scrub_url(p.url)}) for p in packages), key=lambda p: p.sort_key()))
-    sets = {f"lockgen.{PACKAGE_SET}.{platform}": package_set([p for p in scrubbed if p.platform == platform]) for platform in metadata.platforms}
-    return Lock(metadata=metadata.model_copy(update={"custom_metadata": {**metadata.custom_metadata, **sets}}), package=scrubbed)
+    scrubbed = tuple(
+        sorted(
+            (p if scrub_url(p.url) == p.url else p.model_copy(update={"url": scrub_url(p.url)}) for p in packages),
+            key=lambda p: p.sort_key(),
+        )
+    )
+    sets = {
+        f"lockgen.{PACKAGE_SET}.{platform}": package_set([p for p in scrubbed if p.platform == platform])
+        for platform in metadata.platforms
+    }
+    return Lock(
+        metadata=metadata.model_copy(update={"custom_metadata": {**metadata.custom_metadata, **sets}}), package=scrubbed
+    )
 
 
 PACKAGE_SET = "package-set"
@@ -56,7 +66,19 @@ def package_set(packages: Sequence[LockedPackage]) -> str:
     name, version, build, hashes, dependencies), in the lock's order. Not the URL: it says where the bytes are, the
     hash what they are, so a mirror's URL in place of the index's is no edit of the package set; but a local
     package's URL is what it is (its folder, editable or built): pinned too."""
-    pins = [[p.manager, p.name, p.version, p.build or "", p.hash.sha256 or "", p.hash.md5 or "", sorted(p.dependencies.items()), *_local_pin(p)] for p in sorted(packages, key=lambda p: p.sort_key())]
+    pins = [
+        [
+            p.manager,
+            p.name,
+            p.version,
+            p.build or "",
+            p.hash.sha256 or "",
+            p.hash.md5 or "",
+            sorted(p.dependencies.items()),
+            *_local_pin(p),
+        ]
+        for p in sorted(packages, key=lambda p: p.sort_key())
+    ]
     return f"{len(pins)} {canonical_digest(pins)}"
 
 
@@ -99,7 +121,13 @@ def resolved_metadata(
     if base is not None:  # a team stack: the base it extends and the sha256 of the base lock it was held to
         meta["extends"], meta["base-lock"] = base
     if base_lock is not None:
-        meta.update({key.removeprefix("lockgen."): value for key, value in base_lock.metadata.custom_metadata.items() if key.startswith(f"lockgen.{_ACCEPTED}.") or key == f"lockgen.{UNPUBLISHED}"})
+        meta.update(
+            {
+                key.removeprefix("lockgen."): value
+                for key, value in base_lock.metadata.custom_metadata.items()
+                if key.startswith(f"lockgen.{_ACCEPTED}.") or key == f"lockgen.{UNPUBLISHED}"
+            }
+        )
     for platform, lines in sorted((moved or {}).items()):  # override: the base packages the team moved
         meta[f"base-moved.{platform}"] = "; ".join(lines)
     if spec.image is not None:  # what the exported image runs and exposes: export applies it
@@ -126,7 +154,11 @@ def resolved_metadata(
             meta["torch-sources"] = sources
         _pypi_meta(meta, pypi or {})
     return LockMetadata(
-        content_hash=content_hashes, channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels), platforms=tuple(r.platform for r in requests), sources=(source,), custom_metadata=_keys(meta)
+        content_hash=content_hashes,
+        channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
+        platforms=tuple(r.platform for r in requests),
+        sources=(source,),
+        custom_metadata=_keys(meta),
     )
 
 
@@ -150,14 +182,26 @@ def resolved_lock(metadata: LockMetadata, packages: Iterable[LockedPackage]) -> 
     return _lock(packages, metadata)
 
 
-def frozen_lock(target: str, frozen_from: str, platform: str, python: str | None, skipped: Sequence[str], packages: Iterable[LockedPackage]) -> Lock:
+def frozen_lock(
+    target: str,
+    frozen_from: str,
+    platform: str,
+    python: str | None,
+    skipped: Sequence[str],
+    packages: Iterable[LockedPackage],
+) -> Lock:
     """A lock pinned from an existing environment (`lockgen freeze`)."""
     meta = {"format": LOCKGEN_META_FORMAT, "target": target, "frozen-from": frozen_from}
     if python:
         meta[f"python.{platform}"] = python
     if skipped:
         meta[SKIPPED] = scrub_text(", ".join(skipped))
-    return _lock(packages, LockMetadata(content_hash={}, channels=(), platforms=(platform,), sources=(frozen_from,), custom_metadata=_keys(meta)))
+    return _lock(
+        packages,
+        LockMetadata(
+            content_hash={}, channels=(), platforms=(platform,), sources=(frozen_from,), custom_metadata=_keys(meta)
+        ),
+    )
 
 
 def imported_lock(
@@ -179,7 +223,13 @@ def imported_lock(
     file does not say (uv's default groups without a pyproject.toml), and the CPython a PyPI lock was read for
     (`python.<platform>`, as resolve records a PyPI layer's, where no conda python is locked)."""
     packages = list(packages)
-    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "imported-from": source_name, "imported-format": source_format, "imported-sha256": source_sha256}
+    meta = {
+        "format": LOCKGEN_META_FORMAT,
+        "target": target,
+        "imported-from": source_name,
+        "imported-format": source_format,
+        "imported-sha256": source_sha256,
+    }
     for platform in platforms:
         if python and not any(p.platform == platform and p.manager == "conda" and p.name == "python" for p in packages):
             meta[f"python.{platform}"] = ".".join(python.split(".")[:2])  # X.Y, as the key holds it (3.13.14 -> 3.13)
@@ -362,12 +412,34 @@ def accepted_changes(lock: Lock, platform: str) -> dict[str, str]:
 
 
 def pinned_lock(
-    target: str, inventory_name: str, inventory_sha256: str, platform: str, python: str, accepted: Mapping[str, str], unpublished: Sequence[str], packages: Iterable[LockedPackage]
+    target: str,
+    inventory_name: str,
+    inventory_sha256: str,
+    platform: str,
+    python: str,
+    accepted: Mapping[str, str],
+    unpublished: Sequence[str],
+    packages: Iterable[LockedPackage],
 ) -> Lock:
     """A lock pinned from a node's inventory (`lockgen pin`): every distribution at its index wheel."""
-    meta = {"format": LOCKGEN_META_FORMAT, "target": target, "pinned-from": inventory_name, "inventory-sha256": inventory_sha256, f"python.{platform}": python}
+    meta = {
+        "format": LOCKGEN_META_FORMAT,
+        "target": target,
+        "pinned-from": inventory_name,
+        "inventory-sha256": inventory_sha256,
+        f"python.{platform}": python,
+    }
     if accepted:
         meta[f"{_ACCEPTED}.{platform}"] = accepted_changes_text(accepted)
     if unpublished:
         meta[UNPUBLISHED] = ", ".join(unpublished)
-    return _lock(packages, LockMetadata(content_hash={platform: inventory_sha256}, channels=(), platforms=(platform,), sources=(inventory_name,), custom_metadata=_keys(meta)))
+    return _lock(
+        packages,
+        LockMetadata(
+            content_hash={platform: inventory_sha256},
+            channels=(),
+            platforms=(platform,),
+            sources=(inventory_name,),
+            custom_metadata=_keys(meta),
+        ),
+    )

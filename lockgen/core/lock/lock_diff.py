@@ -6,7 +6,19 @@ from dataclasses import dataclass, field
 
 from lockgen.model.lock import Lock, LockedPackage
 
-CUDA_STACK_PREFIXES = ("pytorch", "libtorch", "torch", "cuda", "cudnn", "nccl", "libcu", "libnv", "nvidia-", "cudatoolkit", "triton")
+CUDA_STACK_PREFIXES = (
+    "pytorch",
+    "libtorch",
+    "torch",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "libcu",
+    "libnv",
+    "nvidia-",
+    "cudatoolkit",
+    "triton",
+)
 
 
 def is_cuda_stack(name: str) -> bool:

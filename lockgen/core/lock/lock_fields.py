@@ -69,7 +69,9 @@ def check_lock(lock: Lock, source: str) -> None:
     meta = lock.metadata
     for platform in meta.platforms:
         if not PLATFORM.fullmatch(platform):
-            raise _refuse(source, "metadata.platforms", f"`{shown(platform)}` is not a platform (linux-64, linux-aarch64, …)")
+            raise _refuse(
+                source, "metadata.platforms", f"`{shown(platform)}` is not a platform (linux-64, linux-aarch64, …)"
+            )
     for channel in meta.channels:
         _text(source, "metadata.channels", channel.url)
         if _SPACE_OR_CONTROL.search(channel.url):
@@ -90,7 +92,11 @@ def check_lock(lock: Lock, source: str) -> None:
     for package in lock.package:  # before the fields: thousands of repeats would otherwise cost every later step
         identity = (package.platform, package.manager, package.name)
         if package.platform not in meta.platforms:  # every reader picks a platform from the list, then its entries
-            raise _refuse(source, f"{package.manager} package `{shown(package.name, 60)}`", f"its platform `{shown(package.platform, 30)}` is not among metadata.platforms")
+            raise _refuse(
+                source,
+                f"{package.manager} package `{shown(package.name, 60)}`",
+                f"its platform `{shown(package.platform, 30)}` is not among metadata.platforms",
+            )
         if identity in seen:
             raise LockFieldError(
                 f"lock `{source}` holds {package.manager} package `{shown(package.name, 60)}` twice for {shown(package.platform, 30)}",
@@ -112,7 +118,11 @@ def _check_package_sets(lock: Lock, source: str) -> None:
         found = package_set(lock.packages_for(platform))
         if found != recorded:
             now, then = found.split(" ", 1)[0], recorded.split(" ", 1)[0]
-            change = f"{now} entries now, {shown(then, 12)} when written" if now != then else f"{now} entries, as written, one or more of them edited"
+            change = (
+                f"{now} entries now, {shown(then, 12)} when written"
+                if now != then
+                else f"{now} entries, as written, one or more of them edited"
+            )
             raise LockFormatError(
                 f"lock `{source}`: its {platform} entries are not the ones lockgen wrote ({change})",
                 "a lock is never edited by hand: re-create it with `lockgen resolve` (git diff shows what changed)",
@@ -122,7 +132,9 @@ def _check_package_sets(lock: Lock, source: str) -> None:
 def _check_lockgen_keys(lock: Lock, source: str) -> None:
     target = LockgenMeta(lock).target
     if target and not TARGET_NAME.fullmatch(target):
-        raise _refuse(source, "lockgen.target", f"`{shown(target)}` is not a target name (letters, digits, `.`, `_`, `-`)")
+        raise _refuse(
+            source, "lockgen.target", f"`{shown(target)}` is not a target name (letters, digits, `.`, `_`, `-`)"
+        )
     for key, value in lock.metadata.custom_metadata.items():
         if key.startswith("lockgen.python.") and not PYTHON_XY.fullmatch(value):
             raise _refuse(source, key, f"`{shown(value)}` is not a Python version X.Y")
@@ -185,7 +197,11 @@ def _hashes(package: LockedPackage, source: str, where: str) -> None:
 def _url(package: LockedPackage, source: str, where: str) -> None:
     url = package.url
     if len(url) > 4096 or _SPACE_OR_CONTROL.search(url):
-        raise _refuse(source, where, f"url `{shown(scrub_url(url))}` holds whitespace or control characters (or is over 4,096 long)")
+        raise _refuse(
+            source,
+            where,
+            f"url `{shown(scrub_url(url))}` holds whitespace or control characters (or is over 4,096 long)",
+        )
     try:
         parts = split_url(url)
         parts.port  # noqa: B018 (raises for a port that is no number, which fetching would meet)
@@ -197,7 +213,9 @@ def _url(package: LockedPackage, source: str, where: str) -> None:
             if local_path(local[0]) != local[0] or (local[0] == "." and not local[1]):
                 raise ValueError("not as lockgen writes it")
         except ValueError:
-            raise _refuse(source, where, f"url `{shown(url)}` names no folder below the stack's (a relative path without `..`)") from None
+            raise _refuse(
+                source, where, f"url `{shown(url)}` names no folder below the stack's (a relative path without `..`)"
+            ) from None
         return
     if parts.scheme == CHECK_ONLY_SCHEME and package.manager == "pip":
         if normalize(url.partition(":")[2].partition("==")[0]) != normalize(package.name):
@@ -206,7 +224,9 @@ def _url(package: LockedPackage, source: str, where: str) -> None:
     if parts.scheme not in PACKAGE_SCHEMES or (parts.scheme != "file" and not parts.hostname):
         raise _refuse(source, where, f"url `{shown(scrub_url(url))}` is not an https, http or file URL")
     if parts.query or parts.fragment:
-        raise _refuse(source, where, f"url `{shown(scrub_url(url))}` has a query or fragment; a lock names the archive itself")
+        raise _refuse(
+            source, where, f"url `{shown(scrub_url(url))}` has a query or fragment; a lock names the archive itself"
+        )
     if carries_credential(url):
         raise _credential(source, where, url)
     file_name = unquote(parts.path.rsplit("/", 1)[-1])

@@ -13,7 +13,10 @@ from lockgen.model.spec import PypiDependency, StackSpec, Target
 def spec_digest(spec: StackSpec) -> str:
     """What every target shares: channels, dependencies, the `[image]` settings when there are any
     (exclude-newer is recorded on its own)."""
-    shared: dict[str, object] = {"channels": list(spec.channels), "dependencies": sorted(d.match_spec() for d in spec.dependencies)}
+    shared: dict[str, object] = {
+        "channels": list(spec.channels),
+        "dependencies": sorted(d.match_spec() for d in spec.dependencies),
+    }
     if spec.image is not None:
         shared["image"] = image_text(spec)
     return canonical_digest(shared)
@@ -55,7 +58,9 @@ def torch_sources_text(spec: StackSpec) -> str:
     return "; ".join([scrub_url(spec.pypi_options.index_url)] + [f"{v} @ {scrub_url(u)}" for v, u in sources])
 
 
-def content_hash(spec: StackSpec, target: Target, request: SolveRequest, index_digests: dict[str, str | list[str]]) -> str:
+def content_hash(
+    spec: StackSpec, target: Target, request: SolveRequest, index_digests: dict[str, str | list[str]]
+) -> str:
     """One digest of every input of one platform's solve (conda-lock's `content_hash`)."""
     return canonical_digest(
         {
@@ -84,7 +89,10 @@ def pypi_digest(spec: StackSpec) -> str:
     return canonical_digest(
         {
             **indexes,
-            "requirements": sorted(d.requirement() + (f" @index {d.index}" if d.index else "") + _local_text(d) for d in spec.pypi_dependencies),
+            "requirements": sorted(
+                d.requirement() + (f" @index {d.index}" if d.index else "") + _local_text(d)
+                for d in spec.pypi_dependencies
+            ),
             "index_url": scrub_url(options.index_url),
             "extra_index_urls": [scrub_url(u) for u in options.extra_index_urls],
             "no_build": options.no_build,

@@ -39,6 +39,12 @@ def render_explicit(lock: Lock, platform: str | None) -> str:
         digest = package.hash.md5 or package.hash.sha256
         lines.append(f"{package.url}#{digest}" if digest else package.url)
     if pip:
-        lines.insert(3, f"# {len(pip)} pip packages follow as `# pip` lines: conda-lock install and micromamba install them, conda skips them")
-    lines += [f"# pip {package.name} @ {package.url}" + (f"#sha256={package.hash.sha256}" if package.hash.sha256 else "") for package in pip]
+        lines.insert(
+            3,
+            f"# {len(pip)} pip packages follow as `# pip` lines: conda-lock install and micromamba install them, conda skips them",
+        )
+    lines += [
+        f"# pip {package.name} @ {package.url}" + (f"#sha256={package.hash.sha256}" if package.hash.sha256 else "")
+        for package in pip
+    ]
     return "\n".join(lines) + "\n"

@@ -103,7 +103,14 @@ def plan_pypi(
         pypi_fits = any(c.admitted for c in candidates if c.source == PYPI_SOURCE)
         if wants_torch and not pypi_fits and source is None:
             assert window is not None, "torch rules apply to GPU targets"
-            raise no_torch_error(target, platform, candidates, torch_specifier(spec), unknown, working_steps(facts, target, window, platform, torch_specifier(spec)))
+            raise no_torch_error(
+                target,
+                platform,
+                candidates,
+                torch_specifier(spec),
+                unknown,
+                working_steps(facts, target, window, platform, torch_specifier(spec)),
+            )
         line = source.constraint if source else admission.constraint(known_releases(facts, platform, unknown))
         if line:
             constraints.append(line)
@@ -113,4 +120,13 @@ def plan_pypi(
     requirements = tuple(d.requirement() for d in spec.pypi_dependencies)
     if routes and not any(normalize(d.name) == "torch" for d in spec.pypi_dependencies):
         requirements += ("torch",)  # torchvision/torchaudio need it anyway: named, so it takes their index too
-    return PypiPlan(python=python, requirements=requirements, constraints=tuple(constraints), held=frozenset(held), inferred=notes, routes=routes, source=source, candidates=candidates)
+    return PypiPlan(
+        python=python,
+        requirements=requirements,
+        constraints=tuple(constraints),
+        held=frozenset(held),
+        inferred=notes,
+        routes=routes,
+        source=source,
+        candidates=candidates,
+    )

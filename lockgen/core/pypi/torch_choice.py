@@ -62,19 +62,36 @@ class TorchSource:
     inferred: tuple[str, ...] = ()  # the releases whose list was inferred, with where it came from
 
 
-def index_arch_list(facts: GpuFacts, release: str, platform: str, variant: str, policy: str) -> tuple[str | None, str, bool]:
+def index_arch_list(
+    facts: GpuFacts, release: str, platform: str, variant: str, policy: str
+) -> tuple[str | None, str, bool]:
     """(arch list or None, where it comes from or why there is none, inferred) for a variant index's build."""
-    same = next((w for w in facts.pytorch_pypi_wheels if w.torch == release and w.platform == platform and w.variant == variant and w.arch_list), None)
+    same = next(
+        (
+            w
+            for w in facts.pytorch_pypi_wheels
+            if w.torch == release and w.platform == platform and w.variant == variant and w.arch_list
+        ),
+        None,
+    )
     if same is not None and same.arch_list:
         return same.arch_list, f"PyPI's {release} {variant} build on {platform} (the same wheel)", same.inferred
     official = [o for o in facts.pytorch_official_arch_lists if o.cuda_tag == variant and o.platform == platform]
     exact = next((o for o in official if o.torch == release), None)
     if exact is not None:
         return exact.arch_list, f"the official {release} {variant} list", exact.inferred
-    known = [as_tuple(w.torch) for w in facts.pytorch_pypi_wheels if w.platform == platform and w.variant == variant and w.arch_list] + [as_tuple(o.torch) for o in official]
+    known = [
+        as_tuple(w.torch)
+        for w in facts.pytorch_pypi_wheels
+        if w.platform == platform and w.variant == variant and w.arch_list
+    ] + [as_tuple(o.torch) for o in official]
     if known and as_tuple(release) > max(known):
         if policy == "refuse":
-            return None, f'{release} {variant} is newer than the facts; the stack says unknown-releases = "refuse"', False
+            return (
+                None,
+                f'{release} {variant} is newer than the facts; the stack says unknown-releases = "refuse"',
+                False,
+            )
         base = base_list(facts, platform, variant)
         if base is not None:
             return base[0], f"inferred: the list of {base[1]} on {platform}", True
@@ -87,17 +104,28 @@ _EXCLUDED = {
 }
 
 
-def _build_of(facts: GpuFacts, offer: SourceOffer, served: ServedRelease, platform: str, policy: str) -> tuple[str, str, str | None, str, bool] | None:
+def _build_of(
+    facts: GpuFacts, offer: SourceOffer, served: ServedRelease, platform: str, policy: str
+) -> tuple[str, str, str | None, str, bool] | None:
     """(variant, source, arch list, where the list comes from, inferred) of a served release; None for a PyPI
     release the facts do not know (older than them, or newer and not admitted on evidence)."""
     if offer.is_pypi:
-        fact = next((w for w in facts.pytorch_pypi_wheels if w.torch == served.release and w.platform == platform), None)
+        fact = next(
+            (w for w in facts.pytorch_pypi_wheels if w.torch == served.release and w.platform == platform), None
+        )
         return None if fact is None else (fact.variant, PYPI_SOURCE, fact.arch_list, "", fact.inferred)
     arch_list, how, inferred = index_arch_list(facts, served.release, platform, offer.variant, policy)
     return offer.variant, scrub_url(offer.index), arch_list, how, inferred
 
 
-def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: CudaWindow | None, platform: str, offers: tuple[SourceOffer, ...]) -> list[Candidate]:
+def source_candidates(
+    facts: GpuFacts,
+    spec: StackSpec,
+    target: Target,
+    window: CudaWindow | None,
+    platform: str,
+    offers: tuple[SourceOffer, ...],
+) -> list[Candidate]:
     """Every release the torch sources serve for a GPU target on a platform, judged (oldest first per source)."""
     specifier = torch_specifier(spec)
     found = []
@@ -108,9 +136,17 @@ def source_candidates(facts: GpuFacts, spec: StackSpec, target: Target, window: 
                 continue
             variant, source, arch_list, how, inferred = build
             if served.excluded:
-                admitted, rule, reason = False, served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
+                admitted, rule, reason = (
+                    False,
+                    served.excluded,
+                    _EXCLUDED[served.excluded].format(spec=spec, release=served),
+                )
             elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
-                admitted, rule, reason = False, "glibc", (f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}")
+                admitted, rule, reason = (
+                    False,
+                    "glibc",
+                    (f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}"),
+                )
             elif arch_list is None and not offer.is_pypi:
                 admitted, rule, reason = False, "arch-list-unknown", how
             else:
@@ -129,18 +165,34 @@ def cpu_index_candidates(spec: StackSpec, target: Target, platform: str, offer: 
     found = []
     for served in offer.served:
         if served.excluded:
-            admitted, rule, reason = False, served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
+            admitted, rule, reason = (
+                False,
+                served.excluded,
+                _EXCLUDED[served.excluded].format(spec=spec, release=served),
+            )
         elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
-            admitted, rule, reason = False, "glibc", f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}"
+            admitted, rule, reason = (
+                False,
+                "glibc",
+                f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}",
+            )
         elif pinned_out(specifier, served.release):
             admitted, rule, reason = False, "pin", f"the stack asks for torch {specifier}"
         else:
-            admitted, rule, reason = True, "cpu-index", f"a CPU build ({served.torch}), where a CPU target takes torch from"
-        found.append(Candidate("torch", served.release, "cpu", scrub_url(offer.index), platform, admitted, rule, reason))
+            admitted, rule, reason = (
+                True,
+                "cpu-index",
+                f"a CPU build ({served.torch}), where a CPU target takes torch from",
+            )
+        found.append(
+            Candidate("torch", served.release, "cpu", scrub_url(offer.index), platform, admitted, rule, reason)
+        )
     return found
 
 
-def choose_source(candidates: list[Candidate], offers: tuple[SourceOffer, ...], facts: GpuFacts, platform: str, policy: str) -> TorchSource | None:
+def choose_source(
+    candidates: list[Candidate], offers: tuple[SourceOffer, ...], facts: GpuFacts, platform: str, policy: str
+) -> TorchSource | None:
     """The variant index to route torch to on a platform, or None when PyPI's newest admitted release is at
     least as new as every index's (`candidates` are one platform's, of every source)."""
     best_pypi = max((as_tuple(c.release) for c in candidates if c.admitted and c.source == PYPI_SOURCE), default=None)

@@ -51,7 +51,9 @@ def routes_text(routes: tuple[tuple[str, str], ...]) -> str:
     return "; ".join(f"{' '.join(names)} @ {index}" for index, names in by_index.items())
 
 
-def check_cpu_lock(target: Target, platform: str, packages: list[LockedPackage], routes: tuple[tuple[str, str], ...]) -> None:
+def check_cpu_lock(
+    target: Target, platform: str, packages: list[LockedPackage], routes: tuple[tuple[str, str], ...]
+) -> None:
     """Refuses a CPU target's PyPI packages when they hold a CUDA build of torch or any CUDA package."""
     if target.is_gpu:
         return
@@ -62,8 +64,14 @@ def check_cpu_lock(target: Target, platform: str, packages: list[LockedPackage],
         cuda.insert(0, f"torch {torch.version}")
     if not cuda:
         return
-    where = f"torch came from {routes_text(routes)}" if routes else "torch came from the stack's indexes (PyPI's is a CUDA build)"
+    where = (
+        f"torch came from {routes_text(routes)}"
+        if routes
+        else "torch came from the stack's indexes (PyPI's is a CUDA build)"
+    )
     raise TargetError(
-        f"target `{target.name}` on {platform} is a CPU target but would get CUDA packages: {', '.join(cuda[:4])}" + (f" and {len(cuda) - 4} more" if len(cuda) > 4 else "") + f" ({where})",
+        f"target `{target.name}` on {platform} is a CPU target but would get CUDA packages: {', '.join(cuda[:4])}"
+        + (f" and {len(cuda) - 4} more" if len(cuda) > 4 else "")
+        + f" ({where})",
         "name torch in [pypi-dependencies] so it comes from the CPU index ([pypi-options] torch-indexes.cpu), or point torch-indexes.cpu at an index of CPU builds",
     )

@@ -57,8 +57,13 @@ def parse_wheel_filename(filename: str) -> WheelName:
         raise UserError(f"`{shown(filename)}` is not a wheel file name", "wheel names end in .whl")
     parts = filename[:-4].split("-")
     if len(parts) not in (5, 6) or not all(parts[:2]) or (len(parts) == 6 and not _BUILD.fullmatch(parts[2])):
-        raise UserError(f"`{shown(filename)}` is not name-version(-build)-python-abi-platform.whl", "see the binary distribution format specification")
-    return WheelName(filename, parts[0], parts[1], parts[2] if len(parts) == 6 else None, _tag_set("-".join(parts[-3:])))
+        raise UserError(
+            f"`{shown(filename)}` is not name-version(-build)-python-abi-platform.whl",
+            "see the binary distribution format specification",
+        )
+    return WheelName(
+        filename, parts[0], parts[1], parts[2] if len(parts) == 6 else None, _tag_set("-".join(parts[-3:]))
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -76,7 +81,12 @@ def _modern_tags(tags: frozenset[str]) -> frozenset[str]:
 def covers(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], build: str | None = None) -> bool:
     """Whether `wheel` is a file of `name==version` whose tag set holds every tag in `tags` (and the build tag,
     when one is given)."""
-    return normalize(wheel.name) == normalize(name) and wheel.version.lower() == version.lower() and set(tags) <= wheel.tags and (build is None or wheel.build == build)
+    return (
+        normalize(wheel.name) == normalize(name)
+        and wheel.version.lower() == version.lower()
+        and set(tags) <= wheel.tags
+        and (build is None or wheel.build == build)
+    )
 
 
 def _renamed_linux(tag: str, wheel_tags: frozenset[str]) -> bool:
@@ -84,28 +94,49 @@ def _renamed_linux(tag: str, wheel_tags: frozenset[str]) -> bool:
     if not platform.startswith("linux_"):
         return False
     arch = platform.removeprefix("linux_")
-    return any(re.fullmatch(rf"{re.escape(python)}-{re.escape(abi)}-manylinux[0-9_]*_{re.escape(arch)}", t) for t in wheel_tags)
+    return any(
+        re.fullmatch(rf"{re.escape(python)}-{re.escape(abi)}-manylinux[0-9_]*_{re.escape(arch)}", t) for t in wheel_tags
+    )
 
 
 def _renamed(wheel: WheelName, name: str, version: str, tags: tuple[str, ...], build: str | None) -> bool:
-    return covers(wheel, name, version, (), build) and all(t in wheel.tags or _renamed_linux(t, wheel.tags) for t in tags)
+    return covers(wheel, name, version, (), build) and all(
+        t in wheel.tags or _renamed_linux(t, wheel.tags) for t in tags
+    )
 
 
-def choose(wheels: list[WheelName], name: str, version: str, tags: tuple[str, ...], build: str | None = None) -> WheelName:
+def choose(
+    wheels: list[WheelName], name: str, version: str, tags: tuple[str, ...], build: str | None = None
+) -> WheelName:
     """The one wheel of `name==version` an installed distribution with these tags came from; a wheel whose
     tags equal `tags` is preferred to one that only holds them."""
     fitting = sorted((w for w in wheels if covers(w, name, version, tags, build)), key=lambda w: w.filename)
     exact = [w for w in fitting if w.tags == set(tags)]
-    chosen = exact or fitting or sorted((w for w in wheels if _renamed(w, name, version, tags, build)), key=lambda w: w.filename)
+    chosen = (
+        exact
+        or fitting
+        or sorted((w for w in wheels if _renamed(w, name, version, tags, build)), key=lambda w: w.filename)
+    )
     tag_text = ", ".join(tags) or "no tags"
     if not chosen:
-        raise UserError(f"no wheel of {name}=={version} covers the installed tags {tag_text}", "the index may not hold the file this distribution was installed from (a local build?)")
+        raise UserError(
+            f"no wheel of {name}=={version} covers the installed tags {tag_text}",
+            "the index may not hold the file this distribution was installed from (a local build?)",
+        )
     if len(chosen) > 1:
-        raise UserError(f"{len(chosen)} wheels of {name}=={version} cover the tags {tag_text}: " + ", ".join(w.filename for w in chosen), "name the build tag of the installed WHEEL")
+        raise UserError(
+            f"{len(chosen)} wheels of {name}=={version} cover the tags {tag_text}: "
+            + ", ".join(w.filename for w in chosen),
+            "name the build tag of the installed WHEEL",
+        )
     return chosen[0]
 
 
-_LEGACY_MANYLINUX = {"manylinux1": "manylinux_2_5", "manylinux2010": "manylinux_2_12", "manylinux2014": "manylinux_2_17"}
+_LEGACY_MANYLINUX = {
+    "manylinux1": "manylinux_2_5",
+    "manylinux2010": "manylinux_2_12",
+    "manylinux2014": "manylinux_2_17",
+}
 
 
 def _platform_tag(tag: str) -> str:
@@ -118,7 +149,11 @@ def _platform_tag(tag: str) -> str:
 
 def glibc_floor(tags: frozenset[str]) -> str | None:
     """The oldest glibc (`2.NN`) any of a wheel's tags installs on: its lowest manylinux, None for none."""
-    found = [int(m.group(1)) for tag in tags if (m := re.search(r"-manylinux_2_(\d+)_", "-" + _platform_tag(tag.split("-")[-1])))]
+    found = [
+        int(m.group(1))
+        for tag in tags
+        if (m := re.search(r"-manylinux_2_(\d+)_", "-" + _platform_tag(tag.split("-")[-1])))
+    ]
     return f"2.{min(found)}" if found else None
 
 

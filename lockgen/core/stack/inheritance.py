@@ -16,7 +16,11 @@ CUDA_RELEVANT = re.compile(
 
 
 def _cuda_stack(lock: Lock) -> dict[tuple[str, str], str]:
-    return {(p.platform, normalize(p.name)): f"{p.version} {p.build or p.hash.sha256 or ''}".strip() for p in lock.package if CUDA_RELEVANT.match(normalize(p.name))}
+    return {
+        (p.platform, normalize(p.name)): f"{p.version} {p.build or p.hash.sha256 or ''}".strip()
+        for p in lock.package
+        if CUDA_RELEVANT.match(normalize(p.name))
+    }
 
 
 def cuda_stack_changes(base: Lock, team: Lock) -> list[str]:

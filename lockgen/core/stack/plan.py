@@ -8,7 +8,13 @@ as proposed for conda in CEP 46; build string is the arch name).
 
 from __future__ import annotations
 
-from lockgen.core.gpu.arch_rules import ARCH_SPECIFIC_PACKAGES, build_constraint, judge_build, no_build_error, window_constraints
+from lockgen.core.gpu.arch_rules import (
+    ARCH_SPECIFIC_PACKAGES,
+    build_constraint,
+    judge_build,
+    no_build_error,
+    window_constraints,
+)
 from lockgen.core.gpu.facts import arch_fact
 from lockgen.model.facts import GpuFacts
 from lockgen.model.plan import BuildVerdict, CandidateBuild, CudaWindow, SolveRequest, VirtualPackage
@@ -18,7 +24,9 @@ from lockgen.model.spec import StackSpec, Target
 LINUX_KERNEL = "4.18"
 
 
-def virtual_packages(facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None) -> tuple[VirtualPackage, ...]:
+def virtual_packages(
+    facts: GpuFacts, target: Target, platform: str, window: CudaWindow | None
+) -> tuple[VirtualPackage, ...]:
     """The virtual packages a target states for one platform, sorted by name."""
     packages = [
         VirtualPackage(name="__archspec", version="1", build=MACHINE_OF_PLATFORM[platform]),
@@ -34,7 +42,14 @@ def virtual_packages(facts: GpuFacts, target: Target, platform: str, window: Cud
     return tuple(sorted(packages, key=lambda v: v.name))
 
 
-def plan_request(facts: GpuFacts, spec: StackSpec, target: Target, platform: str, window: CudaWindow | None, candidates: list[CandidateBuild]) -> SolveRequest:
+def plan_request(
+    facts: GpuFacts,
+    spec: StackSpec,
+    target: Target,
+    platform: str,
+    window: CudaWindow | None,
+    candidates: list[CandidateBuild],
+) -> SolveRequest:
     """The solve for one target on one platform: specs, arch constraints and stated virtual packages."""
     constraints: list[str] = list(window_constraints(window)) if window else []
     excluded: list[BuildVerdict] = []

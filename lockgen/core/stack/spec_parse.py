@@ -24,7 +24,15 @@ _STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unkn
 _INHERITED_KEYS = ("platforms", "exclude-newer", "python", "unknown-releases")  # a team stack takes the base's
 _DEP_TABLE_KEYS = ("version", "build")
 _PYPI_TABLE_KEYS = ("version", "extras", "index", "path", "editable")
-_PYPI_OPTION_KEYS = ("index-url", "extra-index-urls", "exclude-newer", "no-build", "torch-indexes", "torch-variants", "torch-mirror")
+_PYPI_OPTION_KEYS = (
+    "index-url",
+    "extra-index-urls",
+    "exclude-newer",
+    "no-build",
+    "torch-indexes",
+    "torch-variants",
+    "torch-mirror",
+)
 _IMAGE_KEYS = ("entrypoint", "cmd", "env", "workdir", "user", "exposed-ports", "labels", "volumes", "services")
 _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
@@ -72,11 +80,15 @@ def extends_of(stack: str | StackDocument, source: str = "stack.toml") -> str | 
     table: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
     value = table.get("extends")
     if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise _Locator(text, source).error("`extends` must name a base stack file", 'write extends = "../platform/stack.toml"', ("stack", "extends"))
+        raise _Locator(text, source).error(
+            "`extends` must name a base stack file", 'write extends = "../platform/stack.toml"', ("stack", "extends")
+        )
     return value
 
 
-def parse_stack_text(stack: str | StackDocument, source: str = "stack.toml", base: StackSpec | LockBase | None = None) -> StackSpec:
+def parse_stack_text(
+    stack: str | StackDocument, source: str = "stack.toml", base: StackSpec | LockBase | None = None
+) -> StackSpec:
     """Parses the text of a stack file (or its `StackDocument`, read already); every problem is a SpecError
     naming `source` and the line. A stack that `extends` another is parsed on top of `base`, whose channels,
     platforms, targets and rules it takes; one that extends a lock, on top of what the lock says (its target,
@@ -100,25 +112,42 @@ def _document(text: str, source: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError:
         pass
     except (RecursionError, ValueError) as exc:  # nested past the parser, or an integer past Python's 4,300 digits
-        raise SpecError(f"not a stack: {_past_limits(exc)}", "a stack.toml nests a few tables and holds short values: use one lockgen or a person wrote", source) from None
+        raise SpecError(
+            f"not a stack: {_past_limits(exc)}",
+            "a stack.toml nests a few tables and holds short values: use one lockgen or a person wrote",
+            source,
+        ) from None
     import tomlkit
     from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
     try:
         return tomlkit.parse(text).unwrap()
     except ParseError as exc:
-        raise SpecError(f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0], "fix the TOML syntax at that line", source, exc.line) from None
+        raise SpecError(
+            f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0],
+            "fix the TOML syntax at that line",
+            source,
+            exc.line,
+        ) from None
     except KeyAlreadyPresent as exc:  # tomlkit names the key but not the line
         key = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
-        raise SpecError(f"key `{key}` is set twice in one table", "keep one of the two lines", source, _repeated_line(text, key)) from None
+        raise SpecError(
+            f"key `{key}` is set twice in one table", "keep one of the two lines", source, _repeated_line(text, key)
+        ) from None
 
 
 def _past_limits(exc: BaseException) -> str:
     """What a TOML or YAML reader met past its limits, in words (the exception's own text can be 4,300 digits)."""
-    return "nested deeper than a reader goes" if isinstance(exc, RecursionError) else "a number with more digits than a reader takes"
+    return (
+        "nested deeper than a reader goes"
+        if isinstance(exc, RecursionError)
+        else "a number with more digits than a reader takes"
+    )
 
 
-def _stack_table(document: dict[str, Any], locator: "_Locator", refused: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def _stack_table(
+    document: dict[str, Any], locator: "_Locator", refused: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
     """The document's [stack] table, once every top-level table and [stack] key is a known one; `refused(key)`
     raises for a known key this kind of stack may not set (checked key by key, in the file's order)."""
     for key in document:
@@ -134,7 +163,11 @@ def _stack_table(document: dict[str, Any], locator: "_Locator", refused: Callabl
 
 def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
     stack = _stack_table(document, locator)
-    conda = _table(document, "dependencies", locator) if "dependencies" in document or "pypi-dependencies" not in document else {}
+    conda = (
+        _table(document, "dependencies", locator)
+        if "dependencies" in document or "pypi-dependencies" not in document
+        else {}
+    )
     dependencies = tuple(_dependency(n, v, locator) for n, v in conda.items())
     pypi = _table(document, "pypi-dependencies", locator) if "pypi-dependencies" in document else {}
     pypi_dependencies = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
@@ -147,7 +180,14 @@ def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
     fields: dict[str, Any] = {k.replace("-", "_"): v for k, v in stack.items()}
     fields["exclude_newer"] = _exclude_newer(stack.get("exclude-newer"), locator, ("stack", "exclude-newer"))
     try:
-        return StackSpec(dependencies=dependencies, pypi_dependencies=pypi_dependencies, pypi_options=pypi_options, targets=targets, image=image, **fields)
+        return StackSpec(
+            dependencies=dependencies,
+            pypi_dependencies=pypi_dependencies,
+            pypi_options=pypi_options,
+            targets=targets,
+            image=image,
+            **fields,
+        )
     except ValidationError as exc:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
@@ -158,12 +198,18 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
 
     def refused(key: str) -> None:
         if key in _INHERITED_KEYS:
-            raise locator.error(f"`{key}` comes from the base stack ({where})", f"remove it here, or change it in {where}", ("stack", key))
+            raise locator.error(
+                f"`{key}` comes from the base stack ({where})",
+                f"remove it here, or change it in {where}",
+                ("stack", key),
+            )
 
     stack = _stack_table(document, locator, refused)
     for table in ("targets", "pypi-options"):
         if table in document:
-            raise locator.error(f"[{table}] comes from the base stack ({where})", f"remove it here, or change it in {where}", (table,))
+            raise locator.error(
+                f"[{table}] comes from the base stack ({where})", f"remove it here, or change it in {where}", (table,)
+            )
     conda = document.get("dependencies") or {}
     pypi = document.get("pypi-dependencies") or {}
     if not isinstance(conda, dict) or not isinstance(pypi, dict):
@@ -171,13 +217,26 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
     added = tuple(_dependency(n, v, locator) for n, v in conda.items())
     added_pypi = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
     if not added and not added_pypi:
-        raise locator.error("the team stack adds no dependencies", "add [dependencies] or [pypi-dependencies] on top of the base", ())
+        raise locator.error(
+            "the team stack adds no dependencies", "add [dependencies] or [pypi-dependencies] on top of the base", ()
+        )
     if local := next((d.name for d in base.pypi_dependencies if d.is_local), None):  # its path is the base's folder's
-        raise locator.error(f"the base stack's `{local}` is a local package", f"a team stack extends a base of published packages: publish `{local}` and depend on it by version in {where}", ())
+        raise locator.error(
+            f"the base stack's `{local}` is a local package",
+            f"a team stack extends a base of published packages: publish `{local}` and depend on it by version in {where}",
+            (),
+        )
     held = {d.name for d in base.dependencies} | {d.name for d in base.pypi_dependencies}
-    for table, name in [*(("dependencies", d.name) for d in added), *(("pypi-dependencies", d.name) for d in added_pypi)]:
+    for table, name in [
+        *(("dependencies", d.name) for d in added),
+        *(("pypi-dependencies", d.name) for d in added_pypi),
+    ]:
         if name in held:
-            raise locator.error(f"`{name}` is the base's dependency, held at its locked build", f"remove it here; to move it, update the base ({where})", (table, name))
+            raise locator.error(
+                f"`{name}` is the base's dependency, held at its locked build",
+                f"remove it here; to move it, update the base ({where})",
+                (table, name),
+            )
     channels = tuple(dict.fromkeys(base.channels + tuple(stack.get("channels", ()))))
     try:
         return StackSpec.model_validate(
@@ -204,29 +263,47 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
 
     def refused(key: str) -> None:
         if key in ("exclude-newer", "unknown-releases"):
-            raise locator.error(f"`{key}` is not a [stack] key of a team stack on a lock", "set the team's PyPI cut-off as [pypi-options] exclude-newer", ("stack", key))
+            raise locator.error(
+                f"`{key}` is not a [stack] key of a team stack on a lock",
+                "set the team's PyPI cut-off as [pypi-options] exclude-newer",
+                ("stack", key),
+            )
         if key in _INHERITED_KEYS or key == "channels":
             raise locator.error(f"`{key}` comes from the base lock ({where})", "remove it here", ("stack", key))
 
     stack = _stack_table(document, locator, refused)
     if "dependencies" in document:
-        raise locator.error("a team stack on a lock adds PyPI packages only", "move them to [pypi-dependencies]", ("dependencies",))
+        raise locator.error(
+            "a team stack on a lock adds PyPI packages only", "move them to [pypi-dependencies]", ("dependencies",)
+        )
     pypi = document.get("pypi-dependencies")
     if not isinstance(pypi, dict) or not pypi:
-        raise locator.error("the team stack adds no dependencies", "add [pypi-dependencies] on top of the base lock", ())
+        raise locator.error(
+            "the team stack adds no dependencies", "add [pypi-dependencies] on top of the base lock", ()
+        )
     added = tuple(_pypi_dependency(n, v, locator) for n, v in pypi.items())
     targets = document.get("targets")
     if targets is not None and (not isinstance(targets, dict) or set(targets) != {base.target}):
-        raise locator.error(f"the base lock is of target `{base.target}`: a team stack on it has that one target", f"state it as [targets.{base.target}], or leave [targets] out", ("targets",))
+        raise locator.error(
+            f"the base lock is of target `{base.target}`: a team stack on it has that one target",
+            f"state it as [targets.{base.target}], or leave [targets] out",
+            ("targets",),
+        )
     if targets is not None and isinstance(targets[base.target], dict) and "platforms" in targets[base.target]:
-        raise locator.error(f"the platforms of target `{base.target}` are the base lock's ({', '.join(base.platforms)})", "remove `platforms` here", ("targets", base.target, "platforms"))
+        raise locator.error(
+            f"the platforms of target `{base.target}` are the base lock's ({', '.join(base.platforms)})",
+            "remove `platforms` here",
+            ("targets", base.target, "platforms"),
+        )
     if targets is not None:
         target = _target(base.target, targets[base.target], locator)
     elif base.facts.get("arch"):
         target = _target(base.target, dict(base.facts), locator)
     else:
         raise locator.error(
-            f"the base lock {where} records no hardware for its target `{base.target}`", f'state it: [targets.{base.target}] with arch = "sm90" and driver = "...", or arch = "cpu"', ()
+            f"the base lock {where} records no hardware for its target `{base.target}`",
+            f'state it: [targets.{base.target}] with arch = "sm90" and driver = "...", or arch = "cpu"',
+            (),
         )
     try:
         return StackSpec.model_validate(
@@ -270,7 +347,9 @@ def _dependency(name: str, value: Any, locator: "_Locator") -> Dependency:
     else:
         raise locator.error(f"dependency `{name}` must be a string or a table", _HINT_KEYS["dependency"], where)
     if re.search(r"[\[\]\"';]", spec):
-        raise locator.error(f"dependency `{name}` has an unsupported match spec `{spec}`", _HINT_KEYS["dependency"], where)
+        raise locator.error(
+            f"dependency `{name}` has an unsupported match spec `{spec}`", _HINT_KEYS["dependency"], where
+        )
     try:
         return Dependency(name=name, spec=spec)
     except ValidationError as exc:
@@ -306,7 +385,9 @@ def _pypi_options(value: Any, locator: "_Locator") -> PypiOptions:
         raise locator.error("`pypi-options` must be a table", "write it as [pypi-options]", ("pypi-options",))
     for key in value:
         if key not in _PYPI_OPTION_KEYS:
-            raise locator.error(f"unknown key `{key}` in [pypi-options]", _HINT_KEYS["pypi-options"], ("pypi-options", key))
+            raise locator.error(
+                f"unknown key `{key}` in [pypi-options]", _HINT_KEYS["pypi-options"], ("pypi-options", key)
+            )
     fields = dict(value)
     if "exclude-newer" in fields:
         fields["exclude-newer"] = _exclude_newer(fields["exclude-newer"], locator, ("pypi-options", "exclude-newer"))
@@ -332,18 +413,27 @@ def _image(value: Any, locator: "_Locator") -> ImageSettings | None:
 
 def _target(name: str, value: Any, locator: "_Locator") -> Target:
     if not isinstance(value, dict):
-        raise locator.error(f"target `{name}` must be a table", "write it as [targets.NAME] with `arch = ...`", ("targets", name))
+        raise locator.error(
+            f"target `{name}` must be a table", "write it as [targets.NAME] with `arch = ...`", ("targets", name)
+        )
     known = set(Target.model_fields) | {f.alias for f in Target.model_fields.values() if f.alias}
     for key in value:
         if key not in known or key == "name" or ("_" in key and key.replace("_", "-") in known):
             raise locator.error(f"unknown key `{key}` in target `{name}`", _HINT_KEYS["target"], ("targets", name, key))
     if "arch" not in value:
-        raise locator.error(f"target `{name}` has no `arch`", 'set `arch = "sm90"` (or "cpu"); `lockgen arch` lists them', ("targets", name))
+        raise locator.error(
+            f"target `{name}` has no `arch`",
+            'set `arch = "sm90"` (or "cpu"); `lockgen arch` lists them',
+            ("targets", name),
+        )
     try:
         return Target(name=name, **value)
     except ValidationError as exc:
         field = next((str(p) for p in exc.errors()[0]["loc"] if isinstance(p, str)), "")
-        hint = {"arch": _arch_hint(value.get("arch")), "driver": 'write the full version `nvidia-smi` prints, e.g. driver = "550.54.15"'}.get(field, _HINT_KEYS["target"])
+        hint = {
+            "arch": _arch_hint(value.get("arch")),
+            "driver": 'write the full version `nvidia-smi` prints, e.g. driver = "550.54.15"',
+        }.get(field, _HINT_KEYS["target"])
         raise locator.from_validation(exc, ("targets", name), hint) from None
 
 
@@ -371,7 +461,9 @@ def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> d
         except OverflowError:
             parsed = None
     if parsed is None and value is not None:
-        raise locator.error(f"exclude-newer `{value}` is not a date", 'write a date like "2026-06-01" or an RFC 3339 time', where)
+        raise locator.error(
+            f"exclude-newer `{value}` is not a date", 'write a date like "2026-06-01" or an RFC 3339 time', where
+        )
     return parsed
 
 
@@ -418,7 +510,11 @@ class _Locator:
         where = path + ((field,) if field else ())
         if first["type"] == "string_type" and isinstance(first.get("input"), (int, float)) and field:
             written = self.written(where) or str(first["input"])  # `python = 3.10` is the number 3.1 to TOML
-            return self.error(f"{prefix}{written} is a number here, and a version is text (as a number, 3.10 is 3.1)", f'write it in quotes: {field} = "{written}"', where)
+            return self.error(
+                f"{prefix}{written} is a number here, and a version is text (as a number, 3.10 is 3.1)",
+                f'write it in quotes: {field} = "{written}"',
+                where,
+            )
         return self.error(prefix + message, hint, where)
 
     def written(self, path: tuple[str, ...]) -> str | None:

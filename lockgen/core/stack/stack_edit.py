@@ -63,7 +63,10 @@ def addition(word: str, table: DependencyTable) -> Addition:
         if table == "dependencies":
             rest = found[2].strip()
             if _UNSUPPORTED.search(rest):
-                raise UserError(f"`{shown(word, 80)}`: the match spec `{shown(rest, 80)}` holds a character a stack's spec may not (brackets, quotes, `;`)", f"write {EXAMPLES[table]}")
+                raise UserError(
+                    f"`{shown(word, 80)}`: the match spec `{shown(rest, 80)}` holds a character a stack's spec may not (brackets, quotes, `;`)",
+                    f"write {EXAMPLES[table]}",
+                )
             Dependency(name=name, spec=rest)
             return Addition(table, name.lower(), rest or "*")
         extras = tuple(e.strip() for e in (found[2] or "").split(",") if e.strip())
@@ -105,24 +108,38 @@ def without(text: str, names: list[str], source: str) -> str:
             close = difflib.get_close_matches(name, known, n=1)
             raise UserError(
                 f"`{shown(name, 80)}` is not in [dependencies] or [pypi-dependencies] of {source}",
-                f"did you mean `{shown(close[0], 80)}`?" if close else f"its packages: {shown(', '.join(known), 200) or 'none'} (a base stack's are removed from the base)",
+                f"did you mean `{shown(close[0], 80)}`?"
+                if close
+                else f"its packages: {shown(', '.join(known), 200) or 'none'} (a base stack's are removed from the base)",
             )
         del _editable(document[present[0]], present[0], source)[present[1]]
     if not any(document.get(table) for table in TABLES):
-        raise UserError(f"removing {', '.join(f'`{shown(n, 80)}`' for n in names)} leaves {source} no package to lock", "add the packages the stack is for first (lockgen add PKG), then remove these")
+        raise UserError(
+            f"removing {', '.join(f'`{shown(n, 80)}`' for n in names)} leaves {source} no package to lock",
+            "add the packages the stack is for first (lockgen add PKG), then remove these",
+        )
     return tomlkit.dumps(document)
 
 
 def changed_lines(old: str, new: str) -> list[str]:
     """The lines an edit put in (`+ line`) and took out (`- line`), in the file's order."""
-    return [f"{line[0]} {line[2:]}" for line in difflib.ndiff(old.splitlines(), new.splitlines()) if line[:1] in "+-" and line[2:].strip()]
+    return [
+        f"{line[0]} {line[2:]}"
+        for line in difflib.ndiff(old.splitlines(), new.splitlines())
+        if line[:1] in "+-" and line[2:].strip()
+    ]
 
 
 def _document(text: str, source: str) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(text)
     except ParseError as exc:
-        raise SpecError(f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0], "fix the TOML syntax at that line", source, exc.line) from None
+        raise SpecError(
+            f"malformed TOML: {exc.args[0] if exc.args else exc}".split(" at line")[0],
+            "fix the TOML syntax at that line",
+            source,
+            exc.line,
+        ) from None
     except TOMLKitError as exc:
         raise SpecError(f"malformed TOML: {exc}", "fix the stack's TOML", source) from None
 

@@ -22,7 +22,10 @@ def lock_path(stack_folder: Path, target: str) -> Path:
     """The lock of `target` in the stack whose `stack.toml` sits in `stack_folder`; a target name is a file
     name, never a path (`--target ../../x` would write outside `locks/`)."""
     if not TARGET_NAME.fullmatch(target):
-        raise UserError(f"target name `{target}` is not a name (letters, digits, `.`, `_`, `-`)", "pass a plain name such as h100 or gh200")
+        raise UserError(
+            f"target name `{target}` is not a name (letters, digits, `.`, `_`, `-`)",
+            "pass a plain name such as h100 or gh200",
+        )
     return stack_folder / "locks" / f"{target}{LOCK_SUFFIX}"
 
 

@@ -92,15 +92,21 @@ def check_only(lock: Lock) -> dict[str, tuple[tuple[str, str], ...]]:
             Version(package.version)
         except InvalidVersion:
             raise LockFormatError(
-                f"the base lock's check-only {package.name} has version `{package.version[:60]}`, not a PEP 440 version", "pin the base again from its inventory (lockgen pin)"
+                f"the base lock's check-only {package.name} has version `{package.version[:60]}`, not a PEP 440 version",
+                "pin the base again from its inventory (lockgen pin)",
             ) from None
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", package.name):
-            raise LockFormatError(f"the base lock's check-only `{package.name[:60]}` is not a project name", "pin the base again from its inventory (lockgen pin)")
+            raise LockFormatError(
+                f"the base lock's check-only `{package.name[:60]}` is not a project name",
+                "pin the base again from its inventory (lockgen pin)",
+            )
         held.setdefault(package.platform, []).append((normalize(package.name), package.version))
     return {platform: tuple(sorted(found)) for platform, found in held.items()}
 
 
-def with_base_entries(lock: Lock, platform: str, solved: list[LockedPackage], released: set[str]) -> list[LockedPackage]:
+def with_base_entries(
+    lock: Lock, platform: str, solved: list[LockedPackage], released: set[str]
+) -> list[LockedPackage]:
     """A team lock's packages on a base that is a lock: every held entry of the base as it is (its URL, hash
     and check-only state; the team's solve saw only its name and version), and the solved packages the base
     does not hold."""
@@ -150,7 +156,10 @@ def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
         return default
     prefix = str(labels.get(PREFIX_LABEL, ""))
     if not is_environment_prefix(prefix):
-        raise LockFormatError(f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image", "pass lockgen's own image of the base lock, exported again")
+        raise LockFormatError(
+            f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image",
+            "pass lockgen's own image of the base lock, exported again",
+        )
     return prefix
 
 

@@ -41,7 +41,11 @@ for attempt in range(2):
     el = time.monotonic() - t
     torch.use_deterministic_algorithms(False)
     torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-    print(f"fingerprint in-process #{attempt} {el:.2f} s:", " ".join(f"{k}={v[:12]}" for k, v in sorted(found["digests"].items())), flush=True)
+    print(
+        f"fingerprint in-process #{attempt} {el:.2f} s:",
+        " ".join(f"{k}={v[:12]}" for k, v in sorted(found["digests"].items())),
+        flush=True,
+    )
 # model init
 for _ in range(2):
     t = time.monotonic()
@@ -59,7 +63,10 @@ for mode, steps in (("fp32", 10), ("bf16", 10)):
     t = time.monotonic()
     run = run_steps(FULL, dev, mode, steps, ops_optimizer=True)
     el = time.monotonic() - t
-    print(f"{mode} {steps} steps in {el:.2f} s: losses {[round(loss, 3) for loss in run['losses']]} steps_ms {run['steps_ms']} host {run['host_issue_ms']}", flush=True)
+    print(
+        f"{mode} {steps} steps in {el:.2f} s: losses {[round(loss, 3) for loss in run['losses']]} steps_ms {run['steps_ms']} host {run['host_issue_ms']}",
+        flush=True,
+    )
 # GEMM figures under shorter rests
 original_rest = perf.rest
 for rest_s in (0.15, 0.05, 0.0, 0.15, 0.05, 0.0):
@@ -73,7 +80,11 @@ for rest_s in (0.15, 0.05, 0.0, 0.15, 0.05, 0.0):
     t = time.monotonic()
     perf.gemm_throughput(r, dev, True, True)
     el = time.monotonic() - t
-    print(f"rest {rest_s:.2f}: gemm_throughput {el:.2f} s", {k: (round(v["value"]), v["bursts"]) for k, v in r.figures["gemm"].items()}, flush=True)
+    print(
+        f"rest {rest_s:.2f}: gemm_throughput {el:.2f} s",
+        {k: (round(v["value"]), v["bursts"]) for k, v in r.figures["gemm"].items()},
+        flush=True,
+    )
 perf.rest = original_rest
 from verify.conv import conv_throughput
 from verify import conv as convmod
@@ -89,4 +100,8 @@ for rest_s in (0.15, 0.0, 0.15, 0.0):
     t = time.monotonic()
     conv_throughput(r, dev, True, {})
     el = time.monotonic() - t
-    print(f"rest {rest_s:.2f}: conv_throughput {el:.2f} s", {k: (round(v["value"]), v["bursts"]) for k, v in r.figures["conv"].items()}, flush=True)
+    print(
+        f"rest {rest_s:.2f}: conv_throughput {el:.2f} s",
+        {k: (round(v["value"]), v["bursts"]) for k, v in r.figures["conv"].items()},
+        flush=True,
+    )

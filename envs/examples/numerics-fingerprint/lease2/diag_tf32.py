@@ -12,7 +12,9 @@ import time
 def child(extra):
     env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8", **extra}
     code = "import verify.determinism as d; d.child('cuda', False)"
-    out = subprocess.run([sys.executable, "-c", code], input="go\n", capture_output=True, text=True, env=env).stdout.splitlines()[-1]
+    out = subprocess.run(
+        [sys.executable, "-c", code], input="go\n", capture_output=True, text=True, env=env
+    ).stdout.splitlines()[-1]
     d = json.loads(out)["fingerprint"]["digests"]
     return {k: d[k][:12] for k in ("gemm_fp32", "gemm_tf32")}
 
@@ -35,7 +37,11 @@ torch.cuda.synchronize(); print("tf32 8192 rate TFLOP/s", round(10 * 2 * 8192**3
     print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.strip())
 
 
-for label, extra in (("plain", {}), ("override=0", {"NVIDIA_TF32_OVERRIDE": "0"}), ("override=0 lt", {"NVIDIA_TF32_OVERRIDE": "0", "TORCH_BLAS_PREFER_CUBLASLT": "1"})):
+for label, extra in (
+    ("plain", {}),
+    ("override=0", {"NVIDIA_TF32_OVERRIDE": "0"}),
+    ("override=0 lt", {"NVIDIA_TF32_OVERRIDE": "0", "TORCH_BLAS_PREFER_CUBLASLT": "1"}),
+):
     for run in range(3):
         started = time.perf_counter()
         print(label, run, child(extra), f"{time.perf_counter() - started:.1f} s", flush=True)
