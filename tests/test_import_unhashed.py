@@ -27,21 +27,28 @@ OTHER = f'https://files.example/other-1.0-py3-none-any.whl", hash = "sha256:{"a"
 
 def _uv_lock(folder: Path, index: str, file_name: str) -> Path:
     source = folder / "uv.lock"
+    kit = f"{index.removesuffix('/simple')}/files/{file_name}"
     source.write_text(
-        'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "tiny"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
+        'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n'
+        '[[package]]\nname = "tiny"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
         'dependencies = [{ name = "gpukit" }, { name = "other" }]\n\n'
-        f'[[package]]\nname = "gpukit"\nversion = "1.0"\nsource = {{ registry = "{index}" }}\nwheels = [{{ url = "{index.removesuffix("/simple")}/files/{file_name}" }}]\n\n'
-        f'[[package]]\nname = "other"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\nwheels = [{{ url = "{OTHER}" }}]\n'
+        f'[[package]]\nname = "gpukit"\nversion = "1.0"\nsource = {{ registry = "{index}" }}\n'
+        f'wheels = [{{ url = "{kit}" }}]\n\n'
+        '[[package]]\nname = "other"\nversion = "1.0"\nsource = { registry = "https://pypi.org/simple" }\n'
+        f'wheels = [{{ url = "{OTHER}" }}]\n'
     )
     return source
 
 
 def _pylock(folder: Path, index: str, file_name: str) -> Path:
     source = folder / "pylock.toml"
+    kit = f"{index.removesuffix('/simple')}/files/{file_name}"
+    other = f'url = "https://files.example/other-1.0-py3-none-any.whl", hashes = {{ sha256 = "{"a" * 64}" }}'
     source.write_text(
         'lock-version = "1.0"\ncreated-by = "uv"\nrequires-python = ">=3.11"\n\n'
-        f'[[packages]]\nname = "gpukit"\nversion = "1.0"\nindex = "{index}"\nwheels = [{{ url = "{index.removesuffix("/simple")}/files/{file_name}" }}]\n\n'
-        f'[[packages]]\nname = "other"\nversion = "1.0"\nindex = "https://pypi.org/simple"\nwheels = [{{ url = "https://files.example/other-1.0-py3-none-any.whl", hashes = {{ sha256 = "{"a" * 64}" }} }}]\n'
+        f'[[packages]]\nname = "gpukit"\nversion = "1.0"\nindex = "{index}"\nwheels = [{{ url = "{kit}" }}]\n\n'
+        '[[packages]]\nname = "other"\nversion = "1.0"\nindex = "https://pypi.org/simple"\n'
+        f"wheels = [{{ {other} }}]\n"
     )
     return source
 
@@ -211,3 +218,22 @@ def test_an_explicit_file_conda_lock_renders_pins_its_pip_line_without_a_hash(tm
     expected = hashlib.sha256((tmp_path / "index" / "files" / KIT.filename).read_bytes()).hexdigest()
     pips = {p.name: p.hash.sha256 for p in read_lock(tmp_path / "t.yml").lock.package}
     assert pips == {"gpukit": expected, "other": "a" * 64}
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["indexed", "direct"])
+def test_the_pixi_lock_these_tests_write_is_one_rattler_reads(tmp_path: Path, direct: bool) -> None:
+    """The oracle for the pixi.lock text above: rattler's own reader (pixi's) reads it, both platforms with gpukit
+    at the URL written (a direct one kept as `direct+`) and other pinned by its sha256."""
+    import rattler
+
+    url = "direct+http://127.0.0.1:1/files/gpukit-1.0-py3-none-any.whl" if direct else ""
+    source = _pixi_lock(tmp_path, "http://127.0.0.1:1/simple", KIT.filename, url=url)
+    environment = rattler.LockFile.from_path(source).default_environment()
+    assert environment is not None
+    platforms = environment.pypi_packages()
+    assert {str(platform) for platform in platforms} == {"linux-64", "linux-aarch64"}
+    for packages in platforms.values():
+        by_name = {p.name: p for p in packages}
+        assert set(by_name) == {"gpukit", "other"}
+        assert by_name["gpukit"].location == (url or f"http://127.0.0.1:1/files/{KIT.filename}")
+        assert by_name["other"].hashes.sha256 == bytes.fromhex("a" * 64)
