@@ -1,9 +1,10 @@
 """Reads other tools' locks into lockgen's lock entries: pixi.lock (v4-v7), conda-lock.yml (unified v1),
 `@EXPLICIT` files, uv.lock (v1) and PEP 751 pylock.toml.
 
-Every platform a file holds comes over, with hashes kept. pixi's `default` environment is read
-unless another is named. uv.lock is read as uv installs it (`adapters.foreign.uv_lock`: markers, extras,
-groups, forks, and the wheel that fits each platform).
+Every platform a file holds comes over, with hashes kept; a pip wheel the file gives no hash for is returned as
+data (`Imported.unhashed`) with the indexes that may list it, for the import to pin it from there or refuse it.
+pixi's `default` environment is read unless another is named. uv.lock is read as uv installs it
+(`adapters.foreign.uv_lock`: markers, extras, groups, forks, and the wheel that fits each platform).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ _PIP_LINE = re.compile(
     r"# pip (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*) @ (?P<url>[^#\s]+)(#sha256=(?P<sha256>[0-9a-f]{64}))?\s*"
 )
 _SDIST = re.compile(r"\.(tar\.gz|zip|tar\.bz2)$")
+_DIRECT = "direct+"  # pixi's mark on a wheel from a direct URL (rattler_lock's `UrlOrPath`), which no index lists
+_PIXI_INDEXES = ("https://pypi.org/simple",)  # pixi's default where an environment names no `indexes`
 SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
 
 
@@ -135,8 +138,8 @@ def _what_broke(exc: Exception) -> str:
 
 def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoices, digest: str) -> Imported:
     if form == "@EXPLICIT file":
-        packages, skipped = _explicit(text, path)
-        return Imported("@EXPLICIT", (), tuple(packages), digest, tuple(skipped))
+        packages, skipped, hashless = _explicit(text, path)
+        return Imported("@EXPLICIT", (), tuple(packages), digest, tuple(skipped), unhashed=tuple(hashless))
     if form == "pylock.toml":
         import tomllib
 
@@ -190,7 +193,7 @@ def _split_conda_file(url: str) -> tuple[str, str, str, str]:
     return parts[-2], pieces[0], pieces[1], pieces[2]
 
 
-def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
+def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str], list[UnhashedWheel]]:
     """The conda archives of an @EXPLICIT file, and the `# pip NAME @ URL#sha256=HASH` lines conda-lock writes
     below them (its pip packages, for `pip install` after the conda ones)."""
     platform = next(
@@ -200,6 +203,7 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
         raise LockFormatError(f"`{path}` has no `# platform:` line", "explicit files name their platform in a comment")
     packages: list[LockedPackage] = []
     skipped: list[str] = []
+    unhashed: list[UnhashedWheel] = []
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("# pip "):
@@ -209,8 +213,9 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
                     f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`",
                     "use the file `conda-lock render --kind explicit` wrote",
                 )
-            pip = _pip_entry(found["name"], None, found["url"], PackageHash(sha256=found["sha256"]), platform)
-            _sort_into(pip, packages, skipped)
+            url = found["url"]
+            pip = _pip_entry(found["name"], None, url, PackageHash(sha256=found["sha256"]), platform, _folder_of(url))
+            _sort_into(pip, packages, skipped, unhashed)
             continue
         if not line or line.startswith(("#", "@")):
             continue
@@ -226,14 +231,21 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
                 name=name, version=version, manager="conda", platform=platform, url=url, hash=hashes, build=build
             )
         )
-    return packages, skipped
+    return packages, skipped, unhashed
 
 
 def _pip_entry(
-    name: str, version: str | None, url: str, hashes: PackageHash, platform: str, **fields: Any
-) -> LockedPackage | str:
+    name: str,
+    version: str | None,
+    url: str,
+    hashes: PackageHash,
+    platform: str,
+    indexes: tuple[str, ...],
+    **fields: Any,
+) -> LockedPackage | UnhashedWheel | str:
     """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
-    gives none), or why it cannot be one: not a wheel (an sdist is built on install), or no hash."""
+    gives none); a wheel the lock gives no hash for, with the `indexes` that may list it (none for a direct URL),
+    for the import to pin it from there or refuse it; or why it cannot be one (an sdist is built on install)."""
     file_name = wheel_file_name(url)
     label = f"{platform}: `{name}` {version or ''}".rstrip()
     try:
@@ -241,30 +253,50 @@ def _pip_entry(
     except UserError:
         what = "an sdist (it would be built on install)" if _SDIST.search(file_name) else "no wheel"
         return f"{label} is {what}: {shown(file_name)}; lockgen locks wheels only"
-    if not (hashes.sha256 or hashes.md5):
-        return f"{label} has no hash in the file ({shown(file_name)}): lockgen pins every archive by its hash"
-    return LockedPackage(
+    package = LockedPackage(
         name=name, version=version or wheel.version, manager="pip", platform=platform, url=url, hash=hashes, **fields
     )
+    if hashes.sha256 or hashes.md5:
+        return package
+    first, *later = indexes or ("",)
+    return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package)
 
 
-def _sort_into(found: LockedPackage | str, packages: list[LockedPackage], skipped: list[str]) -> None:
-    """An entry converted into lockgen's, kept; or why it cannot be one, kept to be named."""
+def _folder_of(url: str) -> tuple[str, ...]:
+    """Where conda-lock's pip wheel without a hash may be listed: conda-lock names no index, and one that serves
+    no hashes (PyPI always does) is in practice PyTorch's, whose wheels lie beside their project pages
+    (download.pytorch.org/whl/cu121/torch-....whl, listed by download.pytorch.org/whl/cu121/torch/)."""
+    return (url.rsplit("/", 1)[0],) if "/" in url else ()
+
+
+def _sort_into(
+    found: LockedPackage | UnhashedWheel | str,
+    packages: list[LockedPackage],
+    skipped: list[str],
+    unhashed: list[UnhashedWheel],
+) -> None:
+    """An entry converted into lockgen's, kept; a wheel without a hash, kept to be pinned from its index; or why
+    it cannot be one, kept to be named."""
     if isinstance(found, LockedPackage):
         packages.append(found)
+    elif isinstance(found, UnhashedWheel):
+        unhashed.append(found)
     else:
         skipped.append(found)
 
 
 def _conda_lock(data: dict[str, Any], digest: str, path: Path) -> Imported:
     """A conda-lock.yml read by the one v1 reader (`lockfile_yaml.v1_lock`); its pip entries are kept when they
-    are wheels with a hash, and a conda entry without a `build` (conda-lock writes none) takes its archive's."""
-    entries = [
-        {k: v for k, v in e.items() if k != "source"} if isinstance(e, dict) else e for e in data["package"] or []
-    ]
+    are wheels with a hash, one without a hash is left to be pinned from where it is listed (none for an entry
+    with a `source`: conda-lock's mark on a direct URL), and a conda entry without a `build` (conda-lock writes
+    none) takes its archive's."""
+    package_list = data["package"] or []
+    direct = {(e.get("platform"), e.get("name")) for e in package_list if isinstance(e, dict) and e.get("source")}
+    entries = [{k: v for k, v in e.items() if k != "source"} if isinstance(e, dict) else e for e in package_list]
     lock = v1_lock({**data, "package": entries}, str(path), "use the conda-lock.yml conda-lock wrote")
     packages: list[LockedPackage] = []
     skipped: list[str] = []
+    unhashed: list[UnhashedWheel] = []
     for entry in lock.package:
         if entry.manager == "pip":
             pip = _pip_entry(
@@ -273,16 +305,16 @@ def _conda_lock(data: dict[str, Any], digest: str, path: Path) -> Imported:
                 entry.url,
                 entry.hash,
                 entry.platform,
+                () if (entry.platform, entry.name) in direct else _folder_of(entry.url),
                 dependencies=entry.dependencies,
                 category=entry.category,
                 optional=entry.optional,
             )
-            _sort_into(pip, packages, skipped)
+            _sort_into(pip, packages, skipped, unhashed)
             continue
         packages.append(entry if entry.build else entry.model_copy(update={"build": _split_conda_file(entry.url)[3]}))
-    return Imported(
-        "conda-lock.yml v1", tuple(c.url for c in lock.metadata.channels), tuple(packages), digest, tuple(skipped)
-    )
+    channels = tuple(c.url for c in lock.metadata.channels)
+    return Imported("conda-lock.yml v1", channels, tuple(packages), digest, tuple(skipped), unhashed=tuple(unhashed))
 
 
 def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Imported:
@@ -306,6 +338,8 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
     declared = {p["name"]: p for p in data.get("platforms") or [] if isinstance(p, dict) and "name" in p}  # v7
     packages: list[LockedPackage] = []
     skipped: list[str] = []
+    unhashed: list[UnhashedWheel] = []
+    indexes = tuple(str(index) for index in env.get("indexes") or _PIXI_INDEXES)
     seen, virtual = set(), {}
     for platform_name, entries in env["packages"].items():
         platform = declared.get(platform_name, {}).get("subdir") or _pixi_platform(platform_name, entries)
@@ -320,10 +354,11 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
             if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)\Z", url):
                 skipped.append(f"{platform}: `{url}` {_not_an_archive(kind, url)}")
                 continue
-            found = _pixi_entry(kind, url, records.get(url, {}), platform)
-            _sort_into(found, packages, skipped)
+            found = _pixi_entry(kind, url, records.get(url, {}), platform, indexes)
+            _sort_into(found, packages, skipped, unhashed)
     channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
-    return Imported(f"pixi.lock v{version}", channels, tuple(packages), digest, tuple(skipped), virtual)
+    form = f"pixi.lock v{version}"
+    return Imported(form, channels, tuple(packages), digest, tuple(skipped), virtual, unhashed=tuple(unhashed))
 
 
 def _not_an_archive(kind: str, url: str) -> str:
@@ -348,11 +383,16 @@ def _pixi_platform(name: str, entries: list[dict[str, str]]) -> str:
     return max(set(native), key=native.count)
 
 
-def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> LockedPackage | str:
+def _pixi_entry(
+    kind: str, url: str, record: dict[str, Any], platform: str, indexes: tuple[str, ...]
+) -> LockedPackage | UnhashedWheel | str:
+    """A pixi entry as lockgen's; a PyPI one without a hash may be listed by the environment's `indexes` (by
+    none where pixi marks it a direct URL)."""
     hashes = PackageHash(md5=record.get("md5"), sha256=record.get("sha256"))
     if kind == "pypi":
         name = record.get("name") or url.split("/")[-1].split("-")[0]
-        return _pip_entry(name, str(record["version"]) if "version" in record else None, url, hashes, platform)
+        version = str(record["version"]) if "version" in record else None
+        return _pip_entry(name, version, url, hashes, platform, () if url.startswith(_DIRECT) else indexes)
     _, name, version, build = _split_conda_file(url)
     return LockedPackage(
         name=record.get("name", name),
