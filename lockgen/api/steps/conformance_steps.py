@@ -326,7 +326,9 @@ def _conform(
         hook = (
             [
                 ExpectedPackage(
-                    ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found)
+                    ALLOWED_FOREIGN,
+                    tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found),
+                    locked=False,
                 )
             ]
             if allowed
@@ -334,13 +336,17 @@ def _conform(
         )
         # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
         hook += (
-            [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))]
+            [
+                ExpectedPackage(
+                    SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()), locked=False
+                )
+            ]
             if services
             else []
         )
         # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
         hook += (
-            [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))]
+            [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()), locked=False)]
             if carried
             else []
         )
