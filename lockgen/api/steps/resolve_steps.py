@@ -204,7 +204,7 @@ def lock_targets(
     current = current or {}
     chosen = selected(context.spec, targets)
     if not dry_run:
-        writable_locks_folder(context, chosen)
+        _writable_locks_folder(context, chosen)
     plans = []
     for target in chosen:
         window, requests = context.plan(target)
@@ -280,7 +280,7 @@ def lock_targets(
     return results
 
 
-def writable_locks_folder(context: ResolveContext, targets: Sequence[Target]) -> None:
+def _writable_locks_folder(context: ResolveContext, targets: Sequence[Target]) -> None:
     """The folder each selected target's lock goes to takes a new file: found before anything is solved, not
     after, and named as the stack lays it out (never the temporary file the write would have made)."""
     for folder in sorted({context.lock_path(target).parent for target in targets}):
