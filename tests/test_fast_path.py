@@ -247,6 +247,9 @@ def test_a_detected_target_is_kept_by_the_stack_s_bytes_and_what_detection_read_
         fast = in_stack(*line, **node)
         assert [name for name in SLOW_ONLY if name in fast[3].split()] == [], (line, fast)
         assert fast[:3] == first[:3] == in_stack(*line, reparse=True, **node)[:3]
+    exports = in_stack("activate", "--shell", "bash", **node)  # activate (and shell) read the same kept answer
+    assert exports[0] == 0 and "LOCKGEN_ENV_NAME" in exports[1] and "typer" not in exports[3].split()
+    assert exports[:3] == in_stack("activate", "--shell", "bash", reparse=True, **node)[:3]
     probed = in_stack(*command)  # no facts file: this node probed (no GPU here), kept by the probe's answers
     assert probed[0] == 4 and "typer" in probed[3].split()
     assert "typer" not in in_stack(*command)[3].split()
