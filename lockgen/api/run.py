@@ -129,24 +129,21 @@ def kept_activation(wanted: Wanted, progress: Callable[[str], None], for_run: bo
     None for anything else, with nothing said: `activation` decides it, and words it when it is an error. The same
     bytes give the same environment, name, activation and lines as `activation` gives. `for_run`: the environment
     found is kept for the next `run` of the same lock file and options (`kept_run_steps.keep_run`)."""
-    if wanted.source is None and wanted.prefix is not None:  # the environment at --prefix as it is: `activation`'s
-        return None
-    stack = wanted.source is None or _is_stack(wanted.source)
-    kept_stack = kept_stack_lock(wanted) if stack else None
-    read = (
-        (kept_stack[0] if kept_stack else None)
-        if stack
-        else None
-        if wanted.target is not None or wanted.source is None
-        else _lock_bytes(wanted.source)
-    )
+    detected: str | None = None  # what detection said of this node, when the stack's target was detected
+    if wanted.source is None or _is_stack(wanted.source):
+        if wanted.source is None and wanted.prefix is not None:  # the environment at --prefix as it is: `activation`'s
+            return None
+        kept_stack = kept_stack_lock(wanted)
+        read, detected = kept_stack if kept_stack is not None else (None, None)
+    else:
+        read = None if wanted.target is not None else _lock_bytes(wanted.source)
     if read is None:
         return None
     found: list[str] = []  # said only once the environment is found: detection's line comes first, as it does there
     made = kept_made(read, wanted.platform, wanted.prefix, found.append)
     if made is None:
         return None
-    for line in ([kept_stack[1]] if kept_stack and kept_stack[1] else []) + found:
+    for line in ([detected] if detected else []) + found:
         progress(line)
     lock = Path(read.source)
     active = _activated(made.prefix, made.target or target_of_lock(lock), lock, progress)
