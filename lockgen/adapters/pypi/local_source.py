@@ -28,7 +28,6 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from lockgen.adapters.pypi.wheel_record import read_wheel_file, wheel_manifest
 from lockgen.adapters.tool_runner import run_tool
 from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage
@@ -217,6 +216,8 @@ def rebuilt_manifest(folder: Path, package: LockedPackage) -> PackageManifest:
     """What a wheel built again from `folder` installs (its RECORD, and the name and version its METADATA must
     say are the entry's), for `check --lock` of a built local package: the wheel is made in a temporary folder,
     read, and removed; its manifest is not kept (no lock pins that wheel's sha256)."""
+    from lockgen.adapters.pypi.wheel_record import read_wheel_file, wheel_manifest  # this check alone reads wheels
+
     with tempfile.TemporaryDirectory(prefix="lockgen-local-") as out:
         wheel = _built(folder, Path(out), package.name)
         contents = read_wheel_file(wheel)
