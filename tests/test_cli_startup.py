@@ -70,6 +70,8 @@ NOT_FOR_RESOLVE = (
     "packaging.version",
     "configparser",
     "typer",  # the fast path runs resolve before typer (issue 43 item 4)
+    "difflib",  # a misnamed --channel-alias's suggestion only
+    "lockgen.adapters.lock.kept_inputs",  # a lock read is kept; resolve reads none (without --update)
 )
 # a repeated check --lock of a prefix whose kept verdict stands is a stat walk: no model library, no lock parser
 NOT_FOR_A_KEPT_VERDICT = (

@@ -22,7 +22,7 @@ from lockgen.model.names import shown
 from lockgen.errors import LockFieldError, LockFormatError
 from lockgen.core import nesting
 from lockgen.core.stack import stack_layout
-from lockgen.adapters.lock import kept_inputs, lock_file
+from lockgen.adapters.lock import lock_file
 from lockgen.core.lock.lock_fields import check_lock
 from lockgen.model.inputs import LockBytes
 from lockgen.model.lock import LOCK_VERSION, LoadedLock, Lock, LockedPackage
@@ -247,6 +247,8 @@ def loaded_lock(data: bytes, source: str, sha256: str | None = None) -> LoadedLo
     loaded = LoadedLock(
         source=source, data=data, sha256=sha256 or hashlib.sha256(data).hexdigest(), lock=parse_lock(text, source)
     )
+    from lockgen.adapters.lock import kept_inputs  # only a read lock is kept: resolve, which writes, loads none
+
     kept_inputs.keep_lock(loaded.sha256, loaded.lock)
     return loaded
 
