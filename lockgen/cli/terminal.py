@@ -15,7 +15,8 @@ if TYPE_CHECKING:  # a plain result (dataclasses), named here for its fields
     from collections.abc import Iterable
     from pathlib import Path
 
-    from lockgen.model.results import Conformance, TargetResult
+    from lockgen.model.resolved import TargetResult
+    from lockgen.model.results import Conformance
 
 
 def styled(text: str, code: str) -> str:
