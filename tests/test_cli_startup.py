@@ -71,7 +71,6 @@ NOT_FOR_RESOLVE = (
     "configparser",
     "typer",  # the fast path runs resolve before typer (issue 43 item 4)
     "difflib",  # a misnamed --channel-alias's suggestion only
-    "lockgen.adapters.lock.kept_inputs",  # a lock read is kept; resolve reads none (without --update)
     "lockgen.model.results",  # every other command's results: resolve's are in model/resolved.py
 )
 # a repeated check --lock of a prefix whose kept verdict stands is a stat walk: no model library, no lock parser

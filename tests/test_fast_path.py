@@ -518,3 +518,46 @@ def test_resolve_forms_the_fast_path_reads() -> None:
         {"aliases": ["c=d"], "targets": ["a", "b"]},
         {"--json"},
     )
+
+
+def test_a_lock_text_is_checked_once_per_bytes(
+    tool_channel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resolve that makes a lock text whose exact bytes passed every field's rule before does not check them
+    again (`kept_inputs.keep_checked_text`); a refused text is never kept, other bytes are checked, and with
+    LOCKGEN_REPARSE=1 every text is."""
+    from lockgen.adapters.lock import lockfile_yaml
+    from lockgen.errors import LockFieldError
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    checked: list[str] = []
+    real = lockfile_yaml.check_lock
+
+    def counted(lock: object, source: str) -> None:
+        checked.append(source)
+        real(lock, source)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lockfile_yaml, "check_lock", counted)
+    stack = _stack(tmp_path / "stack", tool_channel)
+    api.resolve(stack)
+    api.resolve(stack)
+    assert len(checked) == 1
+    other = _stack(tmp_path / "other", tool_channel, "lib")
+    api.resolve(other)
+    assert len(checked) == 2
+    monkeypatch.setenv("LOCKGEN_REPARSE", "1")
+    api.resolve(stack)
+    assert len(checked) == 3
+    monkeypatch.delenv("LOCKGEN_REPARSE")
+
+    def refused(lock: object, source: str) -> None:
+        checked.append(source)
+        raise LockFieldError("a field breaks its rule", "")
+
+    monkeypatch.setattr(lockfile_yaml, "check_lock", refused)
+    third = _stack(tmp_path / "third", tool_channel, 'tool = "*"\nlib')
+    for _ in range(2):  # refused both times: what failed was never kept
+        with pytest.raises(LockFieldError):
+            api.resolve(third)
+    assert len(checked) == 5 and not (third.parent / "locks").exists()

@@ -1,5 +1,6 @@
 """Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
-its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`), kept under
+its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; and that a lock's text resolve made
+passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `keep_checked_text`), kept under
 `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
 command given the same bytes can load what was checked without pydantic or the models (the fast path,
 `lockgen.cli.fast_path`), as git keeps its index and uv its resolutions.
@@ -24,13 +25,25 @@ from lockgen import __version__
 from lockgen.adapters.proof.kept_runs import REPARSE, kept_folder, trusted
 from lockgen.errors import LockgenError
 
-__all__ = ["REPARSE", "KeptLock", "keep", "keep_fresh", "keep_lock", "kept", "kept_fresh", "kept_lock", "trusted"]
+__all__ = [
+    "REPARSE",
+    "KeptLock",
+    "keep",
+    "keep_checked_text",
+    "keep_fresh",
+    "keep_lock",
+    "kept",
+    "kept_checked_text",
+    "kept_fresh",
+    "kept_lock",
+    "trusted",
+]
 
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
 SCHEMA = 2  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
-Kind = Literal["lock", "stack"]
+Kind = Literal["lock", "stack", "checked"]
 
 
 def _path(kind: Kind, sha256: str) -> Path:
@@ -158,3 +171,20 @@ def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
     ):
         return None
     return [(p[0], p[1]) for p in parents]
+
+
+def keep_checked_text(sha256: str) -> None:
+    """Keeps that the lock text whose bytes' sha256 is `sha256` passed `lock_fields.check_lock` (the rules are a
+    function of the lock's value, and its text renders every field of it), so the next resolve making the same text
+    need not check it again (`lockfile_yaml.checked_lock_text`)."""
+    keep("checked", sha256, lambda: {"checked": True}, _checked)
+
+
+def kept_checked_text(sha256: str) -> bool:
+    """Whether the lock text whose bytes' sha256 is `sha256` is kept as having passed every field's rule."""
+    value = kept("checked", sha256)
+    return value is not None and _checked(value)
+
+
+def _checked(value: dict[str, Any]) -> bool:
+    return value.get("checked") is True
