@@ -22,9 +22,10 @@ proof re-checked with the standard library alone), so this module imports no pat
 
 It also reads `lockgen resolve [STACK] [--channel-alias NAME=PATH_OR_URL]... [--target T]... [--dry-run] [--json]`
 (each value in the next word) and runs the resolve use case itself, without typer: the solve needs the models, but
-not the 30-40 ms of typer and click (issue 43 item 4). An error before anything was said goes to the typer app as
-above (which resolves again, and words it); one after is worded by `terminal.refusal`, as `ui.handles_errors`
-words it; the results are printed by `terminal.print_resolved`, which the typer command prints with too."""
+not typer, click and the app's command modules (about 40 ms once the rest is imported; issue 43 item 4). An error
+before anything was said goes to the typer app as above (which resolves again, and words it); one after is worded
+by `terminal.refusal`, as `ui.handles_errors` words it; the results are printed by `terminal.print_resolved`, which
+the typer command prints with too."""
 
 from __future__ import annotations
 
@@ -272,8 +273,8 @@ def _resolved(words: list[str]) -> int | None:
 
     from lockgen.api import resolve as api
 
-    stack = Path(source)
     try:
+        stack = Path(source)
         results = api.resolve(
             stack / "stack.toml" if stack.is_dir() else stack,
             repeated["targets"],

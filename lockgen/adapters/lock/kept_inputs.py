@@ -1,5 +1,5 @@
 """Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
-its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; and that a lock's text resolve made
+its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; and that a lock's text lockgen made
 passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `keep_checked_text`), kept under
 `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
 command given the same bytes can load what was checked without pydantic or the models (the fast path,
@@ -175,8 +175,8 @@ def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
 
 def keep_checked_text(sha256: str) -> None:
     """Keeps that the lock text whose bytes' sha256 is `sha256` passed `lock_fields.check_lock` (the rules are a
-    function of the lock's value, and its text renders every field of it), so the next resolve making the same text
-    need not check it again (`lockfile_yaml.checked_lock_text`)."""
+    function of the lock's value, and its text renders every field of it), so the next command making the same text
+    (a resolve finding its locks unchanged) need not check it again (`lockfile_yaml.checked_lock_text`)."""
     keep("checked", sha256, lambda: {"checked": True}, _checked)
 
 
