@@ -64,7 +64,15 @@ def test_the_real_entry_point_lists_every_command() -> None:
 
 # modules resolve has no use for on a conda stack: the conformance models (they render checks), the wheel file-name
 # parser, PEP 440 versions and the INI reader (PyPI entries and entry points only)
-NOT_FOR_RESOLVE = ("lockgen.model.conformance", "lockgen.core.pypi.wheel_names", "packaging.version", "configparser")
+NOT_FOR_RESOLVE = (
+    "lockgen.model.conformance",
+    "lockgen.core.pypi.wheel_names",
+    "packaging.version",
+    "configparser",
+    "typer",  # the fast path runs resolve before typer (issue 43 item 4)
+    "difflib",  # a misnamed --channel-alias's suggestion only
+    "lockgen.model.results",  # every other command's results: resolve's are in model/resolved.py
+)
 # a repeated check --lock of a prefix whose kept verdict stands is a stat walk: no model library, no lock parser
 NOT_FOR_A_KEPT_VERDICT = (
     "pydantic",

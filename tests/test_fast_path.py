@@ -495,3 +495,138 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(
 def test_a_word_s_suffix_is_read_as_pathlib_reads_it(word: str) -> None:
     """`fast_path._suffix` (no pathlib: the kept `run`'s path) tells a stack's `.toml` as `Path.suffix` does."""
     assert _suffix(word) == Path(word).suffix
+
+
+@pytest.fixture(scope="module")
+def tool_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("resolve-channel")
+    return build_channel(root / "channel", [Pkg("tool", "1.0", depends=("lib",)), Pkg("lib", "1.0")])
+
+
+def _stack(folder: Path, channel: Path, dependency: str = "tool") -> Path:
+    """A one-target conda stack in `folder` (each resolve its own: the first one writes its lock)."""
+    folder.mkdir()
+    stack = folder / "stack.toml"
+    stack.write_text(
+        f'[stack]\nname = "fast"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{dependency} = "*"\n'
+        '[targets.cpu]\narch = "cpu"\n'
+    )
+    return stack
+
+
+def _placed(answer: tuple, folder: Path) -> tuple:
+    """An answer with the stack's folder as `STACK` and each solve's seconds as `S`."""
+    return tuple(
+        re.sub(r"in \d+\.\d\ds", "in Ss", part.replace(str(folder), "STACK")) if isinstance(part, str) else part
+        for part in answer
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("extra", "dependency"),
+    [([], "tool"), (["--dry-run"], "tool"), (["--json"], "tool"), ([], "no-such-package")],
+)
+def test_resolve_is_answered_before_typer_as_the_typer_app(
+    tool_channel: Path, tmp_path: Path, extra: list[str], dependency: str
+) -> None:
+    """`resolve STACK --target T` runs the use case without typer (issue 43 item 4) and says what the typer app
+    says (`--target=T`, a form the fast path leaves to it): the same lines, lock, JSON, and error after progress."""
+    fast_stack, typer_stack = (_stack(tmp_path / name, tool_channel, dependency) for name in ("fast", "typer"))
+    fast = _lockgen("resolve", str(fast_stack), "--target", "cpu", *extra, home=tmp_path / "home", importtime=True)
+    typer_app = _lockgen("resolve", str(typer_stack), "--target=cpu", *extra, home=tmp_path / "home", importtime=True)
+    assert "typer" not in fast[3].split() and "typer" in typer_app[3].split()
+    assert _placed(fast[:3], fast_stack.parent) == _placed(typer_app[:3], typer_stack.parent)
+    assert fast[0] == (1 if dependency == "no-such-package" else 0), fast
+    locks = [stack.parent / "locks" / "cpu.conda-lock.yml" for stack in (fast_stack, typer_stack)]
+    assert [lock.is_file() for lock in locks] == ["--dry-run" not in extra and dependency == "tool"] * 2
+    if locks[0].is_file():
+        assert locks[0].read_bytes() == locks[1].read_bytes()
+
+
+def test_a_resolve_that_fails_before_anything_is_said_goes_to_the_typer_app(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lockgen.cli import fast_path
+
+    stack = tmp_path / "stack.toml"
+    stack.write_text("[stack\n")
+    assert fast_path.answered(["resolve", str(stack)]) is None
+    assert fast_path.answered(["resolve", str(tmp_path / "none.toml")]) is None
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["--check"],
+        ["--update", "tool"],
+        ["--target=cpu"],
+        ["-v"],
+        ["a.toml", "b.toml"],
+        ["--dry-run", "--dry-run"],
+        ["--channel-alias"],
+        ["--channel-alias", "--json"],
+        ["-t", ""],
+        ["--insecure"],
+        [""],
+    ],
+)
+def test_resolve_forms_the_fast_path_does_not_read_go_to_the_typer_app(words: list[str]) -> None:
+    from lockgen.cli.fast_path import _read_resolve
+
+    assert _read_resolve(words) is None
+
+
+def test_resolve_forms_the_fast_path_reads() -> None:
+    from lockgen.cli.fast_path import _read_resolve
+
+    assert _read_resolve([]) == ("stack.toml", {"aliases": [], "targets": []}, set())
+    assert _read_resolve(["--json", "s/stack.toml", "-t", "a", "--channel-alias", "c=d", "--target", "b"]) == (
+        "s/stack.toml",
+        {"aliases": ["c=d"], "targets": ["a", "b"]},
+        {"--json"},
+    )
+
+
+def test_a_lock_text_is_checked_once_per_bytes(
+    tool_channel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resolve that makes a lock text whose exact bytes passed every field's rule before does not check them
+    again (`kept_inputs.keep_checked_text`); a refused text is never kept, other bytes are checked, and with
+    LOCKGEN_REPARSE=1 every text is."""
+    from lockgen.adapters.lock import lockfile_yaml
+    from lockgen.errors import LockFieldError
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    checked: list[str] = []
+    real = lockfile_yaml.check_lock
+
+    def counted(lock: object, source: str) -> None:
+        checked.append(source)
+        real(lock, source)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lockfile_yaml, "check_lock", counted)
+    stack = _stack(tmp_path / "stack", tool_channel)
+    api.resolve(stack)
+    api.resolve(stack)
+    assert len(checked) == 1
+    other = _stack(tmp_path / "other", tool_channel, "lib")
+    api.resolve(other)
+    assert len(checked) == 2
+    monkeypatch.setenv("LOCKGEN_REPARSE", "1")
+    api.resolve(stack)
+    assert len(checked) == 3
+    monkeypatch.delenv("LOCKGEN_REPARSE")
+
+    def refused(lock: object, source: str) -> None:
+        checked.append(source)
+        raise LockFieldError("a field breaks its rule", "")
+
+    monkeypatch.setattr(lockfile_yaml, "check_lock", refused)
+    third = _stack(tmp_path / "third", tool_channel, 'tool = "*"\nlib')
+    for _ in range(2):  # refused both times: what failed was never kept
+        with pytest.raises(LockFieldError):
+            api.resolve(third)
+    assert len(checked) == 5 and not (third.parent / "locks").exists()

@@ -15,7 +15,7 @@ from lockgen.api.steps.resolve_steps import Progress, ResolveContext, lock_targe
 from lockgen.errors import UserError
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.plan import CudaWindow
-from lockgen.model.results import TargetResult
+from lockgen.model.resolved import TargetResult
 from lockgen.model.spec import Target
 
 if TYPE_CHECKING:

@@ -20,7 +20,14 @@ typer command does, and an error there is worded by the same rules (`terminal.re
 it off, with the kept values (`kept_inputs.trusted`).
 
 `run` and `materialize` (without `--json`) are first offered to the kept run record (`kept_run_steps`: the same
-proof re-checked with the standard library alone), so this module imports no pathlib or typing before that."""
+proof re-checked with the standard library alone), so this module imports no pathlib or typing before that.
+
+It also reads `lockgen resolve [STACK] [--channel-alias NAME=PATH_OR_URL]... [--target T]... [--dry-run] [--json]`
+(each value in the next word) and runs the resolve use case itself, without typer: the solve needs the models, but
+not typer, click and the app's command modules (about 40 ms once the rest is imported; issue 43 item 4). An error
+before anything was said goes to the typer app as above (which resolves again, and words it); one after is worded
+by `terminal.refusal`, as `ui.handles_errors` words it; the results are printed by `terminal.print_resolved`, which
+the typer command prints with too."""
 
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ from lockgen.cli.terminal import (
     print_conforming,
     print_environment,
     print_json,
+    print_resolved,
     progress,
     progress_kept,
     refusal,
@@ -122,6 +130,8 @@ def _suffix(word: str) -> str:
 def answered(args: list[str]) -> int | None:
     """The exit code of the command line `args` when this path answered it (`run` and `shell` answer by
     becoming the command); None when it leaves it to the typer app, having said nothing."""
+    if args and args[0] == "resolve":
+        return _resolved(args[1:])
     if not args or args[0] not in COMMANDS:
         return None
     command, words, after = args[0], args[1:], []
@@ -227,3 +237,70 @@ def _answer(
             emit(exports)
             return 0
     return None
+
+
+RESOLVE_REPEATED = {"--channel-alias": "aliases", "--target": "targets", "-t": "targets"}
+RESOLVE_FLAGS = ("--dry-run", "--json")
+
+
+def _read_resolve(words: list[str]) -> tuple[str, dict[str, list[str]], set[str]] | None:
+    """The STACK (`stack.toml` when none is named), the repeated options' values and the flags of a `resolve`
+    command line in exactly the forms this path reads; None for anything else (`--check`, `--update`, `-v`, a
+    value in the same word, a flag twice, a value that looks like an option)."""
+    source: str | None = None
+    repeated: dict[str, list[str]] = {"aliases": [], "targets": []}
+    flags: set[str] = set()
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word in RESOLVE_REPEATED and at + 1 < len(words):
+            value = words[at + 1]
+            if not value or value.startswith("-"):
+                return None
+            repeated[RESOLVE_REPEATED[word]].append(value)
+            at += 2
+        elif word in RESOLVE_FLAGS and word not in flags:
+            flags.add(word)
+            at += 1
+        elif word.startswith("-") or not word or source is not None:
+            return None
+        else:
+            source = word
+            at += 1
+    return source or "stack.toml", repeated, flags
+
+
+def _resolved(words: list[str]) -> int | None:
+    """`lockgen resolve` run here: its exit code, or None (nothing said) for the typer app to run it."""
+    read = _read_resolve(words)
+    if read is None:
+        return None
+    source, repeated, flags = read
+    said: list[str] = []
+
+    def saying(message: str) -> None:
+        said.append(message)
+        progress(message)
+
+    from pathlib import Path
+
+    from lockgen.api import resolve as api
+
+    try:
+        stack = Path(source)
+        results = api.resolve(
+            stack / "stack.toml" if stack.is_dir() else stack,
+            repeated["targets"],
+            (),
+            repeated["aliases"],
+            dry_run="--dry-run" in flags,
+            progress=saying,
+        )
+    except Exception as exc:
+        if not said:  # nothing said yet: the typer app resolves, and words what fails
+            return None
+        message, hint, code = refusal(exc)
+        say_error(message, hint)
+        return code
+    print_resolved(results, "--dry-run" in flags, "--json" in flags)
+    return 0

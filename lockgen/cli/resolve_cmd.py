@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from lockgen.cli.terminal import print_resolved
 from lockgen.cli.ui import handles_errors, print_json, progress, say
 
 
@@ -48,15 +49,4 @@ def resolve(
         progress("all locks are fresh")
         return
     results = api.resolve(stack, target, update, channel_alias, dry_run=dry_run, progress=progress, insecure=insecure)
-    if as_json:
-        print_json([r.to_dict() for r in results])
-        return
-    for result in results:
-        for platform, picks in result.highlights.items():
-            shown = ", ".join(
-                f"{k} {v}" for k, v in picks.items() if k in ("python", "pytorch", "cuda-version", "torch")
-            )
-            progress(f"  {result.target} {platform}: {result.packages[platform]} packages; {shown}")
-        progress(f"{result.state} {result.path}")
-        if not dry_run:
-            say(result.path)
+    print_resolved(results, dry_run, as_json)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # a plain result (dataclasses), named here for its fields
     from collections.abc import Iterable
     from pathlib import Path
 
+    from lockgen.model.resolved import TargetResult
     from lockgen.model.results import Conformance
 
 
@@ -92,6 +93,24 @@ def print_environment(path: Path, digest: str, as_json: bool, source: dict[str, 
         print_json({"prefix": str(path), "environment_digest": digest, **source})
     else:
         say(path)
+
+
+def print_resolved(results: Iterable[TargetResult], dry_run: bool, as_json: bool) -> None:
+    """What resolve prints of the locks it made (the typer command and the fast path alike): each target's
+    highlights and state on stderr and its lock's path on stdout (none for --dry-run), or the results as JSON."""
+    if as_json:
+        print_json([result.to_dict() for result in results])
+        return
+    for result in results:
+        for platform, picks in result.highlights.items():
+            shown = ", ".join(f"{k} {v}" for k, v in picks.items() if k in RESOLVE_HIGHLIGHTS)
+            progress(f"  {result.target} {platform}: {result.packages[platform]} packages; {shown}")
+        progress(f"{result.state} {result.path}")
+        if not dry_run:
+            say(result.path)
+
+
+RESOLVE_HIGHLIGHTS = ("python", "pytorch", "cuda-version", "torch")
 
 
 def said_read(where: object, read_every_byte: str | None) -> None:

@@ -15,41 +15,7 @@ if TYPE_CHECKING:  # a pydantic model: `verify` builds it
 if TYPE_CHECKING:  # a pydantic model: `pin` builds it
     from lockgen.model.lock import Lock
 
-
-LockState = Literal["wrote", "would write", "unchanged"]  # what resolve did with a target's lock
-
-
-@dataclass(frozen=True)
-class TargetResult:
-    """What resolving one target produced: its lock `state` (written, one a dry run would write, or
-    the same bytes already there), and per platform the package counts and headline picks."""
-
-    target: str
-    arch: str
-    path: Path
-    state: LockState
-    packages: dict[str, int]
-    highlights: dict[str, dict[str, str]]
-
-    @property
-    def written(self) -> bool:
-        return self.state == "wrote"
-
-    @property
-    def unchanged(self) -> bool:
-        return self.state == "unchanged"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `resolve --json` entry (its two booleans kept as they were: `written`, `unchanged`)."""
-        return {
-            "target": self.target,
-            "arch": self.arch,
-            "path": str(self.path),
-            "written": self.written,
-            "unchanged": self.unchanged,
-            "packages": self.packages,
-            "highlights": self.highlights,
-        }
+from lockgen.model.resolved import TargetResult  # what `add`/`remove` say of a re-locked target
 
 
 @dataclass(frozen=True)

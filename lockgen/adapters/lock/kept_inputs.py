@@ -1,6 +1,7 @@
 """Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
 its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; the target detected for a stack on
-this node, by the stack's bytes and what detection read of the node: `keep_detected`), kept under
+this node, by the stack's bytes and what detection read of the node: `keep_detected`; and that a lock's text lockgen
+made passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `keep_checked_text`), kept under
 `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
 command given the same bytes can load what was checked without pydantic or the models (the fast path,
 `lockgen.cli.fast_path`), as git keeps its index and uv its resolutions.
@@ -29,10 +30,12 @@ __all__ = [
     "REPARSE",
     "KeptLock",
     "keep",
+    "keep_checked_text",
     "keep_detected",
     "keep_fresh",
     "keep_lock",
     "kept",
+    "kept_checked_text",
     "kept_detected",
     "kept_fresh",
     "kept_lock",
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
 SCHEMA = 2  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
-Kind = Literal["lock", "stack", "node"]
+Kind = Literal["lock", "stack", "node", "checked"]
 
 
 def _path(kind: Kind, sha256: str) -> Path:
@@ -193,3 +196,20 @@ def _detected_key(stack_key: str, node_key: str) -> str:
 def _detected(value: dict[str, Any]) -> tuple[str, str] | None:
     target, said = value.get("target"), value.get("said")
     return (target, said) if isinstance(target, str) and target and isinstance(said, str) else None
+
+
+def keep_checked_text(sha256: str) -> None:
+    """Keeps that the lock text whose bytes' sha256 is `sha256` passed `lock_fields.check_lock` (the rules are a
+    function of the lock's value, and its text renders every field of it), so the next command making the same text
+    (a resolve finding its locks unchanged) need not check it again (`lockfile_yaml.checked_lock_text`)."""
+    keep("checked", sha256, lambda: {"checked": True}, _checked)
+
+
+def kept_checked_text(sha256: str) -> bool:
+    """Whether the lock text whose bytes' sha256 is `sha256` is kept as having passed every field's rule."""
+    value = kept("checked", sha256)
+    return value is not None and _checked(value)
+
+
+def _checked(value: dict[str, Any]) -> bool:
+    return value.get("checked") is True

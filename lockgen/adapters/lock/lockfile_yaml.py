@@ -83,12 +83,19 @@ def _package_entry(package: LockedPackage) -> str:
 def checked_lock_text(lock: Lock, source: str, fix: str) -> str:
     """The text of a lock about to be written: a lock any field of which breaks its rule is refused before a
     byte is written (`source` names where its entries came from, `fix` how to mend that input: a lock that was
-    never written cannot be re-created or left unedited, which is what a read lock's refusal advises)."""
+    never written cannot be re-created or left unedited, which is what a read lock's refusal advises). A text
+    whose exact bytes passed the rules before is not checked again (`kept_inputs.keep_checked_text`: a resolve
+    that finds its locks unchanged makes the same texts; `LOCKGEN_REPARSE=1` checks every one)."""
+    text = dump_lock(lock)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if kept_inputs.kept_checked_text(digest):
+        return text
     try:
         check_lock(lock, source)
     except LockFieldError as refused:
         raise LockFieldError(refused.message, fix) from None
-    return dump_lock(lock)
+    kept_inputs.keep_checked_text(digest)
+    return text
 
 
 def dump_lock(lock: Lock) -> str:

@@ -24,7 +24,7 @@ from lockgen.model.inputs import LoadedStack, StackBase
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage, LockMetadata
 from lockgen.model.names import normalize
 from lockgen.model.plan import CandidateBuild, CudaWindow, SolvedRequest, SolveRequest
-from lockgen.model.results import LockState, TargetResult
+from lockgen.model.resolved import LockState, TargetResult
 from lockgen.model.spec import StackSpec, Target
 
 if TYPE_CHECKING:  # imported when used: rattler only for conda stacks, uv only for PyPI ones

@@ -8,7 +8,6 @@ without channels or facts), which run, shell and activate check before they use 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +40,8 @@ def load_stack(
     alias_map = run_aliases(list(aliases))
     for name in parse_aliases(list(aliases)):  # a flag for this run must name a channel of this stack
         if name not in spec.channels:
+            import difflib  # only for the suggestion of a misnamed alias: not imported by every resolve
+
             close = difflib.get_close_matches(name, list(spec.channels), n=1)
             raise UserError(
                 f"--channel-alias `{name}` names no channel of {stack_path.name} (its channels: {', '.join(scrub_url(c) for c in spec.channels) or 'none'})",
