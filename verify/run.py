@@ -75,11 +75,11 @@ def run(
         "device": str(device),
         "stack": stack,
         "expected": expected,
-        "checks": results.checks,
-        "figures": results.figures,
+        "checks": results.checks_json(),
+        "figures": results.figures_json(),
         "telemetry": telemetry.summary(),
         "numerics": results.numerics,
-        "passed": all(c["passed"] for c in results.checks),
+        "passed": results.passed(),
         "duration_s": round(time.perf_counter() - started, 2),
     }
     text = json.dumps(document, indent=2, sort_keys=True)

@@ -4,7 +4,6 @@ comparison of two certificates' figures."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,10 +13,21 @@ from lockgen.core.certificate.numerics import NumericsReference, numerics_of, re
 from lockgen.core.gpu.facts import load_facts
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.gpu.versions import as_tuple, major_minor
-from lockgen.errors import LockFormatError, TargetError
-from lockgen.model.certificate import CertificateBody, Check, DistributedRun, Hardware, KernelReport, Subject
+from lockgen.errors import TargetError
+from lockgen.model.certificate import (
+    CertificateBody,
+    Check,
+    DistributedRun,
+    Figure,
+    FigureReadings,
+    Figures,
+    Hardware,
+    KernelReport,
+    Subject,
+)
 from lockgen.model.lock import Lock
 from lockgen.model.names import escaped
+from verify.schema import COLLECTIVES
 
 LOWER_IS_BETTER_UNITS = ("ms", "us", "s")
 ATTRIBUTED = ("performance", "training", "graphs")  # kernel checks whose failure a node fault can explain
@@ -140,9 +150,11 @@ def build_body(
     fingerprint under `numerics_environment` (the environment part of its key; the subject's digest when not
     given) and judged against `references` when any were pinned, and how the multi-GPU checks ran (ranks,
     nodes, this node's rank, the rendezvous endpoint), or why they did not."""
-    figures: dict[str, dict[str, dict[str, Any]]] = {k: dict(v) for k, v in single.figures.items()}
+    figures: Figures = {group: dict(entries) for group, entries in single.figures.items()}
     if collectives_not_run:
-        figures.setdefault("allreduce", {})["collectives"] = {"value": None, "unit": "", "reason": collectives_not_run}
+        figures.setdefault(COLLECTIVES.group, {})[COLLECTIVES.name] = Figure(
+            value=None, unit="", reason=collectives_not_run
+        )
     checks = list(extra_checks) + list(single.checks)
     telemetry: dict[str, Any] = {"single": single.telemetry}
     if distributed is not None:
@@ -212,45 +224,16 @@ class FigureChange:
         )
 
 
-def _finite(value: float) -> bool:
-    """A finite float: an integer past a float's range (10**400) is none, as NaN and inf are none."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def require_comparable(figures: dict[str, dict[str, dict[str, Any]]], where: str) -> None:
-    """Refuses a figure whose value is neither null (not run) nor a finite number (NaN, inf, text, true),
-    or whose unit is not text: a comparison would pass it silently or fail on it."""
-    for group, entries in figures.items():
-        for name, figure in entries.items():
-            value, unit = figure.get("value"), figure.get("unit", "")
-            if not isinstance(unit, str):
-                raise LockFormatError(
-                    f"{where}: figure {group}/{name} has unit {str(unit)[:40]!r}, not text",
-                    "certificates are written by `lockgen verify`; use the original file",
-                )
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value)
-            ):
-                raise LockFormatError(
-                    f"{where}: figure {group}/{name} is {str(value)[:40]!r}, not a finite number",
-                    "certificates are written by `lockgen verify`; use the original file",
-                )
-
-
-def compare_figures(
-    old: dict[str, dict[str, dict[str, Any]]], new: dict[str, dict[str, dict[str, Any]]], noise: float
-) -> list[FigureChange]:
-    """Each figure's change from `old` to `new` (checked by `require_comparable`); worse by more than `noise`
-    (a fraction) is a regression, and a value in one only is `missing` from the other."""
+def compare_figures(old: FigureReadings, new: FigureReadings, noise: float) -> list[FigureChange]:
+    """Each figure's change from `old` to `new` (their values finite or null: the certificate model refuses any
+    other); worse by more than `noise` (a fraction) is a regression, and a value in one only is `missing` from
+    the other."""
     rows = []
     names = sorted({(g, n) for g, e in old.items() for n in e} | {(g, n) for g, e in new.items() for n in e})
     for group, name in names:
-        a, b = old.get(group, {}).get(name, {}), new.get(group, {}).get(name, {})
-        unit = b.get("unit") or a.get("unit") or ""
-        x, y = a.get("value"), b.get("value")
+        a, b = old.get(group, {}).get(name), new.get(group, {}).get(name)
+        unit = (b and b["unit"]) or (a and a["unit"]) or ""
+        x, y = a and a["value"], b and b["value"]
         change = None
         if x and y is not None:
             change = (y - x) / x
