@@ -63,8 +63,8 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
                 f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",
                 "certify this lock with `lockgen verify --lock`",
             )
-        conformance = certificate.certificate.subject.conformance or {}
-        if not conformance.get("clean"):
+        conformance = certificate.certificate.subject.conformance
+        if conformance is None or not conformance.clean:
             raise LockFormatError(
                 f"the certificate names `{lock}` but records no proof that the environment was it",
                 "certify again with this lockgen: `lockgen verify --lock` checks conformance first",

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 import math
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, TypedDict
 
 from pydantic import SerializerFunctionWrapHandler, Strict, field_validator, model_serializer
 
 from lockgen.model.base import Frozen
+from lockgen.model.json_values import JsonObject
 from verify.schema import FigureRef
 
 CERTIFICATE_SCHEMA = "lockgen.certificate/1"
@@ -181,13 +182,13 @@ class KernelReport(Frozen):
     kind: str
     checks: tuple[Check, ...]
     figures: Figures
-    telemetry: dict[str, Any]
+    telemetry: JsonObject
     duration_s: float
     arch: str | None = None
     mode: str | None = None
     device: str | None = None
-    stack: dict[str, Any] | None = None
-    expected: dict[str, Any] | None = None
+    stack: JsonObject | None = None
+    expected: JsonObject | None = None
     passed: bool | None = None
     world_size: int | None = None
     backend: str | None = None
@@ -198,10 +199,25 @@ class KernelReport(Frozen):
     _finite = field_validator("figures", mode="before")(finite_values)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "KernelReport":
+    def from_json(cls, data: JsonObject) -> "KernelReport":
         data = dict(data)
         data["schema_"] = data.pop("schema", None)
         return cls.model_validate(data)
+
+
+class ProvenConformance(_Written):
+    """The environment proven to be the lock, from its packages' own manifests (`check --lock`'s counts)."""
+
+    clean: Flag
+    expected_digest: Text
+    platform: Text
+    packages: Count
+    files_expected: Count
+    files_observed: Count
+    accepted_by_rule: Count
+    checked_at: Text
+    allowed_foreign: dict[Text, Text | None]  # foreign files accepted by name -> the sha256 found
+    by_path_only: Count | None = None  # files checked present, not by content (absent from older certificates)
 
 
 class Subject(Frozen):
@@ -214,7 +230,7 @@ class Subject(Frozen):
     environment_digest: str | None = None
     image_digest: str | None = None
     python: str
-    conformance: dict[str, Any] | None = None  # with a lock: the environment proven to be it, from its packages
+    conformance: ProvenConformance | None = None  # with a lock: the environment proven to be it, from its packages
 
 
 class Hardware(Frozen):
@@ -277,10 +293,10 @@ class CertificateBody(Frozen):
     mode: str
     subject: Subject
     hardware: Hardware
-    stack: dict[str, Any]
+    stack: JsonObject
     checks: tuple[Check, ...]
     figures: Figures
-    telemetry: dict[str, Any]
+    telemetry: JsonObject
     kernel_sha256: dict[str, str]
     passed: bool
     duration_s: float

@@ -5,7 +5,6 @@ comparison of two certificates' figures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from lockgen.core.certificate.envelopes import envelope_checks
 from lockgen.core.certificate.failure_causes import likely_cause
@@ -27,16 +26,17 @@ from lockgen.model.certificate import (
 )
 from lockgen.model.lock import Lock
 from lockgen.model.names import escaped
+from lockgen.model.json_values import JsonObject, as_object, list_at, object_at
 from verify.schema import COLLECTIVES
 
 LOWER_IS_BETTER_UNITS = ("ms", "us", "s")
 ATTRIBUTED = ("performance", "training", "graphs")  # kernel checks whose failure a node fault can explain
 
 
-def expectations_from_lock(lock: Lock, platform: str) -> dict[str, Any]:
+def expectations_from_lock(lock: Lock, platform: str) -> JsonObject:
     """What the lock promises the environment holds: torch, CUDA, cuDNN and NCCL versions and the driver floor."""
     packages = {p.name: p for p in lock.packages_for(platform)}
-    expected: dict[str, Any] = {}
+    expected: JsonObject = {}
     torch = packages.get("pytorch") or packages.get("torch")
     if torch is not None:
         expected["torch"] = torch.version.split("+")[0]
@@ -84,11 +84,11 @@ def refuse_wrong_hardware(
         )
 
 
-def gpus_not_visible(arch: str, gpus: int, stack: dict[str, Any] | None) -> Check | None:
+def gpus_not_visible(arch: str, gpus: int, stack: JsonObject | None) -> Check | None:
     """The failed `gpus_visible` check when the environment sees fewer of the `gpus` GPUs than the multi-GPU
     checks need (the single-GPU kernel's `stack` lists the devices it saw), naming `CUDA_VISIBLE_DEVICES` when
     the kernel saw it set; None when it sees them all (then the multi-GPU checks run)."""
-    visible = len((stack or {}).get("devices") or [])
+    visible = len(list_at(stack or {}, "devices"))
     if gpus <= 1 or arch == "cpu" or visible >= gpus:
         return None
     cause = (stack or {}).get("cuda_visible_devices")
@@ -116,14 +116,13 @@ def wrong_world_size(ran: int | None, gpus: int, nodes: int, several_nodes: bool
     )
 
 
-def clock_limits_seen(telemetry: dict[str, Any]) -> tuple[str, ...]:
+def clock_limits_seen(telemetry: JsonObject) -> tuple[str, ...]:
     """Every clock limit (power cap, thermal slowdown...) any GPU reported in any part of the run."""
     names = {
-        name
+        str(name)
         for part in telemetry.values()
-        if isinstance(part, dict)
-        for gpu in (part.get("gpus") or {}).values()
-        for name in gpu.get("clock_limits_seen", ())
+        for gpu in object_at(as_object(part), "gpus").values()
+        for name in list_at(as_object(gpu), "clock_limits_seen")
     }
     return tuple(sorted(names))
 
@@ -156,7 +155,7 @@ def build_body(
             value=None, unit="", reason=collectives_not_run
         )
     checks = list(extra_checks) + list(single.checks)
-    telemetry: dict[str, Any] = {"single": single.telemetry}
+    telemetry: JsonObject = {"single": single.telemetry}
     if distributed is not None:
         checks += list(distributed.checks)
         for group, entries in distributed.figures.items():

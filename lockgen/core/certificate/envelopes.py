@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from lockgen.core.certificate.failure_causes import likely_cause
 from lockgen.core.gpu.package_data import load_json
 from lockgen.model.certificate import Check, Figure, Figures, figure_at
+from lockgen.model.json_values import JsonObject, object_at, text_at
 from verify.schema import (
     ALLREDUCE_1GIB,
     ALLREDUCE_LATENCY_8B,
@@ -90,7 +90,7 @@ def _value(figures: Figures, ref: FigureRef) -> float | None:
 def envelope_checks(
     arch: str,
     figures: Figures,
-    stack: dict[str, Any],
+    stack: JsonObject,
     interconnect: str,
     gpu_count: int,
     clock_limits: tuple[str, ...] = (),
@@ -115,7 +115,7 @@ def _host_bound_note(figures: Figures) -> str:
     return f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
 
 
-def _floor_checks(arch: str, figures: Figures, stack: dict[str, Any], interconnect: str, gpu_count: int) -> list[Check]:
+def _floor_checks(arch: str, figures: Figures, stack: JsonObject, interconnect: str, gpu_count: int) -> list[Check]:
     envelope = load_envelopes().get(arch)
     if envelope is None:
         return []
@@ -129,7 +129,7 @@ def _floor_checks(arch: str, figures: Figures, stack: dict[str, Any], interconne
         detail = f"{measured:.0f} TFLOP/s = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
         fp32 = _value(figures, gemm("fp32"))
         if dtype == "tf32" and measured < floor and fp32 and measured < 1.5 * fp32:
-            override = stack.get("tf32_override")
+            override = text_at(stack, "tf32_override")
             detail += f"; TF32 runs at FP32 speed: TF32 is disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
         checks.append(
             Check(
@@ -203,7 +203,7 @@ def _floor_checks(arch: str, figures: Figures, stack: dict[str, Any], interconne
 
 def _conv_checks(
     figures: Figures,
-    stack: dict[str, Any],
+    stack: JsonObject,
     peaks: dict[str, float],
     fractions: dict[str, float],
 ) -> list[Check]:
@@ -224,7 +224,7 @@ def _conv_checks(
     return checks
 
 
-def _conv_cause(entry: Figure, stack: dict[str, Any]) -> str:
+def _conv_cause(entry: Figure, stack: JsonObject) -> str:
     """cuDNN's version, the switches that steer its choice as the run had them, and the kernel that took the time."""
     settings = entry.cudnn
     parts = [f"cuDNN {stack.get('cudnn') or 'not loaded'}"]
@@ -252,9 +252,9 @@ NCCL_LATENCY_SETTINGS = (
 )
 
 
-def _nccl_settings(stack: dict[str, Any]) -> str:
+def _nccl_settings(stack: JsonObject) -> str:
     """The NCCL variables the kernel saw that move small-message latency (NCCL_PROTO=Simple drops LL/LL128)."""
-    seen = stack.get("nccl_env") or {}
+    seen = object_at(stack, "nccl_env")
     named = [f"{name}={seen[name]}" for name in NCCL_LATENCY_SETTINGS if name in seen]
     return (
         f"; NCCL {stack.get('nccl') or '?'} with {', '.join(named)}"
