@@ -112,7 +112,10 @@ def _host_bound_note(figures: Figures) -> str:
     issue, measured = (step.host_issue_ms, step.value) if step is not None else (None, None)
     if not issue or not measured or issue < HOST_BOUND_SHARE * measured:
         return ""
-    return f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
+    return (
+        f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound"
+        " (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
+    )
 
 
 def _floor_checks(arch: str, figures: Figures, stack: JsonObject, interconnect: str, gpu_count: int) -> list[Check]:
@@ -126,11 +129,13 @@ def _floor_checks(arch: str, figures: Figures, stack: JsonObject, interconnect: 
         if measured is None:
             continue
         floor = fraction * peaks[dtype]
-        detail = f"{measured:.0f} TFLOP/s = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
+        share = f"{measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak"
+        detail = f"{measured:.0f} TFLOP/s = {share} (floor {fraction:.0%})"
         fp32 = _value(figures, gemm("fp32"))
         if dtype == "tf32" and measured < floor and fp32 and measured < 1.5 * fp32:
             override = text_at(stack, "tf32_override")
-            detail += f"; TF32 runs at FP32 speed: TF32 is disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
+            setting = f" (NVIDIA_TF32_OVERRIDE={override})" if override else ""
+            detail += f"; TF32 runs at FP32 speed: TF32 is disabled{setting}"
         checks.append(
             Check(
                 category="performance",
@@ -215,7 +220,8 @@ def _conv_checks(
         if entry is None or measured is None:
             continue
         passed = measured >= fraction * peaks[dtype]
-        detail = f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
+        share = f"{measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak"
+        detail = f"{measured:.0f} TFLOP/s in convolutions = {share} (floor {fraction:.0%})"
         if not passed:
             detail += _conv_cause(entry, stack)
         checks.append(
