@@ -20,7 +20,7 @@ from lockgen.model import certificate as model
 from tests.conftest import REPO
 from verify.results import Results
 
-MIRRORED = ("Check", "Spread", "GpuDuring", "CudnnChoice", "KernelShare", "Figure")
+MIRRORED = ("Check", "Spread", "GpuDuring", "CudnnChoice", "KernelShare", "Figure", "KernelNumerics")
 EXAMPLES = sorted((REPO / "envs" / "examples").rglob("*.cert.json"))
 
 

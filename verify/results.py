@@ -11,9 +11,8 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
-from verify.schema import Check, Figure, FigureRef, as_json, phase
+from verify.schema import Check, Figure, FigureRef, KernelNumerics, as_json, phase
 
 
 PHASE_MARK = "@phase "
@@ -30,7 +29,7 @@ class Results:
     def __init__(self) -> None:
         self.checks: list[Check] = []
         self.figures: dict[str, dict[str, Figure]] = {}
-        self.numerics: dict[str, Any] | None = (
+        self.numerics: KernelNumerics | None = (
             None  # the numerics fingerprint (`verify.numerics`, `verify.determinism`)
         )
         self.log: Callable[[str], None] = lambda _: None

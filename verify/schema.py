@@ -125,6 +125,18 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class KernelNumerics:
+    """The numerics fingerprint as the kernel computes it (`verify.numerics`): the SHA-256 of each piece of
+    deterministic work's output bits, the work and device that made them, the versions loaded, the seconds taken."""
+
+    work: str
+    device: str
+    versions: dict[str, str | None]
+    digests: dict[str, str]
+    seconds: float
+
+
+@dataclass(frozen=True)
 class FigureRef:
     """A figure by its group and name in the certificate's `figures`."""
 
