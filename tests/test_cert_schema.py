@@ -128,7 +128,15 @@ def test_a_figure_field_the_schema_does_not_name_is_refused() -> None:
 def test_a_figure_value_that_is_not_a_finite_number_is_refused_by_name(value: object) -> None:
     body = {"gemm": {"bf16": {"value": value, "unit": "TFLOP/s"}}}
     with pytest.raises(ValidationError, match=r"figure gemm/bf16 is .*, not a finite number"):
-        model.KernelReport.model_validate(
+        model.KernelReport.from_json(
+            {"schema": "s", "kind": "single", "checks": [], "figures": body, "telemetry": {}, "duration_s": 1.0}
+        )
+
+
+def test_a_figure_unit_that_is_not_text_is_refused_by_name() -> None:
+    body = {"gemm": {"bf16": {"value": 1.0, "unit": 7}}}
+    with pytest.raises(ValidationError, match="figure gemm/bf16 has unit '7', not text"):
+        model.KernelReport.from_json(
             {"schema": "s", "kind": "single", "checks": [], "figures": body, "telemetry": {}, "duration_s": 1.0}
         )
 

@@ -138,14 +138,19 @@ def readings(figures: Figures, leave_out: frozenset[str] = frozenset()) -> Figur
     }
 
 
-def finite_values(figures: object) -> object:
+def comparable_values(figures: object) -> object:
     """Refuses, before the figures are read as records, a figure whose value is neither null (not run) nor a finite
-    number (NaN, inf, past a float's range, text, true), by its group and name: a comparison would pass it silently
-    or fail on it. What is not of the figures' shape is left to the records' own validation."""
+    number (NaN, inf, past a float's range, text, true), or whose unit is not text, by its group and name: a
+    comparison would pass it silently or fail on it. What is not of the figures' shape is left to the records'
+    own validation."""
     groups = figures.items() if isinstance(figures, dict) else ()
     for group, entries in groups:
         for name, figure in entries.items() if isinstance(entries, dict) else ():
-            value = figure.get("value") if isinstance(figure, dict) else None
+            if not isinstance(figure, dict):
+                continue
+            value, unit = figure.get("value"), figure.get("unit", "")
+            if not isinstance(unit, str):
+                raise ValueError(f"figure {group}/{name} has unit {str(unit)[:40]!r}, not text")
             if value is not None and not _finite_number(value):
                 raise ValueError(f"figure {group}/{name} is {str(value)[:40]!r}, not a finite number")
     return figures
@@ -196,7 +201,7 @@ class KernelReport(Frozen):
     node_rank: int | None = None
     numerics: KernelNumerics | None = None
 
-    _finite = field_validator("figures", mode="before")(finite_values)
+    _finite = field_validator("figures", mode="before")(comparable_values)
 
     @classmethod
     def from_json(cls, data: JsonObject) -> "KernelReport":
@@ -303,7 +308,7 @@ class CertificateBody(Frozen):
     distributed: DistributedRun | None = None
     numerics: Numerics | None = None
 
-    _finite = field_validator("figures", mode="before")(finite_values)
+    _finite = field_validator("figures", mode="before")(comparable_values)
 
     def failures(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
