@@ -15,6 +15,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FOUNDATIONS = ("lockgen.errors", "lockgen.digests", "lockgen.model")
+# the kernel's records of checks and figures, the standard library alone: the one module of verify/ that lockgen
+# imports (every layer may: the certificate's schema is defined there once, and the model mirrors it)
+CERTIFICATE_SCHEMA = "verify.schema"
 FORBIDDEN_IN_CORE = {
     "rattler",
     "subprocess",
@@ -121,7 +124,9 @@ def test_model_imports_only_stdlib_and_pydantic() -> None:
     for path in modules("lockgen/model"):
         for name in imports_of(path):
             top = name.split(".")[0]
-            assert top in {"pydantic", "lockgen"} or top in sys.stdlib_module_names, f"{path}: {name}"
+            assert (
+                top in {"pydantic", "lockgen"} or top in sys.stdlib_module_names or name.startswith(CERTIFICATE_SCHEMA)
+            ), f"{path}: {name}"
             assert top != "lockgen" or name.startswith("lockgen.model"), f"{path}: {name}"
 
 
@@ -235,6 +240,31 @@ def test_the_cli_rule_catches_an_adapter_import(tmp_path: Path) -> None:
         ]
     finally:
         bad.unlink(missing_ok=True)
+
+
+def verify_modules_imported(path: Path) -> list[str]:
+    """The modules of verify/ a module imports but the certificate schema (lockgen may import that one alone)."""
+    imported = {n for n in imports_of(path) if n.split(".")[0] == "verify"}
+    return sorted(n for n in real_modules(imported) if n != CERTIFICATE_SCHEMA)
+
+
+def test_lockgen_imports_only_the_certificate_schema_of_verify() -> None:
+    """lockgen reads the kernel's records from `verify.schema`; the kernel's other modules need torch, and
+    run in the environment under test, not in lockgen's."""
+    for path in modules("lockgen"):
+        assert verify_modules_imported(path) == [], f"{path}: {verify_modules_imported(path)}"
+
+
+def test_the_verify_import_rule_catches_a_kernel_module(tmp_path: Path) -> None:
+    bad = tmp_path / "probe.py"
+    bad.write_text('"""probe"""\nfrom verify.schema import Figure\nfrom verify.perf import rest\nimport verify\n')
+    assert verify_modules_imported(bad) == ["verify", "verify.perf"]
+
+
+def test_the_certificate_schema_needs_only_the_standard_library() -> None:
+    """lockgen imports it on the host, where torch may be missing: no torch, no other module of verify/."""
+    for name in imports_of(REPO / "verify" / "schema.py"):
+        assert name.split(".")[0] in sys.stdlib_module_names or name == "__future__", name
 
 
 def test_verify_needs_only_stdlib_and_torch() -> None:

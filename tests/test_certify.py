@@ -21,12 +21,19 @@ from lockgen.core.certificate.certify import (
 )
 from lockgen.core.certificate.envelopes import envelope_checks
 from lockgen.errors import TargetError
-from lockgen.model.certificate import Check
+from lockgen.model.certificate import Check, Figure, Figures
 from tests.conftest import EXAMPLE_STACK, REPO
 from verify.nvml import clock_limit_names
 
 RECORDED = REPO / "envs" / "examples" / "h200-system"
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def typed(figures: dict) -> Figures:
+    """Figures as the certificate model reads them from a certificate's JSON."""
+    return {
+        group: {name: Figure.model_validate(e) for name, e in entries.items()} for group, entries in figures.items()
+    }
 
 
 def recorded(name: str) -> dict:
@@ -35,7 +42,7 @@ def recorded(name: str) -> dict:
 
 def test_healthy_h200_figures_clear_every_floor() -> None:
     cert = recorded("h200x2-sm90")
-    checks = envelope_checks("sm90", cert["figures"], cert["stack"], "nvlink", 2)
+    checks = envelope_checks("sm90", typed(cert["figures"]), cert["stack"], "nvlink", 2)
     assert {c.name for c in checks} >= {
         "gemm_bf16_floor",
         "gemm_tf32_floor",
@@ -49,7 +56,7 @@ def test_healthy_h200_figures_clear_every_floor() -> None:
 def test_the_h200_certificates_of_issue_20_clear_the_new_floors() -> None:
     for name in ("h200-full", "h200-quick", "h200-lock-full", "degraded-cudnn-untuned"):
         cert = recorded(name)
-        checks = {c.name: c for c in envelope_checks("sm90", cert["figures"], cert["stack"], "none", 1)}
+        checks = {c.name: c for c in envelope_checks("sm90", typed(cert["figures"]), cert["stack"], "none", 1)}
         assert checks["conv_bf16_floor"].passed and checks["conv_fp16_floor"].passed, name
         assert cert["passed"] and cert["figures"]["graphs"]["bf16_replay_step_ms"]["value"] > 0
     assert recorded("h200-full")["figures"]["phases"]["total"]["value"] <= 25
@@ -57,7 +64,7 @@ def test_the_h200_certificates_of_issue_20_clear_the_new_floors() -> None:
 
 def test_cudnn_off_fails_the_conv_floors_and_names_what_ran() -> None:
     cert = recorded("degraded-cudnn-off")
-    failing = [c for c in envelope_checks("sm90", cert["figures"], cert["stack"], "none", 1) if not c.passed]
+    failing = [c for c in envelope_checks("sm90", typed(cert["figures"]), cert["stack"], "none", 1) if not c.passed]
     assert [c.name for c in failing] == ["conv_bf16_floor", "conv_fp16_floor"]
     assert "cuDNN 9.19.0, cuDNN disabled (torch's own convolutions ran)" in failing[0].detail
     assert "most time in void at::native::col2im_kernel" in failing[0].detail
@@ -90,18 +97,19 @@ def test_small_allreduce_latency_has_a_ceiling_by_interconnect(
     cert = recorded("h200x2-sm90")
     figures = {**cert["figures"], "allreduce_latency": {"8B": {"value": latency, "unit": "us"}}}
     checks = {
-        c.name: c for c in envelope_checks("sm90", figures, {**cert["stack"], "nccl_env": settings}, interconnect, 2)
+        c.name: c
+        for c in envelope_checks("sm90", typed(figures), {**cert["stack"], "nccl_env": settings}, interconnect, 2)
     }
     assert checks["allreduce_latency_ceiling"].passed is passed
     if not passed:
         assert "NCCL_PROTO=Simple" in checks["allreduce_latency_ceiling"].detail
-    one_gpu = envelope_checks("sm90", figures, cert["stack"], "none", 1)
+    one_gpu = envelope_checks("sm90", typed(figures), cert["stack"], "none", 1)
     assert "allreduce_latency_ceiling" not in {c.name for c in one_gpu}
 
 
 def test_tf32_off_fails_and_names_the_cause() -> None:
     cert = recorded("degraded-tf32-off")
-    failing = [c for c in envelope_checks("sm90", cert["figures"], cert["stack"], "none", 1) if not c.passed]
+    failing = [c for c in envelope_checks("sm90", typed(cert["figures"]), cert["stack"], "none", 1) if not c.passed]
     assert [c.name for c in failing] == ["gemm_tf32_floor"]
     assert "TF32 is disabled (NVIDIA_TF32_OVERRIDE=0)" in failing[0].detail
 
@@ -142,7 +150,7 @@ def test_a_slow_allreduce_fails_its_floor() -> None:
     cert = recorded("h200x2-sm90")
     figures = json.loads(json.dumps(cert["figures"]))
     figures["allreduce"]["1024MiB"]["value"] = 40.0
-    failing = [c for c in envelope_checks("sm90", figures, cert["stack"], "nvlink", 2) if not c.passed]
+    failing = [c for c in envelope_checks("sm90", typed(figures), cert["stack"], "nvlink", 2) if not c.passed]
     assert [c.name for c in failing] == ["allreduce_busbw_floor"] and "40 GB/s" in failing[0].detail
 
 
@@ -151,7 +159,7 @@ def test_a_failed_floor_names_the_clock_limits_nvml_reported() -> None:
     figures = json.loads(json.dumps(cert["figures"]))
     figures["gemm"]["bf16"]["value"] = 300.0
     telemetry = {"single": {"gpus": {"0": {"clock_limits_seen": ["software power cap"]}, "1": {}}}, "distributed": {}}
-    checks = envelope_checks("sm90", figures, cert["stack"], "nvlink", 2, clock_limits_seen(telemetry))
+    checks = envelope_checks("sm90", typed(figures), cert["stack"], "nvlink", 2, clock_limits_seen(telemetry))
     failing = [c for c in checks if not c.passed]
     assert [c.name for c in failing] == ["gemm_bf16_floor"]
     assert failing[0].detail.endswith("held down during the run by: software power cap")
@@ -164,7 +172,7 @@ def test_a_failed_training_floor_names_a_host_bound_step(issue_ms: float, host_b
     figures = json.loads(json.dumps(cert["figures"]))
     figures["training"]["bf16_model_tflops"]["value"] = 60.0  # as a 100 ms step would give
     figures["training"]["bf16_step_ms"].update(value=100.0, host_issue_ms=issue_ms)
-    checks = envelope_checks("sm90", figures, cert["stack"], "nvlink", 2)
+    checks = envelope_checks("sm90", typed(figures), cert["stack"], "nvlink", 2)
     failing = [c for c in checks if not c.passed]
     assert [c.name for c in failing] == ["train_mfu_floor"]
     assert ("host-bound" in failing[0].detail) is host_bound
@@ -177,7 +185,7 @@ def test_clock_limit_bits_are_named_and_idle_is_not_a_limit() -> None:
 
 
 def test_no_envelope_for_cpu() -> None:
-    assert envelope_checks("cpu", {"gemm": {"fp32": {"value": 0.1, "unit": "TFLOP/s"}}}, {}, "none", 1) == []
+    assert envelope_checks("cpu", typed({"gemm": {"fp32": {"value": 0.1, "unit": "TFLOP/s"}}}), {}, "none", 1) == []
 
 
 def test_expectations_from_the_example_locks() -> None:

@@ -193,7 +193,10 @@ def test_an_unreadable_reference_is_refused_before_the_kernel(tmp_path: Path) ->
 
 def _cpu_fingerprint() -> dict:
     """The kernel's fingerprint on the CPU (`verify.determinism`, as `python -m verify` runs it), in a process of its own."""
-    code = "import json, torch, verify.determinism as d; print(json.dumps(d.deterministic_work(torch.device('cpu'), False)))"
+    code = (
+        "import json, torch, verify.determinism as d, verify.schema as s;"
+        " print(json.dumps(s.as_json(d.deterministic_work(torch.device('cpu'), False).fingerprint)))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -202,7 +205,7 @@ def _cpu_fingerprint() -> dict:
         timeout=300,
         check=True,
     )
-    return json.loads(done.stdout.splitlines()[-1])["fingerprint"]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import pytest
 
 from lockgen.core.certificate.envelopes import envelope_checks
 from lockgen.core.certificate.failure_causes import likely_cause
+from lockgen.model.certificate import Figure, Figures
 from tests.conftest import REPO
 from verify import node_health, preflight, process_env
 from verify.results import Results
@@ -42,11 +43,18 @@ HEALTHY = {
 }
 
 
+def typed(figures: dict) -> Figures:
+    """Figures as the certificate model reads them from a certificate's JSON."""
+    return {
+        group: {name: Figure.model_validate(e) for name, e in entries.items()} for group, entries in figures.items()
+    }
+
+
 def _node(monkeypatch: pytest.MonkeyPatch, reading: dict, own: set[int] = frozenset()) -> dict[str, dict]:
     monkeypatch.setattr(node_health, "health", lambda nvml, index: dict(reading))
     results = Results()
     preflight.node_checks(results, object(), set(own), {"free_memory_fraction": 0.9})  # type: ignore[arg-type]
-    return {c["name"]: c for c in results.checks}
+    return {c["name"]: c for c in results.checks_json()}
 
 
 def test_a_healthy_node_passes_every_node_check(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,7 +164,9 @@ def test_the_cause_named_first_is_the_strongest_evidence() -> None:
 def test_a_failed_floor_blames_the_other_process_not_the_power_cap() -> None:
     figures = {"gemm": {"bf16": {"value": 300.0, "unit": "TFLOP/s"}}}
     stack = {"node": {"other_processes": [{"pid": 77, "name": "python3", "memory_mib": 1024}]}}
-    failed = [c for c in envelope_checks("sm90", figures, stack, "nvlink", 1, ("software power cap",)) if not c.passed]
+    failed = [
+        c for c in envelope_checks("sm90", typed(figures), stack, "nvlink", 1, ("software power cap",)) if not c.passed
+    ]
     assert failed and all("pid 77 (python3" in c.detail and "power cap" not in c.detail for c in failed)
 
 

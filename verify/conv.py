@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from verify.perf import rest, time_bursts
 from verify.results import Results
+from verify.schema import CudnnChoice, Figure, KernelShare, conv
 
 BLOCKS = 4
 
@@ -55,13 +56,13 @@ class _CudnnSettings:
     def __init__(self) -> None:
         self.saved = _cudnn_settings()
 
-    def __enter__(self) -> dict[str, object]:
+    def __enter__(self) -> CudnnChoice:
         backend = torch.backends.cudnn
         fault = os.environ.get("VERIFY_FAULT_CUDNN", "")
         backend.benchmark = fault != "untuned"
         backend.deterministic = fault == "untuned"
         backend.enabled = fault != "off"
-        return {**_cudnn_settings(), **({"fault": fault} if fault else {})}
+        return CudnnChoice(backend.enabled, backend.benchmark, backend.deterministic, fault or None)
 
     def __exit__(self, *_: object) -> None:
         backend = torch.backends.cudnn
@@ -72,7 +73,7 @@ class _CudnnSettings:
         )
 
 
-def _top_kernels(run: Callable[[], None], count: int = 3) -> list[dict[str, object]]:
+def _top_kernels(run: Callable[[], None], count: int = 3) -> tuple[KernelShare, ...]:
     """The GPU kernels one step spends the most time in, by name, through torch's profiler."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -85,9 +86,8 @@ def _top_kernels(run: Callable[[], None], count: int = 3) -> list[dict[str, obje
     ]
     rows = [(name, us) for name, us in rows if us > 0]
     total = sum(us for _, us in rows) or 1.0
-    return [
-        {"kernel": name[:160], "share": round(us / total, 3)} for name, us in sorted(rows, key=lambda r: -r[1])[:count]
-    ]
+    top = sorted(rows, key=lambda r: -r[1])[:count]
+    return tuple(KernelShare(name[:160], round(us / total, 3)) for name, us in top)
 
 
 def _weights(
@@ -119,15 +119,17 @@ def conv_throughput(results: Results, device: torch.device, quick: bool, floors:
                 per_burst=5 if cuda else 1,
                 warmup=2,
             )
-            extra: dict[str, object] = {
-                "batch": batch,
-                "channels": channels,
-                "side": side,
-                "blocks": BLOCKS,
-                "bursts": [round(flops / s / 1e12, 1) for s in seconds],
-                "cudnn": settings,
-            }
             measured = flops / min(seconds) / 1e12
-            if cuda and name in floors and measured < floors[name]:
-                extra["kernels"] = _top_kernels(lambda: _step(x, weights))
-            results.figure("conv", name, measured, "TFLOP/s", **extra)
+            below_floor = cuda and name in floors and measured < floors[name]
+            figure = Figure(
+                measured,
+                "TFLOP/s",
+                batch=batch,
+                channels=channels,
+                side=side,
+                blocks=BLOCKS,
+                bursts=tuple(round(flops / s / 1e12, 1) for s in seconds),
+                cudnn=settings,
+                kernels=_top_kernels(lambda: _step(x, weights)) if below_floor else None,
+            )
+            results.figure(conv(name), figure)

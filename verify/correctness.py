@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from verify.results import Results
+from verify.schema import Figure, FigureRef
 
 # relative Frobenius error allowed against an fp64 reference, per dtype (K = 1024-4096 accumulations)
 GEMM_TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3, "fp8": 1.2e-1}
@@ -97,7 +98,8 @@ def attention(results: Results, device: torch.device) -> None:
             with sdpa_kernel([backend]):
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         except RuntimeError as exc:
-            results.figure("attention", name, None, "available", reason=str(exc).splitlines()[0][:200])
+            reason = str(exc).splitlines()[0][:200]
+            results.figure(FigureRef("attention", name), Figure(None, "available", reason=reason))
             continue
         ran.append(name)
         error = _relative_error(out.float().cpu(), reference.double().cpu())

@@ -24,12 +24,14 @@ import contextlib
 import os
 import traceback
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported after `pin_workspace` ran
     import torch
 
     from verify.results import Results
+    from verify.schema import KernelNumerics
 
 WORKSPACE_VARIABLE, WORKSPACE = "CUBLAS_WORKSPACE_CONFIG", ":4096:8"
 
@@ -72,28 +74,38 @@ def pinned(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(saved[5])
 
 
-def deterministic_work(device: torch.device, losses: bool) -> dict[str, Any]:
-    """{fingerprint, losses}: the fingerprint (its error's last line when it raised: a failed check, not a lost
-    determinism check) and, with `losses`, the two seeded runs' losses."""
+@dataclass(frozen=True)
+class DeterministicWork:
+    """The fingerprint, or its error's last line when it raised (a failed check, not a lost determinism check),
+    and the two seeded runs' losses when they ran."""
+
+    fingerprint: KernelNumerics | None
+    error: str | None
+    losses: list[list[float]] | None
+
+
+def deterministic_work(device: torch.device, losses: bool) -> DeterministicWork:
+    """The deterministic work under pinned settings: the fingerprint and, with `losses`, two seeded runs."""
     from verify.numerics import fingerprint
     from verify.train import SMALL, run_steps
 
+    found, error = None, None
     with pinned(device):
         try:
             found = fingerprint(device)
         except Exception as exc:
-            found = {"error": traceback.format_exception_only(type(exc), exc)[-1].strip()[:400]}
+            error = traceback.format_exception_only(type(exc), exc)[-1].strip()[:400]
         runs = [run_steps(SMALL, device, "fp32", 6, seed=3, warmup=0)["losses"] for _ in range(2)] if losses else None
-    return {"fingerprint": found, "losses": runs}
+    return DeterministicWork(found, error, runs)
 
 
 def judge(results: Results, device: torch.device, losses: bool) -> None:
     """Runs the deterministic work; records the fingerprint (`results.numerics`) and the determinism check."""
     done = deterministic_work(device, losses)
-    _fingerprint(results, done["fingerprint"])
-    if not losses:
+    _fingerprint(results, done)
+    if done.losses is None:
         return
-    first, second = done["losses"]
+    first, second = done.losses
     where = "" if device.type == "cuda" else " (on one CPU thread)"
     results.check(
         "training",
@@ -105,15 +117,16 @@ def judge(results: Results, device: torch.device, losses: bool) -> None:
     )
 
 
-def _fingerprint(results: Results, found: dict) -> None:
-    if "error" in found:
-        results.check("numerics", "fingerprint", False, f"the deterministic work raised {found['error']}")
+def _fingerprint(results: Results, done: DeterministicWork) -> None:
+    found = done.fingerprint
+    if found is None:
+        results.check("numerics", "fingerprint", False, f"the deterministic work raised {done.error}")
         return
     results.numerics = found
-    names = ", ".join(name.removeprefix("gemm_") for name in found["digests"])
+    names = ", ".join(name.removeprefix("gemm_") for name in found.digests)
     results.check(
         "numerics",
         "fingerprint",
         True,
-        f"{len(found['digests'])} digests of deterministic work ({names}) in {found['seconds']:.1f} s",
+        f"{len(found.digests)} digests of deterministic work ({names}) in {found.seconds:.1f} s",
     )

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from verify import SCHEMA
 from verify.nvml import Nvml, Telemetry
 from verify.results import Results
+from verify.schema import Figure, allreduce_busbw, allreduce_latency
 from verify.train import SMALL, Gpt, batch_of
 
 
@@ -44,14 +45,9 @@ def _bus_bandwidth(results: Results, device: torch.device, world: int, sizes_mib
         _sync(device)
         seconds = (time.perf_counter() - started) / iterations
         algbw = tensor.numel() * 4 / seconds / 1e9
-        results.figure(
-            "allreduce",
-            f"{size}MiB",
-            algbw * 2 * (world - 1) / world,
-            "GB/s bus",
-            algbw=round(algbw, 2),
-            time_us=round(seconds * 1e6, 1),
-        )
+        busbw = algbw * 2 * (world - 1) / world
+        figure = Figure(busbw, "GB/s bus", algbw=round(algbw, 2), time_us=round(seconds * 1e6, 1))
+        results.figure(allreduce_busbw(size), figure)
 
 
 LATENCY_SIZES = (8, 64, 512, 4096, 32768, 262144)  # bytes
@@ -72,17 +68,8 @@ def _latency(results: Results, device: torch.device, batches: int = 7, per_batch
                 dist.all_reduce(tensor)
             _sync(device)
             times.append((time.perf_counter() - started) / per_batch)
-        results.figure(
-            "allreduce_latency",
-            _size_name(size),
-            statistics.median(times) * 1e6,
-            "us",
-            batches_us=[round(t * 1e6, 1) for t in times],
-        )
-
-
-def _size_name(size: int) -> str:
-    return f"{size // 1024}KiB" if size >= 1024 else f"{size}B"
+        batches_us = tuple(round(t * 1e6, 1) for t in times)
+        results.figure(allreduce_latency(size), Figure(statistics.median(times) * 1e6, "us", batches_us=batches_us))
 
 
 def _sync(device: torch.device) -> None:
@@ -201,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             "backend": dist.get_backend(),
             "nodes": world // node_size,
             "node_rank": int(os.environ.get("GROUP_RANK", "0")),
-            "checks": results.checks,
-            "figures": results.figures,
+            "checks": results.checks_json(),
+            "figures": results.figures_json(),
             "telemetry": telemetry.summary(),
             "duration_s": round(time.perf_counter() - started, 2),
         }

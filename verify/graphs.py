@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from verify.results import Results, mark_phase
+from verify.schema import GRAPHS_BF16_REPLAY, GRAPHS_SPEEDUP, Figure
 from verify.train import FULL, GptConfig, StepClock, run_steps, seeded_run, train_step
 
 WARMUP = 3  # eager steps before the capture, on a side stream, as torch.cuda.graph requires
@@ -65,7 +66,7 @@ def cuda_graphs(results: Results, device: torch.device, quick: bool, eager: dict
     """Capture and replay of the training step, judged against the eager run (`eager`: the training check's
     bf16 run; run here when it is missing); on CPUs, a note that it did not run."""
     if device.type != "cuda":
-        results.figure("graphs", "bf16_replay_step_ms", None, "ms", reason="CUDA graphs need a GPU")
+        results.figure(GRAPHS_BF16_REPLAY, Figure(None, "ms", reason="CUDA graphs need a GPU"))
         return
     steps = 6 if quick else 10
     if eager is None or len(eager["losses"]) < WARMUP + steps:
@@ -92,5 +93,5 @@ def cuda_graphs(results: Results, device: torch.device, quick: bool, eager: dict
         worst,
     )
     replay_ms, eager_ms = statistics.median(replay_s) * 1000, eager["step_s"] * 1000
-    results.figure("graphs", "bf16_replay_step_ms", replay_ms, "ms", steps=steps, eager_step_ms=round(eager_ms, 2))
-    results.figure("graphs", "speedup_replay_over_eager", eager_ms / replay_ms, "x")
+    results.figure(GRAPHS_BF16_REPLAY, Figure(replay_ms, "ms", steps=steps, eager_step_ms=round(eager_ms, 2)))
+    results.figure(GRAPHS_SPEEDUP, Figure(eager_ms / replay_ms, "x"))

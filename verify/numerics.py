@@ -18,11 +18,11 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from verify.schema import KernelNumerics
 from verify.stack import cudnn_text
 from verify.train import GptConfig, seeded_run, train_step
 
@@ -68,20 +68,20 @@ def digest(*tensors: torch.Tensor) -> str:
     return hashed.hexdigest()
 
 
-def fingerprint(device: torch.device) -> dict[str, Any]:
+def fingerprint(device: torch.device) -> KernelNumerics:
     """The digests of the deterministic work on `device`, what ran it, and the seconds it took."""
     started = time.perf_counter()
     sizes = GPU_SIZES if device.type == "cuda" else CPU_SIZES
     digests = _gemms(device, sizes.gemm)
     digests["conv_bf16"] = _convolution(device, sizes)
     digests["adamw_bf16"] = _training(device, sizes)
-    return {
-        "work": f"{WORK} {device.type} gemm {sizes.gemm}",
-        "device": _device_name(device),
-        "versions": _versions(device),
-        "digests": digests,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    return KernelNumerics(
+        work=f"{WORK} {device.type} gemm {sizes.gemm}",
+        device=_device_name(device),
+        versions=_versions(device),
+        digests=digests,
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _gemms(device: torch.device, size: int) -> dict[str, str]:

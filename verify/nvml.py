@@ -12,6 +12,8 @@ import os
 import threading
 import time
 
+from verify.schema import GpuDuring, Spread, as_json
+
 _NVML_SUCCESS = 0
 _TEMPERATURE_GPU = 0
 _CLOCK_SM, _CLOCK_MEM = 1, 2
@@ -151,9 +153,11 @@ class Telemetry:
                 self.samples[device].append({**self.nvml.sample(device), "t": time.monotonic()})
             time.sleep(self.interval)
 
-    def during(self, device: int, start: float, end: float) -> dict[str, object]:
-        """The statistics of one GPU's samples between two `time.monotonic()` readings (one phase)."""
-        return _statistics([s for s in self.samples.get(device, []) if s["t"] is not None and start <= s["t"] <= end])
+    def during(self, device: int, start: float, end: float) -> GpuDuring | None:
+        """The statistics of one GPU's samples between two `time.monotonic()` readings (one phase), None when
+        none of them read anything."""
+        stats = _statistics([s for s in self.samples.get(device, []) if s["t"] is not None and start <= s["t"] <= end])
+        return stats if stats != GpuDuring() else None
 
     def summary(self) -> dict[str, object]:
         return {
@@ -161,19 +165,24 @@ class Telemetry:
             "error": self.nvml.error,
             "interval_s": self.interval,
             "samples": sum(len(s) for s in self.samples.values()),
-            "gpus": {str(device): _statistics(samples) for device, samples in self.samples.items()},
+            "gpus": {str(device): as_json(_statistics(samples)) for device, samples in self.samples.items()},
         }
 
 
-def _statistics(samples: list[dict[str, float | None]]) -> dict[str, object]:
+def _statistics(samples: list[dict[str, float | None]]) -> GpuDuring:
     """min/max/mean per quantity, and the clock limits seen (by name)."""
-    stats: dict[str, object] = {}
-    for key in ("util", "power_w", "temp_c", "sm_mhz", "mem_mhz"):
+
+    def spread(key: str) -> Spread | None:
         values = [v for v in (s.get(key) for s in samples) if v is not None]
-        if values:
-            stats[key] = {"min": min(values), "max": max(values), "mean": round(sum(values) / len(values), 1)}
+        return Spread(min(values), max(values), round(sum(values) / len(values), 1)) if values else None
+
     masks = {int(v) for v in (s.get("clock_limits") for s in samples) if v is not None}
-    limits = sorted({name for mask in masks for name in clock_limit_names(mask)})
-    if limits:
-        stats["clock_limits_seen"] = limits
-    return stats
+    limits = tuple(sorted({name for mask in masks for name in clock_limit_names(mask)}))
+    return GpuDuring(
+        util=spread("util"),
+        power_w=spread("power_w"),
+        temp_c=spread("temp_c"),
+        sm_mhz=spread("sm_mhz"),
+        mem_mhz=spread("mem_mhz"),
+        clock_limits_seen=limits or None,
+    )

@@ -9,6 +9,15 @@ from functools import partial
 import torch
 
 from verify.results import Results
+from verify.schema import (
+    DEVICE_COPY,
+    DEVICE_TO_HOST,
+    GEMM_BF16_SUSTAINED,
+    HOST_COPY,
+    HOST_TO_DEVICE,
+    Figure,
+    gemm,
+)
 
 
 def _time(function: Callable[[], object], device: torch.device, repeats: int, warmup: int = 3) -> float:
@@ -42,14 +51,8 @@ def time_bursts(
 
 def _burst_figure(results: Results, name: str, flops: int, seconds: list[float], size: int) -> None:
     """The best burst's TFLOP/s as the figure, every burst's beside it."""
-    results.figure(
-        "gemm",
-        name,
-        flops / min(seconds) / 1e12,
-        "TFLOP/s",
-        size=size,
-        bursts=[round(flops / s / 1e12, 1) for s in seconds],
-    )
+    bursts = tuple(round(flops / s / 1e12, 1) for s in seconds)
+    results.figure(gemm(name), Figure(flops / min(seconds) / 1e12, "TFLOP/s", size=size, bursts=bursts))
 
 
 def rest(device: torch.device, quick: bool) -> None:
@@ -106,7 +109,7 @@ def gemm_throughput(results: Results, device: torch.device, has_fp8: bool, quick
         a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
         sustained = _time(lambda: a @ b, device, 100, warmup=3)
-        results.figure("gemm", "bf16_sustained", flops / sustained / 1e12, "TFLOP/s", size=size, products=100)
+        results.figure(GEMM_BF16_SUSTAINED, Figure(flops / sustained / 1e12, "TFLOP/s", size=size, products=100))
 
 
 def bandwidth(results: Results, device: torch.device) -> None:
@@ -115,16 +118,16 @@ def bandwidth(results: Results, device: torch.device) -> None:
         source = torch.empty(64 * 2**20, dtype=torch.uint8)
         target = torch.empty_like(source)
         seconds = _time(partial(target.copy_, source), device, 5)
-        results.figure("bandwidth", "host_copy", 2 * source.numel() / seconds / 1e9, "GB/s", bytes=source.numel())
+        results.figure(HOST_COPY, Figure(2 * source.numel() / seconds / 1e9, "GB/s", bytes=source.numel()))
         return
     source = torch.empty(2 * 2**30, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
     seconds = _time(partial(target.copy_, source), device, 10)
-    results.figure("bandwidth", "device_copy", 2 * source.numel() / seconds / 1e9, "GB/s", bytes=source.numel())
+    results.figure(DEVICE_COPY, Figure(2 * source.numel() / seconds / 1e9, "GB/s", bytes=source.numel()))
     del source, target
     host = torch.empty(512 * 2**20, dtype=torch.uint8, pin_memory=True)
     on_device = torch.empty(host.numel(), dtype=torch.uint8, device=device)
     seconds = _time(lambda: on_device.copy_(host, non_blocking=True), device, 5)
-    results.figure("bandwidth", "host_to_device", host.numel() / seconds / 1e9, "GB/s", bytes=host.numel())
+    results.figure(HOST_TO_DEVICE, Figure(host.numel() / seconds / 1e9, "GB/s", bytes=host.numel()))
     seconds = _time(lambda: host.copy_(on_device, non_blocking=True), device, 5)
-    results.figure("bandwidth", "device_to_host", host.numel() / seconds / 1e9, "GB/s", bytes=host.numel())
+    results.figure(DEVICE_TO_HOST, Figure(host.numel() / seconds / 1e9, "GB/s", bytes=host.numel()))

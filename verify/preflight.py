@@ -20,6 +20,7 @@ from typing import Any
 from verify import node_health, process_env
 from verify.nvml import Nvml, nvml_index
 from verify.results import Results
+from verify.schema import Figure, node
 
 FREE_MEMORY_FRACTION = 0.9  # of the GPU's memory, unless lockgen's envelope says otherwise (`expected`)
 
@@ -76,7 +77,7 @@ def node_checks(
         ("remapped_rows_uncorrected", "rows"),
     ):
         value = reading.get(name)
-        results.figure("node", name, None if value is None else float(value), unit)
+        results.figure(node(name), Figure(None if value is None else float(value), unit))
     return reading
 
 
@@ -89,7 +90,7 @@ def _describe(process: dict[str, Any]) -> str:
 def _other_processes(results: Results, reading: dict[str, Any], others: list[dict[str, Any]]) -> None:
     util = reading.get("util_at_rest")
     busy = f"; the GPU was {util:.0f}% busy at rest" if isinstance(util, (int, float)) else ""
-    results.figure("node", "other_processes", float(len(others)), "processes")
+    results.figure(node("other_processes"), Figure(float(len(others)), "processes"))
     results.check(
         "node",
         "no_other_process",
@@ -104,7 +105,7 @@ def _free_memory(results: Results, reading: dict[str, Any], others: list[dict[st
     memory = reading.get("memory")
     if not memory:
         return
-    results.figure("node", "memory_free_gib", memory["free_gib"], "GiB", total_gib=memory["total_gib"])
+    results.figure(node("memory_free_gib"), Figure(memory["free_gib"], "GiB", total_gib=memory["total_gib"]))
     needed = fraction * memory["total_gib"]
     holders = f"; held by {', '.join(_describe(p) for p in others[:5])}" if others else ""
     results.check(

@@ -10,7 +10,9 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+
+from verify.schema import Check, Figure, FigureRef, KernelNumerics, as_json, phase
 
 
 PHASE_MARK = "@phase "
@@ -25,30 +27,40 @@ class Results:
     """Collects checks and figures; a check that raises is recorded as failed with the exception."""
 
     def __init__(self) -> None:
-        self.checks: list[dict[str, Any]] = []
-        self.figures: dict[str, dict[str, Any]] = {}
-        self.numerics: dict[str, Any] | None = (
+        self.checks: list[Check] = []
+        self.figures: dict[str, dict[str, Figure]] = {}
+        self.numerics: KernelNumerics | None = (
             None  # the numerics fingerprint (`verify.numerics`, `verify.determinism`)
         )
         self.log: Callable[[str], None] = lambda _: None
 
     def check(self, category: str, name: str, passed: bool, detail: str, value: float | None = None) -> bool:
-        self.checks.append(
-            {"category": category, "name": name, "passed": bool(passed), "detail": detail, "value": value}
-        )
+        self.checks.append(Check(category, name, bool(passed), detail, value))
         self.log(f"{'ok  ' if passed else 'FAIL'} {category}/{name}: {detail}")
         return bool(passed)
 
-    def figure(self, group: str, name: str, value: float | None, unit: str, **extra: Any) -> None:
-        self.figures.setdefault(group, {})[name] = {
-            "value": None if value is None else round(float(value), 4),
-            "unit": unit,
-            **extra,
-        }
+    def figure(self, ref: FigureRef, figure: Figure) -> None:
+        """Records `figure` as `ref`, its value rounded to 4 decimals."""
+        value = None if figure.value is None else round(float(figure.value), 4)
+        self.figures.setdefault(ref.group, {})[ref.name] = replace(figure, value=value)
 
     def phase(self, name: str, seconds: float) -> None:
         """The wall time one phase of the run took, as a figure of the `phases` group."""
-        self.figure("phases", name, seconds, "s")
+        self.figure(phase(name), Figure(seconds, "s"))
+
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    def checks_json(self) -> list[dict[str, object]]:
+        """The checks as the kernel's document lists them."""
+        return [check.as_json() for check in self.checks]
+
+    def figures_json(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The figures as the kernel's document holds them: by group, then name."""
+        return {
+            group: {name: as_json(figure) for name, figure in entries.items()}
+            for group, entries in self.figures.items()
+        }
 
     def guarded(self, category: str, name: str, function: Callable[[], None]) -> None:
         """Runs a group of checks, timed as the phase `name`; an exception fails it with the error's last line."""

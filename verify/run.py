@@ -19,6 +19,7 @@ from verify import SCHEMA, determinism, preflight, process_env
 from verify.conv import conv_throughput
 from verify.correctness import attention, convolution, gemm
 from verify.expect import expectations, stack_checks
+from verify.schema import as_json
 from verify.graphs import cuda_graphs
 from verify.nvml import Nvml, Telemetry
 from verify.perf import bandwidth, gemm_throughput
@@ -75,11 +76,11 @@ def run(
         "device": str(device),
         "stack": stack,
         "expected": expected,
-        "checks": results.checks,
-        "figures": results.figures,
+        "checks": results.checks_json(),
+        "figures": results.figures_json(),
         "telemetry": telemetry.summary(),
-        "numerics": results.numerics,
-        "passed": all(c["passed"] for c in results.checks),
+        "numerics": None if results.numerics is None else as_json(results.numerics),
+        "passed": results.passed(),
         "duration_s": round(time.perf_counter() - started, 2),
     }
     text = json.dumps(document, indent=2, sort_keys=True)

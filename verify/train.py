@@ -25,6 +25,13 @@ from verify.adamw import TorchOpsAdamW
 from verify.nvml import Telemetry, nvml_index
 from verify.perf import rest
 from verify.results import Results
+from verify.schema import (
+    Figure,
+    training_model_tflops,
+    training_speedup,
+    training_step_ms,
+    training_tokens,
+)
 
 
 @dataclass(frozen=True)
@@ -277,7 +284,7 @@ def training(
         during = (
             telemetry.during(nvml_index(device.index or 0), started, ended)
             if telemetry and device.type == "cuda"
-            else {}
+            else None
         )
         losses = run["losses"]
         finite = all(math.isfinite(x) for x in losses)
@@ -304,27 +311,22 @@ def training(
         median = run["step_s"]
         step_ms[mode] = median * 1000
         tokens = config.batch * config.sequence / median
-        results.figure(
-            "training",
-            f"{mode}_step_ms",
+        step = Figure(
             median * 1000,
             "ms",
             batch=config.batch,
             sequence=config.sequence,
-            steps_ms=run["steps_ms"],
-            **({"gpu": during} if during else {}),
-            **({"host_issue_ms": run["host_issue_ms"]} if run["host_issue_ms"] is not None else {}),
+            steps_ms=tuple(run["steps_ms"]),
+            gpu=during,
+            host_issue_ms=run["host_issue_ms"],
         )
-        results.figure("training", f"{mode}_tokens_per_s", tokens, "tokens/s")
-        results.figure(
-            "training",
-            f"{mode}_model_tflops",
-            tokens * run["flops_per_token"] / 1e12,
-            "TFLOP/s",
-            params_m=round((run["flops_per_token"] - 12 * config.layers * config.width * config.sequence) / 6e6, 1),
-        )
+        results.figure(training_step_ms(mode), step)
+        results.figure(training_tokens(mode), Figure(tokens, "tokens/s"))
+        params = run["flops_per_token"] - 12 * config.layers * config.width * config.sequence
+        model_tflops = tokens * run["flops_per_token"] / 1e12
+        results.figure(training_model_tflops(mode), Figure(model_tflops, "TFLOP/s", params_m=round(params / 6e6, 1)))
     for fast in ("bf16", "fp16"):
         for slow in ("fp32", "tf32"):
             if fast in step_ms and slow in step_ms:
-                results.figure("training", f"speedup_{fast}_over_{slow}", step_ms[slow] / step_ms[fast], "x")
+                results.figure(training_speedup(fast, slow), Figure(step_ms[slow] / step_ms[fast], "x"))
     return runs

@@ -26,10 +26,10 @@ from lockgen.api.steps.certificate_steps import (
     read_signed,
     signers,
 )
-from lockgen.core.certificate.certify import FigureChange, compare_figures, require_comparable
+from lockgen.core.certificate.certify import FigureChange, compare_figures
 from lockgen.core.certificate.numerics import PairComparison, compare_pair, judged_certificate
 from lockgen.errors import LockFormatError, LockgenError, UserError
-from lockgen.model.certificate import Certificate, CertificateBody
+from lockgen.model.certificate import Certificate, CertificateBody, readings
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.results import CertificateExport
 
@@ -63,8 +63,8 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
                 f"the certificate covers lock sha256 {covered}, not `{lock}` ({digest[:16]}…)",
                 "certify this lock with `lockgen verify --lock`",
             )
-        conformance = certificate.certificate.subject.conformance or {}
-        if not conformance.get("clean"):
+        conformance = certificate.certificate.subject.conformance
+        if conformance is None or not conformance.clean:
             raise LockFormatError(
                 f"the certificate names `{lock}` but records no proof that the environment was it",
                 "certify again with this lockgen: `lockgen verify --lock` checks conformance first",
@@ -122,14 +122,9 @@ def compare(a: Path, b: Path, noise: float, keys: Sequence[Path] = ()) -> Compar
     """Each figure's change from certificate `a` to `b`, and whether `b` computes the bits `a` did. With `keys`
     (public keys), each certificate must be signed by one of them and its signature is checked first; without,
     only their form is."""
-    first, second = _comparable(a, keys), _comparable(b, keys)
-    return Comparison(compare_figures(first.figures, second.figures, noise), compare_pair(first, second))
-
-
-def _comparable(path: Path, keys: Sequence[Path]) -> CertificateBody:
-    body = read_signed(path, signers(keys)).certificate
-    require_comparable(body.figures, f"`{path}`")
-    return body
+    first, second = read_signed(a, signers(keys)).certificate, read_signed(b, signers(keys)).certificate
+    changes = compare_figures(readings(first.figures), readings(second.figures), noise)
+    return Comparison(changes, compare_pair(first, second))
 
 
 @dataclass(frozen=True)

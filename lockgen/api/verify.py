@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lockgen import __version__
 from lockgen.adapters import home, user_files
@@ -40,7 +40,8 @@ from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.certificate.numerics import NumericsReference, judge_against
 from lockgen.core.stack.stack_layout import certificate_path
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, Subject
+from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, ProvenConformance, Subject
+from lockgen.model.json_values import JsonObject, list_at, text_at
 from lockgen.model.inputs import BundleBytes
 from lockgen.model.lock import LoadedLock
 from lockgen.model.export_formats import NFD_VALID_FOR
@@ -87,7 +88,7 @@ class _Run:
     the pinned numerics fingerprints (`--expect-numerics`)."""
 
     lock: LoadedLock | None
-    expected: dict[str, Any]
+    expected: JsonObject
     rendezvous: kernel.Rendezvous | None
     manifests: BundleBytes | None
     references: tuple[NumericsReference, ...] = ()
@@ -227,11 +228,11 @@ def _verify(
             host.names if host else (),
             host.compute_capabilities if host else (),
             host.driver if host else None,
-            expected.get("driver_min"),
+            text_at(expected, "driver_min"),
         )
         expected.setdefault("gpu_count", options.gpus if options.gpus is not None else (host.count if host else 0))
-    expected.setdefault("conv_floor_tflops", conv_floors(arch))
-    expected.setdefault("node", node_floors(arch))
+    expected.setdefault("conv_floor_tflops", dict(conv_floors(arch)))
+    expected.setdefault("node", dict(node_floors(arch)))
     progress(f"verifying {arch} with {python}" + (f" against {options.lock}" if options.lock else ""))
     single_doc, single_raw = kernel.run_single(
         python, arch, expected, options.quick, options.compiled, options.allow_ptx, options.timeout_s, progress
@@ -299,7 +300,7 @@ def _verify(
         options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd()
     )
     data = body.model_dump(mode="json", by_alias=True)
-    document = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
+    document: JsonObject = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
     write_atomic(path, signing.render(document))
     _emit(body, options, given.references, progress)
     return Verified(path, body)
@@ -323,22 +324,22 @@ def _emit(
             progress(f"note: {note}")
 
 
-def _conformance_record(conformance: Conformance | None) -> dict[str, Any] | None:
+def _conformance_record(conformance: Conformance | None) -> ProvenConformance | None:
     if conformance is None:
         return None
     counts = conformance.report.counts
-    return {
-        "clean": conformance.clean,
-        "expected_digest": conformance.expected_digest,
-        "platform": conformance.platform,
-        "packages": counts["packages"],
-        "files_expected": counts["files_expected"],
-        "files_observed": counts["files_observed"],
-        "accepted_by_rule": counts["accepted"],
-        "checked_at": conformance.where,
-        "allowed_foreign": dict(conformance.allowed),
-        "by_path_only": conformance.by_path_only,
-    }
+    return ProvenConformance(
+        clean=conformance.clean,
+        expected_digest=conformance.expected_digest,
+        platform=conformance.platform,
+        packages=counts["packages"],
+        files_expected=counts["files_expected"],
+        files_observed=counts["files_observed"],
+        accepted_by_rule=counts["accepted"],
+        checked_at=conformance.where,
+        allowed_foreign=dict(conformance.allowed),
+        by_path_only=conformance.by_path_only,
+    )
 
 
 def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:
@@ -357,9 +358,9 @@ def _rendezvous(options: VerifyOptions) -> kernel.Rendezvous | None:
     return kernel.Rendezvous(options.nodes, options.rendezvous_endpoint, options.rendezvous_id)
 
 
-def _expectations(options: VerifyOptions, arch: str, loaded: LoadedLock | None) -> dict[str, Any]:
+def _expectations(options: VerifyOptions, arch: str, loaded: LoadedLock | None) -> JsonObject:
     """What the environment must hold: from the lock (for this host's platform), then `--expect`."""
-    expected: dict[str, Any] = {}
+    expected: JsonObject = {}
     if loaded is not None:
         lock = loaded.lock
         locked_arch = LockgenMeta(lock).arch
@@ -425,7 +426,7 @@ def _numerics_environment(
     return None
 
 
-def _report(document: dict[str, Any], kind: str) -> KernelReport:
+def _report(document: JsonObject, kind: str) -> KernelReport:
     try:
         report = KernelReport.from_json(document)
     except Exception as exc:  # pydantic's ValidationError: the kernel and lockgen disagree on the schema
@@ -442,13 +443,12 @@ def _report(document: dict[str, Any], kind: str) -> KernelReport:
 
 def _hardware(host: gpu_host.HostGpus | None, single: KernelReport) -> Hardware:
     stack = single.stack or {}
-    devices = stack.get("devices") or []
-    names = host.names if host else tuple(d["name"] for d in devices)
+    names = host.names if host else tuple(str(d.get("name")) for d in list_at(stack, "devices") if isinstance(d, dict))
     return Hardware(
         gpu_names=tuple(names),
         gpu_count=len(names),
         compute_capability=(host.compute_capabilities[0] if host and host.count else None),
-        driver=host.driver if host else stack.get("driver"),
+        driver=host.driver if host else text_at(stack, "driver"),
         interconnect=host.interconnect if host else "none",
         topology=host.topology if host else "",
         host_platform=home.system_and_machine(),

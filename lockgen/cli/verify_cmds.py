@@ -125,10 +125,10 @@ def verify(
     body = verified.body
     failures = body.failures()
     not_run = {
-        f"{group}/{name}": entry["reason"]
+        f"{group}/{name}": entry.reason
         for group, entries in sorted(body.figures.items())
         for name, entry in sorted(entries.items())
-        if entry.get("value") is None and entry.get("reason")
+        if entry.value is None and entry.reason
     }
     for name, reason in not_run.items():
         progress(f"  not run {name}: {reason}")
@@ -279,9 +279,14 @@ def cert_compare(
 
 def _summary(body) -> str:
     """One certificate as `lockgen certs` lists it: when, arch, GPUs, nodes, result, headline figures."""
-    gemm = body.figures.get("gemm", {}).get("bf16", {}).get("value")
-    bus = body.figures.get("allreduce", {}).get("1024MiB", {}).get("value")
-    extra = (f" bf16 {gemm:.0f} TFLOP/s" if gemm else "") + (f" allreduce {bus:.0f} GB/s" if bus else "")
+    from lockgen.model.certificate import figure_at
+    from verify.schema import ALLREDUCE_1GIB, gemm
+
+    bf16 = figure_at(body.figures, gemm("bf16"))
+    bus = figure_at(body.figures, ALLREDUCE_1GIB)
+    extra = (f" bf16 {bf16.value:.0f} TFLOP/s" if bf16 and bf16.value else "") + (
+        f" allreduce {bus.value:.0f} GB/s" if bus and bus.value else ""
+    )
     nodes = f" on {body.distributed.nodes} nodes" if body.distributed and body.distributed.nodes > 1 else ""
     gpus = f"{body.hardware.gpu_count}x" if body.hardware.gpu_count else "CPU"
     return f"{body.created} {body.arch:<6} {gpus}{nodes} {'PASS' if body.passed else 'FAIL'}{extra}"

@@ -1,11 +1,21 @@
-"""Verification results and certificates: the kernel's JSON as validated models, and the signed certificate."""
+"""Verification results and certificates: the kernel's JSON as validated models, and the signed certificate.
+
+The checks and figures mirror the kernel's own records (`verify/schema.py`, the standard library alone, where
+they are defined): the same fields, types and defaults, which `tests/test_cert_schema.py` holds equal field for
+field, so a figure the kernel writes is one this model reads and writes back byte for byte (a field left None
+is left out of the JSON, but a figure's `value`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+import math
+from typing import Annotated, TypedDict
+
+from pydantic import SerializerFunctionWrapHandler, Strict, field_validator, model_serializer
 
 from lockgen.model.base import Frozen
+from lockgen.model.json_values import JsonObject
+from verify.schema import FigureRef
 
 CERTIFICATE_SCHEMA = "lockgen.certificate/1"
 KERNEL_SCHEMA = "lockgen.verify/1"
@@ -24,6 +34,142 @@ class Check(Frozen):
         return f"{'ok  ' if self.passed else 'FAIL'} {self.category}/{self.name}: {self.detail}"
 
 
+# the kernel's JSON types exactly: no text read as a number, no number as text, no true as 1
+Number = Annotated[float, Strict()]
+Count = Annotated[int, Strict()]
+Text = Annotated[str, Strict()]
+Flag = Annotated[bool, Strict()]
+
+
+class _Written(Frozen):
+    """A mirrored record of the kernel's: a field left None is left out of its JSON, but a figure's `value`
+    (null: the figure did not run), as `verify.schema.as_json` writes it."""
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        written: dict[str, object] = handler(self)
+        return {name: value for name, value in written.items() if value is not None or name == "value"}
+
+
+class Spread(_Written):
+    """The least, greatest and mean of one quantity's samples."""
+
+    min: Number
+    max: Number
+    mean: Number
+
+
+class GpuDuring(_Written):
+    """One GPU's samples during a phase: utilisation, power, temperature, clocks, and the clock limits seen."""
+
+    util: Spread | None = None
+    power_w: Spread | None = None
+    temp_c: Spread | None = None
+    sm_mhz: Spread | None = None
+    mem_mhz: Spread | None = None
+    clock_limits_seen: tuple[Text, ...] | None = None
+
+
+class CudnnChoice(_Written):
+    """cuDNN's switches during the convolution figures, and the fault that stood in for a bad stack if any."""
+
+    enabled: Flag
+    benchmark: Flag
+    deterministic: Flag
+    fault: Text | None = None
+
+
+class KernelShare(_Written):
+    """A GPU kernel by name and its share of one step's GPU time."""
+
+    kernel: Text
+    share: Number
+
+
+class Figure(_Written):
+    """One measured number with its unit (`value` None: not run, and `reason` says why), and what it was
+    measured on (`verify.schema.Figure` says each field)."""
+
+    value: Number | None
+    unit: Text
+    reason: Text | None = None
+    size: Count | None = None
+    products: Count | None = None
+    bytes: Count | None = None
+    total_gib: Number | None = None
+    batch: Count | None = None
+    sequence: Count | None = None
+    channels: Count | None = None
+    side: Count | None = None
+    blocks: Count | None = None
+    steps: Count | None = None
+    params_m: Number | None = None
+    bursts: tuple[Number, ...] | None = None
+    steps_ms: tuple[Number, ...] | None = None
+    batches_us: tuple[Number, ...] | None = None
+    host_issue_ms: Number | None = None
+    eager_step_ms: Number | None = None
+    algbw: Number | None = None
+    time_us: Number | None = None
+    gpu: GpuDuring | None = None
+    cudnn: CudnnChoice | None = None
+    kernels: tuple[KernelShare, ...] | None = None
+
+
+Figures = dict[str, dict[str, Figure]]  # by group, then name: `verify.schema.FigureRef` names one
+
+
+class FigureReading(TypedDict):
+    """A figure's value and unit alone: what a comparison reads, and what a fleet's kept facts hold per figure."""
+
+    value: float | None
+    unit: str
+
+
+FigureReadings = dict[str, dict[str, FigureReading]]
+
+
+def readings(figures: Figures, leave_out: frozenset[str] = frozenset()) -> FigureReadings:
+    """The value and unit of every figure, by group and name, but the groups `leave_out` names."""
+    return {
+        group: {name: {"value": figure.value, "unit": figure.unit} for name, figure in entries.items()}
+        for group, entries in figures.items()
+        if group not in leave_out
+    }
+
+
+def comparable_values(figures: object) -> object:
+    """Refuses, before the figures are read as records, a figure whose value is neither null (not run) nor a finite
+    number (NaN, inf, past a float's range, text, true), or whose unit is not text, by its group and name: a
+    comparison would pass it silently or fail on it. What is not of the figures' shape is left to the records'
+    own validation."""
+    groups = figures.items() if isinstance(figures, dict) else ()
+    for group, entries in groups:
+        for name, figure in entries.items() if isinstance(entries, dict) else ():
+            if not isinstance(figure, dict):
+                continue
+            value, unit = figure.get("value"), figure.get("unit", "")
+            if not isinstance(unit, str):
+                raise ValueError(f"figure {group}/{name} has unit {str(unit)[:40]!r}, not text")
+            if value is not None and not _finite_number(value):
+                raise ValueError(f"figure {group}/{name} is {str(value)[:40]!r}, not a finite number")
+    return figures
+
+
+def _finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past a float's range (10**400)
+        return False
+
+
+def figure_at(figures: Figures, ref: FigureRef) -> Figure | None:
+    """The figure `ref` names in `figures`, None when the run has none."""
+    return figures.get(ref.group, {}).get(ref.name)
+
+
 class KernelNumerics(Frozen):
     """The fingerprint as the kernel wrote it (`verify.numerics`): lockgen adds the driver and the environment."""
 
@@ -40,14 +186,14 @@ class KernelReport(Frozen):
     schema_: str
     kind: str
     checks: tuple[Check, ...]
-    figures: dict[str, dict[str, dict[str, Any]]]
-    telemetry: dict[str, Any]
+    figures: Figures
+    telemetry: JsonObject
     duration_s: float
     arch: str | None = None
     mode: str | None = None
     device: str | None = None
-    stack: dict[str, Any] | None = None
-    expected: dict[str, Any] | None = None
+    stack: JsonObject | None = None
+    expected: JsonObject | None = None
     passed: bool | None = None
     world_size: int | None = None
     backend: str | None = None
@@ -55,11 +201,28 @@ class KernelReport(Frozen):
     node_rank: int | None = None
     numerics: KernelNumerics | None = None
 
+    _finite = field_validator("figures", mode="before")(comparable_values)
+
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "KernelReport":
+    def from_json(cls, data: JsonObject) -> "KernelReport":
         data = dict(data)
         data["schema_"] = data.pop("schema", None)
         return cls.model_validate(data)
+
+
+class ProvenConformance(_Written):
+    """The environment proven to be the lock, from its packages' own manifests (`check --lock`'s counts)."""
+
+    clean: Flag
+    expected_digest: Text
+    platform: Text
+    packages: Count
+    files_expected: Count
+    files_observed: Count
+    accepted_by_rule: Count
+    checked_at: Text
+    allowed_foreign: dict[Text, Text | None]  # foreign files accepted by name -> the sha256 found
+    by_path_only: Count | None = None  # files checked present, not by content (absent from older certificates)
 
 
 class Subject(Frozen):
@@ -72,7 +235,7 @@ class Subject(Frozen):
     environment_digest: str | None = None
     image_digest: str | None = None
     python: str
-    conformance: dict[str, Any] | None = None  # with a lock: the environment proven to be it, from its packages
+    conformance: ProvenConformance | None = None  # with a lock: the environment proven to be it, from its packages
 
 
 class Hardware(Frozen):
@@ -135,15 +298,17 @@ class CertificateBody(Frozen):
     mode: str
     subject: Subject
     hardware: Hardware
-    stack: dict[str, Any]
+    stack: JsonObject
     checks: tuple[Check, ...]
-    figures: dict[str, dict[str, dict[str, Any]]]
-    telemetry: dict[str, Any]
+    figures: Figures
+    telemetry: JsonObject
     kernel_sha256: dict[str, str]
     passed: bool
     duration_s: float
     distributed: DistributedRun | None = None
     numerics: Numerics | None = None
+
+    _finite = field_validator("figures", mode="before")(comparable_values)
 
     def failures(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]

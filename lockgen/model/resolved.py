@@ -6,9 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 LockState = Literal["wrote", "would write", "unchanged"]  # what resolve did with a target's lock
+
+
+class TargetJson(TypedDict):
+    """A `resolve --json` entry."""
+
+    target: str
+    arch: str
+    path: str
+    written: bool
+    unchanged: bool
+    packages: dict[str, int]
+    highlights: dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -31,7 +43,7 @@ class TargetResult:
     def unchanged(self) -> bool:
         return self.state == "unchanged"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TargetJson:
         """The `resolve --json` entry (its two booleans kept as they were: `written`, `unchanged`)."""
         return {
             "target": self.target,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:  # a type only here: resolve, which returns TargetResult, loads no conformance model
     from lockgen.model.conformance import ConformanceReport
@@ -16,6 +16,25 @@ if TYPE_CHECKING:  # a pydantic model: `pin` builds it
     from lockgen.model.lock import Lock
 
 from lockgen.model.resolved import TargetResult  # what `add`/`remove` say of a re-locked target
+
+
+class ConformanceJson(TypedDict):
+    """`check --lock --json`'s verdict of an environment."""
+
+    clean: bool
+    lock_sha256: str
+    platform: str
+    where: str
+    expected_digest: str
+    image_digest: str | None
+    base_digest: str | None
+    problems: list[str]
+    allowed_foreign: dict[str, str | None]
+    by_path_only: int
+    read_every_byte: str | None
+    local_packages: list[str]
+    counts: dict[str, int]
+    report: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -159,7 +178,7 @@ class Conformance:
     def lines(self) -> list[str]:
         return list(self.report.lines()) + list(self.problems)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ConformanceJson:
         return {
             "clean": self.clean,
             "lock_sha256": self.lock_sha256,

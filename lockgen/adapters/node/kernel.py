@@ -24,10 +24,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lockgen.core.certificate.kernel_deaths import PHASE_MARK, describe_death
 from lockgen.errors import KernelError
+from lockgen.model.json_values import JsonObject
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -142,13 +142,13 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
 def run_single(
     python: str,
     arch: str,
-    expected: dict[str, Any],
+    expected: JsonObject,
     quick: bool,
     compiled: bool,
     allow_ptx: bool,
     timeout_s: float,
     progress: Callable[[str], None],
-) -> tuple[dict[str, Any], bytes]:
+) -> tuple[JsonObject, bytes]:
     """The single-process kernel; returns its document and the exact bytes it wrote."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
         out_path = Path(folder) / "single.json"
@@ -184,7 +184,7 @@ def run_distributed(
     progress: Callable[[str], None],
     extra_env: dict[str, str] | None = None,
     rendezvous: Rendezvous | None = None,
-) -> tuple[dict[str, Any], bytes]:
+) -> tuple[JsonObject, bytes]:
     """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs), on this host
     alone or, with `rendezvous`, as one node of several."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
@@ -253,7 +253,7 @@ def run_distributed(
         return _read(out_path, "the distributed kernel")
 
 
-def _read(path: Path, what: str) -> tuple[dict[str, Any], bytes]:
+def _read(path: Path, what: str) -> tuple[JsonObject, bytes]:
     try:
         raw = path.read_bytes()
         return json.loads(raw), raw

@@ -21,16 +21,20 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockgen.adapters import user_files
+from lockgen.model.json_values import JsonObject, object_at, text_at
 from lockgen.model.names import shown
 from lockgen.core import nesting
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError, UserError
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-def render(document: dict[str, Any]) -> str:
+
+def render(document: JsonObject) -> str:
     """The file text of a certificate: sorted keys, two-space indent, ASCII, trailing newline."""
     return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n"
 
@@ -102,7 +106,7 @@ def _rendered(value: Any, newline: str) -> str:
     raise TypeError(f"{kind.__name__} is not JSON")
 
 
-def public_keys(paths: Sequence[Path]) -> dict[str, Any]:
+def public_keys(paths: Sequence[Path]) -> dict[str, Ed25519PublicKey]:
     """The public keys at `paths`, loaded once, by the key id a certificate's signature names."""
     loaded = [_load(path, private=False) for path in paths]
     return {key_id(key): key for key in loaded}
@@ -259,19 +263,20 @@ def verify_message(message: bytes, signature: bytes, public_key_path: Path) -> b
     return True
 
 
-def require_signed_by(document: dict[str, Any], private_key_path: Path) -> None:
+def require_signed_by(document: JsonObject, private_key_path: Path) -> None:
     """Refuses a signed certificate document unless its signature is the one `private_key_path` makes (an
     attestation re-signs a certificate: it must not lend one key's name to another key's certificate)."""
     key = _load(private_key_path, private=True).public_key()
-    if document["signature"].get("key_id") != key_id(key):
+    signed_by = object_at(document, "signature").get("key_id")
+    if signed_by != key_id(key):
         raise LockFormatError(
-            f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` is key {key_id(key)}",
+            f"the certificate is signed by key {signed_by}, but `{private_key_path}` is key {key_id(key)}",
             "pass --key with the private key that signed the certificate",
         )
     _check_signature(document, key)
 
 
-def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
+def sign(body: JsonObject, private_key_path: Path) -> JsonObject:
     key = _load(private_key_path, private=True)
     return {
         "algorithm": "ed25519",
@@ -280,7 +285,7 @@ def sign(body: dict[str, Any], private_key_path: Path) -> dict[str, str]:
     }
 
 
-def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
+def verify_file(text: str, public_key_path: Path | None) -> JsonObject:
     """The parsed certificate document, after checking its bytes and (with a key) its signature."""
     try:
         document = nesting.loads(text)
@@ -316,17 +321,17 @@ def verify_file(text: str, public_key_path: Path | None) -> dict[str, Any]:
     return document
 
 
-def _check_signature(document: dict[str, Any], key: Any) -> None:
+def _check_signature(document: JsonObject, key: Ed25519PublicKey) -> None:
     from cryptography.exceptions import InvalidSignature
 
-    signature = document["signature"]
+    signature = object_at(document, "signature")  # its form checked by `verify_file`
     if signature.get("key_id") != key_id(key):
         raise LockFormatError(
             f"certificate was signed by key {shown(str(signature.get('key_id')))}, not {key_id(key)}",
             "pass the public key that matches the signing key",
         )
     try:
-        key.verify(base64.b64decode(signature["value"]), canonical_json(document["certificate"]))
+        key.verify(base64.b64decode(text_at(signature, "value") or ""), canonical_json(document["certificate"]))
     except (InvalidSignature, ValueError, KeyError):
         raise LockFormatError(
             "certificate signature does not verify: its content was changed",

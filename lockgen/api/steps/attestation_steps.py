@@ -13,7 +13,6 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
 
 from lockgen.adapters import user_files
 from lockgen.adapters.node import signing
@@ -21,6 +20,7 @@ from lockgen.adapters.distribution.oci_distribution import MAX_BLOB, Registry
 from lockgen.api.steps.certificate_steps import read_certificate, validated_body
 from lockgen.core import nesting
 from lockgen.core.certificate.attestation import (
+    Descriptor,
     artifact_manifest,
     certificate_annotations,
     certificate_referrers,
@@ -46,6 +46,7 @@ from lockgen.model.attestation import (
     AttachedCertificate,
     PushedReferrer,
 )
+from lockgen.model.json_values import JsonObject, object_at, text_at
 from lockgen.model.oci import (
     DOCKER_LIST_MEDIA_TYPE,
     EMPTY_BLOB,
@@ -60,18 +61,18 @@ from lockgen.model.oci import (
 class AttestedImage:
     """The image an attestation is about: its manifest's descriptor and the labels of its config."""
 
-    subject: dict[str, Any]
-    labels: dict[str, Any]
+    subject: Descriptor
+    labels: JsonObject
 
     @property
     def digest(self) -> str:
         return self.subject["digest"]
 
     @classmethod
-    def of(cls, manifest: bytes, media_type: str, config: dict[str, Any] | None) -> AttestedImage:
+    def of(cls, manifest: bytes, media_type: str, config: JsonObject | None) -> AttestedImage:
         """The image whose manifest is these bytes (an image index: `config` None, no labels)."""
-        labels = ((config or {}).get("config") or {}).get("Labels") or {}
-        return cls(descriptor(media_type, manifest), labels if isinstance(labels, dict) else {})
+        labels = object_at(object_at(config or {}, "config"), "Labels")
+        return cls(descriptor(media_type, manifest), labels)
 
 
 def image_of(registry: Registry, reference: ImageReference, progress: Callable[[str], None]) -> AttestedImage:
@@ -141,7 +142,7 @@ def _checked(
                 )
             signature = f"signature valid (key {signer[:16]})"
         document = read_statement(envelope_)
-        binding = statement_binding(document, image.digest, image.labels.get(LOCK_LABEL))
+        binding = statement_binding(document, image.digest, text_at(image.labels, LOCK_LABEL))
         body = validated_body(document["predicate"], f"attestation {artifact[:19]}…")
     except LockgenError as refused:
         return AttachedCertificate(registry.reference.at(artifact), None, "", signature, refused.message)
@@ -208,15 +209,16 @@ def attestations(
     document, _ = read_certificate(certificate_path, None)
     if document.get("signature"):
         signing.require_signed_by(document, key)
-    lock_path = (document["certificate"].get("subject") or {}).get("lock_path")
+    body = object_at(document, "certificate")  # an object: `read_certificate` validated it as a certificate
+    lock_path = text_at(object_at(body, "subject"), "lock_path")
     name, sha256 = certificate_subject(
-        document["certificate"],
+        body,
         reference.name,
         image.digest,
-        image.labels.get(LOCK_LABEL),
+        text_at(image.labels, LOCK_LABEL),
         PurePath(lock_path).name if lock_path else "_",
     )
-    payload = canonical_json(statement(name, sha256, document["certificate"]))
+    payload = canonical_json(statement(name, sha256, body))
     keyid, signature = signing.sign_message(pae(IN_TOTO_PAYLOAD_TYPE, payload), key)
     artifacts = [_artifact(image, DSSE_MEDIA_TYPE, envelope(payload, keyid, signature), certificate_annotations())]
     if sbom is not None:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -19,10 +19,14 @@ from lockgen.core.certificate.numerics import NumericsReference
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics
+from lockgen.model.json_values import JsonObject, object_at, text_at
 from lockgen.model.names import shown
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-def read_certificate(path: Path, public_key: Path | None) -> tuple[dict[str, Any], Certificate]:
+
+def read_certificate(path: Path, public_key: Path | None) -> tuple[JsonObject, Certificate]:
     """(the file's JSON document, its model), its bytes checked and, with a key, its signature."""
     try:
         text = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate").decode("utf-8")
@@ -83,7 +87,7 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
     document, certificate = read_certificate(path, None)
     if not keys:
         return certificate
-    signed_by = (document.get("signature") or {}).get("key_id")
+    signed_by = text_at(object_at(document, "signature"), "key_id")  # text: `signing.verify_file` checked it
     if signed_by is None:
         raise LockFormatError(
             f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
@@ -104,7 +108,7 @@ class Signers:
     refusals `read_signed` words) and the keys loaded once (for the quick proof of a fleet's certificates)."""
 
     paths: dict[str, Path]
-    loaded: dict[str, Any]
+    loaded: dict[str, Ed25519PublicKey]
 
 
 def loaded_signers(keys: Sequence[Path]) -> Signers:

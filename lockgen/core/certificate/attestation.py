@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from lockgen.digests import canonical_json
 from lockgen.errors import LockFormatError
@@ -25,12 +25,21 @@ from lockgen.model.attestation import (
     PREDICATE_ANNOTATION,
     STATEMENT_TYPE,
 )
+from lockgen.model.json_values import JsonObject, JsonValue, as_object, list_at, object_at, text_at
 from lockgen.model.oci import EMPTY_BLOB, EMPTY_MEDIA_TYPE, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
 
 _DAMAGED = "the attestation was damaged or forged; attest the certificate again with `lockgen attest`"
 
 
-def statement(subject_name: str, subject_sha256: str, predicate: dict[str, Any]) -> dict[str, Any]:
+class Descriptor(TypedDict):
+    """An OCI content descriptor: what a manifest names a blob or another manifest by."""
+
+    mediaType: str
+    digest: str
+    size: int
+
+
+def statement(subject_name: str, subject_sha256: str, predicate: JsonObject) -> JsonObject:
     """The in-toto Statement v1 of a certificate body: its subject is an image manifest or a lock, by sha256."""
     return {
         "_type": STATEMENT_TYPE,
@@ -41,12 +50,12 @@ def statement(subject_name: str, subject_sha256: str, predicate: dict[str, Any])
 
 
 def certificate_subject(
-    body: dict[str, Any], image_name: str, image_digest: str, image_lock_sha256: str | None, lock_name: str
+    body: JsonObject, image_name: str, image_digest: str, image_lock_sha256: str | None, lock_name: str
 ) -> tuple[str, str]:
     """(name, sha256 hex) a certificate body's statement names: the image when the certificate records one
     (it must be `image_digest`), else the lock it covers (a bare-metal certificate), which must be the lock
     the image's label says it was exported from."""
-    subject = body.get("subject") or {}
+    subject = object_at(body, "subject")
     if subject.get("image_digest"):
         if subject["image_digest"] != image_digest:
             raise LockFormatError(
@@ -54,18 +63,19 @@ def certificate_subject(
                 "attest it to the image it certified (its subject.image_digest)",
             )
         return image_name, image_digest.removeprefix("sha256:")
-    if not subject.get("lock_sha256"):
+    lock_sha256 = text_at(subject, "lock_sha256")
+    if not lock_sha256:
         raise LockFormatError(
             "the certificate records neither an image nor a lock, so nothing binds it to an image",
             "certify with `lockgen verify --lock L` or `--image IMG`",
         )
-    if subject["lock_sha256"] != image_lock_sha256:
+    if lock_sha256 != image_lock_sha256:
         came_from = f"lock sha256 {image_lock_sha256[:16]}…" if image_lock_sha256 else "a lock it does not name"
         raise LockFormatError(
-            f"the certificate covers lock sha256 {subject['lock_sha256'][:16]}…, but the image was exported from {came_from}",
+            f"the certificate covers lock sha256 {lock_sha256[:16]}…, but the image was exported from {came_from}",
             "attest a certificate of the lock this image was exported from",
         )
-    return lock_name, subject["lock_sha256"]
+    return lock_name, lock_sha256
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -94,7 +104,7 @@ class Envelope:
     signatures: tuple[tuple[str, bytes], ...]
 
 
-def _b64(text: Any, what: str) -> bytes:
+def _b64(text: object, what: str) -> bytes:
     """Standard or URL-safe base64, padded or not (DSSE verifiers must accept either)."""
     if not isinstance(text, str):
         raise LockFormatError(f"the envelope's {what} is not a base64 string", _DAMAGED)
@@ -127,14 +137,14 @@ def read_envelope(data: bytes) -> Envelope:
     return Envelope(document["payloadType"], _b64(document.get("payload"), "payload"), tuple(signatures))
 
 
-def read_statement(envelope_: Envelope) -> dict[str, Any]:
+def read_statement(envelope_: Envelope) -> JsonObject:
     """The certificate statement an envelope carries (read only after its signature was checked, when it was)."""
     if envelope_.payload_type != IN_TOTO_PAYLOAD_TYPE:
         raise LockFormatError(
             f"the envelope's payloadType is `{envelope_.payload_type}`, not {IN_TOTO_PAYLOAD_TYPE}", _DAMAGED
         )
     try:
-        document: dict[str, Any] = json.loads(envelope_.payload)
+        document = json.loads(envelope_.payload)
     except ValueError:
         raise LockFormatError("the envelope's payload is not JSON", _DAMAGED) from None
     subjects = document.get("subject") if isinstance(document, dict) else None
@@ -150,17 +160,16 @@ def read_statement(envelope_: Envelope) -> dict[str, Any]:
         raise LockFormatError(
             f"the statement's predicate is not a lockgen certificate ({CERTIFICATE_PREDICATE_TYPE})", _DAMAGED
         )
-    return document
+    return as_object(document)
 
 
-def statement_binding(document: dict[str, Any], image_digest: str, image_lock_sha256: str | None) -> str:
+def statement_binding(document: JsonObject, image_digest: str, image_lock_sha256: str | None) -> str:
     """How a verified statement binds to the image: "image" when a subject is its manifest digest (and the
     certificate records that image), "lock" when the subject is the lock the image's label names and the
     certificate is a bare-metal one of that lock; anything else is one error saying whose it is."""
     wanted = image_digest.removeprefix("sha256:")
-    digests = [s["digest"].get("sha256") for s in document["subject"]]
-    recorded = document["predicate"].get("subject")
-    recorded = recorded if isinstance(recorded, dict) else {}
+    digests = [object_at(as_object(s), "digest").get("sha256") for s in list_at(document, "subject")]
+    recorded = object_at(object_at(document, "predicate"), "subject")  # the statement's form: `read_statement`
     if wanted in digests:
         if recorded.get("image_digest") != image_digest:
             raise LockFormatError(
@@ -181,13 +190,11 @@ def statement_binding(document: dict[str, Any], image_digest: str, image_lock_sh
     )
 
 
-def descriptor(media_type: str, data: bytes) -> dict[str, Any]:
+def descriptor(media_type: str, data: bytes) -> Descriptor:
     return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(data).hexdigest(), "size": len(data)}
 
 
-def artifact_manifest(
-    artifact_type: str, layer: dict[str, Any], subject: dict[str, Any], annotations: dict[str, str]
-) -> bytes:
+def artifact_manifest(artifact_type: str, layer: Descriptor, subject: Descriptor, annotations: dict[str, str]) -> bytes:
     """An OCI 1.1 artifact: an image manifest with `artifactType`, the empty config, one layer, and `subject`."""
     return canonical_json(
         {
@@ -206,7 +213,7 @@ def certificate_annotations() -> dict[str, str]:
     return {PREDICATE_ANNOTATION: CERTIFICATE_PREDICATE_TYPE}
 
 
-def referrer_entry(manifest: bytes) -> dict[str, Any]:
+def referrer_entry(manifest: bytes) -> JsonObject:
     """An artifact manifest's descriptor as a referrers list holds it: its artifactType and annotations copied."""
     document = json.loads(manifest)
     entry = {
@@ -222,20 +229,21 @@ def referrers_tag(digest: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{algorithm[:32]}-{encoded[:64]}")
 
 
-def merged_referrers(existing: bytes | None, entry: dict[str, Any], tag: str) -> bytes | None:
+def merged_referrers(existing: bytes | None, entry: JsonObject, tag: str) -> bytes | None:
     """The fallback tag's index with `entry` appended (every entry already there kept), or None when it
     already lists it; an index that is not one is refused rather than overwritten."""
-    index: dict[str, Any] = (
+    index: JsonObject = (
         {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": []}
         if existing is None
         else _referrers_index(existing, tag)
     )
-    if any(isinstance(e, dict) and e.get("digest") == entry["digest"] for e in index["manifests"]):
+    listed = list_at(index, "manifests")  # a list: `_referrers_index`
+    if any(isinstance(e, dict) and e.get("digest") == entry["digest"] for e in listed):
         return None
-    return canonical_json({**index, "manifests": [*index["manifests"], entry]})
+    return canonical_json({**index, "manifests": [*listed, entry]})
 
 
-def _referrers_index(data: bytes, tag: str) -> dict[str, Any]:
+def _referrers_index(data: bytes, tag: str) -> JsonObject:
     try:
         index = json.loads(data)
     except ValueError:
@@ -252,15 +260,15 @@ def _referrers_index(data: bytes, tag: str) -> dict[str, Any]:
     return index
 
 
-def certificate_referrers(index: dict[str, Any]) -> list[str]:
-    """The digests of a referrers index's lockgen certificate attestations (DSSE, lockgen's predicate type)."""
-    entries = index.get("manifests") if isinstance(index, dict) else None
+def certificate_referrers(index: JsonValue) -> list[str]:
+    """The digests of a referrers index's lockgen certificate attestations (DSSE, lockgen's predicate type); none
+    of what is not an index (a registry's answer, or the fallback tag's JSON, read as they came)."""
+    entries = [as_object(entry) for entry in list_at(as_object(index), "manifests")]
     return [
-        e["digest"]
-        for e in entries or []
-        if isinstance(e, dict)
-        and e.get("artifactType") == DSSE_MEDIA_TYPE
-        and (e.get("annotations") or {}).get(PREDICATE_ANNOTATION) == CERTIFICATE_PREDICATE_TYPE
-        and isinstance(e.get("digest"), str)
-        and re.fullmatch(r"^sha256:[0-9a-f]{64}$", e["digest"])
+        digest
+        for e in entries
+        if e.get("artifactType") == DSSE_MEDIA_TYPE
+        and object_at(e, "annotations").get(PREDICATE_ANNOTATION) == CERTIFICATE_PREDICATE_TYPE
+        and (digest := text_at(e, "digest")) is not None
+        and re.fullmatch(r"^sha256:[0-9a-f]{64}$", digest)
     ]

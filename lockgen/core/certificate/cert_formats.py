@@ -68,25 +68,13 @@ def _created_at(body: CertificateBody) -> dt.datetime:
         ) from None
 
 
-def _number(value: object) -> float | None:
-    """A figure's value as a float, or None where it is not a number (not run, or a value too large)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return float(value)
-    except OverflowError:
-        return None
-
-
 def _numeric_figures(body: CertificateBody) -> list[tuple[str, str, str, float]]:
     """(group, name, unit, value) of every figure that has a number, sorted; figures not run have none."""
     found = []
     for group, entries in sorted(body.figures.items()):
         for name, entry in sorted(entries.items()):
-            value = _number(entry.get("value"))
-            if value is not None:
-                unit = entry.get("unit")
-                found.append((group, name, unit if isinstance(unit, str) else "", value))
+            if entry.value is not None:  # finite: the certificate model refuses any other number
+                found.append((group, name, entry.unit, entry.value))
     return found
 
 

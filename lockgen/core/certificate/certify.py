@@ -4,9 +4,7 @@ comparison of two certificates' figures."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
 
 from lockgen.core.certificate.envelopes import envelope_checks
 from lockgen.core.certificate.failure_causes import likely_cause
@@ -14,19 +12,31 @@ from lockgen.core.certificate.numerics import NumericsReference, numerics_of, re
 from lockgen.core.gpu.facts import load_facts
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.gpu.versions import as_tuple, major_minor
-from lockgen.errors import LockFormatError, TargetError
-from lockgen.model.certificate import CertificateBody, Check, DistributedRun, Hardware, KernelReport, Subject
+from lockgen.errors import TargetError
+from lockgen.model.certificate import (
+    CertificateBody,
+    Check,
+    DistributedRun,
+    Figure,
+    FigureReadings,
+    Figures,
+    Hardware,
+    KernelReport,
+    Subject,
+)
 from lockgen.model.lock import Lock
 from lockgen.model.names import escaped
+from lockgen.model.json_values import JsonObject, as_object, list_at, object_at
+from verify.schema import COLLECTIVES
 
 LOWER_IS_BETTER_UNITS = ("ms", "us", "s")
 ATTRIBUTED = ("performance", "training", "graphs")  # kernel checks whose failure a node fault can explain
 
 
-def expectations_from_lock(lock: Lock, platform: str) -> dict[str, Any]:
+def expectations_from_lock(lock: Lock, platform: str) -> JsonObject:
     """What the lock promises the environment holds: torch, CUDA, cuDNN and NCCL versions and the driver floor."""
     packages = {p.name: p for p in lock.packages_for(platform)}
-    expected: dict[str, Any] = {}
+    expected: JsonObject = {}
     torch = packages.get("pytorch") or packages.get("torch")
     if torch is not None:
         expected["torch"] = torch.version.split("+")[0]
@@ -74,11 +84,11 @@ def refuse_wrong_hardware(
         )
 
 
-def gpus_not_visible(arch: str, gpus: int, stack: dict[str, Any] | None) -> Check | None:
+def gpus_not_visible(arch: str, gpus: int, stack: JsonObject | None) -> Check | None:
     """The failed `gpus_visible` check when the environment sees fewer of the `gpus` GPUs than the multi-GPU
     checks need (the single-GPU kernel's `stack` lists the devices it saw), naming `CUDA_VISIBLE_DEVICES` when
     the kernel saw it set; None when it sees them all (then the multi-GPU checks run)."""
-    visible = len((stack or {}).get("devices") or [])
+    visible = len(list_at(stack or {}, "devices"))
     if gpus <= 1 or arch == "cpu" or visible >= gpus:
         return None
     cause = (stack or {}).get("cuda_visible_devices")
@@ -106,14 +116,13 @@ def wrong_world_size(ran: int | None, gpus: int, nodes: int, several_nodes: bool
     )
 
 
-def clock_limits_seen(telemetry: dict[str, Any]) -> tuple[str, ...]:
+def clock_limits_seen(telemetry: JsonObject) -> tuple[str, ...]:
     """Every clock limit (power cap, thermal slowdown...) any GPU reported in any part of the run."""
     names = {
-        name
+        str(name)
         for part in telemetry.values()
-        if isinstance(part, dict)
-        for gpu in (part.get("gpus") or {}).values()
-        for name in gpu.get("clock_limits_seen", ())
+        for gpu in object_at(as_object(part), "gpus").values()
+        for name in list_at(as_object(gpu), "clock_limits_seen")
     }
     return tuple(sorted(names))
 
@@ -140,11 +149,13 @@ def build_body(
     fingerprint under `numerics_environment` (the environment part of its key; the subject's digest when not
     given) and judged against `references` when any were pinned, and how the multi-GPU checks ran (ranks,
     nodes, this node's rank, the rendezvous endpoint), or why they did not."""
-    figures: dict[str, dict[str, dict[str, Any]]] = {k: dict(v) for k, v in single.figures.items()}
+    figures: Figures = {group: dict(entries) for group, entries in single.figures.items()}
     if collectives_not_run:
-        figures.setdefault("allreduce", {})["collectives"] = {"value": None, "unit": "", "reason": collectives_not_run}
+        figures.setdefault(COLLECTIVES.group, {})[COLLECTIVES.name] = Figure(
+            value=None, unit="", reason=collectives_not_run
+        )
     checks = list(extra_checks) + list(single.checks)
-    telemetry: dict[str, Any] = {"single": single.telemetry}
+    telemetry: JsonObject = {"single": single.telemetry}
     if distributed is not None:
         checks += list(distributed.checks)
         for group, entries in distributed.figures.items():
@@ -212,45 +223,16 @@ class FigureChange:
         )
 
 
-def _finite(value: float) -> bool:
-    """A finite float: an integer past a float's range (10**400) is none, as NaN and inf are none."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def require_comparable(figures: dict[str, dict[str, dict[str, Any]]], where: str) -> None:
-    """Refuses a figure whose value is neither null (not run) nor a finite number (NaN, inf, text, true),
-    or whose unit is not text: a comparison would pass it silently or fail on it."""
-    for group, entries in figures.items():
-        for name, figure in entries.items():
-            value, unit = figure.get("value"), figure.get("unit", "")
-            if not isinstance(unit, str):
-                raise LockFormatError(
-                    f"{where}: figure {group}/{name} has unit {str(unit)[:40]!r}, not text",
-                    "certificates are written by `lockgen verify`; use the original file",
-                )
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value)
-            ):
-                raise LockFormatError(
-                    f"{where}: figure {group}/{name} is {str(value)[:40]!r}, not a finite number",
-                    "certificates are written by `lockgen verify`; use the original file",
-                )
-
-
-def compare_figures(
-    old: dict[str, dict[str, dict[str, Any]]], new: dict[str, dict[str, dict[str, Any]]], noise: float
-) -> list[FigureChange]:
-    """Each figure's change from `old` to `new` (checked by `require_comparable`); worse by more than `noise`
-    (a fraction) is a regression, and a value in one only is `missing` from the other."""
+def compare_figures(old: FigureReadings, new: FigureReadings, noise: float) -> list[FigureChange]:
+    """Each figure's change from `old` to `new` (their values finite or null: the certificate model refuses any
+    other); worse by more than `noise` (a fraction) is a regression, and a value in one only is `missing` from
+    the other."""
     rows = []
     names = sorted({(g, n) for g, e in old.items() for n in e} | {(g, n) for g, e in new.items() for n in e})
     for group, name in names:
-        a, b = old.get(group, {}).get(name, {}), new.get(group, {}).get(name, {})
-        unit = b.get("unit") or a.get("unit") or ""
-        x, y = a.get("value"), b.get("value")
+        a, b = old.get(group, {}).get(name), new.get(group, {}).get(name)
+        unit = (b and b["unit"]) or (a and a["unit"]) or ""
+        x, y = a and a["value"], b and b["value"]
         change = None
         if x and y is not None:
             change = (y - x) / x

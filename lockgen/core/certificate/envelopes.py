@@ -8,20 +8,59 @@ NCCL settings that were in the environment).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from lockgen.core.certificate.failure_causes import likely_cause
 from lockgen.core.gpu.package_data import load_json
-from lockgen.model.certificate import Check
+from lockgen.model.certificate import Check, Figure, Figures, figure_at
+from lockgen.model.json_values import JsonObject, object_at, text_at
+from verify.schema import (
+    ALLREDUCE_1GIB,
+    ALLREDUCE_LATENCY_8B,
+    SPEEDUP_BF16_OVER_FP32,
+    TRAINING_BF16_MODEL_TFLOPS,
+    TRAINING_BF16_STEP,
+    FigureRef,
+    conv,
+    gemm,
+)
 
 HOST_BOUND_SHARE = 0.9  # a step whose host issue time is this share of the step time or more is host-bound
 
 
+@dataclass(frozen=True)
+class Envelope:
+    """One arch's envelope (`lockgen/data/envelopes.json`): datasheet peaks in TFLOP/s by dtype, the floors as
+    shares of those peaks (GEMMs and convolutions by dtype, the model FLOPs of training) or as ratios, and the
+    all-reduce's bus bandwidth floor and latency ceiling by link (nvlink, pcie)."""
+
+    datasheet: dict[str, float]
+    gemm_fraction: dict[str, float]
+    conv_fraction: dict[str, float]
+    speedup_bf16_over_fp32: float
+    train_bf16_mfu: float
+    free_memory_fraction: float | None
+    allreduce_busbw_gbps: dict[str, float]
+    allreduce_latency_us: dict[str, float]
+
+
 @lru_cache(maxsize=1)
-def load_envelopes() -> dict[str, Any]:
-    archs: dict[str, Any] = load_json("envelopes.json")["archs"]
-    return archs
+def load_envelopes() -> dict[str, Envelope]:
+    archs = load_json("envelopes.json")["archs"]  # the package's own data, read as shipped
+    return {
+        arch: Envelope(
+            datasheet=entry["datasheet"],
+            gemm_fraction=entry["floors"]["gemm_fraction"],
+            conv_fraction=entry["floors"].get("conv_fraction", {}),
+            speedup_bf16_over_fp32=entry["floors"]["speedup_bf16_over_fp32"],
+            train_bf16_mfu=entry["floors"]["train_bf16_mfu"],
+            free_memory_fraction=entry["floors"].get("free_memory_fraction"),
+            allreduce_busbw_gbps=entry["allreduce_busbw_gbps"],
+            allreduce_latency_us=entry["allreduce_latency_us"],
+        )
+        for arch, entry in archs.items()
+    }
 
 
 def conv_floors(arch: str) -> dict[str, float]:
@@ -30,31 +69,28 @@ def conv_floors(arch: str) -> dict[str, float]:
     envelope = load_envelopes().get(arch)
     if envelope is None:
         return {}
-    peaks = envelope["datasheet"]
-    return {
-        dtype: round(fraction * peaks[dtype], 1)
-        for dtype, fraction in envelope["floors"].get("conv_fraction", {}).items()
-    }
+    peaks = envelope.datasheet
+    return {dtype: round(fraction * peaks[dtype], 1) for dtype, fraction in envelope.conv_fraction.items()}
 
 
 def node_floors(arch: str) -> dict[str, float]:
     """The pre-flight floors of an arch passed to the kernel (the share of the GPU's memory that must be free
     before the run); none for an arch without an envelope."""
     envelope = load_envelopes().get(arch)
-    if envelope is None or "free_memory_fraction" not in envelope["floors"]:
+    if envelope is None or envelope.free_memory_fraction is None:
         return {}
-    return {"free_memory_fraction": envelope["floors"]["free_memory_fraction"]}
+    return {"free_memory_fraction": envelope.free_memory_fraction}
 
 
-def _value(figures: dict[str, dict[str, dict[str, Any]]], group: str, name: str) -> float | None:
-    entry = figures.get(group, {}).get(name)
-    return None if entry is None else entry.get("value")
+def _value(figures: Figures, ref: FigureRef) -> float | None:
+    figure = figure_at(figures, ref)
+    return None if figure is None else figure.value
 
 
 def envelope_checks(
     arch: str,
-    figures: dict[str, dict[str, dict[str, Any]]],
-    stack: dict[str, Any],
+    figures: Figures,
+    stack: JsonObject,
     interconnect: str,
     gpu_count: int,
     clock_limits: tuple[str, ...] = (),
@@ -69,34 +105,37 @@ def envelope_checks(
     return [c if c.passed else c.model_copy(update={"detail": c.detail + reason}) for c in checks]
 
 
-def _host_bound_note(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
+def _host_bound_note(figures: Figures) -> str:
     """Names a bf16 step whose pace the host set: issuing one step took nearly as long as the step itself
     (verify's `host_issue_ms`), so a slow or contended CPU, not the GPU stack, explains the figure."""
-    step = figures.get("training", {}).get("bf16_step_ms") or {}
-    issue, measured = step.get("host_issue_ms"), step.get("value")
+    step = figure_at(figures, TRAINING_BF16_STEP)
+    issue, measured = (step.host_issue_ms, step.value) if step is not None else (None, None)
     if not issue or not measured or issue < HOST_BOUND_SHARE * measured:
         return ""
-    return f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
+    return (
+        f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound"
+        " (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
+    )
 
 
-def _floor_checks(
-    arch: str, figures: dict[str, dict[str, dict[str, Any]]], stack: dict[str, Any], interconnect: str, gpu_count: int
-) -> list[Check]:
+def _floor_checks(arch: str, figures: Figures, stack: JsonObject, interconnect: str, gpu_count: int) -> list[Check]:
     envelope = load_envelopes().get(arch)
     if envelope is None:
         return []
-    peaks, floors = envelope["datasheet"], envelope["floors"]
+    peaks = envelope.datasheet
     checks = []
-    for dtype, fraction in floors["gemm_fraction"].items():
-        measured = _value(figures, "gemm", dtype)
+    for dtype, fraction in envelope.gemm_fraction.items():
+        measured = _value(figures, gemm(dtype))
         if measured is None:
             continue
         floor = fraction * peaks[dtype]
-        detail = f"{measured:.0f} TFLOP/s = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
-        fp32 = _value(figures, "gemm", "fp32")
+        share = f"{measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak"
+        detail = f"{measured:.0f} TFLOP/s = {share} (floor {fraction:.0%})"
+        fp32 = _value(figures, gemm("fp32"))
         if dtype == "tf32" and measured < floor and fp32 and measured < 1.5 * fp32:
-            override = stack.get("tf32_override")
-            detail += f"; TF32 runs at FP32 speed: TF32 is disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
+            override = text_at(stack, "tf32_override")
+            setting = f" (NVIDIA_TF32_OVERRIDE={override})" if override else ""
+            detail += f"; TF32 runs at FP32 speed: TF32 is disabled{setting}"
         checks.append(
             Check(
                 category="performance",
@@ -107,9 +146,9 @@ def _floor_checks(
             )
         )
     host_bound = _host_bound_note(figures)  # the cause named by a failed training floor
-    speedup = _value(figures, "training", "speedup_bf16_over_fp32")
+    speedup = _value(figures, SPEEDUP_BF16_OVER_FP32)
     if speedup is not None:
-        floor = floors["speedup_bf16_over_fp32"]
+        floor = envelope.speedup_bf16_over_fp32
         checks.append(
             Check(
                 category="performance",
@@ -120,10 +159,10 @@ def _floor_checks(
                 value=speedup,
             )
         )
-    model_tflops = _value(figures, "training", "bf16_model_tflops")
+    model_tflops = _value(figures, TRAINING_BF16_MODEL_TFLOPS)
     if model_tflops is not None:
         mfu = model_tflops / peaks["bf16"]
-        floor = floors["train_bf16_mfu"]
+        floor = envelope.train_bf16_mfu
         checks.append(
             Check(
                 category="performance",
@@ -134,11 +173,11 @@ def _floor_checks(
                 value=mfu,
             )
         )
-    checks += _conv_checks(figures, stack, peaks, floors.get("conv_fraction", {}))
-    busbw = _value(figures, "allreduce", "1024MiB")
+    checks += _conv_checks(figures, stack, peaks, envelope.conv_fraction)
+    busbw = _value(figures, ALLREDUCE_1GIB)
     if busbw is not None and gpu_count > 1:
         link = "nvlink" if interconnect == "nvlink" else "pcie"
-        floor = envelope["allreduce_busbw_gbps"][link]
+        floor = envelope.allreduce_busbw_gbps[link]
         checks.append(
             Check(
                 category="performance",
@@ -148,10 +187,10 @@ def _floor_checks(
                 value=busbw,
             )
         )
-    latency = _value(figures, "allreduce_latency", "8B")
+    latency = _value(figures, ALLREDUCE_LATENCY_8B)
     if latency is not None and gpu_count > 1:
         link = "nvlink" if interconnect == "nvlink" else "pcie"
-        ceiling = envelope["allreduce_latency_us"][link]
+        ceiling = envelope.allreduce_latency_us[link]
         detail = f"8 B all-reduce in {latency:.1f} us over {link} (ceiling {ceiling} us)"
         if latency > ceiling:
             detail += _nccl_settings(stack)
@@ -168,20 +207,21 @@ def _floor_checks(
 
 
 def _conv_checks(
-    figures: dict[str, dict[str, dict[str, Any]]],
-    stack: dict[str, Any],
+    figures: Figures,
+    stack: JsonObject,
     peaks: dict[str, float],
     fractions: dict[str, float],
 ) -> list[Check]:
     """The convolution block stack's TFLOP/s per dtype against its floor; a miss names what chose the kernels."""
     checks = []
     for dtype, fraction in fractions.items():
-        entry = figures.get("conv", {}).get(dtype) or {}
-        measured = entry.get("value")
-        if measured is None:
+        entry = figure_at(figures, conv(dtype))
+        measured = None if entry is None else entry.value
+        if entry is None or measured is None:
             continue
         passed = measured >= fraction * peaks[dtype]
-        detail = f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
+        share = f"{measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak"
+        detail = f"{measured:.0f} TFLOP/s in convolutions = {share} (floor {fraction:.0%})"
         if not passed:
             detail += _conv_cause(entry, stack)
         checks.append(
@@ -190,22 +230,21 @@ def _conv_checks(
     return checks
 
 
-def _conv_cause(entry: dict[str, Any], stack: dict[str, Any]) -> str:
+def _conv_cause(entry: Figure, stack: JsonObject) -> str:
     """cuDNN's version, the switches that steer its choice as the run had them, and the kernel that took the time."""
-    settings = entry.get("cudnn") or {}
+    settings = entry.cudnn
     parts = [f"cuDNN {stack.get('cudnn') or 'not loaded'}"]
-    if settings.get("enabled") is False:
+    if settings is not None and not settings.enabled:
         parts.append("cuDNN disabled (torch's own convolutions ran)")
-    if settings.get("benchmark") is False:
+    if settings is not None and not settings.benchmark:
         parts.append("autotuner off (cudnn.benchmark=False: heuristics chose)")
-    if settings.get("deterministic"):
+    if settings is not None and settings.deterministic:
         parts.append("deterministic algorithms only")
-    if settings.get("fault"):
-        parts.append(f"VERIFY_FAULT_CUDNN={settings['fault']}")
-    kernels = entry.get("kernels") or []
-    if kernels:
-        top = kernels[0]
-        parts.append(f"most time in {top['kernel']} ({top['share']:.0%})")
+    if settings is not None and settings.fault:
+        parts.append(f"VERIFY_FAULT_CUDNN={settings.fault}")
+    if entry.kernels:
+        top = entry.kernels[0]
+        parts.append(f"most time in {top.kernel} ({top.share:.0%})")
     return "; " + ", ".join(parts)
 
 
@@ -219,9 +258,9 @@ NCCL_LATENCY_SETTINGS = (
 )
 
 
-def _nccl_settings(stack: dict[str, Any]) -> str:
+def _nccl_settings(stack: JsonObject) -> str:
     """The NCCL variables the kernel saw that move small-message latency (NCCL_PROTO=Simple drops LL/LL128)."""
-    seen = stack.get("nccl_env") or {}
+    seen = object_at(stack, "nccl_env")
     named = [f"{name}={seen[name]}" for name in NCCL_LATENCY_SETTINGS if name in seen]
     return (
         f"; NCCL {stack.get('nccl') or '?'} with {', '.join(named)}"

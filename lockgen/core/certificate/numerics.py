@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from lockgen.model.certificate import (
     CertificateBody,
@@ -24,6 +24,7 @@ from lockgen.model.certificate import (
     NumericsKey,
     digests_text,
 )
+from lockgen.model.json_values import JsonObject, list_at, object_at
 from lockgen.model.names import shown
 
 UNCOMPARED_SETTINGS = (
@@ -88,7 +89,7 @@ def differing_digests(mine: dict[str, str], theirs: dict[str, str]) -> tuple[str
     return tuple(name for name in sorted(set(mine) | set(theirs)) if mine.get(name) != theirs.get(name))
 
 
-def _settings(stack: dict[str, Any]) -> dict[str, str]:
+def _settings(stack: JsonObject) -> dict[str, str]:
     settings = stack.get("settings") or {}
     return (
         {str(name): str(value) for name, value in settings.items() if name not in UNCOMPARED_SETTINGS}
@@ -97,8 +98,8 @@ def _settings(stack: dict[str, Any]) -> dict[str, str]:
     )
 
 
-def _foreign(stack: dict[str, Any]) -> list[str]:
-    return list((stack.get("libraries") or {}).get("foreign") or [])
+def _foreign(stack: JsonObject) -> list[str]:
+    return [str(path) for path in list_at(object_at(stack, "libraries"), "foreign")]
 
 
 def _setting_differences(mine: dict[str, str], theirs: list[dict[str, str]]) -> list[str]:
@@ -115,7 +116,7 @@ def _setting_differences(mine: dict[str, str], theirs: list[dict[str, str]]) -> 
     return said
 
 
-def likely_cause(stack: dict[str, Any], numerics: Numerics, peers: Sequence[dict[str, Any]]) -> str:
+def likely_cause(stack: JsonObject, numerics: Numerics, peers: Sequence[JsonObject]) -> str:
     """Why the node of `stack` (the kernel's) and `numerics` computes other bits than `peers` (the stacks of the
     certificates it is compared with; none when a bare reference judges it), most likely first."""
     mine = _settings(stack)
@@ -166,7 +167,7 @@ class Fingerprinted(Protocol):
     def numerics(self) -> Numerics | None: ...
 
     @property
-    def stack(self) -> dict[str, Any]: ...
+    def stack(self) -> JsonObject: ...
 
 
 def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[NumericsDifference], int]:
@@ -214,7 +215,7 @@ class NumericsReference:
     """A pinned fingerprint (`verify --expect-numerics FILE`), with the stack of the certificate it came from."""
 
     numerics: Numerics
-    stack: dict[str, Any] | None
+    stack: JsonObject | None
     source: str
 
 
@@ -228,14 +229,14 @@ class ReferenceJudgement:
     cause: str = ""
 
 
-def reference_check(numerics: Numerics | None, stack: dict[str, Any], references: Sequence[NumericsReference]) -> Check:
+def reference_check(numerics: Numerics | None, stack: JsonObject, references: Sequence[NumericsReference]) -> Check:
     """The `numerics/expected_fingerprint` check: the fingerprint (of a run whose kernel saw `stack`) equals
     the reference of its key."""
     return judge_against(numerics, stack, references).check
 
 
 def judge_against(
-    numerics: Numerics | None, stack: dict[str, Any], references: Sequence[NumericsReference]
+    numerics: Numerics | None, stack: JsonObject, references: Sequence[NumericsReference]
 ) -> ReferenceJudgement:
     """`reference_check`, with the digests that differ and the likely cause."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from lockgen.core.certificate.certify import compare_figures
 from lockgen.errors import LockFormatError
-from lockgen.model.certificate import CertificateBody, Numerics
+from lockgen.model.certificate import CertificateBody, FigureReadings, Numerics, readings
 from lockgen.model.names import shown
 
 HEADLINES = (  # (group, name, label): the figures a person compares across nodes
@@ -77,7 +77,7 @@ class CertificateFacts:
     arch: str
     passed: bool
     failed: tuple[str, ...]
-    figures: dict[str, dict[str, dict[str, Any]]]
+    figures: FigureReadings
     numerics: Numerics | None
     stack: dict[str, Any]
 
@@ -103,11 +103,7 @@ def certificate_facts(body: CertificateBody) -> CertificateFacts:
         arch=body.arch,
         passed=body.passed,
         failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
-        figures={
-            group: {name: {"value": entry.get("value"), "unit": entry.get("unit")} for name, entry in entries.items()}
-            for group, entries in body.figures.items()
-            if group != "phases"
-        },
+        figures=readings(body.figures, leave_out=frozenset({"phases"})),
         numerics=body.numerics,
         stack=cause_evidence(body.stack),
     )
@@ -165,12 +161,13 @@ def covers(body: CertificateBody) -> str:
     return "no lock"
 
 
-def headline_figures(figures: dict[str, dict[str, dict[str, Any]]]) -> dict[str, tuple[float, str]]:
+def headline_figures(figures: FigureReadings) -> dict[str, tuple[float, str]]:
     found = {}
     for group, name, label in HEADLINES:
-        entry = figures.get(group, {}).get(name, {})
-        if isinstance(entry.get("value"), (int, float)):
-            found[label] = (float(entry["value"]), sys.intern(str(entry.get("unit") or "")))  # one copy of each unit
+        entry = figures.get(group, {}).get(name)
+        value = None if entry is None else entry.get("value")
+        if entry is not None and isinstance(value, (int, float)):
+            found[label] = (float(value), sys.intern(str(entry.get("unit") or "")))  # one copy of each unit
     return found
 
 
