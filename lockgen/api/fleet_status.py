@@ -22,7 +22,7 @@ import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import groupby
+from itertools import chain, groupby
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,11 @@ from lockgen.adapters import parallel, user_files
 from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.node.kept_verdicts import keep_verdict, kept_verdict
-from lockgen.adapters.spill_files import SpillFile
+from lockgen.adapters.spill_files import SortedSpill, SpillFile
 from lockgen.api.steps.attestation_steps import attached_certificates
 from lockgen.api.steps.certificate_steps import (
     Signers,
-    certificate_paths,
+    certificate_files,
     loaded_signers,
     proven_certificate,
     read_signed,
@@ -55,9 +55,13 @@ from lockgen.errors import LockgenError, UserError
 from lockgen.model.certificate import CertificateBody, Numerics
 
 
-def _node_of(path: Path) -> str:
+def _node_of(path: str) -> str:
     """`n1.cert.json` (lockgen fleet slurm's name for node n1's certificate) and `n1.health.cert.json` are n1."""
-    return path.name.removesuffix(CERT_SUFFIX).removesuffix(".health")
+    return path.rpartition("/")[2].removesuffix(CERT_SUFFIX).removesuffix(".health")
+
+
+def _by_node(path: str) -> tuple[str, str]:
+    return _node_of(path), path
 
 
 Refusal = dict[str, str]  # {node, source, reason}
@@ -81,7 +85,7 @@ def fleet_status(
     attached: list[tuple[str, str, CertificateBody]] = []
     refused: list[Refusal] = []
     keys = loaded_signers(public_keys)
-    paths: list[Path] = []
+    walks: list[Iterator[str]] = []
     for source in sources:
         if source.startswith("docker://"):
             _, found = attached_certificates(source, public_keys, insecure, progress)
@@ -103,13 +107,14 @@ def fleet_status(
                 f"`{source}` is neither a folder of certificates nor docker://REF",
                 "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references",
             )
-        paths += certificate_paths(folder)
-    if not paths and not attached and not refused:
+        walks.append(certificate_files(folder))
+    paths = SortedSpill(chain.from_iterable(walks), key=_by_node)  # by node: each node's certificates together
+    if not paths.count and not attached and not refused:
         raise UserError(
             f"no certificates in {', '.join(sources)}",
             "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder",
         )
-    folders = _folder_rows(sorted(set(paths), key=lambda path: (_node_of(path), str(path))), keys, now, noise)
+    folders = _folder_rows(paths, keys, now, noise)
     rows, fingerprints = folders.rows, folders.fingerprints
     images = status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
     rows.add_sorted(images)
@@ -157,6 +162,16 @@ class SpilledRows:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (row.as_json() for row in self.rows())
+
+    def json_texts(self, depth: int) -> Iterator[str]:
+        """Each row's JSON as `json.dumps(row, indent=2, sort_keys=True, default=str)` writes it, its lines after
+        the first indented `depth` levels more (`--json` writes them into the report as they are made), by
+        `signing.rendered_nested`: json's indenting encoder is its pure-Python one (a second of 10,000 rows)."""
+        for row in self:
+            try:
+                yield signing.rendered_nested(row, depth)
+            except TypeError:  # a value JSON has no type for: json's own text of it (`str`), as print_json writes
+                yield json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n" + "  " * depth)
 
     def _spilled(self) -> Iterator[StatusRow]:
         for spill, count in self._files:
@@ -217,11 +232,11 @@ class FoldersRead:
     refused: list[Refusal]
 
 
-def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
+def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
     whole nodes: a child per other core takes a share, writing its rows to a temporary file of its own (made
     here, so this process reads it back), this process the last; a share whose child failed is read here."""
-    shares = _shares(paths, min(parallel.cores(), max(1, len(paths) // NODES_PER_SHARE)))
+    shares = _shares(paths, min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE)))
     streams = [SpillFile() for _ in shares]
     children = [
         parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise))
@@ -243,22 +258,37 @@ def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: floa
     return FoldersRead(SpilledRows(files), fingerprints, refused)
 
 
-def _shares(paths: list[Path], count: int) -> list[list[Path]]:
-    """`paths` (sorted by node) cut into `count` shares of about the same size, never inside a node's certificates."""
-    shares: list[list[Path]] = [[]]
-    size = -(-len(paths) // max(count, 1))
-    for _, group in groupby(paths, key=_node_of):
-        if len(shares[-1]) >= size:
-            shares.append([])
-        shares[-1] += group
-    return shares if shares[0] else []
+Share = tuple[SpillFile, int]  # a share's paths, in node order, and how many
 
 
-def _share_pickled(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> bytes:
-    return pickle.dumps(_share_rows(paths, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
+def _shares(paths: SortedSpill, count: int) -> list[Share]:
+    """`paths` (sorted by node; one path given twice is read once) cut into `count` shares of about the same size,
+    never inside a node's certificates, each written to a file of its own (the paths are never one list)."""
+    size = -(-paths.count // max(count, 1))
+    shares: list[Share] = []
+    written, previous = size, None
+    for node, group in groupby(paths, key=_node_of):
+        if written >= size:
+            if shares:
+                shares[-1][0].finish()
+            shares.append((SpillFile(), 0))
+            written = 0
+        spill, held = shares[-1]
+        for path in group:
+            if path != previous:
+                spill.append(path)
+                held, written, previous = held + 1, written + 1, path
+        shares[-1] = (spill, held)
+    if shares:
+        shares[-1][0].finish()
+    return shares
 
 
-def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
+def _share_pickled(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> bytes:
+    return pickle.dumps(_share_rows(share, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
     """Each node's rows written to `stream` as soon as its certificates (consecutive in `paths`) are read:
     only one node's certificates and rows are held at a time; returned: how many rows, each node's latest
     fingerprint, the refusals."""
@@ -280,16 +310,16 @@ def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.dat
         found = stacks_by_text.get(text)
         return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
 
-    def facts(path: Path) -> CertificateFacts:
+    def facts(path: str) -> CertificateFacts:
         return _verified_facts(
             path, keys, kept_keys, accepted, lambda value: facts_from_plain(value, numerics_of, stack_of)
         )
 
-    for node, group in groupby(paths, key=_node_of):
+    for node, group in groupby(share[0].records(share[1]), key=_node_of):
         found = []
         for path in group:
             try:
-                found.append((node, str(path), facts(path)))
+                found.append((node, path, facts(path)))
             except LockgenError as error:
                 refused.append({"node": node, "source": str(path), "reason": error.message})
         for row in status_rows(found, now, noise):
@@ -302,7 +332,7 @@ def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.dat
 
 
 def _verified_facts(
-    path: Path,
+    path: str,
     keys: Signers,
     fingerprints: dict[str, str],
     accepted: set[str],
@@ -316,7 +346,7 @@ def _verified_facts(
     except OSError:
         data = None
     if data is None:
-        return certificate_facts(read_signed(path, keys.paths).certificate)  # says why it cannot be read
+        return certificate_facts(read_signed(Path(path), keys.paths).certificate)  # says why it cannot be read
     sha256 = hashlib.sha256(data).hexdigest()
     kept = kept_verdict(sha256, accepted)
     if kept is not None:
@@ -329,7 +359,7 @@ def _verified_facts(
     certificate = proven_certificate(data, keys)
     if certificate is None:
         return certificate_facts(
-            read_signed(path, keys.paths).certificate
+            read_signed(Path(path), keys.paths).certificate
         )  # refuses it, saying why, or accepts what the quick proof cannot
     plain = certificate_facts(certificate.certificate).plain()
     signer = (
