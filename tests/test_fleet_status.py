@@ -280,7 +280,8 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(
 ) -> None:
     """Nodes shared out among forked children (a share of 20 nodes here, not 500): every node's rows come back once,
     a node's two certificates land in one share (its regression is found), and the refusals of every share are
-    listed, none dropped."""
+    listed, none dropped; the paths are sorted in spilled runs (7 here, not 20,000) and a folder given twice is
+    read once."""
     import datetime as dt
 
     from lockgen.api import fleet_status as use_case
@@ -301,11 +302,19 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(
         render({"certificate": body, "signature": sign(body, tmp_path / "k")})
     )
     monkeypatch.setattr(use_case, "NODES_PER_SHARE", 20)
-    assert (
-        len(use_case._shares(sorted(folder.rglob("*.cert.json"), key=lambda p: (use_case._node_of(p), str(p))), 2)) == 2
-    )
-    report = use_case.fleet_status(
-        [str(folder)], [tmp_path / "k.pub"], False, 0.05, None, dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    monkeypatch.setattr(use_case, "PATHS_HELD", 7)  # the paths sorted in runs of 7, spilled and merged
+    paths = use_case.SortedSpill(use_case.certificate_files(folder), key=use_case._by_node, run=7)
+    assert paths.count == 91 and list(paths) == sorted(map(str, folder.rglob("*.cert.json")), key=use_case._by_node)
+    paths = use_case.SortedSpill(use_case.certificate_files(folder), key=use_case._by_node, run=7)
+    shares = use_case._shares(paths, 2)
+    assert [held for _, held in shares] == [46, 45]  # n007's two certificates in the first
+    report = use_case.fleet_status(  # the folder given twice: each certificate read once
+        [str(folder), str(folder)],
+        [tmp_path / "k.pub"],
+        False,
+        0.05,
+        None,
+        dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc),
     )
     assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(90) if node % 30]
     assert {entry["node"] for entry in report["refused"]} == {"n000", "n030", "n060"}
@@ -408,16 +417,18 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
     rows=st.lists(JSON_VALUES, max_size=4),
 )
 def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
-    """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once):
+    """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once),
+    each made by `signing.rendered_nested` (json's indenting encoder is pure Python: a second of 10,000 rows):
     the bytes are `print_json`'s of the whole report."""
     import contextlib
     import io
 
-    from lockgen.cli.terminal import print_json, print_json_rows
+    from lockgen.adapters.node.signing import rendered_nested
+    from lockgen.cli.terminal import print_json, print_json_texts
 
     whole, streamed = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(whole):
         print_json({**head, "rows": rows})
     with contextlib.redirect_stdout(streamed):
-        print_json_rows(head, "rows", iter(rows))
+        print_json_texts(head, "rows", (rendered_nested(row, 2) for row in rows))
     assert streamed.getvalue() == whole.getvalue()

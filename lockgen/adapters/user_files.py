@@ -42,12 +42,8 @@ class RefusedFile(OSError):
 
 def opened(path: Path | str) -> BinaryIO:
     """`path` open for reading, in blocking mode again once judged a regular file; anything else a RefusedFile."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd, _ = _regular(path)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = next((word for test, word in _KINDS if test(mode)), "no regular file")
-            raise RefusedFile(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL, f"{kind}, not a regular file")
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -55,26 +51,44 @@ def opened(path: Path | str) -> BinaryIO:
         raise
 
 
+def _regular(path: Path | str) -> tuple[int, int]:
+    """A descriptor of `path` opened without waiting, and its size, once judged a regular file (O_NONBLOCK does
+    not change how a regular file reads); anything else a RefusedFile."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            kind = next((word for test, word in _KINDS if test(status.st_mode)), "no regular file")
+            raise RefusedFile(
+                errno.EISDIR if stat.S_ISDIR(status.st_mode) else errno.EINVAL, f"{kind}, not a regular file"
+            )
+        return fd, status.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_bytes(path: Path | str, limit: int | None = None, kind: str = "file") -> bytes:
     """The bytes of the regular file `path`; with `limit`, a file larger than that (`kind` names what it should
-    be, for the refusal: "key") is refused after reading at most one byte past it."""
-    with opened(path) as stream:
-        if limit is None:
+    be, for the refusal: "key") is refused after reading at most one byte past it. With a limit the file is read
+    by its descriptor into one buffer of the size it has (a buffered read of the cap allocates and frees all of
+    it, 16 MiB for a certificate of 25 KiB: a fleet of 10,000 spent more in that than in reading), and on, in
+    case it grew, to the end or one byte past the cap."""
+    if limit is None:
+        with opened(path) as stream:
             return stream.read()
-        return _read_capped(stream, limit, kind)
-
-
-def _read_capped(stream: BinaryIO, limit: int, kind: str) -> bytes:
-    """At most `limit` bytes of `stream`, read as one buffer of the size the file has (a read of the cap itself,
-    16 MiB for a certificate of 25 KiB, allocates and frees the whole cap each file: a fleet of 10,000 spent
-    more in that than in reading); a file that grew since then is read on, up to one byte past the cap."""
-    size = os.fstat(stream.fileno()).st_size
-    data = stream.read(min(size, limit) + 1)
-    if size < len(data) <= limit:
-        data += stream.read(limit + 1 - len(data))
-    if len(data) > limit:
+    fd, size = _regular(path)
+    try:
+        parts = [os.read(fd, min(size, limit) + 1)]
+        held = len(parts[0])
+        while parts[-1] and held <= limit:
+            parts.append(os.read(fd, limit + 1 - held))
+            held += len(parts[-1])
+    finally:
+        os.close(fd)
+    if held > limit:
         raise RefusedFile(errno.EFBIG, f"over {_size(limit)}, larger than any {kind}")
-    return data
+    return parts[0] if held == len(parts[0]) else b"".join(parts)
 
 
 def _size(limit: int) -> str:

@@ -33,7 +33,6 @@ from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.node.kept_verdicts import keep_verdict, kept_verdict
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
-from lockgen.api.steps.attestation_steps import attached_certificates
 from lockgen.api.steps.certificate_steps import (
     Signers,
     certificate_files,
@@ -66,6 +65,7 @@ def _by_node(path: str) -> tuple[str, str]:
 
 Refusal = dict[str, str]  # {node, source, reason}
 NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
+PATHS_HELD = 20_000  # the certificate paths are sorted in runs of this many, each spilled to a file, then merged
 
 
 def fleet_status(
@@ -88,6 +88,8 @@ def fleet_status(
     walks: list[Iterator[str]] = []
     for source in sources:
         if source.startswith("docker://"):
+            from lockgen.api.steps.attestation_steps import attached_certificates  # images only: 0.1 s of imports
+
             _, found = attached_certificates(source, public_keys, insecure, progress)
             for attestation in found:
                 if attestation.body is None:
@@ -108,7 +110,7 @@ def fleet_status(
                 "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references",
             )
         walks.append(certificate_files(folder))
-    paths = SortedSpill(chain.from_iterable(walks), key=_by_node)  # by node: each node's certificates together
+    paths = SortedSpill(chain.from_iterable(walks), _by_node, PATHS_HELD)  # by node: its certificates together
     if not paths.count and not attached and not refused:
         raise UserError(
             f"no certificates in {', '.join(sources)}",
@@ -147,8 +149,9 @@ class SpilledRows:
     written to as their nodes finished (marshal records, one per row, in node order): what is held per node is
     its fingerprint (`Fingerprint`), never its row; iterable any number of times, as `--json` and the text do."""
 
-    def __init__(self, files: list[tuple[SpillFile, int]]) -> None:
+    def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]]) -> None:
         self._files = files  # (file, how many rows it holds), in node order
+        self._failing = failing  # (node, covers) of each row that failed, in node order
         self._images: list[StatusRow] = []  # attestations' rows: an image per source, held
 
     def add_sorted(self, images: list[StatusRow]) -> None:
@@ -156,6 +159,11 @@ class SpilledRows:
 
     def __len__(self) -> int:
         return sum(count for _, count in self._files) + len(self._images)
+
+    def failing(self) -> list[str]:
+        """The node of each row that failed, in the rows' order (noted as the rows were spilled: not read back)."""
+        images = [(row.node, row.covers) for row in self._images if not row.passed]
+        return [node for node, _ in heapq.merge(self._failing, images)]
 
     def rows(self) -> Iterator[StatusRow]:
         return heapq.merge(self._spilled(), self._images, key=lambda row: (row.node, row.covers))
@@ -216,9 +224,11 @@ NodeFingerprints = list[tuple[str, Fingerprint]]
 
 @dataclass(frozen=True)
 class ShareRead:
-    """A share of the folders' certificates read: how many rows it wrote, each node's latest fingerprint, the refusals."""
+    """A share of the folders' certificates read: how many rows it wrote, which of them failed (node, covers),
+    each node's latest fingerprint, the refusals."""
 
     rows: int
+    failing: list[tuple[str, str]]
     fingerprints: NodeFingerprints
     refused: list[Refusal]
 
@@ -243,6 +253,7 @@ def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: flo
         for share, stream in zip(shares[:-1], streams)
     ]
     files: list[tuple[SpillFile, int]] = []
+    failing: list[tuple[str, str]] = []
     fingerprints: NodeFingerprints = []
     refused: list[Refusal] = []
     for index, (share, stream) in enumerate(zip(shares, streams)):
@@ -253,9 +264,10 @@ def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: flo
             pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)
         )  # our own child's bytes
         files.append((stream, read.rows))
+        failing += read.failing
         fingerprints += read.fingerprints
         refused += read.refused
-    return FoldersRead(SpilledRows(files), fingerprints, refused)
+    return FoldersRead(SpilledRows(files, failing), fingerprints, refused)
 
 
 Share = tuple[SpillFile, int]  # a share's paths, in node order, and how many
@@ -293,6 +305,7 @@ def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime
     only one node's certificates and rows are held at a time; returned: how many rows, each node's latest
     fingerprint, the refusals."""
     count = 0
+    failing: list[tuple[str, str]] = []
     fingerprints: NodeFingerprints = []
     refused: list[Refusal] = []
     numerics_by_text: dict[
@@ -325,10 +338,12 @@ def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime
         for row in status_rows(found, now, noise):
             _spill(row, stream)
             count += 1
+            if not row.passed:
+                failing.append((row.node, row.covers))
             if row.numerics is not None:
                 fingerprints.append((row.node, Fingerprint(row.numerics, row.stack)))
     stream.finish()
-    return ShareRead(count, fingerprints, refused)
+    return ShareRead(count, failing, fingerprints, refused)
 
 
 def _verified_facts(

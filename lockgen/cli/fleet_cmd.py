@@ -186,7 +186,7 @@ def status(
             say(
                 f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} ({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: {shown(entry['cause'], 400)}"
             )
-    failing = [row["node"] for row in rows if not row["passed"]]
+    failing = rows.failing()
     differ = [entry["node"] for entry in report["numerics"]["differ"]]
     if failing or report["refused"] or differ:
         fail(

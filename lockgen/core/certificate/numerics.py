@@ -194,11 +194,7 @@ def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[Numeric
             if not outvoted and not disputed:
                 continue
             if outvoted:
-                peers = [
-                    b.stack
-                    for n, b, other in members
-                    if n != node and all(other.digests.get(name) == majority[name] for name in outvoted)
-                ]
+                peers = _agreeing(members, node, outvoted, majority)
                 against = f"the {len(peers)} other nodes of its key" if len(peers) != 1 else "the other node of its key"
             else:
                 peers = [b.stack for n, b, _ in members if n != node]
@@ -207,6 +203,28 @@ def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[Numeric
                 NumericsDifference(node, key, outvoted or disputed, against, likely_cause(body.stack, numerics, peers))
             )
     return found, compared
+
+
+def _agreeing(
+    members: list[tuple[str, Fingerprinted, Numerics]],
+    node: str,
+    outvoted: tuple[str, ...],
+    majority: dict[str, str | None],
+) -> list[dict[str, Any]]:
+    """The stacks of the other members whose `outvoted` digests are the majority's, each fingerprint judged once
+    (a fleet status's nodes alike share one object: 20 odd nodes of 10,000 judged every peer's, 1.2 s)."""
+    agrees_by_fingerprint: dict[int, bool] = {}
+    peers = []
+    for name, body, numerics in members:
+        if name == node:
+            continue
+        agrees = agrees_by_fingerprint.get(id(numerics))
+        if agrees is None:
+            agrees = all(numerics.digests.get(digest) == majority[digest] for digest in outvoted)
+            agrees_by_fingerprint[id(numerics)] = agrees
+        if agrees:
+            peers.append(body.stack)
+    return peers
 
 
 @dataclass(frozen=True)
