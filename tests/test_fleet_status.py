@@ -432,3 +432,59 @@ def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) 
     with contextlib.redirect_stdout(streamed):
         print_json_texts(head, "rows", (rendered_nested(row, 2) for row in rows))
     assert streamed.getvalue() == whole.getvalue()
+
+
+def test_the_walk_finds_what_rglob_finds_as_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`user_files.names_ending` (the fleet's walk: text, no Path per entry) finds what `rglob("*.cert.json")`
+    finds, spelled as `str` of rglob's paths: nested and hidden names, a folder named like a certificate (and what
+    is in it), a link to a file; a linked folder is not entered; from ".", a relative and an absolute root."""
+    import os
+
+    from lockgen.adapters.user_files import names_ending
+
+    root = tmp_path / "certs"
+    for name in ("a.cert.json", "rack1/b.cert.json", "rack1/.c.cert.json", "rack1/deep/d.cert.json", "x.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("{}")
+    (root / "e.cert.json").mkdir()
+    (root / "e.cert.json" / "f.cert.json").write_text("{}")
+    os.symlink(root / "rack1", root / "linked")
+    os.symlink(root / "a.cert.json", root / "g.cert.json")
+    monkeypatch.chdir(tmp_path)
+    for given in (root, Path("certs"), Path("."), Path("certs/rack1")):
+        found = list(names_ending(str(given), ".cert.json"))
+        assert sorted(found) == sorted(map(str, given.rglob("*.cert.json"))) and len(found) == len(set(found))
+    assert len(list(names_ending(str(root), ".cert.json"))) == 7
+    assert list(names_ending(str(root / "a.cert.json"), ".cert.json")) == []  # a file: nothing under it
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(st.tuples(st.integers(0, 5), st.text(max_size=3)), max_size=40), run=st.integers(1, 9))
+def test_records_sorted_in_spilled_runs_are_sorted_byte_for_byte(records: list, run: int) -> None:
+    """`SortedSpill` (the fleet's paths: runs of `run` sorted, spilled to files, merged) gives `sorted`'s order,
+    ties in the order given, and counts the records."""
+    from lockgen.adapters.spill_files import SortedSpill
+
+    spilled = SortedSpill(iter(records), key=lambda record: record[0], run=run)
+    assert spilled.count == len(records)
+    assert list(spilled) == sorted(records, key=lambda record: record[0])
+
+
+def test_a_kept_verdict_is_read_without_allocating_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept record of a few KiB is read in a buffer of its size (a read of the 1 MiB cap allocated all of it,
+    10,000 times a status)."""
+    import tracemalloc
+
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    facts = ["figures"] * 500
+    kept_verdicts.keep_verdict("ab" * 32, "key", facts)
+    tracemalloc.start()
+    try:
+        value = kept_verdicts.kept_verdict("ab" * 32, {"key"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert value == facts and peak < kept_verdicts.RECORD_LIMIT // 4, peak

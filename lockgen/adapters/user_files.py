@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 KEY_LIMIT = 1 << 20  # a PEM key is a few hundred bytes
 CERTIFICATE_LIMIT = 16 << 20  # a certificate's checks and figures: tens of KiB
 STACK_LIMIT = 16 << 20  # a stack.toml, a pyproject.toml, a node facts or expectations file: a few KiB
+GROWN_BLOCK = 1 << 16  # what a capped read asks for at a time past the size the file had when opened
 
 _KINDS = (
     (stat.S_ISDIR, "a folder"),
@@ -81,8 +82,8 @@ def read_bytes(path: Path | str, limit: int | None = None, kind: str = "file") -
     try:
         parts = [os.read(fd, min(size, limit) + 1)]
         held = len(parts[0])
-        while parts[-1] and held <= limit:
-            parts.append(os.read(fd, limit + 1 - held))
+        while parts[-1] and held <= limit:  # to its end (one read that finds none), in blocks not the cap's size
+            parts.append(os.read(fd, min(limit + 1 - held, GROWN_BLOCK)))
             held += len(parts[-1])
     finally:
         os.close(fd)
