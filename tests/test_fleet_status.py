@@ -451,9 +451,9 @@ def test_the_walk_finds_what_rglob_finds_as_text(tmp_path: Path, monkeypatch: py
     os.symlink(root / "rack1", root / "linked")
     os.symlink(root / "a.cert.json", root / "g.cert.json")
     monkeypatch.chdir(tmp_path)
-    for given in (root, Path("certs"), Path("."), Path("certs/rack1")):
-        found = list(names_ending(str(given), ".cert.json"))
-        assert sorted(found) == sorted(map(str, given.rglob("*.cert.json"))) and len(found) == len(set(found))
+    for folder in (root, Path("certs"), Path("."), Path("certs/rack1")):
+        found = list(names_ending(str(folder), ".cert.json"))
+        assert sorted(found) == sorted(map(str, folder.rglob("*.cert.json"))) and len(found) == len(set(found))
     assert len(list(names_ending(str(root), ".cert.json"))) == 7
     assert list(names_ending(str(root / "a.cert.json"), ".cert.json")) == []  # a file: nothing under it
 
