@@ -3,9 +3,9 @@ attestations, each checked (and with `--key` its signature) before it counts, wi
 headline figures, regressions against the node's previous certificate and the nodes whose numerics differ;
 as text, `--json`, or one static HTML page (`--html`), written atomically.
 
-At fleet size (issue 48: 10,000 certificates; 100,000 in memory that does not grow with the count) the folders
-are walked for certificate paths as text, sorted by node in runs spilled to files and merged (`SortedSpill`), each
-core's share of them written to a file of its own; the certificates are read node by node, each hashed and
+At fleet size (issue 48: 10,000 certificates, and 100,000) the folders are walked for certificate paths as
+text, sorted by node in runs spilled to files and merged (`SortedSpill`), each core's share of them written to
+a file of its own; the certificates are read node by node, each hashed and
 its kept verdict taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
 (`certificate_steps.proven_certificate`), and reduced to its node's rows as soon as the node's last one is read;
 the rows are written to temporary files as their nodes finish and read back one at a time for the output
