@@ -314,6 +314,7 @@ def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime
         str, Numerics
     ] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
     stacks_by_text: dict[str, dict[str, Any]] = {}
+    alike: dict[tuple[int, int], Fingerprint] = {}  # one Fingerprint for the nodes that share both its parts
     kept_keys = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(kept_keys.values()) or {""}
 
@@ -343,7 +344,8 @@ def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime
             if not row.passed:
                 failing.append((row.node, row.covers))
             if row.numerics is not None:
-                fingerprints.append((row.node, Fingerprint(row.numerics, row.stack)))
+                shared = alike.setdefault((id(row.numerics), id(row.stack)), Fingerprint(row.numerics, row.stack))
+                fingerprints.append((row.node, shared))
     stream.finish()
     return ShareRead(count, failing, fingerprints, refused)
 
