@@ -280,7 +280,8 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(
 ) -> None:
     """Nodes shared out among forked children (a share of 20 nodes here, not 500): every node's rows come back once,
     a node's two certificates land in one share (its regression is found), and the refusals of every share are
-    listed, none dropped."""
+    listed, none dropped; the paths are sorted in spilled runs (7 here, not 20,000) and a folder given twice is
+    read once."""
     import datetime as dt
 
     from lockgen.api import fleet_status as use_case
@@ -301,11 +302,19 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(
         render({"certificate": body, "signature": sign(body, tmp_path / "k")})
     )
     monkeypatch.setattr(use_case, "NODES_PER_SHARE", 20)
-    assert (
-        len(use_case._shares(sorted(folder.rglob("*.cert.json"), key=lambda p: (use_case._node_of(p), str(p))), 2)) == 2
-    )
-    report = use_case.fleet_status(
-        [str(folder)], [tmp_path / "k.pub"], False, 0.05, None, dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    monkeypatch.setattr(use_case, "PATHS_HELD", 7)  # the paths sorted in runs of 7, spilled and merged
+    paths = use_case.SortedSpill(use_case.certificate_files(folder), key=use_case._by_node, run=7)
+    assert paths.count == 91 and list(paths) == sorted(map(str, folder.rglob("*.cert.json")), key=use_case._by_node)
+    paths = use_case.SortedSpill(use_case.certificate_files(folder), key=use_case._by_node, run=7)
+    shares = use_case._shares(paths, 2)
+    assert [held for _, held in shares] == [46, 45]  # n007's two certificates in the first
+    report = use_case.fleet_status(  # the folder given twice: each certificate read once
+        [str(folder), str(folder)],
+        [tmp_path / "k.pub"],
+        False,
+        0.05,
+        None,
+        dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc),
     )
     assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(90) if node % 30]
     assert {entry["node"] for entry in report["refused"]} == {"n000", "n030", "n060"}
@@ -408,16 +417,74 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
     rows=st.lists(JSON_VALUES, max_size=4),
 )
 def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
-    """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once):
+    """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once),
+    each made by `signing.rendered_nested` (json's indenting encoder is pure Python: a second of 10,000 rows):
     the bytes are `print_json`'s of the whole report."""
     import contextlib
     import io
 
-    from lockgen.cli.terminal import print_json, print_json_rows
+    from lockgen.adapters.node.signing import rendered_nested
+    from lockgen.cli.terminal import print_json, print_json_texts
 
     whole, streamed = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(whole):
         print_json({**head, "rows": rows})
     with contextlib.redirect_stdout(streamed):
-        print_json_rows(head, "rows", iter(rows))
+        print_json_texts(head, "rows", (rendered_nested(row, 2) for row in rows))
     assert streamed.getvalue() == whole.getvalue()
+
+
+def test_the_walk_finds_what_rglob_finds_as_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`user_files.names_ending` (the fleet's walk: text, no Path per entry) finds what `rglob("*.cert.json")`
+    finds, spelled as `str` of rglob's paths: nested and hidden names, a folder named like a certificate (and what
+    is in it), a link to a file; a linked folder is not entered; from ".", a relative and an absolute root."""
+    import os
+
+    from lockgen.adapters.user_files import names_ending
+
+    root = tmp_path / "certs"
+    for name in ("a.cert.json", "rack1/b.cert.json", "rack1/.c.cert.json", "rack1/deep/d.cert.json", "x.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("{}")
+    (root / "e.cert.json").mkdir()
+    (root / "e.cert.json" / "f.cert.json").write_text("{}")
+    os.symlink(root / "rack1", root / "linked")
+    os.symlink(root / "a.cert.json", root / "g.cert.json")
+    monkeypatch.chdir(tmp_path)
+    for folder in (root, Path("certs"), Path("."), Path("certs/rack1")):
+        found = list(names_ending(str(folder), ".cert.json"))
+        assert sorted(found) == sorted(map(str, folder.rglob("*.cert.json"))) and len(found) == len(set(found))
+    assert len(list(names_ending(str(root), ".cert.json"))) == 7
+    assert list(names_ending(str(root / "a.cert.json"), ".cert.json")) == []  # a file: nothing under it
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(st.tuples(st.integers(0, 5), st.text(max_size=3)), max_size=40), run=st.integers(1, 9))
+def test_records_sorted_in_spilled_runs_are_sorted_byte_for_byte(records: list, run: int) -> None:
+    """`SortedSpill` (the fleet's paths: runs of `run` sorted, spilled to files, merged) gives `sorted`'s order,
+    ties in the order given, and counts the records."""
+    from lockgen.adapters.spill_files import SortedSpill
+
+    spilled = SortedSpill(iter(records), key=lambda record: record[0], run=run)
+    assert spilled.count == len(records)
+    assert list(spilled) == sorted(records, key=lambda record: record[0])
+
+
+def test_a_kept_verdict_is_read_without_allocating_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept record of a few KiB is read in a buffer of its size (a read of the 1 MiB cap allocated all of it,
+    10,000 times a status)."""
+    import tracemalloc
+
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    facts = ["figures"] * 500
+    kept_verdicts.keep_verdict("ab" * 32, "key", facts)
+    tracemalloc.start()
+    try:
+        value = kept_verdicts.kept_verdict("ab" * 32, {"key"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert value == facts and peak < kept_verdicts.RECORD_LIMIT // 4, peak

@@ -200,6 +200,40 @@ def test_a_key_or_certificate_past_its_cap_is_refused_after_reading_one_byte_pas
         read_certificate(certificate, None)
 
 
+def test_a_file_under_its_cap_is_read_in_a_buffer_of_its_size_and_read_on_if_it_grew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A certificate of 25 KB under the 16 MiB cap is read without allocating the cap (a buffered read of the cap
+    allocated and freed 16 MiB a file: more than a fleet of 10,000 spent reading); a file exactly at its cap is
+    read, one byte past it refused; a file that grew after its size was taken is read to its end, or refused."""
+    import tracemalloc
+
+    certificate = tmp_path / "n1.cert.json"
+    certificate.write_bytes(b"x" * 25_000)
+    tracemalloc.start()
+    try:
+        data = user_files.read_bytes(certificate, user_files.CERTIFICATE_LIMIT, "certificate")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == b"x" * 25_000 and peak < 1 << 20, peak
+    assert user_files.read_bytes(certificate, 25_000, "certificate") == data
+    with pytest.raises(user_files.RefusedFile, match="larger than any certificate"):
+        user_files.read_bytes(certificate, 24_999, "certificate")
+    (tmp_path / "empty").write_bytes(b"")
+    assert user_files.read_bytes(tmp_path / "empty", 10, "key") == b""
+    real_fstat = os.fstat
+
+    def size_taken_early(fd: int) -> os.stat_result:  # the file grew after fstat: 10 bytes then, 25,000 now
+        status = real_fstat(fd)
+        return os.stat_result((*status[:6], 10, *status[7:10]))
+
+    monkeypatch.setattr(user_files.os, "fstat", size_taken_early)
+    assert user_files.read_bytes(certificate, user_files.CERTIFICATE_LIMIT, "certificate") == data
+    with pytest.raises(user_files.RefusedFile, match="larger than any certificate"):
+        user_files.read_bytes(certificate, 20_000, "certificate")
+
+
 def _depth(value: object) -> int:
     """The nesting depth of a parsed JSON value (a scalar 0, `[]` 1)."""
     if isinstance(value, dict):

@@ -72,6 +72,22 @@ def test_two_nodes_that_differ_are_both_named_with_no_majority(digest: str) -> N
     assert all("no value has a majority" in d.against and "--expect-numerics" in d.against for d in found)
 
 
+@settings(max_examples=40, deadline=None)
+@given(kinds=st.lists(st.integers(0, 3), min_size=2, max_size=12))
+def test_nodes_sharing_one_fingerprint_object_are_judged_as_nodes_with_copies(kinds: list[int]) -> None:
+    """`odd_nodes` works out what depends on a fingerprint alone once per object (a fleet status's rows share
+    one among nodes alike): the same nodes, digests, peers and causes as when every node holds its own copy."""
+    variants = [
+        _body(_digests(1)),
+        _body(_digests(1) | {"gemm_tf32": "f" * 64}, settings={"NVIDIA_TF32_OVERRIDE": "0"}),
+        _body(_digests(1) | {"gemm_bf16": "e" * 64}, foreign=["/opt/other/libcublas.so.13"]),
+        _body(_digests(2)),
+    ]
+    shared = [(f"n{index}", variants[kind]) for index, kind in enumerate(kinds)]
+    copies = [(node, body.model_copy(deep=True)) for node, body in shared]
+    assert odd_nodes(shared) == odd_nodes(copies)
+
+
 def test_nodes_of_another_key_are_never_compared() -> None:
     """Another driver is another key: its other bits are by design; a node alone in its key is not judged."""
     other_driver = _body(_digests(2))

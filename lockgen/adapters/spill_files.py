@@ -1,13 +1,14 @@
 """Records written to an unnamed temporary file and read back in order, any number of times: what a command
 that streams many records (`fleet status`'s rows, 100,000 of them) writes as it goes instead of holding them.
 The file is made before a fork, so a child writes it and the parent reads it back; it is removed by the system
-when its last descriptor closes."""
+when its last descriptor closes. `SortedSpill` sorts more records than it holds: sorted runs spilled, then merged."""
 
 from __future__ import annotations
 
+import heapq
 import marshal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 
@@ -34,3 +35,37 @@ class SpillFile:
         self._stream.seek(0)
         for _ in range(count):
             yield marshal.load(self._stream)
+
+
+class SortedSpill:
+    """`records` sorted by `key`, holding at most `run` of them at a time: each run of that many is sorted and
+    written to a file of its own, and the runs are merged as they are read back (a fleet's 100,000 certificate
+    paths are never one list); fewer than `run` records are sorted in memory. Iterable once."""
+
+    def __init__(self, records: Iterable[Any], key: Callable[[Any], Any], run: int = 20_000) -> None:
+        self._key = key
+        self._runs: list[tuple[SpillFile, int]] = []
+        self._held: list[Any] = []
+        self.count = 0  # how many records there are
+        for record in records:
+            self._held.append(record)
+            self.count += 1
+            if len(self._held) >= run:
+                self._spill()
+        self._held.sort(key=key)
+        if self._runs and self._held:
+            self._spill()
+
+    def _spill(self) -> None:
+        self._held.sort(key=self._key)
+        spill = SpillFile()
+        for record in self._held:
+            spill.append(record)
+        spill.finish()
+        self._runs.append((spill, len(self._held)))
+        self._held = []
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._runs:
+            return iter(self._held)
+        return heapq.merge(*(spill.records(count) for spill, count in self._runs), key=self._key)

@@ -3,7 +3,9 @@ attestations, each checked (and with `--key` its signature) before it counts, wi
 headline figures, regressions against the node's previous certificate and the nodes whose numerics differ;
 as text, `--json`, or one static HTML page (`--html`), written atomically.
 
-At fleet size (issue 48: 10,000 certificates) the folders' certificates are read node by node, each hashed and
+At fleet size (issue 48: 10,000 certificates, and 100,000) the folders are walked for certificate paths as
+text, sorted by node in runs spilled to files and merged (`SortedSpill`), each core's share of them written to
+a file of its own; the certificates are read node by node, each hashed and
 its kept verdict taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
 (`certificate_steps.proven_certificate`), and reduced to its node's rows as soon as the node's last one is read;
 the rows are written to temporary files as their nodes finish and read back one at a time for the output
@@ -22,7 +24,7 @@ import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import groupby
+from itertools import chain, groupby
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,10 @@ from lockgen.adapters import parallel, user_files
 from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.node.kept_verdicts import keep_verdict, kept_verdict
-from lockgen.adapters.spill_files import SpillFile
-from lockgen.api.steps.attestation_steps import attached_certificates
+from lockgen.adapters.spill_files import SortedSpill, SpillFile
 from lockgen.api.steps.certificate_steps import (
     Signers,
-    certificate_paths,
+    certificate_files,
     loaded_signers,
     proven_certificate,
     read_signed,
@@ -55,13 +56,18 @@ from lockgen.errors import LockgenError, UserError
 from lockgen.model.certificate import CertificateBody, Numerics
 
 
-def _node_of(path: Path) -> str:
+def _node_of(path: str) -> str:
     """`n1.cert.json` (lockgen fleet slurm's name for node n1's certificate) and `n1.health.cert.json` are n1."""
-    return path.name.removesuffix(CERT_SUFFIX).removesuffix(".health")
+    return path.rpartition("/")[2].removesuffix(CERT_SUFFIX).removesuffix(".health")
+
+
+def _by_node(path: str) -> tuple[str, str]:
+    return _node_of(path), path
 
 
 Refusal = dict[str, str]  # {node, source, reason}
 NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
+PATHS_HELD = 20_000  # the certificate paths are sorted in runs of this many, each spilled to a file, then merged
 
 
 def fleet_status(
@@ -81,9 +87,11 @@ def fleet_status(
     attached: list[tuple[str, str, CertificateBody]] = []
     refused: list[Refusal] = []
     keys = loaded_signers(public_keys)
-    paths: list[Path] = []
+    walks: list[Iterator[str]] = []
     for source in sources:
         if source.startswith("docker://"):
+            from lockgen.api.steps.attestation_steps import attached_certificates  # images only: 0.1 s of imports
+
             _, found = attached_certificates(source, public_keys, insecure, progress)
             for attestation in found:
                 if attestation.body is None:
@@ -103,13 +111,14 @@ def fleet_status(
                 f"`{source}` is neither a folder of certificates nor docker://REF",
                 "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references",
             )
-        paths += certificate_paths(folder)
-    if not paths and not attached and not refused:
+        walks.append(certificate_files(folder))
+    paths = SortedSpill(chain.from_iterable(walks), _by_node, PATHS_HELD)  # by node: its certificates together
+    if not paths.count and not attached and not refused:
         raise UserError(
             f"no certificates in {', '.join(sources)}",
             "lockgen verify writes them (--out), lockgen fleet slurm's job into its --certs folder",
         )
-    folders = _folder_rows(sorted(set(paths), key=lambda path: (_node_of(path), str(path))), keys, now, noise)
+    folders = _folder_rows(paths, keys, now, noise)
     rows, fingerprints = folders.rows, folders.fingerprints
     images = status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
     rows.add_sorted(images)
@@ -142,8 +151,9 @@ class SpilledRows:
     written to as their nodes finished (marshal records, one per row, in node order): what is held per node is
     its fingerprint (`Fingerprint`), never its row; iterable any number of times, as `--json` and the text do."""
 
-    def __init__(self, files: list[tuple[SpillFile, int]]) -> None:
+    def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]]) -> None:
         self._files = files  # (file, how many rows it holds), in node order
+        self._failing = failing  # (node, covers) of each row that failed, in node order
         self._images: list[StatusRow] = []  # attestations' rows: an image per source, held
 
     def add_sorted(self, images: list[StatusRow]) -> None:
@@ -152,11 +162,26 @@ class SpilledRows:
     def __len__(self) -> int:
         return sum(count for _, count in self._files) + len(self._images)
 
+    def failing(self) -> list[str]:
+        """The node of each row that failed, in the rows' order (noted as the rows were spilled: not read back)."""
+        images = [(row.node, row.covers) for row in self._images if not row.passed]
+        return [node for node, _ in heapq.merge(self._failing, images)]
+
     def rows(self) -> Iterator[StatusRow]:
         return heapq.merge(self._spilled(), self._images, key=lambda row: (row.node, row.covers))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (row.as_json() for row in self.rows())
+
+    def json_texts(self, depth: int) -> Iterator[str]:
+        """Each row's JSON as `json.dumps(row, indent=2, sort_keys=True, default=str)` writes it, its lines after
+        the first indented `depth` levels more (`--json` writes them into the report as they are made), by
+        `signing.rendered_nested`: json's indenting encoder is its pure-Python one (a second of 10,000 rows)."""
+        for row in self:
+            try:
+                yield signing.rendered_nested(row, depth)
+            except TypeError:  # a value JSON has no type for: json's own text of it (`str`), as print_json writes
+                yield json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n" + "  " * depth)
 
     def _spilled(self) -> Iterator[StatusRow]:
         for spill, count in self._files:
@@ -201,9 +226,11 @@ NodeFingerprints = list[tuple[str, Fingerprint]]
 
 @dataclass(frozen=True)
 class ShareRead:
-    """A share of the folders' certificates read: how many rows it wrote, each node's latest fingerprint, the refusals."""
+    """A share of the folders' certificates read: how many rows it wrote, which of them failed (node, covers),
+    each node's latest fingerprint, the refusals."""
 
     rows: int
+    failing: list[tuple[str, str]]
     fingerprints: NodeFingerprints
     refused: list[Refusal]
 
@@ -217,17 +244,18 @@ class FoldersRead:
     refused: list[Refusal]
 
 
-def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
+def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
     whole nodes: a child per other core takes a share, writing its rows to a temporary file of its own (made
     here, so this process reads it back), this process the last; a share whose child failed is read here."""
-    shares = _shares(paths, min(parallel.cores(), max(1, len(paths) // NODES_PER_SHARE)))
+    shares = _shares(paths, min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE)))
     streams = [SpillFile() for _ in shares]
     children = [
         parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise))
         for share, stream in zip(shares[:-1], streams)
     ]
     files: list[tuple[SpillFile, int]] = []
+    failing: list[tuple[str, str]] = []
     fingerprints: NodeFingerprints = []
     refused: list[Refusal] = []
     for index, (share, stream) in enumerate(zip(shares, streams)):
@@ -238,37 +266,55 @@ def _folder_rows(paths: list[Path], keys: Signers, now: dt.datetime, noise: floa
             pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)
         )  # our own child's bytes
         files.append((stream, read.rows))
+        failing += read.failing
         fingerprints += read.fingerprints
         refused += read.refused
-    return FoldersRead(SpilledRows(files), fingerprints, refused)
+    return FoldersRead(SpilledRows(files, failing), fingerprints, refused)
 
 
-def _shares(paths: list[Path], count: int) -> list[list[Path]]:
-    """`paths` (sorted by node) cut into `count` shares of about the same size, never inside a node's certificates."""
-    shares: list[list[Path]] = [[]]
-    size = -(-len(paths) // max(count, 1))
+Share = tuple[SpillFile, int]  # a share's paths, in node order, and how many
+
+
+def _shares(paths: SortedSpill, count: int) -> list[Share]:
+    """`paths` (sorted by node; one path given twice is read once) cut into `count` shares of about the same size,
+    never inside a node's certificates, each written to a file of its own (the paths are never one list)."""
+    size = -(-paths.count // max(count, 1))
+    shares: list[Share] = []
+    written, previous = size, None
     for _, group in groupby(paths, key=_node_of):
-        if len(shares[-1]) >= size:
-            shares.append([])
-        shares[-1] += group
-    return shares if shares[0] else []
+        if written >= size:
+            if shares:
+                shares[-1][0].finish()
+            shares.append((SpillFile(), 0))
+            written = 0
+        spill, held = shares[-1]
+        for path in group:
+            if path != previous:
+                spill.append(path)
+                held, written, previous = held + 1, written + 1, path
+        shares[-1] = (spill, held)
+    if shares:
+        shares[-1][0].finish()
+    return shares
 
 
-def _share_pickled(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> bytes:
-    return pickle.dumps(_share_rows(paths, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
+def _share_pickled(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> bytes:
+    return pickle.dumps(_share_rows(share, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
+def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
     """Each node's rows written to `stream` as soon as its certificates (consecutive in `paths`) are read:
     only one node's certificates and rows are held at a time; returned: how many rows, each node's latest
     fingerprint, the refusals."""
     count = 0
+    failing: list[tuple[str, str]] = []
     fingerprints: NodeFingerprints = []
     refused: list[Refusal] = []
     numerics_by_text: dict[
         str, Numerics
     ] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
     stacks_by_text: dict[str, dict[str, Any]] = {}
+    alike: dict[tuple[int, int], Fingerprint] = {}  # one Fingerprint for the nodes that share both its parts
     kept_keys = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(kept_keys.values()) or {""}
 
@@ -280,29 +326,32 @@ def _share_rows(paths: list[Path], stream: SpillFile, keys: Signers, now: dt.dat
         found = stacks_by_text.get(text)
         return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
 
-    def facts(path: Path) -> CertificateFacts:
+    def facts(path: str) -> CertificateFacts:
         return _verified_facts(
             path, keys, kept_keys, accepted, lambda value: facts_from_plain(value, numerics_of, stack_of)
         )
 
-    for node, group in groupby(paths, key=_node_of):
+    for node, group in groupby(share[0].records(share[1]), key=_node_of):
         found = []
         for path in group:
             try:
-                found.append((node, str(path), facts(path)))
+                found.append((node, path, facts(path)))
             except LockgenError as error:
                 refused.append({"node": node, "source": str(path), "reason": error.message})
         for row in status_rows(found, now, noise):
             _spill(row, stream)
             count += 1
+            if not row.passed:
+                failing.append((row.node, row.covers))
             if row.numerics is not None:
-                fingerprints.append((row.node, Fingerprint(row.numerics, row.stack)))
+                shared = alike.setdefault((id(row.numerics), id(row.stack)), Fingerprint(row.numerics, row.stack))
+                fingerprints.append((row.node, shared))
     stream.finish()
-    return ShareRead(count, fingerprints, refused)
+    return ShareRead(count, failing, fingerprints, refused)
 
 
 def _verified_facts(
-    path: Path,
+    path: str,
     keys: Signers,
     fingerprints: dict[str, str],
     accepted: set[str],
@@ -316,7 +365,7 @@ def _verified_facts(
     except OSError:
         data = None
     if data is None:
-        return certificate_facts(read_signed(path, keys.paths).certificate)  # says why it cannot be read
+        return certificate_facts(read_signed(Path(path), keys.paths).certificate)  # says why it cannot be read
     sha256 = hashlib.sha256(data).hexdigest()
     kept = kept_verdict(sha256, accepted)
     if kept is not None:
@@ -329,7 +378,7 @@ def _verified_facts(
     certificate = proven_certificate(data, keys)
     if certificate is None:
         return certificate_facts(
-            read_signed(path, keys.paths).certificate
+            read_signed(Path(path), keys.paths).certificate
         )  # refuses it, saying why, or accepts what the quick proof cannot
     plain = certificate_facts(certificate.certificate).plain()
     signer = (

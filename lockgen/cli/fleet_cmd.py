@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import environment, fail, handles_errors, print_json, print_json_rows, progress, say
+from lockgen.cli.ui import environment, fail, handles_errors, print_json, print_json_texts, progress, say
 from lockgen.model.names import escaped, shown
 
 fleet_app = typer.Typer(
@@ -161,7 +161,9 @@ def status(
             "note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as trustworthy as the file"
         )
     if as_json:
-        print_json_rows({name: value for name, value in report.items() if name != "rows"}, "rows", rows)
+        print_json_texts(
+            {name: value for name, value in report.items() if name != "rows"}, "rows", rows.json_texts(depth=2)
+        )
     else:
         nodes = [
             escaped(row["node"]) for row in rows
@@ -184,7 +186,7 @@ def status(
             say(
                 f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} ({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: {shown(entry['cause'], 400)}"
             )
-    failing = [row["node"] for row in rows if not row["passed"]]
+    failing = rows.failing()
     differ = [entry["node"] for entry in report["numerics"]["differ"]]
     if failing or report["refused"] or differ:
         fail(

@@ -65,22 +65,19 @@ def print_json(document: object) -> None:
     print(json.dumps(document, indent=2, sort_keys=True, default=str))
 
 
-def print_json_rows(document: dict[str, object], key: str, rows: Iterable[object]) -> None:
-    """`print_json({**document, key: list(rows)})`, byte for byte, with the rows written one at a time (a fleet's
-    100,000 status rows are never one list of dicts, nor one text, in memory); `key` sorts after every key of
-    `document`."""
+def print_json_texts(document: dict[str, object], key: str, texts: Iterable[str]) -> None:
+    """`print_json({**document, key: rows})`, byte for byte, for rows given as their JSON text, each as `print_json`
+    writes a value two levels deep (`json.dumps(row, indent=2, sort_keys=True)`, its lines after the first
+    indented four spaces more), written one at a time (a fleet's 100,000 status rows are never one list of dicts,
+    nor one text, in memory); `key` sorts after every key of `document`."""
     import json
 
     assert all(other < key for other in document)
     head = json.dumps(document, indent=2, sort_keys=True, default=str)
     sys.stdout.write((head[:-2] + ",\n" if document else "{\n") + f"  {json.dumps(key)}: [")
     wrote = False
-    for row in rows:
-        sys.stdout.write(
-            ("," if wrote else "")
-            + "\n    "
-            + json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n    ")
-        )
+    for text in texts:
+        sys.stdout.write(("," if wrote else "") + "\n    " + text)
         wrote = True
     sys.stdout.write(("\n  ]" if wrote else "]") + "\n}\n")
 

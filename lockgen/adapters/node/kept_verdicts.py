@@ -41,8 +41,12 @@ def kept_verdict(sha256: str, keys: Collection[str]) -> Any:
     if not trusted():
         return None
     try:
-        with open(_path(sha256), "rb") as stream:
-            record = marshal.loads(stream.read(RECORD_LIMIT))
+        descriptor = os.open(_path(sha256), os.O_RDONLY | os.O_CLOEXEC)
+        try:  # read as one buffer of the record's size (a read of the cap allocates all of it: 1 MiB a record)
+            data = os.read(descriptor, min(os.fstat(descriptor).st_size, RECORD_LIMIT))
+        finally:
+            os.close(descriptor)
+        record = marshal.loads(data)
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if (

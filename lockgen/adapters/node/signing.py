@@ -45,6 +45,13 @@ def rendered(document: Any) -> str:
     return _laid_out(_rendered(document, _NEWLINE)) + "\n"
 
 
+def rendered_nested(value: Any, depth: int) -> str:
+    """`json.dumps(value, indent=2, sort_keys=True)` with its lines after the first indented `depth` levels more,
+    byte for byte: a value written inside another document one item at a time (`fleet status --json`'s rows)
+    at the speed of `rendered`. A value that is not JSON (another type, a key not text) is a TypeError."""
+    return _laid_out(_rendered(value, _NEWLINE + _LEVEL * depth))
+
+
 # `_rendered` writes a key's `: ` as KEY_END and each level's indent as LEVEL: neither can be in its output
 # otherwise (control characters are escaped), so one pass of C makes the file's text of it, and another the
 # canonical JSON (no layout, `:` alone) that the signature is over, without encoding the document twice.
