@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -84,20 +85,33 @@ def checked_lock_text(lock: Lock, source: str, fix: str) -> str:
     """The text of a lock about to be written: a lock any field of which breaks its rule is refused before a
     byte is written (`source` names where its entries came from, `fix` how to mend that input: a lock that was
     never written cannot be re-created or left unedited, which is what a read lock's refusal advises)."""
+    return "".join(checked_lock_pieces(lock, source, fix))
+
+
+def checked_lock_pieces(lock: Lock, source: str, fix: str) -> Iterator[str]:
+    """`checked_lock_text` in pieces (the head, then each entry), for a writer that writes them as they come
+    (`atomic_files.write_pieces_atomic`): every field is checked before the first piece is given."""
     try:
         check_lock(lock, source)
     except LockFieldError as refused:
         raise LockFieldError(refused.message, fix) from None
-    return dump_lock(lock)
+    return lock_pieces(lock)
 
 
 def dump_lock(lock: Lock) -> str:
     """The exact text of a lock file."""
+    return "".join(lock_pieces(lock))
+
+
+def lock_pieces(lock: Lock) -> Iterator[str]:
+    """The text of a lock file in pieces: its head, then each entry of `package:` (in the lock's order) with its
+    line end, so a lock of 600k entries is never one string (nor a list of them) on its way to a file."""
     lines: list[str] = []
     _emit_mapping(lock_to_data(lock), 0, lines)
     lines.append("package:" if lock.package else "package: []")
-    lines += [_package_entry(package) for package in sorted(lock.package, key=lambda p: p.sort_key())]
-    return HEADER + "\n".join(lines) + "\n"
+    yield HEADER + "\n".join(lines) + "\n"
+    for package in sorted(lock.package, key=lambda p: p.sort_key()):
+        yield _package_entry(package) + "\n"
 
 
 _PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./:+-]*$")
@@ -111,13 +125,16 @@ _RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
 
 
 _SCALARS: dict[str, str] = {}
+_CACHED_UP_TO = 40  # characters: names, versions, platforms, specs repeat; a URL or a hash is written once
 
 
 def _scalar(value: Any) -> str:
     if isinstance(value, str):
         cached = _SCALARS.get(value)
         if cached is None:
-            cached = _SCALARS[value] = _string(value)
+            cached = _string(value)
+            if len(value) <= _CACHED_UP_TO:
+                _SCALARS[value] = cached
         return cached
     if value is None:
         return "null"
