@@ -18,7 +18,7 @@ from lockgen.adapters import user_files
 from lockgen.adapters.lock.lockfile_yaml import v1_lock, yaml_problem
 from lockgen.adapters.foreign.pylock import read_pylock
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
-from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices, UvImport, WalkedParts, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.names import shown
@@ -85,7 +85,9 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
         if form == "uv.lock":  # the text is not held while the walk runs: the parsed document is what it reads
             document = read_uv_toml(text, WalkedParts())
             del text
-            found = _uv(document, uv, digest)
+            walked = read_uv_lock(document, uv)
+            del document  # not held while the entries are made: at 300k packages, 500 MiB
+            found = _uv(walked, digest)
         else:
             found = _read(form, path, text, environment, uv, digest)
         return replace(found, assumed=said + found.assumed) if said else found
@@ -367,8 +369,7 @@ def _pixi_entry(kind: str, url: str, record: dict[str, Any], platform: str) -> L
     )
 
 
-def _uv(document: dict[str, Any], choices: UvChoices, digest: str) -> Imported:
-    found = read_uv_lock(document, choices)
+def _uv(found: UvImport, digest: str) -> Imported:
     return Imported(
         f"uv.lock v1 (CPython {found.python})",
         (),

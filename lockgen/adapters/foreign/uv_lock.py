@@ -71,13 +71,33 @@ class UvChoices:
     project: UvProject | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PinnedWheel:
+    """The wheel chosen for a package on a platform, with its sha256: the strings of the lock's own table, held until
+    the walk's document is let go, then made the lock's entry (`locked`)."""
+
+    platform: str
+    name: str
+    version: str
+    url: str
+    sha256: str
+
+    def locked(self) -> LockedPackage:
+        return pip_wheel(self.name, self.version, self.platform, self.url, self.sha256)
+
+
 @dataclass(frozen=True)
 class UvImport:
-    packages: tuple[LockedPackage, ...]
+    pins: tuple[PinnedWheel, ...]  # the entries, made by `packages` once the document the walk read is let go
     skipped: tuple[str, ...]
     python: str
     assumed: tuple[str, ...] = ()
     unhashed: tuple[UnhashedWheel, ...] = ()  # wheels chosen that the lock gives no sha256 for
+
+    @property
+    def packages(self) -> tuple[LockedPackage, ...]:
+        """The lock's entries, one per pinned wheel (made on each call)."""
+        return tuple(pin.locked() for pin in self.pins)
 
 
 _WALKED = (
@@ -150,7 +170,7 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     graph = UvGraph.of(data)
     roots = _roots(graph, choices)
     starts, assumed = _starts(graph, roots, choices)
-    packages: list[LockedPackage] = []
+    pins: list[PinnedWheel] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
     for platform in PLATFORMS:
@@ -160,13 +180,13 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
             if reached[key] is graph.workspace:
                 continue
             found = _converted(reached[key], platform, python, glibc)
-            if isinstance(found, LockedPackage):
-                packages.append(found)
+            if isinstance(found, PinnedWheel):
+                pins.append(found)
             elif isinstance(found, UnhashedWheel):
                 unhashed.append(found)
             else:
                 skipped.append(found)
-    return UvImport(tuple(packages), tuple(skipped), python.shown, assumed, tuple(unhashed))
+    return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
 
 
 def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
@@ -263,7 +283,7 @@ def _assumed(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices, de
     )
 
 
-def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> LockedPackage | UnhashedWheel | str:
+def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> PinnedWheel | UnhashedWheel | str:
     """The lock entry for the package on `platform`, the wheel chosen when the lock gives no sha256 for it, or
     why it cannot come over."""
     source = entry.get("source", {})
@@ -283,4 +303,4 @@ def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str)
         return UnhashedWheel(
             platform, entry["name"], str(entry["version"]), wheel["url"], str(source.get("registry", ""))
         )
-    return pip_wheel(entry["name"], str(entry["version"]), platform, wheel["url"], sha256)
+    return PinnedWheel(platform, entry["name"], str(entry["version"]), wheel["url"], sha256)
