@@ -111,6 +111,9 @@ _WALKED = (
 )
 
 
+_SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
+
+
 class WalkedParts:
     """What `read_uv_lock` reads of each `[[package]]` table, kept as the table is read (`read_uv_toml`'s `reduce`):
     the keys above, each wheel's `url` and `hash`, and whether it has an sdist; `metadata`, sizes and upload times
@@ -123,6 +126,8 @@ class WalkedParts:
         self._shared: dict[tuple[Any, ...], Any] = {}  # a list's or table's contents (its parts' ids) -> the one kept
 
     def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
+        if len(self._shared) > _SHARED_AT_MOST:  # lists and tables met lately are shared; a million unique edges'
+            self._shared.clear()  # keys were 200 MiB more while reading (a string is shared however far apart)
         kept = {key: self._one(entry[key]) for key in _WALKED if key in entry}
         wheels = entry.get("wheels")
         if isinstance(wheels, list):

@@ -155,6 +155,8 @@ def _string(text: str) -> str:
 
 def _quoted(text: str) -> str:
     """A YAML double-quoted scalar in pure ASCII: everything outside printable ASCII is escaped."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # nothing to escape (a hash of digits alone, a URL with a space): as the loop writes it
     out = ['"']
     for char in text:
         code = ord(char)
