@@ -5,6 +5,7 @@ conflicts` (cpu/cu128 extras, tests/fixtures/foreign/conflicts) and on the share
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tomllib
 from pathlib import Path
@@ -274,3 +275,17 @@ def test_a_git_source_is_named_by_its_url_as_the_lock_writes_it_commit_included(
     assert said in result.stderr
     _, lock = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices())
     assert said in lock.meta("skipped").split("; ")
+
+
+def test_a_generated_lock_imports_to_the_bytes_main_wrote(tmp_path: Path) -> None:
+    """The import reads a large uv.lock in pieces, reduced as it is read, and writes its lock in pieces: the bytes
+    are the ones written before that (f262a09) for the benchmark's generated 300-package lock, whose every package
+    is reached under markers naming extras. Its digest changes only with a deliberate change of the lock's format."""
+    from benchmarks.bench_uv_lock_import import uv_lock_text
+
+    source = tmp_path / "uv.lock"
+    source.write_text(uv_lock_text(300))
+    path, lock = import_lock(source, "cpu", None, tmp_path / "out.yml", UvChoices(python="3.12"))
+    assert len(lock.package) == 600
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert digest == "09dc9d2ddcf41ca5032789f382aad73455aa3818a71c9b239c468dccf678694a"

@@ -34,7 +34,7 @@ from lockgen.api.certs import export_certificate
 from lockgen.api.steps.certificate_steps import read_certificate
 from lockgen.core import nesting
 from lockgen.errors import LockFormatError, UserError
-from tests.conftest import EXAMPLE_STACK, REPO
+from tests.conftest import EXAMPLE_STACK, REPO, loopback_registry
 from tests.test_archive_attacks import _chain_escape, _image, _layer_tar
 
 H200 = REPO / "envs" / "examples" / "h200-system"
@@ -497,6 +497,41 @@ def test_a_base_layout_s_layer_that_is_a_fifo_is_refused_by_name_not_waited_on(t
     manifest, _, _ = oci_layout.read_image(layout)
     with _within(20), pytest.raises(LockFormatError, match="cannot be read: a FIFO, not a regular file"):
         base_steps.layer_opener(layout)(manifest["layers"][0])
+
+
+@pytest.mark.slow
+def test_push_refuses_a_layer_blob_that_is_a_fifo_by_name(tmp_path: Path) -> None:
+    """`lockgen push` of a layout whose layer blob is a FIFO counted it missing (the layout taken for a shallow
+    one, its base registry asked for the layer) instead of naming it; skopeo, given it, would wait for ever."""
+    layout, fifo = _layout_with_a_fifo(tmp_path, "layer")
+    (tmp_path / "registry").mkdir()
+    with loopback_registry(tmp_path / "registry") as host:
+        line = _one_error(_cli("push", str(layout), f"docker://{host}/pushed:1", "--insecure", timeout=60))
+    assert f"{fifo.name[:12]}" in line and "cannot be read: a FIFO, not a regular file" in line, line
+
+
+@pytest.mark.slow
+def test_a_shallow_push_opens_its_own_blobs_as_regular_files_only(tmp_path: Path) -> None:
+    """The shallow push (`registry_image.push`) opened a layout's blob with plain `open` once `is_file` said yes; a
+    blob that is no regular file by then is refused naming it, not waited on nor taken from the base registry."""
+    from lockgen.adapters.image import registry_image
+
+    layout, fifo = _layout_with_a_fifo(tmp_path, "layer")
+    index = json.loads((layout / "index.json").read_text())["manifests"][0]
+    manifest_bytes = (layout / "blobs" / "sha256" / index["digest"].split(":")[1]).read_bytes()
+    (tmp_path / "registry").mkdir()
+    with loopback_registry(tmp_path / "registry") as host, _within(30):
+        with pytest.raises(LockFormatError, match=f"{fifo.name[:12]}.* cannot be read: a FIFO, not a regular file"):
+            registry_image.push(
+                layout,
+                manifest_bytes,
+                json.loads(manifest_bytes),
+                index["mediaType"],
+                f"docker://{host}/pushed:1",
+                f"{host}/base:1",
+                True,
+                lambda _: None,
+            )
 
 
 def test_an_sbom_that_is_a_fifo_is_refused_by_name_not_waited_on(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ refuses or reads otherwise."""
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -14,8 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.foreign import uv_lock_toml
+from lockgen.adapters.foreign import uv_lock, uv_lock_toml
+from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
+from lockgen.errors import UserError
 from tests.conftest import has_shared, shared_dir
 
 _TRICKY = [
@@ -109,6 +112,7 @@ def test_any_generated_lock_reads_as_tomllib_reads_it(text: str) -> None:
 def test_a_lock_in_uvs_layout_takes_the_fast_path(text: str) -> None:
     """The rewrite reads these itself (no fallback), so the tests above and below test it, not tomllib twice."""
     assert uv_lock_toml._read_simple(text) == tomllib.loads(text)
+    assert uv_lock_toml._read_simple(text, chunk=1) == tomllib.loads(text)  # each package a piece of its own
 
 
 _SNIPPETS = [
@@ -161,11 +165,12 @@ def test_a_mutated_lock_is_read_as_tomllib_reads_it_or_handed_to_it(
     for where, snippet, cut in edits:
         at = int(where * len(text))
         text = text[:at] + snippet + text[at + cut :]
-    try:
-        fast = uv_lock_toml._read_simple(text)
-    except (uv_lock_toml._NotSimple, ValueError, RecursionError):
-        return  # read_uv_toml hands it to tomllib
-    assert fast == tomllib.loads(text)  # and tomllib raises nothing where the rewrite admitted the text
+    for chunk in (uv_lock_toml._CHUNK, 1):  # the region whole, and each package a piece of its own
+        try:
+            fast = uv_lock_toml._read_simple(text, chunk=chunk)
+        except (uv_lock_toml._NotSimple, ValueError, RecursionError):
+            continue  # read_uv_toml hands it to tomllib
+        assert fast == tomllib.loads(text)  # and tomllib raises nothing where the rewrite admitted the text
 
 
 FIXTURES = [
@@ -189,3 +194,58 @@ def test_an_escaped_surrogate_is_refused_as_tomllib_refuses_it(escape: str) -> N
         uv_lock_toml._read_simple(text)
     with pytest.raises(tomllib.TOMLDecodeError):
         tomllib.loads(text)
+
+
+def test_a_large_lock_is_read_in_pieces_each_package_reduced_as_it_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 300k-package uv.lock was rewritten into JSON whole (four copies of 200 MiB at once) and held as the whole
+    document: the region is read a piece at a time, each package handed to `reduce` as its piece is read, so no
+    more than a piece's tables are ever held whole; the packages read alike, in the file's order."""
+    text = 'version = 1\nrequires-python = ">=3.10"\n' + "".join(
+        f'\n[[package]]\nname = "pkg{n}"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+        f'wheels = [\n    {{ url = "https://x/pkg{n}-1.0-py3-none-any.whl", hash = "sha256:{n:064x}" }},\n]\n'
+        f'\n[package.metadata]\nrequires-dist = [{{ name = "a" }}]\n'
+        for n in range(40)
+    )
+    pieces: list[int] = []
+    as_json = uv_lock_toml._as_json
+    monkeypatch.setattr(uv_lock_toml, "_as_json", lambda region: pieces.append(len(region)) or as_json(region))
+    monkeypatch.setattr(uv_lock_toml, "_CHUNK", 1000)
+    held: list[int] = []
+
+    def reduce(package: dict[str, object]) -> str:
+        held.append(len(pieces))  # the pieces read when this package was handed over
+        return str(package["name"])
+
+    document = read_uv_toml(text, reduce)
+    assert document["package"] == [f"pkg{n}" for n in range(40)]
+    assert len(pieces) > 5 and max(pieces) < 1400, pieces
+    assert held == sorted(held) and held[0] == 1 and held[-1] == len(pieces)
+    fallback = read_uv_toml(text.replace('version = "1.0"', "version = '1.0'"), reduce)  # literal strings: tomllib
+    assert fallback["package"] == document["package"]
+
+
+@pytest.mark.parametrize("source", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}"[-40:])
+def test_the_walk_reads_the_same_lock_from_the_parts_kept(source: Path) -> None:
+    """`WalkedParts` keeps of each package only what the walk reads, equal lists and tables held once: a 300k-package
+    lock's document was 2.7 KiB a package, 1.7 so. Every choice's import reads the same from it as from the whole
+    document, and the kept lists and tables are shared where equal."""
+    text = source.read_text()
+    whole = tomllib.loads(text)
+    kept = read_uv_toml(text, WalkedParts())
+    assert {key: value for key, value in kept.items() if key != "package"} == {
+        key: value for key, value in whole.items() if key != "package"
+    }
+    for choices in (UvChoices(), UvChoices(all_extras=True, all_groups=True), UvChoices(python="3.12")):
+        try:
+            expected = read_uv_lock(whole, choices)
+        except UserError as refused:
+            with pytest.raises(UserError, match=re.escape(refused.message)):
+                read_uv_lock(kept, choices)
+            continue
+        assert read_uv_lock(kept, choices) == expected
+    edges = [id(edge) for entry in kept["package"] for edge in entry.get("dependencies", [])]
+    distinct = {
+        json.dumps(edge, sort_keys=True) for entry in whole["package"] for edge in entry.get("dependencies", [])
+    }
+    assert len(set(edges)) == len(distinct)  # one object per distinct edge
+    assert all(set(entry) <= {*uv_lock._WALKED, "wheels", "sdist"} for entry in kept["package"])

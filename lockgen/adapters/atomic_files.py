@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from lockgen.errors import UserError
@@ -68,6 +69,17 @@ def check_writable(destination: Path, what: str, hint: str) -> None:
 def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
     """Writes `data` to `path` through a temporary file in the same folder and a rename; `mode` (less the
     umask) is set before the rename (0o777 for a script), so the file appears whole with its mode."""
+    _write_pieces(path, [data], mode)
+
+
+def write_pieces_atomic(path: Path, pieces: Iterable[str], mode: int = 0o666) -> None:
+    """Writes the text `pieces` (UTF-8) to `path` one by one, as `write_bytes_atomic` writes their whole: a large
+    lock is never held as one text. A piece that cannot be made (an error raised while they are drawn) leaves
+    nothing: the temporary file is removed, `path` is as it was."""
+    _write_pieces(path, (piece.encode("utf-8") for piece in pieces), mode)
+
+
+def _write_pieces(path: Path, pieces: Iterable[bytes], mode: int) -> None:
     if path.is_dir():
         raise UserError(f"`{path}` is a folder", "pass the path of a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +87,8 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
     try:
         os.fchmod(handle, mode & ~UMASK)  # as open() would make it: mkstemp's 0600 is for secrets, not locks
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
+            for piece in pieces:
+                stream.write(piece)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

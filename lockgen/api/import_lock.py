@@ -16,11 +16,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_pieces_atomic
 from lockgen.adapters.foreign.foreign_locks import read_foreign
 from lockgen.adapters.pypi.pypi_index import listed_hashes
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
-from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
+from lockgen.adapters.lock.lockfile_yaml import checked_lock_pieces
 from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.core.credentials import scrub_url
 from lockgen.core.lock.lock_builder import LockgenMeta, imported_lock
@@ -109,9 +109,9 @@ def _import(
         imported.assumed,
         imported.python,
     )
-    write_atomic(
+    write_pieces_atomic(
         path,
-        checked_lock_text(
+        checked_lock_pieces(
             lock,
             f"imported from {source}",
             "the foreign lock holds this value: correct it there (or lock again with its own tool) and import again",

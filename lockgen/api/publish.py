@@ -46,7 +46,7 @@ def push(
         progress(f"{len(absent)} base layers are not in the layout: mounted or streamed from {source}")
         pushed = registry_image.push(
             layout,
-            oci_layout.blob_path(layout, local).read_bytes(),
+            oci_layout.blob_bytes(layout, local),
             manifest,
             manifest.get("mediaType", MANIFEST_MEDIA_TYPE),
             reference,
@@ -80,6 +80,6 @@ def _attestable(
     """The attestations `push --attest` attaches, made for the layout's own image (the one the registry must then
     hold, by digest), so a certificate, key or SBOM that would be refused is refused before anything is pushed."""
     image = attestation_steps.AttestedImage.of(
-        oci_layout.blob_path(layout, digest).read_bytes(), manifest.get("mediaType", MANIFEST_MEDIA_TYPE), config
+        oci_layout.blob_bytes(layout, digest), manifest.get("mediaType", MANIFEST_MEDIA_TYPE), config
     )
     attestation_steps.attestations(parse_reference(reference), image, attest[0], attest[1], sbom)

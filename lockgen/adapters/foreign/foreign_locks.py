@@ -19,7 +19,7 @@ from lockgen.adapters import user_files
 from lockgen.adapters.lock.lockfile_yaml import v1_lock, yaml_problem
 from lockgen.adapters.foreign.pylock import read_pylock
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
-from lockgen.adapters.foreign.uv_lock import UvChoices, read_uv_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices, UvImport, WalkedParts, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.names import shown
@@ -86,9 +86,11 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
             )
     try:
         if form == "uv.lock":  # the text is not held while the walk runs: the parsed document is what it reads
-            document = read_uv_toml(text)
+            document = read_uv_toml(text, WalkedParts())
             del text
-            found = _uv(document, uv, digest)
+            walked = read_uv_lock(document, uv)
+            del document  # not held while the entries are made: at 300k packages, 500 MiB
+            found = _uv(walked, digest)
         else:
             found = _read(form, path, text, environment, uv, digest)
         return replace(found, assumed=said + found.assumed) if said else found
@@ -106,7 +108,8 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
 
 
 def _format_of(path: Path, text: str) -> str:
-    if "@EXPLICIT" in text.splitlines():
+    # split into lines only where the word is: a 300k-package uv.lock's lines were 600 MiB of strings
+    if "@EXPLICIT" in text and "@EXPLICIT" in text.splitlines():
         return "@EXPLICIT file"
     if (path.name.startswith("pylock.") and path.suffix == ".toml") or (
         _PEP751.search(text) and _PACKAGES.search(text)
@@ -406,8 +409,7 @@ def _pixi_entry(
     )
 
 
-def _uv(document: dict[str, Any], choices: UvChoices, digest: str) -> Imported:
-    found = read_uv_lock(document, choices)
+def _uv(found: UvImport, digest: str) -> Imported:
     return Imported(
         f"uv.lock v1 (CPython {found.python})",
         (),

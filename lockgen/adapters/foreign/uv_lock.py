@@ -18,6 +18,7 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ from lockgen.adapters.pypi.python_wheels import (
 )
 from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.lock import LockedPackage, pip_wheel
 from lockgen.model.names import normalize
 
 
@@ -70,13 +71,98 @@ class UvChoices:
     project: UvProject | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PinnedWheel:
+    """The wheel chosen for a package on a platform, with its sha256: the strings of the lock's own table, held until
+    the walk's document is let go, then made the lock's entry (`locked`)."""
+
+    platform: str
+    name: str
+    version: str
+    url: str
+    sha256: str
+
+    def locked(self) -> LockedPackage:
+        return pip_wheel(self.name, self.version, self.platform, self.url, self.sha256)
+
+
 @dataclass(frozen=True)
 class UvImport:
-    packages: tuple[LockedPackage, ...]
+    pins: tuple[PinnedWheel, ...]  # the entries, made by `packages` once the document the walk read is let go
     skipped: tuple[str, ...]
     python: str
     assumed: tuple[str, ...] = ()
     unhashed: tuple[UnhashedWheel, ...] = ()  # wheels chosen that the lock gives no sha256 for
+
+    @property
+    def packages(self) -> tuple[LockedPackage, ...]:
+        """The lock's entries, one per pinned wheel (made on each call)."""
+        return tuple(pin.locked() for pin in self.pins)
+
+
+_WALKED = (
+    "name",
+    "version",
+    "source",
+    "resolution-markers",
+    "dependencies",
+    "optional-dependencies",
+    "dev-dependencies",
+)
+
+
+_SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
+
+
+class WalkedParts:
+    """What `read_uv_lock` reads of each `[[package]]` table, kept as the table is read (`read_uv_toml`'s `reduce`):
+    the keys above, each wheel's `url` and `hash`, and whether it has an sdist; `metadata`, sizes and upload times
+    are not held for a large lock's walk. It refuses nothing: a table missing a key or holding the wrong type is
+    judged by the walk as before. Equal values are held once, shared by every table that has them (strings
+    interned; lists and tables, which the walk never changes, by their contents): a lock repeats each name in every
+    edge to it, its markers in many edges, and an edge under a package's extras as in its dependencies."""
+
+    def __init__(self) -> None:
+        self._shared: dict[tuple[Any, ...], Any] = {}  # a list's or table's contents (its parts' ids) -> the one kept
+
+    def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
+        if len(self._shared) > _SHARED_AT_MOST:  # lists and tables met lately are shared; a million unique edges'
+            self._shared.clear()  # keys were 200 MiB more while reading (a string is shared however far apart)
+        kept = {key: self._one(entry[key]) for key in _WALKED if key in entry}
+        wheels = entry.get("wheels")
+        if isinstance(wheels, list):
+            kept["wheels"] = [
+                {key: wheel[key] for key in ("url", "hash") if key in wheel} if isinstance(wheel, dict) else wheel
+                for wheel in wheels
+            ]
+        elif "wheels" in entry:
+            kept["wheels"] = wheels
+        if "sdist" in entry:
+            kept["sdist"] = True
+        return kept
+
+    def _one(self, value: Any) -> Any:
+        """The value kept for `value`: the one held already where an equal one was seen (a part's id stands for it:
+        every part kept is held by the list or table kept with it, so no id is reused while this lives)."""
+        if type(value) is str:
+            return sys.intern(value)
+        if type(value) is list:
+            items = [self._one(item) for item in value]
+            return self._shared.setdefault(("list", *map(_identity, items)), items)
+        if type(value) is dict:
+            table = {sys.intern(key): self._one(item) for key, item in value.items()}
+            return self._shared.setdefault(("table", *((key, _identity(item)) for key, item in table.items())), table)
+        return value
+
+
+def _identity(value: Any) -> Any:
+    """What stands for a kept part in its container's key: a string itself (interned), a list's or table's id, and
+    any other value with its type (True is not 1)."""
+    if type(value) is str:
+        return value
+    if type(value) in (list, dict):
+        return id(value)
+    return (type(value), value)
 
 
 def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
@@ -89,7 +175,7 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     graph = UvGraph.of(data)
     roots = _roots(graph, choices)
     starts, assumed = _starts(graph, roots, choices)
-    packages: list[LockedPackage] = []
+    pins: list[PinnedWheel] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
     for platform in PLATFORMS:
@@ -99,13 +185,13 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
             if reached[key] is graph.workspace:
                 continue
             found = _converted(reached[key], platform, python, glibc)
-            if isinstance(found, LockedPackage):
-                packages.append(found)
+            if isinstance(found, PinnedWheel):
+                pins.append(found)
             elif isinstance(found, UnhashedWheel):
                 unhashed.append(found)
             else:
                 skipped.append(found)
-    return UvImport(tuple(packages), tuple(skipped), python.shown, assumed, tuple(unhashed))
+    return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
 
 
 def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
@@ -202,7 +288,7 @@ def _assumed(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices, de
     )
 
 
-def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> LockedPackage | UnhashedWheel | str:
+def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> PinnedWheel | UnhashedWheel | str:
     """The lock entry for the package on `platform`, the wheel chosen when the lock gives no sha256 for it, or
     why it cannot come over."""
     source = entry.get("source", {})
@@ -222,11 +308,4 @@ def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str)
         return UnhashedWheel(
             platform, entry["name"], str(entry["version"]), wheel["url"], str(source.get("registry", ""))
         )
-    return LockedPackage(
-        name=entry["name"],
-        version=str(entry["version"]),
-        manager="pip",
-        platform=platform,
-        url=wheel["url"],
-        hash=PackageHash(sha256=sha256),
-    )
+    return PinnedWheel(platform, entry["name"], str(entry["version"]), wheel["url"], sha256)

@@ -22,6 +22,12 @@ admits, checked on the text with its strings taken out (the skeleton):
   refused by the reader's pair hook, and a header TOML would read otherwise than in uv's order (a table given
   twice, over a key, into an inline table, or under a table no header made) sends the text to `tomllib`.
 `tests/test_uv_lock_toml.py` holds this against `tomllib` on generated locks and on mutations of them.
+
+The package region is rewritten and read a few MiB at a time (`_CHUNK`), each piece cut where a `[[package]]`
+header starts: every rule above is judged within a line or counted (the counts of a whole are the sums of its
+pieces'), and a package's sub-tables follow its header, so the pieces read as the whole does. Each package is
+handed, as it is read, to the caller's `reduce` (what it keeps of the table), so the whole document of a large lock
+is never held at once; `tomllib`'s document, where it reads the text, is reduced the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 _FIRST_PACKAGE = "\n[[package]]\n"
@@ -50,28 +57,51 @@ class _NotSimple(Exception):
     """The text is not in the layout the rewrite reads exactly: `tomllib` reads it."""
 
 
-def read_uv_toml(text: str) -> dict[str, Any]:
-    """The document `tomllib.loads(text)` gives, read fast where `text` has uv's layout."""
+_CHUNK = 4 << 20  # characters of the package region rewritten and read at a time
+
+
+def _kept_whole(package: dict[str, Any]) -> dict[str, Any]:
+    return package
+
+
+def read_uv_toml(text: str, reduce: Callable[[dict[str, Any]], Any] = _kept_whole) -> dict[str, Any]:
+    """The document `tomllib.loads(text)` gives, read fast where `text` has uv's layout, each table of its
+    `package` array passed through `reduce` as it is read (`reduce` must refuse nothing: it is a view of the table,
+    judged by whoever reads it)."""
     try:
-        return _read_simple(text)
+        return _read_simple(text, reduce)
     except (_NotSimple, ValueError, RecursionError):
-        return tomllib.loads(text)
+        document = tomllib.loads(text)
+        packages = document.get("package")
+        if isinstance(packages, list):
+            document["package"] = [reduce(p) if isinstance(p, dict) else p for p in packages]
+        return document
 
 
-def _read_simple(text: str) -> dict[str, Any]:
+def _read_simple(
+    text: str, reduce: Callable[[dict[str, Any]], Any] = _kept_whole, chunk: int | None = None
+) -> dict[str, Any]:
+    """The document, read a piece of `chunk` characters (`_CHUNK`) at a time; `_NotSimple` where it is not simple."""
+    chunk = chunk or _CHUNK
     start = text.find(_FIRST_PACKAGE)
     if start < 0:
         raise _NotSimple
     document = tomllib.loads(text[: start + 1])
     if "package" in document:
         raise _NotSimple
-    region = text[start:]  # from the newline before the first [[package]]
-    _check_layout(region)
-    as_json = _as_json(region)
-    del region  # each a copy of the file: not held while the document is built
-    sections = json.loads(as_json, object_pairs_hook=_table, parse_float=_no_float, parse_constant=_no_float)
-    del as_json
-    document["package"] = _assembled(sections)
+    packages: list[Any] = []
+    while start < len(text):  # each piece from the newline before a [[package]] to the one before the next piece's
+        end = text.find(_FIRST_PACKAGE, start + chunk)
+        end = len(text) if end < 0 else end
+        region = text[start : end + 1]  # and that newline, as the whole region holds it after the piece
+        _check_layout(region)
+        sections = json.loads(
+            _as_json(region), object_pairs_hook=_table, parse_float=_no_float, parse_constant=_no_float
+        )
+        del region
+        packages += map(reduce, _assembled(sections))
+        start = end
+    document["package"] = packages
     return document
 
 

@@ -231,8 +231,17 @@ def base_source(layout: Path) -> str | None:
 
 
 def missing_blobs(layout: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The layer descriptors of `manifest` whose blobs `layout` does not hold."""
-    return [layer for layer in manifest["layers"] if not blob_path(layout, layer["digest"]).is_file()]
+    """The layer descriptors of `manifest` whose blobs `layout` does not hold; a blob it holds as anything but a
+    regular file (a FIFO, a device, a folder) is refused naming it, not counted missing (then pushed from a base,
+    or handed to skopeo, which would wait on a FIFO for ever)."""
+    absent = []
+    for layer in manifest["layers"]:
+        stream = held_blob(layout, layer["digest"])
+        if stream is None:
+            absent.append(layer)
+        else:
+            stream.close()
+    return absent
 
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -451,12 +460,27 @@ def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[by
 
 def open_blob(layout: Path, digest: str) -> BinaryIO:
     """The layout's blob `digest`, open for reading: a regular file (`user_files`), else refused naming it."""
+    stream = held_blob(layout, digest)
+    if stream is None:
+        raise _missing(layout, digest)
+    return stream
+
+
+def held_blob(layout: Path, digest: str) -> BinaryIO | None:
+    """The layout's blob `digest` open for reading, None where the layout does not hold it (a shallow layout's base
+    layers); one that is no regular file (`user_files`: a FIFO is judged, never waited on) is refused naming it."""
     try:
         return user_files.opened(blob_path(layout, digest))
     except FileNotFoundError:
-        raise _missing(layout, digest) from None
+        return None
     except OSError as exc:
         raise _unreadable(layout, digest, exc) from None
+
+
+def blob_bytes(layout: Path, digest: str) -> bytes:
+    """The bytes of the layout's blob `digest` (a manifest, a config), read as `open_blob` opens it."""
+    with open_blob(layout, digest) as stream:
+        return stream.read()
 
 
 def _unreadable(layout: Path, digest: str, error: OSError) -> LockFormatError:

@@ -8,6 +8,7 @@ Credentials and `insecure` are `oci_distribution`'s."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,10 +143,10 @@ def push(
     mounted = streamed = uploaded = 0
     for descriptor in [manifest["config"], *manifest["layers"]]:
         digest, size = descriptor["digest"], int(descriptor.get("size", 0))
-        path = oci_layout.blob_path(layout, digest)
-        if path.is_file():
-            with path.open("rb") as stream:
-                target.push_blob_stream(digest, path.stat().st_size, stream)
+        held = oci_layout.held_blob(layout, digest)  # a FIFO is refused by name, not waited on
+        if held is not None:
+            with held as stream:
+                target.push_blob_stream(digest, os.fstat(stream.fileno()).st_size, stream)
             uploaded += 1
         elif target.has_blob(digest):
             continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -90,21 +91,40 @@ def checked_lock_text(lock: Lock, source: str, fix: str) -> str:
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if kept_inputs.kept_checked_text(digest):
         return text
-    try:
-        check_lock(lock, source)
-    except LockFieldError as refused:
-        raise LockFieldError(refused.message, fix) from None
+    _check_fields(lock, source, fix)
     kept_inputs.keep_checked_text(digest)
     return text
 
 
+def checked_lock_pieces(lock: Lock, source: str, fix: str) -> Iterator[str]:
+    """`checked_lock_text` in pieces (the head, then each entry), for a writer that writes them as they come
+    (`atomic_files.write_pieces_atomic`): every field is checked before the first piece is given (a text written
+    in pieces is never whole here, so it is checked each time, not kept by its bytes)."""
+    _check_fields(lock, source, fix)
+    return lock_pieces(lock)
+
+
+def _check_fields(lock: Lock, source: str, fix: str) -> None:
+    try:
+        check_lock(lock, source)
+    except LockFieldError as refused:
+        raise LockFieldError(refused.message, fix) from None
+
+
 def dump_lock(lock: Lock) -> str:
     """The exact text of a lock file."""
+    return "".join(lock_pieces(lock))
+
+
+def lock_pieces(lock: Lock) -> Iterator[str]:
+    """The text of a lock file in pieces: its head, then each entry of `package:` (in the lock's order) with its
+    line end, so a lock of 600k entries is never one string (nor a list of them) on its way to a file."""
     lines: list[str] = []
     _emit_mapping(lock_to_data(lock), 0, lines)
     lines.append("package:" if lock.package else "package: []")
-    lines += [_package_entry(package) for package in sorted(lock.package, key=lambda p: p.sort_key())]
-    return HEADER + "\n".join(lines) + "\n"
+    yield HEADER + "\n".join(lines) + "\n"
+    for package in sorted(lock.package, key=lambda p: p.sort_key()):
+        yield _package_entry(package) + "\n"
 
 
 _PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./:+-]*$")
@@ -118,13 +138,16 @@ _RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
 
 
 _SCALARS: dict[str, str] = {}
+_CACHED_UP_TO = 40  # characters: names, versions, platforms, specs repeat; a URL or a hash is written once
 
 
 def _scalar(value: Any) -> str:
     if isinstance(value, str):
         cached = _SCALARS.get(value)
         if cached is None:
-            cached = _SCALARS[value] = _string(value)
+            cached = _string(value)
+            if len(value) <= _CACHED_UP_TO:
+                _SCALARS[value] = cached
         return cached
     if value is None:
         return "null"
@@ -145,6 +168,8 @@ def _string(text: str) -> str:
 
 def _quoted(text: str) -> str:
     """A YAML double-quoted scalar in pure ASCII: everything outside printable ASCII is escaped."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # nothing to escape (a hash of digits alone, a URL with a space): as the loop writes it
     out = ['"']
     for char in text:
         code = ord(char)

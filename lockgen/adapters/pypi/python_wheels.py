@@ -21,7 +21,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from lockgen.core.pypi.wheel_names import best_for_target, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.lock import LockedPackage, PackageHash, pip_wheel
 from lockgen.model.names import MACHINE_OF_PLATFORM as MACHINE
 
 PLATFORMS = ("linux-64", "linux-aarch64")
@@ -154,14 +154,7 @@ class UnhashedWheel:
         """The lock entry, pinned by the sha256 its index lists for this very file."""
         if self.entry is not None:
             return self.entry.model_copy(update={"hash": PackageHash(sha256=sha256)})
-        return LockedPackage(
-            name=self.name,
-            version=self.version,
-            manager="pip",
-            platform=self.platform,
-            url=self.url,
-            hash=PackageHash(sha256=sha256),
-        )
+        return pip_wheel(self.name, self.version, self.platform, self.url, sha256)
 
     def left_out(self, why: str) -> str:
         """The line naming it as left out, and why no hash was found."""

@@ -110,8 +110,8 @@ def base_documents(base: Base, platform: str, progress: Callable[[str], None]) -
         return _registry_image(base, ARCHITECTURE[platform], progress).documents
     manifest, _, digest = base_manifest(base, platform, progress)
     return (
-        oci_layout.blob_path(base, digest).read_bytes(),
-        oci_layout.blob_path(base, manifest["config"]["digest"]).read_bytes(),
+        oci_layout.blob_bytes(base, digest),
+        oci_layout.blob_bytes(base, manifest["config"]["digest"]),
     )
 
 
