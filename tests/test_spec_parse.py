@@ -293,7 +293,9 @@ def test_any_accepted_path_stays_below_the_stack(path: str) -> None:
 @pytest.mark.parametrize("channels", ["5", '"conda-forge"', "{ name = 1 }"])
 def test_a_team_stack_s_channels_that_are_no_list_are_one_located_error(channels: str) -> None:
     base = parse_stack_text(GOOD)
-    team = f'[stack]\nname = "team"\nextends = "../base/stack.toml"\nchannels = {channels}\n[dependencies]\ntool = "*"\n'
+    team = (
+        f'[stack]\nname = "team"\nextends = "../base/stack.toml"\nchannels = {channels}\n[dependencies]\ntool = "*"\n'
+    )
     with pytest.raises(SpecError, match="`channels` must be a list") as raised:
         parse_stack_text(team, "team.toml", base=base)
     assert raised.value.line == 4

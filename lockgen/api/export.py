@@ -40,6 +40,7 @@ from lockgen.core.image.sbom import cyclonedx
 from lockgen.core.stack.team import HeldEnvironment, package_key, team_prefix
 from lockgen.digests import canonical_json
 from lockgen.errors import UserError
+from lockgen.model.environment_record import EnvironmentManifest
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.requests import ExportRequest, FromImage, FromPrefix, Layering
 from lockgen.model.results import Conformance, ExportedImage, ExportedIndex
@@ -369,14 +370,14 @@ def _export_from_image(
 
 
 def _record_existing(
-    tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, loaded: LoadedLock
+    tree: Path, manifest: EnvironmentManifest, conformance: Conformance, prefix: str, loaded: LoadedLock
 ) -> str:
     """An existing environment's record in `tree/.lockgen/` (its manifest, bound to the lock it conforms to and
     the conformance digest, and the lock itself); returns the environment digest."""
     env_digest = env_manifest.write(
         tree,
         manifest,
-        {},
+        None,
         {
             "lock_sha256": conformance.lock_sha256,
             "platform": conformance.platform,

@@ -20,6 +20,7 @@ from lockgen.adapters.image import oci_layout
 from lockgen.adapters.store import env_manifest
 from lockgen.core import nesting
 from lockgen.digests import canonical_json
+from lockgen.model.environment_record import EnvironmentManifest
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image.image_config import is_environment_prefix
@@ -35,7 +36,7 @@ class UnpackedImage:
     labels: dict[str, Any]
     root: Path  # the unpacked root file system
     recorded_environment: str  # the environment digest the labels record (hex)
-    manifest: dict[str, Any]  # the environment manifest built from the unpacked files
+    manifest: EnvironmentManifest  # built from the unpacked files
     environment: str  # its digest (hex)
     prefix: Path  # the folder of `root` holding the environment (at its prefix label, else /opt/env)
 

@@ -370,9 +370,7 @@ def gate_fragment(fleet: CertifyFleet) -> JsonObject:
     key and is a passing certificate of the arch, so the pod's containers never start on an uncertified
     image. The public key comes from the ConfigMap `NAME-signing-pub` (no private key in a training pod)."""
     mounts: list[JsonValue] = [{"name": "lockgen-signing-pub", "mountPath": "/keys", "readOnly": True}]
-    volumes: list[JsonValue] = [
-        {"name": "lockgen-signing-pub", "configMap": {"name": f"{fleet.name}-signing-pub"}}
-    ]
+    volumes: list[JsonValue] = [{"name": "lockgen-signing-pub", "configMap": {"name": f"{fleet.name}-signing-pub"}}]
     env: list[JsonValue] = []
     if fleet.registry_auth_secret:
         mounts.append({"name": "lockgen-registry-auth", "mountPath": "/registry-auth", "readOnly": True})

@@ -17,6 +17,7 @@ from lockgen.core.lock import lock_builder
 from lockgen.core.image.image_config import is_environment_prefix
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.environment_record import ManifestEntry
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import normalize
 from lockgen.model.oci import LOCK_LABEL, PREFIX_LABEL
@@ -33,7 +34,7 @@ class HeldEnvironment:
 
     packages: frozenset[str]
     records: dict[str, bytes]
-    entries: dict[str, dict[str, Any]]
+    entries: dict[str, ManifestEntry]
     relinked: frozenset[str] = frozenset()
 
 
