@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters import home
 from lockgen.adapters.conda import conda_meta
@@ -44,6 +43,7 @@ from lockgen.model.environment_record import EnvironmentManifest
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.requests import ExportRequest, FromImage, FromPrefix, Layering
 from lockgen.model.results import Conformance, ExportedImage, ExportedIndex
+from lockgen.model.oci_documents import OciDescriptor, OciIndex, OciManifest
 from lockgen.model.oci import (
     ARCHITECTURE,
     BASE_CONFIG_INSIDE,
@@ -182,7 +182,8 @@ def _export_index(
             )
     with _work_folder(out, fmt) as work:
         layout = work / "layout"
-        images, env_digests, sboms = [], {}, {}
+        images: list[OciDescriptor] = []
+        env_digests, sboms = {}, {}
         for platform in chosen:
             progress(f"{platform}: building the environment")
             tree = work / f"tree-{platform}"
@@ -209,7 +210,7 @@ def _export_index(
             )
             env_digests[platform] = env_digest
             image_tree.remove_tree(tree)
-        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
+        index: OciIndex = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
         digest = oci_layout.write_index(layout, index, request.tag or LockgenMeta(lock).target or "env")
         image_tree.place(layout, work, out, fmt, sboms)
     return ExportedIndex(digest, env_digests)
@@ -420,7 +421,7 @@ def _image(
     base: base_steps.Base | None,
     progress: Callable[[str], None],
     meter: Meter | None,
-) -> tuple[dict[str, Any], bytes]:
+) -> tuple[OciManifest, bytes]:
     """Layers and config of the built environment put into `layout`: (the image manifest, its SBOM)."""
     lock, chosen, lock_digest, env_digest, tree = (
         built.lock,
@@ -444,7 +445,7 @@ def _image(
     config = image_config(
         lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, built.prefix
     )
-    manifest = {
+    manifest: OciManifest = {
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,
         "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from lockgen.adapters.distribution import registry
 from lockgen.adapters.image import oci_layout, registry_image
 from lockgen.api.steps import attestation_steps
 from lockgen.core.image.image_reference import parse_reference, refuse_credentials
 from lockgen.errors import HostError, UserError
+from lockgen.model.json_values import JsonObject
+from lockgen.model.oci_documents import OciConfig, OciManifest
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 
 
@@ -71,8 +73,8 @@ def push(
 def _attestable(
     layout: Path,
     digest: str,
-    manifest: dict[str, Any],
-    config: dict[str, Any],
+    manifest: OciManifest,
+    config: OciConfig,
     reference: str,
     attest: tuple[Path, Path],
     sbom: Path | None,
@@ -80,6 +82,8 @@ def _attestable(
     """The attestations `push --attest` attaches, made for the layout's own image (the one the registry must then
     hold, by digest), so a certificate, key or SBOM that would be refused is refused before anything is pushed."""
     image = attestation_steps.AttestedImage.of(
-        oci_layout.blob_path(layout, digest).read_bytes(), manifest.get("mediaType", MANIFEST_MEDIA_TYPE), config
+        oci_layout.blob_path(layout, digest).read_bytes(),
+        manifest.get("mediaType", MANIFEST_MEDIA_TYPE),
+        cast(JsonObject, config),  # JSON the layout holds
     )
     attestation_steps.attestations(parse_reference(reference), image, attest[0], attest[1], sbom)

@@ -27,6 +27,7 @@ from lockgen.core.image.image_config import is_environment_prefix
 from lockgen.core.image.image_reference import refuse_credentials
 from lockgen.model.image import ImageConfig, ImageManifest, LayerEntry
 from lockgen.model.inputs import LockBytes
+from lockgen.model.oci_documents import OciConfig
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
@@ -63,7 +64,7 @@ class OpenedImage:
     file system, and each layer's members (bottom first)."""
 
     digest: str
-    config: dict[str, Any]  # as written (compared with the config export writes)
+    config: OciConfig  # as written (compared with the config export writes)
     root: Path
     manifest: ImageManifest
     typed_config: ImageConfig
@@ -102,9 +103,7 @@ def _layout_of(
     yield layout, tag
 
 
-def _one_image(
-    layout: Path, tag: str | None, work: Path
-) -> tuple[Path, ImageManifest, ImageConfig, dict[str, Any], str]:
+def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageManifest, ImageConfig, OciConfig, str]:
     """The image `tag` names (the layout's only one without a tag) as a layout of that image alone (its blobs
     those of `layout`), so unpacking reads the image the tag names; with its manifest and config (typed, and
     the config as written) and its digest."""
