@@ -9,10 +9,9 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters import user_files
 from lockgen.adapters.distribution import registry
@@ -34,7 +33,7 @@ from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFI
 @dataclass(frozen=True)
 class UnpackedImage:
     digest: str  # the manifest digest, sha256:...
-    labels: dict[str, Any]
+    labels: dict[str, str]
     root: Path  # the unpacked root file system
     recorded_environment: str  # the environment digest the labels record (hex)
     manifest: EnvironmentManifest  # built from the unpacked files
@@ -46,7 +45,7 @@ def is_reference(source: str) -> bool:
     return "://" in source and not source.startswith("file://")
 
 
-def require_lock(labels: dict[str, Any], lock: LockBytes) -> None:
+def require_lock(labels: Mapping[str, str], lock: LockBytes) -> None:
     """Refuses an image that was not exported from exactly `lock` (its bytes, as read)."""
     wanted = lock.sha256
     have = labels.get(LOCK_LABEL)
