@@ -17,7 +17,7 @@ from lockgen.api.steps import attestation_steps
 from lockgen.core.image.image_reference import parse_reference, refuse_credentials
 from lockgen.errors import HostError, UserError
 from lockgen.model.json_values import JsonObject
-from lockgen.model.oci_documents import OciConfig, OciManifest
+from lockgen.model.oci_documents import OciManifest
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 
 
@@ -34,7 +34,7 @@ def push(
     refuse_credentials(reference)
     manifest, config, local = oci_layout.read_image(layout)
     if attest is not None:  # everything attaching would refuse, refused before the first byte is pushed
-        _attestable(layout, local, manifest, config, reference, attest, sbom)
+        _attestable(layout, local, manifest, cast(JsonObject, config), reference, attest, sbom)  # JSON it holds
     layers = manifest.get("layers", [])
     size = sum(int(layer.get("size", 0)) for layer in layers)
     progress(f"pushing {len(layers)} layers ({size / 1e6:,.1f} MB compressed) to {reference}")
@@ -74,7 +74,7 @@ def _attestable(
     layout: Path,
     digest: str,
     manifest: OciManifest,
-    config: OciConfig,
+    config: JsonObject,
     reference: str,
     attest: tuple[Path, Path],
     sbom: Path | None,
@@ -82,8 +82,6 @@ def _attestable(
     """The attestations `push --attest` attaches, made for the layout's own image (the one the registry must then
     hold, by digest), so a certificate, key or SBOM that would be refused is refused before anything is pushed."""
     image = attestation_steps.AttestedImage.of(
-        oci_layout.blob_path(layout, digest).read_bytes(),
-        manifest.get("mediaType", MANIFEST_MEDIA_TYPE),
-        cast(JsonObject, config),  # JSON the layout holds
+        oci_layout.blob_path(layout, digest).read_bytes(), manifest.get("mediaType", MANIFEST_MEDIA_TYPE), config
     )
     attestation_steps.attestations(parse_reference(reference), image, attest[0], attest[1], sbom)
