@@ -59,13 +59,14 @@ def test_a_base_config_s_null_settings_read_as_none_and_its_others_are_kept() ->
         "config": {"Env": None, "Labels": None, "Healthcheck": {"Test": ["NONE"]}, "ExposedPorts": {"22/tcp": {}}},
         "rootfs": {"type": "layers", "diff_ids": []},
     }
-    config = image_config(_Lock(image_text(spec)), "linux-64", "a" * 64, "b" * 64, [], base)["config"]  # type: ignore[arg-type]
+    lock = _Lock(image_text(spec))
+    config = image_config(lock, "linux-64", "a" * 64, "b" * 64, [], base)["config"]  # type: ignore[arg-type]
     assert config["Env"] == [
         "PATH=/opt/env/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "CONDA_PREFIX=/opt/env",
     ]
     assert config["Labels"] is not None and config["Labels"]["dev.lockgen.target"] == "cpu"
-    assert config["Healthcheck"] == {"Test": ["NONE"]}  # type: ignore[typeddict-item]
+    assert config["Healthcheck"] == {"Test": ["NONE"]}
     assert config["ExposedPorts"] == {"22/tcp": {}, "8080/tcp": {}}
 
 

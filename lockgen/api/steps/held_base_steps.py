@@ -211,7 +211,8 @@ def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, Mani
             recorded = entries[file.path].get("sha256") if file.path in entries else None
             if file.kind == "file" and file.sha256 and env_manifest.covered(file.path) and recorded != file.sha256:
                 raise LockFormatError(
-                    f"the base image records {file.path} of {expected.key} as {str(recorded)[:12]}…, the package states {file.sha256[:12]}…",
+                    f"the base image records {file.path} of {expected.key} as {str(recorded)[:12]}…, "
+                    f"the package states {file.sha256[:12]}…",
                     "the base image was changed: export or pull it again",
                 )
         proven += 1

@@ -82,7 +82,8 @@ def config_differences(expected: Mapping[str, object], found: Mapping[str, objec
         elif key == "Labels" and isinstance(found_value, dict):
             labels = _object(want.get(key))
             lines += [
-                f"image: config label {name} is {_shown(found_value.get(name))}, export writes {_shown(labels.get(name))}"
+                f"image: config label {name} is {_shown(found_value.get(name))}, "
+                f"export writes {_shown(labels.get(name))}"
                 for name in sorted(set(labels) | set(found_value))
                 if labels.get(name) != found_value.get(name)
             ]
