@@ -51,6 +51,25 @@ def test_services_are_recorded_and_become_the_launcher_entrypoint() -> None:
     assert "services" not in json.loads(image_text(parse_stack(STACK + 'workdir = "/w"\n')))  # older locks unchanged
 
 
+def test_a_base_config_s_null_settings_read_as_none_and_its_others_are_kept() -> None:
+    """A base config whose `Env` and `Labels` are null (the image-spec allows it; `check_image` accepts it) crashed
+    export with a TypeError (exit 3): they are none, and the base's settings lockgen does not name stay."""
+    spec = parse_stack(STACK + 'exposed-ports = ["8080/tcp"]\n')
+    base = {
+        "config": {"Env": None, "Labels": None, "Healthcheck": {"Test": ["NONE"]}, "ExposedPorts": {"22/tcp": {}}},
+        "rootfs": {"type": "layers", "diff_ids": []},
+    }
+    lock = _Lock(image_text(spec))
+    config = image_config(lock, "linux-64", "a" * 64, "b" * 64, [], base)["config"]  # type: ignore[arg-type]
+    assert config["Env"] == [
+        "PATH=/opt/env/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "CONDA_PREFIX=/opt/env",
+    ]
+    assert config["Labels"] is not None and config["Labels"]["dev.lockgen.target"] == "cpu"
+    assert config["Healthcheck"] == {"Test": ["NONE"]}
+    assert config["ExposedPorts"] == {"22/tcp": {}, "8080/tcp": {}}
+
+
 @pytest.mark.parametrize(
     ("lines", "fragment"),
     [

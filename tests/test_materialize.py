@@ -406,6 +406,8 @@ def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(
         (None, lambda data: b'{"files": 5}'),  # stats: a cache, read as no fingerprints
         (None, lambda data: b'{"files": {"lib/libfoo.txt": 7}}'),
         (None, lambda data: data[:7]),
+        (None, lambda data: b'{"files": {}}'),  # no folders: crashed (KeyError) where every file was hashed again
+        (None, lambda data: b'{"files": {}, "dirs": 5}'),  # crashed (TypeError)
     ],
 )
 @pytest.mark.slow

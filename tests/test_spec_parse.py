@@ -288,3 +288,21 @@ def test_any_accepted_path_stays_below_the_stack(path: str) -> None:
         and "" not in kept.split("/")
         and kept == local_path(kept)
     )
+
+
+@pytest.mark.parametrize("channels", ["5", '"conda-forge"', "{ name = 1 }"])
+def test_a_team_stack_s_channels_that_are_no_list_are_one_located_error(channels: str) -> None:
+    base = parse_stack_text(GOOD)
+    team = (
+        f'[stack]\nname = "team"\nextends = "../base/stack.toml"\nchannels = {channels}\n[dependencies]\ntool = "*"\n'
+    )
+    with pytest.raises(SpecError, match="`channels` must be a list") as raised:
+        parse_stack_text(team, "team.toml", base=base)
+    assert raised.value.line == 4
+
+
+def test_a_team_stack_adds_its_channels_after_the_base_s() -> None:
+    base = parse_stack_text(GOOD)
+    team = '[stack]\nname = "team"\nextends = "../base/stack.toml"\nchannels = ["extra", "conda-forge"]\n'
+    spec = parse_stack_text(team + '[dependencies]\ntool = "*"\n', "team.toml", base=base)
+    assert spec.channels == ("conda-forge", "extra")

@@ -4,16 +4,16 @@ same bytes on every run and every machine."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
+
+from lockgen.model.json_values import JsonObject
 
 
 class _Dumper(yaml.SafeDumper):
     """pyyaml's safe dumper, with `|` blocks for multi-line strings and no `&anchors`: a mapping used twice
     (a selector and its pod's labels) is written out twice, as people write manifests."""
 
-    def ignore_aliases(self, data: Any) -> bool:
+    def ignore_aliases(self, data: object) -> bool:
         return True
 
 
@@ -24,7 +24,7 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _text)
 
 
-def render_documents(documents: list[dict[str, Any]], heading: str) -> str:
+def render_documents(documents: list[JsonObject], heading: str) -> str:
     """`documents` as one YAML stream (`---` before each), preceded by `heading` as comment lines."""
     body = yaml.dump_all(
         documents,

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters import home
 from lockgen.adapters.conda import conda_meta
@@ -41,9 +40,11 @@ from lockgen.core.image.sbom import cyclonedx
 from lockgen.core.stack.team import HeldEnvironment, package_key, team_prefix
 from lockgen.digests import canonical_json
 from lockgen.errors import UserError
+from lockgen.model.environment_record import EnvironmentManifest
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.requests import ExportRequest, FromImage, FromPrefix, Layering
 from lockgen.model.results import Conformance, ExportedImage, ExportedIndex
+from lockgen.model.oci_documents import OciDescriptor, OciIndex, OciManifest
 from lockgen.model.oci import (
     ARCHITECTURE,
     BASE_CONFIG_INSIDE,
@@ -183,7 +184,8 @@ def _export_index(
             )
     with _work_folder(out, fmt) as work:
         layout = work / "layout"
-        images, env_digests, sboms = [], {}, {}
+        images: list[OciDescriptor] = []
+        env_digests, sboms = {}, {}
         for platform in chosen:
             progress(f"{platform}: building the environment")
             tree = work / f"tree-{platform}"
@@ -210,7 +212,7 @@ def _export_index(
             )
             env_digests[platform] = env_digest
             image_tree.remove_tree(tree)
-        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
+        index: OciIndex = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": images}
         digest = oci_layout.write_index(layout, index, request.tag or LockgenMeta(lock).target or "env")
         image_tree.place(layout, work, out, fmt, sboms)
     return ExportedIndex(digest, env_digests)
@@ -371,14 +373,14 @@ def _export_from_image(
 
 
 def _record_existing(
-    tree: Path, manifest: dict[str, Any], conformance: Conformance, prefix: str, loaded: LoadedLock
+    tree: Path, manifest: EnvironmentManifest, conformance: Conformance, prefix: str, loaded: LoadedLock
 ) -> str:
     """An existing environment's record in `tree/.lockgen/` (its manifest, bound to the lock it conforms to and
     the conformance digest, and the lock itself); returns the environment digest."""
     env_digest = env_manifest.write(
         tree,
         manifest,
-        {},
+        None,
         {
             "lock_sha256": conformance.lock_sha256,
             "platform": conformance.platform,
@@ -421,7 +423,7 @@ def _image(
     base: base_steps.Base | None,
     progress: Callable[[str], None],
     meter: Meter | None,
-) -> tuple[dict[str, Any], bytes]:
+) -> tuple[OciManifest, bytes]:
     """Layers and config of the built environment put into `layout`: (the image manifest, its SBOM)."""
     lock, chosen, lock_digest, env_digest, tree = (
         built.lock,
@@ -445,7 +447,7 @@ def _image(
     config = image_config(
         lock, chosen, lock_digest, env_digest, [diff for _, diff in layers], base_config, built.prefix
     )
-    manifest = {
+    manifest: OciManifest = {
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,
         "config": {"mediaType": CONFIG_MEDIA_TYPE, **oci_layout.put_blob(layout, canonical_json(config))},

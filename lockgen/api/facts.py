@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from lockgen.adapters.pypi import release_evidence
-from lockgen.adapters.pypi.pypi_index import PYPI
+from lockgen.adapters.pypi.pypi_index import PYPI, IndexedWheel
 from lockgen.api.steps.stack_steps import load_stack
 from lockgen.core.gpu.arch_rules import ARCH_SPECIFIC_PACKAGES, arch_list_for, build_cuda
 from lockgen.core.credentials import scrub_url
@@ -25,7 +25,90 @@ from lockgen.model.facts import GpuFacts
 from lockgen.model.names import MACHINE_OF_PLATFORM
 
 
-def summary() -> dict[str, Any]:
+class ToolkitCount(TypedDict):
+    """How many CUDA toolkits the facts hold, the newest and its driver floor."""
+
+    count: int
+    newest: str
+    newest_min_driver: str
+
+
+class FactsSummary(TypedDict):
+    """`lockgen facts`: what the facts are and cover (`--json` prints it as it is)."""
+
+    valid_as_of: str
+    origin: str
+    archs: int
+    cuda_toolkits: ToolkitCount
+    pypi_torch_newest: dict[str, str]  # platform -> newest torch minor the facts know
+    official_torch_newest: str
+    inferred_entries: int
+    sources: list[str]
+    unverifiable: list[str]
+
+
+class NewerRelease(TypedDict):
+    """A torch release an index publishes, newer than the facts, and what the evidence decides of it."""
+
+    torch: str
+    platform: str
+    wheel: str
+    uploaded: str | None
+    cuda: str | None
+    evidence: str
+    admitted: bool
+    decision: str
+
+
+class VariantBuild(TypedDict):
+    """A CUDA-variant build (`+cu130`) of a PyTorch index whose arch list the facts do not hold."""
+
+    torch: str
+    platform: str
+    variant: str
+    index: str
+    wheel: str
+    cuda: str
+    arch_list: str | None
+    admitted: bool
+    decision: str
+
+
+class CondaBuild(TypedDict):
+    """A pytorch/libtorch build of a stack's conda channels whose arch list the facts lack or infer."""
+
+    build: str
+    platform: str
+    cuda: str
+    channel: str
+    decision: str
+
+
+class UnknownToolkit(TypedDict):
+    """A CUDA toolkit something names that has no driver floor in the facts, and what names it."""
+
+    cuda: str
+    why: str
+
+
+class IndexCheck(TypedDict):
+    """`lockgen facts check` of an index: what it publishes that the facts lack."""
+
+    index: str | None
+    valid_as_of: str
+    origin: str
+    newer_releases: list[NewerRelease]
+    variant_builds: list[VariantBuild]
+    unknown_cuda_toolkits: list[UnknownToolkit]
+
+
+class StackCheck(IndexCheck):
+    """`lockgen facts check --stack`: the index check of its PyPI sources, and its conda channels' builds."""
+
+    conda_builds: list[CondaBuild]
+
+
+def summary() -> FactsSummary:
     """The facts' date, origin, what they cover, and every source document they cite (deduplicated)."""
     facts = load_facts()
     sources = sorted(
@@ -69,15 +152,22 @@ def summary() -> dict[str, Any]:
 
 def check_stack(
     stack_path: Path, aliases: Sequence[str] = (), progress: Callable[[str], None] = lambda _: None
-) -> dict[str, Any]:
+) -> StackCheck:
     """`check` against what a stack reads: its PyPI index (when it has PyPI dependencies) for its platforms,
     with its Python and exclude-newer, and every pytorch/libtorch build its conda channels offer whose CUDA,
     arch list or release the facts lack."""
     stack, channels = load_stack(stack_path, aliases)
     spec = stack.spec
     platforms = tuple(dict.fromkeys(p for t in spec.targets if t.is_gpu for p in spec.platforms_of(t)))
-    report: dict[str, Any] = {"index": None, "newer_releases": [], "variant_builds": [], "unknown_cuda_toolkits": []}
     facts = load_facts()
+    report: IndexCheck = {
+        "index": None,
+        "newer_releases": [],
+        "variant_builds": [],
+        "unknown_cuda_toolkits": [],
+        "valid_as_of": facts.valid_as_of or "undated",
+        "origin": facts.origin,
+    }
     if spec.pypi_dependencies and platforms:
         options = spec.pypi_options
         python = spec.python_minor or "3.12"
@@ -89,7 +179,8 @@ def check_stack(
                 facts, release_evidence.torch_page(index), index, (variant,), platforms, python, cutoff
             )
             report["variant_builds"] += found
-    builds, toolkits = [], {t["cuda"]: t["why"] for t in report["unknown_cuda_toolkits"]}
+    builds: list[CondaBuild] = []
+    toolkits = {t["cuda"]: t["why"] for t in report["unknown_cuda_toolkits"]}
     for build in report["variant_builds"]:
         if build["cuda"] not in facts.cuda_toolkits:
             toolkits.setdefault(
@@ -134,11 +225,12 @@ def check(
     python: str = "3.12",
     exclude_newer: dt.date | None = None,
     progress: Callable[[str], None] = lambda _: None,
-) -> dict[str, Any]:
+) -> IndexCheck:
     """What `index` publishes that the facts lack: torch releases newer than them per platform (with the
     CUDA their METADATA states and whether the evidence admits them) and CUDA toolkits with no driver floor."""
     facts = load_facts()
-    releases, toolkits = [], {}
+    releases: list[NewerRelease] = []
+    toolkits: dict[str, str] = {}
     progress(f"reading {scrub_url(index)} for torch releases newer than the facts")
     page = release_evidence.torch_page(index)
     builds = variant_builds(
@@ -189,18 +281,18 @@ def check(
 
 def variant_builds(
     facts: GpuFacts,
-    page: dict[str, Any],
+    page: dict[str, IndexedWheel],
     index: str,
     variants: Sequence[str],
     platforms: Sequence[str],
     python: str,
     cutoff: dt.datetime | None,
-) -> list[dict[str, Any]]:
+) -> list[VariantBuild]:
     """The CUDA-variant builds (`2.16.0+cu130`) a PyTorch index's torch `page` serves whose arch list the facts do
     not hold: each with the CUDA its tag names and the list resolve would judge it by (`index_arch_list`, inferred
     from the newest known build of the variant), or why it is refused. Older builds the facts have no list of are
     left out: they are not news."""
-    found = []
+    found: list[VariantBuild] = []
     for platform in platforms:
         for variant in variants:
             known = [

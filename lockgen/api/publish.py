@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from lockgen.adapters.distribution import registry
 from lockgen.adapters.image import oci_layout, registry_image
 from lockgen.api.steps import attestation_steps
 from lockgen.core.image.image_reference import parse_reference, refuse_credentials
 from lockgen.errors import HostError, UserError
+from lockgen.model.json_values import JsonObject
+from lockgen.model.oci_documents import OciManifest
 from lockgen.model.oci import MANIFEST_MEDIA_TYPE
 
 
@@ -32,7 +34,7 @@ def push(
     refuse_credentials(reference)
     manifest, config, local = oci_layout.read_image(layout)
     if attest is not None:  # everything attaching would refuse, refused before the first byte is pushed
-        _attestable(layout, local, manifest, config, reference, attest, sbom)
+        _attestable(layout, local, manifest, cast(JsonObject, config), reference, attest, sbom)  # JSON it holds
     layers = manifest.get("layers", [])
     size = sum(int(layer.get("size", 0)) for layer in layers)
     progress(f"pushing {len(layers)} layers ({size / 1e6:,.1f} MB compressed) to {reference}")
@@ -71,8 +73,8 @@ def push(
 def _attestable(
     layout: Path,
     digest: str,
-    manifest: dict[str, Any],
-    config: dict[str, Any],
+    manifest: OciManifest,
+    config: JsonObject,
     reference: str,
     attest: tuple[Path, Path],
     sbom: Path | None,

@@ -10,11 +10,12 @@ models type the fields lockgen reads and keep the rest as written (`extra="allow
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from lockgen.model.base import Frozen
+from lockgen.model.json_values import JsonObject
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -32,7 +33,7 @@ class Descriptor(Frozen):
     annotations: dict[str, str] | None = None
     data: str | None = None
     artifact_type: str | None = Field(None, alias="artifactType")
-    platform: dict[str, Any] | None = None
+    platform: JsonObject | None = None
 
 
 class ImageManifest(Frozen):

@@ -9,10 +9,9 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters import user_files
 from lockgen.adapters.distribution import registry
@@ -20,22 +19,24 @@ from lockgen.adapters.image import oci_layout
 from lockgen.adapters.store import env_manifest
 from lockgen.core import nesting
 from lockgen.digests import canonical_json
+from lockgen.model.environment_record import EnvironmentManifest
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image.image_config import is_environment_prefix
 from lockgen.core.image.image_reference import refuse_credentials
 from lockgen.model.image import ImageConfig, ImageManifest, LayerEntry
 from lockgen.model.inputs import LockBytes
+from lockgen.model.oci_documents import OciConfig
 from lockgen.model.oci import ENVIRONMENT_LABEL, IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 
 
 @dataclass(frozen=True)
 class UnpackedImage:
     digest: str  # the manifest digest, sha256:...
-    labels: dict[str, Any]
+    labels: dict[str, str]
     root: Path  # the unpacked root file system
     recorded_environment: str  # the environment digest the labels record (hex)
-    manifest: dict[str, Any]  # the environment manifest built from the unpacked files
+    manifest: EnvironmentManifest  # built from the unpacked files
     environment: str  # its digest (hex)
     prefix: Path  # the folder of `root` holding the environment (at its prefix label, else /opt/env)
 
@@ -44,7 +45,7 @@ def is_reference(source: str) -> bool:
     return "://" in source and not source.startswith("file://")
 
 
-def require_lock(labels: dict[str, Any], lock: LockBytes) -> None:
+def require_lock(labels: Mapping[str, str], lock: LockBytes) -> None:
     """Refuses an image that was not exported from exactly `lock` (its bytes, as read)."""
     wanted = lock.sha256
     have = labels.get(LOCK_LABEL)
@@ -62,7 +63,7 @@ class OpenedImage:
     file system, and each layer's members (bottom first)."""
 
     digest: str
-    config: dict[str, Any]  # as written (compared with the config export writes)
+    config: OciConfig  # as written (compared with the config export writes)
     root: Path
     manifest: ImageManifest
     typed_config: ImageConfig
@@ -101,9 +102,7 @@ def _layout_of(
     yield layout, tag
 
 
-def _one_image(
-    layout: Path, tag: str | None, work: Path
-) -> tuple[Path, ImageManifest, ImageConfig, dict[str, Any], str]:
+def _one_image(layout: Path, tag: str | None, work: Path) -> tuple[Path, ImageManifest, ImageConfig, OciConfig, str]:
     """The image `tag` names (the layout's only one without a tag) as a layout of that image alone (its blobs
     those of `layout`), so unpacking reads the image the tag names; with its manifest and config (typed, and
     the config as written) and its digest."""

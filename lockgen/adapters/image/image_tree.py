@@ -14,7 +14,6 @@ import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.distribution import registry
@@ -25,6 +24,7 @@ from lockgen.adapters.image.layer_cache import LayerCache
 from lockgen.core.image.layers import plan_layers
 from lockgen.core.stack.team import dist_info_key
 from lockgen.errors import UserError
+from lockgen.model.oci_documents import OciDescriptor
 from lockgen.model.oci import LOCK_INSIDE
 from lockgen.model.requests import Layering
 
@@ -94,7 +94,7 @@ def build_layers(
     prefix: str,
     meter: Meter | None = None,
     held: frozenset[str] = frozenset(),
-) -> list[tuple[dict[str, Any], str]]:
+) -> list[tuple[OciDescriptor, str]]:
     """The layers of the environment in `tree` put into `layout`, (descriptor, diff_id) in plan order: one per
     package (grouped past the budget), the rest last; `held` packages are the base's layers, so only their
     records go into the last layer; `layering` the budget, compression and level."""

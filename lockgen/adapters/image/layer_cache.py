@@ -11,11 +11,11 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters.image import oci_layout
 from lockgen.adapters.home import lockgen_home
 from lockgen.digests import file_digest
+from lockgen.model.oci_documents import BlobRef, OciDescriptor
 from lockgen.model.oci import IMAGE_PREFIX, LAYER_MEDIA_TYPES
 
 
@@ -34,7 +34,7 @@ class LayerCache:
         self.root = root or lockgen_home() / "layers"
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def _linked(self, layout: Path, digest: str, verify: bool = True) -> dict[str, Any] | None:
+    def _linked(self, layout: Path, digest: str, verify: bool = True) -> BlobRef | None:
         """The cached blob of `digest` put into the layout; None when it is gone or its bytes changed."""
         blob = self.root / f"blob-{digest.split(':', 1)[1]}"
         if not blob.is_file():
@@ -51,7 +51,7 @@ class LayerCache:
 
     def layer(
         self, tree: Path, files: list[str], layout: Path, known: dict[str, str], prefix: str = IMAGE_PREFIX
-    ) -> tuple[dict[str, Any], str, bool]:
+    ) -> tuple[OciDescriptor, str, bool]:
         """The layer of `files` of `tree` (under `prefix` in the image) in `layout`: (descriptor, diff_id,
         taken from the cache)."""
         entry = self.root / f"{oci_layout.layer_key(tree, files, prefix, known)}-{self.suffix}.json"

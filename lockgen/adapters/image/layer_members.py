@@ -18,21 +18,22 @@ import hashlib
 import tarfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import IO, Any
+from typing import IO
 
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.store import env_manifest
 from lockgen.adapters.image.oci_layout import uncompressed
 from lockgen.errors import LockFormatError
+from lockgen.model.oci_documents import OciDescriptor
 from lockgen.model.oci import LOCK_INSIDE
 
 MAX_MEMBER = 256 << 20  # a recorded manifest, a conda-meta record or a lock: megabytes, even for a CUDA torch stack
-LayerOpener = Callable[[dict[str, Any]], AbstractContextManager[IO[bytes]]]  # a layer descriptor -> its blob's bytes
+LayerOpener = Callable[[OciDescriptor], AbstractContextManager[IO[bytes]]]  # a layer descriptor -> its blob's bytes
 
 
 def read_members(
     open_layer: LayerOpener,
-    layers: list[dict[str, Any]],
+    layers: list[OciDescriptor],
     prefix: str,
     wanted: Callable[[str], bool],
     past: Callable[[str], bool],
@@ -81,7 +82,7 @@ _RECORDS = f"{conda_meta.FOLDER}/"
 
 
 def environment_record(
-    open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str, records: bool
+    open_layer: LayerOpener, layers: list[OciDescriptor], prefix: str, records: bool
 ) -> dict[str, bytes]:
     """The environment manifest under `prefix` and, with `records`, every conda-meta record there, by
     prefix-relative path. Without `records` (a Python environment's base has none to gather) only the
@@ -106,7 +107,7 @@ def _past_records(relative: str) -> bool:
     return relative > _RECORDS and not relative.startswith(_RECORDS)
 
 
-def carried_lock(open_layer: LayerOpener, layers: list[dict[str, Any]], prefix: str) -> tuple[bytes, str] | None:
+def carried_lock(open_layer: LayerOpener, layers: list[OciDescriptor], prefix: str) -> tuple[bytes, str] | None:
     """The lock an image of lockgen's carries in the last of its `layers`, and its sha256; None when it carries none."""
     found = read_members(
         open_layer,

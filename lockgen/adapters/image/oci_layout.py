@@ -23,7 +23,7 @@ import stat
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO, cast
@@ -38,7 +38,9 @@ from lockgen.digests import canonical_json, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.core.image.image_platform import choose_manifest
 from lockgen.model.image import ImageConfig, ImageIndex, ImageManifest, LayerEntry
+from lockgen.model.json_values import JsonObject
 from lockgen.model.names import shown
+from lockgen.model.oci_documents import BlobRef, OciConfig, OciDescriptor, OciIndex, OciManifest
 from lockgen.model.oci import (
     BASE_SOURCE_ANNOTATION,
     IMAGE_CONFIG_MEDIA_TYPES,
@@ -164,7 +166,7 @@ def members(stream: IO[bytes]) -> dict[str, LayerEntry]:
     return found
 
 
-def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
+def put_blob(layout: Path, data: bytes) -> BlobRef:
     digest = hashlib.sha256(data).hexdigest()
     path = layout / "blobs" / "sha256" / digest
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +174,7 @@ def put_blob(layout: Path, data: bytes) -> dict[str, Any]:
     return {"digest": f"sha256:{digest}", "size": len(data)}
 
 
-def put_blob_file(layout: Path, source: Path) -> dict[str, Any]:
+def put_blob_file(layout: Path, source: Path) -> BlobRef:
     """Copies `source` into the layout's blobs under its digest, hashing as it copies (one read)."""
     folder = layout / "blobs" / "sha256"
     folder.mkdir(parents=True, exist_ok=True)
@@ -189,7 +191,7 @@ def put_blob_file(layout: Path, source: Path) -> dict[str, Any]:
     return {"digest": f"sha256:{hasher.hexdigest()}", "size": size}
 
 
-def link_cached_blob(layout: Path, source: Path, digest: str, verify: bool = True) -> dict[str, Any] | None:
+def link_cached_blob(layout: Path, source: Path, digest: str, verify: bool = True) -> BlobRef | None:
     """Puts a layer cache's blob (named by its digest, never written in place by lockgen) into the layout
     as a hard link, or a copy across file systems; None when `verify` finds its bytes changed."""
     if verify and "sha256:" + file_digest(source) != digest:
@@ -205,11 +207,13 @@ def link_cached_blob(layout: Path, source: Path, digest: str, verify: bool = Tru
     return {"digest": digest, "size": source.stat().st_size}
 
 
-def write_index(layout: Path, document: dict[str, Any], tag: str, annotations: dict[str, str] | None = None) -> str:
+def write_index(
+    layout: Path, document: OciManifest | OciIndex, tag: str, annotations: dict[str, str] | None = None
+) -> str:
     """Writes `document` (an image manifest, or an image index of one per platform), `index.json` naming it
     `tag` (with `annotations` on its descriptor: outside the manifest digest), and `oci-layout`; returns the
     document's digest."""
-    descriptor = {
+    descriptor: OciDescriptor = {
         "mediaType": document["mediaType"],
         **put_blob(layout, canonical_json(document)),
         "annotations": {**(annotations or {}), REF_NAME: tag},
@@ -230,11 +234,11 @@ def base_source(layout: Path) -> str | None:
     return source if isinstance(source, str) else None
 
 
-def missing_blobs(layout: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def missing_blobs(layout: Path, manifest: OciManifest) -> list[OciDescriptor]:
     """The layer descriptors of `manifest` whose blobs `layout` does not hold; a blob it holds as anything but a
     regular file (a FIFO, a device, a folder) is refused naming it, not counted missing (then pushed from a base,
     or handed to skopeo, which would wait on a FIFO for ever)."""
-    absent = []
+    absent: list[OciDescriptor] = []
     for layer in manifest["layers"]:
         stream = held_blob(layout, layer["digest"])
         if stream is None:
@@ -272,12 +276,12 @@ def blob_path(layout: Path, digest: str) -> Path:
 
 def read_image(
     layout: Path, architecture: str | None = None, tag: str | None = None
-) -> tuple[dict[str, Any], dict[str, Any], str]:
+) -> tuple[OciManifest, OciConfig, str]:
     """(manifest, config, manifest digest) of the layout's image tagged `tag` (its single image when no tag is
     asked), or with `architecture` of its linux/`architecture` image when that names an image index; blobs
     are checked against their digests, and the structure every reader relies on is checked once (`check_image`)."""
 
-    def blob(descriptor: Any, where: str, what: str) -> dict[str, Any]:
+    def blob(descriptor: Any, where: str, what: str) -> JsonObject:
         digest = digest_at(layout, descriptor, where)
         data = user_files.read_bytes(blob_path(layout, digest))
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
@@ -290,7 +294,7 @@ def read_image(
 
     try:
         index = nesting.loads(user_files.read_bytes(layout / "index.json"))
-        entry = tagged_entry(layout, index, tag)
+        entry: OciDescriptor | JsonObject = tagged_entry(layout, index, tag)
         if isinstance(entry, dict) and entry.get("mediaType") == INDEX_MEDIA_TYPE:
             if architecture is None:
                 raise LockFormatError(
@@ -305,11 +309,11 @@ def read_image(
         raise LockFormatError(
             f"`{layout}` is not a readable OCI image layout: {exc}", "pass a folder made by lockgen export"
         ) from None
-    check_image(layout, manifest, config)
-    return manifest, config, digest
+    checked_manifest, checked_config = checked_documents(layout, manifest, config)
+    return checked_manifest, checked_config, digest
 
 
-def _sized(layout: Path, descriptor: dict[str, Any], size: int, what: str) -> None:
+def _sized(layout: Path, descriptor: Mapping[str, object], size: int, what: str) -> None:
     """Refuses a blob whose descriptor gives another size (a runtime refuses it: the size bounds its read)."""
     if descriptor.get("size") != size:
         raise LockFormatError(
@@ -318,7 +322,7 @@ def _sized(layout: Path, descriptor: dict[str, Any], size: int, what: str) -> No
         )
 
 
-def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
+def tagged_entry(layout: Path, index: Any, tag: str | None) -> OciDescriptor:
     """index.json's descriptor (as written) of the image tagged `tag` (`org.opencontainers.image.ref.name`), or
     its only one when no tag is asked; an index naming two images by one tag, or several images when none is
     named, is refused: a runtime picks by the tag, so the check must read the image the tag names."""
@@ -352,8 +356,15 @@ def tagged_entry(layout: Path, index: Any, tag: str | None) -> dict[str, Any]:
     return index["manifests"][0]
 
 
+def checked_documents(where: Path | str, manifest: JsonObject, config: JsonObject) -> tuple[OciManifest, OciConfig]:
+    """The image's manifest and config as written, once `check_image` has found them of the shape their types
+    name (every descriptor's digest, size and media type, the layers, the config's rootfs and run settings)."""
+    check_image(where, manifest, config)
+    return cast(OciManifest, manifest), cast(OciConfig, config)
+
+
 def check_image(
-    where: Path | str, manifest: dict[str, Any], config: dict[str, Any]
+    where: Path | str, manifest: Mapping[str, object], config: Mapping[str, object]
 ) -> tuple[ImageManifest, ImageConfig]:
     """The image's manifest and config as typed values, refused (one error) unless their descriptors, layers,
     diff_ids and labels are what every reader relies on, so a damaged or hostile image (a layout's or a
@@ -428,7 +439,7 @@ def unpack(
     return tuple(tree.layers)
 
 
-def _checked_tar(layout: Path, layer: dict[str, Any], diff_id: str, plain: IO[bytes]) -> None:
+def _checked_tar(layout: Path, layer: OciDescriptor, diff_id: str, plain: IO[bytes]) -> None:
     """The layer's uncompressed tar written into `plain` (rewound), its blob and diff_id checked."""
     path = blob_path(layout, layer["digest"])
     if not path.exists():

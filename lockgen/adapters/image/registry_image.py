@@ -12,7 +12,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters.image import oci_layout
 from lockgen.core import nesting
@@ -20,6 +19,8 @@ from lockgen.adapters.distribution.oci_distribution import Registry
 from lockgen.core.image.image_platform import choose_manifest
 from lockgen.core.image.image_reference import ImageReference, parse_reference
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.json_values import JsonObject
+from lockgen.model.oci_documents import OciConfig, OciManifest
 from lockgen.model.image import LayerEntry
 from lockgen.model.oci import DOCKER_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
 
@@ -31,8 +32,8 @@ IMAGES = (MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE)
 class RemoteImage:
     reference: ImageReference  # as given (a tag, or a digest)
     digest: str  # the platform's image manifest's digest: what the export is based on
-    manifest: dict[str, Any]
-    config: dict[str, Any]
+    manifest: OciManifest
+    config: OciConfig
     documents: tuple[bytes, bytes] = (b"", b"")  # the manifest's and the config's bytes, as their digests cover them
 
     @property
@@ -41,7 +42,7 @@ class RemoteImage:
         return f"{self.reference.name}@{self.digest}"
 
 
-def _document(data: bytes, where: str) -> dict[str, Any]:
+def _document(data: bytes, where: str) -> JsonObject:
     try:
         document = nesting.loads(data)
     except ValueError:
@@ -62,7 +63,7 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     if media_type in INDEXES:
         entry = choose_manifest(_document(data, str(reference)), architecture, str(reference))
-        digest = entry["digest"]
+        digest = str(entry["digest"])  # `choose_manifest` checked it: a sha256 digest
         progress(f"base {reference}: an image index; its linux/{architecture} image is {digest}")
         got = client.manifest(digest)
         if got is None:
@@ -77,13 +78,12 @@ def read(reference: ImageReference, architecture: str, insecure: bool, progress:
             "pass an OCI or Docker image, or an image index of them",
         )
     manifest = _document(data, f"the manifest of {reference}")
-    oci_layout.digest_at(str(reference), manifest.get("config"), "the manifest's config")
-    config_bytes = client.blob(manifest["config"]["digest"])
+    config_bytes = client.blob(oci_layout.digest_at(str(reference), manifest.get("config"), "the manifest's config"))
     config = _document(config_bytes, f"the config of {reference}")
-    oci_layout.check_image(str(reference), manifest, config)
+    checked_manifest, checked_config = oci_layout.checked_documents(str(reference), manifest, config)
     if reference.digest is None or reference.digest != digest:
         progress(f"base {reference} is {reference.name}@{digest}")
-    return RemoteImage(reference, digest, manifest, config, (data, config_bytes))
+    return RemoteImage(reference, digest, checked_manifest, checked_config, (data, config_bytes))
 
 
 _READ: dict[tuple[ImageReference, str, bool], RemoteImage] = {}
@@ -126,7 +126,7 @@ def layer_reader(
 def push(
     layout: Path,
     manifest_bytes: bytes,
-    manifest: dict[str, Any],
+    manifest: OciManifest,
     media_type: str,
     target_text: str,
     base_text: str,

@@ -18,6 +18,8 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
+from lockgen.model.environment_record import EnvironmentManifest, ManifestEntry, ManifestStats
+
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.core.env.stat_rules import ctime_stands
@@ -45,14 +47,14 @@ def content_digest(relative: str, data: bytes) -> str:
     return hashlib.sha256(conda_meta.digest_content(data) if conda_meta.is_record(relative) else data).hexdigest()
 
 
-def overlay(lower: Mapping[str, dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
+def overlay(lower: Mapping[str, ManifestEntry], manifest: EnvironmentManifest) -> EnvironmentManifest:
     """`manifest` (of a tree built on a lower environment it does not hold) over the lower environment's
     entries by path: the manifest of the union, as if it had been built whole."""
     files = {**lower, **{entry["path"]: entry for entry in manifest["files"]}}
     return {**manifest, "files": [files[path] for path in sorted(files)]}
 
 
-def entry_of(prefix: Path, relative: str) -> dict[str, Any]:
+def entry_of(prefix: Path, relative: str) -> ManifestEntry:
     path = prefix / relative
     info = path.lstat()
     if stat.S_ISLNK(info.st_mode):
@@ -107,7 +109,7 @@ def build(
     known: Mapping[str, str] | None = None,
     scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None,
     hashed: Mapping[str, list] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[EnvironmentManifest, ManifestStats]:
     """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint
     and the folders.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
@@ -117,7 +119,8 @@ def build(
     (the same inode, untouched since: a hard link of it made or removed since counts, `stat_rules.ctime_stands`)."""
     scanned, folder_infos = scanned_tree or scan_tree(prefix)  # one lstat per path, from the walk itself
     known = {**_unchanged(scanned, hashed), **(known or {})} if hashed else (known or {})
-    entries, fingerprints = [], {}
+    entries: list[ManifestEntry] = []
+    fingerprints: dict[str, list[int]] = {}
     for relative in sorted(relative for relative in scanned if covered(relative)):  # one pass: 15,000 files a torch
         info = scanned[relative]
         mode, digest = info.st_mode, known.get(relative)
@@ -178,7 +181,7 @@ def unchanged(before: list | None, now: list[int]) -> bool:
     return before[:2] == now[:2] and before[3:5] == now[3:5] and ctime_stands(before[5], now[5], before[2], now[2])
 
 
-def refresh_fingerprints(prefix: Path, stats: dict[str, Any], verified: dict[str, list[int]]) -> None:
+def refresh_fingerprints(prefix: Path, stats: ManifestStats, verified: dict[str, list[int]]) -> None:
     """Records the fingerprints of files just re-hashed and found equal. A file's ctime is shared by every
     hard link of its inode, and environments hard-link the package cache: materializing a sibling
     environment (or `cp -al`, or exporting with hard links) moves it for all of them. Without this, every
@@ -193,7 +196,7 @@ def refresh_fingerprints(prefix: Path, stats: dict[str, Any], verified: dict[str
         return
 
 
-def digest(manifest: dict[str, Any]) -> str:
+def digest(manifest: EnvironmentManifest) -> str:
     """The environment digest: the sha256 of the manifest's canonical JSON (its files encoded by `entries_json`)."""
     if not isinstance(manifest.get("files"), list):
         return canonical_digest(manifest)
@@ -221,10 +224,11 @@ def entries_json(entries: Sequence[Any]) -> bytes:
     return ("[" + ",".join(map(_entry_json, entries)) + "]").encode()
 
 
-def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: dict[str, Any]) -> str:
+def write(prefix: Path, manifest: EnvironmentManifest, stats: ManifestStats | None, extra: Mapping[str, str]) -> str:
     """Writes the manifest with `extra` and its environment digest (`digest(manifest)`, which it returns) under
     `environment_digest`, and the stats. The files are encoded once for both the digest and the file (canonical,
-    so compact: json's C encoder runs only without indent; 60,000 files in 0.1 s, not 1 s)."""
+    so compact: json's C encoder runs only without indent; 60,000 files in 0.1 s, not 1 s). `stats` None: no file
+    was fingerprinted here (an existing environment's record), written as `{}`, which reads as no fingerprints."""
     files = {"files": entries_json(manifest["files"])}
     environment = hashlib.sha256(canonical_json_with(manifest, files)).hexdigest()
     (prefix / ".lockgen").mkdir(exist_ok=True)
@@ -232,11 +236,11 @@ def write(prefix: Path, manifest: dict[str, Any], stats: dict[str, Any], extra: 
     write_bytes_atomic(
         prefix / MANIFEST, canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n"
     )
-    write_bytes_atomic(prefix / STATS, (json.dumps(stats, sort_keys=True) + "\n").encode())
+    write_bytes_atomic(prefix / STATS, (json.dumps(stats or {}, sort_keys=True) + "\n").encode())
     return environment
 
 
-def read(prefix: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def read(prefix: Path) -> tuple[EnvironmentManifest, ManifestStats]:
     """The manifest and the stats (`files` fingerprints, `dirs`). A manifest that is not one (cut short by a
     crash or a full disk, or edited) is an error naming it; stats that are not lockgen's (an older lockgen's,
     size and mtime per path, or damaged ones) read as fingerprints that never match, so every file is
@@ -258,7 +262,7 @@ def read(prefix: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return manifest, _stats(prefix / STATS)
 
 
-def _not_a_manifest(manifest: Any) -> str | None:
+def _not_a_manifest(manifest: object) -> str | None:
     """What makes `manifest` not a manifest `build` writes, or None."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
         return "not a JSON object with a list of files"
@@ -277,7 +281,7 @@ def _not_a_manifest(manifest: Any) -> str | None:
     return None
 
 
-def _stats(path: Path) -> dict[str, Any]:
+def _stats(path: Path) -> ManifestStats:
     try:
         stats = json.loads(path.read_bytes()) if path.is_file() else {}
     except (ValueError, RecursionError, OSError):
@@ -285,4 +289,5 @@ def _stats(path: Path) -> dict[str, Any]:
     files = stats.get("files") if isinstance(stats, dict) else None
     if not isinstance(files, dict) or not all(type(value) is list for value in files.values()):
         return {"files": {}, "dirs": None}
-    return stats
+    dirs = stats.get("dirs")  # a list of folders lockgen wrote, else (damaged) None: no folder is then compared
+    return {"files": files, "dirs": dirs if isinstance(dirs, list) and all(type(d) is str for d in dirs) else None}

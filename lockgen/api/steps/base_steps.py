@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import IO, Any, NamedTuple, cast
+from typing import IO, NamedTuple, cast
 
 from lockgen.adapters.image import oci_layout, registry_image
 from lockgen.adapters.image.layer_members import LayerOpener
@@ -37,6 +37,7 @@ from lockgen.adapters.distribution.oci_distribution import Registry
 from lockgen.core.image.image_reference import ImageReference, parse_reference, refuse_credentials
 from lockgen.core.image.layer_lookup import file_at
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.oci_documents import OciConfig, OciDescriptor, OciManifest
 from lockgen.model.base_image import RegistryBase
 from lockgen.model.oci import ARCHITECTURE, BASE_DIGEST_ANNOTATION, BASE_SOURCE_ANNOTATION
 
@@ -46,12 +47,12 @@ Base = Path | RegistryBase
 class BaseRead(NamedTuple):
     """A base image as read for one platform: its manifest, its config and the manifest's digest."""
 
-    manifest: dict[str, Any]
-    config: dict[str, Any]
+    manifest: OciManifest
+    config: OciConfig
     digest: str
 
 
-Layers = list[tuple[dict[str, Any], str]]  # (descriptor, diff_id), base first
+Layers = list[tuple[OciDescriptor, str]]  # (descriptor, diff_id), base first
 
 
 def base_manifest(base: Base, platform: str, progress: Callable[[str], None]) -> BaseRead:
@@ -75,7 +76,7 @@ class BaseLayers(NamedTuple):
     """What an export builds on: the base image's layers, its config, and the manifest annotations that pin it."""
 
     layers: Layers
-    config: dict[str, Any]
+    config: OciConfig
     annotations: dict[str, str]
 
 
@@ -131,12 +132,13 @@ def layer_opener(base: Base) -> LayerOpener:
     return lambda layer: oci_layout.open_blob(base, layer["digest"])
 
 
-def index_annotations(base: Base | None, manifest: dict[str, Any]) -> dict[str, str]:
+def index_annotations(base: Base | None, manifest: OciManifest) -> dict[str, str]:
     """What index.json's descriptor records of a shallow layout: where its absent base blobs live."""
     if not isinstance(base, RegistryBase):
         return {}
     reference = _reference(base)
-    return {BASE_SOURCE_ANNOTATION: f"{reference.name}@{manifest['annotations'][BASE_DIGEST_ANNOTATION]}"}
+    pinned = (manifest.get("annotations") or {})[BASE_DIGEST_ANNOTATION]  # `base_image` put it there
+    return {BASE_SOURCE_ANNOTATION: f"{reference.name}@{pinned}"}
 
 
 def base_file(base: Base, platform: str, paths: Sequence[str], progress: Callable[[str], None]) -> str | None:

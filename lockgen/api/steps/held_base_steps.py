@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.proof import manifest_store
@@ -39,6 +38,8 @@ from lockgen.core.image.image_config import service_files
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.stack.team import HeldEnvironment, package_key, python_closure, same_builds
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.environment_record import EnvironmentManifest, ManifestEntry
+from lockgen.model.oci_documents import OciConfig, OciManifest
 from lockgen.model.lock import Lock
 from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL, PREFIX_LABEL, SERVICE_LAUNCHER
 
@@ -49,7 +50,7 @@ def held_packages(
     lock: Lock,
     lock_path: Path | None,
     platform: str,
-    base_config: dict[str, Any],
+    base_config: OciConfig,
     prefix: str,
     progress: Callable[[str], None],
 ) -> tuple[Lock | None, frozenset[str]]:
@@ -86,7 +87,7 @@ def held_packages(
     return base_lock, held
 
 
-def refuse_leftover_services(lock: Lock, base_config: dict[str, Any], prefix: str) -> None:
+def refuse_leftover_services(lock: Lock, base_config: OciConfig, prefix: str) -> None:
     """Refuses a team lock without `[image] services` on a base image that runs them: the base's launcher and
     services.json would stay under the team's layers (lockgen's layers delete nothing), files the team lock
     does not state."""
@@ -105,8 +106,8 @@ def held_environment(
     held: frozenset[str],
     platform: str,
     open_layer: LayerOpener,
-    base_manifest: dict[str, Any],
-    base_config: dict[str, Any],
+    base_manifest: OciManifest,
+    base_config: OciConfig,
     prefix: str,
     progress: Callable[[str], None],
 ) -> HeldEnvironment | None:
@@ -149,7 +150,7 @@ def held_environment(
                 "pass the base stack's own lockgen image, exported again if it was changed",
             )
     for path, data in records.items():
-        digest = entries.get(path, {}).get("sha256")
+        digest = entries[path].get("sha256") if path in entries else None
         if digest != env_manifest.content_digest(path, data):
             raise LockFormatError(
                 f"the base image's {path} is not what its environment manifest records",
@@ -165,8 +166,8 @@ def held_environment(
 
 
 def _recorded_manifest(
-    found: dict[str, bytes], base_config: dict[str, Any], platform: str, prefix: str
-) -> dict[str, Any]:
+    found: dict[str, bytes], base_config: OciConfig, platform: str, prefix: str
+) -> EnvironmentManifest:
     """The base image's environment manifest, held to its image's label and the base lock."""
     labels = (base_config.get("config") or {}).get("Labels") or {}
     try:
@@ -195,7 +196,7 @@ def _recorded_manifest(
     return recorded
 
 
-def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, dict[str, Any]]) -> int:
+def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, ManifestEntry]) -> int:
     """How many held packages' own manifests (those known here) agree with the base's manifest, file by
     file; a disagreement is a changed base image."""
     python, proven = lock_python(base_lock, platform), 0
@@ -207,15 +208,11 @@ def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, dict
         patched = {} if is_wheel(manifest) else manifest_store.cached_patched(manifest.sha256, prefix) or {}
         expected = package_expected(manifest, python, accepted, patched)
         for file in expected.files:
-            recorded = entries.get(file.path, {})
-            if (
-                file.kind == "file"
-                and file.sha256
-                and env_manifest.covered(file.path)
-                and recorded.get("sha256") != file.sha256
-            ):
+            recorded = entries[file.path].get("sha256") if file.path in entries else None
+            if file.kind == "file" and file.sha256 and env_manifest.covered(file.path) and recorded != file.sha256:
                 raise LockFormatError(
-                    f"the base image records {file.path} of {expected.key} as {str(recorded.get('sha256'))[:12]}…, the package states {file.sha256[:12]}…",
+                    f"the base image records {file.path} of {expected.key} as {str(recorded)[:12]}…, "
+                    f"the package states {file.sha256[:12]}…",
                     "the base image was changed: export or pull it again",
                 )
         proven += 1

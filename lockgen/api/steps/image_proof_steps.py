@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from lockgen.adapters.image import image_source, oci_layout
 from lockgen.api.steps.conformance_steps import conform
@@ -22,6 +22,7 @@ from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.image.sbom import cyclonedx
 from lockgen.digests import canonical_json
 from lockgen.errors import LockgenError
+from lockgen.model.oci_documents import OciConfig
 from lockgen.model.inputs import BundleBytes
 from lockgen.model.image import ImageConfig, ImageManifest
 from lockgen.model.lock import LoadedLock, Lock
@@ -103,7 +104,7 @@ def prove_opened(
 
 
 def _config_problems(
-    lock: Lock, result: Conformance, opened: image_source.OpenedImage, base_config: dict[str, Any] | None, prefix: str
+    lock: Lock, result: Conformance, opened: image_source.OpenedImage, base_config: OciConfig | None, prefix: str
 ) -> list[str]:
     """The image's config (as written) against the one export writes from the lock over the image's own layers
     and environment label (which the files and the SBOM check), on its base's config."""
@@ -121,7 +122,7 @@ class BaseAccount(NamedTuple):
     are the base's (None: they cannot be told), the base's config as written, and the problems found."""
 
     layers: int | None
-    config: dict[str, Any] | None
+    config: OciConfig | None  # as written, of the shape `check_image` checks
     problems: list[str]
 
 

@@ -41,6 +41,7 @@ from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.stack.team import HeldEnvironment, package_key
 from lockgen.core.env.wheel_files import OWN_FOLDER, in_own_folder
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.environment_record import EnvironmentManifest, ManifestStats
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
 from lockgen.model.results import Drift
 
@@ -363,7 +364,7 @@ def _shown(when: float | None) -> str | None:
     return conformance_store.shown_time(when) if when is not None else None
 
 
-def _drift(prefix: Path, full: bool, manifest: dict, stats: dict) -> Drift:
+def _drift(prefix: Path, full: bool, manifest: EnvironmentManifest, stats: ManifestStats) -> Drift:
     """The work of `recorded_drift`: every path against the record (`manifest`, `stats`), hashing what moved
     (all when `full`)."""
     recorded = {e["path"]: e for e in manifest["files"]}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 import stat
 from collections.abc import Iterable
-from typing import Any
 
+from lockgen.model.environment_record import EnvironmentManifest
 from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, LOCK_INSIDE
 from lockgen.model.results import Drift
 
@@ -26,7 +26,7 @@ _CACHED = re.compile(
 )  # foo.cpython-312.pyc, foo.cpython-312.opt-1.pyc
 
 
-def manifest_drift(recorded: dict[str, Any], current: dict[str, Any]) -> Drift:
+def manifest_drift(recorded: EnvironmentManifest, current: EnvironmentManifest) -> Drift:
     """Files missing, extra or changed between a recorded manifest and one built from the files now."""
     before = {e["path"]: e for e in recorded["files"]}
     now = {e["path"]: e for e in current["files"]}

@@ -21,6 +21,7 @@ from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage, Observed
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.env.wheel_files import RecordRow, Scheme, expected_files, is_script, wheel_to_prefix
 from lockgen.digests import canonical_digest
+from lockgen.model.json_values import JsonObject
 from lockgen.model.inventory import InstalledDistribution
 from lockgen.model.lock import Lock
 from lockgen.model.manifests import PackageManifest
@@ -105,11 +106,11 @@ class PlacedWheel:
     placed: ExpectedPackage
 
 
-def placed_record(manifest: PackageManifest, python: str) -> tuple[PlacedWheel, dict[str, Any]]:
+def placed_record(manifest: PackageManifest, python: str) -> tuple[PlacedWheel, JsonObject]:
     """A wheel's placement for Python `X.Y` and its record to keep (JSON), bound to the wheel's sha256, the
     Python and `PLACEMENT_LAYOUT`: a materialize of the wheel again reads it instead of its manifest."""
     placed = wheel_expected(manifest, python)
-    record = {
+    record: JsonObject = {
         "layout": PLACEMENT_LAYOUT,
         "sha256": manifest.sha256,
         "python": python,

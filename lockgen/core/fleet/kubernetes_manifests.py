@@ -17,10 +17,9 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
-
 from lockgen.core.image.image_reference import ImageReference
 from lockgen.errors import UserError
+from lockgen.model.json_values import JsonObject, JsonValue
 
 GPUS_PER_NODE_DEFAULT = 8  # an HGX/DGX node: eight H100/H200/B200 on one baseboard
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # what GPU Feature Discovery labels a node with
@@ -128,7 +127,7 @@ def check_fleet(fleet: CertifyFleet) -> None:
         )
 
 
-def lock_config_map(fleet: CertifyFleet, lock_text: str) -> dict[str, Any]:
+def lock_config_map(fleet: CertifyFleet, lock_text: str) -> JsonObject:
     """The ConfigMap that carries the lock into the pods (mounted at /lock): conformance runs against it."""
     assert fleet.lock_name is not None
     if len(lock_text.encode("utf-8")) > CONFIGMAP_LIMIT_BYTES:
@@ -144,7 +143,7 @@ def lock_config_map(fleet: CertifyFleet, lock_text: str) -> dict[str, Any]:
     }
 
 
-def _labels(fleet: CertifyFleet, component: str) -> dict[str, str]:
+def _labels(fleet: CertifyFleet, component: str) -> JsonObject:
     return {
         "app.kubernetes.io/name": "lockgen",
         "app.kubernetes.io/instance": fleet.name,
@@ -152,7 +151,7 @@ def _labels(fleet: CertifyFleet, component: str) -> dict[str, str]:
     }
 
 
-def _metadata(fleet: CertifyFleet, name: str, component: str) -> dict[str, Any]:
+def _metadata(fleet: CertifyFleet, name: str, component: str) -> JsonObject:
     return {"name": name, "namespace": fleet.namespace, "labels": _labels(fleet, component)}
 
 
@@ -170,8 +169,8 @@ def _verify_args(fleet: CertifyFleet, quick: bool) -> list[str]:
     return args
 
 
-def _environment(fleet: CertifyFleet) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [
+def _environment(fleet: CertifyFleet) -> list[JsonValue]:
+    env: list[JsonValue] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "HOME", "value": "/scratch"},
         {"name": "LOCKGEN_HOME", "value": "/scratch/lockgen"},
@@ -184,7 +183,7 @@ def _environment(fleet: CertifyFleet) -> list[dict[str, Any]]:
     return env
 
 
-def _container_security() -> dict[str, Any]:
+def _container_security() -> JsonObject:
     return {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -194,13 +193,13 @@ def _container_security() -> dict[str, Any]:
     }
 
 
-def _mounts_and_volumes(fleet: CertifyFleet) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    mounts: list[dict[str, Any]] = [
+def _mounts_and_volumes(fleet: CertifyFleet) -> tuple[list[JsonValue], list[JsonValue]]:
+    mounts: list[JsonValue] = [
         {"name": "certs", "mountPath": "/certs"},
         {"name": "scratch", "mountPath": "/scratch"},
         {"name": "shm", "mountPath": "/dev/shm"},
     ]
-    volumes: list[dict[str, Any]] = [
+    volumes: list[JsonValue] = [
         {"name": "certs", "persistentVolumeClaim": {"claimName": fleet.certs_claim}},
         {"name": "scratch", "emptyDir": {}},
         {"name": "shm", "emptyDir": {"medium": "Memory"}},  # NCCL's shared memory: a container's /dev/shm is 64 MiB
@@ -228,8 +227,8 @@ def _mounts_and_volumes(fleet: CertifyFleet) -> tuple[list[dict[str, Any]], list
     return mounts, volumes
 
 
-def _pod_spec(fleet: CertifyFleet, container: dict[str, Any], volumes: list[dict[str, Any]]) -> dict[str, Any]:
-    spec: dict[str, Any] = {
+def _pod_spec(fleet: CertifyFleet, container: JsonObject, volumes: list[JsonValue]) -> JsonObject:
+    spec: JsonObject = {
         "containers": [container],
         "securityContext": {
             "runAsNonRoot": True,
@@ -248,13 +247,13 @@ def _pod_spec(fleet: CertifyFleet, container: dict[str, Any], volumes: list[dict
     return spec
 
 
-def certify_job(fleet: CertifyFleet) -> dict[str, Any]:
+def certify_job(fleet: CertifyFleet) -> JsonObject:
     """The Job: N pods at once, never two on one node (a required anti-affinity on the hostname), each
     certifying its node and writing `/certs/NODE.cert.json` and `/certs/NODE.junit.xml` on the claim.
     Indexed, with `backoffLimitPerIndex: 0`: a node's pod is never retried, and a node that fails does not
     stop the others (a Job-wide `backoffLimit: 0` would terminate every running pod at the first failure)."""
     mounts, volumes = _mounts_and_volumes(fleet)
-    container = {
+    container: JsonObject = {
         "name": "certify",
         "image": fleet.lockgen_image,
         "command": ["lockgen"],
@@ -315,7 +314,7 @@ def monitor_script(fleet: CertifyFleet) -> str:
     )
 
 
-def monitor_daemon_set(fleet: CertifyFleet) -> dict[str, Any]:
+def monitor_daemon_set(fleet: CertifyFleet) -> JsonObject:
     """The DaemonSet: one pod on every node with the GPU product, re-certifying it every interval. Its
     readiness probe is `lockgen cert export CERT --format npd`: unready while the last certificate failed,
     is missing or does not verify. An init container (the one root step) lets uid 1000 write NFD's
@@ -326,7 +325,7 @@ def monitor_daemon_set(fleet: CertifyFleet) -> dict[str, Any]:
     probe = 'exec lockgen cert export "/certs/$NODE_NAME.quick.cert.json" --format npd' + (
         " --key /keys/signing.pub" if fleet.key_secret else ""
     )
-    container = {
+    container: JsonObject = {
         "name": "monitor",
         "image": fleet.lockgen_image,
         "command": ["sh", "-c", monitor_script(fleet)],
@@ -365,21 +364,19 @@ def monitor_daemon_set(fleet: CertifyFleet) -> dict[str, Any]:
     }
 
 
-def gate_fragment(fleet: CertifyFleet) -> dict[str, Any]:
+def gate_fragment(fleet: CertifyFleet) -> JsonObject:
     """A piece of a training pod's spec (`initContainers` and `volumes` to merge in): the init container
     lists the attestations attached to the pinned image and exits 1 unless one verifies with the public
     key and is a passing certificate of the arch, so the pod's containers never start on an uncertified
     image. The public key comes from the ConfigMap `NAME-signing-pub` (no private key in a training pod)."""
-    mounts = [{"name": "lockgen-signing-pub", "mountPath": "/keys", "readOnly": True}]
-    volumes: list[dict[str, Any]] = [
-        {"name": "lockgen-signing-pub", "configMap": {"name": f"{fleet.name}-signing-pub"}}
-    ]
-    env = []
+    mounts: list[JsonValue] = [{"name": "lockgen-signing-pub", "mountPath": "/keys", "readOnly": True}]
+    volumes: list[JsonValue] = [{"name": "lockgen-signing-pub", "configMap": {"name": f"{fleet.name}-signing-pub"}}]
+    env: list[JsonValue] = []
     if fleet.registry_auth_secret:
         mounts.append({"name": "lockgen-registry-auth", "mountPath": "/registry-auth", "readOnly": True})
         volumes.append({"name": "lockgen-registry-auth", "secret": {"secretName": fleet.registry_auth_secret}})
         env.append({"name": "REGISTRY_AUTH_FILE", "value": "/registry-auth/.dockerconfigjson"})
-    container: dict[str, Any] = {
+    container: JsonObject = {
         "name": "lockgen-gate",
         "image": fleet.lockgen_image,
         "command": ["lockgen"],

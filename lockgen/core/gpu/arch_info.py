@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from lockgen.core.gpu.arch_rules import coverage
 from lockgen.core.gpu.facts import arch_fact, is_tegra, load_facts, sorted_archs
 from lockgen.model.facts import GpuFacts
 
 
-def arch_table() -> list[dict[str, Any]]:
+class ArchRow(TypedDict):
+    """One arch in `lockgen arch`'s table (and its `--json` list)."""
+
+    arch: str
+    compute_capability: str
+    family: str
+    gpus: list[str]
+    first_cuda: str
+    last_cuda: str | None
+
+
+ArchReport = dict[str, str | bool | list[str]]  # one arch's facts and derivations, printed key by key in order
+
+
+def arch_table() -> list[ArchRow]:
     """One row per known arch, oldest first."""
     facts = load_facts()
     return [
@@ -25,7 +39,7 @@ def arch_table() -> list[dict[str, Any]]:
     ]
 
 
-def arch_report(name: str) -> dict[str, Any]:
+def arch_report(name: str) -> ArchReport:
     """Everything lockgen knows and derives about one arch (`cpu`: the target without a GPU)."""
     facts = load_facts()
     if name == "cpu":

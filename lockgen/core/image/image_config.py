@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.gpu.package_data import data_bytes
 from lockgen.digests import canonical_json
 from lockgen.model.lock import Lock
+from lockgen.model.oci_documents import OciConfig, RunSettings
 from lockgen.model.oci import (
     ARCHITECTURE,
     ENVIRONMENT_LABEL,
@@ -74,11 +75,12 @@ def image_config(
     lock_digest: str,
     env_digest: str,
     diff_ids: list[str],
-    base: dict[str, Any] | None = None,
+    base: OciConfig | None = None,
     prefix: str = IMAGE_PREFIX,
-) -> dict[str, Any]:
+) -> OciConfig:
     """The config blob's content for `lock` on `platform` over layers `diff_ids` (base layers first), the
-    environment at `prefix`."""
+    environment at `prefix`; a base's own run settings kept where the lock's do not replace them (a null one
+    as none)."""
     env = _environment_variables(lock, platform, prefix)
     labels = {
         "org.opencontainers.image.title": f"{LockgenMeta(lock).stack or 'lockgen'} {LockgenMeta(lock).target}".strip(),
@@ -89,9 +91,9 @@ def image_config(
         "dev.lockgen.arch": LockgenMeta(lock).arch,
         PREFIX_LABEL: prefix,
     }
-    inherited = (base or {}).get("config", {})
+    inherited: RunSettings = base.get("config", {}) if base is not None else {}
     settings = _locked_settings(lock)
-    for line in inherited.get("Env", []):
+    for line in inherited.get("Env") or []:
         key = line.split("=", 1)[0]
         if key == "PATH":  # a lockgen base image's PATH already starts with the environment
             inherited_path = line.split("=", 1)[1]
@@ -103,22 +105,26 @@ def image_config(
         elif not any(e.startswith(key + "=") for e in env) and key not in settings.get("env", {}):
             env.append(line)
     env += [f"{key}={value}" for key, value in sorted(settings.get("env", {}).items())]
-    config = {
-        **{k: v for k, v in inherited.items() if k not in ("Env", "Labels", "User")},
-        "User": settings.get("user", "1000:1000"),
-        "Env": env,
-        "WorkingDir": settings.get("workdir") or inherited.get("WorkingDir", "/"),
-        "Labels": {**inherited.get("Labels", {}), **settings.get("labels", {}), **labels},
-    }
-    for key, field in (("Entrypoint", "entrypoint"), ("Cmd", "cmd")):
-        if settings.get(field) is not None:
-            config[key] = list(settings[field])
+    kept = {key: value for key, value in inherited.items() if key not in ("Env", "Labels", "User")}
+    config = cast(RunSettings, kept)  # and the base's settings lockgen does not name (`Healthcheck`, …), as written
+    config["User"] = settings.get("user", "1000:1000")
+    config["Env"] = env
+    config["WorkingDir"] = settings.get("workdir") or inherited.get("WorkingDir", "/")
+    config["Labels"] = {**(inherited.get("Labels") or {}), **settings.get("labels", {}), **labels}
+    if settings.get("entrypoint") is not None:
+        config["Entrypoint"] = list(settings["entrypoint"])
+    if settings.get("cmd") is not None:
+        config["Cmd"] = list(settings["cmd"])
     if settings.get("services"):  # the launcher starts them all; a base image's cmd would be its arguments
         config["Entrypoint"] = [f"{prefix}/bin/python", f"{prefix}/{SERVICE_LAUNCHER}"]
         config.pop("Cmd", None)
-    for key, field in (("ExposedPorts", "exposed-ports"), ("Volumes", "volumes")):
-        if settings.get(field):
-            config[key] = {**inherited.get(key, {}), **{entry: {} for entry in settings[field]}}
+    if settings.get("exposed-ports"):
+        config["ExposedPorts"] = {
+            **inherited.get("ExposedPorts", {}),
+            **{port: {} for port in settings["exposed-ports"]},
+        }
+    if settings.get("volumes"):
+        config["Volumes"] = {**inherited.get("Volumes", {}), **{volume: {} for volume in settings["volumes"]}}
     return {
         "created": "1970-01-01T00:00:00Z",
         "architecture": ARCHITECTURE[platform],

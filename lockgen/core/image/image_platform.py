@@ -8,14 +8,16 @@ import re
 from typing import Any
 
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.json_values import JsonObject
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _PLAIN_VARIANTS = (None, "", "v8")  # what a plain `linux/arm64` (or amd64) means
 
 
-def choose_manifest(index: Any, architecture: str, where: str) -> dict[str, Any]:
+def choose_manifest(index: Any, architecture: str, where: str) -> JsonObject:
     """The descriptor of `index`'s linux/`architecture` image (the first such entry, the plainest variant
-    first); one error naming the platforms it has when it has none."""
+    first), its digest checked, the rest as the index holds it; one error naming the platforms it has when it
+    has none."""
     entries = index.get("manifests") if isinstance(index, dict) else None
     if not isinstance(entries, list):
         raise LockFormatError(f"{where} is an image index that lists no manifests", "pass a well-formed image or index")

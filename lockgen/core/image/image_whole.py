@@ -9,6 +9,7 @@ Each difference is one line naming it; the callers read the image and hand its v
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -50,31 +51,41 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def config_differences(expected: dict[str, Any], found: dict[str, Any]) -> list[str]:
+def _object(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def config_differences(expected: Mapping[str, object], found: Mapping[str, object]) -> list[str]:
     """Each way the image's config differs from the one export writes (`expected`), one line each."""
     lines = [
         f"image: config {key} is {_shown(found.get(key))}, export writes {_shown(expected.get(key))}"
         for key in sorted(set(expected) | set(found))
         if key != "config" and expected.get(key) != found.get(key)
     ]
-    want: dict[str, Any] = expected.get("config") or {}
-    have: dict[str, Any] = found["config"] if isinstance(found.get("config"), dict) else {}
+    want, have = _object(expected.get("config")), _object(found.get("config"))
     for key in sorted(set(want) | set(have)):
         if want.get(key) == have.get(key):
             continue
-        if key == "Env" and isinstance(have.get(key), list):
-            added = [line for line in have[key] if line not in want.get(key, [])]
-            lacking = [line for line in want.get(key, []) if line not in have[key]]
+        found_value = have.get(key)
+        if key == "Env" and isinstance(found_value, list):
+            wanted_lines = _list(want.get(key))
+            added = [line for line in found_value if line not in wanted_lines]
+            lacking = [line for line in wanted_lines if line not in found_value]
             said = [f"adds {_shown(added)}"] * bool(added) + [f"lacks {_shown(lacking)}"] * bool(lacking)
             lines.append(
                 f"image: config Env {' and '.join(said) or 'is in another order'} (export writes {_shown(want.get(key))})"
             )
-        elif key == "Labels" and isinstance(have.get(key), dict):
-            labels = want.get(key, {})
+        elif key == "Labels" and isinstance(found_value, dict):
+            labels = _object(want.get(key))
             lines += [
-                f"image: config label {name} is {_shown(have[key].get(name))}, export writes {_shown(labels.get(name))}"
-                for name in sorted(set(labels) | set(have[key]))
-                if labels.get(name) != have[key].get(name)
+                f"image: config label {name} is {_shown(found_value.get(name))}, "
+                f"export writes {_shown(labels.get(name))}"
+                for name in sorted(set(labels) | set(found_value))
+                if labels.get(name) != found_value.get(name)
             ]
         else:
             lines.append(f"image: config {key} is {_shown(have.get(key))}, export writes {_shown(want.get(key))}")

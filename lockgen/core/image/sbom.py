@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from lockgen.core.lock.lock_builder import LockgenMeta
+from lockgen.model.json_values import JsonObject, JsonValue
 from lockgen.model.lock import Lock
 
 
@@ -19,20 +20,24 @@ def _purl(package: Any, platform: str) -> str:
     return f"pkg:conda/{channel}/{package.name}@{package.version}?build={package.build or ''}&subdir={subdir}"
 
 
-def cyclonedx(lock: Lock, platform: str, lock_sha256: str, environment_digest: str) -> dict[str, Any]:
-    components = []
+def cyclonedx(lock: Lock, platform: str, lock_sha256: str, environment_digest: str) -> JsonObject:
+    components: list[tuple[str, JsonObject]] = []  # (purl, component)
     for package in lock.packages_for(platform):
-        hashes = [{"alg": "SHA-256", "content": package.hash.sha256}] if package.hash.sha256 else []
+        hashes: list[JsonValue] = [{"alg": "SHA-256", "content": package.hash.sha256}] if package.hash.sha256 else []
         hashes += [{"alg": "MD5", "content": package.hash.md5}] if package.hash.md5 else []
+        purl = _purl(package, platform)
         components.append(
-            {
-                "type": "library",
-                "name": package.name,
-                "version": package.version,
-                "purl": _purl(package, platform),
-                "hashes": hashes,
-                "externalReferences": [{"type": "distribution", "url": package.url}],
-            }
+            (
+                purl,
+                {
+                    "type": "library",
+                    "name": package.name,
+                    "version": package.version,
+                    "purl": purl,
+                    "hashes": hashes,
+                    "externalReferences": [{"type": "distribution", "url": package.url}],
+                },
+            )
         )
     return {
         "bomFormat": "CycloneDX",
@@ -51,5 +56,5 @@ def cyclonedx(lock: Lock, platform: str, lock_sha256: str, environment_digest: s
                 {"name": "lockgen:platform", "value": platform},
             ],
         },
-        "components": sorted(components, key=lambda c: c["purl"]),
+        "components": [component for _, component in sorted(components, key=lambda pair: pair[0])],
     }

@@ -65,7 +65,7 @@ class StackDocument:
 
     text: str
     source: str
-    tables: dict[str, Any]
+    tables: dict[str, object]
 
 
 def stack_document(text: str, source: str = "stack.toml") -> StackDocument:
@@ -77,8 +77,8 @@ def extends_of(stack: str | StackDocument, source: str = "stack.toml") -> str | 
     """The base stack a stack's `[stack] extends` names, or None (the text is parsed in full later)."""
     read = stack if isinstance(stack, StackDocument) else stack_document(stack, source)
     text, source, document = read.text, read.source, read.tables
-    table: dict[str, Any] = document["stack"] if isinstance(document.get("stack"), dict) else {}
-    value = table.get("extends")
+    table = document.get("stack")
+    value = table.get("extends") if isinstance(table, dict) else None
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise _Locator(text, source).error(
             "`extends` must name a base stack file", 'write extends = "../platform/stack.toml"', ("stack", "extends")
@@ -103,7 +103,7 @@ def parse_stack_text(
     return _stack(document, locator)
 
 
-def _document(text: str, source: str) -> dict[str, Any]:
+def _document(text: str, source: str) -> dict[str, object]:
     """The stack's tables, read by the standard library's TOML reader (about ten times tomlkit's speed, and
     tomlkit's import, about 30 ms, is then never paid); a text it refuses goes to tomlkit, whose error names the
     line (and which reads what it can, as before)."""
@@ -146,8 +146,8 @@ def _past_limits(exc: BaseException) -> str:
 
 
 def _stack_table(
-    document: dict[str, Any], locator: "_Locator", refused: Callable[[str], None] = lambda _: None
-) -> dict[str, Any]:
+    document: dict[str, object], locator: "_Locator", refused: Callable[[str], None] = lambda _: None
+) -> dict[str, object]:
     """The document's [stack] table, once every top-level table and [stack] key is a known one; `refused(key)`
     raises for a known key this kind of stack may not set (checked key by key, in the file's order)."""
     for key in document:
@@ -161,7 +161,7 @@ def _stack_table(
     return stack
 
 
-def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
+def _stack(document: dict[str, object], locator: "_Locator") -> StackSpec:
     stack = _stack_table(document, locator)
     conda = (
         _table(document, "dependencies", locator)
@@ -177,7 +177,7 @@ def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
     if not targets_table:
         raise locator.error("no targets", "add at least one [targets.NAME] table with `arch`", ("targets",))
     targets = tuple(_target(n, v, locator) for n, v in targets_table.items())
-    fields: dict[str, Any] = {k.replace("-", "_"): v for k, v in stack.items()}
+    fields: dict[str, object] = {k.replace("-", "_"): v for k, v in stack.items()}
     fields["exclude_newer"] = _exclude_newer(stack.get("exclude-newer"), locator, ("stack", "exclude-newer"))
     try:
         return StackSpec(
@@ -192,9 +192,9 @@ def _stack(document: dict[str, Any], locator: "_Locator") -> StackSpec:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) -> StackSpec:
+def _team_stack(document: dict[str, object], locator: "_Locator", base: StackSpec) -> StackSpec:
     """A team stack on a base: the base's platforms, targets and rules; its dependencies added to the base's."""
-    where = document["stack"]["extends"]
+    where = _table(document, "stack", locator)["extends"]  # a text: `extends_of` found it so
 
     def refused(key: str) -> None:
         if key in _INHERITED_KEYS:
@@ -237,7 +237,10 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
                 f"remove it here; to move it, update the base ({where})",
                 (table, name),
             )
-    channels = tuple(dict.fromkeys(base.channels + tuple(stack.get("channels", ()))))
+    added_channels = stack.get("channels", ())
+    if not isinstance(added_channels, list | tuple):
+        raise locator.error("`channels` must be a list", 'write channels = ["conda-forge"]', ("stack", "channels"))
+    channels = tuple(dict.fromkeys(base.channels + tuple(added_channels)))
     try:
         return StackSpec.model_validate(
             {
@@ -255,11 +258,11 @@ def _team_stack(document: dict[str, Any], locator: "_Locator", base: StackSpec) 
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: LockBase) -> StackSpec:
+def _team_stack_on_lock(document: dict[str, object], locator: "_Locator", base: LockBase) -> StackSpec:
     """A team stack on a lock (an adopted Python environment): the lock's target, platforms and Python; the
     team's PyPI dependencies and options. The target's hardware is the lock's, or `[targets.NAME]` states it
     (a pinned lock records none)."""
-    where = document["stack"]["extends"]
+    where = _table(document, "stack", locator)["extends"]  # a text: `extends_of` found it so
 
     def refused(key: str) -> None:
         if key in ("exclude-newer", "unknown-releases"):
@@ -323,7 +326,7 @@ def _team_stack_on_lock(document: dict[str, Any], locator: "_Locator", base: Loc
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _table(document: dict[str, Any], key: str, locator: "_Locator") -> dict[str, Any]:
+def _table(document: dict[str, object], key: str, locator: "_Locator") -> dict[str, object]:
     value = document.get(key)
     if value is None:
         raise locator.error(f"missing [{key}] table", f"add a [{key}] table (see docs/guide/stacks.md)", ())
@@ -358,7 +361,7 @@ def _dependency(name: str, value: Any, locator: "_Locator") -> Dependency:
 
 def _pypi_dependency(name: str, value: Any, locator: "_Locator") -> PypiDependency:
     where = ("pypi-dependencies", name)
-    fields: dict[str, Any] = {"name": name}
+    fields: dict[str, object] = {"name": name}
     if isinstance(value, str):
         fields["specifier"] = value
     elif isinstance(value, dict):

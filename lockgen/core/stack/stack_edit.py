@@ -37,7 +37,7 @@ class Addition:
 
     table: DependencyTable
     name: str
-    value: str | dict[str, Any]
+    value: str | dict[str, str | list[str]]  # a spec, or a table of version and extras
 
     @property
     def match_spec(self) -> str:
@@ -159,7 +159,7 @@ def _editable(table: Any, name: str, source: str) -> Table | InlineTable:
     return table
 
 
-def _append(table: Table | InlineTable, name: str, value: str | dict[str, Any]) -> None:
+def _append(table: Table | InlineTable, name: str, value: str | dict[str, str | list[str]]) -> None:
     """`name = value` after the table's last line that sets a key: a table's trailing blank lines and the
     comments above the next table stay where they are (tomlkit's own append puts the line after them)."""
     item: Any = value

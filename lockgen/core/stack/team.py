@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from lockgen.core.lock import lock_builder
 from lockgen.core.image.image_config import is_environment_prefix
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.errors import LockFormatError, UserError
+from lockgen.model.environment_record import ManifestEntry
+from lockgen.model.oci_documents import OciConfig
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import normalize
 from lockgen.model.oci import LOCK_LABEL, PREFIX_LABEL
@@ -33,7 +34,7 @@ class HeldEnvironment:
 
     packages: frozenset[str]
     records: dict[str, bytes]
-    entries: dict[str, dict[str, Any]]
+    entries: dict[str, ManifestEntry]
     relinked: frozenset[str] = frozenset()
 
 
@@ -146,7 +147,7 @@ def _pypi_key(name: str, version: str) -> str:
     return f"pypi-{normalize(name)}-{version}"
 
 
-def team_prefix(lock: Lock, base_config: dict[str, Any], default: str) -> str:
+def team_prefix(lock: Lock, base_config: OciConfig, default: str) -> str:
     """Where a team lock's environment goes on a base image: the prefix of the base's environment when the
     base is lockgen's image of the base lock this team lock was held to (an adopted environment keeps its own
     path, `/opt/torch/.venv` say), else `default`."""
