@@ -280,3 +280,18 @@ def test_an_index_listing_a_sha256_that_is_not_one_is_named(tmp_path: Path) -> N
         refused.stderr
     )
     assert "the foreign lock holds this value" not in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_pixi_direct_url_wheel_with_a_hash_is_imported_at_its_url(tmp_path: Path) -> None:
+    """pixi marks a direct URL `direct+https://...`; with the sha256 pixi writes, the wheel is pinned like any
+    other, at the URL after the mark (rattler's reading). Before, the whole import failed ("not an https, http or
+    file URL")."""
+    digest = "b" * 64
+    url = f"https://files.example/{KIT.filename}"
+    text = _pixi_lock(tmp_path, "http://127.0.0.1:1/simple", KIT.filename, url=f"direct+{url}").read_text()
+    source = tmp_path / "pixi.lock"
+    source.write_text(text.replace("  name: gpukit\n", f"  name: gpukit\n  sha256: {digest}\n"))
+    done = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert done.returncode == 0, done.stderr
+    kits = [p for p in read_lock(tmp_path / "t.yml").lock.package if p.name == "gpukit"]
+    assert len(kits) == 2 and all(p.url == url and p.hash.sha256 == digest for p in kits), kits

@@ -387,12 +387,13 @@ def _pixi_entry(
     kind: str, url: str, record: dict[str, Any], platform: str, indexes: tuple[str, ...]
 ) -> LockedPackage | UnhashedWheel | str:
     """A pixi entry as lockgen's; a PyPI one without a hash may be listed by the environment's `indexes` (by
-    none where pixi marks it a direct URL)."""
+    none where pixi marks it a direct URL: `direct+https://...`, the URL after the mark, as rattler reads it)."""
     hashes = PackageHash(md5=record.get("md5"), sha256=record.get("sha256"))
     if kind == "pypi":
         name = record.get("name") or url.split("/")[-1].split("-")[0]
         version = str(record["version"]) if "version" in record else None
-        return _pip_entry(name, version, url, hashes, platform, () if url.startswith(_DIRECT) else indexes)
+        direct = url.startswith(_DIRECT)
+        return _pip_entry(name, version, url.removeprefix(_DIRECT), hashes, platform, () if direct else indexes)
     _, name, version, build = _split_conda_file(url)
     return LockedPackage(
         name=record.get("name", name),
