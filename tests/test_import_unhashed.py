@@ -295,3 +295,25 @@ def test_a_pixi_direct_url_wheel_with_a_hash_is_imported_at_its_url(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     kits = [p for p in read_lock(tmp_path / "t.yml").lock.package if p.name == "gpukit"]
     assert len(kits) == 2 and all(p.url == url and p.hash.sha256 == digest for p in kits), kits
+
+
+def test_a_pixi_environment_s_indexes_are_checked(tmp_path: Path) -> None:
+    """`indexes` as a string was asked one character at a time; `indexes: []` was taken for pypi.org; where no
+    index could be read, the import said none "lists a sha256"."""
+    source = _pixi_lock(tmp_path, "http://127.0.0.1:1/simple", KIT.filename)
+    text = source.read_text()
+    source.write_text(
+        text.replace("    indexes:\n    - http://127.0.0.1:1/simple\n", "    indexes: https://x.example\n")
+    )
+    refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert "pixi environment `default`: `indexes` is 'https://x.example', not a list of index URLs" in refused.stderr
+    source.write_text(text.replace("    indexes:\n    - http://127.0.0.1:1/simple\n", "    indexes: []\n"))
+    refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert refused.returncode == 1 and "its pixi environment names no index (`indexes: []`)" in refused.stderr
+    first, second = (f"http://127.0.0.1:{_closed_port()}/simple" for _ in range(2))
+    _pixi_lock(tmp_path, first, KIT.filename, indexes=(first, second))
+    refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert refused.returncode == 1 and not (tmp_path / "t.yml").exists(), refused.stderr
+    assert f"none of its indexes ({first}, {second}) could be read; its index could not be read" in refused.stderr
+    assert "lists a sha256" not in refused.stderr

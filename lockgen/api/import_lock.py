@@ -132,9 +132,9 @@ def _pinned_from_index(
     left_out: list[tuple[UnhashedWheel, str]] = []
     for wheel in wheels:
         if not wheel.indexes:
-            left_out.append((wheel, "it comes from a direct URL, which no index lists"))
+            left_out.append((wheel, wheel.unindexed))
             continue
-        listed, unread, elsewhere = None, None, None
+        listed, unread, elsewhere, unread_count = None, None, None, 0
         for index in wheel.indexes:
             key = (index, wheel.name)
             if key not in pages:
@@ -144,7 +144,7 @@ def _pinned_from_index(
                     pages[key] = exc
             page = pages[key]
             if isinstance(page, LookupError):
-                unread = unread or page
+                unread, unread_count = unread or page, unread_count + 1
             elif wheel.filename in page and _same_file(page[wheel.filename].url, wheel.url):
                 listed = page[wheel.filename].sha256
                 break
@@ -152,8 +152,11 @@ def _pinned_from_index(
                 elsewhere = elsewhere or page[wheel.filename].url
         if listed is not None:
             pinned.append(wheel.locked(listed))
-        elif unread is not None and len(wheel.indexes) == 1:
-            left_out.append((wheel, str(unread)))
+        elif unread is not None and unread_count == len(wheel.indexes):  # none could be read: none said no
+            named = ", ".join(scrub_url(index) for index in wheel.indexes)
+            left_out.append(
+                (wheel, str(unread) if unread_count == 1 else f"none of its indexes ({named}) could be read; {unread}")
+            )
         else:
             left_out.append((wheel, _none_lists(wheel.indexes, unread, elsewhere)))
     return tuple(pinned), left_out

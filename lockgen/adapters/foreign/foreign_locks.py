@@ -241,11 +241,13 @@ def _pip_entry(
     hashes: PackageHash,
     platform: str,
     indexes: tuple[str, ...],
+    unindexed: str = "",
     **fields: Any,
 ) -> LockedPackage | UnhashedWheel | str:
     """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
-    gives none); a wheel the lock gives no hash for, with the `indexes` that may list it (none for a direct URL),
-    for the import to pin it from there or refuse it; or why it cannot be one (an sdist is built on install)."""
+    gives none); a wheel the lock gives no hash for, with the `indexes` that may list it (none for a direct URL;
+    `unindexed`: why none, where that is not the reason), for the import to pin it from there or refuse it; or
+    why it cannot be one (an sdist is built on install)."""
     file_name = wheel_file_name(url)
     label = f"{platform}: `{name}` {version or ''}".rstrip()
     try:
@@ -259,6 +261,8 @@ def _pip_entry(
     if hashes.sha256 or hashes.md5:
         return package
     first, *later = indexes or ("",)
+    if unindexed:
+        return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package, unindexed)
     return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package)
 
 
@@ -339,7 +343,7 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
     packages: list[LockedPackage] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
-    indexes = tuple(str(index) for index in env.get("indexes") or _PIXI_INDEXES)
+    indexes = _pixi_indexes(env.get("indexes", _PIXI_INDEXES), name)
     seen, virtual = set(), {}
     for platform_name, entries in env["packages"].items():
         platform = declared.get(platform_name, {}).get("subdir") or _pixi_platform(platform_name, entries)
@@ -359,6 +363,19 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
     channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
     form = f"pixi.lock v{version}"
     return Imported(form, channels, tuple(packages), digest, tuple(skipped), virtual, unhashed=tuple(unhashed))
+
+
+def _pixi_indexes(indexes: object, environment: str) -> tuple[str, ...]:
+    """An environment's `indexes`: a list of http(s) or file URLs, refused otherwise (a string would be read
+    one character at a time). An empty list names none, and is kept so: no index is made up for it."""
+    if not isinstance(indexes, (list, tuple)) or not all(
+        isinstance(index, str) and re.match(r"(https?|file)://", index) for index in indexes
+    ):
+        raise LockFormatError(
+            f"pixi environment `{environment}`: `indexes` is {shown(repr(indexes), 120)}, not a list of index URLs",
+            "pixi writes `indexes:` as a list of http(s) URLs: lock it again with pixi",
+        )
+    return tuple(indexes)
 
 
 def _not_an_archive(kind: str, url: str) -> str:
@@ -392,8 +409,10 @@ def _pixi_entry(
     if kind == "pypi":
         name = record.get("name") or url.split("/")[-1].split("-")[0]
         version = str(record["version"]) if "version" in record else None
-        direct = url.startswith(_DIRECT)
-        return _pip_entry(name, version, url.removeprefix(_DIRECT), hashes, platform, () if direct else indexes)
+        if url.startswith(_DIRECT):
+            return _pip_entry(name, version, url.removeprefix(_DIRECT), hashes, platform, ())
+        unindexed = "" if indexes else "its pixi environment names no index (`indexes: []`) to look it up in"
+        return _pip_entry(name, version, url, hashes, platform, indexes, unindexed)
     _, name, version, build = _split_conda_file(url)
     return LockedPackage(
         name=record.get("name", name),
