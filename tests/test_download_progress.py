@@ -1,7 +1,8 @@
 """A long wheel download says how far it got (issue 44): `installing the wheels with uv: 10 s` said nothing of
 bytes. While uv installs, a line every 10 s (stderr being a log here, not a terminal: lockgen's cadence for any
-long tool run; 3 s on a terminal) says the bytes uv has unpacked into its cache so far and the rate since the line before; the wheel comes from a
-loopback index that serves it at a known trickle, and uv itself downloads and unpacks it."""
+long tool run; 3 s on a terminal) says the bytes uv has unpacked into its cache so far and the rate since the
+line before; the wheel comes from a loopback index that serves it at a known trickle, and uv itself downloads
+and unpacks it."""
 
 from __future__ import annotations
 
