@@ -12,6 +12,7 @@ this one)."""
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 from pathlib import Path
 
@@ -108,11 +109,11 @@ def _closed_port() -> int:
 
 @pytest.mark.parametrize("write", WRITERS, ids=FORMATS)
 def test_a_wheel_without_a_hash_is_pinned_by_the_hash_its_index_lists_for_that_file(tmp_path: Path, write) -> None:
-    with served_index(tmp_path / "index", [KIT]) as index:
+    with served_index(tmp_path / "index", [KIT], beside=write is _conda_lock) as index:
         source = write(tmp_path, index, KIT.filename)
         result = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"), "--python", "3.11")
     assert result.returncode == 0, result.stderr
-    expected = hashlib.sha256((tmp_path / "index" / "files" / KIT.filename).read_bytes()).hexdigest()
+    expected = hashlib.sha256(next((tmp_path / "index").rglob(KIT.filename)).read_bytes()).hexdigest()
     lock = read_lock(tmp_path / "t.yml").lock
     kits = [p for p in lock.package if p.name == "gpukit"]
     assert {p.platform for p in kits} == {"linux-64", "linux-aarch64"}
@@ -125,12 +126,13 @@ def test_a_wheel_its_index_gives_no_hash_for_fails_the_import_unless_allow_parti
     """The index lists gpukit, but not the file of the name the lock gives (a hash of another file never pins
     it); an index that cannot be reached gives none either."""
     out = tmp_path / "t.yml"
-    with served_index(tmp_path / "index", [KIT]) as index:
+    with served_index(tmp_path / "index", [KIT], beside=write is _conda_lock) as index:
         other_file = write(tmp_path, index, "gpukit-1.0-py3-none-manylinux_2_17_x86_64.whl")
         refused = run_cli("import", str(other_file), "-t", "t", "-o", str(out), "--python", "3.11")
     assert refused.returncode == 1 and not out.exists(), refused.stderr
     assert (
-        "gives no sha256 for `gpukit`" in refused.stderr and "lists no sha256 for a file of that name" in refused.stderr
+        "gives no sha256 for `gpukit`" in refused.stderr
+        and "lists no sha256 for a file of that name at that URL" in refused.stderr
     )
     assert "hint: import with --allow-partial" in refused.stderr and "Traceback" not in refused.stderr
     unreachable = write(tmp_path, f"http://127.0.0.1:{_closed_port()}/simple", KIT.filename)
@@ -150,7 +152,7 @@ def test_a_wheel_its_index_gives_no_hash_for_fails_the_import_unless_allow_parti
 
 def test_a_conda_lock_wheel_pinned_from_its_index_keeps_what_its_entry_says(tmp_path: Path) -> None:
     """conda-lock's pip entry names its dependencies and category: pinned, it keeps them as a hashed entry would."""
-    with served_index(tmp_path / "index", [KIT]) as index:
+    with served_index(tmp_path / "index", [KIT], beside=True) as index:
         source = _conda_lock(tmp_path, index, KIT.filename)
         result = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
     assert result.returncode == 0, result.stderr
@@ -173,7 +175,33 @@ def test_pixi_asks_its_environments_indexes_in_turn(tmp_path: Path) -> None:
         source = _pixi_lock(tmp_path, second, "gpukit-1.0-py3-none-manylinux_2_17_x86_64.whl", indexes=(first, second))
         refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "u.yml"))
     assert refused.returncode == 1 and not (tmp_path / "u.yml").exists(), refused.stderr
-    assert f"none of its indexes ({first}, {second}) lists a sha256 for a file of that name" in refused.stderr
+    assert (
+        f"none of its indexes ({first}, {second}) lists a sha256 for a file of that name at that URL" in refused.stderr
+    )
+
+
+def test_a_hash_listed_for_a_file_of_that_name_at_another_url_pins_nothing(tmp_path: Path) -> None:
+    """pixi's indexes A and B, the wheel's URL on B: A lists another file of the same name (its own build). Before,
+    the first index listing the name pinned the wheel with A's hash, of a file the lock does not fetch."""
+    impostor = Wheel("gpukit", "1.0", files={"gpukit/evil.py": "X = 1\n"})
+    with (
+        served_index(tmp_path / "first", [impostor]) as first,
+        served_index(tmp_path / "index", [KIT]) as second,
+    ):
+        source = _pixi_lock(tmp_path, second, KIT.filename, indexes=(first, second))
+        result = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+        assert result.returncode == 0, result.stderr
+        expected = hashlib.sha256((tmp_path / "index" / "files" / KIT.filename).read_bytes()).hexdigest()
+        assert expected != hashlib.sha256((tmp_path / "first" / "files" / KIT.filename).read_bytes()).hexdigest()
+        kits = [p for p in read_lock(tmp_path / "t.yml").lock.package if p.name == "gpukit"]
+        assert len(kits) == 2 and all(p.hash.sha256 == expected for p in kits)
+        source = _pixi_lock(tmp_path, second, KIT.filename, indexes=(first,))
+        refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "u.yml"))
+    assert refused.returncode == 1 and not (tmp_path / "u.yml").exists(), refused.stderr
+    assert f"its index {first} lists no sha256 for a file of that name at that URL; a file of that name is listed" in (
+        refused.stderr
+    )
+    assert f"at {first.removesuffix('/simple')}/files/{KIT.filename}, not at the lock's URL" in refused.stderr
 
 
 def test_a_wheel_from_a_direct_url_without_a_hash_fails_the_import_unless_allow_partial(tmp_path: Path) -> None:
@@ -201,7 +229,7 @@ def test_an_explicit_file_conda_lock_renders_pins_its_pip_line_without_a_hash(tm
     from conda_lock.conda_lock import render_lockfile_for_platform
     from conda_lock.lockfile import parse_conda_lock_file
 
-    with served_index(tmp_path / "index", [KIT]) as index:
+    with served_index(tmp_path / "index", [KIT], beside=True) as index:
         lines = render_lockfile_for_platform(
             lockfile=parse_conda_lock_file(_conda_lock(tmp_path, index, KIT.filename)),
             include_dev_dependencies=True,
@@ -215,7 +243,7 @@ def test_an_explicit_file_conda_lock_renders_pins_its_pip_line_without_a_hash(tm
         assert f"# pip gpukit @ {index}/{KIT.filename}" in lines
         result = run_cli("import", str(explicit), "-t", "t", "-o", str(tmp_path / "t.yml"))
     assert result.returncode == 0, result.stderr
-    expected = hashlib.sha256((tmp_path / "index" / "files" / KIT.filename).read_bytes()).hexdigest()
+    expected = hashlib.sha256((tmp_path / "index" / "simple" / KIT.filename).read_bytes()).hexdigest()
     pips = {p.name: p.hash.sha256 for p in read_lock(tmp_path / "t.yml").lock.package}
     assert pips == {"gpukit": expected, "other": "a" * 64}
 
@@ -237,3 +265,55 @@ def test_the_pixi_lock_these_tests_write_is_one_rattler_reads(tmp_path: Path, di
         assert set(by_name) == {"gpukit", "other"}
         assert by_name["gpukit"].location == (url or f"http://127.0.0.1:1/files/{KIT.filename}")
         assert by_name["other"].hashes.sha256 == bytes.fromhex("a" * 64)
+
+
+def test_an_index_listing_a_sha256_that_is_not_one_is_named(tmp_path: Path) -> None:
+    """An index page whose `#sha256=` is 64 characters but not hex digits: the import named "the foreign lock"
+    as holding that value (the lock's own check caught it); the index that lists it is named now."""
+    with served_index(tmp_path / "index", [KIT]) as index:
+        page = tmp_path / "index" / "simple" / "gpukit" / "index.html"
+        page.write_text(re.sub("#sha256=[0-9a-f]{64}", "#sha256=" + "z" * 64, page.read_text()))
+        source = _pixi_lock(tmp_path, index, KIT.filename)
+        refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert refused.returncode == 1 and not (tmp_path / "t.yml").exists(), refused.stderr
+    assert f"its index could not be read ({index}/gpukit/ lists {'z' * 64} as the sha256 of {KIT.filename}" in (
+        refused.stderr
+    )
+    assert "the foreign lock holds this value" not in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_pixi_direct_url_wheel_with_a_hash_is_imported_at_its_url(tmp_path: Path) -> None:
+    """pixi marks a direct URL `direct+https://...`; with the sha256 pixi writes, the wheel is pinned like any
+    other, at the URL after the mark (rattler's reading). Before, the whole import failed ("not an https, http or
+    file URL")."""
+    digest = "b" * 64
+    url = f"https://files.example/{KIT.filename}"
+    text = _pixi_lock(tmp_path, "http://127.0.0.1:1/simple", KIT.filename, url=f"direct+{url}").read_text()
+    source = tmp_path / "pixi.lock"
+    source.write_text(text.replace("  name: gpukit\n", f"  name: gpukit\n  sha256: {digest}\n"))
+    done = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert done.returncode == 0, done.stderr
+    kits = [p for p in read_lock(tmp_path / "t.yml").lock.package if p.name == "gpukit"]
+    assert len(kits) == 2 and all(p.url == url and p.hash.sha256 == digest for p in kits), kits
+
+
+def test_a_pixi_environment_s_indexes_are_checked(tmp_path: Path) -> None:
+    """`indexes` as a string was asked one character at a time; `indexes: []` was taken for pypi.org; where no
+    index could be read, the import said none "lists a sha256"."""
+    source = _pixi_lock(tmp_path, "http://127.0.0.1:1/simple", KIT.filename)
+    text = source.read_text()
+    source.write_text(
+        text.replace("    indexes:\n    - http://127.0.0.1:1/simple\n", "    indexes: https://x.example\n")
+    )
+    refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert "pixi environment `default`: `indexes` is 'https://x.example', not a list of index URLs" in refused.stderr
+    source.write_text(text.replace("    indexes:\n    - http://127.0.0.1:1/simple\n", "    indexes: []\n"))
+    refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert refused.returncode == 1 and "its pixi environment names no index (`indexes: []`)" in refused.stderr
+    first, second = (f"http://127.0.0.1:{_closed_port()}/simple" for _ in range(2))
+    _pixi_lock(tmp_path, first, KIT.filename, indexes=(first, second))
+    refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    assert refused.returncode == 1 and not (tmp_path / "t.yml").exists(), refused.stderr
+    assert f"none of its indexes ({first}, {second}) could be read; its index could not be read" in refused.stderr
+    assert "lists a sha256" not in refused.stderr

@@ -5,9 +5,12 @@ installs it; the lock pins the folder (editable: its pyproject.toml, built: its 
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import http.server
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -170,10 +173,27 @@ def _replaced(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def _checked(lock: Path, prefix: Path, code: int) -> str:
-    done = run_cli("check", "--lock", str(lock), "--prefix", str(prefix))
+def _checked(lock: Path, prefix: Path, code: int, env: dict[str, str] | None = None) -> str:
+    done = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), env=env)
     assert done.returncode == code and "Traceback" not in done.stderr, done.stdout + done.stderr
     return done.stdout + done.stderr
+
+
+def _record_row(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def _forged_with_its_record(prefix: Path, path: str, data: bytes) -> None:
+    """`path` (site-packages-relative) of mypkg's install written as `data`, its RECORD row made to match, the row
+    added where the RECORD has none: what whoever can write the venv can do to an install's own RECORD."""
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    record = site / "mypkg-0.1.0.dist-info" / "RECORD"
+    rows = [row for row in record.read_text().splitlines() if not row.startswith(f"{path},")]
+    (site / path).parent.mkdir(parents=True, exist_ok=True)
+    (site / path).unlink(missing_ok=True)  # a hard link to the cache's file: written anew, never through
+    (site / path).write_bytes(data)
+    _replaced(record, "\n".join(rows + [_record_row(path, data)]) + "\n")
 
 
 @pytest.mark.slow
@@ -192,9 +212,13 @@ def test_check_lock_proves_a_built_local_package_against_its_rebuilt_wheel(tmp_p
     _replaced(installed, "X = 3\n")
     assert "mypkg 0.1.0: modified mypkg/__init__.py" in _checked(lock, prefix, 1)
     _replaced(installed, "X = 1\n")
+    said = _checked(lock, prefix, 1, {"UV_BUILD_CONSTRAINT": str(tmp_path / "absent.txt")})  # the build fails
+    assert "(built, pkgs/mypkg): not provable: building it again failed (building local package mypkg" in said
     (package / "src" / "mypkg" / "__init__.py").write_text("X = 2\n")  # the locked tree is no longer there
-    said = _checked(lock, prefix, 0)
-    assert "(built, pkgs/mypkg): not provable by content: local package `mypkg`: its source tree" in said, said
+    _forged_with_its_record(prefix, "mypkg/__init__.py", b"X = 'forged'\n")
+    said = _checked(lock, prefix, 1)  # the RECORD its install wrote, forged beside the file, proves nothing
+    assert "(built, pkgs/mypkg): not provable: local package `mypkg`: its source tree (pkgs/mypkg) changed" in said
+    assert "(restore that folder to the locked tree, or lock it again and materialize a fresh prefix)" in said
     alpha = prefix / "lib" / "python3.11" / "site-packages" / "alpha" / "__init__.py"
     _replaced(alpha, "VERSION = 'forged'\n")  # the published part is still proven by its own RECORD
     assert "alpha 1.0: modified alpha/__init__.py" in _checked(lock, prefix, 1)
@@ -224,6 +248,36 @@ def test_check_lock_says_what_it_cannot_prove_of_an_editable_package(tmp_path: P
     said = _checked(lock, prefix, 1)
     assert "its pyproject.toml (pkgs/mypkg) changed since the lock was made, and the environment reads" in said
     assert "hint: materialize the lock into a fresh prefix (lock it again first" in said
+
+
+@pytest.mark.slow
+def test_check_lock_holds_an_editable_install_s_record_to_what_an_editable_install_writes(
+    tmp_path: Path, index_url: str
+) -> None:
+    """The RECORD of an editable install is the install's own: a file added beside it with a row to match (a
+    package shadowing the folder's), or a line of code added to its .pth with its row fixed, passed the check.
+    Only its dist-info and one .pth naming the locked folder (uv writes the folder's `src`) are accepted."""
+    stack, package = _project(tmp_path, index_url, '{ path = "pkgs/mypkg", editable = true }')
+    lock = _resolved(stack)
+    honest = tmp_path / "env"
+    assert run_cli("materialize", str(lock), "--prefix", str(honest)).returncode == 0
+    site = honest / "lib" / "python3.11" / "site-packages"
+    assert (site / "mypkg.pth").read_text().strip() == str(package.resolve() / "src")  # uv's editable form
+    assert "proven: installed editable from" in _checked(lock, honest, 0)
+    shadowed = tmp_path / "shadowed"
+    shutil.copytree(honest, shadowed, symlinks=True)
+    _forged_with_its_record(shadowed, "mypkg/__init__.py", b"X = 'forged'\n")
+    said = _checked(lock, shadowed, 1)
+    assert "mypkg 0.1.0: lib/python3.11/site-packages/mypkg/__init__.py (not a file an editable install writes)" in said
+    assert "proven: installed editable" not in said
+    hooked = tmp_path / "hooked"
+    shutil.copytree(honest, hooked, symlinks=True)
+    pth = (site / "mypkg.pth").read_text()
+    _forged_with_its_record(hooked, "mypkg.pth", (pth + "\nimport os; os.environ['FORGED'] = '1'\n").encode())
+    said = _checked(lock, hooked, 1)
+    assert "mypkg 0.1.0: lib/python3.11/site-packages/mypkg.pth (not one line naming the folder" in said
+    _forged_with_its_record(hooked, "mypkg.pth", f"{tmp_path}\n".encode())
+    assert f"mypkg.pth (names {tmp_path}, outside the folder {package.resolve()})" in _checked(lock, hooked, 1)
 
 
 @pytest.mark.slow

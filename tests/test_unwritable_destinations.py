@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
 from tests.test_export import make_lock
 
@@ -32,11 +33,15 @@ def immutable() -> Iterator[list[Path]]:
     yield made
     for folder in made:
         _chattr("-i", folder)
+        _chattr("-a", folder)
 
 
-def _freeze(folder: Path, immutable: list[Path]) -> None:
-    if not _chattr("+i", folder):
-        pytest.skip("needs chattr +i (root, on a file system with immutable files)")
+def _freeze(folder: Path, immutable: list[Path], flag: str = "+i") -> None:
+    """`folder` (or file) marked immutable (`+a`: append-only) until the test ends. Where it cannot be, the test
+    fails saying why, never skips: the suite runs as root (who writes a chmod 0555 folder, so no mode bit would
+    do), on a file system that keeps these marks (ext4, xfs, btrfs; tmpfs since Linux 6.0)."""
+    if not _chattr(flag, folder):
+        pytest.fail(f"chattr {flag} {folder} failed: these tests need root on a file system with immutable files")
     immutable.append(folder)
 
 
@@ -90,4 +95,74 @@ def test_freeze_refuses_before_reading_the_environment(tmp_path: Path, immutable
     python = str(venv / "bin" / "python")
     _refused(run_cli("freeze", "--python", python, "-t", "x", "-o", str(folder / "x.yml")), folder)
     _refused(run_cli("freeze", "--python", python, "--inventory", str(folder / "inventory.json.gz")), folder)
+    assert list(folder.iterdir()) == []
+
+
+def test_resolve_of_fresh_locks_in_a_read_only_folder_writes_nothing_and_passes(
+    tmp_path: Path, immutable: list[Path]
+) -> None:
+    """A read-only checkout whose locks are up to date: resolve writes nothing, so it passes (`unchanged`), as it
+    did before the locks' folder was checked first (the check refused it before solving)."""
+    lock = make_lock(tmp_path, "1.0")
+    stack, before = lock.parent.parent / "stack.toml", lock.read_bytes()
+    _freeze(lock.parent, immutable)
+    done = run_cli("resolve", str(stack))
+    assert done.returncode == 0 and "unchanged" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert lock.read_bytes() == before and sorted(p.name for p in lock.parent.iterdir()) == [lock.name]
+    build_channel(tmp_path / "channel", [Pkg("foo-data", "3.0", subdir="noarch", depends=("libfoo",))])
+    said = _refused(run_cli("resolve", str(stack)), lock.parent)  # fresh by the stack, yet the solve moves it
+    assert "the lock of target `h100`" in said and lock.read_bytes() == before, said
+
+
+def test_an_existing_immutable_destination_is_found_before_the_work(tmp_path: Path, immutable: list[Path]) -> None:
+    """The destination itself, not only its folder: an immutable lock file (its folder writable), an existing
+    immutable --out layout of export, an immutable --out file of pack. Before: each was found after the work
+    (resolve solved, export built, pack fetched), and named by the temporary file the write had made."""
+    lock = make_lock(tmp_path, "1.0")
+    stack, before = lock.parent.parent / "stack.toml", lock.read_bytes()
+    stack.write_text(stack.read_text().replace('"==1.0"', '"==1.1"'))
+    _freeze(lock, immutable)
+    done = run_cli("resolve", str(stack))
+    assert done.returncode == 1 and f"error: `{lock}` is marked immutable: the lock of target `h100`" in done.stderr
+    assert "resolving" not in done.stderr and ".tmp" not in done.stderr and lock.read_bytes() == before
+    layout = tmp_path / "img"
+    layout.mkdir()
+    _freeze(layout, immutable)
+    said = _refused(run_cli("export", str(lock), "--out", str(layout)), layout)
+    assert "hashing" not in said and "linking" not in said, said
+    packed = tmp_path / "p.tar"
+    packed.write_bytes(b"x")
+    _freeze(packed, immutable)
+    done = run_cli("pack", str(lock), "--out", str(packed))
+    assert done.returncode == 1 and f"error: `{packed}` is marked immutable: --out {packed}" in done.stderr
+    assert "fetch" not in done.stderr and ".tmp" not in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_an_append_only_folder_is_refused_and_nothing_is_left_in_it(tmp_path: Path, immutable: list[Path]) -> None:
+    """`chattr +a`: a file can be made there but never removed or renamed over. Before, the probe's empty
+    `.lockgen-writable-*` file stayed in the folder, and the write failed naming its own temporary file."""
+    lock = make_lock(tmp_path, "1.0")
+    folder = tmp_path / "append-only"
+    folder.mkdir()
+    _freeze(folder, immutable, "+a")
+    done = run_cli("import", str(lock), "-t", "copy", "-o", str(folder / "copy.conda-lock.yml"))
+    assert done.returncode == 1 and f"error: `{folder}` is marked append-only" in done.stderr, done.stderr
+    assert "hint: " in done.stderr and ".tmp" not in done.stderr and ".lockgen-" not in done.stderr
+    assert list(folder.iterdir()) == []
+
+
+def test_render_manifests_and_materialize_refuse_before_their_work(tmp_path: Path, immutable: list[Path]) -> None:
+    """Before: render --out and manifests --out named their temporary file, and materialize --prefix its build
+    folder, after the work."""
+    lock = make_lock(tmp_path, "1.0")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    _freeze(folder, immutable)
+    said = _refused(run_cli("render", str(lock), "--out", str(folder / "x.txt")), folder)
+    assert f"--out {folder / 'x.txt'}" in said, said
+    said = _refused(run_cli("manifests", str(lock), "--out", str(folder / "m.json")), folder)
+    assert "reading the manifests" not in said, said
+    said = _refused(run_cli("materialize", str(lock), "--prefix", str(folder / "env")), folder)
+    assert f"--prefix {folder / 'env'}" in said and "fetch" not in said and "link" not in said, said
     assert list(folder.iterdir()) == []

@@ -60,9 +60,10 @@ def build_wheel(wheel: Wheel, folder: Path) -> Path:
     return path
 
 
-def build_index(root: Path, wheels: list[Wheel]) -> Path:
-    """`root/simple/<project>/index.html` pages linking `root/files/<wheel>#sha256=...` (yanked marked)."""
-    files = root / "files"
+def build_index(root: Path, wheels: list[Wheel], beside: bool = False) -> Path:
+    """`root/simple/<project>/index.html` pages linking `root/files/<wheel>#sha256=...` (yanked marked); with
+    `beside`, linking `root/simple/<wheel>`, the wheels beside the project pages as PyTorch's indexes serve them."""
+    files = root / "simple" if beside else root / "files"
     files.mkdir(parents=True, exist_ok=True)
     projects: dict[str, list[str]] = {}
     for wheel in wheels:
@@ -70,7 +71,8 @@ def build_index(root: Path, wheels: list[Wheel]) -> Path:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         yanked = ' data-yanked="broken"' if wheel.yanked else ""
         projects.setdefault(wheel.name, []).append(
-            f'<a href="../../files/{path.name}#sha256={digest}"{yanked}>{html.escape(path.name)}</a>'
+            f'<a href="{"../" if beside else "../../files/"}{path.name}#sha256={digest}"{yanked}>'
+            f"{html.escape(path.name)}</a>"
         )
     for project, links in projects.items():
         page = root / "simple" / project
@@ -82,11 +84,12 @@ def build_index(root: Path, wheels: list[Wheel]) -> Path:
 
 
 @contextlib.contextmanager
-def served_index(root: Path, wheels: list[Wheel]) -> Iterator[str]:
-    """The index of `wheels` built under `root` and served over HTTP on loopback while the block runs: its URL."""
+def served_index(root: Path, wheels: list[Wheel], beside: bool = False) -> Iterator[str]:
+    """The index of `wheels` built under `root` (`build_index`) and served over HTTP on loopback while the block
+    runs: its URL."""
     from tests.conftest import _QuietHandler
 
-    build_index(root, wheels)
+    build_index(root, wheels, beside)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

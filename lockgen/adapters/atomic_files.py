@@ -3,7 +3,9 @@ same folder, then a rename (locks, rendered files, certificates, manifests, cach
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -45,25 +47,65 @@ WRITABLE_HINT = (
 
 
 def check_writable(destination: Path, what: str, hint: str) -> None:
-    """Refuses, before any work whose result goes to `destination` (a file or folder made in its parent, the
-    parents made first where missing), a parent that takes no new file: proven by making an empty file where the
-    write's own temporary file would go and removing it at once. Mode bits alone would not tell: root writes a
-    chmod 0555 folder, but not a read-only mount or an immutable (`chattr +i`) folder. `what` names the
-    destination as the user gave it (`--out img`); the error names the folder they gave, and the one that
-    refused where that is an ancestor still to be made."""
-    given = destination.parent
-    folder = given
+    """Refuses, before any work whose result goes to `destination`, a destination that cannot be written as lockgen
+    writes: an existing folder (written into) that takes no new file; an existing file (replaced by a rename)
+    marked immutable or append-only; else the parent, where the file or folder is made (the parents made first
+    where missing), that takes no new file. Taking a new file is proven by making an empty one where the write's
+    own temporary file would go and removing it at once: mode bits alone would not tell (root writes a chmod 0555
+    folder, but not a read-only mount or an immutable folder), and an append-only folder takes the file but not
+    its removal or a rename over a file in it. `what` names the destination as the user gave it (`--out img`);
+    the error names the folder or file they gave, and the one that refused where that is an ancestor still to be
+    made (never the probe)."""
+    if destination.is_dir():
+        given = folder = destination
+    else:
+        if destination.exists() and _marks(destination):
+            marks = " and ".join(_marks(destination))
+            raise UserError(f"`{destination}` is marked {marks}: {what} cannot replace it", hint)
+        given = folder = destination.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
         raise UserError(f"`{folder}` is not a folder: {what} cannot be written under it", hint)
+    if "append-only" in _marks(folder):  # the probe would be made, and then left there
+        raise UserError(
+            f"`{folder}` is marked append-only (no file in it may be replaced): {what} cannot be written there", hint
+        )
     try:
         handle, probe = tempfile.mkstemp(prefix=".lockgen-writable-", dir=folder)
     except OSError as exc:
         refused = f"`{given}` is not writable" if folder == given else f"`{given}` cannot be made in `{folder}`"
         raise UserError(f"{refused} ({exc.strerror}): {what} cannot be written there", hint) from None
     os.close(handle)
-    os.unlink(probe)
+    try:
+        os.unlink(probe)
+    except OSError as exc:  # the folder takes files but keeps them: the write's rename would fail the same way
+        raise UserError(
+            f"`{folder}` takes new files but not their removal ({exc.strerror}): {what} cannot be written there "
+            f"(the empty file `{Path(probe).name}` made to find that out could not be removed either)",
+            hint,
+        ) from None
+
+
+FS_IOC_GETFLAGS = 0x80086601  # <linux/fs.h>: _IOR('f', 1, long) on 64-bit Linux
+_MARKS = {0x00000010: "immutable", 0x00000020: "append-only"}  # FS_IMMUTABLE_FL, FS_APPEND_FL (`chattr +i`, `+a`)
+
+
+def _marks(path: Path) -> list[str]:
+    """The marks of a file or folder (`lsattr`) that no rename gets past: immutable (nothing replaces it or, in
+    a folder, is made or removed) and append-only (for a folder: files are made in it, never removed or replaced).
+    None where the file system keeps no such marks, or they cannot be read."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return []  # unreadable: the probe that follows, or the write, says what is wrong
+    try:
+        flags = struct.unpack_from("i", fcntl.ioctl(handle, FS_IOC_GETFLAGS, b"\0" * 8))[0]  # the kernel writes an int
+    except OSError:
+        return []
+    finally:
+        os.close(handle)
+    return [name for bit, name in _MARKS.items() if flags & bit]
 
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:

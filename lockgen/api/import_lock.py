@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_pieces_atomic
 from lockgen.adapters.foreign.foreign_locks import read_foreign
-from lockgen.adapters.pypi.pypi_index import listed_hashes
+from lockgen.adapters.pypi.pypi_index import IndexedWheel, listed_hashes
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
 from lockgen.adapters.lock.lockfile_yaml import checked_lock_pieces
 from lockgen.adapters.foreign.uv_lock import UvChoices
@@ -123,17 +123,18 @@ def _import(
 def _pinned_from_index(
     wheels: Sequence[UnhashedWheel],
 ) -> tuple[tuple[LockedPackage, ...], list[tuple[UnhashedWheel, str]]]:
-    """The wheels whose index lists a sha256 for a file of exactly their name, pinned by it; and the others, each
-    with why it has none. A wheel's indexes are asked in turn (a pixi.lock names its environment's, not each
-    package's): the first that lists the file pins it. Each index page is read once."""
-    pages: dict[tuple[str, str], dict[str, str] | LookupError] = {}
+    """The wheels whose index lists a sha256 for a file of exactly their name at exactly their URL, pinned by it;
+    and the others, each with why it has none. A wheel's indexes are asked in turn (a pixi.lock names its
+    environment's, not each package's): the first that lists the file pins it; one listing a file of that name at
+    another URL pins nothing (the hash is of a file the lock does not fetch). Each index page is read once."""
+    pages: dict[tuple[str, str], dict[str, IndexedWheel] | LookupError] = {}
     pinned: list[LockedPackage] = []
     left_out: list[tuple[UnhashedWheel, str]] = []
     for wheel in wheels:
         if not wheel.indexes:
-            left_out.append((wheel, "it comes from a direct URL, which no index lists"))
+            left_out.append((wheel, wheel.unindexed))
             continue
-        listed, unread = None, None
+        listed, unread, elsewhere, unread_count = None, None, None, 0
         for index in wheel.indexes:
             key = (index, wheel.name)
             if key not in pages:
@@ -143,25 +144,38 @@ def _pinned_from_index(
                     pages[key] = exc
             page = pages[key]
             if isinstance(page, LookupError):
-                unread = unread or page
-            elif wheel.filename in page:
-                listed = page[wheel.filename]
+                unread, unread_count = unread or page, unread_count + 1
+            elif wheel.filename in page and _same_file(page[wheel.filename].url, wheel.url):
+                listed = page[wheel.filename].sha256
                 break
+            elif wheel.filename in page:
+                elsewhere = elsewhere or page[wheel.filename].url
         if listed is not None:
             pinned.append(wheel.locked(listed))
-        elif unread is not None and len(wheel.indexes) == 1:
-            left_out.append((wheel, str(unread)))
+        elif unread is not None and unread_count == len(wheel.indexes):  # none could be read: none said no
+            named = ", ".join(scrub_url(index) for index in wheel.indexes)
+            left_out.append(
+                (wheel, str(unread) if unread_count == 1 else f"none of its indexes ({named}) could be read; {unread}")
+            )
         else:
-            left_out.append((wheel, _none_lists(wheel.indexes, unread)))
+            left_out.append((wheel, _none_lists(wheel.indexes, unread, elsewhere)))
     return tuple(pinned), left_out
 
 
-def _none_lists(indexes: Sequence[str], unread: LookupError | None) -> str:
-    """Why none of a wheel's indexes pinned it, naming them (and the first that could not be read)."""
+def _same_file(listed: str, locked: str) -> bool:
+    """Whether the URL an index lists a file at is the lock's URL of it (any `#fragment` aside)."""
+    return listed.partition("#")[0] == locked.partition("#")[0]
+
+
+def _none_lists(indexes: Sequence[str], unread: LookupError | None, elsewhere: str | None) -> str:
+    """Why none of a wheel's indexes pinned it, naming them (the first that could not be read, and the first URL
+    other than the lock's where one lists a file of that name)."""
+    other = f"; a file of that name is listed at {scrub_url(elsewhere)}, not at the lock's URL" if elsewhere else ""
     if len(indexes) == 1:
-        return f"its index {scrub_url(indexes[0])} lists no sha256 for a file of that name"
+        return f"its index {scrub_url(indexes[0])} lists no sha256 for a file of that name at that URL{other}"
     named = ", ".join(scrub_url(index) for index in indexes)
-    return f"none of its indexes ({named}) lists a sha256 for a file of that name" + (f"; {unread}" if unread else "")
+    lists = f"none of its indexes ({named}) lists a sha256 for a file of that name at that URL{other}"
+    return lists + (f"; {unread}" if unread else "")
 
 
 def _named(left_out: Sequence[tuple[UnhashedWheel, str]]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.core.lock import lock_builder
 from lockgen.core.lock.lock_builder import LockgenMeta
@@ -32,6 +32,8 @@ def render(lock_path: Path, platform: str | None, out: Path | None = None, fmt: 
     """The lock in format `fmt`; with `out`, also written there (atomically)."""
     if fmt not in RENDERERS:
         raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(RENDERERS)}")
+    if out is not None:
+        check_writable(out, f"--out {out}", WRITABLE_HINT)  # named as given, never the write's temporary file
     lock = load_lock(lock_path)
     lock_builder.refuse_local(lock.package, "rendered for another tool")
     text = RENDERERS[fmt](lock, platform)

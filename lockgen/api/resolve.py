@@ -5,6 +5,7 @@ without solving anything."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ from lockgen.adapters.lock.lockfile_yaml import load_lock, read_lock
 from lockgen.api.steps import team_steps
 from lockgen.api.steps import resolve_steps, stack_steps
 from lockgen.api.steps.resolve_steps import Progress, ResolveContext, lock_targets, selected
-from lockgen.errors import UserError
+from lockgen.errors import LockgenError, UserError
 from lockgen.model.lock import LoadedLock, Lock
 from lockgen.model.plan import CudaWindow
 from lockgen.model.resolved import TargetResult
@@ -38,7 +39,17 @@ def resolve(
     current = (
         {t.name: _current_lock(resolving, t) for t in selected(resolving.spec, targets)} if updates else {}
     )  # each read once
-    return [locked.result for locked in lock_targets(resolving, targets, updates, current, dry_run, progress)]
+    locked = lock_targets(resolving, targets, updates, current, dry_run, progress, partial(_lock_if_any, resolving))
+    return [done.result for done in locked]
+
+
+def _lock_if_any(context: ResolveContext, target: Target) -> LoadedLock | None:
+    """The target's existing lock, where there is one that reads, asked only where its folder cannot be written
+    (whether the resolve would change it)."""
+    try:
+        return read_lock(context.lock_path(target))
+    except LockgenError:
+        return None
 
 
 def _current_lock(context: ResolveContext, target: Target) -> LoadedLock:

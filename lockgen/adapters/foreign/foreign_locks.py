@@ -244,11 +244,13 @@ def _pip_entry(
     hashes: PackageHash,
     platform: str,
     indexes: tuple[str, ...],
+    unindexed: str = "",
     **fields: Any,
 ) -> LockedPackage | UnhashedWheel | str:
     """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
-    gives none); a wheel the lock gives no hash for, with the `indexes` that may list it (none for a direct URL),
-    for the import to pin it from there or refuse it; or why it cannot be one (an sdist is built on install)."""
+    gives none); a wheel the lock gives no hash for, with the `indexes` that may list it (none for a direct URL;
+    `unindexed`: why none, where that is not the reason), for the import to pin it from there or refuse it; or
+    why it cannot be one (an sdist is built on install)."""
     file_name = wheel_file_name(url)
     label = f"{platform}: `{name}` {version or ''}".rstrip()
     try:
@@ -262,6 +264,8 @@ def _pip_entry(
     if hashes.sha256 or hashes.md5:
         return package
     first, *later = indexes or ("",)
+    if unindexed:
+        return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package, unindexed)
     return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package)
 
 
@@ -342,7 +346,7 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
     packages: list[LockedPackage] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
-    indexes = tuple(str(index) for index in env.get("indexes") or _PIXI_INDEXES)
+    indexes = _pixi_indexes(env.get("indexes", _PIXI_INDEXES), name)
     seen, virtual = set(), {}
     for platform_name, entries in env["packages"].items():
         platform = declared.get(platform_name, {}).get("subdir") or _pixi_platform(platform_name, entries)
@@ -362,6 +366,19 @@ def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Importe
     channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
     form = f"pixi.lock v{version}"
     return Imported(form, channels, tuple(packages), digest, tuple(skipped), virtual, unhashed=tuple(unhashed))
+
+
+def _pixi_indexes(indexes: object, environment: str) -> tuple[str, ...]:
+    """An environment's `indexes`: a list of http(s) or file URLs, refused otherwise (a string would be read
+    one character at a time). An empty list names none, and is kept so: no index is made up for it."""
+    if not isinstance(indexes, (list, tuple)) or not all(
+        isinstance(index, str) and re.match(r"(https?|file)://", index) for index in indexes
+    ):
+        raise LockFormatError(
+            f"pixi environment `{environment}`: `indexes` is {shown(repr(indexes), 120)}, not a list of index URLs",
+            "pixi writes `indexes:` as a list of http(s) URLs: lock it again with pixi",
+        )
+    return tuple(indexes)
 
 
 def _not_an_archive(kind: str, url: str) -> str:
@@ -390,12 +407,15 @@ def _pixi_entry(
     kind: str, url: str, record: dict[str, Any], platform: str, indexes: tuple[str, ...]
 ) -> LockedPackage | UnhashedWheel | str:
     """A pixi entry as lockgen's; a PyPI one without a hash may be listed by the environment's `indexes` (by
-    none where pixi marks it a direct URL)."""
+    none where pixi marks it a direct URL: `direct+https://...`, the URL after the mark, as rattler reads it)."""
     hashes = PackageHash(md5=record.get("md5"), sha256=record.get("sha256"))
     if kind == "pypi":
         name = record.get("name") or url.split("/")[-1].split("-")[0]
         version = str(record["version"]) if "version" in record else None
-        return _pip_entry(name, version, url, hashes, platform, () if url.startswith(_DIRECT) else indexes)
+        if url.startswith(_DIRECT):
+            return _pip_entry(name, version, url.removeprefix(_DIRECT), hashes, platform, ())
+        unindexed = "" if indexes else "its pixi environment names no index (`indexes: []`) to look it up in"
+        return _pip_entry(name, version, url, hashes, platform, indexes, unindexed)
     _, name, version, build = _split_conda_file(url)
     return LockedPackage(
         name=record.get("name", name),

@@ -249,6 +249,47 @@ def installed_expected(prefix: Path, package: LockedPackage) -> ExpectedPackage:
     return ExpectedPackage(f"{package.name} {package.version}", files, f"{site}/{dist_info.name}")
 
 
+def editable_findings(prefix: Path, installed: ExpectedPackage, folder: Path) -> list[str]:
+    """What the RECORD of an editable install (`installed`, in the venv at `prefix`) holds beyond what such an
+    install writes: its own dist-info files, and one .pth of a single line naming the locked `folder` or a folder
+    below it (uv's form: the path it adds to sys.path). Any other row (a file placed among the installed packages,
+    a .pth that runs code or leads elsewhere) is a finding: that RECORD is the install's own, and no published
+    file states it, so only what an editable install writes can be held to it."""
+    dist_info = installed.dist_info or ""
+    site = posixpath.dirname(dist_info)
+    findings: list[str] = []
+    path_files: list[str] = []
+    for row in installed.files:
+        if row.path.startswith(dist_info + "/"):
+            continue
+        if posixpath.dirname(row.path) == site and row.path.endswith(".pth"):
+            path_files.append(row.path)
+            reason = _pth_not_the_folder(prefix / row.path, folder)
+            if reason:
+                findings.append(f"{installed.key}: {row.path} ({reason})")
+            continue
+        findings.append(f"{installed.key}: {row.path} (not a file an editable install writes)")
+    if len(path_files) != 1:
+        findings.append(f"{installed.key}: {len(path_files)} .pth files (an editable install writes one)")
+    return findings
+
+
+def _pth_not_the_folder(pth: Path, folder: Path) -> str | None:
+    """Why the .pth file `pth` is not one line naming `folder` or a folder below it (None: it is)."""
+    try:
+        lines = pth.read_text(encoding="utf-8").removesuffix("\n").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return "not a readable text file"
+    named = Path(lines[0])
+    if len(lines) != 1 or lines[0].startswith(("import ", "import\t")) or not named.is_absolute():
+        return f"not one line naming the folder {folder}"
+    root = folder.resolve()
+    reached = named.resolve()
+    if reached != root and root not in reached.parents:
+        return f"names {lines[0]}, outside the folder {folder}"
+    return None
+
+
 def installed_origin(prefix: Path, package: LockedPackage) -> object:
     """What the install of `package` in the venv at `prefix` says it was installed from: its `direct_url.json`
     as parsed (PEP 610), None where the package or that file is not there, or it is not JSON."""

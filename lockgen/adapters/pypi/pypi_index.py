@@ -16,6 +16,7 @@ JSON beside it, `index.v1_json` (bandersnatch's name). Such a folder is read onl
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import unquote, urljoin, urlsplit
@@ -33,6 +34,7 @@ from lockgen.errors import LockgenError, NotFoundError, UserError
 PYPI = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 PAGE_LIMIT = 64 << 20  # torch's page lists thousands of files
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
         for entry in entries:
             filename = entry["filename"]
             sha256 = entry.get("hashes", {}).get("sha256")
-            if filename.endswith(".whl") and isinstance(sha256, str) and len(sha256) == 64:
+            if filename.endswith(".whl") and sha256 is not None:
+                sha256 = _checked_sha256(sha256, filename, page_url)
                 size, uploaded = entry.get("size"), entry.get("upload-time")
                 metadata = entry.get("core-metadata", entry.get("data-dist-info-metadata"))
                 wheels[filename] = IndexedWheel(
@@ -74,6 +77,17 @@ def _files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
             f"{scrub_url(page_url)} is not a PEP 691 project page",
             "the index answered JSON without a `files` list of filename/url/hashes",
         ) from None
+
+
+def _checked_sha256(value: object, filename: str, page_url: str) -> str:
+    """`value`, the sha256 the index page at `page_url` lists for `filename`, refused unless 64 hex digits."""
+    if isinstance(value, str) and _SHA256.fullmatch(value):
+        return value
+    raise UserError(
+        f"{scrub_url(page_url)} lists {shown(str(value), 80)} as the sha256 of {shown(filename, 120)}, "
+        "not 64 hex digits",
+        "the index serves a broken page: tell its maintainers, or use another index",
+    )
 
 
 class _Anchors(HTMLParser):
@@ -97,7 +111,8 @@ def _html_files(page: bytes, page_url: str) -> dict[str, IndexedWheel]:
         url, _, fragment = urljoin(page_url, href).partition("#")
         filename = unquote(urlsplit(url).path).rsplit("/", 1)[-1]
         sha256 = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
-        if filename.endswith(".whl") and len(sha256) in (0, 64):  # PEP 503: the hash is optional
+        if filename.endswith(".whl"):  # PEP 503: the hash is optional
+            sha256 = _checked_sha256(sha256, filename, page_url) if sha256 else ""
             metadata = anchor.get("data-core-metadata", anchor.get("data-dist-info-metadata"))
             wheels[filename] = IndexedWheel(
                 filename,
@@ -157,15 +172,15 @@ def _local_files(page_url: str, html: bool) -> dict[str, IndexedWheel]:
     return wheels
 
 
-def listed_hashes(name: str, index: str, timeout_s: float = 30.0) -> dict[str, str]:
-    """The sha256 of each wheel file the index's page for project `name` (PEP 691 JSON, else PEP 503 HTML) lists
-    with one, by its exact file name. A page that cannot be read (the index unreachable, no index page) is a
-    `LookupError` saying why."""
+def listed_hashes(name: str, index: str, timeout_s: float = 30.0) -> dict[str, IndexedWheel]:
+    """Each wheel file the index's page for project `name` (PEP 691 JSON, else PEP 503 HTML) lists with a sha256,
+    by its exact file name, with the URL it lists it at (a hash pins a file only where that is the lock's URL). A
+    page that cannot be read (the index unreachable, no index page, a broken sha256) is a `LookupError` saying why."""
     try:
         wheels = project_wheels(name, index, timeout_s, html=True)
     except LockgenError as exc:
         raise LookupError(f"its index could not be read ({exc.message})") from None
-    return {filename: wheel.sha256 for filename, wheel in wheels.items() if wheel.sha256}
+    return {filename: wheel for filename, wheel in wheels.items() if wheel.sha256}
 
 
 def find_wheel(

@@ -140,6 +140,7 @@ class UnhashedWheel:
     index: str
     later_indexes: tuple[str, ...] = ()
     entry: LockedPackage | None = None
+    unindexed: str = "it comes from a direct URL, which no index lists"  # why, where no index is named
 
     @property
     def filename(self) -> str:

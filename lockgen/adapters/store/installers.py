@@ -10,13 +10,14 @@ import os
 import posixpath
 import re
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from lockgen.adapters.store import file_roots
-from lockgen.adapters.tool_runner import last_line, run_tool
+from lockgen.adapters.tool_runner import HEARTBEAT_S, last_line, run_tool
 from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.core.credentials import scrub_url
 from lockgen.errors import HostError, LockFormatError, ToolFailedError
@@ -188,7 +189,7 @@ def install_pip(
             heartbeat=lambda seconds: progress(
                 f"installing the wheels with uv: {seconds:.0f} s" + (growth.said() if growth else "")
             ),
-            heartbeat_s=DOWNLOAD_HEARTBEAT_S,
+            heartbeat_s=download_heartbeat_s(),
             meanwhile=meanwhile,
             check=False,
         )
@@ -200,18 +201,25 @@ def install_pip(
         Path(requirements.name).unlink(missing_ok=True)
 
 
-DOWNLOAD_HEARTBEAT_S = 3.0  # a line this often while uv installs: on a log, not a flood
+def download_heartbeat_s() -> float:
+    """How often a line says what uv has unpacked: every 3 s where a person watches a terminal, else lockgen's
+    10 s (`tool_runner.HEARTBEAT_S`), as for every long tool run: a log is not flooded (a line each 3 s is 400
+    in a 20-minute install)."""
+    return 3.0 if sys.stderr.isatty() else HEARTBEAT_S
 
 
 class CacheGrowth:
     """What uv has written into its cache since this was made, for a progress line: the wheels it unpacks as it
     downloads them (uv streams a wheel into a `.tmp*` folder at the cache's root, then renames it into
     `archive-v*/`). Unpacked bytes, not the compressed bytes on the wire, and said as such; cheap: only the
-    folders that are new are walked, and a finished archive (never changed after its rename) once."""
+    folders that are new are walked, and a finished archive (never changed after its rename) once. The `.tmp*`
+    folders there at the start (a killed run's leftovers, another uv run's) are not counted; one that another uv
+    run starts meanwhile cannot be told from this one's."""
 
     def __init__(self, cache: Path) -> None:
         self._cache = cache
         self._before = set(self._archives())
+        self._unpacking_before = set(_folders(cache, ".tmp"))
         self._finished: dict[Path, int] = {}
         self._last = (time.monotonic(), 0)
 
@@ -223,7 +231,8 @@ class CacheGrowth:
         for archive in self._archives():
             if archive not in self._before and archive not in self._finished:
                 self._finished[archive] = _bytes_under(archive)
-        return sum(self._finished.values()) + sum(_bytes_under(f) for f in _folders(self._cache, ".tmp"))
+        unpacking = [f for f in _folders(self._cache, ".tmp") if f not in self._unpacking_before]
+        return sum(self._finished.values()) + sum(_bytes_under(f) for f in unpacking)
 
     def said(self) -> str:
         """`, 12.3 MB unpacked into uv's cache (2.1 MB/s)`: the rate since the last time asked; empty while

@@ -390,8 +390,8 @@ def _conform(
 @dataclass(frozen=True)
 class _LocalProof:
     """What `check --lock` of a prefix finds of the lock's local packages: their files as expected (a rebuilt
-    wheel's, or the install's own RECORD where nothing better is at hand), a line each saying what was proven and
-    what could not be, and the findings that fail the check."""
+    wheel's, or the install's own RECORD: editable, or where the check fails anyway), a line each saying what was
+    proven and what could not be, and the findings that fail the check."""
 
     expected: list[ExpectedPackage] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
@@ -403,10 +403,12 @@ def _local_proof(
 ) -> _LocalProof:
     """Each local package of `packages` (the rest are proven by their published files), as far as it can be proven.
     Built: against a wheel built again from its folder when that folder's tree is the one the lock pins (trusting
-    the build backend to build the same files from the same tree); else not provable by content, its files held to
-    the install's own RECORD. Editable: its code is read from its folder and its dist-info and .pth are the
-    install's own, so not provable by content; what is proven is that it was installed editable from the locked
-    folder (direct_url.json) and that the folder's pyproject.toml is the one the lock pins: either wrong fails."""
+    the build backend to build the same files from the same tree); else (the tree changed, or the build failed)
+    a finding: the install's own RECORD proves nothing, whoever changed its files could change it too. Editable: its
+    code is read from its folder, so not provable by content; what is proven is that it was installed editable
+    from the locked folder (direct_url.json), that the folder's pyproject.toml is the one the lock pins, and that
+    its RECORD holds only what an editable install writes (its dist-info, one .pth naming that folder): any
+    of these wrong fails."""
     from lockgen.adapters.pypi import local_source
     from lockgen.core.env.expected_env import wheel_expected
     from lockgen.core.lock.lock_builder import local_of
@@ -432,18 +434,20 @@ def _local_proof(
                 proof.problems.append(f"{changed}, and the environment reads the package from that folder")
             elif origin != str(folder):
                 proof.problems.append(f"{key} is not installed editable from that folder ({origin or 'no folder'})")
+            beyond = local_source.editable_findings(prefix, installed, folder) if folder else []
+            proof.problems.extend(beyond)
             proven = f"; proven: installed editable from {folder}, whose pyproject.toml is the locked one"
             proof.lines.append(
-                f"{key}: not provable by content: its code is read from its folder, and its dist-info and .pth are "
-                "the install's own (held to the RECORD it wrote; no published file states them)"
-                + ("" if changed or origin != str(folder) else proven)
+                f"{key}: not provable by content: its code is read from its folder; its dist-info and its .pth "
+                "(one line naming that folder) are the install's own, held to the RECORD it wrote"
+                + ("" if changed or origin != str(folder) or beyond else proven)
             )
             continue
-        if changed:
+        if changed:  # the RECORD its install wrote is no proof: whoever changed its files could change it too
             proof.expected.append(installed)
-            proof.lines.append(
-                f"{key}: not provable by content: {changed}, so the tree the lock pins cannot be built again to "
-                "compare; its files are held to the RECORD its install wrote"
+            proof.problems.append(
+                f"{key}: not provable: {changed}, so the tree the lock pins cannot be built again to compare "
+                "(restore that folder to the locked tree, or lock it again and materialize a fresh prefix)"
             )
             continue
         try:
@@ -452,9 +456,9 @@ def _local_proof(
             )
         except HostError as exc:  # the build backend cannot be had here (no index), or the build failed
             proof.expected.append(installed)
-            proof.lines.append(
-                f"{key}: not provable by content: building it again failed ({exc.message}); its files are held to "
-                "the RECORD its install wrote"
+            proof.problems.append(
+                f"{key}: not provable: building it again failed ({exc.message}; check where its build backend "
+                "can be had), and the RECORD its install wrote is no proof"
             )
             continue
         proof.expected.append(wheel_expected(manifest, python or ""))

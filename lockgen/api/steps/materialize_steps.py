@@ -64,8 +64,12 @@ def materialized(
         digest = unchanged(final, lock.sha256, platform, progress)
         if digest is not None:
             return final, digest
+    from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable
     from lockgen.api.steps.shared_steps import materialize_into
 
+    # the environment is built beside the prefix and renamed onto it: its folder must take new files, found
+    # before anything is fetched (named as given, never the build's temporary folder)
+    check_writable(final.with_name(f".{final.name}.lock"), f"--prefix {final}", WRITABLE_HINT)
     loaded = _parsed(lock)
     return final, materialize_into(
         loaded, lock_platform(loaded.lock, platform), final, progress, meter, allow_md5, verify

@@ -196,15 +196,15 @@ def lock_targets(
     current: dict[str, LoadedLock] | None = None,
     dry_run: bool = False,
     progress: Progress = lambda _: None,
+    lock_if_any: Callable[[Target], LoadedLock | None] = lambda _: None,
 ) -> list[LockedTarget]:
     """Solves every selected target and writes its lock; nothing is written unless all succeed. A team stack
     (`extends`) is solved with every package of the base's lock for the target held. `current`: for `--update`,
     each selected target's existing lock, read once by the use case (its holds, and its bytes kept when nothing
-    moved)."""
+    moved); `lock_if_any`: the target's existing lock, the use case reads it where it asks (None: none)."""
     current = current or {}
     chosen = selected(context.spec, targets)
-    if not dry_run:
-        _writable_locks_folder(context, chosen)
+    unwritable = {} if dry_run else _unwritable_locks(context, chosen, current, lock_if_any)
     plans = []
     for target in chosen:
         window, requests = context.plan(target)
@@ -263,14 +263,19 @@ def lock_targets(
     texts = [
         checked_lock_text(lock, f"resolved for target {target.name}", RESOLVED_FIX) for target, lock in planned
     ]  # all, then write
-    results = []
+    writes = []
     for (target, lock), text in zip(planned, texts):
         path, old = context.lock_path(target), current.get(target.name)
         if old is not None and _moved_nothing(old.lock, target, lock):
             progress(f"{target.name}: {_stays(lock, updates)} (the lock is unchanged)")
             text = old.data.decode("utf-8")
         on_disk = old.data if old is not None else path.read_bytes() if path.is_file() else None
-        unchanged = on_disk == text.encode("utf-8")
+        writes.append((target, lock, path, text, on_disk == text.encode("utf-8")))
+    refused = [unwritable[t.name] for t, _, _, _, unchanged in writes if not unchanged and t.name in unwritable]
+    if refused:
+        raise refused[0]  # a lock that changes cannot be written: none is
+    results = []
+    for target, lock, path, text, unchanged in writes:
         if not dry_run and not unchanged:
             write_atomic(path, text)
         state: LockState = "unchanged" if unchanged else "would write" if dry_run else "wrote"
@@ -280,16 +285,29 @@ def lock_targets(
     return results
 
 
-def _writable_locks_folder(context: ResolveContext, targets: Sequence[Target]) -> None:
-    """The folder each selected target's lock goes to takes a new file: found before anything is solved, not
-    after, and named as the stack lays it out (never the temporary file the write would have made)."""
-    for folder in sorted({context.lock_path(target).parent for target in targets}):
-        check_writable(
-            folder / "lock",
-            _locks_of([t.name for t in targets if context.lock_path(t).parent == folder]),
-            f"make `{folder}` writable, or copy the stack to a folder this user may write; "
-            "`lockgen resolve --check` reads without writing",
-        )
+def _unwritable_locks(
+    context: ResolveContext,
+    targets: Sequence[Target],
+    current: dict[str, LoadedLock],
+    lock_if_any: Callable[[Target], LoadedLock | None],
+) -> dict[str, UserError]:
+    """Why each selected target's lock cannot be written, named as the stack lays it out (never a temporary file).
+    A lock that must change (none yet, or stale by what the stack states) is refused here, before the solve; one
+    fresh by them may come out unchanged, and nothing is written then: its refusal waits for the solve."""
+    from lockgen.api.steps.stack_steps import stated_staleness
+
+    found: dict[str, UserError] = {}
+    for target in targets:
+        path = context.lock_path(target)
+        hint = f"make `{path.parent}` and its {path.name} writable, or copy the stack to a folder this user may write"
+        try:
+            check_writable(path, _locks_of([target.name]), hint + "; `lockgen resolve --check` reads without writing")
+        except UserError as refused:
+            loaded = current.get(target.name) or lock_if_any(target)
+            if loaded is None or stated_staleness(context.stack, target, loaded):
+                raise
+            found[target.name] = refused
+    return found
 
 
 def _locks_of(names: Sequence[str]) -> str:
