@@ -25,8 +25,21 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         where = os.path.realpath(os.fsdecode(args[0]))
     except (TypeError, ValueError):
         return
-    if where in _watched:
+    if where in _watched and not _reads_marks_only():
         _active[where] += 1
+
+
+def _reads_marks_only() -> bool:
+    """Whether this open is `atomic_files._marks`', which opens a destination to read its immutable/append-only
+    flags by ioctl and reads none of its bytes: not a read of the input."""
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "_marks" and frame.f_code.co_filename.endswith("atomic_files.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager

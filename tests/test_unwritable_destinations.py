@@ -18,7 +18,7 @@ from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
 from tests.test_export import make_lock
 
-REFUSED = "is not writable (Operation not permitted)"
+REFUSED = "takes no new file (Operation not permitted)"
 
 
 def _chattr(flag: str, folder: Path) -> bool:

@@ -74,7 +74,7 @@ def check_writable(destination: Path, what: str, hint: str) -> None:
     try:
         handle, probe = tempfile.mkstemp(prefix=".lockgen-writable-", dir=folder)
     except OSError as exc:
-        refused = f"`{given}` is not writable" if folder == given else f"`{given}` cannot be made in `{folder}`"
+        refused = f"`{given}` takes no new file" if folder == given else f"`{given}` cannot be made in `{folder}`"
         raise UserError(f"{refused} ({exc.strerror}): {what} cannot be written there", hint) from None
     os.close(handle)
     try:
