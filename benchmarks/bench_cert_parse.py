@@ -9,6 +9,7 @@ process is the figure (the machine is shared); the median of `--runs` alternatin
 `--repeat` times.
 
     python benchmarks/bench_cert_parse.py [--runs 7] [--repeat 20]
+    python benchmarks/bench_cert_parse.py --smoke       (one run, each certificate once: CI)
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import create_model
 
-from lockgen.model.certificate import Certificate, CertificateBody, Subject
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.harness import add_smoke  # noqa: E402
+from lockgen.model.certificate import Certificate, CertificateBody, Subject  # noqa: E402
 
 
 def untyped_model() -> type[Certificate]:
@@ -53,7 +57,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=20)
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.repeat = 1, 1
     documents = [json.loads(p.read_text()) for p in sorted((REPO / "envs" / "examples").rglob("*.cert.json"))]
     anchor = untyped_model()
     for model in (Certificate, anchor):  # built and warmed before timing
