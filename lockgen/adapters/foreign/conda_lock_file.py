@@ -15,6 +15,8 @@ from lockgen.model.requests import ImportOptions
 
 
 class CondaLockFile:
+    """A conda-lock.yml as a `ForeignFormat`."""
+
     name = "conda-lock.yml"
     described = "conda-lock.yml (v1)"
     producer = "conda-lock"

@@ -22,6 +22,8 @@ _PIP_LINE = re.compile(
 
 
 class ExplicitFile:
+    """An @EXPLICIT file as a `ForeignFormat`."""
+
     name = "@EXPLICIT file"
     described = "an @EXPLICIT file"
     producer = "conda list --explicit"
@@ -29,7 +31,8 @@ class ExplicitFile:
     refuses: tuple[str, ...] = ("a pip line's sdist", "a pip line without a sha256")
 
     def recognises(self, file: ForeignFile) -> bool:
-        return "@EXPLICIT" in file.text.splitlines()
+        text = file.text  # split into lines only where the word is: a large uv.lock's lines are many strings
+        return "@EXPLICIT" in text and "@EXPLICIT" in text.splitlines()
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
         packages, skipped = _explicit(file.text, file.path)

@@ -51,6 +51,8 @@ class PixiDocument(TypedDict, total=False):
 
 
 class PixiLock:
+    """A pixi.lock as a `ForeignFormat`."""
+
     name = "pixi.lock"
     described = "pixi.lock (v4-v7)"
     producer = "pixi"

@@ -69,6 +69,8 @@ PylockDocument = TypedDict(
 
 
 class PylockToml:
+    """A PEP 751 pylock.toml as a `ForeignFormat`."""
+
     name = "pylock.toml"
     described = "pylock.toml (PEP 751)"
     producer = "its installer"
@@ -85,23 +87,12 @@ class PylockToml:
         return named or bool(_PEP751.search(file.text) and _PACKAGES.search(file.text))
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
-        document = cast(PylockDocument, tomllib.loads(file.text))
-        packages, skipped, python, unhashed = read_pylock(document, options)
-        return Imported(
-            f"pylock.toml (PEP 751, CPython {python})",
-            (),
-            packages,
-            file.sha256,
-            skipped,
-            python=python,
-            unhashed=unhashed,
-        )
+        return _read_pylock(cast(PylockDocument, tomllib.loads(file.text)), options, file.sha256)
 
 
-def read_pylock(
-    data: PylockDocument, choices: ImportOptions
-) -> tuple[tuple[LockedPackage, ...], tuple[str, ...], str, tuple[UnhashedWheel, ...]]:
-    """(packages, what could not come over, the CPython X.Y chosen, the chosen wheels without a sha256)."""
+def _read_pylock(data: PylockDocument, choices: ImportOptions, digest: str) -> Imported:
+    """The packages for lockgen's platforms, what could not come over, the CPython X.Y chosen and the chosen
+    wheels without a sha256, of the file whose bytes have the sha256 `digest`."""
     version = str(data.get("lock-version", ""))
     if not version.startswith("1."):
         raise LockFormatError(
@@ -169,7 +160,15 @@ def read_pylock(
                     hash=PackageHash(sha256=sha256),
                 )
             )
-    return tuple(packages), tuple(skipped), python.shown, tuple(unhashed)
+    return Imported(
+        f"pylock.toml (PEP 751, CPython {python.shown})",
+        (),
+        tuple(packages),
+        digest,
+        tuple(skipped),
+        python=python.shown,
+        unhashed=tuple(unhashed),
+    )
 
 
 def _holds(marker: str | None, environment: Mapping[str, str | AbstractSet[str]]) -> bool:

@@ -16,6 +16,8 @@ from lockgen.model.requests import ImportOptions
 
 
 class UvLock:
+    """A uv.lock as a `ForeignFormat`."""
+
     name = "uv.lock"
     described = "uv.lock (v1)"
     producer = "uv lock"
