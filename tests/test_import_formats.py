@@ -133,10 +133,10 @@ def _renamed(source: Path, to: Path) -> Path:
     "source, flags, refused, taken",
     [
         (lambda _: FOREIGN / "tiny.pixi.lock", ["--extra", "cpu", "--no-dev"], "--extra, --no-dev", "--environment"),
-        (lambda _: FOREIGN / "tiny.explicit.txt", ["--environment", "default"], "--environment", "none"),
+        (lambda _: FOREIGN / "tiny.explicit.txt", ["--environment", "default"], "--environment", "--allow-partial"),
         (lambda _: FOREIGN / "pylock.tiny.toml", ["--package", "a"], "--package", "--all-extras"),
         (lambda _: FOREIGN / "tiny.uv.lock", ["--environment", "default"], "--environment", "--all-extras"),
-        (_conda_lock, ["--python", "3.11", "--glibc", "2.35"], "--python, --glibc", "none"),
+        (_conda_lock, ["--python", "3.11", "--glibc", "2.35"], "--python, --glibc", "--allow-partial"),
     ],
     ids=["pixi", "explicit", "pylock", "uv", "conda-lock"],
 )

@@ -125,18 +125,6 @@ def test_a_pixi_environment_without_linux_is_refused_naming_its_platforms(tmp_pa
     assert "hint: lock it for linux-64 or linux-aarch64" in done.stderr and not (tmp_path / "t.yml").exists()
 
 
-def test_a_pixi_pypi_entry_without_a_hash_is_listed(tmp_path: Path) -> None:
-    source = tmp_path / "pixi.lock"
-    source.write_text(
-        (FOREIGN / "tiny.pixi.lock")
-        .read_text()
-        .replace(f"  sha256: {'a' * 64}\n  requires_python", "  requires_python")
-    )
-    _, lock = import_lock(source, "t", tmp_path / "t.yml")
-    assert "six" not in {p.name for p in lock.package}
-    assert "linux-64: `six` 1.17.0 has no hash in the file (six-1.17.0-py2.py3-none-any.whl)" in lock.meta("skipped")
-
-
 def test_a_pep751_file_is_known_by_its_content(tmp_path: Path) -> None:
     renamed = tmp_path / "requirements-lock.toml"
     shutil.copy(FOREIGN / "pylock.tiny.toml", renamed)

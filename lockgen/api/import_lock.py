@@ -3,10 +3,11 @@ platform, hashes kept), a starting point for teams that bring what they have. A 
 settings of its workspace's pyproject.toml (`--project`, else the one beside the lock). Each format takes its own
 options (`ImportOptions`); one given to a format that does not take it is refused (`adapters/foreign`).
 
-A wheel a PyPI lock (uv.lock, pylock.toml) chose without a sha256 is looked up on the index its package came
-from: the sha256 that index's page lists for the file of exactly that name pins it. Where the page cannot be
-read or gives none, the import fails naming those packages, unless `allow_partial` (`--allow-partial`), which
-locks the rest and records them as left out."""
+A wheel a lock (uv.lock, pylock.toml, pixi.lock, conda-lock) chose without a sha256 is looked up on the index its
+package came from (where the lock names none per package, on those its reader gives, in turn): the sha256 that
+index's page lists for the file of exactly that name pins it. Where no page can be read or gives one, the import
+fails naming those packages, unless `allow_partial` (`--allow-partial`), which locks the rest and records them as
+left out."""
 
 from __future__ import annotations
 
@@ -109,28 +110,44 @@ def _pinned_from_index(
     wheels: Sequence[UnhashedWheel],
 ) -> tuple[tuple[LockedPackage, ...], list[tuple[UnhashedWheel, str]]]:
     """The wheels whose index lists a sha256 for a file of exactly their name, pinned by it; and the others, each
-    with why it has none. Each index page is read once."""
+    with why it has none. A wheel's indexes are asked in turn (a pixi.lock names its environment's, not each
+    package's): the first that lists the file pins it. Each index page is read once."""
     pages: dict[tuple[str, str], dict[str, str] | LookupError] = {}
     pinned: list[LockedPackage] = []
     left_out: list[tuple[UnhashedWheel, str]] = []
     for wheel in wheels:
-        if not wheel.index:
+        if not wheel.indexes:
             left_out.append((wheel, "it comes from a direct URL, which no index lists"))
             continue
-        key = (wheel.index, wheel.name)
-        if key not in pages:
-            try:
-                pages[key] = listed_hashes(wheel.name, wheel.index)
-            except LookupError as exc:
-                pages[key] = exc
-        page = pages[key]
-        if isinstance(page, LookupError):
-            left_out.append((wheel, str(page)))
-        elif wheel.filename in page:
-            pinned.append(wheel.locked(page[wheel.filename]))
+        listed, unread = None, None
+        for index in wheel.indexes:
+            key = (index, wheel.name)
+            if key not in pages:
+                try:
+                    pages[key] = listed_hashes(wheel.name, index)
+                except LookupError as exc:
+                    pages[key] = exc
+            page = pages[key]
+            if isinstance(page, LookupError):
+                unread = unread or page
+            elif wheel.filename in page:
+                listed = page[wheel.filename]
+                break
+        if listed is not None:
+            pinned.append(wheel.locked(listed))
+        elif unread is not None and len(wheel.indexes) == 1:
+            left_out.append((wheel, str(unread)))
         else:
-            left_out.append((wheel, f"its index {scrub_url(wheel.index)} lists no sha256 for a file of that name"))
+            left_out.append((wheel, _none_lists(wheel.indexes, unread)))
     return tuple(pinned), left_out
+
+
+def _none_lists(indexes: Sequence[str], unread: LookupError | None) -> str:
+    """Why none of a wheel's indexes pinned it, naming them (and the first that could not be read)."""
+    if len(indexes) == 1:
+        return f"its index {scrub_url(indexes[0])} lists no sha256 for a file of that name"
+    named = ", ".join(scrub_url(index) for index in indexes)
+    return f"none of its indexes ({named}) lists a sha256 for a file of that name" + (f"; {unread}" if unread else "")
 
 
 def _named(left_out: Sequence[tuple[UnhashedWheel, str]]) -> str:

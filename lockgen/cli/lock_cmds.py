@@ -94,7 +94,8 @@ def import_(
     allow_partial: bool = typer.Option(
         False,
         "--allow-partial",
-        help="uv.lock, pylock: lock the rest when a wheel has no sha256 in the file nor on its index (named as left out) instead of failing.",
+        help="Lock the rest when a wheel has no sha256 in the file nor on its index (named as left out) "
+        "instead of failing.",
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here instead of locks/<NAME>.conda-lock.yml."),
     as_json: bool = typer.Option(

@@ -1,12 +1,13 @@
 """The entries the conda-side formats (an @EXPLICIT file, conda-lock.yml, pixi.lock) share: a conda archive's
-subdir, name, version and build from its URL, and a pip package of such a lock as a lockgen entry, or why it
-cannot be one.
+subdir, name, version and build from its URL, and a pip package of such a lock as a lockgen entry, a wheel without
+a hash to be pinned from the indexes that may list it, or why it cannot be one.
 """
 
 from __future__ import annotations
 
 import re
 
+from lockgen.adapters.pypi.python_wheels import UnhashedWheel
 from lockgen.core.pypi.wheel_names import parse_wheel_filename, wheel_file_name
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
@@ -35,12 +36,14 @@ def pip_entry(
     url: str,
     hashes: PackageHash,
     platform: str,
+    indexes: tuple[str, ...],
     dependencies: dict[str, str] | None = None,
     category: str = "main",
     optional: bool = False,
-) -> LockedPackage | str:
+) -> LockedPackage | UnhashedWheel | str:
     """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
-    gives none), or why it cannot be one: not a wheel (an sdist is built on install), or no hash."""
+    gives none); a wheel the lock gives no hash for, with the `indexes` that may list it (none for a direct URL),
+    for the import to pin it from there or refuse it; or why it cannot be one (an sdist is built on install)."""
     file_name = wheel_file_name(url)
     label = f"{platform}: `{name}` {version or ''}".rstrip()
     try:
@@ -48,9 +51,7 @@ def pip_entry(
     except UserError:
         what = "an sdist (it would be built on install)" if _SDIST.search(file_name) else "no wheel"
         return f"{label} is {what}: {shown(file_name)}; lockgen locks wheels only"
-    if not (hashes.sha256 or hashes.md5):
-        return f"{label} has no hash in the file ({shown(file_name)}): lockgen pins every archive by its hash"
-    return LockedPackage(
+    package = LockedPackage(
         name=name,
         version=version or wheel.version,
         manager="pip",
@@ -61,11 +62,30 @@ def pip_entry(
         category=category,
         optional=optional,
     )
+    if hashes.sha256 or hashes.md5:
+        return package
+    first, *later = indexes or ("",)
+    return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package)
 
 
-def sort_into(found: LockedPackage | str, packages: list[LockedPackage], skipped: list[str]) -> None:
-    """An entry converted into lockgen's, kept; or why it cannot be one, kept to be named."""
+def folder_of(url: str) -> tuple[str, ...]:
+    """Where conda-lock's pip wheel without a hash may be listed: conda-lock names no index, and one that serves
+    no hashes (PyPI always does) is in practice PyTorch's, whose wheels lie beside their project pages
+    (download.pytorch.org/whl/cu121/torch-....whl, listed by download.pytorch.org/whl/cu121/torch/)."""
+    return (url.rsplit("/", 1)[0],) if "/" in url else ()
+
+
+def sort_into(
+    found: LockedPackage | UnhashedWheel | str,
+    packages: list[LockedPackage],
+    skipped: list[str],
+    unhashed: list[UnhashedWheel],
+) -> None:
+    """An entry converted into lockgen's, kept; a wheel without a hash, kept to be pinned from its index; or why
+    it cannot be one, kept to be named."""
     if isinstance(found, LockedPackage):
         packages.append(found)
+    elif isinstance(found, UnhashedWheel):
+        unhashed.append(found)
     else:
         skipped.append(found)

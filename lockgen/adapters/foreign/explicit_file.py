@@ -1,7 +1,7 @@
 """An `@EXPLICIT` file (`conda list --explicit`, `conda-lock render --kind explicit`) for `lockgen import`: one
 platform, named in its `# platform:` line; its conda archives by URL with their md5 or sha256, and the
 `# pip NAME @ URL#sha256=HASH` lines conda-lock writes below them (its pip packages, for `pip install` after the
-conda ones). Recognised by its `@EXPLICIT` line; it takes no option.
+conda ones). Recognised by its `@EXPLICIT` line; it takes `--allow-partial` alone.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lockgen.adapters.foreign.conda_entries import pip_entry, sort_into, split_conda_file
+from lockgen.adapters.foreign.conda_entries import folder_of, pip_entry, sort_into, split_conda_file
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
+from lockgen.adapters.pypi.python_wheels import UnhashedWheel
 from lockgen.errors import LockFormatError
 from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.names import shown
@@ -27,20 +28,21 @@ class ExplicitFile:
     name = "@EXPLICIT file"
     described = "an @EXPLICIT file"
     producer = "conda list --explicit"
-    takes: frozenset[str] = frozenset()
-    refuses: tuple[str, ...] = ("a pip line's sdist", "a pip line without a sha256")
+    takes = frozenset({"allow_partial"})
+    refuses: tuple[str, ...] = ("a pip line's sdist",)
 
     def recognises(self, file: ForeignFile) -> bool:
         text = file.text  # split into lines only where the word is: a large uv.lock's lines are many strings
         return "@EXPLICIT" in text and "@EXPLICIT" in text.splitlines()
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
-        packages, skipped = _explicit(file.text, file.path)
-        return Imported("@EXPLICIT", (), tuple(packages), file.sha256, tuple(skipped))
+        packages, skipped, hashless = _explicit(file.text, file.path)
+        return Imported("@EXPLICIT", (), tuple(packages), file.sha256, tuple(skipped), unhashed=tuple(hashless))
 
 
-def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
-    """The conda archives of an @EXPLICIT file, and the pip packages of its `# pip` lines."""
+def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str], list[UnhashedWheel]]:
+    """The conda archives of an @EXPLICIT file, and the pip packages of its `# pip` lines (a wheel without a sha256
+    to be pinned from the folder it lies in)."""
     platform = next(
         (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None
     )
@@ -48,6 +50,7 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
         raise LockFormatError(f"`{path}` has no `# platform:` line", "explicit files name their platform in a comment")
     packages: list[LockedPackage] = []
     skipped: list[str] = []
+    unhashed: list[UnhashedWheel] = []
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("# pip "):
@@ -57,8 +60,9 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
                     f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`",
                     "use the file `conda-lock render --kind explicit` wrote",
                 )
-            pip = pip_entry(found["name"], None, found["url"], PackageHash(sha256=found["sha256"]), platform)
-            sort_into(pip, packages, skipped)
+            url = found["url"]
+            pip = pip_entry(found["name"], None, url, PackageHash(sha256=found["sha256"]), platform, folder_of(url))
+            sort_into(pip, packages, skipped, unhashed)
             continue
         if not line or line.startswith(("#", "@")):
             continue
@@ -74,4 +78,4 @@ def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str]]:
                 name=name, version=version, manager="conda", platform=platform, url=url, hash=hashes, build=build
             )
         )
-    return packages, skipped
+    return packages, skipped, unhashed

@@ -11,12 +11,15 @@ from typing import TypedDict, cast
 
 from lockgen.adapters.foreign.conda_entries import pip_entry, sort_into, split_conda_file
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
+from lockgen.adapters.pypi.python_wheels import UnhashedWheel
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
 from lockgen.model.requests import ImportOptions
 
 SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
 _VERSIONS = (4, 5, 6, 7)
+_DIRECT = "direct+"  # pixi's mark on a wheel from a direct URL (rattler_lock's `UrlOrPath`), which no index lists
+_PIXI_INDEXES = ("https://pypi.org/simple",)  # pixi's default where an environment names no `indexes`
 
 # The parts of a pixi.lock read here, as its YAML holds them (a file that breaks them fails a read: KeyError,
 # TypeError... which `foreign_locks` names as a malformed pixi.lock).
@@ -40,6 +43,7 @@ PixiPlatform = TypedDict("PixiPlatform", {"name": str, "subdir": str, "virtual-p
 
 class PixiEnvironment(TypedDict, total=False):
     channels: list[str | dict[str, str]]
+    indexes: list[str]
     packages: dict[str, list[dict[str, str]]]  # platform -> [{"conda" | "pypi": URL}]
 
 
@@ -56,13 +60,8 @@ class PixiLock:
     name = "pixi.lock"
     described = "pixi.lock (v4-v7)"
     producer = "pixi"
-    takes = frozenset({"environment"})
-    refuses: tuple[str, ...] = (
-        "a package from git or a local path",
-        "a pip sdist",
-        "a pip wheel without a hash",
-        "a second variant of one subdir",
-    )
+    takes = frozenset({"environment", "allow_partial"})
+    refuses: tuple[str, ...] = ("a package from git or a local path", "a pip sdist", "a second variant of one subdir")
 
     def recognises(self, file: ForeignFile) -> bool:
         document = file.yaml_mapping()
@@ -113,6 +112,8 @@ def _pixi(data: PixiDocument, environment: str | None, digest: str) -> Imported:
     declared = {p["name"]: p for p in data.get("platforms") or [] if isinstance(p, dict) and "name" in p}  # v7
     packages: list[LockedPackage] = []
     skipped: list[str] = []
+    unhashed: list[UnhashedWheel] = []
+    indexes = tuple(str(index) for index in env.get("indexes") or _PIXI_INDEXES)
     seen, virtual = set(), {}
     for platform_name, entries in env["packages"].items():
         platform = declared.get(platform_name, {}).get("subdir") or _pixi_platform(platform_name, entries)
@@ -127,10 +128,11 @@ def _pixi(data: PixiDocument, environment: str | None, digest: str) -> Imported:
             if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)\Z", url):
                 skipped.append(f"{platform}: `{url}` {_not_an_archive(kind, url)}")
                 continue
-            found = _pixi_entry(kind, url, records.get(url, {}), platform)
-            sort_into(found, packages, skipped)
+            found = _pixi_entry(kind, url, records.get(url, {}), platform, indexes)
+            sort_into(found, packages, skipped, unhashed)
     channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
-    return Imported(f"pixi.lock v{version}", channels, tuple(packages), digest, tuple(skipped), virtual)
+    form = f"pixi.lock v{version}"
+    return Imported(form, channels, tuple(packages), digest, tuple(skipped), virtual, unhashed=tuple(unhashed))
 
 
 def _not_an_archive(kind: str, url: str) -> str:
@@ -155,11 +157,16 @@ def _pixi_platform(name: str, entries: list[dict[str, str]]) -> str:
     return max(set(native), key=native.count)
 
 
-def _pixi_entry(kind: str, url: str, record: PixiRecord, platform: str) -> LockedPackage | str:
+def _pixi_entry(
+    kind: str, url: str, record: PixiRecord, platform: str, indexes: tuple[str, ...]
+) -> LockedPackage | UnhashedWheel | str:
+    """A pixi entry as lockgen's; a PyPI one without a hash may be listed by the environment's `indexes` (by
+    none where pixi marks it a direct URL)."""
     hashes = PackageHash(md5=record.get("md5"), sha256=record.get("sha256"))
     if kind == "pypi":
         name = record.get("name") or url.split("/")[-1].split("-")[0]
-        return pip_entry(name, str(record["version"]) if "version" in record else None, url, hashes, platform)
+        version = str(record["version"]) if "version" in record else None
+        return pip_entry(name, version, url, hashes, platform, () if url.startswith(_DIRECT) else indexes)
     _, name, version, build = split_conda_file(url)
     return LockedPackage(
         name=record.get("name", name),

@@ -133,20 +133,33 @@ def no_wheel_reason(
 @dataclass(frozen=True)
 class UnhashedWheel:
     """The wheel a lock chose for a package on a platform, which the lock gives no sha256 for, and the index its
-    package came from (a PEP 503/691 base URL; "" for a package from a direct URL, which no index lists)."""
+    package came from (a PEP 503/691 base URL; "" for a package from a direct URL, which no index lists).
+
+    A lock that names no index per package gives the ones its tool would ask, in order: `index` first, then
+    `later_indexes` (pixi.lock: its environment's `indexes`). `entry` is the lock's own entry where it says more
+    than these fields (conda-lock's dependencies and category): pinned, it keeps them."""
 
     platform: str
     name: str
     version: str
     url: str
     index: str
+    later_indexes: tuple[str, ...] = ()
+    entry: LockedPackage | None = None
 
     @property
     def filename(self) -> str:
         return wheel_file_name(self.url)
 
+    @property
+    def indexes(self) -> tuple[str, ...]:
+        """Every index that may list it, in the order its tool asks them; none for a direct URL."""
+        return tuple(index for index in (self.index, *self.later_indexes) if index)
+
     def locked(self, sha256: str) -> LockedPackage:
         """The lock entry, pinned by the sha256 its index lists for this very file."""
+        if self.entry is not None:
+            return self.entry.model_copy(update={"hash": PackageHash(sha256=sha256)})
         return LockedPackage(
             name=self.name,
             version=self.version,
