@@ -189,7 +189,8 @@ _JSON = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(
-        st.sampled_from(["packages", "accepted", "files_expected", "files_observed", "site_packages"]), _JSON
+        st.sampled_from(["packages", "held_files", "accepted", "files_expected", "files_observed", "site_packages"]),
+        _JSON,
     )
     | _JSON
 )

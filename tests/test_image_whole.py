@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import loopback_registry, run_cli
 from tests.test_export import make_lock, require, run_export
@@ -145,6 +146,22 @@ def test_the_honest_image_passes_also_named_by_its_tag(honest: tuple[Path, Path]
         assert done.returncode == 0, done.stdout + done.stderr
         assert json.loads(done.stdout)["base_digest"] is None and "from base" not in done.stderr
     refused(f"{layout}:latest", lock, f"has no image tagged `latest` (its tags: {TAG})")
+
+
+@pytest.mark.slow
+def test_the_count_of_packages_is_the_lock_s(honest: tuple[Path, Path]) -> None:
+    """Issue 44: `check --image --lock` counted the image's own lock (.lockgen/lock.conda-lock.yml, held to the
+    lock byte for byte) as one more package: 4 packages for this 3-package lock. It is still checked, not counted."""
+    lock, layout = honest
+    locked = len(yaml.safe_load(lock.read_text())["package"])
+    done = run_cli("check", "--image", str(layout), "--lock", str(lock), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)["report"]
+    assert report["counts"]["packages"] == report["counts"]["ok"] == locked == 3, report["counts"]
+    assert {"package": "the image's own lock", "status": "ok", "locked": False} in [
+        {key: entry[key] for key in ("package", "status", "locked")} for entry in report["packages"]
+    ]
+    assert f"is the environment of {lock}: {locked} packages, every file accounted for" in done.stderr, done.stderr
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import threading
 from pathlib import Path
 
@@ -153,15 +154,76 @@ def test_a_built_package_pins_its_source_tree_and_a_changed_tree_is_refused(tmp_
         ["pack", str(lock_path), "--out", str(tmp_path / "p.tar")],
         ["export", str(lock_path), "--out", str(tmp_path / "img")],
         ["render", str(lock_path), "--format", "requirements", "--out", str(tmp_path / "r.txt")],
-        ["check", "--lock", str(lock_path), "--prefix", str(prefix)],
     ):
-        said = run_cli(*command)  # an image, a pack, another tool's format and a proof need a published file: refused
+        said = run_cli(*command)  # an image, a pack and another tool's format need a published file: refused
         assert (
             said.returncode == 1
             and "is a local package (local:pkgs/mypkg)" in said.stderr
             and "uv build" in said.stderr
         ), said.stderr
-        assert not Path(command[-1]).exists() or command[0] == "check"
+        assert not Path(command[-1]).exists()
+
+
+def _replaced(path: Path, text: str) -> None:
+    """`path` replaced by a new file holding `text` (never written through: it is a hard link into lockgen's store)."""
+    path.unlink()
+    path.write_text(text)
+
+
+def _checked(lock: Path, prefix: Path, code: int) -> str:
+    done = run_cli("check", "--lock", str(lock), "--prefix", str(prefix))
+    assert done.returncode == code and "Traceback" not in done.stderr, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_check_lock_proves_a_built_local_package_against_its_rebuilt_wheel(tmp_path: Path, index_url: str) -> None:
+    """Issue 44: `check --lock` refused any lock holding a local package. The published part is proven as always;
+    a built package against a wheel built again from its folder while the folder's tree is the one the lock pins,
+    else it is said not provable by content (exit 0 when everything provable passed)."""
+    stack, package = _project(tmp_path, index_url, '{ path = "pkgs/mypkg" }')
+    lock = _resolved(stack)
+    prefix = tmp_path / "env"
+    assert run_cli("materialize", str(lock), "--prefix", str(prefix)).returncode == 0
+    said = _checked(lock, prefix, 0)
+    assert "local package mypkg 0.1.0 (built, pkgs/mypkg): proven against a wheel built again from its folder" in said
+    assert f"is the environment of {lock} as far as it can be proven (1 local" in said and ": 2 packages" in said
+    installed = prefix / "lib" / "python3.11" / "site-packages" / "mypkg" / "__init__.py"
+    _replaced(installed, "X = 3\n")
+    assert "mypkg 0.1.0: modified mypkg/__init__.py" in _checked(lock, prefix, 1)
+    _replaced(installed, "X = 1\n")
+    (package / "src" / "mypkg" / "__init__.py").write_text("X = 2\n")  # the locked tree is no longer there
+    said = _checked(lock, prefix, 0)
+    assert "(built, pkgs/mypkg): not provable by content: local package `mypkg`: its source tree" in said, said
+    alpha = prefix / "lib" / "python3.11" / "site-packages" / "alpha" / "__init__.py"
+    _replaced(alpha, "VERSION = 'forged'\n")  # the published part is still proven by its own RECORD
+    assert "alpha 1.0: modified alpha/__init__.py" in _checked(lock, prefix, 1)
+
+
+@pytest.mark.slow
+def test_check_lock_says_what_it_cannot_prove_of_an_editable_package(tmp_path: Path, index_url: str) -> None:
+    """An editable package's code is read from its folder and its dist-info and .pth are the install's own: not
+    provable by content, and said so; that it was installed editable from the locked folder, whose pyproject.toml
+    the lock pins, is proven, and either wrong fails the check."""
+    stack, package = _project(tmp_path, index_url, '{ path = "pkgs/mypkg", editable = true }')
+    lock = _resolved(stack)
+    prefix = tmp_path / "env"
+    assert run_cli("materialize", str(lock), "--prefix", str(prefix)).returncode == 0
+    said = _checked(lock, prefix, 0)
+    assert "(editable, pkgs/mypkg): not provable by content: its code is read from its folder" in said, said
+    assert f"proven: installed editable from {package.resolve()}, whose pyproject.toml is the locked one" in said
+    done = run_cli("check", "--lock", str(lock), "--prefix", str(prefix), "--json")
+    assert json.loads(done.stdout)["local_packages"] == [line for line in said.splitlines() if "(editable" in line]
+    direct_url = prefix / "lib" / "python3.11" / "site-packages" / "mypkg-0.1.0.dist-info" / "direct_url.json"
+    honest = direct_url.read_bytes()
+    _replaced(direct_url, '{"url": "file:///elsewhere", "dir_info": {"editable": true}}')
+    assert "is not installed editable from that folder (/elsewhere)" in _checked(lock, prefix, 1)
+    direct_url.unlink()
+    direct_url.write_bytes(honest)
+    (package / "pyproject.toml").write_text((package / "pyproject.toml").read_text() + "# edited\n")
+    said = _checked(lock, prefix, 1)
+    assert "its pyproject.toml (pkgs/mypkg) changed since the lock was made, and the environment reads" in said
+    assert "hint: materialize the lock into a fresh prefix (lock it again first" in said
 
 
 @pytest.mark.slow

@@ -37,6 +37,34 @@ def temporary_beside(path: Path) -> tuple[int, Path]:
     return handle, Path(temp)
 
 
+WRITABLE_HINT = (
+    "choose another path, or make that folder writable (a read-only mount, an immutable folder or its"
+    " permissions); nothing was done"
+)
+
+
+def check_writable(destination: Path, what: str, hint: str) -> None:
+    """Refuses, before any work whose result goes to `destination` (a file or folder made in its parent, the
+    parents made first where missing), a parent that takes no new file: proven by making an empty file where the
+    write's own temporary file would go and removing it at once. Mode bits alone would not tell: root writes a
+    chmod 0555 folder, but not a read-only mount or an immutable (`chattr +i`) folder. `what` names the
+    destination as the user gave it (`--out img`); the error names the folder they gave, and the one that
+    refused where that is an ancestor still to be made."""
+    given = destination.parent
+    folder = given
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f"`{folder}` is not a folder: {what} cannot be written under it", hint)
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".lockgen-writable-", dir=folder)
+    except OSError as exc:
+        refused = f"`{given}` is not writable" if folder == given else f"`{given}` cannot be made in `{folder}`"
+        raise UserError(f"{refused} ({exc.strerror}): {what} cannot be written there", hint) from None
+    os.close(handle)
+    os.unlink(probe)
+
+
 def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
     """Writes `data` to `path` through a temporary file in the same folder and a rename; `mode` (less the
     umask) is set before the rename (0o777 for a script), so the file appears whole with its mode."""

@@ -42,11 +42,12 @@ def run_tool(
     missing_hint: str = "",
     heartbeat: Callable[[float], None] | None = None,
     meanwhile: Callable[[], object] | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
 ) -> subprocess.CompletedProcess[str]:
     """Runs `command` and returns its result; with `check`, a non-zero exit raises `ToolFailedError`
     (`what` names the activity, e.g. "pushing to docker://…"). A program that is not there raises
     `ToolMissingError`; one that outlives `timeout_s` is killed and reported as failed. `heartbeat`
-    hears the seconds elapsed every `HEARTBEAT_S` while the program runs (progress on long work).
+    hears the seconds elapsed every `heartbeat_s` while the program runs (progress on long work).
     `meanwhile` is called once the program has started, before waiting for it (work that does not depend on
     it); if it raises, the program is killed and the error goes on."""
     tool = os.path.basename(command[0])
@@ -76,7 +77,7 @@ def run_tool(
             except BaseException:
                 _kill(child)
                 raise
-        stdout, stderr = _wait(child, what, tool, hint, started, timeout_s, heartbeat)
+        stdout, stderr = _wait(child, what, tool, hint, started, timeout_s, heartbeat, heartbeat_s)
     done = subprocess.CompletedProcess(list(command), child.returncode, stdout, stderr)
     if check and done.returncode != 0:
         raise ToolFailedError(what, tool, done.returncode, last_line(done.stderr or done.stdout), hint)
@@ -96,12 +97,13 @@ def _wait(
     started: float,
     timeout_s: float,
     heartbeat: Callable[[float], None] | None,
+    heartbeat_s: float,
 ) -> tuple[str, str]:
     try:
-        while True:  # bounded: each wait is at most HEARTBEAT_S, and the whole run at most timeout_s
+        while True:  # bounded: each wait is at most heartbeat_s, and the whole run at most timeout_s
             left = timeout_s - (time.monotonic() - started)
             try:
-                return child.communicate(timeout=max(0.01, min(HEARTBEAT_S, left)))
+                return child.communicate(timeout=max(0.01, min(heartbeat_s, left)))
             except subprocess.TimeoutExpired:
                 if time.monotonic() - started >= timeout_s:
                     raise ToolFailedError(what, tool, -9, f"did not finish within {timeout_s:.0f} s", hint) from None

@@ -6,7 +6,9 @@ package's own manifest (RECORD, paths.json) or a named rule, content and mode ma
 environments lockgen did not make, and never trusts a digest stored in the artifact; an image is proven whole
 (`image_proof_steps`: the environment its config runs, the config, every file outside it). Without a lock,
 a lockgen environment is compared with the manifest it recorded when it was made (drift). What only images
-and drift need is imported where they are used: a repeated `check --lock` of a prefix costs about a stat walk."""
+and drift need is imported where they are used: a repeated `check --lock` of a prefix costs about a stat walk.
+A prefix's lock in a stack's locks/ may hold local packages: the published ones are proven as always, and each
+local one as far as it can be (`conformance_steps._local_proof` says how), each said on a line of its own."""
 
 from __future__ import annotations
 
@@ -131,6 +133,8 @@ def check_lock(
     image parsed at once."""
     lock, bundle = lock_file.read(lock_path), read_bundle(manifests)
     if not isinstance(target, Image):
+        from lockgen.core.stack import stack_layout
+
         prefix = _prefix_of(target)
         venv_python = target.interpreter if isinstance(target, Python) else str(prefix / "bin" / "python")
         interpreter = (
@@ -146,6 +150,7 @@ def check_lock(
             allow_foreign=allow_foreign,
             fingerprints=not full,
             interpreter=interpreter,
+            local_from=stack_layout.stack_folder_of_lock(lock_path.absolute()),  # where its local packages are
         )
     from lockgen.adapters.lock.lockfile_yaml import parsed
     from lockgen.api.steps.image_proof_steps import prove_image

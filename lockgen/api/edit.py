@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import read_lock
 from lockgen.api.steps import resolve_steps
 from lockgen.api.steps.resolve_steps import Progress, lock_targets, selected
@@ -49,6 +49,11 @@ def _relocked(request: StackEditRequest, old: str, new: str, progress: Progress)
     except SpecError as exc:
         raise UserError(f"the stack would not be valid after this change: {exc.message}", exc.hint) from None
     chosen = selected(resolving.spec, request.targets)
+    check_writable(
+        request.stack,
+        f"the edited {request.stack.name}",
+        f"make `{request.stack.parent}` writable (the stack is replaced whole, as an editor saves it)",
+    )  # before the solve, as the locks' folder is (`lock_targets`)
     read = {target.name: _lock_before(resolving.lock_path(target), progress) for target in chosen}
     before = {
         name: loaded for name, loaded in read.items() if loaded is not None

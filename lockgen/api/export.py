@@ -26,6 +26,7 @@ from typing import Any
 
 from lockgen.adapters import home
 from lockgen.adapters.conda import conda_meta
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable
 from lockgen.adapters.image import image_source, image_tree, oci_layout
 from lockgen.adapters.store import env_manifest, file_guard
 from lockgen.adapters.lock.lockfile_yaml import read_lock
@@ -78,6 +79,7 @@ def export(
     of several), from an existing prefix, or from a vendor's image. The lock is read once, here: every step
     takes its entries, bytes and sha256 (the image's label, its carried copy, the conformance it is checked by)."""
     _checked_compression(request.layering)
+    check_writable(request.out, f"--out {request.out}", WRITABLE_HINT)  # before anything is fetched or built
     source, loaded = request.source, read_lock(request.lock)
     lock_builder.refuse_local(loaded.lock.package, "exported in an image")  # before a base is read or anything is built
     if isinstance(source, FromPrefix):

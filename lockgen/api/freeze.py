@@ -24,7 +24,7 @@ from typing import Any
 from lockgen.adapters import home
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.node import inventory_file, inventory_probe
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
 from lockgen.core.env.expected_env import python_xy
 from lockgen.core.lock.lock_builder import frozen_lock
@@ -40,6 +40,8 @@ def freeze(
 ) -> tuple[Path, Lock]:
     if prefix is None and python is None:
         raise UserError("freeze needs --prefix or --python", "name the environment to pin")
+    path = out or default_lock_path(target)
+    check_writable(path, f"the lock {path}", WRITABLE_HINT)  # before the environment is read
     platform = home.native_platform("linux-64")
     packages: list[LockedPackage] = []
     if prefix is not None:
@@ -65,7 +67,6 @@ def freeze(
     if not packages:
         raise UserError("found nothing to lock", "point --prefix at a conda environment or --python at an interpreter")
     lock = frozen_lock(target, frozen_from, platform, version, unpinnable, packages)
-    path = out or default_lock_path(target)
     write_atomic(
         path,
         checked_lock_text(
@@ -122,6 +123,7 @@ def _direct_url(dist: InstalledDistribution) -> dict[str, Any]:
 
 def write_inventory(python: str, out: Path, progress: Callable[[str], None]) -> NodeInventory:
     """Probes `python` (its distributions, then every RECORD row re-hashed on disk) and writes the inventory."""
+    check_writable(out, f"the inventory {out}", WRITABLE_HINT)  # before the probe re-hashes every file
     document = inventory_probe.node_inventory(Path(python), progress)
     inventory_file.write(out, document)
     return document

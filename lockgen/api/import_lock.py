@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.foreign.foreign_locks import read_foreign
 from lockgen.adapters.pypi.pypi_index import listed_hashes
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
@@ -57,6 +57,8 @@ def _no_cycle_collection() -> Iterator[None]:
 
 
 def _import(source: Path, target: str, out: Path | None, options: ImportOptions) -> tuple[Path, Lock]:
+    path = out or default_lock_path(target)
+    check_writable(path, f"the lock {path}", WRITABLE_HINT)  # before the conversion and any index asked
     imported = read_foreign(source, options)
     if imported.unhashed:
         pinned, left_out = _pinned_from_index(imported.unhashed)
@@ -94,7 +96,6 @@ def _import(source: Path, target: str, out: Path | None, options: ImportOptions)
         imported.assumed,
         imported.python,
     )
-    path = out or default_lock_path(target)
     write_atomic(
         path,
         checked_lock_text(

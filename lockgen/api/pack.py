@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lockgen.adapters import home, http_deadline, pack_archive
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable
 from lockgen.adapters.pypi import wheel_mirror
 from lockgen.adapters.store import file_guard, package_store
 from lockgen.adapters.lock.lockfile_yaml import loaded_lock, read_lock
@@ -48,6 +49,7 @@ def pack(
     lock_path: Path, out: Path, platform: str | None, progress: Callable[[str], None], meter: Meter | None = None
 ) -> PackedArchive:
     """Writes the archive `out` of the lock's artifacts for `platform` (default: this host's)."""
+    check_writable(out, f"--out {out}", WRITABLE_HINT)  # before anything is fetched
     loaded = read_lock(lock_path)
     chosen = lock_platform(loaded.lock, platform)
     lock_builder.refuse_local(loaded.lock.packages_for(chosen), "packed")  # before anything is fetched

@@ -25,7 +25,7 @@ from pathlib import Path
 from lockgen.adapters.node import inventory_file, inventory_probe
 from lockgen.adapters.proof import manifest_store
 from lockgen.adapters.pypi import pypi_index
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
 from lockgen.api.steps.manifest_steps import manifest_of
 from lockgen.core.lock import lock_builder
@@ -194,6 +194,7 @@ def _lock_path(out: Path | None, target: str) -> Path:
         raise UserError(
             f"`{path}` is a folder", "pass the path of the lock file to write (--out locks/NAME.conda-lock.yml)"
         )
+    check_writable(path, f"the lock {path}", WRITABLE_HINT)  # before the interpreter is probed or an index asked
     return path
 
 

@@ -111,7 +111,7 @@ def check(
     with Meter() as meter:
         result = run(request, progress, meter)
     if isinstance(result, Conformance):
-        _render_conformance(result, lock, as_json)
+        _render_conformance(result, lock, as_json, image is not None)
     elif isinstance(result, ImageDrift):
         _render_image_drift(result, str(image), as_json)
     else:
@@ -175,7 +175,7 @@ def _drift_dict(drift: Drift) -> dict[str, list[str]]:
     return {kind: list(getattr(drift, kind)) for kind in ("missing", "extra", "modified", "unsafe")}
 
 
-def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool) -> None:
+def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool, image: bool) -> None:
     if as_json:
         print_json(result.to_dict())
     else:
@@ -189,8 +189,9 @@ def _render_conformance(result: Conformance, lock: Optional[Path], as_json: bool
         fail(
             f"{result.where} is not the environment of {lock}: " + "; ".join(([shown] if shown else []) + problems),
             "re-export the image from the lock (lockgen export LOCK) and run it as exported"
-            if problems and not shown
-            else "materialize the lock into a fresh prefix, or re-pin the environment",
+            if problems and not shown and image
+            else "materialize the lock into a fresh prefix (lock it again first where a local package's folder"
+            " changed: lockgen resolve), or re-pin the environment",
         )
     print_conforming(result, lock)
 

@@ -116,9 +116,17 @@ def print_conforming(result: Conformance, lock: Path | None) -> None:
         if result.base_digest
         else ""
     )
+    for line in result.local:
+        progress(line)
     counts = result.report.counts
+    proven = (
+        f" as far as it can be proven ({len(result.local)} local, said above; the rest by their published files)"
+        if result.local
+        else ""
+    )
     progress(
-        f"{result.where} is the environment of {lock}: {counts.get('ok', 0)} packages, every file accounted for (expected digest sha256:{result.expected_digest[:16]}…){on_base}"
+        f"{result.where} is the environment of {lock}{proven}: {counts.get('ok', 0)} packages, every file accounted"
+        f" for (expected digest sha256:{result.expected_digest[:16]}…){on_base}"
     )
 
 

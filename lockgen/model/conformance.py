@@ -16,6 +16,7 @@ class PackageResult:
     missing: tuple[str, ...]
     absent: bool
     exec_bit: tuple[str, ...] = ()  # files whose exec bit is not the one the package installs them with
+    locked: bool = True  # false: files held to the lock that are no package of it (`ExpectedPackage.locked`)
 
     @property
     def status(self) -> str:
@@ -65,10 +66,13 @@ class ConformanceReport:
 
     @property
     def counts(self) -> dict[str, int]:
+        """`packages` and `ok` count the lock's packages only; the other counts every entry checked (an image's
+        own lock found modified is counted there, though it is no package)."""
         statuses = [p.status for p in self.packages]
+        locked = [p.status for p in self.packages if p.locked]
         return {
-            "packages": len(statuses),
-            "ok": statuses.count("ok"),
+            "packages": len(locked),
+            "ok": locked.count("ok"),
             "modified": statuses.count("modified"),
             "missing": statuses.count("missing"),
             "missing_packages": statuses.count("missing package"),
@@ -96,6 +100,7 @@ class ConformanceReport:
                     "modified": list(p.modified),
                     "missing": list(p.missing),
                     "exec_bit": list(p.exec_bit),
+                    "locked": p.locked,
                 }
                 for p in self.packages
             ],

@@ -182,6 +182,9 @@ class Conformance:
     # when every byte of the environment was last read (UTC, to the second): by this check, or by the one whose
     # kept fingerprints or verdict stood for reading, within the stat trust window; None: not known
     read_every_byte: str | None = None
+    # a line per local package of the lock (`check --lock` of a prefix): what was proven of it and what could not be
+    # proven by content, and why; never a finding (those are `problems`)
+    local: tuple[str, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -203,6 +206,7 @@ class Conformance:
             "allowed_foreign": dict(self.allowed),
             "by_path_only": self.by_path_only,
             "read_every_byte": self.read_every_byte,
+            "local_packages": list(self.local),
             "counts": self.report.counts,
             "report": self.report.to_dict(),
         }

@@ -19,6 +19,7 @@ key) and a static `version`.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import stat
@@ -27,6 +28,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+from lockgen.adapters.pypi.wheel_record import read_wheel_file, wheel_manifest
 from lockgen.adapters.tool_runner import run_tool
 from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage
@@ -35,6 +37,7 @@ from lockgen.core.env.wheel_files import parse_record
 from lockgen.digests import canonical_digest, file_digest
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.manifests import PackageManifest
 from lockgen.model.names import normalize, shown
 from lockgen.model.spec import PypiDependency
 
@@ -189,15 +192,7 @@ def install(packages: list[LockedPackage], stack_folder: Path, python: Path, pro
         relative, editable = local_of(package) or ("", False)
         folder = folder_of(stack_folder, relative, package.name)
         with tempfile.TemporaryDirectory(prefix="lockgen-local-") as out:
-            if editable:
-                source = ["--editable", str(folder)]
-            else:
-                run_tool(
-                    [uv_binary(), "build", "--wheel", "--no-config", "--out-dir", out, str(folder)],
-                    f"building local package {package.name}",
-                    timeout_s=900,
-                )
-                source = [str(next(Path(out).glob("*.whl")))]
+            source = ["--editable", str(folder)] if editable else [str(_built(folder, Path(out), package.name))]
             run_tool(
                 [uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--no-config", *source],
                 f"installing local package {package.name}",
@@ -208,18 +203,56 @@ def install(packages: list[LockedPackage], stack_folder: Path, python: Path, pro
         )
 
 
-def installed_expected(prefix: Path, package: LockedPackage) -> ExpectedPackage:
-    """The files the install of a local package placed in the venv at `prefix`, as its installed RECORD states
-    them (prefix-relative): what the environment's check of unstated files and its manifest account for."""
+def _built(folder: Path, out: Path, name: str) -> Path:
+    """`folder` built into a wheel in `out` by its project's own build backend, through uv."""
+    run_tool(
+        [uv_binary(), "build", "--wheel", "--no-config", "--out-dir", str(out), str(folder)],
+        f"building local package {name}",
+        timeout_s=900,
+    )
+    return next(out.glob("*.whl"))
+
+
+def rebuilt_manifest(folder: Path, package: LockedPackage) -> PackageManifest:
+    """What a wheel built again from `folder` installs (its RECORD, and the name and version its METADATA must
+    say are the entry's), for `check --lock` of a built local package: the wheel is made in a temporary folder,
+    read, and removed; its manifest is not kept (no lock pins that wheel's sha256)."""
+    with tempfile.TemporaryDirectory(prefix="lockgen-local-") as out:
+        wheel = _built(folder, Path(out), package.name)
+        contents = read_wheel_file(wheel)
+        return wheel_manifest(contents, file_digest(wheel), package.name, package.version, package.url)
+
+
+def _dist_info(prefix: Path, package: LockedPackage) -> Path | None:
+    """The dist-info folder of `package` (its name and version) in the venv at `prefix`, if it is there."""
     wanted = normalize(package.name)
     for record in sorted(prefix.glob("lib/python*/site-packages/*.dist-info/RECORD")):
         name, _, version = record.parent.name.removesuffix(".dist-info").partition("-")
         if normalize(name) == wanted and version == package.version:
-            site = record.parent.parent.relative_to(prefix).as_posix()
-            rows = parse_record(record.read_text(), site)
-            files = tuple(ExpectedFile(posixpath.normpath(f"{site}/{row.path}"), row.sha256, row.size) for row in rows)
-            return ExpectedPackage(f"{package.name} {package.version}", files, f"{site}/{record.parent.name}")
-    raise LockFormatError(
-        f"installing local package `{package.name}` {package.version} left no dist-info of that name and version",
-        "its pyproject.toml's [project] name and version are the lock's: lock it again",
-    )
+            return record.parent
+    return None
+
+
+def installed_expected(prefix: Path, package: LockedPackage) -> ExpectedPackage:
+    """The files the install of a local package placed in the venv at `prefix`, as its installed RECORD states
+    them (prefix-relative): what the environment's check of unstated files and its manifest account for."""
+    dist_info = _dist_info(prefix, package)
+    if dist_info is None:
+        raise LockFormatError(
+            f"installing local package `{package.name}` {package.version} left no dist-info of that name and version",
+            "its pyproject.toml's [project] name and version are the lock's: lock it again",
+        )
+    site = dist_info.parent.relative_to(prefix).as_posix()
+    rows = parse_record((dist_info / "RECORD").read_text(), site)
+    files = tuple(ExpectedFile(posixpath.normpath(f"{site}/{row.path}"), row.sha256, row.size) for row in rows)
+    return ExpectedPackage(f"{package.name} {package.version}", files, f"{site}/{dist_info.name}")
+
+
+def installed_origin(prefix: Path, package: LockedPackage) -> object:
+    """What the install of `package` in the venv at `prefix` says it was installed from: its `direct_url.json`
+    as parsed (PEP 610), None where the package or that file is not there, or it is not JSON."""
+    dist_info = _dist_info(prefix, package)
+    try:
+        return json.loads((dist_info / "direct_url.json").read_bytes()) if dist_info is not None else None
+    except (OSError, ValueError):
+        return None

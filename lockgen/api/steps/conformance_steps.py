@@ -4,7 +4,9 @@ lock, every path accounted for by a locked package's own manifest or a named rul
 
 An environment that stays (`fingerprints`) and passed before against the same lock is proven by one stat
 walk when nothing in it moved (`conformance_store`'s verdict); the lock parser, the manifests and the rules
-are imported only when the work is done, since a repeated health check is otherwise mostly imports."""
+are imported only when the work is done, since a repeated health check is otherwise mostly imports.
+A lock's local packages (`check --lock` of a prefix, the lock in its stack's locks/) have no published file to
+prove them by: each is proven as far as it can be and said on a line (`_local_proof`)."""
 
 from __future__ import annotations
 
@@ -12,22 +14,24 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
 
 from lockgen import __version__
 from lockgen.adapters import home, parallel
 from lockgen.adapters.proof import conformance_store, prefix_observer, stat_walk
 from lockgen.core.env.conformance import passing_record, passing_report
-from lockgen.errors import UserError
+from lockgen.errors import HostError, LockgenError, UserError
 from lockgen.model.results import Conformance
 
 if TYPE_CHECKING:
     from lockgen.api.steps.shared_steps import Meter
     from lockgen.model.inputs import BundleBytes, LockBytes
-    from lockgen.model.lock import LoadedLock
+    from lockgen.core.env.conformance import ExpectedPackage
+    from lockgen.model.lock import LoadedLock, LockedPackage
 ALLOWED_FOREIGN = "allowed foreign files"
 SERVICES_PACKAGE = "lockgen [image] services"  # the service launcher and services.json, checked against the lock
 CARRIED_LOCK = "the image's own lock"  # .lockgen/lock.conda-lock.yml, which must be the lock checked against
@@ -73,6 +77,7 @@ def conform(
     carried_lock: bool = True,
     fingerprints: bool = False,
     interpreter: str | None = None,
+    local_from: Path | None = None,
 ) -> Conformance:
     """The conformance of the environment at `prefix` (installed for `final_prefix`, default `prefix`) to the lock
     its use case read (its bytes; parsed here only when the work is done, unless the caller parsed it already).
@@ -82,7 +87,9 @@ def conform(
     of it against this lock saw is that check's verdict, and otherwise files whose fingerprint is what an
     earlier check kept are not read again (`conformance_store`). `interpreter`: the Python a venv runs, held to the
     lock's exact one where it names one (`lockgen.interpreter.<platform>`); a kept verdict stands only for the
-    same interpreter file."""
+    same interpreter file. `local_from`: the folder of the stack whose locks/ holds the lock, where its local
+    packages are (`_local_proof`); without it a lock with a local package is refused. A check that met a local
+    package keeps no verdict: what it proved rests on a folder outside the environment's stat walk."""
     if not prefix.is_dir():
         raise UserError(f"{prefix} is not a folder", "pass the environment's prefix (the folder holding bin/ and lib/)")
     context = _verdict_context(prefix, platform, manifests, final_prefix, allow_foreign, carried_lock) + (
@@ -123,6 +130,7 @@ def conform(
         tree,
         standing is not None,
         interpreter,
+        local_from,
     )
     if (
         trust is not None and standing is None
@@ -131,7 +139,7 @@ def conform(
     result = replace(result, read_every_byte=read_every_byte)
     if not result.clean:  # also after `--full`, which can find what no stat shows (a write below the file system)
         conformance_store.drop_verdict(prefix, result.lock_sha256, context)
-    elif tree is not None and tree.settled:
+    elif tree is not None and tree.settled and not result.local:
         conformance_store.save_verdict(
             prefix,
             result.lock_sha256,
@@ -254,6 +262,7 @@ def _conform(
     tree: stat_walk.TreeFingerprint | None,
     trusted: bool,
     interpreter: str | None = None,
+    local_from: Path | None = None,
 ) -> Conformance:
     """The work of `conform`: every locked package's expected files against the prefix as found (by the stat
     walk of `tree` when the verdict was looked up with one: taken before any file was read, walked once); kept
@@ -281,14 +290,19 @@ def _conform(
     with ExitStack() as meanwhile:  # work the other cores do meanwhile (`parallel.Forked`), waited for at its end
         ahead = meanwhile.enter_context(prefix_observer.likely_wanted(prefix, walked, kept))  # hashing the files
         bundle = manifest_store.parse_bundle(manifests.data, manifests.source) if manifests is not None else {}
-        expected = expected_packages(lock, chosen, final_prefix or str(prefix), bundle, progress)
+        expected = expected_packages(
+            lock, chosen, final_prefix or str(prefix), bundle, progress, published_only=local_from is not None
+        )
         digest = meanwhile.enter_context(parallel.Forked(partial(expected_digest, expected)))
+        python = lock_python(lock, chosen)
+        local = _local_proof(lock.packages_for(chosen), local_from, prefix, python) if local_from else _LocalProof()
+        mine = expected + local.expected  # the published packages' expected digest, the local ones beside it
         allowed = sorted(set(allow_foreign))
         services = {path: sha256(data).hexdigest() for path, data in service_files(lock).items()}
         # `carried_lock` false: an export about to write its own (re-adopting a lockgen image under a new lock)
         carried = {LOCK_INSIDE: lock_sha256} if carried_lock and (prefix / LOCK_INSIDE).is_file() else {}
         stated = (
-            {f.path for p in expected for f in p.files if f.sha256 is not None}
+            {f.path for p in mine for f in p.files if f.sha256 is not None}
             | set(allowed)
             | set(services)
             | set(carried)
@@ -314,7 +328,7 @@ def _conform(
             prefix,
             wanted,
             meter,
-            read_these=launcher_targets(expected).keys(),
+            read_these=launcher_targets(mine).keys(),
             proofs=proofs,
             walked=walked,
             seen=seen,
@@ -326,7 +340,9 @@ def _conform(
         hook = (
             [
                 ExpectedPackage(
-                    ALLOWED_FOREIGN, tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found)
+                    ALLOWED_FOREIGN,
+                    tuple(ExpectedFile(path, found[path], None) for path in allowed if path in found),
+                    locked=False,
                 )
             ]
             if allowed
@@ -334,25 +350,28 @@ def _conform(
         )
         # `[image] services`: the launcher and services.json an image holds are the lock's, byte for byte
         hook += (
-            [ExpectedPackage(SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()))]
+            [
+                ExpectedPackage(
+                    SERVICES_PACKAGE, tuple(ExpectedFile(p, d, None) for p, d in services.items()), locked=False
+                )
+            ]
             if services
             else []
         )
         # the lock an image carries (a team stack's `extends` reads it) must be this lock, byte for byte
         hook += (
-            [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()))]
+            [ExpectedPackage(CARRIED_LOCK, tuple(ExpectedFile(p, d, None) for p, d in carried.items()), locked=False)]
             if carried
             else []
         )
-        python = lock_python(lock, chosen)
-        pairs = pyc_pairs(expected, observed)
+        pairs = pyc_pairs(mine, observed)
         unproven = bytecode_proof.unproven(
             prefix, pairs, progress, {o.path: o.sha256 for o in observed if o.sha256} if pairs else {}
         )  # sources and byte code: just hashed
         report = compare(
-            expected + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix), unproven
+            mine + hook, observed, site_packages_of(python) if python else "", final_prefix or str(prefix), unproven
         )
-        by_path_only = sum(1 for p in expected for f in p.files if f.kind == "file" and f.sha256 is None)
+        by_path_only = sum(1 for p in mine for f in p.files if f.kind == "file" and f.sha256 is None)
         expected_sha256 = digest.result() or expected_digest(expected)
     return Conformance(
         lock_sha256,
@@ -360,10 +379,101 @@ def _conform(
         str(prefix),
         expected_sha256,
         report,
+        problems=tuple(local.problems),
         allowed={path: found.get(path) for path in allowed},
         by_path_only=by_path_only,
         hashes=seen,
+        local=tuple(local.lines),
     )
+
+
+@dataclass(frozen=True)
+class _LocalProof:
+    """What `check --lock` of a prefix finds of the lock's local packages: their files as expected (a rebuilt
+    wheel's, or the install's own RECORD where nothing better is at hand), a line each saying what was proven and
+    what could not be, and the findings that fail the check."""
+
+    expected: list[ExpectedPackage] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _local_proof(
+    packages: Sequence[LockedPackage], stack_folder: Path, prefix: Path, python: str | None
+) -> _LocalProof:
+    """Each local package of `packages` (the rest are proven by their published files), as far as it can be proven.
+    Built: against a wheel built again from its folder when that folder's tree is the one the lock pins (trusting
+    the build backend to build the same files from the same tree); else not provable by content, its files held to
+    the install's own RECORD. Editable: its code is read from its folder and its dist-info and .pth are the
+    install's own, so not provable by content; what is proven is that it was installed editable from the locked
+    folder (direct_url.json) and that the folder's pyproject.toml is the one the lock pins: either wrong fails."""
+    from lockgen.adapters.pypi import local_source
+    from lockgen.core.env.expected_env import wheel_expected
+    from lockgen.core.lock.lock_builder import local_of
+
+    proof = _LocalProof()
+    for package in packages:
+        local = local_of(package)
+        if local is None:
+            continue
+        relative, editable = local
+        key = f"local package {package.name} {package.version} ({'editable' if editable else 'built'}, {relative})"
+        try:
+            installed = local_source.installed_expected(prefix, package)
+        except LockgenError:
+            proof.problems.append(f"missing package {package.name} {package.version} ({key})")
+            continue
+        changed = local_source.changed(stack_folder, package)
+        if editable:
+            proof.expected.append(installed)
+            origin = _editable_folder(local_source.installed_origin(prefix, package))
+            folder = None if changed else local_source.folder_of(stack_folder, relative, package.name)
+            if changed:
+                proof.problems.append(f"{changed}, and the environment reads the package from that folder")
+            elif origin != str(folder):
+                proof.problems.append(f"{key} is not installed editable from that folder ({origin or 'no folder'})")
+            proven = f"; proven: installed editable from {folder}, whose pyproject.toml is the locked one"
+            proof.lines.append(
+                f"{key}: not provable by content: its code is read from its folder, and its dist-info and .pth are "
+                "the install's own (held to the RECORD it wrote; no published file states them)"
+                + ("" if changed or origin != str(folder) else proven)
+            )
+            continue
+        if changed:
+            proof.expected.append(installed)
+            proof.lines.append(
+                f"{key}: not provable by content: {changed}, so the tree the lock pins cannot be built again to "
+                "compare; its files are held to the RECORD its install wrote"
+            )
+            continue
+        try:
+            manifest = local_source.rebuilt_manifest(
+                local_source.folder_of(stack_folder, relative, package.name), package
+            )
+        except HostError as exc:  # the build backend cannot be had here (no index), or the build failed
+            proof.expected.append(installed)
+            proof.lines.append(
+                f"{key}: not provable by content: building it again failed ({exc.message}); its files are held to "
+                "the RECORD its install wrote"
+            )
+            continue
+        proof.expected.append(wheel_expected(manifest, python or ""))
+        proof.lines.append(
+            f"{key}: proven against a wheel built again from its folder, whose source tree is the one the lock pins "
+            f"(sha256:{package.hash.sha256 or ''}), trusting its build backend to build the same files from it"
+        )
+    return proof
+
+
+def _editable_folder(origin: object) -> str | None:
+    """The local folder a PEP 610 `direct_url.json` says an editable install reads, else None."""
+    if not isinstance(origin, dict) or not isinstance(origin.get("url"), str):
+        return None
+    info = origin.get("dir_info")
+    parts = urlsplit(origin["url"])
+    if parts.scheme != "file" or not isinstance(info, dict) or info.get("editable") is not True:
+        return None
+    return unquote(parts.path)
 
 
 def _interpreter_file(interpreter: str) -> str:

@@ -110,10 +110,15 @@ def placed_wheel(package: LockedPackage, python: str, afresh: bool = False) -> E
 
 
 def expected_manifests(
-    lock: Lock, platform: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]
+    lock: Lock,
+    platform: str,
+    bundle: dict[str, PackageManifest],
+    progress: Callable[[str], None],
+    published_only: bool = False,
 ) -> list[tuple[PackageManifest, Callable[[], Path | None]]]:
-    """The manifest of every locked package of `platform` (read in parallel), with its way to the archive."""
-    packages = lock.packages_for(platform)
+    """The manifest of every locked package of `platform` (read in parallel), with its way to the archive. A local
+    package has none (refused, naming it), unless `published_only` leaves the local ones to the caller."""
+    packages = [p for p in lock.packages_for(platform) if not (published_only and lock_builder.local_of(p))]
     with ThreadPoolExecutor(max_workers=16) as pool:
         found = list(pool.map(lambda p: manifest_of(p, bundle), packages))
     progress(f"read the manifests of {len(packages)} locked packages")
@@ -121,12 +126,18 @@ def expected_manifests(
 
 
 def expected_packages(
-    lock: Lock, platform: str, prefix: str, bundle: dict[str, PackageManifest], progress: Callable[[str], None]
+    lock: Lock,
+    platform: str,
+    prefix: str,
+    bundle: dict[str, PackageManifest],
+    progress: Callable[[str], None],
+    published_only: bool = False,
 ) -> list[ExpectedPackage]:
-    """Every locked package of `platform` as the files it puts into an environment at `prefix`."""
+    """Every locked package of `platform` as the files it puts into an environment at `prefix` (the published ones
+    alone with `published_only`: `expected_manifests`)."""
     python = lock_python(lock, platform)
     accepted = lock_builder.accepted_changes(lock, platform)
-    found = expected_manifests(lock, platform, bundle, progress)
+    found = expected_manifests(lock, platform, bundle, progress, published_only)
     expected = []
     for manifest, archive in found:
         if python is None and manifest.kind == "wheel":  # a check-only entry ("installed") is placed already

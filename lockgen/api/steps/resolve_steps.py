@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
 from lockgen.api.steps import team_steps
 from lockgen.api.steps.stack_steps import load_stack
@@ -202,8 +202,11 @@ def lock_targets(
     each selected target's existing lock, read once by the use case (its holds, and its bytes kept when nothing
     moved)."""
     current = current or {}
+    chosen = selected(context.spec, targets)
+    if not dry_run:
+        _writable_locks_folder(context, chosen)
     plans = []
-    for target in selected(context.spec, targets):
+    for target in chosen:
         window, requests = context.plan(target)
         plans.append(PlannedTarget(target, window, requests))
         for request in requests:
@@ -275,6 +278,22 @@ def lock_targets(
             LockedTarget(TargetResult(target.name, target.arch, path, state, _counts(lock), _highlights(lock)), lock)
         )
     return results
+
+
+def _writable_locks_folder(context: ResolveContext, targets: Sequence[Target]) -> None:
+    """The folder each selected target's lock goes to takes a new file: found before anything is solved, not
+    after, and named as the stack lays it out (never the temporary file the write would have made)."""
+    for folder in sorted({context.lock_path(target).parent for target in targets}):
+        check_writable(
+            folder / "lock",
+            _locks_of([t.name for t in targets if context.lock_path(t).parent == folder]),
+            f"make `{folder}` writable, or copy the stack to a folder this user may write; "
+            "`lockgen resolve --check` reads without writing",
+        )
+
+
+def _locks_of(names: Sequence[str]) -> str:
+    return f"the lock of target `{names[0]}`" if len(names) == 1 else f"the locks of targets `{'`, `'.join(names)}`"
 
 
 @dataclass(frozen=True)

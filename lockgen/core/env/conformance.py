@@ -69,13 +69,16 @@ class ExpectedFile(NamedTuple):
 @dataclass(frozen=True)
 class ExpectedPackage:
     """A locked package (`key` like `six 1.16.0`) and its files; a pip distribution also names its
-    dist-info folder (prefix-relative) and its entry-point script names."""
+    dist-info folder (prefix-relative) and its entry-point script names. `locked` false: not a package but files
+    held to the lock the same way (an image's own lock, its services, the foreign files allowed), checked and
+    reported as one, never counted as one of the lock's packages."""
 
     key: str
     files: tuple[ExpectedFile, ...]
     dist_info: str | None = None
     scripts: tuple[str, ...] = ()
     entry_points: tuple[tuple[str, str], ...] = ()  # (script name, `module:attr`): launchers checked by shape
+    locked: bool = True
 
 
 class ObservedFile(NamedTuple):
@@ -127,7 +130,12 @@ def _check(package: ExpectedPackage, observed: dict[str, ObservedFile]) -> Packa
             modified.append(expected.path)
     absent = bool(package.files) and len(missing) == len(package.files)
     return PackageResult(
-        package.key, tuple(sorted(set(modified))), tuple(sorted(set(missing))), absent, tuple(sorted(set(exec_bit)))
+        package.key,
+        tuple(sorted(set(modified))),
+        tuple(sorted(set(missing))),
+        absent,
+        tuple(sorted(set(exec_bit))),
+        package.locked,
     )
 
 
@@ -319,7 +327,8 @@ def passing_record(report: ConformanceReport) -> dict[str, object]:
     if not report.clean:
         raise ValueError("only a passing report is kept")
     return {
-        "packages": [p.key for p in report.packages],
+        "packages": [p.key for p in report.packages if p.locked],
+        "held_files": [p.key for p in report.packages if not p.locked],
         "accepted": [[a.path, a.rule, a.owner] for a in report.accepted],
         "files_expected": report.files_expected,
         "files_observed": report.files_observed,
@@ -331,11 +340,13 @@ def passing_report(record: object) -> ConformanceReport | None:
     """The clean report `passing_record` kept, or None when the record is not one (never a report with a finding)."""
     if not isinstance(record, dict):
         return None
-    keys, kept = record.get("packages"), record.get("accepted")
+    keys, held, kept = record.get("packages"), record.get("held_files"), record.get("accepted")
     expected, observed, site = record.get("files_expected"), record.get("files_observed"), record.get("site_packages")
     if not (
         isinstance(keys, list)
         and all(isinstance(k, str) for k in keys)
+        and isinstance(held, list)
+        and all(isinstance(k, str) for k in held)
         and isinstance(kept, list)
         and all(
             isinstance(a, list)
@@ -351,7 +362,13 @@ def passing_report(record: object) -> ConformanceReport | None:
     ):
         return None
     return ConformanceReport(
-        tuple(PackageResult(key, (), (), False) for key in keys),
+        tuple(
+            sorted(
+                [PackageResult(key, (), (), False) for key in keys]
+                + [PackageResult(key, (), (), False, locked=False) for key in held],
+                key=lambda result: result.key,
+            )
+        ),
         (),
         (),
         (),
