@@ -10,6 +10,9 @@ process and its children, from outside: the steady figure on a shared machine), 
 - `run` over the bare interpreter again with both started by `python -S` (no site-packages start-up files: this
   machine's `.pth` hooks import pathlib, re and more before any program, which a bare `python -c pass` pays
   and lockgen then finds loaded), the figure a machine without such hooks would see
+- `run STACK -- python -c pass` without `--target` (this node's target detected: the probe runs each time, the
+  target it chose kept by the stack's bytes and the probe's answers), with and without `-S`, and with
+  `LOCKGEN_REPARSE=1` (the typer app: the stack parsed, the node matched, the lock's freshness checked)
 
 The environment is a conda one of small packages (the tests' channel factory); its `python` is this interpreter,
 named by its path, so both sides run the same program.
@@ -77,11 +80,15 @@ def main() -> int:
         materialize = lockgen + ["materialize", str(lock), "--prefix", str(root / "env")]
         bare_without_site = [sys.executable, "-S", "-c", "pass"]
         run_without_site = [sys.executable, "-S", "-m", "lockgen", "run", str(lock), "--", *bare_without_site]
+        stack = str(lock.parent.parent / "stack.toml")
+        run_stack = lockgen + ["run", stack, "--", *bare]
+        run_stack_without_site = [sys.executable, "-S", "-m", "lockgen", "run", stack, "--", *bare_without_site]
         env_without_site = {
             **env,
             "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
         }  # lockgen without site-packages
         cpu_timed(run, env)  # makes the store's environment, and keeps the lock's checked value
+        cpu_timed(run_stack, env)  # detects this node's target and keeps it, with the stack's fresh verdict
         cpu_timed(materialize, env)
         time.sleep(RACY_NS / 1e9 + 0.1)  # a tree changed within RACY_NS of its check keeps no verdict
         for _ in range(2):  # each environment's verdict kept again after the other's build linked the same files
@@ -95,6 +102,9 @@ def main() -> int:
             "materialize, reparsed": [],
             "bare -S": [],
             "run -S": [],
+            "run STACK": [],
+            "run STACK -S": [],
+            "run STACK, reparsed": [],
         }
         anchor = uv_project(root)
         if anchor is not None:
@@ -110,6 +120,9 @@ def main() -> int:
             samples["materialize, reparsed"].append(cpu_timed(materialize, reparse)[1])
             samples["bare -S"].append(cpu_timed(bare_without_site)[1])
             samples["run -S"].append(cpu_timed(run_without_site, env_without_site)[1])
+            samples["run STACK"].append(cpu_timed(run_stack, env)[1])
+            samples["run STACK -S"].append(cpu_timed(run_stack_without_site, env_without_site)[1])
+            samples["run STACK, reparsed"].append(cpu_timed(run_stack, reparse)[1])
         cpu = {name: 1000 * (median(values) or 0.0) for name, values in samples.items()}
         print(
             f"{args.runs} runs each, median CPU (user + sys): "
@@ -119,6 +132,9 @@ def main() -> int:
             ("run", "bare", RUN_TARGET_MS),
             ("run, reparsed", "bare", RUN_TARGET_MS),
             ("run -S", "bare -S", RUN_TARGET_MS),
+            ("run STACK", "bare", RUN_TARGET_MS),
+            ("run STACK -S", "bare -S", RUN_TARGET_MS),
+            ("run STACK, reparsed", "bare", RUN_TARGET_MS),
         ):
             over = cpu[name] - cpu[bare_name]
             verdict = (

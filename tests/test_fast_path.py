@@ -204,6 +204,68 @@ def test_a_fresh_stack_with_its_target_is_answered_before_typer_and_a_stale_one_
 
 
 @pytest.mark.slow
+def test_a_detected_target_is_kept_by_the_stack_s_bytes_and_what_detection_read_of_the_node(
+    lock: Path, tmp_path: Path
+) -> None:
+    """`run -- CMD` in a stack's folder (./stack.toml, no --target): the first run detects this node's target
+    through the typer app and keeps it by the stack's path and bytes and what detection read (the facts file's
+    bytes here, the probe's answers on a real node); the next is answered by the fast path, as the typer app
+    answers. A node fact changed, or the stack changed, and the typer app detects (and checks freshness) again."""
+    home = tmp_path / "home"
+    stack = tmp_path / "stack"
+    shutil.copytree(lock.parent.parent, stack)
+    _made(stack / "locks" / lock.name, home)
+    facts = tmp_path / "node.json"
+    facts.write_text('{"platform": "linux-64", "glibc": "2.35"}')
+    node = {"LOCKGEN_NODE_FACTS": str(facts)}
+    command = ["run", "--", "sh", "-c", 'echo "$LOCKGEN_ENV_NAME"; tool; exit 4']
+
+    def in_stack(*args: str, reparse: bool = False, **env: str) -> tuple[int, str, str, str]:
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "lockgen", *args],
+            capture_output=True,
+            text=True,
+            cwd=stack,
+            env={
+                **{k: v for k, v in os.environ.items() if k != "LOCKGEN_REPARSE"},
+                "PYTHONPATH": str(REPO),
+                "NO_COLOR": "1",
+                "LOCKGEN_HOME": str(home),
+                "HOME": str(tmp_path),
+                **({"LOCKGEN_REPARSE": "1"} if reparse else {}),
+                **env,
+            },
+        )
+        lines = done.stderr.splitlines()
+        imported = [line.split("|")[-1].strip() for line in lines if line.startswith("import time:")]
+        said = "\n".join(line for line in lines if not line.startswith("import time:"))
+        return done.returncode, done.stdout, said, " ".join(imported)
+
+    first = in_stack(*command, **node)
+    assert first[0] == 4 and "is target cpu" in first[2] and "typer" in first[3].split()
+    for line in (command, ["run", "stack.toml", "--", *command[2:]], ["run", "--locked", *command[1:]]):
+        fast = in_stack(*line, **node)
+        assert [name for name in SLOW_ONLY if name in fast[3].split()] == [], (line, fast)
+        assert fast[:3] == first[:3] == in_stack(*line, reparse=True, **node)[:3]
+    exports = in_stack("activate", "--shell", "bash", **node)  # activate (and shell) read the same kept answer
+    assert exports[0] == 0 and "LOCKGEN_ENV_NAME" in exports[1] and "typer" not in exports[3].split()
+    assert exports[:3] == in_stack("activate", "--shell", "bash", reparse=True, **node)[:3]
+    probed = in_stack(*command)  # no facts file: this node probed (no GPU here), kept by the probe's answers
+    assert probed[0] == 4 and "typer" in probed[3].split()
+    assert "typer" not in in_stack(*command)[3].split()
+    facts.write_text('{"platform": "linux-64", "glibc": "2.17"}')  # another node's facts
+    other = in_stack(*command, **node)
+    assert "typer" in other[3].split(), "a changed node fact was answered from the kept detection"
+    assert other[:3] == in_stack(*command, reparse=True, **node)[:3]
+    facts.write_text('{"platform": "linux-64", "glibc": "2.35"}')
+    assert "typer" not in in_stack(*command, **node)[3].split()  # the first node's facts again: its kept answer
+    (stack / "stack.toml").write_text((stack / "stack.toml").read_text().replace('tool = "*"', 'tool = ">=1"'))
+    stale = in_stack("run", "--locked", *command[1:], **node)
+    assert stale[0] == 1 and "is stale" in stale[2] and "typer" in stale[3].split()
+    assert stale[:3] == in_stack("run", "--locked", *command[1:], reparse=True, **node)[:3]
+
+
+@pytest.mark.slow
 def test_a_kept_run_record_stands_only_while_its_whole_proof_does(lock: Path, tmp_path: Path) -> None:
     """Each part of the proof the record stands for, taken away, sends `run` the full way (which answers as the
     typer app): the drift verdict dropped, the stat trust window over, the record damaged, the lock's bytes
@@ -370,7 +432,8 @@ WORDS = st.sampled_from(
 
 @given(command=st.sampled_from(["run", "shell", "activate", "materialize"]), words=st.lists(WORDS, max_size=7))
 def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[str]) -> None:
-    """Accepted: one LOCK (not a stack) and each option it knows once, its value the next word; else None."""
+    """Accepted: one LOCK, or a STACK or none for run, shell and activate, and each option it knows once, its value
+    the next word; else None."""
     read = _read(command, words)
     if read is None:
         return
@@ -390,7 +453,13 @@ def test_the_fast_path_reads_only_the_forms_it_knows(command: str, words: list[s
         at = rest.index(flag)
         assert rest[at + 1] and not rest[at + 1].startswith("-")
         del rest[at : at + 2]
-    assert rest == [lock] and (Path(lock).suffix == ".toml") == ("target" in options)  # a stack only with its --target
+    assert rest == ([] if lock is None else [lock])
+    if lock is None:  # ./stack.toml: only where no --prefix names an environment to use as it is
+        assert command != "materialize" and "prefix" not in options
+    elif Path(lock).suffix == ".toml":  # a stack: run, shell and activate alone take one
+        assert command != "materialize"
+    else:  # a lock never with a stack's options
+        assert not {"target", "locked", "frozen"} & options.keys()
     assert not ("locked" in options and "frozen" in options)
     assert len(options) == len([w for w in words if w in known])
 

@@ -55,6 +55,25 @@ def test_a_second_materialize_reads_no_proven_file(lock: Path, tmp_path: Path, h
     assert len([p for p in hashed if "/site-packages/" in p]) == len(wheel_files)  # --verify trusts nothing
 
 
+def test_a_build_from_the_store_loads_no_http_client_and_no_conda_module(lock: Path, tmp_path: Path) -> None:
+    """A pure-PyPI lock whose wheels are proven is built from the store with uv --offline: the wheel reader with its
+    HTTP client and the conda side's modules are imported where they are used, not by this build (11 ms of
+    urllib.request, http.client and netrc in the loop of issue 43)."""
+    from tests.test_cli_startup import _loaded
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched, proven, its manifests kept
+    watched = (
+        "urllib.request",
+        "http.client",
+        "lockgen.adapters.store.package_store",
+        "lockgen.adapters.conda.rattler_cache",
+        "lockgen.adapters.pypi.wheel_record",
+    )
+    code, loaded = _loaded(watched, "materialize", str(lock), "--prefix", str(tmp_path / "two"))
+    assert (code, loaded) == (0, "loaded: []")
+    assert (tmp_path / "two" / "lib/python3.11/site-packages/alpha/__init__.py").is_file()
+
+
 def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(
     lock: Path, tmp_path: Path, hashed: list[str]
 ) -> None:

@@ -122,27 +122,29 @@ def activation(wanted: Wanted, progress: Callable[[str], None], meter: Meter | N
 
 
 def kept_activation(wanted: Wanted, progress: Callable[[str], None], for_run: bool = False) -> Activation | None:
-    """The activation of `wanted` when all of it is kept, without the models: a lock file named, or a stack with
-    `--target` whose target's lock was found fresh for exactly these bytes (`kept_stack_lock`), the lock's
-    checked value kept (`kept_inputs`), its environment found made and unchanged (`materialize_steps.unchanged`:
-    the kept drift verdict and one stat walk). None for anything else, with nothing said: `activation` decides
-    it, and words it when it is an error. The same bytes give the same environment, name and activation as
-    `activation` gives. `for_run`: the environment found is kept for the next `run` of the same lock file and
-    options (`kept_run_steps.keep_run`)."""
-    if wanted.source is None:
-        return None
-    read = (
-        kept_stack_lock(wanted)
-        if _is_stack(wanted.source)
-        else None
-        if wanted.target is not None
-        else _lock_bytes(wanted.source)
-    )
+    """The activation of `wanted` when all of it is kept, without the models: a lock file named, or a stack (named,
+    else `./stack.toml`) whose target (`--target`, or the one kept as detected on this node) has its lock found
+    fresh for exactly these bytes (`kept_stack_lock`), the lock's checked value kept (`kept_inputs`), its
+    environment found made and unchanged (`materialize_steps.unchanged`: the kept drift verdict and one stat walk).
+    None for anything else, with nothing said: `activation` decides it, and words it when it is an error. The same
+    bytes give the same environment, name, activation and lines as `activation` gives. `for_run`: the environment
+    found is kept for the next `run` of the same lock file and options (`kept_run_steps.keep_run`)."""
+    detected: str | None = None  # what detection said of this node, when the stack's target was detected
+    if wanted.source is None or _is_stack(wanted.source):
+        if wanted.source is None and wanted.prefix is not None:  # the environment at --prefix as it is: `activation`'s
+            return None
+        kept_stack = kept_stack_lock(wanted)
+        read, detected = kept_stack if kept_stack is not None else (None, None)
+    else:
+        read = None if wanted.target is not None else _lock_bytes(wanted.source)
     if read is None:
         return None
-    made = kept_made(read, wanted.platform, wanted.prefix, progress)
+    found: list[str] = []  # said only once the environment is found: detection's line comes first, as it does there
+    made = kept_made(read, wanted.platform, wanted.prefix, found.append)
     if made is None:
         return None
+    for line in ([detected] if detected else []) + found:
+        progress(line)
     lock = Path(read.source)
     active = _activated(made.prefix, made.target or target_of_lock(lock), lock, progress)
     if for_run:
@@ -157,30 +159,43 @@ def _lock_bytes(path: Path) -> LockBytes | None:
         return None
 
 
-def kept_stack_lock(wanted: Wanted) -> LockBytes | None:
-    """The lock of `wanted`'s stack for its `--target`, read once, when a fresh verdict is kept for exactly the
-    stack's file path and bytes, that target and the lock's bytes, and every other file that verdict read (a base
-    lock) still holds the bytes it read (`kept_inputs.kept_fresh`); None otherwise, with nothing said (a stale
-    lock, a stack never checked: the typer command re-locks it, refuses it or uses it as `--frozen` says). A
-    fresh lock is what every freshness mode uses as it is."""
+def kept_stack_lock(wanted: Wanted) -> tuple[LockBytes, str | None] | None:
+    """The lock of `wanted`'s stack (default `./stack.toml`) for its `--target`, else for the target kept as
+    detected for exactly the stack's file path and bytes on this node (`kept_inputs.kept_detected`, by
+    `node_facts.node_key`: the probe runs again), read once, with the line detection said (None with `--target`),
+    when a fresh verdict is kept for exactly the stack's file path and bytes, that target and the lock's bytes, and
+    every other file that verdict read (a base lock) still holds the bytes it read (`kept_inputs.kept_fresh`); None
+    otherwise, with nothing said (a stale lock, a stack never checked, a node or stack changed since detection: the
+    typer command detects, re-locks, refuses or uses it as `--frozen` says). A fresh lock is what every freshness
+    mode uses as it is."""
     from lockgen.adapters.lock.stack_file import read_stack_text
 
     path = _stack_path(wanted.source)
-    if wanted.target is None:
-        return None
     try:
         key = _stack_key(path, read_stack_text(path))
-        read = lock_file.read(lock_path(path.parent, wanted.target))
     except LockgenError:
         return None
-    parents = kept_inputs.kept_fresh(key, wanted.target, read.sha256)
+    target, said = wanted.target, None
+    if target is None:
+        from lockgen.adapters.node.node_facts import node_key
+
+        node = node_key()
+        detected = None if node is None else kept_inputs.kept_detected(key, node)
+        if detected is None:
+            return None
+        target, said = detected
+    try:
+        read = lock_file.read(lock_path(path.parent, target))
+    except LockgenError:
+        return None
+    parents = kept_inputs.kept_fresh(key, target, read.sha256)
     if parents is None:
         return None
     for where, sha256 in parents:
         parent = _lock_bytes(Path(where))
         if parent is None or parent.sha256 != sha256:
             return None
-    return read
+    return read, said
 
 
 def _stack_key(path: Path, text: str) -> str:
@@ -322,7 +337,7 @@ def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
                 f"--target chooses a stack's lock, and {source} is a lock", "drop --target, or pass the stack"
             )
         return read_lock(source)
-    from lockgen.adapters.node.node_facts import node_facts  # a stack's: a lock given needs neither
+    from lockgen.adapters.node.node_facts import keyed_node_facts  # a stack's: a lock given needs neither
     from lockgen.adapters.lock.stack_file import read_stack
     from lockgen.core.fleet.node_match import node_summary
 
@@ -330,9 +345,13 @@ def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
     stack = read_stack(path)
     spec = stack.spec
     if target is None:
-        found = _detect(path, spec, node_facts())
+        node, node_key = keyed_node_facts()
+        found = _detect(path, spec, node)
         target = found.chosen.target
-        progress(f"this node ({node_summary(found.node)}) is target {target}: {', '.join(found.chosen.reasons)}")
+        said = f"this node ({node_summary(found.node)}) is target {target}: {', '.join(found.chosen.reasons)}"
+        progress(said)
+        if stack.base is None:  # a base stack's targets and rules are bytes this key does not cover
+            kept_inputs.keep_detected(_stack_key(path, stack.text), node_key, target, said)
     elif target not in {t.name for t in spec.targets}:
         raise UserError(f"no target `{target}` in {path}", f"its targets: {', '.join(t.name for t in spec.targets)}")
     lock = lock_path(path.parent, target)

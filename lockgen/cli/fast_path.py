@@ -8,9 +8,11 @@ environment made and unchanged: the kept drift verdict and one stat walk). It re
     lockgen materialize LOCK [--prefix DIR] [--platform P] [--json]
     lockgen check --lock LOCK --prefix DIR [--platform P] [--json]
 
-(LOCK a lock file; for run, shell and activate also a STACK with `--target T` [`--locked` or `--frozen`], where
-its target's lock was found fresh for exactly the stack's and the lock's bytes: `run.kept_stack_lock`; `check`
-only where the verdict of the last passing check of DIR against LOCK's bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
+(LOCK a lock file; for run, shell and activate also a STACK, or none for `./stack.toml`, [`--target T`]
+[`--locked` or `--frozen`], where its target (named, or the one detection chose for exactly the stack's bytes on
+this node's probe) has its lock found fresh for exactly the stack's and the lock's bytes: `run.kept_stack_lock`;
+`check` only where the verdict of the last passing check of DIR against LOCK's bytes stands). Anything else, and
+anything the kept values do not answer (a lock never parsed,
 no environment made, one changed, a platform the lock lacks, an unreadable file), it leaves to the typer app with
 nothing said, so every error and every other case reads and exits as it always has (an error before anything was
 said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 COMMANDS = ("run", "shell", "activate", "materialize", "check")
+STACK_COMMANDS = ("run", "shell", "activate")  # a STACK, or none (./stack.toml), for these
 WITH_VALUE = {"--prefix": "prefix", "--platform": "platform", "-p": "platform"}
 STACK_TARGET = {"--target": "target", "-t": "target"}  # run, shell, activate: a stack's target, named
 STACK_FLAGS = {"--locked": "locked", "--frozen": "frozen"}
@@ -62,10 +65,11 @@ FLAGS = {
 }
 
 
-def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
-    """The LOCK and the options of `words` (the command line after the command's name, before `--`), when they
-    are exactly the forms this path reads: one LOCK that is not a stack, each option once, its value in the next
-    word; None for anything else."""
+def _read(command: str, words: list[str]) -> tuple[str | None, dict[str, str]] | None:
+    """The LOCK or STACK and the options of `words` (the command line after the command's name, before `--`), when
+    they are exactly the forms this path reads: one LOCK, or for `run`, `shell` and `activate` a STACK or none
+    (`./stack.toml`, unless `--prefix` names an environment to use as it is: None is then left out), each option
+    once, its value in the next word; None for anything else."""
     with_value = {**WITH_VALUE, **EXTRA_WITH_VALUE.get(command, {})}
     flags = FLAGS.get(command, {})
     source: str | None = None
@@ -91,15 +95,19 @@ def _read(command: str, words: list[str]) -> tuple[str, dict[str, str]] | None:
         if source is not None or "lock" not in options or "prefix" not in options:
             return None
         source = options.pop("lock")
-    if source is None:
+    if source is None and (command not in STACK_COMMANDS or "prefix" in options):
         return None
-    is_stack = _suffix(source) == ".toml" or os.path.isdir(source)
-    stack_options = [name for name in ("target", "locked", "frozen") if name in options]
-    if is_stack != bool(stack_options) or (
-        is_stack and ("target" not in options or ("locked" in options and "frozen" in options))
-    ):
-        return None  # a stack without --target (detected: the typer command's), or a lock with a stack's options
+    is_stack = source is None or _is_stack_word(source)
+    if (is_stack and command not in STACK_COMMANDS) or ("locked" in options and "frozen" in options):
+        return None
+    if not is_stack and any(name in options for name in ("target", "locked", "frozen")):
+        return None  # a lock with a stack's options: the typer command refuses it
     return source, options
+
+
+def _is_stack_word(word: str) -> bool:
+    """Whether a LOCK-or-STACK word names a stack (`run.py`'s rule: a `.toml` file or a folder)."""
+    return _suffix(word) == ".toml" or os.path.isdir(word)
 
 
 def _suffix(word: str) -> str:
@@ -141,13 +149,12 @@ def answered(args: list[str]) -> int | None:
         progress_kept(line)
 
     try:
-        if (
-            command == "run" and "target" not in options
-        ):  # the kept `run` of a lock: returns only when its record does not hold
-            from lockgen.api.steps.kept_run_steps import run_kept
+        if command == "run" and source is not None and not _is_stack_word(source):
+            from lockgen.api.steps.kept_run_steps import run_kept  # the kept `run` of a lock: returns if none holds
 
             run_kept(source, options.get("platform"), options.get("prefix"), after, saying_kept)
         elif command == "materialize" and "json" not in options:  # the same record; --json names the lock as Path does
+            assert source is not None  # `_read` gives no STACK, nor none, for materialize
             from lockgen.api.steps.kept_run_steps import materialized_kept
 
             found = materialized_kept(source, options.get("platform"), options.get("prefix"), saying_kept)
@@ -158,7 +165,12 @@ def answered(args: list[str]) -> int | None:
         from pathlib import Path
 
         return _answer(
-            command, Path(source), Path(options["prefix"]) if "prefix" in options else None, options, after, saying
+            command,
+            None if source is None else Path(source),
+            Path(options["prefix"]) if "prefix" in options else None,
+            options,
+            after,
+            saying,
         )
     except Exception as exc:
         if not said:  # nothing said yet: the typer app decides, and words it
@@ -170,7 +182,7 @@ def answered(args: list[str]) -> int | None:
 
 def _answer(
     command: str,
-    lock: Path,
+    lock: Path | None,
     prefix: Path | None,
     options: dict[str, str],
     after: list[str],
@@ -179,7 +191,7 @@ def _answer(
     if command == "check":
         from lockgen.api.check import kept_check_lock
 
-        assert prefix is not None  # `_read` reads `check` only with --prefix
+        assert prefix is not None and lock is not None  # `_read` reads `check` only with --lock and --prefix
         conforming = kept_check_lock(lock, prefix, options.get("platform"), progress)  # a passing check's verdict
         if conforming is None:
             return None
@@ -194,6 +206,7 @@ def _answer(
     if command == "materialize":
         from lockgen.api.materialize import kept_materialized
 
+        assert lock is not None  # `_read` gives materialize its LOCK
         found = kept_materialized(lock, options.get("platform"), prefix, progress)
         if found is None:
             return None

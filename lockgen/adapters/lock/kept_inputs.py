@@ -1,5 +1,6 @@
 """Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
-its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`), kept under
+its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; the target detected for a stack on
+this node, by the stack's bytes and what detection read of the node: `keep_detected`), kept under
 `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
 command given the same bytes can load what was checked without pydantic or the models (the fast path,
 `lockgen.cli.fast_path`), as git keeps its index and uv its resolutions.
@@ -24,13 +25,25 @@ from lockgen import __version__
 from lockgen.adapters.proof.kept_runs import REPARSE, kept_folder, trusted
 from lockgen.errors import LockgenError
 
-__all__ = ["REPARSE", "KeptLock", "keep", "keep_fresh", "keep_lock", "kept", "kept_fresh", "kept_lock", "trusted"]
+__all__ = [
+    "REPARSE",
+    "KeptLock",
+    "keep",
+    "keep_detected",
+    "keep_fresh",
+    "keep_lock",
+    "kept",
+    "kept_detected",
+    "kept_fresh",
+    "kept_lock",
+    "trusted",
+]
 
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
 SCHEMA = 2  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
-Kind = Literal["lock", "stack"]
+Kind = Literal["lock", "stack", "node"]
 
 
 def _path(kind: Kind, sha256: str) -> Path:
@@ -158,3 +171,25 @@ def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
     ):
         return None
     return [(p[0], p[1]) for p in parents]
+
+
+def keep_detected(stack_key: str, node_key: str, target: str, said: str) -> None:
+    """Keeps that detection chose `target` of the stack `stack_key` names (`run`'s: its file's absolute path and
+    bytes) on the node whose inputs hash to `node_key` (`node_facts.node_key`), with the line it said of it (`said`),
+    so a later `run` without `--target` of the same stack on the same node need not load the models to know it."""
+    keep("node", _detected_key(stack_key, node_key), lambda: {"target": target, "said": said}, _detected)
+
+
+def kept_detected(stack_key: str, node_key: str) -> tuple[str, str] | None:
+    """The target kept for this stack on this node and the line detection said of it; None when none is kept."""
+    value = kept("node", _detected_key(stack_key, node_key))
+    return None if value is None else _detected(value)
+
+
+def _detected_key(stack_key: str, node_key: str) -> str:
+    return hashlib.sha256(f"{stack_key}\0{node_key}".encode()).hexdigest()
+
+
+def _detected(value: dict[str, Any]) -> tuple[str, str] | None:
+    target, said = value.get("target"), value.get("said")
+    return (target, said) if isinstance(target, str) and target and isinstance(said, str) else None

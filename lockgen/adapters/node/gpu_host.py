@@ -10,8 +10,6 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from lockgen.adapters.tool_runner import run_tool
-
 
 @dataclass(frozen=True)
 class HostGpus:
@@ -38,6 +36,8 @@ def probe() -> HostGpus | None:
     """The host's GPUs, or None when there is no `nvidia-smi` or it finds no driver."""
     if shutil.which("nvidia-smi") is None:
         return None
+    from lockgen.adapters.tool_runner import run_tool  # subprocess: not loaded where there is no nvidia-smi (8 ms)
+
     query = run_tool(
         ["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
         "asking nvidia-smi for the GPUs",

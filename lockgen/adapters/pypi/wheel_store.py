@@ -205,7 +205,7 @@ def seal(prefix: Path, infos: Mapping[str, os.stat_result]) -> dict[str, os.stat
             path = f"{top}/{relative}"
             os.chmod(
                 path, stat.S_IMODE(info.st_mode) & ~WRITE_BITS
-            )  # a regular file (`regular_files`) of the folder being built
+            )  # a regular file (`split_by_proof`) of the folder being built
             sealed[relative] = os.lstat(path)
     return sealed
 
@@ -346,24 +346,25 @@ def forget(wheel_sha256: str) -> None:
     _record_path(wheel_sha256).unlink(missing_ok=True)
 
 
-def regular_files(walked: Mapping[str, os.stat_result], stated: Iterable[str]) -> dict[str, os.stat_result]:
-    """The lstat of each `stated` file (prefix-relative) that the walk `walked` found as a regular file (a
-    missing one, or one reached only through a link to a folder, is refused by the caller)."""
-    infos = {}
+def split_by_proof(
+    walked: Mapping[str, os.stat_result], stated: Iterable[str], trusted: Trusted
+) -> tuple[dict[str, os.stat_result], dict[str, str], list[str]]:
+    """In one pass over the `stated` files (prefix-relative): (the lstat of each one the walk `walked` found as a
+    regular file, those that are links to an unchanged proven store file -> their proven sha256, the others: the
+    files to read). A stated file missing, or reached only through a link to a folder, is in none of them (the
+    caller refuses it)."""
+    infos: dict[str, os.stat_result] = {}
+    known: dict[str, str] = {}
+    unread: list[str] = []
+    is_regular = stat.S_ISREG
     for relative in stated:
         info = walked.get(relative)
-        if info is not None and stat.S_ISREG(info.st_mode):
-            infos[relative] = info
-    return infos
-
-
-def split_by_proof(infos: dict[str, os.stat_result], trusted: Trusted) -> tuple[dict[str, str], list[str]]:
-    """(files that are links to an unchanged proven store file -> their proven sha256, the files to read)."""
-    known, unread = {}, []
-    for relative, info in infos.items():
+        if info is None or not is_regular(info.st_mode):
+            continue
+        infos[relative] = info
         proof = trusted.get((info.st_dev, info.st_ino))
-        if proof is not None and proof[:2] == (info.st_size, info.st_mtime_ns):
+        if proof is not None and proof[0] == info.st_size and proof[1] == info.st_mtime_ns:
             known[relative] = proof[2]
         else:
             unread.append(relative)
-    return known, unread
+    return infos, known, unread

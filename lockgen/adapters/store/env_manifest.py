@@ -201,17 +201,13 @@ def digest(manifest: dict[str, Any]) -> str:
 
 
 FILE_KEYS = ("mode", "path", "sha256", "size", "type")  # a file entry's keys, sorted as canonical JSON sorts them
+_FILE_KEY_SET = frozenset(FILE_KEYS)
 
 
 def _entry_json(entry: Any) -> str:
     """`canonical_json(entry)` as text; a file entry (the bulk of a manifest) written field by field, which is two
     to three times faster than the encoder sorting each entry's keys, anything else by the encoder itself."""
-    if (
-        isinstance(entry, dict)
-        and entry.get("type") == "file"
-        and len(entry) == 5
-        and all(key in entry for key in FILE_KEYS)
-    ):
+    if isinstance(entry, dict) and entry.get("type") == "file" and entry.keys() == _FILE_KEY_SET:
         mode, path, sha256, size = entry["mode"], entry["path"], entry["sha256"], entry["size"]
         if type(mode) is str and type(path) is str and type(sha256) is str and type(size) is int:
             quote = encode_basestring_ascii

@@ -10,11 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from lockgen.adapters import archive_safety
-from lockgen.adapters.conda import conda_package
 from lockgen.adapters.proof import manifest_store
-from lockgen.adapters.pypi import wheel_record
-from lockgen.adapters.store import file_roots, package_store
+from lockgen.adapters.store import file_roots
 from lockgen.core.lock import lock_builder
 from lockgen.core.env.conformance import ExpectedPackage
 from lockgen.core.env.package_identity import require_manifest_of
@@ -30,6 +27,8 @@ def _pin(package: LockedPackage) -> str:
 
 
 def _wheel_manifest(package: LockedPackage) -> PackageManifest:
+    from lockgen.adapters.pypi import wheel_record  # with its HTTP client: only where no manifest is kept
+
     if lock_builder.is_check_only(package):
         raise UserError(
             f"{package.name} {package.version} is a check-only entry and its manifest is not here",
@@ -54,6 +53,8 @@ def _wheel_manifest(package: LockedPackage) -> PackageManifest:
 def keep_wheel_manifest(package: LockedPackage, wheel: Path) -> None:
     """Keeps the manifest of a locked wheel read from a local copy of it (checked against the lock's sha256 first),
     so nothing needs its URL for it (`lockgen unpack`)."""
+    from lockgen.adapters.pypi import wheel_record
+
     contents = wheel_record.read_wheel_file(
         wheel, _pin(package), unquote(urlsplit(package.url).path.rsplit("/", 1)[-1])
     )
@@ -75,7 +76,12 @@ def manifest_of(
     if known is not None and known.kind in ("conda", "wheel"):  # kept from the file itself: the entry must name it
         require_manifest_of(package, known.name, known.version)
     if package.manager == "conda":
+        from lockgen.adapters.store import package_store  # the conda side's (and its HTTP client): not a wheel's
+
         if known is None:
+            from lockgen.adapters import archive_safety
+            from lockgen.adapters.conda import conda_package
+
             archive = archive or package_store.fetch(package)
             # scanned as materialize scans it: an archive writing through its own links may not be the ground of
             # a check (check --lock of an environment another installer made from it passed, naming the link)
@@ -156,6 +162,8 @@ def _patched(manifest: PackageManifest, archive_of: Callable[[], Path | None], p
     known = manifest_store.cached_patched(manifest.sha256, prefix)
     archive = archive_of() if known is None else None
     if known is None and archive is not None:
+        from lockgen.adapters.conda import conda_package
+
         known = conda_package.patched_digests(archive, manifest, prefix)
         manifest_store.keep_patched(manifest.sha256, prefix, known)
     return known or {}

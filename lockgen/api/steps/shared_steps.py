@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from lockgen.adapters import archive_safety, home
+from lockgen.adapters import home
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.pypi import dist_info
-from lockgen.adapters.store import env_manifest, file_guard, installers, package_store
-from lockgen.adapters.conda import rattler_cache
+from lockgen.adapters.store import env_manifest, file_guard, installers
 from lockgen.adapters.proof import (
     bytecode_proof,
     conformance_store,
@@ -262,6 +261,10 @@ def _link_conda(
 ) -> dict[str, str]:
     """Fetches, checks and links the conda packages; returns the proven sha256 of the files they linked
     (and adds what each package states it links to `expected_out`)."""
+    from lockgen.adapters import archive_safety  # the conda side's: a pure-PyPI build loads none of it
+    from lockgen.adapters.conda import rattler_cache
+    from lockgen.adapters.store import package_store  # with its HTTP client (urllib.request, http.client: 11 ms)
+
     archives, manifests = [], []
     for index, package in enumerate(conda, 1):
         archive = package_store.fetch(package, allow_md5=allow_md5)

@@ -146,8 +146,7 @@ def install_proven(
             checking()
         _install(pip, prefix / "bin" / "python", progress, wheel_store.stored(pins), placing)
         tree = env_manifest.scan_tree(prefix)
-        infos = wheel_store.regular_files(tree[0], stated)
-        known, unread = wheel_store.split_by_proof(infos, trusted)
+        infos, known, unread = wheel_store.split_by_proof(tree[0], stated, trusted)
         hashed = parallel.hash_files(
             [(str(prefix / path), infos[path].st_size) for path in unread],
             (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None,
@@ -156,14 +155,12 @@ def install_proven(
         wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
         if wrong:
             _refuse(wrong, pins, expected, infos, prefix, progress)
-        sealed = wheel_store.seal(
-            prefix, {path: infos[path] for path in found if path in infos}
-        )  # read-only from now on
+        sealed = wheel_store.seal(prefix, infos)  # read-only from now on (`found` is every file of `infos`)
         infos.update(sealed)
         tree[0].update(sealed)
         for pin, placed in zip(pins, expected):
-            if placed.dist_info is not None:
-                mine = {f.path for f in placed.files if f.sha256}
+            if placed.dist_info is not None:  # every file it states was found (none `wrong`), most of them in `infos`
+                mine = [f.path for f in placed.files if f.sha256]
                 wheel_store.prove(
                     pin,
                     posixpath.basename(placed.dist_info),
