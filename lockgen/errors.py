@@ -63,6 +63,12 @@ class LockFormatError(UserError):
     """A lock file is unreadable, of an unknown version, or tampered with."""
 
 
+class FlagError(UserError):
+    """A flag given to what does not take it (`--extra` for a pixi.lock): a usage error, exit 2 as typer's."""
+
+    exit_code = 2
+
+
 class LockFieldError(LockFormatError):
     """A field of a lock breaks its rule (`lock_fields`). Its hint is for a lock that was read; a lock about to
     be written gets the hint of the input its fields came from (`lockfile_yaml.checked_lock_text`)."""

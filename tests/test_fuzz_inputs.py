@@ -68,7 +68,7 @@ def test_import_of_a_damaged_foreign_lock(tmp_path: Path, data: st.DataObject, s
     out = tmp_path / "out" / "t.conda-lock.yml"
     out.unlink(missing_ok=True)
     try:
-        import_lock(damaged, "t", None, out)
+        import_lock(damaged, "t", out)
     except LockgenError as error:
         _clean_failure(error)
         assert not out.exists()

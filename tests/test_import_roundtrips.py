@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from lockgen.adapters.lock.lockfile_yaml import load_lock
-from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.model.requests import ImportOptions
 from lockgen.api.import_lock import import_lock
 from tests.conftest import run_cli
 
@@ -91,7 +91,7 @@ def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(
     explicit = tmp_path / "conda-linux-64.lock"
     explicit.write_text("\n".join(lines) + "\n")
     assert f"# pip six @ {SIX}#sha256={'c' * 64}" in explicit.read_text()
-    _, lock = import_lock(explicit, "t", None, tmp_path / "t.yml")
+    _, lock = import_lock(explicit, "t", tmp_path / "t.yml")
     pip = [(p.name, p.version, p.url, p.hash.sha256) for p in lock.package if p.manager == "pip"]
     assert pip == [("six", "1.17.0", SIX, "c" * 64)]
     assert [p.name for p in lock.package if p.manager == "conda"] == ["zlib"]
@@ -103,7 +103,7 @@ def test_an_explicit_file_conda_lock_renders_brings_its_pip_lines_with_hashes(
 
 @pytest.mark.slow
 def test_a_conda_lock_sdist_pip_entry_is_listed_not_locked(tmp_path: Path, conda_lock_file: Path) -> None:
-    _, lock = import_lock(conda_lock_file, "t", None, tmp_path / "t.yml")
+    _, lock = import_lock(conda_lock_file, "t", tmp_path / "t.yml")
     assert sorted(p.name for p in lock.package) == ["six", "zlib"]
     assert "linux-64: `orjson` 3.10.0 is an sdist (it would be built on install)" in lock.meta("skipped")
     rendered = run_cli("render", str(tmp_path / "t.yml"), "--format", "pylock", "-o", str(tmp_path / "pylock.toml"))
@@ -128,8 +128,8 @@ def test_a_pixi_environment_without_linux_is_refused_naming_its_platforms(tmp_pa
 def test_a_pep751_file_is_known_by_its_content(tmp_path: Path) -> None:
     renamed = tmp_path / "requirements-lock.toml"
     shutil.copy(FOREIGN / "pylock.tiny.toml", renamed)
-    _, lock = import_lock(renamed, "t", None, tmp_path / "t.yml", UvChoices())
-    _, named = import_lock(FOREIGN / "pylock.tiny.toml", "t", None, tmp_path / "u.yml", UvChoices())
+    _, lock = import_lock(renamed, "t", tmp_path / "t.yml", ImportOptions())
+    _, named = import_lock(FOREIGN / "pylock.tiny.toml", "t", tmp_path / "u.yml", ImportOptions())
     assert lock.meta("imported-format").startswith("pylock.toml (PEP 751")
     assert [(p.name, p.url) for p in lock.package] == [(p.name, p.url) for p in named.package]
 

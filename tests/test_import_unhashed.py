@@ -101,6 +101,11 @@ WRITERS = [_uv_lock, _pylock, _pixi_lock, _conda_lock]
 FORMATS = ["uv.lock", "pylock", "pixi.lock", "conda-lock"]
 
 
+def _python(write: object) -> list[str]:
+    """`--python 3.11` for the PyPI locks, which are read for a Python; a conda-side lock takes no `--python`."""
+    return ["--python", "3.11"] if write in (_uv_lock, _pylock) else []
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -111,7 +116,7 @@ def _closed_port() -> int:
 def test_a_wheel_without_a_hash_is_pinned_by_the_hash_its_index_lists_for_that_file(tmp_path: Path, write) -> None:
     with served_index(tmp_path / "index", [KIT], beside=write is _conda_lock) as index:
         source = write(tmp_path, index, KIT.filename)
-        result = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"), "--python", "3.11")
+        result = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"), *_python(write))
     assert result.returncode == 0, result.stderr
     expected = hashlib.sha256(next((tmp_path / "index").rglob(KIT.filename)).read_bytes()).hexdigest()
     lock = read_lock(tmp_path / "t.yml").lock
@@ -128,7 +133,7 @@ def test_a_wheel_its_index_gives_no_hash_for_fails_the_import_unless_allow_parti
     out = tmp_path / "t.yml"
     with served_index(tmp_path / "index", [KIT], beside=write is _conda_lock) as index:
         other_file = write(tmp_path, index, "gpukit-1.0-py3-none-manylinux_2_17_x86_64.whl")
-        refused = run_cli("import", str(other_file), "-t", "t", "-o", str(out), "--python", "3.11")
+        refused = run_cli("import", str(other_file), "-t", "t", "-o", str(out), *_python(write))
     assert refused.returncode == 1 and not out.exists(), refused.stderr
     assert (
         "gives no sha256 for `gpukit`" in refused.stderr
@@ -136,10 +141,10 @@ def test_a_wheel_its_index_gives_no_hash_for_fails_the_import_unless_allow_parti
     )
     assert "hint: import with --allow-partial" in refused.stderr and "Traceback" not in refused.stderr
     unreachable = write(tmp_path, f"http://127.0.0.1:{_closed_port()}/simple", KIT.filename)
-    refused = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), "--python", "3.11")
+    refused = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), *_python(write))
     assert refused.returncode == 1 and not out.exists(), refused.stderr
     assert "gives no sha256 for `gpukit`" in refused.stderr and "its index could not be read" in refused.stderr
-    partial = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), "--python", "3.11", "--allow-partial")
+    partial = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), *_python(write), "--allow-partial")
     assert partial.returncode == 0, partial.stderr
     assert "left out: " in partial.stderr and "linux-64: `gpukit` 1.0 has a wheel without a sha256" in partial.stderr
     lock = read_lock(out).lock

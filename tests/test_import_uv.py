@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.model.requests import ImportOptions
 from lockgen.api.import_lock import import_lock
 from lockgen.errors import UserError
 from tests.conftest import NEEDS_SHARED, has_shared, run_cli, shared_dir
@@ -26,16 +26,16 @@ CONFLICTS = Path(__file__).parent / "fixtures" / "foreign" / "conflicts"
 @pytest.mark.parametrize(
     "flags, choices",
     [
-        ([], UvChoices()),
-        (["--extra", "cpu"], UvChoices(extras=("cpu",))),
-        (["--extra", "cu128", "--group", "lint"], UvChoices(extras=("cu128",), groups=("lint",))),
-        (["--extra", "cu128", "--no-dev"], UvChoices(extras=("cu128",), dev=False)),
-        (["--python", "3.12", "--extra", "cpu"], UvChoices(python="3.12", extras=("cpu",))),
+        ([], ImportOptions()),
+        (["--extra", "cpu"], ImportOptions(extras=("cpu",))),
+        (["--extra", "cu128", "--group", "lint"], ImportOptions(extras=("cu128",), groups=("lint",))),
+        (["--extra", "cu128", "--no-dev"], ImportOptions(extras=("cu128",), dev=False)),
+        (["--python", "3.12", "--extra", "cpu"], ImportOptions(python="3.12", extras=("cpu",))),
     ],
 )
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
 def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(
-    tmp_path: Path, flags: list[str], choices: UvChoices, platform: str
+    tmp_path: Path, flags: list[str], choices: ImportOptions, platform: str
 ) -> None:
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
@@ -50,12 +50,12 @@ def test_a_lock_with_conflicting_cuda_extras_imports_what_uv_installs(
 def test_conflicting_extras_and_unknown_choices_are_refused_with_what_exists(tmp_path: Path) -> None:
     source = CONFLICTS / "uv.lock"
     with pytest.raises(UserError, match=r"`trainer\[cpu\]` and `trainer\[cu128\]` conflicting") as raised:
-        import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(extras=("cpu", "cu128")))
+        import_lock(source, "t", tmp_path / "t.yml", ImportOptions(extras=("cpu", "cu128")))
     assert raised.value.hint == "choose one, e.g. --extra cpu"
     with pytest.raises(UserError, match="no extra gpu"):
-        import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(extras=("gpu",)))
+        import_lock(source, "t", tmp_path / "t.yml", ImportOptions(extras=("gpu",)))
     with pytest.raises(UserError, match="no dependency group docs"):
-        import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(groups=("docs",)))
+        import_lock(source, "t", tmp_path / "t.yml", ImportOptions(groups=("docs",)))
     outside = run_cli("import", str(source), "--target", "t", "--out", str(tmp_path / "t.yml"), "--python", "3.9")
     assert outside.returncode == 1 and "outside the lock's requires-python `>=3.10`" in outside.stderr
     assert "hint: pass one of: 3.10, 3.11" in outside.stderr and not (tmp_path / "t.yml").exists()
@@ -80,7 +80,7 @@ def test_the_shared_uv_locks_import_what_uv_installs(tmp_path: Path, source: Pat
         f'[project]\nname = "{root["name"]}"\nversion = "0"\nrequires-python = "{data["requires-python"]}"\n'
     )
     expected = uv_selects(project, ["--python", python], platform, python)
-    taken = lockgen_takes(project / "uv.lock", UvChoices(python=python), platform, tmp_path / "t.yml")
+    taken = lockgen_takes(project / "uv.lock", ImportOptions(python=python), platform, tmp_path / "t.yml")
     assert taken == expected, (sorted(taken - expected), sorted(expected - taken))
 
 
@@ -131,7 +131,7 @@ def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) 
     wheels for linux-64. A wheel that needs a newer glibc is named with that glibc and --glibc admitting it."""
     source = tmp_path / "uv.lock"
     source.write_text(WHEELS_LOCK)
-    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices())
+    _, lock = import_lock(source, "t", tmp_path / "t.yml", ImportOptions())
     x86 = {p.name: p.url.rsplit("/", 1)[-1] for p in lock.packages_for("linux-64")}
     assert x86 == {
         "torch": "torch-2.6.0%2Bcpu-cp311-cp311-linux_x86_64.whl",
@@ -143,7 +143,7 @@ def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) 
     ) in skipped
     assert any(s.startswith("linux-aarch64: `capped` 1.0 needs glibc 2.39") and "--glibc 2.39" in s for s in skipped)
     assert "linux-aarch64: `torch` 2.6.0+cpu has no wheel for linux-aarch64 at CPython 3.11" in skipped
-    _, newer = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices(glibc="2.35"))
+    _, newer = import_lock(source, "t", tmp_path / "u.yml", ImportOptions(glibc="2.35"))
     assert {p.name for p in newer.packages_for("linux-64")} == {"torch", "flash-attn", "capped"}
     bad = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "v.yml"), "--glibc", "new")
     assert (
@@ -163,7 +163,7 @@ def test_a_pure_pypi_import_records_the_python_its_wheels_were_chosen_for(
     check and export read; without it materialize refused "the lock has wheels but names no Python version"."""
     from lockgen.core.env.expected_env import lock_python
 
-    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(python=python))
+    _, lock = import_lock(source, "t", tmp_path / "t.yml", ImportOptions(python=python))
     assert lock.metadata.platforms and all(
         lock_python(lock, platform) == python for platform in lock.metadata.platforms
     )
@@ -192,7 +192,7 @@ def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_doe
     )
     assert pinned.returncode == 0 and pinned.stdout.strip() == "3.12", pinned.stderr
     expected = uv_selects(project, [], platform, pinned.stdout.strip())
-    assert lockgen_takes(project / "uv.lock", UvChoices(), platform, tmp_path / "t.yml") == expected
+    assert lockgen_takes(project / "uv.lock", ImportOptions(), platform, tmp_path / "t.yml") == expected
     assert ("tomli", "2.5.0") not in expected
     done = run_cli("import", str(project / "uv.lock"), "--target", "t", "--out", str(tmp_path / "u.yml"))
     assert (
@@ -205,14 +205,14 @@ def test_without_python_the_import_takes_the_workspaces_python_version_as_uv_doe
 @pytest.mark.parametrize(
     "flags, choices",
     [
-        (["--all-groups"], UvChoices(all_groups=True)),
-        (["--only-group", "lint"], UvChoices(only_groups=("lint",))),
-        (["--all-groups", "--no-group", "dev"], UvChoices(all_groups=True, no_groups=("dev",))),
-        (["--no-group", "dev", "--extra", "cpu"], UvChoices(no_groups=("dev",), extras=("cpu",))),
+        (["--all-groups"], ImportOptions(all_groups=True)),
+        (["--only-group", "lint"], ImportOptions(only_groups=("lint",))),
+        (["--all-groups", "--no-group", "dev"], ImportOptions(all_groups=True, no_groups=("dev",))),
+        (["--no-group", "dev", "--extra", "cpu"], ImportOptions(no_groups=("dev",), extras=("cpu",))),
     ],
     ids=["all-groups", "only-group", "all-groups-but-dev", "no-group-dev"],
 )
-def test_the_three_group_flags_select_what_uv_exports(tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+def test_the_three_group_flags_select_what_uv_exports(tmp_path: Path, flags: list[str], choices: ImportOptions) -> None:
     """--all-groups, --only-group and --no-group, which the import lacked, select what `uv export` does with them."""
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
@@ -273,7 +273,7 @@ def test_a_git_source_is_named_by_its_url_as_the_lock_writes_it_commit_included(
     assert result.returncode == 0, result.stderr
     said = f"linux-64: `foo` 1.0 comes from git ({GIT_URL}): build a wheel and pin it"
     assert said in result.stderr
-    _, lock = import_lock(source, "t", None, tmp_path / "u.yml", UvChoices())
+    _, lock = import_lock(source, "t", tmp_path / "u.yml", ImportOptions())
     assert said in lock.meta("skipped").split("; ")
 
 
@@ -285,7 +285,7 @@ def test_a_generated_lock_imports_to_the_bytes_main_wrote(tmp_path: Path) -> Non
 
     source = tmp_path / "uv.lock"
     source.write_text(uv_lock_text(300))
-    path, lock = import_lock(source, "cpu", None, tmp_path / "out.yml", UvChoices(python="3.12"))
+    path, lock = import_lock(source, "cpu", tmp_path / "out.yml", ImportOptions(python="3.12"))
     assert len(lock.package) == 600
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert digest == "09dc9d2ddcf41ca5032789f382aad73455aa3818a71c9b239c468dccf678694a"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.model.requests import ImportOptions
 from lockgen.api.import_lock import import_lock
 from tests.conftest import run_cli
 from tests.uv_oracle import lockgen_takes, uv_export, uv_selects, write_project
@@ -95,25 +95,25 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 CHOICES = [
-    ([], UvChoices()),
-    (["--extra", "cu128"], UvChoices(extras=("cu128",))),  # lib[cu128-x] through the edge: wheel on x86_64 only
-    (["--extra", "cpu"], UvChoices(extras=("cpu",))),
-    (["--extra", "vllm"], UvChoices(extras=("vllm",))),
+    ([], ImportOptions()),
+    (["--extra", "cu128"], ImportOptions(extras=("cu128",))),  # lib[cu128-x] through the edge: wheel on x86_64 only
+    (["--extra", "cpu"], ImportOptions(extras=("cpu",))),
+    (["--extra", "vllm"], ImportOptions(extras=("vllm",))),
     (
         ["--extra", "cu128", "--extra", "vllm", "--group", "lint", "--no-dev"],
-        UvChoices(extras=("cu128", "vllm"), groups=("lint",), dev=False),
+        ImportOptions(extras=("cu128", "vllm"), groups=("lint",), dev=False),
     ),
-    (["--all-packages"], UvChoices(all_packages=True)),
-    (["--all-packages", "--extra", "cpu-x"], UvChoices(all_packages=True, extras=("cpu-x",))),
-    (["--package", "other", "--extra", "vllm"], UvChoices(package="other", extras=("vllm",))),
-    (["--package", "lib", "--extra", "cu128-x"], UvChoices(package="lib", extras=("cu128-x",))),
+    (["--all-packages"], ImportOptions(all_packages=True)),
+    (["--all-packages", "--extra", "cpu-x"], ImportOptions(all_packages=True, extras=("cpu-x",))),
+    (["--package", "other", "--extra", "vllm"], ImportOptions(package="other", extras=("vllm",))),
+    (["--package", "lib", "--extra", "cu128-x"], ImportOptions(package="lib", extras=("cu128-x",))),
 ]
 
 
 @pytest.mark.parametrize("flags, choices", CHOICES, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_a_workspace_imports_what_uv_installs(
-    workspace: Path, tmp_path: Path, flags: list[str], choices: UvChoices, platform: str
+    workspace: Path, tmp_path: Path, flags: list[str], choices: ImportOptions, platform: str
 ) -> None:
     expected = uv_selects(workspace, flags, platform, "3.10")
     assert lockgen_takes(workspace / "uv.lock", choices, platform, tmp_path / "t.yml") == expected
@@ -122,7 +122,7 @@ def test_a_workspace_imports_what_uv_installs(
 def test_member_extras_reached_through_an_edge_bring_their_cuda_fork(workspace: Path, tmp_path: Path) -> None:
     """The case that once came out wrong without a word: the root's extra names `lib[cu128-x]`, whose
     packages (and the `packaging` fork their markers pick) only come when lib's extra is active."""
-    _, lock = import_lock(workspace / "uv.lock", "t", None, tmp_path / "t.yml", UvChoices(extras=("cu128",)))
+    _, lock = import_lock(workspace / "uv.lock", "t", tmp_path / "t.yml", ImportOptions(extras=("cu128",)))
     x86 = {p.name: p.version for p in lock.packages_for("linux-64")}
     arm = {p.name: p.version for p in lock.packages_for("linux-aarch64")}
     assert (x86["idna"], x86["wheel"], x86["packaging"]) == ("3.10", "0.48.0", "24.2")
@@ -174,7 +174,7 @@ def test_choices_uv_refuses_are_refused_naming_what_exists(
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_default_groups_come_from_the_pyproject(tmp_path: Path, defaults: str, flags: list[str], platform: str) -> None:
     project = _workspace(tmp_path / "project", defaults)
-    choices = UvChoices(
+    choices = ImportOptions(
         groups=tuple(flags[1:]) if flags[:1] == ["--group"] else (), no_default_groups="--no-default-groups" in flags
     )
     expected = uv_selects(project, flags, platform, "3.10")
@@ -194,7 +194,7 @@ def test_without_a_pyproject_the_assumed_default_groups_are_said_once(workspace:
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and 'assumed uv\'s default-groups ["dev"]' in warnings[0] and "--project" in warnings[0]
-    taken = lockgen_takes(alone / "uv.lock", UvChoices(), "linux-64", tmp_path / "u.yml")
+    taken = lockgen_takes(alone / "uv.lock", ImportOptions(), "linux-64", tmp_path / "u.yml")
     assert taken == uv_selects(workspace, [], "linux-64", "3.10")  # uv's own default, with the pyproject saying none
     quiet = run_cli("import", str(alone / "uv.lock"), "-t", "t", "-o", str(tmp_path / "t.yml"), "--no-default-groups")
     assert quiet.returncode == 0 and "warning:" not in quiet.stderr
@@ -217,7 +217,7 @@ def test_a_patch_level_python_is_judged_with_its_patch(tmp_path: Path, python: s
     full = "3.13.14" if python == "3.13" else python
     expected = uv_selects(project, [], platform, full)
     assert any(name == "tomli" for name, _ in expected) == tomli
-    assert lockgen_takes(project / "uv.lock", UvChoices(python=python), platform, tmp_path / "t.yml") == expected
+    assert lockgen_takes(project / "uv.lock", ImportOptions(python=python), platform, tmp_path / "t.yml") == expected
     below = run_cli("import", str(project / "uv.lock"), "-t", "t", "-o", str(tmp_path / "b.yml"), "--python", "3.13.13")
     assert below.returncode == 1 and "outside the lock's requires-python `>=3.13.14, <3.14`" in below.stderr
     assert "hint: pass one of: 3.13" in below.stderr
@@ -239,11 +239,11 @@ def virtual_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(
     "flags, choices",
-    [([], UvChoices()), (["--no-dev"], UvChoices(dev=False)), (["--package", "a"], UvChoices(package="a"))],
+    [([], ImportOptions()), (["--no-dev"], ImportOptions(dev=False)), (["--package", "a"], ImportOptions(package="a"))],
     ids=["default", "no-dev", "a"],
 )
 def test_a_workspace_root_that_is_no_project_installs_every_member_and_its_groups(
-    virtual_root: Path, tmp_path: Path, flags: list[str], choices: UvChoices
+    virtual_root: Path, tmp_path: Path, flags: list[str], choices: ImportOptions
 ) -> None:
     expected = uv_selects(virtual_root, flags, "linux-64", "3.10")
     assert lockgen_takes(virtual_root / "uv.lock", choices, "linux-64", tmp_path / "t.yml") == expected
@@ -266,15 +266,15 @@ def virtual_root_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     "flags, choices",
     [
-        (["--all-packages"], UvChoices(all_packages=True)),
-        (["--all-packages", "--group", "lint"], UvChoices(all_packages=True, groups=("lint",))),
-        (["--package", "a", "--group", "lint"], UvChoices(package="a", groups=("lint",))),
-        (["--all-packages", "--no-dev"], UvChoices(all_packages=True, dev=False)),
+        (["--all-packages"], ImportOptions(all_packages=True)),
+        (["--all-packages", "--group", "lint"], ImportOptions(all_packages=True, groups=("lint",))),
+        (["--package", "a", "--group", "lint"], ImportOptions(package="a", groups=("lint",))),
+        (["--all-packages", "--no-dev"], ImportOptions(all_packages=True, dev=False)),
     ],
     ids=["all-packages", "all-packages-lint", "a-lint", "all-packages-no-dev"],
 )
 def test_a_virtual_roots_groups_come_with_all_packages_and_package_as_uv_exports_them(
-    virtual_root_groups: Path, tmp_path: Path, flags: list[str], choices: UvChoices
+    virtual_root_groups: Path, tmp_path: Path, flags: list[str], choices: ImportOptions
 ) -> None:
     """The root's `dev` group was dropped with --all-packages and its other groups refused with --package or
     --all-packages; uv export selects them (uv is the oracle)."""

@@ -29,7 +29,7 @@ from lockgen.adapters.node import signing
 from lockgen.adapters.proof import conformance_store, stat_walk
 from lockgen.adapters.pypi import pypi_index
 from lockgen.adapters.foreign.foreign_locks import read_foreign
-from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.model.requests import ImportOptions
 from lockgen.api.certs import export_certificate
 from lockgen.api.steps.certificate_steps import read_certificate
 from lockgen.core import nesting
@@ -78,7 +78,7 @@ def test_a_uv_lock_import_hands_each_marker_only_the_extras_it_names(
     monkeypatch.setattr(Marker, "evaluate", counting)
     lock = tmp_path / "uv.lock"
     lock.write_text(_uv_lock_of_extras(60))
-    imported = read_foreign(lock, None, UvChoices(python="3.12"))
+    imported = read_foreign(lock, ImportOptions(python="3.12"))
     assert {p.name for p in imported.packages} == {f"pkg{i}" for i in range(60)}
     assert handed and max(handed) <= 1, max(handed)
 

@@ -126,7 +126,7 @@ def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_b
     """One reader of the v1 format (`v1_lock`): a lock lockgen reads and the same file imported give the same
     entries (import adds the `build` conda-lock leaves out, from the archive's name, which lockgen's own
     rules want written), and a document of a value of the wrong type fails both with the same message."""
-    from lockgen.adapters.foreign.foreign_locks import _conda_lock
+    from lockgen.adapters.foreign.conda_lock_file import conda_lock
 
     built = [{**e, "build": e["url"].rsplit("-", 1)[1].removesuffix(".conda")} for e in entries]
     if broken is not None:  # as a hand edit or another writer leaves it
@@ -137,13 +137,13 @@ def test_lockgen_and_import_read_conda_lock_v1_alike(entries: list[dict], with_b
         with pytest.raises(LockFormatError) as mine:
             parse_lock(text, "the.yml")
         with pytest.raises(LockFormatError) as imported:
-            _conda_lock(yaml.safe_load(text), "d" * 64, Path("the.yml"))
+            conda_lock(yaml.safe_load(text), "d" * 64, Path("the.yml"))
         assert imported.value.message == mine.value.message and imported.value.hint != mine.value.hint
         return
     if not with_build:
         with pytest.raises(LockFormatError, match="is not a conda build string"):
             parse_lock(text, "the.yml")
-    imported = _conda_lock(yaml.safe_load(text), "d" * 64, Path("the.yml"))
+    imported = conda_lock(yaml.safe_load(text), "d" * 64, Path("the.yml"))
     assert imported.packages == parse_lock(yaml.safe_dump(_v1_document(built)), "the.yml").package
     assert imported.channels == ("conda-forge",)
 

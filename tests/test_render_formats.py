@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from lockgen.adapters.lock.lockfile_yaml import load_lock
-from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.model.requests import ImportOptions
 from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.api import resolve as api
 from lockgen.api.import_lock import import_lock
@@ -121,7 +121,7 @@ def test_a_local_version_wheel_goes_through_pylock_as_uv_reads_it(tmp_path: Path
         f'[[package]]\nname = "tinycuda"\nversion = "1.0+cu130"\nsource = {{ registry = "https://download.pytorch.org/whl/cu130" }}\n'
         f'wheels = [{{ url = "{url}", hash = "sha256:{digest}" }}]\n'
     )
-    import_lock(source, "cu130", None, tmp_path / "cu130.conda-lock.yml", UvChoices(python="3.11"))
+    import_lock(source, "cu130", tmp_path / "cu130.conda-lock.yml", ImportOptions(python="3.11"))
     pylock = tmp_path / "pylock.cu130.toml"
     render(tmp_path / "cu130.conda-lock.yml", "linux-64", pylock, "pylock")
     assert 'name = "tinycuda-1.0+cu130-py3-none-any.whl"' in pylock.read_text() and url in pylock.read_text()
@@ -136,7 +136,7 @@ def test_a_local_version_wheel_goes_through_pylock_as_uv_reads_it(tmp_path: Path
 def test_lockgen_to_pylock_and_back_keeps_every_url_and_hash(tmp_path: Path, pypi_lock: Path) -> None:
     out = tmp_path / "pylock.cpu.toml"
     render(pypi_lock, None, out, "pylock")
-    _, back = import_lock(out, "back", None, tmp_path / "back.conda-lock.yml")
+    _, back = import_lock(out, "back", tmp_path / "back.conda-lock.yml")
     key = lambda lock: {(p.name, p.version, p.url, p.hash.sha256) for p in lock.packages_for("linux-64")}  # noqa: E731
     assert key(back) == key(load_lock(pypi_lock))
     assert "linux-aarch64: the file's environments do not include it" in back.meta("skipped")
@@ -145,11 +145,11 @@ def test_lockgen_to_pylock_and_back_keeps_every_url_and_hash(tmp_path: Path, pyp
 @pytest.mark.parametrize(
     "flags, choices",
     [
-        (["--extra", "cu128"], UvChoices(extras=("cu128",))),
-        (["--extra", "cpu", "--group", "lint"], UvChoices(extras=("cpu",), groups=("lint",))),
+        (["--extra", "cu128"], ImportOptions(extras=("cu128",))),
+        (["--extra", "cpu", "--group", "lint"], ImportOptions(extras=("cpu",), groups=("lint",))),
     ],
 )
-def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: list[str], choices: UvChoices) -> None:
+def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: list[str], choices: ImportOptions) -> None:
     project = tmp_path / "project"
     shutil.copytree(CONFLICTS, project)
     subprocess.run(
@@ -168,7 +168,7 @@ def test_a_pylock_uv_exports_imports_what_uv_installs(tmp_path: Path, flags: lis
         check=True,
         capture_output=True,
     )
-    _, lock = import_lock(project / "pylock.toml", "t", None, tmp_path / "t.yml", UvChoices(python="3.10"))
+    _, lock = import_lock(project / "pylock.toml", "t", tmp_path / "t.yml", ImportOptions(python="3.10"))
     for platform in ("linux-64", "linux-aarch64"):
         assert {(normal(p.name), p.version) for p in lock.packages_for(platform)} == uv_selects(
             project, flags, platform, "3.10"
@@ -193,26 +193,26 @@ def test_environment_yml_pins_every_conda_package_and_errors_name_the_way_out(tm
 @pytest.mark.parametrize(
     "choices, names, reasons",
     [
-        (UvChoices(), {"six", "iniconfig"}, ["`tool` 0.1 comes from git"]),
+        (ImportOptions(), {"six", "iniconfig"}, ["`tool` 0.1 comes from git"]),
         (
-            UvChoices(extras=("fast",)),
+            ImportOptions(extras=("fast",)),
             {"six", "iniconfig"},
             ["`orjson` 3.10.0 has an sdist only", "`tool` 0.1 comes from git"],
         ),
-        (UvChoices(dev=False), {"six"}, ["`tool` 0.1 comes from git"]),
+        (ImportOptions(dev=False), {"six"}, ["`tool` 0.1 comes from git"]),
     ],
 )
 def test_pylock_markers_extras_groups_and_what_cannot_come_over(
-    tmp_path: Path, choices: UvChoices, names: set[str], reasons: list[str]
+    tmp_path: Path, choices: ImportOptions, names: set[str], reasons: list[str]
 ) -> None:
     source = Path(__file__).parent / "fixtures" / "foreign" / "pylock.tiny.toml"
-    _, lock = import_lock(source, "t", None, tmp_path / "t.yml", choices)
+    _, lock = import_lock(source, "t", tmp_path / "t.yml", choices)
     for platform in ("linux-64", "linux-aarch64"):
         assert {p.name for p in lock.packages_for(platform)} == names  # colorama is win32 only
     skipped = lock.meta("skipped")
     assert all(f"linux-64: {reason}" in skipped for reason in reasons) and skipped.count("linux-64:") == len(reasons)
     with pytest.raises(UserError, match="has no extra gpu"):
-        import_lock(source, "t", None, tmp_path / "t.yml", UvChoices(extras=("gpu",)))
+        import_lock(source, "t", tmp_path / "t.yml", ImportOptions(extras=("gpu",)))
 
 
 @pytest.mark.slow
@@ -264,7 +264,7 @@ def test_explicit_render_keeps_the_pip_lines_as_conda_lock_writes_them(tmp_path:
     assert sorted(line for line in ours if not line.startswith("#")) == sorted(
         line for line in theirs if not line.startswith("#")
     )
-    _, back = import_lock(tmp_path / "explicit.txt", "t", None, tmp_path / "back.yml", UvChoices())
+    _, back = import_lock(tmp_path / "explicit.txt", "t", tmp_path / "back.yml", ImportOptions())
     assert {(p.name, p.url, p.hash.sha256) for p in back.package if p.manager == "pip"} == {
         (p.name, p.url, p.hash.sha256) for p in pip
     }

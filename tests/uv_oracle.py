@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.markers import Marker
 
-from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.model.requests import ImportOptions
 from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.api.import_lock import import_lock
 from lockgen.model.names import MACHINE_OF_PLATFORM
@@ -69,10 +70,10 @@ def uv_selects(project: Path, flags: list[str], platform: str, python: str) -> s
 
 
 def lockgen_takes(
-    source: Path, choices: UvChoices, platform: str, out: Path, project: Path | None = None
+    source: Path, choices: ImportOptions, platform: str, out: Path, project: Path | None = None
 ) -> set[tuple[str, str]]:
     """(name, version) lockgen imports for the platform, with what it lists as not convertible."""
-    _, lock = import_lock(source, "t", None, out, choices, project)
+    _, lock = import_lock(source, "t", out, replace(choices, project=project))
     taken = {(normal(p.name), p.version) for p in lock.packages_for(platform)}
     for reason in (lock.meta("skipped") or "").split("; "):
         found = re.match(rf"{platform}: `([^`]+)` (\d\S*) ", reason)

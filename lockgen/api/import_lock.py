@@ -1,6 +1,7 @@
 """Use case `lockgen import`: another tool's lock becomes a lockgen lock (pip and conda entries, every
 platform, hashes kept), a starting point for teams that bring what they have. A uv.lock is read with the
-settings of its workspace's pyproject.toml (`--project`, else the one beside the lock).
+settings of its workspace's pyproject.toml (`--project`, else the one beside the lock). Each format takes its own
+options (`ImportOptions`); one given to a format that does not take it is refused (`adapters/foreign`).
 
 A wheel a lock (uv.lock, pylock.toml, pixi.lock, conda-lock) chose without a sha256 is looked up on the index its
 package came from (where the lock names none per package, on those its reader gives, in turn): the sha256 that
@@ -21,30 +22,24 @@ from lockgen.adapters.foreign.foreign_locks import read_foreign
 from lockgen.adapters.pypi.pypi_index import IndexedWheel, listed_hashes
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
 from lockgen.adapters.lock.lockfile_yaml import checked_lock_pieces
-from lockgen.adapters.foreign.uv_lock import UvChoices
 from lockgen.core.credentials import scrub_url
 from lockgen.core.lock.lock_builder import LockgenMeta, imported_lock
 from lockgen.core.stack.stack_layout import default_lock_path
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
+from lockgen.model.requests import ImportOptions
 from lockgen.model.results import ImportNotes
 
 
 def import_lock(
-    source: Path,
-    target: str,
-    environment: str | None = None,
-    out: Path | None = None,
-    uv: UvChoices = UvChoices(),
-    project: Path | None = None,
-    allow_partial: bool = False,
+    source: Path, target: str, out: Path | None = None, options: ImportOptions = ImportOptions()
 ) -> tuple[Path, Lock]:
-    """Converts `source` and writes it to `out` (default `locks/<target>.conda-lock.yml`); `uv` says what
-    `uv sync` would be told (Python, extras, groups, root) for a uv.lock, `project` where its pyproject is;
-    `allow_partial` locks the rest where a wheel without a sha256 finds none on its index."""
+    """Converts `source` and writes it to `out` (default `locks/<target>.conda-lock.yml`); `options` are what the
+    import was told for the file's format (a uv.lock's: what `uv sync` would be told, and where its pyproject is);
+    `options.allow_partial` locks the rest where a wheel without a sha256 finds none on its index."""
     with _no_cycle_collection():
-        return _import(source, target, environment, out, uv, project, allow_partial)
+        return _import(source, target, out, options)
 
 
 @contextlib.contextmanager
@@ -61,21 +56,13 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _import(
-    source: Path,
-    target: str,
-    environment: str | None,
-    out: Path | None,
-    uv: UvChoices,
-    project: Path | None,
-    allow_partial: bool,
-) -> tuple[Path, Lock]:
+def _import(source: Path, target: str, out: Path | None, options: ImportOptions) -> tuple[Path, Lock]:
     path = out or default_lock_path(target)
     check_writable(path, f"the lock {path}", WRITABLE_HINT)  # before the conversion and any index asked
-    imported = read_foreign(source, environment, uv, project)
+    imported = read_foreign(source, options)
     if imported.unhashed:
         pinned, left_out = _pinned_from_index(imported.unhashed)
-        if left_out and not allow_partial:
+        if left_out and not options.allow_partial:
             first, why = left_out[0]
             raise UserError(
                 f"`{source}` gives no sha256 for {_named(left_out)}, nor does an index: {first.left_out(why)}",
@@ -91,7 +78,7 @@ def _import(
     if not any(platform.startswith("linux-") for platform in imported.platforms):
         raise UserError(
             f"`{source}` holds no Linux platform (it has {', '.join(imported.platforms)})"
-            + (f" in environment `{environment}`" if environment else ""),
+            + (f" in environment `{options.environment}`" if options.environment else ""),
             "lock it for linux-64 or linux-aarch64 too (pixi: [workspace] platforms; conda-lock: -p linux-64)",
         )
     packages = _once_each(imported.packages, source)
@@ -100,7 +87,7 @@ def _import(
         source.name,
         imported.format,
         imported.sha256,
-        environment,
+        options.environment,
         imported.skipped,
         imported.channels,
         imported.platforms,

@@ -103,10 +103,12 @@ def import_(
     ),
 ) -> None:
     """Turn another tool's lock into a lockgen lock (every platform it holds, hashes kept)."""
-    from lockgen.api.import_lock import UvChoices, import_lock, import_notes
+    from lockgen.api.import_lock import import_lock, import_notes
     from lockgen.cli.ui import progress
+    from lockgen.model.requests import ImportOptions
 
-    choices = UvChoices(
+    options = ImportOptions(
+        environment=environment,
         python=python,
         extras=tuple(extra),
         all_extras=all_extras,
@@ -118,9 +120,11 @@ def import_(
         no_groups=tuple(no_group),
         package=package,
         all_packages=all_packages,
+        project=project,
         glibc=glibc,
+        allow_partial=allow_partial,
     )
-    path, lock = import_lock(source, target, environment, out, choices, project, allow_partial)
+    path, lock = import_lock(source, target, out, options)
     notes = import_notes(lock)
     for line in notes.assumed:
         progress(f"warning: {line}")

@@ -4,7 +4,7 @@ and a use case takes one of three shapes instead of three optional arguments."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -139,3 +139,40 @@ class StackEditRequest:
     targets: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     insecure: bool = False
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What `lockgen import` is told beside the file and the target. Each option belongs to the formats that take
+    it (`adapters/foreign`: the pixi environment; the Python, extras, groups, root, pyproject, glibc of a uv.lock;
+    some of those for a pylock.toml); one given to a format that does not take it is refused, naming its flag.
+    The defaults are what each tool does untold (uv's `dev` group in)."""
+
+    environment: str | None = field(default=None, metadata={"flag": "--environment"})
+    python: str | None = field(default=None, metadata={"flag": "--python"})
+    extras: tuple[str, ...] = field(default=(), metadata={"flag": "--extra"})
+    all_extras: bool = field(default=False, metadata={"flag": "--all-extras"})
+    groups: tuple[str, ...] = field(default=(), metadata={"flag": "--group"})
+    dev: bool = field(default=True, metadata={"flag": "--no-dev"})
+    no_default_groups: bool = field(default=False, metadata={"flag": "--no-default-groups"})
+    all_groups: bool = field(default=False, metadata={"flag": "--all-groups"})
+    only_groups: tuple[str, ...] = field(default=(), metadata={"flag": "--only-group"})
+    no_groups: tuple[str, ...] = field(default=(), metadata={"flag": "--no-group"})
+    package: str | None = field(default=None, metadata={"flag": "--package"})
+    all_packages: bool = field(default=False, metadata={"flag": "--all-packages"})
+    project: Path | None = field(default=None, metadata={"flag": "--project"})
+    glibc: str = field(default="2.28", metadata={"flag": "--glibc"})
+    allow_partial: bool = field(default=False, metadata={"flag": "--allow-partial"})
+
+    def given(self) -> dict[str, str]:
+        """The options set away from their defaults, each with its flag: what the import was told."""
+        return {
+            option.name: str(option.metadata["flag"])
+            for option in fields(self)
+            if getattr(self, option.name) != option.default
+        }
+
+    @staticmethod
+    def flag(option: str) -> str:
+        """The flag that sets `option` (a field's name)."""
+        return next(str(each.metadata["flag"]) for each in fields(ImportOptions) if each.name == option)

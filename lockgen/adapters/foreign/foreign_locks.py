@@ -1,128 +1,86 @@
-"""Reads other tools' locks into lockgen's lock entries: pixi.lock (v4-v7), conda-lock.yml (unified v1),
-`@EXPLICIT` files, uv.lock (v1) and PEP 751 pylock.toml.
+"""Reads other tools' locks into lockgen's lock entries, through the one interface each format implements
+(`foreign_format.ForeignFormat`): the formats are listed once here, in the order they are asked to recognise a
+file, and a new format is one module and one line of `FORMATS`.
 
-Every platform a file holds comes over, with hashes kept; a pip wheel the file gives no hash for is returned as
-data (`Imported.unhashed`) with the indexes that may list it, for the import to pin it from there or refuse it.
-pixi's `default` environment is read unless another is named. uv.lock is read as uv installs it
-(`adapters.foreign.uv_lock`: markers, extras, groups, forks, and the wheel that fits each platform).
+Every platform a file holds comes over, with hashes kept. An option the file's format does not take is refused
+before it is read (a usage error naming the format and the options it takes), so no flag is silently ignored.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from lockgen.adapters import user_files
-from lockgen.adapters.lock.lockfile_yaml import v1_lock, yaml_problem
-from lockgen.adapters.foreign.pylock import read_pylock
-from lockgen.adapters.pypi.python_wheels import UnhashedWheel
-from lockgen.adapters.foreign.uv_lock import UvChoices, UvImport, WalkedParts, read_uv_lock
-from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
-from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
-from lockgen.model.names import shown
-from lockgen.core.pypi.wheel_names import parse_wheel_filename, wheel_file_name
-from lockgen.errors import LockFormatError, UserError
-from lockgen.model.lock import LockedPackage, PackageHash, dependency_map
+from lockgen.adapters.foreign.conda_lock_file import CondaLockFile
+from lockgen.adapters.foreign.explicit_file import ExplicitFile
+from lockgen.adapters.foreign.foreign_format import ForeignFile, ForeignFormat, Imported
+from lockgen.adapters.foreign.pixi_lock import PixiLock
+from lockgen.adapters.foreign.pylock import PylockToml
+from lockgen.adapters.foreign.uv_format import UvLock
+from lockgen.adapters.lock.lockfile_yaml import yaml_problem
+from lockgen.errors import FlagError, LockFormatError, UserError
+from lockgen.model.requests import ImportOptions
 
-_PEP751 = re.compile(r"^lock-version\s*=", re.M)  # a PEP 751 file by its content, whatever its name
-_PACKAGES = re.compile(r"^\[\[packages\]\]", re.M)
-_PIP_LINE = re.compile(
-    r"# pip (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*) @ (?P<url>[^#\s]+)(#sha256=(?P<sha256>[0-9a-f]{64}))?\s*"
-)
-_SDIST = re.compile(r"\.(tar\.gz|zip|tar\.bz2)$")
-_DIRECT = "direct+"  # pixi's mark on a wheel from a direct URL (rattler_lock's `UrlOrPath`), which no index lists
-_PIXI_INDEXES = ("https://pypi.org/simple",)  # pixi's default where an environment names no `indexes`
-SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64", "noarch")
+# Asked in this order: a content mark (@EXPLICIT, PEP 751's keys) before a name, a TOML format before the YAML
+# ones (whose text is read as YAML once, to be told apart).
+FORMATS: tuple[ForeignFormat, ...] = (ExplicitFile(), PylockToml(), UvLock(), PixiLock(), CondaLockFile())
 
 
-@dataclass(frozen=True)
-class Imported:
-    """What a foreign lock held: its format, channels, and entries per platform."""
-
-    format: str
-    channels: tuple[str, ...]
-    packages: tuple[LockedPackage, ...]
-    sha256: str
-    skipped: tuple[str, ...] = ()  # what could not come over, one reason each
-    virtual_packages: dict[str, str] = field(default_factory=dict)  # platform -> "__cuda=12.9 __glibc=2.28" (pixi v7)
-    assumed: tuple[str, ...] = ()  # what the file does not say and the import took as given, one line each
-    python: str | None = None  # the CPython a PyPI lock (uv.lock, pylock.toml) was read for: its wheels' interpreter
-    unhashed: tuple[UnhashedWheel, ...] = ()  # wheels a PyPI lock chose without a sha256, with their index
-
-    @property
-    def platforms(self) -> tuple[str, ...]:
-        return tuple(sorted({p.platform for p in self.packages}))
-
-
-def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Path | None = None) -> Imported:
-    """Detects the format from the content and converts it; a file of a known format whose structure is
-    broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the format. A
-    uv.lock is read with its workspace's pyproject.toml settings (`project`, else the one beside it)."""
+def read_foreign(path: Path, options: ImportOptions) -> Imported:
+    """The entries of the lock at `path`, read by the format that recognises it; a file of a known format whose
+    structure is broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the
+    format, and one no format recognises is refused, listing the formats."""
     try:
         raw = user_files.read_bytes(path)
     except OSError as exc:
         raise UserError(f"cannot read `{path}`: {exc.strerror or exc}", "pass the path of a lock file") from None
-    text = raw.decode("utf-8", errors="replace")
-    digest = hashlib.sha256(raw).hexdigest()
+    file = ForeignFile(path, raw.decode("utf-8", errors="replace"), hashlib.sha256(raw).hexdigest())
     del raw  # a large lock's bytes are not held while it is converted
-    form = _format_of(path, text)
-    said: tuple[str, ...] = ()
-    if form == "uv.lock":
-        pyproject = project_beside(path, project)
-        if uv.project is None and pyproject:
-            uv = replace(uv, project=read_uv_project(pyproject))
-        pinned = (
-            pinned_python(list(dict.fromkeys([pyproject.parent, path.parent] if pyproject else [path.parent])))
-            if uv.python is None
-            else None
-        )
-        if pinned is not None:  # uv takes the workspace's pin before requires-python
-            uv = replace(uv, python=pinned[0])
-            said = (
-                f"CPython {pinned[0]} from {pinned[1].name} beside the {'pyproject.toml' if pyproject else 'lock'}, as uv picks it (--python overrides)",
-            )
+    form = _format_of(file)
+    _refuse_options(form, options, path)
     try:
-        if form == "uv.lock":  # the text is not held while the walk runs: the parsed document is what it reads
-            document = read_uv_toml(text, WalkedParts())
-            del text
-            walked = read_uv_lock(document, uv)
-            del document  # not held while the entries are made: at 300k packages, 500 MiB
-            found = _uv(walked, digest)
-        else:
-            found = _read(form, path, text, environment, uv, digest)
-        return replace(found, assumed=said + found.assumed) if said else found
+        return form.read(file, options)
     except RecursionError:  # nested past the reader: no lock of any tool is
         raise LockFormatError(
-            f"`{path}` is a malformed {form}: nested deeper than a reader goes",
-            f"it was edited or cut short: use the file {_producer(form)} wrote",
+            f"`{path}` is a malformed {form.name}: nested deeper than a reader goes",
+            f"it was edited or cut short: use the file {form.producer} wrote",
         ) from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # ValueError: pydantic's and
         # tomllib's errors too; the readers' own errors (LockgenError) pass through
         raise LockFormatError(
-            f"`{path}` is a malformed {form}: {_what_broke(exc)}",
-            f"it was edited or cut short: use the file {_producer(form)} wrote",
+            f"`{path}` is a malformed {form.name}: {_what_broke(exc)}",
+            f"it was edited or cut short: use the file {form.producer} wrote",
         ) from None
 
 
-def _format_of(path: Path, text: str) -> str:
-    # split into lines only where the word is: a 300k-package uv.lock's lines were 600 MiB of strings
-    if "@EXPLICIT" in text and "@EXPLICIT" in text.splitlines():
-        return "@EXPLICIT file"
-    if (path.name.startswith("pylock.") and path.suffix == ".toml") or (
-        _PEP751.search(text) and _PACKAGES.search(text)
-    ):
-        return "pylock.toml"
-    if path.suffix == ".lock" and text.lstrip().startswith("version = "):
-        return "uv.lock"
-    return "pixi.lock or conda-lock.yml"
+def _format_of(file: ForeignFile) -> ForeignFormat:
+    """The first format that recognises `file`; none is an error saying what the file is not."""
+    found = next((form for form in FORMATS if form.recognises(file)), None)
+    if found is not None:
+        return found
+    known = [form.described for form in FORMATS]
+    formats = f"import takes {', '.join(known[:-1])} or {known[-1]}"
+    problem = file.yaml_problem
+    if isinstance(problem, RecursionError):
+        raise LockFormatError(f"`{file.path}` is no lock format: it nests deeper than a reader goes", formats)
+    if problem is not None:
+        raise LockFormatError(
+            f"`{file.path}` is neither a known lock format nor valid YAML{yaml_problem(problem)}", formats
+        )
+    raise LockFormatError(f"`{file.path}` is not a lock format lockgen imports", formats)
 
 
-def _producer(form: str) -> str:
-    return {"@EXPLICIT file": "conda list --explicit", "uv.lock": "uv lock", "pylock.toml": "its installer"}.get(
-        form, "pixi or conda-lock"
+def _refuse_options(form: ForeignFormat, options: ImportOptions, path: Path) -> None:
+    """A usage error for each option given that `form` does not take, naming the format and what it takes."""
+    refused = [flag for option, flag in options.given().items() if option not in form.takes]
+    if not refused:
+        return
+    taken = ", ".join(sorted(ImportOptions.flag(option) for option in form.takes)) or "none"
+    flags = ", ".join(refused)
+    raise FlagError(
+        f"{flags} {'does' if len(refused) == 1 else 'do'} not apply to the {form.name} `{path}`",
+        f"drop {flags} (the {form.name}'s options: {taken})",
     )
 
 
@@ -137,306 +95,3 @@ def _what_broke(exc: Exception) -> str:
     if "at end of document" in first:
         return f"it ends mid-value ({first}): it looks truncated"
     return first[:200]
-
-
-def _read(form: str, path: Path, text: str, environment: str | None, uv: UvChoices, digest: str) -> Imported:
-    if form == "@EXPLICIT file":
-        packages, skipped, hashless = _explicit(text, path)
-        return Imported("@EXPLICIT", (), tuple(packages), digest, tuple(skipped), unhashed=tuple(hashless))
-    if form == "pylock.toml":
-        import tomllib
-
-        read, left, python, unhashed = read_pylock(tomllib.loads(text), uv)
-        return Imported(
-            f"pylock.toml (PEP 751, CPython {python})", (), read, digest, left, python=python, unhashed=unhashed
-        )
-    import yaml
-
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        if text.lstrip().startswith("version:") and "environments:" in text:
-            raise LockFormatError(
-                f"`{path}` looks like a truncated or damaged pixi.lock"
-                + (f" at line {mark.line + 1}" if mark is not None else "")
-                + f": {str(exc).splitlines()[0]}",
-                "use the pixi.lock pixi wrote (pixi lock)",
-            ) from None
-        raise LockFormatError(
-            f"`{path}` is neither a known lock format nor valid YAML{yaml_problem(exc)}",
-            "import takes pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file",
-        ) from None
-    if isinstance(data, dict) and "environments" in data and "packages" in data:
-        return _pixi(data, environment, digest)
-    if isinstance(data, dict) and "environments" in data and data.get("version") in (4, 5, 6, 7):
-        raise LockFormatError(
-            f"`{path}` looks like a truncated pixi.lock: it has environments but no packages section",
-            "it was cut short: use the pixi.lock pixi wrote (pixi lock)",
-        )
-    if isinstance(data, dict) and data.get("version") == 1 and "package" in data:
-        return _conda_lock(data, digest, path)
-    raise LockFormatError(
-        f"`{path}` is not a lock format lockgen imports",
-        "import takes pixi.lock (v4-v7), conda-lock.yml (v1), uv.lock (v1), pylock.toml (PEP 751) or an @EXPLICIT file",
-    )
-
-
-def _split_conda_file(url: str) -> tuple[str, str, str, str]:
-    """(subdir, name, version, build) from a conda package URL."""
-    parts = url.rstrip("/").split("/")
-    file_name = parts[-1].split("#")[0]
-    stem = re.sub(r"\.(conda|tar\.bz2)$", "", file_name)
-    pieces = stem.rsplit("-", 2)
-    if len(parts) < 2 or len(pieces) != 3:
-        raise LockFormatError(
-            f"`{shown(url)}` does not name a conda archive (subdir/name-version-build.conda)",
-            "each conda entry's URL ends in its archive's file name",
-        )
-    return parts[-2], pieces[0], pieces[1], pieces[2]
-
-
-def _explicit(text: str, path: Path) -> tuple[list[LockedPackage], list[str], list[UnhashedWheel]]:
-    """The conda archives of an @EXPLICIT file, and the `# pip NAME @ URL#sha256=HASH` lines conda-lock writes
-    below them (its pip packages, for `pip install` after the conda ones)."""
-    platform = next(
-        (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# platform:")), None
-    )
-    if platform is None:
-        raise LockFormatError(f"`{path}` has no `# platform:` line", "explicit files name their platform in a comment")
-    packages: list[LockedPackage] = []
-    skipped: list[str] = []
-    unhashed: list[UnhashedWheel] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("# pip "):
-            found = _PIP_LINE.fullmatch(line)
-            if found is None:
-                raise LockFormatError(
-                    f"`{path}`: `{shown(line)}` is not `# pip NAME @ URL#sha256=HASH`",
-                    "use the file `conda-lock render --kind explicit` wrote",
-                )
-            url = found["url"]
-            pip = _pip_entry(found["name"], None, url, PackageHash(sha256=found["sha256"]), platform, _folder_of(url))
-            _sort_into(pip, packages, skipped, unhashed)
-            continue
-        if not line or line.startswith(("#", "@")):
-            continue
-        url, _, digest = line.partition("#")
-        _, name, version, build = _split_conda_file(url)
-        hashes = (
-            PackageHash(sha256=digest.removeprefix("sha256:"))
-            if digest.startswith("sha256:") or len(digest) == 64
-            else PackageHash(md5=digest or None)
-        )
-        packages.append(
-            LockedPackage(
-                name=name, version=version, manager="conda", platform=platform, url=url, hash=hashes, build=build
-            )
-        )
-    return packages, skipped, unhashed
-
-
-def _pip_entry(
-    name: str,
-    version: str | None,
-    url: str,
-    hashes: PackageHash,
-    platform: str,
-    indexes: tuple[str, ...],
-    unindexed: str = "",
-    **fields: Any,
-) -> LockedPackage | UnhashedWheel | str:
-    """A pip package of a conda-side lock as a lockgen entry (its version from the wheel's name when the line
-    gives none); a wheel the lock gives no hash for, with the `indexes` that may list it (none for a direct URL;
-    `unindexed`: why none, where that is not the reason), for the import to pin it from there or refuse it; or
-    why it cannot be one (an sdist is built on install)."""
-    file_name = wheel_file_name(url)
-    label = f"{platform}: `{name}` {version or ''}".rstrip()
-    try:
-        wheel = parse_wheel_filename(file_name)
-    except UserError:
-        what = "an sdist (it would be built on install)" if _SDIST.search(file_name) else "no wheel"
-        return f"{label} is {what}: {shown(file_name)}; lockgen locks wheels only"
-    package = LockedPackage(
-        name=name, version=version or wheel.version, manager="pip", platform=platform, url=url, hash=hashes, **fields
-    )
-    if hashes.sha256 or hashes.md5:
-        return package
-    first, *later = indexes or ("",)
-    if unindexed:
-        return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package, unindexed)
-    return UnhashedWheel(platform, name, package.version, url, first, tuple(later), package)
-
-
-def _folder_of(url: str) -> tuple[str, ...]:
-    """Where conda-lock's pip wheel without a hash may be listed: conda-lock names no index, and one that serves
-    no hashes (PyPI always does) is in practice PyTorch's, whose wheels lie beside their project pages
-    (download.pytorch.org/whl/cu121/torch-....whl, listed by download.pytorch.org/whl/cu121/torch/)."""
-    return (url.rsplit("/", 1)[0],) if "/" in url else ()
-
-
-def _sort_into(
-    found: LockedPackage | UnhashedWheel | str,
-    packages: list[LockedPackage],
-    skipped: list[str],
-    unhashed: list[UnhashedWheel],
-) -> None:
-    """An entry converted into lockgen's, kept; a wheel without a hash, kept to be pinned from its index; or why
-    it cannot be one, kept to be named."""
-    if isinstance(found, LockedPackage):
-        packages.append(found)
-    elif isinstance(found, UnhashedWheel):
-        unhashed.append(found)
-    else:
-        skipped.append(found)
-
-
-def _conda_lock(data: dict[str, Any], digest: str, path: Path) -> Imported:
-    """A conda-lock.yml read by the one v1 reader (`lockfile_yaml.v1_lock`); its pip entries are kept when they
-    are wheels with a hash, one without a hash is left to be pinned from where it is listed (none for an entry
-    with a `source`: conda-lock's mark on a direct URL), and a conda entry without a `build` (conda-lock writes
-    none) takes its archive's."""
-    package_list = data["package"] or []
-    direct = {(e.get("platform"), e.get("name")) for e in package_list if isinstance(e, dict) and e.get("source")}
-    entries = [{k: v for k, v in e.items() if k != "source"} if isinstance(e, dict) else e for e in package_list]
-    lock = v1_lock({**data, "package": entries}, str(path), "use the conda-lock.yml conda-lock wrote")
-    packages: list[LockedPackage] = []
-    skipped: list[str] = []
-    unhashed: list[UnhashedWheel] = []
-    for entry in lock.package:
-        if entry.manager == "pip":
-            pip = _pip_entry(
-                entry.name,
-                entry.version,
-                entry.url,
-                entry.hash,
-                entry.platform,
-                () if (entry.platform, entry.name) in direct else _folder_of(entry.url),
-                dependencies=entry.dependencies,
-                category=entry.category,
-                optional=entry.optional,
-            )
-            _sort_into(pip, packages, skipped, unhashed)
-            continue
-        packages.append(entry if entry.build else entry.model_copy(update={"build": _split_conda_file(entry.url)[3]}))
-    channels = tuple(c.url for c in lock.metadata.channels)
-    return Imported("conda-lock.yml v1", channels, tuple(packages), digest, tuple(skipped), unhashed=tuple(unhashed))
-
-
-def _pixi(data: dict[str, Any], environment: str | None, digest: str) -> Imported:
-    version = data.get("version")
-    if version not in (4, 5, 6, 7):
-        raise LockFormatError(f"pixi.lock version {version!r} is not supported", "lockgen imports pixi.lock v4 to v7")
-    environments = data["environments"]
-    name = environment or "default"
-    if name not in environments:
-        raise UserError(f"pixi.lock has no environment `{name}`", f"environments: {', '.join(environments)}")
-    env = environments[name]
-    records = {}
-    for record in data["packages"]:
-        key = record.get("conda") or record.get("pypi") or record.get("url")
-        records[key] = record
-    if not env.get("packages"):
-        others = [n for n, e in environments.items() if e.get("packages")]
-        raise UserError(
-            f"pixi environment `{name}` holds no packages", f"name one with --environment: {', '.join(others)}"
-        )
-    declared = {p["name"]: p for p in data.get("platforms") or [] if isinstance(p, dict) and "name" in p}  # v7
-    packages: list[LockedPackage] = []
-    skipped: list[str] = []
-    unhashed: list[UnhashedWheel] = []
-    indexes = _pixi_indexes(env.get("indexes", _PIXI_INDEXES), name)
-    seen, virtual = set(), {}
-    for platform_name, entries in env["packages"].items():
-        platform = declared.get(platform_name, {}).get("subdir") or _pixi_platform(platform_name, entries)
-        if platform in seen:
-            skipped.append(f"platform `{platform_name}`: a second variant of {platform} (one lock platform per subdir)")
-            continue
-        seen.add(platform)
-        if declared.get(platform_name, {}).get("virtual-packages"):
-            virtual[platform] = " ".join(str(v) for v in declared[platform_name]["virtual-packages"])
-        for entry in entries:
-            kind, url = next(iter(entry.items()))
-            if kind not in ("conda", "pypi") or not re.search(r"\.(conda|tar\.bz2|whl)\Z", url):
-                skipped.append(f"{platform}: `{url}` {_not_an_archive(kind, url)}")
-                continue
-            found = _pixi_entry(kind, url, records.get(url, {}), platform, indexes)
-            _sort_into(found, packages, skipped, unhashed)
-    channels = tuple(c["url"].rstrip("/") if isinstance(c, dict) else str(c) for c in env.get("channels", []))
-    form = f"pixi.lock v{version}"
-    return Imported(form, channels, tuple(packages), digest, tuple(skipped), virtual, unhashed=tuple(unhashed))
-
-
-def _pixi_indexes(indexes: object, environment: str) -> tuple[str, ...]:
-    """An environment's `indexes`: a list of http(s) or file URLs, refused otherwise (a string would be read
-    one character at a time). An empty list names none, and is kept so: no index is made up for it."""
-    if not isinstance(indexes, (list, tuple)) or not all(
-        isinstance(index, str) and re.match(r"(https?|file)://", index) for index in indexes
-    ):
-        raise LockFormatError(
-            f"pixi environment `{environment}`: `indexes` is {shown(repr(indexes), 120)}, not a list of index URLs",
-            "pixi writes `indexes:` as a list of http(s) URLs: lock it again with pixi",
-        )
-    return tuple(indexes)
-
-
-def _not_an_archive(kind: str, url: str) -> str:
-    """Why a pixi entry is no locked archive, in the words a user acts on."""
-    if url.startswith("git+") or ("://github.com/" in url and url.endswith(".git")):
-        return "comes from git: build a wheel or package and pin it"
-    if kind == "pypi" and re.search(r"\.(tar\.gz|zip|tar\.bz2)\Z", url):
-        return "is an sdist (it would be built on install), not a wheel"
-    if "://" not in url or url.startswith("file:"):
-        return "is a local path, built from source: build a package and pin it"
-    return "is not a locked archive (.conda, .tar.bz2 or .whl)"
-
-
-def _pixi_platform(name: str, entries: list[dict[str, str]]) -> str:
-    """pixi v7 names platforms freely (`p1`): the subdir its conda URLs come from decides."""
-    if name in SUBDIRS:
-        return name
-    subdirs = [url.split("/")[-2] for e in entries for k, url in e.items() if k == "conda" and url.count("/") > 2]
-    native = [s for s in subdirs if s != "noarch"]
-    if not native:
-        raise LockFormatError(f"pixi platform `{name}` has no package that tells its subdir", "name the platform")
-    return max(set(native), key=native.count)
-
-
-def _pixi_entry(
-    kind: str, url: str, record: dict[str, Any], platform: str, indexes: tuple[str, ...]
-) -> LockedPackage | UnhashedWheel | str:
-    """A pixi entry as lockgen's; a PyPI one without a hash may be listed by the environment's `indexes` (by
-    none where pixi marks it a direct URL: `direct+https://...`, the URL after the mark, as rattler reads it)."""
-    hashes = PackageHash(md5=record.get("md5"), sha256=record.get("sha256"))
-    if kind == "pypi":
-        name = record.get("name") or url.split("/")[-1].split("-")[0]
-        version = str(record["version"]) if "version" in record else None
-        if url.startswith(_DIRECT):
-            return _pip_entry(name, version, url.removeprefix(_DIRECT), hashes, platform, ())
-        unindexed = "" if indexes else "its pixi environment names no index (`indexes: []`) to look it up in"
-        return _pip_entry(name, version, url, hashes, platform, indexes, unindexed)
-    _, name, version, build = _split_conda_file(url)
-    return LockedPackage(
-        name=record.get("name", name),
-        version=str(record.get("version", version)),
-        manager="conda",
-        platform=platform,
-        dependencies=dependency_map(record.get("depends") or []),
-        url=url,
-        hash=hashes,
-        build=record.get("build", build),
-    )
-
-
-def _uv(found: UvImport, digest: str) -> Imported:
-    return Imported(
-        f"uv.lock v1 (CPython {found.python})",
-        (),
-        found.packages,
-        digest,
-        found.skipped,
-        assumed=found.assumed,
-        python=found.python,
-        unhashed=found.unhashed,
-    )

@@ -2,12 +2,16 @@
 platform, the CPython version and the chosen extras and dependency groups, each with the wheel that fits
 (its sha256 kept). What cannot come over is listed with its reason (no wheel for the platform, an sdist,
 a VCS, directory or archive source); a chosen wheel without a sha256 is returned as data, with the package's
-`index`, for the import to find its hash there or refuse it.
+`index`, for the import to find its hash there or refuse it. Recognised by its name (`pylock.*.toml`) or its
+content (`lock-version` and `[[packages]]`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+import tomllib
+from collections.abc import Mapping, Set as AbstractSet
+from typing import TypedDict, cast
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -21,15 +25,74 @@ from lockgen.adapters.pypi.python_wheels import (
     no_wheel_reason,
     python_within,
 )
-from lockgen.adapters.foreign.uv_lock import UvChoices
+from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.requests import ImportOptions
 
 
-def read_pylock(
-    data: dict[str, Any], choices: UvChoices
-) -> tuple[tuple[LockedPackage, ...], tuple[str, ...], str, tuple[UnhashedWheel, ...]]:
-    """(packages, what could not come over, the CPython X.Y chosen, the chosen wheels without a sha256)."""
+_PEP751 = re.compile(r"^lock-version\s*=", re.M)  # a PEP 751 file by its content, whatever its name
+_PACKAGES = re.compile(r"^\[\[packages\]\]", re.M)
+
+# The parts of a pylock.toml read here (PEP 751's names); a file that breaks them fails a read (KeyError,
+# TypeError...), which `foreign_locks` names as a malformed pylock.toml.
+PylockWheel = TypedDict("PylockWheel", {"url": str, "hashes": dict[str, str]}, total=False)
+PylockPackage = TypedDict(
+    "PylockPackage",
+    {
+        "name": str,
+        "version": str,
+        "marker": str,
+        "requires-python": str,
+        "index": str,
+        "wheels": list[PylockWheel],
+        "sdist": dict[str, object],
+        "vcs": dict[str, str],
+        "directory": dict[str, str],
+        "archive": dict[str, object],
+    },
+    total=False,
+)
+PylockDocument = TypedDict(
+    "PylockDocument",
+    {
+        "lock-version": str,
+        "requires-python": str,
+        "environments": list[str],
+        "extras": list[str],
+        "dependency-groups": list[str],
+        "default-groups": list[str],
+        "packages": list[PylockPackage],
+    },
+    total=False,
+)
+
+
+class PylockToml:
+    """A PEP 751 pylock.toml as a `ForeignFormat`."""
+
+    name = "pylock.toml"
+    described = "pylock.toml (PEP 751)"
+    producer = "its installer"
+    takes = frozenset({"python", "extras", "all_extras", "groups", "dev", "glibc", "allow_partial"})
+    refuses: tuple[str, ...] = (
+        "a package with no wheel for the platform",
+        "a wheel that needs a newer glibc",
+        "an sdist",
+        "a VCS, directory or archive source",
+    )
+
+    def recognises(self, file: ForeignFile) -> bool:
+        named = file.path.name.startswith("pylock.") and file.path.suffix == ".toml"
+        return named or bool(_PEP751.search(file.text) and _PACKAGES.search(file.text))
+
+    def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
+        return _read_pylock(cast(PylockDocument, tomllib.loads(file.text)), options, file.sha256)
+
+
+def _read_pylock(data: PylockDocument, choices: ImportOptions, digest: str) -> Imported:
+    """The packages for lockgen's platforms, what could not come over, the CPython X.Y chosen and the chosen
+    wheels without a sha256, of the file whose bytes have the sha256 `digest`."""
     version = str(data.get("lock-version", ""))
     if not version.startswith("1."):
         raise LockFormatError(
@@ -51,7 +114,11 @@ def read_pylock(
     groups = set(choices.groups) | (set(data.get("default-groups", [])) if choices.dev else set())
     packages, skipped, unhashed = [], [], []
     for platform in PLATFORMS:
-        environment = {**environment_of(platform, python), "extras": extras, "dependency_groups": groups}
+        environment: dict[str, str | AbstractSet[str]] = {
+            **environment_of(platform, python),
+            "extras": extras,
+            "dependency_groups": groups,
+        }
         environments = data.get("environments") or []
         if environments and not any(_holds(m, environment) for m in environments):
             skipped.append(f"{platform}: the file's environments do not include it ({'; '.join(environments)})")
@@ -93,10 +160,18 @@ def read_pylock(
                     hash=PackageHash(sha256=sha256),
                 )
             )
-    return tuple(packages), tuple(skipped), python.shown, tuple(unhashed)
+    return Imported(
+        f"pylock.toml (PEP 751, CPython {python.shown})",
+        (),
+        tuple(packages),
+        digest,
+        tuple(skipped),
+        python=python.shown,
+        unhashed=tuple(unhashed),
+    )
 
 
-def _holds(marker: str | None, environment: dict[str, Any]) -> bool:
+def _holds(marker: str | None, environment: Mapping[str, str | AbstractSet[str]]) -> bool:
     if not marker:
         return True
     try:
@@ -114,7 +189,7 @@ def _python_ok(requires: str | None, python: str) -> bool:
         raise LockFormatError(f"pylock.toml has a requires-python lockgen cannot read: `{requires}`", "") from None
 
 
-def _not_convertible(entry: dict[str, Any]) -> str | None:
+def _not_convertible(entry: PylockPackage) -> str | None:
     if "vcs" in entry:
         return (
             f"comes from {entry['vcs'].get('type', 'a VCS')} ({entry['vcs'].get('url', '?')}): build a wheel and pin it"

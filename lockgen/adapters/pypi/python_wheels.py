@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -98,14 +99,19 @@ def environment_of(platform: str, python: Python) -> dict[str, str]:
     }
 
 
-def best_wheel(wheels: list[dict[str, Any]], platform: str, python: Python, glibc: str) -> dict[str, Any] | None:
-    """The wheel (a dict with its `url`) an installer takes on `platform` with CPython `python` and `glibc`."""
+_Wheel = TypeVar("_Wheel", bound=Mapping[str, Any])  # a lock's wheel table, as its format reads it
+
+
+def best_wheel(wheels: Sequence[_Wheel], platform: str, python: Python, glibc: str) -> _Wheel | None:
+    """The wheel (a table with its `url`) an installer takes on `platform` with CPython `python` and `glibc`."""
     named = {wheel_file_name(wheel["url"]): wheel for wheel in wheels}
     chosen = best_for_target(sorted(named), python.minor, MACHINE[platform], glibc)
     return named[chosen] if chosen else None
 
 
-def no_wheel_reason(wheels: list[dict[str, Any]], platform: str, python: Python, glibc: str, has_sdist: bool) -> str:
+def no_wheel_reason(
+    wheels: Sequence[Mapping[str, Any]], platform: str, python: Python, glibc: str, has_sdist: bool
+) -> str:
     """Why no wheel of a release fits (best_wheel gave None): the glibc its wheels need, else no wheel at all."""
     names = sorted(wheel_file_name(wheel["url"]) for wheel in wheels)
     floor = int(glibc.split(".")[1])

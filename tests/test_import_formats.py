@@ -1,0 +1,180 @@
+"""The foreign formats of `lockgen import` behind one interface: a new format is one module (a fake one, registered
+here, imports end to end), each format is recognised in turn, an option a format does not take is a usage error
+naming the format, and the guide's table of formats is the registry's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.foreign import foreign_locks
+from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
+from lockgen.adapters.lock.lockfile_yaml import load_lock
+from lockgen.api.import_lock import import_lock, import_notes
+from lockgen.errors import FlagError, LockFormatError
+from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.requests import ImportOptions
+from tests.conftest import run_cli
+
+FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
+REPO = Path(__file__).parent.parent
+WHEEL = "https://files.example.org/six-1.17.0-py2.py3-none-any.whl"
+CONDA_LOCK = """version: 1
+metadata:
+  content_hash: {linux-64: x}
+  channels: [{url: conda-forge, used_env_vars: []}]
+  platforms: [linux-64]
+  sources: [environment.yml]
+package:
+- name: zlib
+  version: 1.3.1
+  manager: conda
+  platform: linux-64
+  dependencies: {}
+  url: https://conda.anaconda.org/conda-forge/linux-64/zlib-1.3.1-hb9d3cd8_2.conda
+  hash: {md5: 0123456789abcdef0123456789abcdef}
+  category: main
+  optional: false
+"""
+
+
+class FakeLock:
+    """A format of one line per wheel (`NAME VERSION URL SHA256`) under a `fakelock 1` line, read for linux-64."""
+
+    name = "fakelock"
+    described = "fakelock (v1)"
+    producer = "fake lock"
+    takes = frozenset({"python"})
+    refuses: tuple[str, ...] = ("a line without a sha256",)
+
+    def recognises(self, file: ForeignFile) -> bool:
+        return file.text.startswith("fakelock 1\n")
+
+    def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
+        packages, skipped = [], []
+        for line in file.text.splitlines()[1:]:
+            name, version, url, *sha256 = line.split()
+            if not sha256:
+                skipped.append(f"linux-64: `{name}` {version} has no sha256")
+                continue
+            hashes = PackageHash(sha256=sha256[0])
+            packages.append(
+                LockedPackage(name=name, version=version, manager="pip", platform="linux-64", url=url, hash=hashes)
+            )
+        python = options.python or "3.12"
+        return Imported(
+            f"fakelock v1 (CPython {python})", (), tuple(packages), file.sha256, tuple(skipped), python=python
+        )
+
+
+@pytest.fixture
+def fake_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake format listed after the built-in ones, as a new format's one line in `FORMATS` lists it."""
+    monkeypatch.setattr(foreign_locks, "FORMATS", (*foreign_locks.FORMATS, FakeLock()))
+
+
+def test_a_new_format_is_one_module_imported_end_to_end(fake_format: None, tmp_path: Path) -> None:
+    source = tmp_path / "deps.fake"
+    source.write_text(f"fakelock 1\nsix 1.17.0 {WHEEL} {'a' * 64}\nleft 0.1 {WHEEL}\n")
+    out = tmp_path / "t.conda-lock.yml"
+    path, lock = import_lock(source, "t", out, ImportOptions(python="3.11"))
+    assert path == out and load_lock(out) == lock
+    assert [(p.name, p.version, p.hash.sha256) for p in lock.package] == [("six", "1.17.0", "a" * 64)]
+    notes = import_notes(lock)
+    assert notes.format == "fakelock v1 (CPython 3.11)" and notes.skipped == ("linux-64: `left` 0.1 has no sha256",)
+    with pytest.raises(FlagError, match=r"--extra does not apply to the fakelock") as refused:
+        import_lock(source, "t", tmp_path / "u.yml", ImportOptions(extras=("gpu",)))
+    assert refused.value.exit_code == 2 and "--python" in refused.value.hint and not (tmp_path / "u.yml").exists()
+
+
+def test_a_file_no_format_recognises_lists_the_registered_ones(fake_format: None, tmp_path: Path) -> None:
+    source = tmp_path / "notes.txt"
+    source.write_text("just: words\n")
+    with pytest.raises(LockFormatError, match="not a lock format") as refused:
+        import_lock(source, "t", tmp_path / "t.yml")
+    assert refused.value.hint.endswith(" or fakelock (v1)")
+
+
+def _conda_lock(tmp_path: Path) -> Path:
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(CONDA_LOCK)
+    return path
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        (lambda _: FOREIGN / "tiny.explicit.txt", "@EXPLICIT file"),
+        (lambda _: FOREIGN / "pylock.tiny.toml", "pylock.toml"),
+        (lambda tmp: _renamed(FOREIGN / "pylock.tiny.toml", tmp / "locked.toml"), "pylock.toml"),
+        (lambda _: FOREIGN / "tiny.uv.lock", "uv.lock"),
+        (lambda _: FOREIGN / "tiny.pixi.lock", "pixi.lock"),
+        (_conda_lock, "conda-lock.yml"),
+    ],
+    ids=["explicit", "pylock", "pylock-by-content", "uv", "pixi", "conda-lock"],
+)
+def test_each_file_is_recognised_by_its_own_format(
+    source: Callable[[Path], Path], expected: str, tmp_path: Path
+) -> None:
+    path = source(tmp_path)
+    file = ForeignFile(path, path.read_text(), "0" * 64)
+    assert [form.name for form in foreign_locks.FORMATS if form.recognises(file)] == [expected]
+
+
+def _renamed(source: Path, to: Path) -> Path:
+    to.write_bytes(source.read_bytes())
+    return to
+
+
+@pytest.mark.parametrize(
+    "source, flags, refused, taken",
+    [
+        (lambda _: FOREIGN / "tiny.pixi.lock", ["--extra", "cpu", "--no-dev"], "--extra, --no-dev", "--environment"),
+        (lambda _: FOREIGN / "tiny.explicit.txt", ["--environment", "default"], "--environment", "--allow-partial"),
+        (lambda _: FOREIGN / "pylock.tiny.toml", ["--package", "a"], "--package", "--all-extras"),
+        (lambda _: FOREIGN / "tiny.uv.lock", ["--environment", "default"], "--environment", "--all-extras"),
+        (_conda_lock, ["--python", "3.11", "--glibc", "2.35"], "--python, --glibc", "--allow-partial"),
+    ],
+    ids=["pixi", "explicit", "pylock", "uv", "conda-lock"],
+)
+def test_an_option_the_format_does_not_take_is_a_usage_error(
+    source: Callable[[Path], Path], flags: list[str], refused: str, taken: str, tmp_path: Path
+) -> None:
+    """Told an option its format has no use for, import stops before reading (uv and the others would have
+    ignored it, and the lock would not be what the user asked for), naming the format and what it takes."""
+    out = tmp_path / "t.yml"
+    result = run_cli("import", str(source(tmp_path)), "-t", "t", "-o", str(out), *flags)
+    assert result.returncode == 2, result.stderr
+    error, hint = result.stderr.strip().splitlines()[-2:]
+    assert error.startswith(f"error: {refused} do") and "not apply to the " in error
+    assert hint.startswith(f"hint: drop {refused} (the ") and taken in hint
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_every_format_takes_options_that_exist_and_every_option_has_a_format() -> None:
+    options = {option.name for option in fields(ImportOptions)}
+    taken = set().union(*(form.takes for form in foreign_locks.FORMATS))
+    assert taken == options, f"taken by no format: {sorted(options - taken)}; no option: {sorted(taken - options)}"
+    assert all(ImportOptions.flag(option).startswith("--") for option in options)
+
+
+def test_the_guide_lists_each_format_as_the_registry_declares_it() -> None:
+    """The guide's table of formats names each one's options and what it refuses, in the order they are asked."""
+    page = (REPO / "docs" / "guide" / "import.md").read_text()
+    section = page.split("### The formats", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines() if line.startswith("| ")
+    ]
+    expected = [
+        [
+            form.described,
+            ", ".join(f"`{ImportOptions.flag(option)}`" for option in sorted(form.takes, key=ImportOptions.flag))
+            or "none",
+            "; ".join(form.refuses),
+        ]
+        for form in foreign_locks.FORMATS
+    ]
+    assert [[row[0], row[2], row[3]] for row in rows[1:]] == expected
