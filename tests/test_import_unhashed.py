@@ -24,10 +24,13 @@ OTHER = f'https://files.example/other-1.0-py3-none-any.whl", hash = "sha256:{"a"
 def _uv_lock(folder: Path, index: str, file_name: str) -> Path:
     source = folder / "uv.lock"
     source.write_text(
-        'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "tiny"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
+        'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "tiny"\nversion = '
+        '"0.1.0"\nsource = { virtual = "." }\n'
         'dependencies = [{ name = "gpukit" }, { name = "other" }]\n\n'
-        f'[[package]]\nname = "gpukit"\nversion = "1.0"\nsource = {{ registry = "{index}" }}\nwheels = [{{ url = "{index.removesuffix("/simple")}/files/{file_name}" }}]\n\n'
-        f'[[package]]\nname = "other"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\nwheels = [{{ url = "{OTHER}" }}]\n'
+        f'[[package]]\nname = "gpukit"\nversion = "1.0"\nsource = {{ registry = "{index}" }}\nwheels = [{{ url = '
+        f'"{index.removesuffix("/simple")}/files/{file_name}" }}]\n\n'
+        '[[package]]\nname = "other"\nversion = "1.0"\nsource = { registry = "https://pypi.org/simple" '
+        f'}}\nwheels = [{{ url = "{OTHER}" }}]\n'
     )
     return source
 
@@ -36,8 +39,10 @@ def _pylock(folder: Path, index: str, file_name: str) -> Path:
     source = folder / "pylock.toml"
     source.write_text(
         'lock-version = "1.0"\ncreated-by = "uv"\nrequires-python = ">=3.11"\n\n'
-        f'[[packages]]\nname = "gpukit"\nversion = "1.0"\nindex = "{index}"\nwheels = [{{ url = "{index.removesuffix("/simple")}/files/{file_name}" }}]\n\n'
-        f'[[packages]]\nname = "other"\nversion = "1.0"\nindex = "https://pypi.org/simple"\nwheels = [{{ url = "https://files.example/other-1.0-py3-none-any.whl", hashes = {{ sha256 = "{"a" * 64}" }} }}]\n'
+        f'[[packages]]\nname = "gpukit"\nversion = "1.0"\nindex = "{index}"\nwheels = [{{ url = '
+        f'"{index.removesuffix("/simple")}/files/{file_name}" }}]\n\n'
+        '[[packages]]\nname = "other"\nversion = "1.0"\nindex = "https://pypi.org/simple"\nwheels = [{ url = '
+        f'"https://files.example/other-1.0-py3-none-any.whl", hashes = {{ sha256 = "{"a" * 64}" }} }}]\n'
     )
     return source
 

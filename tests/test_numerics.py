@@ -159,7 +159,8 @@ def test_the_device_evidence_agrees_and_names_the_tf32_node(tmp_path: Path) -> N
     )
     assert (
         differs.returncode == 1
-        and "numerics: digest gemm_tf32 differs from A's; likely cause: a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others"
+        and "numerics: digest gemm_tf32 differs from A's; likely cause: a setting differs: NVIDIA_TF32_OVERRIDE=0 "
+        "here, unset on the others"
         in differs.stdout
     )
     same = run_cli(
@@ -192,8 +193,12 @@ def test_an_unreadable_reference_is_refused_before_the_kernel(tmp_path: Path) ->
 
 
 def _cpu_fingerprint() -> dict:
-    """The kernel's fingerprint on the CPU (`verify.determinism`, as `python -m verify` runs it), in a process of its own."""
-    code = "import json, torch, verify.determinism as d; print(json.dumps(d.deterministic_work(torch.device('cpu'), False)))"
+    """The kernel's fingerprint on the CPU (`verify.determinism`, as `python -m verify` runs it), in a process of its
+    own."""
+    code = (
+        "import json, torch, verify.determinism as d; print(json.dumps(d.deterministic_work(torch.device('cpu'), "
+        "False)))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

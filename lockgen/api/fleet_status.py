@@ -201,7 +201,8 @@ NodeFingerprints = list[tuple[str, Fingerprint]]
 
 @dataclass(frozen=True)
 class ShareRead:
-    """A share of the folders' certificates read: how many rows it wrote, each node's latest fingerprint, the refusals."""
+    """A share of the folders' certificates read: how many rows it wrote, each node's latest fingerprint, the
+    refusals."""
 
     rows: int
     fingerprints: NodeFingerprints

@@ -10,7 +10,8 @@ environment made and unchanged: the kept drift verdict and one stat walk). It re
 
 (LOCK a lock file; for run, shell and activate also a STACK with `--target T` [`--locked` or `--frozen`], where
 its target's lock was found fresh for exactly the stack's and the lock's bytes: `run.kept_stack_lock`; `check`
-only where the verdict of the last passing check of DIR against LOCK's bytes stands). Anything else, and anything the kept values do not answer (a lock never parsed,
+only where the verdict of the last passing check of DIR against LOCK's bytes stands). Anything else, and anything the
+kept values do not answer (a lock never parsed,
 no environment made, one changed, a platform the lock lacks, an unreadable file), it leaves to the typer app with
 nothing said, so every error and every other case reads and exits as it always has (an error before anything was
 said, too). Once an environment is found (and said so), what follows (its activate.d scripts, the exec) is what the

@@ -79,7 +79,8 @@ def read_foreign(path: Path, environment: str | None, uv: UvChoices, project: Pa
         if pinned is not None:  # uv takes the workspace's pin before requires-python
             uv = replace(uv, python=pinned[0])
             said = (
-                f"CPython {pinned[0]} from {pinned[1].name} beside the {'pyproject.toml' if pyproject else 'lock'}, as uv picks it (--python overrides)",
+                f"CPython {pinned[0]} from {pinned[1].name} beside the "
+                f"{'pyproject.toml' if pyproject else 'lock'}, as uv picks it (--python overrides)",
             )
     try:
         if form == "uv.lock":  # the text is not held while the walk runs: the parsed document is what it reads

@@ -192,7 +192,8 @@ def _exists(path: Path) -> UserError:
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:
-    """Creates `path` with `data`, refusing (O_EXCL) a file made there since the check, and removing it if writing fails."""
+    """Creates `path` with `data`, refusing (O_EXCL) a file made there since the check, and removing it if writing
+    fails."""
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except FileExistsError:
@@ -220,7 +221,9 @@ def _load(path: Path, private: bool) -> Any:
         key, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)
     ):  # RSA, EC: certificates are signed with Ed25519 alone
         raise UserError(
-            f"key `{path}` is a {type(key).__name__.removeprefix('_').replace('PublicKey', '').replace('PrivateKey', '')} key, not Ed25519",
+            f"key `{path}` is a "
+            f"{type(key).__name__.removeprefix('_').replace('PublicKey', '').replace('PrivateKey', '')} key, not "
+            "Ed25519",
             "make one with `lockgen keygen --out KEY`",
         )
     return key
@@ -265,7 +268,8 @@ def require_signed_by(document: dict[str, Any], private_key_path: Path) -> None:
     key = _load(private_key_path, private=True).public_key()
     if document["signature"].get("key_id") != key_id(key):
         raise LockFormatError(
-            f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` is key {key_id(key)}",
+            f"the certificate is signed by key {document['signature'].get('key_id')}, but `{private_key_path}` "
+            f"is key {key_id(key)}",
             "pass --key with the private key that signed the certificate",
         )
     _check_signature(document, key)

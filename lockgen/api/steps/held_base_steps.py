@@ -94,8 +94,10 @@ def refuse_leftover_services(lock: Lock, base_config: dict[str, Any], prefix: st
     runs_launcher = isinstance(entrypoint, list) and entrypoint[-1:] == [f"{prefix}/{SERVICE_LAUNCHER}"]
     if runs_launcher and not service_files(lock):
         raise UserError(
-            "the base image runs [image] services and this team lock states none: the base's service launcher would stay in the team image",
-            "state the base's services in the team stack's [image] (a team on a base stack.toml takes them when it states no [image]), or export without --base",
+            "the base image runs [image] services and this team lock states none: the base's service launcher "
+            "would stay in the team image",
+            "state the base's services in the team stack's [image] (a team on a base stack.toml takes them when "
+            "it states no [image]), or export without --base",
         )
 
 
@@ -127,7 +129,8 @@ def held_environment(
             )
             return None
         progress(
-            f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are linked again to install them"
+            f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are "
+            "linked again to install them"
         )
     found = layer_members.environment_record(
         open_layer, base_manifest["layers"], prefix, records=not python_environment
@@ -138,7 +141,8 @@ def held_environment(
     if python_environment and not any(path.startswith(f"{site}/") for path in entries):
         raise UserError(
             f"the base's Python environment keeps no packages in {site} under {prefix}",
-            "lockgen adds a team's wheels to a prefix laid out as a venv (lib/pythonX.Y/site-packages); export the team stack without --base",
+            "lockgen adds a team's wheels to a prefix laid out as a venv (lib/pythonX.Y/site-packages); export "
+            "the team stack without --base",
         )
     records = {path: data for path, data in found.items() if conda_meta.is_record(path)}
     for package in base_lock.packages_for(platform):
@@ -215,7 +219,8 @@ def _proven(base_lock: Lock, platform: str, prefix: str, entries: dict[str, dict
                 and recorded.get("sha256") != file.sha256
             ):
                 raise LockFormatError(
-                    f"the base image records {file.path} of {expected.key} as {str(recorded.get('sha256'))[:12]}…, the package states {file.sha256[:12]}…",
+                    f"the base image records {file.path} of {expected.key} as "
+                    f"{str(recorded.get('sha256'))[:12]}…, the package states {file.sha256[:12]}…",
                     "the base image was changed: export or pull it again",
                 )
         proven += 1

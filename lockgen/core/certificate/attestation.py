@@ -62,7 +62,8 @@ def certificate_subject(
     if subject["lock_sha256"] != image_lock_sha256:
         came_from = f"lock sha256 {image_lock_sha256[:16]}…" if image_lock_sha256 else "a lock it does not name"
         raise LockFormatError(
-            f"the certificate covers lock sha256 {subject['lock_sha256'][:16]}…, but the image was exported from {came_from}",
+            f"the certificate covers lock sha256 {subject['lock_sha256'][:16]}…, but the image was exported from "
+            f"{came_from}",
             "attest a certificate of the lock this image was exported from",
         )
     return lock_name, subject["lock_sha256"]

@@ -76,7 +76,10 @@ def _host_bound_note(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
     issue, measured = step.get("host_issue_ms"), step.get("value")
     if not issue or not measured or issue < HOST_BOUND_SHARE * measured:
         return ""
-    return f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
+    return (
+        f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound "
+        "(a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
+    )
 
 
 def _floor_checks(
@@ -92,11 +95,17 @@ def _floor_checks(
         if measured is None:
             continue
         floor = fraction * peaks[dtype]
-        detail = f"{measured:.0f} TFLOP/s = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
+        detail = (
+            f"{measured:.0f} TFLOP/s = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor "
+            f"{fraction:.0%})"
+        )
         fp32 = _value(figures, "gemm", "fp32")
         if dtype == "tf32" and measured < floor and fp32 and measured < 1.5 * fp32:
             override = stack.get("tf32_override")
-            detail += f"; TF32 runs at FP32 speed: TF32 is disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
+            detail += (
+                "; TF32 runs at FP32 speed: TF32 is "
+                f"disabled{' (NVIDIA_TF32_OVERRIDE=' + override + ')' if override else ''}"
+            )
         checks.append(
             Check(
                 category="performance",
@@ -181,7 +190,10 @@ def _conv_checks(
         if measured is None:
             continue
         passed = measured >= fraction * peaks[dtype]
-        detail = f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} datasheet peak (floor {fraction:.0%})"
+        detail = (
+            f"{measured:.0f} TFLOP/s in convolutions = {measured / peaks[dtype]:.0%} of the {peaks[dtype]:g} "
+            f"datasheet peak (floor {fraction:.0%})"
+        )
         if not passed:
             detail += _conv_cause(entry, stack)
         checks.append(

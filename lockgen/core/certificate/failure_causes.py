@@ -26,7 +26,10 @@ def likely_cause(stack: dict[str, Any], clock_limits: tuple[str, ...]) -> str:
         return f"; another process was on the GPU when the run started: {listed} (its work shares the GPU)"
     util = node.get("util_at_rest")
     if isinstance(util, (int, float)) and util >= BUSY_AT_REST:
-        return f"; the GPU was {util:.0f}% busy before the first kernel although no process of this host is listed (another container's job?)"
+        return (
+            f"; the GPU was {util:.0f}% busy before the first kernel although no process of this host is listed "
+            "(another container's job?)"
+        )
     settings = stack.get("slowing_settings") or []
     if settings:
         return f"; set in the environment: {'; '.join(settings[:3])}"
