@@ -125,7 +125,8 @@ def main() -> int:
             ratio = scan / anchor
             verdict = "" if args.smoke or not judged else f" (target <= 1.25: {'within' if ratio <= 1.25 else 'OVER'})"
             print(
-                f"{archive.name} ({archive.stat().st_size >> 20} MiB): scan {scan:.3f} s CPU, one plain tarfile reading {anchor:.3f} s CPU, ratio {ratio:.2f}{verdict}"
+                f"{archive.name} ({archive.stat().st_size >> 20} MiB): scan {scan:.3f} s CPU, one plain tarfile "
+                f"reading {anchor:.3f} s CPU, ratio {ratio:.2f}{verdict}"
             )
     return 0
 

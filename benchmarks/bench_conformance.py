@@ -73,7 +73,8 @@ def measure(lock: str, prefix: str, extra: list[str], env: dict[str, str], runs:
     timed(floor, env, shell=True)  # the page cache holds the files for both
     report(f"first check --lock vs sha256sum on {cores} cores", *median_pair(runs, first, hashed), 1.0, smoke)
     print(
-        f"  CPU (user + system, children included): lockgen {median(cpu['lockgen']):.2f} s, sha256sum {median(cpu['sha256sum']):.2f} s (load average {os.getloadavg()[0]:.1f})"
+        f"  CPU (user + system, children included): lockgen {median(cpu['lockgen']):.2f} s, sha256sum "
+        f"{median(cpu['sha256sum']):.2f} s (load average {os.getloadavg()[0]:.1f})"
     )
     time.sleep(1.1)  # files changed within a second of a check are trusted by no fingerprint (prefix_observer.RACY_NS)
     timed(check, env, required=True)
@@ -82,7 +83,8 @@ def measure(lock: str, prefix: str, extra: list[str], env: dict[str, str], runs:
     assert again is not None and cpu is not None
     verdict = "smoke size, not judged" if smoke else f"target <= 0.5 s: {'within' if again <= 0.5 else 'OVER'}"
     print(
-        f"repeated check --lock (the kept verdict, one stat walk) of {files} files: {again:.2f} s, {cpu:.2f} s CPU ({verdict}; load average {os.getloadavg()[0]:.1f})"
+        f"repeated check --lock (the kept verdict, one stat walk) of {files} files: {again:.2f} s, {cpu:.2f} s "
+        f"CPU ({verdict}; load average {os.getloadavg()[0]:.1f})"
     )
 
 

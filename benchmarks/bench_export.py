@@ -51,7 +51,8 @@ def synthetic_locks(root: Path, packages: int, megabytes: int, env: dict[str, st
         stack.parent.mkdir()
         deps = "\n".join(f'big{i:02d} = "{version if i == 0 else "1.0"}"' for i in range(packages))
         stack.write_text(
-            f'[stack]\nname = "big"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
+            '[stack]\nname = "big"\nchannels = '
+            f'["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
         )
         timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], env, required=True)
         locks.append(stack.parent / "locks" / "cpu.conda-lock.yml")

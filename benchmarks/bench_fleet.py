@@ -133,7 +133,8 @@ def main() -> None:
     args = parser.parse_args()
     counts, runs = ([200], 1) if args.smoke else (args.counts, args.runs)
     print(
-        f"lockgen fleet status FOLDER --key PUB --json on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})"
+        f"lockgen fleet status FOLDER --key PUB --json on {os.cpu_count()} cores (load average "
+        f"{os.getloadavg()[0]:.1f})"
     )
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as scratch:
         root = Path(scratch)
@@ -173,10 +174,12 @@ def main() -> None:
                     verdict = (
                         ""
                         if args.smoke or count != TARGET_COUNT
-                        else f" (targets {TARGET_WALL_S} s, {TARGET_RSS_MB:.0f} MB: {'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
+                        else f" (targets {TARGET_WALL_S} s, {TARGET_RSS_MB:.0f} MB: "
+                        f"{'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
                     )
                     print(
-                        f"  {name}, {when}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, {1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}"
+                        f"  {name}, {when}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, "
+                        f"{1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}"
                     )
                     print(f"    lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
                 print(f"  floor (read, json.loads, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s")

@@ -161,12 +161,14 @@ def main() -> int:
     threaded = statistics.median(issue_ms(config, device, args.steps, True) for _ in range(args.repeats))
     calling = statistics.median(issue_ms(config, device, args.steps, False) for _ in range(args.repeats))
     print(
-        f"host issue time of one step: {threaded:.2f} ms with autograd's worker thread, {calling:.2f} ms on the calling thread (the kernel's), ratio {calling / threaded:.2f}"
+        f"host issue time of one step: {threaded:.2f} ms with autograd's worker thread, {calling:.2f} ms on the "
+        f"calling thread (the kernel's), ratio {calling / threaded:.2f}"
     )
     if device.type == "cuda":
         gpu = statistics.median(graphed_ms(config, device, args.steps) for _ in range(args.repeats))
         print(
-            f"GPU alone (step in a CUDA graph): {gpu:.2f} ms; host headroom {gpu / threaded:.2f}x with the worker thread, {gpu / calling:.2f}x on the calling thread"
+            f"GPU alone (step in a CUDA graph): {gpu:.2f} ms; host headroom {gpu / threaded:.2f}x with the "
+            f"worker thread, {gpu / calling:.2f}x on the calling thread"
         )
     return 0
 

@@ -54,7 +54,10 @@ def summary(command: list[str], env: dict[str, str], bare: set[str], runs: int, 
     shallowest = min((depth for *_, depth in rows), default=0)
     leaders = sorted((row for row in rows if row[3] == shallowest), key=lambda row: -row[2])[:top]
     said = ", ".join(f"{name} {cumulative / 1000:.1f}" for name, _, cumulative, _ in leaders)
-    return f"{len(rows)} modules, {total / 1000:.0f} ms own time (median of {runs}); top importers (ms, with what they import): {said}"
+    return (
+        f"{len(rows)} modules, {total / 1000:.0f} ms own time (median of {runs}); top importers (ms, with what they "
+        f"import): {said}"
+    )
 
 
 def main() -> int:
@@ -85,7 +88,8 @@ def main() -> int:
         subprocess.run([sys.executable, *resolve], env=env, capture_output=True, check=True)
         bare = {row[0] for row in imports_of(["-c", "pass"], env)}
         print(
-            f"-X importtime, beyond the {len(bare)} modules the bare interpreter imports at its start here ({sys.version.split()[0]}):"
+            f"-X importtime, beyond the {len(bare)} modules the bare interpreter imports at its start here "
+            f"({sys.version.split()[0]}):"
         )
         for name, command in (
             ("run LOCK -- true", run),

@@ -50,7 +50,8 @@ def main() -> int:
         timed(pack, env, required=True)  # the store warm: every artifact fetched and checked once
         store = sorted(str(p) for p in (root / "home" / "pkgs").iterdir() if p.name.endswith((".conda", ".tar.bz2")))
         print(
-            f"{len(store)} archives, {sum(os.path.getsize(p) for p in store) >> 20} MiB; the pack archive {out.stat().st_size >> 20} MiB"
+            f"{len(store)} archives, {sum(os.path.getsize(p) for p in store) >> 20} MiB; the pack archive "
+            f"{out.stat().st_size >> 20} MiB"
         )
         files = " ".join(store)
         report(

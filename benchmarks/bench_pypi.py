@@ -37,7 +37,8 @@ def run(job):
         open(os.path.join(d, "r.in"), "w").write("\\n".join(job["requirements"]) + "\\n")
         open(os.path.join(d, "c.txt"), "w").write("\\n".join(job["constraints"]) + "\\n")
         subprocess.run([sys.argv[1], "pip", "compile", os.path.join(d, "r.in"), "-c", os.path.join(d, "c.txt"),
-                        "--python-version", job["python"], "--python-platform", job["platform"], "--format", "pylock.toml",
+                        "--python-version", job["python"], "--python-platform", job["platform"],
+                        "--format", "pylock.toml",
                         "-o", os.path.join(d, "pylock.toml"), "--only-binary", ":all:", *job["exclude_newer"],
                         "--index-url", job["index_url"], "--no-header", "--quiet"], check=True)
 with ThreadPoolExecutor(min(8, len(jobs))) as pool:
@@ -113,7 +114,8 @@ def main() -> int:
         baseline = [sys.executable, str(raw), find_uv_bin(), json.dumps(jobs)]
         timed(ours, env, required=True), timed(baseline, env)
         print(
-            f"{len(jobs)} uv resolutions (targets x platforms) of {'a local index' if args.smoke else STACK.relative_to(REPO)}"
+            f"{len(jobs)} uv resolutions (targets x platforms) of "
+            f"{'a local index' if args.smoke else STACK.relative_to(REPO)}"
         )
         report(
             f"lockgen resolve vs uv pip compile ({args.runs} runs each, alternating)",

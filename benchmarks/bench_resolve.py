@@ -5,7 +5,8 @@ Also times `lockgen --help` against `python -c "import typer"` (start-up cost of
 
     python benchmarks/bench_resolve.py [--runs 9] [--snapshot envs/examples/conda-forge-snapshot] [--smoke]
 
-Prints medians of wall and CPU time (the process and its children: the steadier figure on a shared machine) and ratios; the targets (issue 31) are ratio <= 1.5 for resolve and <= 1.3 for `--help`. A raw solve that crashes (rattler has been
+Prints medians of wall and CPU time (the process and its children: the steadier figure on a shared machine) and ratios;
+the targets (issue 31) are ratio <= 1.5 for resolve and <= 1.3 for `--help`. A raw solve that crashes (rattler has been
 seen to SIGSEGV) is run again and reported (`harness.timed`). `--smoke`: one run of each, not judged.
 """
 
@@ -21,7 +22,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.harness import add_smoke, isolated_env, median, report, report_crashes, timed, wall_and_cpu  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    add_smoke,
+    isolated_env,
+    median,
+    report,
+    report_crashes,
+    timed,
+    wall_and_cpu,
+)
 
 STACK = REPO / "envs" / "examples" / "pytorch-cuda" / "stack.toml"
 

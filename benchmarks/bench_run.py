@@ -143,21 +143,26 @@ def main() -> int:
                 else f"target <= {limit} ms over: {'within' if over <= limit else 'OVER'}"
             )
             print(
-                f"{name} -- python -c pass: {over:.0f} ms of CPU over the bare interpreter, ratio {cpu[name] / cpu[bare_name]:.2f} ({verdict})"
+                f"{name} -- python -c pass: {over:.0f} ms of CPU over the bare interpreter, ratio "
+                f"{cpu[name] / cpu[bare_name]:.2f} ({verdict})"
             )
         if anchor is not None:
             uv_over = cpu["uv run"] - cpu["uv's python"]
             print(
-                f"the anchor, uv run -- python -c pass: {uv_over:.0f} ms of CPU over its project's python (lockgen run: {cpu['run'] - cpu['bare']:.0f} ms, started by python -S {cpu['run -S'] - cpu['bare -S']:.0f} ms)"
+                f"the anchor, uv run -- python -c pass: {uv_over:.0f} ms of CPU over its project's python "
+                f"(lockgen run: {cpu['run'] - cpu['bare']:.0f} ms, started by python -S "
+                f"{cpu['run -S'] - cpu['bare -S']:.0f} ms)"
             )
         for name in ("materialize", "materialize, reparsed"):
             verdict = (
                 "smoke size, not judged"
                 if args.smoke
-                else f"target <= {MATERIALIZE_TARGET_MS} ms: {'within' if cpu[name] <= MATERIALIZE_TARGET_MS else 'OVER'}"
+                else f"target <= {MATERIALIZE_TARGET_MS} ms: "
+                f"{'within' if cpu[name] <= MATERIALIZE_TARGET_MS else 'OVER'}"
             )
             print(
-                f"repeated {name}: {cpu[name]:.0f} ms of CPU, {cpu[name] - cpu['bare']:.0f} ms over the bare interpreter ({verdict})"
+                f"repeated {name}: {cpu[name]:.0f} ms of CPU, {cpu[name] - cpu['bare']:.0f} ms over the bare "
+                f"interpreter ({verdict})"
             )
     report_crashes()
     return 0

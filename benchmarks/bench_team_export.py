@@ -37,7 +37,8 @@ def stacks(root: Path, packages: int, megabytes: int, team_mb: int, env: dict[st
     base = root / "platform" / "stack.toml"
     base.parent.mkdir()
     base.write_text(
-        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
+        '[stack]\nname = "platform"\nchannels = '
+        f'["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
     )
     team = root / "team" / "stack.toml"
     team.parent.mkdir()

@@ -40,8 +40,10 @@ def uv_lock_text(packages: int) -> str:
     """A uv.lock of one project at `.` (with the conflicting extras `cpu` and `gpu`) and `packages` registry
     packages in a tree, each with two wheels and an extra `fast` that its parent asks for."""
     parts = [
-        'version = 1\nrevision = 2\nrequires-python = ">=3.10"\nconflicts = [[\n    { package = "app", extra = "cpu" },\n    { package = "app", extra = "gpu" },\n]]\n\n'
-        '[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { virtual = "." }\ndependencies = [\n    { name = "pkg0", extra = ["fast"] },\n]\n\n'
+        'version = 1\nrevision = 2\nrequires-python = ">=3.10"\nconflicts = [[\n    { package = "app", extra = '
+        '"cpu" },\n    { package = "app", extra = "gpu" },\n]]\n\n'
+        '[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { virtual = "." }\ndependencies = [\n    { name '
+        '= "pkg0", extra = ["fast"] },\n]\n\n'
         "[package.optional-dependencies]\ncpu = []\ngpu = []\n"
     ]
     for i in range(packages):
@@ -111,23 +113,28 @@ def main() -> int:
             per_package.append(cpu / size)
             peaks.append(peak)
             print(
-                f"{size} packages ({lock.stat().st_size >> 20} MiB uv.lock): import {wall:.2f} s ({cpu:.2f} s CPU), peak {peak} MiB; "
-                f"tomllib alone {toml_wall:.2f} s ({toml_cpu:.2f} s CPU), peak {toml_peak} MiB; ratio import/tomllib {cpu / toml_cpu:.2f} (CPU)",
+                f"{size} packages ({lock.stat().st_size >> 20} MiB uv.lock): import {wall:.2f} s ({cpu:.2f} s "
+                f"CPU), peak {peak} MiB; "
+                f"tomllib alone {toml_wall:.2f} s ({toml_cpu:.2f} s CPU), peak {toml_peak} MiB; ratio "
+                f"import/tomllib {cpu / toml_cpu:.2f} (CPU)",
                 flush=True,
             )
     if sizes[-1] >= 100_000:  # below, the command's start (about half a second) is most of it
         target = _TARGET_CPU_S * sizes[-1] / 300_000
         print(
-            f"target at {sizes[-1]} packages: {target:.1f} s CPU ({_TARGET_CPU_S:.0f} s at 300k): {'met' if per_package[-1] * sizes[-1] <= target else 'NOT met'}"
+            f"target at {sizes[-1]} packages: {target:.1f} s CPU ({_TARGET_CPU_S:.0f} s at 300k): "
+            f"{'met' if per_package[-1] * sizes[-1] <= target else 'NOT met'}"
         )
         memory = _TARGET_PEAK_MIB * sizes[-1] / 300_000
         print(
-            f"memory target at {sizes[-1]} packages: {memory:.0f} MiB peak ({_TARGET_PEAK_MIB} MiB at 300k): {peaks[-1]} MiB, {'met' if peaks[-1] <= memory else 'NOT met'}"
+            f"memory target at {sizes[-1]} packages: {memory:.0f} MiB peak ({_TARGET_PEAK_MIB} MiB at 300k): "
+            f"{peaks[-1]} MiB, {'met' if peaks[-1] <= memory else 'NOT met'}"
         )
     if len(sizes) > 1:
         ratio = per_package[-1] / per_package[0]
         print(
-            f"CPU time per package, {sizes[-1]} vs {sizes[0]}: ratio {ratio:.2f} (target <= 3: {'within' if ratio <= 3 else 'OVER'})"
+            f"CPU time per package, {sizes[-1]} vs {sizes[0]}: ratio {ratio:.2f} (target <= 3: "
+            f"{'within' if ratio <= 3 else 'OVER'})"
         )
     return 0
 

@@ -70,7 +70,8 @@ def main() -> int:
             failed |= {f"{c['category']}/{c['name']}" for c in document["checks"] if not c["passed"]}
         wall = statistics.median(walls)
         print(
-            f"== {mode}: wall {wall:.2f} s median of {len(walls)} ({', '.join(f'{w:.2f}' for w in walls)}); budget {BUDGET_S[mode]:.0f} s, ratio {wall / BUDGET_S[mode]:.2f}"
+            f"== {mode}: wall {wall:.2f} s median of {len(walls)} ({', '.join(f'{w:.2f}' for w in walls)}); "
+            f"budget {BUDGET_S[mode]:.0f} s, ratio {wall / BUDGET_S[mode]:.2f}"
         )
         for name, values in sorted(phases.items(), key=lambda item: -statistics.median(item[1])):
             print(f"   {name:<18} {statistics.median(values):7.2f} s")
@@ -82,7 +83,8 @@ def main() -> int:
                 for r in range(args.repeats)
             ]
             print(
-                f"   before ({args.before}): wall {statistics.median(before):.2f} s median ({', '.join(f'{w:.2f}' for w in before)}); now/before {wall / statistics.median(before):.2f}"
+                f"   before ({args.before}): wall {statistics.median(before):.2f} s median "
+                f"({', '.join(f'{w:.2f}' for w in before)}); now/before {wall / statistics.median(before):.2f}"
             )
     print(f"documents in {keep}")
     return 0

@@ -111,7 +111,8 @@ def sibling_removed(lockgen: list[str], lock: Path, root: Path, env: dict[str, s
         "(no such line)",
     )
     print(
-        f"check --lock after an environment sharing its files was removed: {wall:.2f} s, {cpu:.2f} s CPU; it said: {told}"
+        f"check --lock after an environment sharing its files was removed: {wall:.2f} s, {cpu:.2f} s CPU; it "
+        f"said: {told}"
     )
 
 
@@ -169,7 +170,8 @@ def main() -> int:
             args.smoke,
         )
         print(
-            f"  CPU (process and children): lockgen {median(cpus['lockgen']) or 0:.2f} s, uv {median(cpus['uv']) or 0:.2f} s; load average {os.getloadavg()[0]:.1f}"
+            f"  CPU (process and children): lockgen {median(cpus['lockgen']) or 0:.2f} s, uv "
+            f"{median(cpus['uv']) or 0:.2f} s; load average {os.getloadavg()[0]:.1f}"
         )
         hashed: list[str] = []
         loop_cpus: dict[str, list[float]] = {"lockgen": [], "uv": []}
@@ -209,7 +211,8 @@ def main() -> int:
         )
         mine, theirs = median(loop_cpus["lockgen"]) or 0, median(loop_cpus["uv"]) or 0
         print(
-            f"  CPU (children): lockgen {mine:.2f} s, uv {theirs:.2f} s, ratio {mine / theirs if theirs else 0:.2f}; load average {os.getloadavg()[0]:.1f}"
+            f"  CPU (children): lockgen {mine:.2f} s, uv {theirs:.2f} s, ratio "
+            f"{mine / theirs if theirs else 0:.2f}; load average {os.getloadavg()[0]:.1f}"
         )
         print(f"  each loop's proof: {'; '.join(hashed)}")
         after = timed(lockgen + [str(root / "after-rm")], env, required=True)
@@ -221,7 +224,8 @@ def main() -> int:
         assert again is not None and cpu is not None
         verdict = "smoke size, not judged" if args.smoke else f"target <= 0.3 s: {'within' if again <= 0.3 else 'OVER'}"
         print(
-            f"re-materialize of the existing environment: {again:.2f} s, {cpu:.2f} s CPU ({verdict}; load average {os.getloadavg()[0]:.1f})"
+            f"re-materialize of the existing environment: {again:.2f} s, {cpu:.2f} s CPU ({verdict}; load "
+            f"average {os.getloadavg()[0]:.1f})"
         )
         sibling_removed(lockgen, lock, root, env)
     report_crashes()

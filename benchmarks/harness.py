@@ -165,7 +165,8 @@ def channel_stack(root: Path, name: str, packages: dict[str, dict[str, str | byt
     stack.parent.mkdir()
     deps = "\n".join(f'{package} = "*"' for package in packages)
     stack.write_text(
-        f'[stack]\nname = "{name}"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "{name}"\nchannels = '
+        f'["{channel.as_uri()}"]\n[dependencies]\n{deps}\n[targets.cpu]\narch = "cpu"\n'
     )
     timed([sys.executable, "-m", "lockgen", "resolve", str(stack)], isolated_env(root), required=True)
     return stack.parent / "locks" / "cpu.conda-lock.yml"

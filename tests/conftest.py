@@ -38,7 +38,10 @@ def has_shared() -> bool:
     return (shared_path() / "corpus").is_dir()
 
 
-NEEDS_SHARED = "needs the team's shared folder (the public-lock corpus or the GPU matrix) at ../shared or $LOCKGEN_SHARED; the repository alone runs every other test"
+NEEDS_SHARED = (
+    "needs the team's shared folder (the public-lock corpus or the GPU matrix) at ../shared or $LOCKGEN_SHARED; the "
+    "repository alone runs every other test"
+)
 
 
 def shared_dir() -> Path:
@@ -119,7 +122,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 1
         shown = ", ".join(written[:10]) + (f" and {len(written) - 10} more" if len(written) > 10 else "")
         print(
-            f"\nFAILED: tests wrote into ~/.lockgen (a lockgen run without LOCKGEN_HOME; tests must use a temporary home): {shown}"
+            "\nFAILED: tests wrote into ~/.lockgen (a lockgen run without LOCKGEN_HOME; tests must use a "
+            f"temporary home): {shown}"
         )
 
 
@@ -182,7 +186,8 @@ def loopback_registry(folder: Path) -> Iterator[str]:
         pytest.fail("docker-registry is not installed: .ci/run installs it with apt-get")
     config = folder / "registry.yml"
     config.write_text(
-        f"version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\nhttp:\n  addr: 127.0.0.1:0\n"
+        "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: "
+        f"{folder / 'data'}\nhttp:\n  addr: 127.0.0.1:0\n"
     )
     log_path = folder / "registry.log"
     with log_path.open("w") as log:
@@ -205,6 +210,7 @@ def loopback_registry(folder: Path) -> Iterator[str]:
 def signals_as_from_a_terminal() -> None:
     """SIGINT, SIGHUP and SIGTERM at their defaults in the child, as a terminal starts a command: a suite run in
     the background (`cmd &`, nohup) ignores SIGINT or SIGHUP, an ignored signal stays ignored across exec, and
-    a non-interactive sh cannot trap a signal ignored on entry (POSIX), whatever lockgen does; Python turns SIGINT into KeyboardInterrupt only where it was not ignored at start."""
+    a non-interactive sh cannot trap a signal ignored on entry (POSIX), whatever lockgen does; Python turns SIGINT into
+    KeyboardInterrupt only where it was not ignored at start."""
     for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(number, signal.SIG_DFL)

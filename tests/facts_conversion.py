@@ -110,7 +110,8 @@ def _convert(src):
                     "inferred": bool(arm_lists.get("inferred", False)),
                 }
     out = {
-        "about": "GPU, CUDA, driver and PyTorch facts used by lockgen's target rules. Re-expressed from the sourced matrix "
+        "about": "GPU, CUDA, driver and PyTorch facts used by lockgen's target rules. Re-expressed from the sourced "
+        "matrix "
         "shared/reference/gpu-matrix.json (horizon: "
         + src["meta"]["snapshot_horizon"]["value"][:120]
         + "...). Every entry keeps its sources.",
@@ -167,8 +168,10 @@ ADDITIONS = __import__("pathlib").Path(__file__).with_name("facts_additions.json
 
 def packaged(matrix_path, additions_path=ADDITIONS):
     """lockgen/data/gpu_facts.json: the matrix re-expressed, then the sourced additions and corrections read
-    since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), official lists corrected, CUDA update
-    drivers, the floors of CUDA toolkits the matrix has none for, conda-forge variant lists, the pytorch channel's own lists, download.pytorch.org's aarch64 lists read again,
+    since (tests/facts_additions.json): PyPI wheel rows replaced or added by (torch, platform), official lists
+    corrected, CUDA update
+    drivers, the floors of CUDA toolkits the matrix has none for, conda-forge variant lists, the pytorch channel's own
+    lists, download.pytorch.org's aarch64 lists read again,
     Jetson driver branches, the CUDA rules NVIDIA states for its own packages (cuda-bindings), the last driver branch
     of each retired architecture, and what could not be verified."""
     out = convert(matrix_path)

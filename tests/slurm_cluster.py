@@ -87,7 +87,8 @@ class SlurmCluster:
             "MinJobAge=0",
         ]
         lines += [
-            f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=1000 State=UNKNOWN"
+            f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=1000 "
+            "State=UNKNOWN"
             for name, port in zip(NODES, node_ports)
         ]
         lines.append(f"PartitionName=test Nodes={','.join(NODES)} Default=YES MaxTime=20 State=UP")

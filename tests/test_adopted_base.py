@@ -27,7 +27,10 @@ from tests.wheel_index import Wheel, build_wheel
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]  # every test here solves with uv or builds an image first
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-TEAM = '[stack]\nname = "team"\nextends = "{extends}"\n{stack}\n[pypi-dependencies]\n{deps}\n[pypi-options]\nexclude-newer = "2026-11-15"\n{targets}'
+TEAM = (
+    '[stack]\nname = "team"\nextends = '
+    '"{extends}"\n{stack}\n[pypi-dependencies]\n{deps}\n[pypi-options]\nexclude-newer = "2026-11-15"\n{targets}'
+)
 NODE = '[targets.node]\narch = "cpu"\n'
 
 

@@ -179,7 +179,8 @@ def test_the_file_call_rules_catch_a_planted_open(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
         '"""probe"""\n\nimport io\n\ndef conform(path, lock):\n    with open(path) as stream:\n        stream.read()\n'
-        "    io.open(path)\n    path.open('rb')\n    text = lock.read_text()\n    lock.write_bytes(b'')\n    return text.replace('a', 'b')\n"
+        "    io.open(path)\n    path.open('rb')\n    text = lock.read_text()\n    lock.write_bytes(b'')\n    "
+        "return text.replace('a', 'b')\n"
     )
     assert file_calls(probe, OPENING_CALLS) == ["open:6", "open:8", "open:9", "read_text:10"]
     assert file_calls(probe, READING_CALLS) == ["open:6", "open:8", "open:9", "read_text:10", "write_bytes:11"]
@@ -207,7 +208,8 @@ def test_the_api_io_rule_catches_a_planted_import(tmp_path: Path) -> None:
     """The rule above is not vacuous: a use case that moves files itself, or compresses, is caught."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        '"""probe"""\n\nimport posixpath\nimport hashlib\nfrom urllib.parse import urlsplit\nimport os.path\n\ndef place():\n    import shutil\n    from gzip import compress\n'
+        '"""probe"""\n\nimport posixpath\nimport hashlib\nfrom urllib.parse import urlsplit\nimport '
+        "os.path\n\ndef place():\n    import shutil\n    from gzip import compress\n"
     )
     assert io_imports_of(probe) == ["gzip", "gzip.compress", "os.path", "shutil"]
 
@@ -231,7 +233,8 @@ def test_the_cli_rule_catches_an_adapter_import(tmp_path: Path) -> None:
     bad = REPO / "lockgen" / "cli" / "_architecture_probe.py"
     try:
         bad.write_text(
-            '"""probe"""\n\ndef push():\n    from lockgen.adapters.distribution import registry\n    from lockgen.adapters.image.oci_layout import read_image\n'
+            '"""probe"""\n\ndef push():\n    from lockgen.adapters.distribution import registry\n    from '
+            "lockgen.adapters.image.oci_layout import read_image\n"
         )
         assert violations_of_cli(bad) == [
             "lockgen.adapters.distribution",
@@ -450,8 +453,11 @@ def test_the_positional_record_rule_catches_a_planted_tuple(tmp_path: Path) -> N
     probe = tmp_path / "probe.py"
     probe.write_text(
         '"""probe"""\n\nfrom typing import TypeAlias\n\n'
-        'Plans = list[tuple[str, "int | None", list[str]]]\nPair = tuple[str, str]\nJob: TypeAlias = "tuple[int, int, int]"\nLIMIT = (1, 2, 3)\n\n'
-        'def write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n          many: tuple[str, ...], read: "tuple[dict, dict, str] | None" = None, job: tuple = ()) -> tuple[Path, Path, int]:\n    pass\n'
+        'Plans = list[tuple[str, "int | None", list[str]]]\nPair = tuple[str, str]\nJob: TypeAlias = "tuple[int, '
+        'int, int]"\nLIMIT = (1, 2, 3)\n\n'
+        "def write(tree, layering: tuple[int, str, int], pair: tuple[str, str],\n          many: tuple[str, "
+        '...], read: "tuple[dict, dict, str] | None" = None, job: tuple = ()) -> tuple[Path, Path, int]:\n    '
+        "pass\n"
     )
     assert positional_records(probe) == [
         "write(layering: tuple[int, str, int])",
@@ -594,7 +600,8 @@ def test_a_stack_is_read_in_one_place_once() -> None:
 def test_the_stack_rules_catch_a_second_reader_and_a_second_parse(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        '"""probe"""\n\nfrom lockgen.core.stack import spec_parse\n\ndef base_of(path):\n    from lockgen.adapters.lock.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n'
+        '"""probe"""\n\nfrom lockgen.core.stack import spec_parse\n\ndef base_of(path):\n    from '
+        "lockgen.adapters.lock.stack_file import read_stack\n    return spec_parse.extends_of(path.read_text())\n"
     )
     assert reads_stacks(probe) and stack_parses(probe) == [7]
 

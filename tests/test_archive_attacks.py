@@ -751,7 +751,8 @@ def test_stacked_extended_headers_in_a_conda_tar_are_refused(tmp_path: Path) -> 
     assert str(tmp_path / "victim") in (tmp_path / "rattler" / "info" / "paths.json").read_text()
     with pytest.raises(
         LockFormatError,
-        match=r"reads differently to different tar readers \(header \d+, member `info/notes.txt`: .*after another extended header",
+        match=r"reads differently to different tar readers \(header \d+, member `info/notes.txt`: .*after another "
+        r"extended header",
     ):
         archive_safety.check_archive(archive, "`evil` 1.0")
     assert not list(archive.parent.glob("*.scanned*"))
@@ -889,7 +890,8 @@ def _extracted(tmp_path: Path, pkg: Pkg) -> tuple[Path, "object"]:
 
 
 def _tampered(folder: Path, how: str) -> str:
-    """Changes an honest extracted folder as a reader that parts from lockgen's would; returns the words of the refusal."""
+    """Changes an honest extracted folder as a reader that parts from lockgen's would; returns the words of the
+    refusal."""
     if how == "extra file":
         (folder / "bin" / "extra").write_text("#!/bin/sh\n")
         return "`bin/extra` landed, and paths.json does not state it"
@@ -989,7 +991,8 @@ def test_a_package_rattler_extracts_otherwise_is_refused_before_it_is_linked(
     monkeypatch.setattr(streaming, "extract", parting)
     with pytest.raises(
         LockFormatError,
-        match=r"`judged` 1.0 \(file://.*judged-1.0-h0_0.conda\) is refused: as rattler extracted it, `bin/tool` is not the regular file",
+        match=r"`judged` 1.0 \(file://.*judged-1.0-h0_0.conda\) is refused: as rattler extracted it, `bin/tool` is not "
+        r"the regular file",
     ):
         api.materialize(lock, None, tmp_path / "env", lambda _: None)
     assert victim.read_text() == "keep me\n" and not (tmp_path / "env").exists()

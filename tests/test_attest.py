@@ -394,7 +394,8 @@ def test_a_bare_metal_certificate_binds_through_the_image_lock(world: dict) -> N
 
 
 def test_require_pass_admits_only_a_verified_passing_certificate_of_the_arch(world: dict) -> None:
-    """The gate `lockgen fleet kubernetes` puts before a training pod: `certs docker://REF --key --require-pass ARCH`."""
+    """The gate `lockgen fleet kubernetes` puts before a training pod: `certs docker://REF --key --require-pass
+    ARCH`."""
     host, folder, public = world["host"], world["folder"], str(world["folder"] / "key.pub")
     image = f"docker://{host}/team/img@{world['digest']}"
     assert run_cli("certs", image, "--key", public, "--require-pass", "cpu", "--insecure").returncode == 0
@@ -458,7 +459,8 @@ class _Gate(BaseHTTPRequestHandler):
             challenge = (
                 'Basic realm="gate"'
                 if self.scheme == "basic"
-                else f'Bearer realm="http://127.0.0.1:{port}/token",service="gate",scope="repository:team/gated:pull,push"'
+                else "Bearer "
+                f'realm="http://127.0.0.1:{port}/token",service="gate",scope="repository:team/gated:pull,push"'
             )
             return self._reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {"WWW-Authenticate": challenge})
         length = int(self.headers.get("Content-Length") or 0)

@@ -60,7 +60,8 @@ def store_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pa
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -158,7 +159,10 @@ def test_keygen_never_overwrites_a_key(tmp_path: Path, existing: str) -> None:
     assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o600
 
 
-_HOLD_FOLDER = "import fcntl, os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(d, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n"
+_HOLD_FOLDER = (
+    "import fcntl, os, sys\nd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(d, fcntl.LOCK_EX)\nprint('held', "
+    "flush=True)\nsys.stdin.read()\n"
+)
 
 
 def test_export_sweeps_what_a_killed_export_left_and_nothing_a_live_one_holds(
@@ -616,7 +620,8 @@ def test_input_past_the_readers_limits_is_one_error(tmp_path: Path) -> None:
         assert "is not a lock" in _one_error(run_cli(*command), 2 if command[0] == "diff" else 1)
     uv_lock = tmp_path / "uv.lock"
     uv_lock.write_text(
-        f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "x"\nversion = "1"\nsource = {{ registry = "https://pypi.org/simple" }}\nodd = {deep}\n'
+        'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "x"\nversion = "1"\nsource = { '
+        f'registry = "https://pypi.org/simple" }}\nodd = {deep}\n'
     )
     assert "nested deeper" in _one_error(run_cli("import", str(uv_lock), "-t", "cpu", "-o", str(tmp_path / "out.yml")))
     assert not (tmp_path / "out.yml").exists()
@@ -704,7 +709,8 @@ def test_an_exclude_newer_past_the_last_utc_year_is_refused_by_lockgen(tmp_path:
     '--help'" (found by an attack battery); the stack's reader names it and its line."""
     stack = tmp_path / "stack.toml"
     stack.write_text(
-        '[stack]\nname = "x"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\nsix = "*"\n[pypi-options]\nexclude-newer = "9999-12-31T23:59:59-23:59"\n[targets.cpu]\narch = "cpu"\n'
+        '[stack]\nname = "x"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\nsix = '
+        '"*"\n[pypi-options]\nexclude-newer = "9999-12-31T23:59:59-23:59"\n[targets.cpu]\narch = "cpu"\n'
     )
     line = _one_error(run_cli("resolve", str(stack)))
     assert "exclude-newer `9999-12-31T23:59:59-23:59` is not a date" in line and ":8:" in line, line

@@ -135,7 +135,8 @@ def test_a_repeated_check_of_a_prefix_loads_no_model_library(tmp_path: Path) -> 
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     home = {"LOCKGEN_HOME": str(tmp_path / "home")}
     assert run_cli("resolve", str(stack), env=home).returncode == 0

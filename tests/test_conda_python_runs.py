@@ -62,10 +62,12 @@ def test_a_conda_python_with_no_base_is_refused_naming_its_loader(tmp_path: Path
     out = tmp_path / "img"
     error, hint = _refused(run_cli("export", str(conda_python_lock), "--out", str(out)), out)
     assert error == (
-        f"error: the environment's Python (/opt/env/bin/python{PYTHON}) is an ELF program that needs the dynamic loader {LOADER}, and no --base image brings one: the image could not start its Python"
+        f"error: the environment's Python (/opt/env/bin/python{PYTHON}) is an ELF program that needs the dynamic "
+        f"loader {LOADER}, and no --base image brings one: the image could not start its Python"
     )
     assert hint == (
-        f"hint: pass --base an image with glibc >= 2.28 (the lock's lockgen.glibc) that has {LOADER}, e.g. docker://docker.io/library/debian:bookworm-slim"
+        f"hint: pass --base an image with glibc >= 2.28 (the lock's lockgen.glibc) that has {LOADER}, e.g. "
+        "docker://docker.io/library/debian:bookworm-slim"
     )
     no_loader = base_layout(
         tmp_path / "no-loader", {"amd64": [{"etc/os-release": b"ID=none\n", "lib64/other.so": b"x"}]}
@@ -125,7 +127,8 @@ def test_a_script_python_is_judged_by_its_interpreter_line(tmp_path: Path) -> No
     out = tmp_path / "img"
     error, hint = _refused(run_cli("export", str(lock), "--out", str(out)), out)
     assert error == (
-        "error: the environment's Python (/opt/env/bin/python) is a script run by /bin/sh (its #! line), and no --base image brings one: the image could not start its Python"
+        "error: the environment's Python (/opt/env/bin/python) is a script run by /bin/sh (its #! line), and no "
+        "--base image brings one: the image could not start its Python"
     )
     assert "that has /bin/sh, e.g. docker://docker.io/library/debian:bookworm-slim" in hint
     base = python_base(tmp_path / "sh", python=False, programs=(Path("/bin/sh"),))
@@ -196,7 +199,8 @@ def test_a_bin_python_that_leads_nowhere_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "img"
     error, _ = _refused(run_cli("export", str(lock), "--out", str(out)), out)
     assert error == (
-        "error: the environment's bin/python leads to /opt/env/bin/python3.11, and the image has no file there: it could not start its Python"
+        "error: the environment's bin/python leads to /opt/env/bin/python3.11, and the image has no file there: "
+        "it could not start its Python"
     )
 
 
@@ -210,7 +214,8 @@ def test_an_aarch64_python_needs_the_aarch64_loader_in_its_base(tmp_path: Path) 
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\nplatforms = ["linux-aarch64"]\n[dependencies]\npython = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\nplatforms = '
+        '["linux-aarch64"]\n[dependencies]\npython = "*"\n[targets.cpu]\narch = "cpu"\n'
     )
     assert run_cli("resolve", str(stack)).returncode == 0
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"

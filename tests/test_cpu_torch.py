@@ -48,7 +48,9 @@ def stack(
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
     path.write_text(
-        f'[stack]\nname = "cpu"\npython = "3.11"\nplatforms = {platforms}\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{pypi}/simple"\n{options}\n[targets.cpu]\narch = "cpu"\n'
+        '[stack]\nname = "cpu"\npython = "3.11"\nplatforms = '
+        f"{platforms}\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "
+        f'"{pypi}/simple"\n{options}\n[targets.cpu]\narch = "cpu"\n'
     )
     return path
 

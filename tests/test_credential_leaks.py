@@ -55,11 +55,13 @@ def test_a_lock_carrying_a_credential_is_refused_without_echoing_it(tmp_path: Pa
 def test_import_names_what_it_left_out_without_credentials(tmp_path: Path) -> None:
     pixi = tmp_path / "pixi.lock"
     pixi.write_text(
-        "version: 6\nenvironments:\n  default:\n    channels:\n    - url: https://conda.anaconda.org/conda-forge/\n    packages:\n      linux-64:\n"
+        "version: 6\nenvironments:\n  default:\n    channels:\n    - url: "
+        "https://conda.anaconda.org/conda-forge/\n    packages:\n      linux-64:\n"
         "      - conda: https://conda.anaconda.org/conda-forge/linux-64/bzip2-1.0.8-hda65f42_9.conda\n"
         f"      - pypi: git+https://oauth2:{SECRET}@gitlab.com/team/private.git@abc123\n"
         "packages:\n- conda: https://conda.anaconda.org/conda-forge/linux-64/bzip2-1.0.8-hda65f42_9.conda\n"
-        "  sha256: 0b75d45f0bba3e95dc693336fa51f40ea28c980131fec438afb7ce6118ed05f6\n  md5: d2ffd7602c02f2b316fd921d39876885\n"
+        "  sha256: 0b75d45f0bba3e95dc693336fa51f40ea28c980131fec438afb7ce6118ed05f6\n  md5: "
+        "d2ffd7602c02f2b316fd921d39876885\n"
         "  depends:\n  - __glibc >=2.17,<3.0.a0\n  license: bzip2-1.0.6\n"
         f"- pypi: git+https://oauth2:{SECRET}@gitlab.com/team/private.git@abc123\n  name: private\n  version: 0.1.0\n"
     )

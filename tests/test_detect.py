@@ -97,12 +97,14 @@ def test_cpu_targets_by_glibc_and_a_gpu_node_of_a_cpu_only_stack(tmp_path: Path)
 def test_a_gpu_node_never_falls_back_to_a_cpu_target_of_a_gpu_stack(tmp_path: Path) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text(
-        '[stack]\nname = "s"\npython = "3.11"\n[pypi-dependencies]\nnumpy = "*"\n[targets.cpu]\narch = "cpu"\n[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n'
+        '[stack]\nname = "s"\npython = "3.11"\n[pypi-dependencies]\nnumpy = "*"\n[targets.cpu]\narch = '
+        '"cpu"\n[targets.h100]\narch = "sm90"\ndriver = "580.95.05"\n'
     )
     old_driver = run_cli("detect", str(stack), "--node", str(node(tmp_path, "linux-64", "2.35", "550.54.15", "9.0")))
     assert (
         old_driver.returncode == 1
-        and "): cpu: cpu target, and the node has 1 GPU the stack has GPU targets for (--target chooses it); h100: driver: the node has 550.54.15, the target needs >= 580.95.05"
+        and "): cpu: cpu target, and the node has 1 GPU the stack has GPU targets for (--target chooses it); h100: "
+        "driver: the node has 550.54.15, the target needs >= 580.95.05"
         in old_driver.stderr
     )
     stack.write_text(stack.read_text() + '[targets.h100b]\narch = "sm90"\ndriver = "580.95.05"\n')

@@ -77,7 +77,9 @@ def test_every_key_a_committed_lock_carries_is_documented() -> None:
 def test_every_podman_run_the_docs_show_runs_on_a_low_nofile_limit() -> None:
     """podman's default nofile and nproc limits for root (above some hosts' hard limits) made the README's `podman run`
     fail where the tests, passing their own `--ulimit`, passed: each `podman run` the docs show takes this host's
-    nofile limits and podman's own nproc default (a `--ulimit` given replaces podman's defaults, so both are given) (`--ulimit nofile=$(ulimit -n):$(ulimit -Hn) --ulimit nproc=32768:32768`), and the walk-through runs the README's exactly so (tests/test_walkthrough.py)."""
+    nofile limits and podman's own nproc default (a `--ulimit` given replaces podman's defaults, so both are given)
+    (`--ulimit nofile=$(ulimit -n):$(ulimit -Hn) --ulimit nproc=32768:32768`), and the walk-through runs the README's
+    exactly so (tests/test_walkthrough.py)."""
     shown = [
         (doc.name, line) for doc in DOCS for line in doc.read_text().splitlines() if line.startswith("podman run ")
     ]

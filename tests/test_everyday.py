@@ -132,7 +132,8 @@ def test_an_import_of_broken_yaml_names_its_line(tmp_path: Path) -> None:
 def test_a_wrong_sha256_reads_as_a_hash_mismatch(tmp_path: Path) -> None:
     with served_index(tmp_path / "index", [Wheel("alpha", "1.0")]) as url:
         (tmp_path / "stack.toml").write_text(
-            f'[stack]\nname = "x"\npython = "3.11"\n[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n'
+            '[stack]\nname = "x"\npython = "3.11"\n[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url '
+            f'= "{url}"\n[targets.cpu]\narch = "cpu"\n'
         )
         resolve(tmp_path / "stack.toml")
         lock = tmp_path / "locks" / "cpu.conda-lock.yml"
@@ -144,8 +145,8 @@ def test_a_wrong_sha256_reads_as_a_hash_mismatch(tmp_path: Path) -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     error, hint = result.stderr.strip().splitlines()[-2:]
     assert (
-        error
-        == f"error: `alpha`'s wheel at {url.removesuffix('/simple')}/files/alpha-1.0-py3-none-any.whl has sha256 {real}, and the lock says {'ab' * 32}: nothing was installed"
+        error == f"error: `alpha`'s wheel at {url.removesuffix('/simple')}/files/alpha-1.0-py3-none-any.whl has sha256 "
+        f"{real}, and the lock says {'ab' * 32}: nothing was installed"
     ), result.stderr
     assert (
         hint.startswith("hint: the lock's hash or the index's file changed since the lock was made")

@@ -24,7 +24,10 @@ from tests.wheel_index import Wheel, served_index
 HERE = platform.python_version()  # this host's Python: the one exact pin uv can honour without a download
 MINOR = "{}.{}".format(*sys.version_info[:2])
 ELSEWHERE = f"{MINOR}.{sys.version_info[2] + 50}"  # a patch release this host does not have
-STACK = '[stack]\nname = "exact"\npython = "{python}"\n\n[pypi-dependencies]\nalpha = "*"\n\n[pypi-options]\nindex-url = "{url}"\n\n[targets.cpu]\narch = "cpu"\n'
+STACK = (
+    '[stack]\nname = "exact"\npython = "{python}"\n\n[pypi-dependencies]\nalpha = "*"\n\n[pypi-options]\nindex-url = '
+    '"{url}"\n\n[targets.cpu]\narch = "cpu"\n'
+)
 NO_DOWNLOADS = {"UV_PYTHON_DOWNLOADS": "never"}  # uv must not try python-build-standalone (no network here)
 
 
@@ -53,7 +56,10 @@ def test_what_is_not_a_python_is_refused_on_its_line(line: str, said: str) -> No
 
 
 def test_a_conda_stack_pins_its_python_among_its_dependencies() -> None:
-    text = '[stack]\nname = "c"\nchannels = ["conda-forge"]\npython = "3.11.9"\n[dependencies]\nnumpy = "*"\n[targets.cpu]\narch = "cpu"\n'
+    text = (
+        '[stack]\nname = "c"\nchannels = ["conda-forge"]\npython = "3.11.9"\n[dependencies]\nnumpy = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
+    )
     with pytest.raises(SpecError) as refused:
         parse_stack_text(text, "stack.toml")
     assert 'a stack with [dependencies] pins its conda python there (python = "3.11.9")' in refused.value.message

@@ -86,7 +86,9 @@ def stack(folder: Path, deps: str, target: str, url: str, python: str = "3.11", 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
     path.write_text(
-        f'[stack]\nname = "e"\npython = "{python}"\nplatforms = ["linux-64"]\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{url}/simple"\n{options}\n{target}\n'
+        f'[stack]\nname = "e"\npython = "{python}"\nplatforms = '
+        f'["linux-64"]\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = '
+        f'"{url}/simple"\n{options}\n{target}\n'
     )
     return path
 

@@ -46,7 +46,8 @@ def make_lock(tmp_path: Path, libfoo: str) -> Path:
     stack = tmp_path / f"stack-{libfoo}" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\nlibfoo = "=={libfoo}"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n'
+        f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\nlibfoo = '
+        f'"=={libfoo}"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n'
     )
     api.resolve(stack)
     return stack.parent / "locks" / "h100.conda-lock.yml"
@@ -314,7 +315,8 @@ def test_the_image_runs_daemonless_as_a_non_root_user(tmp_path: Path, monkeypatc
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     run_export(stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "img", tmp_path / "home", monkeypatch)

@@ -49,7 +49,8 @@ def two_platform_lock(tmp_path: Path) -> Path:
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\nplatforms = ["linux-64", "linux-aarch64"]\n[dependencies]\nfoo-data = "*"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n'
+        f'[stack]\nname = "img"\nchannels = ["{channel.as_uri()}"]\nplatforms = ["linux-64", '
+        '"linux-aarch64"]\n[dependencies]\nfoo-data = "*"\n[targets.h100]\narch = "sm90"\ndriver = "575.57.08"\n'
     )
     api.resolve(stack)
     return stack.parent / "locks" / "h100.conda-lock.yml"
@@ -167,7 +168,8 @@ def test_refusals_are_one_error_line_and_write_nothing(tmp_path: Path, monkeypat
         stack.parent.mkdir()
         stack.write_text(
             '[stack]\nname = "pure"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n'
-            f'[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n'
+            '[pypi-dependencies]\nalpha = "*"\n[pypi-options]\nindex-url = '
+            f'"http://127.0.0.1:{server.server_address[1]}/simple"\n'
             '[targets.cpu]\narch = "cpu"\n'
         )
         api.resolve(stack)

@@ -146,7 +146,8 @@ def test_podman_runs_a_zstd_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nhello = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     export_as(stack.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "img", tmp_path / "home", "zstd", monkeypatch)

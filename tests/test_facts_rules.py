@@ -1,5 +1,6 @@
 """The rules the sourced facts of issues 15 and 28 feed: strict means the GA driver of the CUDA minor a wheel was
-built with (never an update's), tegra builds never take the generic list, pytorch-channel releases newer than the facts take the
+built with (never an update's), tegra builds never take the generic list, pytorch-channel releases newer than the facts
+take the
 newest known list of their variant, and every added fact keeps a source that says how sure it is."""
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def admitted(target: Target, platform: str = "linux-64") -> tuple[str, ...]:
     return torch_admission(FACTS, target, platform, cuda_window(FACTS, target)).allowed
 
 
-# NVIDIA CUDA Compatibility guide / release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions" (Linux, GA rows)
+# NVIDIA CUDA Compatibility guide / release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions" (Linux, GA
+# rows)
 TABLE_3_GA = {
     "12.4": "550.54.14",
     "12.6": "560.28.03",
@@ -165,7 +167,8 @@ def test_the_newest_published_torch_that_fits_is_chosen(tmp_path: Path) -> None:
         ]
     stack = tmp_path / "stack.toml"
     stack.write_text(
-        '[stack]\nname = "newest"\npython = "3.12"\n[pypi-dependencies]\ntorch = ">=2.4"\n[targets.h100]\narch = "sm90"\ndriver = "580.65.06"\ncuda-compat = "minor"\n'
+        '[stack]\nname = "newest"\npython = "3.12"\n[pypi-dependencies]\ntorch = ">=2.4"\n[targets.h100]\narch = '
+        '"sm90"\ndriver = "580.65.06"\ncuda-compat = "minor"\n'
     )
     done = run_cli("resolve", str(stack))
     assert done.returncode == 0, done.stderr
@@ -196,7 +199,8 @@ def test_facts_check_of_a_stack_names_the_channel_builds_the_facts_cannot_judge(
     )
     stack = tmp_path / "stack.toml"
     stack.write_text(
-        f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = "*"\n[targets.h100]\narch = "sm90"\ndriver = "595.45.04"\n'
+        f'[stack]\nname = "t"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = '
+        '"*"\n[targets.h100]\narch = "sm90"\ndriver = "595.45.04"\n'
     )
     done = run_cli("facts", "check", "--stack", str(stack), "--json")
     assert done.returncode == 1, done.stderr

@@ -52,7 +52,8 @@ def lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "fast"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ntool = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "fast"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ntool = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -487,7 +488,8 @@ def test_an_unexpected_error_before_anything_is_said_goes_to_the_typer_app(
     assert fast_path.answered(["run", str(lock), "--", "true"]) == 3
     assert (
         capsys.readouterr().err
-        == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and report the traceback\n"
+        == "found\nerror: unexpected RuntimeError: a bug after the environment was found\nhint: re-run with -v and "
+        "report the traceback\n"
     )
 
 

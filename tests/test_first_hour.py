@@ -46,7 +46,10 @@ def test_a_stack_given_for_a_lock_is_named_a_stack(tmp_path: Path) -> None:
 def test_a_version_written_as_a_number_says_to_quote_it_as_written(number: object, comment: str) -> None:
     """`python = 3.10` is the float 3.1 to TOML: the hint quotes what the file says, not what TOML read."""
     written = str(number)
-    text = f'[stack]\nname = "s"\npython = {written}{comment}\n[pypi-dependencies]\nsix = "*"\n[targets.cpu]\narch = "cpu"\n'
+    text = (
+        f'[stack]\nname = "s"\npython = {written}{comment}\n[pypi-dependencies]\nsix = "*"\n[targets.cpu]\narch = '
+        '"cpu"\n'
+    )
     with pytest.raises(SpecError) as raised:
         parse_stack_text(text, "stack.toml")
     assert raised.value.message.startswith(f"stack.toml:3: `python` in stack: {written} is a number here")

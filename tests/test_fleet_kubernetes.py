@@ -214,7 +214,8 @@ def test_the_monitor_loop_keeps_no_stale_certificate(gpu: dict, tmp_path: Path) 
         folder.mkdir()
     script = script.replace("/certs/", f"{certs}/").replace("/features.d/", f"{features}/")
     (tools / "lockgen").write_text(
-        '#!/bin/sh\n[ -n "$WRITES" ] || exit 1\nwhile [ $# -gt 0 ]; do case "$1" in --out) echo cert > "$2";; --emit) echo features > "${2#nfd=}";; esac; shift; done\n'
+        '#!/bin/sh\n[ -n "$WRITES" ] || exit 1\nwhile [ $# -gt 0 ]; do case "$1" in --out) echo cert > "$2";; '
+        '--emit) echo features > "${2#nfd=}";; esac; shift; done\n'
     )
     (tools / "sleep").write_text("#!/bin/sh\nkill -TERM $PPID\n")  # one round of the loop
     for tool in ("lockgen", "sleep"):

@@ -24,7 +24,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     missing = missing_tools()
     if missing or os.geteuid() != 0:
         pytest.fail(
-            f"the Slurm tests need root and {', '.join(missing) or 'Slurm'}: apt-get install slurm-wlm munge (the README's set-up line does)"
+            f"the Slurm tests need root and {', '.join(missing) or 'Slurm'}: apt-get install slurm-wlm munge "
+            "(the README's set-up line does)"
         )
     running = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
     yield running

@@ -30,7 +30,8 @@ def test_a_stack_changed_since_its_lock_is_relocked_refused_or_used_as_it_is(tmp
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "fresh"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nalpha = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "fresh"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nalpha = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"

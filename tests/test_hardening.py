@@ -130,7 +130,8 @@ def _umask() -> int:
 @pytest.mark.slow
 def test_a_closed_pipe_ends_quietly() -> None:
     done = subprocess.run(
-        f"{sys.executable} -m lockgen arch --json | head -c 1 > /dev/null; {sys.executable} -m lockgen arch sm90 --json | head -1 > /dev/null",
+        f"{sys.executable} -m lockgen arch --json | head -c 1 > /dev/null; {sys.executable} -m lockgen arch sm90 "
+        "--json | head -1 > /dev/null",
         shell=True,
         capture_output=True,
         text=True,
@@ -198,7 +199,8 @@ def test_a_killed_fetch_leaves_nothing_that_lasts(tmp_path: Path, monkeypatch: p
 def test_the_hint_fixes_the_case(tmp_path: Path, arch: str, driver: str, hint: str) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text(
-        f'[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\npytorch = "*"\n[targets.x]\narch = "{arch}"\ndriver = "{driver}"\n'
+        '[stack]\nname = "a"\nchannels = ["conda-forge"]\n[dependencies]\npytorch = "*"\n[targets.x]\narch = '
+        f'"{arch}"\ndriver = "{driver}"\n'
     )
     result = run_cli("resolve", str(stack))
     assert result.returncode == 1 and hint in result.stderr and "Traceback" not in result.stderr

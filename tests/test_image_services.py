@@ -39,13 +39,14 @@ class _Lock:
 
 def test_services_are_recorded_and_become_the_launcher_entrypoint() -> None:
     spec = parse_stack(
-        STACK
-        + 'workdir = "/home/dev"\n[image.services]\nweb = ["python", "-m", "http.server"]\nssh = ["/usr/sbin/sshd", "-D"]\n'
+        STACK + 'workdir = "/home/dev"\n[image.services]\nweb = ["python", "-m", "http.server"]\nssh = '
+        '["/usr/sbin/sshd", "-D"]\n'
     )
     recorded = json.loads(image_text(spec))
     assert recorded["services"] == {"ssh": ["/usr/sbin/sshd", "-D"], "web": ["python", "-m", "http.server"]}
     base = {"config": {"Entrypoint": ["/bin/base"], "Cmd": ["bash"], "Env": ["PATH=/usr/bin"]}}
-    config = image_config(_Lock(image_text(spec)), "linux-64", "a" * 64, "b" * 64, [], base)["config"]  # type: ignore[arg-type]
+    lock = _Lock(image_text(spec))
+    config = image_config(lock, "linux-64", "a" * 64, "b" * 64, [], base)["config"]  # type: ignore[arg-type]
     assert config["Entrypoint"] == ["/opt/env/bin/python", "/opt/env/.lockgen/service_launcher.py"]
     assert "Cmd" not in config  # the base's cmd would become the launcher's arguments
     assert "services" not in json.loads(image_text(parse_stack(STACK + 'workdir = "/w"\n')))  # older locks unchanged

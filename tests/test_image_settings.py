@@ -39,7 +39,8 @@ def stack_with_image(tmp_path: Path, image: str) -> Path:
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nshow = "*"\n[targets.cpu]\narch = "cpu"\n{image}'
+        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nshow = '
+        f'"*"\n[targets.cpu]\narch = "cpu"\n{image}'
     )
     api.resolve(stack)
     return stack
@@ -82,7 +83,8 @@ def test_the_image_runs_and_exposes_what_the_stack_says(tmp_path: Path, monkeypa
 def test_bad_image_settings_are_one_error_naming_the_line(tmp_path: Path, line: str, fragment: str) -> None:
     stack = tmp_path / "stack.toml"
     stack.write_text(
-        f'[stack]\nname = "t"\npython = "3.11"\n[pypi-dependencies]\nsix = "*"\n[targets.cpu]\narch = "cpu"\n[image]\n{line}\n'
+        '[stack]\nname = "t"\npython = "3.11"\n[pypi-dependencies]\nsix = "*"\n[targets.cpu]\narch = '
+        f'"cpu"\n[image]\n{line}\n'
     )
     done = run_cli("resolve", str(stack), "--dry-run")
     assert done.returncode == 1 and fragment in done.stderr and f"{stack}:9:" in done.stderr, done.stderr

@@ -1,6 +1,7 @@
 """A real torch stack as an image, end to end on a CPU host: a pure-PyPI lock of this host's CPU torch
 wheel (from a PEP 503 index the test writes over pip's local wheels) -> export on a base holding this
-host's Debian /usr/bin/pythonX.Y (`tests/python_base.py`; the venv pointed at it, no build-host path) -> `check --image` -> `verify --arch cpu --image`,
+host's Debian /usr/bin/pythonX.Y (`tests/python_base.py`; the venv pointed at it, no build-host path) -> `check --image`
+-> `verify --arch cpu --image`,
 whose certificate names the image and environment digests."""
 
 from __future__ import annotations

@@ -139,7 +139,8 @@ def test_plain_linux_wheels_are_wheels_and_glibc_caps_are_named(tmp_path: Path) 
     }
     skipped = lock.meta("skipped").split("; ")
     assert (
-        "linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc 2.28): pass --glibc 2.35 to admit it"
+        "linux-64: `capped` 1.0 needs glibc 2.35 on linux-64 (its wheel is manylinux_2_35, newer than --glibc "
+        "2.28): pass --glibc 2.35 to admit it"
     ) in skipped
     assert any(s.startswith("linux-aarch64: `capped` 1.0 needs glibc 2.39") and "--glibc 2.39" in s for s in skipped)
     assert "linux-aarch64: `torch` 2.6.0+cpu has no wheel for linux-aarch64 at CPython 3.11" in skipped
@@ -264,9 +265,11 @@ def test_a_git_source_is_named_by_its_url_as_the_lock_writes_it_commit_included(
     was cut off, and the query re-encoded with the `):` after it (`pkgs%2Ffoo%29%3A`) by the credential scrub."""
     source = tmp_path / "uv.lock"
     source.write_text(
-        'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "tiny"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
+        'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "tiny"\nversion = '
+        '"0.1.0"\nsource = { virtual = "." }\n'
         'dependencies = [{ name = "foo" }, { name = "bar" }]\n\n[[package]]\nname = "foo"\nversion = "1.0"\n'
-        f'source = {{ git = "{GIT_URL}" }}\n\n[[package]]\nname = "bar"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+        f'source = {{ git = "{GIT_URL}" }}\n\n[[package]]\nname = "bar"\nversion = "1.0"\nsource = {{ registry = '
+        '"https://pypi.org/simple" }\n'
         f'wheels = [{{ url = "https://files.example/bar-1.0-py3-none-any.whl", hash = "sha256:{"0" * 64}" }}]\n'
     )
     result = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))

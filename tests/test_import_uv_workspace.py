@@ -208,7 +208,10 @@ def test_a_patch_level_python_is_judged_with_its_patch(tmp_path: Path, python: s
     """requires-python `>=3.13.14, <3.14` admits 3.13.14 (and `3.13` means its oldest admitted patch, 3.13.14);
     a `python_full_version` marker sees the patch. (uv writes the lock with this interpreter's Python range;
     the lock's requires-python is then narrowed as uv writes it for such a project.)"""
-    text = '[project]\nname = "patchy"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = ["six", "tomli ; python_full_version < \'3.13.15\'"]\n\n[tool.uv]\npackage = false\n'
+    text = (
+        '[project]\nname = "patchy"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = ["six", "tomli ; '
+        "python_full_version < '3.13.15'\"]\n\n[tool.uv]\npackage = false\n"
+    )
     project = write_project(tmp_path / "patchy", {"pyproject.toml": text})
     for name in ("uv.lock", "pyproject.toml"):
         path = project / name
@@ -230,7 +233,9 @@ def virtual_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_project(
         tmp_path_factory.mktemp("virtual"),
         {
-            "pyproject.toml": '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n[dependency-groups]\ndev = ["iniconfig"]\n',
+            "pyproject.toml": (
+                '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n[dependency-groups]\ndev = ["iniconfig"]\n'
+            ),
             "packages/a/pyproject.toml": member.replace("NAME", "a").replace("DEP", "six"),
             "packages/b/pyproject.toml": member.replace("NAME", "b").replace("DEP", "attrs"),
         },
@@ -256,7 +261,10 @@ def virtual_root_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_project(
         tmp_path_factory.mktemp("virtual-groups"),
         {
-            "pyproject.toml": '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n[dependency-groups]\ndev = ["iniconfig"]\nlint = ["pyflakes"]\n',
+            "pyproject.toml": (
+                '[tool.uv.workspace]\nmembers = ["packages/*"]\n\n'
+                '[dependency-groups]\ndev = ["iniconfig"]\nlint = ["pyflakes"]\n'
+            ),
             "packages/a/pyproject.toml": member.replace("NAME", "a").replace("DEP", "six"),
             "packages/b/pyproject.toml": member.replace("NAME", "b").replace("DEP", "attrs"),
         },

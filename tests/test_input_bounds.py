@@ -44,7 +44,8 @@ def _uv_lock_of_extras(packages: int) -> str:
     """A uv.lock whose project asks a chain of packages each for its extra `fast`: as many active extras as
     packages, and every edge under a marker naming an extra."""
     parts = [
-        'version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { virtual = "." }\ndependencies = [\n    { name = "pkg0", extra = ["fast"] },\n]\n'
+        'version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { '
+        'virtual = "." }\ndependencies = [\n    { name = "pkg0", extra = ["fast"] },\n]\n'
     ]
     for i in range(packages):
         edge = (
@@ -335,7 +336,8 @@ def test_a_certificate_dated_9999_exported_for_nfd_is_one_error(tmp_path: Path, 
 
 
 def test_an_archive_or_lock_written_where_no_file_can_be_made_is_one_error(tmp_path: Path) -> None:
-    """/proc/self is a folder that takes no new file: `pack --out /proc/self/x.tar` ended in FileNotFoundError (exit 3)."""
+    """/proc/self is a folder that takes no new file: `pack --out /proc/self/x.tar` ended in FileNotFoundError (exit
+    3)."""
     with pytest.raises(UserError, match="takes no new file"):
         pack_archive.write(Path("/proc/self/x.tar"), [("lockgen/lock.yml", b"x")], [])
     line = _one_error(
@@ -428,7 +430,8 @@ def test_a_local_channel_whose_index_is_a_fifo_is_refused_by_name(tmp_path: Path
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "x"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "x"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nlibfoo = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     line = _one_error(_cli("resolve", str(stack)))
     assert "a FIFO, not a regular file" in line, line

@@ -71,7 +71,8 @@ def _stack(folder: Path, url: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
     path.write_text(
-        f'[stack]\nname = "slow"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\nlight = "*"\nbulky = "*"\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n'
+        '[stack]\nname = "slow"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\nlight = '
+        f'"*"\nbulky = "*"\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n'
     )
     return path
 

@@ -41,12 +41,14 @@ def _project(tmp_path: Path, index_url: str, entry: str, requires: str = '"alpha
     package = stack_folder / "pkgs" / "mypkg"
     (package / "src" / "mypkg").mkdir(parents=True)
     (package / "pyproject.toml").write_text(
-        f'[project]\nname = "mypkg"\nversion = "0.1.0"\nrequires-python = ">=3.8"\ndependencies = [{requires}]\n\n[build-system]\nrequires = ["uv_build>=0.8,<0.20"]\nbuild-backend = "uv_build"\n'
+        '[project]\nname = "mypkg"\nversion = "0.1.0"\nrequires-python = ">=3.8"\ndependencies = '
+        f'[{requires}]\n\n[build-system]\nrequires = ["uv_build>=0.8,<0.20"]\nbuild-backend = "uv_build"\n'
     )
     (package / "src" / "mypkg" / "__init__.py").write_text("X = 1\n")
     stack = stack_folder / "stack.toml"
     stack.write_text(
-        f'[stack]\nname = "local"\npython = "3.11"\n[pypi-dependencies]\nmypkg = {entry}\n[pypi-options]\nindex-url = "{index_url}"\n[targets.cpu]\narch = "cpu"\n'
+        '[stack]\nname = "local"\npython = "3.11"\n[pypi-dependencies]\nmypkg = '
+        f'{entry}\n[pypi-options]\nindex-url = "{index_url}"\n[targets.cpu]\narch = "cpu"\n'
     )
     return stack, package
 

@@ -76,7 +76,8 @@ def test_cuda_versioned_wheels_stay_inside_the_window_and_the_lock_says_so(tmp_p
     assert {"nvidia-nvjitlink<13.1", "cuda-bindings<14"} <= set(meta["lockgen.pypi-constraints.linux-64"].split("; "))
     assert meta["lockgen.cuda-components.linux-64"] == (
         "within CUDA <= 13.0 (the window): cuda-toolkit 13.0.3, nvidia-nvjitlink 13.0.88; "
-        "cuda-bindings 13.5.0 (CUDA 13.5): admitted by its owner's rule, 13.x runs on any driver >= 580.65.06 (driver 580.65.06)"
+        "cuda-bindings 13.5.0 (CUDA 13.5): admitted by its owner's rule, 13.x runs on any driver >= 580.65.06 "
+        "(driver 580.65.06)"
     )
 
 
@@ -85,7 +86,8 @@ def test_cuda_versioned_wheels_stay_inside_the_window_and_the_lock_says_so(tmp_p
 def test_an_r570_fleet_gets_torch_2_10_whose_cuda_bindings_nvidia_runs_on_any_12_driver(
     tmp_path: Path, index: str, deps: str
 ) -> None:
-    """torch 2.10.0+cu128 pins cuda-bindings==12.9.4: NVIDIA's cuda-python runs bindings 12.x on any driver >= 525.60.13,
+    """torch 2.10.0+cu128 pins cuda-bindings==12.9.4: NVIDIA's cuda-python runs bindings 12.x on any driver >=
+    525.60.13,
     so a strict R570 target (CUDA 12.8 natively) takes it; held to the toolkit window (<12.9), uv fell back to 2.9.1
     and a `torch==2.10.*` pin was unsatisfiable."""
     path = stack(tmp_path, index, deps=deps, driver="570.86.15")
@@ -97,8 +99,8 @@ def test_an_r570_fleet_gets_torch_2_10_whose_cuda_bindings_nvidia_runs_on_any_12
     constraints = set(meta["lockgen.pypi-constraints.linux-64"].split("; "))
     assert {"cuda-bindings<13", "nvidia-cuda-runtime-cu12<12.9"} <= constraints
     assert (
-        "cuda-bindings 12.9.4 (CUDA 12.9): admitted by its owner's rule, 12.x runs on any driver >= 525.60.13 (driver 570.86.15)"
-        in meta["lockgen.cuda-components.linux-64"]
+        "cuda-bindings 12.9.4 (CUDA 12.9): admitted by its owner's rule, 12.x runs on any driver >= 525.60.13 "
+        "(driver 570.86.15)" in meta["lockgen.cuda-components.linux-64"]
     )
 
 

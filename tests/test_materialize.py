@@ -64,7 +64,8 @@ def tiny_lock(tmp_path: Path) -> tuple[Path, Path]:
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml", channel
@@ -271,7 +272,8 @@ def test_materialize_from_a_channel_served_over_http(home: Path, tmp_path: Path,
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "http"\nchannels = ["{url}"]\n[dependencies]\nlibfoo = "*"\nbar = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "http"\nchannels = ["{url}"]\n[dependencies]\nlibfoo = "*"\nbar = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     lock = stack.parent / "locks" / "cpu.conda-lock.yml"
@@ -301,7 +303,10 @@ def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path
     """A noarch: python package lands in lib/python3.11/site-packages and gets a console script whose
     shebang names the final prefix. The `python` package here is a stand-in that runs the host's
     Python 3 with the prefix's site-packages (real CPython packages are not reachable offline)."""
-    stand_in = '#!/bin/sh\nhere="$(cd "$(dirname "$0")/.." && pwd)"\nPYTHONPATH="$here/lib/python3.11/site-packages" exec python3 "$@"\n'
+    stand_in = (
+        '#!/bin/sh\nhere="$(cd "$(dirname "$0")/.." && pwd)"\nPYTHONPATH="$here/lib/python3.11/site-packages" exec '
+        'python3 "$@"\n'
+    )
     channel = build_channel(
         tmp_path / "channel",
         [
@@ -319,7 +324,8 @@ def test_noarch_python_package_and_entry_points(short_home: Path, tmp_path: Path
     stack = tmp_path / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "py"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npyfoo = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "py"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npyfoo = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(stack)
     prefix, _ = materialize(stack.parent / "locks" / "cpu.conda-lock.yml", None, None, lambda _: None)

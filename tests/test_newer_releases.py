@@ -94,7 +94,10 @@ def test_a_release_newer_than_the_facts_is_admitted_on_its_metadata(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     lock_path = path.parent / "locks" / "h100.conda-lock.yml"
     assert torch_of(lock_path) == "2.16.0"
-    admitted = "torch 2.16.0 is newer than lockgen's facts (2.15 on linux-64); admitted from its metadata: CUDA 13.0 (`cuda-toolkit==13.0.3`), arch list of 2.14 cu130 (inferred)"
+    admitted = (
+        "torch 2.16.0 is newer than lockgen's facts (2.15 on linux-64); admitted from its metadata: CUDA 13.0 "
+        "(`cuda-toolkit==13.0.3`), arch list of 2.14 cu130 (inferred)"
+    )
     refused = "torch 2.17.0 is newer than lockgen's facts (2.15 on linux-64); refused: it is built with CUDA 13.9"
     assert admitted in done.stderr and refused in done.stderr and "2.16.0rc1" not in done.stderr
     meta = load_lock(lock_path).metadata.custom_metadata
@@ -113,8 +116,8 @@ def test_the_refuse_policy_keeps_every_newer_release_out_and_says_so(tmp_path: P
     stderr, torch = resolved_torch(tmp_path, server.url, extra='unknown-releases = "refuse"')
     assert torch == "2.14.0"
     assert (
-        'torch 2.16.0 is newer than lockgen\'s facts (2.15 on linux-64); refused: the stack says unknown-releases = "refuse"'
-        in stderr
+        "torch 2.16.0 is newer than lockgen's facts (2.15 on linux-64); refused: the stack says "
+        'unknown-releases = "refuse"' in stderr
     )
     bad = stack(tmp_path / "bad", server.url, extra='unknown-releases = "maybe"')
     refused = run_cli("resolve", str(bad))
@@ -235,7 +238,8 @@ VARIANT = [
 def test_facts_check_names_a_new_release_and_its_cuda_variants_the_day_it_is_published(tmp_path: Path, index) -> None:
     """torch 2.16 (scheduled 2026-12-22) on a PyTorch variant index: facts check names each CUDA variant build with
     the CUDA its tag names and the arch list resolve would judge it by; resolve admits 2.16.0+cu130 on that
-    evidence (explain, which is resolve's record, admits it from that index), with no change to the facts or the code."""
+    evidence (explain, which is resolve's record, admits it from that index), with no change to the facts or the
+    code."""
     server, site = index
     publish(site, tmp_path / "variant", VARIANT, root="/whl/cu130")
     done = run_cli(
@@ -254,7 +258,8 @@ def test_facts_check_names_a_new_release_and_its_cuda_variants_the_day_it_is_pub
         "linux-64: torch 2.16.0+cu130 (" in said.stdout
         and "admitted with arch list 7.5;8.0;8.6;9.0;10.0;12.0" in said.stdout
     )
-    # a stack that takes torch from that index: facts check --stack reads it too, and explain (resolve's record) admits 2.16.0+cu130
+    # a stack that takes torch from that index: facts check --stack reads it too, and explain (resolve's record) admits
+    # 2.16.0+cu130
     path = stack(tmp_path / "s", server.url, options=f'torch-indexes = {{ cu130 = "{server.url}/whl/cu130" }}')
     checked = json.loads(run_cli("facts", "check", "--stack", str(path), "--json").stdout)
     assert [(b["torch"], b["admitted"]) for b in checked["variant_builds"]] == [

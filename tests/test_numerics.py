@@ -175,7 +175,8 @@ def test_the_device_evidence_agrees_and_names_the_tf32_node(tmp_path: Path) -> N
     )
     assert (
         differs.returncode == 1
-        and "numerics: digest gemm_tf32 differs from A's; likely cause: a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others"
+        and "numerics: digest gemm_tf32 differs from A's; likely cause: a setting differs: NVIDIA_TF32_OVERRIDE=0 "
+        "here, unset on the others"
         in differs.stdout
     )
     same = run_cli(

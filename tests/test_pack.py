@@ -148,7 +148,8 @@ def conda_lock(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     stack = root / "stack" / "stack.toml"
     stack.parent.mkdir()
     stack.write_text(
-        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "tiny"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nfoo-data = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     resolve_api.resolve(stack)
     return stack.parent / "locks" / "cpu.conda-lock.yml", channel
@@ -179,7 +180,8 @@ def test_a_conda_lock_unpacked_offline_is_what_materialize_makes(tmp_path: Path,
 
 @pytest.fixture
 def pypi_lock(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
-    """(lock, stop): a pure-PyPI lock of two wheels (one needs the other) from a loopback index, and a way to stop it."""
+    """(lock, stop): a pure-PyPI lock of two wheels (one needs the other) from a loopback index, and a way to stop
+    it."""
     root = build_index(tmp_path / "index", [Wheel("alpha", "1.0"), Wheel("gamma", "1.0", requires=("alpha",))])
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -187,7 +189,8 @@ def pypi_lock(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
     stack.parent.mkdir()
     stack.write_text(
         '[stack]\nname = "wheels"\npython = "3.11"\nplatforms = ["linux-64"]\n[pypi-dependencies]\ngamma = "*"\n'
-        f'[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch = "cpu"\n'
+        f'[pypi-options]\nindex-url = "http://127.0.0.1:{server.server_address[1]}/simple"\n[targets.cpu]\narch '
+        '= "cpu"\n'
     )
     stopped = []
 

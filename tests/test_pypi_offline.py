@@ -51,7 +51,9 @@ def index_url(served: tuple[str, Path]) -> str:
 def stack(tmp_path: Path, url: str, deps: str) -> Path:
     path = tmp_path / "stack.toml"
     path.write_text(
-        f'[stack]\nname = "offline"\npython = "3.11"\nplatforms = ["linux-64", "linux-aarch64"]\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = "{url}"\n[targets.cpu]\narch = "cpu"\n'
+        '[stack]\nname = "offline"\npython = "3.11"\nplatforms = ["linux-64", '
+        f'"linux-aarch64"]\n[pypi-dependencies]\n{deps}\n[pypi-options]\nindex-url = '
+        f'"{url}"\n[targets.cpu]\narch = "cpu"\n'
     )
     return path
 

@@ -56,7 +56,8 @@ def team(tmp_path: Path) -> tuple[Path, Path]:
     )
     base = write(
         tmp_path / "platform" / "stack.toml",
-        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n',
     )
     invoke("resolve", str(base))
     stack = write(

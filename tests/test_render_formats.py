@@ -118,7 +118,8 @@ def test_a_local_version_wheel_goes_through_pylock_as_uv_reads_it(tmp_path: Path
     source.write_text(
         f'version = 1\nrevision = 2\nrequires-python = ">=3.11"\n\n[[package]]\nname = "app"\n'
         f'version = "0.1.0"\nsource = {{ virtual = "." }}\ndependencies = [{{ name = "tinycuda" }}]\n\n'
-        f'[[package]]\nname = "tinycuda"\nversion = "1.0+cu130"\nsource = {{ registry = "https://download.pytorch.org/whl/cu130" }}\n'
+        '[[package]]\nname = "tinycuda"\nversion = "1.0+cu130"\nsource = { registry = '
+        '"https://download.pytorch.org/whl/cu130" }\n'
         f'wheels = [{{ url = "{url}", hash = "sha256:{digest}" }}]\n'
     )
     import_lock(source, "cu130", tmp_path / "cu130.conda-lock.yml", ImportOptions(python="3.11"))

@@ -23,7 +23,10 @@ def test_a_relative_prefix_in_a_removed_folder_is_said_not_there(tmp_path: Path)
     gone.mkdir()
     lock = tmp_path / "lock.yml"
     lock.write_text("version: 1\n")
-    script = f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); sys.argv = ['lockgen', 'check', '--lock', {str(lock)!r}, '--prefix', 'env']\nfrom lockgen.cli import main\nmain()"
+    script = (
+        f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); sys.argv = ['lockgen', 'check', "
+        f"'--lock', {str(lock)!r}, '--prefix', 'env']\nfrom lockgen.cli import main\nmain()"
+    )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}
     )

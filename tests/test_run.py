@@ -55,7 +55,8 @@ def conda_stack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = root / "stack" / "stack.toml"
     path.parent.mkdir()
     path.write_text(
-        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ncudatool = "*"\n[targets.cpu]\narch = "cpu"\n'
+        f'[stack]\nname = "run"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\ncudatool = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n'
     )
     api.resolve(path)
     return path
@@ -119,7 +120,8 @@ def test_activate_evaluated_by_a_real_shell_gives_what_run_gives(conda_stack: Pa
     exports.write_text(printed.stdout)
     if shell == "fish":
         script = [
-            'source $argv[1]; printf "%s\\n" "$PATH" "$CONDA_PREFIX" "$CUDA_HOME" unset; set -q LOCKGEN_TEST_GONE; and echo $LOCKGEN_TEST_GONE; or echo gone',
+            'source $argv[1]; printf "%s\\n" "$PATH" "$CONDA_PREFIX" "$CUDA_HOME" unset; set -q '
+            "LOCKGEN_TEST_GONE; and echo $LOCKGEN_TEST_GONE; or echo gone",
             str(exports),
         ]
     else:
@@ -236,7 +238,8 @@ def test_prefix_chosen_and_existing(conda_stack: Path, tmp_path: Path) -> None:
 def test_a_stack_runs_the_lock_of_the_target_this_node_matches(conda_stack: Path, tmp_path: Path) -> None:
     node = tmp_path / "node.json"
     node.write_text(
-        '{"platform": "linux-64", "glibc": "2.36", "driver": "580.95.05", "gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}]}'
+        '{"platform": "linux-64", "glibc": "2.36", "driver": "580.95.05", "gpus": [{"name": "NVIDIA H100 80GB '
+        'HBM3", "compute_capability": "9.0"}]}'
     )
     env = _env(tmp_path, LOCKGEN_NODE_FACTS=str(node))
     ran = run_cli("run", str(conda_stack.parent), "--", "sh", "-c", "echo $CONDA_PREFIX", env=env)

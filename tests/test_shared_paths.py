@@ -1,7 +1,8 @@
 """A path two wheels of a lock both install: the CUDA wheels of a PyTorch release (nvidia-cublas-cu12,
 nvidia-cudnn-cu12, ...) each ship the same empty `nvidia/__init__.py`, and pip and uv install them side by
 side. Stating the same bytes is no clobber (whichever lands last, the file is the same) and materialize and
-check --lock accept it; stating other bytes at one path is a clobber (`test_conformance`), and materialize refuses the lock (the file
+check --lock accept it; stating other bytes at one path is a clobber (`test_conformance`), and materialize refuses the
+lock (the file
 uv left is one wheel's, which the other's RECORD proof refuses first)."""
 
 from __future__ import annotations

@@ -173,7 +173,10 @@ def test_any_repeated_line_is_a_located_error(data: st.DataObject) -> None:
 
 
 ON_LOCK = LockBase(target="node", platforms=("linux-64",), python="3.12")
-TEAM_ON_LOCK = '[stack]\nname = "team"\nextends = "../vendor/locks/node.conda-lock.yml"\n[pypi-dependencies]\ndatasets = "*"\n[targets.node]\narch = "sm90"\ndriver = "580.95.05"\n'
+TEAM_ON_LOCK = (
+    '[stack]\nname = "team"\nextends = "../vendor/locks/node.conda-lock.yml"\n[pypi-dependencies]\ndatasets = '
+    '"*"\n[targets.node]\narch = "sm90"\ndriver = "580.95.05"\n'
+)
 
 
 def test_a_team_stack_on_a_lock_takes_its_target_platforms_and_python() -> None:

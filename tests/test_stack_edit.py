@@ -21,7 +21,10 @@ from tests.conftest import REPO, run_cli
 from tests.wheel_index import Wheel, served_index
 
 EXAMPLES = sorted((REPO / "envs" / "examples").glob("*/stack.toml"))
-CONDA_STACK = '# a tiny stack\n[stack]\nname = "tiny"   # its name\nchannels = ["{channel}"]\n\n[dependencies]\npytorch = "*"  # the CPU build\n\n# the fleet\n[targets.cpu]\narch = "cpu"\n'
+CONDA_STACK = (
+    '# a tiny stack\n[stack]\nname = "tiny"   # its name\nchannels = ["{channel}"]\n\n[dependencies]\npytorch = "*"  '
+    '# the CPU build\n\n# the fleet\n[targets.cpu]\narch = "cpu"\n'
+)
 
 
 def added_lines(old: str, new: str) -> list[str]:
@@ -219,14 +222,16 @@ def test_add_to_a_pure_pypi_stack_with_two_targets(tmp_path: Path, index_url: st
     """uv re-locks both targets; `--target` re-locks one and says the other's lock is stale."""
     stack = tmp_path / "stack.toml"
     stack.write_text(
-        f'[stack]\nname = "p"\npython = "3.11"\n\n[pypi-dependencies]\ndelta = "*"\n\n[pypi-options]\nindex-url = "{index_url}"\n\n[targets.cpu]\narch = "cpu"\n\n[targets.old]\narch = "cpu"\nglibc = "2.17"\n'
+        '[stack]\nname = "p"\npython = "3.11"\n\n[pypi-dependencies]\ndelta = "*"\n\n[pypi-options]\nindex-url '
+        f'= "{index_url}"\n\n[targets.cpu]\narch = "cpu"\n\n[targets.old]\narch = "cpu"\nglibc = "2.17"\n'
     )
     assert run_cli("resolve", str(stack)).returncode == 0
     added = run_cli("add", "gamma", cwd=tmp_path)
     assert added.returncode == 0, added.stderr
     assert (
         added.stdout
-        == "cpu:\n  + linux-64 alpha 1.0\n  + linux-64 gamma 1.0\nold:\n  + linux-64 alpha 1.0\n  + linux-64 gamma 1.0\n"
+        == "cpu:\n  + linux-64 alpha 1.0\n  + linux-64 gamma 1.0\nold:\n  + linux-64 alpha 1.0\n  + linux-64 gamma "
+        "1.0\n"
     )
     assert 'delta = "*"\ngamma = "*"\n\n[pypi-options]' in stack.read_text()
     one = run_cli("remove", "gamma", "--target", "cpu", cwd=tmp_path)

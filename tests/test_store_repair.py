@@ -37,7 +37,11 @@ def _site_hashed(seen: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_removing_an_environment_keeps_the_wheels_proofs(lock: Path, tmp_path: Path, hashed: list[str]) -> None:  # noqa: F811
+def test_removing_an_environment_keeps_the_wheels_proofs(
+    lock: Path,  # noqa: F811
+    tmp_path: Path,
+    hashed: list[str],  # noqa: F811
+) -> None:
     """Fails before: removing `one` moved the ctime of every store inode it linked, which was part of the proof."""
     one, _ = materialize(lock, None, tmp_path / "one", lambda _: None)
     assert _site_hashed(hashed)
@@ -74,7 +78,10 @@ def test_removing_an_environment_keeps_the_package_cache_stamps(
 
 
 @pytest.mark.slow
-def test_an_edit_through_an_environment_is_repaired_by_the_command_named(lock: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_an_edit_through_an_environment_is_repaired_by_the_command_named(
+    lock: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """The issue's trial: `echo … >> ENV/…/alpha/__init__.py` in one environment changes the store file it links.
     The next materialize refuses it, moves the store's folder out and names `one` with a command; that command makes
     `one` again and the materialize after succeeds (before: refused again and again, `uv cache clean` or not)."""
@@ -106,10 +113,14 @@ def test_an_edit_through_an_environment_is_repaired_by_the_command_named(lock: P
 
 
 @pytest.mark.slow
-def test_store_verify_reads_what_a_stat_cannot_see_and_repairs_it(lock: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_store_verify_reads_what_a_stat_cannot_see_and_repairs_it(
+    lock: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """An edit that puts size and mtime back while an environment is removed (the link count moved too) passes the
     stat check by design; `lockgen store verify` reads every byte and finds it (exit 1), names the environment that
-    links it, and `--repair` moves it out so that the next materialize is whole; `materialize --verify` refuses it too."""
+    links it, and `--repair` moves it out so that the next materialize is whole; `materialize --verify` refuses it
+    too."""
     home = {"LOCKGEN_HOME": str(tmp_path / "home")}
     one, _ = materialize(lock, None, tmp_path / "one", lambda _: None)
     two, _ = materialize(lock, None, tmp_path / "two", lambda _: None)
@@ -194,7 +205,10 @@ def test_the_notes_of_environments_made_are_kept_short(tmp_path: Path, monkeypat
 
 
 @pytest.mark.slow
-def test_the_store_environment_is_not_stuck_after_the_cache_is_cleaned(lock: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_store_environment_is_not_stuck_after_the_cache_is_cleaned(
+    lock: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """The issue's second trial: the store's own environment (no --prefix) shares the damaged file; after the cache is
     cleaned (`uv cache clean`) it was still refused for good. It is named with a command that makes it again."""
     from lockgen.adapters.pypi import wheel_store
@@ -240,7 +254,8 @@ def test_a_package_cache_folder_changed_through_an_environment_is_moved_out_and_
     assert any(f"moved to {moved}" in line for line in said), said
     assert any(
         line.startswith(
-            f"{first} shares the changed files; make it again: rm -rf -- {first} && lockgen materialize {conda_lock} --prefix {first}"
+            f"{first} shares the changed files; make it again: rm -rf -- {first} && lockgen materialize "
+            f"{conda_lock} --prefix {first}"
         )
         for line in said
     ), said

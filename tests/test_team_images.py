@@ -41,7 +41,8 @@ def base_image(tmp_path: Path) -> tuple[Path, Path]:
     channel = build_channel(tmp_path / "channel", BASE)
     base = write(
         tmp_path / "platform" / "stack.toml",
-        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n',
     )
     assert run_cli("resolve", str(base)).returncode == 0
     export(base.parent / "locks" / "cpu.conda-lock.yml", tmp_path / "base-img")

@@ -189,7 +189,10 @@ def test_jupyter_and_ssh_answer_on_loopback_and_stop_together(images: tuple[Path
             timeout=120,
         )
         assert started.returncode == 0, started.stderr
-        logs = lambda: subprocess.run([*podman, "logs", "jupyter"], capture_output=True, text=True, timeout=60).stderr  # noqa: E731
+
+        def logs() -> str:
+            return subprocess.run([*podman, "logs", "jupyter"], capture_output=True, text=True, timeout=60).stderr
+
         deadline = time.monotonic() + 90
         try:
             body = _until(deadline, "Jupyter", lambda: _answer(web, "/api"))

@@ -30,7 +30,8 @@ def platform(tmp_path: Path) -> tuple[Path, Path]:
     channel = build_channel(tmp_path / "channel", BASE_PACKAGES)
     base = write(
         tmp_path / "platform" / "stack.toml",
-        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n',
     )
     assert run_cli("resolve", str(base)).returncode == 0
     build_channel(channel, BASE_PACKAGES + LATER)
@@ -97,11 +98,13 @@ def test_a_team_requirement_that_moves_the_base_is_named_or_recorded(
             "is the base's dependency",
         ),
         (
-            '[stack]\nname = "team"\nextends = "../platform/stack.toml"\nplatforms = ["linux-64"]\n[dependencies]\nteamtool = "*"\n',
+            '[stack]\nname = "team"\nextends = "../platform/stack.toml"\nplatforms = '
+            '["linux-64"]\n[dependencies]\nteamtool = "*"\n',
             "`platforms` comes from the base stack",
         ),
         (
-            '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = "*"\n[targets.gpu]\narch = "sm90"\n',
+            '[stack]\nname = "team"\nextends = "../platform/stack.toml"\n[dependencies]\nteamtool = '
+            '"*"\n[targets.gpu]\narch = "sm90"\n',
             "[targets] comes from the base stack",
         ),
         (
@@ -122,7 +125,8 @@ def test_the_base_must_be_resolved_first(tmp_path: Path) -> None:
     channel = build_channel(tmp_path / "channel", BASE_PACKAGES)
     write(
         tmp_path / "platform" / "stack.toml",
-        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = "*"\n[targets.cpu]\narch = "cpu"\n',
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\nbase-lib = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n',
     )
     done = run_cli("resolve", str(team(tmp_path, 'teamtool = "*"')))
     assert done.returncode == 1 and "resolve the base first: lockgen resolve" in done.stderr, done.stderr
@@ -139,7 +143,8 @@ def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(
     channel = build_channel(tmp_path / "channel", [Pkg("pytorch", "2.5.0", build="cpu_h1_0"), Pkg("teamtool", "1.0")])
     base = write(
         tmp_path / "platform" / "stack.toml",
-        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = "*"\n[targets.cpu]\narch = "cpu"\n',
+        f'[stack]\nname = "platform"\nchannels = ["{channel.as_uri()}"]\n[dependencies]\npytorch = '
+        '"*"\n[targets.cpu]\narch = "cpu"\n',
     )
     assert run_cli("resolve", str(base)).returncode == 0
     body = json.loads((REPO / "envs" / "examples" / "h200-system" / "h200-lock-full.cert.json").read_text())[
@@ -175,7 +180,8 @@ def test_the_base_certificate_covers_a_team_lock_whose_cuda_stack_is_the_base_s(
 def test_a_team_stack_on_a_missing_or_unreadable_lock_is_one_error(tmp_path: Path) -> None:
     stack = write(
         tmp_path / "team" / "stack.toml",
-        '[stack]\nname = "team"\nextends = "../vendor/node.conda-lock.yml"\n[pypi-dependencies]\nsix = "*"\n[targets.node]\narch = "cpu"\n',
+        '[stack]\nname = "team"\nextends = "../vendor/node.conda-lock.yml"\n[pypi-dependencies]\nsix = '
+        '"*"\n[targets.node]\narch = "cpu"\n',
     )
     missing = run_cli("resolve", str(stack))
     assert missing.returncode == 1 and "the base lock" in missing.stderr and "does not exist" in missing.stderr

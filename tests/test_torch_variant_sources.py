@@ -67,7 +67,8 @@ def stack(folder: Path, pypi: str, options: str, targets: str = TARGETS) -> Path
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "stack.toml"
     path.write_text(
-        f'[stack]\nname = "variants"\npython = "3.11"\n[pypi-dependencies]\ntorch = ">=2.4"\n[pypi-options]\nindex-url = "{pypi}/simple"\n{options}\n{targets}'
+        '[stack]\nname = "variants"\npython = "3.11"\n[pypi-dependencies]\ntorch = '
+        f'">=2.4"\n[pypi-options]\nindex-url = "{pypi}/simple"\n{options}\n{targets}'
     )
     return path
 
@@ -90,7 +91,10 @@ def test_a_v100_takes_the_newest_cu126_build_and_an_h100_keeps_pypi(tmp_path: Pa
     assert meta["lockgen.torch-index.linux-64"] == f"torch @ {pytorch}/simple"
     assert meta["lockgen.torch-sources"] == f"{pypi}/simple; cu126 @ {pytorch}/simple"
     assert meta["lockgen.pypi-constraints.linux-64"].split("; ")[0] == "torch>=2.13,<2.15"
-    line = f"torch 2.14.1+cu126 from cu126 @ {pytorch}/simple (PyPI's 2.14 build, cu130: driver-floor); 2.15 passed over by driver-floor"
+    line = (
+        f"torch 2.14.1+cu126 from cu126 @ {pytorch}/simple (PyPI's 2.14 build, cu130: driver-floor); 2.15 passed "
+        "over by driver-floor"
+    )
     assert meta["lockgen.decision.linux-64"].startswith(line) and f"v100 on linux-64: {line}" in done.stderr
     h100 = torch_of(path.parent, "h100")
     assert h100.version == "2.14.1" and h100.url.startswith(pypi)  # the same release: PyPI is kept

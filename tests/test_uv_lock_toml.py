@@ -72,7 +72,8 @@ def _lock(draw: st.DrawFn, strings: st.SearchStrategy[str]) -> str:
     parts = ['version = 1\nrevision = 2\nrequires-python = ">=3.10"\n\n[manifest]\nmembers = ["app"]\n']
     for number in range(draw(st.integers(1, 4))):
         lines = [
-            f'\n[[package]]\nname = "pkg{number}"\nversion = {_string(draw(strings))}\nsource = {{ registry = {_string(draw(strings))} }}'
+            f'\n[[package]]\nname = "pkg{number}"\nversion = {_string(draw(strings))}\nsource = {{ registry = '
+            f"{_string(draw(strings))} }}"
         ]
         for key, value in draw(
             st.dictionaries(_KEY.filter(lambda k: k not in ("name", "version", "source")), _value(strings), max_size=3)
@@ -189,7 +190,10 @@ def test_the_fixture_and_corpus_locks_read_as_tomllib_reads_them(source: Path) -
 def test_an_escaped_surrogate_is_refused_as_tomllib_refuses_it(escape: str) -> None:
     """A `\\uXXXX` naming a surrogate (high or low) is no Unicode scalar value: tomllib refuses it, and so does the
     fast reader's rule, handing the text to tomllib (a review found low surrogates read as lone characters)."""
-    text = f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "a{escape}"\nversion = "1.0"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+    text = (
+        f'version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "a{escape}"\nversion = "1.0"\nsource = {{ '
+        'registry = "https://pypi.org/simple" }\n'
+    )
     with pytest.raises(uv_lock_toml._NotSimple):
         uv_lock_toml._read_simple(text)
     with pytest.raises(tomllib.TOMLDecodeError):

@@ -313,7 +313,8 @@ def test_a_node_whose_peers_never_come_fails_cleanly(tmp_path: Path, torchrun_de
     port = _free_port()
     python = tmp_path / "python"  # this interpreter, its torchrun started `torchrun_delay_s` late
     python.write_text(
-        f'#!/bin/sh\ncase " $* " in *" torch.distributed.run "*) sleep {torchrun_delay_s};; esac\nexec {shlex.quote(sys.executable)} "$@"\n'
+        f'#!/bin/sh\ncase " $* " in *" torch.distributed.run "*) sleep {torchrun_delay_s};; esac\nexec '
+        f'{shlex.quote(sys.executable)} "$@"\n'
     )
     python.chmod(0o755)
     result = run_cli(

@@ -214,7 +214,8 @@ ABORT_TAIL = [
     "@phase cuda_graphs/capture",
     "terminate called after throwing an instance of 'c10::AcceleratorError'",
     "  what():  CUDA error: operation not permitted when stream is capturing",
-    "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:44 (most recent call first):",
+    "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:44 (most recent "
+    "call first):",
     "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x9d (0x7f0 in libc10.so)",
     "frame #22: _start + 0x25 (0x5a4 in /opt/torch/.venv/bin/python3)",
 ]
@@ -227,7 +228,8 @@ def test_a_dead_kernel_is_named_with_its_phase_and_the_setting_that_breaks_it() 
         "the verification kernel", -6, ABORT_TAIL, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "HOME": "/root"}
     )
     assert message.startswith(
-        "the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not permitted when stream is capturing"
+        "the verification kernel died by SIGABRT in phase cuda_graphs/capture: CUDA error: operation not "
+        "permitted when stream is capturing"
     )
     assert (
         "PYTORCH_NO_CUDA_MEMORY_CACHING=1: CUDA graph capture needs PyTorch's caching allocator" in message

@@ -49,7 +49,9 @@ def build_wheel(wheel: Wheel, folder: Path) -> Path:
         f"{module}/__init__.py": f"VERSION = {wheel.version!r}\n",
         **wheel.files,
         f"{dist_info}/METADATA": metadata,
-        f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: lockgen-tests\nRoot-Is-Purelib: true\nTag: {wheel.tag}\n",
+        f"{dist_info}/WHEEL": (
+            f"Wheel-Version: 1.0\nGenerator: lockgen-tests\nRoot-Is-Purelib: true\nTag: {wheel.tag}\n"
+        ),
     }
     record = [_record_line(p, d.encode()) for p, d in entries.items()] + [f"{dist_info}/RECORD,,"]
     entries[f"{dist_info}/RECORD"] = "\n".join(record) + "\n"

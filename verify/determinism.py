@@ -52,8 +52,10 @@ def pinned(device: torch.device) -> Iterator[None]:
 
     backends = torch.backends
     saved = (
-        torch.are_deterministic_algorithms_enabled(),  # torch.use_deterministic_algorithms(True) would also import torch._inductor
-        # (to set its config): 3.4 s on the lent H100, 5.8 s on a CPU host, for no compiled code; its switch alone is set
+        # torch.use_deterministic_algorithms(True) would also import torch._inductor
+        torch.are_deterministic_algorithms_enabled(),
+        # (to set its config): 3.4 s on the lent H100, 5.8 s on a CPU host, for no compiled code; its switch alone is
+        # set
         backends.cudnn.benchmark,
         backends.cudnn.deterministic,
         backends.cuda.matmul.allow_tf32,

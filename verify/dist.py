@@ -2,7 +2,8 @@
 
 All-reduce correctness, bus bandwidth at several sizes (nccl-tests' formula: algbw * 2(n-1)/n),
 small-message latency (8 B to 256 KiB, the median of several timed batches: what gradient sync of
-small buckets waits for), a DDP training step, and parameters identical on every rank afterwards. Every check is collective,
+small buckets waits for), a DDP training step, and parameters identical on every rank afterwards. Every check is
+collective,
 so each node's first process (local rank 0) writes the same checks into its own node's JSON.
 
     torchrun --nproc_per_node 2 -m verify.dist --out dist.json

@@ -34,7 +34,8 @@ def stack_checks(
         "stack",
         "gpu_arch",
         found == [wanted],
-        f"GPUs {', '.join(d['name'] for d in stack['devices'])} have compute capability {', '.join(found)}; {arch} is {wanted}",
+        f"GPUs {', '.join(d['name'] for d in stack['devices'])} have compute capability {', '.join(found)}; "
+        f"{arch} is {wanted}",
     )
     coverage = stack["arch_coverage"]
     native = coverage == "sass" or (coverage == "ptx" and allow_ptx)
@@ -42,7 +43,8 @@ def stack_checks(
         "stack",
         "native_kernels",
         native,
-        f"torch arch list {' '.join(stack['arch_list'])}: {arch} covered by {'native cubins' if coverage == 'sass' else 'PTX JIT only' if coverage == 'ptx' else 'nothing'}",
+        f"torch arch list {' '.join(stack['arch_list'])}: {arch} covered by "
+        f"{'native cubins' if coverage == 'sass' else 'PTX JIT only' if coverage == 'ptx' else 'nothing'}",
     )
     host = stack["host_gpu_count"]
     if host is not None and expected_gpus is None:

@@ -112,7 +112,8 @@ def _free_memory(results: Results, reading: dict[str, Any], others: list[dict[st
         "node",
         "free_memory",
         memory["free_gib"] >= needed,
-        f"{memory['free_gib']:.1f} of {memory['total_gib']:.1f} GiB free (floor {fraction:.0%}: a training job needs the GPU's memory){holders}",
+        f"{memory['free_gib']:.1f} of {memory['total_gib']:.1f} GiB free (floor {fraction:.0%}: a training job "
+        f"needs the GPU's memory){holders}",
         memory["free_gib"],
     )
 
@@ -137,7 +138,8 @@ def _memory_errors(results: Results, reading: dict[str, Any]) -> None:
         not problems,
         "; ".join(problems)
         if problems
-        else f"ECC {'on' if reading.get('ecc_enabled') else 'off'}, no pending remap or retirement, {reading.get('remapped_rows_uncorrected') or 0} rows remapped for uncorrectable errors",
+        else f"ECC {'on' if reading.get('ecc_enabled') else 'off'}, no pending remap or retirement, "
+        f"{reading.get('remapped_rows_uncorrected') or 0} rows remapped for uncorrectable errors",
     )
 
 
@@ -149,7 +151,8 @@ def _pcie(results: Results, reading: dict[str, Any]) -> None:
         "node",
         "pcie_link",
         width >= widest,
-        f"PCIe x{width} of x{widest} (gen {reading.get('pcie_gen')} of {reading.get('pcie_gen_max')} at rest, where links slow down by design)",
+        f"PCIe x{width} of x{widest} (gen {reading.get('pcie_gen')} of {reading.get('pcie_gen_max')} at rest, "
+        "where links slow down by design)",
         float(width),
     )
 

@@ -96,7 +96,8 @@ def cudnn_text(version: int | None) -> str | None:
 
 def _driver_from_torch() -> str | None:
     try:
-        return str(torch._C._cuda_getDriverVersion())  # type: ignore[attr-defined]  # CUDA builds only, absent from torch's stubs; the CUDA driver API version, e.g. 13000
+        # CUDA builds only, absent from torch's stubs; the CUDA driver API version, e.g. 13000
+        return str(torch._C._cuda_getDriverVersion())  # type: ignore[attr-defined]
     except Exception:
         return None
 

@@ -213,7 +213,8 @@ def train_step(
         # fp16 keeps autocast's fp32 loss, since its range would underflow the softmax gradients
         loss = F.cross_entropy(logits.view(-1, config.vocab), targets.reshape(-1))
     scaler.scale(loss).backward()
-    scaler.step(optimizer)  # type: ignore[arg-type]  # GradScaler duck-types it: TorchOpsAdamW has the param_groups and step() it uses
+    # GradScaler duck-types it: TorchOpsAdamW has the param_groups and step() it uses
+    scaler.step(optimizer)  # type: ignore[arg-type]
     scaler.update()
     return loss
 

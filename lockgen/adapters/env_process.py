@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from lockgen.core.env.activation import Kind, Shell
 
 ACTIVATE_D = "etc/conda/activate.d"
-_SOURCE = 'for f in "$1"/etc/conda/activate.d/*.sh; do if [ -f "$f" ]; then . "$f" >&2; fi; done; exec "$2" -I -S -c "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"'
+_SOURCE = (
+    'for f in "$1"/etc/conda/activate.d/*.sh; do if [ -f "$f" ]; then . "$f" >&2; fi; done; exec "$2" -I -S -c '
+    '"import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"'
+)
 SHELL_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "shell")
 _FISH_INIT = (
     "eval $LOCKGEN_ACTIVATE; set -e LOCKGEN_ACTIVATE; "

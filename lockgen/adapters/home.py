@@ -1,4 +1,5 @@
-"""This machine as lockgen sees it: its conda platform, and where lockgen keeps things: its home (`$LOCKGEN_HOME`, default `~/.lockgen`: the
+"""This machine as lockgen sees it: its conda platform, and where lockgen keeps things: its home (`$LOCKGEN_HOME`,
+default `~/.lockgen`: the
 package store, environments, the layer cache, read manifests) and its download cache
 (`$LOCKGEN_CACHE_DIR`, default `~/.cache/lockgen`: channel indexes, rattler's cache of them).
 The stack model (pydantic, 0.1 s to import) is imported only to name the platform: a repeated

@@ -158,4 +158,6 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         self._deadline = deadline
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_HTTPSConnection, deadline=self._deadline), req, context=self._context)  # type: ignore[attr-defined]  # urllib keeps it private
+        connection = functools.partial(_HTTPSConnection, deadline=self._deadline)
+        # urllib keeps `_context` private
+        return self.do_open(connection, req, context=self._context)  # type: ignore[attr-defined]

@@ -3,7 +3,8 @@
 Bounded: a timeout per socket operation, a deadline for the whole reply (`http_deadline`: a server dripping
 bytes is cut off), and a cap on the bytes read.
 Credentials written into a URL as `user:pass@`, or found for its host in ~/.netrc or $RATTLER_AUTH_FILE
-(`adapters.fetch_auth`), go out as an `Authorization` header that is not repeated on a redirect (urllib keeps unredirected headers to the first host); a `/t/<token>/` path stays
+(`adapters.fetch_auth`), go out as an `Authorization` header that is not repeated on a redirect (urllib keeps
+unredirected headers to the first host); a `/t/<token>/` path stays
 in the request. Neither ever appears in a message: errors name the URL as `scrub_url` leaves it.
 Each reply is counted (requests, body bytes) on the `Meter` the caller passes, so a use case can report
 what a check cost.

@@ -11,7 +11,8 @@ Reading (`reading`) first holds the archive to `tar_headers`' rule, the one cond
 to: an archive whose headers two tar readers could read differently (a PAX path stacked on a GNU long name names one
 member `conda/x.conda` to Python's tarfile and `../x` to GNU tar, Go and tar-rs) is refused, naming the member, before
 any member is read; the walk reads only the headers, seeking past the data. Then it is one pass in archive order, as
-`tarfile`'s stream mode gives it: each member must be a regular file (no link, folder, device or sparse file), named a relative path without `..`, be exactly the member expected next,
+`tarfile`'s stream mode gives it: each member must be a regular file (no link, folder, device or sparse file), named a
+relative path without `..`, be exactly the member expected next,
 and have the size stated for it (checked before a byte of it is read); its bytes are hashed as they are written out.
 Nothing is extracted by tarfile itself, and no metadata of the archive (mode, owner, time) is applied.
 """
@@ -252,13 +253,16 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
         except AmbiguousTar as exc:
             if exc.number == 1:  # where the first member must be: not a tar, or not one lockgen pack wrote
                 raise PackError(
-                    f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({exc.problem})",
+                    f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable "
+                    f"({exc.problem})",
                     "pass the .tar written by lockgen pack (uncompressed)",
                     first,
                 ) from None
             raise PackError(
-                f"pack archive `{shown(str(path), 200)}`, member `{shown(exc.member, 120)}`: its headers read differently to different tar readers ({exc})",
-                "tarfile (lockgen) and GNU tar, Go or tar-rs would see other members: the archive was damaged or crafted after lockgen pack wrote it; nothing was unpacked",
+                f"pack archive `{shown(str(path), 200)}`, member `{shown(exc.member, 120)}`: its headers read "
+                f"differently to different tar readers ({exc})",
+                "tarfile (lockgen) and GNU tar, Go or tar-rs would see other members: the archive was damaged or "
+                "crafted after lockgen pack wrote it; nothing was unpacked",
                 exc.member,
             ) from None
         stream.seek(0)
@@ -266,7 +270,8 @@ def reading(path: Path, first: str) -> Iterator[PackReader]:
             tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
         except (tarfile.TarError, EOFError) as exc:
             raise PackError(
-                f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable ({shown(str(exc), 80)})",
+                f"`{shown(str(path), 200)}` is not a pack archive: its first member `{first}` is unreadable "
+                f"({shown(str(exc), 80)})",
                 "pass the .tar written by lockgen pack (uncompressed)",
                 first,
             ) from None

@@ -8,7 +8,8 @@ share: `hash_ahead` hashes a whole tree's files, big and small, in child process
 imported or pickled but the digests coming back), one per other core, while the caller goes on with its own
 work (a check reads the lock's manifests meanwhile) and then takes its part: the biggest files are handed out
 first, so the longest single hash starts at once instead of after every small file. A child's digest is a
-file's bytes when the child read it, after the caller's stat walk, as the caller's own read would be; a file a child could not read is left to the caller, who meets the error."""
+file's bytes when the child read it, after the caller's stat walk, as the caller's own read would be; a file a child
+could not read is left to the caller, who meets the error."""
 
 from __future__ import annotations
 

@@ -167,7 +167,8 @@ class HeaderRule:
             pending = self._pending
             if kind in pending or (kind == b"x" and pending) or (kind != b"x" and b"x" in pending):
                 raise _Problem(
-                    f"{_EXTENDED[kind]} after another extended header of the same member: tar readers keep different ones"
+                    f"{_EXTENDED[kind]} after another extended header of the same member: tar readers keep "
+                    "different ones"
                 )
             if size > EXTENDED_LIMIT:
                 raise _Problem(f"{_EXTENDED[kind]} of {size} bytes (Go's tar reader refuses one over {EXTENDED_LIMIT})")
@@ -330,7 +331,8 @@ def _content(data: bytes, size: int, kind: bytes) -> bytes:
 
 def _pax_records(content: bytes) -> dict[bytes, bytes]:
     """`LENGTH KEY=VALUE\\n` records, each exactly its length; a record that does not parse, has no key or repeats
-    one, or a `GNU.sparse` one (Python renames and resizes a member by them, Go reads them only for sparse files), is refused."""
+    one, or a `GNU.sparse` one (Python renames and resizes a member by them, Go reads them only for sparse files), is
+    refused."""
     records: dict[bytes, bytes] = {}
     position = 0
     while position < len(content):

@@ -79,7 +79,8 @@ def require_verified(path: Path, certificate: Certificate, public_key: Path | No
         return "signature valid"
     if certificate.signature is not None:
         raise UserError(
-            f"`{path}` is signed by key {certificate.signature.key_id}, but no --key was given: only its form was checked, not its signature, so its content is unproven",
+            f"`{path}` is signed by key {certificate.signature.key_id}, but no --key was given: only its form "
+            "was checked, not its signature, so its content is unproven",
             "pass --key with the signer's public key (KEY.pub)",
         )
     return "unsigned: only its form was checked (anyone could have written it)"

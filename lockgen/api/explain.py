@@ -92,7 +92,10 @@ def explain(stack_path: Path, target_name: str | None, aliases: Sequence[str] = 
                 allowed, reason = verdict.allowed, verdict.reason.split(": ", 1)[-1]
                 if allowed and build.name in taken and (build.name, build.version, build.build) not in solved:
                     allowed, rule = False, "solve"
-                    reason = f"admitted by the arch rules ({reason}), but the conda solve took {build.name} {taken[build.name]}: this build's Python or dependencies do not fit the stack's"
+                    reason = (
+                        f"admitted by the arch rules ({reason}), but the conda solve took {build.name} "
+                        f"{taken[build.name]}: this build's Python or dependencies do not fit the stack's"
+                    )
                 found.append(
                     Candidate(
                         build.name,

@@ -179,8 +179,10 @@ def _export_index(
     for platform in chosen:
         if _pure_pypi(lock, platform):
             raise UserError(
-                f"the lock's {platform} environment is a venv (PyPI packages only), which runs on a base image's Python, and an image index takes no --base",
-                f"export one --platform {platform} with --base IMAGE that has its Python, or give the stack a conda python",
+                f"the lock's {platform} environment is a venv (PyPI packages only), which runs on a base image's "
+                "Python, and an image index takes no --base",
+                f"export one --platform {platform} with --base IMAGE that has its Python, or give the stack a "
+                "conda python",
             )
     with _work_folder(out, fmt) as work:
         layout = work / "layout"
@@ -238,7 +240,8 @@ def _on_base(
         return held, None
     if not isinstance(base, Path):
         progress(
-            f"reading the held records from the base's {len(manifest['layers'])} layers in its registry, each only as far as its record"
+            f"reading the held records from the base's {len(manifest['layers'])} layers in its registry, each "
+            "only as far as its record"
         )
     return held, held_base_steps.held_environment(
         lock, base_lock, held, platform, base_steps.layer_opener(base), manifest, config, prefix, progress
@@ -298,9 +301,11 @@ def _export_prefix(
             moved = prefix != posixpath.abspath(source)
             raise UserError(
                 f"{source} is not the environment of {lock_path}" + (f" at {prefix}" if moved else "") + f": {first}",
-                f"files an install patches name the path it was installed at: drop --image-prefix, or materialize the lock at {prefix} and export that"
+                "files an install patches name the path it was installed at: drop --image-prefix, or "
+                f"materialize the lock at {prefix} and export that"
                 if moved
-                else f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that conforms",
+                else f"see lockgen check --lock {lock_path} --prefix {source}; export only an environment that "
+                "conforms",
             )
         interpreter_steps.prove_existing_venv(
             base, conformance.platform, source, prefix, posixpath.abspath(source), progress
@@ -465,7 +470,8 @@ def _write_services(lock: Lock, tree: Path) -> None:
     recorded = {entry["path"] for entry in env_manifest.read(tree)[0]["files"]} if files else set()
     if files and "bin/python" not in recorded:  # the union's, on a base: the team's tree may hold only its wheels
         raise UserError(
-            "[image] services are started by lockgen's launcher on the environment's Python, and this environment has no bin/python",
+            "[image] services are started by lockgen's launcher on the environment's Python, and this "
+            "environment has no bin/python",
             "add python to the stack's dependencies, or state one entrypoint instead of services",
         )
     for path, data in files.items():

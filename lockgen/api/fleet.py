@@ -126,7 +126,8 @@ def write_kubernetes(
         manifests.job: render_documents(
             [*shared, certify_job(fleet)],
             heading
-            + f"\nkubectl apply -f this file: one pod per node on {fleet.nodes} nodes, certificates on the claim {certs_claim}.",
+            + f"\nkubectl apply -f this file: one pod per node on {fleet.nodes} nodes, certificates on the claim "
+            f"{certs_claim}.",
         ),
         manifests.daemonset: render_documents(
             [*shared, monitor_daemon_set(fleet)],

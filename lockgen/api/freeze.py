@@ -3,7 +3,8 @@ can be pinned, checked and certified like one lockgen made.
 
 conda packages come from `conda-meta/*.json` (URL, md5, sha256, depends); Python distributions that
 conda did not install come from the inventory probe (`adapters.node.inventory_probe`, the one reader of an
-interpreter's installed distributions: run isolated, its dist-info and egg-info folders): those installed from a URL with
+interpreter's installed distributions: run isolated, its dist-info and egg-info folders): those installed from a URL
+with
 a recorded archive hash (`direct_url.json`, as uv and pip write for `name @ URL`) become pip entries.
 A distribution installed from an index keeps no wheel URL or hash, so it cannot be locked: it is an
 error listing them, or with `--skip-unpinnable` it is left out and named in the lock's metadata;
@@ -59,7 +60,8 @@ def freeze(
         if unpinnable and not skip_unpinnable:
             shown = ", ".join(unpinnable[:6]) + (f" and {len(unpinnable) - 6} more" if len(unpinnable) > 6 else "")
             raise UserError(
-                f"{len(unpinnable)} distributions keep no wheel hash (installed from an index, or by uv, whose direct_url.json records the URL only): {shown}",
+                f"{len(unpinnable)} distributions keep no wheel hash (installed from an index, or by uv, whose "
+                f"direct_url.json records the URL only): {shown}",
                 f"lock them from their index: lockgen freeze --python {python} --target {target} (on a node "
                 f"without network: --inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} "
                 "where there is one), or pass --skip-unpinnable",
@@ -72,7 +74,8 @@ def freeze(
         checked_lock_text(
             lock,
             f"frozen from {lock.metadata.sources[0] if lock.metadata.sources else 'an environment'}",
-            "the environment's own package records hold this value: reinstall that package from a published build and freeze again",
+            "the environment's own package records hold this value: reinstall that package from a published "
+            "build and freeze again",
         ),
     )
     return path, lock

@@ -66,7 +66,8 @@ def _import(source: Path, target: str, out: Path | None, options: ImportOptions)
             first, why = left_out[0]
             raise UserError(
                 f"`{source}` gives no sha256 for {_named(left_out)}, nor does an index: {first.left_out(why)}",
-                "import with --allow-partial to lock the rest without them (recorded as left out), or lock again where the index serves hashes",
+                "import with --allow-partial to lock the rest without them (recorded as left out), or lock again "
+                "where the index serves hashes",
             )
         lines = tuple(wheel.left_out(why) for wheel, why in left_out)
         imported = replace(imported, packages=imported.packages + pinned, skipped=imported.skipped + lines, unhashed=())

@@ -10,7 +10,8 @@ lock it carries (and, with `--lock`, that lock byte for byte against the user's)
 sha256, before any is used. Then lockgen's stores are seeded from the verified members (conda archives into the package
 store, wheels into the wheel file store with their RECORD manifests) and the environment is made by the same step
 `lockgen materialize` uses, with the original lock, so its digest is exactly materialize's. uv fetches wheels by the
-lock's URLs as it always does, answered from the verified files by a loopback mirror (`adapters.pypi.wheel_mirror`): nothing
+lock's URLs as it always does, answered from the verified files by a loopback mirror (`adapters.pypi.wheel_mirror`):
+nothing
 reaches the network. A refused archive leaves nothing at the prefix.
 """
 
@@ -119,7 +120,8 @@ def _read_verified(
         loaded = loaded_lock(reader.read_member(index.members[0]), f"{archive}:{LOCK}")
         if expected is not None and expected.data != loaded.data:
             raise PackError(
-                f"pack archive `{archive}`, member `{LOCK}`: it is not the lock {expected.source} byte for byte (sha256 {loaded.sha256}, not {expected.sha256})",
+                f"pack archive `{archive}`, member `{LOCK}`: it is not the lock {expected.source} byte for byte "
+                f"(sha256 {loaded.sha256}, not {expected.sha256})",
                 "pass --lock the lock the archive was packed from, or pack that lock again",
                 LOCK,
             )

@@ -184,7 +184,8 @@ def pin_python(
     except ChannelError as exc:
         raise ChannelError(
             exc.message,
-            f"{exc.hint}; on a node without network: lockgen freeze --python {python} --inventory inv.json.gz, then lockgen pin inv.json.gz --target {target} where there is one",
+            f"{exc.hint}; on a node without network: lockgen freeze --python {python} --inventory inv.json.gz, "
+            f"then lockgen pin inv.json.gz --target {target} where there is one",
         ) from None
 
 
@@ -219,7 +220,8 @@ def _pinned(
     recordless = [d.key for d in inventory.distributions if d.record_sha256 is None]
     if recordless:
         raise UserError(
-            f"{len(recordless)} distributions have no RECORD, so nothing can say what they installed: {', '.join(recordless[:6])}",
+            f"{len(recordless)} distributions have no RECORD, so nothing can say what they installed: "
+            f"{', '.join(recordless[:6])}",
             "reinstall them from wheels (pip or uv writes the RECORD)",
         )
     accepted = _accepted(document, accept_changed)
@@ -230,16 +232,16 @@ def _pinned(
     if unpublished and not allow_unpublished:
         first = next(o for o in outcomes if o.unpublished)
         raise UserError(
-            f"{len(unpublished)} distributions are no wheel {index} publishes ({', '.join(unpublished[:6])}); {first.dist.key}: {first.unpublished}"[
-                :600
-            ],
+            f"{len(unpublished)} distributions are no wheel {index} publishes ({', '.join(unpublished[:6])}); "
+            f"{first.dist.key}: {first.unpublished}"[:600],
             "install them from published wheels, or pass --allow-unpublished to keep them check-only",
         )
     failed = [o for o in outcomes if o.problems]
     if failed:
         first = failed[0]
         raise UserError(
-            f"{len(failed)} distributions have files changed since they were installed; {first.dist.key}: {first.problems[0]}",
+            f"{len(failed)} distributions have files changed since they were installed; {first.dist.key}: "
+            f"{first.problems[0]}",
             "reinstall them, or accept a changed file by name with --accept-changed PATH",
         )
     entries = [
@@ -259,7 +261,8 @@ def _pinned(
     text = checked_lock_text(
         lock,
         "pinned from the inventory",
-        "the inventory holds this value: take the inventory on the node again (lockgen freeze --inventory) and pin it again",
+        "the inventory holds this value: take the inventory on the node again (lockgen freeze --inventory) and "
+        "pin it again",
     )
     bundle = manifests_path(path)  # written once the lock is known good: a refused lock leaves neither
     manifest_store.write_bundle(bundle, [manifest for _, manifest in entries])

@@ -1,7 +1,8 @@
 """Use case `lockgen push`: an exported image goes to a registry through skopeo, or, a shallow layout
 (`export --base docker://…`, its base layers absent), through lockgen's registry client: its own blobs
 uploaded, the base's mounted from the base's repository on the same registry or streamed from the base's
-registry. The registry must hold exactly the layout's manifest digest; with `--attest CERT --key KEY` its certificate (and SBOM) is then
+registry. The registry must hold exactly the layout's manifest digest; with `--attest CERT --key KEY` its certificate
+(and SBOM) is then
 attached to the pushed digest as a signed attestation, made first for the layout's own image so that nothing is
 pushed when attaching would be refused."""
 

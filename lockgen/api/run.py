@@ -370,7 +370,8 @@ def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
     if wanted.freshness == "locked" or wanted.relock is None:
         raise UserError(
             f"the lock of target `{target}` is stale: {said} ({lock})",
-            f"lockgen resolve {path} --target {target} re-locks it; without --locked, lockgen re-locks it before it runs; --frozen uses it as it is",
+            f"lockgen resolve {path} --target {target} re-locks it; without --locked, lockgen re-locks it before "
+            "it runs; --frozen uses it as it is",
         )
     progress(f"{lock} is stale ({said}): re-locking target {target}")
     wanted.relock(path, target)

@@ -95,7 +95,8 @@ def _locks_named(roots: list[Path]) -> list[LockBytes | LoadedLock]:
         else:
             raise UserError(
                 f"gc: `{root}` does not exist",
-                "check the spelling: every argument must be a lock or a folder of locks whose environments stay; nothing was removed",
+                "check the spelling: every argument must be a lock or a folder of locks whose environments stay; "
+                "nothing was removed",
             )
     return locks
 

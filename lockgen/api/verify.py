@@ -128,7 +128,8 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
         folder = image.prefix
         if image.environment != image.recorded_environment:
             raise LockFormatError(
-                f"the environment in `{target.source}` (sha256:{image.environment[:16]}…) is not the one its labels record (sha256:{image.recorded_environment[:16]}…)",
+                f"the environment in `{target.source}` (sha256:{image.environment[:16]}…) is not the one its "
+                f"labels record (sha256:{image.recorded_environment[:16]}…)",
                 "pass --lock to prove the image is a lock's, or re-export it from its lock",
             )
         return _verify(options, given, str(folder / "bin" / "python"), image, None, progress)
@@ -159,7 +160,8 @@ def _verify_proven_image(
             f"see lockgen check --image {target.source} --lock {options.lock}; certify only an image that conforms",
         )
         progress(
-            f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file outside its environment"
+            f"the image is the lock's, whole: {proven.report.counts['ok']} packages, its config and every file "
+            "outside its environment"
         )
         image = image_source.lockgen_image(opened, environment_prefix(opened.typed_config, None))
         return _verify(options, given, str(image.prefix / "bin" / "python"), image, proven, progress)

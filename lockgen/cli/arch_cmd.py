@@ -26,9 +26,8 @@ def arch(
         say(f"{'arch':<7}{'cc':<6}{'cuda':<13}{'family':<{width}}gpus")
         for row in rows:
             cuda = f"{row['first_cuda']}-{row['last_cuda'] or ''}"
-            say(
-                f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family']:<{width}}{', '.join(row['gpus'][:3])}"
-            )
+            gpus = ", ".join(row["gpus"][:3])
+            say(f"{row['arch']:<7}{row['compute_capability']:<6}{cuda:<13}{row['family']:<{width}}{gpus}")
         return
     report = one_arch(name)
     if as_json:

@@ -78,7 +78,8 @@ def export(
     expect_numerics: Optional[Path] = typer.Option(
         None,
         "--expect-numerics",
-        help="A reference numerics fingerprint per key (a good node's certificate, its numerics object, or a list): a certificate whose fingerprint differs fails in the rendering, naming the digests and the likely cause.",
+        help="A reference numerics fingerprint per key (a good node's certificate, its numerics object, or a list): a "
+        "certificate whose fingerprint differs fails in the rendering, naming the digests and the likely cause.",
     ),
 ) -> None:
     """Render a certificate for the tools fleets read: metrics, node features, a problem detector, CI reports."""

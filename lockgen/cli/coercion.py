@@ -1,7 +1,8 @@
 """Each command-line value converted without pydantic where typer's conversion is plain. Typer (0.2x) converts every
 parameter through a pydantic `TypeAdapter` it builds on first use, which imports pydantic (about 0.1 s of CPU) in
 every command, those that use no model included (a repeated materialize, `check --lock` on a kept verdict). The
-parameters lockgen declares are plain: `str`, `Path`, `bool`, `int`, `float`, lists of them, with no parser and no checks
+parameters lockgen declares are plain: `str`, `Path`, `bool`, `int`, `float`, lists of them, with no parser and no
+checks
 beyond typer's defaults. For those this gives typer the result its adapter gives a `str` (a `Path` through typer's
 own path checks; an `int` or `float` only from plain digits), and hands every other value, annotation or typer
 to typer's own conversion. These are typer's private parts (`typer._coercion`, `typer._param_types`), so

@@ -95,5 +95,6 @@ def _show(edited: StackEdited, as_json: bool) -> None:
                 say(f"  {shown(change, 200)}")
     if edited.stale:
         progress(
-            f"not re-locked, stale now: {', '.join(shown(name) for name in edited.stale)} (lockgen resolve {shown(str(edited.stack))})"
+            f"not re-locked, stale now: {', '.join(shown(name) for name in edited.stale)} (lockgen resolve "
+            f"{shown(str(edited.stack))})"
         )

@@ -64,7 +64,8 @@ def check(
     image_prefix: Optional[str] = typer.Option(
         None,
         "--image-prefix",
-        help="With --image --lock: where the environment is; it must be the one the image's config runs (CONDA_PREFIX).",
+        help="With --image --lock: where the environment is; it must be the one the image's config runs "
+        "(CONDA_PREFIX).",
     ),
     insecure: bool = typer.Option(
         False, "--insecure", help="With --image docker://REF: plain HTTP or a self-signed registry."
@@ -72,7 +73,8 @@ def check(
     full: bool = typer.Option(
         False,
         "--full",
-        help="Re-hash every file, not only those whose fingerprint (size, mtime, ctime, inode) changed since lockgen recorded or last checked it.",
+        help="Re-hash every file, not only those whose fingerprint (size, mtime, ctime, inode) changed since lockgen "
+        "recorded or last checked it.",
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print the report as JSON (with --lock: the conformance report)."
@@ -80,7 +82,8 @@ def check(
     allow_foreign: list[str] = typer.Option(
         [],
         "--allow-foreign",
-        help="With --lock: a file no package states that you accept (prefix-relative); hashed and reported. Repeatable.",
+        help="With --lock: a file no package states that you accept (prefix-relative); hashed and reported. "
+        "Repeatable.",
     ),
 ) -> None:
     """Check an environment: with --lock, against the lock's packages (exit 1 on any difference); else
@@ -203,7 +206,8 @@ def manifests(
     known: Optional[Path] = typer.Option(
         None,
         "--manifests",
-        help="A bundle to take manifests from (the one pin wrote, for check-only entries: a team lock on an adopted base).",
+        help="A bundle to take manifests from (the one pin wrote, for check-only entries: a team lock on an adopted "
+        "base).",
     ),
 ) -> None:
     """Write the manifests of every package of a lock (RECORDs, paths.json), for check --manifests offline."""
@@ -237,7 +241,8 @@ def envs(as_json: bool = typer.Option(False, "--json", help="Print the list as J
         progress("no environments in the store yet (lockgen materialize LOCK makes one)")
     for entry in found:
         say(
-            f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  {entry.platform}"
+            f"{entry.path}  env sha256:{entry.environment_digest[:16]}  lock sha256:{entry.lock_sha256[:16]}  "
+            f"{entry.platform}"
         )
 
 
@@ -350,7 +355,8 @@ def pin(
     accept_changed: list[str] = typer.Option(
         [],
         "--accept-changed",
-        help="A file (prefix-relative) that differs from its package on purpose; the lock records the hash found. Repeatable.",
+        help="A file (prefix-relative) that differs from its package on purpose; the lock records the hash found. "
+        "Repeatable.",
     ),
 ) -> None:
     """Write a lock from a node's inventory: every distribution at its index wheel, checked against its RECORD."""

@@ -1,4 +1,5 @@
-"""`lockgen explain [STACK] [--target T]`: why a target (by default this node's) gets the torch it gets, candidate by candidate."""
+"""`lockgen explain [STACK] [--target T]`: why a target (by default this node's) gets the torch it gets, candidate by
+candidate."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def explain(
         [], "--channel-alias", help="NAME=PATH_OR_URL: read channel NAME from a mirror or snapshot."
     ),
 ) -> None:
-    """Every torch candidate (release x variant x source x platform) with its verdict and deciding rule, newest first."""
+    """Every torch candidate (release x variant x source x platform) with its verdict and deciding rule, newest
+    first."""
     from lockgen.api.explain import explain as run
 
     report = run(stack / "stack.toml" if stack.is_dir() else stack, target, channel_alias)
@@ -41,5 +43,6 @@ def explain(
     for c in report["candidates"]:
         verdict = "admitted" if c["admitted"] else "refused "
         say(
-            f"{verdict} {c['package']} {c['release']} {c['variant']} {c['source']} {c['platform']}  [{c['rule']}] {c['reason']}"
+            f"{verdict} {c['package']} {c['release']} {c['variant']} {c['source']} {c['platform']}  "
+            f"[{c['rule']}] {c['reason']}"
         )

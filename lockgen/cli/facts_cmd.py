@@ -37,11 +37,13 @@ def facts(
         return
     say(f"facts valid as of {report['valid_as_of']} ({report['origin']})")
     say(
-        f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest {report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})"
+        f"  {report['archs']} archs; {report['cuda_toolkits']['count']} CUDA toolkits, newest "
+        f"{report['cuda_toolkits']['newest']} (driver >= {report['cuda_toolkits']['newest_min_driver']})"
     )
     newest = ", ".join(f"{release} on {platform}" for platform, release in report["pypi_torch_newest"].items())
     say(
-        f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; {report['inferred_entries']} entries marked inferred"
+        f"  torch on PyPI up to {newest}; official arch lists up to {report['official_torch_newest']}; "
+        f"{report['inferred_entries']} entries marked inferred"
     )
     say(f"  {len(report['sources'])} sources (lockgen facts --json lists them)")
     if report["unverifiable"]:
@@ -49,7 +51,8 @@ def facts(
         for line in report["unverifiable"]:
             say(f"  - {line}")
     say(
-        "newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an index has that the facts lack"
+        "newer releases are judged from their own metadata when resolving; `lockgen facts check` lists what an "
+        "index has that the facts lack"
     )
 
 
@@ -67,7 +70,8 @@ def facts_check(
     stack: Optional[Path] = typer.Option(
         None,
         "--stack",
-        help="Check what this stack reads instead: its PyPI index, platforms, Python and exclude-newer, and the pytorch/libtorch builds of its conda channels.",
+        help="Check what this stack reads instead: its PyPI index, platforms, Python and exclude-newer, and the "
+        "pytorch/libtorch builds of its conda channels.",
     ),
     channel_alias: list[str] = typer.Option(
         [], "--channel-alias", help="With --stack: NAME=PATH_OR_URL, as for resolve."

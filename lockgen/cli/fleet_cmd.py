@@ -133,7 +133,8 @@ def status(
     key: list[Path] = typer.Option(
         [],
         "--key",
-        help="A signer's public key (KEY.pub): every certificate and attestation must be signed by one of the keys given and verify. Repeatable.",
+        help="A signer's public key (KEY.pub): every certificate and attestation must be signed by one of the keys "
+        "given and verify. Repeatable.",
     ),
     insecure: bool = typer.Option(False, "--insecure", help="With docker://REF: plain HTTP or a self-signed registry."),
     noise: float = typer.Option(
@@ -145,7 +146,8 @@ def status(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused: [{node, source, reason}], numerics: {compared, differ}} as JSON.",
+        help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused: [{node, source, "
+        "reason}], numerics: {compared, differ}} as JSON.",
     ),
 ) -> None:
     """Every node x lock: the latest result, its age, headline figures, regressions; exit 1 if a node failed."""
@@ -158,7 +160,8 @@ def status(
     rows = report["rows"]
     if not key:
         progress(
-            "note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as trustworthy as the file"
+            "note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as "
+            "trustworthy as the file"
         )
     if as_json:
         print_json_texts(
@@ -184,7 +187,9 @@ def status(
         for entry in report["numerics"]["differ"]:
             shared = entry["key"]
             say(
-                f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} ({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: {shown(entry['cause'], 400)}"
+                f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} "
+                f"({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: "
+                f"{shown(entry['cause'], 400)}"
             )
     failing = rows.failing()
     differ = [entry["node"] for entry in report["numerics"]["differ"]]
@@ -193,16 +198,20 @@ def status(
             f"{len(failing)} of {len(rows)} node certificates failed"
             + (f" ({', '.join(failing[:5])})" if failing else "")
             + (
-                f"; {len(report['refused'])} certificates refused ({', '.join(shown(entry['node']) for entry in report['refused'][:5])})"
+                f"; {len(report['refused'])} certificates refused "
+                f"({', '.join(shown(entry['node']) for entry in report['refused'][:5])})"
                 if report["refused"]
                 else ""
             )
             + (
-                f"; {len(differ)} of {report['numerics']['compared']} nodes compute different bits than the others of their key ({', '.join(shown(node) for node in differ[:5])})"
+                f"; {len(differ)} of {report['numerics']['compared']} nodes compute different bits than the "
+                f"others of their key ({', '.join(shown(node) for node in differ[:5])})"
                 if differ
                 else ""
             ),
-            "each row names its failed checks (lockgen cert verify CERT shows them all); each REFUSED line says why that certificate does not count; each NUMERICS line names the digests that differ and the likely cause",
+            "each row names its failed checks (lockgen cert verify CERT shows them all); each REFUSED line says "
+            "why that certificate does not count; each NUMERICS line names the digests that differ and the "
+            "likely cause",
         )
 
 
@@ -221,7 +230,8 @@ def kubernetes(
     gpu_product: Optional[str] = typer.Option(
         None,
         "--gpu-product",
-        help="The nodes' nvidia.com/gpu.product label (GPU Feature Discovery's), e.g. NVIDIA-H100-80GB-HBM3; needed unless --arch cpu.",
+        help="The nodes' nvidia.com/gpu.product label (GPU Feature Discovery's), e.g. NVIDIA-H100-80GB-HBM3; needed "
+        "unless --arch cpu.",
     ),
     gpus_per_node: Optional[int] = typer.Option(
         None,
@@ -232,7 +242,8 @@ def kubernetes(
     lock: Optional[Path] = typer.Option(
         None,
         "--lock",
-        help="The lock the image must be (conformance first); carried in a ConfigMap (default: the image's own lock label).",
+        help="The lock the image must be (conformance first); carried in a ConfigMap (default: the image's own lock "
+        "label).",
     ),
     namespace: str = typer.Option("default", "--namespace", help="The namespace of every object."),
     name: Optional[str] = typer.Option(None, "--name", help="Prefix of the objects' names (default lockgen-ARCH)."),
@@ -242,7 +253,8 @@ def kubernetes(
     key_secret: Optional[str] = typer.Option(
         None,
         "--key-secret",
-        help="A Secret with signing.key and signing.pub (lockgen keygen's pair): certificates are signed and probes check them.",
+        help="A Secret with signing.key and signing.pub (lockgen keygen's pair): certificates are signed and probes "
+        "check them.",
     ),
     registry_auth_secret: Optional[str] = typer.Option(
         None,
@@ -278,5 +290,6 @@ def kubernetes(
     for path in (manifests.job, manifests.daemonset, manifests.gate):
         say(path)
     progress(
-        f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; gate: merge {manifests.gate} into a training pod's spec"
+        f"certify: kubectl apply -f {manifests.job}; watch: kubectl apply -f {manifests.daemonset}; gate: merge "
+        f"{manifests.gate} into a training pod's spec"
     )

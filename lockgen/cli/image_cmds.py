@@ -19,7 +19,8 @@ def export(
         [],
         "--platform",
         "-p",
-        help="Which platform of the lock (default: this host's); repeated, one image per platform under one image index.",
+        help="Which platform of the lock (default: this host's); repeated, one image per platform under one image "
+        "index.",
     ),
     all_platforms: bool = typer.Option(
         False, "--all-platforms", help="An image index of every platform the lock locks."
@@ -31,7 +32,8 @@ def export(
     compression: str = typer.Option(
         "gzip",
         "--compression",
-        help="Layer compression: gzip, or zstd (smaller, faster to unpack; podman and containerd read it, older Docker engines do not).",
+        help="Layer compression: gzip, or zstd (smaller, faster to unpack; podman and containerd read it, older "
+        "Docker engines do not).",
     ),
     level: int = typer.Option(
         1, "--compression-level", help="Level of new layers (gzip 1 fast ... 9 small, zstd 1 ... 19)."
@@ -68,7 +70,8 @@ def export(
     image_prefix: Optional[str] = typer.Option(
         None,
         "--image-prefix",
-        help="With --from-prefix: its path in the image (default: the same path, so its scripts stay right); with --from-image: where the environment is in it (default: its label, else /opt/env).",
+        help="With --from-prefix: its path in the image (default: the same path, so its scripts stay right); with "
+        "--from-image: where the environment is in it (default: its label, else /opt/env).",
     ),
     allow_foreign: list[str] = typer.Option(
         [],
@@ -78,7 +81,8 @@ def export(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {image_digest, environment_digest, out, format} as JSON (environment_digests, per platform, for an index).",
+        help="Print {image_digest, environment_digest, out, format} as JSON (environment_digests, per platform, for "
+        "an index).",
     ),
 ) -> None:
     """Write the lock's environment (at /opt/env, at its base's prefix, or an existing one at its path) as an OCI
@@ -190,7 +194,8 @@ def push(
     attest: Optional[Path] = typer.Option(
         None,
         "--attest",
-        help="Also attach this certificate to the pushed image as a signed in-toto attestation (as lockgen attest does).",
+        help="Also attach this certificate to the pushed image as a signed in-toto attestation (as lockgen attest "
+        "does).",
     ),
     key: Optional[Path] = typer.Option(
         None, "--key", help="With --attest: the Ed25519 key to sign the attestation with."

@@ -55,7 +55,8 @@ def import_(
     python: Optional[str] = typer.Option(
         None,
         "--python",
-        help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: uv.lock's .python-version, else the oldest requires-python admits).",
+        help="uv.lock, pylock: the CPython X.Y or X.Y.Z (default: uv.lock's .python-version, else the oldest "
+        "requires-python admits).",
     ),
     extra: list[str] = typer.Option(
         [], "--extra", help="uv.lock: an extra of the root project, as `uv sync --extra` (repeatable)."
@@ -88,7 +89,8 @@ def import_(
     project: Optional[Path] = typer.Option(
         None,
         "--project",
-        help="uv.lock: the workspace root's pyproject.toml (default: the one beside the lock), for default-groups and the root.",
+        help="uv.lock: the workspace root's pyproject.toml (default: the one beside the lock), for default-groups and "
+        "the root.",
     ),
     glibc: str = typer.Option("2.28", "--glibc", help="uv.lock, pylock: the newest manylinux glibc a wheel may need."),
     allow_partial: bool = typer.Option(
@@ -168,7 +170,8 @@ def render(
         "explicit",
         "--format",
         "-f",
-        help="explicit (conda create --file), requirements (pip --require-hashes), pylock (PEP 751 pylock.toml), environment (conda environment.yml).",
+        help="explicit (conda create --file), requirements (pip --require-hashes), pylock (PEP 751 pylock.toml), "
+        "environment (conda environment.yml).",
     ),
 ) -> None:
     """Write the lock for another tool: an @EXPLICIT file, hashed requirements, pylock.toml or environment.yml."""

@@ -18,7 +18,10 @@ TARGET_HELP = "With a STACK: the target whose lock to use (default: the one this
 PLATFORM_HELP = "Which platform of the lock (default: this host's)."
 LOCKED_HELP = "With a STACK: refuse a lock its stack has changed since (error and hint) instead of re-locking it."
 FROZEN_HELP = "With a STACK: use its lock as it is, without checking it against the stack."
-PREFIX_HELP = "Where the environment is (default: the store's, $LOCKGEN_HOME/envs/…); alone, without LOCK or STACK: an existing conda environment or venv, used as it is."
+PREFIX_HELP = (
+    "Where the environment is (default: the store's, $LOCKGEN_HOME/envs/…); alone, without LOCK or STACK: an "
+    "existing conda environment or venv, used as it is."
+)
 
 
 class AfterDoubleDash(TyperCommand):
@@ -163,7 +166,8 @@ def detect(
     node: Optional[Path] = typer.Option(
         None,
         "--node",
-        help="State the node's facts in a JSON file instead of probing this one (for tests and dry runs; $LOCKGEN_NODE_FACTS does it for every command).",
+        help="State the node's facts in a JSON file instead of probing this one (for tests and dry runs; "
+        "$LOCKGEN_NODE_FACTS does it for every command).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print {target, reasons, node, targets} as JSON."),
 ) -> None:

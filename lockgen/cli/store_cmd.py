@@ -22,13 +22,15 @@ def verify(
     repair: bool = typer.Option(
         False,
         "--repair",
-        help="Move each damaged folder into $LOCKGEN_HOME/quarantine; the next materialize fetches it again against its locked hash.",
+        help="Move each damaged folder into $LOCKGEN_HOME/quarantine; the next materialize fetches it again against "
+        "its locked hash.",
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print {files, damaged: [{store, folder, files, quarantined, environments}]} as JSON."
     ),
 ) -> None:
-    """Re-hash every file of lockgen's store against the sha256 it was proven to have (as `nix store verify --check-contents`)."""
+    """Re-hash every file of lockgen's store against the sha256 it was proven to have (as `nix store verify
+    --check-contents`)."""
     from lockgen.api.store import verify_store
 
     scrub = verify_store(repair)
@@ -52,11 +54,13 @@ def verify(
         for found in scrub.damaged:
             where = f"moved to {shown(str(found.quarantined), 400)}" if found.quarantined else "left in place"
             say(
-                f"damaged {found.store} folder {shown(str(found.folder), 400)}: {len(found.files)} files differ (first {shown(found.files[0], 400)}); {where}"
+                f"damaged {found.store} folder {shown(str(found.folder), 400)}: {len(found.files)} files differ "
+                f"(first {shown(found.files[0], 400)}); {where}"
             )
             for environment in found.environments:
                 say(
-                    f"  {shown(str(environment.prefix), 400)} links the damaged files; make it again: {shown(environment.repair, 800)}"
+                    f"  {shown(str(environment.prefix), 400)} links the damaged files; make it again: "
+                    f"{shown(environment.repair, 800)}"
                 )
         progress(
             f"read {scrub.files} store files again: {len(scrub.damaged)} folders damaged"
@@ -65,5 +69,6 @@ def verify(
     if scrub.damaged and not repair:
         raise UserError(
             f"{len(scrub.damaged)} folders of lockgen's store are damaged",
-            "lockgen store verify --repair moves them out; the next materialize fetches them again against the lock's hashes",
+            "lockgen store verify --repair moves them out; the next materialize fetches them again against the "
+            "lock's hashes",
         )

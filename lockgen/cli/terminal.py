@@ -1,5 +1,6 @@
 """What a person sees on the terminal, without typer: progress lines on stderr, `error:`/`hint:` lines, the
-exit code an exception gives, the environment materialize prints and what check --lock says of a conforming one. Shared by the typer commands (`ui`) and
+exit code an exception gives, the environment materialize prints and what check --lock says of a conforming one. Shared
+by the typer commands (`ui`) and
 the fast path (`fast_path`), which answers the daily commands before typer is imported; both print the same."""
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def said_read(where: object, read_every_byte: str | None) -> None:
     """When every byte was last read, said on stderr (stat trust ends: `LOCKGEN_STAT_TRUST_S`, default a day)."""
     if read_every_byte is not None:
         progress(
-            f"every byte of {where} last read {read_every_byte} (fingerprints stand for reading until $LOCKGEN_STAT_TRUST_S seconds after; --full reads every byte now)"
+            f"every byte of {where} last read {read_every_byte} (fingerprints stand for reading until "
+            "$LOCKGEN_STAT_TRUST_S seconds after; --full reads every byte now)"
         )
 
 
@@ -125,7 +127,8 @@ def print_conforming(result: Conformance, lock: Path | None) -> None:
         progress(f"allowed foreign file {path}: " + (f"sha256:{digest}" if digest else "absent"))
     if result.by_path_only:
         progress(
-            f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on install and no archive here predicts them)"
+            f"{result.by_path_only} stated files checked by path only (their bytes are patched or generated on "
+            "install and no archive here predicts them)"
         )
     on_base = (
         f"; every file outside it from base {result.base_digest[:23]}…, trusted as the image pins it"
@@ -204,7 +207,8 @@ def refusal(exc: Exception) -> tuple[str, str, int]:
         where = f" writing {exc.filename}" if exc.filename else ""
         return (
             f"the disk is full{where}",
-            "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at a larger disk, and run it again (what was being written is removed, nothing half done is kept)",
+            "free space there, or point LOCKGEN_HOME, LOCKGEN_CACHE_DIR or --out at a larger disk, and run it "
+            "again (what was being written is removed, nothing half done is kept)",
             1,
         )
     return f"unexpected {type(exc).__name__}: {exc}", "re-run with -v and report the traceback", 3

@@ -25,7 +25,8 @@ def verify(
     lock: Optional[Path] = typer.Option(
         None,
         "--lock",
-        help="The lock the environment must be: checked from its packages' own hashes before the kernel runs; expectations and digests come from it.",
+        help="The lock the environment must be: checked from its packages' own hashes before the kernel runs; "
+        "expectations and digests come from it.",
     ),
     manifests: Optional[Path] = typer.Option(
         None, "--manifests", help="With --lock: a bundle from lockgen manifests or pin (no network)."
@@ -33,7 +34,8 @@ def verify(
     allow_foreign: list[str] = typer.Option(
         [],
         "--allow-foreign",
-        help="With --lock: a file no package states that you accept; hashed and recorded in the certificate. Repeatable.",
+        help="With --lock: a file no package states that you accept; hashed and recorded in the certificate. "
+        "Repeatable.",
     ),
     python: Optional[str] = typer.Option(None, "--python", help="The environment's interpreter (default: this one)."),
     prefix: Optional[Path] = typer.Option(None, "--prefix", help="A materialized environment: uses PREFIX/bin/python."),
@@ -51,7 +53,8 @@ def verify(
     expect_numerics: Optional[Path] = typer.Option(
         None,
         "--expect-numerics",
-        help="A reference numerics fingerprint the run's must equal: a good node's certificate, or its numerics object ({key, digests}), or a list of them.",
+        help="A reference numerics fingerprint the run's must equal: a good node's certificate, or its numerics "
+        "object ({key, digests}), or a list of them.",
     ),
     out: Optional[Path] = typer.Option(None, "--out", help="Certificate path (default: next to the lock, in certs/)."),
     key: Optional[Path] = typer.Option(None, "--key", help="Ed25519 private key to sign with (lockgen keygen)."),
@@ -76,7 +79,8 @@ def verify(
     emit: list[str] = typer.Option(
         [],
         "--emit",
-        help="Also write the certificate as FORMAT=FILE, atomically: prom (node_exporter textfile), nfd (NFD features.d; needs --lock), junit. Repeatable or comma-separated.",
+        help="Also write the certificate as FORMAT=FILE, atomically: prom (node_exporter textfile), nfd (NFD "
+        "features.d; needs --lock), junit. Repeatable or comma-separated.",
     ),
     valid_for: Optional[str] = typer.Option(
         None,
@@ -133,7 +137,8 @@ def verify(
     for name, reason in not_run.items():
         progress(f"  not run {name}: {reason}")
     progress(
-        f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; certificate {'PASSED' if body.passed else 'FAILED'}"
+        f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
+        f"certificate {'PASSED' if body.passed else 'FAILED'}"
     )
     if as_json:
         print_json(
@@ -200,7 +205,8 @@ def cert_verify(
         )
     else:
         say(
-            f"{cert}: {state}; {body.arch} on {where}; {'PASSED' if body.passed else 'FAILED'} ({len(body.failures())} failed checks)"
+            f"{cert}: {state}; {body.arch} on {where}; {'PASSED' if body.passed else 'FAILED'} "
+            f"({len(body.failures())} failed checks)"
         )
     if not body.passed:
         raise typer.Exit(1)
@@ -215,16 +221,19 @@ def cert_compare(
     key: list[Path] = typer.Option(
         [],
         "--key",
-        help="A signer's public key (KEY.pub): each certificate's signature is checked against it before comparing. Repeatable (one per signer).",
+        help="A signer's public key (KEY.pub): each certificate's signature is checked against it before comparing. "
+        "Repeatable (one per signer).",
     ),
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {figures: [{name, unit, old, new, change, regression, missing}], numerics: {differing, cause, note}}.",
+        help="Print {figures: [{name, unit, old, new, change, regression, missing}], numerics: {differing, cause, "
+        "note}}.",
     ),
 ) -> None:
     """Each figure's change from A to B, and whether B computes the bits A did (the numerics fingerprint, when
-    both share its key); exit 1 when a figure regressed beyond the noise threshold or is in one only, or B's bits differ."""
+    both share its key); exit 1 when a figure regressed beyond the noise threshold or is in one only, or B's bits
+    differ."""
     from lockgen.api.certs import compare
 
     comparison = compare(a, b, noise, key)
@@ -265,7 +274,8 @@ def cert_compare(
             )
             + (
                 [
-                    f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: {shown(numerics.cause, 400)}"
+                    f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: "
+                    f"{shown(numerics.cause, 400)}"
                 ]
                 if numerics.differing
                 else []
@@ -273,7 +283,9 @@ def cert_compare(
         )
         fail(
             "; ".join(said),
-            "look at the telemetry in both certificates (clocks, power) before blaming the stack; a missing figure is a check one run did not make (--quick, fewer GPUs); different bits under one key: see the likely cause",
+            "look at the telemetry in both certificates (clocks, power) before blaming the stack; a missing "
+            "figure is a check one run did not make (--quick, fewer GPUs); different bits under one key: see the "
+            "likely cause",
         )
 
 
@@ -320,16 +332,19 @@ def certs(
         None,
         "--require-pass",
         metavar="ARCH",
-        help="With docker://REF and --key: exit 1 unless an attestation that verifies is a passing certificate of ARCH (a gate before a pod starts).",
+        help="With docker://REF and --key: exit 1 unless an attestation that verifies is a passing certificate of "
+        "ARCH (a gate before a pod starts).",
     ),
     lock: Optional[Path] = typer.Option(
         None,
         "--lock",
-        help="With --require-pass: also count a certificate of this lock (bare metal), once the image is proven the lock's (check --image --lock).",
+        help="With --require-pass: also count a certificate of this lock (bare metal), once the image is proven the "
+        "lock's (check --image --lock).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the list as JSON."),
 ) -> None:
-    """List certificates, oldest first: when, arch, GPUs, result, headline figures; of an image, its attestations, verified."""
+    """List certificates, oldest first: when, arch, GPUs, result, headline figures; of an image, its attestations,
+    verified."""
     if require_pass is not None and (key is None or not where.startswith("docker://")):
         fail(
             "--require-pass judges an image's signed attestations",
@@ -431,7 +446,8 @@ def _attached(
     refused = [a for a in found if not a.verified]
     if refused:
         fail(
-            f"{len(refused)} of {len(found)} attestations attached to {digest[:23]}… do not verify: {refused[0].reason}",
+            f"{len(refused)} of {len(found)} attestations attached to {digest[:23]}… do not verify: "
+            f"{refused[0].reason}",
             "each REFUSED line says why; re-attest with `lockgen attest IMAGE CERT --key KEY`",
         )
     if not found:
@@ -454,7 +470,8 @@ def _require_pass(admission: Admission, arch: str, lock: Optional[Path]) -> None
             say(line)
         fail(
             f"{digest[:23]}… is not the image of {lock}: {proof.lines()[0]}",
-            "its lock-bound certificates do not count: certify this image itself (lockgen verify --image) and attach that certificate",
+            "its lock-bound certificates do not count: certify this image itself (lockgen verify --image) and "
+            "attach that certificate",
         )
     if any(a.body is not None and a.body.passed and a.body.arch == arch for a in admission.counted):
         return

@@ -29,7 +29,8 @@ class ManifestFile(Frozen):
     text_mode: bool = True
     target: str | None = None  # a link's target, as the archive holds it
     executable: bool | None = (
-        None  # installed with an exec bit (the archive member's mode); None: not known (a bundle or an installed RECORD)
+        # installed with an exec bit (the archive member's mode); None: not known (a bundle or an installed RECORD)
+        None
     )
 
 

@@ -1,5 +1,6 @@
 """OCI image constants lockgen writes and reads: media types (images, indexes, the empty config of an
-artifact, layers per compression and the levels each allows), the environment's path inside an image, the labels that name the lock and environment,
+artifact, layers per compression and the levels each allows), the environment's path inside an image, the labels that
+name the lock and environment,
 the image architecture of each platform, and the distribution-spec's tag grammar."""
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ IMAGE_CONFIG_MEDIA_TYPES = (
     CONFIG_MEDIA_TYPE,
     "application/vnd.docker.container.image.v1+json",
 )  # an image's config: OCI's, Docker's
-READABLE_LAYER_MEDIA_TYPES = (  # the layers a runtime unpacks (containerd's list): OCI's, its nondistributable ones, Docker's schema 2
+# the layers a runtime unpacks (containerd's list): OCI's, its nondistributable ones, Docker's schema 2
+READABLE_LAYER_MEDIA_TYPES = (
     *(
         f"application/vnd.oci.image.layer.{kind}v1.tar{compression}"
         for kind in ("", "nondistributable.")

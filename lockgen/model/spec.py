@@ -89,7 +89,8 @@ class PypiDependency(Frozen):
             raise ValueError("a local package (`path`) takes no `version` or `index`: its folder is the source")
         if self.path == "." and not self.editable:  # its source tree holds the locks made from it: never the same twice
             raise ValueError(
-                'the stack\'s own folder (`path = "."`) is installed `editable = true` (a built one would pin a tree holding its own lock)'
+                'the stack\'s own folder (`path = "."`) is installed `editable = true` (a built one would pin a '
+                "tree holding its own lock)"
             )
         return self
 
@@ -162,7 +163,8 @@ class PypiOptions(Frozen):
         for variant, url in value.items():
             if not _VARIANT.fullmatch(variant):
                 raise ValueError(
-                    f"`{variant}` is not a variant lockgen takes from its own index (`cpu` or a CUDA variant such as `cu126`)"
+                    f"`{variant}` is not a variant lockgen takes from its own index (`cpu` or a CUDA variant "
+                    "such as `cu126`)"
                 )
             _index_url(url, f"the `{variant}` index")
         return value
@@ -308,7 +310,8 @@ class ImageSettings(Frozen):
     def _services_are_the_entrypoint(self) -> "ImageSettings":
         if self.services and (self.entrypoint is not None or self.cmd is not None):
             raise ValueError(
-                "`services` and `entrypoint`/`cmd` both say what the image runs: with services the entrypoint is lockgen's service launcher; state one of them"
+                "`services` and `entrypoint`/`cmd` both say what the image runs: with services the entrypoint is "
+                "lockgen's service launcher; state one of them"
             )
         return self
 
@@ -415,7 +418,8 @@ class StackSpec(Frozen):
     def _valid_python(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"^3\.\d+(\.\d+)?$", value):
             raise ValueError(
-                f'python `{value}` must be a major.minor such as "3.11" (any 3.11.x), or an exact version such as "3.11.9"'
+                f'python `{value}` must be a major.minor such as "3.11" (any 3.11.x), or an exact version such '
+                'as "3.11.9"'
             )
         return value
 
@@ -429,7 +433,8 @@ class StackSpec(Frozen):
             raise ValueError('a pure-PyPI stack needs `python = "3.11"` (no conda python decides it)')
         if self.dependencies and self.python_exact:
             raise ValueError(
-                f'python `{self.python}` pins the interpreter of a pure-PyPI stack; a stack with [dependencies] pins its conda python there (python = "{self.python}")'
+                f"python `{self.python}` pins the interpreter of a pure-PyPI stack; a stack with [dependencies] "
+                f'pins its conda python there (python = "{self.python}")'
             )
         return self
 

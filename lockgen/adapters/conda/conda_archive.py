@@ -63,7 +63,8 @@ class _Member:
 def _refused(archive: Path, what: str) -> LockFormatError:
     return LockFormatError(
         f"`{archive.name}` is refused: {what}",
-        "its zip local headers and central directory must list the same members, as conda and rattler write them; this archive reads differently to different tools: nothing was installed",
+        "its zip local headers and central directory must list the same members, as conda and rattler write "
+        "them; this archive reads differently to different tools: nothing was installed",
     )
 
 
@@ -169,7 +170,8 @@ def _walk_locals(archive: Path, stream: IO[bytes], listed: list[_Member], direct
         ):
             raise _refused(
                 archive,
-                f"the local header at offset {at} (`{shown(name.decode('latin-1'))}`) differs from its central directory entry `{member.name}`",
+                f"the local header at offset {at} (`{shown(name.decode('latin-1'))}`) differs from its central "
+                f"directory entry `{member.name}`",
             )
         if flags & (_ENCRYPTED | _DESCRIPTOR) or method != 0:
             raise _refused(archive, f"member `{member.name}` is encrypted, compressed or has a data descriptor")
@@ -189,7 +191,8 @@ def _check_names(archive: Path, members: list[_Member]) -> None:
     if len(set(names)) != len(names) or len(info) != 1 or len(pkg) > 1 or others:
         raise _refused(
             archive,
-            f"its members are {', '.join(f'`{n}`' for n in names) or 'none'}: a .conda holds metadata.json, one info-*.tar.zst and at most one pkg-*.tar.zst, each once",
+            f"its members are {', '.join(f'`{n}`' for n in names) or 'none'}: a .conda holds metadata.json, one "
+            "info-*.tar.zst and at most one pkg-*.tar.zst, each once",
         )
 
 
@@ -266,7 +269,8 @@ def members(
                     where = f"its {name}-*.tar.zst" if name else "its tar"
                     raise LockFormatError(
                         f"`{archive.name}` is refused: {where} reads differently to different tar readers ({exc})",
-                        "tar-rs (rattler's reader) and Python's tarfile would see other members: the package is malformed or crafted; nothing was installed",
+                        "tar-rs (rattler's reader) and Python's tarfile would see other members: the package is "
+                        "malformed or crafted; nothing was installed",
                     ) from None
     except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
         raise LockFormatError(
@@ -283,7 +287,8 @@ def _read_members(
         wanted = member.isfile() and read(name)
         if wanted and name.startswith("info/") and member.size > INFO_LIMIT:
             raise LockFormatError(
-                f"`{archive.name}`: {shown(name)} claims {member.size} bytes (lockgen reads info/ files of up to {INFO_LIMIT >> 20} MiB)",
+                f"`{archive.name}`: {shown(name)} claims {member.size} bytes (lockgen reads info/ files of up to "
+                f"{INFO_LIMIT >> 20} MiB)",
                 "the package is malformed or crafted: nothing was installed",
             )
         yield name, member, tar.extractfile(member).read() if wanted else None  # type: ignore[union-attr]

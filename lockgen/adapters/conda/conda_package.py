@@ -1,6 +1,7 @@
 """What a conda package archive (`.conda` or `.tar.bz2`, already verified against the lock's hash) says
 it installs: `info/paths.json` (path, sha256, size, prefix placeholder, text or binary mode, link or
-file; a file whose entry states no sha256, as in older packages, is hashed from the archive itself), `info/link.json`'s noarch-python entry points, each file's exec bit (its member's mode), and the bytes a placeholder file has once the
+file; a file whose entry states no sha256, as in older packages, is hashed from the archive itself), `info/link.json`'s
+noarch-python entry points, each file's exec bit (its member's mode), and the bytes a placeholder file has once the
 installer writes a prefix into it (text: every occurrence replaced; binary: inside each NUL-terminated
 string, padded with NULs to the same length, as conda and rattler do)."""
 

@@ -168,7 +168,10 @@ def _landed_entry(path: str, info: os.stat_result, stated: ManifestFile | None, 
             return f"`{shown(path)}` is not the link paths.json states"
         target = links[path]
         if stated.target is not None and target != stated.target:
-            return f"link `{shown(path)}` -> `{shown(target)}`, where the archive as lockgen read it says `{shown(stated.target)}`"
+            return (
+                f"link `{shown(path)}` -> `{shown(target)}`, where the archive as lockgen read it says "
+                f"`{shown(stated.target)}`"
+            )
         if target.startswith("/") or not stays_inside(os.path.join(os.path.dirname(path), target), links):
             return f"link `{shown(path)}` -> `{shown(target)}` points outside the package"
         return None
@@ -226,13 +229,16 @@ def _extract_judged(cache: Path, package: LockedPackage, manifest: PackageManife
     staging = cache / f".extracting-{folder.name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        rattler.package_streaming.extract(str(archive), str(staging))  # type: ignore[arg-type]  # its stub says PathLike; it takes str only
+        # its stub says PathLike; it takes str only
+        rattler.package_streaming.extract(str(archive), str(staging))  # type: ignore[arg-type]
         problems = landed_problems(staging, manifest)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise LockFormatError(
-                f"`{package.name}` {package.version} ({shown(package.url)}) is refused: as rattler extracted it, {problems[0]}{more}",
-                "the archive reads differently to rattler than to lockgen's scan (malformed or crafted): nothing was linked into any environment",
+                f"`{package.name}` {package.version} ({shown(package.url)}) is refused: as rattler extracted it, "
+                f"{problems[0]}{more}",
+                "the archive reads differently to rattler than to lockgen's scan (malformed or crafted): nothing "
+                "was linked into any environment",
             )
         os.rename(staging, folder)
     finally:
@@ -259,7 +265,8 @@ def verify_extracted(
             for _, found in damaged:
                 for environment in found.environments:
                     progress(
-                        f"{shown(str(environment.prefix), 400)} shares the changed files; make it again: {shown(environment.repair, 800)}"
+                        f"{shown(str(environment.prefix), 400)} shares the changed files; make it again: "
+                        f"{shown(environment.repair, 800)}"
                     )
         if archives is not None:
             missing = [

@@ -42,7 +42,10 @@ DEADLINE_HINT = "the registry is too slow or keeps sending; check it and retry"
 ACCEPT_MANIFESTS = ", ".join(
     (MANIFEST_MEDIA_TYPE, INDEX_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, DOCKER_LIST_MEDIA_TYPE)
 )
-LOGIN_HINT = "log in with `skopeo login HOST` (lockgen reads the containers auth files and ~/.docker/config.json), and check the reference"
+LOGIN_HINT = (
+    "log in with `skopeo login HOST` (lockgen reads the containers auth files and ~/.docker/config.json), and check "
+    "the reference"
+)
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,8 @@ def _traverse(
         key = normalize(entry["name"])
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
-                f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} and {entry.get('version')})",
+                f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "
+                f"and {entry.get('version')})",
                 "choose between the conflicting extras or groups with --extra / --group",
             )
         reached[key] = entry

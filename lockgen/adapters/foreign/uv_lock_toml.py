@@ -11,7 +11,8 @@ The rewrite is taken only where it cannot read the text otherwise than `tomllib`
 not, is read by `tomllib` whole, so its result and its errors are the ones `tomllib` gives. What the rewrite
 admits, checked on the text with its strings taken out (the skeleton):
 - strings are basic strings whose escapes JSON reads alike (quote, backslash, b f n r t, a `\\uXXXX` that names no
-  surrogate, high or low), with no control character, and no string holds ` = `, a brace, `[ ,` or `, ]` (counted in the text
+  surrogate, high or low), with no control character, and no string holds ` = `, a brace, `[ ,` or `, ]` (counted in the
+  text
   and in the skeleton: the same count), so a key, a brace or an array's edge outside a string is what it looks like;
 - outside strings: bare keys, ` = `, integers, `true`/`false`, `[ ] { } ,`, spaces and newlines, and the header
   lines `[[package]]` and `[package.A]`/`[package.A.B]` (bare names); no comment, literal or multi-line string,

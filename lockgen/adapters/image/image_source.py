@@ -215,7 +215,8 @@ def environment_in(root: Path, prefix: str) -> Path:
         )
     if not inside.is_dir():
         raise LockFormatError(
-            f"the image holds no environment at `{shown(prefix)}` (its layers put {'a file' if inside.exists() else 'nothing'} there)",
+            f"the image holds no environment at `{shown(prefix)}` (its layers put "
+            f"{'a file' if inside.exists() else 'nothing'} there)",
             "pass an image lockgen exported, or --image-prefix with the environment's path inside the image",
         )
     return inside

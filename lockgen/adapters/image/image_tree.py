@@ -161,6 +161,7 @@ def _require_every_blob(layout: Path, fmt: str) -> None:
     """Refuses to write an archive of a shallow layout: an archive must hold every blob it names."""
     if oci_layout.base_source(layout) is not None:  # only a shallow layout records one
         raise UserError(
-            f"a {fmt} holds every blob, and this image's base layers stay in the base's registry ({oci_layout.base_source(layout)})",
+            f"a {fmt} holds every blob, and this image's base layers stay in the base's registry "
+            f"({oci_layout.base_source(layout)})",
             "export an oci-layout and push it, or export on a local --base LAYOUT for an archive",
         )

@@ -169,7 +169,8 @@ class Tree:
         except AmbiguousTar as exc:
             raise LockFormatError(
                 f"{where} is refused: {exc}",
-                "tar readers would read this layer differently (lockgen one tree, a runtime another): nothing of the image was used",
+                "tar readers would read this layer differently (lockgen one tree, a runtime another): nothing of "
+                "the image was used",
             ) from None
         layer.seek(0)
         try:
@@ -192,7 +193,8 @@ class Tree:
         except _Refused as exc:
             raise LockFormatError(
                 f"{where} is refused: member `{shown(member.name)}` {exc}",
-                "the layer would write outside the image's root file system or holds what lockgen does not unpack: nothing of the image was used",
+                "the layer would write outside the image's root file system or holds what lockgen does not "
+                "unpack: nothing of the image was used",
             ) from None
         except (OSError, ValueError, OverflowError) as exc:
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -309,7 +311,8 @@ def _existing(parent: int, name: str) -> int | None:
 def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, parent: int, name: str, mode: int) -> None:
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent)
     with os.fdopen(fd, "wb") as target:
-        shutil.copyfileobj(tar.extractfile(member), target, 1 << 20)  # type: ignore[arg-type]  # a regular member: never None
+        # a regular member: never None
+        shutil.copyfileobj(tar.extractfile(member), target, 1 << 20)  # type: ignore[arg-type]
         os.fchmod(target.fileno(), mode)
         os.utime(target.fileno(), (member.mtime, member.mtime))
 

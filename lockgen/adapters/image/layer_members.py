@@ -63,7 +63,8 @@ def read_members(
                     if member.isreg() and wanted(relative):
                         if member.size > limit:
                             raise LockFormatError(
-                                f"base layer {layer['digest']} holds `{name}` of {member.size} bytes, more than the {limit} lockgen reads of it",
+                                f"base layer {layer['digest']} holds `{name}` of {member.size} bytes, more than "
+                                f"the {limit} lockgen reads of it",
                                 "this is not an image lockgen exported; extend its stack or lock instead",
                             )
                         data = tar.extractfile(member)

@@ -8,7 +8,8 @@ regular files (inode layout differs between machines), symlinks kept. The diff_i
 uncompressed tar) is the layer's identity; compressed blobs are cached by it.
 
 Reading: one image, or through an image index the image of one architecture; a layer's members, read only
-when asked (`layer_reader`); unpacking by `layer_extract`, every path resolved inside the root; a shallow layout (`export --base docker://…`) lacks its base's layer blobs, which its
+when asked (`layer_reader`); unpacking by `layer_extract`, every path resolved inside the root; a shallow layout
+(`export --base docker://…`) lacks its base's layer blobs, which its
 index.json descriptor says where to find (`base_source`), and unpacking it is refused in one error.
 """
 
@@ -94,7 +95,10 @@ def layer_key(root: Path, relatives: list[str], image_prefix: str, known: dict[s
         elif stat.S_ISDIR(info.st_mode):
             line = f"D {relative}"
         else:
-            line = f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} {known.get(relative) or file_digest(path, follow=False)}"
+            line = (
+                f"F {relative} {bool(info.st_mode & 0o111)} {info.st_size} "
+                f"{known.get(relative) or file_digest(path, follow=False)}"
+            )
         hasher.update(line.encode() + b"\n")
     return hasher.hexdigest()
 
@@ -125,7 +129,8 @@ def compress(tar_path: Path, destination: Path, compression: str, level: int) ->
 
 @contextmanager
 def uncompressed_stream(path: Path, media_type: str) -> Iterator[IO[bytes]]:
-    """The tar stream of the layer blob at `path`, a regular file (`user_files`: a FIFO there is refused, not waited on)."""
+    """The tar stream of the layer blob at `path`, a regular file (`user_files`: a FIFO there is refused, not waited
+    on)."""
     with user_files.opened(path) as raw, uncompressed(raw, media_type) as stream:
         yield stream
 
@@ -505,8 +510,10 @@ def _missing(layout: Path, digest: str) -> LockFormatError:
     source = base_source(layout)
     if source is not None:  # a shallow export: the base's layers stay in the base's registry
         return LockFormatError(
-            f"layer blob {digest[:19]}… of {layout} is the base image's, which this shallow layout does not hold (it lives at {source})",
-            "push the layout (lockgen push LAYOUT docker://REPO:TAG) and use docker://REPO:TAG, or export on a local --base LAYOUT",
+            f"layer blob {digest[:19]}… of {layout} is the base image's, which this shallow layout does not hold "
+            f"(it lives at {source})",
+            "push the layout (lockgen push LAYOUT docker://REPO:TAG) and use docker://REPO:TAG, or export on a "
+            "local --base LAYOUT",
         )
     return LockFormatError(
         f"layer blob {digest} is missing from {layout}", "the layout is incomplete: copy it whole, or re-export it"

@@ -1,6 +1,7 @@
 """A base image read from a registry without pulling it (`export --base docker://…`, "shallow"): its manifest
 (through an image index to the lock's platform's image) and its config, both checked against their
-digests (read once per process: `read_once`), and, only when asked, its layers' file names read top layer down, streamed, until a path is
+digests (read once per process: `read_once`), and, only when asked, its layers' file names read top layer down,
+streamed, until a path is
 found; and the blobs of a shallow layout put into a registry (mounted from the base's repository when it
 is the same registry, else streamed from the base's registry: one blob at a time, never held whole).
 Credentials and `insecure` are `oci_distribution`'s."""
@@ -112,7 +113,8 @@ def layer_reader(
         if index not in read:
             descriptor = layers[index]
             progress(
-                f"reading base layer {index + 1} of {len(layers)} ({int(descriptor.get('size', 0)) / 1e6:,.1f} MB, {descriptor['digest'][:19]}…) for {looking_for}"
+                f"reading base layer {index + 1} of {len(layers)} ({int(descriptor.get('size', 0)) / 1e6:,.1f} "
+                f"MB, {descriptor['digest'][:19]}…) for {looking_for}"
             )
             with client.blob_stream(descriptor["digest"]) as stream:
                 with oci_layout.uncompressed(stream, descriptor["mediaType"]) as tar_stream:  # type: ignore[arg-type]
@@ -168,6 +170,7 @@ def push(
         )
     target.push_manifest(target_ref.digest or target_ref.tag or "latest", manifest_bytes, media_type)
     progress(
-        f"pushed {digest}: {uploaded} blobs uploaded, {mounted} base blobs mounted from {base_ref.repository}, {streamed} streamed from {base_ref.host}"
+        f"pushed {digest}: {uploaded} blobs uploaded, {mounted} base blobs mounted from {base_ref.repository}, "
+        f"{streamed} streamed from {base_ref.host}"
     )
     return digest

@@ -4,7 +4,8 @@ only and Python 3.8+, since it runs in whatever interpreter a node has. It never
 `inventory` prints, per `*.dist-info` folder of purelib and platlib, the raw texts (RECORD, WHEEL,
 entry_points.txt, direct_url.json, INSTALLER) and METADATA's Name and Version; lockgen parses them on the
 host with its one set of parsers. A legacy `*.egg-info` (a folder, or one PKG-INFO file) is listed too, by its
-PKG-INFO, with no RECORD: what installed it is not known, so it can be named, never pinned. `rehash` re-hashes, in parallel, every file each RECORD lists, so a
+PKG-INFO, with no RECORD: what installed it is not known, so it can be named, never pinned. `rehash` re-hashes, in
+parallel, every file each RECORD lists, so a
 RECORD cannot lie about the bytes on disk; it reads nothing outside `sys.prefix` (links resolved first).
 """
 

@@ -105,7 +105,8 @@ def _run(
     except subprocess.TimeoutExpired:
         _kill_group(process)
         late = KernelError(
-            f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); every process it started was killed",
+            f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); every process it "
+            "started was killed",
             "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow",
         )
         late.timed_out = True
@@ -247,8 +248,10 @@ def run_distributed(
                 raise
             waited = join_timeout_s if exc.rendezvous_timed_out else timeout_s
             raise KernelError(
-                f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) within {waited:.0f} s",
-                "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) and check that the endpoint's port is reachable from each",
+                f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) within "
+                f"{waited:.0f} s",
+                "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) and check "
+                "that the endpoint's port is reachable from each",
             ) from None
         return _read(out_path, "the distributed kernel")
 

@@ -203,7 +203,8 @@ def _exists(path: Path) -> UserError:
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:
-    """Creates `path` with `data`, refusing (O_EXCL) a file made there since the check, and removing it if writing fails."""
+    """Creates `path` with `data`, refusing (O_EXCL) a file made there since the check, and removing it if writing
+    fails."""
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except FileExistsError:
@@ -231,7 +232,9 @@ def _load(path: Path, private: bool) -> Any:
         key, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)
     ):  # RSA, EC: certificates are signed with Ed25519 alone
         raise UserError(
-            f"key `{path}` is a {type(key).__name__.removeprefix('_').replace('PublicKey', '').replace('PrivateKey', '')} key, not Ed25519",
+            f"key `{path}` is a "
+            f"{type(key).__name__.removeprefix('_').replace('PublicKey', '').replace('PrivateKey', '')} key, not "
+            "Ed25519",
             "make one with `lockgen keygen --out KEY`",
         )
     return key

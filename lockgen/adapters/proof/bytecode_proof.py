@@ -116,7 +116,10 @@ def _prove(
     of a pair the checker found to be those very bytes, read once."""
     python = interpreter_for(tag)
     if python is None:
-        why = f"no Python 3.{tag.removeprefix('cpython-3')} on this host to prove it (uv python install 3.{tag.removeprefix('cpython-3')})"
+        why = (
+            f"no Python 3.{tag.removeprefix('cpython-3')} on this host to prove it (uv python install "
+            f"3.{tag.removeprefix('cpython-3')})"
+        )
         return {pyc: why for pyc, *_ in items}
     progress(f"proving {len(items)} byte-code files against their sources with {python}")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as listing:

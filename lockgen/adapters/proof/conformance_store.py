@@ -1,6 +1,7 @@
 """Fingerprints of the files `check --lock` hashed, kept under `$LOCKGEN_HOME/conformance/`, one record per
 (environment's real path, lock sha256): for each file its (device, inode, size, mtime_ns, ctime_ns) when it
-was hashed, the sha256 it had, and its link count then. A repeated check of the same environment against the same lock takes
+was hashed, the sha256 it had, and its link count then. A repeated check of the same environment against the same lock
+takes
 the sha256 of a file whose fingerprint is unchanged without reading it (git's index); any change of inode,
 size or mtime, of ctime with the link count as it was (an edit that put the mtime back moves it), or another lock,
 means it is read again. What is kept is what a file held, never a verdict: the check compares every sha256 with the
@@ -15,7 +16,8 @@ of a lockgen environment against its own record (`check --prefix`, a repeated ma
 too, with no lock (its record is a file of the tree). A repeated check whose stat walk gives
 the same digest, and stamps where every ctime that moved moved with its file's link count (`stat_walk.links_moved`:
 another environment sharing the files was made or removed), is that verdict; any other walk means the per-file
-fingerprints above decide what is read again, by the same rule (a file's link count is kept beside its ctime). Only a clean report of a settled tree is kept, so a record can only repeat a pass of
+fingerprints above decide what is read again, by the same rule (a file's link count is kept beside its ctime). Only a
+clean report of a settled tree is kept, so a record can only repeat a pass of
 exactly those files; an unreadable or inconsistent record (not a regular file, nested past any record lockgen
 writes) counts as none, and one that cannot be written (a home lockgen cannot write, a folder where the record
 goes) is not kept: either costs the next check its hashing, never its verdict.

@@ -106,7 +106,8 @@ def keep(
     read_at: float,
 ) -> None:
     """Keeps the record of an environment the full fast path just proved (`found`), by the drift verdict of the
-    stat walk `tree` (its digest, and the `stamps_digest` of its link counts and ctimes) whose files (`files`: verdict, read time) had the identities `confirmed` before and after
+    stat walk `tree` (its digest, and the `stamps_digest` of its link counts and ctimes) whose files (`files`: verdict,
+    read time) had the identities `confirmed` before and after
     that proof, its bytes last read whole at `read_at`. Best-effort: a home lockgen cannot write keeps nothing."""
     from lockgen.adapters.atomic_files import write_bytes_atomic  # tempfile: only a command that keeps loads it
 

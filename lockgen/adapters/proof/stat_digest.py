@@ -55,7 +55,8 @@ def folder_record(path: str, base: str, since: int, folders: list[Waiting], keep
             if stat.S_ISDIR(mode):
                 folders.append((entry.path, f"{relative}/", info.st_nlink, info.st_size))
                 add(
-                    f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns} {mode}\n"
+                    f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} "
+                    f"{info.st_ctime_ns} {mode}\n"
                 )
                 continue
             if keep is not None:
@@ -136,6 +137,7 @@ def trust_window_s() -> float:
     if not 0 <= value < float("inf"):
         raise UserError(
             f"{TRUST_ENV}={text[:40]!r} is not a number of seconds",
-            f"set it to 0 or more seconds (0: every check reads every byte), or unset it for a day ({DEFAULT_TRUST_S:.0f})",
+            "set it to 0 or more seconds (0: every check reads every byte), or unset it for a day "
+            f"({DEFAULT_TRUST_S:.0f})",
         )
     return value

@@ -1,5 +1,6 @@
 """One stat walk of a whole tree, hashed as it goes and shared among the cores: the cheap look that lets a
-repeated check, or a repeated materialize, reuse the verdict a full look kept (`conformance_store`). Apart from `prefix_observer`, which looks
+repeated check, or a repeated materialize, reuse the verdict a full look kept (`conformance_store`). Apart from
+`prefix_observer`, which looks
 at every file, so that the found-unchanged path loads nothing it does not need.
 
 A file changed less than `RACY_NS` before a look is not trusted by its fingerprint later (git's racy entries): a

@@ -168,7 +168,10 @@ def changed(stack_folder: Path, package: LockedPackage) -> str | None:
     except UserError as exc:
         return exc.message
     if source_digest(folder, editable) != package.hash.sha256:
-        return f"local package `{package.name}`: its {'pyproject.toml' if editable else 'source tree'} ({relative}) changed since the lock was made"
+        return (
+            f"local package `{package.name}`: its {'pyproject.toml' if editable else 'source tree'} ({relative}) "
+            "changed since the lock was made"
+        )
     return None
 
 
@@ -179,7 +182,8 @@ def refuse_changed(packages: list[LockedPackage], stack_folder: Path) -> None:
         if reason is not None:
             raise LockFormatError(
                 reason,
-                f"lock it again: `lockgen resolve` the stack in {shown(str(stack_folder))} (resolve --check names what changed)",
+                f"lock it again: `lockgen resolve` the stack in {shown(str(stack_folder))} (resolve --check "
+                "names what changed)",
             )
 
 
@@ -198,7 +202,8 @@ def install(packages: list[LockedPackage], stack_folder: Path, python: Path, pro
                 timeout_s=900,
             )
         progress(
-            f"installed local package {package.name} {package.version} ({'editable' if editable else 'built'}, from {relative})"
+            f"installed local package {package.name} {package.version} ({'editable' if editable else 'built'}, "
+            f"from {relative})"
         )
 
 

@@ -6,7 +6,8 @@ whose name, version and tag set cover the installed ones, with the index's sha25
 its size and URL (made absolute against the page). Finding a wheel to pin needs its size, so `find_wheel` refuses
 an index that answers only HTML; listing a project (`project_wheels(..., html=True)`) also reads PEP 503 HTML
 pages, since PyTorch's own indexes (download.pytorch.org/whl/<variant>) serve nothing else: each anchor's file
-name, `#sha256=` fragment (optional, as PEP 503 has it), `data-yanked`, PEP 658/714 metadata attributes and `data-upload-time` where given.
+name, `#sha256=` fragment (optional, as PEP 503 has it), `data-yanked`, PEP 658/714 metadata attributes and
+`data-upload-time` where given.
 
 An index may be a local folder (`file:///mirror/whl/cu126`, an air-gapped mirror): its project page is
 `<folder>/<name>/index.html` (PEP 503, the layout uv reads from a `file://` index) or, where a mirror writes PEP 691

@@ -124,7 +124,10 @@ def no_wheel_reason(
         None,
     )
     if needed is not None:
-        return f"needs glibc 2.{needed} on {platform} (its wheel is manylinux_2_{needed}, newer than --glibc {glibc}): pass --glibc 2.{needed} to admit it"
+        return (
+            f"needs glibc 2.{needed} on {platform} (its wheel is manylinux_2_{needed}, newer than --glibc {glibc}): "
+            f"pass --glibc 2.{needed} to admit it"
+        )
     return f"has no wheel for {platform} at CPython {python.minor}" + (
         " (an sdist only: it would be built on install)" if has_sdist else ""
     )

@@ -219,14 +219,17 @@ def _packages(request: PypiRequest, text: str) -> list[LockedPackage]:
         if "directory" in entry:  # a local package: its entry is made from its folder (`local_source`), not uv's
             if normalize(entry["name"]) not in local:
                 raise UserError(
-                    f"{request.label}: `{entry['name']}` comes from the folder {entry['directory'].get('path', '')}, which the stack does not name",
-                    "name each local package in [pypi-dependencies] with its own `path` (a local package's path dependencies too)",
+                    f"{request.label}: `{entry['name']}` comes from the folder "
+                    f"{entry['directory'].get('path', '')}, which the stack does not name",
+                    "name each local package in [pypi-dependencies] with its own `path` (a local package's path "
+                    "dependencies too)",
                 )
             continue
         wheels = entry.get("wheels") or []
         if not wheels:
             raise UserError(
-                f"{request.label}: `{entry['name']}` {entry.get('version')} has no wheel for {request.python_platform()} / Python {request.python}",
+                f"{request.label}: `{entry['name']}` {entry.get('version')} has no wheel for "
+                f"{request.python_platform()} / Python {request.python}",
                 "pin a version with wheels, or allow builds with `no-build = false` in [pypi-options]",
             )
         wheel = _best_wheel(request, wheels)

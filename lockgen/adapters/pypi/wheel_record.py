@@ -179,7 +179,8 @@ class _RangeFile(io.RawIOBase):
         reply = get(self.url, {"Range": f"bytes={start}-{stop - 1}"}, self.meter, self.timeout_s, stop - start)
         if reply.status != 206 or len(reply.body) != stop - start:
             raise UserError(
-                f"GET {scrub_url(self.url)}: bytes {start}-{stop - 1} came back as HTTP {reply.status} with {len(reply.body)} bytes",
+                f"GET {scrub_url(self.url)}: bytes {start}-{stop - 1} came back as HTTP {reply.status} with "
+                f"{len(reply.body)} bytes",
                 "the server mishandles range requests",
             )
         return reply.body

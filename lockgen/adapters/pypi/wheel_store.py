@@ -58,7 +58,8 @@ def _record_path(wheel_sha256: str) -> Path:
 
 
 def _fingerprint(info: os.stat_result) -> list[int]:
-    """What a proof keeps of a file's lstat: the five fields an edit moves, then the link count and ctime seen with them."""
+    """What a proof keeps of a file's lstat: the five fields an edit moves, then the link count and ctime seen with
+    them."""
     return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode, info.st_nlink, info.st_ctime_ns]
 
 
@@ -275,7 +276,8 @@ def _linked_files(folder: str, by_inode: Mapping[tuple[int, int], tuple[os.stat_
 
 
 def _inside(relative: str) -> bool:
-    """Whether a record's path stays inside its folder (a record is lockgen's own, but a file anyone who can write the store can change)."""
+    """Whether a record's path stays inside its folder (a record is lockgen's own, but a file anyone who can write the
+    store can change)."""
     return all(part not in ("", ".", "..") for part in relative.split("/"))
 
 

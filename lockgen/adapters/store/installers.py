@@ -59,7 +59,8 @@ def install_conda(
 
 
 def make_venv(prefix: Path, python: str, meanwhile: Callable[[], object] | None = None) -> None:
-    """A relocatable venv of Python `python` at `prefix` (uv venv); `meanwhile`: work done while uv runs (`run_tool`)."""
+    """A relocatable venv of Python `python` at `prefix` (uv venv); `meanwhile`: work done while uv runs
+    (`run_tool`)."""
     run_tool(
         [uv_binary(), "venv", "--relocatable", "--python", python, "--no-project", str(prefix)],
         f"making a Python {python} environment",
@@ -124,7 +125,9 @@ def _venv_home(prefix: Path) -> str | None:
 
 INSTALL_HINT = "check the network or the index"
 _HASH_MISMATCH = re.compile(
-    r"Hash mismatch for `(?P<dist>[^`]+)`.*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64}).*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})",
+    r"Hash mismatch for `(?P<dist>[^`]+)`"
+    r".*?Expected:\s*(?:sha256:)?(?P<expected>[0-9a-f]{64})"
+    r".*?Computed:\s*(?:sha256:)?(?P<computed>[0-9a-f]{64})",
     re.DOTALL,
 )
 _STYLE = re.compile(r"\x1b\[[0-9;]*m")  # uv colours its report where it decides a terminal may read it
@@ -139,8 +142,10 @@ def _hash_mismatch(stderr: str) -> LockFormatError | None:
     name, _, url = " ".join(found["dist"].split()).partition(" @ ")  # `NAME @ URL` (uv wraps a long one); `NAME==V` too
     where = f" at {shown(scrub_url(url), 200)}" if url else ""
     return LockFormatError(
-        f"`{shown(name, 80)}`'s wheel{where} has sha256 {found['computed']}, and the lock says {found['expected']}: nothing was installed",
-        "the lock's hash or the index's file changed since the lock was made: restore the lock lockgen wrote, or re-lock (lockgen resolve) from the index you trust",
+        f"`{shown(name, 80)}`'s wheel{where} has sha256 {found['computed']}, and the lock says "
+        f"{found['expected']}: nothing was installed",
+        "the lock's hash or the index's file changed since the lock was made: restore the lock lockgen wrote, or "
+        "re-lock (lockgen resolve) from the index you trust",
     )
 
 
@@ -318,7 +323,8 @@ def pinned_python(version: str, progress: Callable[[str], None]) -> str:
     )
     raise HostError(
         f"the lock was made for Python {version}, and {here}; uv could not install {version}: {why}",
-        f'install Python {version} (uv python install {version}, where uv may download it) and run this again, or re-lock for the Python here: python = "{minor}" under [stack] takes any {minor}.x',
+        f"install Python {version} (uv python install {version}, where uv may download it) and run this again, "
+        f'or re-lock for the Python here: python = "{minor}" under [stack] takes any {minor}.x',
     )
 
 

@@ -35,7 +35,8 @@ def _expected(package: LockedPackage, allow_md5: bool = False) -> tuple[str, str
     if package.hash.md5:
         raise LockFormatError(
             f"`{package.name}` {package.version} is pinned by md5 only",
-            "md5 is no proof of content: re-create the lock so it pins a sha256 (or materialize --allow-md5 to install it knowingly)",
+            "md5 is no proof of content: re-create the lock so it pins a sha256 (or materialize --allow-md5 to "
+            "install it knowingly)",
         )
     raise LockFormatError(
         f"`{package.name}` has no hash in the lock", "a lock entry without a hash cannot be installed safely"
@@ -81,7 +82,8 @@ def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = F
         got = file_digest(temp, algorithm)
         if got != expected:  # the hash it has is not shown: for a file: URL that would reveal a local file's digest
             raise LockFormatError(
-                f"`{package.name}` {package.version} from {scrub_url(package.url)} does not have the {algorithm} the lock pins ({expected})",
+                f"`{package.name}` {package.version} from {scrub_url(package.url)} does not have the {algorithm} "
+                f"the lock pins ({expected})",
                 "the archive was changed or corrupted: refuse it, check the source",
             )
         os.replace(temp, target)
@@ -139,7 +141,8 @@ def _download(package: LockedPackage, destination: Path) -> None:
             http_deadline.Deadline(
                 http_deadline.transfer_deadline_s(),
                 what,
-                f"the channel is too slow or keeps sending; retry, or allow longer with {http_deadline.TRANSFER_DEADLINE_ENV}",
+                "the channel is too slow or keeps sending; retry, or allow longer with "
+                f"{http_deadline.TRANSFER_DEADLINE_ENV}",
             ) as clock,
             clock.open(fetch_auth.authorized_request(package.url), 60) as response,
         ):
@@ -149,7 +152,8 @@ def _download(package: LockedPackage, destination: Path) -> None:
             _copy(response, destination, limit, what)
     except urllib.error.HTTPError as exc:
         hint = (
-            "the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE (never in the lock)"
+            "the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE (never in "
+            "the lock)"
             if exc.code in (401, 403)
             else "check the channel; the lock names this URL"
         )

@@ -87,7 +87,8 @@ def base_image(base: Base, layout: Path, platform: str, progress: Callable[[str]
     manifest, config, digest = base_manifest(base, platform, progress)
     if isinstance(base, RegistryBase):
         progress(
-            f"base {_registry_image(base, ARCHITECTURE[platform], progress).pinned}: {len(manifest['layers'])} layers referenced by digest, their blobs left in the registry"
+            f"base {_registry_image(base, ARCHITECTURE[platform], progress).pinned}: {len(manifest['layers'])} "
+            "layers referenced by digest, their blobs left in the registry"
         )
     layers = []
     for descriptor, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"]):

@@ -134,7 +134,9 @@ def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
         document = json.loads(text) if DEEP_LINE not in text else None
     except (ValueError, RecursionError):
         document = None
-    try:  # a document nested past the renderer's recursion (not canonical, or DEEP_LINE would be in it) is read by read_signed
+    # a document nested past the renderer's recursion (not canonical, or DEEP_LINE would be in it) is read by
+    # read_signed
+    try:
         proven = document is not None and signing.signed_and_canonical(text, document, keys.loaded)
     except RecursionError:
         proven = False

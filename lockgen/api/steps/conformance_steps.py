@@ -61,7 +61,8 @@ def read_manifests(
     chosen = lock_platform(lock, platform)
     expected_manifests(lock, chosen, bundle, lambda _: None)  # said once, here; conform's own read finds them kept
     progress(
-        f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked against its pinned hash)"
+        f"the manifests of the lock's {len(lock.packages_for(chosen))} packages are at hand (each checked "
+        "against its pinned hash)"
     )
 
 
@@ -104,7 +105,8 @@ def conform(
     read_every_byte = conformance_store.shown_time(standing if standing is not None else started)
     if trust is not None and trust.read is not None and standing is None:  # a first check reads every byte anyway
         progress(
-            f"reading every byte of {prefix}: last read whole {conformance_store.shown_time(trust.read)}, past the stat trust window ({conformance_store.TRUST_ENV})"
+            f"reading every byte of {prefix}: last read whole {conformance_store.shown_time(trust.read)}, past "
+            f"the stat trust window ({conformance_store.TRUST_ENV})"
         )
     kept = conformance_store.load_verdict(prefix, lock.sha256, context) if standing is not None else None
     # before any file is read; the walk kept for the work when no verdict could stand (a first check: walked once)
@@ -230,12 +232,14 @@ def _kept_verdict(
         if again.digest == tree.digest and again.stamps == tree.stamps:
             conformance_store.renew(prefix, lock_sha256, context, kept, again)
     moved = (
-        f" but the link counts of {linked} (another environment sharing them was made or removed: no edit, 0 files read)"
+        f" but the link counts of {linked} (another environment sharing them was made or removed: no edit, 0 "
+        "files read)"
         if linked
         else ""
     )
     progress(
-        f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of {kept.get('checked')}{moved} (check --lock --full reads every file)"
+        f"{tree.paths} paths of {prefix} proven by their fingerprints: none moved since the passing check of "
+        f"{kept.get('checked')}{moved} (check --lock --full reads every file)"
     )
     return Conformance(
         lock_sha256,
@@ -503,5 +507,6 @@ def _runs_the_locked_python(loaded: LoadedLock, platform: str, prefix: Path, int
     if runs != exact:
         raise UserError(
             f"{prefix} runs Python {runs} ({interpreter}), and the lock was made for Python {exact}",
-            f"materialize the lock into a new prefix (lockgen materialize {loaded.source} --prefix DIR): it makes the venv with Python {exact}",
+            f"materialize the lock into a new prefix (lockgen materialize {loaded.source} --prefix DIR): it "
+            f"makes the venv with Python {exact}",
         )

@@ -95,8 +95,10 @@ def refuse_leftover_services(lock: Lock, base_config: OciConfig, prefix: str) ->
     runs_launcher = isinstance(entrypoint, list) and entrypoint[-1:] == [f"{prefix}/{SERVICE_LAUNCHER}"]
     if runs_launcher and not service_files(lock):
         raise UserError(
-            "the base image runs [image] services and this team lock states none: the base's service launcher would stay in the team image",
-            "state the base's services in the team stack's [image] (a team on a base stack.toml takes them when it states no [image]), or export without --base",
+            "the base image runs [image] services and this team lock states none: the base's service launcher "
+            "would stay in the team image",
+            "state the base's services in the team stack's [image] (a team on a base stack.toml takes them when "
+            "it states no [image]), or export without --base",
         )
 
 
@@ -128,7 +130,8 @@ def held_environment(
             )
             return None
         progress(
-            f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are linked again to install them"
+            f"the team adds PyPI packages: the base's Python and the {len(relinked) - 1} packages it needs are "
+            "linked again to install them"
         )
     found = layer_members.environment_record(
         open_layer, base_manifest["layers"], prefix, records=not python_environment
@@ -139,7 +142,8 @@ def held_environment(
     if python_environment and not any(path.startswith(f"{site}/") for path in entries):
         raise UserError(
             f"the base's Python environment keeps no packages in {site} under {prefix}",
-            "lockgen adds a team's wheels to a prefix laid out as a venv (lib/pythonX.Y/site-packages); export the team stack without --base",
+            "lockgen adds a team's wheels to a prefix laid out as a venv (lib/pythonX.Y/site-packages); export "
+            "the team stack without --base",
         )
     records = {path: data for path, data in found.items() if conda_meta.is_record(path)}
     for package in base_lock.packages_for(platform):

@@ -47,7 +47,8 @@ def fetch_base_lock(stack_base: StackBase, insecure: bool, progress: Callable[[s
         )
     if not is_environment_prefix(str(labels.get(PREFIX_LABEL, ""))):
         raise LockFormatError(
-            f"the base image {extends} names its environment at `{str(labels.get(PREFIX_LABEL))[:80]}`, not a folder inside the image",
+            f"the base image {extends} names its environment at `{str(labels.get(PREFIX_LABEL))[:80]}`, not a "
+            "folder inside the image",
             "export the base image again with this lockgen",
         )
     carried = layer_members.carried_lock(base_steps.layer_opener(base), manifest["layers"], labels[PREFIX_LABEL])

@@ -78,7 +78,8 @@ def prove_opened(
     problems += account.problems
     if base_count:
         progress(
-            f"files outside {prefix}: the {base_count} layers of the base its manifest pins, {(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)"
+            f"files outside {prefix}: the {base_count} layers of the base its manifest pins, "
+            f"{(opened.manifest.annotations or {})[BASE_DIGEST_ANNOTATION]} (trusted as pinned)"
         )
     if base_count is not None:
         problems += outside_problems(list(opened.layers), base_count, prefix)
@@ -140,7 +141,8 @@ def _base(manifest: ImageManifest, config: ImageConfig, inside: Path, lock: Lock
             None,
             None,
             [
-                f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not carry ({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"
+                f"image: its manifest pins base {pinned[:23]}…, whose manifest and config it does not carry "
+                f"({BASE_MANIFEST_INSIDE}): the base's layers cannot be told (re-export it)"
             ],
         )
     if "sha256:" + hashlib.sha256(data).hexdigest() != pinned:
@@ -156,7 +158,8 @@ def _base(manifest: ImageManifest, config: ImageConfig, inside: Path, lock: Lock
         )
     count = len(base_manifest.layers)
     if base_manifest.config.digest != "sha256:" + hashlib.sha256(config_data).hexdigest():
-        return BaseAccount(None, None, [f"image: the base config it carries is not the one base {pinned[:23]}… names"])
+        wrong_config = f"image: the base config it carries is not the one base {pinned[:23]}… names"
+        return BaseAccount(None, None, [wrong_config])
     if [layer.digest for layer in base_manifest.layers] != [
         layer.digest for layer in manifest.layers[:count]
     ] or base_config.rootfs.diff_ids != config.rootfs.diff_ids[:count]:
@@ -164,7 +167,8 @@ def _base(manifest: ImageManifest, config: ImageConfig, inside: Path, lock: Lock
     held_to, base_lock = LockgenMeta(lock).base_lock, (base_config.config.labels or {}).get(LOCK_LABEL)
     problems = (
         [
-            f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base lock {held_to[:16]}… the lock was held to"
+            f"image: its base {pinned[:23]}… is exported from lock sha256 {base_lock[:16]}…, not the base lock "
+            f"{held_to[:16]}… the lock was held to"
         ]
         if held_to and base_lock and base_lock != held_to
         else []

@@ -56,7 +56,8 @@ def venv_python(
     if found is None:
         where = "the base image has no file" if base is not None else "no --base image brings one"
         raise UserError(
-            f"the lock's environment is a venv (PyPI packages only) that runs on {name}, and {where} at {' or '.join(wanted)}: the image could not start its Python",
+            f"the lock's environment is a venv (PyPI packages only) that runs on {name}, and {where} at "
+            f"{' or '.join(wanted)}: the image could not start its Python",
             _WAYS_OUT.format(wanted=" or ".join(wanted), version=version),
         )
     progress(f"the venv runs on the base image's {found}")
@@ -97,7 +98,8 @@ def prove_in_layers(
         image_prefix,
         None,
         progress,
-        "adopt an image that holds the Python its venv links to, or export the lock on a base image that has Python (lockgen export LOCK --base IMAGE)",
+        "adopt an image that holds the Python its venv links to, or export the lock on a base image that has "
+        "Python (lockgen export LOCK --base IMAGE)",
     )
     _prove_starts(
         holds,
@@ -106,7 +108,8 @@ def prove_in_layers(
         platform,
         "the image has no file there",
         progress,
-        "adopt an image that holds {interpreter}, or export the lock on a base image that has it (lockgen export LOCK --base IMAGE)",
+        "adopt an image that holds {interpreter}, or export the lock on a base image that has it (lockgen export "
+        "LOCK --base IMAGE)",
     )
 
 
@@ -139,7 +142,8 @@ def prove_python_starts(
         where,
         progress,
         (f"export --platform {platform} alone and " if index else "")
-        + f"pass --base an image with {wanted} that has {{interpreter}}, e.g. docker://docker.io/library/debian:bookworm-slim",
+        + f"pass --base an image with {wanted} that has {{interpreter}}, e.g. "
+        "docker://docker.io/library/debian:bookworm-slim",
     )
 
 
@@ -161,7 +165,8 @@ def _prove_starts(
             progress("the environment has no bin/python: no Python to start")
         elif path.startswith(f"{top}/") and not holds(path):  # a link out of it is a venv's: the steps above
             raise UserError(
-                f"the environment's bin/python leads to {shown(path)}, and the image has no file there: it could not start its Python",
+                f"the environment's bin/python leads to {shown(path)}, and the image has no file there: it could "
+                "not start its Python",
                 "the environment is broken: materialize the lock again, or export it from the lock",
             )
         return
@@ -263,7 +268,10 @@ def _prove(
     interpreter: str,
     why: str,
     progress: Callable[[str], None],
-    hint: str = "pass --base with an image that has {interpreter}, or export the lock instead (lockgen export LOCK --base IMAGE points its venv at the base's own Python)",
+    hint: str = (
+        "pass --base with an image that has {interpreter}, or export the lock instead "
+        "(lockgen export LOCK --base IMAGE points its venv at the base's own Python)"
+    ),
 ) -> None:
     """Refuses unless `holds(interpreter)`: the image's layers below the environment have that file."""
     if holds(interpreter):

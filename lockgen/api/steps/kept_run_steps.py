@@ -84,7 +84,8 @@ def keep_run(lock: LockBytes, platform: str | None, prefix: Path | None, made: M
         or read is None
         or after != before
     ):
-        return  # the record stands for a walk exactly the verdict's (no link count moved since: the full path renews those)
+        # the record stands for a walk exactly the verdict's (no link count moved since: the full path renews those)
+        return
     name = made.target or target_of_lock(Path(lock.source))
     found = kept_runs.KeptRun(
         str(final), kind, name, proven.environment_digest, escaped(found_line(final)), escaped(str(final))

@@ -101,7 +101,8 @@ def resolve_pypi(
     `preferred` versions (a base's, in the solve without its holds) are kept unless the requirements move them.
     With `require_held` the held pins are requirements too (a base that is a lock: no base stack requests
     them, and the whole environment must be consistent, not only what the team's dependencies reach). Local
-    packages (`path`) are read in their folder below `stack_folder` (the stack file's): uv locks their dependencies, and each gets the
+    packages (`path`) are read in their folder below `stack_folder` (the stack file's): uv locks their dependencies, and
+    each gets the
     entry that pins its folder (`local_source`)."""
     options = spec.pypi_options
     local_sources = tuple(

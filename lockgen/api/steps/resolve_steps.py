@@ -420,7 +420,8 @@ def _moved_by_team(
     if not context.spec.override:
         raise UserError(
             f"the team's dependencies would move packages the base holds: {shown}",
-            f"change the team's requirements, update the base ({context.spec.extends}), or set `override = true` under [stack] (the lock then records what moved)",
+            f"change the team's requirements, update the base ({context.spec.extends}), or set `override = true` "
+            "under [stack] (the lock then records what moved)",
         )
     progress(f"override: {shown}")
     return moved

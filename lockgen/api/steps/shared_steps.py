@@ -156,7 +156,8 @@ def build_environment(
     local = [p for p in built if lock_builder.local_of(p) is not None]
     if local and stack_folder is None:
         raise UserError(
-            f"the lock's {', '.join(p.name for p in local)} is a local package ({local[0].url}), a folder relative to the lock's stack, and this lock is not in a stack's locks/ folder",
+            f"the lock's {', '.join(p.name for p in local)} is a local package ({local[0].url}), a folder "
+            "relative to the lock's stack, and this lock is not in a stack's locks/ folder",
             "materialize the lock where resolve wrote it (STACK_FOLDER/locks/TARGET.conda-lock.yml)",
         )
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip" and p not in local]
@@ -301,7 +302,9 @@ def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], 
     conformance `check --lock` applies, by path alone (contents were proven as they were installed), on the
     paths of the walk `walked` (the tree's paths but its folders, with their lstat)."""
     planted = sorted(path for path in walked if in_own_folder(path))
-    if planted:  # lockgen writes its record after this: a package's file there (a wheel member its RECORD does not list) would be written through
+    # lockgen writes its record after this: a package's file there (a wheel member its RECORD does not list) would be
+    # written through
+    if planted:
         raise LockFormatError(
             f"installing left {planted[0]} in {OWN_FOLDER}/, lockgen's record of the environment",
             "a package writes where only lockgen may: refuse it; nothing was kept",
@@ -328,7 +331,8 @@ def _nothing_unstated(temp: Path, final: Path, expected: list[ExpectedPackage], 
 def recorded_drift(prefix: Path, full: bool) -> Drift:
     """A lockgen environment against the manifest it recorded when it was made: missing, extra and modified
     files (content, link target, exec bit or full mode), files and folders no rule accounts for, and modes
-    (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, inode, mode; ctime where the link count is as it was) moved are re-hashed
+    (or file capabilities) no package installs. Only files whose fingerprint (size, mtime, inode, mode; ctime where the
+    link count is as it was) moved are re-hashed
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything. Both stand only within the stat trust window
     (`conformance_store.byte_trust`): once the last look that read every byte is older, every byte is read again."""
@@ -405,7 +409,8 @@ def _drift(prefix: Path, full: bool, manifest: EnvironmentManifest, stats: Manif
 
 def unsafe_modes(prefix: Path, walked: env_manifest.Walked | None = None) -> list[str]:
     """`PATH (why)` for each file or folder of `prefix` (`walked`: its paths with their lstat, when the caller
-    walked it) whose mode no package installs (`core.env.drift.unsafe_mode`) or that carries file capabilities, sorted."""
+    walked it) whose mode no package installs (`core.env.drift.unsafe_mode`) or that carries file capabilities,
+    sorted."""
     if walked is None:
         files, folders = env_manifest.scan_tree(prefix)
         walked = {**files, **folders}

@@ -44,7 +44,8 @@ def load_stack(
 
             close = difflib.get_close_matches(name, list(spec.channels), n=1)
             raise UserError(
-                f"--channel-alias `{name}` names no channel of {stack_path.name} (its channels: {', '.join(scrub_url(c) for c in spec.channels) or 'none'})",
+                f"--channel-alias `{name}` names no channel of {stack_path.name} (its channels: "
+                f"{', '.join(scrub_url(c) for c in spec.channels) or 'none'})",
                 f"did you mean `{close[0]}`?" if close else "name one of the stack's channels",
             )
     channels = [locate_channel(c, alias_map, stack_path.parent) for c in spec.channels]

@@ -1,5 +1,6 @@
 """A step of resolve for team stacks (`[stack] extends`): the base's lock for each target, read once (a base
-that is a lock comes read with its `LoadedStack`), so resolve can hold it, package for package, under the team's solve (the holds, the packages a
+that is a lock comes read with its `LoadedStack`), so resolve can hold it, package for package, under the team's solve
+(the holds, the packages a
 free solve would move, and the entries a team lock takes from a base that is a lock are pure rules in
 `core/stack/team.py`).
 

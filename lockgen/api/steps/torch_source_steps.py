@@ -50,7 +50,8 @@ class TorchSources:
         where = "[pypi-options] index-url" if name == "PyPI" else f"[pypi-options] torch-indexes.{name} or torch-mirror"
         drop = "" if name == "PyPI" else f", or take {name} out of the stack's torch sources"
         return ChannelError(
-            f"target `{target.name}` on {platform}: its torch source {name} @ {scrub_url(index)} cannot be read ({why})",
+            f"target `{target.name}` on {platform}: its torch source {name} @ {scrub_url(index)} cannot be read "
+            f"({why})",
             f"make it reachable, point {where} at a mirror that serves it{drop}",
         )
 
@@ -86,7 +87,8 @@ class TorchSources:
                     (),
                     (),
                     (
-                        f"torch releases newer than lockgen's facts ({known[0]}.{known[1]} on {platform}) could not be read from {scrub_url(index)} ({exc.message}); they stay out",
+                        f"torch releases newer than lockgen's facts ({known[0]}.{known[1]} on {platform}) could "
+                        f"not be read from {scrub_url(index)} ({exc.message}); they stay out",
                     ),
                 )
             self._inferred[(platform, python)] = inferred

@@ -98,7 +98,8 @@ def _refuse(
         relatives = [posixpath.relpath(path, site) if site else path for path in paths]
         for environment in store_scrub.sharing("wheel", inodes, relatives, besides=prefix):
             progress(
-                f"{shown(str(environment.prefix), 400)} shares the damaged files; make it again: {shown(environment.repair, 800)}"
+                f"{shown(str(environment.prefix), 400)} shares the damaged files; make it again: "
+                f"{shown(environment.repair, 800)}"
             )
         quarantined.append(shown(str(store_scrub.quarantine(folder, "wheel")), 400))
         wheel_store.drop_entries(folder)
@@ -110,7 +111,8 @@ def _refuse(
         )
     raise LockFormatError(
         first,
-        f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir {wheel_store.cache_dir()}) and materialize again",
+        f"lockgen's wheel store was changed: clear it (uv cache clean --cache-dir {wheel_store.cache_dir()}) and "
+        "materialize again",
     )
 
 
@@ -168,6 +170,7 @@ def install_proven(
                     {path: found[path] for path in mine},
                 )
     progress(
-        f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven before and unchanged)"
+        f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven "
+        "before and unchanged)"
     )
     return Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)

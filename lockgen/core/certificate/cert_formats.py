@@ -49,7 +49,8 @@ def _utf8(text: str) -> str:
 
 def _one_line(text: str) -> str:
     """`text` for a line of NFD's or NPD's: every character a person's terminal would not show as it is (controls,
-    line separators, direction and zero-width marks: `names.UNSHOWABLE`) a space, so the line stays one and reads as written."""
+    line separators, direction and zero-width marks: `names.UNSHOWABLE`) a space, so the line stays one and reads as
+    written."""
     return UNSHOWABLE.sub(" ", _utf8(text))
 
 
@@ -137,7 +138,8 @@ class _CertificateCollector:
         if self._judgement is not None:
             match = GaugeMetricFamily(
                 "lockgen_numerics_reference_match",
-                "1 when the certificate's numerics fingerprint equals the pinned reference of its key, else 0 (differing: the digests that differ; cause: the likely cause)",
+                "1 when the certificate's numerics fingerprint equals the pinned reference of its key, else 0 "
+                "(differing: the digests that differ; cause: the likely cause)",
                 labels=(*_IDENTITY_LABELS, "differing", "cause"),
             )
             match.add_metric(
@@ -166,7 +168,8 @@ def _nfd_expiry(body: CertificateBody, valid_for: dt.timedelta) -> dt.datetime:
         return created + valid_for
     except OverflowError:
         raise UserError(
-            f"the node features would expire after the year 9999 (the certificate's run at {body.created}, valid for {valid_for.days} days)",
+            f"the node features would expire after the year 9999 (the certificate's run at {body.created}, valid "
+            f"for {valid_for.days} days)",
             "certify again on a host whose clock is right, or pass a shorter --valid-for",
         ) from None
 
@@ -210,7 +213,8 @@ def nfd_features(
     name = _nfd_feature_name(body)
     expiry = _nfd_expiry(body, valid_for)
     lines = [
-        f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, {'passed' if body.passed else 'FAILED'}",
+        f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, "
+        f"{'passed' if body.passed else 'FAILED'}",
         f"# +expiry-time={expiry.strftime(_CREATED)}",
     ]
     if body.passed:
@@ -223,7 +227,8 @@ def nfd_features(
         lines.append(f"# no labels: {_failed_names(body.failures())} failed")
         if judgement is not None and judgement.differing:
             lines.append(
-                f"# numerics: {_one_line(', '.join(judgement.differing))} differ from the reference; likely cause: {_one_line(judgement.cause)}"
+                f"# numerics: {_one_line(', '.join(judgement.differing))} differ from the reference; likely "
+                f"cause: {_one_line(judgement.cause)}"
             )
     return "\n".join(lines) + "\n"
 
@@ -244,7 +249,10 @@ def npd_status(body: CertificateBody) -> str:
     if body.passed:
         return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {run}{lock})"
     failures = body.failures()
-    return f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: {_failed_names(failures)} (run {run}{lock})"
+    return (
+        f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: "
+        f"{_failed_names(failures)} (run {run}{lock})"
+    )
 
 
 def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = None) -> str:

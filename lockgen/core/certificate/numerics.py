@@ -135,8 +135,14 @@ def likely_cause(stack: JsonObject, numerics: Numerics, peers: Sequence[JsonObje
     if foreign and not any(_foreign(other) == foreign for other in peers):
         return f"libraries from outside the environment were loaded: {', '.join(foreign[:3])}"
     if numerics.key.environment_digest is None:
-        return "other software cannot be ruled out: the environment has no digest (certify with --lock to pin it); else the hardware"
-    return "the same software, settings and libraries: suspect the hardware (silent data corruption); drain the node and run the vendor's diagnostics"
+        return (
+            "other software cannot be ruled out: the environment has no digest (certify with --lock to pin it); else "
+            "the hardware"
+        )
+    return (
+        "the same software, settings and libraries: suspect the hardware (silent data corruption); drain the node "
+        "and run the vendor's diagnostics"
+    )
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,10 @@ def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[Numeric
                 against = f"the {len(peers)} other nodes of its key" if len(peers) != 1 else "the other node of its key"
             else:
                 peers = [b.stack for n, b, _ in members if n != node]
-                against = f"the others: no value has a majority among its key's {len(members)} nodes (pin a reference: verify --expect-numerics)"
+                against = (
+                    f"the others: no value has a majority among its key's {len(members)} nodes (pin a reference: "
+                    "verify --expect-numerics)"
+                )
             found.append(
                 NumericsDifference(node, key, outvoted or disputed, against, likely_cause(body.stack, numerics, peers))
             )
@@ -268,7 +277,8 @@ def judge_against(
         differences = "; ".join(key_differences(nearest.numerics.key, numerics.key)[:3])
         return judged(
             False,
-            f"no reference of {nearest.source} is for this node's key ({differences}, reference vs here): pin one made with this stack",
+            f"no reference of {nearest.source} is for this node's key ({differences}, reference vs here): pin "
+            "one made with this stack",
         )
     reference = matching[0]
     differing = differing_digests(numerics.digests, reference.numerics.digests)
@@ -321,7 +331,8 @@ def compare_pair(first: CertificateBody, second: CertificateBody) -> PairCompari
     differences = key_differences(first.numerics.key, second.numerics.key)
     if differences:
         return PairComparison(
-            note=f"not compared: the certificates differ in their key ({'; '.join(differences[:3])}), so their bits may differ by design"
+            note=f"not compared: the certificates differ in their key ({'; '.join(differences[:3])}), so their bits "
+            "may differ by design"
         )
     differing = differing_digests(first.numerics.digests, second.numerics.digests)
     return PairComparison(differing, likely_cause(second.stack, second.numerics, [first.stack]) if differing else "")

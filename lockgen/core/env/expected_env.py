@@ -1,5 +1,6 @@
 """The expected environment of a lock, pure: for each locked package, the files its own manifest (a
-wheel's RECORD, a conda package's paths.json) says it installs into a prefix, with their content hashes and exec bits (a conda member's mode; a wheel
+wheel's RECORD, a conda package's paths.json) says it installs into a prefix, with their content hashes and exec bits (a
+conda member's mode; a wheel
 member's Unix mode, and every `.data/scripts` file, which installers make executable).
 
 The lock's Python (`lock_python`: its conda python, else the version it records) decides where wheels go.

@@ -1,6 +1,7 @@
 """When a file's stat data says it is unchanged since a look, pure: the rule every kept fingerprint of lockgen
 follows (an environment's record and kept verdicts: `stat_walk`, `prefix_observer`, `env_manifest`; the store's
-proofs keep it too: `rattler_cache` by this function, `wheel_store` written out in its loop over 15,000 files). No import: the fast path loads it."""
+proofs keep it too: `rattler_cache` by this function, `wheel_store` written out in its loop over 15,000 files). No
+import: the fast path loads it."""
 
 from __future__ import annotations
 

@@ -29,7 +29,11 @@ def _cell(row: StatusRow | None) -> str:
     state = _state(row)
     why = "; ".join(row.failed[:3] or row.regressions[:3])
     detail = f"<br><small>{escape(why)}</small>" if why else ""
-    return f'<td style="background:{COLOURS[state]}" title="{escape(row.source)}">{escape(state.upper())}<br><small>{escape(age_text(row.age_s))} ago, {row.certificates} cert.</small>{detail}</td>'
+    return (
+        f'<td style="background:{COLOURS[state]}" '
+        f'title="{escape(row.source)}">{escape(state.upper())}<br><small>{escape(age_text(row.age_s))} ago, '
+        f"{row.certificates} cert.</small>{detail}</td>"
+    )
 
 
 def _chart(label: str, worse_when_higher: bool, rows: list[StatusRow]) -> str:
@@ -42,7 +46,10 @@ def _chart(label: str, worse_when_higher: bool, rows: list[StatusRow]) -> str:
     if len(values) > CHART_BARS:
         ordered = sorted(values, key=lambda item: -item[2] if worse_when_higher else item[2])
         values, rest = ordered[:CHART_BARS], ordered[CHART_BARS:]
-        more = f"<p>the {CHART_BARS} {'highest' if worse_when_higher else 'lowest'} of {len(ordered)} nodes; {len(rest)} more from {rest[0][2]:.4g} to {rest[-1][2]:.4g} {escape(unit)}</p>"
+        more = (
+            f"<p>the {CHART_BARS} {'highest' if worse_when_higher else 'lowest'} of {len(ordered)} nodes; "
+            f"{len(rest)} more from {rest[0][2]:.4g} to {rest[-1][2]:.4g} {escape(unit)}</p>"
+        )
     label_width = max(160.0, CHAR_WIDTH * max(len(f"{node} ({covered})") for node, covered, _, _ in values))
     bars = []
     for index, (node, covered, value, _) in enumerate(values):
@@ -54,7 +61,10 @@ def _chart(label: str, worse_when_higher: bool, rows: list[StatusRow]) -> str:
             f'<text x="{label_width + 6 + width:.1f}" y="{y + 16}" font-size="13">{value:.4g} {escape(unit)}</text>'
         )
     height = len(values) * (BAR_HEIGHT + 6)
-    return f'<h3>{escape(label)} ({escape(unit)})</h3><svg width="{label_width + CHART_WIDTH:.0f}" height="{height}" role="img" aria-label="{escape(label)}">{"".join(bars)}</svg>{more}'
+    return (
+        f'<h3>{escape(label)} ({escape(unit)})</h3><svg width="{label_width + CHART_WIDTH:.0f}" height="{height}" '
+        f'role="img" aria-label="{escape(label)}">{"".join(bars)}</svg>{more}'
+    )
 
 
 def status_page(rows: list[StatusRow], generated: str) -> str:

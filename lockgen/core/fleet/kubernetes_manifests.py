@@ -102,7 +102,8 @@ def check_fleet(fleet: CertifyFleet) -> None:
         if fleet.gpu_product is None:
             raise UserError(
                 f"the {fleet.arch} pods need the GPU model of the nodes to run on",
-                f"pass --gpu-product, the value of the node label {GPU_PRODUCT_LABEL} (kubectl get nodes -L nvidia.com/gpu.product)",
+                f"pass --gpu-product, the value of the node label {GPU_PRODUCT_LABEL} (kubectl get nodes -L "
+                "nvidia.com/gpu.product)",
             )
         if fleet.gpus_per_node is None or fleet.gpus_per_node < 1:
             raise UserError(
@@ -111,7 +112,8 @@ def check_fleet(fleet: CertifyFleet) -> None:
     if fleet.gpu_product is not None and not _LABEL_VALUE.fullmatch(fleet.gpu_product):
         raise UserError(
             f"--gpu-product {fleet.gpu_product!r} is not a Kubernetes label value",
-            "pass the node's nvidia.com/gpu.product label as it is, e.g. NVIDIA-H100-80GB-HBM3 (at most 63 letters, digits, `-`, `_` and `.`)",
+            "pass the node's nvidia.com/gpu.product label as it is, e.g. NVIDIA-H100-80GB-HBM3 (at most 63 "
+            "letters, digits, `-`, `_` and `.`)",
         )
     if fleet.nodes < 1:
         raise UserError(f"--nodes {fleet.nodes} certifies nothing", "pass --nodes 1 or more")

@@ -180,7 +180,8 @@ def health_script(job: CertifyJob, health: SlurmHealth) -> str:
         f'timeout {limit_s} {verify} --out "$out/$node.health.cert.json" > "$out/$node.health.log" 2>&1',
         "status=$?",
         '[ "$status" -eq 0 ] && { echo "lockgen: $node certified"; exit 0; }',
-        f'[ "$status" -eq 124 ] && reason="verify did not finish within {limit_s} s" || reason=$(grep "^error:" "$out/$node.health.log" | head -n 1 | cut -c 8-)',
+        f'[ "$status" -eq 124 ] && reason="verify did not finish within {limit_s} s" || reason=$(grep "^error:" '
+        '"$out/$node.health.log" | head -n 1 | cut -c 8-)',
         'reason="lockgen: ${reason:-verify exited $status (see $out/$node.health.log)}"',
         'echo "$reason"',
     ]

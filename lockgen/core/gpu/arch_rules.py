@@ -42,7 +42,8 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
     retired = last_branch(facts, target)
     if retired is not None:
         raise TargetError(
-            f"target `{target.name}`: driver {target.driver} is past R{retired.branch}, the last driver branch that supports {retired.families} GPUs ({arch.name}: {arch.family})",
+            f"target `{target.name}`: driver {target.driver} is past R{retired.branch}, the last driver branch "
+            f"that supports {retired.families} GPUs ({arch.name}: {arch.family})",
             f"state the fleet's R{retired.branch} (or older) driver in `driver`; no newer branch drives {arch.name}",
         )
     native, read = target_native_cuda(facts, target)
@@ -51,7 +52,8 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
     if native is None:
         oldest = min(facts.cuda_toolkits.values(), key=lambda t: major_minor(t.version))
         raise TargetError(
-            f"target `{target.name}`: driver {target.driver} runs no CUDA release lockgen knows ({arch.name} needs CUDA >= {arch.first_cuda})",
+            f"target `{target.name}`: driver {target.driver} runs no CUDA release lockgen knows ({arch.name} "
+            f"needs CUDA >= {arch.first_cuda})",
             f"CUDA {oldest.version} needs driver >= {oldest.min_driver}; raise `driver`",
         )
     minor = target.cuda_compat == "minor" and not is_tegra(facts, target.arch)  # Table 3's ranges are dGPU drivers'
@@ -69,14 +71,16 @@ def cuda_window(facts: GpuFacts, target: Target) -> CudaWindow:
         reason += f"; CUDA {arch.last_cuda} is the last release that targets {arch.name}"
     if low > high:
         raise TargetError(
-            f"target `{target.name}`: driver {target.driver} runs CUDA <= {mm_text(major_minor(ceiling))} but {arch.name} needs CUDA >= {arch.first_cuda}",
+            f"target `{target.name}`: driver {target.driver} runs CUDA <= {mm_text(major_minor(ceiling))} but "
+            f"{arch.name} needs CUDA >= {arch.first_cuda}",
             _driver_hint(facts, arch.first_cuda, target),
         )
     if target.cuda is not None:
         pin = major_minor(target.cuda)
         if not low <= pin <= high:
             raise TargetError(
-                f"target `{target.name}`: cuda = {target.cuda} is outside what it can use (CUDA {mm_text(low)} to {mm_text(high)}: {reason})",
+                f"target `{target.name}`: cuda = {target.cuda} is outside what it can use (CUDA {mm_text(low)} "
+                f"to {mm_text(high)}: {reason})",
                 "change `cuda`, or `driver` / `cuda-compat` if the fleet allows it",
             )
         low = high = pin
@@ -134,7 +138,8 @@ def build_cuda(candidate: CandidateBuild) -> str | None:
 
 
 def build_variant(candidate: CandidateBuild) -> str | None:
-    """conda-forge's build variant where its arch list differs: `tegra` (Jetson) builds depend on `arm-variant * tegra`."""
+    """conda-forge's build variant where its arch list differs: `tegra` (Jetson) builds depend on `arm-variant *
+    tegra`."""
     for dep in candidate.depends:
         parts = dep.split()
         if parts and parts[0] == "arm-variant" and "tegra" in parts[1:]:
@@ -163,7 +168,8 @@ def arch_list_for(
         newest = max(same_tag, key=lambda e: as_tuple(e.torch), default=None)
         if newest is not None and as_tuple(torch_mm) > as_tuple(newest.torch) and unknown_releases == "infer":
             return newest.arch_list, (
-                f"{candidate.name} {candidate.version} is newer than lockgen's facts ({newest.torch} {tag}); arch list of {newest.torch} {tag} (inferred)"
+                f"{candidate.name} {candidate.version} is newer than lockgen's facts ({newest.torch} {tag}); "
+                f"arch list of {newest.torch} {tag} (inferred)"
             )
         return None, ""
     variant = build_variant(candidate)  # a tegra build never takes the generic list
@@ -219,7 +225,8 @@ def judge_build(
         return verdict(
             False,
             "newer-cuda",
-            f"built with CUDA {cuda}{driver}, newer than the CUDA {window.high} driver {target.driver} allows ({target.cuda_compat})",
+            f"built with CUDA {cuda}{driver}, newer than the CUDA {window.high} driver {target.driver} allows "
+            f"({target.cuda_compat})",
         )
     if target.cuda is not None and major_minor(cuda) != major_minor(target.cuda):
         return verdict(False, "not-pinned", f"built with CUDA {cuda}, not the pinned {target.cuda}")
@@ -230,7 +237,8 @@ def judge_build(
         return verdict(
             False,
             "unknown-arch-list",
-            f"no arch list known for this build ({what}), so its {target.arch} kernels are unproven; facts that list it (LOCKGEN_FACTS) would admit it",
+            f"no arch list known for this build ({what}), so its {target.arch} kernels are unproven; facts that "
+            "list it (LOCKGEN_FACTS) would admit it",
         )
     cc = arch_fact(facts, target.arch).compute_capability
     covered = coverage(arch_list, cc)
@@ -268,7 +276,8 @@ def no_build_error(target: Target, window: CudaWindow | None, name: str, verdict
         hints.append("use channels or versions with builds for this target")
     arch = f"native {target.arch} kernels" if target.is_gpu else "a CPU build"
     return TargetError(
-        f"target `{target.name}`: no {name} build in the channels has {arch} with {where} ({len(verdicts)} builds considered)",
+        f"target `{target.name}`: no {name} build in the channels has {arch} with {where} ({len(verdicts)} "
+        "builds considered)",
         "; ".join(hints),
     )
 

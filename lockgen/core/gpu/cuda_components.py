@@ -108,15 +108,18 @@ def components_text(
             within.append(f"{package.name} {package.version}")
         elif floor is not None and cuda[0] == high[0]:
             above.append(
-                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}): admitted by its owner's rule, {cuda[0]}.x runs on any driver >= {floor} (driver {driver})"
+                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}): admitted by its owner's rule, "
+                f"{cuda[0]}.x runs on any driver >= {floor} (driver {driver})"
             )
         elif compat_floor is not None and as_tuple(driver) >= as_tuple(compat_floor):
             above.append(
-                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): admitted by minor-version compatibility, driver {driver} >= {compat_floor} (no PTX JIT)"
+                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): admitted by "
+                f"minor-version compatibility, driver {driver} >= {compat_floor} (no PTX JIT)"
             )
         else:
             above.append(
-                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): beyond the window, no compatibility rule admits it"
+                f"{package.name} {package.version} (CUDA {cuda[0]}.{cuda[1]}, a held build): beyond the window, "
+                "no compatibility rule admits it"
             )
     parts = [f"within CUDA <= {window.high} (the window): {', '.join(within)}"] if within else []
     parts += above

@@ -135,7 +135,8 @@ def target_native_cuda(facts: GpuFacts, target: Target) -> tuple[str | None, str
     newest = toolkits_ascending(facts)[-1]
     if native == newest.version and as_tuple(target.driver) > as_tuple(newest.min_driver):
         return native, (
-            f"driver {target.driver} runs {native} natively ({native} is the newest CUDA lockgen's facts know: a newer one this driver may run is not used until the facts name its driver floor)"
+            f"driver {target.driver} runs {native} natively ({native} is the newest CUDA lockgen's facts know: a "
+            "newer one this driver may run is not used until the facts name its driver floor)"
         )
     return native, f"driver {target.driver} runs {native} natively"
 

@@ -105,8 +105,14 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
     for item in sorted(evidence, key=lambda e: as_tuple(e.torch)):
         release = mm_text(major_minor(item.torch))
         known = newest_known(facts, item.platform)
-        newer = f"torch {item.torch} is newer than lockgen's facts ({mm_text(known) if known else 'none'} on {item.platform})"
-        fix = f"point LOCKGEN_FACTS at facts that list it (`lockgen facts check` shows what is missing), or keep it out with torch<{release}"
+        newer = (
+            f"torch {item.torch} is newer than lockgen's facts ({mm_text(known) if known else 'none'} on "
+            f"{item.platform})"
+        )
+        fix = (
+            "point LOCKGEN_FACTS at facts that list it (`lockgen facts check` shows what is missing), or keep it "
+            f"out with torch<{release}"
+        )
         if policy == "refuse":
             reason = f'{newer}; refused: the stack says unknown-releases = "refuse"'
             refused.append((release, reason))
@@ -134,13 +140,19 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
             continue
         variant = "cu" + cuda.replace(".", "")
         if cuda not in facts.cuda_toolkits:
-            reason = f"{newer}; refused: it is built with CUDA {cuda} (`{said}`), which the facts do not know (no driver floor); {fix}"
+            reason = (
+                f"{newer}; refused: it is built with CUDA {cuda} (`{said}`), which the facts do not know (no driver "
+                f"floor); {fix}"
+            )
             refused.append((release, reason))
             notes.append(reason)
             continue
         base = base_list(facts, item.platform, variant)
         if base is None:
-            reason = f"{newer}; refused: it is built with CUDA {cuda} (`{said}`) and no known {variant} build on {item.platform} gives an arch list; {fix}"
+            reason = (
+                f"{newer}; refused: it is built with CUDA {cuda} (`{said}`) and no known {variant} build on "
+                f"{item.platform} gives an arch list; {fix}"
+            )
             refused.append((release, reason))
             notes.append(reason)
             continue
@@ -153,7 +165,8 @@ def infer_releases(facts: GpuFacts, evidence: tuple[ReleaseEvidence, ...], pytho
                 inferred=True,
                 toolkit=toolkit,
                 sources=(
-                    f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} on {item.platform}",
+                    f"inferred by lockgen from {item.wheel}: CUDA {cuda} from `{said}`; arch list of {base[1]} "
+                    f"on {item.platform}",
                 ),
             )
         )

@@ -51,7 +51,8 @@ def refuse_credentials(text: str, what: str = "the image reference") -> None:
     if "@" in text.partition("://")[2].lstrip("/").split("/", 1)[0]:  # `docker:///alice:pw@host/…` too
         raise UserError(
             f"{what} carries credentials (USER:PASSWORD@HOST)",
-            "log in with `skopeo login HOST` and name the image as docker://HOST/REPO:TAG or docker://HOST/REPO@sha256:…",
+            "log in with `skopeo login HOST` and name the image as docker://HOST/REPO:TAG or "
+            "docker://HOST/REPO@sha256:…",
         )
 
 

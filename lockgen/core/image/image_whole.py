@@ -28,20 +28,24 @@ def environment_prefix(config: ImageConfig, asked: str | None) -> str:
     if not is_environment_prefix(prefix):
         raise UserError(
             f"the image's config names no environment it runs (CONDA_PREFIX is `{prefix[:80]}`)",
-            "check --image --lock proves images lockgen export wrote; export this one with lockgen export LOCK --from-image IMAGE --image-prefix PATH",
+            "check --image --lock proves images lockgen export wrote; export this one with lockgen export LOCK "
+            "--from-image IMAGE --image-prefix PATH",
         )
     first = next((entry for entry in (config.config.variable("PATH") or "").split(":") if entry.endswith("/bin")), None)
     if first != f"{prefix}/bin":
         raise UserError(
-            f"the image runs `{first or 'nothing'}` first on its PATH, not its environment's {prefix}/bin (CONDA_PREFIX)",
+            f"the image runs `{first or 'nothing'}` first on its PATH, not its environment's {prefix}/bin "
+            "(CONDA_PREFIX)",
             "re-export the image from the lock: lockgen export LOCK",
         )
     labels = config.config.labels or {}
     for what, named in ((f"its label {PREFIX_LABEL}", labels.get(PREFIX_LABEL)), ("--image-prefix", asked)):
         if named is not None and named != prefix:
             raise UserError(
-                f"{what} names the environment at {named[:80]}, but the image's config runs {prefix} (CONDA_PREFIX and PATH)",
-                "the environment checked is the one the image runs: drop --image-prefix, or re-export the image so the two agree",
+                f"{what} names the environment at {named[:80]}, but the image's config runs {prefix} "
+                "(CONDA_PREFIX and PATH)",
+                "the environment checked is the one the image runs: drop --image-prefix, or re-export the image "
+                "so the two agree",
             )
     return prefix
 
@@ -77,7 +81,8 @@ def config_differences(expected: Mapping[str, object], found: Mapping[str, objec
             lacking = [line for line in wanted_lines if line not in found_value]
             said = [f"adds {_shown(added)}"] * bool(added) + [f"lacks {_shown(lacking)}"] * bool(lacking)
             lines.append(
-                f"image: config Env {' and '.join(said) or 'is in another order'} (export writes {_shown(want.get(key))})"
+                f"image: config Env {' and '.join(said) or 'is in another order'} (export writes "
+                f"{_shown(want.get(key))})"
             )
         elif key == "Labels" and isinstance(found_value, dict):
             labels = _object(want.get(key))
@@ -116,16 +121,19 @@ def outside_problems(layers: list[tuple[LayerEntry, ...]], base_layers: int, ima
         devices = [f"{e.path} ({e.device})" for e in entries if e.device is not None and _accounted(e, prefix, holders)]
         if devices:
             lines.append(
-                f"image: layer {number} puts a device node at {_named(devices)} in the environment at {image_prefix} (export writes none)"
+                f"image: layer {number} puts a device node at {_named(devices)} in the environment at "
+                f"{image_prefix} (export writes none)"
             )
         if over:
             lines.append(
-                f"image: layer {number} removes {_named(over)} by a whiteout, over the environment at {image_prefix} (export writes no whiteout)"
+                f"image: layer {number} removes {_named(over)} by a whiteout, over the environment at "
+                f"{image_prefix} (export writes no whiteout)"
             )
         if outside:
             after = f"after the base's {base_layers} layers" if base_layers else "the image has no base"
             lines.append(
-                f"image: layer {number} adds {_named(outside)} outside the environment at {image_prefix} ({after}: nothing accounts for it)"
+                f"image: layer {number} adds {_named(outside)} outside the environment at {image_prefix} "
+                f"({after}: nothing accounts for it)"
             )
     return lines
 

@@ -20,7 +20,8 @@ REASONS = {
     "exclude-newer-changed": "exclude-newer changed",
     "facts-changed": "the torch releases the facts and the index's evidence admit changed",
     "base-changed": "the base lock the team's lock was held to changed",
-    "local-changed": "a local package changed since the lock was made (a built one's source tree, an editable one's pyproject.toml)",
+    "local-changed": "a local package changed since the lock was made (a built one's source tree, an editable one's "
+    "pyproject.toml)",
 }
 
 

@@ -6,7 +6,11 @@ arch, driver, glibc, cuda, cuda-compat, allow-ptx-jit, cuda-window, spec-digest,
 exclude-newer, pypi-digest, pypi-exclude-newer (the PyPI layer's cut-off, when it has one), torch-sources
 (the PyPI and PyTorch variant indexes a GPU target's torch may come from, when the stack names variant indexes);
 per platform `virtual-packages.<platform>`, `constraints.<platform>`,
-`python.<platform>`, `interpreter.<platform>` (the exact Python a pure-PyPI stack pins: `python = "3.11.9"`), `pypi-constraints.<platform>`, `torch-index.<platform>` (the index the torch family was routed to: a CPU target's, or the variant index a GPU target's torch was chosen from), `decision.<platform>` (why that torch), `cuda-components.<platform>` (the CUDA-versioned wheels held within the window, and the rule admitting any a base holds above it); `index.<channel>/<subdir>` (each index read);
+`python.<platform>`, `interpreter.<platform>` (the exact Python a pure-PyPI stack pins: `python = "3.11.9"`),
+`pypi-constraints.<platform>`, `torch-index.<platform>` (the index the torch family was routed to: a CPU target's, or
+the variant index a GPU target's torch was chosen from), `decision.<platform>` (why that torch),
+`cuda-components.<platform>` (the CUDA-versioned wheels held within the window, and the rule admitting any a base holds
+above it); `index.<channel>/<subdir>` (each index read);
 for frozen locks `frozen-from`; for pinned ones `pinned-from`, `inventory-sha256`,
 `accepted-changes.<platform>` (files that differ from their package, accepted by name with the hash
 found) and `unpublished` (check-only entries); for imported ones `imported-from`, `imported-format`,
@@ -370,8 +374,10 @@ def refuse_local(packages: Iterable[LockedPackage], use: str) -> None:
     for package in packages:
         if local_of(package) is not None:
             raise UserError(
-                f"`{package.name}` {package.version} is a local package ({package.url}): it has no published wheel, so it cannot be {use}",
-                "build its wheel (uv build), serve it from an index or a file:// folder and depend on it by version; materialize and run install local packages",
+                f"`{package.name}` {package.version} is a local package ({package.url}): it has no published "
+                f"wheel, so it cannot be {use}",
+                "build its wheel (uv build), serve it from an index or a file:// folder and depend on it by "
+                "version; materialize and run install local packages",
             )
 
 

@@ -99,7 +99,8 @@ def check_lock(lock: Lock, source: str) -> None:
             )
         if identity in seen:
             raise LockFieldError(
-                f"lock `{source}` holds {package.manager} package `{shown(package.name, 60)}` twice for {shown(package.platform, 30)}",
+                f"lock `{source}` holds {package.manager} package `{shown(package.name, 60)}` twice for "
+                f"{shown(package.platform, 30)}",
                 "re-create it with `lockgen resolve`; a lock names each package once per platform",
             )
         seen.add(identity)

@@ -41,7 +41,8 @@ def render_explicit(lock: Lock, platform: str | None) -> str:
     if pip:
         lines.insert(
             3,
-            f"# {len(pip)} pip packages follow as `# pip` lines: conda-lock install and micromamba install them, conda skips them",
+            f"# {len(pip)} pip packages follow as `# pip` lines: conda-lock install and micromamba install them, "
+            "conda skips them",
         )
     lines += [
         f"# pip {package.name} @ {package.url}" + (f"#sha256={package.hash.sha256}" if package.hash.sha256 else "")

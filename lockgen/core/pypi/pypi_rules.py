@@ -8,7 +8,8 @@ Strict mode is strict by minor: a cu130 wheel built with CUDA 13.0.3 runs native
 (580.65.06), since a 13.0.x runtime asks the driver for CUDA 13.0 and NVIDIA's Table 3 lists one GA
 driver per minor release; the drivers bundled with updates (13.0.2's 580.95.05) are information only.
 After resolving: the chosen wheel's CUDA is read from what came with it (the `cuda-toolkit` meta-package
-of torch 2.13 on, the `nvidia-cuda-runtime` wheel's version before, or a `+cuXYZ` local version) and judged again, so an index that serves another
+of torch 2.13 on, the `nvidia-cuda-runtime` wheel's version before, or a `+cuXYZ` local version) and judged again, so an
+index that serves another
 variant than the facts say cannot slip a CPU-only or kernel-less torch into a GPU lock.
 """
 
@@ -125,7 +126,8 @@ def judge_wheel(
         return (
             False,
             "no-kernels",
-            f"built with CUDA {cuda}, which no longer targets {target.arch} (CUDA {arch.last_cuda} is the last that does){listed}; driver {target.driver} would run it",
+            f"built with CUDA {cuda}, which no longer targets {target.arch} (CUDA {arch.last_cuda} is the last "
+            f"that does){listed}; driver {target.driver} would run it",
         )
     if major_minor(cuda) > major_minor(window.high):
         toolkit = facts.cuda_toolkits.get(cuda)
@@ -200,14 +202,17 @@ def working_steps(
     within = None if tegra else _newest_variant_build(facts, target, platform, window.high, specifier)
     if within is not None:
         steps.append(
-            f'PyTorch\'s index has torch {within[0]} {within[1]} for {platform} with {target.arch} kernels: add `torch-variants = ["{within[1]}"]` to [pypi-options]'
+            f"PyTorch's index has torch {within[0]} {within[1]} for {platform} with {target.arch} kernels: add "
+            f'`torch-variants = ["{within[1]}"]` to [pypi-options]'
         )
     if within is None and not tegra and target.cuda_compat == "strict" and target.cuda is None:
         ceiling = minor_compat_ceiling(facts, target.driver)
         compat = _newest_variant_build(facts, target, platform, ceiling, specifier) if ceiling else None
         if compat is not None:
             steps.append(
-                f'with minor-version compatibility (limited features, no PTX JIT) PyTorch\'s torch {compat[0]} {compat[1]} runs on driver {target.driver}: set `cuda-compat = "minor"` and `torch-variants = ["{compat[1]}"]`'
+                f"with minor-version compatibility (limited features, no PTX JIT) PyTorch's torch {compat[0]} "
+                f'{compat[1]} runs on driver {target.driver}: set `cuda-compat = "minor"` and `torch-variants = '
+                f'["{compat[1]}"]`'
             )
 
     def cuda_of(variant: str) -> str:
@@ -233,11 +238,14 @@ def working_steps(
         cuda = cuda_of(nearest.variant)
         if tegra and target.cuda is None:
             steps.append(
-                f"if the module runs CUDA {cuda} or newer through NVIDIA's CUDA compatibility package, state it (`cuda = \"{cuda}\"` in the target): PyPI's torch {nearest.torch} ({nearest.variant}) has {target.arch} kernels"
+                f"if the module runs CUDA {cuda} or newer through NVIDIA's CUDA compatibility package, state it "
+                f'(`cuda = "{cuda}"` in the target): PyPI\'s torch {nearest.torch} ({nearest.variant}) has '
+                f"{target.arch} kernels"
             )
         elif not tegra:
             steps.append(
-                f"raise `driver` to >= {facts.cuda_toolkits[cuda].min_driver} (CUDA {cuda}): PyPI's torch {nearest.torch} ({nearest.variant}) has {target.arch} kernels"
+                f"raise `driver` to >= {facts.cuda_toolkits[cuda].min_driver} (CUDA {cuda}): PyPI's torch "
+                f"{nearest.torch} ({nearest.variant}) has {target.arch} kernels"
             )
     return steps
 
@@ -272,7 +280,8 @@ def no_torch_error(
         hints.append('raise the target\'s driver or set `cuda-compat = "minor"`')
     where = "any of the stack's torch sources" if others else "PyPI"
     return TargetError(
-        f"target `{target.name}`: no torch release on {where} fits {target.arch} with driver {target.driver} on {platform}",
+        f"target `{target.name}`: no torch release on {where} fits {target.arch} with driver {target.driver} on "
+        f"{platform}",
         "; ".join(hints),
     )
 

@@ -8,7 +8,8 @@ arch list, taken from the facts: for PyPI, the facts' build of that release on t
 releases newer than the facts are there when the index's evidence admitted them, `facts_inference`), a release the
 facts do not know deciding nothing; for a variant index, PyPI's build of that release and variant on the platform
 (PyPI carries the very wheel PyTorch's index promotes to it), else the official list of that release, variant and
-platform (download.pytorch.org's x86_64 lists, and its aarch64 ones from 2.9 on: RELEASE.md, the aarch64 CI script); a release newer than every list the
+platform (download.pytorch.org's x86_64 lists, and its aarch64 ones from 2.9 on: RELEASE.md, the aarch64 CI script); a
+release newer than every list the
 facts hold for the variant takes the newest such list, marked inferred (refused with `unknown-releases =
 "refuse"`), as releases newer than the facts do on PyPI; any other build has no known list and is refused
 (`arch-list-unknown`).
@@ -100,7 +101,10 @@ def index_arch_list(
 
 _EXCLUDED = {
     "python": "no {release.torch} wheel for Python {spec.python} on the platform",
-    "exclude-newer": "no {release.torch} wheel uploaded before the cut-off ({spec.pypi_exclude_newer}; a file without an upload time counts as after it, as uv counts it)",
+    "exclude-newer": (
+        "no {release.torch} wheel uploaded before the cut-off ({spec.pypi_exclude_newer}; "
+        "a file without an upload time counts as after it, as uv counts it)"
+    ),
 }
 
 

@@ -73,5 +73,6 @@ def check_cpu_lock(
         f"target `{target.name}` on {platform} is a CPU target but would get CUDA packages: {', '.join(cuda[:4])}"
         + (f" and {len(cuda) - 4} more" if len(cuda) > 4 else "")
         + f" ({where})",
-        "name torch in [pypi-dependencies] so it comes from the CPU index ([pypi-options] torch-indexes.cpu), or point torch-indexes.cpu at an index of CPU builds",
+        "name torch in [pypi-dependencies] so it comes from the CPU index ([pypi-options] torch-indexes.cpu), or "
+        "point torch-indexes.cpu at an index of CPU builds",
     )

@@ -1,8 +1,5 @@
 """Parses `stack.toml` (the standard library's TOML reader; tomlkit for a text it refuses, whose error names
-the line) into a frozen `StackSpec`, with file and line in every error.
-
-Neither reader keeps positions on values, so errors are located by scanning the text for the table
-header and the key: good enough to point at the offending line of a hand-written file.
+the line) into a frozen `StackSpec`, with file and line in every error (`spec_locator` finds the line).
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lockgen.core.stack.spec_locator import Locator, repeated_line
 from lockgen.errors import SpecError
 from lockgen.model.spec import Dependency, ImageSettings, LockBase, PypiDependency, PypiOptions, StackSpec, Target
 
@@ -38,24 +36,14 @@ _HINT_KEYS = {
     "stack": "keys of [stack]: " + ", ".join(_STACK_KEYS),
     "target": "keys of a target: arch, driver, platforms, glibc, cuda, cuda-compat, allow-ptx-jit",
     "dependency": 'a dependency is a match spec string ("2.6.*") or a table { version = "2.6.*", build = "cuda*" }',
-    "pypi": 'a PyPI dependency is a PEP 440 specifier (">=2.4"), a table { version = ">=4.40", extras = ["torch"], index = "URL" }, or a local package { path = "src/mypkg", editable = true }',
+    "pypi": (
+        'a PyPI dependency is a PEP 440 specifier (">=2.4"), '
+        'a table { version = ">=4.40", extras = ["torch"], index = "URL" }, '
+        'or a local package { path = "src/mypkg", editable = true }'
+    ),
     "pypi-options": "keys of [pypi-options]: " + ", ".join(_PYPI_OPTION_KEYS),
     "image": "keys of [image]: " + ", ".join(_IMAGE_KEYS),
 }
-
-
-def _repeated_line(text: str, key: str) -> int | None:
-    """The line where `key = ...` (bare or quoted) is set a second time in one table, or None."""
-    pattern = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
-    table, seen = "", set()
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("["):
-            table = line.strip()
-        elif pattern.match(line):
-            if table in seen:
-                return number
-            seen.add(table)
-    return None
 
 
 @dataclass(frozen=True)
@@ -80,7 +68,7 @@ def extends_of(stack: str | StackDocument, source: str = "stack.toml") -> str | 
     table = document.get("stack")
     value = table.get("extends") if isinstance(table, dict) else None
     if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise _Locator(text, source).error(
+        raise Locator(text, source).error(
             "`extends` must name a base stack file", 'write extends = "../platform/stack.toml"', ("stack", "extends")
         )
     return value
@@ -95,7 +83,7 @@ def parse_stack_text(
     platforms and Python)."""
     read = stack if isinstance(stack, StackDocument) else stack_document(stack, source)
     document = read.tables
-    locator = _Locator(read.text, read.source)
+    locator = Locator(read.text, read.source)
     if isinstance(base, LockBase):
         return _team_stack_on_lock(document, locator, base)
     if base is not None:
@@ -132,7 +120,7 @@ def _document(text: str, source: str) -> dict[str, object]:
     except KeyAlreadyPresent as exc:  # tomlkit names the key but not the line
         key = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
         raise SpecError(
-            f"key `{key}` is set twice in one table", "keep one of the two lines", source, _repeated_line(text, key)
+            f"key `{key}` is set twice in one table", "keep one of the two lines", source, repeated_line(text, key)
         ) from None
 
 
@@ -223,7 +211,8 @@ def _team_stack(document: dict[str, object], locator: "_Locator", base: StackSpe
     if local := next((d.name for d in base.pypi_dependencies if d.is_local), None):  # its path is the base's folder's
         raise locator.error(
             f"the base stack's `{local}` is a local package",
-            f"a team stack extends a base of published packages: publish `{local}` and depend on it by version in {where}",
+            f"a team stack extends a base of published packages: publish `{local}` and depend on it by version "
+            f"in {where}",
             (),
         )
     held = {d.name for d in base.dependencies} | {d.name for d in base.pypi_dependencies}
@@ -335,7 +324,7 @@ def _table(document: dict[str, object], key: str, locator: "_Locator") -> dict[s
     return value
 
 
-def _dependency(name: str, value: Any, locator: "_Locator") -> Dependency:
+def _dependency(name: str, value: Any, locator: Locator) -> Dependency:
     where = ("dependencies", name)
     if isinstance(value, str):
         spec = value.strip()
@@ -359,7 +348,7 @@ def _dependency(name: str, value: Any, locator: "_Locator") -> Dependency:
         raise locator.from_validation(exc, where, _HINT_KEYS["dependency"]) from None
 
 
-def _pypi_dependency(name: str, value: Any, locator: "_Locator") -> PypiDependency:
+def _pypi_dependency(name: str, value: Any, locator: Locator) -> PypiDependency:
     where = ("pypi-dependencies", name)
     fields: dict[str, object] = {"name": name}
     if isinstance(value, str):
@@ -381,7 +370,7 @@ def _pypi_dependency(name: str, value: Any, locator: "_Locator") -> PypiDependen
         raise locator.from_validation(exc, where, _HINT_KEYS["pypi"]) from None
 
 
-def _pypi_options(value: Any, locator: "_Locator") -> PypiOptions:
+def _pypi_options(value: Any, locator: Locator) -> PypiOptions:
     if value is None:
         return PypiOptions()
     if not isinstance(value, dict):
@@ -400,7 +389,7 @@ def _pypi_options(value: Any, locator: "_Locator") -> PypiOptions:
         raise locator.from_validation(exc, ("pypi-options",), _HINT_KEYS["pypi-options"]) from None
 
 
-def _image(value: Any, locator: "_Locator") -> ImageSettings | None:
+def _image(value: Any, locator: Locator) -> ImageSettings | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -414,7 +403,7 @@ def _image(value: Any, locator: "_Locator") -> ImageSettings | None:
         raise locator.from_validation(exc, ("image",), _HINT_KEYS["image"]) from None
 
 
-def _target(name: str, value: Any, locator: "_Locator") -> Target:
+def _target(name: str, value: Any, locator: Locator) -> Target:
     if not isinstance(value, dict):
         raise locator.error(
             f"target `{name}` must be a table", "write it as [targets.NAME] with `arch = ...`", ("targets", name)
@@ -451,7 +440,7 @@ def _arch_hint(value: Any) -> str:
     return 'write arch = "sm90" (or "cpu"); `lockgen arch` lists the archs and their GPUs'
 
 
-def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> dt.date | dt.datetime | None:
+def _exclude_newer(value: Any, locator: Locator, where: tuple[str, ...]) -> dt.date | dt.datetime | None:
     parsed = value if value is None or isinstance(value, (dt.date, dt.datetime)) else None
     if isinstance(value, str):
         try:
@@ -459,7 +448,9 @@ def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> d
         except ValueError:
             pass
     if isinstance(parsed, dt.datetime) and parsed.tzinfo is not None:
-        try:  # the solvers take it in UTC: 9999-12-31T23:59:59-23:59 is past the last year a date holds (uv said only "try '--help'")
+        # the solvers take it in UTC: 9999-12-31T23:59:59-23:59 is past the last year a date holds (uv said only "try
+        # '--help'")
+        try:
             parsed.astimezone(dt.timezone.utc)
         except OverflowError:
             parsed = None
@@ -468,62 +459,3 @@ def _exclude_newer(value: Any, locator: "_Locator", where: tuple[str, ...]) -> d
             f"exclude-newer `{value}` is not a date", 'write a date like "2026-06-01" or an RFC 3339 time', where
         )
     return parsed
-
-
-class _Locator:
-    """Finds the line of a table or key in the stack text, to put in error messages."""
-
-    def __init__(self, text: str, source: str) -> None:
-        self.lines = text.splitlines()
-        self.source = source
-
-    def line_of(self, path: tuple[str, ...]) -> int | None:
-        if not path:
-            return None
-        header_line, key_path = self._header(path)
-        if not key_path:
-            return header_line
-        start = header_line or 0
-        key = key_path[0]
-        pattern = re.compile(rf"^\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*[=.]")
-        for index in range(start, len(self.lines)):
-            if index > start and header_line and self.lines[index].lstrip().startswith("["):
-                break
-            if pattern.match(self.lines[index]):
-                return index + 1
-        return header_line
-
-    def _header(self, path: tuple[str, ...]) -> tuple[int | None, tuple[str, ...]]:
-        for depth in range(len(path), 0, -1):
-            dotted = ".".join(path[:depth])
-            for index, line in enumerate(self.lines):
-                if re.match(rf"^\s*\[\s*{re.escape(dotted)}\s*\]", line):
-                    return index + 1, path[depth:]
-        return None, path
-
-    def error(self, message: str, hint: str, path: tuple[str, ...]) -> SpecError:
-        return SpecError(message, hint, self.source, self.line_of(path))
-
-    def from_validation(self, exc: ValidationError, path: tuple[str, ...], hint: str) -> SpecError:
-        first = exc.errors()[0]
-        loc = tuple(str(p) for p in first["loc"] if isinstance(p, str))
-        field = loc[0].replace("_", "-") if loc else None
-        message = str(first["msg"]).removeprefix("Value error, ")
-        prefix = f"`{field}` in {'.'.join(path)}: " if field else f"{'.'.join(path)}: "
-        where = path + ((field,) if field else ())
-        if first["type"] == "string_type" and isinstance(first.get("input"), (int, float)) and field:
-            written = self.written(where) or str(first["input"])  # `python = 3.10` is the number 3.1 to TOML
-            return self.error(
-                f"{prefix}{written} is a number here, and a version is text (as a number, 3.10 is 3.1)",
-                f'write it in quotes: {field} = "{written}"',
-                where,
-            )
-        return self.error(prefix + message, hint, where)
-
-    def written(self, path: tuple[str, ...]) -> str | None:
-        """The value as the file writes it, on the line of `path` (`key = VALUE  # comment`)."""
-        line = self.line_of(path)
-        if line is None:
-            return None
-        found = re.match(r"^\s*[\w.\"'-]+\s*=\s*([^#\s,}]+)", self.lines[line - 1])
-        return found[1] if found else None

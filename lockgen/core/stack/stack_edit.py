@@ -64,7 +64,8 @@ def addition(word: str, table: DependencyTable) -> Addition:
             rest = found[2].strip()
             if _UNSUPPORTED.search(rest):
                 raise UserError(
-                    f"`{shown(word, 80)}`: the match spec `{shown(rest, 80)}` holds a character a stack's spec may not (brackets, quotes, `;`)",
+                    f"`{shown(word, 80)}`: the match spec `{shown(rest, 80)}` holds a character a stack's spec "
+                    "may not (brackets, quotes, `;`)",
                     f"write {EXAMPLES[table]}",
                 )
             Dependency(name=name, spec=rest)
@@ -87,7 +88,8 @@ def with_added(text: str, additions: list[Addition], source: str) -> str:
         if present is not None:
             raise UserError(
                 f"`{shown(added.name, 80)}` is in [{present[0]}] of {source} already",
-                f"to change its version, edit its line in the stack (or `lockgen remove {shown(added.name, 80)}` first, then add it)",
+                f"to change its version, edit its line in the stack (or `lockgen remove {shown(added.name, 80)}` "
+                "first, then add it)",
             )
         table = document.get(added.table)
         if table is None:
@@ -110,7 +112,8 @@ def without(text: str, names: list[str], source: str) -> str:
                 f"`{shown(name, 80)}` is not in [dependencies] or [pypi-dependencies] of {source}",
                 f"did you mean `{shown(close[0], 80)}`?"
                 if close
-                else f"its packages: {shown(', '.join(known), 200) or 'none'} (a base stack's are removed from the base)",
+                else f"its packages: {shown(', '.join(known), 200) or 'none'} (a base stack's are removed from the "
+                "base)",
             )
         del _editable(document[present[0]], present[0], source)[present[1]]
     if not any(document.get(table) for table in TABLES):

@@ -93,7 +93,8 @@ def check_only(lock: Lock) -> dict[str, tuple[tuple[str, str], ...]]:
             Version(package.version)
         except InvalidVersion:
             raise LockFormatError(
-                f"the base lock's check-only {package.name} has version `{package.version[:60]}`, not a PEP 440 version",
+                f"the base lock's check-only {package.name} has version `{package.version[:60]}`, not a PEP 440 "
+                "version",
                 "pin the base again from its inventory (lockgen pin)",
             ) from None
         if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", package.name):
@@ -171,7 +172,8 @@ def same_builds(lock: Lock, base_lock: Lock, platform: str) -> None:
     for package in base_lock.packages_for(platform):
         if mine.get(package_key(package), package.hash) != package.hash:
             raise UserError(
-                f"the team lock's {package.name} {package.version} is another archive than its base lock's (sha256 {mine[package_key(package)].sha256} against {package.hash.sha256})",
+                f"the team lock's {package.name} {package.version} is another archive than its base lock's "
+                f"(sha256 {mine[package_key(package)].sha256} against {package.hash.sha256})",
                 "resolve the base stack and then the team stack again, or export without --base",
             )
 
