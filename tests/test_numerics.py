@@ -209,7 +209,8 @@ def test_an_unreadable_reference_is_refused_before_the_kernel(tmp_path: Path) ->
 
 
 def _cpu_fingerprint() -> dict:
-    """The kernel's fingerprint on the CPU (`verify.determinism`, as `python -m verify` runs it), in a process of its own."""
+    """The kernel's fingerprint on the CPU (`verify.determinism`, as `python -m verify` runs it), in a process of its
+    own."""
     code = (
         "import json, torch, verify.determinism as d, verify.schema as s;"
         " print(json.dumps(s.as_json(d.deterministic_work(torch.device('cpu'), False).fingerprint)))"

@@ -134,7 +134,7 @@ def _past_limits(exc: BaseException) -> str:
 
 
 def _stack_table(
-    document: dict[str, object], locator: "_Locator", refused: Callable[[str], None] = lambda _: None
+    document: dict[str, object], locator: "Locator", refused: Callable[[str], None] = lambda _: None
 ) -> dict[str, object]:
     """The document's [stack] table, once every top-level table and [stack] key is a known one; `refused(key)`
     raises for a known key this kind of stack may not set (checked key by key, in the file's order)."""
@@ -149,7 +149,7 @@ def _stack_table(
     return stack
 
 
-def _stack(document: dict[str, object], locator: "_Locator") -> StackSpec:
+def _stack(document: dict[str, object], locator: "Locator") -> StackSpec:
     stack = _stack_table(document, locator)
     conda = (
         _table(document, "dependencies", locator)
@@ -180,7 +180,7 @@ def _stack(document: dict[str, object], locator: "_Locator") -> StackSpec:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _team_stack(document: dict[str, object], locator: "_Locator", base: StackSpec) -> StackSpec:
+def _team_stack(document: dict[str, object], locator: "Locator", base: StackSpec) -> StackSpec:
     """A team stack on a base: the base's platforms, targets and rules; its dependencies added to the base's."""
     where = _table(document, "stack", locator)["extends"]  # a text: `extends_of` found it so
 
@@ -247,7 +247,7 @@ def _team_stack(document: dict[str, object], locator: "_Locator", base: StackSpe
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _team_stack_on_lock(document: dict[str, object], locator: "_Locator", base: LockBase) -> StackSpec:
+def _team_stack_on_lock(document: dict[str, object], locator: "Locator", base: LockBase) -> StackSpec:
     """A team stack on a lock (an adopted Python environment): the lock's target, platforms and Python; the
     team's PyPI dependencies and options. The target's hardware is the lock's, or `[targets.NAME]` states it
     (a pinned lock records none)."""
@@ -315,7 +315,7 @@ def _team_stack_on_lock(document: dict[str, object], locator: "_Locator", base: 
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _table(document: dict[str, object], key: str, locator: "_Locator") -> dict[str, object]:
+def _table(document: dict[str, object], key: str, locator: "Locator") -> dict[str, object]:
     value = document.get(key)
     if value is None:
         raise locator.error(f"missing [{key}] table", f"add a [{key}] table (see docs/guide/stacks.md)", ())
