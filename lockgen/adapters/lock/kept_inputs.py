@@ -45,7 +45,7 @@ __all__ = [
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
-SCHEMA = 2  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
+SCHEMA = 3  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
 Kind = Literal["lock", "stack", "node", "checked"]
 
 
@@ -179,23 +179,30 @@ def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
 def keep_detected(stack_key: str, node_key: str, target: str, said: str) -> None:
     """Keeps that detection chose `target` of the stack `stack_key` names (`run`'s: its file's absolute path and
     bytes) on the node whose inputs hash to `node_key` (`node_facts.node_key`), with the line it said of it (`said`),
-    so a later `run` without `--target` of the same stack on the same node need not load the models to know it."""
-    keep("node", _detected_key(stack_key, node_key), lambda: {"target": target, "said": said}, _detected)
+    so a later `run` without `--target` of the same stack on the same node need not load the models to know it.
+    Kept by the stack alone, the node inside the value: a stack with nothing kept is known without probing the
+    node; one detection per stack, the last node's (a home shared by unlike nodes detects again on each change)."""
+    keep(
+        "node",
+        stack_key,
+        lambda: {"node": node_key, "target": target, "said": said},
+        lambda value: _detected(value) is not None and value.get("node") == node_key,
+    )
 
 
-def kept_detected(stack_key: str, node_key: str) -> tuple[str, str] | None:
-    """The target kept for this stack on this node and the line detection said of it; None when none is kept."""
-    value = kept("node", _detected_key(stack_key, node_key))
-    return None if value is None else _detected(value)
-
-
-def _detected_key(stack_key: str, node_key: str) -> str:
-    return hashlib.sha256(f"{stack_key}\0{node_key}".encode()).hexdigest()
+def kept_detected(stack_key: str) -> tuple[str, str, str] | None:
+    """The node key, target and line kept as detected for this stack; None when none is kept. The caller compares
+    the node key with this node's (`node_facts.node_key`) before it uses the target."""
+    value = kept("node", stack_key)
+    found = None if value is None else _detected(value)
+    return None if found is None or value is None else (str(value["node"]), *found)
 
 
 def _detected(value: dict[str, Any]) -> tuple[str, str] | None:
-    target, said = value.get("target"), value.get("said")
-    return (target, said) if isinstance(target, str) and target and isinstance(said, str) else None
+    node, target, said = value.get("node"), value.get("target"), value.get("said")
+    if isinstance(node, str) and isinstance(target, str) and target and isinstance(said, str):
+        return target, said
+    return None
 
 
 def keep_checked_text(sha256: str) -> None:
