@@ -497,6 +497,24 @@ def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, mo
     kept_inputs.keep("lock", "c" * 64, lambda: {"target": "cpu", "platforms": []}, bool)  # nothing kept, no error
 
 
+def test_a_stack_keeps_the_detections_of_its_most_recent_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Detection is kept by the stack alone (so a stack with nothing kept is known without probing the node), with
+    each node's answer inside: the 16 most recent nodes (a home shared by unlike nodes), a node seen again the
+    newest, a node's changed answer replacing its old one."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    stack = "s" * 64
+    assert kept_inputs.kept_detected(stack) == {}
+    for number in range(17):
+        kept_inputs.keep_detected(stack, f"node{number}", "gpu" if number % 2 else "cpu", f"said {number}")
+    kept = kept_inputs.kept_detected(stack)
+    assert list(kept) == [f"node{number}" for number in range(1, 17)] and kept["node16"] == ("cpu", "said 16")
+    kept_inputs.keep_detected(stack, "node1", "cpu", "said again")
+    kept_inputs.keep_detected(stack, "node17", "gpu", "said 17")
+    kept = kept_inputs.kept_detected(stack)
+    assert "node2" not in kept and list(kept)[-2:] == ["node1", "node17"] and kept["node1"] == ("cpu", "said again")
+    assert kept_inputs.kept_detected("t" * 64) == {}
+
+
 WORDS = st.sampled_from(
     [
         "a.yml",

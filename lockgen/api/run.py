@@ -161,14 +161,14 @@ def _lock_bytes(path: Path) -> LockBytes | None:
 
 def kept_stack_lock(wanted: Wanted) -> tuple[LockBytes, str | None] | None:
     """The lock of `wanted`'s stack (named, else `./stack.toml` when it is a regular file, as `activation` requires)
-    for its `--target`, else for the target kept as detected for exactly the stack's file path and bytes
-    (`kept_inputs.kept_detected`), read once, with the line detection said (None with `--target`), when a fresh
-    verdict is kept for exactly the stack's file path and bytes, that target and the lock's bytes, every other file
-    that verdict read (a base lock) still holds the bytes it read (`kept_inputs.kept_fresh`), and, for a detected
-    target, this node is the one it was detected on (`node_facts.node_key`: the probe runs again, last, once all
-    else is found kept, so a stack with nothing kept costs no probe); None otherwise, with nothing said (a stale
-    lock, a stack never checked, a node or stack changed since detection: the typer command detects, re-locks,
-    refuses or uses it as `--frozen` says). A fresh lock is what every freshness mode uses as it is."""
+    for its `--target`, else for the target kept as detected on this node for exactly the stack's file path and
+    bytes (`kept_inputs.kept_detected`), read once, with the line detection said (None with `--target`), when a
+    fresh verdict is kept for exactly the stack's file path and bytes, that target and the lock's bytes, and every
+    other file that verdict read (a base lock) still holds the bytes it read (`kept_inputs.kept_fresh`). The node is
+    probed (`node_facts.node_key`) last, once a detection and a fresh verdict are found kept, so a stack with nothing
+    kept costs no probe. None otherwise, with nothing said (a stale lock, a stack never checked, a node or stack
+    changed since detection: the typer command detects, re-locks, refuses or uses it as `--frozen` says). A fresh
+    lock is what every freshness mode uses as it is."""
     from lockgen.adapters.lock.stack_file import read_stack_text
 
     if wanted.source is None and not Path("stack.toml").is_file():  # a folder (or a link to one): `_lock_of` refuses
@@ -178,12 +178,27 @@ def kept_stack_lock(wanted: Wanted) -> tuple[LockBytes, str | None] | None:
         key = _stack_key(path, read_stack_text(path))
     except LockgenError:
         return None
-    target, said, node = wanted.target, None, None
-    if target is None:
-        detected = kept_inputs.kept_detected(key)
-        if detected is None:
-            return None
-        node, target, said = detected
+    if wanted.target is not None:
+        read = _kept_fresh_lock(path, key, wanted.target)
+        return None if read is None else (read, None)
+    detected = kept_inputs.kept_detected(key)
+    fresh = {target: _kept_fresh_lock(path, key, target) for target in sorted({t for t, _ in detected.values()})}
+    if not any(fresh.values()):
+        return None
+    from lockgen.adapters.node.node_facts import node_key
+
+    node = node_key()
+    found = None if node is None else detected.get(node)
+    if found is None:
+        return None
+    target, said = found
+    read = fresh[target]
+    return None if read is None else (read, said)
+
+
+def _kept_fresh_lock(path: Path, key: str, target: str) -> LockBytes | None:
+    """The lock of `target` of the stack at `path` (keyed `key`), read once, when a fresh verdict is kept for exactly
+    these bytes and every base lock it read still holds the bytes it read; None otherwise."""
     try:
         read = lock_file.read(lock_path(path.parent, target))
     except LockgenError:
@@ -195,12 +210,7 @@ def kept_stack_lock(wanted: Wanted) -> tuple[LockBytes, str | None] | None:
         parent = _lock_bytes(Path(where))
         if parent is None or parent.sha256 != sha256:
             return None
-    if node is not None:
-        from lockgen.adapters.node.node_facts import node_key
-
-        if node_key() != node:
-            return None
-    return read, said
+    return read
 
 
 def _stack_key(path: Path, text: str) -> str:
