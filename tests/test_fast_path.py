@@ -66,18 +66,22 @@ def _lockgen(
     importtime: bool = False,
     no_site: bool = False,
     env_extra: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> tuple[int, str, str, str]:
     """A lockgen command's exit code, stdout, stderr and (with `importtime`) the modules lockgen's own process
     imported; `reparse`: with LOCKGEN_REPARSE=1, the typer app's answer; `no_site`: started by `python -S` (no
-    site-packages, so nothing beyond the standard library can load, and no start-up hook imports anything)."""
+    site-packages, so nothing beyond the standard library can load, and no start-up hook imports anything);
+    `cwd`: run in that folder (this checkout's lockgen still the one imported)."""
     env = {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(home), "HOME": str(home.parent), **(env_extra or {})}
     env.pop("LOCKGEN_REPARSE", None)
     if reparse:
         env["LOCKGEN_REPARSE"] = "1"
-    if no_site:
+    if no_site or cwd is not None:
         env["PYTHONPATH"] = str(REPO)
     flags = [*(["-X", "importtime"] if importtime else []), *(["-S"] if no_site else [])]
-    done = subprocess.run([sys.executable, *flags, "-m", "lockgen", *args], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, *flags, "-m", "lockgen", *args], capture_output=True, text=True, env=env, cwd=cwd
+    )
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     said = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
     return done.returncode, done.stdout, said, " ".join(imported)
@@ -267,6 +271,91 @@ def test_a_detected_target_is_kept_by_the_stack_s_bytes_and_what_detection_read_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("linked", [False, True])
+def test_a_stack_toml_folder_is_refused_by_the_fast_path_as_by_the_typer_app(
+    lock: Path, tmp_path: Path, linked: bool
+) -> None:
+    """A review found `run -- CMD` (no source) answered from kept values in a folder whose `stack.toml` is itself
+    a folder (or a link to one) holding a stack, which the typer app refuses: no stack.toml file here. The fast
+    path answers only where `./stack.toml` is a regular file, so both refuse alike."""
+    home = tmp_path / "home"
+    project = tmp_path / "d1"
+    held = project / ("held" if linked else "stack.toml")
+    shutil.copytree(lock.parent.parent, held)
+    if linked:
+        (project / "stack.toml").symlink_to("held")
+    _made(held / "locks" / lock.name, home)
+    facts = tmp_path / "node.json"
+    facts.write_text('{"platform": "linux-64", "glibc": "2.35"}')
+    node = {"LOCKGEN_NODE_FACTS": str(facts)}
+    for _ in range(2):  # the stack named: its detection and fresh verdict kept
+        assert _lockgen("run", "stack.toml", "--", "true", home=home, env_extra=node, cwd=project)[0] == 0
+    for line in (["run", "--", "sh", "-c", 'echo "$LOCKGEN_ENV_NAME"'], ["activate", "--shell", "bash"]):
+        fast = _lockgen(*line, home=home, env_extra=node, cwd=project)
+        assert fast[0] == 1 and "no stack.toml in this folder" in fast[2], (line, fast)
+        assert fast[:3] == _lockgen(*line, home=home, env_extra=node, cwd=project, reparse=True)[:3]
+
+
+def _fake_nvidia_smi(folder: Path) -> tuple[dict[str, str], Path]:
+    """An `nvidia-smi` on PATH that logs each call's arguments and reports one H100: the environment to run with
+    and the log."""
+    log = folder / "nvidia-smi.log"
+    program = folder / "bin" / "nvidia-smi"
+    program.parent.mkdir(parents=True)
+    program.write_text(
+        f'#!/bin/sh\necho "$*" >> "{log}"\ncase "$1" in topo) printf "GPU0\\tX\\n";; '
+        '*) echo "NVIDIA H100 80GB HBM3, 9.0, 570.1.1";; esac\n'
+    )
+    program.chmod(0o755)
+    path = f"{program.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {"PATH": path}, log
+
+
+def _calls(log: Path) -> list[str]:
+    """The calls logged since the last look (the log emptied)."""
+    calls = log.read_text().splitlines() if log.exists() else []
+    log.unlink(missing_ok=True)
+    return [call.split()[0] for call in calls]
+
+
+@pytest.mark.slow
+def test_detection_asks_nvidia_smi_once_and_only_when_a_kept_answer_could_use_it(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review found every fast-path miss on a GPU node running nvidia-smi four times (the fast path probed the
+    node before anything cheaper, then the typer app probed again, each with `topo -m`, which detection never
+    reads). Now the probe is one query, made by the fast path only once all else is found kept: a run with nothing
+    kept, a stale stack and a team stack (whose detection is never kept) cost the typer app's one call; a kept
+    answer costs one call and no typer."""
+    monkeypatch.delenv("LOCKGEN_NODE_FACTS", raising=False)
+    home = tmp_path / "home"
+    stack = tmp_path / "stack"
+    shutil.copytree(lock.parent.parent, stack)
+    _made(stack / "locks" / lock.name, home)
+    gpu, log = _fake_nvidia_smi(tmp_path)
+    command = ["run", "--", "true"]
+    first = _lockgen(*command, home=home, env_extra=gpu, cwd=stack, importtime=True)
+    assert (
+        first[0] == 0 and "typer" in first[3].split() and _calls(log) == ["--query-gpu=name,compute_cap,driver_version"]
+    )
+    kept = _lockgen(*command, home=home, env_extra=gpu, cwd=stack, importtime=True)
+    assert kept[0] == 0 and "typer" not in kept[3].split(), kept
+    assert _calls(log) == ["--query-gpu=name,compute_cap,driver_version"]
+    (stack / "stack.toml").write_text((stack / "stack.toml").read_text().replace('tool = "*"', 'tool = ">=1"'))
+    stale = _lockgen("run", "--frozen", "--", "true", home=home, env_extra=gpu, cwd=stack)
+    assert stale[0] == 0 and _calls(log) == ["--query-gpu=name,compute_cap,driver_version"], stale
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "stack.toml").write_text(
+        '[stack]\nname = "team"\nextends = "../stack/stack.toml"\n[dependencies]\nlib = "*"\n'
+    )
+    api.resolve(team / "stack.toml")
+    for _ in range(2):
+        done = _lockgen(*command, home=home, env_extra=gpu, cwd=team)
+        assert done[0] == 0 and _calls(log) == ["--query-gpu=name,compute_cap,driver_version"], done
+
+
+@pytest.mark.slow
 def test_a_kept_run_record_stands_only_while_its_whole_proof_does(lock: Path, tmp_path: Path) -> None:
     """Each part of the proof the record stands for, taken away, sends `run` the full way (which answers as the
     typer app): the drift verdict dropped, the stat trust window over, the record damaged, the lock's bytes
@@ -406,6 +495,24 @@ def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, mo
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "a-file"))
     (tmp_path / "a-file").write_text("not a folder\n")
     kept_inputs.keep("lock", "c" * 64, lambda: {"target": "cpu", "platforms": []}, bool)  # nothing kept, no error
+
+
+def test_a_stack_keeps_the_detections_of_its_most_recent_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Detection is kept by the stack alone (so a stack with nothing kept is known without probing the node), with
+    each node's answer inside: the 16 most recent nodes (a home shared by unlike nodes), a node seen again the
+    newest, a node's changed answer replacing its old one."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    stack = "s" * 64
+    assert kept_inputs.kept_detected(stack) == {}
+    for number in range(17):
+        kept_inputs.keep_detected(stack, f"node{number}", "gpu" if number % 2 else "cpu", f"said {number}")
+    kept = kept_inputs.kept_detected(stack)
+    assert list(kept) == [f"node{number}" for number in range(1, 17)] and kept["node16"] == ("cpu", "said 16")
+    kept_inputs.keep_detected(stack, "node1", "cpu", "said again")
+    kept_inputs.keep_detected(stack, "node17", "gpu", "said 17")
+    kept = kept_inputs.kept_detected(stack)
+    assert "node2" not in kept and list(kept)[-2:] == ["node1", "node17"] and kept["node1"] == ("cpu", "said again")
+    assert kept_inputs.kept_detected("t" * 64) == {}
 
 
 WORDS = st.sampled_from(

@@ -160,30 +160,45 @@ def _lock_bytes(path: Path) -> LockBytes | None:
 
 
 def kept_stack_lock(wanted: Wanted) -> tuple[LockBytes, str | None] | None:
-    """The lock of `wanted`'s stack (default `./stack.toml`) for its `--target`, else for the target kept as
-    detected for exactly the stack's file path and bytes on this node (`kept_inputs.kept_detected`, by
-    `node_facts.node_key`: the probe runs again), read once, with the line detection said (None with `--target`),
-    when a fresh verdict is kept for exactly the stack's file path and bytes, that target and the lock's bytes, and
-    every other file that verdict read (a base lock) still holds the bytes it read (`kept_inputs.kept_fresh`); None
-    otherwise, with nothing said (a stale lock, a stack never checked, a node or stack changed since detection: the
-    typer command detects, re-locks, refuses or uses it as `--frozen` says). A fresh lock is what every freshness
-    mode uses as it is."""
+    """The lock of `wanted`'s stack (named, else `./stack.toml` when it is a regular file, as `activation` requires)
+    for its `--target`, else for the target kept as detected on this node for exactly the stack's file path and
+    bytes (`kept_inputs.kept_detected`), read once, with the line detection said (None with `--target`), when a
+    fresh verdict is kept for exactly the stack's file path and bytes, that target and the lock's bytes, and every
+    other file that verdict read (a base lock) still holds the bytes it read (`kept_inputs.kept_fresh`). The node is
+    probed (`node_facts.node_key`) last, once a detection and a fresh verdict are found kept, so a stack with nothing
+    kept costs no probe. None otherwise, with nothing said (a stale lock, a stack never checked, a node or stack
+    changed since detection: the typer command detects, re-locks, refuses or uses it as `--frozen` says). A fresh
+    lock is what every freshness mode uses as it is."""
     from lockgen.adapters.lock.stack_file import read_stack_text
 
+    if wanted.source is None and not Path("stack.toml").is_file():  # a folder (or a link to one): `_lock_of` refuses
+        return None
     path = _stack_path(wanted.source)
     try:
         key = _stack_key(path, read_stack_text(path))
     except LockgenError:
         return None
-    target, said = wanted.target, None
-    if target is None:
-        from lockgen.adapters.node.node_facts import node_key
+    if wanted.target is not None:
+        read = _kept_fresh_lock(path, key, wanted.target)
+        return None if read is None else (read, None)
+    detected = kept_inputs.kept_detected(key)
+    fresh = {target: _kept_fresh_lock(path, key, target) for target in sorted({t for t, _ in detected.values()})}
+    if not any(fresh.values()):
+        return None
+    from lockgen.adapters.node.node_facts import node_key
 
-        node = node_key()
-        detected = None if node is None else kept_inputs.kept_detected(key, node)
-        if detected is None:
-            return None
-        target, said = detected
+    node = node_key()
+    found = None if node is None else detected.get(node)
+    if found is None:
+        return None
+    target, said = found
+    read = fresh[target]
+    return None if read is None else (read, said)
+
+
+def _kept_fresh_lock(path: Path, key: str, target: str) -> LockBytes | None:
+    """The lock of `target` of the stack at `path` (keyed `key`), read once, when a fresh verdict is kept for exactly
+    these bytes and every base lock it read still holds the bytes it read; None otherwise."""
     try:
         read = lock_file.read(lock_path(path.parent, target))
     except LockgenError:
@@ -195,7 +210,7 @@ def kept_stack_lock(wanted: Wanted) -> tuple[LockBytes, str | None] | None:
         parent = _lock_bytes(Path(where))
         if parent is None or parent.sha256 != sha256:
             return None
-    return read, said
+    return read
 
 
 def _stack_key(path: Path, text: str) -> str:
@@ -212,7 +227,7 @@ def _keep_fresh(stack: LoadedStack, target: str, lock: LoadedLock) -> None:
     checked against; a team stack on a base stack or on an image's lock is not kept (the base's own bytes, or
     the image's, are not what this command read), nor a stack with a local package (its folder's files decide
     its freshness, and they are not among the bytes the verdict is keyed by)."""
-    if any(dependency.path is not None for dependency in stack.spec.pypi_dependencies):
+    if _has_local_package(stack.spec):
         return
     parents: list[tuple[str, str]] = []
     if stack.base is not None:
@@ -220,6 +235,10 @@ def _keep_fresh(stack: LoadedStack, target: str, lock: LoadedLock) -> None:
             return
         parents.append((str(Path(stack.base_lock.source).absolute()), stack.base_lock.sha256))
     kept_inputs.keep_fresh(_stack_key(stack.path, stack.text), target, lock.sha256, parents)
+
+
+def _has_local_package(spec: StackSpec) -> bool:
+    return any(dependency.path is not None for dependency in spec.pypi_dependencies)
 
 
 def _activated(where: Path, name: str, lock: Path | None, progress: Callable[[str], None]) -> Activation:
@@ -350,7 +369,10 @@ def _lock_of(wanted: Wanted, progress: Callable[[str], None]) -> LoadedLock:
         target = found.chosen.target
         said = f"this node ({node_summary(found.node)}) is target {target}: {', '.join(found.chosen.reasons)}"
         progress(said)
-        if stack.base is None:  # a base stack's targets and rules are bytes this key does not cover
+        if stack.base is None and not _has_local_package(spec):
+            # kept only where a fresh verdict can be (`_keep_fresh`): a base stack's targets and rules are bytes
+            # this key does not cover, and a detection kept for a stack never answered from kept values would only
+            # cost the next run a probe of the node
             kept_inputs.keep_detected(_stack_key(path, stack.text), node_key, target, said)
     elif target not in {t.name for t in spec.targets}:
         raise UserError(f"no target `{target}` in {path}", f"its targets: {', '.join(t.name for t in spec.targets)}")

@@ -1,6 +1,6 @@
 """Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
-its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; the target detected for a stack on
-this node, by the stack's bytes and what detection read of the node: `keep_detected`; and that a lock's text lockgen
+its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; the targets detected for a stack, by
+the stack's bytes, with what detection read of each node inside: `keep_detected`; and that a lock's text lockgen
 made passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `keep_checked_text`), kept under
 `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
 command given the same bytes can load what was checked without pydantic or the models (the fast path,
@@ -45,7 +45,7 @@ __all__ = [
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
-SCHEMA = 2  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
+SCHEMA = 3  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
 Kind = Literal["lock", "stack", "node", "checked"]
 
 
@@ -176,26 +176,44 @@ def _parents(value: dict[str, Any]) -> list[tuple[str, str]] | None:
     return [(p[0], p[1]) for p in parents]
 
 
+_NODES_KEPT = 16  # detections kept per stack: the most recent nodes' (a home shared by unlike nodes)
+
+
 def keep_detected(stack_key: str, node_key: str, target: str, said: str) -> None:
     """Keeps that detection chose `target` of the stack `stack_key` names (`run`'s: its file's absolute path and
     bytes) on the node whose inputs hash to `node_key` (`node_facts.node_key`), with the line it said of it (`said`),
-    so a later `run` without `--target` of the same stack on the same node need not load the models to know it."""
-    keep("node", _detected_key(stack_key, node_key), lambda: {"target": target, "said": said}, _detected)
+    so a later `run` without `--target` of the same stack on the same node need not load the models to know it.
+    Kept by the stack alone, the nodes inside the value (the 16 most recent): a stack with nothing kept is known
+    without probing the node."""
+    nodes = [[node, *found] for node, found in (_detected(_value("node", stack_key) or {}) or {}).items()]
+    nodes = [entry for entry in nodes if entry[0] != node_key] + [[node_key, target, said]]  # the newest last
+    keep(
+        "node",
+        stack_key,
+        lambda: {"nodes": nodes[-_NODES_KEPT:]},  # a list: the kept JSON's keys are sorted, its lists keep order
+        lambda value: (_detected(value) or {}).get(node_key) == (target, said),
+    )
 
 
-def kept_detected(stack_key: str, node_key: str) -> tuple[str, str] | None:
-    """The target kept for this stack on this node and the line detection said of it; None when none is kept."""
-    value = kept("node", _detected_key(stack_key, node_key))
-    return None if value is None else _detected(value)
+def kept_detected(stack_key: str) -> dict[str, tuple[str, str]]:
+    """The target and line kept as detected for this stack, by node key (`node_facts.node_key`); empty when none
+    is kept. The caller probes this node and takes its entry only once all else it needs is found kept."""
+    value = kept("node", stack_key)
+    return (_detected(value) if value is not None else None) or {}
 
 
-def _detected_key(stack_key: str, node_key: str) -> str:
-    return hashlib.sha256(f"{stack_key}\0{node_key}".encode()).hexdigest()
-
-
-def _detected(value: dict[str, Any]) -> tuple[str, str] | None:
-    target, said = value.get("target"), value.get("said")
-    return (target, said) if isinstance(target, str) and target and isinstance(said, str) else None
+def _detected(value: dict[str, Any]) -> dict[str, tuple[str, str]] | None:
+    nodes = value.get("nodes")
+    if not isinstance(nodes, list):
+        return None
+    found: dict[str, tuple[str, str]] = {}
+    for entry in nodes:  # [node key, target, the line detection said], the oldest first
+        if not (isinstance(entry, list) and len(entry) == 3 and all(isinstance(part, str) for part in entry)):
+            return None
+        if not entry[1]:
+            return None
+        found[entry[0]] = (entry[1], entry[2])
+    return found
 
 
 def keep_checked_text(sha256: str) -> None:

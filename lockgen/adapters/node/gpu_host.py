@@ -32,8 +32,9 @@ class HostGpus:
         return "nvlink" if cells and all(cell.startswith("NV") for cell in cells) else "pcie"
 
 
-def probe() -> HostGpus | None:
-    """The host's GPUs, or None when there is no `nvidia-smi` or it finds no driver."""
+def probe(topology: bool = True) -> HostGpus | None:
+    """The host's GPUs, or None when there is no `nvidia-smi` or it finds no driver. `topology=False`: one call
+    (names, compute capability, driver) and an empty topology, for detection, which never reads it."""
     if shutil.which("nvidia-smi") is None:
         return None
     from lockgen.adapters.tool_runner import run_tool  # subprocess: not loaded where there is no nvidia-smi (8 ms)
@@ -47,8 +48,10 @@ def probe() -> HostGpus | None:
     if query.returncode != 0:
         return None
     rows = [[cell.strip() for cell in line.split(",")] for line in query.stdout.strip().splitlines() if line.strip()]
-    topology = run_tool(["nvidia-smi", "topo", "-m"], "asking nvidia-smi for the topology", timeout_s=60, check=False)
-    clean = _strip_ansi(topology.stdout) if topology.returncode == 0 else ""
+    clean = ""
+    if topology:
+        matrix = run_tool(["nvidia-smi", "topo", "-m"], "asking nvidia-smi for the topology", timeout_s=60, check=False)
+        clean = _strip_ansi(matrix.stdout) if matrix.returncode == 0 else ""
     return HostGpus(
         names=tuple(r[0] for r in rows),
         compute_capabilities=tuple(r[1] for r in rows),

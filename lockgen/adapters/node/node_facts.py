@@ -6,7 +6,8 @@ them instead (`detect --node FILE`, or `$LOCKGEN_NODE_FACTS` for every command),
 
 `node_key` names what detection reads (the facts file's path and bytes, or the probe's raw answers) without
 pydantic or the models, so a target detected once can be kept by it (`run` without `--target`, issue 43): the
-probe runs again every time, and only the validation and the matching are skipped."""
+probe runs again whenever a kept detection is to be used, and only the validation and the matching are skipped.
+The probe asks `nvidia-smi` once (its GPUs and driver; never the topology, which detection does not read)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def probe() -> NodeFacts:
 
 def _probed() -> dict[str, object]:
     """The probe's raw answers, plain JSON values: what `_facts_of` makes the node's facts from."""
-    gpus = gpu_host.probe()
+    gpus = gpu_host.probe(topology=False)  # one nvidia-smi call: detection reads no topology
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError):  # not glibc (musl has no such name)
