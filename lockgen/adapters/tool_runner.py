@@ -42,12 +42,13 @@ def run_tool(
     missing_hint: str = "",
     heartbeat: Callable[[float], None] | None = None,
     meanwhile: Callable[[], object] | None = None,
-    heartbeat_s: float = HEARTBEAT_S,
+    heartbeat_s: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Runs `command` and returns its result; with `check`, a non-zero exit raises `ToolFailedError`
     (`what` names the activity, e.g. "pushing to docker://…"). A program that is not there raises
     `ToolMissingError`; one that outlives `timeout_s` is killed and reported as failed. `heartbeat`
-    hears the seconds elapsed every `heartbeat_s` while the program runs (progress on long work).
+    hears the seconds elapsed every `heartbeat_s` (default `HEARTBEAT_S`) while the program runs (progress on long
+    work).
     `meanwhile` is called once the program has started, before waiting for it (work that does not depend on
     it); if it raises, the program is killed and the error goes on."""
     tool = os.path.basename(command[0])
@@ -77,7 +78,8 @@ def run_tool(
             except BaseException:
                 _kill(child)
                 raise
-        stdout, stderr = _wait(child, what, tool, hint, started, timeout_s, heartbeat, heartbeat_s)
+        every = HEARTBEAT_S if heartbeat_s is None else heartbeat_s  # the module's, read at the call
+        stdout, stderr = _wait(child, what, tool, hint, started, timeout_s, heartbeat, every)
     done = subprocess.CompletedProcess(list(command), child.returncode, stdout, stderr)
     if check and done.returncode != 0:
         raise ToolFailedError(what, tool, done.returncode, last_line(done.stderr or done.stdout), hint)
