@@ -333,7 +333,6 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
     import hashlib
     import marshal
 
-    from lockgen import __version__
     from lockgen.adapters.node import kept_verdicts
     from lockgen.api import fleet_status as use_case
 
@@ -360,7 +359,7 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
     record_path = Path(kept_verdicts._path(hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()))
     sha256, version, schema, key, facts = marshal.loads(record_path.read_bytes())
     assert (version, schema, key) == (
-        __version__,
+        kept_verdicts.stamp(),
         kept_verdicts.SCHEMA,
         hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest(),
     )
@@ -379,6 +378,59 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
     assert status("other")[1].keys() == {"a", "b", "c"}  # a verdict kept under k is no verdict under another key
     monkeypatch.setenv("LOCKGEN_REPARSE", "1")
     assert status()[0] == {"a": figure}
+
+
+def test_a_verdict_kept_under_other_rules_is_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verdict an older lockgen kept (the same version string, other rules: it accepted a figure that is not a
+    number, which these rules refuse) is not taken: the certificate is verified again and refused, as `cert verify`
+    refuses it. Failed before: kept verdicts were keyed by the version string alone, which the schema's merge did
+    not change, so `fleet status` showed a forged figure as passed."""
+    import datetime as dt
+    import hashlib
+    import marshal
+
+    from lockgen import __version__
+    from lockgen.adapters.node import kept_verdicts
+    from lockgen.api import fleet_status as use_case
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    document = _signed_document(tmp_path / "k")
+    body = json.loads(json.dumps(document["certificate"]))
+    body["figures"]["gemm"]["bf16"]["value"] = "999"  # text where a number belongs
+    forged = {"certificate": body, "signature": sign(body, tmp_path / "k")}
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    (folder / "a.cert.json").write_text(render(forged))
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+
+    def refused() -> dict[str, str]:
+        report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+        return {entry["node"]: entry["reason"] for entry in report["refused"]}
+
+    assert "a" in refused()  # refused under these rules, and a refusal is never kept
+    sha256 = hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()
+    key = hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest()
+    facts_of_a_passed_one = _kept_facts(tmp_path, document, use_case, now)
+    record = Path(kept_verdicts._path(sha256))
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_bytes(marshal.dumps((sha256, __version__, kept_verdicts.SCHEMA, key, facts_of_a_passed_one)))
+    assert "a" in refused(), "a verdict kept by an older lockgen's rules was taken"
+
+
+def _kept_facts(tmp_path: Path, document: dict, use_case: object, now: object) -> object:
+    """The facts lockgen keeps of an honest certificate (what an older lockgen kept of the forged one)."""
+    import hashlib
+    import marshal
+
+    from lockgen.adapters.node import kept_verdicts
+
+    folder = tmp_path / "honest"
+    folder.mkdir()
+    (folder / "h.cert.json").write_text(render(document))
+    use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)  # type: ignore[attr-defined]
+    sha256 = hashlib.sha256((folder / "h.cert.json").read_bytes()).hexdigest()
+    return marshal.loads(Path(kept_verdicts._path(sha256)).read_bytes())[4]
 
 
 def _raw_public_key(path: Path) -> bytes:

@@ -368,3 +368,56 @@ def test_the_one_file_hasher_follows_nothing_in_a_prefix_it_does_not_trust(tmp_p
     for unsafe in ("link", "fifo"):
         with pytest.raises(OSError):
             file_digest(tmp_path / unsafe, follow=False)
+
+
+@pytest.mark.parametrize("files", [[["not", "an", "entry"]], [{"path": "bin/x", "type": "file"}], "files"])
+def test_a_base_image_s_environment_manifest_of_the_wrong_shape_is_one_error(files: object) -> None:
+    """A base image's environment manifest is bound to its label by its digest, but the base's maker writes both:
+    one whose digest matches but whose entries are not entries is refused by name. Failed before: it was taken as
+    typed, and the first entry read ended in a TypeError (exit 3)."""
+    from lockgen.adapters.store import env_manifest
+    from lockgen.api.steps.held_base_steps import _recorded_manifest
+    from lockgen.errors import LockFormatError
+    from lockgen.model.oci import ENVIRONMENT_LABEL, LOCK_LABEL
+
+    digest = env_manifest.digest({"format": 1, "files": files})  # type: ignore[typeddict-item]
+    recorded = {
+        "format": 1,
+        "files": files,
+        "environment_digest": digest,
+        "prefix": "/opt/env",
+        "platform": "linux-64",
+        "lock_sha256": "a" * 64,
+    }
+    config = {"config": {"Labels": {ENVIRONMENT_LABEL: f"sha256:{digest}", LOCK_LABEL: "a" * 64}}}
+    found = {env_manifest.MANIFEST: json.dumps(recorded).encode()}
+    with pytest.raises(LockFormatError, match="environment manifest is"):
+        _recorded_manifest(found, config, "linux-64", "/opt/env")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("where", "value"), [("size", "1234"), ("size", 1234.0), ("size", True), ("schemaVersion", "2")]
+)
+def test_an_image_document_s_numbers_are_numbers(where: str, value: object) -> None:
+    """A descriptor's size and a manifest's schemaVersion are JSON numbers (int64, as the image-spec says): text,
+    a float or a bool there is refused when the image is checked. Failed before: the lax models took "1234" and
+    1234.0, and the documents were then used as typed (a base's descriptors are copied into an exported
+    manifest, so the text went on to be published)."""
+    from lockgen.adapters.image.oci_layout import check_image
+    from lockgen.errors import LockgenError
+
+    layer = {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": "sha256:" + "b" * 64, "size": 10}
+    manifest: dict[str, object] = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + "a" * 64, "size": 2},
+        "layers": [layer],
+    }
+    config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "c" * 64]}}
+    check_image("image", manifest, config)  # the honest one passes
+    if where == "size":
+        manifest["layers"] = [{**layer, "size": value}]
+    else:
+        manifest["schemaVersion"] = value
+    with pytest.raises(LockgenError):
+        check_image("image", manifest, config)

@@ -28,7 +28,7 @@ class Descriptor(Frozen):
 
     media_type: str = Field(alias="mediaType")
     digest: Digest
-    size: int = Field(ge=0, le=2**63 - 1)  # an int64, as the image-spec says
+    size: int = Field(ge=0, le=2**63 - 1, strict=True)  # an int64, as the image-spec says: a number, never text
     urls: tuple[str, ...] | None = None
     annotations: dict[str, str] | None = None
     data: str | None = None
@@ -39,7 +39,7 @@ class Descriptor(Frozen):
 class ImageManifest(Frozen):
     """image-spec `manifest.md` (and Docker's schema 2, the same fields): one image's config and layers."""
 
-    schema_version: int = Field(alias="schemaVersion")
+    schema_version: int = Field(alias="schemaVersion", strict=True)
     media_type: str | None = Field(None, alias="mediaType")
     artifact_type: str | None = Field(None, alias="artifactType")
     config: Descriptor
@@ -51,7 +51,7 @@ class ImageManifest(Frozen):
 class ImageIndex(Frozen):
     """image-spec `image-index.md` (and Docker's manifest list), and a layout's `index.json`."""
 
-    schema_version: int = Field(alias="schemaVersion")
+    schema_version: int = Field(alias="schemaVersion", strict=True)
     media_type: str | None = Field(None, alias="mediaType")
     artifact_type: str | None = Field(None, alias="artifactType")
     manifests: tuple[Descriptor, ...]

@@ -13,8 +13,10 @@ records, its body accepted by the models) — the bytes are hashed on every run,
 re-signed file has another sha256 and is verified again, and refused as before. A verdict is kept only for
 bytes the quick proof accepted as read (never for a refusal, which is made again each run and words its own
 reason, nor for a file `read_signed` accepted by reading it a second time). A record is written whole (a
-temporary file and a rename) or not at all and read back only when it names the same sha256, lockgen version
-and schema, and one of the keys given; anything else reads as not kept. Keeping is best-effort: a home lockgen
+temporary file and a rename) or not at all and read back only when it names the same sha256, lockgen version,
+rules (a digest of the sources of the models a certificate is accepted by: a verdict an older lockgen kept, which
+accepted what this one refuses, is no verdict now) and schema, and one of the keys given; anything else reads as
+not kept. Keeping is best-effort: a home lockgen
 cannot write keeps nothing. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, verifies every certificate."""
 
 from __future__ import annotations
@@ -29,6 +31,26 @@ from lockgen.adapters.proof.kept_runs import kept_folder, trusted
 
 SCHEMA = 1  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
 RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerprint: a few KiB
+# the sources of what a certificate must be to be accepted (the schema and its models), from lockgen's folder
+RULE_SOURCES = ("model/certificate.py", "model/json_values.py", "../verify/schema.py")
+_stamp: list[str] = []
+
+
+def stamp() -> str:
+    """lockgen's version and the sha256 of the rules' sources: what a kept verdict was made under."""
+    if not _stamp:
+        import hashlib
+
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        digest = hashlib.sha256()
+        for source in RULE_SOURCES:
+            try:
+                with open(os.path.join(root, source), "rb") as stream:
+                    digest.update(stream.read())
+            except OSError:  # not installed beside lockgen: the rules cannot be told, so nothing kept is taken
+                digest.update(os.urandom(16))
+        _stamp.append(f"{__version__} rules {digest.hexdigest()[:16]}")
+    return _stamp[0]
 
 
 def _path(sha256: str) -> str:
@@ -52,7 +74,7 @@ def kept_verdict(sha256: str, keys: Collection[str]) -> Any:
     if (
         type(record) is not tuple
         or len(record) != 5
-        or record[:3] != (sha256, __version__, SCHEMA)
+        or record[:3] != (sha256, stamp(), SCHEMA)
         or record[3] not in keys
     ):
         return None
@@ -65,7 +87,7 @@ def keep_verdict(sha256: str, key: str, value: Any) -> None:
     path = _path(sha256)
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
-        data = marshal.dumps((sha256, __version__, SCHEMA, key, value))
+        data = marshal.dumps((sha256, stamp(), SCHEMA, key, value))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(temporary, "wb") as stream:
             stream.write(data)

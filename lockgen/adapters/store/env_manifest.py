@@ -253,7 +253,7 @@ def read(prefix: Path) -> tuple[EnvironmentManifest, ManifestStats]:
         RecursionError,
     ):  # not UTF-8 JSON (UnicodeDecodeError is a ValueError), or nested past the parser
         manifest = None
-    why = _not_a_manifest(manifest)
+    why = not_a_manifest(manifest)
     if why is not None:
         raise UserError(
             f"`{path}` is damaged ({why}): the environment's record cannot be read",
@@ -262,7 +262,7 @@ def read(prefix: Path) -> tuple[EnvironmentManifest, ManifestStats]:
     return manifest, _stats(prefix / STATS)
 
 
-def _not_a_manifest(manifest: object) -> str | None:
+def not_a_manifest(manifest: object) -> str | None:
     """What makes `manifest` not a manifest `build` writes, or None."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
         return "not a JSON object with a list of files"

@@ -37,6 +37,7 @@ from lockgen.core.env.expected_env import is_wheel, lock_python, package_expecte
 from lockgen.core.image.image_config import service_files
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.stack.team import HeldEnvironment, package_key, python_closure, same_builds
+from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.environment_record import EnvironmentManifest, ManifestEntry
 from lockgen.model.oci_documents import OciConfig, OciManifest
@@ -178,11 +179,17 @@ def _recorded_manifest(
         recorded = json.loads(found[env_manifest.MANIFEST])
         files = recorded["files"]
         digest = env_manifest.digest({"format": recorded["format"], "files": files})
-    except (KeyError, ValueError, TypeError):
+    except (KeyError, ValueError, TypeError, RecursionError):
         raise LockFormatError(
             "the base image holds no readable environment manifest",
             "pass the base stack's own lockgen image, exported again",
         ) from None
+    broken = env_manifest.not_a_manifest(recorded)  # the label binds its bytes, not its shape: its maker chose both
+    if broken is not None:
+        raise LockFormatError(
+            f"the base image's environment manifest is {shown(broken, 300)}",
+            "pass the base stack's own lockgen image, exported again",
+        )
     if f"sha256:{digest}" != labels.get(ENVIRONMENT_LABEL) or recorded.get("environment_digest") != digest:
         raise LockFormatError(
             f"the base image's environment manifest ({digest[:19]}…) is not the environment its label names",
