@@ -59,9 +59,9 @@ def check_writable(destination: Path, what: str, hint: str) -> None:
     if destination.is_dir():
         given = folder = destination
     else:
-        if destination.exists() and _marks(destination):
-            marks = " and ".join(_marks(destination))
-            raise UserError(f"`{destination}` is marked {marks}: {what} cannot replace it", hint)
+        marks = _marks(destination) if destination.exists() else []
+        if marks:
+            raise UserError(f"`{destination}` is marked {' and '.join(marks)}: {what} cannot replace it", hint)
         given = folder = destination.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

@@ -108,6 +108,16 @@ _EXCLUDED = {
 }
 
 
+def _page_refusal(served: ServedRelease, spec: StackSpec, target: Target) -> tuple[str, str] | None:
+    """(rule, reason) when what an index page shows of a release's wheel refuses it for this stack and target
+    (its Python, its upload time, its glibc); None when the page leaves it in."""
+    if served.excluded:
+        return served.excluded, _EXCLUDED[served.excluded].format(spec=spec, release=served)
+    if served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
+        return "glibc", f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}"
+    return None
+
+
 def _build_of(
     facts: GpuFacts, offer: SourceOffer, served: ServedRelease, platform: str, policy: str
 ) -> tuple[str, str, str | None, str, bool] | None:
@@ -139,18 +149,9 @@ def source_candidates(
             if build is None:
                 continue
             variant, source, arch_list, how, inferred = build
-            if served.excluded:
-                admitted, rule, reason = (
-                    False,
-                    served.excluded,
-                    _EXCLUDED[served.excluded].format(spec=spec, release=served),
-                )
-            elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
-                admitted, rule, reason = (
-                    False,
-                    "glibc",
-                    (f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}"),
-                )
+            refused = _page_refusal(served, spec, target)
+            if refused is not None:
+                admitted, (rule, reason) = False, refused
             elif arch_list is None and not offer.is_pypi:
                 admitted, rule, reason = False, "arch-list-unknown", how
             else:
@@ -168,18 +169,9 @@ def cpu_index_candidates(spec: StackSpec, target: Target, platform: str, offer: 
     specifier = torch_specifier(spec)
     found = []
     for served in offer.served:
-        if served.excluded:
-            admitted, rule, reason = (
-                False,
-                served.excluded,
-                _EXCLUDED[served.excluded].format(spec=spec, release=served),
-            )
-        elif served.glibc and as_tuple(served.glibc) > as_tuple(target.glibc):
-            admitted, rule, reason = (
-                False,
-                "glibc",
-                f"its wheel ({served.wheel}) needs glibc >= {served.glibc}, the target states {target.glibc}",
-            )
+        refused = _page_refusal(served, spec, target)
+        if refused is not None:
+            admitted, (rule, reason) = False, refused
         elif pinned_out(specifier, served.release):
             admitted, rule, reason = False, "pin", f"the stack asks for torch {specifier}"
         else:
