@@ -78,27 +78,10 @@ def _read(command: str, words: list[str]) -> tuple[str | None, dict[str, str]] |
     they are exactly the forms this path reads: one LOCK, or for `run`, `shell` and `activate` a STACK or none
     (`./stack.toml`, unless `--prefix` names an environment to use as it is: None is then left out), each option
     once, its value in the next word; None for anything else."""
-    with_value = {**WITH_VALUE, **EXTRA_WITH_VALUE.get(command, {})}
-    flags = FLAGS.get(command, {})
-    source: str | None = None
-    options: dict[str, str] = {}
-    at = 0
-    while at < len(words):
-        word = words[at]
-        if word in with_value and at + 1 < len(words):
-            value = words[at + 1]
-            if with_value[word] in options or not value or value.startswith("-"):
-                return None
-            options[with_value[word]] = value
-            at += 2
-        elif word in flags and flags[word] not in options:
-            options[flags[word]] = ""
-            at += 1
-        elif word.startswith("-") or not word or source is not None:
-            return None
-        else:
-            source = word
-            at += 1
+    scanned = _scan(words, {**WITH_VALUE, **EXTRA_WITH_VALUE.get(command, {})}, FLAGS.get(command, {}))
+    if scanned is None:
+        return None
+    source, options, _ = scanned
     if command == "check":  # no LOCK word: --lock names it, and --prefix the environment
         if source is not None or "lock" not in options or "prefix" not in options:
             return None
@@ -240,34 +223,53 @@ def _answer(
 
 
 RESOLVE_REPEATED = {"--channel-alias": "aliases", "--target": "targets", "-t": "targets"}
-RESOLVE_FLAGS = ("--dry-run", "--json")
+RESOLVE_FLAGS = {"--dry-run": "--dry-run", "--json": "--json"}  # each flag kept by its own word
 
 
 def _read_resolve(words: list[str]) -> tuple[str, dict[str, list[str]], set[str]] | None:
     """The STACK (`stack.toml` when none is named), the repeated options' values and the flags of a `resolve`
     command line in exactly the forms this path reads; None for anything else (`--check`, `--update`, `-v`, a
     value in the same word, a flag twice, a value that looks like an option)."""
+    scanned = _scan(words, {}, RESOLVE_FLAGS, RESOLVE_REPEATED)
+    if scanned is None:
+        return None
+    source, flags, repeated = scanned
+    return source or "stack.toml", repeated, set(flags)
+
+
+def _scan(
+    words: list[str], with_value: dict[str, str], flags: dict[str, str], repeated: dict[str, str] | None = None
+) -> tuple[str | None, dict[str, str], dict[str, list[str]]] | None:
+    """The one source word, the options (`with_value`'s by the next word, each once; `flags` each once, as "")
+    and the `repeated` options' values of a command line; None for any other form (an unknown or repeated
+    option, a value that is empty or looks like an option, a second source word)."""
     source: str | None = None
-    repeated: dict[str, list[str]] = {"aliases": [], "targets": []}
-    flags: set[str] = set()
+    options: dict[str, str] = {}
+    lists: dict[str, list[str]] = {name: [] for name in (repeated or {}).values()}
     at = 0
     while at < len(words):
         word = words[at]
-        if word in RESOLVE_REPEATED and at + 1 < len(words):
+        if repeated and word in repeated and at + 1 < len(words):
             value = words[at + 1]
             if not value or value.startswith("-"):
                 return None
-            repeated[RESOLVE_REPEATED[word]].append(value)
+            lists[repeated[word]].append(value)
             at += 2
-        elif word in RESOLVE_FLAGS and word not in flags:
-            flags.add(word)
+        elif word in with_value and at + 1 < len(words):
+            value = words[at + 1]
+            if with_value[word] in options or not value or value.startswith("-"):
+                return None
+            options[with_value[word]] = value
+            at += 2
+        elif word in flags and flags[word] not in options:
+            options[flags[word]] = ""
             at += 1
         elif word.startswith("-") or not word or source is not None:
             return None
         else:
             source = word
             at += 1
-    return source or "stack.toml", repeated, flags
+    return source, options, lists
 
 
 def _resolved(words: list[str]) -> int | None:
