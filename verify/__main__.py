@@ -3,7 +3,9 @@
 Progress lines go to stderr, with a `@phase NAME` line before each phase (the host names the phase a kernel
 died in from the last one). The exit code is 0 whenever the document was written, whatever the checks say:
 judging is lockgen's job (and the document's `passed` field says it for humans). `--expect -` reads the
-expectations from stdin once torch is imported, so the host can start the kernel before it has them.
+expectations from stdin once torch is imported, so the host can start the kernel before it has them; the wait is
+the `plan_wait` phase, and a stdin that ends empty (the host went away first) ends the kernel with exit 4 and no
+document: nothing was measured.
 
 The numerics fingerprint and the full run's determinism check run in this process (`verify.determinism`):
 cuBLAS's deterministic workspace is set here, before torch is imported.
