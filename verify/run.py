@@ -25,7 +25,7 @@ from verify.nvml import Nvml, Telemetry
 from verify.perf import bandwidth, gemm_throughput
 from verify.results import Results, mark_phase
 from verify.stack import arch_cc, describe, seconds_since_start
-from verify.train import training
+from verify.train import TRAINING_SEED, initial_model, training, training_config
 
 # torch.optim's first step imports torch._dynamo (and sympy with it: 5.7 s on an H200 VM, more than torch
 # itself); every training job pays it once. The full run imports it on a thread during the correctness
@@ -120,6 +120,10 @@ def _checks(
     )
     if optimizer_import is not None:
         optimizer_import.start()
+    # the training model's CPU initialisation (0.7-0.8 s for the full model on an H100 host) during the correctness
+    # checks too: they draw no number from torch's global generator, which it seeds and draws from
+    model_build = threading.Thread(target=initial_model, args=(training_config(device), TRAINING_SEED), daemon=True)
+    model_build.start()
     has_fp8 = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
     results.guarded(
         "correctness", "gemm", lambda: gemm(results, device, has_fp8, 1024 if device.type == "cuda" else 256)
@@ -129,6 +133,7 @@ def _checks(
     if optimizer_import is not None:  # before the determinism check, whose fused AdamW imports it too (two threads
         # importing torch._dynamo at once deadlocked on its module lock on the lent H100)
         results.guarded("training", "optimizer_import", optimizer_import.join)
+    results.guarded("training", "model_build", model_build.join)  # before the fingerprint seeds the generator
     results.guarded("training", "determinism", lambda: determinism.judge(results, device, losses=not args.quick))
     # GEMM rates first, while the board is below its power cap (see verify.perf.gemm_throughput)
     results.guarded("performance", "gemm_throughput", lambda: gemm_throughput(results, device, has_fp8, args.quick))
