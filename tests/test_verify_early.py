@@ -154,7 +154,7 @@ def test_the_plain_forms_start_the_kernel_the_run_would(monkeypatch: pytest.Monk
     line = ["--arch", "SM_90", "--prefix", "env", "--key", "k", "--out", "c.json", "--compile", "--json", "--emit"]
     assert fast_path.answered(["verify", *line, "prom=p.prom"]) is None
     assert started == [(str(tmp_path / "env" / "bin" / "python"), "sm90", False, True, False)]
-    assert fast_path.answered(["verify", "--arch", "cpu", "--quick", "--allow-ptx"]) is None
+    assert fast_path.answered(["-v", "verify", "--arch", "cpu", "--quick", "--allow-ptx", "-v"]) is None
     assert started[1] == (sys.executable, "cpu", True, False, True)
 
 

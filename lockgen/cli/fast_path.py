@@ -176,8 +176,9 @@ def answered(args: list[str]) -> int | None:
     started its kernel)."""
     if args and args[0] == "resolve":
         return _resolved(args[1:])
-    if args and args[0] == "verify":
-        _start_verify_kernel(args[1:])
+    verbose = 1 if args[:1] in (["-v"], ["--verbose"]) else 0  # `lockgen -v verify ...`
+    if args[verbose : verbose + 1] == ["verify"]:
+        _start_verify_kernel(args[verbose + 1 :])
         return None
     if not args or args[0] not in COMMANDS:
         return None
