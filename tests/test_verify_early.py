@@ -174,3 +174,32 @@ def test_a_kernel_whose_host_went_away_measures_nothing(tmp_path: Path) -> None:
     )
     assert result.returncode == 4 and not out.exists() and not result.stdout
     assert "the host closed stdin without giving the expectations" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_kernel_ends_without_the_interpreters_teardown(tmp_path: Path) -> None:
+    """Once its document is written and flushed, the kernel ends at once (`os._exit`): the teardown of an
+    interpreter with torch loaded took 1.6-1.9 s on a CPU host and about 2 s on a lent H100, all of it waited for
+    by lockgen. An exit hook (a `sitecustomize` on its path) never runs; stdout and the file hold the whole
+    document."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    torn_down = tmp_path / "torn-down"
+    (hooks / "sitecustomize.py").write_text(
+        f"import atexit\natexit.register(lambda: open({str(torn_down)!r}, 'w').close())\n"
+    )
+    out = tmp_path / "single.json"
+    environment = {**os.environ, "PYTHONPATH": f"{hooks}{os.pathsep}{REPO}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "verify", "--arch", "cpu", "--quick", "--expect", "-", "--out", str(out)],
+        input="{}",
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == json.loads(out.read_text()) and json.loads(result.stdout)["passed"]
+    assert not torn_down.exists()
+    probe = subprocess.run([sys.executable, "-c", "pass"], env=environment, timeout=60)  # the hook works elsewhere
+    assert probe.returncode == 0 and torn_down.exists()
