@@ -160,3 +160,35 @@ def test_the_quick_optimizer_is_torch_optims_adamw_without_dynamo() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_training_model_built_on_a_thread_has_the_bits_of_one_built_alone() -> None:
+    """verify.run initialises the training model on a thread while the correctness checks run (0.7-0.8 s of CPU
+    for the full model on an H100 host): the checks draw nothing from torch's global generator, which that build
+    seeds and draws from, so the model has the same bits as one built alone, and the fingerprint after it too."""
+    import threading
+
+    import torch
+
+    from verify import train
+    from verify.correctness import attention, convolution, gemm
+
+    config = train.GptConfig(vocab=512, width=64, layers=2, heads=4, sequence=32, batch=4)
+    train.initial_model(config, 5)
+    alone = train._INITIAL.pop((config, 5))
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    results, device = Results(), torch.device("cpu")
+    build = threading.Thread(target=train.initial_model, args=(config, 5))
+    build.start()
+    gemm(results, device, False, 128)
+    convolution(results, device)
+    attention(results, device)
+    build.join()
+    built = train._INITIAL.pop((config, 5))
+    assert all(torch.equal(a, b) for a, b in zip(alone.state_dict().values(), built.state_dict().values()))
+    torch.manual_seed(123)
+    gemm(results, device, False, 128)
+    convolution(results, device)
+    attention(results, device)
+    assert torch.equal(torch.get_rng_state(), before)  # the checks alone drew nothing from the global generator

@@ -3,7 +3,10 @@
 Progress lines go to stderr, with a `@phase NAME` line before each phase (the host names the phase a kernel
 died in from the last one). The exit code is 0 whenever the document was written, whatever the checks say:
 judging is lockgen's job (and the document's `passed` field says it for humans). `--expect -` reads the
-expectations from stdin once torch is imported, so the host can start the kernel before it has them.
+expectations from stdin once torch is imported, so the host can start the kernel before it has them; the wait is
+the `plan_wait` phase, and a stdin that ends empty (the host went away first) ends the kernel with exit 4 and no
+document: nothing was measured. Once the document is written the process ends at once (`os._exit`), without the
+interpreter's teardown, which takes seconds with torch loaded.
 
 The numerics fingerprint and the full run's determinism check run in this process (`verify.determinism`):
 cuBLAS's deterministic workspace is set here, before torch is imported.
@@ -12,6 +15,7 @@ cuBLAS's deterministic workspace is set here, before torch is imported.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -48,4 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # the document is written and flushed: the interpreter's teardown with torch loaded (1.6-1.9 s of a bare
+    # `import torch` process on a CPU host, about 2 s on a lent H100) is skipped, as the host waits for this
+    # process to end; the driver releases the GPU at exit either way, and torch.compile's workers watch for it
+    os._exit(code)

@@ -22,7 +22,7 @@ import torch
 
 from verify.results import Results, mark_phase
 from verify.schema import GRAPHS_BF16_REPLAY, GRAPHS_SPEEDUP, Figure
-from verify.train import FULL, GptConfig, StepClock, run_steps, seeded_run, train_step
+from verify.train import FULL, TRAINING_SEED, GptConfig, StepClock, run_steps, seeded_run, train_step
 
 WARMUP = 3  # eager steps before the capture, on a side stream, as torch.cuda.graph requires
 TOLERANCE = 2e-2  # relative, per step: the same kernels run, only the optimizer's bias correction moves on device
@@ -33,7 +33,7 @@ def _replayed(
 ) -> tuple[list[float], list[float]]:
     """Losses of WARMUP eager steps then `steps` replays of the captured step, and the replays' times (the
     optimizer the training check used: `ops_optimizer` with --quick)."""
-    model, optimizer, (inputs, targets) = seeded_run(config, device, 0, ops_optimizer)
+    model, optimizer, (inputs, targets) = seeded_run(config, device, TRAINING_SEED, ops_optimizer)
     scaler = torch.amp.GradScaler(device.type, enabled=False)
     losses = []
     side = torch.cuda.Stream(device)

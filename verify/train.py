@@ -50,6 +50,7 @@ HOST_PROBE_STEPS = 3  # after the timed steps of the AMP modes, on GPUs: see run
 # the models as their seeds initialise them, on the CPU: initialising the full model took 0.7-0.8 s of CPU on
 # an H100 host (2026-12-06), a copy 0.03-0.1 s, and the training, graph and determinism runs start from the same seeds
 _INITIAL: dict[tuple[GptConfig, int], Gpt] = {}
+TRAINING_SEED = 0  # the training and graph runs' (verify.run builds its model on a thread: `initial_model`)
 
 
 def _norm(width: int) -> nn.Module:
@@ -119,10 +120,8 @@ def seeded_run(
     """The model, its AdamW and the batch of a run from `seed`. On GPUs the optimizer is fused and capturable
     (the step count stays on the GPU, as a CUDA graph needs: verify.graphs replays this run); with
     `ops_optimizer` it is the same update in torch ops (`verify.adamw`: no torch._dynamo import)."""
-    torch.manual_seed(seed)
+    initial_model(config, seed)
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    if (config, seed) not in _INITIAL:
-        _INITIAL[config, seed] = Gpt(config)
     model = copy.deepcopy(_INITIAL[config, seed]).to(device)  # the same bits as a fresh model from `seed`
     cuda = device.type == "cuda"
     optimizer = (
@@ -133,12 +132,27 @@ def seeded_run(
     return model, optimizer, batch_of(config, device, generator)
 
 
+def training_config(device: torch.device) -> GptConfig:
+    """The model the training and graph runs train: the full one on GPUs, the small one on CPUs."""
+    return FULL if device.type == "cuda" else SMALL
+
+
+def initial_model(config: GptConfig, seed: int) -> None:
+    """Seeds torch's global generator with `seed` and, once per config and seed, initialises the model from it on
+    the CPU (kept in `_INITIAL`): the same bits in whichever thread, provided no other draws from the global
+    generator meanwhile (verify.run builds the training model during the correctness checks, whose random inputs
+    come from generators of their own, and joins it before the fingerprint, which seeds the global one)."""
+    torch.manual_seed(seed)
+    if (config, seed) not in _INITIAL:
+        _INITIAL[config, seed] = Gpt(config)
+
+
 def run_steps(
     config: GptConfig,
     device: torch.device,
     mode: str,
     steps: int,
-    seed: int = 0,
+    seed: int = TRAINING_SEED,
     compiled: bool = False,
     warmup: int = 3,
     ops_optimizer: bool = False,
@@ -263,7 +277,7 @@ def training(
     AMP modes 20 (10 with --quick, whose optimizer is written in torch ops: `verify.adamw`). --quick's fp32
     takes 6, 4 of them timed: on an H100 (2026-12-06) its steps spread by 0.1% (137.8-137.9 ms) and its loss
     was 10.49, 10.18, 8.03, 7.68, 7.62, 7.63 in the first six (the loss check's bound: 8.39)."""
-    config = FULL if device.type == "cuda" else SMALL
+    config = training_config(device)
     modes = ["fp32", "tf32", "bf16", "fp16"] if device.type == "cuda" and not quick else ["fp32", "bf16"]
     step_ms: dict[str, float] = {}
     runs = {}

@@ -50,6 +50,9 @@ def main() -> None:
     except BrokenPipeError:  # `lockgen ... | head`: the reader left; end quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    finally:
+        if "lockgen.cli.fast_path" in sys.modules:  # `verify`'s kernel, started there, when the command refused first
+            sys.modules["lockgen.cli.fast_path"].stop_started_kernel()
     if "rattler" in sys.modules:
         sys.stdout.flush()
         sys.stderr.flush()

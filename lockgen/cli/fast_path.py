@@ -27,7 +27,12 @@ It also reads `lockgen resolve [STACK] [--channel-alias NAME=PATH_OR_URL]... [--
 not typer, click and the app's command modules (about 40 ms once the rest is imported; issue 43 item 4). An error
 before anything was said goes to the typer app as above (which resolves again, and words it); one after is worded
 by `terminal.refusal`, as `ui.handles_errors` words it; the results are printed by `terminal.print_resolved`, which
-the typer command prints with too."""
+the typer command prints with too.
+
+And it reads `lockgen verify --arch A [--python PY | --prefix DIR] [--quick] [--compile] [--allow-ptx]` with any of
+the options only lockgen reads (`VERIFY_HOST_OPTIONS`), to start the verification kernel before anything else is
+imported (`early_kernel_steps`); the typer app runs the command as always and takes that kernel when it is the one
+it would start; `stop_started_kernel` stops one it did not take. It answers nothing itself."""
 
 from __future__ import annotations
 
@@ -110,11 +115,71 @@ def _suffix(word: str) -> str:
     return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
+VERIFY_KERNEL_OPTIONS = {"--arch": "arch", "--python": "python", "--prefix": "prefix"}
+VERIFY_KERNEL_FLAGS = {"--quick": "quick", "--compile": "compile", "--allow-ptx": "allow_ptx"}
+VERIFY_HOST_OPTIONS = (
+    "--expect",
+    "--expect-numerics",
+    "--out",
+    "--key",
+    "--gpus",
+    "--timeout",
+    "--nodes",
+    "--rendezvous",
+    "--rendezvous-id",
+    "--emit",
+    "--valid-for",
+)  # what lockgen alone reads, judges with or writes: the kernel's command is the same whatever they say
+VERIFY_HOST_FLAGS = ("--json", "-v", "--verbose")
+_kernel_started = False
+
+
+def _start_verify_kernel(words: list[str]) -> None:
+    """Starts `lockgen verify`'s kernel when `words` (after `verify`) are exactly the forms this path reads, and
+    name neither `--lock` nor `--image`; anything else, or anything that fails, starts nothing, said nothing."""
+    global _kernel_started
+    with_value = {**VERIFY_KERNEL_OPTIONS, **{name: name for name in VERIFY_HOST_OPTIONS}}
+    flags = {**VERIFY_KERNEL_FLAGS, **{name: name for name in VERIFY_HOST_FLAGS}}
+    scanned = _scan(words, with_value, flags)
+    if scanned is None or scanned[0] is not None or "arch" not in scanned[1]:
+        return
+    options = scanned[1]
+    if "python" in options and "prefix" in options:
+        return
+    try:
+        from lockgen.api.steps.early_kernel_steps import start_kernel
+
+        start_kernel(
+            options["arch"],
+            options.get("python"),
+            options.get("prefix"),
+            "quick" in options,
+            "compile" in options,
+            "allow_ptx" in options,
+        )
+        _kernel_started = True
+    except Exception:  # the typer command reads the line again, and words whatever is wrong with it
+        return
+
+
+def stop_started_kernel() -> None:
+    """Stops the kernel `lockgen verify` started here when its command did not take it (it refused first)."""
+    if _kernel_started:
+        from lockgen.api.steps.early_kernel_steps import stop_kernel
+
+        stop_kernel()
+
+
 def answered(args: list[str]) -> int | None:
     """The exit code of the command line `args` when this path answered it (`run` and `shell` answer by
-    becoming the command); None when it leaves it to the typer app, having said nothing."""
+    becoming the command); None when it leaves it to the typer app, having said nothing (for `verify`, having
+    started its kernel)."""
     if args and args[0] == "resolve":
         return _resolved(args[1:])
+    verbose = 1 if args[:1] in (["-v"], ["--verbose"]) else 0  # `lockgen -v verify ...`
+    if args[verbose : verbose + 1] == ["verify"]:
+        _start_verify_kernel(args[verbose + 1 :])
+        return None
     if not args or args[0] not in COMMANDS:
         return None
     command, words, after = args[0], args[1:], []

@@ -2,10 +2,15 @@
 `PY -m torch.distributed.run -m verify.dist` (PyTorch's own launcher; several nodes meet through its
 c10d rendezvous).
 
-The kernel's stderr is streamed as progress; its JSON comes back through a file. Each run has a
-timeout: on expiry, or when a rank dies, the whole process group is killed, so no rank is left behind. A
-kernel that dies is named with the phase it was in (its last `@phase` line) and the settings of its
-environment known to break that phase (`core.certificate.kernel_deaths`).
+The kernel's stderr is streamed as progress; its JSON comes back through a file. The single kernel can be
+started with lockgen itself (`start_early`), before lockgen has imported its models, probed the GPUs or read its
+inputs: the kernel imports torch meanwhile and waits for its expectations on stdin; `run_single` takes it when
+it is exactly the command and environment it would start (else it is killed and a fresh one started), and
+`abandon_early` kills one no run took (lockgen refused the command), its whole group, and removes its folder. A
+kernel whose host went away before giving it expectations reads the end of its stdin and exits, having
+measured nothing. Each run has a timeout: on expiry, or when a rank dies, the whole process group is killed, so
+no rank is left behind. A kernel that dies is named with the phase it was in (its last `@phase` line) and the
+settings of its environment known to break that phase (`core.certificate.kernel_deaths`).
 NVLink multicast stays off in every launched process (NCCL_NVLS_ENABLE=0 and its two siblings).
 """
 
@@ -22,12 +27,16 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from typing import TYPE_CHECKING
 
 from lockgen.core.certificate.kernel_deaths import PHASE_MARK, describe_death
 from lockgen.errors import KernelError
-from lockgen.model.json_values import JsonObject
+
+if TYPE_CHECKING:  # the models import pydantic: 75 ms that `start_early` runs before
+    from lockgen.model.json_values import JsonObject
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -53,6 +62,70 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@dataclass
+class _Started:
+    """A kernel process, its stderr read on a thread from its start: the last lines (for errors), its last
+    `@phase` line, and its check lines, held until a run gives them a `progress` to go to."""
+
+    command: list[str]
+    environment: dict[str, str]
+    process: subprocess.Popen[str]
+    folder: tempfile.TemporaryDirectory[str] | None = None  # the single kernel's: its document is written there
+    tail: list[str] = field(default_factory=list)
+    phase: list[str] = field(default_factory=list)  # kept apart from the tail, which an abort's frames fill
+    held: list[str] = field(default_factory=list)
+    progress: Callable[[str], None] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    reader: threading.Thread | None = None
+
+    def pump(self) -> None:  # forwards the kernel's check lines as they come, keeps the last lines for errors
+        assert self.process.stderr is not None
+        for raw in self.process.stderr:
+            line = raw.rstrip("\n")
+            self.tail.append(line)
+            del self.tail[:-200]  # an abort prints dozens of stack frames after the line that says what went wrong
+            if line.startswith(PHASE_MARK):
+                self.phase[:] = [line]
+            elif line.startswith(("ok  ", "FAIL")):
+                with self.lock:
+                    if self.progress is None:
+                        self.held.append(line)
+                    else:
+                        self.progress(f"  {line}")
+
+    def forward(self, progress: Callable[[str], None]) -> None:
+        """From now on the check lines go to `progress`, those read before first."""
+        with self.lock:
+            for line in self.held:
+                progress(f"  {line}")
+            self.held.clear()
+            self.progress = progress
+
+
+def _start(command: Sequence[str], what: str, extra_env: dict[str, str], stdin: bool) -> _Started:
+    """Starts the kernel `command` in its own session (its group is killed as one), its stderr read at once;
+    `stdin`: a pipe it reads its expectations from."""
+    environment = _environment(extra_env)
+    try:
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise KernelError(
+            f"{what}: interpreter `{command[0]}` not found", "pass --python PATH of the environment's python"
+        ) from None
+    started = _Started(list(command), environment, process)
+    started.reader = threading.Thread(target=started.pump, daemon=True)
+    started.reader.start()
+    return started
+
+
 def _run(
     command: Sequence[str],
     timeout_s: float,
@@ -64,42 +137,25 @@ def _run(
 ) -> None:
     """Runs the kernel `command`; `shown`: its arguments as a failure's hint gives them, to run it by hand;
     `given`: text for its stdin (the expectations, which it reads once torch is imported)."""
-    environment = _environment(extra_env)
-    try:
-        process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.PIPE if given is not None else subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise KernelError(
-            f"{what}: interpreter `{command[0]}` not found", "pass --python PATH of the environment's python"
-        ) from None
+    _finish(_start(command, what, extra_env, given is not None), timeout_s, progress, what, shown, given)
+
+
+def _finish(
+    started: _Started,
+    timeout_s: float,
+    progress: Callable[[str], None],
+    what: str,
+    shown: Sequence[str],
+    given: str | None,
+) -> None:
+    """Gives the started kernel its stdin text, waits for it (at most `timeout_s` from now) and names its death."""
+    process = started.process
+    started.forward(progress)
     if given is not None:
         assert process.stdin is not None
         with contextlib.suppress(BrokenPipeError):  # a kernel that ended at once is reported below
             process.stdin.write(given)
             process.stdin.close()
-    tail: list[str] = []
-    phase: list[str] = []  # the kernel's last `@phase` line, kept apart from the tail, which an abort's frames fill
-
-    def pump() -> None:  # forwards the kernel's check lines as they come, keeps the last lines for errors
-        assert process.stderr is not None
-        for raw in process.stderr:
-            line = raw.rstrip("\n")
-            tail.append(line)
-            del tail[:-200]  # an abort prints dozens of stack frames after the line that says what went wrong
-            if line.startswith(PHASE_MARK):
-                phase[:] = [line]
-            elif line.startswith(("ok  ", "FAIL")):
-                progress(f"  {line}")
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -111,17 +167,19 @@ def _run(
         )
         late.timed_out = True
         raise late from None
-    reader.join(timeout=5)
+    if started.reader is not None:
+        started.reader.join(timeout=5)
     _kill_group(process)  # ranks a failed launcher left behind
     if process.returncode != 0:
+        tail = started.tail
         text = "\n".join(tail)
         ranks = re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", text)
-        hint = f"re-run with -v, or run the kernel by hand: {by_hand(command[0], *shown)}"
+        hint = f"re-run with -v, or run the kernel by hand: {by_hand(started.command[0], *shown)}"
         if ranks:
             last = "; ".join(f"rank {rank} exited with code {code}" for rank, code in ranks)
             message = f"{what} failed (exit {process.returncode}): {last[:300]}"
         else:
-            message, breakers = describe_death(what, process.returncode, [*phase, *tail], environment)
+            message, breakers = describe_death(what, process.returncode, [*started.phase, *tail], started.environment)
             if breakers:
                 hint = f"unset {' and '.join(breakers)} and verify again"
         error = KernelError(message, hint)
@@ -140,6 +198,65 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
             process.wait(timeout=5)
 
 
+def _single_command(python: str, arch: str, out: Path, quick: bool, compiled: bool, allow_ptx: bool) -> list[str]:
+    """The single kernel's command line: its expectations on stdin, its document written to `out`."""
+    command = [python, "-m", "verify", "--arch", arch, "--expect", "-", "--out", str(out)]
+    return command + ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
+
+
+_early: _Started | None = None  # the single kernel started with lockgen, until a run takes it or it is abandoned
+
+
+def start_early(python: str, arch: str, quick: bool, compiled: bool, allow_ptx: bool) -> None:
+    """Starts the single kernel now, with the command `run_single` will run for these values: it imports torch
+    while lockgen reads its inputs and probes the GPUs, then waits on stdin for its expectations. An interpreter
+    that cannot be started is left to the run to name."""
+    global _early
+    abandon_early()
+    folder = tempfile.TemporaryDirectory(prefix="lockgen-verify-")
+    command = _single_command(python, arch, Path(folder.name) / "single.json", quick, compiled, allow_ptx)
+    try:
+        _early = _start(command, "the verification kernel", {}, stdin=True)
+    except (KernelError, OSError):
+        folder.cleanup()
+        return
+    _early.folder = folder
+
+
+def abandon_early() -> None:
+    """Kills the kernel `start_early` started, when no run took it (lockgen refused the command before), and
+    removes its folder; nothing when there is none."""
+    global _early
+    started, _early = _early, None
+    if started is None:
+        return
+    _kill_group(started.process)
+    started.process.wait()
+    for stream in (started.process.stdin, started.process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    if started.folder is not None:
+        started.folder.cleanup()
+
+
+def _take_early(python: str, arch: str, quick: bool, compiled: bool, allow_ptx: bool) -> _Started | None:
+    """The early kernel, when it runs exactly the command and environment a fresh start would; any other is
+    killed (its plan was read otherwise than the run's: it must not certify)."""
+    global _early
+    started = _early
+    if started is None or started.folder is None:
+        return None
+    out = Path(started.folder.name) / "single.json"
+    if started.command != _single_command(
+        python, arch, out, quick, compiled, allow_ptx
+    ) or started.environment != _environment({}):
+        abandon_early()
+        return None
+    _early = None
+    return started
+
+
 def run_single(
     python: str,
     arch: str,
@@ -150,20 +267,28 @@ def run_single(
     timeout_s: float,
     progress: Callable[[str], None],
 ) -> tuple[JsonObject, bytes]:
-    """The single-process kernel; returns its document and the exact bytes it wrote."""
-    with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
-        out_path = Path(folder) / "single.json"
-        command = [python, "-m", "verify", "--arch", arch, "--expect", "-", "--out", str(out_path)]
-        command += ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
-        _run(
-            command,
-            timeout_s,
-            progress,
-            "the verification kernel",
-            {},
-            ["-m", "verify", "--arch", arch, *command[command.index("--out") + 2 :]],
-            json.dumps(expected),
-        )
+    """The single-process kernel, the one started with lockgen when it is this run's; returns its document and
+    the exact bytes it wrote."""
+    started = _take_early(python, arch, quick, compiled, allow_ptx)
+    if started is not None:
+        progress("the kernel started with lockgen: handing it its expectations")
+    else:
+        folder = tempfile.TemporaryDirectory(prefix="lockgen-verify-")
+        command = _single_command(python, arch, Path(folder.name) / "single.json", quick, compiled, allow_ptx)
+        try:
+            started = _start(command, "the verification kernel", {}, stdin=True)
+        except KernelError:
+            folder.cleanup()
+            raise
+        started.folder = folder
+    assert started.folder is not None
+    with started.folder as folder_name:
+        out_path = Path(folder_name) / "single.json"
+        shown = ["-m", "verify", "--arch", arch, *started.command[started.command.index("--out") + 2 :]]
+        try:
+            _finish(started, timeout_s, progress, "the verification kernel", shown, json.dumps(expected))
+        finally:
+            _kill_group(started.process)  # an interrupt while it runs: nothing of it is left behind
         return _read(out_path, "the verification kernel")
 
 

@@ -1,0 +1,205 @@
+"""`lockgen verify`'s kernel started with lockgen (issue 48 item 4): the fast path reads the command line and starts
+the kernel before lockgen's own imports; the run takes it only when it is exactly the kernel it would start; a
+command lockgen refuses leaves no process and no folder behind; a kernel whose host went away before giving it
+its expectations measures nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.node import kernel
+from lockgen.cli import fast_path
+from tests.conftest import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+# a stand-in interpreter for `PY -m verify ...`: notes its pid and arguments, starts a grandchild in its group,
+# then writes a document of what stdin gave it to --out (a kernel that was given its expectations)
+STAND_IN = """#!{python}
+import json, os, subprocess, sys, time
+notes = os.environ["STAND_IN_NOTES"]
+with open(os.path.join(notes, f"started-{{os.getpid()}}"), "w") as stream:
+    json.dump({{"argv": sys.argv[1:], "grandchild": subprocess.Popen(["sleep", "300"]).pid}}, stream)
+given = sys.stdin.read()
+out = sys.argv[sys.argv.index("--out") + 1]
+with open(out, "w") as stream:
+    json.dump({{"given": given, "pid": os.getpid()}}, stream)
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(interpreter, notes folder): the stand-in kernel's interpreter, and where each start notes itself."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    interpreter = tmp_path / "python"
+    interpreter.write_text(STAND_IN.format(python=sys.executable))
+    interpreter.chmod(0o755)
+    monkeypatch.setenv("STAND_IN_NOTES", str(notes))
+    return interpreter, notes
+
+
+def _starts(notes: Path) -> dict[int, dict]:
+    """The stand-in kernels started, by pid, once each has noted itself (a start notes itself in milliseconds)."""
+    found: dict[int, dict] = {}
+    for _ in range(200):
+        found = {}
+        for path in notes.glob("started-*"):
+            text = path.read_text()
+            if text.endswith("}"):
+                found[int(path.name.removeprefix("started-"))] = json.loads(text)
+        if found:
+            return found
+        time.sleep(0.05)
+    return found
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process `pid` is left (reaped: not even a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" in status.read_text()
+
+
+def test_the_run_takes_the_kernel_started_for_it(stand_in: tuple[Path, Path]) -> None:
+    interpreter, notes = stand_in
+    kernel.start_early(str(interpreter), "cpu", True, False, False)
+    said: list[str] = []
+    document, raw = kernel.run_single(str(interpreter), "cpu", {"gpu_count": 0}, True, False, False, 60, said.append)
+    (pid, start), *others = _starts(notes).items()
+    assert not others and document["pid"] == pid and json.loads(str(document["given"])) == {"gpu_count": 0}
+    assert json.loads(raw) == document  # the bytes the certificate hashes are the document read
+    assert "the kernel started with lockgen: handing it its expectations" in said
+    assert _gone(start["grandchild"])  # the kernel's group went with it
+    out = Path(start["argv"][start["argv"].index("--out") + 1])
+    assert not out.parent.exists()  # its folder removed once its document was read
+
+
+def test_a_kernel_started_for_another_plan_is_killed_and_a_fresh_one_run(stand_in: tuple[Path, Path]) -> None:
+    interpreter, notes = stand_in
+    kernel.start_early(str(interpreter), "cpu", True, False, False)
+    early = _starts(notes)
+    said: list[str] = []
+    document, _ = kernel.run_single(str(interpreter), "cpu", {}, False, False, False, 60, said.append)  # not --quick
+    (early_pid, early_start), *_ = early.items()
+    assert document["pid"] != early_pid and _gone(early_pid) and _gone(early_start["grandchild"])
+    assert "--quick" not in _starts(notes)[int(str(document["pid"]))]["argv"]
+    assert not any("started with lockgen" in line for line in said)
+
+
+def test_an_abandoned_kernel_leaves_nothing_behind(stand_in: tuple[Path, Path]) -> None:
+    interpreter, notes = stand_in
+    kernel.start_early(str(interpreter), "sm90", False, False, False)
+    (pid, start), *_ = _starts(notes).items()
+    kernel.abandon_early()
+    out = Path(start["argv"][start["argv"].index("--out") + 1])
+    assert _gone(pid) and _gone(start["grandchild"]) and not out.parent.exists()
+    kernel.abandon_early()  # none left: nothing to do
+
+
+def test_a_refused_verify_kills_the_kernel_it_started(stand_in: tuple[Path, Path], tmp_path: Path) -> None:
+    """The fast path starts the kernel; lockgen then refuses the expectations: the same error and exit code as
+    ever, and the kernel, its group and its folder are gone when lockgen exits."""
+    interpreter, notes = stand_in
+    bad = tmp_path / "expect.json"
+    bad.write_text("[1, 2]")
+    result = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--python", str(interpreter), "--expect", str(bad), "--out", "c.json"
+    )
+    assert result.returncode == 1 and "are not a JSON object" in result.stderr and "Traceback" not in result.stderr
+    started = _starts(notes)
+    assert len(started) == 1  # the fast path started it
+    ((pid, start),) = started.items()
+    assert start["argv"][:5] == ["-m", "verify", "--arch", "cpu", "--expect"] and "--quick" in start["argv"]
+    out = Path(start["argv"][start["argv"].index("--out") + 1])
+    assert _gone(pid) and _gone(start["grandchild"]) and not out.parent.exists()
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["--arch", "cpu", "--lock", "x.lock"],  # the environment is proven first: nothing may run in it meanwhile
+        ["--arch", "cpu", "--image", "oci:x"],
+        ["--quick"],  # no arch: the typer command says so
+        ["--arch", "cpu", "--python", "a", "--prefix", "b"],
+        ["--arch", "cpu", "--bogus"],
+        ["--arch=cpu"],
+        ["--arch", "cpu", "--quick", "--quick"],
+        ["--arch", "cpu", "extra"],
+        ["--arch", "cpu", "--help"],
+    ],
+)
+def test_only_the_plain_forms_start_a_kernel(words: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[tuple] = []
+    monkeypatch.setattr(kernel, "start_early", lambda *args: started.append(args))
+    monkeypatch.setattr(fast_path, "_kernel_started", False)
+    assert fast_path.answered(["verify", *words]) is None and not started and not fast_path._kernel_started
+
+
+def test_the_plain_forms_start_the_kernel_the_run_would(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    started: list[tuple] = []
+    monkeypatch.setattr(kernel, "start_early", lambda *args: started.append(args))
+    monkeypatch.setattr(fast_path, "_kernel_started", False)
+    monkeypatch.chdir(tmp_path)
+    line = ["--arch", "SM_90", "--prefix", "env", "--key", "k", "--out", "c.json", "--compile", "--json", "--emit"]
+    assert fast_path.answered(["verify", *line, "prom=p.prom"]) is None
+    assert started == [(str(tmp_path / "env" / "bin" / "python"), "sm90", False, True, False)]
+    assert fast_path.answered(["-v", "verify", "--arch", "cpu", "--quick", "--allow-ptx", "-v"]) is None
+    assert started[1] == (sys.executable, "cpu", True, False, True)
+
+
+@pytest.mark.slow
+def test_a_kernel_whose_host_went_away_measures_nothing(tmp_path: Path) -> None:
+    """The real kernel, its stdin closed empty (its host died before giving the expectations): exit 4, no document,
+    where it used to run every check with no expectations at all."""
+    out = tmp_path / "single.json"
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-m", "verify", "--arch", "cpu", "--quick", "--expect", "-", "--out", str(out)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert result.returncode == 4 and not out.exists() and not result.stdout
+    assert "the host closed stdin without giving the expectations" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_kernel_ends_without_the_interpreters_teardown(tmp_path: Path) -> None:
+    """Once its document is written and flushed, the kernel ends at once (`os._exit`): the teardown of an
+    interpreter with torch loaded took 1.6-1.9 s on a CPU host and about 2 s on a lent H100, all of it waited for
+    by lockgen. An exit hook (a `sitecustomize` on its path) never runs; stdout and the file hold the whole
+    document."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    torn_down = tmp_path / "torn-down"
+    (hooks / "sitecustomize.py").write_text(
+        f"import atexit\natexit.register(lambda: open({str(torn_down)!r}, 'w').close())\n"
+    )
+    out = tmp_path / "single.json"
+    environment = {**os.environ, "PYTHONPATH": f"{hooks}{os.pathsep}{REPO}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "verify", "--arch", "cpu", "--quick", "--expect", "-", "--out", str(out)],
+        input="{}",
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == json.loads(out.read_text()) and json.loads(result.stdout)["passed"]
+    assert not torn_down.exists()
+    probe = subprocess.run([sys.executable, "-c", "pass"], env=environment, timeout=60)  # the hook works elsewhere
+    assert probe.returncode == 0 and torn_down.exists()
