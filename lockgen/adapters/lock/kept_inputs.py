@@ -2,16 +2,18 @@
 its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; the targets detected for a stack, by
 the stack's bytes, with what detection read of each node inside: `keep_detected`; and that a lock's text lockgen
 made passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `keep_checked_text`), kept under
-`$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
-command given the same bytes can load what was checked without pydantic or the models (the fast path,
-`lockgen.cli.fast_path`), as git keeps its index and uv its resolutions.
+`$LOCKGEN_HOME/kept/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later command given the same bytes can
+load what was checked without pydantic or the models (the fast path, `lockgen.cli.fast_path`), as git keeps its
+index and uv its resolutions.
 
 What a kept value trusts: that the file under lockgen's home was written by lockgen, after the models accepted
-the bytes whose sha256 names it, by this version of lockgen and this SCHEMA of the kept form (another version
-reads its own folder). It is written whole (a temporary file and a rename) or not at all, and read back only
-when its own record names the same sha256, kind, version and schema; anything else reads as not kept, and the
-bytes are parsed again. Keeping is best-effort: a home lockgen cannot write keeps nothing, and every command
-still works. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, makes every command parse every byte."""
+the bytes whose sha256 names it, under the rules its record names (`kept_runs.rules_stamp`: lockgen's version and
+the stat of every file of its package, the models, the rules and this module's readers among them). It is
+written whole (a temporary file and a rename) or not at all, and read back only when its own record names the
+same sha256, kind and rules: a value kept by another lockgen, or by this one before any of its files changed,
+reads as not kept, and the bytes are parsed again (and the value kept again in its place). Keeping is
+best-effort: a home lockgen cannot write keeps nothing, and every command still works. `LOCKGEN_REPARSE=1`, or
+removing the `kept/` folder, makes every command parse every byte."""
 
 from __future__ import annotations
 
@@ -22,8 +24,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from lockgen import __version__
-from lockgen.adapters.proof.kept_runs import REPARSE, kept_folder, trusted
+from lockgen.adapters.proof.kept_runs import REPARSE, kept_folder, rules_stamp, trusted
 from lockgen.errors import LockgenError
 
 __all__ = [
@@ -45,12 +46,11 @@ __all__ = [
 if TYPE_CHECKING:
     from lockgen.model.lock import Lock
 
-SCHEMA = 3  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
 Kind = Literal["lock", "stack", "node", "checked"]
 
 
 def _path(kind: Kind, sha256: str) -> Path:
-    return Path(kept_folder(kind, SCHEMA)) / f"{sha256}.json"
+    return Path(kept_folder(kind, None)) / f"{sha256}.json"
 
 
 def keep(
@@ -65,7 +65,7 @@ def keep(
         return
     from lockgen.adapters.atomic_files import write_bytes_atomic  # tempfile: only a command that keeps loads it
 
-    record = {"kind": kind, "sha256": sha256, "lockgen": __version__, "schema": SCHEMA, "value": value()}
+    record = {"kind": kind, "sha256": sha256, "rules": rules_stamp(), "value": value()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
@@ -87,12 +87,11 @@ def _value(kind: Kind, sha256: str) -> dict[str, Any] | None:
         record = json.loads(_path(kind, sha256).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or (
-        record.get("kind"),
-        record.get("sha256"),
-        record.get("lockgen"),
-        record.get("schema"),
-    ) != (kind, sha256, __version__, SCHEMA):
+    if not isinstance(record, dict) or (record.get("kind"), record.get("sha256"), record.get("rules")) != (
+        kind,
+        sha256,
+        rules_stamp(),
+    ):
         return None
     value = record.get("value")
     return value if isinstance(value, dict) else None
