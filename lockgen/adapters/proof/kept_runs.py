@@ -17,7 +17,10 @@ every file's link count and ctime as the verdict saw them (one moved with its li
 renews the verdict, then the record).
 Anything else reads as not kept, and the command goes the full way, which words every error. So it trusts what
 the drift verdict trusts (docs/guide/store.md), and no more: the lockgen home is lockgen's own, as for every kept
-value. `LOCKGEN_REPARSE=1`, or removing `kept/`, turns it off."""
+value. `LOCKGEN_REPARSE=1`, or removing `kept/`, turns it off.
+
+It also holds what every kind of kept value shares: the switch (`trusted`), their folders (`kept_folder`), and
+the stamp of the rules a kept input was made under (`rules_stamp`)."""
 
 from __future__ import annotations
 
@@ -75,8 +78,9 @@ def rules_stamp() -> str:
 
     It trusts the stat, as git's index does: a file rewritten moves its ctime (which no program can set back), so
     only an edit within the same clock tick as the file's last change, with its size kept, would go unseen. The
-    files' bytes are not read (255 of them, 1.7 MB: about 8 ms), only their stat (about 1 ms, once per process,
-    and only by a command that reads or keeps a kept input: the kept `run` of a lock reads none)."""
+    files' bytes are not read (hashing the sources costs about eight times their stat: docs/measurements.md), and
+    the stat is taken once per process, only by a command that reads or keeps a kept input (the kept `run` of a
+    lock reads none)."""
     if not _rules_stamp:
         package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         digest = hashlib.sha256(__version__.encode())
