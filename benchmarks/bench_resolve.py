@@ -3,7 +3,8 @@ solves (same channels, specs, constraints and virtual packages), as whole proces
 
 Also times `lockgen --help` against `python -c "import typer"` (start-up cost of the CLI).
 
-    python benchmarks/bench_resolve.py [--runs 9] [--snapshot envs/examples/conda-forge-snapshot] [--smoke]
+    python benchmarks/bench_resolve.py [--runs 9] [--snapshot envs/examples/conda-forge-snapshot] [--against TREE]
+        [--smoke]
 
 Prints medians of wall and CPU time (the process and its children: the steadier figure on a shared machine) and ratios;
 the targets (issue 31) are ratio <= 1.5 for resolve and <= 1.3 for `--help`. A raw solve that crashes (rattler has been
@@ -75,25 +76,48 @@ def plan_jobs(snapshot: Path) -> list[dict]:
 
 
 def compare(
-    name: str, ours: list[str], baseline: list[str], runs: int, env: dict[str, str], smoke: bool, target: float
+    name: str,
+    ours: list[str],
+    baseline: list[str],
+    runs: int,
+    env: dict[str, str],
+    smoke: bool,
+    target: float,
+    against: tuple[str, dict[str, str]] | None = None,
 ) -> None:
-    """Wall and CPU medians (the process and its children) of alternating runs, each ratio judged."""
+    """Wall and CPU medians (the process and its children) of alternating runs, each ratio judged; with `against`
+    (a name, and the environment that runs another lockgen tree), that tree's same command in the same alternation,
+    its own ratio to the baseline beside this tree's."""
     timed(ours, env, required=True), timed(baseline, env)  # warm the page cache and the import caches
+    if against is not None:
+        timed(ours, against[1], required=True)
     mine: list[tuple[float, float] | None] = []
     base: list[tuple[float, float] | None] = []
+    other: list[tuple[float, float] | None] = []
     for _ in range(runs):
         mine.append(wall_and_cpu(ours, env, required=True))
         base.append(wall_and_cpu(baseline, env))
+        if against is not None:
+            other.append(wall_and_cpu(ours, against[1], required=True))
     for index, kind in ((0, "wall"), (1, "CPU")):
         ours_median = median([m[index] for m in mine if m is not None])
         base_median = median([b[index] for b in base if b is not None])
         report(f"{name}, {kind} ({runs} runs each, alternating)", ours_median, base_median, target, smoke)
+        if against is not None:
+            other_median = median([o[index] for o in other if o is not None])
+            report(f"  {against[0]}, {kind}", other_median, base_median, target, smoke)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--snapshot", type=Path, default=REPO / "envs" / "examples" / "conda-forge-snapshot")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another lockgen tree (a `git archive` of an older commit, say): its resolve and "
+        "--help timed in the same alternation, for a before/after figure on the same load",
+    )
     add_smoke(parser)
     args = parser.parse_args()
     args.runs = 1 if args.smoke else args.runs
@@ -116,7 +140,12 @@ def main() -> int:
         ]
         baseline = [sys.executable, str(raw), str(snapshot), json.dumps(jobs)]
         print(f"{len(jobs)} solves (targets x platforms) of {STACK.relative_to(REPO)} on {snapshot}")
-        compare("resolve", lockgen, baseline, args.runs, env, args.smoke, 1.5)
+        against = None
+        if args.against is not None:  # run from its own folder's parent: `-m lockgen` takes the current folder first
+            tree = str(args.against.resolve())
+            against = (f"against {tree}", {**env, "PYTHONPATH": tree})
+        env = {**env, "PYTHONPATH": str(REPO)}
+        compare("resolve", lockgen, baseline, args.runs, env, args.smoke, 1.5, against)
         compare(
             "--help",
             [sys.executable, "-m", "lockgen", "--help"],
@@ -125,6 +154,7 @@ def main() -> int:
             env,
             args.smoke,
             1.3,
+            against,
         )
     report_crashes()
     return 0

@@ -4,6 +4,9 @@ additions and corrections in tests/facts_additions.json; every fact keeps its so
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from lockgen.core.gpu.facts import load_facts
 from tests.conftest import REPO, shared_dir
@@ -20,3 +23,34 @@ def test_every_fact_keeps_its_sources() -> None:
     assert all(a.sources for a in facts.archs.values())
     assert all(t.sources for t in facts.cuda_toolkits.values())
     assert all(e.sources for e in facts.conda_forge_pytorch_arch_lists)
+
+
+def test_the_packaged_facts_are_validated_once_per_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packaged GPU facts the models accepted are kept (`kept_inputs.gpu_facts`) and taken back by the next
+    command without validating them, equal to what was accepted and dumped alike, and every later `load_facts` in
+    that command takes the same; facts a `$LOCKGEN_FACTS` file states are validated by every command. Failed before:
+    every resolve validated the packaged facts (about 150 models) again."""
+    from lockgen.adapters.lock import kept_inputs
+    from lockgen.core.gpu import facts
+    from lockgen.core.gpu.package_data import PACKAGED_FACTS, load_json
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    for name in ("LOCKGEN_FACTS", "LOCKGEN_REPARSE"):
+        monkeypatch.delenv(name, raising=False)
+    validated: list[str] = []
+    parse = facts._parsed
+    monkeypatch.setattr(facts, "_parsed", lambda origin, raw: validated.append(origin) or parse(origin, raw))
+    monkeypatch.setattr(facts, "_PARSED", {})
+    first = kept_inputs.gpu_facts()
+    assert validated == [PACKAGED_FACTS]
+    monkeypatch.setattr(facts, "_PARSED", {})  # the next command
+    again = kept_inputs.gpu_facts()
+    assert validated == [PACKAGED_FACTS] and again == first and again.model_dump_json() == first.model_dump_json()
+    assert facts.load_facts() is again
+    stated = tmp_path / "facts.json"
+    stated.write_text(json.dumps(load_json("gpu_facts.json")))
+    monkeypatch.setenv("LOCKGEN_FACTS", str(stated))
+    for _ in range(2):
+        monkeypatch.setattr(facts, "_PARSED", {})
+        assert kept_inputs.gpu_facts().archs == first.archs
+    assert validated == [PACKAGED_FACTS, str(stated), str(stated)]

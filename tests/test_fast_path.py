@@ -497,6 +497,46 @@ def test_kept_values_are_bound_to_their_bytes_and_best_effort(tmp_path: Path, mo
     kept_inputs.keep("lock", "c" * 64, lambda: {"target": "cpu", "platforms": []}, bool)  # nothing kept, no error
 
 
+KEEP_AND_READ = """
+import sys
+from lockgen.adapters.lock import kept_inputs as kept
+
+if sys.argv[1] == "keep":
+    kept.keep("lock", "a" * 64, lambda: {"target": "cpu", "platforms": ["linux-64"], "editable": False}, bool)
+    kept.keep_checked_text("b" * 64)
+    kept.keep_fresh("c" * 64, "cpu", "d" * 64, [])
+    kept.keep_detected("e" * 64, "node", "cpu", "said")
+found = (kept.kept_lock("a" * 64), kept.kept_checked_text("b" * 64), kept.kept_fresh("c" * 64, "cpu", "d" * 64))
+print([value not in (None, False) for value in found] + [kept.kept_detected("e" * 64) != {}])
+"""
+
+
+def test_a_value_kept_under_other_rules_is_not_taken(tmp_path: Path) -> None:
+    """Every kind of kept input (a lock's checked value, a checked lock text, a stack's fresh verdict, a detection)
+    names the rules it was made under: kept by a lockgen whose rules then change (one source file edited, the
+    version string and the kept form unchanged), it is not taken, and is kept again under the new rules. Failed
+    before: kept values were keyed by lockgen's version and a SCHEMA number, which an edit of the rules left as
+    they were, so a value the old rules accepted was taken under the new ones."""
+    tree = tmp_path / "tree"
+    shutil.copytree(REPO / "lockgen", tree / "lockgen", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tree), "LOCKGEN_HOME": str(tmp_path / "home")}
+    env.pop("LOCKGEN_REPARSE", None)
+
+    def kept_now(*words: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", KEEP_AND_READ, *words], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert kept_now("keep") == "[True, True, True, True]"
+    assert kept_now("read") == "[True, True, True, True]"  # the same rules: taken
+    rules = tree / "lockgen" / "core" / "lock" / "lock_fields.py"
+    rules.write_text(rules.read_text() + "# a rule changed\n")
+    assert kept_now("read") == "[False, False, False, False]"
+    assert kept_now("keep") == "[True, True, True, True]"  # kept again, in place, under the new rules
+
+
 def test_a_stack_keeps_the_detections_of_its_most_recent_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Detection is kept by the stack alone (so a stack with nothing kept is known without probing the node), with
     each node's answer inside: the 16 most recent nodes (a home shared by unlike nodes), a node seen again the

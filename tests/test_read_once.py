@@ -121,7 +121,8 @@ def test_resolve_check_of_the_team_jupyter_example_reads_each_file_once() -> Non
 
 def test_each_stack_file_is_parsed_once_per_command(team: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The TOML of each stack file is read once, for what it extends and for its spec (issue 46: a plain stack was
-    parsed twice per resolve, a team stack and its base four times), by resolve and explain alike."""
+    parsed twice per resolve, a team stack and its base four times), by resolve and explain alike; a stack that extends
+    nothing, read before, not at all (its spec kept by its bytes)."""
     from lockgen.core.stack import spec_parse
 
     base, stack = team
@@ -131,6 +132,9 @@ def test_each_stack_file_is_parsed_once_per_command(team: tuple[Path, Path], mon
     invoke("resolve", str(stack))
     assert sorted(Path(p).resolve() for p in parsed) == sorted([stack.resolve(), base.resolve()]), parsed
     parsed.clear()
+    invoke("explain", str(base), "--target", "cpu")
+    assert parsed == []  # its bytes' spec kept when it was read before (`kept_inputs.keep_spec`): not parsed again
+    monkeypatch.setenv("LOCKGEN_REPARSE", "1")
     invoke("explain", str(base), "--target", "cpu")
     assert parsed == [str(base)]
 

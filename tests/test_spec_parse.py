@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import os
+import re
+from unittest import mock
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lockgen.core.stack.spec_parse import parse_stack_text
-from lockgen.errors import SpecError
+from lockgen.errors import LockgenError, SpecError
 from lockgen.model.spec import LockBase
 
 GOOD = """\
@@ -309,3 +314,73 @@ def test_a_team_stack_adds_its_channels_after_the_base_s() -> None:
     team = '[stack]\nname = "team"\nextends = "../base/stack.toml"\nchannels = ["extra", "conda-forge"]\n'
     spec = parse_stack_text(team + '[dependencies]\ntool = "*"\n', "team.toml", base=base)
     assert spec.channels == ("conda-forge", "extra")
+
+
+REPO = Path(__file__).resolve().parent.parent
+RICH = (
+    GOOD
+    + '\n[pypi-dependencies]\nrequests = { version = "==2.32.3", extras = ["socks"] }\n[pypi-options]\n'
+    + 'torch-indexes = { cu124 = "https://download.pytorch.org/whl/cu124", cpu = "https://x.example/cpu" }\n'
+    + '[image]\nentrypoint = ["python"]\nenv = { B = "2", A = "1" }\nlabels = { z = "1", a = "2" }\n'
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.sampled_from([GOOD, RICH] + [p.read_text() for p in sorted(REPO.glob("envs/examples/*/stack.toml"))]),
+    cutoff=st.one_of(
+        st.none(),
+        st.dates(dt.date(2000, 1, 1), dt.date(2100, 1, 1)),
+        st.datetimes(dt.datetime(2000, 1, 1), dt.datetime(2100, 1, 1), timezones=st.sampled_from([None, dt.UTC])),
+    ),
+)
+def test_a_kept_spec_is_the_spec_the_models_accepted(
+    text: str, cutoff: dt.date | None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What `kept_inputs.keep_spec` keeps of a stack's spec is read back (`kept_spec`, rebuilt without validation)
+    as that very spec: equal field for field and dumped alike, tables in the same order, for any of the example
+    stacks with any cutoff (a date, a naive or an aware datetime); a spec whose dump would not rebuild is not kept."""
+    from lockgen.adapters.lock import kept_inputs
+    from lockgen.adapters.lock.stack_file import read_stack
+
+    if cutoff is not None and "extends" not in text:
+        stamp = cutoff.isoformat() if isinstance(cutoff, dt.datetime) else f'"{cutoff.isoformat()}"'
+        text = re.sub(r"(?m)^exclude-newer = .*\n", "", text).replace(
+            "[stack]\n", f"[stack]\nexclude-newer = {stamp}\n"
+        )
+    folder = tmp_path_factory.mktemp("stack")
+    (folder / "stack.toml").write_text(text)
+    with mock.patch.dict(os.environ, {"LOCKGEN_HOME": str(folder / "home")}):
+        try:
+            spec = read_stack(folder / "stack.toml").spec
+        except LockgenError:
+            assert "extends" in text  # a team stack whose base is not here: nothing kept
+            return
+        assert spec.exclude_newer == cutoff or cutoff is None or spec.extends
+        kept = kept_inputs.kept_spec(hashlib.sha256(text.encode()).hexdigest())
+        assert kept is not None or spec.extends
+        if kept is not None:
+            assert kept == spec and kept.model_dump_json() == spec.model_dump_json()
+            assert read_stack(folder / "stack.toml").spec.model_dump_json() == spec.model_dump_json()
+
+
+def test_a_stack_text_is_validated_once_per_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec of a stack that extends nothing is kept by its text's bytes and taken back the next time those bytes
+    are read, without the parser (so without validating anything); a text changed by a byte is parsed again, and
+    `LOCKGEN_REPARSE=1` parses every text. Failed before: every read of a stack parsed and validated it."""
+    from lockgen.adapters.lock.stack_file import read_stack
+    from lockgen.core.stack import spec_parse
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    stack = tmp_path / "stack.toml"
+    stack.write_text(RICH)
+    first = read_stack(stack).spec
+    parsed: list[object] = []
+    parse = spec_parse.parse_stack_text
+    monkeypatch.setattr(spec_parse, "parse_stack_text", lambda *args: parsed.append(args) or parse(*args))
+    assert read_stack(stack).spec == first and parsed == []
+    stack.write_text(RICH + "\n")
+    assert read_stack(stack).spec == first and len(parsed) == 1
+    monkeypatch.setenv("LOCKGEN_REPARSE", "1")
+    assert read_stack(stack).spec == first and len(parsed) == 2

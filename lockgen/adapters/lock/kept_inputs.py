@@ -2,16 +2,20 @@
 its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; the targets detected for a stack, by
 the stack's bytes, with what detection read of each node inside: `keep_detected`; and that a lock's text lockgen
 made passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `keep_checked_text`), kept under
-`$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later
-command given the same bytes can load what was checked without pydantic or the models (the fast path,
-`lockgen.cli.fast_path`), as git keeps its index and uv its resolutions.
+`$LOCKGEN_HOME/kept/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later command given the same bytes can
+load what was checked without pydantic or the models (the fast path, `lockgen.cli.fast_path`), as git keeps its
+index and uv its resolutions. A stack's spec is kept by its text's bytes too (`keep_spec`), and the packaged GPU
+facts once (`gpu_facts`), as the JSON dumps the models rebuild without validating them (`model.base.rebuilt`): a
+resolve of a stack read before validates neither again.
 
 What a kept value trusts: that the file under lockgen's home was written by lockgen, after the models accepted
-the bytes whose sha256 names it, by this version of lockgen and this SCHEMA of the kept form (another version
-reads its own folder). It is written whole (a temporary file and a rename) or not at all, and read back only
-when its own record names the same sha256, kind, version and schema; anything else reads as not kept, and the
-bytes are parsed again. Keeping is best-effort: a home lockgen cannot write keeps nothing, and every command
-still works. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, makes every command parse every byte."""
+the bytes whose sha256 names it, under the rules its record names (`kept_runs.rules_stamp`: lockgen's version and
+the stat of every file of its package, the models, the rules and this module's readers among them). It is
+written whole (a temporary file and a rename) or not at all, and read back only when its own record names the
+same sha256, kind and rules: a value kept by another lockgen, or by this one before any of its files changed,
+reads as not kept, and the bytes are parsed again (and the value kept again in its place). Keeping is
+best-effort: a home lockgen cannot write keeps nothing, and every command still works. `LOCKGEN_REPARSE=1`, or
+removing the `kept/` folder, makes every command parse every byte."""
 
 from __future__ import annotations
 
@@ -20,37 +24,44 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from lockgen import __version__
-from lockgen.adapters.proof.kept_runs import REPARSE, kept_folder, trusted
+from lockgen.adapters.proof.kept_runs import REPARSE, kept_folder, rules_stamp, trusted
 from lockgen.errors import LockgenError
 
 __all__ = [
     "REPARSE",
     "KeptLock",
+    "gpu_facts",
     "keep",
     "keep_checked_text",
     "keep_detected",
     "keep_fresh",
     "keep_lock",
+    "keep_spec",
     "kept",
     "kept_checked_text",
     "kept_detected",
     "kept_fresh",
     "kept_lock",
+    "kept_spec",
     "trusted",
 ]
 
 if TYPE_CHECKING:
-    from lockgen.model.lock import Lock
+    from pydantic import BaseModel
 
-SCHEMA = 3  # the kept form's version: raised whenever what is kept, or what a reader takes from it, changes
-Kind = Literal["lock", "stack", "node", "checked"]
+    from lockgen.model.facts import GpuFacts
+    from lockgen.model.lock import Lock
+    from lockgen.model.spec import StackSpec
+
+    M = TypeVar("M", bound=BaseModel)
+
+Kind = Literal["lock", "stack", "node", "checked", "spec", "facts"]
 
 
 def _path(kind: Kind, sha256: str) -> Path:
-    return Path(kept_folder(kind, SCHEMA)) / f"{sha256}.json"
+    return Path(kept_folder(kind, None)) / f"{sha256}.json"
 
 
 def keep(
@@ -65,7 +76,7 @@ def keep(
         return
     from lockgen.adapters.atomic_files import write_bytes_atomic  # tempfile: only a command that keeps loads it
 
-    record = {"kind": kind, "sha256": sha256, "lockgen": __version__, "schema": SCHEMA, "value": value()}
+    record = {"kind": kind, "sha256": sha256, "rules": rules_stamp(), "value": value()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
@@ -87,12 +98,11 @@ def _value(kind: Kind, sha256: str) -> dict[str, Any] | None:
         record = json.loads(_path(kind, sha256).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or (
-        record.get("kind"),
-        record.get("sha256"),
-        record.get("lockgen"),
-        record.get("schema"),
-    ) != (kind, sha256, __version__, SCHEMA):
+    if not isinstance(record, dict) or (record.get("kind"), record.get("sha256"), record.get("rules")) != (
+        kind,
+        sha256,
+        rules_stamp(),
+    ):
         return None
     value = record.get("value")
     return value if isinstance(value, dict) else None
@@ -231,3 +241,69 @@ def kept_checked_text(sha256: str) -> bool:
 
 def _checked(value: dict[str, Any]) -> bool:
     return value.get("checked") is True
+
+
+def keep_spec(sha256: str, spec: StackSpec) -> None:
+    """Keeps the spec the models accepted for a stack text whose bytes' sha256 is `sha256` (one that extends
+    nothing, so its spec is a function of its text alone: `stack_file.read_stack`), so the next command reading the
+    same bytes takes it without validating it again (`kept_spec`)."""
+    _keep_rebuilt("spec", sha256, spec)
+
+
+def kept_spec(sha256: str) -> StackSpec | None:
+    """The spec kept for the stack text whose bytes' sha256 is `sha256`; None when none is kept."""
+    from lockgen.model.spec import StackSpec
+
+    return _kept_rebuilt("spec", sha256, StackSpec)
+
+
+_PACKAGED_FACTS = hashlib.sha256(b"the packaged GPU facts").hexdigest()  # their bytes: bound by the rules' stamp
+
+
+def gpu_facts() -> GpuFacts:
+    """The GPU facts (`core.gpu.facts.load_facts`), the packaged ones validated once per lockgen install: they are a
+    file of lockgen's package, so the rules' stamp a kept value names binds their stat, and they are kept under one
+    key. Facts a `$LOCKGEN_FACTS` file states are read and validated by every command, as before."""
+    from lockgen.core.gpu import facts, package_data
+
+    if package_data.facts_origin() != package_data.PACKAGED_FACTS:
+        return facts.load_facts()
+    from lockgen.model.facts import GpuFacts
+
+    found = _kept_rebuilt("facts", _PACKAGED_FACTS, GpuFacts)
+    if found is not None and found.origin == package_data.PACKAGED_FACTS:
+        facts.remember(found)
+        return found
+    loaded = facts.load_facts()
+    _keep_rebuilt("facts", _PACKAGED_FACTS, loaded)
+    return loaded
+
+
+def _keep_rebuilt(kind: Kind, sha256: str, value: BaseModel) -> None:
+    """Keeps a value the models accepted as its JSON dump, for `_kept_rebuilt` to rebuild without validating
+    (`model.base.rebuilt`). Kept only when that dump, read back as `_kept_rebuilt` reads it, rebuilds this very
+    value: equal field for field and dumped alike (every table in the same order), so what is taken later is what
+    the models accepted; a value its dump does not rebuild is validated each time, as before."""
+    if _value(kind, sha256) is not None:
+        return
+    dumped = json.dumps(value.model_dump(mode="json"))
+    again = _rebuilt_dump(type(value), dumped)
+    if again is None or again != value or json.dumps(again.model_dump(mode="json")) != dumped:
+        return
+    keep(kind, sha256, lambda: {"dump": dumped}, lambda kept: isinstance(kept.get("dump"), str))
+
+
+def _kept_rebuilt(kind: Kind, sha256: str, model: type[M]) -> M | None:
+    value = kept(kind, sha256)
+    if value is None or not isinstance(value.get("dump"), str):
+        return None
+    return _rebuilt_dump(model, value["dump"])
+
+
+def _rebuilt_dump(model: type[M], dumped: str) -> M | None:
+    from lockgen.model.base import rebuilt
+
+    try:
+        return rebuilt(model, json.loads(dumped))
+    except ValueError:
+        return None

@@ -1,10 +1,12 @@
 """Reads a `stack.toml` from disk once for the pure parser (`core.stack.spec_parse`), turning a missing or
 unreadable file into a SpecError naming it: the stack's text, its base located once (`core.stack.stack_layout`) and
 read first (a base stack, or a lock: its own or the one its image carries, read once), and the spec parsed on
-it, as one `LoadedStack`. Each file's TOML is read once (a `StackDocument`), for what it extends and its spec."""
+it, as one `LoadedStack`. Each file's TOML is read once (a `StackDocument`), for what it extends and its spec; the
+spec of a text that extends nothing is validated once per bytes (`kept_inputs.keep_spec`)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 from lockgen.adapters import user_files
@@ -38,15 +40,23 @@ def read_stack(
     naming file and line. `fetch_image_base`: for a base that is an image, the bytes of the lock it carries
     (resolve fetches them and keeps them beside the team's locks); without it, the kept copy is read. `text`:
     the stack's text already read (an edit about to be written), parsed instead of the file's."""
-    from lockgen.core.stack.spec_parse import extends_of, parse_stack_text, stack_document
-    from lockgen.core.stack.stack_layout import located_base
+    from lockgen.adapters.lock import kept_inputs
     from lockgen.model.inputs import LoadedStack
 
     text = read_stack_text(path) if text is None else text
+    sha256 = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    kept = kept_inputs.kept_spec(sha256)  # only a text that extends nothing is kept: its spec is its text's alone
+    if kept is not None:
+        return LoadedStack(path, text, kept)  # neither the TOML reader nor the parser is imported
+    from lockgen.core.stack.spec_parse import extends_of, parse_stack_text, stack_document
+    from lockgen.core.stack.stack_layout import located_base
+
     document = stack_document(text, str(path))
     extends = extends_of(document)
     if extends is None:
-        return LoadedStack(path, text, parse_stack_text(document))
+        spec = parse_stack_text(document)
+        kept_inputs.keep_spec(sha256, spec)
+        return LoadedStack(path, text, spec)
     base = located_base(path, extends)
     if base.is_lock:
         carried = fetch_image_base(base) if base.kind == "image" and fetch_image_base is not None else None

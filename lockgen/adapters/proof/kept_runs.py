@@ -17,7 +17,10 @@ every file's link count and ctime as the verdict saw them (one moved with its li
 renews the verdict, then the record).
 Anything else reads as not kept, and the command goes the full way, which words every error. So it trusts what
 the drift verdict trusts (docs/guide/store.md), and no more: the lockgen home is lockgen's own, as for every kept
-value. `LOCKGEN_REPARSE=1`, or removing `kept/`, turns it off."""
+value. `LOCKGEN_REPARSE=1`, or removing `kept/`, turns it off.
+
+It also holds what every kind of kept value shares: the switch (`trusted`), their folders (`kept_folder`), and
+the stamp of the rules a kept input was made under (`rules_stamp`)."""
 
 from __future__ import annotations
 
@@ -58,9 +61,52 @@ def trusted() -> bool:
     return os.environ.get(REPARSE, "") in ("", "0")
 
 
-def kept_folder(kind: str, schema: int) -> str:
-    """The folder of kept values of `kind` (`lock`, `stack`, `run`) for this lockgen and their form's `schema`."""
-    return os.path.join(home_folder(), "kept", f"{__version__}-{schema}", kind)
+def kept_folder(kind: str, schema: int | None) -> str:
+    """The folder of kept values of `kind` (`lock`, `stack`, `run`) for this lockgen and their form's `schema`; for
+    None, one folder for every lockgen: its records name the rules they were made under themselves (`rules_stamp`)."""
+    return os.path.join(home_folder(), "kept", kind if schema is None else f"{__version__}-{schema}/{kind}")
+
+
+_rules_stamp: list[str] = []
+
+
+def rules_stamp() -> str:
+    """What a kept value was made under: lockgen's version and a digest of the stat (path, size, mtime, ctime,
+    inode) of every file of its package (its sources, the kept forms' readers among them, and the data its rules
+    read) and of the certificate schema it may import (`verify/schema.py`). Any edit, install or checkout of any of
+    them gives another stamp, so no one need remember to raise a number when a rule or a kept form changes.
+
+    It trusts the stat, as git's index does: a file rewritten moves its ctime (which no program can set back), so
+    only an edit within the same clock tick as the file's last change, with its size kept, would go unseen. The
+    files' bytes are not read (hashing the sources costs about eight times their stat: docs/measurements.md), and
+    the stat is taken once per process, only by a command that reads or keeps a kept input (the kept `run` of a
+    lock reads none)."""
+    if not _rules_stamp:
+        package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        digest = hashlib.sha256(__version__.encode())
+        try:
+            folders = [package]
+            while folders:
+                folder = folders.pop()
+                with os.scandir(folder) as entries:
+                    for entry in sorted(entries, key=lambda found: found.name):
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.name != "__pycache__":
+                                folders.append(entry.path)
+                            continue
+                        _stat_into(digest, entry.path, entry.stat())
+            schema = os.path.join(os.path.dirname(package), "verify", "schema.py")
+            if os.path.isfile(schema):
+                _stat_into(digest, schema, os.stat(schema))
+        except OSError:  # the package cannot be listed: its rules cannot be told, so nothing kept is taken
+            digest.update(os.urandom(16))
+        _rules_stamp.append(f"{__version__} rules {digest.hexdigest()[:32]}")
+    return _rules_stamp[0]
+
+
+def _stat_into(digest: hashlib._Hash, path: str, found: os.stat_result) -> None:
+    identity = (path, found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino, found.st_dev)
+    digest.update("\0".join(map(str, identity)).encode("utf-8", "surrogateescape") + b"\n")
 
 
 def _given_prefix(prefix: str | None) -> str:

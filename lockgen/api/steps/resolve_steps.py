@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from lockgen.adapters.atomic_files import check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import checked_lock_text
+from lockgen.adapters.lock.kept_inputs import gpu_facts
 from lockgen.api.steps import team_steps
 from lockgen.api.steps.stack_steps import load_stack
 from lockgen.core.lock import lock_builder, lock_meta
 from lockgen.core.stack import stack_layout, team
 from lockgen.core.gpu.arch_rules import ARCH_SPECIFIC_PACKAGES, cuda_window
-from lockgen.core.gpu.facts import arch_fact, load_facts
+from lockgen.core.gpu.facts import arch_fact
 from lockgen.core.stack.plan import explain_exclusions, plan_request
 from lockgen.errors import UnsatisfiableError, UserError
 from lockgen.model.facts import GpuFacts
@@ -64,7 +65,7 @@ class LockedTarget:
 class ResolveContext:
     stack: LoadedStack
     channels: "ChannelSet | None"  # None for pure-PyPI stacks; every use is behind spec.has_conda
-    facts: GpuFacts = field(default_factory=load_facts)
+    facts: GpuFacts = field(default_factory=gpu_facts)  # the packaged facts: validated once per install
     _candidates: dict[str, list[CandidateBuild]] = field(default_factory=dict)
     _sources: "TorchSources | None" = None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockgen.core.gpu.package_data import facts_document
+from lockgen.core.gpu.package_data import facts_document, facts_origin
 from lockgen.core.gpu.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError, UserError
 from lockgen.model.facts import (
@@ -28,10 +28,16 @@ from lockgen.model.spec import Target
 
 def load_facts() -> GpuFacts:
     """The GPU facts: `$LOCKGEN_FACTS` when set, else those shipped in `lockgen/data/gpu_facts.json`."""
-    raw, origin = facts_document()
-    if origin not in _PARSED:  # once per process and file
+    if facts_origin() not in _PARSED:  # once per process and file
+        raw, origin = facts_document()
         _PARSED[origin] = _parsed(origin, raw)
-    return _PARSED[origin]
+    return _PARSED[facts_origin()]
+
+
+def remember(facts: GpuFacts) -> None:
+    """Takes `facts`, a value the models accepted for the document they name (`origin`) and kept since
+    (`kept_inputs.gpu_facts`), as that document's: `load_facts` returns them without reading it."""
+    _PARSED[facts.origin] = facts
 
 
 _PARSED: dict[str, GpuFacts] = {}

@@ -27,6 +27,12 @@ def data_bytes(name: str) -> bytes:
 
 
 FACTS_ENV = "LOCKGEN_FACTS"
+PACKAGED_FACTS = "lockgen/data/gpu_facts.json"
+
+
+def facts_origin() -> str:
+    """Where the GPU facts come from, without reading them: `$LOCKGEN_FACTS` when set, else `PACKAGED_FACTS`."""
+    return os.environ.get(FACTS_ENV) or PACKAGED_FACTS
 
 
 def facts_document() -> tuple[Any, str]:
@@ -34,7 +40,7 @@ def facts_document() -> tuple[Any, str]:
     lockgen release), else the packaged `gpu_facts.json`."""
     override = os.environ.get(FACTS_ENV)
     if not override:
-        return load_json("gpu_facts.json"), "lockgen/data/gpu_facts.json"
+        return load_json("gpu_facts.json"), PACKAGED_FACTS
     try:
         return json.loads(Path(override).read_text(encoding="utf-8")), override
     except OSError as exc:

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lockgen.core.lock import lock_builder
-from lockgen.core.image.image_config import is_environment_prefix
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.environment_record import ManifestEntry
-from lockgen.model.oci_documents import OciConfig
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import normalize
 from lockgen.model.oci import LOCK_LABEL, PREFIX_LABEL
+
+if TYPE_CHECKING:  # an image's documents: only a team stack on an image reads them (not every resolve)
+    from lockgen.model.environment_record import ManifestEntry
+    from lockgen.model.oci_documents import OciConfig
 
 CondaPins = dict[str, list[tuple[str, str, str]]]  # platform -> (name, version, build)
 PipPins = dict[str, tuple[str, ...]]  # platform -> name==version
@@ -157,6 +159,8 @@ def team_prefix(lock: Lock, base_config: OciConfig, default: str) -> str:
     if not held_to or labels.get(LOCK_LABEL) != held_to:
         return default
     prefix = str(labels.get(PREFIX_LABEL, ""))
+    from lockgen.core.image.image_config import is_environment_prefix  # its rules: only for an image base
+
     if not is_environment_prefix(prefix):
         raise LockFormatError(
             f"the base image names its environment at `{prefix[:80]}`, not a folder inside the image",
