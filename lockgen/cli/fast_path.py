@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 
 from lockgen.cli.terminal import (
+    Meter,
     emit,
     print_conforming,
     print_environment,
@@ -197,12 +198,16 @@ def _answer(
         print_conforming(conforming, lock)
         return 0
     if command == "materialize":
-        from lockgen.api.materialize import kept_materialized
+        from lockgen.api.materialize import kept_lock, kept_materialized, materialize_kept
 
         assert lock is not None  # `_read` gives materialize its LOCK
         found = kept_materialized(lock, options.get("platform"), prefix, progress)
-        if found is None:
-            return None
+        if found is None:  # to be built: here when the lock's checked value is kept, by the typer command otherwise
+            read = kept_lock(lock)
+            if read is None:
+                return None
+            with Meter() as meter:  # an error: the typer app's if nothing was said yet, else worded by `answered`
+                found = materialize_kept(read, options.get("platform"), prefix, progress, meter)
         print_environment(*found, "json" in options, {"lock": str(lock)})
         return 0
     from lockgen.api.run import Wanted, kept_exports, kept_run, kept_shell
