@@ -19,6 +19,10 @@ said, too). Once an environment is found (and said so), what follows (its activa
 typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns
 it off, with the kept values (`kept_inputs.trusted`).
 
+A `materialize` that builds (its environment not made yet) is run here too when the lock's checked value is kept
+(`api.materialize.kept_lock`): the build takes that value (`materialize_steps`), every proof of it the same; an
+error once it said something is worded by `terminal.refusal`, as the typer command words it.
+
 `run` and `materialize` (without `--json`) are first offered to the kept run record (`kept_run_steps`: the same
 proof re-checked with the standard library alone), so this module imports no pathlib or typing before that.
 
