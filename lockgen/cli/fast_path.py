@@ -210,7 +210,8 @@ def _answer(
             read = kept_lock(lock)
             if read is None:
                 return None
-            with Meter() as meter:  # an error: the typer app's if nothing was said yet, else worded by `answered`
+            # an error: the typer app's if nothing was said yet (the meter's lines count), else worded by `answered`
+            with Meter(progress) as meter:
                 found = materialize_kept(read, options.get("platform"), prefix, progress, meter)
         print_environment(*found, "json" in options, {"lock": str(lock)})
         return 0

@@ -13,7 +13,7 @@ from lockgen.errors import LockgenError
 TYPE_CHECKING = False  # typing, pathlib and re (the escaping): not imported before a line is escaped here
 
 if TYPE_CHECKING:  # a plain result (dataclasses), named here for its fields
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
     from typing import Any
 
@@ -197,9 +197,11 @@ def _shown_path(name: object) -> str:
 
 class Meter:
     """Per-phase progress of long work: a rich bar on a terminal, a line per quarter otherwise.
-    Called as `meter(phase, done, total)`; used as `with Meter() as meter:`, the bar ends with the block."""
+    Called as `meter(phase, done, total)`; used as `with Meter() as meter:`, the bar ends with the block. `line`:
+    what says a line (default `progress`; the fast path's records that something was said)."""
 
-    def __init__(self) -> None:
+    def __init__(self, line: Callable[[str], None] = progress) -> None:
+        self._line = line
         self._bar: Any = None  # a rich Progress, imported on first use
         self._tasks: dict[str, object] = {}
         self._quarters: dict[str, int] = {}
@@ -227,7 +229,7 @@ class Meter:
                 self._quarters[phase] = quarter
                 if done == total:
                     self._ended.add(phase)
-                progress(f"{phase}: {done}/{total}")
+                self._line(f"{phase}: {done}/{total}")
 
     def __enter__(self) -> "Meter":
         return self
