@@ -779,3 +779,38 @@ def test_a_lock_text_is_checked_once_per_bytes(
         with pytest.raises(LockFieldError):
             api.resolve(third)
     assert len(checked) == 5 and not (third.parent / "locks").exists()
+
+
+def test_a_build_s_error_goes_to_the_typer_app_only_before_anything_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A build of a kept lock on the fast path that fails before saying anything is left to the typer app (which
+    builds, and words what fails); once it said a line, its meter's too, the error is worded here, as the typer
+    command words it (the typer app would say that line twice)."""
+    from lockgen.api import materialize as use_case
+    from lockgen.cli import fast_path
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setattr(use_case, "kept_materialized", lambda *_: None)
+    monkeypatch.setattr(use_case, "kept_lock", lambda _: "bytes")
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug in the build")
+
+    monkeypatch.setattr(use_case, "materialize_kept", broken)
+    line = ["materialize", str(tmp_path / "x.conda-lock.yml"), "--prefix", str(tmp_path / "env")]
+    assert fast_path.answered(line) is None
+    assert capsys.readouterr() == ("", "")
+
+    def metered_then_broken(*args: object) -> None:
+        meter = args[-1]
+        assert callable(meter)
+        meter("fetch and check conda packages", 1, 1)
+        raise RuntimeError("a bug in the build")
+
+    monkeypatch.setattr(use_case, "materialize_kept", metered_then_broken)
+    assert fast_path.answered(line) == 3
+    assert capsys.readouterr().err == (
+        "fetch and check conda packages: 1/1\nerror: unexpected RuntimeError: a bug in the build\nhint: re-run with "
+        "-v and report the traceback\n"
+    )

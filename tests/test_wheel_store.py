@@ -307,3 +307,51 @@ def test_a_hard_link_made_after_an_edit_hides_nothing_in_a_file_of_the_environme
     assert check_prefix(a, full=False).modified == ["pyvenv.cfg"]  # (`check --lock` proves the files packages state)
     with pytest.raises(Exception, match="changed since it was made"):
         materialize(lock, None, a, lambda _: None)
+
+
+def _cli(lock: Path, prefix: Path, *, reparse: bool = False) -> tuple[int, str, str, str]:
+    """`lockgen materialize LOCK --prefix PREFIX` in a process of its own, on the lock fixture's home: the exit code,
+    stdout, stderr and the modules it imported (`reparse`: the typer app's answer, every byte parsed)."""
+    from tests.test_fast_path import _lockgen
+
+    home = lock.parent.parent / "home"
+    return _lockgen("materialize", str(lock), "--prefix", str(prefix), home=home, reparse=reparse, importtime=True)
+
+
+def test_a_build_of_a_kept_lock_on_the_fast_path_makes_what_the_typer_app_makes(lock: Path, tmp_path: Path) -> None:
+    """A materialize into a new prefix of a lock whose checked value is kept is built without typer or the YAML
+    (issue 43: the fast path takes the kept value), and makes the environment the typer app makes from the parsed
+    YAML: at the same prefix, the same digest, stdout and manifest bytes (stats.json holds inodes and times)."""
+    import shutil
+
+    from lockgen.adapters.store.env_manifest import MANIFEST
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched, proven, the lock's value kept
+    prefix = tmp_path / "two"
+    typer_app = _cli(lock, prefix, reparse=True)
+    assert typer_app[0] == 0 and "typer" in typer_app[3].split() and "yaml" in typer_app[3].split()
+    manifest = (prefix / MANIFEST).read_bytes()
+    shutil.rmtree(prefix)
+    fast = _cli(lock, prefix)
+    assert fast[:2] == typer_app[:2], fast
+    digest = [line for line in typer_app[2].splitlines() if line.startswith("environment digest sha256:")]
+    assert len(digest) == 1 and digest[0] in fast[2].splitlines()
+    for module in ("typer", "yaml", "lockgen.cli.app", "lockgen.adapters.lock.lockfile_yaml", "lockgen.model.spec"):
+        assert module not in fast[3].split(), module
+    assert (prefix / MANIFEST).read_bytes() == manifest
+
+
+def test_a_store_file_changed_in_place_is_refused_on_the_fast_path_too(lock: Path, tmp_path: Path) -> None:
+    """The build of a kept lock on the fast path keeps every proof: a store file edited in place (size and mtime put
+    back) is hashed, refused, moved out, and nothing is left at the prefix; the refusal is worded as the typer app
+    words it, after the build said what it began."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    stored = next((tmp_path / "home" / "uv-cache" / "archive-v0").glob("*/alpha/__init__.py"))
+    before, data = stored.stat(), stored.read_bytes()
+    stored.write_bytes(data.replace(b"1.0", b"6.6") if b"1.0" in data else data[:-1] + b"#")
+    os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))
+    code, out, said, imported = _cli(lock, tmp_path / "two")
+    assert code == 1 and out == "" and "typer" not in imported.split(), said
+    assert "error: 1 installed files differ from their wheel's RECORD" in said and "alpha/__init__.py" in said
+    assert "moved out to" in said and "hint: materialize (or unpack) again" in said
+    assert not (tmp_path / "two").exists() and next((tmp_path / "home" / "quarantine").glob("*-wheel-*"))

@@ -19,6 +19,10 @@ said, too). Once an environment is found (and said so), what follows (its activa
 typer command does, and an error there is worded by the same rules (`terminal.refusal`). `LOCKGEN_REPARSE=1` turns
 it off, with the kept values (`kept_inputs.trusted`).
 
+A `materialize` that builds (its environment not made yet) is run here too when the lock's checked value is kept
+(`api.materialize.kept_lock`): the build takes that value (`materialize_steps`), every proof of it the same; an
+error once it said something is worded by `terminal.refusal`, as the typer command words it.
+
 `run` and `materialize` (without `--json`) are first offered to the kept run record (`kept_run_steps`: the same
 proof re-checked with the standard library alone), so this module imports no pathlib or typing before that.
 
@@ -39,6 +43,7 @@ from __future__ import annotations
 import os
 
 from lockgen.cli.terminal import (
+    Meter,
     emit,
     print_conforming,
     print_environment,
@@ -262,12 +267,17 @@ def _answer(
         print_conforming(conforming, lock)
         return 0
     if command == "materialize":
-        from lockgen.api.materialize import kept_materialized
+        from lockgen.api.materialize import kept_lock, kept_materialized, materialize_kept
 
         assert lock is not None  # `_read` gives materialize its LOCK
         found = kept_materialized(lock, options.get("platform"), prefix, progress)
-        if found is None:
-            return None
+        if found is None:  # to be built: here when the lock's checked value is kept, by the typer command otherwise
+            read = kept_lock(lock)
+            if read is None:
+                return None
+            # an error: the typer app's if nothing was said yet (the meter's lines count), else worded by `answered`
+            with Meter(progress) as meter:
+                found = materialize_kept(read, options.get("platform"), prefix, progress, meter)
         print_environment(*found, "json" in options, {"lock": str(lock)})
         return 0
     from lockgen.api.run import Wanted, kept_exports, kept_run, kept_shell

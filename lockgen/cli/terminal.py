@@ -13,8 +13,9 @@ from lockgen.errors import LockgenError
 TYPE_CHECKING = False  # typing, pathlib and re (the escaping): not imported before a line is escaped here
 
 if TYPE_CHECKING:  # a plain result (dataclasses), named here for its fields
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
+    from typing import Any
 
     from lockgen.model.resolved import TargetResult
     from lockgen.model.results import Conformance
@@ -192,6 +193,50 @@ def _shown_path(name: object) -> str:
     """A path for an error line: a 5,000-character one shortened to its ends."""
     text = os.fsdecode(name) if isinstance(name, (str, bytes, os.PathLike)) else str(name)
     return text if len(text) <= 200 else f"{text[:80]}…{text[-80:]} ({len(text)} characters)"
+
+
+class Meter:
+    """Per-phase progress of long work: a rich bar on a terminal, a line per quarter otherwise.
+    Called as `meter(phase, done, total)`; used as `with Meter() as meter:`, the bar ends with the block. `line`:
+    what says a line (default `progress`; the fast path's records that something was said)."""
+
+    def __init__(self, line: Callable[[str], None] = progress) -> None:
+        self._line = line
+        self._bar: Any = None  # a rich Progress, imported on first use
+        self._tasks: dict[str, object] = {}
+        self._quarters: dict[str, int] = {}
+        self._ended: set[str] = set()
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+            if self._bar is None:
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+                self._bar = Progress(
+                    TextColumn("{task.description}", markup=False),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    transient=True,
+                    console=None,
+                )
+                self._bar.start()
+            if phase not in self._tasks:
+                self._tasks[phase] = self._bar.add_task(escaped(phase), total=total)
+            self._bar.update(self._tasks[phase], completed=done)
+        else:
+            quarter = 4 * done // max(1, total)  # a line per quarter reached, each once
+            if quarter > self._quarters.get(phase, 0) or (done == total and phase not in self._ended):
+                self._quarters[phase] = quarter
+                if done == total:
+                    self._ended.add(phase)
+                self._line(f"{phase}: {done}/{total}")
+
+    def __enter__(self) -> "Meter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def refusal(exc: Exception) -> tuple[str, str, int]:

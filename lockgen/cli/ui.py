@@ -12,8 +12,6 @@ Exit codes: 0 ok, 1 a user-level failure (a `LockgenError`), 2 usage (typer), 3 
 from __future__ import annotations
 
 import functools
-import os
-import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 
 from lockgen.cli.terminal import (
+    Meter as Meter,
     emit as emit,
     print_environment as print_environment,
     print_json as print_json,
@@ -31,7 +30,6 @@ from lockgen.cli.terminal import (
     say as say,
     say_error,
 )
-from lockgen.model.names import escaped
 
 if TYPE_CHECKING:  # the models import pydantic: a command that needs no model (a repeated materialize) loads none
     from lockgen.model.requests import Environment
@@ -44,48 +42,6 @@ class _State:
 
 
 state = _State()
-
-
-class Meter:
-    """Per-phase progress of long work: a rich bar on a terminal, a line per quarter otherwise.
-    Called as `meter(phase, done, total)`; used as `with Meter() as meter:`, the bar ends with the block."""
-
-    def __init__(self) -> None:
-        self._bar: Any = None  # a rich Progress, imported on first use
-        self._tasks: dict[str, object] = {}
-        self._quarters: dict[str, int] = {}
-        self._ended: set[str] = set()
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
-            if self._bar is None:
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-                self._bar = Progress(
-                    TextColumn("{task.description}", markup=False),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    transient=True,
-                    console=None,
-                )
-                self._bar.start()
-            if phase not in self._tasks:
-                self._tasks[phase] = self._bar.add_task(escaped(phase), total=total)
-            self._bar.update(self._tasks[phase], completed=done)
-        else:
-            quarter = 4 * done // max(1, total)  # a line per quarter reached, each once
-            if quarter > self._quarters.get(phase, 0) or (done == total and phase not in self._ended):
-                self._quarters[phase] = quarter
-                if done == total:
-                    self._ended.add(phase)
-                progress(f"{phase}: {done}/{total}")
-
-    def __enter__(self) -> "Meter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
 
 
 def environment(

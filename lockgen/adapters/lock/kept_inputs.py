@@ -44,6 +44,7 @@ __all__ = [
     "kept_detected",
     "kept_fresh",
     "kept_lock",
+    "kept_lock_value",
     "kept_spec",
     "trusted",
 ]
@@ -133,13 +134,21 @@ def keep_lock(sha256: str, lock: Lock) -> None:
         }
         return {"lock": lock.model_dump(mode="json"), **facts}
 
-    keep("lock", sha256, value, _lock_facts)
+    keep("lock", sha256, value, lambda kept: _lock_facts(kept) and isinstance(kept.get("lock"), dict))
 
 
 def kept_lock(sha256: str) -> KeptLock | None:
     """The kept lock whose bytes' sha256 is `sha256`, None when none is kept (or its record is not of that shape)."""
     value = kept("lock", sha256)
     return None if value is None else _lock_facts(value)
+
+
+def kept_lock_value(sha256: str) -> dict[str, Any] | None:
+    """The lock value the models accepted for the bytes whose sha256 is `sha256` (`Lock.model_dump(mode="json")`,
+    plain JSON values), None when none is kept (or kept values are off, or its record is not of that shape)."""
+    value = kept("lock", sha256)
+    lock = None if value is None or _lock_facts(value) is None else value.get("lock")
+    return lock if isinstance(lock, dict) else None
 
 
 def _lock_facts(value: dict[str, Any]) -> KeptLock | None:

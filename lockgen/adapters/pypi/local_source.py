@@ -38,7 +38,10 @@ from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.manifests import PackageManifest
 from lockgen.model.names import normalize, shown
-from lockgen.model.spec import PypiDependency
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the stack's model: named for its fields only (a build of a lock loads none)
+    from lockgen.model.spec import PypiDependency
 
 TOP_SKIPPED = frozenset(
     {".git", ".hg", ".svn", ".venv", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"}

@@ -30,11 +30,11 @@ from lockgen.core.pypi.torch_sources import routes_text
 from lockgen.digests import canonical_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
-from lockgen.model.plan import CudaWindow, SolveRequest
-from lockgen.model.spec import StackSpec, Target
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the stack's models: named for their fields only (a build of a lock loads none, about 15 ms)
     from lockgen.core.pypi.pypi_plan import PypiPlan
+    from lockgen.model.plan import CudaWindow, SolveRequest
+    from lockgen.model.spec import StackSpec, Target
 
 SKIPPED = "skipped"
 

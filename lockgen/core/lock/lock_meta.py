@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from lockgen.core.credentials import scrub_url
 from lockgen.digests import canonical_digest, canonical_json
-from lockgen.model.plan import SolveRequest
-from lockgen.model.spec import PypiDependency, StackSpec, Target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the stack's models: named for their fields only (a build of a lock loads none)
+    from lockgen.model.plan import SolveRequest
+    from lockgen.model.spec import PypiDependency, StackSpec, Target
 
 
 def spec_digest(spec: StackSpec) -> str:

@@ -19,7 +19,10 @@ from lockgen.core.credentials import scrub_url
 from lockgen.errors import TargetError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.names import normalize
-from lockgen.model.spec import StackSpec, Target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the stack's models: named for their fields only (a build of a lock loads none)
+    from lockgen.model.spec import StackSpec, Target
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 _CUDA_PACKAGE = re.compile(r"(nvidia-.*|cuda-.*|triton|pytorch-triton)")
