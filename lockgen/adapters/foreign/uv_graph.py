@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,25 +116,33 @@ def tables(entry: dict[str, Any], kind: str) -> dict[str, list[dict[str, Any]]]:
     return {normalize(key): value for key, value in (table or {}).items()}
 
 
-def activated(graph: UvGraph, starts: list[Node], environment: dict[str, str]) -> frozenset[str]:
+def activated(
+    graph: UvGraph, starts: list[Node], environment: dict[str, str], judged: set[str] | None = None
+) -> frozenset[str]:
     """Every item active for the target: the starts' own, and those edges holding for the target activate. Another
     walk is taken while the last one activated items, unless nothing it judged could come out otherwise under the
-    grown set (no edge naming an item was refused, no fork was chosen): then it would walk the same edges."""
+    grown set (no edge naming an item was refused, no fork was chosen): then it would walk the same edges. Every
+    marker judged is added to `judged`, where given."""
     active = {item(entry["name"], kind, name) for entry, kind, name in starts if kind}
     while True:
         before = len(active)
         unsettled: list[bool] = []
-        _traverse(graph, starts, environment, active, grow=True, unsettled=unsettled)
+        _traverse(graph, starts, environment, active, grow=True, unsettled=unsettled, judged=judged)
         if len(active) == before or not unsettled:
             return frozenset(active)
 
 
 def installed(
-    graph: UvGraph, starts: list[Node], environment: dict[str, str], active: frozenset[str]
+    graph: UvGraph,
+    starts: list[Node],
+    environment: dict[str, str],
+    active: frozenset[str],
+    judged: set[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every package reached from the starts along edges whose markers hold: normalized name -> its entry."""
+    """Every package reached from the starts along edges whose markers hold: normalized name -> its entry. Every
+    marker judged is added to `judged`, where given."""
     refuse_conflicting(graph, active)
-    return _traverse(graph, starts, environment, set(active), grow=False)
+    return _traverse(graph, starts, environment, set(active), grow=False, judged=judged)
 
 
 def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
@@ -159,17 +168,20 @@ def _traverse(
     active: set[str],
     grow: bool,
     unsettled: list[bool] | None = None,
+    judged: set[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
     when it holds, activates them (in `active`). `unsettled` is given an entry when a verdict of this walk could
     change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
     reached: dict[str, dict[str, Any]] = {}
     pending, expanded = list(starts), set()
+    target_items = tuple(environment.items())  # the target as `_verdict`'s cache keys it, made once per walk
     while pending:
         entry, kind, name = pending.pop()
-        if (id(entry), kind, name) in expanded:
+        node = (id(entry), kind, name)
+        if node in expanded:
             continue
-        expanded.add((id(entry), kind, name))
+        expanded.add(node)
         key = normalize(entry["name"])
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
@@ -181,8 +193,10 @@ def _traverse(
         for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
             named, extras, candidates = _edge(graph, edge)
             marker = edge.get("marker")
-            if not holds(marker, environment, active, named if grow else frozenset()):
-                if unsettled is not None and not unsettled and marker and _parsed(marker)[1]:
+            if marker and judged is not None:
+                judged.add(marker)
+            if marker and not _holds_for(marker, target_items, active, named if grow else frozenset()):
+                if unsettled is not None and not unsettled and _parsed(marker)[1]:
                     unsettled.append(True)
                 continue
             if grow:
@@ -190,11 +204,12 @@ def _traverse(
             if len(candidates) == 1:
                 target = candidates[0]
             else:
-                target = _fork(candidates, environment, active)
+                target = _fork(candidates, environment, active, judged)
                 if unsettled is not None and not unsettled:
                     unsettled.append(True)
             pending.append((target, "", ""))
-            pending += [(target, "extra", extra) for extra in extras]
+            if extras:
+                pending += [(target, "extra", extra) for extra in extras]
     return reached
 
 
@@ -225,14 +240,20 @@ def holds(
     named: set[str] | frozenset[str] = frozenset(),
 ) -> bool:
     """Whether a marker is true for the target, `extra == X` meaning X is an active item (of `active`, or of
-    `named`: those an edge would activate). Only the items the marker names are handed to the evaluator, which
-    normalises every item it is given on every test: the whole active set there made an import quadratic."""
-    if not marker:
-        return True
-    _, mentioned = _parsed(marker)
-    return _verdict(
-        marker, tuple(environment.items()), frozenset(name for name in mentioned if name in active or name in named)
-    )
+    `named`: those an edge would activate)."""
+    return not marker or _holds_for(marker, tuple(environment.items()), active, named)
+
+
+def _holds_for(
+    marker: str, target_items: tuple[tuple[str, str], ...], active: set[str] | frozenset[str], named: Set[str]
+) -> bool:
+    """`holds` for a target given as `_verdict` keys it. Only the items the marker names are handed to the
+    evaluator, which normalises every item it is given on every test: the whole active set there made an import
+    quadratic."""
+    mentioned = _parsed(marker)[1]
+    if not mentioned:
+        return _verdict(marker, target_items, frozenset())
+    return _verdict(marker, target_items, frozenset(name for name in mentioned if name in active or name in named))
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -274,8 +295,13 @@ def _candidates(edge: dict[str, Any], graph: UvGraph) -> list[dict[str, Any]]:
     return candidates
 
 
-def _fork(candidates: list[dict[str, Any]], environment: dict[str, str], active: set[str]) -> dict[str, Any]:
-    """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do)."""
+def _fork(
+    candidates: list[dict[str, Any]], environment: dict[str, str], active: set[str], judged: set[str] | None
+) -> dict[str, Any]:
+    """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do);
+    the markers judged are added to `judged`, where given."""
+    if judged is not None:
+        judged.update(marker for c in candidates for marker in c.get("resolution-markers") or ())
     holding = [
         c
         for c in candidates

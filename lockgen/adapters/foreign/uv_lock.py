@@ -178,9 +178,20 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     pins: list[PinnedWheel] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
-    for platform in PLATFORMS:
-        environment = environment_of(platform, python)
-        reached = installed(graph, starts, environment, activated(graph, starts, environment))
+    environments = {platform: environment_of(platform, python) for platform in PLATFORMS}
+    first, *others = environments.values()
+    differing = {name for name, value in first.items() if any(other[name] != value for other in others)}
+    # the walk is a function of its markers' verdicts: where no marker it judged names a variable the platforms
+    # differ in (platform_machine), every other platform's walk judges the same markers alike, and reaches the same
+    walked: dict[str, dict[str, Any]] | None = None
+    for platform, environment in environments.items():
+        if walked is not None:
+            reached = walked
+        else:
+            judged: set[str] = set()
+            reached = installed(graph, starts, environment, activated(graph, starts, environment, judged), judged)
+            if not any(name in marker for marker in judged for name in differing):
+                walked = reached
         for key in sorted(reached):
             if reached[key] is graph.workspace:
                 continue

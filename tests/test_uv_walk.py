@@ -1,0 +1,82 @@
+"""uv.lock's walk (`adapters.foreign.uv_lock`, `uv_graph`) taken once for both Linux platforms where it cannot differ
+between them: no marker it judged names a variable the platforms differ in (`platform_machine`). Where one does, on
+an edge or in a fork's resolution markers, each platform is walked on its own and reaches its own packages; where
+none does, the second platform reaches what a walk of its own would (the first walk counted, the result compared with
+the one a walk per platform gives)."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+
+from lockgen.adapters.foreign import uv_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices, read_uv_lock
+
+_HEAD = 'version = 1\nrevision = 2\nrequires-python = ">=3.10"\n'
+_APP = '\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = {{ virtual = "." }}\ndependencies = [\n{edges}]\n'
+
+
+def _package(name: str, version: str = "1.0", resolution: str = "") -> str:
+    wheels = "".join(
+        f'    {{ url = "https://files.example/{name}-{version}-py3-none-manylinux_2_17_{machine}.whl", '
+        f'hash = "sha256:{"ab" * 32}" }},\n'
+        for machine in ("x86_64", "aarch64")
+    )
+    return (
+        f'\n[[package]]\nname = "{name}"\nversion = "{version}"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+        + (f"resolution-markers = [{resolution}]\n" if resolution else "")
+        + f"wheels = [\n{wheels}]\n"
+    )
+
+
+def _lock(edges: list[str], *packages: str) -> dict[str, Any]:
+    return tomllib.loads(_HEAD + _APP.format(edges="".join(f"    {edge},\n" for edge in edges)) + "".join(packages))
+
+
+def _walked_per_platform(data: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[int, set[tuple[str, str]]]:
+    """How many walks the import took, and the (platform, package) pairs it pinned."""
+    walks: list[str] = []
+    installed = uv_lock.installed
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        walks.append("walk")
+        return installed(*args, **kwargs)
+
+    monkeypatch.setattr(uv_lock, "installed", counted)
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    return len(walks), {(pin.platform, pin.name) for pin in found.pins}
+
+
+def test_a_lock_no_marker_of_which_names_the_machine_is_walked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    linux, old_python = "sys_platform == 'linux'", "python_version < '3.11'"
+    data = _lock(
+        [f'{{ name = "a", marker = "{linux}" }}', f'{{ name = "b", marker = "{old_python}" }}'],
+        _package("a"),
+        _package("b"),
+    )
+    walks, pinned = _walked_per_platform(data, monkeypatch)
+    assert walks == 1
+    assert pinned == {("linux-64", "a"), ("linux-aarch64", "a")}
+
+
+def test_an_edge_naming_the_machine_is_walked_on_each_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    on_x86 = "platform_machine == 'x86_64'"
+    data = _lock(['{ name = "a" }', f'{{ name = "b", marker = "{on_x86}" }}'], _package("a"), _package("b"))
+    walks, pinned = _walked_per_platform(data, monkeypatch)
+    assert walks == 2
+    assert pinned == {("linux-64", "a"), ("linux-64", "b"), ("linux-aarch64", "a")}
+
+
+def test_a_fork_chosen_by_the_machine_is_walked_on_each_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edge names no variable; the forks' resolution markers do: each platform takes its own fork."""
+    data = _lock(
+        ['{ name = "a" }'],
+        _package("a", "1.0", "\"platform_machine == 'x86_64'\""),
+        _package("a", "2.0", "\"platform_machine != 'x86_64'\""),
+    )
+    walks, _ = _walked_per_platform(data, monkeypatch)
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    assert walks == 2
+    assert {(pin.platform, pin.version) for pin in found.pins} == {("linux-64", "1.0"), ("linux-aarch64", "2.0")}
