@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Set
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +44,12 @@ class UvGraph:
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
     # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
-    edges: dict[int, tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(
+    edges: dict[int, tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]] = field(
         default_factory=dict, compare=False, repr=False
     )
     # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
     # package's dependency is most often listed again under its extras)
-    alike: dict[tuple[str, tuple[str, ...]], tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(
+    alike: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -195,12 +195,12 @@ def _traverse(
             marker = edge.get("marker")
             if marker and judged is not None:
                 judged.add(marker)
-            if marker and not _holds_for(marker, target_items, active, named if grow else frozenset()):
+            if marker and not _holds_for(marker, target_items, active, named if grow else ()):
                 if unsettled is not None and not unsettled and _parsed(marker)[1]:
                     unsettled.append(True)
                 continue
             if grow:
-                active |= named
+                active.update(named)
             if len(candidates) == 1:
                 target = candidates[0]
             else:
@@ -213,9 +213,10 @@ def _traverse(
     return reached
 
 
-def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]:
-    """The items an edge's extras name, those extras normalised, and the entries it may point at: worked out
-    on the first walk over it, kept in the graph for the others."""
+def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]:
+    """The items an edge's extras name (a tuple: a frozenset of one item was 216 bytes, for each of a large lock's
+    edges), those extras normalised, and the entries it may point at: worked out on the first walk over it, kept
+    in the graph for the others."""
     known = graph.edges.get(id(edge))
     if known is None:
         extras = tuple(normalize(extra) for extra in edge.get("extra", []))
@@ -223,7 +224,7 @@ def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[s
         known = graph.alike.get((edge["name"], extras)) if by_name else None
         if known is None:
             known = (
-                frozenset(item(edge["name"], "extra", extra) for extra in extras),
+                tuple(dict.fromkeys(item(edge["name"], "extra", extra) for extra in extras)),
                 extras,
                 _candidates(edge, graph),
             )
@@ -237,7 +238,7 @@ def holds(
     marker: str | None,
     environment: dict[str, str],
     active: set[str] | frozenset[str],
-    named: set[str] | frozenset[str] = frozenset(),
+    named: Collection[str] = (),
 ) -> bool:
     """Whether a marker is true for the target, `extra == X` meaning X is an active item (of `active`, or of
     `named`: those an edge would activate)."""
@@ -245,7 +246,7 @@ def holds(
 
 
 def _holds_for(
-    marker: str, target_items: tuple[tuple[str, str], ...], active: set[str] | frozenset[str], named: Set[str]
+    marker: str, target_items: tuple[tuple[str, str], ...], active: set[str] | frozenset[str], named: Collection[str]
 ) -> bool:
     """`holds` for a target given as `_verdict` keys it. Only the items the marker names are handed to the
     evaluator, which normalises every item it is given on every test: the whole active set there made an import

@@ -19,6 +19,7 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +112,32 @@ _WALKED = (
 )
 
 
+_ABSENT: Any = object()  # a key the table did not have
+
+
+class KeptWheel(Mapping[str, Any]):
+    """What the walk reads of a wheel's table, its `url` and `hash` (where it has them), read as the table is: two
+    slots, where a table of two keys was 184 bytes (two wheels or more for each package of a lock)."""
+
+    __slots__ = ("_hash", "_url")
+
+    def __init__(self, table: dict[str, Any]) -> None:
+        self._url = table.get("url", _ABSENT)
+        self._hash = table.get("hash", _ABSENT)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._url if key == "url" else self._hash if key == "hash" else _ABSENT
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, value in (("url", self._url), ("hash", self._hash)) if value is not _ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 _SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
 
 
@@ -131,10 +158,7 @@ class WalkedParts:
         kept = {key: self._one(entry[key]) for key in _WALKED if key in entry}
         wheels = entry.get("wheels")
         if isinstance(wheels, list):
-            kept["wheels"] = [
-                {key: wheel[key] for key in ("url", "hash") if key in wheel} if isinstance(wheel, dict) else wheel
-                for wheel in wheels
-            ]
+            kept["wheels"] = [KeptWheel(wheel) if isinstance(wheel, dict) else wheel for wheel in wheels]
         elif "wheels" in entry:
             kept["wheels"] = wheels
         if "sdist" in entry:
