@@ -64,8 +64,9 @@ def test_a_lock_no_marker_of_which_names_the_machine_is_walked_once(monkeypatch:
     assert pinned == {("linux-64", "a"), ("linux-aarch64", "a")}
 
 
-def test_an_edge_naming_the_machine_is_walked_on_each_platform(monkeypatch: pytest.MonkeyPatch) -> None:
-    on_x86 = "platform_machine == 'x86_64'"
+@pytest.mark.parametrize("variable", ["platform_machine", "platform.machine"])  # the older spelling read alike
+def test_an_edge_naming_the_machine_is_walked_on_each_platform(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    on_x86 = f"{variable} == 'x86_64'"
     data = _lock(['{ name = "a" }', f'{{ name = "b", marker = "{on_x86}" }}'], _package("a"), _package("b"))
     walks, pinned = _walked_per_platform(data, monkeypatch)
     assert walks == 2

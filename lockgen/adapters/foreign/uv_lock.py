@@ -1,6 +1,7 @@
 """uv.lock (v1) read as uv itself installs it: from the roots `uv sync` would install, with the extras and
 groups it would be told, along every edge whose marker holds for the target (platform, CPython version,
-the active extras and groups: `adapters.foreign.uv_graph`), to the wheel that fits each package.
+the active extras and groups: `adapters.foreign.uv_graph`), to the wheel that fits each package. The walk is
+taken once for both Linux platforms where no marker it judged names what they differ in (`platform_machine`).
 
 uv.lock is universal: one file for every platform and Python, forks of a package per Python range
 (`resolution-markers`) and, with `[tool.uv] conflicts`, per extra or group. It records the workspace's
@@ -214,8 +215,8 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
         else:
             judged: set[str] = set()
             reached = installed(graph, starts, environment, activated(graph, starts, environment, judged), judged)
-            if not any(name in marker for marker in judged for name in differing):
-                walked = reached
+            if not any(name in marker.replace(".", "_") for marker in judged for name in differing):
+                walked = reached  # (`platform.machine` is PEP 508's older spelling, still read as the same variable)
         for key in sorted(reached):
             if reached[key] is graph.workspace:
                 continue
