@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,11 @@ class UvGraph:
             for conflict in data.get("conflicts") or []
         )
         return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
+
+    def let_go_of_edges(self) -> None:
+        """Forgets what the walks worked out of each edge (a third of what a walk holds), once no walk follows."""
+        self.edges.clear()
+        self.alike.clear()
 
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
@@ -174,15 +180,16 @@ def _traverse(
     when it holds, activates them (in `active`). `unsettled` is given an entry when a verdict of this walk could
     change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
     reached: dict[str, dict[str, Any]] = {}
-    pending, expanded = list(starts), set()
+    pending = list(starts)
+    expanded: set[int | tuple[int, str, str]] = set()  # a package's own node by its entry's id alone
     target_items = tuple(environment.items())  # the target as `_verdict`'s cache keys it, made once per walk
     while pending:
         entry, kind, name = pending.pop()
-        node = (id(entry), kind, name)
+        node = (id(entry), kind, name) if kind else id(entry)
         if node in expanded:
             continue
         expanded.add(node)
-        key = normalize(entry["name"])
+        key = sys.intern(normalize(entry["name"]))  # the name the entry holds where it is written normalized
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
                 f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "

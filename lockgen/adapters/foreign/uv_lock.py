@@ -203,20 +203,9 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     pins: list[PinnedWheel] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
-    environments = {platform: environment_of(platform, python) for platform in PLATFORMS}
-    first, *others = environments.values()
-    differing = {name for name, value in first.items() if any(other[name] != value for other in others)}
-    # the walk is a function of its markers' verdicts: where no marker it judged names a variable the platforms
-    # differ in (platform_machine), every other platform's walk judges the same markers alike, and reaches the same
-    walked: dict[str, dict[str, Any]] | None = None
-    for platform, environment in environments.items():
-        if walked is not None:
-            reached = walked
-        else:
-            judged: set[str] = set()
-            reached = installed(graph, starts, environment, activated(graph, starts, environment, judged), judged)
-            if not any(name in marker.replace(".", "_") for marker in judged for name in differing):
-                walked = reached  # (`platform.machine` is PEP 508's older spelling, still read as the same variable)
+    walks = _walks(graph, starts, python)
+    graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
+    for platform, reached in walks.items():
         for key in sorted(reached):
             if reached[key] is graph.workspace:
                 continue
@@ -228,6 +217,27 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
             else:
                 skipped.append(found)
     return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
+
+
+def _walks(graph: UvGraph, starts: list[Node], python: Python) -> dict[str, dict[str, dict[str, Any]]]:
+    """What each platform installs (`installed`), by platform. The walk is a function of its markers' verdicts:
+    where no marker it judged names a variable the platforms differ in (platform_machine), every other platform's
+    walk would judge the same markers alike and reach the same, and is not taken."""
+    environments = {platform: environment_of(platform, python) for platform in PLATFORMS}
+    first, *others = environments.values()
+    differing = {name for name, value in first.items() if any(other[name] != value for other in others)}
+    walks: dict[str, dict[str, dict[str, Any]]] = {}
+    shared: dict[str, dict[str, Any]] | None = None
+    for platform, environment in environments.items():
+        if shared is not None:
+            walks[platform] = shared
+            continue
+        judged: set[str] = set()
+        walks[platform] = installed(graph, starts, environment, activated(graph, starts, environment, judged), judged)
+        # `platform.machine` is PEP 508's older spelling, still read as the same variable
+        if not any(name in marker.replace(".", "_") for marker in judged for name in differing):
+            shared = walks[platform]
+    return walks
 
 
 def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:
