@@ -108,3 +108,16 @@ def test_a_large_lock_is_read_and_walked_in_bounded_memory() -> None:
     finally:
         tracemalloc.stop()
     assert (kept + walk) / packages < 2700, (kept / packages, walk / packages)
+
+
+def test_a_fork_marker_never_judged_is_passed_over_as_before() -> None:
+    """The markers a fork's choice judges are kept for the platforms' comparison: an item of `resolution-markers`
+    that is no string, after one that holds, was never judged and is not read now either (it ended the import with
+    an AttributeError when it was kept)."""
+    data = _lock(
+        ['{ name = "a" }'],
+        _package("a", "1.0", "\"python_version >= '3.10'\", 5"),
+        _package("a", "2.0", "\"python_version < '3.10'\""),
+    )
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    assert {(pin.platform, pin.version) for pin in found.pins} == {("linux-64", "1.0"), ("linux-aarch64", "1.0")}

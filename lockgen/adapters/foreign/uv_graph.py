@@ -309,7 +309,7 @@ def _fork(
     """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do);
     the markers judged are added to `judged`, where given."""
     if judged is not None:
-        judged.update(marker for c in candidates for marker in c.get("resolution-markers") or ())
+        judged.update(m for c in candidates for m in c.get("resolution-markers") or () if isinstance(m, str))
     holding = [
         c
         for c in candidates
