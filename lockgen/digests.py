@@ -9,10 +9,11 @@ pure half (`canonical_json`, `canonical_digest`); reading files is for adapters 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,19 @@ def canonical_json_with(value: Mapping[str, Any], encoded: Mapping[str, bytes]) 
 def canonical_digest(value: Any) -> str:
     """The hex sha256 of `canonical_json(value)`."""
     return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def canonical_list_digest(items: Iterable[Any], chunk: int = 1024) -> str:
+    """`canonical_digest(list(items))`, the list's JSON made and hashed `chunk` items at a time: a long list (a
+    300k-package lock's package set, about 100 MiB as one text) is never held whole, nor its JSON."""
+    hasher = hashlib.sha256(b"[")
+    remaining = iter(items)
+    separator = b""
+    while batch := list(itertools.islice(remaining, chunk)):
+        hasher.update(separator + canonical_json(batch)[1:-1])  # a list's JSON is its items' joined by `,`
+        separator = b","
+    hasher.update(b"]")
+    return hasher.hexdigest()
 
 
 def file_digest(path: Path | str, algorithm: str = "sha256", *, follow: bool = True) -> str:

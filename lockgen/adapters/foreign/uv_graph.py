@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +45,12 @@ class UvGraph:
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
     # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
-    edges: dict[int, tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(
+    edges: dict[int, tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]] = field(
         default_factory=dict, compare=False, repr=False
     )
     # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
     # package's dependency is most often listed again under its extras)
-    alike: dict[tuple[str, tuple[str, ...]], tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]] = field(
+    alike: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -76,6 +78,11 @@ class UvGraph:
             for conflict in data.get("conflicts") or []
         )
         return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
+
+    def let_go_of_edges(self) -> None:
+        """Forgets what the walks worked out of each edge (a third of what a walk holds), once no walk follows."""
+        self.edges.clear()
+        self.alike.clear()
 
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
@@ -115,25 +122,33 @@ def tables(entry: dict[str, Any], kind: str) -> dict[str, list[dict[str, Any]]]:
     return {normalize(key): value for key, value in (table or {}).items()}
 
 
-def activated(graph: UvGraph, starts: list[Node], environment: dict[str, str]) -> frozenset[str]:
+def activated(
+    graph: UvGraph, starts: list[Node], environment: dict[str, str], judged: set[str] | None = None
+) -> frozenset[str]:
     """Every item active for the target: the starts' own, and those edges holding for the target activate. Another
     walk is taken while the last one activated items, unless nothing it judged could come out otherwise under the
-    grown set (no edge naming an item was refused, no fork was chosen): then it would walk the same edges."""
+    grown set (no edge naming an item was refused, no fork was chosen): then it would walk the same edges. Every
+    marker judged is added to `judged`, where given."""
     active = {item(entry["name"], kind, name) for entry, kind, name in starts if kind}
     while True:
         before = len(active)
         unsettled: list[bool] = []
-        _traverse(graph, starts, environment, active, grow=True, unsettled=unsettled)
+        _traverse(graph, starts, environment, active, grow=True, unsettled=unsettled, judged=judged)
         if len(active) == before or not unsettled:
             return frozenset(active)
 
 
 def installed(
-    graph: UvGraph, starts: list[Node], environment: dict[str, str], active: frozenset[str]
+    graph: UvGraph,
+    starts: list[Node],
+    environment: dict[str, str],
+    active: frozenset[str],
+    judged: set[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every package reached from the starts along edges whose markers hold: normalized name -> its entry."""
+    """Every package reached from the starts along edges whose markers hold: normalized name -> its entry. Every
+    marker judged is added to `judged`, where given."""
     refuse_conflicting(graph, active)
-    return _traverse(graph, starts, environment, set(active), grow=False)
+    return _traverse(graph, starts, environment, set(active), grow=False, judged=judged)
 
 
 def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
@@ -159,18 +174,22 @@ def _traverse(
     active: set[str],
     grow: bool,
     unsettled: list[bool] | None = None,
+    judged: set[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
     when it holds, activates them (in `active`). `unsettled` is given an entry when a verdict of this walk could
     change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
     reached: dict[str, dict[str, Any]] = {}
-    pending, expanded = list(starts), set()
+    pending = list(starts)
+    expanded: set[int | tuple[int, str, str]] = set()  # a package's own node by its entry's id alone
+    target_items = tuple(environment.items())  # the target as `_verdict`'s cache keys it, made once per walk
     while pending:
         entry, kind, name = pending.pop()
-        if (id(entry), kind, name) in expanded:
+        node = (id(entry), kind, name) if kind else id(entry)
+        if node in expanded:
             continue
-        expanded.add((id(entry), kind, name))
-        key = normalize(entry["name"])
+        expanded.add(node)
+        key = sys.intern(normalize(entry["name"]))  # the name the entry holds where it is written normalized
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
                 f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "
@@ -181,26 +200,30 @@ def _traverse(
         for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
             named, extras, candidates = _edge(graph, edge)
             marker = edge.get("marker")
-            if not holds(marker, environment, active, named if grow else frozenset()):
-                if unsettled is not None and not unsettled and marker and _parsed(marker)[1]:
+            if marker and judged is not None:
+                judged.add(marker)
+            if marker and not _holds_for(marker, target_items, active, named if grow else ()):
+                if unsettled is not None and not unsettled and _parsed(marker)[1]:
                     unsettled.append(True)
                 continue
             if grow:
-                active |= named
+                active.update(named)
             if len(candidates) == 1:
                 target = candidates[0]
             else:
-                target = _fork(candidates, environment, active)
+                target = _fork(candidates, environment, active, judged)
                 if unsettled is not None and not unsettled:
                     unsettled.append(True)
             pending.append((target, "", ""))
-            pending += [(target, "extra", extra) for extra in extras]
+            if extras:
+                pending += [(target, "extra", extra) for extra in extras]
     return reached
 
 
-def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[str, ...], list[dict[str, Any]]]:
-    """The items an edge's extras name, those extras normalised, and the entries it may point at: worked out
-    on the first walk over it, kept in the graph for the others."""
+def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]:
+    """The items an edge's extras name (a tuple: a frozenset of one item was 216 bytes, for each of a large lock's
+    edges), those extras normalised, and the entries it may point at: worked out on the first walk over it, kept
+    in the graph for the others."""
     known = graph.edges.get(id(edge))
     if known is None:
         extras = tuple(normalize(extra) for extra in edge.get("extra", []))
@@ -208,7 +231,7 @@ def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[frozenset[str], tuple[s
         known = graph.alike.get((edge["name"], extras)) if by_name else None
         if known is None:
             known = (
-                frozenset(item(edge["name"], "extra", extra) for extra in extras),
+                tuple(dict.fromkeys(item(edge["name"], "extra", extra) for extra in extras)),
                 extras,
                 _candidates(edge, graph),
             )
@@ -222,17 +245,23 @@ def holds(
     marker: str | None,
     environment: dict[str, str],
     active: set[str] | frozenset[str],
-    named: set[str] | frozenset[str] = frozenset(),
+    named: Collection[str] = (),
 ) -> bool:
     """Whether a marker is true for the target, `extra == X` meaning X is an active item (of `active`, or of
-    `named`: those an edge would activate). Only the items the marker names are handed to the evaluator, which
-    normalises every item it is given on every test: the whole active set there made an import quadratic."""
-    if not marker:
-        return True
-    _, mentioned = _parsed(marker)
-    return _verdict(
-        marker, tuple(environment.items()), frozenset(name for name in mentioned if name in active or name in named)
-    )
+    `named`: those an edge would activate)."""
+    return not marker or _holds_for(marker, tuple(environment.items()), active, named)
+
+
+def _holds_for(
+    marker: str, target_items: tuple[tuple[str, str], ...], active: set[str] | frozenset[str], named: Collection[str]
+) -> bool:
+    """`holds` for a target given as `_verdict` keys it. Only the items the marker names are handed to the
+    evaluator, which normalises every item it is given on every test: the whole active set there made an import
+    quadratic."""
+    mentioned = _parsed(marker)[1]
+    if not mentioned:
+        return _verdict(marker, target_items, frozenset())
+    return _verdict(marker, target_items, frozenset(name for name in mentioned if name in active or name in named))
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -274,8 +303,13 @@ def _candidates(edge: dict[str, Any], graph: UvGraph) -> list[dict[str, Any]]:
     return candidates
 
 
-def _fork(candidates: list[dict[str, Any]], environment: dict[str, str], active: set[str]) -> dict[str, Any]:
-    """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do)."""
+def _fork(
+    candidates: list[dict[str, Any]], environment: dict[str, str], active: set[str], judged: set[str] | None
+) -> dict[str, Any]:
+    """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do);
+    the markers judged are added to `judged`, where given."""
+    if judged is not None:
+        judged.update(m for c in candidates for m in c.get("resolution-markers") or () if isinstance(m, str))
     holding = [
         c
         for c in candidates

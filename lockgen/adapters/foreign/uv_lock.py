@@ -1,6 +1,7 @@
 """uv.lock (v1) read as uv itself installs it: from the roots `uv sync` would install, with the extras and
 groups it would be told, along every edge whose marker holds for the target (platform, CPython version,
-the active extras and groups: `adapters.foreign.uv_graph`), to the wheel that fits each package.
+the active extras and groups: `adapters.foreign.uv_graph`), to the wheel that fits each package. The walk is
+taken once for both Linux platforms where no marker it judged names what they differ in (`platform_machine`).
 
 uv.lock is universal: one file for every platform and Python, forks of a package per Python range
 (`resolution-markers`) and, with `[tool.uv] conflicts`, per extra or group. It records the workspace's
@@ -19,6 +20,7 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +113,32 @@ _WALKED = (
 )
 
 
+_ABSENT: Any = object()  # a key the table did not have
+
+
+class KeptWheel(Mapping[str, Any]):
+    """What the walk reads of a wheel's table, its `url` and `hash` (where it has them), read as the table is: two
+    slots, where a table of two keys was 184 bytes (two wheels or more for each package of a lock)."""
+
+    __slots__ = ("_hash", "_url")
+
+    def __init__(self, table: dict[str, Any]) -> None:
+        self._url = table.get("url", _ABSENT)
+        self._hash = table.get("hash", _ABSENT)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._url if key == "url" else self._hash if key == "hash" else _ABSENT
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, value in (("url", self._url), ("hash", self._hash)) if value is not _ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 _SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
 
 
@@ -131,10 +159,7 @@ class WalkedParts:
         kept = {key: self._one(entry[key]) for key in _WALKED if key in entry}
         wheels = entry.get("wheels")
         if isinstance(wheels, list):
-            kept["wheels"] = [
-                {key: wheel[key] for key in ("url", "hash") if key in wheel} if isinstance(wheel, dict) else wheel
-                for wheel in wheels
-            ]
+            kept["wheels"] = [KeptWheel(wheel) if isinstance(wheel, dict) else wheel for wheel in wheels]
         elif "wheels" in entry:
             kept["wheels"] = wheels
         if "sdist" in entry:
@@ -178,9 +203,9 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     pins: list[PinnedWheel] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
-    for platform in PLATFORMS:
-        environment = environment_of(platform, python)
-        reached = installed(graph, starts, environment, activated(graph, starts, environment))
+    walks = _walks(graph, starts, python)
+    graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
+    for platform, reached in walks.items():
         for key in sorted(reached):
             if reached[key] is graph.workspace:
                 continue
@@ -192,6 +217,27 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
             else:
                 skipped.append(found)
     return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
+
+
+def _walks(graph: UvGraph, starts: list[Node], python: Python) -> dict[str, dict[str, dict[str, Any]]]:
+    """What each platform installs (`installed`), by platform. The walk is a function of its markers' verdicts:
+    where no marker it judged names a variable the platforms differ in (platform_machine), every other platform's
+    walk would judge the same markers alike and reach the same, and is not taken."""
+    environments = {platform: environment_of(platform, python) for platform in PLATFORMS}
+    first, *others = environments.values()
+    differing = {name for name, value in first.items() if any(other[name] != value for other in others)}
+    walks: dict[str, dict[str, dict[str, Any]]] = {}
+    shared: dict[str, dict[str, Any]] | None = None
+    for platform, environment in environments.items():
+        if shared is not None:
+            walks[platform] = shared
+            continue
+        judged: set[str] = set()
+        walks[platform] = installed(graph, starts, environment, activated(graph, starts, environment, judged), judged)
+        # `platform.machine` is PEP 508's older spelling, still read as the same variable
+        if not any(name in marker.replace(".", "_") for marker in judged for name in differing):
+            shared = walks[platform]
+    return walks
 
 
 def _roots(graph: UvGraph, choices: UvChoices) -> list[dict[str, Any]]:

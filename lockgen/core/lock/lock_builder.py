@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from lockgen.core.lock import lock_meta
 from lockgen.core.credentials import scrub_text, scrub_url
 from lockgen.core.pypi.torch_sources import routes_text
-from lockgen.digests import canonical_digest
+from lockgen.digests import canonical_list_digest
 from lockgen.errors import UserError
 from lockgen.model.lock import LOCKGEN_META_FORMAT, Lock, LockChannel, LockedPackage, LockMetadata
 
@@ -70,20 +70,21 @@ def package_set(packages: Sequence[LockedPackage]) -> str:
     name, version, build, hashes, dependencies), in the lock's order. Not the URL: it says where the bytes are, the
     hash what they are, so a mirror's URL in place of the index's is no edit of the package set; but a local
     package's URL is what it is (its folder, editable or built): pinned too."""
-    pins = [
-        [
-            p.manager,
-            p.name,
-            p.version,
-            p.build or "",
-            p.hash.sha256 or "",
-            p.hash.md5 or "",
-            sorted(p.dependencies.items()),
-            *_local_pin(p),
-        ]
-        for p in sorted(packages, key=lambda p: p.sort_key())
+    ordered = sorted(packages, key=lambda p: p.sort_key())
+    return f"{len(ordered)} {canonical_list_digest(map(_pin, ordered))}"  # each pin made as it is hashed
+
+
+def _pin(p: LockedPackage) -> list[object]:
+    return [
+        p.manager,
+        p.name,
+        p.version,
+        p.build or "",
+        p.hash.sha256 or "",
+        p.hash.md5 or "",
+        sorted(p.dependencies.items()),
+        *_local_pin(p),
     ]
-    return f"{len(pins)} {canonical_digest(pins)}"
 
 
 def resolved_metadata(

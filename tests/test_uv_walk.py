@@ -1,0 +1,123 @@
+"""uv.lock's walk (`adapters.foreign.uv_lock`, `uv_graph`) taken once for both Linux platforms where it cannot differ
+between them: no marker it judged names a variable the platforms differ in (`platform_machine`). Where one does, on
+an edge or in a fork's resolution markers, each platform is walked on its own and reaches its own packages; where
+none does, the second platform reaches what a walk of its own would (the first walk counted, the result compared with
+the one a walk per platform gives)."""
+
+from __future__ import annotations
+
+import gc
+import tomllib
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from lockgen.adapters.foreign import uv_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
+from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
+
+_HEAD = 'version = 1\nrevision = 2\nrequires-python = ">=3.10"\n'
+_APP = '\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = {{ virtual = "." }}\ndependencies = [\n{edges}]\n'
+
+
+def _package(name: str, version: str = "1.0", resolution: str = "") -> str:
+    wheels = "".join(
+        f'    {{ url = "https://files.example/{name}-{version}-py3-none-manylinux_2_17_{machine}.whl", '
+        f'hash = "sha256:{"ab" * 32}" }},\n'
+        for machine in ("x86_64", "aarch64")
+    )
+    return (
+        f'\n[[package]]\nname = "{name}"\nversion = "{version}"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+        + (f"resolution-markers = [{resolution}]\n" if resolution else "")
+        + f"wheels = [\n{wheels}]\n"
+    )
+
+
+def _lock(edges: list[str], *packages: str) -> dict[str, Any]:
+    return tomllib.loads(_HEAD + _APP.format(edges="".join(f"    {edge},\n" for edge in edges)) + "".join(packages))
+
+
+def _walked_per_platform(data: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[int, set[tuple[str, str]]]:
+    """How many walks the import took, and the (platform, package) pairs it pinned."""
+    walks: list[str] = []
+    installed = uv_lock.installed
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        walks.append("walk")
+        return installed(*args, **kwargs)
+
+    monkeypatch.setattr(uv_lock, "installed", counted)
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    return len(walks), {(pin.platform, pin.name) for pin in found.pins}
+
+
+def test_a_lock_no_marker_of_which_names_the_machine_is_walked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    linux, old_python = "sys_platform == 'linux'", "python_version < '3.11'"
+    data = _lock(
+        [f'{{ name = "a", marker = "{linux}" }}', f'{{ name = "b", marker = "{old_python}" }}'],
+        _package("a"),
+        _package("b"),
+    )
+    walks, pinned = _walked_per_platform(data, monkeypatch)
+    assert walks == 1
+    assert pinned == {("linux-64", "a"), ("linux-aarch64", "a")}
+
+
+@pytest.mark.parametrize("variable", ["platform_machine", "platform.machine"])  # the older spelling read alike
+def test_an_edge_naming_the_machine_is_walked_on_each_platform(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    on_x86 = f"{variable} == 'x86_64'"
+    data = _lock(['{ name = "a" }', f'{{ name = "b", marker = "{on_x86}" }}'], _package("a"), _package("b"))
+    walks, pinned = _walked_per_platform(data, monkeypatch)
+    assert walks == 2
+    assert pinned == {("linux-64", "a"), ("linux-64", "b"), ("linux-aarch64", "a")}
+
+
+def test_a_fork_chosen_by_the_machine_is_walked_on_each_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edge names no variable; the forks' resolution markers do: each platform takes its own fork."""
+    data = _lock(
+        ['{ name = "a" }'],
+        _package("a", "1.0", "\"platform_machine == 'x86_64'\""),
+        _package("a", "2.0", "\"platform_machine != 'x86_64'\""),
+    )
+    walks, _ = _walked_per_platform(data, monkeypatch)
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    assert walks == 2
+    assert {(pin.platform, pin.version) for pin in found.pins} == {("linux-64", "1.0"), ("linux-aarch64", "2.0")}
+
+
+def test_a_large_lock_is_read_and_walked_in_bounded_memory() -> None:
+    """What the import holds of a uv.lock per package, traced: its kept parts (each wheel two slots, not a table),
+    then the walk's own on top (an edge's items a tuple, not a frozenset; one walk for both platforms; a package's
+    own node expanded by its entry's id; the per-edge caches let go before the entries are made). On the benchmark's
+    lock of 1,000 packages, 3,222 bytes a package before (1,779 kept, the walk 1,443 more at its peak), 2,384 since
+    (1,508 and 876)."""
+    from benchmarks.bench_uv_lock_import import uv_lock_text
+
+    packages = 1000
+    text = uv_lock_text(packages)
+    read_uv_lock(read_uv_toml(text, WalkedParts()), UvChoices(python="3.12"))  # the caches every import fills
+    gc.collect()
+    tracemalloc.start()
+    try:
+        document = read_uv_toml(text, WalkedParts())
+        kept = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        read_uv_lock(document, UvChoices(python="3.12"))
+        walk = tracemalloc.get_traced_memory()[1] - kept
+    finally:
+        tracemalloc.stop()
+    assert (kept + walk) / packages < 2700, (kept / packages, walk / packages)
+
+
+def test_a_fork_marker_never_judged_is_passed_over_as_before() -> None:
+    """The markers a fork's choice judges are kept for the platforms' comparison: an item of `resolution-markers`
+    that is no string, after one that holds, was never judged and is not read now either (it ended the import with
+    an AttributeError when it was kept)."""
+    data = _lock(
+        ['{ name = "a" }'],
+        _package("a", "1.0", "\"python_version >= '3.10'\", 5"),
+        _package("a", "2.0", "\"python_version < '3.10'\""),
+    )
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    assert {(pin.platform, pin.version) for pin in found.pins} == {("linux-64", "1.0"), ("linux-aarch64", "1.0")}
