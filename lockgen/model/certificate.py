@@ -3,7 +3,9 @@
 The checks and figures mirror the kernel's own records (`verify/schema.py`, the standard library alone, where
 they are defined): the same fields, types and defaults, which `tests/test_cert_schema.py` holds equal field for
 field, so a figure the kernel writes is one this model reads and writes back byte for byte (a field left None
-is left out of the JSON, but a figure's `value`)."""
+is left out of the JSON, but a figure's `value`). Every record of a certificate takes its JSON types exactly:
+no text read as a number, no `"yes"` or 1 as true (a signature proves who wrote the bytes, not that they are a
+certificate)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Set as AbstractSet
+from dataclasses import dataclass
 from typing import TypedDict, cast
 
 from packaging.markers import InvalidMarker, Marker
@@ -94,12 +95,14 @@ class PylockToml:
 _REWRITE = "it was edited or cut short: use the file its installer wrote"
 
 
+@dataclass(frozen=True)
 class _Kind:
     """A TOML type a key of a pylock.toml must have: its name as an error says it, its test, and for an array or a
     table of values the kind each value must have."""
 
-    def __init__(self, name: str, holds: Callable[[object], bool], each: _Kind | None = None) -> None:
-        self.name, self.holds, self.each = name, holds, each
+    name: str
+    holds: Callable[[object], bool]
+    each: _Kind | None = None
 
 
 _TEXT = _Kind("text", lambda value: isinstance(value, str))
