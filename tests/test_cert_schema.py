@@ -9,6 +9,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,14 @@ from pydantic import BaseModel, ValidationError
 
 import verify.schema as kernel
 from lockgen.adapters.node import signing
+from lockgen.api.steps.certificate_steps import read_certificate
 from lockgen.model import certificate as model
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 from verify.results import Results
 
 MIRRORED = ("Check", "Spread", "GpuDuring", "CudnnChoice", "KernelShare", "Figure", "KernelNumerics")
 EXAMPLES = sorted((REPO / "envs" / "examples").rglob("*.cert.json"))
+SIGNED = REPO / "envs" / "examples" / "h200-system" / "h200-full.cert.json"
 
 
 def shape(annotation: object) -> str:
@@ -145,3 +148,53 @@ def test_a_figure_unit_that_is_not_text_is_refused_by_name() -> None:
 def test_a_figure_field_of_another_json_type_is_refused(field: str, value: object) -> None:
     with pytest.raises(ValidationError):
         model.Figure.model_validate({"value": 1.0, "unit": "x", field: value})
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_example_certificate_reads_under_the_strict_records(path: Path) -> None:
+    """The committed certificates, whole (hardware, subject, numerics, the body's own fields), pass the strict
+    records that a signed edit below does not."""
+    read_certificate(path, None)
+
+
+def _drop(record: dict, name: str) -> None:
+    del record[name]
+
+
+SIGNED_EDITS = [
+    ("certificate.checks.0.passed", lambda body: body["checks"][0].update(passed="yes")),
+    ("certificate.checks.0.passed", lambda body: body["checks"][0].update(passed=1)),
+    ("certificate.checks.0.value", lambda body: body["checks"][0].update(value="12")),
+    ("certificate.checks.0.detail", lambda body: body["checks"][0].update(detail=12)),
+    ("certificate.checks.0.extra", lambda body: body["checks"][0].update(extra="x")),
+    ("certificate.checks.0.passed", lambda body: _drop(body["checks"][0], "passed")),
+    ("certificate.hardware.gpu_count", lambda body: body["hardware"].update(gpu_count="1")),
+    ("certificate.hardware.gpu_count", lambda body: body["hardware"].update(gpu_count=1.0)),
+    ("certificate.hardware.gpu_names.0", lambda body: body["hardware"].update(gpu_names=[7])),
+    ("certificate.hardware.driver", lambda body: _drop(body["hardware"], "driver")),
+    ("certificate.hardware.cooling", lambda body: body["hardware"].update(cooling="air")),
+    ("certificate.subject.python", lambda body: body["subject"].update(python=3.12)),
+    ("certificate.duration_s", lambda body: body.update(duration_s="12.5")),
+    ("certificate.passed", lambda body: body.update(passed="true")),
+    ("certificate.distributed.world_size", lambda body: body.update(distributed={"world_size": "8"})),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("field,edit", SIGNED_EDITS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(SIGNED_EDITS)])
+def test_a_signed_certificate_of_another_json_type_or_shape_is_refused_naming_the_field(
+    tmp_path: Path, field: str, edit: Callable[[dict], None]
+) -> None:
+    """A signature proves who wrote the bytes, not that they are a certificate: `"passed": "yes"` read as true,
+    text read as a number, a missing or an extra field are refused by `cert verify`, one error naming the field."""
+    key, public = signing.keygen(tmp_path / "keys" / "k")
+    document = json.loads(SIGNED.read_text())
+    edit(document["certificate"])
+    document["signature"] = signing.sign(document["certificate"], key)
+    path = tmp_path / "edited.cert.json"
+    path.write_text(signing.render(document))
+    result = run_cli("cert", "verify", str(path), "--key", str(public))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("error: ") and f"at {field}," in lines[0], result.stderr
+    assert len(lines) == 2 and lines[1].startswith("hint: "), result.stderr

@@ -131,9 +131,68 @@ def test_uv_s_unpacking_folders_there_before_the_install_are_not_counted(tmp_pat
 
 def test_the_install_line_comes_every_10_s_on_a_log(monkeypatch: pytest.MonkeyPatch) -> None:
     """3 s on any stream was 400 lines in a 20-minute install written to a log."""
-    from lockgen.adapters.store import installers
+    from lockgen.adapters.store import transfer_progress
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
-    assert installers.download_heartbeat_s() == 10.0
+    assert transfer_progress.heartbeat_s() == 10.0
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    assert installers.download_heartbeat_s() == 3.0
+    assert transfer_progress.heartbeat_s() == 3.0
+
+
+class _TrickleArchive(http.server.BaseHTTPRequestHandler):
+    """Serves ARCHIVE in tenths of its size, 50 ms apart, stating its size (Content-Length) or not (`/unsized/`)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        if not self.path.startswith("/unsized/"):
+            self.send_header("Content-Length", str(len(ARCHIVE)))
+        self.end_headers()
+        for start in range(0, len(ARCHIVE), len(ARCHIVE) // 10):
+            self.wfile.write(ARCHIVE[start : start + len(ARCHIVE) // 10])
+            self.wfile.flush()
+            time.sleep(0.05)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+ARCHIVE = os.urandom(2_000_000)
+FETCHING = re.compile(rf"fetching `blob` 1\.0: {AMOUNT}( of 2\.0 MB)? \({AMOUNT}/s\)")
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "no-size"])
+def test_a_slow_conda_download_says_its_bytes_of_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sized: bool
+) -> None:
+    """Before: a conda package's download said nothing until it was whole (then `fetched N conda packages`, a
+    count), though a CUDA package is a gigabyte. Now a line each heartbeat says the bytes so far, of the size the
+    server states."""
+    import hashlib
+
+    from lockgen.adapters.store import package_store, transfer_progress
+    from lockgen.model.lock import LockedPackage, PackageHash
+
+    monkeypatch.setattr(transfer_progress, "heartbeat_s", lambda: 0.1)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _TrickleArchive)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    folder = "sized" if sized else "unsized"
+    url = f"http://127.0.0.1:{server.server_address[1]}/{folder}/blob-1.0-0.conda"
+    package = LockedPackage(
+        name="blob",
+        version="1.0",
+        manager="conda",
+        platform="linux-64",
+        url=url,
+        hash=PackageHash(sha256=hashlib.sha256(ARCHIVE).hexdigest()),
+    )
+    lines: list[str] = []
+    try:
+        stored = package_store.fetch(package, tmp_path / "pkgs", progress=lines.append)
+    finally:
+        server.shutdown()
+    assert stored.read_bytes() == ARCHIVE
+    found = [FETCHING.fullmatch(line) for line in lines]
+    assert len(found) >= 2 and all(found), lines
+    assert all(bool(m[2]) == sized for m in found if m), lines  # `of 2.0 MB` only where the size is stated
+    fetched = [_bytes(m[1]) for m in found if m]
+    assert fetched == sorted(fetched) and 0 < fetched[-1] <= 2e6, lines

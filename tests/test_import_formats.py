@@ -137,14 +137,17 @@ def _renamed(source: Path, to: Path) -> Path:
         (lambda _: FOREIGN / "pylock.tiny.toml", ["--package", "a"], "--package", "--all-extras"),
         (lambda _: FOREIGN / "tiny.uv.lock", ["--environment", "default"], "--environment", "--all-extras"),
         (_conda_lock, ["--python", "3.11", "--glibc", "2.35"], "--python, --glibc", "--allow-partial"),
+        (_conda_lock, ["--glibc", "2.28"], "--glibc", "--allow-partial"),  # told, though at its default
+        (lambda _: FOREIGN / "tiny.pixi.lock", ["--glibc", "2.28"], "--glibc", "--environment"),
     ],
-    ids=["pixi", "explicit", "pylock", "uv", "conda-lock"],
+    ids=["pixi", "explicit", "pylock", "uv", "conda-lock", "conda-lock-default", "pixi-default"],
 )
 def test_an_option_the_format_does_not_take_is_a_usage_error(
     source: Callable[[Path], Path], flags: list[str], refused: str, taken: str, tmp_path: Path
 ) -> None:
     """Told an option its format has no use for, import stops before reading (uv and the others would have
-    ignored it, and the lock would not be what the user asked for), naming the format and what it takes."""
+    ignored it, and the lock would not be what the user asked for), naming the format and what it takes: an
+    option given at its default value too (it was told, whatever its value)."""
     out = tmp_path / "t.yml"
     result = run_cli("import", str(source(tmp_path)), "-t", "t", "-o", str(out), *flags)
     assert result.returncode == 2, result.stderr
@@ -155,7 +158,7 @@ def test_an_option_the_format_does_not_take_is_a_usage_error(
 
 
 def test_every_format_takes_options_that_exist_and_every_option_has_a_format() -> None:
-    options = {option.name for option in fields(ImportOptions)}
+    options = {option.name for option in fields(ImportOptions) if "flag" in option.metadata}
     taken = set().union(*(form.takes for form in foreign_locks.FORMATS))
     assert taken == options, f"taken by no format: {sorted(options - taken)}; no option: {sorted(taken - options)}"
     assert all(ImportOptions.flag(option).startswith("--") for option in options)

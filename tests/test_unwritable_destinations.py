@@ -1,5 +1,5 @@
 """A destination that takes no new file is found before the work, not after it (issue 44): every command that
-writes (resolve, add, import, pin, freeze, export, pack) refuses a folder it cannot write with exit 1, one
+writes (resolve, add, import, pin, freeze, export, pack, fleet slurm) refuses a folder it cannot write with exit 1, one
 `error:` line naming the folder the user gave (never the temporary file the write would have made) and a `hint:`,
 having solved, fetched and written nothing. The folders are made immutable with `chattr +i`, which binds root
 too (the suite runs as root, who writes a chmod 0555 folder); a read-only mount refuses the same way (EROFS)."""
@@ -166,3 +166,28 @@ def test_render_manifests_and_materialize_refuse_before_their_work(tmp_path: Pat
     said = _refused(run_cli("materialize", str(lock), "--prefix", str(folder / "env")), folder)
     assert f"--prefix {folder / 'env'}" in said and "fetch" not in said and "link" not in said, said
     assert list(folder.iterdir()) == []
+
+
+FLEET = {
+    "slurm": ("fleet", "slurm", "--arch", "cpu", "--python", sys.executable, "--nodes", "2", "--quick"),
+    "kubernetes": (
+        *("fleet", "kubernetes", "--arch", "cpu", "--certs-claim", "c", "--image"),
+        "docker://r.example/t@sha256:" + "5e" * 32,
+        *("--lockgen-image", "r.example/l@sha256:" + "0f" * 32),
+    ),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(FLEET))
+def test_fleet_refuses_its_out_folder_before_making_anything(
+    tmp_path: Path, immutable: list[Path], engine: str
+) -> None:
+    """Before: slurm made the certificates' folder and kubernetes read the lock and rendered its manifests,
+    then the write failed naming its temporary file."""
+    folder, certs = tmp_path / "read-only", tmp_path / "certs"
+    folder.mkdir()
+    _freeze(folder, immutable)
+    given = ("--certs", str(certs)) if engine == "slurm" else ("--lock", str(make_lock(tmp_path, "1.0")))
+    for out in (folder, folder / "manifests"):  # the folder given, and one it would make
+        said = _refused(run_cli(*FLEET[engine], *given, "--out", str(out)), folder)
+        assert f"--out {out} cannot" in said and not certs.exists() and list(folder.iterdir()) == [], said

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lockgen.adapters import user_files
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.kubernetes_yaml import render_documents
 from lockgen.core.gpu.facts import arch_fact, load_facts
 from lockgen.core.image.image_reference import parse_reference
@@ -58,6 +58,7 @@ def write_slurm(folder: Path, job: CertifyJob, health: SlurmHealth) -> SlurmScri
             f"--health-limit {health_limit_s} s does not fit Slurm's health check",
             f"Slurm kills a HealthCheckProgram after {SLURM_HEALTH_LIMIT_S} s: pass 5 to {SLURM_HEALTH_LIMIT_S - 1}",
         )
+    check_writable(folder, f"--out {folder}", WRITABLE_HINT)  # before the certificates' folder is made
     folder.mkdir(parents=True, exist_ok=True)
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)  # sbatch opens its --output there before the script runs
     scripts = SlurmScripts(folder / "certify.sbatch", folder / "lockgen-health.sh")
@@ -113,6 +114,7 @@ def write_kubernetes(
         interval_s=interval_s,
     )
     check_fleet(fleet)
+    check_writable(folder, f"--out {folder}", WRITABLE_HINT)  # before the lock is read and the manifests rendered
     shared = [lock_config_map(fleet, _lock_text(lock))] if lock else []
     heading = (
         f"Written by `lockgen fleet kubernetes`: certifies {fleet.pinned_image} as {arch}"

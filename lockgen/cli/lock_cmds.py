@@ -49,6 +49,7 @@ def diff(
 
 @handles_errors
 def import_(
+    context: typer.Context,
     source: Path = typer.Argument(..., help="pixi.lock, conda-lock.yml, uv.lock, pylock.toml or an @EXPLICIT file."),
     target: str = typer.Option(..., "--target", "-t", help="Name of the lock: locks/<NAME>.conda-lock.yml."),
     environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment (default: default)."),
@@ -125,6 +126,7 @@ def import_(
         project=project,
         glibc=glibc,
         allow_partial=allow_partial,
+        stated=_given_on_the_command_line(context),
     )
     path, lock = import_lock(source, target, out, options)
     notes = import_notes(lock)
@@ -155,6 +157,23 @@ def import_(
     if notes.skipped:
         progress(f"  left out: {'; '.join(notes.skipped)}")
     say(path)
+
+
+def _given_on_the_command_line(context: typer.Context) -> frozenset[str]:
+    """The import options the command line gave, by name, those given at their default value too: click says
+    where each value came from, so `--glibc 2.28` is told though it equals the default. (The source is read by
+    its name: typer carries its own copy of click, whose `ParameterSource` it does not export.)"""
+    from dataclasses import fields
+
+    from lockgen.model.requests import ImportOptions
+
+    flags = {
+        flag
+        for param in context.command.params
+        if param.name is not None and getattr(context.get_parameter_source(param.name), "name", None) == "COMMANDLINE"
+        for flag in param.opts
+    }
+    return frozenset(option.name for option in fields(ImportOptions) if option.metadata.get("flag") in flags)
 
 
 @handles_errors

@@ -3,7 +3,9 @@
 The checks and figures mirror the kernel's own records (`verify/schema.py`, the standard library alone, where
 they are defined): the same fields, types and defaults, which `tests/test_cert_schema.py` holds equal field for
 field, so a figure the kernel writes is one this model reads and writes back byte for byte (a field left None
-is left out of the JSON, but a figure's `value`)."""
+is left out of the JSON, but a figure's `value`). Every record of a certificate takes its JSON types exactly:
+no text read as a number, no `"yes"` or 1 as true (a signature proves who wrote the bytes, not that they are a
+certificate)."""
 
 from __future__ import annotations
 
@@ -21,24 +23,25 @@ CERTIFICATE_SCHEMA = "lockgen.certificate/1"
 KERNEL_SCHEMA = "lockgen.verify/1"
 
 
-class Check(Frozen):
-    """One pass/fail judgement with the reason, and the measured value when there is one."""
-
-    category: str
-    name: str
-    passed: bool
-    detail: str
-    value: float | None = None
-
-    def line(self) -> str:
-        return f"{'ok  ' if self.passed else 'FAIL'} {self.category}/{self.name}: {self.detail}"
-
-
-# the kernel's JSON types exactly: no text read as a number, no number as text, no true as 1
+# the JSON types exactly, in every record of a certificate: no text read as a number, no number as text,
+# no true as 1, no "yes" as true
 Number = Annotated[float, Strict()]
 Count = Annotated[int, Strict()]
 Text = Annotated[str, Strict()]
 Flag = Annotated[bool, Strict()]
+
+
+class Check(Frozen):
+    """One pass/fail judgement with the reason, and the measured value when there is one."""
+
+    category: Text
+    name: Text
+    passed: Flag
+    detail: Text
+    value: Number | None = None
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.passed else 'FAIL'} {self.category}/{self.name}: {self.detail}"
 
 
 class _Written(Frozen):
@@ -173,32 +176,32 @@ def figure_at(figures: Figures, ref: FigureRef) -> Figure | None:
 class KernelNumerics(Frozen):
     """The fingerprint as the kernel wrote it (`verify.numerics`): lockgen adds the driver and the environment."""
 
-    work: str
-    device: str
-    versions: dict[str, str | None]
-    digests: dict[str, str]
-    seconds: float
+    work: Text
+    device: Text
+    versions: dict[Text, Text | None]
+    digests: dict[Text, Text]
+    seconds: Number
 
 
 class KernelReport(Frozen):
     """What `python -m verify` (kind `single`) or `python -m verify.dist` (kind `distributed`) printed."""
 
-    schema_: str
-    kind: str
+    schema_: Text
+    kind: Text
     checks: tuple[Check, ...]
     figures: Figures
     telemetry: JsonObject
-    duration_s: float
-    arch: str | None = None
-    mode: str | None = None
-    device: str | None = None
+    duration_s: Number
+    arch: Text | None = None
+    mode: Text | None = None
+    device: Text | None = None
     stack: JsonObject | None = None
     expected: JsonObject | None = None
-    passed: bool | None = None
-    world_size: int | None = None
-    backend: str | None = None
-    nodes: int | None = None
-    node_rank: int | None = None
+    passed: Flag | None = None
+    world_size: Count | None = None
+    backend: Text | None = None
+    nodes: Count | None = None
+    node_rank: Count | None = None
     numerics: KernelNumerics | None = None
 
     _finite = field_validator("figures", mode="before")(comparable_values)
@@ -228,36 +231,36 @@ class ProvenConformance(_Written):
 class Subject(Frozen):
     """What the certificate covers: the lock, the environment and the image, by digest."""
 
-    stack: str | None = None
-    target: str | None = None
-    lock_path: str | None = None
-    lock_sha256: str | None = None
-    environment_digest: str | None = None
-    image_digest: str | None = None
-    python: str
+    stack: Text | None = None
+    target: Text | None = None
+    lock_path: Text | None = None
+    lock_sha256: Text | None = None
+    environment_digest: Text | None = None
+    image_digest: Text | None = None
+    python: Text
     conformance: ProvenConformance | None = None  # with a lock: the environment proven to be it, from its packages
 
 
 class Hardware(Frozen):
     """The machine's fingerprint as the host saw it (nvidia-smi) and the kernel confirmed (NVML, torch)."""
 
-    gpu_names: tuple[str, ...]
-    gpu_count: int
-    compute_capability: str | None
-    driver: str | None
-    interconnect: str
-    topology: str
-    host_platform: str
+    gpu_names: tuple[Text, ...]
+    gpu_count: Count
+    compute_capability: Text | None
+    driver: Text | None
+    interconnect: Text
+    topology: Text
+    host_platform: Text
 
 
 class DistributedRun(Frozen):
     """How the multi-GPU checks ran: ranks in all, nodes, and this node's place among them."""
 
-    world_size: int
-    nodes: int = 1
-    node_rank: int = 0
-    backend: str | None = None
-    rendezvous: str | None = None
+    world_size: Count
+    nodes: Count = 1
+    node_rank: Count = 0
+    backend: Text | None = None
+    rendezvous: Text | None = None
 
 
 def digests_text(names: Sequence[str]) -> str:
@@ -270,14 +273,14 @@ class NumericsKey(Frozen):
     CPUs the processor and the instruction set torch chose), the driver, the environment by digest, the
     versions of torch, CUDA, cuDNN and cuBLAS the process loaded, and the work that was digested."""
 
-    device: str
-    driver: str | None = None
-    environment_digest: str | None = None
-    torch: str | None = None
-    cuda: str | None = None
-    cudnn: str | None = None
-    cublas: str | None = None
-    work: str
+    device: Text
+    driver: Text | None = None
+    environment_digest: Text | None = None
+    torch: Text | None = None
+    cuda: Text | None = None
+    cudnn: Text | None = None
+    cublas: Text | None = None
+    work: Text
 
 
 class Numerics(Frozen):
@@ -285,26 +288,26 @@ class Numerics(Frozen):
     under the key nodes must share to be compared."""
 
     key: NumericsKey
-    digests: dict[str, str]
+    digests: dict[Text, Text]
 
 
 class CertificateBody(Frozen):
     """Everything a certificate attests; its canonical JSON is what gets signed."""
 
-    schema_: str = CERTIFICATE_SCHEMA
-    created: str
-    tool: str
-    arch: str
-    mode: str
+    schema_: Text = CERTIFICATE_SCHEMA
+    created: Text
+    tool: Text
+    arch: Text
+    mode: Text
     subject: Subject
     hardware: Hardware
     stack: JsonObject
     checks: tuple[Check, ...]
     figures: Figures
     telemetry: JsonObject
-    kernel_sha256: dict[str, str]
-    passed: bool
-    duration_s: float
+    kernel_sha256: dict[Text, Text]
+    passed: Flag
+    duration_s: Number
     distributed: DistributedRun | None = None
     numerics: Numerics | None = None
 
@@ -315,9 +318,9 @@ class CertificateBody(Frozen):
 
 
 class Signature(Frozen):
-    algorithm: str
-    key_id: str
-    value: str
+    algorithm: Text
+    key_id: Text
+    value: Text
 
 
 class Certificate(Frozen):

@@ -163,13 +163,16 @@ class ImportOptions:
     project: Path | None = field(default=None, metadata={"flag": "--project"})
     glibc: str = field(default="2.28", metadata={"flag": "--glibc"})
     allow_partial: bool = field(default=False, metadata={"flag": "--allow-partial"})
+    stated: frozenset[str] = frozenset()  # the options the command line gave, by name, even at their default value
 
     def given(self) -> dict[str, str]:
-        """The options set away from their defaults, each with its flag: what the import was told."""
+        """The options the import was told, each with its flag: those the command line gave (`--glibc 2.28` is
+        told, though it is the default) and those set away from their defaults."""
         return {
             option.name: str(option.metadata["flag"])
             for option in fields(self)
-            if getattr(self, option.name) != option.default
+            if "flag" in option.metadata
+            and (option.name in self.stated or getattr(self, option.name) != option.default)
         }
 
     @staticmethod

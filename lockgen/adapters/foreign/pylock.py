@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping, Set as AbstractSet
+from collections.abc import Callable, Mapping, Set as AbstractSet
+from dataclasses import dataclass
 from typing import TypedDict, cast
 
 from packaging.markers import InvalidMarker, Marker
@@ -28,14 +29,15 @@ from lockgen.adapters.pypi.python_wheels import (
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.model.names import shown
 from lockgen.model.requests import ImportOptions
 
 
 _PEP751 = re.compile(r"^lock-version\s*=", re.M)  # a PEP 751 file by its content, whatever its name
 _PACKAGES = re.compile(r"^\[\[packages\]\]", re.M)
 
-# The parts of a pylock.toml read here (PEP 751's names); a file that breaks them fails a read (KeyError,
-# TypeError...), which `foreign_locks` names as a malformed pylock.toml.
+# The parts of a pylock.toml read here (PEP 751's names), held to their TOML types by `_checked` before they are
+# read: a file that breaks them is refused naming the key and what belongs there.
 PylockWheel = TypedDict("PylockWheel", {"url": str, "hashes": dict[str, str]}, total=False)
 PylockPackage = TypedDict(
     "PylockPackage",
@@ -87,7 +89,104 @@ class PylockToml:
         return named or bool(_PEP751.search(file.text) and _PACKAGES.search(file.text))
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
-        return _read_pylock(cast(PylockDocument, tomllib.loads(file.text)), options, file.sha256)
+        return _read_pylock(_checked(tomllib.loads(file.text)), options, file.sha256)
+
+
+_REWRITE = "it was edited or cut short: use the file its installer wrote"
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """A TOML type a key of a pylock.toml must have: its name as an error says it, its test, and for an array or a
+    table of values the kind each value must have."""
+
+    name: str
+    holds: Callable[[object], bool]
+    each: _Kind | None = None
+
+
+_TEXT = _Kind("text", lambda value: isinstance(value, str))
+_TABLE = _Kind("a table", lambda value: isinstance(value, dict))
+_TEXTS = _Kind("an array of text", lambda value: isinstance(value, list), _TEXT)
+_TABLES = _Kind("an array of tables", lambda value: isinstance(value, list), _TABLE)
+_HASHES = _Kind("a table of text", lambda value: isinstance(value, dict), _TEXT)
+_DOCUMENT = {
+    "lock-version": _TEXT,
+    "requires-python": _TEXT,
+    "environments": _TEXTS,
+    "extras": _TEXTS,
+    "dependency-groups": _TEXTS,
+    "default-groups": _TEXTS,
+    "packages": _TABLES,
+}
+_PACKAGE = {
+    "name": _TEXT,
+    "version": _TEXT,
+    "marker": _TEXT,
+    "requires-python": _TEXT,
+    "index": _TEXT,
+    "wheels": _TABLES,
+    "sdist": _TABLE,
+    "vcs": _TABLE,
+    "directory": _TABLE,
+    "archive": _TABLE,
+}
+_WHEEL = {"url": _TEXT, "hashes": _HASHES}
+_SOURCE = {"type": _TEXT, "url": _TEXT, "path": _TEXT}  # a VCS's or a directory's, as a skipped line names it
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _checked(data: dict[str, object]) -> PylockDocument:
+    """`data` as a pylock document, once every key read here has its TOML type (PEP 751's): else the key, by its
+    place in the file, and what belongs there. Keys not read here are not judged."""
+    _hold(data, "", _DOCUMENT)
+    for index, package in enumerate(cast(list[dict[str, object]], data.get("packages", []))):
+        where = f"packages[{index}]"
+        if "name" not in package:
+            raise LockFormatError(f"the pylock.toml's `{where}` has no `name` (text)", _REWRITE)
+        _hold(package, where, _PACKAGE)
+        for number, wheel in enumerate(cast(list[dict[str, object]], package.get("wheels", []))):
+            _hold(wheel, f"{where}.wheels[{number}]", _WHEEL)
+            sha256 = cast(dict[str, str], wheel.get("hashes", {})).get("sha256")
+            if sha256 is not None and not _SHA256.fullmatch(sha256):
+                raise LockFormatError(
+                    f"the pylock.toml's `{where}.wheels[{number}].hashes.sha256` is `{shown(sha256)}`, "
+                    "not a sha256 (64 lowercase hex digits)",
+                    _REWRITE,
+                )
+        for source in ("vcs", "directory"):
+            _hold(cast(dict[str, object], package.get(source, {})), f"{where}.{source}", _SOURCE)
+    return cast(PylockDocument, data)
+
+
+def _hold(table: dict[str, object], where: str, kinds: dict[str, _Kind]) -> None:
+    for key, kind in kinds.items():
+        if key in table:
+            _hold_value(table[key], f"{where}.{key}" if where else key, kind)
+
+
+def _hold_value(value: object, place: str, kind: _Kind) -> None:
+    if not kind.holds(value):
+        raise LockFormatError(f"the pylock.toml's `{shown(place)}` is {_toml_type(value)}, not {kind.name}", _REWRITE)
+    if kind.each is not None:
+        items = value.items() if isinstance(value, dict) else enumerate(cast(list[object], value))
+        for at, item in items:
+            _hold_value(item, f"{place}.{at}" if isinstance(value, dict) else f"{place}[{at}]", kind.each)
+
+
+def _toml_type(value: object) -> str:
+    """A value's TOML type in words (what the file holds where another belongs)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time"
 
 
 def _read_pylock(data: PylockDocument, choices: ImportOptions, digest: str) -> Imported:
@@ -177,7 +276,10 @@ def _holds(marker: str | None, environment: Mapping[str, str | AbstractSet[str]]
     try:
         return Marker(marker).evaluate(environment, context="lock_file")
     except InvalidMarker:
-        raise LockFormatError(f"pylock.toml has a marker lockgen cannot read: `{marker}`", "") from None
+        raise LockFormatError(
+            f"pylock.toml has a marker lockgen cannot read: `{shown(marker)}`",
+            f"a marker is PEP 508's (`sys_platform == 'linux'`); {_REWRITE}",
+        ) from None
 
 
 def _python_ok(requires: str | None, python: str) -> bool:
@@ -186,7 +288,10 @@ def _python_ok(requires: str | None, python: str) -> bool:
     try:
         return SpecifierSet(requires).contains(python)
     except InvalidSpecifier:
-        raise LockFormatError(f"pylock.toml has a requires-python lockgen cannot read: `{requires}`", "") from None
+        raise LockFormatError(
+            f"pylock.toml has a requires-python lockgen cannot read: `{shown(requires)}`",
+            f"requires-python is a version specifier (`>=3.10`); {_REWRITE}",
+        ) from None
 
 
 def _not_convertible(entry: PylockPackage) -> str | None:

@@ -10,14 +10,13 @@ import os
 import posixpath
 import re
 import stat
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from lockgen.adapters.store import file_roots
-from lockgen.adapters.tool_runner import HEARTBEAT_S, last_line, run_tool
+from lockgen.adapters.store import file_roots, transfer_progress
+from lockgen.adapters.tool_runner import last_line, run_tool
 from lockgen.adapters.pypi.uv_resolver import uv_binary
 from lockgen.core.credentials import scrub_url
 from lockgen.errors import HostError, LockFormatError, ToolFailedError
@@ -194,7 +193,7 @@ def install_pip(
             heartbeat=lambda seconds: progress(
                 f"installing the wheels with uv: {seconds:.0f} s" + (growth.said() if growth else "")
             ),
-            heartbeat_s=download_heartbeat_s(),
+            heartbeat_s=transfer_progress.heartbeat_s(),
             meanwhile=meanwhile,
             check=False,
         )
@@ -204,13 +203,6 @@ def install_pip(
             )
     finally:
         Path(requirements.name).unlink(missing_ok=True)
-
-
-def download_heartbeat_s() -> float:
-    """How often a line says what uv has unpacked: every 3 s where a person watches a terminal, else lockgen's
-    10 s (`tool_runner.HEARTBEAT_S`), as for every long tool run: a log is not flooded (a line each 3 s is 400
-    in a 20-minute install)."""
-    return 3.0 if sys.stderr.isatty() else HEARTBEAT_S
 
 
 class CacheGrowth:
@@ -248,14 +240,7 @@ class CacheGrowth:
         if not written:
             return ""
         rate = (written - before) / max(now - then, 1e-3)
-        return f", {_amount(written)} unpacked into uv's cache ({_amount(rate)}/s)"
-
-
-def _amount(count: float) -> str:
-    """Bytes in the unit that shows them best: `812 kB`, `3.1 MB`, `2.40 GB` (SI units, as uv says them)."""
-    if count < 1e6:
-        return f"{count / 1e3:.0f} kB"
-    return f"{count / 1e6:.1f} MB" if count < 1e9 else f"{count / 1e9:.2f} GB"
+        return f", {transfer_progress.amount(written)} unpacked into uv's cache ({transfer_progress.amount(rate)}/s)"
 
 
 def _entries(folder: Path) -> list[Path]:

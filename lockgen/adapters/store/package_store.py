@@ -11,18 +11,20 @@ import os
 import shutil
 import tempfile
 import urllib.error
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
 from lockgen.adapters import fetch_auth, http_deadline, user_files
-from lockgen.adapters.store import file_guard, file_roots
+from lockgen.adapters.store import file_guard, file_roots, transfer_progress
 from lockgen.adapters.home import lockgen_home
 from lockgen.core.env.confined import child
 from lockgen.core.credentials import scrub_text, scrub_url
 from lockgen.digests import file_digest
 from lockgen.errors import ChannelError, LockFormatError
 from lockgen.model.lock import LockedPackage
+from lockgen.model.names import shown
 
 
 def _expected(package: LockedPackage, allow_md5: bool = False) -> tuple[str, str]:
@@ -62,9 +64,15 @@ def kept(package: LockedPackage, store: Path | None = None) -> Path | None:
     return target if package.hash.sha256 and target.is_file() else None
 
 
-def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = False) -> Path:
+def fetch(
+    package: LockedPackage,
+    store: Path | None = None,
+    allow_md5: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
     """The verified archive of a conda entry, from the store or downloaded into it (temp file, then rename);
-    `allow_md5`: an entry pinned by md5 alone is accepted (materialize --allow-md5)."""
+    `allow_md5`: an entry pinned by md5 alone is accepted (materialize --allow-md5); `progress` hears a long
+    download's bytes (`transfer_progress.DownloadProgress`)."""
     store = store or lockgen_home() / "pkgs"
     found = in_store(package, store, allow_md5)
     if found is not None:
@@ -78,7 +86,7 @@ def fetch(package: LockedPackage, store: Path | None = None, allow_md5: bool = F
     temp = Path(temp_name)
     guard = file_guard.hold_open(temp)
     try:
-        _download(package, temp)
+        _download(package, temp, progress)
         got = file_digest(temp, algorithm)
         if got != expected:  # the hash it has is not shown: for a file: URL that would reveal a local file's digest
             raise LockFormatError(
@@ -127,15 +135,21 @@ def discard(archive: Path) -> None:
         marker.unlink(missing_ok=True)
 
 
-def _download(package: LockedPackage, destination: Path) -> None:
+def _download(package: LockedPackage, destination: Path, progress: Callable[[str], None] | None) -> None:
     """The archive at the entry's URL copied to `destination`: at most `LOCKGEN_MAX_DOWNLOAD_BYTES` (the lock
-    states no size), over HTTP within `LOCKGEN_TRANSFER_DEADLINE_S` in all (`http_deadline`)."""
+    states no size), over HTTP within `LOCKGEN_TRANSFER_DEADLINE_S` in all (`http_deadline`); `progress` hears
+    its bytes, of the size the server states or the local file has."""
     parts = urlsplit(package.url)
     what, limit = f"fetching `{package.name}` {package.version} from {package.url}", http_deadline.max_download_bytes()
+    said = f"fetching `{shown(package.name)}` {shown(package.version)}"
+
+    def reporter(total: int | None) -> transfer_progress.DownloadProgress | None:
+        return transfer_progress.DownloadProgress(said, total, progress) if progress is not None else None
+
     try:
         if parts.scheme == "file":
             with user_files.opened(file_roots.local_path(package.url, f"`{package.name}` {package.version}")) as source:
-                _copy(source, destination, limit, what)
+                _copy(source, destination, limit, what, reporter(os.fstat(source.fileno()).st_size))
             return
         with (
             http_deadline.Deadline(
@@ -149,7 +163,7 @@ def _download(package: LockedPackage, destination: Path) -> None:
             stated = response.headers.get("Content-Length") or ""
             if stated.isdigit() and int(stated) > limit:
                 raise http_deadline.too_large(what, limit)
-            _copy(response, destination, limit, what)
+            _copy(response, destination, limit, what, reporter(int(stated) if stated.isdigit() else None))
     except urllib.error.HTTPError as exc:
         hint = (
             "the channel wants credentials: give them for its host in ~/.netrc or $RATTLER_AUTH_FILE (never in "
@@ -167,7 +181,9 @@ def _download(package: LockedPackage, destination: Path) -> None:
         ) from None
 
 
-def _copy(source: IO[bytes], destination: Path, limit: int, what: str) -> None:
+def _copy(
+    source: IO[bytes], destination: Path, limit: int, what: str, meter: transfer_progress.DownloadProgress | None
+) -> None:
     copied = 0
     with destination.open("wb") as out:
         while block := source.read(1 << 20):
@@ -175,3 +191,5 @@ def _copy(source: IO[bytes], destination: Path, limit: int, what: str) -> None:
             if copied > limit:
                 raise http_deadline.too_large(what, limit)
             out.write(block)
+            if meter is not None:
+                meter.advanced(copied)

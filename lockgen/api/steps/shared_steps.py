@@ -266,10 +266,11 @@ def _link_conda(
     from lockgen.adapters import archive_safety  # the conda side's: a pure-PyPI build loads none of it
     from lockgen.adapters.conda import rattler_cache
     from lockgen.adapters.store import package_store  # with its HTTP client (urllib.request, http.client: 11 ms)
+    from lockgen.adapters.store import transfer_progress
 
-    archives, manifests = [], []
+    archives, manifests, sizes = [], [], 0
     for index, package in enumerate(conda, 1):
-        archive = package_store.fetch(package, allow_md5=allow_md5)
+        archive = package_store.fetch(package, allow_md5=allow_md5, progress=progress)
         try:  # the members, then paths.json's paths, links and placeholders: confined to the prefix
             archive_safety.check_archive(archive, f"`{package.name}` {package.version} ({package.url})")
             manifests.append(manifest_of(package, {}, archive)[0])
@@ -277,10 +278,11 @@ def _link_conda(
             package_store.discard(archive)
             raise
         archives.append(archive)
+        sizes += archive.stat().st_size
         if meter is not None:
             meter("fetch and check conda packages", index, len(conda))
         elif index == len(conda):
-            progress(f"fetched {index} conda packages (hash-checked)")
+            progress(f"fetched {index} conda packages (hash-checked, {transfer_progress.amount(sizes)})")
     cache = home.lockgen_home() / "rattler-cache"
     with rattler_cache.held(cache):
         rattler_cache.verify_extracted(cache, list(zip(conda, manifests)), progress, archives)
