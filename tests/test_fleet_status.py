@@ -540,3 +540,60 @@ def test_a_kept_verdict_is_read_without_allocating_its_cap(tmp_path: Path, monke
     finally:
         tracemalloc.stop()
     assert value == facts and peak < kept_verdicts.RECORD_LIMIT // 4, peak
+
+
+def test_the_fleet_s_numerics_are_named_from_counted_fingerprints_as_from_every_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison holds each distinct fingerprint and stack with its count, the nodes written to files and
+    read back only to name the odd ones (shares of 10 nodes here): the same differences, peers and causes as
+    `odd_nodes` over every node's certificate held, including a node whose later certificate is the odd one and
+    one whose settings differ; and with no odd node the nodes' (node, fingerprint) files are not read at all."""
+    import datetime as dt
+
+    from lockgen.adapters.spill_files import SpillFile
+    from lockgen.api import fleet_status as use_case
+    from lockgen.core.certificate.numerics import odd_nodes
+    from lockgen.model.certificate import CertificateBody
+
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    template = json.loads((REPO / "envs/examples/numerics-fingerprint/node1-quick.cert.json").read_text())
+    folder, latest = tmp_path / "fleet", []
+
+    def write(node: str, created: str, tf32: str | None, settings: dict | None = None) -> CertificateBody:
+        body = json.loads(json.dumps(template["certificate"]))
+        body["created"] = created
+        if tf32 is not None:
+            body["numerics"]["digests"]["gemm_tf32"] = tf32
+        if settings is not None:
+            body["stack"]["settings"] = {**body["stack"]["settings"], **settings}
+        path = folder / created[:10] / f"{node}.cert.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render({"certificate": body, "signature": sign(body, tmp_path / "k")}))
+        return CertificateBody.model_validate(body)
+
+    for node in range(35):
+        name = f"n{node:03d}"
+        body = write(name, "2026-11-20T10:00:00Z", "e" * 64 if node in (4, 17) else None)
+        if node == 9:
+            body = write(name, "2026-11-27T10:00:00Z", "d" * 64, {"NVIDIA_TF32_OVERRIDE": "0"})
+        latest.append((name, body))
+    monkeypatch.setattr(use_case, "NODES_PER_SHARE", 10)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    differ, compared = odd_nodes(latest)
+    assert report["numerics"] == {"compared": 35, "differ": [difference.as_json() for difference in differ]}
+    assert compared == 35 and [entry["node"] for entry in report["numerics"]["differ"]] == ["n004", "n009", "n017"]
+    assert "NVIDIA_TF32_OVERRIDE=0 here" in report["numerics"]["differ"][1]["cause"]
+
+    for odd in ("n004", "n017"):
+        (folder / "2026-11-20" / f"{odd}.cert.json").unlink()
+    shutil.rmtree(folder / "2026-11-27")
+    read: list[int] = []
+    real = SpillFile.records
+    monkeypatch.setattr(SpillFile, "records", lambda self, count: read.append(count) or real(self, count))
+    monkeypatch.setattr(use_case.parallel, "cores", lambda: 1)  # one share, read in this process
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert report["numerics"] == {"compared": 33, "differ": []}  # n009's first certificate is its latest now
+    assert read == [33]  # the share's paths; never its nodes' fingerprints
+    assert len(list(report["rows"])) == 33 and read == [33, 33]

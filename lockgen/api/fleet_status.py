@@ -9,10 +9,11 @@ a file of its own; the certificates are read node by node, each hashed and
 its kept verdict taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
 (`certificate_steps.proven_certificate`), and reduced to its node's rows as soon as the node's last one is read;
 the rows are written to temporary files as their nodes finish and read back one at a time for the output
-(`SpilledRows`), so what is held per node is its fingerprint (shared among the nodes alike), never its row or
-certificates (the HTML page, which draws every node, holds the rows); the nodes are shared out among the
-cores (`parallel.Forked`: children of this process, each writing its share's rows to its own file and sending
-back its fingerprints and refusals pickled), each share whole nodes."""
+(`SpilledRows`), and each node's (node, fingerprint) likewise, read back only to name the nodes of a fingerprint
+that differs (`FleetFingerprints`): what is held is each distinct fingerprint with its count, never a node's row,
+name or certificates (the HTML page, which draws every node, holds the rows); the nodes are shared out among the
+cores (`parallel.Forked`: children of this process, each writing its share's rows and members to its own files
+and sending back its counted fingerprints and refusals pickled), each share whole nodes."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from lockgen.core.fleet.fleet_status import (
     facts_from_plain,
     status_rows,
 )
-from lockgen.core.certificate.numerics import odd_nodes
+from lockgen.core.certificate.numerics import CountedFingerprint, Member, OddFingerprints
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockgenError, UserError
 from lockgen.model.certificate import CertificateBody, Numerics
@@ -122,34 +123,73 @@ def fleet_status(
     rows, fingerprints = folders.rows, folders.fingerprints
     images = status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
     rows.add_sorted(images)
-    fingerprints += [(row.node, Fingerprint(row.numerics, row.stack)) for row in images if row.numerics is not None]
+    image_members = [
+        (row.node, fingerprints.count(row.numerics, row.stack)) for row in images if row.numerics is not None
+    ]
     refused += folders.refused
     if html is not None:
         write_atomic(
             html, status_page(list(rows.rows()), now.strftime("%Y-%m-%dT%H:%M:%SZ"))
         )  # the page draws every node: it holds them
         progress(f"wrote {html}")
-    differ, compared = odd_nodes(sorted(fingerprints, key=lambda item: item[0]))
+    judged = OddFingerprints(fingerprints.counted)
+    differ = judged.differences(
+        heapq.merge(fingerprints.members(judged), sorted(image_members), key=lambda member: member[0])
+    )
     return {
         "rows": rows,
         "refused": refused,
-        "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]},
+        "numerics": {"compared": judged.compared, "differ": [difference.as_json() for difference in differ]},
     }
 
 
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """What the numerics comparison reads of a node's latest certificate (`numerics.Fingerprinted`): the
-    fingerprint and the stack's cause evidence, each shared among the nodes alike, all a fleet keeps per node."""
+class FleetFingerprints:
+    """The fleet's numerics fingerprints as the comparison needs them, held in memory whatever the count: each
+    distinct fingerprint and stack (as their JSON text: the shares' copies are one) with how many nodes share it
+    (`counted`), and each node's (node, index) written to the shares' files in node order (`members`), read back
+    only for the fingerprints that are named (`OddFingerprints`: the majority's names are never needed)."""
 
-    numerics: Numerics | None
-    stack: dict[str, Any]
+    def __init__(self) -> None:
+        self.counted: list[CountedFingerprint] = []
+        self._index: dict[tuple[str, str], int] = {}
+        self._spilled: list[tuple[SpillFile, int, list[int]]] = []  # (file, records, its indices -> ours)
+
+    def count(self, numerics: Numerics, stack: dict[str, Any], nodes: int = 1) -> int:
+        """Counts `nodes` more nodes of this fingerprint and stack; its index."""
+        text = (numerics.model_dump_json(), json.dumps(stack, sort_keys=True))
+        index = self._index.setdefault(text, len(self.counted))
+        if index == len(self.counted):
+            self.counted.append(CountedFingerprint(numerics, stack, 0))
+        self.counted[index] = CountedFingerprint(numerics, stack, self.counted[index].nodes + nodes)
+        return index
+
+    def add_share(self, share: ShareFingerprints, members: SpillFile) -> None:
+        indices = [self.count(numerics, stack, nodes) for numerics, stack, nodes in share.counted]
+        self._spilled.append((members, share.members, indices))
+
+    def members(self, judged: OddFingerprints) -> Iterator[Member]:
+        """(node, index) of each node counted, in node order (the shares are), read back from the shares' files
+        when any fingerprint is named (none: no name is needed, nothing is read)."""
+        if not any(judged.named(index) for index in range(len(self.counted))):
+            return
+        for spill, count, indices in self._spilled:
+            for node, local in spill.records(count):
+                yield node, indices[local]
+
+
+@dataclass(frozen=True)
+class ShareFingerprints:
+    """A share's fingerprints: each distinct fingerprint and stack with how many of its nodes share it, and how
+    many (node, index into `counted`) records it wrote to its members' file."""
+
+    counted: list[tuple[Numerics, dict[str, Any], int]]
+    members: int
 
 
 class SpilledRows:
     """A fleet's rows as JSON objects, each made when it is read, from unnamed temporary files the rows were
-    written to as their nodes finished (marshal records, one per row, in node order): what is held per node is
-    its fingerprint (`Fingerprint`), never its row; iterable any number of times, as `--json` and the text do."""
+    written to as their nodes finished (marshal records, one per row, in node order): no row is held;
+    iterable any number of times, as `--json` and the text do."""
 
     def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]]) -> None:
         self._files = files  # (file, how many rows it holds), in node order
@@ -221,53 +261,52 @@ def _spill(row: StatusRow, spill: SpillFile) -> None:
     )
 
 
-NodeFingerprints = list[tuple[str, Fingerprint]]
-
-
 @dataclass(frozen=True)
 class ShareRead:
     """A share of the folders' certificates read: how many rows it wrote, which of them failed (node, covers),
-    each node's latest fingerprint, the refusals."""
+    its nodes' latest fingerprints (counted), the refusals."""
 
     rows: int
     failing: list[tuple[str, str]]
-    fingerprints: NodeFingerprints
+    fingerprints: ShareFingerprints
     refused: list[Refusal]
 
 
 @dataclass(frozen=True)
 class FoldersRead:
-    """The folders' certificates read: their rows (spilled), each node's latest fingerprint, the refusals."""
+    """The folders' certificates read: their rows (spilled), their nodes' latest fingerprints, the refusals."""
 
     rows: SpilledRows
-    fingerprints: NodeFingerprints
+    fingerprints: FleetFingerprints
     refused: list[Refusal]
 
 
 def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
-    whole nodes: a child per other core takes a share, writing its rows to a temporary file of its own (made
-    here, so this process reads it back), this process the last; a share whose child failed is read here."""
+    whole nodes: a child per other core takes a share, writing its rows and its nodes' fingerprints to temporary
+    files of its own (made here, so this process reads them back), this process the last; a share whose child
+    failed is read here."""
     shares = _shares(paths, min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE)))
-    streams = [SpillFile() for _ in shares]
+    streams = [(SpillFile(), SpillFile()) for _ in shares]
     children = [
         parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise))
         for share, stream in zip(shares[:-1], streams)
     ]
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
-    fingerprints: NodeFingerprints = []
+    fingerprints = FleetFingerprints()
     refused: list[Refusal] = []
     for index, (share, stream) in enumerate(zip(shares, streams)):
         data = children[index].data() if index < len(children) else None
         if data is None:  # this process's share, or one whose child failed (what it wrote is written again)
-            stream.clear()
+            stream[0].clear()
+            stream[1].clear()
         read: ShareRead = (
             pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)
         )  # our own child's bytes
-        files.append((stream, read.rows))
+        files.append((stream[0], read.rows))
         failing += read.failing
-        fingerprints += read.fingerprints
+        fingerprints.add_share(read.fingerprints, stream[1])
         refused += read.refused
     return FoldersRead(SpilledRows(files, failing), fingerprints, refused)
 
@@ -298,23 +337,28 @@ def _shares(paths: SortedSpill, count: int) -> list[Share]:
     return shares
 
 
-def _share_pickled(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> bytes:
+Streams = tuple[SpillFile, SpillFile]  # a share's rows, and its nodes' (node, fingerprint index)
+
+
+def _share_pickled(share: Share, stream: Streams, keys: Signers, now: dt.datetime, noise: float) -> bytes:
     return pickle.dumps(_share_rows(share, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
-    """Each node's rows written to `stream` as soon as its certificates (consecutive in `paths`) are read:
-    only one node's certificates and rows are held at a time; returned: how many rows, each node's latest
-    fingerprint, the refusals."""
+def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
+    """Each node's rows written to the first of `streams` as soon as its certificates (consecutive in `paths`)
+    are read, and (node, index of its fingerprint) to the second: only one node's certificates and rows are
+    held at a time; returned: how many rows, the fingerprints counted, the refusals."""
+    stream, members = streams
     count = 0
     failing: list[tuple[str, str]] = []
-    fingerprints: NodeFingerprints = []
+    counted: list[tuple[Numerics, dict[str, Any], int]] = []
+    index_of: dict[tuple[int, int], int] = {}  # by the fingerprint's and the stack's objects (shared, below)
+    written = 0
     refused: list[Refusal] = []
     numerics_by_text: dict[
         str, Numerics
     ] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
     stacks_by_text: dict[str, dict[str, Any]] = {}
-    alike: dict[tuple[int, int], Fingerprint] = {}  # one Fingerprint for the nodes that share both its parts
     kept_keys = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(kept_keys.values()) or {""}
 
@@ -344,10 +388,16 @@ def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime
             if not row.passed:
                 failing.append((row.node, row.covers))
             if row.numerics is not None:
-                shared = alike.setdefault((id(row.numerics), id(row.stack)), Fingerprint(row.numerics, row.stack))
-                fingerprints.append((row.node, shared))
+                index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
+                if index == len(counted):
+                    counted.append((row.numerics, row.stack, 0))
+                numerics, stack, nodes = counted[index]
+                counted[index] = (numerics, stack, nodes + 1)
+                members.append((row.node, index))
+                written += 1
     stream.finish()
-    return ShareRead(count, failing, fingerprints, refused)
+    members.finish()
+    return ShareRead(count, failing, ShareFingerprints(counted, written), refused)
 
 
 def _verified_facts(
