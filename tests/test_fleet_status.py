@@ -331,7 +331,6 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
     refused; a verdict kept under one key is not taken under another; LOCKGEN_REPARSE=1 verifies everything."""
     import datetime as dt
     import hashlib
-    import marshal
 
     from lockgen.adapters.node import kept_verdicts
     from lockgen.api import fleet_status as use_case
@@ -356,15 +355,15 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
 
     figure = document["certificate"]["figures"]["gemm"]["bf16"]["value"]
     assert status() == ({"a": figure, "b": figure, "c": figure}, {})
-    record_path = Path(kept_verdicts._path(hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()))
-    sha256, version, schema, key, facts = marshal.loads(record_path.read_bytes())
-    assert (version, schema, key) == (
-        kept_verdicts.stamp(),
-        kept_verdicts.SCHEMA,
-        hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest(),
-    )
+    sha256 = hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()
+    key = hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest()
+    assert len(list(Path(kept_verdicts.folder()).glob("*.pack"))) == 1  # three verdicts, one file
+    facts = kept_verdicts.KeptVerdicts().verdict(sha256, {key})
+    assert facts is not None and kept_verdicts.KeptVerdicts().verdict(sha256, {"another key"}) is None
     facts[5]["gemm"]["bf16"]["value"] = 1.5  # marked: the next run shows what was kept, not what it parsed
-    record_path.write_bytes(marshal.dumps((sha256, version, schema, key, facts)))
+    shutil.rmtree(kept_verdicts.folder())
+    with kept_verdicts.KeptVerdicts() as kept:
+        kept.keep(sha256, key, facts)
 
     forged = json.loads(json.dumps(document))
     forged["certificate"]["figures"]["gemm"]["bf16"]["value"] = 999.0
@@ -387,7 +386,6 @@ def test_a_verdict_kept_under_other_rules_is_no_verdict(tmp_path: Path, monkeypa
     not change, so `fleet status` showed a forged figure as passed."""
     import datetime as dt
     import hashlib
-    import marshal
 
     from lockgen import __version__
     from lockgen.adapters.node import kept_verdicts
@@ -412,16 +410,17 @@ def test_a_verdict_kept_under_other_rules_is_no_verdict(tmp_path: Path, monkeypa
     sha256 = hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()
     key = hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest()
     facts_of_a_passed_one = _kept_facts(tmp_path, document, use_case, now)
-    record = Path(kept_verdicts._path(sha256))
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_bytes(marshal.dumps((sha256, __version__, kept_verdicts.SCHEMA, key, facts_of_a_passed_one)))
+    older = kept_verdicts.stamp
+    monkeypatch.setattr(kept_verdicts, "stamp", lambda: __version__)  # the version alone, as an older one kept
+    with kept_verdicts.KeptVerdicts() as kept:
+        kept.keep(sha256, key, facts_of_a_passed_one)
+    monkeypatch.setattr(kept_verdicts, "stamp", older)
     assert "a" in refused(), "a verdict kept by an older lockgen's rules was taken"
 
 
 def _kept_facts(tmp_path: Path, document: dict, use_case: object, now: object) -> object:
     """The facts lockgen keeps of an honest certificate (what an older lockgen kept of the forged one)."""
     import hashlib
-    import marshal
 
     from lockgen.adapters.node import kept_verdicts
 
@@ -430,7 +429,8 @@ def _kept_facts(tmp_path: Path, document: dict, use_case: object, now: object) -
     (folder / "h.cert.json").write_text(render(document))
     use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)  # type: ignore[attr-defined]
     sha256 = hashlib.sha256((folder / "h.cert.json").read_bytes()).hexdigest()
-    return marshal.loads(Path(kept_verdicts._path(sha256)).read_bytes())[4]
+    key = hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest()
+    return kept_verdicts.KeptVerdicts().verdict(sha256, {key})
 
 
 def _raw_public_key(path: Path) -> bytes:
@@ -532,10 +532,12 @@ def test_a_kept_verdict_is_read_without_allocating_its_cap(tmp_path: Path, monke
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
     facts = ["figures"] * 500
-    kept_verdicts.keep_verdict("ab" * 32, "key", facts)
+    with kept_verdicts.KeptVerdicts() as kept:
+        kept.keep("ab" * 32, "key", facts)
+    kept = kept_verdicts.KeptVerdicts()
     tracemalloc.start()
     try:
-        value = kept_verdicts.kept_verdict("ab" * 32, {"key"})
+        value = kept.verdict("ab" * 32, {"key"})
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -597,3 +599,33 @@ def test_the_fleet_s_numerics_are_named_from_counted_fingerprints_as_from_every_
     assert report["numerics"] == {"compared": 33, "differ": []}  # n009's first certificate is its latest now
     assert read == [33]  # the share's paths; never its nodes' fingerprints
     assert len(list(report["rows"])) == 33 and read == [33, 33]
+
+
+def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run's verdicts are one pack (not a file each); past MOST_PACKS packs they are merged into one and
+    every verdict is still found; a pack cut short, or whose index points outside its records, keeps nothing (the
+    certificates are verified again), and a sha256 no pack holds is not kept."""
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    digests = [f"{run:02x}{item:02x}" + "0" * 60 for run in range(kept_verdicts.MOST_PACKS + 1) for item in range(3)]
+    for run in range(kept_verdicts.MOST_PACKS + 1):
+        with kept_verdicts.KeptVerdicts() as kept:
+            for sha256 in digests[3 * run : 3 * run + 3]:
+                kept.keep(sha256, "key", [sha256])
+        packs = sorted(Path(kept_verdicts.folder()).glob("*.pack"))
+        assert len(packs) == (run + 1 if run < kept_verdicts.MOST_PACKS else 1)
+    kept = kept_verdicts.KeptVerdicts()
+    assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[sha256] for sha256 in digests]
+    assert kept.verdict("ff" * 32, {"key"}) is None and kept.verdict(digests[0], {"other"}) is None
+    kept.close()
+    [pack] = packs
+    whole = pack.read_bytes()
+    pack.write_bytes(whole[:-1])
+    assert kept_verdicts.KeptVerdicts().verdict(digests[0], {"key"}) is None
+    index_at = struct.unpack("<QQ8s", whole[-24:])[0]
+    pack.write_bytes(whole[:index_at] + b"\xff" * (len(whole) - index_at - 24) + whole[-24:])
+    assert kept_verdicts.KeptVerdicts().verdict(digests[0], {"key"}) is None

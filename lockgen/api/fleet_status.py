@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from lockgen.adapters import parallel, user_files
 from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.node.kept_verdicts import keep_verdict, kept_verdict
+from lockgen.adapters.node.kept_verdicts import KeptVerdicts
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
 from lockgen.api.steps.certificate_steps import (
     Signers,
@@ -370,31 +370,32 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
         found = stacks_by_text.get(text)
         return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
 
-    def facts(path: str) -> CertificateFacts:
+    def facts(path: str, kept: KeptVerdicts) -> CertificateFacts:
         return _verified_facts(
-            path, keys, kept_keys, accepted, lambda value: facts_from_plain(value, numerics_of, stack_of)
+            path, keys, kept_keys, accepted, kept, lambda value: facts_from_plain(value, numerics_of, stack_of)
         )
 
-    for node, group in groupby(share[0].records(share[1]), key=_node_of):
-        found = []
-        for path in group:
-            try:
-                found.append((node, path, facts(path)))
-            except LockgenError as error:
-                refused.append({"node": node, "source": str(path), "reason": error.message})
-        for row in status_rows(found, now, noise):
-            _spill(row, stream)
-            count += 1
-            if not row.passed:
-                failing.append((row.node, row.covers))
-            if row.numerics is not None:
-                index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
-                if index == len(counted):
-                    counted.append((row.numerics, row.stack, 0))
-                numerics, stack, nodes = counted[index]
-                counted[index] = (numerics, stack, nodes + 1)
-                members.append((row.node, index))
-                written += 1
+    with KeptVerdicts() as kept:  # what this process proves is kept as one pack, written when its share is read
+        for node, group in groupby(share[0].records(share[1]), key=_node_of):
+            found = []
+            for path in group:
+                try:
+                    found.append((node, path, facts(path, kept)))
+                except LockgenError as error:
+                    refused.append({"node": node, "source": str(path), "reason": error.message})
+            for row in status_rows(found, now, noise):
+                _spill(row, stream)
+                count += 1
+                if not row.passed:
+                    failing.append((row.node, row.covers))
+                if row.numerics is not None:
+                    index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
+                    if index == len(counted):
+                        counted.append((row.numerics, row.stack, 0))
+                    numerics, stack, nodes = counted[index]
+                    counted[index] = (numerics, stack, nodes + 1)
+                    members.append((row.node, index))
+                    written += 1
     stream.finish()
     members.finish()
     return ShareRead(count, failing, ShareFingerprints(counted, written), refused)
@@ -405,6 +406,7 @@ def _verified_facts(
     keys: Signers,
     fingerprints: dict[str, str],
     accepted: set[str],
+    kept_verdicts: KeptVerdicts,
     from_plain: Callable[[Any], CertificateFacts | None],
 ) -> CertificateFacts:
     """The facts of the certificate at `path`: the kept ones when its bytes' verdict under one of the keys is kept
@@ -417,7 +419,7 @@ def _verified_facts(
     if data is None:
         return certificate_facts(read_signed(Path(path), keys.paths).certificate)  # says why it cannot be read
     sha256 = hashlib.sha256(data).hexdigest()
-    kept = kept_verdict(sha256, accepted)
+    kept = kept_verdicts.verdict(sha256, accepted)
     if kept is not None:
         try:
             facts = from_plain(kept)
@@ -435,7 +437,7 @@ def _verified_facts(
         fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
     )
     if signer or not fingerprints:
-        keep_verdict(sha256, signer, plain)
+        kept_verdicts.keep(sha256, signer, plain)
     return from_plain(plain) or certificate_facts(
         certificate.certificate
     )  # the kept form: shared fingerprint and evidence
