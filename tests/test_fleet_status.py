@@ -604,13 +604,14 @@ def test_the_fleet_s_numerics_are_named_from_counted_fingerprints_as_from_every_
 def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keeps_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each run's verdicts are one pack (not a file each); past MOST_PACKS packs they are merged into one and
-    every verdict is still found; a pack cut short, or whose index points outside its records, keeps nothing (the
-    certificates are verified again), and a sha256 no pack holds is not kept."""
+    """Each run's verdicts are one pack (not a file each), its index sorted in spilled runs; past MOST_PACKS packs
+    they are merged into one and every verdict is still found; a pack cut short, or whose index points outside
+    its records, keeps nothing (the certificates are verified again), and a sha256 no pack holds is not kept."""
     from lockgen.adapters.node import kept_verdicts
 
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    monkeypatch.setattr(kept_verdicts, "ENTRIES_HELD", 2)  # the index sorted in spilled runs of 2, not 20,000
     digests = [f"{run:02x}{item:02x}" + "0" * 60 for run in range(kept_verdicts.MOST_PACKS + 1) for item in range(3)]
     for run in range(kept_verdicts.MOST_PACKS + 1):
         with kept_verdicts.KeptVerdicts() as kept:

@@ -37,6 +37,7 @@ from typing import Any
 
 from lockgen import __version__
 from lockgen.adapters.proof.kept_runs import kept_folder, trusted
+from lockgen.adapters.spill_files import SortedSpill, SpillFile
 
 SCHEMA = 2  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
 RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerprint: a few KiB
@@ -67,6 +68,7 @@ TRAILER = struct.Struct("<QQ8s")  # where the index starts, how many entries, MA
 MAGIC = b"lgkept02"
 ENTRY = struct.Struct("<32sQI")  # sha256 (raw), offset, length: sorted by sha256
 FANOUT = 1 << 16  # per two-byte prefix of the sha256, how many entries have it or a smaller one
+ENTRIES_HELD = 20_000  # a pack's index entries are sorted in runs of this many, spilled and merged
 MOST_PACKS = 8  # more packs than this after a write: merged into one (each lookup reads every pack's index)
 
 
@@ -123,29 +125,31 @@ class _PackWriter:
         self._folder = folder
         self._temporary = os.path.join(folder, f"{os.getpid()}-{os.urandom(8).hex()}.tmp")
         self._stream = open(self._temporary, "wb")
-        self._entries: list[bytes] = []
+        self._entries = SpillFile()  # the index entries, sorted when the pack is finished (never one list)
+        self._count = 0
         self._written = 0
 
     def add(self, raw: bytes, record: bytes) -> None:
         self._stream.write(record)
         self._entries.append(ENTRY.pack(raw, self._written, len(record)))
+        self._count += 1
         self._written += len(record)
 
     def finish(self) -> str:
         """The pack's path, renamed in; its index, fan-out table and trailer written after the records."""
-        self._entries.sort()
+        self._entries.finish()
         fanout = array.array("I", bytes(4 * FANOUT))
-        for entry in self._entries:
+        for entry in SortedSpill(self._entries.records(self._count), lambda entry: entry, ENTRIES_HELD):
             fanout[int.from_bytes(entry[:2], "big")] += 1
+            self._stream.write(entry)
         total = 0
         for prefix in range(FANOUT):
             total += fanout[prefix]
             fanout[prefix] = total
         if sys.byteorder != "little":
             fanout.byteswap()
-        self._stream.write(b"".join(self._entries))
         self._stream.write(fanout.tobytes())
-        self._stream.write(TRAILER.pack(self._written, len(self._entries), MAGIC))
+        self._stream.write(TRAILER.pack(self._written, self._count, MAGIC))
         self._stream.close()
         path = self._temporary.removesuffix(".tmp") + PACK
         os.replace(self._temporary, path)
