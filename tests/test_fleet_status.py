@@ -630,3 +630,25 @@ def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keep
     index_at = struct.unpack("<QQ8s", whole[-24:])[0]
     pack.write_bytes(whole[:index_at] + b"\xff" * (len(whole) - index_at - 24) + whole[-24:])
     assert kept_verdicts.KeptVerdicts().verdict(digests[0], {"key"}) is None
+
+
+def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's failing rows are counted as they are spilled and only the first five (in node order, across the
+    shares) kept for the summary, which names them: the rows themselves list every one."""
+    import datetime as dt
+
+    from lockgen.api import fleet_status as use_case
+
+    folder = tmp_path / "fleet"
+    for node in range(24):
+        source = "degraded-tf32-off" if node % 3 == 1 else "h200-lock-full"
+        unsigned_copy(H200 / f"{source}.cert.json", folder / f"n{node:02d}.cert.json", "2026-11-20T10:00:00Z")
+    monkeypatch.setattr(use_case, "NODES_PER_SHARE", 10)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    report = use_case.fleet_status([str(folder)], [], False, 0.05, None, now)
+    failing_rows = [row["node"] for row in report["rows"] if not row["passed"]]
+    assert failing_rows == [f"n{node:02d}" for node in range(1, 24, 3)]
+    assert report["rows"].failing() == (8, failing_rows[:5])
+    status = run_cli("fleet", "status", str(folder))
+    assert status.returncode == 1
+    assert "8 of 24 node certificates failed (n01, n04, n07, n10, n13)" in status.stderr

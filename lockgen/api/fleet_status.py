@@ -68,6 +68,7 @@ def _by_node(path: str) -> tuple[str, str]:
 
 Refusal = dict[str, str]  # {node, source, reason}
 NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
+FIRST_FAILING = 5  # the failing nodes the summary names (the rows name them all)
 PATHS_HELD = 20_000  # the certificate paths are sorted in runs of this many, each spilled to a file, then merged
 
 
@@ -191,9 +192,10 @@ class SpilledRows:
     written to as their nodes finished (marshal records, one per row, in node order): no row is held;
     iterable any number of times, as `--json` and the text do."""
 
-    def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]]) -> None:
+    def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]], failed: int) -> None:
         self._files = files  # (file, how many rows it holds), in node order
-        self._failing = failing  # (node, covers) of each row that failed, in node order
+        self._failing = failing  # (node, covers) of the first rows that failed (FIRST_FAILING a share), in node order
+        self._failed = failed  # how many rows failed
         self._images: list[StatusRow] = []  # attestations' rows: an image per source, held
 
     def add_sorted(self, images: list[StatusRow]) -> None:
@@ -202,10 +204,12 @@ class SpilledRows:
     def __len__(self) -> int:
         return sum(count for _, count in self._files) + len(self._images)
 
-    def failing(self) -> list[str]:
-        """The node of each row that failed, in the rows' order (noted as the rows were spilled: not read back)."""
+    def failing(self) -> tuple[int, list[str]]:
+        """How many rows failed, and the nodes of the first FIRST_FAILING of them in the rows' order (noted as the
+        rows were spilled, not read back: a fleet's failing nodes are counted, not held)."""
         images = [(row.node, row.covers) for row in self._images if not row.passed]
-        return [node for node, _ in heapq.merge(self._failing, images)]
+        first = [node for node, _ in heapq.merge(self._failing, images)][:FIRST_FAILING]
+        return self._failed + len(images), first
 
     def rows(self) -> Iterator[StatusRow]:
         return heapq.merge(self._spilled(), self._images, key=lambda row: (row.node, row.covers))
@@ -263,10 +267,11 @@ def _spill(row: StatusRow, spill: SpillFile) -> None:
 
 @dataclass(frozen=True)
 class ShareRead:
-    """A share of the folders' certificates read: how many rows it wrote, which of them failed (node, covers),
-    its nodes' latest fingerprints (counted), the refusals."""
+    """A share of the folders' certificates read: how many rows it wrote, how many of them failed and the first
+    FIRST_FAILING of those (node, covers), its nodes' latest fingerprints (counted), the refusals."""
 
     rows: int
+    failed: int
     failing: list[tuple[str, str]]
     fingerprints: ShareFingerprints
     refused: list[Refusal]
@@ -294,6 +299,7 @@ def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: flo
     ]
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
+    failed = 0
     fingerprints = FleetFingerprints()
     refused: list[Refusal] = []
     for index, (share, stream) in enumerate(zip(shares, streams)):
@@ -306,9 +312,10 @@ def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: flo
         )  # our own child's bytes
         files.append((stream[0], read.rows))
         failing += read.failing
+        failed += read.failed
         fingerprints.add_share(read.fingerprints, stream[1])
         refused += read.refused
-    return FoldersRead(SpilledRows(files, failing), fingerprints, refused)
+    return FoldersRead(SpilledRows(files, failing, failed), fingerprints, refused)
 
 
 Share = tuple[SpillFile, int]  # a share's paths, in node order, and how many
@@ -349,7 +356,7 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
     are read, and (node, index of its fingerprint) to the second: only one node's certificates and rows are
     held at a time; returned: how many rows, the fingerprints counted, the refusals."""
     stream, members = streams
-    count = 0
+    count = failed = 0
     failing: list[tuple[str, str]] = []
     counted: list[tuple[Numerics, dict[str, Any], int]] = []
     index_of: dict[tuple[int, int], int] = {}  # by the fingerprint's and the stack's objects (shared, below)
@@ -387,7 +394,9 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
                 _spill(row, stream)
                 count += 1
                 if not row.passed:
-                    failing.append((row.node, row.covers))
+                    failed += 1
+                    if failed <= FIRST_FAILING:
+                        failing.append((row.node, row.covers))
                 if row.numerics is not None:
                     index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
                     if index == len(counted):
@@ -398,7 +407,7 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
                     written += 1
     stream.finish()
     members.finish()
-    return ShareRead(count, failing, ShareFingerprints(counted, written), refused)
+    return ShareRead(count, failed, failing, ShareFingerprints(counted, written), refused)
 
 
 def _verified_facts(
