@@ -124,8 +124,10 @@ def fleet_status(
     rows, fingerprints = folders.rows, folders.fingerprints
     images = status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
     rows.add_sorted(images)
-    image_members = [
-        (row.node, fingerprints.count(row.numerics, row.stack)) for row in images if row.numerics is not None
+    image_members = [  # in the rows' order (by node, then what each covers), as the folders' members are
+        (row.node, fingerprints.count(row.numerics, row.stack))
+        for row in sorted(images, key=lambda row: (row.node, row.covers))
+        if row.numerics is not None
     ]
     refused += folders.refused
     if html is not None:
@@ -134,9 +136,7 @@ def fleet_status(
         )  # the page draws every node: it holds them
         progress(f"wrote {html}")
     judged = OddFingerprints(fingerprints.counted)
-    differ = judged.differences(
-        heapq.merge(fingerprints.members(judged), sorted(image_members), key=lambda member: member[0])
-    )
+    differ = judged.differences(heapq.merge(fingerprints.members(judged), image_members, key=lambda member: member[0]))
     return {
         "rows": rows,
         "refused": refused,
