@@ -331,7 +331,6 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
     refused; a verdict kept under one key is not taken under another; LOCKGEN_REPARSE=1 verifies everything."""
     import datetime as dt
     import hashlib
-    import marshal
 
     from lockgen.adapters.node import kept_verdicts
     from lockgen.api import fleet_status as use_case
@@ -356,15 +355,15 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
 
     figure = document["certificate"]["figures"]["gemm"]["bf16"]["value"]
     assert status() == ({"a": figure, "b": figure, "c": figure}, {})
-    record_path = Path(kept_verdicts._path(hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()))
-    sha256, version, schema, key, facts = marshal.loads(record_path.read_bytes())
-    assert (version, schema, key) == (
-        kept_verdicts.stamp(),
-        kept_verdicts.SCHEMA,
-        hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest(),
-    )
+    sha256 = hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()
+    key = hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest()
+    assert len(list(Path(kept_verdicts.folder()).glob("*.pack"))) == 1  # three verdicts, one file
+    facts = kept_verdicts.KeptVerdicts().verdict(sha256, {key})
+    assert facts is not None and kept_verdicts.KeptVerdicts().verdict(sha256, {"another key"}) is None
     facts[5]["gemm"]["bf16"]["value"] = 1.5  # marked: the next run shows what was kept, not what it parsed
-    record_path.write_bytes(marshal.dumps((sha256, version, schema, key, facts)))
+    shutil.rmtree(kept_verdicts.folder())
+    with kept_verdicts.KeptVerdicts() as kept:
+        kept.keep(sha256, key, facts)
 
     forged = json.loads(json.dumps(document))
     forged["certificate"]["figures"]["gemm"]["bf16"]["value"] = 999.0
@@ -387,7 +386,6 @@ def test_a_verdict_kept_under_other_rules_is_no_verdict(tmp_path: Path, monkeypa
     not change, so `fleet status` showed a forged figure as passed."""
     import datetime as dt
     import hashlib
-    import marshal
 
     from lockgen import __version__
     from lockgen.adapters.node import kept_verdicts
@@ -412,16 +410,17 @@ def test_a_verdict_kept_under_other_rules_is_no_verdict(tmp_path: Path, monkeypa
     sha256 = hashlib.sha256((folder / "a.cert.json").read_bytes()).hexdigest()
     key = hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest()
     facts_of_a_passed_one = _kept_facts(tmp_path, document, use_case, now)
-    record = Path(kept_verdicts._path(sha256))
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_bytes(marshal.dumps((sha256, __version__, kept_verdicts.SCHEMA, key, facts_of_a_passed_one)))
+    older = kept_verdicts.stamp
+    monkeypatch.setattr(kept_verdicts, "stamp", lambda: __version__)  # the version alone, as an older one kept
+    with kept_verdicts.KeptVerdicts() as kept:
+        kept.keep(sha256, key, facts_of_a_passed_one)
+    monkeypatch.setattr(kept_verdicts, "stamp", older)
     assert "a" in refused(), "a verdict kept by an older lockgen's rules was taken"
 
 
 def _kept_facts(tmp_path: Path, document: dict, use_case: object, now: object) -> object:
     """The facts lockgen keeps of an honest certificate (what an older lockgen kept of the forged one)."""
     import hashlib
-    import marshal
 
     from lockgen.adapters.node import kept_verdicts
 
@@ -430,7 +429,8 @@ def _kept_facts(tmp_path: Path, document: dict, use_case: object, now: object) -
     (folder / "h.cert.json").write_text(render(document))
     use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)  # type: ignore[attr-defined]
     sha256 = hashlib.sha256((folder / "h.cert.json").read_bytes()).hexdigest()
-    return marshal.loads(Path(kept_verdicts._path(sha256)).read_bytes())[4]
+    key = hashlib.sha256(_raw_public_key(tmp_path / "k.pub")).hexdigest()
+    return kept_verdicts.KeptVerdicts().verdict(sha256, {key})
 
 
 def _raw_public_key(path: Path) -> bytes:
@@ -532,11 +532,123 @@ def test_a_kept_verdict_is_read_without_allocating_its_cap(tmp_path: Path, monke
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
     facts = ["figures"] * 500
-    kept_verdicts.keep_verdict("ab" * 32, "key", facts)
+    with kept_verdicts.KeptVerdicts() as kept:
+        kept.keep("ab" * 32, "key", facts)
+    kept = kept_verdicts.KeptVerdicts()
     tracemalloc.start()
     try:
-        value = kept_verdicts.kept_verdict("ab" * 32, {"key"})
+        value = kept.verdict("ab" * 32, {"key"})
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert value == facts and peak < kept_verdicts.RECORD_LIMIT // 4, peak
+
+
+def test_the_fleet_s_numerics_are_named_from_counted_fingerprints_as_from_every_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison holds each distinct fingerprint and stack with its count, the nodes written to files and
+    read back only to name the odd ones (shares of 10 nodes here): the same differences, peers and causes as
+    `odd_nodes` over every node's certificate held, including a node whose later certificate is the odd one and
+    one whose settings differ; and with no odd node the nodes' (node, fingerprint) files are not read at all."""
+    import datetime as dt
+
+    from lockgen.adapters.spill_files import SpillFile
+    from lockgen.api import fleet_status as use_case
+    from lockgen.core.certificate.numerics import odd_nodes
+    from lockgen.model.certificate import CertificateBody
+
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    template = json.loads((REPO / "envs/examples/numerics-fingerprint/node1-quick.cert.json").read_text())
+    folder, latest = tmp_path / "fleet", []
+
+    def write(node: str, created: str, tf32: str | None, settings: dict | None = None) -> CertificateBody:
+        body = json.loads(json.dumps(template["certificate"]))
+        body["created"] = created
+        if tf32 is not None:
+            body["numerics"]["digests"]["gemm_tf32"] = tf32
+        if settings is not None:
+            body["stack"]["settings"] = {**body["stack"]["settings"], **settings}
+        path = folder / created[:10] / f"{node}.cert.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render({"certificate": body, "signature": sign(body, tmp_path / "k")}))
+        return CertificateBody.model_validate(body)
+
+    for node in range(35):
+        name = f"n{node:03d}"
+        body = write(name, "2026-11-20T10:00:00Z", "e" * 64 if node in (4, 17) else None)
+        if node == 9:
+            body = write(name, "2026-11-27T10:00:00Z", "d" * 64, {"NVIDIA_TF32_OVERRIDE": "0"})
+        latest.append((name, body))
+    monkeypatch.setattr(use_case, "NODES_PER_SHARE", 10)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    differ, compared = odd_nodes(latest)
+    assert report["numerics"] == {"compared": 35, "differ": [difference.as_json() for difference in differ]}
+    assert compared == 35 and [entry["node"] for entry in report["numerics"]["differ"]] == ["n004", "n009", "n017"]
+    assert "NVIDIA_TF32_OVERRIDE=0 here" in report["numerics"]["differ"][1]["cause"]
+
+    for odd in ("n004", "n017"):
+        (folder / "2026-11-20" / f"{odd}.cert.json").unlink()
+    shutil.rmtree(folder / "2026-11-27")
+    read: list[int] = []
+    real = SpillFile.records
+    monkeypatch.setattr(SpillFile, "records", lambda self, count: read.append(count) or real(self, count))
+    monkeypatch.setattr(use_case.parallel, "cores", lambda: 1)  # one share, read in this process
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert report["numerics"] == {"compared": 33, "differ": []}  # n009's first certificate is its latest now
+    assert read == [33]  # the share's paths; never its nodes' fingerprints
+    assert len(list(report["rows"])) == 33 and read == [33, 33]
+
+
+def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run's verdicts are one pack (not a file each), its index sorted in spilled runs; past MOST_PACKS packs
+    they are merged into one and every verdict is still found; a pack cut short, or whose index points outside
+    its records, keeps nothing (the certificates are verified again), and a sha256 no pack holds is not kept."""
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    monkeypatch.setattr(kept_verdicts, "ENTRIES_HELD", 2)  # the index sorted in spilled runs of 2, not 20,000
+    digests = [f"{run:02x}{item:02x}" + "0" * 60 for run in range(kept_verdicts.MOST_PACKS + 1) for item in range(3)]
+    for run in range(kept_verdicts.MOST_PACKS + 1):
+        with kept_verdicts.KeptVerdicts() as kept:
+            for sha256 in digests[3 * run : 3 * run + 3]:
+                kept.keep(sha256, "key", [sha256])
+        packs = sorted(Path(kept_verdicts.folder()).glob("*.pack"))
+        assert len(packs) == (run + 1 if run < kept_verdicts.MOST_PACKS else 1)
+    kept = kept_verdicts.KeptVerdicts()
+    assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[sha256] for sha256 in digests]
+    assert kept.verdict("ff" * 32, {"key"}) is None and kept.verdict(digests[0], {"other"}) is None
+    kept.close()
+    [pack] = packs
+    whole = pack.read_bytes()
+    pack.write_bytes(whole[:-1])
+    assert kept_verdicts.KeptVerdicts().verdict(digests[0], {"key"}) is None
+    index_at = struct.unpack("<QQ8s", whole[-24:])[0]
+    pack.write_bytes(whole[:index_at] + b"\xff" * (len(whole) - index_at - 24) + whole[-24:])
+    assert kept_verdicts.KeptVerdicts().verdict(digests[0], {"key"}) is None
+
+
+def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's failing rows are counted as they are spilled and only the first five (in node order, across the
+    shares) kept for the summary, which names them: the rows themselves list every one."""
+    import datetime as dt
+
+    from lockgen.api import fleet_status as use_case
+
+    folder = tmp_path / "fleet"
+    for node in range(24):
+        source = "degraded-tf32-off" if node % 3 == 1 else "h200-lock-full"
+        unsigned_copy(H200 / f"{source}.cert.json", folder / f"n{node:02d}.cert.json", "2026-11-20T10:00:00Z")
+    monkeypatch.setattr(use_case, "NODES_PER_SHARE", 10)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    report = use_case.fleet_status([str(folder)], [], False, 0.05, None, now)
+    failing_rows = [row["node"] for row in report["rows"] if not row["passed"]]
+    assert failing_rows == [f"n{node:02d}" for node in range(1, 24, 3)]
+    assert report["rows"].failing() == (8, failing_rows[:5])
+    status = run_cli("fleet", "status", str(folder))
+    assert status.returncode == 1
+    assert "8 of 24 node certificates failed (n01, n04, n07, n10, n13)" in status.stderr

@@ -88,6 +88,52 @@ def test_nodes_sharing_one_fingerprint_object_are_judged_as_nodes_with_copies(ki
     assert odd_nodes(shared) == odd_nodes(copies)
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    fleet=st.lists(
+        st.tuples(st.integers(0, 5), st.dictionaries(st.sampled_from(DIGESTS), st.sampled_from("abc"), max_size=3)),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_counted_fingerprints_name_the_nodes_a_vote_per_node_names(fleet: list) -> None:
+    """`odd_nodes` counts the nodes of each fingerprint (`OddFingerprints`: what a fleet of 100,000 holds) and
+    names from those counts exactly whom a plain vote over every node names: per digest the value more than half
+    the nodes hold; a node named with the digests it is outvoted on (and against how many agreeing nodes), or,
+    where some digest has no majority, every node with those digests. Nodes repeat (a node with two locks of one
+    key): its other entries are not its peers."""
+    variants = {seed: _body(_digests(seed % 2)) for seed in range(6)}  # alike in pairs: one object each
+    latest, plain = [], []
+    for index, (seed, changed) in enumerate(fleet):
+        digests = _digests(seed % 2) | {name: value * 64 for name, value in changed.items()}
+        body = variants[seed] if not changed else _body(digests)
+        node = f"n{index // 2:02d}"  # two entries a node: a node twice in one key
+        latest.append((node, body))
+        plain.append((node, digests))
+    found, compared = odd_nodes(latest)
+    expected = []
+    if len(plain) >= 2:
+        majority = {}
+        for name in DIGESTS:
+            votes = [digests[name] for _, digests in plain]
+            value = max(sorted(set(votes)), key=votes.count)
+            majority[name] = value if 2 * votes.count(value) > len(votes) else None
+        disputed = tuple(name for name in DIGESTS if majority[name] is None)
+        for node, digests in plain:
+            outvoted = tuple(name for name in DIGESTS if majority[name] not in (None, digests[name]))
+            if outvoted:
+                agreeing = sum(
+                    other != node and all(theirs[name] == majority[name] for name in outvoted)
+                    for other, theirs in plain
+                )
+                expected.append((node, outvoted, f" {agreeing} other" if agreeing != 1 else "the other node"))
+            elif disputed:
+                expected.append((node, disputed, "no value has a majority"))
+    assert compared == (len(plain) if len(plain) >= 2 else 0)
+    assert [(d.node, d.digests) for d in found] == [(node, digests) for node, digests, _ in expected]
+    assert all(said in d.against for d, (_, _, said) in zip(found, expected))
+
+
 def test_nodes_of_another_key_are_never_compared() -> None:
     """Another driver is another key: its other bits are by design; a node alone in its key is not judged."""
     other_driver = _body(_digests(2))

@@ -9,10 +9,11 @@ a file of its own; the certificates are read node by node, each hashed and
 its kept verdict taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
 (`certificate_steps.proven_certificate`), and reduced to its node's rows as soon as the node's last one is read;
 the rows are written to temporary files as their nodes finish and read back one at a time for the output
-(`SpilledRows`), so what is held per node is its fingerprint (shared among the nodes alike), never its row or
-certificates (the HTML page, which draws every node, holds the rows); the nodes are shared out among the
-cores (`parallel.Forked`: children of this process, each writing its share's rows to its own file and sending
-back its fingerprints and refusals pickled), each share whole nodes."""
+(`SpilledRows`), and each node's (node, fingerprint) likewise, read back only to name the nodes of a fingerprint
+that differs (`FleetFingerprints`): what is held is each distinct fingerprint with its count, never a node's row,
+name or certificates (the HTML page, which draws every node, holds the rows); the nodes are shared out among the
+cores (`parallel.Forked`: children of this process, each writing its share's rows and members to its own files
+and sending back its counted fingerprints and refusals pickled), each share whole nodes."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from pydantic import ValidationError
 from lockgen.adapters import parallel, user_files
 from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
-from lockgen.adapters.node.kept_verdicts import keep_verdict, kept_verdict
+from lockgen.adapters.node.kept_verdicts import KeptVerdicts
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
 from lockgen.api.steps.certificate_steps import (
     Signers,
@@ -50,7 +51,7 @@ from lockgen.core.fleet.fleet_status import (
     facts_from_plain,
     status_rows,
 )
-from lockgen.core.certificate.numerics import odd_nodes
+from lockgen.core.certificate.numerics import CountedFingerprint, Member, OddFingerprints
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockgenError, UserError
 from lockgen.model.certificate import CertificateBody, Numerics
@@ -67,6 +68,7 @@ def _by_node(path: str) -> tuple[str, str]:
 
 Refusal = dict[str, str]  # {node, source, reason}
 NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
+FIRST_FAILING = 5  # the failing nodes the summary names (the rows name them all)
 PATHS_HELD = 20_000  # the certificate paths are sorted in runs of this many, each spilled to a file, then merged
 
 
@@ -122,38 +124,78 @@ def fleet_status(
     rows, fingerprints = folders.rows, folders.fingerprints
     images = status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
     rows.add_sorted(images)
-    fingerprints += [(row.node, Fingerprint(row.numerics, row.stack)) for row in images if row.numerics is not None]
+    image_members = [  # in the rows' order (by node, then what each covers), as the folders' members are
+        (row.node, fingerprints.count(row.numerics, row.stack))
+        for row in sorted(images, key=lambda row: (row.node, row.covers))
+        if row.numerics is not None
+    ]
     refused += folders.refused
     if html is not None:
         write_atomic(
             html, status_page(list(rows.rows()), now.strftime("%Y-%m-%dT%H:%M:%SZ"))
         )  # the page draws every node: it holds them
         progress(f"wrote {html}")
-    differ, compared = odd_nodes(sorted(fingerprints, key=lambda item: item[0]))
+    judged = OddFingerprints(fingerprints.counted)
+    differ = judged.differences(heapq.merge(fingerprints.members(judged), image_members, key=lambda member: member[0]))
     return {
         "rows": rows,
         "refused": refused,
-        "numerics": {"compared": compared, "differ": [difference.as_json() for difference in differ]},
+        "numerics": {"compared": judged.compared, "differ": [difference.as_json() for difference in differ]},
     }
 
 
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """What the numerics comparison reads of a node's latest certificate (`numerics.Fingerprinted`): the
-    fingerprint and the stack's cause evidence, each shared among the nodes alike, all a fleet keeps per node."""
+class FleetFingerprints:
+    """The fleet's numerics fingerprints as the comparison needs them, held in memory whatever the count: each
+    distinct fingerprint and stack (as their JSON text: the shares' copies are one) with how many nodes share it
+    (`counted`), and each node's (node, index) written to the shares' files in node order (`members`), read back
+    only for the fingerprints that are named (`OddFingerprints`: the majority's names are never needed)."""
 
-    numerics: Numerics | None
-    stack: dict[str, Any]
+    def __init__(self) -> None:
+        self.counted: list[CountedFingerprint] = []
+        self._index: dict[tuple[str, str], int] = {}
+        self._spilled: list[tuple[SpillFile, int, list[int]]] = []  # (file, records, its indices -> ours)
+
+    def count(self, numerics: Numerics, stack: dict[str, Any], nodes: int = 1) -> int:
+        """Counts `nodes` more nodes of this fingerprint and stack; its index."""
+        text = (numerics.model_dump_json(), json.dumps(stack, sort_keys=True))
+        index = self._index.setdefault(text, len(self.counted))
+        if index == len(self.counted):
+            self.counted.append(CountedFingerprint(numerics, stack, 0))
+        self.counted[index] = CountedFingerprint(numerics, stack, self.counted[index].nodes + nodes)
+        return index
+
+    def add_share(self, share: ShareFingerprints, members: SpillFile) -> None:
+        indices = [self.count(numerics, stack, nodes) for numerics, stack, nodes in share.counted]
+        self._spilled.append((members, share.members, indices))
+
+    def members(self, judged: OddFingerprints) -> Iterator[Member]:
+        """(node, index) of each node counted, in node order (the shares are), read back from the shares' files
+        when any fingerprint is named (none: no name is needed, nothing is read)."""
+        if not any(judged.named(index) for index in range(len(self.counted))):
+            return
+        for spill, count, indices in self._spilled:
+            for node, local in spill.records(count):
+                yield node, indices[local]
+
+
+@dataclass(frozen=True)
+class ShareFingerprints:
+    """A share's fingerprints: each distinct fingerprint and stack with how many of its nodes share it, and how
+    many (node, index into `counted`) records it wrote to its members' file."""
+
+    counted: list[tuple[Numerics, dict[str, Any], int]]
+    members: int
 
 
 class SpilledRows:
     """A fleet's rows as JSON objects, each made when it is read, from unnamed temporary files the rows were
-    written to as their nodes finished (marshal records, one per row, in node order): what is held per node is
-    its fingerprint (`Fingerprint`), never its row; iterable any number of times, as `--json` and the text do."""
+    written to as their nodes finished (marshal records, one per row, in node order): no row is held;
+    iterable any number of times, as `--json` and the text do."""
 
-    def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]]) -> None:
+    def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]], failed: int) -> None:
         self._files = files  # (file, how many rows it holds), in node order
-        self._failing = failing  # (node, covers) of each row that failed, in node order
+        self._failing = failing  # (node, covers) of the first rows that failed (FIRST_FAILING a share), in node order
+        self._failed = failed  # how many rows failed
         self._images: list[StatusRow] = []  # attestations' rows: an image per source, held
 
     def add_sorted(self, images: list[StatusRow]) -> None:
@@ -162,10 +204,12 @@ class SpilledRows:
     def __len__(self) -> int:
         return sum(count for _, count in self._files) + len(self._images)
 
-    def failing(self) -> list[str]:
-        """The node of each row that failed, in the rows' order (noted as the rows were spilled: not read back)."""
+    def failing(self) -> tuple[int, list[str]]:
+        """How many rows failed, and the nodes of the first FIRST_FAILING of them in the rows' order (noted as the
+        rows were spilled, not read back: a fleet's failing nodes are counted, not held)."""
         images = [(row.node, row.covers) for row in self._images if not row.passed]
-        return [node for node, _ in heapq.merge(self._failing, images)]
+        first = [node for node, _ in heapq.merge(self._failing, images)][:FIRST_FAILING]
+        return self._failed + len(images), first
 
     def rows(self) -> Iterator[StatusRow]:
         return heapq.merge(self._spilled(), self._images, key=lambda row: (row.node, row.covers))
@@ -221,55 +265,57 @@ def _spill(row: StatusRow, spill: SpillFile) -> None:
     )
 
 
-NodeFingerprints = list[tuple[str, Fingerprint]]
-
-
 @dataclass(frozen=True)
 class ShareRead:
-    """A share of the folders' certificates read: how many rows it wrote, which of them failed (node, covers),
-    each node's latest fingerprint, the refusals."""
+    """A share of the folders' certificates read: how many rows it wrote, how many of them failed and the first
+    FIRST_FAILING of those (node, covers), its nodes' latest fingerprints (counted), the refusals."""
 
     rows: int
+    failed: int
     failing: list[tuple[str, str]]
-    fingerprints: NodeFingerprints
+    fingerprints: ShareFingerprints
     refused: list[Refusal]
 
 
 @dataclass(frozen=True)
 class FoldersRead:
-    """The folders' certificates read: their rows (spilled), each node's latest fingerprint, the refusals."""
+    """The folders' certificates read: their rows (spilled), their nodes' latest fingerprints, the refusals."""
 
     rows: SpilledRows
-    fingerprints: NodeFingerprints
+    fingerprints: FleetFingerprints
     refused: list[Refusal]
 
 
 def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
-    whole nodes: a child per other core takes a share, writing its rows to a temporary file of its own (made
-    here, so this process reads it back), this process the last; a share whose child failed is read here."""
+    whole nodes: a child per other core takes a share, writing its rows and its nodes' fingerprints to temporary
+    files of its own (made here, so this process reads them back), this process the last; a share whose child
+    failed is read here."""
     shares = _shares(paths, min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE)))
-    streams = [SpillFile() for _ in shares]
+    streams = [(SpillFile(), SpillFile()) for _ in shares]
     children = [
         parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise))
         for share, stream in zip(shares[:-1], streams)
     ]
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
-    fingerprints: NodeFingerprints = []
+    failed = 0
+    fingerprints = FleetFingerprints()
     refused: list[Refusal] = []
     for index, (share, stream) in enumerate(zip(shares, streams)):
         data = children[index].data() if index < len(children) else None
         if data is None:  # this process's share, or one whose child failed (what it wrote is written again)
-            stream.clear()
+            stream[0].clear()
+            stream[1].clear()
         read: ShareRead = (
             pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)
         )  # our own child's bytes
-        files.append((stream, read.rows))
+        files.append((stream[0], read.rows))
         failing += read.failing
-        fingerprints += read.fingerprints
+        failed += read.failed
+        fingerprints.add_share(read.fingerprints, stream[1])
         refused += read.refused
-    return FoldersRead(SpilledRows(files, failing), fingerprints, refused)
+    return FoldersRead(SpilledRows(files, failing, failed), fingerprints, refused)
 
 
 Share = tuple[SpillFile, int]  # a share's paths, in node order, and how many
@@ -298,23 +344,28 @@ def _shares(paths: SortedSpill, count: int) -> list[Share]:
     return shares
 
 
-def _share_pickled(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> bytes:
+Streams = tuple[SpillFile, SpillFile]  # a share's rows, and its nodes' (node, fingerprint index)
+
+
+def _share_pickled(share: Share, stream: Streams, keys: Signers, now: dt.datetime, noise: float) -> bytes:
     return pickle.dumps(_share_rows(share, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
-    """Each node's rows written to `stream` as soon as its certificates (consecutive in `paths`) are read:
-    only one node's certificates and rows are held at a time; returned: how many rows, each node's latest
-    fingerprint, the refusals."""
-    count = 0
+def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
+    """Each node's rows written to the first of `streams` as soon as its certificates (consecutive in `paths`)
+    are read, and (node, index of its fingerprint) to the second: only one node's certificates and rows are
+    held at a time; returned: how many rows, the fingerprints counted, the refusals."""
+    stream, members = streams
+    count = failed = 0
     failing: list[tuple[str, str]] = []
-    fingerprints: NodeFingerprints = []
+    counted: list[tuple[Numerics, dict[str, Any], int]] = []
+    index_of: dict[tuple[int, int], int] = {}  # by the fingerprint's and the stack's objects (shared, below)
+    written = 0
     refused: list[Refusal] = []
     numerics_by_text: dict[
         str, Numerics
     ] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
     stacks_by_text: dict[str, dict[str, Any]] = {}
-    alike: dict[tuple[int, int], Fingerprint] = {}  # one Fingerprint for the nodes that share both its parts
     kept_keys = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(kept_keys.values()) or {""}
 
@@ -326,28 +377,37 @@ def _share_rows(share: Share, stream: SpillFile, keys: Signers, now: dt.datetime
         found = stacks_by_text.get(text)
         return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
 
-    def facts(path: str) -> CertificateFacts:
+    def facts(path: str, kept: KeptVerdicts) -> CertificateFacts:
         return _verified_facts(
-            path, keys, kept_keys, accepted, lambda value: facts_from_plain(value, numerics_of, stack_of)
+            path, keys, kept_keys, accepted, kept, lambda value: facts_from_plain(value, numerics_of, stack_of)
         )
 
-    for node, group in groupby(share[0].records(share[1]), key=_node_of):
-        found = []
-        for path in group:
-            try:
-                found.append((node, path, facts(path)))
-            except LockgenError as error:
-                refused.append({"node": node, "source": str(path), "reason": error.message})
-        for row in status_rows(found, now, noise):
-            _spill(row, stream)
-            count += 1
-            if not row.passed:
-                failing.append((row.node, row.covers))
-            if row.numerics is not None:
-                shared = alike.setdefault((id(row.numerics), id(row.stack)), Fingerprint(row.numerics, row.stack))
-                fingerprints.append((row.node, shared))
+    with KeptVerdicts() as kept:  # what this process proves is kept as one pack, written when its share is read
+        for node, group in groupby(share[0].records(share[1]), key=_node_of):
+            found = []
+            for path in group:
+                try:
+                    found.append((node, path, facts(path, kept)))
+                except LockgenError as error:
+                    refused.append({"node": node, "source": str(path), "reason": error.message})
+            for row in status_rows(found, now, noise):
+                _spill(row, stream)
+                count += 1
+                if not row.passed:
+                    failed += 1
+                    if failed <= FIRST_FAILING:
+                        failing.append((row.node, row.covers))
+                if row.numerics is not None:
+                    index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
+                    if index == len(counted):
+                        counted.append((row.numerics, row.stack, 0))
+                    numerics, stack, nodes = counted[index]
+                    counted[index] = (numerics, stack, nodes + 1)
+                    members.append((row.node, index))
+                    written += 1
     stream.finish()
-    return ShareRead(count, failing, fingerprints, refused)
+    members.finish()
+    return ShareRead(count, failed, failing, ShareFingerprints(counted, written), refused)
 
 
 def _verified_facts(
@@ -355,6 +415,7 @@ def _verified_facts(
     keys: Signers,
     fingerprints: dict[str, str],
     accepted: set[str],
+    kept_verdicts: KeptVerdicts,
     from_plain: Callable[[Any], CertificateFacts | None],
 ) -> CertificateFacts:
     """The facts of the certificate at `path`: the kept ones when its bytes' verdict under one of the keys is kept
@@ -367,7 +428,7 @@ def _verified_facts(
     if data is None:
         return certificate_facts(read_signed(Path(path), keys.paths).certificate)  # says why it cannot be read
     sha256 = hashlib.sha256(data).hexdigest()
-    kept = kept_verdict(sha256, accepted)
+    kept = kept_verdicts.verdict(sha256, accepted)
     if kept is not None:
         try:
             facts = from_plain(kept)
@@ -385,7 +446,7 @@ def _verified_facts(
         fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
     )
     if signer or not fingerprints:
-        keep_verdict(sha256, signer, plain)
+        kept_verdicts.keep(sha256, signer, plain)
     return from_plain(plain) or certificate_facts(
         certificate.certificate
     )  # the kept form: shared fingerprint and evidence

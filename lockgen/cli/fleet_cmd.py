@@ -191,12 +191,12 @@ def status(
                 f"({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: "
                 f"{shown(entry['cause'], 400)}"
             )
-    failing = rows.failing()
+    failed, failing = rows.failing()
     differ = [entry["node"] for entry in report["numerics"]["differ"]]
-    if failing or report["refused"] or differ:
+    if failed or report["refused"] or differ:
         fail(
-            f"{len(failing)} of {len(rows)} node certificates failed"
-            + (f" ({', '.join(failing[:5])})" if failing else "")
+            f"{failed} of {len(rows)} node certificates failed"
+            + (f" ({', '.join(failing)})" if failing else "")
             + (
                 f"; {len(report['refused'])} certificates refused "
                 f"({', '.join(shown(entry['node']) for entry in report['refused'][:5])})"

@@ -1,35 +1,45 @@
 """Certificate verdicts kept by bytes and key: a certificate's verdict under a public key is a function of its
 file's bytes and that key alone, so what `fleet status` read of a certificate it accepted (its
-`CertificateFacts`, as plain values) is kept under
-`$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/certificates/<sha256[:2]>/<sha256 of the file's bytes>`, with the
-fingerprint of the key that verified its signature ("" when no key was given: the file was only found
-canonical, its signature, if any, well formed). A later status reads each file's bytes again, hashes them and
-takes the kept facts; only a file whose bytes have no kept verdict under one of the keys given now is parsed
-and verified.
+`CertificateFacts`, as plain values) is kept, with the fingerprint of the key that verified its signature ("" when
+no key was given: the file was only found canonical, its signature, if any, well formed). A later status reads
+each file's bytes again, hashes them and takes the kept facts; only a file whose bytes have no kept verdict under
+one of the keys given now is parsed and verified.
 
-What a kept verdict trusts: that the file under lockgen's home was written by lockgen, after this version of
-lockgen proved exactly the bytes whose sha256 names it (canonical, signed by the key whose fingerprint it
+Where: packs, as git keeps objects: each process that keeps verdicts writes them all to ONE file,
+`$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/certificates/<pid>-<random>.pack` (10,000 files written and
+renamed cost a cold status 5 s): the marshal records one after another, then an index of (sha256, offset, length)
+sorted by sha256, a fan-out table of where each two-byte prefix's entries end (what a lookup holds of a pack:
+256 KiB, whatever the count), and a trailer. A lookup reads the few index entries of its prefix and the record.
+Past `MOST_PACKS` packs, the writer merges them into one (the records are copied, the merged pack renamed in,
+then the others removed: a reader that misses a pack removed meanwhile verifies the certificate again).
+
+What a kept verdict trusts: that a pack under lockgen's home was written by lockgen, after this version of
+lockgen proved exactly the bytes whose sha256 names the record (canonical, signed by the key whose fingerprint it
 records, its body accepted by the models) — the bytes are hashed on every run, so an edited, re-serialized or
 re-signed file has another sha256 and is verified again, and refused as before. A verdict is kept only for
 bytes the quick proof accepted as read (never for a refusal, which is made again each run and words its own
-reason, nor for a file `read_signed` accepted by reading it a second time). A record is written whole (a
-temporary file and a rename) or not at all and read back only when it names the same sha256, lockgen version,
-rules (a digest of the sources of the models a certificate is accepted by: a verdict an older lockgen kept, which
-accepted what this one refuses, is no verdict now) and schema, and one of the keys given; anything else reads as
-not kept. Keeping is best-effort: a home lockgen
-cannot write keeps nothing. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, verifies every certificate."""
+reason, nor for a file `read_signed` accepted by reading it a second time). A pack is written whole (a temporary
+file and a rename) or not at all; a record is taken only when it names the same sha256, lockgen version, rules (a
+digest of the sources of the models a certificate is accepted by: a verdict an older lockgen kept, which accepted
+what this one refuses, is no verdict now) and schema, and one of the keys given; anything else (a pack cut short,
+an index out of its file) reads as not kept. Keeping is best-effort: a home lockgen cannot write keeps nothing.
+`LOCKGEN_REPARSE=1`, or removing the `kept/` folder, verifies every certificate."""
 
 from __future__ import annotations
 
+import array
 import marshal
 import os
-from collections.abc import Collection
+import struct
+import sys
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from lockgen import __version__
 from lockgen.adapters.proof.kept_runs import kept_folder, trusted
+from lockgen.adapters.spill_files import SortedSpill, SpillFile
 
-SCHEMA = 1  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
+SCHEMA = 2  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
 RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerprint: a few KiB
 # the sources of what a certificate must be to be accepted (the schema and its models), from lockgen's folder
 RULE_SOURCES = ("model/certificate.py", "model/json_values.py", "../verify/schema.py")
@@ -53,47 +63,221 @@ def stamp() -> str:
     return _stamp[0]
 
 
-def _path(sha256: str) -> str:
-    return os.path.join(kept_folder("certificates", SCHEMA), sha256[:2], sha256)
+PACK = ".pack"
+TRAILER = struct.Struct("<QQ8s")  # where the index starts, how many entries, MAGIC
+MAGIC = b"lgkept02"
+ENTRY = struct.Struct("<32sQI")  # sha256 (raw), offset, length: sorted by sha256
+FANOUT = 1 << 16  # per two-byte prefix of the sha256, how many entries have it or a smaller one
+ENTRIES_HELD = 20_000  # a pack's index entries are sorted in runs of this many, spilled and merged
+MOST_PACKS = 8  # more packs than this after a write: merged into one (each lookup reads every pack's index)
 
 
-def kept_verdict(sha256: str, keys: Collection[str]) -> Any:
-    """The value kept for the certificate bytes whose sha256 is `sha256`, verified under one of `keys` (key
-    fingerprints; `{""}` when no key is given); None when none is kept (or kept values are off)."""
-    if not trusted():
-        return None
-    try:
-        descriptor = os.open(_path(sha256), os.O_RDONLY | os.O_CLOEXEC)
-        try:  # read as one buffer of the record's size (a read of the cap allocates all of it: 1 MiB a record)
-            data = os.read(descriptor, min(os.fstat(descriptor).st_size, RECORD_LIMIT))
-        finally:
-            os.close(descriptor)
-        record = marshal.loads(data)
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-    if (
-        type(record) is not tuple
-        or len(record) != 5
-        or record[:3] != (sha256, stamp(), SCHEMA)
-        or record[3] not in keys
-    ):
-        return None
-    return record[4]
+class _Pack:
+    """One pack, opened: its descriptor and fan-out table; records and index entries read as asked."""
 
-
-def keep_verdict(sha256: str, key: str, value: Any) -> None:
-    """Keeps `value` (plain values marshal holds) for the certificate bytes whose sha256 is `sha256`, verified
-    under the key whose fingerprint is `key` ("" for none)."""
-    path = _path(sha256)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        data = marshal.dumps((sha256, stamp(), SCHEMA, key, value))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(temporary, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except (OSError, ValueError):  # a home lockgen cannot write (read-only, full), a value marshal cannot hold
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            os.unlink(temporary)
+            size = os.fstat(self._descriptor).st_size
+            if size < TRAILER.size:
+                raise ValueError(path)
+            self._index, self.count, magic = TRAILER.unpack(
+                os.pread(self._descriptor, TRAILER.size, size - TRAILER.size)
+            )
+            fanout_at = self._index + self.count * ENTRY.size
+            if magic != MAGIC or fanout_at + 4 * FANOUT + TRAILER.size != size:
+                raise ValueError(path)
+            self._fanout = array.array("I", os.pread(self._descriptor, 4 * FANOUT, fanout_at))
+            if sys.byteorder != "little":
+                self._fanout.byteswap()
+        except BaseException:
+            os.close(self._descriptor)
+            raise
+
+    def record(self, raw: bytes) -> bytes | None:
+        prefix = int.from_bytes(raw[:2], "big")
+        first = self._fanout[prefix - 1] if prefix else 0
+        last = self._fanout[prefix]
+        if not first < last <= self.count:
+            return None
+        entries = os.pread(self._descriptor, (last - first) * ENTRY.size, self._index + first * ENTRY.size)
+        for sha256, offset, length in ENTRY.iter_unpack(entries):
+            if sha256 == raw and offset + length <= self._index and length <= RECORD_LIMIT:
+                return os.pread(self._descriptor, length, offset)
+        return None
+
+    def records(self) -> Iterator[tuple[bytes, bytes]]:
+        """(raw sha256, record) of every entry, in index order."""
+        entries = os.pread(self._descriptor, self.count * ENTRY.size, self._index)
+        for sha256, offset, length in ENTRY.iter_unpack(entries):
+            if offset + length <= self._index and length <= RECORD_LIMIT:
+                yield sha256, os.pread(self._descriptor, length, offset)
+
+    def close(self) -> None:
+        os.close(self._descriptor)
+
+
+class _PackWriter:
+    """A pack being written to a temporary file beside the packs; renamed in whole by `finish`."""
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+        self._temporary = os.path.join(folder, f"{os.getpid()}-{os.urandom(8).hex()}.tmp")
+        self._stream = open(self._temporary, "wb")
+        self._entries = SpillFile()  # the index entries, sorted when the pack is finished (never one list)
+        self._count = 0
+        self._written = 0
+
+    def add(self, raw: bytes, record: bytes) -> None:
+        self._stream.write(record)
+        self._entries.append(ENTRY.pack(raw, self._written, len(record)))
+        self._count += 1
+        self._written += len(record)
+
+    def finish(self) -> str:
+        """The pack's path, renamed in; its index, fan-out table and trailer written after the records."""
+        self._entries.finish()
+        fanout = array.array("I", bytes(4 * FANOUT))
+        for entry in SortedSpill(self._entries.records(self._count), lambda entry: entry, ENTRIES_HELD):
+            fanout[int.from_bytes(entry[:2], "big")] += 1
+            self._stream.write(entry)
+        total = 0
+        for prefix in range(FANOUT):
+            total += fanout[prefix]
+            fanout[prefix] = total
+        if sys.byteorder != "little":
+            fanout.byteswap()
+        self._stream.write(fanout.tobytes())
+        self._stream.write(TRAILER.pack(self._written, self._count, MAGIC))
+        self._stream.close()
+        path = self._temporary.removesuffix(".tmp") + PACK
+        os.replace(self._temporary, path)
+        return path
+
+    def abandon(self) -> None:
+        self._stream.close()
+        try:
+            os.unlink(self._temporary)
         except OSError:
             pass  # nothing was made
+
+
+def folder() -> str:
+    return kept_folder("certificates", SCHEMA)
+
+
+class KeptVerdicts:
+    """The kept verdicts of this home, opened once for a run's lookups (`verdict`), and what the run keeps
+    (`keep`), written as one pack by `close` (a forked share opens its own: a pack per process)."""
+
+    def __init__(self) -> None:
+        self._folder = folder()
+        self._packs: list[_Pack] = []
+        self._writer: _PackWriter | None = None
+        self._failed = False  # a home that could not be written: nothing more is tried
+        if not trusted():
+            return
+        try:
+            names = sorted(name for name in os.listdir(self._folder) if name.endswith(PACK))
+        except OSError:
+            names = []
+        for name in names:
+            try:
+                self._packs.append(_Pack(os.path.join(self._folder, name)))
+            except (OSError, ValueError, struct.error):
+                continue  # removed meanwhile, or not a whole pack: nothing kept in it
+
+    def __enter__(self) -> KeptVerdicts:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def verdict(self, sha256: str, keys: Collection[str]) -> Any:
+        """The value kept for the certificate bytes whose sha256 is `sha256`, verified under one of `keys` (key
+        fingerprints; `{""}` when no key is given); None when none is kept (or kept values are off)."""
+        try:
+            raw = bytes.fromhex(sha256)
+        except ValueError:
+            return None
+        for pack in self._packs:
+            try:
+                data = pack.record(raw)
+                if data is None:
+                    continue
+                record = marshal.loads(data)
+            except (OSError, EOFError, ValueError, TypeError):
+                continue
+            if (
+                type(record) is tuple
+                and len(record) == 5
+                and record[:3] == (sha256, stamp(), SCHEMA)
+                and record[3] in keys
+            ):
+                return record[4]
+        return None
+
+    def keep(self, sha256: str, key: str, value: Any) -> None:
+        """Keeps `value` (plain values marshal holds) for the certificate bytes whose sha256 is `sha256`, verified
+        under the key whose fingerprint is `key` ("" for none), in this run's pack."""
+        if self._failed:
+            return
+        try:
+            record = marshal.dumps((sha256, stamp(), SCHEMA, key, value))
+            if self._writer is None:
+                os.makedirs(self._folder, exist_ok=True)
+                self._writer = _PackWriter(self._folder)
+            self._writer.add(bytes.fromhex(sha256), record)
+        except (OSError, ValueError):  # a home lockgen cannot write (read-only, full), a value marshal cannot hold
+            self._give_up()
+
+    def close(self) -> None:
+        """Writes this run's pack (when it kept anything), merging the packs when there are too many."""
+        for pack in self._packs:
+            pack.close()
+        self._packs = []
+        if self._writer is None:
+            return
+        try:
+            self._writer.finish()
+            self._writer = None
+            _merge_when_many(self._folder)
+        except (OSError, ValueError):
+            self._give_up()
+
+    def _give_up(self) -> None:
+        self._failed = True
+        if self._writer is not None:
+            self._writer.abandon()
+            self._writer = None
+
+
+def _merge_when_many(where: str) -> None:
+    """More than `MOST_PACKS` packs in `where`: all merged into one, renamed in before the others are removed."""
+    names = sorted(name for name in os.listdir(where) if name.endswith(PACK))
+    if len(names) <= MOST_PACKS:
+        return
+    writer = _PackWriter(where)
+    merged = []
+    try:
+        for name in names:
+            try:
+                pack = _Pack(os.path.join(where, name))
+            except (OSError, ValueError, struct.error):
+                continue
+            try:
+                for raw, record in pack.records():
+                    writer.add(raw, record)
+            finally:
+                pack.close()
+            merged.append(pack.path)
+        writer.finish()
+    except (OSError, ValueError):
+        writer.abandon()
+        return
+    for path in merged:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass  # removed by another merge meanwhile

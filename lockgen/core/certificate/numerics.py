@@ -11,8 +11,9 @@ judges a node alone."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Protocol
 
 from lockgen.model.certificate import (
@@ -176,60 +177,116 @@ class Fingerprinted(Protocol):
     def stack(self) -> JsonObject: ...
 
 
-def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[NumericsDifference], int]:
-    """The nodes whose digests differ from their key's majority, from each node's latest certificate; and how
-    many nodes were compared (those sharing a key with another). What depends on a fingerprint alone is worked
-    out once per fingerprint object (a fleet status's nodes alike share one: 10,000 nodes, a handful of them)."""
-    groups: dict[NumericsKey, list[tuple[str, Fingerprinted, Numerics]]] = {}
-    for node, body in latest:
-        if body.numerics is not None:
-            groups.setdefault(body.numerics.key, []).append((node, body, body.numerics))
-    found, compared = [], 0
-    for key, members in sorted(groups.items(), key=lambda item: key_text(item[0])):
-        if len(members) < 2:
-            continue
-        compared += len(members)
-        alike: dict[int, tuple[Numerics, list[tuple[str, JsonObject]]]] = {}  # by fingerprint: its nodes
-        for node, body, numerics in members:
-            alike.setdefault(id(numerics), (numerics, []))[1].append((node, body.stack))
-        names = sorted({name for numerics, _ in alike.values() for name in numerics.digests})
-        majority: dict[str, str | None] = {}
-        for name in names:
-            votes: Counter[str] = Counter()
-            for numerics, nodes in alike.values():
-                votes[numerics.digests.get(name, "")] += len(nodes)
-            (value, count), *_ = votes.most_common(1)
-            majority[name] = value if 2 * count > len(members) else None
-        disputed = tuple(name for name in names if majority[name] is None)
-        outvoted_by_fingerprint = {
-            fingerprint: tuple(
-                name for name in names if majority[name] is not None and numerics.digests.get(name) != majority[name]
-            )
-            for fingerprint, (numerics, _) in alike.items()
-        }
-        for node, body, numerics in members:
-            outvoted = outvoted_by_fingerprint[id(numerics)]
-            if not outvoted and not disputed:
+@dataclass(frozen=True)
+class CountedFingerprint:
+    """A fingerprint and a kernel stack's cause evidence that `nodes` nodes' latest certificates share: what a
+    fleet's comparison holds instead of its nodes (10,000 nodes, a handful of these)."""
+
+    numerics: Numerics
+    stack: JsonObject
+    nodes: int
+
+
+Member = tuple[str, int]  # (node, the index of its counted fingerprint)
+
+
+class OddFingerprints:
+    """Counted fingerprints judged against their key's majority, digest by digest: which of them are named
+    (outvoted on some digest, or of a key where some digest has no majority), and how many nodes were compared
+    (those sharing a key with another). Only the nodes of the named ones are ever needed to name them
+    (`differences`), so the majority's names need not be held."""
+
+    def __init__(self, counted: Sequence[CountedFingerprint]) -> None:
+        self._counted = counted
+        groups: dict[NumericsKey, list[int]] = {}
+        for index, entry in enumerate(counted):
+            groups.setdefault(entry.numerics.key, []).append(index)
+        self.compared = 0
+        self._keys = sorted(groups, key=lambda key: (key_text(key), key.model_dump_json()))
+        self._members = groups
+        self._judged: dict[int, tuple[tuple[str, ...], tuple[str, ...], dict[str, str | None]]] = {}
+        for indices in groups.values():
+            total = sum(counted[index].nodes for index in indices)
+            if total < 2:
                 continue
-            if outvoted:
-                peers = [
-                    stack
-                    for other, nodes in alike.values()
-                    if all(other.digests.get(name) == majority[name] for name in outvoted)
-                    for peer, stack in nodes
-                    if peer != node
-                ]
-                against = f"the {len(peers)} other nodes of its key" if len(peers) != 1 else "the other node of its key"
-            else:
-                peers = [b.stack for n, b, _ in members if n != node]
-                against = (
-                    f"the others: no value has a majority among its key's {len(members)} nodes (pin a reference: "
-                    "verify --expect-numerics)"
+            self.compared += total
+            names = sorted({name for index in indices for name in counted[index].numerics.digests})
+            majority: dict[str, str | None] = {}
+            for name in names:
+                votes: Counter[str] = Counter()
+                for index in indices:
+                    votes[counted[index].numerics.digests.get(name, "")] += counted[index].nodes
+                (value, count), *_ = votes.most_common(1)
+                majority[name] = value if 2 * count > total else None
+            disputed = tuple(name for name in names if majority[name] is None)
+            for index in indices:
+                digests = counted[index].numerics.digests
+                outvoted = tuple(
+                    name for name in names if majority[name] is not None and digests.get(name) != majority[name]
                 )
-            found.append(
-                NumericsDifference(node, key, outvoted or disputed, against, likely_cause(body.stack, numerics, peers))
-            )
-    return found, compared
+                if outvoted or disputed:
+                    self._judged[index] = (outvoted, disputed, majority)
+
+    def named(self, index: int) -> bool:
+        """Whether the nodes of counted fingerprint `index` are named."""
+        return index in self._judged
+
+    def differences(self, members: Iterable[Member]) -> list[NumericsDifference]:
+        """Each named node's difference, by key then in the order of `members`: every node counted, with the
+        index of its fingerprint, in node order (a node's entries together: its other entries are not its peers)."""
+        found: dict[NumericsKey, list[NumericsDifference]] = {}
+        causes: dict[tuple[int, frozenset[int]], str] = {}
+        for node, group in groupby(members, key=lambda member: member[0]):
+            indices = [index for _, index in group]
+            own = Counter(indices)
+            for index in indices:
+                if index not in self._judged:
+                    continue
+                entry = self._counted[index]
+                outvoted, disputed, majority = self._judged[index]
+                candidates = [
+                    other
+                    for other in self._members[entry.numerics.key]
+                    if not outvoted
+                    or all(self._counted[other].numerics.digests.get(name) == majority[name] for name in outvoted)
+                ]
+                peers = {other: self._counted[other].nodes - own[other] for other in candidates}
+                present = frozenset(other for other, count in peers.items() if count > 0)
+                cause = causes.get((index, present))
+                if cause is None:
+                    stacks = [self._counted[other].stack for other in candidates if other in present]
+                    cause = causes.setdefault((index, present), likely_cause(entry.stack, entry.numerics, stacks))
+                if outvoted:
+                    count = sum(peers.values())
+                    against = f"the {count} other nodes of its key" if count != 1 else "the other node of its key"
+                else:
+                    total = sum(self._counted[other].nodes for other in self._members[entry.numerics.key])
+                    against = (
+                        f"the others: no value has a majority among its key's {total} nodes (pin a reference: "
+                        "verify --expect-numerics)"
+                    )
+                difference = NumericsDifference(node, entry.numerics.key, outvoted or disputed, against, cause)
+                found.setdefault(entry.numerics.key, []).append(difference)
+        return [difference for key in self._keys for difference in found.get(key, [])]
+
+
+def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[NumericsDifference], int]:
+    """The nodes whose digests differ from their key's majority, from each node's latest certificate (in node
+    order); and how many nodes were compared (those sharing a key with another). The nodes alike are counted
+    once per fingerprint and stack object (`OddFingerprints`: a fleet status's rows share one)."""
+    counted: list[CountedFingerprint] = []
+    index_of: dict[tuple[int, int], int] = {}
+    members: list[Member] = []
+    for node, body in latest:
+        if body.numerics is None:
+            continue
+        index = index_of.setdefault((id(body.numerics), id(body.stack)), len(counted))
+        if index == len(counted):
+            counted.append(CountedFingerprint(body.numerics, body.stack, 0))
+        counted[index] = CountedFingerprint(body.numerics, body.stack, counted[index].nodes + 1)
+        members.append((node, index))
+    judged = OddFingerprints(counted)
+    return judged.differences(members), judged.compared
 
 
 @dataclass(frozen=True)
