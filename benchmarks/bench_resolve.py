@@ -143,7 +143,13 @@ def main() -> int:
         against = None
         if args.against is not None:  # run from its own folder's parent: `-m lockgen` takes the current folder first
             tree = str(args.against.resolve())
-            against = (f"against {tree}", {**env, "PYTHONPATH": tree})
+            # a home and cache of its own: a value one tree keeps is stamped with its files (`kept_runs.rules_stamp`),
+            # so on one home the two trees would each find the other's, and parse and keep again on every run
+            homes = {
+                "LOCKGEN_HOME": str(Path(tmp) / "against-home"),
+                "LOCKGEN_CACHE_DIR": str(Path(tmp) / "against-cache"),
+            }
+            against = (f"against {tree}", {**env, **homes, "PYTHONPATH": tree})
         env = {**env, "PYTHONPATH": str(REPO)}
         compare("resolve", lockgen, baseline, args.runs, env, args.smoke, 1.5, against)
         compare(

@@ -4,6 +4,7 @@ render, conda-lock interop, and the HTTP path."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,26 @@ def test_resolving_twice_in_two_folders_gives_the_same_bytes(tmp_path: Path, sna
     for target in TARGETS:
         name = f"{target}.conda-lock.yml"
         assert (other / "locks" / name).read_bytes() == (resolved / name).read_bytes()
+
+
+def _imported(result: subprocess.CompletedProcess[str]) -> set[str]:
+    """The modules a run under PYTHONPROFILEIMPORTTIME=1 imported, by name."""
+    return {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.slow
+def test_a_repeated_resolve_builds_no_pydantic_validator(example_copy: Path, snapshot: Path, tmp_path: Path) -> None:
+    """A resolve whose stack and facts are kept validates nothing with pydantic (issue 43 item 4): the plan's
+    records (windows, candidates, verdicts, requests) are dataclasses, the lock is built from values its models hold
+    already and the target digested from its fields. A validator's first build imports pydantic's plugin loader (and
+    `importlib.metadata`): the first resolve, which validates the stack, shows that the probe sees one."""
+    line = ("resolve", str(example_copy), "--channel-alias", f"conda-forge={snapshot}")
+    env = {"LOCKGEN_HOME": str(tmp_path / "home"), "PYTHONPROFILEIMPORTTIME": "1"}
+    first, again = run_cli(*line, env=env), run_cli(*line, env=env)
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert "unchanged" in again.stderr
+    assert "pydantic.plugin._loader" in _imported(first)
+    assert "pydantic.plugin._loader" not in _imported(again)
 
 
 @pytest.mark.slow

@@ -1,18 +1,21 @@
-"""Plans: what one solve (target x platform) is asked to do, stated explicitly."""
+"""Plans: what one solve (target x platform) is asked to do, stated explicitly.
+
+These records are core's own computation (the plan of a stack already validated), never input: plain frozen
+dataclasses, so a resolve builds no pydantic validator for them (validation belongs at the boundary). Fields are
+given by keyword, as the models took them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lockgen.model.base import Frozen
-
 if TYPE_CHECKING:  # types only: a plan is made before any lock is read
     from lockgen.model.lock import LockedPackage
     from lockgen.model.spec import Target
 
 
-class VirtualPackage(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VirtualPackage:
     """A virtual package stated for a target, never detected from the host."""
 
     name: str
@@ -23,7 +26,8 @@ class VirtualPackage(Frozen):
         return f"{self.name}={self.version}={self.build}"
 
 
-class CudaWindow(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CudaWindow:
     """The CUDA toolkit versions a target may use: at least `low`, at most `high` (major.minor)."""
 
     low: str
@@ -32,7 +36,8 @@ class CudaWindow(Frozen):
     reason: str
 
 
-class CandidateBuild(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateBuild:
     """A build of an arch-specific package (pytorch, libtorch) as the channel lists it."""
 
     name: str
@@ -42,7 +47,8 @@ class CandidateBuild(Frozen):
     depends: tuple[str, ...]
 
 
-class BuildVerdict(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildVerdict:
     """Whether an arch-specific build may be used on a target, and why."""
 
     candidate: CandidateBuild
@@ -53,7 +59,8 @@ class BuildVerdict(Frozen):
     inferred: str = ""  # why its arch list is inferred (a release newer than the facts), empty when a fact states it
 
 
-class SolveRequest(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveRequest:
     """Everything a solver needs for one target on one platform."""
 
     target: str

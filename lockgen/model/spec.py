@@ -400,7 +400,7 @@ class StackSpec(Frozen):
     )  # torch releases the facts lack
     dependencies: tuple[Dependency, ...] = ()
     pypi_dependencies: tuple[PypiDependency, ...] = ()
-    pypi_options: PypiOptions = PypiOptions()
+    pypi_options: PypiOptions = Field(default_factory=PypiOptions)  # made when wanted: importing builds no validator
     targets: tuple[Target, ...]
     image: ImageSettings | None = None
     extends: str | None = None  # a base stack.toml or lock (relative to this one): its locks' packages are held

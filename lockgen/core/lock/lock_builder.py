@@ -57,7 +57,7 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
         f"lockgen.{PACKAGE_SET}.{platform}": package_set([p for p in scrubbed if p.platform == platform])
         for platform in metadata.platforms
     }
-    return Lock(
+    return Lock.model_construct(  # the two fields are values of their models already: nothing to validate
         metadata=metadata.model_copy(update={"custom_metadata": {**metadata.custom_metadata, **sets}}), package=scrubbed
     )
 
@@ -158,9 +158,11 @@ def resolved_metadata(
         if sources := lock_meta.torch_sources_text(spec):
             meta["torch-sources"] = sources
         _pypi_meta(meta, pypi or {})
-    return LockMetadata(
-        content_hash=content_hashes,
-        channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
+    # built from core's own values, every one typed (the pydantic mypy plugin checks `model_construct`'s fields as
+    # strictly as a call): no validator is built for them on each resolve; the text is checked before it is written
+    return LockMetadata.model_construct(
+        content_hash=dict(content_hashes),
+        channels=tuple(LockChannel.model_construct(url=scrub_url(c)) for c in spec.channels),
         platforms=tuple(r.platform for r in requests),
         sources=(source,),
         custom_metadata=_keys(meta),

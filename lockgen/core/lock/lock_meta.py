@@ -37,9 +37,25 @@ def image_text(spec: StackSpec) -> str:
 
 def target_digest(spec: StackSpec, target: Target) -> str:
     """The target as stated, with the platforms it resolves for."""
-    fields = target.model_dump(mode="json", by_alias=True)
+    fields = target_fields(target)
     fields["platforms"] = list(spec.platforms_of(target))
     return canonical_digest(fields)
+
+
+def target_fields(target: Target) -> dict[str, object]:
+    """The target's fields under their aliases, each as JSON holds it: `model_dump(mode="json", by_alias=True)`
+    (held equal by tests/test_lock_meta.py) without pydantic's serializer, whose first build costs a resolve the
+    validator's too and the import of pydantic's plugin loader. A field of a type JSON does not hold as itself is
+    refused, not guessed at."""
+    return {field.alias or name: _as_json(getattr(target, name)) for name, field in type(target).model_fields.items()}
+
+
+def _as_json(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_as_json(item) for item in value]
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    raise TypeError(f"a target field of type {type(value).__name__} has no JSON form here: dump it with pydantic")
 
 
 def exclude_newer_text(spec: StackSpec) -> str:
