@@ -54,3 +54,31 @@ def test_the_packaged_facts_are_validated_once_per_install(tmp_path: Path, monke
         monkeypatch.setattr(facts, "_PARSED", {})
         assert kept_inputs.gpu_facts().archs == first.archs
     assert validated == [PACKAGED_FACTS, str(stated), str(stated)]
+
+
+def test_an_override_spelled_as_the_packaged_file_s_path_is_read_as_the_override(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LOCKGEN_FACTS=lockgen/data/gpu_facts.json` from a checkout names that file, edited or not: it is read and
+    validated, never taken for the kept packaged facts, within a command or after one (review of resolvecut: failed
+    before, the kept packaged facts were returned, dated as the package's)."""
+    from lockgen.adapters.lock import kept_inputs
+    from lockgen.core.gpu import facts
+    from lockgen.core.gpu.package_data import PACKAGED_FACTS, load_json
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    for name in ("LOCKGEN_FACTS", "LOCKGEN_REPARSE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(facts, "_PARSED", {})
+    packaged_facts = kept_inputs.gpu_facts()  # kept, and remembered for this process
+    edited = load_json("gpu_facts.json")
+    edited["valid_as_of"] = "2001-01-01"
+    checkout = tmp_path / "checkout"
+    (checkout / "lockgen" / "data").mkdir(parents=True)
+    (checkout / PACKAGED_FACTS).write_text(json.dumps(edited))
+    monkeypatch.chdir(checkout)
+    monkeypatch.setenv("LOCKGEN_FACTS", PACKAGED_FACTS)
+    assert str(kept_inputs.gpu_facts().valid_as_of) == "2001-01-01"  # in the same process
+    monkeypatch.setattr(facts, "_PARSED", {})  # the next command
+    assert str(kept_inputs.gpu_facts().valid_as_of) == "2001-01-01" != str(packaged_facts.valid_as_of)
+    assert str(facts.load_facts().valid_as_of) == "2001-01-01"

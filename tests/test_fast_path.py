@@ -781,36 +781,52 @@ def test_a_lock_text_is_checked_once_per_bytes(
     assert len(checked) == 5 and not (third.parent / "locks").exists()
 
 
-def test_a_build_s_error_goes_to_the_typer_app_only_before_anything_is_said(
+def test_a_build_begun_on_the_fast_path_words_its_own_error_and_is_never_built_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A build of a kept lock on the fast path that fails before saying anything is left to the typer app (which
-    builds, and words what fails); once it said a line, its meter's too, the error is worded here, as the typer
-    command words it (the typer app would say that line twice)."""
+    """A build of a kept lock on the fast path that fails is worded here, as the typer command words it, whether
+    or not it said a line first: on a terminal its meter draws a bar and says no line, and handing such a failure
+    to the typer app built (fetched, hashed, linked) everything a second time (review of loopfast: failed
+    before, `answered` gave None after the bar). The reader of stdout leaving is no bug: it ends as the typer app
+    ends it (`cli.main`, exit 0), not as exit 3."""
+    import sys
+
     from lockgen.api import materialize as use_case
     from lockgen.cli import fast_path
 
-    monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setattr(use_case, "kept_materialized", lambda *_: None)
     monkeypatch.setattr(use_case, "kept_lock", lambda _: "bytes")
+    builds: list[int] = []
 
     def broken(*_: object) -> None:
+        builds.append(1)
         raise RuntimeError("a bug in the build")
 
     monkeypatch.setattr(use_case, "materialize_kept", broken)
     line = ["materialize", str(tmp_path / "x.conda-lock.yml"), "--prefix", str(tmp_path / "env")]
-    assert fast_path.answered(line) is None
-    assert capsys.readouterr() == ("", "")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert fast_path.answered(line) == 3
+    wording = "error: unexpected RuntimeError: a bug in the build\nhint: re-run with -v and report the traceback\n"
+    assert capsys.readouterr() == ("", wording)
 
     def metered_then_broken(*args: object) -> None:
         meter = args[-1]
         assert callable(meter)
-        meter("fetch and check conda packages", 1, 1)
+        builds.append(1)
+        meter("fetch and check conda packages", 1, 2)
         raise RuntimeError("a bug in the build")
 
     monkeypatch.setattr(use_case, "materialize_kept", metered_then_broken)
     assert fast_path.answered(line) == 3
-    assert capsys.readouterr().err == (
-        "fetch and check conda packages: 1/1\nerror: unexpected RuntimeError: a bug in the build\nhint: re-run with "
-        "-v and report the traceback\n"
-    )
+    assert capsys.readouterr() == ("", "fetch and check conda packages: 1/2\n" + wording)
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: the meter draws a bar, says no line
+    assert fast_path.answered(line) == 3 and len(builds) == 3
+
+    def reader_left(*_: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(use_case, "kept_materialized", lambda *_: (tmp_path / "env", "0" * 64))
+    monkeypatch.setattr(fast_path, "print_environment", reader_left)
+    with pytest.raises(BrokenPipeError):  # `cli.main` ends it quietly, as the typer app's
+        fast_path.answered(line)

@@ -21,7 +21,8 @@ it off, with the kept values (`kept_inputs.trusted`).
 
 A `materialize` that builds (its environment not made yet) is run here too when the lock's checked value is kept
 (`api.materialize.kept_lock`): the build takes that value (`materialize_steps`), every proof of it the same; an
-error once it said something is worded by `terminal.refusal`, as the typer command words it.
+error once the build began is worded by `terminal.refusal`, as the typer command words it (handed to the app, the
+build would be done twice).
 
 `run` and `materialize` (without `--json`) are first offered to the kept run record (`kept_run_steps`: the same
 proof re-checked with the standard library alone), so this module imports no pathlib or typing before that.
@@ -41,6 +42,7 @@ it would start; `stop_started_kernel` stops one it did not take. It answers noth
 from __future__ import annotations
 
 import os
+import sys
 
 from lockgen.cli.terminal import (
     Meter,
@@ -136,20 +138,33 @@ VERIFY_HOST_OPTIONS = (
     "--valid-for",
 )  # what lockgen alone reads, judges with or writes: the kernel's command is the same whatever they say
 VERIFY_HOST_FLAGS = ("--json", "-v", "--verbose")
-_kernel_started = False
+VERIFY_NUMBERS = {"--timeout": float, "--gpus": int, "--nodes": int}  # a value typer refuses: a usage error
+
+
+def _refused_surely(options: dict[str, str]) -> bool:
+    """Whether lockgen will refuse these options whatever the inputs say (a number typer cannot read, a node
+    feature file, which needs `--lock` and so never comes this way): nothing is started for a command that cannot
+    run."""
+    for name, kind in VERIFY_NUMBERS.items():
+        if name in options:
+            try:
+                kind(options[name])
+            except ValueError:
+                return True
+    renderings = options.get("--emit", "").split(",")
+    return any(item.strip().startswith("nfd") for item in renderings)  # node features need `--lock`, not read here
 
 
 def _start_verify_kernel(words: list[str]) -> None:
     """Starts `lockgen verify`'s kernel when `words` (after `verify`) are exactly the forms this path reads, and
     name neither `--lock` nor `--image`; anything else, or anything that fails, starts nothing, said nothing."""
-    global _kernel_started
     with_value = {**VERIFY_KERNEL_OPTIONS, **{name: name for name in VERIFY_HOST_OPTIONS}}
     flags = {**VERIFY_KERNEL_FLAGS, **{name: name for name in VERIFY_HOST_FLAGS}}
     scanned = _scan(words, with_value, flags)
     if scanned is None or scanned[0] is not None or "arch" not in scanned[1]:
         return
     options = scanned[1]
-    if "python" in options and "prefix" in options:
+    if ("python" in options and "prefix" in options) or _refused_surely(options):
         return
     try:
         from lockgen.api.steps.early_kernel_steps import start_kernel
@@ -162,14 +177,14 @@ def _start_verify_kernel(words: list[str]) -> None:
             "compile" in options,
             "allow_ptx" in options,
         )
-        _kernel_started = True
     except Exception:  # the typer command reads the line again, and words whatever is wrong with it
         return
 
 
 def stop_started_kernel() -> None:
-    """Stops the kernel `lockgen verify` started here when its command did not take it (it refused first)."""
-    if _kernel_started:
+    """Stops the kernel `lockgen verify` started here when its command did not take it (it refused first, or was
+    interrupted, even between the kernel's start and this module learning of it)."""
+    if "lockgen.api.steps.early_kernel_steps" in sys.modules:
         from lockgen.api.steps.early_kernel_steps import stop_kernel
 
         stop_kernel()
@@ -234,7 +249,10 @@ def answered(args: list[str]) -> int | None:
             options,
             after,
             saying,
+            lambda: said.append("a build begun"),
         )
+    except BrokenPipeError:  # the reader left: as the typer app, `cli.main` ends quietly
+        raise
     except Exception as exc:
         if not said:  # nothing said yet: the typer app decides, and words it
             return None
@@ -250,6 +268,7 @@ def _answer(
     options: dict[str, str],
     after: list[str],
     progress: Callable[[str], None],
+    began: Callable[[], None],
 ) -> int | None:
     if command == "check":
         from lockgen.api.check import kept_check_lock
@@ -275,7 +294,9 @@ def _answer(
             read = kept_lock(lock)
             if read is None:
                 return None
-            # an error: the typer app's if nothing was said yet (the meter's lines count), else worded by `answered`
+            # begun: any error from here is worded by `answered` (as the typer app words it), never handed to the
+            # app, which would fetch and build a second time (a terminal's bar says no line that would count)
+            began()
             with Meter(progress) as meter:
                 found = materialize_kept(read, options.get("platform"), prefix, progress, meter)
         print_environment(*found, "json" in options, {"lock": str(lock)})

@@ -275,7 +275,7 @@ def gpu_facts() -> GpuFacts:
     key. Facts a `$LOCKGEN_FACTS` file states are read and validated by every command, as before."""
     from lockgen.core.gpu import facts, package_data
 
-    if package_data.facts_origin() != package_data.PACKAGED_FACTS:
+    if package_data.facts_overridden():  # an override, even one spelled as the packaged file's path
         return facts.load_facts()
     from lockgen.model.facts import GpuFacts
 

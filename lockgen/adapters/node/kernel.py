@@ -230,12 +230,17 @@ def abandon_early() -> None:
     started, _early = _early, None
     if started is None:
         return
+    if started.process.stdin is not None:  # first: a kernel waiting for its plan ends on an empty stdin (exit 4)
+        with contextlib.suppress(OSError):
+            started.process.stdin.close()
     _kill_group(started.process)
-    started.process.wait()
-    for stream in (started.process.stdin, started.process.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):  # bounded: one lockgen may not signal ends by its stdin
+        started.process.wait(timeout=10)
+    if started.reader is not None:  # the stderr pump ends at the pipe's end: joined before its stream is closed
+        started.reader.join(timeout=5)
+    if started.process.stderr is not None and (started.reader is None or not started.reader.is_alive()):
+        with contextlib.suppress(OSError):
+            started.process.stderr.close()
     if started.folder is not None:
         started.folder.cleanup()
 

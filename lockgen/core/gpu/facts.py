@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockgen.core.gpu.package_data import facts_document, facts_origin
+from lockgen.core.gpu.package_data import facts_document, facts_origin, facts_overridden
 from lockgen.core.gpu.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError, UserError
 from lockgen.model.facts import (
@@ -28,19 +28,26 @@ from lockgen.model.spec import Target
 
 def load_facts() -> GpuFacts:
     """The GPU facts: `$LOCKGEN_FACTS` when set, else those shipped in `lockgen/data/gpu_facts.json`."""
-    if facts_origin() not in _PARSED:  # once per process and file
+    key = _source()
+    if key not in _PARSED:  # once per process and file
         raw, origin = facts_document()
-        _PARSED[origin] = _parsed(origin, raw)
-    return _PARSED[facts_origin()]
+        _PARSED[key] = _parsed(origin, raw)
+    return _PARSED[key]
 
 
 def remember(facts: GpuFacts) -> None:
-    """Takes `facts`, a value the models accepted for the document they name (`origin`) and kept since
+    """Takes `facts`, a value the models accepted for the packaged document and kept since
     (`kept_inputs.gpu_facts`), as that document's: `load_facts` returns them without reading it."""
-    _PARSED[facts.origin] = facts
+    _PARSED[(False, facts.origin)] = facts
 
 
-_PARSED: dict[str, GpuFacts] = {}
+def _source() -> tuple[bool, str]:
+    """(whether `$LOCKGEN_FACTS` names the facts, where they come from): an override whose path is spelled as the
+    packaged file's name (`lockgen/data/gpu_facts.json`, run from a checkout) is still that file, not the package's."""
+    return facts_overridden(), facts_origin()
+
+
+_PARSED: dict[tuple[bool, str], GpuFacts] = {}
 
 
 def _parsed(origin: str, raw: Any) -> GpuFacts:

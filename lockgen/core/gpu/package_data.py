@@ -35,6 +35,11 @@ def facts_origin() -> str:
     return os.environ.get(FACTS_ENV) or PACKAGED_FACTS
 
 
+def facts_overridden() -> bool:
+    """Whether `$LOCKGEN_FACTS` names the facts (even a path spelled as `PACKAGED_FACTS`, from a checkout)."""
+    return bool(os.environ.get(FACTS_ENV))
+
+
 def facts_document() -> tuple[Any, str]:
     """(the GPU facts document, where it came from): `$LOCKGEN_FACTS` when set (newer facts without a new
     lockgen release), else the packaged `gpu_facts.json`."""
