@@ -414,6 +414,10 @@ def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(
         (None, lambda data: data[:7]),
         (None, lambda data: b'{"files": {}}'),  # no folders: crashed (KeyError) where every file was hashed again
         (None, lambda data: b'{"files": {}, "dirs": 5}'),  # crashed (TypeError)
+        (None, lambda data: b'{"layout":2,"dirs":[],"paths":["lib/libfoo.txt"],"fingerprints":[1,2,3,4,5]}'),
+        (None, lambda data: b'{"layout":2,"dirs":[],"paths":[7],"fingerprints":[1,2,3,4,5,6]}'),
+        (None, lambda data: b'{"layout":2,"dirs":[],"paths":["lib/libfoo.txt"],"fingerprints":[1,2,3,4,5,true]}'),
+        (None, lambda data: data.replace(b'"layout":2', b'"layout":1')),  # another layout: none, never misread
     ],
 )
 @pytest.mark.slow

@@ -23,13 +23,13 @@ removed) is found by a scrub that reads every byte: `lockgen store verify` (`sto
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from lockgen.adapters.proof import fingerprint_records
 from lockgen.adapters.store import file_guard
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
@@ -64,10 +64,9 @@ def _fingerprint(info: os.stat_result) -> list[int]:
 
 
 WIDTH = 7  # the integers of a fingerprint
-# a record's form: its files' paths (in the cache folder), their fingerprints end to end (`WIDTH` integers each) and
-# their sha256 end to end (64 hex digits each); flat lists read and write 3-4 times faster than a dict of lists
-# (a torch's record, 12,000 files: 8 ms instead of 32 to read, 12 instead of 36 to write). A record of another
-# form is none: its files are hashed again, once
+# a record's form (`fingerprint_records`): its files' paths (in the cache folder), their fingerprints end to end
+# (`WIDTH` integers each) and their sha256 end to end (64 hex digits each). A record of another form is none: its
+# files are hashed again, once
 PROOF_LAYOUT = 3  # 2 kept ctime among the fields that must match: every environment removed threw the proofs away
 Proven = tuple[list[str], list[int], str]  # paths, fingerprints, sha256s: the files of a record, in order
 
@@ -75,27 +74,20 @@ _READ: dict[str, tuple[tuple[int, ...], dict]] = {}  # records read by this proc
 
 
 def _read(wheel_sha256: str) -> dict | None:
-    """A wheel's proof record (`folder`, `paths`, `fingerprints`, `sha256`); read once per process while its file
-    is the same (`trusted` before uv and `prove` after it both need it: a torch's record is 12,000 files)."""
+    """A wheel's proof record (`folder`, `paths`, `fingerprints`, `sha256`: `fingerprint_records`); read once per
+    process while its file is the same (`trusted` before uv and `prove` after it both need it: a torch's record is
+    12,000 files)."""
     path = _record_path(wheel_sha256)
     try:
         info = os.stat(path)
         stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         if wheel_sha256 in _READ and _READ[wheel_sha256][0] == stamp:
             return _READ[wheel_sha256][1]
-        record = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        data = path.read_bytes()
+    except OSError:
         return None
-    if not (
-        isinstance(record, dict)
-        and record.get("layout") == PROOF_LAYOUT
-        and isinstance(record.get("folder"), str)
-        and isinstance(record.get("paths"), list)
-        and isinstance(record.get("fingerprints"), list)
-        and isinstance(record.get("sha256"), str)
-        and len(record["fingerprints"]) == WIDTH * len(record["paths"])
-        and len(record["sha256"]) == 64 * len(record["paths"])
-    ):
+    record = fingerprint_records.decode(data, PROOF_LAYOUT, WIDTH, digests=True)
+    if record is None or not isinstance(record.get("folder"), str):
         return None
     _READ[wheel_sha256] = (stamp, record)
     return record
@@ -103,15 +95,8 @@ def _read(wheel_sha256: str) -> dict | None:
 
 def _write(wheel_sha256: str, folder: str, proven: Proven) -> None:
     paths, fingerprints, digests = proven
-    record = {
-        "layout": PROOF_LAYOUT,
-        "wheel": wheel_sha256,
-        "folder": folder,
-        "paths": paths,
-        "fingerprints": fingerprints,
-        "sha256": digests,
-    }
-    write_bytes_atomic(_record_path(wheel_sha256), json.dumps(record).encode())
+    fields = {"layout": PROOF_LAYOUT, "wheel": wheel_sha256, "folder": folder}
+    write_bytes_atomic(_record_path(wheel_sha256), fingerprint_records.encode(fields, paths, fingerprints, digests))
 
 
 @contextlib.contextmanager
