@@ -26,7 +26,7 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -203,24 +203,29 @@ def seal(prefix: Path, infos: Mapping[str, os.stat_result]) -> dict[str, os.stat
 
 
 def prove(
-    wheel_sha256: str, dist_info: str, installed: Mapping[str, os.stat_result], digests: Mapping[str, str]
+    wheel_sha256: str,
+    dist_info: str,
+    files: Sequence[str],
+    installed: Mapping[str, os.stat_result],
+    digests: Mapping[str, str],
 ) -> None:
-    """Records the cache files behind one wheel's installed files, each of which was just proven to have the
-    sha256 in `digests` (installed path -> sha256; `installed`: their lstat after the install;
-    `dist_info`: the wheel's `.dist-info` folder name). Nothing is recorded where uv copied. Where the
-    wheel's record already names every linked inode, only the fingerprints are renewed (the cache folder is
-    not walked again)."""
+    """Records the cache files behind one wheel's installed files (`files`, prefix-relative), each of which was just
+    proven to have the sha256 in `digests` (installed path -> sha256; `installed`: the lstat after the install of
+    every regular file of the environment, this wheel's among them; `dist_info`: the wheel's `.dist-info` folder
+    name). Nothing is recorded where uv copied. Where the wheel's record already names every linked inode, only the
+    fingerprints are renewed (the cache folder is not walked again). One pass over `files` picks the linked ones."""
     by_inode = {
         (info.st_dev, info.st_ino): (info, digests[path])
-        for path, info in installed.items()
-        if info.st_nlink > 1 and path in digests
+        for path in files
+        if (info := installed.get(path)) is not None and info.st_nlink > 1 and path in digests
     }
     record = _read(wheel_sha256)
     proven = _renewed(record, by_inode) if record is not None else None
     if proven is not None and record is not None:
         folder: str | None = record["folder"]
     else:
-        metadata = next((info for path, info in installed.items() if path.endswith(f"{dist_info}/METADATA")), None)
+        ends = f"{dist_info}/METADATA"
+        metadata = next((installed[path] for path in files if path.endswith(ends) and path in installed), None)
         folder = _folder_of(metadata, dist_info) if metadata is not None and metadata.st_nlink > 1 else None
         proven = _linked_files(folder, by_inode) if folder is not None else None
     if folder is None or proven is None or not proven[0]:
