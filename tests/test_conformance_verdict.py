@@ -361,10 +361,13 @@ def _stat_blind_edit(target: Path, proofs: Path | None = None) -> None:
         record["files"][relative][:5] = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
         proofs.write_text(json.dumps(record))
     else:
+        from lockgen.adapters.store import env_manifest
+
         stats = target.parents[1] / ".lockgen" / "stats.json"
-        record = json.loads(stats.read_text())
-        record["files"][relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode]
-        stats.write_text(json.dumps(record))
+        record = env_manifest.stats_of(stats.read_bytes())
+        assert relative in record["files"]  # the stats were read: the edit below is of a kept fingerprint
+        record["files"][relative] = env_manifest.fingerprint(info)
+        stats.write_bytes(env_manifest.stats_bytes(record))
 
 
 def test_stat_trust_ends_and_every_byte_is_read_again(

@@ -414,6 +414,10 @@ def test_byte_code_is_trusted_by_its_fingerprint_and_its_proof_kept(
         (None, lambda data: data[:7]),
         (None, lambda data: b'{"files": {}}'),  # no folders: crashed (KeyError) where every file was hashed again
         (None, lambda data: b'{"files": {}, "dirs": 5}'),  # crashed (TypeError)
+        (None, lambda data: b'{"layout":2,"dirs":[],"paths":["lib/libfoo.txt"],"fingerprints":[1,2,3,4,5]}'),
+        (None, lambda data: b'{"layout":2,"dirs":[],"paths":[7],"fingerprints":[1,2,3,4,5,6]}'),
+        (None, lambda data: b'{"layout":2,"dirs":[],"paths":["lib/libfoo.txt"],"fingerprints":[1,2,3,4,5,true]}'),
+        (None, lambda data: data.replace(b'"layout":2', b'"layout":1')),  # another layout: none, never misread
     ],
 )
 @pytest.mark.slow
@@ -439,6 +443,37 @@ def test_a_damaged_environment_record_is_one_error_or_rehashed(
             ), result.stderr
         else:
             assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [
+        lambda kept: json.dumps(kept, sort_keys=True).encode(),  # an older lockgen's: an object of lists per path
+        lambda kept: b"{}",  # damaged: every file was hashed again at every check, none kept
+    ],
+)
+def test_stats_not_lockgens_now_are_re_hashed_once_then_kept(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stats
+) -> None:
+    """Stats of another layout read as none: the check re-hashes every file, finds each equal, and keeps its
+    fingerprint (past the racy second), so the next check reads none of them again."""
+    from lockgen.api.steps import shared_steps
+
+    prefix, _ = materialize(tiny_lock[0], None, tmp_path / "env", lambda _: None)
+    kept = env_manifest.read(prefix)[1]
+    files = kept["files"]
+    assert files  # the stats written now are read
+    (prefix / env_manifest.STATS).write_bytes(stats(kept))
+    time.sleep(1.1)  # the files made more than `stat_walk.RACY_NS` ago: a racy one is not kept unread
+    read: list[str] = []
+    real = env_manifest.entry_of
+    monkeypatch.setattr(
+        env_manifest, "entry_of", lambda where, relative: read.append(relative) or real(where, relative)
+    )
+    assert shared_steps._drift(prefix, False, *env_manifest.read(prefix)).clean
+    assert sorted(read) == sorted(files)  # every file read again, none misread as proven
+    read.clear()
+    assert shared_steps._drift(prefix, False, *env_manifest.read(prefix)).clean and read == []
 
 
 def test_a_file_a_package_left_in_lockgens_record_folder_is_refused_and_never_written_through(tmp_path: Path) -> None:

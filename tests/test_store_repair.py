@@ -299,20 +299,15 @@ def test_notes_of_any_shape_name_only_what_they_can(
 def test_a_proof_naming_a_path_outside_the_store_proves_nothing(tmp_path: Path, folder: str, path: str) -> None:
     """A proof record is lockgen's, but anyone who can write the store can change it: one naming a folder or file
     outside the store is left out of the scrub (nothing outside is read, moved or named), not an error."""
+    from lockgen.adapters.proof import fingerprint_records
     from lockgen.adapters.pypi import wheel_store
 
     proofs = tmp_path / "home" / "proven" / "wheels"
     proofs.mkdir(parents=True)
     (tmp_path / "home" / "uv-cache" / "archive-v0" / "x").mkdir(parents=True)
-    record = {
-        "layout": wheel_store.PROOF_LAYOUT,
-        "wheel": "a" * 64,
-        "folder": folder,
-        "paths": [path],
-        "fingerprints": [0] * wheel_store.WIDTH,
-        "sha256": "0" * 64,
-    }
-    (proofs / f"{'a' * 64}.json").write_text(json.dumps(record))
+    fields = {"layout": wheel_store.PROOF_LAYOUT, "wheel": "a" * 64, "folder": folder}
+    record = fingerprint_records.encode(fields, [path], [0] * wheel_store.WIDTH, "0" * 64)
+    (proofs / f"{'a' * 64}.json").write_bytes(record)
     done = run_cli("store", "verify", "--repair", env={"LOCKGEN_HOME": str(tmp_path / "home")})
     assert done.returncode == 0 and "read 0 store files again: 0 folders damaged" in done.stderr, done.stderr
     assert not (tmp_path / "home" / "quarantine").exists()

@@ -108,13 +108,19 @@ def test_a_store_file_changed_in_place_is_hashed_refused_and_moved_out(
 def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Path, hashed: list[str]) -> None:
     import json
 
+    from lockgen.adapters.proof import fingerprint_records
     from lockgen.adapters.pypi import wheel_store
 
     materialize(lock, None, tmp_path / "one", lambda _: None)
     records = sorted((tmp_path / "home" / "proven" / "wheels").glob("*.json"))
     assert records
-    kept = {path: json.loads(path.read_text()) for path in records}
-    assert all(record["layout"] == wheel_store.PROOF_LAYOUT for record in kept.values())
+
+    def read(path: Path) -> dict:  # through the one reader of the records, as materialize reads them
+        record = fingerprint_records.decode(path.read_bytes(), wheel_store.PROOF_LAYOUT, wheel_store.WIDTH, True)
+        assert record is not None, path
+        return record
+
+    kept = {path: read(path) for path in records}
     damages = [
         lambda r: {
             "files": {
@@ -126,6 +132,9 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
         lambda r: {**r, "sha256": r["sha256"][:-1]},
         lambda r: {**r, "sha256": [r["sha256"]]},
         lambda r: {**r, "paths": None},
+        lambda r: {**r, "fingerprints": [True, *r["fingerprints"][1:]]},  # a bool is no device number
+        lambda r: {**r, "paths": [None, *r["paths"][1:]]},
+        lambda r: {**r, "layout": wheel_store.PROOF_LAYOUT - 1},
     ]
     for n, damage in enumerate(damages):
         for path, record in kept.items():
@@ -133,7 +142,7 @@ def test_a_damaged_or_older_proof_record_proves_nothing(lock: Path, tmp_path: Pa
         hashed.clear()
         materialize(lock, None, tmp_path / f"env-{n}", lambda _: None)  # proven again from the files themselves
         assert any(p.endswith("alpha/__init__.py") for p in hashed), n
-        kept = {path: json.loads(path.read_text()) for path in records}  # the records the install wrote again
+        kept = {path: read(path) for path in records}  # the records the install wrote again
     hashed.clear()
     materialize(lock, None, tmp_path / "after", lambda _: None)
     assert [p for p in hashed if "/site-packages/" in p] == []  # and trusted again from them

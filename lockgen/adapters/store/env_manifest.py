@@ -14,14 +14,17 @@ import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from json.encoder import encode_basestring_ascii
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lockgen.model.environment_record import EnvironmentManifest, ManifestEntry, ManifestStats
 
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.atomic_files import write_bytes_atomic
+from lockgen.adapters.proof import fingerprint_records
 from lockgen.core.env.stat_rules import ctime_stands
 from lockgen.digests import canonical_digest, canonical_json, canonical_json_with
 from lockgen.errors import UserError
@@ -110,8 +113,32 @@ def build(
     scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None,
     hashed: Mapping[str, list] | None = None,
 ) -> tuple[EnvironmentManifest, ManifestStats]:
-    """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint
-    and the folders.
+    """The manifest of a prefix and, kept apart (they differ between machines), each file's fingerprint and the
+    folders: `built`'s, its stats read back from their bytes (materialize writes them as made)."""
+    made = built(prefix, known, scanned_tree, hashed)
+    return made.manifest, stats_of(made.stats_json)
+
+
+class Built(NamedTuple):
+    """A prefix's manifest, the canonical JSON of its files (`entries_json`) and its stats' bytes (`stats_bytes`),
+    made in one pass over the files: `write` then encodes no file again."""
+
+    manifest: EnvironmentManifest
+    files_json: bytes
+    stats_json: bytes
+
+
+_FINGERPRINT_FIELDS = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_mode", "st_nlink")
+
+
+def built(
+    prefix: Path,
+    known: Mapping[str, str] | None = None,
+    scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None,
+    hashed: Mapping[str, list] | None = None,
+) -> Built:
+    """The manifest of a prefix, its files' canonical JSON and its stats (each file's `fingerprint`, the folders:
+    they differ between machines, so are kept apart), in one pass over the files.
     `known` gives the sha256 of files whose content was already proven (against their package's manifest),
     so they are not read again; `scanned_tree`: what `scan_tree` found, when the caller walked the prefix
     (unchanged since) for its own checks; `hashed`: path -> [device, inode, size, mtime_ns, ctime_ns, sha256, link
@@ -119,32 +146,29 @@ def build(
     (the same inode, untouched since: a hard link of it made or removed since counts, `stat_rules.ctime_stands`)."""
     scanned, folder_infos = scanned_tree or scan_tree(prefix)  # one lstat per path, from the walk itself
     known = {**_unchanged(scanned, hashed), **(known or {})} if hashed else (known or {})
+    paths = sorted(relative for relative in scanned if covered(relative))
+    infos = [scanned[relative] for relative in paths]
     entries: list[ManifestEntry] = []
-    fingerprints: dict[str, list[int]] = {}
-    for relative in sorted(relative for relative in scanned if covered(relative)):  # one pass: 15,000 files a torch
-        info = scanned[relative]
+    texts: list[str] = []  # each entry's canonical JSON, made here rather than in a second pass (`_entry_json`)
+    quote, is_record, is_regular = encode_basestring_ascii, conda_meta.is_record, stat.S_ISREG
+    for relative, info in zip(paths, infos):  # one pass: 15,000 files a torch
         mode, digest = info.st_mode, known.get(relative)
-        if digest is not None and stat.S_ISREG(mode) and not conda_meta.is_record(relative):
-            entries.append(
-                {
-                    "path": relative,
-                    "type": "file",
-                    "size": info.st_size,
-                    "mode": "755" if mode & 0o111 else "644",
-                    "sha256": digest,
-                }
+        if digest is not None and is_regular(mode) and not is_record(relative):
+            size, bits = info.st_size, "755" if mode & 0o111 else "644"
+            entry: ManifestEntry = {"path": relative, "type": "file", "size": size, "mode": bits, "sha256": digest}
+            text = (
+                f'{{"mode":"{bits}","path":{quote(relative)},"sha256":{quote(digest)},"size":{size},"type":"file"}}'
+                if type(digest) is str
+                else _entry_json(entry)
             )
         else:  # read: few and small
-            entries.append(entry_of(prefix, relative))
-        fingerprints[relative] = [
-            info.st_size,
-            info.st_mtime_ns,
-            info.st_ctime_ns,
-            info.st_ino,
-            mode,
-            info.st_nlink,
-        ]  # as `fingerprint`
-    return {"format": 1, "files": entries}, {"files": fingerprints, "dirs": sorted(folder_infos)}
+            entry = entry_of(prefix, relative)
+            text = _entry_json(entry)
+        entries.append(entry)
+        texts.append(text)
+    fingerprints = list(chain.from_iterable(map(_FINGERPRINT_FIELDS, infos)))  # as `fingerprint`, at C speed
+    stats_json = _stats_json(sorted(folder_infos), paths, fingerprints)
+    return Built({"format": 1, "files": entries}, ("[" + ",".join(texts) + "]").encode(), stats_json)
 
 
 def _unchanged(scanned: Mapping[str, os.stat_result], hashed: Mapping[str, list]) -> dict[str, str]:
@@ -189,9 +213,8 @@ def refresh_fingerprints(prefix: Path, stats: ManifestStats, verified: dict[str,
     environment lockgen cannot write (an image, a read-only mount) is left as it is."""
     if not os.access(prefix / STATS, os.W_OK):
         return
-    files = {**stats["files"], **verified}
     try:
-        write_bytes_atomic(prefix / STATS, (json.dumps({**stats, "files": files}, sort_keys=True) + "\n").encode())
+        write_bytes_atomic(prefix / STATS, stats_bytes({**stats, "files": {**stats["files"], **verified}}))
     except OSError:
         return
 
@@ -224,19 +247,43 @@ def entries_json(entries: Sequence[Any]) -> bytes:
     return ("[" + ",".join(map(_entry_json, entries)) + "]").encode()
 
 
-def write(prefix: Path, manifest: EnvironmentManifest, stats: ManifestStats | None, extra: Mapping[str, str]) -> str:
+STATS_LAYOUT = 2  # stats.json as `fingerprint_records` columns; 1 (no `layout`): an object of lists per path
+STATS_WIDTH = 6  # the integers of a `fingerprint`
+
+
+def stats_bytes(stats: ManifestStats) -> bytes:
+    """`.lockgen/stats.json` (`fingerprint_records`, layout `STATS_LAYOUT`): the folders (`dirs`, sorted), the files'
+    paths, and their `fingerprint`s end to end (size, mtime_ns, ctime_ns, inode, mode, link count each)."""
+    files = {path: fingerprint for path, fingerprint in stats["files"].items() if len(fingerprint) == STATS_WIDTH}
+    return _stats_json(stats["dirs"], list(files), list(chain.from_iterable(files.values())))
+
+
+def _stats_json(dirs: list[str] | None, paths: list[str], fingerprints: list[int]) -> bytes:
+    return fingerprint_records.encode({"layout": STATS_LAYOUT, "dirs": dirs}, paths, fingerprints) + b"\n"
+
+
+def write(
+    prefix: Path,
+    manifest: EnvironmentManifest,
+    stats: ManifestStats | bytes | None,
+    extra: Mapping[str, str],
+    files_json: bytes | None = None,
+) -> str:
     """Writes the manifest with `extra` and its environment digest (`digest(manifest)`, which it returns) under
-    `environment_digest`, and the stats. The files are encoded once for both the digest and the file (canonical,
-    so compact: json's C encoder runs only without indent; 60,000 files in 0.1 s, not 1 s). `stats` None: no file
-    was fingerprinted here (an existing environment's record), written as `{}`, which reads as no fingerprints."""
-    files = {"files": entries_json(manifest["files"])}
+    `environment_digest`, and the stats (`stats_bytes`, or their bytes: `built`'s). The files are encoded once for
+    both the digest and the file (canonical, so compact: json's C encoder runs only without indent; 60,000 files in
+    0.1 s, not 1 s), or not at all where `files_json` is their encoding already (`built`). `stats` None: no file was
+    fingerprinted here (an existing environment's record), written as no fingerprints."""
+    files = {"files": files_json if files_json is not None else entries_json(manifest["files"])}
     environment = hashlib.sha256(canonical_json_with(manifest, files)).hexdigest()
     (prefix / ".lockgen").mkdir(exist_ok=True)
     # replaced, never written in place: a file there that is a hard link (a package's, or a store's) keeps its bytes
     write_bytes_atomic(
         prefix / MANIFEST, canonical_json_with({**manifest, **extra, "environment_digest": environment}, files) + b"\n"
     )
-    write_bytes_atomic(prefix / STATS, (json.dumps(stats or {}, sort_keys=True) + "\n").encode())
+    if not isinstance(stats, bytes):
+        stats = stats_bytes(stats or {"files": {}, "dirs": None})
+    write_bytes_atomic(prefix / STATS, stats)
     return environment
 
 
@@ -282,12 +329,20 @@ def not_a_manifest(manifest: object) -> str | None:
 
 
 def _stats(path: Path) -> ManifestStats:
+    """The stats at `path`; none where there are none or they cannot be read (`stats_of`)."""
     try:
-        stats = json.loads(path.read_bytes()) if path.is_file() else {}
-    except (ValueError, RecursionError, OSError):
-        stats = {}
-    files = stats.get("files") if isinstance(stats, dict) else None
-    if not isinstance(files, dict) or not all(type(value) is list for value in files.values()):
+        data = path.read_bytes() if path.is_file() else b""
+    except OSError:
+        data = b""
+    return stats_of(data)
+
+
+def stats_of(data: bytes) -> ManifestStats:
+    """The stats in `data` (`stats_bytes`); none (every file hashed again, no folder compared) where they are not
+    lockgen's of this layout: an older lockgen's, damaged ones, or none written."""
+    record = fingerprint_records.decode(data, STATS_LAYOUT, STATS_WIDTH) or {}
+    paths, values, dirs = record.get("paths"), record.get("fingerprints"), record.get("dirs")
+    if not isinstance(paths, list) or not isinstance(values, list):  # none: `decode` checked a record's columns
         return {"files": {}, "dirs": None}
-    dirs = stats.get("dirs")  # a list of folders lockgen wrote, else (damaged) None: no folder is then compared
+    files = dict(zip(paths, map(list, zip(*[iter(values)] * STATS_WIDTH))))  # `STATS_WIDTH` at a time
     return {"files": files, "dirs": dirs if isinstance(dirs, list) and all(type(d) is str for d in dirs) else None}

@@ -228,12 +228,13 @@ def build_environment(
     elif pip and not conda and venv_interpreter:
         installers.point_venv_at(temp, venv_interpreter)
         scanned = None
-    manifest, stats = env_manifest.build(temp, known, scanned)
-    if held:
-        manifest = env_manifest.overlay(held.entries, manifest)
-    return env_manifest.write(
-        temp, manifest, stats, {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)}
-    )
+    made = env_manifest.built(temp, known, scanned)  # the manifest and its encoding in one pass over the files
+    if held:  # the union's files, encoded again
+        manifest, files_json = env_manifest.overlay(held.entries, made.manifest), None
+    else:
+        manifest, files_json = made.manifest, made.files_json
+    extra = {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)}
+    return env_manifest.write(temp, manifest, made.stats_json, extra, files_json)
 
 
 def _held_records(temp: Path, held: HeldEnvironment) -> list[Path]:
@@ -393,8 +394,10 @@ def _drift(prefix: Path, full: bool, manifest: EnvironmentManifest, stats: Manif
         mode_moved = before is not None and len(before) >= 5 and before[4] != now[4]
         if mode_moved or env_manifest.entry_of(prefix, relative) != recorded[relative]:
             modified.append(relative)
-        elif before is not None and before != now:
-            verified[relative] = now  # re-hashed and equal: a hard link's ctime moved, its link count as it was
+        elif before != now and (before is not None or now[2] < settled_before):
+            # re-hashed and equal: a hard link's ctime moved, its link count as it was; or no fingerprint was kept
+            # (stats an older lockgen wrote, or damaged ones) and it is kept now, where the file is not racy
+            verified[relative] = now
     if verified and not modified:
         env_manifest.refresh_fingerprints(prefix, stats, verified)
     unsafe = unsafe_modes(prefix, {**infos, **folder_infos})

@@ -163,12 +163,7 @@ def install_proven(
         for pin, placed in zip(pins, expected):
             if placed.dist_info is not None:  # every file it states was found (none `wrong`), most of them in `infos`
                 mine = [f.path for f in placed.files if f.sha256]
-                wheel_store.prove(
-                    pin,
-                    posixpath.basename(placed.dist_info),
-                    {path: infos[path] for path in mine if path in infos},
-                    {path: found[path] for path in mine},
-                )
+                wheel_store.prove(pin, posixpath.basename(placed.dist_info), mine, infos, found)
     progress(
         f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven "
         "before and unchanged)"
