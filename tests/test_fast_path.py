@@ -113,6 +113,7 @@ def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Pat
 
 
 KEPT_RUN_NEVER = (
+    "_hashlib",  # OpenSSL's libcrypto, about 5 ms of each start: the interpreter's own SHA-256 does (stat_digest)
     "pathlib",
     "typing",
     "re",

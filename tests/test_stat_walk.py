@@ -222,3 +222,17 @@ def test_where_no_pipe_can_be_made_the_caller_walks_it_all(tmp_path: Path, monke
     monkeypatch.setattr(os, "pipe", refused)
     assert stat_walk.tree_fingerprint(root) == shared
     assert parallel.Forked(lambda: "never").result() is None
+
+
+@given(st.binary(max_size=4096), st.integers(min_value=1, max_value=7))
+def test_the_kept_run_s_sha256_is_hashlib_s(data: bytes, pieces: int) -> None:
+    """`stat_digest.sha256` (the interpreter's own SHA-256, so the kept `run` loads no OpenSSL) gives hashlib's
+    digests, whole or fed in pieces: the kept records' keys and the walks' digests are those of before."""
+    import hashlib
+
+    from lockgen.adapters.proof.stat_digest import sha256
+
+    digest = sha256()
+    for at in range(pieces):
+        digest.update(data[at * len(data) // pieces : (at + 1) * len(data) // pieces])
+    assert digest.hexdigest() == sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()

@@ -1,9 +1,8 @@
 """The kept `run`: what `lockgen run LOCK -- CMD` (and a repeated `materialize LOCK`) needs to find a lock's
-environment made and unchanged, kept as
-one small record per (lock bytes, lock file name, `--platform`, `--prefix`, machine) under
-`$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/run/<key>`, read with nothing imported but `os`, `hashlib`,
-`marshal` and `time` (no pathlib, re, json, typing or dataclasses: a command that only starts a program in a made
-environment costs little more than the interpreter's own start).
+environment made and unchanged, kept as one small record per (lock bytes, lock file name, `--platform`, `--prefix`,
+machine) under `$LOCKGEN_HOME/kept/<lockgen version>-<SCHEMA>/run/<key>`, read with nothing imported but `os`, a
+SHA-256 (`stat_digest.sha256`), `marshal` and `time` (no pathlib, re, json, typing or dataclasses: a command that
+only starts a program in a made environment costs little more than the interpreter's own start).
 
 A record is written (`keep`) only after the full fast path proved the environment (`kept_inputs`' checked lock, the
 drift check's kept clean verdict of the tree's stat walk, within the stat trust window), and holds: the
@@ -24,7 +23,6 @@ the stamp of the rules a kept input was made under (`rules_stamp`)."""
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import time
@@ -37,6 +35,7 @@ from lockgen.errors import LockgenError
 
 TYPE_CHECKING = False  # typing is not imported: this module is the kept `run`'s whole path
 if TYPE_CHECKING:
+    from hashlib import _Hash as Hash
     from pathlib import Path
 
 SCHEMA = 2  # the record's form: raised whenever what is kept, or what `found` takes from it, changes
@@ -83,7 +82,7 @@ def rules_stamp() -> str:
     lock reads none)."""
     if not _rules_stamp:
         package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        digest = hashlib.sha256(__version__.encode())
+        digest = stat_digest.sha256(__version__.encode())
         try:
             folders = [package]
             while folders:
@@ -104,7 +103,7 @@ def rules_stamp() -> str:
     return _rules_stamp[0]
 
 
-def _stat_into(digest: hashlib._Hash, path: str, found: os.stat_result) -> None:
+def _stat_into(digest: Hash, path: str, found: os.stat_result) -> None:
     identity = (path, found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino, found.st_dev)
     digest.update("\0".join(map(str, identity)).encode("utf-8", "surrogateescape") + b"\n")
 
@@ -123,7 +122,7 @@ def _inputs(lock_sha256: str, lock_name: str, platform: str | None, prefix: str 
 
 def _record_path(inputs: list[str]) -> str:
     return os.path.join(
-        kept_folder("run", SCHEMA), hashlib.sha256("\0".join(inputs).encode("utf-8", "surrogateescape")).hexdigest()
+        kept_folder("run", SCHEMA), stat_digest.sha256("\0".join(inputs).encode("utf-8", "surrogateescape")).hexdigest()
     )
 
 
@@ -200,7 +199,7 @@ def found(lock: str, platform: str | None, prefix: str | None) -> KeptRun | None
         data = user_files.read_bytes(lock)
     except OSError:
         return None
-    inputs = _inputs(hashlib.sha256(data).hexdigest(), os.path.basename(lock), platform, prefix)
+    inputs = _inputs(stat_digest.sha256(data).hexdigest(), os.path.basename(lock), platform, prefix)
     record = _record(_record_path(inputs), [__version__, str(SCHEMA), *inputs])
     if record is None or not _proof_stands(record):
         return None

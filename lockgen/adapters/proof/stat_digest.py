@@ -1,4 +1,4 @@
-"""The records a stat walk hashes, with nothing imported but `os`, `stat`, `hashlib` and `time`: one folder's
+"""The records a stat walk hashes, with nothing imported but `os`, `stat`, a SHA-256 and `time`: one folder's
 record, a subtree's, the top of a tree walked a level at a time, and the digest of a walk's records. `stat_walk`
 builds its tree fingerprint from these (sharing a big tree's subtrees among forked children); the kept `run`
 (`kept_runs`) walks a tree small enough for one process with them alone, so it costs no more imports than the
@@ -10,12 +10,20 @@ tick right after lockgen read a file would leave it unchanged."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
 
 from lockgen.errors import UserError
+
+try:  # the interpreter's own SHA-256, which hashlib itself falls back to: the same digests without loading OpenSSL's
+    # libcrypto (about 5 ms of CPU at each start) on the kept `run`'s path, which hashes only a lock and stat records
+    from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]  # CPython >= 3.12
+except ImportError:
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]  # CPython 3.11
+    except ImportError:  # an interpreter built without its own hashes
+        from hashlib import sha256  # type: ignore[assignment,unused-ignore]
 
 TYPE_CHECKING = False  # typing is not imported: this module is on the kept `run`'s path
 if TYPE_CHECKING:
@@ -66,7 +74,7 @@ def folder_record(path: str, base: str, since: int, folders: list[Waiting], keep
             leads = "d" if stat.S_ISLNK(mode) and os.path.isdir(entry.path) else ""
             add(f"{relative}\0{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} {mode}{leads}\n")
             stamp(f"{info.st_nlink} {info.st_ctime_ns}")
-    digest = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+    digest = sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
     return f"{base}\0{digest}\0{len(lines)}\0{int(settled)}\0{' '.join(stamps) or '-'}\0\n"
 
 
@@ -102,12 +110,12 @@ def digest_of(records: list[str]) -> tuple[str, int, bool, dict[str, str]]:
     paths = sum(int(count) for _, _, count, _, _ in rows)
     settled = all(calm == "1" for _, _, _, calm, _ in rows)
     stamps = {base: stamped for base, _, _, _, stamped in rows}
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), paths, settled, stamps
+    return sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), paths, settled, stamps
 
 
 def stamps_digest(stamps: dict[str, str]) -> str:
     """One sha256 of a walk's stamps, for a record that holds them exactly (the kept `run`'s)."""
-    return hashlib.sha256(
+    return sha256(
         "".join(f"{base}\0{stamps[base]}\n" for base in sorted(stamps)).encode("utf-8", "surrogateescape")
     ).hexdigest()
 

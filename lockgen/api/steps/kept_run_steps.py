@@ -1,10 +1,11 @@
 """A step of `run`: the kept `run`, the one answer the fast path gives with its imports cut to the interpreter's
-own and `hashlib`: a lock file's environment found made and unchanged by its kept record (`kept_runs`: the same
-proof the full fast path takes, re-checked in full), its activation's variables (`activation_vars`), and lockgen
-replaced by the command (`env_process.exec_command`: its exit status and signals are the command's). The record
-is kept (`keep_run`) after the full fast path found the environment, for an environment whose activation is its
-variables alone (no activate.d scripts: those are sourced by bash, the full path's work). A repeated
-`materialize` of the same lock file and options stands on the same record (`materialized_kept`)."""
+own and a SHA-256 (`stat_digest.sha256`): a lock file's environment found made and unchanged by its kept record
+(`kept_runs`: the same proof the full fast path takes, re-checked in full), its activation's variables
+(`activation_vars`), and lockgen replaced by the command (`env_process.exec_command`: its exit status and signals
+are the command's). The record is kept (`keep_run`) after the full fast path found the environment, for an
+environment whose activation is its variables alone (no activate.d scripts: those are sourced by bash, the full
+path's work). A repeated `materialize` of the same lock file and options stands on the same record
+(`materialized_kept`)."""
 
 from __future__ import annotations
 
