@@ -204,6 +204,19 @@ def _single_command(python: str, arch: str, out: Path, quick: bool, compiled: bo
     return command + ["--quick"] * quick + ["--compile"] * compiled + ["--allow-ptx"] * allow_ptx
 
 
+def _start_single(python: str, arch: str, quick: bool, compiled: bool, allow_ptx: bool) -> _Started:
+    """Starts the single kernel with a folder of its own for its document (removed when it cannot start)."""
+    folder = tempfile.TemporaryDirectory(prefix="lockgen-verify-")
+    command = _single_command(python, arch, Path(folder.name) / "single.json", quick, compiled, allow_ptx)
+    try:
+        started = _start(command, "the verification kernel", {}, stdin=True)
+    except BaseException:
+        folder.cleanup()
+        raise
+    started.folder = folder
+    return started
+
+
 _early: _Started | None = None  # the single kernel started with lockgen, until a run takes it or it is abandoned
 
 
@@ -213,14 +226,8 @@ def start_early(python: str, arch: str, quick: bool, compiled: bool, allow_ptx: 
     that cannot be started is left to the run to name."""
     global _early
     abandon_early()
-    folder = tempfile.TemporaryDirectory(prefix="lockgen-verify-")
-    command = _single_command(python, arch, Path(folder.name) / "single.json", quick, compiled, allow_ptx)
-    try:
-        _early = _start(command, "the verification kernel", {}, stdin=True)
-    except (KernelError, OSError):
-        folder.cleanup()
-        return
-    _early.folder = folder
+    with contextlib.suppress(KernelError, OSError):
+        _early = _start_single(python, arch, quick, compiled, allow_ptx)
 
 
 def abandon_early() -> None:
@@ -278,14 +285,7 @@ def run_single(
     if started is not None:
         progress("the kernel started with lockgen: handing it its expectations")
     else:
-        folder = tempfile.TemporaryDirectory(prefix="lockgen-verify-")
-        command = _single_command(python, arch, Path(folder.name) / "single.json", quick, compiled, allow_ptx)
-        try:
-            started = _start(command, "the verification kernel", {}, stdin=True)
-        except KernelError:
-            folder.cleanup()
-            raise
-        started.folder = folder
+        started = _start_single(python, arch, quick, compiled, allow_ptx)
     assert started.folder is not None
     with started.folder as folder_name:
         out_path = Path(folder_name) / "single.json"
