@@ -45,9 +45,11 @@ def uv_project(root: Path) -> tuple[list[str], list[str], dict[str, str]] | None
     uv = shutil.which("uv")
     if uv is None:
         return None
-    project = root / "uv-project"
+    project, temporary = root / "uv-project", root / "uv-tmp"
     project.mkdir()
-    env = {**isolated_env(root), "UV_CACHE_DIR": str(root / "uv-cache")}
+    temporary.mkdir()
+    # uv's lock of an interpreter that is no virtualenv (`uv-HASH.lock`) goes to the temporary folder, and stays
+    env = {**isolated_env(root), "UV_CACHE_DIR": str(root / "uv-cache"), "TMPDIR": str(temporary)}
     for step in (
         ["init", "--bare", "--offline", "--python", sys.executable, "-q", str(project)],
         ["sync", "--offline", "--python", sys.executable, "-q", "--project", str(project)],

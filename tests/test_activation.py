@@ -55,6 +55,16 @@ def test_prompt_names_are_inert() -> None:
     assert prompt_name("") == "env"
 
 
+@pytest.fixture(scope="module")
+def shell_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A runtime and temporary folder of the test's own for the shells (fish otherwise keeps its runtime files in
+    a /tmp/fish.USER it leaves)."""
+    folders = {"XDG_RUNTIME_DIR": tmp_path_factory.mktemp("run"), "TMPDIR": tmp_path_factory.mktemp("tmp")}
+    for folder in folders.values():
+        folder.chmod(0o700)
+    return {name: str(folder) for name, folder in folders.items()}
+
+
 NAMES = st.from_regex(r"\ALGT_[A-Z0-9_]{1,8}\Z")
 VALUES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
 
@@ -62,10 +72,12 @@ VALUES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_character
 @pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(values=st.dictionaries(NAMES, VALUES, min_size=1, max_size=6), gone=st.lists(NAMES, max_size=3))
-def test_exports_evaluated_by_real_shells_give_back_every_value(values: dict[str, str], gone: list[str]) -> None:
+def test_exports_evaluated_by_real_shells_give_back_every_value(
+    shell_folders: dict[str, str], values: dict[str, str], gone: list[str]
+) -> None:
     unset = tuple(sorted(set(gone) - set(values)))
     change = Changes(tuple(sorted(values.items())), unset)
-    calling = {**os.environ, **{name: "before" for name in unset}, "LC_ALL": "C.UTF-8"}
+    calling = {**os.environ, **shell_folders, **{name: "before" for name in unset}, "LC_ALL": "C.UTF-8"}
     dump = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('LGT_')}))"
     for shell in ("bash", "zsh", "fish"):
         source = "printf %s $argv[1] | source" if shell == "fish" else 'eval "$1"'

@@ -82,10 +82,13 @@ def test_a_fingerprint_of_another_width_is_left_out_of_the_stats_not_misaligned(
     assert stats == {"files": {"c": [6] * 6}, "dirs": []}
 
 
-def test_stats_an_older_lockgen_wrote_read_as_none() -> None:
-    """Layout 1 (an object of lists per path, no `layout`): every file is hashed again, no folder compared."""
+def test_stats_an_older_lockgen_wrote_read_as_no_fingerprints_and_their_folders() -> None:
+    """Layout 1 (an object of lists per path, no `layout`): every file is hashed again, its folders compared; one
+    older still (no `dirs`), or one naming a layout, compares no folder."""
     older = json.dumps({"files": {"a": [1, 2, 3, 4, 5, 6]}, "dirs": ["x"]}, sort_keys=True).encode()
-    assert env_manifest.stats_of(older) == {"files": {}, "dirs": None}
+    assert env_manifest.stats_of(older) == {"files": {}, "dirs": ["x"]}
+    for other in ({"files": {"a": [1, 2]}}, {"files": {}, "dirs": "x"}, {"layout": 1, "files": {}, "dirs": ["x"]}):
+        assert env_manifest.stats_of(json.dumps(other).encode()) == {"files": {}, "dirs": None}
 
 
 _names = st.text(

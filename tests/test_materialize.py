@@ -476,6 +476,26 @@ def test_stats_not_lockgens_now_are_re_hashed_once_then_kept(
     assert shared_steps._drift(prefix, False, *env_manifest.read(prefix)).clean and read == []
 
 
+def test_a_folder_added_beside_stats_of_the_older_layout_is_reported(
+    home: Path, tiny_lock: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Stats an older lockgen wrote (layout 1: an object of fingerprint lists per path, beside the folders it made)
+    keep their folders: a check reports a folder added since as extra (it reported none, its fingerprints read as
+    none and its folders with them, until the environment was materialized again), and the stats it writes anew
+    keep them, so the next check reports it too."""
+    from lockgen.api.steps import shared_steps
+
+    prefix, _ = materialize(tiny_lock[0], None, tmp_path / "env", lambda _: None)
+    kept = env_manifest.read(prefix)[1]
+    assert kept["dirs"]
+    (prefix / env_manifest.STATS).write_bytes(json.dumps(kept, sort_keys=True).encode())
+    (prefix / "added").mkdir()
+    time.sleep(1.1)  # the files made more than `stat_walk.RACY_NS` ago: their fingerprints are kept anew
+    assert shared_steps._drift(prefix, False, *env_manifest.read(prefix)).extra == ["added/"]
+    assert b'"layout":2' in (prefix / env_manifest.STATS).read_bytes()  # written anew, in this layout
+    assert shared_steps._drift(prefix, False, *env_manifest.read(prefix)).extra == ["added/"]
+
+
 def test_a_file_a_package_left_in_lockgens_record_folder_is_refused_and_never_written_through(tmp_path: Path) -> None:
     """A wheel member its RECORD does not list, `NAME.data/data/.lockgen/manifest.json`, is installed by uv as a
     hard link into uv's cache; lockgen then wrote its record through that link, into the cache and every other

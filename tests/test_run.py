@@ -67,12 +67,16 @@ def _lock(stack_path: Path) -> str:
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A fresh lockgen home, and a HOME and XDG config of the test's own (no user rc file is read)."""
-    (tmp_path / "user").mkdir(exist_ok=True)
+    """A fresh lockgen home, and a HOME, XDG config, runtime and temporary folder of the test's own (no user rc
+    file is read; fish keeps its runtime files in XDG_RUNTIME_DIR, else in a /tmp/fish.USER it leaves)."""
+    for folder in ("user", "run", "tmp"):
+        (tmp_path / folder).mkdir(mode=0o700, exist_ok=True)
     return {
         "LOCKGEN_HOME": str(tmp_path / "home"),
         "HOME": str(tmp_path / "user"),
         "XDG_CONFIG_HOME": str(tmp_path / "user" / ".config"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+        "TMPDIR": str(tmp_path / "tmp"),
         **extra,
     }
 
@@ -187,6 +191,8 @@ def test_shell_opens_in_the_environment_with_a_marked_prompt(conda_stack: Path, 
     assert status == 9, shown
     assert "(lockgen:cpu) " in shown
     assert f"IN:{prefix}:{prefix}/bin:" in shown  # the activation applied again after the user's rc file
+    if shell == "fish":  # its runtime files went to the test's folder, not to a /tmp/fish.USER left behind
+        assert [path.name for path in (tmp_path / "run").iterdir()] == ["fish_universal_variables.notifier"]
 
 
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])

@@ -384,3 +384,23 @@ def test_a_stack_text_is_validated_once_per_bytes(tmp_path: Path, monkeypatch: p
     assert read_stack(stack).spec == first and len(parsed) == 1
     monkeypatch.setenv("LOCKGEN_REPARSE", "1")
     assert read_stack(stack).spec == first and len(parsed) == 2
+
+
+def test_keeping_a_spec_reads_its_record_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`keep_spec` looks for a kept record once before writing one (twice before: `_keep_rebuilt`'s look, then
+    `keep`'s), and a record kept already is not written again."""
+    from lockgen.adapters.lock import kept_inputs
+    from tests.open_audit import opened
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    spec = parse_stack_text(RICH)
+    sha256 = hashlib.sha256(RICH.encode()).hexdigest()
+    record = kept_inputs._path("spec", sha256)
+    with opened(record) as counts:
+        kept_inputs.keep_spec(sha256, spec)
+    assert counts[str(record)] == 1 and kept_inputs.kept_spec(sha256) == spec
+    written = record.stat().st_mtime_ns, record.stat().st_ino
+    with opened(record) as counts:
+        kept_inputs.keep_spec(sha256, spec)
+    assert counts[str(record)] == 1 and (record.stat().st_mtime_ns, record.stat().st_ino) == written

@@ -237,9 +237,16 @@ def test_compare_and_list(certificate: Path, tmp_path: Path) -> None:
 
 
 def test_two_processes_under_torchrun(tmp_path: Path) -> None:
+    """Nothing of the run is left in the temporary folder (torchrun's agent made a `torchelastic_*` folder of
+    its own there when given no --log-dir)."""
     out = tmp_path / "dist.cert.json"
-    result = run_cli("verify", "--arch", "cpu", "--quick", "--gpus", "2", "--out", str(out))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    result = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--gpus", "2", "--out", str(out), env={"TMPDIR": str(temporary)}
+    )
     assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in temporary.iterdir()) == []
     body = json.loads(out.read_text())["certificate"]
     names = {c["name"] for c in body["checks"]}
     assert {"allreduce_sum", "ddp_parameters_identical"} <= names
@@ -366,6 +373,8 @@ def test_a_failing_or_hanging_rank_fails_cleanly(
     first and be reported as a rank's exit."""
     monkeypatch.setenv(fault, "1")
     mark = f"LOCKGEN_TEST_RUN={tmp_path}"  # every process this run starts inherits it: the leftovers are found by it
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     result = run_cli(
         "verify",
         "--arch",
@@ -377,11 +386,12 @@ def test_a_failing_or_hanging_rank_fails_cleanly(
         timeout,
         "--out",
         str(tmp_path / "x.json"),
-        env={"LOCKGEN_TEST_RUN": str(tmp_path)},
+        env={"LOCKGEN_TEST_RUN": str(tmp_path), "TMPDIR": str(temporary)},
     )
     assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.json").exists()
     assert _processes_marked(mark) == []
+    assert sorted(path.name for path in temporary.iterdir()) == []  # the killed run's folders too
 
 
 def _processes_marked(mark: str) -> list[str]:

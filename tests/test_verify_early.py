@@ -241,3 +241,22 @@ def test_the_kernel_ends_without_the_interpreters_teardown(tmp_path: Path) -> No
     assert not torn_down.exists()
     probe = subprocess.run([sys.executable, "-c", "pass"], env=environment, timeout=60)  # the hook works elsewhere
     assert probe.returncode == 0 and torn_down.exists()
+
+
+def test_the_fast_path_types_verify_s_numbers_as_the_typer_command_does() -> None:
+    """`fast_path.VERIFY_NUMBERS` restates the types typer reads from `verify`'s annotations (the fast path imports
+    no typer): every number option of the command is there, typed alike, so a value the one refuses the other does."""
+    import inspect
+    import typing
+
+    from lockgen.cli import verify_cmds
+
+    command = inspect.unwrap(verify_cmds.verify)
+    hints = typing.get_type_hints(command)
+    numbers = {
+        name: kind
+        for parameter in inspect.signature(command).parameters.values()
+        for kind in [t for t in (hints[parameter.name], *typing.get_args(hints[parameter.name])) if t in (int, float)]
+        for name in parameter.default.param_decls
+    }
+    assert numbers == fast_path.VERIFY_NUMBERS

@@ -44,7 +44,7 @@ from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, 
 from lockgen.model.json_values import JsonObject, list_at, text_at
 from lockgen.model.inputs import BundleBytes
 from lockgen.model.lock import LoadedLock
-from lockgen.model.export_formats import NFD_VALID_FOR
+from lockgen.model.export_formats import LOCK_BOUND_FORMATS, NFD_VALID_FOR
 from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 from lockgen.model.requests import Environment, Image, Prefix, Python
@@ -217,9 +217,10 @@ def _verify(
         arch_fact(load_facts(), arch)
     lock = given.lock.lock if given.lock else None
     lock_sha256 = given.lock.sha256 if given.lock else image.labels.get(LOCK_LABEL) if image else None
-    if lock_sha256 is None and any(fmt == "nfd" for fmt, _ in options.emit):
+    bound = [fmt for fmt, _ in options.emit if fmt in LOCK_BOUND_FORMATS]
+    if lock_sha256 is None and bound:
         raise UserError(
-            "--emit nfd names the lock the node is certified for, and this run has none",
+            f"--emit {bound[0]} names the lock the node is certified for, and this run has none",
             "pass --lock LOCK (or --image of an image lockgen exported from a lock)",
         )
     expected = dict(given.expected)

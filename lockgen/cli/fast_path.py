@@ -138,21 +138,25 @@ VERIFY_HOST_OPTIONS = (
     "--valid-for",
 )  # what lockgen alone reads, judges with or writes: the kernel's command is the same whatever they say
 VERIFY_HOST_FLAGS = ("--json", "-v", "--verbose")
-VERIFY_NUMBERS = {"--timeout": float, "--gpus": int, "--nodes": int}  # a value typer refuses: a usage error
+# the types of `verify_cmds.verify`'s parameters (typer reads them from its annotations; tests/test_verify_early.py
+# holds the two equal): a value typer cannot read is a usage error
+VERIFY_NUMBERS = {"--timeout": float, "--gpus": int, "--nodes": int}
 
 
 def _refused_surely(options: dict[str, str]) -> bool:
-    """Whether lockgen will refuse these options whatever the inputs say (a number typer cannot read, a node
-    feature file, which needs `--lock` and so never comes this way): nothing is started for a command that cannot
-    run."""
+    """Whether lockgen will refuse these options whatever the inputs say (a number typer cannot read, a rendering
+    that names the lock, which needs `--lock` and so never comes this way): nothing is started for a command that
+    cannot run."""
     for name, kind in VERIFY_NUMBERS.items():
         if name in options:
             try:
                 kind(options[name])
             except ValueError:
                 return True
-    renderings = options.get("--emit", "").split(",")
-    return any(item.strip().startswith("nfd") for item in renderings)  # node features need `--lock`, not read here
+    from lockgen.model.export_formats import LOCK_BOUND_FORMATS  # the rule `api.verify` refuses such a run by
+
+    formats = (item.strip().partition("=")[0] for item in options.get("--emit", "").split(","))
+    return any(fmt in LOCK_BOUND_FORMATS for fmt in formats)
 
 
 def _start_verify_kernel(words: list[str]) -> None:
@@ -216,14 +220,18 @@ def answered(args: list[str]) -> int | None:
     if read is None:
         return None
     source, options = read
-    said: list[str] = []
+    committed = False  # something was said, or a build begun: an error from then on is worded here, not by the app
+
+    def commit() -> None:
+        nonlocal committed
+        committed = True
 
     def saying(message: str) -> None:
-        said.append(message)
+        commit()
         progress(message)
 
     def saying_kept(line: str) -> None:
-        said.append(line)
+        commit()
         progress_kept(line)
 
     try:
@@ -249,12 +257,12 @@ def answered(args: list[str]) -> int | None:
             options,
             after,
             saying,
-            lambda: said.append("a build begun"),
+            commit,  # a build begun
         )
     except BrokenPipeError:  # the reader left: as the typer app, `cli.main` ends quietly
         raise
     except Exception as exc:
-        if not said:  # nothing said yet: the typer app decides, and words it
+        if not committed:  # nothing said yet: the typer app decides, and words it
             return None
         message, hint, code = refusal(exc)  # after the environment was found: worded as the typer command words it
         say_error(message, hint)
@@ -374,10 +382,11 @@ def _resolved(words: list[str]) -> int | None:
     if read is None:
         return None
     source, repeated, flags = read
-    said: list[str] = []
+    said = False  # once something is said, an error is worded here, not by the app (which would resolve again)
 
     def saying(message: str) -> None:
-        said.append(message)
+        nonlocal said
+        said = True
         progress(message)
 
     from pathlib import Path

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import cast
 
 from lockgen.adapters.foreign.conda_entries import folder_of, pip_entry, sort_into, split_conda_file
+from lockgen.adapters.foreign.document_shape import YAML, Shape, read_in_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.lock.lockfile_yaml import v1_lock
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
@@ -30,7 +31,15 @@ class CondaLockFile:
         return document is not None and document.get("version") == 1 and "package" in document
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
-        return conda_lock(cast(dict[str, object], file.yaml_mapping()), file.sha256, file.path)
+        document = cast(dict[str, object], file.yaml_mapping())
+        return read_in_shape(
+            lambda: conda_lock(document, file.sha256, file.path), document, _DOCUMENT, self.name, _REWRITE, YAML
+        )
+
+
+_REWRITE = "it was edited or cut short: use the conda-lock.yml conda-lock wrote"
+# what is read here before the v1 reader, which words what breaks its models itself (`lockfile_yaml.v1_lock`)
+_DOCUMENT = YAML.table_of({"package": Shape("a list", lambda value: value is None or isinstance(value, list))})
 
 
 def conda_lock(document: dict[str, object], digest: str, path: Path) -> Imported:
@@ -41,7 +50,7 @@ def conda_lock(document: dict[str, object], digest: str, path: Path) -> Imported
     listed = cast(list[object], document["package"] or [])
     direct = {(e.get("platform"), e.get("name")) for e in listed if isinstance(e, dict) and e.get("source")}
     entries = [{k: v for k, v in e.items() if k != "source"} if isinstance(e, dict) else e for e in listed]
-    lock = v1_lock({**document, "package": entries}, str(path), "use the conda-lock.yml conda-lock wrote")
+    lock = v1_lock({**document, "package": entries}, str(path), _REWRITE)
     packages: list[LockedPackage] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []

@@ -7,9 +7,11 @@ version and no `packages`: a file cut short), or text that starts as one where t
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TypedDict, cast
 
 from lockgen.adapters.foreign.conda_entries import pip_entry, sort_into, split_conda_file
+from lockgen.adapters.foreign.document_shape import SCALAR, TEXT, YAML, Shape, read_in_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
 from lockgen.errors import LockFormatError, UserError
@@ -55,6 +57,41 @@ class PixiDocument(TypedDict, total=False):
     platforms: list[PixiPlatform]  # v7
 
 
+# what is read of a pixi.lock (`PixiDocument`), each key's YAML type: judged where the reader trips
+_CHANNEL = Shape(
+    "text or a mapping", lambda value: isinstance(value, (str, Mapping)), keys={"url": TEXT}, required=("url",)
+)
+_ENTRY = Shape(
+    "a mapping of a kind to its URL (`conda: URL`)",
+    lambda value: isinstance(value, Mapping) and len(value) > 0,
+    each=TEXT,
+)
+_DOCUMENT = YAML.table_of(
+    {
+        "environments": YAML.table_of(
+            each=YAML.table_of(
+                {
+                    "channels": YAML.array_of(_CHANNEL),
+                    "packages": YAML.table_of(each=YAML.array_of(_ENTRY)),
+                }
+            )
+        ),
+        "packages": YAML.array_of(
+            YAML.table_of(
+                {
+                    **dict.fromkeys(("conda", "pypi", "url", "name", "build", "md5", "sha256"), TEXT),
+                    "version": SCALAR,
+                    "depends": YAML.array_of(TEXT),
+                }
+            )
+        ),
+        "platforms": YAML.array_of(
+            YAML.table_of({"name": TEXT, "subdir": TEXT, "virtual-packages": YAML.array_of(SCALAR)})
+        ),
+    }
+)
+
+
 class PixiLock:
     """A pixi.lock as a `ForeignFormat`."""
 
@@ -89,7 +126,14 @@ class PixiLock:
                 f"`{file.path}` looks like a truncated pixi.lock: it has environments but no packages section",
                 "it was cut short: use the pixi.lock pixi wrote (pixi lock)",
             )
-        return _pixi(cast(PixiDocument, document), options.environment, file.sha256)
+        return read_in_shape(
+            lambda: _pixi(cast(PixiDocument, document), options.environment, file.sha256),
+            document,
+            _DOCUMENT,
+            "pixi.lock",
+            "it was edited or cut short: use the pixi.lock pixi wrote (pixi lock)",
+            YAML,
+        )
 
 
 def _pixi(data: PixiDocument, environment: str | None, digest: str) -> Imported:

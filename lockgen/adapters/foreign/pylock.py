@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Set as AbstractSet
-from dataclasses import dataclass
+from collections.abc import Mapping, Set as AbstractSet
 from typing import TypedDict, cast
 
 from packaging.markers import InvalidMarker, Marker
@@ -26,6 +25,7 @@ from lockgen.adapters.pypi.python_wheels import (
     no_wheel_reason,
     python_within,
 )
+from lockgen.adapters.foreign.document_shape import TEXT, TOML, check_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
@@ -95,98 +95,54 @@ class PylockToml:
 _REWRITE = "it was edited or cut short: use the file its installer wrote"
 
 
-@dataclass(frozen=True)
-class _Kind:
-    """A TOML type a key of a pylock.toml must have: its name as an error says it, its test, and for an array or a
-    table of values the kind each value must have."""
-
-    name: str
-    holds: Callable[[object], bool]
-    each: _Kind | None = None
-
-
-_TEXT = _Kind("text", lambda value: isinstance(value, str))
-_TABLE = _Kind("a table", lambda value: isinstance(value, dict))
-_TEXTS = _Kind("an array of text", lambda value: isinstance(value, list), _TEXT)
-_TABLES = _Kind("an array of tables", lambda value: isinstance(value, list), _TABLE)
-_HASHES = _Kind("a table of text", lambda value: isinstance(value, dict), _TEXT)
-_DOCUMENT = {
-    "lock-version": _TEXT,
-    "requires-python": _TEXT,
-    "environments": _TEXTS,
-    "extras": _TEXTS,
-    "dependency-groups": _TEXTS,
-    "default-groups": _TEXTS,
-    "packages": _TABLES,
-}
-_PACKAGE = {
-    "name": _TEXT,
-    "version": _TEXT,
-    "marker": _TEXT,
-    "requires-python": _TEXT,
-    "index": _TEXT,
-    "wheels": _TABLES,
-    "sdist": _TABLE,
-    "vcs": _TABLE,
-    "directory": _TABLE,
-    "archive": _TABLE,
-}
-_WHEEL = {"url": _TEXT, "hashes": _HASHES}
-_SOURCE = {"type": _TEXT, "url": _TEXT, "path": _TEXT}  # a VCS's or a directory's, as a skipped line names it
+_TEXTS = TOML.array_of(TEXT)
+_SOURCE = TOML.table_of(
+    {"type": TEXT, "url": TEXT, "path": TEXT}
+)  # a VCS's or a directory's, as a skipped line names it
+_WHEEL = TOML.table_of({"url": TEXT, "hashes": TOML.table_of(each=TEXT)})
+_PACKAGE = TOML.table_of(
+    {
+        "name": TEXT,
+        "version": TEXT,
+        "marker": TEXT,
+        "requires-python": TEXT,
+        "index": TEXT,
+        "wheels": TOML.array_of(_WHEEL),
+        "sdist": TOML.table_of(),
+        "vcs": _SOURCE,
+        "directory": _SOURCE,
+        "archive": TOML.table_of(),
+    },
+    required=("name",),
+)
+_DOCUMENT = TOML.table_of(
+    {
+        "lock-version": TEXT,
+        "requires-python": TEXT,
+        "environments": _TEXTS,
+        "extras": _TEXTS,
+        "dependency-groups": _TEXTS,
+        "default-groups": _TEXTS,
+        "packages": TOML.array_of(_PACKAGE),
+    }
+)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _checked(data: dict[str, object]) -> PylockDocument:
     """`data` as a pylock document, once every key read here has its TOML type (PEP 751's): else the key, by its
     place in the file, and what belongs there. Keys not read here are not judged."""
-    _hold(data, "", _DOCUMENT)
+    check_shape(data, _DOCUMENT, "pylock.toml", _REWRITE, TOML)
     for index, package in enumerate(cast(list[dict[str, object]], data.get("packages", []))):
-        where = f"packages[{index}]"
-        if "name" not in package:
-            raise LockFormatError(f"the pylock.toml's `{where}` has no `name` (text)", _REWRITE)
-        _hold(package, where, _PACKAGE)
         for number, wheel in enumerate(cast(list[dict[str, object]], package.get("wheels", []))):
-            _hold(wheel, f"{where}.wheels[{number}]", _WHEEL)
             sha256 = cast(dict[str, str], wheel.get("hashes", {})).get("sha256")
             if sha256 is not None and not _SHA256.fullmatch(sha256):
                 raise LockFormatError(
-                    f"the pylock.toml's `{where}.wheels[{number}].hashes.sha256` is `{shown(sha256)}`, "
+                    f"the pylock.toml's `packages[{index}].wheels[{number}].hashes.sha256` is `{shown(sha256)}`, "
                     "not a sha256 (64 lowercase hex digits)",
                     _REWRITE,
                 )
-        for source in ("vcs", "directory"):
-            _hold(cast(dict[str, object], package.get(source, {})), f"{where}.{source}", _SOURCE)
     return cast(PylockDocument, data)
-
-
-def _hold(table: dict[str, object], where: str, kinds: dict[str, _Kind]) -> None:
-    for key, kind in kinds.items():
-        if key in table:
-            _hold_value(table[key], f"{where}.{key}" if where else key, kind)
-
-
-def _hold_value(value: object, place: str, kind: _Kind) -> None:
-    if not kind.holds(value):
-        raise LockFormatError(f"the pylock.toml's `{shown(place)}` is {_toml_type(value)}, not {kind.name}", _REWRITE)
-    if kind.each is not None:
-        items = value.items() if isinstance(value, dict) else enumerate(cast(list[object], value))
-        for at, item in items:
-            _hold_value(item, f"{place}.{at}" if isinstance(value, dict) else f"{place}[{at}]", kind.each)
-
-
-def _toml_type(value: object) -> str:
-    """A value's TOML type in words (what the file holds where another belongs)."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date or time"
 
 
 def _read_pylock(data: PylockDocument, choices: ImportOptions, digest: str) -> Imported:

@@ -7,12 +7,59 @@ installs it (`adapters.foreign.uv_lock`).
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from functools import partial
 
+from lockgen.adapters.foreign.document_shape import TEXT, TOML, read_in_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.requests import ImportOptions
+
+
+_REWRITE = "it was edited or cut short: use the file uv lock wrote"
+# what the walk reads of a uv.lock (`uv_lock`, `uv_graph`), each key's TOML type: judged where the walk trips
+_EDGE = TOML.table_of(
+    {
+        "name": TEXT,
+        "marker": TEXT,
+        "extra": TOML.array_of(TEXT),
+        "version": TEXT,
+        "source": TOML.table_of(each=TEXT),
+    },
+    required=("name",),
+)
+_EDGES = TOML.array_of(_EDGE)
+_PACKAGE = TOML.table_of(
+    {
+        "name": TEXT,
+        "version": TEXT,
+        "source": TOML.table_of(each=TEXT),
+        "resolution-markers": TOML.array_of(TEXT),
+        "dependencies": _EDGES,
+        "optional-dependencies": TOML.table_of(each=_EDGES),
+        "dev-dependencies": TOML.table_of(each=_EDGES),
+        "wheels": TOML.array_of(TOML.table_of({"url": TEXT, "hash": TEXT})),
+    },
+    required=("name",),
+)
+_REQUIREMENTS = TOML.array_of(
+    TOML.table_of({"name": TEXT, "marker": TEXT, "extras": TOML.array_of(TEXT)}, required=("name",))
+)
+_DOCUMENT = TOML.table_of(
+    {
+        "requires-python": TEXT,
+        "package": TOML.array_of(_PACKAGE),
+        "manifest": TOML.table_of(
+            {
+                "members": TOML.array_of(TEXT),
+                "requirements": _REQUIREMENTS,
+                "dependency-groups": TOML.table_of(each=_REQUIREMENTS),
+            }
+        ),
+        "conflicts": TOML.array_of(TOML.array_of(TOML.table_of({"package": TEXT, "extra": TEXT, "group": TEXT}))),
+    }
+)
 
 
 class UvLock:
@@ -41,7 +88,7 @@ class UvLock:
         # the text is not held while the walk reads the document, each package reduced as it is read to what the
         # walk uses; the document is not held while the entries are made (at 300k packages, 500 MiB)
         document = read_uv_toml(file.handed_text(), WalkedParts())
-        found = read_uv_lock(document, choices)
+        found = read_in_shape(partial(read_uv_lock, document, choices), document, _DOCUMENT, self.name, _REWRITE, TOML)
         del document
         return Imported(
             f"uv.lock v1 (CPython {found.python})",

@@ -71,13 +71,17 @@ def keep(
     """Keeps what the models accepted for the bytes whose sha256 is `sha256` (`value()`, plain JSON values),
     unless a value its reader can read (`readable` of it is truthy) is kept already: one that cannot be read
     (damaged, or of another shape) is written again."""
-    path = _path(kind, sha256)
     found = _value(kind, sha256)
-    if found is not None and readable(found):
-        return
+    if found is None or not readable(found):
+        _write(kind, sha256, value())
+
+
+def _write(kind: Kind, sha256: str, value: dict[str, Any]) -> None:
+    """Writes the record of `value` whole (a temporary file and a rename), or nothing."""
     from lockgen.adapters.atomic_files import write_bytes_atomic  # tempfile: only a command that keeps loads it
 
-    record = {"kind": kind, "sha256": sha256, "rules": rules_stamp(), "value": value()}
+    path = _path(kind, sha256)
+    record = {"kind": kind, "sha256": sha256, "rules": rules_stamp(), "value": value}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
@@ -292,14 +296,16 @@ def _keep_rebuilt(kind: Kind, sha256: str, value: BaseModel) -> None:
     """Keeps a value the models accepted as its JSON dump, for `_kept_rebuilt` to rebuild without validating
     (`model.base.rebuilt`). Kept only when that dump, read back as `_kept_rebuilt` reads it, rebuilds this very
     value: equal field for field and dumped alike (every table in the same order), so what is taken later is what
-    the models accepted; a value its dump does not rebuild is validated each time, as before."""
-    if _value(kind, sha256) is not None:
+    the models accepted; a value its dump does not rebuild is validated each time, as before. The record is read
+    once, before the dump: one kept already with a dump is left as it is."""
+    found = _value(kind, sha256)
+    if found is not None and isinstance(found.get("dump"), str):
         return
     dumped = json.dumps(value.model_dump(mode="json"))
     again = _rebuilt_dump(type(value), dumped)
     if again is None or again != value or json.dumps(again.model_dump(mode="json")) != dumped:
         return
-    keep(kind, sha256, lambda: {"dump": dumped}, lambda kept: isinstance(kept.get("dump"), str))
+    _write(kind, sha256, {"dump": dumped})
 
 
 def _kept_rebuilt(kind: Kind, sha256: str, model: type[M]) -> M | None:

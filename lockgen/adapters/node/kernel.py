@@ -339,6 +339,7 @@ def run_distributed(
             "torch.distributed.run",
             *launch,
             f"--nproc_per_node={gpus}",
+            f"--log-dir={Path(folder) / 'torchrun'}",  # else its agent makes a `torchelastic_*` folder it leaves
             "-m",
             "verify.dist",
             "--out",
@@ -357,7 +358,9 @@ def run_distributed(
                 timeout_s,
                 progress,
                 what,
-                extra_env or {},
+                # what torchrun and its ranks write to the temporary folder (the agent's watchdog file, a rank's own
+                # files) goes in this run's folder, removed with it
+                {**(extra_env or {}), "TMPDIR": folder},
                 [
                     "-m",
                     "torch.distributed.run",

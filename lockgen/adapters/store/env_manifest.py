@@ -18,7 +18,7 @@ from itertools import chain
 from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from lockgen.model.environment_record import EnvironmentManifest, ManifestEntry, ManifestStats
 
@@ -338,11 +338,29 @@ def _stats(path: Path) -> ManifestStats:
 
 
 def stats_of(data: bytes) -> ManifestStats:
-    """The stats in `data` (`stats_bytes`); none (every file hashed again, no folder compared) where they are not
-    lockgen's of this layout: an older lockgen's, damaged ones, or none written."""
-    record = fingerprint_records.decode(data, STATS_LAYOUT, STATS_WIDTH) or {}
-    paths, values, dirs = record.get("paths"), record.get("fingerprints"), record.get("dirs")
-    if not isinstance(paths, list) or not isinstance(values, list):  # none: `decode` checked a record's columns
-        return {"files": {}, "dirs": None}
+    """The stats in `data` (`stats_bytes`); no fingerprints (every file hashed again) where they are not lockgen's
+    of this layout: an older lockgen's, damaged ones, or none written. The folders are those of this layout's
+    record or of an older lockgen's (`_older_folders`); none (no folder compared) where neither names them."""
+    record = fingerprint_records.decode(data, STATS_LAYOUT, STATS_WIDTH)
+    if record is None:
+        return {"files": {}, "dirs": _older_folders(data)}
+    paths, values = cast(list[str], record["paths"]), cast(list[int], record["fingerprints"])  # checked by `decode`
     files = dict(zip(paths, map(list, zip(*[iter(values)] * STATS_WIDTH))))  # `STATS_WIDTH` at a time
-    return {"files": files, "dirs": dirs if isinstance(dirs, list) and all(type(d) is str for d in dirs) else None}
+    return {"files": files, "dirs": _folders(record.get("dirs"))}
+
+
+def _older_folders(data: bytes) -> list[str] | None:
+    """The folders named by stats an older lockgen wrote (layout 1, no `layout` key: fingerprints as an object of
+    lists per path, beside the same `dirs`), so a check still finds a folder added since, and keeps them when it
+    writes the stats anew; None for anything else (damaged, another layout, or older still: no `dirs`)."""
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or "layout" in record or not isinstance(record.get("files"), dict):
+        return None
+    return _folders(record.get("dirs"))
+
+
+def _folders(dirs: object) -> list[str] | None:
+    return dirs if isinstance(dirs, list) and all(type(d) is str for d in dirs) else None
