@@ -96,7 +96,8 @@ def test_a_large_lock_is_read_and_walked_in_bounded_memory() -> None:
     lock of 1,000 packages, 3,222 bytes a package before (1,779 kept, the walk 1,443 more at its peak), 2,394 since
     (1,508 and 886), 2,245 with a package's wheels kept as one string (1,220 and 1,025: the pins now hold URLs of
     their own, which were the document's), 2,161 with the graph's names and an edge's extras the strings the
-    document holds (not copies) and a name's entries a tuple (1,220 and 942)."""
+    document holds (not copies) and a name's entries a tuple (1,220 and 942), 1,957 with each package's wheels let go
+    of once pinned, as the import gives its document away (1,220 and 737)."""
     from benchmarks.bench_uv_lock_import import uv_lock_text
 
     packages = 1000
@@ -108,11 +109,11 @@ def test_a_large_lock_is_read_and_walked_in_bounded_memory() -> None:
         document = read_uv_toml(text, WalkedParts())
         kept = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-        read_uv_lock(document, UvChoices(python="3.12"))
+        read_uv_lock(document, UvChoices(python="3.12"), given_away=True)
         walk = tracemalloc.get_traced_memory()[1] - kept
     finally:
         tracemalloc.stop()
-    assert kept / packages < 1300 and walk / packages < 1000, (kept / packages, walk / packages)
+    assert kept / packages < 1300 and walk / packages < 800, (kept / packages, walk / packages)
 
 
 _WHEEL_VALUES = st.one_of(st.text(alphabet="ab\n:/", max_size=6), st.integers(), st.none())

@@ -41,7 +41,7 @@ class UvLock:
         # the text is not held while the walk reads the document, each package reduced as it is read to what the
         # walk uses; the document is not held while the entries are made (at 300k packages, 500 MiB)
         document = read_uv_toml(file.handed_text(), WalkedParts())
-        found = read_uv_lock(document, choices)
+        found = read_uv_lock(document, choices, given_away=True)
         del document
         return Imported(
             f"uv.lock v1 (CPython {found.python})",

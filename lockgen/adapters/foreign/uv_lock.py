@@ -241,9 +241,11 @@ def _identity(value: Any) -> Any:
     return (type(value), value)
 
 
-def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
+def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = False) -> UvImport:
     """The wheels uv would install from `data` (a parsed uv.lock) on each Linux platform, and what it would
-    need that cannot come over."""
+    need that cannot come over. `given_away`: the caller lets go of `data` after this, so each package's wheels are
+    let go of once the last platform's walk has pinned it (the pins hold what they need: at 300k packages the
+    document's wheels and every pin were held at once)."""
     if data.get("version") != 1:
         raise LockFormatError(f"uv.lock version {data.get('version')!r} is not supported", "lockgen imports uv.lock v1")
     glibc = checked_glibc(choices.glibc)
@@ -256,11 +258,14 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices) -> UvImport:
     unhashed: list[UnhashedWheel] = []
     walks = _walks(graph, starts, python)
     graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
+    last = list(walks)[-1]
     for platform, reached in walks.items():
         for key in sorted(reached):
             if reached[key] is graph.workspace:
                 continue
             found = _converted(reached[key], platform, python, glibc)
+            if given_away and platform == last:
+                reached[key].pop("wheels", None)
             if isinstance(found, PinnedWheel):
                 pins.append(found)
             elif isinstance(found, UnhashedWheel):
