@@ -108,6 +108,11 @@ def _uv(edit: str) -> str:
         ("uv", _uv('{ name = ["six"] }'), "the uv.lock's `package[0].dependencies[0].name` is an array, not text"),
         ("uv", _uv('{ marker = "x" }'), "the uv.lock's `package[0].dependencies[0]` has no `name` (text)"),
         ("uv", _uv('"six"'), "the uv.lock's `package[0].dependencies[0]` is text, not a table"),
+        (  # judged after the packages, whose wheels the reader keeps as text (`KeptWheels`): they are in shape
+            "uv",
+            _uv('{ name = "six" }').replace('requires-python = ">=3.10"', 'requires-python = ">=3.10"\nconflicts = 1'),
+            "the uv.lock's `conflicts` is a number, not an array of arrays of tables",
+        ),
         (
             "pixi",
             (FOREIGN / "tiny.pixi.lock")
@@ -132,6 +137,7 @@ def _uv(edit: str) -> str:
         "uv-name",
         "uv-no-name",
         "uv-edge-text",
+        "uv-after-kept-wheels",
         "pixi-md5",
         "pixi-env",
         "conda-package",

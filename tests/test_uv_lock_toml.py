@@ -232,7 +232,8 @@ def test_a_large_lock_is_read_in_pieces_each_package_reduced_as_it_is_read(monke
 def test_the_walk_reads_the_same_lock_from_the_parts_kept(source: Path) -> None:
     """`WalkedParts` keeps of each package only what the walk reads, equal lists and tables held once: a 300k-package
     lock's document was 2.7 KiB a package, 1.7 so. Every choice's import reads the same from it as from the whole
-    document, and the kept lists and tables are shared where equal."""
+    document (also where it is given away, each package's wheels let go of once pinned), and the kept lists and
+    tables are shared where equal."""
     text = source.read_text()
     whole = tomllib.loads(text)
     kept = read_uv_toml(text, WalkedParts())
@@ -247,6 +248,8 @@ def test_the_walk_reads_the_same_lock_from_the_parts_kept(source: Path) -> None:
                 read_uv_lock(kept, choices)
             continue
         assert read_uv_lock(kept, choices) == expected
+        given = read_uv_toml(text, WalkedParts())  # as the import reads it, giving its document away
+        assert read_uv_lock(given, choices, given_away=True) == expected
     edges = [id(edge) for entry in kept["package"] for edge in entry.get("dependencies", [])]
     distinct = {
         json.dumps(edge, sort_keys=True) for entry in whole["package"] for edge in entry.get("dependencies", [])

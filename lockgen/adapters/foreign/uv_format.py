@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from functools import partial
 
-from lockgen.adapters.foreign.document_shape import TEXT, TOML, read_in_shape
+from lockgen.adapters.foreign.document_shape import TEXT, TOML, Shape, read_in_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
-from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
+from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.requests import ImportOptions
@@ -30,6 +30,11 @@ _EDGE = TOML.table_of(
     required=("name",),
 )
 _EDGES = TOML.array_of(_EDGE)
+# a package's wheels as the file holds them, or as the reader keeps them (`KeptWheels`: made only of wheels in shape)
+_WHEEL_ARRAY = TOML.array_of(TOML.table_of({"url": TEXT, "hash": TEXT}))
+_WHEELS = Shape(
+    _WHEEL_ARRAY.name, lambda value: isinstance(value, KeptWheels) or _WHEEL_ARRAY.holds(value), _WHEEL_ARRAY.each
+)
 _PACKAGE = TOML.table_of(
     {
         "name": TEXT,
@@ -39,7 +44,7 @@ _PACKAGE = TOML.table_of(
         "dependencies": _EDGES,
         "optional-dependencies": TOML.table_of(each=_EDGES),
         "dev-dependencies": TOML.table_of(each=_EDGES),
-        "wheels": TOML.array_of(TOML.table_of({"url": TEXT, "hash": TEXT})),
+        "wheels": _WHEELS,
     },
     required=("name",),
 )
@@ -88,7 +93,8 @@ class UvLock:
         # the text is not held while the walk reads the document, each package reduced as it is read to what the
         # walk uses; the document is not held while the entries are made (at 300k packages, 500 MiB)
         document = read_uv_toml(file.handed_text(), WalkedParts())
-        found = read_in_shape(partial(read_uv_lock, document, choices), document, _DOCUMENT, self.name, _REWRITE, TOML)
+        read = partial(read_uv_lock, document, choices, given_away=True)
+        found = read_in_shape(read, document, _DOCUMENT, self.name, _REWRITE, TOML)
         del document
         return Imported(
             f"uv.lock v1 (CPython {found.python})",

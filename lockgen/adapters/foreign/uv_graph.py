@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,25 +40,26 @@ class UvGraph:
     """A uv.lock's packages by normalized name (several entries where the lock forks), its members and its
     conflict sets (each a list of (package, kind, name))."""
 
-    entries: dict[str, list[dict[str, Any]]]
+    entries: dict[str, tuple[dict[str, Any], ...]]
     members: tuple[str, ...]
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
     # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
-    edges: dict[int, tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]] = field(
+    edges: dict[int, tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]] = field(
         default_factory=dict, compare=False, repr=False
     )
     # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
     # package's dependency is most often listed again under its extras)
-    alike: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]] = field(
+    alike: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
-        entries: dict[str, list[dict[str, Any]]] = {}
-        for entry in data.get("package", []):
-            entries.setdefault(normalize(entry["name"]), []).append(entry)
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for entry in data.get("package", []):  # each key the string the entry holds where its name is normalized
+            grouped.setdefault(sys.intern(normalize(entry["name"])), []).append(entry)
+        entries = {name: tuple(group) for name, group in grouped.items()}  # a list grown by append is 40 bytes more
         members = [normalize(name) for name in (data.get("manifest") or {}).get("members", [])]
         members = members or sorted(name for name, group in entries.items() if any(is_local_project(e) for e in group))
         if not members:
@@ -220,13 +221,13 @@ def _traverse(
     return reached
 
 
-def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], list[dict[str, Any]]]:
+def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]:
     """The items an edge's extras name (a tuple: a frozenset of one item was 216 bytes, for each of a large lock's
     edges), those extras normalised, and the entries it may point at: worked out on the first walk over it, kept
     in the graph for the others."""
     known = graph.edges.get(id(edge))
     if known is None:
-        extras = tuple(normalize(extra) for extra in edge.get("extra", []))
+        extras = tuple(sys.intern(normalize(extra)) for extra in edge.get("extra", []))  # one string each
         by_name = "version" not in edge and "source" not in edge  # what it names follows from its name and extras
         known = graph.alike.get((edge["name"], extras)) if by_name else None
         if known is None:
@@ -285,10 +286,10 @@ def _parsed(marker: str) -> tuple[Marker, frozenset[str]]:
         ) from None
 
 
-def _candidates(edge: dict[str, Any], graph: UvGraph) -> list[dict[str, Any]]:
+def _candidates(edge: dict[str, Any], graph: UvGraph) -> Sequence[dict[str, Any]]:
     """The package entries an edge may point at: by name, then version and source where a name has several
     entries (forks); `_fork` chooses among several by their resolution markers."""
-    candidates = graph.entries.get(normalize(edge["name"]), [])
+    candidates: Sequence[dict[str, Any]] = graph.entries.get(normalize(edge["name"]), ())
     if "version" in edge:
         candidates = [c for c in candidates if str(c.get("version")) == str(edge["version"])]
     if "source" in edge:
@@ -304,7 +305,7 @@ def _candidates(edge: dict[str, Any], graph: UvGraph) -> list[dict[str, Any]]:
 
 
 def _fork(
-    candidates: list[dict[str, Any]], environment: dict[str, str], active: set[str], judged: set[str] | None
+    candidates: Sequence[dict[str, Any]], environment: dict[str, str], active: set[str], judged: set[str] | None
 ) -> dict[str, Any]:
     """Of an edge's several entries, the fork whose resolution markers hold (the first where none or several do);
     the markers judged are added to `judged`, where given."""

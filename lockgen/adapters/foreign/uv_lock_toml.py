@@ -49,7 +49,10 @@ _LINE_KEY = re.compile(r"\n([A-Za-z0-9_-]+) = ")
 _TRAILING_COMMA = re.compile(r",([ \n]*)\]")
 _TRAILING_COMMA_ONLY = re.compile(r",(?=[ \n]*\])")
 _LINE_KEY_START = re.compile(r"\n(?=[A-Za-z0-9_-]+ = )")
-_INLINE_KEY_START = re.compile(r"(?<=[{,] )(?=[A-Za-z0-9_-]+ = )")
+# a key after `{ ` and after `, `, one pass each: a pattern that starts with its text is searched for that text, where
+# one behind a lookbehind was tried at every position (30k packages: 0.37 s, of 0.8 s for the rewrite; 0.15 s now)
+_FIRST_INLINE_KEY = re.compile(r"\{ (?=[A-Za-z0-9_-]+ = )")
+_NEXT_INLINE_KEY = re.compile(r", (?=[A-Za-z0-9_-]+ = )")
 _IN_STRINGS_TOO = (" = ", "{", "}")  # what a string may not hold: the rewrite reads it as syntax
 _IN_STRINGS_TOO_RE = (re.compile(r"\[ *,"), _TRAILING_COMMA)
 
@@ -138,7 +141,9 @@ def _as_json(region: str) -> str:
     text = re.sub(r"\n\[package\.([A-Za-z0-9_.-]+)\](?=\n)", r'\n}],["\1",{', text)
     separators = text.count(" = ")
     text, at_line_start = _LINE_KEY_START.subn('\n,"', text)
-    text, inline = _INLINE_KEY_START.subn('"', text)
+    text, first_inline = _FIRST_INLINE_KEY.subn('{ "', text)
+    text, next_inline = _NEXT_INLINE_KEY.subn(', "', text)
+    inline = first_inline + next_inline
     text = text.replace(" = ", '": ')
     if at_line_start + inline != separators or " = " in text:
         raise _NotSimple  # a key neither at a line's start nor after `{ ` or `, `
