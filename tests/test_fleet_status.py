@@ -721,6 +721,37 @@ def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keep
     assert kept_verdicts.KeptVerdicts().verdict(digests[0], {"key"}) is None
 
 
+def test_a_merge_drops_the_verdicts_no_run_took_since_the_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept verdicts are bounded: a merge copies from the merged pack only the verdicts a run took (noted in its
+    pack) or kept since; a certificate no longer read loses its verdict there. Each pack is made as every atomic
+    file is (`atomic_files.temporary_beside`: the umask's mode, no temporary left)."""
+    import os
+
+    from lockgen.adapters.atomic_files import UMASK
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    monkeypatch.setattr(kept_verdicts, "MOST_PACKS", 2)
+    digests = [f"{item:02x}" + "0" * 62 for item in range(4)]
+    for sha256 in digests[:3]:  # three runs, three packs: merged into one
+        with kept_verdicts.KeptVerdicts() as kept:
+            kept.keep(sha256, "key", [sha256])
+    folder = Path(kept_verdicts.folder())
+    assert [path.name.startswith("merged-") for path in folder.iterdir()] == [True]
+    with kept_verdicts.KeptVerdicts() as kept:  # takes the first verdict, keeps a fourth
+        assert kept.verdict(digests[0], {"key"}) == [digests[0]]
+        kept.keep(digests[3], "key", [digests[3]])
+    with kept_verdicts.KeptVerdicts() as kept:  # takes the first again: three packs, merged
+        assert kept.verdict(digests[0], {"key"}) == [digests[0]]
+    [pack] = folder.iterdir()
+    assert pack.name.startswith("merged-") and pack.stat().st_mode & 0o777 == 0o666 & ~UMASK
+    kept = kept_verdicts.KeptVerdicts()
+    assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[digests[0]], None, None, [digests[3]]]
+    kept.close()
+    assert not [name for name in os.listdir(folder) if not name.endswith(".pack")]
+
+
 def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fleet's failing rows are counted as they are spilled and only the first five (in node order, across the
     shares) kept for the summary, which names them: the rows themselves list every one."""
