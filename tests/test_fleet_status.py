@@ -701,6 +701,7 @@ def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keep
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
     monkeypatch.setattr(kept_verdicts, "ENTRIES_HELD", 2)  # the index sorted in spilled runs of 2, not 20,000
+    monkeypatch.setattr(kept_verdicts, "ENTRIES_READ", 2)  # and a merge reads each pack's 2 at a time
     digests = [f"{run:02x}{item:02x}" + "0" * 60 for run in range(kept_verdicts.MOST_PACKS + 1) for item in range(3)]
     for run in range(kept_verdicts.MOST_PACKS + 1):
         with kept_verdicts.KeptVerdicts() as kept:

@@ -80,6 +80,7 @@ MAGIC = b"lgkept02"
 ENTRY = struct.Struct("<32sQI")  # sha256 (raw), offset, length: sorted by sha256
 FANOUT = 1 << 16  # per two-byte prefix of the sha256, how many entries have it or a smaller one
 ENTRIES_HELD = 20_000  # a pack's index entries are sorted in runs of this many, spilled and merged
+ENTRIES_READ = 4096  # a pack's index entries read at a time by a merge (176 KiB)
 MOST_PACKS = 8  # more packs than this after a write: merged into one (each lookup reads every pack's index)
 
 
@@ -121,10 +122,13 @@ class _Pack:
 
     def entries(self) -> Iterator[tuple[bytes, int, int]]:
         """(raw sha256, offset, length) of every entry, in index order (a length of 0: a verdict taken, no record)."""
-        entries = os.pread(self._descriptor, self.count * ENTRY.size, self._index)
-        for sha256, offset, length in ENTRY.iter_unpack(entries):
-            if offset + length <= self._index and length <= RECORD_LIMIT:
-                yield sha256, offset, length
+        for first in range(0, self.count, ENTRIES_READ):  # a merge reads every pack's at once: a few at a time
+            size = min(ENTRIES_READ, self.count - first) * ENTRY.size
+            for sha256, offset, length in ENTRY.iter_unpack(
+                os.pread(self._descriptor, size, self._index + first * ENTRY.size)
+            ):
+                if offset + length <= self._index and length <= RECORD_LIMIT:
+                    yield sha256, offset, length
 
     def read(self, offset: int, length: int) -> bytes:
         return os.pread(self._descriptor, length, offset)
