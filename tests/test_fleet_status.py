@@ -763,6 +763,32 @@ def test_a_merge_drops_the_verdicts_no_run_took_since_the_last(tmp_path: Path, m
     assert not [name for name in os.listdir(folder) if not name.endswith(".pack")]
 
 
+def test_a_merge_that_finds_a_pack_gone_leaves_the_packs_to_the_merge_that_took_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack listed but gone when opened is another merge's (the two shares of one status closing together):
+    this merge stops, leaving every pack, rather than judge the merged pack's verdicts without that one's notes."""
+    import os
+
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    monkeypatch.setattr(kept_verdicts, "MOST_PACKS", 2)
+    digests = [f"{item:02x}" + "0" * 62 for item in range(3)]
+    listed = os.listdir
+    for sha256 in digests:
+        if sha256 == digests[-1]:  # the third pack's merge lists a pack that another merge removed meanwhile
+            monkeypatch.setattr(kept_verdicts.os, "listdir", lambda where: [*listed(where), "0-gone.pack"])
+        with kept_verdicts.KeptVerdicts() as kept:
+            kept.keep(sha256, "key", [sha256])
+    monkeypatch.setattr(kept_verdicts.os, "listdir", listed)
+    assert len(list(Path(kept_verdicts.folder()).glob("*.pack"))) == 3
+    kept = kept_verdicts.KeptVerdicts()
+    assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[sha256] for sha256 in digests]
+    kept.close()
+
+
 def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fleet's failing rows are counted as they are spilled and only the first five (in node order, across the
     shares) kept for the summary, which names them: the rows themselves list every one."""
