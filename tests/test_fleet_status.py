@@ -227,24 +227,15 @@ def test_the_orjson_proof_takes_exactly_json_s_rendering(document: object) -> No
     another text of the same document: orjson's own layout of it (other float notation, raw text beyond ASCII,
     DEL), json's indented by one, or with its text beyond ASCII raw. ASCII documents, what certificates are, it
     proves, whatever their texts hold (`": `, quotes, backslashes, brackets)."""
-    import orjson
-
     from lockgen.adapters.node.signing import _rendered_as
     from lockgen.digests import canonical_json
 
-    def proof(data: bytes) -> bytes | None:  # as `proven_document` calls it: on the document orjson reads
-        try:
-            return _rendered_as(data, orjson.loads(data))
-        except orjson.JSONDecodeError:
-            return None
-
     canonical = render(document).encode()
-    proven = proof(canonical)
+    proven = _rendered_as(canonical, document)
     assert proven is None or proven == canonical_json(document)
     others = [
         (json.dumps(document, indent=1, sort_keys=True) + "\n").encode(),
         (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"),
-        (json.dumps(document, indent=2) + "\n").encode(),  # keys in the order given
     ]
     try:
         others.append(_orjson_laid_out(document))
@@ -253,10 +244,9 @@ def test_the_orjson_proof_takes_exactly_json_s_rendering(document: object) -> No
     for other in others:
         if other != canonical:
             assert _rendered_as(other, document) is None
-            assert proof(other) is None or other == render(json.loads(other)).encode()  # another document's own
     finite = not any(word in repr(document) for word in ("nan", "inf"))
     raw = json.dumps(document, ensure_ascii=False)
-    if raw.isascii() and "\x7f" not in raw and finite and len(others) == 4:
+    if raw.isascii() and "\x7f" not in raw and finite and len(others) == 3:
         assert proven is not None
 
 

@@ -6,11 +6,9 @@ re-renders it, so any changed byte (content or layout) fails, and checks the sig
 canonical JSON of the certificate body. A key's id is the sha256 of its raw public key: certificates
 carry its first 16 hex digits, DSSE envelopes all 64.
 
-A fleet's folder holds thousands of certificates: `proven_document` proves a signed one with keys loaded once,
-orjson's parse and layout and json's C encoder (what it trusts of orjson: its layout alone); else
-`signed_and_canonical` with `rendered`, which makes `render`'s bytes in a third of the time (json's indenting
-encoder is its pure-Python one); a certificate neither proves is left to `verify_file`, whose refusal names the
-reason.
+A fleet's folder holds thousands of certificates: `signed_and_canonical` proves one with keys loaded once and
+`rendered`, which makes `render`'s bytes in a third of the time (json's indenting encoder is its pure-Python
+one); a certificate it does not prove is left to `verify_file`, whose refusal names the reason.
 """
 
 from __future__ import annotations
@@ -250,9 +248,7 @@ def _rendered_as(data: bytes, document: Any) -> bytes | None:
             if token[0] not in _NUMBER_START or line != start + space + _float(number).encode() + b"," * comma:
                 return None
     one_line = b"".join(map(bytes.lstrip, lines))  # a line's content never starts with white space in this layout
-    # `canonical_json`'s text, the keys' ends marked; its keys are sorted already (the lines are orjson's, which
-    # sorts them), so json does not sort them again
-    marked = json.dumps(document, separators=(",", _KEY_END))
+    marked = json.dumps(document, sort_keys=True, separators=(",", _KEY_END))  # `canonical_json`'s, keys' ends marked
     if one_line != marked.replace(_KEY_END, ": ").encode():
         return None
     return marked.replace(_KEY_END, ":").encode()
