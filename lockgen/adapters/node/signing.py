@@ -19,9 +19,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from itertools import compress
 from json.encoder import encode_basestring_ascii
-from operator import ne
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,91 +168,6 @@ def signed_and_canonical(text: str, document: Any, keys: Mapping[str, Any]) -> b
     except (InvalidSignature, ValueError, binascii.Error):
         return False
     return True
-
-
-def proven_document(data: bytes, keys: Mapping[str, Any]) -> Any:
-    """The document of the certificate file whose bytes are `data` when they are exactly `render` of it, signed
-    by the key its signature names, one of `keys` (given: without keys this proof does not apply), as
-    `signed_and_canonical` finds; None when this proof cannot tell: then `signed_and_canonical` and `verify_file`.
-
-    At a fleet's scale (issue 48: 10,000 certificates), in a third of `signed_and_canonical`'s time: orjson parses
-    the file and proves its layout (`_rendered_lines`), json's C encoder its values (`canonical_json`, the bytes
-    the signature is over, as `verify_file` checks it)."""
-    if not keys or not data.isascii() or b"\x7f" in data:
-        return None
-    import orjson
-
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError:  # not JSON, nested past orjson's bound, text json reads but orjson does not
-        return None
-    if type(document) is not dict or type(document.get("certificate")) is not dict or set(document) != _PARTS:
-        return None
-    signature = document["signature"]
-    if (
-        type(signature) is not dict
-        or signature.get("algorithm") != "ed25519"
-        or type(signature.get("value")) is not str
-        or type(signature.get("key_id")) is not str
-    ):
-        return None
-    key = keys.get(signature["key_id"])
-    if key is None:
-        return None
-    canonical = _rendered_as(data, document)
-    head, tail = b'{"certificate":', b',"signature":' + canonical_json(signature) + b"}"
-    if canonical is None or not (canonical.startswith(head) and canonical.endswith(tail)):
-        return None
-    from cryptography.exceptions import InvalidSignature
-
-    try:
-        key.verify(base64.b64decode(signature["value"]), canonical[len(head) : -len(tail)])
-    except (InvalidSignature, ValueError, binascii.Error):
-        return None
-    return document
-
-
-_PARTS = {"certificate", "signature"}
-
-
-def _rendered_as(data: bytes, document: Any) -> bytes | None:
-    """`canonical_json(document)` when `data` is `render(document)`, else None (also where this cannot tell).
-
-    Its layout, by orjson: json's indented form is orjson's (two spaces, `": "`, sorted keys), made in a tenth
-    of `rendered`'s time, and the lines compared; where the two encoders spell a float otherwise (orjson `5e-7`,
-    `1e16`, `0.00001`; json `5e-07`, `1e+16`, `1e-05`) orjson's line is spelled again by json's own
-    `float.__repr__`. Its values, by json's C encoder: the lines unindented and joined must be json's text of
-    the document on one line (`canonical_json`'s, but `": ` after a key) byte for byte, so no value is taken in
-    a spelling json does not write (orjson's floats, text beyond ASCII raw). What this trusts of orjson is its
-    layout alone, which `tests/test_fleet_status.py` holds to json's on any document."""
-    import orjson
-
-    try:
-        laid_out = orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
-    except orjson.JSONEncodeError:  # an integer past 64 bits
-        return None
-    lines = data.split(b"\n")
-    if laid_out != data:
-        ours = laid_out.split(b"\n")
-        if len(lines) != len(ours):
-            return None
-        for line, own in compress(zip(lines, ours), map(ne, lines, ours)):  # the few lines that differ
-            start, space, token = own.rpartition(b" ")
-            comma = token[-1:] == b","
-            try:
-                number = float(token[:-1] if comma else token)
-            except ValueError:
-                return None
-            if token[0] not in _NUMBER_START or line != start + space + _float(number).encode() + b"," * comma:
-                return None
-    one_line = b"".join(map(bytes.lstrip, lines))  # a line's content never starts with white space in this layout
-    marked = json.dumps(document, sort_keys=True, separators=(",", _KEY_END))  # `canonical_json`'s, keys' ends marked
-    if one_line != marked.replace(_KEY_END, ": ").encode():
-        return None
-    return marked.replace(_KEY_END, ":").encode()
-
-
-_NUMBER_START = frozenset(b"-0123456789")
 
 
 def keygen(path: Path) -> tuple[Path, Path]:

@@ -123,17 +123,12 @@ def loaded_signers(keys: Sequence[Path]) -> Signers:
 DEEP_LINE = "\n" + " " * 2 * (
     nesting.MAX_DEPTH - 4
 )  # in a canonical file, a line this indented lies near the nesting bound
-DEEP_BYTES = DEEP_LINE.encode()
 
 
 def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
     """The certificate whose file's bytes are `data`, when the quick proof (`signing.signed_and_canonical`, the
     keys loaded once) accepts exactly these bytes, as `read_signed` would; None when it cannot prove them: then
     `read_signed` says why, or accepts what this cannot."""
-    shallow = DEEP_BYTES not in data  # a document nested past the bound is read (and refused) by read_signed
-    document = signing.proven_document(data, keys.loaded) if shallow else None  # with keys: orjson's speed
-    if document is not None:
-        return _accepted(document)
     try:
         text = data.decode("utf-8")
         document = json.loads(text) if DEEP_LINE not in text else None
@@ -145,18 +140,16 @@ def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
         proven = document is not None and signing.signed_and_canonical(text, document, keys.loaded)
     except RecursionError:
         proven = False
-    return _accepted(document) if proven else None
-
-
-def _accepted(document: Any) -> Certificate | None:
-    """The certificate of a proven document when the models accept it and its verdict agrees with its checks."""
-    try:
-        certificate = Certificate.model_validate(document)
-    except ValidationError:
-        return None
-    if certificate.certificate.passed != all(check.passed for check in certificate.certificate.checks):
-        return None
-    return certificate
+    if proven:
+        try:
+            certificate = Certificate.model_validate(document)
+        except ValidationError:
+            certificate = None
+        if certificate is not None and certificate.certificate.passed == all(
+            check.passed for check in certificate.certificate.checks
+        ):
+            return certificate
+    return None
 
 
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
