@@ -11,8 +11,12 @@ run (every verdict kept: each file read and hashed); their wall time, CPU time (
 are printed, medians of `--runs` runs, beside the anchor's targets and the floor's (a bare reader that parses
 and verifies every file).
 
-    python benchmarks/bench_fleet.py [--counts 1000 10000 100000] [--runs 3] [--html]
+    python benchmarks/bench_fleet.py [--counts 1000 10000 100000] [--runs 3] [--html] [--against TREE]
     python benchmarks/bench_fleet.py --smoke                    (200 certificates, one run, not judged: CI)
+
+`--against TREE` (a checkout or `git archive` of another lockgen) runs that tree's `lockgen fleet status` on the
+same fleet in the same rounds, alternating with this tree's (each with its own LOCKGEN_HOME, run from that tree's
+folder so `python -m lockgen` is its own), and prints the ratios this tree / TREE.
 """
 
 from __future__ import annotations
@@ -114,11 +118,12 @@ print(done.returncode, wall, cpu, after.ru_maxrss / 1024, done.stderr.decode()[-
 """
 
 
-def measured(command: list[str], env: dict[str, str]) -> tuple[int, float, float, float, str]:
+def measured(command: list[str], env: dict[str, str], tree: Path = REPO) -> tuple[int, float, float, float, str]:
     """(exit code, wall s, CPU s, peak RSS MB of the command's largest process) of one run, measured by a fresh
-    process whose only child is the command (RUSAGE_CHILDREN's maxrss is then the command's own)."""
+    process whose only child is the command (RUSAGE_CHILDREN's maxrss is then the command's own), run in `tree`
+    (`python -m lockgen` imports the lockgen of the folder it runs in)."""
     line = subprocess.run(
-        [sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True, env=env, cwd=tree
     ).stdout
     code, wall, cpu, rss, tail = line.rstrip("\n").split(" ", 4)
     return int(code), float(wall), float(cpu), float(rss), tail
@@ -129,6 +134,7 @@ def main() -> None:
     parser.add_argument("--counts", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--html", action="store_true", help="also time --html and print the page's size")
+    parser.add_argument("--against", type=Path, help="another lockgen tree, run on the same fleet in the same rounds")
     add_smoke(parser)
     args = parser.parse_args()
     counts, runs = ([200], 1) if args.smoke else (args.counts, args.runs)
@@ -158,10 +164,16 @@ def main() -> None:
             floor = [sys.executable, "-c", FLOOR, str(folder), f"{key}.pub"]
             for name, argv in variants:
                 first, repeated, floors = [], [], []
+                other: dict[str, list[tuple[int, float, float, float, str]]] = {"first run": [], "repeated run": []}
                 for _ in range(runs):  # alternating, so all see the same load
                     shutil.rmtree(home / "kept", ignore_errors=True)
                     first.append(measured(argv, env))  # no kept verdict: every certificate parsed and verified
                     repeated.append(measured(argv, env))  # every verdict kept: each file read and hashed
+                    if args.against is not None:  # the other tree, its own home, in the same round
+                        shutil.rmtree(root / "home-against", ignore_errors=True)
+                        against = {**env, "LOCKGEN_HOME": str(root / "home-against")}
+                        other["first run"].append(measured(argv, against, args.against.resolve()))
+                        other["repeated run"].append(measured(argv, against, args.against.resolve()))
                     floors.append(measured(floor, env))
                 floor_wall, floor_cpu = (median([r[i] for r in floors]) or 0.0 for i in (1, 2))
                 for when, results in (("first run", first), ("repeated run", repeated)):
@@ -182,6 +194,12 @@ def main() -> None:
                         f"{1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}"
                     )
                     print(f"    lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
+                    if other[when]:
+                        wall_b, cpu_b, rss_b = (median([r[i] for r in other[when]]) or 0.0 for i in (1, 2, 3))
+                        print(
+                            f"    {args.against}: wall {wall_b:.2f} s, CPU {cpu_b:.2f} s, peak RSS {rss_b:.0f} MB; "
+                            f"this tree / it: wall {wall / wall_b:.2f}, CPU {cpu / cpu_b:.2f}"
+                        )
                 print(f"  floor (read, json.loads, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s")
                 if "--html" in argv:
                     print(f"  the HTML page: {(root / 'fleet.html').stat().st_size / 1e6:.2f} MB")

@@ -612,6 +612,7 @@ def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keep
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
     monkeypatch.setattr(kept_verdicts, "ENTRIES_HELD", 2)  # the index sorted in spilled runs of 2, not 20,000
+    monkeypatch.setattr(kept_verdicts, "ENTRIES_READ", 2)  # and a merge reads each pack's 2 at a time
     digests = [f"{run:02x}{item:02x}" + "0" * 60 for run in range(kept_verdicts.MOST_PACKS + 1) for item in range(3)]
     for run in range(kept_verdicts.MOST_PACKS + 1):
         with kept_verdicts.KeptVerdicts() as kept:
@@ -630,6 +631,63 @@ def test_kept_verdicts_are_packs_merged_past_their_bound_and_a_damaged_pack_keep
     index_at = struct.unpack("<QQ8s", whole[-24:])[0]
     pack.write_bytes(whole[:index_at] + b"\xff" * (len(whole) - index_at - 24) + whole[-24:])
     assert kept_verdicts.KeptVerdicts().verdict(digests[0], {"key"}) is None
+
+
+def test_a_merge_drops_the_verdicts_no_run_took_since_the_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept verdicts are bounded: a merge copies from the merged pack only the verdicts a run took (noted in its
+    pack) or kept since; a certificate no longer read loses its verdict there. Each pack is made as every atomic
+    file is (`atomic_files.temporary_beside`: the umask's mode, no temporary left)."""
+    import os
+
+    from lockgen.adapters.atomic_files import UMASK
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    monkeypatch.setattr(kept_verdicts, "MOST_PACKS", 2)
+    digests = [f"{item:02x}" + "0" * 62 for item in range(4)]
+    for sha256 in digests[:3]:  # three runs, three packs: merged into one
+        with kept_verdicts.KeptVerdicts() as kept:
+            kept.keep(sha256, "key", [sha256])
+    folder = Path(kept_verdicts.folder())
+    assert [path.name.startswith("merged-") for path in folder.iterdir()] == [True]
+    with kept_verdicts.KeptVerdicts() as kept:  # takes the first verdict, keeps a fourth
+        assert kept.verdict(digests[0], {"key"}) == [digests[0]]
+        kept.keep(digests[3], "key", [digests[3]])
+    with kept_verdicts.KeptVerdicts() as kept:  # takes the first again: three packs, merged
+        assert kept.verdict(digests[0], {"key"}) == [digests[0]]
+    [pack] = folder.iterdir()
+    assert pack.name.startswith("merged-") and pack.stat().st_mode & 0o777 == 0o666 & ~UMASK
+    kept = kept_verdicts.KeptVerdicts()
+    assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[digests[0]], None, None, [digests[3]]]
+    kept.close()
+    assert not [name for name in os.listdir(folder) if not name.endswith(".pack")]
+
+
+def test_a_merge_that_finds_a_pack_gone_leaves_the_packs_to_the_merge_that_took_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack listed but gone when opened is another merge's (the two shares of one status closing together):
+    this merge stops, leaving every pack, rather than judge the merged pack's verdicts without that one's notes."""
+    import os
+
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    monkeypatch.setattr(kept_verdicts, "MOST_PACKS", 2)
+    digests = [f"{item:02x}" + "0" * 62 for item in range(3)]
+    listed = os.listdir
+    for sha256 in digests:
+        if sha256 == digests[-1]:  # the third pack's merge lists a pack that another merge removed meanwhile
+            monkeypatch.setattr(kept_verdicts.os, "listdir", lambda where: [*listed(where), "0-gone.pack"])
+        with kept_verdicts.KeptVerdicts() as kept:
+            kept.keep(sha256, "key", [sha256])
+    monkeypatch.setattr(kept_verdicts.os, "listdir", listed)
+    assert len(list(Path(kept_verdicts.folder()).glob("*.pack"))) == 3
+    kept = kept_verdicts.KeptVerdicts()
+    assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[sha256] for sha256 in digests]
+    kept.close()
 
 
 def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,13 @@ Where: packs, as git keeps objects: each process that keeps verdicts writes them
 renamed cost a cold status 5 s): the marshal records one after another, then an index of (sha256, offset, length)
 sorted by sha256, a fan-out table of where each two-byte prefix's entries end (what a lookup holds of a pack:
 256 KiB, whatever the count), and a trailer. A lookup reads the few index entries of its prefix and the record.
-Past `MOST_PACKS` packs, the writer merges them into one (the records are copied, the merged pack renamed in,
-then the others removed: a reader that misses a pack removed meanwhile verifies the certificate again).
+Past `MOST_PACKS` packs, the writer merges them into one (`merged-*.pack`: the records are copied, the merged
+pack renamed in, then the others removed: a reader that misses a pack removed meanwhile verifies the
+certificate again). Bounded: a run that takes a verdict from a merged pack notes its sha256 in its own pack (an
+index entry without a record, 44 bytes), and a merge copies from the merged packs only the verdicts some run
+took or kept since (a fleet's certificates no longer read, replaced or removed, are dropped there: their 5 KB
+records, 500 MB a 100,000, no longer outlive them); a folder not read in `MOST_PACKS` packs' time is verified
+again when it is.
 
 What a kept verdict trusts: that a pack under lockgen's home was written by lockgen, after this version of
 lockgen proved exactly the bytes whose sha256 names the record (canonical, signed by the key whose fingerprint it
@@ -28,18 +33,23 @@ an index out of its file) reads as not kept. Keeping is best-effort: a home lock
 from __future__ import annotations
 
 import array
+import heapq
 import marshal
 import os
 import struct
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from itertools import groupby
+from pathlib import Path
 from typing import Any
 
 from lockgen import __version__
+from lockgen.adapters.atomic_files import UMASK, temporary_beside
 from lockgen.adapters.proof.kept_runs import kept_folder, trusted
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
+from lockgen.errors import UserError
 
-SCHEMA = 2  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
+SCHEMA = 3  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
 RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerprint: a few KiB
 # the sources of what a certificate must be to be accepted (the schema and its models), from lockgen's folder
 RULE_SOURCES = ("model/certificate.py", "model/json_values.py", "../verify/schema.py")
@@ -64,11 +74,13 @@ def stamp() -> str:
 
 
 PACK = ".pack"
+MERGED = "merged-"  # a merged pack's name begins so: its verdicts outlive the next merge only when taken meanwhile
 TRAILER = struct.Struct("<QQ8s")  # where the index starts, how many entries, MAGIC
 MAGIC = b"lgkept02"
 ENTRY = struct.Struct("<32sQI")  # sha256 (raw), offset, length: sorted by sha256
 FANOUT = 1 << 16  # per two-byte prefix of the sha256, how many entries have it or a smaller one
 ENTRIES_HELD = 20_000  # a pack's index entries are sorted in runs of this many, spilled and merged
+ENTRIES_READ = 4096  # a pack's index entries read at a time by a merge (176 KiB)
 MOST_PACKS = 8  # more packs than this after a write: merged into one (each lookup reads every pack's index)
 
 
@@ -77,6 +89,7 @@ class _Pack:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.merged = os.path.basename(path).startswith(MERGED)
         self._descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             size = os.fstat(self._descriptor).st_size
@@ -103,16 +116,22 @@ class _Pack:
             return None
         entries = os.pread(self._descriptor, (last - first) * ENTRY.size, self._index + first * ENTRY.size)
         for sha256, offset, length in ENTRY.iter_unpack(entries):
-            if sha256 == raw and offset + length <= self._index and length <= RECORD_LIMIT:
+            if sha256 == raw and 0 < length <= RECORD_LIMIT and offset + length <= self._index:
                 return os.pread(self._descriptor, length, offset)
         return None
 
-    def records(self) -> Iterator[tuple[bytes, bytes]]:
-        """(raw sha256, record) of every entry, in index order."""
-        entries = os.pread(self._descriptor, self.count * ENTRY.size, self._index)
-        for sha256, offset, length in ENTRY.iter_unpack(entries):
-            if offset + length <= self._index and length <= RECORD_LIMIT:
-                yield sha256, os.pread(self._descriptor, length, offset)
+    def entries(self) -> Iterator[tuple[bytes, int, int]]:
+        """(raw sha256, offset, length) of every entry, in index order (a length of 0: a verdict taken, no record)."""
+        for first in range(0, self.count, ENTRIES_READ):  # a merge reads every pack's at once: a few at a time
+            size = min(ENTRIES_READ, self.count - first) * ENTRY.size
+            for sha256, offset, length in ENTRY.iter_unpack(
+                os.pread(self._descriptor, size, self._index + first * ENTRY.size)
+            ):
+                if offset + length <= self._index and length <= RECORD_LIMIT:
+                    yield sha256, offset, length
+
+    def read(self, offset: int, length: int) -> bytes:
+        return os.pread(self._descriptor, length, offset)
 
     def close(self) -> None:
         os.close(self._descriptor)
@@ -121,10 +140,17 @@ class _Pack:
 class _PackWriter:
     """A pack being written to a temporary file beside the packs; renamed in whole by `finish`."""
 
-    def __init__(self, folder: str) -> None:
-        self._folder = folder
-        self._temporary = os.path.join(folder, f"{os.getpid()}-{os.urandom(8).hex()}.tmp")
-        self._stream = open(self._temporary, "wb")
+    def __init__(self, folder: str, merged: bool = False) -> None:
+        self._path = os.path.join(folder, f"{MERGED * merged}{os.getpid()}-{os.urandom(8).hex()}{PACK}")
+        handle, temporary = temporary_beside(Path(self._path))  # `.NAME.pack.XXXX.tmp`: no reader takes it
+        self._temporary = str(temporary)
+        try:
+            os.fchmod(handle, 0o666 & ~UMASK)  # as the other kept files are made
+            self._stream = os.fdopen(handle, "wb")
+        except BaseException:
+            os.close(handle)
+            os.unlink(self._temporary)
+            raise
         self._entries = SpillFile()  # the index entries, sorted when the pack is finished (never one list)
         self._count = 0
         self._written = 0
@@ -134,6 +160,11 @@ class _PackWriter:
         self._entries.append(ENTRY.pack(raw, self._written, len(record)))
         self._count += 1
         self._written += len(record)
+
+    def note(self, raw: bytes) -> None:
+        """Notes that the verdict of `raw` was taken from a merged pack (an entry without a record)."""
+        self._entries.append(ENTRY.pack(raw, 0, 0))
+        self._count += 1
 
     def finish(self) -> str:
         """The pack's path, renamed in; its index, fan-out table and trailer written after the records."""
@@ -151,9 +182,8 @@ class _PackWriter:
         self._stream.write(fanout.tobytes())
         self._stream.write(TRAILER.pack(self._written, self._count, MAGIC))
         self._stream.close()
-        path = self._temporary.removesuffix(".tmp") + PACK
-        os.replace(self._temporary, path)
-        return path
+        os.replace(self._temporary, self._path)
+        return self._path
 
     def abandon(self) -> None:
         self._stream.close()
@@ -215,21 +245,30 @@ class KeptVerdicts:
                 and record[:3] == (sha256, stamp(), SCHEMA)
                 and record[3] in keys
             ):
+                if pack.merged:  # taken from a merged pack: noted, so the next merge keeps it
+                    self._write(lambda writer: writer.note(raw))
                 return record[4]
         return None
 
     def keep(self, sha256: str, key: str, value: Any) -> None:
         """Keeps `value` (plain values marshal holds) for the certificate bytes whose sha256 is `sha256`, verified
         under the key whose fingerprint is `key` ("" for none), in this run's pack."""
+        try:
+            record = marshal.dumps((sha256, stamp(), SCHEMA, key, value))
+        except ValueError:  # a value marshal cannot hold
+            return
+        self._write(lambda writer: writer.add(bytes.fromhex(sha256), record))
+
+    def _write(self, entry: Callable[[_PackWriter], None]) -> None:
+        """`entry` written to this run's pack, made at the first; nothing more once the home could not be written."""
         if self._failed:
             return
         try:
-            record = marshal.dumps((sha256, stamp(), SCHEMA, key, value))
             if self._writer is None:
                 os.makedirs(self._folder, exist_ok=True)
                 self._writer = _PackWriter(self._folder)
-            self._writer.add(bytes.fromhex(sha256), record)
-        except (OSError, ValueError):  # a home lockgen cannot write (read-only, full), a value marshal cannot hold
+            entry(self._writer)
+        except (OSError, UserError):  # a home lockgen cannot write (read-only, full, a folder that takes no file)
             self._give_up()
 
     def close(self) -> None:
@@ -243,7 +282,7 @@ class KeptVerdicts:
             self._writer.finish()
             self._writer = None
             _merge_when_many(self._folder)
-        except (OSError, ValueError):
+        except (OSError, UserError):
             self._give_up()
 
     def _give_up(self) -> None:
@@ -254,30 +293,52 @@ class KeptVerdicts:
 
 
 def _merge_when_many(where: str) -> None:
-    """More than `MOST_PACKS` packs in `where`: all merged into one, renamed in before the others are removed."""
+    """More than `MOST_PACKS` packs in `where`: all merged into one, renamed in before the others are removed.
+    Of a merged pack's verdicts only those another pack holds or notes (taken or kept since it was merged) are
+    copied: the others' certificates were not read since."""
     names = sorted(name for name in os.listdir(where) if name.endswith(PACK))
     if len(names) <= MOST_PACKS:
         return
-    writer = _PackWriter(where)
-    merged = []
-    try:
-        for name in names:
-            try:
-                pack = _Pack(os.path.join(where, name))
-            except (OSError, ValueError, struct.error):
-                continue
-            try:
-                for raw, record in pack.records():
-                    writer.add(raw, record)
-            finally:
-                pack.close()
-            merged.append(pack.path)
-        writer.finish()
-    except (OSError, ValueError):
-        writer.abandon()
-        return
-    for path in merged:
+    packs: list[_Pack] = []
+    for name in names:
         try:
-            os.unlink(path)
+            packs.append(_Pack(os.path.join(where, name)))
+        except FileNotFoundError:  # removed since listed: another merge runs (the two shares of one status),
+            for pack in packs:  # and this one, missing that pack's notes, would drop verdicts taken since
+                pack.close()
+            return
+        except (OSError, ValueError, struct.error):
+            continue
+    try:
+        writer = _PackWriter(where, merged=True)
+        try:
+            entries = heapq.merge(*(_entries_of(pack) for pack in packs), key=lambda entry: entry[0])
+            for raw, group in groupby(entries, key=lambda entry: entry[0]):
+                found = list(group)
+                if all(pack.merged for *_, pack in found):
+                    continue  # neither taken nor kept since its pack was merged
+                copied = set()
+                for _, offset, length, pack in found:
+                    record = pack.read(offset, length) if length else b""
+                    if record and record not in copied:
+                        copied.add(record)
+                        writer.add(raw, record)
+            writer.finish()
+        except BaseException:
+            writer.abandon()
+            raise
+    except (OSError, ValueError, UserError, struct.error):
+        return
+    finally:
+        for pack in packs:
+            pack.close()
+    for pack in packs:
+        try:
+            os.unlink(pack.path)
         except OSError:
             pass  # removed by another merge meanwhile
+
+
+def _entries_of(pack: _Pack) -> Iterator[tuple[bytes, int, int, _Pack]]:
+    for sha256, offset, length in pack.entries():
+        yield sha256, offset, length, pack
