@@ -23,7 +23,7 @@ from lockgen.core.env.expected_env import (
     wheel_expected,
 )
 from lockgen.errors import UserError
-from lockgen.model.lock import LockedPackage
+from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.manifests import ManifestFile, PackageManifest
 
 SHA = "ab" * 32
@@ -114,15 +114,13 @@ def test_a_kept_placement_naming_another_package_is_refused(tmp_path: Path, monk
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     manifest = _manifest(["demo/__init__.py"])
     manifest_store.keep(manifest)
-    package = LockedPackage.model_validate(
-        {
-            "name": "demo",
-            "version": "1.0",
-            "manager": "pip",
-            "platform": "linux-64",
-            "url": "https://example.invalid/demo-1.0-py3-none-any.whl",
-            "hash": {"sha256": SHA},
-        }
+    package = LockedPackage(
+        name="demo",
+        version="1.0",
+        manager="pip",
+        platform="linux-64",
+        url="https://example.invalid/demo-1.0-py3-none-any.whl",
+        hash=PackageHash(sha256=SHA),
     )
     read: list[str] = []
     monkeypatch.setattr(manifest_steps, "manifest_of", lambda *a: (read.append("manifest"), (manifest, None))[1])
