@@ -128,6 +128,12 @@ def test_a_kept_lock_is_built_into_a_new_prefix_without_pydantic(lock: Path, tmp
     assert "lockgen.api.materialize" in imported.split()  # built, not found made
     assert [name for name in BUILD_NEVER if name in imported.split()] == []
     assert subprocess.run([second / "bin" / "tool"], capture_output=True, text=True).stdout == "tool\n"
+    (kept,) = [path for path in (home / "kept").rglob("*.json") if json.loads(path.read_bytes())["kind"] == "lock"]
+    record = json.loads(kept.read_bytes())
+    record["value"]["lock"]["package"][0]["name"] = 7  # a kept value not of the records' shape: the lock parsed again
+    kept.write_bytes(json.dumps(record).encode())
+    third = _lockgen("materialize", str(lock), "--prefix", str(tmp_path / "third"), home=home, importtime=True)
+    assert third[:2] == (0, f"{tmp_path / 'third'}\n") and "pydantic" in third[3].split()
 
 
 KEPT_RUN_NEVER = (

@@ -11,7 +11,7 @@ record refuses a field of the wrong type when built (`TypeError`): entries built
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 LOCK_VERSION = 1
@@ -195,31 +195,50 @@ def lock_document(lock: Lock) -> dict[str, Any]:
 def lock_from_document(document: dict[str, Any]) -> Lock:
     """The lock `lock_document` gave `document` for, built without a validator (each record still refuses a field
     of the wrong type); a document not of that shape raises `KeyError`, `TypeError` or `AttributeError`."""
+    if document.keys() != _LOCK_KEYS or document["metadata"].keys() != _METADATA_KEYS:
+        raise KeyError("a lock document of another shape")
     meta = document["metadata"]
-    channels = tuple(LockChannel(url=c["url"], used_env_vars=tuple(c["used_env_vars"])) for c in meta["channels"])
+    channels = tuple(
+        LockChannel(url=c["url"], used_env_vars=kept_tuple(c["used_env_vars"])) for c in kept_tuple(meta["channels"])
+    )
     metadata = LockMetadata(
         content_hash=meta["content_hash"],
         channels=channels,
-        platforms=tuple(meta["platforms"]),
-        sources=tuple(meta["sources"]),
+        platforms=kept_tuple(meta["platforms"]),
+        sources=kept_tuple(meta["sources"]),
         custom_metadata=meta["custom_metadata"],
     )
-    packages = tuple(
-        LockedPackage(
-            name=p["name"],
-            version=p["version"],
-            manager=p["manager"],
-            platform=p["platform"],
-            dependencies=p["dependencies"],
-            url=p["url"],
-            hash=PackageHash(md5=p["hash"]["md5"], sha256=p["hash"]["sha256"]),
-            build=p["build"],
-            category=p["category"],
-            optional=p["optional"],
-        )
-        for p in document["package"]
-    )
+    packages = tuple(_package_from_document(p) for p in kept_tuple(document["package"]))
     return Lock(version=document["version"], metadata=metadata, package=packages)
+
+
+def kept_tuple(value: object) -> tuple[Any, ...]:
+    """A JSON list as a tuple (a string or a mapping is no list: `tuple` of it would be its characters or keys)."""
+    if type(value) is not list:
+        raise TypeError(f"a list was kept here, not {type(value).__name__}")
+    return tuple(value)
+
+
+_LOCK_KEYS = frozenset(f.name for f in fields(Lock))
+_METADATA_KEYS = frozenset(f.name for f in fields(LockMetadata))
+_PACKAGE_KEYS = frozenset(f.name for f in fields(LockedPackage))
+
+
+def _package_from_document(p: dict[str, Any]) -> LockedPackage:
+    if p.keys() != _PACKAGE_KEYS:
+        raise KeyError("a package document of another shape")
+    return LockedPackage(
+        name=p["name"],
+        version=p["version"],
+        manager=p["manager"],
+        platform=p["platform"],
+        dependencies=p["dependencies"],
+        url=p["url"],
+        hash=PackageHash(md5=p["hash"]["md5"], sha256=p["hash"]["sha256"]),
+        build=p["build"],
+        category=p["category"],
+        optional=p["optional"],
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

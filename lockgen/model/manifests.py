@@ -15,8 +15,10 @@ record refuses a field of the wrong type when built (`TypeError`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
+
+from lockgen.model.lock import kept_tuple
 
 MANIFESTS_FORMAT = 1
 _FORBID_EXTRA: dict[str, Any] = {"extra": "forbid"}  # pydantic's config for these records, where it validates them
@@ -133,15 +135,20 @@ def manifest_document(manifest: PackageManifest) -> dict[str, Any]:
 def manifest_from_document(document: dict[str, Any]) -> PackageManifest:
     """The manifest `manifest_document` gave `document` for, built without a validator (each record still refuses
     a field of the wrong type); a document not of that shape raises `KeyError`, `TypeError` or `AttributeError`."""
+    if document.keys() != _MANIFEST_KEYS:
+        raise KeyError("a manifest document of another shape")
     return PackageManifest(
         sha256=document["sha256"],
         name=document["name"],
         version=document["version"],
         kind=document["kind"],
-        files=tuple(ManifestFile(**file) for file in document["files"]),
+        files=tuple(ManifestFile(**file) for file in kept_tuple(document["files"])),
         dist_info=document["dist_info"],
-        scripts=tuple(document["scripts"]),
+        scripts=kept_tuple(document["scripts"]),
         entry_points=document["entry_points"],
         noarch_python=document["noarch_python"],
         source=document["source"],
     )
+
+
+_MANIFEST_KEYS = frozenset(f.name for f in fields(PackageManifest))
