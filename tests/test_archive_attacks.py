@@ -18,6 +18,7 @@ import struct
 import tarfile
 import zipfile
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -806,7 +807,7 @@ def test_each_tar_of_a_conda_archive_is_decompressed_once_per_reading(
     archive_safety.check_archive(archive, "`once` 1.0")
     assert len(opened) == (1 if suffix == ".tar.bz2" else 2)  # the one tar, or info and pkg
     opened.clear()
-    package = _package(archive).model_copy(update={"name": "once"})
+    package = replace(_package(archive), name="once")
     assert "bin/tool" in {f.path for f in conda_package.read_manifest(archive, package).files}
     assert len(opened) == 2  # the info read, then the payload read (a .tar.bz2's one tar for each)
 
@@ -885,7 +886,7 @@ def _extracted(tmp_path: Path, pkg: Pkg) -> tuple[Path, "object"]:
     archive = write_package(pkg, tmp_path / "built")
     folder = tmp_path / "extracted"
     streaming.extract(str(archive), str(folder))
-    package = _package(archive).model_copy(update={"name": pkg.name, "version": pkg.version, "build": pkg.build})
+    package = replace(_package(archive), name=pkg.name, version=pkg.version, build=pkg.build)
     return folder, conda_package.read_manifest(archive, package)
 
 

@@ -112,6 +112,30 @@ def test_run_of_a_made_environment_imports_no_typer_pydantic_or_models(lock: Pat
     assert "typer" in slow[3].split() and "pydantic" in slow[3].split()  # the probe sees them where they load
 
 
+BUILD_NEVER = ("typer", "rich", "yaml", "pydantic", "lockgen.model.base", "lockgen.adapters.lock.lockfile_yaml")
+
+
+@pytest.mark.slow
+def test_a_kept_lock_is_built_into_a_new_prefix_without_pydantic(lock: Path, tmp_path: Path) -> None:
+    """A `materialize` of a kept lock into a prefix it has not made yet is built on the fast path from plain
+    records (issue 43): the lock's kept value and the store's kept manifests are built again without a validator,
+    so neither typer nor pydantic nor a pydantic-based model loads; the environment is whole."""
+    home = tmp_path / "home"
+    assert _lockgen("materialize", str(lock), "--prefix", str(tmp_path / "first"), home=home)[0] == 0
+    second = tmp_path / "second"
+    code, out, err, imported = _lockgen("materialize", str(lock), "--prefix", str(second), home=home, importtime=True)
+    assert (code, out) == (0, f"{second}\n") and "environment digest sha256:" in err, err
+    assert "lockgen.api.materialize" in imported.split()  # built, not found made
+    assert [name for name in BUILD_NEVER if name in imported.split()] == []
+    assert subprocess.run([second / "bin" / "tool"], capture_output=True, text=True).stdout == "tool\n"
+    (kept,) = [path for path in (home / "kept").rglob("*.json") if json.loads(path.read_bytes())["kind"] == "lock"]
+    record = json.loads(kept.read_bytes())
+    record["value"]["lock"]["package"][0]["name"] = 7  # a kept value not of the records' shape: the lock parsed again
+    kept.write_bytes(json.dumps(record).encode())
+    third = _lockgen("materialize", str(lock), "--prefix", str(tmp_path / "third"), home=home, importtime=True)
+    assert third[:2] == (0, f"{tmp_path / 'third'}\n") and "pydantic" in third[3].split()
+
+
 KEPT_RUN_NEVER = (
     "_hashlib",  # OpenSSL's libcrypto, about 5 ms of each start: the interpreter's own SHA-256 does (stat_digest)
     "pathlib",

@@ -7,6 +7,7 @@ known by its content under any name."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,6 @@ def test_no_writer_writes_a_lock_naming_a_package_twice(tmp_path: Path) -> None:
     lock = load_lock(
         Path(__file__).resolve().parent.parent / "envs" / "examples" / "quickstart" / "locks" / "cpu.conda-lock.yml"
     )
-    doubled = lock.model_copy(update={"package": (*lock.package, lock.package[0])})
+    doubled = replace(lock, package=(*lock.package, lock.package[0]))
     with pytest.raises(LockFormatError, match="twice"):
         checked_lock_text(doubled, "a writer", "mend the writer's input")

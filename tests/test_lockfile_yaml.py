@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,15 @@ from hypothesis import strategies as st
 
 from lockgen.adapters.lock.lockfile_yaml import dump_lock, load_lock, parse_lock
 from lockgen.errors import LockFormatError
-from lockgen.model.lock import Lock, LockChannel, LockedPackage, LockMetadata, PackageHash
+from lockgen.model.lock import (
+    Lock,
+    LockChannel,
+    LockedPackage,
+    LockMetadata,
+    PackageHash,
+    lock_document,
+    lock_from_document,
+)
 from tests.conftest import EXAMPLE_STACK
 
 LOCKS = sorted((EXAMPLE_STACK.parent / "locks").glob("*.conda-lock.yml"))
@@ -205,3 +215,42 @@ def test_entries_written_straight_from_the_models_as_the_generic_emitter_writes_
     )
     lock = Lock(metadata=meta, package=tuple(packages))
     assert dump_lock(lock) == _generic_text(lock)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ENTRY, max_size=4))
+def test_a_kept_lock_document_builds_the_same_records_without_a_validator(packages: list[LockedPackage]) -> None:
+    """The form a checked lock is kept in (`lock_document`, through JSON) builds the very records again."""
+    meta = LockMetadata(
+        content_hash={"linux-64": "ab" * 32},
+        channels=(LockChannel(url="https://conda.anaconda.org/conda-forge", used_env_vars=("TOKEN",)),),
+        platforms=("linux-64", "linux-aarch64"),
+        sources=("stack.toml",),
+        custom_metadata={"lockgen.target": "cpu"},
+    )
+    lock = Lock(metadata=meta, package=tuple(packages))
+    assert lock_from_document(json.loads(json.dumps(lock_document(lock)))) == lock
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        lambda d: d["package"][0].update(name=7),
+        lambda d: d["package"][0].update(hash=["sha256"]),
+        lambda d: d["package"][0].update(manager="npm"),
+        lambda d: d["package"][0].update(optional="no"),
+        lambda d: d["package"][0]["dependencies"].update(python=3),
+        lambda d: d["package"][0].pop("url"),
+        lambda d: d["package"][0].update(extra="x"),
+        lambda d: d["metadata"].update(channels="conda-forge"),
+        lambda d: d["metadata"].update(platforms="linux-64"),
+        lambda d: d["metadata"]["custom_metadata"].update({"lockgen.target": None}),
+        lambda d: d.update(version="1"),
+    ],
+)
+def test_a_kept_lock_document_not_of_the_records_shape_is_refused(break_it: Callable[[dict], object]) -> None:
+    """A kept value of another shape raises what `materialize_steps._parsed` takes as "parse the bytes again"."""
+    document = json.loads(json.dumps(lock_document(load_lock(LOCKS[0]))))
+    break_it(document)
+    with pytest.raises((KeyError, TypeError, AttributeError)):
+        lock_from_document(document)

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import zipfile
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Pat
     """demo 2.0 pinned to demo-1.0's wheel, renamed demo-2.0-…whl: its METADATA and dist-info still say 1.0."""
     from lockgen.api.steps.manifest_steps import manifest_of
     from lockgen.digests import file_digest
-    from lockgen.model.lock import LockedPackage
+    from lockgen.model.lock import LockedPackage, PackageHash
 
     honest = build_wheel(Wheel("demo", "1.0"), tmp_path)
     renamed = honest.rename(tmp_path / "demo-2.0-py3-none-any.whl")
@@ -161,11 +162,11 @@ def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Pat
         manager="pip",
         platform="linux-64",
         url=renamed.as_uri(),
-        hash={"sha256": file_digest(renamed)},
+        hash=PackageHash(sha256=file_digest(renamed)),
     )
     with pytest.raises(LockFormatError, match=re.escape("dist-info folder says `demo-1.0.dist-info`")):
         manifest_of(entry, {})
-    honest_entry = entry.model_copy(update={"version": "1.0", "url": (tmp_path / "demo-1.0-py3-none-any.whl").as_uri()})
+    honest_entry = replace(entry, version="1.0", url=(tmp_path / "demo-1.0-py3-none-any.whl").as_uri())
     shutil.copy(renamed, tmp_path / "demo-1.0-py3-none-any.whl")
     assert manifest_of(honest_entry, {})[0].version == "1.0"
     with pytest.raises(LockFormatError, match=r"manifest .read from the file itself. says `demo 1.0`"):
@@ -175,7 +176,7 @@ def test_a_wheel_renamed_to_another_version_is_refused(tmp_path: Path, home: Pat
 def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path: Path, home: Path) -> None:
     from lockgen.api.steps.manifest_steps import manifest_of
     from lockgen.digests import file_digest
-    from lockgen.model.lock import LockedPackage
+    from lockgen.model.lock import LockedPackage, PackageHash
 
     wheel = build_wheel(Wheel("demo", "1.0"), tmp_path)
     forged = _rewritten(
@@ -189,7 +190,7 @@ def test_a_wheel_whose_metadata_disagrees_with_its_dist_info_is_refused(tmp_path
         manager="pip",
         platform="linux-64",
         url=forged.as_uri(),
-        hash={"sha256": file_digest(forged)},
+        hash=PackageHash(sha256=file_digest(forged)),
     )
     with pytest.raises(LockFormatError, match=re.escape("METADATA says `other 1.0`")):
         manifest_of(entry, {})
@@ -302,7 +303,7 @@ def test_any_field_is_loaded_checked_or_refused_as_one_error(field: str, value: 
 
 def test_written_locks_are_checked_before_a_byte_is_written(tmp_path: Path) -> None:
     lock = load_lock(CPU_LOCK)
-    bad = lock.model_copy(update={"package": (lock.package[0].model_copy(update={"build": "../x"}), *lock.package[1:])})
+    bad = replace(lock, package=(replace(lock.package[0], build="../x"), *lock.package[1:]))
     with pytest.raises(LockFormatError, match="is not a conda build string") as refused:
         checked_lock_text(bad, "a test", "correct the test's input")
     assert os.listdir(tmp_path) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from lockgen.core.env.expected_env import (
     wheel_expected,
 )
 from lockgen.errors import UserError
-from lockgen.model.lock import LockedPackage
+from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.manifests import ManifestFile, PackageManifest
 
 SHA = "ab" * 32
@@ -114,15 +115,13 @@ def test_a_kept_placement_naming_another_package_is_refused(tmp_path: Path, monk
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
     manifest = _manifest(["demo/__init__.py"])
     manifest_store.keep(manifest)
-    package = LockedPackage.model_validate(
-        {
-            "name": "demo",
-            "version": "1.0",
-            "manager": "pip",
-            "platform": "linux-64",
-            "url": "https://example.invalid/demo-1.0-py3-none-any.whl",
-            "hash": {"sha256": SHA},
-        }
+    package = LockedPackage(
+        name="demo",
+        version="1.0",
+        manager="pip",
+        platform="linux-64",
+        url="https://example.invalid/demo-1.0-py3-none-any.whl",
+        hash=PackageHash(sha256=SHA),
     )
     read: list[str] = []
     monkeypatch.setattr(manifest_steps, "manifest_of", lambda *a: (read.append("manifest"), (manifest, None))[1])
@@ -134,3 +133,30 @@ def test_a_kept_placement_naming_another_package_is_refused(tmp_path: Path, monk
     manifest_store.keep_placed(SHA, "3.11", PLACEMENT_LAYOUT, {**record, "name": "other"})
     with pytest.raises(UserError):
         manifest_steps.placed_wheel(package, "3.11")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d["files"][0].update(size="12"),
+        lambda d: d["files"][0].update(extra=True),
+        lambda d: d.update(kind="egg"),
+        lambda d: d.update(scripts="tool"),
+        lambda d: d.pop("source"),
+        lambda d: d.update(extra=1),
+    ],
+)
+def test_a_kept_manifest_is_read_back_without_a_validator_and_a_damaged_one_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: Callable[[dict], object]
+) -> None:
+    """The store's manifests are built again from their JSON as plain records (a build of a kept lock imports no
+    pydantic); one not of their shape is removed, so the package's own archive is read again."""
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    manifest = _manifest(["demo/__init__.py", "ü/ñ.py"])
+    manifest_store.keep(manifest)
+    assert manifest_store.cached(SHA) == manifest
+    (path,) = (tmp_path / "manifests").rglob(f"{SHA}.json")
+    document = json.loads(path.read_bytes())
+    damage(document)
+    path.write_text(json.dumps(document))
+    assert manifest_store.cached(SHA) is None and not path.exists()

@@ -328,9 +328,10 @@ def _cli(lock: Path, prefix: Path, *, reparse: bool = False) -> tuple[int, str, 
 
 
 def test_a_build_of_a_kept_lock_on_the_fast_path_makes_what_the_typer_app_makes(lock: Path, tmp_path: Path) -> None:
-    """A materialize into a new prefix of a lock whose checked value is kept is built without typer or the YAML
-    (issue 43: the fast path takes the kept value), and makes the environment the typer app makes from the parsed
-    YAML: at the same prefix, the same digest, stdout and manifest bytes (stats.json holds inodes and times)."""
+    """A materialize into a new prefix of a lock whose checked value is kept is built without typer, the YAML or
+    pydantic (issue 43: the fast path takes the kept value, as plain records), and makes the environment the typer
+    app makes from the parsed YAML: at the same prefix, the same digest, stdout and manifest bytes (stats.json
+    holds inodes and times)."""
     import shutil
 
     from lockgen.adapters.store.env_manifest import MANIFEST
@@ -345,7 +346,14 @@ def test_a_build_of_a_kept_lock_on_the_fast_path_makes_what_the_typer_app_makes(
     assert fast[:2] == typer_app[:2], fast
     digest = [line for line in typer_app[2].splitlines() if line.startswith("environment digest sha256:")]
     assert len(digest) == 1 and digest[0] in fast[2].splitlines()
-    for module in ("typer", "yaml", "lockgen.cli.app", "lockgen.adapters.lock.lockfile_yaml", "lockgen.model.spec"):
+    for module in (
+        "typer",
+        "yaml",
+        "pydantic",
+        "lockgen.cli.app",
+        "lockgen.adapters.lock.lockfile_yaml",
+        "lockgen.model.spec",
+    ):
         assert module not in fast[3].split(), module
     assert (prefix / MANIFEST).read_bytes() == manifest
 

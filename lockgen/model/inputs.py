@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-if TYPE_CHECKING:  # pydantic models, imported by whoever builds these values
+if TYPE_CHECKING:  # the lock's records and the spec's models, imported by whoever builds these values
     from lockgen.model.lock import LoadedLock
     from lockgen.model.spec import StackSpec
 

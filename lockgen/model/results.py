@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # a type only here: resolve, which returns TargetResult, load
 if TYPE_CHECKING:  # a pydantic model: `verify` builds it
     from lockgen.model.certificate import CertificateBody
 
-if TYPE_CHECKING:  # a pydantic model: `pin` builds it
+if TYPE_CHECKING:  # the lock's records: `pin` builds them
     from lockgen.model.lock import Lock
 
 from lockgen.model.resolved import TargetResult  # what `add`/`remove` say of a re-locked target

@@ -208,15 +208,14 @@ class ChannelSet:
         return [r for r in records if (r.name.normalized, str(r.version), str(r.build)) in wanted]
 
     def _locked(self, record: Any, platform: str) -> LockedPackage:
-        # rattler's records are already validated: construct without re-validating (hot path)
-        return LockedPackage.model_construct(
+        return LockedPackage(
             name=record.name.normalized,
             version=str(record.version),
             manager="conda",
             platform=platform,
             dependencies=dependency_map(record.depends),
             url=self._lock_url(record),
-            hash=PackageHash.model_construct(
+            hash=PackageHash(
                 md5=record.md5.hex() if record.md5 else None, sha256=record.sha256.hex() if record.sha256 else None
             ),
             build=str(record.build),

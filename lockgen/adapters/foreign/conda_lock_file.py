@@ -5,6 +5,7 @@ alone.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -69,6 +70,6 @@ def conda_lock(document: dict[str, object], digest: str, path: Path) -> Imported
             )
             sort_into(pip, packages, skipped, unhashed)
             continue
-        packages.append(entry if entry.build else entry.model_copy(update={"build": split_conda_file(entry.url)[3]}))
+        packages.append(entry if entry.build else replace(entry, build=split_conda_file(entry.url)[3]))
     channels = tuple(c.url for c in lock.metadata.channels)
     return Imported("conda-lock.yml v1", channels, tuple(packages), digest, tuple(skipped), unhashed=tuple(unhashed))

@@ -1,4 +1,4 @@
-"""Inputs checked once per bytes: the value pydantic accepted for a lock's exact bytes (and a stack's verdict that
+"""Inputs checked once per bytes: the value the models accepted for a lock's exact bytes (and a stack's verdict that
 its target's lock is fresh, by the stack's and the lock's bytes: `keep_fresh`; the targets detected for a stack, by
 the stack's bytes, with what detection read of each node inside: `keep_detected`; and that a lock's text lockgen
 made passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `keep_checked_text`), kept under
@@ -130,13 +130,14 @@ def keep_lock(sha256: str, lock: Lock) -> None:
 
     def value() -> dict[str, Any]:
         from lockgen.core.lock.lock_builder import LockgenMeta, has_editable
+        from lockgen.model.lock import lock_document
 
         facts = {
             "target": LockgenMeta(lock).target,
             "platforms": list(lock.metadata.platforms),
             "editable": has_editable(lock.package),
         }
-        return {"lock": lock.model_dump(mode="json"), **facts}
+        return {"lock": lock_document(lock), **facts}
 
     keep("lock", sha256, value, lambda kept: _lock_facts(kept) and isinstance(kept.get("lock"), dict))
 
@@ -148,8 +149,8 @@ def kept_lock(sha256: str) -> KeptLock | None:
 
 
 def kept_lock_value(sha256: str) -> dict[str, Any] | None:
-    """The lock value the models accepted for the bytes whose sha256 is `sha256` (`Lock.model_dump(mode="json")`,
-    plain JSON values), None when none is kept (or kept values are off, or its record is not of that shape)."""
+    """The lock value the models accepted for the bytes whose sha256 is `sha256` (`model.lock.lock_document`: plain
+    JSON values), None when none is kept (or kept values are off, or its record is not of that shape)."""
     value = kept("lock", sha256)
     lock = None if value is None or _lock_facts(value) is None else value.get("lock")
     return lock if isinstance(lock, dict) else None

@@ -5,19 +5,18 @@ metadata maps sorted, no timestamps. The emitter is lockgen's own, for this one 
 data: pyyaml's pure-Python representer took a third of a five-target resolve, and owning the
 emitter also pins the bytes against pyyaml/libyaml differences. Strings are plain when they
 cannot be read as anything else, JSON-quoted (valid YAML) otherwise. Reading uses pyyaml;
-the `version` field is checked, the content validated against lockgen's frozen models and every field
-by its rule (`core.lock.lock_fields`).
+the `version` field is checked, the content validated by pydantic into lockgen's plain lock records (the one
+place a lock's entries meet a validator) and every field by its rule (`core.lock.lock_fields`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-
-from pydantic import ValidationError
 
 from lockgen.model.names import shown
 from lockgen.errors import LockFieldError, LockFormatError
@@ -373,6 +372,14 @@ def parse_lock(text: str, source: str) -> Lock:
     return lock
 
 
+@functools.cache
+def _lock_validator() -> Any:
+    """pydantic's validator of the lock records (`TypeAdapter`), built once per process, when a lock is read."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Lock)
+
+
 def v1_lock(data: dict[str, Any], source: str, hint: str) -> Lock:
     """A conda-lock v1 document (YAML loaded, its version 1) as lockgen's lock model, every entry validated: the
     one reader of the format's fields, for lockgen's own locks (`parse_lock`, which then checks every field's
@@ -386,8 +393,12 @@ def v1_lock(data: dict[str, Any], source: str, hint: str) -> Lock:
     meta["custom_metadata"] = meta.get("custom_metadata") or {}
     if isinstance(meta.get("channels"), list):
         meta["channels"] = [{"url": c} if isinstance(c, str) else c for c in meta["channels"]]
+    from pydantic import ValidationError  # the boundary: past it, a lock is its plain records
+
     try:
-        return Lock.model_validate({"version": data["version"], "metadata": meta, "package": data.get("package") or []})
+        return _lock_validator().validate_python(
+            {"version": data["version"], "metadata": meta, "package": data.get("package") or []}
+        )
     except ValidationError as exc:
         raise LockFormatError(f"lock `{source}` is malformed: {_out_of_place(exc.errors()[0])}", hint) from None
 

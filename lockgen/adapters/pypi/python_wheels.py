@@ -14,7 +14,7 @@ for the import to look its hash up there or refuse it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -163,7 +163,7 @@ class UnhashedWheel:
     def locked(self, sha256: str) -> LockedPackage:
         """The lock entry, pinned by the sha256 its index lists for this very file."""
         if self.entry is not None:
-            return self.entry.model_copy(update={"hash": PackageHash(sha256=sha256)})
+            return replace(self.entry, hash=PackageHash(sha256=sha256))
         return pip_wheel(self.name, self.version, self.platform, self.url, sha256)
 
     def left_out(self, why: str) -> str:

@@ -110,16 +110,18 @@ def kept_made(
 def _parsed(lock: LockBytes | LoadedLock) -> LoadedLock:
     """The lock's entries: the value the models accepted for its bytes when it is kept (`kept_inputs`: the YAML,
     its field rules and the lockgen keys are not read again, as the fast path trusts them), else its bytes parsed."""
-    from lockgen.model.lock import LoadedLock, Lock
+    from lockgen.model.lock import LoadedLock, lock_from_document
 
     if isinstance(lock, LoadedLock):
         return lock
     value = kept_inputs.kept_lock_value(lock.sha256)
     if value is not None:
         try:
-            return LoadedLock(source=lock.source, data=lock.data, sha256=lock.sha256, lock=Lock.model_validate(value))
-        except ValueError:  # a kept value the models no longer accept (pydantic's ValidationError): parsed again
+            entries = lock_from_document(value)
+        except (KeyError, TypeError, AttributeError):  # a kept value not of the records' shape: parsed again
             pass
+        else:
+            return LoadedLock(source=lock.source, data=lock.data, sha256=lock.sha256, lock=entries)
     from lockgen.adapters.lock.lockfile_yaml import parsed
 
     return parsed(lock)

@@ -16,16 +16,18 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage, ObservedFile
 from lockgen.core.lock.lock_builder import LockgenMeta
 from lockgen.core.env.wheel_files import RecordRow, Scheme, expected_files, is_script, wheel_to_prefix
 from lockgen.digests import canonical_digest
-from lockgen.model.json_values import JsonObject
-from lockgen.model.inventory import InstalledDistribution
 from lockgen.model.lock import Lock
 from lockgen.model.manifests import PackageManifest
+
+if TYPE_CHECKING:  # types only: pydantic-based, and a build of a kept lock imports neither
+    from lockgen.model.inventory import InstalledDistribution
+    from lockgen.model.json_values import JsonObject
 
 
 def python_xy(version: str) -> str:

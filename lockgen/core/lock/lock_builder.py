@@ -22,6 +22,7 @@ so a lock whose entries were cut or edited by hand is refused when it is read (`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lockgen.core.lock import lock_meta
@@ -49,7 +50,7 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
     fetchers put the host's credential back from the auth file or netrc when they download."""
     scrubbed = tuple(
         sorted(
-            (p if scrub_url(p.url) == p.url else p.model_copy(update={"url": scrub_url(p.url)}) for p in packages),
+            (p if scrub_url(p.url) == p.url else replace(p, url=scrub_url(p.url)) for p in packages),
             key=lambda p: p.sort_key(),
         )
     )
@@ -57,9 +58,7 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
         f"lockgen.{PACKAGE_SET}.{platform}": package_set([p for p in scrubbed if p.platform == platform])
         for platform in metadata.platforms
     }
-    return Lock.model_construct(  # the two fields are values of their models already: nothing to validate
-        metadata=metadata.model_copy(update={"custom_metadata": {**metadata.custom_metadata, **sets}}), package=scrubbed
-    )
+    return Lock(metadata=replace(metadata, custom_metadata={**metadata.custom_metadata, **sets}), package=scrubbed)
 
 
 PACKAGE_SET = "package-set"
@@ -158,11 +157,10 @@ def resolved_metadata(
         if sources := lock_meta.torch_sources_text(spec):
             meta["torch-sources"] = sources
         _pypi_meta(meta, pypi or {})
-    # built from core's own values, every one typed (the pydantic mypy plugin checks `model_construct`'s fields as
-    # strictly as a call): no validator is built for them on each resolve; the text is checked before it is written
-    return LockMetadata.model_construct(
+    # plain records built from core's own values, every one typed: the text is checked before it is written
+    return LockMetadata(
         content_hash=dict(content_hashes),
-        channels=tuple(LockChannel.model_construct(url=scrub_url(c)) for c in spec.channels),
+        channels=tuple(LockChannel(url=scrub_url(c)) for c in spec.channels),
         platforms=tuple(r.platform for r in requests),
         sources=(source,),
         custom_metadata=_keys(meta),
