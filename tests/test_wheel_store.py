@@ -364,3 +364,59 @@ def test_a_store_file_changed_in_place_is_refused_on_the_fast_path_too(lock: Pat
     assert "error: 1 installed files differ from their wheel's RECORD" in said and "alpha/__init__.py" in said
     assert "moved out to" in said and "hint: materialize (or unpack) again" in said
     assert not (tmp_path / "two").exists() and next((tmp_path / "home" / "quarantine").glob("*-wheel-*"))
+
+
+WRITERS = """
+import os, sys
+from pathlib import Path
+from lockgen.adapters.store import env_manifest
+from lockgen.api.materialize import materialize
+
+real = env_manifest.write
+def noted(prefix, *args, **kwargs):  # the process that writes the record, noted where the test reads it
+    with open(sys.argv[3], "a") as notes:
+        notes.write(f"{os.getpid()} {os.getppid()}\\n")
+    return real(prefix, *args, **kwargs)
+env_manifest.write = noted
+if sys.argv[4] == "no fork":
+    def no_fork():
+        raise OSError("no process to be had")
+    os.fork = no_fork
+print(os.getpid(), materialize(Path(sys.argv[1]), None, Path(sys.argv[2]), lambda _: None)[1])
+"""
+
+
+def test_the_record_is_written_by_a_child_meanwhile_and_is_what_the_build_writes_alone(
+    lock: Path, tmp_path: Path
+) -> None:
+    """Once the wheels' files are proven, the environment's record (manifest and stats) is written by a forked child
+    while the build records the proofs and checks for unstated files (issue 43's loop: the two cores share what uv
+    left to do); where no child can be forked, the build writes it itself: the same manifest bytes and digest. In
+    processes of their own (a pytest worker runs threads: no fork is made beside them)."""
+    import subprocess
+    import sys
+
+    from lockgen.adapters.store.env_manifest import MANIFEST
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched and proven: the next builds are from the store
+    env = {**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")}
+    answers = []
+    for name, how in (("two", "fork"), ("three", "no fork")):
+        notes = tmp_path / f"writers-{name}"
+        said = subprocess.run(
+            [sys.executable, "-c", WRITERS, str(lock), str(tmp_path / name), str(notes), how],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert said.returncode == 0, said.stderr
+        builder, digest = said.stdout.split()
+        writers = [line.split() for line in notes.read_text().splitlines()]
+        answers.append((builder, digest, writers))
+    (builder, digest, writers), (alone, again, its_own) = answers
+    assert writers == [[writers[0][0], builder]] and writers[0][0] != builder  # one record, by the build's child
+    assert its_own == [[alone, its_own[0][1]]]  # no child: the build wrote it
+    assert again == digest
+    assert (tmp_path / "three" / MANIFEST).read_bytes().replace(b"three", b"two") == (
+        tmp_path / "two" / MANIFEST
+    ).read_bytes()
