@@ -58,7 +58,8 @@ def test_a_second_materialize_reads_no_proven_file(lock: Path, tmp_path: Path, h
 def test_a_build_from_the_store_loads_no_http_client_and_no_conda_module(lock: Path, tmp_path: Path) -> None:
     """A pure-PyPI lock whose wheels are proven is built from the store with uv --offline: the wheel reader with its
     HTTP client and the conda side's modules are imported where they are used, not by this build (11 ms of
-    urllib.request, http.client and netrc in the loop of issue 43)."""
+    urllib.request, http.client and netrc in the loop of issue 43), nor the results' dataclasses, which only a drift
+    check or a damaged store's report makes (about 12 ms)."""
     from tests.test_cli_startup import _loaded
 
     materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched, proven, its manifests kept
@@ -68,6 +69,7 @@ def test_a_build_from_the_store_loads_no_http_client_and_no_conda_module(lock: P
         "lockgen.adapters.store.package_store",
         "lockgen.adapters.conda.rattler_cache",
         "lockgen.adapters.pypi.wheel_record",
+        "lockgen.model.results",
     )
     code, loaded = _loaded(watched, "materialize", str(lock), "--prefix", str(tmp_path / "two"))
     assert (code, loaded) == (0, "loaded: []")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lockgen.adapters import home, parallel
 from lockgen.adapters.conda import conda_meta
@@ -44,7 +45,9 @@ from lockgen.core.env.wheel_files import OWN_FOLDER, in_own_folder
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.environment_record import EnvironmentManifest, ManifestStats
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
-from lockgen.model.results import Drift
+
+if TYPE_CHECKING:  # loaded by the drift checks alone (the results' dataclasses: about 12 ms a build does without)
+    from lockgen.model.results import Drift
 
 Meter = Callable[[str, int, int], None]
 
@@ -367,6 +370,8 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything. Both stand only within the stat trust window
     (`conformance_store.byte_trust`): once the last look that read every byte is older, every byte is read again."""
+    from lockgen.model.results import Drift
+
     trust = conformance_store.byte_trust(prefix, "")
     full = full or trust.expired
     tree = stat_walk.tree_fingerprint(prefix)  # before anything is read
@@ -402,6 +407,8 @@ def _shown(when: float | None) -> str | None:
 def _drift(prefix: Path, full: bool, manifest: EnvironmentManifest, stats: ManifestStats) -> Drift:
     """The work of `recorded_drift`: every path against the record (`manifest`, `stats`), hashing what moved
     (all when `full`)."""
+    from lockgen.model.results import Drift
+
     recorded = {e["path"]: e for e in manifest["files"]}
     fingerprints = stats["files"]
     infos, folder_infos = env_manifest.scan_tree(prefix)
