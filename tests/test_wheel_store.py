@@ -422,3 +422,46 @@ def test_the_record_is_written_by_a_child_meanwhile_and_is_what_the_build_writes
     assert (tmp_path / "three" / MANIFEST).read_bytes().replace(b"three", b"two") == (
         tmp_path / "two" / MANIFEST
     ).read_bytes()
+
+
+REFUSED_MEANWHILE = """
+import os, sys
+from pathlib import Path
+from lockgen.api.steps import shared_steps
+from lockgen.errors import LockFormatError
+from lockgen.api.materialize import materialize
+
+def refuse(*args):  # the check of unstated files refuses while the child writes the record
+    raise LockFormatError("planted refusal", "none")
+shared_steps._nothing_unstated = refuse
+prefix = Path(sys.argv[2])
+try:
+    materialize(Path(sys.argv[1]), None, prefix, lambda _: None)
+except LockFormatError as refused:
+    print(refused.message)
+try:
+    print("a child left:", os.waitpid(-1, os.WNOHANG))
+except ChildProcessError:
+    print("no child left")
+print(sorted(path.name for path in prefix.parent.iterdir() if prefix.name in path.name))
+"""
+
+
+def test_a_refusal_while_the_child_writes_the_record_leaves_no_child_and_nothing_at_the_prefix(
+    lock: Path, tmp_path: Path
+) -> None:
+    """A build refused after the child that writes the record was forked (a file no package states) ends and waits
+    for that child before its temporary folder is removed: nothing is left at the prefix or beside it, and no child
+    outlives the build (in a process of its own: a pytest worker runs threads, and no fork is made beside them)."""
+    import subprocess
+    import sys
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched and proven: the next build is from the store
+    said = subprocess.run(
+        [sys.executable, "-c", REFUSED_MEANWHILE, str(lock), str(tmp_path / "two")],
+        env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+    )
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.splitlines() == ["planted refusal", "no child left", "[]"]
